@@ -1,0 +1,531 @@
+//! The bucket: a bounded FIFO queue of records with an overflow policy.
+//!
+//! Records travel in [`Segment`]s: runs of records that were read together,
+//! sharing one buffer, so a chunk of thousands of short lines costs one queue
+//! entry and no per-record allocation. The bucket is pure data: no locks, no
+//! clock, no I/O. Whatever leaves it other than by [`Bucket::take`] is handed
+//! to a caller-supplied function with its [`Fate`], in the order it left, so
+//! the caller can count it and write it to the dead letter.
+
+use std::collections::VecDeque;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+/// What happens when a record arrives at a full bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overflow {
+    /// Stop accepting until there is room: the reader stops reading, so the
+    /// producer waits (backpressure).
+    Block,
+    /// Discard the arriving record.
+    DropNewest,
+    /// Evict the oldest queued record to make room.
+    DropOldest,
+    /// Stop drip with exit status 3.
+    Fail,
+}
+
+impl FromStr for Overflow {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "block" => Ok(Overflow::Block),
+            "drop-newest" => Ok(Overflow::DropNewest),
+            "drop-oldest" => Ok(Overflow::DropOldest),
+            "fail" => Ok(Overflow::Fail),
+            _ => Err(format!(
+                "unknown policy '{text}' (expected block, drop-newest, drop-oldest or fail)"
+            )),
+        }
+    }
+}
+
+/// Why a record left the bucket without being written to stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    /// Arrived at a full bucket under `drop-newest`.
+    DroppedNewest,
+    /// Evicted from a full bucket under `drop-oldest`.
+    DroppedOldest,
+    /// Waited longer than `--max-wait`.
+    Expired,
+    /// Still queued (or being written) when drip stopped.
+    Undelivered,
+}
+
+/// A run of consecutive records sharing one buffer.
+///
+/// Record `i` is `data[bounds[i]..bounds[i + 1]]`, delimiter included when
+/// present; the live records are `head..tail`. Cloning and splitting share
+/// the buffer (reference-counted), never copy bytes.
+#[derive(Debug, Clone)]
+pub struct Segment {
+    data: Bytes,
+    bounds: Arc<Vec<usize>>,
+    head: usize,
+    tail: usize,
+    /// When the records entered the bucket (ns on drip's clock).
+    pub arrived: u64,
+}
+
+impl Segment {
+    /// Records in `data` ending at each of `ends` (exclusive offsets, strictly
+    /// increasing, the last one at most `data.len()`); the first record starts
+    /// at offset 0.
+    pub fn new(data: Bytes, ends: Vec<usize>) -> Segment {
+        let mut bounds = Vec::with_capacity(ends.len() + 1);
+        bounds.push(0);
+        bounds.extend(ends);
+        Segment::from_bounds(data, bounds)
+    }
+
+    /// Like [`Segment::new`] with `bounds[0]` the first record's start.
+    pub fn from_bounds(data: Bytes, bounds: Vec<usize>) -> Segment {
+        debug_assert!(!bounds.is_empty());
+        debug_assert!(bounds.windows(2).all(|w| w[0] <= w[1]));
+        debug_assert!(*bounds.last().unwrap() <= data.len());
+        let tail = bounds.len() - 1;
+        Segment {
+            data,
+            bounds: Arc::new(bounds),
+            head: 0,
+            tail,
+            arrived: 0,
+        }
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        self.tail - self.head
+    }
+
+    /// Whether it holds no records.
+    pub fn is_empty(&self) -> bool {
+        self.head == self.tail
+    }
+
+    /// Total bytes of its records.
+    pub fn bytes(&self) -> usize {
+        self.bounds[self.tail] - self.bounds[self.head]
+    }
+
+    /// All its records' bytes, contiguous.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.data[self.bounds[self.head]..self.bounds[self.tail]]
+    }
+
+    /// Record `i` (0-based among the live records).
+    pub fn record(&self, i: usize) -> &[u8] {
+        let i = self.head + i;
+        &self.data[self.bounds[i]..self.bounds[i + 1]]
+    }
+
+    /// Iterate over the records.
+    pub fn records(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        (0..self.len()).map(|i| self.record(i))
+    }
+
+    /// Bytes of the first `n` records.
+    pub fn bytes_of_first(&self, n: usize) -> usize {
+        self.bounds[self.head + n] - self.bounds[self.head]
+    }
+
+    /// How many whole records fit in the first `bytes` bytes.
+    pub fn records_within(&self, bytes: usize) -> usize {
+        let limit = self.bounds[self.head] + bytes;
+        self.bounds[self.head + 1..=self.tail].partition_point(|&end| end <= limit)
+    }
+
+    /// Split off and return the first `n` records (`n ≤ len`).
+    pub fn split_front(&mut self, n: usize) -> Segment {
+        assert!(n <= self.len());
+        let front = Segment {
+            data: self.data.clone(),
+            bounds: Arc::clone(&self.bounds),
+            head: self.head,
+            tail: self.head + n,
+            arrived: self.arrived,
+        };
+        self.head += n;
+        front
+    }
+}
+
+/// Where a record offered to the bucket went, for the caller.
+#[derive(Debug)]
+pub enum Offered {
+    /// Every record was accepted or disposed of by the policy.
+    Done,
+    /// Under `block`: these records did not fit; offer them again when room
+    /// has been made.
+    Wait(Segment),
+    /// Under `fail`: the bucket was full. The records that fit were queued;
+    /// these did not, the first of them being the one that overflowed.
+    Overflowed(Segment),
+}
+
+/// A bounded FIFO queue of records, by count and optionally by bytes.
+#[derive(Debug)]
+pub struct Bucket {
+    queue: VecDeque<Segment>,
+    len: usize,
+    bytes: usize,
+    capacity: usize,
+    capacity_bytes: usize,
+    policy: Overflow,
+    max_depth: usize,
+}
+
+impl Bucket {
+    /// A bucket holding at most `capacity` (≥ 1) records and, when given,
+    /// at most `capacity_bytes` bytes.
+    pub fn new(capacity: usize, capacity_bytes: Option<usize>, policy: Overflow) -> Bucket {
+        assert!(capacity >= 1);
+        Bucket {
+            queue: VecDeque::new(),
+            len: 0,
+            bytes: 0,
+            capacity,
+            capacity_bytes: capacity_bytes.unwrap_or(usize::MAX),
+            policy,
+            max_depth: 0,
+        }
+    }
+
+    /// Records queued.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes queued.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The most records it holds.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// The most records ever queued at once.
+    pub fn max_depth(&self) -> usize {
+        self.max_depth
+    }
+
+    /// Arrival time (ns) of the oldest queued record.
+    pub fn oldest_arrival(&self) -> Option<u64> {
+        self.queue.front().map(|s| s.arrived)
+    }
+
+    /// How many leading records of `seg` fit in the free room.
+    fn fitting(&self, seg: &Segment) -> usize {
+        let by_count = (self.capacity - self.len).min(seg.len());
+        if self.capacity_bytes == usize::MAX {
+            return by_count;
+        }
+        let room = self.capacity_bytes.saturating_sub(self.bytes);
+        seg.records_within(room).min(by_count)
+    }
+
+    fn push(&mut self, seg: Segment) {
+        if seg.is_empty() {
+            return;
+        }
+        self.len += seg.len();
+        self.bytes += seg.bytes();
+        self.max_depth = self.max_depth.max(self.len);
+        self.queue.push_back(seg);
+    }
+
+    /// Remove the first `n` records from the front, returned in order.
+    fn pop_front(&mut self, mut n: usize, out: &mut impl FnMut(Segment)) {
+        while n > 0 {
+            let Some(front) = self.queue.front_mut() else {
+                return;
+            };
+            let seg = if front.len() <= n {
+                self.queue.pop_front().expect("front exists")
+            } else {
+                front.split_front(n)
+            };
+            n -= seg.len();
+            self.len -= seg.len();
+            self.bytes -= seg.bytes();
+            out(seg);
+        }
+    }
+
+    /// Offer the records of `seg` (arrived at `now`) to the bucket; records
+    /// disposed of by the policy are passed to `dispose` in the order they
+    /// leave. Every record in `seg` must be no larger than `capacity_bytes`.
+    pub fn offer(
+        &mut self,
+        mut seg: Segment,
+        now: u64,
+        dispose: &mut impl FnMut(Segment, Fate),
+    ) -> Offered {
+        seg.arrived = now;
+        let fit = self.fitting(&seg);
+        if fit == seg.len() {
+            self.push(seg);
+            return Offered::Done;
+        }
+        match self.policy {
+            Overflow::Block => {
+                self.push(seg.split_front(fit));
+                Offered::Wait(seg)
+            }
+            Overflow::Fail => {
+                self.push(seg.split_front(fit));
+                Offered::Overflowed(seg)
+            }
+            Overflow::DropNewest => {
+                self.push(seg.split_front(fit));
+                dispose(seg, Fate::DroppedNewest);
+                Offered::Done
+            }
+            Overflow::DropOldest => {
+                // Records beyond what an empty bucket could hold would be
+                // evicted right after entering: evict the queue first, then
+                // the leading part of the incoming run.
+                let keep = self.keepable_tail(&seg);
+                let incoming_evicted = seg.len() - keep;
+                let evict_queued = self.evictions_needed(&seg, keep);
+                self.pop_front(evict_queued, &mut |s| dispose(s, Fate::DroppedOldest));
+                if incoming_evicted > 0 {
+                    dispose(seg.split_front(incoming_evicted), Fate::DroppedOldest);
+                }
+                self.push(seg);
+                Offered::Done
+            }
+        }
+    }
+
+    /// How many trailing records of `seg` an empty bucket could hold.
+    fn keepable_tail(&self, seg: &Segment) -> usize {
+        let mut keep = seg.len().min(self.capacity);
+        if self.capacity_bytes != usize::MAX {
+            while keep > 0
+                && seg.bytes() - seg.bytes_of_first(seg.len() - keep) > self.capacity_bytes
+            {
+                keep -= 1;
+            }
+        }
+        keep
+    }
+
+    /// How many queued records must go so the last `keep` records of `seg` fit.
+    fn evictions_needed(&self, seg: &Segment, keep: usize) -> usize {
+        let by_count = (self.len + keep).saturating_sub(self.capacity);
+        if self.capacity_bytes == usize::MAX {
+            return by_count;
+        }
+        let incoming = seg.bytes() - seg.bytes_of_first(seg.len() - keep);
+        let excess = (self.bytes + incoming).saturating_sub(self.capacity_bytes);
+        // Count whole records from the front until `excess` bytes are freed.
+        let mut n = 0;
+        let mut freed = 0;
+        for s in &self.queue {
+            if freed >= excess {
+                break;
+            }
+            for r in s.records() {
+                if freed >= excess {
+                    break;
+                }
+                freed += r.len();
+                n += 1;
+            }
+        }
+        n.max(by_count)
+    }
+
+    /// Take the first `n` records for writing, appended to `out` in order.
+    pub fn take(&mut self, n: usize, out: &mut Vec<Segment>) {
+        self.pop_front(n, &mut |s| out.push(s));
+    }
+
+    /// Expire records that arrived before `cutoff` (ns), oldest first.
+    /// Returns how many expired.
+    pub fn expire_before(&mut self, cutoff: u64, dispose: &mut impl FnMut(Segment, Fate)) -> usize {
+        let mut n = 0;
+        while let Some(front) = self.queue.front() {
+            if front.arrived >= cutoff {
+                break;
+            }
+            let seg = self.queue.pop_front().expect("front exists");
+            self.len -= seg.len();
+            self.bytes -= seg.bytes();
+            n += seg.len();
+            dispose(seg, Fate::Expired);
+        }
+        n
+    }
+
+    /// Empty the bucket, passing everything to `dispose` as `fate`.
+    pub fn drain(&mut self, fate: Fate, dispose: &mut impl FnMut(Segment, Fate)) {
+        let n = self.len;
+        self.pop_front(n, &mut |s| dispose(s, fate));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A segment of newline records "0\n", "1\n", … numbered from `first`.
+    fn seg(first: usize, n: usize) -> Segment {
+        let mut data = Vec::new();
+        let mut ends = Vec::new();
+        for i in first..first + n {
+            data.extend_from_slice(format!("{i}\n").as_bytes());
+            ends.push(data.len());
+        }
+        Segment::new(Bytes::from(data), ends)
+    }
+
+    fn numbers(segs: &[Segment]) -> Vec<usize> {
+        segs.iter()
+            .flat_map(|s| {
+                s.records()
+                    .map(|r| {
+                        std::str::from_utf8(&r[..r.len() - 1])
+                            .unwrap()
+                            .parse()
+                            .unwrap()
+                    })
+                    .collect::<Vec<usize>>()
+            })
+            .collect()
+    }
+
+    fn offer(b: &mut Bucket, s: Segment, dead: &mut Vec<(Segment, Fate)>) -> Offered {
+        b.offer(s, 0, &mut |s, f| dead.push((s, f)))
+    }
+
+    fn all(b: &mut Bucket) -> Vec<usize> {
+        let mut out = Vec::new();
+        b.take(b.len(), &mut out);
+        numbers(&out)
+    }
+
+    #[test]
+    fn segments_split_without_copying() {
+        let mut s = seg(0, 5);
+        assert_eq!(s.len(), 5);
+        assert_eq!(s.bytes(), 10);
+        let front = s.split_front(2);
+        assert_eq!(front.as_bytes(), b"0\n1\n");
+        assert_eq!(s.as_bytes(), b"2\n3\n4\n");
+        assert_eq!(s.record(1), b"3\n");
+        assert_eq!(s.records_within(5), 2);
+        assert_eq!(s.records_within(6), 3);
+        assert_eq!(s.bytes_of_first(2), 4);
+    }
+
+    #[test]
+    fn block_accepts_what_fits_and_returns_the_rest() {
+        let mut b = Bucket::new(3, None, Overflow::Block);
+        let mut dead = Vec::new();
+        match offer(&mut b, seg(0, 5), &mut dead) {
+            Offered::Wait(rest) => assert_eq!(numbers(&[rest]), vec![3, 4]),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(b.len(), 3);
+        assert!(dead.is_empty());
+        assert_eq!(all(&mut b), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn drop_newest_discards_arrivals() {
+        let mut b = Bucket::new(3, None, Overflow::DropNewest);
+        let mut dead = Vec::new();
+        offer(&mut b, seg(0, 2), &mut dead);
+        offer(&mut b, seg(2, 3), &mut dead);
+        assert_eq!(all(&mut b), vec![0, 1, 2]);
+        assert_eq!(dead.len(), 1);
+        assert_eq!(dead[0].1, Fate::DroppedNewest);
+        assert_eq!(numbers(&[dead[0].0.clone()]), vec![3, 4]);
+    }
+
+    #[test]
+    fn drop_oldest_evicts_in_order() {
+        let mut b = Bucket::new(3, None, Overflow::DropOldest);
+        let mut dead = Vec::new();
+        offer(&mut b, seg(0, 2), &mut dead);
+        offer(&mut b, seg(2, 6), &mut dead); // 8 records, 3 stay
+        assert_eq!(all(&mut b), vec![5, 6, 7]);
+        let evicted: Vec<usize> = dead
+            .iter()
+            .inspect(|(_, f)| assert_eq!(*f, Fate::DroppedOldest))
+            .flat_map(|(s, _)| numbers(std::slice::from_ref(s)))
+            .collect();
+        assert_eq!(evicted, vec![0, 1, 2, 3, 4]);
+        assert_eq!(b.max_depth(), 3);
+    }
+
+    #[test]
+    fn fail_reports_the_overflowing_records() {
+        let mut b = Bucket::new(2, None, Overflow::Fail);
+        let mut dead = Vec::new();
+        match offer(&mut b, seg(0, 3), &mut dead) {
+            Offered::Overflowed(rest) => assert_eq!(numbers(&[rest]), vec![2]),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(b.len(), 2);
+    }
+
+    #[test]
+    fn byte_capacity_bounds_the_bucket() {
+        // Records are 2 bytes (0..9) or 3 bytes (10..); 7 bytes hold 3 small.
+        let mut b = Bucket::new(100, Some(7), Overflow::Block);
+        let mut dead = Vec::new();
+        match offer(&mut b, seg(0, 5), &mut dead) {
+            Offered::Wait(rest) => assert_eq!(rest.len(), 2),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(b.bytes(), 6);
+        let mut b = Bucket::new(100, Some(7), Overflow::DropOldest);
+        offer(&mut b, seg(0, 3), &mut dead);
+        offer(&mut b, seg(10, 1), &mut dead); // 3 bytes: evict 1 two-byte record
+        assert_eq!(b.bytes(), 7);
+        assert_eq!(all(&mut b), vec![1, 2, 10]);
+    }
+
+    #[test]
+    fn expiry_takes_old_records_from_the_front() {
+        let mut b = Bucket::new(10, None, Overflow::Block);
+        let mut dead = Vec::new();
+        b.offer(seg(0, 2), 100, &mut |s, f| dead.push((s, f)));
+        b.offer(seg(2, 2), 200, &mut |s, f| dead.push((s, f)));
+        assert_eq!(b.oldest_arrival(), Some(100));
+        assert_eq!(b.expire_before(150, &mut |s, f| dead.push((s, f))), 2);
+        assert_eq!(dead[0].1, Fate::Expired);
+        assert_eq!(all(&mut b), vec![2, 3]);
+    }
+
+    #[test]
+    fn take_splits_segments() {
+        let mut b = Bucket::new(10, None, Overflow::Block);
+        let mut dead = Vec::new();
+        offer(&mut b, seg(0, 4), &mut dead);
+        let mut out = Vec::new();
+        b.take(3, &mut out);
+        assert_eq!(numbers(&out), vec![0, 1, 2]);
+        assert_eq!(b.len(), 1);
+        assert_eq!(b.bytes(), 2);
+    }
+
+    #[test]
+    fn parses_policies() {
+        assert_eq!("drop-oldest".parse(), Ok(Overflow::DropOldest));
+        assert!("drop".parse::<Overflow>().is_err());
+    }
+}

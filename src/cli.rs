@@ -1,0 +1,399 @@
+//! The command line: flags, their parsers, and the checked [`Config`] they
+//! make.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::bucket::Overflow;
+use crate::rate::{parse_rate, Rate, RATE_FORMS};
+
+const EXAMPLES: &str = "\
+Examples:
+  seq 20 | drip --rate 5/s                      20 lines over 4 seconds
+  drip -r 10/s urls.txt | xargs -n1 -P4 curl -sSO
+                                                fetch at most 10 URLs a second
+  find . -print0 | drip -0 -i 250ms | xargs -0 -n1 process
+  tail -f app.log | drip -r 100/s -c 10000 -o drop-oldest --dead-letter late.log
+  drip -r 1000/s -b 50 --stats events.ndjson > /dev/null
+
+Exit status:
+  0    every record was written (or stdout was closed by the reader, as with | head)
+  1    a runtime error: an unreadable FILE, a record over --max-record or
+       --capacity-bytes, a failed write (such as a full disk)
+  2    a usage error: a bad flag or value
+  3    the bucket overflowed under --overflow fail
+  129, 130, 143
+       stopped by SIGHUP, SIGINT or SIGTERM (128 + the signal's number)";
+
+/// drip: a leaky bucket for shell pipelines.
+///
+/// Reads records (lines; NUL-terminated with -0) from FILEs or stdin into a
+/// bounded bucket and writes them to stdout at a steady rate. When the bucket
+/// is full, the overflow policy decides: block (stop reading, so the producer
+/// waits), drop-newest, drop-oldest, or fail. Every record read is written,
+/// dropped, expired or reported as undelivered.
+#[derive(Debug, Parser)]
+#[command(name = "drip", version, after_help = EXAMPLES, max_term_width = 100)]
+pub struct Cli {
+    /// Files to read in order; `-` or none means stdin.
+    #[arg(value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+
+    /// Records per unit of time: 10/s, 90/min, 2/h, 1/d, 3/5s, 1/250ms, 0.5/s,
+    /// a bare 10 (per second), or inf for no pacing [default: 1/s]
+    #[arg(short, long, value_name = "RATE", value_parser = rate_arg)]
+    pub rate: Option<Rate>,
+
+    /// One record every DURATION (100ms, 2s, 1m): another way to give the rate
+    #[arg(short, long, value_name = "DURATION", value_parser = interval_arg, conflicts_with = "rate")]
+    pub interval: Option<Duration>,
+
+    /// Records that may leave back to back after an idle spell (token bucket);
+    /// the long-run rate is unchanged. 1 means strict spacing
+    #[arg(short, long, value_name = "N", default_value = "1", value_parser = positive_u64)]
+    pub burst: u64,
+
+    /// Records the bucket holds
+    #[arg(short, long, value_name = "N", default_value = "1000", value_parser = positive_usize)]
+    pub capacity: usize,
+
+    /// Bytes the bucket holds (10KiB, 64MiB); full at either bound
+    #[arg(long, value_name = "SIZE", value_parser = size_arg)]
+    pub capacity_bytes: Option<usize>,
+
+    /// What to do when the bucket is full: block (backpressure), drop-newest,
+    /// drop-oldest, or fail (exit 3)
+    #[arg(short, long, value_name = "POLICY", default_value = "block", value_parser = overflow_arg)]
+    pub overflow: Overflow,
+
+    /// Records end with NUL instead of newline, on input and output
+    #[arg(short = '0', long = "null", conflicts_with = "delimiter")]
+    pub null: bool,
+
+    /// Records end with this byte: a character or an escape such as '\t',
+    /// '\0' or '\x1e'
+    #[arg(short, long, value_name = "BYTE", value_parser = delimiter_arg)]
+    pub delimiter: Option<u8>,
+
+    /// Longest record accepted, delimiter excluded (512KiB, 64MiB)
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = size_arg)]
+    pub max_record: usize,
+
+    /// Expire records that waited in the bucket longer than DURATION instead
+    /// of writing them
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    pub max_wait: Option<Duration>,
+
+    /// Append every record not written to stdout (dropped, expired,
+    /// undelivered) to FILE, byte-exact, in the order it left the bucket
+    #[arg(long, value_name = "FILE")]
+    pub dead_letter: Option<PathBuf>,
+
+    /// On the first SIGINT, SIGTERM or SIGHUP, stop reading but write what the
+    /// bucket holds at the rate before exiting
+    #[arg(long)]
+    pub drain: bool,
+
+    /// Print a summary on stderr at exit
+    #[arg(long)]
+    pub stats: bool,
+
+    /// Write the summary to FILE as one JSON object (and, with
+    /// --stats-interval, the periodic stats as JSON lines before it)
+    #[arg(long, value_name = "FILE")]
+    pub stats_json: Option<PathBuf>,
+
+    /// Every DURATION, write one JSON line of stats to stderr (or to
+    /// --stats-json FILE)
+    #[arg(long, value_name = "DURATION", value_parser = interval_arg)]
+    pub stats_interval: Option<Duration>,
+
+    /// Show live progress on stderr even when it is not a terminal
+    #[arg(long, conflicts_with = "quiet")]
+    pub progress: bool,
+
+    /// Print nothing on stderr but errors (no progress display)
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// Parse `--rate`.
+fn rate_arg(text: &str) -> Result<Rate, String> {
+    parse_rate(text).map_err(|why| format!("{why} (expected {RATE_FORMS})"))
+}
+
+/// Parse a non-zero humantime duration.
+fn interval_arg(text: &str) -> Result<Duration, String> {
+    let d = duration_arg(text)?;
+    if d.is_zero() {
+        return Err("must be longer than zero (expected a duration such as 100ms, 2s, 1m)".into());
+    }
+    Ok(d)
+}
+
+/// Parse a humantime duration (`250ms`, `2s`, `1m30s`).
+fn duration_arg(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text)
+        .map_err(|e| format!("{e} (expected a duration such as 100ms, 2s, 1m)"))
+}
+
+fn positive_u64(text: &str) -> Result<u64, String> {
+    match text.parse::<u64>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err("expected a whole number of at least 1".into()),
+    }
+}
+
+fn positive_usize(text: &str) -> Result<usize, String> {
+    positive_u64(text).and_then(|n| usize::try_from(n).map_err(|_| "too large".into()))
+}
+
+fn overflow_arg(text: &str) -> Result<Overflow, String> {
+    text.parse()
+}
+
+/// Parse a size in bytes: `4096`, `512KiB`, `64MiB`, `1GB`.
+fn size_arg(text: &str) -> Result<usize, String> {
+    let n = parse_size::parse_size(text)
+        .map_err(|_| "expected a size such as 4096, 512KiB or 64MiB".to_string())?;
+    if n == 0 {
+        return Err("must be at least 1 byte".into());
+    }
+    usize::try_from(n).map_err(|_| "too large".into())
+}
+
+/// Parse a delimiter: one byte, or `\n`, `\t`, `\r`, `\0`, `\\`, `\xHH`.
+fn delimiter_arg(text: &str) -> Result<u8, String> {
+    const FORMS: &str = "expected one byte such as ',' or an escape such as '\\t', '\\0', '\\x1e'";
+    let bytes = text.as_bytes();
+    match bytes {
+        [b] => Ok(*b),
+        [b'\\', b'n'] => Ok(b'\n'),
+        [b'\\', b't'] => Ok(b'\t'),
+        [b'\\', b'r'] => Ok(b'\r'),
+        [b'\\', b'0'] => Ok(0),
+        [b'\\', b'\\'] => Ok(b'\\'),
+        [b'\\', b'x', hex @ ..] if hex.len() == 2 => std::str::from_utf8(hex)
+            .ok()
+            .and_then(|h| u8::from_str_radix(h, 16).ok())
+            .ok_or_else(|| FORMS.to_string()),
+        _ => Err(FORMS.into()),
+    }
+}
+
+/// Where records come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    /// Standard input.
+    Stdin,
+    /// A file, by path.
+    Path(PathBuf),
+}
+
+impl Input {
+    /// The name used in messages (`-` is stdin).
+    pub fn name(&self) -> String {
+        match self {
+            Input::Stdin => "stdin".into(),
+            Input::Path(p) => p.display().to_string(),
+        }
+    }
+}
+
+/// When to draw the live progress display.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgressMode {
+    /// When stderr is a terminal.
+    Auto,
+    /// Always (`--progress`).
+    Always,
+    /// Never (`--quiet`).
+    Never,
+}
+
+/// Everything `run` needs, checked and resolved from the command line.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Inputs, read in order.
+    pub inputs: Vec<Input>,
+    /// The pacing rate.
+    pub rate: Rate,
+    /// Records that may leave back to back (≥ 1).
+    pub burst: u64,
+    /// Records the bucket holds (≥ 1).
+    pub capacity: usize,
+    /// Bytes the bucket holds, when bounded.
+    pub capacity_bytes: Option<usize>,
+    /// Overflow policy.
+    pub overflow: Overflow,
+    /// Record delimiter.
+    pub delimiter: u8,
+    /// Longest record in bytes, delimiter excluded.
+    pub max_record: usize,
+    /// Longest a record may wait before it expires.
+    pub max_wait: Option<Duration>,
+    /// Dead-letter file.
+    pub dead_letter: Option<PathBuf>,
+    /// Drain the bucket on the first signal.
+    pub drain: bool,
+    /// Print the summary on stderr.
+    pub stats: bool,
+    /// Write the summary as JSON here.
+    pub stats_json: Option<PathBuf>,
+    /// Period of the stats stream.
+    pub stats_interval: Option<Duration>,
+    /// Progress display.
+    pub progress: ProgressMode,
+}
+
+impl Config {
+    /// A configuration with drip's defaults reading `inputs`.
+    pub fn new(inputs: Vec<Input>) -> Config {
+        Config::from(Cli::parse_from(["drip"])).with_inputs(inputs)
+    }
+
+    fn with_inputs(mut self, inputs: Vec<Input>) -> Config {
+        self.inputs = inputs;
+        self
+    }
+}
+
+impl From<Cli> for Config {
+    fn from(cli: Cli) -> Config {
+        let rate = match (cli.rate, cli.interval) {
+            (Some(rate), _) => rate,
+            (None, Some(interval)) => Rate::per_interval(interval).expect("checked non-zero"),
+            (None, None) => Rate::Limited {
+                count: 1,
+                period_ns: 1_000_000_000,
+            },
+        };
+        let inputs = if cli.files.is_empty() {
+            vec![Input::Stdin]
+        } else {
+            cli.files
+                .into_iter()
+                .map(|p| {
+                    if p.as_os_str() == "-" {
+                        Input::Stdin
+                    } else {
+                        Input::Path(p)
+                    }
+                })
+                .collect()
+        };
+        let delimiter = if cli.null {
+            0
+        } else {
+            cli.delimiter.unwrap_or(b'\n')
+        };
+        let progress = if cli.quiet {
+            ProgressMode::Never
+        } else if cli.progress {
+            ProgressMode::Always
+        } else {
+            ProgressMode::Auto
+        };
+        Config {
+            inputs,
+            rate,
+            burst: cli.burst,
+            capacity: cli.capacity,
+            capacity_bytes: cli.capacity_bytes,
+            overflow: cli.overflow,
+            delimiter,
+            max_record: cli.max_record,
+            max_wait: cli.max_wait,
+            dead_letter: cli.dead_letter,
+            drain: cli.drain,
+            stats: cli.stats,
+            stats_json: cli.stats_json,
+            stats_interval: cli.stats_interval,
+            progress,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn defaults() {
+        let c = Config::new(vec![Input::Stdin]);
+        assert_eq!(c.rate.per_second(), 1.0);
+        assert_eq!(c.burst, 1);
+        assert_eq!(c.capacity, 1000);
+        assert_eq!(c.overflow, Overflow::Block);
+        assert_eq!(c.delimiter, b'\n');
+        assert_eq!(c.max_record, 64 << 20);
+    }
+
+    #[test]
+    fn interval_sets_the_rate() {
+        let c = Config::from(Cli::parse_from(["drip", "-i", "250ms"]));
+        assert_eq!(c.rate.per_second(), 4.0);
+        assert!(Cli::try_parse_from(["drip", "-i", "1s", "-r", "2/s"]).is_err());
+    }
+
+    #[test]
+    fn dash_is_stdin() {
+        let c = Config::from(Cli::parse_from(["drip", "a", "-", "b"]));
+        assert_eq!(
+            c.inputs,
+            vec![
+                Input::Path("a".into()),
+                Input::Stdin,
+                Input::Path("b".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn delimiters() {
+        assert_eq!(delimiter_arg(","), Ok(b','));
+        assert_eq!(delimiter_arg("\\t"), Ok(b'\t'));
+        assert_eq!(delimiter_arg("\\0"), Ok(0));
+        assert_eq!(delimiter_arg("\\x1e"), Ok(0x1e));
+        assert!(delimiter_arg("ab").is_err());
+        assert!(delimiter_arg("\\xZZ").is_err());
+        assert!(delimiter_arg("").is_err());
+        let c = Config::from(Cli::parse_from(["drip", "-0"]));
+        assert_eq!(c.delimiter, 0);
+    }
+
+    #[test]
+    fn sizes_and_counts() {
+        assert_eq!(size_arg("512KiB"), Ok(512 * 1024));
+        assert_eq!(size_arg("64MiB"), Ok(64 << 20));
+        assert_eq!(size_arg("100"), Ok(100));
+        assert!(size_arg("0").is_err());
+        assert!(size_arg("lots").is_err());
+        assert!(positive_u64("0").is_err());
+        assert!(positive_u64("-3").is_err());
+        assert_eq!(positive_usize("7"), Ok(7));
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(interval_arg("100ms"), Ok(Duration::from_millis(100)));
+        assert!(interval_arg("0s").is_err());
+        assert!(duration_arg("soon").is_err());
+    }
+
+    #[test]
+    fn rate_errors_show_the_accepted_form() {
+        let e = rate_arg("10/fortnight").unwrap_err();
+        assert!(e.contains("unknown unit"), "{e}");
+        assert!(e.contains("10/s"), "{e}");
+    }
+}

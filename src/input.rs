@@ -1,0 +1,448 @@
+//! Reading inputs and splitting them into records.
+//!
+//! Inputs are read in large chunks straight from the file descriptor (no
+//! line buffering, no UTF-8 decoding); records are found with memchr and
+//! handed on as [`Segment`]s that share the chunk. Bytes are never altered,
+//! except that a file's unterminated last record gets the delimiter when
+//! another input follows, so records never merge across files.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::{AsFd, AsRawFd};
+
+use bytes::BytesMut;
+
+use crate::bucket::Segment;
+use crate::cli::Input;
+use crate::sys::Waker;
+
+/// Bytes asked for per read(2).
+const READ_SIZE: usize = 128 * 1024;
+
+/// What the consumer of segments wants next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Keep reading.
+    Continue,
+    /// Stop reading (a signal, an overflow under `fail`, a closed output).
+    Stop,
+}
+
+/// Why reading ended early with an error that stops drip.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordError {
+    /// Record `number` (1-based, over all inputs) is longer than `limit` bytes.
+    TooLong {
+        /// 1-based record number.
+        number: u64,
+        /// The `--max-record` limit in bytes.
+        limit: usize,
+        /// The input's name.
+        input: String,
+    },
+    /// Record `number` alone is larger than `--capacity-bytes`.
+    LargerThanBucket {
+        /// 1-based record number.
+        number: u64,
+        /// The record's size in bytes, delimiter included.
+        size: usize,
+        /// The `--capacity-bytes` limit.
+        limit: usize,
+        /// The input's name.
+        input: String,
+    },
+}
+
+impl std::fmt::Display for RecordError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RecordError::TooLong {
+                number,
+                limit,
+                input,
+            } => write!(
+                f,
+                "{input}: record {number} is longer than --max-record ({limit} bytes)"
+            ),
+            RecordError::LargerThanBucket {
+                number,
+                size,
+                limit,
+                input,
+            } => write!(
+                f,
+                "{input}: record {number} is {size} bytes, more than --capacity-bytes ({limit} bytes)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RecordError {}
+
+/// How reading went.
+#[derive(Debug, Default)]
+pub struct ReadReport {
+    /// Inputs that could not be opened or failed while being read, with the
+    /// reason, in order (already reported on stderr by the caller's hook).
+    pub failed_inputs: usize,
+    /// A record that stopped reading.
+    pub record_error: Option<RecordError>,
+    /// Bytes read in all.
+    pub bytes: u64,
+}
+
+/// Splits a byte stream into records.
+#[derive(Debug)]
+pub struct Splitter {
+    delimiter: u8,
+    max_record: usize,
+    capacity_bytes: usize,
+    buf: BytesMut,
+    /// Offset in `buf` up to which delimiters have been searched for.
+    scanned: usize,
+    /// Records emitted so far.
+    records: u64,
+}
+
+impl Splitter {
+    /// A splitter for records ending in `delimiter`, at most `max_record`
+    /// bytes long without it, each no larger than `capacity_bytes` with it.
+    pub fn new(delimiter: u8, max_record: usize, capacity_bytes: Option<usize>) -> Splitter {
+        Splitter {
+            delimiter,
+            max_record,
+            capacity_bytes: capacity_bytes.unwrap_or(usize::MAX),
+            buf: BytesMut::new(),
+            scanned: 0,
+            records: 0,
+        }
+    }
+
+    /// Space to read into: at least `READ_SIZE` bytes at the end of the
+    /// buffer (zeroed). Call [`Splitter::filled`] with how many were read.
+    pub fn space(&mut self) -> &mut [u8] {
+        let len = self.buf.len();
+        self.buf.resize(len + READ_SIZE, 0);
+        &mut self.buf[len..]
+    }
+
+    /// `n` bytes were read into [`Splitter::space`]: returns the complete
+    /// records now available, if any.
+    ///
+    /// # Errors
+    /// A record longer than the limits (named by number).
+    pub fn filled(&mut self, n: usize, input: &str) -> Result<Option<Segment>, RecordError> {
+        let len = self.buf.len() - READ_SIZE + n;
+        self.buf.truncate(len);
+        let mut ends = Vec::new();
+        let mut start = 0;
+        for pos in memchr::memchr_iter(self.delimiter, &self.buf[self.scanned..]) {
+            let end = self.scanned + pos + 1;
+            self.check(end - start - 1, end - start, ends.len(), input)?;
+            ends.push(end);
+            start = end;
+        }
+        // The unfinished record is already too long?
+        let partial = self.buf.len() - start;
+        if partial > self.max_record {
+            self.check(partial, partial, ends.len(), input)?;
+        }
+        self.scanned = self.buf.len() - start;
+        Ok(self.emit(start, ends))
+    }
+
+    fn check(
+        &self,
+        content: usize,
+        size: usize,
+        index: usize,
+        input: &str,
+    ) -> Result<(), RecordError> {
+        let number = self.records + index as u64 + 1;
+        if content > self.max_record {
+            return Err(RecordError::TooLong {
+                number,
+                limit: self.max_record,
+                input: input.to_string(),
+            });
+        }
+        if size > self.capacity_bytes {
+            return Err(RecordError::LargerThanBucket {
+                number,
+                size,
+                limit: self.capacity_bytes,
+                input: input.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    fn emit(&mut self, upto: usize, ends: Vec<usize>) -> Option<Segment> {
+        if ends.is_empty() {
+            return None;
+        }
+        self.records += ends.len() as u64;
+        let data = self.buf.split_to(upto).freeze();
+        Some(Segment::new(data, ends))
+    }
+
+    /// The input ended: returns its unterminated last record, if any, with
+    /// the delimiter added when `terminate` (another input follows).
+    ///
+    /// # Errors
+    /// The record is over the limits.
+    pub fn finish(&mut self, terminate: bool, input: &str) -> Result<Option<Segment>, RecordError> {
+        if self.buf.is_empty() {
+            return Ok(None);
+        }
+        let content = self.buf.len();
+        if terminate {
+            self.buf.extend_from_slice(&[self.delimiter]);
+        }
+        self.check(content, self.buf.len(), 0, input)?;
+        let len = self.buf.len();
+        self.scanned = 0;
+        Ok(self.emit(len, vec![len]))
+    }
+
+    /// Records emitted so far.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+}
+
+/// Open an input. Stdin is duplicated so it is read without std's buffer.
+fn open(input: &Input) -> io::Result<File> {
+    match input {
+        Input::Stdin => Ok(File::from(io::stdin().as_fd().try_clone_to_owned()?)),
+        Input::Path(path) => File::open(path),
+    }
+}
+
+/// The reason in an I/O error, without std's "(os error N)" suffix.
+pub fn describe(err: &io::Error) -> String {
+    let text = err.to_string();
+    match text.find(" (os error ") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    }
+}
+
+/// Read every input in order, passing complete records to `deliver`.
+///
+/// A file that cannot be opened or read is passed to `warn` as
+/// `"NAME: reason"` and skipped, as cat does. Reading stops when `deliver`
+/// says so, when `waker` is woken, or at a record over the limits. Bytes of
+/// an unfinished record when reading stops are delivered as a final record.
+pub fn read_all(
+    inputs: &[Input],
+    splitter: &mut Splitter,
+    waker: &Waker,
+    deliver: &mut dyn FnMut(Segment) -> Flow,
+    warn: &mut dyn FnMut(String),
+) -> ReadReport {
+    let mut report = ReadReport::default();
+    for (i, input) in inputs.iter().enumerate() {
+        let name = input.name();
+        let more_follow = i + 1 < inputs.len();
+        let file = match open(input) {
+            Ok(f) => f,
+            Err(e) => {
+                warn(format!("{name}: {}", describe(&e)));
+                report.failed_inputs += 1;
+                continue;
+            }
+        };
+        match read_one(
+            file,
+            &name,
+            more_follow,
+            splitter,
+            waker,
+            deliver,
+            &mut report,
+        ) {
+            Ok(Flow::Continue) => {}
+            Ok(Flow::Stop) => return report,
+            Err(ReadFailure::Io(e)) => {
+                warn(format!("{name}: {}", describe(&e)));
+                report.failed_inputs += 1;
+                // Whatever was read of its last record still counts.
+                if let Ok(Some(seg)) = splitter.finish(more_follow, &name) {
+                    if deliver(seg) == Flow::Stop {
+                        return report;
+                    }
+                }
+            }
+            Err(ReadFailure::Record(e)) => {
+                report.record_error = Some(e);
+                return report;
+            }
+        }
+    }
+    report
+}
+
+enum ReadFailure {
+    Io(io::Error),
+    Record(RecordError),
+}
+
+fn read_one(
+    mut file: File,
+    name: &str,
+    more_follow: bool,
+    splitter: &mut Splitter,
+    waker: &Waker,
+    deliver: &mut dyn FnMut(Segment) -> Flow,
+    report: &mut ReadReport,
+) -> Result<Flow, ReadFailure> {
+    let regular = file.metadata().map(|m| m.is_file()).unwrap_or(false);
+    let stop_with_partial = |splitter: &mut Splitter, deliver: &mut dyn FnMut(Segment) -> Flow| {
+        // Bytes already read of an unfinished record are not lost: they go
+        // on as a record of their own (and so end up undelivered).
+        if let Ok(Some(seg)) = splitter.finish(false, name) {
+            deliver(seg);
+        }
+        Ok(Flow::Stop)
+    };
+    loop {
+        if !regular
+            && !waker
+                .wait_readable(file.as_raw_fd())
+                .map_err(ReadFailure::Io)?
+        {
+            return stop_with_partial(splitter, deliver);
+        }
+        let n = match file.read(splitter.space()) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                splitter.filled(0, name).map_err(ReadFailure::Record)?;
+                continue;
+            }
+            Err(e) => {
+                splitter.filled(0, name).map_err(ReadFailure::Record)?;
+                return Err(ReadFailure::Io(e));
+            }
+        };
+        report.bytes += n as u64;
+        if n == 0 {
+            splitter.filled(0, name).map_err(ReadFailure::Record)?;
+            if let Some(seg) = splitter
+                .finish(more_follow, name)
+                .map_err(ReadFailure::Record)?
+            {
+                if deliver(seg) == Flow::Stop {
+                    return Ok(Flow::Stop);
+                }
+            }
+            return Ok(Flow::Continue);
+        }
+        if let Some(seg) = splitter.filled(n, name).map_err(ReadFailure::Record)? {
+            if deliver(seg) == Flow::Stop {
+                return stop_with_partial(splitter, deliver);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split_all(chunks: &[&[u8]], delim: u8, terminate: bool) -> Vec<Vec<u8>> {
+        let mut s = Splitter::new(delim, 1 << 20, None);
+        let mut out = Vec::new();
+        for chunk in chunks {
+            let space = s.space();
+            space[..chunk.len()].copy_from_slice(chunk);
+            if let Some(seg) = s.filled(chunk.len(), "t").unwrap() {
+                out.extend(seg.records().map(<[u8]>::to_vec));
+            }
+        }
+        if let Some(seg) = s.finish(terminate, "t").unwrap() {
+            out.extend(seg.records().map(<[u8]>::to_vec));
+        }
+        out
+    }
+
+    #[test]
+    fn splits_across_chunks_byte_exact() {
+        let recs = split_all(&[b"a\nb", b"c\n\n\r\n", b"\xff\x00z"], b'\n', false);
+        assert_eq!(
+            recs,
+            vec![
+                b"a\n".to_vec(),
+                b"bc\n".to_vec(),
+                b"\n".to_vec(),
+                b"\r\n".to_vec(),
+                b"\xff\x00z".to_vec()
+            ]
+        );
+    }
+
+    #[test]
+    fn terminates_last_record_when_asked() {
+        assert_eq!(split_all(&[b"x"], b'\n', true), vec![b"x\n".to_vec()]);
+        assert_eq!(split_all(&[b"x\n"], b'\n', true), vec![b"x\n".to_vec()]);
+        assert!(split_all(&[b""], b'\n', true).is_empty());
+    }
+
+    #[test]
+    fn other_delimiters() {
+        assert_eq!(
+            split_all(&[b"a\0b\nc\0"], 0, false),
+            vec![b"a\0".to_vec(), b"b\nc\0".to_vec()]
+        );
+    }
+
+    #[test]
+    fn record_limits_name_the_record() {
+        let mut s = Splitter::new(b'\n', 3, None);
+        let space = s.space();
+        space[..9].copy_from_slice(b"abc\nabcd\n");
+        let err = s.filled(9, "in").unwrap_err();
+        assert_eq!(
+            err,
+            RecordError::TooLong {
+                number: 2,
+                limit: 3,
+                input: "in".into()
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "in: record 2 is longer than --max-record (3 bytes)"
+        );
+    }
+
+    #[test]
+    fn unfinished_record_over_the_limit_is_caught_early() {
+        let mut s = Splitter::new(b'\n', 4, None);
+        let space = s.space();
+        space[..6].copy_from_slice(b"abcdef");
+        assert!(s.filled(6, "in").is_err());
+    }
+
+    #[test]
+    fn capacity_bytes_limit_counts_the_delimiter() {
+        let mut s = Splitter::new(b'\n', 100, Some(3));
+        let space = s.space();
+        space[..7].copy_from_slice(b"ab\nabc\n");
+        let err = s.filled(7, "in").unwrap_err();
+        assert!(matches!(
+            err,
+            RecordError::LargerThanBucket {
+                number: 2,
+                size: 4,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn describe_drops_the_os_error_number() {
+        let e = io::Error::from_raw_os_error(libc::ENOENT);
+        assert_eq!(describe(&e), "No such file or directory");
+    }
+}

@@ -1,0 +1,561 @@
+//! drip: a leaky bucket for shell pipelines.
+//!
+//! Records are read from the inputs on a reader thread, queued in a bounded
+//! [`bucket::Bucket`], and released by a [`pacer::Pacer`] (GCRA) on the
+//! writer thread, which sleeps to absolute deadlines. A third thread, on a
+//! small tokio runtime, handles signals, the stats stream and the progress
+//! display. [`run`] ties them together and returns the exit status.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+pub mod bucket;
+pub mod cli;
+pub mod input;
+pub mod output;
+pub mod pacer;
+pub mod progress;
+pub mod rate;
+mod signals;
+pub mod stats;
+mod sys;
+
+use bucket::{Bucket, Fate, Offered, Segment};
+use cli::{Config, Input};
+use input::{Flow, Splitter};
+use pacer::Pacer;
+use progress::{Snapshot, Ui};
+use stats::{Counts, Summary};
+
+/// Exit status: success.
+pub const EXIT_OK: i32 = 0;
+/// Exit status: a runtime error (unreadable input, oversized record, failed write).
+pub const EXIT_ERROR: i32 = 1;
+/// Exit status: a usage error.
+pub const EXIT_USAGE: i32 = 2;
+/// Exit status: the bucket overflowed under `--overflow fail`.
+pub const EXIT_OVERFLOW: i32 = 3;
+
+/// The bucket overflowed under `--overflow fail`.
+#[derive(Debug)]
+pub struct OverflowError {
+    /// 1-based number of the record that did not fit.
+    pub record: u64,
+    /// The bucket's capacity in records.
+    pub capacity: usize,
+}
+
+impl std::fmt::Display for OverflowError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "overflow: record {} arrived at a full bucket (capacity {} records) under --overflow fail",
+            self.record, self.capacity
+        )
+    }
+}
+
+impl std::error::Error for OverflowError {}
+
+/// Map an error from [`run`] to drip's exit status.
+pub fn exit_status(err: &anyhow::Error) -> i32 {
+    if err.downcast_ref::<OverflowError>().is_some() {
+        EXIT_OVERFLOW
+    } else {
+        EXIT_ERROR
+    }
+}
+
+/// Monotonic nanoseconds since drip started.
+#[derive(Debug, Clone, Copy)]
+struct Clock(Instant);
+
+impl Clock {
+    fn now(&self) -> u64 {
+        self.0.elapsed().as_nanos() as u64
+    }
+}
+
+/// The dead letter: where records that are not written go, byte-exact, each
+/// with its delimiter.
+#[derive(Debug)]
+struct DeadLetter {
+    file: Option<(PathBuf, BufWriter<File>)>,
+    delimiter: u8,
+    error: Option<anyhow::Error>,
+}
+
+impl DeadLetter {
+    fn open(path: Option<&Path>, delimiter: u8) -> Result<DeadLetter> {
+        let file = match path {
+            Some(path) => {
+                let f = OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .with_context(|| format!("{}", path.display()))?;
+                Some((path.to_path_buf(), BufWriter::with_capacity(256 * 1024, f)))
+            }
+            None => None,
+        };
+        Ok(DeadLetter {
+            file,
+            delimiter,
+            error: None,
+        })
+    }
+
+    fn write(&mut self, seg: &Segment) {
+        let Some((path, out)) = &mut self.file else {
+            return;
+        };
+        if self.error.is_some() || seg.is_empty() {
+            return;
+        }
+        let bytes = seg.as_bytes();
+        let mut result = out.write_all(bytes);
+        if result.is_ok() && bytes.last() != Some(&self.delimiter) {
+            result = out.write_all(&[self.delimiter]);
+        }
+        if let Err(e) = result {
+            self.error = Some(anyhow::Error::from(e).context(format!("{}", path.display())));
+        }
+    }
+
+    fn finish(&mut self) -> Option<anyhow::Error> {
+        if let Some((path, out)) = &mut self.file {
+            if self.error.is_none() {
+                if let Err(e) = out.flush() {
+                    self.error =
+                        Some(anyhow::Error::from(e).context(format!("{}", path.display())));
+                }
+            }
+        }
+        self.error.take()
+    }
+}
+
+/// Everything the threads share, behind one lock.
+#[derive(Debug)]
+struct State {
+    bucket: Bucket,
+    counts: Counts,
+    dead: DeadLetter,
+    /// The reader has finished (end of input, error, or stop).
+    reading_done: bool,
+    /// Stop reading: a signal, an overflow under fail, a failed output.
+    stop_reading: bool,
+    /// Stop writing (after the record under way).
+    stop_writing: bool,
+    writer_waiting: bool,
+    reader_waiting: bool,
+    /// When the write under way began (ns).
+    writing_since: Option<u64>,
+    max_wait_ns: u64,
+    overflow: Option<OverflowError>,
+    /// The first stopping signal's number.
+    signal: Option<i32>,
+}
+
+impl State {
+    /// Count and dead-letter records leaving other than to stdout.
+    fn dispose(counts: &mut Counts, dead: &mut DeadLetter, seg: Segment, fate: Fate) {
+        counts.add(fate, seg.len() as u64);
+        dead.write(&seg);
+    }
+
+    fn expire(&mut self, now: u64, max_wait: Option<Duration>) {
+        if let Some(max_wait) = max_wait {
+            let cutoff = now.saturating_sub(max_wait.as_nanos() as u64);
+            let State {
+                bucket,
+                counts,
+                dead,
+                ..
+            } = self;
+            bucket.expire_before(cutoff, &mut |s, f| State::dispose(counts, dead, s, f));
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Shared {
+    state: Mutex<State>,
+    /// The writer waits here for records, deadlines and stops.
+    data_ready: Condvar,
+    /// The reader waits here for room in the bucket.
+    space_ready: Condvar,
+    /// Mirror of `stop_writing`, read between write calls without the lock.
+    stop_now: AtomicBool,
+    /// Wakes the reader from a wait for input.
+    waker: sys::Waker,
+    clock: Clock,
+    max_wait: Option<Duration>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Stop reading (and, unless `drain`, writing), waking every thread.
+    fn stop(&self, drain: bool) {
+        let mut st = self.lock();
+        st.stop_reading = true;
+        if !drain {
+            st.stop_writing = true;
+            self.stop_now.store(true, Ordering::SeqCst);
+        }
+        drop(st);
+        self.waker.wake();
+        self.data_ready.notify_all();
+        self.space_ready.notify_all();
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        let st = self.lock();
+        let now = self.clock.now();
+        Snapshot {
+            counts: st.counts,
+            depth: st.bucket.len() as u64,
+            max_depth: st.bucket.max_depth() as u64,
+            oldest_age_ns: st
+                .bucket
+                .oldest_arrival()
+                .map_or(0, |t| now.saturating_sub(t)),
+            writing_for_ns: st.writing_since.map_or(0, |t| now.saturating_sub(t)),
+            elapsed_ns: now,
+            reading_done: st.reading_done,
+        }
+    }
+
+    fn summary(&self) -> Summary {
+        let snap = self.snapshot();
+        let max_wait_ns = self.lock().max_wait_ns;
+        let elapsed_ms = snap.elapsed_ns as f64 / 1e6;
+        Summary {
+            counts: snap.counts,
+            max_depth: snap.max_depth,
+            max_wait_ms: max_wait_ns as f64 / 1e6,
+            elapsed_ms,
+            rate: if elapsed_ms > 0.0 {
+                snap.counts.written as f64 * 1000.0 / elapsed_ms
+            } else {
+                0.0
+            },
+        }
+    }
+
+    /// The reader's hand-off: queue `seg`, applying the overflow policy.
+    fn deliver(&self, mut seg: Segment) -> Flow {
+        let mut st = self.lock();
+        st.counts.read += seg.len() as u64;
+        st.counts.bytes_read += seg.bytes() as u64;
+        loop {
+            let now = self.clock.now();
+            st.expire(now, self.max_wait);
+            let State {
+                bucket,
+                counts,
+                dead,
+                stop_reading,
+                ..
+            } = &mut *st;
+            if *stop_reading {
+                State::dispose(counts, dead, seg, Fate::Undelivered);
+                return Flow::Stop;
+            }
+            let offered = bucket.offer(seg, now, &mut |s, f| State::dispose(counts, dead, s, f));
+            if st.writer_waiting && !st.bucket.is_empty() {
+                self.data_ready.notify_one();
+            }
+            match offered {
+                Offered::Done => return Flow::Continue,
+                Offered::Wait(rest) => {
+                    seg = rest;
+                    st.reader_waiting = true;
+                    st = self.space_ready.wait(st).unwrap_or_else(|e| e.into_inner());
+                    st.reader_waiting = false;
+                }
+                Offered::Overflowed(rest) => {
+                    let record = st.counts.read - rest.len() as u64 + 1;
+                    st.overflow = Some(OverflowError {
+                        record,
+                        capacity: st.bucket.capacity(),
+                    });
+                    let State { counts, dead, .. } = &mut *st;
+                    State::dispose(counts, dead, rest, Fate::Undelivered);
+                    drop(st);
+                    self.stop(false);
+                    return Flow::Stop;
+                }
+            }
+        }
+    }
+}
+
+/// The writer: release records when the pacer allows and write them out.
+/// Returns the write error that ended it, if any (a closed pipe included).
+fn write_loop(shared: &Shared, config: &Config, out: &mut dyn Write) -> Option<std::io::Error> {
+    sys::set_timer_slack(1);
+    let mut pacer = Pacer::new(config.rate, config.burst, pacer::DEFAULT_SLACK_NS);
+    let mut batch: Vec<Segment> = Vec::new();
+    loop {
+        {
+            let mut st = shared.lock();
+            loop {
+                if st.stop_writing {
+                    return None;
+                }
+                let now = shared.clock.now();
+                st.expire(now, shared.max_wait);
+                let available = st.bucket.len() as u64;
+                if available == 0 {
+                    if st.reading_done || st.stop_reading {
+                        return None;
+                    }
+                    st.writer_waiting = true;
+                    st = shared
+                        .data_ready
+                        .wait(st)
+                        .unwrap_or_else(|e| e.into_inner());
+                    st.writer_waiting = false;
+                    continue;
+                }
+                let n = pacer.release(now, available);
+                if n > 0 {
+                    st.bucket.take(n as usize, &mut batch);
+                    if let Some(first) = batch.first() {
+                        st.max_wait_ns = st.max_wait_ns.max(now.saturating_sub(first.arrived));
+                    }
+                    st.writing_since = Some(now);
+                    if st.reader_waiting {
+                        shared.space_ready.notify_one();
+                    }
+                    break;
+                }
+                let mut wake = pacer.next_due();
+                if let (Some(max_wait), Some(oldest)) =
+                    (shared.max_wait, st.bucket.oldest_arrival())
+                {
+                    wake = wake.min(oldest + max_wait.as_nanos() as u64 + 1);
+                }
+                let timeout = Duration::from_nanos(wake.saturating_sub(now));
+                st = shared
+                    .data_ready
+                    .wait_timeout(st, timeout)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+        }
+        let written = output::write_batch(out, &batch, &|| shared.stop_now.load(Ordering::Relaxed));
+        let mut st = shared.lock();
+        st.writing_since = None;
+        st.counts.written += written.records;
+        st.counts.bytes_written += written.bytes;
+        let total: u64 = batch.iter().map(|s| s.len() as u64).sum();
+        if written.records < total {
+            // What was not written whole is undelivered.
+            let mut skip = written.records as usize;
+            let State { counts, dead, .. } = &mut *st;
+            for mut seg in batch.drain(..) {
+                if skip >= seg.len() {
+                    skip -= seg.len();
+                    continue;
+                }
+                seg.split_front(skip);
+                skip = 0;
+                State::dispose(counts, dead, seg, Fate::Undelivered);
+            }
+        }
+        batch.clear();
+        if written.error.is_some() || written.stopped {
+            drop(st);
+            if written.error.is_some() {
+                shared.stop(false);
+            }
+            return written.error;
+        }
+    }
+}
+
+/// Total size of the inputs when all are regular files, for the ETA.
+fn input_size(inputs: &[Input]) -> Option<u64> {
+    inputs.iter().try_fold(0u64, |sum, input| match input {
+        Input::Path(p) => std::fs::metadata(p)
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| sum + m.len()),
+        Input::Stdin => None,
+    })
+}
+
+/// How drip ended, when it ended without an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// Every input was read and every record accounted for.
+    Finished,
+    /// Some input could not be read (already reported); exit 1.
+    InputFailed,
+    /// Stopped by this signal.
+    Signal(i32),
+}
+
+impl Ending {
+    /// The exit status for this ending.
+    pub fn status(self) -> i32 {
+        match self {
+            Ending::Finished => EXIT_OK,
+            Ending::InputFailed => EXIT_ERROR,
+            Ending::Signal(n) => 128 + n,
+        }
+    }
+}
+
+/// Run drip with `config`, writing records to `out`.
+///
+/// Prints input warnings, the progress display and the summary on stderr as
+/// configured. A closed `out` (broken pipe) ends the run quietly as
+/// [`Ending::Finished`].
+///
+/// # Errors
+/// The dead letter or stats file cannot be written, a record is over
+/// `--max-record` or `--capacity-bytes`, a write to `out` fails, or the
+/// bucket overflows under `fail` ([`OverflowError`], exit status 3). The
+/// summary is printed before the error is returned.
+pub fn run(config: Config, mut out: Box<dyn Write + Send>) -> Result<Ending> {
+    let clock = Clock(Instant::now());
+    let dead = DeadLetter::open(config.dead_letter.as_deref(), config.delimiter)?;
+    let mut stats_file = match &config.stats_json {
+        Some(path) => Some(
+            File::create(path)
+                .with_context(|| format!("{}", path.display()))
+                .map(BufWriter::new)?,
+        ),
+        None => None,
+    };
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State {
+            bucket: Bucket::new(config.capacity, config.capacity_bytes, config.overflow),
+            counts: Counts::default(),
+            dead,
+            reading_done: false,
+            stop_reading: false,
+            stop_writing: false,
+            writer_waiting: false,
+            reader_waiting: false,
+            writing_since: None,
+            max_wait_ns: 0,
+            overflow: None,
+            signal: None,
+        }),
+        data_ready: Condvar::new(),
+        space_ready: Condvar::new(),
+        stop_now: AtomicBool::new(false),
+        waker: sys::Waker::new().context("creating a pipe")?,
+        clock,
+        max_wait: config.max_wait,
+    });
+    let ui = Arc::new(Mutex::new(Ui::new(
+        config.progress,
+        config.capacity,
+        input_size(&config.inputs),
+        config.rate.per_second(),
+    )));
+
+    let monitor = signals::Monitor::start(
+        Arc::clone(&shared),
+        Arc::clone(&ui),
+        config.drain,
+        config.stats_interval,
+        stats_file.take(),
+    )?;
+
+    let reader = {
+        let shared = Arc::clone(&shared);
+        let ui = Arc::clone(&ui);
+        let inputs = config.inputs.clone();
+        let mut splitter =
+            Splitter::new(config.delimiter, config.max_record, config.capacity_bytes);
+        thread::Builder::new()
+            .name("drip-reader".into())
+            .spawn(move || {
+                let report = input::read_all(
+                    &inputs,
+                    &mut splitter,
+                    &shared.waker,
+                    &mut |seg| shared.deliver(seg),
+                    &mut |msg| lock_ui(&ui).message(&msg),
+                );
+                shared.lock().reading_done = true;
+                shared.data_ready.notify_all();
+                report
+            })
+            .context("starting the reader thread")?
+    };
+
+    let write_error = write_loop(&shared, &config, &mut *out);
+    // Whatever ended the writer, reading stops too.
+    shared.stop(false);
+    let report = reader.join().unwrap_or_default();
+    let (signal, overflow, dead_error) = {
+        let mut st = shared.lock();
+        let State {
+            bucket,
+            counts,
+            dead,
+            ..
+        } = &mut *st;
+        bucket.drain(Fate::Undelivered, &mut |s, f| {
+            State::dispose(counts, dead, s, f)
+        });
+        (st.signal, st.overflow.take(), st.dead.finish())
+    };
+    let summary = shared.summary();
+    let stats_file = monitor.finish();
+    lock_ui(&ui).finish();
+    let ui = lock_ui(&ui);
+    if config.stats || ui.showing_progress() {
+        ui.message(&summary.line());
+    }
+    let mut stats_error = None;
+    if let (Some(mut file), Some(path)) = (stats_file, &config.stats_json) {
+        let result = writeln!(file, "{}", summary.json()).and_then(|()| file.flush());
+        if let Err(e) = result {
+            stats_error = Some(anyhow::Error::from(e).context(format!("{}", path.display())));
+        }
+    }
+
+    if let Some(e) = write_error {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            return Err(anyhow::Error::from(e).context("stdout"));
+        }
+    }
+    if let Some(e) = dead_error.or(stats_error) {
+        return Err(e);
+    }
+    if let Some(overflow) = overflow {
+        return Err(overflow.into());
+    }
+    if let Some(n) = signal {
+        return Ok(Ending::Signal(n));
+    }
+    if let Some(e) = report.record_error {
+        return Err(e.into());
+    }
+    if report.failed_inputs > 0 {
+        return Ok(Ending::InputFailed);
+    }
+    Ok(Ending::Finished)
+}
+
+fn lock_ui(ui: &Mutex<Ui>) -> MutexGuard<'_, Ui> {
+    ui.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -1,0 +1,60 @@
+//! The drip binary: parse, run, map the outcome to an exit status.
+
+use std::io::{self, Write};
+use std::os::fd::AsFd;
+use std::process::ExitCode;
+
+use clap::Parser;
+use drip::cli::{Cli, Config};
+use drip::output::is_broken_pipe;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return usage_error(&err),
+    };
+    let stdout = match io::stdout().as_fd().try_clone_to_owned() {
+        Ok(fd) => std::fs::File::from(fd),
+        Err(e) => {
+            eprintln!("drip: stdout: {}", drip::input::describe(&e));
+            return ExitCode::from(drip::EXIT_ERROR as u8);
+        }
+    };
+    match drip::run(Config::from(cli), Box::new(stdout)) {
+        Ok(ending) => ExitCode::from(ending.status() as u8),
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("drip: {}", message(&err));
+            ExitCode::from(drip::exit_status(&err) as u8)
+        }
+    }
+}
+
+/// `context: cause` on one line, with std's "(os error N)" left out.
+fn message(err: &anyhow::Error) -> String {
+    err.chain()
+        .map(|cause| match cause.downcast_ref::<io::Error>() {
+            Some(e) => drip::input::describe(e),
+            None => cause.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(": ")
+}
+
+/// Help and version go to stdout with status 0; anything else is a usage
+/// error: one line on stderr, status 2.
+fn usage_error(err: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        err.kind(),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+    ) {
+        let _ = err.print();
+        return ExitCode::SUCCESS;
+    }
+    let text = err.render().to_string();
+    let first = text.lines().next().unwrap_or("invalid usage");
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    let _ = writeln!(io::stderr(), "drip: {first} (see 'drip --help')");
+    ExitCode::from(drip::EXIT_USAGE as u8)
+}

@@ -1,0 +1,230 @@
+//! Writing records out: gathered writes of whole records, straight to the
+//! file descriptor (no buffering that would hold a record back), in bounded
+//! pieces so that a stop request is seen between pieces. A stop never cuts
+//! a record: the one being written is finished first.
+
+use std::io::{self, IoSlice, Write};
+
+use crate::bucket::Segment;
+
+/// Most bytes handed to one write(2): large enough for throughput, small
+/// enough that a stop request is noticed promptly on a slow pipe.
+const MAX_WRITE: usize = 128 * 1024;
+/// Most buffers handed to one writev(2).
+const MAX_SLICES: usize = 64;
+
+/// What became of a batch.
+#[derive(Debug, Default)]
+pub struct Written {
+    /// Whole records written.
+    pub records: u64,
+    /// Bytes written (a failed write may leave part of a record out).
+    pub bytes: u64,
+    /// The write error that ended the batch early.
+    pub error: Option<io::Error>,
+    /// Whether a stop request ended the batch early.
+    pub stopped: bool,
+}
+
+/// Write the records of `batch` to `out`, in order.
+///
+/// `stop` is asked between write calls; once it says yes, writing goes on
+/// only to the end of the record under way.
+pub fn write_batch(out: &mut dyn Write, batch: &[Segment], stop: &dyn Fn() -> bool) -> Written {
+    let total: usize = batch.iter().map(Segment::bytes).sum();
+    let mut limit = total;
+    let mut pos = 0; // bytes of the batch written
+    let mut seg_index = 0; // segment holding `pos`
+    let mut seg_offset = 0; // offset of `pos` in that segment
+    let mut error = None;
+    let mut stopped = false;
+    while pos < limit {
+        let mut slices: [IoSlice<'_>; MAX_SLICES] = [IoSlice::new(&[]); MAX_SLICES];
+        let mut used = 0;
+        let mut room = (limit - pos).min(MAX_WRITE);
+        let (mut i, mut off) = (seg_index, seg_offset);
+        while room > 0 && used < MAX_SLICES && i < batch.len() {
+            let bytes = &batch[i].as_bytes()[off..];
+            let take = bytes.len().min(room);
+            if take > 0 {
+                slices[used] = IoSlice::new(&bytes[..take]);
+                used += 1;
+                room -= take;
+            }
+            i += 1;
+            off = 0;
+        }
+        let n = match out.write_vectored(&slices[..used]) {
+            Ok(0) => {
+                error = Some(io::Error::from(io::ErrorKind::WriteZero));
+                break;
+            }
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                error = Some(e);
+                break;
+            }
+        };
+        pos += n;
+        // Advance (seg_index, seg_offset) by n bytes.
+        let mut left = n;
+        while left > 0 {
+            let remaining = batch[seg_index].bytes() - seg_offset;
+            if left < remaining {
+                seg_offset += left;
+                left = 0;
+            } else {
+                left -= remaining;
+                seg_index += 1;
+                seg_offset = 0;
+            }
+        }
+        while seg_index < batch.len() && seg_offset == batch[seg_index].bytes() {
+            seg_index += 1;
+            seg_offset = 0;
+        }
+        if !stopped && pos < limit && stop() {
+            stopped = true;
+            limit = pos + rest_of_record(&batch[seg_index], seg_offset);
+        }
+    }
+    if error.is_none() && pos >= limit && limit < total {
+        stopped = true;
+    }
+    Written {
+        records: whole_records(batch, pos),
+        bytes: pos as u64,
+        error,
+        stopped,
+    }
+}
+
+/// Bytes from `offset` to the end of the record containing it (0 when
+/// `offset` is a record boundary).
+fn rest_of_record(seg: &Segment, offset: usize) -> usize {
+    let whole = seg.records_within(offset);
+    let done = seg.bytes_of_first(whole);
+    if done == offset {
+        0
+    } else {
+        seg.bytes_of_first(whole + 1) - offset
+    }
+}
+
+/// Whole records within the first `bytes` bytes of `batch`.
+pub fn whole_records(batch: &[Segment], mut bytes: usize) -> u64 {
+    let mut n = 0;
+    for seg in batch {
+        if bytes >= seg.bytes() {
+            n += seg.len() as u64;
+            bytes -= seg.bytes();
+        } else {
+            n += seg.records_within(bytes) as u64;
+            break;
+        }
+    }
+    n
+}
+
+/// Whether `err`, or anything in its chain, is a broken pipe.
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<io::Error>()
+            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn seg(text: &str) -> Segment {
+        let data = Bytes::from(text.to_string());
+        let ends = text
+            .bytes()
+            .enumerate()
+            .filter(|&(_, b)| b == b'\n')
+            .map(|(i, _)| i + 1)
+            .collect();
+        Segment::new(data, ends)
+    }
+
+    /// A sink that takes at most `step` bytes a call and fails after `fail_at`.
+    struct Slow {
+        data: Vec<u8>,
+        step: usize,
+        fail_at: usize,
+    }
+
+    impl Write for Slow {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            if self.data.len() >= self.fail_at {
+                return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+            }
+            let n = buf.len().min(self.step).min(self.fail_at - self.data.len());
+            self.data.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn writes_everything_in_order() {
+        let batch = [seg("a\nbb\n"), seg("ccc\n")];
+        let mut out = Vec::new();
+        let w = write_batch(&mut out, &batch, &|| false);
+        assert_eq!(out, b"a\nbb\nccc\n");
+        assert_eq!((w.records, w.bytes, w.stopped), (3, 9, false));
+        assert!(w.error.is_none());
+    }
+
+    #[test]
+    fn stop_finishes_the_record_under_way() {
+        let batch = [seg("aaaa\nbbbb\n"), seg("cccc\n")];
+        let mut out = Slow {
+            data: Vec::new(),
+            step: 3,
+            fail_at: usize::MAX,
+        };
+        let w = write_batch(&mut out, &batch, &|| true);
+        assert_eq!(out.data, b"aaaa\n");
+        assert_eq!(w.records, 1);
+        assert!(w.stopped);
+    }
+
+    #[test]
+    fn failure_counts_only_whole_records() {
+        let batch = [seg("aaaa\nbbbb\n")];
+        let mut out = Slow {
+            data: Vec::new(),
+            step: 100,
+            fail_at: 7,
+        };
+        let w = write_batch(&mut out, &batch, &|| false);
+        assert_eq!(w.records, 1);
+        assert_eq!(w.bytes, 7);
+        assert_eq!(w.error.unwrap().raw_os_error(), Some(libc::ENOSPC));
+    }
+
+    #[test]
+    fn large_batches_go_in_pieces() {
+        let big = "x".repeat(300_000) + "\n";
+        let batch = [seg(&big), seg("y\n")];
+        let mut out = Vec::new();
+        let w = write_batch(&mut out, &batch, &|| false);
+        assert_eq!(out.len(), 300_003);
+        assert_eq!(w.records, 2);
+    }
+
+    #[test]
+    fn broken_pipe_is_found_in_the_chain() {
+        let err = anyhow::Error::from(io::Error::from(io::ErrorKind::BrokenPipe)).context("stdout");
+        assert!(is_broken_pipe(&err));
+        assert!(!is_broken_pipe(&anyhow::anyhow!("other")));
+    }
+}

@@ -1,0 +1,294 @@
+//! The pacer: when may the next record leave?
+//!
+//! A pure function of time: nanoseconds in, a number of records out, no I/O
+//! and no clock of its own, so tests drive it on virtual time.
+//!
+//! The algorithm is the Generic Cell Rate Algorithm (GCRA, ITU-T I.371, the
+//! "virtual scheduling" form) with exact rational arithmetic. It keeps the
+//! *theoretical arrival time* (TAT) of the next record on a strict schedule,
+//! `emission interval T = period / count` apart. A record may leave at time
+//! `t` when `t ≥ TAT − τ`, where the burst tolerance `τ = (burst − 1) · T`;
+//! each departure advances TAT by `T`. Hence no window of length `W` ever
+//! holds more than `burst + W / T` scheduled departures.
+//!
+//! The schedule is absolute: TAT is `anchor + k · T`, computed from the
+//! anchor rather than accumulated, so rounding never drifts. When a departure
+//! is late by no more than the *slack* (the OS woke us a little late), the
+//! schedule is kept and the next record is still due at its original time.
+//! When it is later than that (the input went idle, stdout or the process
+//! stalled), the schedule restarts from now: at most `burst` records leave
+//! back to back, never a catch-up burst.
+
+use crate::rate::Rate;
+
+/// Default slack: lateness up to this many nanoseconds keeps the schedule.
+pub const DEFAULT_SLACK_NS: u64 = 2_000_000;
+
+/// GCRA pacer on an exact rational schedule. Times are nanoseconds from any
+/// fixed origin (drip uses its start).
+#[derive(Debug, Clone)]
+pub struct Pacer {
+    /// `None` when unlimited.
+    limit: Option<Limit>,
+    burst: u128,
+    slack_ns: u64,
+    /// The schedule's origin; `None` before the first departure.
+    anchor: Option<u64>,
+    /// Departures scheduled since `anchor`: TAT = anchor + k·period/count.
+    k: u128,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Limit {
+    count: u128,
+    period_ns: u128,
+}
+
+impl Pacer {
+    /// A pacer for `rate` allowing `burst` (≥ 1) records back to back and
+    /// forgiving lateness up to `slack_ns`.
+    ///
+    /// # Panics
+    /// If `burst` is zero (the command line rejects it earlier).
+    pub fn new(rate: Rate, burst: u64, slack_ns: u64) -> Pacer {
+        assert!(burst >= 1, "burst must be at least 1");
+        let limit = match rate {
+            Rate::Unlimited => None,
+            Rate::Limited { count, period_ns } => Some(Limit { count, period_ns }),
+        };
+        Pacer {
+            limit,
+            burst: u128::from(burst),
+            slack_ns,
+            anchor: None,
+            k: 0,
+        }
+    }
+
+    /// Whether the pacer limits anything at all.
+    pub fn is_unlimited(&self) -> bool {
+        self.limit.is_none()
+    }
+
+    /// Offset from the anchor of scheduled slot `j` (may be negative inside
+    /// the burst allowance), rounded up, in ns.
+    fn slot_offset(limit: Limit, j: i128) -> i128 {
+        let (period, count) = (limit.period_ns as i128, limit.count as i128);
+        -((-j * period).div_euclid(count))
+    }
+
+    /// The earliest time (ns) at which the next record may leave; `0` when it
+    /// may leave at any time (nothing sent yet, or unlimited).
+    pub fn next_due(&self) -> u64 {
+        let (Some(limit), Some(anchor)) = (self.limit, self.anchor) else {
+            return 0;
+        };
+        let slot = self.k as i128 - (self.burst as i128 - 1);
+        let due = i128::from(anchor) + Self::slot_offset(limit, slot).max(0);
+        u64::try_from(due).unwrap_or(u64::MAX)
+    }
+
+    /// Release records at time `now` (ns): returns how many of `available`
+    /// queued records may leave now, and counts them as sent.
+    ///
+    /// `now` must not go backwards between calls.
+    pub fn release(&mut self, now: u64, available: u64) -> u64 {
+        if available == 0 {
+            return 0;
+        }
+        let Some(limit) = self.limit else {
+            return available;
+        };
+        let anchor = match self.anchor {
+            Some(anchor) => {
+                let tat = i128::from(anchor) + Self::slot_offset(limit, self.k as i128);
+                if i128::from(now) > tat + i128::from(self.slack_ns) {
+                    // Idle, or stalled past the slack: restart from now.
+                    self.k = 0;
+                    now
+                } else {
+                    anchor
+                }
+            }
+            None => now,
+        };
+        self.anchor = Some(anchor);
+        // Slot j may leave when anchor + (j - (burst-1))·T ≤ now, i.e.
+        // j ≤ floor((now - anchor)·count / period) + burst - 1.
+        let elapsed = u128::from(now - anchor);
+        let last_allowed = elapsed * limit.count / limit.period_ns + self.burst - 1;
+        let allowed = (last_allowed + 1).saturating_sub(self.k);
+        let n = allowed.min(u128::from(available));
+        self.k += n;
+        self.renormalize(limit);
+        n as u64
+    }
+
+    /// Move the anchor forward by whole periods so `k` stays small; exact,
+    /// because whole periods are whole nanoseconds. `k` stays ≥ `burst`, so
+    /// the anchor never passes the time of the last release.
+    fn renormalize(&mut self, limit: Limit) {
+        let periods = self.k.saturating_sub(self.burst) / limit.count;
+        if periods > 0 {
+            if let Some(anchor) = self.anchor.as_mut() {
+                let shift = periods * limit.period_ns;
+                if let Ok(new_anchor) = u64::try_from(u128::from(*anchor) + shift) {
+                    *anchor = new_anchor;
+                    self.k -= periods * limit.count;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rate::parse_rate;
+
+    const MS: u64 = 1_000_000;
+
+    fn pacer(rate: &str, burst: u64) -> Pacer {
+        Pacer::new(parse_rate(rate).unwrap(), burst, 2 * MS)
+    }
+
+    /// Drive a pacer with an always-full queue, waking exactly when due
+    /// (plus `late` ns), and return the departure times of `n` records.
+    fn departures(p: &mut Pacer, n: usize, late: u64) -> Vec<u64> {
+        let mut out = Vec::new();
+        let mut now = 0;
+        while out.len() < n {
+            let k = p.release(now, (n - out.len()) as u64);
+            out.extend(std::iter::repeat_n(now, k as usize));
+            now = now.max(p.next_due()) + late;
+            if k == 0 && p.next_due() <= now - late {
+                panic!("pacer released nothing although due");
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn first_record_leaves_at_once_then_strict_spacing() {
+        let mut p = pacer("10/s", 1);
+        assert_eq!(p.next_due(), 0);
+        assert_eq!(
+            departures(&mut p, 4, 0),
+            vec![0, 100 * MS, 200 * MS, 300 * MS]
+        );
+    }
+
+    #[test]
+    fn never_early() {
+        let mut p = pacer("10/s", 1);
+        assert_eq!(p.release(0, 5), 1);
+        assert_eq!(p.release(100 * MS - 1, 5), 0);
+        assert_eq!(p.next_due(), 100 * MS);
+        assert_eq!(p.release(100 * MS, 5), 1);
+    }
+
+    #[test]
+    fn fractional_intervals_do_not_drift() {
+        // 3 per 1 ns... use 3/s: T = 333_333_333.33 ns.
+        let mut p = pacer("3/s", 1);
+        let times = departures(&mut p, 3001, 0);
+        // Record 3000 is due exactly 1000 s after the first.
+        assert_eq!(times[3000], 1000 * 1_000_000_000);
+        assert_eq!(times[1], 333_333_334); // rounded up, never early
+        assert_eq!(times[2], 666_666_667);
+    }
+
+    #[test]
+    fn small_lateness_keeps_the_absolute_schedule() {
+        // Waking 0.5 ms late every time must not slow the long-run rate.
+        let mut p = pacer("100/s", 1);
+        let times = departures(&mut p, 1001, MS / 2);
+        // Each departure is at most 0.5 ms after its slot; slot 1000 is 10 s.
+        assert!(times[1000] <= 10_000 * MS + MS / 2, "{}", times[1000]);
+        assert!(times[1000] >= 10_000 * MS);
+    }
+
+    #[test]
+    fn stall_restarts_schedule_without_catch_up() {
+        let mut p = pacer("10/s", 1);
+        assert_eq!(p.release(0, 10), 1);
+        // Stalled for 5 s: only one record may leave now, the next 100 ms later.
+        assert_eq!(p.release(5_000 * MS, 10), 1);
+        assert_eq!(p.release(5_000 * MS + 1, 10), 0);
+        assert_eq!(p.next_due(), 5_100 * MS);
+    }
+
+    #[test]
+    fn stall_with_burst_allows_only_burst() {
+        let mut p = pacer("10/s", 3);
+        assert_eq!(p.release(0, 10), 3);
+        assert_eq!(p.next_due(), 100 * MS);
+        assert_eq!(p.release(100 * MS, 10), 1);
+        assert_eq!(p.release(60_000 * MS, 10), 3);
+        assert_eq!(p.release(60_000 * MS, 10), 0);
+    }
+
+    #[test]
+    fn burst_refills_at_the_rate() {
+        let mut p = pacer("10/s", 5);
+        assert_eq!(p.release(0, 100), 5);
+        // After 250 ms, two more tokens have accrued (at 100 and 200 ms).
+        assert_eq!(p.release(250 * MS, 100), 2);
+    }
+
+    #[test]
+    fn lateness_within_slack_releases_due_records_together() {
+        let mut p = pacer("1000/s", 1);
+        assert_eq!(p.release(0, 100), 1);
+        // Woken 1.5 ms late: slots at 1 ms has passed, so one record is due
+        // (slot at 2 ms is not yet).
+        assert_eq!(p.release(MS + MS / 2, 100), 1);
+        assert_eq!(p.next_due(), 2 * MS);
+        // Woken at 3.9 ms (within slack of the 2 ms slot): slots 2 and 3 ms.
+        assert_eq!(p.release(3 * MS + 900_000, 100), 2);
+    }
+
+    #[test]
+    fn window_bound_holds() {
+        // No 1 s window holds more than burst + rate records.
+        for (rate, burst) in [("10/s", 1), ("100/s", 4), ("7/3s", 2)] {
+            let mut p = pacer(rate, burst);
+            let times = departures(&mut p, 400, 37_000);
+            let per_s = parse_rate(rate).unwrap().per_second();
+            let bound = burst as f64 + per_s * (1.0 + 0.002);
+            for (i, &start) in times.iter().enumerate() {
+                let n = times[i..]
+                    .iter()
+                    .take_while(|&&t| t < start + 1_000 * MS)
+                    .count();
+                assert!(n as f64 <= bound, "{rate} burst {burst}: {n} in a window");
+            }
+        }
+    }
+
+    #[test]
+    fn unlimited_releases_everything() {
+        let mut p = Pacer::new(Rate::Unlimited, 1, 0);
+        assert!(p.is_unlimited());
+        assert_eq!(p.release(0, 12345), 12345);
+        assert_eq!(p.next_due(), 0);
+    }
+
+    #[test]
+    fn high_rates_release_due_records_in_batches() {
+        let mut p = pacer("1000000/s", 1);
+        assert_eq!(p.release(0, 1_000_000), 1);
+        // 60 µs later, 60 more slots have come due.
+        assert_eq!(p.release(60_000, 1_000_000), 60);
+        assert_eq!(p.next_due(), 61_000);
+    }
+
+    #[test]
+    fn renormalization_keeps_exact_times() {
+        let mut p = pacer("3/s", 1);
+        let times = departures(&mut p, 10, 0);
+        assert_eq!(times[3], 1_000_000_000);
+        assert_eq!(times[4], 1_333_333_334);
+        assert_eq!(times[9], 3_000_000_000);
+    }
+}

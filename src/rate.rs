@@ -1,0 +1,219 @@
+//! Rates: how many records may leave per period.
+//!
+//! A [`Rate`] is kept as an exact fraction, `count` records per `period_ns`
+//! nanoseconds, so that long runs accumulate no rounding drift: the k-th
+//! departure of a schedule is computed as `k * period_ns / count` rather than
+//! by adding a rounded interval k times.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Nanoseconds in one second.
+const NS_PER_S: u128 = 1_000_000_000;
+
+/// A pacing rate: `count` records per `period_ns` nanoseconds, or unlimited.
+///
+/// Both numbers are at least 1 when the rate is limited. Decimal counts such
+/// as `0.5/s` are scaled to whole numbers (`1` per `2 s`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rate {
+    /// No pacing: records leave as fast as stdout takes them.
+    Unlimited,
+    /// `count` records per `period_ns` nanoseconds.
+    Limited {
+        /// Records per period (≥ 1).
+        count: u128,
+        /// Length of the period in nanoseconds (≥ 1).
+        period_ns: u128,
+    },
+}
+
+impl Rate {
+    /// One record per `interval`.
+    ///
+    /// # Errors
+    /// A zero interval.
+    pub fn per_interval(interval: Duration) -> Result<Rate, String> {
+        let ns = interval.as_nanos();
+        if ns == 0 {
+            return Err("the interval must be longer than zero".into());
+        }
+        Ok(Rate::Limited {
+            count: 1,
+            period_ns: ns,
+        })
+    }
+
+    /// Records per second as a float (infinite when unlimited), for display
+    /// and statistics only; pacing never uses it.
+    pub fn per_second(&self) -> f64 {
+        match *self {
+            Rate::Unlimited => f64::INFINITY,
+            Rate::Limited { count, period_ns } => count as f64 * 1e9 / period_ns as f64,
+        }
+    }
+}
+
+impl fmt::Display for Rate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Rate::Unlimited => write!(f, "unlimited"),
+            Rate::Limited { .. } => write!(f, "{}/s", trim_float(self.per_second())),
+        }
+    }
+}
+
+fn trim_float(x: f64) -> String {
+    let s = format!("{x:.6}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// The accepted forms, for error messages.
+pub const RATE_FORMS: &str =
+    "COUNT[/UNIT] such as 10/s, 90/min, 2/h, 1/d, 3/5s, 1/250ms, 0.5/s, 10, or inf";
+
+/// Parse a rate: `COUNT` (per second), `COUNT/UNIT` or `COUNT/DURATION`, or
+/// `inf` / `unlimited`.
+///
+/// `COUNT` is a positive decimal with up to 9 fractional digits; `UNIT` is a
+/// bare humantime unit (`s`, `ms`, `min`, `h`, `d`, …) and `DURATION` any
+/// humantime duration (`5s`, `250ms`, `1m30s`).
+///
+/// # Errors
+/// A message naming what is wrong: a missing, zero, negative or malformed
+/// count, or an unknown unit.
+pub fn parse_rate(text: &str) -> Result<Rate, String> {
+    let text = text.trim();
+    if matches!(
+        text.to_ascii_lowercase().as_str(),
+        "inf" | "infinity" | "unlimited" | "max"
+    ) {
+        return Ok(Rate::Unlimited);
+    }
+    let (count_text, unit_text) = match text.split_once('/') {
+        Some((c, u)) => (c.trim(), u.trim()),
+        None => (text, "s"),
+    };
+    let (count, scale) = parse_decimal(count_text)?;
+    if count == 0 {
+        return Err("the count must be greater than zero".into());
+    }
+    let period = parse_period(unit_text)?;
+    let period_ns = period.as_nanos();
+    if period_ns == 0 {
+        return Err("the period must be longer than zero".into());
+    }
+    let (count, period_ns) = reduce(count, period_ns * scale);
+    Ok(Rate::Limited { count, period_ns })
+}
+
+/// A unit (`s`, `min`) or a duration (`5s`, `250ms`).
+fn parse_period(text: &str) -> Result<Duration, String> {
+    if text.is_empty() {
+        return Err("missing unit after '/'".into());
+    }
+    let with_number = if text.starts_with(|c: char| c.is_ascii_digit()) {
+        text.to_string()
+    } else {
+        format!("1{text}")
+    };
+    humantime::parse_duration(&with_number).map_err(|_| format!("unknown unit '{text}'"))
+}
+
+/// Parse a positive decimal into `(digits, 10^fraction_digits)`.
+fn parse_decimal(text: &str) -> Result<(u128, u128), String> {
+    if text.starts_with('-') {
+        return Err("the count must be greater than zero".into());
+    }
+    let (int, frac) = text.split_once('.').unwrap_or((text, ""));
+    let all_digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if (int.is_empty() && frac.is_empty()) || !all_digits(int) || !all_digits(frac) {
+        return Err(format!("'{text}' is not a number"));
+    }
+    if int.len() > 18 || frac.len() > 9 {
+        return Err(format!("'{text}' has too many digits"));
+    }
+    let digits: u128 = format!("{int}{frac}").parse().unwrap_or(0);
+    Ok((digits, 10u128.pow(frac.len() as u32)))
+}
+
+fn gcd(mut a: u128, mut b: u128) -> u128 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+fn reduce(count: u128, period_ns: u128) -> (u128, u128) {
+    let g = gcd(count, period_ns).max(1);
+    (count / g, period_ns / g)
+}
+
+/// Seconds as a rate's period, for tests and messages.
+pub fn seconds(n: u128) -> u128 {
+    n * NS_PER_S
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limited(count: u128, period_ns: u128) -> Rate {
+        let (count, period_ns) = reduce(count, period_ns);
+        Rate::Limited { count, period_ns }
+    }
+
+    #[test]
+    fn parses_units_and_durations() {
+        assert_eq!(parse_rate("10/s"), Ok(limited(10, seconds(1))));
+        assert_eq!(parse_rate("90/min"), Ok(limited(90, seconds(60))));
+        assert_eq!(parse_rate("2/h"), Ok(limited(2, seconds(3600))));
+        assert_eq!(parse_rate("1/d"), Ok(limited(1, seconds(86_400))));
+        assert_eq!(parse_rate("3/5s"), Ok(limited(3, seconds(5))));
+        assert_eq!(parse_rate("1/250ms"), Ok(limited(1, 250_000_000)));
+        assert_eq!(parse_rate("10"), Ok(limited(10, seconds(1))));
+        assert_eq!(parse_rate("0.5/s"), Ok(limited(1, seconds(2))));
+        assert_eq!(parse_rate("2.5/min"), Ok(limited(5, seconds(120))));
+        assert_eq!(parse_rate("1000000/s"), Ok(limited(1, 1000)));
+    }
+
+    #[test]
+    fn parses_unlimited() {
+        for text in ["inf", "INF", "unlimited", "infinity"] {
+            assert_eq!(parse_rate(text), Ok(Rate::Unlimited), "{text}");
+        }
+    }
+
+    #[test]
+    fn rejects_bad_rates() {
+        for text in [
+            "0",
+            "0/s",
+            "0.0/s",
+            "-1/s",
+            "10/fortnight",
+            "",
+            "/s",
+            "abc",
+            "10/",
+            "1e3/s",
+            "1/0s",
+        ] {
+            assert!(parse_rate(text).is_err(), "{text:?} should be rejected");
+        }
+    }
+
+    #[test]
+    fn displays_per_second() {
+        assert_eq!(parse_rate("90/min").unwrap().to_string(), "1.5/s");
+        assert_eq!(parse_rate("inf").unwrap().to_string(), "unlimited");
+        assert_eq!(parse_rate("1/250ms").unwrap().per_second(), 4.0);
+    }
+
+    #[test]
+    fn interval_is_one_record_per_duration() {
+        let rate = Rate::per_interval(Duration::from_millis(100)).unwrap();
+        assert_eq!(rate.per_second(), 10.0);
+        assert!(Rate::per_interval(Duration::ZERO).is_err());
+    }
+}

@@ -1,0 +1,190 @@
+//! The monitor thread: signals, the stats stream and the progress display,
+//! on a single-threaded tokio runtime.
+//!
+//! SIGINT, SIGTERM and SIGHUP stop drip (or, with `--drain`, stop reading);
+//! a second one exits at once. SIGUSR1 prints one stats line.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use tokio::signal::unix::{signal, Signal, SignalKind};
+use tokio_util::sync::CancellationToken;
+
+use crate::progress::{Snapshot, Ui};
+use crate::{lock_ui, Shared};
+
+/// How often the progress display is redrawn.
+const PROGRESS_EVERY: Duration = Duration::from_millis(100);
+
+/// One line of the stats stream (`--stats-interval`).
+#[derive(Debug, Serialize)]
+struct Tick {
+    /// Seconds since drip started.
+    time: f64,
+    /// Records read during the interval.
+    records_in: u64,
+    /// Records written during the interval.
+    records_out: u64,
+    /// Records written per second during the interval.
+    rate: f64,
+    /// Records queued now.
+    depth: u64,
+    /// Age of the oldest queued record, in milliseconds.
+    oldest_age_ms: f64,
+    /// Totals so far.
+    read: u64,
+    written: u64,
+    dropped_newest: u64,
+    dropped_oldest: u64,
+    expired: u64,
+}
+
+impl Tick {
+    fn new(snap: &Snapshot, prev: &Snapshot) -> Tick {
+        let c = &snap.counts;
+        let secs = (snap.elapsed_ns - prev.elapsed_ns) as f64 / 1e9;
+        let records_out = c.written - prev.counts.written;
+        Tick {
+            time: snap.elapsed_ns as f64 / 1e9,
+            records_in: c.read - prev.counts.read,
+            records_out,
+            rate: if secs > 0.0 {
+                records_out as f64 / secs
+            } else {
+                0.0
+            },
+            depth: snap.depth,
+            oldest_age_ms: snap.oldest_age_ns as f64 / 1e6,
+            read: c.read,
+            written: c.written,
+            dropped_newest: c.dropped_newest,
+            dropped_oldest: c.dropped_oldest,
+            expired: c.expired,
+        }
+    }
+}
+
+/// The running monitor thread.
+pub(crate) struct Monitor {
+    cancel: CancellationToken,
+    thread: JoinHandle<Option<BufWriter<File>>>,
+}
+
+impl Monitor {
+    /// Install the signal handlers and start the thread.
+    pub(crate) fn start(
+        shared: Arc<Shared>,
+        ui: Arc<Mutex<Ui>>,
+        drain: bool,
+        stats_every: Option<Duration>,
+        stats_file: Option<BufWriter<File>>,
+    ) -> Result<Monitor> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the signal runtime")?;
+        // Handlers are installed here, before any record moves.
+        let signals = runtime.block_on(async {
+            Ok::<_, std::io::Error>([
+                (libc::SIGINT, signal(SignalKind::interrupt())?),
+                (libc::SIGTERM, signal(SignalKind::terminate())?),
+                (libc::SIGHUP, signal(SignalKind::hangup())?),
+            ])
+        });
+        let signals = signals.context("installing signal handlers")?;
+        let usr1 = runtime
+            .block_on(async { signal(SignalKind::user_defined1()) })
+            .context("installing signal handlers")?;
+        let cancel = CancellationToken::new();
+        let token = cancel.clone();
+        let thread = std::thread::Builder::new()
+            .name("drip-monitor".into())
+            .spawn(move || {
+                runtime.block_on(watch(
+                    shared,
+                    ui,
+                    drain,
+                    stats_every,
+                    stats_file,
+                    signals,
+                    usr1,
+                    token,
+                ))
+            })
+            .context("starting the monitor thread")?;
+        Ok(Monitor { cancel, thread })
+    }
+
+    /// Stop the thread; returns the stats file for the summary.
+    pub(crate) fn finish(self) -> Option<BufWriter<File>> {
+        self.cancel.cancel();
+        self.thread.join().unwrap_or(None)
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn watch(
+    shared: Arc<Shared>,
+    ui: Arc<Mutex<Ui>>,
+    drain: bool,
+    stats_every: Option<Duration>,
+    mut stats_file: Option<BufWriter<File>>,
+    signals: [(i32, Signal); 3],
+    mut usr1: Signal,
+    cancel: CancellationToken,
+) -> Option<BufWriter<File>> {
+    let [(int_no, mut int), (term_no, mut term), (hup_no, mut hup)] = signals;
+    let progress = lock_ui(&ui).showing_progress();
+    let mut redraw = tokio::time::interval(PROGRESS_EVERY);
+    let mut stats = tokio::time::interval(stats_every.unwrap_or(Duration::from_secs(3600)));
+    stats.tick().await; // the first tick is immediate
+    let mut prev = shared.snapshot();
+    loop {
+        let signo = tokio::select! {
+            _ = cancel.cancelled() => break,
+            _ = int.recv() => int_no,
+            _ = term.recv() => term_no,
+            _ = hup.recv() => hup_no,
+            _ = usr1.recv() => {
+                let line = shared.summary().line();
+                lock_ui(&ui).message(&line);
+                continue;
+            }
+            _ = redraw.tick(), if progress => {
+                let snap = shared.snapshot();
+                lock_ui(&ui).update(&snap);
+                continue;
+            }
+            _ = stats.tick(), if stats_every.is_some() => {
+                let snap = shared.snapshot();
+                let line = serde_json::to_string(&Tick::new(&snap, &prev)).expect("plain data");
+                prev = snap;
+                match &mut stats_file {
+                    Some(file) => {
+                        // A failing stats file is reported once, at exit.
+                        let _ = writeln!(file, "{line}").and_then(|()| file.flush());
+                    }
+                    None => lock_ui(&ui).line(&line),
+                }
+                continue;
+            }
+        };
+        let first = {
+            let mut st = shared.lock();
+            let first = st.signal.is_none();
+            st.signal.get_or_insert(signo);
+            first
+        };
+        if !first {
+            // A second signal: leave now.
+            std::process::exit(128 + signo);
+        }
+        shared.stop(drain);
+    }
+    stats_file
+}

@@ -1,0 +1,110 @@
+//! The few operating-system calls std does not offer. All `unsafe` lives here.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// Ask the kernel to wake this thread within `ns` nanoseconds of a timer's
+/// expiry (Linux timer slack; the default of 50 µs would blur pacing).
+/// Best effort: other systems, or a refusal, leave the default.
+pub fn set_timer_slack(ns: u64) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: PR_SET_TIMERSLACK takes one integer argument and touches no memory.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0);
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = ns;
+}
+
+/// A self-pipe: one thread waits for a file descriptor to become readable,
+/// another wakes it by writing a byte.
+#[derive(Debug)]
+pub struct Waker {
+    read: OwnedFd,
+    write: OwnedFd,
+}
+
+impl Waker {
+    /// A new non-blocking pipe pair.
+    ///
+    /// # Errors
+    /// When the process is out of file descriptors.
+    pub fn new() -> io::Result<Waker> {
+        let mut fds = [0 as RawFd; 2];
+        // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+        let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: pipe2 succeeded, so both descriptors are open and ours alone.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        Ok(Waker { read, write })
+    }
+
+    /// Wake every current and future [`Waker::wait_readable`] call.
+    pub fn wake(&self) {
+        let byte = [1u8];
+        // SAFETY: writes one byte from a valid buffer; a full pipe (EAGAIN)
+        // already means "woken".
+        unsafe {
+            libc::write(self.write.as_raw_fd(), byte.as_ptr().cast(), 1);
+        }
+    }
+
+    /// Block until `fd` is readable (or at end of file, or in error) and
+    /// return `true`; return `false` as soon as [`Waker::wake`] was called.
+    ///
+    /// # Errors
+    /// A failing poll(2) other than EINTR.
+    pub fn wait_readable(&self, fd: RawFd) -> io::Result<bool> {
+        let mut fds = [
+            libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: self.read.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        loop {
+            // SAFETY: `fds` is a valid array of two pollfd structures.
+            let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+            if rc >= 0 {
+                break;
+            }
+            let err = io::Error::last_os_error();
+            if err.kind() != io::ErrorKind::Interrupted {
+                return Err(err);
+            }
+        }
+        Ok(fds[1].revents == 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waker_interrupts_a_wait() {
+        let source = Waker::new().unwrap(); // its read end never becomes readable
+        let waker = std::sync::Arc::new(Waker::new().unwrap());
+        let w = std::sync::Arc::clone(&waker);
+        let t = std::thread::spawn(move || w.wait_readable(source.read.as_raw_fd()).unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        waker.wake();
+        assert!(!t.join().unwrap());
+    }
+
+    #[test]
+    fn readable_fd_is_reported() {
+        let source = Waker::new().unwrap();
+        source.wake();
+        let waker = Waker::new().unwrap();
+        assert!(waker.wait_readable(source.read.as_raw_fd()).unwrap());
+    }
+}
