@@ -9,25 +9,61 @@ use clap::Parser;
 use crate::bucket::Overflow;
 use crate::rate::{parse_rate, Rate, RATE_FORMS};
 
-const EXAMPLES: &str = "\
-Examples:
-  seq 20 | drip --rate 5/s                      20 lines over 4 seconds
-  drip -r 10/s urls.txt | xargs -n1 -P4 curl -sSO
-                                                fetch at most 10 URLs a second
-  find . -print0 | drip -0 -i 250ms | xargs -0 -n1 process
-  tail -f app.log | drip -r 100/s -c 10000 -o drop-oldest --dead-letter late.log
-  drip -r 1000/s -b 50 --stats events.ndjson > /dev/null
+/// Examples shown in `--help` and the man page: (command, what it does).
+pub const EXAMPLES: &[(&str, &str)] = &[
+    (
+        "seq 20 | drip --rate 5/s",
+        "print 1 to 20 over four seconds",
+    ),
+    (
+        "drip -r 10/s urls.txt | xargs -n1 -P4 curl -sSO",
+        "fetch at most 10 URLs a second",
+    ),
+    (
+        "find . -print0 | drip -0 -i 250ms | xargs -0 -n1 process",
+        "NUL-delimited names, one every 250 ms",
+    ),
+    (
+        "tail -f app.log | drip -r 100/s -c 10000 -o drop-oldest --dead-letter late.log",
+        "never hold the producer back; keep what was shed",
+    ),
+    (
+        "drip -r 1000/s -b 50 --stats events.ndjson > /dev/null",
+        "replay a log with bursts of up to 50, then print a summary",
+    ),
+];
 
-Exit status:
-  0    every record was written (or stdout was closed by the reader, as with | head)
-  1    a runtime error: an unreadable FILE, a record over --max-record or
-       --capacity-bytes, a failed write (such as a full disk)
-  2    a usage error: a bad flag or value
-  3    the bucket overflowed under --overflow fail
-  129, 130, 143
-       stopped by SIGHUP, SIGINT or SIGTERM (128 + the signal's number)";
+/// Exit statuses, for `--help`, the man page and the README: (status, meaning).
+pub const EXIT_STATUSES: &[(&str, &str)] = &[
+    (
+        "0",
+        "every record was written, dropped by policy or expired (also when the reader closed stdout, as with | head)",
+    ),
+    (
+        "1",
+        "a runtime error: an unreadable FILE, a record over --max-record or --capacity-bytes, a failed write",
+    ),
+    ("2", "a usage error: a bad flag or value"),
+    ("3", "the bucket overflowed under --overflow fail"),
+    (
+        "129, 130, 143",
+        "stopped by SIGHUP, SIGINT or SIGTERM (128 + the signal's number)",
+    ),
+];
 
-/// drip: a leaky bucket for shell pipelines.
+fn after_help() -> String {
+    let mut text = String::from("Examples:\n");
+    for (command, what) in EXAMPLES {
+        text.push_str(&format!("  {command}\n      {what}\n"));
+    }
+    text.push_str("\nExit status:\n");
+    for (status, meaning) in EXIT_STATUSES {
+        text.push_str(&format!("  {status}\n      {meaning}\n"));
+    }
+    text.trim_end().to_string()
+}
+
+/// A leaky bucket for shell pipelines.
 ///
 /// Reads records (lines; NUL-terminated with -0) from FILEs or stdin into a
 /// bounded bucket and writes them to stdout at a steady rate. When the bucket
@@ -35,7 +71,7 @@ Exit status:
 /// waits), drop-newest, drop-oldest, or fail. Every record read is written,
 /// dropped, expired or reported as undelivered.
 #[derive(Debug, Parser)]
-#[command(name = "drip", version, after_help = EXAMPLES, max_term_width = 100)]
+#[command(name = "drip", version, after_help = after_help(), max_term_width = 100)]
 pub struct Cli {
     /// Files to read in order; `-` or none means stdin.
     #[arg(value_name = "FILE")]
@@ -43,7 +79,7 @@ pub struct Cli {
 
     /// Records per unit of time: 10/s, 90/min, 2/h, 1/d, 3/5s, 1/250ms, 0.5/s,
     /// a bare 10 (per second), or inf for no pacing [default: 1/s]
-    #[arg(short, long, value_name = "RATE", value_parser = rate_arg)]
+    #[arg(short, long, value_name = "RATE", value_parser = rate_arg, allow_hyphen_values = true)]
     pub rate: Option<Rate>,
 
     /// One record every DURATION (100ms, 2s, 1m): another way to give the rate
@@ -52,11 +88,11 @@ pub struct Cli {
 
     /// Records that may leave back to back after an idle spell (token bucket);
     /// the long-run rate is unchanged. 1 means strict spacing
-    #[arg(short, long, value_name = "N", default_value = "1", value_parser = positive_u64)]
+    #[arg(short, long, value_name = "N", default_value = "1", value_parser = positive_u64, allow_hyphen_values = true)]
     pub burst: u64,
 
     /// Records the bucket holds
-    #[arg(short, long, value_name = "N", default_value = "1000", value_parser = positive_usize)]
+    #[arg(short, long, value_name = "N", default_value = "1000", value_parser = positive_usize, allow_hyphen_values = true)]
     pub capacity: usize,
 
     /// Bytes the bucket holds (10KiB, 64MiB); full at either bound

@@ -127,28 +127,30 @@ impl Splitter {
     }
 
     /// `n` bytes were read into [`Splitter::space`]: returns the complete
-    /// records now available, if any.
-    ///
-    /// # Errors
-    /// A record longer than the limits (named by number).
-    pub fn filled(&mut self, n: usize, input: &str) -> Result<Option<Segment>, RecordError> {
+    /// records now available, if any, and the error of a record over the
+    /// limits, if one was found (the records before it are still returned).
+    pub fn filled(&mut self, n: usize, input: &str) -> (Option<Segment>, Option<RecordError>) {
         let len = self.buf.len() - READ_SIZE + n;
         self.buf.truncate(len);
         let mut ends = Vec::new();
         let mut start = 0;
+        let mut error = None;
         for pos in memchr::memchr_iter(self.delimiter, &self.buf[self.scanned..]) {
             let end = self.scanned + pos + 1;
-            self.check(end - start - 1, end - start, ends.len(), input)?;
+            if let Err(e) = self.check(end - start - 1, end - start, ends.len(), input) {
+                error = Some(e);
+                break;
+            }
             ends.push(end);
             start = end;
         }
         // The unfinished record is already too long?
         let partial = self.buf.len() - start;
-        if partial > self.max_record {
-            self.check(partial, partial, ends.len(), input)?;
+        if error.is_none() && partial > self.max_record {
+            error = self.check(partial, partial, ends.len(), input).err();
         }
         self.scanned = self.buf.len() - start;
-        Ok(self.emit(start, ends))
+        (self.emit(start, ends), error)
     }
 
     fn check(
@@ -317,17 +319,17 @@ fn read_one(
         let n = match file.read(splitter.space()) {
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {
-                splitter.filled(0, name).map_err(ReadFailure::Record)?;
+                splitter.filled(0, name);
                 continue;
             }
             Err(e) => {
-                splitter.filled(0, name).map_err(ReadFailure::Record)?;
+                splitter.filled(0, name);
                 return Err(ReadFailure::Io(e));
             }
         };
         report.bytes += n as u64;
         if n == 0 {
-            splitter.filled(0, name).map_err(ReadFailure::Record)?;
+            splitter.filled(0, name);
             if let Some(seg) = splitter
                 .finish(more_follow, name)
                 .map_err(ReadFailure::Record)?
@@ -338,10 +340,14 @@ fn read_one(
             }
             return Ok(Flow::Continue);
         }
-        if let Some(seg) = splitter.filled(n, name).map_err(ReadFailure::Record)? {
+        let (seg, error) = splitter.filled(n, name);
+        if let Some(seg) = seg {
             if deliver(seg) == Flow::Stop {
                 return stop_with_partial(splitter, deliver);
             }
+        }
+        if let Some(e) = error {
+            return Err(ReadFailure::Record(e));
         }
     }
 }
@@ -356,7 +362,9 @@ mod tests {
         for chunk in chunks {
             let space = s.space();
             space[..chunk.len()].copy_from_slice(chunk);
-            if let Some(seg) = s.filled(chunk.len(), "t").unwrap() {
+            let (seg, err) = s.filled(chunk.len(), "t");
+            assert!(err.is_none());
+            if let Some(seg) = seg {
                 out.extend(seg.records().map(<[u8]>::to_vec));
             }
         }
@@ -401,7 +409,9 @@ mod tests {
         let mut s = Splitter::new(b'\n', 3, None);
         let space = s.space();
         space[..9].copy_from_slice(b"abc\nabcd\n");
-        let err = s.filled(9, "in").unwrap_err();
+        let (seg, err) = s.filled(9, "in");
+        assert_eq!(seg.unwrap().as_bytes(), b"abc\n");
+        let err = err.unwrap();
         assert_eq!(
             err,
             RecordError::TooLong {
@@ -421,7 +431,7 @@ mod tests {
         let mut s = Splitter::new(b'\n', 4, None);
         let space = s.space();
         space[..6].copy_from_slice(b"abcdef");
-        assert!(s.filled(6, "in").is_err());
+        assert!(s.filled(6, "in").1.is_some());
     }
 
     #[test]
@@ -429,7 +439,7 @@ mod tests {
         let mut s = Splitter::new(b'\n', 100, Some(3));
         let space = s.space();
         space[..7].copy_from_slice(b"ab\nabc\n");
-        let err = s.filled(7, "in").unwrap_err();
+        let err = s.filled(7, "in").1.unwrap();
         assert!(matches!(
             err,
             RecordError::LargerThanBucket {

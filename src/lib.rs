@@ -9,7 +9,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -198,7 +198,15 @@ struct Shared {
     waker: sys::Waker,
     clock: Clock,
     max_wait: Option<Duration>,
+    /// Poll briefly instead of sleeping at hand-offs (unlimited rate).
+    spin: bool,
+    /// Hand-offs from reader to writer, and from writer to reader.
+    pushes: AtomicU64,
+    takes: AtomicU64,
 }
+
+/// How long a thread polls for the other before it sleeps.
+const SPIN_FOR: Duration = Duration::from_micros(50);
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -217,6 +225,33 @@ impl Shared {
         self.waker.wake();
         self.data_ready.notify_all();
         self.space_ready.notify_all();
+    }
+
+    /// Unlimited rate only: rather than sleep on a condition variable (a
+    /// futex round trip per hand-off, which dominates when a small bucket
+    /// passes millions of records), release the lock and poll `counter` for
+    /// a few microseconds, yielding the CPU between polls.
+    fn spin_until_changed<'a>(
+        &'a self,
+        st: MutexGuard<'a, State>,
+        counter: &AtomicU64,
+    ) -> MutexGuard<'a, State> {
+        let seen = counter.load(Ordering::Acquire);
+        drop(st);
+        let start = Instant::now();
+        let mut polls = 0u32;
+        while counter.load(Ordering::Acquire) == seen
+            && !self.stop_now.load(Ordering::Relaxed)
+            && start.elapsed() < SPIN_FOR
+        {
+            polls += 1;
+            if polls < 64 {
+                std::hint::spin_loop();
+            } else {
+                thread::yield_now();
+            }
+        }
+        self.lock()
     }
 
     fn snapshot(&self) -> Snapshot {
@@ -273,6 +308,7 @@ impl Shared {
                 return Flow::Stop;
             }
             let offered = bucket.offer(seg, now, &mut |s, f| State::dispose(counts, dead, s, f));
+            self.pushes.fetch_add(1, Ordering::Release);
             if st.writer_waiting && !st.bucket.is_empty() {
                 self.data_ready.notify_one();
             }
@@ -280,6 +316,10 @@ impl Shared {
                 Offered::Done => return Flow::Continue,
                 Offered::Wait(rest) => {
                     seg = rest;
+                    if self.spin {
+                        st = self.spin_until_changed(st, &self.takes);
+                        continue;
+                    }
                     st.reader_waiting = true;
                     st = self.space_ready.wait(st).unwrap_or_else(|e| e.into_inner());
                     st.reader_waiting = false;
@@ -336,6 +376,7 @@ fn write_loop(shared: &Shared, config: &Config, out: &mut dyn Write) -> Option<s
                         st.max_wait_ns = st.max_wait_ns.max(now.saturating_sub(first.arrived));
                     }
                     st.writing_since = Some(now);
+                    shared.takes.fetch_add(1, Ordering::Release);
                     if st.reader_waiting {
                         shared.space_ready.notify_one();
                     }
@@ -462,6 +503,9 @@ pub fn run(config: Config, mut out: Box<dyn Write + Send>) -> Result<Ending> {
         waker: sys::Waker::new().context("creating a pipe")?,
         clock,
         max_wait: config.max_wait,
+        spin: config.rate == rate::Rate::Unlimited,
+        pushes: AtomicU64::new(0),
+        takes: AtomicU64::new(0),
     });
     let ui = Arc::new(Mutex::new(Ui::new(
         config.progress,

@@ -1,0 +1,59 @@
+
+using namespace System.Management.Automation
+using namespace System.Management.Automation.Language
+
+Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
+    param($wordToComplete, $commandAst, $cursorPosition)
+
+    $commandElements = $commandAst.CommandElements
+    $command = @(
+        'drip'
+        for ($i = 1; $i -lt $commandElements.Count; $i++) {
+            $element = $commandElements[$i]
+            if ($element -isnot [StringConstantExpressionAst] -or
+                $element.StringConstantType -ne [StringConstantType]::BareWord -or
+                $element.Value.StartsWith('-') -or
+                $element.Value -eq $wordToComplete) {
+                break
+        }
+        $element.Value
+    }) -join ';'
+
+    $completions = @(switch ($command) {
+        'drip' {
+            [CompletionResult]::new('-r', '-r', [CompletionResultType]::ParameterName, 'Records per unit of time: 10/s, 90/min, 2/h, 1/d, 3/5s, 1/250ms, 0.5/s, a bare 10 (per second), or inf for no pacing [default: 1/s]')
+            [CompletionResult]::new('--rate', '--rate', [CompletionResultType]::ParameterName, 'Records per unit of time: 10/s, 90/min, 2/h, 1/d, 3/5s, 1/250ms, 0.5/s, a bare 10 (per second), or inf for no pacing [default: 1/s]')
+            [CompletionResult]::new('-i', '-i', [CompletionResultType]::ParameterName, 'One record every DURATION (100ms, 2s, 1m): another way to give the rate')
+            [CompletionResult]::new('--interval', '--interval', [CompletionResultType]::ParameterName, 'One record every DURATION (100ms, 2s, 1m): another way to give the rate')
+            [CompletionResult]::new('-b', '-b', [CompletionResultType]::ParameterName, 'Records that may leave back to back after an idle spell (token bucket); the long-run rate is unchanged. 1 means strict spacing')
+            [CompletionResult]::new('--burst', '--burst', [CompletionResultType]::ParameterName, 'Records that may leave back to back after an idle spell (token bucket); the long-run rate is unchanged. 1 means strict spacing')
+            [CompletionResult]::new('-c', '-c', [CompletionResultType]::ParameterName, 'Records the bucket holds')
+            [CompletionResult]::new('--capacity', '--capacity', [CompletionResultType]::ParameterName, 'Records the bucket holds')
+            [CompletionResult]::new('--capacity-bytes', '--capacity-bytes', [CompletionResultType]::ParameterName, 'Bytes the bucket holds (10KiB, 64MiB); full at either bound')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'What to do when the bucket is full: block (backpressure), drop-newest, drop-oldest, or fail (exit 3)')
+            [CompletionResult]::new('--overflow', '--overflow', [CompletionResultType]::ParameterName, 'What to do when the bucket is full: block (backpressure), drop-newest, drop-oldest, or fail (exit 3)')
+            [CompletionResult]::new('-d', '-d', [CompletionResultType]::ParameterName, 'Records end with this byte: a character or an escape such as ''\t'', ''\0'' or ''\x1e''')
+            [CompletionResult]::new('--delimiter', '--delimiter', [CompletionResultType]::ParameterName, 'Records end with this byte: a character or an escape such as ''\t'', ''\0'' or ''\x1e''')
+            [CompletionResult]::new('--max-record', '--max-record', [CompletionResultType]::ParameterName, 'Longest record accepted, delimiter excluded (512KiB, 64MiB)')
+            [CompletionResult]::new('--max-wait', '--max-wait', [CompletionResultType]::ParameterName, 'Expire records that waited in the bucket longer than DURATION instead of writing them')
+            [CompletionResult]::new('--dead-letter', '--dead-letter', [CompletionResultType]::ParameterName, 'Append every record not written to stdout (dropped, expired, undelivered) to FILE, byte-exact, in the order it left the bucket')
+            [CompletionResult]::new('--stats-json', '--stats-json', [CompletionResultType]::ParameterName, 'Write the summary to FILE as one JSON object (and, with --stats-interval, the periodic stats as JSON lines before it)')
+            [CompletionResult]::new('--stats-interval', '--stats-interval', [CompletionResultType]::ParameterName, 'Every DURATION, write one JSON line of stats to stderr (or to --stats-json FILE)')
+            [CompletionResult]::new('-0', '-0', [CompletionResultType]::ParameterName, 'Records end with NUL instead of newline, on input and output')
+            [CompletionResult]::new('--null', '--null', [CompletionResultType]::ParameterName, 'Records end with NUL instead of newline, on input and output')
+            [CompletionResult]::new('--drain', '--drain', [CompletionResultType]::ParameterName, 'On the first SIGINT, SIGTERM or SIGHUP, stop reading but write what the bucket holds at the rate before exiting')
+            [CompletionResult]::new('--stats', '--stats', [CompletionResultType]::ParameterName, 'Print a summary on stderr at exit')
+            [CompletionResult]::new('--progress', '--progress', [CompletionResultType]::ParameterName, 'Show live progress on stderr even when it is not a terminal')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing on stderr but errors (no progress display)')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print nothing on stderr but errors (no progress display)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+    })
+
+    $completions.Where{ $_.CompletionText -like "$wordToComplete*" } |
+        Sort-Object -Property ListItemText
+}

@@ -1,0 +1,53 @@
+
+use builtin;
+use str;
+
+set edit:completion:arg-completer[drip] = {|@words|
+    fn spaces {|n|
+        builtin:repeat $n ' ' | str:join ''
+    }
+    fn cand {|text desc|
+        edit:complex-candidate $text &display=$text' '(spaces (- 14 (wcswidth $text)))$desc
+    }
+    var command = 'drip'
+    for word $words[1..-1] {
+        if (str:has-prefix $word '-') {
+            break
+        }
+        set command = $command';'$word
+    }
+    var completions = [
+        &'drip'= {
+            cand -r 'Records per unit of time: 10/s, 90/min, 2/h, 1/d, 3/5s, 1/250ms, 0.5/s, a bare 10 (per second), or inf for no pacing [default: 1/s]'
+            cand --rate 'Records per unit of time: 10/s, 90/min, 2/h, 1/d, 3/5s, 1/250ms, 0.5/s, a bare 10 (per second), or inf for no pacing [default: 1/s]'
+            cand -i 'One record every DURATION (100ms, 2s, 1m): another way to give the rate'
+            cand --interval 'One record every DURATION (100ms, 2s, 1m): another way to give the rate'
+            cand -b 'Records that may leave back to back after an idle spell (token bucket); the long-run rate is unchanged. 1 means strict spacing'
+            cand --burst 'Records that may leave back to back after an idle spell (token bucket); the long-run rate is unchanged. 1 means strict spacing'
+            cand -c 'Records the bucket holds'
+            cand --capacity 'Records the bucket holds'
+            cand --capacity-bytes 'Bytes the bucket holds (10KiB, 64MiB); full at either bound'
+            cand -o 'What to do when the bucket is full: block (backpressure), drop-newest, drop-oldest, or fail (exit 3)'
+            cand --overflow 'What to do when the bucket is full: block (backpressure), drop-newest, drop-oldest, or fail (exit 3)'
+            cand -d 'Records end with this byte: a character or an escape such as ''\t'', ''\0'' or ''\x1e'''
+            cand --delimiter 'Records end with this byte: a character or an escape such as ''\t'', ''\0'' or ''\x1e'''
+            cand --max-record 'Longest record accepted, delimiter excluded (512KiB, 64MiB)'
+            cand --max-wait 'Expire records that waited in the bucket longer than DURATION instead of writing them'
+            cand --dead-letter 'Append every record not written to stdout (dropped, expired, undelivered) to FILE, byte-exact, in the order it left the bucket'
+            cand --stats-json 'Write the summary to FILE as one JSON object (and, with --stats-interval, the periodic stats as JSON lines before it)'
+            cand --stats-interval 'Every DURATION, write one JSON line of stats to stderr (or to --stats-json FILE)'
+            cand -0 'Records end with NUL instead of newline, on input and output'
+            cand --null 'Records end with NUL instead of newline, on input and output'
+            cand --drain 'On the first SIGINT, SIGTERM or SIGHUP, stop reading but write what the bucket holds at the rate before exiting'
+            cand --stats 'Print a summary on stderr at exit'
+            cand --progress 'Show live progress on stderr even when it is not a terminal'
+            cand -q 'Print nothing on stderr but errors (no progress display)'
+            cand --quiet 'Print nothing on stderr but errors (no progress display)'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+    ]
+    $completions[$command]
+}

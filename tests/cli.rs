@@ -1,0 +1,440 @@
+//! The main job, end to end against the real binary: byte-exactness,
+//! pacing, overflow policies, closed pipes, bad input and exit statuses.
+
+mod common;
+
+use std::io::Write;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{command, drip, shell, spawn, timed_lines, wait_for};
+use predicates::prelude::*;
+
+fn temp_file(bytes: &[u8]) -> tempfile::NamedTempFile {
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    f.write_all(bytes).unwrap();
+    f.flush().unwrap();
+    f
+}
+
+fn numbered(n: usize) -> String {
+    (1..=n).map(|i| format!("{i}\n")).collect()
+}
+
+// 1. Byte-exact.
+
+#[test]
+fn output_is_the_input_byte_for_byte() {
+    let mut input = Vec::new();
+    input.extend_from_slice(b"plain\n\n\nCRLF\r\n\xff\xfe invalid utf-8\nNUL\0inside\n");
+    input.extend(std::iter::repeat_n(b'x', 3 << 20));
+    input.extend_from_slice(b"\nlast without newline");
+    drip(&["-r", "inf"])
+        .write_stdin(input.clone())
+        .assert()
+        .success()
+        .stdout(input);
+}
+
+#[test]
+fn null_delimited_records_round_trip() {
+    let input = b"a b\0c\nd\0\0e".to_vec();
+    drip(&["-0", "-r", "inf"])
+        .write_stdin(input.clone())
+        .assert()
+        .success()
+        .stdout(input);
+}
+
+#[test]
+fn custom_delimiter_and_pacing_per_record() {
+    // Three comma-terminated records at 20/s take at least two intervals.
+    let start = Instant::now();
+    drip(&["-d", ",", "-r", "20/s"])
+        .write_stdin("a,b\nc,d")
+        .assert()
+        .success()
+        .stdout("a,b\nc,d");
+    assert!(start.elapsed() >= Duration::from_millis(95));
+}
+
+#[test]
+fn records_never_merge_across_files() {
+    let a = temp_file(b"a1\na2");
+    let b = temp_file(b"b1\n");
+    let c = temp_file(b"c1");
+    drip(&["-r", "inf"])
+        .args([a.path(), b.path(), c.path()])
+        .assert()
+        .success()
+        .stdout("a1\na2\nb1\nc1");
+}
+
+#[test]
+fn dash_reads_stdin_between_files() {
+    let a = temp_file(b"file\n");
+    drip(&["-r", "inf"])
+        .arg(a.path())
+        .arg("-")
+        .arg(a.path())
+        .write_stdin("stdin")
+        .assert()
+        .success()
+        .stdout("file\nstdin\nfile\n");
+}
+
+// 2. Pacing.
+
+#[test]
+fn records_leave_on_schedule_never_early() {
+    let start = Instant::now();
+    let mut cmd = command(&["--rate", "20/s"]);
+    cmd.stdin(Stdio::from(
+        temp_file(numbered(20).as_bytes()).reopen().unwrap(),
+    ));
+    let mut child = spawn(cmd);
+    let lines = timed_lines(&mut child, start);
+    assert!(wait_for(&mut child, Duration::from_secs(10)).success());
+    let texts: Vec<&str> = lines.iter().map(|(_, l)| l.as_str()).collect();
+    assert_eq!(texts, numbered(20).lines().collect::<Vec<_>>());
+    // The first record leaves at once.
+    assert!(lines[0].0 < 0.5, "first record after {} s", lines[0].0);
+    let t0 = lines[0].0;
+    for (k, (t, _)) in lines.iter().enumerate() {
+        // Never early: record k is due k * 50 ms after the first (allowing
+        // 5 ms for the first record's own delivery latency).
+        assert!(
+            t - t0 >= k as f64 * 0.05 - 0.005,
+            "record {k} early at {}",
+            t - t0
+        );
+    }
+    // No drift, and no trailing sleep: the run takes 19 intervals.
+    let span = lines[19].0 - t0;
+    assert!(
+        (0.945..1.4).contains(&span),
+        "20 records at 20/s spanned {span} s"
+    );
+}
+
+#[test]
+fn no_catch_up_burst_after_idle_input() {
+    // b arrives after 600 ms of silence: it leaves at once, and c one
+    // interval after it, not together.
+    let start = Instant::now();
+    let mut child = spawn(shell(
+        "{ echo a; sleep 0.6; echo b; echo c; } | drip --rate 5/s",
+    ));
+    let lines = timed_lines(&mut child, start);
+    assert!(wait_for(&mut child, Duration::from_secs(10)).success());
+    assert_eq!(lines.len(), 3);
+    let (ta, tb, tc) = (lines[0].0, lines[1].0, lines[2].0);
+    assert!(tb - ta >= 0.55, "b left before it arrived");
+    assert!(
+        tc - tb >= 0.195,
+        "c left {} s after b: a catch-up burst",
+        tc - tb
+    );
+}
+
+#[test]
+fn burst_lets_records_leave_back_to_back() {
+    let start = Instant::now();
+    let mut cmd = command(&["--rate", "2/s", "--burst", "3"]);
+    cmd.stdin(Stdio::from(
+        temp_file(numbered(4).as_bytes()).reopen().unwrap(),
+    ));
+    let mut child = spawn(cmd);
+    let lines = timed_lines(&mut child, start);
+    assert!(wait_for(&mut child, Duration::from_secs(10)).success());
+    assert!(lines[2].0 - lines[0].0 < 0.2, "burst of 3 was spread out");
+    assert!(lines[3].0 - lines[0].0 >= 0.495, "4th record came early");
+}
+
+// 3. Records reach the pipe when due; no trailing sleep.
+
+#[test]
+fn a_record_is_written_when_due_not_at_exit() {
+    let start = Instant::now();
+    let mut child = spawn(shell(
+        "{ echo first; sleep 1; echo second; } | drip -r 100/s",
+    ));
+    let lines = timed_lines(&mut child, start);
+    assert!(wait_for(&mut child, Duration::from_secs(10)).success());
+    assert!(lines[0].0 < 0.6, "first record held until {} s", lines[0].0);
+    assert!(lines[1].0 >= 1.0);
+}
+
+#[test]
+fn exits_when_the_last_record_is_written() {
+    let start = Instant::now();
+    drip(&["--rate", "1/min"])
+        .write_stdin("only\n")
+        .assert()
+        .success();
+    assert!(start.elapsed() < Duration::from_secs(2), "trailing sleep");
+}
+
+// 4. Overflow policies.
+
+#[test]
+fn block_makes_the_producer_wait() {
+    // 100 records of 8 KiB at 50/s through a 5-record bucket: a producer
+    // that is not held back would finish writing at once.
+    let mut child = command(&["--rate", "50/s", "--capacity", "5"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let record = format!("{}\n", "r".repeat(8191));
+    let producer = std::thread::spawn(move || {
+        let start = Instant::now();
+        for _ in 0..100 {
+            stdin.write_all(record.as_bytes()).unwrap();
+        }
+        start.elapsed()
+    });
+    let output = child.wait_with_output().unwrap();
+    let producer_took = producer.join().unwrap();
+    assert!(output.status.success());
+    assert_eq!(output.stdout.len(), 100 * 8192, "every record arrives");
+    // At most ~40 records fit in the pipe, the reader's chunk and the
+    // bucket; the other 60 wait for drip, at 50/s: over a second.
+    assert!(
+        producer_took >= Duration::from_millis(700),
+        "producer was not held back: done after {producer_took:?}"
+    );
+}
+
+#[test]
+fn drop_newest_keeps_the_first_records() {
+    let input = temp_file(numbered(100).as_bytes());
+    drip(&["-c", "10", "-r", "1000/s", "-o", "drop-newest", "--stats"])
+        .arg(input.path())
+        .assert()
+        .success()
+        .stdout(numbered(10))
+        .stderr(predicate::str::contains("dropped 90 (newest 90, oldest 0)"));
+}
+
+#[test]
+fn drop_oldest_keeps_the_last_records() {
+    let input = temp_file(numbered(100).as_bytes());
+    let expected: String = (91..=100).map(|i| format!("{i}\n")).collect();
+    drip(&["-c", "10", "-r", "1000/s", "-o", "drop-oldest", "--stats"])
+        .arg(input.path())
+        .assert()
+        .success()
+        .stdout(expected)
+        .stderr(predicate::str::contains("dropped 90 (newest 0, oldest 90)"));
+}
+
+#[test]
+fn fail_stops_with_status_3() {
+    let input = temp_file(numbered(100).as_bytes());
+    drip(&["-c", "10", "-r", "1000/s", "-o", "fail"])
+        .arg(input.path())
+        .assert()
+        .code(3)
+        .stderr(
+            predicate::str::is_match(
+                r"^drip: overflow: record 11 arrived at a full bucket \(capacity 10 records\)",
+            )
+            .unwrap(),
+        );
+}
+
+#[test]
+fn drop_policy_keeps_memory_flat_under_endless_input() {
+    let mut child = spawn(shell("yes | exec drip --rate 10/s -o drop-oldest"));
+    std::thread::sleep(Duration::from_millis(500));
+    let rss = |pid: u32| -> Option<u64> {
+        // The shell execs into drip; find it as the shell's pid or a child.
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    };
+    let pid = child.id();
+    let early = rss(pid).expect("rss");
+    std::thread::sleep(Duration::from_millis(2000));
+    let late = rss(pid).expect("rss");
+    common::send_signal(&child, libc::SIGTERM);
+    wait_for(&mut child, Duration::from_secs(5));
+    assert!(
+        late < 32 * 1024,
+        "RSS {late} KiB after 2.5 s of endless input"
+    );
+    assert!(
+        late <= early + 4 * 1024,
+        "RSS grew from {early} to {late} KiB"
+    );
+}
+
+// 5. A slow consumer.
+
+#[test]
+fn slow_consumer_fills_the_bucket_and_the_policy_applies() {
+    // 2000 records of 1 KiB, no pacing, a consumer that stalls for a
+    // second: the pipe holds ~64, so most are dropped, and the counts add up.
+    let input = temp_file(stdin_data_for_slow_consumer().as_bytes());
+    let out = shell(&format!(
+        "drip -r inf -c 10 -o drop-newest --stats {} | {{ sleep 1; cat; }}",
+        input.path().display()
+    ))
+    .output()
+    .unwrap();
+    assert!(out.status.success());
+    let written = out
+        .stdout
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .count();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(written < 2000, "nothing was dropped: {stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "read 2000, written {written}, dropped {}",
+            2000 - written
+        )),
+        "{stderr}"
+    );
+}
+
+fn stdin_data_for_slow_consumer() -> String {
+    (0..2000)
+        .map(|i| format!("{i:04}{}\n", "x".repeat(1019)))
+        .collect()
+}
+
+// 6. A closed stdout.
+
+#[test]
+fn closed_stdout_ends_quietly() {
+    let start = Instant::now();
+    let out = shell("yes | drip -r 1000/s | head -n 3").output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "y\ny\ny\n");
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(start.elapsed() < Duration::from_secs(3));
+}
+
+#[test]
+fn closed_stdout_status_is_zero() {
+    let mut child = command(&["-r", "1000/s"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        for _ in 0..10_000 {
+            if stdin.write_all(b"line\n").is_err() {
+                break;
+            }
+        }
+    });
+    let mut stdout = child.stdout.take().unwrap();
+    let mut buf = [0u8; 10];
+    std::io::Read::read_exact(&mut stdout, &mut buf).unwrap();
+    drop(stdout);
+    let status = wait_for(&mut child, Duration::from_secs(5));
+    writer.join().unwrap();
+    assert_eq!(status.code(), Some(0));
+}
+
+// 7. Bad input.
+
+#[test]
+fn bad_flag_values_are_usage_errors() {
+    for args in [
+        &["--rate", "0"][..],
+        &["--rate", "-1/s"],
+        &["--rate", "10/fortnight"],
+        &["--capacity", "0"],
+        &["--burst", "0"],
+        &["--overflow", "sometimes"],
+        &["--interval", "0s"],
+        &["--max-record", "huge"],
+        &["-d", "ab"],
+        &["--no-such-flag"],
+    ] {
+        let out = drip(args).write_stdin("").output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.starts_with("drip: "), "{args:?}: {stderr}");
+        assert!(stderr.contains(args[0]), "{args:?} not named: {stderr}");
+    }
+}
+
+#[test]
+fn rate_errors_show_the_accepted_form() {
+    drip(&["--rate", "10/fortnight"]).assert().code(2).stderr(
+        predicate::str::contains("unknown unit 'fortnight'")
+            .and(predicate::str::contains("90/min")),
+    );
+}
+
+#[test]
+fn unreadable_files_are_reported_and_skipped() {
+    let good = temp_file(b"good\n");
+    let dir = tempfile::tempdir().unwrap();
+    drip(&["-r", "inf", "/no/such/file"])
+        .arg(dir.path())
+        .arg(good.path())
+        .assert()
+        .code(1)
+        .stdout("good\n")
+        .stderr(
+            predicate::str::contains("drip: /no/such/file: No such file or directory\n").and(
+                predicate::str::contains(format!(
+                    "drip: {}: Is a directory\n",
+                    dir.path().display()
+                )),
+            ),
+        );
+}
+
+#[test]
+fn oversized_record_is_an_error_after_earlier_records() {
+    drip(&["-r", "inf", "--max-record", "8"])
+        .write_stdin("short\n12345678\n123456789\nafter\n")
+        .assert()
+        .code(1)
+        .stdout("short\n12345678\n")
+        .stderr("drip: stdin: record 3 is longer than --max-record (8 bytes)\n");
+}
+
+// 8. Exit statuses documented.
+
+#[test]
+fn help_documents_exit_statuses_and_examples() {
+    drip(&["--help"]).assert().success().stdout(
+        predicate::str::contains("Exit status:")
+            .and(predicate::str::contains(
+                "  3\n      the bucket overflowed under --overflow fail",
+            ))
+            .and(predicate::str::contains("Examples:")),
+    );
+    drip(&["-V"])
+        .assert()
+        .success()
+        .stdout(predicate::str::starts_with("drip "));
+}
+
+#[test]
+fn interval_is_another_way_to_give_the_rate() {
+    let start = Instant::now();
+    drip(&["-i", "100ms"])
+        .write_stdin("a\nb\nc\n")
+        .assert()
+        .success()
+        .stdout("a\nb\nc\n");
+    let took = start.elapsed();
+    assert!(took >= Duration::from_millis(195), "{took:?}");
+}

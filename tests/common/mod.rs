@@ -1,0 +1,105 @@
+//! Shared helpers for the integration tests: the real binary, in a hermetic
+//! environment.
+#![allow(dead_code)]
+
+use std::io::Read;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Path of the drip binary under test.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_drip")
+}
+
+/// Variables that could change drip's output, removed from every run.
+const NOISY_ENV: &[&str] = &["NO_COLOR", "CLICOLOR", "CLICOLOR_FORCE", "TERM", "COLUMNS"];
+
+/// `drip ARGS` with a clean environment, as a std Command.
+pub fn command(args: &[&str]) -> Command {
+    let mut cmd = Command::new(bin());
+    cmd.args(args);
+    for var in NOISY_ENV {
+        cmd.env_remove(var);
+    }
+    cmd.env("LC_ALL", "C");
+    cmd
+}
+
+/// `drip ARGS` as an assert_cmd Command with a clean environment.
+pub fn drip(args: &[&str]) -> assert_cmd::Command {
+    let mut cmd = assert_cmd::Command::new(bin());
+    cmd.args(args);
+    for var in NOISY_ENV {
+        cmd.env_remove(var);
+    }
+    cmd.env("LC_ALL", "C");
+    cmd
+}
+
+/// A shell pipeline, with `drip` on PATH as the binary under test.
+pub fn shell(script: &str) -> Command {
+    let dir = std::path::Path::new(bin()).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c").arg(script).env("PATH", path);
+    for var in NOISY_ENV {
+        cmd.env_remove(var);
+    }
+    cmd.env("LC_ALL", "C");
+    cmd
+}
+
+/// Read `child`'s stdout to the end, timestamping every line as it arrives
+/// (seconds since `start`).
+pub fn timed_lines(child: &mut Child, start: Instant) -> Vec<(f64, String)> {
+    let mut out = child.stdout.take().expect("piped stdout");
+    let mut lines = Vec::new();
+    let mut pending = Vec::new();
+    let mut buf = [0u8; 65536];
+    loop {
+        let n = out.read(&mut buf).expect("read stdout");
+        if n == 0 {
+            break;
+        }
+        let t = start.elapsed().as_secs_f64();
+        pending.extend_from_slice(&buf[..n]);
+        while let Some(i) = pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=i).collect();
+            lines.push((t, String::from_utf8_lossy(&line[..i]).into_owned()));
+        }
+    }
+    lines
+}
+
+/// Spawn `cmd` with piped stdout and stderr.
+pub fn spawn(mut cmd: Command) -> Child {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.spawn().expect("spawn")
+}
+
+/// Wait for `child` at most `limit`; kill it and panic if it takes longer.
+pub fn wait_for(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            panic!("process did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Send signal `sig` (such as `libc::SIGTERM`) to `child`.
+#[allow(unsafe_code)]
+pub fn send_signal(child: &Child, sig: i32) {
+    // SAFETY: kill(2) with a pid we spawned and own; no memory is touched.
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, sig) };
+    assert_eq!(rc, 0, "kill failed");
+}
