@@ -295,9 +295,15 @@ impl Bucket {
                 // Records beyond what an empty bucket could hold would be
                 // evicted right after entering: evict the queue first, then
                 // the leading part of the incoming run.
+                // What stays is the longest suffix of queue + arrivals that
+                // fits, as if the records had arrived one at a time.
                 let keep = self.keepable_tail(&seg);
                 let incoming_evicted = seg.len() - keep;
-                let evict_queued = self.evictions_needed(&seg, keep);
+                let evict_queued = if incoming_evicted > 0 {
+                    self.len
+                } else {
+                    self.evictions_needed(&seg)
+                };
                 self.pop_front(evict_queued, &mut |s| dispose(s, Fate::DroppedOldest));
                 if incoming_evicted > 0 {
                     dispose(seg.split_front(incoming_evicted), Fate::DroppedOldest);
@@ -321,28 +327,22 @@ impl Bucket {
         keep
     }
 
-    /// How many queued records must go so the last `keep` records of `seg` fit.
-    fn evictions_needed(&self, seg: &Segment, keep: usize) -> usize {
-        let by_count = (self.len + keep).saturating_sub(self.capacity);
+    /// How many queued records must go, oldest first, so all of `seg` fits.
+    fn evictions_needed(&self, seg: &Segment) -> usize {
+        let by_count = (self.len + seg.len()).saturating_sub(self.capacity);
         if self.capacity_bytes == usize::MAX {
             return by_count;
         }
-        let incoming = seg.bytes() - seg.bytes_of_first(seg.len() - keep);
-        let excess = (self.bytes + incoming).saturating_sub(self.capacity_bytes);
+        let excess = (self.bytes + seg.bytes()).saturating_sub(self.capacity_bytes);
         // Count whole records from the front until `excess` bytes are freed.
         let mut n = 0;
         let mut freed = 0;
-        for s in &self.queue {
+        for r in self.queue.iter().flat_map(Segment::records) {
             if freed >= excess {
                 break;
             }
-            for r in s.records() {
-                if freed >= excess {
-                    break;
-                }
-                freed += r.len();
-                n += 1;
-            }
+            freed += r.len();
+            n += 1;
         }
         n.max(by_count)
     }
@@ -469,6 +469,22 @@ mod tests {
             .collect();
         assert_eq!(evicted, vec![0, 1, 2, 3, 4]);
         assert_eq!(b.max_depth(), 3);
+    }
+
+    #[test]
+    fn drop_oldest_by_bytes_evicts_the_queue_before_newer_arrivals() {
+        // Queue: "0\n" (2 bytes). Arriving: 10, 11, 12 (3 bytes each) with
+        // room for 7 bytes: one at a time, 0 goes, then 10; 11 and 12 stay.
+        let mut b = Bucket::new(100, Some(7), Overflow::DropOldest);
+        let mut dead = Vec::new();
+        offer(&mut b, seg(0, 1), &mut dead);
+        offer(&mut b, seg(10, 3), &mut dead);
+        let evicted: Vec<usize> = dead
+            .iter()
+            .flat_map(|(s, _)| numbers(std::slice::from_ref(s)))
+            .collect();
+        assert_eq!(evicted, vec![0, 10]);
+        assert_eq!(all(&mut b), vec![11, 12]);
     }
 
     #[test]

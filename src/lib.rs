@@ -160,6 +160,9 @@ struct State {
     writing_since: Option<u64>,
     max_wait_ns: u64,
     overflow: Option<OverflowError>,
+    /// Records read but never queued because drip stopped; they follow the
+    /// bucket's records into the dead letter, keeping input order.
+    leftover: Vec<Segment>,
     /// The first stopping signal's number.
     signal: Option<i32>,
 }
@@ -304,7 +307,7 @@ impl Shared {
                 ..
             } = &mut *st;
             if *stop_reading {
-                State::dispose(counts, dead, seg, Fate::Undelivered);
+                st.leftover.push(seg);
                 return Flow::Stop;
             }
             let offered = bucket.offer(seg, now, &mut |s, f| State::dispose(counts, dead, s, f));
@@ -330,8 +333,7 @@ impl Shared {
                         record,
                         capacity: st.bucket.capacity(),
                     });
-                    let State { counts, dead, .. } = &mut *st;
-                    State::dispose(counts, dead, rest, Fate::Undelivered);
+                    st.leftover.push(rest);
                     drop(st);
                     self.stop(false);
                     return Flow::Stop;
@@ -495,6 +497,7 @@ pub fn run(config: Config, mut out: Box<dyn Write + Send>) -> Result<Ending> {
             writing_since: None,
             max_wait_ns: 0,
             overflow: None,
+            leftover: Vec::new(),
             signal: None,
         }),
         data_ready: Condvar::new(),

@@ -1,0 +1,387 @@
+//! Nothing lost, nothing silent: dead letters, expiry, byte capacity,
+//! signals, stats and write errors, against the real binary.
+
+mod common;
+
+use std::io::Write;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{command, drip, send_signal, shell, wait_for};
+use predicates::prelude::*;
+
+fn temp_file(bytes: &[u8]) -> tempfile::NamedTempFile {
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    f.write_all(bytes).unwrap();
+    f.flush().unwrap();
+    f
+}
+
+fn numbered(range: std::ops::RangeInclusive<usize>) -> String {
+    range.map(|i| format!("{i}\n")).collect()
+}
+
+fn json(path: &std::path::Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap();
+    let last = text.lines().last().expect("a JSON line");
+    serde_json::from_str(last).unwrap()
+}
+
+fn assert_counts_add_up(v: &serde_json::Value) {
+    let n = |k: &str| {
+        v[k].as_u64()
+            .unwrap_or_else(|| panic!("{k} missing in {v}"))
+    };
+    assert_eq!(
+        n("read"),
+        n("written") + n("dropped_newest") + n("dropped_oldest") + n("expired") + n("undelivered"),
+        "{v}"
+    );
+}
+
+#[test]
+fn dead_letter_keeps_what_drop_newest_sheds() {
+    let dir = tempfile::tempdir().unwrap();
+    let dead = dir.path().join("dead");
+    let stats = dir.path().join("stats.json");
+    let input = temp_file(numbered(1..=100).as_bytes());
+    drip(&["-c", "10", "-r", "1000/s", "-o", "drop-newest"])
+        .arg("--dead-letter")
+        .arg(&dead)
+        .arg("--stats-json")
+        .arg(&stats)
+        .arg(input.path())
+        .assert()
+        .success()
+        .stdout(numbered(1..=10));
+    assert_eq!(std::fs::read_to_string(&dead).unwrap(), numbered(11..=100));
+    let v = json(&stats);
+    assert_eq!(v["dropped_newest"], 90);
+    assert_counts_add_up(&v);
+}
+
+#[test]
+fn dead_letter_keeps_what_drop_oldest_evicts_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let dead = dir.path().join("dead");
+    let input = temp_file(numbered(1..=100).as_bytes());
+    drip(&["-c", "10", "-r", "1000/s", "-o", "drop-oldest"])
+        .arg("--dead-letter")
+        .arg(&dead)
+        .arg(input.path())
+        .assert()
+        .success()
+        .stdout(numbered(91..=100));
+    assert_eq!(std::fs::read_to_string(&dead).unwrap(), numbered(1..=90));
+}
+
+#[test]
+fn dead_letter_is_appended_and_terminates_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let dead = dir.path().join("dead");
+    std::fs::write(&dead, "earlier\n").unwrap();
+    // "b" (unterminated) expires while "a" is the only record allowed out.
+    drip(&["-r", "1/min", "--max-wait", "100ms"])
+        .arg("--dead-letter")
+        .arg(&dead)
+        .write_stdin("a\nb")
+        .assert()
+        .success()
+        .stdout("a\n");
+    // Appended, and the unterminated record gets its delimiter.
+    assert_eq!(std::fs::read_to_string(&dead).unwrap(), "earlier\nb\n");
+}
+
+#[test]
+fn max_wait_expires_stale_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let dead = dir.path().join("dead");
+    let stats = dir.path().join("stats.json");
+    let start = Instant::now();
+    drip(&["-r", "2/s", "--max-wait", "1200ms"])
+        .arg("--dead-letter")
+        .arg(&dead)
+        .arg("--stats-json")
+        .arg(&stats)
+        .write_stdin(numbered(1..=10))
+        .assert()
+        .success()
+        .stdout(numbered(1..=3));
+    // The rest expire at 1.2 s, not when they would have been due.
+    assert!(start.elapsed() < Duration::from_secs(3));
+    assert_eq!(std::fs::read_to_string(&dead).unwrap(), numbered(4..=10));
+    let v = json(&stats);
+    assert_eq!(v["expired"], 7);
+    assert!(v["max_wait_ms"].as_f64().unwrap() >= 990.0, "{v}");
+    assert_counts_add_up(&v);
+}
+
+#[test]
+fn capacity_bytes_bounds_the_bucket() {
+    let input = temp_file(b"aaaa\nbbbb\ncccc\n");
+    drip(&[
+        "-r",
+        "inf",
+        "--capacity-bytes",
+        "10",
+        "-o",
+        "drop-newest",
+        "--stats",
+    ])
+    .arg(input.path())
+    .assert()
+    .success()
+    .stdout("aaaa\nbbbb\n")
+    .stderr(predicate::str::contains("dropped 1 (newest 1, oldest 0)"));
+}
+
+#[test]
+fn a_record_larger_than_the_bucket_is_an_error() {
+    drip(&["-r", "inf", "--capacity-bytes", "4"])
+        .write_stdin("ok\ntoo long\n")
+        .assert()
+        .code(1)
+        .stdout("ok\n")
+        .stderr("drip: stdin: record 2 is 9 bytes, more than --capacity-bytes (4 bytes)\n");
+}
+
+#[test]
+fn stats_json_has_every_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let stats = dir.path().join("s.json");
+    drip(&["-r", "inf", "--stats-json"])
+        .arg(&stats)
+        .write_stdin(numbered(1..=5))
+        .assert()
+        .success();
+    let v = json(&stats);
+    for key in [
+        "read",
+        "written",
+        "dropped_newest",
+        "dropped_oldest",
+        "expired",
+        "undelivered",
+        "max_depth",
+        "max_wait_ms",
+        "elapsed_ms",
+    ] {
+        assert!(v.get(key).is_some(), "{key} missing: {v}");
+    }
+    assert_eq!(v["read"], 5);
+    assert_eq!(v["written"], 5);
+}
+
+/// Spawn drip reading `input` through a pipe kept open, so drip is still
+/// reading when it gets a signal.
+fn running(args: &[&str], input: &str) -> (std::process::Child, std::process::ChildStdin) {
+    let mut child = command(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    (child, stdin)
+}
+
+#[test]
+fn sigterm_stops_and_dead_letters_the_rest() {
+    for (sig, status) in [
+        (libc::SIGTERM, 143),
+        (libc::SIGINT, 130),
+        (libc::SIGHUP, 129),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let dead = dir.path().join("dead");
+        let stats = dir.path().join("stats.json");
+        let input = numbered(1..=100);
+        let (mut child, stdin) = running(
+            &[
+                "-r",
+                "20/s",
+                "--dead-letter",
+                dead.to_str().unwrap(),
+                "--stats-json",
+                stats.to_str().unwrap(),
+            ],
+            &input,
+        );
+        std::thread::sleep(Duration::from_millis(400));
+        send_signal(&child, sig);
+        let code = wait_for(&mut child, Duration::from_secs(5)).code();
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(code, Some(status), "signal {sig}");
+        let written = String::from_utf8(out.stdout).unwrap();
+        let dead = std::fs::read_to_string(&dead).unwrap();
+        assert!(!written.is_empty() && !dead.is_empty());
+        assert_eq!(
+            written + &dead,
+            input,
+            "stdout then dead letter is the input"
+        );
+        let v = json(&stats);
+        assert_eq!(
+            v["undelivered"],
+            v["read"].as_u64().unwrap() - v["written"].as_u64().unwrap()
+        );
+        assert_counts_add_up(&v);
+    }
+}
+
+#[test]
+fn a_record_under_way_at_a_signal_is_not_lost() {
+    // "b" has no newline yet when the signal comes: it goes to the dead letter.
+    let dir = tempfile::tempdir().unwrap();
+    let dead = dir.path().join("dead");
+    let (mut child, stdin) = running(
+        &["-r", "1/s", "--dead-letter", dead.to_str().unwrap()],
+        "a\nb",
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    send_signal(&child, libc::SIGTERM);
+    assert_eq!(
+        wait_for(&mut child, Duration::from_secs(5)).code(),
+        Some(143)
+    );
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.stdout, b"a\n");
+    assert_eq!(std::fs::read_to_string(&dead).unwrap(), "b\n");
+}
+
+#[test]
+fn drain_writes_the_bucket_out_at_the_rate() {
+    let input = numbered(1..=10);
+    let (mut child, stdin) = running(&["-r", "20/s", "--drain", "--stats"], &input);
+    std::thread::sleep(Duration::from_millis(150));
+    let signalled = Instant::now();
+    send_signal(&child, libc::SIGTERM);
+    let code = wait_for(&mut child, Duration::from_secs(5)).code();
+    let took = signalled.elapsed();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(code, Some(143));
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), input);
+    // About 7 records were left at 50 ms each.
+    assert!(
+        took >= Duration::from_millis(250),
+        "drained too fast: {took:?}"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("undelivered 0"));
+}
+
+#[test]
+fn a_second_signal_exits_at_once() {
+    let (mut child, stdin) = running(&["-r", "1/s", "--drain"], &numbered(1..=30));
+    std::thread::sleep(Duration::from_millis(200));
+    send_signal(&child, libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(200));
+    let start = Instant::now();
+    send_signal(&child, libc::SIGTERM);
+    let code = wait_for(&mut child, Duration::from_secs(5)).code();
+    assert_eq!(code, Some(143));
+    assert!(start.elapsed() < Duration::from_secs(1));
+    drop(stdin);
+}
+
+#[test]
+fn sigusr1_prints_stats_and_carries_on() {
+    let (mut child, stdin) = running(&["-r", "20/s"], &numbered(1..=10));
+    std::thread::sleep(Duration::from_millis(200));
+    send_signal(&child, libc::SIGUSR1);
+    send_signal(&child, libc::SIGWINCH);
+    drop(stdin);
+    let status = wait_for(&mut child, Duration::from_secs(5));
+    let out = child.wait_with_output().unwrap();
+    assert!(status.success());
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), numbered(1..=10));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("drip: read 10, written "), "{stderr}");
+}
+
+#[test]
+fn full_disk_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let stats = dir.path().join("stats.json");
+    let out = shell(&format!(
+        "seq 5 | drip -r inf --stats-json {} > /dev/full",
+        stats.display()
+    ))
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "drip: stdout: No space left on device\n"
+    );
+    let v = json(&stats);
+    assert_eq!(v["written"], 0);
+    assert_eq!(v["undelivered"], 5);
+}
+
+#[test]
+fn unwritable_dead_letter_is_an_error_before_anything_moves() {
+    drip(&["--dead-letter", "/no/such/dir/dead"])
+        .write_stdin("a\n")
+        .assert()
+        .code(1)
+        .stdout("")
+        .stderr(predicate::str::starts_with(
+            "drip: /no/such/dir/dead: No such file or directory",
+        ));
+}
+
+#[test]
+fn stalled_consumer_under_each_policy_keeps_the_books() {
+    for policy in ["block", "drop-newest", "drop-oldest"] {
+        let dir = tempfile::tempdir().unwrap();
+        let stats = dir.path().join("stats.json");
+        let dead = dir.path().join("dead");
+        let out_file = dir.path().join("out");
+        let script = format!(
+            "seq 200000 | drip -r inf -c 100 -o {policy} --dead-letter {dead} --stats-json {stats} \
+             | {{ sleep 1; cat > {out}; }}",
+            dead = dead.display(),
+            stats = stats.display(),
+            out = out_file.display()
+        );
+        let status = shell(&script).status().unwrap();
+        assert!(status.success(), "{policy}");
+        let v = json(&stats);
+        assert_counts_add_up(&v);
+        assert_eq!(v["read"], 200_000, "{policy}");
+        assert!(v["max_depth"].as_u64().unwrap() <= 100, "{policy}: {v}");
+        let written = std::fs::read_to_string(&out_file).unwrap();
+        let dead = std::fs::read_to_string(&dead).unwrap_or_default();
+        assert_eq!(
+            written.lines().count() as u64,
+            v["written"].as_u64().unwrap()
+        );
+        // Together they are the input, each in input order.
+        let mut all: Vec<u64> = written
+            .lines()
+            .chain(dead.lines())
+            .map(|l| l.parse().unwrap())
+            .collect();
+        let in_order = |s: &str| {
+            let v: Vec<u64> = s.lines().map(|l| l.parse().unwrap()).collect();
+            v.windows(2).all(|w| w[0] < w[1])
+        };
+        assert!(in_order(&written) && in_order(&dead), "{policy}");
+        all.sort_unstable();
+        assert_eq!(all, (1..=200_000).collect::<Vec<u64>>(), "{policy}");
+        if policy == "block" {
+            assert_eq!(v["written"], 200_000);
+        } else {
+            assert!(
+                v["written"].as_u64().unwrap() < 200_000,
+                "{policy}: nothing dropped"
+            );
+        }
+    }
+}
