@@ -563,6 +563,12 @@ pub fn run(config: Config, mut out: Box<dyn Write + Send>) -> Result<Ending> {
         bucket.drain(Fate::Undelivered, &mut |s, f| {
             State::dispose(counts, dead, s, f)
         });
+        // Then what was read but never queued, keeping input order.
+        for seg in std::mem::take(&mut st.leftover) {
+            let State { counts, dead, .. } = &mut *st;
+            State::dispose(counts, dead, seg, Fate::Undelivered);
+        }
+        debug_assert_eq!(st.counts.read, st.counts.settled(), "{:?}", st.counts);
         (st.signal, st.overflow.take(), st.dead.finish())
     };
     let summary = shared.summary();

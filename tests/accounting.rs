@@ -233,6 +233,62 @@ fn sigterm_stops_and_dead_letters_the_rest() {
 }
 
 #[test]
+fn records_held_back_by_a_full_bucket_follow_it_into_the_dead_letter() {
+    // Capacity 10: most of the 100 records wait in drip's hands, unqueued.
+    let dir = tempfile::tempdir().unwrap();
+    let dead = dir.path().join("dead");
+    let input = numbered(1..=100);
+    let (mut child, stdin) = running(
+        &[
+            "-r",
+            "20/s",
+            "-c",
+            "10",
+            "--dead-letter",
+            dead.to_str().unwrap(),
+        ],
+        &input,
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    send_signal(&child, libc::SIGTERM);
+    assert_eq!(
+        wait_for(&mut child, Duration::from_secs(5)).code(),
+        Some(143)
+    );
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let written = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(written + &std::fs::read_to_string(&dead).unwrap(), input);
+}
+
+#[test]
+fn closed_stdout_still_keeps_the_books() {
+    let dir = tempfile::tempdir().unwrap();
+    let stats = dir.path().join("stats.json");
+    let dead = dir.path().join("dead");
+    let input = temp_file(
+        (1..=200_000)
+            .map(|i| format!("{i:08} {}\n", "x".repeat(50)))
+            .collect::<String>()
+            .as_bytes(),
+    );
+    let status = shell(&format!(
+        "drip -r inf --dead-letter {} --stats-json {} {} | head -c 100000 > /dev/null",
+        dead.display(),
+        stats.display(),
+        input.path().display()
+    ))
+    .status()
+    .unwrap();
+    assert!(status.success());
+    let v = json(&stats);
+    assert_counts_add_up(&v);
+    assert!(v["undelivered"].as_u64().unwrap() > 0, "{v}");
+    let dead_lines = std::fs::read_to_string(&dead).unwrap().lines().count() as u64;
+    assert_eq!(dead_lines, v["undelivered"].as_u64().unwrap());
+}
+
+#[test]
 fn a_record_under_way_at_a_signal_is_not_lost() {
     // "b" has no newline yet when the signal comes: it goes to the dead letter.
     let dir = tempfile::tempdir().unwrap();
