@@ -441,3 +441,69 @@ fn stalled_consumer_under_each_policy_keeps_the_books() {
         }
     }
 }
+
+#[test]
+fn stats_interval_streams_json_lines_to_stderr() {
+    let out = drip(&["-r", "20/s", "--stats-interval", "200ms"])
+        .write_stdin(numbered(1..=20))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let ticks: Vec<serde_json::Value> = stderr
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+        .collect();
+    // About 1 s of output: four or five ticks.
+    assert!((3..=6).contains(&ticks.len()), "{stderr}");
+    for t in &ticks {
+        for key in [
+            "time",
+            "records_in",
+            "records_out",
+            "rate",
+            "depth",
+            "oldest_age_ms",
+            "dropped_newest",
+            "dropped_oldest",
+            "expired",
+        ] {
+            assert!(t.get(key).is_some(), "{key} missing: {t}");
+        }
+    }
+    // Each tick counts its own interval: about 4 records at 20/s per 200 ms.
+    let out_total: u64 = ticks
+        .iter()
+        .map(|t| t["records_out"].as_u64().unwrap())
+        .sum();
+    assert!(out_total <= 20);
+    let first = &ticks[0];
+    assert!(
+        (3..=5).contains(&first["records_out"].as_u64().unwrap()),
+        "{first}"
+    );
+    assert!(first["depth"].as_u64().unwrap() >= 14, "{first}");
+    assert!(first["oldest_age_ms"].as_f64().unwrap() >= 150.0, "{first}");
+}
+
+#[test]
+fn stats_interval_with_stats_json_writes_json_lines_then_the_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let stats = dir.path().join("stats.jsonl");
+    drip(&["-r", "20/s", "--stats-interval", "100ms", "--stats-json"])
+        .arg(&stats)
+        .write_stdin(numbered(1..=10))
+        .assert()
+        .success()
+        .stderr("");
+    let text = std::fs::read_to_string(&stats).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(lines.len() >= 4, "{text}");
+    assert!(lines[0].get("records_out").is_some());
+    let summary = lines.last().unwrap();
+    assert_eq!(summary["written"], 10);
+    assert_counts_add_up(summary);
+}
