@@ -138,6 +138,25 @@ impl Segment {
         self.bounds[self.head + 1..=self.tail].partition_point(|&end| end <= limit)
     }
 
+    /// Copy the live records into a buffer of their own when they use less
+    /// than half of the shared one, so a few queued records never keep a
+    /// large buffer alive.
+    fn compact(&mut self) {
+        if self.bytes() * 2 >= self.data.len() {
+            return;
+        }
+        let start = self.bounds[self.head];
+        let data = Bytes::copy_from_slice(self.as_bytes());
+        let bounds: Vec<usize> = self.bounds[self.head..=self.tail]
+            .iter()
+            .map(|b| b - start)
+            .collect();
+        *self = Segment {
+            arrived: self.arrived,
+            ..Segment::from_bounds(data, bounds)
+        };
+    }
+
     /// Split off and return the first `n` records (`n ≤ len`).
     pub fn split_front(&mut self, n: usize) -> Segment {
         assert!(n <= self.len());
@@ -234,10 +253,11 @@ impl Bucket {
         seg.records_within(room).min(by_count)
     }
 
-    fn push(&mut self, seg: Segment) {
+    fn push(&mut self, mut seg: Segment) {
         if seg.is_empty() {
             return;
         }
+        seg.compact();
         self.len += seg.len();
         self.bytes += seg.bytes();
         self.max_depth = self.max_depth.max(self.len);
@@ -428,6 +448,19 @@ mod tests {
         assert_eq!(s.records_within(5), 2);
         assert_eq!(s.records_within(6), 3);
         assert_eq!(s.bytes_of_first(2), 4);
+    }
+
+    #[test]
+    fn queued_parts_do_not_pin_large_buffers() {
+        let mut s = seg(0, 100);
+        let mut front = s.split_front(3);
+        front.compact();
+        assert_eq!(front.data.len(), front.bytes());
+        assert_eq!(numbers(&[front]), vec![0, 1, 2]);
+        let mut whole = seg(0, 4);
+        let before = whole.data.as_ptr();
+        whole.compact();
+        assert_eq!(whole.data.as_ptr(), before, "no copy when mostly live");
     }
 
     #[test]

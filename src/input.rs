@@ -10,7 +10,7 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsFd, AsRawFd};
 
-use bytes::BytesMut;
+use bytes::Bytes;
 
 use crate::bucket::Segment;
 use crate::cli::Input;
@@ -92,12 +92,19 @@ pub struct ReadReport {
 }
 
 /// Splits a byte stream into records.
+///
+/// Reads land in one reusable buffer; complete records are copied out into
+/// a segment of exactly their size, so a queued record never pins a read
+/// buffer (memory stays proportional to the bytes held, whatever the read
+/// pattern), and the buffer is reused for the next read.
 #[derive(Debug)]
 pub struct Splitter {
     delimiter: u8,
     max_record: usize,
     capacity_bytes: usize,
-    buf: BytesMut,
+    /// Always initialized to its full length; data is `buf[..end]`.
+    buf: Vec<u8>,
+    end: usize,
     /// Offset in `buf` up to which delimiters have been searched for.
     scanned: usize,
     /// Records emitted so far.
@@ -112,30 +119,34 @@ impl Splitter {
             delimiter,
             max_record,
             capacity_bytes: capacity_bytes.unwrap_or(usize::MAX),
-            buf: BytesMut::new(),
+            buf: Vec::new(),
+            end: 0,
             scanned: 0,
             records: 0,
         }
     }
 
-    /// Space to read into: at least `READ_SIZE` bytes at the end of the
-    /// buffer (zeroed). Call [`Splitter::filled`] with how many were read.
+    /// Space to read into: at least `READ_SIZE` bytes after the data. Call
+    /// [`Splitter::filled`] with how many were read.
     pub fn space(&mut self) -> &mut [u8] {
-        let len = self.buf.len();
-        self.buf.resize(len + READ_SIZE, 0);
-        &mut self.buf[len..]
+        if self.buf.len() - self.end < READ_SIZE {
+            // Grow (only for a record longer than a read); new bytes are
+            // zeroed once, then reused.
+            let want = (self.end + READ_SIZE).max(self.buf.len() * 2);
+            self.buf.resize(want, 0);
+        }
+        &mut self.buf[self.end..]
     }
 
     /// `n` bytes were read into [`Splitter::space`]: returns the complete
     /// records now available, if any, and the error of a record over the
     /// limits, if one was found (the records before it are still returned).
     pub fn filled(&mut self, n: usize, input: &str) -> (Option<Segment>, Option<RecordError>) {
-        let len = self.buf.len() - READ_SIZE + n;
-        self.buf.truncate(len);
+        self.end += n;
         let mut ends = Vec::new();
         let mut start = 0;
         let mut error = None;
-        for pos in memchr::memchr_iter(self.delimiter, &self.buf[self.scanned..]) {
+        for pos in memchr::memchr_iter(self.delimiter, &self.buf[self.scanned..self.end]) {
             let end = self.scanned + pos + 1;
             if let Err(e) = self.check(end - start - 1, end - start, ends.len(), input) {
                 error = Some(e);
@@ -145,11 +156,11 @@ impl Splitter {
             start = end;
         }
         // The unfinished record is already too long?
-        let partial = self.buf.len() - start;
+        let partial = self.end - start;
         if error.is_none() && partial > self.max_record {
             error = self.check(partial, partial, ends.len(), input).err();
         }
-        self.scanned = self.buf.len() - start;
+        self.scanned = self.end;
         (self.emit(start, ends), error)
     }
 
@@ -179,12 +190,22 @@ impl Splitter {
         Ok(())
     }
 
+    /// Copy out the records in `buf[..upto]` (ending at `ends`) and move the
+    /// unfinished rest to the front of the buffer.
     fn emit(&mut self, upto: usize, ends: Vec<usize>) -> Option<Segment> {
         if ends.is_empty() {
             return None;
         }
         self.records += ends.len() as u64;
-        let data = self.buf.split_to(upto).freeze();
+        let data = Bytes::copy_from_slice(&self.buf[..upto]);
+        self.buf.copy_within(upto..self.end, 0);
+        self.end -= upto;
+        self.scanned -= upto;
+        // Give back the room a very long record needed.
+        if self.buf.len() > 4 * READ_SIZE && self.end < READ_SIZE {
+            self.buf.truncate(2 * READ_SIZE);
+            self.buf.shrink_to_fit();
+        }
         Some(Segment::new(data, ends))
     }
 
@@ -194,16 +215,17 @@ impl Splitter {
     /// # Errors
     /// The record is over the limits.
     pub fn finish(&mut self, terminate: bool, input: &str) -> Result<Option<Segment>, RecordError> {
-        if self.buf.is_empty() {
+        if self.end == 0 {
             return Ok(None);
         }
-        let content = self.buf.len();
+        let content = self.end;
         if terminate {
-            self.buf.extend_from_slice(&[self.delimiter]);
+            self.space()[0] = self.delimiter;
+            self.end += 1;
         }
-        self.check(content, self.buf.len(), 0, input)?;
-        let len = self.buf.len();
-        self.scanned = 0;
+        self.check(content, self.end, 0, input)?;
+        let len = self.end;
+        self.scanned = len;
         Ok(self.emit(len, vec![len]))
     }
 
