@@ -155,7 +155,9 @@ struct State {
     /// Stop writing (after the record under way).
     stop_writing: bool,
     writer_waiting: bool,
-    reader_waiting: bool,
+    /// While the reader waits for room: how many free places wake it (a
+    /// low-water mark, so it is not woken for every record written).
+    reader_wants: usize,
     /// When the write under way began (ns).
     writing_since: Option<u64>,
     max_wait_ns: u64,
@@ -207,6 +209,9 @@ struct Shared {
     pushes: AtomicU64,
     takes: AtomicU64,
 }
+
+/// Shortest sleep of the writer at rates above 20,000/s, in ns.
+const COALESCE_NS: u64 = 50_000;
 
 /// How long a thread polls for the other before it sleeps.
 const SPIN_FOR: Duration = Duration::from_micros(50);
@@ -323,9 +328,9 @@ impl Shared {
                         st = self.spin_until_changed(st, &self.takes);
                         continue;
                     }
-                    st.reader_waiting = true;
+                    st.reader_wants = seg.len().min(st.bucket.capacity() / 4).max(1);
                     st = self.space_ready.wait(st).unwrap_or_else(|e| e.into_inner());
-                    st.reader_waiting = false;
+                    st.reader_wants = 0;
                 }
                 Offered::Overflowed(rest) => {
                     let record = st.counts.read - rest.len() as u64 + 1;
@@ -349,6 +354,11 @@ fn write_loop(shared: &Shared, config: &Config, out: &mut dyn Write) -> Option<s
     sys::set_timer_slack(1);
     let mut pacer = Pacer::new(config.rate, config.burst, pacer::DEFAULT_SLACK_NS);
     let mut batch: Vec<Segment> = Vec::new();
+    let coalesce = if config.rate.per_second() > 1e9 / COALESCE_NS as f64 {
+        COALESCE_NS
+    } else {
+        0
+    };
     loop {
         {
             let mut st = shared.lock();
@@ -379,12 +389,17 @@ fn write_loop(shared: &Shared, config: &Config, out: &mut dyn Write) -> Option<s
                     }
                     st.writing_since = Some(now);
                     shared.takes.fetch_add(1, Ordering::Release);
-                    if st.reader_waiting {
+                    let room = st.bucket.capacity() - st.bucket.len();
+                    if st.reader_wants > 0 && room >= st.reader_wants {
                         shared.space_ready.notify_one();
                     }
                     break;
                 }
-                let mut wake = pacer.next_due();
+                // At rates above 1/COALESCE a wake-up per record would cost
+                // more than the records: wake at most every COALESCE and
+                // write what has come due together. The schedule stays
+                // absolute, so this delays records without losing rate.
+                let mut wake = pacer.next_due().max(now + coalesce);
                 if let (Some(max_wait), Some(oldest)) =
                     (shared.max_wait, st.bucket.oldest_arrival())
                 {
@@ -493,7 +508,7 @@ pub fn run(config: Config, mut out: Box<dyn Write + Send>) -> Result<Ending> {
             stop_reading: false,
             stop_writing: false,
             writer_waiting: false,
-            reader_waiting: false,
+            reader_wants: 0,
             writing_since: None,
             max_wait_ns: 0,
             overflow: None,

@@ -97,7 +97,7 @@ fn live_display_shows_the_bucket_and_clears_to_a_summary() {
         &format!("drip -r 20/s {} > /dev/null", input.path().display()),
         &[],
     );
-    let screen = tmux.wait_for("queued", Duration::from_secs(5));
+    let screen = tmux.wait_for("in 30 out", Duration::from_secs(5));
     let line = screen.lines().find(|l| l.contains("queued")).unwrap();
     // depth / capacity gauge, records in and out, the rate and an ETA.
     assert!(line.contains("/1000 queued"), "{line}");
@@ -124,42 +124,31 @@ fn display_says_when_output_is_blocked() {
 
 #[test]
 fn colour_follows_no_color_and_dumb_terminals() {
-    let input = input_file(40);
-    let coloured = Tmux::start(
-        &format!("drip -r 20/s {} > /dev/null", input.path().display()),
-        &[],
-    );
-    coloured.wait_for("queued", Duration::from_secs(5));
+    // 400 records at 20/s keep the gauge well filled for the whole test.
+    let input = input_file(400);
+    let script = format!("drip -r 20/s {} > /dev/null", input.path().display());
+    let coloured = Tmux::start(&script, &[]);
+    coloured.wait_for("in 400 out", Duration::from_secs(5));
     assert!(
         coloured.screen(true).contains("\x1b[36m"),
         "expected colour"
     );
     for env in [("NO_COLOR", "1"), ("TERM", "dumb")] {
-        let plain = Tmux::start(
-            &format!("drip -r 20/s {} > /dev/null", input.path().display()),
-            &[env],
-        );
-        // Watch the whole run: colour must never appear.
+        let plain = Tmux::start(&script, &[env]);
+        // Watch for a while: colour must never appear.
         let start = Instant::now();
         let mut saw_display = false;
-        loop {
+        while start.elapsed() < Duration::from_millis(1500) {
             let screen = plain.screen(true);
             assert!(
                 !screen.contains("\x1b[36m"),
                 "{env:?}: colour drawn:\n{screen:?}"
             );
-            saw_display |= screen.contains("queued");
-            if screen.contains("DONE=") {
-                break;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "{env:?}: no exit"
-            );
+            saw_display |= screen.contains("in 400 out");
             std::thread::sleep(Duration::from_millis(50));
         }
         // NO_COLOR keeps the display, in plain text; a dumb terminal, which
-        // cannot redraw a line, gets only the summary.
+        // cannot redraw a line, gets only the summary at the end.
         assert_eq!(saw_display, env.0 == "NO_COLOR", "{env:?}");
     }
 }
