@@ -352,7 +352,7 @@ impl Shared {
 /// Returns the write error that ended it, if any (a closed pipe included).
 fn write_loop(shared: &Shared, config: &Config, out: &mut dyn Write) -> Option<std::io::Error> {
     sys::set_timer_slack(1);
-    let mut pacer = Pacer::new(config.rate, config.burst, pacer::DEFAULT_SLACK_NS);
+    let mut pacer = Pacer::new(config.rate, config.burst, pacer::slack_for(config.rate));
     let mut batch: Vec<Segment> = Vec::new();
     let coalesce = if config.rate.per_second() > 1e9 / COALESCE_NS as f64 {
         COALESCE_NS

@@ -16,7 +16,7 @@ fn main() -> ExitCode {
     let stdout = match io::stdout().as_fd().try_clone_to_owned() {
         Ok(fd) => std::fs::File::from(fd),
         Err(e) => {
-            eprintln!("drip: stdout: {}", drip::input::describe(&e));
+            let _ = writeln!(io::stderr(), "drip: stdout: {}", drip::input::describe(&e));
             return ExitCode::from(drip::EXIT_ERROR as u8);
         }
     };
@@ -24,7 +24,7 @@ fn main() -> ExitCode {
         Ok(ending) => ExitCode::from(ending.status() as u8),
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("drip: {}", message(&err));
+            let _ = writeln!(io::stderr(), "drip: {}", message(&err));
             ExitCode::from(drip::exit_status(&err) as u8)
         }
     }

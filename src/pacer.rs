@@ -21,8 +21,28 @@
 
 use crate::rate::Rate;
 
-/// Default slack: lateness up to this many nanoseconds keeps the schedule.
-pub const DEFAULT_SLACK_NS: u64 = 2_000_000;
+/// The least slack: lateness up to 2 ms always keeps the schedule.
+pub const MIN_SLACK_NS: u64 = 2_000_000;
+/// The most slack: lateness beyond 5 ms always restarts the schedule.
+pub const MAX_SLACK_NS: u64 = 5_000_000;
+
+/// The slack for `rate`: half the emission interval, within 2 to 5 ms.
+///
+/// Forgiving lateness keeps the long-run rate exact on a busy machine; it
+/// lets at most `rate × slack` extra records into a window of real time,
+/// which the bounds keep under half a record whenever the slack exceeds
+/// 2 ms (so a 1 s window holds at most `rate × 1.002 + burst`).
+pub fn slack_for(rate: Rate) -> u64 {
+    match rate {
+        Rate::Unlimited => MIN_SLACK_NS,
+        Rate::Limited { count, period_ns } => {
+            let half_interval = period_ns / count / 2;
+            u64::try_from(half_interval)
+                .unwrap_or(u64::MAX)
+                .clamp(MIN_SLACK_NS, MAX_SLACK_NS)
+        }
+    }
+}
 
 /// GCRA pacer on an exact rational schedule. Times are nanoseconds from any
 /// fixed origin (drip uses its start).
@@ -264,6 +284,14 @@ mod tests {
                 assert!(n as f64 <= bound, "{rate} burst {burst}: {n} in a window");
             }
         }
+    }
+
+    #[test]
+    fn slack_is_half_the_interval_within_bounds() {
+        assert_eq!(slack_for(parse_rate("10/s").unwrap()), MAX_SLACK_NS);
+        assert_eq!(slack_for(parse_rate("160/s").unwrap()), 3_125_000);
+        assert_eq!(slack_for(parse_rate("1000/s").unwrap()), MIN_SLACK_NS);
+        assert_eq!(slack_for(Rate::Unlimited), MIN_SLACK_NS);
     }
 
     #[test]

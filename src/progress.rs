@@ -80,18 +80,18 @@ impl Ui {
 
     /// Print `drip: <message>` on stderr.
     pub fn message(&self, message: &str) {
-        let line = format!("drip: {message}");
-        match &self.bar {
-            Some(bar) => bar.suspend(|| eprintln!("{line}")),
-            None => eprintln!("{line}"),
-        }
+        self.line(&format!("drip: {message}"));
     }
 
-    /// Print a raw line on stderr (stats JSON).
+    /// Print a raw line on stderr (stats JSON). A closed stderr is ignored:
+    /// diagnostics never stop the records.
     pub fn line(&self, line: &str) {
+        let print = || {
+            let _ = writeln!(io::stderr(), "{line}");
+        };
         match &self.bar {
-            Some(bar) => bar.suspend(|| eprintln!("{line}")),
-            None => eprintln!("{line}"),
+            Some(bar) => bar.suspend(print),
+            None => print(),
         }
     }
 

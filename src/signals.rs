@@ -143,7 +143,7 @@ async fn watch(
     let mut redraw = tokio::time::interval(PROGRESS_EVERY);
     let mut stats = tokio::time::interval(stats_every.unwrap_or(Duration::from_secs(3600)));
     stats.tick().await; // the first tick is immediate
-    let mut prev = shared.snapshot();
+    let mut prev = Snapshot::default();
     loop {
         let signo = tokio::select! {
             _ = cancel.cancelled() => break,

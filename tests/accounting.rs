@@ -507,3 +507,18 @@ fn stats_interval_with_stats_json_writes_json_lines_then_the_summary() {
     assert_eq!(summary["written"], 10);
     assert_counts_add_up(summary);
 }
+
+#[test]
+fn a_closed_stderr_does_not_stop_the_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_file = dir.path().join("out");
+    let out = shell(&format!(
+        "seq 20 | drip -r 100/s --stats-interval 20ms 2>&1 >{} | head -n 1 >/dev/null; \
+         echo \"$?\"",
+        out_file.display()
+    ))
+    .output()
+    .unwrap();
+    assert!(out.status.success());
+    assert_eq!(std::fs::read_to_string(&out_file).unwrap(), numbered(1..=20));
+}
