@@ -522,3 +522,18 @@ fn a_closed_stderr_does_not_stop_the_records() {
     assert!(out.status.success());
     assert_eq!(std::fs::read_to_string(&out_file).unwrap(), numbered(1..=20));
 }
+
+#[test]
+fn a_failing_dead_letter_is_an_error_after_the_summary() {
+    let input = temp_file(numbered(1..=100).as_bytes());
+    drip(&["-c", "10", "-r", "inf", "-o", "drop-newest", "--stats"])
+        .args(["--dead-letter", "/dev/full"])
+        .arg(input.path())
+        .assert()
+        .code(1)
+        .stdout(numbered(1..=10))
+        .stderr(
+            predicate::str::starts_with("drip: read 100, written 10, dropped 90")
+                .and(predicate::str::ends_with("drip: /dev/full: No space left on device\n")),
+        );
+}
