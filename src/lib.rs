@@ -176,17 +176,24 @@ impl State {
         dead.write(&seg);
     }
 
-    fn expire(&mut self, now: u64, max_wait: Option<Duration>) {
-        if let Some(max_wait) = max_wait {
-            let cutoff = now.saturating_sub(max_wait.as_nanos() as u64);
-            let State {
-                bucket,
-                counts,
-                dead,
-                ..
-            } = self;
-            bucket.expire_before(cutoff, &mut |s, f| State::dispose(counts, dead, s, f));
-        }
+    /// Expire records older than `max_wait`; returns how many expired.
+    fn expire(&mut self, now: u64, max_wait: Option<Duration>) -> usize {
+        let Some(max_wait) = max_wait else {
+            return 0;
+        };
+        let cutoff = now.saturating_sub(max_wait.as_nanos() as u64);
+        let State {
+            bucket,
+            counts,
+            dead,
+            ..
+        } = self;
+        bucket.expire_before(cutoff, &mut |s, f| State::dispose(counts, dead, s, f))
+    }
+
+    /// Whether the reader waits for room and enough has been made.
+    fn reader_can_go(&self) -> bool {
+        self.reader_wants > 0 && self.bucket.capacity() - self.bucket.len() >= self.reader_wants
     }
 }
 
@@ -239,11 +246,13 @@ impl Shared {
     /// futex round trip per hand-off, which dominates when a small bucket
     /// passes millions of records), release the lock and poll `counter` for
     /// a few microseconds, yielding the CPU between polls.
+    /// Returns the lock again and whether `counter` changed; when it did
+    /// not, the caller sleeps as usual (never a busy loop on a blocked pipe).
     fn spin_until_changed<'a>(
         &'a self,
         st: MutexGuard<'a, State>,
         counter: &AtomicU64,
-    ) -> MutexGuard<'a, State> {
+    ) -> (MutexGuard<'a, State>, bool) {
         let seen = counter.load(Ordering::Acquire);
         drop(st);
         let start = Instant::now();
@@ -259,7 +268,8 @@ impl Shared {
                 thread::yield_now();
             }
         }
-        self.lock()
+        let st = self.lock();
+        (st, counter.load(Ordering::Acquire) != seen)
     }
 
     fn snapshot(&self) -> Snapshot {
@@ -325,8 +335,11 @@ impl Shared {
                 Offered::Wait(rest) => {
                     seg = rest;
                     if self.spin {
-                        st = self.spin_until_changed(st, &self.takes);
-                        continue;
+                        let changed;
+                        (st, changed) = self.spin_until_changed(st, &self.takes);
+                        if changed {
+                            continue;
+                        }
                     }
                     st.reader_wants = seg.len().min(st.bucket.capacity() / 4).max(1);
                     st = self.space_ready.wait(st).unwrap_or_else(|e| e.into_inner());
@@ -367,7 +380,9 @@ fn write_loop(shared: &Shared, config: &Config, out: &mut dyn Write) -> Option<s
                     return None;
                 }
                 let now = shared.clock.now();
-                st.expire(now, shared.max_wait);
+                if st.expire(now, shared.max_wait) > 0 && st.reader_can_go() {
+                    shared.space_ready.notify_one();
+                }
                 let available = st.bucket.len() as u64;
                 if available == 0 {
                     if st.reading_done || st.stop_reading {
@@ -389,8 +404,7 @@ fn write_loop(shared: &Shared, config: &Config, out: &mut dyn Write) -> Option<s
                     }
                     st.writing_since = Some(now);
                     shared.takes.fetch_add(1, Ordering::Release);
-                    let room = st.bucket.capacity() - st.bucket.len();
-                    if st.reader_wants > 0 && room >= st.reader_wants {
+                    if st.reader_can_go() {
                         shared.space_ready.notify_one();
                     }
                     break;

@@ -520,7 +520,10 @@ fn a_closed_stderr_does_not_stop_the_records() {
     .output()
     .unwrap();
     assert!(out.status.success());
-    assert_eq!(std::fs::read_to_string(&out_file).unwrap(), numbered(1..=20));
+    assert_eq!(
+        std::fs::read_to_string(&out_file).unwrap(),
+        numbered(1..=20)
+    );
 }
 
 #[test]
@@ -533,7 +536,39 @@ fn a_failing_dead_letter_is_an_error_after_the_summary() {
         .code(1)
         .stdout(numbered(1..=10))
         .stderr(
-            predicate::str::starts_with("drip: read 100, written 10, dropped 90")
-                .and(predicate::str::ends_with("drip: /dev/full: No space left on device\n")),
+            predicate::str::starts_with("drip: read 100, written 10, dropped 90").and(
+                predicate::str::ends_with("drip: /dev/full: No space left on device\n"),
+            ),
         );
+}
+
+#[test]
+fn expiry_makes_room_for_a_blocked_reader() {
+    // A full bucket whose records expire must let the reader go on: the
+    // producer is never stuck behind records that are no longer wanted.
+    let dir = tempfile::tempdir().unwrap();
+    let stats = dir.path().join("stats.json");
+    let start = Instant::now();
+    drip(&[
+        "-r",
+        "1/min",
+        "-c",
+        "5",
+        "--max-wait",
+        "300ms",
+        "--stats-json",
+    ])
+    .arg(&stats)
+    .write_stdin(numbered(1..=20))
+    .timeout(Duration::from_secs(10))
+    .assert()
+    .success()
+    .stdout("1\n");
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+    let v = json(&stats);
+    assert_eq!(v["expired"], 19);
 }
