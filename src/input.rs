@@ -109,6 +109,10 @@ pub struct Splitter {
     scanned: usize,
     /// Records emitted so far.
     records: u64,
+    /// Capacity to reserve for the next segment's bounds.
+    bounds_hint: usize,
+    /// Whether the last records were short enough for [`find_dense`].
+    dense: bool,
 }
 
 impl Splitter {
@@ -123,6 +127,8 @@ impl Splitter {
             end: 0,
             scanned: 0,
             records: 0,
+            bounds_hint: 64,
+            dense: false,
         }
     }
 
@@ -138,30 +144,60 @@ impl Splitter {
         &mut self.buf[self.end..]
     }
 
+    /// `n` bytes were read into [`Splitter::space`]; they are split at the
+    /// next [`Splitter::filled`].
+    pub fn extend(&mut self, n: usize) {
+        self.end += n;
+    }
+
+    /// Bytes read but not yet split.
+    pub fn unscanned(&self) -> usize {
+        self.end - self.scanned
+    }
+
     /// `n` bytes were read into [`Splitter::space`]: returns the complete
     /// records now available, if any, and the error of a record over the
     /// limits, if one was found (the records before it are still returned).
     pub fn filled(&mut self, n: usize, input: &str) -> (Option<Segment>, Option<RecordError>) {
         self.end += n;
-        let mut ends = Vec::new();
+        // bounds[0] is the first record's start; then each record's end.
+        let mut bounds = Vec::with_capacity(self.bounds_hint);
+        bounds.push(0);
         let mut start = 0;
         let mut error = None;
-        for pos in memchr::memchr_iter(self.delimiter, &self.buf[self.scanned..self.end]) {
+        // One comparison per record on the hot path: the record with its
+        // delimiter must be no longer than `limit`.
+        let limit = self.max_record.saturating_add(1).min(self.capacity_bytes);
+        let hay = &self.buf[self.scanned..self.end];
+        let dense = self.dense;
+        let mut on_delimiter = |pos: usize| {
             let end = self.scanned + pos + 1;
-            if let Err(e) = self.check(end - start - 1, end - start, ends.len(), input) {
-                error = Some(e);
-                break;
+            if end - start > limit {
+                if let Err(e) = self.check(end - start - 1, end - start, bounds.len() - 1, input) {
+                    error = Some(e);
+                    return false;
+                }
             }
-            ends.push(end);
+            bounds.push(end);
             start = end;
+            true
+        };
+        if dense {
+            find_dense(hay, self.delimiter, &mut on_delimiter);
+        } else {
+            for pos in memchr::memchr_iter(self.delimiter, hay) {
+                if !on_delimiter(pos) {
+                    break;
+                }
+            }
         }
         // The unfinished record is already too long?
         let partial = self.end - start;
         if error.is_none() && partial > self.max_record {
-            error = self.check(partial, partial, ends.len(), input).err();
+            error = self.check(partial, partial, bounds.len() - 1, input).err();
         }
         self.scanned = self.end;
-        (self.emit(start, ends), error)
+        (self.emit(start, bounds), error)
     }
 
     fn check(
@@ -192,11 +228,14 @@ impl Splitter {
 
     /// Copy out the records in `buf[..upto]` (ending at `ends`) and move the
     /// unfinished rest to the front of the buffer.
-    fn emit(&mut self, upto: usize, ends: Vec<usize>) -> Option<Segment> {
-        if ends.is_empty() {
+    fn emit(&mut self, upto: usize, bounds: Vec<usize>) -> Option<Segment> {
+        let records = bounds.len() - 1;
+        if records == 0 {
             return None;
         }
-        self.records += ends.len() as u64;
+        self.records += records as u64;
+        self.bounds_hint = bounds.len().next_power_of_two();
+        self.dense = upto / records < DENSE_BELOW;
         let data = Bytes::copy_from_slice(&self.buf[..upto]);
         self.buf.copy_within(upto..self.end, 0);
         self.end -= upto;
@@ -206,7 +245,7 @@ impl Splitter {
             self.buf.truncate(2 * READ_SIZE);
             self.buf.shrink_to_fit();
         }
-        Some(Segment::new(data, ends))
+        Some(Segment::from_bounds(data, bounds))
     }
 
     /// The input ended: returns its unterminated last record, if any, with
@@ -226,12 +265,47 @@ impl Splitter {
         self.check(content, self.end, 0, input)?;
         let len = self.end;
         self.scanned = len;
-        Ok(self.emit(len, vec![len]))
+        Ok(self.emit(len, vec![0, len]))
     }
 
     /// Records emitted so far.
     pub fn records(&self) -> u64 {
         self.records
+    }
+}
+
+/// Records shorter than this on average are split with [`find_dense`];
+/// longer ones with memchr, whose vector search wins over long stretches.
+const DENSE_BELOW: usize = 24;
+
+/// Call `f` with the position of every `delimiter` in `hay`, in order, until
+/// it returns `false`.
+///
+/// For short records: a SWAR scan, eight bytes a step, finds all delimiters
+/// in a word at once (the exact zero-byte test of "Bit Twiddling Hacks",
+/// S. E. Anderson), so dense delimiters cost no more than sparse ones,
+/// where a memchr call per record pays its set-up every few bytes.
+fn find_dense(hay: &[u8], delimiter: u8, f: &mut impl FnMut(usize) -> bool) {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    let pattern = u64::from_ne_bytes([delimiter; 8]);
+    let mut words = hay.chunks_exact(8);
+    let mut base = 0;
+    for word in &mut words {
+        let x = u64::from_le_bytes(word.try_into().expect("8 bytes")) ^ pattern;
+        // High bit of each byte set exactly where x's byte is zero.
+        let mut zeros = !(((x & LOW7).wrapping_add(LOW7)) | x | LOW7);
+        while zeros != 0 {
+            if !f(base + zeros.trailing_zeros() as usize / 8) {
+                return;
+            }
+            zeros &= zeros - 1;
+        }
+        base += 8;
+    }
+    for (i, &b) in words.remainder().iter().enumerate() {
+        if b == delimiter && !f(base + i) {
+            return;
+        }
     }
 }
 
@@ -338,20 +412,43 @@ fn read_one(
         {
             return stop_with_partial(splitter, deliver);
         }
-        let n = match file.read(splitter.space()) {
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {
-                splitter.filled(0, name);
-                continue;
+        let mut at_end = false;
+        let mut failure = None;
+        // Read once, then go on reading while a pipe already holds more
+        // (producers often write a few KiB at a time): one segment, one
+        // hand-off, for many small reads, and never a wait for more.
+        loop {
+            match file.read(splitter.space()) {
+                Ok(0) => at_end = true,
+                Ok(n) => {
+                    splitter.extend(n);
+                    report.bytes += n as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => failure = Some(e),
             }
-            Err(e) => {
-                splitter.filled(0, name);
-                return Err(ReadFailure::Io(e));
+            if at_end
+                || failure.is_some()
+                || regular
+                || splitter.unscanned() >= READ_SIZE
+                || !waker.ready_now(file.as_raw_fd())
+            {
+                break;
             }
-        };
-        report.bytes += n as u64;
-        if n == 0 {
-            splitter.filled(0, name);
+        }
+        let (seg, error) = splitter.filled(0, name);
+        if let Some(seg) = seg {
+            if deliver(seg) == Flow::Stop {
+                return stop_with_partial(splitter, deliver);
+            }
+        }
+        if let Some(e) = error {
+            return Err(ReadFailure::Record(e));
+        }
+        if let Some(e) = failure {
+            return Err(ReadFailure::Io(e));
+        }
+        if at_end {
             if let Some(seg) = splitter
                 .finish(more_follow, name)
                 .map_err(ReadFailure::Record)?
@@ -361,15 +458,6 @@ fn read_one(
                 }
             }
             return Ok(Flow::Continue);
-        }
-        let (seg, error) = splitter.filled(n, name);
-        if let Some(seg) = seg {
-            if deliver(seg) == Flow::Stop {
-                return stop_with_partial(splitter, deliver);
-            }
-        }
-        if let Some(e) = error {
-            return Err(ReadFailure::Record(e));
         }
     }
 }
@@ -470,6 +558,39 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn dense_scan_finds_what_memchr_finds() {
+        let mut hay = Vec::new();
+        let mut x: u32 = 12345;
+        for _ in 0..5000 {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            hay.push(match x >> 29 {
+                0 => b'\n',
+                1 => 0,
+                2 => 0x80,
+                3 => 0x8a,
+                _ => (x >> 16) as u8,
+            });
+        }
+        for delim in [b'\n', 0, 0x80, 0xff, b'a'] {
+            for start in 0..9 {
+                let mut got = Vec::new();
+                find_dense(&hay[start..], delim, &mut |p| {
+                    got.push(p);
+                    true
+                });
+                let want: Vec<usize> = memchr::memchr_iter(delim, &hay[start..]).collect();
+                assert_eq!(got, want, "delimiter {delim}");
+            }
+        }
+        let mut first = None;
+        find_dense(b"ab\ncd\n", b'\n', &mut |p| {
+            first.get_or_insert(p);
+            false
+        });
+        assert_eq!(first, Some(2));
     }
 
     #[test]

@@ -246,8 +246,10 @@ impl Shared {
     /// futex round trip per hand-off, which dominates when a small bucket
     /// passes millions of records), release the lock and poll `counter` for
     /// a few microseconds, yielding the CPU between polls.
-    /// Returns the lock again and whether `counter` changed; when it did
-    /// not, the caller sleeps as usual (never a busy loop on a blocked pipe).
+    /// Returns the lock again and whether `counter` changed. The lock was
+    /// let go, so the caller must look at the state afresh before it sleeps;
+    /// it spins once per wait, never in a loop (no busy waiting on a blocked
+    /// pipe).
     fn spin_until_changed<'a>(
         &'a self,
         st: MutexGuard<'a, State>,
@@ -311,6 +313,7 @@ impl Shared {
         let mut st = self.lock();
         st.counts.read += seg.len() as u64;
         st.counts.bytes_read += seg.bytes() as u64;
+        let mut spun = false;
         loop {
             let now = self.clock.now();
             st.expire(now, self.max_wait);
@@ -334,13 +337,15 @@ impl Shared {
                 Offered::Done => return Flow::Continue,
                 Offered::Wait(rest) => {
                     seg = rest;
-                    if self.spin {
+                    if self.spin && !spun {
+                        // The lock was let go: look at everything again.
                         let changed;
                         (st, changed) = self.spin_until_changed(st, &self.takes);
-                        if changed {
-                            continue;
-                        }
+                        // Spin again next time only if it paid off.
+                        spun = !changed;
+                        continue;
                     }
+                    spun = false;
                     st.reader_wants = seg.len().min(st.bucket.capacity() / 4).max(1);
                     st = self.space_ready.wait(st).unwrap_or_else(|e| e.into_inner());
                     st.reader_wants = 0;
@@ -367,6 +372,7 @@ fn write_loop(shared: &Shared, config: &Config, out: &mut dyn Write) -> Option<s
     sys::set_timer_slack(1);
     let mut pacer = Pacer::new(config.rate, config.burst, pacer::slack_for(config.rate));
     let mut batch: Vec<Segment> = Vec::new();
+    let mut spun = false;
     let coalesce = if config.rate.per_second() > 1e9 / COALESCE_NS as f64 {
         COALESCE_NS
     } else {
@@ -388,6 +394,15 @@ fn write_loop(shared: &Shared, config: &Config, out: &mut dyn Write) -> Option<s
                     if st.reading_done || st.stop_reading {
                         return None;
                     }
+                    if shared.spin && !spun {
+                        // The lock was let go: look at everything again.
+                        let changed;
+                        (st, changed) = shared.spin_until_changed(st, &shared.pushes);
+                        // Spin again next time only if it paid off.
+                        spun = !changed;
+                        continue;
+                    }
+                    spun = false;
                     st.writer_waiting = true;
                     st = shared
                         .data_ready

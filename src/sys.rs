@@ -83,6 +83,19 @@ impl Waker {
         }
         Ok(fds[1].revents == 0)
     }
+
+    /// Whether `fd` can be read without waiting (data, end of file or an
+    /// error are all "ready"). Never blocks.
+    pub fn ready_now(&self, fd: RawFd) -> bool {
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: `pfd` is one valid pollfd structure; timeout 0 never blocks.
+        let rc = unsafe { libc::poll(&mut pfd, 1, 0) };
+        rc > 0
+    }
 }
 
 #[cfg(test)]

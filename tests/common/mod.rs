@@ -25,10 +25,11 @@ pub fn command(args: &[&str]) -> Command {
     cmd
 }
 
-/// `drip ARGS` as an assert_cmd Command with a clean environment.
+/// `drip ARGS` as an assert_cmd Command with a clean environment; a run
+/// that hangs is killed after 60 s and fails, rather than stalling CI.
 pub fn drip(args: &[&str]) -> assert_cmd::Command {
     let mut cmd = assert_cmd::Command::new(bin());
-    cmd.args(args);
+    cmd.args(args).timeout(Duration::from_secs(60));
     for var in NOISY_ENV {
         cmd.env_remove(var);
     }
