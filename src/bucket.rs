@@ -228,6 +228,11 @@ impl Bucket {
         self.bytes
     }
 
+    /// The overflow policy.
+    pub fn policy(&self) -> Overflow {
+        self.policy
+    }
+
     /// The most records it holds.
     pub fn capacity(&self) -> usize {
         self.capacity
@@ -287,6 +292,17 @@ impl Bucket {
     /// leave. Every record in `seg` must be no larger than `capacity_bytes`.
     pub fn offer(
         &mut self,
+        seg: Segment,
+        now: u64,
+        dispose: &mut impl FnMut(Segment, Fate),
+    ) -> Offered {
+        self.offer_as(self.policy, seg, now, dispose)
+    }
+
+    /// [`Bucket::offer`] under `policy` instead of the bucket's own.
+    pub fn offer_as(
+        &mut self,
+        policy: Overflow,
         mut seg: Segment,
         now: u64,
         dispose: &mut impl FnMut(Segment, Fate),
@@ -297,7 +313,7 @@ impl Bucket {
             self.push(seg);
             return Offered::Done;
         }
-        match self.policy {
+        match policy {
             Overflow::Block => {
                 self.push(seg.split_front(fit));
                 Offered::Wait(seg)

@@ -119,7 +119,7 @@ pub struct Cli {
 
     /// Expire records that waited in the bucket longer than DURATION instead
     /// of writing them
-    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    #[arg(long, value_name = "DURATION", value_parser = interval_arg)]
     pub max_wait: Option<Duration>,
 
     /// Append every record not written to stdout (dropped, expired,

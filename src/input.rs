@@ -193,7 +193,7 @@ impl Splitter {
         }
         // The unfinished record is already too long?
         let partial = self.end - start;
-        if error.is_none() && partial > self.max_record {
+        if error.is_none() && (partial > self.max_record || partial > self.capacity_bytes) {
             error = self.check(partial, partial, bounds.len() - 1, input).err();
         }
         self.scanned = self.end;
@@ -262,7 +262,12 @@ impl Splitter {
             self.space()[0] = self.delimiter;
             self.end += 1;
         }
-        self.check(content, self.end, 0, input)?;
+        if let Err(e) = self.check(content, self.end, 0, input) {
+            // The bytes are rejected: never let them run into the next input.
+            self.end = 0;
+            self.scanned = 0;
+            return Err(e);
+        }
         let len = self.end;
         self.scanned = len;
         Ok(self.emit(len, vec![0, len]))

@@ -9,7 +9,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -27,7 +27,7 @@ mod signals;
 pub mod stats;
 mod sys;
 
-use bucket::{Bucket, Fate, Offered, Segment};
+use bucket::{Bucket, Fate, Offered, Overflow, Segment};
 use cli::{Config, Input};
 use input::{Flow, Splitter};
 use pacer::Pacer;
@@ -165,8 +165,6 @@ struct State {
     /// Records read but never queued because drip stopped; they follow the
     /// bucket's records into the dead letter, keeping input order.
     leftover: Vec<Segment>,
-    /// The first stopping signal's number.
-    signal: Option<i32>,
 }
 
 impl State {
@@ -212,10 +210,17 @@ struct Shared {
     max_wait: Option<Duration>,
     /// Poll briefly instead of sleeping at hand-offs (unlimited rate).
     spin: bool,
+    /// The first stopping signal's number (0: none yet), set without the
+    /// lock so a second signal is recognized even while the lock is busy.
+    first_signal: AtomicI32,
     /// Hand-offs from reader to writer, and from writer to reader.
     pushes: AtomicU64,
     takes: AtomicU64,
 }
+
+/// Unpaced, how long stdout may make no room before a drop or fail policy
+/// applies, in ns.
+const STALL_NS: u64 = 10_000_000;
 
 /// Shortest sleep of the writer at rates above 20,000/s, in ns.
 const COALESCE_NS: u64 = 50_000;
@@ -274,6 +279,18 @@ impl Shared {
         (st, counter.load(Ordering::Acquire) != seen)
     }
 
+    /// Flush the dead letter if the lock is free within a few milliseconds;
+    /// used on the way out after a second signal.
+    fn flush_dead_letter_now(&self) {
+        for _ in 0..20 {
+            if let Ok(mut st) = self.state.try_lock() {
+                st.dead.finish();
+                return;
+            }
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     fn snapshot(&self) -> Snapshot {
         let st = self.lock();
         let now = self.clock.now();
@@ -314,6 +331,7 @@ impl Shared {
         st.counts.read += seg.len() as u64;
         st.counts.bytes_read += seg.bytes() as u64;
         let mut spun = false;
+        let mut patient_since = self.clock.now();
         loop {
             let now = self.clock.now();
             st.expire(now, self.max_wait);
@@ -328,7 +346,20 @@ impl Shared {
                 st.leftover.push(seg);
                 return Flow::Stop;
             }
-            let offered = bucket.offer(seg, now, &mut |s, f| State::dispose(counts, dead, s, f));
+            // Unpaced, one read can bring thousands of records at once; a
+            // drop or fail policy applies only once stdout has stopped
+            // making room for a while, never to the size of a read.
+            let policy = if self.spin && now.saturating_sub(patient_since) < STALL_NS {
+                Overflow::Block
+            } else {
+                bucket.policy()
+            };
+            let offered = bucket.offer_as(policy, seg, now, &mut |s, f| {
+                State::dispose(counts, dead, s, f)
+            });
+            if !matches!(offered, Offered::Wait(_)) {
+                patient_since = now;
+            }
             self.pushes.fetch_add(1, Ordering::Release);
             if st.writer_waiting && !st.bucket.is_empty() {
                 self.data_ready.notify_one();
@@ -347,7 +378,25 @@ impl Shared {
                     }
                     spun = false;
                     st.reader_wants = seg.len().min(st.bucket.capacity() / 4).max(1);
-                    st = self.space_ready.wait(st).unwrap_or_else(|e| e.into_inner());
+                    // With --max-wait, the oldest record's deadline makes
+                    // room too, even while the writer is stuck in a write;
+                    // a policy held back above applies when its time is up.
+                    let expiry = self
+                        .max_wait
+                        .zip(st.bucket.oldest_arrival())
+                        .map(|(max_wait, oldest)| oldest + max_wait.as_nanos() as u64 + 1);
+                    let patience =
+                        (policy != st.bucket.policy()).then_some(patient_since + STALL_NS);
+                    st = match expiry.into_iter().chain(patience).min() {
+                        Some(deadline) => {
+                            let timeout = Duration::from_nanos(deadline.saturating_sub(now));
+                            self.space_ready
+                                .wait_timeout(st, timeout)
+                                .unwrap_or_else(|e| e.into_inner())
+                                .0
+                        }
+                        None => self.space_ready.wait(st).unwrap_or_else(|e| e.into_inner()),
+                    };
                     st.reader_wants = 0;
                 }
                 Offered::Overflowed(rest) => {
@@ -542,7 +591,6 @@ pub fn run(config: Config, mut out: Box<dyn Write + Send>) -> Result<Ending> {
             max_wait_ns: 0,
             overflow: None,
             leftover: Vec::new(),
-            signal: None,
         }),
         data_ready: Condvar::new(),
         space_ready: Condvar::new(),
@@ -551,6 +599,7 @@ pub fn run(config: Config, mut out: Box<dyn Write + Send>) -> Result<Ending> {
         clock,
         max_wait: config.max_wait,
         spin: config.rate == rate::Rate::Unlimited,
+        first_signal: AtomicI32::new(0),
         pushes: AtomicU64::new(0),
         takes: AtomicU64::new(0),
     });
@@ -613,7 +662,11 @@ pub fn run(config: Config, mut out: Box<dyn Write + Send>) -> Result<Ending> {
             State::dispose(counts, dead, seg, Fate::Undelivered);
         }
         debug_assert_eq!(st.counts.read, st.counts.settled(), "{:?}", st.counts);
-        (st.signal, st.overflow.take(), st.dead.finish())
+        let signal = match shared.first_signal.load(Ordering::SeqCst) {
+            0 => None,
+            n => Some(n),
+        };
+        (signal, st.overflow.take(), st.dead.finish())
     };
     let summary = shared.summary();
     let stats_file = monitor.finish();

@@ -6,7 +6,6 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use drip::cli::{Cli, Config};
-use drip::output::is_broken_pipe;
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -22,7 +21,6 @@ fn main() -> ExitCode {
     };
     match drip::run(Config::from(cli), Box::new(stdout)) {
         Ok(ending) => ExitCode::from(ending.status() as u8),
-        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             let _ = writeln!(io::stderr(), "drip: {}", message(&err));
             ExitCode::from(drip::exit_status(&err) as u8)

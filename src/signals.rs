@@ -6,6 +6,7 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -89,11 +90,19 @@ impl Monitor {
             .build()
             .context("starting the signal runtime")?;
         // Handlers are installed here, before any record moves.
+        // A signal the parent set to be ignored (nohup, a background job)
+        // stays ignored: no handler is installed for it.
+        let handle = |sig: i32, kind: SignalKind| -> std::io::Result<(i32, Option<Signal>)> {
+            if crate::sys::is_ignored(sig) {
+                return Ok((sig, None));
+            }
+            Ok((sig, Some(signal(kind)?)))
+        };
         let signals = runtime.block_on(async {
             Ok::<_, std::io::Error>([
-                (libc::SIGINT, signal(SignalKind::interrupt())?),
-                (libc::SIGTERM, signal(SignalKind::terminate())?),
-                (libc::SIGHUP, signal(SignalKind::hangup())?),
+                handle(libc::SIGINT, SignalKind::interrupt())?,
+                handle(libc::SIGTERM, SignalKind::terminate())?,
+                handle(libc::SIGHUP, SignalKind::hangup())?,
             ])
         });
         let signals = signals.context("installing signal handlers")?;
@@ -127,6 +136,16 @@ impl Monitor {
     }
 }
 
+/// The next delivery of `signal`; never, when it is not handled.
+async fn recv(signal: &mut Option<Signal>) {
+    match signal {
+        Some(s) => {
+            s.recv().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn watch(
     shared: Arc<Shared>,
@@ -134,7 +153,7 @@ async fn watch(
     drain: bool,
     stats_every: Option<Duration>,
     mut stats_file: Option<BufWriter<File>>,
-    signals: [(i32, Signal); 3],
+    signals: [(i32, Option<Signal>); 3],
     mut usr1: Signal,
     cancel: CancellationToken,
 ) -> Option<BufWriter<File>> {
@@ -147,9 +166,9 @@ async fn watch(
     loop {
         let signo = tokio::select! {
             _ = cancel.cancelled() => break,
-            _ = int.recv() => int_no,
-            _ = term.recv() => term_no,
-            _ = hup.recv() => hup_no,
+            _ = recv(&mut int) => int_no,
+            _ = recv(&mut term) => term_no,
+            _ = recv(&mut hup) => hup_no,
             _ = usr1.recv() => {
                 let line = shared.summary().line();
                 lock_ui(&ui).message(&line);
@@ -174,14 +193,15 @@ async fn watch(
                 continue;
             }
         };
-        let first = {
-            let mut st = shared.lock();
-            let first = st.signal.is_none();
-            st.signal.get_or_insert(signo);
-            first
-        };
+        let first = shared
+            .first_signal
+            .compare_exchange(0, signo, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok();
         if !first {
-            // A second signal: leave now.
+            // A second signal: leave now, saving what the dead letter has
+            // buffered if the state can be had at once (it may be held by
+            // a blocked write; then leaving matters more).
+            shared.flush_dead_letter_now();
             std::process::exit(128 + signo);
         }
         shared.stop(drain);

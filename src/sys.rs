@@ -17,6 +17,17 @@ pub fn set_timer_slack(ns: u64) {
     let _ = ns;
 }
 
+/// Whether signal `sig` is ignored (SIG_IGN), as `nohup` leaves SIGHUP and
+/// a shell leaves SIGINT for a background job; drip keeps it ignored.
+pub fn is_ignored(sig: i32) -> bool {
+    // SAFETY: sigaction with a null new action only reads the current one
+    // into `old`, a zeroed, properly sized struct.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
+    }
+}
+
 /// A self-pipe: one thread waits for a file descriptor to become readable,
 /// another wakes it by writing a byte.
 #[derive(Debug)]

@@ -121,7 +121,7 @@ fn capacity_bytes_bounds_the_bucket() {
     let input = temp_file(b"aaaa\nbbbb\ncccc\n");
     drip(&[
         "-r",
-        "inf",
+        "1000/s",
         "--capacity-bytes",
         "10",
         "-o",
@@ -400,14 +400,16 @@ fn stalled_consumer_under_each_policy_keeps_the_books() {
         let dead = dir.path().join("dead");
         let out_file = dir.path().join("out");
         let script = format!(
-            "seq 200000 | drip -r inf -c 100 -o {policy} --dead-letter {dead} --stats-json {stats} \
-             | {{ sleep 1; cat > {out}; }}",
+            "seq 200000 | {{ drip -r inf -c 100 -o {policy} --dead-letter {dead} --stats-json {stats}; \
+             echo \"drip exit $?\" >&2; }} | {{ sleep 1; cat > {out}; }}",
             dead = dead.display(),
             stats = stats.display(),
             out = out_file.display()
         );
-        let status = shell(&script).status().unwrap();
-        assert!(status.success(), "{policy}");
+        let out = shell(&script).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{policy}: {stderr}");
+        assert_eq!(stderr, "drip exit 0\n", "{policy}");
         let v = json(&stats);
         assert_counts_add_up(&v);
         assert_eq!(v["read"], 200_000, "{policy}");
@@ -529,7 +531,7 @@ fn a_closed_stderr_does_not_stop_the_records() {
 #[test]
 fn a_failing_dead_letter_is_an_error_after_the_summary() {
     let input = temp_file(numbered(1..=100).as_bytes());
-    drip(&["-c", "10", "-r", "inf", "-o", "drop-newest", "--stats"])
+    drip(&["-c", "10", "-r", "1000/s", "-o", "drop-newest", "--stats"])
         .args(["--dead-letter", "/dev/full"])
         .arg(input.path())
         .assert()
@@ -571,4 +573,112 @@ fn expiry_makes_room_for_a_blocked_reader() {
     );
     let v = json(&stats);
     assert_eq!(v["expired"], 19);
+}
+
+#[test]
+fn unpaced_drop_and_fail_policies_wait_for_a_fast_stdout() {
+    // One read brings thousands of records at once; with a consumer that
+    // keeps up, nothing is dropped and nothing overflows.
+    let input = temp_file(numbered(1..=100_000).as_bytes());
+    for policy in ["drop-newest", "drop-oldest", "fail"] {
+        let out = drip(&["-r", "inf", "-c", "1000", "-o", policy, "--stats"])
+            .arg(input.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{policy}: {:?}", out.status);
+        assert_eq!(out.stdout.len(), numbered(1..=100_000).len(), "{policy}");
+    }
+}
+
+#[test]
+fn signals_ignored_by_the_parent_stay_ignored() {
+    let mut child = shell("trap '' HUP; exec drip -r 10/s")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    send_signal(&child, libc::SIGHUP);
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "SIGHUP stopped drip under nohup"
+    );
+    drop(stdin);
+    assert!(wait_for(&mut child, Duration::from_secs(5)).success());
+}
+
+#[test]
+fn a_second_signal_keeps_the_dead_letter() {
+    let dir = tempfile::tempdir().unwrap();
+    let dead = dir.path().join("dead");
+    let (mut child, stdin) = running(
+        &[
+            "-r",
+            "2/s",
+            "-c",
+            "10",
+            "-o",
+            "drop-newest",
+            "--drain",
+            "--dead-letter",
+            dead.to_str().unwrap(),
+        ],
+        &numbered(1..=1000),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    send_signal(&child, libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(200));
+    send_signal(&child, libc::SIGTERM);
+    assert_eq!(
+        wait_for(&mut child, Duration::from_secs(5)).code(),
+        Some(143)
+    );
+    drop(stdin);
+    let dead_lines = std::fs::read_to_string(&dead).unwrap().lines().count();
+    assert_eq!(dead_lines, 990, "the dropped records were not saved");
+}
+
+#[test]
+fn max_wait_applies_while_stdout_is_stalled() {
+    // stdout takes nothing for 2 s; records older than 200 ms expire and the
+    // producer is not held back behind them.
+    let dir = tempfile::tempdir().unwrap();
+    let stats = dir.path().join("stats.json");
+    let status = shell(&format!(
+        "seq 100000 | drip -r inf -c 100 --max-wait 200ms --stats-json {} | {{ sleep 2; cat > /dev/null; }}",
+        stats.display()
+    ))
+    .status()
+    .unwrap();
+    assert!(status.success());
+    let v = json(&stats);
+    assert_counts_add_up(&v);
+    // A full bucket of 100 expires every 200 ms: about 1000 in 2 s (only
+    // one bucketful, were the reader not woken by the deadlines).
+    assert!(v["expired"].as_u64().unwrap() > 500, "{v}");
+}
+
+#[test]
+fn a_closed_dead_letter_pipe_is_an_error() {
+    let out = shell("seq 100000 | drip -r inf -c 10 -o drop-newest --dead-letter /dev/stdout 2>&1 >/dev/null | head -c 10 >/dev/null; exit 0")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let out = shell(
+        "mkfifo dl.fifo 2>/dev/null; head -c 10 dl.fifo > /dev/null & \
+         seq 200000 | drip -r 1000/s -c 10 -o drop-newest --dead-letter dl.fifo > /dev/null; echo \"status=$?\"",
+    )
+    .current_dir(tempfile::tempdir().unwrap().path())
+    .output()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("status=1"),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("dl.fifo: Broken pipe"));
 }
