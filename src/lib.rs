@@ -213,6 +213,9 @@ struct Shared {
     /// The first stopping signal's number (0: none yet), set without the
     /// lock so a second signal is recognized even while the lock is busy.
     first_signal: AtomicI32,
+    /// The writer thread while it runs (0 otherwise), so a stop can
+    /// interrupt a write blocked on a stalled stdout.
+    writer_thread: Mutex<u64>,
     /// Hand-offs from reader to writer, and from writer to reader.
     pushes: AtomicU64,
     takes: AtomicU64,
@@ -245,6 +248,9 @@ impl Shared {
         self.waker.wake();
         self.data_ready.notify_all();
         self.space_ready.notify_all();
+        if !drain {
+            self.interrupt_writer();
+        }
     }
 
     /// Unlimited rate only: rather than sleep on a condition variable (a
@@ -288,6 +294,19 @@ impl Shared {
                 return;
             }
             thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// If a stop was asked for and the writer is still running, interrupt
+    /// the write it may be blocked in (it then finishes only the record
+    /// under way).
+    fn interrupt_writer(&self) {
+        if !self.stop_now.load(Ordering::SeqCst) {
+            return;
+        }
+        let thread = self.writer_thread.lock().unwrap_or_else(|e| e.into_inner());
+        if *thread != 0 {
+            sys::interrupt(*thread);
         }
     }
 
@@ -600,6 +619,7 @@ pub fn run(config: Config, mut out: Box<dyn Write + Send>) -> Result<Ending> {
         max_wait: config.max_wait,
         spin: config.rate == rate::Rate::Unlimited,
         first_signal: AtomicI32::new(0),
+        writer_thread: Mutex::new(0),
         pushes: AtomicU64::new(0),
         takes: AtomicU64::new(0),
     });
@@ -641,7 +661,16 @@ pub fn run(config: Config, mut out: Box<dyn Write + Send>) -> Result<Ending> {
             .context("starting the reader thread")?
     };
 
+    sys::install_interrupt_handler();
+    *shared
+        .writer_thread
+        .lock()
+        .unwrap_or_else(|e| e.into_inner()) = sys::this_thread();
     let write_error = write_loop(&shared, &config, &mut *out);
+    *shared
+        .writer_thread
+        .lock()
+        .unwrap_or_else(|e| e.into_inner()) = 0;
     // Whatever ended the writer, reading stops too.
     shared.stop(false);
     let report = reader.join().unwrap_or_default();

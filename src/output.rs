@@ -60,12 +60,19 @@ pub fn write_batch(out: &mut dyn Write, batch: &[Segment], stop: &dyn Fn() -> bo
                 break;
             }
             Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                // A non-blocking stdout (inherited O_NONBLOCK) is full: the
-                // consumer is slow, not gone. Wait a little and retry.
-                std::thread::sleep(std::time::Duration::from_millis(1));
-                if stop() && !stopped {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock
+                ) =>
+            {
+                if e.kind() == io::ErrorKind::WouldBlock {
+                    // A non-blocking stdout (inherited O_NONBLOCK) is full:
+                    // the consumer is slow, not gone. Wait a little.
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                // Interrupted by a stop: finish only the record under way.
+                if !stopped && stop() {
                     stopped = true;
                     limit = pos + rest_of_record(&batch[seg_index], seg_offset);
                 }

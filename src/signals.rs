@@ -19,6 +19,9 @@ use tokio_util::sync::CancellationToken;
 use crate::progress::{Snapshot, Ui};
 use crate::{lock_ui, Shared};
 
+/// How often a writer blocked after a stop is interrupted.
+const NUDGE_EVERY: Duration = Duration::from_millis(50);
+
 /// How often the progress display is redrawn.
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 
@@ -160,6 +163,7 @@ async fn watch(
     let [(int_no, mut int), (term_no, mut term), (hup_no, mut hup)] = signals;
     let progress = lock_ui(&ui).showing_progress();
     let mut redraw = tokio::time::interval(PROGRESS_EVERY);
+    let mut nudge = tokio::time::interval(NUDGE_EVERY);
     let mut stats = tokio::time::interval(stats_every.unwrap_or(Duration::from_secs(3600)));
     stats.tick().await; // the first tick is immediate
     let mut prev = Snapshot::default();
@@ -172,6 +176,12 @@ async fn watch(
             _ = usr1.recv() => {
                 let line = shared.summary().line();
                 lock_ui(&ui).message(&line);
+                continue;
+            }
+            _ = nudge.tick(), if shared.first_signal.load(Ordering::Relaxed) != 0 => {
+                // A stop may find the writer blocked on a stalled stdout:
+                // interrupt its write until it has let go.
+                shared.interrupt_writer();
                 continue;
             }
             _ = redraw.tick(), if progress => {
@@ -205,6 +215,7 @@ async fn watch(
             std::process::exit(128 + signo);
         }
         shared.stop(drain);
+        shared.interrupt_writer();
     }
     stats_file
 }

@@ -28,6 +28,43 @@ pub fn is_ignored(sig: i32) -> bool {
     }
 }
 
+/// The signal used to interrupt a thread blocked in a system call. SIGURG
+/// is ignored by default, so a stray one from outside does nothing.
+const INTERRUPT: libc::c_int = libc::SIGURG;
+
+extern "C" fn on_interrupt(_: libc::c_int) {}
+
+/// Install a do-nothing handler for the interrupt signal, without
+/// SA_RESTART, so that [`interrupt`] makes a blocking write(2) return early
+/// (EINTR, or the bytes written so far).
+pub fn install_interrupt_handler() {
+    // SAFETY: installs a handler that does nothing (async-signal-safe); the
+    // struct is zeroed and then filled as sigaction(2) requires.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_interrupt as *const () as libc::sighandler_t;
+        libc::sigemptyset(&mut action.sa_mask);
+        action.sa_flags = 0;
+        libc::sigaction(INTERRUPT, &action, std::ptr::null_mut());
+    }
+}
+
+/// The calling thread, for [`interrupt`].
+pub fn this_thread() -> u64 {
+    // SAFETY: pthread_self has no preconditions.
+    unsafe { libc::pthread_self() as u64 }
+}
+
+/// Interrupt `thread` (from [`this_thread`]) if it is blocked in a system
+/// call. The thread must still be running.
+pub fn interrupt(thread: u64) {
+    // SAFETY: the caller guarantees the thread is alive (it is joined only
+    // after the last call); the handler does nothing.
+    unsafe {
+        libc::pthread_kill(thread as libc::pthread_t, INTERRUPT);
+    }
+}
+
 /// A self-pipe: one thread waits for a file descriptor to become readable,
 /// another wakes it by writing a byte.
 #[derive(Debug)]
