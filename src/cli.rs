@@ -71,19 +71,25 @@ fn after_help() -> String {
 /// waits), drop-newest, drop-oldest, or fail. Every record read is written,
 /// dropped, expired or reported as undelivered.
 #[derive(Debug, Parser)]
-#[command(name = "drip", version, after_help = after_help(), max_term_width = 100)]
+#[command(
+    name = "drip",
+    version,
+    after_help = after_help(),
+    max_term_width = 100,
+    args_override_self = true
+)]
 pub struct Cli {
     /// Files to read in order; `-` or none means stdin.
     #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
 
     /// Records per unit of time: 10/s, 90/min, 2/h, 1/d, 3/5s, 1/250ms, 0.5/s,
-    /// a bare 10 (per second), or inf for no pacing [default: 1/s]
+    /// a bare 10 (per second), or inf (unlimited) for no pacing [default: 1/s]
     #[arg(short, long, value_name = "RATE", value_parser = rate_arg, allow_hyphen_values = true)]
     pub rate: Option<Rate>,
 
     /// One record every DURATION (100ms, 2s, 1m): another way to give the rate
-    #[arg(short, long, value_name = "DURATION", value_parser = interval_arg, conflicts_with = "rate")]
+    #[arg(short, long, value_name = "DURATION", value_parser = interval_arg, conflicts_with = "rate", allow_hyphen_values = true)]
     pub interval: Option<Duration>,
 
     /// Records that may leave back to back after an idle spell (token bucket);
@@ -95,8 +101,9 @@ pub struct Cli {
     #[arg(short, long, value_name = "N", default_value = "1000", value_parser = positive_usize, allow_hyphen_values = true)]
     pub capacity: usize,
 
-    /// Bytes the bucket holds (10KiB, 64MiB); full at either bound
-    #[arg(long, value_name = "SIZE", value_parser = size_arg)]
+    /// Bytes the bucket holds, delimiters included (10KiB, 64MiB); full at
+    /// either bound
+    #[arg(long, value_name = "SIZE", value_parser = size_arg, allow_hyphen_values = true)]
     pub capacity_bytes: Option<usize>,
 
     /// What to do when the bucket is full: block (backpressure), drop-newest,
@@ -113,13 +120,14 @@ pub struct Cli {
     #[arg(short, long, value_name = "BYTE", value_parser = delimiter_arg)]
     pub delimiter: Option<u8>,
 
-    /// Longest record accepted, delimiter excluded (512KiB, 64MiB)
-    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = size_arg)]
+    /// Longest record accepted, delimiter excluded (512KiB, 64MiB; KB means
+    /// 1000 bytes, KiB 1024)
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = size_arg, allow_hyphen_values = true)]
     pub max_record: usize,
 
     /// Expire records that waited in the bucket longer than DURATION instead
     /// of writing them
-    #[arg(long, value_name = "DURATION", value_parser = interval_arg)]
+    #[arg(long, value_name = "DURATION", value_parser = interval_arg, allow_hyphen_values = true)]
     pub max_wait: Option<Duration>,
 
     /// Append every record not written to stdout (dropped, expired,
@@ -143,14 +151,15 @@ pub struct Cli {
 
     /// Every DURATION, write one JSON line of stats to stderr (or to
     /// --stats-json FILE)
-    #[arg(long, value_name = "DURATION", value_parser = interval_arg)]
+    #[arg(long, value_name = "DURATION", value_parser = stats_interval_arg, allow_hyphen_values = true)]
     pub stats_interval: Option<Duration>,
 
     /// Show live progress on stderr even when it is not a terminal
     #[arg(long, conflicts_with = "quiet")]
     pub progress: bool,
 
-    /// Print nothing on stderr but errors (no progress display)
+    /// No progress display: stderr gets only errors and what --stats and
+    /// --stats-interval ask for
     #[arg(short, long)]
     pub quiet: bool,
 }
@@ -165,6 +174,15 @@ fn interval_arg(text: &str) -> Result<Duration, String> {
     let d = duration_arg(text)?;
     if d.is_zero() {
         return Err("must be longer than zero (expected a duration such as 100ms, 2s, 1m)".into());
+    }
+    Ok(d)
+}
+
+/// Parse `--stats-interval`: at least 10 ms, so stderr is not flooded.
+fn stats_interval_arg(text: &str) -> Result<Duration, String> {
+    let d = duration_arg(text)?;
+    if d < Duration::from_millis(10) {
+        return Err("must be at least 10ms (expected a duration such as 1s, 10s)".into());
     }
     Ok(d)
 }
@@ -417,6 +435,20 @@ mod tests {
         assert!(positive_u64("0").is_err());
         assert!(positive_u64("-3").is_err());
         assert_eq!(positive_usize("7"), Ok(7));
+    }
+
+    #[test]
+    fn repeated_flags_take_the_last_value() {
+        let c = Config::from(Cli::parse_from([
+            "drip", "-r", "1/s", "-r", "inf", "-q", "-q",
+        ]));
+        assert_eq!(c.rate, Rate::Unlimited);
+    }
+
+    #[test]
+    fn stats_interval_has_a_floor() {
+        assert!(stats_interval_arg("1ns").is_err());
+        assert_eq!(stats_interval_arg("10ms"), Ok(Duration::from_millis(10)));
     }
 
     #[test]

@@ -96,12 +96,19 @@ impl DeadLetter {
     fn open(path: Option<&Path>, delimiter: u8) -> Result<DeadLetter> {
         let file = match path {
             Some(path) => {
+                let name = format!("--dead-letter {}", path.display());
                 let f = OpenOptions::new()
                     .create(true)
                     .append(true)
                     .open(path)
-                    .with_context(|| format!("{}", path.display()))?;
-                Some((path.to_path_buf(), BufWriter::with_capacity(256 * 1024, f)))
+                    .with_context(|| name.clone())?;
+                let mut out = BufWriter::with_capacity(256 * 1024, f);
+                // Appending to a file whose last record lacks its delimiter
+                // would merge two records: end that record first.
+                if ends_without(path, delimiter) {
+                    out.write_all(&[delimiter]).with_context(|| name.clone())?;
+                }
+                Some((PathBuf::from(name), out))
             }
             None => None,
         };
@@ -140,6 +147,20 @@ impl DeadLetter {
         }
         self.error.take()
     }
+}
+
+/// Whether `path` is a non-empty regular file whose last byte is not
+/// `delimiter`.
+fn ends_without(path: &Path, delimiter: u8) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = File::open(path) else {
+        return false;
+    };
+    if !f.metadata().is_ok_and(|m| m.is_file() && m.len() > 0) {
+        return false;
+    }
+    let mut last = [0u8];
+    f.seek(SeekFrom::End(-1)).is_ok() && f.read_exact(&mut last).is_ok() && last[0] != delimiter
 }
 
 /// Everything the threads share, behind one lock.
@@ -187,6 +208,24 @@ impl State {
             ..
         } = self;
         bucket.expire_before(cutoff, &mut |s, f| State::dispose(counts, dead, s, f))
+    }
+
+    /// Everything still queued, then what the reader held, as undelivered.
+    fn drain_undelivered(&mut self) {
+        let State {
+            bucket,
+            counts,
+            dead,
+            leftover,
+            ..
+        } = self;
+        bucket.drain(Fate::Undelivered, &mut |s, f| {
+            State::dispose(counts, dead, s, f)
+        });
+        for seg in std::mem::take(leftover) {
+            counts.read += seg.len() as u64;
+            State::dispose(counts, dead, seg, Fate::Undelivered);
+        }
     }
 
     /// Whether the reader waits for room and enough has been made.
@@ -285,11 +324,14 @@ impl Shared {
         (st, counter.load(Ordering::Acquire) != seen)
     }
 
-    /// Flush the dead letter if the lock is free within a few milliseconds;
-    /// used on the way out after a second signal.
-    fn flush_dead_letter_now(&self) {
+    /// On the way out after a second signal: if the lock is free within a
+    /// few milliseconds, move what is queued (and what the reader holds) to
+    /// the dead letter and flush it, so leaving at once loses no record
+    /// without a trace.
+    fn evacuate_now(&self) {
         for _ in 0..20 {
             if let Ok(mut st) = self.state.try_lock() {
+                st.drain_undelivered();
                 st.dead.finish();
                 return;
             }
@@ -347,7 +389,9 @@ impl Shared {
     /// The reader's hand-off: queue `seg`, applying the overflow policy.
     fn deliver(&self, mut seg: Segment) -> Flow {
         let mut st = self.lock();
-        st.counts.read += seg.len() as u64;
+        // Records count as read once they enter the bucket or meet the
+        // policy; those still in the reader's hands are counted if drip
+        // stops with them (as undelivered).
         st.counts.bytes_read += seg.bytes() as u64;
         let mut spun = false;
         let mut patient_since = self.clock.now();
@@ -373,9 +417,15 @@ impl Shared {
             } else {
                 bucket.policy()
             };
+            let offered_len = seg.len() as u64;
             let offered = bucket.offer_as(policy, seg, now, &mut |s, f| {
                 State::dispose(counts, dead, s, f)
             });
+            counts.read += offered_len
+                - match &offered {
+                    Offered::Done => 0,
+                    Offered::Wait(rest) | Offered::Overflowed(rest) => rest.len() as u64,
+                };
             if !matches!(offered, Offered::Wait(_)) {
                 patient_since = now;
             }
@@ -419,7 +469,7 @@ impl Shared {
                     st.reader_wants = 0;
                 }
                 Offered::Overflowed(rest) => {
-                    let record = st.counts.read - rest.len() as u64 + 1;
+                    let record = st.counts.read + 1;
                     st.overflow = Some(OverflowError {
                         record,
                         capacity: st.bucket.capacity(),
@@ -591,7 +641,7 @@ pub fn run(config: Config, mut out: Box<dyn Write + Send>) -> Result<Ending> {
     let mut stats_file = match &config.stats_json {
         Some(path) => Some(
             File::create(path)
-                .with_context(|| format!("{}", path.display()))
+                .with_context(|| format!("--stats-json {}", path.display()))
                 .map(BufWriter::new)?,
         ),
         None => None,
@@ -676,20 +726,7 @@ pub fn run(config: Config, mut out: Box<dyn Write + Send>) -> Result<Ending> {
     let report = reader.join().unwrap_or_default();
     let (signal, overflow, dead_error) = {
         let mut st = shared.lock();
-        let State {
-            bucket,
-            counts,
-            dead,
-            ..
-        } = &mut *st;
-        bucket.drain(Fate::Undelivered, &mut |s, f| {
-            State::dispose(counts, dead, s, f)
-        });
-        // Then what was read but never queued, keeping input order.
-        for seg in std::mem::take(&mut st.leftover) {
-            let State { counts, dead, .. } = &mut *st;
-            State::dispose(counts, dead, seg, Fate::Undelivered);
-        }
+        st.drain_undelivered();
         debug_assert_eq!(st.counts.read, st.counts.settled(), "{:?}", st.counts);
         let signal = match shared.first_signal.load(Ordering::SeqCst) {
             0 => None,
@@ -708,7 +745,8 @@ pub fn run(config: Config, mut out: Box<dyn Write + Send>) -> Result<Ending> {
     if let (Some(mut file), Some(path)) = (stats_file, &config.stats_json) {
         let result = writeln!(file, "{}", summary.json()).and_then(|()| file.flush());
         if let Err(e) = result {
-            stats_error = Some(anyhow::Error::from(e).context(format!("{}", path.display())));
+            stats_error =
+                Some(anyhow::Error::from(e).context(format!("--stats-json {}", path.display())));
         }
     }
 

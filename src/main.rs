@@ -12,6 +12,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(err) => return usage_error(&err),
     };
+    let config = Config::from(cli);
     let stdout = match io::stdout().as_fd().try_clone_to_owned() {
         Ok(fd) => std::fs::File::from(fd),
         Err(e) => {
@@ -19,7 +20,7 @@ fn main() -> ExitCode {
             return ExitCode::from(drip::EXIT_ERROR as u8);
         }
     };
-    match drip::run(Config::from(cli), Box::new(stdout)) {
+    match drip::run(config, Box::new(stdout)) {
         Ok(ending) => ExitCode::from(ending.status() as u8),
         Err(err) => {
             let _ = writeln!(io::stderr(), "drip: {}", message(&err));

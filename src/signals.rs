@@ -211,7 +211,7 @@ async fn watch(
             // A second signal: leave now, saving what the dead letter has
             // buffered if the state can be had at once (it may be held by
             // a blocked write; then leaving matters more).
-            shared.flush_dead_letter_now();
+            shared.evacuate_now();
             std::process::exit(128 + signo);
         }
         shared.stop(drain);

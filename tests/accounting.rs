@@ -388,7 +388,7 @@ fn unwritable_dead_letter_is_an_error_before_anything_moves() {
         .code(1)
         .stdout("")
         .stderr(predicate::str::starts_with(
-            "drip: /no/such/dir/dead: No such file or directory",
+            "drip: --dead-letter /no/such/dir/dead: No such file or directory",
         ));
 }
 
@@ -539,7 +539,9 @@ fn a_failing_dead_letter_is_an_error_after_the_summary() {
         .stdout(numbered(1..=10))
         .stderr(
             predicate::str::starts_with("drip: read 100, written 10, dropped 90").and(
-                predicate::str::ends_with("drip: /dev/full: No space left on device\n"),
+                predicate::str::ends_with(
+                    "drip: --dead-letter /dev/full: No space left on device\n",
+                ),
             ),
         );
 }
@@ -612,6 +614,8 @@ fn signals_ignored_by_the_parent_stay_ignored() {
 
 #[test]
 fn a_second_signal_keeps_the_dead_letter() {
+    // Draining at 2/s after the first signal; the second leaves at once, and
+    // the dropped and the still-queued records are all in the dead letter.
     let dir = tempfile::tempdir().unwrap();
     let dead = dir.path().join("dead");
     let (mut child, stdin) = running(
@@ -637,8 +641,21 @@ fn a_second_signal_keeps_the_dead_letter() {
         Some(143)
     );
     drop(stdin);
-    let dead_lines = std::fs::read_to_string(&dead).unwrap().lines().count();
-    assert_eq!(dead_lines, 990, "the dropped records were not saved");
+    let out = child.wait_with_output().unwrap();
+    let written = String::from_utf8(out.stdout).unwrap();
+    let dead = std::fs::read_to_string(&dead).unwrap();
+    assert!(written.lines().count() <= 2);
+    let mut all: Vec<u32> = written
+        .lines()
+        .chain(dead.lines())
+        .map(|l| l.parse().unwrap())
+        .collect();
+    all.sort_unstable();
+    assert_eq!(
+        all,
+        (1..=1000).collect::<Vec<u32>>(),
+        "records lost at the second signal"
+    );
 }
 
 #[test]
@@ -680,7 +697,7 @@ fn a_closed_dead_letter_pipe_is_an_error() {
         "{stdout} {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(String::from_utf8_lossy(&out.stderr).contains("dl.fifo: Broken pipe"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--dead-letter dl.fifo: Broken pipe"));
 }
 
 #[test]
@@ -730,5 +747,23 @@ fn a_signal_stops_drip_while_stdout_is_blocked() {
     assert!(
         (whole.len() + 1).to_string().starts_with(last),
         "last record {last:?}"
+    );
+}
+
+#[test]
+fn appending_to_a_dead_letter_never_merges_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let dead = dir.path().join("dead");
+    std::fs::write(&dead, "earlier without newline").unwrap();
+    drip(&["-r", "1/min", "--max-wait", "100ms"])
+        .arg("--dead-letter")
+        .arg(&dead)
+        .write_stdin("a\nb\n")
+        .assert()
+        .success()
+        .stdout("a\n");
+    assert_eq!(
+        std::fs::read_to_string(&dead).unwrap(),
+        "earlier without newline\nb\n"
     );
 }
