@@ -352,6 +352,26 @@ impl Shared {
         }
     }
 
+    /// Before a thread sleeps for the other at a hand-off: at unlimited
+    /// rate, spin once (unless the last spin was in vain, `spun`). Returns
+    /// the lock and whether it spun, in which case the caller must look at
+    /// the state afresh (the lock was let go) instead of sleeping.
+    fn spin_before_sleep<'a>(
+        &'a self,
+        st: MutexGuard<'a, State>,
+        counter: &AtomicU64,
+        spun: &mut bool,
+    ) -> (MutexGuard<'a, State>, bool) {
+        if !self.spin || *spun {
+            *spun = false;
+            return (st, false);
+        }
+        let (st, changed) = self.spin_until_changed(st, counter);
+        // Spin again next time only if it paid off.
+        *spun = !changed;
+        (st, true)
+    }
+
     fn snapshot(&self) -> Snapshot {
         let st = self.lock();
         let now = self.clock.now();
@@ -437,15 +457,11 @@ impl Shared {
                 Offered::Done => return Flow::Continue,
                 Offered::Wait(rest) => {
                     seg = rest;
-                    if self.spin && !spun {
-                        // The lock was let go: look at everything again.
-                        let changed;
-                        (st, changed) = self.spin_until_changed(st, &self.takes);
-                        // Spin again next time only if it paid off.
-                        spun = !changed;
+                    let spin_first;
+                    (st, spin_first) = self.spin_before_sleep(st, &self.takes, &mut spun);
+                    if spin_first {
                         continue;
                     }
-                    spun = false;
                     st.reader_wants = seg.len().min(st.bucket.capacity() / 4).max(1);
                     // With --max-wait, the oldest record's deadline makes
                     // room too, even while the writer is stuck in a write;
@@ -512,15 +528,11 @@ fn write_loop(shared: &Shared, config: &Config, out: &mut dyn Write) -> Option<s
                     if st.reading_done || st.stop_reading {
                         return None;
                     }
-                    if shared.spin && !spun {
-                        // The lock was let go: look at everything again.
-                        let changed;
-                        (st, changed) = shared.spin_until_changed(st, &shared.pushes);
-                        // Spin again next time only if it paid off.
-                        spun = !changed;
+                    let spin_first;
+                    (st, spin_first) = shared.spin_before_sleep(st, &shared.pushes, &mut spun);
+                    if spin_first {
                         continue;
                     }
-                    spun = false;
                     st.writer_waiting = true;
                     st = shared
                         .data_ready

@@ -46,6 +46,17 @@ pub fn slack_for(rate: Rate) -> u64 {
 
 /// GCRA pacer on an exact rational schedule. Times are nanoseconds from any
 /// fixed origin (drip uses its start).
+///
+/// # Examples
+/// ```
+/// use drip::pacer::Pacer;
+/// use drip::rate::parse_rate;
+/// // 10/s with a burst of 2: two at once, then one every 100 ms.
+/// let mut pacer = Pacer::new(parse_rate("10/s").unwrap(), 2, 2_000_000);
+/// assert_eq!(pacer.release(0, 5), 2);
+/// assert_eq!(pacer.next_due(), 100_000_000);
+/// assert_eq!(pacer.release(100_000_000, 5), 1);
+/// ```
 #[derive(Debug, Clone)]
 pub struct Pacer {
     /// `None` when unlimited.

@@ -82,6 +82,14 @@ pub const RATE_FORMS: &str =
 /// # Errors
 /// A message naming what is wrong: a missing, zero, negative or malformed
 /// count, or an unknown unit.
+///
+/// # Examples
+/// ```
+/// use drip::rate::{parse_rate, Rate};
+/// assert_eq!(parse_rate("90/min").unwrap().per_second(), 1.5);
+/// assert_eq!(parse_rate("inf"), Ok(Rate::Unlimited));
+/// assert!(parse_rate("10/fortnight").is_err());
+/// ```
 pub fn parse_rate(text: &str) -> Result<Rate, String> {
     let text = text.trim();
     if matches!(

@@ -77,19 +77,25 @@ fn dead_letter_keeps_what_drop_oldest_evicts_in_order() {
 
 #[test]
 fn dead_letter_is_appended_and_terminates_records() {
-    let dir = tempfile::tempdir().unwrap();
-    let dead = dir.path().join("dead");
-    std::fs::write(&dead, "earlier\n").unwrap();
-    // "b" (unterminated) expires while "a" is the only record allowed out.
-    drip(&["-r", "1/min", "--max-wait", "100ms"])
-        .arg("--dead-letter")
-        .arg(&dead)
-        .write_stdin("a\nb")
-        .assert()
-        .success()
-        .stdout("a\n");
-    // Appended, and the unterminated record gets its delimiter.
-    assert_eq!(std::fs::read_to_string(&dead).unwrap(), "earlier\nb\n");
+    // Whatever the file held before, records never merge: an earlier last
+    // record without its delimiter gets one, and so does an unterminated
+    // record that expires ("b", while "a" is the only record allowed out).
+    for (before, after) in [
+        ("earlier\n", "earlier\nb\n"),
+        ("earlier without newline", "earlier without newline\nb\n"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let dead = dir.path().join("dead");
+        std::fs::write(&dead, before).unwrap();
+        drip(&["-r", "1/min", "--max-wait", "100ms"])
+            .arg("--dead-letter")
+            .arg(&dead)
+            .write_stdin("a\nb")
+            .assert()
+            .success()
+            .stdout("a\n");
+        assert_eq!(std::fs::read_to_string(&dead).unwrap(), after);
+    }
 }
 
 #[test]
@@ -747,23 +753,5 @@ fn a_signal_stops_drip_while_stdout_is_blocked() {
     assert!(
         (whole.len() + 1).to_string().starts_with(last),
         "last record {last:?}"
-    );
-}
-
-#[test]
-fn appending_to_a_dead_letter_never_merges_records() {
-    let dir = tempfile::tempdir().unwrap();
-    let dead = dir.path().join("dead");
-    std::fs::write(&dead, "earlier without newline").unwrap();
-    drip(&["-r", "1/min", "--max-wait", "100ms"])
-        .arg("--dead-letter")
-        .arg(&dead)
-        .write_stdin("a\nb\n")
-        .assert()
-        .success()
-        .stdout("a\n");
-    assert_eq!(
-        std::fs::read_to_string(&dead).unwrap(),
-        "earlier without newline\nb\n"
     );
 }
