@@ -7,19 +7,8 @@ use std::io::Write;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{command, drip, send_signal, shell, wait_for};
+use common::{command, drip, numbered, send_signal, shell, temp_file, wait_for};
 use predicates::prelude::*;
-
-fn temp_file(bytes: &[u8]) -> tempfile::NamedTempFile {
-    let mut f = tempfile::NamedTempFile::new().unwrap();
-    f.write_all(bytes).unwrap();
-    f.flush().unwrap();
-    f
-}
-
-fn numbered(range: std::ops::RangeInclusive<usize>) -> String {
-    range.map(|i| format!("{i}\n")).collect()
-}
 
 fn json(path: &std::path::Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path).unwrap();

@@ -7,19 +7,8 @@ use std::io::Write;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{command, drip, shell, spawn, timed_lines, wait_for};
+use common::{command, drip, numbered, shell, spawn, temp_file, timed_lines, wait_for};
 use predicates::prelude::*;
-
-fn temp_file(bytes: &[u8]) -> tempfile::NamedTempFile {
-    let mut f = tempfile::NamedTempFile::new().unwrap();
-    f.write_all(bytes).unwrap();
-    f.flush().unwrap();
-    f
-}
-
-fn numbered(n: usize) -> String {
-    (1..=n).map(|i| format!("{i}\n")).collect()
-}
 
 // 1. Byte-exact.
 
@@ -90,13 +79,13 @@ fn records_leave_on_schedule_never_early() {
     let start = Instant::now();
     let mut cmd = command(&["--rate", "20/s"]);
     cmd.stdin(Stdio::from(
-        temp_file(numbered(20).as_bytes()).reopen().unwrap(),
+        temp_file(numbered(1..=20).as_bytes()).reopen().unwrap(),
     ));
     let mut child = spawn(cmd);
     let lines = timed_lines(&mut child, start);
     assert!(wait_for(&mut child, Duration::from_secs(10)).success());
     let texts: Vec<&str> = lines.iter().map(|(_, l)| l.as_str()).collect();
-    assert_eq!(texts, numbered(20).lines().collect::<Vec<_>>());
+    assert_eq!(texts, numbered(1..=20).lines().collect::<Vec<_>>());
     // The first record leaves at once.
     assert!(lines[0].0 < 0.5, "first record after {} s", lines[0].0);
     let t0 = lines[0].0;
@@ -142,7 +131,7 @@ fn burst_lets_records_leave_back_to_back() {
     let start = Instant::now();
     let mut cmd = command(&["--rate", "2/s", "--burst", "3"]);
     cmd.stdin(Stdio::from(
-        temp_file(numbered(4).as_bytes()).reopen().unwrap(),
+        temp_file(numbered(1..=4).as_bytes()).reopen().unwrap(),
     ));
     let mut child = spawn(cmd);
     let lines = timed_lines(&mut child, start);
@@ -209,18 +198,18 @@ fn block_makes_the_producer_wait() {
 
 #[test]
 fn drop_newest_keeps_the_first_records() {
-    let input = temp_file(numbered(100).as_bytes());
+    let input = temp_file(numbered(1..=100).as_bytes());
     drip(&["-c", "10", "-r", "1000/s", "-o", "drop-newest", "--stats"])
         .arg(input.path())
         .assert()
         .success()
-        .stdout(numbered(10))
+        .stdout(numbered(1..=10))
         .stderr(predicate::str::contains("dropped 90 (newest 90, oldest 0)"));
 }
 
 #[test]
 fn drop_oldest_keeps_the_last_records() {
-    let input = temp_file(numbered(100).as_bytes());
+    let input = temp_file(numbered(1..=100).as_bytes());
     let expected: String = (91..=100).map(|i| format!("{i}\n")).collect();
     drip(&["-c", "10", "-r", "1000/s", "-o", "drop-oldest", "--stats"])
         .arg(input.path())
@@ -232,7 +221,7 @@ fn drop_oldest_keeps_the_last_records() {
 
 #[test]
 fn fail_stops_with_status_3() {
-    let input = temp_file(numbered(100).as_bytes());
+    let input = temp_file(numbered(1..=100).as_bytes());
     drip(&["-c", "10", "-r", "1000/s", "-o", "fail"])
         .arg(input.path())
         .assert()

@@ -6,6 +6,20 @@ use std::io::Read;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// A temporary file holding `bytes`.
+pub fn temp_file(bytes: &[u8]) -> tempfile::NamedTempFile {
+    use std::io::Write;
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    f.write_all(bytes).unwrap();
+    f.flush().unwrap();
+    f
+}
+
+/// The lines `"i\n"` for `i` in `range`, as `seq` prints them.
+pub fn numbered(range: std::ops::RangeInclusive<usize>) -> String {
+    range.map(|i| format!("{i}\n")).collect()
+}
+
 /// Path of the drip binary under test.
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_drip")
