@@ -647,7 +647,30 @@ impl Ending {
 /// `--max-record` or `--capacity-bytes`, a write to `out` fails, or the
 /// bucket overflows under `fail` ([`OverflowError`], exit status 3). The
 /// summary is printed before the error is returned.
-pub fn run(config: Config, mut out: Box<dyn Write + Send>) -> Result<Ending> {
+pub fn run(config: Config, out: Box<dyn Write + Send>) -> Result<Ending> {
+    run_watching(config, out, None)
+}
+
+/// [`run`] writing to this process's stdout, which is also watched: when
+/// its reader goes away (`| head`), drip ends quietly at once rather than
+/// at its next write.
+///
+/// # Errors
+/// As [`run`]; also when stdout cannot be duplicated.
+pub fn run_stdout(config: Config) -> Result<Ending> {
+    use std::os::fd::AsFd;
+    let fd = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .context("stdout")?;
+    run_watching(config, Box::new(File::from(fd)), Some(1))
+}
+
+fn run_watching(
+    config: Config,
+    mut out: Box<dyn Write + Send>,
+    watch_output: Option<std::os::fd::RawFd>,
+) -> Result<Ending> {
     let clock = Clock(Instant::now());
     let dead = DeadLetter::open(config.dead_letter.as_deref(), config.delimiter)?;
     let mut stats_file = match &config.stats_json {
@@ -698,6 +721,7 @@ pub fn run(config: Config, mut out: Box<dyn Write + Send>) -> Result<Ending> {
         config.drain,
         config.stats_interval,
         stats_file.take(),
+        watch_output,
     )?;
 
     let reader = {

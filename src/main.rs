@@ -1,7 +1,6 @@
 //! The drip binary: parse, run, map the outcome to an exit status.
 
 use std::io::{self, Write};
-use std::os::fd::AsFd;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -13,14 +12,7 @@ fn main() -> ExitCode {
         Err(err) => return usage_error(&err),
     };
     let config = Config::from(cli);
-    let stdout = match io::stdout().as_fd().try_clone_to_owned() {
-        Ok(fd) => std::fs::File::from(fd),
-        Err(e) => {
-            let _ = writeln!(io::stderr(), "drip: stdout: {}", drip::input::describe(&e));
-            return ExitCode::from(drip::EXIT_ERROR as u8);
-        }
-    };
-    match drip::run(config, Box::new(stdout)) {
+    match drip::run_stdout(config) {
         Ok(ending) => ExitCode::from(ending.status() as u8),
         Err(err) => {
             let _ = writeln!(io::stderr(), "drip: {}", message(&err));

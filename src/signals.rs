@@ -6,6 +6,7 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
+use std::os::fd::RawFd;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -18,6 +19,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::progress::{Snapshot, Ui};
 use crate::{lock_ui, Shared};
+
+/// How often stdout is checked for a reader that went away.
+const PEER_EVERY: Duration = Duration::from_millis(100);
 
 /// How often a writer blocked after a stop is interrupted.
 const NUDGE_EVERY: Duration = Duration::from_millis(50);
@@ -87,6 +91,7 @@ impl Monitor {
         drain: bool,
         stats_every: Option<Duration>,
         stats_file: Option<BufWriter<File>>,
+        watch_output: Option<RawFd>,
     ) -> Result<Monitor> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -123,8 +128,8 @@ impl Monitor {
                     drain,
                     stats_every,
                     stats_file,
-                    signals,
-                    usr1,
+                    (signals, usr1),
+                    watch_output,
                     token,
                 ))
             })
@@ -156,11 +161,12 @@ async fn watch(
     drain: bool,
     stats_every: Option<Duration>,
     mut stats_file: Option<BufWriter<File>>,
-    signals: [(i32, Option<Signal>); 3],
-    mut usr1: Signal,
+    (signals, mut usr1): ([(i32, Option<Signal>); 3], Signal),
+    mut watch_output: Option<RawFd>,
     cancel: CancellationToken,
 ) -> Option<BufWriter<File>> {
     let [(int_no, mut int), (term_no, mut term), (hup_no, mut hup)] = signals;
+    let mut peer = tokio::time::interval(PEER_EVERY);
     let progress = lock_ui(&ui).showing_progress();
     let mut redraw = tokio::time::interval(PROGRESS_EVERY);
     let mut nudge = tokio::time::interval(NUDGE_EVERY);
@@ -176,6 +182,15 @@ async fn watch(
             _ = usr1.recv() => {
                 let line = shared.summary().line();
                 lock_ui(&ui).message(&line);
+                continue;
+            }
+            _ = peer.tick(), if watch_output.is_some() => {
+                // At a slow rate the next write may be far off: notice a
+                // reader that went away (| head) now, and end quietly.
+                if watch_output.is_some_and(crate::sys::peer_closed) {
+                    watch_output = None;
+                    shared.stop(false);
+                }
                 continue;
             }
             _ = nudge.tick(), if shared.first_signal.load(Ordering::Relaxed) != 0 => {

@@ -28,6 +28,19 @@ pub fn is_ignored(sig: i32) -> bool {
     }
 }
 
+/// Whether the reading end of `fd` (a pipe or socket) has gone away, as
+/// when `| head` has exited. Never blocks; false for files and terminals.
+pub fn peer_closed(fd: RawFd) -> bool {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: 0,
+        revents: 0,
+    };
+    // SAFETY: `pfd` is one valid pollfd structure; timeout 0 never blocks.
+    let rc = unsafe { libc::poll(&mut pfd, 1, 0) };
+    rc > 0 && pfd.revents & (libc::POLLERR | libc::POLLHUP) != 0
+}
+
 /// The signal used to interrupt a thread blocked in a system call. SIGURG
 /// is ignored by default, so a stray one from outside does nothing.
 const INTERRUPT: libc::c_int = libc::SIGURG;

@@ -427,3 +427,20 @@ fn interval_is_another_way_to_give_the_rate() {
     let took = start.elapsed();
     assert!(took >= Duration::from_millis(195), "{took:?}");
 }
+
+#[test]
+fn closed_stdout_is_noticed_between_slow_records() {
+    // The next record is a minute away when head exits: drip must not
+    // wait for it to find out.
+    let start = Instant::now();
+    let out = shell("seq 5 | { drip -r 1/min; echo \"drip $?\" >&2; } | head -n 1")
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "1\n");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "drip 0\n");
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+}
