@@ -82,13 +82,11 @@ impl std::error::Error for RecordError {}
 /// How reading went.
 #[derive(Debug, Default)]
 pub struct ReadReport {
-    /// Inputs that could not be opened or failed while being read, with the
-    /// reason, in order (already reported on stderr by the caller's hook).
+    /// How many inputs could not be opened or failed while being read
+    /// (each already reported through `warn`).
     pub failed_inputs: usize,
     /// A record that stopped reading.
     pub record_error: Option<RecordError>,
-    /// Bytes read in all.
-    pub bytes: u64,
 }
 
 /// Splits a byte stream into records.
@@ -272,11 +270,6 @@ impl Splitter {
         self.scanned = len;
         Ok(self.emit(len, vec![0, len]))
     }
-
-    /// Records emitted so far.
-    pub fn records(&self) -> u64 {
-        self.records
-    }
 }
 
 /// Records shorter than this on average are split with [`find_dense`];
@@ -356,15 +349,7 @@ pub fn read_all(
                 continue;
             }
         };
-        match read_one(
-            file,
-            &name,
-            more_follow,
-            splitter,
-            waker,
-            deliver,
-            &mut report,
-        ) {
+        match read_one(file, &name, more_follow, splitter, waker, deliver) {
             Ok(Flow::Continue) => {}
             Ok(Flow::Stop) => return report,
             Err(ReadFailure::Io(e)) => {
@@ -398,7 +383,6 @@ fn read_one(
     splitter: &mut Splitter,
     waker: &Waker,
     deliver: &mut dyn FnMut(Segment) -> Flow,
-    report: &mut ReadReport,
 ) -> Result<Flow, ReadFailure> {
     let regular = file.metadata().map(|m| m.is_file()).unwrap_or(false);
     let stop_with_partial = |splitter: &mut Splitter, deliver: &mut dyn FnMut(Segment) -> Flow| {
@@ -427,7 +411,6 @@ fn read_one(
                 Ok(0) => at_end = true,
                 Ok(n) => {
                     splitter.extend(n);
-                    report.bytes += n as u64;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => failure = Some(e),
