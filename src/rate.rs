@@ -8,9 +8,6 @@
 use std::fmt;
 use std::time::Duration;
 
-/// Nanoseconds in one second.
-const NS_PER_S: u128 = 1_000_000_000;
-
 /// A pacing rate: `count` records per `period_ns` nanoseconds, or unlimited.
 ///
 /// Both numbers are at least 1 when the rate is limited. Decimal counts such
@@ -157,14 +154,13 @@ fn reduce(count: u128, period_ns: u128) -> (u128, u128) {
     (count / g, period_ns / g)
 }
 
-/// Seconds as a rate's period, for tests and messages.
-pub fn seconds(n: u128) -> u128 {
-    n * NS_PER_S
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn seconds(n: u128) -> u128 {
+        n * 1_000_000_000
+    }
 
     fn limited(count: u128, period_ns: u128) -> Rate {
         let (count, period_ns) = reduce(count, period_ns);
