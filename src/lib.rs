@@ -179,6 +179,8 @@ struct State {
     /// While the reader waits for room: how many free places wake it (a
     /// low-water mark, so it is not woken for every record written).
     reader_wants: usize,
+    /// When the writer last took records, making room (ns).
+    last_take: u64,
     /// When the write under way began (ns).
     writing_since: Option<u64>,
     max_wait_ns: u64,
@@ -261,8 +263,8 @@ struct Shared {
 }
 
 /// Unpaced, how long stdout may make no room before a drop or fail policy
-/// applies, in ns.
-const STALL_NS: u64 = 10_000_000;
+/// applies, in ns: longer than a consumer that is merely descheduled.
+const STALL_NS: u64 = 100_000_000;
 
 /// Shortest sleep of the writer at rates above 20,000/s, in ns.
 const COALESCE_NS: u64 = 50_000;
@@ -414,7 +416,6 @@ impl Shared {
         // stops with them (as undelivered).
         st.counts.bytes_read += seg.bytes() as u64;
         let mut spun = false;
-        let mut patient_since = self.clock.now();
         loop {
             let now = self.clock.now();
             st.expire(now, self.max_wait);
@@ -423,6 +424,7 @@ impl Shared {
                 counts,
                 dead,
                 stop_reading,
+                last_take,
                 ..
             } = &mut *st;
             if *stop_reading {
@@ -432,7 +434,8 @@ impl Shared {
             // Unpaced, one read can bring thousands of records at once; a
             // drop or fail policy applies only once stdout has stopped
             // making room for a while, never to the size of a read.
-            let policy = if self.spin && now.saturating_sub(patient_since) < STALL_NS {
+            let patient = self.spin && now.saturating_sub(*last_take) < STALL_NS;
+            let policy = if patient {
                 Overflow::Block
             } else {
                 bucket.policy()
@@ -446,9 +449,6 @@ impl Shared {
                     Offered::Done => 0,
                     Offered::Wait(rest) | Offered::Overflowed(rest) => rest.len() as u64,
                 };
-            if !matches!(offered, Offered::Wait(_)) {
-                patient_since = now;
-            }
             self.pushes.fetch_add(1, Ordering::Release);
             if st.writer_waiting && !st.bucket.is_empty() {
                 self.data_ready.notify_one();
@@ -471,7 +471,7 @@ impl Shared {
                         .zip(st.bucket.oldest_arrival())
                         .map(|(max_wait, oldest)| oldest + max_wait.as_nanos() as u64 + 1);
                     let patience =
-                        (policy != st.bucket.policy()).then_some(patient_since + STALL_NS);
+                        (policy != st.bucket.policy()).then_some(st.last_take + STALL_NS);
                     st = match expiry.into_iter().chain(patience).min() {
                         Some(deadline) => {
                             let timeout = Duration::from_nanos(deadline.saturating_sub(now));
@@ -548,6 +548,7 @@ fn write_loop(shared: &Shared, config: &Config, out: &mut dyn Write) -> Option<s
                         st.max_wait_ns = st.max_wait_ns.max(now.saturating_sub(first.arrived));
                     }
                     st.writing_since = Some(now);
+                    st.last_take = now;
                     shared.takes.fetch_add(1, Ordering::Release);
                     if st.reader_can_go() {
                         shared.space_ready.notify_one();
@@ -692,6 +693,7 @@ fn run_watching(
             writer_waiting: false,
             reader_wants: 0,
             writing_since: None,
+            last_take: 0,
             max_wait_ns: 0,
             overflow: None,
             leftover: Vec::new(),
