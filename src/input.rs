@@ -324,23 +324,45 @@ pub fn describe(err: &io::Error) -> String {
     }
 }
 
-/// Read every input in order, passing complete records to `deliver`.
+/// Where the reader hands its records.
+pub trait Sink {
+    /// Take the complete records of one read (in input order); `Flow::Stop`
+    /// ends reading.
+    fn deliver(&mut self, seg: Segment) -> Flow;
+
+    /// The reader may wait for input next (or for a file to open): records
+    /// it delivered must not wait with it. A sink may hold back waking its
+    /// consumer while more input is ready, and must wake it here.
+    fn idle(&mut self) {}
+}
+
+impl<F: FnMut(Segment) -> Flow> Sink for F {
+    fn deliver(&mut self, seg: Segment) -> Flow {
+        self(seg)
+    }
+}
+
+/// Read every input in order, passing complete records to `sink`.
 ///
 /// A file that cannot be opened or read is passed to `warn` as
-/// `"NAME: reason"` and skipped, as cat does. Reading stops when `deliver`
+/// `"NAME: reason"` and skipped, as cat does. Reading stops when the sink
 /// says so, when `waker` is woken, or at a record over the limits. Bytes of
 /// an unfinished record when reading stops are delivered as a final record.
 pub fn read_all(
     inputs: &[Input],
     splitter: &mut Splitter,
     waker: &Waker,
-    deliver: &mut dyn FnMut(Segment) -> Flow,
+    sink: &mut dyn Sink,
     warn: &mut dyn FnMut(String),
 ) -> ReadReport {
     let mut report = ReadReport::default();
     for (i, input) in inputs.iter().enumerate() {
         let name = input.name();
         let more_follow = i + 1 < inputs.len();
+        if i > 0 {
+            // Opening a FIFO waits for its writer.
+            sink.idle();
+        }
         let file = match open(input) {
             Ok(f) => f,
             Err(e) => {
@@ -349,7 +371,7 @@ pub fn read_all(
                 continue;
             }
         };
-        match read_one(file, &name, more_follow, splitter, waker, deliver) {
+        match read_one(file, &name, more_follow, splitter, waker, sink) {
             Ok(Flow::Continue) => {}
             Ok(Flow::Stop) => return report,
             Err(ReadFailure::Io(e)) => {
@@ -357,7 +379,7 @@ pub fn read_all(
                 report.failed_inputs += 1;
                 // Whatever was read of its last record still counts.
                 if let Ok(Some(seg)) = splitter.finish(more_follow, &name) {
-                    if deliver(seg) == Flow::Stop {
+                    if sink.deliver(seg) == Flow::Stop {
                         return report;
                     }
                 }
@@ -382,24 +404,30 @@ fn read_one(
     more_follow: bool,
     splitter: &mut Splitter,
     waker: &Waker,
-    deliver: &mut dyn FnMut(Segment) -> Flow,
+    sink: &mut dyn Sink,
 ) -> Result<Flow, ReadFailure> {
     let regular = file.metadata().map(|m| m.is_file()).unwrap_or(false);
-    let stop_with_partial = |splitter: &mut Splitter, deliver: &mut dyn FnMut(Segment) -> Flow| {
+    let stop_with_partial = |splitter: &mut Splitter, sink: &mut dyn Sink| {
         // Bytes already read of an unfinished record are not lost: they go
         // on as a record of their own (and so end up undelivered).
         if let Ok(Some(seg)) = splitter.finish(false, name) {
-            deliver(seg);
+            sink.deliver(seg);
         }
         Ok(Flow::Stop)
     };
+    // Whether the last look found the pipe empty.
+    let mut drained = true;
     loop {
-        if !regular
-            && !waker
+        if !regular {
+            if drained || !waker.ready_now(file.as_raw_fd()) {
+                sink.idle();
+            }
+            if !waker
                 .wait_readable(file.as_raw_fd())
                 .map_err(ReadFailure::Io)?
-        {
-            return stop_with_partial(splitter, deliver);
+            {
+                return stop_with_partial(splitter, sink);
+            }
         }
         let mut at_end = false;
         let mut failure = None;
@@ -415,19 +443,19 @@ fn read_one(
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => failure = Some(e),
             }
-            if at_end
-                || failure.is_some()
-                || regular
-                || splitter.unscanned() >= READ_SIZE
-                || !waker.ready_now(file.as_raw_fd())
-            {
+            if at_end || failure.is_some() || regular || splitter.unscanned() >= READ_SIZE {
+                drained = false;
+                break;
+            }
+            if !waker.ready_now(file.as_raw_fd()) {
+                drained = true;
                 break;
             }
         }
         let (seg, error) = splitter.filled(0, name);
         if let Some(seg) = seg {
-            if deliver(seg) == Flow::Stop {
-                return stop_with_partial(splitter, deliver);
+            if sink.deliver(seg) == Flow::Stop {
+                return stop_with_partial(splitter, sink);
             }
         }
         if let Some(e) = error {
@@ -441,7 +469,7 @@ fn read_one(
                 .finish(more_follow, name)
                 .map_err(ReadFailure::Record)?
             {
-                if deliver(seg) == Flow::Stop {
+                if sink.deliver(seg) == Flow::Stop {
                     return Ok(Flow::Stop);
                 }
             }

@@ -9,7 +9,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -188,6 +188,11 @@ struct State {
     /// Records read but never queued because drip stopped; they follow the
     /// bucket's records into the dead letter, keeping input order.
     leftover: Vec<Segment>,
+    /// Unlimited rate: the records of a read that did not fit the full
+    /// bucket, held out for the writer, which takes them with the bucket's
+    /// (not yet counted as read). They never count towards the capacity:
+    /// they are what the reader holds anyway while it waits for room.
+    pending: Option<Segment>,
 }
 
 impl State {
@@ -219,12 +224,13 @@ impl State {
             counts,
             dead,
             leftover,
+            pending,
             ..
         } = self;
         bucket.drain(Fate::Undelivered, &mut |s, f| {
             State::dispose(counts, dead, s, f)
         });
-        for seg in std::mem::take(leftover) {
+        for seg in pending.take().into_iter().chain(std::mem::take(leftover)) {
             counts.read += seg.len() as u64;
             State::dispose(counts, dead, seg, Fate::Undelivered);
         }
@@ -249,17 +255,33 @@ struct Shared {
     waker: sys::Waker,
     clock: Clock,
     max_wait: Option<Duration>,
-    /// Poll briefly instead of sleeping at hand-offs (unlimited rate).
-    spin: bool,
+    /// The rate is unlimited.
+    unpaced: bool,
     /// The first stopping signal's number (0: none yet), set without the
     /// lock so a second signal is recognized even while the lock is busy.
     first_signal: AtomicI32,
     /// The writer thread while it runs (0 otherwise), so a stop can
     /// interrupt a write blocked on a stalled stdout.
     writer_thread: Mutex<u64>,
-    /// Hand-offs from reader to writer, and from writer to reader.
-    pushes: AtomicU64,
-    takes: AtomicU64,
+    /// Records were queued without waking the waiting writer.
+    unannounced: AtomicBool,
+}
+
+/// The reader's side of the hand-off.
+struct Handoff<'a>(&'a Shared);
+
+impl input::Sink for Handoff<'_> {
+    fn deliver(&mut self, seg: Segment) -> Flow {
+        self.0.deliver(seg)
+    }
+
+    fn idle(&mut self) {
+        if self.0.unannounced.swap(false, Ordering::Relaxed) {
+            // Queued under the lock, so a writer that has not yet looked
+            // will see them, and one already waiting is woken here.
+            self.0.data_ready.notify_one();
+        }
+    }
 }
 
 /// Unpaced, how long stdout may make no room before a drop or fail policy
@@ -268,9 +290,6 @@ const STALL_NS: u64 = 100_000_000;
 
 /// Shortest sleep of the writer at rates above 20,000/s, in ns.
 const COALESCE_NS: u64 = 50_000;
-
-/// How long a thread polls for the other before it sleeps.
-const SPIN_FOR: Duration = Duration::from_micros(50);
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -292,38 +311,6 @@ impl Shared {
         if !drain {
             self.interrupt_writer();
         }
-    }
-
-    /// Unlimited rate only: rather than sleep on a condition variable (a
-    /// futex round trip per hand-off, which dominates when a small bucket
-    /// passes millions of records), release the lock and poll `counter` for
-    /// a few microseconds, yielding the CPU between polls.
-    /// Returns the lock again and whether `counter` changed. The lock was
-    /// let go, so the caller must look at the state afresh before it sleeps;
-    /// it spins once per wait, never in a loop (no busy waiting on a blocked
-    /// pipe).
-    fn spin_until_changed<'a>(
-        &'a self,
-        st: MutexGuard<'a, State>,
-        counter: &AtomicU64,
-    ) -> (MutexGuard<'a, State>, bool) {
-        let seen = counter.load(Ordering::Acquire);
-        drop(st);
-        let start = Instant::now();
-        let mut polls = 0u32;
-        while counter.load(Ordering::Acquire) == seen
-            && !self.stop_now.load(Ordering::Relaxed)
-            && start.elapsed() < SPIN_FOR
-        {
-            polls += 1;
-            if polls < 64 {
-                std::hint::spin_loop();
-            } else {
-                thread::yield_now();
-            }
-        }
-        let st = self.lock();
-        (st, counter.load(Ordering::Acquire) != seen)
     }
 
     /// On the way out after a second signal: if the lock is free within a
@@ -352,26 +339,6 @@ impl Shared {
         if *thread != 0 {
             sys::interrupt(*thread);
         }
-    }
-
-    /// Before a thread sleeps for the other at a hand-off: at unlimited
-    /// rate, spin once (unless the last spin was in vain, `spun`). Returns
-    /// the lock and whether it spun, in which case the caller must look at
-    /// the state afresh (the lock was let go) instead of sleeping.
-    fn spin_before_sleep<'a>(
-        &'a self,
-        st: MutexGuard<'a, State>,
-        counter: &AtomicU64,
-        spun: &mut bool,
-    ) -> (MutexGuard<'a, State>, bool) {
-        if !self.spin || *spun {
-            *spun = false;
-            return (st, false);
-        }
-        let (st, changed) = self.spin_until_changed(st, counter);
-        // Spin again next time only if it paid off.
-        *spun = !changed;
-        (st, true)
     }
 
     fn snapshot(&self) -> Snapshot {
@@ -415,7 +382,6 @@ impl Shared {
         // policy; those still in the reader's hands are counted if drip
         // stops with them (as undelivered).
         st.counts.bytes_read += seg.bytes() as u64;
-        let mut spun = false;
         loop {
             let now = self.clock.now();
             st.expire(now, self.max_wait);
@@ -434,7 +400,7 @@ impl Shared {
             // Unpaced, one read can bring thousands of records at once; a
             // drop or fail policy applies only once stdout has stopped
             // making room for a while, never to the size of a read.
-            let patient = self.spin && now.saturating_sub(*last_take) < STALL_NS;
+            let patient = self.unpaced && now.saturating_sub(*last_take) < STALL_NS;
             let policy = if patient {
                 Overflow::Block
             } else {
@@ -449,20 +415,31 @@ impl Shared {
                     Offered::Done => 0,
                     Offered::Wait(rest) | Offered::Overflowed(rest) => rest.len() as u64,
                 };
-            self.pushes.fetch_add(1, Ordering::Release);
             if st.writer_waiting && !st.bucket.is_empty() {
-                self.data_ready.notify_one();
+                // Unpaced, while more input is ready, the writer is woken
+                // when the reader would wait (`idle`) or the bucket is
+                // full, not at every read: waking it preempts the reader,
+                // two context switches per read.
+                if self.unpaced && matches!(offered, Offered::Done) {
+                    self.unannounced.store(true, Ordering::Relaxed);
+                } else {
+                    self.data_ready.notify_one();
+                }
             }
             match offered {
                 Offered::Done => return Flow::Continue,
                 Offered::Wait(rest) => {
-                    seg = rest;
-                    let spin_first;
-                    (st, spin_first) = self.spin_before_sleep(st, &self.takes, &mut spun);
-                    if spin_first {
-                        continue;
-                    }
-                    st.reader_wants = seg.len().min(st.bucket.capacity() / 4).max(1);
+                    let wants = rest.len().min(st.bucket.capacity() / 4).max(1);
+                    // Unpaced, the writer takes what the reader holds along
+                    // with the bucket: one hand-off per read rather than per
+                    // bucketful, which would be thousands a second.
+                    let kept = if self.unpaced {
+                        st.pending = Some(rest);
+                        None
+                    } else {
+                        Some(rest)
+                    };
+                    st.reader_wants = wants;
                     // With --max-wait, the oldest record's deadline makes
                     // room too, even while the writer is stuck in a write;
                     // a policy held back above applies when its time is up.
@@ -483,6 +460,11 @@ impl Shared {
                         None => self.space_ready.wait(st).unwrap_or_else(|e| e.into_inner()),
                     };
                     st.reader_wants = 0;
+                    match kept.or_else(|| st.pending.take()) {
+                        Some(rest) => seg = rest,
+                        // The writer took them.
+                        None => return Flow::Continue,
+                    }
                 }
                 Offered::Overflowed(rest) => {
                     let record = st.counts.read + 1;
@@ -504,9 +486,11 @@ impl Shared {
 /// Returns the write error that ended it, if any (a closed pipe included).
 fn write_loop(shared: &Shared, config: &Config, out: &mut dyn Write) -> Option<std::io::Error> {
     sys::set_timer_slack(1);
+    if config.rate == rate::Rate::Unlimited {
+        sys::set_batch_scheduling();
+    }
     let mut pacer = Pacer::new(config.rate, config.burst, pacer::slack_for(config.rate));
     let mut batch: Vec<Segment> = Vec::new();
-    let mut spun = false;
     let coalesce = if config.rate.per_second() > 1e9 / COALESCE_NS as f64 {
         COALESCE_NS
     } else {
@@ -528,11 +512,6 @@ fn write_loop(shared: &Shared, config: &Config, out: &mut dyn Write) -> Option<s
                     if st.reading_done || st.stop_reading {
                         return None;
                     }
-                    let spin_first;
-                    (st, spin_first) = shared.spin_before_sleep(st, &shared.pushes, &mut spun);
-                    if spin_first {
-                        continue;
-                    }
                     st.writer_waiting = true;
                     st = shared
                         .data_ready
@@ -547,9 +526,14 @@ fn write_loop(shared: &Shared, config: &Config, out: &mut dyn Write) -> Option<s
                     if let Some(first) = batch.first() {
                         st.max_wait_ns = st.max_wait_ns.max(now.saturating_sub(first.arrived));
                     }
+                    if shared.unpaced && st.bucket.is_empty() {
+                        if let Some(held) = st.pending.take() {
+                            st.counts.read += held.len() as u64;
+                            batch.push(held);
+                        }
+                    }
                     st.writing_since = Some(now);
                     st.last_take = now;
-                    shared.takes.fetch_add(1, Ordering::Release);
                     if st.reader_can_go() {
                         shared.space_ready.notify_one();
                     }
@@ -697,6 +681,7 @@ fn run_watching(
             max_wait_ns: 0,
             overflow: None,
             leftover: Vec::new(),
+            pending: None,
         }),
         data_ready: Condvar::new(),
         space_ready: Condvar::new(),
@@ -704,11 +689,10 @@ fn run_watching(
         waker: sys::Waker::new().context("creating a pipe")?,
         clock,
         max_wait: config.max_wait,
-        spin: config.rate == rate::Rate::Unlimited,
+        unpaced: config.rate == rate::Rate::Unlimited,
         first_signal: AtomicI32::new(0),
         writer_thread: Mutex::new(0),
-        pushes: AtomicU64::new(0),
-        takes: AtomicU64::new(0),
+        unannounced: AtomicBool::new(false),
     });
     let ui = Arc::new(Mutex::new(Ui::new(
         config.progress,
@@ -739,7 +723,7 @@ fn run_watching(
                     &inputs,
                     &mut splitter,
                     &shared.waker,
-                    &mut |seg| shared.deliver(seg),
+                    &mut Handoff(&shared),
                     &mut |msg| lock_ui(&ui).message(&msg),
                 );
                 shared.lock().reading_done = true;

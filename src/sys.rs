@@ -17,6 +17,20 @@ pub fn set_timer_slack(ns: u64) {
     let _ = ns;
 }
 
+/// Mark this thread as a batch thread (Linux SCHED_BATCH, same nice
+/// value): waking it never preempts the thread that woke it, which then
+/// goes on until it sleeps or its time slice ends. Best effort.
+pub fn set_batch_scheduling() {
+    #[cfg(target_os = "linux")]
+    {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: `param` is a valid sched_param; pid 0 names this thread.
+        unsafe {
+            libc::sched_setscheduler(0, libc::SCHED_BATCH, &param);
+        }
+    }
+}
+
 /// Whether signal `sig` is ignored (SIG_IGN), as `nohup` leaves SIGHUP and
 /// a shell leaves SIGINT for a background job; drip keeps it ignored.
 pub fn is_ignored(sig: i32) -> bool {

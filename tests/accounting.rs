@@ -588,6 +588,26 @@ fn unpaced_drop_and_fail_policies_wait_for_a_fast_stdout() {
 }
 
 #[test]
+fn unpaced_reads_pass_whole_to_the_writer_without_growing_the_bucket() {
+    // At --rate inf the writer takes what the reader holds along with the
+    // bucket; the bucket itself still never holds more than its capacity.
+    let dir = tempfile::tempdir().unwrap();
+    let stats = dir.path().join("stats.json");
+    let out = shell(&format!(
+        "seq 300000 | drip -r inf -c 7 --stats-json {}",
+        stats.display()
+    ))
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{:?}", out.status);
+    assert!(out.stdout == numbered(1..=300_000).as_bytes(), "output differs");
+    let v = json(&stats);
+    assert_counts_add_up(&v);
+    assert_eq!(v["written"], 300_000);
+    assert!(v["max_depth"].as_u64().unwrap() <= 7, "{v}");
+}
+
+#[test]
 fn signals_ignored_by_the_parent_stay_ignored() {
     let mut child = shell("trap '' HUP; exec drip -r 10/s")
         .stdin(Stdio::piped())
@@ -711,22 +731,33 @@ fn a_signal_stops_drip_while_stdout_is_blocked() {
     std::thread::sleep(Duration::from_millis(500));
     let signalled = Instant::now();
     send_signal(&child, libc::SIGTERM);
-    // Read stdout only now, in the background, so the pipe stays full until
-    // drip has had to act on the signal by itself.
+    // Start reading stdout only later: drip must act on the signal while
+    // its write is blocked. (The record under way is finished first, and
+    // a full pipe may hold part of it back until the reader comes.)
     let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        let mut written = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut written).unwrap();
+        written
+    });
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
         assert!(
-            signalled.elapsed() < Duration::from_secs(2),
+            signalled.elapsed() < Duration::from_secs(3),
             "SIGTERM ignored"
         );
         std::thread::sleep(Duration::from_millis(10));
     };
     assert_eq!(status.code(), Some(143));
-    let mut written = String::new();
-    std::io::Read::read_to_string(&mut stdout, &mut written).unwrap();
+    let written = reader.join().unwrap();
+    assert!(
+        written.len() < input.len() / 2,
+        "went on writing after the signal: {} bytes",
+        written.len()
+    );
     // Whole records only; then the dead letter; together, what drip read
     // of the input, in order (the last dead record may be the part of a
     // record that was read when reading stopped).
