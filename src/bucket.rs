@@ -9,9 +9,10 @@
 
 use std::collections::VecDeque;
 use std::str::FromStr;
-use std::sync::Arc;
 
 use bytes::Bytes;
+
+use crate::scan;
 
 /// What happens when a record arrives at a full bucket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,117 +58,130 @@ pub enum Fate {
 
 /// A run of consecutive records sharing one buffer.
 ///
-/// Record `i` is `data[bounds[i]..bounds[i + 1]]`, delimiter included when
-/// present; the live records are `head..tail`. Cloning and splitting share
+/// `data` is the records' bytes, back to back, each ending in the
+/// delimiter except perhaps the last (an input's unterminated last record).
+/// Records are not indexed: they are counted when read, and found again
+/// only where the run is cut ([`crate::scan`]). Cloning and splitting share
 /// the buffer (reference-counted), never copy bytes.
 #[derive(Debug, Clone)]
 pub struct Segment {
     data: Bytes,
-    bounds: Arc<Vec<usize>>,
-    head: usize,
-    tail: usize,
+    /// Number of records in `data`.
+    count: usize,
+    delimiter: u8,
+    /// Size of the buffer `data` is part of.
+    buffer: usize,
     /// When the records entered the bucket (ns on drip's clock).
     pub arrived: u64,
 }
 
 impl Segment {
-    /// Records in `data` ending at each of `ends` (exclusive offsets, strictly
-    /// increasing, the last one at most `data.len()`); the first record starts
-    /// at offset 0.
-    pub fn new(data: Bytes, ends: Vec<usize>) -> Segment {
-        let mut bounds = Vec::with_capacity(ends.len() + 1);
-        bounds.push(0);
-        bounds.extend(ends);
-        Segment::from_bounds(data, bounds)
+    /// The records in `data`, which end in `delimiter` (the last may lack
+    /// it). Counts them: O(bytes).
+    pub fn new(data: Bytes, delimiter: u8) -> Segment {
+        let mut count = scan::count(&data, delimiter);
+        if data.last().is_some_and(|&b| b != delimiter) {
+            count += 1;
+        }
+        Segment::counted(data, count, delimiter)
     }
 
-    /// Like [`Segment::new`] with `bounds[0]` the first record's start.
-    pub fn from_bounds(data: Bytes, bounds: Vec<usize>) -> Segment {
-        debug_assert!(!bounds.is_empty());
-        debug_assert!(bounds.windows(2).all(|w| w[0] <= w[1]));
-        debug_assert!(*bounds.last().unwrap() <= data.len());
-        let tail = bounds.len() - 1;
+    /// Like [`Segment::new`] when the caller has counted the records.
+    pub(crate) fn counted(data: Bytes, count: usize, delimiter: u8) -> Segment {
+        debug_assert_eq!(
+            count,
+            scan::count(&data, delimiter)
+                + usize::from(data.last().is_some_and(|&b| b != delimiter))
+        );
         Segment {
+            buffer: data.len(),
             data,
-            bounds: Arc::new(bounds),
-            head: 0,
-            tail,
+            count,
+            delimiter,
             arrived: 0,
         }
     }
 
     /// Number of records.
     pub fn len(&self) -> usize {
-        self.tail - self.head
+        self.count
     }
 
     /// Whether it holds no records.
     pub fn is_empty(&self) -> bool {
-        self.head == self.tail
+        self.count == 0
     }
 
     /// Total bytes of its records.
     pub fn bytes(&self) -> usize {
-        self.bounds[self.tail] - self.bounds[self.head]
+        self.data.len()
     }
 
     /// All its records' bytes, contiguous.
     pub fn as_bytes(&self) -> &[u8] {
-        &self.data[self.bounds[self.head]..self.bounds[self.tail]]
+        &self.data
     }
 
-    /// Record `i` (0-based among the live records).
-    pub fn record(&self, i: usize) -> &[u8] {
-        let i = self.head + i;
-        &self.data[self.bounds[i]..self.bounds[i + 1]]
-    }
-
-    /// Iterate over the records.
+    /// Iterate over the records, each with its delimiter (when present).
     pub fn records(&self) -> impl Iterator<Item = &[u8]> + '_ {
-        (0..self.len()).map(|i| self.record(i))
+        let delimiter = self.delimiter;
+        self.data.split_inclusive(move |&b| b == delimiter)
     }
 
-    /// Bytes of the first `n` records.
+    /// Bytes of the first `n` records (`n ≤ len`). O(those bytes).
     pub fn bytes_of_first(&self, n: usize) -> usize {
-        self.bounds[self.head + n] - self.bounds[self.head]
+        if n == 0 {
+            0
+        } else if n >= self.count {
+            self.data.len()
+        } else {
+            scan::nth(&self.data, self.delimiter, n - 1).expect("n < count") + 1
+        }
     }
 
     /// How many whole records fit in the first `bytes` bytes.
     pub fn records_within(&self, bytes: usize) -> usize {
-        let limit = self.bounds[self.head] + bytes;
-        self.bounds[self.head + 1..=self.tail].partition_point(|&end| end <= limit)
+        if bytes >= self.data.len() {
+            self.count
+        } else {
+            scan::count(&self.data[..bytes], self.delimiter)
+        }
+    }
+
+    /// How many records start at or after byte `offset`.
+    pub fn records_from(&self, offset: usize) -> usize {
+        if offset == 0 {
+            self.count
+        } else if offset > self.data.len() {
+            0
+        } else {
+            // Records start at 0 and after each delimiter but the last byte.
+            self.count - 1 - scan::count(&self.data[..offset - 1], self.delimiter)
+        }
     }
 
     /// Copy the live records into a buffer of their own when they use less
     /// than half of the shared one, so a few queued records never keep a
     /// large buffer alive.
     fn compact(&mut self) {
-        if self.bytes() * 2 >= self.data.len() {
+        if self.data.len() * 2 >= self.buffer {
             return;
         }
-        let start = self.bounds[self.head];
-        let data = Bytes::copy_from_slice(self.as_bytes());
-        let bounds: Vec<usize> = self.bounds[self.head..=self.tail]
-            .iter()
-            .map(|b| b - start)
-            .collect();
-        *self = Segment {
-            arrived: self.arrived,
-            ..Segment::from_bounds(data, bounds)
-        };
+        self.data = Bytes::copy_from_slice(&self.data);
+        self.buffer = self.data.len();
     }
 
     /// Split off and return the first `n` records (`n ≤ len`).
     pub fn split_front(&mut self, n: usize) -> Segment {
-        assert!(n <= self.len());
+        assert!(n <= self.count);
+        let at = self.bytes_of_first(n);
         let front = Segment {
-            data: self.data.clone(),
-            bounds: Arc::clone(&self.bounds),
-            head: self.head,
-            tail: self.head + n,
-            arrived: self.arrived,
+            data: self.data.slice(..at),
+            count: n,
+            ..*self
         };
-        self.head += n;
+        self.data = self.data.slice(at..);
+        self.count -= n;
         front
     }
 }
@@ -352,15 +366,12 @@ impl Bucket {
 
     /// How many trailing records of `seg` an empty bucket could hold.
     fn keepable_tail(&self, seg: &Segment) -> usize {
-        let mut keep = seg.len().min(self.capacity);
-        if self.capacity_bytes != usize::MAX {
-            while keep > 0
-                && seg.bytes() - seg.bytes_of_first(seg.len() - keep) > self.capacity_bytes
-            {
-                keep -= 1;
-            }
+        let keep = seg.len().min(self.capacity);
+        if self.capacity_bytes == usize::MAX {
+            return keep;
         }
-        keep
+        let excess = seg.bytes().saturating_sub(self.capacity_bytes);
+        keep.min(seg.records_from(excess))
     }
 
     /// How many queued records must go, oldest first, so all of `seg` fits.
@@ -419,12 +430,10 @@ mod tests {
     /// A segment of newline records "0\n", "1\n", … numbered from `first`.
     fn seg(first: usize, n: usize) -> Segment {
         let mut data = Vec::new();
-        let mut ends = Vec::new();
         for i in first..first + n {
             data.extend_from_slice(format!("{i}\n").as_bytes());
-            ends.push(data.len());
         }
-        Segment::new(Bytes::from(data), ends)
+        Segment::new(Bytes::from(data), b'\n')
     }
 
     fn numbers(segs: &[Segment]) -> Vec<usize> {
@@ -460,10 +469,30 @@ mod tests {
         let front = s.split_front(2);
         assert_eq!(front.as_bytes(), b"0\n1\n");
         assert_eq!(s.as_bytes(), b"2\n3\n4\n");
-        assert_eq!(s.record(1), b"3\n");
+        assert_eq!(s.records().nth(1), Some(&b"3\n"[..]));
         assert_eq!(s.records_within(5), 2);
         assert_eq!(s.records_within(6), 3);
         assert_eq!(s.bytes_of_first(2), 4);
+        for (offset, n) in [
+            (0, 3),
+            (1, 2),
+            (2, 2),
+            (3, 1),
+            (4, 1),
+            (5, 0),
+            (6, 0),
+            (7, 0),
+        ] {
+            assert_eq!(s.records_from(offset), n, "from {offset}");
+        }
+        let open = Segment::new(Bytes::from_static(b"a\n\nb"), b'\n');
+        assert_eq!(open.len(), 3, "an unterminated last record counts");
+        assert_eq!(
+            open.records().collect::<Vec<_>>(),
+            [&b"a\n"[..], b"\n", b"b"]
+        );
+        assert_eq!(open.bytes_of_first(2), 3);
+        assert_eq!(open.records_from(3), 1);
     }
 
     #[test]
@@ -471,7 +500,7 @@ mod tests {
         let mut s = seg(0, 100);
         let mut front = s.split_front(3);
         front.compact();
-        assert_eq!(front.data.len(), front.bytes());
+        assert_eq!(front.buffer, front.bytes());
         assert_eq!(numbers(&[front]), vec![0, 1, 2]);
         let mut whole = seg(0, 4);
         let before = whole.data.as_ptr();

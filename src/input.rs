@@ -1,8 +1,9 @@
 //! Reading inputs and splitting them into records.
 //!
 //! Inputs are read in large chunks straight from the file descriptor (no
-//! line buffering, no UTF-8 decoding); records are found with memchr and
-//! handed on as [`Segment`]s that share the chunk. Bytes are never altered,
+//! line buffering, no UTF-8 decoding); a chunk's complete records are
+//! counted, not indexed ([`crate::scan`]), and handed on as one
+//! [`Segment`]. Bytes are never altered,
 //! except that a file's unterminated last record gets the delimiter when
 //! another input follows, so records never merge across files.
 
@@ -14,6 +15,7 @@ use bytes::Bytes;
 
 use crate::bucket::Segment;
 use crate::cli::Input;
+use crate::scan;
 use crate::sys::Waker;
 
 /// Bytes asked for per read(2).
@@ -107,10 +109,6 @@ pub struct Splitter {
     scanned: usize,
     /// Records emitted so far.
     records: u64,
-    /// Capacity to reserve for the next segment's bounds.
-    bounds_hint: usize,
-    /// Whether the last records were short enough for [`find_dense`].
-    dense: bool,
 }
 
 impl Splitter {
@@ -125,8 +123,6 @@ impl Splitter {
             end: 0,
             scanned: 0,
             records: 0,
-            bounds_hint: 64,
-            dense: false,
         }
     }
 
@@ -158,44 +154,64 @@ impl Splitter {
     /// limits, if one was found (the records before it are still returned).
     pub fn filled(&mut self, n: usize, input: &str) -> (Option<Segment>, Option<RecordError>) {
         self.end += n;
-        // bounds[0] is the first record's start; then each record's end.
-        let mut bounds = Vec::with_capacity(self.bounds_hint);
-        bounds.push(0);
-        let mut start = 0;
-        let mut error = None;
-        // One comparison per record on the hot path: the record with its
-        // delimiter must be no longer than `limit`.
-        let limit = self.max_record.saturating_add(1).min(self.capacity_bytes);
-        let hay = &self.buf[self.scanned..self.end];
-        let dense = self.dense;
-        let mut on_delimiter = |pos: usize| {
-            let end = self.scanned + pos + 1;
-            if end - start > limit {
-                if let Err(e) = self.check(end - start - 1, end - start, bounds.len() - 1, input) {
-                    error = Some(e);
-                    return false;
-                }
-            }
-            bounds.push(end);
-            start = end;
-            true
+        // What was scanned before holds no delimiter: it is the start of
+        // the unfinished record.
+        let Some(last) = memchr::memrchr(self.delimiter, &self.buf[self.scanned..self.end]) else {
+            self.scanned = self.end;
+            let partial = self.end;
+            let error = (partial > self.max_record || partial > self.capacity_bytes)
+                .then(|| self.check(partial, partial, 0, input).err())
+                .flatten();
+            return (None, error);
         };
-        if dense {
-            find_dense(hay, self.delimiter, &mut on_delimiter);
+        let upto = self.scanned + last + 1;
+        // A record with its delimiter must be no longer than `limit`; when
+        // all the complete records together are not, none is (the usual
+        // case), else they are measured one by one.
+        let limit = self.max_record.saturating_add(1).min(self.capacity_bytes);
+        let (upto, error) = if upto <= limit {
+            (upto, None)
         } else {
-            for pos in memchr::memchr_iter(self.delimiter, hay) {
-                if !on_delimiter(pos) {
-                    break;
+            self.first_too_long(upto, limit, input)
+        };
+        self.scanned = self.end;
+        // The unfinished record is already too long?
+        let partial = self.end - upto;
+        let error = error.or_else(|| {
+            (partial > self.max_record || partial > self.capacity_bytes)
+                .then(|| {
+                    self.check(partial, partial, self.count_upto(upto), input)
+                        .err()
+                })
+                .flatten()
+        });
+        (self.emit(upto), error)
+    }
+
+    /// Records in `buf[..upto]`, which ends at a record boundary.
+    fn count_upto(&self, upto: usize) -> usize {
+        scan::count(&self.buf[..upto], self.delimiter)
+    }
+
+    /// Check the records of `buf[..upto]` one by one: returns where the
+    /// good ones end and the error of the first over `limit` bytes.
+    fn first_too_long(
+        &self,
+        upto: usize,
+        limit: usize,
+        input: &str,
+    ) -> (usize, Option<RecordError>) {
+        let mut start = 0;
+        for (index, pos) in memchr::memchr_iter(self.delimiter, &self.buf[..upto]).enumerate() {
+            let end = pos + 1;
+            if end - start > limit {
+                if let Err(e) = self.check(end - start - 1, end - start, index, input) {
+                    return (start, Some(e));
                 }
             }
+            start = end;
         }
-        // The unfinished record is already too long?
-        let partial = self.end - start;
-        if error.is_none() && (partial > self.max_record || partial > self.capacity_bytes) {
-            error = self.check(partial, partial, bounds.len() - 1, input).err();
-        }
-        self.scanned = self.end;
-        (self.emit(start, bounds), error)
+        (upto, None)
     }
 
     fn check(
@@ -224,26 +240,24 @@ impl Splitter {
         Ok(())
     }
 
-    /// Copy out the records in `buf[..upto]` (ending at `ends`) and move the
-    /// unfinished rest to the front of the buffer.
-    fn emit(&mut self, upto: usize, bounds: Vec<usize>) -> Option<Segment> {
-        let records = bounds.len() - 1;
-        if records == 0 {
+    /// Copy out the records in `buf[..upto]` (a record boundary) and move
+    /// the unfinished rest to the front of the buffer.
+    fn emit(&mut self, upto: usize) -> Option<Segment> {
+        if upto == 0 {
             return None;
         }
-        self.records += records as u64;
-        self.bounds_hint = bounds.len().next_power_of_two();
-        self.dense = upto / records < DENSE_BELOW;
         let data = Bytes::copy_from_slice(&self.buf[..upto]);
+        let seg = Segment::new(data, self.delimiter);
+        self.records += seg.len() as u64;
         self.buf.copy_within(upto..self.end, 0);
         self.end -= upto;
-        self.scanned -= upto;
+        self.scanned = self.scanned.saturating_sub(upto);
         // Give back the room a very long record needed.
         if self.buf.len() > 4 * READ_SIZE && self.end < READ_SIZE {
             self.buf.truncate(2 * READ_SIZE);
             self.buf.shrink_to_fit();
         }
-        Some(Segment::from_bounds(data, bounds))
+        Some(seg)
     }
 
     /// The input ended: returns its unterminated last record, if any, with
@@ -268,42 +282,7 @@ impl Splitter {
         }
         let len = self.end;
         self.scanned = len;
-        Ok(self.emit(len, vec![0, len]))
-    }
-}
-
-/// Records shorter than this on average are split with [`find_dense`];
-/// longer ones with memchr, whose vector search wins over long stretches.
-const DENSE_BELOW: usize = 24;
-
-/// Call `f` with the position of every `delimiter` in `hay`, in order, until
-/// it returns `false`.
-///
-/// For short records: a SWAR scan, eight bytes a step, finds all delimiters
-/// in a word at once (the exact zero-byte test of "Bit Twiddling Hacks",
-/// S. E. Anderson), so dense delimiters cost no more than sparse ones,
-/// where a memchr call per record pays its set-up every few bytes.
-fn find_dense(hay: &[u8], delimiter: u8, f: &mut impl FnMut(usize) -> bool) {
-    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-    let pattern = u64::from_ne_bytes([delimiter; 8]);
-    let mut words = hay.chunks_exact(8);
-    let mut base = 0;
-    for word in &mut words {
-        let x = u64::from_le_bytes(word.try_into().expect("8 bytes")) ^ pattern;
-        // High bit of each byte set exactly where x's byte is zero.
-        let mut zeros = !(((x & LOW7).wrapping_add(LOW7)) | x | LOW7);
-        while zeros != 0 {
-            if !f(base + zeros.trailing_zeros() as usize / 8) {
-                return;
-            }
-            zeros &= zeros - 1;
-        }
-        base += 8;
-    }
-    for (i, &b) in words.remainder().iter().enumerate() {
-        if b == delimiter && !f(base + i) {
-            return;
-        }
+        Ok(self.emit(len))
     }
 }
 
@@ -574,39 +553,6 @@ mod tests {
                 ..
             }
         ));
-    }
-
-    #[test]
-    fn dense_scan_finds_what_memchr_finds() {
-        let mut hay = Vec::new();
-        let mut x: u32 = 12345;
-        for _ in 0..5000 {
-            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
-            hay.push(match x >> 29 {
-                0 => b'\n',
-                1 => 0,
-                2 => 0x80,
-                3 => 0x8a,
-                _ => (x >> 16) as u8,
-            });
-        }
-        for delim in [b'\n', 0, 0x80, 0xff, b'a'] {
-            for start in 0..9 {
-                let mut got = Vec::new();
-                find_dense(&hay[start..], delim, &mut |p| {
-                    got.push(p);
-                    true
-                });
-                let want: Vec<usize> = memchr::memchr_iter(delim, &hay[start..]).collect();
-                assert_eq!(got, want, "delimiter {delim}");
-            }
-        }
-        let mut first = None;
-        find_dense(b"ab\ncd\n", b'\n', &mut |p| {
-            first.get_or_insert(p);
-            false
-        });
-        assert_eq!(first, Some(2));
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub mod output;
 pub mod pacer;
 pub mod progress;
 pub mod rate;
+pub mod scan;
 mod signals;
 pub mod stats;
 mod sys;

@@ -150,14 +150,7 @@ mod tests {
     use bytes::Bytes;
 
     fn seg(text: &str) -> Segment {
-        let data = Bytes::from(text.to_string());
-        let ends = text
-            .bytes()
-            .enumerate()
-            .filter(|&(_, b)| b == b'\n')
-            .map(|(i, _)| i + 1)
-            .collect();
-        Segment::new(data, ends)
+        Segment::new(Bytes::from(text.to_string()), b'\n')
     }
 
     /// A sink that takes at most `step` bytes a call and fails after `fail_at`.

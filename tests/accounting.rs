@@ -600,7 +600,10 @@ fn unpaced_reads_pass_whole_to_the_writer_without_growing_the_bucket() {
     .output()
     .unwrap();
     assert!(out.status.success(), "{:?}", out.status);
-    assert!(out.stdout == numbered(1..=300_000).as_bytes(), "output differs");
+    assert!(
+        out.stdout == numbered(1..=300_000).as_bytes(),
+        "output differs"
+    );
     let v = json(&stats);
     assert_counts_add_up(&v);
     assert_eq!(v["written"], 300_000);
