@@ -308,11 +308,6 @@ pub trait Sink {
     /// Take the complete records of one read (in input order); `Flow::Stop`
     /// ends reading.
     fn deliver(&mut self, seg: Segment) -> Flow;
-
-    /// The reader may wait for input next (or for a file to open): records
-    /// it delivered must not wait with it. A sink may hold back waking its
-    /// consumer while more input is ready, and must wake it here.
-    fn idle(&mut self) {}
 }
 
 impl<F: FnMut(Segment) -> Flow> Sink for F {
@@ -338,10 +333,6 @@ pub fn read_all(
     for (i, input) in inputs.iter().enumerate() {
         let name = input.name();
         let more_follow = i + 1 < inputs.len();
-        if i > 0 {
-            // Opening a FIFO waits for its writer.
-            sink.idle();
-        }
         let file = match open(input) {
             Ok(f) => f,
             Err(e) => {
@@ -394,19 +385,13 @@ fn read_one(
         }
         Ok(Flow::Stop)
     };
-    // Whether the last look found the pipe empty.
-    let mut drained = true;
     loop {
-        if !regular {
-            if drained || !waker.ready_now(file.as_raw_fd()) {
-                sink.idle();
-            }
-            if !waker
+        if !regular
+            && !waker
                 .wait_readable(file.as_raw_fd())
                 .map_err(ReadFailure::Io)?
-            {
-                return stop_with_partial(splitter, sink);
-            }
+        {
+            return stop_with_partial(splitter, sink);
         }
         let mut at_end = false;
         let mut failure = None;
@@ -422,12 +407,12 @@ fn read_one(
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => failure = Some(e),
             }
-            if at_end || failure.is_some() || regular || splitter.unscanned() >= READ_SIZE {
-                drained = false;
-                break;
-            }
-            if !waker.ready_now(file.as_raw_fd()) {
-                drained = true;
+            if at_end
+                || failure.is_some()
+                || regular
+                || splitter.unscanned() >= READ_SIZE
+                || !waker.ready_now(file.as_raw_fd())
+            {
                 break;
             }
         }

@@ -264,8 +264,6 @@ struct Shared {
     /// The writer thread while it runs (0 otherwise), so a stop can
     /// interrupt a write blocked on a stalled stdout.
     writer_thread: Mutex<u64>,
-    /// Records were queued without waking the waiting writer.
-    unannounced: AtomicBool,
 }
 
 /// The reader's side of the hand-off.
@@ -274,14 +272,6 @@ struct Handoff<'a>(&'a Shared);
 impl input::Sink for Handoff<'_> {
     fn deliver(&mut self, seg: Segment) -> Flow {
         self.0.deliver(seg)
-    }
-
-    fn idle(&mut self) {
-        if self.0.unannounced.swap(false, Ordering::Relaxed) {
-            // Queued under the lock, so a writer that has not yet looked
-            // will see them, and one already waiting is woken here.
-            self.0.data_ready.notify_one();
-        }
     }
 }
 
@@ -377,31 +367,44 @@ impl Shared {
     }
 
     /// The reader's hand-off: queue `seg`, applying the overflow policy.
-    fn deliver(&self, mut seg: Segment) -> Flow {
+    fn deliver(&self, seg: Segment) -> Flow {
         let mut st = self.lock();
         // Records count as read once they enter the bucket or meet the
         // policy; those still in the reader's hands are counted if drip
         // stops with them (as undelivered).
         st.counts.bytes_read += seg.bytes() as u64;
+        // This read's records not yet offered.
+        let mut next = Some(seg);
         loop {
             let now = self.clock.now();
             st.expire(now, self.max_wait);
+            if st.stop_reading {
+                // A parked read stays for `drain_undelivered`, before these.
+                st.leftover.extend(next);
+                return Flow::Stop;
+            }
+            // Oldest first: a read parked for the writer (unpaced) that it
+            // has not taken yet goes before this one.
+            let (seg, parked) = match st.pending.take() {
+                Some(older) => (older, true),
+                None => match next.take() {
+                    Some(seg) => (seg, false),
+                    None => return Flow::Continue,
+                },
+            };
             let State {
                 bucket,
                 counts,
                 dead,
-                stop_reading,
                 last_take,
+                writer_waiting,
                 ..
             } = &mut *st;
-            if *stop_reading {
-                st.leftover.push(seg);
-                return Flow::Stop;
-            }
             // Unpaced, one read can bring thousands of records at once; a
             // drop or fail policy applies only once stdout has stopped
             // making room for a while, never to the size of a read.
-            let patient = self.unpaced && now.saturating_sub(*last_take) < STALL_NS;
+            let patient =
+                self.unpaced && (*writer_waiting || now.saturating_sub(*last_take) < STALL_NS);
             let policy = if patient {
                 Overflow::Block
             } else {
@@ -417,29 +420,24 @@ impl Shared {
                     Offered::Wait(rest) | Offered::Overflowed(rest) => rest.len() as u64,
                 };
             if st.writer_waiting && !st.bucket.is_empty() {
-                // Unpaced, while more input is ready, the writer is woken
-                // when the reader would wait (`idle`) or the bucket is
-                // full, not at every read: waking it preempts the reader,
-                // two context switches per read.
-                if self.unpaced && matches!(offered, Offered::Done) {
-                    self.unannounced.store(true, Ordering::Relaxed);
-                } else {
-                    self.data_ready.notify_one();
-                }
+                self.data_ready.notify_one();
             }
             match offered {
-                Offered::Done => return Flow::Continue,
+                Offered::Done => {}
                 Offered::Wait(rest) => {
                     let wants = rest.len().min(st.bucket.capacity() / 4).max(1);
-                    // Unpaced, the writer takes what the reader holds along
-                    // with the bucket: one hand-off per read rather than per
-                    // bucketful, which would be thousands a second.
-                    let kept = if self.unpaced {
+                    if self.unpaced {
+                        // Unpaced, the writer takes a parked read along with
+                        // the bucket: one hand-off per read, not per
+                        // bucketful. One read may be parked while the
+                        // reader goes on reading; with two, it waits.
                         st.pending = Some(rest);
-                        None
+                        if !parked {
+                            return Flow::Continue;
+                        }
                     } else {
-                        Some(rest)
-                    };
+                        next = Some(rest);
+                    }
                     st.reader_wants = wants;
                     // With --max-wait, the oldest record's deadline makes
                     // room too, even while the writer is stuck in a write;
@@ -461,11 +459,6 @@ impl Shared {
                         None => self.space_ready.wait(st).unwrap_or_else(|e| e.into_inner()),
                     };
                     st.reader_wants = 0;
-                    match kept.or_else(|| st.pending.take()) {
-                        Some(rest) => seg = rest,
-                        // The writer took them.
-                        None => return Flow::Continue,
-                    }
                 }
                 Offered::Overflowed(rest) => {
                     let record = st.counts.read + 1;
@@ -474,6 +467,7 @@ impl Shared {
                         capacity: st.bucket.capacity(),
                     });
                     st.leftover.push(rest);
+                    st.leftover.extend(next);
                     drop(st);
                     self.stop(false);
                     return Flow::Stop;
@@ -509,7 +503,9 @@ fn write_loop(shared: &Shared, config: &Config, out: &mut dyn Write) -> Option<s
                     shared.space_ready.notify_one();
                 }
                 let available = st.bucket.len() as u64;
-                if available == 0 {
+                // Unpaced, a read parked for the writer goes with the bucket.
+                let parked = shared.unpaced && !st.stop_reading && st.pending.is_some();
+                if available == 0 && !parked {
                     if st.reading_done || st.stop_reading {
                         return None;
                     }
@@ -522,12 +518,12 @@ fn write_loop(shared: &Shared, config: &Config, out: &mut dyn Write) -> Option<s
                     continue;
                 }
                 let n = pacer.release(now, available);
-                if n > 0 {
+                if n > 0 || parked {
                     st.bucket.take(n as usize, &mut batch);
                     if let Some(first) = batch.first() {
                         st.max_wait_ns = st.max_wait_ns.max(now.saturating_sub(first.arrived));
                     }
-                    if shared.unpaced && st.bucket.is_empty() {
+                    if parked && st.bucket.is_empty() {
                         if let Some(held) = st.pending.take() {
                             st.counts.read += held.len() as u64;
                             batch.push(held);
@@ -693,7 +689,6 @@ fn run_watching(
         unpaced: config.rate == rate::Rate::Unlimited,
         first_signal: AtomicI32::new(0),
         writer_thread: Mutex::new(0),
-        unannounced: AtomicBool::new(false),
     });
     let ui = Arc::new(Mutex::new(Ui::new(
         config.progress,

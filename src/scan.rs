@@ -45,18 +45,31 @@ pub fn count(hay: &[u8], delimiter: u8) -> usize {
 /// first), or `None` when `hay` holds `n` or fewer.
 pub fn nth(hay: &[u8], delimiter: u8, mut n: usize) -> Option<usize> {
     let pattern = u64::from_ne_bytes([delimiter; 8]);
-    let mut words = hay.chunks_exact(8);
+    // Whole 32-byte blocks are counted, as in `count`, until the block
+    // holding the n-th; then that block is searched word by word.
+    let mut blocks = hay.chunks_exact(32);
     let mut base = 0;
-    for word in &mut words {
-        let mut m = matches(word, pattern);
-        let found = m.count_ones() as usize;
+    for block in &mut blocks {
+        let m = [
+            matches(&block[..8], pattern),
+            matches(&block[8..16], pattern),
+            matches(&block[16..24], pattern),
+            matches(&block[24..], pattern),
+        ];
+        let found = m.iter().map(|w| w.count_ones()).sum::<u32>() as usize;
         if n < found {
-            for _ in 0..n {
-                m &= m - 1;
-            }
-            return Some(base + m.trailing_zeros() as usize / 8);
+            return Some(base + nth_in_words(&m, n));
         }
         n -= found;
+        base += 32;
+    }
+    let mut words = blocks.remainder().chunks_exact(8);
+    for word in &mut words {
+        let m = matches(word, pattern);
+        if n < m.count_ones() as usize {
+            return Some(base + nth_in_words(&[m], n));
+        }
+        n -= m.count_ones() as usize;
         base += 8;
     }
     words
@@ -66,6 +79,23 @@ pub fn nth(hay: &[u8], delimiter: u8, mut n: usize) -> Option<usize> {
         .filter(|&(_, &b)| b == delimiter)
         .nth(n)
         .map(|(i, _)| base + i)
+}
+
+/// Offset of the `n`-th match in consecutive match words (`n` is less
+/// than their matches).
+fn nth_in_words(words: &[u64], mut n: usize) -> usize {
+    for (i, &word) in words.iter().enumerate() {
+        let found = word.count_ones() as usize;
+        if n < found {
+            let mut m = word;
+            for _ in 0..n {
+                m &= m - 1;
+            }
+            return i * 8 + m.trailing_zeros() as usize / 8;
+        }
+        n -= found;
+    }
+    unreachable!("fewer matches than asked for")
 }
 
 #[cfg(test)]

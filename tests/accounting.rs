@@ -611,6 +611,27 @@ fn unpaced_reads_pass_whole_to_the_writer_without_growing_the_bucket() {
 }
 
 #[test]
+fn unpaced_drop_policies_do_not_shed_after_an_idle_input() {
+    // The input idles longer than the 100 ms patience, then floods: stdout
+    // keeps up, so nothing may be dropped.
+    let input = temp_file(numbered(1..=200_000).as_bytes());
+    for policy in ["drop-newest", "drop-oldest", "fail"] {
+        let out = shell(&format!(
+            "(echo 0; sleep 0.3; cat {}) | drip -r inf -c 100 -o {policy}",
+            input.path().display()
+        ))
+        .output()
+        .unwrap();
+        assert!(out.status.success(), "{policy}: {:?}", out.status);
+        assert_eq!(
+            out.stdout.len(),
+            2 + numbered(1..=200_000).len(),
+            "{policy}: records were shed"
+        );
+    }
+}
+
+#[test]
 fn signals_ignored_by_the_parent_stay_ignored() {
     let mut child = shell("trap '' HUP; exec drip -r 10/s")
         .stdin(Stdio::piped())
