@@ -303,30 +303,17 @@ pub fn describe(err: &io::Error) -> String {
     }
 }
 
-/// Where the reader hands its records.
-pub trait Sink {
-    /// Take the complete records of one read (in input order); `Flow::Stop`
-    /// ends reading.
-    fn deliver(&mut self, seg: Segment) -> Flow;
-}
-
-impl<F: FnMut(Segment) -> Flow> Sink for F {
-    fn deliver(&mut self, seg: Segment) -> Flow {
-        self(seg)
-    }
-}
-
-/// Read every input in order, passing complete records to `sink`.
+/// Read every input in order, passing complete records to `deliver`.
 ///
 /// A file that cannot be opened or read is passed to `warn` as
-/// `"NAME: reason"` and skipped, as cat does. Reading stops when the sink
+/// `"NAME: reason"` and skipped, as cat does. Reading stops when `deliver`
 /// says so, when `waker` is woken, or at a record over the limits. Bytes of
 /// an unfinished record when reading stops are delivered as a final record.
 pub fn read_all(
     inputs: &[Input],
     splitter: &mut Splitter,
     waker: &Waker,
-    sink: &mut dyn Sink,
+    deliver: &mut dyn FnMut(Segment) -> Flow,
     warn: &mut dyn FnMut(String),
 ) -> ReadReport {
     let mut report = ReadReport::default();
@@ -341,7 +328,7 @@ pub fn read_all(
                 continue;
             }
         };
-        match read_one(file, &name, more_follow, splitter, waker, sink) {
+        match read_one(file, &name, more_follow, splitter, waker, deliver) {
             Ok(Flow::Continue) => {}
             Ok(Flow::Stop) => return report,
             Err(ReadFailure::Io(e)) => {
@@ -349,7 +336,7 @@ pub fn read_all(
                 report.failed_inputs += 1;
                 // Whatever was read of its last record still counts.
                 if let Ok(Some(seg)) = splitter.finish(more_follow, &name) {
-                    if sink.deliver(seg) == Flow::Stop {
+                    if deliver(seg) == Flow::Stop {
                         return report;
                     }
                 }
@@ -374,14 +361,14 @@ fn read_one(
     more_follow: bool,
     splitter: &mut Splitter,
     waker: &Waker,
-    sink: &mut dyn Sink,
+    deliver: &mut dyn FnMut(Segment) -> Flow,
 ) -> Result<Flow, ReadFailure> {
     let regular = file.metadata().map(|m| m.is_file()).unwrap_or(false);
-    let stop_with_partial = |splitter: &mut Splitter, sink: &mut dyn Sink| {
+    let stop_with_partial = |splitter: &mut Splitter, deliver: &mut dyn FnMut(Segment) -> Flow| {
         // Bytes already read of an unfinished record are not lost: they go
         // on as a record of their own (and so end up undelivered).
         if let Ok(Some(seg)) = splitter.finish(false, name) {
-            sink.deliver(seg);
+            deliver(seg);
         }
         Ok(Flow::Stop)
     };
@@ -391,7 +378,7 @@ fn read_one(
                 .wait_readable(file.as_raw_fd())
                 .map_err(ReadFailure::Io)?
         {
-            return stop_with_partial(splitter, sink);
+            return stop_with_partial(splitter, deliver);
         }
         let mut at_end = false;
         let mut failure = None;
@@ -418,8 +405,8 @@ fn read_one(
         }
         let (seg, error) = splitter.filled(0, name);
         if let Some(seg) = seg {
-            if sink.deliver(seg) == Flow::Stop {
-                return stop_with_partial(splitter, sink);
+            if deliver(seg) == Flow::Stop {
+                return stop_with_partial(splitter, deliver);
             }
         }
         if let Some(e) = error {
@@ -433,7 +420,7 @@ fn read_one(
                 .finish(more_follow, name)
                 .map_err(ReadFailure::Record)?
             {
-                if sink.deliver(seg) == Flow::Stop {
+                if deliver(seg) == Flow::Stop {
                     return Ok(Flow::Stop);
                 }
             }

@@ -189,10 +189,10 @@ struct State {
     /// Records read but never queued because drip stopped; they follow the
     /// bucket's records into the dead letter, keeping input order.
     leftover: Vec<Segment>,
-    /// Unlimited rate: the records of a read that did not fit the full
-    /// bucket, held out for the writer, which takes them with the bucket's
-    /// (not yet counted as read). They never count towards the capacity:
-    /// they are what the reader holds anyway while it waits for room.
+    /// Unlimited rate: the records of one read that did not fit the full
+    /// bucket, parked for the writer, which takes them with the bucket's
+    /// (not yet counted as read; never counted towards the capacity). The
+    /// reader reads on, and offers them again before newer records.
     pending: Option<Segment>,
 }
 
@@ -264,15 +264,6 @@ struct Shared {
     /// The writer thread while it runs (0 otherwise), so a stop can
     /// interrupt a write blocked on a stalled stdout.
     writer_thread: Mutex<u64>,
-}
-
-/// The reader's side of the hand-off.
-struct Handoff<'a>(&'a Shared);
-
-impl input::Sink for Handoff<'_> {
-    fn deliver(&mut self, seg: Segment) -> Flow {
-        self.0.deliver(seg)
-    }
 }
 
 /// Unpaced, how long stdout may make no room before a drop or fail policy
@@ -719,7 +710,7 @@ fn run_watching(
                     &inputs,
                     &mut splitter,
                     &shared.waker,
-                    &mut Handoff(&shared),
+                    &mut |seg| shared.deliver(seg),
                     &mut |msg| lock_ui(&ui).message(&msg),
                 );
                 shared.lock().reading_done = true;
