@@ -2,10 +2,11 @@
 //!
 //! Records are never indexed one by one: a read's records are counted, and
 //! a run of records is cut only where a cut is needed (the bucket is full,
-//! the pacer lets `n` records go). Both are a SWAR scan, eight bytes a
-//! step, with the exact zero-byte test of "Bit Twiddling Hacks"
-//! (S. E. Anderson): a word's delimiters are found together, so short
-//! records cost no more than long ones.
+//! the pacer lets `n` records go). Counting is a vector compare the
+//! compiler generates from plain code; finding the n-th is a SWAR scan,
+//! eight bytes a step, with the exact zero-byte test of "Bit Twiddling
+//! Hacks" (S. E. Anderson). Either way a word's delimiters are found
+//! together, so short records cost no more than long ones.
 
 const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
 
@@ -17,28 +18,35 @@ fn matches(word: &[u8], pattern: u64) -> u64 {
     !(((x & LOW7).wrapping_add(LOW7)) | x | LOW7)
 }
 
+/// Bytes counted per lane step in [`count`], and how many steps fit a
+/// byte-wide tally before it could wrap.
+const LANES: usize = 64;
+const STEPS: usize = u8::MAX as usize;
+
 /// Number of `delimiter` bytes in `hay`.
+///
+/// Each of 64 byte-wide tallies counts the matches at its position, for at
+/// most 255 steps of 64 bytes, and then the tallies are summed: plain code
+/// that the compiler turns into vector compares and subtracts (SSE2 on any
+/// x86-64), several times faster than the word-at-a-time test.
 pub fn count(hay: &[u8], delimiter: u8) -> usize {
-    let pattern = u64::from_ne_bytes([delimiter; 8]);
-    let mut blocks = hay.chunks_exact(32);
     let mut n = 0usize;
-    for block in &mut blocks {
-        // Four independent words a step: the popcounts overlap.
-        let a = matches(&block[..8], pattern).count_ones();
-        let b = matches(&block[8..16], pattern).count_ones();
-        let c = matches(&block[16..24], pattern).count_ones();
-        let d = matches(&block[24..], pattern).count_ones();
-        n += (a + b + c + d) as usize;
+    for block in hay.chunks(LANES * STEPS) {
+        let mut tally = [0u8; LANES];
+        let mut steps = block.chunks_exact(LANES);
+        for step in &mut steps {
+            for (t, &b) in tally.iter_mut().zip(step) {
+                *t += u8::from(b == delimiter);
+            }
+        }
+        n += tally.iter().map(|&t| usize::from(t)).sum::<usize>();
+        n += steps
+            .remainder()
+            .iter()
+            .filter(|&&b| b == delimiter)
+            .count();
     }
-    let mut words = blocks.remainder().chunks_exact(8);
-    for word in &mut words {
-        n += matches(word, pattern).count_ones() as usize;
-    }
-    n + words
-        .remainder()
-        .iter()
-        .filter(|&&b| b == delimiter)
-        .count()
+    n
 }
 
 /// Offset of the `n`-th `delimiter` in `hay` (0-based: `n == 0` is the
@@ -132,6 +140,21 @@ mod tests {
                     assert_eq!(nth(&hay, b'\n', k), want.get(k).copied(), "{hay:?} {k}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn count_holds_across_its_tally_blocks() {
+        // Every byte a delimiter: each tally reaches 255 in a full block
+        // and must not wrap; lengths around one and two blocks.
+        let block = LANES * STEPS;
+        for len in [block - 1, block, block + 1, 2 * block + 63, 2 * block + 64] {
+            let hay = vec![b'\n'; len];
+            assert_eq!(count(&hay, b'\n'), len, "{len}");
+            let mut sparse = vec![b'a'; len];
+            sparse[len - 1] = b'\n';
+            sparse[0] = b'\n';
+            assert_eq!(count(&sparse, b'\n'), 2, "{len}");
         }
     }
 
