@@ -160,6 +160,16 @@ impl Segment {
         }
     }
 
+    /// The rest of a one-record segment whose first `offset` bytes were
+    /// written (`0 < offset < bytes()`): still one record.
+    pub fn rest_after(&self, offset: usize) -> Segment {
+        assert!(self.count == 1 && offset > 0 && offset < self.data.len());
+        Segment {
+            data: self.data.slice(offset..),
+            ..self.clone()
+        }
+    }
+
     /// Copy the live records into a buffer of their own when they use less
     /// than half of the shared one, so a few queued records never keep a
     /// large buffer alive.

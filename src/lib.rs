@@ -194,6 +194,13 @@ struct State {
     /// (not yet counted as read; never counted towards the capacity). The
     /// reader reads on, and offers them again before newer records.
     pending: Option<Segment>,
+    /// Unpaced: the record the reader was writing to stdout itself when
+    /// stdout filled up, and how many of its bytes went out. The writer
+    /// finishes it before anything else, even when stopping, so no record
+    /// is ever cut. Counted as read.
+    tail: Option<(Segment, usize)>,
+    /// The error the reader met writing to stdout itself.
+    write_error: Option<std::io::Error>,
 }
 
 impl State {
@@ -226,15 +233,63 @@ impl State {
             dead,
             leftover,
             pending,
+            tail,
             ..
         } = self;
         bucket.drain(Fate::Undelivered, &mut |s, f| {
             State::dispose(counts, dead, s, f)
         });
+        if let Some((record, _)) = tail.take() {
+            State::dispose(counts, dead, record, Fate::Undelivered);
+        }
         for seg in pending.take().into_iter().chain(std::mem::take(leftover)) {
             counts.read += seg.len() as u64;
             State::dispose(counts, dead, seg, Fate::Undelivered);
         }
+    }
+
+    /// Whether nothing is queued or being written: stdout is free for the
+    /// reader to write to itself.
+    fn idle(&self) -> bool {
+        self.writer_waiting
+            && self.bucket.is_empty()
+            && self.pending.is_none()
+            && self.tail.is_none()
+            && !self.stop_reading
+    }
+
+    /// Account for a write the reader made itself ([`output::Direct`]):
+    /// returns the records it did not write, for the usual way, or `None`
+    /// after a write error (the rest is then undelivered).
+    fn settle_direct(
+        &mut self,
+        mut seg: Segment,
+        written: output::Written,
+        now: u64,
+    ) -> Option<Option<Segment>> {
+        self.writing_since = None;
+        let whole = written.records;
+        self.counts.read += whole;
+        self.counts.written += whole;
+        self.counts.bytes_written += written.bytes;
+        if written.bytes > 0 {
+            self.last_take = now;
+        }
+        let done = seg.split_front(whole as usize);
+        let begun = written.bytes as usize - done.bytes();
+        if let Some(e) = written.error {
+            self.write_error = Some(e);
+            self.counts.read += seg.len() as u64;
+            State::dispose(&mut self.counts, &mut self.dead, seg, Fate::Undelivered);
+            return None;
+        }
+        if begun > 0 {
+            let mut record = seg.split_front(1);
+            record.arrived = now;
+            self.counts.read += 1;
+            self.tail = Some((record, begun));
+        }
+        Some((!seg.is_empty()).then_some(seg))
     }
 
     /// Whether the reader waits for room and enough has been made.
@@ -258,6 +313,8 @@ struct Shared {
     max_wait: Option<Duration>,
     /// The rate is unlimited.
     unpaced: bool,
+    /// Unpaced: how the reader may write to stdout itself.
+    direct: Option<output::Direct>,
     /// The first stopping signal's number (0: none yet), set without the
     /// lock so a second signal is recognized even while the lock is busy.
     first_signal: AtomicI32,
@@ -364,6 +421,40 @@ impl Shared {
         // policy; those still in the reader's hands are counted if drip
         // stops with them (as undelivered).
         st.counts.bytes_read += seg.bytes() as u64;
+        // Unpaced, with nothing queued, the reader writes what stdout takes
+        // at once itself; the rest goes the usual way.
+        let seg = match self.direct.as_ref() {
+            Some(direct) if direct.usable() && st.idle() => {
+                st.writing_since = Some(self.clock.now());
+                drop(st);
+                let mut written = direct.write(&seg, &self.stop_now);
+                st = self.lock();
+                if st.stop_writing {
+                    // The writer may be gone: finish a begun record here.
+                    drop(st);
+                    written = direct.finish_record(&seg, written);
+                    st = self.lock();
+                }
+                let now = self.clock.now();
+                match st.settle_direct(seg, written, now) {
+                    Some(rest) => {
+                        if st.tail.is_some() {
+                            self.data_ready.notify_one();
+                        }
+                        match rest {
+                            Some(rest) => rest,
+                            None => return Flow::Continue,
+                        }
+                    }
+                    None => {
+                        drop(st);
+                        self.stop(false);
+                        return Flow::Stop;
+                    }
+                }
+            }
+            _ => seg,
+        };
         // This read's records not yet offered.
         let mut next = Some(seg);
         loop {
@@ -477,6 +568,10 @@ fn write_loop(shared: &Shared, config: &Config, out: &mut dyn Write) -> Option<s
     }
     let mut pacer = Pacer::new(config.rate, config.burst, pacer::slack_for(config.rate));
     let mut batch: Vec<Segment> = Vec::new();
+    // The whole record of a tail (`State::tail`) at the head of `batch`.
+    let mut tail_record: Option<Segment> = None;
+    // This batch is the last: the rest of a record, finished at a stop.
+    let mut last = false;
     let coalesce = if config.rate.per_second() > 1e9 / COALESCE_NS as f64 {
         COALESCE_NS
     } else {
@@ -487,7 +582,12 @@ fn write_loop(shared: &Shared, config: &Config, out: &mut dyn Write) -> Option<s
             let mut st = shared.lock();
             loop {
                 if st.stop_writing {
-                    return None;
+                    // A record the reader began is finished, even now.
+                    let (record, begun) = st.tail.take()?;
+                    batch.push(record.rest_after(begun));
+                    tail_record = Some(record);
+                    last = true;
+                    break;
                 }
                 let now = shared.clock.now();
                 if st.expire(now, shared.max_wait) > 0 && st.reader_can_go() {
@@ -496,7 +596,8 @@ fn write_loop(shared: &Shared, config: &Config, out: &mut dyn Write) -> Option<s
                 let available = st.bucket.len() as u64;
                 // Unpaced, a read parked for the writer goes with the bucket.
                 let parked = shared.unpaced && !st.stop_reading && st.pending.is_some();
-                if available == 0 && !parked {
+                let begun = st.tail.is_some();
+                if available == 0 && !parked && !begun {
                     if st.reading_done || st.stop_reading {
                         return None;
                     }
@@ -509,7 +610,12 @@ fn write_loop(shared: &Shared, config: &Config, out: &mut dyn Write) -> Option<s
                     continue;
                 }
                 let n = pacer.release(now, available);
-                if n > 0 || parked {
+                if n > 0 || parked || begun {
+                    // The rest of a record the reader began goes first.
+                    if let Some((record, begun)) = st.tail.take() {
+                        batch.push(record.rest_after(begun));
+                        tail_record = Some(record);
+                    }
                     st.bucket.take(n as usize, &mut batch);
                     if let Some(first) = batch.first() {
                         st.max_wait_ns = st.max_wait_ns.max(now.saturating_sub(first.arrived));
@@ -545,12 +651,37 @@ fn write_loop(shared: &Shared, config: &Config, out: &mut dyn Write) -> Option<s
                     .0;
             }
         }
-        let written = output::write_batch(out, &batch, &|| shared.stop_now.load(Ordering::Relaxed));
+        let stop = || shared.stop_now.load(Ordering::Relaxed);
+        let written = if tail_record.is_some() {
+            // The rest of a begun record is finished whatever happens.
+            let mut first = output::write_batch(out, &batch[..1], &|| false);
+            if first.error.is_some() || batch.len() == 1 {
+                first
+            } else if stop() {
+                first.stopped = true;
+                first
+            } else {
+                let rest = output::write_batch(out, &batch[1..], &stop);
+                output::Written {
+                    records: first.records + rest.records,
+                    bytes: first.bytes + rest.bytes,
+                    ..rest
+                }
+            }
+        } else {
+            output::write_batch(out, &batch, &stop)
+        };
         let mut st = shared.lock();
         st.writing_since = None;
         st.counts.written += written.records;
         st.counts.bytes_written += written.bytes;
         let total: u64 = batch.iter().map(|s| s.len() as u64).sum();
+        if let Some(record) = tail_record.take() {
+            if written.records == 0 {
+                // Not finished: the record goes to the dead letter whole.
+                batch[0] = record;
+            }
+        }
         if written.records < total {
             // What was not written whole is undelivered.
             let mut skip = written.records as usize;
@@ -566,7 +697,7 @@ fn write_loop(shared: &Shared, config: &Config, out: &mut dyn Write) -> Option<s
             }
         }
         batch.clear();
-        if written.error.is_some() || written.stopped {
+        if written.error.is_some() || written.stopped || last {
             drop(st);
             if written.error.is_some() {
                 shared.stop(false);
@@ -670,6 +801,8 @@ fn run_watching(
             overflow: None,
             leftover: Vec::new(),
             pending: None,
+            tail: None,
+            write_error: None,
         }),
         data_ready: Condvar::new(),
         space_ready: Condvar::new(),
@@ -678,6 +811,9 @@ fn run_watching(
         clock,
         max_wait: config.max_wait,
         unpaced: config.rate == rate::Rate::Unlimited,
+        direct: watch_output
+            .filter(|_| config.rate == rate::Rate::Unlimited)
+            .and_then(output::Direct::new),
         first_signal: AtomicI32::new(0),
         writer_thread: Mutex::new(0),
     });
@@ -733,6 +869,8 @@ fn run_watching(
     // Whatever ended the writer, reading stops too.
     shared.stop(false);
     let report = reader.join().unwrap_or_default();
+    // The reader may have met the error, writing directly.
+    let write_error = write_error.or_else(|| shared.lock().write_error.take());
     let (signal, overflow, dead_error) = {
         let mut st = shared.lock();
         st.drain_undelivered();

@@ -4,8 +4,11 @@
 //! a record: the one being written is finished first.
 
 use std::io::{self, IoSlice, Write};
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::bucket::Segment;
+use crate::sys::{self, FileKind};
 
 /// Most bytes handed to one write(2): large enough for throughput, small
 /// enough that a stop request is noticed promptly on a slow pipe.
@@ -114,6 +117,110 @@ pub fn write_batch(out: &mut dyn Write, batch: &[Segment], stop: &dyn Fn() -> bo
         bytes: pos as u64,
         error,
         stopped,
+    }
+}
+
+/// Writing to stdout from the reader thread itself, at `--rate inf` while
+/// nothing is queued: a read goes out with no hand-off between threads.
+///
+/// Only writes that never wait for a slow consumer are made this way:
+/// RWF_NOWAIT writes to pipes, sockets and devices, plain writes to files.
+/// What does not fit is left to the writer thread, as usual; so a stalled
+/// consumer never stalls reading, and the overflow policy still applies.
+#[derive(Debug)]
+pub struct Direct {
+    fd: RawFd,
+    /// Writes must not wait (a stream); else plain writes (storage).
+    nowait: bool,
+    /// Cleared when the kernel or the file refuses RWF_NOWAIT.
+    usable: AtomicBool,
+}
+
+impl Direct {
+    /// Direct writes to `fd`, if its kind allows them.
+    pub fn new(fd: RawFd) -> Option<Direct> {
+        let nowait = match sys::file_kind(fd) {
+            FileKind::Storage => false,
+            FileKind::Stream => true,
+            FileKind::Other => return None,
+        };
+        Some(Direct {
+            fd,
+            nowait,
+            usable: AtomicBool::new(true),
+        })
+    }
+
+    /// Whether direct writes can still be tried.
+    pub fn usable(&self) -> bool {
+        self.usable.load(Ordering::Relaxed)
+    }
+
+    /// Write as much of `seg` as goes without waiting. `written.bytes` may
+    /// end inside a record, whose rest the caller must see written. Once
+    /// `stop` is set, only the record under way is finished, waiting if
+    /// need be, as [`write_batch`] does.
+    pub fn write(&self, seg: &Segment, stop: &AtomicBool) -> Written {
+        self.write_from(seg, 0, stop)
+    }
+
+    /// After [`Direct::write`] left a record begun and drip is stopping:
+    /// finish that record, waiting if need be.
+    pub fn finish_record(&self, seg: &Segment, written: Written) -> Written {
+        if written.error.is_some() {
+            return written;
+        }
+        self.write_from(seg, written.bytes as usize, &AtomicBool::new(true))
+    }
+
+    fn write_from(&self, seg: &Segment, mut pos: usize, stop: &AtomicBool) -> Written {
+        let bytes = seg.as_bytes();
+        let mut error = None;
+        let mut stopped = false;
+        while pos < bytes.len() {
+            let mut end = bytes.len();
+            let mut nowait = self.nowait;
+            if stop.load(Ordering::Relaxed) {
+                stopped = true;
+                end = pos + rest_of_record(seg, pos);
+                if end == pos {
+                    break;
+                }
+                nowait = false;
+            }
+            match sys::write_at_position(self.fd, &bytes[pos..end], nowait) {
+                Ok(0) => error = Some(io::Error::from(io::ErrorKind::WriteZero)),
+                Ok(n) => pos += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if nowait {
+                        break;
+                    }
+                    // A stdout opened O_NONBLOCK, finishing a record.
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                Err(e)
+                    if nowait
+                        && matches!(
+                            e.raw_os_error(),
+                            Some(libc::EOPNOTSUPP | libc::EINVAL | libc::ENOSYS)
+                        ) =>
+                {
+                    self.usable.store(false, Ordering::Relaxed);
+                    break;
+                }
+                Err(e) => error = Some(e),
+            }
+            if error.is_some() || (stopped && pos == end) {
+                break;
+            }
+        }
+        Written {
+            records: seg.records_within(pos) as u64,
+            bytes: pos as u64,
+            error,
+            stopped,
+        }
     }
 }
 

@@ -55,6 +55,57 @@ pub fn peer_closed(fd: RawFd) -> bool {
     rc > 0 && pfd.revents & (libc::POLLERR | libc::POLLHUP) != 0
 }
 
+/// What kind of file `fd` is, for choosing how to write to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    /// A regular file or block device: writes wait only for the disk.
+    Storage,
+    /// A pipe, socket or character device: writes may wait for a consumer.
+    Stream,
+    /// Anything else, or `fd` cannot be examined.
+    Other,
+}
+
+/// The kind of file open on `fd`.
+pub fn file_kind(fd: RawFd) -> FileKind {
+    // SAFETY: fstat fills the zeroed struct it is given and reads nothing else.
+    let mode = unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(fd, &mut st) != 0 {
+            return FileKind::Other;
+        }
+        st.st_mode & libc::S_IFMT
+    };
+    match mode {
+        libc::S_IFREG | libc::S_IFBLK => FileKind::Storage,
+        libc::S_IFIFO | libc::S_IFSOCK | libc::S_IFCHR => FileKind::Stream,
+        _ => FileKind::Other,
+    }
+}
+
+/// Write `buf` to `fd` at its file position; with `nowait`, only what can
+/// be written without waiting (Linux pwritev2(2) with RWF_NOWAIT): fewer
+/// bytes than asked, or `WouldBlock` when none fit. `nowait` fails with
+/// EOPNOTSUPP, EINVAL or ENOSYS where the file or the kernel cannot do it.
+///
+/// # Errors
+/// As write(2).
+pub fn write_at_position(fd: RawFd, buf: &[u8], nowait: bool) -> io::Result<usize> {
+    let iov = libc::iovec {
+        iov_base: buf.as_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    let flags = if nowait { libc::RWF_NOWAIT } else { 0 };
+    // SAFETY: one iovec describing `buf`, which outlives the call and is
+    // only read; offset -1 means the file position, as write(2).
+    let n = unsafe { libc::pwritev2(fd, &iov, 1, -1, flags) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
 /// The signal used to interrupt a thread blocked in a system call. SIGURG
 /// is ignored by default, so a stray one from outside does nothing.
 const INTERRUPT: libc::c_int = libc::SIGURG;

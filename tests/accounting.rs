@@ -611,6 +611,63 @@ fn unpaced_reads_pass_whole_to_the_writer_without_growing_the_bucket() {
 }
 
 #[test]
+fn unpaced_output_to_a_stop_and_go_consumer_stays_whole_and_in_order() {
+    // stdout fills and drains over and over: writes stop inside records,
+    // and whoever writes next must finish them first, in order.
+    for policy in ["block", "drop-newest"] {
+        let dir = tempfile::tempdir().unwrap();
+        let stats = dir.path().join("stats.json");
+        let input = numbered(1..=200_000);
+        let file = temp_file(input.as_bytes());
+        let mut child = command(&[
+            "-r",
+            "inf",
+            "-c",
+            "50",
+            "-o",
+            policy,
+            "--stats-json",
+            stats.to_str().unwrap(),
+        ])
+        .stdin(Stdio::from(file.reopen().unwrap()))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 7_777];
+        for reads in 0.. {
+            let n = std::io::Read::read(&mut stdout, &mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&buf[..n]);
+            if reads % 8 == 0 {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        assert!(wait_for(&mut child, Duration::from_secs(30)).success());
+        let v = json(&stats);
+        assert_counts_add_up(&v);
+        let text = String::from_utf8(out).unwrap();
+        if policy == "block" {
+            assert!(text == input, "{policy}: output differs from the input");
+        }
+        // Whatever was written: whole records, in input order.
+        let mut last = 0;
+        for line in text.split_terminator('\n') {
+            let n: u32 = line
+                .parse()
+                .unwrap_or_else(|_| panic!("cut record {line:?}"));
+            assert!(n > last, "{policy}: {n} after {last}");
+            last = n;
+        }
+        assert!(text.ends_with('\n'));
+        assert_eq!(v["written"], text.lines().count(), "{policy}");
+    }
+}
+
+#[test]
 fn unpaced_drop_policies_do_not_shed_after_an_idle_input() {
     // The input idles longer than the 100 ms patience, then floods: stdout
     // keeps up, so nothing may be dropped.

@@ -26,6 +26,31 @@ fn output_is_the_input_byte_for_byte() {
 }
 
 #[test]
+fn unpaced_output_to_a_file_is_the_input() {
+    // A file as stdout takes the reader's own writes; -0 and a drop
+    // policy change nothing when stdout keeps up.
+    let dir = tempfile::tempdir().unwrap();
+    let input = numbered(1..=300_000).replace('7', "\0") + "unterminated";
+    let file = temp_file(input.as_bytes());
+    for args in [
+        &["-r", "inf"][..],
+        &["-0", "-r", "inf", "-o", "drop-newest"],
+    ] {
+        let out = dir.path().join("out");
+        let status = command(args)
+            .stdin(Stdio::from(file.reopen().unwrap()))
+            .stdout(Stdio::from(std::fs::File::create(&out).unwrap()))
+            .status()
+            .unwrap();
+        assert!(status.success(), "{args:?}");
+        assert!(
+            std::fs::read(&out).unwrap() == input.as_bytes(),
+            "{args:?}: output differs from the input"
+        );
+    }
+}
+
+#[test]
 fn null_delimited_records_round_trip() {
     let input = b"a b\0c\nd\0\0e".to_vec();
     drip(&["-0", "-r", "inf"])
