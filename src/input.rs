@@ -10,6 +10,7 @@
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsFd, AsRawFd};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
@@ -20,6 +21,10 @@ use crate::sys::Waker;
 
 /// Bytes asked for per read(2).
 const READ_SIZE: usize = 128 * 1024;
+
+/// A read at least this large (a producer's full output buffer) means the
+/// input is streaming: worth lingering for more (see [`read_all`]).
+const STREAMING: usize = 4096;
 
 /// What the consumer of segments wants next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -309,10 +314,16 @@ pub fn describe(err: &io::Error) -> String {
 /// `"NAME: reason"` and skipped, as cat does. Reading stops when `deliver`
 /// says so, when `waker` is woken, or at a record over the limits. Bytes of
 /// an unfinished record when reading stops are delivered as a final record.
+///
+/// `linger`: after a pipe that is streaming (reads of a page or more) runs
+/// dry, watch it for up to this long before sleeping in poll(2). A producer
+/// that writes again within it then finds no sleeping reader to wake, which
+/// costs it several microseconds per write otherwise. Zero never lingers.
 pub fn read_all(
     inputs: &[Input],
     splitter: &mut Splitter,
     waker: &Waker,
+    linger: Duration,
     deliver: &mut dyn FnMut(Segment) -> Flow,
     warn: &mut dyn FnMut(String),
 ) -> ReadReport {
@@ -328,7 +339,13 @@ pub fn read_all(
                 continue;
             }
         };
-        match read_one(file, &name, more_follow, splitter, waker, deliver) {
+        let source = Source {
+            file,
+            name: &name,
+            more_follow,
+            linger,
+        };
+        match read_one(source, splitter, waker, deliver) {
             Ok(Flow::Continue) => {}
             Ok(Flow::Stop) => return report,
             Err(ReadFailure::Io(e)) => {
@@ -355,14 +372,26 @@ enum ReadFailure {
     Record(RecordError),
 }
 
-fn read_one(
-    mut file: File,
-    name: &str,
+/// One input being read, and how.
+struct Source<'a> {
+    file: File,
+    name: &'a str,
     more_follow: bool,
+    linger: Duration,
+}
+
+fn read_one(
+    source: Source<'_>,
     splitter: &mut Splitter,
     waker: &Waker,
     deliver: &mut dyn FnMut(Segment) -> Flow,
 ) -> Result<Flow, ReadFailure> {
+    let Source {
+        mut file,
+        name,
+        more_follow,
+        linger,
+    } = source;
     let regular = file.metadata().map(|m| m.is_file()).unwrap_or(false);
     let stop_with_partial = |splitter: &mut Splitter, deliver: &mut dyn FnMut(Segment) -> Flow| {
         // Bytes already read of an unfinished record are not lost: they go
@@ -382,6 +411,7 @@ fn read_one(
         }
         let mut at_end = false;
         let mut failure = None;
+        let mut got = 0;
         // Read once, then go on reading while a pipe already holds more
         // (producers often write a few KiB at a time): one segment, one
         // hand-off, for many small reads, and never a wait for more.
@@ -390,6 +420,7 @@ fn read_one(
                 Ok(0) => at_end = true,
                 Ok(n) => {
                     splitter.extend(n);
+                    got += n;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => failure = Some(e),
@@ -411,6 +442,12 @@ fn read_one(
         }
         if let Some(e) = error {
             return Err(ReadFailure::Record(e));
+        }
+        if !regular && !at_end && got >= STREAMING && !linger.is_zero() {
+            let since = Instant::now();
+            while since.elapsed() < linger && !waker.ready_now(file.as_raw_fd()) {
+                std::hint::spin_loop();
+            }
         }
         if let Some(e) = failure {
             return Err(ReadFailure::Io(e));

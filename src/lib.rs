@@ -327,6 +327,10 @@ struct Shared {
 /// applies, in ns: longer than a consumer that is merely descheduled.
 const STALL_NS: u64 = 100_000_000;
 
+/// Unpaced, how long the reader watches a streaming input that ran dry
+/// before it sleeps ([`input::read_all`]).
+const LINGER: Duration = Duration::from_micros(50);
+
 /// Shortest sleep of the writer at rates above 20,000/s, in ns.
 const COALESCE_NS: u64 = 50_000;
 
@@ -833,6 +837,12 @@ fn run_watching(
         watch_output,
     )?;
 
+    // Unpaced, reading speed is drip's speed: linger on a streaming input.
+    let linger = if shared.unpaced {
+        LINGER
+    } else {
+        Duration::ZERO
+    };
     let reader = {
         let shared = Arc::clone(&shared);
         let ui = Arc::clone(&ui);
@@ -846,6 +856,7 @@ fn run_watching(
                     &inputs,
                     &mut splitter,
                     &shared.waker,
+                    linger,
                     &mut |seg| shared.deliver(seg),
                     &mut |msg| lock_ui(&ui).message(&msg),
                 );
