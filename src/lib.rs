@@ -756,7 +756,7 @@ impl Ending {
 /// bucket overflows under `fail` ([`OverflowError`], exit status 3). The
 /// summary is printed before the error is returned.
 pub fn run(config: Config, out: Box<dyn Write + Send>) -> Result<Ending> {
-    run_watching(config, out, None)
+    run_watching(config, out, None, None)
 }
 
 /// [`run`] writing to this process's stdout, which is also watched: when
@@ -766,18 +766,22 @@ pub fn run(config: Config, out: Box<dyn Write + Send>) -> Result<Ending> {
 /// # Errors
 /// As [`run`]; also when stdout cannot be duplicated.
 pub fn run_stdout(config: Config) -> Result<Ending> {
-    use std::os::fd::AsFd;
-    let fd = std::io::stdout()
-        .as_fd()
-        .try_clone_to_owned()
-        .context("stdout")?;
-    run_watching(config, Box::new(File::from(fd)), Some(1))
+    use std::os::fd::{AsFd, AsRawFd};
+    let dup = || std::io::stdout().as_fd().try_clone_to_owned();
+    let out = File::from(dup().context("stdout")?);
+    let out_fd = out.as_raw_fd();
+    let watch = dup().context("stdout")?;
+    run_watching(config, Box::new(out), Some(out_fd), Some(watch))
 }
 
+/// `out_fd`: the descriptor `out` writes to (open while `out` lives), for
+/// writing to it directly when unpaced. `watch_output`: a duplicate of it,
+/// watched for its reader going away.
 fn run_watching(
     config: Config,
     mut out: Box<dyn Write + Send>,
-    watch_output: Option<std::os::fd::RawFd>,
+    out_fd: Option<std::os::fd::RawFd>,
+    watch_output: Option<std::os::fd::OwnedFd>,
 ) -> Result<Ending> {
     let clock = Clock(Instant::now());
     let dead = DeadLetter::open(config.dead_letter.as_deref(), config.delimiter)?;
@@ -815,7 +819,7 @@ fn run_watching(
         clock,
         max_wait: config.max_wait,
         unpaced: config.rate == rate::Rate::Unlimited,
-        direct: watch_output
+        direct: out_fd
             .filter(|_| config.rate == rate::Rate::Unlimited)
             .and_then(output::Direct::new),
         first_signal: AtomicI32::new(0),

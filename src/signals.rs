@@ -6,7 +6,7 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -14,14 +14,13 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
 use crate::progress::{Snapshot, Ui};
 use crate::{lock_ui, Shared};
-
-/// How often stdout is checked for a reader that went away.
-const PEER_EVERY: Duration = Duration::from_millis(100);
 
 /// How often a writer blocked after a stop is interrupted.
 const NUDGE_EVERY: Duration = Duration::from_millis(50);
@@ -91,7 +90,7 @@ impl Monitor {
         drain: bool,
         stats_every: Option<Duration>,
         stats_file: Option<BufWriter<File>>,
-        watch_output: Option<RawFd>,
+        watch_output: Option<OwnedFd>,
     ) -> Result<Monitor> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -144,6 +143,23 @@ impl Monitor {
     }
 }
 
+/// Whether the reader of `output` (a pipe or socket) has gone away: waits
+/// for an error on it; `false` if watching fails; never, without one.
+async fn reader_gone(output: Option<&AsyncFd<OwnedFd>>) -> bool {
+    let Some(output) = output else {
+        return std::future::pending().await;
+    };
+    loop {
+        let Ok(mut event) = output.ready(Interest::ERROR).await else {
+            return false;
+        };
+        if crate::sys::peer_closed(output.as_raw_fd()) {
+            return true;
+        }
+        event.clear_ready();
+    }
+}
+
 /// The next delivery of `signal`; never, when it is not handled.
 async fn recv(signal: &mut Option<Signal>) {
     match signal {
@@ -162,11 +178,13 @@ async fn watch(
     stats_every: Option<Duration>,
     mut stats_file: Option<BufWriter<File>>,
     (signals, mut usr1): ([(i32, Option<Signal>); 3], Signal),
-    mut watch_output: Option<RawFd>,
+    watch_output: Option<OwnedFd>,
     cancel: CancellationToken,
 ) -> Option<BufWriter<File>> {
     let [(int_no, mut int), (term_no, mut term), (hup_no, mut hup)] = signals;
-    let mut peer = tokio::time::interval(PEER_EVERY);
+    // epoll reports an error on a pipe's writing end once its reader has
+    // gone; files and /dev/null cannot be watched and need not be.
+    let mut output = watch_output.and_then(crate::sys::watch_errors);
     let progress = lock_ui(&ui).showing_progress();
     let mut redraw = tokio::time::interval(PROGRESS_EVERY);
     let mut nudge = tokio::time::interval(NUDGE_EVERY);
@@ -184,13 +202,13 @@ async fn watch(
                 lock_ui(&ui).message(&line);
                 continue;
             }
-            _ = peer.tick(), if watch_output.is_some() => {
+            closed = reader_gone(output.as_ref()) => {
                 // At a slow rate the next write may be far off: notice a
                 // reader that went away (| head) now, and end quietly.
-                if watch_output.is_some_and(crate::sys::peer_closed) {
-                    watch_output = None;
+                if closed {
                     shared.stop(false);
                 }
+                output = None;
                 continue;
             }
             _ = nudge.tick(), if shared.first_signal.load(Ordering::Relaxed) != 0 => {
