@@ -112,9 +112,7 @@ pub fn write_at_position(fd: RawFd, buf: &[u8], nowait: bool) -> io::Result<usiz
 pub fn watch_errors(fd: OwnedFd) -> Option<tokio::io::unix::AsyncFd<OwnedFd>> {
     // SAFETY: the OwnedFd is moved in: it stays open, the same description,
     // until the AsyncFd is dropped, and as_raw_fd always returns it.
-    unsafe {
-        tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::ERROR).ok()
-    }
+    unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::ERROR).ok() }
 }
 
 /// The signal used to interrupt a thread blocked in a system call. SIGURG
