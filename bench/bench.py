@@ -470,13 +470,56 @@ class Bench:
     def section_cpu(self) -> None:
         """user+sys CPU of the throttler process alone, per 1000 records."""
         self.header("CPU of the throttler (user+sys s per 1000 records)")
+        floor = self.floor_cpu(1000)
         for rate in (10, 1000, 100_000, 1_000_000):  # runs shared with the rate section
             cells = {}
             for tool in self.tools:
                 run = self.paced(tool, rate)
                 if run is not None and run.lines:
                     cells[tool] = f"{run.cpu * 1000 / run.lines:.5f}"
-            self.row(f"CPU per 1000 records @ {fmt_rate(rate)}/s", cells)
+            ref = ""
+            if rate == 1000:
+                ref = (f"floor {floor:.5f} (examples/bare_pacer: sleep + write per record)"
+                       if floor is not None else "floor: cargo build --release --examples")
+            self.row(f"CPU per 1000 records @ {fmt_rate(rate)}/s", cells, ref)
+        cells = {}
+        for tool in self.tools:
+            run = self.paced(tool, 10)
+            if run is not None:
+                cells[tool] = f"{run.cpu * 1000:.1f}"
+        self.row(f"CPU in all, {self.dur:g} s @ 10/s (ms)", cells, "drip target ≤ 20")
+        cells = {tool: f"{self.blocked_cpu(tool) * 1000:.1f}" for tool in self.tools}
+        self.row(f"CPU in all, {self.dur:g} s @ 10/s, stdout never read (ms)", cells,
+                 "2M-line input; drip target ≤ 20")
+
+    def floor_cpu(self, rate: int) -> float | None:
+        """CPU per 1000 records of examples/bare_pacer at `rate`, read the same way."""
+        bare = Path(self.drip).parent / "examples" / "bare_pacer"
+        if not os.access(bare, os.X_OK):
+            self.warn(f"{bare} missing: cargo build --release --examples")
+            return None
+        n = self.records_for(rate, self.dur)
+        log(f"bare_pacer {rate}/s: {n:,} records (CPU floor)")
+        run = run_reader([str(bare), str(rate)], self.seq_file(n), timeout=self.dur * 1.5 + 10)
+        return run.cpu * 1000 / run.lines if run.lines else None
+
+    def blocked_cpu(self, tool: str) -> float:
+        """CPU of `tool` at 10/s for self.dur seconds while nobody reads its stdout."""
+        argv = self.paced_argv(tool, 10)
+        log(f"{tool} 10/s, stdout never read, {self.dur:g} s")
+        r, w = os.pipe()
+        with open(self.seq_file(2_000_000), "rb") as fin:
+            p = subprocess.Popen(argv, stdin=fin, stdout=w, stderr=subprocess.DEVNULL)
+        os.close(w)
+        time.sleep(self.dur)
+        p.send_signal(signal.SIGTERM)
+        # The records under way are finished on the way out: let them go.
+        drain = threading.Thread(target=lambda: [None for _ in iter(lambda: os.read(r, 1 << 16), b"")])
+        drain.start()
+        _, cpu = reap(p)
+        drain.join()
+        os.close(r)
+        return cpu
 
     def section_throughput(self) -> None:
         """Unthrottled wall time to /dev/null, median of 3 (1 in quick mode)."""
