@@ -236,12 +236,13 @@ impl State {
             tail,
             ..
         } = self;
-        bucket.drain(Fate::Undelivered, &mut |s, f| {
-            State::dispose(counts, dead, s, f)
-        });
+        // A begun record is older than anything queued.
         if let Some((record, _)) = tail.take() {
             State::dispose(counts, dead, record, Fate::Undelivered);
         }
+        bucket.drain(Fate::Undelivered, &mut |s, f| {
+            State::dispose(counts, dead, s, f)
+        });
         for seg in pending.take().into_iter().chain(std::mem::take(leftover)) {
             counts.read += seg.len() as u64;
             State::dispose(counts, dead, seg, Fate::Undelivered);
@@ -431,10 +432,21 @@ impl Shared {
             Some(direct) if direct.usable() && st.idle() => {
                 st.writing_since = Some(self.clock.now());
                 drop(st);
+                let mut seg = seg;
                 let mut written = direct.write(&seg, &self.stop_now);
                 st = self.lock();
-                if st.stop_writing {
-                    // The writer may be gone: finish a begun record here.
+                let whole = written.records as usize;
+                let begun = whole < seg.len() && written.bytes as usize > seg.bytes_of_first(whole);
+                if st.stop_reading && begun && written.error.is_none() {
+                    // Stopping (even with --drain): the writer may be gone,
+                    // so the begun record is finished here. The records
+                    // after it wait with the leftovers, where a second
+                    // signal finds them.
+                    let mut rest = seg.clone();
+                    seg = rest.split_front(whole + 1);
+                    if !rest.is_empty() {
+                        st.leftover.push(rest);
+                    }
                     drop(st);
                     written = direct.finish_record(&seg, written);
                     st = self.lock();

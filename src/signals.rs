@@ -15,7 +15,6 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde::Serialize;
 use tokio::io::unix::AsyncFd;
-use tokio::io::Interest;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
@@ -143,14 +142,15 @@ impl Monitor {
     }
 }
 
-/// Whether the reader of `output` (a pipe or socket) has gone away: waits
-/// for an error on it; `false` if watching fails; never, without one.
+/// Whether the reader of `output` (a pipe, socket or terminal) has gone
+/// away: waits for an event on it and checks; `false` if watching fails;
+/// never, without one.
 async fn reader_gone(output: Option<&AsyncFd<OwnedFd>>) -> bool {
     let Some(output) = output else {
         return std::future::pending().await;
     };
     loop {
-        let Ok(mut event) = output.ready(Interest::ERROR).await else {
+        let Ok(mut event) = output.ready(crate::sys::WATCH).await else {
             return false;
         };
         if crate::sys::peer_closed(output.as_raw_fd()) {
@@ -182,8 +182,9 @@ async fn watch(
     cancel: CancellationToken,
 ) -> Option<BufWriter<File>> {
     let [(int_no, mut int), (term_no, mut term), (hup_no, mut hup)] = signals;
-    // epoll reports an error on a pipe's writing end once its reader has
-    // gone; files and /dev/null cannot be watched and need not be.
+    // The kernel reports an error on a pipe's writing end once its reader
+    // has gone, a hang-up on a socket or terminal; files and /dev/null
+    // cannot be watched and need not be.
     let mut output = watch_output.and_then(crate::sys::watch_errors);
     let progress = lock_ui(&ui).showing_progress();
     let mut redraw = tokio::time::interval(PROGRESS_EVERY);

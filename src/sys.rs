@@ -106,14 +106,20 @@ pub fn write_at_position(fd: RawFd, buf: &[u8], nowait: bool) -> io::Result<usiz
     }
 }
 
-/// Register `fd` with the current tokio runtime for error events (epoll
-/// reports them on a pipe's writing end once its reader has gone). `None`
-/// when `fd` cannot be watched (files, /dev/null). Call within a runtime.
+/// Register `fd` with the current tokio runtime for [`WATCH`] events: epoll
+/// reports an error on a pipe's writing end once its reader has gone, and a
+/// hang-up on a socket or terminal. `None` when `fd` cannot be watched
+/// (files, /dev/null). Call within a runtime.
 pub fn watch_errors(fd: OwnedFd) -> Option<tokio::io::unix::AsyncFd<OwnedFd>> {
     // SAFETY: the OwnedFd is moved in: it stays open, the same description,
     // until the AsyncFd is dropped, and as_raw_fd always returns it.
-    unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::ERROR).ok() }
+    unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, WATCH).ok() }
 }
+
+/// What [`watch_errors`] watches for: errors, and readability, under which
+/// tokio reports a hang-up (epoll's EPOLLHUP).
+pub const WATCH: tokio::io::Interest =
+    tokio::io::Interest::ERROR.add(tokio::io::Interest::READABLE);
 
 /// The signal used to interrupt a thread blocked in a system call. SIGURG
 /// is ignored by default, so a stray one from outside does nothing.

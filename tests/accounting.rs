@@ -668,6 +668,78 @@ fn unpaced_output_to_a_stop_and_go_consumer_stays_whole_and_in_order() {
 }
 
 #[test]
+fn a_stop_mid_flow_never_cuts_a_record_unpaced() {
+    // Records stream to a stop-and-go consumer, so writes often end inside
+    // a record; a SIGTERM (with and without --drain) comes mid-flow. stdout
+    // must hold whole records only, and stdout + dead letter the input in
+    // order.
+    let input = numbered(1..=1_000_000);
+    let file = temp_file(input.as_bytes());
+    for drain in [true, false, true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let dead = dir.path().join("dead");
+        let stats = dir.path().join("stats.json");
+        let mut args = vec![
+            "-r",
+            "inf",
+            "--dead-letter",
+            dead.to_str().unwrap(),
+            "--stats-json",
+            stats.to_str().unwrap(),
+        ];
+        if drain {
+            args.push("--drain");
+        }
+        let mut child = command(&args)
+            .stdin(Stdio::from(file.reopen().unwrap()))
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut out = Vec::new();
+            let mut buf = vec![0u8; 7_777];
+            for reads in 0.. {
+                let n = std::io::Read::read(&mut stdout, &mut buf).unwrap();
+                if n == 0 {
+                    break;
+                }
+                out.extend_from_slice(&buf[..n]);
+                if reads % 2 == 0 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            out
+        });
+        std::thread::sleep(Duration::from_millis(150));
+        send_signal(&child, libc::SIGTERM);
+        let status = wait_for(&mut child, Duration::from_secs(20));
+        let written = String::from_utf8(reader.join().unwrap()).unwrap();
+        assert_eq!(status.code(), Some(143), "drain {drain}");
+        assert!(
+            written.is_empty() || written.ends_with('\n'),
+            "drain {drain}: stdout ends inside a record"
+        );
+        let v = json(&stats);
+        assert_counts_add_up(&v);
+        assert_eq!(v["written"], written.lines().count(), "drain {drain}");
+        let both = written + &std::fs::read_to_string(&dead).unwrap_or_default();
+        let lines: Vec<&str> = both.lines().collect();
+        let (last, whole) = lines.split_last().expect("records");
+        let expected: Vec<String> = (1..=whole.len()).map(|i| i.to_string()).collect();
+        assert!(
+            whole == expected.as_slice(),
+            "drain {drain}: stdout + dead letter is not the input in order"
+        );
+        // The last may be the part of a record read when reading stopped.
+        assert!(
+            (whole.len() + 1).to_string().starts_with(last),
+            "drain {drain}: last record {last:?}"
+        );
+    }
+}
+
+#[test]
 fn unpaced_drop_policies_do_not_shed_after_an_idle_input() {
     // The input idles longer than the 100 ms patience, then floods: stdout
     // keeps up, so nothing may be dropped.

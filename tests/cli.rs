@@ -454,6 +454,31 @@ fn interval_is_another_way_to_give_the_rate() {
 }
 
 #[test]
+fn a_socket_stdout_hanging_up_is_noticed_between_slow_records() {
+    // stdout is a Unix socket whose other end closes after the first
+    // record; the next is a minute away.
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    let start = Instant::now();
+    let mut child = command(&["-r", "1/min"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"1\n2\n").unwrap();
+    let mut first = [0u8; 2];
+    std::io::Read::read_exact(&mut &ours, &mut first).unwrap();
+    assert_eq!(&first, b"1\n");
+    drop(ours);
+    let status = wait_for(&mut child, Duration::from_secs(10));
+    assert!(status.success(), "{status:?}");
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+#[test]
 fn closed_stdout_is_noticed_between_slow_records() {
     // The next record is a minute away when head exits: drip must not
     // wait for it to find out.
