@@ -5,7 +5,7 @@ Runs each throttler on the same input, measures what arrives at the other end
 of its stdout pipe, and prints ONE markdown table (drip and pv in columns) on
 stdout.  Progress goes to stderr.  Standard library only (Python 3.11+).
 
-    python3 bench/bench.py                 # full run, about 3½ minutes
+    python3 bench/bench.py                 # full run, about 4 minutes
     python3 bench/bench.py --quick         # smoke test, well under a minute
     python3 bench/bench.py --only gap,rss  # a subset of sections
 
