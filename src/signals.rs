@@ -15,6 +15,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde::Serialize;
 use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
@@ -142,19 +143,30 @@ impl Monitor {
     }
 }
 
+/// stdout, registered with the runtime, and what is still watched on it.
+struct Watched {
+    fd: AsyncFd<OwnedFd>,
+    interest: Interest,
+}
+
 /// Whether the reader of `output` (a pipe, socket or terminal) has gone
 /// away: waits for an event on it and checks; `false` if watching fails;
 /// never, without one.
-async fn reader_gone(output: Option<&AsyncFd<OwnedFd>>) -> bool {
+async fn reader_gone(output: Option<&mut Watched>) -> bool {
     let Some(output) = output else {
         return std::future::pending().await;
     };
     loop {
-        let Ok(mut event) = output.ready(crate::sys::WATCH).await else {
+        let Ok(mut event) = output.fd.ready(output.interest).await else {
             return false;
         };
-        if crate::sys::peer_closed(output.as_raw_fd()) {
+        if crate::sys::peer_closed(output.fd.as_raw_fd()) {
             return true;
+        }
+        if event.ready().is_read_closed() {
+            // A socket whose other end only stopped sending: tokio keeps
+            // that readiness for good, so from now on only errors count.
+            output.interest = Interest::ERROR;
         }
         event.clear_ready();
     }
@@ -185,7 +197,12 @@ async fn watch(
     // The kernel reports an error on a pipe's writing end once its reader
     // has gone, a hang-up on a socket or terminal; files and /dev/null
     // cannot be watched and need not be.
-    let mut output = watch_output.and_then(crate::sys::watch_errors);
+    let mut output = watch_output
+        .and_then(crate::sys::watch_errors)
+        .map(|fd| Watched {
+            fd,
+            interest: crate::sys::WATCH,
+        });
     let progress = lock_ui(&ui).showing_progress();
     let mut redraw = tokio::time::interval(PROGRESS_EVERY);
     let mut nudge = tokio::time::interval(NUDGE_EVERY);
@@ -203,7 +220,7 @@ async fn watch(
                 lock_ui(&ui).message(&line);
                 continue;
             }
-            closed = reader_gone(output.as_ref()) => {
+            closed = reader_gone(output.as_mut()) => {
                 // At a slow rate the next write may be far off: notice a
                 // reader that went away (| head) now, and end quietly.
                 if closed {

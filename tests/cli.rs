@@ -479,6 +479,29 @@ fn a_socket_stdout_hanging_up_is_noticed_between_slow_records() {
 }
 
 #[test]
+fn a_socket_stdout_half_closed_by_its_reader_costs_no_cpu() {
+    // The other end stops sending (shutdown(SHUT_WR)) but goes on reading:
+    // that is not a hang-up, and drip must wait for its next record idle.
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    let mut child = command(&["-r", "1/min"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"1\n2\n").unwrap();
+    let mut first = [0u8; 2];
+    std::io::Read::read_exact(&mut &ours, &mut first).unwrap();
+    ours.shutdown(std::net::Shutdown::Write).unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    let cpu = common::cpu_seconds(&child);
+    common::send_signal(&child, libc::SIGTERM);
+    drop(stdin);
+    wait_for(&mut child, Duration::from_secs(10));
+    assert!(cpu < 0.3, "{cpu} s of CPU in 1 s of waiting");
+}
+
+#[test]
 fn closed_stdout_is_noticed_between_slow_records() {
     // The next record is a minute away when head exits: drip must not
     // wait for it to find out.

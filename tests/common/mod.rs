@@ -118,3 +118,19 @@ pub fn send_signal(child: &Child, sig: i32) {
     let rc = unsafe { libc::kill(child.id() as libc::pid_t, sig) };
     assert_eq!(rc, 0, "kill failed");
 }
+
+/// User + system CPU that `child` (still running) has used so far, in
+/// seconds, to clock-tick resolution (from /proc/PID/stat).
+#[allow(unsafe_code)]
+pub fn cpu_seconds(child: &Child) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).expect("stat");
+    // utime and stime are fields 14 and 15; the name in parentheses (field
+    // 2) may hold spaces, so count from its end.
+    let fields: Vec<&str> = stat[stat.rfind(')').expect("comm") + 2..]
+        .split(' ')
+        .collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // SAFETY: sysconf only reads a system constant.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    ticks as f64 / per_second as f64
+}
