@@ -9,7 +9,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -201,6 +201,13 @@ struct State {
     tail: Option<(Segment, usize)>,
     /// The error the reader met writing to stdout itself.
     write_error: Option<std::io::Error>,
+    /// The batch the writer is writing (as written: a begun record's rest
+    /// first), and that record whole; [`Shared::in_flight_written`] says how
+    /// far it got. Only for a second signal, which leaves mid-write.
+    in_flight: Vec<Segment>,
+    in_flight_begun: Option<Segment>,
+    /// The begun record the reader is finishing itself at a stop.
+    finishing: Option<Segment>,
 }
 
 impl State {
@@ -223,6 +230,32 @@ impl State {
             ..
         } = self;
         bucket.expire_before(cutoff, &mut |s, f| State::dispose(counts, dead, s, f))
+    }
+
+    /// Leaving mid-write (a second signal): what the writer and the reader
+    /// were still writing, as undelivered; `written` bytes of the writer's
+    /// batch went out. A record under way goes to the dead letter whole.
+    fn drain_in_flight(&mut self, written: usize) {
+        let mut batch = std::mem::take(&mut self.in_flight);
+        let mut skip = output::whole_records(&batch, written) as usize;
+        if let Some(whole) = self.in_flight_begun.take() {
+            if skip == 0 && !batch.is_empty() {
+                batch[0] = whole;
+            }
+        }
+        for mut seg in batch {
+            if skip >= seg.len() {
+                skip -= seg.len();
+                continue;
+            }
+            seg.split_front(skip);
+            skip = 0;
+            State::dispose(&mut self.counts, &mut self.dead, seg, Fate::Undelivered);
+        }
+        if let Some(record) = self.finishing.take() {
+            self.counts.read += 1;
+            State::dispose(&mut self.counts, &mut self.dead, record, Fate::Undelivered);
+        }
     }
 
     /// Everything still queued, then what the reader held, as undelivered.
@@ -308,6 +341,8 @@ struct Shared {
     space_ready: Condvar,
     /// Mirror of `stop_writing`, read between write calls without the lock.
     stop_now: AtomicBool,
+    /// Bytes of the writer's batch (`State::in_flight`) written so far.
+    in_flight_written: AtomicUsize,
     /// Wakes the reader from a wait for input.
     waker: sys::Waker,
     clock: Clock,
@@ -364,6 +399,7 @@ impl Shared {
     fn evacuate_now(&self) {
         for _ in 0..20 {
             if let Ok(mut st) = self.state.try_lock() {
+                st.drain_in_flight(self.in_flight_written.load(Ordering::SeqCst));
                 st.drain_undelivered();
                 st.dead.finish();
                 return;
@@ -447,9 +483,13 @@ impl Shared {
                     if !rest.is_empty() {
                         st.leftover.push(rest);
                     }
+                    let mut record = seg.clone();
+                    record.split_front(whole);
+                    st.finishing = Some(record);
                     drop(st);
                     written = direct.finish_record(&seg, written);
                     st = self.lock();
+                    st.finishing = None;
                 }
                 let now = self.clock.now();
                 match st.settle_direct(seg, written, now) {
@@ -666,18 +706,26 @@ fn write_loop(shared: &Shared, config: &Config, out: &mut dyn Write) -> Option<s
                     .unwrap_or_else(|e| e.into_inner())
                     .0;
             }
+            // Where a second signal finds it, should the write block.
+            st.in_flight.clone_from(&batch);
+            st.in_flight_begun.clone_from(&tail_record);
+            shared.in_flight_written.store(0, Ordering::SeqCst);
         }
         let stop = || shared.stop_now.load(Ordering::Relaxed);
+        let progress = |bytes| shared.in_flight_written.store(bytes, Ordering::SeqCst);
         let written = if tail_record.is_some() {
             // The rest of a begun record is finished whatever happens.
-            let mut first = output::write_batch(out, &batch[..1], &|| false);
+            let mut first = output::write_batch(out, &batch[..1], &|| false, &progress);
             if first.error.is_some() || batch.len() == 1 {
                 first
             } else if stop() {
                 first.stopped = true;
                 first
             } else {
-                let rest = output::write_batch(out, &batch[1..], &stop);
+                let done = first.bytes as usize;
+                let rest = output::write_batch(out, &batch[1..], &stop, &|bytes| {
+                    progress(done + bytes);
+                });
                 output::Written {
                     records: first.records + rest.records,
                     bytes: first.bytes + rest.bytes,
@@ -685,9 +733,11 @@ fn write_loop(shared: &Shared, config: &Config, out: &mut dyn Write) -> Option<s
                 }
             }
         } else {
-            output::write_batch(out, &batch, &stop)
+            output::write_batch(out, &batch, &stop, &progress)
         };
         let mut st = shared.lock();
+        st.in_flight.clear();
+        st.in_flight_begun = None;
         st.writing_since = None;
         st.counts.written += written.records;
         st.counts.bytes_written += written.bytes;
@@ -823,10 +873,14 @@ fn run_watching(
             pending: None,
             tail: None,
             write_error: None,
+            in_flight: Vec::new(),
+            in_flight_begun: None,
+            finishing: None,
         }),
         data_ready: Condvar::new(),
         space_ready: Condvar::new(),
         stop_now: AtomicBool::new(false),
+        in_flight_written: AtomicUsize::new(0),
         waker: sys::Waker::new().context("creating a pipe")?,
         clock,
         max_wait: config.max_wait,
@@ -925,7 +979,11 @@ fn run_watching(
     }
 
     if let Some(e) = write_error {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
+        // The reader went away: a pipe's (EPIPE) or a socket's (ECONNRESET).
+        if !matches!(
+            e.kind(),
+            std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+        ) {
             return Err(anyhow::Error::from(e).context("stdout"));
         }
     }

@@ -32,8 +32,14 @@ pub struct Written {
 /// Write the records of `batch` to `out`, in order.
 ///
 /// `stop` is asked between write calls; once it says yes, writing goes on
-/// only to the end of the record under way.
-pub fn write_batch(out: &mut dyn Write, batch: &[Segment], stop: &dyn Fn() -> bool) -> Written {
+/// only to the end of the record under way. `progress` is told the bytes
+/// of the batch written so far after each write call.
+pub fn write_batch(
+    out: &mut dyn Write,
+    batch: &[Segment],
+    stop: &dyn Fn() -> bool,
+    progress: &dyn Fn(usize),
+) -> Written {
     let total: usize = batch.iter().map(Segment::bytes).sum();
     let mut limit = total;
     let mut pos = 0; // bytes of the batch written
@@ -87,6 +93,7 @@ pub fn write_batch(out: &mut dyn Write, batch: &[Segment], stop: &dyn Fn() -> bo
             }
         };
         pos += n;
+        progress(pos);
         // Advance (seg_index, seg_offset) by n bytes.
         let mut left = n;
         while left > 0 {
@@ -285,7 +292,7 @@ mod tests {
     fn writes_everything_in_order() {
         let batch = [seg("a\nbb\n"), seg("ccc\n")];
         let mut out = Vec::new();
-        let w = write_batch(&mut out, &batch, &|| false);
+        let w = write_batch(&mut out, &batch, &|| false, &|_| {});
         assert_eq!(out, b"a\nbb\nccc\n");
         assert_eq!((w.records, w.bytes, w.stopped), (3, 9, false));
         assert!(w.error.is_none());
@@ -299,7 +306,7 @@ mod tests {
             step: 3,
             fail_at: usize::MAX,
         };
-        let w = write_batch(&mut out, &batch, &|| true);
+        let w = write_batch(&mut out, &batch, &|| true, &|_| {});
         assert_eq!(out.data, b"aaaa\n");
         assert_eq!(w.records, 1);
         assert!(w.stopped);
@@ -313,7 +320,7 @@ mod tests {
             step: 100,
             fail_at: 7,
         };
-        let w = write_batch(&mut out, &batch, &|| false);
+        let w = write_batch(&mut out, &batch, &|| false, &|_| {});
         assert_eq!(w.records, 1);
         assert_eq!(w.bytes, 7);
         assert_eq!(w.error.unwrap().raw_os_error(), Some(libc::ENOSPC));
@@ -324,7 +331,7 @@ mod tests {
         let big = "x".repeat(300_000) + "\n";
         let batch = [seg(&big), seg("y\n")];
         let mut out = Vec::new();
-        let w = write_batch(&mut out, &batch, &|| false);
+        let w = write_batch(&mut out, &batch, &|| false, &|_| {});
         assert_eq!(out.len(), 300_003);
         assert_eq!(w.records, 2);
     }

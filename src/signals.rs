@@ -169,6 +169,8 @@ async fn reader_gone(output: Option<&mut Watched>) -> bool {
             output.interest = Interest::ERROR;
         }
         event.clear_ready();
+        // Never starve the signals, whatever the readiness does.
+        tokio::task::yield_now().await;
     }
 }
 

@@ -479,6 +479,36 @@ fn a_socket_stdout_hanging_up_is_noticed_between_slow_records() {
 }
 
 #[test]
+fn a_socket_stdout_closed_mid_write_ends_drip_quietly() {
+    // The other end closes with data unread: the write fails with EPIPE or
+    // ECONNRESET, and either means the reader went away.
+    let input = temp_file(numbered(1..=300_000).as_bytes());
+    for _ in 0..3 {
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        let child = command(&["-r", "inf"])
+            .stdin(Stdio::from(input.reopen().unwrap()))
+            .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        drop(ours);
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{:?}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.stderr.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
 fn a_socket_stdout_half_closed_by_its_reader_costs_no_cpu() {
     // The other end stops sending (shutdown(SHUT_WR)) but goes on reading:
     // that is not a hang-up, and drip must wait for its next record idle.
