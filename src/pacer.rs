@@ -250,6 +250,42 @@ mod tests {
     }
 
     #[test]
+    fn window_bound_holds_through_stalls() {
+        // Records always waiting; now and then a wake-up is 3 to 8 ms late,
+        // past the slack. No window of W holds more than
+        // burst + (W + slack) · rate.
+        for (rate, burst) in [("1000/s", 1), ("100/s", 1), ("1000/s", 3), ("37/s", 2)] {
+            let mut p = pacer(rate, burst);
+            let per_s = parse_rate(rate).unwrap().per_second();
+            let mut times = Vec::new();
+            let mut now = 0;
+            for wake in 0u64..5000 {
+                let n = p.release(now, 10);
+                times.extend(std::iter::repeat_n(now, n as usize));
+                let late = if wake % 211 == 5 {
+                    (3 + wake / 211 % 6) * MS
+                } else {
+                    0
+                };
+                now = now.max(p.next_due()) + late;
+            }
+            for window in [1_000 * MS, 100 * MS] {
+                let bound = burst as f64 + (window + 2 * MS) as f64 / 1e9 * per_s;
+                for (i, &start) in times.iter().enumerate() {
+                    let n = times[i..]
+                        .iter()
+                        .take_while(|&&t| t < start + window)
+                        .count();
+                    assert!(
+                        n as f64 <= bound,
+                        "{rate} burst {burst}: {n} in {window} ns"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
     fn stall_with_burst_allows_only_burst() {
         let mut p = pacer("10/s", 3);
         assert_eq!(p.release(0, 10), 3);
