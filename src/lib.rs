@@ -326,6 +326,39 @@ impl State {
         Some((!seg.is_empty()).then_some(seg))
     }
 
+    /// Paced: once the bucket is half empty, move what it has room for
+    /// from the reader's parked read into it, as the reader would on
+    /// waking (in large steps: each move costs a cut). Returns whether that
+    /// emptied the parked read.
+    fn top_up(&mut self, now: u64) -> bool {
+        if self.bucket.len() * 2 > self.bucket.capacity() {
+            return false;
+        }
+        let Some(held) = self.pending.take() else {
+            return false;
+        };
+        let len = held.len() as u64;
+        let State {
+            bucket,
+            counts,
+            dead,
+            ..
+        } = self;
+        match bucket.offer_as(Overflow::Block, held, now, &mut |s, f| {
+            State::dispose(counts, dead, s, f)
+        }) {
+            Offered::Done => {
+                counts.read += len;
+                true
+            }
+            Offered::Wait(rest) | Offered::Overflowed(rest) => {
+                counts.read += len - rest.len() as u64;
+                self.pending = Some(rest);
+                false
+            }
+        }
+    }
+
     /// Whether the reader waits for room and enough has been made.
     fn reader_can_go(&self) -> bool {
         self.reader_wants > 0 && self.bucket.capacity() - self.bucket.len() >= self.reader_wants
@@ -564,17 +597,16 @@ impl Shared {
                 Offered::Done => {}
                 Offered::Wait(rest) => {
                     let wants = rest.len().min(st.bucket.capacity() / 4).max(1);
-                    if self.unpaced {
-                        // Unpaced, the writer takes a parked read along with
-                        // the bucket: one hand-off per read, not per
-                        // bucketful. One read may be parked while the
-                        // reader goes on reading; with two, it waits.
-                        st.pending = Some(rest);
-                        if !parked {
-                            return Flow::Continue;
-                        }
-                    } else {
-                        next = Some(rest);
+                    // What did not fit is parked where the writer reaches
+                    // it. Unpaced, the writer takes it along with the
+                    // bucket: one hand-off per read, not per bucketful, and
+                    // one read may be parked while the reader goes on
+                    // reading; with two, it waits. Paced, the writer tops
+                    // the bucket up from it, so a reader slow to wake never
+                    // leaves the schedule without records.
+                    st.pending = Some(rest);
+                    if self.unpaced && !parked {
+                        return Flow::Continue;
                     }
                     st.reader_wants = wants;
                     // With --max-wait, the oldest record's deadline makes
@@ -647,6 +679,10 @@ fn write_loop(shared: &Shared, config: &Config, out: &mut dyn Write) -> Option<s
                 }
                 let now = shared.clock.now();
                 if st.expire(now, shared.max_wait) > 0 && st.reader_can_go() {
+                    shared.space_ready.notify_one();
+                }
+                if !shared.unpaced && !st.stop_reading && st.top_up(now) {
+                    // The parked read is all in: the reader may read on.
                     shared.space_ready.notify_one();
                 }
                 let available = st.bucket.len() as u64;
