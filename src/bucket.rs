@@ -257,6 +257,11 @@ impl Bucket {
         self.policy
     }
 
+    /// The most bytes it holds (`usize::MAX` when unbounded).
+    pub fn capacity_bytes(&self) -> usize {
+        self.capacity_bytes
+    }
+
     /// The most records it holds.
     pub fn capacity(&self) -> usize {
         self.capacity

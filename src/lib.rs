@@ -189,10 +189,11 @@ struct State {
     /// Records read but never queued because drip stopped; they follow the
     /// bucket's records into the dead letter, keeping input order.
     leftover: Vec<Segment>,
-    /// Unlimited rate: the records of one read that did not fit the full
-    /// bucket, parked for the writer, which takes them with the bucket's
-    /// (not yet counted as read; never counted towards the capacity). The
-    /// reader reads on, and offers them again before newer records.
+    /// The records of one read that did not fit the full bucket, parked
+    /// where the writer reaches them (not yet counted as read; never counted
+    /// towards the capacity): unpaced it takes them with the bucket's, and
+    /// the reader reads on; paced it tops the bucket up from them, and the
+    /// reader waits. The reader offers them again before newer records.
     pending: Option<Segment>,
     /// Unpaced: the record the reader was writing to stdout itself when
     /// stdout filled up, and how many of its bytes went out. The writer
@@ -331,7 +332,9 @@ impl State {
     /// waking (in large steps: each move costs a cut). Returns whether that
     /// emptied the parked read.
     fn top_up(&mut self, now: u64) -> bool {
-        if self.bucket.len() * 2 > self.bucket.capacity() {
+        if self.bucket.len() * 2 > self.bucket.capacity()
+            || self.bucket.bytes().saturating_mul(2) > self.bucket.capacity_bytes()
+        {
             return false;
         }
         let Some(held) = self.pending.take() else {
@@ -432,6 +435,9 @@ impl Shared {
     fn evacuate_now(&self) {
         for _ in 0..20 {
             if let Ok(mut st) = self.state.try_lock() {
+                // The writer stops after the record under way (fewer
+                // records end up both written and dead-lettered).
+                self.stop_now.store(true, Ordering::SeqCst);
                 st.drain_in_flight(self.in_flight_written.load(Ordering::SeqCst));
                 st.drain_undelivered();
                 st.dead.finish();

@@ -15,7 +15,6 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde::Serialize;
 use tokio::io::unix::AsyncFd;
-use tokio::io::Interest;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
@@ -143,11 +142,15 @@ impl Monitor {
     }
 }
 
-/// stdout, registered with the runtime, and what is still watched on it.
+/// stdout, registered with the runtime, and, once its other end has
+/// stopped sending (a half-closed socket), when to look at it next.
 struct Watched {
     fd: AsyncFd<OwnedFd>,
-    interest: Interest,
+    half_closed: Option<tokio::time::Instant>,
 }
+
+/// How often a half-closed socket stdout is checked for a hang-up.
+const HALF_CLOSED_EVERY: Duration = Duration::from_secs(1);
 
 /// Whether the reader of `output` (a pipe, socket or terminal) has gone
 /// away: waits for an event on it and checks; `false` if watching fails;
@@ -157,16 +160,26 @@ async fn reader_gone(output: Option<&mut Watched>) -> bool {
         return std::future::pending().await;
     };
     loop {
-        let Ok(mut event) = output.fd.ready(output.interest).await else {
+        if let Some(next) = output.half_closed {
+            // tokio keeps a socket's read-closed readiness for good, so it
+            // can no longer wake us for a hang-up: look once a second (the
+            // deadline is kept, as this future is made anew each round).
+            tokio::time::sleep_until(next).await;
+            output.half_closed = Some(next + HALF_CLOSED_EVERY);
+            if crate::sys::peer_closed(output.fd.as_raw_fd()) {
+                return true;
+            }
+            continue;
+        }
+        let Ok(mut event) = output.fd.ready(crate::sys::WATCH).await else {
             return false;
         };
         if crate::sys::peer_closed(output.fd.as_raw_fd()) {
             return true;
         }
         if event.ready().is_read_closed() {
-            // A socket whose other end only stopped sending: tokio keeps
-            // that readiness for good, so from now on only errors count.
-            output.interest = Interest::ERROR;
+            // The other end only stopped sending (shutdown(SHUT_WR)).
+            output.half_closed = Some(tokio::time::Instant::now() + HALF_CLOSED_EVERY);
         }
         event.clear_ready();
         // Never starve the signals, whatever the readiness does.
@@ -203,7 +216,7 @@ async fn watch(
         .and_then(crate::sys::watch_errors)
         .map(|fd| Watched {
             fd,
-            interest: crate::sys::WATCH,
+            half_closed: None,
         });
     let progress = lock_ui(&ui).showing_progress();
     let mut redraw = tokio::time::interval(PROGRESS_EVERY);
