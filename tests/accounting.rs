@@ -16,6 +16,23 @@ fn json(path: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(last).unwrap()
 }
 
+/// `text` (stdout, then the dead letter) must be the numbered input 1, 2,
+/// … in order, nothing missing; the last line may be the start of the next
+/// number: the part of a record read when reading stopped.
+fn assert_input_in_order(text: &str, what: &str) {
+    let lines: Vec<&str> = text.lines().collect();
+    let (last, whole) = lines.split_last().expect("records");
+    let expected: Vec<String> = (1..=whole.len()).map(|i| i.to_string()).collect();
+    assert!(
+        whole == expected.as_slice(),
+        "{what}: stdout + dead letter is not the input in order"
+    );
+    assert!(
+        (whole.len() + 1).to_string().starts_with(last),
+        "{what}: last record {last:?}"
+    );
+}
+
 fn assert_counts_add_up(v: &serde_json::Value) {
     let n = |k: &str| {
         v[k].as_u64()
@@ -724,18 +741,7 @@ fn a_stop_mid_flow_never_cuts_a_record_unpaced() {
         assert_counts_add_up(&v);
         assert_eq!(v["written"], written.lines().count(), "drain {drain}");
         let both = written + &std::fs::read_to_string(&dead).unwrap_or_default();
-        let lines: Vec<&str> = both.lines().collect();
-        let (last, whole) = lines.split_last().expect("records");
-        let expected: Vec<String> = (1..=whole.len()).map(|i| i.to_string()).collect();
-        assert!(
-            whole == expected.as_slice(),
-            "drain {drain}: stdout + dead letter is not the input in order"
-        );
-        // The last may be the part of a record read when reading stopped.
-        assert!(
-            (whole.len() + 1).to_string().starts_with(last),
-            "drain {drain}: last record {last:?}"
-        );
+        assert_input_in_order(&both, &format!("drain {drain}"));
     }
 }
 
@@ -884,18 +890,7 @@ fn a_second_signal_during_a_blocked_write_keeps_what_was_being_written() {
     let whole = &written[..written.rfind('\n').map_or(0, |i| i + 1)];
     let dead = std::fs::read_to_string(&dead).unwrap();
     assert!(!dead.is_empty(), "nothing in the dead letter");
-    let both = whole.to_string() + &dead;
-    let lines: Vec<&str> = both.lines().collect();
-    let (last, rest) = lines.split_last().expect("records");
-    let expected: Vec<String> = (1..=rest.len()).map(|i| i.to_string()).collect();
-    assert!(
-        rest == expected.as_slice(),
-        "stdout + dead letter is not the input in order: records lost"
-    );
-    assert!(
-        (rest.len() + 1).to_string().starts_with(last),
-        "last record {last:?}"
-    );
+    assert_input_in_order(&(whole.to_string() + &dead), "second signal");
 }
 
 #[test]
@@ -987,16 +982,8 @@ fn a_signal_stops_drip_while_stdout_is_blocked() {
     // of the input, in order (the last dead record may be the part of a
     // record that was read when reading stopped).
     assert!(written.ends_with('\n'));
-    let both = written + &std::fs::read_to_string(&dead).unwrap();
-    let lines: Vec<&str> = both.lines().collect();
-    let (last, whole) = lines.split_last().expect("records");
-    let expected: Vec<String> = (1..=whole.len()).map(|i| i.to_string()).collect();
-    assert!(
-        whole == expected.as_slice(),
-        "stdout + dead letter is not the input in order"
-    );
-    assert!(
-        (whole.len() + 1).to_string().starts_with(last),
-        "last record {last:?}"
+    assert_input_in_order(
+        &(written + &std::fs::read_to_string(&dead).unwrap()),
+        "blocked stdout",
     );
 }
