@@ -277,6 +277,17 @@ impl Bucket {
         self.queue.front().map(|s| s.arrived)
     }
 
+    /// Size in bytes of the oldest queued record, delimiter included.
+    pub fn front_size(&self) -> Option<usize> {
+        self.queue.front().map(|s| s.bytes_of_first(1))
+    }
+
+    /// Sizes in bytes of the queued records, oldest first, delimiters
+    /// included. O(bytes) as far as it is read.
+    pub fn sizes(&self) -> impl Iterator<Item = usize> + '_ {
+        self.queue.iter().flat_map(|s| s.records().map(<[u8]>::len))
+    }
+
     /// How many leading records of `seg` fit in the free room.
     fn fitting(&self, seg: &Segment) -> usize {
         let by_count = (self.capacity - self.len).min(seg.len());
@@ -353,7 +364,17 @@ impl Bucket {
             }
             Overflow::DropNewest => {
                 self.push(seg.split_front(fit));
-                dispose(seg, Fate::DroppedNewest);
+                // Each record is decided alone: under a byte bound, a
+                // smaller record after a dropped one may still fit.
+                while !seg.is_empty() {
+                    if self.len == self.capacity || self.capacity_bytes == usize::MAX {
+                        dispose(seg, Fate::DroppedNewest);
+                        break;
+                    }
+                    dispose(seg.split_front(1), Fate::DroppedNewest);
+                    let fit = self.fitting(&seg);
+                    self.push(seg.split_front(fit));
+                }
                 Offered::Done
             }
             Overflow::DropOldest => {

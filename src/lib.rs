@@ -16,14 +16,17 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
+pub mod admission;
 pub mod bucket;
 pub mod cli;
 pub mod input;
+pub mod ledger;
 pub mod output;
 pub mod pacer;
 pub mod progress;
 pub mod rate;
 pub mod scan;
+pub mod schedule;
 mod signals;
 pub mod stats;
 mod sys;

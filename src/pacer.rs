@@ -101,6 +101,13 @@ impl Pacer {
         self.limit.is_none()
     }
 
+    /// Units per second allowed (infinite when unlimited), for display and
+    /// coalescing only; pacing never uses it.
+    pub fn per_second(&self) -> f64 {
+        self.limit
+            .map_or(f64::INFINITY, |l| l.count as f64 * 1e9 / l.period_ns as f64)
+    }
+
     /// Offset from the anchor of scheduled slot `j` (may be negative inside
     /// the burst allowance), rounded up, in ns.
     fn slot_offset(limit: Limit, j: i128) -> i128 {
@@ -111,48 +118,102 @@ impl Pacer {
     /// The earliest time (ns) at which the next record may leave; `0` when it
     /// may leave at any time (nothing sent yet, or unlimited).
     pub fn next_due(&self) -> u64 {
+        self.next_due_for(1)
+    }
+
+    /// The earliest time (ns) at which a record costing `cost` units (1 for
+    /// a record limit, its size in bytes for a byte limit) may leave; `0`
+    /// when it may leave at any time.
+    pub fn next_due_for(&self, cost: u64) -> u64 {
         let (Some(limit), Some(anchor)) = (self.limit, self.anchor) else {
             return 0;
         };
-        let slot = self.k as i128 - (self.burst as i128 - 1);
+        let slot = self.k as i128 + self.counted(cost) as i128 - self.burst as i128;
         let due = i128::from(anchor) + Self::slot_offset(limit, slot).max(0);
         u64::try_from(due).unwrap_or(u64::MAX)
     }
 
-    /// Release records at time `now` (ns): returns how many of `available`
-    /// queued records may leave now, and counts them as sent.
-    ///
-    /// `now` must not go backwards between calls.
-    pub fn release(&mut self, now: u64, available: u64) -> u64 {
-        if available == 0 {
-            return 0;
-        }
-        let Some(limit) = self.limit else {
-            return available;
-        };
-        let anchor = match self.anchor {
+    /// The part of `cost` that must fit the burst tolerance: a record larger
+    /// than the burst may leave once a full burst is saved up, and then puts
+    /// the schedule in debt for the rest (as a token bucket with debt).
+    fn counted(&self, cost: u64) -> u128 {
+        u128::from(cost).min(self.burst)
+    }
+
+    /// The schedule's anchor and the slots taken since it, as they stand at
+    /// `now`: restarted from `now` when idle or stalled past the slack.
+    fn position(&self, limit: Limit, now: u64) -> (u64, u128) {
+        match self.anchor {
             Some(anchor) => {
                 let tat = i128::from(anchor) + Self::slot_offset(limit, self.k as i128);
                 if i128::from(now) > tat + i128::from(self.slack_ns) {
                     // Idle, or stalled past the slack: restart from now.
-                    self.k = 0;
-                    now
+                    (now, 0)
                 } else {
-                    anchor
+                    (anchor, self.k)
                 }
             }
-            None => now,
-        };
-        self.anchor = Some(anchor);
-        // Slot j may leave when anchor + (j - (burst-1))·T ≤ now, i.e.
+            None => (now, 0),
+        }
+    }
+
+    /// Slots up to which the schedule allows departures at `now`, counting
+    /// from the anchor: slot j may leave when `anchor + (j − (burst − 1))·T
+    /// ≤ now`. Returns (anchor, slots taken, one past the last allowed).
+    fn allowance(&self, limit: Limit, now: u64) -> (u64, u128, u128) {
+        let (anchor, k) = self.position(limit, now);
         // j ≤ floor((now - anchor)·count / period) + burst - 1.
-        let elapsed = u128::from(now - anchor);
-        let last_allowed = elapsed * limit.count / limit.period_ns + self.burst - 1;
-        let allowed = (last_allowed + 1).saturating_sub(self.k);
-        let n = allowed.min(u128::from(available));
-        self.k += n;
+        let elapsed = u128::from(now.saturating_sub(anchor));
+        (
+            anchor,
+            k,
+            elapsed * limit.count / limit.period_ns + self.burst,
+        )
+    }
+
+    /// Whether a record costing `cost` units may leave at `now` (no change).
+    pub fn allows(&self, now: u64, cost: u64) -> bool {
+        let Some(limit) = self.limit else {
+            return true;
+        };
+        let (_, k, end) = self.allowance(limit, now);
+        k + self.counted(cost) <= end
+    }
+
+    /// How many of `available` one-unit records may leave at `now` (no
+    /// change).
+    pub fn allowed(&self, now: u64, available: u64) -> u64 {
+        let Some(limit) = self.limit else {
+            return available;
+        };
+        let (_, k, end) = self.allowance(limit, now);
+        end.saturating_sub(k).min(u128::from(available)) as u64
+    }
+
+    /// Take `units` slots at `now` for records this schedule allowed.
+    ///
+    /// `now` must not go backwards between calls.
+    pub fn commit(&mut self, now: u64, units: u64) {
+        let Some(limit) = self.limit else {
+            return;
+        };
+        if units == 0 {
+            return;
+        }
+        let (anchor, k) = self.position(limit, now);
+        self.anchor = Some(anchor);
+        self.k = k + u128::from(units);
         self.renormalize(limit);
-        n as u64
+    }
+
+    /// Release records at time `now` (ns): returns how many of `available`
+    /// queued one-unit records may leave now, and counts them as sent.
+    ///
+    /// `now` must not go backwards between calls.
+    pub fn release(&mut self, now: u64, available: u64) -> u64 {
+        let n = self.allowed(now, available);
+        self.commit(now, n);
+        n
     }
 
     /// Move the anchor forward by whole periods so `k` stays small; exact,

@@ -1,0 +1,115 @@
+//! The ledger: the one place where a record's fate is recorded.
+//!
+//! Every record read ends in exactly one entry: written, dropped by policy
+//! (newest or oldest), expired, or undelivered, so that
+//! `read = written + dropped_newest + dropped_oldest + expired + undelivered`
+//! once drip has finished ([`Counts::settled`]). Records that are not
+//! written are kept, in the order they left, for the dead letter; the
+//! ledger does no I/O: whoever holds it writes them out
+//! ([`Ledger::take_dead`]).
+
+use crate::bucket::{Fate, Segment};
+use crate::stats::Counts;
+
+/// Counts by fate, and the records waiting to go to the dead letter.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    counts: Counts,
+    /// Records not written, oldest first; `None` when no dead letter is
+    /// kept (the records are then only counted).
+    dead: Option<Vec<Segment>>,
+}
+
+impl Ledger {
+    /// A ledger that keeps the records not written when `dead_letter`.
+    pub fn new(dead_letter: bool) -> Ledger {
+        Ledger {
+            counts: Counts::default(),
+            dead: dead_letter.then(Vec::new),
+        }
+    }
+
+    /// The counts so far.
+    pub fn counts(&self) -> Counts {
+        self.counts
+    }
+
+    /// `records` records were read (entered the schedule, the bucket, or
+    /// met the overflow policy).
+    pub fn read(&mut self, records: usize) {
+        self.counts.read += records as u64;
+    }
+
+    /// `bytes` bytes were read from the inputs.
+    pub fn read_bytes(&mut self, bytes: usize) {
+        self.counts.bytes_read += bytes as u64;
+    }
+
+    /// `records` whole records, `bytes` bytes in all, were written.
+    pub fn written(&mut self, records: u64, bytes: u64) {
+        self.counts.written += records;
+        self.counts.bytes_written += bytes;
+    }
+
+    /// The records of `seg` left other than by being written, as `fate`.
+    pub fn dispose(&mut self, seg: Segment, fate: Fate) {
+        self.counts.add(fate, seg.len() as u64);
+        if let Some(dead) = &mut self.dead {
+            if !seg.is_empty() {
+                dead.push(seg);
+            }
+        }
+    }
+
+    /// The records of `seg` were read and are undelivered (drip stopped
+    /// with them in hand).
+    pub fn read_undelivered(&mut self, seg: Segment) {
+        self.read(seg.len());
+        self.dispose(seg, Fate::Undelivered);
+    }
+
+    /// The records for the dead letter since the last call, oldest first.
+    pub fn take_dead(&mut self) -> Vec<Segment> {
+        match &mut self.dead {
+            Some(dead) if !dead.is_empty() => std::mem::take(dead),
+            _ => Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn seg(text: &str) -> Segment {
+        Segment::new(Bytes::copy_from_slice(text.as_bytes()), b'\n')
+    }
+
+    #[test]
+    fn fates_add_up_and_keep_their_order() {
+        let mut l = Ledger::new(true);
+        l.read(5);
+        l.written(1, 2);
+        l.dispose(seg("b\nc\n"), Fate::DroppedNewest);
+        l.dispose(seg("d\n"), Fate::Expired);
+        l.read_undelivered(seg("e\n"));
+        let c = l.counts();
+        assert_eq!((c.read, c.settled()), (6, 5));
+        let dead: Vec<u8> = l
+            .take_dead()
+            .iter()
+            .flat_map(|s| s.as_bytes().to_vec())
+            .collect();
+        assert_eq!(dead, b"b\nc\nd\ne\n");
+        assert!(l.take_dead().is_empty());
+    }
+
+    #[test]
+    fn without_a_dead_letter_records_are_only_counted() {
+        let mut l = Ledger::new(false);
+        l.dispose(seg("a\n"), Fate::DroppedOldest);
+        assert_eq!(l.counts().dropped_oldest, 1);
+        assert!(l.take_dead().is_empty());
+    }
+}

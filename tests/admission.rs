@@ -1,0 +1,485 @@
+//! Admission on virtual time, held against a plain one-at-a-time model.
+//!
+//! Random arrival times and record sizes, random capacity (records and
+//! bytes), bursts, policies, expiry and limits (one or two record rates, a
+//! byte rate); the records that arrive at one instant are cut into reads at
+//! random. Whatever the cut, every record must meet the fate the model gives
+//! it, and a record that is written must leave at the same time.
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+use drip::admission::Admission;
+use drip::bucket::{Bucket, Offered, Overflow, Segment};
+use drip::ledger::Ledger;
+use drip::pacer::slack_for;
+use drip::rate::Rate;
+use drip::schedule::{Limit, Limits, Unit};
+use proptest::prelude::*;
+
+const MS: u64 = 1_000_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    Written(u64),
+    DroppedNewest,
+    DroppedOldest,
+    Expired,
+    Undelivered,
+}
+
+#[derive(Debug, Clone)]
+struct Case {
+    /// (gap before it in ms, size in bytes with the delimiter) per record.
+    arrivals: Vec<(u64, usize)>,
+    /// (interval per unit in ns, burst, unit) per limit.
+    limits: Vec<(u64, u64, Unit)>,
+    capacity: usize,
+    capacity_bytes: Option<usize>,
+    policy: Overflow,
+    max_wait_ms: Option<u64>,
+    /// Sizes of the reads that cut each instant's arrivals (cycled).
+    cuts: Vec<usize>,
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    let gap = prop_oneof![3 => Just(0u64), 2 => 1u64..40, 1 => 100u64..700];
+    let record_limit = (
+        prop_oneof![Just(10 * MS), Just(25 * MS), Just(100 * MS), Just(333 * MS)],
+        1u64..5,
+    )
+        .prop_map(|(t, b)| (t, b, Unit::Records));
+    let byte_limit =
+        (prop_oneof![Just(MS), Just(5 * MS)], 1u64..60).prop_map(|(t, b)| (t, b, Unit::Bytes));
+    (
+        prop::collection::vec((gap, 2usize..30), 1..60),
+        prop::collection::vec(record_limit, 1..3),
+        prop::option::of(byte_limit),
+        1usize..8,
+        prop::option::of(30usize..120),
+        prop_oneof![
+            Just(Overflow::Block),
+            Just(Overflow::DropNewest),
+            Just(Overflow::DropOldest),
+            Just(Overflow::Fail)
+        ],
+        prop::option::of(5u64..400),
+        prop::collection::vec(1usize..6, 1..8),
+    )
+        .prop_map(
+            |(arrivals, mut limits, bytes, capacity, capacity_bytes, policy, max_wait_ms, cuts)| {
+                limits.extend(bytes);
+                Case {
+                    arrivals,
+                    limits,
+                    capacity,
+                    capacity_bytes,
+                    policy,
+                    max_wait_ms,
+                    cuts,
+                }
+            },
+        )
+}
+
+fn rate_of(interval_ns: u64) -> Rate {
+    Rate::Limited {
+        count: 1,
+        period_ns: u128::from(interval_ns),
+    }
+}
+
+fn arrival_times(case: &Case) -> Vec<u64> {
+    let mut t = 0;
+    case.arrivals
+        .iter()
+        .map(|&(gap, _)| {
+            t += gap * MS;
+            t
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
+// The model: each limit is a theoretical arrival time (TAT), each record is
+// decided alone, and waiting records leave the moment every limit allows.
+
+struct ModelLimit {
+    interval: u64,
+    burst: u64,
+    unit: Unit,
+    slack: u64,
+    tat: Option<u64>,
+}
+
+impl ModelLimit {
+    fn cost(&self, size: usize) -> u64 {
+        match self.unit {
+            Unit::Records => 1,
+            Unit::Bytes => size as u64,
+        }
+    }
+
+    /// TAT at `t`: restarted at `t` when idle or later than the slack.
+    fn tat_at(&self, t: u64) -> u64 {
+        match self.tat {
+            Some(tat) if t <= tat + self.slack => tat,
+            _ => t,
+        }
+    }
+
+    /// A record may leave when its cost (at most a burst of it) fits within
+    /// the burst tolerance: TAT + (min(cost, burst) − burst)·T ≤ t.
+    fn due(&self, t: u64, size: usize) -> i128 {
+        let counted = self.cost(size).min(self.burst) as i128;
+        self.tat_at(t) as i128 + (counted - self.burst as i128) * self.interval as i128
+    }
+
+    fn take(&mut self, t: u64, size: usize) {
+        self.tat = Some(self.tat_at(t) + self.cost(size) * self.interval);
+    }
+}
+
+struct Model<'a> {
+    case: &'a Case,
+    limits: Vec<ModelLimit>,
+    /// (record, size, arrived) waiting, oldest first.
+    waiting: VecDeque<(usize, usize, u64)>,
+    fates: Vec<Option<Fate>>,
+}
+
+impl Model<'_> {
+    fn conforms(&self, t: u64, size: usize) -> bool {
+        self.limits.iter().all(|l| l.due(t, size) <= t as i128)
+    }
+
+    fn leave(&mut self, t: u64, record: usize, size: usize) {
+        for l in &mut self.limits {
+            l.take(t, size);
+        }
+        self.fates[record] = Some(Fate::Written(t));
+    }
+
+    fn release(&mut self, t: u64) {
+        while let Some(&(record, size, _)) = self.waiting.front() {
+            if !self.conforms(t, size) {
+                break;
+            }
+            self.waiting.pop_front();
+            self.leave(t, record, size);
+        }
+    }
+
+    fn expire(&mut self, t: u64) {
+        let Some(max_wait) = self.case.max_wait_ms.map(|m| m * MS) else {
+            return;
+        };
+        while let Some(&(record, _, arrived)) = self.waiting.front() {
+            if arrived + max_wait >= t {
+                break;
+            }
+            self.waiting.pop_front();
+            self.fates[record] = Some(Fate::Expired);
+        }
+    }
+
+    fn has_room(&self, size: usize) -> bool {
+        let bytes: usize = self.waiting.iter().map(|w| w.1).sum();
+        self.waiting.len() < self.case.capacity
+            && self
+                .case
+                .capacity_bytes
+                .map_or(true, |cap| bytes + size <= cap)
+    }
+
+    /// Record `record` arrives at `t`: false when it must wait for room
+    /// (block) or drip stopped (fail).
+    fn arrive(&mut self, t: u64, record: usize, size: usize) -> Result<bool, ()> {
+        if self.waiting.is_empty() && self.conforms(t, size) {
+            self.leave(t, record, size);
+            return Ok(true);
+        }
+        if !self.has_room(size) {
+            match self.case.policy {
+                Overflow::Block => return Ok(false),
+                Overflow::Fail => return Err(()),
+                Overflow::DropNewest => {
+                    self.fates[record] = Some(Fate::DroppedNewest);
+                    return Ok(true);
+                }
+                Overflow::DropOldest => {
+                    while !self.has_room(size) {
+                        let (old, _, _) = self.waiting.pop_front().expect("full");
+                        self.fates[old] = Some(Fate::DroppedOldest);
+                    }
+                }
+            }
+        }
+        self.waiting.push_back((record, size, t));
+        self.release(t);
+        Ok(true)
+    }
+
+    fn next_event(&self, t: u64) -> Option<u64> {
+        let &(_, size, arrived) = self.waiting.front()?;
+        let due = self
+            .limits
+            .iter()
+            .map(|l| l.due(t, size))
+            .max()
+            .expect("a limit")
+            .max(t as i128 + 1) as u64;
+        let expiry = self
+            .case
+            .max_wait_ms
+            .map_or(u64::MAX, |m| arrived + m * MS + 1);
+        Some(due.min(expiry))
+    }
+}
+
+fn model(case: &Case) -> Vec<Fate> {
+    let times = arrival_times(case);
+    let mut m = Model {
+        case,
+        limits: case
+            .limits
+            .iter()
+            .map(|&(interval, burst, unit)| ModelLimit {
+                interval,
+                burst,
+                unit,
+                slack: slack_for(rate_of(interval)),
+                tat: None,
+            })
+            .collect(),
+        waiting: VecDeque::new(),
+        fates: vec![None; times.len()],
+    };
+    let mut next = 0; // next record to arrive
+    let mut t = 0;
+    loop {
+        m.expire(t);
+        m.release(t);
+        while next < times.len() && times[next] <= t {
+            match m.arrive(t, next, record_bytes(next, case.arrivals[next].1).len()) {
+                Ok(true) => next += 1,
+                Ok(false) => break,
+                Err(()) => {
+                    for f in &mut m.fates[next..] {
+                        *f = Some(Fate::Undelivered);
+                    }
+                    for &(w, _, _) in &m.waiting {
+                        m.fates[w] = Some(Fate::Undelivered);
+                    }
+                    return m.fates.into_iter().map(Option::unwrap).collect();
+                }
+            }
+        }
+        let blocked = next < times.len() && times[next] <= t;
+        let arrival = (!blocked && next < times.len()).then(|| times[next]);
+        t = match (arrival, m.next_event(t)) {
+            (Some(a), Some(e)) => a.min(e),
+            (a, e) => match a.or(e) {
+                Some(x) => x,
+                None => break,
+            },
+        };
+    }
+    m.fates.into_iter().map(|f| f.expect("decided")).collect()
+}
+
+// ---------------------------------------------------------------------------
+// drip's admission, driven by the same events, with reads cut at random.
+
+/// Record `record` of about `size` bytes (at least its number and the
+/// delimiter).
+fn record_bytes(record: usize, size: usize) -> Vec<u8> {
+    let mut bytes = format!("{record}").into_bytes();
+    bytes.resize(size.max(bytes.len() + 1) - 1, b'.');
+    bytes.push(b'\n');
+    bytes
+}
+
+fn ids(seg: &Segment) -> Vec<usize> {
+    seg.records()
+        .map(|r| {
+            let digits: String = r
+                .iter()
+                .take_while(|b| b.is_ascii_digit())
+                .map(|&b| b as char)
+                .collect();
+            digits.parse().expect("a numbered record")
+        })
+        .collect()
+}
+
+fn segment_of(case: &Case, records: std::ops::Range<usize>) -> Segment {
+    let data: Vec<u8> = records
+        .flat_map(|r| record_bytes(r, case.arrivals[r].1))
+        .collect();
+    Segment::new(Bytes::from(data), b'\n')
+}
+
+struct Harness {
+    adm: Admission,
+    ledger: Ledger,
+    fates: Vec<Option<Fate>>,
+}
+
+impl Harness {
+    fn settle_dead(&mut self, fate: Fate) {
+        for seg in self.ledger.take_dead() {
+            for id in ids(&seg) {
+                assert!(self.fates[id].is_none(), "record {id} decided twice");
+                self.fates[id] = Some(fate);
+            }
+        }
+    }
+
+    fn settle_outbox(&mut self, t: u64) {
+        let mut out = Vec::new();
+        self.adm.take_outbox(&mut out);
+        for seg in &out {
+            self.ledger.written(seg.len() as u64, seg.bytes() as u64);
+            for id in ids(seg) {
+                assert!(self.fates[id].is_none(), "record {id} decided twice");
+                self.fates[id] = Some(Fate::Written(t));
+            }
+        }
+    }
+}
+
+fn drip_admission(case: &Case) -> Vec<Fate> {
+    let limits: Vec<Limit> = case
+        .limits
+        .iter()
+        .map(|&(interval, burst, unit)| Limit {
+            rate: rate_of(interval),
+            burst,
+            unit,
+        })
+        .collect();
+    let bucket = Bucket::new(case.capacity, case.capacity_bytes, case.policy);
+    let mut h = Harness {
+        adm: Admission::new(
+            bucket,
+            Box::new(Limits::new(&limits)),
+            case.max_wait_ms.map(|m| m * MS),
+        ),
+        ledger: Ledger::new(true),
+        fates: vec![None; case.arrivals.len()],
+    };
+    let policy_fate = match case.policy {
+        Overflow::DropOldest => Fate::DroppedOldest,
+        _ => Fate::DroppedNewest,
+    };
+    let times = arrival_times(case);
+    let mut next = 0;
+    let mut pending: Option<Segment> = None;
+    let mut cuts = case.cuts.iter().cycle();
+    let mut t = 0;
+    loop {
+        h.adm.expire(t, &mut h.ledger);
+        h.settle_dead(Fate::Expired);
+        h.adm.release(t);
+        h.settle_outbox(t);
+        // This instant's arrivals, after any read handed back earlier.
+        let mut reads: VecDeque<Segment> = pending.take().into_iter().collect();
+        while next < times.len() && times[next] <= t {
+            let n = (*cuts.next().expect("cycled")).min(times.len() - next);
+            let end = (next..next + n)
+                .take_while(|&r| times[r] <= t)
+                .last()
+                .expect("one")
+                + 1;
+            reads.push_back(segment_of(case, next..end));
+            next = end;
+        }
+        while let Some(seg) = reads.pop_front() {
+            let back = h.adm.arrive(t, seg, case.policy, true, &mut h.ledger);
+            h.settle_dead(policy_fate);
+            h.settle_outbox(t);
+            match back {
+                Offered::Done => {}
+                Offered::Wait(rest) => {
+                    // Reading stops: what is left arrives when there is room.
+                    let mut data = rest.as_bytes().to_vec();
+                    for s in reads.drain(..) {
+                        data.extend_from_slice(s.as_bytes());
+                    }
+                    pending = Some(Segment::new(Bytes::from(data), b'\n'));
+                }
+                Offered::Overflowed(rest) => {
+                    h.ledger.read_undelivered(rest);
+                    for s in reads.drain(..) {
+                        h.ledger.read_undelivered(s);
+                    }
+                    if next < times.len() {
+                        h.ledger
+                            .read_undelivered(segment_of(case, next..times.len()));
+                    }
+                    h.adm.drain(drip::bucket::Fate::Undelivered, &mut h.ledger);
+                    h.settle_dead(Fate::Undelivered);
+                    return h.fates.into_iter().map(|f| f.expect("decided")).collect();
+                }
+            }
+        }
+        let arrival = (pending.is_none() && next < times.len()).then(|| times[next]);
+        t = match (arrival, h.adm.next_event()) {
+            (Some(a), Some(e)) => a.min(e.max(t + 1)),
+            (None, Some(e)) => e.max(t + 1),
+            (Some(a), None) => a,
+            (None, None) => break,
+        };
+    }
+    let counts = h.ledger.counts();
+    assert_eq!(counts.read, counts.settled(), "{counts:?}");
+    h.fates.into_iter().map(|f| f.expect("decided")).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(600))]
+
+    #[test]
+    fn admission_matches_the_one_at_a_time_model(case in case()) {
+        let expected = model(&case);
+        let got = drip_admission(&case);
+        prop_assert_eq!(got, expected);
+    }
+}
+
+/// The three commands of the issue that asked for one-at-a-time admission,
+/// on virtual time: the fate no longer depends on how the input was cut.
+#[test]
+fn the_same_records_cut_differently_meet_the_same_fate() {
+    let case = |gaps: Vec<u64>, burst, capacity| Case {
+        arrivals: gaps.into_iter().map(|g| (g, 2)).collect(),
+        limits: vec![(1000 * MS, burst, Unit::Records)],
+        capacity,
+        capacity_bytes: None,
+        policy: Overflow::DropNewest,
+        max_wait_ms: None,
+        cuts: vec![1, 4, 2],
+    };
+    let written = |fates: Vec<Fate>| -> Vec<usize> {
+        fates
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| matches!(f, Fate::Written(_)))
+            .map(|(i, _)| i + 1)
+            .collect()
+    };
+    // printf '1\n2\n3\n4\n5\n' | drip -r 1/s -c 2 -o drop-newest
+    assert_eq!(written(drip_admission(&case(vec![0; 5], 1, 2))), [1, 2, 3]);
+    // the same with 10 ms between records
+    assert_eq!(
+        written(drip_admission(&case(vec![0, 10, 10, 10, 10], 1, 2))),
+        [1, 2, 3]
+    );
+    // seq 15 | drip -r 1/s -b 5 -c 1 -o drop-newest: five at once, the
+    // sixth a second later
+    let fates = drip_admission(&case(vec![0; 15], 5, 1));
+    assert_eq!(written(fates.clone()), [1, 2, 3, 4, 5, 6]);
+    assert_eq!(fates[4], Fate::Written(0));
+    assert_eq!(fates[5], Fate::Written(1000 * MS));
+}
