@@ -1,6 +1,7 @@
-complete -c drip -s r -l rate -d 'Records per unit of time: 10/s, 90/min, 2/h, 1/d, 3/5s, 1/250ms, 0.5/s, a bare 10 (per second), or inf (unlimited) for no pacing [default: 1/s]' -r
+complete -c drip -s r -l rate -d 'Records per unit of time: 10/s, 90/min, 2/h, 1/d, 3/5s, 1/250ms, 0.5/s, a bare 10 (per second), or inf (unlimited) for no pacing. Give it again for several limits at once, each with its own burst after a colon: -r 10/s -r 500/min:50 [default: 1/s]' -r
+complete -c drip -l byte-rate -d 'Bytes per unit of time, delimiters included: 1MiB/s, 500KB/s, 10GB/h; a record of n bytes spends n. BURST (a size, default 1 byte) is how many bytes may leave back to back; a record larger than BURST leaves alone once a full burst is saved, and the next waits until it is paid for. May be given more than once' -r
 complete -c drip -s i -l interval -d 'One record every DURATION (100ms, 2s, 1m): another way to give the rate' -r
-complete -c drip -s b -l burst -d 'Records that may leave back to back after an idle spell (token bucket); the long-run rate is unchanged. 1 means strict spacing' -r
+complete -c drip -s b -l burst -d 'Records that may leave back to back after an idle spell (token bucket); the long-run rate is unchanged. 1 means strict spacing. With several --rate limits, give each its burst as RATE:BURST instead [default: 1]' -r
 complete -c drip -s c -l capacity -d 'Records the bucket holds' -r
 complete -c drip -l capacity-bytes -d 'Bytes the bucket holds, delimiters included (10KiB, 64MiB); full at either bound' -r
 complete -c drip -s o -l overflow -d 'What to do when the bucket is full: block (backpressure), drop-newest, drop-oldest, or fail (exit 3)' -r

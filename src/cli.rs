@@ -7,7 +7,8 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::bucket::Overflow;
-use crate::rate::{parse_rate, Rate, RATE_FORMS};
+use crate::rate::{parse_byte_rate, parse_rate, Rate, BYTE_RATE_FORMS, RATE_FORMS};
+use crate::schedule::{Limit, Unit};
 
 /// Examples shown in `--help` and the man page: (command, what it does).
 pub const EXAMPLES: &[(&str, &str)] = &[
@@ -84,18 +85,29 @@ pub struct Cli {
     pub files: Vec<PathBuf>,
 
     /// Records per unit of time: 10/s, 90/min, 2/h, 1/d, 3/5s, 1/250ms, 0.5/s,
-    /// a bare 10 (per second), or inf (unlimited) for no pacing [default: 1/s]
-    #[arg(short, long, value_name = "RATE", value_parser = rate_arg, allow_hyphen_values = true)]
-    pub rate: Option<Rate>,
+    /// a bare 10 (per second), or inf (unlimited) for no pacing. Give it
+    /// again for several limits at once, each with its own burst after a
+    /// colon: -r 10/s -r 500/min:50 [default: 1/s]
+    #[arg(short, long, value_name = "RATE[:BURST]", value_parser = rate_arg, action = clap::ArgAction::Append, allow_hyphen_values = true)]
+    pub rate: Vec<(Rate, Option<u64>)>,
+
+    /// Bytes per unit of time, delimiters included: 1MiB/s, 500KB/s, 10GB/h;
+    /// a record of n bytes spends n. BURST (a size, default 1 byte) is how
+    /// many bytes may leave back to back; a record larger than BURST leaves
+    /// alone once a full burst is saved, and the next waits until it is paid
+    /// for. May be given more than once
+    #[arg(long, value_name = "SIZE/UNIT[:BURST]", value_parser = byte_rate_arg, action = clap::ArgAction::Append, allow_hyphen_values = true)]
+    pub byte_rate: Vec<(Rate, u64)>,
 
     /// One record every DURATION (100ms, 2s, 1m): another way to give the rate
     #[arg(short, long, value_name = "DURATION", value_parser = interval_arg, conflicts_with = "rate", allow_hyphen_values = true)]
     pub interval: Option<Duration>,
 
     /// Records that may leave back to back after an idle spell (token bucket);
-    /// the long-run rate is unchanged. 1 means strict spacing
-    #[arg(short, long, value_name = "N", default_value = "1", value_parser = positive_u64, allow_hyphen_values = true)]
-    pub burst: u64,
+    /// the long-run rate is unchanged. 1 means strict spacing. With several
+    /// --rate limits, give each its burst as RATE:BURST instead [default: 1]
+    #[arg(short, long, value_name = "N", value_parser = positive_u64, allow_hyphen_values = true)]
+    pub burst: Option<u64>,
 
     /// Records the bucket holds
     #[arg(short, long, value_name = "N", default_value = "1000", value_parser = positive_usize, allow_hyphen_values = true)]
@@ -164,9 +176,34 @@ pub struct Cli {
     pub quiet: bool,
 }
 
-/// Parse `--rate`.
-fn rate_arg(text: &str) -> Result<Rate, String> {
-    parse_rate(text).map_err(|why| format!("{why} (expected {RATE_FORMS})"))
+/// Parse `--rate`: `RATE` or `RATE:BURST`.
+fn rate_arg(text: &str) -> Result<(Rate, Option<u64>), String> {
+    let (rate_text, burst) = match text.rsplit_once(':') {
+        Some((rate, burst)) => (rate, Some(burst_arg(burst)?)),
+        None => (text, None),
+    };
+    let rate =
+        parse_rate(rate_text).map_err(|why| format!("{why} (expected {RATE_FORMS}[:BURST])"))?;
+    if rate == Rate::Unlimited && burst.is_some() {
+        return Err("an unlimited rate takes no burst".into());
+    }
+    Ok((rate, burst))
+}
+
+/// Parse `--byte-rate`: `SIZE/UNIT` or `SIZE/UNIT:BURST` (BURST a size).
+fn byte_rate_arg(text: &str) -> Result<(Rate, u64), String> {
+    let (rate_text, burst) = match text.rsplit_once(':') {
+        Some((rate, burst)) => (rate, size_arg(burst)? as u64),
+        None => (text, 1),
+    };
+    let rate = parse_byte_rate(rate_text)
+        .map_err(|why| format!("{why} (expected {BYTE_RATE_FORMS}[:BURST])"))?;
+    Ok((rate, burst))
+}
+
+/// Parse the burst after a colon.
+fn burst_arg(text: &str) -> Result<u64, String> {
+    positive_u64(text).map_err(|why| format!("burst '{text}': {why}"))
 }
 
 /// Parse a non-zero humantime duration.
@@ -273,10 +310,8 @@ pub enum ProgressMode {
 pub struct Config {
     /// Inputs, read in order.
     pub inputs: Vec<Input>,
-    /// The pacing rate.
-    pub rate: Rate,
-    /// Records that may leave back to back (≥ 1).
-    pub burst: u64,
+    /// The limits every record must pass (none: unlimited, `--rate inf`).
+    pub limits: Vec<Limit>,
     /// Records the bucket holds (≥ 1).
     pub capacity: usize,
     /// Bytes the bucket holds, when bounded.
@@ -306,7 +341,19 @@ pub struct Config {
 impl Config {
     /// A configuration with drip's defaults reading `inputs`.
     pub fn new(inputs: Vec<Input>) -> Config {
-        Config::from(Cli::parse_from(["drip"])).with_inputs(inputs)
+        Config::try_from(Cli::parse_from(["drip"]))
+            .expect("the defaults are valid")
+            .with_inputs(inputs)
+    }
+
+    /// The highest record rate the limits allow, records per second
+    /// (infinite when no limit counts records), for display only.
+    pub fn records_per_second(&self) -> f64 {
+        self.limits
+            .iter()
+            .filter(|l| l.unit == Unit::Records)
+            .map(|l| l.rate.per_second())
+            .fold(f64::INFINITY, f64::min)
     }
 
     fn with_inputs(mut self, inputs: Vec<Input>) -> Config {
@@ -315,16 +362,66 @@ impl Config {
     }
 }
 
-impl From<Cli> for Config {
-    fn from(cli: Cli) -> Config {
-        let rate = match (cli.rate, cli.interval) {
-            (Some(rate), _) => rate,
-            (None, Some(interval)) => Rate::per_interval(interval).expect("checked non-zero"),
-            (None, None) => Rate::Limited {
-                count: 1,
-                period_ns: 1_000_000_000,
-            },
-        };
+/// The limits that `--rate`, `--interval`, `--burst` and `--byte-rate` give.
+///
+/// # Errors
+/// `--burst` beside several `--rate`s, or beside a `RATE:BURST`: which
+/// limit it is for would be a guess.
+fn limits(cli: &Cli) -> Result<Vec<Limit>, clap::Error> {
+    use clap::CommandFactory;
+    let ambiguous =
+        |why: &str| Err(Cli::command().error(clap::error::ErrorKind::ArgumentConflict, why));
+    let mut rates = cli.rate.clone();
+    if let Some(interval) = cli.interval {
+        rates.push((
+            Rate::per_interval(interval).expect("checked non-zero"),
+            None,
+        ));
+    }
+    if let Some(burst) = cli.burst {
+        match rates.as_mut_slice() {
+            [(_, own @ None)] => *own = Some(burst),
+            [] => rates.push((ONE_PER_SECOND, Some(burst))),
+            [(_, Some(_))] => {
+                return ambiguous("--burst: the rate already has its burst (RATE:BURST); give one")
+            }
+            _ => {
+                return ambiguous(
+                    "--burst: several --rate limits; give each its own burst as RATE:BURST",
+                )
+            }
+        }
+    }
+    if rates.is_empty() && cli.byte_rate.is_empty() {
+        rates.push((ONE_PER_SECOND, None));
+    }
+    let records = rates
+        .into_iter()
+        .filter(|(rate, _)| *rate != Rate::Unlimited)
+        .map(|(rate, burst)| Limit {
+            rate,
+            burst: burst.unwrap_or(1),
+            unit: Unit::Records,
+        });
+    let bytes = cli.byte_rate.iter().map(|&(rate, burst)| Limit {
+        rate,
+        burst,
+        unit: Unit::Bytes,
+    });
+    Ok(records.chain(bytes).collect())
+}
+
+/// The default rate.
+const ONE_PER_SECOND: Rate = Rate::Limited {
+    count: 1,
+    period_ns: 1_000_000_000,
+};
+
+impl TryFrom<Cli> for Config {
+    type Error = clap::Error;
+
+    fn try_from(cli: Cli) -> Result<Config, clap::Error> {
+        let limits = limits(&cli)?;
         let inputs = if cli.files.is_empty() {
             vec![Input::Stdin]
         } else {
@@ -351,10 +448,9 @@ impl From<Cli> for Config {
         } else {
             ProgressMode::Auto
         };
-        Config {
+        Ok(Config {
             inputs,
-            rate,
-            burst: cli.burst,
+            limits,
             capacity: cli.capacity,
             capacity_bytes: cli.capacity_bytes,
             overflow: cli.overflow,
@@ -367,7 +463,7 @@ impl From<Cli> for Config {
             stats_json: cli.stats_json,
             stats_interval: cli.stats_interval,
             progress,
-        }
+        })
     }
 }
 
@@ -384,8 +480,14 @@ mod tests {
     #[test]
     fn defaults() {
         let c = Config::new(vec![Input::Stdin]);
-        assert_eq!(c.rate.per_second(), 1.0);
-        assert_eq!(c.burst, 1);
+        assert_eq!(
+            c.limits,
+            [Limit {
+                rate: ONE_PER_SECOND,
+                burst: 1,
+                unit: Unit::Records
+            }]
+        );
         assert_eq!(c.capacity, 1000);
         assert_eq!(c.overflow, Overflow::Block);
         assert_eq!(c.delimiter, b'\n');
@@ -394,14 +496,14 @@ mod tests {
 
     #[test]
     fn interval_sets_the_rate() {
-        let c = Config::from(Cli::parse_from(["drip", "-i", "250ms"]));
-        assert_eq!(c.rate.per_second(), 4.0);
+        let c = config(&["-i", "250ms"]).unwrap();
+        assert_eq!(c.records_per_second(), 4.0);
         assert!(Cli::try_parse_from(["drip", "-i", "1s", "-r", "2/s"]).is_err());
     }
 
     #[test]
     fn dash_is_stdin() {
-        let c = Config::from(Cli::parse_from(["drip", "a", "-", "b"]));
+        let c = config(&["a", "-", "b"]).unwrap();
         assert_eq!(
             c.inputs,
             vec![
@@ -421,7 +523,7 @@ mod tests {
         assert!(delimiter_arg("ab").is_err());
         assert!(delimiter_arg("\\xZZ").is_err());
         assert!(delimiter_arg("").is_err());
-        let c = Config::from(Cli::parse_from(["drip", "-0"]));
+        let c = config(&["-0"]).unwrap();
         assert_eq!(c.delimiter, 0);
     }
 
@@ -439,10 +541,71 @@ mod tests {
 
     #[test]
     fn repeated_flags_take_the_last_value() {
-        let c = Config::from(Cli::parse_from([
-            "drip", "-r", "1/s", "-r", "inf", "-q", "-q",
-        ]));
-        assert_eq!(c.rate, Rate::Unlimited);
+        let c = config(&["-c", "5", "-c", "7", "-q", "-q"]).unwrap();
+        assert_eq!(c.capacity, 7);
+    }
+
+    fn config(args: &[&str]) -> Result<Config, clap::Error> {
+        let cli = Cli::try_parse_from(std::iter::once("drip").chain(args.iter().copied()))?;
+        Config::try_from(cli)
+    }
+
+    fn rate(text: &str) -> Rate {
+        parse_rate(text).unwrap()
+    }
+
+    #[test]
+    fn several_limits_each_with_its_burst() {
+        let c = config(&[
+            "-r",
+            "10/s",
+            "-r",
+            "500/min:50",
+            "--byte-rate",
+            "1MiB/s:64KiB",
+        ])
+        .unwrap();
+        assert_eq!(
+            c.limits,
+            [
+                Limit {
+                    rate: rate("10/s"),
+                    burst: 1,
+                    unit: Unit::Records
+                },
+                Limit {
+                    rate: rate("500/min"),
+                    burst: 50,
+                    unit: Unit::Records
+                },
+                Limit {
+                    rate: parse_byte_rate("1MiB/s").unwrap(),
+                    burst: 64 << 10,
+                    unit: Unit::Bytes
+                },
+            ]
+        );
+        // One --rate takes --burst as before.
+        let c = config(&["-r", "10/s", "-b", "5"]).unwrap();
+        assert_eq!(c.limits[0].burst, 5);
+        // inf adds no limit; alone, nothing is limited.
+        assert!(config(&["-r", "inf"]).unwrap().limits.is_empty());
+        assert_eq!(config(&["-r", "inf", "-r", "3/s"]).unwrap().limits.len(), 1);
+        // A byte rate alone limits bytes only.
+        let c = config(&["--byte-rate", "1KB/s"]).unwrap();
+        assert_eq!(c.limits.len(), 1);
+        assert_eq!(c.records_per_second(), f64::INFINITY);
+    }
+
+    #[test]
+    fn an_ambiguous_burst_is_refused() {
+        let e = config(&["-r", "10/s", "-r", "500/min", "-b", "5"]).unwrap_err();
+        assert!(e.to_string().contains("RATE:BURST"), "{e}");
+        assert!(config(&["-r", "10/s:3", "-b", "5"]).is_err());
+        assert!(config(&["-r", "inf:5"]).is_err());
+        assert!(config(&["-r", "10/s:0"]).is_err());
+        assert!(config(&["--byte-rate", "1MiB"]).is_err());
+        assert!(config(&["--byte-rate", "1MiB/s:0"]).is_err());
     }
 
     #[test]

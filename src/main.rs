@@ -11,7 +11,10 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(err) => return usage_error(&err),
     };
-    let config = Config::from(cli);
+    let config = match Config::try_from(cli) {
+        Ok(config) => config,
+        Err(err) => return usage_error(&err),
+    };
     match drip::run_stdout(config) {
         Ok(ending) => ExitCode::from(ending.status() as u8),
         Err(err) => {

@@ -155,6 +155,12 @@ impl Ui {
     }
 }
 
+/// Lock the shared display (a thread that panicked holding it leaves it
+/// usable).
+pub fn lock_ui(ui: &std::sync::Mutex<Ui>) -> std::sync::MutexGuard<'_, Ui> {
+    ui.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// `H:MM:SS` or `M:SS`.
 fn clock(d: Duration) -> String {
     let s = d.as_secs();

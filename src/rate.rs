@@ -112,6 +112,39 @@ pub fn parse_rate(text: &str) -> Result<Rate, String> {
     Ok(Rate::Limited { count, period_ns })
 }
 
+/// The accepted forms of a byte rate, for error messages.
+pub const BYTE_RATE_FORMS: &str = "SIZE/UNIT such as 1MiB/s, 500KB/s, 10GB/h or 4096/250ms";
+
+/// Parse a byte rate: `SIZE/UNIT` or `SIZE/DURATION`, where SIZE is a
+/// number of bytes with an optional unit (`KB` is 1000 bytes, `KiB` 1024).
+///
+/// # Errors
+/// A message naming what is wrong: a missing, zero or malformed size, or an
+/// unknown unit.
+///
+/// # Examples
+/// ```
+/// use drip::rate::parse_byte_rate;
+/// assert_eq!(parse_byte_rate("1MiB/s").unwrap().per_second(), 1048576.0);
+/// assert!(parse_byte_rate("1MiB").is_err());
+/// ```
+pub fn parse_byte_rate(text: &str) -> Result<Rate, String> {
+    let Some((size_text, unit_text)) = text.trim().split_once('/') else {
+        return Err("missing '/UNIT' (a byte rate needs its period)".into());
+    };
+    let size = parse_size::parse_size(size_text.trim())
+        .map_err(|_| format!("'{}' is not a size", size_text.trim()))?;
+    if size == 0 {
+        return Err("the size must be greater than zero".into());
+    }
+    let period_ns = parse_period(unit_text.trim())?.as_nanos();
+    if period_ns == 0 {
+        return Err("the period must be longer than zero".into());
+    }
+    let (count, period_ns) = reduce(u128::from(size), period_ns);
+    Ok(Rate::Limited { count, period_ns })
+}
+
 /// A unit (`s`, `min`) or a duration (`5s`, `250ms`).
 fn parse_period(text: &str) -> Result<Duration, String> {
     if text.is_empty() {
@@ -204,6 +237,25 @@ mod tests {
             "1/0s",
         ] {
             assert!(parse_rate(text).is_err(), "{text:?} should be rejected");
+        }
+    }
+
+    #[test]
+    fn byte_rates() {
+        assert_eq!(parse_byte_rate("1MiB/s"), Ok(limited(1 << 20, seconds(1))));
+        assert_eq!(
+            parse_byte_rate("500KB/min"),
+            Ok(limited(500_000, seconds(60)))
+        );
+        assert_eq!(
+            parse_byte_rate("4096/250ms"),
+            Ok(limited(4096, 250_000_000))
+        );
+        for text in ["1MiB", "0/s", "lots/s", "1MiB/fortnight", "1MiB/0s"] {
+            assert!(
+                parse_byte_rate(text).is_err(),
+                "{text:?} should be rejected"
+            );
         }
     }
 

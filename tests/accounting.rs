@@ -59,10 +59,12 @@ fn dead_letter_keeps_what_drop_newest_sheds() {
         .arg(input.path())
         .assert()
         .success()
-        .stdout(numbered(1..=10));
-    assert_eq!(std::fs::read_to_string(&dead).unwrap(), numbered(11..=100));
+        .stdout(numbered(1..=11));
+    // The first record leaves as it arrives (the schedule allows it), so
+    // it takes no place in the bucket: ten more wait, the rest are shed.
+    assert_eq!(std::fs::read_to_string(&dead).unwrap(), numbered(12..=100));
     let v = json(&stats);
-    assert_eq!(v["dropped_newest"], 90);
+    assert_eq!(v["dropped_newest"], 89);
     assert_counts_add_up(&v);
 }
 
@@ -77,8 +79,9 @@ fn dead_letter_keeps_what_drop_oldest_evicts_in_order() {
         .arg(input.path())
         .assert()
         .success()
-        .stdout(numbered(91..=100));
-    assert_eq!(std::fs::read_to_string(&dead).unwrap(), numbered(1..=90));
+        .stdout(numbered(1..=1) + &numbered(91..=100));
+    // Record 1 left as it arrived: eviction takes only waiting records.
+    assert_eq!(std::fs::read_to_string(&dead).unwrap(), numbered(2..=90));
 }
 
 #[test]
@@ -130,7 +133,8 @@ fn max_wait_expires_stale_records() {
 
 #[test]
 fn capacity_bytes_bounds_the_bucket() {
-    let input = temp_file(b"aaaa\nbbbb\ncccc\n");
+    // aaaa leaves as it arrives; bbbb and cccc fill the 10 bytes.
+    let input = temp_file(b"aaaa\nbbbb\ncccc\ndddd\n");
     drip(&[
         "-r",
         "1000/s",
@@ -143,7 +147,7 @@ fn capacity_bytes_bounds_the_bucket() {
     .arg(input.path())
     .assert()
     .success()
-    .stdout("aaaa\nbbbb\n")
+    .stdout("aaaa\nbbbb\ncccc\n")
     .stderr(predicate::str::contains("dropped 1 (newest 1, oldest 0)"));
 }
 
@@ -548,9 +552,9 @@ fn a_failing_dead_letter_is_an_error_after_the_summary() {
         .arg(input.path())
         .assert()
         .code(1)
-        .stdout(numbered(1..=10))
+        .stdout(numbered(1..=11))
         .stderr(
-            predicate::str::starts_with("drip: read 100, written 10, dropped 90").and(
+            predicate::str::starts_with("drip: read 100, written 11, dropped 89").and(
                 predicate::str::ends_with(
                     "drip: --dead-letter /dev/full: No space left on device\n",
                 ),

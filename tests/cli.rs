@@ -228,20 +228,22 @@ fn drop_newest_keeps_the_first_records() {
         .arg(input.path())
         .assert()
         .success()
-        .stdout(numbered(1..=10))
-        .stderr(predicate::str::contains("dropped 90 (newest 90, oldest 0)"));
+        // Record 1 leaves as it arrives; 2 to 11 wait; the rest are shed.
+        .stdout(numbered(1..=11))
+        .stderr(predicate::str::contains("dropped 89 (newest 89, oldest 0)"));
 }
 
 #[test]
 fn drop_oldest_keeps_the_last_records() {
     let input = temp_file(numbered(1..=100).as_bytes());
-    let expected: String = (91..=100).map(|i| format!("{i}\n")).collect();
+    // Record 1 leaves as it arrives; eviction takes only waiting records.
+    let expected = numbered(1..=1) + &numbered(91..=100);
     drip(&["-c", "10", "-r", "1000/s", "-o", "drop-oldest", "--stats"])
         .arg(input.path())
         .assert()
         .success()
         .stdout(expected)
-        .stderr(predicate::str::contains("dropped 90 (newest 0, oldest 90)"));
+        .stderr(predicate::str::contains("dropped 89 (newest 0, oldest 89)"));
 }
 
 #[test]
@@ -253,7 +255,7 @@ fn fail_stops_with_status_3() {
         .code(3)
         .stderr(
             predicate::str::is_match(
-                r"^drip: overflow: record 11 arrived at a full bucket \(capacity 10 records\)",
+                r"^drip: overflow: record 12 arrived at a full bucket \(capacity 10 records\)",
             )
             .unwrap(),
         );

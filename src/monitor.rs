@@ -18,8 +18,8 @@ use tokio::io::unix::AsyncFd;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
-use crate::progress::{Snapshot, Ui};
-use crate::{lock_ui, Shared};
+use crate::progress::{lock_ui, Snapshot, Ui};
+use crate::state::Shared;
 
 /// How often a writer blocked after a stop is interrupted.
 const NUDGE_EVERY: Duration = Duration::from_millis(50);

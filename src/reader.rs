@@ -1,0 +1,226 @@
+//! The reader thread: reads the inputs ([`crate::input`]) and hands each
+//! read's records to admission, waiting while `block` holds it back.
+//!
+//! Unpaced (`--rate inf`), while nothing is queued, it writes a read to
+//! stdout itself ([`output::Direct`]) and hands on only what stdout did not
+//! take at once.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use crate::bucket::{Offered, Segment};
+use crate::cli::Input;
+use crate::input::{self, Flow, ReadReport, Splitter};
+use crate::progress::{lock_ui, Ui};
+use crate::state::{OverflowError, Shared, State, STALL_NS};
+
+/// Unpaced, how long the reader watches a streaming input that ran dry
+/// before it sleeps ([`input::read_all`]).
+const LINGER: Duration = Duration::from_micros(50);
+
+/// Start the reader thread over `inputs`; it returns how reading went.
+///
+/// # Errors
+/// The thread cannot be started.
+pub(crate) fn spawn(
+    shared: Arc<Shared>,
+    ui: Arc<Mutex<Ui>>,
+    inputs: Vec<Input>,
+    mut splitter: Splitter,
+) -> Result<JoinHandle<ReadReport>> {
+    // Unpaced, reading speed is drip's speed: linger on a streaming input.
+    let linger = if shared.unpaced {
+        LINGER
+    } else {
+        Duration::ZERO
+    };
+    thread::Builder::new()
+        .name("drip-reader".into())
+        .spawn(move || {
+            let report = input::read_all(
+                &inputs,
+                &mut splitter,
+                &shared.waker,
+                linger,
+                &mut |seg| deliver(&shared, seg),
+                &mut |msg| lock_ui(&ui).message(&msg),
+            );
+            shared.lock().reading_done = true;
+            shared.data_ready.notify_all();
+            report
+        })
+        .context("starting the reader thread")
+}
+
+/// The reader's hand-off: admit `seg`'s records, applying the policy.
+fn deliver(shared: &Shared, seg: Segment) -> Flow {
+    let mut st = shared.lock();
+    // Records count as read once they are admitted or meet the policy;
+    // those still in the reader's hands are counted if drip stops with
+    // them (as undelivered).
+    st.ledger.read_bytes(seg.bytes());
+    let seg = match shared.direct.as_ref() {
+        Some(direct) if direct.usable() && st.idle() => match write_direct(shared, st, seg) {
+            Some((guard, Some(rest))) => {
+                st = guard;
+                rest
+            }
+            Some((_, None)) => return Flow::Continue,
+            None => return Flow::Stop,
+        },
+        _ => seg,
+    };
+    offer(shared, st, seg)
+}
+
+/// The lock again, and the records a direct write left for the usual way.
+type Left<'a> = (MutexGuard<'a, State>, Option<Segment>);
+
+/// Unpaced, with nothing queued: write what stdout takes at once; returns
+/// the lock and what is left, or `None` when a write error stopped drip.
+fn write_direct<'a>(
+    shared: &'a Shared,
+    mut st: MutexGuard<'a, State>,
+    mut seg: Segment,
+) -> Option<Left<'a>> {
+    let direct = shared.direct.as_ref().expect("direct writes");
+    st.writing_since = Some(shared.clock.now());
+    drop(st);
+    let mut written = direct.write(&seg, &shared.stop_now);
+    st = shared.lock();
+    let whole = written.records as usize;
+    let begun = whole < seg.len() && written.bytes as usize > seg.bytes_of_first(whole);
+    if st.stop_reading && begun && written.error.is_none() {
+        // Stopping (even with --drain): the writer may be gone, so the
+        // begun record is finished here. The records after it wait with the
+        // leftovers, where a second signal finds them.
+        let mut rest = seg.clone();
+        seg = rest.split_front(whole + 1);
+        if !rest.is_empty() {
+            st.leftover.push(rest);
+        }
+        let mut record = seg.clone();
+        record.split_front(whole);
+        st.finishing = Some(record);
+        drop(st);
+        written = direct.finish_record(&seg, written);
+        st = shared.lock();
+        st.finishing = None;
+    }
+    let now = shared.clock.now();
+    match st.settle_direct(seg, written, now) {
+        Some(rest) => {
+            if st.tail.is_some() {
+                shared.data_ready.notify_one();
+            }
+            Some((st, rest))
+        }
+        None => {
+            st.flush_dead();
+            drop(st);
+            shared.stop(false);
+            None
+        }
+    }
+}
+
+/// Offer `seg` (and first any parked read) to admission until it is all
+/// in, waiting for room while `block` holds it back.
+fn offer<'a>(shared: &'a Shared, mut st: MutexGuard<'a, State>, seg: Segment) -> Flow {
+    let mut next = Some(seg);
+    loop {
+        let now = shared.clock.now();
+        if st.stop_reading {
+            // A parked read stays for `drain_undelivered`, before these.
+            st.leftover.extend(next);
+            st.flush_dead();
+            return Flow::Stop;
+        }
+        // Oldest first: a parked read goes before this one.
+        let (seg, parked) = match st.pending.take() {
+            Some(older) => (older, true),
+            None => match next.take() {
+                Some(seg) => (seg, false),
+                None => {
+                    st.flush_dead();
+                    return Flow::Continue;
+                }
+            },
+        };
+        let policy = st.policy(now, shared.unpaced);
+        let may_leave = st.may_leave(now, shared.unpaced);
+        let State { adm, ledger, .. } = &mut *st;
+        let offered = adm.arrive(now, seg, policy, may_leave, ledger);
+        if st.adm.outbox_len() > 0 || (st.writer_waiting && !st.adm.bucket().is_empty()) {
+            shared.data_ready.notify_one();
+        }
+        st.flush_dead();
+        match offered {
+            Offered::Done => {}
+            Offered::Wait(rest) => {
+                st.pending = Some(rest);
+                // Unpaced, one read may be parked while the reader goes on
+                // reading (the writer takes it with the bucket); with two,
+                // it waits. Paced, the writer tops the bucket up from it.
+                if shared.unpaced && !parked {
+                    return Flow::Continue;
+                }
+                st = wait_for_room(shared, st, policy, now);
+            }
+            Offered::Overflowed(rest) => {
+                let record = st.ledger.counts().read + 1;
+                st.overflow = Some(OverflowError {
+                    record,
+                    capacity: st.adm.bucket().capacity(),
+                });
+                st.leftover.push(rest);
+                st.leftover.extend(next);
+                drop(st);
+                shared.stop(false);
+                return Flow::Stop;
+            }
+        }
+    }
+}
+
+/// Wait until the writer has made room for the parked read, an expiry is
+/// due, or (unpaced, patient) the policy held back applies.
+fn wait_for_room<'a>(
+    shared: &'a Shared,
+    mut st: MutexGuard<'a, State>,
+    policy: crate::bucket::Overflow,
+    now: u64,
+) -> MutexGuard<'a, State> {
+    let wants = st
+        .pending
+        .as_ref()
+        .map_or(1, Segment::len)
+        .min(st.adm.bucket().capacity() / 4)
+        .max(1);
+    st.reader_wants = wants;
+    // With --max-wait, the oldest record's deadline makes room too, even
+    // while the writer is stuck in a write; a policy held back applies when
+    // its time is up.
+    let expiry = st.adm.next_expiry();
+    let patience =
+        (policy != st.adm.bucket().policy()).then_some(st.last_take.saturating_add(STALL_NS));
+    st = match expiry.into_iter().chain(patience).min() {
+        Some(deadline) => {
+            let timeout = Duration::from_nanos(deadline.saturating_sub(now));
+            shared
+                .space_ready
+                .wait_timeout(st, timeout)
+                .unwrap_or_else(|e| e.into_inner())
+                .0
+        }
+        None => shared
+            .space_ready
+            .wait(st)
+            .unwrap_or_else(|e| e.into_inner()),
+    };
+    st.reader_wants = 0;
+    st
+}

@@ -1,0 +1,410 @@
+//! What the reader, the writer and the monitor share, behind one lock.
+//!
+//! [`State`] holds the pure parts (admission with its bucket and schedule,
+//! the ledger) and the few facts about the threads that they need to agree
+//! on. The special cases that the design does not make disappear are
+//! fields of [`State`], each named for what it keeps:
+//!
+//! - `pending` — *the parked read*: under `block`, the records of one read
+//!   that did not fit. They are not read yet (not counted); they arrive
+//!   when room is made, offered again before any newer read, by the reader
+//!   or by the writer's top-up. Keeps: backpressure without losing a read's
+//!   tail, and a schedule that never starves while the reader sleeps.
+//! - `tail` — *the begun record*: unpaced, the record the reader was writing
+//!   to stdout itself when stdout filled. The writer finishes it before
+//!   anything else, even when stopping. Keeps: no record is ever cut.
+//! - `finishing` — the begun record the reader finishes itself at a stop.
+//!   Keeps: a second signal finds it for the dead letter.
+//! - `in_flight`, `in_flight_begun` — the batch the writer is writing, for a
+//!   second signal that leaves mid-write. Keeps: nothing is lost then.
+//! - `leftover` — records read but never offered because drip stopped.
+//!   Keeps: they are counted, as undelivered, in input order.
+//!
+//! Invariant (checked at exit): every record read is in exactly one place —
+//! the bucket, the outbox, the writer's batch, `tail` — or has its fate in
+//! the ledger; `pending` and `leftover` hold records not yet counted.
+
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::admission::Admission;
+use crate::bucket::{Fate, Offered, Overflow, Segment};
+use crate::deadletter::DeadLetter;
+use crate::ledger::Ledger;
+use crate::output;
+use crate::progress::Snapshot;
+use crate::stats::Summary;
+use crate::sys;
+
+/// Unpaced, how long stdout may make no room before a drop or fail policy
+/// applies, in ns: longer than a consumer that is merely descheduled.
+pub(crate) const STALL_NS: u64 = 100_000_000;
+
+/// Monotonic nanoseconds since drip started.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Clock(pub(crate) Instant);
+
+impl Clock {
+    pub(crate) fn now(&self) -> u64 {
+        u64::try_from(self.0.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+/// The bucket overflowed under `--overflow fail`.
+#[derive(Debug)]
+pub struct OverflowError {
+    /// 1-based number of the record that did not fit.
+    pub record: u64,
+    /// The bucket's capacity in records.
+    pub capacity: usize,
+}
+
+impl std::fmt::Display for OverflowError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "overflow: record {} arrived at a full bucket (capacity {} records) under --overflow fail",
+            self.record, self.capacity
+        )
+    }
+}
+
+impl std::error::Error for OverflowError {}
+
+/// Everything the threads share, behind one lock.
+#[derive(Debug)]
+pub(crate) struct State {
+    pub(crate) adm: Admission,
+    pub(crate) ledger: Ledger,
+    pub(crate) dead: DeadLetter,
+    /// The reader has finished (end of input, error, or stop).
+    pub(crate) reading_done: bool,
+    /// Stop reading: a signal, an overflow under fail, a failed output.
+    pub(crate) stop_reading: bool,
+    /// Stop writing (after the record under way).
+    pub(crate) stop_writing: bool,
+    pub(crate) writer_waiting: bool,
+    /// While the reader waits for room: how many free places wake it (a
+    /// low-water mark, so it is not woken for every record written).
+    pub(crate) reader_wants: usize,
+    /// When the writer last took records, making room (ns).
+    pub(crate) last_take: u64,
+    /// When the write under way began (ns).
+    pub(crate) writing_since: Option<u64>,
+    pub(crate) overflow: Option<OverflowError>,
+    /// The parked read (see the module's notes).
+    pub(crate) pending: Option<Segment>,
+    /// Records read but never offered because drip stopped.
+    pub(crate) leftover: Vec<Segment>,
+    /// The begun record and how many of its bytes went out.
+    pub(crate) tail: Option<(Segment, usize)>,
+    /// The error the reader met writing to stdout itself.
+    pub(crate) write_error: Option<std::io::Error>,
+    /// The batch being written (a begun record's rest first) and that
+    /// record whole; [`Shared::in_flight_written`] says how far it got.
+    pub(crate) in_flight: Vec<Segment>,
+    pub(crate) in_flight_begun: Option<Segment>,
+    /// The begun record the reader is finishing itself at a stop.
+    pub(crate) finishing: Option<Segment>,
+}
+
+impl State {
+    /// A state around `adm`, with nothing read yet.
+    pub(crate) fn new(adm: Admission, dead: DeadLetter, keep_dead: bool) -> State {
+        State {
+            adm,
+            ledger: Ledger::new(keep_dead),
+            dead,
+            reading_done: false,
+            stop_reading: false,
+            stop_writing: false,
+            writer_waiting: false,
+            reader_wants: 0,
+            last_take: 0,
+            writing_since: None,
+            overflow: None,
+            pending: None,
+            leftover: Vec::new(),
+            tail: None,
+            write_error: None,
+            in_flight: Vec::new(),
+            in_flight_begun: None,
+            finishing: None,
+        }
+    }
+
+    /// Write what the ledger set aside for the dead letter.
+    pub(crate) fn flush_dead(&mut self) {
+        let dead = self.ledger.take_dead();
+        if !dead.is_empty() {
+            self.dead.write(&dead);
+        }
+    }
+
+    /// Leaving mid-write (a second signal): what the writer and the reader
+    /// were still writing, as undelivered; `written` bytes of the writer's
+    /// batch went out. A record under way goes to the dead letter whole.
+    pub(crate) fn drain_in_flight(&mut self, written: usize) {
+        let mut batch = std::mem::take(&mut self.in_flight);
+        let skip = output::whole_records(&batch, written) as usize;
+        if let Some(whole) = self.in_flight_begun.take() {
+            if skip == 0 && !batch.is_empty() {
+                batch[0] = whole;
+            }
+        }
+        self.dispose_after(batch, skip);
+        if let Some(record) = self.finishing.take() {
+            self.ledger.read_undelivered(record);
+        }
+    }
+
+    /// The records of `batch` after the first `skip`, as undelivered.
+    pub(crate) fn dispose_after(&mut self, batch: Vec<Segment>, mut skip: usize) {
+        for mut seg in batch {
+            if skip >= seg.len() {
+                skip -= seg.len();
+                continue;
+            }
+            seg.split_front(skip);
+            skip = 0;
+            self.ledger.dispose(seg, Fate::Undelivered);
+        }
+    }
+
+    /// Everything still queued, then what the reader held, as undelivered.
+    pub(crate) fn drain_undelivered(&mut self) {
+        // A begun record is older than anything queued.
+        if let Some((record, _)) = self.tail.take() {
+            self.ledger.dispose(record, Fate::Undelivered);
+        }
+        self.adm.drain(Fate::Undelivered, &mut self.ledger);
+        for seg in self
+            .pending
+            .take()
+            .into_iter()
+            .chain(std::mem::take(&mut self.leftover))
+        {
+            self.ledger.read_undelivered(seg);
+        }
+    }
+
+    /// Whether nothing is queued or being written: stdout is free for the
+    /// reader to write to itself.
+    pub(crate) fn idle(&self) -> bool {
+        self.writer_waiting
+            && self.adm.bucket().is_empty()
+            && self.adm.outbox_len() == 0
+            && self.pending.is_none()
+            && self.tail.is_none()
+            && !self.stop_reading
+    }
+
+    /// Whether the writer can take records now. Unpaced: it holds at most
+    /// one read in hand (the outbox is empty). Paced: no write has been
+    /// under way for longer than the schedule's slack (stdout is taking
+    /// records).
+    pub(crate) fn may_leave(&self, now: u64, unpaced: bool) -> bool {
+        if unpaced {
+            return self.adm.outbox_len() == 0;
+        }
+        let slack = self.adm.schedule().slack_ns();
+        !matches!(self.writing_since, Some(since) if now.saturating_sub(since) > slack)
+    }
+
+    /// The policy that applies now: unpaced, one read can bring thousands
+    /// of records at once, so a drop or fail policy applies only once
+    /// stdout has stopped making room for a while, never to the size of a
+    /// read; until then, `block`.
+    pub(crate) fn policy(&self, now: u64, unpaced: bool) -> Overflow {
+        let patient =
+            unpaced && (self.writer_waiting || now.saturating_sub(self.last_take) < STALL_NS);
+        if patient {
+            Overflow::Block
+        } else {
+            self.adm.bucket().policy()
+        }
+    }
+
+    /// Account for a write the reader made itself ([`output::Direct`]):
+    /// returns the records it did not write, for the usual way, or `None`
+    /// after a write error (the rest is then undelivered).
+    pub(crate) fn settle_direct(
+        &mut self,
+        mut seg: Segment,
+        written: output::Written,
+        now: u64,
+    ) -> Option<Option<Segment>> {
+        self.writing_since = None;
+        let whole = written.records;
+        self.ledger.read(whole as usize);
+        self.ledger.written(whole, written.bytes);
+        if written.bytes > 0 {
+            self.last_take = now;
+        }
+        let done = seg.split_front(whole as usize);
+        let begun = written.bytes as usize - done.bytes();
+        if let Some(e) = written.error {
+            self.write_error = Some(e);
+            self.ledger.read_undelivered(seg);
+            return None;
+        }
+        if begun > 0 {
+            let mut record = seg.split_front(1);
+            record.arrived = now;
+            self.ledger.read(1);
+            self.tail = Some((record, begun));
+        }
+        Some((!seg.is_empty()).then_some(seg))
+    }
+
+    /// Once the bucket is at most half full, let the parked read arrive, as
+    /// the reader would on waking (in large steps: each costs a cut).
+    /// Returns whether that emptied the parked read.
+    pub(crate) fn top_up(&mut self, now: u64, unpaced: bool) -> bool {
+        let bucket = self.adm.bucket();
+        if bucket.len() * 2 > bucket.capacity()
+            || bucket.bytes().saturating_mul(2) > bucket.capacity_bytes()
+        {
+            return false;
+        }
+        let Some(held) = self.pending.take() else {
+            return false;
+        };
+        let may_leave = self.may_leave(now, unpaced);
+        match self
+            .adm
+            .arrive(now, held, Overflow::Block, may_leave, &mut self.ledger)
+        {
+            Offered::Done => true,
+            Offered::Wait(rest) | Offered::Overflowed(rest) => {
+                self.pending = Some(rest);
+                false
+            }
+        }
+    }
+
+    /// Whether the reader waits for room and enough has been made.
+    pub(crate) fn reader_can_go(&self) -> bool {
+        let bucket = self.adm.bucket();
+        self.reader_wants > 0 && bucket.capacity() - bucket.len() >= self.reader_wants
+    }
+}
+
+/// The state and how the threads reach each other.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) state: Mutex<State>,
+    /// The writer waits here for records, deadlines and stops.
+    pub(crate) data_ready: Condvar,
+    /// The reader waits here for room in the bucket.
+    pub(crate) space_ready: Condvar,
+    /// Mirror of `stop_writing`, read between write calls without the lock.
+    pub(crate) stop_now: AtomicBool,
+    /// Bytes of the writer's batch (`State::in_flight`) written so far.
+    pub(crate) in_flight_written: AtomicUsize,
+    /// Wakes the reader from a wait for input.
+    pub(crate) waker: sys::Waker,
+    pub(crate) clock: Clock,
+    /// Nothing is limited: `--rate inf`.
+    pub(crate) unpaced: bool,
+    /// Unpaced: how the reader may write to stdout itself.
+    pub(crate) direct: Option<output::Direct>,
+    /// The first stopping signal's number (0: none yet), set without the
+    /// lock so a second signal is recognized even while the lock is busy.
+    pub(crate) first_signal: AtomicI32,
+    /// The writer thread while it runs (0 otherwise), so a stop can
+    /// interrupt a write blocked on a stalled stdout.
+    pub(crate) writer_thread: Mutex<u64>,
+}
+
+impl Shared {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Stop reading (and, unless `drain`, writing), waking every thread.
+    pub(crate) fn stop(&self, drain: bool) {
+        let mut st = self.lock();
+        st.stop_reading = true;
+        if !drain {
+            st.stop_writing = true;
+            self.stop_now.store(true, Ordering::SeqCst);
+        }
+        drop(st);
+        self.waker.wake();
+        self.data_ready.notify_all();
+        self.space_ready.notify_all();
+        if !drain {
+            self.interrupt_writer();
+        }
+    }
+
+    /// On the way out after a second signal: if the lock is free within a
+    /// few milliseconds, move what is queued (and what the reader holds) to
+    /// the dead letter and flush it, so leaving at once loses no record
+    /// without a trace.
+    pub(crate) fn evacuate_now(&self) {
+        for _ in 0..20 {
+            if let Ok(mut st) = self.state.try_lock() {
+                // The writer stops after the record under way (fewer
+                // records end up both written and dead-lettered).
+                self.stop_now.store(true, Ordering::SeqCst);
+                st.drain_in_flight(self.in_flight_written.load(Ordering::SeqCst));
+                st.drain_undelivered();
+                st.flush_dead();
+                st.dead.finish();
+                return;
+            }
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// If a stop was asked for and the writer is still running, interrupt
+    /// the write it may be blocked in (it then finishes only the record
+    /// under way).
+    pub(crate) fn interrupt_writer(&self) {
+        if !self.stop_now.load(Ordering::SeqCst) {
+            return;
+        }
+        let thread = self.writer_thread.lock().unwrap_or_else(|e| e.into_inner());
+        if *thread != 0 {
+            sys::interrupt(*thread);
+        }
+    }
+
+    /// A moment's view, for the display and the stats stream.
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        let st = self.lock();
+        let now = self.clock.now();
+        let bucket = st.adm.bucket();
+        Snapshot {
+            counts: st.ledger.counts(),
+            depth: bucket.len() as u64,
+            max_depth: bucket.max_depth() as u64,
+            oldest_age_ns: bucket.oldest_arrival().map_or(0, |t| now.saturating_sub(t)),
+            writing_for_ns: st.writing_since.map_or(0, |t| now.saturating_sub(t)),
+            elapsed_ns: now,
+            reading_done: st.reading_done,
+        }
+    }
+
+    /// The summary for `--stats` and `--stats-json`.
+    pub(crate) fn summary(&self) -> Summary {
+        let snap = self.snapshot();
+        let longest_wait_ns = self.lock().adm.longest_wait_ns();
+        let elapsed_ms = snap.elapsed_ns as f64 / 1e6;
+        Summary {
+            counts: snap.counts,
+            max_depth: snap.max_depth,
+            max_wait_ms: longest_wait_ns as f64 / 1e6,
+            elapsed_ms,
+            rate: if elapsed_ms > 0.0 {
+                snap.counts.written as f64 * 1000.0 / elapsed_ms
+            } else {
+                0.0
+            },
+        }
+    }
+}

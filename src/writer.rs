@@ -1,0 +1,230 @@
+//! The writer thread: takes what the schedule lets go (the outbox), lets
+//! waiting records go as they come due, and writes them to the sink.
+//!
+//! The sink is stdout today ([`Stdout`]); another sink (a command runner)
+//! implements [`Sink`] and the loop stays as it is.
+
+use std::io::Write;
+use std::sync::atomic::Ordering;
+use std::sync::MutexGuard;
+use std::time::Duration;
+
+use crate::bucket::Segment;
+use crate::output::{self, Written};
+use crate::state::{Shared, State};
+use crate::sys;
+
+/// Shortest sleep of the writer at rates above 20,000/s, in ns.
+const COALESCE_NS: u64 = 50_000;
+
+/// Where released records go.
+pub(crate) trait Sink {
+    /// Write the records of `batch` in order. `stop` is asked between
+    /// write calls (once it says yes, only the record under way is
+    /// finished); `progress` is told the bytes of the batch written so far.
+    fn write(
+        &mut self,
+        batch: &[Segment],
+        stop: &dyn Fn() -> bool,
+        progress: &dyn Fn(usize),
+    ) -> Written;
+}
+
+/// The sink of a pipeline: a byte stream (stdout).
+pub(crate) struct Stdout(pub(crate) Box<dyn Write + Send>);
+
+impl Sink for Stdout {
+    fn write(
+        &mut self,
+        batch: &[Segment],
+        stop: &dyn Fn() -> bool,
+        progress: &dyn Fn(usize),
+    ) -> Written {
+        output::write_batch(&mut *self.0, batch, stop, progress)
+    }
+}
+
+/// What the writer writes next.
+#[derive(Default)]
+struct Batch {
+    records: Vec<Segment>,
+    /// The whole record of a begun record (`State::tail`) whose rest heads
+    /// `records`.
+    begun: Option<Segment>,
+    /// The last batch: the rest of a begun record, finished at a stop.
+    last: bool,
+}
+
+/// Run the writer until everything is written or drip stops. Returns the
+/// write error that ended it, if any (a closed pipe included).
+pub(crate) fn write_loop(shared: &Shared, sink: &mut dyn Sink) -> Option<std::io::Error> {
+    sys::set_timer_slack(1);
+    if shared.unpaced {
+        sys::set_batch_scheduling();
+    }
+    let per_second = shared.lock().adm.schedule().records_per_second();
+    // At rates above 1/COALESCE a wake-up per record would cost more than
+    // the records: wake at most every COALESCE and write what has come due
+    // together. The schedule stays absolute, so this delays records
+    // without losing rate.
+    let coalesce = if !shared.unpaced && per_second > 1e9 / COALESCE_NS as f64 {
+        COALESCE_NS
+    } else {
+        0
+    };
+    let mut batch = Batch::default();
+    loop {
+        let st = next_batch(shared, coalesce, &mut batch)?;
+        drop(st);
+        let written = write_batch(shared, sink, &batch);
+        let mut st = shared.lock();
+        let ended = written.error.is_some() || written.stopped || batch.last;
+        settle(&mut st, &mut batch, written.records, written.bytes);
+        if ended {
+            drop(st);
+            if written.error.is_some() {
+                shared.stop(false);
+            }
+            return written.error;
+        }
+    }
+}
+
+/// Wait for records to write and put them in `batch`; `None` when there is
+/// nothing more to write. Returns holding the lock.
+fn next_batch<'a>(
+    shared: &'a Shared,
+    coalesce: u64,
+    batch: &mut Batch,
+) -> Option<MutexGuard<'a, State>> {
+    let mut st = shared.lock();
+    loop {
+        if st.stop_writing {
+            // A record the reader began is finished, even now.
+            let (record, begun) = st.tail.take()?;
+            batch.records.push(record.rest_after(begun));
+            batch.begun = Some(record);
+            batch.last = true;
+            break;
+        }
+        let now = shared.clock.now();
+        let State { adm, ledger, .. } = &mut *st;
+        if adm.expire(now, ledger) > 0 && st.reader_can_go() {
+            shared.space_ready.notify_one();
+        }
+        st.adm.release(now);
+        if !st.stop_reading && st.top_up(now, shared.unpaced) {
+            // The parked read is all in: the reader may read on.
+            shared.space_ready.notify_one();
+        }
+        st.flush_dead();
+        // The rest of a record the reader began goes first.
+        if let Some((record, begun)) = st.tail.take() {
+            batch.records.push(record.rest_after(begun));
+            batch.begun = Some(record);
+        }
+        if st.adm.take_outbox(&mut batch.records) > 0 || batch.begun.is_some() {
+            st.writing_since = Some(now);
+            st.last_take = now;
+            if st.reader_can_go() {
+                shared.space_ready.notify_one();
+            }
+            break;
+        }
+        st = wait(shared, st, now, coalesce)?;
+    }
+    // Where a second signal finds it, should the write block.
+    st.in_flight.clone_from(&batch.records);
+    st.in_flight_begun.clone_from(&batch.begun);
+    shared.in_flight_written.store(0, Ordering::SeqCst);
+    Some(st)
+}
+
+/// Nothing to write at `now`: sleep until the next record is due or
+/// expires, or something arrives. `None` when nothing more will come.
+fn wait<'a>(
+    shared: &'a Shared,
+    mut st: MutexGuard<'a, State>,
+    now: u64,
+    coalesce: u64,
+) -> Option<MutexGuard<'a, State>> {
+    let parked = st.pending.is_some() && !st.stop_reading;
+    let Some(event) = st.adm.next_event() else {
+        if parked {
+            // The parked read waits for room the writer cannot make:
+            // the reader offers it again (an expiry or a policy).
+            st = shared
+                .data_ready
+                .wait_timeout(st, Duration::from_millis(1))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+            return Some(st);
+        }
+        if st.reading_done || st.stop_reading {
+            return None;
+        }
+        st.writer_waiting = true;
+        st = shared
+            .data_ready
+            .wait(st)
+            .unwrap_or_else(|e| e.into_inner());
+        st.writer_waiting = false;
+        return Some(st);
+    };
+    let wake = event.max(now + coalesce);
+    let timeout = Duration::from_nanos(wake.saturating_sub(now));
+    Some(
+        shared
+            .data_ready
+            .wait_timeout(st, timeout)
+            .unwrap_or_else(|e| e.into_inner())
+            .0,
+    )
+}
+
+/// Write `batch` to `sink`: the rest of a begun record is finished whatever
+/// happens; a stop is seen between write calls.
+fn write_batch(shared: &Shared, sink: &mut dyn Sink, batch: &Batch) -> Written {
+    let stop = || shared.stop_now.load(Ordering::Relaxed);
+    let progress = |bytes| shared.in_flight_written.store(bytes, Ordering::SeqCst);
+    let records = &batch.records;
+    if batch.begun.is_none() {
+        return sink.write(records, &stop, &progress);
+    }
+    let mut first = sink.write(&records[..1], &|| false, &progress);
+    if first.error.is_some() || records.len() == 1 {
+        return first;
+    }
+    if stop() {
+        first.stopped = true;
+        return first;
+    }
+    let done = first.bytes as usize;
+    let rest = sink.write(&records[1..], &stop, &|bytes| progress(done + bytes));
+    Written {
+        records: first.records + rest.records,
+        bytes: first.bytes + rest.bytes,
+        ..rest
+    }
+}
+
+/// Account for a batch of which `records` whole records (`bytes` bytes)
+/// were written: the rest is undelivered.
+fn settle(st: &mut State, batch: &mut Batch, records: u64, bytes: u64) {
+    st.in_flight.clear();
+    st.in_flight_begun = None;
+    st.writing_since = None;
+    st.ledger.written(records, bytes);
+    let total: u64 = batch.records.iter().map(|s| s.len() as u64).sum();
+    if let Some(record) = batch.begun.take() {
+        if records == 0 {
+            // Not finished: the record goes to the dead letter whole.
+            batch.records[0] = record;
+        }
+    }
+    if records < total {
+        st.dispose_after(std::mem::take(&mut batch.records), records as usize);
+        st.flush_dead();
+    }
+    batch.records.clear();
+}
