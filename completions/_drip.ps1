@@ -21,10 +21,10 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
 
     $completions = @(switch ($command) {
         'drip' {
-            [CompletionResult]::new('-r', '-r', [CompletionResultType]::ParameterName, 'Records per unit of time: 10/s, 90/min, 2/h, 1/d, 3/5s, 1/250ms, 0.5/s, a bare 10 (per second), or inf (unlimited) for no pacing [default: 1/s]')
-            [CompletionResult]::new('--rate', '--rate', [CompletionResultType]::ParameterName, 'Records per unit of time: 10/s, 90/min, 2/h, 1/d, 3/5s, 1/250ms, 0.5/s, a bare 10 (per second), or inf (unlimited) for no pacing [default: 1/s]')
-            [CompletionResult]::new('-i', '-i', [CompletionResultType]::ParameterName, 'One record every DURATION (100ms, 2s, 1m): another way to give the rate')
-            [CompletionResult]::new('--interval', '--interval', [CompletionResultType]::ParameterName, 'One record every DURATION (100ms, 2s, 1m): another way to give the rate')
+            [CompletionResult]::new('-r', '-r', [CompletionResultType]::ParameterName, 'Records per unit of time: 10/s, 90/min, 2/h, 1/d, 3/5s, 1/250ms, 0.5/s, a bare 10 (per second), or inf (unlimited) for no pacing; the period is at most 100 years [default: 1/s]')
+            [CompletionResult]::new('--rate', '--rate', [CompletionResultType]::ParameterName, 'Records per unit of time: 10/s, 90/min, 2/h, 1/d, 3/5s, 1/250ms, 0.5/s, a bare 10 (per second), or inf (unlimited) for no pacing; the period is at most 100 years [default: 1/s]')
+            [CompletionResult]::new('-i', '-i', [CompletionResultType]::ParameterName, 'One record every DURATION (100ms, 2s, 1m; at most 100y): another way to give the rate')
+            [CompletionResult]::new('--interval', '--interval', [CompletionResultType]::ParameterName, 'One record every DURATION (100ms, 2s, 1m; at most 100y): another way to give the rate')
             [CompletionResult]::new('-b', '-b', [CompletionResultType]::ParameterName, 'Records that may leave back to back after an idle spell (token bucket); the long-run rate is unchanged. 1 means strict spacing')
             [CompletionResult]::new('--burst', '--burst', [CompletionResultType]::ParameterName, 'Records that may leave back to back after an idle spell (token bucket); the long-run rate is unchanged. 1 means strict spacing')
             [CompletionResult]::new('-c', '-c', [CompletionResultType]::ParameterName, 'Records the bucket holds')
@@ -35,10 +35,10 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             [CompletionResult]::new('-d', '-d', [CompletionResultType]::ParameterName, 'Records end with this byte: a character or an escape such as ''\t'', ''\0'' or ''\x1e''')
             [CompletionResult]::new('--delimiter', '--delimiter', [CompletionResultType]::ParameterName, 'Records end with this byte: a character or an escape such as ''\t'', ''\0'' or ''\x1e''')
             [CompletionResult]::new('--max-record', '--max-record', [CompletionResultType]::ParameterName, 'Longest record accepted, delimiter excluded (512KiB, 64MiB; KB means 1000 bytes, KiB 1024)')
-            [CompletionResult]::new('--max-wait', '--max-wait', [CompletionResultType]::ParameterName, 'Expire records that waited in the bucket longer than DURATION instead of writing them')
+            [CompletionResult]::new('--max-wait', '--max-wait', [CompletionResultType]::ParameterName, 'Expire records that waited in the bucket longer than DURATION (at most 100y) instead of writing them')
             [CompletionResult]::new('--dead-letter', '--dead-letter', [CompletionResultType]::ParameterName, 'Append every record not written to stdout (dropped, expired, undelivered) to FILE, byte-exact, in the order it left the bucket')
             [CompletionResult]::new('--stats-json', '--stats-json', [CompletionResultType]::ParameterName, 'Write the summary to FILE as one JSON object (and, with --stats-interval, the periodic stats as JSON lines before it)')
-            [CompletionResult]::new('--stats-interval', '--stats-interval', [CompletionResultType]::ParameterName, 'Every DURATION, write one JSON line of stats to stderr (or to --stats-json FILE)')
+            [CompletionResult]::new('--stats-interval', '--stats-interval', [CompletionResultType]::ParameterName, 'Every DURATION (10ms to 100y), write one JSON line of stats to stderr (or to --stats-json FILE)')
             [CompletionResult]::new('-0', '-0', [CompletionResultType]::ParameterName, 'Records end with NUL instead of newline, on input and output')
             [CompletionResult]::new('--null', '--null', [CompletionResultType]::ParameterName, 'Records end with NUL instead of newline, on input and output')
             [CompletionResult]::new('--drain', '--drain', [CompletionResultType]::ParameterName, 'On the first SIGINT, SIGTERM or SIGHUP, stop reading but write what the bucket holds at the rate before exiting')

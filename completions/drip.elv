@@ -18,10 +18,10 @@ set edit:completion:arg-completer[drip] = {|@words|
     }
     var completions = [
         &'drip'= {
-            cand -r 'Records per unit of time: 10/s, 90/min, 2/h, 1/d, 3/5s, 1/250ms, 0.5/s, a bare 10 (per second), or inf (unlimited) for no pacing [default: 1/s]'
-            cand --rate 'Records per unit of time: 10/s, 90/min, 2/h, 1/d, 3/5s, 1/250ms, 0.5/s, a bare 10 (per second), or inf (unlimited) for no pacing [default: 1/s]'
-            cand -i 'One record every DURATION (100ms, 2s, 1m): another way to give the rate'
-            cand --interval 'One record every DURATION (100ms, 2s, 1m): another way to give the rate'
+            cand -r 'Records per unit of time: 10/s, 90/min, 2/h, 1/d, 3/5s, 1/250ms, 0.5/s, a bare 10 (per second), or inf (unlimited) for no pacing; the period is at most 100 years [default: 1/s]'
+            cand --rate 'Records per unit of time: 10/s, 90/min, 2/h, 1/d, 3/5s, 1/250ms, 0.5/s, a bare 10 (per second), or inf (unlimited) for no pacing; the period is at most 100 years [default: 1/s]'
+            cand -i 'One record every DURATION (100ms, 2s, 1m; at most 100y): another way to give the rate'
+            cand --interval 'One record every DURATION (100ms, 2s, 1m; at most 100y): another way to give the rate'
             cand -b 'Records that may leave back to back after an idle spell (token bucket); the long-run rate is unchanged. 1 means strict spacing'
             cand --burst 'Records that may leave back to back after an idle spell (token bucket); the long-run rate is unchanged. 1 means strict spacing'
             cand -c 'Records the bucket holds'
@@ -32,10 +32,10 @@ set edit:completion:arg-completer[drip] = {|@words|
             cand -d 'Records end with this byte: a character or an escape such as ''\t'', ''\0'' or ''\x1e'''
             cand --delimiter 'Records end with this byte: a character or an escape such as ''\t'', ''\0'' or ''\x1e'''
             cand --max-record 'Longest record accepted, delimiter excluded (512KiB, 64MiB; KB means 1000 bytes, KiB 1024)'
-            cand --max-wait 'Expire records that waited in the bucket longer than DURATION instead of writing them'
+            cand --max-wait 'Expire records that waited in the bucket longer than DURATION (at most 100y) instead of writing them'
             cand --dead-letter 'Append every record not written to stdout (dropped, expired, undelivered) to FILE, byte-exact, in the order it left the bucket'
             cand --stats-json 'Write the summary to FILE as one JSON object (and, with --stats-interval, the periodic stats as JSON lines before it)'
-            cand --stats-interval 'Every DURATION, write one JSON line of stats to stderr (or to --stats-json FILE)'
+            cand --stats-interval 'Every DURATION (10ms to 100y), write one JSON line of stats to stderr (or to --stats-json FILE)'
             cand -0 'Records end with NUL instead of newline, on input and output'
             cand --null 'Records end with NUL instead of newline, on input and output'
             cand --drain 'On the first SIGINT, SIGTERM or SIGHUP, stop reading but write what the bucket holds at the rate before exiting'

@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::bucket::Overflow;
-use crate::rate::{parse_rate, Rate, RATE_FORMS};
+use crate::rate::{parse_rate, Rate, LONGEST, LONGEST_TEXT, RATE_FORMS};
 
 /// Examples shown in `--help` and the man page: (command, what it does).
 pub const EXAMPLES: &[(&str, &str)] = &[
@@ -84,11 +84,13 @@ pub struct Cli {
     pub files: Vec<PathBuf>,
 
     /// Records per unit of time: 10/s, 90/min, 2/h, 1/d, 3/5s, 1/250ms, 0.5/s,
-    /// a bare 10 (per second), or inf (unlimited) for no pacing [default: 1/s]
+    /// a bare 10 (per second), or inf (unlimited) for no pacing; the period
+    /// is at most 100 years [default: 1/s]
     #[arg(short, long, value_name = "RATE", value_parser = rate_arg, allow_hyphen_values = true)]
     pub rate: Option<Rate>,
 
-    /// One record every DURATION (100ms, 2s, 1m): another way to give the rate
+    /// One record every DURATION (100ms, 2s, 1m; at most 100y): another way
+    /// to give the rate
     #[arg(short, long, value_name = "DURATION", value_parser = interval_arg, conflicts_with = "rate", allow_hyphen_values = true)]
     pub interval: Option<Duration>,
 
@@ -125,8 +127,8 @@ pub struct Cli {
     #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = size_arg, allow_hyphen_values = true)]
     pub max_record: usize,
 
-    /// Expire records that waited in the bucket longer than DURATION instead
-    /// of writing them
+    /// Expire records that waited in the bucket longer than DURATION (at most
+    /// 100y) instead of writing them
     #[arg(long, value_name = "DURATION", value_parser = interval_arg, allow_hyphen_values = true)]
     pub max_wait: Option<Duration>,
 
@@ -149,8 +151,8 @@ pub struct Cli {
     #[arg(long, value_name = "FILE")]
     pub stats_json: Option<PathBuf>,
 
-    /// Every DURATION, write one JSON line of stats to stderr (or to
-    /// --stats-json FILE)
+    /// Every DURATION (10ms to 100y), write one JSON line of stats to stderr
+    /// (or to --stats-json FILE)
     #[arg(long, value_name = "DURATION", value_parser = stats_interval_arg, allow_hyphen_values = true)]
     pub stats_interval: Option<Duration>,
 
@@ -187,10 +189,18 @@ fn stats_interval_arg(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// Parse a humantime duration (`250ms`, `2s`, `1m30s`).
+/// Parse a humantime duration (`250ms`, `2s`, `1m30s`) of at most
+/// [`LONGEST`] (100 years): longer ones would wrap drip's deadlines.
 fn duration_arg(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text)
-        .map_err(|e| format!("{e} (expected a duration such as 100ms, 2s, 1m)"))
+    let d = humantime::parse_duration(text)
+        .map_err(|e| format!("{e} (expected a duration such as 100ms, 2s, 1m)"))?;
+    if d > LONGEST {
+        return Err(format!(
+            "must be at most {LONGEST_TEXT} ({}s)",
+            LONGEST.as_secs()
+        ));
+    }
+    Ok(d)
 }
 
 fn positive_u64(text: &str) -> Result<u64, String> {
@@ -456,6 +466,17 @@ mod tests {
         assert_eq!(interval_arg("100ms"), Ok(Duration::from_millis(100)));
         assert!(interval_arg("0s").is_err());
         assert!(duration_arg("soon").is_err());
+    }
+
+    #[test]
+    fn durations_have_a_ceiling() {
+        assert_eq!(duration_arg("100y"), Ok(LONGEST));
+        assert_eq!(stats_interval_arg("100y"), Ok(LONGEST));
+        for text in ["100y 1ns", "101y", "18446744073s", "18446744074s"] {
+            let e = interval_arg(text).unwrap_err();
+            assert!(e.contains("at most 100 years"), "{text}: {e}");
+            assert!(stats_interval_arg(text).is_err(), "{text}");
+        }
     }
 
     #[test]

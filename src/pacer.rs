@@ -102,10 +102,18 @@ impl Pacer {
     }
 
     /// Offset from the anchor of scheduled slot `j` (may be negative inside
-    /// the burst allowance), rounded up, in ns.
+    /// the burst allowance), rounded up, in ns. Saturates rather than wraps
+    /// (the command line keeps rates far inside the range anyway).
     fn slot_offset(limit: Limit, j: i128) -> i128 {
-        let (period, count) = (limit.period_ns as i128, limit.count as i128);
-        -((-j * period).div_euclid(count))
+        let period = i128::try_from(limit.period_ns).unwrap_or(i128::MAX);
+        let count = i128::try_from(limit.count).unwrap_or(i128::MAX);
+        let product = j.saturating_mul(period);
+        let floor = product.div_euclid(count);
+        if product.rem_euclid(count) == 0 {
+            floor
+        } else {
+            floor + 1
+        }
     }
 
     /// The earliest time (ns) at which the next record may leave; `0` when it
@@ -114,8 +122,8 @@ impl Pacer {
         let (Some(limit), Some(anchor)) = (self.limit, self.anchor) else {
             return 0;
         };
-        let slot = self.k as i128 - (self.burst as i128 - 1);
-        let due = i128::from(anchor) + Self::slot_offset(limit, slot).max(0);
+        let slot = i128::try_from(self.k).unwrap_or(i128::MAX) - (self.burst_i128() - 1);
+        let due = i128::from(anchor).saturating_add(Self::slot_offset(limit, slot).max(0));
         u64::try_from(due).unwrap_or(u64::MAX)
     }
 
@@ -132,8 +140,9 @@ impl Pacer {
         };
         let anchor = match self.anchor {
             Some(anchor) => {
-                let tat = i128::from(anchor) + Self::slot_offset(limit, self.k as i128);
-                if i128::from(now) > tat + i128::from(self.slack_ns) {
+                let k = i128::try_from(self.k).unwrap_or(i128::MAX);
+                let tat = i128::from(anchor).saturating_add(Self::slot_offset(limit, k));
+                if i128::from(now) > tat.saturating_add(i128::from(self.slack_ns)) {
                     // Idle, or stalled past the slack: restart from now.
                     self.k = 0;
                     now
@@ -147,12 +156,18 @@ impl Pacer {
         // Slot j may leave when anchor + (j - (burst-1))·T ≤ now, i.e.
         // j ≤ floor((now - anchor)·count / period) + burst - 1.
         let elapsed = u128::from(now - anchor);
-        let last_allowed = elapsed * limit.count / limit.period_ns + self.burst - 1;
-        let allowed = (last_allowed + 1).saturating_sub(self.k);
+        let last_allowed =
+            (elapsed.saturating_mul(limit.count) / limit.period_ns).saturating_add(self.burst - 1);
+        let allowed = last_allowed.saturating_add(1).saturating_sub(self.k);
         let n = allowed.min(u128::from(available));
-        self.k += n;
+        self.k = self.k.saturating_add(n);
         self.renormalize(limit);
-        n as u64
+        u64::try_from(n).unwrap_or(available)
+    }
+
+    /// The burst as a signed number (it is at most `u64::MAX`).
+    fn burst_i128(&self) -> i128 {
+        i128::try_from(self.burst).unwrap_or(i128::MAX)
     }
 
     /// Move the anchor forward by whole periods so `k` stays small; exact,
@@ -162,8 +177,9 @@ impl Pacer {
         let periods = self.k.saturating_sub(self.burst) / limit.count;
         if periods > 0 {
             if let Some(anchor) = self.anchor.as_mut() {
-                let shift = periods * limit.period_ns;
-                if let Ok(new_anchor) = u64::try_from(u128::from(*anchor) + shift) {
+                let shift = periods.saturating_mul(limit.period_ns);
+                let moved = u128::from(*anchor).saturating_add(shift);
+                if let Ok(new_anchor) = u64::try_from(moved) {
                     *anchor = new_anchor;
                     self.k -= periods * limit.count;
                 }
@@ -356,6 +372,40 @@ mod tests {
         // 60 µs later, 60 more slots have come due.
         assert_eq!(p.release(60_000, 1_000_000), 60);
         assert_eq!(p.next_due(), 61_000);
+    }
+
+    #[test]
+    fn extreme_rates_and_bursts_neither_wrap_nor_release_early() {
+        // The command line caps periods at 100 years and counts at u64::MAX;
+        // the pacer itself saturates, whatever it is given.
+        let longest = crate::rate::LONGEST.as_nanos();
+        let max = u128::from(u64::MAX);
+        for (count, period_ns) in [(1, longest), (max, 1), (max, longest), (1, u128::MAX)] {
+            for burst in [1, 2, u64::MAX] {
+                let rate = Rate::Limited { count, period_ns };
+                let mut p = Pacer::new(rate, burst, 2 * MS);
+                let first = p.release(0, u64::MAX);
+                assert!(first >= burst.min(u64::MAX), "{count}/{period_ns} b{burst}");
+                let due = p.next_due();
+                if count == 1 {
+                    // One record per 100 years or more: nothing more for ages.
+                    assert!(
+                        due >= 99 * 365 * 86_400 * 1_000_000_000,
+                        "{period_ns} b{burst}: {due}"
+                    );
+                    assert_eq!(p.release(due - 1, u64::MAX), 0);
+                }
+                // At the largest time there is: a restart (or, when the next
+                // slot lies beyond it, nothing), no wrap.
+                let late = p.release(u64::MAX - 1, u64::MAX);
+                assert_eq!(
+                    late >= 1,
+                    due < u64::MAX / 2,
+                    "{count}/{period_ns} b{burst}"
+                );
+                let _ = p.next_due();
+            }
+        }
     }
 
     #[test]
