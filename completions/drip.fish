@@ -1,6 +1,6 @@
 complete -c drip -s r -l rate -d 'Records per unit of time: 10/s, 90/min, 2/h, 1/d, 3/5s, 1/250ms, 0.5/s, a bare 10 (per second), or inf (unlimited) for no pacing; the period is at most 100 years [default: 1/s]' -r
 complete -c drip -s i -l interval -d 'One record every DURATION (100ms, 2s, 1m; at most 100y): another way to give the rate' -r
-complete -c drip -s b -l burst -d 'Records that may leave back to back after an idle spell (token bucket); the long-run rate is unchanged. 1 means strict spacing' -r
+complete -c drip -s b -l burst -d 'Records that may leave back to back after an idle spell (token bucket); the long-run rate is unchanged. 1 means strict spacing below 500/s; from 500/s up, a wake-up up to 2 ms late also sends the records due meanwhile: at most N + rate × 2ms together' -r
 complete -c drip -s c -l capacity -d 'Records the bucket holds' -r
 complete -c drip -l capacity-bytes -d 'Bytes the bucket holds, delimiters included (10KiB, 64MiB); full at either bound' -r
 complete -c drip -s o -l overflow -d 'What to do when the bucket is full: block (backpressure), drop-newest, drop-oldest, or fail (exit 3)' -r

@@ -95,7 +95,9 @@ pub struct Cli {
     pub interval: Option<Duration>,
 
     /// Records that may leave back to back after an idle spell (token bucket);
-    /// the long-run rate is unchanged. 1 means strict spacing
+    /// the long-run rate is unchanged. 1 means strict spacing below 500/s;
+    /// from 500/s up, a wake-up up to 2 ms late also sends the records due
+    /// meanwhile: at most N + rate × 2ms together
     #[arg(short, long, value_name = "N", default_value = "1", value_parser = positive_u64, allow_hyphen_values = true)]
     pub burst: u64,
 

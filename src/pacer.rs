@@ -16,8 +16,14 @@
 //! is late by no more than the *slack* (the OS woke us a little late), the
 //! schedule is kept and the next record is still due at its original time.
 //! When it is later than that (the input went idle, stdout or the process
-//! stalled), the schedule restarts from now: at most `burst` records leave
-//! back to back, never a catch-up burst.
+//! stalled), the schedule restarts from now: `burst` records may leave at
+//! once, never a catch-up burst.
+//!
+//! So one wake-up releases at most `burst + ⌊rate × slack⌋` records: the
+//! burst, and those whose slots a wake-up late by up to the slack has
+//! passed. Below 500/s the slack is shorter than an interval and that is
+//! just `burst`; from 500/s up the slack is 2 ms, which covers
+//! `⌊rate × 2 ms⌋` slots (2 more at 1000/s).
 
 use crate::rate::Rate;
 
@@ -372,6 +378,62 @@ mod tests {
         // 60 µs later, 60 more slots have come due.
         assert_eq!(p.release(60_000, 1_000_000), 60);
         assert_eq!(p.next_due(), 61_000);
+    }
+
+    /// The most records one wake-up releases together, for `rate` and
+    /// `burst`, under drip's own slack: `burst + ⌊rate × slack⌋`. Below
+    /// 500/s the slack is shorter than an interval, so that is `burst`; from
+    /// 500/s up the slack is 2 ms, which covers one interval or more.
+    #[test]
+    fn back_to_back_is_burst_plus_the_records_the_slack_covers() {
+        for (rate, burst, expected) in [
+            ("10/s", 1, 1),
+            ("10/s", 4, 4),
+            ("250/s", 1, 1),
+            ("400/s", 1, 1),
+            ("500/s", 1, 2),
+            ("1000/s", 1, 3),
+            ("1000/s", 3, 5),
+            ("2500/s", 1, 6),
+            ("20000/s", 1, 41),
+            ("1000000/s", 1, 2001),
+        ] {
+            let r = parse_rate(rate).unwrap();
+            let slack = slack_for(r);
+            let Rate::Limited { count, period_ns } = r else {
+                unreachable!()
+            };
+            // Every rate here has a whole-nanosecond interval.
+            assert_eq!(period_ns % count, 0);
+            let interval = u64::try_from(period_ns / count).unwrap();
+            let covered = u64::try_from(u128::from(slack) * count / period_ns).unwrap();
+            assert_eq!(burst + covered, expected, "{rate} burst {burst}");
+
+            // Always waking as late as still keeps the schedule (the slack
+            // past the next record's slot) reaches the bound every time.
+            let mut p = Pacer::new(r, burst, slack);
+            let mut most = p.release(0, u64::MAX);
+            let mut now = 0;
+            for _ in 0..200 {
+                now = p.next_due() + (burst - 1) * interval + slack;
+                let n = p.release(now, u64::MAX);
+                assert_eq!(n, expected, "{rate} burst {burst} at {now}");
+                most = most.max(n);
+            }
+            assert_eq!(most, expected);
+
+            // Any other lateness, within the slack or past it, stays under it.
+            let mut p = Pacer::new(r, burst, slack);
+            let mut seed = 0x2545_f491_u64;
+            now = 0;
+            for _ in 0..5000 {
+                let n = p.release(now, u64::MAX);
+                assert!(n <= expected, "{rate} burst {burst}: {n} at once");
+                seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                let late = (seed >> 33) % (3 * slack + interval);
+                now = now.max(p.next_due()) + late;
+            }
+        }
     }
 
     #[test]

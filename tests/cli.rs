@@ -470,6 +470,16 @@ fn help_documents_exit_statuses_and_examples() {
 }
 
 #[test]
+fn help_states_the_real_burst_bound() {
+    // From 500/s up the 2 ms slack covers whole intervals (src/pacer.rs,
+    // back_to_back_is_burst_plus_the_records_the_slack_covers).
+    drip(&["--help"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("at most N + rate × 2ms together"));
+}
+
+#[test]
 fn interval_is_another_way_to_give_the_rate() {
     let start = Instant::now();
     drip(&["-i", "100ms"])
