@@ -292,10 +292,26 @@ impl Splitter {
 }
 
 /// Open an input. Stdin is duplicated so it is read without std's buffer.
+///
+/// A path is opened without waiting (O_NONBLOCK), then made blocking
+/// again: opening a FIFO that has no writer yet would otherwise block in
+/// open(2), where no stop can reach the reader. Its wait for the first
+/// writer happens instead in poll(2) beside the waker ([`read_one`]
+/// polls every input that is not a regular file before reading it): a
+/// FIFO opened this way reports neither data nor a hang-up until a writer
+/// has come (and written, or gone).
 fn open(input: &Input) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
     match input {
         Input::Stdin => Ok(File::from(io::stdin().as_fd().try_clone_to_owned()?)),
-        Input::Path(path) => File::open(path),
+        Input::Path(path) => {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(path)?;
+            crate::sys::set_blocking(file.as_raw_fd())?;
+            Ok(file)
+        }
     }
 }
 
