@@ -41,7 +41,7 @@ pub const EXIT_STATUSES: &[(&str, &str)] = &[
     ),
     (
         "1",
-        "a runtime error: an unreadable FILE, a record over --max-record or --capacity-bytes, a failed write",
+        "a runtime error: an unreadable FILE or one that is the --dead-letter or --stats-json file, a record over --max-record or --capacity-bytes, a failed write",
     ),
     ("2", "a usage error: a bad flag or value"),
     ("3", "the bucket overflowed under --overflow fail"),

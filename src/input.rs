@@ -324,10 +324,57 @@ pub fn describe(err: &io::Error) -> String {
     }
 }
 
+/// A regular file drip writes to (`--dead-letter`, `--stats-json`), known
+/// by device and inode: an input that is the same file is refused, as cat
+/// refuses to read its output, for drip would read what it writes itself,
+/// perhaps for ever.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnFile {
+    dev: u64,
+    ino: u64,
+    /// The flag that names it, for the message.
+    flag: &'static str,
+}
+
+impl OwnFile {
+    /// The files of `--dead-letter` and `--stats-json` in `config` that are
+    /// regular files (call once drip has created them). A FIFO or a device
+    /// such as /dev/null is no loop and is never refused.
+    pub fn of_config(config: &crate::cli::Config) -> Vec<OwnFile> {
+        [
+            ("--dead-letter", config.dead_letter.as_deref()),
+            ("--stats-json", config.stats_json.as_deref()),
+        ]
+        .into_iter()
+        .filter_map(|(flag, path)| OwnFile::of(flag, path?))
+        .collect()
+    }
+
+    /// `path`, written as `flag`, if it is a regular file.
+    pub fn of(flag: &'static str, path: &std::path::Path) -> Option<OwnFile> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(path).ok().filter(|m| m.is_file())?;
+        Some(OwnFile {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            flag,
+        })
+    }
+
+    /// The one of `own` that `file` is, if any.
+    fn find<'a>(own: &'a [OwnFile], file: &File) -> Option<&'a OwnFile> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = file.metadata().ok()?;
+        own.iter()
+            .find(|o| o.dev == meta.dev() && o.ino == meta.ino())
+    }
+}
+
 /// Read every input in order, passing complete records to `deliver`.
 ///
 /// A file that cannot be opened or read is passed to `warn` as
-/// `"NAME: reason"` and skipped, as cat does. Reading stops when `deliver`
+/// `"NAME: reason"` and skipped, as cat does; so is an input that is one
+/// of drip's `own` output files. Reading stops when `deliver`
 /// says so, when `waker` is woken, or at a record over the limits. Bytes of
 /// an unfinished record when reading stops are delivered as a final record.
 ///
@@ -340,6 +387,7 @@ pub fn read_all(
     splitter: &mut Splitter,
     waker: &Waker,
     linger: Duration,
+    own: &[OwnFile],
     deliver: &mut dyn FnMut(Segment) -> Flow,
     warn: &mut dyn FnMut(String),
 ) -> ReadReport {
@@ -355,6 +403,11 @@ pub fn read_all(
                 continue;
             }
         };
+        if let Some(own) = OwnFile::find(own, &file) {
+            warn(format!("{name}: input file is the {} file", own.flag));
+            report.failed_inputs += 1;
+            continue;
+        }
         let source = Source {
             file,
             name: &name,

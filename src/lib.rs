@@ -961,6 +961,8 @@ fn run_watching(
         let inputs = config.inputs.clone();
         let mut splitter =
             Splitter::new(config.delimiter, config.max_record, config.capacity_bytes);
+        // Created by now: an input that is one of them is refused.
+        let own = input::OwnFile::of_config(&config);
         thread::Builder::new()
             .name("drip-reader".into())
             .spawn(move || {
@@ -969,6 +971,7 @@ fn run_watching(
                     &mut splitter,
                     &shared.waker,
                     linger,
+                    &own,
                     &mut |seg| shared.deliver(seg),
                     &mut |msg| lock_ui(&ui).message(&msg),
                 );

@@ -86,3 +86,96 @@ fn a_fifo_whose_writer_comes_and_goes_is_an_empty_input() {
     assert_eq!(status.code(), Some(0));
     assert_eq!(out.stdout, b"after\n");
 }
+
+#[test]
+fn an_input_that_is_the_dead_letter_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let dead = dir.path().join("dead");
+    std::fs::write(&dead, "a\nb\n").unwrap();
+    let link = dir.path().join("link");
+    std::fs::hard_link(&dead, &link).unwrap();
+    let other = common::temp_file(b"other\n");
+    // Named by its path, by another name for it (a hard link), and as
+    // stdin: refused each time, as cat does, and the others are read.
+    let out = command(&["-q", "-r", "inf", "--dead-letter"])
+        .arg(&dead)
+        .arg(&dead)
+        .arg(&link)
+        .arg("-")
+        .arg(other.path())
+        .stdin(std::fs::File::open(&dead).unwrap())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(out.stdout, b"other\n");
+    assert_eq!(
+        stderr,
+        format!(
+            "drip: {}: input file is the --dead-letter file\n\
+             drip: {}: input file is the --dead-letter file\n\
+             drip: stdin: input file is the --dead-letter file\n",
+            dead.display(),
+            link.display()
+        )
+    );
+    assert_eq!(std::fs::read(&dead).unwrap(), b"a\nb\n");
+}
+
+#[test]
+fn an_input_that_is_the_stats_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let stats = dir.path().join("stats.json");
+    let out = command(&[
+        "-q",
+        "-r",
+        "inf",
+        "--stats-interval",
+        "10ms",
+        "--stats-json",
+    ])
+    .arg(&stats)
+    .arg(&stats)
+    .stdin(Stdio::null())
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr,
+        format!(
+            "drip: {}: input file is the --stats-json file\n",
+            stats.display()
+        )
+    );
+    assert!(out.stdout.is_empty());
+    let summary = std::fs::read_to_string(&stats).unwrap();
+    assert!(
+        summary.lines().last().unwrap().contains("\"read\":0"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn a_dead_letter_that_is_not_a_regular_file_is_no_reason_to_refuse() {
+    // /dev/null as both: nothing to loop on.
+    let out = command(&[
+        "-q",
+        "-r",
+        "inf",
+        "--dead-letter",
+        "/dev/null",
+        "/dev/null",
+        "-",
+    ])
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .spawn()
+    .and_then(|mut child| {
+        child.stdin.take().unwrap().write_all(b"x\n")?;
+        child.wait_with_output()
+    })
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.stdout, b"x\n");
+}
