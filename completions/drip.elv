@@ -32,6 +32,7 @@ set edit:completion:arg-completer[drip] = {|@words|
             cand -d 'Records end with this byte: a character or an escape such as ''\t'', ''\0'' or ''\x1e'''
             cand --delimiter 'Records end with this byte: a character or an escape such as ''\t'', ''\0'' or ''\x1e'''
             cand --max-record 'Longest record accepted, delimiter excluded (512KiB, 64MiB; KB means 1000 bytes, KiB 1024)'
+            cand --oversize 'A record over --max-record or --capacity-bytes: fail (stop reading, exit 1) or skip (stream it to --dead-letter as it is read, count it as skipped, and read on)'
             cand --max-wait 'Expire records that waited in the bucket longer than DURATION (at most 100y) instead of writing them'
             cand --dead-letter 'Append every record not written to stdout (dropped, expired, undelivered) to FILE, byte-exact, in the order it left the bucket'
             cand --stats-json 'Write the summary to FILE as one JSON object (and, with --stats-interval, the periodic stats as JSON lines before it)'

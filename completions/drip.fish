@@ -6,6 +6,7 @@ complete -c drip -l capacity-bytes -d 'Bytes the bucket holds, delimiters includ
 complete -c drip -s o -l overflow -d 'What to do when the bucket is full: block (backpressure), drop-newest, drop-oldest, or fail (exit 3)' -r
 complete -c drip -s d -l delimiter -d 'Records end with this byte: a character or an escape such as \'\\t\', \'\\0\' or \'\\x1e\'' -r
 complete -c drip -l max-record -d 'Longest record accepted, delimiter excluded (512KiB, 64MiB; KB means 1000 bytes, KiB 1024)' -r
+complete -c drip -l oversize -d 'A record over --max-record or --capacity-bytes: fail (stop reading, exit 1) or skip (stream it to --dead-letter as it is read, count it as skipped, and read on)' -r
 complete -c drip -l max-wait -d 'Expire records that waited in the bucket longer than DURATION (at most 100y) instead of writing them' -r
 complete -c drip -l dead-letter -d 'Append every record not written to stdout (dropped, expired, undelivered) to FILE, byte-exact, in the order it left the bucket' -r -F
 complete -c drip -l stats-json -d 'Write the summary to FILE as one JSON object (and, with --stats-interval, the periodic stats as JSON lines before it)' -r -F

@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::bucket::Overflow;
+use crate::input::Oversize;
 use crate::rate::{parse_rate, Rate, LONGEST, LONGEST_TEXT, RATE_FORMS};
 
 /// Examples shown in `--help` and the man page: (command, what it does).
@@ -41,7 +42,7 @@ pub const EXIT_STATUSES: &[(&str, &str)] = &[
     ),
     (
         "1",
-        "a runtime error: an unreadable FILE or one that is the --dead-letter or --stats-json file, a record over --max-record or --capacity-bytes, a failed write",
+        "a runtime error: an unreadable FILE or one that is the --dead-letter or --stats-json file, a record over --max-record or --capacity-bytes (under --oversize fail), a failed write",
     ),
     ("2", "a usage error: a bad flag or value"),
     ("3", "the bucket overflowed under --overflow fail"),
@@ -69,7 +70,7 @@ fn after_help() -> String {
 /// bounded bucket and writes them to stdout at a steady rate. When the bucket
 /// is full, the overflow policy decides: block (stop reading, so the producer
 /// waits), drop-newest, drop-oldest, or fail. Every record read is written,
-/// dropped, expired or reported as undelivered.
+/// dropped, expired, skipped (--oversize skip) or reported as undelivered.
 #[derive(Debug, Parser)]
 #[command(
     name = "drip",
@@ -128,6 +129,12 @@ pub struct Cli {
     /// 1000 bytes, KiB 1024)
     #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = size_arg, allow_hyphen_values = true)]
     pub max_record: usize,
+
+    /// A record over --max-record or --capacity-bytes: fail (stop reading,
+    /// exit 1) or skip (stream it to --dead-letter as it is read, count it
+    /// as skipped, and read on)
+    #[arg(long, value_name = "POLICY", default_value = "fail", value_parser = oversize_arg)]
+    pub oversize: Oversize,
 
     /// Expire records that waited in the bucket longer than DURATION (at most
     /// 100y) instead of writing them
@@ -221,6 +228,10 @@ fn overflow_arg(text: &str) -> Result<Overflow, String> {
     text.parse()
 }
 
+fn oversize_arg(text: &str) -> Result<Oversize, String> {
+    text.parse()
+}
+
 /// Parse a size in bytes: `4096`, `512KiB`, `64MiB`, `1GB`.
 fn size_arg(text: &str) -> Result<usize, String> {
     let n = parse_size::parse_size(text)
@@ -299,6 +310,8 @@ pub struct Config {
     pub delimiter: u8,
     /// Longest record in bytes, delimiter excluded.
     pub max_record: usize,
+    /// What becomes of a record over the limits.
+    pub oversize: Oversize,
     /// Longest a record may wait before it expires.
     pub max_wait: Option<Duration>,
     /// Dead-letter file.
@@ -372,6 +385,7 @@ impl From<Cli> for Config {
             overflow: cli.overflow,
             delimiter,
             max_record: cli.max_record,
+            oversize: cli.oversize,
             max_wait: cli.max_wait,
             dead_letter: cli.dead_letter,
             drain: cli.drain,
@@ -402,6 +416,16 @@ mod tests {
         assert_eq!(c.overflow, Overflow::Block);
         assert_eq!(c.delimiter, b'\n');
         assert_eq!(c.max_record, 64 << 20);
+        assert_eq!(c.oversize, Oversize::Fail);
+    }
+
+    #[test]
+    fn oversize_policies() {
+        assert_eq!(oversize_arg("skip"), Ok(Oversize::Skip));
+        assert_eq!(oversize_arg("fail"), Ok(Oversize::Fail));
+        assert!(oversize_arg("drop").is_err());
+        let c = Config::from(Cli::parse_from(["drip", "--oversize", "skip"]));
+        assert_eq!(c.oversize, Oversize::Skip);
     }
 
     #[test]

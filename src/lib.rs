@@ -91,6 +91,9 @@ struct DeadLetter {
     file: Option<(PathBuf, BufWriter<File>)>,
     delimiter: u8,
     error: Option<anyhow::Error>,
+    /// While a skipped record (`--oversize skip`) is being written piece
+    /// by piece: the records that left meanwhile, written after it.
+    held: Option<Vec<Segment>>,
 }
 
 impl DeadLetter {
@@ -117,7 +120,32 @@ impl DeadLetter {
             file,
             delimiter,
             error: None,
+            held: None,
         })
+    }
+
+    /// A piece of a skipped record ([`input::OversizeSink`]), as read;
+    /// the record gets its delimiter if it ends without one.
+    fn piece(&mut self, bytes: &[u8], piece: input::Piece) {
+        let Some((path, out)) = &mut self.file else {
+            return;
+        };
+        if self.error.is_none() {
+            let mut result = out.write_all(bytes);
+            if result.is_ok() && piece == input::Piece::EndUnterminated {
+                result = out.write_all(&[self.delimiter]);
+            }
+            if let Err(e) = result {
+                self.error = Some(anyhow::Error::from(e).context(format!("{}", path.display())));
+            }
+        }
+        if piece == input::Piece::Part {
+            self.held.get_or_insert_with(Vec::new);
+        } else if let Some(held) = self.held.take() {
+            for seg in held {
+                self.write(&seg);
+            }
+        }
     }
 
     fn write(&mut self, seg: &Segment) {
@@ -125,6 +153,10 @@ impl DeadLetter {
             return;
         };
         if self.error.is_some() || seg.is_empty() {
+            return;
+        }
+        if let Some(held) = &mut self.held {
+            held.push(seg.clone());
             return;
         }
         let bytes = seg.as_bytes();
@@ -138,6 +170,10 @@ impl DeadLetter {
     }
 
     fn finish(&mut self) -> Option<anyhow::Error> {
+        if self.held.is_some() {
+            // Leaving in the middle of a skipped record: end it.
+            self.piece(&[], input::Piece::EndUnterminated);
+        }
         if let Some((path, out)) = &mut self.file {
             if self.error.is_none() {
                 if let Err(e) = out.flush() {
@@ -961,6 +997,15 @@ fn run_watching(
         let inputs = config.inputs.clone();
         let mut splitter =
             Splitter::new(config.delimiter, config.max_record, config.capacity_bytes);
+        if config.oversize == input::Oversize::Skip {
+            // Oversized records go to the dead letter as they are read.
+            let shared = Arc::clone(&shared);
+            splitter = splitter.skipping(Box::new(move |bytes, piece| {
+                let mut st = shared.lock();
+                st.counts.skip_piece(bytes.len(), piece);
+                st.dead.piece(bytes, piece);
+            }));
+        }
         // Created by now: an input that is one of them is refused.
         let own = input::OwnFile::of_config(&config);
         thread::Builder::new()
