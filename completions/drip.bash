@@ -23,7 +23,7 @@ _drip() {
 
     case "${cmd}" in
         drip)
-            opts="-r -i -b -c -o -0 -d -q -h -V --rate --byte-rate --interval --burst --capacity --capacity-bytes --overflow --null --delimiter --max-record --max-wait --dead-letter --drain --stats --stats-json --stats-interval --progress --quiet --help --version"
+            opts="-r -i -b -c -o -0 -d -q -h -V --rate --byte-rate --interval --burst --capacity --capacity-bytes --overflow --null --delimiter --max-record --oversize --max-wait --dead-letter --drain --stats --stats-json --stats-interval --progress --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -86,6 +86,10 @@ _drip() {
                     return 0
                     ;;
                 --max-record)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --oversize)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -7,7 +7,10 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::bucket::Overflow;
-use crate::rate::{parse_byte_rate, parse_rate, Rate, BYTE_RATE_FORMS, RATE_FORMS};
+use crate::input::Oversize;
+use crate::rate::{
+    parse_byte_rate, parse_rate, Rate, BYTE_RATE_FORMS, LONGEST, LONGEST_TEXT, RATE_FORMS,
+};
 use crate::schedule::{Limit, Unit};
 
 /// Examples shown in `--help` and the man page: (command, what it does).
@@ -42,7 +45,7 @@ pub const EXIT_STATUSES: &[(&str, &str)] = &[
     ),
     (
         "1",
-        "a runtime error: an unreadable FILE, a record over --max-record or --capacity-bytes, a failed write",
+        "a runtime error: an unreadable FILE or one that is the --dead-letter or --stats-json file, a record over --max-record or --capacity-bytes (under --oversize fail), a failed write",
     ),
     ("2", "a usage error: a bad flag or value"),
     ("3", "the bucket overflowed under --overflow fail"),
@@ -70,7 +73,7 @@ fn after_help() -> String {
 /// bounded bucket and writes them to stdout at a steady rate. When the bucket
 /// is full, the overflow policy decides: block (stop reading, so the producer
 /// waits), drop-newest, drop-oldest, or fail. Every record read is written,
-/// dropped, expired or reported as undelivered.
+/// dropped, expired, skipped (--oversize skip) or reported as undelivered.
 #[derive(Debug, Parser)]
 #[command(
     name = "drip",
@@ -85,9 +88,9 @@ pub struct Cli {
     pub files: Vec<PathBuf>,
 
     /// Records per unit of time: 10/s, 90/min, 2/h, 1/d, 3/5s, 1/250ms, 0.5/s,
-    /// a bare 10 (per second), or inf (unlimited) for no pacing. Give it
-    /// again for several limits at once, each with its own burst after a
-    /// colon: -r 10/s -r 500/min:50 [default: 1/s]
+    /// a bare 10 (per second), or inf (unlimited) for no pacing; the period
+    /// is at most 100 years. Give it again for several limits at once, each
+    /// with its own burst after a colon: -r 10/s -r 500/min:50 [default: 1/s]
     #[arg(short, long, value_name = "RATE[:BURST]", value_parser = rate_arg, action = clap::ArgAction::Append, allow_hyphen_values = true)]
     pub rate: Vec<(Rate, Option<u64>)>,
 
@@ -99,13 +102,16 @@ pub struct Cli {
     #[arg(long, value_name = "SIZE/UNIT[:BURST]", value_parser = byte_rate_arg, action = clap::ArgAction::Append, allow_hyphen_values = true)]
     pub byte_rate: Vec<(Rate, u64)>,
 
-    /// One record every DURATION (100ms, 2s, 1m): another way to give the rate
+    /// One record every DURATION (100ms, 2s, 1m; at most 100y): another way
+    /// to give the rate
     #[arg(short, long, value_name = "DURATION", value_parser = interval_arg, conflicts_with = "rate", allow_hyphen_values = true)]
     pub interval: Option<Duration>,
 
     /// Records that may leave back to back after an idle spell (token bucket);
-    /// the long-run rate is unchanged. 1 means strict spacing. With several
-    /// --rate limits, give each its burst as RATE:BURST instead [default: 1]
+    /// the long-run rate is unchanged. 1 means strict spacing below 500/s;
+    /// from 500/s up, a wake-up up to 2 ms late also sends the records due
+    /// meanwhile: at most N + rate × 2ms together. With several --rate
+    /// limits, give each its burst as RATE:BURST instead [default: 1]
     #[arg(short, long, value_name = "N", value_parser = positive_u64, allow_hyphen_values = true)]
     pub burst: Option<u64>,
 
@@ -137,8 +143,14 @@ pub struct Cli {
     #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = size_arg, allow_hyphen_values = true)]
     pub max_record: usize,
 
-    /// Expire records that waited in the bucket longer than DURATION instead
-    /// of writing them
+    /// A record over --max-record or --capacity-bytes: fail (stop reading,
+    /// exit 1) or skip (stream it to --dead-letter as it is read, count it
+    /// as skipped, and read on)
+    #[arg(long, value_name = "POLICY", default_value = "fail", value_parser = oversize_arg)]
+    pub oversize: Oversize,
+
+    /// Expire records that waited in the bucket longer than DURATION (at most
+    /// 100y) instead of writing them
     #[arg(long, value_name = "DURATION", value_parser = interval_arg, allow_hyphen_values = true)]
     pub max_wait: Option<Duration>,
 
@@ -161,8 +173,8 @@ pub struct Cli {
     #[arg(long, value_name = "FILE")]
     pub stats_json: Option<PathBuf>,
 
-    /// Every DURATION, write one JSON line of stats to stderr (or to
-    /// --stats-json FILE)
+    /// Every DURATION (10ms to 100y), write one JSON line of stats to stderr
+    /// (or to --stats-json FILE)
     #[arg(long, value_name = "DURATION", value_parser = stats_interval_arg, allow_hyphen_values = true)]
     pub stats_interval: Option<Duration>,
 
@@ -224,10 +236,18 @@ fn stats_interval_arg(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// Parse a humantime duration (`250ms`, `2s`, `1m30s`).
+/// Parse a humantime duration (`250ms`, `2s`, `1m30s`) of at most
+/// [`LONGEST`] (100 years): longer ones would wrap drip's deadlines.
 fn duration_arg(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text)
-        .map_err(|e| format!("{e} (expected a duration such as 100ms, 2s, 1m)"))
+    let d = humantime::parse_duration(text)
+        .map_err(|e| format!("{e} (expected a duration such as 100ms, 2s, 1m)"))?;
+    if d > LONGEST {
+        return Err(format!(
+            "must be at most {LONGEST_TEXT} ({}s)",
+            LONGEST.as_secs()
+        ));
+    }
+    Ok(d)
 }
 
 fn positive_u64(text: &str) -> Result<u64, String> {
@@ -243,6 +263,10 @@ fn positive_usize(text: &str) -> Result<usize, String> {
 }
 
 fn overflow_arg(text: &str) -> Result<Overflow, String> {
+    text.parse()
+}
+
+fn oversize_arg(text: &str) -> Result<Oversize, String> {
     text.parse()
 }
 
@@ -322,6 +346,8 @@ pub struct Config {
     pub delimiter: u8,
     /// Longest record in bytes, delimiter excluded.
     pub max_record: usize,
+    /// What becomes of a record over the limits.
+    pub oversize: Oversize,
     /// Longest a record may wait before it expires.
     pub max_wait: Option<Duration>,
     /// Dead-letter file.
@@ -456,6 +482,7 @@ impl TryFrom<Cli> for Config {
             overflow: cli.overflow,
             delimiter,
             max_record: cli.max_record,
+            oversize: cli.oversize,
             max_wait: cli.max_wait,
             dead_letter: cli.dead_letter,
             drain: cli.drain,
@@ -492,6 +519,16 @@ mod tests {
         assert_eq!(c.overflow, Overflow::Block);
         assert_eq!(c.delimiter, b'\n');
         assert_eq!(c.max_record, 64 << 20);
+        assert_eq!(c.oversize, Oversize::Fail);
+    }
+
+    #[test]
+    fn oversize_policies() {
+        assert_eq!(oversize_arg("skip"), Ok(Oversize::Skip));
+        assert_eq!(oversize_arg("fail"), Ok(Oversize::Fail));
+        assert!(oversize_arg("drop").is_err());
+        let c = config(&["--oversize", "skip"]).unwrap();
+        assert_eq!(c.oversize, Oversize::Skip);
     }
 
     #[test]
@@ -619,6 +656,17 @@ mod tests {
         assert_eq!(interval_arg("100ms"), Ok(Duration::from_millis(100)));
         assert!(interval_arg("0s").is_err());
         assert!(duration_arg("soon").is_err());
+    }
+
+    #[test]
+    fn durations_have_a_ceiling() {
+        assert_eq!(duration_arg("100y"), Ok(LONGEST));
+        assert_eq!(stats_interval_arg("100y"), Ok(LONGEST));
+        for text in ["100y 1ns", "101y", "18446744073s", "18446744074s"] {
+            let e = interval_arg(text).unwrap_err();
+            assert!(e.contains("at most 100 years"), "{text}: {e}");
+            assert!(stats_interval_arg(text).is_err(), "{text}");
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use crate::bucket::Segment;
+use crate::input::Piece;
 
 /// The dead letter, when `--dead-letter` names one.
 #[derive(Debug)]
@@ -16,6 +17,9 @@ pub struct DeadLetter {
     file: Option<(PathBuf, BufWriter<File>)>,
     delimiter: u8,
     error: Option<anyhow::Error>,
+    /// While a skipped record (`--oversize skip`) is being written piece
+    /// by piece: the records that left meanwhile, written after it.
+    held: Option<Vec<Segment>>,
 }
 
 impl DeadLetter {
@@ -46,7 +50,30 @@ impl DeadLetter {
             file,
             delimiter,
             error: None,
+            held: None,
         })
+    }
+
+    /// A piece of a skipped record ([`crate::input::OversizeSink`]), as
+    /// read; the record gets its delimiter if it ends without one.
+    pub fn piece(&mut self, bytes: &[u8], piece: Piece) {
+        let Some((path, out)) = &mut self.file else {
+            return;
+        };
+        if self.error.is_none() {
+            let mut result = out.write_all(bytes);
+            if result.is_ok() && piece == Piece::EndUnterminated {
+                result = out.write_all(&[self.delimiter]);
+            }
+            if let Err(e) = result {
+                self.error = Some(anyhow::Error::from(e).context(format!("{}", path.display())));
+            }
+        }
+        if piece == Piece::Part {
+            self.held.get_or_insert_with(Vec::new);
+        } else if let Some(held) = self.held.take() {
+            self.write(&held);
+        }
     }
 
     /// Append `segs`' records. The first error is kept for
@@ -64,6 +91,10 @@ impl DeadLetter {
         if self.error.is_some() || seg.is_empty() {
             return;
         }
+        if let Some(held) = &mut self.held {
+            held.push(seg.clone());
+            return;
+        }
         let bytes = seg.as_bytes();
         let mut result = out.write_all(bytes);
         if result.is_ok() && bytes.last() != Some(&self.delimiter) {
@@ -76,6 +107,10 @@ impl DeadLetter {
 
     /// Flush what is buffered; returns the first error met, if any.
     pub fn finish(&mut self) -> Option<anyhow::Error> {
+        if self.held.is_some() {
+            // Leaving in the middle of a skipped record: end it.
+            self.piece(&[], Piece::EndUnterminated);
+        }
         if let Some((path, out)) = &mut self.file {
             if self.error.is_none() {
                 if let Err(e) = out.flush() {

@@ -14,7 +14,7 @@ use crate::admission::Admission;
 use crate::bucket::Bucket;
 use crate::cli::{Config, Input};
 use crate::deadletter::DeadLetter;
-use crate::input::{ReadReport, Splitter};
+use crate::input::{Oversize, OwnFile, ReadReport, Splitter};
 use crate::monitor::Monitor;
 use crate::progress::{lock_ui, Ui};
 use crate::schedule::Limits;
@@ -160,11 +160,25 @@ fn run_watching(
         stats_file,
         watch_output,
     )?;
-    let splitter = Splitter::new(config.delimiter, config.max_record, config.capacity_bytes);
+    let mut splitter = Splitter::new(config.delimiter, config.max_record, config.capacity_bytes);
+    if config.oversize == Oversize::Skip {
+        // Oversized records go to the dead letter as they are read, after
+        // every record that left before them.
+        let shared = Arc::clone(&shared);
+        splitter = splitter.skipping(Box::new(move |bytes, piece| {
+            let mut st = shared.lock();
+            st.ledger.skip_piece(bytes.len(), piece);
+            st.flush_dead();
+            st.dead.piece(bytes, piece);
+        }));
+    }
+    // Created by now: an input that is one of them is refused.
+    let own = OwnFile::of_config(&config);
     let reader = reader::spawn(
         Arc::clone(&shared),
         Arc::clone(&ui),
         config.inputs.clone(),
+        own,
         splitter,
     )?;
     let write_error = write(&shared, out);

@@ -96,6 +96,54 @@ pub struct ReadReport {
     pub record_error: Option<RecordError>,
 }
 
+/// What to do with a record over `--max-record` or `--capacity-bytes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Oversize {
+    /// Stop reading; drip exits with status 1.
+    Fail,
+    /// Pass the record, as it is read, to the splitter's oversize sink
+    /// (drip's dead letter) and read on.
+    Skip,
+}
+
+impl std::str::FromStr for Oversize {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "fail" => Ok(Oversize::Fail),
+            "skip" => Ok(Oversize::Skip),
+            _ => Err(format!("unknown policy '{text}' (expected fail or skip)")),
+        }
+    }
+}
+
+/// Where a splitter that skips oversized records sends them: called with
+/// each piece of such a record as it is read, in order, saying whether the
+/// record goes on or ends there. Only bytes read are passed; no record is
+/// held whole.
+pub type OversizeSink = Box<dyn FnMut(&[u8], Piece) + Send>;
+
+/// Where a piece passed to an [`OversizeSink`] stands in its record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Piece {
+    /// More of the record follows.
+    Part,
+    /// The record ends here, with its delimiter.
+    End,
+    /// The record ends here, without a delimiter: its input ended (or
+    /// reading stopped) first. Its reader adds one where records need it.
+    EndUnterminated,
+}
+
+/// An [`OversizeSink`], for `Debug`.
+struct Sink(OversizeSink);
+
+impl std::fmt::Debug for Sink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OversizeSink")
+    }
+}
+
 /// Splits a byte stream into records.
 ///
 /// Reads land in one reusable buffer; complete records are copied out into
@@ -112,8 +160,14 @@ pub struct Splitter {
     end: usize,
     /// Offset in `buf` up to which delimiters have been searched for.
     scanned: usize,
-    /// Records emitted so far.
+    /// Records emitted (or skipped) so far.
     records: u64,
+    /// Where oversized records go, when they are skipped rather than an
+    /// error ([`Splitter::skipping`]).
+    skip: Option<Sink>,
+    /// An oversized record is under way: its bytes so far went to `skip`,
+    /// and the rest, up to its delimiter, follows them.
+    skipping: bool,
 }
 
 impl Splitter {
@@ -128,7 +182,90 @@ impl Splitter {
             end: 0,
             scanned: 0,
             records: 0,
+            skip: None,
+            skipping: false,
         }
+    }
+
+    /// Skip records over the limits instead of stopping at them
+    /// (`--oversize skip`): each goes to `sink`, piece by piece as it is
+    /// read, and the records around it are split as usual.
+    pub fn skipping(mut self, sink: OversizeSink) -> Splitter {
+        self.skip = Some(Sink(sink));
+        self
+    }
+
+    /// Pass `buf[from..to]` to the oversize sink.
+    fn skip_piece(&mut self, from: usize, to: usize, piece: Piece) {
+        if let Some(Sink(sink)) = self.skip.as_mut() {
+            sink(&self.buf[from..to], piece);
+        }
+        if piece != Piece::Part {
+            self.records += 1;
+        }
+    }
+
+    /// [`Splitter::filled`] when oversized records are skipped.
+    fn filled_skipping(&mut self) -> Option<Segment> {
+        let delimiter = self.delimiter;
+        if self.skipping {
+            // Everything before this read went to the sink already.
+            match memchr::memchr(delimiter, &self.buf[..self.end]) {
+                None => {
+                    self.skip_piece(0, self.end, Piece::Part);
+                    self.end = 0;
+                    self.scanned = 0;
+                    return None;
+                }
+                Some(at) => {
+                    self.skip_piece(0, at + 1, Piece::End);
+                    self.skipping = false;
+                    self.take_front(at + 1);
+                    self.scanned = 0;
+                }
+            }
+        }
+        let upto = match memchr::memrchr(delimiter, &self.buf[self.scanned..self.end]) {
+            Some(last) => self.scanned + last + 1,
+            None => 0,
+        };
+        self.scanned = self.end;
+        // Largest record, delimiter included.
+        let limit = self.max_record.saturating_add(1).min(self.capacity_bytes);
+        let seg = if upto <= limit {
+            self.emit(upto)
+        } else {
+            // Measure the records one by one; copy out those that fit.
+            let mut kept = Vec::with_capacity(upto);
+            let mut start = 0;
+            let ends: Vec<usize> = memchr::memchr_iter(delimiter, &self.buf[..upto])
+                .map(|at| at + 1)
+                .collect();
+            for end in ends {
+                if end - start > limit {
+                    self.skip_piece(start, end, Piece::End);
+                } else {
+                    kept.extend_from_slice(&self.buf[start..end]);
+                }
+                start = end;
+            }
+            self.take_front(upto);
+            self.scanned = self.end;
+            (!kept.is_empty()).then(|| {
+                let seg = Segment::new(Bytes::from(kept), delimiter);
+                self.records += seg.len() as u64;
+                seg
+            })
+        };
+        // The unfinished record is already too long: send what there is
+        // of it and skip the rest as it comes.
+        if self.end > self.max_record || self.end > self.capacity_bytes {
+            self.skip_piece(0, self.end, Piece::Part);
+            self.skipping = true;
+            self.end = 0;
+            self.scanned = 0;
+        }
+        seg
     }
 
     /// Space to read into: at least `READ_SIZE` bytes after the data. Call
@@ -159,6 +296,9 @@ impl Splitter {
     /// limits, if one was found (the records before it are still returned).
     pub fn filled(&mut self, n: usize, input: &str) -> (Option<Segment>, Option<RecordError>) {
         self.end += n;
+        if self.skip.is_some() {
+            return (self.filled_skipping(), None);
+        }
         // What was scanned before holds no delimiter: it is the start of
         // the unfinished record.
         let Some(last) = memchr::memrchr(self.delimiter, &self.buf[self.scanned..self.end]) else {
@@ -254,6 +394,12 @@ impl Splitter {
         let data = Bytes::copy_from_slice(&self.buf[..upto]);
         let seg = Segment::new(data, self.delimiter);
         self.records += seg.len() as u64;
+        self.take_front(upto);
+        Some(seg)
+    }
+
+    /// Drop `buf[..upto]`, moving the rest to the front of the buffer.
+    fn take_front(&mut self, upto: usize) {
         self.buf.copy_within(upto..self.end, 0);
         self.end -= upto;
         self.scanned = self.scanned.saturating_sub(upto);
@@ -262,7 +408,6 @@ impl Splitter {
             self.buf.truncate(2 * READ_SIZE);
             self.buf.shrink_to_fit();
         }
-        Some(seg)
     }
 
     /// The input ended: returns its unterminated last record, if any, with
@@ -271,6 +416,14 @@ impl Splitter {
     /// # Errors
     /// The record is over the limits.
     pub fn finish(&mut self, terminate: bool, input: &str) -> Result<Option<Segment>, RecordError> {
+        if self.skipping {
+            // Nothing is left over between reads: the record ends unread.
+            self.skip_piece(0, self.end, Piece::EndUnterminated);
+            self.end = 0;
+            self.scanned = 0;
+            self.skipping = false;
+            return Ok(None);
+        }
         if self.end == 0 {
             return Ok(None);
         }
@@ -278,6 +431,18 @@ impl Splitter {
         if terminate {
             self.space()[0] = self.delimiter;
             self.end += 1;
+        }
+        if self.skip.is_some() && self.check(content, self.end, 0, input).is_err() {
+            // Oversized: to the sink.
+            let piece = if terminate {
+                Piece::End
+            } else {
+                Piece::EndUnterminated
+            };
+            self.skip_piece(0, self.end, piece);
+            self.end = 0;
+            self.scanned = 0;
+            return Ok(None);
         }
         if let Err(e) = self.check(content, self.end, 0, input) {
             // The bytes are rejected: never let them run into the next input.
@@ -292,10 +457,26 @@ impl Splitter {
 }
 
 /// Open an input. Stdin is duplicated so it is read without std's buffer.
+///
+/// A path is opened without waiting (O_NONBLOCK), then made blocking
+/// again: opening a FIFO that has no writer yet would otherwise block in
+/// open(2), where no stop can reach the reader. Its wait for the first
+/// writer happens instead in poll(2) beside the waker ([`read_one`]
+/// polls every input that is not a regular file before reading it): a
+/// FIFO opened this way reports neither data nor a hang-up until a writer
+/// has come (and written, or gone).
 fn open(input: &Input) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
     match input {
         Input::Stdin => Ok(File::from(io::stdin().as_fd().try_clone_to_owned()?)),
-        Input::Path(path) => File::open(path),
+        Input::Path(path) => {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(path)?;
+            crate::sys::set_blocking(file.as_raw_fd())?;
+            Ok(file)
+        }
     }
 }
 
@@ -308,10 +489,57 @@ pub fn describe(err: &io::Error) -> String {
     }
 }
 
+/// A regular file drip writes to (`--dead-letter`, `--stats-json`), known
+/// by device and inode: an input that is the same file is refused, as cat
+/// refuses to read its output, for drip would read what it writes itself,
+/// perhaps for ever.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnFile {
+    dev: u64,
+    ino: u64,
+    /// The flag that names it, for the message.
+    flag: &'static str,
+}
+
+impl OwnFile {
+    /// The files of `--dead-letter` and `--stats-json` in `config` that are
+    /// regular files (call once drip has created them). A FIFO or a device
+    /// such as /dev/null is no loop and is never refused.
+    pub fn of_config(config: &crate::cli::Config) -> Vec<OwnFile> {
+        [
+            ("--dead-letter", config.dead_letter.as_deref()),
+            ("--stats-json", config.stats_json.as_deref()),
+        ]
+        .into_iter()
+        .filter_map(|(flag, path)| OwnFile::of(flag, path?))
+        .collect()
+    }
+
+    /// `path`, written as `flag`, if it is a regular file.
+    pub fn of(flag: &'static str, path: &std::path::Path) -> Option<OwnFile> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(path).ok().filter(|m| m.is_file())?;
+        Some(OwnFile {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            flag,
+        })
+    }
+
+    /// The one of `own` that `file` is, if any.
+    fn find<'a>(own: &'a [OwnFile], file: &File) -> Option<&'a OwnFile> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = file.metadata().ok()?;
+        own.iter()
+            .find(|o| o.dev == meta.dev() && o.ino == meta.ino())
+    }
+}
+
 /// Read every input in order, passing complete records to `deliver`.
 ///
 /// A file that cannot be opened or read is passed to `warn` as
-/// `"NAME: reason"` and skipped, as cat does. Reading stops when `deliver`
+/// `"NAME: reason"` and skipped, as cat does; so is an input that is one
+/// of drip's `own` output files. Reading stops when `deliver`
 /// says so, when `waker` is woken, or at a record over the limits. Bytes of
 /// an unfinished record when reading stops are delivered as a final record.
 ///
@@ -324,6 +552,7 @@ pub fn read_all(
     splitter: &mut Splitter,
     waker: &Waker,
     linger: Duration,
+    own: &[OwnFile],
     deliver: &mut dyn FnMut(Segment) -> Flow,
     warn: &mut dyn FnMut(String),
 ) -> ReadReport {
@@ -339,6 +568,11 @@ pub fn read_all(
                 continue;
             }
         };
+        if let Some(own) = OwnFile::find(own, &file) {
+            warn(format!("{name}: input file is the {} file", own.flag));
+            report.failed_inputs += 1;
+            continue;
+        }
         let source = Source {
             file,
             name: &name,
@@ -562,6 +796,139 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    /// Split `input` fed in chunks of `sizes` (cycled) with oversized
+    /// records skipped: returns the records kept, the records skipped (each
+    /// reassembled from its pieces), and the largest buffer the splitter
+    /// held.
+    fn split_skipping(
+        input: &[u8],
+        sizes: &[usize],
+        max_record: usize,
+        capacity_bytes: Option<usize>,
+        terminate: bool,
+    ) -> (Vec<Vec<u8>>, Vec<Vec<u8>>, usize) {
+        use std::sync::{Arc, Mutex};
+        let skipped = Arc::new(Mutex::new((Vec::<Vec<u8>>::new(), Vec::<u8>::new())));
+        let sink = Arc::clone(&skipped);
+        let mut s = Splitter::new(b'\n', max_record, capacity_bytes).skipping(Box::new(
+            move |bytes: &[u8], piece: Piece| {
+                let (done, current) = &mut *sink.lock().unwrap();
+                current.extend_from_slice(bytes);
+                match piece {
+                    Piece::Part => return,
+                    Piece::End => assert_eq!(current.last(), Some(&b'\n')),
+                    Piece::EndUnterminated => {
+                        assert_ne!(current.last(), Some(&b'\n'));
+                        current.push(b'\n');
+                    }
+                }
+                done.push(std::mem::take(current));
+            },
+        ));
+        let mut kept = Vec::new();
+        let mut most = 0;
+        let mut rest = input;
+        for &size in sizes.iter().cycle() {
+            if rest.is_empty() {
+                break;
+            }
+            let n = size.min(rest.len());
+            s.space()[..n].copy_from_slice(&rest[..n]);
+            rest = &rest[n..];
+            let (seg, err) = s.filled(n, "t");
+            assert!(err.is_none());
+            most = most.max(s.buf.len());
+            if let Some(seg) = seg {
+                kept.extend(seg.records().map(<[u8]>::to_vec));
+            }
+        }
+        if let Some(seg) = s.finish(terminate, "t").unwrap() {
+            kept.extend(seg.records().map(<[u8]>::to_vec));
+        }
+        let (done, current) = std::mem::take(&mut *skipped.lock().unwrap());
+        assert!(current.is_empty(), "a skipped record left open");
+        (kept, done, most)
+    }
+
+    #[test]
+    fn oversized_records_are_skipped_whole_and_the_rest_kept() {
+        let input = b"ok\ntoolong\nfine\nx\nwaytoolongagain\nend\nlastoneistoolong";
+        for sizes in [&[1][..], &[3, 7], &[5], &[1000]] {
+            let (kept, skipped, _) = split_skipping(input, sizes, 4, None, false);
+            assert_eq!(
+                kept,
+                [&b"ok\n"[..], b"fine\n", b"x\n", b"end\n"],
+                "{sizes:?}"
+            );
+            assert_eq!(
+                skipped,
+                [
+                    &b"toolong\n"[..],
+                    b"waytoolongagain\n",
+                    b"lastoneistoolong\n"
+                ],
+                "{sizes:?}"
+            );
+        }
+        // --capacity-bytes counts the delimiter: "abc\n" is 4 bytes.
+        let (kept, skipped, _) = split_skipping(b"ab\nabc\nabcd", &[2], 100, Some(3), true);
+        assert_eq!(kept, [b"ab\n"]);
+        assert_eq!(skipped, [&b"abc\n"[..], b"abcd\n"]);
+        // The last record fits exactly when unterminated.
+        let (kept, skipped, _) = split_skipping(b"abc", &[1], 100, Some(3), false);
+        assert_eq!((kept, skipped.len()), (vec![b"abc".to_vec()], 0));
+    }
+
+    #[test]
+    fn a_skipped_record_is_never_held_whole() {
+        // A 10 MiB record with a 1 KiB limit, read 64 KiB at a time.
+        let mut input = b"before\n".to_vec();
+        input.extend(std::iter::repeat_n(b'x', 10 << 20));
+        input.extend_from_slice(b"\nafter\n");
+        let (kept, skipped, most) = split_skipping(&input, &[64 << 10], 1024, None, false);
+        assert_eq!(kept, [&b"before\n"[..], b"after\n"]);
+        assert_eq!(skipped.len(), 1);
+        assert_eq!(skipped[0].len(), (10 << 20) + 1);
+        assert!(most <= 2 * READ_SIZE, "buffer grew to {most}");
+    }
+
+    #[test]
+    fn skipping_keeps_every_record_in_order() {
+        // Random records and chunkings: kept and skipped together are the
+        // input's records, each on the side its size says.
+        let mut seed = 0x9e37_79b9_u64;
+        let mut next = |n: u64| {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            (seed >> 33) % n
+        };
+        for _ in 0..200 {
+            let records: Vec<Vec<u8>> = (0..next(30))
+                .map(|i| {
+                    let mut r = vec![b'a' + (i % 26) as u8; next(40) as usize];
+                    r.push(b'\n');
+                    r
+                })
+                .collect();
+            let input = records.concat();
+            let sizes: Vec<usize> = (0..5).map(|_| 1 + next(50) as usize).collect();
+            let max_record = 1 + next(30) as usize;
+            let (kept, skipped, _) = split_skipping(&input, &sizes, max_record, None, false);
+            let fits = |r: &&Vec<u8>| r.len() <= max_record + 1;
+            let want_kept: Vec<Vec<u8>> = records.iter().filter(fits).cloned().collect();
+            let want_skipped: Vec<Vec<u8>> = records.iter().filter(|r| !fits(r)).cloned().collect();
+            assert_eq!(kept, want_kept);
+            assert_eq!(skipped, want_skipped);
+        }
+    }
+
+    #[test]
+    fn oversize_policies_parse() {
+        assert_eq!("fail".parse(), Ok(Oversize::Fail));
+        assert_eq!("skip".parse(), Ok(Oversize::Skip));
+        let e = "drop".parse::<Oversize>().unwrap_err();
+        assert!(e.contains("expected fail or skip"), "{e}");
     }
 
     #[test]

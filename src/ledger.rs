@@ -1,8 +1,9 @@
 //! The ledger: the one place where a record's fate is recorded.
 //!
 //! Every record read ends in exactly one entry: written, dropped by policy
-//! (newest or oldest), expired, or undelivered, so that
-//! `read = written + dropped_newest + dropped_oldest + expired + undelivered`
+//! (newest or oldest), expired, skipped (`--oversize skip`), or
+//! undelivered, so that `read = written + dropped_newest + dropped_oldest +
+//! expired + skipped + undelivered`
 //! once drip has finished ([`Counts::settled`]). Records that are not
 //! written are kept, in the order they left, for the dead letter; the
 //! ledger does no I/O: whoever holds it writes them out
@@ -66,6 +67,13 @@ impl Ledger {
     pub fn read_undelivered(&mut self, seg: Segment) {
         self.read(seg.len());
         self.dispose(seg, Fate::Undelivered);
+    }
+
+    /// A piece of a record too large to hold (`--oversize skip`) was read
+    /// and passed on to the dead letter: counted as read, and as skipped
+    /// once the record ends.
+    pub fn skip_piece(&mut self, bytes: usize, piece: crate::input::Piece) {
+        self.counts.skip_piece(bytes, piece);
     }
 
     /// The records for the dead letter since the last call, oldest first.

@@ -48,6 +48,7 @@ struct Tick {
     dropped_newest: u64,
     dropped_oldest: u64,
     expired: u64,
+    skipped: u64,
 }
 
 impl Tick {
@@ -71,6 +72,7 @@ impl Tick {
             dropped_newest: c.dropped_newest,
             dropped_oldest: c.dropped_oldest,
             expired: c.expired,
+            skipped: c.skipped,
         }
     }
 }

@@ -16,8 +16,14 @@
 //! is late by no more than the *slack* (the OS woke us a little late), the
 //! schedule is kept and the next record is still due at its original time.
 //! When it is later than that (the input went idle, stdout or the process
-//! stalled), the schedule restarts from now: at most `burst` records leave
-//! back to back, never a catch-up burst.
+//! stalled), the schedule restarts from now: `burst` records may leave at
+//! once, never a catch-up burst.
+//!
+//! So one wake-up releases at most `burst + ⌊rate × slack⌋` records: the
+//! burst, and those whose slots a wake-up late by up to the slack has
+//! passed. Below 500/s the slack is shorter than an interval and that is
+//! just `burst`; from 500/s up the slack is 2 ms, which covers
+//! `⌊rate × 2 ms⌋` slots (2 more at 1000/s).
 
 use crate::rate::Rate;
 
@@ -109,10 +115,18 @@ impl Pacer {
     }
 
     /// Offset from the anchor of scheduled slot `j` (may be negative inside
-    /// the burst allowance), rounded up, in ns.
+    /// the burst allowance), rounded up, in ns. Saturates rather than wraps
+    /// (the command line keeps rates far inside the range anyway).
     fn slot_offset(limit: Limit, j: i128) -> i128 {
-        let (period, count) = (limit.period_ns as i128, limit.count as i128);
-        -((-j * period).div_euclid(count))
+        let period = i128::try_from(limit.period_ns).unwrap_or(i128::MAX);
+        let count = i128::try_from(limit.count).unwrap_or(i128::MAX);
+        let product = j.saturating_mul(period);
+        let floor = product.div_euclid(count);
+        if product.rem_euclid(count) == 0 {
+            floor
+        } else {
+            floor + 1
+        }
     }
 
     /// The earliest time (ns) at which the next record may leave; `0` when it
@@ -128,8 +142,9 @@ impl Pacer {
         let (Some(limit), Some(anchor)) = (self.limit, self.anchor) else {
             return 0;
         };
-        let slot = self.k as i128 + self.counted(cost) as i128 - self.burst as i128;
-        let due = i128::from(anchor) + Self::slot_offset(limit, slot).max(0);
+        let k = i128::try_from(self.k).unwrap_or(i128::MAX);
+        let slot = k.saturating_add(self.counted(cost) as i128) - self.burst_i128();
+        let due = i128::from(anchor).saturating_add(Self::slot_offset(limit, slot).max(0));
         u64::try_from(due).unwrap_or(u64::MAX)
     }
 
@@ -145,8 +160,9 @@ impl Pacer {
     fn position(&self, limit: Limit, now: u64) -> (u64, u128) {
         match self.anchor {
             Some(anchor) => {
-                let tat = i128::from(anchor) + Self::slot_offset(limit, self.k as i128);
-                if i128::from(now) > tat + i128::from(self.slack_ns) {
+                let k = i128::try_from(self.k).unwrap_or(i128::MAX);
+                let tat = i128::from(anchor).saturating_add(Self::slot_offset(limit, k));
+                if i128::from(now) > tat.saturating_add(i128::from(self.slack_ns)) {
                     // Idle, or stalled past the slack: restart from now.
                     (now, 0)
                 } else {
@@ -167,7 +183,7 @@ impl Pacer {
         (
             anchor,
             k,
-            elapsed * limit.count / limit.period_ns + self.burst,
+            (elapsed.saturating_mul(limit.count) / limit.period_ns).saturating_add(self.burst),
         )
     }
 
@@ -177,7 +193,7 @@ impl Pacer {
             return true;
         };
         let (_, k, end) = self.allowance(limit, now);
-        k + self.counted(cost) <= end
+        k.saturating_add(self.counted(cost)) <= end
     }
 
     /// How many of `available` one-unit records may leave at `now` (no
@@ -187,7 +203,8 @@ impl Pacer {
             return available;
         };
         let (_, k, end) = self.allowance(limit, now);
-        end.saturating_sub(k).min(u128::from(available)) as u64
+        let n = end.saturating_sub(k).min(u128::from(available));
+        u64::try_from(n).unwrap_or(available)
     }
 
     /// Take `units` slots at `now` for records this schedule allowed.
@@ -202,7 +219,7 @@ impl Pacer {
         }
         let (anchor, k) = self.position(limit, now);
         self.anchor = Some(anchor);
-        self.k = k + u128::from(units);
+        self.k = k.saturating_add(u128::from(units));
         self.renormalize(limit);
     }
 
@@ -216,6 +233,11 @@ impl Pacer {
         n
     }
 
+    /// The burst as a signed number (it is at most `u64::MAX`).
+    fn burst_i128(&self) -> i128 {
+        i128::try_from(self.burst).unwrap_or(i128::MAX)
+    }
+
     /// Move the anchor forward by whole periods so `k` stays small; exact,
     /// because whole periods are whole nanoseconds. `k` stays ≥ `burst`, so
     /// the anchor never passes the time of the last release.
@@ -223,8 +245,9 @@ impl Pacer {
         let periods = self.k.saturating_sub(self.burst) / limit.count;
         if periods > 0 {
             if let Some(anchor) = self.anchor.as_mut() {
-                let shift = periods * limit.period_ns;
-                if let Ok(new_anchor) = u64::try_from(u128::from(*anchor) + shift) {
+                let shift = periods.saturating_mul(limit.period_ns);
+                let moved = u128::from(*anchor).saturating_add(shift);
+                if let Ok(new_anchor) = u64::try_from(moved) {
                     *anchor = new_anchor;
                     self.k -= periods * limit.count;
                 }
@@ -417,6 +440,95 @@ mod tests {
         // 60 µs later, 60 more slots have come due.
         assert_eq!(p.release(60_000, 1_000_000), 60);
         assert_eq!(p.next_due(), 61_000);
+    }
+
+    /// The most records one wake-up releases together, for `rate` and
+    /// `burst`, under drip's own slack: `burst + ⌊rate × slack⌋`. Below
+    /// 500/s the slack is shorter than an interval, so that is `burst`; from
+    /// 500/s up the slack is 2 ms, which covers one interval or more.
+    #[test]
+    fn back_to_back_is_burst_plus_the_records_the_slack_covers() {
+        for (rate, burst, expected) in [
+            ("10/s", 1, 1),
+            ("10/s", 4, 4),
+            ("250/s", 1, 1),
+            ("400/s", 1, 1),
+            ("500/s", 1, 2),
+            ("1000/s", 1, 3),
+            ("1000/s", 3, 5),
+            ("2500/s", 1, 6),
+            ("20000/s", 1, 41),
+            ("1000000/s", 1, 2001),
+        ] {
+            let r = parse_rate(rate).unwrap();
+            let slack = slack_for(r);
+            let Rate::Limited { count, period_ns } = r else {
+                unreachable!()
+            };
+            // Every rate here has a whole-nanosecond interval.
+            assert_eq!(period_ns % count, 0);
+            let interval = u64::try_from(period_ns / count).unwrap();
+            let covered = u64::try_from(u128::from(slack) * count / period_ns).unwrap();
+            assert_eq!(burst + covered, expected, "{rate} burst {burst}");
+
+            // Always waking as late as still keeps the schedule (the slack
+            // past the next record's slot) reaches the bound every time.
+            let mut p = Pacer::new(r, burst, slack);
+            let mut most = p.release(0, u64::MAX);
+            for _ in 0..200 {
+                let now = p.next_due() + (burst - 1) * interval + slack;
+                let n = p.release(now, u64::MAX);
+                assert_eq!(n, expected, "{rate} burst {burst} at {now}");
+                most = most.max(n);
+            }
+            assert_eq!(most, expected);
+
+            // Any other lateness, within the slack or past it, stays under it.
+            let mut p = Pacer::new(r, burst, slack);
+            let mut seed = 0x2545_f491_u64;
+            let mut now = 0;
+            for _ in 0..5000 {
+                let n = p.release(now, u64::MAX);
+                assert!(n <= expected, "{rate} burst {burst}: {n} at once");
+                seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                let late = (seed >> 33) % (3 * slack + interval);
+                now = now.max(p.next_due()) + late;
+            }
+        }
+    }
+
+    #[test]
+    fn extreme_rates_and_bursts_neither_wrap_nor_release_early() {
+        // The command line caps periods at 100 years and counts at u64::MAX;
+        // the pacer itself saturates, whatever it is given.
+        let longest = crate::rate::LONGEST.as_nanos();
+        let max = u128::from(u64::MAX);
+        for (count, period_ns) in [(1, longest), (max, 1), (max, longest), (1, u128::MAX)] {
+            for burst in [1, 2, u64::MAX] {
+                let rate = Rate::Limited { count, period_ns };
+                let mut p = Pacer::new(rate, burst, 2 * MS);
+                let first = p.release(0, u64::MAX);
+                assert!(first >= burst, "{count}/{period_ns} b{burst}");
+                let due = p.next_due();
+                if count == 1 {
+                    // One record per 100 years or more: nothing more for ages.
+                    assert!(
+                        due >= 99 * 365 * 86_400 * 1_000_000_000,
+                        "{period_ns} b{burst}: {due}"
+                    );
+                    assert_eq!(p.release(due - 1, u64::MAX), 0);
+                }
+                // At the largest time there is: a restart (or, when the next
+                // slot lies beyond it, nothing), no wrap.
+                let late = p.release(u64::MAX - 1, u64::MAX);
+                assert_eq!(
+                    late >= 1,
+                    due < u64::MAX / 2,
+                    "{count}/{period_ns} b{burst}"
+                );
+                let _ = p.next_due();
+            }
+        }
     }
 
     #[test]

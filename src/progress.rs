@@ -144,7 +144,8 @@ impl Ui {
             return None;
         }
         let left = remaining_in + snap.depth as f64;
-        Some(Duration::from_secs_f64(left / self.rate))
+        // Beyond what a Duration holds (a rate of one per decades), no ETA.
+        Duration::try_from_secs_f64(left / self.rate).ok()
     }
 
     /// Clear the display, leaving the screen as it was.
@@ -273,5 +274,23 @@ mod tests {
         };
         // 50 more records to read plus 10 queued, at 10/s: 6 s.
         assert_eq!(ui.eta(&snap), Some(Duration::from_secs(6)));
+    }
+
+    #[test]
+    fn eta_beyond_a_duration_is_none() {
+        // One record per 100 years, 10^12 records queued: 10^14 years.
+        let ui = Ui {
+            bar: None,
+            capacity: 10,
+            input_size: None,
+            rate: 1.0 / crate::rate::LONGEST.as_secs_f64(),
+            last: None,
+        };
+        let snap = Snapshot {
+            depth: 1_000_000_000_000,
+            reading_done: true,
+            ..Snapshot::default()
+        };
+        assert_eq!(ui.eta(&snap), None);
     }
 }

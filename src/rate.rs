@@ -8,6 +8,14 @@
 use std::fmt;
 use std::time::Duration;
 
+/// The longest duration drip accepts anywhere (an interval, a rate's
+/// period, `--max-wait`, `--stats-interval`): 100 years of 365.25 days.
+/// Deadlines are nanoseconds in a `u64`, which would wrap after 584 years.
+pub const LONGEST: Duration = Duration::from_secs(100 * 31_557_600);
+
+/// [`LONGEST`] as written in messages and documentation.
+pub const LONGEST_TEXT: &str = "100 years";
+
 /// A pacing rate: `count` records per `period_ns` nanoseconds, or unlimited.
 ///
 /// Both numbers are at least 1 when the rate is limited. Decimal counts such
@@ -29,11 +37,14 @@ impl Rate {
     /// One record per `interval`.
     ///
     /// # Errors
-    /// A zero interval.
+    /// A zero interval, or one longer than [`LONGEST`].
     pub fn per_interval(interval: Duration) -> Result<Rate, String> {
         let ns = interval.as_nanos();
         if ns == 0 {
             return Err("the interval must be longer than zero".into());
+        }
+        if interval > LONGEST {
+            return Err(format!("the interval is longer than {LONGEST_TEXT}"));
         }
         Ok(Rate::Limited {
             count: 1,
@@ -76,9 +87,14 @@ pub const RATE_FORMS: &str =
 /// bare humantime unit (`s`, `ms`, `min`, `h`, `d`, …) and `DURATION` any
 /// humantime duration (`5s`, `250ms`, `1m30s`).
 ///
+/// The rate is kept as the reduced fraction `count / period_ns`; a period
+/// longer than [`LONGEST`] (`1/101y`, or `0.5/100y`, which is `1/200y`) or
+/// a count above `u64::MAX` per period is beyond what the pacer computes
+/// exactly, and is refused.
+///
 /// # Errors
 /// A message naming what is wrong: a missing, zero, negative or malformed
-/// count, or an unknown unit.
+/// count, an unknown unit, or a rate beyond those bounds.
 ///
 /// # Examples
 /// ```
@@ -109,6 +125,15 @@ pub fn parse_rate(text: &str) -> Result<Rate, String> {
         return Err("the period must be longer than zero".into());
     }
     let (count, period_ns) = reduce(count, period_ns * scale);
+    if period_ns > LONGEST.as_nanos() {
+        return Err(format!(
+            "the period is longer than {LONGEST_TEXT} (one record per {}s at most)",
+            LONGEST.as_secs()
+        ));
+    }
+    if count > u128::from(u64::MAX) {
+        return Err("too many records per period".into());
+    }
     Ok(Rate::Limited { count, period_ns })
 }
 
@@ -142,6 +167,9 @@ pub fn parse_byte_rate(text: &str) -> Result<Rate, String> {
         return Err("the period must be longer than zero".into());
     }
     let (count, period_ns) = reduce(u128::from(size), period_ns);
+    if period_ns > LONGEST.as_nanos() {
+        return Err(format!("the period is longer than {LONGEST_TEXT}"));
+    }
     Ok(Rate::Limited { count, period_ns })
 }
 
@@ -155,7 +183,12 @@ fn parse_period(text: &str) -> Result<Duration, String> {
     } else {
         format!("1{text}")
     };
-    humantime::parse_duration(&with_number).map_err(|_| format!("unknown unit '{text}'"))
+    humantime::parse_duration(&with_number).map_err(|e| match e {
+        humantime::DurationError::NumberOverflow => {
+            format!("the period is longer than {LONGEST_TEXT}")
+        }
+        _ => format!("unknown unit '{text}'"),
+    })
 }
 
 /// Parse a positive decimal into `(digits, 10^fraction_digits)`.
@@ -251,12 +284,45 @@ mod tests {
             parse_byte_rate("4096/250ms"),
             Ok(limited(4096, 250_000_000))
         );
-        for text in ["1MiB", "0/s", "lots/s", "1MiB/fortnight", "1MiB/0s"] {
+        for text in [
+            "1MiB",
+            "0/s",
+            "lots/s",
+            "1MiB/fortnight",
+            "1MiB/0s",
+            "1/101y",
+        ] {
             assert!(
                 parse_byte_rate(text).is_err(),
                 "{text:?} should be rejected"
             );
         }
+    }
+
+    #[test]
+    fn rejects_periods_beyond_the_longest_duration() {
+        assert_eq!(parse_rate("1/100y"), Ok(limited(1, LONGEST.as_nanos())));
+        assert_eq!(parse_rate("3/100y"), Ok(limited(3, LONGEST.as_nanos())));
+        for text in [
+            "1/101y",
+            "0.5/100y",
+            "1/18446744074s",
+            "1/99999999999999999999y",
+            "0.000000001/4y",
+        ] {
+            let e = parse_rate(text).unwrap_err();
+            assert!(e.contains("longer than 100 years"), "{text}: {e}");
+        }
+        // Eighteen digits and nine decimals per nanosecond: more than the
+        // u64 count the pacer multiplies by.
+        assert!(parse_rate("999999999999999999.999999999/1ns").is_err());
+        assert!(parse_rate("999999999999999999/1ns").is_ok());
+    }
+
+    #[test]
+    fn interval_has_a_ceiling() {
+        assert!(Rate::per_interval(LONGEST).is_ok());
+        assert!(Rate::per_interval(LONGEST + Duration::from_nanos(1)).is_err());
     }
 
     #[test]

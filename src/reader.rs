@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 
 use crate::bucket::{Offered, Segment};
 use crate::cli::Input;
-use crate::input::{self, Flow, ReadReport, Splitter};
+use crate::input::{self, Flow, OwnFile, ReadReport, Splitter};
 use crate::progress::{lock_ui, Ui};
 use crate::state::{OverflowError, Shared, State, STALL_NS};
 
@@ -21,7 +21,8 @@ use crate::state::{OverflowError, Shared, State, STALL_NS};
 /// before it sleeps ([`input::read_all`]).
 const LINGER: Duration = Duration::from_micros(50);
 
-/// Start the reader thread over `inputs`; it returns how reading went.
+/// Start the reader thread over `inputs`, refusing any that is one of
+/// drip's `own` files; it returns how reading went.
 ///
 /// # Errors
 /// The thread cannot be started.
@@ -29,6 +30,7 @@ pub(crate) fn spawn(
     shared: Arc<Shared>,
     ui: Arc<Mutex<Ui>>,
     inputs: Vec<Input>,
+    own: Vec<OwnFile>,
     mut splitter: Splitter,
 ) -> Result<JoinHandle<ReadReport>> {
     // Unpaced, reading speed is drip's speed: linger on a streaming input.
@@ -45,6 +47,7 @@ pub(crate) fn spawn(
                 &mut splitter,
                 &shared.waker,
                 linger,
+                &own,
                 &mut |seg| deliver(&shared, seg),
                 &mut |msg| lock_ui(&ui).message(&msg),
             );

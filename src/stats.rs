@@ -1,14 +1,16 @@
-//! The accounting: every record read is written, dropped, expired or
-//! undelivered, and these counts prove it.
+//! The accounting: every record read is written, dropped, expired,
+//! skipped or undelivered, and these counts prove it.
 
 use serde::Serialize;
 
 use crate::bucket::Fate;
+use crate::input::Piece;
 
 /// Counts of records by what became of them, and a few gauges.
 ///
 /// Invariant once drip has finished:
-/// `read = written + dropped_newest + dropped_oldest + expired + undelivered`.
+/// `read = written + dropped_newest + dropped_oldest + expired + skipped +
+/// undelivered`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Counts {
     /// Records read from the inputs.
@@ -21,6 +23,9 @@ pub struct Counts {
     pub dropped_oldest: u64,
     /// Records that waited longer than `--max-wait`.
     pub expired: u64,
+    /// Records over `--max-record` or `--capacity-bytes`, passed by under
+    /// `--oversize skip` (never queued).
+    pub skipped: u64,
     /// Records still queued or being written when drip stopped.
     pub undelivered: u64,
     /// Bytes read.
@@ -40,6 +45,17 @@ impl Counts {
         }
     }
 
+    /// Account for a piece of a skipped record (`--oversize skip`):
+    /// `bytes` of it were read, and unless it is a [`Piece::Part`] the
+    /// record is complete.
+    pub fn skip_piece(&mut self, bytes: usize, piece: Piece) {
+        self.bytes_read += bytes as u64;
+        if piece != Piece::Part {
+            self.read += 1;
+            self.skipped += 1;
+        }
+    }
+
     /// Records dropped by either policy.
     pub fn dropped(&self) -> u64 {
         self.dropped_newest + self.dropped_oldest
@@ -47,7 +63,7 @@ impl Counts {
 
     /// Records accounted for in some way; equals `read` at the end.
     pub fn settled(&self) -> u64 {
-        self.written + self.dropped() + self.expired + self.undelivered
+        self.written + self.dropped() + self.expired + self.skipped + self.undelivered
     }
 }
 
@@ -73,14 +89,15 @@ impl Summary {
     pub fn line(&self) -> String {
         let c = &self.counts;
         format!(
-            "read {}, written {}, dropped {} (newest {}, oldest {}), expired {}, undelivered {}; \
-             max depth {}, max wait {}; {} in {}",
+            "read {}, written {}, dropped {} (newest {}, oldest {}), expired {}, skipped {}, \
+             undelivered {}; max depth {}, max wait {}; {} in {}",
             c.read,
             c.written,
             c.dropped(),
             c.dropped_newest,
             c.dropped_oldest,
             c.expired,
+            c.skipped,
             c.undelivered,
             self.max_depth,
             format_ms(self.max_wait_ms),
@@ -120,6 +137,7 @@ mod tests {
     fn summary() -> Summary {
         let mut counts = Counts {
             read: 10,
+            bytes_read: 90,
             written: 5,
             ..Counts::default()
         };
@@ -127,6 +145,8 @@ mod tests {
         counts.add(Fate::DroppedOldest, 2);
         counts.add(Fate::Expired, 1);
         counts.add(Fate::Undelivered, 1);
+        counts.skip_piece(7, Piece::Part);
+        counts.skip_piece(3, Piece::End);
         Summary {
             counts,
             max_depth: 4,
@@ -147,8 +167,8 @@ mod tests {
     fn line_names_every_count() {
         assert_eq!(
             summary().line(),
-            "read 10, written 5, dropped 3 (newest 1, oldest 2), expired 1, undelivered 1; \
-             max depth 4, max wait 12.5ms; 2.00/s in 2.50s"
+            "read 11, written 5, dropped 3 (newest 1, oldest 2), expired 1, skipped 1, \
+             undelivered 1; max depth 4, max wait 12.5ms; 2.00/s in 2.50s"
         );
     }
 
@@ -161,6 +181,7 @@ mod tests {
             "dropped_newest",
             "dropped_oldest",
             "expired",
+            "skipped",
             "undelivered",
             "max_depth",
             "max_wait_ms",
@@ -169,5 +190,7 @@ mod tests {
             assert!(v.get(key).is_some(), "missing {key}");
         }
         assert_eq!(v["dropped_oldest"], 2);
+        assert_eq!(v["skipped"], 1);
+        assert_eq!(v["bytes_read"], 100);
     }
 }

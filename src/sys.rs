@@ -55,6 +55,28 @@ pub fn peer_closed(fd: RawFd) -> bool {
     rc > 0 && pfd.revents & (libc::POLLERR | libc::POLLHUP) != 0
 }
 
+/// Clear O_NONBLOCK on `fd`, so that reads wait again.
+///
+/// # Errors
+/// As fcntl(2).
+pub fn set_blocking(fd: RawFd) -> io::Result<()> {
+    // SAFETY: F_GETFL and F_SETFL take and return plain integers; `fd` is
+    // the caller's open descriptor.
+    let rc = unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags < 0 {
+            flags
+        } else {
+            libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK)
+        }
+    };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
 /// What kind of file `fd` is, for choosing how to write to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileKind {

@@ -389,6 +389,34 @@ fn bad_flag_values_are_usage_errors() {
 }
 
 #[test]
+fn durations_and_periods_beyond_100_years_are_usage_errors() {
+    // Such values used to wrap drip's nanosecond deadlines: records
+    // expired at once, or the writer spun.
+    for args in [
+        &["--max-wait", "18446744074s"][..],
+        &["--max-wait", "18446744073s"],
+        &["--interval", "101y"],
+        &["--stats-interval", "100y 1s"],
+        &["--rate", "1/101y"],
+        &["--rate", "0.5/100y"],
+    ] {
+        let out = drip(args).write_stdin("a\n").output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(args[0]), "{args:?} not named: {stderr}");
+        assert!(stderr.contains("100 years"), "{args:?}: {stderr}");
+    }
+    // 100 years itself is fine, and nothing expires.
+    drip(&["-q", "-r", "inf", "--max-wait", "100y", "--stats"])
+        .write_stdin("a\nb\nc\n")
+        .assert()
+        .success()
+        .stdout("a\nb\nc\n")
+        .stderr(predicate::str::contains("expired 0"));
+}
+
+#[test]
 fn rate_errors_show_the_accepted_form() {
     drip(&["--rate", "10/fortnight"]).assert().code(2).stderr(
         predicate::str::contains("unknown unit 'fortnight'")
@@ -441,6 +469,16 @@ fn help_documents_exit_statuses_and_examples() {
         .assert()
         .success()
         .stdout(predicate::str::starts_with("drip "));
+}
+
+#[test]
+fn help_states_the_real_burst_bound() {
+    // From 500/s up the 2 ms slack covers whole intervals (src/pacer.rs,
+    // back_to_back_is_burst_plus_the_records_the_slack_covers).
+    drip(&["--help"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("at most N + rate × 2ms together"));
 }
 
 #[test]
