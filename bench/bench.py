@@ -299,6 +299,12 @@ class Bench:
         if tool == "drip":
             count = str(int(rate)) if rate == int(rate) else repr(rate)
             return [self.drip, "--rate", f"{count}/s"]
+        if tool == "drip-layered":
+            # Two record limits and a byte rate, the first record limit the
+            # tightest: the cost of checking several limits per record.
+            count = str(int(rate))
+            return [self.drip, "--rate", f"{count}/s", "--rate", f"{2 * int(rate)}/s:100",
+                    "--byte-rate", "1GB/s:1MB"]
         if rate != int(rate):
             return None  # pv -L takes integers only
         return [self.pv, "-qlL", str(int(rate))]
@@ -487,6 +493,13 @@ class Bench:
                 ref = (f"floor {floor:.5f} (examples/bare_pacer: sleep + write per record)"
                        if floor is not None else "floor: cargo build --release --examples")
             self.row(f"CPU per 1000 records @ {fmt_rate(rate)}/s", cells, ref)
+        run = self.paced("drip-layered", 1_000_000)
+        if run is not None and run.lines:
+            span = (run.chunk_ts[-1] - run.chunk_ts[0]) / 1e9 if len(run.chunk_ts) > 1 else 0
+            err = fmt_pct((run.lines - run.chunk_lines[0]) / span / 1_000_000 - 1) if span else "?"
+            self.row("CPU per 1000 records @ 1,000,000/s, two limits + a byte rate",
+                     {"drip": f"{run.cpu * 1000 / run.lines:.5f}"},
+                     f"-r 1000000/s -r 2000000/s:100 --byte-rate 1GB/s:1MB; rate error {err}")
         cells = {}
         for tool in self.tools:
             run = self.paced(tool, 10)
