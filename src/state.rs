@@ -259,10 +259,11 @@ impl State {
         Some((!seg.is_empty()).then_some(seg))
     }
 
-    /// Once the bucket is at most half full, let the parked read arrive, as
-    /// the reader would on waking (in large steps: each costs a cut).
-    /// Returns whether that emptied the parked read.
-    pub(crate) fn top_up(&mut self, now: u64, unpaced: bool) -> bool {
+    /// The writer, about to take the outbox: once the bucket is at most
+    /// half full, let the parked read arrive, as the reader would on waking
+    /// (in large steps: each costs a cut). The writer can take what leaves
+    /// now. Returns whether that emptied the parked read.
+    pub(crate) fn top_up(&mut self, now: u64) -> bool {
         let bucket = self.adm.bucket();
         if bucket.len() * 2 > bucket.capacity()
             || bucket.bytes().saturating_mul(2) > bucket.capacity_bytes()
@@ -272,10 +273,9 @@ impl State {
         let Some(held) = self.pending.take() else {
             return false;
         };
-        let may_leave = self.may_leave(now, unpaced);
         match self
             .adm
-            .arrive(now, held, Overflow::Block, may_leave, &mut self.ledger)
+            .arrive(now, held, Overflow::Block, true, &mut self.ledger)
         {
             Offered::Done => true,
             Offered::Wait(rest) | Offered::Overflowed(rest) => {

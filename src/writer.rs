@@ -113,7 +113,7 @@ fn next_batch<'a>(
             shared.space_ready.notify_one();
         }
         st.adm.release(now);
-        if !st.stop_reading && st.top_up(now, shared.unpaced) {
+        if !st.stop_reading && st.top_up(now) {
             // The parked read is all in: the reader may read on.
             shared.space_ready.notify_one();
         }
