@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::bucket::Overflow;
+pub use crate::input::Input;
 use crate::input::Oversize;
 use crate::rate::{
     parse_byte_rate, parse_rate, Rate, BYTE_RATE_FORMS, LONGEST, LONGEST_TEXT, RATE_FORMS,
@@ -296,25 +297,6 @@ fn delimiter_arg(text: &str) -> Result<u8, String> {
             .and_then(|h| u8::from_str_radix(h, 16).ok())
             .ok_or_else(|| FORMS.to_string()),
         _ => Err(FORMS.into()),
-    }
-}
-
-/// Where records come from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Input {
-    /// Standard input.
-    Stdin,
-    /// A file, by path.
-    Path(PathBuf),
-}
-
-impl Input {
-    /// The name used in messages (`-` is stdin).
-    pub fn name(&self) -> String {
-        match self {
-            Input::Stdin => "stdin".into(),
-            Input::Path(p) => p.display().to_string(),
-        }
     }
 }
 

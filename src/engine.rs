@@ -173,7 +173,10 @@ fn run_watching(
         }));
     }
     // Created by now: an input that is one of them is refused.
-    let own = OwnFile::of_config(&config);
+    let own = OwnFile::of_all(&[
+        ("--dead-letter", config.dead_letter.as_deref()),
+        ("--stats-json", config.stats_json.as_deref()),
+    ]);
     let reader = reader::spawn(
         Arc::clone(&shared),
         Arc::clone(&ui),

@@ -10,14 +10,33 @@
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsFd, AsRawFd};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
 use crate::bucket::Segment;
-use crate::cli::Input;
 use crate::scan;
 use crate::sys::Waker;
+
+/// Where records come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    /// Standard input.
+    Stdin,
+    /// A file, by path.
+    Path(PathBuf),
+}
+
+impl Input {
+    /// The name used in messages (`-` is stdin).
+    pub fn name(&self) -> String {
+        match self {
+            Input::Stdin => "stdin".into(),
+            Input::Path(p) => p.display().to_string(),
+        }
+    }
+}
 
 /// Bytes asked for per read(2).
 const READ_SIZE: usize = 128 * 1024;
@@ -502,17 +521,15 @@ pub struct OwnFile {
 }
 
 impl OwnFile {
-    /// The files of `--dead-letter` and `--stats-json` in `config` that are
+    /// Of `files` (each with the flag that names it), those that are
     /// regular files (call once drip has created them). A FIFO or a device
     /// such as /dev/null is no loop and is never refused.
-    pub fn of_config(config: &crate::cli::Config) -> Vec<OwnFile> {
-        [
-            ("--dead-letter", config.dead_letter.as_deref()),
-            ("--stats-json", config.stats_json.as_deref()),
-        ]
-        .into_iter()
-        .filter_map(|(flag, path)| OwnFile::of(flag, path?))
-        .collect()
+    pub fn of_all(files: &[(&'static str, Option<&std::path::Path>)]) -> Vec<OwnFile> {
+        files
+            .iter()
+            .copied()
+            .filter_map(|(flag, path)| OwnFile::of(flag, path?))
+            .collect()
     }
 
     /// `path`, written as `flag`, if it is a regular file.
