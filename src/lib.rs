@@ -33,7 +33,7 @@ use cli::{Config, Input};
 use input::{Flow, Splitter};
 use pacer::Pacer;
 use progress::{Snapshot, Ui};
-use stats::{Counts, Summary};
+use stats::{Counts, Departures, Summary};
 
 /// Exit status: success.
 pub const EXIT_OK: i32 = 0;
@@ -169,6 +169,8 @@ fn ends_without(path: &Path, delimiter: u8) -> bool {
 struct State {
     bucket: Bucket,
     counts: Counts,
+    /// When the first and the latest records were written.
+    departures: Departures,
     dead: DeadLetter,
     /// The reader has finished (end of input, error, or stop).
     reading_done: bool,
@@ -307,6 +309,7 @@ impl State {
         self.counts.read += whole;
         self.counts.written += whole;
         self.counts.bytes_written += written.bytes;
+        self.departures.record(now, whole);
         if written.bytes > 0 {
             self.last_take = now;
         }
@@ -465,6 +468,7 @@ impl Shared {
         let now = self.clock.now();
         Snapshot {
             counts: st.counts,
+            departures: st.departures,
             depth: st.bucket.len() as u64,
             max_depth: st.bucket.max_depth() as u64,
             oldest_age_ns: st
@@ -486,11 +490,8 @@ impl Shared {
             max_depth: snap.max_depth,
             max_wait_ms: max_wait_ns as f64 / 1e6,
             elapsed_ms,
-            rate: if elapsed_ms > 0.0 {
-                snap.counts.written as f64 * 1000.0 / elapsed_ms
-            } else {
-                0.0
-            },
+            rate: snap.departures.rate(),
+            span_ms: snap.departures.span_ns() as f64 / 1e6,
         }
     }
 
@@ -783,6 +784,7 @@ fn write_loop(shared: &Shared, config: &Config, out: &mut dyn Write) -> Option<s
         st.writing_since = None;
         st.counts.written += written.records;
         st.counts.bytes_written += written.bytes;
+        st.departures.record(shared.clock.now(), written.records);
         let total: u64 = batch.iter().map(|s| s.len() as u64).sum();
         if let Some(record) = tail_record.take() {
             if written.records == 0 {
@@ -901,6 +903,7 @@ fn run_watching(
         state: Mutex::new(State {
             bucket: Bucket::new(config.capacity, config.capacity_bytes, config.overflow),
             counts: Counts::default(),
+            departures: Departures::default(),
             dead,
             reading_done: false,
             stop_reading: false,
