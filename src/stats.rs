@@ -289,6 +289,28 @@ mod tests {
     }
 
     #[test]
+    fn the_readme_example() {
+        let s = Summary {
+            counts: Counts {
+                read: 100,
+                written: 90,
+                dropped_newest: 10,
+                ..Counts::default()
+            },
+            max_depth: 10,
+            max_wait_ms: 9010.0,
+            elapsed_ms: 9010.0,
+            rate: Some(10.0),
+            span_ms: 8900.0,
+        };
+        assert_eq!(
+            s.text(),
+            "drip: read 100, written 90, dropped 10 (newest 10, oldest 0), expired 0\n\
+             drip: undelivered 0; max depth 10, max wait 9.01s; rate 10.00/s, elapsed 9.01s"
+        );
+    }
+
+    #[test]
     fn no_rate_before_a_second_departure() {
         let mut s = summary();
         s.rate = None;
