@@ -166,16 +166,16 @@ fn every_shell_completes_the_policies() {
     }
 }
 
-/// Run bash's completion of `line` (which ends where Tab is pressed).
+/// Run bash's completion of `line` (which ends where Tab is pressed) in
+/// `dir`, which holds the script.
 fn bash_complete(line: &str, dir: &Path) -> Vec<String> {
     let script = format!(
-        "source '{}'; COMP_LINE='{line}'; COMP_POINT=${{#COMP_LINE}}; \
+        "source drip.bash; COMP_LINE='{line}'; COMP_POINT=${{#COMP_LINE}}; \
          read -ra COMP_WORDS <<< \"$COMP_LINE\"; \
          case \"$COMP_LINE\" in *' ') COMP_WORDS+=('');; esac; \
          COMP_CWORD=$(( ${{#COMP_WORDS[@]}} - 1 )); \
          _drip drip \"${{COMP_WORDS[COMP_CWORD]}}\" \"${{COMP_WORDS[COMP_CWORD-1]}}\"; \
-         printf '%s\\n' \"${{COMPREPLY[@]}}\"",
-        completions_dir().join("drip.bash").display()
+         printf '%s\\n' \"${{COMPREPLY[@]}}\""
     );
     let out = Command::new("bash")
         .args(["-c", &script])
@@ -194,12 +194,9 @@ fn bash_complete(line: &str, dir: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Run fish's completion of `line`.
+/// Run fish's completion of `line` in `dir`, which holds the script.
 fn fish_complete(line: &str, dir: &Path) -> Vec<String> {
-    let script = format!(
-        "source '{}'; complete -C '{line}'",
-        completions_dir().join("drip.fish").display()
-    );
+    let script = format!("source drip.fish; complete -C '{line}'");
     let out = Command::new("fish")
         .args(["--no-config", "-c", &script])
         .current_dir(dir)
@@ -218,8 +215,12 @@ fn fish_complete(line: &str, dir: &Path) -> Vec<String> {
 
 #[test]
 fn bash_and_fish_complete_values_and_files() {
+    // The scripts as generated (the same as the checked-in ones, which
+    // completions_match_the_cli may be rewriting meanwhile).
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("input.txt"), "x\n").unwrap();
+    std::fs::write(dir.path().join("drip.bash"), completion(Shell::Bash)).unwrap();
+    std::fs::write(dir.path().join("drip.fish"), completion(Shell::Fish)).unwrap();
     for complete in [bash_complete, fish_complete] {
         // A policy, not a file name.
         assert_eq!(complete("drip --overflow ", dir.path()), POLICIES);
