@@ -19,6 +19,67 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
         $element.Value
     }) -join ';'
 
+    $words = @($commandElements | ForEach-Object { $_.ToString() })
+    $previous = if ($wordToComplete -eq '' -or $words.Count -lt 2) { $words[-1] } else { $words[-2] }
+    switch ($previous) {
+        { $_ -in '-r', '--rate' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '--byte-rate' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '-i', '--interval' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '-b', '--burst' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '-c', '--capacity' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '--capacity-bytes' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '-o', '--overflow' } {
+            @('block', 'drop-newest', 'drop-oldest', 'fail') | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '-d', '--delimiter' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '--max-record' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '--oversize' } {
+            @('fail', 'skip') | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '--max-wait' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '--dead-letter' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '--stats-json' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '--stats-interval' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+    }
+
     $completions = @(switch ($command) {
         'drip' {
             [CompletionResult]::new('-r', '-r', [CompletionResultType]::ParameterName, 'Records per unit of time: 10/s, 90/min, 2/h, 1/d, 3/5s, 1/250ms, 0.5/s, a bare 10 (per second), or inf (unlimited) for no pacing; the period is at most 100 years. Give it again for several limits at once, each with its own burst after a colon: -r 10/s -r 500/min:50 [default: 1/s]')
@@ -31,21 +92,21 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             [CompletionResult]::new('-c', '-c', [CompletionResultType]::ParameterName, 'Records the bucket holds')
             [CompletionResult]::new('--capacity', '--capacity', [CompletionResultType]::ParameterName, 'Records the bucket holds')
             [CompletionResult]::new('--capacity-bytes', '--capacity-bytes', [CompletionResultType]::ParameterName, 'Bytes the bucket holds, delimiters included (10KiB, 64MiB); full at either bound')
-            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'What to do when the bucket is full: block (backpressure), drop-newest, drop-oldest, or fail (exit 3)')
-            [CompletionResult]::new('--overflow', '--overflow', [CompletionResultType]::ParameterName, 'What to do when the bucket is full: block (backpressure), drop-newest, drop-oldest, or fail (exit 3)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'What to do when the bucket is full')
+            [CompletionResult]::new('--overflow', '--overflow', [CompletionResultType]::ParameterName, 'What to do when the bucket is full')
             [CompletionResult]::new('-d', '-d', [CompletionResultType]::ParameterName, 'Records end with this byte: a character or an escape such as ''\t'', ''\0'' or ''\x1e''')
             [CompletionResult]::new('--delimiter', '--delimiter', [CompletionResultType]::ParameterName, 'Records end with this byte: a character or an escape such as ''\t'', ''\0'' or ''\x1e''')
             [CompletionResult]::new('--max-record', '--max-record', [CompletionResultType]::ParameterName, 'Longest record accepted, delimiter excluded (512KiB, 64MiB; KB means 1000 bytes, KiB 1024)')
             [CompletionResult]::new('--oversize', '--oversize', [CompletionResultType]::ParameterName, 'A record over --max-record or --capacity-bytes: fail (stop reading, exit 1) or skip (stream it to --dead-letter as it is read, count it as skipped, and read on)')
             [CompletionResult]::new('--max-wait', '--max-wait', [CompletionResultType]::ParameterName, 'Expire records that waited in the bucket longer than DURATION (at most 100y) instead of writing them')
-            [CompletionResult]::new('--dead-letter', '--dead-letter', [CompletionResultType]::ParameterName, 'Append every record not written to stdout (dropped, expired, undelivered) to FILE, byte-exact, in the order it left the bucket')
-            [CompletionResult]::new('--stats-json', '--stats-json', [CompletionResultType]::ParameterName, 'Write the summary to FILE as one JSON object (and, with --stats-interval, the periodic stats as JSON lines before it)')
+            [CompletionResult]::new('--dead-letter', '--dead-letter', [CompletionResultType]::ParameterName, 'Append every record not written to stdout (dropped, expired, undelivered) to FILE, byte-exact, in the order it left the bucket (not `-`: stdout carries the records)')
+            [CompletionResult]::new('--stats-json', '--stats-json', [CompletionResultType]::ParameterName, 'Write the summary to FILE as one JSON object (and, with --stats-interval, the periodic stats as JSON lines before it); not `-`: stdout carries the records')
             [CompletionResult]::new('--stats-interval', '--stats-interval', [CompletionResultType]::ParameterName, 'Every DURATION (10ms to 100y), write one JSON line of stats to stderr (or to --stats-json FILE)')
             [CompletionResult]::new('-0', '-0', [CompletionResultType]::ParameterName, 'Records end with NUL instead of newline, on input and output')
             [CompletionResult]::new('--null', '--null', [CompletionResultType]::ParameterName, 'Records end with NUL instead of newline, on input and output')
             [CompletionResult]::new('--drain', '--drain', [CompletionResultType]::ParameterName, 'On the first SIGINT, SIGTERM or SIGHUP, stop reading but write what the bucket holds at the rate before exiting')
             [CompletionResult]::new('--stats', '--stats', [CompletionResultType]::ParameterName, 'Print a summary on stderr at exit')
-            [CompletionResult]::new('--progress', '--progress', [CompletionResultType]::ParameterName, 'Show live progress on stderr even when it is not a terminal')
+            [CompletionResult]::new('--progress', '--progress', [CompletionResultType]::ParameterName, 'Draw the live display on stderr even when it is not a terminal, or when stdout is the same terminal (the display then keeps to the bottom row and the records scroll above it)')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'No progress display: stderr gets only errors and what --stats and --stats-interval ask for')
             [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'No progress display: stderr gets only errors and what --stats and --stats-interval ask for')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')

@@ -28,21 +28,21 @@ set edit:completion:arg-completer[drip] = {|@words|
             cand -c 'Records the bucket holds'
             cand --capacity 'Records the bucket holds'
             cand --capacity-bytes 'Bytes the bucket holds, delimiters included (10KiB, 64MiB); full at either bound'
-            cand -o 'What to do when the bucket is full: block (backpressure), drop-newest, drop-oldest, or fail (exit 3)'
-            cand --overflow 'What to do when the bucket is full: block (backpressure), drop-newest, drop-oldest, or fail (exit 3)'
+            cand -o 'What to do when the bucket is full'
+            cand --overflow 'What to do when the bucket is full'
             cand -d 'Records end with this byte: a character or an escape such as ''\t'', ''\0'' or ''\x1e'''
             cand --delimiter 'Records end with this byte: a character or an escape such as ''\t'', ''\0'' or ''\x1e'''
             cand --max-record 'Longest record accepted, delimiter excluded (512KiB, 64MiB; KB means 1000 bytes, KiB 1024)'
             cand --oversize 'A record over --max-record or --capacity-bytes: fail (stop reading, exit 1) or skip (stream it to --dead-letter as it is read, count it as skipped, and read on)'
             cand --max-wait 'Expire records that waited in the bucket longer than DURATION (at most 100y) instead of writing them'
-            cand --dead-letter 'Append every record not written to stdout (dropped, expired, undelivered) to FILE, byte-exact, in the order it left the bucket'
-            cand --stats-json 'Write the summary to FILE as one JSON object (and, with --stats-interval, the periodic stats as JSON lines before it)'
+            cand --dead-letter 'Append every record not written to stdout (dropped, expired, undelivered) to FILE, byte-exact, in the order it left the bucket (not `-`: stdout carries the records)'
+            cand --stats-json 'Write the summary to FILE as one JSON object (and, with --stats-interval, the periodic stats as JSON lines before it); not `-`: stdout carries the records'
             cand --stats-interval 'Every DURATION (10ms to 100y), write one JSON line of stats to stderr (or to --stats-json FILE)'
             cand -0 'Records end with NUL instead of newline, on input and output'
             cand --null 'Records end with NUL instead of newline, on input and output'
             cand --drain 'On the first SIGINT, SIGTERM or SIGHUP, stop reading but write what the bucket holds at the rate before exiting'
             cand --stats 'Print a summary on stderr at exit'
-            cand --progress 'Show live progress on stderr even when it is not a terminal'
+            cand --progress 'Draw the live display on stderr even when it is not a terminal, or when stdout is the same terminal (the display then keeps to the bottom row and the records scroll above it)'
             cand -q 'No progress display: stderr gets only errors and what --stats and --stats-interval ask for'
             cand --quiet 'No progress display: stderr gets only errors and what --stats and --stats-interval ask for'
             cand -h 'Print help (see more with ''--help'')'
@@ -51,5 +51,37 @@ set edit:completion:arg-completer[drip] = {|@words|
             cand --version 'Print version'
         }
     ]
-    $completions[$command]
+    var prev = ''
+    if (> (count $words) 2) {
+        set prev = $words[-2]
+    }
+    if $false {
+    } elif (or (eq $prev -r) (eq $prev --rate)) {
+    } elif (or (eq $prev --byte-rate)) {
+    } elif (or (eq $prev -i) (eq $prev --interval)) {
+    } elif (or (eq $prev -b) (eq $prev --burst)) {
+    } elif (or (eq $prev -c) (eq $prev --capacity)) {
+    } elif (or (eq $prev --capacity-bytes)) {
+    } elif (or (eq $prev -o) (eq $prev --overflow)) {
+        put block
+        put drop-newest
+        put drop-oldest
+        put fail
+    } elif (or (eq $prev -d) (eq $prev --delimiter)) {
+    } elif (or (eq $prev --max-record)) {
+    } elif (or (eq $prev --oversize)) {
+        put fail
+        put skip
+    } elif (or (eq $prev --max-wait)) {
+    } elif (or (eq $prev --dead-letter)) {
+        edit:complete-filename $words[-1]
+    } elif (or (eq $prev --stats-json)) {
+        edit:complete-filename $words[-1]
+    } elif (or (eq $prev --stats-interval)) {
+    } else {
+        if (not (str:has-prefix $words[-1] '-')) {
+            edit:complete-filename $words[-1]
+        }
+        $completions[$command]
+    }
 }

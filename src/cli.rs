@@ -1,10 +1,12 @@
 //! The command line: flags, their parsers, and the checked [`Config`] they
 //! make.
 
+use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::builder::{PathBufValueParser, PossibleValue, TypedValueParser};
+use clap::{Parser, ValueHint};
 
 use crate::bucket::Overflow;
 pub use crate::input::Input;
@@ -46,15 +48,110 @@ pub const EXIT_STATUSES: &[(&str, &str)] = &[
     ),
     (
         "1",
-        "a runtime error: an unreadable FILE or one that is the --dead-letter or --stats-json file, a record over --max-record or --capacity-bytes (under --oversize fail), a failed write",
+        "a runtime error: an unreadable FILE (reported; drip goes on with the next) or one that is the --dead-letter or --stats-json file, a record over --max-record or --capacity-bytes under --oversize fail (the records before it are delivered; reading stops), a failed write to stdout, --dead-letter or --stats-json, or of --help or --version output",
     ),
-    ("2", "a usage error: a bad flag or value"),
+    ("2", "a usage error: a bad flag or value (one line naming the flag and the accepted form)"),
     ("3", "the bucket overflowed under --overflow fail"),
     (
         "129, 130, 143",
         "stopped by SIGHUP, SIGINT or SIGTERM (128 + the signal's number)",
     ),
 ];
+
+/// What the exit statuses' precedence is, for the man page and `--help`.
+pub const EXIT_PRECEDENCE: &str = "When several apply, a failed write wins, then an overflow (3), \
+     then a signal (128 + n), then a record or input error (1).";
+
+/// A paragraph of the manual: `(tag, text)`; an empty tag is plain text.
+pub type Paragraph = (&'static str, &'static str);
+
+/// What the DESCRIPTION of the man page says after the summary above
+/// `Cli`: (subsection title, or "" for none; paragraphs).
+pub const DESCRIPTION: &[(&str, &[Paragraph])] = &[
+    (
+        "",
+        &[
+            ("", "FILEs are read in order; - or no FILE means stdin. An unterminated last record of a file gets the delimiter when another file follows, so records never merge across files; otherwise the output is the input byte for byte."),
+            ("", "Records leave on an exact schedule (GCRA): record k is due at anchor + k\u{b7}T, with the rate kept as a fraction so that it never drifts. Waking a little late (up to the slack: half an interval, 2 to 5 ms) keeps the schedule; a longer stall (idle input, blocked stdout, a busy machine) restarts it from now, with no catch-up burst. At most burst + \u{230a}rate \u{d7} slack\u{230b} records leave back to back: --burst below 500/s, a few more above. The first record leaves at once, and drip exits as soon as the last one is written."),
+        ],
+    ),
+    (
+        "Admission",
+        &[
+            ("", "Records are decided one at a time, in input order, as they arrive. If no record is waiting ahead of it and every limit allows a departure now, a record leaves at once and takes no place in the bucket; otherwise it waits in the bucket if there is room, and leaves as soon as every limit allows; otherwise the overflow policy applies. A dropped or expired record takes no slot of the schedule. The outcome never depends on how the input was cut into reads."),
+            ("", "While a write to stdout has been under way for longer than the slack, stdout counts as blocked and arriving records wait (and count against the capacity)."),
+        ],
+    ),
+    (
+        "Several limits",
+        &[
+            ("", "Give --rate once per limit, each with its own burst after a colon (-r 10/s -r 500/min:50), and --byte-rate for bytes (a record of n bytes spends n). A record leaves only when every limit allows it and then takes its slot in all of them, so no window of length W holds more than burst + rate \u{d7} (W + slack) of any one limit's units. A record larger than a byte rate's burst leaves alone once a full burst is saved up, and the next record waits until it is paid for. --burst beside several --rate limits is refused as ambiguous."),
+        ],
+    ),
+    (
+        "Overflow policies",
+        &[
+            ("block", "Nothing is lost: when the bucket is full drip stops reading, and the producer's writes block until there is room."),
+            ("drop-newest", "The producer is never held back; records arriving at a full bucket are discarded (and written to the dead letter, if set)."),
+            ("drop-oldest", "The producer is never held back; the oldest queued record is evicted to make room."),
+            ("fail", "The first overflow stops drip with status 3; everything still queued is undelivered."),
+            ("", "With --rate inf a full bucket only means stdout is not keeping up: the drop and fail policies apply once stdout has made no room for 100 ms."),
+        ],
+    ),
+    (
+        "Accounting",
+        &[
+            ("", "Every record read ends up in exactly one of: written, dropped by policy (dropped_newest, dropped_oldest), expired (--max-wait), skipped (over --max-record or --capacity-bytes under --oversize skip), or undelivered (still queued, or being written, when drip stopped or stdout closed). The counts always add up: read = written + dropped_newest + dropped_oldest + expired + skipped + undelivered. Every record not written goes to the --dead-letter FILE when one is set."),
+        ],
+    ),
+    (
+        "The live display",
+        &[
+            ("", "When stderr is a terminal, drip draws one line on it: the elapsed time, the bucket's fill as a gauge (depth/capacity), records in, out and dropped, the output rate (measured from the times records left, over at least ten records and a second, or the last ten seconds at low rates; -/s until two have left), an ETA from that measured rate when the input's size is known, and a sign when stdout holds records up: output slow (records are waiting, a write to stdout was under way at half or more of the redraws of the last second, and less than 90% of the rate leaves) or output blocked (a write under way for 250 ms). At exit the line is cleared and the summary printed in its place."),
+            ("", "When stdout is the same terminal, the records are the progress: drip draws no display (and prints no summary) unless --progress asks; then the display keeps to the bottom row while the records scroll above it. --progress also draws it when stderr is not a terminal; -q turns it off."),
+        ],
+    ),
+    (
+        "Statistics",
+        &[
+            ("--stats", "At exit (and on SIGUSR1) a summary on stderr, broken between clauses into lines of at most 80 columns, each starting drip: \u{2014} read, written, dropped (newest, oldest), expired, skipped (when any), undelivered; max depth, max wait; rate, elapsed. The rate is taken between the first and the last record written: the records written after the first write over the time since it, (written \u{2212} 1) / span when records leave one at a time; it is left out when fewer than two writes were made. Elapsed is the wall time of the whole run."),
+            ("--stats-json", "The summary as one JSON object: read, written, dropped_newest, dropped_oldest, expired, skipped, undelivered, bytes_read, bytes_written, max_depth (records), max_wait_ms (the longest any written record waited), elapsed_ms, rate (records per second between the first and last write; null when fewer than two writes were made) and span_ms (the time between them)."),
+            ("--stats-interval", "One JSON line per interval, on stderr or in the --stats-json FILE before the summary: time (seconds since start), records_in, records_out and rate (during the interval), depth, oldest_age_ms, and the totals read, written, dropped_newest, dropped_oldest, expired, skipped."),
+        ],
+    ),
+];
+
+/// The SIGNALS section: (signal, what drip does).
+pub const SIGNALS: &[Paragraph] = &[
+    ("SIGINT, SIGTERM, SIGHUP", "Stop at once: a record being written is finished, never cut; everything still queued goes to the dead letter and is counted as undelivered; the summary is printed as usual and drip exits with 128 + the signal's number. With --drain the first one only stops reading, and drip writes out what the bucket holds at the rate."),
+    ("a second one", "Exit immediately, first moving what is still queued, and what a blocked write had not yet written, to the dead letter (when one is set); the record that write had begun may be cut on stdout then, and is in the dead letter whole. The display is cleared; no summary is printed."),
+    ("SIGUSR1", "Print the summary on stderr, and carry on."),
+    ("| head", "A reader that closes stdout is no signal to drip, but it ends drip quietly with status 0, at once even when the next record is far off."),
+    ("", "Signals the parent ignores (nohup, background jobs) stay ignored. SIGWINCH and other harmless signals change nothing."),
+];
+
+/// The ENVIRONMENT section.
+pub const ENVIRONMENT: &[Paragraph] = &[
+    (
+        "NO_COLOR",
+        "When set and not empty, the live display is drawn without colour.",
+    ),
+    (
+        "TERM",
+        "When dumb, the terminal cannot redraw a line: no live display, only the summary at exit.",
+    ),
+];
+
+/// The FILES section.
+pub const FILES: &[Paragraph] = &[
+    ("FILE", "Inputs, read in order; - is stdin."),
+    ("--dead-letter FILE", "Appended to (created if missing): every record not written to stdout, byte-exact with its delimiter, in the order it left the bucket. A file that does not end with the delimiter gets one first."),
+    ("--stats-json FILE", "Created or truncated: the summary as one JSON object, after the --stats-interval lines if any."),
+    ("", "- is refused for both (status 2): stdout carries the records, and the two would mix."),
+];
+
+/// The SEE ALSO section.
+pub const SEE_ALSO: &str = "pv(1), xargs(1), parallel(1), mbuffer(1)";
 
 fn after_help() -> String {
     let mut text = String::from("Examples:\n");
@@ -65,7 +162,13 @@ fn after_help() -> String {
     for (status, meaning) in EXIT_STATUSES {
         text.push_str(&format!("  {status}\n      {meaning}\n"));
     }
-    text.trim_end().to_string()
+    text.push_str(&format!("\n  {EXIT_PRECEDENCE}\n"));
+    text.push_str("\nEnvironment:\n");
+    for (name, meaning) in ENVIRONMENT {
+        text.push_str(&format!("  {name}\n      {meaning}\n"));
+    }
+    text.push_str("\nSignals, the display and the stats formats: see the README or drip(1).");
+    text
 }
 
 /// A leaky bucket for shell pipelines.
@@ -85,14 +188,14 @@ fn after_help() -> String {
 )]
 pub struct Cli {
     /// Files to read in order; `-` or none means stdin.
-    #[arg(value_name = "FILE")]
+    #[arg(value_name = "FILE", value_hint = ValueHint::FilePath)]
     pub files: Vec<PathBuf>,
 
     /// Records per unit of time: 10/s, 90/min, 2/h, 1/d, 3/5s, 1/250ms, 0.5/s,
     /// a bare 10 (per second), or inf (unlimited) for no pacing; the period
     /// is at most 100 years. Give it again for several limits at once, each
     /// with its own burst after a colon: -r 10/s -r 500/min:50 [default: 1/s]
-    #[arg(short, long, value_name = "RATE[:BURST]", value_parser = rate_arg, action = clap::ArgAction::Append, allow_hyphen_values = true)]
+    #[arg(short, long, value_name = "RATE[:BURST]", value_parser = rate_arg, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true)]
     pub rate: Vec<(Rate, Option<u64>)>,
 
     /// Bytes per unit of time, delimiters included: 1MiB/s, 500KB/s, 10GB/h;
@@ -100,12 +203,12 @@ pub struct Cli {
     /// many bytes may leave back to back; a record larger than BURST leaves
     /// alone once a full burst is saved, and the next waits until it is paid
     /// for. May be given more than once
-    #[arg(long, value_name = "SIZE/UNIT[:BURST]", value_parser = byte_rate_arg, action = clap::ArgAction::Append, allow_hyphen_values = true)]
+    #[arg(long, value_name = "SIZE/UNIT[:BURST]", value_parser = byte_rate_arg, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true)]
     pub byte_rate: Vec<(Rate, u64)>,
 
     /// One record every DURATION (100ms, 2s, 1m; at most 100y): another way
     /// to give the rate
-    #[arg(short, long, value_name = "DURATION", value_parser = interval_arg, conflicts_with = "rate", allow_hyphen_values = true)]
+    #[arg(short, long, value_name = "DURATION", value_parser = interval_arg, value_hint = ValueHint::Other, conflicts_with = "rate", allow_hyphen_values = true)]
     pub interval: Option<Duration>,
 
     /// Records that may leave back to back after an idle spell (token bucket);
@@ -113,21 +216,20 @@ pub struct Cli {
     /// from 500/s up, a wake-up up to 2 ms late also sends the records due
     /// meanwhile: at most N + rate × 2ms together. With several --rate
     /// limits, give each its burst as RATE:BURST instead [default: 1]
-    #[arg(short, long, value_name = "N", value_parser = positive_u64, allow_hyphen_values = true)]
+    #[arg(short, long, value_name = "N", value_parser = positive_u64, value_hint = ValueHint::Other, allow_hyphen_values = true)]
     pub burst: Option<u64>,
 
     /// Records the bucket holds
-    #[arg(short, long, value_name = "N", default_value = "1000", value_parser = positive_usize, allow_hyphen_values = true)]
+    #[arg(short, long, value_name = "N", default_value = "1000", value_parser = positive_usize, value_hint = ValueHint::Other, allow_hyphen_values = true)]
     pub capacity: usize,
 
     /// Bytes the bucket holds, delimiters included (10KiB, 64MiB); full at
     /// either bound
-    #[arg(long, value_name = "SIZE", value_parser = size_arg, allow_hyphen_values = true)]
+    #[arg(long, value_name = "SIZE", value_parser = size_arg, value_hint = ValueHint::Other, allow_hyphen_values = true)]
     pub capacity_bytes: Option<usize>,
 
-    /// What to do when the bucket is full: block (backpressure), drop-newest,
-    /// drop-oldest, or fail (exit 3)
-    #[arg(short, long, value_name = "POLICY", default_value = "block", value_parser = overflow_arg)]
+    /// What to do when the bucket is full
+    #[arg(short, long, value_name = "POLICY", default_value = "block", value_parser = Choices { parse: overflow_arg, values: POLICIES })]
     pub overflow: Overflow,
 
     /// Records end with NUL instead of newline, on input and output
@@ -136,28 +238,29 @@ pub struct Cli {
 
     /// Records end with this byte: a character or an escape such as '\t',
     /// '\0' or '\x1e'
-    #[arg(short, long, value_name = "BYTE", value_parser = delimiter_arg)]
+    #[arg(short, long, value_name = "BYTE", value_parser = delimiter_arg, value_hint = ValueHint::Other)]
     pub delimiter: Option<u8>,
 
     /// Longest record accepted, delimiter excluded (512KiB, 64MiB; KB means
     /// 1000 bytes, KiB 1024)
-    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = size_arg, allow_hyphen_values = true)]
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = size_arg, value_hint = ValueHint::Other, allow_hyphen_values = true)]
     pub max_record: usize,
 
     /// A record over --max-record or --capacity-bytes: fail (stop reading,
     /// exit 1) or skip (stream it to --dead-letter as it is read, count it
     /// as skipped, and read on)
-    #[arg(long, value_name = "POLICY", default_value = "fail", value_parser = oversize_arg)]
+    #[arg(long, value_name = "POLICY", default_value = "fail", value_parser = Choices { parse: oversize_arg, values: OVERSIZE_POLICIES })]
     pub oversize: Oversize,
 
     /// Expire records that waited in the bucket longer than DURATION (at most
     /// 100y) instead of writing them
-    #[arg(long, value_name = "DURATION", value_parser = interval_arg, allow_hyphen_values = true)]
+    #[arg(long, value_name = "DURATION", value_parser = interval_arg, value_hint = ValueHint::Other, allow_hyphen_values = true)]
     pub max_wait: Option<Duration>,
 
     /// Append every record not written to stdout (dropped, expired,
     /// undelivered) to FILE, byte-exact, in the order it left the bucket
-    #[arg(long, value_name = "FILE")]
+    /// (not `-`: stdout carries the records)
+    #[arg(long, value_name = "FILE", value_parser = PathBufValueParser::new().try_map(not_stdout), value_hint = ValueHint::FilePath)]
     pub dead_letter: Option<PathBuf>,
 
     /// On the first SIGINT, SIGTERM or SIGHUP, stop reading but write what the
@@ -170,16 +273,19 @@ pub struct Cli {
     pub stats: bool,
 
     /// Write the summary to FILE as one JSON object (and, with
-    /// --stats-interval, the periodic stats as JSON lines before it)
-    #[arg(long, value_name = "FILE")]
+    /// --stats-interval, the periodic stats as JSON lines before it); not
+    /// `-`: stdout carries the records
+    #[arg(long, value_name = "FILE", value_parser = PathBufValueParser::new().try_map(not_stdout), value_hint = ValueHint::FilePath)]
     pub stats_json: Option<PathBuf>,
 
     /// Every DURATION (10ms to 100y), write one JSON line of stats to stderr
     /// (or to --stats-json FILE)
-    #[arg(long, value_name = "DURATION", value_parser = stats_interval_arg, allow_hyphen_values = true)]
+    #[arg(long, value_name = "DURATION", value_parser = stats_interval_arg, value_hint = ValueHint::Other, allow_hyphen_values = true)]
     pub stats_interval: Option<Duration>,
 
-    /// Show live progress on stderr even when it is not a terminal
+    /// Draw the live display on stderr even when it is not a terminal, or
+    /// when stdout is the same terminal (the display then keeps to the
+    /// bottom row and the records scroll above it)
     #[arg(long, conflicts_with = "quiet")]
     pub progress: bool,
 
@@ -269,6 +375,61 @@ fn overflow_arg(text: &str) -> Result<Overflow, String> {
 
 fn oversize_arg(text: &str) -> Result<Oversize, String> {
     text.parse()
+}
+
+/// The oversize policies, for completion and help: (value, meaning).
+pub const OVERSIZE_POLICIES: &[(&str, &str)] = &[
+    ("fail", "stop reading at the record, exit 1"),
+    (
+        "skip",
+        "stream it to --dead-letter, count it as skipped, read on",
+    ),
+];
+
+/// The overflow policies, for completion and help: (value, meaning).
+pub const POLICIES: &[(&str, &str)] = &[
+    ("block", "stop reading until there is room (backpressure)"),
+    ("drop-newest", "discard records arriving at a full bucket"),
+    ("drop-oldest", "evict the oldest queued record to make room"),
+    ("fail", "stop with status 3 at the first overflow"),
+];
+
+/// A value parser with a fixed set of values: `parse` parses (and words
+/// the error), `values` are what shell completion and `--help` offer.
+#[derive(Clone)]
+struct Choices<T> {
+    parse: fn(&str) -> Result<T, String>,
+    values: &'static [(&'static str, &'static str)],
+}
+
+impl<T: Clone + Send + Sync + 'static> TypedValueParser for Choices<T> {
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<T, clap::Error> {
+        self.parse.parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(Box::new(
+            self.values
+                .iter()
+                .map(|(value, help)| PossibleValue::new(*value).help(*help)),
+        ))
+    }
+}
+
+/// Refuse `-` for a file drip writes: it would mean stdout, which carries
+/// the records, and used to create a file named `-`.
+fn not_stdout(path: PathBuf) -> Result<PathBuf, String> {
+    if path.as_os_str() == "-" {
+        return Err("'-' would be stdout, which carries the records; name a file".into());
+    }
+    Ok(path)
 }
 
 /// Parse a size in bytes: `4096`, `512KiB`, `64MiB`, `1GB`.
@@ -648,6 +809,63 @@ mod tests {
             let e = interval_arg(text).unwrap_err();
             assert!(e.contains("at most 100 years"), "{text}: {e}");
             assert!(stats_interval_arg(text).is_err(), "{text}");
+        }
+    }
+
+    #[test]
+    fn policies_parse_and_are_offered() {
+        for (value, _) in POLICIES {
+            assert!(overflow_arg(value).is_ok(), "{value}");
+        }
+        assert!(overflow_arg("drop").is_err());
+        let cmd = Cli::command();
+        let overflow = cmd
+            .get_arguments()
+            .find(|a| a.get_id() == "overflow")
+            .unwrap();
+        let offered: Vec<String> = overflow
+            .get_possible_values()
+            .iter()
+            .map(|v| v.get_name().to_string())
+            .collect();
+        assert_eq!(offered, ["block", "drop-newest", "drop-oldest", "fail"]);
+        let c = config(&["-o", "drop-oldest"]).unwrap();
+        assert_eq!(c.overflow, Overflow::DropOldest);
+    }
+
+    #[test]
+    fn files_complete_as_files_and_values_do_not() {
+        let mut cmd = Cli::command();
+        cmd.build();
+        let mut other = 0;
+        for arg in cmd.get_arguments() {
+            let id = arg.get_id().as_str();
+            let hint = arg.get_value_hint();
+            match id {
+                "files" | "dead_letter" | "stats_json" => {
+                    assert_eq!(hint, ValueHint::FilePath, "{id}")
+                }
+                _ if arg.get_num_args().is_some_and(|n| n.takes_values())
+                    && arg.get_possible_values().is_empty() =>
+                {
+                    assert_eq!(hint, ValueHint::Other, "{id}");
+                    other += 1;
+                }
+                _ => {}
+            }
+        }
+        // rate, byte-rate, interval, burst, capacity, capacity-bytes,
+        // delimiter, max-record, max-wait, stats-interval.
+        assert_eq!(other, 10);
+    }
+
+    #[test]
+    fn dash_is_refused_for_files_drip_writes() {
+        assert!(not_stdout("-".into()).is_err());
+        assert_eq!(not_stdout("./-".into()), Ok(PathBuf::from("./-")));
+        for flag in ["--stats-json", "--dead-letter"] {
+            let err = Cli::try_parse_from(["drip", flag, "-"]).unwrap_err();
+            assert!(err.to_string().contains("carries the records"), "{err}");
         }
     }
 

@@ -35,16 +35,26 @@ fn message(err: &anyhow::Error) -> String {
         .join(": ")
 }
 
-/// Help and version go to stdout with status 0; anything else is a usage
-/// error: one line on stderr, status 2.
+/// Help and version go to stdout with status 0 (1, with a message, when
+/// they cannot be written; a reader that went away, as with `| head`, is
+/// no error); anything else is a usage error: one line on stderr, status 2.
 fn usage_error(err: &clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
-    if matches!(
-        err.kind(),
-        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
-    ) {
-        let _ = err.print();
-        return ExitCode::SUCCESS;
+    let what = match err.kind() {
+        ErrorKind::DisplayHelp => Some("--help"),
+        ErrorKind::DisplayVersion => Some("--version"),
+        _ => None,
+    };
+    if let Some(what) = what {
+        let written = err.print().and_then(|()| io::stdout().flush());
+        return match written {
+            Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
+                let why = drip::input::describe(&e);
+                let _ = writeln!(io::stderr(), "drip: {what}: writing to stdout: {why}");
+                ExitCode::from(drip::EXIT_ERROR as u8)
+            }
+            _ => ExitCode::SUCCESS,
+        };
     }
     let text = err.render().to_string();
     let first = text.lines().next().unwrap_or("invalid usage");

@@ -280,6 +280,7 @@ async fn watch(
             // buffered if the state can be had at once (it may be held by
             // a blocked write; then leaving matters more).
             shared.evacuate_now();
+            crate::progress::clear_before_exit(&ui);
             std::process::exit(128 + signo);
         }
         shared.stop(drain);

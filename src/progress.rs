@@ -1,25 +1,47 @@
 //! What drip shows on stderr: error lines, and the live progress display.
 //!
 //! All stderr output goes through [`Ui`] so that a message never tears the
-//! progress display: the display is suspended while a line is printed.
+//! progress display: the display line is cleared, the message printed, and
+//! the display drawn again below it.
+//!
+//! The display is one line. On its own terminal it is redrawn in place
+//! (`\r`, the line, erase to its end), a few columns short of the width so
+//! that the `^C` a terminal echoes never wraps it onto a second line. When
+//! stdout is the same terminal, records and display would mix on one
+//! screen: drip then draws nothing unless `--progress` asks, and then pins
+//! the display to the bottom row and lets the records scroll above it (a
+//! scroll region, as `apt` does).
 
+use std::collections::VecDeque;
+use std::fs::File;
 use std::io::{self, IsTerminal, Write};
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::Mutex;
 use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle, TermLike};
-
 use crate::cli::ProgressMode;
-use crate::stats::{format_rate, Counts};
+use crate::stats::{format_rate, Counts, Departures};
 
 /// How long a write may be under way before the display says output is
 /// blocked.
 const BLOCKED_AFTER_NS: u64 = 250_000_000;
+
+/// Width assumed when stderr is not a terminal (`--progress` into a file).
+const PLAIN_WIDTH: usize = 100;
+
+/// Columns left free at the end of the line, for an echoed `^C`.
+const ECHO_ROOM: usize = 3;
+
+/// Columns of the bucket's gauge.
+const GAUGE: usize = 24;
 
 /// A moment's view of drip, for the display and the stats stream.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Snapshot {
     /// Counts so far.
     pub counts: Counts,
+    /// When records left.
+    pub departures: Departures,
     /// Records queued.
     pub depth: u64,
     /// The most records ever queued.
@@ -34,48 +56,96 @@ pub struct Snapshot {
     pub reading_done: bool,
 }
 
+/// Where the display is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Surface {
+    /// Redrawn in place on the current line of stderr.
+    Line,
+    /// On the bottom row of the terminal, below a scroll region in which
+    /// the records (stdout, on the same terminal) scroll.
+    Pinned,
+    /// Not drawn: a dumb terminal cannot redraw a line. The summary is
+    /// still printed at exit.
+    Hidden,
+}
+
+/// Where to draw the display, if anywhere, given `mode` and what stderr
+/// and stdout are: `None` means no display and no summary unless `--stats`.
+fn choose(
+    mode: ProgressMode,
+    stderr_tty: bool,
+    stdout_same_tty: bool,
+    dumb: bool,
+) -> Option<Surface> {
+    match mode {
+        ProgressMode::Never => None,
+        // Records on the same screen would interleave with the display.
+        ProgressMode::Auto if stdout_same_tty => None,
+        ProgressMode::Auto if !stderr_tty => None,
+        _ if stderr_tty && dumb => Some(Surface::Hidden),
+        _ if stdout_same_tty => Some(Surface::Pinned),
+        _ => Some(Surface::Line),
+    }
+}
+
+/// The live display's drawing state.
+#[derive(Debug)]
+struct Display {
+    surface: Surface,
+    /// stderr is a terminal, whose size can be asked.
+    tty: bool,
+    colour: bool,
+    /// The display line is on screen.
+    drawn: bool,
+    /// Pinned: the terminal rows the scroll region was set for (0: none).
+    region_rows: u16,
+}
+
 /// stderr, with or without a live progress display.
 #[derive(Debug)]
 pub struct Ui {
-    bar: Option<ProgressBar>,
+    display: Option<Display>,
     capacity: u64,
     /// Total input bytes, when every input is a regular file.
     input_size: Option<u64>,
-    /// Records per second allowed, for the ETA.
+    /// Records per second allowed (infinite when unpaced).
     rate: f64,
-    last: Option<(u64, u64)>,
+    meter: RateMeter,
+    /// Whether a write was under way at each of the latest redraws.
+    busy: VecDeque<bool>,
+    /// The display line last drawn, without colour.
+    text: String,
 }
 
 impl Ui {
-    /// A Ui drawing progress per `mode` for a bucket of `capacity` records.
+    /// A Ui drawing progress per `mode` for a bucket of `capacity` records
+    /// paced at `rate` records per second.
     pub fn new(mode: ProgressMode, capacity: usize, input_size: Option<u64>, rate: f64) -> Ui {
-        let show = match mode {
-            ProgressMode::Never => false,
-            ProgressMode::Always => true,
-            ProgressMode::Auto => io::stderr().is_terminal(),
-        };
-        let bar = show.then(|| {
-            let target = if io::stderr().is_terminal() {
-                ProgressDrawTarget::stderr_with_hz(10)
-            } else {
-                ProgressDrawTarget::term_like_with_hz(Box::new(PlainStderr), 10)
-            };
-            let bar = ProgressBar::with_draw_target(Some(capacity as u64), target);
-            bar.set_style(style(colours_allowed()));
-            bar
-        });
+        let stderr_tty = io::stderr().is_terminal();
+        let dumb = std::env::var_os("TERM").is_some_and(|t| t == "dumb");
+        let display =
+            choose(mode, stderr_tty, stdout_is_stderr_terminal(), dumb).map(|surface| Display {
+                surface,
+                tty: stderr_tty,
+                colour: colours_allowed(),
+                drawn: false,
+                region_rows: 0,
+            });
         Ui {
-            bar,
+            display,
             capacity: capacity as u64,
             input_size,
             rate,
-            last: None,
+            meter: RateMeter::default(),
+            busy: VecDeque::new(),
+            text: String::new(),
         }
     }
 
-    /// Whether the live display is on.
+    /// Whether the live display is on (then the summary is printed at
+    /// exit, where the display was).
     pub fn showing_progress(&self) -> bool {
-        self.bar.is_some()
+        self.display.is_some()
     }
 
     /// Print `drip: <message>` on stderr.
@@ -86,72 +156,146 @@ impl Ui {
     /// Print a raw line on stderr (stats JSON). A closed stderr is ignored:
     /// diagnostics never stop the records.
     pub fn line(&self, line: &str) {
-        let print = || {
-            let _ = writeln!(io::stderr(), "{line}");
-        };
-        match &self.bar {
-            Some(bar) => bar.suspend(print),
-            None => print(),
+        match &self.display {
+            Some(d) if d.drawn && d.surface == Surface::Line => {
+                // Clear the display, print, and draw it again below.
+                let again = self.render(d);
+                emit(&format!("\r\x1b[K{line}\n{again}"));
+            }
+            _ => emit(&format!("{line}\n")),
         }
     }
 
     /// Redraw the display from `snap`.
     pub fn update(&mut self, snap: &Snapshot) {
-        let Some(bar) = &self.bar else { return };
-        let c = &snap.counts;
-        // Output rate over the last update interval.
-        let rate = match self.last {
-            Some((t, written)) if snap.elapsed_ns > t => {
-                (c.written - written) as f64 * 1e9 / (snap.elapsed_ns - t) as f64
+        if self.display.is_none() {
+            return;
+        }
+        self.meter.push(&snap.departures);
+        self.busy.push_back(snap.writing_for_ns > 0);
+        if self.busy.len() > BUSY_SAMPLES {
+            self.busy.pop_front();
+        }
+        self.text = self.compose(snap);
+        let Some(d) = &mut self.display else { return };
+        let mut out = String::new();
+        match d.surface {
+            Surface::Hidden => return,
+            Surface::Line => {}
+            Surface::Pinned => {
+                let rows = terminal_size().map_or(0, |(_, rows)| rows);
+                if rows < 3 {
+                    // Too small to keep a row apart: draw nothing.
+                    return;
+                }
+                if d.region_rows == 0 {
+                    // Make room below the cursor, keep the bottom row
+                    // out of the scroll region, and go back up into it.
+                    out.push_str(&format!("\n\x1b7\x1b[1;{}r\x1b8\x1b[1A", rows - 1));
+                } else if d.region_rows != rows {
+                    out.push_str(&format!("\x1b7\x1b[1;{}r\x1b8", rows - 1));
+                }
+                d.region_rows = rows;
             }
-            _ => 0.0,
+        }
+        d.drawn = true;
+        let d = self.display.as_ref().expect("checked above");
+        out.push_str(&self.render(d));
+        emit(&out);
+    }
+
+    /// The display line as drawn on `d`, with the escapes that place it.
+    fn render(&self, d: &Display) -> String {
+        let width = if d.tty {
+            terminal_size().map_or(80, |(cols, _)| cols as usize)
+        } else {
+            PLAIN_WIDTH
         };
-        self.last = Some((snap.elapsed_ns, c.written));
-        bar.set_position(snap.depth.min(self.capacity));
-        let mut msg = format!(
-            "in {} out {} dropped {}{} | {}",
+        let text = fit(&self.text, width.saturating_sub(ECHO_ROOM));
+        let text = if d.colour { colour_gauge(&text) } else { text };
+        match d.surface {
+            Surface::Line => format!("\r{text}\x1b[K"),
+            Surface::Pinned => format!("\x1b7\x1b[{};1H{text}\x1b[K\x1b8", d.region_rows),
+            Surface::Hidden => String::new(),
+        }
+    }
+
+    /// The display's text for `snap`.
+    fn compose(&self, snap: &Snapshot) -> String {
+        let c = &snap.counts;
+        let measured = self.meter.rate(snap.elapsed_ns);
+        let mut text = format!(
+            "{} [{}] {}/{} queued | in {} out {} dropped {}",
+            hms(Duration::from_nanos(snap.elapsed_ns)),
+            gauge(snap.depth, self.capacity),
+            snap.depth.min(self.capacity),
+            self.capacity,
             c.read,
             c.written,
             c.dropped(),
-            if c.expired > 0 {
-                format!(" expired {}", c.expired)
-            } else {
-                String::new()
-            },
-            format_rate(rate),
         );
-        if let Some(eta) = self.eta(snap) {
-            msg.push_str(&format!(" | ETA {}", clock(eta)));
+        if c.expired > 0 {
+            text.push_str(&format!(" expired {}", c.expired));
+        }
+        match measured {
+            Some(rate) => text.push_str(&format!(" | {}", format_rate(rate))),
+            None => text.push_str(" | -/s"),
+        }
+        if let Some(eta) = eta(snap, self.input_size, measured) {
+            text.push_str(&format!(" | ETA {}", clock(eta)));
         }
         if snap.writing_for_ns >= BLOCKED_AFTER_NS {
-            msg.push_str(" | output blocked");
+            text.push_str(" | output blocked");
+        } else if self.output_slow(snap, measured) {
+            text.push_str(" | output slow");
         }
-        bar.set_message(msg);
+        text
     }
 
-    /// Time left: records still to come (estimated from the bytes read of
-    /// the known input size) at the configured rate.
-    fn eta(&self, snap: &Snapshot) -> Option<Duration> {
-        let c = &snap.counts;
-        let remaining_in = match (snap.reading_done, self.input_size) {
-            (true, _) => 0.0,
-            (false, Some(size)) if c.bytes_read > 0 && size >= c.bytes_read => {
-                c.read as f64 * (size - c.bytes_read) as f64 / c.bytes_read as f64
-            }
-            _ => return None,
+    /// Whether stdout takes records slower than the rate: records are
+    /// waiting, a write was under way at most of the latest redraws (the
+    /// writer is held up by stdout, not by the schedule), and less than
+    /// 90 % of the rate leaves.
+    fn output_slow(&self, snap: &Snapshot, measured: Option<f64>) -> bool {
+        let busy = self.busy.iter().filter(|b| **b).count();
+        let behind = match measured {
+            Some(rate) => rate < 0.9 * self.rate,
+            None => self.rate.is_infinite(),
         };
-        if !self.rate.is_finite() {
-            return None;
-        }
-        let left = remaining_in + snap.depth as f64;
-        // Beyond what a Duration holds (a rate of one per decades), no ETA.
-        Duration::try_from_secs_f64(left / self.rate).ok()
+        snap.depth > 0
+            && self.busy.len() >= BUSY_SAMPLES / 2
+            && busy * 2 >= self.busy.len()
+            && behind
     }
 
-    /// Clear the display, leaving the screen as it was.
-    pub fn finish(&self) {
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
+    /// Clear the display, leaving the screen as it was (and a pinned
+    /// display's scroll region undone).
+    pub fn finish(&mut self) {
+        let Some(d) = &mut self.display else { return };
+        if !d.drawn {
+            return;
+        }
+        match d.surface {
+            Surface::Line => emit("\r\x1b[K"),
+            Surface::Pinned => emit(&format!("\x1b7\x1b[r\x1b[{};1H\x1b[K\x1b8", d.region_rows)),
+            Surface::Hidden => {}
+        }
+        d.drawn = false;
+        d.region_rows = 0;
+    }
+}
+
+/// Clear the display of `ui` on the way out of the process (a second
+/// signal), if it can be had within a few milliseconds: the shell's prompt
+/// then starts on a clean line.
+pub fn clear_before_exit(ui: &Mutex<Ui>) {
+    for _ in 0..20 {
+        match ui.try_lock() {
+            Ok(mut ui) => return ui.finish(),
+            Err(std::sync::TryLockError::Poisoned(e)) => return e.into_inner().finish(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                std::thread::sleep(Duration::from_millis(1));
+            }
         }
     }
 }
@@ -160,6 +304,112 @@ impl Ui {
 /// usable).
 pub fn lock_ui(ui: &std::sync::Mutex<Ui>) -> std::sync::MutexGuard<'_, Ui> {
     ui.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Redraws whose busy flags decide whether output is slow (one second).
+const BUSY_SAMPLES: usize = 10;
+
+/// The live output rate, measured from the departure times themselves:
+/// over the latest window that holds at least [`MIN_DEPARTURES`]
+/// departures and [`MIN_SPAN_NS`], or, at low rates, all departures of
+/// the last [`HORIZON_NS`] (at least two).
+#[derive(Debug, Default)]
+struct RateMeter {
+    /// (time of a write, records written in all by then), oldest first.
+    samples: VecDeque<(u64, u64)>,
+}
+
+const MIN_DEPARTURES: u64 = 10;
+const MIN_SPAN_NS: u64 = 1_000_000_000;
+const HORIZON_NS: u64 = 10_000_000_000;
+
+impl RateMeter {
+    /// Note the latest departures, if records left since the last call.
+    fn push(&mut self, d: &Departures) {
+        if self.samples.is_empty() && d.records > d.first_records {
+            // The first write is known exactly: a figure from the start.
+            self.samples.push_back((d.first_ns, d.first_records));
+        }
+        if d.records > self.samples.back().map_or(0, |s| s.1) {
+            self.samples.push_back((d.last_ns, d.records));
+        }
+        let newest = d.last_ns;
+        while self.samples.len() > 2 && self.samples[0].0 + HORIZON_NS < newest {
+            self.samples.pop_front();
+        }
+    }
+
+    /// Records per second at `now_ns`; `None` before a second departure.
+    /// When no record has left for longer than the usual gap, the time
+    /// since counts too, so a stalled output reads ever closer to 0, and 0
+    /// after [`HORIZON_NS`] (or four gaps) without one.
+    fn rate(&self, now_ns: u64) -> Option<f64> {
+        let &(t1, w1) = self.samples.back()?;
+        let mut first = None;
+        for &(t0, w0) in self.samples.iter().rev().skip(1) {
+            first = Some((t0, w0));
+            if w1 - w0 >= MIN_DEPARTURES && t1 - t0 >= MIN_SPAN_NS {
+                break;
+            }
+        }
+        let (t0, w0) = first?;
+        let n = w1 - w0;
+        let span = t1.checked_sub(t0).filter(|s| *s > 0)?;
+        let gap = span / n;
+        if now_ns.saturating_sub(t1) >= HORIZON_NS.max(4 * gap) {
+            // Long past the usual gap without a record: output stopped.
+            return Some(0.0);
+        }
+        let since_first = now_ns.saturating_sub(t0).saturating_sub(gap);
+        Some(n as f64 * 1e9 / span.max(since_first) as f64)
+    }
+}
+
+/// Time left: records still to come (estimated from the bytes read of
+/// the known input size) and those queued, at the measured output rate.
+fn eta(snap: &Snapshot, input_size: Option<u64>, measured: Option<f64>) -> Option<Duration> {
+    let c = &snap.counts;
+    let remaining_in = match (snap.reading_done, input_size) {
+        (true, _) => 0.0,
+        (false, Some(size)) if c.bytes_read > 0 && size >= c.bytes_read => {
+            c.read as f64 * (size - c.bytes_read) as f64 / c.bytes_read as f64
+        }
+        _ => return None,
+    };
+    let rate = measured.filter(|r| *r > 0.0)?;
+    let secs = (remaining_in + snap.depth as f64) / rate;
+    // Beyond 100 hours an estimate says nothing.
+    (secs < 360_000.0).then(|| Duration::from_secs_f64(secs))
+}
+
+/// The bucket's fill as `=====>    `, [`GAUGE`] columns.
+fn gauge(depth: u64, capacity: u64) -> String {
+    let fill = (depth.min(capacity) * GAUGE as u64 / capacity.max(1)) as usize;
+    if fill >= GAUGE {
+        "=".repeat(GAUGE)
+    } else if depth == 0 {
+        " ".repeat(GAUGE)
+    } else {
+        format!("{}>{}", "=".repeat(fill), " ".repeat(GAUGE - fill - 1))
+    }
+}
+
+/// `text` in the gauge's colour (cyan), when the gauge is on the line whole.
+fn colour_gauge(text: &str) -> String {
+    match (text.find(" ["), text.find("] ")) {
+        (Some(open), Some(close)) if close == open + 2 + GAUGE => format!(
+            "{}\x1b[36m{}\x1b[0m{}",
+            &text[..open + 2],
+            &text[open + 2..close],
+            &text[close..]
+        ),
+        _ => text.to_string(),
+    }
+}
+
+/// `text` cut to at most `width` columns (the display is ASCII).
+fn fit(text: &str, width: usize) -> String {
+    text.chars().take(width).collect()
 }
 
 /// `H:MM:SS` or `M:SS`.
@@ -172,6 +422,12 @@ fn clock(d: Duration) -> String {
     }
 }
 
+/// `HH:MM:SS`, the elapsed time at the start of the display.
+fn hms(d: Duration) -> String {
+    let s = d.as_secs();
+    format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+}
+
 /// Colour only when neither `NO_COLOR` nor `TERM=dumb` says no.
 fn colours_allowed() -> bool {
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
@@ -179,90 +435,131 @@ fn colours_allowed() -> bool {
     !no_color && !dumb
 }
 
-fn style(colour: bool) -> ProgressStyle {
-    let template = if colour {
-        "{elapsed_precise} [{bar:24.cyan/blue}] {pos}/{len} queued | {msg}"
-    } else {
-        "{elapsed_precise} [{bar:24}] {pos}/{len} queued | {msg}"
+/// Whether stdout is the very terminal stderr is (same device).
+fn stdout_is_stderr_terminal() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if !io::stdout().is_terminal() || !io::stderr().is_terminal() {
+        return false;
+    }
+    let device = |fd: std::os::fd::BorrowedFd<'_>| {
+        let file = File::from(fd.try_clone_to_owned().ok()?);
+        file.metadata().ok().map(|m| m.rdev())
     };
-    ProgressStyle::with_template(template)
-        .expect("valid template")
-        .progress_chars("=> ")
-}
-
-/// stderr as a plain ANSI terminal, for `--progress` when stderr is not a
-/// terminal (indicatif would otherwise hide the display).
-#[derive(Debug)]
-struct PlainStderr;
-
-impl PlainStderr {
-    fn put(&self, s: &str) -> io::Result<()> {
-        io::stderr().write_all(s.as_bytes())
+    match (device(io::stdout().as_fd()), device(io::stderr().as_fd())) {
+        (Some(out), Some(err)) => out == err,
+        // Both are terminals: assume the same one.
+        _ => true,
     }
 }
 
-impl TermLike for PlainStderr {
-    fn width(&self) -> u16 {
-        100
-    }
-    fn move_cursor_up(&self, n: usize) -> io::Result<()> {
-        if n > 0 {
-            self.put(&format!("\x1b[{n}A"))?;
-        }
-        Ok(())
-    }
-    fn move_cursor_down(&self, n: usize) -> io::Result<()> {
-        if n > 0 {
-            self.put(&format!("\x1b[{n}B"))?;
-        }
-        Ok(())
-    }
-    fn move_cursor_right(&self, n: usize) -> io::Result<()> {
-        if n > 0 {
-            self.put(&format!("\x1b[{n}C"))?;
-        }
-        Ok(())
-    }
-    fn move_cursor_left(&self, n: usize) -> io::Result<()> {
-        if n > 0 {
-            self.put(&format!("\x1b[{n}D"))?;
-        }
-        Ok(())
-    }
-    fn write_line(&self, s: &str) -> io::Result<()> {
-        self.put(s)?;
-        self.put("\n")
-    }
-    fn write_str(&self, s: &str) -> io::Result<()> {
-        self.put(s)
-    }
-    fn clear_line(&self) -> io::Result<()> {
-        self.put("\r\x1b[2K")
-    }
-    fn flush(&self) -> io::Result<()> {
-        io::stderr().flush()
-    }
+/// stderr's terminal size (columns, rows).
+fn terminal_size() -> Option<(u16, u16)> {
+    crate::sys::terminal_size(io::stderr().as_raw_fd())
+}
+
+/// Write `s` to stderr in one piece. A closed stderr is ignored.
+fn emit(s: &str) {
+    let mut err = io::stderr().lock();
+    let _ = err.write_all(s.as_bytes()).and_then(|()| err.flush());
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const S: u64 = 1_000_000_000;
+
     #[test]
     fn clock_format() {
         assert_eq!(clock(Duration::from_secs(75)), "1:15");
         assert_eq!(clock(Duration::from_secs(3725)), "1:02:05");
+        assert_eq!(hms(Duration::from_secs(3725)), "01:02:05");
+    }
+
+    /// A meter fed, every 100 ms for `secs`, with writes of one record each
+    /// due at `rate` per second (`per_write` records per write), and read
+    /// at each redraw: every reading once a second departure is known.
+    fn readings(rate: f64, per_write: u64, secs: f64) -> Vec<f64> {
+        let mut meter = RateMeter::default();
+        let mut d = Departures::default();
+        let gap = (per_write as f64 / rate * 1e9) as u64;
+        let mut next = 0;
+        let mut readings = Vec::new();
+        let mut now = 0;
+        while now < (secs * 1e9) as u64 {
+            now += 100_000_000;
+            while next <= now {
+                d.record(next, per_write);
+                next += gap;
+            }
+            meter.push(&d);
+            readings.extend(meter.rate(now));
+        }
+        readings
+    }
+
+    fn assert_near(readings: &[f64], want: f64, tolerance: f64) {
+        assert!(!readings.is_empty());
+        for r in readings {
+            assert!(
+                (r / want - 1.0).abs() <= tolerance,
+                "read {r}, want {want}: {readings:?}"
+            );
+        }
     }
 
     #[test]
-    fn eta_from_bytes_read_and_rate() {
-        let ui = Ui {
-            bar: None,
-            capacity: 10,
-            input_size: Some(1000),
-            rate: 10.0,
-            last: None,
-        };
+    fn live_rate_reads_right_from_half_a_record_to_a_million_a_second() {
+        // Each reading, from the first, within 3 % of the rate; never 0.
+        assert_near(&readings(0.5, 1, 12.0), 0.5, 0.03);
+        assert_near(&readings(2.0, 1, 5.0), 2.0, 0.03);
+        assert_near(&readings(5.0, 1, 5.0), 5.0, 0.03);
+        assert_near(&readings(50.0, 1, 5.0), 50.0, 0.03);
+        assert_near(&readings(1000.0, 1, 3.0), 1000.0, 0.03);
+        // Fast rates leave in batches (one write every 50 µs).
+        assert_near(&readings(1_000_000.0, 50, 3.0), 1_000_000.0, 0.03);
+        // The first reading comes with the second departure.
+        assert_eq!(readings(0.5, 1, 1.9).len(), 0);
+        assert!(!readings(0.5, 1, 2.1).is_empty());
+    }
+
+    #[test]
+    fn live_rate_follows_an_irregular_consumer() {
+        // 19 records a second, in uneven steps (0, 1 or 2 per 50/s slot).
+        let mut meter = RateMeter::default();
+        let mut d = Departures::default();
+        let mut written = 0;
+        for tick in 1..=100u64 {
+            let now = tick * 100_000_000;
+            let due = now * 19 / S;
+            if due > written && tick % 3 != 0 {
+                d.record(now - 7_000_000, due - written);
+                written = due;
+            }
+            meter.push(&d);
+        }
+        let rate = meter.rate(10 * S).unwrap();
+        assert!((17.0..21.0).contains(&rate), "{rate}");
+    }
+
+    #[test]
+    fn live_rate_falls_when_output_stops() {
+        let mut meter = RateMeter::default();
+        let mut d = Departures::default();
+        for k in 0..100 {
+            d.record(k * S / 50, 1);
+            meter.push(&d);
+        }
+        let last = 99 * S / 50;
+        assert!((meter.rate(last).unwrap() - 50.0).abs() < 0.5);
+        // Three seconds without a record.
+        let stalled = meter.rate(last + 3 * S).unwrap();
+        assert!(stalled < 20.0, "{stalled}");
+        assert_eq!(meter.rate(last + 30 * S), Some(0.0));
+    }
+
+    #[test]
+    fn eta_from_the_measured_rate() {
         let snap = Snapshot {
             counts: Counts {
                 read: 50,
@@ -272,25 +569,88 @@ mod tests {
             depth: 10,
             ..Snapshot::default()
         };
-        // 50 more records to read plus 10 queued, at 10/s: 6 s.
-        assert_eq!(ui.eta(&snap), Some(Duration::from_secs(6)));
+        // 50 more records to read plus 10 queued, at 10/s measured: 6 s,
+        // whatever the configured rate.
+        assert_eq!(
+            eta(&snap, Some(1000), Some(10.0)),
+            Some(Duration::from_secs(6))
+        );
+        assert_eq!(
+            eta(&snap, Some(1000), Some(2.0)),
+            Some(Duration::from_secs(30))
+        );
+        // Nothing measured yet: no estimate.
+        assert_eq!(eta(&snap, Some(1000), None), None);
+        // Unknown input size while reading: no estimate.
+        assert_eq!(eta(&snap, None, Some(10.0)), None);
+    }
+
+    #[test]
+    fn slow_output_needs_a_queue_a_busy_writer_and_a_shortfall() {
+        let mut ui = Ui {
+            display: None,
+            capacity: 1000,
+            input_size: None,
+            rate: 50.0,
+            meter: RateMeter::default(),
+            busy: VecDeque::from(vec![true; BUSY_SAMPLES]),
+            text: String::new(),
+        };
+        let snap = Snapshot {
+            depth: 300,
+            ..Snapshot::default()
+        };
+        assert!(ui.output_slow(&snap, Some(19.0)));
+        // Keeping up with the rate is not slow.
+        assert!(!ui.output_slow(&snap, Some(49.0)));
+        // Nothing waiting: the input is what is slow.
+        assert!(!ui.output_slow(&Snapshot::default(), Some(19.0)));
+        // A writer that is mostly idle is waiting for the schedule.
+        ui.busy = VecDeque::from(vec![false; BUSY_SAMPLES]);
+        assert!(!ui.output_slow(&snap, Some(19.0)));
+    }
+
+    #[test]
+    fn where_the_display_goes() {
+        use ProgressMode::*;
+        // stderr a terminal, stdout elsewhere: drawn on its line.
+        assert_eq!(choose(Auto, true, false, false), Some(Surface::Line));
+        // stdout the same terminal: nothing, unless asked; then pinned.
+        assert_eq!(choose(Auto, true, true, false), None);
+        assert_eq!(choose(Always, true, true, false), Some(Surface::Pinned));
+        // Not a terminal: only when asked.
+        assert_eq!(choose(Auto, false, false, false), None);
+        assert_eq!(choose(Always, false, false, false), Some(Surface::Line));
+        // A dumb terminal cannot redraw: summary only.
+        assert_eq!(choose(Auto, true, false, true), Some(Surface::Hidden));
+        assert_eq!(choose(Never, true, false, false), None);
+    }
+
+    #[test]
+    fn gauge_and_fit() {
+        assert_eq!(gauge(0, 10), " ".repeat(GAUGE));
+        assert_eq!(gauge(10, 10), "=".repeat(GAUGE));
+        assert_eq!(
+            gauge(5, 10),
+            format!("{}>{}", "=".repeat(12), " ".repeat(11))
+        );
+        assert_eq!(fit("abcdef", 4), "abcd");
+        let line = format!("00:00:01 [{}] 5/10 queued", gauge(5, 10));
+        let coloured = colour_gauge(&line);
+        assert!(coloured.contains("\x1b[36m============>"), "{coloured:?}");
+        // A line cut inside the gauge is left plain.
+        assert_eq!(colour_gauge(&fit(&line, 20)), fit(&line, 20));
     }
 
     #[test]
     fn eta_beyond_a_duration_is_none() {
         // One record per 100 years, 10^12 records queued: 10^14 years.
-        let ui = Ui {
-            bar: None,
-            capacity: 10,
-            input_size: None,
-            rate: 1.0 / crate::rate::LONGEST.as_secs_f64(),
-            last: None,
-        };
         let snap = Snapshot {
             depth: 1_000_000_000_000,
             reading_done: true,
             ..Snapshot::default()
         };
-        assert_eq!(ui.eta(&snap), None);
+        let rate = 1.0 / crate::rate::LONGEST.as_secs_f64();
+        assert_eq!(eta(&snap, None, Some(rate)), None);
     }
 }

@@ -35,7 +35,7 @@ use crate::deadletter::DeadLetter;
 use crate::ledger::Ledger;
 use crate::output;
 use crate::progress::Snapshot;
-use crate::stats::Summary;
+use crate::stats::{Departures, Summary};
 use crate::sys;
 
 /// Unpaced, how long stdout may make no room before a drop or fail policy
@@ -78,6 +78,8 @@ impl std::error::Error for OverflowError {}
 pub(crate) struct State {
     pub(crate) adm: Admission,
     pub(crate) ledger: Ledger,
+    /// When the first and the latest records were written, for the rate.
+    pub(crate) departures: Departures,
     pub(crate) dead: DeadLetter,
     /// The reader has finished (end of input, error, or stop).
     pub(crate) reading_done: bool,
@@ -116,6 +118,7 @@ impl State {
         State {
             adm,
             ledger: Ledger::new(keep_dead),
+            departures: Departures::default(),
             dead,
             reading_done: false,
             stop_reading: false,
@@ -240,6 +243,7 @@ impl State {
         let whole = written.records;
         self.ledger.read(whole as usize);
         self.ledger.written(whole, written.bytes);
+        self.departures.record(now, whole);
         if written.bytes > 0 {
             self.last_take = now;
         }
@@ -387,6 +391,7 @@ impl Shared {
             writing_for_ns: st.writing_since.map_or(0, |t| now.saturating_sub(t)),
             elapsed_ns: now,
             reading_done: st.reading_done,
+            departures: st.departures,
         }
     }
 
@@ -400,11 +405,8 @@ impl Shared {
             max_depth: snap.max_depth,
             max_wait_ms: longest_wait_ns as f64 / 1e6,
             elapsed_ms,
-            rate: if elapsed_ms > 0.0 {
-                snap.counts.written as f64 * 1000.0 / elapsed_ms
-            } else {
-                0.0
-            },
+            rate: snap.departures.rate(),
+            span_ms: snap.departures.span_ns() as f64 / 1e6,
         }
     }
 }

@@ -67,6 +67,59 @@ impl Counts {
     }
 }
 
+/// When records left: the first and the last write to stdout, so that the
+/// rate is measured between departures rather than over the whole run (a
+/// run's first record leaves at once, its last one a full interval after
+/// the one before; the time drip spends waiting for input, or at a stop, is
+/// no part of the rate).
+///
+/// [`Departures::record`] is called with every write of records.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Departures {
+    /// When the first write of records ended, ns since start.
+    pub first_ns: u64,
+    /// When the latest write of records ended, ns since start.
+    pub last_ns: u64,
+    /// Records the first write carried (1 when records leave one at a time;
+    /// more after a `--burst`, or unpaced).
+    pub first_records: u64,
+    /// Records written in all.
+    pub records: u64,
+}
+
+impl Departures {
+    /// `records` records were written, the write ending at `now_ns`.
+    pub fn record(&mut self, now_ns: u64, records: u64) {
+        if records == 0 {
+            return;
+        }
+        if self.records == 0 {
+            self.first_ns = now_ns;
+            self.first_records = records;
+        }
+        self.last_ns = self.last_ns.max(now_ns);
+        self.records += records;
+    }
+
+    /// Time from the first departure to the last, ns.
+    pub fn span_ns(&self) -> u64 {
+        self.last_ns.saturating_sub(self.first_ns)
+    }
+
+    /// Records per second between the first departure and the last: the
+    /// records that left after the first write over the time since it,
+    /// `(written - 1) / span` when records leave one at a time. `None` until
+    /// a second write, some time after the first, gives a span.
+    pub fn rate(&self) -> Option<f64> {
+        let after_first = self.records.saturating_sub(self.first_records);
+        let span = self.span_ns();
+        (after_first > 0 && span > 0).then(|| after_first as f64 * 1e9 / span as f64)
+    }
+}
+
+/// The widest a line of the summary may be, `drip: ` included.
+pub const SUMMARY_WIDTH: usize = 80;
+
 /// The summary printed at exit (`--stats`) and written as JSON
 /// (`--stats-json`).
 #[derive(Debug, Clone, Serialize)]
@@ -80,30 +133,84 @@ pub struct Summary {
     pub max_wait_ms: f64,
     /// Wall time from start to exit, in milliseconds.
     pub elapsed_ms: f64,
-    /// Records written per second over the run.
-    pub rate: f64,
+    /// Records written per second between the first and the last departure
+    /// ([`Departures::rate`]); `null` when fewer than two writes were made.
+    pub rate: Option<f64>,
+    /// Time from the first departure to the last, in milliseconds.
+    pub span_ms: f64,
 }
 
 impl Summary {
-    /// The one-line human summary, without the `drip: ` prefix.
-    pub fn line(&self) -> String {
+    /// The human summary, without the `drip: ` prefix: the clauses in
+    /// order, each with the separator that follows it.
+    fn clauses(&self) -> Vec<(String, &'static str)> {
         let c = &self.counts;
-        format!(
-            "read {}, written {}, dropped {} (newest {}, oldest {}), expired {}, skipped {}, \
-             undelivered {}; max depth {}, max wait {}; {} in {}",
-            c.read,
-            c.written,
-            c.dropped(),
-            c.dropped_newest,
-            c.dropped_oldest,
-            c.expired,
-            c.skipped,
-            c.undelivered,
-            self.max_depth,
-            format_ms(self.max_wait_ms),
-            format_rate(self.rate),
-            format_ms(self.elapsed_ms),
-        )
+        let mut clauses = vec![
+            (format!("read {}", c.read), ","),
+            (format!("written {}", c.written), ","),
+            (
+                if c.dropped() > 0 {
+                    format!(
+                        "dropped {} (newest {}, oldest {})",
+                        c.dropped(),
+                        c.dropped_newest,
+                        c.dropped_oldest
+                    )
+                } else {
+                    "dropped 0".to_string()
+                },
+                ",",
+            ),
+            (format!("expired {}", c.expired), ","),
+        ];
+        if c.skipped > 0 {
+            clauses.push((format!("skipped {}", c.skipped), ","));
+        }
+        clauses.extend([
+            (format!("undelivered {}", c.undelivered), ";"),
+            (format!("max depth {}", self.max_depth), ","),
+            (format!("max wait {}", format_ms(self.max_wait_ms)), ";"),
+        ]);
+        if let Some(rate) = self.rate {
+            clauses.push((format!("rate {}", format_rate(rate)), ","));
+        }
+        clauses.push((format!("elapsed {}", format_ms(self.elapsed_ms)), ""));
+        clauses
+    }
+
+    /// The human summary as lines of at most [`SUMMARY_WIDTH`] columns,
+    /// each starting `drip: ` and broken between clauses (so one line with
+    /// small counts is about two).
+    pub fn lines(&self) -> Vec<String> {
+        const PREFIX: &str = "drip: ";
+        let mut lines = Vec::new();
+        let mut line = String::from(PREFIX);
+        let mut pending_sep = "";
+        for (clause, sep) in self.clauses() {
+            let fits = line.len() + pending_sep.len() + 1 + clause.len() <= SUMMARY_WIDTH;
+            if line.len() > PREFIX.len() && !fits {
+                lines.push(std::mem::replace(&mut line, String::from(PREFIX)));
+            } else if line.len() > PREFIX.len() {
+                line.push_str(pending_sep);
+                line.push(' ');
+            }
+            line.push_str(&clause);
+            pending_sep = sep;
+        }
+        lines.push(line);
+        lines
+    }
+
+    /// The human summary, its lines joined with newlines.
+    pub fn text(&self) -> String {
+        self.lines().join("\n")
+    }
+
+    /// The human summary for a `drip: <message>` print: [`Summary::text`]
+    /// without its first `drip: `.
+    pub fn line(&self) -> String {
+        let text = self.text();
+        text.strip_prefix("drip: ").unwrap_or(&text).to_string()
     }
 
     /// The summary as one JSON object.
@@ -152,7 +259,8 @@ mod tests {
             max_depth: 4,
             max_wait_ms: 12.5,
             elapsed_ms: 2500.0,
-            rate: 2.0,
+            rate: Some(2.0),
+            span_ms: 2000.0,
         }
     }
 
@@ -164,12 +272,101 @@ mod tests {
     }
 
     #[test]
-    fn line_names_every_count() {
+    fn lines_name_every_count_and_fit_80_columns() {
         assert_eq!(
-            summary().line(),
-            "read 11, written 5, dropped 3 (newest 1, oldest 2), expired 1, skipped 1, \
-             undelivered 1; max depth 4, max wait 12.5ms; 2.00/s in 2.50s"
+            summary().lines(),
+            [
+                "drip: read 11, written 5, dropped 3 (newest 1, oldest 2), expired 1, skipped 1",
+                "drip: undelivered 1; max depth 4, max wait 12.5ms; rate 2.00/s, elapsed 2.50s",
+            ]
         );
+        // Large counts wrap onto more lines, none wider than 80.
+        let mut big = summary();
+        big.counts.read = 12_345_678_901;
+        big.counts.written = 12_345_678_000;
+        big.counts.dropped_oldest = 901;
+        big.max_depth = 1_000_000;
+        let lines = big.lines();
+        assert!(lines.len() >= 2, "{lines:?}");
+        for line in &lines {
+            assert!(line.len() <= SUMMARY_WIDTH, "{line:?}");
+            assert!(line.starts_with("drip: "), "{line:?}");
+        }
+        assert!(lines[0].starts_with("drip: read 12345678901, written 12345678000"));
+        // Nothing dropped, typical counts: two lines.
+        let mut none = summary();
+        none.counts = Counts {
+            read: 1000,
+            written: 16,
+            undelivered: 984,
+            ..Counts::default()
+        };
+        none.max_depth = 1000;
+        none.max_wait_ms = 3000.0;
+        assert_eq!(
+            none.lines(),
+            [
+                "drip: read 1000, written 16, dropped 0, expired 0, undelivered 984",
+                "drip: max depth 1000, max wait 3.00s; rate 2.00/s, elapsed 2.50s",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_readme_example() {
+        let s = Summary {
+            counts: Counts {
+                read: 100,
+                written: 90,
+                dropped_newest: 10,
+                ..Counts::default()
+            },
+            max_depth: 10,
+            max_wait_ms: 9010.0,
+            elapsed_ms: 9010.0,
+            rate: Some(10.0),
+            span_ms: 8900.0,
+        };
+        assert_eq!(
+            s.text(),
+            "drip: read 100, written 90, dropped 10 (newest 10, oldest 0), expired 0\n\
+             drip: undelivered 0; max depth 10, max wait 9.01s; rate 10.00/s, elapsed 9.01s"
+        );
+    }
+
+    #[test]
+    fn no_rate_before_a_second_departure() {
+        let mut s = summary();
+        s.rate = None;
+        assert!(!s.text().contains("rate"), "{}", s.text());
+        let v: serde_json::Value = serde_json::from_str(&s.json()).unwrap();
+        assert!(v["rate"].is_null());
+    }
+
+    #[test]
+    fn rate_is_measured_between_departures() {
+        let mut d = Departures::default();
+        assert_eq!(d.rate(), None);
+        // One record at 1 ms: no span yet (`-r 1/5s | head -1`).
+        d.record(1_000_000, 1);
+        assert_eq!(d.rate(), None);
+        assert_eq!(d.span_ns(), 0);
+        // 30 more, one every 100 ms: 10/s exactly, however long the run.
+        for k in 1..=30 {
+            d.record(1_000_000 + k * 100_000_000, 1);
+        }
+        assert_eq!(d.records, 31);
+        assert!((d.rate().unwrap() - 10.0).abs() < 1e-9, "{:?}", d.rate());
+        // A burst of 50 first, then 10/s: the burst does not inflate it.
+        let mut b = Departures::default();
+        b.record(0, 50);
+        for k in 1..=20 {
+            b.record(k * 100_000_000, 1);
+        }
+        assert!((b.rate().unwrap() - 10.0).abs() < 1e-9);
+        // A write of no records is no departure.
+        b.record(99_000_000_000, 0);
+        assert_eq!(b.last_ns, 2_000_000_000);
     }
 
     #[test]
@@ -186,6 +383,8 @@ mod tests {
             "max_depth",
             "max_wait_ms",
             "elapsed_ms",
+            "rate",
+            "span_ms",
         ] {
             assert!(v.get(key).is_some(), "missing {key}");
         }

@@ -42,6 +42,20 @@ pub fn is_ignored(sig: i32) -> bool {
     }
 }
 
+/// The size of the terminal on `fd` as (columns, rows), or `None` when
+/// `fd` is no terminal or the size is not known.
+pub fn terminal_size(fd: RawFd) -> Option<(u16, u16)> {
+    let mut size = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one winsize into `size`, which outlives the call.
+    let rc = unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut size) };
+    (rc == 0 && size.ws_col > 0 && size.ws_row > 0).then_some((size.ws_col, size.ws_row))
+}
+
 /// Whether the reading end of `fd` (a pipe or socket) has gone away, as
 /// when `| head` has exited. Never blocks; false for files and terminals.
 pub fn peer_closed(fd: RawFd) -> bool {

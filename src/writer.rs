@@ -79,6 +79,8 @@ pub(crate) fn write_loop(shared: &Shared, sink: &mut dyn Sink) -> Option<std::io
         let written = write_batch(shared, sink, &batch);
         let mut st = shared.lock();
         let ended = written.error.is_some() || written.stopped || batch.last;
+        let now = shared.clock.now();
+        st.departures.record(now, written.records);
         settle(&mut st, &mut batch, written.records, written.bytes);
         if ended {
             drop(st);

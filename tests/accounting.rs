@@ -372,8 +372,12 @@ fn sigusr1_prints_stats_and_carries_on() {
     assert!(status.success());
     assert_eq!(String::from_utf8(out.stdout).unwrap(), numbered(1..=10));
     let stderr = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    // The summary: two lines, each within 80 columns.
+    assert_eq!(stderr.lines().count(), 2, "{stderr}");
     assert!(stderr.starts_with("drip: read 10, written "), "{stderr}");
+    for line in stderr.lines() {
+        assert!(line.starts_with("drip: ") && line.len() <= 80, "{stderr}");
+    }
 }
 
 #[test]
@@ -990,4 +994,44 @@ fn a_signal_stops_drip_while_stdout_is_blocked() {
         &(written + &std::fs::read_to_string(&dead).unwrap()),
         "blocked stdout",
     );
+}
+
+#[test]
+fn summary_rate_is_measured_between_the_first_and_last_departure() {
+    let dir = tempfile::tempdir().unwrap();
+    let stats = dir.path().join("stats.json");
+    // 31 records at 10/s: 30 gaps of 100 ms. Counted over the whole run
+    // (first record at once, exit after the last) it read 10.33/s.
+    drip(&[
+        "-r",
+        "10/s",
+        "--stats",
+        "--stats-json",
+        stats.to_str().unwrap(),
+    ])
+    .write_stdin(numbered(1..=31))
+    .assert()
+    .success()
+    .stderr(predicate::str::contains("rate 10.0").or(predicate::str::contains("rate 9.9")));
+    let v = json(&stats);
+    let rate = v["rate"].as_f64().unwrap();
+    assert!((9.8..=10.05).contains(&rate), "rate {rate}");
+    let span = v["span_ms"].as_f64().unwrap();
+    assert!((2990.0..3300.0).contains(&span), "span {span}");
+    assert!(v["elapsed_ms"].as_f64().unwrap() >= span);
+
+    // One record out before the reader went away: no rate to speak of
+    // (it used to read as 570/s).
+    let out = shell(&format!(
+        "seq 100 | drip -r 1/5s --stats --stats-json {} | head -1",
+        stats.display()
+    ))
+    .output()
+    .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.starts_with("drip: read "), "{stderr}");
+    assert!(!stderr.contains("/s"), "a rate from one record: {stderr}");
+    assert!(stderr.contains("elapsed "), "{stderr}");
+    assert!(json(&stats)["rate"].is_null());
 }

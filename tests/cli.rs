@@ -596,3 +596,55 @@ fn closed_stdout_is_noticed_between_slow_records() {
         start.elapsed()
     );
 }
+
+#[test]
+fn help_and_version_fail_when_stdout_cannot_take_them() {
+    for (flag, what) in [
+        ("--help", "--help"),
+        ("-h", "--help"),
+        ("--version", "--version"),
+    ] {
+        let out = shell(&format!("drip {flag} > /dev/full")).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{flag}");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(
+            stderr,
+            format!("drip: {what}: writing to stdout: No space left on device\n"),
+        );
+    }
+    // A reader that stops early is no error, as with records.
+    let out = shell("drip --help | head -1").output().unwrap();
+    assert!(out.status.success());
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn dash_is_refused_where_drip_would_write_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    for flag in ["--stats-json", "--dead-letter"] {
+        let out = command(&[flag, "-", "-r", "inf"])
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{flag}");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            stderr.starts_with(&format!("drip: invalid value '-' for '{flag} <FILE>'")),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains("stdout, which carries the records"),
+            "{stderr}"
+        );
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            !dir.path().join("-").exists(),
+            "{flag} created a file named -"
+        );
+    }
+}

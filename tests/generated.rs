@@ -1,13 +1,19 @@
 //! Completions and the man page are generated from the CLI definition and
 //! checked in. These tests regenerate them and fail when the checked-in
-//! files have drifted; run with `DRIP_REGENERATE=1` to rewrite them.
+//! files have drifted; run with `DRIP_REGENERATE=1` to rewrite them. They
+//! also run the bash and fish completions for real (CI installs fish).
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
+use clap::builder::ValueHint;
 use clap::CommandFactory;
 use clap_complete::Shell;
-use clap_mangen::roff::{roman, Roff};
-use drip::cli::{Cli, EXAMPLES, EXIT_STATUSES};
+use clap_mangen::roff::{bold, italic, roman, Inline, Roff};
+use drip::cli::{
+    Cli, Paragraph, DESCRIPTION, ENVIRONMENT, EXAMPLES, EXIT_PRECEDENCE, EXIT_STATUSES, FILES,
+    SEE_ALSO, SIGNALS,
+};
 
 fn check(path: &Path, generated: &[u8]) {
     if std::env::var_os("DRIP_REGENERATE").is_some() {
@@ -26,48 +32,308 @@ fn completions_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("completions")
 }
 
+/// The options that take a value, as (flags, fixed values, takes a file).
+fn valued_options() -> Vec<(Vec<String>, Vec<String>, bool)> {
+    let mut cmd = Cli::command();
+    cmd.build();
+    cmd.get_arguments()
+        .filter(|a| !a.is_positional() && a.get_num_args().is_some_and(|n| n.takes_values()))
+        .map(|a| {
+            let mut flags = Vec::new();
+            if let Some(s) = a.get_short() {
+                flags.push(format!("-{s}"));
+            }
+            if let Some(l) = a.get_long() {
+                flags.push(format!("--{l}"));
+            }
+            let values = a
+                .get_possible_values()
+                .iter()
+                .map(|v| v.get_name().to_string())
+                .collect();
+            (flags, values, a.get_value_hint() == ValueHint::FilePath)
+        })
+        .collect()
+}
+
+/// clap_complete's elvish script completes flags only: complete the value
+/// of the option just typed instead (its fixed values, file names, or
+/// nothing for a free-form value), and add file names where a FILE goes.
+/// (Elvish's `return` leaves only a `fn`, hence the one if-elif chain.)
+fn elvish_values(script: String) -> String {
+    let mut block = String::from(
+        "    var prev = ''\n    if (> (count $words) 2) {\n        set prev = $words[-2]\n    }\n    if $false {\n",
+    );
+    for (flags, values, file) in valued_options() {
+        let test = flags
+            .iter()
+            .map(|f| format!("(eq $prev {f})"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        block.push_str(&format!("    }} elif (or {test}) {{\n"));
+        if file {
+            block.push_str("        edit:complete-filename $words[-1]\n");
+        }
+        for v in values {
+            block.push_str(&format!("        put {v}\n"));
+        }
+    }
+    block.push_str("    } else {\n");
+    block.push_str(
+        "        if (not (str:has-prefix $words[-1] '-')) {\n            edit:complete-filename $words[-1]\n        }\n",
+    );
+    block.push_str("        $completions[$command]\n    }\n}");
+    let anchor = "    $completions[$command]\n}";
+    assert!(script.contains(anchor), "elvish script changed shape");
+    script.replacen(anchor, &block, 1)
+}
+
+/// clap_complete's PowerShell script completes flags only: complete the
+/// value of the option just typed with its fixed values, and return nothing
+/// after an option that takes a file (PowerShell then completes paths).
+fn powershell_values(script: String) -> String {
+    let mut block = String::from(
+        "    $words = @($commandElements | ForEach-Object { $_.ToString() })\n    \
+         $previous = if ($wordToComplete -eq '' -or $words.Count -lt 2) { $words[-1] } else { $words[-2] }\n    \
+         switch ($previous) {\n",
+    );
+    for (flags, values, _file) in valued_options() {
+        let flags = flags
+            .iter()
+            .map(|f| format!("'{f}'"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let values = values
+            .iter()
+            .map(|v| format!("'{v}'"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        block.push_str(&format!(
+            "        {{ $_ -in {flags} }} {{\n            @({values}) | Where-Object {{ $_ -like \"$wordToComplete*\" }} | \
+             ForEach-Object {{ [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }}\n            \
+             return\n        }}\n"
+        ));
+    }
+    block.push_str("    }\n\n");
+    let anchor = "    $completions = @(switch ($command) {";
+    assert!(script.contains(anchor), "PowerShell script changed shape");
+    script.replacen(anchor, &format!("{block}{anchor}"), 1)
+}
+
+fn completion(shell: Shell) -> Vec<u8> {
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "drip", &mut out);
+    let text = String::from_utf8(out).unwrap();
+    let text = match shell {
+        Shell::Elvish => elvish_values(text),
+        Shell::PowerShell => powershell_values(text),
+        _ => text,
+    };
+    text.into_bytes()
+}
+
+const SHELLS: [(Shell, &str); 5] = [
+    (Shell::Bash, "drip.bash"),
+    (Shell::Zsh, "_drip"),
+    (Shell::Fish, "drip.fish"),
+    (Shell::Elvish, "drip.elv"),
+    (Shell::PowerShell, "_drip.ps1"),
+];
+
 #[test]
 fn completions_match_the_cli() {
-    for (shell, file) in [
-        (Shell::Bash, "drip.bash"),
-        (Shell::Zsh, "_drip"),
-        (Shell::Fish, "drip.fish"),
-        (Shell::Elvish, "drip.elv"),
-        (Shell::PowerShell, "_drip.ps1"),
-    ] {
-        let mut out = Vec::new();
-        clap_complete::generate(shell, &mut Cli::command(), "drip", &mut out);
-        check(&completions_dir().join(file), &out);
+    for (shell, file) in SHELLS {
+        check(&completions_dir().join(file), &completion(shell));
     }
 }
 
-/// The man page: clap_mangen's sections, with EXAMPLES and EXIT STATUS.
+const POLICIES: [&str; 4] = ["block", "drop-newest", "drop-oldest", "fail"];
+
+#[test]
+fn every_shell_completes_the_policies() {
+    for (shell, _) in SHELLS {
+        let text = String::from_utf8(completion(shell)).unwrap();
+        for policy in POLICIES {
+            let offered = match shell {
+                Shell::Bash => text.contains("compgen -W \"block drop-newest drop-oldest fail\""),
+                Shell::Zsh => text.contains(&format!("{policy}\\:\"")),
+                Shell::Fish => text.contains(&format!("{policy}\\t")),
+                Shell::Elvish => text.contains(&format!("put {policy}\n")),
+                _ => text.contains(&format!("'{policy}'")),
+            };
+            assert!(offered, "{shell}: {policy} not offered");
+        }
+    }
+}
+
+/// Run bash's completion of `line` (which ends where Tab is pressed) in
+/// `dir`, which holds the script.
+fn bash_complete(line: &str, dir: &Path) -> Vec<String> {
+    let script = format!(
+        "source drip.bash; COMP_LINE='{line}'; COMP_POINT=${{#COMP_LINE}}; \
+         read -ra COMP_WORDS <<< \"$COMP_LINE\"; \
+         case \"$COMP_LINE\" in *' ') COMP_WORDS+=('');; esac; \
+         COMP_CWORD=$(( ${{#COMP_WORDS[@]}} - 1 )); \
+         _drip drip \"${{COMP_WORDS[COMP_CWORD]}}\" \"${{COMP_WORDS[COMP_CWORD-1]}}\"; \
+         printf '%s\\n' \"${{COMPREPLY[@]}}\""
+    );
+    let out = Command::new("bash")
+        .args(["-c", &script])
+        .current_dir(dir)
+        .output()
+        .expect("bash");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    text.lines()
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+/// Run fish's completion of `line` in `dir`, which holds the script.
+fn fish_complete(line: &str, dir: &Path) -> Vec<String> {
+    let script = format!("source drip.fish; complete -C '{line}'");
+    let out = Command::new("fish")
+        .args(["--no-config", "-c", &script])
+        .current_dir(dir)
+        .output()
+        .expect("fish must be installed to run this test (apt-get install fish)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    text.lines()
+        .map(|l| l.split('\t').next().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn bash_and_fish_complete_values_and_files() {
+    // The scripts as generated (the same as the checked-in ones, which
+    // completions_match_the_cli may be rewriting meanwhile).
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("input.txt"), "x\n").unwrap();
+    std::fs::write(dir.path().join("drip.bash"), completion(Shell::Bash)).unwrap();
+    std::fs::write(dir.path().join("drip.fish"), completion(Shell::Fish)).unwrap();
+    for complete in [bash_complete, fish_complete] {
+        // A policy, not a file name.
+        assert_eq!(complete("drip --overflow ", dir.path()), POLICIES);
+        assert_eq!(
+            complete("drip -o drop-", dir.path()),
+            ["drop-newest", "drop-oldest"]
+        );
+        // Files where a file goes.
+        assert_eq!(complete("drip --stats-json in", dir.path()), ["input.txt"]);
+        assert_eq!(complete("drip --dead-letter in", dir.path()), ["input.txt"]);
+        // A rate is no file name.
+        assert!(!complete("drip --rate in", dir.path()).contains(&"input.txt".to_string()));
+    }
+}
+
+/// `[-r|--rate RATE]`, `[--drain]`, `[FILE]...`: the synopsis with value
+/// names (clap_mangen's leaves them out).
+fn synopsis(roff: &mut Roff) {
+    let mut cmd = Cli::command();
+    cmd.build();
+    let mut line: Vec<Inline> = vec![bold("drip")];
+    // Options first, then the operands.
+    let mut args: Vec<_> = cmd.get_arguments().filter(|a| !a.is_hide_set()).collect();
+    args.sort_by_key(|a| a.is_positional());
+    for arg in args {
+        line.push(roman(" ["));
+        if arg.is_positional() {
+            let name = arg.get_value_names().unwrap()[0].to_string();
+            line.push(italic(name));
+            line.push(roman("]..."));
+            continue;
+        }
+        let flags: Vec<String> = arg
+            .get_short()
+            .map(|s| format!("-{s}"))
+            .into_iter()
+            .chain(arg.get_long().map(|l| format!("--{l}")))
+            .collect();
+        for (i, flag) in flags.iter().enumerate() {
+            if i > 0 {
+                line.push(roman("|"));
+            }
+            line.push(bold(flag.as_str()));
+        }
+        if arg.get_num_args().is_some_and(|n| n.takes_values()) {
+            let name = arg.get_value_names().unwrap()[0].to_string();
+            line.push(roman(" "));
+            line.push(italic(name));
+        }
+        line.push(roman("]"));
+    }
+    roff.control("SH", ["SYNOPSIS"]);
+    roff.text(line);
+}
+
+/// Tagged paragraphs (`.TP`), or plain ones (`.PP`) where the tag is empty.
+fn paragraphs(roff: &mut Roff, items: &[Paragraph]) {
+    for (tag, text) in items {
+        if tag.is_empty() {
+            roff.control("PP", []);
+        } else {
+            roff.control("TP", []);
+            roff.text([bold(*tag)]);
+        }
+        roff.text([roman(*text)]);
+    }
+}
+
+/// The man page: NAME, SYNOPSIS, DESCRIPTION, OPTIONS (clap_mangen's),
+/// SIGNALS, EXIT STATUS, ENVIRONMENT, FILES, EXAMPLES, SEE ALSO.
 fn man_page() -> Vec<u8> {
     let cmd = Cli::command().after_help("");
-    let man = clap_mangen::Man::new(cmd)
+    let man = clap_mangen::Man::new(cmd.clone())
         .date("")
         .source(format!("drip {}", env!("CARGO_PKG_VERSION")));
     let mut out = Vec::new();
     man.render_title(&mut out).unwrap();
     man.render_name_section(&mut out).unwrap();
-    man.render_synopsis_section(&mut out).unwrap();
-    man.render_description_section(&mut out).unwrap();
+    let mut roff = Roff::default();
+    synopsis(&mut roff);
+    roff.control("SH", ["DESCRIPTION"]);
+    let about = cmd.get_long_about().unwrap().to_string();
+    for para in about.split("\n\n").skip(1) {
+        roff.text([roman(para.replace('\n', " "))]);
+        roff.control("PP", []);
+    }
+    for (title, items) in DESCRIPTION {
+        if !title.is_empty() {
+            roff.control("SS", [*title]);
+        }
+        paragraphs(&mut roff, items);
+    }
+    roff.to_writer(&mut out).unwrap();
     man.render_options_section(&mut out).unwrap();
     let mut roff = Roff::default();
+    roff.control("SH", ["SIGNALS"]);
+    paragraphs(&mut roff, SIGNALS);
+    roff.control("SH", ["EXIT STATUS"]);
+    paragraphs(&mut roff, EXIT_STATUSES);
+    roff.control("PP", []);
+    roff.text([roman(EXIT_PRECEDENCE)]);
+    roff.control("SH", ["ENVIRONMENT"]);
+    paragraphs(&mut roff, ENVIRONMENT);
+    roff.control("SH", ["FILES"]);
+    paragraphs(&mut roff, FILES);
     roff.control("SH", ["EXAMPLES"]);
     for (command, what) in EXAMPLES {
         roff.control("TP", []);
-        roff.text([roman(*command)]);
+        roff.text([bold(*command)]);
         roff.text([roman(*what)]);
     }
-    roff.control("SH", ["EXIT STATUS"]);
-    for (status, meaning) in EXIT_STATUSES {
-        roff.control("TP", []);
-        roff.text([roman(*status)]);
-        roff.text([roman(*meaning)]);
-    }
     roff.control("SH", ["SEE ALSO"]);
-    roff.text([roman("pv(1), xargs(1), parallel(1), mbuffer(1)")]);
+    roff.text([roman(SEE_ALSO)]);
     roff.to_writer(&mut out).unwrap();
     man.render_version_section(&mut out).unwrap();
     out
@@ -79,9 +345,54 @@ fn man_page_matches_the_cli() {
 }
 
 #[test]
-fn man_page_has_examples_and_exit_status() {
+fn man_page_stands_alone() {
     let text = String::from_utf8(man_page()).unwrap();
-    assert!(text.contains(".SH EXAMPLES"));
-    assert!(text.contains(".SH \"EXIT STATUS\"") || text.contains(".SH EXIT STATUS"));
-    assert!(text.contains("overflowed under"));
+    let sections: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix(".SH "))
+        .map(|s| s.trim_matches('"'))
+        .collect();
+    assert_eq!(
+        sections,
+        [
+            "NAME",
+            "SYNOPSIS",
+            "DESCRIPTION",
+            "OPTIONS",
+            "SIGNALS",
+            "EXIT STATUS",
+            "ENVIRONMENT",
+            "FILES",
+            "EXAMPLES",
+            "SEE ALSO",
+            "VERSION"
+        ]
+    );
+    // Value names in the synopsis.
+    let synopsis = text.split(".SH SYNOPSIS").nth(1).unwrap();
+    let synopsis = synopsis.split(".SH").next().unwrap();
+    for part in [
+        "[\\fB\\-r\\fR|\\fB\\-\\-rate\\fR \\fIRATE[:BURST]\\fR]",
+        "[\\fB\\-o\\fR|\\fB\\-\\-overflow\\fR \\fIPOLICY\\fR]",
+        "[\\fB\\-\\-dead\\-letter\\fR \\fIFILE\\fR]",
+        "[\\fIFILE\\fR]...",
+    ] {
+        assert!(synopsis.contains(part), "{part} not in {synopsis}");
+    }
+    // What the README explains, the page says too.
+    for needle in [
+        "SIGUSR1",
+        "second one",
+        "dead letter",
+        "max_wait_ms",
+        "records_out",
+        "NO_COLOR",
+        "overflowed under",
+        "128 + the signal",
+        "pv(1), xargs(1), parallel(1)",
+        "drop\\-oldest",
+        "bottom row",
+    ] {
+        assert!(text.contains(needle), "man page lacks {needle:?}");
+    }
 }

@@ -58,6 +58,24 @@ impl Tmux {
         String::from_utf8(cmd.output().unwrap().stdout).unwrap()
     }
 
+    /// The screen with up to 200 lines of scrollback above it.
+    fn history(&self) -> String {
+        let out = Command::new("tmux")
+            .args(["-S", &self.socket, "capture-pane", "-p", "-S", "-200"])
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Press `key` (tmux key name, such as `C-c`) in the pane.
+    fn send(&self, key: &str) {
+        let status = Command::new("tmux")
+            .args(["-S", &self.socket, "send-keys", key])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
     /// Wait until the screen contains `text`, and return the screen.
     fn wait_for(&self, text: &str, limit: Duration) -> String {
         let start = Instant::now();
@@ -97,7 +115,8 @@ fn live_display_shows_the_bucket_and_clears_to_a_summary() {
         &format!("drip -r 20/s {} > /dev/null", input.path().display()),
         &[],
     );
-    let screen = tmux.wait_for("in 30 out", Duration::from_secs(5));
+    // The ETA comes with a measured rate, once two records have left.
+    let screen = tmux.wait_for("ETA ", Duration::from_secs(5));
     let line = screen.lines().find(|l| l.contains("queued")).unwrap();
     // depth / capacity gauge, records in and out, the rate and an ETA.
     assert!(line.contains("/1000 queued"), "{line}");
@@ -181,4 +200,176 @@ fn forced_progress_reaches_a_pipe() {
     assert!(out.status.success());
     assert!(stderr.contains("queued"), "{stderr:?}");
     assert!(stderr.contains("drip: read 5, written 5"), "{stderr:?}");
+}
+
+/// The rate the display shows on `screen`: `Some(None)` for `-/s` (not yet
+/// measured), `None` when no display is on the screen.
+fn shown_rate(screen: &str) -> Option<Option<f64>> {
+    let line = screen.lines().find(|l| l.contains("queued"))?;
+    let field = line.split(" | ").find(|f| f.ends_with("/s"))?;
+    Some(field.trim_end_matches("/s").parse().ok())
+}
+
+/// Every rate the display shows in `secs` of a run at `rate`, sampled
+/// every 100 ms once a second departure has given a figure.
+fn rates_shown(rate: &str, secs: f64) -> Vec<f64> {
+    let input = input_file(100);
+    let tmux = Tmux::start(
+        &format!("drip -r {rate} {} > /dev/null", input.path().display()),
+        &[],
+    );
+    tmux.wait_for("queued", Duration::from_secs(5));
+    let start = Instant::now();
+    let mut shown = Vec::new();
+    while start.elapsed() < Duration::from_secs_f64(secs) {
+        if let Some(Some(r)) = shown_rate(&tmux.screen(false)) {
+            shown.push(r);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    shown
+}
+
+#[test]
+fn live_rate_reads_the_pace_at_low_rates() {
+    // Each redraw used to count the records of its own 100 ms: 0, or 10/s,
+    // at 5/s. Every figure shown must now be the rate, within 10 %.
+    for (rate, want) in [("5/s", 5.0), ("2/s", 2.0)] {
+        let shown = rates_shown(rate, 3.0);
+        assert!(shown.len() >= 10, "{rate}: too few readings: {shown:?}");
+        for r in &shown {
+            assert!(
+                (r / want - 1.0).abs() <= 0.1,
+                "{rate}: showed {r}/s: {shown:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_slow_consumer_shows_in_rate_eta_and_a_sign() {
+    // 2000-byte lines fill the pipe in 33 records; the consumer then takes
+    // at most 10 a second (less on a loaded machine), against 50/s asked.
+    let line = "x".repeat(1999) + "\n";
+    let input = common::temp_file(line.repeat(300).as_bytes());
+    let tmux = Tmux::start(
+        &format!(
+            "drip -r 50/s {} | while read l; do sleep 0.1; done",
+            input.path().display()
+        ),
+        &[],
+    );
+    tmux.wait_for("output slow", Duration::from_secs(10));
+    // Past the first second, when the pipe filled at 50/s.
+    let screen = tmux.wait_for("00:00:04 [", Duration::from_secs(10));
+    let display = screen.lines().find(|l| l.contains("queued")).unwrap();
+    let rate = shown_rate(&screen).flatten().expect("a measured rate");
+    assert!(rate < 15.0, "rate: {display}");
+    // Over 200 records left at no more than 10 a second: 20 s or more (at
+    // the configured 50/s it would have said about 5 s).
+    let eta = display.split("ETA ").nth(1).expect("an ETA");
+    let eta = eta.split(' ').next().unwrap();
+    let (m, s) = eta.split_once(':').unwrap();
+    let secs: u64 = m.parse::<u64>().unwrap() * 60 + s.parse::<u64>().unwrap();
+    assert!(secs >= 15, "ETA too short for the measured rate: {display}");
+}
+
+/// The pane's text lines, without the blank ones.
+fn text_lines(screen: &str) -> Vec<&str> {
+    screen.lines().filter(|l| !l.trim().is_empty()).collect()
+}
+
+#[test]
+fn records_on_the_same_terminal_never_mix_with_the_display() {
+    // The README's quick start: stdout is the terminal. No display at all.
+    let tmux = Tmux::start("seq 20 | drip --rate 20/s", &[]);
+    let start = Instant::now();
+    while !tmux.screen(false).contains("DONE=") {
+        assert!(!tmux.screen(false).contains("queued"), "display drawn");
+        assert!(start.elapsed() < Duration::from_secs(10), "never ended");
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    let numbers: Vec<String> = (1..=20).map(|i| i.to_string()).collect();
+    let screen = tmux.history();
+    let lines = text_lines(&screen);
+    assert_eq!(lines[..20], numbers, "{screen}");
+    assert_eq!(lines[20], "DONE=0", "{screen}");
+
+    // --progress asks for it: pinned to the bottom row, records above.
+    let tmux = Tmux::start("seq 40 | drip --rate 20/s --progress", &[]);
+    let mut saw_display = false;
+    loop {
+        let screen = tmux.screen(false);
+        if screen.contains("DONE=") {
+            break;
+        }
+        let rows: Vec<&str> = screen.lines().collect();
+        for (i, row) in rows.iter().enumerate() {
+            if row.contains("queued") {
+                assert_eq!(i, 19, "display off the bottom row:\n{screen}");
+                saw_display = true;
+            }
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "never ended");
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    assert!(saw_display, "--progress drew nothing");
+    let history = tmux.history();
+    assert!(
+        !history.contains("queued"),
+        "display left behind:\n{history}"
+    );
+    let lines = text_lines(&history);
+    let numbers: Vec<String> = (1..=40).map(|i| i.to_string()).collect();
+    assert_eq!(lines[..40], numbers, "{history}");
+    assert!(
+        lines[40].starts_with("drip: read 40, written 40"),
+        "{history}"
+    );
+    assert_eq!(*lines.last().unwrap(), "DONE=0", "{history}");
+}
+
+#[test]
+fn ctrl_c_clears_the_display_before_the_summary() {
+    let input = input_file(1000);
+    // The shell survives the Ctrl-C (a trap, which drip does not inherit).
+    let tmux = Tmux::start(
+        &format!(
+            "trap 'true' INT; drip -r 5/s {} > /dev/null",
+            input.path().display()
+        ),
+        &[],
+    );
+    tmux.wait_for("out 3 ", Duration::from_secs(5));
+    tmux.send("C-c");
+    let screen = tmux.wait_for("DONE=130", Duration::from_secs(5));
+    assert!(!screen.contains("queued"), "display left behind:\n{screen}");
+    let lines = text_lines(&screen);
+    assert!(
+        lines[0].starts_with("drip: read 1000, written "),
+        "{screen}"
+    );
+}
+
+#[test]
+fn a_second_ctrl_c_under_drain_leaves_a_clean_line() {
+    let input = input_file(1000);
+    // The consumer ignores Ctrl-C and ends on its own after 4 s.
+    let tmux = Tmux::start(
+        &format!(
+            "trap 'true' INT; drip --drain -r 5/s {} | {{ trap '' INT; sleep 4; }}",
+            input.path().display()
+        ),
+        &[],
+    );
+    tmux.wait_for("out 3 ", Duration::from_secs(5));
+    tmux.send("C-c");
+    std::thread::sleep(Duration::from_millis(400));
+    tmux.send("C-c");
+    let screen = tmux.wait_for("DONE=", Duration::from_secs(10));
+    assert!(!screen.contains("queued"), "display left behind:\n{screen}");
+    assert!(
+        screen.lines().any(|l| l.starts_with("DONE=")),
+        "glued to the display:\n{screen}"
+    );
 }
