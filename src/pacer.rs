@@ -196,6 +196,25 @@ impl Pacer {
         k.saturating_add(self.counted(cost)) <= end
     }
 
+    /// How many units the schedule lets go at `now` (no change): a record
+    /// costing `cost` may leave while `min(cost, burst)` is within it, and
+    /// then spends all of `cost` (the budget may go below zero: debt).
+    /// Unlimited: `i128::MAX`.
+    pub fn budget(&self, now: u64) -> i128 {
+        let Some(limit) = self.limit else {
+            return i128::MAX;
+        };
+        let (_, k, end) = self.allowance(limit, now);
+        let end = i128::try_from(end).unwrap_or(i128::MAX);
+        end.saturating_sub(i128::try_from(k).unwrap_or(i128::MAX))
+    }
+
+    /// Whether a record costing `cost` fits a `budget` from
+    /// [`Pacer::budget`].
+    pub fn fits(&self, budget: i128, cost: u64) -> bool {
+        self.limit.is_none() || self.counted(cost) as i128 <= budget
+    }
+
     /// How many of `available` one-unit records may leave at `now` (no
     /// change).
     pub fn allowed(&self, now: u64, available: u64) -> u64 {

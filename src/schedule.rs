@@ -126,19 +126,39 @@ impl Limits {
         }
     }
 
-    /// Release one record of `size` bytes at `now` if every limit allows.
-    fn release_one(&mut self, now: u64, size: usize) -> bool {
-        if !self
-            .limits
-            .iter()
-            .all(|(unit, p)| p.allows(now, Self::cost(*unit, size)))
-        {
-            return false;
+    /// Release, in order, the records whose sizes `sizes` yields (at most
+    /// `available`) while every limit allows: each limit's budget at `now`
+    /// is taken once, then spent record by record.
+    fn release_weighed(
+        &mut self,
+        now: u64,
+        available: usize,
+        sizes: &mut dyn Iterator<Item = usize>,
+    ) -> usize {
+        let mut budgets: Vec<i128> = self.limits.iter().map(|(_, p)| p.budget(now)).collect();
+        let mut spent = vec![0u64; self.limits.len()];
+        let mut n = 0;
+        for size in sizes.take(available) {
+            let fits = self
+                .limits
+                .iter()
+                .zip(&budgets)
+                .all(|((unit, p), &budget)| p.fits(budget, Self::cost(*unit, size)));
+            if !fits {
+                break;
+            }
+            for (((unit, _), budget), spent) in self.limits.iter().zip(&mut budgets).zip(&mut spent)
+            {
+                let cost = Self::cost(*unit, size);
+                *budget = budget.saturating_sub(i128::from(cost));
+                *spent += cost;
+            }
+            n += 1;
         }
-        for (unit, p) in &mut self.limits {
-            p.commit(now, Self::cost(*unit, size));
+        for ((_, p), units) in self.limits.iter_mut().zip(spent) {
+            p.commit(now, units);
         }
-        true
+        n
     }
 }
 
@@ -170,14 +190,7 @@ impl Schedule for Limits {
             }
             return n as usize;
         }
-        let mut n = 0;
-        for size in sizes.take(available) {
-            if !self.release_one(now, size) {
-                break;
-            }
-            n += 1;
-        }
-        n
+        self.release_weighed(now, available, sizes)
     }
 
     fn next_due(&self, size: usize) -> u64 {
