@@ -165,6 +165,88 @@ fn burst_lets_records_leave_back_to_back() {
     assert!(lines[3].0 - lines[0].0 >= 0.495, "4th record came early");
 }
 
+/// Run `args` over `input`, timestamping each output line.
+fn timed_run(args: &[&str], input: &[u8]) -> Vec<(f64, String)> {
+    let start = Instant::now();
+    let mut cmd = command(args);
+    cmd.stdin(Stdio::from(temp_file(input).reopen().unwrap()));
+    let mut child = spawn(cmd);
+    let lines = timed_lines(&mut child, start);
+    assert!(wait_for(&mut child, Duration::from_secs(20)).success());
+    lines
+}
+
+#[test]
+fn a_burst_leaves_at_once_whatever_the_capacity() {
+    // seq 15 | drip -r 1/s -b 5 -c 1 -o drop-newest: five leave as they
+    // arrive (taking no place in the bucket), the sixth waits a second.
+    let lines = timed_run(
+        &["-r", "1/s", "-b", "5", "-c", "1", "-o", "drop-newest"],
+        numbered(1..=15).as_bytes(),
+    );
+    let got: Vec<&str> = lines.iter().map(|(_, l)| l.as_str()).collect();
+    assert_eq!(got, ["1", "2", "3", "4", "5", "6"]);
+    assert!(
+        lines[4].0 - lines[0].0 < 0.3,
+        "the burst was spread: {lines:?}"
+    );
+    assert!(
+        lines[5].0 - lines[0].0 >= 0.99,
+        "the sixth came early: {lines:?}"
+    );
+}
+
+#[test]
+fn several_limits_hold_together() {
+    // 1000/s with a burst of 5, and 10/s with a burst of 5: five at once,
+    // then the second limit paces: ten more take a second.
+    let lines = timed_run(
+        &["-r", "1000/s:5", "-r", "10/s:5"],
+        numbered(1..=15).as_bytes(),
+    );
+    assert_eq!(lines.len(), 15);
+    assert!(
+        lines[4].0 - lines[0].0 < 0.3,
+        "the burst was spread: {lines:?}"
+    );
+    let span = lines[14].0 - lines[0].0;
+    assert!(
+        span >= 0.99,
+        "15 records in {span:.3} s: the 10/s limit was not held"
+    );
+}
+
+#[test]
+fn a_byte_rate_spends_each_records_size() {
+    // 100 bytes/s: 10-byte records leave 100 ms apart; a 50-byte one puts
+    // the next half a second behind.
+    let input = "aaaaaaaaa\nbbbbbbbbb\nccccccccccccccccccccccccccccccccccccccccccccccccc\nd\n";
+    let lines = timed_run(&["--byte-rate", "100/s"], input.as_bytes());
+    assert_eq!(lines.len(), 4);
+    let gap = |i: usize| lines[i].0 - lines[i - 1].0;
+    assert!(gap(1) >= 0.095, "{lines:?}");
+    assert!(
+        gap(3) >= 0.495,
+        "the 50-byte record was not paid for: {lines:?}"
+    );
+}
+
+#[test]
+fn an_ambiguous_burst_is_a_usage_error() {
+    drip(&["-r", "10/s", "-r", "500/min", "-b", "5"])
+        .write_stdin("x\n")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("RATE:BURST"));
+    drip(&["--byte-rate", "1MiB"])
+        .write_stdin("x\n")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::starts_with(
+            "drip: invalid value '1MiB' for '--byte-rate",
+        ));
+}
+
 // 3. Records reach the pipe when due; no trailing sleep.
 
 #[test]
