@@ -87,6 +87,10 @@ impl Admission {
     /// did not fit (not counted as read: offer them again later); under
     /// `fail`, those from the one that overflowed. Everything else is
     /// counted in `ledger`.
+    ///
+    /// Every record must be at most the bucket's `capacity_bytes` (the
+    /// splitter guarantees it): a larger one would be handed back under
+    /// `block` for ever.
     pub fn arrive(
         &mut self,
         now: u64,

@@ -187,15 +187,6 @@ impl Pacer {
         )
     }
 
-    /// Whether a record costing `cost` units may leave at `now` (no change).
-    pub fn allows(&self, now: u64, cost: u64) -> bool {
-        let Some(limit) = self.limit else {
-            return true;
-        };
-        let (_, k, end) = self.allowance(limit, now);
-        k.saturating_add(self.counted(cost)) <= end
-    }
-
     /// How many units the schedule lets go at `now` (no change): a record
     /// costing `cost` may leave while `min(cost, burst)` is within it, and
     /// then spends all of `cost` (the budget may go below zero: debt).
@@ -259,7 +250,9 @@ impl Pacer {
 
     /// Move the anchor forward by whole periods so `k` stays small; exact,
     /// because whole periods are whole nanoseconds. `k` stays ≥ `burst`, so
-    /// the anchor never passes the time of the last release.
+    /// the schedule allows nothing more before the anchor; in debt (a record
+    /// larger than the burst) the anchor may pass `now`, and the budget then
+    /// stays at or below zero until the debt is paid.
     fn renormalize(&mut self, limit: Limit) {
         let periods = self.k.saturating_sub(self.burst) / limit.count;
         if periods > 0 {

@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use crate::bucket::{Offered, Segment};
-use crate::cli::Input;
+use crate::input::Input;
 use crate::input::{self, Flow, OwnFile, ReadReport, Splitter};
 use crate::progress::{lock_ui, Ui};
 use crate::state::{OverflowError, Shared, State, STALL_NS};
@@ -155,9 +155,19 @@ fn offer<'a>(shared: &'a Shared, mut st: MutexGuard<'a, State>, seg: Segment) ->
         };
         let policy = st.policy(now, shared.unpaced);
         let may_leave = st.may_leave(now, shared.unpaced);
+        let due_before = st.adm.next_event();
         let State { adm, ledger, .. } = &mut *st;
         let offered = adm.arrive(now, seg, policy, may_leave, ledger);
-        if st.adm.outbox_len() > 0 || (st.writer_waiting && !st.adm.bucket().is_empty()) {
+        // Wake the writer for records to write, or a due time that came
+        // nearer (under a byte rate an eviction can put a smaller record
+        // at the head).
+        let due_after = st.adm.next_event();
+        let nearer = match (due_before, due_after) {
+            (_, None) => false,
+            (None, Some(_)) => true,
+            (Some(before), Some(after)) => after < before,
+        };
+        if st.adm.outbox_len() > 0 || nearer {
             shared.data_ready.notify_one();
         }
         st.flush_dead();

@@ -204,13 +204,14 @@ impl State {
             && !self.stop_reading
     }
 
-    /// Whether the writer can take records now. Unpaced: it holds at most
-    /// one read in hand (the outbox is empty). Paced: no write has been
-    /// under way for longer than the schedule's slack (stdout is taking
-    /// records).
+    /// Whether the writer can take records now. Unpaced: it is between
+    /// writes and nothing waits for it in the outbox (so what it holds
+    /// beyond the bucket is at most one read, the parked one). Paced: no
+    /// write has been under way for longer than the schedule's slack
+    /// (stdout is taking records).
     pub(crate) fn may_leave(&self, now: u64, unpaced: bool) -> bool {
         if unpaced {
-            return self.adm.outbox_len() == 0;
+            return self.adm.outbox_len() == 0 && self.writing_since.is_none();
         }
         let slack = self.adm.schedule().slack_ns();
         !matches!(self.writing_since, Some(since) if now.saturating_sub(since) > slack)

@@ -232,6 +232,29 @@ fn a_byte_rate_spends_each_records_size() {
 }
 
 #[test]
+fn an_eviction_that_brings_a_due_time_nearer_wakes_the_writer() {
+    // 100 bytes/s, a burst of 1000: `a` (1000 bytes) leaves at once, `A`
+    // (1000 bytes) waits, due in 10 s; `b` (100 bytes) evicts it and is due
+    // at 1 s. The input stays open for 2.5 s, so only a woken writer sends
+    // `b` on time.
+    let start = Instant::now();
+    let mut child = spawn(shell(
+        "{ head -c 999 /dev/zero | tr '\\0' a; echo; head -c 999 /dev/zero | tr '\\0' A; echo; \
+           sleep 0.1; head -c 99 /dev/zero | tr '\\0' b; echo; sleep 2.5; } | \
+         drip -q --byte-rate 100/s:1000 -c 1 -o drop-oldest",
+    ));
+    let lines = timed_lines(&mut child, start);
+    assert!(wait_for(&mut child, Duration::from_secs(20)).success());
+    let firsts: Vec<char> = lines.iter().filter_map(|(_, l)| l.chars().next()).collect();
+    assert_eq!(firsts, ['a', 'b']);
+    assert!(
+        lines[1].0 < 1.8,
+        "b was due at about 1.1 s but left at {:.2} s",
+        lines[1].0
+    );
+}
+
+#[test]
 fn an_ambiguous_burst_is_a_usage_error() {
     drip(&["-r", "10/s", "-r", "500/min", "-b", "5"])
         .write_stdin("x\n")
