@@ -125,6 +125,9 @@ fn shared_state(config: &Config, out_fd: Option<std::os::fd::RawFd>) -> Result<S
         direct: out_fd.filter(|_| unpaced).and_then(output::Direct::new),
         first_signal: AtomicI32::new(0),
         writer_thread: Mutex::new(0),
+        leave_now: AtomicBool::new(false),
+        second_signal: AtomicI32::new(0),
+        reader_thread: Mutex::new(0),
     })
 }
 
@@ -223,15 +226,17 @@ fn finish(
         debug_assert_eq!(counts.read, counts.settled(), "{counts:?}");
         (st.overflow.take(), st.dead.finish())
     };
-    let signal = match shared.first_signal.load(Ordering::SeqCst) {
-        0 => None,
-        n => Some(n),
+    let second = shared.second_signal.load(Ordering::SeqCst);
+    let signal = match (second, shared.first_signal.load(Ordering::SeqCst)) {
+        (0, 0) => None,
+        (0, n) | (n, _) => Some(n),
     };
     let summary = shared.summary();
     let stats_file = monitor.finish();
     lock_ui(ui).finish();
     let ui = lock_ui(ui);
-    if config.stats || ui.showing_progress() {
+    // After a second signal drip leaves without a summary.
+    if second == 0 && (config.stats || ui.showing_progress()) {
         ui.message(&summary.line());
     }
     let mut stats_error = None;

@@ -23,6 +23,7 @@ pub mod rate;
 mod reader;
 pub mod scan;
 pub mod schedule;
+mod shutdown;
 mod state;
 pub mod stats;
 mod sys;

@@ -1,8 +1,9 @@
 //! The monitor thread: signals, the stats stream and the progress display,
 //! on a single-threaded tokio runtime.
 //!
-//! SIGINT, SIGTERM and SIGHUP stop drip (or, with `--drain`, stop reading);
-//! a second one exits at once. SIGUSR1 prints one stats line.
+//! SIGINT, SIGTERM, SIGHUP and the other stopping signals
+//! ([`crate::shutdown`]) stop drip (or, with `--drain`, stop reading); a
+//! second one makes it leave at once. SIGUSR1 prints one stats line.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -98,22 +99,9 @@ impl Monitor {
             .build()
             .context("starting the signal runtime")?;
         // Handlers are installed here, before any record moves.
-        // A signal the parent set to be ignored (nohup, a background job)
-        // stays ignored: no handler is installed for it.
-        let handle = |sig: i32, kind: SignalKind| -> std::io::Result<(i32, Option<Signal>)> {
-            if crate::sys::is_ignored(sig) {
-                return Ok((sig, None));
-            }
-            Ok((sig, Some(signal(kind)?)))
-        };
-        let signals = runtime.block_on(async {
-            Ok::<_, std::io::Error>([
-                handle(libc::SIGINT, SignalKind::interrupt())?,
-                handle(libc::SIGTERM, SignalKind::terminate())?,
-                handle(libc::SIGHUP, SignalKind::hangup())?,
-            ])
-        });
-        let signals = signals.context("installing signal handlers")?;
+        let signals = runtime
+            .block_on(async { crate::shutdown::listen() })
+            .context("installing signal handlers")?;
         let usr1 = runtime
             .block_on(async { signal(SignalKind::user_defined1()) })
             .context("installing signal handlers")?;
@@ -189,16 +177,6 @@ async fn reader_gone(output: Option<&mut Watched>) -> bool {
     }
 }
 
-/// The next delivery of `signal`; never, when it is not handled.
-async fn recv(signal: &mut Option<Signal>) {
-    match signal {
-        Some(s) => {
-            s.recv().await;
-        }
-        None => std::future::pending().await,
-    }
-}
-
 #[allow(clippy::too_many_arguments)]
 async fn watch(
     shared: Arc<Shared>,
@@ -206,11 +184,10 @@ async fn watch(
     drain: bool,
     stats_every: Option<Duration>,
     mut stats_file: Option<BufWriter<File>>,
-    (signals, mut usr1): ([(i32, Option<Signal>); 3], Signal),
+    (mut signals, mut usr1): (Vec<(i32, Signal)>, Signal),
     watch_output: Option<OwnedFd>,
     cancel: CancellationToken,
 ) -> Option<BufWriter<File>> {
-    let [(int_no, mut int), (term_no, mut term), (hup_no, mut hup)] = signals;
     // The kernel reports an error on a pipe's writing end once its reader
     // has gone, a hang-up on a socket or terminal; files and /dev/null
     // cannot be watched and need not be.
@@ -229,9 +206,7 @@ async fn watch(
     loop {
         let signo = tokio::select! {
             _ = cancel.cancelled() => break,
-            _ = recv(&mut int) => int_no,
-            _ = recv(&mut term) => term_no,
-            _ = recv(&mut hup) => hup_no,
+            signo = crate::shutdown::next(&mut signals) => signo,
             _ = usr1.recv() => {
                 let line = shared.summary().line();
                 lock_ui(&ui).message(&line);
@@ -276,11 +251,10 @@ async fn watch(
             .compare_exchange(0, signo, Ordering::SeqCst, Ordering::SeqCst)
             .is_ok();
         if !first {
-            // A second signal: leave now, saving what the dead letter has
-            // buffered if the state can be had at once (it may be held by
-            // a blocked write; then leaving matters more).
-            shared.evacuate_now();
-            std::process::exit(128 + signo);
+            // A second signal: leave now, once every record consumed and
+            // not written is in the dead letter.
+            crate::shutdown::leave(&shared, &cancel, signo).await;
+            break;
         }
         shared.stop(drain);
         shared.interrupt_writer();
