@@ -50,8 +50,8 @@ pub const EXIT_STATUSES: &[(&str, &str)] = &[
     ("2", "a usage error: a bad flag or value"),
     ("3", "the bucket overflowed under --overflow fail"),
     (
-        "129, 130, 143",
-        "stopped by SIGHUP, SIGINT or SIGTERM (128 + the signal's number)",
+        "128 + n",
+        "stopped by signal n: 129 SIGHUP, 130 SIGINT, 143 SIGTERM, and the other signals that end a process by default (SIGUSR2, SIGALRM, ...)",
     ),
 ];
 
