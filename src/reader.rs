@@ -70,6 +70,10 @@ fn set_thread(shared: &Shared, id: u64) {
 
 /// The reader's hand-off: admit `seg`'s records, applying the policy.
 fn deliver(shared: &Shared, seg: Segment) -> Flow {
+    // What is shed must reach the dead letter: while it lags, wait.
+    shared
+        .dead_backlog
+        .wait_for_room(&|| shared.lock().stop_reading);
     let mut st = shared.lock();
     // Records count as read once they are admitted or meet the policy;
     // those still in the reader's hands are counted if drip stops with

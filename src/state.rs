@@ -25,13 +25,13 @@
 //! the ledger; `pending` and `leftover` hold records not yet counted.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::admission::Admission;
 use crate::bucket::{Fate, Offered, Overflow, Segment};
-use crate::deadletter::DeadLetter;
+use crate::deadletter::{Backlog, DeadLetter};
 use crate::ledger::Ledger;
 use crate::output;
 use crate::progress::Snapshot;
@@ -325,6 +325,9 @@ pub(crate) struct Shared {
     /// The reader thread while it runs (0 otherwise), interrupted as the
     /// writer is when drip leaves.
     pub(crate) reader_thread: Mutex<u64>,
+    /// What waits for the dead-letter thread; reading waits while it is
+    /// full.
+    pub(crate) dead_backlog: Arc<Backlog>,
 }
 
 impl Shared {
@@ -384,10 +387,15 @@ impl Shared {
                 st.drain_in_flight(self.in_flight_written.load(Ordering::SeqCst));
                 st.drain_undelivered();
                 st.flush_dead();
-                st.dead.finish();
-                return;
+                break;
             }
             thread::sleep(Duration::from_millis(1));
+        }
+        // The dead letter is written by its own thread: give it a moment.
+        self.dead_backlog.close();
+        let lost = self.dead_backlog.wait_finished(Duration::from_millis(500));
+        if lost > 0 {
+            eprintln!("drip: --dead-letter: {lost} records not written: the file took no more");
         }
     }
 
