@@ -20,7 +20,7 @@ use crate::progress::{lock_ui, Ui};
 use crate::schedule::Limits;
 use crate::state::{Clock, OverflowError, Shared, State};
 use crate::writer::{self, Stdout};
-use crate::{output, reader, sys};
+use crate::{output, reader, stalls, sys};
 
 /// Exit status: success.
 pub const EXIT_OK: i32 = 0;
@@ -251,12 +251,20 @@ fn finish(
         (0, n) | (n, _) => Some(n),
     };
     let summary = shared.summary();
-    let stats_file = monitor.finish();
-    lock_ui(ui).finish();
+    let (stats_file, dropped) = monitor.finish();
     let ui = lock_ui(ui);
-    // After a second signal drip leaves without a summary.
-    if second == 0 && (config.stats || ui.showing_progress()) {
-        ui.message(&summary.line());
+    // After a second signal drip leaves without a summary. A stalled
+    // stderr gets a moment to take it, never more.
+    let summarize = second == 0 && (config.stats || ui.showing_progress());
+    let wanted = summarize || dropped > 0 || ui.showing_progress();
+    if wanted && stalls::stderr_ready(stalls::AT_EXIT) {
+        ui.finish();
+        if summarize {
+            ui.message(&summary.line());
+        }
+        if dropped > 0 {
+            ui.message(&stalls::note(dropped));
+        }
     }
     let mut stats_error = None;
     if let (Some(mut file), Some(path)) = (stats_file, &config.stats_json) {

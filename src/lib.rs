@@ -24,6 +24,7 @@ mod reader;
 pub mod scan;
 pub mod schedule;
 mod shutdown;
+mod stalls;
 mod state;
 pub mod stats;
 mod sys;

@@ -20,6 +20,7 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
 use crate::progress::{lock_ui, Snapshot, Ui};
+use crate::stalls::{to_stderr, Dropped, STDERR};
 use crate::state::Shared;
 
 /// How often a writer blocked after a stop is interrupted.
@@ -81,6 +82,7 @@ impl Tick {
 /// The running monitor thread.
 pub(crate) struct Monitor {
     cancel: CancellationToken,
+    dropped: Arc<Dropped>,
     thread: JoinHandle<Option<BufWriter<File>>>,
 }
 
@@ -107,6 +109,8 @@ impl Monitor {
             .context("installing signal handlers")?;
         let cancel = CancellationToken::new();
         let token = cancel.clone();
+        let dropped = Arc::new(Dropped::default());
+        let counter = Arc::clone(&dropped);
         let thread = std::thread::Builder::new()
             .name("drip-monitor".into())
             .spawn(move || {
@@ -119,16 +123,23 @@ impl Monitor {
                     (signals, usr1),
                     watch_output,
                     token,
+                    counter,
                 ))
             })
             .context("starting the monitor thread")?;
-        Ok(Monitor { cancel, thread })
+        Ok(Monitor {
+            cancel,
+            dropped,
+            thread,
+        })
     }
 
-    /// Stop the thread; returns the stats file for the summary.
-    pub(crate) fn finish(self) -> Option<BufWriter<File>> {
+    /// Stop the thread; returns the stats file for the summary, and how
+    /// many stats lines were dropped because stderr (or the file) stalled.
+    pub(crate) fn finish(self) -> (Option<BufWriter<File>>, u64) {
         self.cancel.cancel();
-        self.thread.join().unwrap_or(None)
+        let file = self.thread.join().unwrap_or(None);
+        (file, self.dropped.total())
     }
 }
 
@@ -187,6 +198,7 @@ async fn watch(
     (mut signals, mut usr1): (Vec<(i32, Signal)>, Signal),
     watch_output: Option<OwnedFd>,
     cancel: CancellationToken,
+    dropped: Arc<Dropped>,
 ) -> Option<BufWriter<File>> {
     // The kernel reports an error on a pipe's writing end once its reader
     // has gone, a hang-up on a socket or terminal; files and /dev/null
@@ -209,7 +221,7 @@ async fn watch(
             signo = crate::shutdown::next(&mut signals) => signo,
             _ = usr1.recv() => {
                 let line = shared.summary().line();
-                lock_ui(&ui).message(&line);
+                to_stderr(&ui, &dropped, |ui| ui.message(&line));
                 continue;
             }
             closed = reader_gone(output.as_mut()) => {
@@ -228,8 +240,13 @@ async fn watch(
                 continue;
             }
             _ = redraw.tick(), if progress => {
+                // A stalled stderr skips a redraw; the next one catches up.
                 let snap = shared.snapshot();
-                lock_ui(&ui).update(&snap);
+                if let Ok(mut ui) = ui.try_lock() {
+                    if crate::sys::writable(STDERR, 0) {
+                        ui.update(&snap);
+                    }
+                }
                 continue;
             }
             _ = stats.tick(), if stats_every.is_some() => {
@@ -239,9 +256,12 @@ async fn watch(
                 match &mut stats_file {
                     Some(file) => {
                         // A failing stats file is reported once, at exit.
-                        let _ = writeln!(file, "{line}").and_then(|()| file.flush());
+                        let fd = file.get_ref().as_raw_fd();
+                        dropped.write_or_drop(fd, || {
+                            let _ = writeln!(file, "{line}").and_then(|()| file.flush());
+                        });
                     }
-                    None => lock_ui(&ui).line(&line),
+                    None => to_stderr(&ui, &dropped, |ui| ui.line(&line)),
                 }
                 continue;
             }

@@ -240,3 +240,96 @@ fn what_was_shed_is_in_the_file_within_a_second() {
     let shed = std::fs::read_to_string(&dead).unwrap();
     assert_eq!(shed, numbered(2..=90), "shed records not on disk");
 }
+
+/// A FIFO at `path` whose pipe is already full: its reading end, and a
+/// writing end kept open so that it stays full until the test reads it.
+fn full_fifo(path: &std::path::Path) -> (File, File) {
+    let reader = fifo(path);
+    let mut writer = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .unwrap();
+    while writer.write(&[b'#'; 4096]).is_ok() {}
+    (reader, writer)
+}
+
+#[test]
+fn a_stalled_stderr_never_holds_up_the_exit_or_a_signal() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stderr");
+    let (_reader, _writer) = full_fifo(&path);
+    let stderr = || std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    let input = common::temp_file(numbered(1..=200).as_bytes());
+    // Every record written, then the exit, with stderr stalled throughout.
+    let mut done = command(&["-q", "-r", "400/s", "--stats-interval", "10ms"])
+        .stdin(Stdio::from(input.reopen().unwrap()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(stderr()))
+        .spawn()
+        .unwrap();
+    let status = wait_for(&mut done, Duration::from_secs(10));
+    let out = done.wait_with_output().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), numbered(1..=200));
+    // A signal while stderr is stalled.
+    let mut stopped = command(&["-r", "10/s", "--stats-interval", "10ms", "--progress"])
+        .stdin(Stdio::from(input.reopen().unwrap()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(stderr()))
+        .spawn()
+        .unwrap();
+    thread::sleep(Duration::from_millis(500));
+    send_signal(&stopped, libc::SIGTERM);
+    let status = wait_for(&mut stopped, Duration::from_secs(5));
+    assert_eq!(status.code(), Some(143));
+}
+
+#[test]
+fn stats_lines_dropped_on_a_stalled_stderr_are_counted_at_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stderr");
+    let (mut reader, writer) = full_fifo(&path);
+    let mut child = command(&["-q", "-r", "100/s", "--stats-interval", "10ms"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(
+            std::fs::OpenOptions::new().write(true).open(&path).unwrap(),
+        ))
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(numbered(1..=10).as_bytes()).unwrap();
+    thread::sleep(Duration::from_millis(500));
+    // stderr drains; then the input ends and drip exits.
+    drop(writer);
+    let drain = thread::spawn(move || {
+        let mut text = Vec::new();
+        let mut buf = [0u8; 65536];
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(10) {
+            match reader.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => text.extend_from_slice(&buf[..n]),
+                Err(_) => thread::sleep(Duration::from_millis(5)),
+            }
+        }
+        String::from_utf8_lossy(&text).into_owned()
+    });
+    thread::sleep(Duration::from_millis(200));
+    drop(stdin);
+    assert!(wait_for(&mut child, Duration::from_secs(5)).success());
+    let text = drain.join().unwrap();
+    let note = text
+        .lines()
+        .find(|l| l.starts_with("drip: stats: "))
+        .unwrap_or_else(|| panic!("no note of dropped lines in {text:?}"));
+    let n: u64 = note["drip: stats: ".len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(n >= 10, "{note}");
+    assert!(note.ends_with("lines dropped: stderr or the stats file was not taking them"));
+}
