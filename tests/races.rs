@@ -261,6 +261,8 @@ fn a_second_signal_right_after_the_first_loses_nothing_unpaced() {
         &[
             &["-r", "inf", "-c", "100000", "-o", "drop-oldest"],
             &["-r", "inf", "-c", "10", "-o", "block"],
+            // Draining after the first signal: big writes to a slow stdout.
+            &["-r", "inf", "-c", "100000", "--drain"],
         ],
         10,
         0x5eed_0001,
