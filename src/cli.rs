@@ -159,8 +159,8 @@ pub struct Cli {
     #[arg(long, value_name = "FILE")]
     pub dead_letter: Option<PathBuf>,
 
-    /// On the first SIGINT, SIGTERM or SIGHUP, stop reading but write what the
-    /// bucket holds at the rate before exiting
+    /// On the first stopping signal (SIGINT, SIGTERM, SIGHUP, ...), stop
+    /// reading but write what the bucket holds at the rate before exiting
     #[arg(long)]
     pub drain: bool,
 
