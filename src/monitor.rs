@@ -188,6 +188,32 @@ async fn reader_gone(output: Option<&mut Watched>) -> bool {
     }
 }
 
+/// Redraw the display, unless stderr is stalled (the next redraw catches
+/// up) or the display is busy.
+fn redraw_now(shared: &Shared, ui: &Mutex<Ui>) {
+    let snap = shared.snapshot();
+    if let Ok(mut ui) = ui.try_lock() {
+        if crate::sys::writable(STDERR, 0) {
+            ui.update(&snap);
+        }
+    }
+}
+
+/// One line of the stats stream, to the stats file or stderr; dropped
+/// (and counted) when it cannot be taken at once.
+fn write_tick(line: &str, file: Option<&mut BufWriter<File>>, ui: &Mutex<Ui>, dropped: &Dropped) {
+    match file {
+        Some(file) => {
+            // A failing stats file is reported once, at exit.
+            let fd = file.get_ref().as_raw_fd();
+            dropped.write_or_drop(fd, || {
+                let _ = writeln!(file, "{line}").and_then(|()| file.flush());
+            });
+        }
+        None => to_stderr(ui, dropped, |ui| ui.line(line)),
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn watch(
     shared: Arc<Shared>,
@@ -240,29 +266,14 @@ async fn watch(
                 continue;
             }
             _ = redraw.tick(), if progress => {
-                // A stalled stderr skips a redraw; the next one catches up.
-                let snap = shared.snapshot();
-                if let Ok(mut ui) = ui.try_lock() {
-                    if crate::sys::writable(STDERR, 0) {
-                        ui.update(&snap);
-                    }
-                }
+                redraw_now(&shared, &ui);
                 continue;
             }
             _ = stats.tick(), if stats_every.is_some() => {
                 let snap = shared.snapshot();
                 let line = serde_json::to_string(&Tick::new(&snap, &prev)).expect("plain data");
                 prev = snap;
-                match &mut stats_file {
-                    Some(file) => {
-                        // A failing stats file is reported once, at exit.
-                        let fd = file.get_ref().as_raw_fd();
-                        dropped.write_or_drop(fd, || {
-                            let _ = writeln!(file, "{line}").and_then(|()| file.flush());
-                        });
-                    }
-                    None => to_stderr(&ui, &dropped, |ui| ui.line(&line)),
-                }
+                write_tick(&line, stats_file.as_mut(), &ui, &dropped);
                 continue;
             }
         };

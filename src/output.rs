@@ -62,20 +62,8 @@ pub fn write_batch(
     let mut stopped = false;
     while pos < limit {
         let mut slices: [IoSlice<'_>; MAX_SLICES] = [IoSlice::new(&[]); MAX_SLICES];
-        let mut used = 0;
-        let mut room = (limit - pos).min(MAX_WRITE);
-        let (mut i, mut off) = (seg_index, seg_offset);
-        while room > 0 && used < MAX_SLICES && i < batch.len() {
-            let bytes = &batch[i].as_bytes()[off..];
-            let take = bytes.len().min(room);
-            if take > 0 {
-                slices[used] = IoSlice::new(&bytes[..take]);
-                used += 1;
-                room -= take;
-            }
-            i += 1;
-            off = 0;
-        }
+        let room = (limit - pos).min(MAX_WRITE);
+        let used = gather(&mut slices, batch, (seg_index, seg_offset), room);
         let n = match out.write_vectored(&slices[..used]) {
             Ok(0) => {
                 error = Some(io::Error::from(io::ErrorKind::WriteZero));
@@ -114,23 +102,7 @@ pub fn write_batch(
         };
         pos += n;
         progress(pos);
-        // Advance (seg_index, seg_offset) by n bytes.
-        let mut left = n;
-        while left > 0 {
-            let remaining = batch[seg_index].bytes() - seg_offset;
-            if left < remaining {
-                seg_offset += left;
-                left = 0;
-            } else {
-                left -= remaining;
-                seg_index += 1;
-                seg_offset = 0;
-            }
-        }
-        while seg_index < batch.len() && seg_offset == batch[seg_index].bytes() {
-            seg_index += 1;
-            seg_offset = 0;
-        }
+        (seg_index, seg_offset) = advance(batch, (seg_index, seg_offset), n);
         match stop() {
             Stop::Now if pos < total => {
                 stopped = true;
@@ -152,6 +124,51 @@ pub fn write_batch(
         error,
         stopped,
     }
+}
+
+/// Fill `slices` with up to `room` bytes of `batch` from `at` (segment,
+/// offset); returns how many slices were used.
+fn gather<'a>(
+    slices: &mut [IoSlice<'a>; MAX_SLICES],
+    batch: &'a [Segment],
+    (mut i, mut off): (usize, usize),
+    mut room: usize,
+) -> usize {
+    let mut used = 0;
+    while room > 0 && used < MAX_SLICES && i < batch.len() {
+        let bytes = &batch[i].as_bytes()[off..];
+        let take = bytes.len().min(room);
+        if take > 0 {
+            slices[used] = IoSlice::new(&bytes[..take]);
+            used += 1;
+            room -= take;
+        }
+        i += 1;
+        off = 0;
+    }
+    used
+}
+
+/// The position (segment, offset) `n` bytes of `batch` after `at`, past
+/// any segments that end there.
+fn advance(batch: &[Segment], (mut index, mut offset): (usize, usize), n: usize) -> (usize, usize) {
+    let mut left = n;
+    while left > 0 {
+        let remaining = batch[index].bytes() - offset;
+        if left < remaining {
+            offset += left;
+            left = 0;
+        } else {
+            left -= remaining;
+            index += 1;
+            offset = 0;
+        }
+    }
+    while index < batch.len() && offset == batch[index].bytes() {
+        index += 1;
+        offset = 0;
+    }
+    (index, offset)
 }
 
 /// Writing to stdout from the reader thread itself, at `--rate inf` while
