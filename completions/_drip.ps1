@@ -104,7 +104,7 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             [CompletionResult]::new('--stats-interval', '--stats-interval', [CompletionResultType]::ParameterName, 'Every DURATION (10ms to 100y), write one JSON line of stats to stderr (or to --stats-json FILE)')
             [CompletionResult]::new('-0', '-0', [CompletionResultType]::ParameterName, 'Records end with NUL instead of newline, on input and output')
             [CompletionResult]::new('--null', '--null', [CompletionResultType]::ParameterName, 'Records end with NUL instead of newline, on input and output')
-            [CompletionResult]::new('--drain', '--drain', [CompletionResultType]::ParameterName, 'On the first SIGINT, SIGTERM or SIGHUP, stop reading but write what the bucket holds at the rate before exiting')
+            [CompletionResult]::new('--drain', '--drain', [CompletionResultType]::ParameterName, 'On the first stopping signal (SIGINT, SIGTERM, SIGHUP, ...), stop reading but write what the bucket holds at the rate before exiting')
             [CompletionResult]::new('--stats', '--stats', [CompletionResultType]::ParameterName, 'Print a summary on stderr at exit')
             [CompletionResult]::new('--progress', '--progress', [CompletionResultType]::ParameterName, 'Draw the live display on stderr even when it is not a terminal, or when stdout is the same terminal (the display then keeps to the bottom row and the records scroll above it)')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'No progress display: stderr gets only errors and what --stats and --stats-interval ask for')

@@ -40,7 +40,7 @@ set edit:completion:arg-completer[drip] = {|@words|
             cand --stats-interval 'Every DURATION (10ms to 100y), write one JSON line of stats to stderr (or to --stats-json FILE)'
             cand -0 'Records end with NUL instead of newline, on input and output'
             cand --null 'Records end with NUL instead of newline, on input and output'
-            cand --drain 'On the first SIGINT, SIGTERM or SIGHUP, stop reading but write what the bucket holds at the rate before exiting'
+            cand --drain 'On the first stopping signal (SIGINT, SIGTERM, SIGHUP, ...), stop reading but write what the bucket holds at the rate before exiting'
             cand --stats 'Print a summary on stderr at exit'
             cand --progress 'Draw the live display on stderr even when it is not a terminal, or when stdout is the same terminal (the display then keeps to the bottom row and the records scroll above it)'
             cand -q 'No progress display: stderr gets only errors and what --stats and --stats-interval ask for'

@@ -17,7 +17,7 @@ complete -c drip -l dead-letter -d 'Append every record not written to stdout (d
 complete -c drip -l stats-json -d 'Write the summary to FILE as one JSON object (and, with --stats-interval, the periodic stats as JSON lines before it); not `-`: stdout carries the records' -r -F
 complete -c drip -l stats-interval -d 'Every DURATION (10ms to 100y), write one JSON line of stats to stderr (or to --stats-json FILE)' -r -f
 complete -c drip -s 0 -l null -d 'Records end with NUL instead of newline, on input and output'
-complete -c drip -l drain -d 'On the first SIGINT, SIGTERM or SIGHUP, stop reading but write what the bucket holds at the rate before exiting'
+complete -c drip -l drain -d 'On the first stopping signal (SIGINT, SIGTERM, SIGHUP, ...), stop reading but write what the bucket holds at the rate before exiting'
 complete -c drip -l stats -d 'Print a summary on stderr at exit'
 complete -c drip -l progress -d 'Draw the live display on stderr even when it is not a terminal, or when stdout is the same terminal (the display then keeps to the bottom row and the records scroll above it)'
 complete -c drip -s q -l quiet -d 'No progress display: stderr gets only errors and what --stats and --stats-interval ask for'

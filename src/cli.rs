@@ -53,8 +53,8 @@ pub const EXIT_STATUSES: &[(&str, &str)] = &[
     ("2", "a usage error: a bad flag or value (one line naming the flag and the accepted form)"),
     ("3", "the bucket overflowed under --overflow fail"),
     (
-        "129, 130, 143",
-        "stopped by SIGHUP, SIGINT or SIGTERM (128 + the signal's number)",
+        "128 + n",
+        "stopped by signal n: 129 SIGHUP, 130 SIGINT, 143 SIGTERM, and the other signals that end a process by default (SIGUSR2, SIGALRM, ...)",
     ),
 ];
 
@@ -263,8 +263,8 @@ pub struct Cli {
     #[arg(long, value_name = "FILE", value_parser = PathBufValueParser::new().try_map(not_stdout), value_hint = ValueHint::FilePath)]
     pub dead_letter: Option<PathBuf>,
 
-    /// On the first SIGINT, SIGTERM or SIGHUP, stop reading but write what the
-    /// bucket holds at the rate before exiting
+    /// On the first stopping signal (SIGINT, SIGTERM, SIGHUP, ...), stop
+    /// reading but write what the bucket holds at the rate before exiting
     #[arg(long)]
     pub drain: bool,
 

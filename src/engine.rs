@@ -5,7 +5,7 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
@@ -20,7 +20,7 @@ use crate::progress::{lock_ui, Ui};
 use crate::schedule::Limits;
 use crate::state::{Clock, OverflowError, Shared, State};
 use crate::writer::{self, Stdout};
-use crate::{output, reader, sys};
+use crate::{output, reader, stalls, sys};
 
 /// Exit status: success.
 pub const EXIT_OK: i32 = 0;
@@ -104,8 +104,18 @@ fn input_size(inputs: &[Input]) -> Option<u64> {
 }
 
 /// The shared state for `config`: admission over the configured limits.
-fn shared_state(config: &Config, out_fd: Option<std::os::fd::RawFd>) -> Result<Shared> {
-    let dead = DeadLetter::open(config.dead_letter.as_deref(), config.delimiter)?;
+fn shared_state(config: &Config, out_fd: Option<std::os::fd::RawFd>) -> Result<Arc<Shared>> {
+    // A failed dead-letter write stops drip at once: any further record
+    // not written would be lost without a trace.
+    let cell = Arc::new(OnceLock::<Weak<Shared>>::new());
+    let to_stop = Arc::clone(&cell);
+    let failed = Box::new(move || {
+        if let Some(shared) = to_stop.get().and_then(Weak::upgrade) {
+            shared.stop(false);
+        }
+    });
+    let dead = DeadLetter::open(config.dead_letter.as_deref(), config.delimiter, failed)?;
+    let dead_backlog = dead.backlog();
     let schedule = Limits::new(&config.limits);
     let unpaced = config.limits.is_empty();
     let bucket = Bucket::new(config.capacity, config.capacity_bytes, config.overflow);
@@ -113,7 +123,7 @@ fn shared_state(config: &Config, out_fd: Option<std::os::fd::RawFd>) -> Result<S
         .max_wait
         .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
     let adm = Admission::new(bucket, Box::new(schedule), max_wait_ns);
-    Ok(Shared {
+    let shared = Arc::new(Shared {
         state: Mutex::new(State::new(adm, dead, config.dead_letter.is_some())),
         data_ready: Condvar::new(),
         space_ready: Condvar::new(),
@@ -125,7 +135,13 @@ fn shared_state(config: &Config, out_fd: Option<std::os::fd::RawFd>) -> Result<S
         direct: out_fd.filter(|_| unpaced).and_then(output::Direct::new),
         first_signal: AtomicI32::new(0),
         writer_thread: Mutex::new(0),
-    })
+        leave_now: AtomicBool::new(false),
+        second_signal: AtomicI32::new(0),
+        reader_thread: Mutex::new(0),
+        dead_backlog,
+    });
+    let _ = cell.set(Arc::downgrade(&shared));
+    Ok(shared)
 }
 
 /// `out_fd`: the descriptor `out` writes to (open while `out` lives), for
@@ -145,7 +161,7 @@ fn run_watching(
         ),
         None => None,
     };
-    let shared = Arc::new(shared_state(&config, out_fd)?);
+    let shared = shared_state(&config, out_fd)?;
     let ui = Arc::new(Mutex::new(Ui::new(
         config.progress,
         config.capacity,
@@ -166,6 +182,9 @@ fn run_watching(
         // every record that left before them.
         let shared = Arc::clone(&shared);
         splitter = splitter.skipping(Box::new(move |bytes, piece| {
+            shared
+                .dead_backlog
+                .wait_for_room(&|| shared.lock().stop_reading);
             let mut st = shared.lock();
             st.ledger.skip_piece(bytes.len(), piece);
             st.flush_dead();
@@ -218,24 +237,37 @@ fn finish(
 ) -> Result<Ending> {
     // The reader may have met the error, writing directly.
     let write_error = write_error.or_else(|| shared.lock().write_error.take());
-    let (overflow, dead_error) = {
+    let (overflow, mut dead) = {
         let mut st = shared.lock();
         st.drain_undelivered();
         st.flush_dead();
         let counts = st.ledger.counts();
         debug_assert_eq!(counts.read, counts.settled(), "{counts:?}");
-        (st.overflow.take(), st.dead.finish())
+        let none = DeadLetter::none(config.delimiter);
+        (st.overflow.take(), std::mem::replace(&mut st.dead, none))
     };
-    let signal = match shared.first_signal.load(Ordering::SeqCst) {
-        0 => None,
-        n => Some(n),
+    // Without the lock: the monitor (signals, stats) goes on meanwhile.
+    let dead_error = dead.finish();
+    let second = shared.second_signal.load(Ordering::SeqCst);
+    let signal = match (second, shared.first_signal.load(Ordering::SeqCst)) {
+        (0, 0) => None,
+        (0, n) | (n, _) => Some(n),
     };
     let summary = shared.summary();
-    let stats_file = monitor.finish();
-    lock_ui(ui).finish();
-    let ui = lock_ui(ui);
-    if config.stats || ui.showing_progress() {
-        ui.message(&summary.line());
+    let (stats_file, dropped) = monitor.finish();
+    let mut ui = lock_ui(ui);
+    // After a second signal drip leaves without a summary. A stalled
+    // stderr gets a moment to take it, never more.
+    let summarize = second == 0 && (config.stats || ui.showing_progress());
+    let wanted = summarize || dropped > 0 || ui.showing_progress();
+    if wanted && stalls::stderr_ready(stalls::AT_EXIT) {
+        ui.finish();
+        if summarize {
+            ui.message(&summary.line());
+        }
+        if dropped > 0 {
+            ui.message(&stalls::note(dropped));
+        }
     }
     let mut stats_error = None;
     if let (Some(mut file), Some(path)) = (stats_file, &config.stats_json) {

@@ -23,6 +23,8 @@ pub mod rate;
 mod reader;
 pub mod scan;
 pub mod schedule;
+mod shutdown;
+mod stalls;
 mod state;
 pub mod stats;
 mod sys;

@@ -1,8 +1,9 @@
 //! The monitor thread: signals, the stats stream and the progress display,
 //! on a single-threaded tokio runtime.
 //!
-//! SIGINT, SIGTERM and SIGHUP stop drip (or, with `--drain`, stop reading);
-//! a second one exits at once. SIGUSR1 prints one stats line.
+//! SIGINT, SIGTERM, SIGHUP and the other stopping signals
+//! ([`crate::shutdown`]) stop drip (or, with `--drain`, stop reading); a
+//! second one makes it leave at once. SIGUSR1 prints one stats line.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -19,6 +20,7 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
 use crate::progress::{lock_ui, Snapshot, Ui};
+use crate::stalls::{to_stderr, Dropped, STDERR};
 use crate::state::Shared;
 
 /// How often a writer blocked after a stop is interrupted.
@@ -80,6 +82,7 @@ impl Tick {
 /// The running monitor thread.
 pub(crate) struct Monitor {
     cancel: CancellationToken,
+    dropped: Arc<Dropped>,
     thread: JoinHandle<Option<BufWriter<File>>>,
 }
 
@@ -98,27 +101,16 @@ impl Monitor {
             .build()
             .context("starting the signal runtime")?;
         // Handlers are installed here, before any record moves.
-        // A signal the parent set to be ignored (nohup, a background job)
-        // stays ignored: no handler is installed for it.
-        let handle = |sig: i32, kind: SignalKind| -> std::io::Result<(i32, Option<Signal>)> {
-            if crate::sys::is_ignored(sig) {
-                return Ok((sig, None));
-            }
-            Ok((sig, Some(signal(kind)?)))
-        };
-        let signals = runtime.block_on(async {
-            Ok::<_, std::io::Error>([
-                handle(libc::SIGINT, SignalKind::interrupt())?,
-                handle(libc::SIGTERM, SignalKind::terminate())?,
-                handle(libc::SIGHUP, SignalKind::hangup())?,
-            ])
-        });
-        let signals = signals.context("installing signal handlers")?;
+        let signals = runtime
+            .block_on(async { crate::shutdown::listen() })
+            .context("installing signal handlers")?;
         let usr1 = runtime
             .block_on(async { signal(SignalKind::user_defined1()) })
             .context("installing signal handlers")?;
         let cancel = CancellationToken::new();
         let token = cancel.clone();
+        let dropped = Arc::new(Dropped::default());
+        let counter = Arc::clone(&dropped);
         let thread = std::thread::Builder::new()
             .name("drip-monitor".into())
             .spawn(move || {
@@ -131,16 +123,23 @@ impl Monitor {
                     (signals, usr1),
                     watch_output,
                     token,
+                    counter,
                 ))
             })
             .context("starting the monitor thread")?;
-        Ok(Monitor { cancel, thread })
+        Ok(Monitor {
+            cancel,
+            dropped,
+            thread,
+        })
     }
 
-    /// Stop the thread; returns the stats file for the summary.
-    pub(crate) fn finish(self) -> Option<BufWriter<File>> {
+    /// Stop the thread; returns the stats file for the summary, and how
+    /// many stats lines were dropped because stderr (or the file) stalled.
+    pub(crate) fn finish(self) -> (Option<BufWriter<File>>, u64) {
         self.cancel.cancel();
-        self.thread.join().unwrap_or(None)
+        let file = self.thread.join().unwrap_or(None);
+        (file, self.dropped.total())
     }
 }
 
@@ -189,13 +188,29 @@ async fn reader_gone(output: Option<&mut Watched>) -> bool {
     }
 }
 
-/// The next delivery of `signal`; never, when it is not handled.
-async fn recv(signal: &mut Option<Signal>) {
-    match signal {
-        Some(s) => {
-            s.recv().await;
+/// Redraw the display, unless stderr is stalled (the next redraw catches
+/// up) or the display is busy.
+fn redraw_now(shared: &Shared, ui: &Mutex<Ui>) {
+    let snap = shared.snapshot();
+    if let Ok(mut ui) = ui.try_lock() {
+        if crate::sys::writable(STDERR, 0) {
+            ui.update(&snap);
         }
-        None => std::future::pending().await,
+    }
+}
+
+/// One line of the stats stream, to the stats file or stderr; dropped
+/// (and counted) when it cannot be taken at once.
+fn write_tick(line: &str, file: Option<&mut BufWriter<File>>, ui: &Mutex<Ui>, dropped: &Dropped) {
+    match file {
+        Some(file) => {
+            // A failing stats file is reported once, at exit.
+            let fd = file.get_ref().as_raw_fd();
+            dropped.write_or_drop(fd, || {
+                let _ = writeln!(file, "{line}").and_then(|()| file.flush());
+            });
+        }
+        None => to_stderr(ui, dropped, |ui| ui.line(line)),
     }
 }
 
@@ -206,11 +221,11 @@ async fn watch(
     drain: bool,
     stats_every: Option<Duration>,
     mut stats_file: Option<BufWriter<File>>,
-    (signals, mut usr1): ([(i32, Option<Signal>); 3], Signal),
+    (mut signals, mut usr1): (Vec<(i32, Signal)>, Signal),
     watch_output: Option<OwnedFd>,
     cancel: CancellationToken,
+    dropped: Arc<Dropped>,
 ) -> Option<BufWriter<File>> {
-    let [(int_no, mut int), (term_no, mut term), (hup_no, mut hup)] = signals;
     // The kernel reports an error on a pipe's writing end once its reader
     // has gone, a hang-up on a socket or terminal; files and /dev/null
     // cannot be watched and need not be.
@@ -229,12 +244,10 @@ async fn watch(
     loop {
         let signo = tokio::select! {
             _ = cancel.cancelled() => break,
-            _ = recv(&mut int) => int_no,
-            _ = recv(&mut term) => term_no,
-            _ = recv(&mut hup) => hup_no,
+            signo = crate::shutdown::next(&mut signals) => signo,
             _ = usr1.recv() => {
                 let line = shared.summary().line();
-                lock_ui(&ui).message(&line);
+                to_stderr(&ui, &dropped, |ui| ui.message(&line));
                 continue;
             }
             closed = reader_gone(output.as_mut()) => {
@@ -253,21 +266,14 @@ async fn watch(
                 continue;
             }
             _ = redraw.tick(), if progress => {
-                let snap = shared.snapshot();
-                lock_ui(&ui).update(&snap);
+                redraw_now(&shared, &ui);
                 continue;
             }
             _ = stats.tick(), if stats_every.is_some() => {
                 let snap = shared.snapshot();
                 let line = serde_json::to_string(&Tick::new(&snap, &prev)).expect("plain data");
                 prev = snap;
-                match &mut stats_file {
-                    Some(file) => {
-                        // A failing stats file is reported once, at exit.
-                        let _ = writeln!(file, "{line}").and_then(|()| file.flush());
-                    }
-                    None => lock_ui(&ui).line(&line),
-                }
+                write_tick(&line, stats_file.as_mut(), &ui, &dropped);
                 continue;
             }
         };
@@ -276,12 +282,11 @@ async fn watch(
             .compare_exchange(0, signo, Ordering::SeqCst, Ordering::SeqCst)
             .is_ok();
         if !first {
-            // A second signal: leave now, saving what the dead letter has
-            // buffered if the state can be had at once (it may be held by
-            // a blocked write; then leaving matters more).
-            shared.evacuate_now();
+            // A second signal: leave now, once every record consumed and
+            // not written is in the dead letter.
             crate::progress::clear_before_exit(&ui);
-            std::process::exit(128 + signo);
+            crate::shutdown::leave(&shared, &cancel, signo).await;
+            break;
         }
         shared.stop(drain);
         shared.interrupt_writer();

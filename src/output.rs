@@ -16,6 +16,18 @@ const MAX_WRITE: usize = 128 * 1024;
 /// Most buffers handed to one writev(2).
 const MAX_SLICES: usize = 64;
 
+/// What a writer is asked, between write calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// Go on.
+    No,
+    /// Finish the record under way, then stop.
+    AfterRecord,
+    /// Stop at once, even inside a record (drip is leaving after a second
+    /// signal); what was written is reported exactly.
+    Now,
+}
+
 /// What became of a batch.
 #[derive(Debug, Default)]
 pub struct Written {
@@ -31,13 +43,14 @@ pub struct Written {
 
 /// Write the records of `batch` to `out`, in order.
 ///
-/// `stop` is asked between write calls; once it says yes, writing goes on
-/// only to the end of the record under way. `progress` is told the bytes
-/// of the batch written so far after each write call.
+/// `stop` is asked between write calls (and when one is interrupted); on
+/// [`Stop::AfterRecord`] writing goes on only to the end of the record under
+/// way, on [`Stop::Now`] it ends there. `progress` is told the bytes of the
+/// batch written so far after each write call.
 pub fn write_batch(
     out: &mut dyn Write,
     batch: &[Segment],
-    stop: &dyn Fn() -> bool,
+    stop: &dyn Fn() -> Stop,
     progress: &dyn Fn(usize),
 ) -> Written {
     let total: usize = batch.iter().map(Segment::bytes).sum();
@@ -49,20 +62,8 @@ pub fn write_batch(
     let mut stopped = false;
     while pos < limit {
         let mut slices: [IoSlice<'_>; MAX_SLICES] = [IoSlice::new(&[]); MAX_SLICES];
-        let mut used = 0;
-        let mut room = (limit - pos).min(MAX_WRITE);
-        let (mut i, mut off) = (seg_index, seg_offset);
-        while room > 0 && used < MAX_SLICES && i < batch.len() {
-            let bytes = &batch[i].as_bytes()[off..];
-            let take = bytes.len().min(room);
-            if take > 0 {
-                slices[used] = IoSlice::new(&bytes[..take]);
-                used += 1;
-                room -= take;
-            }
-            i += 1;
-            off = 0;
-        }
+        let room = (limit - pos).min(MAX_WRITE);
+        let used = gather(&mut slices, batch, (seg_index, seg_offset), room);
         let n = match out.write_vectored(&slices[..used]) {
             Ok(0) => {
                 error = Some(io::Error::from(io::ErrorKind::WriteZero));
@@ -81,9 +82,16 @@ pub fn write_batch(
                     std::thread::sleep(std::time::Duration::from_millis(1));
                 }
                 // Interrupted by a stop: finish only the record under way.
-                if !stopped && stop() {
-                    stopped = true;
-                    limit = pos + rest_of_record(&batch[seg_index], seg_offset);
+                match stop() {
+                    Stop::Now => {
+                        stopped = true;
+                        break;
+                    }
+                    Stop::AfterRecord if !stopped => {
+                        stopped = true;
+                        limit = pos + rest_of_record(&batch[seg_index], seg_offset);
+                    }
+                    _ => {}
                 }
                 continue;
             }
@@ -94,26 +102,17 @@ pub fn write_batch(
         };
         pos += n;
         progress(pos);
-        // Advance (seg_index, seg_offset) by n bytes.
-        let mut left = n;
-        while left > 0 {
-            let remaining = batch[seg_index].bytes() - seg_offset;
-            if left < remaining {
-                seg_offset += left;
-                left = 0;
-            } else {
-                left -= remaining;
-                seg_index += 1;
-                seg_offset = 0;
+        (seg_index, seg_offset) = advance(batch, (seg_index, seg_offset), n);
+        match stop() {
+            Stop::Now if pos < total => {
+                stopped = true;
+                break;
             }
-        }
-        while seg_index < batch.len() && seg_offset == batch[seg_index].bytes() {
-            seg_index += 1;
-            seg_offset = 0;
-        }
-        if !stopped && pos < limit && stop() {
-            stopped = true;
-            limit = pos + rest_of_record(&batch[seg_index], seg_offset);
+            Stop::AfterRecord if !stopped && pos < limit => {
+                stopped = true;
+                limit = pos + rest_of_record(&batch[seg_index], seg_offset);
+            }
+            _ => {}
         }
     }
     if error.is_none() && pos >= limit && limit < total {
@@ -125,6 +124,51 @@ pub fn write_batch(
         error,
         stopped,
     }
+}
+
+/// Fill `slices` with up to `room` bytes of `batch` from `at` (segment,
+/// offset); returns how many slices were used.
+fn gather<'a>(
+    slices: &mut [IoSlice<'a>; MAX_SLICES],
+    batch: &'a [Segment],
+    (mut i, mut off): (usize, usize),
+    mut room: usize,
+) -> usize {
+    let mut used = 0;
+    while room > 0 && used < MAX_SLICES && i < batch.len() {
+        let bytes = &batch[i].as_bytes()[off..];
+        let take = bytes.len().min(room);
+        if take > 0 {
+            slices[used] = IoSlice::new(&bytes[..take]);
+            used += 1;
+            room -= take;
+        }
+        i += 1;
+        off = 0;
+    }
+    used
+}
+
+/// The position (segment, offset) `n` bytes of `batch` after `at`, past
+/// any segments that end there.
+fn advance(batch: &[Segment], (mut index, mut offset): (usize, usize), n: usize) -> (usize, usize) {
+    let mut left = n;
+    while left > 0 {
+        let remaining = batch[index].bytes() - offset;
+        if left < remaining {
+            offset += left;
+            left = 0;
+        } else {
+            left -= remaining;
+            index += 1;
+            offset = 0;
+        }
+    }
+    while index < batch.len() && offset == batch[index].bytes() {
+        index += 1;
+        offset = 0;
+    }
+    (index, offset)
 }
 
 /// Writing to stdout from the reader thread itself, at `--rate inf` while
@@ -166,25 +210,36 @@ impl Direct {
     /// Write as much of `seg` as goes without waiting. `written.bytes` may
     /// end inside a record, whose rest the caller must see written. Once
     /// `stop` is set, only the record under way is finished, waiting if
-    /// need be, as [`write_batch`] does.
-    pub fn write(&self, seg: &Segment, stop: &AtomicBool) -> Written {
-        self.write_from(seg, 0, stop)
+    /// need be, as [`write_batch`] does; once `now` is set (an interrupted
+    /// write returns), writing ends at once, even inside a record.
+    pub fn write(&self, seg: &Segment, stop: &AtomicBool, now: &AtomicBool) -> Written {
+        self.write_from(seg, 0, stop, now)
     }
 
     /// After [`Direct::write`] left a record begun and drip is stopping:
-    /// finish that record, waiting if need be.
-    pub fn finish_record(&self, seg: &Segment, written: Written) -> Written {
+    /// finish that record, waiting if need be, unless `now` is set.
+    pub fn finish_record(&self, seg: &Segment, written: Written, now: &AtomicBool) -> Written {
         if written.error.is_some() {
             return written;
         }
-        self.write_from(seg, written.bytes as usize, &AtomicBool::new(true))
+        self.write_from(seg, written.bytes as usize, &AtomicBool::new(true), now)
     }
 
-    fn write_from(&self, seg: &Segment, mut pos: usize, stop: &AtomicBool) -> Written {
+    fn write_from(
+        &self,
+        seg: &Segment,
+        mut pos: usize,
+        stop: &AtomicBool,
+        now: &AtomicBool,
+    ) -> Written {
         let bytes = seg.as_bytes();
         let mut error = None;
         let mut stopped = false;
         while pos < bytes.len() {
+            if now.load(Ordering::SeqCst) {
+                stopped = true;
+                break;
+            }
             let mut end = bytes.len();
             let mut nowait = self.nowait;
             if stop.load(Ordering::Relaxed) {
@@ -292,7 +347,7 @@ mod tests {
     fn writes_everything_in_order() {
         let batch = [seg("a\nbb\n"), seg("ccc\n")];
         let mut out = Vec::new();
-        let w = write_batch(&mut out, &batch, &|| false, &|_| {});
+        let w = write_batch(&mut out, &batch, &|| Stop::No, &|_| {});
         assert_eq!(out, b"a\nbb\nccc\n");
         assert_eq!((w.records, w.bytes, w.stopped), (3, 9, false));
         assert!(w.error.is_none());
@@ -306,10 +361,23 @@ mod tests {
             step: 3,
             fail_at: usize::MAX,
         };
-        let w = write_batch(&mut out, &batch, &|| true, &|_| {});
+        let w = write_batch(&mut out, &batch, &|| Stop::AfterRecord, &|_| {});
         assert_eq!(out.data, b"aaaa\n");
         assert_eq!(w.records, 1);
         assert!(w.stopped);
+    }
+
+    #[test]
+    fn stop_now_ends_inside_a_record_and_says_how_far() {
+        let batch = [seg("aaaa\nbbbb\n")];
+        let mut out = Slow {
+            data: Vec::new(),
+            step: 3,
+            fail_at: usize::MAX,
+        };
+        let w = write_batch(&mut out, &batch, &|| Stop::Now, &|_| {});
+        assert_eq!(out.data, b"aaa");
+        assert_eq!((w.records, w.bytes, w.stopped), (0, 3, true));
     }
 
     #[test]
@@ -320,7 +388,7 @@ mod tests {
             step: 100,
             fail_at: 7,
         };
-        let w = write_batch(&mut out, &batch, &|| false, &|_| {});
+        let w = write_batch(&mut out, &batch, &|| Stop::No, &|_| {});
         assert_eq!(w.records, 1);
         assert_eq!(w.bytes, 7);
         assert_eq!(w.error.unwrap().raw_os_error(), Some(libc::ENOSPC));
@@ -331,7 +399,7 @@ mod tests {
         let big = "x".repeat(300_000) + "\n";
         let batch = [seg(&big), seg("y\n")];
         let mut out = Vec::new();
-        let w = write_batch(&mut out, &batch, &|| false, &|_| {});
+        let w = write_batch(&mut out, &batch, &|| Stop::No, &|_| {});
         assert_eq!(out.len(), 300_003);
         assert_eq!(w.records, 2);
     }

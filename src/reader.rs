@@ -42,6 +42,7 @@ pub(crate) fn spawn(
     thread::Builder::new()
         .name("drip-reader".into())
         .spawn(move || {
+            set_thread(&shared, crate::sys::this_thread());
             let report = input::read_all(
                 &inputs,
                 &mut splitter,
@@ -51,6 +52,7 @@ pub(crate) fn spawn(
                 &mut |seg| deliver(&shared, seg),
                 &mut |msg| lock_ui(&ui).message(&msg),
             );
+            set_thread(&shared, 0);
             shared.lock().reading_done = true;
             shared.data_ready.notify_all();
             report
@@ -58,8 +60,20 @@ pub(crate) fn spawn(
         .context("starting the reader thread")
 }
 
+/// Where a stop can reach the reader to interrupt a write (0: gone).
+fn set_thread(shared: &Shared, id: u64) {
+    *shared
+        .reader_thread
+        .lock()
+        .unwrap_or_else(|e| e.into_inner()) = id;
+}
+
 /// The reader's hand-off: admit `seg`'s records, applying the policy.
 fn deliver(shared: &Shared, seg: Segment) -> Flow {
+    // What is shed must reach the dead letter: while it lags, wait.
+    shared
+        .dead_backlog
+        .wait_for_room(&|| shared.lock().stop_reading);
     let mut st = shared.lock();
     // Records count as read once they are admitted or meet the policy;
     // those still in the reader's hands are counted if drip stops with
@@ -92,7 +106,7 @@ fn write_direct<'a>(
     let direct = shared.direct.as_ref().expect("direct writes");
     st.writing_since = Some(shared.clock.now());
     drop(st);
-    let mut written = direct.write(&seg, &shared.stop_now);
+    let mut written = direct.write(&seg, &shared.stop_now, &shared.leave_now);
     st = shared.lock();
     let whole = written.records as usize;
     let begun = whole < seg.len() && written.bytes as usize > seg.bytes_of_first(whole);
@@ -109,7 +123,7 @@ fn write_direct<'a>(
         record.split_front(whole);
         st.finishing = Some(record);
         drop(st);
-        written = direct.finish_record(&seg, written);
+        written = direct.finish_record(&seg, written, &shared.leave_now);
         st = shared.lock();
         st.finishing = None;
     }

@@ -25,13 +25,13 @@
 //! the ledger; `pending` and `leftover` hold records not yet counted.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::admission::Admission;
 use crate::bucket::{Fate, Offered, Overflow, Segment};
-use crate::deadletter::DeadLetter;
+use crate::deadletter::{Backlog, DeadLetter};
 use crate::ledger::Ledger;
 use crate::output;
 use crate::progress::Snapshot;
@@ -322,6 +322,17 @@ pub(crate) struct Shared {
     /// The writer thread while it runs (0 otherwise), so a stop can
     /// interrupt a write blocked on a stalled stdout.
     pub(crate) writer_thread: Mutex<u64>,
+    /// Leaving after a second signal ([`Shared::leave`]): every write ends
+    /// at its next return, even inside a record.
+    pub(crate) leave_now: AtomicBool,
+    /// The second stopping signal's number (0: none).
+    pub(crate) second_signal: AtomicI32,
+    /// The reader thread while it runs (0 otherwise), interrupted as the
+    /// writer is when drip leaves.
+    pub(crate) reader_thread: Mutex<u64>,
+    /// What waits for the dead-letter thread; reading waits while it is
+    /// full.
+    pub(crate) dead_backlog: Arc<Backlog>,
 }
 
 impl Shared {
@@ -346,7 +357,29 @@ impl Shared {
         }
     }
 
-    /// On the way out after a second signal: if the lock is free within a
+    /// A second signal `signo`: stop every thread from writing or disposing
+    /// at its next step (a write under way ends where its call returns) and
+    /// wake them all; the wiring then takes stock as at any stop, from
+    /// exact counts ([`crate::shutdown`]).
+    pub(crate) fn leave(&self, signo: i32) {
+        self.second_signal.store(signo, Ordering::SeqCst);
+        self.leave_now.store(true, Ordering::SeqCst);
+        self.stop(false);
+        self.interrupt_threads();
+    }
+
+    /// Interrupt whatever system call the writer and the reader are
+    /// blocked in (a write to a stalled stdout).
+    pub(crate) fn interrupt_threads(&self) {
+        self.interrupt_writer();
+        let thread = self.reader_thread.lock().unwrap_or_else(|e| e.into_inner());
+        if *thread != 0 {
+            sys::interrupt(*thread);
+        }
+    }
+
+    /// The last resort after a second signal, when the threads have not
+    /// let go in time: if the lock is free within a
     /// few milliseconds, move what is queued (and what the reader holds) to
     /// the dead letter and flush it, so leaving at once loses no record
     /// without a trace.
@@ -359,10 +392,15 @@ impl Shared {
                 st.drain_in_flight(self.in_flight_written.load(Ordering::SeqCst));
                 st.drain_undelivered();
                 st.flush_dead();
-                st.dead.finish();
-                return;
+                break;
             }
             thread::sleep(Duration::from_millis(1));
+        }
+        // The dead letter is written by its own thread: give it a moment.
+        self.dead_backlog.close();
+        let lost = self.dead_backlog.wait_finished(Duration::from_millis(500));
+        if lost > 0 {
+            eprintln!("drip: --dead-letter: {lost} records not written: the file took no more");
         }
     }
 

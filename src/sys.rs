@@ -69,6 +69,20 @@ pub fn peer_closed(fd: RawFd) -> bool {
     rc > 0 && pfd.revents & (libc::POLLERR | libc::POLLHUP) != 0
 }
 
+/// Whether `fd` can take a write of a line (up to PIPE_BUF bytes) without
+/// waiting, waiting at most `timeout_ms` for it (0: never waits). A
+/// descriptor that cannot be polled counts as writable.
+pub fn writable(fd: RawFd, timeout_ms: i32) -> bool {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: `pfd` is one valid pollfd structure.
+    let rc = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+    rc != 0 && (rc < 0 || pfd.revents & libc::POLLNVAL != 0 || pfd.revents != 0)
+}
+
 /// Clear O_NONBLOCK on `fd`, so that reads wait again.
 ///
 /// # Errors

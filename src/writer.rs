@@ -10,7 +10,7 @@ use std::sync::MutexGuard;
 use std::time::Duration;
 
 use crate::bucket::Segment;
-use crate::output::{self, Written};
+use crate::output::{self, Stop, Written};
 use crate::state::{Shared, State};
 use crate::sys;
 
@@ -20,12 +20,13 @@ const COALESCE_NS: u64 = 50_000;
 /// Where released records go.
 pub(crate) trait Sink {
     /// Write the records of `batch` in order. `stop` is asked between
-    /// write calls (once it says yes, only the record under way is
-    /// finished); `progress` is told the bytes of the batch written so far.
+    /// write calls (after [`Stop::AfterRecord`] only the record under way
+    /// is finished; [`Stop::Now`] ends the batch where it is); `progress`
+    /// is told the bytes of the batch written so far.
     fn write(
         &mut self,
         batch: &[Segment],
-        stop: &dyn Fn() -> bool,
+        stop: &dyn Fn() -> Stop,
         progress: &dyn Fn(usize),
     ) -> Written;
 }
@@ -37,7 +38,7 @@ impl Sink for Stdout {
     fn write(
         &mut self,
         batch: &[Segment],
-        stop: &dyn Fn() -> bool,
+        stop: &dyn Fn() -> Stop,
         progress: &dyn Fn(usize),
     ) -> Written {
         output::write_batch(&mut *self.0, batch, stop, progress)
@@ -102,7 +103,11 @@ fn next_batch<'a>(
     let mut st = shared.lock();
     loop {
         if st.stop_writing {
-            // A record the reader began is finished, even now.
+            // A record the reader began is finished, even now (unless
+            // drip is leaving: it goes to the dead letter whole).
+            if shared.leave_now.load(Ordering::SeqCst) {
+                return None;
+            }
             let (record, begun) = st.tail.take()?;
             batch.records.push(record.rest_after(begun));
             batch.begun = Some(record);
@@ -187,17 +192,23 @@ fn wait<'a>(
 /// Write `batch` to `sink`: the rest of a begun record is finished whatever
 /// happens; a stop is seen between write calls.
 fn write_batch(shared: &Shared, sink: &mut dyn Sink, batch: &Batch) -> Written {
-    let stop = || shared.stop_now.load(Ordering::Relaxed);
+    let now = || shared.leave_now.load(Ordering::SeqCst);
+    let stop = || match (now(), shared.stop_now.load(Ordering::Relaxed)) {
+        (true, _) => Stop::Now,
+        (false, true) => Stop::AfterRecord,
+        (false, false) => Stop::No,
+    };
     let progress = |bytes| shared.in_flight_written.store(bytes, Ordering::SeqCst);
     let records = &batch.records;
     if batch.begun.is_none() {
         return sink.write(records, &stop, &progress);
     }
-    let mut first = sink.write(&records[..1], &|| false, &progress);
-    if first.error.is_some() || records.len() == 1 {
+    let finish = || if now() { Stop::Now } else { Stop::No };
+    let mut first = sink.write(&records[..1], &finish, &progress);
+    if first.error.is_some() || first.stopped || records.len() == 1 {
         return first;
     }
-    if stop() {
+    if stop() != Stop::No {
         first.stopped = true;
         return first;
     }

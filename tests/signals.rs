@@ -1,0 +1,104 @@
+//! Every catchable signal either stops drip as SIGTERM does (the books and
+//! the dead letter kept, status 128 + n) or changes nothing.
+
+mod common;
+
+use std::process::Stdio;
+use std::thread;
+use std::time::Duration;
+
+use common::{command, numbered, send_signal, wait_for};
+
+/// `seq 30 | drip -r 10/s --dead-letter DL --stats`, signalled with `sig`
+/// after half a second: returns the exit code, stdout, the dead letter and
+/// stderr.
+fn signalled(sig: i32) -> (Option<i32>, String, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let dead = dir.path().join("dead");
+    let input = common::temp_file(numbered(1..=30).as_bytes());
+    let mut child = command(&[
+        "-q",
+        "-r",
+        "10/s",
+        "--stats",
+        "--dead-letter",
+        dead.to_str().unwrap(),
+    ])
+    .stdin(Stdio::from(input.reopen().unwrap()))
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    thread::sleep(Duration::from_millis(500));
+    send_signal(&child, sig);
+    let status = wait_for(&mut child, Duration::from_secs(10));
+    let out = child.wait_with_output().unwrap();
+    let text = |b: Vec<u8>| String::from_utf8(b).unwrap();
+    let dead = std::fs::read_to_string(&dead).unwrap_or_default();
+    (status.code(), text(out.stdout), dead, text(out.stderr))
+}
+
+#[test]
+fn every_stopping_signal_keeps_the_books_and_the_dead_letter() {
+    let rt = libc::SIGRTMIN() + 3;
+    let signals = [
+        libc::SIGUSR2,
+        libc::SIGALRM,
+        libc::SIGVTALRM,
+        libc::SIGPROF,
+        libc::SIGXCPU,
+        libc::SIGXFSZ,
+        libc::SIGQUIT,
+        libc::SIGIO,
+        libc::SIGPWR,
+        rt,
+    ];
+    let runs: Vec<_> = signals
+        .iter()
+        .map(|&sig| (sig, thread::spawn(move || signalled(sig))))
+        .collect();
+    for (sig, run) in runs {
+        let (code, stdout, dead, stderr) = run.join().unwrap();
+        assert_eq!(code, Some(128 + sig), "signal {sig}: {stderr}");
+        let written = stdout.lines().count();
+        assert!(
+            (1..30).contains(&written),
+            "signal {sig}: {written} written"
+        );
+        assert_eq!(
+            stdout + &dead,
+            numbered(1..=30),
+            "signal {sig}: stdout + dead letter"
+        );
+        assert!(
+            stderr.contains(&format!("drip: read 30, written {written},"))
+                && stderr.contains(&format!("undelivered {}", 30 - written)),
+            "signal {sig}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn harmless_signals_change_nothing() {
+    let mut child = command(&["-q", "-r", "20/s"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, numbered(1..=5).as_bytes()).unwrap();
+    thread::sleep(Duration::from_millis(100));
+    for sig in [libc::SIGWINCH, libc::SIGCHLD, libc::SIGURG, libc::SIGCONT] {
+        send_signal(&child, sig);
+    }
+    thread::sleep(Duration::from_millis(100));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "a harmless signal stopped drip"
+    );
+    drop(stdin);
+    assert!(wait_for(&mut child, Duration::from_secs(5)).success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), numbered(1..=5));
+}
