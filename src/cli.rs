@@ -20,7 +20,7 @@ use crate::schedule::{Limit, Unit};
 pub const EXAMPLES: &[(&str, &str)] = &[
     (
         "seq 20 | drip --rate 5/s",
-        "print 1 to 20 over four seconds",
+        "print 1 to 20, one every 200 ms (3.8 seconds)",
     ),
     (
         "drip -r 10/s urls.txt | xargs -n1 -P4 curl -sSO",
@@ -107,7 +107,7 @@ pub const DESCRIPTION: &[(&str, &[Paragraph])] = &[
     (
         "The live display",
         &[
-            ("", "When stderr is a terminal, drip draws one line on it: the elapsed time, the bucket's fill as a gauge (depth/capacity), records in, out and dropped, the output rate (measured from the times records left, over at least ten records and a second, or the last ten seconds at low rates; -/s until two have left), an ETA from that measured rate when the input's size is known, and a sign when stdout holds records up: output slow (records are waiting, a write to stdout was under way at half or more of the redraws of the last second, and less than 90% of the rate leaves) or output blocked (a write under way for 250 ms). At exit the line is cleared and the summary printed in its place."),
+            ("", "When stderr is a terminal, drip draws one line on it: the elapsed time, the bucket's fill as a gauge (depth/capacity), records in, out and dropped, the output rate (measured from the times records left, over at least ten records and a second, or the last ten seconds at low rates; -/s until two have left), an ETA from that measured rate when the input's size is known, and a sign when stdout holds records up: output slow (records are waiting, a write to stdout was under way at half or more of the redraws of the last second, and less than 90% of the rate leaves) or output blocked (a write under way for 250 ms). On a narrow terminal the gauge goes first, then the counts, so the queue, the rate, the ETA and the sign stay. At exit the line is cleared and the summary printed in its place."),
             ("", "When stdout is the same terminal, the records are the progress: drip draws no display (and prints no summary) unless --progress asks; then the display keeps to the bottom row while the records scroll above it. --progress also draws it when stderr is not a terminal; -q turns it off."),
         ],
     ),
@@ -549,7 +549,15 @@ fn limits(cli: &Cli) -> Result<Vec<Limit>, clap::Error> {
     }
     if let Some(burst) = cli.burst {
         match rates.as_mut_slice() {
+            [(Rate::Unlimited, _)] => {
+                return ambiguous("--burst: an unlimited rate takes no burst");
+            }
             [(_, own @ None)] => *own = Some(burst),
+            [] if !cli.byte_rate.is_empty() => {
+                return ambiguous(
+                    "--burst: it is a burst of records; give a byte rate's burst as SIZE/UNIT:BURST",
+                );
+            }
             [] => rates.push((ONE_PER_SECOND, Some(burst))),
             [(_, Some(_))] => {
                 return ambiguous("--burst: the rate already has its burst (RATE:BURST); give one")
@@ -783,6 +791,9 @@ mod tests {
         assert!(e.to_string().contains("RATE:BURST"), "{e}");
         assert!(config(&["-r", "10/s:3", "-b", "5"]).is_err());
         assert!(config(&["-r", "inf:5"]).is_err());
+        assert!(config(&["-r", "inf", "-b", "5"]).is_err());
+        let e = config(&["--byte-rate", "1KiB/s", "-b", "3"]).unwrap_err();
+        assert!(e.to_string().contains("SIZE/UNIT:BURST"), "{e}");
         assert!(config(&["-r", "10/s:0"]).is_err());
         assert!(config(&["--byte-rate", "1MiB"]).is_err());
         assert!(config(&["--byte-rate", "1MiB/s:0"]).is_err());

@@ -464,14 +464,28 @@ impl Splitter {
             return Ok(None);
         }
         if let Err(e) = self.check(content, self.end, 0, input) {
-            // The bytes are rejected: never let them run into the next input.
-            self.end = 0;
-            self.scanned = 0;
+            // Reading stops here: the bytes stay for [`Splitter::take_rest`]
+            // and never run into the next input.
+            self.scanned = self.end;
             return Err(e);
         }
         let len = self.end;
         self.scanned = len;
         Ok(self.emit(len))
+    }
+
+    /// Reading stopped at a record over the limits: what was read and not
+    /// handed on (that record as far as it was read, and whatever followed
+    /// it in the same read), as records, the last perhaps unterminated; so
+    /// that nothing consumed from the input is lost without a trace.
+    pub fn take_rest(&mut self) -> Option<Segment> {
+        if self.end == 0 {
+            return None;
+        }
+        let data = Bytes::copy_from_slice(&self.buf[..self.end]);
+        self.end = 0;
+        self.scanned = 0;
+        Some(Segment::new(data, self.delimiter))
     }
 }
 

@@ -407,8 +407,26 @@ fn colour_gauge(text: &str) -> String {
     }
 }
 
-/// `text` cut to at most `width` columns (the display is ASCII).
+/// `text` in at most `width` columns (the display is ASCII): what matters
+/// most stays. Too long, it loses the gauge first, then the counts (the
+/// summary has them), keeping the time, the queue, the rate, the ETA and
+/// the sign; only then is it cut.
 fn fit(text: &str, width: usize) -> String {
+    if text.len() <= width {
+        return text.to_string();
+    }
+    let mut text = text.to_string();
+    if let (Some(open), Some(close)) = (text.find(" ["), text.find("] ")) {
+        text.replace_range(open + 1..close + 2, "");
+    }
+    if text.len() > width {
+        if let Some(start) = text.find(" | in ") {
+            let end = text[start + 1..]
+                .find(" | ")
+                .map_or(text.len(), |i| start + 1 + i);
+            text.replace_range(start..end, "");
+        }
+    }
     text.chars().take(width).collect()
 }
 
@@ -640,6 +658,24 @@ mod tests {
         assert!(coloured.contains("\x1b[36m============>"), "{coloured:?}");
         // A line cut inside the gauge is left plain.
         assert_eq!(colour_gauge(&fit(&line, 20)), fit(&line, 20));
+    }
+
+    #[test]
+    fn a_narrow_terminal_keeps_the_rate_eta_and_sign() {
+        let line = format!(
+            "00:00:02 [{}] 437/100000 queued | in 500 out 63 dropped 0 | 21.79/s | ETA 0:12 | output blocked",
+            gauge(437, 100_000)
+        );
+        assert_eq!(fit(&line, 200), line);
+        assert_eq!(
+            fit(&line, 90),
+            "00:00:02 437/100000 queued | in 500 out 63 dropped 0 | 21.79/s | ETA 0:12 | output blocked"
+        );
+        assert_eq!(
+            fit(&line, 77),
+            "00:00:02 437/100000 queued | 21.79/s | ETA 0:12 | output blocked"
+        );
+        assert_eq!(fit(&line, 19), "00:00:02 437/100000");
     }
 
     #[test]

@@ -53,7 +53,14 @@ pub(crate) fn spawn(
                 &mut |msg| lock_ui(&ui).message(&msg),
             );
             set_thread(&shared, 0);
-            shared.lock().reading_done = true;
+            let mut st = shared.lock();
+            if report.record_error.is_some() {
+                // The record over the limits, and what followed it in the
+                // read: consumed, never offered, so undelivered.
+                st.leftover.extend(splitter.take_rest());
+            }
+            st.reading_done = true;
+            drop(st);
             shared.data_ready.notify_all();
             report
         })
@@ -206,7 +213,7 @@ fn offer<'a>(shared: &'a Shared, mut st: MutexGuard<'a, State>, seg: Segment) ->
                 st.leftover.push(rest);
                 st.leftover.extend(next);
                 drop(st);
-                shared.stop(false);
+                shared.stop_at_overflow();
                 return Flow::Stop;
             }
         }

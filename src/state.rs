@@ -349,12 +349,28 @@ impl Shared {
             self.stop_now.store(true, Ordering::SeqCst);
         }
         drop(st);
-        self.waker.wake();
-        self.data_ready.notify_all();
-        self.space_ready.notify_all();
+        self.wake_all();
         if !drain {
             self.interrupt_writer();
         }
+    }
+
+    /// An overflow under `fail`: stop reading, and stop writing once the
+    /// records the schedule already let go (the outbox) are written: they
+    /// left before the overflow, so their fate does not depend on how soon
+    /// the writer took them. Waiting records are undelivered.
+    pub(crate) fn stop_at_overflow(&self) {
+        let mut st = self.lock();
+        st.stop_reading = true;
+        st.stop_writing = true;
+        drop(st);
+        self.wake_all();
+    }
+
+    fn wake_all(&self) {
+        self.waker.wake();
+        self.data_ready.notify_all();
+        self.space_ready.notify_all();
     }
 
     /// A second signal `signo`: stop every thread from writing or disposing

@@ -104,13 +104,20 @@ fn next_batch<'a>(
     loop {
         if st.stop_writing {
             // A record the reader began is finished, even now (unless
-            // drip is leaving: it goes to the dead letter whole).
+            // drip is leaving: it goes to the dead letter whole); what the
+            // schedule let go is written unless a stop says otherwise
+            // (`Shared::stop_now`: then nothing more is begun).
             if shared.leave_now.load(Ordering::SeqCst) {
                 return None;
             }
-            let (record, begun) = st.tail.take()?;
-            batch.records.push(record.rest_after(begun));
-            batch.begun = Some(record);
+            if let Some((record, begun)) = st.tail.take() {
+                batch.records.push(record.rest_after(begun));
+                batch.begun = Some(record);
+            }
+            st.adm.take_outbox(&mut batch.records);
+            if batch.records.is_empty() {
+                return None;
+            }
             batch.last = true;
             break;
         }

@@ -162,6 +162,35 @@ fn a_record_larger_than_the_bucket_is_an_error() {
 }
 
 #[test]
+fn a_record_over_the_limits_and_what_followed_it_are_undelivered() {
+    // --oversize fail: reading stops at the long record, but what was
+    // consumed (the record as far as it was read, and `f` after it in the
+    // same read) is counted and in the dead letter.
+    let dir = tempfile::tempdir().unwrap();
+    let dead = dir.path().join("dead");
+    let stats = dir.path().join("s.json");
+    drip(&["-r", "inf", "--max-record", "5"])
+        .arg("--dead-letter")
+        .arg(&dead)
+        .arg("--stats-json")
+        .arg(&stats)
+        .write_stdin("a\nb\nxxxxxxxxxxxxx\nf\n")
+        .assert()
+        .code(1)
+        .stdout("a\nb\n");
+    assert_eq!(
+        std::fs::read_to_string(&dead).unwrap(),
+        "xxxxxxxxxxxxx\nf\n"
+    );
+    let v = json(&stats);
+    assert_eq!(
+        (v["read"].as_u64(), v["undelivered"].as_u64()),
+        (Some(4), Some(2))
+    );
+    assert_counts_add_up(&v);
+}
+
+#[test]
 fn stats_json_has_every_count() {
     let dir = tempfile::tempdir().unwrap();
     let stats = dir.path().join("s.json");
