@@ -645,6 +645,46 @@ struct Source<'a> {
     linger: Duration,
 }
 
+/// What one round of reading brought.
+struct Drained {
+    /// The input ended.
+    at_end: bool,
+    /// The read error that ended the round.
+    failure: Option<io::Error>,
+    /// Bytes read.
+    got: usize,
+}
+
+/// Read once, then go on reading while a pipe already holds more
+/// (producers often write a few KiB at a time): one segment, one hand-off,
+/// for many small reads, and never a wait for more.
+fn drain(file: &mut File, splitter: &mut Splitter, waker: &Waker, regular: bool) -> Drained {
+    let mut round = Drained {
+        at_end: false,
+        failure: None,
+        got: 0,
+    };
+    loop {
+        match file.read(splitter.space()) {
+            Ok(0) => round.at_end = true,
+            Ok(n) => {
+                splitter.extend(n);
+                round.got += n;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => round.failure = Some(e),
+        }
+        if round.at_end
+            || round.failure.is_some()
+            || regular
+            || splitter.unscanned() >= READ_SIZE
+            || !waker.ready_now(file.as_raw_fd())
+        {
+            return round;
+        }
+    }
+}
+
 fn read_one(
     source: Source<'_>,
     splitter: &mut Splitter,
@@ -674,31 +714,11 @@ fn read_one(
         {
             return stop_with_partial(splitter, deliver);
         }
-        let mut at_end = false;
-        let mut failure = None;
-        let mut got = 0;
-        // Read once, then go on reading while a pipe already holds more
-        // (producers often write a few KiB at a time): one segment, one
-        // hand-off, for many small reads, and never a wait for more.
-        loop {
-            match file.read(splitter.space()) {
-                Ok(0) => at_end = true,
-                Ok(n) => {
-                    splitter.extend(n);
-                    got += n;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => failure = Some(e),
-            }
-            if at_end
-                || failure.is_some()
-                || regular
-                || splitter.unscanned() >= READ_SIZE
-                || !waker.ready_now(file.as_raw_fd())
-            {
-                break;
-            }
-        }
+        let Drained {
+            at_end,
+            failure,
+            got,
+        } = drain(&mut file, splitter, waker, regular);
         let (seg, error) = splitter.filled(0, name);
         if let Some(seg) = seg {
             if deliver(seg) == Flow::Stop {
