@@ -12,6 +12,7 @@ use crate::rate::{
     parse_byte_rate, parse_rate, Rate, BYTE_RATE_FORMS, LONGEST, LONGEST_TEXT, RATE_FORMS,
 };
 use crate::schedule::{Limit, Unit};
+use crate::shared;
 
 /// Examples shown in `--help` and the man page: (command, what it does).
 pub const EXAMPLES: &[(&str, &str)] = &[
@@ -49,6 +50,10 @@ pub const EXIT_STATUSES: &[(&str, &str)] = &[
     ),
     ("2", "a usage error: a bad flag or value"),
     ("3", "the bucket overflowed under --overflow fail"),
+    (
+        "4",
+        "the --share state could not be reached under --share-on-error fail (what was not written is undelivered)",
+    ),
     (
         "129, 130, 143",
         "stopped by SIGHUP, SIGINT or SIGTERM (128 + the signal's number)",
@@ -186,6 +191,24 @@ pub struct Cli {
     /// --stats-interval ask for
     #[arg(short, long)]
     pub quiet: bool,
+
+    /// Share the --rate limits with every drip given the same NAME: on this
+    /// host with no server (a state file under $XDG_RUNTIME_DIR/drip), or
+    /// on any host through Redis or Valkey: redis://HOST[:PORT][/DB]/NAME,
+    /// rediss://... (TLS), redis+unix:///SOCKET/NAME, valkey://... All of
+    /// them must give the same rates and bursts (else exit 2)
+    #[arg(long, value_name = "NAME|URL", value_parser = shared::parse_target)]
+    pub share: Option<shared::Target>,
+
+    /// When the shared state cannot be reached: wait (send nothing and
+    /// retry; records wait in the bucket), local (pace alone at the rate
+    /// divided by --share-peers, warn once), or fail (exit 4)
+    #[arg(long, value_name = "POLICY", default_value = "wait", value_parser = shared::parse_on_error)]
+    pub share_on_error: shared::OnError,
+
+    /// How many drips share the limits, for --share-on-error local
+    #[arg(long, value_name = "N", default_value = "1", value_parser = positive_u64, allow_hyphen_values = true)]
+    pub share_peers: u64,
 }
 
 /// Parse `--rate`: `RATE` or `RATE:BURST`.
@@ -362,6 +385,8 @@ pub struct Config {
     pub stats_interval: Option<Duration>,
     /// Progress display.
     pub progress: ProgressMode,
+    /// The limits are shared with other drips (`--share`).
+    pub share: Option<shared::Share>,
 }
 
 impl Config {
@@ -443,11 +468,40 @@ const ONE_PER_SECOND: Rate = Rate::Limited {
     period_ns: 1_000_000_000,
 };
 
+/// What `--share` and its companions give, checked against the limits.
+///
+/// # Errors
+/// `--share` beside `--byte-rate` (byte rates are not shared) or with no
+/// rate to share; `--share-on-error` or `--share-peers` without `--share`.
+fn share(cli: &Cli, limits: &[Limit]) -> Result<Option<shared::Share>, clap::Error> {
+    use clap::CommandFactory;
+    let refuse =
+        |why: &str| Err(Cli::command().error(clap::error::ErrorKind::ArgumentConflict, why));
+    let Some(target) = cli.share.clone() else {
+        if cli.share_on_error != shared::OnError::Wait || cli.share_peers != 1 {
+            return refuse("--share-on-error and --share-peers need --share");
+        }
+        return Ok(None);
+    };
+    if limits.iter().any(|l| l.unit == Unit::Bytes) {
+        return refuse("--share shares --rate limits; a --byte-rate cannot be shared");
+    }
+    if limits.is_empty() {
+        return refuse("--share: there is no rate to share (--rate inf)");
+    }
+    Ok(Some(shared::Share {
+        target,
+        on_error: cli.share_on_error,
+        peers: cli.share_peers,
+    }))
+}
+
 impl TryFrom<Cli> for Config {
     type Error = clap::Error;
 
     fn try_from(cli: Cli) -> Result<Config, clap::Error> {
         let limits = limits(&cli)?;
+        let share = share(&cli, &limits)?;
         let inputs = if cli.files.is_empty() {
             vec![Input::Stdin]
         } else {
@@ -490,6 +544,7 @@ impl TryFrom<Cli> for Config {
             stats_json: cli.stats_json,
             stats_interval: cli.stats_interval,
             progress,
+            share,
         })
     }
 }

@@ -23,12 +23,14 @@ pub mod rate;
 mod reader;
 pub mod scan;
 pub mod schedule;
+pub mod shared;
 mod state;
 pub mod stats;
 mod sys;
 mod writer;
 
 pub use engine::{
-    exit_status, run, run_stdout, Ending, EXIT_ERROR, EXIT_OK, EXIT_OVERFLOW, EXIT_USAGE,
+    exit_status, run, run_stdout, Ending, EXIT_ERROR, EXIT_OK, EXIT_OVERFLOW, EXIT_SHARE,
+    EXIT_USAGE,
 };
 pub use state::OverflowError;
