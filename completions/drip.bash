@@ -23,7 +23,7 @@ _drip() {
 
     case "${cmd}" in
         drip)
-            opts="-r -i -b -c -o -0 -d -q -h -V --rate --byte-rate --interval --burst --capacity --capacity-bytes --overflow --null --delimiter --max-record --oversize --max-wait --dead-letter --drain --stats --stats-json --stats-interval --progress --quiet --help --version"
+            opts="-r -i -b -c -o -0 -d -q -h -V --rate --byte-rate --interval --burst --capacity --capacity-bytes --overflow --null --delimiter --max-record --oversize --max-wait --dead-letter --drain --stats --stats-json --stats-interval --progress --quiet --share --share-on-error --share-peers --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -106,6 +106,18 @@ _drip() {
                     return 0
                     ;;
                 --stats-interval)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --share)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --share-on-error)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --share-peers)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

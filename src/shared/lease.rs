@@ -73,6 +73,7 @@ pub(crate) struct LeaseState {
     pub(crate) reservations: u64,
     pub(crate) lost: u64,
     pub(crate) failures: u64,
+    pub(crate) forfeited: u64,
     /// A fatal failure: drip stops (`fail`, or disagreeing limits).
     pub(crate) fatal: Option<Failure>,
 }
@@ -98,6 +99,7 @@ impl Lease {
                 reservations: 0,
                 lost: 0,
                 failures: 0,
+                forfeited: 0,
                 fatal: None,
             }),
             wake: Condvar::new(),
@@ -142,7 +144,7 @@ pub(crate) struct Keeper {
 }
 
 /// Shortest and longest horizon of a reservation, ns.
-const MIN_HORIZON: i64 = 50_000_000;
+const MIN_HORIZON: i64 = 200_000_000;
 const MAX_HORIZON: i64 = 1_000_000_000;
 /// First and longest pause between attempts to reach the state.
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
@@ -186,7 +188,7 @@ impl Keeper {
     }
 
     /// How far ahead one reservation reaches: a few round trips, within
-    /// 50 ms and 1 s.
+    /// 200 ms and 1 s.
     fn horizon(rtt: i64) -> i64 {
         rtt.saturating_mul(4).clamp(MIN_HORIZON, MAX_HORIZON)
     }

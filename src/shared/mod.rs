@@ -28,10 +28,15 @@ use lease::{Backend, Failure, Keeper, Lease, Mode};
 /// A shared state outlives its schedule by this long (ns), then expires.
 pub const EXPIRY_NS: i64 = 10_000_000_000;
 
-/// A reserved slot later than this on drip's clock (ns) is forfeited, as a
-/// local schedule restarts after a stall: sending on it would crowd the
-/// slots after it.
-const LATE_NS: u64 = 10_000_000;
+/// How late (ns) a reserved slot may still be used: one emission interval,
+/// within 2 and 100 ms. A wake-up that late puts at most one record more
+/// into a window (from 500/s up, at most rate × 2 ms more, as a local
+/// schedule's slack does); a slot later than that is forfeited (counted),
+/// as a local schedule restarts after a stall, so a stalled drip never
+/// sends a catch-up burst.
+fn late_ns(per_second: f64) -> u64 {
+    (1e9 / per_second).clamp(2e6, 100e6) as u64
+}
 
 /// With no slot in the lease, the writer looks again this often (ns); the
 /// keeper wakes it as soon as slots arrive.
@@ -208,8 +213,10 @@ impl Schedule for SharedSchedule {
         if st.mode == Mode::Local {
             return self.local.release(now, available, sizes);
         }
-        while st.slots.front().is_some_and(|&t| t + LATE_NS < now) {
+        let late = late_ns(self.per_second);
+        while st.slots.front().is_some_and(|&t| t + late < now) {
             st.slots.pop_front();
+            st.forfeited += 1;
         }
         let mut n = 0;
         while n < available && st.slots.front().is_some_and(|&t| t <= now) {
@@ -302,8 +309,8 @@ impl Handle {
     pub fn summary(&self) -> String {
         let st = self.lease.lock();
         format!(
-            "shared {}: {} reservations, state lost {} times, {} failed calls",
-            self.name, st.reservations, st.lost, st.failures
+            "shared {}: {} reservations, {} slots forfeited late, state lost {} times, {} failed calls",
+            self.name, st.reservations, st.forfeited, st.lost, st.failures
         )
     }
 }

@@ -64,15 +64,15 @@ impl RedisBackend {
         })
     }
 
-    fn connection(&mut self) -> Result<&mut Connection, Failure> {
+    fn connection(&mut self) -> Result<&mut Connection, (RedisError, bool)> {
         if self.con.is_none() {
             let con = self
                 .client
                 .get_connection_with_timeout(TIMEOUT)
-                .map_err(|e| unreachable(&e))?;
+                .map_err(|e| (e, true))?;
             con.set_read_timeout(Some(TIMEOUT))
                 .and_then(|()| con.set_write_timeout(Some(TIMEOUT)))
-                .map_err(|e| unreachable(&e))?;
+                .map_err(|e| (e, true))?;
             self.con = Some(con);
         }
         Ok(self.con.as_mut().expect("just made"))
@@ -82,6 +82,19 @@ impl RedisBackend {
     /// `EVAL` if the server does not have it. A failed call drops the
     /// connection (made again next time).
     fn call(&mut self, op: &str, extra: &[i64]) -> Result<Vec<Value>, Failure> {
+        let reused = self.con.is_some();
+        match self.call_once(op, extra) {
+            // A connection the server closed (CLIENT KILL, an idle
+            // timeout) is made again at once; a hang is not retried.
+            Err((e, false)) if reused && !e.is_timeout() => {
+                self.call_once(op, extra).map_err(|(e, _)| unreachable(&e))
+            }
+            result => result.map_err(|(e, _)| unreachable(&e)),
+        }
+    }
+
+    /// One attempt; an error says whether it came from connecting.
+    fn call_once(&mut self, op: &str, extra: &[i64]) -> Result<Vec<Value>, (RedisError, bool)> {
         let (sec, nsec) = self.clock.unwrap_or((-1, 0));
         let mut args: Vec<String> = vec![
             op.into(),
@@ -113,7 +126,7 @@ impl RedisBackend {
         }
         result.map_err(|e| {
             self.con = None;
-            unreachable(&e)
+            (e, false)
         })
     }
 
