@@ -149,6 +149,10 @@ impl Backend for FileBackend {
         let steps = self.steps.clone();
         self.with_state(|g, _, fresh| !fresh && g.give_back(&steps, seq, first_unused))
     }
+
+    fn host_clock(&self) -> Option<i64> {
+        Some(monotonic())
+    }
 }
 
 #[cfg(test)]

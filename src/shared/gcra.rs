@@ -250,6 +250,32 @@ mod tests {
         assert!((rate - 50.0).abs() < 0.5, "{rate}");
     }
 
+    /// A participant with a deep queue reserving whenever its lease runs
+    /// low cannot keep one with a shallow queue waiting longer than one
+    /// reservation's horizon: requests are served in order.
+    #[test]
+    fn a_deep_queue_cannot_starve_a_shallow_one() {
+        let s = [step("100/s", 1)];
+        let horizon = 200 * MS;
+        let mut g = Gcra::default();
+        let mut deep_end = 0;
+        let mut now = 0;
+        while now < 5000 * MS {
+            if deep_end - horizon / 2 <= now {
+                deep_end = *g.reserve(&s, now, 1000, horizon).last().unwrap();
+            }
+            if now % (700 * MS) == 0 {
+                let mine = g.reserve(&s, now, 1, horizon)[0];
+                assert!(
+                    mine <= now + horizon + 10 * MS,
+                    "waited {} ms",
+                    (mine - now) / MS
+                );
+            }
+            now += 10 * MS;
+        }
+    }
+
     #[test]
     fn specs_name_the_limits() {
         let limits = [Limit {

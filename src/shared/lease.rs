@@ -46,6 +46,12 @@ pub trait Backend: Send {
     /// Give back the slots from `first_unused` (shared ns) on, if no one
     /// reserved after reservation `seq`. Returns whether they were.
     fn give_back(&mut self, seq: u64, first_unused: i64) -> Result<bool, Failure>;
+    /// The shared clock's now (ns) when it is this host's
+    /// `CLOCK_MONOTONIC`, which drip's clock also runs on: slots then map
+    /// exactly. `None` for a clock elsewhere.
+    fn host_clock(&self) -> Option<i64> {
+        None
+    }
 }
 
 /// How the schedule paces while the state cannot be reached.
@@ -230,9 +236,18 @@ impl Keeper {
             .0
     }
 
-    /// Put the granted slots in the lease, on drip's clock.
+    /// Put the granted slots in the lease, on drip's clock: exactly when
+    /// the shared clock is this host's; otherwise counted from when the
+    /// answer arrived (never earlier than the shared schedule says).
     fn take(&mut self, grant: Grant) {
-        let now = self.lease.now();
+        let base = match self.backend.host_clock() {
+            Some(shared_now) => {
+                let ours = i64::try_from(self.lease.now()).unwrap_or(i64::MAX);
+                let at_grant = ours.saturating_sub(shared_now.saturating_sub(grant.now));
+                u64::try_from(at_grant).unwrap_or(0)
+            }
+            None => self.lease.now(),
+        };
         let mut st = self.lease.lock();
         if grant.fresh && st.reservations > 0 {
             st.lost += 1;
@@ -249,7 +264,9 @@ impl Keeper {
         st.last = Some((grant.seq, shared_times));
         let floor = st.slots.back().copied().unwrap_or(0);
         for d in grant.slots {
-            let t = now.saturating_add(u64::try_from(d).unwrap_or(0)).max(floor);
+            let t = base
+                .saturating_add(u64::try_from(d).unwrap_or(0))
+                .max(floor);
             st.slots.push_back(t);
         }
         drop(st);
