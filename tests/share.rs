@@ -403,6 +403,40 @@ fn the_script_runs_the_mirrored_arithmetic() {
 }
 
 #[test]
+fn share_usage_errors_name_the_flag() {
+    let runtime = tempfile::tempdir().unwrap();
+    for (args, why) in [
+        (
+            &["--share-peers", "2"][..],
+            "--share-on-error and --share-peers need --share",
+        ),
+        (
+            &["--share", "x", "--byte-rate", "1KB/s"],
+            "a --byte-rate cannot be shared",
+        ),
+        (&["--share", "a/b"], "'a/b' is not a NAME"),
+        (&["--share", "x", "-r", "inf"], "there is no rate to share"),
+        (&["--share", "http://h/x"], "unknown scheme 'http://'"),
+        (&["--share", "redis://h"], "names no NAME"),
+        (
+            &["--share", "x", "--share-on-error", "never"],
+            "expected wait, local or fail",
+        ),
+    ] {
+        let mut child = drip_with_input(args, String::new(), runtime.path());
+        let status = wait_for(&mut child, Duration::from_secs(20));
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with("drip: ") && err.contains(why),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
 fn disagreeing_limits_stop_before_reading() {
     let _t = beside_others();
     let runtime = tempfile::tempdir().unwrap();
@@ -460,6 +494,8 @@ struct Outcome {
     stderr: String,
     dead: String,
     counts: serde_json::Value,
+    /// From the fault to the exit.
+    after_fault: Duration,
 }
 
 const FAULT_RECORDS: usize = 30;
@@ -503,7 +539,9 @@ fn through_fault(
     };
     thread::sleep(Duration::from_millis(400));
     fault(redis);
+    let faulted = Instant::now();
     let status = wait_for(&mut child, Duration::from_secs(40));
+    let after_fault = faulted.elapsed();
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
     let stdout = reader.join().unwrap();
@@ -515,6 +553,7 @@ fn through_fault(
         stderr,
         dead: std::fs::read_to_string(&dead).unwrap_or_default(),
         counts: summary,
+        after_fault,
     };
     // Nothing lost: stdout and the dead letter are the input, and the
     // counts add up.
@@ -574,6 +613,13 @@ fn shutdown_under_local_paces_alone_and_warns_once() {
     });
     all_written(&o);
     assert_eq!(o.stderr.matches("pacing alone").count(), 1, "{}", o.stderr);
+    // About 22 records were left at the fault: at 20/s / 2 peers they
+    // take over 2 s (at 20/s, about 1.1 s).
+    assert!(
+        o.after_fault > Duration::from_millis(1700),
+        "{:?}",
+        o.after_fault
+    );
 }
 
 #[test]

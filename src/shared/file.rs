@@ -6,7 +6,7 @@
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{Read, Seek, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{flock, FlockOperation};
@@ -65,9 +65,19 @@ impl FileBackend {
     }
 
     /// Open the file, locked; create the directory (mode 0700) if needed.
+    /// A directory another user owns, or others may write to, is refused:
+    /// they could change the schedule or swap the file.
     fn open(&self) -> std::io::Result<File> {
         if let Some(dir) = self.path.parent() {
             DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+            let meta = std::fs::symlink_metadata(dir)?;
+            let mine = meta.uid() == rustix::process::getuid().as_raw();
+            if !meta.is_dir() || !mine || meta.mode() & 0o022 != 0 {
+                return Err(std::io::Error::other(format!(
+                    "{} is not a directory of this user's that only it may write to",
+                    dir.display()
+                )));
+            }
         }
         let file = OpenOptions::new()
             .read(true)
@@ -194,6 +204,18 @@ mod tests {
         a.reserve(1, 0).unwrap();
         let mut b = backend(dir.path(), "20/s");
         assert_eq!(b.hello(), Err(Failure::Mismatch("10/s".into())));
+    }
+
+    #[test]
+    fn a_directory_others_may_write_to_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let mut a = backend(dir.path(), "10/s");
+        match a.hello() {
+            Err(Failure::Unreachable(why)) => assert!(why.contains("only it may write"), "{why}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
