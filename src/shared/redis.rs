@@ -42,6 +42,9 @@ impl std::fmt::Debug for RedisBackend {
 }
 
 fn unreachable(e: &RedisError) -> Failure {
+    if e.is_timeout() {
+        return Failure::Unreachable(format!("no answer within {} ms", TIMEOUT.as_millis()));
+    }
     Failure::Unreachable(e.to_string())
 }
 
