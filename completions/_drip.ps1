@@ -78,6 +78,18 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
             return
         }
+        { $_ -in '--share' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '--share-on-error' } {
+            @('wait', 'local', 'fail') | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '--share-peers' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
     }
 
     $completions = @(switch ($command) {
@@ -102,6 +114,9 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             [CompletionResult]::new('--dead-letter', '--dead-letter', [CompletionResultType]::ParameterName, 'Append every record not written to stdout (dropped, expired, undelivered) to FILE, byte-exact, in the order it left the bucket (not `-`: stdout carries the records)')
             [CompletionResult]::new('--stats-json', '--stats-json', [CompletionResultType]::ParameterName, 'Write the summary to FILE as one JSON object (and, with --stats-interval, the periodic stats as JSON lines before it); not `-`: stdout carries the records')
             [CompletionResult]::new('--stats-interval', '--stats-interval', [CompletionResultType]::ParameterName, 'Every DURATION (10ms to 100y), write one JSON line of stats to stderr (or to --stats-json FILE)')
+            [CompletionResult]::new('--share', '--share', [CompletionResultType]::ParameterName, 'Share the --rate limits with every drip given the same NAME: on this host with no server (a state file under $XDG_RUNTIME_DIR/drip), or on any host through Redis or Valkey: redis://HOST[:PORT][/DB]/NAME, rediss://... (TLS), redis+unix:///SOCKET/NAME, valkey://... All of them must give the same rates and bursts (else exit 2)')
+            [CompletionResult]::new('--share-on-error', '--share-on-error', [CompletionResultType]::ParameterName, 'When the shared state cannot be reached: wait (send nothing and retry; records wait in the bucket), local (pace alone at the rate divided by --share-peers, warn once), or fail (exit 4)')
+            [CompletionResult]::new('--share-peers', '--share-peers', [CompletionResultType]::ParameterName, 'How many drips share the limits, for --share-on-error local')
             [CompletionResult]::new('-0', '-0', [CompletionResultType]::ParameterName, 'Records end with NUL instead of newline, on input and output')
             [CompletionResult]::new('--null', '--null', [CompletionResultType]::ParameterName, 'Records end with NUL instead of newline, on input and output')
             [CompletionResult]::new('--drain', '--drain', [CompletionResultType]::ParameterName, 'On the first stopping signal (SIGINT, SIGTERM, SIGHUP, ...), stop reading but write what the bucket holds at the rate before exiting')

@@ -23,7 +23,7 @@ _drip() {
 
     case "${cmd}" in
         drip)
-            opts="-r -i -b -c -o -0 -d -q -h -V --rate --byte-rate --interval --burst --capacity --capacity-bytes --overflow --null --delimiter --max-record --oversize --max-wait --dead-letter --drain --stats --stats-json --stats-interval --progress --quiet --help --version"
+            opts="-r -i -b -c -o -0 -d -q -h -V --rate --byte-rate --interval --burst --capacity --capacity-bytes --overflow --null --delimiter --max-record --oversize --max-wait --dead-letter --drain --stats --stats-json --stats-interval --progress --quiet --share --share-on-error --share-peers --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -170,6 +170,24 @@ _drip() {
                     return 0
                     ;;
                 --stats-interval)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
+                --share)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
+                --share-on-error)
+                    COMPREPLY=($(compgen -W "wait local fail" -- "${cur}"))
+                    return 0
+                    ;;
+                --share-peers)
                     COMPREPLY=("${cur}")
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
                         compopt -o nospace

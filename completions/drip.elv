@@ -38,6 +38,9 @@ set edit:completion:arg-completer[drip] = {|@words|
             cand --dead-letter 'Append every record not written to stdout (dropped, expired, undelivered) to FILE, byte-exact, in the order it left the bucket (not `-`: stdout carries the records)'
             cand --stats-json 'Write the summary to FILE as one JSON object (and, with --stats-interval, the periodic stats as JSON lines before it); not `-`: stdout carries the records'
             cand --stats-interval 'Every DURATION (10ms to 100y), write one JSON line of stats to stderr (or to --stats-json FILE)'
+            cand --share 'Share the --rate limits with every drip given the same NAME: on this host with no server (a state file under $XDG_RUNTIME_DIR/drip), or on any host through Redis or Valkey: redis://HOST[:PORT][/DB]/NAME, rediss://... (TLS), redis+unix:///SOCKET/NAME, valkey://... All of them must give the same rates and bursts (else exit 2)'
+            cand --share-on-error 'When the shared state cannot be reached: wait (send nothing and retry; records wait in the bucket), local (pace alone at the rate divided by --share-peers, warn once), or fail (exit 4)'
+            cand --share-peers 'How many drips share the limits, for --share-on-error local'
             cand -0 'Records end with NUL instead of newline, on input and output'
             cand --null 'Records end with NUL instead of newline, on input and output'
             cand --drain 'On the first stopping signal (SIGINT, SIGTERM, SIGHUP, ...), stop reading but write what the bucket holds at the rate before exiting'
@@ -78,6 +81,12 @@ set edit:completion:arg-completer[drip] = {|@words|
     } elif (or (eq $prev --stats-json)) {
         edit:complete-filename $words[-1]
     } elif (or (eq $prev --stats-interval)) {
+    } elif (or (eq $prev --share)) {
+    } elif (or (eq $prev --share-on-error)) {
+        put wait
+        put local
+        put fail
+    } elif (or (eq $prev --share-peers)) {
     } else {
         if (not (str:has-prefix $words[-1] '-')) {
             edit:complete-filename $words[-1]

@@ -16,6 +16,11 @@ complete -c drip -l max-wait -d 'Expire records that waited in the bucket longer
 complete -c drip -l dead-letter -d 'Append every record not written to stdout (dropped, expired, undelivered) to FILE, byte-exact, in the order it left the bucket (not `-`: stdout carries the records)' -r -F
 complete -c drip -l stats-json -d 'Write the summary to FILE as one JSON object (and, with --stats-interval, the periodic stats as JSON lines before it); not `-`: stdout carries the records' -r -F
 complete -c drip -l stats-interval -d 'Every DURATION (10ms to 100y), write one JSON line of stats to stderr (or to --stats-json FILE)' -r -f
+complete -c drip -l share -d 'Share the --rate limits with every drip given the same NAME: on this host with no server (a state file under $XDG_RUNTIME_DIR/drip), or on any host through Redis or Valkey: redis://HOST[:PORT][/DB]/NAME, rediss://... (TLS), redis+unix:///SOCKET/NAME, valkey://... All of them must give the same rates and bursts (else exit 2)' -r -f
+complete -c drip -l share-on-error -d 'When the shared state cannot be reached: wait (send nothing and retry; records wait in the bucket), local (pace alone at the rate divided by --share-peers, warn once), or fail (exit 4)' -r -f -a "wait\t'send nothing, retry with backoff; records wait in the bucket'
+local\t'pace alone at the rate divided by --share-peers, warn once'
+fail\t'exit with status 4'"
+complete -c drip -l share-peers -d 'How many drips share the limits, for --share-on-error local' -r -f
 complete -c drip -s 0 -l null -d 'Records end with NUL instead of newline, on input and output'
 complete -c drip -l drain -d 'On the first stopping signal (SIGINT, SIGTERM, SIGHUP, ...), stop reading but write what the bucket holds at the rate before exiting'
 complete -c drip -l stats -d 'Print a summary on stderr at exit'

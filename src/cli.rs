@@ -15,6 +15,7 @@ use crate::rate::{
     parse_byte_rate, parse_rate, Rate, BYTE_RATE_FORMS, LONGEST, LONGEST_TEXT, RATE_FORMS,
 };
 use crate::schedule::{Limit, Unit};
+use crate::shared;
 
 /// Examples shown in `--help` and the man page: (command, what it does).
 pub const EXAMPLES: &[(&str, &str)] = &[
@@ -52,6 +53,10 @@ pub const EXIT_STATUSES: &[(&str, &str)] = &[
     ),
     ("2", "a usage error: a bad flag or value (one line naming the flag and the accepted form)"),
     ("3", "the bucket overflowed under --overflow fail"),
+    (
+        "4",
+        "the --share state could not be reached under --share-on-error fail (what was not written is undelivered)",
+    ),
     (
         "128 + n",
         "stopped by signal n: 129 SIGHUP, 130 SIGINT, 143 SIGTERM, and the other signals that end a process by default (SIGUSR2, SIGALRM, ...)",
@@ -293,6 +298,24 @@ pub struct Cli {
     /// --stats-interval ask for
     #[arg(short, long)]
     pub quiet: bool,
+
+    /// Share the --rate limits with every drip given the same NAME: on this
+    /// host with no server (a state file under $XDG_RUNTIME_DIR/drip), or
+    /// on any host through Redis or Valkey: redis://HOST[:PORT][/DB]/NAME,
+    /// rediss://... (TLS), redis+unix:///SOCKET/NAME, valkey://... All of
+    /// them must give the same rates and bursts (else exit 2)
+    #[arg(long, value_name = "NAME|URL", value_parser = shared::parse_target, value_hint = ValueHint::Other)]
+    pub share: Option<shared::Target>,
+
+    /// When the shared state cannot be reached: wait (send nothing and
+    /// retry; records wait in the bucket), local (pace alone at the rate
+    /// divided by --share-peers, warn once), or fail (exit 4)
+    #[arg(long, value_name = "POLICY", default_value = "wait", value_parser = Choices { parse: shared::parse_on_error, values: SHARE_ON_ERROR })]
+    pub share_on_error: shared::OnError,
+
+    /// How many drips share the limits, for --share-on-error local
+    #[arg(long, value_name = "N", default_value = "1", value_parser = positive_u64, value_hint = ValueHint::Other, allow_hyphen_values = true)]
+    pub share_peers: u64,
 }
 
 /// Parse `--rate`: `RATE` or `RATE:BURST`.
@@ -376,6 +399,20 @@ fn overflow_arg(text: &str) -> Result<Overflow, String> {
 fn oversize_arg(text: &str) -> Result<Oversize, String> {
     text.parse()
 }
+
+/// What `--share-on-error` can say, for completion and help: (value,
+/// meaning).
+pub const SHARE_ON_ERROR: &[(&str, &str)] = &[
+    (
+        "wait",
+        "send nothing, retry with backoff; records wait in the bucket",
+    ),
+    (
+        "local",
+        "pace alone at the rate divided by --share-peers, warn once",
+    ),
+    ("fail", "exit with status 4"),
+];
 
 /// The oversize policies, for completion and help: (value, meaning).
 pub const OVERSIZE_POLICIES: &[(&str, &str)] = &[
@@ -505,6 +542,8 @@ pub struct Config {
     pub stats_interval: Option<Duration>,
     /// Progress display.
     pub progress: ProgressMode,
+    /// The limits are shared with other drips (`--share`).
+    pub share: Option<shared::Share>,
 }
 
 impl Config {
@@ -594,11 +633,40 @@ const ONE_PER_SECOND: Rate = Rate::Limited {
     period_ns: 1_000_000_000,
 };
 
+/// What `--share` and its companions give, checked against the limits.
+///
+/// # Errors
+/// `--share` beside `--byte-rate` (byte rates are not shared) or with no
+/// rate to share; `--share-on-error` or `--share-peers` without `--share`.
+fn share(cli: &Cli, limits: &[Limit]) -> Result<Option<shared::Share>, clap::Error> {
+    use clap::CommandFactory;
+    let refuse =
+        |why: &str| Err(Cli::command().error(clap::error::ErrorKind::ArgumentConflict, why));
+    let Some(target) = cli.share.clone() else {
+        if cli.share_on_error != shared::OnError::Wait || cli.share_peers != 1 {
+            return refuse("--share-on-error and --share-peers need --share");
+        }
+        return Ok(None);
+    };
+    if limits.iter().any(|l| l.unit == Unit::Bytes) {
+        return refuse("--share shares --rate limits; a --byte-rate cannot be shared");
+    }
+    if limits.is_empty() {
+        return refuse("--share: there is no rate to share (--rate inf)");
+    }
+    Ok(Some(shared::Share {
+        target,
+        on_error: cli.share_on_error,
+        peers: cli.share_peers,
+    }))
+}
+
 impl TryFrom<Cli> for Config {
     type Error = clap::Error;
 
     fn try_from(cli: Cli) -> Result<Config, clap::Error> {
         let limits = limits(&cli)?;
+        let share = share(&cli, &limits)?;
         let inputs = if cli.files.is_empty() {
             vec![Input::Stdin]
         } else {
@@ -641,6 +709,7 @@ impl TryFrom<Cli> for Config {
             stats_json: cli.stats_json,
             stats_interval: cli.stats_interval,
             progress,
+            share,
         })
     }
 }
@@ -866,8 +935,9 @@ mod tests {
             }
         }
         // rate, byte-rate, interval, burst, capacity, capacity-bytes,
-        // delimiter, max-record, max-wait, stats-interval.
-        assert_eq!(other, 10);
+        // delimiter, max-record, max-wait, stats-interval, share,
+        // share-peers.
+        assert_eq!(other, 12);
     }
 
     #[test]

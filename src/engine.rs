@@ -17,7 +17,8 @@ use crate::deadletter::DeadLetter;
 use crate::input::{Oversize, OwnFile, ReadReport, Splitter};
 use crate::monitor::Monitor;
 use crate::progress::{lock_ui, Ui};
-use crate::schedule::Limits;
+use crate::schedule::{Limits, Schedule};
+use crate::shared;
 use crate::state::{Clock, OverflowError, Shared, State};
 use crate::writer::{self, Stdout};
 use crate::{output, reader, stalls, sys};
@@ -30,11 +31,18 @@ pub const EXIT_ERROR: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
 /// Exit status: the bucket overflowed under `--overflow fail`.
 pub const EXIT_OVERFLOW: i32 = 3;
+/// Exit status: the `--share` state could not be reached under
+/// `--share-on-error fail`.
+pub const EXIT_SHARE: i32 = 4;
 
 /// Map an error from [`run`] to drip's exit status.
 pub fn exit_status(err: &anyhow::Error) -> i32 {
     if err.downcast_ref::<OverflowError>().is_some() {
         EXIT_OVERFLOW
+    } else if err.downcast_ref::<shared::Disagreement>().is_some() {
+        EXIT_USAGE
+    } else if err.downcast_ref::<shared::Unreachable>().is_some() {
+        EXIT_SHARE
     } else {
         EXIT_ERROR
     }
@@ -103,8 +111,20 @@ fn input_size(inputs: &[Input]) -> Option<u64> {
     })
 }
 
-/// The shared state for `config`: admission over the configured limits.
-fn shared_state(config: &Config, out_fd: Option<std::os::fd::RawFd>) -> Result<Arc<Shared>> {
+/// The shared state for `config`: admission over the configured limits
+/// (local, or `--share`d), and the running `--share`, if any.
+fn shared_state(
+    config: &Config,
+    out_fd: Option<std::os::fd::RawFd>,
+) -> Result<(Arc<Shared>, Option<shared::Handle>)> {
+    let origin = Instant::now();
+    let (schedule, share): (Box<dyn Schedule>, _) = match &config.share {
+        Some(share) => {
+            let (schedule, handle) = shared::open(share, &config.limits, origin)?;
+            (Box::new(schedule), Some(handle))
+        }
+        None => (Box::new(Limits::new(&config.limits)), None),
+    };
     // A failed dead-letter write stops drip at once: any further record
     // not written would be lost without a trace.
     let cell = Arc::new(OnceLock::<Weak<Shared>>::new());
@@ -116,13 +136,12 @@ fn shared_state(config: &Config, out_fd: Option<std::os::fd::RawFd>) -> Result<A
     });
     let dead = DeadLetter::open(config.dead_letter.as_deref(), config.delimiter, failed)?;
     let dead_backlog = dead.backlog();
-    let schedule = Limits::new(&config.limits);
     let unpaced = config.limits.is_empty();
     let bucket = Bucket::new(config.capacity, config.capacity_bytes, config.overflow);
     let max_wait_ns = config
         .max_wait
         .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-    let adm = Admission::new(bucket, Box::new(schedule), max_wait_ns);
+    let adm = Admission::new(bucket, schedule, max_wait_ns);
     let shared = Arc::new(Shared {
         state: Mutex::new(State::new(adm, dead, config.dead_letter.is_some())),
         data_ready: Condvar::new(),
@@ -130,7 +149,7 @@ fn shared_state(config: &Config, out_fd: Option<std::os::fd::RawFd>) -> Result<A
         stop_now: AtomicBool::new(false),
         in_flight_written: AtomicUsize::new(0),
         waker: sys::Waker::new().context("creating a pipe")?,
-        clock: Clock(Instant::now()),
+        clock: Clock(origin),
         unpaced,
         direct: out_fd.filter(|_| unpaced).and_then(output::Direct::new),
         first_signal: AtomicI32::new(0),
@@ -141,7 +160,24 @@ fn shared_state(config: &Config, out_fd: Option<std::os::fd::RawFd>) -> Result<A
         dead_backlog,
     });
     let _ = cell.set(Arc::downgrade(&shared));
-    Ok(shared)
+    Ok((shared, share))
+}
+
+/// The keeper of `--share` wakes the writer when slots arrive, and stops
+/// drip when it must.
+fn notify_from_share(shared: &Arc<Shared>) -> shared::Notify {
+    let shared = Arc::downgrade(shared);
+    Box::new(move |stop| {
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        if stop {
+            shared.stop(false);
+        } else {
+            let _st = shared.lock();
+            shared.data_ready.notify_all();
+        }
+    })
 }
 
 /// `out_fd`: the descriptor `out` writes to (open while `out` lives), for
@@ -161,7 +197,10 @@ fn run_watching(
         ),
         None => None,
     };
-    let shared = shared_state(&config, out_fd)?;
+    let (shared, mut share) = shared_state(&config, out_fd)?;
+    if let Some(share) = &share {
+        share.set_notify(notify_from_share(&shared));
+    }
     let ui = Arc::new(Mutex::new(Ui::new(
         config.progress,
         config.capacity,
@@ -207,7 +246,16 @@ fn run_watching(
     // Whatever ended the writer, reading stops too.
     shared.stop(false);
     let report = reader.join().unwrap_or_default();
-    finish(&config, &shared, &ui, monitor, report, write_error)
+    // Unused slots go back before drip takes stock.
+    let share_error = share.as_mut().and_then(shared::Handle::finish);
+    let ending = finish(&config, &shared, &ui, monitor, report, write_error);
+    if let (Some(share), true) = (&share, config.stats) {
+        lock_ui(&ui).message(&share.summary());
+    }
+    match (ending, share_error) {
+        (Ok(_), Some(e)) => Err(e),
+        (ending, _) => ending,
+    }
 }
 
 /// Run the writer on this thread, where a stop can interrupt it.

@@ -23,6 +23,7 @@ pub mod rate;
 mod reader;
 pub mod scan;
 pub mod schedule;
+pub mod shared;
 mod shutdown;
 mod stalls;
 mod state;
@@ -31,6 +32,7 @@ mod sys;
 mod writer;
 
 pub use engine::{
-    exit_status, run, run_stdout, Ending, EXIT_ERROR, EXIT_OK, EXIT_OVERFLOW, EXIT_USAGE,
+    exit_status, run, run_stdout, Ending, EXIT_ERROR, EXIT_OK, EXIT_OVERFLOW, EXIT_SHARE,
+    EXIT_USAGE,
 };
 pub use state::OverflowError;

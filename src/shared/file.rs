@@ -1,0 +1,232 @@
+//! The shared state on one host, with no server: a small JSON file under
+//! `$XDG_RUNTIME_DIR/drip/` (or `/tmp/drip-$UID/`), read and written under
+//! an exclusive `flock`. Times are `CLOCK_MONOTONIC`, the one clock every
+//! process on the host shares; the boot id is stored with them, and a state
+//! from an earlier boot is started afresh.
+
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::io::{Read, Seek, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{flock, FlockOperation};
+use serde::{Deserialize, Serialize};
+
+use super::gcra::{Gcra, Step};
+use super::lease::{Backend, Failure, Grant};
+
+/// What the file holds.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Stored {
+    boot_id: String,
+    limits: String,
+    seq: u64,
+    tats: Vec<Option<i64>>,
+}
+
+/// The state file of one NAME.
+#[derive(Debug)]
+pub struct FileBackend {
+    path: PathBuf,
+    spec: String,
+    steps: Vec<Step>,
+    boot_id: String,
+}
+
+/// The directory of the state files: `$XDG_RUNTIME_DIR/drip`, or
+/// `/tmp/drip-$UID` when it is unset.
+pub fn state_dir() -> PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        Some(dir) => Path::new(&dir).join("drip"),
+        None => PathBuf::from(format!("/tmp/drip-{}", rustix::process::getuid().as_raw())),
+    }
+}
+
+/// `CLOCK_MONOTONIC` in ns.
+fn monotonic() -> i64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec
+        .saturating_mul(1_000_000_000)
+        .saturating_add(t.tv_nsec)
+}
+
+impl FileBackend {
+    /// The state of `name` in `dir`, for limits `spec` with `steps`.
+    pub fn new(dir: &Path, name: &str, spec: String, steps: Vec<Step>) -> FileBackend {
+        let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
+        FileBackend {
+            path: dir.join(format!("{name}.json")),
+            spec,
+            steps,
+            boot_id,
+        }
+    }
+
+    /// Open the file, locked; create the directory (mode 0700) if needed.
+    /// A directory another user owns, or others may write to, is refused:
+    /// they could change the schedule or swap the file.
+    fn open(&self) -> std::io::Result<File> {
+        if let Some(dir) = self.path.parent() {
+            DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+            let meta = std::fs::symlink_metadata(dir)?;
+            let mine = meta.uid() == rustix::process::getuid().as_raw();
+            if !meta.is_dir() || !mine || meta.mode() & 0o022 != 0 {
+                return Err(std::io::Error::other(format!(
+                    "{} is not a directory of this user's that only it may write to",
+                    dir.display()
+                )));
+            }
+        }
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&self.path)?;
+        flock(&file, FlockOperation::LockExclusive)?;
+        Ok(file)
+    }
+
+    /// Run `step` on the state under the lock: the stored state (fresh:
+    /// absent, from another boot, or expired) and the clock's now.
+    fn with_state<T>(
+        &mut self,
+        step: impl FnOnce(&mut Gcra, i64, bool) -> T,
+    ) -> Result<T, Failure> {
+        let unreachable =
+            |e: std::io::Error| Failure::Unreachable(format!("{}: {}", self.path.display(), e));
+        let mut file = self.open().map_err(unreachable)?;
+        let mut text = String::new();
+        file.read_to_string(&mut text).map_err(unreachable)?;
+        let now = monotonic();
+        let stored: Option<Stored> = serde_json::from_str(&text).ok();
+        let live = stored.filter(|s| {
+            s.boot_id == self.boot_id
+                && s.tats
+                    .iter()
+                    .flatten()
+                    .max()
+                    .map_or(true, |&t| now < t + super::EXPIRY_NS)
+        });
+        if let Some(s) = &live {
+            if s.limits != self.spec {
+                return Err(Failure::Mismatch(s.limits.clone()));
+            }
+        }
+        let fresh = live.is_none();
+        let stored = live.unwrap_or_default();
+        let mut gcra = Gcra {
+            tats: stored.tats,
+            seq: stored.seq,
+        };
+        let out = step(&mut gcra, now, fresh);
+        let new = Stored {
+            boot_id: self.boot_id.clone(),
+            limits: self.spec.clone(),
+            seq: gcra.seq,
+            tats: gcra.tats,
+        };
+        let text = serde_json::to_string(&new).expect("plain data");
+        file.rewind().map_err(unreachable)?;
+        file.set_len(0).map_err(unreachable)?;
+        file.write_all(text.as_bytes()).map_err(unreachable)?;
+        Ok(out)
+    }
+}
+
+impl Backend for FileBackend {
+    fn hello(&mut self) -> Result<bool, Failure> {
+        self.with_state(|_, _, fresh| fresh)
+    }
+
+    fn reserve(&mut self, want: u64, horizon: i64) -> Result<Grant, Failure> {
+        let steps = self.steps.clone();
+        self.with_state(|g, now, fresh| {
+            let slots = g.reserve(&steps, now, want, horizon);
+            Grant {
+                seq: g.seq,
+                now,
+                fresh,
+                slots: slots.into_iter().map(|d| d - now).collect(),
+            }
+        })
+    }
+
+    fn give_back(&mut self, seq: u64, first_unused: i64) -> Result<bool, Failure> {
+        let steps = self.steps.clone();
+        self.with_state(|g, _, fresh| !fresh && g.give_back(&steps, seq, first_unused))
+    }
+
+    fn host_clock(&self) -> Option<i64> {
+        Some(monotonic())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: i64 = 1_000_000;
+
+    fn backend(dir: &Path, spec: &str) -> FileBackend {
+        let steps = vec![Step {
+            interval: 100 * MS,
+            tolerance: 0,
+        }];
+        FileBackend::new(dir, "quota", spec.into(), steps)
+    }
+
+    #[test]
+    fn participants_share_one_schedule_through_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = backend(dir.path(), "10/s");
+        let mut b = backend(dir.path(), "10/s");
+        assert!(a.hello().unwrap());
+        assert!(!b.hello().unwrap());
+        let ga = a.reserve(3, 250 * MS).unwrap();
+        assert_eq!(ga.slots, vec![0, 100 * MS, 200 * MS]);
+        let gb = b.reserve(1, 0).unwrap();
+        // b's slot follows a's on the same clock.
+        assert!(gb.now + gb.slots[0] >= ga.now + 300 * MS, "{ga:?} {gb:?}");
+        assert!(!gb.fresh);
+        // a cannot give back: b reserved since.
+        assert!(!a.give_back(ga.seq, ga.now + ga.slots[1]).unwrap());
+        assert!(b.give_back(gb.seq, gb.now + gb.slots[0]).unwrap());
+    }
+
+    #[test]
+    fn different_limits_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = backend(dir.path(), "10/s");
+        a.reserve(1, 0).unwrap();
+        let mut b = backend(dir.path(), "20/s");
+        assert_eq!(b.hello(), Err(Failure::Mismatch("10/s".into())));
+    }
+
+    #[test]
+    fn a_directory_others_may_write_to_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let mut a = backend(dir.path(), "10/s");
+        match a.hello() {
+            Err(Failure::Unreachable(why)) => assert!(why.contains("only it may write"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_state_from_another_boot_starts_afresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = backend(dir.path(), "10/s");
+        a.reserve(5, 1000 * MS).unwrap();
+        let mut b = backend(dir.path(), "10/s");
+        b.boot_id = "another boot".into();
+        let g = b.reserve(1, 0).unwrap();
+        assert!(g.fresh);
+        assert_eq!(g.slots, vec![0]);
+    }
+}

@@ -1,0 +1,289 @@
+//! The shared schedule's arithmetic: reservations of departure slots on one
+//! GCRA per limit, the same maths the Redis script runs (`script.lua`), in
+//! Rust for the file backend and for tests on virtual time.
+//!
+//! GCRA (ITU-T I.371, virtual scheduling): each limit keeps a *theoretical
+//! arrival time* `TAT`; a departure at `t` is allowed when `t ≥ TAT − τ`,
+//! with the emission interval `T = period / count` and the burst tolerance
+//! `τ = (burst − 1) · T`, and moves `TAT` to `max(TAT, t) + T`. A
+//! *reservation* takes the next departure slots in one step instead of
+//! asking whether one may leave now: slot `i` departs at
+//! `d_i = max(now, max_j(TAT_j − τ_j))`, so the departures of every
+//! participant together keep each limit's bound: no window of length `W`
+//! holds more than `burst + W / T` of them.
+//!
+//! Times are integer nanoseconds on the shared clock (`CLOCK_MONOTONIC` on
+//! one host, the Redis server's `TIME` across hosts); `T` is rounded up to
+//! a whole nanosecond, which can only slow the schedule (by less than one
+//! part in `T`). Pure: no clock, no I/O.
+
+use crate::rate::Rate;
+use crate::schedule::Limit;
+
+/// One limit's constants, in ns: emission interval `T` and burst tolerance
+/// `τ`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Step {
+    /// Emission interval `T` = period / count, rounded up, ns (≥ 1).
+    pub interval: i64,
+    /// Burst tolerance `τ` = (burst − 1) · `T`, ns.
+    pub tolerance: i64,
+}
+
+impl Step {
+    /// The constants of a record limit.
+    ///
+    /// # Panics
+    /// If the rate is unlimited (the command line never shares one).
+    pub fn of(limit: &Limit) -> Step {
+        let Rate::Limited { count, period_ns } = limit.rate else {
+            panic!("an unlimited rate is no limit");
+        };
+        let interval = i64::try_from(period_ns.div_ceil(count).max(1)).unwrap_or(i64::MAX);
+        let burst = i64::try_from(limit.burst).unwrap_or(i64::MAX);
+        Step {
+            interval,
+            tolerance: interval.saturating_mul(burst - 1),
+        }
+    }
+}
+
+/// The limits as the shared state records them, for the agreement check:
+/// `count/period_ns:burst` for each, comma-separated.
+pub fn spec(limits: &[Limit]) -> String {
+    limits
+        .iter()
+        .map(|l| match l.rate {
+            Rate::Limited { count, period_ns } => format!("{count}/{period_ns}ns:{}", l.burst),
+            Rate::Unlimited => "inf".into(),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The limits a [`spec`] describes, for messages: `10/s, burst 1`.
+pub fn describe(spec: &str) -> String {
+    spec.split(',')
+        .map(|one| {
+            let parsed = one.split_once('/').and_then(|(count, rest)| {
+                let (period, burst) = rest.split_once("ns:")?;
+                let rate = Rate::Limited {
+                    count: count.parse().ok()?,
+                    period_ns: period.parse().ok()?,
+                };
+                Some(format!("{rate}, burst {burst}"))
+            });
+            parsed.unwrap_or_else(|| one.to_string())
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The shared state of one set of limits: a `TAT` per limit (`None`: never
+/// used, as after expiry).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Gcra {
+    /// Theoretical arrival time of each limit, ns on the shared clock.
+    pub tats: Vec<Option<i64>>,
+    /// Reservations made so far (to know, when giving slots back, whether
+    /// anyone reserved since).
+    pub seq: u64,
+}
+
+impl Gcra {
+    /// Reserve up to `want` (≥ 1) departure slots at `now`: every slot
+    /// due by `now + horizon`, and always at least one. Returns their
+    /// departure times in order (ns, never before `now`).
+    pub fn reserve(&mut self, steps: &[Step], now: i64, want: u64, horizon: i64) -> Vec<i64> {
+        self.tats.resize(steps.len(), None);
+        let mut tats: Vec<i64> = self
+            .tats
+            .iter()
+            .map(|t| t.unwrap_or(now).max(now))
+            .collect();
+        let mut out = Vec::new();
+        while (out.len() as u64) < want.max(1) {
+            let due = steps
+                .iter()
+                .zip(&tats)
+                .map(|(s, &tat)| tat.saturating_sub(s.tolerance))
+                .fold(now, i64::max);
+            if !out.is_empty() && due > now.saturating_add(horizon) {
+                break;
+            }
+            for (s, tat) in steps.iter().zip(tats.iter_mut()) {
+                *tat = (*tat).max(due).saturating_add(s.interval);
+            }
+            out.push(due);
+        }
+        self.tats = tats.into_iter().map(Some).collect();
+        self.seq += 1;
+        out
+    }
+
+    /// Give back the slots from `first_unused` (a departure time this
+    /// state granted) on, when no one reserved after reservation `seq`:
+    /// the schedule goes back to where it stood before that slot, or
+    /// later. Returns whether it did.
+    pub fn give_back(&mut self, steps: &[Step], seq: u64, first_unused: i64) -> bool {
+        if seq != self.seq {
+            return false;
+        }
+        for (s, tat) in steps.iter().zip(self.tats.iter_mut()) {
+            if let Some(t) = tat.as_mut() {
+                *t = (*t).min(first_unused.saturating_add(s.tolerance));
+            }
+        }
+        true
+    }
+
+    /// When the state is no longer needed (ns): once every `TAT` has
+    /// passed, a fresh state schedules exactly the same.
+    pub fn idle_from(&self) -> Option<i64> {
+        self.tats.iter().flatten().copied().max()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rate::parse_rate;
+    use crate::schedule::Unit;
+
+    const MS: i64 = 1_000_000;
+
+    fn step(rate: &str, burst: u64) -> Step {
+        Step::of(&Limit {
+            rate: parse_rate(rate).unwrap(),
+            burst,
+            unit: Unit::Records,
+        })
+    }
+
+    #[test]
+    fn constants() {
+        assert_eq!(
+            step("10/s", 3),
+            Step {
+                interval: 100 * MS,
+                tolerance: 200 * MS
+            }
+        );
+        // 3 per second: 333,333,333.3 ns rounds up.
+        assert_eq!(step("3/s", 1).interval, 333_333_334);
+    }
+
+    #[test]
+    fn a_burst_then_the_rate() {
+        let mut g = Gcra::default();
+        let s = [step("10/s", 3)];
+        // Horizon 250 ms: the burst of 3 at once, then 100, 200 ms.
+        let t = g.reserve(&s, 0, 10, 250 * MS);
+        assert_eq!(t, vec![0, 0, 0, 100 * MS, 200 * MS]);
+        // Another participant asking at 50 ms gets the next slot.
+        assert_eq!(g.reserve(&s, 50 * MS, 1, 0), vec![300 * MS]);
+        // Always one, even past the horizon.
+        assert_eq!(g.reserve(&s, 50 * MS, 5, 0), vec![400 * MS]);
+    }
+
+    #[test]
+    fn an_idle_schedule_restarts_from_now() {
+        let mut g = Gcra::default();
+        let s = [step("10/s", 2)];
+        assert_eq!(g.reserve(&s, 0, 3, 1000 * MS), vec![0, 0, 100 * MS]);
+        // Idle until 5 s: a burst of 2 again, never a catch-up.
+        assert_eq!(
+            g.reserve(&s, 5000 * MS, 3, 1000 * MS),
+            vec![5000 * MS, 5000 * MS, 5100 * MS]
+        );
+        assert_eq!(g.idle_from(), Some(5300 * MS));
+    }
+
+    #[test]
+    fn the_tightest_limit_decides() {
+        let mut g = Gcra::default();
+        let s = [step("10/s", 5), step("2/100ms", 2)];
+        let t = g.reserve(&s, 0, 9, 10_000 * MS);
+        assert_eq!(t, [0, 0, 50, 100, 150, 200, 250, 300, 400].map(|x| x * MS));
+    }
+
+    #[test]
+    fn giving_back_restores_the_schedule_unless_someone_reserved() {
+        let s = [step("10/s", 1)];
+        let mut g = Gcra::default();
+        let t = g.reserve(&s, 0, 5, 1000 * MS);
+        assert_eq!(t.len(), 5);
+        let seq = g.seq;
+        let mut other = g.clone();
+        // Slots 2, 3, 4 unused: the next reservation gets slot 2's time.
+        assert!(g.give_back(&s, seq, t[2]));
+        assert_eq!(g.reserve(&s, 0, 1, 0), vec![t[2]]);
+        // Someone reserved after us: nothing is given back.
+        other.reserve(&s, 0, 1, 0);
+        assert!(!other.give_back(&s, seq, t[2]));
+    }
+
+    /// Several participants reserving in turn on virtual time keep every
+    /// window's bound.
+    #[test]
+    fn participants_together_keep_the_window_bound() {
+        let s = [step("50/s", 4)];
+        let mut g = Gcra::default();
+        let mut all = Vec::new();
+        let mut now = 0;
+        for round in 0..200 {
+            let want = 1 + (round * 7) % 13;
+            let got = g.reserve(&s, now, want, 60 * MS);
+            all.extend(got);
+            now += (round as i64 % 5) * 9 * MS;
+        }
+        all.sort_unstable();
+        for (i, &start) in all.iter().enumerate() {
+            let n = all[i..]
+                .iter()
+                .take_while(|&&x| x < start + 1000 * MS)
+                .count();
+            assert!(n <= 50 + 4, "{n} in a second from {start}");
+        }
+        let span = (all[all.len() - 1] - all[0]) as f64 / 1e9;
+        let rate = (all.len() - 4) as f64 / span;
+        assert!((rate - 50.0).abs() < 0.5, "{rate}");
+    }
+
+    /// A participant with a deep queue reserving whenever its lease runs
+    /// low cannot keep one with a shallow queue waiting longer than one
+    /// reservation's horizon: requests are served in order.
+    #[test]
+    fn a_deep_queue_cannot_starve_a_shallow_one() {
+        let s = [step("100/s", 1)];
+        let horizon = 200 * MS;
+        let mut g = Gcra::default();
+        let mut deep_end = 0;
+        let mut now = 0;
+        while now < 5000 * MS {
+            if deep_end - horizon / 2 <= now {
+                deep_end = *g.reserve(&s, now, 1000, horizon).last().unwrap();
+            }
+            if now % (700 * MS) == 0 {
+                let mine = g.reserve(&s, now, 1, horizon)[0];
+                assert!(
+                    mine <= now + horizon + 10 * MS,
+                    "waited {} ms",
+                    (mine - now) / MS
+                );
+            }
+            now += 10 * MS;
+        }
+    }
+
+    #[test]
+    fn specs_name_the_limits() {
+        let limits = [Limit {
+            rate: parse_rate("10/s").unwrap(),
+            burst: 2,
+            unit: Unit::Records,
+        }];
+        assert_eq!(spec(&limits), "1/100000000ns:2");
+        assert_eq!(describe(&spec(&limits)), "10/s, burst 2");
+    }
+}

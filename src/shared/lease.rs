@@ -1,0 +1,305 @@
+//! The lease and its keeper.
+//!
+//! The *lease* is the departure slots this drip has reserved in the shared
+//! state and not used yet, as times on drip's own clock. The schedule
+//! ([`super::SharedSchedule`]) only ever looks at it under a short lock, so
+//! admission and the writer never wait on the network. The *keeper* is a
+//! thread of its own that reserves more slots when the lease runs low (one
+//! call to the backend reserves every slot due within the horizon, as many
+//! as the records waiting want, and never more than about a second of
+//! schedule), gives unused slots back at exit, and reports a shared state
+//! that cannot be reached, disagrees, or was lost.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Why the shared state could not serve a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// The stored limits differ from ours (their spec).
+    Mismatch(String),
+    /// The state could not be reached or read (why).
+    Unreachable(String),
+}
+
+/// Slots granted by one reservation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// The reservation's number in the shared state.
+    pub seq: u64,
+    /// The shared clock's time of the reservation, ns.
+    pub now: i64,
+    /// The state did not exist before this call.
+    pub fresh: bool,
+    /// Departure times, ns after `now`, in order.
+    pub slots: Vec<i64>,
+}
+
+/// A place where the shared state lives: a file on this host, or Redis.
+pub trait Backend: Send {
+    /// Check that the stored limits are ours (storing them when there are
+    /// none). Returns whether the state was fresh.
+    fn hello(&mut self) -> Result<bool, Failure>;
+    /// Reserve up to `want` slots due within `horizon` ns (at least one).
+    fn reserve(&mut self, want: u64, horizon: i64) -> Result<Grant, Failure>;
+    /// Give back the slots from `first_unused` (shared ns) on, if no one
+    /// reserved after reservation `seq`. Returns whether they were.
+    fn give_back(&mut self, seq: u64, first_unused: i64) -> Result<bool, Failure>;
+    /// The shared clock's now (ns) when it is this host's
+    /// `CLOCK_MONOTONIC`, which drip's clock also runs on: slots then map
+    /// exactly. `None` for a clock elsewhere.
+    fn host_clock(&self) -> Option<i64> {
+        None
+    }
+}
+
+/// How the schedule paces while the state cannot be reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// From the lease.
+    Shared,
+    /// Alone, at the configured rate divided by the peers (`local`).
+    Local,
+}
+
+/// What the schedule and the keeper share.
+#[derive(Debug)]
+pub(crate) struct LeaseState {
+    /// Reserved departure times on drip's clock (ns), in order.
+    pub(crate) slots: VecDeque<u64>,
+    /// Records waiting that the lease does not cover yet.
+    pub(crate) wanted: usize,
+    pub(crate) mode: Mode,
+    pub(crate) closed: bool,
+    /// The last reservation: its seq and its slots' shared times (for
+    /// giving back those unused at exit).
+    pub(crate) last: Option<(u64, Vec<i64>)>,
+    /// Counters for the summary.
+    pub(crate) reservations: u64,
+    pub(crate) lost: u64,
+    pub(crate) failures: u64,
+    pub(crate) forfeited: u64,
+    /// A fatal failure: drip stops (`fail`, or disagreeing limits).
+    pub(crate) fatal: Option<Failure>,
+}
+
+/// The lease: state under a lock and the keeper's wake-up.
+#[derive(Debug)]
+pub(crate) struct Lease {
+    pub(crate) state: Mutex<LeaseState>,
+    pub(crate) wake: Condvar,
+    /// drip's clock origin.
+    pub(crate) origin: Instant,
+}
+
+impl Lease {
+    pub(crate) fn new(origin: Instant) -> Lease {
+        Lease {
+            state: Mutex::new(LeaseState {
+                slots: VecDeque::new(),
+                wanted: 0,
+                mode: Mode::Shared,
+                closed: false,
+                last: None,
+                reservations: 0,
+                lost: 0,
+                failures: 0,
+                forfeited: 0,
+                fatal: None,
+            }),
+            wake: Condvar::new(),
+            origin,
+        }
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, LeaseState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// drip's clock (ns since `origin`).
+    pub(crate) fn now(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+/// What the keeper does when the state cannot be reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnError {
+    /// Send nothing; retry with capped backoff and jitter.
+    Wait,
+    /// Pace alone at rate / peers; warn once.
+    Local,
+    /// Stop drip with exit status 4.
+    Fail,
+}
+
+/// The keeper's settings.
+pub(crate) struct Keeper {
+    pub(crate) lease: Arc<Lease>,
+    pub(crate) backend: Box<dyn Backend>,
+    pub(crate) on_error: OnError,
+    /// The shared rate in records per second (the tightest limit).
+    pub(crate) per_second: f64,
+    /// Called when slots arrive (wakes the writer) and when drip must stop.
+    pub(crate) notify: Arc<dyn Fn(bool) + Send + Sync>,
+    /// What the messages call the shared state.
+    pub(crate) name: String,
+    /// Whether `local`'s warning was given.
+    pub(crate) warned: bool,
+}
+
+/// Shortest and longest horizon of a reservation, ns.
+const MIN_HORIZON: i64 = 200_000_000;
+const MAX_HORIZON: i64 = 1_000_000_000;
+/// First and longest pause between attempts to reach the state.
+const FIRST_BACKOFF: Duration = Duration::from_millis(50);
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
+
+impl Keeper {
+    /// Run until the lease is closed, then give back what is unused.
+    pub(crate) fn run(mut self) {
+        let mut rtt = 0i64;
+        let mut backoff = FIRST_BACKOFF;
+        while let Some(want) = self.await_need(Self::horizon(rtt) / 2) {
+            let started = Instant::now();
+            match self.backend.reserve(want, Self::horizon(rtt)) {
+                Ok(grant) => {
+                    let took = i64::try_from(started.elapsed().as_nanos()).unwrap_or(i64::MAX);
+                    rtt = if rtt == 0 { took } else { (rtt * 7 + took) / 8 };
+                    backoff = FIRST_BACKOFF;
+                    self.take(grant);
+                }
+                Err(Failure::Mismatch(spec)) => return self.fatal(Failure::Mismatch(spec)),
+                Err(Failure::Unreachable(why)) => {
+                    self.lease.lock().failures += 1;
+                    match self.on_error {
+                        OnError::Fail => return self.fatal(Failure::Unreachable(why)),
+                        OnError::Local => {
+                            if !self.warned {
+                                eprintln!("drip: {}: {why}; pacing alone until it is back (--share-on-error local)", self.name);
+                                self.warned = true;
+                            }
+                            self.lease.lock().mode = Mode::Local;
+                            (self.notify)(false);
+                        }
+                        OnError::Wait => {}
+                    }
+                    self.pause(backoff);
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+            }
+        }
+        self.give_back();
+    }
+
+    /// How far ahead one reservation reaches: a few round trips, within
+    /// 200 ms and 1 s.
+    fn horizon(rtt: i64) -> i64 {
+        rtt.saturating_mul(4).clamp(MIN_HORIZON, MAX_HORIZON)
+    }
+
+    /// Wait until the lease runs low (its last slot is less than `ahead`
+    /// ns away) while records want slots; returns how many to ask for, or
+    /// `None` once closed.
+    fn await_need(&self, ahead: i64) -> Option<u64> {
+        let cap = self.per_second.ceil().clamp(1.0, 1e9) as usize;
+        let mut st = self.lease.lock();
+        loop {
+            if st.closed {
+                return None;
+            }
+            let want = st.wanted.min(cap);
+            if want > 0 {
+                let now = self.lease.now();
+                let end = st.slots.back().copied().unwrap_or(0);
+                let until = end.saturating_sub(ahead as u64);
+                if until <= now || st.mode == Mode::Local {
+                    return Some(want as u64);
+                }
+                st = self.wait(st, Duration::from_nanos(until - now));
+            } else {
+                st = self.wait(st, Duration::from_secs(1));
+            }
+        }
+    }
+
+    fn wait<'a>(
+        &'a self,
+        st: MutexGuard<'a, LeaseState>,
+        d: Duration,
+    ) -> MutexGuard<'a, LeaseState> {
+        self.lease
+            .wake
+            .wait_timeout(st, d)
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+    }
+
+    /// Put the granted slots in the lease, on drip's clock: exactly when
+    /// the shared clock is this host's; otherwise counted from when the
+    /// answer arrived (never earlier than the shared schedule says).
+    fn take(&mut self, grant: Grant) {
+        let base = match self.backend.host_clock() {
+            Some(shared_now) => {
+                let ours = i64::try_from(self.lease.now()).unwrap_or(i64::MAX);
+                let at_grant = ours.saturating_sub(shared_now.saturating_sub(grant.now));
+                u64::try_from(at_grant).unwrap_or(0)
+            }
+            None => self.lease.now(),
+        };
+        let mut st = self.lease.lock();
+        if grant.fresh && st.reservations > 0 {
+            st.lost += 1;
+            eprintln!(
+                "drip: {}: the shared state was lost (a restart or a flush); at most one burst more may pass",
+                self.name
+            );
+        }
+        st.reservations += 1;
+        st.mode = Mode::Shared;
+        let n = grant.slots.len();
+        st.wanted = st.wanted.saturating_sub(n);
+        let shared_times = grant.slots.iter().map(|d| grant.now + d).collect();
+        st.last = Some((grant.seq, shared_times));
+        let floor = st.slots.back().copied().unwrap_or(0);
+        for d in grant.slots {
+            let t = base
+                .saturating_add(u64::try_from(d).unwrap_or(0))
+                .max(floor);
+            st.slots.push_back(t);
+        }
+        drop(st);
+        (self.notify)(false);
+    }
+
+    fn pause(&self, d: Duration) {
+        let jitter = d.mul_f64(0.5 + fastrand::f64() * 0.5);
+        let st = self.lease.lock();
+        if !st.closed {
+            drop(self.wait(st, jitter));
+        }
+    }
+
+    fn fatal(&self, failure: Failure) {
+        let mut st = self.lease.lock();
+        st.fatal = Some(failure);
+        drop(st);
+        (self.notify)(true);
+    }
+
+    /// At exit: the slots of the last reservation still unused go back,
+    /// if no one reserved since.
+    fn give_back(&mut self) {
+        let mut st = self.lease.lock();
+        let unused = st.slots.len();
+        let Some((seq, times)) = st.last.take() else {
+            return;
+        };
+        drop(st);
+        // Only when every unused slot is of the last reservation.
+        if unused > 0 && unused <= times.len() {
+            let _ = self.backend.give_back(seq, times[times.len() - unused]);
+        }
+    }
+}

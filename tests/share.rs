@@ -1,0 +1,737 @@
+//! `--share`: one limit shared by many drips, on one host through a state
+//! file and across hosts through a real `redis-server`, started by each test
+//! on 127.0.0.1 (or a Unix socket) with `--save '' --appendonly no`.
+//!
+//! Every Redis test checks its faults against the real server: SHUTDOWN
+//! NOSAVE and a restart on the same port, kill -STOP / -CONT, CLIENT PAUSE,
+//! CLIENT KILL, SCRIPT FLUSH, FLUSHALL; and that every record read is
+//! written or undelivered (stdout plus the dead letter is the input).
+//!
+//! A missing `redis-server` fails the tests under `CI=true` (CI installs
+//! it); elsewhere they say how to install it and pass without running.
+
+mod common;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{numbered, send_signal, timed_lines, wait_for};
+use drip::shared::gcra::{Gcra, Step};
+use drip::shared::lease::Backend;
+use drip::shared::redis::RedisBackend;
+
+/// The window-bound tests measure wall-clock pacing: they run alone; the
+/// other tests of this file run beside each other.
+static TIMING: RwLock<()> = RwLock::new(());
+
+fn timing_lock() -> RwLockWriteGuard<'static, ()> {
+    TIMING.write().unwrap_or_else(|e| e.into_inner())
+}
+
+fn beside_others() -> RwLockReadGuard<'static, ()> {
+    TIMING.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What a busy machine adds to a window's count, beyond rate + burst: a
+/// writer woken up to one interval late still sends on its slot (one
+/// record), and the reader timestamps lines as it reads them, so a read
+/// held up puts two records closer than they left (one more).
+const BUSY_ALLOWANCE: usize = 2;
+
+/// Whether `redis-server` is here; under CI its absence is a failure.
+fn have_redis() -> bool {
+    let found = Command::new("redis-server")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        let how = "redis-server not found: install it with `apt-get install -y redis-server` (.ci/run does)";
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{how}");
+        eprintln!("skipped: {how}");
+    }
+    found
+}
+
+/// A redis-server of the test's own, stopped when dropped.
+struct Redis {
+    child: Option<Child>,
+    port: u16,
+    socket: Option<PathBuf>,
+    _dir: tempfile::TempDir,
+}
+
+impl Redis {
+    /// A server on a free port of 127.0.0.1.
+    fn start() -> Redis {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut r = Redis {
+            child: None,
+            port,
+            socket: None,
+            _dir: tempfile::tempdir().unwrap(),
+        };
+        r.spawn();
+        r
+    }
+
+    /// A server on a Unix socket only.
+    fn start_unix() -> Redis {
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = Redis {
+            child: None,
+            port: 0,
+            socket: Some(dir.path().join("redis.sock")),
+            _dir: dir,
+        };
+        r.spawn();
+        r
+    }
+
+    fn spawn(&mut self) {
+        let mut cmd = Command::new("redis-server");
+        cmd.args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
+            .args(["--port", &self.port.to_string()])
+            .arg("--dir")
+            .arg(self._dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if let Some(socket) = &self.socket {
+            cmd.arg("--unixsocket").arg(socket);
+        }
+        self.child = Some(cmd.spawn().expect("redis-server"));
+        let start = Instant::now();
+        loop {
+            if let Ok(mut con) = self.try_con() {
+                if redis::cmd("PING").query::<String>(&mut con).is_ok() {
+                    return;
+                }
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "redis-server did not answer PING"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn url(&self) -> String {
+        match &self.socket {
+            Some(s) => format!("redis+unix://{}", s.display()),
+            None => format!("redis://127.0.0.1:{}", self.port),
+        }
+    }
+
+    /// `--share` for NAME on this server.
+    fn share(&self, name: &str) -> String {
+        format!("{}/{name}", self.url())
+    }
+
+    fn try_con(&self) -> redis::RedisResult<redis::Connection> {
+        redis::Client::open(self.url())?.get_connection()
+    }
+
+    fn con(&self) -> redis::Connection {
+        self.try_con().expect("connect to the test's redis-server")
+    }
+
+    fn command(&self, args: &[&str]) {
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        cmd.query::<redis::Value>(&mut self.con())
+            .expect("redis command");
+    }
+
+    /// SHUTDOWN NOSAVE, and wait for the server to go.
+    fn shutdown(&mut self) {
+        let _ = redis::cmd("SHUTDOWN")
+            .arg("NOSAVE")
+            .query::<redis::Value>(&mut self.con());
+        if let Some(mut child) = self.child.take() {
+            wait_for(&mut child, Duration::from_secs(10));
+        }
+    }
+
+    fn signal(&self, sig: i32) {
+        send_signal(self.child.as_ref().expect("running"), sig);
+    }
+
+    /// How many times clients ran the script (EVALSHA and EVAL).
+    fn script_calls(&self) -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.con())
+            .unwrap();
+        info.lines()
+            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+            .filter_map(|l| {
+                l.split("calls=")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// `drip ARGS` reading `input`, in a clean environment whose state files
+/// go to `runtime`.
+fn drip_with_input(args: &[&str], input: String, runtime: &Path) -> Child {
+    let mut cmd = common::command(args);
+    cmd.env("XDG_RUNTIME_DIR", runtime)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn drip");
+    let mut stdin = child.stdin.take().unwrap();
+    thread::spawn(move || {
+        use std::io::Write;
+        let _ = stdin.write_all(input.as_bytes());
+    });
+    child
+}
+
+/// Run `n` drips with `args`, each sending 40 records tagged with its
+/// number, all read by one timestamping reader; returns the times (s).
+fn participants(n: usize, records: usize, args: &[&str], runtime: &Path) -> Vec<f64> {
+    let start = Instant::now();
+    let readers: Vec<_> = (0..n)
+        .map(|i| {
+            let input: String = (1..=records).map(|r| format!("{i}-{r}\n")).collect();
+            let mut child = drip_with_input(args, input, runtime);
+            thread::spawn(move || {
+                let lines = timed_lines(&mut child, start);
+                let status = wait_for(&mut child, Duration::from_secs(60));
+                assert!(status.success(), "drip {i}: {status}");
+                lines
+            })
+        })
+        .collect();
+    let mut times: Vec<f64> = Vec::new();
+    for (i, reader) in readers.into_iter().enumerate() {
+        let lines = reader.join().unwrap();
+        let want: Vec<String> = (1..=records).map(|r| format!("{i}-{r}")).collect();
+        assert_eq!(
+            lines.iter().map(|(_, l)| l.clone()).collect::<Vec<_>>(),
+            want
+        );
+        times.extend(lines.iter().map(|(t, _)| *t));
+    }
+    times.sort_by(f64::total_cmp);
+    times
+}
+
+/// The most departures in any window of `window` seconds.
+fn most_in_window(times: &[f64], window: f64) -> usize {
+    (0..times.len())
+        .map(|i| {
+            times[i..]
+                .iter()
+                .take_while(|&&t| t < times[i] + window)
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// The aggregate rate after the burst: records per second between the
+/// last of the first burst and the last.
+fn mean_rate(times: &[f64], burst: usize) -> f64 {
+    let first = times[burst - 1];
+    (times.len() - burst) as f64 / (times[times.len() - 1] - first)
+}
+
+#[test]
+fn four_drips_on_one_host_share_ten_per_second() {
+    let _t = timing_lock();
+    let runtime = tempfile::tempdir().unwrap();
+    let times = participants(
+        4,
+        10,
+        &["-r", "10/s", "--share", "quota", "-q"],
+        runtime.path(),
+    );
+    assert_eq!(times.len(), 40);
+    // One clock on one host: at most rate + burst in any second.
+    let most = most_in_window(&times, 1.0);
+    assert!(
+        most <= 10 + 1 + BUSY_ALLOWANCE,
+        "{most} records in one second: {times:?}"
+    );
+    let rate = mean_rate(&times, 1);
+    assert!((rate - 10.0).abs() <= 0.2, "aggregate {rate}/s");
+    // Alone, the four would have sent 40/s.
+    assert!(runtime.path().join("drip/quota.json").is_file());
+}
+
+#[test]
+fn four_drips_through_redis_share_fifty_per_second() {
+    if !have_redis() {
+        return;
+    }
+    let _t = timing_lock();
+    let redis = Redis::start();
+    let runtime = tempfile::tempdir().unwrap();
+    let share = redis.share("api");
+    let times = participants(
+        4,
+        40,
+        &["-r", "50/s", "--share", &share, "-q"],
+        runtime.path(),
+    );
+    assert_eq!(times.len(), 160);
+    // rate + burst, and ceil(RTT × rate) = 1 for a loopback round trip.
+    let most = most_in_window(&times, 1.0);
+    assert!(
+        most <= 50 + 1 + 1 + BUSY_ALLOWANCE,
+        "{most} records in one second: {times:?}"
+    );
+    let rate = mean_rate(&times, 1);
+    assert!((rate - 50.0).abs() <= 1.0, "aggregate {rate}/s");
+    // A few dozen calls a second at most, for the four together.
+    let calls = redis.script_calls();
+    assert!(calls <= 4 * 60 * 4, "{calls} script calls");
+}
+
+#[test]
+fn a_unix_socket_serves_too() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let redis = Redis::start_unix();
+    let runtime = tempfile::tempdir().unwrap();
+    let share = redis.share("sock");
+    let mut child = drip_with_input(
+        &["-r", "100/s", "--share", &share],
+        numbered(1..=5),
+        runtime.path(),
+    );
+    let out = timed_lines(&mut child, Instant::now());
+    assert!(wait_for(&mut child, Duration::from_secs(20)).success());
+    assert_eq!(out.len(), 5);
+    let exists: bool = redis::cmd("EXISTS")
+        .arg("drip:{sock}")
+        .query(&mut redis.con())
+        .unwrap();
+    assert!(exists, "the state is in the server");
+}
+
+/// The script's arithmetic, driven on a test clock against the real
+/// server, equals the Rust mirror step for step.
+#[test]
+fn the_script_runs_the_mirrored_arithmetic() {
+    if !have_redis() {
+        return;
+    }
+    let redis = Redis::start();
+    let steps = vec![
+        Step {
+            interval: 100_000_000,
+            tolerance: 400_000_000,
+        },
+        Step {
+            interval: 30_000_000,
+            tolerance: 0,
+        },
+    ];
+    let mut backend =
+        RedisBackend::new(&redis.url(), "mirror", "test".into(), steps.clone()).unwrap();
+    let mut mirror = Gcra::default();
+    let epoch = 1_700_000_000i64;
+    let mut now = 0i64;
+    backend.clock = Some((epoch, 0));
+    assert!(backend.hello().unwrap());
+    for round in 0..60i64 {
+        backend.clock = Some((epoch + now / 1_000_000_000, now % 1_000_000_000));
+        let want = 1 + (round * 5) % 9;
+        let horizon = 20_000_000 * (round % 7);
+        let grant = backend.reserve(want as u64, horizon).unwrap();
+        let expect = mirror.reserve(&steps, now, want as u64, horizon);
+        assert_eq!(grant.now, now, "round {round}");
+        let got: Vec<i64> = grant.slots.iter().map(|d| grant.now + d).collect();
+        assert_eq!(got, expect, "round {round}");
+        assert_eq!(grant.seq, mirror.seq);
+        if round % 4 == 3 && expect.len() > 1 {
+            // Give back all but the first.
+            assert!(backend.give_back(grant.seq, expect[1]).unwrap());
+            assert!(mirror.give_back(&steps, grant.seq, expect[1]));
+        }
+        now += 37_000_000 * (round % 5);
+    }
+    // A giveback after someone else reserved changes nothing.
+    backend.clock = Some((epoch + now / 1_000_000_000, now % 1_000_000_000));
+    let grant = backend.reserve(1, 0).unwrap();
+    mirror.reserve(&steps, now, 1, 0);
+    backend.reserve(1, 0).unwrap();
+    mirror.reserve(&steps, now, 1, 0);
+    assert!(!backend
+        .give_back(grant.seq, grant.now + grant.slots[0])
+        .unwrap());
+    // The key expires 10 s after its schedule.
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg("drip:{mirror}")
+        .query(&mut redis.con())
+        .unwrap();
+    let idle = mirror.idle_from().unwrap() - now;
+
+    assert!(
+        (ttl - (idle / 1_000_000 + 10_000)).abs() <= 1,
+        "ttl {ttl}, idle {idle}"
+    );
+}
+
+#[test]
+fn share_usage_errors_name_the_flag() {
+    let runtime = tempfile::tempdir().unwrap();
+    for (args, why) in [
+        (
+            &["--share-peers", "2"][..],
+            "--share-on-error and --share-peers need --share",
+        ),
+        (
+            &["--share", "x", "--byte-rate", "1KB/s"],
+            "a --byte-rate cannot be shared",
+        ),
+        (&["--share", "a/b"], "'a/b' is not a NAME"),
+        (&["--share", "x", "-r", "inf"], "there is no rate to share"),
+        (&["--share", "http://h/x"], "unknown scheme 'http://'"),
+        (&["--share", "redis://h"], "names no NAME"),
+        (
+            &["--share", "x", "--share-on-error", "never"],
+            "expected wait, local or fail",
+        ),
+    ] {
+        let mut child = drip_with_input(args, String::new(), runtime.path());
+        let status = wait_for(&mut child, Duration::from_secs(20));
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with("drip: ") && err.contains(why),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn disagreeing_limits_stop_before_reading() {
+    let _t = beside_others();
+    let runtime = tempfile::tempdir().unwrap();
+    let mut first = drip_with_input(
+        &["-r", "10/s", "--share", "agree"],
+        numbered(1..=2),
+        runtime.path(),
+    );
+    assert!(wait_for(&mut first, Duration::from_secs(20)).success());
+    let mut second = drip_with_input(
+        &["-r", "20/s:3", "--share", "agree"],
+        numbered(1..=2),
+        runtime.path(),
+    );
+    let out = timed_lines(&mut second, Instant::now());
+    let status = wait_for(&mut second, Duration::from_secs(20));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut second.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(out.is_empty());
+    assert_eq!(
+        err.trim(),
+        "drip: --share agree: this drip's limits (20/s, burst 3) differ from the shared ones (10/s, burst 1)"
+    );
+}
+
+#[test]
+fn disagreeing_limits_through_redis() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let redis = Redis::start();
+    let runtime = tempfile::tempdir().unwrap();
+    let share = redis.share("agree");
+    let mut first = drip_with_input(
+        &["-r", "10/s", "--share", &share],
+        numbered(1..=1),
+        runtime.path(),
+    );
+    assert!(wait_for(&mut first, Duration::from_secs(20)).success());
+    let mut second = drip_with_input(
+        &["-r", "5/s", "--share", &share],
+        numbered(1..=1),
+        runtime.path(),
+    );
+    let status = wait_for(&mut second, Duration::from_secs(20));
+    assert_eq!(status.code(), Some(2));
+}
+
+/// What one drip did through a fault.
+struct Outcome {
+    status: std::process::ExitStatus,
+    stdout: String,
+    stderr: String,
+    dead: String,
+    counts: serde_json::Value,
+    /// From the fault to the exit.
+    after_fault: Duration,
+}
+
+const FAULT_RECORDS: usize = 30;
+
+/// A drip sending 30 records at 20/s through `redis`, with `fault`
+/// applied 400 ms in.
+fn through_fault(
+    redis: &mut Redis,
+    on_error: &str,
+    extra: &[&str],
+    fault: impl FnOnce(&mut Redis),
+) -> Outcome {
+    let dir = tempfile::tempdir().unwrap();
+    let dead = dir.path().join("dead");
+    let stats = dir.path().join("stats.json");
+    let share = redis.share("fault");
+    let mut args = vec![
+        "-r",
+        "20/s",
+        "--share",
+        &share,
+        "--share-on-error",
+        on_error,
+        "--stats",
+        "-q",
+        "--dead-letter",
+        dead.to_str().unwrap(),
+        "--stats-json",
+        stats.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let mut child = drip_with_input(&args, numbered(1..=FAULT_RECORDS), dir.path());
+    let start = Instant::now();
+    let reader = {
+        let mut out = child.stdout.take().unwrap();
+        thread::spawn(move || {
+            let mut s = String::new();
+            std::io::Read::read_to_string(&mut out, &mut s).unwrap();
+            s
+        })
+    };
+    thread::sleep(Duration::from_millis(400));
+    fault(redis);
+    let faulted = Instant::now();
+    let status = wait_for(&mut child, Duration::from_secs(40));
+    let after_fault = faulted.elapsed();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let stdout = reader.join().unwrap();
+    let text = std::fs::read_to_string(&stats).unwrap();
+    let summary: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let outcome = Outcome {
+        status,
+        stdout,
+        stderr,
+        dead: std::fs::read_to_string(&dead).unwrap_or_default(),
+        counts: summary,
+        after_fault,
+    };
+    // Nothing lost: stdout and the dead letter are the input, and the
+    // counts add up.
+    assert_eq!(
+        format!("{}{}", outcome.stdout, outcome.dead),
+        numbered(1..=FAULT_RECORDS)
+    );
+    let c = &outcome.counts;
+    let n = |k: &str| c[k].as_u64().unwrap();
+    assert_eq!(n("read"), FAULT_RECORDS as u64, "{c}");
+    assert_eq!(
+        n("read"),
+        n("written") + n("dropped_newest") + n("dropped_oldest") + n("expired") + n("undelivered"),
+        "{c}"
+    );
+    eprintln!(
+        "{on_error}: {:?} in {:?}\n{}",
+        outcome.status,
+        start.elapsed(),
+        outcome.stderr
+    );
+    outcome
+}
+
+fn all_written(o: &Outcome) {
+    assert!(o.status.success(), "{:?}: {}", o.status, o.stderr);
+    assert_eq!(o.stdout, numbered(1..=FAULT_RECORDS));
+}
+
+fn shutdown_and_restart(r: &mut Redis) {
+    r.shutdown();
+    thread::sleep(Duration::from_millis(700));
+    r.spawn();
+}
+
+#[test]
+fn shutdown_and_restart_under_wait_sends_everything_and_says_the_state_was_lost() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let mut redis = Redis::start();
+    let o = through_fault(&mut redis, "wait", &[], shutdown_and_restart);
+    all_written(&o);
+    assert!(o.stderr.contains("state lost 1 times"), "{}", o.stderr);
+}
+
+#[test]
+fn shutdown_under_local_paces_alone_and_warns_once() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let mut redis = Redis::start();
+    let o = through_fault(&mut redis, "local", &["--share-peers", "2"], |r| {
+        r.shutdown()
+    });
+    all_written(&o);
+    assert_eq!(o.stderr.matches("pacing alone").count(), 1, "{}", o.stderr);
+    // About 22 records were left at the fault: at 20/s / 2 peers they
+    // take over 2 s (at 20/s, about 1.1 s).
+    assert!(
+        o.after_fault > Duration::from_millis(1700),
+        "{:?}",
+        o.after_fault
+    );
+}
+
+#[test]
+fn shutdown_under_fail_exits_4_and_keeps_the_rest() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let mut redis = Redis::start();
+    let o = through_fault(&mut redis, "fail", &[], |r| r.shutdown());
+    assert_eq!(o.status.code(), Some(4), "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("--share fault: the shared state cannot be reached"),
+        "{}",
+        o.stderr
+    );
+    assert!(o.counts["undelivered"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn a_stopped_server_is_waited_for() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let mut redis = Redis::start();
+    let started = Instant::now();
+    let o = through_fault(&mut redis, "wait", &[], |r| {
+        r.signal(libc::SIGSTOP);
+        thread::sleep(Duration::from_millis(1500));
+        r.signal(libc::SIGCONT);
+    });
+    all_written(&o);
+    // 30 records at 20/s take 1.5 s; the stop holds them back.
+    assert!(
+        started.elapsed() > Duration::from_millis(2300),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_stopped_server_under_fail_times_out_and_exits_4() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let mut redis = Redis::start();
+    let o = through_fault(&mut redis, "fail", &[], |r| {
+        r.signal(libc::SIGSTOP);
+        thread::sleep(Duration::from_millis(2000));
+        r.signal(libc::SIGCONT);
+    });
+    assert_eq!(o.status.code(), Some(4), "{}", o.stderr);
+}
+
+#[test]
+fn a_paused_server_is_waited_for() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let mut redis = Redis::start();
+    let o = through_fault(&mut redis, "wait", &[], |r| {
+        r.command(&["CLIENT", "PAUSE", "1200", "ALL"])
+    });
+    all_written(&o);
+}
+
+#[test]
+fn a_killed_connection_is_made_again_even_under_fail() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let mut redis = Redis::start();
+    let o = through_fault(&mut redis, "fail", &[], |r| {
+        r.command(&["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"])
+    });
+    all_written(&o);
+}
+
+#[test]
+fn a_flushed_script_is_sent_again_with_eval() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let mut redis = Redis::start();
+    let o = through_fault(&mut redis, "fail", &[], |r| r.command(&["SCRIPT", "FLUSH"]));
+    all_written(&o);
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut redis.con())
+        .unwrap();
+    assert!(info.contains("cmdstat_eval:"), "EVAL was the fallback");
+}
+
+#[test]
+fn a_flushed_state_allows_one_burst_and_is_reported() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let mut redis = Redis::start();
+    let o = through_fault(&mut redis, "fail", &[], |r| r.command(&["FLUSHALL"]));
+    all_written(&o);
+    assert!(
+        o.stderr.contains("the shared state was lost"),
+        "{}",
+        o.stderr
+    );
+    assert!(o.stderr.contains("state lost 1 times"), "{}", o.stderr);
+}
