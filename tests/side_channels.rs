@@ -30,6 +30,23 @@ fn fifo(path: &std::path::Path) -> File {
 }
 
 /// `yes | drip ARGS`: the producer, and drip with piped stdout and stderr.
+/// `yes` into `drip -q -r 100/s -c 10 -o drop-oldest --dead-letter PATH`:
+/// it sheds nearly everything into the dead letter.
+fn shedding_into(path: &std::path::Path) -> (Child, Child) {
+    let dead = path.to_str().unwrap();
+    yes_into(&[
+        "-q",
+        "-r",
+        "100/s",
+        "-c",
+        "10",
+        "-o",
+        "drop-oldest",
+        "--dead-letter",
+        dead,
+    ])
+}
+
 fn yes_into(args: &[&str]) -> (Child, Child) {
     let mut yes = Command::new("yes")
         .stdout(Stdio::piped())
@@ -100,17 +117,7 @@ fn a_slow_dead_letter_does_not_slow_stdout() {
         let stop = Arc::clone(&stop);
         thread::spawn(move || read_slowly(reader, 1_300_000, stop))
     };
-    let (mut yes, mut drip) = yes_into(&[
-        "-q",
-        "-r",
-        "100/s",
-        "-c",
-        "10",
-        "-o",
-        "drop-oldest",
-        "--dead-letter",
-        path.to_str().unwrap(),
-    ]);
+    let (mut yes, mut drip) = shedding_into(&path);
     let lines = count_lines(&mut drip);
     thread::sleep(Duration::from_secs(2));
     let written = lines.load(Ordering::SeqCst);
@@ -135,17 +142,7 @@ fn a_dead_letter_nobody_reads_holds_reading_back_and_signals_still_work() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("dl");
     let _reader = fifo(&path);
-    let (mut yes, mut drip) = yes_into(&[
-        "-q",
-        "-r",
-        "100/s",
-        "-c",
-        "10",
-        "-o",
-        "drop-oldest",
-        "--dead-letter",
-        path.to_str().unwrap(),
-    ]);
+    let (mut yes, mut drip) = shedding_into(&path);
     let lines = count_lines(&mut drip);
     thread::sleep(Duration::from_millis(1000));
     send_signal(&drip, libc::SIGTERM);
