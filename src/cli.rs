@@ -186,6 +186,10 @@ pub struct Cli {
     /// --stats-interval ask for
     #[arg(short, long)]
     pub quiet: bool,
+
+    /// Running a command per record (`--exec`).
+    #[command(flatten)]
+    pub job_args: crate::jobs::JobArgs,
 }
 
 /// Parse `--rate`: `RATE` or `RATE:BURST`.
@@ -362,6 +366,8 @@ pub struct Config {
     pub stats_interval: Option<Duration>,
     /// Progress display.
     pub progress: ProgressMode,
+    /// The command to run per record (`--exec`), instead of stdout.
+    pub jobs: Option<crate::jobs::JobConfig>,
 }
 
 impl Config {
@@ -490,6 +496,7 @@ impl TryFrom<Cli> for Config {
             stats_json: cli.stats_json,
             stats_interval: cli.stats_interval,
             progress,
+            jobs: cli.job_args.config(),
         })
     }
 }

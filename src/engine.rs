@@ -15,9 +15,11 @@ use crate::bucket::Bucket;
 use crate::cli::{Config, Input};
 use crate::deadletter::DeadLetter;
 use crate::input::{Oversize, OwnFile, ReadReport, Splitter};
+use crate::jobs::gate::{Gate, GateControl};
+use crate::jobs::{ExecError, Pool, Runner, EXIT_FAILED};
 use crate::monitor::Monitor;
 use crate::progress::{lock_ui, Ui};
-use crate::schedule::Limits;
+use crate::schedule::{Limits, Schedule};
 use crate::state::{Clock, OverflowError, Shared, State};
 use crate::writer::{self, Stdout};
 use crate::{output, reader, sys};
@@ -35,6 +37,8 @@ pub const EXIT_OVERFLOW: i32 = 3;
 pub fn exit_status(err: &anyhow::Error) -> i32 {
     if err.downcast_ref::<OverflowError>().is_some() {
         EXIT_OVERFLOW
+    } else if let Some(e) = err.downcast_ref::<ExecError>() {
+        e.status()
     } else {
         EXIT_ERROR
     }
@@ -49,6 +53,8 @@ pub enum Ending {
     InputFailed,
     /// Stopped by this signal.
     Signal(i32),
+    /// Some records' jobs failed, or passed their `--deadline` (`--exec`).
+    JobsFailed,
 }
 
 impl Ending {
@@ -58,6 +64,7 @@ impl Ending {
             Ending::Finished => EXIT_OK,
             Ending::InputFailed => EXIT_ERROR,
             Ending::Signal(n) => 128 + n,
+            Ending::JobsFailed => EXIT_FAILED,
         }
     }
 }
@@ -103,16 +110,28 @@ fn input_size(inputs: &[Input]) -> Option<u64> {
     })
 }
 
-/// The shared state for `config`: admission over the configured limits.
-fn shared_state(config: &Config, out_fd: Option<std::os::fd::RawFd>) -> Result<Shared> {
+/// The shared state for `config`: admission over the configured limits
+/// (behind `gate`, with `--exec`).
+fn shared_state(
+    config: &Config,
+    out_fd: Option<std::os::fd::RawFd>,
+    gate: Option<Arc<GateControl>>,
+) -> Result<Shared> {
     let dead = DeadLetter::open(config.dead_letter.as_deref(), config.delimiter)?;
-    let schedule = Limits::new(&config.limits);
+    let mut schedule: Box<dyn Schedule> = Box::new(Limits::new(&config.limits));
+    if let Some(gate) = gate {
+        schedule = Box::new(Gate::new(schedule, gate));
+    }
     let unpaced = config.limits.is_empty();
     let bucket = Bucket::new(config.capacity, config.capacity_bytes, config.overflow);
-    let max_wait_ns = config
-        .max_wait
+    // A record's --deadline counts its time in the bucket too.
+    let deadline = config.jobs.as_ref().and_then(|j| j.deadline);
+    let max_wait_ns = [config.max_wait, deadline]
+        .into_iter()
+        .flatten()
+        .min()
         .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-    let adm = Admission::new(bucket, Box::new(schedule), max_wait_ns);
+    let adm = Admission::new(bucket, schedule, max_wait_ns);
     Ok(Shared {
         state: Mutex::new(State::new(adm, dead, config.dead_letter.is_some())),
         data_ready: Condvar::new(),
@@ -125,6 +144,7 @@ fn shared_state(config: &Config, out_fd: Option<std::os::fd::RawFd>) -> Result<S
         direct: out_fd.filter(|_| unpaced).and_then(output::Direct::new),
         first_signal: AtomicI32::new(0),
         writer_thread: Mutex::new(0),
+        jobs: std::sync::OnceLock::new(),
     })
 }
 
@@ -145,7 +165,21 @@ fn run_watching(
         ),
         None => None,
     };
-    let shared = Arc::new(shared_state(&config, out_fd)?);
+    // Running jobs, the reader never writes to stdout itself.
+    let out_fd = out_fd.filter(|_| config.jobs.is_none());
+    let gate = config
+        .jobs
+        .as_ref()
+        .map(|_| Arc::new(GateControl::default()));
+    let shared = Arc::new(shared_state(&config, out_fd, gate.clone())?);
+    let (pool, out) = match (&config.jobs, gate) {
+        (Some(jobs), Some(gate)) => {
+            let rate = (config.records_per_second(), config.delimiter);
+            let pool = Pool::new(Arc::clone(&shared), jobs.clone(), gate, out, rate)?;
+            (Some(pool), None)
+        }
+        _ => (None, Some(out)),
+    };
     let ui = Arc::new(Mutex::new(Ui::new(
         config.progress,
         config.capacity,
@@ -181,15 +215,34 @@ fn run_watching(
         own,
         splitter,
     )?;
-    let write_error = write(&shared, out);
+    let write_error = match (out, &pool) {
+        (Some(out), _) => write(&shared, &mut Stdout(out)),
+        (None, Some(pool)) => write(&shared, &mut Runner(Arc::clone(pool))),
+        (None, None) => unreachable!("a sink is always made"),
+    };
+    // Jobs under way end first (a stop has already stopped new starts).
+    let fatal = pool.and_then(|pool| {
+        pool.wait_all();
+        pool.take_fatal()
+    });
     // Whatever ended the writer, reading stops too.
     shared.stop(false);
     let report = reader.join().unwrap_or_default();
-    finish(&config, &shared, &ui, monitor, report, write_error)
+    let ending = finish(&config, &shared, &ui, monitor, report, write_error)?;
+    if let Some(e) = fatal {
+        return Err(e.into());
+    }
+    let counts = shared.lock().ledger.counts();
+    let deadline_passed =
+        config.jobs.as_ref().is_some_and(|j| j.deadline.is_some()) && counts.expired > 0;
+    if ending == Ending::Finished && (counts.failed > 0 || deadline_passed) {
+        return Ok(Ending::JobsFailed);
+    }
+    Ok(ending)
 }
 
 /// Run the writer on this thread, where a stop can interrupt it.
-fn write(shared: &Shared, out: Box<dyn Write + Send>) -> Option<std::io::Error> {
+fn write(shared: &Shared, sink: &mut dyn writer::Sink) -> Option<std::io::Error> {
     sys::install_interrupt_handler();
     let set_writer = |id| {
         *shared
@@ -198,7 +251,7 @@ fn write(shared: &Shared, out: Box<dyn Write + Send>) -> Option<std::io::Error> 
             .unwrap_or_else(|e| e.into_inner()) = id
     };
     set_writer(sys::this_thread());
-    let write_error = writer::write_loop(shared, &mut Stdout(out));
+    let write_error = writer::write_loop(shared, sink);
     set_writer(0);
     write_error
 }

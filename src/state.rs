@@ -25,7 +25,7 @@
 //! the ledger; `pending` and `leftover` hold records not yet counted.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -35,7 +35,7 @@ use crate::deadletter::DeadLetter;
 use crate::ledger::Ledger;
 use crate::output;
 use crate::progress::Snapshot;
-use crate::stats::Summary;
+use crate::stats::{JobStats, Summary};
 use crate::sys;
 
 /// Unpaced, how long stdout may make no room before a drop or fail policy
@@ -108,6 +108,19 @@ pub(crate) struct State {
     pub(crate) in_flight_begun: Option<Segment>,
     /// The begun record the reader is finishing itself at a stop.
     pub(crate) finishing: Option<Segment>,
+    /// The sink has no room (every job slot is taken): arrivals wait.
+    pub(crate) sink_full: bool,
+}
+
+/// The command runner (`--exec`), as the other threads see it.
+pub(crate) trait Jobs: Send + Sync + std::fmt::Debug {
+    /// Whether a job slot is free.
+    fn has_room(&self) -> bool;
+    /// The runner's figures now.
+    fn stats(&self) -> JobStats;
+    /// Leaving at once (a second signal): TERM, then KILL, every job's
+    /// process group; returns their records, now undelivered.
+    fn abandon(&self) -> Vec<Segment>;
 }
 
 impl State {
@@ -132,6 +145,7 @@ impl State {
             in_flight: Vec::new(),
             in_flight_begun: None,
             finishing: None,
+            sink_full: false,
         }
     }
 
@@ -206,6 +220,9 @@ impl State {
     /// under way for longer than the schedule's slack (stdout is taking
     /// records).
     pub(crate) fn may_leave(&self, now: u64, unpaced: bool) -> bool {
+        if self.sink_full {
+            return false;
+        }
         if unpaced {
             return self.adm.outbox_len() == 0;
         }
@@ -317,6 +334,8 @@ pub(crate) struct Shared {
     /// The writer thread while it runs (0 otherwise), so a stop can
     /// interrupt a write blocked on a stalled stdout.
     pub(crate) writer_thread: Mutex<u64>,
+    /// The command runner, with `--exec`.
+    pub(crate) jobs: OnceLock<Arc<dyn Jobs>>,
 }
 
 impl Shared {
@@ -346,8 +365,13 @@ impl Shared {
     /// the dead letter and flush it, so leaving at once loses no record
     /// without a trace.
     pub(crate) fn evacuate_now(&self) {
+        // No job is left running, whatever the lock.
+        let running = self.jobs.get().map(|j| j.abandon()).unwrap_or_default();
         for _ in 0..20 {
             if let Ok(mut st) = self.state.try_lock() {
+                for record in running {
+                    st.ledger.dispose(record, Fate::Undelivered);
+                }
                 // The writer stops after the record under way (fewer
                 // records end up both written and dead-lettered).
                 self.stop_now.store(true, Ordering::SeqCst);
@@ -401,10 +425,12 @@ impl Shared {
             max_wait_ms: longest_wait_ns as f64 / 1e6,
             elapsed_ms,
             rate: if elapsed_ms > 0.0 {
-                snap.counts.written as f64 * 1000.0 / elapsed_ms
+                let done = snap.counts.written + snap.counts.succeeded + snap.counts.failed;
+                done as f64 * 1000.0 / elapsed_ms
             } else {
                 0.0
             },
+            jobs: self.jobs.get().map(|j| j.stats()),
         }
     }
 }

@@ -28,6 +28,10 @@ pub struct Counts {
     pub skipped: u64,
     /// Records still queued or being written when drip stopped.
     pub undelivered: u64,
+    /// Records whose job succeeded (`--exec`).
+    pub succeeded: u64,
+    /// Records whose job failed for good (`--exec`).
+    pub failed: u64,
     /// Bytes read.
     pub bytes_read: u64,
     /// Bytes written to stdout.
@@ -42,6 +46,7 @@ impl Counts {
             Fate::DroppedOldest => self.dropped_oldest += n,
             Fate::Expired => self.expired += n,
             Fate::Undelivered => self.undelivered += n,
+            Fate::Failed => self.failed += n,
         }
     }
 
@@ -63,7 +68,13 @@ impl Counts {
 
     /// Records accounted for in some way; equals `read` at the end.
     pub fn settled(&self) -> u64 {
-        self.written + self.dropped() + self.expired + self.skipped + self.undelivered
+        self.written
+            + self.succeeded
+            + self.failed
+            + self.dropped()
+            + self.expired
+            + self.skipped
+            + self.undelivered
     }
 }
 
@@ -82,15 +93,61 @@ pub struct Summary {
     pub elapsed_ms: f64,
     /// Records written per second over the run.
     pub rate: f64,
+    /// The command runner's figures (`--exec`).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<JobStats>,
+}
+
+/// The command runner's figures (`--exec`), in the summary and the stats
+/// stream.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct JobStats {
+    /// Jobs running now (a job waiting for its retry included).
+    pub jobs_running: u64,
+    /// Attempts started again after a failure or an overload.
+    pub retries: u64,
+    /// Attempts answered with overload (429, 503, `--overload-on`).
+    pub overload_responses: u64,
+    /// Times every start paused for an overload.
+    pub pauses: u64,
+    /// Time spent paused so far, ms.
+    pub paused_ms: f64,
+    /// The rate starts are held to now (lowered by `--adapt`), per second.
+    pub effective_rate: f64,
+    /// Median attempt duration, ms.
+    pub attempt_p50_ms: f64,
+    /// 99th percentile attempt duration, ms.
+    pub attempt_p99_ms: f64,
+}
+
+impl JobStats {
+    /// The jobs' part of the summary line.
+    pub fn line(&self, c: &Counts) -> String {
+        format!(
+            "; jobs: succeeded {}, failed {}, running {}, retries {}, overload responses {}, \
+             pauses {} ({}), rate {}, attempt p50 {} p99 {}",
+            c.succeeded,
+            c.failed,
+            self.jobs_running,
+            self.retries,
+            self.overload_responses,
+            self.pauses,
+            format_ms(self.paused_ms),
+            format_rate(self.effective_rate),
+            format_ms(self.attempt_p50_ms),
+            format_ms(self.attempt_p99_ms),
+        )
+    }
 }
 
 impl Summary {
     /// The one-line human summary, without the `drip: ` prefix.
     pub fn line(&self) -> String {
         let c = &self.counts;
+        let jobs = self.jobs.map(|j| j.line(c)).unwrap_or_default();
         format!(
             "read {}, written {}, dropped {} (newest {}, oldest {}), expired {}, skipped {}, \
-             undelivered {}; max depth {}, max wait {}; {} in {}",
+             undelivered {}; max depth {}, max wait {}; {} in {}{jobs}",
             c.read,
             c.written,
             c.dropped(),
@@ -153,6 +210,7 @@ mod tests {
             max_wait_ms: 12.5,
             elapsed_ms: 2500.0,
             rate: 2.0,
+            jobs: None,
         }
     }
 
