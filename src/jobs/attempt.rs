@@ -19,13 +19,21 @@ use crate::sys;
 pub const KILL_GRACE: Duration = Duration::from_secs(1);
 
 /// The command line for `record` (delimiter excluded): every `{}` in an
-/// argument is replaced by the record; without any `{}`, the record is
-/// appended as the last argument (unless it goes on stdin).
-pub fn command_line(template: &[String], record: &[u8], on_stdin: bool) -> Vec<OsString> {
+/// argument is replaced by the record, every `{headers}` by the path of
+/// the headers file (`headers`); without any `{}`, the record is appended
+/// as the last argument (unless it goes on stdin).
+pub fn command_line(
+    template: &[String],
+    record: &[u8],
+    headers: &Path,
+    on_stdin: bool,
+) -> Vec<OsString> {
     let substituted = template.iter().any(|a| a.contains("{}"));
+    let headers = headers.to_string_lossy();
     let mut argv: Vec<OsString> = template
         .iter()
         .map(|arg| {
+            let arg = arg.replace("{headers}", &headers);
             let mut out = Vec::with_capacity(arg.len());
             let mut parts = arg.as_bytes();
             while let Some(at) = find(parts, b"{}") {
@@ -225,7 +233,7 @@ mod tests {
             .map(String::from)
             .to_vec();
         assert_eq!(
-            strings(&command_line(&t, b"a b", false)),
+            strings(&command_line(&t, b"a b", Path::new("h"), false)),
             ["curl", "-o", "a b.html", "https://x/a b?q=a b"]
         );
     }
@@ -233,8 +241,19 @@ mod tests {
     #[test]
     fn without_braces_the_record_is_the_last_argument() {
         let t: Vec<String> = ["echo", "-n"].map(String::from).to_vec();
-        assert_eq!(strings(&command_line(&t, b"r", false)), ["echo", "-n", "r"]);
-        assert_eq!(strings(&command_line(&t, b"r", true)), ["echo", "-n"]);
+        assert_eq!(
+            strings(&command_line(&t, b"r", Path::new("h"), false)),
+            ["echo", "-n", "r"]
+        );
+        assert_eq!(
+            strings(&command_line(&t, b"r", Path::new("h"), true)),
+            ["echo", "-n"]
+        );
+        let t: Vec<String> = ["curl", "-D", "{headers}"].map(String::from).to_vec();
+        assert_eq!(
+            strings(&command_line(&t, b"r", Path::new("/t/h"), false)),
+            ["curl", "-D", "/t/h", "r"]
+        );
     }
 
     #[test]

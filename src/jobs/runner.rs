@@ -222,7 +222,10 @@ impl Pool {
             _ => bytes,
         };
         let id = attempt::record_id(number, body);
-        let argv = attempt::command_line(&self.cfg.command, body, self.cfg.record_on_stdin);
+        // The job's headers file (read and removed after each attempt).
+        let headers = self.headers.path().join(number.to_string());
+        let argv =
+            attempt::command_line(&self.cfg.command, body, &headers, self.cfg.record_on_stdin);
         let Ok(mut files) = Files::new(self.cfg.record_on_stdin.then_some(bytes)) else {
             return Outcome::Failed;
         };
@@ -242,7 +245,6 @@ impl Pool {
             .into_iter()
             .flatten()
             .min();
-            let headers = self.headers.path().join(format!("{number}-{n}"));
             let spec = Spec {
                 argv: &argv,
                 env: [
