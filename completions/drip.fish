@@ -13,11 +13,11 @@ complete -c drip -l dead-letter -d 'Append every record not written to stdout (d
 complete -c drip -l stats-json -d 'Write the summary to FILE as one JSON object (and, with --stats-interval, the periodic stats as JSON lines before it)' -r -F
 complete -c drip -l stats-interval -d 'Every DURATION (10ms to 100y), write one JSON line of stats to stderr (or to --stats-json FILE)' -r
 complete -c drip -l exec -d 'Run COMMAND once per record instead of writing records to stdout: {} in an argument is replaced by the record (delimiter excluded); without {}, the record is the last argument. No shell (write sh -c \'...\' for one). Takes the rest of the command line, or up to a \';\'' -r
-complete -c drip -s j -l jobs -d 'At most N jobs at once (the rate limits starts; both hold)' -r
-complete -c drip -l retries -d 'Retry a record up to N times after a transient failure or an overload' -r
+complete -c drip -s j -l jobs -d 'At most N jobs at once (the rate limits starts; both hold) [default: 1]' -r
+complete -c drip -l retries -d 'Retry a record up to N times after a transient failure or an overload [default: 0]' -r
 complete -c drip -l retry-on -d 'Exit statuses that are transient failures, retried: a list such as 1,75,100-110 [default: 6,7,28,35,52,55,56,75: EX_TEMPFAIL and curl\'s could-not-connect, timeout and send/receive failures]' -r
 complete -c drip -l overload-on -d 'Exit statuses that mean the service is overloaded: every start pauses, and the record is retried' -r
-complete -c drip -l backoff -d 'Wait before retry n: a random time between 0 and min(MAX, MIN·2^n) (exponential backoff, full jitter)' -r
+complete -c drip -l backoff -d 'Wait before retry n: a random time between 0 and min(MAX, MIN·2^n) (exponential backoff, full jitter) [default: 100ms..30s]' -r
 complete -c drip -l timeout -d 'Kill an attempt that runs longer than DURATION: TERM to its process group, KILL one second later' -r
 complete -c drip -l deadline -d 'Give up on a record DURATION after it was read, counting its time in the bucket and all its attempts: it expires' -r
 complete -c drip -l joblog -d 'Write one JSON line per attempt to FILE' -r -F

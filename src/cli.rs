@@ -32,6 +32,10 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "never hold the producer back; keep what was shed",
     ),
     (
+        "drip -r 10/s -j 8 --retries 5 urls.txt --exec curl -sS -o /dev/null -D {headers} {}",
+        "run curl per URL: paced starts, 8 at once, retries, pauses on 429",
+    ),
+    (
         "drip -r 1000/s -b 50 --stats events.ndjson > /dev/null",
         "replay a log with bursts of up to 50, then print a summary",
     ),
@@ -41,7 +45,7 @@ pub const EXAMPLES: &[(&str, &str)] = &[
 pub const EXIT_STATUSES: &[(&str, &str)] = &[
     (
         "0",
-        "every record was written, dropped by policy or expired (also when the reader closed stdout, as with | head)",
+        "every record was written (with --exec: its job succeeded), dropped by policy or expired under --max-wait (also when the reader closed stdout, as with | head)",
     ),
     (
         "1",
@@ -49,6 +53,14 @@ pub const EXIT_STATUSES: &[(&str, &str)] = &[
     ),
     ("2", "a usage error: a bad flag or value"),
     ("3", "the bucket overflowed under --overflow fail"),
+    (
+        "4",
+        "with --exec: some records failed (or passed their --deadline)",
+    ),
+    (
+        "126, 127",
+        "with --exec: the command is not executable (126) or not found (127)",
+    ),
     (
         "129, 130, 143",
         "stopped by SIGHUP, SIGINT or SIGTERM (128 + the signal's number)",
@@ -453,7 +465,12 @@ impl TryFrom<Cli> for Config {
     type Error = clap::Error;
 
     fn try_from(cli: Cli) -> Result<Config, clap::Error> {
+        use clap::CommandFactory;
         let limits = limits(&cli)?;
+        let jobs = cli.job_args.config().map_err(|flag| {
+            let why = format!("{flag}: only with --exec (the command to run per record)");
+            Cli::command().error(clap::error::ErrorKind::MissingRequiredArgument, why)
+        })?;
         let inputs = if cli.files.is_empty() {
             vec![Input::Stdin]
         } else {
@@ -496,7 +513,7 @@ impl TryFrom<Cli> for Config {
             stats_json: cli.stats_json,
             stats_interval: cli.stats_interval,
             progress,
-            jobs: cli.job_args.config(),
+            jobs,
         })
     }
 }

@@ -711,3 +711,16 @@ fn adapt_lowers_the_rate_to_the_quota() {
         "429s stay frequent with --adapt: {adapted:.2}"
     );
 }
+
+#[test]
+fn a_runner_flag_without_exec_is_a_usage_error_naming_it() {
+    let (status, _, err) = run(&["--retries", "3"], "");
+    assert_eq!(status, 2);
+    assert!(
+        err.starts_with("drip: --retries: only with --exec"),
+        "{err}"
+    );
+    let (status, _, err) = run(&["-r", "inf", "--backoff", "2s..1s", "--exec", "true"], "");
+    assert_eq!(status, 2);
+    assert!(err.contains("--backoff"), "{err}");
+}

@@ -39,51 +39,53 @@ pub struct JobArgs {
     #[arg(long, value_name = "COMMAND", num_args = 1.., allow_hyphen_values = true, value_terminator = ";")]
     pub exec: Vec<String>,
 
-    /// At most N jobs at once (the rate limits starts; both hold)
-    #[arg(short, long, value_name = "N", default_value = "1", value_parser = jobs_arg, requires = "exec")]
-    pub jobs: usize,
+    /// At most N jobs at once (the rate limits starts; both hold) [default:
+    /// 1]
+    #[arg(short, long, value_name = "N", value_parser = jobs_arg)]
+    pub jobs: Option<usize>,
 
     /// Give each job its record on stdin instead of as an argument
-    #[arg(long, requires = "exec")]
+    #[arg(long)]
     pub record_on_stdin: bool,
 
     /// Retry a record up to N times after a transient failure or an overload
-    #[arg(long, value_name = "N", default_value = "0", value_parser = retries_arg, requires = "exec")]
-    pub retries: u32,
+    /// [default: 0]
+    #[arg(long, value_name = "N", value_parser = retries_arg)]
+    pub retries: Option<u32>,
 
     /// Exit statuses that are transient failures, retried: a list such as
     /// 1,75,100-110 [default: 6,7,28,35,52,55,56,75: EX_TEMPFAIL and curl's
     /// could-not-connect, timeout and send/receive failures]
-    #[arg(long, value_name = "STATUSES", value_parser = statuses_arg, requires = "exec")]
+    #[arg(long, value_name = "STATUSES", value_parser = statuses_arg)]
     pub retry_on: Option<Vec<i32>>,
 
     /// Exit statuses that mean the service is overloaded: every start
     /// pauses, and the record is retried
-    #[arg(long, value_name = "STATUSES", value_parser = statuses_arg, requires = "exec")]
+    #[arg(long, value_name = "STATUSES", value_parser = statuses_arg)]
     pub overload_on: Option<Vec<i32>>,
 
     /// Wait before retry n: a random time between 0 and min(MAX, MIN·2^n)
-    /// (exponential backoff, full jitter)
-    #[arg(long, value_name = "MIN..MAX", default_value = "100ms..30s", value_parser = backoff_arg, requires = "exec")]
-    pub backoff: Backoff,
+    /// (exponential backoff, full jitter) [default: 100ms..30s]
+    #[arg(long, value_name = "MIN..MAX", value_parser = backoff_arg)]
+    pub backoff: Option<Backoff>,
 
     /// Kill an attempt that runs longer than DURATION: TERM to its process
     /// group, KILL one second later
-    #[arg(long, value_name = "DURATION", value_parser = job_duration_arg, requires = "exec")]
+    #[arg(long, value_name = "DURATION", value_parser = job_duration_arg)]
     pub timeout: Option<Duration>,
 
     /// Give up on a record DURATION after it was read, counting its time in
     /// the bucket and all its attempts: it expires
-    #[arg(long, value_name = "DURATION", value_parser = job_duration_arg, requires = "exec")]
+    #[arg(long, value_name = "DURATION", value_parser = job_duration_arg)]
     pub deadline: Option<Duration>,
 
     /// Lower the rate on each overload (halve it) and raise it back on
     /// successes, never above the configured rate
-    #[arg(long, requires = "exec")]
+    #[arg(long)]
     pub adapt: bool,
 
     /// Write one JSON line per attempt to FILE
-    #[arg(long, value_name = "FILE", requires = "exec")]
+    #[arg(long, value_name = "FILE")]
     pub joblog: Option<PathBuf>,
 }
 
@@ -112,17 +114,29 @@ pub struct JobConfig {
     pub joblog: Option<PathBuf>,
 }
 
+/// The wait before a retry unless `--backoff` says otherwise.
+const DEFAULT_BACKOFF: Backoff = Backoff {
+    min_ns: 100_000_000,
+    max_ns: 30_000_000_000,
+};
+
 impl JobArgs {
     /// The runner's configuration, when `--exec` is given.
-    pub fn config(&self) -> Option<JobConfig> {
+    ///
+    /// # Errors
+    /// A runner's flag without `--exec`: the flag's name.
+    pub fn config(&self) -> Result<Option<JobConfig>, &'static str> {
         if self.exec.is_empty() {
-            return None;
+            return match self.stray_flag() {
+                Some(flag) => Err(flag),
+                None => Ok(None),
+            };
         }
-        Some(JobConfig {
+        Ok(Some(JobConfig {
             command: self.exec.clone(),
-            jobs: self.jobs,
+            jobs: self.jobs.unwrap_or(1),
             record_on_stdin: self.record_on_stdin,
-            retries: self.retries,
+            retries: self.retries.unwrap_or(0),
             policy: Policy {
                 retry_on: self
                     .retry_on
@@ -130,12 +144,30 @@ impl JobArgs {
                     .unwrap_or_else(|| DEFAULT_RETRY_ON.to_vec()),
                 overload_on: self.overload_on.clone().unwrap_or_default(),
             },
-            backoff: self.backoff,
+            backoff: self.backoff.unwrap_or(DEFAULT_BACKOFF),
             timeout: self.timeout,
             deadline: self.deadline,
             adapt: self.adapt,
             joblog: self.joblog.clone(),
-        })
+        }))
+    }
+
+    /// The first runner's flag given, if any.
+    fn stray_flag(&self) -> Option<&'static str> {
+        [
+            (self.jobs.is_some(), "--jobs"),
+            (self.record_on_stdin, "--record-on-stdin"),
+            (self.retries.is_some(), "--retries"),
+            (self.retry_on.is_some(), "--retry-on"),
+            (self.overload_on.is_some(), "--overload-on"),
+            (self.backoff.is_some(), "--backoff"),
+            (self.timeout.is_some(), "--timeout"),
+            (self.deadline.is_some(), "--deadline"),
+            (self.adapt, "--adapt"),
+            (self.joblog.is_some(), "--joblog"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag))
     }
 }
 
