@@ -99,19 +99,21 @@ impl Ui {
     pub fn update(&mut self, snap: &Snapshot) {
         let Some(bar) = &self.bar else { return };
         let c = &snap.counts;
+        // Out: written, or (with --exec) run to the end.
+        let out = c.written + c.succeeded + c.failed;
         // Output rate over the last update interval.
         let rate = match self.last {
-            Some((t, written)) if snap.elapsed_ns > t => {
-                (c.written - written) as f64 * 1e9 / (snap.elapsed_ns - t) as f64
+            Some((t, before)) if snap.elapsed_ns > t => {
+                (out - before) as f64 * 1e9 / (snap.elapsed_ns - t) as f64
             }
             _ => 0.0,
         };
-        self.last = Some((snap.elapsed_ns, c.written));
+        self.last = Some((snap.elapsed_ns, out));
         bar.set_position(snap.depth.min(self.capacity));
         let mut msg = format!(
             "in {} out {} dropped {}{} | {}",
             c.read,
-            c.written,
+            out,
             c.dropped(),
             if c.expired > 0 {
                 format!(" expired {}", c.expired)

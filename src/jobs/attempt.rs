@@ -67,7 +67,7 @@ pub fn record_id(number: u64, record: &[u8]) -> String {
     format!("{number}-{hash:016x}")
 }
 
-/// A job's files, reused from one attempt to the next: its stdout and
+/// A worker's files, reused from one job to the next: the job's stdout and
 /// stderr (kept whole, passed on when it ends) and, with the record on
 /// stdin, that.
 pub struct Files {
@@ -77,24 +77,34 @@ pub struct Files {
 }
 
 impl Files {
-    /// Anonymous temporary files for one job.
+    /// Anonymous temporary files for one worker; `record_on_stdin`: the
+    /// record goes on the job's stdin.
     ///
     /// # Errors
     /// When no temporary file can be created.
-    pub fn new(record_on_stdin: Option<&[u8]>) -> io::Result<Files> {
-        let stdin = match record_on_stdin {
-            Some(record) => {
-                let mut f = tempfile::tempfile()?;
-                f.write_all(record)?;
-                Some(f)
-            }
-            None => None,
-        };
+    pub fn new(record_on_stdin: bool) -> io::Result<Files> {
         Ok(Files {
             stdout: tempfile::tempfile()?,
             stderr: tempfile::tempfile()?,
-            stdin,
+            stdin: if record_on_stdin {
+                Some(tempfile::tempfile()?)
+            } else {
+                None
+            },
         })
+    }
+
+    /// Put `record` on the next job's stdin (with the record on stdin).
+    ///
+    /// # Errors
+    /// When the temporary file cannot be written.
+    pub fn set_record(&mut self, record: &[u8]) -> io::Result<()> {
+        if let Some(f) = &mut self.stdin {
+            f.set_len(0)?;
+            f.seek(SeekFrom::Start(0))?;
+            f.write_all(record)?;
+        }
+        Ok(())
     }
 
     fn stdio(&mut self) -> io::Result<(Stdio, Stdio, Stdio)> {

@@ -5,7 +5,7 @@
 //!
 //! Locks: the state's lock is always taken before the pool's.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::ffi::OsString;
 use std::io::Write;
 use std::sync::atomic::Ordering;
@@ -49,6 +49,11 @@ struct Inner {
     busy: usize,
     /// Records being run, by number, with their job's process group.
     running: BTreeMap<u64, (Segment, u32)>,
+    /// Records handed to the workers, not yet picked up.
+    queue: VecDeque<(u64, Segment)>,
+    /// Worker threads started, and how many wait for a record.
+    workers: usize,
+    idle: usize,
     next_number: u64,
     fatal: Option<ExecError>,
     retries: u64,
@@ -70,6 +75,8 @@ pub(crate) struct Pool {
     out: Mutex<Box<dyn Write + Send>>,
     inner: Mutex<Inner>,
     freed: Condvar,
+    /// Workers wait here for records.
+    work: Condvar,
     joblog: Option<Mutex<Joblog>>,
     headers: tempfile::TempDir,
     /// The configured rate, records per second.
@@ -122,6 +129,7 @@ impl Pool {
             out: Mutex::new(out),
             inner: Mutex::new(inner),
             freed: Condvar::new(),
+            work: Condvar::new(),
             joblog,
             headers,
             rate,
@@ -193,29 +201,62 @@ impl Pool {
         }
     }
 
-    /// Start a job for `record` on a thread of its own (a slot is taken).
+    /// Start a job for `record` (a slot is taken) on an idle worker, or a
+    /// new one (each with its own files, reused).
     fn start(self: &Arc<Self>, record: Segment) {
-        let number = {
-            let mut inner = self.lock();
-            inner.next_number += 1;
-            let n = inner.next_number;
-            inner.running.insert(n, (record.clone(), 0));
-            n
-        };
+        let mut inner = self.lock();
+        inner.next_number += 1;
+        let number = inner.next_number;
+        inner.running.insert(number, (record.clone(), 0));
+        inner.queue.push_back((number, record));
+        // Enough workers wait to take everything queued (the slots bound
+        // the jobs; a worker is only a thread to run them on).
+        if inner.queue.len() <= inner.idle {
+            drop(inner);
+            self.work.notify_one();
+            return;
+        }
+        inner.workers += 1;
+        drop(inner);
         let pool = Arc::clone(self);
         let spawned = std::thread::Builder::new()
             .name("drip-job".into())
-            .spawn(move || {
-                let outcome = pool.run_record(number, &record);
-                pool.settle(number, outcome);
-            });
+            .spawn(move || pool.work());
         if spawned.is_err() {
+            let mut inner = self.lock();
+            inner.workers -= 1;
+            inner.queue.retain(|(n, _)| *n != number);
+            drop(inner);
             self.settle(number, Outcome::Undelivered);
         }
     }
 
+    /// A worker: run the records handed to it, one at a time, for ever.
+    fn work(&self) {
+        let files = Files::new(self.cfg.record_on_stdin);
+        let mut files = files.ok();
+        loop {
+            let (number, record) = {
+                let mut inner = self.lock();
+                loop {
+                    if let Some(next) = inner.queue.pop_front() {
+                        break next;
+                    }
+                    inner.idle += 1;
+                    inner = self.work.wait(inner).unwrap_or_else(|e| e.into_inner());
+                    inner.idle -= 1;
+                }
+            };
+            let outcome = match &mut files {
+                Some(files) => self.run_record(number, &record, files),
+                None => Outcome::Failed,
+            };
+            self.settle(number, outcome);
+        }
+    }
+
     /// Run `record`'s attempts until it is done.
-    fn run_record(&self, number: u64, record: &Segment) -> Outcome {
+    fn run_record(&self, number: u64, record: &Segment, files: &mut Files) -> Outcome {
         let bytes = record.as_bytes();
         let body = match bytes.split_last() {
             Some((&last, body)) if last == self.delimiter => body,
@@ -226,9 +267,9 @@ impl Pool {
         let headers = self.headers.path().join(number.to_string());
         let argv =
             attempt::command_line(&self.cfg.command, body, &headers, self.cfg.record_on_stdin);
-        let Ok(mut files) = Files::new(self.cfg.record_on_stdin.then_some(bytes)) else {
+        if files.set_record(bytes).is_err() {
             return Outcome::Failed;
-        };
+        }
         let deadline = self
             .cfg
             .deadline
@@ -256,7 +297,7 @@ impl Pool {
                 limit,
             };
             let set_group = |pgid| self.set_group(number, pgid);
-            let ended = match attempt::run(&spec, &mut files, &set_group) {
+            let ended = match attempt::run(&spec, files, &set_group) {
                 Ok(ended) => ended,
                 Err(error) => return self.cannot_run(&argv[0], error),
             };
