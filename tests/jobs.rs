@@ -192,15 +192,40 @@ fn jobs_bound_concurrency_and_the_rate_paces_starts() {
         r#"touch {r}/$1; ls {r} | wc -l; sleep 0.3; rm {r}/$1"#,
         r = running.display()
     );
+    let s = dir.path().join("stats.json");
     let (status, out, _) = run(
         &[
-            "-r", "inf", "-j", "3", "-q", "--exec", "sh", "-c", &script, "sh",
+            "-r",
+            "inf",
+            "-j",
+            "3",
+            "-q",
+            "--stats-interval",
+            "100ms",
+            "--stats-json",
+            s.to_str().unwrap(),
+            "--exec",
+            "sh",
+            "-c",
+            &script,
+            "sh",
         ],
         &numbered(1..=9),
     );
     assert_eq!(status, 0);
     let most = out.lines().map(|l| l.trim().parse::<u32>().unwrap()).max();
     assert_eq!(most, Some(3), "{out}");
+    // The stats stream carries the runner's figures.
+    let text = std::fs::read_to_string(&s).unwrap();
+    let ticks: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(ticks.len() >= 3, "{text}");
+    assert!(ticks
+        .iter()
+        .all(|t| t["jobs_running"].as_u64().unwrap() <= 3));
+    assert!(ticks.iter().any(|t| t["jobs_running"] == 3), "{text}");
     // 20/s with 8 slots: 11 starts take at least 10 intervals.
     let (status, _, _) = run(
         &[

@@ -460,6 +460,7 @@ impl Pool {
         };
         inner.busy -= 1;
         drop(inner);
+        st.sink_full = false;
         match outcome {
             Outcome::Succeeded => st.ledger.succeeded(1, record.bytes() as u64),
             Outcome::Failed => st.ledger.dispose(record, Fate::Failed),
@@ -545,6 +546,11 @@ impl Sink for Runner {
                 done.bytes += record.bytes() as u64;
                 done.records += 1;
                 self.0.start(record);
+                if !self.0.has_room() {
+                    // Arrivals wait in the bucket from now, not in the
+                    // outbox, so a start never comes late off its slot.
+                    self.0.shared.lock().sink_full = true;
+                }
                 progress(done.bytes as usize);
             }
         }
