@@ -749,3 +749,96 @@ fn a_runner_flag_without_exec_is_a_usage_error_naming_it() {
     assert_eq!(status, 2);
     assert!(err.contains("--backoff"), "{err}");
 }
+
+#[test]
+fn a_deadline_kills_an_attempt_under_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("joblog");
+    let start = Instant::now();
+    let (status, _, _) = run(
+        &[
+            "-r",
+            "inf",
+            "-q",
+            "--deadline",
+            "300ms",
+            "--retries",
+            "5",
+            "--joblog",
+            log.to_str().unwrap(),
+            "--exec",
+            "sh",
+            "-c",
+            "sleep 20",
+            "sh",
+        ],
+        "x\n",
+    );
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert_eq!(status, 4);
+    let entries = joblog(&log);
+    assert_eq!(entries.len(), 1);
+    assert_eq!(
+        (&entries[0]["timed_out"], &entries[0]["outcome"]),
+        (&Value::Bool(true), &Value::from("expired"))
+    );
+}
+
+#[test]
+fn an_overload_exit_status_pauses_and_retries() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("stats.json");
+    let log = dir.path().join("joblog");
+    // The first attempt of record 1 says "overloaded" (exit 9).
+    let script = r#"[ "$1" = 1 ] && [ "$DRIP_ATTEMPT" = 1 ] && exit 9; true"#;
+    let (status, _, err) = run(
+        &[
+            "-r",
+            "inf",
+            "-j",
+            "2",
+            "-q",
+            "--overload-on",
+            "9",
+            "--retries",
+            "1",
+            "--backoff",
+            "300ms..300ms",
+            "--joblog",
+            log.to_str().unwrap(),
+            "--stats-json",
+            s.to_str().unwrap(),
+            "--exec",
+            "sh",
+            "-c",
+            script,
+            "sh",
+        ],
+        &numbered(1..=6),
+    );
+    assert_eq!(status, 0, "{err}");
+    let s = stats(&s);
+    assert_eq!(
+        (s["overload_responses"].as_u64(), s["pauses"].as_u64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(
+        (s["succeeded"].as_u64(), s["retries"].as_u64()),
+        (Some(6), Some(1))
+    );
+    let tries = attempts(&log);
+    let first = joblog(&log)
+        .iter()
+        .position(|e| e["outcome"] == "overload")
+        .unwrap();
+    // Nothing started during the pause (its length is in the stats).
+    let (end, paused) = (tries[first].1, s["paused_ms"].as_f64().unwrap() / 1e3);
+    assert!(paused > 0.0);
+    for &(start, _, _) in tries.iter().filter(|t| t.0 > end) {
+        assert!(
+            start >= end + paused - 0.005,
+            "started {:.3} s into a {paused:.3} s pause",
+            start - end
+        );
+    }
+}

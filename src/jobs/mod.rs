@@ -57,12 +57,12 @@ pub struct JobArgs {
     /// 1,75,100-110 [default: 6,7,28,35,52,55,56,75: EX_TEMPFAIL and curl's
     /// could-not-connect, timeout and send/receive failures]
     #[arg(long, value_name = "STATUSES", value_parser = statuses_arg)]
-    pub retry_on: Option<Vec<i32>>,
+    pub retry_on: Option<Statuses>,
 
     /// Exit statuses that mean the service is overloaded: every start
     /// pauses, and the record is retried
     #[arg(long, value_name = "STATUSES", value_parser = statuses_arg)]
-    pub overload_on: Option<Vec<i32>>,
+    pub overload_on: Option<Statuses>,
 
     /// Wait before retry n: a random time between 0 and min(MAX, MIN·2^n)
     /// (exponential backoff, full jitter) [default: 100ms..30s]
@@ -141,8 +141,8 @@ impl JobArgs {
                 retry_on: self
                     .retry_on
                     .clone()
-                    .unwrap_or_else(|| DEFAULT_RETRY_ON.to_vec()),
-                overload_on: self.overload_on.clone().unwrap_or_default(),
+                    .map_or_else(|| DEFAULT_RETRY_ON.to_vec(), |s| s.0),
+                overload_on: self.overload_on.clone().map(|s| s.0).unwrap_or_default(),
             },
             backoff: self.backoff.unwrap_or(DEFAULT_BACKOFF),
             timeout: self.timeout,
@@ -219,8 +219,12 @@ fn retries_arg(text: &str) -> Result<u32, String> {
         .ok_or_else(|| "expected a whole number from 0 to 1000".into())
 }
 
+/// A list of exit statuses (`--retry-on`, `--overload-on`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Statuses(pub Vec<i32>);
+
 /// Parse a list of exit statuses: `75`, `1,2,3`, `100-110`.
-fn statuses_arg(text: &str) -> Result<Vec<i32>, String> {
+fn statuses_arg(text: &str) -> Result<Statuses, String> {
     const FORMS: &str = "expected exit statuses from 1 to 255 such as 75 or 1,75,100-110";
     let status = |t: &str| {
         t.trim()
@@ -242,7 +246,7 @@ fn statuses_arg(text: &str) -> Result<Vec<i32>, String> {
             None => out.push(status(part)?),
         }
     }
-    Ok(out)
+    Ok(Statuses(out))
 }
 
 /// Parse `--backoff MIN..MAX` (durations, 0 < MIN ≤ MAX).
@@ -281,12 +285,32 @@ mod tests {
 
     #[test]
     fn statuses_are_lists_and_ranges() {
-        assert_eq!(statuses_arg("75"), Ok(vec![75]));
-        assert_eq!(statuses_arg("1,3-5"), Ok(vec![1, 3, 4, 5]));
+        assert_eq!(statuses_arg("75"), Ok(Statuses(vec![75])));
+        assert_eq!(statuses_arg("1,3-5"), Ok(Statuses(vec![1, 3, 4, 5])));
         assert!(statuses_arg("0").is_err());
         assert!(statuses_arg("256").is_err());
         assert!(statuses_arg("5-3").is_err());
         assert!(statuses_arg("x").is_err());
+    }
+
+    #[test]
+    fn status_lists_reach_the_policy() {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from([
+            "drip",
+            "--retry-on",
+            "1,75",
+            "--overload-on",
+            "9",
+            "--exec",
+            "true",
+        ])
+        .unwrap();
+        let policy = cli.job_args.config().unwrap().unwrap().policy;
+        assert_eq!(
+            (policy.retry_on, policy.overload_on),
+            (vec![1, 75], vec![9])
+        );
     }
 
     #[test]
