@@ -542,7 +542,7 @@ fn a_second_signal_kills_the_jobs_and_leaves() {
 type Seen = Arc<Mutex<Vec<(f64, String, u16)>>>;
 
 /// An HTTP server on 127.0.0.1 enforcing its own quota: a token bucket of
-/// `per_second` (burst 2); over it, 429 with `Retry-After: 1` (or none);
+/// `per_second` (burst 4); over it, 429 with `Retry-After: 1` (or none);
 /// every 13th request that passes gets 503 instead.
 fn quota_server(per_second: f64, retry_after: bool) -> (u16, Seen, Instant) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -551,7 +551,7 @@ fn quota_server(per_second: f64, retry_after: bool) -> (u16, Seen, Instant) {
     let start = Instant::now();
     let log = Arc::clone(&seen);
     std::thread::spawn(move || {
-        let (mut tokens, mut last, mut passed) = (2.0f64, 0.0f64, 0u32);
+        let (mut tokens, mut last, mut passed) = (4.0f64, 0.0f64, 0u32);
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { continue };
             let mut reader = BufReader::new(stream.try_clone().unwrap());
@@ -565,7 +565,7 @@ fn quota_server(per_second: f64, retry_after: bool) -> (u16, Seen, Instant) {
                 }
             }
             let now = start.elapsed().as_secs_f64();
-            tokens = (tokens + (now - last) * per_second).min(2.0);
+            tokens = (tokens + (now - last) * per_second).min(4.0);
             last = now;
             let status = if tokens < 1.0 {
                 429
@@ -630,7 +630,7 @@ fn curl_against_a_quota_gets_every_record_through_and_honours_retry_after() {
             "-r",
             "40/s",
             "-j",
-            "4",
+            "16",
             "-q",
             "--retries",
             "10",
@@ -649,7 +649,7 @@ fn curl_against_a_quota_gets_every_record_through_and_honours_retry_after() {
             "{headers}",
             &url,
         ],
-        &numbered(1..=40),
+        &numbered(1..=20),
     );
     assert_eq!(status, 0, "{err}");
     let seen = seen.lock().unwrap().clone();
@@ -660,7 +660,7 @@ fn curl_against_a_quota_gets_every_record_through_and_honours_retry_after() {
         .map(|(_, p, _)| p[1..].parse().unwrap())
         .collect();
     ok.sort_unstable();
-    assert_eq!(ok, (1..=40).collect::<Vec<_>>());
+    assert_eq!(ok, (1..=20).collect::<Vec<_>>());
     // The joblog and the stats agree with the server.
     let tries = attempts(&log);
     assert_eq!(tries.len(), seen.len());
@@ -669,7 +669,7 @@ fn curl_against_a_quota_gets_every_record_through_and_honours_retry_after() {
     assert!(count(429) > 0, "the quota was never hit: {seen:?}");
     assert_eq!((logged(429), logged(503)), (count(429), count(503)));
     let s = stats(&s);
-    assert_eq!(s["succeeded"].as_u64(), Some(40));
+    assert_eq!(s["succeeded"].as_u64(), Some(20));
     assert_eq!(
         s["overload_responses"].as_u64(),
         Some((count(429) + count(503)) as u64)
