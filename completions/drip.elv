@@ -38,7 +38,7 @@ set edit:completion:arg-completer[drip] = {|@words|
             cand --dead-letter 'Append every record not written to stdout (dropped, expired, undelivered) to FILE, byte-exact, in the order it left the bucket'
             cand --stats-json 'Write the summary to FILE as one JSON object (and, with --stats-interval, the periodic stats as JSON lines before it)'
             cand --stats-interval 'Every DURATION (10ms to 100y), write one JSON line of stats to stderr (or to --stats-json FILE)'
-            cand --exec 'Run COMMAND once per record instead of writing records to stdout: {} in an argument is replaced by the record (delimiter excluded); without {}, the record is the last argument. No shell (write sh -c ''...'' for one). Takes the rest of the command line, or up to a '';'''
+            cand --exec 'Run COMMAND once per record instead of writing records to stdout: {} in an argument is replaced by the record (delimiter excluded); without {}, the record is the last argument. {headers} is the path of a file for the job''s HTTP response headers (curl -D {headers}): 429 and 503 there mean overload, 408, 500, 502 and 504 a transient failure, other statuses from 400 a final one. Jobs get DRIP_RECORD, DRIP_RECORD_ID (an idempotency key), DRIP_ATTEMPT and DRIP_HEADERS. No shell (write sh -c ''...'' for one). Takes the rest of the command line, or up to a '';'''
             cand -j 'At most N jobs at once (the rate limits starts; both hold) [default: 1]'
             cand --jobs 'At most N jobs at once (the rate limits starts; both hold) [default: 1]'
             cand --retries 'Retry a record up to N times after a transient failure or an overload [default: 0]'

@@ -34,8 +34,13 @@ pub const EXIT_FAILED: i32 = 4;
 pub struct JobArgs {
     /// Run COMMAND once per record instead of writing records to stdout: {}
     /// in an argument is replaced by the record (delimiter excluded);
-    /// without {}, the record is the last argument. No shell (write sh -c
-    /// '...' for one). Takes the rest of the command line, or up to a ';'
+    /// without {}, the record is the last argument. {headers} is the path
+    /// of a file for the job's HTTP response headers (curl -D {headers}):
+    /// 429 and 503 there mean overload, 408, 500, 502 and 504 a transient
+    /// failure, other statuses from 400 a final one. Jobs get DRIP_RECORD,
+    /// DRIP_RECORD_ID (an idempotency key), DRIP_ATTEMPT and DRIP_HEADERS.
+    /// No shell (write sh -c '...' for one). Takes the rest of the command
+    /// line, or up to a ';'
     #[arg(long, value_name = "COMMAND", num_args = 1.., allow_hyphen_values = true, value_terminator = ";")]
     pub exec: Vec<String>,
 
