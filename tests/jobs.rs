@@ -842,3 +842,42 @@ fn an_overload_exit_status_pauses_and_retries() {
         );
     }
 }
+
+#[test]
+fn retries_are_starts_paced_by_the_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("joblog");
+    // Each record fails once (75) and is retried after at most 1 ms.
+    let (status, _, err) = run(
+        &[
+            "-r",
+            "10/s",
+            "-j",
+            "4",
+            "-q",
+            "--retries",
+            "1",
+            "--backoff",
+            "1ms..1ms",
+            "--joblog",
+            log.to_str().unwrap(),
+            "--exec",
+            "sh",
+            "-c",
+            r#"[ "$DRIP_ATTEMPT" = 2 ] || exit 75"#,
+            "sh",
+        ],
+        &numbered(1..=3),
+    );
+    assert_eq!(status, 0, "{err}");
+    let mut starts: Vec<f64> = attempts(&log).iter().map(|t| t.0).collect();
+    starts.sort_by(f64::total_cmp);
+    assert_eq!(starts.len(), 6);
+    for w in starts.windows(2) {
+        assert!(
+            w[1] - w[0] >= 0.090,
+            "starts {:.3} s apart at 10/s",
+            w[1] - w[0]
+        );
+    }
+}

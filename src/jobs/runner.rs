@@ -201,6 +201,31 @@ impl Pool {
         }
     }
 
+    /// A retry is a start too: wait for a slot of the schedule (the rate,
+    /// a pause, the `--adapt` spacing) and take it, ahead of the records
+    /// in the bucket. `Err` with the record's outcome at a stop (undelivered)
+    /// or past its deadline (expired).
+    fn take_slot(&self, size: usize, deadline: Option<u64>) -> Result<(), Outcome> {
+        loop {
+            let wait = {
+                let mut st = self.shared.lock();
+                let now = self.shared.clock.now();
+                if deadline.is_some_and(|d| now >= d) {
+                    return Err(Outcome::Expired);
+                }
+                let schedule = st.adm.schedule_mut();
+                if schedule.release(now, 1, &mut std::iter::once(size)) == 1 {
+                    return Ok(());
+                }
+                schedule.next_due(size).saturating_sub(now)
+            };
+            if self.stopping() {
+                return Err(Outcome::Undelivered);
+            }
+            std::thread::sleep(Duration::from_nanos(wait.max(1_000)).min(POLL));
+        }
+    }
+
     /// Start a job for `record` (a slot is taken) on an idle worker, or a
     /// new one (each with its own files, reused).
     fn start(self: &Arc<Self>, record: Segment) {
@@ -317,10 +342,15 @@ impl Pool {
                 &step,
                 verdict,
             );
-            match step {
+            let at = match step {
                 Step::Done(outcome) => return outcome,
-                Step::Retry(at) if self.sleep_until(at) => {}
-                Step::Retry(_) => return Outcome::Undelivered,
+                Step::Retry(at) => at,
+            };
+            if !self.sleep_until(at) {
+                return Outcome::Undelivered;
+            }
+            if let Err(outcome) = self.take_slot(bytes.len(), deadline) {
+                return outcome;
             }
         }
         unreachable!("attempts are bounded by --retries")
