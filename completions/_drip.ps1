@@ -90,6 +90,42 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
             return
         }
+        { $_ -in '--exec' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '-j', '--jobs' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '--retries' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '--retry-on' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '--overload-on' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '--backoff' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '--timeout' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '--deadline' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '--joblog' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
     }
 
     $completions = @(switch ($command) {
@@ -117,6 +153,16 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             [CompletionResult]::new('--share', '--share', [CompletionResultType]::ParameterName, 'Share the --rate limits with every drip given the same NAME: on this host with no server (a state file under $XDG_RUNTIME_DIR/drip), or on any host through Redis or Valkey: redis://HOST[:PORT][/DB]/NAME, rediss://... (TLS), redis+unix:///SOCKET/NAME, valkey://... All of them must give the same rates and bursts (else exit 2)')
             [CompletionResult]::new('--share-on-error', '--share-on-error', [CompletionResultType]::ParameterName, 'When the shared state cannot be reached: wait (send nothing and retry; records wait in the bucket), local (pace alone at the rate divided by --share-peers, warn once), or fail (exit 4)')
             [CompletionResult]::new('--share-peers', '--share-peers', [CompletionResultType]::ParameterName, 'How many drips share the limits, for --share-on-error local')
+            [CompletionResult]::new('--exec', '--exec', [CompletionResultType]::ParameterName, 'Run COMMAND once per record instead of writing records to stdout: {} in an argument is replaced by the record (delimiter excluded); without {}, the record is the last argument. {headers} is the path of a file for the job''s HTTP response headers (curl -D {headers}): 429 and 503 there mean overload, 408, 500, 502 and 504 a transient failure, other statuses from 400 a final one. Jobs get DRIP_RECORD, DRIP_RECORD_ID (an idempotency key), DRIP_ATTEMPT and DRIP_HEADERS. No shell (write sh -c ''...'' for one). Takes the rest of the command line, or up to a '';''')
+            [CompletionResult]::new('-j', '-j', [CompletionResultType]::ParameterName, 'At most N jobs at once (the rate limits starts; both hold) [default: 1]')
+            [CompletionResult]::new('--jobs', '--jobs', [CompletionResultType]::ParameterName, 'At most N jobs at once (the rate limits starts; both hold) [default: 1]')
+            [CompletionResult]::new('--retries', '--retries', [CompletionResultType]::ParameterName, 'Retry a record up to N times after a transient failure or an overload [default: 0]')
+            [CompletionResult]::new('--retry-on', '--retry-on', [CompletionResultType]::ParameterName, 'Exit statuses that are transient failures, retried: a list such as 1,75,100-110 [default: 6,7,28,35,52,55,56,75: EX_TEMPFAIL and curl''s could-not-connect, timeout and send/receive failures]')
+            [CompletionResult]::new('--overload-on', '--overload-on', [CompletionResultType]::ParameterName, 'Exit statuses that mean the service is overloaded: every start pauses, and the record is retried')
+            [CompletionResult]::new('--backoff', '--backoff', [CompletionResultType]::ParameterName, 'Wait before retry n: a random time between 0 and min(MAX, MIN·2^n) (exponential backoff, full jitter) [default: 100ms..30s]')
+            [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Kill an attempt that runs longer than DURATION: TERM to its process group, KILL one second later')
+            [CompletionResult]::new('--deadline', '--deadline', [CompletionResultType]::ParameterName, 'Give up on a record DURATION after it was read, counting its time in the bucket and all its attempts: it expires')
+            [CompletionResult]::new('--joblog', '--joblog', [CompletionResultType]::ParameterName, 'Write one JSON line per attempt to FILE')
             [CompletionResult]::new('-0', '-0', [CompletionResultType]::ParameterName, 'Records end with NUL instead of newline, on input and output')
             [CompletionResult]::new('--null', '--null', [CompletionResultType]::ParameterName, 'Records end with NUL instead of newline, on input and output')
             [CompletionResult]::new('--drain', '--drain', [CompletionResultType]::ParameterName, 'On the first stopping signal (SIGINT, SIGTERM, SIGHUP, ...), stop reading but write what the bucket holds at the rate before exiting')
@@ -124,6 +170,8 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             [CompletionResult]::new('--progress', '--progress', [CompletionResultType]::ParameterName, 'Draw the live display on stderr even when it is not a terminal, or when stdout is the same terminal (the display then keeps to the bottom row and the records scroll above it)')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'No progress display: stderr gets only errors and what --stats and --stats-interval ask for')
             [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'No progress display: stderr gets only errors and what --stats and --stats-interval ask for')
+            [CompletionResult]::new('--record-on-stdin', '--record-on-stdin', [CompletionResultType]::ParameterName, 'Give each job its record on stdin instead of as an argument')
+            [CompletionResult]::new('--adapt', '--adapt', [CompletionResultType]::ParameterName, 'Lower the rate on each overload (halve it) and raise it back on successes, never above the configured rate')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')

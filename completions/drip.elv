@@ -41,6 +41,16 @@ set edit:completion:arg-completer[drip] = {|@words|
             cand --share 'Share the --rate limits with every drip given the same NAME: on this host with no server (a state file under $XDG_RUNTIME_DIR/drip), or on any host through Redis or Valkey: redis://HOST[:PORT][/DB]/NAME, rediss://... (TLS), redis+unix:///SOCKET/NAME, valkey://... All of them must give the same rates and bursts (else exit 2)'
             cand --share-on-error 'When the shared state cannot be reached: wait (send nothing and retry; records wait in the bucket), local (pace alone at the rate divided by --share-peers, warn once), or fail (exit 4)'
             cand --share-peers 'How many drips share the limits, for --share-on-error local'
+            cand --exec 'Run COMMAND once per record instead of writing records to stdout: {} in an argument is replaced by the record (delimiter excluded); without {}, the record is the last argument. {headers} is the path of a file for the job''s HTTP response headers (curl -D {headers}): 429 and 503 there mean overload, 408, 500, 502 and 504 a transient failure, other statuses from 400 a final one. Jobs get DRIP_RECORD, DRIP_RECORD_ID (an idempotency key), DRIP_ATTEMPT and DRIP_HEADERS. No shell (write sh -c ''...'' for one). Takes the rest of the command line, or up to a '';'''
+            cand -j 'At most N jobs at once (the rate limits starts; both hold) [default: 1]'
+            cand --jobs 'At most N jobs at once (the rate limits starts; both hold) [default: 1]'
+            cand --retries 'Retry a record up to N times after a transient failure or an overload [default: 0]'
+            cand --retry-on 'Exit statuses that are transient failures, retried: a list such as 1,75,100-110 [default: 6,7,28,35,52,55,56,75: EX_TEMPFAIL and curl''s could-not-connect, timeout and send/receive failures]'
+            cand --overload-on 'Exit statuses that mean the service is overloaded: every start pauses, and the record is retried'
+            cand --backoff 'Wait before retry n: a random time between 0 and min(MAX, MIN·2^n) (exponential backoff, full jitter) [default: 100ms..30s]'
+            cand --timeout 'Kill an attempt that runs longer than DURATION: TERM to its process group, KILL one second later'
+            cand --deadline 'Give up on a record DURATION after it was read, counting its time in the bucket and all its attempts: it expires'
+            cand --joblog 'Write one JSON line per attempt to FILE'
             cand -0 'Records end with NUL instead of newline, on input and output'
             cand --null 'Records end with NUL instead of newline, on input and output'
             cand --drain 'On the first stopping signal (SIGINT, SIGTERM, SIGHUP, ...), stop reading but write what the bucket holds at the rate before exiting'
@@ -48,6 +58,8 @@ set edit:completion:arg-completer[drip] = {|@words|
             cand --progress 'Draw the live display on stderr even when it is not a terminal, or when stdout is the same terminal (the display then keeps to the bottom row and the records scroll above it)'
             cand -q 'No progress display: stderr gets only errors and what --stats and --stats-interval ask for'
             cand --quiet 'No progress display: stderr gets only errors and what --stats and --stats-interval ask for'
+            cand --record-on-stdin 'Give each job its record on stdin instead of as an argument'
+            cand --adapt 'Lower the rate on each overload (halve it) and raise it back on successes, never above the configured rate'
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
             cand -V 'Print version'
@@ -87,6 +99,16 @@ set edit:completion:arg-completer[drip] = {|@words|
         put local
         put fail
     } elif (or (eq $prev --share-peers)) {
+    } elif (or (eq $prev --exec)) {
+    } elif (or (eq $prev -j) (eq $prev --jobs)) {
+    } elif (or (eq $prev --retries)) {
+    } elif (or (eq $prev --retry-on)) {
+    } elif (or (eq $prev --overload-on)) {
+    } elif (or (eq $prev --backoff)) {
+    } elif (or (eq $prev --timeout)) {
+    } elif (or (eq $prev --deadline)) {
+    } elif (or (eq $prev --joblog)) {
+        edit:complete-filename $words[-1]
     } else {
         if (not (str:has-prefix $words[-1] '-')) {
             edit:complete-filename $words[-1]

@@ -21,10 +21,21 @@ complete -c drip -l share-on-error -d 'When the shared state cannot be reached: 
 local\t'pace alone at the rate divided by --share-peers, warn once'
 fail\t'exit with status 4'"
 complete -c drip -l share-peers -d 'How many drips share the limits, for --share-on-error local' -r -f
+complete -c drip -l exec -d 'Run COMMAND once per record instead of writing records to stdout: {} in an argument is replaced by the record (delimiter excluded); without {}, the record is the last argument. {headers} is the path of a file for the job\'s HTTP response headers (curl -D {headers}): 429 and 503 there mean overload, 408, 500, 502 and 504 a transient failure, other statuses from 400 a final one. Jobs get DRIP_RECORD, DRIP_RECORD_ID (an idempotency key), DRIP_ATTEMPT and DRIP_HEADERS. No shell (write sh -c \'...\' for one). Takes the rest of the command line, or up to a \';\'' -r -f -a "(__fish_complete_command)"
+complete -c drip -s j -l jobs -d 'At most N jobs at once (the rate limits starts; both hold) [default: 1]' -r -f
+complete -c drip -l retries -d 'Retry a record up to N times after a transient failure or an overload [default: 0]' -r -f
+complete -c drip -l retry-on -d 'Exit statuses that are transient failures, retried: a list such as 1,75,100-110 [default: 6,7,28,35,52,55,56,75: EX_TEMPFAIL and curl\'s could-not-connect, timeout and send/receive failures]' -r -f
+complete -c drip -l overload-on -d 'Exit statuses that mean the service is overloaded: every start pauses, and the record is retried' -r -f
+complete -c drip -l backoff -d 'Wait before retry n: a random time between 0 and min(MAX, MIN·2^n) (exponential backoff, full jitter) [default: 100ms..30s]' -r -f
+complete -c drip -l timeout -d 'Kill an attempt that runs longer than DURATION: TERM to its process group, KILL one second later' -r -f
+complete -c drip -l deadline -d 'Give up on a record DURATION after it was read, counting its time in the bucket and all its attempts: it expires' -r -f
+complete -c drip -l joblog -d 'Write one JSON line per attempt to FILE' -r -F
 complete -c drip -s 0 -l null -d 'Records end with NUL instead of newline, on input and output'
 complete -c drip -l drain -d 'On the first stopping signal (SIGINT, SIGTERM, SIGHUP, ...), stop reading but write what the bucket holds at the rate before exiting'
 complete -c drip -l stats -d 'Print a summary on stderr at exit'
 complete -c drip -l progress -d 'Draw the live display on stderr even when it is not a terminal, or when stdout is the same terminal (the display then keeps to the bottom row and the records scroll above it)'
 complete -c drip -s q -l quiet -d 'No progress display: stderr gets only errors and what --stats and --stats-interval ask for'
+complete -c drip -l record-on-stdin -d 'Give each job its record on stdin instead of as an argument'
+complete -c drip -l adapt -d 'Lower the rate on each overload (halve it) and raise it back on successes, never above the configured rate'
 complete -c drip -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c drip -s V -l version -d 'Print version'

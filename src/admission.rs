@@ -68,6 +68,11 @@ impl Admission {
         &*self.schedule
     }
 
+    /// The schedule, to take a slot outside the bucket (a retried job).
+    pub fn schedule_mut(&mut self) -> &mut dyn Schedule {
+        &mut *self.schedule
+    }
+
     /// Records in the outbox.
     pub fn outbox_len(&self) -> usize {
         self.outbox_len

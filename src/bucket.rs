@@ -54,6 +54,8 @@ pub enum Fate {
     Expired,
     /// Still queued (or being written) when drip stopped.
     Undelivered,
+    /// Its job failed: attempts exhausted, or a final status (`--exec`).
+    Failed,
 }
 
 /// A run of consecutive records sharing one buffer.

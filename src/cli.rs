@@ -36,6 +36,10 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "never hold the producer back; keep what was shed",
     ),
     (
+        "drip -r 10/s -j 8 --retries 5 urls.txt --exec curl -sS -o /dev/null -D {headers} {}",
+        "run curl per URL: paced starts, 8 at once, retries, pauses on 429",
+    ),
+    (
         "drip -r 1000/s -b 50 --stats events.ndjson > /dev/null",
         "replay a log with bursts of up to 50, then print a summary",
     ),
@@ -45,7 +49,7 @@ pub const EXAMPLES: &[(&str, &str)] = &[
 pub const EXIT_STATUSES: &[(&str, &str)] = &[
     (
         "0",
-        "every record was written, dropped by policy or expired (also when the reader closed stdout, as with | head)",
+        "every record was written (with --exec: its job succeeded), dropped by policy or expired under --max-wait (also when the reader closed stdout, as with | head)",
     ),
     (
         "1",
@@ -56,6 +60,14 @@ pub const EXIT_STATUSES: &[(&str, &str)] = &[
     (
         "4",
         "the --share state could not be reached under --share-on-error fail (what was not written is undelivered)",
+    ),
+    (
+        "123",
+        "with --exec: some records failed (or passed their --deadline), as xargs says when a command failed",
+    ),
+    (
+        "126, 127",
+        "with --exec: the command is not executable (126) or not found (127)",
     ),
     (
         "128 + n",
@@ -316,6 +328,10 @@ pub struct Cli {
     /// How many drips share the limits, for --share-on-error local
     #[arg(long, value_name = "N", default_value = "1", value_parser = positive_u64, value_hint = ValueHint::Other, allow_hyphen_values = true)]
     pub share_peers: u64,
+
+    /// Running a command per record (`--exec`).
+    #[command(flatten)]
+    pub job_args: crate::jobs::JobArgs,
 }
 
 /// Parse `--rate`: `RATE` or `RATE:BURST`.
@@ -544,6 +560,8 @@ pub struct Config {
     pub progress: ProgressMode,
     /// The limits are shared with other drips (`--share`).
     pub share: Option<shared::Share>,
+    /// The command to run per record (`--exec`), instead of stdout.
+    pub jobs: Option<crate::jobs::JobConfig>,
 }
 
 impl Config {
@@ -665,8 +683,13 @@ impl TryFrom<Cli> for Config {
     type Error = clap::Error;
 
     fn try_from(cli: Cli) -> Result<Config, clap::Error> {
+        use clap::CommandFactory;
         let limits = limits(&cli)?;
         let share = share(&cli, &limits)?;
+        let jobs = cli.job_args.config().map_err(|flag| {
+            let why = format!("{flag}: only with --exec (the command to run per record)");
+            Cli::command().error(clap::error::ErrorKind::MissingRequiredArgument, why)
+        })?;
         let inputs = if cli.files.is_empty() {
             vec![Input::Stdin]
         } else {
@@ -710,6 +733,7 @@ impl TryFrom<Cli> for Config {
             stats_interval: cli.stats_interval,
             progress,
             share,
+            jobs,
         })
     }
 }
@@ -922,9 +946,10 @@ mod tests {
             let id = arg.get_id().as_str();
             let hint = arg.get_value_hint();
             match id {
-                "files" | "dead_letter" | "stats_json" => {
+                "files" | "dead_letter" | "stats_json" | "joblog" => {
                     assert_eq!(hint, ValueHint::FilePath, "{id}")
                 }
+                "exec" => assert_eq!(hint, ValueHint::CommandName),
                 _ if arg.get_num_args().is_some_and(|n| n.takes_values())
                     && arg.get_possible_values().is_empty() =>
                 {
@@ -936,8 +961,9 @@ mod tests {
         }
         // rate, byte-rate, interval, burst, capacity, capacity-bytes,
         // delimiter, max-record, max-wait, stats-interval, share,
-        // share-peers.
-        assert_eq!(other, 12);
+        // share-peers; jobs, retries, retry-on, overload-on, backoff,
+        // timeout, deadline.
+        assert_eq!(other, 19);
     }
 
     #[test]

@@ -15,6 +15,8 @@ use crate::bucket::Bucket;
 use crate::cli::{Config, Input};
 use crate::deadletter::DeadLetter;
 use crate::input::{Oversize, OwnFile, ReadReport, Splitter};
+use crate::jobs::gate::{Gate, GateControl};
+use crate::jobs::{ExecError, Pool, Runner, EXIT_FAILED};
 use crate::monitor::Monitor;
 use crate::progress::{lock_ui, Ui};
 use crate::schedule::{Limits, Schedule};
@@ -43,6 +45,8 @@ pub fn exit_status(err: &anyhow::Error) -> i32 {
         EXIT_USAGE
     } else if err.downcast_ref::<shared::Unreachable>().is_some() {
         EXIT_SHARE
+    } else if let Some(e) = err.downcast_ref::<ExecError>() {
+        e.status()
     } else {
         EXIT_ERROR
     }
@@ -57,6 +61,8 @@ pub enum Ending {
     InputFailed,
     /// Stopped by this signal.
     Signal(i32),
+    /// Some records' jobs failed, or passed their `--deadline` (`--exec`).
+    JobsFailed,
 }
 
 impl Ending {
@@ -66,6 +72,7 @@ impl Ending {
             Ending::Finished => EXIT_OK,
             Ending::InputFailed => EXIT_ERROR,
             Ending::Signal(n) => 128 + n,
+            Ending::JobsFailed => EXIT_FAILED,
         }
     }
 }
@@ -112,19 +119,24 @@ fn input_size(inputs: &[Input]) -> Option<u64> {
 }
 
 /// The shared state for `config`: admission over the configured limits
-/// (local, or `--share`d), and the running `--share`, if any.
+/// (local, or `--share`d, and behind `gate` with `--exec`), and the running
+/// `--share`, if any.
 fn shared_state(
     config: &Config,
     out_fd: Option<std::os::fd::RawFd>,
+    gate: Option<Arc<GateControl>>,
 ) -> Result<(Arc<Shared>, Option<shared::Handle>)> {
     let origin = Instant::now();
-    let (schedule, share): (Box<dyn Schedule>, _) = match &config.share {
+    let (mut schedule, share): (Box<dyn Schedule>, _) = match &config.share {
         Some(share) => {
             let (schedule, handle) = shared::open(share, &config.limits, origin)?;
             (Box::new(schedule), Some(handle))
         }
         None => (Box::new(Limits::new(&config.limits)), None),
     };
+    if let Some(gate) = gate {
+        schedule = Box::new(Gate::new(schedule, gate));
+    }
     // A failed dead-letter write stops drip at once: any further record
     // not written would be lost without a trace.
     let cell = Arc::new(OnceLock::<Weak<Shared>>::new());
@@ -138,8 +150,12 @@ fn shared_state(
     let dead_backlog = dead.backlog();
     let unpaced = config.limits.is_empty();
     let bucket = Bucket::new(config.capacity, config.capacity_bytes, config.overflow);
-    let max_wait_ns = config
-        .max_wait
+    // A record's --deadline counts its time in the bucket too.
+    let deadline = config.jobs.as_ref().and_then(|j| j.deadline);
+    let max_wait_ns = [config.max_wait, deadline]
+        .into_iter()
+        .flatten()
+        .min()
         .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
     let adm = Admission::new(bucket, schedule, max_wait_ns);
     let shared = Arc::new(Shared {
@@ -158,6 +174,7 @@ fn shared_state(
         second_signal: AtomicI32::new(0),
         reader_thread: Mutex::new(0),
         dead_backlog,
+        jobs: OnceLock::new(),
     });
     let _ = cell.set(Arc::downgrade(&shared));
     Ok((shared, share))
@@ -197,10 +214,24 @@ fn run_watching(
         ),
         None => None,
     };
-    let (shared, mut share) = shared_state(&config, out_fd)?;
+    // Running jobs, the reader never writes to stdout itself.
+    let out_fd = out_fd.filter(|_| config.jobs.is_none());
+    let gate = config
+        .jobs
+        .as_ref()
+        .map(|_| Arc::new(GateControl::default()));
+    let (shared, mut share) = shared_state(&config, out_fd, gate.clone())?;
     if let Some(share) = &share {
         share.set_notify(notify_from_share(&shared));
     }
+    let (pool, out) = match (&config.jobs, gate) {
+        (Some(jobs), Some(gate)) => {
+            let rate = (config.records_per_second(), config.delimiter);
+            let pool = Pool::new(Arc::clone(&shared), jobs.clone(), gate, out, rate)?;
+            (Some(pool), None)
+        }
+        _ => (None, Some(out)),
+    };
     let ui = Arc::new(Mutex::new(Ui::new(
         config.progress,
         config.capacity,
@@ -242,7 +273,16 @@ fn run_watching(
         own,
         splitter,
     )?;
-    let write_error = write(&shared, out);
+    let write_error = match (out, &pool) {
+        (Some(out), _) => write(&shared, &mut Stdout(out)),
+        (None, Some(pool)) => write(&shared, &mut Runner(Arc::clone(pool))),
+        (None, None) => unreachable!("a sink is always made"),
+    };
+    // Jobs under way end first (a stop has already stopped new starts).
+    let fatal = pool.and_then(|pool| {
+        pool.wait_all();
+        pool.take_fatal()
+    });
     // Whatever ended the writer, reading stops too.
     shared.stop(false);
     let report = reader.join().unwrap_or_default();
@@ -252,14 +292,24 @@ fn run_watching(
     if let (Some(share), true) = (&share, config.stats) {
         lock_ui(&ui).message(&share.summary());
     }
-    match (ending, share_error) {
-        (Ok(_), Some(e)) => Err(e),
-        (ending, _) => ending,
+    let ending = match (ending, share_error) {
+        (Ok(_), Some(e)) => return Err(e),
+        (ending, _) => ending?,
+    };
+    if let Some(e) = fatal {
+        return Err(e.into());
     }
+    let counts = shared.lock().ledger.counts();
+    let deadline_passed =
+        config.jobs.as_ref().is_some_and(|j| j.deadline.is_some()) && counts.expired > 0;
+    if ending == Ending::Finished && (counts.failed > 0 || deadline_passed) {
+        return Ok(Ending::JobsFailed);
+    }
+    Ok(ending)
 }
 
 /// Run the writer on this thread, where a stop can interrupt it.
-fn write(shared: &Shared, out: Box<dyn Write + Send>) -> Option<std::io::Error> {
+fn write(shared: &Shared, sink: &mut dyn writer::Sink) -> Option<std::io::Error> {
     sys::install_interrupt_handler();
     let set_writer = |id| {
         *shared
@@ -268,7 +318,7 @@ fn write(shared: &Shared, out: Box<dyn Write + Send>) -> Option<std::io::Error> 
             .unwrap_or_else(|e| e.into_inner()) = id
     };
     set_writer(sys::this_thread());
-    let write_error = writer::write_loop(shared, &mut Stdout(out));
+    let write_error = writer::write_loop(shared, sink);
     set_writer(0);
     write_error
 }

@@ -52,6 +52,13 @@ impl Ledger {
         self.counts.bytes_written += bytes;
     }
 
+    /// `records` records, `bytes` bytes in all, were run by a job that
+    /// succeeded (`--exec`).
+    pub fn succeeded(&mut self, records: u64, bytes: u64) {
+        self.counts.succeeded += records;
+        self.counts.bytes_written += bytes;
+    }
+
     /// The records of `seg` left other than by being written, as `fate`.
     pub fn dispose(&mut self, seg: Segment, fate: Fate) {
         self.counts.add(fate, seg.len() as u64);

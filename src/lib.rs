@@ -14,6 +14,7 @@ pub mod cli;
 mod deadletter;
 mod engine;
 pub mod input;
+pub mod jobs;
 pub mod ledger;
 mod monitor;
 pub mod output;

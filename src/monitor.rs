@@ -51,13 +51,21 @@ struct Tick {
     dropped_oldest: u64,
     expired: u64,
     skipped: u64,
+    /// With `--exec`: records done, and the runner's figures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    succeeded: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failed: Option<u64>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    jobs: Option<crate::stats::JobStats>,
 }
 
 impl Tick {
-    fn new(snap: &Snapshot, prev: &Snapshot) -> Tick {
+    fn new(snap: &Snapshot, prev: &Snapshot, jobs: Option<crate::stats::JobStats>) -> Tick {
         let c = &snap.counts;
         let secs = (snap.elapsed_ns - prev.elapsed_ns) as f64 / 1e9;
-        let records_out = c.written - prev.counts.written;
+        let done = |c: &crate::stats::Counts| c.written + c.succeeded + c.failed;
+        let records_out = done(c) - done(&prev.counts);
         Tick {
             time: snap.elapsed_ns as f64 / 1e9,
             records_in: c.read - prev.counts.read,
@@ -75,6 +83,9 @@ impl Tick {
             dropped_oldest: c.dropped_oldest,
             expired: c.expired,
             skipped: c.skipped,
+            succeeded: jobs.map(|_| c.succeeded),
+            failed: jobs.map(|_| c.failed),
+            jobs,
         }
     }
 }
@@ -271,7 +282,8 @@ async fn watch(
             }
             _ = stats.tick(), if stats_every.is_some() => {
                 let snap = shared.snapshot();
-                let line = serde_json::to_string(&Tick::new(&snap, &prev)).expect("plain data");
+                let jobs = shared.jobs.get().map(|j| j.stats());
+                let line = serde_json::to_string(&Tick::new(&snap, &prev, jobs)).expect("plain data");
                 prev = snap;
                 write_tick(&line, stats_file.as_mut(), &ui, &dropped);
                 continue;

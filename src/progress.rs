@@ -223,6 +223,8 @@ impl Ui {
     /// The display's text for `snap`.
     fn compose(&self, snap: &Snapshot) -> String {
         let c = &snap.counts;
+        // Out: written, or (with --exec) run to the end.
+        let out = c.written + c.succeeded + c.failed;
         let measured = self.meter.rate(snap.elapsed_ns);
         let mut text = format!(
             "{} [{}] {}/{} queued | in {} out {} dropped {}",
@@ -231,7 +233,7 @@ impl Ui {
             snap.depth.min(self.capacity),
             self.capacity,
             c.read,
-            c.written,
+            out,
             c.dropped(),
         );
         if c.expired > 0 {

@@ -25,7 +25,7 @@
 //! the ledger; `pending` and `leftover` hold records not yet counted.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -35,7 +35,7 @@ use crate::deadletter::{Backlog, DeadLetter};
 use crate::ledger::Ledger;
 use crate::output;
 use crate::progress::Snapshot;
-use crate::stats::{Departures, Summary};
+use crate::stats::{Departures, JobStats, Summary};
 use crate::sys;
 
 /// Unpaced, how long stdout may make no room before a drop or fail policy
@@ -110,6 +110,19 @@ pub(crate) struct State {
     pub(crate) in_flight_begun: Option<Segment>,
     /// The begun record the reader is finishing itself at a stop.
     pub(crate) finishing: Option<Segment>,
+    /// The sink has no room (every job slot is taken): arrivals wait.
+    pub(crate) sink_full: bool,
+}
+
+/// The command runner (`--exec`), as the other threads see it.
+pub(crate) trait Jobs: Send + Sync + std::fmt::Debug {
+    /// Whether a job slot is free.
+    fn has_room(&self) -> bool;
+    /// The runner's figures now.
+    fn stats(&self) -> JobStats;
+    /// Leaving at once (a second signal): TERM, then KILL, every job's
+    /// process group; returns their records, now undelivered.
+    fn abandon(&self) -> Vec<Segment>;
 }
 
 impl State {
@@ -135,6 +148,7 @@ impl State {
             in_flight: Vec::new(),
             in_flight_begun: None,
             finishing: None,
+            sink_full: false,
         }
     }
 
@@ -210,6 +224,9 @@ impl State {
     /// write has been under way for longer than the schedule's slack
     /// (stdout is taking records).
     pub(crate) fn may_leave(&self, now: u64, unpaced: bool) -> bool {
+        if self.sink_full {
+            return false;
+        }
         if unpaced {
             return self.adm.outbox_len() == 0 && self.writing_since.is_none();
         }
@@ -333,6 +350,8 @@ pub(crate) struct Shared {
     /// What waits for the dead-letter thread; reading waits while it is
     /// full.
     pub(crate) dead_backlog: Arc<Backlog>,
+    /// The command runner, with `--exec`.
+    pub(crate) jobs: OnceLock<Arc<dyn Jobs>>,
 }
 
 impl Shared {
@@ -400,8 +419,13 @@ impl Shared {
     /// the dead letter and flush it, so leaving at once loses no record
     /// without a trace.
     pub(crate) fn evacuate_now(&self) {
+        // No job is left running, whatever the lock.
+        let running = self.jobs.get().map(|j| j.abandon()).unwrap_or_default();
         for _ in 0..20 {
             if let Ok(mut st) = self.state.try_lock() {
+                for record in running {
+                    st.ledger.dispose(record, Fate::Undelivered);
+                }
                 // The writer stops after the record under way (fewer
                 // records end up both written and dead-lettered).
                 self.stop_now.store(true, Ordering::SeqCst);
@@ -462,6 +486,7 @@ impl Shared {
             elapsed_ms,
             rate: snap.departures.rate(),
             span_ms: snap.departures.span_ns() as f64 / 1e6,
+            jobs: self.jobs.get().map(|j| j.stats()),
         }
     }
 }

@@ -28,6 +28,10 @@ pub struct Counts {
     pub skipped: u64,
     /// Records still queued or being written when drip stopped.
     pub undelivered: u64,
+    /// Records whose job succeeded (`--exec`).
+    pub succeeded: u64,
+    /// Records whose job failed for good (`--exec`).
+    pub failed: u64,
     /// Bytes read.
     pub bytes_read: u64,
     /// Bytes written to stdout.
@@ -42,6 +46,7 @@ impl Counts {
             Fate::DroppedOldest => self.dropped_oldest += n,
             Fate::Expired => self.expired += n,
             Fate::Undelivered => self.undelivered += n,
+            Fate::Failed => self.failed += n,
         }
     }
 
@@ -63,7 +68,13 @@ impl Counts {
 
     /// Records accounted for in some way; equals `read` at the end.
     pub fn settled(&self) -> u64 {
-        self.written + self.dropped() + self.expired + self.skipped + self.undelivered
+        self.written
+            + self.succeeded
+            + self.failed
+            + self.dropped()
+            + self.expired
+            + self.skipped
+            + self.undelivered
     }
 }
 
@@ -138,6 +149,63 @@ pub struct Summary {
     pub rate: Option<f64>,
     /// Time from the first departure to the last, in milliseconds.
     pub span_ms: f64,
+    /// The command runner's figures (`--exec`).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<JobStats>,
+}
+
+/// The command runner's figures (`--exec`), in the summary and the stats
+/// stream.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct JobStats {
+    /// Jobs running now (a job waiting for its retry included).
+    pub jobs_running: u64,
+    /// Attempts started again after a failure or an overload.
+    pub retries: u64,
+    /// Attempts answered with overload (429, 503, `--overload-on`).
+    pub overload_responses: u64,
+    /// Times every start paused for an overload.
+    pub pauses: u64,
+    /// Time spent paused so far, ms.
+    pub paused_ms: f64,
+    /// The rate starts are held to now (lowered by `--adapt`), per second.
+    pub effective_rate: f64,
+    /// Median attempt duration, ms.
+    pub attempt_p50_ms: f64,
+    /// 99th percentile attempt duration, ms.
+    pub attempt_p99_ms: f64,
+}
+
+impl JobStats {
+    /// The jobs' clauses of the summary, each with the separator after it.
+    pub fn clauses(&self, c: &Counts) -> Vec<(String, &'static str)> {
+        vec![
+            (format!("jobs: succeeded {}", c.succeeded), ","),
+            (format!("failed {}", c.failed), ","),
+            (format!("running {}", self.jobs_running), ","),
+            (format!("retries {}", self.retries), ","),
+            (
+                format!("overload responses {}", self.overload_responses),
+                ",",
+            ),
+            (
+                format!("pauses {} ({})", self.pauses, format_ms(self.paused_ms)),
+                ",",
+            ),
+            (
+                format!("start rate {}", format_rate(self.effective_rate)),
+                ",",
+            ),
+            (
+                format!(
+                    "attempt p50 {} p99 {}",
+                    format_ms(self.attempt_p50_ms),
+                    format_ms(self.attempt_p99_ms)
+                ),
+                ";",
+            ),
+        ]
+    }
 }
 
 impl Summary {
@@ -171,6 +239,9 @@ impl Summary {
             (format!("max depth {}", self.max_depth), ","),
             (format!("max wait {}", format_ms(self.max_wait_ms)), ";"),
         ]);
+        if let Some(jobs) = &self.jobs {
+            clauses.extend(jobs.clauses(c));
+        }
         if let Some(rate) = self.rate {
             clauses.push((format!("rate {}", format_rate(rate)), ","));
         }
@@ -261,6 +332,7 @@ mod tests {
             elapsed_ms: 2500.0,
             rate: Some(2.0),
             span_ms: 2000.0,
+            jobs: None,
         }
     }
 
@@ -326,6 +398,7 @@ mod tests {
             elapsed_ms: 9010.0,
             rate: Some(10.0),
             span_ms: 8900.0,
+            jobs: None,
         };
         assert_eq!(
             s.text(),

@@ -289,6 +289,55 @@ impl Waker {
     }
 }
 
+/// A descriptor that becomes readable when process `pid` exits (Linux
+/// pidfd_open(2)), for waiting on a job with a timeout.
+///
+/// # Errors
+/// The process is gone, or the kernel is older than 5.3.
+pub fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor
+    // or -1; the descriptor is owned by the returned OwnedFd.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a descriptor we just opened and own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Wait up to `timeout_ms` (-1: for ever) for `fd` to become readable;
+/// returns whether it did.
+pub fn wait_readable_for(fd: RawFd, timeout_ms: i32) -> bool {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: `pfd` is one valid pollfd structure.
+        let rc = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+        if rc >= 0 {
+            return rc > 0;
+        }
+        if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return true;
+        }
+    }
+}
+
+/// Send `signal` to every process of the process group `pgid`; a group
+/// that is gone is no error.
+pub fn kill_group(pgid: u32, signal: i32) {
+    if pgid == 0 {
+        return;
+    }
+    // SAFETY: kill(2) with a negative pid signals a process group; it has
+    // no memory-safety preconditions.
+    unsafe {
+        libc::kill(-(pgid as libc::pid_t), signal);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -29,6 +29,19 @@ pub(crate) trait Sink {
         stop: &dyn Fn() -> Stop,
         progress: &dyn Fn(usize),
     ) -> Written;
+
+    /// Whether the sink records the fate of what it takes itself (a
+    /// command runner: succeeded or failed, later); the writer then counts
+    /// nothing as written.
+    fn settles_itself(&self) -> bool {
+        false
+    }
+
+    /// Whether the sink can take a record now (a free job slot). While it
+    /// cannot, the writer lets nothing go and arrivals wait in the bucket.
+    fn ready(&self) -> bool {
+        true
+    }
 }
 
 /// The sink of a pipeline: a byte stream (stdout).
@@ -74,15 +87,21 @@ pub(crate) fn write_loop(shared: &Shared, sink: &mut dyn Sink) -> Option<std::io
         0
     };
     let mut batch = Batch::default();
+    let settles_itself = sink.settles_itself();
     loop {
-        let st = next_batch(shared, coalesce, &mut batch)?;
+        let st = next_batch(shared, coalesce, &mut batch, &|| sink.ready())?;
         drop(st);
         let written = write_batch(shared, sink, &batch);
         let mut st = shared.lock();
         let ended = written.error.is_some() || written.stopped || batch.last;
         let now = shared.clock.now();
         st.departures.record(now, written.records);
-        settle(&mut st, &mut batch, written.records, written.bytes);
+        let written_bytes = if settles_itself {
+            None
+        } else {
+            Some(written.bytes)
+        };
+        settle(&mut st, &mut batch, written.records, written_bytes);
         if ended {
             drop(st);
             if written.error.is_some() {
@@ -99,6 +118,7 @@ fn next_batch<'a>(
     shared: &'a Shared,
     coalesce: u64,
     batch: &mut Batch,
+    ready: &dyn Fn() -> bool,
 ) -> Option<MutexGuard<'a, State>> {
     let mut st = shared.lock();
     loop {
@@ -125,6 +145,17 @@ fn next_batch<'a>(
         let State { adm, ledger, .. } = &mut *st;
         if adm.expire(now, ledger) > 0 && st.reader_can_go() {
             shared.space_ready.notify_one();
+        }
+        st.sink_full = !ready();
+        if st.sink_full {
+            // Woken when a job ends; expiries are looked at meanwhile.
+            st.flush_dead();
+            st = shared
+                .data_ready
+                .wait_timeout(st, Duration::from_millis(20))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+            continue;
         }
         st.adm.release(now);
         if !st.stop_reading && st.top_up(now) {
@@ -229,12 +260,15 @@ fn write_batch(shared: &Shared, sink: &mut dyn Sink, batch: &Batch) -> Written {
 }
 
 /// Account for a batch of which `records` whole records (`bytes` bytes)
-/// were written: the rest is undelivered.
-fn settle(st: &mut State, batch: &mut Batch, records: u64, bytes: u64) {
+/// were written (taken, by a sink that settles them itself: `bytes` is
+/// `None`): the rest is undelivered.
+fn settle(st: &mut State, batch: &mut Batch, records: u64, bytes: Option<u64>) {
     st.in_flight.clear();
     st.in_flight_begun = None;
     st.writing_since = None;
-    st.ledger.written(records, bytes);
+    if let Some(bytes) = bytes {
+        st.ledger.written(records, bytes);
+    }
     let total: u64 = batch.records.iter().map(|s| s.len() as u64).sum();
     if let Some(record) = batch.begun.take() {
         if records == 0 {

@@ -359,6 +359,7 @@ fn man_page_stands_alone() {
             "SYNOPSIS",
             "DESCRIPTION",
             "OPTIONS",
+            "RUNNING A COMMAND PER RECORD",
             "SIGNALS",
             "EXIT STATUS",
             "ENVIRONMENT",

@@ -1,0 +1,276 @@
+//! One attempt of one job: build the command line for a record, start it in
+//! its own process group with the record's environment, wait for it (with a
+//! timeout: TERM to the group, then KILL), and keep its output whole.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{self, Seek, SeekFrom, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStringExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use super::retry::Exit;
+use crate::sys;
+
+/// How long a job has between TERM and KILL after its timeout.
+pub const KILL_GRACE: Duration = Duration::from_secs(1);
+
+/// The command line for `record` (delimiter excluded): every `{}` in an
+/// argument is replaced by the record, every `{headers}` by the path of
+/// the headers file (`headers`); without any `{}`, the record is appended
+/// as the last argument (unless it goes on stdin).
+pub fn command_line(
+    template: &[String],
+    record: &[u8],
+    headers: &Path,
+    on_stdin: bool,
+) -> Vec<OsString> {
+    let substituted = template.iter().any(|a| a.contains("{}"));
+    let headers = headers.to_string_lossy();
+    let mut argv: Vec<OsString> = template
+        .iter()
+        .map(|arg| {
+            let arg = arg.replace("{headers}", &headers);
+            let mut out = Vec::with_capacity(arg.len());
+            let mut parts = arg.as_bytes();
+            while let Some(at) = find(parts, b"{}") {
+                out.extend_from_slice(&parts[..at]);
+                out.extend_from_slice(record);
+                parts = &parts[at + 2..];
+            }
+            out.extend_from_slice(parts);
+            OsString::from_vec(out)
+        })
+        .collect();
+    if !substituted && !on_stdin {
+        argv.push(OsString::from_vec(record.to_vec()));
+    }
+    argv
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// A stable id for a record, for an idempotency key: its number and a
+/// 64-bit FNV-1a hash of its bytes (the same record in the same place of
+/// the input gets the same id in every run).
+pub fn record_id(number: u64, record: &[u8]) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in record {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{number}-{hash:016x}")
+}
+
+/// A worker's files, reused from one job to the next: the job's stdout and
+/// stderr (kept whole, passed on when it ends) and, with the record on
+/// stdin, that.
+pub struct Files {
+    stdout: File,
+    stderr: File,
+    stdin: Option<File>,
+}
+
+impl Files {
+    /// Anonymous temporary files for one worker; `record_on_stdin`: the
+    /// record goes on the job's stdin.
+    ///
+    /// # Errors
+    /// When no temporary file can be created.
+    pub fn new(record_on_stdin: bool) -> io::Result<Files> {
+        Ok(Files {
+            stdout: tempfile::tempfile()?,
+            stderr: tempfile::tempfile()?,
+            stdin: if record_on_stdin {
+                Some(tempfile::tempfile()?)
+            } else {
+                None
+            },
+        })
+    }
+
+    /// Put `record` on the next job's stdin (with the record on stdin).
+    ///
+    /// # Errors
+    /// When the temporary file cannot be written.
+    pub fn set_record(&mut self, record: &[u8]) -> io::Result<()> {
+        if let Some(f) = &mut self.stdin {
+            f.set_len(0)?;
+            f.seek(SeekFrom::Start(0))?;
+            f.write_all(record)?;
+        }
+        Ok(())
+    }
+
+    fn stdio(&mut self) -> io::Result<(Stdio, Stdio, Stdio)> {
+        for f in [&mut self.stdout, &mut self.stderr] {
+            f.set_len(0)?;
+            f.seek(SeekFrom::Start(0))?;
+        }
+        let stdin = match &mut self.stdin {
+            Some(f) => {
+                f.seek(SeekFrom::Start(0))?;
+                Stdio::from(f.try_clone()?)
+            }
+            None => Stdio::null(),
+        };
+        Ok((
+            stdin,
+            Stdio::from(self.stdout.try_clone()?),
+            Stdio::from(self.stderr.try_clone()?),
+        ))
+    }
+
+    /// Pass the attempt's stdout to `out` and its stderr to drip's stderr,
+    /// each whole (the caller holds the output lock).
+    pub fn pass_on(&mut self, out: &mut dyn Write) {
+        let _ = copy_all(&mut self.stdout, out);
+        let _ = copy_all(&mut self.stderr, &mut io::stderr().lock());
+    }
+}
+
+fn copy_all(from: &mut File, to: &mut dyn Write) -> io::Result<()> {
+    if from.metadata()?.len() == 0 {
+        return Ok(());
+    }
+    from.seek(SeekFrom::Start(0))?;
+    io::copy(from, to)?;
+    to.flush()
+}
+
+/// What one attempt needs to know.
+pub struct Spec<'a> {
+    /// The program and its arguments.
+    pub argv: &'a [OsString],
+    /// `DRIP_RECORD`, `DRIP_RECORD_ID`, `DRIP_ATTEMPT`, `DRIP_HEADERS`.
+    pub env: [(&'static str, OsString); 4],
+    /// Kill the attempt after this long.
+    pub limit: Option<Duration>,
+}
+
+/// How an attempt went.
+pub struct Ended {
+    /// Its exit.
+    pub exit: Exit,
+    /// When it started (wall time).
+    pub started: SystemTime,
+    /// How long it ran.
+    pub duration: Duration,
+}
+
+/// Run one attempt. `running` is told the process group as soon as the job
+/// has started (for a second signal to kill it).
+///
+/// # Errors
+/// The command could not be started (not found, not executable, or no
+/// temporary file).
+pub fn run(spec: &Spec, files: &mut Files, running: &dyn Fn(u32)) -> io::Result<Ended> {
+    let (stdin, stdout, stderr) = files.stdio()?;
+    let mut cmd = Command::new(&spec.argv[0]);
+    cmd.args(&spec.argv[1..])
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(stdin)
+        .stdout(stdout)
+        .stderr(stderr)
+        .process_group(0);
+    let started = SystemTime::now();
+    let clock = Instant::now();
+    let mut child = cmd.spawn()?;
+    running(child.id());
+    let exit = wait(&mut child, spec.limit)?;
+    Ok(Ended {
+        exit,
+        started,
+        duration: clock.elapsed(),
+    })
+}
+
+/// Wait for `child`; past `limit`, TERM its group, KILL it after
+/// [`KILL_GRACE`], and leave nothing of the group running.
+fn wait(child: &mut Child, limit: Option<Duration>) -> io::Result<Exit> {
+    let Some(limit) = limit else {
+        return child.wait().map(exit_of);
+    };
+    let pid = child.id();
+    let pidfd = sys::pidfd_open(pid)?;
+    let ms = |d: Duration| i32::try_from(d.as_millis()).unwrap_or(i32::MAX);
+    if sys::wait_readable_for(pidfd.as_raw_fd(), ms(limit)) {
+        return child.wait().map(exit_of);
+    }
+    sys::kill_group(pid, libc::SIGTERM);
+    if !sys::wait_readable_for(pidfd.as_raw_fd(), ms(KILL_GRACE)) {
+        sys::kill_group(pid, libc::SIGKILL);
+    }
+    child.wait()?;
+    // Its children may outlive it: the group goes too.
+    sys::kill_group(pid, libc::SIGKILL);
+    Ok(Exit::TimedOut)
+}
+
+fn exit_of(status: ExitStatus) -> Exit {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => Exit::Code(code),
+        (None, Some(sig)) => Exit::Signal(sig),
+        (None, None) => Exit::Code(-1),
+    }
+}
+
+/// The text of a headers file, if the job wrote one (removed once read).
+pub fn take_headers(path: &Path) -> Option<String> {
+    let bytes = std::fs::read(path).ok()?;
+    let _ = std::fs::remove_file(path);
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(argv: &[OsString]) -> Vec<String> {
+        argv.iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn braces_are_replaced_wherever_they_appear() {
+        let t: Vec<String> = ["curl", "-o", "{}.html", "https://x/{}?q={}"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            strings(&command_line(&t, b"a b", Path::new("h"), false)),
+            ["curl", "-o", "a b.html", "https://x/a b?q=a b"]
+        );
+    }
+
+    #[test]
+    fn without_braces_the_record_is_the_last_argument() {
+        let t: Vec<String> = ["echo", "-n"].map(String::from).to_vec();
+        assert_eq!(
+            strings(&command_line(&t, b"r", Path::new("h"), false)),
+            ["echo", "-n", "r"]
+        );
+        assert_eq!(
+            strings(&command_line(&t, b"r", Path::new("h"), true)),
+            ["echo", "-n"]
+        );
+        let t: Vec<String> = ["curl", "-D", "{headers}"].map(String::from).to_vec();
+        assert_eq!(
+            strings(&command_line(&t, b"r", Path::new("/t/h"), false)),
+            ["curl", "-D", "/t/h", "r"]
+        );
+    }
+
+    #[test]
+    fn record_ids_are_stable_and_distinct() {
+        assert_eq!(record_id(3, b"x"), record_id(3, b"x"));
+        assert_ne!(record_id(3, b"x"), record_id(4, b"x"));
+        assert_ne!(record_id(3, b"x"), record_id(3, b"y"));
+        assert!(record_id(3, b"x").starts_with("3-"));
+    }
+}

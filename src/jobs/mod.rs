@@ -1,0 +1,358 @@
+//! Running a command per record (`--exec`): the command runner is a
+//! [`crate::writer::Sink`] that starts one job per record released by the
+//! schedule, at most `--jobs` at once, retries transient failures with
+//! backoff and jitter, and listens to the server: an overload pauses every
+//! start ([`gate`]) and, with `--adapt`, lowers the rate.
+//!
+//! - [`retry`] (pure): verdicts, backoff, `Retry-After`, AIMD;
+//! - [`gate`] (pure): the schedule wrapper that pauses and spaces starts;
+//! - `attempt`: one attempt of one job (process group, timeout, output);
+//! - `runner`: the pool of jobs, their accounting and the sink;
+//! - [`joblog`]: `--joblog` lines.
+
+mod attempt;
+pub mod gate;
+pub mod joblog;
+pub mod retry;
+mod runner;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+pub(crate) use runner::{Pool, Runner};
+
+use retry::{Backoff, Policy, DEFAULT_RETRY_ON};
+
+/// Exit status: some records failed (or passed their `--deadline`).
+pub const EXIT_FAILED: i32 = 123;
+
+/// The flags of the command runner.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Running a command per record")]
+pub struct JobArgs {
+    /// Run COMMAND once per record instead of writing records to stdout: {}
+    /// in an argument is replaced by the record (delimiter excluded);
+    /// without {}, the record is the last argument. {headers} is the path
+    /// of a file for the job's HTTP response headers (curl -D {headers}):
+    /// 429 and 503 there mean overload, 408, 500, 502 and 504 a transient
+    /// failure, other statuses from 400 a final one. Jobs get DRIP_RECORD,
+    /// DRIP_RECORD_ID (an idempotency key), DRIP_ATTEMPT and DRIP_HEADERS.
+    /// No shell (write sh -c '...' for one). Takes the rest of the command
+    /// line, or up to a ';'
+    #[arg(long, value_name = "COMMAND", num_args = 1.., allow_hyphen_values = true, value_terminator = ";", value_hint = clap::ValueHint::CommandName)]
+    pub exec: Vec<String>,
+
+    /// At most N jobs at once (the rate limits starts; both hold) [default:
+    /// 1]
+    #[arg(short, long, value_name = "N", value_parser = jobs_arg, value_hint = clap::ValueHint::Other)]
+    pub jobs: Option<usize>,
+
+    /// Give each job its record on stdin instead of as an argument
+    #[arg(long)]
+    pub record_on_stdin: bool,
+
+    /// Retry a record up to N times after a transient failure or an overload
+    /// [default: 0]
+    #[arg(long, value_name = "N", value_parser = retries_arg, value_hint = clap::ValueHint::Other)]
+    pub retries: Option<u32>,
+
+    /// Exit statuses that are transient failures, retried: a list such as
+    /// 1,75,100-110 [default: 6,7,28,35,52,55,56,75: EX_TEMPFAIL and curl's
+    /// could-not-connect, timeout and send/receive failures]
+    #[arg(long, value_name = "STATUSES", value_parser = statuses_arg, value_hint = clap::ValueHint::Other)]
+    pub retry_on: Option<Statuses>,
+
+    /// Exit statuses that mean the service is overloaded: every start
+    /// pauses, and the record is retried
+    #[arg(long, value_name = "STATUSES", value_parser = statuses_arg, value_hint = clap::ValueHint::Other)]
+    pub overload_on: Option<Statuses>,
+
+    /// Wait before retry n: a random time between 0 and min(MAX, MIN·2^n)
+    /// (exponential backoff, full jitter) [default: 100ms..30s]
+    #[arg(long, value_name = "MIN..MAX", value_parser = backoff_arg, value_hint = clap::ValueHint::Other)]
+    pub backoff: Option<Backoff>,
+
+    /// Kill an attempt that runs longer than DURATION: TERM to its process
+    /// group, KILL one second later
+    #[arg(long, value_name = "DURATION", value_parser = job_duration_arg, value_hint = clap::ValueHint::Other)]
+    pub timeout: Option<Duration>,
+
+    /// Give up on a record DURATION after it was read, counting its time in
+    /// the bucket and all its attempts: it expires
+    #[arg(long, value_name = "DURATION", value_parser = job_duration_arg, value_hint = clap::ValueHint::Other)]
+    pub deadline: Option<Duration>,
+
+    /// Lower the rate on each overload (halve it) and raise it back on
+    /// successes, never above the configured rate
+    #[arg(long)]
+    pub adapt: bool,
+
+    /// Write one JSON line per attempt to FILE
+    #[arg(long, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    pub joblog: Option<PathBuf>,
+}
+
+/// The command runner's configuration, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobConfig {
+    /// The program and its arguments, `{}` where the record goes.
+    pub command: Vec<String>,
+    /// At most this many jobs at once (≥ 1).
+    pub jobs: usize,
+    /// The record goes on the job's stdin.
+    pub record_on_stdin: bool,
+    /// Retries after the first attempt.
+    pub retries: u32,
+    /// Which exit statuses are transient or overload.
+    pub policy: Policy,
+    /// The wait before a retry.
+    pub backoff: Backoff,
+    /// The longest an attempt may run.
+    pub timeout: Option<Duration>,
+    /// The longest a record may take from being read to its last attempt.
+    pub deadline: Option<Duration>,
+    /// Adapt the rate to overloads.
+    pub adapt: bool,
+    /// The joblog file.
+    pub joblog: Option<PathBuf>,
+}
+
+/// The wait before a retry unless `--backoff` says otherwise.
+const DEFAULT_BACKOFF: Backoff = Backoff {
+    min_ns: 100_000_000,
+    max_ns: 30_000_000_000,
+};
+
+impl JobArgs {
+    /// The runner's configuration, when `--exec` is given.
+    ///
+    /// # Errors
+    /// A runner's flag without `--exec`: the flag's name.
+    pub fn config(&self) -> Result<Option<JobConfig>, &'static str> {
+        if self.exec.is_empty() {
+            return match self.stray_flag() {
+                Some(flag) => Err(flag),
+                None => Ok(None),
+            };
+        }
+        Ok(Some(JobConfig {
+            command: self.exec.clone(),
+            jobs: self.jobs.unwrap_or(1),
+            record_on_stdin: self.record_on_stdin,
+            retries: self.retries.unwrap_or(0),
+            policy: Policy {
+                retry_on: self
+                    .retry_on
+                    .clone()
+                    .map_or_else(|| DEFAULT_RETRY_ON.to_vec(), |s| s.0),
+                overload_on: self.overload_on.clone().map(|s| s.0).unwrap_or_default(),
+            },
+            backoff: self.backoff.unwrap_or(DEFAULT_BACKOFF),
+            timeout: self.timeout,
+            deadline: self.deadline,
+            adapt: self.adapt,
+            joblog: self.joblog.clone(),
+        }))
+    }
+
+    /// The first runner's flag given, if any.
+    fn stray_flag(&self) -> Option<&'static str> {
+        [
+            (self.jobs.is_some(), "--jobs"),
+            (self.record_on_stdin, "--record-on-stdin"),
+            (self.retries.is_some(), "--retries"),
+            (self.retry_on.is_some(), "--retry-on"),
+            (self.overload_on.is_some(), "--overload-on"),
+            (self.backoff.is_some(), "--backoff"),
+            (self.timeout.is_some(), "--timeout"),
+            (self.deadline.is_some(), "--deadline"),
+            (self.adapt, "--adapt"),
+            (self.joblog.is_some(), "--joblog"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag))
+    }
+}
+
+/// A command that cannot be run at all: reported once, exit 127 (not
+/// found) or 126 (not executable), as xargs does.
+#[derive(Debug)]
+pub struct ExecError {
+    /// The program.
+    pub program: String,
+    /// What went wrong.
+    pub error: std::io::Error,
+}
+
+impl ExecError {
+    /// 127 when the program was not found, 126 otherwise.
+    pub fn status(&self) -> i32 {
+        if self.error.kind() == std::io::ErrorKind::NotFound {
+            127
+        } else {
+            126
+        }
+    }
+}
+
+impl std::fmt::Display for ExecError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let why = match self.error.kind() {
+            std::io::ErrorKind::NotFound => "command not found".to_string(),
+            std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+            _ => crate::input::describe(&self.error),
+        };
+        write!(f, "--exec {}: {why}", self.program)
+    }
+}
+
+impl std::error::Error for ExecError {}
+
+fn jobs_arg(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if (1..=4096).contains(&n) => Ok(n),
+        _ => Err("expected a whole number from 1 to 4096".into()),
+    }
+}
+
+fn retries_arg(text: &str) -> Result<u32, String> {
+    text.parse::<u32>()
+        .ok()
+        .filter(|&n| n <= 1000)
+        .ok_or_else(|| "expected a whole number from 0 to 1000".into())
+}
+
+/// A list of exit statuses (`--retry-on`, `--overload-on`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Statuses(pub Vec<i32>);
+
+/// Parse a list of exit statuses: `75`, `1,2,3`, `100-110`.
+fn statuses_arg(text: &str) -> Result<Statuses, String> {
+    const FORMS: &str = "expected exit statuses from 1 to 255 such as 75 or 1,75,100-110";
+    let status = |t: &str| {
+        t.trim()
+            .parse::<i32>()
+            .ok()
+            .filter(|n| (1..=255).contains(n))
+            .ok_or_else(|| FORMS.to_string())
+    };
+    let mut out = Vec::new();
+    for part in text.split(',') {
+        match part.split_once('-') {
+            Some((lo, hi)) => {
+                let (lo, hi) = (status(lo)?, status(hi)?);
+                if lo > hi {
+                    return Err(FORMS.into());
+                }
+                out.extend(lo..=hi);
+            }
+            None => out.push(status(part)?),
+        }
+    }
+    Ok(Statuses(out))
+}
+
+/// Parse `--backoff MIN..MAX` (durations, 0 < MIN ≤ MAX).
+fn backoff_arg(text: &str) -> Result<Backoff, String> {
+    const FORMS: &str = "expected MIN..MAX such as 100ms..30s";
+    let (min, max) = text.split_once("..").ok_or(FORMS)?;
+    let ns = |t: &str| {
+        job_duration_arg(t)
+            .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+            .map_err(|e| format!("{e}; {FORMS}"))
+    };
+    let (min_ns, max_ns) = (ns(min)?, ns(max)?);
+    if min_ns > max_ns {
+        return Err(format!("MIN is longer than MAX; {FORMS}"));
+    }
+    Ok(Backoff { min_ns, max_ns })
+}
+
+/// Parse a job duration: more than zero, at most a day less a second
+/// (drip's clock in ms for poll(2) must hold it).
+fn job_duration_arg(text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text)
+        .map_err(|e| format!("{e} (expected a duration such as 100ms, 2s, 1m)"))?;
+    if d.is_zero() {
+        return Err("must be longer than zero".into());
+    }
+    if d > Duration::from_secs(24 * 3600 * 24) {
+        return Err("must be at most 24 days".into());
+    }
+    Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_are_lists_and_ranges() {
+        assert_eq!(statuses_arg("75"), Ok(Statuses(vec![75])));
+        assert_eq!(statuses_arg("1,3-5"), Ok(Statuses(vec![1, 3, 4, 5])));
+        assert!(statuses_arg("0").is_err());
+        assert!(statuses_arg("256").is_err());
+        assert!(statuses_arg("5-3").is_err());
+        assert!(statuses_arg("x").is_err());
+    }
+
+    #[test]
+    fn status_lists_reach_the_policy() {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from([
+            "drip",
+            "--retry-on",
+            "1,75",
+            "--overload-on",
+            "9",
+            "--exec",
+            "true",
+        ])
+        .unwrap();
+        let policy = cli.job_args.config().unwrap().unwrap().policy;
+        assert_eq!(
+            (policy.retry_on, policy.overload_on),
+            (vec![1, 75], vec![9])
+        );
+    }
+
+    #[test]
+    fn backoff_takes_min_and_max() {
+        assert_eq!(
+            backoff_arg("100ms..2s"),
+            Ok(Backoff {
+                min_ns: 100_000_000,
+                max_ns: 2_000_000_000
+            })
+        );
+        assert!(backoff_arg("2s..1s").is_err());
+        assert!(backoff_arg("1s").is_err());
+        assert!(backoff_arg("0s..1s").is_err());
+    }
+
+    #[test]
+    fn jobs_and_retries_are_bounded() {
+        assert_eq!(jobs_arg("8"), Ok(8));
+        assert!(jobs_arg("0").is_err());
+        assert!(jobs_arg("5000").is_err());
+        assert_eq!(retries_arg("0"), Ok(0));
+        assert!(retries_arg("-1").is_err());
+        assert!(job_duration_arg("25d").is_err());
+    }
+
+    #[test]
+    fn exec_statuses_follow_xargs() {
+        let e = |kind| ExecError {
+            program: "x".into(),
+            error: std::io::Error::from(kind),
+        };
+        assert_eq!(e(std::io::ErrorKind::NotFound).status(), 127);
+        assert_eq!(e(std::io::ErrorKind::PermissionDenied).status(), 126);
+        assert_eq!(
+            e(std::io::ErrorKind::NotFound).to_string(),
+            "--exec x: command not found"
+        );
+    }
+}

@@ -1,0 +1,600 @@
+//! The pool of jobs: starts one job per record the schedule releases (at
+//! most `--jobs` at once), runs its attempts on a thread of its own,
+//! retries, pauses every start on overload, and records each record's fate
+//! (succeeded, failed, expired, undelivered) in the ledger.
+//!
+//! Locks: the state's lock is always taken before the pool's.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::ffi::OsString;
+use std::io::Write;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use anyhow::{Context, Result};
+
+use super::attempt::{self, Ended, Files, Spec};
+use super::gate::GateControl;
+use super::joblog::{unix_seconds, Entry, Joblog};
+use super::retry::{parse_headers, Aimd, Exit, Verdict};
+use super::{ExecError, JobConfig};
+use crate::bucket::{Fate, Segment};
+use crate::output::{Stop, Written};
+use crate::state::{Jobs, Shared};
+use crate::stats::JobStats;
+use crate::writer::Sink;
+
+/// How often a wait (for a slot, a pause, a backoff) looks for a stop.
+const POLL: Duration = Duration::from_millis(10);
+
+/// What became of a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Succeeded,
+    Failed,
+    Expired,
+    Undelivered,
+}
+
+/// After an attempt: the record is done, or tried again at a time (ns).
+enum Step {
+    Done(Outcome),
+    Retry(u64),
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// Job slots taken (a job keeps its slot through its retries).
+    busy: usize,
+    /// Records being run, by number, with their job's process group.
+    running: BTreeMap<u64, (Segment, u32)>,
+    /// Records handed to the workers, not yet picked up.
+    queue: VecDeque<(u64, Segment)>,
+    /// Worker threads started, and how many wait for a record.
+    workers: usize,
+    idle: usize,
+    next_number: u64,
+    fatal: Option<ExecError>,
+    retries: u64,
+    overloads: u64,
+    overload_streak: u32,
+    pauses: u64,
+    paused_ns: u64,
+    durations_ns: Vec<u64>,
+    aimd: Option<Aimd>,
+    rng: fastrand::Rng,
+}
+
+/// The jobs drip runs.
+pub(crate) struct Pool {
+    shared: Arc<Shared>,
+    cfg: JobConfig,
+    gate: Arc<GateControl>,
+    /// drip's stdout, where each job's output goes whole.
+    out: Mutex<Box<dyn Write + Send>>,
+    inner: Mutex<Inner>,
+    freed: Condvar,
+    /// Workers wait here for records.
+    work: Condvar,
+    joblog: Option<Mutex<Joblog>>,
+    headers: tempfile::TempDir,
+    /// The configured rate, records per second.
+    rate: f64,
+    /// The record delimiter, left out of the record in arguments.
+    delimiter: u8,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool").field("cfg", &self.cfg).finish()
+    }
+}
+
+fn ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl Pool {
+    /// A pool running `cfg` for records of `shared`, writing job output to
+    /// `out`, pausing starts through `gate`; `rate` is the configured rate
+    /// (records per second), which `--adapt` never exceeds; `delimiter`
+    /// ends records.
+    ///
+    /// # Errors
+    /// The joblog or the headers directory cannot be created.
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        cfg: JobConfig,
+        gate: Arc<GateControl>,
+        out: Box<dyn Write + Send>,
+        (rate, delimiter): (f64, u8),
+    ) -> Result<Arc<Pool>> {
+        let joblog = match &cfg.joblog {
+            Some(path) => Some(Mutex::new(Joblog::create(path)?)),
+            None => None,
+        };
+        let headers = tempfile::Builder::new()
+            .prefix("drip-headers-")
+            .tempdir()
+            .context("creating a directory for DRIP_HEADERS")?;
+        let inner = Inner {
+            aimd: (cfg.adapt && rate.is_finite()).then(|| Aimd::new(rate)),
+            ..Inner::default()
+        };
+        let pool = Arc::new(Pool {
+            shared: Arc::clone(&shared),
+            cfg,
+            gate,
+            out: Mutex::new(out),
+            inner: Mutex::new(inner),
+            freed: Condvar::new(),
+            work: Condvar::new(),
+            joblog,
+            headers,
+            rate,
+            delimiter,
+        });
+        let _ = shared.jobs.set(Arc::clone(&pool) as Arc<dyn Jobs>);
+        Ok(pool)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn stopping(&self) -> bool {
+        self.shared.stop_now.load(Ordering::Relaxed)
+    }
+
+    /// Wait until every job has ended.
+    pub(crate) fn wait_all(&self) {
+        let mut inner = self.lock();
+        while inner.busy > 0 {
+            inner = self
+                .freed
+                .wait_timeout(inner, POLL)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// The command that could not be run, if one could not.
+    pub(crate) fn take_fatal(&self) -> Option<ExecError> {
+        self.lock().fatal.take()
+    }
+
+    /// Take a job slot, waiting for one; `false` at a stop.
+    fn acquire(&self, stop: &dyn Fn() -> bool) -> bool {
+        let mut inner = self.lock();
+        while inner.busy >= self.cfg.jobs {
+            if stop() || inner.fatal.is_some() {
+                return false;
+            }
+            inner = self
+                .freed
+                .wait_timeout(inner, POLL)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        inner.busy += 1;
+        true
+    }
+
+    fn release_slot(&self) {
+        self.lock().busy -= 1;
+        self.freed.notify_all();
+    }
+
+    /// Sleep until `until` (ns) and any pause is over; `false` at a stop.
+    fn sleep_until(&self, until: u64) -> bool {
+        loop {
+            let now = self.shared.clock.now();
+            let until = until.max(self.gate.paused_until());
+            if now >= until {
+                return true;
+            }
+            if self.stopping() {
+                return false;
+            }
+            std::thread::sleep(Duration::from_nanos(until - now).min(POLL));
+        }
+    }
+
+    /// A retry is a start too: wait for a slot of the schedule (the rate,
+    /// a pause, the `--adapt` spacing) and take it, ahead of the records
+    /// in the bucket. `Err` with the record's outcome at a stop (undelivered)
+    /// or past its deadline (expired).
+    fn take_slot(&self, size: usize, deadline: Option<u64>) -> Result<(), Outcome> {
+        loop {
+            let wait = {
+                let mut st = self.shared.lock();
+                let now = self.shared.clock.now();
+                if deadline.is_some_and(|d| now >= d) {
+                    return Err(Outcome::Expired);
+                }
+                let schedule = st.adm.schedule_mut();
+                if schedule.release(now, 1, &mut std::iter::once(size)) == 1 {
+                    return Ok(());
+                }
+                schedule.next_due(size).saturating_sub(now)
+            };
+            if self.stopping() {
+                return Err(Outcome::Undelivered);
+            }
+            std::thread::sleep(Duration::from_nanos(wait.max(1_000)).min(POLL));
+        }
+    }
+
+    /// Start a job for `record` (a slot is taken) on an idle worker, or a
+    /// new one (each with its own files, reused).
+    fn start(self: &Arc<Self>, record: Segment) {
+        let mut inner = self.lock();
+        inner.next_number += 1;
+        let number = inner.next_number;
+        inner.running.insert(number, (record.clone(), 0));
+        inner.queue.push_back((number, record));
+        // Enough workers wait to take everything queued (the slots bound
+        // the jobs; a worker is only a thread to run them on).
+        if inner.queue.len() <= inner.idle {
+            drop(inner);
+            self.work.notify_one();
+            return;
+        }
+        inner.workers += 1;
+        drop(inner);
+        let pool = Arc::clone(self);
+        let spawned = std::thread::Builder::new()
+            .name("drip-job".into())
+            .spawn(move || pool.work());
+        if spawned.is_err() {
+            let mut inner = self.lock();
+            inner.workers -= 1;
+            inner.queue.retain(|(n, _)| *n != number);
+            drop(inner);
+            self.settle(number, Outcome::Undelivered);
+        }
+    }
+
+    /// A worker: run the records handed to it, one at a time, for ever.
+    fn work(&self) {
+        let files = Files::new(self.cfg.record_on_stdin);
+        let mut files = files.ok();
+        loop {
+            let (number, record) = {
+                let mut inner = self.lock();
+                loop {
+                    if let Some(next) = inner.queue.pop_front() {
+                        break next;
+                    }
+                    inner.idle += 1;
+                    inner = self.work.wait(inner).unwrap_or_else(|e| e.into_inner());
+                    inner.idle -= 1;
+                }
+            };
+            let outcome = match &mut files {
+                Some(files) => self.run_record(number, &record, files),
+                None => Outcome::Failed,
+            };
+            self.settle(number, outcome);
+        }
+    }
+
+    /// Run `record`'s attempts until it is done.
+    fn run_record(&self, number: u64, record: &Segment, files: &mut Files) -> Outcome {
+        let bytes = record.as_bytes();
+        let body = match bytes.split_last() {
+            Some((&last, body)) if last == self.delimiter => body,
+            _ => bytes,
+        };
+        let id = attempt::record_id(number, body);
+        // The job's headers file (read and removed after each attempt).
+        let headers = self.headers.path().join(number.to_string());
+        let argv =
+            attempt::command_line(&self.cfg.command, body, &headers, self.cfg.record_on_stdin);
+        if files.set_record(bytes).is_err() {
+            return Outcome::Failed;
+        }
+        let deadline = self
+            .cfg
+            .deadline
+            .map(|d| record.arrived.saturating_add(ns(d)));
+        for n in 1u32.. {
+            let now = self.shared.clock.now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Outcome::Expired;
+            }
+            let limit = [
+                self.cfg.timeout,
+                deadline.map(|d| Duration::from_nanos(d - now)),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            let spec = Spec {
+                argv: &argv,
+                env: [
+                    ("DRIP_RECORD", number.to_string().into()),
+                    ("DRIP_RECORD_ID", id.clone().into()),
+                    ("DRIP_ATTEMPT", n.to_string().into()),
+                    ("DRIP_HEADERS", headers.clone().into_os_string()),
+                ],
+                limit,
+            };
+            let set_group = |pgid| self.set_group(number, pgid);
+            let ended = match attempt::run(&spec, files, &set_group) {
+                Ok(ended) => ended,
+                Err(error) => return self.cannot_run(&argv[0], error),
+            };
+            files.pass_on(&mut **self.out.lock().unwrap_or_else(|e| e.into_inner()));
+            let response = attempt::take_headers(&headers).and_then(|t| parse_headers(&t));
+            let verdict =
+                self.cfg
+                    .policy
+                    .classify(ended.exit, response.as_ref(), SystemTime::now());
+            let step = self.next_step(verdict, n, deadline, &ended);
+            self.log(
+                number,
+                &id,
+                n,
+                &ended,
+                response.map(|r| r.status),
+                &step,
+                verdict,
+            );
+            let at = match step {
+                Step::Done(outcome) => return outcome,
+                Step::Retry(at) => at,
+            };
+            if !self.sleep_until(at) {
+                return Outcome::Undelivered;
+            }
+            if let Err(outcome) = self.take_slot(bytes.len(), deadline) {
+                return outcome;
+            }
+        }
+        unreachable!("attempts are bounded by --retries")
+    }
+
+    fn set_group(&self, number: u64, pgid: u32) {
+        if let Some(entry) = self.lock().running.get_mut(&number) {
+            entry.1 = pgid;
+        }
+    }
+
+    /// The command cannot be started: reported once, and drip stops.
+    fn cannot_run(&self, program: &OsString, error: std::io::Error) -> Outcome {
+        let mut inner = self.lock();
+        if inner.fatal.is_none() {
+            inner.fatal = Some(ExecError {
+                program: program.to_string_lossy().into_owned(),
+                error,
+            });
+        }
+        drop(inner);
+        self.shared.stop(false);
+        Outcome::Undelivered
+    }
+
+    /// What follows an attempt that ended as `verdict`: the books for
+    /// retries, overloads and `--adapt`, and the next step.
+    fn next_step(&self, verdict: Verdict, n: u32, deadline: Option<u64>, ended: &Ended) -> Step {
+        let now = self.shared.clock.now();
+        let mut inner = self.lock();
+        inner.durations_ns.push(ns(ended.duration));
+        let retry_after = match verdict {
+            Verdict::Succeeded => {
+                inner.overload_streak = 0;
+                if let Some(aimd) = &mut inner.aimd {
+                    aimd.success();
+                    self.gate.set_spacing(aimd.spacing_ns());
+                }
+                return Step::Done(Outcome::Succeeded);
+            }
+            Verdict::Final => return Step::Done(Outcome::Failed),
+            Verdict::Transient => None,
+            Verdict::Overload { retry_after_ns } => Some(retry_after_ns),
+        };
+        if let Some(retry_after_ns) = retry_after {
+            self.overload(&mut inner, now, retry_after_ns);
+        }
+        if ended.exit == Exit::TimedOut && deadline.is_some_and(|d| now >= d) {
+            return Step::Done(Outcome::Expired);
+        }
+        if n > self.cfg.retries {
+            return Step::Done(Outcome::Failed);
+        }
+        let backoff = self.cfg.backoff;
+        let wait = backoff.wait(n - 1, &mut inner.rng);
+        let at = now.saturating_add(wait).max(self.gate.paused_until());
+        if deadline.is_some_and(|d| at >= d) {
+            return Step::Done(Outcome::Expired);
+        }
+        inner.retries += 1;
+        Step::Retry(at)
+    }
+
+    /// An overload: pause every start for `Retry-After` (or a backoff for
+    /// the whole pool), and lower the rate under `--adapt`.
+    fn overload(&self, inner: &mut Inner, now: u64, retry_after_ns: Option<u64>) {
+        inner.overloads += 1;
+        let wait = retry_after_ns.unwrap_or_else(|| {
+            let streak = inner.overload_streak;
+            self.cfg.backoff.wait(streak, &mut inner.rng)
+        });
+        inner.overload_streak = inner.overload_streak.saturating_add(1);
+        let until = now.saturating_add(wait);
+        let before = self.gate.paused_until().max(now);
+        if until > before {
+            if self.gate.paused_until() <= now {
+                inner.pauses += 1;
+            }
+            inner.paused_ns += until - before;
+            self.gate.pause_until(until);
+        }
+        if let Some(aimd) = &mut inner.aimd {
+            aimd.overload();
+            self.gate.set_spacing(aimd.spacing_ns());
+        }
+        self.shared.data_ready.notify_all();
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn log(
+        &self,
+        record: u64,
+        id: &str,
+        attempt: u32,
+        ended: &Ended,
+        http_status: Option<u16>,
+        step: &Step,
+        verdict: Verdict,
+    ) {
+        let Some(joblog) = &self.joblog else {
+            return;
+        };
+        let outcome = match (step, verdict) {
+            (Step::Retry(_), Verdict::Overload { .. }) => "overload",
+            (Step::Retry(_), _) => "retry",
+            (Step::Done(Outcome::Succeeded), _) => "succeeded",
+            (Step::Done(Outcome::Failed), _) => "failed",
+            (Step::Done(Outcome::Expired), _) => "expired",
+            (Step::Done(Outcome::Undelivered), _) => "undelivered",
+        };
+        let (exit, signal, timed_out) = Entry::exit_fields(ended.exit);
+        let entry = Entry {
+            record,
+            id,
+            attempt,
+            start: unix_seconds(ended.started),
+            duration_ms: ended.duration.as_secs_f64() * 1e3,
+            exit,
+            signal,
+            timed_out,
+            http_status,
+            outcome,
+        };
+        joblog
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .write(&entry);
+    }
+
+    /// Record the fate of record `number` and free its slot (unless drip
+    /// abandoned it on the way out).
+    fn settle(&self, number: u64, outcome: Outcome) {
+        let mut st = self.shared.lock();
+        let mut inner = self.lock();
+        let Some((record, _)) = inner.running.remove(&number) else {
+            return;
+        };
+        inner.busy -= 1;
+        drop(inner);
+        st.sink_full = false;
+        match outcome {
+            Outcome::Succeeded => st.ledger.succeeded(1, record.bytes() as u64),
+            Outcome::Failed => st.ledger.dispose(record, Fate::Failed),
+            Outcome::Expired => st.ledger.dispose(record, Fate::Expired),
+            Outcome::Undelivered => st.ledger.dispose(record, Fate::Undelivered),
+        }
+        st.flush_dead();
+        drop(st);
+        self.freed.notify_all();
+        self.shared.data_ready.notify_all();
+    }
+}
+
+impl Jobs for Pool {
+    fn has_room(&self) -> bool {
+        self.lock().busy < self.cfg.jobs
+    }
+
+    fn stats(&self) -> JobStats {
+        let inner = self.lock();
+        let mut durations = inner.durations_ns.clone();
+        durations.sort_unstable();
+        let pct = |p: f64| {
+            if durations.is_empty() {
+                return 0.0;
+            }
+            let at = ((durations.len() - 1) as f64 * p).round() as usize;
+            durations[at] as f64 / 1e6
+        };
+        let now = self.shared.clock.now();
+        let paused_left = self.gate.paused_until().saturating_sub(now);
+        JobStats {
+            jobs_running: inner.running.len() as u64,
+            retries: inner.retries,
+            overload_responses: inner.overloads,
+            pauses: inner.pauses,
+            paused_ms: inner.paused_ns.saturating_sub(paused_left) as f64 / 1e6,
+            effective_rate: inner.aimd.map_or(self.rate, |a| a.current()),
+            attempt_p50_ms: pct(0.5),
+            attempt_p99_ms: pct(0.99),
+        }
+    }
+
+    fn abandon(&self) -> Vec<Segment> {
+        let running = std::mem::take(&mut self.lock().running);
+        for (_, pgid) in running.values() {
+            crate::sys::kill_group(*pgid, libc::SIGTERM);
+        }
+        if running.values().any(|(_, pgid)| *pgid != 0) {
+            std::thread::sleep(Duration::from_millis(200));
+            for (_, pgid) in running.values() {
+                crate::sys::kill_group(*pgid, libc::SIGKILL);
+            }
+        }
+        running.into_values().map(|(record, _)| record).collect()
+    }
+}
+
+/// The sink that runs a job per record.
+pub(crate) struct Runner(pub(crate) Arc<Pool>);
+
+impl Sink for Runner {
+    fn write(
+        &mut self,
+        batch: &[Segment],
+        stop: &dyn Fn() -> Stop,
+        progress: &dyn Fn(usize),
+    ) -> Written {
+        // A job is whole or not started: any stop stops further starts.
+        let stop = || stop() != Stop::No;
+        let stop: &dyn Fn() -> bool = &stop;
+        let mut done = Written::default();
+        for seg in batch {
+            let mut seg = seg.clone();
+            while !seg.is_empty() {
+                let record = seg.split_front(1);
+                if !self.0.acquire(stop) {
+                    done.stopped = true;
+                    return done;
+                }
+                if !self.0.sleep_until(0) {
+                    self.0.release_slot();
+                    done.stopped = true;
+                    return done;
+                }
+                done.bytes += record.bytes() as u64;
+                done.records += 1;
+                self.0.start(record);
+                if !self.0.has_room() {
+                    // Arrivals wait in the bucket from now, not in the
+                    // outbox, so a start never comes late off its slot.
+                    self.0.shared.lock().sink_full = true;
+                }
+                progress(done.bytes as usize);
+            }
+        }
+        done
+    }
+
+    fn settles_itself(&self) -> bool {
+        true
+    }
+
+    fn ready(&self) -> bool {
+        self.0.has_room()
+    }
+}

@@ -1,0 +1,884 @@
+//! `--exec`: drip runs the jobs. Real processes (small shell scripts), and
+//! real curl against a test HTTP server on 127.0.0.1 that enforces its own
+//! quota. `curl` is required (CI installs it; locally: apt-get install
+//! curl).
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{command, numbered, send_signal, temp_file, wait_for};
+use serde_json::Value;
+
+/// Run drip to the end; (status, stdout, stderr).
+fn run(args: &[&str], input: &str) -> (i32, String, String) {
+    let mut cmd = command(args);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_string();
+    let feeder = std::thread::spawn(move || {
+        let _ = stdin.write_all(input.as_bytes());
+    });
+    let status = wait_for_output(child);
+    feeder.join().unwrap();
+    status
+}
+
+fn wait_for_output(mut child: std::process::Child) -> (i32, String, String) {
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        out.read_to_string(&mut s).unwrap();
+        s
+    });
+    let mut stderr = String::new();
+    err.read_to_string(&mut stderr).unwrap();
+    let status = wait_for(&mut child, Duration::from_secs(60));
+    (status.code().unwrap_or(-1), reader.join().unwrap(), stderr)
+}
+
+fn stats(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap();
+    serde_json::from_str(text.lines().last().unwrap()).unwrap()
+}
+
+fn joblog(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// read = succeeded + failed + dropped + expired + skipped + undelivered.
+fn assert_adds_up(s: &Value) {
+    let n = |k: &str| s[k].as_u64().unwrap_or_else(|| panic!("{k} in {s}"));
+    assert_eq!(
+        n("read"),
+        n("written")
+            + n("succeeded")
+            + n("failed")
+            + n("dropped_newest")
+            + n("dropped_oldest")
+            + n("expired")
+            + n("skipped")
+            + n("undelivered"),
+        "{s}"
+    );
+}
+
+/// Whether any process of group `pgid` is alive (zombies, dead and
+/// waiting for their parent to reap them, do not count).
+fn group_alive(pgid: i32) -> bool {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    dir.flatten().any(|entry| {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            return false;
+        };
+        // Fields after the name: state, ppid, pgrp.
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+            return false;
+        };
+        let fields: Vec<&str> = rest.split(' ').collect();
+        fields.len() > 2 && fields[0] != "Z" && fields[2] == pgid.to_string()
+    })
+}
+
+#[test]
+fn each_record_runs_once_with_its_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("stats.json");
+    let script = r#"echo "$1 $DRIP_RECORD $DRIP_ATTEMPT $DRIP_RECORD_ID""#;
+    let (status, out, err) = run(
+        &[
+            "-r",
+            "inf",
+            "-j",
+            "4",
+            "-q",
+            "--stats-json",
+            s.to_str().unwrap(),
+            "--exec",
+            "sh",
+            "-c",
+            script,
+            "sh",
+            "{}",
+        ],
+        &numbered(1..=30),
+    );
+    assert_eq!(status, 0, "{err}");
+    let mut lines: Vec<Vec<String>> = out
+        .lines()
+        .map(|l| l.split(' ').map(String::from).collect())
+        .collect();
+    lines.sort_by_key(|f| f[0].parse::<u32>().unwrap());
+    assert_eq!(lines.len(), 30);
+    for (i, f) in lines.iter().enumerate() {
+        let n = (i + 1).to_string();
+        // Nothing dropped: the record's number is its line number.
+        assert_eq!((&f[0], &f[1], f[2].as_str()), (&n, &n, "1"));
+        assert!(f[3].starts_with(&format!("{n}-")), "{f:?}");
+    }
+    let s = stats(&s);
+    assert_eq!(
+        (s["succeeded"].as_u64(), s["failed"].as_u64()),
+        (Some(30), Some(0))
+    );
+    assert_adds_up(&s);
+}
+
+#[test]
+fn without_braces_the_record_is_the_last_argument_or_on_stdin() {
+    let (status, out, _) = run(&["-r", "inf", "-q", "--exec", "echo", "a"], "x\ny\n");
+    assert_eq!((status, out.as_str()), (0, "a x\na y\n"));
+    let (status, out, _) = run(
+        &[
+            "-r",
+            "inf",
+            "-q",
+            "--record-on-stdin",
+            "--exec",
+            "tr",
+            "a-z",
+            "A-Z",
+        ],
+        "xy\nz\n",
+    );
+    assert_eq!((status, out.as_str()), (0, "XY\nZ\n"));
+}
+
+#[test]
+fn job_output_is_kept_whole() {
+    // Eight jobs at once, each writing 300 lines slowly enough to overlap.
+    let script =
+        r#"for i in $(seq 300); do echo "$1 $i"; [ $((i % 100)) = 0 ] && sleep 0.01; done"#;
+    let (status, out, _) = run(
+        &[
+            "-r", "inf", "-j", "8", "-q", "--exec", "sh", "-c", script, "sh",
+        ],
+        &numbered(1..=16),
+    );
+    assert_eq!(status, 0);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 16 * 300);
+    for block in lines.chunks(300) {
+        let job = block[0].split(' ').next().unwrap();
+        for (i, line) in block.iter().enumerate() {
+            assert_eq!(*line, format!("{job} {}", i + 1), "interleaved output");
+        }
+    }
+}
+
+#[test]
+fn jobs_bound_concurrency_and_the_rate_paces_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("joblog");
+    let running = dir.path().join("running");
+    std::fs::create_dir(&running).unwrap();
+    // Each job counts the jobs running beside it.
+    let script = format!(
+        r#"touch {r}/$1; ls {r} | wc -l; sleep 0.3; rm {r}/$1"#,
+        r = running.display()
+    );
+    let s = dir.path().join("stats.json");
+    let (status, out, _) = run(
+        &[
+            "-r",
+            "inf",
+            "-j",
+            "3",
+            "-q",
+            "--stats-interval",
+            "100ms",
+            "--stats-json",
+            s.to_str().unwrap(),
+            "--exec",
+            "sh",
+            "-c",
+            &script,
+            "sh",
+        ],
+        &numbered(1..=9),
+    );
+    assert_eq!(status, 0);
+    let most = out.lines().map(|l| l.trim().parse::<u32>().unwrap()).max();
+    assert_eq!(most, Some(3), "{out}");
+    // The stats stream carries the runner's figures.
+    let text = std::fs::read_to_string(&s).unwrap();
+    let ticks: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(ticks.len() >= 3, "{text}");
+    assert!(ticks
+        .iter()
+        .all(|t| t["jobs_running"].as_u64().unwrap() <= 3));
+    assert!(ticks.iter().any(|t| t["jobs_running"] == 3), "{text}");
+    // 20/s with 8 slots: 11 starts take at least 10 intervals.
+    let (status, _, _) = run(
+        &[
+            "-r",
+            "20/s",
+            "-j",
+            "8",
+            "-q",
+            "--joblog",
+            log.to_str().unwrap(),
+            "--exec",
+            "true",
+        ],
+        &numbered(1..=11),
+    );
+    assert_eq!(status, 0);
+    let mut starts: Vec<f64> = joblog(&log)
+        .iter()
+        .map(|e| e["start"].as_f64().unwrap())
+        .collect();
+    starts.sort_by(f64::total_cmp);
+    let span = starts[10] - starts[0];
+    assert!(span >= 0.49, "11 starts at 20/s in {span} s");
+    for w in starts.windows(2) {
+        assert!(w[1] - w[0] >= 0.040, "starts {:.3} s apart", w[1] - w[0]);
+    }
+}
+
+#[test]
+fn transient_failures_are_retried_until_they_succeed() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("joblog");
+    let s = dir.path().join("stats.json");
+    // Fails with 75 (EX_TEMPFAIL) on the first two attempts of each record.
+    let script = r#"[ "$DRIP_ATTEMPT" -ge 3 ] && echo "ok $1" || exit 75"#;
+    let (status, out, err) = run(
+        &[
+            "-r",
+            "inf",
+            "-j",
+            "4",
+            "-q",
+            "--retries",
+            "3",
+            "--backoff",
+            "10ms..40ms",
+            "--joblog",
+            log.to_str().unwrap(),
+            "--stats-json",
+            s.to_str().unwrap(),
+            "--exec",
+            "sh",
+            "-c",
+            script,
+            "sh",
+        ],
+        &numbered(1..=5),
+    );
+    assert_eq!(status, 0, "{err}");
+    assert_eq!(out.lines().count(), 5);
+    let entries = joblog(&log);
+    assert_eq!(entries.len(), 15);
+    let retried = entries.iter().filter(|e| e["outcome"] == "retry").count();
+    assert_eq!(retried, 10);
+    assert!(entries
+        .iter()
+        .all(|e| e["outcome"] != "retry" || e["exit"] == 75));
+    let s = stats(&s);
+    assert_eq!(
+        (s["succeeded"].as_u64(), s["retries"].as_u64()),
+        (Some(5), Some(10))
+    );
+    assert_adds_up(&s);
+}
+
+#[test]
+fn a_job_that_always_fails_ends_failed_in_the_dead_letter() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("joblog");
+    let dead = dir.path().join("dead");
+    let s = dir.path().join("stats.json");
+    let (status, _, _) = run(
+        &[
+            "-r",
+            "inf",
+            "-j",
+            "2",
+            "-q",
+            "--retries",
+            "2",
+            "--backoff",
+            "1ms..5ms",
+            "--joblog",
+            log.to_str().unwrap(),
+            "--dead-letter",
+            dead.to_str().unwrap(),
+            "--stats-json",
+            s.to_str().unwrap(),
+            "--exec",
+            "sh",
+            "-c",
+            r#"[ "$1" = 2 ] && exit 75; [ "$1" = 3 ] && exit 1; true"#,
+            "sh",
+        ],
+        &numbered(1..=4),
+    );
+    assert_eq!(status, 123, "some records failed");
+    let mut dead: Vec<String> = std::fs::read_to_string(&dead)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    dead.sort();
+    assert_eq!(dead, ["2", "3"]);
+    let entries = joblog(&log);
+    let attempts = |r: u64| entries.iter().filter(|e| e["record"] == r).count();
+    // 75 is transient: three attempts; 1 is final: one.
+    assert_eq!((attempts(2), attempts(3)), (3, 1));
+    let s = stats(&s);
+    assert_eq!(
+        (s["succeeded"].as_u64(), s["failed"].as_u64()),
+        (Some(2), Some(2))
+    );
+    assert_adds_up(&s);
+}
+
+#[test]
+fn a_timeout_kills_the_job_and_its_children() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("joblog");
+    let pids = dir.path().join("pids");
+    // The job leaves a child behind and waits on it; its group is its pid.
+    let script = format!(r#"echo $$ >> {}; sleep 30 & wait"#, pids.display());
+    let start = Instant::now();
+    let (status, _, _) = run(
+        &[
+            "-r",
+            "inf",
+            "-j",
+            "2",
+            "-q",
+            "--timeout",
+            "300ms",
+            "--joblog",
+            log.to_str().unwrap(),
+            "--exec",
+            "sh",
+            "-c",
+            &script,
+            "sh",
+        ],
+        &numbered(1..=2),
+    );
+    assert!(start.elapsed() < Duration::from_secs(10));
+    assert_eq!(status, 123);
+    assert!(joblog(&log)
+        .iter()
+        .all(|e| e["timed_out"] == true && e["outcome"] == "failed"));
+    for pid in std::fs::read_to_string(&pids).unwrap().lines() {
+        assert!(!group_alive(pid.parse().unwrap()), "job {pid} left running");
+    }
+}
+
+#[test]
+fn a_deadline_expires_records_still_in_the_bucket() {
+    let dir = tempfile::tempdir().unwrap();
+    let dead = dir.path().join("dead");
+    let s = dir.path().join("stats.json");
+    // At 2/s the second record is due 500 ms after the first: past 300 ms.
+    let (status, out, _) = run(
+        &[
+            "-r",
+            "2/s",
+            "-q",
+            "--deadline",
+            "300ms",
+            "--dead-letter",
+            dead.to_str().unwrap(),
+            "--stats-json",
+            s.to_str().unwrap(),
+            "--exec",
+            "echo",
+        ],
+        &numbered(1..=4),
+    );
+    assert_eq!(status, 123, "records passed their deadline");
+    assert_eq!(out, "1\n");
+    assert_eq!(std::fs::read_to_string(&dead).unwrap(), "2\n3\n4\n");
+    let s = stats(&s);
+    assert_eq!(
+        (s["succeeded"].as_u64(), s["expired"].as_u64()),
+        (Some(1), Some(3))
+    );
+    assert_adds_up(&s);
+}
+
+#[test]
+fn a_missing_command_is_reported_once() {
+    let (status, out, err) = run(
+        &[
+            "-r",
+            "inf",
+            "-j",
+            "4",
+            "-q",
+            "--exec",
+            "drip-no-such-command",
+        ],
+        &numbered(1..=20),
+    );
+    assert_eq!(status, 127);
+    assert_eq!(out, "");
+    assert_eq!(
+        err,
+        "drip: --exec drip-no-such-command: command not found\n"
+    );
+    let f = temp_file(b"#!/bin/sh\n");
+    let (status, _, err) = run(
+        &["-r", "inf", "-q", "--exec", f.path().to_str().unwrap()],
+        "x\n",
+    );
+    assert_eq!(status, 126);
+    assert!(err.ends_with(": permission denied\n"), "{err}");
+}
+
+/// drip running `sleep` jobs from a file, with the pids of its jobs.
+fn sleeping(dir: &Path, seconds: &str) -> std::process::Child {
+    let dead = dir.join("dead");
+    let input = dir.join("input");
+    std::fs::write(&input, numbered(1..=10)).unwrap();
+    let script = format!(r#"echo $$ >> {}/pids; sleep {seconds}"#, dir.display());
+    let mut cmd = command(&[
+        "-r",
+        "inf",
+        "-j",
+        "2",
+        "-q",
+        "--dead-letter",
+        dead.to_str().unwrap(),
+        input.to_str().unwrap(),
+        "--exec",
+        "sh",
+        "-c",
+        &script,
+        "sh",
+    ]);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    // Wait until both jobs run.
+    let pids = dir.join("pids");
+    let start = Instant::now();
+    while std::fs::read_to_string(&pids).map_or(0, |t| t.lines().count()) < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "jobs did not start"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child
+}
+
+#[test]
+fn a_first_signal_waits_for_the_running_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = sleeping(dir.path(), "0.5");
+    send_signal(&child, libc::SIGTERM);
+    let start = Instant::now();
+    assert_eq!(
+        wait_for(&mut child, Duration::from_secs(10)).code(),
+        Some(143)
+    );
+    assert!(
+        start.elapsed() >= Duration::from_millis(200),
+        "did not wait for the jobs"
+    );
+    // The two that ran succeeded; the other eight are undelivered.
+    let dead = std::fs::read_to_string(dir.path().join("dead")).unwrap();
+    assert_eq!(dead, numbered(3..=10));
+}
+
+#[test]
+fn a_second_signal_kills_the_jobs_and_leaves() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = sleeping(dir.path(), "30");
+    send_signal(&child, libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(100));
+    send_signal(&child, libc::SIGTERM);
+    let start = Instant::now();
+    assert_eq!(
+        wait_for(&mut child, Duration::from_secs(10)).code(),
+        Some(143)
+    );
+    assert!(start.elapsed() < Duration::from_secs(5));
+    let mut dead: Vec<u32> = std::fs::read_to_string(dir.path().join("dead"))
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    dead.sort_unstable();
+    assert_eq!(
+        dead,
+        (1..=10).collect::<Vec<_>>(),
+        "every record undelivered"
+    );
+    for pid in std::fs::read_to_string(dir.path().join("pids"))
+        .unwrap()
+        .lines()
+    {
+        assert!(!group_alive(pid.parse().unwrap()), "job {pid} left running");
+    }
+}
+
+/// What the test server saw: (seconds since it started, path, status).
+type Seen = Arc<Mutex<Vec<(f64, String, u16)>>>;
+
+/// An HTTP server on 127.0.0.1 enforcing its own quota: a token bucket of
+/// `per_second` (burst 4); over it, 429 with `Retry-After: 1` (or none);
+/// every 13th request that passes gets 503 instead.
+fn quota_server(per_second: f64, retry_after: bool) -> (u16, Seen, Instant) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen: Seen = Arc::default();
+    let start = Instant::now();
+    let log = Arc::clone(&seen);
+    std::thread::spawn(move || {
+        let (mut tokens, mut last, mut passed) = (4.0f64, 0.0f64, 0u32);
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut request = String::new();
+            reader.read_line(&mut request).unwrap_or(0);
+            let path = request.split(' ').nth(1).unwrap_or("").to_string();
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+            }
+            let now = start.elapsed().as_secs_f64();
+            tokens = (tokens + (now - last) * per_second).min(4.0);
+            last = now;
+            let status = if tokens < 1.0 {
+                429
+            } else {
+                tokens -= 1.0;
+                passed += 1;
+                if passed % 13 == 0 {
+                    503
+                } else {
+                    200
+                }
+            };
+            log.lock().unwrap().push((now, path, status));
+            let extra = if status != 200 && retry_after {
+                "Retry-After: 1\r\n"
+            } else {
+                ""
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status} X\r\n{extra}Content-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+        }
+    });
+    (port, seen, start)
+}
+
+fn curl_present() {
+    let ok = Command::new("curl")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "curl is needed (CI installs it; locally: apt-get install curl)"
+    );
+}
+
+/// (start, end) in Unix seconds, and HTTP status, of each attempt.
+fn attempts(log: &Path) -> Vec<(f64, f64, Option<u64>)> {
+    joblog(log)
+        .iter()
+        .map(|e| {
+            let start = e["start"].as_f64().unwrap();
+            let end = start + e["duration_ms"].as_f64().unwrap() / 1e3;
+            (start, end, e["http_status"].as_u64())
+        })
+        .collect()
+}
+
+#[test]
+fn curl_against_a_quota_gets_every_record_through_and_honours_retry_after() {
+    curl_present();
+    let (port, seen, _) = quota_server(20.0, true);
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("joblog");
+    let s = dir.path().join("stats.json");
+    let url = format!("http://127.0.0.1:{port}/{{}}");
+    let (status, _, err) = run(
+        &[
+            "-r",
+            "40/s",
+            "-j",
+            "16",
+            "-q",
+            "--retries",
+            "10",
+            "--backoff",
+            "50ms..1s",
+            "--joblog",
+            log.to_str().unwrap(),
+            "--stats-json",
+            s.to_str().unwrap(),
+            "--exec",
+            "curl",
+            "-sS",
+            "-o",
+            "/dev/null",
+            "-D",
+            "{headers}",
+            &url,
+        ],
+        &numbered(1..=20),
+    );
+    assert_eq!(status, 0, "{err}");
+    let seen = seen.lock().unwrap().clone();
+    // Every record got through, once.
+    let mut ok: Vec<u32> = seen
+        .iter()
+        .filter(|(_, _, st)| *st == 200)
+        .map(|(_, p, _)| p[1..].parse().unwrap())
+        .collect();
+    ok.sort_unstable();
+    assert_eq!(ok, (1..=20).collect::<Vec<_>>());
+    // The joblog and the stats agree with the server.
+    let tries = attempts(&log);
+    assert_eq!(tries.len(), seen.len());
+    let count = |st: u16| seen.iter().filter(|s| s.2 == st).count();
+    let logged = |st: u64| tries.iter().filter(|t| t.2 == Some(st)).count();
+    assert!(count(429) > 0, "the quota was never hit: {seen:?}");
+    assert_eq!((logged(429), logged(503)), (count(429), count(503)));
+    let s = stats(&s);
+    assert_eq!(s["succeeded"].as_u64(), Some(20));
+    assert_eq!(
+        s["overload_responses"].as_u64(),
+        Some((count(429) + count(503)) as u64)
+    );
+    assert!(s["pauses"].as_u64().unwrap() >= 1);
+    assert_adds_up(&s);
+    // Once drip saw a 429 or 503 (Retry-After: 1), nothing started for 1 s.
+    for &(_, end, st) in tries.iter().filter(|t| matches!(t.2, Some(429 | 503))) {
+        for &(start, _, _) in &tries {
+            assert!(
+                !(end + 0.05 < start && start < end + 0.99),
+                "an attempt started {:.3} s after a {st:?}",
+                start - end
+            );
+        }
+    }
+}
+
+/// The share of 429s among the server's last `n` requests.
+fn late_429_share(seen: &[(f64, String, u16)], n: usize) -> f64 {
+    let late = &seen[seen.len().saturating_sub(n)..];
+    late.iter().filter(|s| s.2 == 429).count() as f64 / late.len() as f64
+}
+
+#[test]
+fn adapt_lowers_the_rate_to_the_quota() {
+    curl_present();
+    let run_at = |adapt: bool| {
+        let (port, seen, _) = quota_server(20.0, false);
+        let url = format!("http://127.0.0.1:{port}/{{}}");
+        let mut args = vec![
+            "-r",
+            "40/s",
+            "-j",
+            "4",
+            "-q",
+            "--retries",
+            "20",
+            "--backoff",
+            "20ms..200ms",
+        ];
+        if adapt {
+            args.push("--adapt");
+        }
+        args.extend([
+            "--exec",
+            "curl",
+            "-sS",
+            "-o",
+            "/dev/null",
+            "-D",
+            "{headers}",
+            &url,
+        ]);
+        let (status, _, err) = run(&args, &numbered(1..=80));
+        assert_eq!(status, 0, "{err}");
+        let seen = seen.lock().unwrap().clone();
+        late_429_share(&seen, 40)
+    };
+    let adapted = run_at(true);
+    eprintln!("429 share of the last 40 requests: adapt {adapted:.2}");
+    assert!(
+        adapted < 0.15,
+        "429s stay frequent with --adapt: {adapted:.2}"
+    );
+}
+
+#[test]
+fn a_runner_flag_without_exec_is_a_usage_error_naming_it() {
+    let (status, _, err) = run(&["--retries", "3"], "");
+    assert_eq!(status, 2);
+    assert!(
+        err.starts_with("drip: --retries: only with --exec"),
+        "{err}"
+    );
+    let (status, _, err) = run(&["-r", "inf", "--backoff", "2s..1s", "--exec", "true"], "");
+    assert_eq!(status, 2);
+    assert!(err.contains("--backoff"), "{err}");
+}
+
+#[test]
+fn a_deadline_kills_an_attempt_under_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("joblog");
+    let start = Instant::now();
+    let (status, _, _) = run(
+        &[
+            "-r",
+            "inf",
+            "-q",
+            "--deadline",
+            "300ms",
+            "--retries",
+            "5",
+            "--joblog",
+            log.to_str().unwrap(),
+            "--exec",
+            "sh",
+            "-c",
+            "sleep 20",
+            "sh",
+        ],
+        "x\n",
+    );
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert_eq!(status, 123);
+    let entries = joblog(&log);
+    assert_eq!(entries.len(), 1);
+    assert_eq!(
+        (&entries[0]["timed_out"], &entries[0]["outcome"]),
+        (&Value::Bool(true), &Value::from("expired"))
+    );
+}
+
+#[test]
+fn an_overload_exit_status_pauses_and_retries() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("stats.json");
+    let log = dir.path().join("joblog");
+    // The first attempt of record 1 says "overloaded" (exit 9).
+    let script = r#"[ "$1" = 1 ] && [ "$DRIP_ATTEMPT" = 1 ] && exit 9; sleep 0.05"#;
+    let (status, _, err) = run(
+        &[
+            "-r",
+            "inf",
+            "-j",
+            "2",
+            "-q",
+            "--overload-on",
+            "9",
+            "--retries",
+            "1",
+            "--backoff",
+            "1s..1s",
+            "--joblog",
+            log.to_str().unwrap(),
+            "--stats-json",
+            s.to_str().unwrap(),
+            "--exec",
+            "sh",
+            "-c",
+            script,
+            "sh",
+        ],
+        &numbered(1..=6),
+    );
+    assert_eq!(status, 0, "{err}");
+    let s = stats(&s);
+    assert_eq!(
+        (s["overload_responses"].as_u64(), s["pauses"].as_u64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(
+        (s["succeeded"].as_u64(), s["retries"].as_u64()),
+        (Some(6), Some(1))
+    );
+    let tries = attempts(&log);
+    let first = joblog(&log)
+        .iter()
+        .position(|e| e["outcome"] == "overload")
+        .unwrap();
+    // Nothing started during the pause (its length is in the stats), once
+    // drip had seen the exit (a start may slip in while it reads it).
+    let (end, paused) = (tries[first].1, s["paused_ms"].as_f64().unwrap() / 1e3);
+    assert!(paused > 0.0);
+    for &(start, _, _) in tries.iter().filter(|t| t.0 > end + 0.05) {
+        assert!(
+            start >= end + paused - 0.005,
+            "started {:.3} s into a {paused:.3} s pause",
+            start - end
+        );
+    }
+}
+
+#[test]
+fn retries_are_starts_paced_by_the_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("joblog");
+    // Each record fails once (75) and is retried after at most 1 ms.
+    let (status, _, err) = run(
+        &[
+            "-r",
+            "10/s",
+            "-j",
+            "4",
+            "-q",
+            "--retries",
+            "1",
+            "--backoff",
+            "1ms..1ms",
+            "--joblog",
+            log.to_str().unwrap(),
+            "--exec",
+            "sh",
+            "-c",
+            r#"[ "$DRIP_ATTEMPT" = 2 ] || exit 75"#,
+            "sh",
+        ],
+        &numbered(1..=3),
+    );
+    assert_eq!(status, 0, "{err}");
+    let mut starts: Vec<f64> = attempts(&log).iter().map(|t| t.0).collect();
+    starts.sort_by(f64::total_cmp);
+    assert_eq!(starts.len(), 6);
+    for w in starts.windows(2) {
+        assert!(
+            w[1] - w[0] >= 0.090,
+            "starts {:.3} s apart at 10/s",
+            w[1] - w[0]
+        );
+    }
+}
