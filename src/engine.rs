@@ -15,6 +15,7 @@ use crate::bucket::Bucket;
 use crate::cli::{Config, Input};
 use crate::deadletter::DeadLetter;
 use crate::input::{Oversize, OwnFile, ReadReport, Splitter};
+use crate::keyed::Keyed;
 use crate::monitor::Monitor;
 use crate::progress::{lock_ui, Ui};
 use crate::schedule::Limits;
@@ -107,12 +108,21 @@ fn input_size(inputs: &[Input]) -> Option<u64> {
 fn shared_state(config: &Config, out_fd: Option<std::os::fd::RawFd>) -> Result<Shared> {
     let dead = DeadLetter::open(config.dead_letter.as_deref(), config.delimiter)?;
     let schedule = Limits::new(&config.limits);
-    let unpaced = config.limits.is_empty();
+    let unpaced = config.limits.is_empty() && config.key.is_none();
     let bucket = Bucket::new(config.capacity, config.capacity_bytes, config.overflow);
     let max_wait_ns = config
         .max_wait
         .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-    let adm = Admission::new(bucket, Box::new(schedule), max_wait_ns);
+    let mut adm = Admission::new(bucket, Box::new(schedule), max_wait_ns);
+    if let Some(key) = &config.key {
+        let keyed = Keyed::new(
+            key.clone(),
+            config.delimiter,
+            config.capacity,
+            config.capacity_bytes,
+        );
+        adm = adm.with_keys(keyed);
+    }
     Ok(Shared {
         state: Mutex::new(State::new(adm, dead, config.dead_letter.is_some())),
         data_ready: Condvar::new(),

@@ -14,6 +14,8 @@ pub mod cli;
 mod deadletter;
 mod engine;
 pub mod input;
+pub mod key;
+pub mod keyed;
 pub mod ledger;
 mod monitor;
 pub mod output;
