@@ -243,6 +243,9 @@ fn finish(
     let ui = lock_ui(ui);
     if config.stats || ui.showing_progress() {
         ui.message(&summary.line());
+        if let Some(keys) = summary.keys_line() {
+            ui.message(&keys);
+        }
     }
     let mut stats_error = None;
     if let (Some(mut file), Some(path)) = (stats_file, &config.stats_json) {

@@ -592,6 +592,11 @@ impl Keyed {
             self.slots[s as usize].lane = Lane::Ready;
             self.ready.push_back(s);
         }
+        if self.blocked_on_keys && self.rest.peek().is_some_and(|&Reverse((at, _))| at <= now) {
+            // Woken for a key that may rest by now: the record handed back
+            // is offered again (the writer's top-up, or the reader).
+            self.blocked_on_keys = false;
+        }
         let mut sent = 0;
         while let Some(&s) = self.ready.front() {
             let slot = &self.slots[s as usize];

@@ -49,6 +49,12 @@ struct Tick {
     dropped_oldest: u64,
     expired: u64,
     skipped: u64,
+    /// With limits per key: keys remembered now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    keys: Option<u64>,
+    /// With limits per key: keys with records waiting now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    busy_keys: Option<u64>,
 }
 
 impl Tick {
@@ -73,6 +79,8 @@ impl Tick {
             dropped_oldest: c.dropped_oldest,
             expired: c.expired,
             skipped: c.skipped,
+            keys: snap.keys.map(|k| k.0),
+            busy_keys: snap.keys.map(|k| k.1),
         }
     }
 }

@@ -32,6 +32,8 @@ pub struct Snapshot {
     pub elapsed_ns: u64,
     /// Whether reading has ended.
     pub reading_done: bool,
+    /// With limits per key: keys remembered, and those with records waiting.
+    pub keys: Option<(u64, u64)>,
 }
 
 /// stderr, with or without a live progress display.
@@ -120,6 +122,9 @@ impl Ui {
             },
             format_rate(rate),
         );
+        if let Some((keys, busy)) = snap.keys {
+            msg.push_str(&format!(" | keys {keys} ({busy} busy)"));
+        }
         if let Some(eta) = self.eta(snap) {
             msg.push_str(&format!(" | ETA {}", clock(eta)));
         }

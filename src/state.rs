@@ -42,6 +42,9 @@ use crate::sys;
 /// applies, in ns: longer than a consumer that is merely descheduled.
 pub(crate) const STALL_NS: u64 = 100_000_000;
 
+/// How many keys of each kind the summary names (`--key`).
+const TOP_KEYS: usize = 10;
+
 /// Monotonic nanoseconds since drip started.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Clock(pub(crate) Instant);
@@ -387,6 +390,10 @@ impl Shared {
             writing_for_ns: st.writing_since.map_or(0, |t| now.saturating_sub(t)),
             elapsed_ns: now,
             reading_done: st.reading_done,
+            keys: st
+                .adm
+                .keys()
+                .map(|k| (k.keys() as u64, k.busy_keys() as u64)),
         }
     }
 
@@ -405,6 +412,7 @@ impl Shared {
             } else {
                 0.0
             },
+            keys: self.lock().adm.keys().map(|k| k.stats(TOP_KEYS)),
         }
     }
 }

@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use crate::bucket::Fate;
 use crate::input::Piece;
+use crate::keyed::KeyStats;
 
 /// Counts of records by what became of them, and a few gauges.
 ///
@@ -82,6 +83,9 @@ pub struct Summary {
     pub elapsed_ms: f64,
     /// Records written per second over the run.
     pub rate: f64,
+    /// With limits per key: the keys seen and the top keys.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keys: Option<KeyStats>,
 }
 
 impl Summary {
@@ -104,6 +108,28 @@ impl Summary {
             format_rate(self.rate),
             format_ms(self.elapsed_ms),
         )
+    }
+
+    /// With limits per key, the keys as a line: `keys seen 3 (remembered
+    /// 3, busy 0); top written: a 10, b 5; top dropped: a 2; top waiting: none`.
+    pub fn keys_line(&self) -> Option<String> {
+        let k = self.keys.as_ref()?;
+        let top = |list: &[(String, u64)]| {
+            if list.is_empty() {
+                return "none".to_string();
+            }
+            let named: Vec<String> = list.iter().map(|(key, n)| format!("{key} {n}")).collect();
+            named.join(", ")
+        };
+        Some(format!(
+            "keys seen {} (remembered {}, busy {}); top written: {}; top dropped: {}; top waiting: {}",
+            k.keys_seen,
+            k.keys,
+            k.busy_keys,
+            top(&k.top_written),
+            top(&k.top_dropped),
+            top(&k.top_waiting),
+        ))
     }
 
     /// The summary as one JSON object.
@@ -153,6 +179,7 @@ mod tests {
             max_wait_ms: 12.5,
             elapsed_ms: 2500.0,
             rate: 2.0,
+            keys: None,
         }
     }
 
