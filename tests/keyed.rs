@@ -256,7 +256,10 @@ fn forgetting_idle_keys_never_changes_a_departure() {
             }
         }
     }
-    assert!(compared >= 3, "only {compared} runs never found every key busy");
+    assert!(
+        compared >= 3,
+        "only {compared} runs never found every key busy"
+    );
     // And with room for every key but one in flight at a time, it is used.
     let arrivals: Vec<_> = (0..50).map(|i| at(i * 200, &format!("k{i}"), 0)).collect();
     let setup = Setup {
