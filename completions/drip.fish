@@ -12,6 +12,11 @@ complete -c drip -l max-wait -d 'Expire records that waited in the bucket longer
 complete -c drip -l dead-letter -d 'Append every record not written to stdout (dropped, expired, undelivered) to FILE, byte-exact, in the order it left the bucket' -r -F
 complete -c drip -l stats-json -d 'Write the summary to FILE as one JSON object (and, with --stats-interval, the periodic stats as JSON lines before it)' -r -F
 complete -c drip -l stats-interval -d 'Every DURATION (10ms to 100y), write one JSON line of stats to stderr (or to --stats-json FILE)' -r
+complete -c drip -l key -d 'Limit records per key: SPEC is a field number (--key 1; fields split on blanks, or on --field-separator) or a regular expression whose first capture group is the key (--key \'^https?://([^/:]+)\'). Records with no key (no such field, no match) share one "no key" lane. Each key waits in its own queue at --key-rate; keys due together take turns (round robin), so a noisy key never holds back a quiet one: within a key records keep their order, across keys the output order may differ from the input\'s. Needs --key-rate' -r
+complete -c drip -l field-separator -d 'Fields for --key N are separated by this byte (\',\' or an escape such as \'\\t\') instead of runs of blanks' -r
+complete -c drip -l key-rate -d 'Each key\'s own limit, records per unit (as --rate, with its burst after a colon: 5/s:10). The global --rate limits, if any, still cap all records together: a record leaves when both allow. Needs --key' -r
+complete -c drip -l key-capacity -d 'Records one key may have waiting; a key at this bound meets the overflow policy (drop-oldest then evicts its own oldest) [default: --capacity]' -r
+complete -c drip -l max-keys -d 'Keys remembered at most. A key with nothing waiting whose schedule has recovered its full burst is idle and forgotten first (that changes no departure); when every key is busy, a record of a new key meets the overflow policy as if the bucket were full (drop-oldest drops it as the newest; block waits until a key is idle)' -r
 complete -c drip -s 0 -l null -d 'Records end with NUL instead of newline, on input and output'
 complete -c drip -l drain -d 'On the first SIGINT, SIGTERM or SIGHUP, stop reading but write what the bucket holds at the rate before exiting'
 complete -c drip -l stats -d 'Print a summary on stderr at exit'

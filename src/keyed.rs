@@ -254,6 +254,7 @@ impl Keyed {
     /// `may_leave`: whether the writer can take records now. Returns what
     /// `block` or `fail` handed back (not counted as read) and how many
     /// records went to `outbox`.
+    #[allow(clippy::too_many_arguments)]
     pub fn arrive(
         &mut self,
         now: u64,
