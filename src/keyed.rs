@@ -87,6 +87,8 @@ enum Lane {
 struct Slot {
     key: Box<[u8]>,
     position: Position,
+    /// When `position` rests ([`Pacer::rests_at`]), cached.
+    rests_at: u64,
     head: u32,
     tail: u32,
     len: u32,
@@ -128,6 +130,8 @@ pub struct Keyed {
     spec: KeySpec,
     delimiter: u8,
     pacer: Pacer,
+    /// How long after one departure from a rested schedule it rests again.
+    rest_after_first: u64,
     max_keys: usize,
     key_capacity: usize,
     capacity: usize,
@@ -178,10 +182,13 @@ impl Keyed {
         assert!(config.rate != Rate::Unlimited && config.max_keys >= 1);
         assert!(config.key_capacity >= 1 && capacity >= 1);
         let no_key = Slot::new(Box::default());
+        let mut pacer = Pacer::new(config.rate, config.burst, slack_for(config.rate));
+        let rest_after_first = pacer.rests_at(Pacer::first_departure(0));
         Keyed {
             spec: config.spec,
             delimiter,
-            pacer: Pacer::new(config.rate, config.burst, slack_for(config.rate)),
+            pacer,
+            rest_after_first,
             max_keys: config.max_keys,
             key_capacity: config.key_capacity,
             capacity,
@@ -354,9 +361,8 @@ impl Keyed {
                 slot.in_rest = false;
                 continue;
             }
-            let rests_at = self.pacer.rests_at(slot.position);
-            if rests_at > now {
-                self.rest.push(Reverse((rests_at, s)));
+            if slot.rests_at > now {
+                self.rest.push(Reverse((slot.rests_at, s)));
                 continue;
             }
             slot.in_rest = false;
@@ -380,8 +386,7 @@ impl Keyed {
         let slot = &mut self.slots[s as usize];
         if s != NO_KEY && slot.len == 0 && slot.lane == Lane::Idle && !slot.in_rest {
             slot.in_rest = true;
-            let at = self.pacer.rests_at(slot.position);
-            self.rest.push(Reverse((at, s)));
+            self.rest.push(Reverse((slot.rests_at, s)));
         }
     }
 
@@ -400,12 +405,25 @@ impl Keyed {
         if slot.len > 0 {
             return false;
         }
-        self.pacer.restore(slot.position);
-        if !self.pacer.allows(now, 1) || global.release(now, 1, &mut std::iter::once(size)) == 0 {
+        let rested = now >= slot.rests_at;
+        if !rested {
+            self.pacer.restore(slot.position);
+            if !self.pacer.allows(now, 1) {
+                return false;
+            }
+        }
+        if global.release(now, 1, &mut std::iter::once(size)) == 0 {
             return false;
         }
-        self.pacer.commit(now, 1);
-        slot.position = self.pacer.position_now();
+        if rested {
+            // A rested schedule restarts from now: no arithmetic needed.
+            slot.position = Pacer::first_departure(now);
+            slot.rests_at = now.saturating_add(self.rest_after_first);
+        } else {
+            self.pacer.commit(now, 1);
+            slot.position = self.pacer.position_now();
+            slot.rests_at = self.pacer.rests_at(slot.position);
+        }
         slot.sent += 1;
         true
     }
@@ -616,6 +634,7 @@ impl Keyed {
             self.pacer.commit(now, 1);
             let slot = &mut self.slots[s as usize];
             slot.position = self.pacer.position_now();
+            slot.rests_at = self.pacer.rests_at(slot.position);
             slot.sent += 1;
             slot.lane = Lane::Idle;
             let seg = self.pop_head(s).expect("a waiting record");
@@ -708,6 +727,7 @@ impl Slot {
         Slot {
             key,
             position: Position::default(),
+            rests_at: 0,
             head: NIL,
             tail: NIL,
             len: 0,

@@ -141,6 +141,16 @@ impl Pacer {
         tat.saturating_add(self.slack_ns).saturating_add(1)
     }
 
+    /// Where a schedule stands after one departure at `now` from a rested
+    /// one (or one never used): anchored at `now`, one slot taken. Exactly
+    /// what [`Pacer::commit`] of one unit makes of it, without arithmetic.
+    pub fn first_departure(now: u64) -> Position {
+        Position {
+            anchor: Some(now),
+            k: 1,
+        }
+    }
+
     /// Whether the pacer limits anything at all.
     pub fn is_unlimited(&self) -> bool {
         self.limit.is_none()
