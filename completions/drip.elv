@@ -38,6 +38,11 @@ set edit:completion:arg-completer[drip] = {|@words|
             cand --dead-letter 'Append every record not written to stdout (dropped, expired, undelivered) to FILE, byte-exact, in the order it left the bucket (not `-`: stdout carries the records)'
             cand --stats-json 'Write the summary to FILE as one JSON object (and, with --stats-interval, the periodic stats as JSON lines before it); not `-`: stdout carries the records'
             cand --stats-interval 'Every DURATION (10ms to 100y), write one JSON line of stats to stderr (or to --stats-json FILE)'
+            cand --key 'Limit records per key: SPEC is a field number (--key 1; fields split on blanks, or on --field-separator) or a regular expression whose first capture group is the key (--key ''^https?://([^/:]+)''). Records with no key (no such field, no match) share one "no key" lane. Each key waits in its own queue at --key-rate; keys due together take turns (round robin), so a noisy key never holds back a quiet one: within a key records keep their order, across keys the output order may differ from the input''s. Needs --key-rate'
+            cand --field-separator 'Fields for --key N are separated by this byte ('','' or an escape such as ''\t'') instead of runs of blanks'
+            cand --key-rate 'Each key''s own limit, records per unit (as --rate, with its burst after a colon: 5/s:10). The global --rate limits, if any, still cap all records together: a record leaves when both allow. Needs --key'
+            cand --key-capacity 'Records one key may have waiting; a key at this bound meets the overflow policy (drop-oldest then evicts its own oldest) [default: --capacity]'
+            cand --max-keys 'Keys remembered at most. A key with nothing waiting whose schedule has recovered its full burst is idle and forgotten first (that changes no departure); when every key is busy, a record of a new key meets the overflow policy as if the bucket were full (drop-oldest drops it as the newest; block waits until a key is idle)'
             cand --share 'Share the --rate limits with every drip given the same NAME: on this host with no server (a state file under $XDG_RUNTIME_DIR/drip), or on any host through Redis or Valkey: redis://HOST[:PORT][/DB]/NAME, rediss://... (TLS), redis+unix:///SOCKET/NAME, valkey://... All of them must give the same rates and bursts (else exit 2)'
             cand --share-on-error 'When the shared state cannot be reached: wait (send nothing and retry; records wait in the bucket), local (pace alone at the rate divided by --share-peers, warn once), or fail (exit 4)'
             cand --share-peers 'How many drips share the limits, for --share-on-error local'
@@ -93,6 +98,11 @@ set edit:completion:arg-completer[drip] = {|@words|
     } elif (or (eq $prev --stats-json)) {
         edit:complete-filename $words[-1]
     } elif (or (eq $prev --stats-interval)) {
+    } elif (or (eq $prev --key)) {
+    } elif (or (eq $prev --field-separator)) {
+    } elif (or (eq $prev --key-rate)) {
+    } elif (or (eq $prev --key-capacity)) {
+    } elif (or (eq $prev --max-keys)) {
     } elif (or (eq $prev --share)) {
     } elif (or (eq $prev --share-on-error)) {
         put wait

@@ -27,8 +27,57 @@
 //! and must not go backwards.
 
 use crate::bucket::{Bucket, Fate, Offered, Overflow, Segment};
+use crate::keyed::Keyed;
 use crate::ledger::Ledger;
 use crate::schedule::Schedule;
+
+/// A moment's view of the waiting records, in one bucket or in the keys'
+/// queues together ([`Admission::bucket`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Gauge {
+    len: usize,
+    bytes: usize,
+    capacity: usize,
+    capacity_bytes: usize,
+    policy: Overflow,
+    max_depth: usize,
+    oldest_arrival: Option<u64>,
+}
+
+impl Gauge {
+    /// Records waiting.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether nothing waits.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Bytes waiting.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+    /// The most records that may wait.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+    /// The most bytes that may wait (`usize::MAX` when unbounded).
+    pub fn capacity_bytes(&self) -> usize {
+        self.capacity_bytes
+    }
+    /// The overflow policy.
+    pub fn policy(&self) -> Overflow {
+        self.policy
+    }
+    /// The most records that ever waited at once.
+    pub fn max_depth(&self) -> usize {
+        self.max_depth
+    }
+    /// When the oldest waiting record arrived (ns).
+    pub fn oldest_arrival(&self) -> Option<u64> {
+        self.oldest_arrival
+    }
+}
 
 /// The bucket, the schedule in front of it, and the outbox behind it.
 #[derive(Debug)]
@@ -42,6 +91,9 @@ pub struct Admission {
     max_wait_ns: Option<u64>,
     /// The longest any record waited in the bucket before leaving (ns).
     longest_wait_ns: u64,
+    /// With limits per key: the keys' queues, used instead of `bucket`
+    /// (which then only gives the bounds and the policy).
+    keyed: Option<Box<Keyed>>,
 }
 
 impl Admission {
@@ -55,12 +107,41 @@ impl Admission {
             outbox_len: 0,
             max_wait_ns,
             longest_wait_ns: 0,
+            keyed: None,
         }
     }
 
-    /// The bucket (waiting records).
-    pub fn bucket(&self) -> &Bucket {
-        &self.bucket
+    /// Admission with limits per key: records wait in `keyed`'s queues,
+    /// within the bucket's bounds and under its policy.
+    pub fn with_keys(mut self, keyed: Keyed) -> Self {
+        self.keyed = Some(Box::new(keyed));
+        self
+    }
+
+    /// The keys, with limits per key.
+    pub fn keys(&self) -> Option<&Keyed> {
+        self.keyed.as_deref()
+    }
+
+    /// The waiting records, seen together.
+    pub fn bucket(&self) -> Gauge {
+        let b = &self.bucket;
+        let mut gauge = Gauge {
+            len: b.len(),
+            bytes: b.bytes(),
+            capacity: b.capacity(),
+            capacity_bytes: b.capacity_bytes(),
+            policy: b.policy(),
+            max_depth: b.max_depth(),
+            oldest_arrival: b.oldest_arrival(),
+        };
+        if let Some(k) = &self.keyed {
+            gauge.len = k.len();
+            gauge.bytes = k.bytes();
+            gauge.max_depth = k.max_depth();
+            gauge.oldest_arrival = k.oldest_arrival();
+        }
+        gauge
     }
 
     /// The schedule.
@@ -80,7 +161,8 @@ impl Admission {
 
     /// The longest any released record waited in the bucket, ns.
     pub fn longest_wait_ns(&self) -> u64 {
-        self.longest_wait_ns
+        let keyed = self.keyed.as_ref().map_or(0, |k| k.longest_wait_ns());
+        self.longest_wait_ns.max(keyed)
     }
 
     /// Records of `seg` arrive at `now`. `may_leave`: whether the writer
@@ -106,6 +188,22 @@ impl Admission {
     ) -> Offered {
         seg.arrived = now;
         self.expire(now, ledger);
+        if let Some(keyed) = self.keyed.as_deref_mut() {
+            if may_leave {
+                self.outbox_len += keyed.release(now, &mut *self.schedule, &mut self.outbox);
+            }
+            let (back, sent) = keyed.arrive(
+                now,
+                seg,
+                policy,
+                may_leave,
+                &mut *self.schedule,
+                ledger,
+                &mut self.outbox,
+            );
+            self.outbox_len += sent;
+            return back;
+        }
         if may_leave {
             // Waiting records that are due go first.
             self.release(now);
@@ -155,6 +253,11 @@ impl Admission {
     /// Let waiting records leave that the schedule allows at `now`, into
     /// the outbox. Returns how many left.
     pub fn release(&mut self, now: u64) -> usize {
+        if let Some(keyed) = self.keyed.as_deref_mut() {
+            let n = keyed.release(now, &mut *self.schedule, &mut self.outbox);
+            self.outbox_len += n;
+            return n;
+        }
         if self.bucket.is_empty() {
             return 0;
         }
@@ -183,6 +286,9 @@ impl Admission {
             return 0;
         };
         let cutoff = now.saturating_sub(max_wait);
+        if let Some(keyed) = self.keyed.as_deref_mut() {
+            return keyed.expire_before(cutoff, ledger);
+        }
         self.bucket
             .expire_before(cutoff, &mut |s, f| ledger.dispose(s, f))
     }
@@ -190,6 +296,13 @@ impl Admission {
     /// When something next changes without an arrival (ns): the head of the
     /// bucket comes due, or expires. `None` when nothing waits.
     pub fn next_event(&self) -> Option<u64> {
+        if let Some(keyed) = &self.keyed {
+            let event = keyed.next_event(&*self.schedule);
+            return match (event, self.next_expiry()) {
+                (Some(e), Some(x)) => Some(e.min(x)),
+                (e, x) => e.or(x),
+            };
+        }
         let size = self.bucket.front_size()?;
         let due = self.schedule.next_due(size);
         Some(self.next_expiry().map_or(due, |e| e.min(due)))
@@ -198,7 +311,7 @@ impl Admission {
     /// When the oldest waiting record expires (ns), if it can.
     pub fn next_expiry(&self) -> Option<u64> {
         self.max_wait_ns
-            .zip(self.bucket.oldest_arrival())
+            .zip(self.bucket().oldest_arrival())
             .map(|(max_wait, oldest)| oldest.saturating_add(max_wait).saturating_add(1))
     }
 
@@ -217,6 +330,9 @@ impl Admission {
             ledger.dispose(seg, fate);
         }
         self.outbox_len = 0;
+        if let Some(keyed) = self.keyed.as_deref_mut() {
+            keyed.drain(fate, ledger);
+        }
         self.bucket.drain(fate, &mut |s, f| ledger.dispose(s, f));
     }
 }

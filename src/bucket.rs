@@ -183,6 +183,30 @@ impl Segment {
         self.buffer = self.data.len();
     }
 
+    /// Split off and return the first `count` records, which the caller
+    /// knows to be the first `bytes` bytes: O(1).
+    pub(crate) fn split_known(&mut self, bytes: usize, count: usize) -> Segment {
+        debug_assert!(count <= self.count && bytes <= self.data.len());
+        let front = Segment {
+            data: self.data.slice(..bytes),
+            count,
+            ..*self
+        };
+        self.data = self.data.slice(bytes..);
+        self.count -= count;
+        front
+    }
+
+    /// This one record in a buffer of its own (so a waiting record never
+    /// keeps a large read alive), arrived at `arrived`.
+    pub(crate) fn own_copy(&self) -> Segment {
+        Segment {
+            data: Bytes::copy_from_slice(&self.data),
+            buffer: self.data.len(),
+            ..*self
+        }
+    }
+
     /// Split off and return the first `n` records (`n ≤ len`).
     pub fn split_front(&mut self, n: usize) -> Segment {
         assert!(n <= self.count);

@@ -11,6 +11,8 @@ use clap::{Parser, ValueHint};
 use crate::bucket::Overflow;
 pub use crate::input::Input;
 use crate::input::Oversize;
+use crate::key::{parse_key, KeyArg, KeySpec};
+use crate::keyed::KeyConfig;
 use crate::rate::{
     parse_byte_rate, parse_rate, Rate, BYTE_RATE_FORMS, LONGEST, LONGEST_TEXT, RATE_FORMS,
 };
@@ -300,6 +302,42 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = stats_interval_arg, value_hint = ValueHint::Other, allow_hyphen_values = true)]
     pub stats_interval: Option<Duration>,
 
+    /// Limit records per key: SPEC is a field number (--key 1; fields split
+    /// on blanks, or on --field-separator) or a regular expression whose
+    /// first capture group is the key (--key '^https?://([^/:]+)'). Records
+    /// with no key (no such field, no match) share one "no key" lane. Each
+    /// key waits in its own queue at --key-rate; keys due together take
+    /// turns (round robin), so a noisy key never holds back a quiet one:
+    /// within a key records keep their order, across keys the output order
+    /// may differ from the input's. Needs --key-rate
+    #[arg(long, value_name = "SPEC", value_parser = parse_key, value_hint = ValueHint::Other, help_heading = "Limits per key")]
+    pub key: Option<KeyArg>,
+
+    /// Fields for --key N are separated by this byte (',' or an escape such
+    /// as '\t') instead of runs of blanks
+    #[arg(long, value_name = "BYTE", value_parser = delimiter_arg, value_hint = ValueHint::Other, help_heading = "Limits per key")]
+    pub field_separator: Option<u8>,
+
+    /// Each key's own limit, records per unit (as --rate, with its burst
+    /// after a colon: 5/s:10). The global --rate limits, if any, still cap
+    /// all records together: a record leaves when both allow. Needs --key
+    #[arg(long, value_name = "RATE[:BURST]", value_parser = rate_arg, value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Limits per key")]
+    pub key_rate: Option<(Rate, Option<u64>)>,
+
+    /// Records one key may have waiting; a key at this bound meets the
+    /// overflow policy (drop-oldest then evicts its own oldest)
+    /// [default: --capacity]
+    #[arg(long, value_name = "N", value_parser = positive_usize, value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Limits per key")]
+    pub key_capacity: Option<usize>,
+
+    /// Keys remembered at most. A key with nothing waiting whose schedule has
+    /// recovered its full burst is idle and forgotten first (that changes no
+    /// departure); when every key is busy, a record of a new key meets the
+    /// overflow policy as if the bucket were full (drop-oldest drops it as
+    /// the newest; block waits until a key is idle)
+    #[arg(long, value_name = "N", default_value = "100000", value_parser = positive_usize, value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Limits per key")]
+    pub max_keys: usize,
+
     /// Draw the live display on stderr even when it is not a terminal, or
     /// when stdout is the same terminal (the display then keeps to the
     /// bottom row and the records scroll above it)
@@ -562,6 +600,8 @@ pub struct Config {
     pub share: Option<shared::Share>,
     /// The command to run per record (`--exec`), instead of stdout.
     pub jobs: Option<crate::jobs::JobConfig>,
+    /// Limits per key (`--key`, `--key-rate`), if any.
+    pub key: Option<KeyConfig>,
 }
 
 impl Config {
@@ -626,7 +666,8 @@ fn limits(cli: &Cli) -> Result<Vec<Limit>, clap::Error> {
             }
         }
     }
-    if rates.is_empty() && cli.byte_rate.is_empty() {
+    // With limits per key, no --rate means no global limit.
+    if rates.is_empty() && cli.byte_rate.is_empty() && cli.key_rate.is_none() {
         rates.push((ONE_PER_SECOND, None));
     }
     let records = rates
@@ -643,6 +684,47 @@ fn limits(cli: &Cli) -> Result<Vec<Limit>, clap::Error> {
         unit: Unit::Bytes,
     });
     Ok(records.chain(bytes).collect())
+}
+
+/// Limits per key from `--key`, `--key-rate`, `--field-separator`,
+/// `--key-capacity` and `--max-keys`.
+///
+/// # Errors
+/// One of `--key` and `--key-rate` without the other, an unlimited key
+/// rate, or a key option without `--key`.
+fn key_config(cli: &Cli) -> Result<Option<KeyConfig>, clap::Error> {
+    use clap::CommandFactory;
+    let usage =
+        |why: &str| Err(Cli::command().error(clap::error::ErrorKind::MissingRequiredArgument, why));
+    let (arg, (rate, burst)) = match (&cli.key, cli.key_rate) {
+        (Some(arg), Some(rate)) => (arg.clone(), rate),
+        (Some(_), None) => return usage("--key: needs --key-rate, each key's limit"),
+        (None, Some(_)) => {
+            return usage("--key-rate: needs --key, which part of a record is its key")
+        }
+        (None, None) => {
+            if cli.field_separator.is_some() {
+                return usage("--field-separator: needs --key N");
+            }
+            if cli.key_capacity.is_some() {
+                return usage("--key-capacity: needs --key");
+            }
+            return Ok(None);
+        }
+    };
+    if rate == Rate::Unlimited {
+        return usage("--key-rate: must be a limit, not inf");
+    }
+    if cli.field_separator.is_some() && !matches!(arg, KeyArg::Field(_)) {
+        return usage("--field-separator: --key is a regular expression, not a field number");
+    }
+    Ok(Some(KeyConfig {
+        spec: KeySpec::new(arg, cli.field_separator),
+        rate,
+        burst: burst.unwrap_or(1),
+        max_keys: cli.max_keys,
+        key_capacity: cli.key_capacity.unwrap_or(cli.capacity),
+    }))
 }
 
 /// The default rate.
@@ -690,6 +772,7 @@ impl TryFrom<Cli> for Config {
             let why = format!("{flag}: only with --exec (the command to run per record)");
             Cli::command().error(clap::error::ErrorKind::MissingRequiredArgument, why)
         })?;
+        let key = key_config(&cli)?;
         let inputs = if cli.files.is_empty() {
             vec![Input::Stdin]
         } else {
@@ -734,6 +817,7 @@ impl TryFrom<Cli> for Config {
             progress,
             share,
             jobs,
+            key,
         })
     }
 }
@@ -962,8 +1046,9 @@ mod tests {
         // rate, byte-rate, interval, burst, capacity, capacity-bytes,
         // delimiter, max-record, max-wait, stats-interval, share,
         // share-peers; jobs, retries, retry-on, overload-on, backoff,
-        // timeout, deadline.
-        assert_eq!(other, 19);
+        // timeout, deadline; key, field-separator, key-rate, key-capacity,
+        // max-keys.
+        assert_eq!(other, 24);
     }
 
     #[test]

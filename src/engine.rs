@@ -17,6 +17,7 @@ use crate::deadletter::DeadLetter;
 use crate::input::{Oversize, OwnFile, ReadReport, Splitter};
 use crate::jobs::gate::{Gate, GateControl};
 use crate::jobs::{ExecError, Pool, Runner, EXIT_FAILED};
+use crate::keyed::Keyed;
 use crate::monitor::Monitor;
 use crate::progress::{lock_ui, Ui};
 use crate::schedule::{Limits, Schedule};
@@ -148,7 +149,7 @@ fn shared_state(
     });
     let dead = DeadLetter::open(config.dead_letter.as_deref(), config.delimiter, failed)?;
     let dead_backlog = dead.backlog();
-    let unpaced = config.limits.is_empty();
+    let unpaced = config.limits.is_empty() && config.key.is_none();
     let bucket = Bucket::new(config.capacity, config.capacity_bytes, config.overflow);
     // A record's --deadline counts its time in the bucket too.
     let deadline = config.jobs.as_ref().and_then(|j| j.deadline);
@@ -157,7 +158,16 @@ fn shared_state(
         .flatten()
         .min()
         .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-    let adm = Admission::new(bucket, schedule, max_wait_ns);
+    let mut adm = Admission::new(bucket, schedule, max_wait_ns);
+    if let Some(key) = &config.key {
+        let keyed = Keyed::new(
+            key.clone(),
+            config.delimiter,
+            config.capacity,
+            config.capacity_bytes,
+        );
+        adm = adm.with_keys(keyed);
+    }
     let shared = Arc::new(Shared {
         state: Mutex::new(State::new(adm, dead, config.dead_letter.is_some())),
         data_ready: Condvar::new(),
@@ -362,6 +372,9 @@ fn finish(
         ui.finish();
         if summarize {
             ui.message(&summary.line());
+            if let Some(keys) = summary.keys_line() {
+                ui.message(&keys);
+            }
         }
         if dropped > 0 {
             ui.message(&stalls::note(dropped));

@@ -15,6 +15,8 @@ mod deadletter;
 mod engine;
 pub mod input;
 pub mod jobs;
+pub mod key;
+pub mod keyed;
 pub mod ledger;
 mod monitor;
 pub mod output;

@@ -58,6 +58,12 @@ struct Tick {
     failed: Option<u64>,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     jobs: Option<crate::stats::JobStats>,
+    /// With limits per key: keys remembered now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    keys: Option<u64>,
+    /// With limits per key: keys with records waiting now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    busy_keys: Option<u64>,
 }
 
 impl Tick {
@@ -86,6 +92,8 @@ impl Tick {
             succeeded: jobs.map(|_| c.succeeded),
             failed: jobs.map(|_| c.failed),
             jobs,
+            keys: snap.keys.map(|k| k.0),
+            busy_keys: snap.keys.map(|k| k.1),
         }
     }
 }

@@ -75,6 +75,17 @@ pub struct Pacer {
     k: u128,
 }
 
+/// Where one schedule stands: its anchor and the slots taken since it.
+///
+/// Many schedules with the same rate and burst (one per key) share one
+/// [`Pacer`] for their parameters and keep only this (32 bytes):
+/// [`Pacer::restore`] it, ask or commit, then [`Pacer::position`] it back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Position {
+    anchor: Option<u64>,
+    k: u128,
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Limit {
     count: u128,
@@ -99,6 +110,44 @@ impl Pacer {
             slack_ns,
             anchor: None,
             k: 0,
+        }
+    }
+
+    /// Where its schedule stands now (see [`Position`]).
+    pub fn position_now(&self) -> Position {
+        Position {
+            anchor: self.anchor,
+            k: self.k,
+        }
+    }
+
+    /// Put its schedule where `position` says (one taken from a pacer of
+    /// the same rate, burst and slack, or the default: nothing sent yet).
+    pub fn restore(&mut self, position: Position) {
+        self.anchor = position.anchor;
+        self.k = position.k;
+    }
+
+    /// From when (ns) a schedule that stands at `position` is *rested*: it
+    /// has recovered its full burst and passed the slack, so it would
+    /// restart from any later `now` exactly as a fresh one does, and
+    /// forgetting it changes nothing. 0 for a schedule never used.
+    pub fn rests_at(&mut self, position: Position) -> u64 {
+        self.restore(position);
+        if position.anchor.is_none() {
+            return 0;
+        }
+        let tat = self.next_due_for(u64::try_from(self.burst).unwrap_or(u64::MAX));
+        tat.saturating_add(self.slack_ns).saturating_add(1)
+    }
+
+    /// Where a schedule stands after one departure at `now` from a rested
+    /// one (or one never used): anchored at `now`, one slot taken. Exactly
+    /// what [`Pacer::commit`] of one unit makes of it, without arithmetic.
+    pub fn first_departure(now: u64) -> Position {
+        Position {
+            anchor: Some(now),
+            k: 1,
         }
     }
 
@@ -185,6 +234,11 @@ impl Pacer {
             k,
             (elapsed.saturating_mul(limit.count) / limit.period_ns).saturating_add(self.burst),
         )
+    }
+
+    /// Whether a record costing `cost` units may leave at `now` (no change).
+    pub fn allows(&self, now: u64, cost: u64) -> bool {
+        self.fits(self.budget(now), cost)
     }
 
     /// How many units the schedule lets go at `now` (no change): a record

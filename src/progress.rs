@@ -54,6 +54,8 @@ pub struct Snapshot {
     pub elapsed_ns: u64,
     /// Whether reading has ended.
     pub reading_done: bool,
+    /// With limits per key: keys remembered, and those with records waiting.
+    pub keys: Option<(u64, u64)>,
 }
 
 /// Where the display is drawn.
@@ -238,6 +240,9 @@ impl Ui {
         );
         if c.expired > 0 {
             text.push_str(&format!(" expired {}", c.expired));
+        }
+        if let Some((keys, busy)) = snap.keys {
+            text.push_str(&format!(" | keys {keys} ({busy} busy)"));
         }
         match measured {
             Some(rate) => text.push_str(&format!(" | {}", format_rate(rate))),

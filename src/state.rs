@@ -42,6 +42,9 @@ use crate::sys;
 /// applies, in ns: longer than a consumer that is merely descheduled.
 pub(crate) const STALL_NS: u64 = 100_000_000;
 
+/// How many keys of each kind the summary names (`--key`).
+const TOP_KEYS: usize = 10;
+
 /// Monotonic nanoseconds since drip started.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Clock(pub(crate) Instant);
@@ -471,6 +474,10 @@ impl Shared {
             elapsed_ns: now,
             reading_done: st.reading_done,
             departures: st.departures,
+            keys: st
+                .adm
+                .keys()
+                .map(|k| (k.keys() as u64, k.busy_keys() as u64)),
         }
     }
 
@@ -487,6 +494,7 @@ impl Shared {
             rate: snap.departures.rate(),
             span_ms: snap.departures.span_ns() as f64 / 1e6,
             jobs: self.jobs.get().map(|j| j.stats()),
+            keys: self.lock().adm.keys().map(|k| k.stats(TOP_KEYS)),
         }
     }
 }

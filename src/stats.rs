@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use crate::bucket::Fate;
 use crate::input::Piece;
+use crate::keyed::KeyStats;
 
 /// Counts of records by what became of them, and a few gauges.
 ///
@@ -152,6 +153,9 @@ pub struct Summary {
     /// The command runner's figures (`--exec`).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub jobs: Option<JobStats>,
+    /// With limits per key: the keys seen and the top keys.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keys: Option<KeyStats>,
 }
 
 /// The command runner's figures (`--exec`), in the summary and the stats
@@ -284,6 +288,28 @@ impl Summary {
         text.strip_prefix("drip: ").unwrap_or(&text).to_string()
     }
 
+    /// With limits per key, the keys as a line: `keys seen 3 (remembered
+    /// 3, busy 0); top written: a 10, b 5; top dropped: a 2; top waiting: none`.
+    pub fn keys_line(&self) -> Option<String> {
+        let k = self.keys.as_ref()?;
+        let top = |list: &[(String, u64)]| {
+            if list.is_empty() {
+                return "none".to_string();
+            }
+            let named: Vec<String> = list.iter().map(|(key, n)| format!("{key} {n}")).collect();
+            named.join(", ")
+        };
+        Some(format!(
+            "keys seen {} (remembered {}, busy {}); top written: {}; top dropped: {}; top waiting: {}",
+            k.keys_seen,
+            k.keys,
+            k.busy_keys,
+            top(&k.top_written),
+            top(&k.top_dropped),
+            top(&k.top_waiting),
+        ))
+    }
+
     /// The summary as one JSON object.
     pub fn json(&self) -> String {
         serde_json::to_string(self).expect("plain data serializes")
@@ -333,6 +359,7 @@ mod tests {
             rate: Some(2.0),
             span_ms: 2000.0,
             jobs: None,
+            keys: None,
         }
     }
 
@@ -399,6 +426,7 @@ mod tests {
             rate: Some(10.0),
             span_ms: 8900.0,
             jobs: None,
+            keys: None,
         };
         assert_eq!(
             s.text(),

@@ -359,6 +359,7 @@ fn man_page_stands_alone() {
             "SYNOPSIS",
             "DESCRIPTION",
             "OPTIONS",
+            "LIMITS PER KEY",
             "RUNNING A COMMAND PER RECORD",
             "SIGNALS",
             "EXIT STATUS",

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Limits per key: throughput and CPU against the unkeyed path on the same
+# input, and peak RSS with many keys remembered. Release build; short runs.
+#
+#   cargo build --release && bench/keyed.sh [RECORDS] [KEYS] [RSS_KEYS]
+#
+# Defaults: 10,000,000 records over 100,000 keys; 1,000,000 keys for RSS.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+drip=${DRIP:-target/release/drip}
+n=${1:-10000000}
+keys=${2:-100000}
+rss_keys=${3:-1000000}
+dir=$(mktemp -d /dev/shm/drip-keyed.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+
+# "k<i mod keys> <i>": every key in turn, as many records each.
+awk -v n="$n" -v k="$keys" 'BEGIN { for (i = 0; i < n; i++) printf "k%d %d\n", i % k, i }' > "$dir/in"
+awk -v n="$rss_keys" 'BEGIN { for (i = 0; i < n; i++) printf "k%d %d\n", i, i }' > "$dir/rss"
+
+# One run: wall s, CPU s (user + sys), peak RSS KiB.
+measure() {
+  /usr/bin/time -f '%e %U %S %M' -o "$dir/time" "$@" > /dev/null
+  read -r wall user sys rss < "$dir/time"
+  echo "$wall $(echo "$user + $sys" | bc -l) $rss"
+}
+
+row() {
+  local name=$1; shift
+  read -r wall cpu rss < <(measure "$@")
+  printf '| %s | %.3f s | %.1f M/s | %.0f ns | %.1f MiB |\n' "$name" "$wall" \
+    "$(echo "$n / $wall / 1000000" | bc -l)" "$(echo "$cpu * 1000000000 / $n" | bc -l)" \
+    "$(echo "$rss / 1024" | bc -l)"
+}
+
+echo "| run ($n records, $keys keys) | wall | throughput | CPU per record | peak RSS |"
+echo "| --- | --- | --- | --- | --- |"
+row "unkeyed, --rate inf" "$drip" -q -r inf "$dir/in"
+row "unkeyed, --rate 100000000/s" "$drip" -q -r 100000000/s "$dir/in"
+row "--key 1 --key-rate 1000/s" "$drip" -q --key 1 --key-rate 1000/s "$dir/in"
+
+read -r _ _ rss < <(measure "$drip" -q --key 1 --key-rate 1000/s --max-keys "$rss_keys" "$dir/rss")
+read -r _ _ base < <(measure "$drip" -q --key 1 --key-rate 1000/s --max-keys 1 -o drop-newest "$dir/rss")
+echo
+echo "peak RSS with $rss_keys keys remembered: $((rss / 1024)) MiB" \
+  "($(( (rss - base) * 1024 / rss_keys )) bytes per key over the $((base / 1024)) MiB of one key)"

@@ -1,0 +1,151 @@
+//! Keys: which part of a record names its subject (a host, a user, a
+//! tenant), for limits per key (`--key`).
+//!
+//! A key is a field by number (`--key 3`, fields split on runs of blanks,
+//! or on each `--field-separator` byte), or the first capture group of a
+//! regular expression (`--key '^https?://([^/:]+)'`, the `regex` crate's
+//! syntax, matched against the record's bytes). A record with no such field,
+//! or that the expression does not match (or whose group takes no part in
+//! the match), has no key: it goes to the shared "no key" lane.
+//!
+//! Pure: no threads, no clock, no I/O.
+
+use regex::bytes::Regex;
+
+/// How a record's key is found.
+#[derive(Debug, Clone)]
+pub enum KeySpec {
+    /// Field `index` (1-based), fields separated by `separator`, or by runs
+    /// of blanks (space, tab, CR) when `None`, as awk does.
+    Field {
+        /// Which field, from 1.
+        index: usize,
+        /// One separator byte; `None` for blanks.
+        separator: Option<u8>,
+    },
+    /// The first capture group of this expression (it has one).
+    Pattern(Regex),
+}
+
+/// `--key` as given, before `--field-separator` is known.
+#[derive(Debug, Clone)]
+pub enum KeyArg {
+    /// A field number (≥ 1).
+    Field(usize),
+    /// A regular expression with at least one capture group.
+    Pattern(Regex),
+}
+
+/// Parse `--key`: digits are a field number (from 1); anything else is a
+/// regular expression whose first capture group is the key.
+///
+/// # Errors
+/// Field 0, an invalid expression, or an expression without a group.
+pub fn parse_key(text: &str) -> Result<KeyArg, String> {
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        return match text.parse::<usize>() {
+            Ok(0) => Err("field numbers start at 1".into()),
+            Ok(n) => Ok(KeyArg::Field(n)),
+            Err(_) => Err("field number too large".into()),
+        };
+    }
+    let re = Regex::new(text).map_err(|e| {
+        let why = e.to_string();
+        let last = why.lines().last().unwrap_or("invalid").trim();
+        let last = last.strip_prefix("error: ").unwrap_or(last).to_string();
+        format!("invalid regular expression: {last}")
+    })?;
+    if re.captures_len() < 2 {
+        return Err(
+            "the expression needs a capture group, such as '^https?://([^/:]+)', for the key"
+                .into(),
+        );
+    }
+    Ok(KeyArg::Pattern(re))
+}
+
+impl KeySpec {
+    /// The spec for `arg`, fields split on `separator` (blanks when `None`).
+    pub fn new(arg: KeyArg, separator: Option<u8>) -> KeySpec {
+        match arg {
+            KeyArg::Field(index) => KeySpec::Field { index, separator },
+            KeyArg::Pattern(re) => KeySpec::Pattern(re),
+        }
+    }
+
+    /// The key of `record` (its bytes without the delimiter), or `None`.
+    pub fn key<'a>(&self, record: &'a [u8]) -> Option<&'a [u8]> {
+        match self {
+            KeySpec::Field {
+                index,
+                separator: Some(sep),
+            } => record.split(|b| b == sep).nth(index - 1),
+            KeySpec::Field {
+                index,
+                separator: None,
+            } => record
+                .split(|b| matches!(b, b' ' | b'\t' | b'\r'))
+                .filter(|f| !f.is_empty())
+                .nth(index - 1),
+            KeySpec::Pattern(re) => re.captures(record)?.get(1).map(|m| m.as_bytes()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(text: &str, separator: Option<u8>) -> KeySpec {
+        KeySpec::new(parse_key(text).unwrap(), separator)
+    }
+
+    #[test]
+    fn fields_split_on_blanks_by_default() {
+        let s = spec("2", None);
+        assert_eq!(s.key(b"  a \t b  c"), Some(&b"b"[..]));
+        assert_eq!(s.key(b"a b\r"), Some(&b"b"[..]));
+        assert_eq!(s.key(b"only"), None);
+        assert_eq!(s.key(b""), None);
+        assert_eq!(spec("1", None).key(b"GET /x"), Some(&b"GET"[..]));
+    }
+
+    #[test]
+    fn fields_split_on_each_separator() {
+        let s = spec("3", Some(b','));
+        assert_eq!(s.key(b"a,b,c,d"), Some(&b"c"[..]));
+        assert_eq!(s.key(b"a,,c"), Some(&b"c"[..]));
+        assert_eq!(s.key(b"a,b,"), Some(&b""[..]));
+        assert_eq!(s.key(b"a,b"), None);
+    }
+
+    #[test]
+    fn a_pattern_keys_on_its_first_group() {
+        let s = spec("^https?://([^/:]+)", None);
+        assert_eq!(
+            s.key(b"https://api.example.com:8443/v1"),
+            Some(&b"api.example.com"[..])
+        );
+        assert_eq!(s.key(b"http://a/b"), Some(&b"a"[..]));
+        assert_eq!(s.key(b"ftp://a/b"), None);
+        // A group that takes no part in the match gives no key.
+        assert_eq!(spec("x(y)?", None).key(b"x"), None);
+        // Bytes that are not UTF-8 are matched as bytes.
+        assert_eq!(spec("^(.)", None).key(b"\xff\n"), None);
+        assert_eq!(spec("(?-u)^(.)", None).key(b"\xffz"), Some(&b"\xff"[..]));
+    }
+
+    #[test]
+    fn bad_keys_say_why() {
+        assert_eq!(parse_key("0").unwrap_err(), "field numbers start at 1");
+        assert!(parse_key("99999999999999999999999")
+            .unwrap_err()
+            .contains("too large"));
+        let e = parse_key("(unclosed").unwrap_err();
+        assert!(e.starts_with("invalid regular expression"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+        assert!(parse_key("^https?://")
+            .unwrap_err()
+            .contains("capture group"));
+    }
+}

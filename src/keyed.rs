@@ -1,0 +1,740 @@
+//! Limits per key with fair queueing (`--key`, `--key-rate`).
+//!
+//! Each key (see [`crate::key`]) has its own GCRA schedule (one [`Pacer`]'s
+//! parameters, a 32-byte [`Position`] per key) and its own FIFO of waiting
+//! records; the global [`Schedule`] (`--rate`, `--byte-rate`) still caps
+//! all records together. Records are decided one at a time, each at its
+//! arrival `t`:
+//!
+//! 1. if its key has nothing waiting, no key is waiting only for the global
+//!    limit, and both its key's limit and the global one allow a departure
+//!    at `t`, it leaves now;
+//! 2. otherwise, if the bucket (`--capacity`, `--capacity-bytes`, all keys
+//!    together) and its key's queue (`--key-capacity`) have room, it waits
+//!    in its key's queue;
+//! 3. otherwise the overflow policy applies: `drop-newest` drops it;
+//!    `drop-oldest` evicts the oldest waiting record of its own key when
+//!    that key's queue is full, and otherwise of the key holding the most
+//!    (the fat flow pays, ties going to the key whose head is oldest);
+//!    `block` and `fail` hand it back.
+//!
+//! Fairness is round robin (deficit-free, one record a turn, as in Nagle's
+//! fair queueing, RFC 970): a key whose head comes due under its own limit
+//! joins the end of the line; the key at the front sends one record when
+//! the global limit allows and goes to the end of the line if its next
+//! record is due, so under a global limit every busy key gets an equal
+//! share whatever its backlog. A record waiting for its key's slot never
+//! holds back another key's record (no head-of-line blocking); within a
+//! key, records leave in input order.
+//!
+//! At most `max_keys` keys are remembered. A key is *idle* when nothing of
+//! it waits and its schedule is rested ([`Pacer::rests_at`]): forgetting it
+//! changes no departure. A new key takes the place of the idle key that
+//! rested first; when no key is idle, its record meets the overflow policy
+//! as if the bucket were full (under `drop-oldest` it is dropped as the
+//! newest: no older record of its key exists). Records with no key share
+//! one lane, which is never forgotten and not counted against `max_keys`.
+//!
+//! Pure: no threads, no clock, no I/O. Times are ns and never go backwards.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, VecDeque};
+use std::hash::{BuildHasher, RandomState};
+
+use bytes::Bytes;
+use hashbrown::HashTable;
+
+use crate::bucket::{Fate, Offered, Overflow, Segment};
+use crate::key::KeySpec;
+use crate::ledger::Ledger;
+use crate::pacer::{slack_for, Pacer, Position};
+use crate::rate::Rate;
+use crate::schedule::Schedule;
+
+/// The lane of records that have no key.
+const NO_KEY: u32 = 0;
+/// No node (end of a key's list).
+const NIL: u32 = u32::MAX;
+
+/// How records are keyed and limited per key.
+#[derive(Debug, Clone)]
+pub struct KeyConfig {
+    /// Where a record's key is.
+    pub spec: KeySpec,
+    /// Each key's rate (records).
+    pub rate: Rate,
+    /// Each key's burst (≥ 1).
+    pub burst: u64,
+    /// Keys remembered at most (≥ 1), besides the no-key lane.
+    pub max_keys: usize,
+    /// Records one key may have waiting at most (≥ 1).
+    pub key_capacity: usize,
+}
+
+/// Where a key's queue stands in the line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lane {
+    /// Not in the line (nothing waits, or it was just forgotten).
+    Idle,
+    /// In `ready`: its head may leave as far as its own limit goes.
+    Ready,
+    /// In `timers`: its head waits for its key's slot.
+    Timed,
+}
+
+/// One remembered key.
+#[derive(Debug)]
+struct Slot {
+    key: Box<[u8]>,
+    position: Position,
+    /// When `position` rests ([`Pacer::rests_at`]), cached.
+    rests_at: u64,
+    head: u32,
+    tail: u32,
+    len: u32,
+    lane: Lane,
+    in_rest: bool,
+    sent: u64,
+    dropped: u64,
+}
+
+/// A waiting record and the next of its key.
+#[derive(Debug)]
+struct Node {
+    seg: Segment,
+    seq: u64,
+    next: u32,
+}
+
+/// Counts about the keys, for `--stats` and the stats stream.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct KeyStats {
+    /// Keys taken into memory in all (a key forgotten and seen again counts
+    /// again), the no-key lane included once used.
+    pub keys_seen: u64,
+    /// Keys remembered now.
+    pub keys: u64,
+    /// Keys with records waiting now.
+    pub busy_keys: u64,
+    /// The remembered keys that sent the most records to stdout, most first.
+    pub top_written: Vec<(String, u64)>,
+    /// The remembered keys that lost the most records (dropped, expired).
+    pub top_dropped: Vec<(String, u64)>,
+    /// The keys with the most records waiting now.
+    pub top_waiting: Vec<(String, u64)>,
+}
+
+/// Per-key queues and schedules, with the round-robin line between them.
+#[derive(Debug)]
+pub struct Keyed {
+    spec: KeySpec,
+    delimiter: u8,
+    pacer: Pacer,
+    /// How long after one departure from a rested schedule it rests again.
+    rest_after_first: u64,
+    max_keys: usize,
+    key_capacity: usize,
+    capacity: usize,
+    capacity_bytes: usize,
+    slots: Vec<Slot>,
+    free_slots: Vec<u32>,
+    table: HashTable<u32>,
+    hasher: RandomState,
+    nodes: Vec<Node>,
+    free_nodes: Vec<u32>,
+    /// Keys whose head is due under their own limit, in turn order.
+    ready: VecDeque<u32>,
+    /// Keys whose head waits for their own slot: (due, key).
+    timers: BinaryHeap<Reverse<(u64, u32)>>,
+    /// Keys with nothing waiting, by a lower bound of when they rest.
+    rest: BinaryHeap<Reverse<(u64, u32)>>,
+    /// Each busy key's head: (arrived, seq, key); the first is the oldest.
+    fronts: BTreeSet<(u64, u64, u32)>,
+    /// Busy keys by records waiting: (len, oldest head first, key).
+    fat: BTreeSet<(u32, Reverse<u64>, u32)>,
+    len: usize,
+    bytes: usize,
+    max_depth: usize,
+    busy: usize,
+    seq: u64,
+    keys_seen: u64,
+    longest_wait_ns: u64,
+    /// A new key's record was handed back because no key was idle.
+    blocked_on_keys: bool,
+    /// A record without a key has come.
+    no_key_seen: bool,
+}
+
+impl Keyed {
+    /// Keyed queues for `config`, all of them holding at most `capacity`
+    /// records and `capacity_bytes` bytes together; records end in
+    /// `delimiter`.
+    ///
+    /// # Panics
+    /// If the key rate is unlimited or a bound is 0 (the command line
+    /// refuses them).
+    pub fn new(
+        config: KeyConfig,
+        delimiter: u8,
+        capacity: usize,
+        capacity_bytes: Option<usize>,
+    ) -> Keyed {
+        assert!(config.rate != Rate::Unlimited && config.max_keys >= 1);
+        assert!(config.key_capacity >= 1 && capacity >= 1);
+        let no_key = Slot::new(Box::default());
+        let mut pacer = Pacer::new(config.rate, config.burst, slack_for(config.rate));
+        let rest_after_first = pacer.rests_at(Pacer::first_departure(0));
+        Keyed {
+            spec: config.spec,
+            delimiter,
+            pacer,
+            rest_after_first,
+            max_keys: config.max_keys,
+            key_capacity: config.key_capacity,
+            capacity,
+            capacity_bytes: capacity_bytes.unwrap_or(usize::MAX),
+            slots: vec![no_key],
+            free_slots: Vec::new(),
+            table: HashTable::new(),
+            hasher: RandomState::new(),
+            nodes: Vec::new(),
+            free_nodes: Vec::new(),
+            ready: VecDeque::new(),
+            timers: BinaryHeap::new(),
+            rest: BinaryHeap::new(),
+            fronts: BTreeSet::new(),
+            fat: BTreeSet::new(),
+            len: 0,
+            bytes: 0,
+            max_depth: 0,
+            busy: 0,
+            seq: 0,
+            keys_seen: 0,
+            longest_wait_ns: 0,
+            blocked_on_keys: false,
+            no_key_seen: false,
+        }
+    }
+
+    /// Records waiting, in all keys.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing waits.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes waiting, in all keys.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The most records that ever waited at once.
+    pub fn max_depth(&self) -> usize {
+        self.max_depth
+    }
+
+    /// Keys remembered now (the no-key lane not counted).
+    pub fn keys(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Keys with records waiting.
+    pub fn busy_keys(&self) -> usize {
+        self.busy
+    }
+
+    /// The longest any record that left waited, ns.
+    pub fn longest_wait_ns(&self) -> u64 {
+        self.longest_wait_ns
+    }
+
+    /// When the oldest waiting record arrived (ns).
+    pub fn oldest_arrival(&self) -> Option<u64> {
+        self.fronts.first().map(|&(arrived, _, _)| arrived)
+    }
+
+    /// Records of `seg` arrive at `now`, in order, each decided alone (see
+    /// the module's notes); those that leave go to `outbox` in runs.
+    /// `may_leave`: whether the writer can take records now. Returns what
+    /// `block` or `fail` handed back (not counted as read) and how many
+    /// records went to `outbox`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn arrive(
+        &mut self,
+        now: u64,
+        mut seg: Segment,
+        policy: Overflow,
+        may_leave: bool,
+        global: &mut dyn Schedule,
+        ledger: &mut Ledger,
+        outbox: &mut Vec<Segment>,
+    ) -> (Offered, usize) {
+        seg.arrived = now;
+        self.blocked_on_keys = false;
+        let whole = seg.clone();
+        let data = whole.as_bytes();
+        let (mut run_bytes, mut run_len, mut sent) = (0, 0, 0);
+        let mut start = 0;
+        while start < data.len() {
+            let end = memchr::memchr(self.delimiter, &data[start..])
+                .map_or(data.len(), |i| start + i + 1);
+            let record = &data[start..end];
+            let body = record.strip_suffix(&[self.delimiter]).unwrap_or(record);
+            let size = end - start;
+            start = end;
+            let slot = self.slot_of(self.spec.key(body), now);
+            if let Some(s) = slot {
+                if may_leave && self.leave_now(now, s, size, global) {
+                    run_bytes += size;
+                    run_len += 1;
+                    continue;
+                }
+            }
+            if run_len > 0 {
+                ledger.read(run_len);
+                sent += run_len;
+                outbox.push(seg.split_known(run_bytes, run_len));
+                (run_bytes, run_len) = (0, 0);
+            }
+            if let Some(back) = self.wait(now, slot, &mut seg, size, policy, ledger) {
+                return (back, sent);
+            }
+        }
+        if run_len > 0 {
+            ledger.read(run_len);
+            sent += run_len;
+            outbox.push(seg.split_known(run_bytes, run_len));
+        }
+        (Offered::Done, sent)
+    }
+
+    /// The slot of `key` (the no-key lane for `None`), remembered now if
+    /// new; `None` when the key is new and every remembered key is busy.
+    fn slot_of(&mut self, key: Option<&[u8]>, now: u64) -> Option<u32> {
+        let Some(key) = key else {
+            if !self.no_key_seen {
+                self.no_key_seen = true;
+                self.keys_seen += 1;
+            }
+            return Some(NO_KEY);
+        };
+        let hash = self.hasher.hash_one(key);
+        let slots = &self.slots;
+        if let Some(&s) = self.table.find(hash, |&s| *slots[s as usize].key == *key) {
+            return Some(s);
+        }
+        if self.table.len() >= self.max_keys {
+            let idle = self.find_idle(now)?;
+            self.forget(idle);
+        }
+        let slot = Slot::new(key.into());
+        let s = match self.free_slots.pop() {
+            Some(s) => {
+                self.slots[s as usize] = slot;
+                s
+            }
+            None => {
+                self.slots.push(slot);
+                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 keys")
+            }
+        };
+        let (slots, hasher) = (&self.slots, &self.hasher);
+        self.table
+            .insert_unique(hash, s, |&i| hasher.hash_one(&slots[i as usize].key[..]));
+        self.keys_seen += 1;
+        self.mark_idle(s);
+        Some(s)
+    }
+
+    /// The remembered key that rested first, if one has by `now`.
+    fn find_idle(&mut self, now: u64) -> Option<u32> {
+        while let Some(&Reverse((at, s))) = self.rest.peek() {
+            if at > now {
+                return None;
+            }
+            self.rest.pop();
+            let slot = &mut self.slots[s as usize];
+            if slot.len > 0 || slot.lane != Lane::Idle {
+                slot.in_rest = false;
+                continue;
+            }
+            if slot.rests_at > now {
+                self.rest.push(Reverse((slot.rests_at, s)));
+                continue;
+            }
+            slot.in_rest = false;
+            return Some(s);
+        }
+        None
+    }
+
+    /// Forget idle key `s`.
+    fn forget(&mut self, s: u32) {
+        let hash = self.hasher.hash_one(&self.slots[s as usize].key[..]);
+        if let Ok(entry) = self.table.find_entry(hash, |&i| i == s) {
+            entry.remove();
+        }
+        self.slots[s as usize] = Slot::new(Box::default());
+        self.free_slots.push(s);
+    }
+
+    /// Note that key `s` may have become idle (for [`Keyed::find_idle`]).
+    fn mark_idle(&mut self, s: u32) {
+        let slot = &mut self.slots[s as usize];
+        if s != NO_KEY && slot.len == 0 && slot.lane == Lane::Idle && !slot.in_rest {
+            slot.in_rest = true;
+            self.rest.push(Reverse((slot.rests_at, s)));
+        }
+    }
+
+    /// Whether a record of key `s`, `size` bytes, leaves at `now`; if so it
+    /// takes its slot in its key's schedule and the global one.
+    fn leave_now(&mut self, now: u64, s: u32, size: usize, global: &mut dyn Schedule) -> bool {
+        while let Some(&front) = self.ready.front() {
+            if self.slots[front as usize].len > 0 {
+                return false;
+            }
+            self.ready.pop_front();
+            self.slots[front as usize].lane = Lane::Idle;
+            self.mark_idle(front);
+        }
+        let slot = &mut self.slots[s as usize];
+        if slot.len > 0 {
+            return false;
+        }
+        let rested = now >= slot.rests_at;
+        if !rested {
+            self.pacer.restore(slot.position);
+            if !self.pacer.allows(now, 1) {
+                return false;
+            }
+        }
+        if global.release(now, 1, &mut std::iter::once(size)) == 0 {
+            return false;
+        }
+        if rested {
+            // A rested schedule restarts from now: no arithmetic needed.
+            slot.position = Pacer::first_departure(now);
+            slot.rests_at = now.saturating_add(self.rest_after_first);
+        } else {
+            self.pacer.commit(now, 1);
+            slot.position = self.pacer.position_now();
+            slot.rests_at = self.pacer.rests_at(slot.position);
+        }
+        slot.sent += 1;
+        true
+    }
+
+    /// The record at the front of `seg` (`size` bytes), of key `slot`
+    /// (`None`: a new key and no idle one), waits or meets `policy`.
+    /// Returns what `block` or `fail` hands back.
+    fn wait(
+        &mut self,
+        now: u64,
+        slot: Option<u32>,
+        seg: &mut Segment,
+        size: usize,
+        policy: Overflow,
+        ledger: &mut Ledger,
+    ) -> Option<Offered> {
+        let key_full = slot.map_or(true, |s| {
+            self.slots[s as usize].len as usize >= self.key_capacity
+        });
+        let full = self.len >= self.capacity || self.bytes + size > self.capacity_bytes;
+        if key_full || full {
+            match policy {
+                Overflow::Block => {
+                    self.blocked_on_keys = slot.is_none();
+                    return Some(Offered::Wait(seg.clone()));
+                }
+                Overflow::Fail => {
+                    return Some(Offered::Overflowed(seg.clone()));
+                }
+                _ => {}
+            }
+        }
+        let record = seg.split_known(size, 1);
+        ledger.read(1);
+        let Some(s) = slot else {
+            ledger.dispose(record, Fate::DroppedNewest);
+            return None;
+        };
+        if key_full || full {
+            if policy == Overflow::DropNewest {
+                self.slots[s as usize].dropped += 1;
+                ledger.dispose(record, Fate::DroppedNewest);
+                return None;
+            }
+            if key_full {
+                self.evict(s, Fate::DroppedOldest, ledger);
+            }
+            while self.len >= self.capacity || self.bytes + size > self.capacity_bytes {
+                let Some(&(_, _, fattest)) = self.fat.last() else {
+                    break;
+                };
+                self.evict(fattest, Fate::DroppedOldest, ledger);
+            }
+        }
+        self.enqueue(now, s, record.own_copy());
+        None
+    }
+
+    /// Drop the oldest waiting record of key `s` as `fate`.
+    fn evict(&mut self, s: u32, fate: Fate, ledger: &mut Ledger) {
+        if let Some(seg) = self.pop_head(s) {
+            self.slots[s as usize].dropped += 1;
+            ledger.dispose(seg, fate);
+        }
+    }
+
+    /// Put `record` at the end of key `s`'s queue.
+    fn enqueue(&mut self, now: u64, s: u32, record: Segment) {
+        self.seq += 1;
+        let node = Node {
+            seq: self.seq,
+            next: NIL,
+            seg: record,
+        };
+        self.len += 1;
+        self.bytes += node.seg.bytes();
+        self.max_depth = self.max_depth.max(self.len);
+        let arrived = node.seg.arrived;
+        let n = match self.free_nodes.pop() {
+            Some(n) => {
+                self.nodes[n as usize] = node;
+                n
+            }
+            None => {
+                self.nodes.push(node);
+                u32::try_from(self.nodes.len() - 1).expect("fewer than 2^32 records")
+            }
+        };
+        self.unindex(s);
+        let slot = &mut self.slots[s as usize];
+        if slot.len == 0 {
+            slot.head = n;
+            self.busy += 1;
+            self.fronts.insert((arrived, self.seq, s));
+        } else {
+            let tail = slot.tail;
+            self.nodes[tail as usize].next = n;
+        }
+        let slot = &mut self.slots[s as usize];
+        slot.tail = n;
+        slot.len += 1;
+        self.index(s);
+        if self.slots[s as usize].lane == Lane::Idle {
+            self.join_line(s, now);
+        }
+    }
+
+    /// Take key `s`'s head out of its queue.
+    fn pop_head(&mut self, s: u32) -> Option<Segment> {
+        let slot = &self.slots[s as usize];
+        if slot.len == 0 {
+            return None;
+        }
+        let n = slot.head;
+        let head = &self.nodes[n as usize];
+        let (arrived, seq, next) = (head.seg.arrived, head.seq, head.next);
+        self.fronts.remove(&(arrived, seq, s));
+        self.unindex(s);
+        let seg = std::mem::replace(
+            &mut self.nodes[n as usize].seg,
+            Segment::new(Bytes::new(), self.delimiter),
+        );
+        self.free_nodes.push(n);
+        self.len -= 1;
+        self.bytes -= seg.bytes();
+        let slot = &mut self.slots[s as usize];
+        slot.len -= 1;
+        slot.head = next;
+        if slot.len == 0 {
+            self.busy -= 1;
+        } else {
+            let head = &self.nodes[next as usize];
+            self.fronts.insert((head.seg.arrived, head.seq, s));
+        }
+        self.index(s);
+        Some(seg)
+    }
+
+    /// Take key `s` out of `fat` before its queue changes.
+    fn unindex(&mut self, s: u32) {
+        let slot = &self.slots[s as usize];
+        if slot.len > 0 {
+            let seq = self.nodes[slot.head as usize].seq;
+            self.fat.remove(&(slot.len, Reverse(seq), s));
+        }
+    }
+
+    /// Put key `s` back in `fat` after its queue changed.
+    fn index(&mut self, s: u32) {
+        let slot = &self.slots[s as usize];
+        if slot.len > 0 {
+            let seq = self.nodes[slot.head as usize].seq;
+            self.fat.insert((slot.len, Reverse(seq), s));
+        }
+    }
+
+    /// Key `s`, with records waiting, takes its place in the line: the end
+    /// of `ready` when its head may leave at `now` as far as its own limit
+    /// goes, otherwise `timers` until it may.
+    fn join_line(&mut self, s: u32, now: u64) {
+        let slot = &mut self.slots[s as usize];
+        self.pacer.restore(slot.position);
+        if self.pacer.allows(now, 1) {
+            slot.lane = Lane::Ready;
+            self.ready.push_back(s);
+        } else {
+            slot.lane = Lane::Timed;
+            self.timers.push(Reverse((self.pacer.next_due(), s)));
+        }
+    }
+
+    /// Let waiting records leave at `now` that their keys' limits and the
+    /// global one allow, in turn, into `outbox`. Returns how many left.
+    pub fn release(
+        &mut self,
+        now: u64,
+        global: &mut dyn Schedule,
+        outbox: &mut Vec<Segment>,
+    ) -> usize {
+        while let Some(&Reverse((due, s))) = self.timers.peek() {
+            if due > now {
+                break;
+            }
+            self.timers.pop();
+            self.slots[s as usize].lane = Lane::Ready;
+            self.ready.push_back(s);
+        }
+        if self.blocked_on_keys && self.rest.peek().is_some_and(|&Reverse((at, _))| at <= now) {
+            // Woken for a key that may rest by now: the record handed back
+            // is offered again (the writer's top-up, or the reader).
+            self.blocked_on_keys = false;
+        }
+        let mut sent = 0;
+        while let Some(&s) = self.ready.front() {
+            let slot = &self.slots[s as usize];
+            if slot.len == 0 {
+                self.ready.pop_front();
+                self.slots[s as usize].lane = Lane::Idle;
+                self.mark_idle(s);
+                continue;
+            }
+            let size = self.nodes[slot.head as usize].seg.bytes();
+            if global.release(now, 1, &mut std::iter::once(size)) == 0 {
+                break;
+            }
+            self.ready.pop_front();
+            self.pacer.restore(slot.position);
+            self.pacer.commit(now, 1);
+            let slot = &mut self.slots[s as usize];
+            slot.position = self.pacer.position_now();
+            slot.rests_at = self.pacer.rests_at(slot.position);
+            slot.sent += 1;
+            slot.lane = Lane::Idle;
+            let seg = self.pop_head(s).expect("a waiting record");
+            self.longest_wait_ns = self.longest_wait_ns.max(now.saturating_sub(seg.arrived));
+            outbox.push(seg);
+            sent += 1;
+            if self.slots[s as usize].len > 0 {
+                self.join_line(s, now);
+            } else {
+                self.mark_idle(s);
+            }
+        }
+        sent
+    }
+
+    /// Expire records that arrived before `cutoff` (ns), oldest first, in
+    /// every key. Returns how many expired.
+    pub fn expire_before(&mut self, cutoff: u64, ledger: &mut Ledger) -> usize {
+        let mut n = 0;
+        while let Some(&(arrived, _, s)) = self.fronts.first() {
+            if arrived >= cutoff {
+                break;
+            }
+            self.evict(s, Fate::Expired, ledger);
+            n += 1;
+        }
+        n
+    }
+
+    /// When something changes without an arrival (ns): a key's head comes
+    /// due, the global limit lets the next in line go, or (a new key's
+    /// record waiting for room) a key rests. `None` when nothing waits.
+    pub fn next_event(&self, global: &dyn Schedule) -> Option<u64> {
+        let timer = self.timers.peek().map(|&Reverse((due, _))| due);
+        let line = self.ready.iter().find_map(|&s| {
+            let slot = &self.slots[s as usize];
+            (slot.len > 0).then(|| global.next_due(self.nodes[slot.head as usize].seg.bytes()))
+        });
+        let rest = self
+            .blocked_on_keys
+            .then(|| self.rest.peek().map(|&Reverse((at, _))| at))
+            .flatten();
+        [timer, line, rest].into_iter().flatten().min()
+    }
+
+    /// Every waiting record, oldest first, as `fate`.
+    pub fn drain(&mut self, fate: Fate, ledger: &mut Ledger) {
+        while let Some(&(_, _, s)) = self.fronts.first() {
+            let seg = self.pop_head(s).expect("a waiting record");
+            ledger.dispose(seg, fate);
+        }
+    }
+
+    /// Counts about the keys, with the `top` keys of each kind.
+    pub fn stats(&self, top: usize) -> KeyStats {
+        let named = |pick: &dyn Fn(&Slot) -> u64| -> Vec<(String, u64)> {
+            let mut all: Vec<(u64, usize)> = self
+                .slots
+                .iter()
+                .enumerate()
+                .map(|(i, slot)| (pick(slot), i))
+                .filter(|&(n, _)| n > 0)
+                .collect();
+            all.sort_unstable_by_key(|&(n, i)| (Reverse(n), i));
+            all.truncate(top);
+            all.into_iter().map(|(n, i)| (self.name(i), n)).collect()
+        };
+        KeyStats {
+            keys_seen: self.keys_seen,
+            keys: self.keys() as u64,
+            busy_keys: self.busy as u64,
+            top_written: named(&|s| s.sent),
+            top_dropped: named(&|s| s.dropped),
+            top_waiting: named(&|s| u64::from(s.len)),
+        }
+    }
+
+    /// A key's name for the stats: its bytes, or `(no key)`.
+    fn name(&self, i: usize) -> String {
+        if i == NO_KEY as usize {
+            "(no key)".into()
+        } else {
+            String::from_utf8_lossy(&self.slots[i].key).into_owned()
+        }
+    }
+}
+
+impl Slot {
+    fn new(key: Box<[u8]>) -> Slot {
+        Slot {
+            key,
+            position: Position::default(),
+            rests_at: 0,
+            head: NIL,
+            tail: NIL,
+            len: 0,
+            lane: Lane::Idle,
+            in_rest: false,
+            sent: 0,
+            dropped: 0,
+        }
+    }
+}

@@ -1,0 +1,366 @@
+//! Limits per key on virtual time: the keyed queues driven as the writer
+//! drives them (wake at the next event, let due records go), with arrivals
+//! cut into reads at random. Every departure time is exact.
+
+use bytes::Bytes;
+use drip::bucket::{Offered, Overflow, Segment};
+use drip::key::{parse_key, KeySpec};
+use drip::keyed::{KeyConfig, Keyed};
+use drip::ledger::Ledger;
+use drip::rate::parse_rate;
+use drip::schedule::{Limit, Limits, Schedule, Unit};
+
+const MS: u64 = 1_000_000;
+
+struct Setup {
+    key_rate: &'static str,
+    key_burst: u64,
+    global: Option<&'static str>,
+    capacity: usize,
+    key_capacity: usize,
+    max_keys: usize,
+    policy: Overflow,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Setup {
+            key_rate: "10/s",
+            key_burst: 1,
+            global: None,
+            capacity: 1000,
+            key_capacity: 1000,
+            max_keys: 100_000,
+            policy: Overflow::Block,
+        }
+    }
+}
+
+/// What became of each record: (record, departure time) for those that
+/// left, and the records set aside (dropped, expired).
+#[derive(Debug, Default, PartialEq)]
+struct Outcome {
+    left: Vec<(String, u64)>,
+    dead: Vec<String>,
+    handed_back: Vec<String>,
+}
+
+fn texts(seg: &Segment) -> Vec<String> {
+    seg.records()
+        .map(|r| String::from_utf8_lossy(r).trim_end().to_string())
+        .collect()
+}
+
+/// Records `"key n"` arrive at the given ms; the records of one instant are
+/// cut into reads of `cut` records. The writer wakes at every event.
+fn run(setup: &Setup, arrivals: &[(u64, String)], cut: usize) -> Outcome {
+    let config = KeyConfig {
+        spec: KeySpec::new(parse_key("1").unwrap(), None),
+        rate: parse_rate(setup.key_rate).unwrap(),
+        burst: setup.key_burst,
+        max_keys: setup.max_keys,
+        key_capacity: setup.key_capacity,
+    };
+    let mut keyed = Keyed::new(config, b'\n', setup.capacity, None);
+    let limits: Vec<Limit> = setup
+        .global
+        .map(|r| Limit {
+            rate: parse_rate(r).unwrap(),
+            burst: 1,
+            unit: Unit::Records,
+        })
+        .into_iter()
+        .collect();
+    let mut global = Limits::new(&limits);
+    let mut ledger = Ledger::new(true);
+    let mut out = Outcome::default();
+    let mut outbox = Vec::new();
+    let collect = |outbox: &mut Vec<Segment>, now: u64, out: &mut Outcome| {
+        for seg in outbox.drain(..) {
+            out.left.extend(texts(&seg).into_iter().map(|t| (t, now)));
+        }
+    };
+    let mut i = 0;
+    while i < arrivals.len() {
+        let t = arrivals[i].0 * MS;
+        // The writer's wake-ups before the arrivals.
+        while let Some(event) = keyed.next_event(&global as &dyn Schedule) {
+            if event > t {
+                break;
+            }
+            keyed.release(event, &mut global, &mut outbox);
+            collect(&mut outbox, event, &mut out);
+        }
+        let same: Vec<&String> = arrivals[i..]
+            .iter()
+            .take_while(|a| a.0 * MS == t)
+            .map(|a| &a.1)
+            .collect();
+        i += same.len();
+        keyed.release(t, &mut global, &mut outbox);
+        for read in same.chunks(cut) {
+            let text: String = read.iter().map(|r| format!("{r}\n")).collect();
+            let seg = Segment::new(Bytes::from(text), b'\n');
+            let (back, _) = keyed.arrive(
+                t,
+                seg,
+                setup.policy,
+                true,
+                &mut global,
+                &mut ledger,
+                &mut outbox,
+            );
+            if let Offered::Wait(rest) | Offered::Overflowed(rest) = back {
+                out.handed_back.extend(texts(&rest));
+            }
+        }
+        collect(&mut outbox, t, &mut out);
+    }
+    while let Some(event) = keyed.next_event(&global as &dyn Schedule) {
+        keyed.release(event, &mut global, &mut outbox);
+        collect(&mut outbox, event, &mut out);
+    }
+    for seg in ledger.take_dead() {
+        out.dead.extend(texts(&seg));
+    }
+    let c = ledger.counts();
+    assert_eq!(c.read as usize + out.handed_back.len(), arrivals.len());
+    assert_eq!(out.left.len() + out.dead.len(), c.read as usize);
+    out
+}
+
+fn at(ms: u64, key: &str, n: usize) -> (u64, String) {
+    (ms, format!("{key} {n}"))
+}
+
+fn times_of(out: &Outcome, key: &str) -> Vec<u64> {
+    out.left
+        .iter()
+        .filter(|(r, _)| r.split(' ').next() == Some(key))
+        .map(|&(_, t)| t / MS)
+        .collect()
+}
+
+#[test]
+fn each_key_is_spaced_exactly_by_its_rate() {
+    let arrivals: Vec<_> = (0..5)
+        .flat_map(|n| [at(0, "a", n), at(0, "b", n)])
+        .collect();
+    for cut in [1, 3, 10] {
+        let out = run(&Setup::default(), &arrivals, cut);
+        assert_eq!(times_of(&out, "a"), [0, 100, 200, 300, 400]);
+        assert_eq!(times_of(&out, "b"), [0, 100, 200, 300, 400]);
+        // Within a key, input order.
+        let a: Vec<_> = out
+            .left
+            .iter()
+            .filter(|r| r.0.starts_with('a'))
+            .map(|r| r.0.clone())
+            .collect();
+        assert_eq!(a, ["a 0", "a 1", "a 2", "a 3", "a 4"]);
+    }
+    // A burst of 3 per key: three at once, then the rate.
+    let setup = Setup {
+        key_burst: 3,
+        ..Setup::default()
+    };
+    let out = run(&setup, &arrivals, 4);
+    assert_eq!(times_of(&out, "a"), [0, 0, 0, 100, 200]);
+}
+
+#[test]
+fn a_waiting_key_never_holds_back_another() {
+    // Forty records of "noisy", then one of "quiet" at the same instant and
+    // another 250 ms later: neither waits behind the noisy backlog.
+    let mut arrivals: Vec<_> = (0..40).map(|n| at(0, "noisy", n)).collect();
+    arrivals.push(at(0, "quiet", 0));
+    arrivals.push(at(250, "quiet", 1));
+    arrivals.push(at(250, "other", 0));
+    let out = run(&Setup::default(), &arrivals, 7);
+    assert_eq!(times_of(&out, "quiet"), [0, 250]);
+    assert_eq!(times_of(&out, "other"), [250]);
+    assert_eq!(times_of(&out, "noisy").last(), Some(&3900));
+    // Across keys the output order differs from the input's.
+    let order: Vec<_> = out.left.iter().map(|r| r.0.as_str()).take(3).collect();
+    assert_eq!(order, ["noisy 0", "quiet 0", "noisy 1"]);
+}
+
+#[test]
+fn under_a_global_limit_busy_keys_share_equally() {
+    // Backlogs of 60, 20 and 10 records; each key may go at 1000/s, all
+    // together at 10/s: they take turns, one record each.
+    let mut arrivals: Vec<_> = (0..60).map(|n| at(0, "a", n)).collect();
+    arrivals.extend((0..20).map(|n| at(0, "b", n)));
+    arrivals.extend((0..10).map(|n| at(0, "c", n)));
+    let setup = Setup {
+        key_rate: "1000/s",
+        global: Some("10/s"),
+        ..Setup::default()
+    };
+    let out = run(&setup, &arrivals, 16);
+    let first: Vec<_> = out.left[..30]
+        .iter()
+        .map(|r| r.0.split(' ').next().unwrap())
+        .collect();
+    for turn in first.chunks(3) {
+        let mut keys = turn.to_vec();
+        keys.sort_unstable();
+        assert_eq!(keys, ["a", "b", "c"], "{first:?}");
+    }
+    // The global limit holds: one every 100 ms.
+    let all: Vec<u64> = out.left.iter().map(|r| r.1 / MS).collect();
+    assert_eq!(all, (0..90).map(|i| i * 100).collect::<Vec<_>>());
+    // Then two keys share, then one is left.
+    assert_eq!(times_of(&out, "c").last(), Some(&2900));
+    assert_eq!(times_of(&out, "b").last(), Some(&(2900 + 20 * 100)));
+}
+
+/// A random workload of many keys over two seconds.
+fn workload(seed: u64, keys: u64, n: usize) -> Vec<(u64, String)> {
+    let mut x = seed;
+    let mut t = 0;
+    (0..n)
+        .map(|i| {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            t += (x >> 60) % 4 * 7;
+            let key = (x >> 33) % keys;
+            (t, format!("k{key} {i}"))
+        })
+        .collect()
+}
+
+#[test]
+fn forgetting_idle_keys_never_changes_a_departure() {
+    let mut compared = 0;
+    for seed in 1..6 {
+        let arrivals = workload(seed, 40, 600);
+        let remember_all = Setup {
+            key_rate: "20/s",
+            key_burst: 2,
+            global: Some("400/s"),
+            ..Setup::default()
+        };
+        let reference = run(&remember_all, &arrivals, 3);
+        // Few keys remembered, but enough that one is always idle.
+        for max_keys in [30, 35] {
+            let forgetful = Setup {
+                max_keys,
+                ..remember_all
+            };
+            let out = run(&forgetful, &arrivals, 2);
+            if out.handed_back.is_empty() {
+                assert_eq!(out, reference, "seed {seed}, {max_keys} keys");
+                compared += 1;
+            }
+        }
+    }
+    assert!(
+        compared >= 3,
+        "only {compared} runs never found every key busy"
+    );
+    // And with room for every key but one in flight at a time, it is used.
+    let arrivals: Vec<_> = (0..50).map(|i| at(i * 200, &format!("k{i}"), 0)).collect();
+    let setup = Setup {
+        max_keys: 1,
+        ..Setup::default()
+    };
+    let out = run(&setup, &arrivals, 1);
+    assert!(out.handed_back.is_empty() && out.dead.is_empty());
+    assert_eq!(out.left.len(), 50);
+}
+
+#[test]
+fn with_every_key_busy_a_new_key_meets_the_policy() {
+    // Two keys remembered, both busy at 0 ms: a third key's record is
+    // handled as if the bucket were full.
+    let arrivals = vec![
+        at(0, "a", 0),
+        at(0, "a", 1),
+        at(0, "b", 0),
+        at(0, "b", 1),
+        at(0, "c", 0),
+        // By 500 ms a and b have rested: c is remembered in a's place.
+        at(500, "c", 1),
+    ];
+    let setup = |policy| Setup {
+        max_keys: 2,
+        policy,
+        ..Setup::default()
+    };
+    let out = run(&setup(Overflow::DropNewest), &arrivals, 5);
+    assert_eq!(out.dead, ["c 0"]);
+    assert_eq!(times_of(&out, "c"), [500]);
+    let out = run(&setup(Overflow::DropOldest), &arrivals, 5);
+    assert_eq!(out.dead, ["c 0"], "no older record of c to evict");
+    let out = run(&setup(Overflow::Block), &arrivals, 5);
+    assert_eq!(out.handed_back, ["c 0"]);
+    let out = run(&setup(Overflow::Fail), &arrivals, 1);
+    assert_eq!(out.handed_back, ["c 0"]);
+    // While a key is busy, it is never forgotten: b's second record keeps
+    // its slot at 100 ms.
+    let out = run(&setup(Overflow::DropNewest), &arrivals, 1);
+    assert_eq!(times_of(&out, "b"), [0, 100]);
+}
+
+#[test]
+fn overflow_policies_apply_per_key() {
+    // Capacity 6 in all, 4 per key. "fat" sends 10 at once, "thin" 4.
+    let mut arrivals: Vec<_> = (0..10).map(|n| at(0, "fat", n)).collect();
+    arrivals.extend((0..4).map(|n| at(0, "thin", n)));
+    let setup = |policy| Setup {
+        capacity: 6,
+        key_capacity: 4,
+        policy,
+        ..Setup::default()
+    };
+    // drop-newest: fat 0 leaves, 1..4 wait, 5..9 are dropped; thin 0
+    // leaves, thin 1 and 2 wait (6 in all), thin 3 is dropped.
+    let out = run(&setup(Overflow::DropNewest), &arrivals, 4);
+    assert_eq!(
+        out.dead,
+        ["fat 5", "fat 6", "fat 7", "fat 8", "fat 9", "thin 3"]
+    );
+    // drop-oldest: the full key evicts its own oldest; at the global bound
+    // the fattest key pays, never the thin one.
+    let out = run(&setup(Overflow::DropOldest), &arrivals, 4);
+    assert_eq!(
+        out.dead,
+        ["fat 1", "fat 2", "fat 3", "fat 4", "fat 5", "fat 6"]
+    );
+    assert_eq!(times_of(&out, "thin"), [0, 100, 200, 300]);
+    let fat: Vec<_> = out
+        .left
+        .iter()
+        .filter(|r| r.0.starts_with("fat"))
+        .map(|r| r.0.as_str())
+        .collect();
+    assert_eq!(fat, ["fat 0", "fat 7", "fat 8", "fat 9"]);
+    // block: the record that does not fit is handed back with all after it.
+    let out = run(&setup(Overflow::Block), &arrivals, 14);
+    assert_eq!(out.handed_back.len(), 9);
+    assert_eq!(out.handed_back[0], "fat 5");
+}
+
+#[test]
+fn any_cut_into_reads_decides_the_same() {
+    for seed in 10..16 {
+        let arrivals = workload(seed, 6, 300);
+        for policy in [Overflow::DropNewest, Overflow::DropOldest] {
+            let setup = Setup {
+                key_rate: "25/s",
+                key_burst: 2,
+                global: Some("100/s"),
+                capacity: 12,
+                key_capacity: 5,
+                policy,
+                ..Setup::default()
+            };
+            let one = run(&setup, &arrivals, 1);
+            for cut in [2, 5, 64] {
+                assert_eq!(run(&setup, &arrivals, cut), one, "seed {seed} cut {cut}");
+            }
+        }
+    }
+}

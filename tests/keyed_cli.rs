@@ -1,0 +1,75 @@
+//! Limits per key from the command line: usage errors, and the keys in the
+//! summary and the stats stream.
+
+use assert_cmd::Command;
+use predicates::str::contains;
+
+fn drip() -> Command {
+    Command::cargo_bin("drip").unwrap()
+}
+
+#[test]
+fn key_options_are_checked_as_usage_errors() {
+    for (args, flag) in [
+        (&["--key", "1"][..], "--key"),
+        (&["--key-rate", "5/s"][..], "--key-rate"),
+        (&["--key", "0", "--key-rate", "5/s"][..], "--key"),
+        (&["--key", "(", "--key-rate", "5/s"][..], "--key"),
+        (&["--key", "x", "--key-rate", "5/s"][..], "--key"),
+        (&["--key", "1", "--key-rate", "inf"][..], "--key-rate"),
+        (&["--field-separator", ","][..], "--field-separator"),
+        (&["--key-capacity", "3"][..], "--key-capacity"),
+    ] {
+        let out = drip().args(args).write_stdin("").assert().code(2);
+        let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+        assert!(
+            err.starts_with("drip: ") && err.lines().count() == 1,
+            "{args:?}: {err}"
+        );
+        assert!(err.contains(flag), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn stats_name_the_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("stats.json");
+    let input = "a 1\nb 1\na 2\na 3\nnokey\n";
+    drip()
+        .args(["-q", "--stats", "--key", "2", "--key-rate", "1000/s"])
+        .arg("--stats-json")
+        .arg(&json)
+        .write_stdin(input.replace(' ', ",").replace("nokey", "x"))
+        .args(["--field-separator", ","])
+        .assert()
+        .success()
+        .stderr(contains(
+            "keys seen 4 (remembered 3, busy 0); top written: 1 2, ",
+        ));
+    let text = std::fs::read_to_string(&json).unwrap();
+    let v: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(v["keys"]["keys_seen"], 4);
+    assert_eq!(v["keys"]["top_written"][0], serde_json::json!(["1", 2]));
+    assert_eq!(v["written"], 5);
+}
+
+#[test]
+fn the_stats_stream_counts_keys() {
+    let out = drip()
+        .args([
+            "-q",
+            "--key",
+            "1",
+            "--key-rate",
+            "10/s",
+            "--stats-interval",
+            "50ms",
+        ])
+        .write_stdin("a\na\na\nb\n")
+        .assert()
+        .success();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    let first: serde_json::Value = serde_json::from_str(err.lines().next().unwrap()).unwrap();
+    assert_eq!(first["keys"], 2, "{err}");
+    assert_eq!(first["busy_keys"], 1, "{err}");
+}

@@ -1,0 +1,149 @@
+//! Limits per key end to end, with real clients: `drip --key … --key-rate
+//! 5/s | xargs -P16 curl` against a small HTTP server on 127.0.0.1 that
+//! records when each request arrives and for which `Host`. Three host names
+//! resolve to the loopback (`curl --resolve`); one has ten times the
+//! records of the others. A missing `curl` is a failure, not a skip: CI
+//! installs it (`.ci/run`); elsewhere `apt-get install curl`.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// (arrival, Host header) per request.
+type Hits = Arc<Mutex<Vec<(Instant, String)>>>;
+
+fn serve(mut stream: TcpStream, at: Instant, hits: &Hits) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 2048];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let head = String::from_utf8_lossy(&buf).into_owned();
+    let host = head
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case("host"))
+        .map(|(_, v)| v.trim().split(':').next().unwrap_or("").to_string())
+        .unwrap_or_default();
+    hits.lock().unwrap().push((at, host));
+    let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+}
+
+/// Start the server; returns its port and the hits.
+fn server() -> (u16, Hits) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits: Hits = Arc::default();
+    let shared = Arc::clone(&hits);
+    thread::spawn(move || {
+        for conn in listener.incoming() {
+            let at = Instant::now();
+            let Ok(stream) = conn else { continue };
+            let hits = Arc::clone(&shared);
+            thread::spawn(move || serve(stream, at, &hits));
+        }
+    });
+    (port, hits)
+}
+
+fn require_curl() {
+    let ok = Command::new("curl")
+        .args(["-q", "--version"])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "curl is needed for this test: apt-get install curl");
+}
+
+/// The most arrivals in any window `[t, t + width]`.
+fn most_in_window(times: &[Duration], width: Duration) -> usize {
+    (0..times.len())
+        .map(|i| {
+            times[i..]
+                .iter()
+                .take_while(|&&t| t - times[i] <= width)
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_noisy_host_waits_while_the_quiet_ones_keep_flowing() {
+    require_curl();
+    let (port, hits) = server();
+    let hosts = [("noisy.test", 20), ("quiet-a.test", 2), ("quiet-b.test", 2)];
+    // The noisy host's records all come first: with one limit for all, the
+    // quiet ones would wait behind them.
+    let input: String = hosts
+        .iter()
+        .flat_map(|&(host, n)| (0..n).map(move |i| format!("http://{host}:{port}/r/{i}\n")))
+        .collect();
+    let resolve: String = hosts
+        .iter()
+        .map(|(host, _)| format!(" --resolve {host}:{port}:127.0.0.1"))
+        .collect();
+    let script = format!(
+        "\"$0\" -q --key '^https?://([^/:]+)' --key-rate 5/s | \
+         xargs -n1 -P16 curl -q -s -S -f -o /dev/null --noproxy '*' --max-time 20{resolve}"
+    );
+    let start = Instant::now();
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .arg(env!("CARGO_BIN_EXE_drip"))
+        .env("LC_ALL", "C")
+        .env_remove("http_proxy")
+        .env_remove("HTTP_PROXY")
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "pipeline: {status}");
+    let hits = hits.lock().unwrap().clone();
+    assert_eq!(hits.len(), 24, "{hits:?}");
+    let mut by_host: BTreeMap<String, Vec<Duration>> = BTreeMap::new();
+    for (at, host) in hits {
+        by_host.entry(host).or_default().push(at - start);
+    }
+    for times in by_host.values_mut() {
+        times.sort();
+    }
+    let last = |host: &str| *by_host[host].last().unwrap();
+    eprintln!("{by_host:?}");
+    for (host, n) in hosts {
+        let times = &by_host[host];
+        assert_eq!(times.len(), n, "{host}");
+        // Burst 1 + 5/s × W, in any window W.
+        for (w, bound) in [(Duration::from_millis(500), 3), (Duration::from_secs(1), 6)] {
+            let most = most_in_window(times, w);
+            assert!(
+                most <= bound,
+                "{host}: {most} requests within {w:?}: {times:?}"
+            );
+        }
+    }
+    // The noisy host takes 19 intervals of 200 ms; the quiet ones one each,
+    // whatever waits before them.
+    assert!(
+        last("noisy.test") >= Duration::from_millis(3700),
+        "{by_host:?}"
+    );
+    for quiet in ["quiet-a.test", "quiet-b.test"] {
+        assert!(last(quiet) < Duration::from_millis(1500), "{by_host:?}");
+    }
+}
