@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -87,12 +88,26 @@ def run_all(argvs: list[list[str]], records: int, env: dict[str, str]) -> tuple[
     t0 = time.monotonic()
     for argv in argvs:
         r, w = os.pipe()
-        with open(inp, "rb") as fin:
-            p = subprocess.Popen([*argv, "--stats"], stdin=fin, stdout=w, env=env,
-                                 stderr=subprocess.PIPE, preexec_fn=ordinary_scheduling)
+        p = subprocess.Popen([*argv, "--stats"], stdin=subprocess.PIPE, stdout=w, env=env,
+                             stderr=subprocess.PIPE, preexec_fn=ordinary_scheduling)
         os.close(w)
         sel.register(r, selectors.EVENT_READ)
         procs.append(p)
+    # The input reaches every drip only once all have started: a drip
+    # started first would otherwise send records while the others are
+    # still being spawned, read here late and all at once, which looks
+    # like a burst the schedule never made.
+    data = inp.read_bytes()
+
+    def feed(p: subprocess.Popen) -> None:
+        try:
+            p.stdin.write(data)
+        finally:
+            p.stdin.close()
+
+    feeders = [threading.Thread(target=feed, args=(p,)) for p in procs]
+    for f in feeders:
+        f.start()
     times: list[int] = []
     open_fds = len(argvs)
     while open_fds:
@@ -105,6 +120,8 @@ def run_all(argvs: list[list[str]], records: int, env: dict[str, str]) -> tuple[
                 open_fds -= 1
                 continue
             times.extend([t] * buf.count(b"\n"))
+    for f in feeders:
+        f.join()
     cpu = 0.0
     forfeited = 0
     for p in procs:
