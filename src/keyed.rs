@@ -39,7 +39,9 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
+
+use foldhash::fast::RandomState;
 
 use bytes::Bytes;
 use hashbrown::HashTable;
@@ -196,7 +198,7 @@ impl Keyed {
             slots: vec![no_key],
             free_slots: Vec::new(),
             table: HashTable::new(),
-            hasher: RandomState::new(),
+            hasher: RandomState::default(),
             nodes: Vec::new(),
             free_nodes: Vec::new(),
             ready: VecDeque::new(),
