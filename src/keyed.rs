@@ -84,10 +84,44 @@ enum Lane {
     Timed,
 }
 
+/// A key's bytes: short keys (most host names, user ids, fields) live in
+/// the slot itself, so finding a key costs no second cache miss.
+#[derive(Debug)]
+enum KeyBytes {
+    /// Up to [`INLINE_KEY`] bytes, and how many.
+    Inline(u8, [u8; INLINE_KEY]),
+    /// Longer keys.
+    Heap(Box<[u8]>),
+}
+
+/// The longest key kept inline.
+const INLINE_KEY: usize = 22;
+
+impl KeyBytes {
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            KeyBytes::Inline(len, bytes) => &bytes[..usize::from(*len)],
+            KeyBytes::Heap(bytes) => bytes,
+        }
+    }
+}
+
+impl From<&[u8]> for KeyBytes {
+    fn from(key: &[u8]) -> KeyBytes {
+        if key.len() <= INLINE_KEY {
+            let mut bytes = [0; INLINE_KEY];
+            bytes[..key.len()].copy_from_slice(key);
+            KeyBytes::Inline(key.len() as u8, bytes)
+        } else {
+            KeyBytes::Heap(key.into())
+        }
+    }
+}
+
 /// One remembered key.
 #[derive(Debug)]
 struct Slot {
-    key: Box<[u8]>,
+    key: KeyBytes,
     position: Position,
     /// When `position` rests ([`Pacer::rests_at`]), cached.
     rests_at: u64,
@@ -183,7 +217,7 @@ impl Keyed {
     ) -> Keyed {
         assert!(config.rate != Rate::Unlimited && config.max_keys >= 1);
         assert!(config.key_capacity >= 1 && capacity >= 1);
-        let no_key = Slot::new(Box::default());
+        let no_key = Slot::new(KeyBytes::from(&[][..]));
         let mut pacer = Pacer::new(config.rate, config.burst, slack_for(config.rate));
         let rest_after_first = pacer.rests_at(Pacer::first_departure(0));
         Keyed {
@@ -325,14 +359,17 @@ impl Keyed {
         };
         let hash = self.hasher.hash_one(key);
         let slots = &self.slots;
-        if let Some(&s) = self.table.find(hash, |&s| *slots[s as usize].key == *key) {
+        if let Some(&s) = self
+            .table
+            .find(hash, |&s| slots[s as usize].key.as_bytes() == key)
+        {
             return Some(s);
         }
         if self.table.len() >= self.max_keys {
             let idle = self.find_idle(now)?;
             self.forget(idle);
         }
-        let slot = Slot::new(key.into());
+        let slot = Slot::new(KeyBytes::from(key));
         let s = match self.free_slots.pop() {
             Some(s) => {
                 self.slots[s as usize] = slot;
@@ -345,7 +382,7 @@ impl Keyed {
         };
         let (slots, hasher) = (&self.slots, &self.hasher);
         self.table
-            .insert_unique(hash, s, |&i| hasher.hash_one(&slots[i as usize].key[..]));
+            .insert_unique(hash, s, |&i| hasher.hash_one(slots[i as usize].key.as_bytes()));
         self.keys_seen += 1;
         self.mark_idle(s);
         Some(s)
@@ -375,11 +412,11 @@ impl Keyed {
 
     /// Forget idle key `s`.
     fn forget(&mut self, s: u32) {
-        let hash = self.hasher.hash_one(&self.slots[s as usize].key[..]);
+        let hash = self.hasher.hash_one(self.slots[s as usize].key.as_bytes());
         if let Ok(entry) = self.table.find_entry(hash, |&i| i == s) {
             entry.remove();
         }
-        self.slots[s as usize] = Slot::new(Box::default());
+        self.slots[s as usize] = Slot::new(KeyBytes::from(&[][..]));
         self.free_slots.push(s);
     }
 
@@ -719,13 +756,13 @@ impl Keyed {
         if i == NO_KEY as usize {
             "(no key)".into()
         } else {
-            String::from_utf8_lossy(&self.slots[i].key).into_owned()
+            String::from_utf8_lossy(self.slots[i].key.as_bytes()).into_owned()
         }
     }
 }
 
 impl Slot {
-    fn new(key: Box<[u8]>) -> Slot {
+    fn new(key: KeyBytes) -> Slot {
         Slot {
             key,
             position: Position::default(),
