@@ -758,6 +758,7 @@ fn share(cli: &Cli, limits: &[Limit]) -> Result<Option<shared::Share>, clap::Err
         target,
         on_error: cli.share_on_error,
         peers: cli.share_peers,
+        quiet: cli.quiet,
     }))
 }
 

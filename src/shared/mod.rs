@@ -23,7 +23,7 @@ use crate::rate::Rate;
 use crate::schedule::{Limit, Limits, Schedule};
 
 pub use lease::OnError;
-use lease::{Backend, Failure, Keeper, Lease, Mode};
+use lease::{Backend, Failure, Keeper, Lease, Mode, Retry};
 
 /// A shared state outlives its schedule by this long (ns), then expires.
 pub const EXPIRY_NS: i64 = 10_000_000_000;
@@ -74,6 +74,8 @@ pub struct Share {
     pub on_error: OnError,
     /// How many drips share (for `local`: each paces at rate / peers).
     pub peers: u64,
+    /// No notices on stderr (`-q`): `wait` does not say it waits.
+    pub quiet: bool,
 }
 
 /// A NAME: letters, digits, `.`, `_`, `-`, `:`; not starting with `.`.
@@ -342,7 +344,7 @@ pub fn open(
     let spec = gcra::spec(limits);
     let steps: Vec<gcra::Step> = limits.iter().map(gcra::Step::of).collect();
     let name = share.target.name().to_string();
-    let mut backend: Box<dyn Backend> = match &share.target {
+    let backend: Box<dyn Backend> = match &share.target {
         Target::Host(name) => Box::new(file::FileBackend::new(
             &file::state_dir(),
             name,
@@ -363,20 +365,7 @@ pub fn open(
         name: name.clone(),
         spec,
     };
-    let mut warned = false;
-    match backend.hello() {
-        Ok(_) => {}
-        Err(Failure::Unreachable(why)) if share.on_error != OnError::Fail => {
-            lease.lock().failures += 1;
-            if share.on_error == OnError::Local {
-                eprintln!("drip: --share {name}: {why}; pacing alone until it is back (--share-on-error local)");
-                lease.lock().mode = Mode::Local;
-                warned = true;
-            }
-        }
-        Err(failure) => return Err(handle.error(failure)),
-    }
-    let keeper = Keeper {
+    let mut keeper = Keeper {
         lease: Arc::clone(&lease),
         backend,
         on_error: share.on_error,
@@ -390,8 +379,12 @@ pub fn open(
             }
         }),
         name: format!("--share {name}"),
-        warned,
+        warned: false,
+        waiting: false,
+        quiet: share.quiet,
+        retry: Retry::new(fastrand::Rng::new()),
     };
+    keeper.hello().map_err(|failure| handle.error(failure))?;
     let per_second = keeper.per_second;
     let thread = std::thread::Builder::new()
         .name("drip-lease".into())
