@@ -418,6 +418,7 @@ fn share_usage_errors_name_the_flag() {
         (&["--share", "x", "-r", "inf"], "there is no rate to share"),
         (&["--share", "http://h/x"], "unknown scheme 'http://'"),
         (&["--share", "redis://h"], "names no NAME"),
+        (&["--share", "redis:///q"], "'redis:///q' names no HOST"),
         (
             &["--share", "x", "--share-on-error", "never"],
             "expected wait, local or fail",

@@ -95,6 +95,16 @@ fn check_name(name: &str) -> Result<(), String> {
     }
 }
 
+/// The host of a URL's `[USER[:PASSWORD]@]HOST[:PORT][/DB]`.
+fn host(base: &str) -> &str {
+    let authority = base.split('/').next().unwrap_or_default();
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+    match host_port.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => host_port.split(':').next().unwrap_or_default(),
+    }
+}
+
 /// Parse `--share`: `NAME`, or `redis://HOST[:PORT][/DB]/NAME` (also
 /// `rediss://`, `redis+unix:///SOCKET/NAME`, and `valkey` for `redis`).
 pub fn parse_target(text: &str) -> Result<Target, String> {
@@ -102,6 +112,7 @@ pub fn parse_target(text: &str) -> Result<Target, String> {
         check_name(text)?;
         return Ok(Target::Host(text.to_string()));
     };
+    let written = scheme;
     let scheme = match scheme {
         "redis" | "valkey" => "redis",
         "rediss" | "valkeys" => "rediss",
@@ -116,11 +127,21 @@ pub fn parse_target(text: &str) -> Result<Target, String> {
         Some((path, query)) => (path, format!("?{query}")),
         None => (rest, String::new()),
     };
-    let Some((base, name)) = path.rsplit_once('/').filter(|(base, _)| !base.is_empty()) else {
+    let Some((base, name)) = path.rsplit_once('/').filter(|(_, name)| !name.is_empty()) else {
         return Err(format!(
-            "'{text}' names no NAME (expected {scheme}://HOST/NAME)"
+            "'{text}' names no NAME (expected {written}://HOST/NAME)"
         ));
     };
+    if scheme == "redis+unix" && base.is_empty() {
+        return Err(format!(
+            "'{text}' names no SOCKET (expected {written}:///SOCKET/NAME)"
+        ));
+    }
+    if scheme != "redis+unix" && host(base).is_empty() {
+        return Err(format!(
+            "'{text}' names no HOST (expected {written}://HOST[:PORT][/DB]/NAME)"
+        ));
+    }
     check_name(name)?;
     Ok(Target::Redis {
         url: format!("{scheme}://{base}{query}"),
@@ -436,7 +457,18 @@ mod tests {
             parse_target("redis+unix:///run/r.sock/api?db=3"),
             redis("redis+unix:///run/r.sock?db=3", "api")
         );
-        assert!(parse_target("redis://h").is_err());
+        assert_eq!(
+            parse_target("redis://u:p@[::1]:6380/api"),
+            redis("redis://u:p@[::1]:6380", "api")
+        );
+        let why = |text: &str| parse_target(text).unwrap_err();
+        assert!(why("redis://h").contains("'redis://h' names no NAME"));
+        assert!(why("redis://h/").contains("names no NAME"));
+        assert!(why("redis:///q")
+            .contains("'redis:///q' names no HOST (expected redis://HOST[:PORT][/DB]/NAME)"));
+        assert!(why("valkey://:6379/q").contains("names no HOST (expected valkey://"));
+        assert!(why("redis://u@/0/q").contains("names no HOST"));
+        assert!(why("redis+unix:///q").contains("names no SOCKET"));
         assert!(parse_target("http://h/api").is_err());
     }
 
