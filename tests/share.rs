@@ -442,8 +442,8 @@ fn disagreeing_limits_stop_before_reading() {
     let _t = beside_others();
     let runtime = tempfile::tempdir().unwrap();
     let mut first = drip_with_input(
-        &["-r", "10/s", "--share", "agree"],
-        numbered(1..=2),
+        &["-r", "100/min", "--share", "agree"],
+        numbered(1..=1),
         runtime.path(),
     );
     assert!(wait_for(&mut first, Duration::from_secs(20)).success());
@@ -460,7 +460,8 @@ fn disagreeing_limits_stop_before_reading() {
     assert!(out.is_empty());
     assert_eq!(
         err.trim(),
-        "drip: --share agree: this drip's limits (20/s, burst 3) differ from the shared ones (10/s, burst 1)"
+        "drip: --share agree: this drip's limits (20/s, burst 3) differ from the shared ones (100/min, burst 1): \
+         wait until the shared state expires, 10 s after its last use, or choose another NAME"
     );
 }
 

@@ -175,8 +175,11 @@ impl fmt::Display for Disagreement {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "--share {}: this drip's limits ({}) differ from the shared ones ({})",
-            self.name, self.ours, self.theirs
+            "--share {}: this drip's limits ({}) differ from the shared ones ({}): wait until the shared state expires, {} s after its last use, or choose another NAME",
+            self.name,
+            self.ours,
+            self.theirs,
+            EXPIRY_NS / 1_000_000_000
         )
     }
 }
