@@ -357,9 +357,10 @@ pub struct Cli {
     #[arg(long, value_name = "NAME|URL", value_parser = shared::parse_target, value_hint = ValueHint::Other)]
     pub share: Option<shared::Target>,
 
-    /// When the shared state cannot be reached: wait (send nothing and
-    /// retry; records wait in the bucket), local (pace alone at the rate
-    /// divided by --share-peers, warn once), or fail (exit 4)
+    /// When the shared state cannot be reached: wait (send nothing, say so
+    /// on stderr unless -q, and retry with backoff; records wait in the
+    /// bucket), local (pace alone at the rate divided by --share-peers,
+    /// warn once), or fail (exit 4)
     #[arg(long, value_name = "POLICY", default_value = "wait", value_parser = Choices { parse: shared::parse_on_error, values: SHARE_ON_ERROR })]
     pub share_on_error: shared::OnError,
 
@@ -758,6 +759,7 @@ fn share(cli: &Cli, limits: &[Limit]) -> Result<Option<shared::Share>, clap::Err
         target,
         on_error: cli.share_on_error,
         peers: cli.share_peers,
+        quiet: cli.quiet,
     }))
 }
 

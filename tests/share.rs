@@ -418,6 +418,7 @@ fn share_usage_errors_name_the_flag() {
         (&["--share", "x", "-r", "inf"], "there is no rate to share"),
         (&["--share", "http://h/x"], "unknown scheme 'http://'"),
         (&["--share", "redis://h"], "names no NAME"),
+        (&["--share", "redis:///q"], "'redis:///q' names no HOST"),
         (
             &["--share", "x", "--share-on-error", "never"],
             "expected wait, local or fail",
@@ -441,8 +442,8 @@ fn disagreeing_limits_stop_before_reading() {
     let _t = beside_others();
     let runtime = tempfile::tempdir().unwrap();
     let mut first = drip_with_input(
-        &["-r", "10/s", "--share", "agree"],
-        numbered(1..=2),
+        &["-r", "100/min", "--share", "agree"],
+        numbered(1..=1),
         runtime.path(),
     );
     assert!(wait_for(&mut first, Duration::from_secs(20)).success());
@@ -459,7 +460,8 @@ fn disagreeing_limits_stop_before_reading() {
     assert!(out.is_empty());
     assert_eq!(
         err.trim(),
-        "drip: --share agree: this drip's limits (20/s, burst 3) differ from the shared ones (10/s, burst 1)"
+        "drip: --share agree: this drip's limits (20/s, burst 3) differ from the shared ones (100/min, burst 1): \
+         wait until the shared state expires, 10 s after its last use, or choose another NAME"
     );
 }
 
@@ -734,4 +736,70 @@ fn a_flushed_state_allows_one_burst_and_is_reported() {
         o.stderr
     );
     assert!(o.stderr.contains("state lost 1 times"), "{}", o.stderr);
+}
+
+/// The number before "failed calls" in a `--stats` summary.
+fn failed_calls(stderr: &str) -> u64 {
+    let before = stderr
+        .split(" failed calls")
+        .next()
+        .filter(|b| b.len() < stderr.len())
+        .unwrap_or_else(|| panic!("no failed calls in {stderr}"));
+    before.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+/// A state unreachable from the start under `wait`: drip says once that it
+/// waits (not under -q), backs off from 50 ms doubling to 2 s (a handful
+/// of calls, not one per 50 ms), and says once when the state answers,
+/// then sends everything.
+#[test]
+fn a_state_unreachable_from_the_start_is_waited_for_with_backoff_and_said() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let mut redis = Redis::start();
+    redis.shutdown();
+    let runtime = tempfile::tempdir().unwrap();
+    let share = redis.share("late");
+    let spawn = |extra: &[&str]| {
+        let mut args = vec!["-r", "20/s", "--share", &share, "--stats"];
+        args.extend_from_slice(extra);
+        drip_with_input(&args, numbered(1..=3), runtime.path())
+    };
+    let mut said = spawn(&[]);
+    let mut quiet = spawn(&["-q"]);
+    thread::sleep(Duration::from_millis(2500));
+    redis.spawn();
+    let outcome = |child: &mut Child| {
+        let status = wait_for(child, Duration::from_secs(20));
+        let mut out = String::new();
+        std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert!(status.success(), "{err}");
+        assert_eq!(out, numbered(1..=3));
+        err
+    };
+    let (said, quiet) = (outcome(&mut said), outcome(&mut quiet));
+    assert_eq!(
+        said.matches("drip: --share late: the shared state cannot be reached: ")
+            .count(),
+        1,
+        "{said}"
+    );
+    assert!(said.contains("sending nothing until it answers (--share-on-error wait)\n"));
+    assert_eq!(
+        said.matches("drip: --share late: the shared state answers again; sending\n")
+            .count(),
+        1,
+        "{said}"
+    );
+    assert!(!quiet.contains("cannot be reached") && !quiet.contains("answers again"));
+    // 2.5 s down: pauses of 0..50, 0..100, 0..200, ... 0..2000 ms make
+    // about 7 calls (every 50 ms would make 50).
+    for err in [&said, &quiet] {
+        let calls = failed_calls(err);
+        assert!((1..=15).contains(&calls), "{calls} failed calls: {err}");
+    }
 }

@@ -17,6 +17,8 @@
 //! a whole nanosecond, which can only slow the schedule (by less than one
 //! part in `T`). Pure: no clock, no I/O.
 
+use std::time::Duration;
+
 use crate::rate::Rate;
 use crate::schedule::Limit;
 
@@ -61,16 +63,34 @@ pub fn spec(limits: &[Limit]) -> String {
         .join(",")
 }
 
+/// A rate as people write it: a whole count per second, minute, hour or
+/// day when there is one (`100/min`, not `1.666667/s`), else
+/// `COUNT/PERIOD` (`3/7s`).
+fn readable(count: u128, period_ns: u128) -> String {
+    const UNITS: [(&str, u128); 4] = [
+        ("s", 1_000_000_000),
+        ("min", 60_000_000_000),
+        ("h", 3_600_000_000_000),
+        ("d", 86_400_000_000_000),
+    ];
+    for (unit, ns) in UNITS {
+        let scaled = count.saturating_mul(ns);
+        if period_ns > 0 && scaled % period_ns == 0 {
+            return format!("{}/{unit}", scaled / period_ns);
+        }
+    }
+    let period = Duration::from_nanos(u64::try_from(period_ns).unwrap_or(u64::MAX));
+    let period = humantime::format_duration(period).to_string();
+    format!("{count}/{}", period.replace(' ', ""))
+}
+
 /// The limits a [`spec`] describes, for messages: `10/s, burst 1`.
 pub fn describe(spec: &str) -> String {
     spec.split(',')
         .map(|one| {
             let parsed = one.split_once('/').and_then(|(count, rest)| {
                 let (period, burst) = rest.split_once("ns:")?;
-                let rate = Rate::Limited {
-                    count: count.parse().ok()?,
-                    period_ns: period.parse().ok()?,
-                };
+                let rate = readable(count.parse().ok()?, period.parse().ok()?);
                 Some(format!("{rate}, burst {burst}"))
             });
             parsed.unwrap_or_else(|| one.to_string())
@@ -285,5 +305,29 @@ mod tests {
         }];
         assert_eq!(spec(&limits), "1/100000000ns:2");
         assert_eq!(describe(&spec(&limits)), "10/s, burst 2");
+    }
+
+    #[test]
+    fn descriptions_are_rates_as_people_write_them() {
+        let described = |rate: &str, burst: u64| {
+            describe(&spec(&[Limit {
+                rate: parse_rate(rate).unwrap(),
+                burst,
+                unit: Unit::Records,
+            }]))
+        };
+        assert_eq!(described("100/min", 1), "100/min, burst 1");
+        assert_eq!(described("1/250ms", 1), "4/s, burst 1");
+        assert_eq!(described("0.5/s", 1), "30/min, burst 1");
+        assert_eq!(described("2/h", 3), "2/h, burst 3");
+        assert_eq!(described("1/d", 1), "1/d, burst 1");
+        assert_eq!(described("3/7s", 1), "3/7s, burst 1");
+        assert_eq!(described("1/1500ms", 1), "40/min, burst 1");
+        assert_eq!(described("1/8d", 1), "1/8days, burst 1");
+        assert_eq!(described("5000/s", 1), "5000/s, burst 1");
+        assert_eq!(
+            describe("1/100000000ns:1,1/60000000000ns:2"),
+            "10/s, burst 1; 1/min, burst 2"
+        );
     }
 }

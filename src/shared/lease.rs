@@ -14,6 +14,8 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use crate::jobs::retry::Backoff;
+
 /// Why the shared state could not serve a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Failure {
@@ -147,50 +149,137 @@ pub(crate) struct Keeper {
     pub(crate) name: String,
     /// Whether `local`'s warning was given.
     pub(crate) warned: bool,
+    /// Whether `wait` is waiting for the state (and said so).
+    pub(crate) waiting: bool,
+    /// No notices on stderr (`-q`): only errors.
+    pub(crate) quiet: bool,
+    /// The pause before the next attempt after a failed one.
+    pub(crate) retry: Retry,
 }
 
 /// Shortest and longest horizon of a reservation, ns.
 const MIN_HORIZON: i64 = 200_000_000;
 const MAX_HORIZON: i64 = 1_000_000_000;
-/// First and longest pause between attempts to reach the state.
-const FIRST_BACKOFF: Duration = Duration::from_millis(50);
-const MAX_BACKOFF: Duration = Duration::from_secs(2);
+/// The pauses between attempts to reach the state: from 50 ms doubling to
+/// 2 s, with full jitter.
+const BACKOFF: Backoff = Backoff {
+    min_ns: 50_000_000,
+    max_ns: 2_000_000_000,
+};
+
+/// The pause before each attempt to reach the state after a failed one:
+/// exponential backoff with full jitter ([`Backoff`]: uniform in 0 ..=
+/// min(2 s, 50 ms · 2^n) before retry n), starting again from 50 ms after
+/// a call that succeeds. Pure: the randomness is the caller's RNG.
+#[derive(Debug)]
+pub(crate) struct Retry {
+    /// Failed calls since the last success.
+    failed: u32,
+    rng: fastrand::Rng,
+}
+
+impl Retry {
+    pub(crate) fn new(rng: fastrand::Rng) -> Retry {
+        Retry { failed: 0, rng }
+    }
+
+    /// A call failed: how long to pause before the next one.
+    pub(crate) fn failed(&mut self) -> Duration {
+        let wait = BACKOFF.wait(self.failed, &mut self.rng);
+        self.failed = self.failed.saturating_add(1);
+        Duration::from_nanos(wait)
+    }
+
+    /// A call succeeded: the next failure pauses from 50 ms again.
+    pub(crate) fn succeeded(&mut self) {
+        self.failed = 0;
+    }
+}
 
 impl Keeper {
+    /// Check the stored limits before anything is read (see
+    /// [`Backend::hello`]). An unreachable state is fatal only under
+    /// `fail`; otherwise it is reported as [`Keeper::unreachable`] does.
+    pub(crate) fn hello(&mut self) -> Result<(), Failure> {
+        match self.backend.hello() {
+            Ok(_) => Ok(()),
+            Err(Failure::Unreachable(why)) if self.on_error != OnError::Fail => {
+                self.lease.lock().failures += 1;
+                self.unreachable(&why);
+                Ok(())
+            }
+            Err(failure) => Err(failure),
+        }
+    }
+
     /// Run until the lease is closed, then give back what is unused.
     pub(crate) fn run(mut self) {
         let mut rtt = 0i64;
-        let mut backoff = FIRST_BACKOFF;
         while let Some(want) = self.await_need(Self::horizon(rtt) / 2) {
             let started = Instant::now();
             match self.backend.reserve(want, Self::horizon(rtt)) {
                 Ok(grant) => {
                     let took = i64::try_from(started.elapsed().as_nanos()).unwrap_or(i64::MAX);
                     rtt = if rtt == 0 { took } else { (rtt * 7 + took) / 8 };
-                    backoff = FIRST_BACKOFF;
+                    self.retry.succeeded();
+                    self.reached();
                     self.take(grant);
                 }
                 Err(Failure::Mismatch(spec)) => return self.fatal(Failure::Mismatch(spec)),
                 Err(Failure::Unreachable(why)) => {
                     self.lease.lock().failures += 1;
-                    match self.on_error {
-                        OnError::Fail => return self.fatal(Failure::Unreachable(why)),
-                        OnError::Local => {
-                            if !self.warned {
-                                eprintln!("drip: {}: {why}; pacing alone until it is back (--share-on-error local)", self.name);
-                                self.warned = true;
-                            }
-                            self.lease.lock().mode = Mode::Local;
-                            (self.notify)(false);
-                        }
-                        OnError::Wait => {}
+                    if self.on_error == OnError::Fail {
+                        return self.fatal(Failure::Unreachable(why));
                     }
-                    self.pause(backoff);
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    self.unreachable(&why);
+                    let pause = self.retry.failed();
+                    self.pause(pause);
                 }
             }
         }
         self.give_back();
+    }
+
+    /// The state cannot be reached (not under `fail`): `local` warns once
+    /// and paces alone; `wait` says once per outage that it waits (unless
+    /// quiet).
+    fn unreachable(&mut self, why: &str) {
+        match self.on_error {
+            OnError::Local => {
+                if !self.warned {
+                    eprintln!(
+                        "drip: {}: {why}; pacing alone until it is back (--share-on-error local)",
+                        self.name
+                    );
+                    self.warned = true;
+                }
+                self.lease.lock().mode = Mode::Local;
+                (self.notify)(false);
+            }
+            OnError::Wait if !self.waiting => {
+                self.waiting = true;
+                if !self.quiet {
+                    eprintln!(
+                        "drip: {}: the shared state cannot be reached: {why}; sending nothing until it answers (--share-on-error wait)",
+                        self.name
+                    );
+                }
+            }
+            OnError::Wait | OnError::Fail => {}
+        }
+    }
+
+    /// A call succeeded: under `wait`, say that the wait is over.
+    fn reached(&mut self) {
+        if self.waiting {
+            self.waiting = false;
+            if !self.quiet {
+                eprintln!(
+                    "drip: {}: the shared state answers again; sending",
+                    self.name
+                );
+            }
+        }
     }
 
     /// How far ahead one reservation reaches: a few round trips, within
@@ -273,11 +362,18 @@ impl Keeper {
         (self.notify)(false);
     }
 
+    /// Pause for `d`, or until the lease is closed. The writer's wake-ups
+    /// (records wanting slots) do not cut it short: that would retry at
+    /// the writer's pace instead of backing off.
     fn pause(&self, d: Duration) {
-        let jitter = d.mul_f64(0.5 + fastrand::f64() * 0.5);
-        let st = self.lease.lock();
-        if !st.closed {
-            drop(self.wait(st, jitter));
+        let until = Instant::now() + d;
+        let mut st = self.lease.lock();
+        while !st.closed {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            st = self.wait(st, left);
         }
     }
 
@@ -301,5 +397,102 @@ impl Keeper {
         if unused > 0 && unused <= times.len() {
             let _ = self.backend.give_back(seq, times[times.len() - unused]);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// Retry n pauses at most min(2 s, 50 ms · 2^n), spread over that
+    /// whole range, and from 50 ms again after a success.
+    #[test]
+    fn retries_back_off_from_50_ms_doubling_to_2_s_and_start_again_after_a_success() {
+        let ceilings = [50, 100, 200, 400, 800, 1600, 2000, 2000, 2000].map(|c| c * MS);
+        let mut sums = [Duration::ZERO; 9];
+        let mut retry = Retry::new(fastrand::Rng::with_seed(11));
+        for _ in 0..400 {
+            for (n, ceiling) in ceilings.iter().enumerate() {
+                let pause = retry.failed();
+                assert!(pause <= *ceiling, "retry {n}: {pause:?}");
+                sums[n] += pause;
+            }
+            retry.succeeded();
+        }
+        // Full jitter: the mean is about half the ceiling.
+        for (n, ceiling) in ceilings.iter().enumerate() {
+            let mean = sums[n] / 400;
+            assert!(
+                mean > *ceiling * 2 / 5 && mean < *ceiling * 3 / 5,
+                "retry {n}: mean {mean:?}"
+            );
+        }
+    }
+
+    /// A state that is never reached, counting the calls.
+    struct Down(Arc<AtomicU64>);
+
+    impl Backend for Down {
+        fn hello(&mut self) -> Result<bool, Failure> {
+            Err(Failure::Unreachable("down".into()))
+        }
+        fn reserve(&mut self, _: u64, _: i64) -> Result<Grant, Failure> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Err(Failure::Unreachable("down".into()))
+        }
+        fn give_back(&mut self, _: u64, _: i64) -> Result<bool, Failure> {
+            Err(Failure::Unreachable("down".into()))
+        }
+    }
+
+    /// The writer wakes the keeper whenever records want slots (every
+    /// 50 ms while the lease is empty; here every 2 ms): the keeper still
+    /// pauses for its whole backoff between calls.
+    #[test]
+    fn the_writers_wake_ups_do_not_cut_the_backoff_short() {
+        let calls = Arc::new(AtomicU64::new(0));
+        let lease = Arc::new(Lease::new(Instant::now()));
+        let keeper = Keeper {
+            lease: Arc::clone(&lease),
+            backend: Box::new(Down(Arc::clone(&calls))),
+            on_error: OnError::Wait,
+            per_second: 20.0,
+            notify: Arc::new(|_| {}),
+            name: "--share test".into(),
+            warned: false,
+            waiting: false,
+            quiet: true,
+            retry: Retry::new(fastrand::Rng::with_seed(5)),
+        };
+        let run = Duration::from_millis(1000);
+        let started = Instant::now();
+        let thread = std::thread::spawn(move || keeper.run());
+        while started.elapsed() < run {
+            lease.lock().wanted = 3;
+            lease.wake.notify_one();
+            std::thread::sleep(2 * MS);
+        }
+        lease.lock().closed = true;
+        lease.wake.notify_all();
+        thread.join().unwrap();
+        let elapsed = started.elapsed();
+        // The calls the same pauses allow in that time (one more for a
+        // late close on a loaded machine).
+        let mut retry = Retry::new(fastrand::Rng::with_seed(5));
+        let mut at = Duration::ZERO;
+        let mut allowed = 1;
+        while at < elapsed {
+            at += retry.failed();
+            allowed += 1;
+        }
+        let calls = calls.load(Ordering::SeqCst);
+        assert!(
+            calls >= 2 && calls <= allowed,
+            "{calls} calls, {allowed} allowed"
+        );
+        assert_eq!(lease.lock().failures, calls);
     }
 }

@@ -23,7 +23,7 @@ use crate::rate::Rate;
 use crate::schedule::{Limit, Limits, Schedule};
 
 pub use lease::OnError;
-use lease::{Backend, Failure, Keeper, Lease, Mode};
+use lease::{Backend, Failure, Keeper, Lease, Mode, Retry};
 
 /// A shared state outlives its schedule by this long (ns), then expires.
 pub const EXPIRY_NS: i64 = 10_000_000_000;
@@ -74,6 +74,8 @@ pub struct Share {
     pub on_error: OnError,
     /// How many drips share (for `local`: each paces at rate / peers).
     pub peers: u64,
+    /// No notices on stderr (`-q`): `wait` does not say it waits.
+    pub quiet: bool,
 }
 
 /// A NAME: letters, digits, `.`, `_`, `-`, `:`; not starting with `.`.
@@ -93,6 +95,16 @@ fn check_name(name: &str) -> Result<(), String> {
     }
 }
 
+/// The host of a URL's `[USER[:PASSWORD]@]HOST[:PORT][/DB]`.
+fn host(base: &str) -> &str {
+    let authority = base.split('/').next().unwrap_or_default();
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+    match host_port.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => host_port.split(':').next().unwrap_or_default(),
+    }
+}
+
 /// Parse `--share`: `NAME`, or `redis://HOST[:PORT][/DB]/NAME` (also
 /// `rediss://`, `redis+unix:///SOCKET/NAME`, and `valkey` for `redis`).
 pub fn parse_target(text: &str) -> Result<Target, String> {
@@ -100,6 +112,7 @@ pub fn parse_target(text: &str) -> Result<Target, String> {
         check_name(text)?;
         return Ok(Target::Host(text.to_string()));
     };
+    let written = scheme;
     let scheme = match scheme {
         "redis" | "valkey" => "redis",
         "rediss" | "valkeys" => "rediss",
@@ -114,11 +127,21 @@ pub fn parse_target(text: &str) -> Result<Target, String> {
         Some((path, query)) => (path, format!("?{query}")),
         None => (rest, String::new()),
     };
-    let Some((base, name)) = path.rsplit_once('/').filter(|(base, _)| !base.is_empty()) else {
+    let Some((base, name)) = path.rsplit_once('/').filter(|(_, name)| !name.is_empty()) else {
         return Err(format!(
-            "'{text}' names no NAME (expected {scheme}://HOST/NAME)"
+            "'{text}' names no NAME (expected {written}://HOST/NAME)"
         ));
     };
+    if scheme == "redis+unix" && base.is_empty() {
+        return Err(format!(
+            "'{text}' names no SOCKET (expected {written}:///SOCKET/NAME)"
+        ));
+    }
+    if scheme != "redis+unix" && host(base).is_empty() {
+        return Err(format!(
+            "'{text}' names no HOST (expected {written}://HOST[:PORT][/DB]/NAME)"
+        ));
+    }
     check_name(name)?;
     Ok(Target::Redis {
         url: format!("{scheme}://{base}{query}"),
@@ -152,8 +175,11 @@ impl fmt::Display for Disagreement {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "--share {}: this drip's limits ({}) differ from the shared ones ({})",
-            self.name, self.ours, self.theirs
+            "--share {}: this drip's limits ({}) differ from the shared ones ({}): wait until the shared state expires, {} s after its last use, or choose another NAME",
+            self.name,
+            self.ours,
+            self.theirs,
+            EXPIRY_NS / 1_000_000_000
         )
     }
 }
@@ -342,7 +368,7 @@ pub fn open(
     let spec = gcra::spec(limits);
     let steps: Vec<gcra::Step> = limits.iter().map(gcra::Step::of).collect();
     let name = share.target.name().to_string();
-    let mut backend: Box<dyn Backend> = match &share.target {
+    let backend: Box<dyn Backend> = match &share.target {
         Target::Host(name) => Box::new(file::FileBackend::new(
             &file::state_dir(),
             name,
@@ -363,20 +389,7 @@ pub fn open(
         name: name.clone(),
         spec,
     };
-    let mut warned = false;
-    match backend.hello() {
-        Ok(_) => {}
-        Err(Failure::Unreachable(why)) if share.on_error != OnError::Fail => {
-            lease.lock().failures += 1;
-            if share.on_error == OnError::Local {
-                eprintln!("drip: --share {name}: {why}; pacing alone until it is back (--share-on-error local)");
-                lease.lock().mode = Mode::Local;
-                warned = true;
-            }
-        }
-        Err(failure) => return Err(handle.error(failure)),
-    }
-    let keeper = Keeper {
+    let mut keeper = Keeper {
         lease: Arc::clone(&lease),
         backend,
         on_error: share.on_error,
@@ -390,8 +403,12 @@ pub fn open(
             }
         }),
         name: format!("--share {name}"),
-        warned,
+        warned: false,
+        waiting: false,
+        quiet: share.quiet,
+        retry: Retry::new(fastrand::Rng::new()),
     };
+    keeper.hello().map_err(|failure| handle.error(failure))?;
     let per_second = keeper.per_second;
     let thread = std::thread::Builder::new()
         .name("drip-lease".into())
@@ -443,7 +460,18 @@ mod tests {
             parse_target("redis+unix:///run/r.sock/api?db=3"),
             redis("redis+unix:///run/r.sock?db=3", "api")
         );
-        assert!(parse_target("redis://h").is_err());
+        assert_eq!(
+            parse_target("redis://u:p@[::1]:6380/api"),
+            redis("redis://u:p@[::1]:6380", "api")
+        );
+        let why = |text: &str| parse_target(text).unwrap_err();
+        assert!(why("redis://h").contains("'redis://h' names no NAME"));
+        assert!(why("redis://h/").contains("names no NAME"));
+        assert!(why("redis:///q")
+            .contains("'redis:///q' names no HOST (expected redis://HOST[:PORT][/DB]/NAME)"));
+        assert!(why("valkey://:6379/q").contains("names no HOST (expected valkey://"));
+        assert!(why("redis://u@/0/q").contains("names no HOST"));
+        assert!(why("redis+unix:///q").contains("names no SOCKET"));
         assert!(parse_target("http://h/api").is_err());
     }
 
