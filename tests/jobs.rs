@@ -751,6 +751,41 @@ fn a_runner_flag_without_exec_is_a_usage_error_naming_it() {
 }
 
 #[test]
+fn a_negative_runner_value_is_an_error_naming_its_flag() {
+    for (flag, value) in [
+        ("--retries", "-1"),
+        ("--jobs", "-2"),
+        ("--timeout", "-1s"),
+        ("--deadline", "-1s"),
+        ("--backoff", "-1s..2s"),
+        ("--retry-on", "-5"),
+        ("--overload-on", "-5"),
+    ] {
+        let (status, _, err) = run(&["-r", "inf", flag, value, "--exec", "true"], "");
+        assert_eq!(status, 2, "{flag}");
+        assert!(
+            err.starts_with(&format!("drip: invalid value '{value}' for '{flag}")),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn joblog_refuses_dash() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = command(&["-r", "inf", "--joblog", "-", "--exec", "true"]);
+    cmd.current_dir(dir.path()).stdin(Stdio::null());
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--joblog") && err.contains("carries the records"),
+        "{err}"
+    );
+    assert!(!dir.path().join("-").exists(), "a file named - was made");
+}
+
+#[test]
 fn a_deadline_kills_an_attempt_under_way() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("joblog");
