@@ -182,6 +182,34 @@ fn job_output_is_kept_whole() {
 }
 
 #[test]
+fn job_output_without_a_final_newline_is_ended_with_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = dir.path().join("err");
+    let mut cmd = command(&[
+        "-r",
+        "inf",
+        "-q",
+        "--exec",
+        "sh",
+        "-c",
+        "printf \"nonl$1\"; printf \"e$1\" >&2",
+        "sh",
+    ]);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&err).unwrap());
+    let mut child = cmd.spawn().unwrap();
+    child.stdin.take().unwrap().write_all(b"1\n2\n3\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "nonl1\nnonl2\nnonl3\n"
+    );
+    assert_eq!(std::fs::read_to_string(&err).unwrap(), "e1\ne2\ne3\n");
+}
+
+#[test]
 fn jobs_bound_concurrency_and_the_rate_paces_starts() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("joblog");

@@ -326,7 +326,8 @@ impl Pool {
                 Ok(ended) => ended,
                 Err(error) => return self.cannot_run(&argv[0], error),
             };
-            files.pass_on(&mut **self.out.lock().unwrap_or_else(|e| e.into_inner()));
+            let out = &mut **self.out.lock().unwrap_or_else(|e| e.into_inner());
+            files.pass_on(out, self.delimiter);
             let response = attempt::take_headers(&headers).and_then(|t| parse_headers(&t));
             let verdict =
                 self.cfg
