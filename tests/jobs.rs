@@ -412,6 +412,14 @@ fn a_timeout_kills_the_job_and_its_children() {
     assert!(joblog(&log)
         .iter()
         .all(|e| e["timed_out"] == true && e["outcome"] == "failed"));
+    // sh dies of the TERM drip sends at the timeout: the joblog says so.
+    assert!(
+        joblog(&log)
+            .iter()
+            .all(|e| e["signal"] == libc::SIGTERM && e["exit"].is_null()),
+        "{:?}",
+        joblog(&log)
+    );
     for pid in std::fs::read_to_string(&pids).unwrap().lines() {
         assert!(!group_alive(pid.parse().unwrap()), "job {pid} left running");
     }

@@ -217,10 +217,13 @@ fn wait(child: &mut Child, limit: Option<Duration>) -> io::Result<Exit> {
     if !sys::wait_readable_for(pidfd.as_raw_fd(), ms(KILL_GRACE)) {
         sys::kill_group(pid, libc::SIGKILL);
     }
-    child.wait()?;
+    let status = child.wait()?;
     // Its children may outlive it: the group goes too.
     sys::kill_group(pid, libc::SIGKILL);
-    Ok(Exit::TimedOut)
+    Ok(Exit::TimedOut {
+        code: status.code(),
+        signal: status.signal(),
+    })
 }
 
 fn exit_of(status: ExitStatus) -> Exit {

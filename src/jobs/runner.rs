@@ -399,7 +399,7 @@ impl Pool {
         if let Some(retry_after_ns) = retry_after {
             self.overload(&mut inner, now, retry_after_ns);
         }
-        if ended.exit == Exit::TimedOut && deadline.is_some_and(|d| now >= d) {
+        if matches!(ended.exit, Exit::TimedOut { .. }) && deadline.is_some_and(|d| now >= d) {
             return Step::Done(Outcome::Expired);
         }
         if n > self.cfg.retries {
