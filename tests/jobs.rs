@@ -487,6 +487,30 @@ fn a_missing_command_is_reported_once() {
     assert!(err.ends_with(": permission denied\n"), "{err}");
 }
 
+#[test]
+fn a_missing_command_leaves_the_dead_letter_in_input_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let dead = dir.path().join("dead");
+    for _ in 0..3 {
+        let _ = std::fs::remove_file(&dead);
+        let (status, _, _) = run(
+            &[
+                "-r",
+                "inf",
+                "-q",
+                "--dead-letter",
+                dead.to_str().unwrap(),
+                "--exec",
+                "drip-no-such-command",
+                "{}",
+            ],
+            &numbered(1..=5),
+        );
+        assert_eq!(status, 127);
+        assert_eq!(std::fs::read_to_string(&dead).unwrap(), numbered(1..=5));
+    }
+}
+
 /// drip running `sleep` jobs from a file, with the pids of its jobs.
 fn sleeping(dir: &Path, seconds: &str) -> std::process::Child {
     let dead = dir.join("dead");

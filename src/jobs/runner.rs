@@ -164,12 +164,18 @@ impl Pool {
         self.lock().fatal.take()
     }
 
-    /// Take a job slot, waiting for one; `false` at a stop.
+    /// Take a job slot, waiting for one; `false` at a stop, or once the
+    /// command could not be run (even with a slot free: a record started
+    /// after the stop would settle after the records the writer gives
+    /// back, out of input order).
     fn acquire(&self, stop: &dyn Fn() -> bool) -> bool {
         let mut inner = self.lock();
-        while inner.busy >= self.cfg.jobs {
+        loop {
             if stop() || inner.fatal.is_some() {
                 return false;
+            }
+            if inner.busy < self.cfg.jobs {
+                break;
             }
             inner = self
                 .freed
