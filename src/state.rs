@@ -123,10 +123,18 @@ pub(crate) trait Jobs: Send + Sync + std::fmt::Debug {
     fn has_room(&self) -> bool;
     /// The runner's figures now.
     fn stats(&self) -> JobStats;
-    /// Leaving at once (a second signal): TERM, then KILL, every job's
-    /// process group; returns their records, now undelivered.
+    /// A second signal: TERM every job's process group now and KILL it
+    /// [`KILL_AFTER_LEAVE`] later, without waiting; each job's record is
+    /// undelivered as its attempt ends.
+    fn terminate(&self);
+    /// Leaving without the threads (they did not let go in time): TERM,
+    /// then KILL, every job's process group; returns their records, now
+    /// undelivered.
     fn abandon(&self) -> Vec<Segment>;
 }
+
+/// After a second signal, how long jobs have between TERM and KILL.
+pub(crate) const KILL_AFTER_LEAVE: Duration = Duration::from_millis(200);
 
 impl State {
     /// A state around `adm`, with nothing read yet.
@@ -403,6 +411,9 @@ impl Shared {
         self.second_signal.store(signo, Ordering::SeqCst);
         self.leave_now.store(true, Ordering::SeqCst);
         self.stop(false);
+        if let Some(jobs) = self.jobs.get() {
+            jobs.terminate();
+        }
         self.interrupt_threads();
     }
 

@@ -513,10 +513,19 @@ fn a_missing_command_leaves_the_dead_letter_in_input_order() {
 
 /// drip running `sleep` jobs from a file, with the pids of its jobs.
 fn sleeping(dir: &Path, seconds: &str) -> std::process::Child {
+    sleeping_after(dir, "", seconds)
+}
+
+/// [`sleeping`], each job running `setup` first; a joblog in `dir/joblog`.
+fn sleeping_after(dir: &Path, setup: &str, seconds: &str) -> std::process::Child {
     let dead = dir.join("dead");
+    let log = dir.join("joblog");
     let input = dir.join("input");
     std::fs::write(&input, numbered(1..=10)).unwrap();
-    let script = format!(r#"echo $$ >> {}/pids; sleep {seconds}"#, dir.display());
+    let script = format!(
+        r#"{setup}echo $$ >> {}/pids; sleep {seconds}"#,
+        dir.display()
+    );
     let mut cmd = command(&[
         "-r",
         "inf",
@@ -525,6 +534,8 @@ fn sleeping(dir: &Path, seconds: &str) -> std::process::Child {
         "-q",
         "--dead-letter",
         dead.to_str().unwrap(),
+        "--joblog",
+        log.to_str().unwrap(),
         input.to_str().unwrap(),
         "--exec",
         "sh",
@@ -590,6 +601,44 @@ fn a_second_signal_kills_the_jobs_and_leaves() {
         (1..=10).collect::<Vec<_>>(),
         "every record undelivered"
     );
+    for pid in std::fs::read_to_string(dir.path().join("pids"))
+        .unwrap()
+        .lines()
+    {
+        assert!(!group_alive(pid.parse().unwrap()), "job {pid} left running");
+    }
+}
+
+#[test]
+fn a_second_signal_terms_the_jobs_at_once_and_kills_them_200ms_later() {
+    let dir = tempfile::tempdir().unwrap();
+    // The jobs ignore TERM: only the KILL 200 ms later ends them.
+    let mut child = sleeping_after(dir.path(), "trap '' TERM; ", "30");
+    send_signal(&child, libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(300));
+    send_signal(&child, libc::SIGINT);
+    let start = Instant::now();
+    assert_eq!(
+        wait_for(&mut child, Duration::from_secs(10)).code(),
+        Some(130)
+    );
+    let took = start.elapsed();
+    // Not the one-second wait for threads that do not let go.
+    assert!(
+        took >= Duration::from_millis(180) && took < Duration::from_millis(950),
+        "{took:?}"
+    );
+    let log = joblog(&dir.path().join("joblog"));
+    assert_eq!(log.len(), 2, "{log:?}");
+    for e in &log {
+        assert_eq!(e["outcome"], "undelivered", "{e}");
+        assert_eq!(e["signal"], libc::SIGKILL, "{e}");
+    }
+    // Those not started at the first signal, then the two killed.
+    let dead = std::fs::read_to_string(dir.path().join("dead")).unwrap();
+    let mut dead: Vec<&str> = dead.lines().collect();
+    dead[8..].sort_unstable();
+    assert_eq!(dead.join("\n") + "\n", numbered(3..=10) + &numbered(1..=2));
     for pid in std::fs::read_to_string(dir.path().join("pids"))
         .unwrap()
         .lines()

@@ -21,7 +21,7 @@ use super::retry::{parse_headers, Aimd, Exit, Verdict};
 use super::{ExecError, JobConfig};
 use crate::bucket::{Fate, Segment};
 use crate::output::{Stop, Written};
-use crate::state::{Jobs, Shared};
+use crate::state::{Jobs, Shared, KILL_AFTER_LEAVE};
 use crate::stats::JobStats;
 use crate::writer::Sink;
 
@@ -64,7 +64,13 @@ struct Inner {
     durations_ns: Vec<u64>,
     aimd: Option<Aimd>,
     rng: fastrand::Rng,
+    /// A second signal came: no attempt starts, every job is signalled.
+    leaving: bool,
 }
+
+/// After a second signal, the process groups sent TERM, for KILL; `None`
+/// once KILL was sent (a job starting after that is killed at once).
+type Terminated = Arc<Mutex<Option<Vec<u32>>>>;
 
 /// The jobs drip runs.
 pub(crate) struct Pool {
@@ -79,6 +85,7 @@ pub(crate) struct Pool {
     work: Condvar,
     joblog: Option<Mutex<Joblog>>,
     headers: tempfile::TempDir,
+    terminated: Terminated,
     /// The configured rate, records per second.
     rate: f64,
     /// The record delimiter, left out of the record in arguments.
@@ -132,6 +139,7 @@ impl Pool {
             work: Condvar::new(),
             joblog,
             headers,
+            terminated: Arc::new(Mutex::new(Some(Vec::new()))),
             rate,
             delimiter,
         });
@@ -307,6 +315,9 @@ impl Pool {
             .map(|d| record.arrived.saturating_add(ns(d)));
         for n in 1u32.. {
             let now = self.shared.clock.now();
+            if self.leaving() {
+                return Outcome::Undelivered;
+            }
             if deadline.is_some_and(|d| now >= d) {
                 return Outcome::Expired;
             }
@@ -339,7 +350,13 @@ impl Pool {
                 self.cfg
                     .policy
                     .classify(ended.exit, response.as_ref(), SystemTime::now());
-            let step = self.next_step(verdict, n, deadline, &ended);
+            // Killed on the way out (a second signal): not retried, and
+            // undelivered, unless it succeeded first.
+            let step = if verdict != Verdict::Succeeded && self.leaving() {
+                Step::Done(Outcome::Undelivered)
+            } else {
+                self.next_step(verdict, n, deadline, &ended)
+            };
             self.log(
                 number,
                 &id,
@@ -363,10 +380,27 @@ impl Pool {
         unreachable!("attempts are bounded by --retries")
     }
 
+    /// Job `number` runs in process group `pgid`; signalled at once if
+    /// drip is leaving.
     fn set_group(&self, number: u64, pgid: u32) {
-        if let Some(entry) = self.lock().running.get_mut(&number) {
+        let mut inner = self.lock();
+        if let Some(entry) = inner.running.get_mut(&number) {
             entry.1 = pgid;
         }
+        if inner.leaving {
+            let mut terminated = self.terminated.lock().unwrap_or_else(|e| e.into_inner());
+            match &mut *terminated {
+                Some(groups) => {
+                    groups.push(pgid);
+                    crate::sys::kill_group(pgid, libc::SIGTERM);
+                }
+                None => crate::sys::kill_group(pgid, libc::SIGKILL),
+            }
+        }
+    }
+
+    fn leaving(&self) -> bool {
+        self.lock().leaving
     }
 
     /// The command cannot be started: reported once, and drip stops.
@@ -538,6 +572,36 @@ impl Jobs for Pool {
             effective_rate: inner.aimd.map_or(self.rate, |a| a.current()),
             attempt_p50_ms: pct(0.5),
             attempt_p99_ms: pct(0.99),
+        }
+    }
+
+    fn terminate(&self) {
+        let mut inner = self.lock();
+        inner.leaving = true;
+        let groups: Vec<u32> = inner.running.values().map(|(_, g)| *g).collect();
+        for &pgid in &groups {
+            crate::sys::kill_group(pgid, libc::SIGTERM);
+        }
+        let mut terminated = self.terminated.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(terminated) = &mut *terminated {
+            terminated.extend(groups.into_iter().filter(|&g| g != 0));
+        }
+        drop(terminated);
+        drop(inner);
+        let to_kill = Arc::clone(&self.terminated);
+        let killer = move || {
+            std::thread::sleep(KILL_AFTER_LEAVE);
+            let groups = to_kill.lock().unwrap_or_else(|e| e.into_inner()).take();
+            for pgid in groups.unwrap_or_default() {
+                crate::sys::kill_group(pgid, libc::SIGKILL);
+            }
+        };
+        let spawned = std::thread::Builder::new()
+            .name("drip-kill".into())
+            .spawn(killer);
+        if spawned.is_err() {
+            // No thread for the wait: the evacuation kills them later.
+            *self.terminated.lock().unwrap_or_else(|e| e.into_inner()) = None;
         }
     }
 
