@@ -511,6 +511,29 @@ fn a_missing_command_leaves_the_dead_letter_in_input_order() {
     }
 }
 
+/// Nothing is left in `tmp`, drip's TMPDIR (the headers directory is gone).
+fn assert_no_temporary_left(tmp: &Path) {
+    let left: Vec<_> = std::fs::read_dir(tmp).unwrap().flatten().collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+}
+
+#[test]
+fn the_headers_directory_is_private_and_removed_at_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    // Each job prints its headers directory's mode.
+    let script = r#"stat -c %a "$(dirname "$DRIP_HEADERS")""#;
+    for (program, status, out) in [("sh", 0, "700\n700\n"), ("drip-no-such-command", 127, "")] {
+        let mut cmd = command(&["-r", "inf", "-q", "--exec", program, "-c", script]);
+        cmd.env("TMPDIR", dir.path()).stdin(Stdio::piped());
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        child.stdin.take().unwrap().write_all(b"1\n2\n").unwrap();
+        let (code, stdout, _) = wait_for_output(child);
+        assert_eq!((code, stdout.as_str()), (status, out), "{program}");
+        assert_no_temporary_left(dir.path());
+    }
+}
+
 /// drip running `sleep` jobs from a file, with the pids of its jobs.
 fn sleeping(dir: &Path, seconds: &str) -> std::process::Child {
     sleeping_after(dir, "", seconds)
@@ -543,6 +566,9 @@ fn sleeping_after(dir: &Path, setup: &str, seconds: &str) -> std::process::Child
         &script,
         "sh",
     ]);
+    // drip's temporary files go here (see `assert_no_temporary_left`).
+    std::fs::create_dir(dir.join("tmp")).unwrap();
+    cmd.env("TMPDIR", dir.join("tmp"));
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let child = cmd.spawn().unwrap();
     // Wait until both jobs run.
@@ -575,6 +601,7 @@ fn a_first_signal_waits_for_the_running_jobs() {
     // The two that ran succeeded; the other eight are undelivered.
     let dead = std::fs::read_to_string(dir.path().join("dead")).unwrap();
     assert_eq!(dead, numbered(3..=10));
+    assert_no_temporary_left(&dir.path().join("tmp"));
 }
 
 #[test]
@@ -607,6 +634,7 @@ fn a_second_signal_kills_the_jobs_and_leaves() {
     {
         assert!(!group_alive(pid.parse().unwrap()), "job {pid} left running");
     }
+    assert_no_temporary_left(&dir.path().join("tmp"));
 }
 
 #[test]
@@ -645,6 +673,7 @@ fn a_second_signal_terms_the_jobs_at_once_and_kills_them_200ms_later() {
     {
         assert!(!group_alive(pid.parse().unwrap()), "job {pid} left running");
     }
+    assert_no_temporary_left(&dir.path().join("tmp"));
 }
 
 /// What the test server saw: (seconds since it started, path, status).

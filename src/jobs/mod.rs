@@ -22,7 +22,7 @@ use std::time::Duration;
 use clap::builder::TypedValueParser;
 use clap::Args;
 
-pub(crate) use runner::{Pool, Runner};
+pub(crate) use runner::{Pool, RemoveHeaders, Runner};
 
 use retry::{Backoff, Policy, DEFAULT_RETRY_ON};
 

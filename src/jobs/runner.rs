@@ -8,6 +8,8 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::ffi::OsString;
 use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
@@ -84,7 +86,10 @@ pub(crate) struct Pool {
     /// Workers wait here for records.
     work: Condvar,
     joblog: Option<Mutex<Joblog>>,
-    headers: tempfile::TempDir,
+    /// The directory of the jobs' headers files (mode 0700), and its path
+    /// (the directory is removed at exit: [`Pool::remove_headers`]).
+    headers: Mutex<Option<tempfile::TempDir>>,
+    headers_dir: PathBuf,
     terminated: Terminated,
     /// The configured rate, records per second.
     rate: f64,
@@ -121,8 +126,10 @@ impl Pool {
             Some(path) => Some(Mutex::new(Joblog::create(path)?)),
             None => None,
         };
+        // Only the user may read the jobs' headers.
         let headers = tempfile::Builder::new()
             .prefix("drip-headers-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir()
             .context("creating a directory for DRIP_HEADERS")?;
         let inner = Inner {
@@ -138,7 +145,8 @@ impl Pool {
             freed: Condvar::new(),
             work: Condvar::new(),
             joblog,
-            headers,
+            headers_dir: headers.path().to_path_buf(),
+            headers: Mutex::new(Some(headers)),
             terminated: Arc::new(Mutex::new(Some(Vec::new()))),
             rate,
             delimiter,
@@ -164,6 +172,19 @@ impl Pool {
                 .wait_timeout(inner, POLL)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
+        }
+    }
+
+    /// Remove the headers directory and what is in it (once no job runs,
+    /// or none will be waited for); again, nothing.
+    pub(crate) fn remove_headers(&self) {
+        let dir = self
+            .headers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(dir) = dir {
+            let _ = dir.close();
         }
     }
 
@@ -303,7 +324,7 @@ impl Pool {
         };
         let id = attempt::record_id(number, body);
         // The job's headers file (read and removed after each attempt).
-        let headers = self.headers.path().join(number.to_string());
+        let headers = self.headers_dir.join(number.to_string());
         let argv =
             attempt::command_line(&self.cfg.command, body, &headers, self.cfg.record_on_stdin);
         if files.set_record(bytes).is_err() {
@@ -616,7 +637,19 @@ impl Jobs for Pool {
                 crate::sys::kill_group(*pgid, libc::SIGKILL);
             }
         }
+        // drip exits next, without the wiring: nothing is left behind.
+        self.remove_headers();
         running.into_values().map(|(record, _)| record).collect()
+    }
+}
+
+/// Removes the pool's headers directory when dropped: on every way out of
+/// the wiring, errors included.
+pub(crate) struct RemoveHeaders(pub(crate) Arc<Pool>);
+
+impl Drop for RemoveHeaders {
+    fn drop(&mut self) {
+        self.0.remove_headers();
     }
 }
 
