@@ -123,6 +123,9 @@ pub(crate) trait Jobs: Send + Sync + std::fmt::Debug {
     fn has_room(&self) -> bool;
     /// The runner's figures now.
     fn stats(&self) -> JobStats;
+    /// The longest a started record waited from being read to its job's
+    /// start, ns (the summary's `max_wait_ms`).
+    fn longest_wait_ns(&self) -> u64;
     /// A second signal: TERM every job's process group now and KILL it
     /// [`KILL_AFTER_LEAVE`] later, without waiting; each job's record is
     /// undelivered as its attempt ends.
@@ -495,7 +498,10 @@ impl Shared {
     /// The summary for `--stats` and `--stats-json`.
     pub(crate) fn summary(&self) -> Summary {
         let snap = self.snapshot();
-        let longest_wait_ns = self.lock().adm.longest_wait_ns();
+        let longest_wait_ns = match self.jobs.get() {
+            Some(jobs) => jobs.longest_wait_ns(),
+            None => self.lock().adm.longest_wait_ns(),
+        };
         let elapsed_ms = snap.elapsed_ns as f64 / 1e6;
         Summary {
             counts: snap.counts,

@@ -210,6 +210,43 @@ fn job_output_without_a_final_newline_is_ended_with_one() {
 }
 
 #[test]
+fn stats_count_starts_and_waits_and_no_bytes_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("stats.json");
+    // One job at a time, 200 ms each: starts at about 0, 0.2 and 0.4 s, so
+    // the third record waits about 400 ms for its start.
+    let (status, _, _) = run(
+        &[
+            "-r",
+            "inf",
+            "-q",
+            "--stats-json",
+            s.to_str().unwrap(),
+            "--record-on-stdin",
+            "--exec",
+            "sleep",
+            "0.2",
+        ],
+        &numbered(1..=3),
+    );
+    assert_eq!(status, 0);
+    let s = stats(&s);
+    assert_eq!(
+        (s["written"].as_u64(), s["bytes_written"].as_u64()),
+        (Some(0), Some(0)),
+        "{s}"
+    );
+    assert_eq!(s["bytes_read"].as_u64(), Some(6), "{s}");
+    let rate = s["rate"].as_f64().unwrap_or_else(|| panic!("no rate: {s}"));
+    assert!((2.5..=5.5).contains(&rate), "start rate {rate}: {s}");
+    let span = s["span_ms"].as_f64().unwrap();
+    assert!((350.0..2000.0).contains(&span), "{s}");
+    let wait = s["max_wait_ms"].as_f64().unwrap();
+    assert!((350.0..2000.0).contains(&wait), "{s}");
+    assert_adds_up(&s);
+}
+
+#[test]
 fn jobs_bound_concurrency_and_the_rate_paces_starts() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("joblog");

@@ -64,6 +64,8 @@ struct Inner {
     pauses: u64,
     paused_ns: u64,
     durations_ns: Vec<u64>,
+    /// The longest a record waited from being read to its job's start, ns.
+    longest_wait_ns: u64,
     aimd: Option<Aimd>,
     rng: fastrand::Rng,
     /// A second signal came: no attempt starts, every job is signalled.
@@ -259,6 +261,17 @@ impl Pool {
             }
             std::thread::sleep(Duration::from_nanos(wait.max(1_000)).min(POLL));
         }
+    }
+
+    /// `record`'s job starts now: a departure (the summary's rate is
+    /// starts per second), and how long it waited since it was read.
+    fn starting(&self, record: &Segment) {
+        let mut st = self.shared.lock();
+        let now = self.shared.clock.now();
+        st.departures.record(now, 1);
+        let mut inner = self.lock();
+        let waited = now.saturating_sub(record.arrived);
+        inner.longest_wait_ns = inner.longest_wait_ns.max(waited);
     }
 
     /// Start a job for `record` (a slot is taken) on an idle worker, or a
@@ -554,7 +567,7 @@ impl Pool {
         drop(inner);
         st.sink_full = false;
         match outcome {
-            Outcome::Succeeded => st.ledger.succeeded(1, record.bytes() as u64),
+            Outcome::Succeeded => st.ledger.succeeded(1),
             Outcome::Failed => st.ledger.dispose(record, Fate::Failed),
             Outcome::Expired => st.ledger.dispose(record, Fate::Expired),
             Outcome::Undelivered => st.ledger.dispose(record, Fate::Undelivered),
@@ -594,6 +607,10 @@ impl Jobs for Pool {
             attempt_p50_ms: pct(0.5),
             attempt_p99_ms: pct(0.99),
         }
+    }
+
+    fn longest_wait_ns(&self) -> u64 {
+        self.lock().longest_wait_ns
     }
 
     fn terminate(&self) {
@@ -682,6 +699,7 @@ impl Sink for Runner {
                 }
                 done.bytes += record.bytes() as u64;
                 done.records += 1;
+                self.0.starting(&record);
                 self.0.start(record);
                 if !self.0.has_room() {
                     // Arrivals wait in the bucket from now, not in the
