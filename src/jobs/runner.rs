@@ -377,8 +377,11 @@ impl Pool {
                 Ok(ended) => ended,
                 Err(error) => return self.cannot_run(&argv[0], error),
             };
-            let out = &mut **self.out.lock().unwrap_or_else(|e| e.into_inner());
-            files.pass_on(out, self.delimiter);
+            {
+                // drip's stdout is held only while the output is passed on.
+                let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+                files.pass_on(&mut **out, self.delimiter);
+            }
             let response = attempt::take_headers(&headers).and_then(|t| parse_headers(&t));
             let verdict =
                 self.cfg
