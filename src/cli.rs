@@ -517,7 +517,7 @@ impl<T: Clone + Send + Sync + 'static> TypedValueParser for Choices<T> {
 
 /// Refuse `-` for a file drip writes: it would mean stdout, which carries
 /// the records, and used to create a file named `-`.
-fn not_stdout(path: PathBuf) -> Result<PathBuf, String> {
+pub(crate) fn not_stdout(path: PathBuf) -> Result<PathBuf, String> {
     if path.as_os_str() == "-" {
         return Err("'-' would be stdout, which carries the records; name a file".into());
     }
@@ -1057,7 +1057,7 @@ mod tests {
     fn dash_is_refused_for_files_drip_writes() {
         assert!(not_stdout("-".into()).is_err());
         assert_eq!(not_stdout("./-".into()), Ok(PathBuf::from("./-")));
-        for flag in ["--stats-json", "--dead-letter"] {
+        for flag in ["--stats-json", "--dead-letter", "--joblog"] {
             let err = Cli::try_parse_from(["drip", flag, "-"]).unwrap_err();
             assert!(err.to_string().contains("carries the records"), "{err}");
         }

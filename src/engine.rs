@@ -16,7 +16,7 @@ use crate::cli::{Config, Input};
 use crate::deadletter::DeadLetter;
 use crate::input::{Oversize, OwnFile, ReadReport, Splitter};
 use crate::jobs::gate::{Gate, GateControl};
-use crate::jobs::{ExecError, Pool, Runner, EXIT_FAILED};
+use crate::jobs::{ExecError, Pool, RemoveHeaders, Runner, EXIT_FAILED};
 use crate::keyed::Keyed;
 use crate::monitor::Monitor;
 use crate::progress::{lock_ui, Ui};
@@ -242,6 +242,8 @@ fn run_watching(
         }
         _ => (None, Some(out)),
     };
+    // Whatever way drip leaves from here, the jobs' headers go.
+    let _headers = pool.as_ref().map(|p| RemoveHeaders(Arc::clone(p)));
     let ui = Arc::new(Mutex::new(Ui::new(
         config.progress,
         config.capacity,

@@ -52,11 +52,10 @@ impl Ledger {
         self.counts.bytes_written += bytes;
     }
 
-    /// `records` records, `bytes` bytes in all, were run by a job that
-    /// succeeded (`--exec`).
-    pub fn succeeded(&mut self, records: u64, bytes: u64) {
+    /// `records` records were run by a job that succeeded (`--exec`):
+    /// nothing of them is written to stdout, so `bytes_written` stays.
+    pub fn succeeded(&mut self, records: u64) {
         self.counts.succeeded += records;
-        self.counts.bytes_written += bytes;
     }
 
     /// The records of `seg` left other than by being written, as `fate`.

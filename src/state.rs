@@ -123,10 +123,21 @@ pub(crate) trait Jobs: Send + Sync + std::fmt::Debug {
     fn has_room(&self) -> bool;
     /// The runner's figures now.
     fn stats(&self) -> JobStats;
-    /// Leaving at once (a second signal): TERM, then KILL, every job's
-    /// process group; returns their records, now undelivered.
+    /// The longest a started record waited from being read to its job's
+    /// start, ns (the summary's `max_wait_ms`).
+    fn longest_wait_ns(&self) -> u64;
+    /// A second signal: TERM every job's process group now and KILL it
+    /// [`KILL_AFTER_LEAVE`] later, without waiting; each job's record is
+    /// undelivered as its attempt ends.
+    fn terminate(&self);
+    /// Leaving without the threads (they did not let go in time): TERM,
+    /// then KILL, every job's process group; returns their records, now
+    /// undelivered.
     fn abandon(&self) -> Vec<Segment>;
 }
+
+/// After a second signal, how long jobs have between TERM and KILL.
+pub(crate) const KILL_AFTER_LEAVE: Duration = Duration::from_millis(200);
 
 impl State {
     /// A state around `adm`, with nothing read yet.
@@ -403,6 +414,9 @@ impl Shared {
         self.second_signal.store(signo, Ordering::SeqCst);
         self.leave_now.store(true, Ordering::SeqCst);
         self.stop(false);
+        if let Some(jobs) = self.jobs.get() {
+            jobs.terminate();
+        }
         self.interrupt_threads();
     }
 
@@ -484,7 +498,10 @@ impl Shared {
     /// The summary for `--stats` and `--stats-json`.
     pub(crate) fn summary(&self) -> Summary {
         let snap = self.snapshot();
-        let longest_wait_ns = self.lock().adm.longest_wait_ns();
+        let longest_wait_ns = match self.jobs.get() {
+            Some(jobs) => jobs.longest_wait_ns(),
+            None => self.lock().adm.longest_wait_ns(),
+        };
         let elapsed_ms = snap.elapsed_ns as f64 / 1e6;
         Summary {
             counts: snap.counts,

@@ -35,7 +35,8 @@ pub struct Counts {
     pub failed: u64,
     /// Bytes read.
     pub bytes_read: u64,
-    /// Bytes written to stdout.
+    /// Bytes of records written to stdout (0 with `--exec`: jobs' output is
+    /// not counted).
     pub bytes_written: u64,
 }
 
@@ -141,12 +142,16 @@ pub struct Summary {
     pub counts: Counts,
     /// The most records the bucket held at once.
     pub max_depth: u64,
-    /// The longest any written record waited in the bucket, in milliseconds.
+    /// The longest any written record waited in the bucket, in
+    /// milliseconds; with `--exec`, the longest any record waited from
+    /// being read to its job's start.
     pub max_wait_ms: f64,
     /// Wall time from start to exit, in milliseconds.
     pub elapsed_ms: f64,
     /// Records written per second between the first and the last departure
     /// ([`Departures::rate`]); `null` when fewer than two writes were made.
+    /// With `--exec` a departure is a job's start (a record's first
+    /// attempt; retries are not counted).
     pub rate: Option<f64>,
     /// Time from the first departure to the last, in milliseconds.
     pub span_ms: f64,

@@ -95,7 +95,10 @@ pub(crate) fn write_loop(shared: &Shared, sink: &mut dyn Sink) -> Option<std::io
         let mut st = shared.lock();
         let ended = written.error.is_some() || written.stopped || batch.last;
         let now = shared.clock.now();
-        st.departures.record(now, written.records);
+        if !settles_itself {
+            // A runner records its starts itself, each as it happens.
+            st.departures.record(now, written.records);
+        }
         let written_bytes = if settles_itself {
             None
         } else {

@@ -182,6 +182,71 @@ fn job_output_is_kept_whole() {
 }
 
 #[test]
+fn job_output_without_a_final_newline_is_ended_with_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = dir.path().join("err");
+    let mut cmd = command(&[
+        "-r",
+        "inf",
+        "-q",
+        "--exec",
+        "sh",
+        "-c",
+        "printf \"nonl$1\"; printf \"e$1\" >&2",
+        "sh",
+    ]);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&err).unwrap());
+    let mut child = cmd.spawn().unwrap();
+    child.stdin.take().unwrap().write_all(b"1\n2\n3\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "nonl1\nnonl2\nnonl3\n"
+    );
+    assert_eq!(std::fs::read_to_string(&err).unwrap(), "e1\ne2\ne3\n");
+}
+
+#[test]
+fn stats_count_starts_and_waits_and_no_bytes_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("stats.json");
+    // One job at a time, 200 ms each: starts at about 0, 0.2 and 0.4 s, so
+    // the third record waits about 400 ms for its start.
+    let (status, _, _) = run(
+        &[
+            "-r",
+            "inf",
+            "-q",
+            "--stats-json",
+            s.to_str().unwrap(),
+            "--record-on-stdin",
+            "--exec",
+            "sleep",
+            "0.2",
+        ],
+        &numbered(1..=3),
+    );
+    assert_eq!(status, 0);
+    let s = stats(&s);
+    assert_eq!(
+        (s["written"].as_u64(), s["bytes_written"].as_u64()),
+        (Some(0), Some(0)),
+        "{s}"
+    );
+    assert_eq!(s["bytes_read"].as_u64(), Some(6), "{s}");
+    let rate = s["rate"].as_f64().unwrap_or_else(|| panic!("no rate: {s}"));
+    assert!((2.5..=5.5).contains(&rate), "start rate {rate}: {s}");
+    let span = s["span_ms"].as_f64().unwrap();
+    assert!((350.0..2000.0).contains(&span), "{s}");
+    let wait = s["max_wait_ms"].as_f64().unwrap();
+    assert!((350.0..2000.0).contains(&wait), "{s}");
+    assert_adds_up(&s);
+}
+
+#[test]
 fn jobs_bound_concurrency_and_the_rate_paces_starts() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("joblog");
@@ -384,6 +449,14 @@ fn a_timeout_kills_the_job_and_its_children() {
     assert!(joblog(&log)
         .iter()
         .all(|e| e["timed_out"] == true && e["outcome"] == "failed"));
+    // sh dies of the TERM drip sends at the timeout: the joblog says so.
+    assert!(
+        joblog(&log)
+            .iter()
+            .all(|e| e["signal"] == libc::SIGTERM && e["exit"].is_null()),
+        "{:?}",
+        joblog(&log)
+    );
     for pid in std::fs::read_to_string(&pids).unwrap().lines() {
         assert!(!group_alive(pid.parse().unwrap()), "job {pid} left running");
     }
@@ -451,12 +524,68 @@ fn a_missing_command_is_reported_once() {
     assert!(err.ends_with(": permission denied\n"), "{err}");
 }
 
+#[test]
+fn a_missing_command_leaves_the_dead_letter_in_input_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let dead = dir.path().join("dead");
+    for _ in 0..3 {
+        let _ = std::fs::remove_file(&dead);
+        let (status, _, _) = run(
+            &[
+                "-r",
+                "inf",
+                "-q",
+                "--dead-letter",
+                dead.to_str().unwrap(),
+                "--exec",
+                "drip-no-such-command",
+                "{}",
+            ],
+            &numbered(1..=5),
+        );
+        assert_eq!(status, 127);
+        assert_eq!(std::fs::read_to_string(&dead).unwrap(), numbered(1..=5));
+    }
+}
+
+/// Nothing is left in `tmp`, drip's TMPDIR (the headers directory is gone).
+fn assert_no_temporary_left(tmp: &Path) {
+    let left: Vec<_> = std::fs::read_dir(tmp).unwrap().flatten().collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+}
+
+#[test]
+fn the_headers_directory_is_private_and_removed_at_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    // Each job prints its headers directory's mode.
+    let script = r#"stat -c %a "$(dirname "$DRIP_HEADERS")""#;
+    for (program, status, out) in [("sh", 0, "700\n700\n"), ("drip-no-such-command", 127, "")] {
+        let mut cmd = command(&["-r", "inf", "-q", "--exec", program, "-c", script]);
+        cmd.env("TMPDIR", dir.path()).stdin(Stdio::piped());
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        child.stdin.take().unwrap().write_all(b"1\n2\n").unwrap();
+        let (code, stdout, _) = wait_for_output(child);
+        assert_eq!((code, stdout.as_str()), (status, out), "{program}");
+        assert_no_temporary_left(dir.path());
+    }
+}
+
 /// drip running `sleep` jobs from a file, with the pids of its jobs.
 fn sleeping(dir: &Path, seconds: &str) -> std::process::Child {
+    sleeping_after(dir, "", seconds)
+}
+
+/// [`sleeping`], each job running `setup` first; a joblog in `dir/joblog`.
+fn sleeping_after(dir: &Path, setup: &str, seconds: &str) -> std::process::Child {
     let dead = dir.join("dead");
+    let log = dir.join("joblog");
     let input = dir.join("input");
     std::fs::write(&input, numbered(1..=10)).unwrap();
-    let script = format!(r#"echo $$ >> {}/pids; sleep {seconds}"#, dir.display());
+    let script = format!(
+        r#"{setup}echo $$ >> {}/pids; sleep {seconds}"#,
+        dir.display()
+    );
     let mut cmd = command(&[
         "-r",
         "inf",
@@ -465,6 +594,8 @@ fn sleeping(dir: &Path, seconds: &str) -> std::process::Child {
         "-q",
         "--dead-letter",
         dead.to_str().unwrap(),
+        "--joblog",
+        log.to_str().unwrap(),
         input.to_str().unwrap(),
         "--exec",
         "sh",
@@ -472,6 +603,9 @@ fn sleeping(dir: &Path, seconds: &str) -> std::process::Child {
         &script,
         "sh",
     ]);
+    // drip's temporary files go here (see `assert_no_temporary_left`).
+    std::fs::create_dir(dir.join("tmp")).unwrap();
+    cmd.env("TMPDIR", dir.join("tmp"));
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let child = cmd.spawn().unwrap();
     // Wait until both jobs run.
@@ -504,6 +638,7 @@ fn a_first_signal_waits_for_the_running_jobs() {
     // The two that ran succeeded; the other eight are undelivered.
     let dead = std::fs::read_to_string(dir.path().join("dead")).unwrap();
     assert_eq!(dead, numbered(3..=10));
+    assert_no_temporary_left(&dir.path().join("tmp"));
 }
 
 #[test]
@@ -536,6 +671,46 @@ fn a_second_signal_kills_the_jobs_and_leaves() {
     {
         assert!(!group_alive(pid.parse().unwrap()), "job {pid} left running");
     }
+    assert_no_temporary_left(&dir.path().join("tmp"));
+}
+
+#[test]
+fn a_second_signal_terms_the_jobs_at_once_and_kills_them_200ms_later() {
+    let dir = tempfile::tempdir().unwrap();
+    // The jobs ignore TERM: only the KILL 200 ms later ends them.
+    let mut child = sleeping_after(dir.path(), "trap '' TERM; ", "30");
+    send_signal(&child, libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(300));
+    send_signal(&child, libc::SIGINT);
+    let start = Instant::now();
+    assert_eq!(
+        wait_for(&mut child, Duration::from_secs(10)).code(),
+        Some(130)
+    );
+    let took = start.elapsed();
+    // Not the one-second wait for threads that do not let go.
+    assert!(
+        took >= Duration::from_millis(180) && took < Duration::from_millis(950),
+        "{took:?}"
+    );
+    let log = joblog(&dir.path().join("joblog"));
+    assert_eq!(log.len(), 2, "{log:?}");
+    for e in &log {
+        assert_eq!(e["outcome"], "undelivered", "{e}");
+        assert_eq!(e["signal"], libc::SIGKILL, "{e}");
+    }
+    // Those not started at the first signal, then the two killed.
+    let dead = std::fs::read_to_string(dir.path().join("dead")).unwrap();
+    let mut dead: Vec<&str> = dead.lines().collect();
+    dead[8..].sort_unstable();
+    assert_eq!(dead.join("\n") + "\n", numbered(3..=10) + &numbered(1..=2));
+    for pid in std::fs::read_to_string(dir.path().join("pids"))
+        .unwrap()
+        .lines()
+    {
+        assert!(!group_alive(pid.parse().unwrap()), "job {pid} left running");
+    }
+    assert_no_temporary_left(&dir.path().join("tmp"));
 }
 
 /// What the test server saw: (seconds since it started, path, status).
@@ -748,6 +923,41 @@ fn a_runner_flag_without_exec_is_a_usage_error_naming_it() {
     let (status, _, err) = run(&["-r", "inf", "--backoff", "2s..1s", "--exec", "true"], "");
     assert_eq!(status, 2);
     assert!(err.contains("--backoff"), "{err}");
+}
+
+#[test]
+fn a_negative_runner_value_is_an_error_naming_its_flag() {
+    for (flag, value) in [
+        ("--retries", "-1"),
+        ("--jobs", "-2"),
+        ("--timeout", "-1s"),
+        ("--deadline", "-1s"),
+        ("--backoff", "-1s..2s"),
+        ("--retry-on", "-5"),
+        ("--overload-on", "-5"),
+    ] {
+        let (status, _, err) = run(&["-r", "inf", flag, value, "--exec", "true"], "");
+        assert_eq!(status, 2, "{flag}");
+        assert!(
+            err.starts_with(&format!("drip: invalid value '{value}' for '{flag}")),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn joblog_refuses_dash() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = command(&["-r", "inf", "--joblog", "-", "--exec", "true"]);
+    cmd.current_dir(dir.path()).stdin(Stdio::null());
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--joblog") && err.contains("carries the records"),
+        "{err}"
+    );
+    assert!(!dir.path().join("-").exists(), "a file named - was made");
 }
 
 #[test]

@@ -7,6 +7,7 @@ use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStringExt;
+use std::os::unix::fs::FileExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -127,19 +128,29 @@ impl Files {
     }
 
     /// Pass the attempt's stdout to `out` and its stderr to drip's stderr,
-    /// each whole (the caller holds the output lock).
-    pub fn pass_on(&mut self, out: &mut dyn Write) {
-        let _ = copy_all(&mut self.stdout, out);
-        let _ = copy_all(&mut self.stderr, &mut io::stderr().lock());
+    /// each whole (the caller holds the output lock). Output that does not
+    /// end with its terminator gets one, so the next job's output starts
+    /// on a record (a line) of its own: stdout's is `delimiter`, the record
+    /// delimiter; stderr's a newline.
+    pub fn pass_on(&mut self, out: &mut dyn Write, delimiter: u8) {
+        let _ = copy_all(&mut self.stdout, out, delimiter);
+        let _ = copy_all(&mut self.stderr, &mut io::stderr().lock(), b'\n');
     }
 }
 
-fn copy_all(from: &mut File, to: &mut dyn Write) -> io::Result<()> {
-    if from.metadata()?.len() == 0 {
+/// Copy all of `from` to `to`, then `end` unless the copy ended with it.
+fn copy_all(from: &mut File, to: &mut dyn Write, end: u8) -> io::Result<()> {
+    let len = from.metadata()?.len();
+    if len == 0 {
         return Ok(());
     }
     from.seek(SeekFrom::Start(0))?;
     io::copy(from, to)?;
+    let mut last = [0u8];
+    from.read_exact_at(&mut last, len - 1)?;
+    if last[0] != end {
+        to.write_all(&[end])?;
+    }
     to.flush()
 }
 
@@ -206,10 +217,13 @@ fn wait(child: &mut Child, limit: Option<Duration>) -> io::Result<Exit> {
     if !sys::wait_readable_for(pidfd.as_raw_fd(), ms(KILL_GRACE)) {
         sys::kill_group(pid, libc::SIGKILL);
     }
-    child.wait()?;
+    let status = child.wait()?;
     // Its children may outlive it: the group goes too.
     sys::kill_group(pid, libc::SIGKILL);
-    Ok(Exit::TimedOut)
+    Ok(Exit::TimedOut {
+        code: status.code(),
+        signal: status.signal(),
+    })
 }
 
 fn exit_of(status: ExitStatus) -> Exit {
@@ -272,5 +286,21 @@ mod tests {
         assert_ne!(record_id(3, b"x"), record_id(4, b"x"));
         assert_ne!(record_id(3, b"x"), record_id(3, b"y"));
         assert!(record_id(3, b"x").starts_with("3-"));
+    }
+
+    #[test]
+    fn output_passed_on_ends_with_its_terminator() {
+        let mut files = Files::new(false).unwrap();
+        let mut out = Vec::new();
+        files.stdout.write_all(b"a\nnonl").unwrap();
+        files.pass_on(&mut out, b'\n');
+        assert_eq!(out, b"a\nnonl\n");
+        // Ended already: nothing is added; nothing at all: nothing.
+        files.stdio().unwrap();
+        files.stdout.write_all(b"b\0").unwrap();
+        files.pass_on(&mut out, 0);
+        files.stdio().unwrap();
+        files.pass_on(&mut out, b'\n');
+        assert_eq!(out, b"a\nnonl\nb\0");
     }
 }

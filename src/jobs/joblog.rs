@@ -25,9 +25,11 @@ pub struct Entry<'a> {
     pub duration_ms: f64,
     /// Its exit status, when it exited.
     pub exit: Option<i32>,
-    /// The signal that ended it, when one did.
+    /// The signal that ended it, when one did (after a timeout too: TERM,
+    /// or KILL).
     pub signal: Option<i32>,
-    /// Whether drip killed it at `--timeout` or the deadline.
+    /// Whether drip killed it at `--timeout` or the deadline (`exit` or
+    /// `signal` then says how it ended).
     pub timed_out: bool,
     /// The HTTP status of its headers file, when it wrote one.
     pub http_status: Option<u16>,
@@ -42,7 +44,7 @@ impl Entry<'_> {
         match exit {
             Exit::Code(c) => (Some(c), None, false),
             Exit::Signal(s) => (None, Some(s), false),
-            Exit::TimedOut => (None, None, true),
+            Exit::TimedOut { code, signal } => (code, signal, true),
         }
     }
 }

@@ -19,9 +19,10 @@ mod runner;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::TypedValueParser;
 use clap::Args;
 
-pub(crate) use runner::{Pool, Runner};
+pub(crate) use runner::{Pool, RemoveHeaders, Runner};
 
 use retry::{Backoff, Policy, DEFAULT_RETRY_ON};
 
@@ -46,7 +47,7 @@ pub struct JobArgs {
 
     /// At most N jobs at once (the rate limits starts; both hold) [default:
     /// 1]
-    #[arg(short, long, value_name = "N", value_parser = jobs_arg, value_hint = clap::ValueHint::Other)]
+    #[arg(short, long, value_name = "N", value_parser = jobs_arg, value_hint = clap::ValueHint::Other, allow_hyphen_values = true)]
     pub jobs: Option<usize>,
 
     /// Give each job its record on stdin instead of as an argument
@@ -55,33 +56,33 @@ pub struct JobArgs {
 
     /// Retry a record up to N times after a transient failure or an overload
     /// [default: 0]
-    #[arg(long, value_name = "N", value_parser = retries_arg, value_hint = clap::ValueHint::Other)]
+    #[arg(long, value_name = "N", value_parser = retries_arg, value_hint = clap::ValueHint::Other, allow_hyphen_values = true)]
     pub retries: Option<u32>,
 
     /// Exit statuses that are transient failures, retried: a list such as
     /// 1,75,100-110 [default: 6,7,28,35,52,55,56,75: EX_TEMPFAIL and curl's
     /// could-not-connect, timeout and send/receive failures]
-    #[arg(long, value_name = "STATUSES", value_parser = statuses_arg, value_hint = clap::ValueHint::Other)]
+    #[arg(long, value_name = "STATUSES", value_parser = statuses_arg, value_hint = clap::ValueHint::Other, allow_hyphen_values = true)]
     pub retry_on: Option<Statuses>,
 
     /// Exit statuses that mean the service is overloaded: every start
     /// pauses, and the record is retried
-    #[arg(long, value_name = "STATUSES", value_parser = statuses_arg, value_hint = clap::ValueHint::Other)]
+    #[arg(long, value_name = "STATUSES", value_parser = statuses_arg, value_hint = clap::ValueHint::Other, allow_hyphen_values = true)]
     pub overload_on: Option<Statuses>,
 
     /// Wait before retry n: a random time between 0 and min(MAX, MIN·2^n)
     /// (exponential backoff, full jitter) [default: 100ms..30s]
-    #[arg(long, value_name = "MIN..MAX", value_parser = backoff_arg, value_hint = clap::ValueHint::Other)]
+    #[arg(long, value_name = "MIN..MAX", value_parser = backoff_arg, value_hint = clap::ValueHint::Other, allow_hyphen_values = true)]
     pub backoff: Option<Backoff>,
 
     /// Kill an attempt that runs longer than DURATION: TERM to its process
     /// group, KILL one second later
-    #[arg(long, value_name = "DURATION", value_parser = job_duration_arg, value_hint = clap::ValueHint::Other)]
+    #[arg(long, value_name = "DURATION", value_parser = job_duration_arg, value_hint = clap::ValueHint::Other, allow_hyphen_values = true)]
     pub timeout: Option<Duration>,
 
     /// Give up on a record DURATION after it was read, counting its time in
     /// the bucket and all its attempts: it expires
-    #[arg(long, value_name = "DURATION", value_parser = job_duration_arg, value_hint = clap::ValueHint::Other)]
+    #[arg(long, value_name = "DURATION", value_parser = job_duration_arg, value_hint = clap::ValueHint::Other, allow_hyphen_values = true)]
     pub deadline: Option<Duration>,
 
     /// Lower the rate on each overload (halve it) and raise it back on
@@ -90,7 +91,7 @@ pub struct JobArgs {
     pub adapt: bool,
 
     /// Write one JSON line per attempt to FILE
-    #[arg(long, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    #[arg(long, value_name = "FILE", value_parser = clap::builder::PathBufValueParser::new().try_map(crate::cli::not_stdout), value_hint = clap::ValueHint::FilePath)]
     pub joblog: Option<PathBuf>,
 }
 

@@ -34,8 +34,15 @@ pub enum Exit {
     Code(i32),
     /// Killed by this signal (not by drip's `--timeout`).
     Signal(i32),
-    /// Killed by drip after `--timeout` (or at the record's deadline).
-    TimedOut,
+    /// Killed by drip after `--timeout` (or at the record's deadline):
+    /// how it then ended, by a signal (TERM, or KILL a second later) or,
+    /// when it caught TERM, with an exit status.
+    TimedOut {
+        /// The exit status, when it exited.
+        code: Option<i32>,
+        /// The signal that ended it, when one did.
+        signal: Option<i32>,
+    },
 }
 
 /// The server's answer, from the headers file a job wrote.
@@ -121,7 +128,7 @@ impl Policy {
                 retry_after_ns: None,
             },
             Exit::Code(c) if self.retry_on.contains(&c) => Verdict::Transient,
-            Exit::TimedOut => Verdict::Transient,
+            Exit::TimedOut { .. } => Verdict::Transient,
             Exit::Code(_) | Exit::Signal(_) => Verdict::Final,
         }
     }
@@ -321,7 +328,17 @@ mod tests {
         assert_eq!(p.classify(Exit::Code(0), None, now), Verdict::Succeeded);
         assert_eq!(p.classify(Exit::Code(75), None, now), Verdict::Transient);
         assert_eq!(p.classify(Exit::Code(1), None, now), Verdict::Final);
-        assert_eq!(p.classify(Exit::TimedOut, None, now), Verdict::Transient);
+        assert_eq!(
+            p.classify(
+                Exit::TimedOut {
+                    code: None,
+                    signal: Some(15)
+                },
+                None,
+                now
+            ),
+            Verdict::Transient
+        );
         assert_eq!(p.classify(Exit::Signal(9), None, now), Verdict::Final);
         assert_eq!(
             p.classify(Exit::Code(9), None, now),

@@ -8,6 +8,8 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::ffi::OsString;
 use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
@@ -21,7 +23,7 @@ use super::retry::{parse_headers, Aimd, Exit, Verdict};
 use super::{ExecError, JobConfig};
 use crate::bucket::{Fate, Segment};
 use crate::output::{Stop, Written};
-use crate::state::{Jobs, Shared};
+use crate::state::{Jobs, Shared, KILL_AFTER_LEAVE};
 use crate::stats::JobStats;
 use crate::writer::Sink;
 
@@ -62,9 +64,17 @@ struct Inner {
     pauses: u64,
     paused_ns: u64,
     durations_ns: Vec<u64>,
+    /// The longest a record waited from being read to its job's start, ns.
+    longest_wait_ns: u64,
     aimd: Option<Aimd>,
     rng: fastrand::Rng,
+    /// A second signal came: no attempt starts, every job is signalled.
+    leaving: bool,
 }
+
+/// After a second signal, the process groups sent TERM, for KILL; `None`
+/// once KILL was sent (a job starting after that is killed at once).
+type Terminated = Arc<Mutex<Option<Vec<u32>>>>;
 
 /// The jobs drip runs.
 pub(crate) struct Pool {
@@ -78,7 +88,11 @@ pub(crate) struct Pool {
     /// Workers wait here for records.
     work: Condvar,
     joblog: Option<Mutex<Joblog>>,
-    headers: tempfile::TempDir,
+    /// The directory of the jobs' headers files (mode 0700), and its path
+    /// (the directory is removed at exit: [`Pool::remove_headers`]).
+    headers: Mutex<Option<tempfile::TempDir>>,
+    headers_dir: PathBuf,
+    terminated: Terminated,
     /// The configured rate, records per second.
     rate: f64,
     /// The record delimiter, left out of the record in arguments.
@@ -114,8 +128,10 @@ impl Pool {
             Some(path) => Some(Mutex::new(Joblog::create(path)?)),
             None => None,
         };
+        // Only the user may read the jobs' headers.
         let headers = tempfile::Builder::new()
             .prefix("drip-headers-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir()
             .context("creating a directory for DRIP_HEADERS")?;
         let inner = Inner {
@@ -131,7 +147,9 @@ impl Pool {
             freed: Condvar::new(),
             work: Condvar::new(),
             joblog,
-            headers,
+            headers_dir: headers.path().to_path_buf(),
+            headers: Mutex::new(Some(headers)),
+            terminated: Arc::new(Mutex::new(Some(Vec::new()))),
             rate,
             delimiter,
         });
@@ -159,17 +177,36 @@ impl Pool {
         }
     }
 
+    /// Remove the headers directory and what is in it (once no job runs,
+    /// or none will be waited for); again, nothing.
+    pub(crate) fn remove_headers(&self) {
+        let dir = self
+            .headers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(dir) = dir {
+            let _ = dir.close();
+        }
+    }
+
     /// The command that could not be run, if one could not.
     pub(crate) fn take_fatal(&self) -> Option<ExecError> {
         self.lock().fatal.take()
     }
 
-    /// Take a job slot, waiting for one; `false` at a stop.
+    /// Take a job slot, waiting for one; `false` at a stop, or once the
+    /// command could not be run (even with a slot free: a record started
+    /// after the stop would settle after the records the writer gives
+    /// back, out of input order).
     fn acquire(&self, stop: &dyn Fn() -> bool) -> bool {
         let mut inner = self.lock();
-        while inner.busy >= self.cfg.jobs {
+        loop {
             if stop() || inner.fatal.is_some() {
                 return false;
+            }
+            if inner.busy < self.cfg.jobs {
+                break;
             }
             inner = self
                 .freed
@@ -224,6 +261,17 @@ impl Pool {
             }
             std::thread::sleep(Duration::from_nanos(wait.max(1_000)).min(POLL));
         }
+    }
+
+    /// `record`'s job starts now: a departure (the summary's rate is
+    /// starts per second), and how long it waited since it was read.
+    fn starting(&self, record: &Segment) {
+        let mut st = self.shared.lock();
+        let now = self.shared.clock.now();
+        st.departures.record(now, 1);
+        let mut inner = self.lock();
+        let waited = now.saturating_sub(record.arrived);
+        inner.longest_wait_ns = inner.longest_wait_ns.max(waited);
     }
 
     /// Start a job for `record` (a slot is taken) on an idle worker, or a
@@ -289,7 +337,7 @@ impl Pool {
         };
         let id = attempt::record_id(number, body);
         // The job's headers file (read and removed after each attempt).
-        let headers = self.headers.path().join(number.to_string());
+        let headers = self.headers_dir.join(number.to_string());
         let argv =
             attempt::command_line(&self.cfg.command, body, &headers, self.cfg.record_on_stdin);
         if files.set_record(bytes).is_err() {
@@ -301,6 +349,9 @@ impl Pool {
             .map(|d| record.arrived.saturating_add(ns(d)));
         for n in 1u32.. {
             let now = self.shared.clock.now();
+            if self.leaving() {
+                return Outcome::Undelivered;
+            }
             if deadline.is_some_and(|d| now >= d) {
                 return Outcome::Expired;
             }
@@ -326,13 +377,23 @@ impl Pool {
                 Ok(ended) => ended,
                 Err(error) => return self.cannot_run(&argv[0], error),
             };
-            files.pass_on(&mut **self.out.lock().unwrap_or_else(|e| e.into_inner()));
+            {
+                // drip's stdout is held only while the output is passed on.
+                let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+                files.pass_on(&mut **out, self.delimiter);
+            }
             let response = attempt::take_headers(&headers).and_then(|t| parse_headers(&t));
             let verdict =
                 self.cfg
                     .policy
                     .classify(ended.exit, response.as_ref(), SystemTime::now());
-            let step = self.next_step(verdict, n, deadline, &ended);
+            // Killed on the way out (a second signal): not retried, and
+            // undelivered, unless it succeeded first.
+            let step = if verdict != Verdict::Succeeded && self.leaving() {
+                Step::Done(Outcome::Undelivered)
+            } else {
+                self.next_step(verdict, n, deadline, &ended)
+            };
             self.log(
                 number,
                 &id,
@@ -356,10 +417,27 @@ impl Pool {
         unreachable!("attempts are bounded by --retries")
     }
 
+    /// Job `number` runs in process group `pgid`; signalled at once if
+    /// drip is leaving.
     fn set_group(&self, number: u64, pgid: u32) {
-        if let Some(entry) = self.lock().running.get_mut(&number) {
+        let mut inner = self.lock();
+        if let Some(entry) = inner.running.get_mut(&number) {
             entry.1 = pgid;
         }
+        if inner.leaving {
+            let mut terminated = self.terminated.lock().unwrap_or_else(|e| e.into_inner());
+            match &mut *terminated {
+                Some(groups) => {
+                    groups.push(pgid);
+                    crate::sys::kill_group(pgid, libc::SIGTERM);
+                }
+                None => crate::sys::kill_group(pgid, libc::SIGKILL),
+            }
+        }
+    }
+
+    fn leaving(&self) -> bool {
+        self.lock().leaving
     }
 
     /// The command cannot be started: reported once, and drip stops.
@@ -398,7 +476,7 @@ impl Pool {
         if let Some(retry_after_ns) = retry_after {
             self.overload(&mut inner, now, retry_after_ns);
         }
-        if ended.exit == Exit::TimedOut && deadline.is_some_and(|d| now >= d) {
+        if matches!(ended.exit, Exit::TimedOut { .. }) && deadline.is_some_and(|d| now >= d) {
             return Step::Done(Outcome::Expired);
         }
         if n > self.cfg.retries {
@@ -492,7 +570,7 @@ impl Pool {
         drop(inner);
         st.sink_full = false;
         match outcome {
-            Outcome::Succeeded => st.ledger.succeeded(1, record.bytes() as u64),
+            Outcome::Succeeded => st.ledger.succeeded(1),
             Outcome::Failed => st.ledger.dispose(record, Fate::Failed),
             Outcome::Expired => st.ledger.dispose(record, Fate::Expired),
             Outcome::Undelivered => st.ledger.dispose(record, Fate::Undelivered),
@@ -534,6 +612,40 @@ impl Jobs for Pool {
         }
     }
 
+    fn longest_wait_ns(&self) -> u64 {
+        self.lock().longest_wait_ns
+    }
+
+    fn terminate(&self) {
+        let mut inner = self.lock();
+        inner.leaving = true;
+        let groups: Vec<u32> = inner.running.values().map(|(_, g)| *g).collect();
+        for &pgid in &groups {
+            crate::sys::kill_group(pgid, libc::SIGTERM);
+        }
+        let mut terminated = self.terminated.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(terminated) = &mut *terminated {
+            terminated.extend(groups.into_iter().filter(|&g| g != 0));
+        }
+        drop(terminated);
+        drop(inner);
+        let to_kill = Arc::clone(&self.terminated);
+        let killer = move || {
+            std::thread::sleep(KILL_AFTER_LEAVE);
+            let groups = to_kill.lock().unwrap_or_else(|e| e.into_inner()).take();
+            for pgid in groups.unwrap_or_default() {
+                crate::sys::kill_group(pgid, libc::SIGKILL);
+            }
+        };
+        let spawned = std::thread::Builder::new()
+            .name("drip-kill".into())
+            .spawn(killer);
+        if spawned.is_err() {
+            // No thread for the wait: the evacuation kills them later.
+            *self.terminated.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        }
+    }
+
     fn abandon(&self) -> Vec<Segment> {
         let running = std::mem::take(&mut self.lock().running);
         for (_, pgid) in running.values() {
@@ -545,7 +657,19 @@ impl Jobs for Pool {
                 crate::sys::kill_group(*pgid, libc::SIGKILL);
             }
         }
+        // drip exits next, without the wiring: nothing is left behind.
+        self.remove_headers();
         running.into_values().map(|(record, _)| record).collect()
+    }
+}
+
+/// Removes the pool's headers directory when dropped: on every way out of
+/// the wiring, errors included.
+pub(crate) struct RemoveHeaders(pub(crate) Arc<Pool>);
+
+impl Drop for RemoveHeaders {
+    fn drop(&mut self) {
+        self.0.remove_headers();
     }
 }
 
@@ -578,6 +702,7 @@ impl Sink for Runner {
                 }
                 done.bytes += record.bytes() as u64;
                 done.records += 1;
+                self.0.starting(&record);
                 self.0.start(record);
                 if !self.0.has_room() {
                     // Arrivals wait in the bucket from now, not in the
