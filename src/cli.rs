@@ -13,6 +13,7 @@ pub use crate::input::Input;
 use crate::input::Oversize;
 use crate::key::{parse_key, KeyArg, KeySpec};
 use crate::keyed::KeyConfig;
+use crate::output::not_stdout;
 use crate::rate::{
     parse_byte_rate, parse_rate, Rate, BYTE_RATE_FORMS, LONGEST, LONGEST_TEXT, RATE_FORMS,
 };
@@ -513,15 +514,6 @@ impl<T: Clone + Send + Sync + 'static> TypedValueParser for Choices<T> {
                 .map(|(value, help)| PossibleValue::new(*value).help(*help)),
         ))
     }
-}
-
-/// Refuse `-` for a file drip writes: it would mean stdout, which carries
-/// the records, and used to create a file named `-`.
-pub(crate) fn not_stdout(path: PathBuf) -> Result<PathBuf, String> {
-    if path.as_os_str() == "-" {
-        return Err("'-' would be stdout, which carries the records; name a file".into());
-    }
-    Ok(path)
 }
 
 /// Parse a size in bytes: `4096`, `512KiB`, `64MiB`, `1GB`.

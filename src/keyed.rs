@@ -52,6 +52,7 @@ use crate::ledger::Ledger;
 use crate::pacer::{slack_for, Pacer, Position};
 use crate::rate::Rate;
 use crate::schedule::Schedule;
+use crate::stats::KeyStats;
 
 /// The lane of records that have no key.
 const NO_KEY: u32 = 0;
@@ -140,24 +141,6 @@ struct Node {
     seg: Segment,
     seq: u64,
     next: u32,
-}
-
-/// Counts about the keys, for `--stats` and the stats stream.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-pub struct KeyStats {
-    /// Keys taken into memory in all (a key forgotten and seen again counts
-    /// again), the no-key lane included once used.
-    pub keys_seen: u64,
-    /// Keys remembered now.
-    pub keys: u64,
-    /// Keys with records waiting now.
-    pub busy_keys: u64,
-    /// The remembered keys that sent the most records to stdout, most first.
-    pub top_written: Vec<(String, u64)>,
-    /// The remembered keys that lost the most records (dropped, expired).
-    pub top_dropped: Vec<(String, u64)>,
-    /// The keys with the most records waiting now.
-    pub top_waiting: Vec<(String, u64)>,
 }
 
 /// Per-key queues and schedules, with the round-robin line between them.
@@ -381,8 +364,9 @@ impl Keyed {
             }
         };
         let (slots, hasher) = (&self.slots, &self.hasher);
-        self.table
-            .insert_unique(hash, s, |&i| hasher.hash_one(slots[i as usize].key.as_bytes()));
+        self.table.insert_unique(hash, s, |&i| {
+            hasher.hash_one(slots[i as usize].key.as_bytes())
+        });
         self.keys_seen += 1;
         self.mark_idle(s);
         Some(s)

@@ -313,6 +313,18 @@ pub fn whole_records(batch: &[Segment], mut bytes: usize) -> u64 {
     n
 }
 
+/// A value parser for a file drip writes: refuse `-`, which would mean
+/// stdout, the records' (and would create a file named `-`).
+///
+/// # Errors
+/// The path is `-`.
+pub fn not_stdout(path: std::path::PathBuf) -> Result<std::path::PathBuf, String> {
+    if path.as_os_str() == "-" {
+        return Err("'-' would be stdout, which carries the records; name a file".into());
+    }
+    Ok(path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,6 @@ use serde::Serialize;
 
 use crate::bucket::Fate;
 use crate::input::Piece;
-use crate::keyed::KeyStats;
 
 /// Counts of records by what became of them, and a few gauges.
 ///
@@ -337,6 +336,24 @@ pub fn format_rate(per_s: f64) -> String {
     } else {
         format!("{per_s:.2}/s")
     }
+}
+
+/// Counts about the keys, for `--stats` and the stats stream.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct KeyStats {
+    /// Keys taken into memory in all (a key forgotten and seen again counts
+    /// again), the no-key lane included once used.
+    pub keys_seen: u64,
+    /// Keys remembered now.
+    pub keys: u64,
+    /// Keys with records waiting now.
+    pub busy_keys: u64,
+    /// The remembered keys that sent the most records to stdout, most first.
+    pub top_written: Vec<(String, u64)>,
+    /// The remembered keys that lost the most records (dropped, expired).
+    pub top_dropped: Vec<(String, u64)>,
+    /// The keys with the most records waiting now.
+    pub top_waiting: Vec<(String, u64)>,
 }
 
 #[cfg(test)]

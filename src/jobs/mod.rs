@@ -91,7 +91,7 @@ pub struct JobArgs {
     pub adapt: bool,
 
     /// Write one JSON line per attempt to FILE
-    #[arg(long, value_name = "FILE", value_parser = clap::builder::PathBufValueParser::new().try_map(crate::cli::not_stdout), value_hint = clap::ValueHint::FilePath)]
+    #[arg(long, value_name = "FILE", value_parser = clap::builder::PathBufValueParser::new().try_map(crate::output::not_stdout), value_hint = clap::ValueHint::FilePath)]
     pub joblog: Option<PathBuf>,
 }
 

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::ffi::OsString;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
@@ -355,22 +355,10 @@ impl Pool {
             if deadline.is_some_and(|d| now >= d) {
                 return Outcome::Expired;
             }
-            let limit = [
-                self.cfg.timeout,
-                deadline.map(|d| Duration::from_nanos(d - now)),
-            ]
-            .into_iter()
-            .flatten()
-            .min();
             let spec = Spec {
                 argv: &argv,
-                env: [
-                    ("DRIP_RECORD", number.to_string().into()),
-                    ("DRIP_RECORD_ID", id.clone().into()),
-                    ("DRIP_ATTEMPT", n.to_string().into()),
-                    ("DRIP_HEADERS", headers.clone().into_os_string()),
-                ],
-                limit,
+                env: environment(number, &id, n, &headers),
+                limit: self.attempt_limit(deadline, now),
             };
             let set_group = |pgid| self.set_group(number, pgid);
             let ended = match attempt::run(&spec, files, &set_group) {
@@ -415,6 +403,13 @@ impl Pool {
             }
         }
         unreachable!("attempts are bounded by --retries")
+    }
+
+    /// How long an attempt started at `now` may run: `--timeout`, and what
+    /// is left before the record's deadline.
+    fn attempt_limit(&self, deadline: Option<u64>, now: u64) -> Option<Duration> {
+        let left = deadline.map(|d| Duration::from_nanos(d.saturating_sub(now)));
+        [self.cfg.timeout, left].into_iter().flatten().min()
     }
 
     /// Job `number` runs in process group `pgid`; signalled at once if
@@ -671,6 +666,17 @@ impl Drop for RemoveHeaders {
     fn drop(&mut self) {
         self.0.remove_headers();
     }
+}
+
+/// The environment of attempt `n` of record `number` (`id`: its stable
+/// id), whose headers go to `headers`.
+fn environment(number: u64, id: &str, n: u32, headers: &Path) -> [(&'static str, OsString); 4] {
+    [
+        ("DRIP_RECORD", number.to_string().into()),
+        ("DRIP_RECORD_ID", id.into()),
+        ("DRIP_ATTEMPT", n.to_string().into()),
+        ("DRIP_HEADERS", headers.as_os_str().to_owned()),
+    ]
 }
 
 /// The sink that runs a job per record.
