@@ -9,6 +9,7 @@
 //! ended; `docs/architecture.md` draws the whole machine.
 
 pub mod admission;
+pub mod backoff;
 pub mod bucket;
 pub mod cli;
 mod deadletter;

@@ -13,6 +13,7 @@
 //! No threads, no clock, no I/O: times are passed in (ns, or the wall time
 //! for an HTTP date) and randomness comes from a caller's seeded RNG.
 
+pub use crate::backoff::Backoff;
 use std::time::{Duration, SystemTime};
 
 /// Exit statuses retried by default (`--retry-on`): 75 (`EX_TEMPFAIL`,
@@ -131,31 +132,6 @@ impl Policy {
             Exit::TimedOut { .. } => Verdict::Transient,
             Exit::Code(_) | Exit::Signal(_) => Verdict::Final,
         }
-    }
-}
-
-/// Exponential backoff with full jitter between `min_ns` and `max_ns`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Backoff {
-    /// The first ceiling, ns (> 0).
-    pub min_ns: u64,
-    /// The largest ceiling, ns (≥ `min_ns`).
-    pub max_ns: u64,
-}
-
-impl Backoff {
-    /// The ceiling before retry number `n` (0 for the first retry):
-    /// `min(MAX, MIN·2^n)`, ns.
-    pub fn ceiling(&self, n: u32) -> u64 {
-        let doubled = self
-            .min_ns
-            .saturating_mul(1u64.checked_shl(n).unwrap_or(u64::MAX));
-        doubled.min(self.max_ns)
-    }
-
-    /// A wait before retry number `n`: uniform in `0..=ceiling(n)`, ns.
-    pub fn wait(&self, n: u32, rng: &mut fastrand::Rng) -> u64 {
-        rng.u64(0..=self.ceiling(n))
     }
 }
 

@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::jobs::retry::Backoff;
+use crate::backoff::Backoff;
 
 /// Why the shared state could not serve a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
