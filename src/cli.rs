@@ -58,7 +58,7 @@ pub const EXIT_STATUSES: &[(&str, &str)] = &[
         "1",
         "a runtime error: an unreadable FILE (reported; drip goes on with the next) or one that is the --dead-letter or --stats-json file, a record over --max-record or --capacity-bytes under --oversize fail (the records before it are delivered; reading stops), a failed write to stdout, --dead-letter or --stats-json, or of --help or --version output",
     ),
-    ("2", "a usage error: a bad flag or value (one line naming the flag and the accepted form)"),
+    ("2", "a usage error: a bad flag or value (one line naming the flag and the accepted form); also limits that differ from those shared under the same --share NAME"),
     ("3", "the bucket overflowed under --overflow fail"),
     (
         "4",
@@ -80,7 +80,8 @@ pub const EXIT_STATUSES: &[(&str, &str)] = &[
 
 /// What the exit statuses' precedence is, for the man page and `--help`.
 pub const EXIT_PRECEDENCE: &str = "When several apply, a failed write wins, then an overflow (3), \
-     then a signal (128 + n), then a record or input error (1).";
+     then a --share state that cannot be reached (4), then a command that cannot run (126, 127), \
+     then a signal (128 + n), then a record or input error (1), then failed jobs (123).";
 
 /// A paragraph of the manual: `(tag, text)`; an empty tag is plain text.
 pub type Paragraph = (&'static str, &'static str);

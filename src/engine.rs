@@ -312,8 +312,11 @@ fn run_watching(
         return Err(e.into());
     }
     let counts = shared.lock().ledger.counts();
-    let deadline_passed =
-        config.jobs.as_ref().is_some_and(|j| j.deadline.is_some()) && counts.expired > 0;
+    // Records expire at the shorter of --deadline and --max-wait: only a
+    // deadline's expiry is a failure.
+    let deadline = config.jobs.as_ref().and_then(|j| j.deadline);
+    let deadline_passed = counts.expired > 0
+        && deadline.is_some_and(|d| !matches!(config.max_wait, Some(w) if w < d));
     if ending == Ending::Finished && (counts.failed > 0 || deadline_passed) {
         return Ok(Ending::JobsFailed);
     }

@@ -308,8 +308,9 @@ async fn watch(
             crate::shutdown::leave(&shared, &cancel, signo).await;
             break;
         }
+        // stop(false) interrupts a blocked write itself; --drain lets the
+        // writer go on.
         shared.stop(drain);
-        shared.interrupt_writer();
     }
     stats_file
 }

@@ -1,8 +1,8 @@
 //! The writer thread: takes what the schedule lets go (the outbox), lets
 //! waiting records go as they come due, and writes them to the sink.
 //!
-//! The sink is stdout today ([`Stdout`]); another sink (a command runner)
-//! implements [`Sink`] and the loop stays as it is.
+//! The sink is stdout ([`Stdout`]) or, with `--exec`, the command runner
+//! (`jobs::Runner`); both implement [`Sink`], and the loop is the same.
 
 use std::io::Write;
 use std::sync::atomic::Ordering;

@@ -463,6 +463,28 @@ fn a_timeout_kills_the_job_and_its_children() {
 }
 
 #[test]
+fn records_expired_by_a_shorter_max_wait_are_no_failure() {
+    // --max-wait 300ms expires records long before the 10 s deadline:
+    // expired under --max-wait, they exit 0 as without --exec.
+    let (status, out, err) = run(
+        &[
+            "-r",
+            "2/s",
+            "-q",
+            "--max-wait",
+            "300ms",
+            "--deadline",
+            "10s",
+            "--exec",
+            "echo",
+        ],
+        &numbered(1..=4),
+    );
+    assert_eq!(status, 0, "{err}");
+    assert_eq!(out, "1\n");
+}
+
+#[test]
 fn a_deadline_expires_records_still_in_the_bucket() {
     let dir = tempfile::tempdir().unwrap();
     let dead = dir.path().join("dead");

@@ -63,7 +63,8 @@ struct Inner {
     overload_streak: u32,
     pauses: u64,
     paused_ns: u64,
-    durations_ns: Vec<u64>,
+    /// The latest attempts' durations, ns, at most [`DURATIONS_KEPT`].
+    durations_ns: VecDeque<u64>,
     /// The longest a record waited from being read to its job's start, ns.
     longest_wait_ns: u64,
     aimd: Option<Aimd>,
@@ -454,7 +455,10 @@ impl Pool {
     fn next_step(&self, verdict: Verdict, n: u32, deadline: Option<u64>, ended: &Ended) -> Step {
         let now = self.shared.clock.now();
         let mut inner = self.lock();
-        inner.durations_ns.push(ns(ended.duration));
+        if inner.durations_ns.len() == DURATIONS_KEPT {
+            inner.durations_ns.pop_front();
+        }
+        inner.durations_ns.push_back(ns(ended.duration));
         let retry_after = match verdict {
             Verdict::Succeeded => {
                 inner.overload_streak = 0;
@@ -584,7 +588,7 @@ impl Jobs for Pool {
 
     fn stats(&self) -> JobStats {
         let inner = self.lock();
-        let mut durations = inner.durations_ns.clone();
+        let mut durations: Vec<u64> = inner.durations_ns.iter().copied().collect();
         durations.sort_unstable();
         let pct = |p: f64| {
             if durations.is_empty() {
@@ -647,7 +651,7 @@ impl Jobs for Pool {
             crate::sys::kill_group(*pgid, libc::SIGTERM);
         }
         if running.values().any(|(_, pgid)| *pgid != 0) {
-            std::thread::sleep(Duration::from_millis(200));
+            std::thread::sleep(crate::state::KILL_AFTER_LEAVE);
             for (_, pgid) in running.values() {
                 crate::sys::kill_group(*pgid, libc::SIGKILL);
             }
@@ -678,6 +682,10 @@ fn environment(number: u64, id: &str, n: u32, headers: &Path) -> [(&'static str,
         ("DRIP_HEADERS", headers.as_os_str().to_owned()),
     ]
 }
+
+/// Attempts whose durations give the p50 and p99 in the stats: the
+/// latest ones, so memory stays flat however long drip runs.
+const DURATIONS_KEPT: usize = 10_000;
 
 /// The sink that runs a job per record.
 pub(crate) struct Runner(pub(crate) Arc<Pool>);
