@@ -244,35 +244,7 @@ fn run_watching(
     };
     // Whatever way drip leaves from here, the jobs' headers go.
     let _headers = pool.as_ref().map(|p| RemoveHeaders(Arc::clone(p)));
-    let ui = Arc::new(Mutex::new(Ui::new(
-        config.progress,
-        config.capacity,
-        input_size(&config.inputs),
-        config.records_per_second(),
-    )));
-    let monitor = Monitor::start(
-        Arc::clone(&shared),
-        Arc::clone(&ui),
-        config.drain,
-        config.stats_interval,
-        stats_file,
-        watch_output,
-    )?;
-    let mut splitter = Splitter::new(config.delimiter, config.max_record, config.capacity_bytes);
-    if config.oversize == Oversize::Skip {
-        // Oversized records go to the dead letter as they are read, after
-        // every record that left before them.
-        let shared = Arc::clone(&shared);
-        splitter = splitter.skipping(Box::new(move |bytes, piece| {
-            shared
-                .dead_backlog
-                .wait_for_room(&|| shared.lock().stop_reading);
-            let mut st = shared.lock();
-            st.ledger.skip_piece(bytes.len(), piece);
-            st.flush_dead();
-            st.dead.piece(bytes, piece);
-        }));
-    }
+    let (ui, monitor) = start_monitor(&config, &shared, stats_file, watch_output)?;
     // Created by now: an input that is one of them is refused.
     let own = OwnFile::of_all(&[
         ("--dead-letter", config.dead_letter.as_deref()),
@@ -283,7 +255,7 @@ fn run_watching(
         Arc::clone(&ui),
         config.inputs.clone(),
         own,
-        splitter,
+        splitter(&config, &shared),
     )?;
     let write_error = match (out, &pool) {
         (Some(out), _) => write(&shared, &mut Stdout(out)),
@@ -311,16 +283,66 @@ fn run_watching(
     if let Some(e) = fatal {
         return Err(e.into());
     }
+    Ok(jobs_outcome(&config, &shared, ending))
+}
+
+/// The display and the monitor thread (signals, the stats stream, the
+/// stdout watch).
+fn start_monitor(
+    config: &Config,
+    shared: &Arc<Shared>,
+    stats_file: Option<BufWriter<File>>,
+    watch_output: Option<std::os::fd::OwnedFd>,
+) -> Result<(Arc<Mutex<Ui>>, Monitor)> {
+    let ui = Arc::new(Mutex::new(Ui::new(
+        config.progress,
+        config.capacity,
+        input_size(&config.inputs),
+        config.records_per_second(),
+    )));
+    let monitor = Monitor::start(
+        Arc::clone(shared),
+        Arc::clone(&ui),
+        config.drain,
+        config.stats_interval,
+        stats_file,
+        watch_output,
+    )?;
+    Ok((ui, monitor))
+}
+
+/// The splitter for `config`: with `--oversize skip`, oversized records go
+/// to the dead letter as they are read, after every record that left
+/// before them.
+fn splitter(config: &Config, shared: &Arc<Shared>) -> Splitter {
+    let splitter = Splitter::new(config.delimiter, config.max_record, config.capacity_bytes);
+    if config.oversize != Oversize::Skip {
+        return splitter;
+    }
+    let shared = Arc::clone(shared);
+    splitter.skipping(Box::new(move |bytes, piece| {
+        shared
+            .dead_backlog
+            .wait_for_room(&|| shared.lock().stop_reading);
+        let mut st = shared.lock();
+        st.ledger.skip_piece(bytes.len(), piece);
+        st.flush_dead();
+        st.dead.piece(bytes, piece);
+    }))
+}
+
+/// With `--exec`, a run that otherwise finished fails (123) when a record
+/// failed or passed its deadline. Records expire at the shorter of
+/// `--deadline` and `--max-wait`: only a deadline's expiry is a failure.
+fn jobs_outcome(config: &Config, shared: &Shared, ending: Ending) -> Ending {
     let counts = shared.lock().ledger.counts();
-    // Records expire at the shorter of --deadline and --max-wait: only a
-    // deadline's expiry is a failure.
     let deadline = config.jobs.as_ref().and_then(|j| j.deadline);
     let deadline_passed = counts.expired > 0
         && deadline.is_some_and(|d| !matches!(config.max_wait, Some(w) if w < d));
     if ending == Ending::Finished && (counts.failed > 0 || deadline_passed) {
-        return Ok(Ending::JobsFailed);
+        return Ending::JobsFailed;
     }
-    Ok(ending)
+    ending
 }
 
 /// Run the writer on this thread, where a stop can interrupt it.
