@@ -174,7 +174,6 @@ pub struct Keyed {
     len: usize,
     bytes: usize,
     max_depth: usize,
-    busy: usize,
     seq: u64,
     keys_seen: u64,
     longest_wait_ns: u64,
@@ -226,7 +225,6 @@ impl Keyed {
             len: 0,
             bytes: 0,
             max_depth: 0,
-            busy: 0,
             seq: 0,
             keys_seen: 0,
             longest_wait_ns: 0,
@@ -262,7 +260,8 @@ impl Keyed {
 
     /// Keys with records waiting.
     pub fn busy_keys(&self) -> usize {
-        self.busy
+        // Each busy key has its head, and only that, in `fronts`.
+        self.fronts.len()
     }
 
     /// The longest any record that left waited, ns.
@@ -539,7 +538,6 @@ impl Keyed {
         let slot = &mut self.slots[s as usize];
         if slot.len == 0 {
             slot.head = n;
-            self.busy += 1;
             self.fronts.insert((arrived, self.seq, s));
         } else {
             let tail = slot.tail;
@@ -575,9 +573,7 @@ impl Keyed {
         let slot = &mut self.slots[s as usize];
         slot.len -= 1;
         slot.head = next;
-        if slot.len == 0 {
-            self.busy -= 1;
-        } else {
+        if slot.len > 0 {
             let head = &self.nodes[next as usize];
             self.fronts.insert((head.seg.arrived, head.seq, s));
         }
@@ -728,7 +724,7 @@ impl Keyed {
         KeyStats {
             keys_seen: self.keys_seen,
             keys: self.keys() as u64,
-            busy_keys: self.busy as u64,
+            busy_keys: self.fronts.len() as u64,
             top_written: named(&|s| s.sent),
             top_dropped: named(&|s| s.dropped),
             top_waiting: named(&|s| u64::from(s.len)),
