@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Limits per key: throughput and CPU against the unkeyed path on the same
-# input, and peak RSS with many keys remembered. Release build; short runs.
+# input (unlimited, and paced at the rate all keys together allow), and peak
+# RSS with many keys remembered. Release build; the median of five runs.
 #
 #   cargo build --release && bench/keyed.sh [RECORDS] [KEYS] [RSS_KEYS]
 #
@@ -25,9 +26,14 @@ measure() {
   echo "$wall $(echo "$user + $sys" | bc -l) $rss"
 }
 
+# The median run of five (by wall time).
+median() {
+  for _ in 1 2 3 4 5; do measure "$@"; done | sort -n | sed -n 3p
+}
+
 row() {
   local name=$1; shift
-  read -r wall cpu rss < <(measure "$@")
+  read -r wall cpu rss < <(median "$@")
   printf '| %s | %.3f s | %.1f M/s | %.0f ns | %.1f MiB |\n' "$name" "$wall" \
     "$(echo "$n / $wall / 1000000" | bc -l)" "$(echo "$cpu * 1000000000 / $n" | bc -l)" \
     "$(echo "$rss / 1024" | bc -l)"
@@ -38,6 +44,10 @@ echo "| --- | --- | --- | --- | --- |"
 row "unkeyed, --rate inf" "$drip" -q -r inf "$dir/in"
 row "unkeyed, --rate 100000000/s" "$drip" -q -r 100000000/s "$dir/in"
 row "--key 1 --key-rate 1000/s" "$drip" -q --key 1 --key-rate 1000/s "$dir/in"
+row "--key 1 --key-rate 1000000000/s (never binds)" "$drip" -q --key 1 --key-rate 1000000000/s "$dir/in"
+echo
+echo "schedule floor: each key's $((n / keys)) records at 1000/s take at least" \
+  "$(( (n / keys - 1) )) ms, keyed or not"
 
 read -r _ _ rss < <(measure "$drip" -q --key 1 --key-rate 1000/s --max-keys "$rss_keys" "$dir/rss")
 read -r _ _ base < <(measure "$drip" -q --key 1 --key-rate 1000/s --max-keys 1 -o drop-newest "$dir/rss")

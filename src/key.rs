@@ -83,11 +83,33 @@ impl KeySpec {
             KeySpec::Field {
                 index,
                 separator: None,
-            } => record
-                .split(|b| matches!(b, b' ' | b'\t' | b'\r'))
-                .filter(|f| !f.is_empty())
-                .nth(index - 1),
+            } => blank_field(record, *index),
             KeySpec::Pattern(re) => re.captures(record)?.get(1).map(|m| m.as_bytes()),
+        }
+    }
+}
+
+/// Field `index` (from 1) of `record`, fields separated by runs of blanks
+/// (space, tab, CR), leading and trailing blanks ignored, as awk splits.
+/// A plain loop: this runs for every record with `--key N`.
+fn blank_field(record: &[u8], index: usize) -> Option<&[u8]> {
+    let blank = |b: u8| matches!(b, b' ' | b'\t' | b'\r');
+    let mut at = 0;
+    let mut left = index;
+    loop {
+        while at < record.len() && blank(record[at]) {
+            at += 1;
+        }
+        if at == record.len() {
+            return None;
+        }
+        let start = at;
+        while at < record.len() && !blank(record[at]) {
+            at += 1;
+        }
+        left -= 1;
+        if left == 0 {
+            return Some(&record[start..at]);
         }
     }
 }
@@ -98,6 +120,23 @@ mod tests {
 
     fn spec(text: &str, separator: Option<u8>) -> KeySpec {
         KeySpec::new(parse_key(text).unwrap(), separator)
+    }
+
+    proptest::proptest! {
+        /// The loop splits as awk does, the plain way: split on each blank
+        /// and skip the empty pieces.
+        #[test]
+        fn blank_fields_match_the_plain_split(
+            record in proptest::collection::vec(
+                proptest::sample::select(vec![b'a', b'b', b' ', b'\t', b'\r', b',']), 0..24),
+            index in 1usize..6,
+        ) {
+            let plain = record
+                .split(|b| matches!(b, b' ' | b'\t' | b'\r'))
+                .filter(|f| !f.is_empty())
+                .nth(index - 1);
+            proptest::prop_assert_eq!(blank_field(&record, index), plain);
+        }
     }
 
     #[test]

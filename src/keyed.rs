@@ -107,6 +107,39 @@ impl KeyBytes {
     }
 }
 
+impl KeyBytes {
+    /// Whether these are `key`'s bytes.
+    fn is(&self, key: &[u8]) -> bool {
+        match self {
+            KeyBytes::Inline(len, bytes) => {
+                usize::from(*len) == key.len() && same_bytes(&bytes[..key.len()], key)
+            }
+            KeyBytes::Heap(bytes) => **bytes == *key,
+        }
+    }
+}
+
+/// Whether `a` and `b`, of the same length, hold the same bytes. Keys of
+/// up to 16 bytes compare as two overlapping fixed-size words each (the
+/// usual trick for short strings), without a call to `memcmp`.
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    fn word4(s: &[u8], at: usize) -> u32 {
+        u32::from_ne_bytes(s[at..at + 4].try_into().expect("4 bytes"))
+    }
+    fn word8(s: &[u8], at: usize) -> u64 {
+        u64::from_ne_bytes(s[at..at + 8].try_into().expect("8 bytes"))
+    }
+    let n = a.len();
+    debug_assert_eq!(n, b.len());
+    match n {
+        0 => true,
+        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
+        4..=8 => word4(a, 0) == word4(b, 0) && word4(a, n - 4) == word4(b, n - 4),
+        9..=16 => word8(a, 0) == word8(b, 0) && word8(a, n - 8) == word8(b, n - 8),
+        _ => a == b,
+    }
+}
+
 impl From<&[u8]> for KeyBytes {
     fn from(key: &[u8]) -> KeyBytes {
         if key.len() <= INLINE_KEY {
@@ -124,6 +157,8 @@ impl From<&[u8]> for KeyBytes {
 struct Slot {
     key: KeyBytes,
     position: Position,
+    /// When its next record may leave ([`Pacer::next_due`]), cached.
+    due: u64,
     /// When `position` rests ([`Pacer::rests_at`]), cached.
     rests_at: u64,
     head: u32,
@@ -151,6 +186,8 @@ pub struct Keyed {
     pacer: Pacer,
     /// How long after one departure from a rested schedule it rests again.
     rest_after_first: u64,
+    /// How long after one departure from a rested schedule the next is due.
+    due_after_first: u64,
     max_keys: usize,
     key_capacity: usize,
     capacity: usize,
@@ -181,6 +218,25 @@ pub struct Keyed {
     blocked_on_keys: bool,
     /// A record without a key has come.
     no_key_seen: bool,
+    /// Keys forgotten so far: a slot found before a forgetting may since
+    /// belong to another key.
+    forgets: u64,
+}
+
+/// Records looked up at once ([`Keyed::look_ahead`]).
+const AHEAD: usize = 16;
+
+/// A record split and looked up ahead of its turn.
+#[derive(Debug, Clone, Copy, Default)]
+struct Ahead {
+    /// One past its last byte (delimiter included), in the read.
+    end: usize,
+    /// Where its key is in the read; `None`: it has no key.
+    key: Option<(usize, usize)>,
+    /// The key's hash.
+    hash: u64,
+    /// The key's slot, if remembered when looked up.
+    found: Option<u32>,
 }
 
 impl Keyed {
@@ -202,11 +258,14 @@ impl Keyed {
         let no_key = Slot::new(KeyBytes::from(&[][..]));
         let mut pacer = Pacer::new(config.rate, config.burst, slack_for(config.rate));
         let rest_after_first = pacer.rests_at(Pacer::first_departure(0));
+        pacer.restore(Pacer::first_departure(0));
+        let due_after_first = pacer.next_due();
         Keyed {
             spec: config.spec,
             delimiter,
             pacer,
             rest_after_first,
+            due_after_first,
             max_keys: config.max_keys,
             key_capacity: config.key_capacity,
             capacity,
@@ -230,6 +289,7 @@ impl Keyed {
             longest_wait_ns: 0,
             blocked_on_keys: false,
             no_key_seen: false,
+            forgets: 0,
         }
     }
 
@@ -294,18 +354,29 @@ impl Keyed {
         self.blocked_on_keys = false;
         let whole = seg.clone();
         let data = whole.as_bytes();
+        let global_open = global.is_unlimited();
         let (mut run_bytes, mut run_len, mut sent) = (0, 0, 0);
-        let mut start = 0;
+        let mut ahead = [Ahead::default(); AHEAD];
+        let (mut start, mut next, mut looked) = (0, 0, 0);
+        let mut forgets = self.forgets;
         while start < data.len() {
-            let end = memchr::memchr(self.delimiter, &data[start..])
-                .map_or(data.len(), |i| start + i + 1);
-            let record = &data[start..end];
-            let body = record.strip_suffix(&[self.delimiter]).unwrap_or(record);
-            let size = end - start;
-            start = end;
-            let slot = self.slot_of(self.spec.key(body), now);
+            if next == looked {
+                (next, looked) = (0, self.look_ahead(data, start, &mut ahead));
+                forgets = self.forgets;
+            }
+            let record = ahead[next];
+            next += 1;
+            let size = record.end - start;
+            let key = record.key.map(|(from, to)| &data[from..to]);
+            start = record.end;
+            // A key forgotten since the look-up may have left its slot to
+            // another: look again.
+            let slot = match record.found {
+                Some(s) if self.forgets == forgets => Some(s),
+                _ => self.slot_of(key, record.hash, now),
+            };
             if let Some(s) = slot {
-                if may_leave && self.leave_now(now, s, size, global) {
+                if may_leave && self.leave_now(now, s, size, global, global_open) {
                     run_bytes += size;
                     run_len += 1;
                     continue;
@@ -329,9 +400,47 @@ impl Keyed {
         (Offered::Done, sent)
     }
 
-    /// The slot of `key` (the no-key lane for `None`), remembered now if
-    /// new; `None` when the key is new and every remembered key is busy.
-    fn slot_of(&mut self, key: Option<&[u8]>, now: u64) -> Option<u32> {
+    /// Split up to [`AHEAD`] records of `data` from `start`, find their
+    /// keys and look each up among the remembered ones, before any of them
+    /// is decided: the look-ups are independent, so their cache misses on
+    /// the table and the slots overlap instead of following one another.
+    /// Returns how many records `ahead` now holds (≥ 1).
+    fn look_ahead(&self, data: &[u8], mut start: usize, ahead: &mut [Ahead; AHEAD]) -> usize {
+        let mut n = 0;
+        while n < AHEAD && start < data.len() {
+            let end = memchr::memchr(self.delimiter, &data[start..])
+                .map_or(data.len(), |i| start + i + 1);
+            let record = &data[start..end];
+            let body = record.strip_suffix(&[self.delimiter]).unwrap_or(record);
+            let key = self.spec.key(body);
+            let hash = key.map_or(0, |k| self.hasher.hash_one(k));
+            ahead[n] = Ahead {
+                end,
+                key: key.map(|k| {
+                    let from = k.as_ptr() as usize - data.as_ptr() as usize;
+                    (from, from + k.len())
+                }),
+                hash,
+                found: key.and_then(|k| self.find(k, hash)),
+            };
+            start = end;
+            n += 1;
+        }
+        n
+    }
+
+    /// The slot of remembered key `key`, whose hash is `hash`.
+    fn find(&self, key: &[u8], hash: u64) -> Option<u32> {
+        let slots = &self.slots;
+        self.table
+            .find(hash, |&s| slots[s as usize].key.is(key))
+            .copied()
+    }
+
+    /// The slot of `key` (the no-key lane for `None`), whose hash is
+    /// `hash`, remembered now if new; `None` when the key is new and every
+    /// remembered key is busy.
+    fn slot_of(&mut self, key: Option<&[u8]>, hash: u64, now: u64) -> Option<u32> {
         let Some(key) = key else {
             if !self.no_key_seen {
                 self.no_key_seen = true;
@@ -339,12 +448,7 @@ impl Keyed {
             }
             return Some(NO_KEY);
         };
-        let hash = self.hasher.hash_one(key);
-        let slots = &self.slots;
-        if let Some(&s) = self
-            .table
-            .find(hash, |&s| slots[s as usize].key.as_bytes() == key)
-        {
+        if let Some(s) = self.find(key, hash) {
             return Some(s);
         }
         if self.table.len() >= self.max_keys {
@@ -395,6 +499,7 @@ impl Keyed {
 
     /// Forget idle key `s`.
     fn forget(&mut self, s: u32) {
+        self.forgets += 1;
         let hash = self.hasher.hash_one(self.slots[s as usize].key.as_bytes());
         if let Ok(entry) = self.table.find_entry(hash, |&i| i == s) {
             entry.remove();
@@ -414,7 +519,15 @@ impl Keyed {
 
     /// Whether a record of key `s`, `size` bytes, leaves at `now`; if so it
     /// takes its slot in its key's schedule and the global one.
-    fn leave_now(&mut self, now: u64, s: u32, size: usize, global: &mut dyn Schedule) -> bool {
+    /// `global_open`: the global schedule limits nothing.
+    fn leave_now(
+        &mut self,
+        now: u64,
+        s: u32,
+        size: usize,
+        global: &mut dyn Schedule,
+        global_open: bool,
+    ) -> bool {
         while let Some(&front) = self.ready.front() {
             if self.slots[front as usize].len > 0 {
                 return false;
@@ -423,31 +536,30 @@ impl Keyed {
             self.slots[front as usize].lane = Lane::Idle;
             self.mark_idle(front);
         }
+        let slot = &self.slots[s as usize];
+        if slot.len > 0 || now < slot.due {
+            return false;
+        }
+        if !global_open && global.release(now, 1, &mut std::iter::once(size)) == 0 {
+            return false;
+        }
+        self.take_slot(s, now);
+        true
+    }
+
+    /// Key `s`, whose schedule allows it, takes its slot at `now`.
+    fn take_slot(&mut self, s: u32, now: u64) {
         let slot = &mut self.slots[s as usize];
-        if slot.len > 0 {
-            return false;
-        }
-        let rested = now >= slot.rests_at;
-        if !rested {
-            self.pacer.restore(slot.position);
-            if !self.pacer.allows(now, 1) {
-                return false;
-            }
-        }
-        if global.release(now, 1, &mut std::iter::once(size)) == 0 {
-            return false;
-        }
-        if rested {
+        if now >= slot.rests_at {
             // A rested schedule restarts from now: no arithmetic needed.
             slot.position = Pacer::first_departure(now);
+            slot.due = now.saturating_add(self.due_after_first);
             slot.rests_at = now.saturating_add(self.rest_after_first);
         } else {
-            self.pacer.commit(now, 1);
-            slot.position = self.pacer.position_now();
-            slot.rests_at = self.pacer.rests_at(slot.position);
+            let taken = self.pacer.take_one(slot.position, now);
+            (slot.position, slot.due, slot.rests_at) = (taken.position, taken.due, taken.rests_at);
         }
         slot.sent += 1;
-        true
     }
 
     /// The record at the front of `seg` (`size` bytes), of key `slot`
@@ -604,13 +716,12 @@ impl Keyed {
     /// goes, otherwise `timers` until it may.
     fn join_line(&mut self, s: u32, now: u64) {
         let slot = &mut self.slots[s as usize];
-        self.pacer.restore(slot.position);
-        if self.pacer.allows(now, 1) {
+        if now >= slot.due {
             slot.lane = Lane::Ready;
             self.ready.push_back(s);
         } else {
             slot.lane = Lane::Timed;
-            self.timers.push(Reverse((self.pacer.next_due(), s)));
+            self.timers.push(Reverse((slot.due, s)));
         }
     }
 
@@ -649,13 +760,8 @@ impl Keyed {
                 break;
             }
             self.ready.pop_front();
-            self.pacer.restore(slot.position);
-            self.pacer.commit(now, 1);
-            let slot = &mut self.slots[s as usize];
-            slot.position = self.pacer.position_now();
-            slot.rests_at = self.pacer.rests_at(slot.position);
-            slot.sent += 1;
-            slot.lane = Lane::Idle;
+            self.take_slot(s, now);
+            self.slots[s as usize].lane = Lane::Idle;
             let seg = self.pop_head(s).expect("a waiting record");
             self.longest_wait_ns = self.longest_wait_ns.max(now.saturating_sub(seg.arrived));
             outbox.push(seg);
@@ -746,6 +852,7 @@ impl Slot {
         Slot {
             key,
             position: Position::default(),
+            due: 0,
             rests_at: 0,
             head: NIL,
             tail: NIL,
@@ -754,6 +861,24 @@ impl Slot {
             in_rest: false,
             sent: 0,
             dropped: 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_bytes_sees_a_difference_at_any_place() {
+        for n in 0..=40 {
+            let a: Vec<u8> = (0..n as u8).map(|i| i.wrapping_mul(37)).collect();
+            assert!(same_bytes(&a, &a.clone()), "{n}");
+            for at in 0..n {
+                let mut b = a.clone();
+                b[at] ^= 0x40;
+                assert!(!same_bytes(&a, &b), "length {n}, byte {at}");
+            }
         }
     }
 }

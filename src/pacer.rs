@@ -73,6 +73,23 @@ pub struct Pacer {
     anchor: Option<u64>,
     /// Departures scheduled since `anchor`: TAT = anchor + k·period/count.
     k: u128,
+    /// The emission interval in whole ns, when `period / count` is one
+    /// (most rates people write: 1000/s, 5/s, 100/min): then
+    /// [`Pacer::take_one`] needs no division.
+    interval_ns: Option<u64>,
+}
+
+/// Where a schedule stands after [`Pacer::take_one`], with the two times a
+/// caller keeping many schedules (one per key) caches beside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Taken {
+    /// The new position.
+    pub position: Position,
+    /// When (ns) its next one-unit record may leave: exactly
+    /// [`Pacer::next_due`]; a record may leave at `now` iff `now ≥ due`.
+    pub due: u64,
+    /// When (ns) it rests: exactly [`Pacer::rests_at`].
+    pub rests_at: u64,
 }
 
 /// Where one schedule stands: its anchor and the slots taken since it.
@@ -104,13 +121,86 @@ impl Pacer {
             Rate::Unlimited => None,
             Rate::Limited { count, period_ns } => Some(Limit { count, period_ns }),
         };
+        let interval_ns = limit.and_then(|l| {
+            let whole = l.period_ns % l.count == 0;
+            whole
+                .then(|| u64::try_from(l.period_ns / l.count).ok())
+                .flatten()
+        });
         Pacer {
             limit,
             burst: u128::from(burst),
             slack_ns,
             anchor: None,
             k: 0,
+            interval_ns,
         }
+    }
+
+    /// Take one slot at `now` for a schedule standing at `position` that
+    /// allows a departure then (`now ≥` its due time), as [`Pacer::restore`],
+    /// [`Pacer::commit`] of one unit, [`Pacer::next_due`] and
+    /// [`Pacer::rests_at`] would, and return the result. With a whole-ns
+    /// interval this is a few multiplications (the per-key hot path);
+    /// otherwise it takes that long way. Leaves the pacer restored to the
+    /// new position.
+    pub fn take_one(&mut self, position: Position, now: u64) -> Taken {
+        if let Some(taken) = self.take_one_whole(position, now) {
+            self.restore(taken.position);
+            return taken;
+        }
+        self.restore(position);
+        self.commit(now, 1);
+        let position = self.position_now();
+        let due = self.next_due();
+        Taken {
+            position,
+            due,
+            rests_at: self.rests_at(position),
+        }
+    }
+
+    /// [`Pacer::take_one`] for a whole-ns interval `T`: TAT = anchor + k·T
+    /// exactly, so the anchor may move by single slots instead of whole
+    /// periods (the times derived are the same). `None` when the interval
+    /// is not whole or a time would not fit in u64.
+    fn take_one_whole(&self, position: Position, now: u64) -> Option<Taken> {
+        let t = u128::from(self.interval_ns?);
+        let (anchor, k) = match position.anchor {
+            Some(anchor) => {
+                let tat = u128::from(anchor).checked_add(position.k.checked_mul(t)?)?;
+                if u128::from(now) > tat.saturating_add(u128::from(self.slack_ns)) {
+                    (u128::from(now), 0)
+                } else {
+                    (u128::from(anchor), position.k)
+                }
+            }
+            None => (u128::from(now), 0),
+        };
+        let mut k = k + 1;
+        let mut anchor = anchor;
+        if k > self.burst {
+            anchor = anchor.checked_add((k - self.burst).checked_mul(t)?)?;
+            k = self.burst;
+        }
+        // Next due: slot k + 1 − burst (≤ 1 here), never before the anchor.
+        let due = if k + 1 > self.burst {
+            anchor + t
+        } else {
+            anchor
+        };
+        let rests_at = anchor
+            .checked_add(k * t)?
+            .saturating_add(u128::from(self.slack_ns))
+            .saturating_add(1);
+        Some(Taken {
+            position: Position {
+                anchor: Some(u64::try_from(anchor).ok()?),
+                k,
+            },
+            due: u64::try_from(due).ok()?,
+            rests_at: u64::try_from(rests_at).unwrap_or(u64::MAX),
+        })
     }
 
     /// Where its schedule stands now (see [`Position`]).
@@ -331,6 +421,51 @@ mod tests {
 
     fn pacer(rate: &str, burst: u64) -> Pacer {
         Pacer::new(parse_rate(rate).unwrap(), burst, 2 * MS)
+    }
+
+    /// The long way of [`Pacer::take_one`]: restore, commit one, read back.
+    fn take_one_slowly(p: &mut Pacer, position: Position, now: u64) -> Taken {
+        p.restore(position);
+        p.commit(now, 1);
+        let position = p.position_now();
+        let due = p.next_due();
+        Taken {
+            position,
+            due,
+            rests_at: p.rests_at(position),
+        }
+    }
+
+    proptest::proptest! {
+        /// The whole-interval shortcut gives the times the long way gives,
+        /// departure after departure, whatever the arrivals: late past the
+        /// slack (a restart), within it, or exactly due; and a record is
+        /// allowed exactly when `now ≥ due`.
+        #[test]
+        fn take_one_matches_the_long_way(
+            count in 1u64..5000,
+            per in proptest::sample::select(vec![1u64, 60, 3600]),
+            burst in 1u64..6,
+            slack in proptest::sample::select(vec![2 * MS, 5 * MS]),
+            gaps in proptest::collection::vec(0u64..40 * MS, 1..60),
+        ) {
+            let rate = Rate::Limited { count: u128::from(count), period_ns: u128::from(per) * 1_000_000_000 };
+            let mut fast = Pacer::new(rate, burst, slack);
+            let mut slow = fast.clone();
+            let (mut pf, mut ps) = (Position::default(), Position::default());
+            let mut due = 0;
+            let mut now = 0;
+            for gap in gaps {
+                now += gap;
+                slow.restore(ps);
+                proptest::prop_assert_eq!(slow.allows(now, 1), now >= due);
+                let now = now.max(due);
+                let a = fast.take_one(pf, now);
+                let b = take_one_slowly(&mut slow, ps, now);
+                proptest::prop_assert_eq!((a.due, a.rests_at), (b.due, b.rests_at));
+                (pf, ps, due) = (a.position, b.position, a.due);
+            }
+        }
     }
 
     /// Drive a pacer with an always-full queue, waking exactly when due

@@ -305,6 +305,26 @@ fn with_every_key_busy_a_new_key_meets_the_policy() {
 }
 
 #[test]
+fn a_key_forgotten_within_a_read_is_looked_up_again() {
+    // One key remembered. At 500 ms a has rested; in one read b takes its
+    // place, then a comes again: a is new again, and b (busy until its
+    // next slot) cannot give way, so a's record meets the policy. It must
+    // not be taken for b, whose slot a's used to be.
+    let arrivals = vec![at(0, "a", 0), at(500, "b", 0), at(500, "a", 1)];
+    let setup = Setup {
+        max_keys: 1,
+        policy: Overflow::DropNewest,
+        ..Setup::default()
+    };
+    for cut in [1, 2] {
+        let out = run(&setup, &arrivals, cut);
+        assert_eq!(out.dead, ["a 1"], "cut {cut}");
+        assert_eq!(times_of(&out, "a"), [0], "cut {cut}");
+        assert_eq!(times_of(&out, "b"), [500], "cut {cut}");
+    }
+}
+
+#[test]
 fn overflow_policies_apply_per_key() {
     // Capacity 6 in all, 4 per key. "fat" sends 10 at once, "thin" 4.
     let mut arrivals: Vec<_> = (0..10).map(|n| at(0, "fat", n)).collect();
