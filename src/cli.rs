@@ -59,7 +59,7 @@ pub const EXIT_STATUSES: &[(&str, &str)] = &[
         "a runtime error: an unreadable FILE (reported; drip goes on with the next) or one that is the --dead-letter or --stats-json file, a record over --max-record or --capacity-bytes under --oversize fail (the records before it are delivered; reading stops), a failed write to stdout, --dead-letter or --stats-json, or of --help or --version output",
     ),
     ("2", "a usage error: a bad flag or value (one line naming the flag and the accepted form); also limits that differ from those shared under the same --share NAME"),
-    ("3", "the bucket overflowed under --overflow fail"),
+    ("3", "the bucket overflowed under --overflow fail (with --key, also a key's full queue, or a new key while every remembered key is busy)"),
     (
         "4",
         "the --share state could not be reached under --share-on-error fail (what was not written is undelivered)",

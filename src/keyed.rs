@@ -221,6 +221,19 @@ pub struct Keyed {
     /// Keys forgotten so far: a slot found before a forgetting may since
     /// belong to another key.
     forgets: u64,
+    /// Why the latest record handed back under `fail` found no room.
+    no_room: NoRoom,
+}
+
+/// Why a record found no room (under `--overflow fail`, the error says).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoRoom {
+    /// The bucket (`--capacity`, `--capacity-bytes`: all keys together).
+    Bucket,
+    /// Its key's queue (`--key-capacity`).
+    Key,
+    /// Its key is new and every remembered key is busy (`--max-keys`).
+    Keys,
 }
 
 /// Records looked up at once ([`Keyed::look_ahead`]).
@@ -290,7 +303,23 @@ impl Keyed {
             blocked_on_keys: false,
             no_key_seen: false,
             forgets: 0,
+            no_room: NoRoom::Bucket,
         }
+    }
+
+    /// Why the latest record handed back under `fail` found no room.
+    pub fn no_room(&self) -> NoRoom {
+        self.no_room
+    }
+
+    /// Each key's queue holds at most this many records.
+    pub fn key_capacity(&self) -> usize {
+        self.key_capacity
+    }
+
+    /// Keys remembered at most.
+    pub fn max_keys(&self) -> usize {
+        self.max_keys
     }
 
     /// Records waiting, in all keys.
@@ -585,6 +614,13 @@ impl Keyed {
                     return Some(Offered::Wait(seg.clone()));
                 }
                 Overflow::Fail => {
+                    self.no_room = if full {
+                        NoRoom::Bucket
+                    } else if slot.is_none() {
+                        NoRoom::Keys
+                    } else {
+                        NoRoom::Key
+                    };
                     return Some(Offered::Overflowed(seg.clone()));
                 }
                 _ => {}

@@ -206,10 +206,7 @@ fn offer<'a>(shared: &'a Shared, mut st: MutexGuard<'a, State>, seg: Segment) ->
             }
             Offered::Overflowed(rest) => {
                 let record = st.ledger.counts().read + 1;
-                st.overflow = Some(OverflowError {
-                    record,
-                    capacity: st.adm.bucket().capacity(),
-                });
+                st.overflow = Some(OverflowError::new(record, &st.adm));
                 st.leftover.push(rest);
                 st.leftover.extend(next);
                 drop(st);

@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 use crate::admission::Admission;
 use crate::bucket::{Fate, Offered, Overflow, Segment};
 use crate::deadletter::{Backlog, DeadLetter};
+use crate::keyed::NoRoom;
 use crate::ledger::Ledger;
 use crate::output;
 use crate::progress::Snapshot;
@@ -60,16 +61,50 @@ impl Clock {
 pub struct OverflowError {
     /// 1-based number of the record that did not fit.
     pub record: u64,
-    /// The bucket's capacity in records.
-    pub capacity: usize,
+    /// What happened, in words: "arrived at a full bucket (capacity 10
+    /// records)".
+    pub why: String,
+}
+
+impl OverflowError {
+    /// Record `record` found no room in what `adm` says was full.
+    pub(crate) fn new(record: u64, adm: &Admission) -> OverflowError {
+        let bucket = adm.bucket();
+        let mut why = format!(
+            "arrived at a full bucket (capacity {} records",
+            bucket.capacity()
+        );
+        if bucket.capacity_bytes() != usize::MAX {
+            why += &format!(", {} bytes", bucket.capacity_bytes());
+        }
+        why += ")";
+        if let Some(keys) = adm.keys() {
+            match keys.no_room() {
+                NoRoom::Bucket => {}
+                NoRoom::Key => {
+                    why = format!(
+                        "arrived at its key's full queue (--key-capacity {})",
+                        keys.key_capacity()
+                    );
+                }
+                NoRoom::Keys => {
+                    why = format!(
+                        "brought a new key while all {} remembered keys were busy (--max-keys {0})",
+                        keys.max_keys()
+                    );
+                }
+            }
+        }
+        OverflowError { record, why }
+    }
 }
 
 impl std::fmt::Display for OverflowError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "overflow: record {} arrived at a full bucket (capacity {} records) under --overflow fail",
-            self.record, self.capacity
+            "overflow: record {} {} under --overflow fail",
+            self.record, self.why
         )
     }
 }

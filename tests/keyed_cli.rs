@@ -73,3 +73,38 @@ fn the_stats_stream_counts_keys() {
     assert_eq!(first["keys"], 2, "{err}");
     assert_eq!(first["busy_keys"], 1, "{err}");
 }
+
+#[test]
+fn an_overflow_under_fail_says_what_was_full() {
+    // Record 8 (a 4) finds key a's queue full; record 5 (c 1) is a third
+    // key while both remembered keys are busy; with neither bound, record
+    // 5 finds the bucket full.
+    let input = "a 1\na 2\na 3\nb 1\nc 1\nc 2\nd 1\na 4\n";
+    for (args, why) in [
+        (
+            &["--key-capacity", "2"][..],
+            "record 8 arrived at its key's full queue (--key-capacity 2)",
+        ),
+        (
+            &["--max-keys", "2"][..],
+            "record 5 brought a new key while all 2 remembered keys were busy (--max-keys 2)",
+        ),
+        (
+            &["-c", "3"][..],
+            "record 5 arrived at a full bucket (capacity 3 records)",
+        ),
+    ] {
+        let out = drip()
+            .args(["-r", "1/s", "-o", "fail", "--key", "1", "--key-rate", "1/s"])
+            .args(args)
+            .write_stdin(input)
+            .assert()
+            .code(3);
+        let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+        assert_eq!(
+            err.trim_end(),
+            format!("drip: overflow: {why} under --overflow fail"),
+            "{args:?}"
+        );
+    }
+}
