@@ -384,6 +384,7 @@ impl Keyed {
         let whole = seg.clone();
         let data = whole.as_bytes();
         let global_open = global.is_unlimited();
+        let weighs_bytes = global.weighs_bytes();
         let (mut run_bytes, mut run_len, mut sent) = (0, 0, 0);
         let mut ahead = [Ahead::default(); AHEAD];
         let (mut start, mut next, mut looked) = (0, 0, 0);
@@ -419,6 +420,11 @@ impl Keyed {
             }
             if let Some(back) = self.wait(now, slot, &mut seg, size, policy, ledger) {
                 return (back, sent);
+            }
+            if may_leave && policy == Overflow::DropOldest && weighs_bytes {
+                // An eviction can put a smaller record at the front of the
+                // line, which a byte rate may let go at once.
+                sent += self.release(now, global, outbox);
             }
         }
         if run_len > 0 {

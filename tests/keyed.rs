@@ -384,3 +384,47 @@ fn any_cut_into_reads_decides_the_same() {
         }
     }
 }
+
+#[test]
+fn under_a_byte_rate_an_eviction_lets_a_smaller_record_go_at_once() {
+    // 10 B/s with a burst of 10 B; one record may wait in all. "a 12345"
+    // (8 B) leaves at 0 and leaves 2 B; "b 1234567" (10 B) waits for a
+    // full burst. At 200 ms 4 B are saved: "c 1" (4 B) evicts b and, the
+    // line now empty, leaves at once, in the same arrival.
+    let config = KeyConfig {
+        spec: KeySpec::new(parse_key("1").unwrap(), None),
+        rate: parse_rate("1000/s").unwrap(),
+        burst: 1,
+        max_keys: 100,
+        key_capacity: 100,
+    };
+    let mut keyed = Keyed::new(config, b'\n', 1, None);
+    let mut global = Limits::new(&[Limit {
+        rate: parse_rate("10/s").unwrap(),
+        burst: 10,
+        unit: Unit::Bytes,
+    }]);
+    let mut ledger = Ledger::new(true);
+    let mut outbox = Vec::new();
+    let mut arrive = |t: u64, text: &str, outbox: &mut Vec<Segment>| {
+        let seg = Segment::new(Bytes::from(format!("{text}\n")), b'\n');
+        let (back, sent) = keyed.arrive(
+            t * MS,
+            seg,
+            Overflow::DropOldest,
+            true,
+            &mut global,
+            &mut ledger,
+            outbox,
+        );
+        assert!(matches!(back, Offered::Done));
+        sent
+    };
+    assert_eq!(arrive(0, "a 12345", &mut outbox), 1);
+    assert_eq!(arrive(0, "b 1234567", &mut outbox), 0);
+    assert_eq!(arrive(200, "c 1", &mut outbox), 1);
+    let left: Vec<String> = outbox.iter().flat_map(texts).collect();
+    assert_eq!(left, ["a 12345", "c 1"]);
+    let dead: Vec<String> = ledger.take_dead().iter().flat_map(texts).collect();
+    assert_eq!(dead, ["b 1234567"]);
+}
