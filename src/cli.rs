@@ -161,6 +161,10 @@ pub const ENVIRONMENT: &[Paragraph] = &[
         "TERM",
         "When dumb, the terminal cannot redraw a line: no live display, only the summary at exit.",
     ),
+    (
+        "SSL_CERT_FILE, SSL_CERT_DIR",
+        "For --share rediss://: the CA certificates drip trusts (a PEM file; a directory of them) instead of the system's store, as for a Redis whose certificate a private CA signed.",
+    ),
 ];
 
 /// The FILES section.
@@ -354,7 +358,8 @@ pub struct Cli {
     /// Share the --rate limits with every drip given the same NAME: on this
     /// host with no server (a state file under $XDG_RUNTIME_DIR/drip), or
     /// on any host through Redis or Valkey: redis://HOST[:PORT][/DB]/NAME,
-    /// rediss://... (TLS), redis+unix:///SOCKET/NAME, valkey://... All of
+    /// rediss://... (TLS; trusting the system's CAs, or SSL_CERT_FILE),
+    /// redis+unix:///SOCKET/NAME, valkey://... All of
     /// them must give the same rates and bursts (else exit 2)
     #[arg(long, value_name = "NAME|URL", value_parser = shared::parse_target, value_hint = ValueHint::Other)]
     pub share: Option<shared::Target>,

@@ -57,26 +57,33 @@ fn have_redis() -> bool {
     found
 }
 
+/// A free port of 127.0.0.1.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// A redis-server of the test's own, stopped when dropped.
 struct Redis {
     child: Option<Child>,
     port: u16,
     socket: Option<PathBuf>,
+    /// Serving TLS only, with the certificates of [`make_certs`] here.
+    tls: Option<PathBuf>,
     _dir: tempfile::TempDir,
 }
 
 impl Redis {
     /// A server on a free port of 127.0.0.1.
     fn start() -> Redis {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
         let mut r = Redis {
             child: None,
-            port,
+            port: free_port(),
             socket: None,
+            tls: None,
             _dir: tempfile::tempdir().unwrap(),
         };
         r.spawn();
@@ -90,43 +97,79 @@ impl Redis {
             child: None,
             port: 0,
             socket: Some(dir.path().join("redis.sock")),
+            tls: None,
             _dir: dir,
         };
         r.spawn();
         r
     }
 
+    /// A server on a free port of 127.0.0.1 serving TLS only, with the
+    /// certificates in `certs` ([`make_certs`]); `None` when this
+    /// redis-server does not serve TLS (built without it).
+    fn start_tls(certs: &Path) -> Option<Redis> {
+        let mut r = Redis {
+            child: None,
+            port: free_port(),
+            socket: None,
+            tls: Some(certs.to_path_buf()),
+            _dir: tempfile::tempdir().unwrap(),
+        };
+        r.try_spawn().then_some(r)
+    }
+
     fn spawn(&mut self) {
+        assert!(self.try_spawn(), "redis-server did not answer PING");
+    }
+
+    /// Start the server; whether it answered PING within 10 s.
+    fn try_spawn(&mut self) -> bool {
         let mut cmd = Command::new("redis-server");
         cmd.args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
-            .args(["--port", &self.port.to_string()])
             .arg("--dir")
             .arg(self._dir.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
+        match &self.tls {
+            Some(certs) => {
+                cmd.args(["--port", "0", "--tls-port", &self.port.to_string()])
+                    .arg("--tls-cert-file")
+                    .arg(certs.join("server.crt"))
+                    .arg("--tls-key-file")
+                    .arg(certs.join("server.key"))
+                    .arg("--tls-ca-cert-file")
+                    .arg(certs.join("ca.crt"))
+                    .args(["--tls-auth-clients", "no"]);
+            }
+            None => {
+                cmd.args(["--port", &self.port.to_string()]);
+            }
+        }
         if let Some(socket) = &self.socket {
             cmd.arg("--unixsocket").arg(socket);
         }
         self.child = Some(cmd.spawn().expect("redis-server"));
         let start = Instant::now();
-        loop {
+        while start.elapsed() < Duration::from_secs(10) {
             if let Ok(mut con) = self.try_con() {
                 if redis::cmd("PING").query::<String>(&mut con).is_ok() {
-                    return;
+                    return true;
                 }
             }
-            assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "redis-server did not answer PING"
-            );
+            let child = self.child.as_mut().expect("just started");
+            if child.try_wait().ok().flatten().is_some() {
+                return false;
+            }
             thread::sleep(Duration::from_millis(20));
         }
+        false
     }
 
     fn url(&self) -> String {
-        match &self.socket {
-            Some(s) => format!("redis+unix://{}", s.display()),
-            None => format!("redis://127.0.0.1:{}", self.port),
+        match (&self.socket, &self.tls) {
+            (Some(s), _) => format!("redis+unix://{}", s.display()),
+            (None, Some(_)) => format!("rediss://127.0.0.1:{}", self.port),
+            (None, None) => format!("redis://127.0.0.1:{}", self.port),
         }
     }
 
@@ -136,7 +179,18 @@ impl Redis {
     }
 
     fn try_con(&self) -> redis::RedisResult<redis::Connection> {
-        redis::Client::open(self.url())?.get_connection()
+        let client = match &self.tls {
+            #[cfg(feature = "tls")]
+            Some(certs) => redis::Client::build_with_tls(
+                self.url(),
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(std::fs::read(certs.join("ca.crt"))?),
+                },
+            )?,
+            _ => redis::Client::open(self.url())?,
+        };
+        client.get_connection()
     }
 
     fn con(&self) -> redis::Connection {
@@ -802,4 +856,153 @@ fn a_state_unreachable_from_the_start_is_waited_for_with_backoff_and_said() {
         let calls = failed_calls(err);
         assert!((1..=15).contains(&calls), "{calls} failed calls: {err}");
     }
+}
+
+/// Whether the openssl CLI is here (to make the test certificates); under
+/// CI its absence is a failure.
+fn have_openssl() -> bool {
+    let found = Command::new("openssl")
+        .arg("version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        let how = "openssl not found: install it with `apt-get install -y openssl` (.ci/run does)";
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{how}");
+        eprintln!("skipped: {how}");
+    }
+    found
+}
+
+/// In `dir`: a private CA (`ca.crt`), a certificate for 127.0.0.1 it
+/// signed (`server.crt`, `server.key`), and another CA that signed nothing
+/// (`other.crt`). P-256 keys, valid for two days.
+fn make_certs(dir: &Path) {
+    let ca = "[req]\ndistinguished_name = dn\nprompt = no\nx509_extensions = ext\n\
+              [dn]\nCN = drip test CA\n\
+              [ext]\nbasicConstraints = critical,CA:TRUE\nkeyUsage = critical,keyCertSign,cRLSign\n\
+              subjectKeyIdentifier = hash\n";
+    std::fs::write(dir.join("ca.cnf"), ca).unwrap();
+    let server = "subjectAltName = IP:127.0.0.1\nbasicConstraints = CA:FALSE\n\
+                  extendedKeyUsage = serverAuth\n";
+    std::fs::write(dir.join("server.cnf"), server).unwrap();
+    let key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    for command in [
+        format!("req -x509 -config ca.cnf {key} -keyout ca.key -out ca.crt -days 2"),
+        format!("req -x509 -config ca.cnf {key} -keyout other.key -out other.crt -days 2"),
+        format!(
+            "req -new -config ca.cnf {key} -subj /CN=127.0.0.1 -keyout server.key -out server.csr"
+        ),
+        "x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 \
+         -extfile server.cnf -out server.crt"
+            .to_string(),
+    ] {
+        let out = Command::new("openssl")
+            .args(command.split_whitespace())
+            .current_dir(dir)
+            .output()
+            .expect("openssl");
+        assert!(
+            out.status.success(),
+            "openssl {command}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// A redis-server serving TLS with certificates of a private CA, or `None`
+/// (said) when it cannot here: no openssl, or a redis-server built without
+/// TLS. Under CI either is a failure.
+fn tls_redis(certs: &Path) -> Option<Redis> {
+    if !have_redis() || !have_openssl() {
+        return None;
+    }
+    make_certs(certs);
+    let redis = Redis::start_tls(certs);
+    if redis.is_none() {
+        let why = "redis-server did not serve TLS (built without it?)";
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+        eprintln!("skipped: {why}");
+    }
+    redis
+}
+
+/// `drip ARGS` trusting only the CAs in `ca_file` (SSL_CERT_FILE).
+fn drip_trusting(args: &[&str], ca_file: &Path, input: String, runtime: &Path) -> Child {
+    let mut cmd = common::command(args);
+    cmd.env("XDG_RUNTIME_DIR", runtime)
+        .env("SSL_CERT_FILE", ca_file)
+        .env_remove("SSL_CERT_DIR")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn drip");
+    let mut stdin = child.stdin.take().unwrap();
+    thread::spawn(move || {
+        use std::io::Write;
+        let _ = stdin.write_all(input.as_bytes());
+    });
+    child
+}
+
+/// `rediss://` to a server whose certificate a private CA signed: drip
+/// trusts the CAs of SSL_CERT_FILE (the system's store otherwise), the
+/// records flow, and the shared state is in the server.
+#[cfg(feature = "tls")]
+#[test]
+fn rediss_with_a_private_ca_named_by_ssl_cert_file() {
+    let certs = tempfile::tempdir().unwrap();
+    let Some(redis) = tls_redis(certs.path()) else {
+        return;
+    };
+    let _t = beside_others();
+    let runtime = tempfile::tempdir().unwrap();
+    let share = redis.share("private");
+    assert!(share.starts_with("rediss://127.0.0.1:"), "{share}");
+    let args = ["-r", "100/s", "--share", &share, "--share-on-error", "fail"];
+    let ca = certs.path().join("ca.crt");
+    let mut child = drip_trusting(&args, &ca, numbered(1..=5), runtime.path());
+    let out = timed_lines(&mut child, Instant::now());
+    let status = wait_for(&mut child, Duration::from_secs(20));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{status}: {err}");
+    assert_eq!(out.len(), 5);
+    let limits: String = redis::cmd("HGET")
+        .arg("drip:{private}")
+        .arg("limits")
+        .query(&mut redis.con())
+        .unwrap();
+    assert_eq!(limits, "1/10000000ns:1", "the state is in the server");
+}
+
+/// `rediss://` to a server whose CA drip does not trust: the TLS failure
+/// is an unreachable state, under `fail` status 4 with one line saying why.
+#[cfg(feature = "tls")]
+#[test]
+fn rediss_with_an_untrusted_ca_is_unreachable() {
+    let certs = tempfile::tempdir().unwrap();
+    let Some(redis) = tls_redis(certs.path()) else {
+        return;
+    };
+    let _t = beside_others();
+    let runtime = tempfile::tempdir().unwrap();
+    let share = redis.share("untrusted");
+    let args = ["-r", "100/s", "--share", &share, "--share-on-error", "fail"];
+    let other = certs.path().join("other.crt");
+    let mut child = drip_trusting(&args, &other, numbered(1..=5), runtime.path());
+    let out = timed_lines(&mut child, Instant::now());
+    let status = wait_for(&mut child, Duration::from_secs(20));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(4), "{err}");
+    assert!(out.is_empty());
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("drip: --share untrusted: the shared state cannot be reached: ")
+            && err.contains("invalid peer certificate")
+            && err.contains("drip trusts the system's CA store, or the CAs of SSL_CERT_FILE")
+            && err.trim_end().ends_with("(--share-on-error fail)"),
+        "{err}"
+    );
 }
