@@ -556,8 +556,8 @@ struct Outcome {
 
 const FAULT_RECORDS: usize = 30;
 
-/// A drip sending 30 records at 20/s through `redis`, with `fault`
-/// applied 400 ms in.
+/// A drip sending 30 records at 20/s through `redis` (with `--stats`; add
+/// `-q` to `extra` for quiet), with `fault` applied 400 ms in.
 fn through_fault(
     redis: &mut Redis,
     on_error: &str,
@@ -576,7 +576,6 @@ fn through_fault(
         "--share-on-error",
         on_error,
         "--stats",
-        "-q",
         "--dead-letter",
         dead.to_str().unwrap(),
         "--stats-json",
@@ -669,6 +668,7 @@ fn shutdown_under_local_paces_alone_and_warns_once() {
     });
     all_written(&o);
     assert_eq!(o.stderr.matches("pacing alone").count(), 1, "{}", o.stderr);
+    assert!(o.counts["share"]["failed_calls"].as_u64().unwrap() >= 1);
     // About 22 records were left at the fault: at 20/s / 2 peers they
     // take over 2 s (at 20/s, about 1.1 s).
     assert!(
@@ -784,12 +784,46 @@ fn a_flushed_state_allows_one_burst_and_is_reported() {
     let mut redis = Redis::start();
     let o = through_fault(&mut redis, "fail", &[], |r| r.command(&["FLUSHALL"]));
     all_written(&o);
-    assert!(
-        o.stderr.contains("the shared state was lost"),
+    assert_eq!(
+        o.stderr.matches("the shared state was lost").count(),
+        1,
         "{}",
         o.stderr
     );
     assert!(o.stderr.contains("state lost 1 times"), "{}", o.stderr);
+    assert_eq!(o.counts["share"]["state_lost"], 1, "{}", o.counts);
+}
+
+/// `-q`: `local`'s warning is not given, but the failed calls are counted
+/// (on the `--stats` line and in `--stats-json`).
+#[test]
+fn under_q_local_warns_nothing_but_counts_the_failed_calls() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let mut redis = Redis::start();
+    let o = through_fault(&mut redis, "local", &["-q"], |r| r.shutdown());
+    all_written(&o);
+    assert!(!o.stderr.contains("pacing alone"), "{}", o.stderr);
+    let failed = o.counts["share"]["failed_calls"].as_u64().unwrap();
+    assert!(failed >= 1, "{}", o.counts);
+    assert_eq!(failed_calls(&o.stderr), failed, "{}", o.stderr);
+}
+
+/// `-q`: a lost state is not said on stderr, but it is counted.
+#[test]
+fn under_q_a_lost_state_is_counted_not_said() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let mut redis = Redis::start();
+    let o = through_fault(&mut redis, "fail", &["-q"], |r| r.command(&["FLUSHALL"]));
+    all_written(&o);
+    assert!(!o.stderr.contains("was lost"), "{}", o.stderr);
+    assert!(o.stderr.contains("state lost 1 times"), "{}", o.stderr);
+    assert_eq!(o.counts["share"]["state_lost"], 1, "{}", o.counts);
 }
 
 /// The number before "failed calls" in a `--stats` summary.

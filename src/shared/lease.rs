@@ -151,7 +151,8 @@ pub(crate) struct Keeper {
     pub(crate) warned: bool,
     /// Whether `wait` is waiting for the state (and said so).
     pub(crate) waiting: bool,
-    /// No notices on stderr (`-q`): only errors.
+    /// No notices on stderr (`-q`): only errors (not `local`'s warning, nor
+    /// a lost state; both are still counted).
     pub(crate) quiet: bool,
     /// The pause before the next attempt after a failed one.
     pub(crate) retry: Retry,
@@ -241,18 +242,18 @@ impl Keeper {
     }
 
     /// The state cannot be reached (not under `fail`): `local` warns once
-    /// and paces alone; `wait` says once per outage that it waits (unless
-    /// quiet).
+    /// and paces alone; `wait` says once per outage that it waits (neither
+    /// says anything when quiet; the failed calls are counted all the same).
     fn unreachable(&mut self, why: &str) {
         match self.on_error {
             OnError::Local => {
-                if !self.warned {
+                if !self.warned && !self.quiet {
                     eprintln!(
                         "drip: {}: {why}; pacing alone until it is back (--share-on-error local)",
                         self.name
                     );
-                    self.warned = true;
                 }
+                self.warned = true;
                 self.lease.lock().mode = Mode::Local;
                 (self.notify)(false);
             }
@@ -340,10 +341,12 @@ impl Keeper {
         let mut st = self.lease.lock();
         if grant.fresh && st.reservations > 0 {
             st.lost += 1;
-            eprintln!(
-                "drip: {}: the shared state was lost (a restart or a flush); at most one burst more may pass",
-                self.name
-            );
+            if !self.quiet {
+                eprintln!(
+                    "drip: {}: the shared state was lost (a restart or a flush); at most one burst more may pass",
+                    self.name
+                );
+            }
         }
         st.reservations += 1;
         st.mode = Mode::Shared;
