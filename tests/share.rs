@@ -892,6 +892,126 @@ fn a_state_unreachable_from_the_start_is_waited_for_with_backoff_and_said() {
     }
 }
 
+/// A drip sharing at 20/s whose shared state is gone (as when it expires)
+/// and is made again by another drip at 5/s: at its next reservation it
+/// stops with status 2 and the disagreement's line, and what it had not
+/// written is undelivered (in the dead letter, counted).
+fn stops_when_made_again_with_other_limits(share: &str, runtime: &Path, forget: impl FnOnce()) {
+    use std::io::{BufRead, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let dead = dir.path().join("dead");
+    let stats = dir.path().join("stats.json");
+    let args = [
+        "-r",
+        "20/s",
+        "--share",
+        share,
+        "--dead-letter",
+        dead.to_str().unwrap(),
+        "--stats-json",
+        stats.to_str().unwrap(),
+    ];
+    let mut cmd = common::command(&args);
+    cmd.env("XDG_RUNTIME_DIR", runtime)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut running = cmd.spawn().expect("spawn drip");
+    let mut stdin = running.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(running.stdout.take().unwrap());
+    stdin.write_all(numbered(1..=3).as_bytes()).unwrap();
+    let mut written = String::new();
+    for _ in 0..3 {
+        stdout.read_line(&mut written).unwrap();
+    }
+    assert_eq!(written, numbered(1..=3));
+    forget();
+    let mut other = drip_with_input(&["-r", "5/s", "--share", share], numbered(1..=1), runtime);
+    assert!(wait_for(&mut other, Duration::from_secs(20)).success());
+    stdin.write_all(numbered(4..=8).as_bytes()).unwrap();
+    drop(stdin);
+    let status = wait_for(&mut running, Duration::from_secs(20));
+    std::io::Read::read_to_string(&mut stdout, &mut written).unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut running.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(2), "{err}");
+    let name = drip::shared::parse_target(share)
+        .unwrap()
+        .name()
+        .to_string();
+    assert_eq!(
+        err,
+        format!(
+            "drip: --share {name}: this drip's limits (20/s, burst 1) differ from the shared ones (5/s, burst 1): \
+             wait until the shared state expires, 10 s after its last use, or choose another NAME\n"
+        )
+    );
+    assert_eq!(written, numbered(1..=3));
+    assert_eq!(std::fs::read_to_string(&dead).unwrap(), numbered(4..=8));
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    assert_eq!(summary["read"], 8, "{summary}");
+    assert_eq!(summary["written"], 3, "{summary}");
+    assert_eq!(summary["undelivered"], 5, "{summary}");
+}
+
+#[test]
+fn a_state_made_again_with_other_limits_stops_a_running_drip() {
+    let _t = beside_others();
+    let runtime = tempfile::tempdir().unwrap();
+    let file = runtime.path().join("drip/again.json");
+    stops_when_made_again_with_other_limits("again", runtime.path(), || {
+        std::fs::remove_file(&file).unwrap()
+    });
+}
+
+#[test]
+fn a_state_made_again_with_other_limits_stops_a_running_drip_through_redis() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let redis = Redis::start();
+    let runtime = tempfile::tempdir().unwrap();
+    stops_when_made_again_with_other_limits(&redis.share("again"), runtime.path(), || {
+        redis.command(&["DEL", "drip:{again}"])
+    });
+}
+
+/// A state that expired because no one used it (here for 10.6 s) is made
+/// afresh by the next reservation: no loss, and not reported as one.
+#[test]
+fn an_expired_state_is_no_lost_state() {
+    use std::io::{BufRead, Write};
+    let _t = beside_others();
+    let runtime = tempfile::tempdir().unwrap();
+    let mut cmd = common::command(&["-r", "20/s", "--share", "idle", "--stats"]);
+    cmd.env("XDG_RUNTIME_DIR", runtime.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn drip");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    stdin.write_all(b"1\n").unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    thread::sleep(Duration::from_millis(10_600));
+    stdin.write_all(b"2\n").unwrap();
+    drop(stdin);
+    let status = wait_for(&mut child, Duration::from_secs(20));
+    std::io::Read::read_to_string(&mut stdout, &mut line).unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{err}");
+    assert_eq!(line, "1\n2\n");
+    assert!(!err.contains("was lost"), "{err}");
+    assert!(
+        err.contains("2 reservations, 0 slots forfeited late, state lost 0 times"),
+        "{err}"
+    );
+}
+
 /// Whether the openssl CLI is here (to make the test certificates); under
 /// CI its absence is a failure.
 fn have_openssl() -> bool {
