@@ -367,7 +367,7 @@ pub struct Cli {
     /// When the shared state cannot be reached: wait (send nothing, say so
     /// on stderr unless -q, and retry with backoff; records wait in the
     /// bucket), local (pace alone at the rate divided by --share-peers,
-    /// warn once), or fail (exit 4)
+    /// warn once unless -q), or fail (exit 4)
     #[arg(long, value_name = "POLICY", default_value = "wait", value_parser = Choices { parse: shared::parse_on_error, values: SHARE_ON_ERROR })]
     pub share_on_error: shared::OnError,
 
