@@ -136,7 +136,7 @@ pub const DESCRIPTION: &[(&str, &[Paragraph])] = &[
         "Statistics",
         &[
             ("--stats", "At exit (and on SIGUSR1) a summary on stderr, broken between clauses into lines of at most 80 columns, each starting drip: \u{2014} read, written, dropped (newest, oldest), expired, skipped (when any), undelivered; max depth, max wait; rate, elapsed. The rate is taken between the first and the last record written: the records written after the first write over the time since it, (written \u{2212} 1) / span when records leave one at a time; it is left out when fewer than two writes were made. Elapsed is the wall time of the whole run."),
-            ("--stats-json", "The summary as one JSON object: read, written, dropped_newest, dropped_oldest, expired, skipped, undelivered, bytes_read, bytes_written, max_depth (records), max_wait_ms (the longest any written record waited), elapsed_ms, rate (records per second between the first and last write; null when fewer than two writes were made) and span_ms (the time between them)."),
+            ("--stats-json", "The summary as one JSON object: read, written, dropped_newest, dropped_oldest, expired, skipped, undelivered, bytes_read, bytes_written, max_depth (records), max_wait_ms (the longest any written record waited), elapsed_ms, rate (records per second between the first and last write; null when fewer than two writes were made) and span_ms (the time between them); with --share, a share object: name, reservations, slots_forfeited, state_lost and failed_calls (as on the --stats line shared NAME: ...)."),
             ("--stats-interval", "One JSON line per interval, on stderr or in the --stats-json FILE before the summary: time (seconds since start), records_in, records_out and rate (during the interval), depth, oldest_age_ms, and the totals read, written, dropped_newest, dropped_oldest, expired, skipped."),
         ],
     ),
@@ -160,6 +160,10 @@ pub const ENVIRONMENT: &[Paragraph] = &[
     (
         "TERM",
         "When dumb, the terminal cannot redraw a line: no live display, only the summary at exit.",
+    ),
+    (
+        "SSL_CERT_FILE, SSL_CERT_DIR",
+        "For --share rediss://: the CA certificates drip trusts (a PEM file; a directory of them) instead of the system's store, as for a Redis whose certificate a private CA signed.",
     ),
 ];
 
@@ -354,7 +358,8 @@ pub struct Cli {
     /// Share the --rate limits with every drip given the same NAME: on this
     /// host with no server (a state file under $XDG_RUNTIME_DIR/drip), or
     /// on any host through Redis or Valkey: redis://HOST[:PORT][/DB]/NAME,
-    /// rediss://... (TLS), redis+unix:///SOCKET/NAME, valkey://... All of
+    /// rediss://... (TLS; trusting the system's CAs, or SSL_CERT_FILE),
+    /// redis+unix:///SOCKET/NAME, valkey://... All of
     /// them must give the same rates and bursts (else exit 2)
     #[arg(long, value_name = "NAME|URL", value_parser = shared::parse_target, value_hint = ValueHint::Other)]
     pub share: Option<shared::Target>,
@@ -362,7 +367,7 @@ pub struct Cli {
     /// When the shared state cannot be reached: wait (send nothing, say so
     /// on stderr unless -q, and retry with backoff; records wait in the
     /// bucket), local (pace alone at the rate divided by --share-peers,
-    /// warn once), or fail (exit 4)
+    /// warn once unless -q), or fail (exit 4)
     #[arg(long, value_name = "POLICY", default_value = "wait", value_parser = Choices { parse: shared::parse_on_error, values: SHARE_ON_ERROR })]
     pub share_on_error: shared::OnError,
 

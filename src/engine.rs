@@ -23,6 +23,7 @@ use crate::progress::{lock_ui, Ui};
 use crate::schedule::{Limits, Schedule};
 use crate::shared;
 use crate::state::{Clock, OverflowError, Shared, State};
+use crate::stats::{ShareStats, Summary};
 use crate::writer::{self, Stdout};
 use crate::{output, reader, stalls, sys};
 
@@ -272,10 +273,16 @@ fn run_watching(
     let report = reader.join().unwrap_or_default();
     // Unused slots go back before drip takes stock.
     let share_error = share.as_mut().and_then(shared::Handle::finish);
-    let ending = finish(&config, &shared, &ui, monitor, report, write_error);
-    if let (Some(share), true) = (&share, config.stats) {
-        lock_ui(&ui).message(&share.summary());
-    }
+    let share_stats = share.as_ref().map(shared::Handle::stats);
+    let ending = finish(
+        &config,
+        &shared,
+        &ui,
+        monitor,
+        report,
+        write_error,
+        share_stats,
+    );
     let ending = match (ending, share_error) {
         (Ok(_), Some(e)) => return Err(e),
         (ending, _) => ending?,
@@ -361,7 +368,8 @@ fn write(shared: &Shared, sink: &mut dyn writer::Sink) -> Option<std::io::Error>
 }
 
 /// Take stock once every thread but the monitor has stopped: what is left
-/// is undelivered; print the summary; pick the outcome.
+/// is undelivered; print the summary (with `share`'s counters, if any);
+/// pick the outcome.
 fn finish(
     config: &Config,
     shared: &Shared,
@@ -369,6 +377,7 @@ fn finish(
     monitor: Monitor,
     report: ReadReport,
     write_error: Option<std::io::Error>,
+    share: Option<ShareStats>,
 ) -> Result<Ending> {
     // The reader may have met the error, writing directly.
     let write_error = write_error.or_else(|| shared.lock().write_error.take());
@@ -388,7 +397,10 @@ fn finish(
         (0, 0) => None,
         (0, n) | (n, _) => Some(n),
     };
-    let summary = shared.summary();
+    let summary = Summary {
+        share,
+        ..shared.summary()
+    };
     let (stats_file, dropped) = monitor.finish();
     let mut ui = lock_ui(ui);
     // After a second signal drip leaves without a summary. A stalled
@@ -399,8 +411,8 @@ fn finish(
         ui.finish();
         if summarize {
             ui.message(&summary.line());
-            if let Some(keys) = summary.keys_line() {
-                ui.message(&keys);
+            for line in summary.more_lines() {
+                ui.message(&line);
             }
         }
         if dropped > 0 {

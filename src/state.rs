@@ -547,6 +547,7 @@ impl Shared {
             span_ms: snap.departures.span_ns() as f64 / 1e6,
             jobs: self.jobs.get().map(|j| j.stats()),
             keys: self.lock().adm.keys().map(|k| k.stats(TOP_KEYS)),
+            share: None,
         }
     }
 }

@@ -160,6 +160,36 @@ pub struct Summary {
     /// With limits per key: the keys seen and the top keys.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub keys: Option<KeyStats>,
+    /// With `--share`: the shared state's counters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share: Option<ShareStats>,
+}
+
+/// The counters of `--share`, in the summary: what the keeper did with the
+/// shared state.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ShareStats {
+    /// `--share`'s NAME.
+    pub name: String,
+    /// Reservations made (calls that granted slots).
+    pub reservations: u64,
+    /// Reserved slots not used because drip woke up too late for them.
+    pub slots_forfeited: u64,
+    /// Times the state was found fresh while in use (a restart, a flush).
+    pub state_lost: u64,
+    /// Calls that failed: the state could not be reached.
+    pub failed_calls: u64,
+}
+
+impl ShareStats {
+    /// The `--stats` line, without `drip: `: `shared NAME: 3 reservations,
+    /// 0 slots forfeited late, state lost 0 times, 0 failed calls`.
+    pub fn line(&self) -> String {
+        format!(
+            "shared {}: {} reservations, {} slots forfeited late, state lost {} times, {} failed calls",
+            self.name, self.reservations, self.slots_forfeited, self.state_lost, self.failed_calls
+        )
+    }
 }
 
 /// The command runner's figures (`--exec`), in the summary and the stats
@@ -314,6 +344,13 @@ impl Summary {
         ))
     }
 
+    /// The lines after the counts' in `--stats`: the keys' ([`Summary::keys_line`])
+    /// and `--share`'s ([`ShareStats::line`]), when there are any.
+    pub fn more_lines(&self) -> Vec<String> {
+        let share = self.share.as_ref().map(ShareStats::line);
+        self.keys_line().into_iter().chain(share).collect()
+    }
+
     /// The summary as one JSON object.
     pub fn json(&self) -> String {
         serde_json::to_string(self).expect("plain data serializes")
@@ -382,6 +419,7 @@ mod tests {
             span_ms: 2000.0,
             jobs: None,
             keys: None,
+            share: None,
         }
     }
 
@@ -449,6 +487,7 @@ mod tests {
             span_ms: 8900.0,
             jobs: None,
             keys: None,
+            share: None,
         };
         assert_eq!(
             s.text(),
@@ -514,5 +553,35 @@ mod tests {
         assert_eq!(v["dropped_oldest"], 2);
         assert_eq!(v["skipped"], 1);
         assert_eq!(v["bytes_read"], 100);
+        assert!(v.get("share").is_none(), "no --share, no share object");
+    }
+
+    #[test]
+    fn the_share_counters_are_a_line_and_a_json_object() {
+        let s = Summary {
+            share: Some(ShareStats {
+                name: "quota".into(),
+                reservations: 7,
+                slots_forfeited: 1,
+                state_lost: 2,
+                failed_calls: 3,
+            }),
+            ..summary()
+        };
+        assert_eq!(
+            s.more_lines(),
+            ["shared quota: 7 reservations, 1 slots forfeited late, state lost 2 times, 3 failed calls"]
+        );
+        let v: serde_json::Value = serde_json::from_str(&s.json()).unwrap();
+        assert_eq!(
+            v["share"],
+            serde_json::json!({
+                "name": "quota",
+                "reservations": 7,
+                "slots_forfeited": 1,
+                "state_lost": 2,
+                "failed_calls": 3,
+            })
+        );
     }
 }

@@ -57,26 +57,33 @@ fn have_redis() -> bool {
     found
 }
 
+/// A free port of 127.0.0.1.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// A redis-server of the test's own, stopped when dropped.
 struct Redis {
     child: Option<Child>,
     port: u16,
     socket: Option<PathBuf>,
+    /// Serving TLS only, with the certificates of [`make_certs`] here.
+    tls: Option<PathBuf>,
     _dir: tempfile::TempDir,
 }
 
 impl Redis {
     /// A server on a free port of 127.0.0.1.
     fn start() -> Redis {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
         let mut r = Redis {
             child: None,
-            port,
+            port: free_port(),
             socket: None,
+            tls: None,
             _dir: tempfile::tempdir().unwrap(),
         };
         r.spawn();
@@ -90,43 +97,79 @@ impl Redis {
             child: None,
             port: 0,
             socket: Some(dir.path().join("redis.sock")),
+            tls: None,
             _dir: dir,
         };
         r.spawn();
         r
     }
 
+    /// A server on a free port of 127.0.0.1 serving TLS only, with the
+    /// certificates in `certs` ([`make_certs`]); `None` when this
+    /// redis-server does not serve TLS (built without it).
+    fn start_tls(certs: &Path) -> Option<Redis> {
+        let mut r = Redis {
+            child: None,
+            port: free_port(),
+            socket: None,
+            tls: Some(certs.to_path_buf()),
+            _dir: tempfile::tempdir().unwrap(),
+        };
+        r.try_spawn().then_some(r)
+    }
+
     fn spawn(&mut self) {
+        assert!(self.try_spawn(), "redis-server did not answer PING");
+    }
+
+    /// Start the server; whether it answered PING within 10 s.
+    fn try_spawn(&mut self) -> bool {
         let mut cmd = Command::new("redis-server");
         cmd.args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
-            .args(["--port", &self.port.to_string()])
             .arg("--dir")
             .arg(self._dir.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
+        match &self.tls {
+            Some(certs) => {
+                cmd.args(["--port", "0", "--tls-port", &self.port.to_string()])
+                    .arg("--tls-cert-file")
+                    .arg(certs.join("server.crt"))
+                    .arg("--tls-key-file")
+                    .arg(certs.join("server.key"))
+                    .arg("--tls-ca-cert-file")
+                    .arg(certs.join("ca.crt"))
+                    .args(["--tls-auth-clients", "no"]);
+            }
+            None => {
+                cmd.args(["--port", &self.port.to_string()]);
+            }
+        }
         if let Some(socket) = &self.socket {
             cmd.arg("--unixsocket").arg(socket);
         }
         self.child = Some(cmd.spawn().expect("redis-server"));
         let start = Instant::now();
-        loop {
+        while start.elapsed() < Duration::from_secs(10) {
             if let Ok(mut con) = self.try_con() {
                 if redis::cmd("PING").query::<String>(&mut con).is_ok() {
-                    return;
+                    return true;
                 }
             }
-            assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "redis-server did not answer PING"
-            );
+            let child = self.child.as_mut().expect("just started");
+            if child.try_wait().ok().flatten().is_some() {
+                return false;
+            }
             thread::sleep(Duration::from_millis(20));
         }
+        false
     }
 
     fn url(&self) -> String {
-        match &self.socket {
-            Some(s) => format!("redis+unix://{}", s.display()),
-            None => format!("redis://127.0.0.1:{}", self.port),
+        match (&self.socket, &self.tls) {
+            (Some(s), _) => format!("redis+unix://{}", s.display()),
+            (None, Some(_)) => format!("rediss://127.0.0.1:{}", self.port),
+            (None, None) => format!("redis://127.0.0.1:{}", self.port),
         }
     }
 
@@ -136,7 +179,18 @@ impl Redis {
     }
 
     fn try_con(&self) -> redis::RedisResult<redis::Connection> {
-        redis::Client::open(self.url())?.get_connection()
+        let client = match &self.tls {
+            #[cfg(feature = "tls")]
+            Some(certs) => redis::Client::build_with_tls(
+                self.url(),
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(std::fs::read(certs.join("ca.crt"))?),
+                },
+            )?,
+            _ => redis::Client::open(self.url())?,
+        };
+        client.get_connection()
     }
 
     fn con(&self) -> redis::Connection {
@@ -502,8 +556,8 @@ struct Outcome {
 
 const FAULT_RECORDS: usize = 30;
 
-/// A drip sending 30 records at 20/s through `redis`, with `fault`
-/// applied 400 ms in.
+/// A drip sending 30 records at 20/s through `redis` (with `--stats`; add
+/// `-q` to `extra` for quiet), with `fault` applied 400 ms in.
 fn through_fault(
     redis: &mut Redis,
     on_error: &str,
@@ -522,7 +576,6 @@ fn through_fault(
         "--share-on-error",
         on_error,
         "--stats",
-        "-q",
         "--dead-letter",
         dead.to_str().unwrap(),
         "--stats-json",
@@ -615,6 +668,7 @@ fn shutdown_under_local_paces_alone_and_warns_once() {
     });
     all_written(&o);
     assert_eq!(o.stderr.matches("pacing alone").count(), 1, "{}", o.stderr);
+    assert!(o.counts["share"]["failed_calls"].as_u64().unwrap() >= 1);
     // About 22 records were left at the fault: at 20/s / 2 peers they
     // take over 2 s (at 20/s, about 1.1 s).
     assert!(
@@ -730,12 +784,46 @@ fn a_flushed_state_allows_one_burst_and_is_reported() {
     let mut redis = Redis::start();
     let o = through_fault(&mut redis, "fail", &[], |r| r.command(&["FLUSHALL"]));
     all_written(&o);
-    assert!(
-        o.stderr.contains("the shared state was lost"),
+    assert_eq!(
+        o.stderr.matches("the shared state was lost").count(),
+        1,
         "{}",
         o.stderr
     );
     assert!(o.stderr.contains("state lost 1 times"), "{}", o.stderr);
+    assert_eq!(o.counts["share"]["state_lost"], 1, "{}", o.counts);
+}
+
+/// `-q`: `local`'s warning is not given, but the failed calls are counted
+/// (on the `--stats` line and in `--stats-json`).
+#[test]
+fn under_q_local_warns_nothing_but_counts_the_failed_calls() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let mut redis = Redis::start();
+    let o = through_fault(&mut redis, "local", &["-q"], |r| r.shutdown());
+    all_written(&o);
+    assert!(!o.stderr.contains("pacing alone"), "{}", o.stderr);
+    let failed = o.counts["share"]["failed_calls"].as_u64().unwrap();
+    assert!(failed >= 1, "{}", o.counts);
+    assert_eq!(failed_calls(&o.stderr), failed, "{}", o.stderr);
+}
+
+/// `-q`: a lost state is not said on stderr, but it is counted.
+#[test]
+fn under_q_a_lost_state_is_counted_not_said() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let mut redis = Redis::start();
+    let o = through_fault(&mut redis, "fail", &["-q"], |r| r.command(&["FLUSHALL"]));
+    all_written(&o);
+    assert!(!o.stderr.contains("was lost"), "{}", o.stderr);
+    assert!(o.stderr.contains("state lost 1 times"), "{}", o.stderr);
+    assert_eq!(o.counts["share"]["state_lost"], 1, "{}", o.counts);
 }
 
 /// The number before "failed calls" in a `--stats` summary.
@@ -802,4 +890,273 @@ fn a_state_unreachable_from_the_start_is_waited_for_with_backoff_and_said() {
         let calls = failed_calls(err);
         assert!((1..=15).contains(&calls), "{calls} failed calls: {err}");
     }
+}
+
+/// A drip sharing at 20/s whose shared state is gone (as when it expires)
+/// and is made again by another drip at 5/s: at its next reservation it
+/// stops with status 2 and the disagreement's line, and what it had not
+/// written is undelivered (in the dead letter, counted).
+fn stops_when_made_again_with_other_limits(share: &str, runtime: &Path, forget: impl FnOnce()) {
+    use std::io::{BufRead, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let dead = dir.path().join("dead");
+    let stats = dir.path().join("stats.json");
+    let args = [
+        "-r",
+        "20/s",
+        "--share",
+        share,
+        "--dead-letter",
+        dead.to_str().unwrap(),
+        "--stats-json",
+        stats.to_str().unwrap(),
+    ];
+    let mut cmd = common::command(&args);
+    cmd.env("XDG_RUNTIME_DIR", runtime)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut running = cmd.spawn().expect("spawn drip");
+    let mut stdin = running.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(running.stdout.take().unwrap());
+    stdin.write_all(numbered(1..=3).as_bytes()).unwrap();
+    let mut written = String::new();
+    for _ in 0..3 {
+        stdout.read_line(&mut written).unwrap();
+    }
+    assert_eq!(written, numbered(1..=3));
+    forget();
+    let mut other = drip_with_input(&["-r", "5/s", "--share", share], numbered(1..=1), runtime);
+    assert!(wait_for(&mut other, Duration::from_secs(20)).success());
+    stdin.write_all(numbered(4..=8).as_bytes()).unwrap();
+    drop(stdin);
+    let status = wait_for(&mut running, Duration::from_secs(20));
+    std::io::Read::read_to_string(&mut stdout, &mut written).unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut running.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(2), "{err}");
+    let name = drip::shared::parse_target(share)
+        .unwrap()
+        .name()
+        .to_string();
+    assert_eq!(
+        err,
+        format!(
+            "drip: --share {name}: this drip's limits (20/s, burst 1) differ from the shared ones (5/s, burst 1): \
+             wait until the shared state expires, 10 s after its last use, or choose another NAME\n"
+        )
+    );
+    assert_eq!(written, numbered(1..=3));
+    assert_eq!(std::fs::read_to_string(&dead).unwrap(), numbered(4..=8));
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    assert_eq!(summary["read"], 8, "{summary}");
+    assert_eq!(summary["written"], 3, "{summary}");
+    assert_eq!(summary["undelivered"], 5, "{summary}");
+}
+
+#[test]
+fn a_state_made_again_with_other_limits_stops_a_running_drip() {
+    let _t = beside_others();
+    let runtime = tempfile::tempdir().unwrap();
+    let file = runtime.path().join("drip/again.json");
+    stops_when_made_again_with_other_limits("again", runtime.path(), || {
+        std::fs::remove_file(&file).unwrap()
+    });
+}
+
+#[test]
+fn a_state_made_again_with_other_limits_stops_a_running_drip_through_redis() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let redis = Redis::start();
+    let runtime = tempfile::tempdir().unwrap();
+    stops_when_made_again_with_other_limits(&redis.share("again"), runtime.path(), || {
+        redis.command(&["DEL", "drip:{again}"])
+    });
+}
+
+/// A state that expired because no one used it (here for 10.6 s) is made
+/// afresh by the next reservation: no loss, and not reported as one.
+#[test]
+fn an_expired_state_is_no_lost_state() {
+    use std::io::{BufRead, Write};
+    let _t = beside_others();
+    let runtime = tempfile::tempdir().unwrap();
+    let mut cmd = common::command(&["-r", "20/s", "--share", "idle", "--stats"]);
+    cmd.env("XDG_RUNTIME_DIR", runtime.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn drip");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    stdin.write_all(b"1\n").unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    thread::sleep(Duration::from_millis(10_600));
+    stdin.write_all(b"2\n").unwrap();
+    drop(stdin);
+    let status = wait_for(&mut child, Duration::from_secs(20));
+    std::io::Read::read_to_string(&mut stdout, &mut line).unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{err}");
+    assert_eq!(line, "1\n2\n");
+    assert!(!err.contains("was lost"), "{err}");
+    assert!(
+        err.contains("2 reservations, 0 slots forfeited late, state lost 0 times"),
+        "{err}"
+    );
+}
+
+/// Whether the openssl CLI is here (to make the test certificates); under
+/// CI its absence is a failure.
+fn have_openssl() -> bool {
+    let found = Command::new("openssl")
+        .arg("version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        let how = "openssl not found: install it with `apt-get install -y openssl` (.ci/run does)";
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{how}");
+        eprintln!("skipped: {how}");
+    }
+    found
+}
+
+/// In `dir`: a private CA (`ca.crt`), a certificate for 127.0.0.1 it
+/// signed (`server.crt`, `server.key`), and another CA that signed nothing
+/// (`other.crt`). P-256 keys, valid for two days.
+fn make_certs(dir: &Path) {
+    let ca = "[req]\ndistinguished_name = dn\nprompt = no\nx509_extensions = ext\n\
+              [dn]\nCN = drip test CA\n\
+              [ext]\nbasicConstraints = critical,CA:TRUE\nkeyUsage = critical,keyCertSign,cRLSign\n\
+              subjectKeyIdentifier = hash\n";
+    std::fs::write(dir.join("ca.cnf"), ca).unwrap();
+    let server = "subjectAltName = IP:127.0.0.1\nbasicConstraints = CA:FALSE\n\
+                  extendedKeyUsage = serverAuth\n";
+    std::fs::write(dir.join("server.cnf"), server).unwrap();
+    let key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    for command in [
+        format!("req -x509 -config ca.cnf {key} -keyout ca.key -out ca.crt -days 2"),
+        format!("req -x509 -config ca.cnf {key} -keyout other.key -out other.crt -days 2"),
+        format!(
+            "req -new -config ca.cnf {key} -subj /CN=127.0.0.1 -keyout server.key -out server.csr"
+        ),
+        "x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 \
+         -extfile server.cnf -out server.crt"
+            .to_string(),
+    ] {
+        let out = Command::new("openssl")
+            .args(command.split_whitespace())
+            .current_dir(dir)
+            .output()
+            .expect("openssl");
+        assert!(
+            out.status.success(),
+            "openssl {command}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// A redis-server serving TLS with certificates of a private CA, or `None`
+/// (said) when it cannot here: no openssl, or a redis-server built without
+/// TLS. Under CI either is a failure.
+fn tls_redis(certs: &Path) -> Option<Redis> {
+    if !have_redis() || !have_openssl() {
+        return None;
+    }
+    make_certs(certs);
+    let redis = Redis::start_tls(certs);
+    if redis.is_none() {
+        let why = "redis-server did not serve TLS (built without it?)";
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+        eprintln!("skipped: {why}");
+    }
+    redis
+}
+
+/// `drip ARGS` trusting only the CAs in `ca_file` (SSL_CERT_FILE).
+fn drip_trusting(args: &[&str], ca_file: &Path, input: String, runtime: &Path) -> Child {
+    let mut cmd = common::command(args);
+    cmd.env("XDG_RUNTIME_DIR", runtime)
+        .env("SSL_CERT_FILE", ca_file)
+        .env_remove("SSL_CERT_DIR")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn drip");
+    let mut stdin = child.stdin.take().unwrap();
+    thread::spawn(move || {
+        use std::io::Write;
+        let _ = stdin.write_all(input.as_bytes());
+    });
+    child
+}
+
+/// `rediss://` to a server whose certificate a private CA signed: drip
+/// trusts the CAs of SSL_CERT_FILE (the system's store otherwise), the
+/// records flow, and the shared state is in the server.
+#[cfg(feature = "tls")]
+#[test]
+fn rediss_with_a_private_ca_named_by_ssl_cert_file() {
+    let certs = tempfile::tempdir().unwrap();
+    let Some(redis) = tls_redis(certs.path()) else {
+        return;
+    };
+    let _t = beside_others();
+    let runtime = tempfile::tempdir().unwrap();
+    let share = redis.share("private");
+    assert!(share.starts_with("rediss://127.0.0.1:"), "{share}");
+    let args = ["-r", "100/s", "--share", &share, "--share-on-error", "fail"];
+    let ca = certs.path().join("ca.crt");
+    let mut child = drip_trusting(&args, &ca, numbered(1..=5), runtime.path());
+    let out = timed_lines(&mut child, Instant::now());
+    let status = wait_for(&mut child, Duration::from_secs(20));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{status}: {err}");
+    assert_eq!(out.len(), 5);
+    let limits: String = redis::cmd("HGET")
+        .arg("drip:{private}")
+        .arg("limits")
+        .query(&mut redis.con())
+        .unwrap();
+    assert_eq!(limits, "1/10000000ns:1", "the state is in the server");
+}
+
+/// `rediss://` to a server whose CA drip does not trust: the TLS failure
+/// is an unreachable state, under `fail` status 4 with one line saying why.
+#[cfg(feature = "tls")]
+#[test]
+fn rediss_with_an_untrusted_ca_is_unreachable() {
+    let certs = tempfile::tempdir().unwrap();
+    let Some(redis) = tls_redis(certs.path()) else {
+        return;
+    };
+    let _t = beside_others();
+    let runtime = tempfile::tempdir().unwrap();
+    let share = redis.share("untrusted");
+    let args = ["-r", "100/s", "--share", &share, "--share-on-error", "fail"];
+    let other = certs.path().join("other.crt");
+    let mut child = drip_trusting(&args, &other, numbered(1..=5), runtime.path());
+    let out = timed_lines(&mut child, Instant::now());
+    let status = wait_for(&mut child, Duration::from_secs(20));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(4), "{err}");
+    assert!(out.is_empty());
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("drip: --share untrusted: the shared state cannot be reached: ")
+            && err.contains("invalid peer certificate")
+            && err.contains("drip trusts the system's CA store, or the CAs of SSL_CERT_FILE")
+            && err.trim_end().ends_with("(--share-on-error fail)"),
+        "{err}"
+    );
 }

@@ -77,6 +77,8 @@ pub(crate) struct LeaseState {
     /// The last reservation: its seq and its slots' shared times (for
     /// giving back those unused at exit).
     pub(crate) last: Option<(u64, Vec<i64>)>,
+    /// The latest slot ever reserved, on drip's clock (ns).
+    pub(crate) reserved_until: u64,
     /// Counters for the summary.
     pub(crate) reservations: u64,
     pub(crate) lost: u64,
@@ -104,6 +106,7 @@ impl Lease {
                 mode: Mode::Shared,
                 closed: false,
                 last: None,
+                reserved_until: 0,
                 reservations: 0,
                 lost: 0,
                 failures: 0,
@@ -123,6 +126,20 @@ impl Lease {
     pub(crate) fn now(&self) -> u64 {
         u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
+}
+
+/// Whether a state found fresh may simply have expired: this drip's latest
+/// slot (`reserved_until`, ns on drip's clock) is at least the expiry ago
+/// at `now`, less a second for the offset between drip's clock and the
+/// shared one (a slot lands on drip's clock up to one call, at most 1 s,
+/// late). Such a state is no loss: every `TAT` of ours had passed, and a
+/// fresh state schedules the same (another drip that used it since, and
+/// finds it gone too soon, reports the loss).
+fn expired(reserved_until: u64, now: u64) -> bool {
+    let margin = super::EXPIRY_NS
+        .saturating_sub(1_000_000_000)
+        .unsigned_abs();
+    now >= reserved_until.saturating_add(margin)
 }
 
 /// What the keeper does when the state cannot be reached.
@@ -151,7 +168,8 @@ pub(crate) struct Keeper {
     pub(crate) warned: bool,
     /// Whether `wait` is waiting for the state (and said so).
     pub(crate) waiting: bool,
-    /// No notices on stderr (`-q`): only errors.
+    /// No notices on stderr (`-q`): only errors (not `local`'s warning, nor
+    /// a lost state; both are still counted).
     pub(crate) quiet: bool,
     /// The pause before the next attempt after a failed one.
     pub(crate) retry: Retry,
@@ -241,18 +259,18 @@ impl Keeper {
     }
 
     /// The state cannot be reached (not under `fail`): `local` warns once
-    /// and paces alone; `wait` says once per outage that it waits (unless
-    /// quiet).
+    /// and paces alone; `wait` says once per outage that it waits (neither
+    /// says anything when quiet; the failed calls are counted all the same).
     fn unreachable(&mut self, why: &str) {
         match self.on_error {
             OnError::Local => {
-                if !self.warned {
+                if !self.warned && !self.quiet {
                     eprintln!(
                         "drip: {}: {why}; pacing alone until it is back (--share-on-error local)",
                         self.name
                     );
-                    self.warned = true;
                 }
+                self.warned = true;
                 self.lease.lock().mode = Mode::Local;
                 (self.notify)(false);
             }
@@ -338,12 +356,14 @@ impl Keeper {
             None => self.lease.now(),
         };
         let mut st = self.lease.lock();
-        if grant.fresh && st.reservations > 0 {
+        if grant.fresh && st.reservations > 0 && !expired(st.reserved_until, self.lease.now()) {
             st.lost += 1;
-            eprintln!(
-                "drip: {}: the shared state was lost (a restart or a flush); at most one burst more may pass",
-                self.name
-            );
+            if !self.quiet {
+                eprintln!(
+                    "drip: {}: the shared state was lost (a restart or a flush); at most one burst more may pass",
+                    self.name
+                );
+            }
         }
         st.reservations += 1;
         st.mode = Mode::Shared;
@@ -357,6 +377,7 @@ impl Keeper {
                 .saturating_add(u64::try_from(d).unwrap_or(0))
                 .max(floor);
             st.slots.push_back(t);
+            st.reserved_until = st.reserved_until.max(t);
         }
         drop(st);
         (self.notify)(false);

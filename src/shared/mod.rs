@@ -21,6 +21,7 @@ use std::time::Instant;
 
 use crate::rate::Rate;
 use crate::schedule::{Limit, Limits, Schedule};
+use crate::stats::ShareStats;
 
 pub use lease::OnError;
 use lease::{Backend, Failure, Keeper, Lease, Mode, Retry};
@@ -74,7 +75,8 @@ pub struct Share {
     pub on_error: OnError,
     /// How many drips share (for `local`: each paces at rate / peers).
     pub peers: u64,
-    /// No notices on stderr (`-q`): `wait` does not say it waits.
+    /// No notices on stderr (`-q`): `wait` does not say it waits, `local`
+    /// does not warn, a lost state is not reported (all still counted).
     pub quiet: bool,
 }
 
@@ -331,13 +333,17 @@ impl Handle {
         }
     }
 
-    /// One line for `--stats`: reservations, losses, failed calls.
-    pub fn summary(&self) -> String {
+    /// The counters for `--stats` and `--stats-json`: reservations,
+    /// slots forfeited, losses, failed calls.
+    pub fn stats(&self) -> ShareStats {
         let st = self.lease.lock();
-        format!(
-            "shared {}: {} reservations, {} slots forfeited late, state lost {} times, {} failed calls",
-            self.name, st.reservations, st.forfeited, st.lost, st.failures
-        )
+        ShareStats {
+            name: self.name.clone(),
+            reservations: st.reservations,
+            slots_forfeited: st.forfeited,
+            state_lost: st.lost,
+            failed_calls: st.failures,
+        }
     }
 }
 

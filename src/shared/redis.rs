@@ -4,6 +4,11 @@
 //! clock. The script is called with `EVALSHA`, falling back to `EVAL` when
 //! the server does not know it (after a restart or `SCRIPT FLUSH`).
 //!
+//! `rediss://` is TLS through rustls, trusting the system's CA store as
+//! rustls-native-certs reads it (`SSL_CERT_FILE` and `SSL_CERT_DIR`, when
+//! set, instead), so a server with a certificate of a private CA is
+//! reached once that CA is installed or named.
+//!
 //! Every call has a read and a write timeout, so a server that hangs
 //! (stopped, paused) is reported as unreachable instead of blocking the
 //! keeper; a broken connection is made again on the next call.
@@ -45,7 +50,32 @@ fn unreachable(e: &RedisError) -> Failure {
     if e.is_timeout() {
         return Failure::Unreachable(format!("no answer within {} ms", TIMEOUT.as_millis()));
     }
+    if untrusted(e) {
+        return Failure::Unreachable(format!("{e}; {TRUSTED}"));
+    }
     Failure::Unreachable(e.to_string())
+}
+
+/// Which CAs `rediss://` trusts, for the message when the server's
+/// certificate is not one of theirs.
+const TRUSTED: &str =
+    "drip trusts the system's CA store, or the CAs of SSL_CERT_FILE and SSL_CERT_DIR when set";
+
+/// Whether `e` is the server's certificate refused by rustls (unknown
+/// issuer, expired, another name, ...).
+#[cfg(feature = "tls")]
+fn untrusted(e: &RedisError) -> bool {
+    use std::error::Error;
+    e.source()
+        .and_then(|s| s.downcast_ref::<std::io::Error>())
+        .and_then(std::io::Error::get_ref)
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        .is_some_and(|r| matches!(r, rustls::Error::InvalidCertificate(_)))
+}
+
+#[cfg(not(feature = "tls"))]
+fn untrusted(_: &RedisError) -> bool {
+    false
 }
 
 impl RedisBackend {
