@@ -322,7 +322,10 @@ pub struct Cli {
 
     /// Each key's own limit, records per unit (as --rate, with its burst
     /// after a colon: 5/s:10). The global --rate limits, if any, still cap
-    /// all records together: a record leaves when both allow. Needs --key
+    /// all records together: a record leaves when both allow. With --share,
+    /// each key's limit holds for all the drips sharing it together (a
+    /// record of a key with no slot reserved waits a round trip). Needs
+    /// --key
     #[arg(long, value_name = "RATE[:BURST]", value_parser = rate_arg, value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Limits per key")]
     pub key_rate: Option<(Rate, Option<u64>)>,
 

@@ -331,10 +331,11 @@ impl KeySchedule for SharedKeys {
         }
         st.drop_late(s, now, self.late);
         let lease = st.lease(s, key);
+        let covered = lease.wanted as usize <= lease.slots.len();
         lease.wanted = waiting;
         if let Some(&t) = lease.slots.front() {
-            if lease.slots.len() < waiting as usize {
-                // Running low: the keeper looks whether to reserve more.
+            if covered && lease.slots.len() < waiting as usize {
+                // More records than slots, which the keeper did not know.
                 self.lease.wake.notify_one();
             }
             return Some(t);
