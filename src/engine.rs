@@ -281,7 +281,9 @@ fn run_watching(
     let share_error = share.as_mut().and_then(shared::Handle::finish);
     let ending = finish(&config, &shared, &ui, monitor, report, write_error);
     if let (Some(share), true) = (&share, config.stats) {
-        lock_ui(&ui).message(&share.summary());
+        for line in share.summary() {
+            lock_ui(&ui).message(&line);
+        }
     }
     let ending = match (ending, share_error) {
         (Ok(_), Some(e)) => return Err(e),

@@ -348,7 +348,7 @@ impl Handle {
 
     /// Lines for `--stats`: reservations, losses, failed calls (one for
     /// the global limits, one for the limits per key).
-    pub fn summary(&self) -> String {
+    pub fn summary(&self) -> Vec<String> {
         let mut lines = Vec::new();
         if let Some(lease) = &self.lease {
             let st = lease.lock();
@@ -364,7 +364,7 @@ impl Handle {
                 self.name, st.reservations, st.forfeited, st.lost, st.failures
             ));
         }
-        lines.join("\n")
+        lines
     }
 }
 
