@@ -326,7 +326,10 @@ pub struct Cli {
 
     /// Each key's own limit, records per unit (as --rate, with its burst
     /// after a colon: 5/s:10). The global --rate limits, if any, still cap
-    /// all records together: a record leaves when both allow. Needs --key
+    /// all records together: a record leaves when both allow. With --share,
+    /// each key's limit holds for all the drips sharing it together (a
+    /// record of a key with no slot reserved waits a round trip). Needs
+    /// --key
     #[arg(long, value_name = "RATE[:BURST]", value_parser = rate_arg, value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Limits per key")]
     pub key_rate: Option<(Rate, Option<u64>)>,
 
@@ -355,12 +358,13 @@ pub struct Cli {
     #[arg(short, long)]
     pub quiet: bool,
 
-    /// Share the --rate limits with every drip given the same NAME: on this
-    /// host with no server (a state file under $XDG_RUNTIME_DIR/drip), or
-    /// on any host through Redis or Valkey: redis://HOST[:PORT][/DB]/NAME,
-    /// rediss://... (TLS; trusting the system's CAs, or SSL_CERT_FILE),
-    /// redis+unix:///SOCKET/NAME, valkey://... All of
-    /// them must give the same rates and bursts (else exit 2)
+    /// Share the --rate limits, and each key's --key-rate limit, with every
+    /// drip given the same NAME: on this host with no server (a state file
+    /// under $XDG_RUNTIME_DIR/drip), or on any host through Redis or
+    /// Valkey: redis://HOST[:PORT][/DB]/NAME, rediss://... (TLS; trusting
+    /// the system's CAs, or SSL_CERT_FILE), redis+unix:///SOCKET/NAME,
+    /// valkey://... All of them must give the same rates and bursts, per
+    /// key too (else exit 2)
     #[arg(long, value_name = "NAME|URL", value_parser = shared::parse_target, value_hint = ValueHint::Other)]
     pub share: Option<shared::Target>,
 
@@ -736,7 +740,7 @@ const ONE_PER_SECOND: Rate = Rate::Limited {
 ///
 /// # Errors
 /// `--share` beside `--byte-rate` (byte rates are not shared) or with no
-/// rate to share; `--share-on-error` or `--share-peers` without `--share`.
+/// rate to share (neither `--rate` nor `--key-rate`); `--share-on-error` or `--share-peers` without `--share`.
 fn share(cli: &Cli, limits: &[Limit]) -> Result<Option<shared::Share>, clap::Error> {
     use clap::CommandFactory;
     let refuse =
@@ -750,7 +754,7 @@ fn share(cli: &Cli, limits: &[Limit]) -> Result<Option<shared::Share>, clap::Err
     if limits.iter().any(|l| l.unit == Unit::Bytes) {
         return refuse("--share shares --rate limits; a --byte-rate cannot be shared");
     }
-    if limits.is_empty() {
+    if limits.is_empty() && cli.key_rate.is_none() {
         return refuse("--share: there is no rate to share (--rate inf)");
     }
     Ok(Some(shared::Share {

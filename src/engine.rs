@@ -129,12 +129,16 @@ fn shared_state(
     gate: Option<Arc<GateControl>>,
 ) -> Result<(Arc<Shared>, Option<shared::Handle>)> {
     let origin = Instant::now();
-    let (mut schedule, share): (Box<dyn Schedule>, _) = match &config.share {
+    let (mut schedule, key_schedule, share): (Box<dyn Schedule>, _, _) = match &config.share {
         Some(share) => {
-            let (schedule, handle) = shared::open(share, &config.limits, origin)?;
-            (Box::new(schedule), Some(handle))
+            let opened = shared::open(share, &config.limits, config.key.as_ref(), origin)?;
+            let schedule: Box<dyn Schedule> = match opened.schedule {
+                Some(schedule) => Box::new(schedule),
+                None => Box::new(Limits::new(&config.limits)),
+            };
+            (schedule, opened.keys, Some(opened.handle))
         }
-        None => (Box::new(Limits::new(&config.limits)), None),
+        None => (Box::new(Limits::new(&config.limits)), None, None),
     };
     if let Some(gate) = gate {
         schedule = Box::new(Gate::new(schedule, gate));
@@ -161,12 +165,15 @@ fn shared_state(
         .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
     let mut adm = Admission::new(bucket, schedule, max_wait_ns);
     if let Some(key) = &config.key {
-        let keyed = Keyed::new(
+        let mut keyed = Keyed::new(
             key.clone(),
             config.delimiter,
             config.capacity,
             config.capacity_bytes,
         );
+        if let Some(shared_keys) = key_schedule {
+            keyed = keyed.with_shared(Box::new(shared_keys));
+        }
         adm = adm.with_keys(keyed);
     }
     let shared = Arc::new(Shared {

@@ -35,6 +35,13 @@
 //! newest: no older record of its key exists). Records with no key share
 //! one lane, which is never forgotten and not counted against `max_keys`.
 //!
+//! With `--share`, the keys' schedules are shared with other drips
+//! ([`KeySchedule`], implemented by `crate::shared::keys`): a key's head
+//! may leave when its lease holds a slot due, and a key whose lease is
+//! empty waits in the line (timed, without a timer) until its slots
+//! arrive ([`KeySchedule::arrived`]). Without it the per-key [`Pacer`]
+//! over each slot's [`Position`] decides, with no call through the trait.
+//!
 //! Pure: no threads, no clock, no I/O. Times are ns and never go backwards.
 
 use std::cmp::Reverse;
@@ -72,6 +79,25 @@ pub struct KeyConfig {
     pub max_keys: usize,
     /// Records one key may have waiting at most (≥ 1).
     pub key_capacity: usize,
+}
+
+/// Each key's schedule when it is not this drip's alone (`--share`): the
+/// keys are the keyed queues' slot numbers `s`, with their bytes `key`.
+/// Times are ns on drip's clock.
+pub trait KeySchedule: Send + std::fmt::Debug {
+    /// Whether key `s`'s head may leave at `now`.
+    fn allows(&mut self, now: u64, s: u32, key: &[u8]) -> bool;
+    /// Key `s`'s head leaves at `now`: it takes its slot.
+    fn commit(&mut self, now: u64, s: u32, key: &[u8]);
+    /// When key `s`, with `waiting` records, may next send; `None` while
+    /// it has no slot, which [`KeySchedule::arrived`] reports later.
+    fn next_due(&mut self, now: u64, s: u32, key: &[u8], waiting: u32) -> Option<u64>;
+    /// The keys that had no slot and now have: (when due, `s`); each once.
+    fn arrived(&mut self) -> Vec<(u64, u32)>;
+    /// Key `s` is forgotten (its slot number may be another key's next).
+    fn forget(&mut self, s: u32);
+    /// When to look again while keys wait for slots (ns), if any do.
+    fn next_poll(&self) -> Option<u64>;
 }
 
 /// Where a key's queue stands in the line.
@@ -223,6 +249,8 @@ pub struct Keyed {
     forgets: u64,
     /// Why the latest record handed back under `fail` found no room.
     no_room: NoRoom,
+    /// The keys' schedules, when shared (`None`: each key's [`Position`]).
+    shared: Option<Box<dyn KeySchedule>>,
 }
 
 /// Why a record found no room (under `--overflow fail`, the error says).
@@ -304,6 +332,7 @@ impl Keyed {
             no_key_seen: false,
             forgets: 0,
             no_room: NoRoom::Bucket,
+            shared: None,
         }
     }
 
@@ -320,6 +349,13 @@ impl Keyed {
     /// Keys remembered at most.
     pub fn max_keys(&self) -> usize {
         self.max_keys
+    }
+
+    /// The same queues with their keys' schedules kept by `schedule`
+    /// (shared with other drips) instead of each key's own.
+    pub fn with_shared(mut self, schedule: Box<dyn KeySchedule>) -> Keyed {
+        self.shared = Some(schedule);
+        self
     }
 
     /// Records waiting, in all keys.
@@ -541,6 +577,9 @@ impl Keyed {
         }
         self.slots[s as usize] = Slot::new(KeyBytes::from(&[][..]));
         self.free_slots.push(s);
+        if let Some(shared) = self.shared.as_deref_mut() {
+            shared.forget(s);
+        }
     }
 
     /// Note that key `s` may have become idle (for [`Keyed::find_idle`]).
@@ -571,6 +610,9 @@ impl Keyed {
             self.slots[front as usize].lane = Lane::Idle;
             self.mark_idle(front);
         }
+        if self.shared.is_some() {
+            return self.leave_now_shared(now, s, size, global);
+        }
         let slot = &self.slots[s as usize];
         if slot.len > 0 || now < slot.due {
             return false;
@@ -585,6 +627,15 @@ impl Keyed {
     /// Key `s`, whose schedule allows it, takes its slot at `now`.
     fn take_slot(&mut self, s: u32, now: u64) {
         let slot = &mut self.slots[s as usize];
+        if let Some(shared) = self.shared.as_deref_mut() {
+            // Its lease, not its schedule, is this drip's: it is taken to
+            // rest one burst's time later.
+            shared.commit(now, s, slot.key.as_bytes());
+            slot.rests_at = now.saturating_add(self.rest_after_first);
+            slot.sent += 1;
+            return;
+        }
+        let slot = &mut self.slots[s as usize];
         if now >= slot.rests_at {
             // A rested schedule restarts from now: no arithmetic needed.
             slot.position = Pacer::first_departure(now);
@@ -595,6 +646,27 @@ impl Keyed {
             (slot.position, slot.due, slot.rests_at) = (taken.position, taken.due, taken.rests_at);
         }
         slot.sent += 1;
+    }
+
+    /// [`Keyed::leave_now`] with shared key schedules: the key's slot from
+    /// its lease.
+    fn leave_now_shared(
+        &mut self,
+        now: u64,
+        s: u32,
+        size: usize,
+        global: &mut dyn Schedule,
+    ) -> bool {
+        let shared = self.shared.as_deref_mut().expect("shared");
+        let slot = &self.slots[s as usize];
+        if slot.len > 0 || !shared.allows(now, s, slot.key.as_bytes()) {
+            return false;
+        }
+        if global.release(now, 1, &mut std::iter::once(size)) == 0 {
+            return false;
+        }
+        self.take_slot(s, now);
+        true
     }
 
     /// The record at the front of `seg` (`size` bytes), of key `slot`
@@ -757,6 +829,21 @@ impl Keyed {
     /// of `ready` when its head may leave at `now` as far as its own limit
     /// goes, otherwise `timers` until it may.
     fn join_line(&mut self, s: u32, now: u64) {
+        if let Some(shared) = self.shared.as_deref_mut() {
+            let slot = &mut self.slots[s as usize];
+            match shared.next_due(now, s, slot.key.as_bytes(), slot.len) {
+                Some(due) if due <= now => {
+                    slot.lane = Lane::Ready;
+                    self.ready.push_back(s);
+                }
+                // No timer without a due time: `arrived` brings it.
+                due => {
+                    slot.lane = Lane::Timed;
+                    self.timers.extend(due.map(|due| Reverse((due, s))));
+                }
+            }
+            return;
+        }
         let slot = &mut self.slots[s as usize];
         if now >= slot.due {
             slot.lane = Lane::Ready;
@@ -775,6 +862,13 @@ impl Keyed {
         global: &mut dyn Schedule,
         outbox: &mut Vec<Segment>,
     ) -> usize {
+        if let Some(shared) = self.shared.as_deref_mut() {
+            for (due, s) in shared.arrived() {
+                if self.slots[s as usize].lane == Lane::Timed {
+                    self.timers.push(Reverse((due, s)));
+                }
+            }
+        }
         while let Some(&Reverse((due, s))) = self.timers.peek() {
             if due > now {
                 break;
@@ -798,6 +892,14 @@ impl Keyed {
                 continue;
             }
             let size = self.nodes[slot.head as usize].seg.bytes();
+            if let Some(shared) = self.shared.as_deref_mut() {
+                if !shared.allows(now, s, slot.key.as_bytes()) {
+                    // Its slot was forfeited late: it waits for another.
+                    self.ready.pop_front();
+                    self.join_line(s, now);
+                    continue;
+                }
+            }
             if global.release(now, 1, &mut std::iter::once(size)) == 0 {
                 break;
             }
@@ -844,7 +946,8 @@ impl Keyed {
             .blocked_on_keys
             .then(|| self.rest.peek().map(|&Reverse((at, _))| at))
             .flatten();
-        [timer, line, rest].into_iter().flatten().min()
+        let poll = self.shared.as_deref().and_then(|s| s.next_poll());
+        [timer, line, rest, poll].into_iter().flatten().min()
     }
 
     /// Every waiting record, oldest first, as `fate`.

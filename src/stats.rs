@@ -165,12 +165,23 @@ pub struct Summary {
     pub share: Option<ShareStats>,
 }
 
-/// The counters of `--share`, in the summary: what the keeper did with the
-/// shared state.
+/// The counters of `--share`, in the summary: what the keepers did with
+/// the shared state, for the global limits and for the limits per key.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ShareStats {
     /// `--share`'s NAME.
     pub name: String,
+    /// The global limits' counters (`--rate`), when they are shared.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub global: Option<ShareCounts>,
+    /// The limits per key's counters (`--key-rate`), when they are shared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_key: Option<ShareCounts>,
+}
+
+/// What one keeper did with the shared state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ShareCounts {
     /// Reservations made (calls that granted slots).
     pub reservations: u64,
     /// Reserved slots not used because drip woke up too late for them.
@@ -182,13 +193,19 @@ pub struct ShareStats {
 }
 
 impl ShareStats {
-    /// The `--stats` line, without `drip: `: `shared NAME: 3 reservations,
-    /// 0 slots forfeited late, state lost 0 times, 0 failed calls`.
-    pub fn line(&self) -> String {
-        format!(
-            "shared {}: {} reservations, {} slots forfeited late, state lost {} times, {} failed calls",
-            self.name, self.reservations, self.slots_forfeited, self.state_lost, self.failed_calls
-        )
+    /// The `--stats` lines, without `drip: `: `shared NAME: 3
+    /// reservations, 0 slots forfeited late, state lost 0 times, 0 failed
+    /// calls`, and the same with `shared NAME per key:`.
+    pub fn lines(&self) -> Vec<String> {
+        let line = |part: &str, c: &ShareCounts| {
+            format!(
+                "shared {}{part}: {} reservations, {} slots forfeited late, state lost {} times, {} failed calls",
+                self.name, c.reservations, c.slots_forfeited, c.state_lost, c.failed_calls
+            )
+        };
+        let global = self.global.as_ref().map(|c| line("", c));
+        let per_key = self.per_key.as_ref().map(|c| line(" per key", c));
+        global.into_iter().chain(per_key).collect()
     }
 }
 
@@ -345,9 +362,9 @@ impl Summary {
     }
 
     /// The lines after the counts' in `--stats`: the keys' ([`Summary::keys_line`])
-    /// and `--share`'s ([`ShareStats::line`]), when there are any.
+    /// and `--share`'s ([`ShareStats::lines`]), when there are any.
     pub fn more_lines(&self) -> Vec<String> {
-        let share = self.share.as_ref().map(ShareStats::line);
+        let share = self.share.iter().flat_map(ShareStats::lines);
         self.keys_line().into_iter().chain(share).collect()
     }
 
@@ -561,16 +578,25 @@ mod tests {
         let s = Summary {
             share: Some(ShareStats {
                 name: "quota".into(),
-                reservations: 7,
-                slots_forfeited: 1,
-                state_lost: 2,
-                failed_calls: 3,
+                global: Some(ShareCounts {
+                    reservations: 7,
+                    slots_forfeited: 1,
+                    state_lost: 2,
+                    failed_calls: 3,
+                }),
+                per_key: Some(ShareCounts {
+                    reservations: 4,
+                    ..ShareCounts::default()
+                }),
             }),
             ..summary()
         };
         assert_eq!(
             s.more_lines(),
-            ["shared quota: 7 reservations, 1 slots forfeited late, state lost 2 times, 3 failed calls"]
+            [
+                "shared quota: 7 reservations, 1 slots forfeited late, state lost 2 times, 3 failed calls",
+                "shared quota per key: 4 reservations, 0 slots forfeited late, state lost 0 times, 0 failed calls"
+            ]
         );
         let v: serde_json::Value = serde_json::from_str(&s.json()).unwrap();
         assert_eq!(
@@ -581,6 +607,12 @@ mod tests {
                 "slots_forfeited": 1,
                 "state_lost": 2,
                 "failed_calls": 3,
+                "per_key": {
+                    "reservations": 4,
+                    "slots_forfeited": 0,
+                    "state_lost": 0,
+                    "failed_calls": 0,
+                },
             })
         );
     }

@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 
 use common::{numbered, send_signal, timed_lines, wait_for};
 use drip::shared::gcra::{Gcra, Step};
+use drip::shared::keys::{KeyBackend, KeyBook};
 use drip::shared::lease::Backend;
-use drip::shared::redis::RedisBackend;
+use drip::shared::redis::{RedisBackend, RedisKeys};
 
 /// The window-bound tests measure wall-clock pacing: they run alone; the
 /// other tests of this file run beside each other.
@@ -564,13 +565,23 @@ fn through_fault(
     extra: &[&str],
     fault: impl FnOnce(&mut Redis),
 ) -> Outcome {
+    through_fault_limited(redis, &["-r", "20/s"], on_error, extra, fault)
+}
+
+/// [`through_fault`] with `limits` instead of `-r 20/s`.
+fn through_fault_limited(
+    redis: &mut Redis,
+    limits: &[&str],
+    on_error: &str,
+    extra: &[&str],
+    fault: impl FnOnce(&mut Redis),
+) -> Outcome {
     let dir = tempfile::tempdir().unwrap();
     let dead = dir.path().join("dead");
     let stats = dir.path().join("stats.json");
     let share = redis.share("fault");
-    let mut args = vec![
-        "-r",
-        "20/s",
+    let mut args = limits.to_vec();
+    args.extend([
         "--share",
         &share,
         "--share-on-error",
@@ -580,7 +591,7 @@ fn through_fault(
         dead.to_str().unwrap(),
         "--stats-json",
         stats.to_str().unwrap(),
-    ];
+    ]);
     args.extend_from_slice(extra);
     let mut child = drip_with_input(&args, numbered(1..=FAULT_RECORDS), dir.path());
     let start = Instant::now();
@@ -610,11 +621,16 @@ fn through_fault(
         counts: summary,
         after_fault,
     };
-    // Nothing lost: stdout and the dead letter are the input, and the
-    // counts add up.
+    // Nothing lost: stdout and the dead letter are the input (in another
+    // order across keys), and the counts add up.
+    let sorted = |text: &str| {
+        let mut lines: Vec<String> = text.lines().map(String::from).collect();
+        lines.sort();
+        lines
+    };
     assert_eq!(
-        format!("{}{}", outcome.stdout, outcome.dead),
-        numbered(1..=FAULT_RECORDS)
+        sorted(&format!("{}{}", outcome.stdout, outcome.dead)),
+        sorted(&numbered(1..=FAULT_RECORDS))
     );
     let c = &outcome.counts;
     let n = |k: &str| c[k].as_u64().unwrap();
@@ -631,6 +647,22 @@ fn through_fault(
         outcome.stderr
     );
     outcome
+}
+
+/// Everything written, each key's records (keys by the first digit) in
+/// their order.
+fn all_written_keyed(o: &Outcome) {
+    assert!(o.status.success(), "{:?}: {}", o.status, o.stderr);
+    let first = |l: &str| l.chars().next().unwrap();
+    for key in '1'..='9' {
+        let of = |text: &str| -> Vec<String> {
+            text.lines()
+                .filter(|l| first(l) == key)
+                .map(String::from)
+                .collect()
+        };
+        assert_eq!(of(&o.stdout), of(&numbered(1..=FAULT_RECORDS)), "key {key}");
+    }
 }
 
 fn all_written(o: &Outcome) {
@@ -1159,4 +1191,332 @@ fn rediss_with_an_untrusted_ca_is_unreachable() {
             && err.trim_end().ends_with("(--share-on-error fail)"),
         "{err}"
     );
+}
+
+/// Run `n` drips with `args`, each sending `per_key` records of each of
+/// `keys` (`KEY DRIP-N`, the keys taking turns), all read by one
+/// timestamping reader; returns each key's departure times (s), checking
+/// that each drip's records of a key kept their order.
+fn keyed_participants(
+    n: usize,
+    per_key: usize,
+    keys: &[&str],
+    args: &[&str],
+    runtime: &Path,
+) -> std::collections::BTreeMap<String, Vec<f64>> {
+    let start = Instant::now();
+    let readers: Vec<_> = (0..n)
+        .map(|i| {
+            let input: String = (1..=per_key)
+                .flat_map(|r| keys.iter().map(move |k| format!("{k} {i}-{r}\n")))
+                .collect();
+            let mut child = drip_with_input(args, input, runtime);
+            thread::spawn(move || {
+                let lines = timed_lines(&mut child, start);
+                let status = wait_for(&mut child, Duration::from_secs(60));
+                let mut err = String::new();
+                std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+                assert!(status.success(), "drip {i}: {status}: {err}");
+                lines
+            })
+        })
+        .collect();
+    let mut times: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+    for (i, reader) in readers.into_iter().enumerate() {
+        let lines = reader.join().unwrap();
+        for k in keys {
+            let mine: Vec<String> = lines
+                .iter()
+                .filter(|(_, l)| l.split(' ').next() == Some(k))
+                .map(|(_, l)| l.clone())
+                .collect();
+            let want: Vec<String> = (1..=per_key).map(|r| format!("{k} {i}-{r}")).collect();
+            assert_eq!(mine, want, "drip {i}, key {k}");
+        }
+        for (t, l) in lines {
+            let key = l.split(' ').next().unwrap().to_string();
+            times.entry(key).or_default().push(t);
+        }
+    }
+    for t in times.values_mut() {
+        t.sort_by(f64::total_cmp);
+    }
+    times
+}
+
+/// Three drips with `--key 1 --key-rate 10/s` sharing `share`: for each
+/// key, together, at most rate + burst (+ `extra`) in any second and a
+/// mean rate of 10/s; alone they would send 30/s per key.
+fn three_drips_share_each_keys_limit(share: &str, extra: usize) {
+    let runtime = tempfile::tempdir().unwrap();
+    let keys = ["a", "b", "c"];
+    let args = ["--key", "1", "--key-rate", "10/s", "--share", share, "-q"];
+    let times = keyed_participants(3, 8, &keys, &args, runtime.path());
+    for k in keys {
+        let t = &times[k];
+        assert_eq!(t.len(), 24);
+        let most = most_in_window(t, 1.0);
+        assert!(
+            most <= 10 + 1 + extra + BUSY_ALLOWANCE,
+            "key {k}: {most} records in one second: {t:?}"
+        );
+        let rate = mean_rate(t, 1);
+        assert!((rate - 10.0).abs() <= 0.5, "key {k}: aggregate {rate}/s");
+        // No key waits for another: each starts at once.
+        assert!(t[0] < 0.5, "key {k} started at {}", t[0]);
+    }
+}
+
+#[test]
+fn three_drips_on_one_host_share_each_keys_limit() {
+    let _t = timing_lock();
+    three_drips_share_each_keys_limit("keyquota", 0);
+}
+
+#[test]
+fn three_drips_through_redis_share_each_keys_limit() {
+    if !have_redis() {
+        return;
+    }
+    let _t = timing_lock();
+    let redis = Redis::start();
+    three_drips_share_each_keys_limit(&redis.share("keys"), 1);
+    // A few dozen calls a second at most, for the three together (the
+    // keys batched into one call), over about 2.4 s.
+    let calls = redis.script_calls();
+    assert!(calls <= 3 * 60 * 3, "{calls} script calls");
+    // One hash per key beside the NAME's, expiring by themselves.
+    let mut con = redis.con();
+    for k in ["61", "62", "63"] {
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(format!("drip:{{keys}}:key:{k}"))
+            .query(&mut con)
+            .unwrap();
+        assert!((1..=11_000).contains(&ttl), "key {k}: ttl {ttl}");
+    }
+}
+
+/// The per-key script's arithmetic, driven on a test clock against the
+/// real server for three keys in one call, equals the state file's
+/// (KeyBook) step for step, give-backs included.
+#[test]
+fn the_keys_script_runs_the_mirrored_arithmetic() {
+    if !have_redis() {
+        return;
+    }
+    let redis = Redis::start();
+    let step = Step {
+        interval: 100_000_000,
+        tolerance: 200_000_000,
+    };
+    let mut backend = RedisKeys::new(&redis.url(), "mirror", "test".into(), step).unwrap();
+    let mut book = KeyBook::default();
+    let epoch = 1_700_000_000i64;
+    let abs = |now: i64| epoch * 1_000_000_000 + now;
+    let mut now = 0i64;
+    backend.clock = Some((epoch, 0));
+    assert!(KeyBackend::hello(&mut backend).unwrap());
+    let keys: [&[u8]; 3] = [b"a", b"b\xff", b"c d"];
+    let mut last_change = std::collections::BTreeMap::new();
+    for round in 0..60i64 {
+        backend.clock = Some((epoch + now / 1_000_000_000, now % 1_000_000_000));
+        let horizon = 40_000_000 * (round % 7);
+        let asks: Vec<(&[u8], u64)> = keys
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| (round as usize + i) % 3 != 0)
+            .map(|(i, k)| (*k, 1 + ((round as u64) * 5 + i as u64) % 9))
+            .collect();
+        let grant = KeyBackend::reserve(&mut backend, &asks, horizon).unwrap();
+        assert_eq!(grant.now, abs(now), "round {round}");
+        let mut backs = Vec::new();
+        for ((key, want), (seq, slots)) in asks.iter().zip(&grant.keys) {
+            let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
+            let (mseq, expect) = book.reserve(step, now, &hex, *want, horizon);
+            last_change.insert(hex.clone(), now);
+            let got: Vec<i64> = slots.iter().map(|d| now + d).collect();
+            assert_eq!(got, expect, "round {round}, key {hex}");
+            assert_eq!(*seq, mseq);
+            if round % 4 == 3 && expect.len() > 1 {
+                backs.push((*key, *seq, abs(expect[1])));
+                assert!(book.give_back(step, &hex, *seq, expect[1]));
+            }
+        }
+        KeyBackend::give_back(&mut backend, &backs).unwrap();
+        now += 37_000_000 * (round % 5);
+    }
+    // Each key's hash expires 10 s after its schedule, and the NAME's
+    // no sooner.
+    let mut con = redis.con();
+    let pttl = |con: &mut redis::Connection, k: &str| -> i64 {
+        redis::cmd("PTTL").arg(k).query(con).unwrap()
+    };
+    for (hex, state) in &book.keys {
+        // Set at the key's last call, on the test clock; real time has
+        // passed since (well under a second).
+        let ttl = pttl(&mut con, &format!("drip:{{mirror}}:key:{hex}"));
+        let idle = (state.tat - last_change[hex]).max(0);
+        let set = idle / 1_000_000 + 10_000;
+        assert!(
+            ttl <= set && ttl > set - 1000,
+            "{hex}: ttl {ttl}, set {set}"
+        );
+    }
+    assert!(pttl(&mut con, "drip:{mirror}") > 9_000);
+}
+
+/// A drip whose key limit differs from the stored one (or that has none
+/// where one is stored) stops before reading, naming both.
+#[test]
+fn disagreeing_key_limits_stop_before_reading() {
+    let _t = beside_others();
+    let runtime = tempfile::tempdir().unwrap();
+    let keyed = ["--key", "1", "--key-rate", "5/s", "--share", "keyagree"];
+    let mut first = drip_with_input(&keyed, "a 1\n".into(), runtime.path());
+    assert!(wait_for(&mut first, Duration::from_secs(20)).success());
+    for (args, ours) in [
+        (
+            &["--key", "1", "--key-rate", "6/s", "--share", "keyagree"][..],
+            "per key 6/s, burst 1",
+        ),
+        (&["-r", "5/s", "--share", "keyagree"][..], "5/s, burst 1"),
+    ] {
+        let mut second = drip_with_input(args, "a 1\n".into(), runtime.path());
+        let out = timed_lines(&mut second, Instant::now());
+        let status = wait_for(&mut second, Duration::from_secs(20));
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut second.stderr.take().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(2), "{err}");
+        assert!(out.is_empty());
+        assert_eq!(
+            err.trim(),
+            format!(
+                "drip: --share keyagree: this drip's limits ({ours}) differ from the shared ones (per key 5/s, burst 1): \
+                 wait until the shared state expires, 10 s after its last use, or choose another NAME"
+            )
+        );
+    }
+}
+
+#[test]
+fn disagreeing_key_limits_through_redis() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let redis = Redis::start();
+    let runtime = tempfile::tempdir().unwrap();
+    let share = redis.share("keyagree");
+    let run = |rate: &str, burst_rate: &str| {
+        let args = [
+            "-r",
+            rate,
+            "--key",
+            "1",
+            "--key-rate",
+            burst_rate,
+            "--share",
+            &share,
+        ];
+        let mut child = drip_with_input(&args, "a 1\n".into(), runtime.path());
+        let status = wait_for(&mut child, Duration::from_secs(20));
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        (status.code(), err)
+    };
+    assert_eq!(run("10/s", "5/s").0, Some(0));
+    let (code, err) = run("10/s", "5/s:2");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("(10/s, burst 1; per key 5/s, burst 2) differ from the shared ones (10/s, burst 1; per key 5/s, burst 1)"),
+        "{err}"
+    );
+}
+
+/// Limits per key only (keys by the first digit: 1 and 2 have 11 records
+/// each, at 10/s about 1.1 s).
+const KEYED: [&str; 4] = ["--key", "^([0-9])", "--key-rate", "10/s"];
+
+/// The line of the `--stats` summary about the limits per key.
+fn per_key_line(stderr: &str) -> &str {
+    stderr
+        .lines()
+        .find(|l| l.starts_with("drip: shared fault per key: "))
+        .unwrap_or_else(|| panic!("no per-key line in {stderr}"))
+}
+
+#[test]
+fn a_flushed_state_is_reported_for_the_keys_and_all_is_written() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let mut redis = Redis::start();
+    let o = through_fault_limited(&mut redis, &KEYED, "fail", &[], |r| {
+        r.command(&["FLUSHALL"])
+    });
+    all_written_keyed(&o);
+    assert!(
+        o.stderr
+            .contains("the shared state was lost (a restart or a flush); at most one burst more per key may pass"),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        per_key_line(&o.stderr).contains("state lost 1 times"),
+        "{}",
+        o.stderr
+    );
+}
+
+#[test]
+fn keys_wait_through_a_shutdown_and_restart_and_all_is_written() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let mut redis = Redis::start();
+    let o = through_fault_limited(&mut redis, &KEYED, "wait", &[], shutdown_and_restart);
+    all_written_keyed(&o);
+    let line = per_key_line(&o.stderr);
+    assert!(failed_calls(line) >= 1, "{line}");
+    assert!(line.contains("state lost 1 times"), "{line}");
+}
+
+#[test]
+fn keys_pace_alone_under_local_and_warn_once() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let mut redis = Redis::start();
+    let o = through_fault_limited(&mut redis, &KEYED, "local", &["--share-peers", "2"], |r| {
+        r.shutdown()
+    });
+    all_written_keyed(&o);
+    assert_eq!(o.stderr.matches("pacing alone").count(), 1, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("--share fault (limits per key): "),
+        "{}",
+        o.stderr
+    );
+    // About 7 records of key 1 (and of 2) were left at the fault: at
+    // 10/s / 2 peers they take about 1.4 s (at 10/s, 0.7 s).
+    assert!(
+        o.after_fault > Duration::from_millis(1100),
+        "{:?}",
+        o.after_fault
+    );
+}
+
+#[test]
+fn keys_stop_with_status_4_under_fail() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let mut redis = Redis::start();
+    let o = through_fault_limited(&mut redis, &KEYED, "fail", &[], |r| r.shutdown());
+    assert_eq!(o.status.code(), Some(4), "{}", o.stderr);
+    assert!(o.counts["undelivered"].as_u64().unwrap() > 0);
 }

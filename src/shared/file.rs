@@ -3,6 +3,12 @@
 //! an exclusive `flock`. Times are `CLOCK_MONOTONIC`, the one clock every
 //! process on the host shares; the boot id is stored with them, and a state
 //! from an earlier boot is started afresh.
+//!
+//! With limits per key, the file holds each busy key's schedule too
+//! ([`KeyBook`]), under the same lock: keys whose schedule has rested are
+//! pruned at every call, so the file holds the keys busy within about the
+//! last second (some 40 bytes each), and each call reads and writes them
+//! all: cost O(busy keys) per call, a few dozen calls a second per drip.
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{Read, Seek, Write};
@@ -13,6 +19,7 @@ use rustix::fs::{flock, FlockOperation};
 use serde::{Deserialize, Serialize};
 
 use super::gcra::{Gcra, Step};
+use super::keys::{hex, KeyBackend, KeyBook, KeyGrant};
 use super::lease::{Backend, Failure, Grant};
 
 /// What the file holds.
@@ -22,6 +29,9 @@ struct Stored {
     limits: String,
     seq: u64,
     tats: Vec<Option<i64>>,
+    /// Each busy key's schedule (limits per key).
+    #[serde(default)]
+    keys: KeyBook,
 }
 
 /// The state file of one NAME.
@@ -30,6 +40,8 @@ pub struct FileBackend {
     path: PathBuf,
     spec: String,
     steps: Vec<Step>,
+    /// The key limit's, for the limits per key.
+    key_step: Option<Step>,
     boot_id: String,
 }
 
@@ -60,6 +72,7 @@ impl FileBackend {
             path: dir.join(format!("{name}.json")),
             spec,
             steps,
+            key_step: None,
             boot_id,
         }
     }
@@ -94,7 +107,7 @@ impl FileBackend {
     /// absent, from another boot, or expired) and the clock's now.
     fn with_state<T>(
         &mut self,
-        step: impl FnOnce(&mut Gcra, i64, bool) -> T,
+        step: impl FnOnce(&mut Gcra, &mut KeyBook, i64, bool) -> T,
     ) -> Result<T, Failure> {
         let unreachable =
             |e: std::io::Error| Failure::Unreachable(format!("{}: {}", self.path.display(), e));
@@ -108,8 +121,10 @@ impl FileBackend {
                 && s.tats
                     .iter()
                     .flatten()
+                    .copied()
+                    .chain(s.keys.idle_from())
                     .max()
-                    .map_or(true, |&t| now < t + super::EXPIRY_NS)
+                    .map_or(true, |t| now < t + super::EXPIRY_NS)
         });
         if let Some(s) = &live {
             if s.limits != self.spec {
@@ -122,12 +137,15 @@ impl FileBackend {
             tats: stored.tats,
             seq: stored.seq,
         };
-        let out = step(&mut gcra, now, fresh);
+        let mut keys = stored.keys;
+        keys.prune(now);
+        let out = step(&mut gcra, &mut keys, now, fresh);
         let new = Stored {
             boot_id: self.boot_id.clone(),
             limits: self.spec.clone(),
             seq: gcra.seq,
             tats: gcra.tats,
+            keys,
         };
         let text = serde_json::to_string(&new).expect("plain data");
         file.rewind().map_err(unreachable)?;
@@ -139,12 +157,12 @@ impl FileBackend {
 
 impl Backend for FileBackend {
     fn hello(&mut self) -> Result<bool, Failure> {
-        self.with_state(|_, _, fresh| fresh)
+        self.with_state(|_, _, _, fresh| fresh)
     }
 
     fn reserve(&mut self, want: u64, horizon: i64) -> Result<Grant, Failure> {
         let steps = self.steps.clone();
-        self.with_state(|g, now, fresh| {
+        self.with_state(|g, _, now, fresh| {
             let slots = g.reserve(&steps, now, want, horizon);
             Grant {
                 seq: g.seq,
@@ -157,7 +175,56 @@ impl Backend for FileBackend {
 
     fn give_back(&mut self, seq: u64, first_unused: i64) -> Result<bool, Failure> {
         let steps = self.steps.clone();
-        self.with_state(|g, _, fresh| !fresh && g.give_back(&steps, seq, first_unused))
+        self.with_state(|g, _, _, fresh| !fresh && g.give_back(&steps, seq, first_unused))
+    }
+
+    fn host_clock(&self) -> Option<i64> {
+        Some(monotonic())
+    }
+}
+
+/// The limits per key in the state file of one NAME.
+#[derive(Debug)]
+pub struct FileKeys(FileBackend);
+
+impl FileKeys {
+    /// The limits per key of `name` in `dir` (key limit `step`), for
+    /// limits `spec` (all of them).
+    pub fn new(dir: &Path, name: &str, spec: String, step: Step) -> FileKeys {
+        FileKeys(FileBackend {
+            key_step: Some(step),
+            ..FileBackend::new(dir, name, spec, Vec::new())
+        })
+    }
+}
+
+impl KeyBackend for FileKeys {
+    fn hello(&mut self) -> Result<bool, Failure> {
+        self.0.with_state(|_, _, _, fresh| fresh)
+    }
+
+    fn reserve(&mut self, asks: &[(&[u8], u64)], horizon: i64) -> Result<KeyGrant, Failure> {
+        let step = self.0.key_step.expect("a key limit");
+        self.0.with_state(|_, book, now, fresh| KeyGrant {
+            now,
+            fresh,
+            keys: asks
+                .iter()
+                .map(|&(key, want)| {
+                    let (seq, slots) = book.reserve(step, now, &hex(key), want, horizon);
+                    (seq, slots.into_iter().map(|d| d - now).collect())
+                })
+                .collect(),
+        })
+    }
+
+    fn give_back(&mut self, backs: &[(&[u8], u64, i64)]) -> Result<(), Failure> {
+        let step = self.0.key_step.expect("a key limit");
+        self.0.with_state(|_, book, _, _| {
+            for &(key, seq, first) in backs {
+                book.give_back(step, &hex(key), seq, first);
+            }
+        })
     }
 
     fn host_clock(&self) -> Option<i64> {

@@ -84,14 +84,31 @@ fn readable(count: u128, period_ns: u128) -> String {
     format!("{count}/{}", period.replace(' ', ""))
 }
 
-/// The limits a [`spec`] describes, for messages: `10/s, burst 1`.
+/// The limits as the shared state records them when limits per key are
+/// shared too: [`spec`] of the global limits, then `key:` and the key
+/// limit's, comma-separated.
+pub fn spec_with_key(limits: &[Limit], key: &Limit) -> String {
+    let key = format!("key:{}", spec(std::slice::from_ref(key)));
+    if limits.is_empty() {
+        key
+    } else {
+        format!("{},{key}", spec(limits))
+    }
+}
+
+/// The limits a [`spec`] describes, for messages: `10/s, burst 1`, and a
+/// key limit as `per key 5/s, burst 1`.
 pub fn describe(spec: &str) -> String {
     spec.split(',')
         .map(|one| {
+            let (per_key, one) = match one.strip_prefix("key:") {
+                Some(rest) => ("per key ", rest),
+                None => ("", one),
+            };
             let parsed = one.split_once('/').and_then(|(count, rest)| {
                 let (period, burst) = rest.split_once("ns:")?;
                 let rate = readable(count.parse().ok()?, period.parse().ok()?);
-                Some(format!("{rate}, burst {burst}"))
+                Some(format!("{per_key}{rate}, burst {burst}"))
             });
             parsed.unwrap_or_else(|| one.to_string())
         })
@@ -328,6 +345,10 @@ mod tests {
         assert_eq!(
             describe("1/100000000ns:1,1/60000000000ns:2"),
             "10/s, burst 1; 1/min, burst 2"
+        );
+        assert_eq!(
+            describe("1/100000000ns:1,key:1/200000000ns:3"),
+            "10/s, burst 1; per key 5/s, burst 3"
         );
     }
 }

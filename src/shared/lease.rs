@@ -162,15 +162,8 @@ pub(crate) struct Keeper {
     pub(crate) per_second: f64,
     /// Called when slots arrive (wakes the writer) and when drip must stop.
     pub(crate) notify: Arc<dyn Fn(bool) + Send + Sync>,
-    /// What the messages call the shared state.
-    pub(crate) name: String,
-    /// Whether `local`'s warning was given.
-    pub(crate) warned: bool,
-    /// Whether `wait` is waiting for the state (and said so).
-    pub(crate) waiting: bool,
-    /// No notices on stderr (`-q`): only errors (not `local`'s warning, nor
-    /// a lost state; both are still counted).
-    pub(crate) quiet: bool,
+    /// What it says on stderr.
+    pub(crate) voice: Voice,
     /// The pause before the next attempt after a failed one.
     pub(crate) retry: Retry,
 }
@@ -214,6 +207,90 @@ impl Retry {
     }
 }
 
+/// How far ahead one reservation reaches: a few round trips, within
+/// 200 ms and 1 s.
+pub(crate) fn horizon(rtt: i64) -> i64 {
+    rtt.saturating_mul(4).clamp(MIN_HORIZON, MAX_HORIZON)
+}
+
+/// What a keeper says on stderr about reaching the state.
+#[derive(Debug)]
+pub(crate) struct Voice {
+    /// What the messages call the shared state.
+    pub(crate) name: String,
+    pub(crate) on_error: OnError,
+    /// Whether `local`'s warning was given.
+    pub(crate) warned: bool,
+    /// Whether `wait` is waiting for the state (and said so).
+    pub(crate) waiting: bool,
+    /// No notices on stderr (`-q`): only errors (not `local`'s warning,
+    /// nor a lost state; both are still counted).
+    pub(crate) quiet: bool,
+}
+
+impl Voice {
+    pub(crate) fn new(name: String, on_error: OnError, quiet: bool) -> Voice {
+        Voice {
+            name,
+            on_error,
+            warned: false,
+            waiting: false,
+            quiet,
+        }
+    }
+
+    /// The state cannot be reached (not under `fail`): `local` warns
+    /// once; `wait` says once per outage that it waits (neither says
+    /// anything when quiet; the failed calls are counted all the same).
+    pub(crate) fn unreachable(&mut self, why: &str) {
+        match self.on_error {
+            OnError::Local if !self.warned => {
+                if !self.quiet {
+                    eprintln!(
+                        "drip: {}: {why}; pacing alone until it is back (--share-on-error local)",
+                        self.name
+                    );
+                }
+                self.warned = true;
+            }
+            OnError::Wait if !self.waiting => {
+                self.waiting = true;
+                if !self.quiet {
+                    eprintln!(
+                        "drip: {}: the shared state cannot be reached: {why}; sending nothing until it answers (--share-on-error wait)",
+                        self.name
+                    );
+                }
+            }
+            OnError::Local | OnError::Wait | OnError::Fail => {}
+        }
+    }
+
+    /// The state was found fresh while in use: say so (unless quiet);
+    /// `what` is what may pass: "one burst more", "one burst more per key".
+    pub(crate) fn lost(&self, what: &str) {
+        if !self.quiet {
+            eprintln!(
+                "drip: {}: the shared state was lost (a restart or a flush); at most {what} may pass",
+                self.name
+            );
+        }
+    }
+
+    /// A call succeeded: under `wait`, say that the wait is over.
+    pub(crate) fn reached(&mut self) {
+        if self.waiting {
+            self.waiting = false;
+            if !self.quiet {
+                eprintln!(
+                    "drip: {}: the shared state answers again; sending",
+                    self.name
+                );
+            }
+        }
+    }
+}
+
 impl Keeper {
     /// Check the stored limits before anything is read (see
     /// [`Backend::hello`]). An unreachable state is fatal only under
@@ -233,14 +310,14 @@ impl Keeper {
     /// Run until the lease is closed, then give back what is unused.
     pub(crate) fn run(mut self) {
         let mut rtt = 0i64;
-        while let Some(want) = self.await_need(Self::horizon(rtt) / 2) {
+        while let Some(want) = self.await_need(horizon(rtt) / 2) {
             let started = Instant::now();
-            match self.backend.reserve(want, Self::horizon(rtt)) {
+            match self.backend.reserve(want, horizon(rtt)) {
                 Ok(grant) => {
                     let took = i64::try_from(started.elapsed().as_nanos()).unwrap_or(i64::MAX);
                     rtt = if rtt == 0 { took } else { (rtt * 7 + took) / 8 };
                     self.retry.succeeded();
-                    self.reached();
+                    self.voice.reached();
                     self.take(grant);
                 }
                 Err(Failure::Mismatch(spec)) => return self.fatal(Failure::Mismatch(spec)),
@@ -258,52 +335,14 @@ impl Keeper {
         self.give_back();
     }
 
-    /// The state cannot be reached (not under `fail`): `local` warns once
-    /// and paces alone; `wait` says once per outage that it waits (neither
-    /// says anything when quiet; the failed calls are counted all the same).
+    /// The state cannot be reached (not under `fail`): say so, and under
+    /// `local` pace alone.
     fn unreachable(&mut self, why: &str) {
-        match self.on_error {
-            OnError::Local => {
-                if !self.warned && !self.quiet {
-                    eprintln!(
-                        "drip: {}: {why}; pacing alone until it is back (--share-on-error local)",
-                        self.name
-                    );
-                }
-                self.warned = true;
-                self.lease.lock().mode = Mode::Local;
-                (self.notify)(false);
-            }
-            OnError::Wait if !self.waiting => {
-                self.waiting = true;
-                if !self.quiet {
-                    eprintln!(
-                        "drip: {}: the shared state cannot be reached: {why}; sending nothing until it answers (--share-on-error wait)",
-                        self.name
-                    );
-                }
-            }
-            OnError::Wait | OnError::Fail => {}
+        self.voice.unreachable(why);
+        if self.on_error == OnError::Local {
+            self.lease.lock().mode = Mode::Local;
+            (self.notify)(false);
         }
-    }
-
-    /// A call succeeded: under `wait`, say that the wait is over.
-    fn reached(&mut self) {
-        if self.waiting {
-            self.waiting = false;
-            if !self.quiet {
-                eprintln!(
-                    "drip: {}: the shared state answers again; sending",
-                    self.name
-                );
-            }
-        }
-    }
-
-    /// How far ahead one reservation reaches: a few round trips, within
-    /// 200 ms and 1 s.
-    fn horizon(rtt: i64) -> i64 {
-        rtt.saturating_mul(4).clamp(MIN_HORIZON, MAX_HORIZON)
     }
 
     /// Wait until the lease runs low (its last slot is less than `ahead`
@@ -358,12 +397,7 @@ impl Keeper {
         let mut st = self.lease.lock();
         if grant.fresh && st.reservations > 0 && !expired(st.reserved_until, self.lease.now()) {
             st.lost += 1;
-            if !self.quiet {
-                eprintln!(
-                    "drip: {}: the shared state was lost (a restart or a flush); at most one burst more may pass",
-                    self.name
-                );
-            }
+            self.voice.lost("one burst more");
         }
         st.reservations += 1;
         st.mode = Mode::Shared;
@@ -482,10 +516,7 @@ mod tests {
             on_error: OnError::Wait,
             per_second: 20.0,
             notify: Arc::new(|_| {}),
-            name: "--share test".into(),
-            warned: false,
-            waiting: false,
-            quiet: true,
+            voice: Voice::new("--share test".into(), OnError::Wait, true),
             retry: Retry::new(fastrand::Rng::with_seed(5)),
         };
         let run = Duration::from_millis(1000);

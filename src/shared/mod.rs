@@ -8,9 +8,13 @@
 //! [`Schedule`] admission and the writer see, pure over the local *lease*
 //! of reserved slots, and a keeper thread ([`lease`]) does the reserving,
 //! so no call under drip's state lock ever waits on the network.
+//!
+//! With `--key`, the limits per key are shared the same way, one GCRA per
+//! key, by a keeper of their own ([`keys`]).
 
 pub mod file;
 pub mod gcra;
+pub mod keys;
 pub mod lease;
 pub mod redis;
 
@@ -19,12 +23,14 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+use crate::keyed::KeyConfig;
+use crate::pacer::{slack_for, Pacer};
 use crate::rate::Rate;
-use crate::schedule::{Limit, Limits, Schedule};
-use crate::stats::ShareStats;
+use crate::schedule::{Limit, Limits, Schedule, Unit};
+use crate::stats::{ShareCounts, ShareStats};
 
 pub use lease::OnError;
-use lease::{Backend, Failure, Keeper, Lease, Mode, Retry};
+use lease::{Backend, Failure, Keeper, Lease, Mode, Retry, Voice};
 
 /// A shared state outlives its schedule by this long (ns), then expires.
 pub const EXPIRY_NS: i64 = 10_000_000_000;
@@ -283,10 +289,12 @@ impl Schedule for SharedSchedule {
 /// must stop (`true`).
 pub type Notify = Box<dyn Fn(bool) + Send + Sync>;
 
-/// The running share: the keeper thread and what it reports.
+/// The running share: the keepers' threads (one for the global limits, one
+/// for the limits per key, each when shared) and what they report.
 pub struct Handle {
-    lease: Arc<Lease>,
-    keeper: Option<JoinHandle<()>>,
+    lease: Option<Arc<Lease>>,
+    keys: Option<Arc<keys::KeysLease>>,
+    keepers: Vec<JoinHandle<()>>,
     notify: Arc<Mutex<Option<Notify>>>,
     name: String,
     spec: String,
@@ -299,22 +307,29 @@ impl fmt::Debug for Handle {
 }
 
 impl Handle {
-    /// Set what the keeper calls when slots arrive or drip must stop.
+    /// Set what the keepers call when slots arrive or drip must stop.
     pub fn set_notify(&self, notify: Notify) {
         *self.notify.lock().unwrap_or_else(|e| e.into_inner()) = Some(notify);
     }
 
-    /// Stop the keeper (it gives back the slots reserved and unused) and
+    /// Stop the keepers (they give back the slots reserved and unused) and
     /// return the error that stopped drip, if any: [`Disagreement`] or
     /// [`Unreachable`].
     pub fn finish(&mut self) -> Option<anyhow::Error> {
-        self.lease.lock().closed = true;
-        self.lease.wake.notify_all();
-        if let Some(keeper) = self.keeper.take() {
+        if let Some(lease) = &self.lease {
+            lease.lock().closed = true;
+            lease.wake.notify_all();
+        }
+        if let Some(keys) = &self.keys {
+            keys.lock().closed = true;
+            keys.wake.notify_all();
+        }
+        for keeper in self.keepers.drain(..) {
             let _ = keeper.join();
         }
-        let fatal = self.lease.lock().fatal.clone();
-        fatal.map(|f| self.error(f))
+        let global = self.lease.as_ref().and_then(|l| l.lock().fatal.clone());
+        let per_key = self.keys.as_ref().and_then(|k| k.lock().fatal.clone());
+        global.or(per_key).map(|f| self.error(f))
     }
 
     fn error(&self, failure: Failure) -> anyhow::Error {
@@ -333,16 +348,32 @@ impl Handle {
         }
     }
 
-    /// The counters for `--stats` and `--stats-json`: reservations,
-    /// slots forfeited, losses, failed calls.
+    /// The counters for `--stats` and `--stats-json`: reservations, slots
+    /// forfeited, losses, failed calls, for the global limits and for the
+    /// limits per key.
     pub fn stats(&self) -> ShareStats {
-        let st = self.lease.lock();
+        let global = self.lease.as_ref().map(|l| {
+            let st = l.lock();
+            ShareCounts {
+                reservations: st.reservations,
+                slots_forfeited: st.forfeited,
+                state_lost: st.lost,
+                failed_calls: st.failures,
+            }
+        });
+        let per_key = self.keys.as_ref().map(|k| {
+            let st = k.lock();
+            ShareCounts {
+                reservations: st.reservations,
+                slots_forfeited: st.forfeited,
+                state_lost: st.lost,
+                failed_calls: st.failures,
+            }
+        });
         ShareStats {
             name: self.name.clone(),
-            reservations: st.reservations,
-            slots_forfeited: st.forfeited,
-            state_lost: st.lost,
-            failed_calls: st.failures,
+            global,
+            per_key,
         }
     }
 }
@@ -359,9 +390,20 @@ fn divided(limit: &Limit, peers: u64) -> Limit {
     Limit { rate, ..*limit }
 }
 
-/// Start sharing `limits` (record limits) as `share` says; `origin` is
-/// drip's clock. Checks, before anything is read, that the stored limits
-/// agree with ours.
+/// What [`open`] starts: the schedules to pace by and the running share.
+#[derive(Debug)]
+pub struct Opened {
+    /// The global limits' schedule (`None`: no global limit).
+    pub schedule: Option<SharedSchedule>,
+    /// The per-key schedules (`None`: no limits per key).
+    pub keys: Option<keys::SharedKeys>,
+    /// The keepers.
+    pub handle: Handle,
+}
+
+/// Start sharing `limits` (record limits) and, with `key`, the limits per
+/// key, as `share` says; `origin` is drip's clock. Checks, before anything
+/// is read, that the stored limits (all of them) agree with ours.
 ///
 /// # Errors
 /// [`Disagreement`] (exit status 2); [`Unreachable`] under `fail` (exit
@@ -369,32 +411,89 @@ fn divided(limit: &Limit, peers: u64) -> Limit {
 pub fn open(
     share: &Share,
     limits: &[Limit],
+    key: Option<&KeyConfig>,
     origin: Instant,
-) -> anyhow::Result<(SharedSchedule, Handle)> {
-    let spec = gcra::spec(limits);
-    let steps: Vec<gcra::Step> = limits.iter().map(gcra::Step::of).collect();
+) -> anyhow::Result<Opened> {
+    let key_limit = key.map(|k| Limit {
+        rate: k.rate,
+        burst: k.burst,
+        unit: Unit::Records,
+    });
+    let spec = match &key_limit {
+        Some(k) => gcra::spec_with_key(limits, k),
+        None => gcra::spec(limits),
+    };
     let name = share.target.name().to_string();
-    let backend: Box<dyn Backend> = match &share.target {
+    let notify: Arc<Mutex<Option<Notify>>> = Arc::new(Mutex::new(None));
+    let mut handle = Handle {
+        lease: None,
+        keys: None,
+        keepers: Vec::new(),
+        notify: Arc::clone(&notify),
+        name: name.clone(),
+        spec: spec.clone(),
+    };
+    let notify: Arc<dyn Fn(bool) + Send + Sync> = Arc::new(move |stop| {
+        if let Some(f) = &*notify.lock().unwrap_or_else(|e| e.into_inner()) {
+            f(stop);
+        }
+    });
+    let schedule = if limits.is_empty() {
+        None
+    } else {
+        Some(open_global(
+            share,
+            limits,
+            &spec,
+            origin,
+            &notify,
+            &mut handle,
+        )?)
+    };
+    let keys = match &key_limit {
+        Some(k) => Some(open_keys(share, k, &spec, origin, &notify, &mut handle)?),
+        None => None,
+    };
+    Ok(Opened {
+        schedule,
+        keys,
+        handle,
+    })
+}
+
+/// The backend of the global limits for `share`.
+fn global_backend(
+    share: &Share,
+    spec: &str,
+    steps: Vec<gcra::Step>,
+) -> anyhow::Result<Box<dyn Backend>> {
+    Ok(match &share.target {
         Target::Host(name) => Box::new(file::FileBackend::new(
             &file::state_dir(),
             name,
-            spec.clone(),
+            spec.to_string(),
             steps,
         )),
         Target::Redis { url, name } => Box::new(
-            redis::RedisBackend::new(url, name, spec.clone(), steps)
+            redis::RedisBackend::new(url, name, spec.to_string(), steps)
                 .map_err(|why| anyhow::anyhow!("--share {name}: {why}"))?,
         ),
-    };
+    })
+}
+
+/// Start the keeper of the global limits; its schedule.
+fn open_global(
+    share: &Share,
+    limits: &[Limit],
+    spec: &str,
+    origin: Instant,
+    notify: &Arc<dyn Fn(bool) + Send + Sync>,
+    handle: &mut Handle,
+) -> anyhow::Result<SharedSchedule> {
+    let steps: Vec<gcra::Step> = limits.iter().map(gcra::Step::of).collect();
+    let backend = global_backend(share, spec, steps)?;
     let lease = Arc::new(Lease::new(origin));
-    let notify: Arc<Mutex<Option<Notify>>> = Arc::new(Mutex::new(None));
-    let handle = Handle {
-        lease: Arc::clone(&lease),
-        keeper: None,
-        notify: Arc::clone(&notify),
-        name: name.clone(),
-        spec,
-    };
+    handle.lease = Some(Arc::clone(&lease));
     let mut keeper = Keeper {
         lease: Arc::clone(&lease),
         backend,
@@ -403,15 +502,12 @@ pub fn open(
             .iter()
             .map(|l| l.rate.per_second())
             .fold(f64::INFINITY, f64::min),
-        notify: Arc::new(move |stop| {
-            if let Some(f) = &*notify.lock().unwrap_or_else(|e| e.into_inner()) {
-                f(stop);
-            }
-        }),
-        name: format!("--share {name}"),
-        warned: false,
-        waiting: false,
-        quiet: share.quiet,
+        notify: Arc::clone(notify),
+        voice: Voice::new(
+            format!("--share {}", handle.name),
+            share.on_error,
+            share.quiet,
+        ),
         retry: Retry::new(fastrand::Rng::new()),
     };
     keeper.hello().map_err(|failure| handle.error(failure))?;
@@ -419,20 +515,62 @@ pub fn open(
     let thread = std::thread::Builder::new()
         .name("drip-lease".into())
         .spawn(move || keeper.run())?;
+    handle.keepers.push(thread);
     let local: Vec<Limit> = limits.iter().map(|l| divided(l, share.peers)).collect();
-    let schedule = SharedSchedule {
+    Ok(SharedSchedule {
         lease,
         local: Limits::new(&local),
         per_second,
         last_now: 0,
+    })
+}
+
+/// Start the keeper of the limits per key (`key`); their schedule.
+fn open_keys(
+    share: &Share,
+    key: &Limit,
+    spec: &str,
+    origin: Instant,
+    notify: &Arc<dyn Fn(bool) + Send + Sync>,
+    handle: &mut Handle,
+) -> anyhow::Result<keys::SharedKeys> {
+    let step = gcra::Step::of(key);
+    let backend: Box<dyn keys::KeyBackend> = match &share.target {
+        Target::Host(name) => Box::new(file::FileKeys::new(
+            &file::state_dir(),
+            name,
+            spec.to_string(),
+            step,
+        )),
+        Target::Redis { url, name } => Box::new(
+            redis::RedisKeys::new(url, name, spec.to_string(), step)
+                .map_err(|why| anyhow::anyhow!("--share {name}: {why}"))?,
+        ),
     };
-    Ok((
-        schedule,
-        Handle {
-            keeper: Some(thread),
-            ..handle
-        },
-    ))
+    let lease = Arc::new(keys::KeysLease::new(origin));
+    handle.keys = Some(Arc::clone(&lease));
+    let per_second = key.rate.per_second();
+    let mut keeper = keys::Keeper {
+        lease: Arc::clone(&lease),
+        backend,
+        on_error: share.on_error,
+        per_second,
+        notify: Arc::clone(notify),
+        voice: Voice::new(
+            format!("--share {} (limits per key)", handle.name),
+            share.on_error,
+            share.quiet,
+        ),
+        retry: Retry::new(fastrand::Rng::new()),
+    };
+    keeper.hello().map_err(|failure| handle.error(failure))?;
+    let thread = std::thread::Builder::new()
+        .name("drip-key-lease".into())
+        .spawn(move || keeper.run())?;
+    handle.keepers.push(thread);
+    let local = divided(key, share.peers);
+    let pacer = Pacer::new(local.rate, local.burst, slack_for(local.rate));
+    Ok(keys::SharedKeys::new(lease, pacer, per_second))
 }
 
 #[cfg(test)]

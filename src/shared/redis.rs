@@ -18,6 +18,7 @@ use std::time::Duration;
 use redis::{Client, Connection, ErrorKind, RedisError, Value};
 
 use super::gcra::Step;
+use super::keys::{hex, KeyBackend, KeyGrant};
 use super::lease::{Backend, Failure, Grant};
 
 /// The script, run atomically by the server.
@@ -26,10 +27,108 @@ pub const SCRIPT: &str = include_str!("script.lua");
 /// How long one call may take before the server counts as unreachable.
 const TIMEOUT: Duration = Duration::from_millis(1000);
 
-/// One NAME on one Redis server.
-pub struct RedisBackend {
+/// The script of the limits per key ([`super::keys`]).
+pub const KEYS_SCRIPT: &str = include_str!("keys.lua");
+
+/// A connection to one server, made when needed, with the calls' timeouts.
+struct Conn {
     client: Client,
     con: Option<Connection>,
+}
+
+impl Conn {
+    fn connection(&mut self) -> Result<&mut Connection, (RedisError, bool)> {
+        if self.con.is_none() {
+            let con = self
+                .client
+                .get_connection_with_timeout(TIMEOUT)
+                .map_err(|e| (e, true))?;
+            con.set_read_timeout(Some(TIMEOUT))
+                .and_then(|()| con.set_write_timeout(Some(TIMEOUT)))
+                .map_err(|e| (e, true))?;
+            self.con = Some(con);
+        }
+        Ok(self.con.as_mut().expect("just made"))
+    }
+
+    /// Run `script` (its hash `sha`) on `keys` with `args`: `EVALSHA`,
+    /// then `EVAL` if the server does not have it. A failed call drops
+    /// the connection (made again next time); a connection the server
+    /// closed (CLIENT KILL, an idle timeout) is made again at once, a hang
+    /// is not retried.
+    fn eval(
+        &mut self,
+        script: &str,
+        sha: &str,
+        keys: &[String],
+        args: &[String],
+    ) -> Result<Vec<Value>, Failure> {
+        let reused = self.con.is_some();
+        match self.eval_once(script, sha, keys, args) {
+            Err((e, false)) if reused && !e.is_timeout() => self
+                .eval_once(script, sha, keys, args)
+                .map_err(|(e, _)| unreachable(&e)),
+            result => result.map_err(|(e, _)| unreachable(&e)),
+        }
+    }
+
+    /// One attempt; an error says whether it came from connecting.
+    fn eval_once(
+        &mut self,
+        script: &str,
+        sha: &str,
+        keys: &[String],
+        args: &[String],
+    ) -> Result<Vec<Value>, (RedisError, bool)> {
+        let con = self.connection()?;
+        let mut result = redis::cmd("EVALSHA")
+            .arg(sha)
+            .arg(keys.len())
+            .arg(keys)
+            .arg(args)
+            .query::<Vec<Value>>(con);
+        if matches!(&result, Err(e) if e.kind() == ErrorKind::NoScriptError) {
+            result = redis::cmd("EVAL")
+                .arg(script)
+                .arg(keys.len())
+                .arg(keys)
+                .arg(args)
+                .query(con);
+        }
+        result.map_err(|e| {
+            self.con = None;
+            (e, false)
+        })
+    }
+}
+
+/// The limits' mismatch a script reports as `{-1, stored spec}`.
+fn mismatch(reply: &[Value]) -> Option<Failure> {
+    if !matches!(reply.first(), Some(Value::Int(-1))) {
+        return None;
+    }
+    let stored = match reply.get(1) {
+        Some(Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
+        _ => String::new(),
+    };
+    Some(Failure::Mismatch(stored))
+}
+
+/// A reply of integers only.
+fn ints(reply: &[Value]) -> Result<Vec<i64>, Failure> {
+    reply
+        .iter()
+        .map(|v| match v {
+            Value::Int(n) => Some(*n),
+            _ => None,
+        })
+        .collect::<Option<Vec<i64>>>()
+        .ok_or_else(|| Failure::Unreachable(format!("unexpected reply {reply:?}")))
+}
+
+/// One NAME on one Redis server.
+pub struct RedisBackend {
+    conn: Conn,
     key: String,
     spec: String,
     steps: Vec<Step>,
@@ -87,8 +186,7 @@ impl RedisBackend {
     pub fn new(url: &str, name: &str, spec: String, steps: Vec<Step>) -> Result<Self, String> {
         let client = Client::open(url).map_err(|e| e.to_string())?;
         Ok(RedisBackend {
-            client,
-            con: None,
+            conn: Conn { client, con: None },
             key: format!("drip:{{{name}}}"),
             spec,
             steps,
@@ -97,37 +195,8 @@ impl RedisBackend {
         })
     }
 
-    fn connection(&mut self) -> Result<&mut Connection, (RedisError, bool)> {
-        if self.con.is_none() {
-            let con = self
-                .client
-                .get_connection_with_timeout(TIMEOUT)
-                .map_err(|e| (e, true))?;
-            con.set_read_timeout(Some(TIMEOUT))
-                .and_then(|()| con.set_write_timeout(Some(TIMEOUT)))
-                .map_err(|e| (e, true))?;
-            self.con = Some(con);
-        }
-        Ok(self.con.as_mut().expect("just made"))
-    }
-
-    /// Run the script for `op` with `extra` arguments: `EVALSHA`, then
-    /// `EVAL` if the server does not have it. A failed call drops the
-    /// connection (made again next time).
+    /// Run the script for `op` with `extra` arguments.
     fn call(&mut self, op: &str, extra: &[i64]) -> Result<Vec<Value>, Failure> {
-        let reused = self.con.is_some();
-        match self.call_once(op, extra) {
-            // A connection the server closed (CLIENT KILL, an idle
-            // timeout) is made again at once; a hang is not retried.
-            Err((e, false)) if reused && !e.is_timeout() => {
-                self.call_once(op, extra).map_err(|(e, _)| unreachable(&e))
-            }
-            result => result.map_err(|(e, _)| unreachable(&e)),
-        }
-    }
-
-    /// One attempt; an error says whether it came from connecting.
-    fn call_once(&mut self, op: &str, extra: &[i64]) -> Result<Vec<Value>, (RedisError, bool)> {
         let (sec, nsec) = self.clock.unwrap_or((-1, 0));
         let mut args: Vec<String> = vec![
             op.into(),
@@ -141,44 +210,17 @@ impl RedisBackend {
             args.push(s.tolerance.to_string());
         }
         args.extend(extra.iter().map(i64::to_string));
-        let (sha, key) = (self.sha.clone(), self.key.clone());
-        let con = self.connection()?;
-        let mut result = redis::cmd("EVALSHA")
-            .arg(&sha)
-            .arg(1)
-            .arg(&key)
-            .arg(&args)
-            .query::<Vec<Value>>(con);
-        if matches!(&result, Err(e) if e.kind() == ErrorKind::NoScriptError) {
-            result = redis::cmd("EVAL")
-                .arg(SCRIPT)
-                .arg(1)
-                .arg(&key)
-                .arg(&args)
-                .query(con);
-        }
-        result.map_err(|e| {
-            self.con = None;
-            (e, false)
-        })
+        let keys = [self.key.clone()];
+        self.conn.eval(SCRIPT, &self.sha, &keys, &args)
     }
 
     /// The script's answer as a grant, or the mismatch it reports.
     fn grant(&self, reply: &[Value]) -> Result<Grant, Failure> {
-        let int = |v: &Value| match v {
-            Value::Int(n) => Some(*n),
-            _ => None,
-        };
-        if reply.first().and_then(int) == Some(-1) {
-            let stored = match reply.get(1) {
-                Some(Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
-                _ => String::new(),
-            };
-            return Err(Failure::Mismatch(stored));
+        if let Some(m) = mismatch(reply) {
+            return Err(m);
         }
-        let ints: Option<Vec<i64>> = reply.iter().map(int).collect();
-        match ints.as_deref() {
-            Some([_, seq, now, fresh, slots @ ..]) => Ok(Grant {
+        match ints(reply)?.as_slice() {
+            [_, seq, now, fresh, slots @ ..] => Ok(Grant {
                 seq: u64::try_from(*seq).unwrap_or(0),
                 now: *now,
                 fresh: *fresh == 1,
@@ -186,6 +228,122 @@ impl RedisBackend {
             }),
             _ => Err(Failure::Unreachable(format!("unexpected reply {reply:?}"))),
         }
+    }
+}
+
+/// The limits per key of one NAME on one Redis server: a hash per key,
+/// `drip:{NAME}:key:HEX`, in the same hash slot as the NAME's state (so
+/// one script call may touch them all, on a cluster too).
+pub struct RedisKeys {
+    conn: Conn,
+    key: String,
+    spec: String,
+    step: Step,
+    sha: String,
+    /// A test clock (seconds, ns) instead of the server's `TIME`.
+    pub clock: Option<(i64, i64)>,
+}
+
+impl std::fmt::Debug for RedisKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisKeys").field("key", &self.key).finish()
+    }
+}
+
+impl RedisKeys {
+    /// The limits per key of `name` on the server at `url`, for limits
+    /// `spec` (all of them) and the key limit's `step`.
+    ///
+    /// # Errors
+    /// The URL is not one redis-rs accepts.
+    pub fn new(url: &str, name: &str, spec: String, step: Step) -> Result<Self, String> {
+        let client = Client::open(url).map_err(|e| e.to_string())?;
+        Ok(RedisKeys {
+            conn: Conn { client, con: None },
+            key: format!("drip:{{{name}}}"),
+            spec,
+            step,
+            sha: redis::Script::new(KEYS_SCRIPT).get_hash().to_string(),
+            clock: None,
+        })
+    }
+
+    /// Run the script for `op` on `keys` (their bytes) with `extra`
+    /// arguments; the reply's integers after the mismatch check.
+    fn call(
+        &mut self,
+        op: &str,
+        keys: &[&[u8]],
+        horizon: i64,
+        extra: &[i64],
+    ) -> Result<Vec<i64>, Failure> {
+        let (sec, nsec) = self.clock.unwrap_or((-1, 0));
+        let mut args: Vec<String> = vec![
+            op.into(),
+            sec.to_string(),
+            nsec.to_string(),
+            self.spec.clone(),
+            self.step.interval.to_string(),
+            self.step.tolerance.to_string(),
+            horizon.to_string(),
+        ];
+        args.extend(extra.iter().map(i64::to_string));
+        let mut names = vec![self.key.clone()];
+        names.extend(keys.iter().map(|k| format!("{}:key:{}", self.key, hex(k))));
+        let reply = self.conn.eval(KEYS_SCRIPT, &self.sha, &names, &args)?;
+        if let Some(m) = mismatch(&reply) {
+            return Err(m);
+        }
+        ints(&reply)
+    }
+}
+
+impl KeyBackend for RedisKeys {
+    fn hello(&mut self) -> Result<bool, Failure> {
+        let reply = self.call("hello", &[], 0, &[])?;
+        Ok(reply.get(1) == Some(&1))
+    }
+
+    fn reserve(&mut self, asks: &[(&[u8], u64)], horizon: i64) -> Result<KeyGrant, Failure> {
+        let keys: Vec<&[u8]> = asks.iter().map(|(k, _)| *k).collect();
+        let wants: Vec<i64> = asks
+            .iter()
+            .map(|(_, w)| i64::try_from(*w).unwrap_or(i64::MAX))
+            .collect();
+        let reply = self.call("reserve", &keys, horizon, &wants)?;
+        let bad = || Failure::Unreachable(format!("unexpected reply {reply:?}"));
+        let [_, fresh, sec, nsec, rest @ ..] = reply.as_slice() else {
+            return Err(bad());
+        };
+        let mut rest: &[i64] = rest;
+        let mut grant = KeyGrant {
+            now: sec.saturating_mul(1_000_000_000).saturating_add(*nsec),
+            fresh: *fresh == 1,
+            keys: Vec::with_capacity(asks.len()),
+        };
+        while let [seq, count, tail @ ..] = rest {
+            let count = usize::try_from(*count).map_err(|_| bad())?;
+            let slots = tail.get(..count).ok_or_else(bad)?;
+            grant
+                .keys
+                .push((u64::try_from(*seq).unwrap_or(0), slots.to_vec()));
+            rest = &tail[count..];
+        }
+        if grant.keys.len() != asks.len() {
+            return Err(bad());
+        }
+        Ok(grant)
+    }
+
+    fn give_back(&mut self, backs: &[(&[u8], u64, i64)]) -> Result<(), Failure> {
+        let keys: Vec<&[u8]> = backs.iter().map(|(k, _, _)| *k).collect();
+        let mut extra = Vec::with_capacity(backs.len() * 3);
+        for &(_, seq, first) in backs {
+            extra.push(i64::try_from(seq).unwrap_or(i64::MAX));
+            extra.push(first.div_euclid(1_000_000_000));
+            extra.push(first.rem_euclid(1_000_000_000));
+        }
+        self.call("giveback", &keys, 0, &extra).map(|_| ())
     }
 }
 

@@ -1,0 +1,106 @@
+-- drip's shared limits per key in Redis: reserve departure slots on one
+-- GCRA per key (the arithmetic of src/shared/gcra.rs with one limit, as
+-- KeyBook in src/shared/keys.rs does for the state file), or give unused
+-- ones back, for many keys in one atomic step on the server's clock.
+--
+-- KEYS[1]  the state of the NAME (its hash holds the limits' spec)
+-- KEYS[2..] one hash per key: s, n (its TAT: seconds and ns of the
+--          server's clock), seq
+-- ARGV[1]  "hello", "reserve" or "giveback"
+-- ARGV[2]  "-1" for the server's TIME; otherwise a test clock in seconds,
+-- ARGV[3]  and its nanoseconds
+-- ARGV[4]  the limits' spec, which every participant must share
+-- ARGV[5]  the key limit's interval, ARGV[6] its tolerance, ARGV[7] the
+--          horizon (ns)
+-- then     reserve: want, for each key; giveback: seq, and the first
+--          unused slot's seconds and ns, for each key
+--
+-- Returns {1, fresh, sec, nsec, then for each key: seq, count, d1, d2, ...}
+-- (reserve: departure times in ns after sec.nsec; giveback: count 1 when
+-- given back, 0 when someone reserved since), {-1, stored spec} when the
+-- limits differ. Times are kept relative to now, so Lua's numbers stay
+-- exact.
+local meta = KEYS[1]
+local op = ARGV[1]
+local sec, nsec
+if ARGV[2] == '-1' then
+  local t = redis.call('TIME')
+  sec = tonumber(t[1])
+  nsec = tonumber(t[2]) * 1000
+else
+  sec = tonumber(ARGV[2])
+  nsec = tonumber(ARGV[3])
+end
+local spec = ARGV[4]
+local stored = redis.call('HGET', meta, 'limits')
+if stored and stored ~= spec then
+  return {-1, stored}
+end
+local fresh = 0
+if not stored then
+  fresh = 1
+  redis.call('HSET', meta, 'limits', spec, 'epoch', sec, 'seq', 0)
+end
+local interval = tonumber(ARGV[5])
+local tolerance = tonumber(ARGV[6])
+local horizon = tonumber(ARGV[7])
+local out = {1, fresh, sec, nsec}
+local longest = 0
+for i = 2, #KEYS do
+  local k = KEYS[i]
+  local st = redis.call('HMGET', k, 's', 'n', 'seq')
+  local tat
+  if st[1] then
+    tat = (tonumber(st[1]) - sec) * 1e9 + (tonumber(st[2]) - nsec)
+  end
+  local seq = tonumber(st[3]) or 0
+  local changed = false
+  if op == 'reserve' then
+    local want = math.max(tonumber(ARGV[6 + i]), 1)
+    local t = math.max(tat or 0, 0)
+    seq = seq + 1
+    local slots = {}
+    while #slots < want do
+      local due = math.max(0, t - tolerance)
+      if #slots > 0 and due > horizon then
+        break
+      end
+      t = math.max(t, due) + interval
+      slots[#slots + 1] = due
+    end
+    out[#out + 1] = seq
+    out[#out + 1] = #slots
+    for _, d in ipairs(slots) do
+      out[#out + 1] = d
+    end
+    tat = t
+    changed = true
+  elseif op == 'giveback' then
+    local base = 8 + 3 * (i - 2)
+    local back = 0
+    if tat and tonumber(ARGV[base]) == seq then
+      local first = (tonumber(ARGV[base + 1]) - sec) * 1e9 + (tonumber(ARGV[base + 2]) - nsec)
+      tat = math.min(tat, first + tolerance)
+      back = 1
+      changed = true
+    end
+    out[#out + 1] = seq
+    out[#out + 1] = back
+  end
+  if changed then
+    local at = nsec + tat
+    local s = sec + math.floor(at / 1e9)
+    local n = at - (s - sec) * 1e9
+    redis.call('HSET', k, 's', string.format('%d', s), 'n', string.format('%d', n), 'seq', seq)
+    -- Each key's state outlives its schedule by 10 s, then expires.
+    local ttl = math.floor(math.max(tat, 0) / 1e6) + 10000
+    redis.call('PEXPIRE', k, ttl)
+    longest = math.max(longest, ttl)
+  end
+end
+-- The NAME's state (the limits) lives at least as long as its keys'.
+longest = math.max(longest, 10000)
+if redis.call('PTTL', meta) < longest then
+  redis.call('PEXPIRE', meta, longest)
+end
+return out
