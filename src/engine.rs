@@ -374,6 +374,42 @@ fn write(shared: &Shared, sink: &mut dyn writer::Sink) -> Option<std::io::Error>
     write_error
 }
 
+/// Tell the summary: on stderr (`--stats`, or after the display), and in
+/// the `--stats-json` file. After a second signal (`hurried`) drip leaves
+/// without a summary on stderr; a stalled stderr gets a moment to take it,
+/// never more. Returns the stats file's write error, if any.
+fn tell(
+    config: &Config,
+    ui: &Mutex<Ui>,
+    monitor: Monitor,
+    summary: &Summary,
+    hurried: bool,
+) -> Option<anyhow::Error> {
+    let (stats_file, dropped) = monitor.finish();
+    let mut ui = lock_ui(ui);
+    let summarize = !hurried && (config.stats || ui.showing_progress());
+    let wanted = summarize || dropped > 0 || ui.showing_progress();
+    if wanted && stalls::stderr_ready(stalls::AT_EXIT) {
+        ui.finish();
+        if summarize {
+            ui.message(&summary.line());
+            for line in summary.more_lines() {
+                ui.message(&line);
+            }
+        }
+        if dropped > 0 {
+            ui.message(&stalls::note(dropped));
+        }
+    }
+    let (Some(mut file), Some(path)) = (stats_file, &config.stats_json) else {
+        return None;
+    };
+    let result = writeln!(file, "{}", summary.json()).and_then(|()| file.flush());
+    result
+        .err()
+        .map(|e| anyhow::Error::from(e).context(format!("--stats-json {}", path.display())))
+}
+
 /// Take stock once every thread but the monitor has stopped: what is left
 /// is undelivered; print the summary (with `share`'s counters, if any);
 /// pick the outcome.
@@ -408,32 +444,7 @@ fn finish(
         share,
         ..shared.summary()
     };
-    let (stats_file, dropped) = monitor.finish();
-    let mut ui = lock_ui(ui);
-    // After a second signal drip leaves without a summary. A stalled
-    // stderr gets a moment to take it, never more.
-    let summarize = second == 0 && (config.stats || ui.showing_progress());
-    let wanted = summarize || dropped > 0 || ui.showing_progress();
-    if wanted && stalls::stderr_ready(stalls::AT_EXIT) {
-        ui.finish();
-        if summarize {
-            ui.message(&summary.line());
-            for line in summary.more_lines() {
-                ui.message(&line);
-            }
-        }
-        if dropped > 0 {
-            ui.message(&stalls::note(dropped));
-        }
-    }
-    let mut stats_error = None;
-    if let (Some(mut file), Some(path)) = (stats_file, &config.stats_json) {
-        let result = writeln!(file, "{}", summary.json()).and_then(|()| file.flush());
-        if let Err(e) = result {
-            stats_error =
-                Some(anyhow::Error::from(e).context(format!("--stats-json {}", path.display())));
-        }
-    }
+    let stats_error = tell(config, ui, monitor, &summary, second > 0);
     if let Some(e) = write_error {
         // The reader went away: a pipe's (EPIPE) or a socket's (ECONNRESET).
         if !matches!(
