@@ -937,7 +937,13 @@ impl Keyed {
     /// due, the global limit lets the next in line go, or (a new key's
     /// record waiting for room) a key rests. `None` when nothing waits.
     pub fn next_event(&self, global: &dyn Schedule) -> Option<u64> {
-        let timer = self.timers.peek().map(|&Reverse((due, _))| due);
+        // A key whose queue was emptied by an eviction or an expiry keeps
+        // its timer until it comes due: with nothing waiting, every timer
+        // is such a one, and nothing is to happen.
+        let waiting = self.len > 0;
+        let timer = waiting
+            .then(|| self.timers.peek().map(|&Reverse((due, _))| due))
+            .flatten();
         let line = self.ready.iter().find_map(|&s| {
             let slot = &self.slots[s as usize];
             (slot.len > 0).then(|| global.next_due(self.nodes[slot.head as usize].seg.bytes()))
@@ -946,7 +952,9 @@ impl Keyed {
             .blocked_on_keys
             .then(|| self.rest.peek().map(|&Reverse((at, _))| at))
             .flatten();
-        let poll = self.shared.as_deref().and_then(|s| s.next_poll());
+        let poll = waiting
+            .then(|| self.shared.as_deref().and_then(|s| s.next_poll()))
+            .flatten();
         [timer, line, rest, poll].into_iter().flatten().min()
     }
 

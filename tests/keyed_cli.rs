@@ -108,3 +108,27 @@ fn an_overflow_under_fail_says_what_was_full() {
         );
     }
 }
+
+#[test]
+fn drip_ends_once_the_last_waiting_record_expires_or_is_evicted() {
+    // Key A's next slot is an hour away; its waiting record expires at
+    // 1 s, or is evicted by B's arrival: nothing is left to wait for.
+    for (input, args) in [
+        ("A 1\nA 2\n", &["--max-wait", "1s"][..]),
+        (
+            "A 1\nA 2\nB 1\n",
+            &["-r", "1/s", "-c", "1", "-o", "drop-oldest"][..],
+        ),
+    ] {
+        let start = std::time::Instant::now();
+        drip()
+            .args(["--key", "1", "--key-rate", "1/h"])
+            .args(args)
+            .timeout(std::time::Duration::from_secs(30))
+            .write_stdin(input)
+            .assert()
+            .success();
+        let took = start.elapsed();
+        assert!(took.as_secs_f64() < 10.0, "{args:?}: {took:?}");
+    }
+}
