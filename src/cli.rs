@@ -310,14 +310,16 @@ pub struct Cli {
 
     /// Limit records per key: SPEC is a field number (--key 1; fields split
     /// on blanks, or on --field-separator) or a regular expression whose
-    /// first capture group is the key (--key '^https?://([^/:]+)'). Records
-    /// with no key (no such field, no match) share one "no key" lane. Each
+    /// first capture group is the key (--key '^https?://([^/:]+)'; start it
+    /// with (?-u) to match bytes that are not UTF-8), found in the record
+    /// without its delimiter (or a CR before a newline). Records with no
+    /// key (no such field, no match) share one "no key" lane. Each
     /// key waits in its own queue at --key-rate; keys due together take
     /// turns (round robin), so a noisy key never holds back a quiet one:
     /// within a key records keep their order, across keys the output order
     /// may differ from the input's. Needs --key-rate
-    #[arg(long, value_name = "SPEC", value_parser = parse_key, value_hint = ValueHint::Other, help_heading = "Limits per key")]
-    pub key: Option<KeyArg>,
+    #[arg(long, value_name = "SPEC", value_parser = parse_key, value_hint = ValueHint::Other, action = clap::ArgAction::Append, help_heading = "Limits per key")]
+    pub key: Vec<KeyArg>,
 
     /// Fields for --key N are separated by this byte (',' or an escape such
     /// as '\t') instead of runs of blanks
@@ -330,8 +332,8 @@ pub struct Cli {
     /// each key's limit holds for all the drips sharing it together (a
     /// record of a key with no slot reserved waits a round trip). Needs
     /// --key
-    #[arg(long, value_name = "RATE[:BURST]", value_parser = rate_arg, value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Limits per key")]
-    pub key_rate: Option<(Rate, Option<u64>)>,
+    #[arg(long, value_name = "RATE[:BURST]", value_parser = key_rate_arg, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true, help_heading = "Limits per key")]
+    pub key_rate: Vec<(Rate, Option<u64>)>,
 
     /// Records one key may have waiting; a key at this bound meets the
     /// overflow policy (drop-oldest then evicts its own oldest)
@@ -343,9 +345,9 @@ pub struct Cli {
     /// recovered its full burst is idle and forgotten first (that changes no
     /// departure); when every key is busy, a record of a new key meets the
     /// overflow policy as if the bucket were full (drop-oldest drops it as
-    /// the newest; block waits until a key is idle)
-    #[arg(long, value_name = "N", default_value = "100000", value_parser = positive_usize, value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Limits per key")]
-    pub max_keys: usize,
+    /// the newest; block waits until a key is idle) [default: 100000]
+    #[arg(long, value_name = "N", value_parser = positive_usize, value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Limits per key")]
+    pub max_keys: Option<usize>,
 
     /// Draw the live display on stderr even when it is not a terminal, or
     /// when stdout is the same terminal (the display then keeps to the
@@ -396,6 +398,18 @@ fn rate_arg(text: &str) -> Result<(Rate, Option<u64>), String> {
         return Err("an unlimited rate takes no burst".into());
     }
     Ok((rate, burst))
+}
+
+/// Parse `--key-rate`: as `--rate`, but a limit (not `inf`).
+fn key_rate_arg(text: &str) -> Result<(Rate, Option<u64>), String> {
+    let forms = RATE_FORMS.trim_end_matches(", or inf");
+    match rate_arg(text) {
+        Ok((Rate::Unlimited, _)) => Err(format!(
+            "each key needs a limit, not inf (expected {forms}[:BURST])"
+        )),
+        Ok(rate) => Ok(rate),
+        Err(why) => Err(why.replace(RATE_FORMS, forms)),
+    }
 }
 
 /// Parse `--byte-rate`: `SIZE/UNIT` or `SIZE/UNIT:BURST` (BURST a size).
@@ -658,6 +672,11 @@ fn limits(cli: &Cli) -> Result<Vec<Limit>, clap::Error> {
                     "--burst: it is a burst of records; give a byte rate's burst as SIZE/UNIT:BURST",
                 );
             }
+            [] if !cli.key_rate.is_empty() => {
+                return ambiguous(
+                    "--burst: there is no --rate for it; give each key's burst as --key-rate RATE:BURST",
+                );
+            }
             [] => rates.push((ONE_PER_SECOND, Some(burst))),
             [(_, Some(_))] => {
                 return ambiguous("--burst: the rate already has its burst (RATE:BURST); give one")
@@ -670,7 +689,7 @@ fn limits(cli: &Cli) -> Result<Vec<Limit>, clap::Error> {
         }
     }
     // With limits per key, no --rate means no global limit.
-    if rates.is_empty() && cli.byte_rate.is_empty() && cli.key_rate.is_none() {
+    if rates.is_empty() && cli.byte_rate.is_empty() && cli.key_rate.is_empty() {
         rates.push((ONE_PER_SECOND, None));
     }
     let records = rates
@@ -693,42 +712,54 @@ fn limits(cli: &Cli) -> Result<Vec<Limit>, clap::Error> {
 /// `--key-capacity` and `--max-keys`.
 ///
 /// # Errors
-/// One of `--key` and `--key-rate` without the other, an unlimited key
-/// rate, or a key option without `--key`.
-fn key_config(cli: &Cli) -> Result<Option<KeyConfig>, clap::Error> {
+/// One of `--key` and `--key-rate` without the other, either given twice,
+/// an unlimited key rate, a key option without `--key`, or a field
+/// separator that is the record delimiter.
+fn key_config(cli: &Cli, delimiter: u8) -> Result<Option<KeyConfig>, clap::Error> {
     use clap::CommandFactory;
     let usage =
         |why: &str| Err(Cli::command().error(clap::error::ErrorKind::MissingRequiredArgument, why));
-    let (arg, (rate, burst)) = match (&cli.key, cli.key_rate) {
-        (Some(arg), Some(rate)) => (arg.clone(), rate),
-        (Some(_), None) => return usage("--key: needs --key-rate, each key's limit"),
-        (None, Some(_)) => {
-            return usage("--key-rate: needs --key, which part of a record is its key")
-        }
-        (None, None) => {
-            if cli.field_separator.is_some() {
-                return usage("--field-separator: needs --key N");
-            }
-            if cli.key_capacity.is_some() {
-                return usage("--key-capacity: needs --key");
+    let (arg, (rate, burst)) = match (cli.key.as_slice(), cli.key_rate.as_slice()) {
+        ([arg], [rate]) => (arg.clone(), *rate),
+        ([_, _, ..], _) => return usage("--key: given twice; a record has one key"),
+        (_, [_, _, ..]) => return usage(
+            "--key-rate: given twice; each key has one limit (--rate gives limits for all records)",
+        ),
+        ([_], []) => return usage("--key: needs --key-rate, each key's limit"),
+        ([], [_]) => return usage("--key-rate: needs --key, which part of a record is its key"),
+        ([], []) => {
+            for (given, flag) in [
+                (
+                    cli.field_separator.is_some(),
+                    "--field-separator: needs --key N",
+                ),
+                (cli.key_capacity.is_some(), "--key-capacity: needs --key"),
+                (cli.max_keys.is_some(), "--max-keys: needs --key"),
+            ] {
+                if given {
+                    return usage(flag);
+                }
             }
             return Ok(None);
         }
     };
-    if rate == Rate::Unlimited {
-        return usage("--key-rate: must be a limit, not inf");
-    }
     if cli.field_separator.is_some() && !matches!(arg, KeyArg::Field(_)) {
         return usage("--field-separator: --key is a regular expression, not a field number");
+    }
+    if cli.field_separator == Some(delimiter) {
+        return usage("--field-separator: it is the record delimiter, which no field contains");
     }
     Ok(Some(KeyConfig {
         spec: KeySpec::new(arg, cli.field_separator),
         rate,
         burst: burst.unwrap_or(1),
-        max_keys: cli.max_keys,
+        max_keys: cli.max_keys.unwrap_or(DEFAULT_MAX_KEYS),
         key_capacity: cli.key_capacity.unwrap_or(cli.capacity),
     }))
 }
+
+/// Keys remembered at most unless `--max-keys` says.
+const DEFAULT_MAX_KEYS: usize = 100_000;
 
 /// The default rate.
 const ONE_PER_SECOND: Rate = Rate::Limited {
@@ -754,7 +785,7 @@ fn share(cli: &Cli, limits: &[Limit]) -> Result<Option<shared::Share>, clap::Err
     if limits.iter().any(|l| l.unit == Unit::Bytes) {
         return refuse("--share shares --rate limits; a --byte-rate cannot be shared");
     }
-    if limits.is_empty() && cli.key_rate.is_none() {
+    if limits.is_empty() && cli.key_rate.is_empty() {
         return refuse("--share: there is no rate to share (--rate inf)");
     }
     Ok(Some(shared::Share {
@@ -776,7 +807,12 @@ impl TryFrom<Cli> for Config {
             let why = format!("{flag}: only with --exec (the command to run per record)");
             Cli::command().error(clap::error::ErrorKind::MissingRequiredArgument, why)
         })?;
-        let key = key_config(&cli)?;
+        let delimiter = if cli.null {
+            0
+        } else {
+            cli.delimiter.unwrap_or(b'\n')
+        };
+        let key = key_config(&cli, delimiter)?;
         let inputs = if cli.files.is_empty() {
             vec![Input::Stdin]
         } else {
@@ -790,11 +826,6 @@ impl TryFrom<Cli> for Config {
                     }
                 })
                 .collect()
-        };
-        let delimiter = if cli.null {
-            0
-        } else {
-            cli.delimiter.unwrap_or(b'\n')
         };
         let progress = if cli.quiet {
             ProgressMode::Never

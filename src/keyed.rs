@@ -145,6 +145,18 @@ impl KeyBytes {
     }
 }
 
+/// What a record's key is looked for in: the record without its
+/// delimiter, and, for lines (`\n`), without a CR before it, so a file with
+/// CRLF line ends keys as one with LF ends.
+fn body_of(record: &[u8], delimiter: u8) -> &[u8] {
+    let body = record.strip_suffix(&[delimiter]).unwrap_or(record);
+    if delimiter == b'\n' {
+        body.strip_suffix(b"\r").unwrap_or(body)
+    } else {
+        body
+    }
+}
+
 /// Whether `a` and `b`, of the same length, hold the same bytes. Keys of
 /// up to 16 bytes compare as two overlapping fixed-size words each (the
 /// usual trick for short strings), without a call to `memcmp`.
@@ -482,8 +494,7 @@ impl Keyed {
             let end = memchr::memchr(self.delimiter, &data[start..])
                 .map_or(data.len(), |i| start + i + 1);
             let record = &data[start..end];
-            let body = record.strip_suffix(&[self.delimiter]).unwrap_or(record);
-            let key = self.spec.key(body);
+            let key = self.spec.key(body_of(record, self.delimiter));
             let hash = key.map_or(0, |k| self.hasher.hash_one(k));
             ahead[n] = Ahead {
                 end,
@@ -1021,6 +1032,19 @@ impl Slot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_are_looked_for_without_the_delimiter_or_a_cr_before_a_newline() {
+        assert_eq!(body_of(b"a,b\r\n", b'\n'), b"a,b");
+        assert_eq!(body_of(b"a,b\n", b'\n'), b"a,b");
+        assert_eq!(
+            body_of(b"a,b\r", b'\n'),
+            b"a,b",
+            "a last line without its newline"
+        );
+        assert_eq!(body_of(b"a,b\r\r\n", b'\n'), b"a,b\r", "one CR only");
+        assert_eq!(body_of(b"a,b\r\0", 0), b"a,b\r", "a CR is data with -0");
+    }
 
     #[test]
     fn same_bytes_sees_a_difference_at_any_place() {

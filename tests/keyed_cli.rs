@@ -19,6 +19,45 @@ fn key_options_are_checked_as_usage_errors() {
         (&["--key", "1", "--key-rate", "inf"][..], "--key-rate"),
         (&["--field-separator", ","][..], "--field-separator"),
         (&["--key-capacity", "3"][..], "--key-capacity"),
+        (&["--max-keys", "5"][..], "--max-keys"),
+        (
+            &["--key", "1", "--key-rate", "5/s", "--key-rate", "9/s"][..],
+            "--key-rate",
+        ),
+        (
+            &["--key", "1", "--key", "2", "--key-rate", "5/s"][..],
+            "--key",
+        ),
+        // --burst is the global --rate's: without one it is a guess.
+        (
+            &["-b", "1", "--key", "1", "--key-rate", "5/s"][..],
+            "--burst",
+        ),
+        (
+            &[
+                "-d",
+                ";",
+                "--field-separator",
+                ";",
+                "--key",
+                "1",
+                "--key-rate",
+                "5/s",
+            ][..],
+            "--field-separator",
+        ),
+        (
+            &[
+                "-0",
+                "--field-separator",
+                "\\0",
+                "--key",
+                "1",
+                "--key-rate",
+                "5/s",
+            ][..],
+            "--field-separator",
+        ),
     ] {
         let out = drip().args(args).write_stdin("").assert().code(2);
         let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
@@ -28,6 +67,18 @@ fn key_options_are_checked_as_usage_errors() {
         );
         assert!(err.contains(flag), "{args:?}: {err}");
     }
+}
+
+#[test]
+fn an_unlimited_key_rate_is_refused_without_offering_inf() {
+    let out = drip()
+        .args(["--key", "1", "--key-rate", "inf"])
+        .write_stdin("")
+        .assert()
+        .code(2);
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(err.contains("each key needs a limit, not inf"), "{err}");
+    assert!(!err.contains("or inf"), "{err}");
 }
 
 #[test]
@@ -130,5 +181,38 @@ fn drip_ends_once_the_last_waiting_record_expires_or_is_evicted() {
             .success();
         let took = start.elapsed();
         assert!(took.as_secs_f64() < 10.0, "{args:?}: {took:?}");
+    }
+}
+
+#[test]
+fn crlf_and_lf_lines_key_alike() {
+    // A CR before the newline is not part of the key, whichever way keys
+    // are found.
+    for (args, input) in [
+        (
+            &["--key", "2", "--field-separator", ","][..],
+            "x,a\r\nx,a\n",
+        ),
+        (&["--key", "2"][..], "x a\r\nx a\n"),
+        (&["--key", r"(\w+)$"][..], "x,a\r\nx,a\n"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("stats.json");
+        drip()
+            .args(["-q", "--key-rate", "1000/s", "--stats-json"])
+            .arg(&json)
+            .args(args)
+            .write_stdin(input)
+            .assert()
+            .success()
+            .stdout(input);
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(v["keys"]["keys_seen"], 1, "{args:?}: {v}");
+        assert_eq!(
+            v["keys"]["top_written"][0],
+            serde_json::json!(["a", 2]),
+            "{args:?}: {v}"
+        );
     }
 }
