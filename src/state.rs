@@ -52,7 +52,7 @@ pub(crate) struct Clock(pub(crate) Instant);
 
 impl Clock {
     pub(crate) fn now(&self) -> u64 {
-        u64::try_from(self.0.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        sys::ns_since(self.0)
     }
 }
 

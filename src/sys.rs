@@ -4,6 +4,11 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
+/// drip's clock: ns since `origin` (saturating; `Instant` is monotonic).
+pub fn ns_since(origin: std::time::Instant) -> u64 {
+    u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// Ask the kernel to wake this thread within `ns` nanoseconds of a timer's
 /// expiry (Linux timer slack; the default of 50 µs would blur pacing).
 /// Best effort: other systems, or a refusal, leave the default.

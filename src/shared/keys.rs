@@ -220,7 +220,7 @@ impl KeysLease {
     }
 
     fn now(&self) -> u64 {
-        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        crate::sys::ns_since(self.origin)
     }
 }
 

@@ -124,7 +124,7 @@ impl Lease {
 
     /// drip's clock (ns since `origin`).
     pub(crate) fn now(&self) -> u64 {
-        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        crate::sys::ns_since(self.origin)
     }
 }
 
