@@ -215,11 +215,7 @@ impl State {
     pub(crate) fn drain_in_flight(&mut self, written: usize) {
         let mut batch = std::mem::take(&mut self.in_flight);
         let skip = output::whole_records(&batch, written) as usize;
-        if let Some(whole) = self.in_flight_begun.take() {
-            if skip == 0 && !batch.is_empty() {
-                batch[0] = whole;
-            }
-        }
+        whole_again(&mut batch, self.in_flight_begun.take(), skip);
         self.dispose_after(batch, skip);
         if let Some(record) = self.finishing.take() {
             self.ledger.read_undelivered(record);
@@ -360,6 +356,15 @@ impl State {
     pub(crate) fn reader_can_go(&self) -> bool {
         let bucket = self.adm.bucket();
         self.reader_wants > 0 && bucket.capacity() - bucket.len() >= self.reader_wants
+    }
+}
+
+/// A batch headed by the rest of a begun record (`begun`, whole), of which
+/// `written` records went out: if none did, the begun record takes its
+/// rest's place, so it goes to the dead letter whole.
+pub(crate) fn whole_again(batch: &mut [Segment], begun: Option<Segment>, written: usize) {
+    if let (Some(whole), 0, Some(first)) = (begun, written, batch.first_mut()) {
+        *first = whole;
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::bucket::Segment;
 use crate::output::{self, Stop, Written};
-use crate::state::{Shared, State};
+use crate::state::{whole_again, Shared, State};
 use crate::sys;
 
 /// Shortest sleep of the writer at rates above 20,000/s, in ns.
@@ -67,6 +67,17 @@ struct Batch {
     begun: Option<Segment>,
     /// The last batch: the rest of a begun record, finished at a stop.
     last: bool,
+}
+
+impl Batch {
+    /// Take the record the reader began (`State::tail`), if any: its rest
+    /// goes next, and the whole is kept for the dead letter.
+    fn take_tail(&mut self, st: &mut State) {
+        if let Some((record, begun)) = st.tail.take() {
+            self.records.push(record.rest_after(begun));
+            self.begun = Some(record);
+        }
+    }
 }
 
 /// Run the writer until everything is written or drip stops. Returns the
@@ -133,10 +144,7 @@ fn next_batch<'a>(
             if shared.leave_now.load(Ordering::SeqCst) {
                 return None;
             }
-            if let Some((record, begun)) = st.tail.take() {
-                batch.records.push(record.rest_after(begun));
-                batch.begun = Some(record);
-            }
+            batch.take_tail(&mut st);
             st.adm.take_outbox(&mut batch.records);
             if batch.records.is_empty() {
                 return None;
@@ -167,10 +175,7 @@ fn next_batch<'a>(
         }
         st.flush_dead();
         // The rest of a record the reader began goes first.
-        if let Some((record, begun)) = st.tail.take() {
-            batch.records.push(record.rest_after(begun));
-            batch.begun = Some(record);
-        }
+        batch.take_tail(&mut st);
         if st.adm.take_outbox(&mut batch.records) > 0 || batch.begun.is_some() {
             st.writing_since = Some(now);
             st.last_take = now;
@@ -273,12 +278,8 @@ fn settle(st: &mut State, batch: &mut Batch, records: u64, bytes: Option<u64>) {
         st.ledger.written(records, bytes);
     }
     let total: u64 = batch.records.iter().map(|s| s.len() as u64).sum();
-    if let Some(record) = batch.begun.take() {
-        if records == 0 {
-            // Not finished: the record goes to the dead letter whole.
-            batch.records[0] = record;
-        }
-    }
+    // Not finished: a begun record goes to the dead letter whole.
+    whole_again(&mut batch.records, batch.begun.take(), records as usize);
     if records < total {
         st.dispose_after(std::mem::take(&mut batch.records), records as usize);
         st.flush_dead();
