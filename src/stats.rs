@@ -854,4 +854,29 @@ mod tests {
         assert_eq!(v["keys"]["top_dropped"], serde_json::json!([["\\xff", 1]]));
         assert_eq!(v["keys"]["dropped_unremembered"], 0);
     }
+
+    #[test]
+    fn the_readme_keys_example() {
+        let s = Summary {
+            keys: Some(KeyStats {
+                keys_seen: 3,
+                keys: 3,
+                busy_keys: 2,
+                top_written: vec![
+                    key("api.example.com", 40),
+                    key("cdn.example.com", 12),
+                    (KeyName(None), 1),
+                ],
+                top_waiting: vec![key("api.example.com", 960), key("cdn.example.com", 30)],
+                ..KeyStats::default()
+            }),
+            ..summary()
+        };
+        assert_eq!(
+            s.lines()[2..].join("\n"),
+            "drip: keys seen 3 (remembered 3, busy 2); top written: api.example.com 40\n\
+             drip: cdn.example.com 12, (no key) 1; top dropped: none\n\
+             drip: top waiting: api.example.com 960, cdn.example.com 30"
+        );
+    }
 }
