@@ -23,7 +23,7 @@ use crate::progress::{lock_ui, Ui};
 use crate::schedule::{Limits, Schedule};
 use crate::shared;
 use crate::state::{Clock, OverflowError, Shared, State};
-use crate::stats::{ShareStats, Summary};
+use crate::stats::Summary;
 use crate::writer::{self, Stdout};
 use crate::{output, reader, stalls, sys};
 
@@ -193,6 +193,7 @@ fn shared_state(
         reader_thread: Mutex::new(0),
         dead_backlog,
         jobs: OnceLock::new(),
+        share: OnceLock::new(),
     });
     let _ = cell.set(Arc::downgrade(&shared));
     Ok((shared, share))
@@ -241,6 +242,7 @@ fn run_watching(
     let (shared, mut share) = shared_state(&config, out_fd, gate.clone())?;
     if let Some(share) = &share {
         share.set_notify(notify_from_share(&shared));
+        let _ = shared.share.set(share.counters());
     }
     let (pool, out) = match (&config.jobs, gate) {
         (Some(jobs), Some(gate)) => {
@@ -280,16 +282,7 @@ fn run_watching(
     let report = reader.join().unwrap_or_default();
     // Unused slots go back before drip takes stock.
     let share_error = share.as_mut().and_then(shared::Handle::finish);
-    let share_stats = share.as_ref().map(shared::Handle::stats);
-    let ending = finish(
-        &config,
-        &shared,
-        &ui,
-        monitor,
-        report,
-        write_error,
-        share_stats,
-    );
+    let ending = finish(&config, &shared, &ui, monitor, report, write_error);
     let ending = match (ending, share_error) {
         (Ok(_), Some(e)) => return Err(e),
         (ending, _) => ending?,
@@ -392,10 +385,7 @@ fn tell(
     if wanted && stalls::stderr_ready(stalls::AT_EXIT) {
         ui.finish();
         if summarize {
-            ui.message(&summary.line());
-            for line in summary.more_lines() {
-                ui.message(&line);
-            }
+            ui.line(&summary.text());
         }
         if dropped > 0 {
             ui.message(&stalls::note(dropped));
@@ -411,7 +401,7 @@ fn tell(
 }
 
 /// Take stock once every thread but the monitor has stopped: what is left
-/// is undelivered; print the summary (with `share`'s counters, if any);
+/// is undelivered; print the summary (with `--share`'s counters, if any);
 /// pick the outcome.
 fn finish(
     config: &Config,
@@ -420,7 +410,6 @@ fn finish(
     monitor: Monitor,
     report: ReadReport,
     write_error: Option<std::io::Error>,
-    share: Option<ShareStats>,
 ) -> Result<Ending> {
     // The reader may have met the error, writing directly.
     let write_error = write_error.or_else(|| shared.lock().write_error.take());
@@ -440,10 +429,7 @@ fn finish(
         (0, 0) => None,
         (0, n) | (n, _) => Some(n),
     };
-    let summary = Summary {
-        share,
-        ..shared.summary()
-    };
+    let summary = shared.summary();
     let stats_error = tell(config, ui, monitor, &summary, second > 0);
     if let Some(e) = write_error {
         // The reader went away: a pipe's (EPIPE) or a socket's (ECONNRESET).

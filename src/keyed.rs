@@ -59,7 +59,7 @@ use crate::ledger::Ledger;
 use crate::pacer::{slack_for, Pacer, Position};
 use crate::rate::Rate;
 use crate::schedule::Schedule;
-use crate::stats::KeyStats;
+use crate::stats::{KeyName, KeyStats};
 
 /// The lane of records that have no key.
 const NO_KEY: u32 = 0;
@@ -261,6 +261,8 @@ pub struct Keyed {
     forgets: u64,
     /// Why the latest record handed back under `fail` found no room.
     no_room: NoRoom,
+    /// Records of new keys dropped because no key was idle.
+    dropped_unremembered: u64,
     /// The keys' schedules, when shared (`None`: each key's [`Position`]).
     shared: Option<Box<dyn KeySchedule>>,
 }
@@ -344,6 +346,7 @@ impl Keyed {
             no_key_seen: false,
             forgets: 0,
             no_room: NoRoom::Bucket,
+            dropped_unremembered: 0,
             shared: None,
         }
     }
@@ -718,6 +721,7 @@ impl Keyed {
         let record = seg.split_known(size, 1);
         ledger.read(1);
         let Some(s) = slot else {
+            self.dropped_unremembered += 1;
             ledger.dispose(record, Fate::DroppedNewest);
             return None;
         };
@@ -977,9 +981,12 @@ impl Keyed {
         }
     }
 
-    /// Counts about the keys, with the `top` keys of each kind.
+    /// Counts about the keys, with the `top` keys of each kind (most
+    /// first; ties in the order of the keys' places, the no-key lane
+    /// first). Only remembered keys are named: a forgotten key's counts
+    /// went with it.
     pub fn stats(&self, top: usize) -> KeyStats {
-        let named = |pick: &dyn Fn(&Slot) -> u64| -> Vec<(String, u64)> {
+        let named = |pick: &dyn Fn(&Slot) -> u64| -> Vec<(KeyName, u64)> {
             let mut all: Vec<(u64, usize)> = self
                 .slots
                 .iter()
@@ -995,19 +1002,17 @@ impl Keyed {
             keys_seen: self.keys_seen,
             keys: self.keys() as u64,
             busy_keys: self.fronts.len() as u64,
+            dropped_unremembered: self.dropped_unremembered,
             top_written: named(&|s| s.sent),
             top_dropped: named(&|s| s.dropped),
             top_waiting: named(&|s| u64::from(s.len)),
         }
     }
 
-    /// A key's name for the stats: its bytes, or `(no key)`.
-    fn name(&self, i: usize) -> String {
-        if i == NO_KEY as usize {
-            "(no key)".into()
-        } else {
-            String::from_utf8_lossy(self.slots[i].key.as_bytes()).into_owned()
-        }
+    /// Slot `i`'s key for the stats: its bytes, or `None` for the no-key
+    /// lane.
+    fn name(&self, i: usize) -> KeyName {
+        KeyName((i != NO_KEY as usize).then(|| self.slots[i].key.as_bytes().to_vec()))
     }
 }
 

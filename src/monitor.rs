@@ -3,7 +3,8 @@
 //!
 //! SIGINT, SIGTERM, SIGHUP and the other stopping signals
 //! ([`crate::shutdown`]) stop drip (or, with `--drain`, stop reading); a
-//! second one makes it leave at once. SIGUSR1 prints one stats line.
+//! second one makes it leave at once. SIGUSR1 prints the summary, as
+//! `--stats` does at exit.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -265,8 +266,9 @@ async fn watch(
             _ = cancel.cancelled() => break,
             signo = crate::shutdown::next(&mut signals) => signo,
             _ = usr1.recv() => {
-                let line = shared.summary().line();
-                to_stderr(&ui, &dropped, |ui| ui.message(&line));
+                // Every line --stats prints at exit, in one write.
+                let text = shared.summary().text();
+                to_stderr(&ui, &dropped, |ui| ui.line(&text));
                 continue;
             }
             closed = reader_gone(output.as_mut()) => {

@@ -36,7 +36,7 @@ use crate::keyed::NoRoom;
 use crate::ledger::Ledger;
 use crate::output;
 use crate::progress::Snapshot;
-use crate::stats::{Departures, JobStats, Summary};
+use crate::stats::{Departures, JobStats, KeyStats, Summary};
 use crate::sys;
 
 /// Unpaced, how long stdout may make no room before a drop or fail policy
@@ -150,6 +150,9 @@ pub(crate) struct State {
     pub(crate) finishing: Option<Segment>,
     /// The sink has no room (every job slot is taken): arrivals wait.
     pub(crate) sink_full: bool,
+    /// With limits per key, the keys' stats as they were when drip stopped,
+    /// before the records still waiting were drained (undelivered).
+    pub(crate) keys_at_stop: Option<KeyStats>,
 }
 
 /// The command runner (`--exec`), as the other threads see it.
@@ -198,6 +201,7 @@ impl State {
             in_flight_begun: None,
             finishing: None,
             sink_full: false,
+            keys_at_stop: None,
         }
     }
 
@@ -236,7 +240,12 @@ impl State {
     }
 
     /// Everything still queued, then what the reader held, as undelivered.
+    /// The keys' stats are taken first ([`State::keys_at_stop`]), so the
+    /// summary names the keys whose records were left.
     pub(crate) fn drain_undelivered(&mut self) {
+        if self.keys_at_stop.is_none() {
+            self.keys_at_stop = self.adm.keys().map(|k| k.stats(TOP_KEYS));
+        }
         // A begun record is older than anything queued.
         if let Some((record, _)) = self.tail.take() {
             self.ledger.dispose(record, Fate::Undelivered);
@@ -406,6 +415,8 @@ pub(crate) struct Shared {
     pub(crate) dead_backlog: Arc<Backlog>,
     /// The command runner, with `--exec`.
     pub(crate) jobs: OnceLock<Arc<dyn Jobs>>,
+    /// The counters of `--share`, when set.
+    pub(crate) share: OnceLock<crate::shared::Counters>,
 }
 
 impl Shared {
@@ -535,7 +546,17 @@ impl Shared {
         }
     }
 
-    /// The summary for `--stats` and `--stats-json`.
+    /// With limits per key, the keys' stats: as they were when drip
+    /// stopped, if it has, or now.
+    fn keys_stats(&self) -> Option<KeyStats> {
+        let st = self.lock();
+        let now = || st.adm.keys().map(|k| k.stats(TOP_KEYS));
+        st.keys_at_stop.clone().or_else(now)
+    }
+
+    /// The summary for `--stats`, `--stats-json` and SIGUSR1: the counts,
+    /// the runner's figures, the keys' (as they were at the stop, once drip
+    /// has stopped) and `--share`'s counters.
     pub(crate) fn summary(&self) -> Summary {
         let snap = self.snapshot();
         let longest_wait_ns = match self.jobs.get() {
@@ -551,8 +572,9 @@ impl Shared {
             rate: snap.departures.rate(),
             span_ms: snap.departures.span_ns() as f64 / 1e6,
             jobs: self.jobs.get().map(|j| j.stats()),
-            keys: self.lock().adm.keys().map(|k| k.stats(TOP_KEYS)),
-            share: None,
+            keys: self.keys_stats(),
+            // Not under the state's lock: the keepers take theirs first.
+            share: self.share.get().map(crate::shared::Counters::stats),
         }
     }
 }

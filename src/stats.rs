@@ -132,6 +132,32 @@ impl Departures {
 /// The widest a line of the summary may be, `drip: ` included.
 pub const SUMMARY_WIDTH: usize = 80;
 
+/// What every line of the summary starts with.
+const PREFIX: &str = "drip: ";
+
+/// `clauses`, each with the separator that follows it, as lines of at most
+/// [`SUMMARY_WIDTH`] columns (unless one clause alone is wider), each
+/// starting `drip: `, broken between clauses.
+fn wrap(clauses: Vec<(String, &'static str)>) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::from(PREFIX);
+    let mut pending_sep = "";
+    for (clause, sep) in clauses {
+        let width = |s: &str| s.chars().count();
+        let fits = width(&line) + pending_sep.len() + 1 + width(&clause) <= SUMMARY_WIDTH;
+        if line.len() > PREFIX.len() && !fits {
+            lines.push(std::mem::replace(&mut line, String::from(PREFIX)));
+        } else if line.len() > PREFIX.len() {
+            line.push_str(pending_sep);
+            line.push(' ');
+        }
+        line.push_str(&clause);
+        pending_sep = sep;
+    }
+    lines.push(line);
+    lines
+}
+
 /// The summary printed at exit (`--stats`) and written as JSON
 /// (`--stats-json`).
 #[derive(Debug, Clone, Serialize)]
@@ -306,66 +332,23 @@ impl Summary {
 
     /// The human summary as lines of at most [`SUMMARY_WIDTH`] columns,
     /// each starting `drip: ` and broken between clauses (so one line with
-    /// small counts is about two).
+    /// small counts is about two): the counts', then with limits per key
+    /// the keys' ([`KeyStats::clauses`]), then `--share`'s
+    /// ([`ShareStats::lines`]), one each.
     pub fn lines(&self) -> Vec<String> {
-        const PREFIX: &str = "drip: ";
-        let mut lines = Vec::new();
-        let mut line = String::from(PREFIX);
-        let mut pending_sep = "";
-        for (clause, sep) in self.clauses() {
-            let fits = line.len() + pending_sep.len() + 1 + clause.len() <= SUMMARY_WIDTH;
-            if line.len() > PREFIX.len() && !fits {
-                lines.push(std::mem::replace(&mut line, String::from(PREFIX)));
-            } else if line.len() > PREFIX.len() {
-                line.push_str(pending_sep);
-                line.push(' ');
-            }
-            line.push_str(&clause);
-            pending_sep = sep;
-        }
-        lines.push(line);
-        lines
+        let keys = self.keys.iter().flat_map(|k| wrap(k.clauses()));
+        let share = self.share.iter().flat_map(ShareStats::lines);
+        wrap(self.clauses())
+            .into_iter()
+            .chain(keys)
+            .chain(share.map(|line| format!("{PREFIX}{line}")))
+            .collect()
     }
 
-    /// The human summary, its lines joined with newlines.
+    /// The human summary, its lines joined with newlines (no newline at
+    /// the end).
     pub fn text(&self) -> String {
         self.lines().join("\n")
-    }
-
-    /// The human summary for a `drip: <message>` print: [`Summary::text`]
-    /// without its first `drip: `.
-    pub fn line(&self) -> String {
-        let text = self.text();
-        text.strip_prefix("drip: ").unwrap_or(&text).to_string()
-    }
-
-    /// With limits per key, the keys as a line: `keys seen 3 (remembered
-    /// 3, busy 0); top written: a 10, b 5; top dropped: a 2; top waiting: none`.
-    pub fn keys_line(&self) -> Option<String> {
-        let k = self.keys.as_ref()?;
-        let top = |list: &[(String, u64)]| {
-            if list.is_empty() {
-                return "none".to_string();
-            }
-            let named: Vec<String> = list.iter().map(|(key, n)| format!("{key} {n}")).collect();
-            named.join(", ")
-        };
-        Some(format!(
-            "keys seen {} (remembered {}, busy {}); top written: {}; top dropped: {}; top waiting: {}",
-            k.keys_seen,
-            k.keys,
-            k.busy_keys,
-            top(&k.top_written),
-            top(&k.top_dropped),
-            top(&k.top_waiting),
-        ))
-    }
-
-    /// The lines after the counts' in `--stats`: the keys' ([`Summary::keys_line`])
-    /// and `--share`'s ([`ShareStats::lines`]), when there are any.
-    pub fn more_lines(&self) -> Vec<String> {
-        let share = self.share.iter().flat_map(ShareStats::lines);
-        self.keys_line().into_iter().chain(share).collect()
     }
 
     /// The summary as one JSON object.
@@ -392,8 +375,12 @@ pub fn format_rate(per_s: f64) -> String {
     }
 }
 
-/// Counts about the keys, for `--stats` and the stats stream.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+/// Counts about the keys, for `--stats` and `--stats-json`.
+///
+/// The top lists cover the keys remembered when the counts were taken: a
+/// key forgotten when idle takes its counts with it (the totals keep
+/// them), and counts again from 0 if it comes back.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct KeyStats {
     /// Keys taken into memory in all (a key forgotten and seen again counts
     /// again), the no-key lane included once used.
@@ -402,12 +389,157 @@ pub struct KeyStats {
     pub keys: u64,
     /// Keys with records waiting now.
     pub busy_keys: u64,
+    /// Records of new keys dropped because every remembered key was busy
+    /// (`--max-keys`): they never had a key's place, so no top list
+    /// names them.
+    pub dropped_unremembered: u64,
     /// The remembered keys that sent the most records to stdout, most first.
-    pub top_written: Vec<(String, u64)>,
+    pub top_written: Vec<(KeyName, u64)>,
     /// The remembered keys that lost the most records (dropped, expired).
-    pub top_dropped: Vec<(String, u64)>,
+    pub top_dropped: Vec<(KeyName, u64)>,
     /// The keys with the most records waiting now.
-    pub top_waiting: Vec<(String, u64)>,
+    pub top_waiting: Vec<(KeyName, u64)>,
+}
+
+impl KeyStats {
+    /// The keys' clauses of the summary, each with the separator after it:
+    /// `keys seen 3 (remembered 3, busy 0); top written: a 10, b 5; top
+    /// dropped: a 2; top waiting: none`, keys shown by [`text_key`].
+    pub fn clauses(&self) -> Vec<(String, &'static str)> {
+        let mut clauses = vec![(
+            format!(
+                "keys seen {} (remembered {}, busy {})",
+                self.keys_seen, self.keys, self.busy_keys
+            ),
+            ";",
+        )];
+        if self.dropped_unremembered > 0 {
+            clauses.push((
+                format!(
+                    "{} records dropped: every remembered key busy",
+                    self.dropped_unremembered
+                ),
+                ";",
+            ));
+        }
+        for (title, list) in [
+            ("top written", &self.top_written),
+            ("top dropped", &self.top_dropped),
+            ("top waiting", &self.top_waiting),
+        ] {
+            if list.is_empty() {
+                clauses.push((format!("{title}: none"), ";"));
+            }
+            for (i, (key, n)) in list.iter().enumerate() {
+                let item = format!("{} {n}", text_key(key.0.as_deref()));
+                let clause = if i == 0 {
+                    format!("{title}: {item}")
+                } else {
+                    item
+                };
+                clauses.push((clause, if i + 1 == list.len() { ";" } else { "," }));
+            }
+        }
+        if let Some(last) = clauses.last_mut() {
+            last.1 = "";
+        }
+        clauses
+    }
+}
+
+/// A key in the top lists: its bytes, or `None` for the lane of records
+/// without a key. As JSON, a string ([`json_key`]) or `null`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyName(pub Option<Vec<u8>>);
+
+impl Serialize for KeyName {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match &self.0 {
+            Some(key) => s.serialize_str(&json_key(key)),
+            None => s.serialize_none(),
+        }
+    }
+}
+
+/// How `--stats` names the lane of records without a key.
+pub const NO_KEY_NAME: &str = "(no key)";
+
+/// The longest a key is shown in `--stats`, in characters, `…` included.
+pub const KEY_SHOWN: usize = 40;
+
+/// A key's bytes as a JSON string's text, telling every key apart: valid
+/// UTF-8 as it is (JSON escapes what it must), a backslash as `\\`, each
+/// byte of invalid UTF-8 as `\xNN`.
+pub fn json_key(key: &[u8]) -> String {
+    let mut out = String::with_capacity(key.len());
+    for chunk in key.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c == '\\' {
+                out.push_str("\\\\");
+            } else {
+                out.push(c);
+            }
+        }
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
+}
+
+/// A key as `--stats` shows it (`None`: the no-key lane, `(no key)`),
+/// safe for a terminal and for the summary's lines: a backslash as `\\`,
+/// tab, newline and carriage return as `\t`, `\n`, `\r`, other control
+/// bytes and invalid UTF-8 as `\xNN`, control and direction-changing
+/// characters beyond ASCII as `\u{NNNN}`; cut to [`KEY_SHOWN`] characters
+/// ending in `…`; in double quotes (a quote inside as `\"`) when empty, or
+/// with a blank, `,`, `;` or `"`, or spelled `(no key)`.
+pub fn text_key(key: Option<&[u8]>) -> String {
+    let Some(key) = key else {
+        return NO_KEY_NAME.to_string();
+    };
+    let mut quote = key.is_empty() || key == NO_KEY_NAME.as_bytes();
+    let pieces = key.utf8_chunks().flat_map(|chunk| {
+        let valid = chunk.valid().chars().map(|c| match c {
+            '\\' => "\\\\".to_string(),
+            '"' => "\\\"".to_string(),
+            '\t' => "\\t".to_string(),
+            '\n' => "\\n".to_string(),
+            '\r' => "\\r".to_string(),
+            c if c.is_ascii_control() => format!("\\x{:02x}", c as u32),
+            c if c.is_control() || hidden(c) => format!("\\u{{{:04x}}}", c as u32),
+            c => c.to_string(),
+        });
+        let invalid = chunk.invalid().iter().map(|b| format!("\\x{b:02x}"));
+        valid.chain(invalid)
+    });
+    // `fits`: how much of `shown` is left, and `…` added, if it is cut.
+    let (mut shown, mut chars, mut fits) = (String::new(), 0, 0);
+    for piece in pieces {
+        chars += piece.chars().count();
+        if chars > KEY_SHOWN {
+            shown.truncate(fits);
+            shown.push('…');
+            break;
+        }
+        quote |= piece.contains(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '"'));
+        shown.push_str(&piece);
+        if chars < KEY_SHOWN {
+            fits = shown.len();
+        }
+    }
+    if quote {
+        format!("\"{shown}\"")
+    } else {
+        shown
+    }
+}
+
+/// Characters that change how the text around them is shown without
+/// showing themselves: zero-width ones and the direction marks, embeddings,
+/// overrides and isolates of Unicode's bidirectional algorithm (UAX #9).
+fn hidden(c: char) -> bool {
+    matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}' | '\u{061c}')
 }
 
 #[cfg(test)]
@@ -592,10 +724,10 @@ mod tests {
             ..summary()
         };
         assert_eq!(
-            s.more_lines(),
+            s.lines()[2..],
             [
-                "shared quota: 7 reservations, 1 slots forfeited late, state lost 2 times, 3 failed calls",
-                "shared quota per key: 4 reservations, 0 slots forfeited late, state lost 0 times, 0 failed calls"
+                "drip: shared quota: 7 reservations, 1 slots forfeited late, state lost 2 times, 3 failed calls",
+                "drip: shared quota per key: 4 reservations, 0 slots forfeited late, state lost 0 times, 0 failed calls"
             ]
         );
         let v: serde_json::Value = serde_json::from_str(&s.json()).unwrap();
@@ -614,6 +746,137 @@ mod tests {
                     "failed_calls": 0,
                 },
             })
+        );
+    }
+
+    fn key(k: &str, n: u64) -> (KeyName, u64) {
+        (KeyName(Some(k.as_bytes().to_vec())), n)
+    }
+
+    #[test]
+    fn the_keys_lines_break_between_clauses_at_80_columns() {
+        let s = Summary {
+            keys: Some(KeyStats {
+                keys_seen: 1,
+                keys: 1,
+                top_written: vec![key("1", 5)],
+                ..KeyStats::default()
+            }),
+            ..summary()
+        };
+        assert_eq!(
+            s.lines()[2..],
+            [
+                "drip: keys seen 1 (remembered 1, busy 0); top written: 1 5; top dropped: none",
+                "drip: top waiting: none",
+            ]
+        );
+        // Ten long keys in each list: many lines, none wider than 80.
+        let long: Vec<_> = (0..10)
+            .map(|i| key(&format!("{i}-{}", "x".repeat(100)), 1_000_000 + i))
+            .collect();
+        let s = Summary {
+            keys: Some(KeyStats {
+                keys_seen: 12,
+                keys: 10,
+                busy_keys: 10,
+                dropped_unremembered: 7,
+                top_written: long.clone(),
+                top_dropped: long.clone(),
+                top_waiting: long,
+            }),
+            ..summary()
+        };
+        let lines = s.lines();
+        assert!(lines.len() > 10, "{lines:?}");
+        for line in &lines {
+            assert!(line.chars().count() <= SUMMARY_WIDTH, "{line:?}");
+            assert!(line.starts_with("drip: "), "{line:?}");
+        }
+        assert_eq!(lines[2], "drip: keys seen 12 (remembered 10, busy 10)");
+        assert_eq!(
+            lines[3],
+            "drip: 7 records dropped: every remembered key busy"
+        );
+        assert!(
+            lines[4].starts_with("drip: top written: 0-xxxxxxxxx")
+                && lines[4].ends_with("… 1000000"),
+            "{lines:?}"
+        );
+    }
+
+    #[test]
+    fn keys_are_shown_safely() {
+        let shown = |k: &[u8]| text_key(Some(k));
+        assert_eq!(shown(b"example.com"), "example.com");
+        assert_eq!(shown(b"\x1b[2Jevil"), "\\x1b[2Jevil");
+        assert_eq!(shown(b"a\nb\tc\rd\\e\x7f"), "a\\nb\\tc\\rd\\\\e\\x7f");
+        assert_eq!(shown(b"caf\xc3\xa9 \xff"), "\"caf\u{e9} \\xff\"");
+        assert_eq!(shown("\u{9b}2J\u{202e}".as_bytes()), "\\u{009b}2J\\u{202e}");
+        assert_eq!(shown(b""), "\"\"");
+        assert_eq!(shown(b"a,b"), "\"a,b\"");
+        assert_eq!(shown(b"a;b"), "\"a;b\"");
+        assert_eq!(shown(b"say \"hi\""), "\"say \\\"hi\\\"\"");
+        assert_eq!(shown(b"(no key)"), "\"(no key)\"");
+        assert_eq!(text_key(None), "(no key)");
+        // Long keys are cut to 40 characters, `…` included.
+        let forty = "k".repeat(40);
+        assert_eq!(shown(forty.as_bytes()), forty);
+        let cut = shown("k".repeat(200_000).as_bytes());
+        assert_eq!(cut, format!("{}…", "k".repeat(39)));
+        // An escape is never cut in two.
+        let cut = shown(format!("{}\x1b", "k".repeat(38)).as_bytes());
+        assert_eq!(cut, format!("{}…", "k".repeat(38)));
+        assert_eq!(cut.chars().count(), 39);
+    }
+
+    #[test]
+    fn keys_in_json_stay_distinct() {
+        assert_eq!(json_key(b"plain"), "plain");
+        assert_eq!(json_key(b"a\\b"), "a\\\\b");
+        assert_eq!(json_key(b"\xff\xfe"), "\\xff\\xfe");
+        // The key spelled `\xff` and the byte 0xff differ.
+        assert_ne!(json_key(b"\\xff"), json_key(b"\xff"));
+        assert_eq!(json_key("\u{e9}\n".as_bytes()), "\u{e9}\n");
+        let s = Summary {
+            keys: Some(KeyStats {
+                top_written: vec![(KeyName(None), 3), key("(no key)", 2), key("\u{fffd}", 1)],
+                top_dropped: vec![(KeyName(Some(b"\xff".to_vec())), 1)],
+                ..KeyStats::default()
+            }),
+            ..summary()
+        };
+        let v: serde_json::Value = serde_json::from_str(&s.json()).unwrap();
+        assert_eq!(
+            v["keys"]["top_written"],
+            serde_json::json!([[null, 3], ["(no key)", 2], ["\u{fffd}", 1]])
+        );
+        assert_eq!(v["keys"]["top_dropped"], serde_json::json!([["\\xff", 1]]));
+        assert_eq!(v["keys"]["dropped_unremembered"], 0);
+    }
+
+    #[test]
+    fn the_readme_keys_example() {
+        let s = Summary {
+            keys: Some(KeyStats {
+                keys_seen: 3,
+                keys: 3,
+                busy_keys: 2,
+                top_written: vec![
+                    key("api.example.com", 40),
+                    key("cdn.example.com", 12),
+                    (KeyName(None), 1),
+                ],
+                top_waiting: vec![key("api.example.com", 960), key("cdn.example.com", 30)],
+                ..KeyStats::default()
+            }),
+            ..summary()
+        };
+        assert_eq!(
+            s.lines()[2..].join("\n"),
+            "drip: keys seen 3 (remembered 3, busy 2); top written: api.example.com 40\n\
+             drip: cdn.example.com 12, (no key) 1; top dropped: none\n\
+             drip: top waiting: api.example.com 960, cdn.example.com 30"
         );
     }
 }

@@ -9,6 +9,7 @@ use drip::keyed::{KeyConfig, Keyed};
 use drip::ledger::Ledger;
 use drip::rate::parse_rate;
 use drip::schedule::{Limit, Limits, Schedule, Unit};
+use drip::stats::KeyName;
 
 const MS: u64 = 1_000_000;
 
@@ -427,4 +428,51 @@ fn under_a_byte_rate_an_eviction_lets_a_smaller_record_go_at_once() {
     assert_eq!(left, ["a 12345", "c 1"]);
     let dead: Vec<String> = ledger.take_dead().iter().flat_map(texts).collect();
     assert_eq!(dead, ["b 1234567"]);
+}
+
+#[test]
+fn the_stats_count_the_records_no_key_could_be_remembered_for() {
+    // Two keys remembered, both busy at 0 ms: c's two records are dropped
+    // with no key's place, so no top list can name them; their own count
+    // does. The record without a key is the no-key lane's, unnamed.
+    let config = KeyConfig {
+        spec: KeySpec::new(parse_key("1").unwrap(), None),
+        rate: parse_rate("10/s").unwrap(),
+        burst: 1,
+        max_keys: 2,
+        key_capacity: 100,
+    };
+    let mut keyed = Keyed::new(config, b'\n', 100, None);
+    let mut global = Limits::new(&[]);
+    let mut ledger = Ledger::new(true);
+    let mut outbox = Vec::new();
+    let text = "a 0\na 1\nb 0\nb 1\nc 0\nc 1\n\n";
+    let (back, sent) = keyed.arrive(
+        0,
+        Segment::new(Bytes::from(text), b'\n'),
+        Overflow::DropNewest,
+        true,
+        &mut global,
+        &mut ledger,
+        &mut outbox,
+    );
+    assert!(matches!(back, Offered::Done));
+    assert_eq!(sent, 3);
+    let stats = keyed.stats(10);
+    assert_eq!(stats.dropped_unremembered, 2);
+    assert_eq!(ledger.counts().dropped_newest, 2);
+    assert!(stats.top_dropped.is_empty(), "{stats:?}");
+    let named = |list: &[(KeyName, u64)]| -> Vec<(Option<String>, u64)> {
+        list.iter()
+            .map(|(k, n)| (k.0.as_ref().map(|b| String::from_utf8_lossy(b).into()), *n))
+            .collect()
+    };
+    assert_eq!(
+        named(&stats.top_written),
+        [(None, 1), (Some("a".into()), 1), (Some("b".into()), 1)]
+    );
+    assert_eq!(
+        named(&stats.top_waiting),
+        [(Some("a".into()), 1), (Some("b".into()), 1)]
+    );
 }

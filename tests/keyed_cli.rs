@@ -1,6 +1,12 @@
 //! Limits per key from the command line: usage errors, and the keys in the
 //! summary and the stats stream.
 
+mod common;
+
+use std::process::Stdio;
+use std::thread;
+use std::time::Duration;
+
 use assert_cmd::Command;
 use predicates::str::contains;
 
@@ -214,5 +220,128 @@ fn crlf_and_lf_lines_key_alike() {
             serde_json::json!(["a", 2]),
             "{args:?}: {v}"
         );
+    }
+}
+
+/// The lines of `stderr` that start `drip: keys seen`, in order.
+fn keys_lines(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("drip: keys seen"))
+        .collect()
+}
+
+#[test]
+fn sigusr1_prints_the_keys_and_a_stop_names_the_keys_left_waiting() {
+    // Three keys at 5/s each (shared, through a state file), 20,000
+    // records: at a stop nearly all wait.
+    let input: String = (0..20_000).map(|i| format!("k{} {i}\n", i % 3)).collect();
+    let input = common::temp_file(input.as_bytes());
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("stats.json");
+    let mut child = common::command(&["-q", "--key", "1", "--key-rate", "5/s", "-c", "20000"])
+        .args(["--share", "usr1", "--stats", "--stats-json"])
+        .arg(&json)
+        .arg(input.path())
+        .env("XDG_RUNTIME_DIR", dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    thread::sleep(Duration::from_millis(700));
+    common::send_signal(&child, libc::SIGUSR1);
+    thread::sleep(Duration::from_millis(300));
+    common::send_signal(&child, libc::SIGTERM);
+    let status = common::wait_for(&mut child, Duration::from_secs(10));
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM));
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    // SIGUSR1 printed the keys' line and the share's too, as --stats does
+    // at exit.
+    let keys = keys_lines(&err);
+    assert_eq!(keys.len(), 2, "{err}");
+    assert_eq!(
+        err.matches("drip: shared usr1 per key: ").count(),
+        2,
+        "{err}"
+    );
+    assert!(
+        keys[0].starts_with("drip: keys seen 3 (remembered 3, busy 3)"),
+        "{err}"
+    );
+    // At the stop, the keys' part was taken before the queues were
+    // drained: the keys whose records were left are named.
+    let v: serde_json::Value = serde_json::from_str(
+        std::fs::read_to_string(&json)
+            .unwrap()
+            .lines()
+            .last()
+            .unwrap(),
+    )
+    .unwrap();
+    let undelivered = v["undelivered"].as_u64().unwrap();
+    assert!(undelivered > 19_000, "{v}");
+    assert_eq!(v["keys"]["busy_keys"], 3, "{v}");
+    let waiting = v["keys"]["top_waiting"].as_array().unwrap();
+    let total: u64 = waiting.iter().map(|p| p[1].as_u64().unwrap()).sum();
+    assert_eq!(total, undelivered, "{v}");
+    assert!(
+        keys[1].starts_with("drip: keys seen 3 (remembered 3, busy 3)"),
+        "{err}"
+    );
+    assert!(err.contains("top waiting: k0 "), "{err}");
+}
+
+#[test]
+fn keys_are_shown_safely_in_the_stats() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("stats.json");
+    let long = "x".repeat(200_000);
+    let mut bytes = b"http://\x1b[2Jevil/x\nhttp://a b/x\nhttp://(no key)/\nnone\n".to_vec();
+    bytes.extend(format!("http://{long}/x\n").bytes());
+    // The four characters `\xff`, then the byte 0xff (invalid UTF-8).
+    bytes.extend(b"http://\\xff/\nhttp://\xff/\n");
+    let out = drip()
+        .args(["-q", "--stats", "--key", "3", "--field-separator", "/"])
+        .args(["--key-rate", "1000/s"])
+        .arg("--stats-json")
+        .arg(&json)
+        .write_stdin(bytes)
+        .assert()
+        .success();
+    let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert!(!err.contains('\x1b'), "{err:?}");
+    for line in err.lines() {
+        assert!(line.starts_with("drip: "), "{line:?}");
+        assert!(line.chars().count() <= 80, "{line:?}");
+    }
+    assert!(err.len() < 2000, "{} bytes", err.len());
+    assert!(err.contains("\\x1b[2Jevil 1"), "{err}");
+    assert!(err.contains("\"a b\" 1"), "{err}");
+    assert!(err.contains(&format!("{}… 1", "x".repeat(39))), "{err}");
+    assert!(
+        err.contains("\\\\xff 1") && err.contains(" \\xff 1"),
+        "{err}"
+    );
+    assert!(err.contains(" (no key) 1"), "{err}");
+    assert!(err.contains("\"(no key)\" 1"), "{err}");
+    let text = std::fs::read_to_string(&json).unwrap();
+    let v: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let names: Vec<serde_json::Value> = v["keys"]["top_written"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[0].clone())
+        .collect();
+    for name in [
+        serde_json::json!("\x1b[2Jevil"),
+        serde_json::json!("a b"),
+        serde_json::json!(long),
+        serde_json::json!("\\\\xff"),
+        serde_json::json!("\\xff"),
+        serde_json::json!("(no key)"),
+        serde_json::Value::Null,
+    ] {
+        assert!(names.contains(&name), "{name} not in {v}");
     }
 }

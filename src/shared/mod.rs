@@ -348,6 +348,31 @@ impl Handle {
         }
     }
 
+    /// The counters for `--stats` and `--stats-json` now ([`Counters::stats`]).
+    pub fn stats(&self) -> ShareStats {
+        self.counters().stats()
+    }
+
+    /// Where the counters are, for reading them from another thread at any
+    /// time (SIGUSR1), before and after [`Handle::finish`].
+    pub fn counters(&self) -> Counters {
+        Counters {
+            lease: self.lease.clone(),
+            keys: self.keys.clone(),
+            name: self.name.clone(),
+        }
+    }
+}
+
+/// Where a [`Handle`]'s counters are ([`Handle::counters`]).
+#[derive(Debug, Clone)]
+pub struct Counters {
+    lease: Option<Arc<Lease>>,
+    keys: Option<Arc<keys::KeysLease>>,
+    name: String,
+}
+
+impl Counters {
     /// The counters for `--stats` and `--stats-json`: reservations, slots
     /// forfeited, losses, failed calls, for the global limits and for the
     /// limits per key.
