@@ -219,19 +219,27 @@ pub struct ShareCounts {
 }
 
 impl ShareStats {
-    /// The `--stats` lines, without `drip: `: `shared NAME: 3
+    /// The `--stats` lines, as [`wrap`] breaks them: `shared NAME: 3
     /// reservations, 0 slots forfeited late, state lost 0 times, 0 failed
     /// calls`, and the same with `shared NAME per key:`.
     pub fn lines(&self) -> Vec<String> {
-        let line = |part: &str, c: &ShareCounts| {
-            format!(
-                "shared {}{part}: {} reservations, {} slots forfeited late, state lost {} times, {} failed calls",
-                self.name, c.reservations, c.slots_forfeited, c.state_lost, c.failed_calls
-            )
+        let clauses = |part: &str, c: &ShareCounts| {
+            vec![
+                (
+                    format!(
+                        "shared {}{part}: {} reservations",
+                        self.name, c.reservations
+                    ),
+                    ",",
+                ),
+                (format!("{} slots forfeited late", c.slots_forfeited), ","),
+                (format!("state lost {} times", c.state_lost), ","),
+                (format!("{} failed calls", c.failed_calls), ""),
+            ]
         };
-        let global = self.global.as_ref().map(|c| line("", c));
-        let per_key = self.per_key.as_ref().map(|c| line(" per key", c));
-        global.into_iter().chain(per_key).collect()
+        let global = self.global.as_ref().map(|c| wrap(clauses("", c)));
+        let per_key = self.per_key.as_ref().map(|c| wrap(clauses(" per key", c)));
+        global.into_iter().chain(per_key).flatten().collect()
     }
 }
 
@@ -341,7 +349,7 @@ impl Summary {
         wrap(self.clauses())
             .into_iter()
             .chain(keys)
-            .chain(share.map(|line| format!("{PREFIX}{line}")))
+            .chain(share)
             .collect()
     }
 
@@ -726,8 +734,10 @@ mod tests {
         assert_eq!(
             s.lines()[2..],
             [
-                "drip: shared quota: 7 reservations, 1 slots forfeited late, state lost 2 times, 3 failed calls",
-                "drip: shared quota per key: 4 reservations, 0 slots forfeited late, state lost 0 times, 0 failed calls"
+                "drip: shared quota: 7 reservations, 1 slots forfeited late, state lost 2 times",
+                "drip: 3 failed calls",
+                "drip: shared quota per key: 4 reservations, 0 slots forfeited late",
+                "drip: state lost 0 times, 0 failed calls",
             ]
         );
         let v: serde_json::Value = serde_json::from_str(&s.json()).unwrap();
