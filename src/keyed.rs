@@ -148,13 +148,18 @@ impl KeyBytes {
 /// What a record's key is looked for in: the record without its
 /// delimiter, and, for lines (`\n`), without a CR before it, so a file with
 /// CRLF line ends keys as one with LF ends.
+#[inline(always)]
 fn body_of(record: &[u8], delimiter: u8) -> &[u8] {
-    let body = record.strip_suffix(&[delimiter]).unwrap_or(record);
-    if delimiter == b'\n' {
-        body.strip_suffix(b"\r").unwrap_or(body)
-    } else {
-        body
+    // Index arithmetic rather than `strip_suffix`: this runs for every
+    // record, and the plainer code keeps the look-up loop tight.
+    let mut end = record.len();
+    if end > 0 && record[end - 1] == delimiter {
+        end -= 1;
     }
+    if delimiter == b'\n' && end > 0 && record[end - 1] == b'\r' {
+        end -= 1;
+    }
+    &record[..end]
 }
 
 /// Whether `a` and `b`, of the same length, hold the same bytes. Keys of
@@ -639,15 +644,10 @@ impl Keyed {
     }
 
     /// Key `s`, whose schedule allows it, takes its slot at `now`.
+    #[inline]
     fn take_slot(&mut self, s: u32, now: u64) {
-        let slot = &mut self.slots[s as usize];
-        if let Some(shared) = self.shared.as_deref_mut() {
-            // Its lease, not its schedule, is this drip's: it is taken to
-            // rest one burst's time later.
-            shared.commit(now, s, slot.key.as_bytes());
-            slot.rests_at = now.saturating_add(self.rest_after_first);
-            slot.sent += 1;
-            return;
+        if self.shared.is_some() {
+            return self.take_shared_slot(s, now);
         }
         let slot = &mut self.slots[s as usize];
         if now >= slot.rests_at {
@@ -659,6 +659,19 @@ impl Keyed {
             let taken = self.pacer.take_one(slot.position, now);
             (slot.position, slot.due, slot.rests_at) = (taken.position, taken.due, taken.rests_at);
         }
+        slot.sent += 1;
+    }
+
+    /// [`Keyed::take_slot`] with shared key schedules: its lease, not its
+    /// schedule, is this drip's, and it is taken to rest one burst's time
+    /// later. Kept out of line: the local path runs for every record.
+    #[cold]
+    #[inline(never)]
+    fn take_shared_slot(&mut self, s: u32, now: u64) {
+        let slot = &mut self.slots[s as usize];
+        let shared = self.shared.as_deref_mut().expect("shared");
+        shared.commit(now, s, slot.key.as_bytes());
+        slot.rests_at = now.saturating_add(self.rest_after_first);
         slot.sent += 1;
     }
 
