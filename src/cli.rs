@@ -770,8 +770,8 @@ const ONE_PER_SECOND: Rate = Rate::Limited {
 /// What `--share` and its companions give, checked against the limits.
 ///
 /// # Errors
-/// `--share` beside `--byte-rate` (byte rates are not shared) or with no
-/// rate to share (neither `--rate` nor `--key-rate`); `--share-on-error` or `--share-peers` without `--share`.
+/// `--share` with no rate to share (no `--rate`, `--byte-rate` nor
+/// `--key-rate`); `--share-on-error` or `--share-peers` without `--share`.
 fn share(cli: &Cli, limits: &[Limit]) -> Result<Option<shared::Share>, clap::Error> {
     use clap::CommandFactory;
     let refuse =
@@ -782,9 +782,6 @@ fn share(cli: &Cli, limits: &[Limit]) -> Result<Option<shared::Share>, clap::Err
         }
         return Ok(None);
     };
-    if limits.iter().any(|l| l.unit == Unit::Bytes) {
-        return refuse("--share shares --rate limits; a --byte-rate cannot be shared");
-    }
     if limits.is_empty() && cli.key_rate.is_empty() {
         return refuse("--share: there is no rate to share (--rate inf)");
     }
