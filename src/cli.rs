@@ -360,13 +360,15 @@ pub struct Cli {
     #[arg(short, long)]
     pub quiet: bool,
 
-    /// Share the --rate limits, and each key's --key-rate limit, with every
-    /// drip given the same NAME: on this host with no server (a state file
-    /// under $XDG_RUNTIME_DIR/drip), or on any host through Redis or
-    /// Valkey: redis://HOST[:PORT][/DB]/NAME, rediss://... (TLS; trusting
-    /// the system's CAs, or SSL_CERT_FILE), redis+unix:///SOCKET/NAME,
-    /// valkey://... All of them must give the same rates and bursts, per
-    /// key too (else exit 2)
+    /// Share the --rate and --byte-rate limits, and each key's --key-rate
+    /// limit, with every drip given the same NAME: on this host with no
+    /// server (a state file under $XDG_RUNTIME_DIR/drip), or on any host
+    /// through Redis or Valkey: redis://HOST[:PORT][/DB]/NAME, rediss://...
+    /// (TLS; trusting the system's CAs, or SSL_CERT_FILE),
+    /// redis+unix:///SOCKET/NAME, valkey://... All of them must give the
+    /// same rates and bursts, per key too (else exit 2). Under a byte rate
+    /// each reserved slot carries one record of at most the size it was
+    /// reserved for
     #[arg(long, value_name = "NAME|URL", value_parser = shared::parse_target, value_hint = ValueHint::Other)]
     pub share: Option<shared::Target>,
 
