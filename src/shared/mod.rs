@@ -784,6 +784,26 @@ mod tests {
         assert_eq!(s.lease.lock().forfeited, 1);
     }
 
+    /// Under `local`, the byte limit paces alone (at the rate divided by
+    /// the peers), sizes and all.
+    #[test]
+    fn local_mode_paces_bytes_alone() {
+        let mut s = byte_schedule(&[]);
+        s.local = Limits::new(&[divided(
+            &Limit {
+                rate: crate::rate::parse_byte_rate("1KB/s").unwrap(),
+                burst: 100,
+                unit: Unit::Bytes,
+            },
+            2,
+        )]);
+        s.lease.lock().mode = Mode::Local;
+        // 500 bytes a second each: 100 bytes now, the next 100 in 200 ms.
+        assert_eq!(s.release(0, 2, &mut [100usize, 100].into_iter()), 1);
+        assert_eq!(s.next_due(100), 200 * MS);
+        assert_eq!(s.lease.lock().wanted, 0);
+    }
+
     #[test]
     fn local_pace_divides_the_rate() {
         let l = Limit {
