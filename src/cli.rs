@@ -360,13 +360,15 @@ pub struct Cli {
     #[arg(short, long)]
     pub quiet: bool,
 
-    /// Share the --rate limits, and each key's --key-rate limit, with every
-    /// drip given the same NAME: on this host with no server (a state file
-    /// under $XDG_RUNTIME_DIR/drip), or on any host through Redis or
-    /// Valkey: redis://HOST[:PORT][/DB]/NAME, rediss://... (TLS; trusting
-    /// the system's CAs, or SSL_CERT_FILE), redis+unix:///SOCKET/NAME,
-    /// valkey://... All of them must give the same rates and bursts, per
-    /// key too (else exit 2)
+    /// Share the --rate and --byte-rate limits, and each key's --key-rate
+    /// limit, with every drip given the same NAME: on this host with no
+    /// server (a state file under $XDG_RUNTIME_DIR/drip), or on any host
+    /// through Redis or Valkey: redis://HOST[:PORT][/DB]/NAME, rediss://...
+    /// (TLS; trusting the system's CAs, or SSL_CERT_FILE),
+    /// redis+unix:///SOCKET/NAME, valkey://... All of them must give the
+    /// same rates and bursts, per key too (else exit 2). Under a byte rate
+    /// each reserved slot carries one record of at most the size it was
+    /// reserved for
     #[arg(long, value_name = "NAME|URL", value_parser = shared::parse_target, value_hint = ValueHint::Other)]
     pub share: Option<shared::Target>,
 
@@ -770,8 +772,8 @@ const ONE_PER_SECOND: Rate = Rate::Limited {
 /// What `--share` and its companions give, checked against the limits.
 ///
 /// # Errors
-/// `--share` beside `--byte-rate` (byte rates are not shared) or with no
-/// rate to share (neither `--rate` nor `--key-rate`); `--share-on-error` or `--share-peers` without `--share`.
+/// `--share` with no rate to share (no `--rate`, `--byte-rate` nor
+/// `--key-rate`); `--share-on-error` or `--share-peers` without `--share`.
 fn share(cli: &Cli, limits: &[Limit]) -> Result<Option<shared::Share>, clap::Error> {
     use clap::CommandFactory;
     let refuse =
@@ -782,9 +784,6 @@ fn share(cli: &Cli, limits: &[Limit]) -> Result<Option<shared::Share>, clap::Err
         }
         return Ok(None);
     };
-    if limits.iter().any(|l| l.unit == Unit::Bytes) {
-        return refuse("--share shares --rate limits; a --byte-rate cannot be shared");
-    }
     if limits.is_empty() && cli.key_rate.is_empty() {
         return refuse("--share: there is no rate to share (--rate inf)");
     }

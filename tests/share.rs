@@ -20,7 +20,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{numbered, send_signal, timed_lines, wait_for};
-use drip::shared::gcra::{Gcra, Step};
+use drip::shared::gcra::{ByteStep, Gcra, Meter, Step};
 use drip::shared::keys::{KeyBackend, KeyBook};
 use drip::shared::lease::Backend;
 use drip::shared::redis::{RedisBackend, RedisKeys};
@@ -369,6 +369,118 @@ fn four_drips_through_redis_share_fifty_per_second() {
     assert!(calls <= 4 * 60 * 4, "{calls} script calls");
 }
 
+/// Run `n` drips with `args`, each sending `records` lines of random
+/// sizes (1 to [`MAX_LINE`] bytes, newline included) tagged with its
+/// number, all read by one timestamping clock; returns each line's time
+/// (s) and size (bytes), in time order.
+fn byte_participants(n: usize, records: usize, args: &[&str], runtime: &Path) -> Vec<(f64, usize)> {
+    let start = Instant::now();
+    let mut rng = fastrand::Rng::with_seed(3);
+    let inputs: Vec<Vec<String>> = (0..n)
+        .map(|i| {
+            (1..=records)
+                .map(|r| {
+                    let tag = format!("{i}-{r}-");
+                    let pad = rng.usize(0..=MAX_LINE - tag.len() - 1);
+                    format!("{tag}{}", "x".repeat(pad))
+                })
+                .collect()
+        })
+        .collect();
+    let readers: Vec<_> = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, lines)| {
+            let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+            let mut child = drip_with_input(args, input, runtime);
+            thread::spawn(move || {
+                let lines = timed_lines(&mut child, start);
+                let status = wait_for(&mut child, Duration::from_secs(60));
+                assert!(status.success(), "drip {i}: {status}");
+                lines
+            })
+        })
+        .collect();
+    let mut out = Vec::new();
+    for (reader, want) in readers.into_iter().zip(inputs) {
+        let lines = reader.join().unwrap();
+        assert_eq!(
+            lines.iter().map(|(_, l)| l.clone()).collect::<Vec<_>>(),
+            want
+        );
+        out.extend(lines.iter().map(|(t, l)| (*t, l.len() + 1)));
+    }
+    out.sort_by(|a, b| a.0.total_cmp(&b.0));
+    out
+}
+
+/// The longest line [`byte_participants`] sends, newline included.
+const MAX_LINE: usize = 200;
+
+/// The most bytes in any window of `window` seconds.
+fn most_bytes_in_window(lines: &[(f64, usize)], window: f64) -> usize {
+    (0..lines.len())
+        .map(|i| {
+            lines[i..]
+                .iter()
+                .take_while(|&&(t, _)| t < lines[i].0 + window)
+                .map(|&(_, size)| size)
+                .sum()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Three drips sharing `--byte-rate 2KB/s:1KB` (2000 bytes a second, a
+/// burst of 1000) through `share`: at most burst + rate bytes in any
+/// second, plus `allowance`, and 2000 bytes a second together.
+fn three_drips_share_a_byte_rate(share: &str, allowance: usize) {
+    let runtime = tempfile::tempdir().unwrap();
+    let lines = byte_participants(
+        3,
+        30,
+        &["--byte-rate", "2KB/s:1KB", "--share", share, "-q"],
+        runtime.path(),
+    );
+    assert_eq!(lines.len(), 90);
+    let most = most_bytes_in_window(&lines, 1.0);
+    assert!(
+        most <= 1000 + 2000 + allowance,
+        "{most} bytes in one second: {lines:?}"
+    );
+    // Backlogged from the first line on, the last leaves when the
+    // schedule has passed all the bytes but a burst: (total − burst) /
+    // rate after the first.
+    let total: usize = lines.iter().map(|&(_, size)| size).sum();
+    let rate = (total - 1000) as f64 / (lines[lines.len() - 1].0 - lines[0].0);
+    assert!(
+        (rate - 2000.0).abs() <= 2000.0 * 0.03,
+        "aggregate {rate} bytes/s ({total} bytes)"
+    );
+    // Alone, the three would have sent 6000 bytes a second.
+}
+
+/// On one host the clock is one: what a busy machine adds is one line
+/// woken late and one read held up ([`BUSY_ALLOWANCE`] lines).
+#[test]
+fn three_drips_on_one_host_share_a_byte_rate() {
+    let _t = timing_lock();
+    three_drips_share_a_byte_rate("bytes", BUSY_ALLOWANCE * MAX_LINE);
+}
+
+/// Through Redis, one line more for the difference in round trips
+/// (`ceil(RTT × rate)` bytes on loopback is a few bytes; one line bounds
+/// it).
+#[test]
+fn three_drips_through_redis_share_a_byte_rate() {
+    if !have_redis() {
+        return;
+    }
+    let _t = timing_lock();
+    let redis = Redis::start();
+    three_drips_share_a_byte_rate(&redis.share("bytes"), (BUSY_ALLOWANCE + 1) * MAX_LINE);
+}
+
 #[test]
 fn a_unix_socket_serves_too() {
     if !have_redis() {
@@ -411,8 +523,8 @@ fn the_script_runs_the_mirrored_arithmetic() {
             tolerance: 0,
         },
     ];
-    let mut backend =
-        RedisBackend::new(&redis.url(), "mirror", "test".into(), steps.clone()).unwrap();
+    let meters = steps.iter().copied().map(Meter::from).collect();
+    let mut backend = RedisBackend::new(&redis.url(), "mirror", "test".into(), meters).unwrap();
     let mut mirror = Gcra::default();
     let epoch = 1_700_000_000i64;
     let mut now = 0i64;
@@ -422,7 +534,7 @@ fn the_script_runs_the_mirrored_arithmetic() {
         backend.clock = Some((epoch + now / 1_000_000_000, now % 1_000_000_000));
         let want = 1 + (round * 5) % 9;
         let horizon = 20_000_000 * (round % 7);
-        let grant = backend.reserve(want as u64, horizon).unwrap();
+        let grant = backend.reserve(want as u64, &[], horizon).unwrap();
         let expect = mirror.reserve(&steps, now, want as u64, horizon);
         assert_eq!(grant.now, now, "round {round}");
         let got: Vec<i64> = grant.slots.iter().map(|d| grant.now + d).collect();
@@ -430,19 +542,19 @@ fn the_script_runs_the_mirrored_arithmetic() {
         assert_eq!(grant.seq, mirror.seq);
         if round % 4 == 3 && expect.len() > 1 {
             // Give back all but the first.
-            assert!(backend.give_back(grant.seq, expect[1]).unwrap());
+            assert!(backend.give_back(grant.seq, expect[1], 1).unwrap());
             assert!(mirror.give_back(&steps, grant.seq, expect[1]));
         }
         now += 37_000_000 * (round % 5);
     }
     // A giveback after someone else reserved changes nothing.
     backend.clock = Some((epoch + now / 1_000_000_000, now % 1_000_000_000));
-    let grant = backend.reserve(1, 0).unwrap();
+    let grant = backend.reserve(1, &[], 0).unwrap();
     mirror.reserve(&steps, now, 1, 0);
-    backend.reserve(1, 0).unwrap();
+    backend.reserve(1, &[], 0).unwrap();
     mirror.reserve(&steps, now, 1, 0);
     assert!(!backend
-        .give_back(grant.seq, grant.now + grant.slots[0])
+        .give_back(grant.seq, grant.now + grant.slots[0], 1)
         .unwrap());
     // The key expires 10 s after its schedule.
     let ttl: i64 = redis::cmd("PTTL")
@@ -457,6 +569,113 @@ fn the_script_runs_the_mirrored_arithmetic() {
     );
 }
 
+/// The script's arithmetic for a record limit beside a byte limit (a
+/// rate whose nanoseconds per byte are not whole), on random sizes, some
+/// larger than the byte burst, equals the Rust mirror step for step,
+/// giving back included.
+#[test]
+fn the_script_runs_the_mirrored_byte_arithmetic() {
+    if !have_redis() {
+        return;
+    }
+    let redis = Redis::start();
+    let meters = vec![
+        Meter::Records(Step {
+            interval: 50_000_000,
+            tolerance: 100_000_000,
+        }),
+        Meter::Bytes(ByteStep {
+            count: 3000,
+            period: 7_000_000_000,
+            burst: 700,
+        }),
+    ];
+    let mut backend =
+        RedisBackend::new(&redis.url(), "bytes", "test".into(), meters.clone()).unwrap();
+    let mut mirror = Gcra::default();
+    let mut rng = fastrand::Rng::with_seed(9);
+    let epoch = 1_700_000_000i64;
+    let mut now = 0i64;
+    backend.clock = Some((epoch, 0));
+    assert!(backend.hello().unwrap());
+    for round in 0..80 {
+        backend.clock = Some((epoch + now / 1_000_000_000, now % 1_000_000_000));
+        let want = rng.u64(1..=8);
+        let sizes: Vec<u64> = (0..want).map(|_| rng.u64(1..=1000)).collect();
+        let horizon = rng.i64(0..=400) * 1_000_000;
+        let grant = backend.reserve(want, &sizes, horizon).unwrap();
+        let expect = mirror.reserve_sized(&meters, now, want, &sizes, horizon);
+        assert_eq!(grant.now, now, "round {round}");
+        let got: Vec<i64> = grant.slots.iter().map(|d| grant.now + d).collect();
+        assert_eq!(got, expect, "round {round}: {sizes:?}");
+        assert_eq!(grant.seq, mirror.seq);
+        if round % 4 == 3 && expect.len() > 1 {
+            // Give back all but the first.
+            let given = backend.give_back(grant.seq, expect[1], sizes[1]).unwrap();
+            assert!(given);
+            assert!(mirror.give_back_sized(&meters, grant.seq, expect[1], sizes[1]));
+        }
+        now += rng.i64(0..=300) * 1_000_000;
+    }
+    // The stored schedule is the mirror's, byte limit included.
+    let tats: Vec<i64> = redis::cmd("HMGET")
+        .arg("drip:{bytes}")
+        .arg("tat1")
+        .arg("tat2")
+        .query(&mut redis.con())
+        .unwrap();
+    let expect: Vec<i64> = mirror.tats.iter().map(|t| t.unwrap()).collect();
+    assert_eq!(tats, expect);
+}
+
+/// A byte limit and a record limit of the same number are different
+/// limits: the second drip stops before reading, naming both.
+fn bytes_and_records_disagree(share: &str, runtime: &Path) {
+    let mut first = drip_with_input(
+        &["-r", "10/s:10", "--share", share],
+        numbered(1..=1),
+        runtime,
+    );
+    assert!(wait_for(&mut first, Duration::from_secs(20)).success());
+    let mut second = drip_with_input(
+        &["--byte-rate", "10/s:10", "--share", share],
+        numbered(1..=2),
+        runtime,
+    );
+    let out = timed_lines(&mut second, Instant::now());
+    let status = wait_for(&mut second, Duration::from_secs(20));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut second.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(out.is_empty());
+    let name = share.rsplit('/').next().unwrap();
+    assert_eq!(
+        err.trim(),
+        format!(
+            "drip: --share {name}: this drip's limits (10 bytes/s, burst 10 bytes) differ from the shared ones (10/s, burst 10): \
+             wait until the shared state expires, 10 s after its last use, or choose another NAME"
+        )
+    );
+}
+
+#[test]
+fn bytes_and_records_of_the_same_number_disagree() {
+    let _t = beside_others();
+    let runtime = tempfile::tempdir().unwrap();
+    bytes_and_records_disagree("units", runtime.path());
+}
+
+#[test]
+fn bytes_and_records_of_the_same_number_disagree_through_redis() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let redis = Redis::start();
+    let runtime = tempfile::tempdir().unwrap();
+    bytes_and_records_disagree(&redis.share("units"), runtime.path());
+}
+
 #[test]
 fn share_usage_errors_name_the_flag() {
     let runtime = tempfile::tempdir().unwrap();
@@ -464,10 +683,6 @@ fn share_usage_errors_name_the_flag() {
         (
             &["--share-peers", "2"][..],
             "--share-on-error and --share-peers need --share",
-        ),
-        (
-            &["--share", "x", "--byte-rate", "1KB/s"],
-            "a --byte-rate cannot be shared",
         ),
         (&["--share", "a/b"], "'a/b' is not a NAME"),
         (&["--share", "x", "-r", "inf"], "there is no rate to share"),

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{flock, FlockOperation};
 use serde::{Deserialize, Serialize};
 
-use super::gcra::{Gcra, Step};
+use super::gcra::{Gcra, Meter, Step};
 use super::keys::{hex, KeyBackend, KeyBook, KeyGrant};
 use super::lease::{Backend, Failure, Grant};
 
@@ -39,7 +39,7 @@ struct Stored {
 pub struct FileBackend {
     path: PathBuf,
     spec: String,
-    steps: Vec<Step>,
+    meters: Vec<Meter>,
     /// The key limit's, for the limits per key.
     key_step: Option<Step>,
     boot_id: String,
@@ -63,15 +63,15 @@ fn monotonic() -> i64 {
 }
 
 impl FileBackend {
-    /// The state of `name` in `dir`, for limits `spec` with `steps`.
-    pub fn new(dir: &Path, name: &str, spec: String, steps: Vec<Step>) -> FileBackend {
+    /// The state of `name` in `dir`, for limits `spec` with `meters`.
+    pub fn new(dir: &Path, name: &str, spec: String, meters: Vec<Meter>) -> FileBackend {
         let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
             .map(|s| s.trim().to_string())
             .unwrap_or_default();
         FileBackend {
             path: dir.join(format!("{name}.json")),
             spec,
-            steps,
+            meters,
             key_step: None,
             boot_id,
         }
@@ -160,10 +160,10 @@ impl Backend for FileBackend {
         self.with_state(|_, _, _, fresh| fresh)
     }
 
-    fn reserve(&mut self, want: u64, horizon: i64) -> Result<Grant, Failure> {
-        let steps = self.steps.clone();
+    fn reserve(&mut self, want: u64, sizes: &[u64], horizon: i64) -> Result<Grant, Failure> {
+        let meters = self.meters.clone();
         self.with_state(|g, _, now, fresh| {
-            let slots = g.reserve(&steps, now, want, horizon);
+            let slots = g.reserve_sized(&meters, now, want, sizes, horizon);
             Grant {
                 seq: g.seq,
                 now,
@@ -173,9 +173,11 @@ impl Backend for FileBackend {
         })
     }
 
-    fn give_back(&mut self, seq: u64, first_unused: i64) -> Result<bool, Failure> {
-        let steps = self.steps.clone();
-        self.with_state(|g, _, _, fresh| !fresh && g.give_back(&steps, seq, first_unused))
+    fn give_back(&mut self, seq: u64, first_unused: i64, size: u64) -> Result<bool, Failure> {
+        let meters = self.meters.clone();
+        self.with_state(|g, _, _, fresh| {
+            !fresh && g.give_back_sized(&meters, seq, first_unused, size)
+        })
     }
 
     fn host_clock(&self) -> Option<i64> {
@@ -239,11 +241,11 @@ mod tests {
     const MS: i64 = 1_000_000;
 
     fn backend(dir: &Path, spec: &str) -> FileBackend {
-        let steps = vec![Step {
+        let meters = vec![Meter::Records(Step {
             interval: 100 * MS,
             tolerance: 0,
-        }];
-        FileBackend::new(dir, "quota", spec.into(), steps)
+        })];
+        FileBackend::new(dir, "quota", spec.into(), meters)
     }
 
     #[test]
@@ -253,22 +255,22 @@ mod tests {
         let mut b = backend(dir.path(), "10/s");
         assert!(a.hello().unwrap());
         assert!(!b.hello().unwrap());
-        let ga = a.reserve(3, 250 * MS).unwrap();
+        let ga = a.reserve(3, &[], 250 * MS).unwrap();
         assert_eq!(ga.slots, vec![0, 100 * MS, 200 * MS]);
-        let gb = b.reserve(1, 0).unwrap();
+        let gb = b.reserve(1, &[], 0).unwrap();
         // b's slot follows a's on the same clock.
         assert!(gb.now + gb.slots[0] >= ga.now + 300 * MS, "{ga:?} {gb:?}");
         assert!(!gb.fresh);
         // a cannot give back: b reserved since.
-        assert!(!a.give_back(ga.seq, ga.now + ga.slots[1]).unwrap());
-        assert!(b.give_back(gb.seq, gb.now + gb.slots[0]).unwrap());
+        assert!(!a.give_back(ga.seq, ga.now + ga.slots[1], 1).unwrap());
+        assert!(b.give_back(gb.seq, gb.now + gb.slots[0], 1).unwrap());
     }
 
     #[test]
     fn different_limits_are_refused() {
         let dir = tempfile::tempdir().unwrap();
         let mut a = backend(dir.path(), "10/s");
-        a.reserve(1, 0).unwrap();
+        a.reserve(1, &[], 0).unwrap();
         let mut b = backend(dir.path(), "20/s");
         assert_eq!(b.hello(), Err(Failure::Mismatch("10/s".into())));
     }
@@ -289,10 +291,10 @@ mod tests {
     fn a_state_from_another_boot_starts_afresh() {
         let dir = tempfile::tempdir().unwrap();
         let mut a = backend(dir.path(), "10/s");
-        a.reserve(5, 1000 * MS).unwrap();
+        a.reserve(5, &[], 1000 * MS).unwrap();
         let mut b = backend(dir.path(), "10/s");
         b.boot_id = "another boot".into();
-        let g = b.reserve(1, 0).unwrap();
+        let g = b.reserve(1, &[], 0).unwrap();
         assert!(g.fresh);
         assert_eq!(g.slots, vec![0]);
     }

@@ -12,15 +12,26 @@
 //! participant together keep each limit's bound: no window of length `W`
 //! holds more than `burst + W / T` of them.
 //!
+//! A byte limit (`--byte-rate`) is the same GCRA counting bytes, with the
+//! local pacer's debt rule ([`crate::pacer::Pacer`]): each slot is
+//! reserved for a size `s` (the record it is for), may leave when
+//! `t ≥ TAT − (burst − min(s, burst)) · T`, and moves `TAT` to
+//! `max(TAT, t) + s · T`. A record limit counts the slot as 1 whatever its
+//! size. A record larger than the burst leaves once a full burst is saved
+//! and puts the schedule in debt for the rest.
+//!
 //! Times are integer nanoseconds on the shared clock (`CLOCK_MONOTONIC` on
 //! one host, the Redis server's `TIME` across hosts); `T` is rounded up to
 //! a whole nanosecond, which can only slow the schedule (by less than one
-//! part in `T`). Pure: no clock, no I/O.
+//! part in `T`). A byte limit's `s · T` is computed as `s · period / count`
+//! in IEEE doubles (as Lua does), rounded up, and its reach
+//! `(burst − min(s, burst)) · T` rounded down: both only slow it. Pure: no
+//! clock, no I/O.
 
 use std::time::Duration;
 
 use crate::rate::Rate;
-use crate::schedule::Limit;
+use crate::schedule::{Limit, Unit};
 
 /// One limit's constants, in ns: emission interval `T` and burst tolerance
 /// `τ`.
@@ -50,14 +61,112 @@ impl Step {
     }
 }
 
+/// A byte limit's constants: its rate, `count` bytes per `period` ns, and
+/// its `burst` in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteStep {
+    /// Bytes per period (≥ 1).
+    pub count: i64,
+    /// The period, ns.
+    pub period: i64,
+    /// Bytes that may leave back to back (≥ 1).
+    pub burst: i64,
+}
+
+impl ByteStep {
+    /// `bytes · period / count` ns in IEEE doubles, as the script computes
+    /// it.
+    fn ns(&self, bytes: i64) -> f64 {
+        bytes as f64 * self.period as f64 / self.count as f64
+    }
+
+    /// The schedule (ns) a slot of `bytes` takes, rounded up.
+    pub fn cost(&self, bytes: i64) -> i64 {
+        self.ns(bytes).ceil() as i64
+    }
+
+    /// How long (ns) before `TAT` a slot of `bytes` may leave: the burst
+    /// less what the slot counts (at most the burst), rounded down.
+    pub fn reach(&self, bytes: i64) -> i64 {
+        self.ns(self.burst - bytes.clamp(0, self.burst)).floor() as i64
+    }
+}
+
+/// One shared limit: of records (every slot costs 1) or of bytes (a slot
+/// costs the size it was reserved for).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Meter {
+    /// A `--rate` limit.
+    Records(Step),
+    /// A `--byte-rate` limit.
+    Bytes(ByteStep),
+}
+
+impl Meter {
+    /// The constants of `limit`.
+    ///
+    /// # Panics
+    /// If the rate is unlimited (the command line never shares one).
+    pub fn of(limit: &Limit) -> Meter {
+        match limit.unit {
+            Unit::Records => Meter::Records(Step::of(limit)),
+            Unit::Bytes => {
+                let Rate::Limited { count, period_ns } = limit.rate else {
+                    panic!("an unlimited rate is no limit");
+                };
+                let int = |v: u128| i64::try_from(v).unwrap_or(i64::MAX).max(1);
+                Meter::Bytes(ByteStep {
+                    count: int(count),
+                    period: int(period_ns),
+                    burst: int(u128::from(limit.burst)),
+                })
+            }
+        }
+    }
+
+    /// The schedule (ns) a slot reserved for `size` bytes takes.
+    pub fn cost(&self, size: i64) -> i64 {
+        match self {
+            Meter::Records(s) => s.interval,
+            Meter::Bytes(b) => b.cost(size),
+        }
+    }
+
+    /// How long (ns) before `TAT` a slot reserved for `size` bytes may
+    /// leave.
+    pub fn reach(&self, size: i64) -> i64 {
+        match self {
+            Meter::Records(s) => s.tolerance,
+            Meter::Bytes(b) => b.reach(size),
+        }
+    }
+
+    /// Whether it counts bytes.
+    pub fn weighs_bytes(&self) -> bool {
+        matches!(self, Meter::Bytes(_))
+    }
+}
+
+impl From<Step> for Meter {
+    fn from(step: Step) -> Meter {
+        Meter::Records(step)
+    }
+}
+
 /// The limits as the shared state records them, for the agreement check:
-/// `count/period_ns:burst` for each, comma-separated.
+/// `count/period_ns:burst` for each record limit, `countB/period_ns:burstB`
+/// for each byte limit, comma-separated.
 pub fn spec(limits: &[Limit]) -> String {
     limits
         .iter()
-        .map(|l| match l.rate {
-            Rate::Limited { count, period_ns } => format!("{count}/{period_ns}ns:{}", l.burst),
-            Rate::Unlimited => "inf".into(),
+        .map(|l| {
+            let b = if l.unit == Unit::Bytes { "B" } else { "" };
+            match l.rate {
+                Rate::Limited { count, period_ns } => {
+                    format!("{count}{b}/{period_ns}ns:{}{b}", l.burst)
+                }
+                Rate::Unlimited => "inf".into(),
+            }
         })
         .collect::<Vec<_>>()
         .join(",")
@@ -96,8 +205,9 @@ pub fn spec_with_key(limits: &[Limit], key: &Limit) -> String {
     }
 }
 
-/// The limits a [`spec`] describes, for messages: `10/s, burst 1`, and a
-/// key limit as `per key 5/s, burst 1`.
+/// The limits a [`spec`] describes, for messages: `10/s, burst 1`, a byte
+/// limit as `2048 bytes/s, burst 1024 bytes`, and a key limit as
+/// `per key 5/s, burst 1`.
 pub fn describe(spec: &str) -> String {
     spec.split(',')
         .map(|one| {
@@ -107,6 +217,12 @@ pub fn describe(spec: &str) -> String {
             };
             let parsed = one.split_once('/').and_then(|(count, rest)| {
                 let (period, burst) = rest.split_once("ns:")?;
+                if let Some(count) = count.strip_suffix('B') {
+                    let burst = burst.strip_suffix('B')?;
+                    let rate = readable(count.parse().ok()?, period.parse().ok()?);
+                    let rate = rate.replacen('/', " bytes/", 1);
+                    return Some(format!("{per_key}{rate}, burst {burst} bytes"));
+                }
                 let rate = readable(count.parse().ok()?, period.parse().ok()?);
                 Some(format!("{per_key}{rate}, burst {burst}"))
             });
@@ -132,7 +248,24 @@ impl Gcra {
     /// due by `now + horizon`, and always at least one. Returns their
     /// departure times in order (ns, never before `now`).
     pub fn reserve(&mut self, steps: &[Step], now: i64, want: u64, horizon: i64) -> Vec<i64> {
-        self.tats.resize(steps.len(), None);
+        let meters: Vec<Meter> = steps.iter().copied().map(Meter::from).collect();
+        self.reserve_sized(&meters, now, want, &[], horizon)
+    }
+
+    /// Reserve up to `want` (≥ 1) departure slots at `now` under `meters`,
+    /// slot `j` for a record of `sizes[j]` bytes (1 past the end of
+    /// `sizes`): every slot due by `now + horizon`, and always at least
+    /// one. Returns their departure times in order (ns, never before
+    /// `now`).
+    pub fn reserve_sized(
+        &mut self,
+        meters: &[Meter],
+        now: i64,
+        want: u64,
+        sizes: &[u64],
+        horizon: i64,
+    ) -> Vec<i64> {
+        self.tats.resize(meters.len(), None);
         let mut tats: Vec<i64> = self
             .tats
             .iter()
@@ -140,16 +273,19 @@ impl Gcra {
             .collect();
         let mut out = Vec::new();
         while (out.len() as u64) < want.max(1) {
-            let due = steps
+            let size = sizes
+                .get(out.len())
+                .map_or(1, |&s| i64::try_from(s).unwrap_or(i64::MAX));
+            let due = meters
                 .iter()
                 .zip(&tats)
-                .map(|(s, &tat)| tat.saturating_sub(s.tolerance))
+                .map(|(m, &tat)| tat.saturating_sub(m.reach(size)))
                 .fold(now, i64::max);
             if !out.is_empty() && due > now.saturating_add(horizon) {
                 break;
             }
-            for (s, tat) in steps.iter().zip(tats.iter_mut()) {
-                *tat = (*tat).max(due).saturating_add(s.interval);
+            for (m, tat) in meters.iter().zip(tats.iter_mut()) {
+                *tat = (*tat).max(due).saturating_add(m.cost(size));
             }
             out.push(due);
         }
@@ -163,12 +299,29 @@ impl Gcra {
     /// the schedule goes back to where it stood before that slot, or
     /// later. Returns whether it did.
     pub fn give_back(&mut self, steps: &[Step], seq: u64, first_unused: i64) -> bool {
+        let meters: Vec<Meter> = steps.iter().copied().map(Meter::from).collect();
+        self.give_back_sized(&meters, seq, first_unused, 1)
+    }
+
+    /// Give back the slots from `first_unused` (a departure time this
+    /// state granted, for a record of `size` bytes) on, when no one
+    /// reserved after reservation `seq`: each `TAT` goes back to at most
+    /// `first_unused` plus that slot's reach, where it stood before that
+    /// slot, or later. Returns whether it did.
+    pub fn give_back_sized(
+        &mut self,
+        meters: &[Meter],
+        seq: u64,
+        first_unused: i64,
+        size: u64,
+    ) -> bool {
         if seq != self.seq {
             return false;
         }
-        for (s, tat) in steps.iter().zip(self.tats.iter_mut()) {
+        let size = i64::try_from(size).unwrap_or(i64::MAX);
+        for (m, tat) in meters.iter().zip(self.tats.iter_mut()) {
             if let Some(t) = tat.as_mut() {
-                *t = (*t).min(first_unused.saturating_add(s.tolerance));
+                *t = (*t).min(first_unused.saturating_add(m.reach(size)));
             }
         }
         true
@@ -311,6 +464,137 @@ mod tests {
             }
             now += 10 * MS;
         }
+    }
+
+    fn limit(rate: &str, burst: u64, unit: Unit) -> Limit {
+        let rate = match unit {
+            Unit::Records => parse_rate(rate).unwrap(),
+            Unit::Bytes => crate::rate::parse_byte_rate(rate).unwrap(),
+        };
+        Limit { rate, burst, unit }
+    }
+
+    /// The most units in any window of `window` ns, of departures
+    /// `(time, units)` sorted by time.
+    fn most_in_window(all: &[(i64, u64)], window: i64) -> u64 {
+        (0..all.len())
+            .map(|i| {
+                all[i..]
+                    .iter()
+                    .take_while(|&&(t, _)| t < all[i].0 + window)
+                    .map(|&(_, units)| units)
+                    .sum()
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Several participants, each reserving for the sizes of its next
+    /// records (random, up to the byte burst) in turn on virtual time:
+    /// together they keep both the byte limit's and the record limit's
+    /// window bound, and the bytes leave at the byte rate.
+    #[test]
+    fn participants_with_random_sizes_keep_both_bounds() {
+        let limits = [
+            limit("20/s", 3, Unit::Records),
+            limit("2000/s", 1000, Unit::Bytes),
+        ];
+        let meters: Vec<Meter> = limits.iter().map(Meter::of).collect();
+        let mut rng = fastrand::Rng::with_seed(7);
+        let mut g = Gcra::default();
+        let mut departed: Vec<(i64, u64)> = Vec::new();
+        let mut now = 0;
+        for _ in 0..600 {
+            let want = rng.u64(1..=6);
+            let sizes: Vec<u64> = (0..want).map(|_| rng.u64(1..=1000)).collect();
+            let horizon = rng.i64(0..=300) * MS;
+            let got = g.reserve_sized(&meters, now, want, &sizes, horizon);
+            assert!(got.iter().all(|&t| t >= now));
+            departed.extend(got.iter().zip(&sizes).map(|(&t, &s)| (t, s)));
+            now += rng.i64(0..=40) * MS;
+        }
+        departed.sort_unstable();
+        for window in [MS, 100 * MS, 1000 * MS, 5000 * MS] {
+            let bytes = most_in_window(&departed, window);
+            let bound = 1000 + 2000 * window / 1000 / MS;
+            assert!(bytes as i64 <= bound, "{bytes} bytes in {window} ns");
+            let ones: Vec<(i64, u64)> = departed.iter().map(|&(t, _)| (t, 1)).collect();
+            let records = most_in_window(&ones, window);
+            let bound = 3 + 20 * window / 1000 / MS;
+            assert!(records as i64 <= bound, "{records} records in {window} ns");
+        }
+        // The byte limit binds (mean 500 bytes a record, 4 records a
+        // second): the bytes after the first burst leave at 2000/s.
+        let first = departed[0].0;
+        let last = departed[departed.len() - 1].0;
+        let after_burst: u64 = departed.iter().skip(1).map(|&(_, s)| s).sum();
+        let rate = after_burst as f64 / ((last - first) as f64 / 1e9);
+        assert!((rate - 2000.0).abs() < 2000.0 * 0.02, "{rate} bytes/s");
+    }
+
+    /// A record larger than the byte burst leaves once a full burst is
+    /// saved, and puts the schedule in debt for the rest: the local
+    /// pacer's rule.
+    #[test]
+    fn a_record_larger_than_the_burst_leaves_then_pays() {
+        let meters = [Meter::of(&limit("1000/s", 100, Unit::Bytes))];
+        let mut g = Gcra::default();
+        // 500 bytes at once; 10 bytes when the schedule reaches
+        // 500 + 10 − 100 bytes: 410 ms.
+        let t = g.reserve_sized(&meters, 0, 2, &[500, 10], 1000 * MS);
+        assert_eq!(t, vec![0, 410 * MS]);
+        // Another 500-byte record waits until a full burst is saved: the
+        // schedule clear of the 510 bytes before it, at 510 ms.
+        let t = g.reserve_sized(&meters, 0, 1, &[500], 1000 * MS);
+        assert_eq!(t, vec![510 * MS]);
+    }
+
+    /// A byte limit charges each slot its size; a record limit of the same
+    /// number charges 1.
+    #[test]
+    fn bytes_cost_their_size_records_cost_one() {
+        let bytes = [Meter::of(&limit("10/s", 10, Unit::Bytes))];
+        let records = [Meter::of(&limit("10/s", 10, Unit::Records))];
+        let sizes = [5, 5, 5, 5];
+        let mut g = Gcra::default();
+        assert_eq!(
+            g.reserve_sized(&bytes, 0, 4, &sizes, 1000 * MS),
+            vec![0, 0, 500 * MS, 1000 * MS]
+        );
+        let mut g = Gcra::default();
+        assert_eq!(
+            g.reserve_sized(&records, 0, 4, &sizes, 1000 * MS),
+            vec![0, 0, 0, 0]
+        );
+    }
+
+    /// Giving back a byte limit's slots restores the schedule to where it
+    /// stood before the first unused slot, for its size.
+    #[test]
+    fn giving_back_bytes_restores_the_schedule() {
+        let meters = [Meter::of(&limit("1000/s", 100, Unit::Bytes))];
+        let mut g = Gcra::default();
+        let t = g.reserve_sized(&meters, 0, 3, &[100, 50, 50], 1000 * MS);
+        assert_eq!(t, vec![0, 50 * MS, 100 * MS]);
+        assert!(g.give_back_sized(&meters, g.seq, t[1], 50));
+        assert_eq!(g.reserve_sized(&meters, 0, 1, &[50], 0), vec![t[1]]);
+    }
+
+    #[test]
+    fn specs_mark_byte_limits() {
+        let bytes = [limit("10/s", 10, Unit::Bytes)];
+        let records = [limit("10/s", 10, Unit::Records)];
+        assert_eq!(spec(&bytes), "1B/100000000ns:10B");
+        assert_ne!(spec(&bytes), spec(&records));
+        assert_eq!(describe(&spec(&bytes)), "10 bytes/s, burst 10 bytes");
+        let both = [
+            limit("5/s", 1, Unit::Records),
+            limit("2KiB/min", 1024, Unit::Bytes),
+        ];
+        assert_eq!(
+            describe(&spec(&both)),
+            "5/s, burst 1; 2048 bytes/min, burst 1024 bytes"
+        );
     }
 
     #[test]

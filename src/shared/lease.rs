@@ -43,11 +43,14 @@ pub trait Backend: Send {
     /// Check that the stored limits are ours (storing them when there are
     /// none). Returns whether the state was fresh.
     fn hello(&mut self) -> Result<bool, Failure>;
-    /// Reserve up to `want` slots due within `horizon` ns (at least one).
-    fn reserve(&mut self, want: u64, horizon: i64) -> Result<Grant, Failure>;
-    /// Give back the slots from `first_unused` (shared ns) on, if no one
-    /// reserved after reservation `seq`. Returns whether they were.
-    fn give_back(&mut self, seq: u64, first_unused: i64) -> Result<bool, Failure>;
+    /// Reserve up to `want` slots due within `horizon` ns (at least one),
+    /// slot `j` for a record of `sizes[j]` bytes (1 past the end of
+    /// `sizes`, as for record limits only).
+    fn reserve(&mut self, want: u64, sizes: &[u64], horizon: i64) -> Result<Grant, Failure>;
+    /// Give back the slots from `first_unused` (shared ns; reserved for
+    /// `size` bytes) on, if no one reserved after reservation `seq`.
+    /// Returns whether they were.
+    fn give_back(&mut self, seq: u64, first_unused: i64, size: u64) -> Result<bool, Failure>;
     /// The shared clock's now (ns) when it is this host's
     /// `CLOCK_MONOTONIC`, which drip's clock also runs on: slots then map
     /// exactly. `None` for a clock elsewhere.
@@ -68,10 +71,15 @@ pub enum Mode {
 /// What the schedule and the keeper share.
 #[derive(Debug)]
 pub(crate) struct LeaseState {
-    /// Reserved departure times on drip's clock (ns), in order.
-    pub(crate) slots: VecDeque<u64>,
+    /// Reserved departure slots, in order: each one's time on drip's
+    /// clock (ns) and the size (bytes) it was reserved for, which it may
+    /// carry a record of at most (1 when no limit counts bytes).
+    pub(crate) slots: VecDeque<(u64, u64)>,
     /// Records waiting that the lease does not cover yet.
     pub(crate) wanted: usize,
+    /// When a limit counts bytes: the sizes (bytes) of the first of those
+    /// records, in order, at most [`SIZES_KEPT`] (empty otherwise).
+    pub(crate) wanted_sizes: Vec<u64>,
     pub(crate) mode: Mode,
     pub(crate) closed: bool,
     /// The last reservation: its seq and its slots' shared times (for
@@ -103,6 +111,7 @@ impl Lease {
             state: Mutex::new(LeaseState {
                 slots: VecDeque::new(),
                 wanted: 0,
+                wanted_sizes: Vec::new(),
                 mode: Mode::Shared,
                 closed: false,
                 last: None,
@@ -158,7 +167,8 @@ pub(crate) struct Keeper {
     pub(crate) lease: Arc<Lease>,
     pub(crate) backend: Box<dyn Backend>,
     pub(crate) on_error: OnError,
-    /// The shared rate in records per second (the tightest limit).
+    /// The shared rate in records per second (the tightest record limit;
+    /// infinite when only bytes are limited).
     pub(crate) per_second: f64,
     /// Called when slots arrive (wakes the writer) and when drip must stop.
     pub(crate) notify: Arc<dyn Fn(bool) + Send + Sync>,
@@ -167,6 +177,10 @@ pub(crate) struct Keeper {
     /// The pause before the next attempt after a failed one.
     pub(crate) retry: Retry,
 }
+
+/// The sizes of waiting records the lease keeps at most (one reservation's
+/// worth, as a reservation never reaches past 1 s).
+pub(crate) const SIZES_KEPT: usize = 4096;
 
 /// Shortest and longest horizon of a reservation, ns.
 const MIN_HORIZON: i64 = 200_000_000;
@@ -310,15 +324,15 @@ impl Keeper {
     /// Run until the lease is closed, then give back what is unused.
     pub(crate) fn run(mut self) {
         let mut rtt = 0i64;
-        while let Some(want) = self.await_need(horizon(rtt) / 2) {
+        while let Some((want, sizes)) = self.await_need(horizon(rtt) / 2) {
             let started = Instant::now();
-            match self.backend.reserve(want, horizon(rtt)) {
+            match self.backend.reserve(want, &sizes, horizon(rtt)) {
                 Ok(grant) => {
                     let took = i64::try_from(started.elapsed().as_nanos()).unwrap_or(i64::MAX);
                     rtt = if rtt == 0 { took } else { (rtt * 7 + took) / 8 };
                     self.retry.succeeded();
                     self.voice.reached();
-                    self.take(grant);
+                    self.take(grant, &sizes);
                 }
                 Err(Failure::Mismatch(spec)) => return self.fatal(Failure::Mismatch(spec)),
                 Err(Failure::Unreachable(why)) => {
@@ -346,22 +360,27 @@ impl Keeper {
     }
 
     /// Wait until the lease runs low (its last slot is less than `ahead`
-    /// ns away) while records want slots; returns how many to ask for, or
-    /// `None` once closed.
-    fn await_need(&self, ahead: i64) -> Option<u64> {
+    /// ns away) while records want slots; returns how many to ask for and
+    /// their sizes (empty when no limit counts bytes), or `None` once
+    /// closed.
+    fn await_need(&self, ahead: i64) -> Option<(u64, Vec<u64>)> {
         let cap = self.per_second.ceil().clamp(1.0, 1e9) as usize;
         let mut st = self.lease.lock();
         loop {
             if st.closed {
                 return None;
             }
-            let want = st.wanted.min(cap);
+            let mut want = st.wanted.min(cap);
+            if !st.wanted_sizes.is_empty() {
+                want = want.min(st.wanted_sizes.len());
+            }
             if want > 0 {
                 let now = self.lease.now();
-                let end = st.slots.back().copied().unwrap_or(0);
+                let end = st.slots.back().map_or(0, |&(t, _)| t);
                 let until = end.saturating_sub(ahead as u64);
                 if until <= now || st.mode == Mode::Local {
-                    return Some(want as u64);
+                    let sizes = st.wanted_sizes.iter().take(want).copied().collect();
+                    return Some((want as u64, sizes));
                 }
                 st = self.wait(st, Duration::from_nanos(until - now));
             } else {
@@ -384,8 +403,9 @@ impl Keeper {
 
     /// Put the granted slots in the lease, on drip's clock: exactly when
     /// the shared clock is this host's; otherwise counted from when the
-    /// answer arrived (never earlier than the shared schedule says).
-    fn take(&mut self, grant: Grant) {
+    /// answer arrived (never earlier than the shared schedule says). Each
+    /// is tagged with the size it was reserved for (`sizes`, 1 past them).
+    fn take(&mut self, grant: Grant, sizes: &[u64]) {
         let base = match self.backend.host_clock() {
             Some(shared_now) => {
                 let ours = i64::try_from(self.lease.now()).unwrap_or(i64::MAX);
@@ -403,14 +423,16 @@ impl Keeper {
         st.mode = Mode::Shared;
         let n = grant.slots.len();
         st.wanted = st.wanted.saturating_sub(n);
+        let covered = n.min(st.wanted_sizes.len());
+        st.wanted_sizes.drain(..covered);
         let shared_times = grant.slots.iter().map(|d| grant.now + d).collect();
         st.last = Some((grant.seq, shared_times));
-        let floor = st.slots.back().copied().unwrap_or(0);
-        for d in grant.slots {
+        let floor = st.slots.back().map_or(0, |&(t, _)| t);
+        for (j, d) in grant.slots.into_iter().enumerate() {
             let t = base
                 .saturating_add(u64::try_from(d).unwrap_or(0))
                 .max(floor);
-            st.slots.push_back(t);
+            st.slots.push_back((t, sizes.get(j).copied().unwrap_or(1)));
             st.reserved_until = st.reserved_until.max(t);
         }
         drop(st);
@@ -444,13 +466,16 @@ impl Keeper {
     fn give_back(&mut self) {
         let mut st = self.lease.lock();
         let unused = st.slots.len();
+        let size = st.slots.front().map_or(1, |&(_, size)| size);
         let Some((seq, times)) = st.last.take() else {
             return;
         };
         drop(st);
         // Only when every unused slot is of the last reservation.
         if unused > 0 && unused <= times.len() {
-            let _ = self.backend.give_back(seq, times[times.len() - unused]);
+            let _ = self
+                .backend
+                .give_back(seq, times[times.len() - unused], size);
         }
     }
 }
@@ -494,11 +519,11 @@ mod tests {
         fn hello(&mut self) -> Result<bool, Failure> {
             Err(Failure::Unreachable("down".into()))
         }
-        fn reserve(&mut self, _: u64, _: i64) -> Result<Grant, Failure> {
+        fn reserve(&mut self, _: u64, _: &[u64], _: i64) -> Result<Grant, Failure> {
             self.0.fetch_add(1, Ordering::SeqCst);
             Err(Failure::Unreachable("down".into()))
         }
-        fn give_back(&mut self, _: u64, _: i64) -> Result<bool, Failure> {
+        fn give_back(&mut self, _: u64, _: i64, _: u64) -> Result<bool, Failure> {
             Err(Failure::Unreachable("down".into()))
         }
     }

@@ -9,6 +9,14 @@
 //! of reserved slots, and a keeper thread ([`lease`]) does the reserving,
 //! so no call under drip's state lock ever waits on the network.
 //!
+//! A slot lets one record go. When a limit counts bytes (`--byte-rate`),
+//! each slot is reserved for the size of the waiting record it is for, and
+//! costs the byte limits that size: it may carry any record of at most that
+//! size, so every departure spent a slot reserved for at least its size and
+//! the shared bound holds. A slot too small for the record at the head (the
+//! queue changed since: a drop, an expiry, an eviction) is wasted (counted
+//! as forfeited) and a slot for the real size is reserved.
+//!
 //! With `--key`, the limits per key are shared the same way, one GCRA per
 //! key, by a keeper of their own ([`keys`]).
 
@@ -28,6 +36,7 @@ use crate::pacer::{slack_for, Pacer};
 use crate::rate::Rate;
 use crate::schedule::{Limit, Limits, Schedule, Unit};
 use crate::stats::{ShareCounts, ShareStats};
+use lease::{LeaseState, SIZES_KEPT};
 
 pub use lease::OnError;
 use lease::{Backend, Failure, Keeper, Lease, Mode, Retry, Voice};
@@ -35,12 +44,13 @@ use lease::{Backend, Failure, Keeper, Lease, Mode, Retry, Voice};
 /// A shared state outlives its schedule by this long (ns), then expires.
 pub const EXPIRY_NS: i64 = 10_000_000_000;
 
-/// How late (ns) a reserved slot may still be used: one emission interval,
-/// within 2 and 100 ms. A wake-up that late puts at most one record more
-/// into a window (from 500/s up, at most rate × 2 ms more, as a local
-/// schedule's slack does); a slot later than that is forfeited (counted),
-/// as a local schedule restarts after a stall, so a stalled drip never
-/// sends a catch-up burst.
+/// How late (ns) a reserved slot may still be used: one emission interval
+/// (`per_second`: slots a second at the tightest limit; for a slot
+/// reserved for s bytes, a byte limit's rate / s), within 2 and 100 ms. A
+/// wake-up that late puts at most one record more into a window (from
+/// 500/s up, at most rate × 2 ms more, as a local schedule's slack does);
+/// a slot later than that is forfeited (counted), as a local schedule
+/// restarts after a stall, so a stalled drip never sends a catch-up burst.
 fn late_ns(per_second: f64) -> u64 {
     (1e9 / per_second).clamp(2e6, 100e6) as u64
 }
@@ -223,8 +233,46 @@ impl std::error::Error for Unreachable {}
 pub struct SharedSchedule {
     lease: Arc<Lease>,
     local: Limits,
+    /// The tightest record limit, records per second (infinite: none).
     per_second: f64,
+    /// The highest byte rate, bytes per second (infinite: none).
+    bytes_per_second: f64,
+    /// Some limit counts bytes: slots are reserved for sizes.
+    weighs_bytes: bool,
     last_now: u64,
+}
+
+/// Of `available` records waiting in order (sizes from `sizes`), release
+/// those whose slot is due at `now`, each on a slot reserved for at least
+/// its size: a slot at the head too small for the record at the head is
+/// wasted (forfeited). Then record what the records left waiting want:
+/// how many the lease does not cover, and the sizes of the first of them.
+fn release_sized(
+    st: &mut LeaseState,
+    now: u64,
+    available: usize,
+    sizes: &mut dyn Iterator<Item = usize>,
+) -> usize {
+    let mut sizes = sizes.take(available).map(|s| s as u64).peekable();
+    let mut n = 0;
+    while let Some(&size) = sizes.peek() {
+        while st.slots.front().is_some_and(|&(_, tag)| tag < size) {
+            st.slots.pop_front();
+            st.forfeited += 1;
+        }
+        if !st.slots.front().is_some_and(|&(t, _)| t <= now) {
+            break;
+        }
+        st.slots.pop_front();
+        sizes.next();
+        n += 1;
+    }
+    let covered = st.slots.len();
+    st.wanted = (available - n).saturating_sub(covered);
+    st.wanted_sizes.clear();
+    st.wanted_sizes
+        .extend(sizes.skip(covered).take(SIZES_KEPT.min(st.wanted)));
+    n
 }
 
 impl Schedule for SharedSchedule {
@@ -233,7 +281,7 @@ impl Schedule for SharedSchedule {
     }
 
     fn weighs_bytes(&self) -> bool {
-        false
+        self.weighs_bytes
     }
 
     fn release(
@@ -247,18 +295,26 @@ impl Schedule for SharedSchedule {
         if st.mode == Mode::Local {
             return self.local.release(now, available, sizes);
         }
-        let late = late_ns(self.per_second);
-        while st.slots.front().is_some_and(|&t| t + late < now) {
+        while st
+            .slots
+            .front()
+            .is_some_and(|&(t, tag)| t + self.late_ns(tag) < now)
+        {
             st.slots.pop_front();
             st.forfeited += 1;
         }
-        let mut n = 0;
-        while n < available && st.slots.front().is_some_and(|&t| t <= now) {
-            st.slots.pop_front();
-            n += 1;
-        }
         let before = st.wanted;
-        st.wanted = (available - n).saturating_sub(st.slots.len());
+        let n = if self.weighs_bytes {
+            release_sized(&mut st, now, available, sizes)
+        } else {
+            let mut n = 0;
+            while n < available && st.slots.front().is_some_and(|&(t, _)| t <= now) {
+                st.slots.pop_front();
+                n += 1;
+            }
+            st.wanted = (available - n).saturating_sub(st.slots.len());
+            n
+        };
         if st.wanted > 0 && (before == 0 || st.slots.is_empty()) {
             self.lease.wake.notify_one();
         }
@@ -270,10 +326,12 @@ impl Schedule for SharedSchedule {
         if st.mode == Mode::Local {
             return self.local.next_due(size);
         }
-        st.slots
-            .front()
-            .copied()
-            .unwrap_or(self.last_now.saturating_add(POLL_NS))
+        match st.slots.front() {
+            // Too small for this record: wasted at the next release.
+            Some(&(_, tag)) if self.weighs_bytes && tag < size as u64 => self.last_now,
+            Some(&(t, _)) => t,
+            None => self.last_now.saturating_add(POLL_NS),
+        }
     }
 
     fn slack_ns(&self) -> u64 {
@@ -281,7 +339,24 @@ impl Schedule for SharedSchedule {
     }
 
     fn records_per_second(&self) -> f64 {
+        if self.weighs_bytes {
+            return f64::INFINITY;
+        }
         self.per_second
+    }
+}
+
+impl SharedSchedule {
+    /// How late (ns) a slot reserved for `size` bytes may still be used
+    /// ([`late_ns`]): one emission interval of the tightest record limit,
+    /// and, with byte limits, no longer than the slot takes at the highest
+    /// byte rate.
+    fn late_ns(&self, size: u64) -> u64 {
+        let mut per_second = self.per_second;
+        if self.weighs_bytes {
+            per_second = per_second.min(self.bytes_per_second / size.max(1) as f64);
+        }
+        late_ns(per_second)
     }
 }
 
@@ -426,7 +501,7 @@ pub struct Opened {
     pub handle: Handle,
 }
 
-/// Start sharing `limits` (record limits) and, with `key`, the limits per
+/// Start sharing `limits` (of records and of bytes) and, with `key`, the limits per
 /// key, as `share` says; `origin` is drip's clock. Checks, before anything
 /// is read, that the stored limits (all of them) agree with ours.
 ///
@@ -490,17 +565,17 @@ pub fn open(
 fn global_backend(
     share: &Share,
     spec: &str,
-    steps: Vec<gcra::Step>,
+    meters: Vec<gcra::Meter>,
 ) -> anyhow::Result<Box<dyn Backend>> {
     Ok(match &share.target {
         Target::Host(name) => Box::new(file::FileBackend::new(
             &file::state_dir(),
             name,
             spec.to_string(),
-            steps,
+            meters,
         )),
         Target::Redis { url, name } => Box::new(
-            redis::RedisBackend::new(url, name, spec.to_string(), steps)
+            redis::RedisBackend::new(url, name, spec.to_string(), meters)
                 .map_err(|why| anyhow::anyhow!("--share {name}: {why}"))?,
         ),
     })
@@ -515,8 +590,9 @@ fn open_global(
     notify: &Arc<dyn Fn(bool) + Send + Sync>,
     handle: &mut Handle,
 ) -> anyhow::Result<SharedSchedule> {
-    let steps: Vec<gcra::Step> = limits.iter().map(gcra::Step::of).collect();
-    let backend = global_backend(share, spec, steps)?;
+    let meters: Vec<gcra::Meter> = limits.iter().map(gcra::Meter::of).collect();
+    let weighs_bytes = meters.iter().any(gcra::Meter::weighs_bytes);
+    let backend = global_backend(share, spec, meters)?;
     let lease = Arc::new(Lease::new(origin));
     handle.lease = Some(Arc::clone(&lease));
     let mut keeper = Keeper {
@@ -525,6 +601,7 @@ fn open_global(
         on_error: share.on_error,
         per_second: limits
             .iter()
+            .filter(|l| l.unit == Unit::Records)
             .map(|l| l.rate.per_second())
             .fold(f64::INFINITY, f64::min),
         notify: Arc::clone(notify),
@@ -546,6 +623,12 @@ fn open_global(
         lease,
         local: Limits::new(&local),
         per_second,
+        bytes_per_second: limits
+            .iter()
+            .filter(|l| l.unit == Unit::Bytes)
+            .map(|l| l.rate.per_second())
+            .fold(0.0, f64::max),
+        weighs_bytes,
         last_now: 0,
     })
 }
@@ -650,6 +733,100 @@ mod tests {
         assert_eq!(parse_on_error("local"), Ok(OnError::Local));
         assert_eq!(parse_on_error("fail"), Ok(OnError::Fail));
         assert!(parse_on_error("retry").is_err());
+    }
+
+    const MS: u64 = 1_000_000;
+
+    fn byte_schedule(slots: &[(u64, u64)]) -> SharedSchedule {
+        let lease = Arc::new(Lease::new(Instant::now()));
+        lease.lock().slots.extend(slots.iter().copied());
+        SharedSchedule {
+            lease,
+            local: Limits::new(&[Limit {
+                rate: crate::rate::parse_byte_rate("1KB/s").unwrap(),
+                burst: 1000,
+                unit: Unit::Bytes,
+            }]),
+            per_second: f64::INFINITY,
+            bytes_per_second: 1000.0,
+            weighs_bytes: true,
+            last_now: 0,
+        }
+    }
+
+    /// Under a byte limit a slot carries a record of at most the size it
+    /// was reserved for; one too small for the record at the head is
+    /// wasted (forfeited), and the records the lease does not cover want
+    /// slots for their sizes.
+    #[test]
+    fn a_slot_carries_a_record_of_at_most_its_size() {
+        let mut s = byte_schedule(&[(0, 100), (0, 50), (10 * MS, 80)]);
+        assert!(s.weighs_bytes());
+        assert_eq!(s.records_per_second(), f64::INFINITY);
+        let sizes = [100usize, 60, 80, 30];
+        assert_eq!(s.release(0, 4, &mut sizes.iter().copied()), 1);
+        {
+            let st = s.lease.lock();
+            // The 50-byte slot was too small for the 60-byte record.
+            assert_eq!(st.forfeited, 1);
+            assert_eq!(st.slots, [(10 * MS, 80)]);
+            // 60 has the 80-byte slot; 80 and 30 want theirs.
+            assert_eq!(st.wanted, 2);
+            assert_eq!(st.wanted_sizes, [80, 30]);
+        }
+        assert_eq!(s.next_due(60), 10 * MS);
+        // A record larger than the head slot (the queue changed) is due
+        // at once: the next release wastes the slot and wants one for it.
+        assert_eq!(s.next_due(90), 0);
+        assert_eq!(s.release(10 * MS, 2, &mut [90usize, 30].into_iter()), 0);
+        let st = s.lease.lock();
+        assert_eq!(st.forfeited, 2);
+        assert!(st.slots.is_empty());
+        assert_eq!((st.wanted, st.wanted_sizes.clone()), (2, vec![90, 30]));
+    }
+
+    /// A smaller record may take a larger slot: the bound still holds.
+    #[test]
+    fn a_smaller_record_takes_a_larger_slot() {
+        let mut s = byte_schedule(&[(0, 500), (MS, 500)]);
+        assert_eq!(s.release(MS, 2, &mut [10usize, 490].into_iter()), 2);
+        let st = s.lease.lock();
+        assert_eq!((st.forfeited, st.wanted), (0, 0));
+        assert!(st.wanted_sizes.is_empty());
+    }
+
+    /// A slot reserved for s bytes may be used as late as it takes at the
+    /// byte rate (within 2 and 100 ms), no later.
+    #[test]
+    fn a_byte_slot_may_be_as_late_as_it_is_long() {
+        // At 1000 bytes a second: 50 bytes take 50 ms, 1 byte 1 ms (2).
+        let mut s = byte_schedule(&[(0, 50), (0, 1), (0, 1)]);
+        assert_eq!(s.release(40 * MS, 1, &mut [50usize].into_iter()), 1);
+        assert_eq!(s.release(41 * MS, 1, &mut [1usize].into_iter()), 0);
+        assert_eq!(s.lease.lock().forfeited, 2);
+        let mut s = byte_schedule(&[(0, 50)]);
+        assert_eq!(s.release(51 * MS, 1, &mut [50usize].into_iter()), 0);
+        assert_eq!(s.lease.lock().forfeited, 1);
+    }
+
+    /// Under `local`, the byte limit paces alone (at the rate divided by
+    /// the peers), sizes and all.
+    #[test]
+    fn local_mode_paces_bytes_alone() {
+        let mut s = byte_schedule(&[]);
+        s.local = Limits::new(&[divided(
+            &Limit {
+                rate: crate::rate::parse_byte_rate("1KB/s").unwrap(),
+                burst: 100,
+                unit: Unit::Bytes,
+            },
+            2,
+        )]);
+        s.lease.lock().mode = Mode::Local;
+        // 500 bytes a second each: 100 bytes now, the next 100 in 200 ms.
+        assert_eq!(s.release(0, 2, &mut [100usize, 100].into_iter()), 1);
+        assert_eq!(s.next_due(100), 200 * MS);
+        assert_eq!(s.lease.lock().wanted, 0);
     }
 
     #[test]

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use redis::{Client, Connection, ErrorKind, RedisError, Value};
 
-use super::gcra::Step;
+use super::gcra::{Meter, Step};
 use super::keys::{hex, KeyBackend, KeyGrant};
 use super::lease::{Backend, Failure, Grant};
 
@@ -131,7 +131,7 @@ pub struct RedisBackend {
     conn: Conn,
     key: String,
     spec: String,
-    steps: Vec<Step>,
+    meters: Vec<Meter>,
     sha: String,
     /// A test clock (seconds, ns) instead of the server's `TIME`.
     pub clock: Option<(i64, i64)>,
@@ -179,17 +179,17 @@ fn untrusted(_: &RedisError) -> bool {
 
 impl RedisBackend {
     /// The state `name` on the server at `url` (a redis-rs URL), for
-    /// limits `spec` with `steps`.
+    /// limits `spec` with `meters`.
     ///
     /// # Errors
     /// The URL is not one redis-rs accepts.
-    pub fn new(url: &str, name: &str, spec: String, steps: Vec<Step>) -> Result<Self, String> {
+    pub fn new(url: &str, name: &str, spec: String, meters: Vec<Meter>) -> Result<Self, String> {
         let client = Client::open(url).map_err(|e| e.to_string())?;
         Ok(RedisBackend {
             conn: Conn { client, con: None },
             key: format!("drip:{{{name}}}"),
             spec,
-            steps,
+            meters,
             sha: redis::Script::new(SCRIPT).get_hash().to_string(),
             clock: None,
         })
@@ -203,11 +203,24 @@ impl RedisBackend {
             sec.to_string(),
             nsec.to_string(),
             self.spec.clone(),
-            self.steps.len().to_string(),
+            self.meters.len().to_string(),
         ];
-        for s in &self.steps {
-            args.push(s.interval.to_string());
-            args.push(s.tolerance.to_string());
+        for m in &self.meters {
+            let values = match m {
+                Meter::Records(s) => [
+                    "r".to_string(),
+                    s.interval.to_string(),
+                    s.tolerance.to_string(),
+                    "0".into(),
+                ],
+                Meter::Bytes(b) => [
+                    "b".to_string(),
+                    b.count.to_string(),
+                    b.period.to_string(),
+                    b.burst.to_string(),
+                ],
+            };
+            args.extend(values);
         }
         args.extend(extra.iter().map(i64::to_string));
         let keys = [self.key.clone()];
@@ -353,15 +366,18 @@ impl Backend for RedisBackend {
         Ok(self.grant(&reply)?.fresh)
     }
 
-    fn reserve(&mut self, want: u64, horizon: i64) -> Result<Grant, Failure> {
-        let want = i64::try_from(want).unwrap_or(i64::MAX);
-        let reply = self.call("reserve", &[want, horizon])?;
+    fn reserve(&mut self, want: u64, sizes: &[u64], horizon: i64) -> Result<Grant, Failure> {
+        let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        let mut extra = vec![int(want), horizon];
+        extra.extend(sizes.iter().map(|&s| int(s)));
+        let reply = self.call("reserve", &extra)?;
         self.grant(&reply)
     }
 
-    fn give_back(&mut self, seq: u64, first_unused: i64) -> Result<bool, Failure> {
+    fn give_back(&mut self, seq: u64, first_unused: i64, size: u64) -> Result<bool, Failure> {
         let seq = i64::try_from(seq).unwrap_or(i64::MAX);
-        let reply = self.call("giveback", &[seq, first_unused])?;
+        let size = i64::try_from(size).unwrap_or(i64::MAX);
+        let reply = self.call("giveback", &[seq, first_unused, size])?;
         Ok(matches!(reply.first(), Some(Value::Int(1))))
     }
 }

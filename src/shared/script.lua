@@ -7,9 +7,18 @@
 -- ARGV[2]  "-1" for the server's TIME; otherwise a test clock in seconds,
 -- ARGV[3]  and its nanoseconds
 -- ARGV[4]  the limits' spec, which every participant must share
--- ARGV[5]  N, the number of limits; then each limit's interval and
---          tolerance in ns
--- then     reserve: want, horizon (ns); giveback: seq, first unused (ns)
+-- ARGV[5]  N, the number of limits; then four values for each: "r",
+--          interval, tolerance (ns), 0 for a record limit; "b", count,
+--          period (ns), burst (bytes) for a byte limit
+-- then     reserve: want, horizon (ns), then the size (bytes) of the
+--          record each slot is for (1 when not given); giveback: seq,
+--          first unused (ns), the size that slot was reserved for
+--
+-- A slot of size s costs a record limit its interval, and may leave its
+-- tolerance before TAT; it costs a byte limit ceil(s * period / count) ns,
+-- and may leave floor((burst - min(s, burst)) * period / count) ns before
+-- TAT (a record larger than the burst leaves once a full burst is saved,
+-- and the schedule is in debt for the rest).
 --
 -- Returns {1, seq, now, fresh, d1 - now, d2 - now, ...} (times in ns since
 -- the epoch, whole seconds of the server's clock), {0, seq, now, 0} when a
@@ -40,16 +49,32 @@ if sec - epoch > 86400 then
   epoch = sec
 end
 local now = (sec - epoch) * 1e9 + nsec
-local interval, tolerance, tats = {}, {}, {}
+local kind, a, b, c, tats = {}, {}, {}, {}, {}
 for j = 1, n do
-  interval[j] = tonumber(ARGV[4 + 2 * j])
-  tolerance[j] = tonumber(ARGV[5 + 2 * j])
+  kind[j] = ARGV[2 + 4 * j]
+  a[j] = tonumber(ARGV[3 + 4 * j])
+  b[j] = tonumber(ARGV[4 + 4 * j])
+  c[j] = tonumber(ARGV[5 + 4 * j])
   local t = tonumber(redis.call('HGET', key, 'tat' .. j))
   if t then
     tats[j] = t - shift
   end
 end
-local extra = 6 + 2 * n
+-- The schedule (ns) a slot of s bytes takes on limit j.
+local function cost(j, s)
+  if kind[j] == 'b' then
+    return math.ceil(s * b[j] / a[j])
+  end
+  return a[j]
+end
+-- How long (ns) before TAT a slot of s bytes may leave on limit j.
+local function reach(j, s)
+  if kind[j] == 'b' then
+    return math.floor((c[j] - math.max(0, math.min(s, c[j]))) * b[j] / a[j])
+  end
+  return b[j]
+end
+local extra = 6 + 4 * n
 local out
 if op == 'reserve' then
   local want = math.max(tonumber(ARGV[extra]), 1)
@@ -60,15 +85,16 @@ if op == 'reserve' then
   seq = seq + 1
   out = {1, seq, now, fresh and 1 or 0}
   while #out - 4 < want do
+    local size = tonumber(ARGV[extra + 2 + #out - 4]) or 1
     local due = now
     for j = 1, n do
-      due = math.max(due, tats[j] - tolerance[j])
+      due = math.max(due, tats[j] - reach(j, size))
     end
     if #out > 4 and due > now + horizon then
       break
     end
     for j = 1, n do
-      tats[j] = math.max(tats[j], due) + interval[j]
+      tats[j] = math.max(tats[j], due) + cost(j, size)
     end
     out[#out + 1] = due - now
   end
@@ -77,9 +103,10 @@ elseif op == 'giveback' then
     return {0, seq, now, 0}
   end
   local first = tonumber(ARGV[extra + 1]) - shift
+  local size = tonumber(ARGV[extra + 2]) or 1
   for j = 1, n do
     if tats[j] then
-      tats[j] = math.min(tats[j], first + tolerance[j])
+      tats[j] = math.min(tats[j], first + reach(j, size))
     end
   end
   out = {1, seq, now, 0}
