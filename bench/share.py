@@ -14,6 +14,7 @@ stderr. See bench/README.md ("Shared limits") for what each figure means.
 from __future__ import annotations
 
 import argparse
+import random
 import os
 import selectors
 import socket
@@ -75,14 +76,17 @@ def ordinary_scheduling() -> None:
         os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
 
 
-def run_all(argvs: list[list[str]], records: int, env: dict[str, str]) -> tuple[list[int], float, float, int]:
-    """Run every argv on its own input of `records` lines, all stdouts read
-    by this one process; returns the arrival times (ns, one per record),
-    the wall time, the participants' CPU (user+sys, s) together, and the
-    slots they forfeited late (from `--stats`)."""
-    tmp = Path(tempfile.mkdtemp(prefix="drip-share-bench-", dir="/dev/shm"))
-    inp = tmp / "input"
-    inp.write_text("".join(f"{i}\n" for i in range(1, records + 1)))
+def run_all(argvs: list[list[str]], records: int, env: dict[str, str],
+            data: list[bytes] | None = None, sizes: list[tuple[int, int]] | None = None
+            ) -> tuple[list[int], float, float, int]:
+    """Run every argv on its own input of `records` lines (or on its own
+    item of `data`),
+    all stdouts read by this one process; returns the arrival times (ns,
+    one per record), the wall time, the participants' CPU (user+sys, s)
+    together, and the slots they forfeited late (from `--stats`). With
+    `sizes`, each read's (time, bytes) is added to it."""
+    if data is None:
+        data = ["".join(f"{i}\n" for i in range(1, records + 1)).encode()] * len(argvs)
     sel = selectors.DefaultSelector()
     procs = []
     t0 = time.monotonic()
@@ -97,15 +101,14 @@ def run_all(argvs: list[list[str]], records: int, env: dict[str, str]) -> tuple[
     # started first would otherwise send records while the others are
     # still being spawned, read here late and all at once, which looks
     # like a burst the schedule never made.
-    data = inp.read_bytes()
 
-    def feed(p: subprocess.Popen) -> None:
+    def feed(p: subprocess.Popen, text: bytes) -> None:
         try:
-            p.stdin.write(data)
+            p.stdin.write(text)
         finally:
             p.stdin.close()
 
-    feeders = [threading.Thread(target=feed, args=(p,)) for p in procs]
+    feeders = [threading.Thread(target=feed, args=(p, d)) for p, d in zip(procs, data)]
     for f in feeders:
         f.start()
     times: list[int] = []
@@ -120,6 +123,8 @@ def run_all(argvs: list[list[str]], records: int, env: dict[str, str]) -> tuple[
                 open_fds -= 1
                 continue
             times.extend([t] * buf.count(b"\n"))
+            if sizes is not None:
+                sizes.append((t, len(buf)))
     for f in feeders:
         f.join()
     cpu = 0.0
@@ -134,8 +139,6 @@ def run_all(argvs: list[list[str]], records: int, env: dict[str, str]) -> tuple[
             sys.exit(f"share-bench: {p.args} exited {status}")
         cpu += ru.ru_utime + ru.ru_stime
     wall = time.monotonic() - t0
-    inp.unlink()
-    tmp.rmdir()
     times.sort()
     return times, wall, cpu, forfeited
 
@@ -147,6 +150,44 @@ def most_in_window(times: list[int], window: int) -> int:
             j += 1
         best = max(best, j - i)
     return best
+
+
+def most_bytes_in_window(reads: list[tuple[int, int]], window: int) -> int:
+    reads = sorted(reads)
+    best, j, inside = 0, 0, 0
+    for i, (t, _) in enumerate(reads):
+        while j < len(reads) and reads[j][0] < t + window:
+            inside += reads[j][1]
+            j += 1
+        best = max(best, inside)
+        inside -= reads[i][1]
+    return best
+
+
+def byte_lines(n: int, seed: int) -> bytes:
+    """`n` lines of 1 to 200 bytes (newline included), the same for a seed."""
+    rng = random.Random(seed)
+    return b"".join(b"x" * (rng.randint(1, 200) - 1) + b"\n" for _ in range(n))
+
+
+def bytes_row(args, env, label: str, share: str, rows: list) -> None:
+    """3 drips sharing 20 KB/s (burst 2 KB) through `share`, lines of
+    random sizes: the most bytes in any 1 s, and the aggregate rate."""
+    rate, burst, n = 20_000, 2_000, 3
+    lines = int(rate * args.seconds / n / 100)
+    log(f"{n} drips sharing {rate} bytes/s through {label}, {lines} lines each")
+    argv = [args.drip, "--byte-rate", f"{rate}/s:{burst}", "--share", share, "-q"]
+    reads: list[tuple[int, int]] = []
+    inputs = [byte_lines(lines, seed) for seed in range(n)]
+    total = sum(len(d) for d in inputs)
+    _, _, _, lost = run_all([argv] * n, 0, env, inputs, reads)
+    span = (max(t for t, _ in reads) - min(t for t, _ in reads)) / 1e9
+    aggregate = (total - burst) / span
+    rows.append((f"{label}, 3 × 20,000 bytes/s (burst 2,000): most bytes in any 1 s",
+                 f"{most_bytes_in_window(reads, 1_000_000_000)}",
+                 "≤ 22,000 + a record or two (200 B each)"))
+    rows.append((f"{label}, 3 × 20,000 bytes/s: aggregate rate error, slots wasted or late",
+                 f"{aggregate / rate - 1:+.3%}, {lost}", ""))
 
 
 def mean_rate(times: list[int], burst: int) -> float:
@@ -204,6 +245,7 @@ def main() -> None:
         alone_cpu = cpu1 / len(times1) * 1e6
         rows.append(("Redis, 4 × 10,000/s: CPU per record, µs (reference: one drip alone at 10,000/s)",
                      f"{shared_cpu:.2f} ({alone_cpu:.2f}, ×{shared_cpu / alone_cpu:.2f})", "≤ 3×"))
+        bytes_row(args, env, "Redis", f"redis://127.0.0.1:{port}/bytes", rows)
     finally:
         server.terminate()
         server.wait()
@@ -226,6 +268,8 @@ def main() -> None:
     alone_cpu = cpu1 / len(times1) * 1e6
     rows.append(("host file, 8 × 1000/s: CPU per record, µs (reference: one drip alone at 1000/s)",
                  f"{shared_cpu:.2f} ({alone_cpu:.2f}, ×{shared_cpu / alone_cpu:.2f})", "≤ 3×"))
+
+    bytes_row(args, env, "host file", "bytes", rows)
 
     load = os.getloadavg()[0]
     log(f"load average {load0:.2f} at the start, {load:.2f} at the end")
