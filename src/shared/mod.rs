@@ -96,35 +96,104 @@ pub struct Share {
     pub quiet: bool,
 }
 
-/// A NAME: letters, digits, `.`, `_`, `-`, `:`; not starting with `.`.
+/// The longest NAME, in characters (it is part of a file name and a key).
+pub const NAME_MAX: usize = 200;
+
+/// A NAME: letters, digits, `.`, `_`, `-`, `:`; not starting with `.`; at
+/// most [`NAME_MAX`] characters.
 fn check_name(name: &str) -> Result<(), String> {
     let ok = !name.is_empty()
         && !name.starts_with('.')
-        && name.len() <= 200
+        && name.len() <= NAME_MAX
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':'));
     if ok {
         Ok(())
     } else {
+        let shown: String = name.chars().take(40).collect();
+        let cut = if shown.len() < name.len() { "…" } else { "" };
         Err(format!(
-            "'{name}' is not a NAME (letters, digits, '.', '_', '-', ':'; not starting with '.')"
+            "'{shown}{cut}' ({} characters) is not a NAME (1 to {NAME_MAX} letters, digits, '.', '_', '-', ':'; not starting with '.')",
+            name.chars().count()
         ))
     }
 }
 
-/// The host of a URL's `[USER[:PASSWORD]@]HOST[:PORT][/DB]`.
-fn host(base: &str) -> &str {
-    let authority = base.split('/').next().unwrap_or_default();
+/// The accepted forms of a Redis `--share`, for messages.
+const REDIS_FORMS: &str = "redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]/NAME, rediss://... (TLS) or redis+unix:///SOCKET/NAME[?db=DB]";
+
+/// The host and port of a URL's `[USER[:PASSWORD]@]HOST[:PORT]`; the port
+/// as written (empty: none).
+fn host_port(authority: &str) -> (&str, &str) {
     let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
     match host_port.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or_default(),
-        None => host_port.split(':').next().unwrap_or_default(),
+        Some(v6) => match v6.split_once(']') {
+            Some((host, rest)) => (host, rest.strip_prefix(':').unwrap_or(rest)),
+            None => (v6, ""),
+        },
+        None => host_port.split_once(':').unwrap_or((host_port, "")),
     }
 }
 
-/// Parse `--share`: `NAME`, or `redis://HOST[:PORT][/DB]/NAME` (also
-/// `rediss://`, `redis+unix:///SOCKET/NAME`, and `valkey` for `redis`).
+/// A database number: decimal digits.
+fn check_db(db: &str, text: &str) -> Result<(), String> {
+    if !db.is_empty() && db.len() <= 9 && db.bytes().all(|b| b.is_ascii_digit()) {
+        Ok(())
+    } else {
+        Err(format!(
+            "'{text}': '{db}' is not a database number (expected {REDIS_FORMS})"
+        ))
+    }
+}
+
+/// Check a TCP URL's `[USER[:PASSWORD]@]HOST[:PORT][/DB]` (`base`) and
+/// refuse a query string (redis-rs would read only `protocol` from it).
+fn check_tcp(written: &str, base: &str, query: &str, text: &str) -> Result<(), String> {
+    let (authority, db) = base.split_once('/').unwrap_or((base, ""));
+    let (host, port) = host_port(authority);
+    if host.is_empty() {
+        return Err(format!(
+            "'{text}' names no HOST (expected {written}://HOST[:PORT][/DB]/NAME)"
+        ));
+    }
+    if !port.is_empty() && !port.parse::<u16>().is_ok_and(|p| p > 0) {
+        return Err(format!(
+            "'{text}': '{port}' is not a port (1 to 65535; expected {REDIS_FORMS})"
+        ));
+    }
+    if !db.is_empty() {
+        check_db(db, text)?;
+    }
+    if !query.is_empty() {
+        return Err(format!(
+            "'{text}': a query string ('?{query}') is not read over TCP (expected {REDIS_FORMS})"
+        ));
+    }
+    Ok(())
+}
+
+/// Check a `redis+unix` URL's query string: only `db`, `user` and `pass`
+/// are read.
+fn check_unix_query(query: &str, text: &str) -> Result<(), String> {
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("db", db)) => check_db(db, text)?,
+            Some(("user" | "pass", _)) => {}
+            _ => {
+                return Err(format!(
+                    "'{text}': '{pair}' is not read (a redis+unix:// query takes db=DB, user=USER and pass=PASSWORD)"
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Parse `--share`: `NAME`, or `redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]/NAME`
+/// (also `rediss://`, `redis+unix:///SOCKET/NAME[?db=DB]`, and `valkey`
+/// for `redis`). A URL is checked whole here, as redis-rs reads it,
+/// without connecting.
 pub fn parse_target(text: &str) -> Result<Target, String> {
     let Some((scheme, rest)) = text.split_once("://") else {
         check_name(text)?;
@@ -137,32 +206,44 @@ pub fn parse_target(text: &str) -> Result<Target, String> {
         "redis+unix" | "valkey+unix" => "redis+unix",
         _ => {
             return Err(format!(
-                "unknown scheme '{scheme}://' (expected NAME, redis://HOST[:PORT][/DB]/NAME, rediss://, redis+unix://SOCKET/NAME or valkey://)"
+                "unknown scheme '{scheme}://' (expected NAME, {REDIS_FORMS}; valkey for redis)"
             ))
         }
     };
-    let (path, query) = match rest.split_once('?') {
-        Some((path, query)) => (path, format!("?{query}")),
-        None => (rest, String::new()),
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let unix = scheme == "redis+unix";
+    let form = if unix {
+        format!("{written}:///SOCKET/NAME")
+    } else {
+        format!("{written}://HOST/NAME")
     };
     let Some((base, name)) = path.rsplit_once('/').filter(|(_, name)| !name.is_empty()) else {
-        return Err(format!(
-            "'{text}' names no NAME (expected {written}://HOST/NAME)"
-        ));
+        return Err(format!("'{text}' names no NAME (expected {form})"));
     };
-    if scheme == "redis+unix" && base.is_empty() {
-        return Err(format!(
-            "'{text}' names no SOCKET (expected {written}:///SOCKET/NAME)"
-        ));
-    }
-    if scheme != "redis+unix" && host(base).is_empty() {
-        return Err(format!(
-            "'{text}' names no HOST (expected {written}://HOST[:PORT][/DB]/NAME)"
-        ));
+    if unix {
+        if base.is_empty() || !base.starts_with('/') {
+            return Err(format!("'{text}' names no SOCKET (expected {form})"));
+        }
+        check_unix_query(query, text)?;
+    } else {
+        check_tcp(written, base, query, text)?;
     }
     check_name(name)?;
+    let query = if query.is_empty() {
+        String::new()
+    } else {
+        format!("?{query}")
+    };
+    let url = format!("{scheme}://{base}{query}");
+    ::redis::IntoConnectionInfo::into_connection_info(url.as_str()).map_err(|e| {
+        #[allow(deprecated)] // the one text of a redis-rs error without its kind
+        let why = e
+            .detail()
+            .unwrap_or_else(|| std::error::Error::description(&e));
+        format!("'{text}' is not a Redis URL ({why}; expected {REDIS_FORMS})")
+    })?;
     Ok(Target::Redis {
-        url: format!("{scheme}://{base}{query}"),
+        url,
         name: name.to_string(),
     })
 }
@@ -703,6 +784,7 @@ mod tests {
             redis("redis://h:6380/2", "api")
         );
         assert_eq!(parse_target("valkey://h/api"), redis("redis://h", "api"));
+        #[cfg(feature = "tls")]
         assert_eq!(parse_target("rediss://h/api"), redis("rediss://h", "api"));
         assert_eq!(
             parse_target("redis+unix:///run/r.sock/api"),
@@ -725,6 +807,59 @@ mod tests {
         assert!(why("redis://u@/0/q").contains("names no HOST"));
         assert!(why("redis+unix:///q").contains("names no SOCKET"));
         assert!(parse_target("http://h/api").is_err());
+    }
+
+    /// A URL redis-rs would refuse only when connecting is refused when
+    /// parsed, with what is wrong and the accepted forms.
+    #[test]
+    fn bad_urls_are_refused_when_parsed() {
+        let why = |text: &str| parse_target(text).unwrap_err();
+        for (text, says) in [
+            ("redis://127.0.0.1:99999/x", "'99999' is not a port (1 to 65535"),
+            ("redis://h:0/x", "'0' is not a port"),
+            ("redis://h:port/x", "'port' is not a port"),
+            ("redis://h/abc/x", "'abc' is not a database number"),
+            ("redis://h/1/2/x", "'1/2' is not a database number"),
+            ("redis://h/-1/x", "'-1' is not a database number"),
+            ("redis://h/x?timeout=1", "a query string ('?timeout=1') is not read"),
+            ("redis://h/0/x?db=1", "is not read over TCP"),
+            ("redis+unix:///s/x?db=a", "'a' is not a database number"),
+            ("redis+unix:///s/x?timeout=1", "'timeout=1' is not read"),
+            ("redis+unix:///s/x?protocol=3", "'protocol=3' is not read"),
+            ("redis://a b/x", "is not a Redis URL (Redis URL did not parse"),
+        ] {
+            let got = why(text);
+            assert!(got.contains(says), "{text}: {got}");
+            assert!(got.contains(REDIS_FORMS) || got.contains("db=DB"), "{text}: {got}");
+        }
+        assert!(why("redis+unix:///").contains("expected redis+unix:///SOCKET/NAME"));
+        assert!(why("valkey+unix:///x").contains("expected valkey+unix:///SOCKET/NAME"));
+        assert!(why("redis+unix://sock/x").contains("names no SOCKET"));
+        let redis = |url: &str, name: &str| {
+            Ok(Target::Redis {
+                url: url.into(),
+                name: name.into(),
+            })
+        };
+        assert_eq!(
+            parse_target("redis+unix:///s/x?db=2&pass=pw"),
+            redis("redis+unix:///s?db=2&pass=pw", "x")
+        );
+        assert_eq!(
+            parse_target("redis://:p%40w@h:6379/0/x"),
+            redis("redis://:p%40w@h:6379/0", "x")
+        );
+    }
+
+    /// A NAME too long says how long it is and how long it may be.
+    #[test]
+    fn a_long_name_is_refused_with_the_limit() {
+        let long = "a".repeat(NAME_MAX + 1);
+        let got = parse_target(&long).unwrap_err();
+        assert!(got.contains("(201 characters)"), "{got}");
+        assert!(got.contains("1 to 200 letters"), "{got}");
+        assert!(got.len() < 200, "{got}");
+        assert!(parse_target(&"a".repeat(NAME_MAX)).is_ok());
     }
 
     #[test]
