@@ -62,7 +62,7 @@ pub const EXIT_STATUSES: &[(&str, &str)] = &[
     ("3", "the bucket overflowed under --overflow fail (with --key, also a key's full queue, or a new key while every remembered key is busy)"),
     (
         "4",
-        "the --share state could not be reached under --share-on-error fail (what was not written is undelivered)",
+        "the --share state could not be reached under --share-on-error fail, or can never be used as set up (a state directory drip may not write, a password the Redis server wants; under every --share-on-error); what was not written is undelivered",
     ),
     (
         "123",
@@ -369,8 +369,8 @@ pub struct Cli {
     /// same rates and bursts, per key too (else exit 2). Under a byte rate
     /// each reserved slot carries one record of at most the size it was
     /// reserved for
-    #[arg(long, value_name = "NAME|URL", value_parser = shared::parse_target, value_hint = ValueHint::Other)]
-    pub share: Option<shared::Target>,
+    #[arg(long, value_name = "NAME|URL", value_parser = shared::parse_target, value_hint = ValueHint::Other, action = clap::ArgAction::Append)]
+    pub share: Vec<shared::Target>,
 
     /// When the shared state cannot be reached: wait (send nothing, say so
     /// on stderr unless -q, and retry with backoff; records wait in the
@@ -773,12 +773,16 @@ const ONE_PER_SECOND: Rate = Rate::Limited {
 ///
 /// # Errors
 /// `--share` with no rate to share (no `--rate`, `--byte-rate` nor
-/// `--key-rate`); `--share-on-error` or `--share-peers` without `--share`.
+/// `--key-rate`); `--share` given twice; `--share-on-error` or
+/// `--share-peers` without `--share`.
 fn share(cli: &Cli, limits: &[Limit]) -> Result<Option<shared::Share>, clap::Error> {
     use clap::CommandFactory;
     let refuse =
         |why: &str| Err(Cli::command().error(clap::error::ErrorKind::ArgumentConflict, why));
-    let Some(target) = cli.share.clone() else {
+    if cli.share.len() > 1 {
+        return refuse("--share: given twice; a drip shares its limits under one NAME");
+    }
+    let Some(target) = cli.share.first().cloned() else {
         if cli.share_on_error != shared::OnError::Wait || cli.share_peers != 1 {
             return refuse("--share-on-error and --share-peers need --share");
         }

@@ -36,7 +36,7 @@ pub const EXIT_USAGE: i32 = 2;
 /// Exit status: the bucket overflowed under `--overflow fail`.
 pub const EXIT_OVERFLOW: i32 = 3;
 /// Exit status: the `--share` state could not be reached under
-/// `--share-on-error fail`.
+/// `--share-on-error fail`, or can never be used as set up.
 pub const EXIT_SHARE: i32 = 4;
 
 /// Map an error from [`run`] to drip's exit status.
@@ -45,7 +45,9 @@ pub fn exit_status(err: &anyhow::Error) -> i32 {
         EXIT_OVERFLOW
     } else if err.downcast_ref::<shared::Disagreement>().is_some() {
         EXIT_USAGE
-    } else if err.downcast_ref::<shared::Unreachable>().is_some() {
+    } else if err.downcast_ref::<shared::Unreachable>().is_some()
+        || err.downcast_ref::<shared::Unusable>().is_some()
+    {
         EXIT_SHARE
     } else if let Some(e) = err.downcast_ref::<ExecError>() {
         e.status()

@@ -689,6 +689,19 @@ fn share_usage_errors_name_the_flag() {
         (&["--share", "http://h/x"], "unknown scheme 'http://'"),
         (&["--share", "redis://h"], "names no NAME"),
         (&["--share", "redis:///q"], "'redis:///q' names no HOST"),
+        (&["--share", "a", "--share", "b"], "--share: given twice"),
+        (
+            &["--share", "redis://127.0.0.1:99999/x"],
+            "invalid value 'redis://127.0.0.1:99999/x' for '--share <NAME|URL>': 'redis://127.0.0.1:99999/x': '99999' is not a port (1 to 65535; expected redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]/NAME",
+        ),
+        (&["--share", "redis://h/abc/x"], "'abc' is not a database number"),
+        (&["--share", "redis://h/1/2/x"], "'1/2' is not a database number"),
+        (&["--share", "redis://h/x?timeout=1"], "('?timeout=1') is not read"),
+        (
+            &["--share", "redis+unix:///"],
+            "names no NAME (expected redis+unix:///SOCKET/NAME)",
+        ),
+        (&["--share", &"n".repeat(300)], "is not a NAME: 300 characters, at most 200 (1 to 200"),
         (
             &["--share", "x", "--share-on-error", "never"],
             "expected wait, local or fail",
@@ -705,6 +718,66 @@ fn share_usage_errors_name_the_flag() {
             "{args:?}: {err}"
         );
     }
+}
+
+/// Run `drip ARGS` to its end on `input`; its status and stderr.
+fn run_drip(args: &[&str], input: String, runtime: &Path) -> (Option<i32>, String) {
+    let mut child = drip_with_input(args, input, runtime);
+    let status = wait_for(&mut child, Duration::from_secs(20));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    (status.code(), err)
+}
+
+/// A state file drip cannot use (here a directory; as another user, a
+/// directory it may not write to) is a setup error: exit 4 at once under
+/// every policy, one line naming the path, nothing written.
+#[test]
+fn an_unusable_state_file_stops_with_status_4_under_every_policy() {
+    let _t = beside_others();
+    let runtime = tempfile::tempdir().unwrap();
+    let state = runtime.path().join("drip/stuck.json");
+    std::fs::create_dir_all(&state).unwrap();
+    for policy in ["wait", "local", "fail"] {
+        let started = Instant::now();
+        let (status, err) = run_drip(
+            &["-r", "10/s", "--share", "stuck", "--share-on-error", policy],
+            numbered(1..=3),
+            runtime.path(),
+        );
+        assert_eq!(status, Some(4), "{policy}: {err}");
+        assert!(started.elapsed() < Duration::from_secs(10), "{policy}");
+        assert_eq!(
+            err.trim(),
+            format!(
+                "drip: --share stuck: the state file cannot be used: {}: Is a directory (os error 21)",
+                state.display()
+            ),
+            "{policy}"
+        );
+    }
+}
+
+/// Of `XDG_RUNTIME_DIR`, only `drip/` is made, and only inside an
+/// existing directory; one that is not there (or relative) is ignored
+/// for /tmp/drip-$UID.
+#[test]
+fn a_missing_runtime_dir_is_not_made() {
+    let _t = beside_others();
+    let runtime = tempfile::tempdir().unwrap();
+    let missing = runtime.path().join("no/such");
+    let name = format!("missing-runtime-{}", std::process::id());
+    let (status, err) = run_drip(
+        &["-r", "100/s", "--share", &name],
+        numbered(1..=2),
+        &missing,
+    );
+    assert_eq!(status, Some(0), "{err}");
+    assert!(!runtime.path().join("no").exists());
+    let uid = String::from_utf8(Command::new("id").arg("-u").output().unwrap().stdout).unwrap();
+    let file = PathBuf::from(format!("/tmp/drip-{}/{name}.json", uid.trim()));
+    assert!(file.exists(), "{}", file.display());
+    let _ = std::fs::remove_file(file);
 }
 
 #[test]

@@ -45,12 +45,44 @@ pub struct FileBackend {
     boot_id: String,
 }
 
-/// The directory of the state files: `$XDG_RUNTIME_DIR/drip`, or
-/// `/tmp/drip-$UID` when it is unset.
+/// The directory of the state files: `$XDG_RUNTIME_DIR/drip` when
+/// `XDG_RUNTIME_DIR` is an absolute path to an existing directory (the XDG
+/// Base Directory spec has a relative one ignored), else `/tmp/drip-$UID`.
+/// Only this last directory is ever created (by [`FileBackend`]).
 pub fn state_dir() -> PathBuf {
-    match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
-        Some(dir) => Path::new(&dir).join("drip"),
-        None => PathBuf::from(format!("/tmp/drip-{}", rustix::process::getuid().as_raw())),
+    state_dir_in(std::env::var_os("XDG_RUNTIME_DIR").as_deref())
+}
+
+/// [`state_dir`] for the value `runtime` of `XDG_RUNTIME_DIR`.
+fn state_dir_in(runtime: Option<&std::ffi::OsStr>) -> PathBuf {
+    match runtime.map(Path::new) {
+        Some(dir) if dir.is_absolute() && dir.is_dir() => dir.join("drip"),
+        _ => PathBuf::from(format!("/tmp/drip-{}", rustix::process::getuid().as_raw())),
+    }
+}
+
+/// What a failure to use the `what` (state file or directory) at `path`
+/// is: a setup no retry
+/// mends (a directory or file drip may not write, a path through a file or
+/// to nothing, a read-only file system) is [`Failure::Fatal`]; anything
+/// else (say a full disk) may pass and is [`Failure::Unreachable`].
+fn failure(what: &str, path: &Path, e: &std::io::Error) -> Failure {
+    use rustix::io::Errno;
+    let permanent = [
+        Errno::ACCESS,
+        Errno::PERM,
+        Errno::ROFS,
+        Errno::NOTDIR,
+        Errno::NOENT,
+        Errno::ISDIR,
+        Errno::LOOP,
+    ];
+    let why = format!("{}: {e}", path.display());
+    match Errno::from_io_error(e) {
+        Some(errno) if permanent.contains(&errno) => {
+            Failure::Fatal(format!("the {what} cannot be used: {why}"))
+        }
+        _ => Failure::Unreachable(why),
     }
 }
 
@@ -77,17 +109,24 @@ impl FileBackend {
         }
     }
 
-    /// Open the file, locked; create the directory (mode 0700) if needed.
-    /// A directory another user owns, or others may write to, is refused:
-    /// they could change the schedule or swap the file.
-    fn open(&self) -> std::io::Result<File> {
+    /// Open the file, locked; create its directory (mode 0700, not its
+    /// parents) if needed. A directory another user owns, or others may
+    /// write to, is refused ([`Failure::Fatal`]): they could change the
+    /// schedule or swap the file. Errors as [`failure`] sorts them.
+    fn open(&self) -> Result<File, Failure> {
         if let Some(dir) = self.path.parent() {
-            DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
-            let meta = std::fs::symlink_metadata(dir)?;
+            match DirBuilder::new().mode(0o700).create(dir) {
+                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                    return Err(failure("state directory", dir, &e))
+                }
+                _ => {}
+            }
+            let meta =
+                std::fs::symlink_metadata(dir).map_err(|e| failure("state directory", dir, &e))?;
             let mine = meta.uid() == rustix::process::getuid().as_raw();
             if !meta.is_dir() || !mine || meta.mode() & 0o022 != 0 {
-                return Err(std::io::Error::other(format!(
-                    "{} is not a directory of this user's that only it may write to",
+                return Err(Failure::Fatal(format!(
+                    "the state directory cannot be used: {} is not a directory of this user's that only it may write to",
                     dir.display()
                 )));
             }
@@ -98,8 +137,10 @@ impl FileBackend {
             .create(true)
             .truncate(false)
             .mode(0o600)
-            .open(&self.path)?;
-        flock(&file, FlockOperation::LockExclusive)?;
+            .open(&self.path)
+            .map_err(|e| failure("state file", &self.path, &e))?;
+        flock(&file, FlockOperation::LockExclusive)
+            .map_err(|e| failure("state file", &self.path, &e.into()))?;
         Ok(file)
     }
 
@@ -111,7 +152,7 @@ impl FileBackend {
     ) -> Result<T, Failure> {
         let unreachable =
             |e: std::io::Error| Failure::Unreachable(format!("{}: {}", self.path.display(), e));
-        let mut file = self.open().map_err(unreachable)?;
+        let mut file = self.open()?;
         let mut text = String::new();
         file.read_to_string(&mut text).map_err(unreachable)?;
         let now = monotonic();
@@ -282,9 +323,75 @@ mod tests {
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
         let mut a = backend(dir.path(), "10/s");
         match a.hello() {
-            Err(Failure::Unreachable(why)) => assert!(why.contains("only it may write"), "{why}"),
+            Err(Failure::Fatal(why)) => assert!(why.contains("only it may write"), "{why}"),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A state directory drip may not use is a setup no retry mends:
+    /// fatal, naming the path.
+    #[test]
+    fn an_unusable_state_directory_is_fatal_and_named() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        // Through a file.
+        let plain = dir.path().join("plain");
+        std::fs::write(&plain, "").unwrap();
+        let mut a = backend(&plain.join("sub"), "10/s");
+        assert_eq!(
+            a.hello(),
+            Err(Failure::Fatal(format!(
+                "the state directory cannot be used: {}: Not a directory (os error 20)",
+                plain.join("sub").display()
+            )))
+        );
+        // Under a directory that is not there: only the last one is made.
+        let mut b = backend(&dir.path().join("no/such"), "10/s");
+        match b.hello() {
+            Err(Failure::Fatal(why)) => assert!(why.contains("no/such: No such file"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(!dir.path().join("no").exists());
+        // The state file is a directory.
+        std::fs::create_dir(dir.path().join("quota.json")).unwrap();
+        let mut c = backend(dir.path(), "10/s");
+        match c.hello() {
+            Err(Failure::Fatal(why)) => {
+                assert!(why.contains("quota.json: Is a directory"), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
+        // A directory drip may not write to (unless root, who writes anywhere).
+        let locked = dir.path().join("locked");
+        std::fs::create_dir(&locked).unwrap();
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o500)).unwrap();
+        if std::fs::write(locked.join("probe"), "").is_err() {
+            let mut d = backend(&locked, "10/s");
+            assert_eq!(
+                d.hello(),
+                Err(Failure::Fatal(format!(
+                    "the state file cannot be used: {}: Permission denied (os error 13)",
+                    locked.join("quota.json").display()
+                )))
+            );
+        }
+    }
+
+    /// `XDG_RUNTIME_DIR` counts only when it is an absolute path to an
+    /// existing directory.
+    #[test]
+    fn the_runtime_dir_must_exist_and_be_absolute() {
+        let dir = tempfile::tempdir().unwrap();
+        let tmp = PathBuf::from(format!("/tmp/drip-{}", rustix::process::getuid().as_raw()));
+        assert_eq!(
+            state_dir_in(Some(dir.path().as_os_str())),
+            dir.path().join("drip")
+        );
+        assert_eq!(state_dir_in(None), tmp);
+        assert_eq!(state_dir_in(Some("".as_ref())), tmp);
+        assert_eq!(state_dir_in(Some("/nonexistent/dir".as_ref())), tmp);
+        // Relative, even when it names a directory from here.
+        assert_eq!(state_dir_in(Some("src".as_ref())), tmp);
     }
 
     #[test]

@@ -417,7 +417,9 @@ impl Keeper {
                     last_ok = Some(Instant::now());
                     self.take(&asks, grant, lost);
                 }
-                Err(Failure::Mismatch(spec)) => return self.fatal(Failure::Mismatch(spec)),
+                Err(failure @ (Failure::Mismatch(_) | Failure::Fatal(_))) => {
+                    return self.fatal(failure)
+                }
                 Err(Failure::Unreachable(why)) => {
                     self.lease.lock().failures += 1;
                     if self.on_error == OnError::Fail {

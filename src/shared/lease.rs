@@ -23,6 +23,10 @@ pub enum Failure {
     Mismatch(String),
     /// The state could not be reached or read (why).
     Unreachable(String),
+    /// The state can never be used as set up (why: a state directory
+    /// drip may not write, a password the server wants): drip stops with
+    /// exit status 4 under every `--share-on-error`.
+    Fatal(String),
 }
 
 /// Slots granted by one reservation.
@@ -334,7 +338,9 @@ impl Keeper {
                     self.voice.reached();
                     self.take(grant, &sizes);
                 }
-                Err(Failure::Mismatch(spec)) => return self.fatal(Failure::Mismatch(spec)),
+                Err(failure @ (Failure::Mismatch(_) | Failure::Fatal(_))) => {
+                    return self.fatal(failure)
+                }
                 Err(Failure::Unreachable(why)) => {
                     self.lease.lock().failures += 1;
                     if self.on_error == OnError::Fail {

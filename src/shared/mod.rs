@@ -111,11 +111,18 @@ fn check_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        let shown: String = name.chars().take(40).collect();
-        let cut = if shown.len() < name.len() { "…" } else { "" };
+        let chars = name.chars().count();
+        let (shown, long) = if chars > NAME_MAX {
+            let shown: String = name.chars().take(40).collect();
+            (
+                format!("{shown}…"),
+                format!(": {chars} characters, at most {NAME_MAX}"),
+            )
+        } else {
+            (name.to_string(), String::new())
+        };
         Err(format!(
-            "'{shown}{cut}' ({} characters) is not a NAME (1 to {NAME_MAX} letters, digits, '.', '_', '-', ':'; not starting with '.')",
-            name.chars().count()
+            "'{shown}' is not a NAME{long} (1 to {NAME_MAX} letters, digits, '.', '_', '-', ':'; not starting with '.')"
         ))
     }
 }
@@ -307,6 +314,25 @@ impl fmt::Display for Unreachable {
 
 impl std::error::Error for Unreachable {}
 
+/// The shared state can never be used as set up (a state directory drip
+/// may not write, a password the server wants): exit status 4 under every
+/// `--share-on-error`.
+#[derive(Debug)]
+pub struct Unusable {
+    /// `--share`'s NAME.
+    pub name: String,
+    /// Why, naming what to change.
+    pub why: String,
+}
+
+impl fmt::Display for Unusable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "--share {}: {}", self.name, self.why)
+    }
+}
+
+impl std::error::Error for Unusable {}
+
 /// The schedule of a drip sharing its limits: the slots of the lease, or,
 /// while the shared state is out of reach under `local`, its own limits at
 /// the rate divided by the peers.
@@ -469,8 +495,8 @@ impl Handle {
     }
 
     /// Stop the keepers (they give back the slots reserved and unused) and
-    /// return the error that stopped drip, if any: [`Disagreement`] or
-    /// [`Unreachable`].
+    /// return the error that stopped drip, if any: [`Disagreement`],
+    /// [`Unreachable`] or [`Unusable`].
     pub fn finish(&mut self) -> Option<anyhow::Error> {
         if let Some(lease) = &self.lease {
             lease.lock().closed = true;
@@ -497,6 +523,11 @@ impl Handle {
             }
             .into(),
             Failure::Unreachable(why) => Unreachable {
+                name: self.name.clone(),
+                why,
+            }
+            .into(),
+            Failure::Fatal(why) => Unusable {
                 name: self.name.clone(),
                 why,
             }
@@ -588,7 +619,7 @@ pub struct Opened {
 ///
 /// # Errors
 /// [`Disagreement`] (exit status 2); [`Unreachable`] under `fail` (exit
-/// status 4); a URL redis-rs refuses.
+/// status 4); [`Unusable`] (exit status 4).
 pub fn open(
     share: &Share,
     limits: &[Limit],
@@ -815,22 +846,34 @@ mod tests {
     fn bad_urls_are_refused_when_parsed() {
         let why = |text: &str| parse_target(text).unwrap_err();
         for (text, says) in [
-            ("redis://127.0.0.1:99999/x", "'99999' is not a port (1 to 65535"),
+            (
+                "redis://127.0.0.1:99999/x",
+                "'99999' is not a port (1 to 65535",
+            ),
             ("redis://h:0/x", "'0' is not a port"),
             ("redis://h:port/x", "'port' is not a port"),
             ("redis://h/abc/x", "'abc' is not a database number"),
             ("redis://h/1/2/x", "'1/2' is not a database number"),
             ("redis://h/-1/x", "'-1' is not a database number"),
-            ("redis://h/x?timeout=1", "a query string ('?timeout=1') is not read"),
+            (
+                "redis://h/x?timeout=1",
+                "a query string ('?timeout=1') is not read",
+            ),
             ("redis://h/0/x?db=1", "is not read over TCP"),
             ("redis+unix:///s/x?db=a", "'a' is not a database number"),
             ("redis+unix:///s/x?timeout=1", "'timeout=1' is not read"),
             ("redis+unix:///s/x?protocol=3", "'protocol=3' is not read"),
-            ("redis://a b/x", "is not a Redis URL (Redis URL did not parse"),
+            (
+                "redis://a b/x",
+                "is not a Redis URL (Redis URL did not parse",
+            ),
         ] {
             let got = why(text);
             assert!(got.contains(says), "{text}: {got}");
-            assert!(got.contains(REDIS_FORMS) || got.contains("db=DB"), "{text}: {got}");
+            assert!(
+                got.contains(REDIS_FORMS) || got.contains("db=DB"),
+                "{text}: {got}"
+            );
         }
         assert!(why("redis+unix:///").contains("expected redis+unix:///SOCKET/NAME"));
         assert!(why("valkey+unix:///x").contains("expected valkey+unix:///SOCKET/NAME"));
@@ -856,7 +899,10 @@ mod tests {
     fn a_long_name_is_refused_with_the_limit() {
         let long = "a".repeat(NAME_MAX + 1);
         let got = parse_target(&long).unwrap_err();
-        assert!(got.contains("(201 characters)"), "{got}");
+        assert!(
+            got.contains("is not a NAME: 201 characters, at most 200"),
+            "{got}"
+        );
         assert!(got.contains("1 to 200 letters"), "{got}");
         assert!(got.len() < 200, "{got}");
         assert!(parse_target(&"a".repeat(NAME_MAX)).is_ok());
