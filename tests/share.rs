@@ -780,6 +780,123 @@ fn a_missing_runtime_dir_is_not_made() {
     let _ = std::fs::remove_file(file);
 }
 
+/// A server that wants a password, given none or a wrong one, refuses
+/// drip for good: exit 4 at once under every policy, one line saying
+/// where the password goes; the right one in the URL is let in.
+#[test]
+fn a_password_wanted_or_wrong_stops_with_status_4_under_every_policy() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let redis = Redis::start();
+    redis.command(&["CONFIG", "SET", "requirepass", "sekret"]);
+    let runtime = tempfile::tempdir().unwrap();
+    let port = redis.port;
+    for (share, says) in [
+        (
+            format!("redis://127.0.0.1:{port}/pw"),
+            "drip: --share pw: the server requires a password: give it in the URL, redis://:PASSWORD@HOST/NAME (or redis://USER:PASSWORD@HOST/NAME)",
+        ),
+        (
+            format!("redis://:wrong@127.0.0.1:{port}/pw"),
+            "drip: --share pw: the server refused the URL's user name or password (wrong, or the server has none): the form is redis://:PASSWORD@HOST/NAME (or redis://USER:PASSWORD@HOST/NAME)",
+        ),
+    ] {
+        for policy in ["wait", "local", "fail"] {
+            let started = Instant::now();
+            let (status, err) = run_drip(
+                &["-r", "10/s", "--share", &share, "--share-on-error", policy],
+                numbered(1..=3),
+                runtime.path(),
+            );
+            assert_eq!(status, Some(4), "{share} {policy}: {err}");
+            assert!(started.elapsed() < Duration::from_secs(10), "{policy}");
+            assert_eq!(err.trim(), says, "{share} {policy}");
+        }
+    }
+    let (status, err) = run_drip(
+        &[
+            "-r",
+            "100/s",
+            "--share",
+            &format!("redis://:sekret@127.0.0.1:{port}/pw"),
+        ],
+        numbered(1..=3),
+        runtime.path(),
+    );
+    assert_eq!((status, err.as_str()), (Some(0), ""));
+}
+
+/// A socket path through a file (as a DB put in the path would make it)
+/// is named, and no retry mends it: exit 4; a database chosen with ?db=
+/// is used.
+#[test]
+fn a_socket_path_through_a_file_is_named_and_db_goes_in_the_query() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let redis = Redis::start_unix();
+    let runtime = tempfile::tempdir().unwrap();
+    let (status, err) = run_drip(
+        &["-r", "100/s", "--share", &format!("{}/3/x", redis.url())],
+        numbered(1..=3),
+        runtime.path(),
+    );
+    let socket = redis.socket.as_ref().unwrap();
+    assert_eq!(status, Some(4), "{err}");
+    assert_eq!(
+        err.trim(),
+        format!(
+            "drip: --share x: the socket cannot be used: {}/3: Not a directory (os error 20) (the form is redis+unix:///SOCKET/NAME?db=DB)",
+            socket.display()
+        )
+    );
+    let (status, err) = run_drip(
+        &["-r", "100/s", "--share", &format!("{}/x?db=3", redis.url())],
+        numbered(1..=3),
+        runtime.path(),
+    );
+    assert_eq!((status, err.as_str()), (Some(0), ""));
+    let mut con = redis.con();
+    let in_db3: i64 = redis::cmd("SELECT")
+        .arg(3)
+        .query::<()>(&mut con)
+        .and_then(|()| redis::cmd("EXISTS").arg("drip:{x}").query(&mut con))
+        .unwrap();
+    assert_eq!(in_db3, 1);
+}
+
+/// rediss:// to a server that does not speak TLS says it may not.
+#[cfg(feature = "tls")]
+#[test]
+fn rediss_to_a_plain_server_says_it_may_not_speak_tls() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let redis = Redis::start();
+    let runtime = tempfile::tempdir().unwrap();
+    let (status, err) = run_drip(
+        &[
+            "-r",
+            "100/s",
+            "--share",
+            &format!("rediss://127.0.0.1:{}/x", redis.port),
+            "--share-on-error",
+            "fail",
+        ],
+        numbered(1..=3),
+        runtime.path(),
+    );
+    assert_eq!(status, Some(4), "{err}");
+    assert!(
+        err.contains("no answer within 1000 ms (a server that does not speak TLS does not answer rediss:// either)"),
+        "{err}"
+    );
+}
+
 #[test]
 fn disagreeing_limits_stop_before_reading() {
     let _t = beside_others();

@@ -11,11 +11,14 @@
 //!
 //! Every call has a read and a write timeout, so a server that hangs
 //! (stopped, paused) is reported as unreachable instead of blocking the
-//! keeper; a broken connection is made again on the next call.
+//! keeper; a broken connection is made again on the next call. A server
+//! that refuses drip for good (a password wanted or wrong, an ACL, no such
+//! database) stops it under every `--share-on-error` ([`Failure::Fatal`]).
 
+use std::path::PathBuf;
 use std::time::Duration;
 
-use redis::{Client, Connection, ErrorKind, RedisError, Value};
+use redis::{Client, Connection, ConnectionAddr, ErrorKind, RedisError, Value};
 
 use super::gcra::{Meter, Step};
 use super::keys::{hex, KeyBackend, KeyGrant};
@@ -34,17 +37,44 @@ pub const KEYS_SCRIPT: &str = include_str!("keys.lua");
 struct Conn {
     client: Client,
     con: Option<Connection>,
+    /// The Unix socket's path (`redis+unix`), for messages.
+    socket: Option<PathBuf>,
+    /// Whether it is `rediss://`.
+    tls: bool,
 }
 
 impl Conn {
+    /// A connection to the server at `url` (a redis-rs URL), made at the
+    /// first call.
+    ///
+    /// # Errors
+    /// The URL is not one redis-rs accepts.
+    fn open(url: &str) -> Result<Conn, String> {
+        let client = Client::open(url).map_err(|e| e.to_string())?;
+        let (socket, tls) = match &client.get_connection_info().addr {
+            ConnectionAddr::Unix(path) => (Some(path.clone()), false),
+            ConnectionAddr::TcpTls { .. } => (None, true),
+            _ => (None, false),
+        };
+        Ok(Conn {
+            client,
+            con: None,
+            socket,
+            tls,
+        })
+    }
+
+    /// The connection, made if needed, with a `PING` first so that a server
+    /// wanting a password says so (`NOAUTH`) before a script is sent.
     fn connection(&mut self) -> Result<&mut Connection, (RedisError, bool)> {
         if self.con.is_none() {
-            let con = self
+            let mut con = self
                 .client
                 .get_connection_with_timeout(TIMEOUT)
                 .map_err(|e| (e, true))?;
             con.set_read_timeout(Some(TIMEOUT))
                 .and_then(|()| con.set_write_timeout(Some(TIMEOUT)))
+                .and_then(|()| redis::cmd("PING").query::<Value>(&mut con).map(drop))
                 .map_err(|e| (e, true))?;
             self.con = Some(con);
         }
@@ -67,8 +97,8 @@ impl Conn {
         match self.eval_once(script, sha, keys, args) {
             Err((e, false)) if reused && !e.is_timeout() => self
                 .eval_once(script, sha, keys, args)
-                .map_err(|(e, _)| unreachable(&e)),
-            result => result.map_err(|(e, _)| unreachable(&e)),
+                .map_err(|(e, connecting)| self.failure(&e, connecting)),
+            result => result.map_err(|(e, connecting)| self.failure(&e, connecting)),
         }
     }
 
@@ -99,6 +129,88 @@ impl Conn {
             self.con = None;
             (e, false)
         })
+    }
+
+    /// What `e` (from `connecting`, or from a call) is: the server refusing
+    /// drip for good ([`refusal`]), or a socket path that cannot be one, is
+    /// [`Failure::Fatal`]; anything else
+    /// may pass and is [`Failure::Unreachable`], saying what may help: the
+    /// socket's path, that a server not speaking TLS does not answer
+    /// `rediss://`, which CAs are trusted.
+    fn failure(&self, e: &RedisError, connecting: bool) -> Failure {
+        if let Some(why) = refusal(e, self.socket.is_some()) {
+            return Failure::Fatal(why);
+        }
+        if let (Some(path), true) = (&self.socket, connecting) {
+            use rustix::io::Errno;
+            let errno = std::error::Error::source(e)
+                .and_then(|s| s.downcast_ref::<std::io::Error>())
+                .and_then(Errno::from_io_error);
+            // A socket under a file, or one drip may not open: no retry
+            // mends it (one not there yet may be a server starting).
+            if matches!(errno, Some(Errno::NOTDIR | Errno::ACCESS | Errno::PERM)) {
+                return Failure::Fatal(format!(
+                    "the socket cannot be used: {}: {e} (the form is redis+unix:///SOCKET/NAME?db=DB)",
+                    path.display()
+                ));
+            }
+        }
+        if e.is_timeout() {
+            let hint = if self.tls && connecting {
+                " (a server that does not speak TLS does not answer rediss:// either)"
+            } else {
+                ""
+            };
+            return Failure::Unreachable(format!(
+                "no answer within {} ms{hint}",
+                TIMEOUT.as_millis()
+            ));
+        }
+        if untrusted(e) {
+            return Failure::Unreachable(format!("{e}; {TRUSTED}"));
+        }
+        match &self.socket {
+            Some(path) if connecting && e.kind() == ErrorKind::IoError => {
+                Failure::Unreachable(format!("{}: {e}", path.display()))
+            }
+            _ => Failure::Unreachable(e.to_string()),
+        }
+    }
+}
+
+/// The server's refusals no retry mends, as a message naming what to
+/// change: no password given where one is wanted (`NOAUTH`), a wrong one
+/// (`WRONGPASS`), a user its ACL does not allow the scripts (`NOPERM`), a
+/// password where none is set, a database number out of range. `unix`:
+/// the URL is `redis+unix` (where a password goes in the query).
+fn refusal(e: &RedisError, unix: bool) -> Option<String> {
+    let text = e.to_string();
+    let form = if unix {
+        "redis+unix:///SOCKET/NAME?pass=PASSWORD (and user=USER)"
+    } else {
+        "redis://:PASSWORD@HOST/NAME (or redis://USER:PASSWORD@HOST/NAME)"
+    };
+    let code = e.code().unwrap_or_default();
+    if code == "NOAUTH" || text.contains("unauthenticated") {
+        Some(format!(
+            "the server requires a password: give it in the URL, {form}"
+        ))
+    } else if code == "WRONGPASS" || e.kind() == ErrorKind::AuthenticationFailed {
+        Some(format!(
+            "the server refused the URL's user name or password (wrong, or the server has none): the form is {form}"
+        ))
+    } else if code == "NOPERM" {
+        Some(format!(
+            "the server's ACL does not let this user run drip's scripts (EVALSHA, EVAL on drip:{{NAME}} keys): {text}"
+        ))
+    } else if text.contains("without any password configured") {
+        Some(format!(
+            "the server has no password set: take the password out of the URL ({text})"
+        ))
+    } else if text.contains("DB index is out of range") {
+        Some("the server has no database of that number (DB index is out of range)".into())
+    } else {
+        None
     }
 }
 
@@ -145,16 +257,6 @@ impl std::fmt::Debug for RedisBackend {
     }
 }
 
-fn unreachable(e: &RedisError) -> Failure {
-    if e.is_timeout() {
-        return Failure::Unreachable(format!("no answer within {} ms", TIMEOUT.as_millis()));
-    }
-    if untrusted(e) {
-        return Failure::Unreachable(format!("{e}; {TRUSTED}"));
-    }
-    Failure::Unreachable(e.to_string())
-}
-
 /// Which CAs `rediss://` trusts, for the message when the server's
 /// certificate is not one of theirs.
 const TRUSTED: &str =
@@ -184,9 +286,8 @@ impl RedisBackend {
     /// # Errors
     /// The URL is not one redis-rs accepts.
     pub fn new(url: &str, name: &str, spec: String, meters: Vec<Meter>) -> Result<Self, String> {
-        let client = Client::open(url).map_err(|e| e.to_string())?;
         Ok(RedisBackend {
-            conn: Conn { client, con: None },
+            conn: Conn::open(url)?,
             key: format!("drip:{{{name}}}"),
             spec,
             meters,
@@ -270,9 +371,8 @@ impl RedisKeys {
     /// # Errors
     /// The URL is not one redis-rs accepts.
     pub fn new(url: &str, name: &str, spec: String, step: Step) -> Result<Self, String> {
-        let client = Client::open(url).map_err(|e| e.to_string())?;
         Ok(RedisKeys {
-            conn: Conn { client, con: None },
+            conn: Conn::open(url)?,
             key: format!("drip:{{{name}}}"),
             spec,
             step,
