@@ -897,6 +897,51 @@ fn rediss_to_a_plain_server_says_it_may_not_speak_tls() {
     );
 }
 
+/// The same limits given in another order agree (through the state file
+/// and through Redis); the state holds them in one order.
+fn limits_in_another_order_agree(share: &str, runtime: &Path) {
+    let (status, err) = run_drip(
+        &["-r", "100/min:5", "-r", "10/s", "--share", share],
+        numbered(1..=1),
+        runtime,
+    );
+    assert_eq!((status, err.as_str()), (Some(0), ""));
+    let (status, err) = run_drip(
+        &["-r", "10/s", "-r", "100/min:5", "--share", share],
+        numbered(1..=1),
+        runtime,
+    );
+    assert_eq!((status, err.as_str()), (Some(0), ""), "{share}");
+    let (status, err) = run_drip(
+        &["-r", "10/s", "-r", "100/min:4", "--share", share],
+        numbered(1..=1),
+        runtime,
+    );
+    assert_eq!(status, Some(2), "{err}");
+    assert!(
+        err.contains("this drip's limits (100/min, burst 4; 10/s, burst 1) differ from the shared ones (100/min, burst 5; 10/s, burst 1)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn limits_in_another_order_agree_on_one_host() {
+    let _t = beside_others();
+    let runtime = tempfile::tempdir().unwrap();
+    limits_in_another_order_agree("order", runtime.path());
+}
+
+#[test]
+fn limits_in_another_order_agree_through_redis() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let redis = Redis::start();
+    let runtime = tempfile::tempdir().unwrap();
+    limits_in_another_order_agree(&redis.share("order"), runtime.path());
+}
+
 #[test]
 fn disagreeing_limits_stop_before_reading() {
     let _t = beside_others();

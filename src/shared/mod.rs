@@ -626,6 +626,7 @@ pub fn open(
     key: Option<&KeyConfig>,
     origin: Instant,
 ) -> anyhow::Result<Opened> {
+    let limits = &canonical(limits);
     let key_limit = key.map(|k| Limit {
         rate: k.rate,
         burst: k.burst,
@@ -671,6 +672,25 @@ pub fn open(
         keys,
         handle,
     })
+}
+
+/// The limits in one order, whatever order they were given in: records
+/// before bytes, then the tightest rate first, then the smaller burst,
+/// then by their [`gcra::spec`] text. Drips given the same set thus store
+/// and compare the same spec, and keep the state's per-limit `TAT`s in
+/// the same order.
+fn canonical(limits: &[Limit]) -> Vec<Limit> {
+    let mut sorted = limits.to_vec();
+    sorted.sort_by(|a, b| {
+        (a.unit == Unit::Bytes)
+            .cmp(&(b.unit == Unit::Bytes))
+            .then(a.rate.per_second().total_cmp(&b.rate.per_second()))
+            .then(a.burst.cmp(&b.burst))
+            .then_with(|| {
+                gcra::spec(std::slice::from_ref(a)).cmp(&gcra::spec(std::slice::from_ref(b)))
+            })
+    });
+    sorted
 }
 
 /// The backend of the global limits for `share`.
@@ -891,6 +911,28 @@ mod tests {
         assert_eq!(
             parse_target("redis://:p%40w@h:6379/0/x"),
             redis("redis://:p%40w@h:6379/0", "x")
+        );
+    }
+
+    /// The same limits in any order are one spec, one order of `TAT`s.
+    #[test]
+    fn limits_in_any_order_are_shared_in_one() {
+        let limit = |count: u128, period_ns: u128, burst: u64, unit: Unit| Limit {
+            rate: Rate::Limited { count, period_ns },
+            burst,
+            unit,
+        };
+        let a = limit(100, 60_000_000_000, 5, Unit::Records);
+        let b = limit(10, 1_000_000_000, 1, Unit::Records);
+        let c = limit(2048, 1_000_000_000, 4096, Unit::Bytes);
+        let d = limit(10, 1_000_000_000, 3, Unit::Records);
+        let want = vec![a, b, d, c];
+        for given in [[a, b, c, d], [c, d, b, a], [b, c, a, d], [d, a, c, b]] {
+            assert_eq!(canonical(&given), want, "{given:?}");
+        }
+        assert_eq!(
+            gcra::spec(&canonical(&[b, a])),
+            gcra::spec(&canonical(&[a, b]))
         );
     }
 
