@@ -136,7 +136,7 @@ pub const DESCRIPTION: &[(&str, &[Paragraph])] = &[
         "Statistics",
         &[
             ("--stats", "At exit (and on SIGUSR1) a summary on stderr, broken between clauses into lines of at most 80 columns, each starting drip: \u{2014} read, written, dropped (newest, oldest), expired, skipped (when any), undelivered; max depth, max wait; rate, elapsed. The rate is taken between the first and the last record written: the records written after the first write over the time since it, (written \u{2212} 1) / span when records leave one at a time; it is left out when fewer than two writes were made. Elapsed is the wall time of the whole run. With --key the keys' lines follow, broken the same way: keys seen (remembered, busy: with records waiting), the records of new keys dropped because every remembered key was busy (when any), and the keys that wrote, lost (dropped or expired) and hold waiting the most records, ten of each. A key is shown safe for a terminal: a backslash as \\\\, tab, newline and carriage return as \\t, \\n, \\r, other control bytes and invalid UTF-8 as \\xNN, control and direction-changing characters beyond ASCII as \\u{NNNN}; in double quotes when empty or holding a blank, comma, semicolon or quote, or spelled (no key), the name of the lane of records without a key; cut to 40 characters, ending in \u{2026}. With --share, the shared NAME: ... lines come last."),
-            ("--stats-json", "The summary as one JSON object: read, written, dropped_newest, dropped_oldest, expired, skipped, undelivered, bytes_read, bytes_written, max_depth (records), max_wait_ms (the longest any written record waited), elapsed_ms, rate (records per second between the first and last write; null when fewer than two writes were made), span_ms (the time between them), succeeded and failed (0 without --exec); with --exec, the runner's figures; with --key, a keys object: keys_seen (keys taken into memory, the no-key lane included; a key forgotten and seen again counts again), keys (remembered), busy_keys (keys with records waiting), dropped_unremembered (records of new keys dropped because every remembered key was busy, also in dropped_newest) and top_written, top_dropped, top_waiting (the ten keys with the most records, as [key, count] pairs). A key is a JSON string of its bytes: valid UTF-8 as it is, a backslash as \\\\, each byte of invalid UTF-8 as \\xNN; the no-key lane is null. The lists cover the keys remembered at the end (a key forgotten when idle takes its counts with it; the totals keep them). When drip stops with records waiting, busy_keys and top_waiting are taken at the stop, before those records are counted undelivered. With --share, a share object: name, reservations, slots_forfeited, state_lost and failed_calls (as on the --stats line shared NAME: ...)."),
+            ("--stats-json", "The summary as one JSON object: read, written, dropped_newest, dropped_oldest, expired, skipped, undelivered, bytes_read, bytes_written, max_depth (records), max_wait_ms (the longest any written record waited), elapsed_ms, rate (records per second between the first and last write; null when fewer than two writes were made), span_ms (the time between them), succeeded and failed (0 without --exec); with --exec, the runner's figures; with --key, a keys object: keys_seen (keys taken into memory, the no-key lane included; a key forgotten and seen again counts again), keys (remembered), busy_keys (keys with records waiting), dropped_unremembered (records of new keys dropped because every remembered key was busy, also in dropped_newest) and top_written, top_dropped, top_waiting (the ten keys with the most records, as [key, count] pairs). A key is a JSON string of its bytes: valid UTF-8 as it is, a backslash as \\\\, each byte of invalid UTF-8 as \\xNN; the no-key lane is null. The lists cover the keys remembered at the end (a key forgotten when idle takes its counts with it; the totals keep them). When drip stops with records waiting, busy_keys and top_waiting are taken at the stop, before those records are counted undelivered. With --share, a share object: name, reservations, slots_forfeited, state_lost and failed_calls (as on the --stats line shared NAME: ...), for the global limits (left out when only --key-rate is shared), and with --key a per_key object with the same four for the limits per key (as on the line shared NAME per key: ...)."),
             ("--stats-interval", "One JSON line per interval, on stderr or in the --stats-json FILE before the summary: time (seconds since start), records_in, records_out and rate (during the interval), depth, oldest_age_ms, and the totals read, written, dropped_newest, dropped_oldest, expired, skipped; with --exec, succeeded, failed and the runner's figures; with --key, keys (remembered now) and busy_keys (keys with records waiting now)."),
         ],
     ),
@@ -162,6 +162,10 @@ pub const ENVIRONMENT: &[Paragraph] = &[
         "When dumb, the terminal cannot redraw a line: no live display, only the summary at exit.",
     ),
     (
+        "XDG_RUNTIME_DIR",
+        "For --share NAME: the state file is $XDG_RUNTIME_DIR/drip/NAME.json when it is an absolute path to an existing directory (only drip/ is made in it, mode 0700); when it is unset, empty, relative or not there, /tmp/drip-$UID/NAME.json.",
+    ),
+    (
         "SSL_CERT_FILE, SSL_CERT_DIR",
         "For --share rediss://: the CA certificates drip trusts (a PEM file; a directory of them) instead of the system's store, as for a Redis whose certificate a private CA signed.",
     ),
@@ -173,6 +177,7 @@ pub const FILES: &[Paragraph] = &[
     ("--dead-letter FILE", "Appended to (created if missing): every record not written to stdout, byte-exact with its delimiter, in the order it left the bucket. A file that does not end with the delimiter gets one first."),
     ("--stats-json FILE", "Created or truncated: the summary as one JSON object, after the --stats-interval lines if any."),
     ("", "- is refused for both (status 2): stdout carries the records, and the two would mix."),
+    ("$XDG_RUNTIME_DIR/drip/NAME.json, /tmp/drip-$UID/NAME.json", "The state of --share NAME on this host (see ENVIRONMENT for which): a small JSON file (the limits, a schedule per limit and per busy key, the boot id), mode 0600 in a directory of mode 0700, changed under flock. A directory of another user's, or one others may write to, is refused; a directory or file drip cannot use stops it with status 4, naming the path."),
 ];
 
 /// The SEE ALSO section.
@@ -360,22 +365,27 @@ pub struct Cli {
     #[arg(short, long)]
     pub quiet: bool,
 
-    /// Share the --rate and --byte-rate limits, and each key's --key-rate
-    /// limit, with every drip given the same NAME: on this host with no
-    /// server (a state file under $XDG_RUNTIME_DIR/drip), or on any host
-    /// through Redis or Valkey: redis://HOST[:PORT][/DB]/NAME, rediss://...
-    /// (TLS; trusting the system's CAs, or SSL_CERT_FILE),
-    /// redis+unix:///SOCKET/NAME, valkey://... All of them must give the
-    /// same rates and bursts, per key too (else exit 2). Under a byte rate
-    /// each reserved slot carries one record of at most the size it was
-    /// reserved for
+    /// Share the --rate limits (the default 1/s when no rate is given) and
+    /// --byte-rate limits, and each key's --key-rate limit, with every drip
+    /// given the same NAME (1 to 200 letters, digits, '.', '_', '-', ':';
+    /// not starting with '.'): on this host with no server (a state file
+    /// under $XDG_RUNTIME_DIR/drip or /tmp/drip-$UID), or on any host
+    /// through Redis or Valkey: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]/NAME,
+    /// rediss://... (TLS; trusting the system's CAs, or SSL_CERT_FILE),
+    /// redis+unix:///SOCKET/NAME[?db=DB&user=USER&pass=PASSWORD],
+    /// valkey://... (no other query string). All of them must give the same
+    /// rates and bursts, in any order, per key too (else exit 2). Under a
+    /// byte rate each reserved slot carries one record of at most the size
+    /// it was reserved for
     #[arg(long, value_name = "NAME|URL", value_parser = shared::parse_target, value_hint = ValueHint::Other, action = clap::ArgAction::Append)]
     pub share: Vec<shared::Target>,
 
     /// When the shared state cannot be reached: wait (send nothing, say so
     /// on stderr unless -q, and retry with backoff; records wait in the
     /// bucket), local (pace alone at the rate divided by --share-peers,
-    /// warn once unless -q), or fail (exit 4)
+    /// warn once unless -q), or fail (exit 4). A setup no retry mends (a
+    /// state file drip cannot use, a password the server wants or refuses)
+    /// exits 4 under every policy
     #[arg(long, value_name = "POLICY", default_value = "wait", value_parser = Choices { parse: shared::parse_on_error, values: SHARE_ON_ERROR })]
     pub share_on_error: shared::OnError,
 
@@ -772,8 +782,8 @@ const ONE_PER_SECOND: Rate = Rate::Limited {
 /// What `--share` and its companions give, checked against the limits.
 ///
 /// # Errors
-/// `--share` with no rate to share (no `--rate`, `--byte-rate` nor
-/// `--key-rate`); `--share` given twice; `--share-on-error` or
+/// `--share` with no rate to share (`--rate inf` alone); `--share` given
+/// twice; `--share-on-error` or
 /// `--share-peers` without `--share`.
 fn share(cli: &Cli, limits: &[Limit]) -> Result<Option<shared::Share>, clap::Error> {
     use clap::CommandFactory;
