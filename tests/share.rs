@@ -1054,8 +1054,9 @@ fn through_fault_limited(
         })
     };
     thread::sleep(Duration::from_millis(400));
-    fault(redis);
+    // From before the fault: a slow shutdown must not shorten the time.
     let faulted = Instant::now();
+    fault(redis);
     let status = wait_for(&mut child, Duration::from_secs(40));
     let after_fault = faulted.elapsed();
     let mut stderr = String::new();
@@ -1952,9 +1953,10 @@ fn keys_pace_alone_under_local_and_warn_once() {
         o.stderr
     );
     // About 7 records of key 1 (and of 2) were left at the fault: at
-    // 10/s / 2 peers they take about 1.4 s (at 10/s, 0.7 s).
+    // 10/s / 2 peers they take about 1.4 s, less up to 200 ms of slots
+    // reserved before the fault (at 10/s, 0.7 s).
     assert!(
-        o.after_fault > Duration::from_millis(1100),
+        o.after_fault > Duration::from_millis(900),
         "{:?}",
         o.after_fault
     );
