@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use common::{numbered, send_signal, timed_lines, wait_for};
 use drip::shared::gcra::{ByteStep, Gcra, Meter, Step};
-use drip::shared::keys::{KeyBackend, KeyBook};
+use drip::shared::keys::{KeyAsk, KeyBackend, KeyBook};
 use drip::shared::lease::Backend;
 use drip::shared::redis::{RedisBackend, RedisKeys};
 
@@ -1536,18 +1536,28 @@ fn the_keys_script_runs_the_mirrored_arithmetic() {
     for round in 0..60i64 {
         backend.clock = Some((epoch + now / 1_000_000_000, now % 1_000_000_000));
         let horizon = 40_000_000 * (round % 7);
-        let asks: Vec<(&[u8], u64)> = keys
+        // Some slots asked for later, spaced (a key held back by the
+        // global limits), some as soon as the key's limit lets them.
+        let asks: Vec<(&[u8], KeyAsk)> = keys
             .iter()
             .enumerate()
             .filter(|(i, _)| (round as usize + i) % 3 != 0)
-            .map(|(i, k)| (*k, 1 + ((round as u64) * 5 + i as u64) % 9))
+            .map(|(i, k)| {
+                let j = round + i as i64;
+                let ask = KeyAsk {
+                    want: 1 + ((round as u64) * 5 + i as u64) % 9,
+                    after: (j % 4) * 70_000_000,
+                    every: (j % 3) * 60_000_000,
+                };
+                (*k, ask)
+            })
             .collect();
         let grant = KeyBackend::reserve(&mut backend, &asks, horizon).unwrap();
         assert_eq!(grant.now, abs(now), "round {round}");
         let mut backs = Vec::new();
         for ((key, want), (seq, slots)) in asks.iter().zip(&grant.keys) {
             let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
-            let (mseq, expect) = book.reserve(step, now, &hex, *want, horizon);
+            let (mseq, expect) = book.reserve_at(step, now, &hex, *want, horizon);
             last_change.insert(hex.clone(), now);
             let got: Vec<i64> = slots.iter().map(|d| now + d).collect();
             assert_eq!(got, expect, "round {round}, key {hex}");
