@@ -1746,3 +1746,60 @@ fn keys_stop_with_status_4_under_fail() {
     assert_eq!(o.status.code(), Some(4), "{}", o.stderr);
     assert!(o.counts["undelivered"].as_u64().unwrap() > 0);
 }
+
+/// Three keys, 90 records each, under `-r 12/s --key 1 --key-rate 5/s:2`
+/// shared through `share`: the global limit binds (each key gets 4/s of
+/// its 5/s), so alone drip takes 269 / 12 = 22.4 s. Shared, it takes no
+/// more than a tenth longer and forfeits (almost) no per-key slot: a key
+/// asks for its slot when its turn nears, not as soon as its records
+/// wait.
+fn a_binding_global_limit_wastes_no_shared_key_slot(share: &str, runtime: &Path) {
+    let _t = beside_others();
+    let input: String = (1..=90)
+        .flat_map(|i| ["a", "b", "c"].map(|k| format!("{k} {i}\n")))
+        .collect();
+    let stats = runtime.join("stats.json");
+    let args = [
+        "-r",
+        "12/s",
+        "--key",
+        "1",
+        "--key-rate",
+        "5/s:2",
+        "--share",
+        share,
+        "--stats-json",
+        stats.to_str().unwrap(),
+    ];
+    let start = Instant::now();
+    let mut child = drip_with_input(&args, input, runtime);
+    let lines = timed_lines(&mut child, start);
+    let status = wait_for(&mut child, Duration::from_secs(60));
+    let took = start.elapsed().as_secs_f64();
+    assert!(status.success(), "{status}");
+    assert_eq!(lines.len(), 270);
+    let text = std::fs::read_to_string(&stats).unwrap();
+    let summary: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let forfeited = summary["share"]["per_key"]["slots_forfeited"]
+        .as_u64()
+        .unwrap();
+    eprintln!("{share}: {took:.2} s, {forfeited} key slots forfeited");
+    assert!(took < 22.42 * 1.1, "{took:.2} s: {summary}");
+    assert!(forfeited <= 3, "{summary}");
+}
+
+#[test]
+fn a_binding_global_limit_wastes_no_shared_key_slot_on_one_host() {
+    let runtime = tempfile::tempdir().unwrap();
+    a_binding_global_limit_wastes_no_shared_key_slot("bindglobal", runtime.path());
+}
+
+#[test]
+fn a_binding_global_limit_wastes_no_shared_key_slot_through_redis() {
+    if !have_redis() {
+        return;
+    }
+    let redis = Redis::start();
+    let runtime = tempfile::tempdir().unwrap();
+    a_binding_global_limit_wastes_no_shared_key_slot(&redis.share("bindglobal"), runtime.path());
+}
