@@ -39,8 +39,12 @@
 //! ([`KeySchedule`], implemented by `crate::shared::keys`): a key's head
 //! may leave when its lease holds a slot due, and a key whose lease is
 //! empty waits in the line (timed, without a timer) until its slots
-//! arrive ([`KeySchedule::arrived`]). Without it the per-key [`Pacer`]
-//! over each slot's [`Position`] decides, with no call through the trait.
+//! arrive ([`KeySchedule::arrived`]). Under a global limit of records a
+//! key asks for its slot only when its turn in the line nears, for the
+//! time the global limit lets that turn go ([`Schedule::nth_due`]), so no
+//! slot waits on the global limit until it is too late to use
+//! (`Keyed::release_shared`). Without it the per-key [`Pacer`] over each
+//! slot's [`Position`] decides, with no call through the trait.
 //!
 //! Pure: no threads, no clock, no I/O. Times are ns and never go backwards.
 

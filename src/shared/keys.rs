@@ -17,7 +17,10 @@
 //! state sees a few dozen calls a second from a drip however many keys are
 //! busy. A key whose lease is empty waits in its queue (its lane timed, no
 //! timer) until the keeper brings its slots and reports it arrived: a
-//! round trip, never holding back other keys.
+//! round trip, never holding back other keys. Under a global limit of
+//! records a key asks only when its turn nears, for slots no earlier than
+//! the times the global limit lets its records go ([`KeyAsk`]), and the
+//! keeper reserves them about [`crate::keyed::KeySchedule::lead`] ahead.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
