@@ -329,6 +329,13 @@ pub enum NoRoom {
     Keys,
 }
 
+/// The least key spacing (ns) at which a key held back by the global
+/// limits asks for its slots at its turns ([`Keyed::release_shared`]).
+const PRECISE_KEY_GAP: u64 = 10_000_000;
+
+/// Keys looked at for an earlier due slot ([`Keyed::earliest_due`]).
+const EDF_LOOK: usize = 32;
+
 /// Records looked up at once ([`Keyed::look_ahead`]).
 const AHEAD: usize = 16;
 
@@ -828,12 +835,14 @@ impl Keyed {
         self.due_timers(now);
         self.wake_blocked(now);
         self.shared_next = None;
-        let lead = self.shared.as_deref().expect("shared").lead();
         // A round of the line at the global spacing: how far apart each
         // key's turns are. When longer than the key's own spacing, the
         // global limits bind: its slots are asked for its turns.
         let every = (self.fronts.len() as u64).saturating_mul(self.global_gap);
-        let binds = self.global_gap > 0 && every >= self.key_gap;
+        // Above 100/s a key's slot is usable for less than 10 ms, shorter
+        // than the keeper's gathering: its turns cannot be met that
+        // closely, and it asks as its own limit lets it.
+        let binds = self.global_gap > 0 && every >= self.key_gap && self.key_gap >= PRECISE_KEY_GAP;
         let (mut sent, mut i, mut before) = (0, 0, 0u64);
         let mut blocked = false;
         while i < self.ready.len() && !(blocked && self.global_gap == 0) {
@@ -845,12 +854,20 @@ impl Keyed {
                 self.mark_idle(s);
                 continue;
             }
-            let size = self.nodes[slot.head as usize].seg.bytes();
             let shared = self.shared.as_deref_mut().expect("shared");
             match shared.first_slot(now, s, slot.key.as_bytes()) {
                 LeaseHead::At(t) if t <= now && !blocked => {
+                    // Under a binding global limit, the key whose slot
+                    // came first goes first: its slot expires first.
+                    let j = if binds {
+                        self.earliest_due(now, i, t)
+                    } else {
+                        i
+                    };
+                    let s = self.ready[j];
+                    let size = self.nodes[self.slots[s as usize].head as usize].seg.bytes();
                     if global.release(now, 1, &mut std::iter::once(size)) > 0 {
-                        self.ready.remove(i);
+                        self.ready.remove(j);
                         self.send_shared(s, now, outbox);
                         sent += 1;
                         continue;
@@ -867,53 +884,105 @@ impl Keyed {
                     continue;
                 }
                 LeaseHead::Asked => {}
-                LeaseHead::Empty => {
-                    // Its turn: the global limits' departure for as many
-                    // records as keys before it; until it is known (a
-                    // shared schedule's slots reserved), keys wait.
-                    let Some(at) = global.nth_due(size, before as usize) else {
-                        self.look_at(global.next_due(size).max(now + 1));
-                        break;
+                LeaseHead::Empty if !binds => {
+                    // Its own limit binds: slots for all its records, as
+                    // soon as that lets them.
+                    let records = self.slots[s as usize].len;
+                    let want = Want {
+                        records,
+                        at: now,
+                        every: 0,
                     };
-                    let at = at.max(now);
-                    if at > now.saturating_add(lead) {
-                        self.look_at(at - lead);
+                    shared.ask(now, s, self.slots[s as usize].key.as_bytes(), want);
+                    self.slots[s as usize].lane = Lane::Asked;
+                }
+                LeaseHead::Empty => {
+                    if !self.ask_turn(now, s, before, every, &*global) {
                         break;
                     }
-                    // The turns within the lead: later ones are asked for
-                    // nearer their time, when it is better known.
-                    let turns = 1 + lead / every.max(1);
-                    let want = if binds {
-                        let records = slot.len.min(u32::try_from(turns).unwrap_or(u32::MAX));
-                        Want { records, at, every }
-                    } else {
-                        let records = slot.len;
-                        Want {
-                            records,
-                            at,
-                            every: 0,
-                        }
-                    };
-                    shared.ask(now, s, slot.key.as_bytes(), want);
-                    self.slots[s as usize].lane = Lane::Asked;
                 }
             }
             before += 1;
             i += 1;
         }
-        self.tell_global(now, global);
+        if binds {
+            self.tell_global(now, global);
+        }
         sent
     }
 
+    /// Shared, under a binding global limit: key `s`, with no slot and
+    /// `before` keys before it in the line, asks for slots for its turns
+    /// (`every` ns apart) within the lead, the first when the global
+    /// limits let its turn go. Returns false when its turn is not near, or
+    /// not yet known (a shared schedule's slots not yet reserved): keys
+    /// further back wait too.
+    fn ask_turn(
+        &mut self,
+        now: u64,
+        s: u32,
+        before: u64,
+        every: u64,
+        global: &dyn Schedule,
+    ) -> bool {
+        let shared = self.shared.as_deref_mut().expect("shared");
+        let lead = shared.lead();
+        let slot = &mut self.slots[s as usize];
+        let size = self.nodes[slot.head as usize].seg.bytes();
+        let Some(at) = global.nth_due(size, before as usize) else {
+            self.look_at(global.next_due(size).max(now + 1));
+            return false;
+        };
+        let at = at.max(now);
+        if at > now.saturating_add(lead) {
+            self.look_at(at - lead);
+            return false;
+        }
+        // The turns within the lead: later ones are asked for nearer their
+        // time, when it is better known.
+        let turns = 1 + lead / every.max(1);
+        let records = slot.len.min(u32::try_from(turns).unwrap_or(u32::MAX));
+        shared.ask(now, s, slot.key.as_bytes(), Want { records, at, every });
+        slot.lane = Lane::Asked;
+        true
+    }
+
+    /// Shared: of the keys in the line from place `from` on, whose first
+    /// is due at `t`, the place of the one whose slot is due first (among
+    /// the next few).
+    fn earliest_due(&mut self, now: u64, from: usize, t: u64) -> usize {
+        let shared = self.shared.as_deref_mut().expect("shared");
+        let mut best = (t, from);
+        for (j, &s) in self.ready.iter().enumerate().skip(from + 1).take(EDF_LOOK) {
+            let slot = &self.slots[s as usize];
+            if slot.len == 0 || slot.lane != Lane::Asked {
+                continue;
+            }
+            if let LeaseHead::At(u) = shared.first_slot(now, s, slot.key.as_bytes()) {
+                if u < best.0 {
+                    best = (u, j);
+                }
+            }
+        }
+        best.1
+    }
+
     /// Shared: when the global limits have no slot due, tell them how many
-    /// records wait in the line, one a key (a shared schedule reserves its
-    /// slots for them; a local one takes none, none being due).
+    /// records wait (a shared schedule reserves its slots for them; a
+    /// local one takes none, none being due).
     fn tell_global(&mut self, now: u64, global: &mut dyn Schedule) {
         let heads = self.ready.iter().filter_map(|&s| {
             let slot = &self.slots[s as usize];
             (slot.len > 0).then(|| self.nodes[slot.head as usize].seg.bytes())
         });
-        let waiting = heads.clone().count();
+        // Under record limits, every record waiting (the keys' turns
+        // further on are known as far as the slots reach); under byte
+        // limits, whose slots are reserved for sizes, the keys' heads.
+        let waiting = if global.weighs_bytes() {
+            heads.clone().count()
+        } else {
+            self.len
+        };
         let first = heads.clone().next();
         if first.is_some_and(|size| global.next_due(size) > now) {
             let n = global.release(now, waiting, &mut heads.clone());
