@@ -886,12 +886,15 @@ impl Keyed {
                 LeaseHead::Asked => {}
                 LeaseHead::Empty if !binds => {
                     // Its own limit binds: slots for all its records, as
-                    // soon as that lets them.
-                    let records = self.slots[s as usize].len;
+                    // soon as that lets them, but not before the global
+                    // limits let its turn go, nor closer than they do.
+                    let slot = &self.slots[s as usize];
+                    let size = self.nodes[slot.head as usize].seg.bytes();
+                    let at = global.nth_due(size, before as usize).unwrap_or(now);
                     let want = Want {
-                        records,
-                        at: now,
-                        every: 0,
+                        records: slot.len,
+                        at: at.max(now),
+                        every: self.global_gap,
                     };
                     shared.ask(now, s, self.slots[s as usize].key.as_bytes(), want);
                     self.slots[s as usize].lane = Lane::Asked;
