@@ -39,8 +39,12 @@
 //! ([`KeySchedule`], implemented by `crate::shared::keys`): a key's head
 //! may leave when its lease holds a slot due, and a key whose lease is
 //! empty waits in the line (timed, without a timer) until its slots
-//! arrive ([`KeySchedule::arrived`]). Without it the per-key [`Pacer`]
-//! over each slot's [`Position`] decides, with no call through the trait.
+//! arrive ([`KeySchedule::arrived`]). Under a global limit of records a
+//! key asks for its slot only when its turn in the line nears, for the
+//! time the global limit lets that turn go ([`Schedule::nth_due`]), so no
+//! slot waits on the global limit until it is too late to use
+//! (`Keyed::release_shared`). Without it the per-key [`Pacer`] over each
+//! slot's [`Position`] decides, with no call through the trait.
 //!
 //! Pure: no threads, no clock, no I/O. Times are ns and never go backwards.
 
@@ -89,15 +93,47 @@ pub trait KeySchedule: Send + std::fmt::Debug {
     fn allows(&mut self, now: u64, s: u32, key: &[u8]) -> bool;
     /// Key `s`'s head leaves at `now`: it takes its slot.
     fn commit(&mut self, now: u64, s: u32, key: &[u8]);
-    /// When key `s`, with `waiting` records, may next send; `None` while
-    /// it has no slot, which [`KeySchedule::arrived`] reports later.
-    fn next_due(&mut self, now: u64, s: u32, key: &[u8], waiting: u32) -> Option<u64>;
+    /// What key `s`'s lease holds at `now` (its slots too late to use by
+    /// then forfeited first).
+    fn first_slot(&mut self, now: u64, s: u32, key: &[u8]) -> LeaseHead;
+    /// Key `s` has `want.records` records waiting, to leave from `want.at`
+    /// on, `want.every` ns apart: slots for those its lease lacks are
+    /// asked for, no earlier than those times ([`KeySchedule::arrived`]
+    /// reports them when it had none).
+    fn ask(&mut self, now: u64, s: u32, key: &[u8], want: Want);
     /// The keys that had no slot and now have: (when due, `s`); each once.
     fn arrived(&mut self) -> Vec<(u64, u32)>;
     /// Key `s` is forgotten (its slot number may be another key's next).
     fn forget(&mut self, s: u32);
     /// When to look again while keys wait for slots (ns), if any do.
     fn next_poll(&self) -> Option<u64>;
+    /// How long before its record's turn a key asks for its slot (ns):
+    /// the time slots take to arrive.
+    fn lead(&self) -> u64;
+}
+
+/// What a key's shared lease holds ([`KeySchedule::first_slot`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseHead {
+    /// A slot, due at this time (ns).
+    At(u64),
+    /// No slot; some are asked for.
+    Asked,
+    /// No slot, none asked for.
+    Empty,
+}
+
+/// What a key's records want of the shared key schedule
+/// ([`KeySchedule::ask`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Want {
+    /// Records waiting (0: none to ask for yet).
+    pub records: u32,
+    /// When the first may leave as far as the global limits go (ns).
+    pub at: u64,
+    /// How far apart the global limits let them go (ns; 0: as the key's
+    /// own limit lets them).
+    pub every: u64,
 }
 
 /// Where a key's queue stands in the line.
@@ -109,6 +145,9 @@ enum Lane {
     Ready,
     /// In `timers`: its head waits for its key's slot.
     Timed,
+    /// Shared key schedules only: in `ready`, its slot asked for the time
+    /// its turn is expected; other keys pass it until the slot is due.
+    Asked,
 }
 
 /// A key's bytes: short keys (most host names, user ids, fields) live in
@@ -270,6 +309,13 @@ pub struct Keyed {
     dropped_unremembered: u64,
     /// The keys' schedules, when shared (`None`: each key's [`Position`]).
     shared: Option<Box<dyn KeySchedule>>,
+    /// Shared: when the line next needs a look (ns), if it does.
+    shared_next: Option<u64>,
+    /// Shared: the global limits' least spacing of records (ns; 0: they
+    /// do not limit records).
+    global_gap: u64,
+    /// The key limit's spacing of records (ns).
+    key_gap: u64,
 }
 
 /// Why a record found no room (under `--overflow fail`, the error says).
@@ -282,6 +328,13 @@ pub enum NoRoom {
     /// Its key is new and every remembered key is busy (`--max-keys`).
     Keys,
 }
+
+/// The least key spacing (ns) at which a key held back by the global
+/// limits asks for its slots at its turns ([`Keyed::release_shared`]).
+const PRECISE_KEY_GAP: u64 = 10_000_000;
+
+/// Keys looked at for an earlier due slot ([`Keyed::earliest_due`]).
+const EDF_LOOK: usize = 32;
 
 /// Records looked up at once ([`Keyed::look_ahead`]).
 const AHEAD: usize = 16;
@@ -320,6 +373,7 @@ impl Keyed {
         let rest_after_first = pacer.rests_at(Pacer::first_departure(0));
         pacer.restore(Pacer::first_departure(0));
         let due_after_first = pacer.next_due();
+        let pacer_per_second = pacer.per_second();
         Keyed {
             spec: config.spec,
             delimiter,
@@ -353,6 +407,9 @@ impl Keyed {
             no_room: NoRoom::Bucket,
             dropped_unremembered: 0,
             shared: None,
+            shared_next: None,
+            global_gap: 0,
+            key_gap: (1e9 / pacer_per_second) as u64,
         }
     }
 
@@ -437,6 +494,9 @@ impl Keyed {
     ) -> (Offered, usize) {
         seg.arrived = now;
         self.blocked_on_keys = false;
+        if self.shared.is_some() {
+            self.note_global(global);
+        }
         let whole = seg.clone();
         let data = whole.as_bytes();
         let global_open = global.is_unlimited();
@@ -696,6 +756,262 @@ impl Keyed {
         true
     }
 
+    /// Shared key schedules: note the global limits' spacing of records.
+    #[cold]
+    #[inline(never)]
+    fn note_global(&mut self, global: &dyn Schedule) {
+        let per_second = global.records_per_second();
+        self.global_gap = if per_second.is_finite() && per_second > 0.0 {
+            (1e9 / per_second) as u64
+        } else {
+            0
+        };
+    }
+
+    /// [`Keyed::join_line`] with shared key schedules. Under global
+    /// limits of records, the key's slots could come before the global
+    /// limits let its records go, and be forfeited late: the key joins the
+    /// line with no slot asked for, and asks when its turn nears
+    /// ([`Keyed::release_shared`]). Otherwise it asks for slots for all
+    /// its records now, and waits out of the line until they arrive.
+    #[cold]
+    #[inline(never)]
+    fn join_line_shared(&mut self, s: u32, now: u64) {
+        let lazy = self.global_gap > 0;
+        let shared = self.shared.as_deref_mut().expect("shared");
+        let slot = &mut self.slots[s as usize];
+        let key = slot.key.as_bytes();
+        let records = if lazy { 0 } else { slot.len };
+        shared.ask(
+            now,
+            s,
+            key,
+            Want {
+                records,
+                at: now,
+                every: 0,
+            },
+        );
+        match shared.first_slot(now, s, key) {
+            LeaseHead::At(due) if due > now && !lazy => {
+                slot.lane = Lane::Timed;
+                self.timers.push(Reverse((due, s)));
+            }
+            // No timer without a due time: `arrived` brings it.
+            LeaseHead::Asked | LeaseHead::Empty if !lazy => slot.lane = Lane::Timed,
+            _ => {
+                slot.lane = Lane::Ready;
+                self.ready.push_back(s);
+                self.shared_next = Some(now);
+            }
+        }
+    }
+
+    /// [`Keyed::release`] with shared key schedules. The line is walked in
+    /// turn order: a key whose slot is due sends when the global limits
+    /// allow; a key whose slot is asked for and not yet due (or not yet
+    /// come) keeps its place and lets the others pass; a key whose slot is
+    /// later than its turn leaves the line until it is due; a key with no
+    /// slot asks for one, for when its turn is expected (the global
+    /// limits' next departure, one global spacing more for each key before
+    /// it, and its later records one round of the busy keys apart), once
+    /// that is within [`KeySchedule::lead`]. Keys further back wait: a
+    /// slot reserved long before its record's turn would be forfeited.
+    #[cold]
+    #[inline(never)]
+    fn release_shared(
+        &mut self,
+        now: u64,
+        global: &mut dyn Schedule,
+        outbox: &mut Vec<Segment>,
+    ) -> usize {
+        self.note_global(global);
+        let shared = self.shared.as_deref_mut().expect("shared");
+        for (due, s) in shared.arrived() {
+            if self.slots[s as usize].lane == Lane::Timed {
+                self.timers.push(Reverse((due, s)));
+            }
+        }
+        self.due_timers(now);
+        self.wake_blocked(now);
+        self.shared_next = None;
+        // A round of the line at the global spacing: how far apart each
+        // key's turns are. When longer than the key's own spacing, the
+        // global limits bind: its slots are asked for its turns.
+        let every = (self.fronts.len() as u64).saturating_mul(self.global_gap);
+        // Above 100/s a key's slot is usable for less than 10 ms, shorter
+        // than the keeper's gathering: its turns cannot be met that
+        // closely, and it asks as its own limit lets it.
+        let binds = self.global_gap > 0 && every >= self.key_gap && self.key_gap >= PRECISE_KEY_GAP;
+        let (mut sent, mut i, mut before) = (0, 0, 0u64);
+        let mut blocked = false;
+        while i < self.ready.len() && !(blocked && self.global_gap == 0) {
+            let s = self.ready[i];
+            let slot = &self.slots[s as usize];
+            if slot.len == 0 {
+                self.ready.remove(i);
+                self.slots[s as usize].lane = Lane::Idle;
+                self.mark_idle(s);
+                continue;
+            }
+            let shared = self.shared.as_deref_mut().expect("shared");
+            match shared.first_slot(now, s, slot.key.as_bytes()) {
+                LeaseHead::At(t) if t <= now && !blocked => {
+                    // Under a binding global limit, the key whose slot
+                    // came first goes first: its slot expires first.
+                    let j = if binds {
+                        self.earliest_due(now, i, t)
+                    } else {
+                        i
+                    };
+                    let s = self.ready[j];
+                    let size = self.nodes[self.slots[s as usize].head as usize].seg.bytes();
+                    if global.release(now, 1, &mut std::iter::once(size)) > 0 {
+                        self.ready.remove(j);
+                        self.send_shared(s, now, outbox);
+                        sent += 1;
+                        continue;
+                    }
+                    blocked = true;
+                    self.look_at(global.next_due(size));
+                }
+                LeaseHead::At(t) if t <= now => {}
+                LeaseHead::At(t) if binds && slot.lane == Lane::Asked => self.look_at(t),
+                LeaseHead::At(t) => {
+                    self.ready.remove(i);
+                    self.slots[s as usize].lane = Lane::Timed;
+                    self.timers.push(Reverse((t, s)));
+                    continue;
+                }
+                LeaseHead::Asked => {}
+                LeaseHead::Empty if !binds => {
+                    // Its own limit binds: slots for all its records, as
+                    // soon as that lets them, but not before the global
+                    // limits let its turn go, nor closer than they do.
+                    let slot = &self.slots[s as usize];
+                    let size = self.nodes[slot.head as usize].seg.bytes();
+                    let at = global.nth_due(size, before as usize).unwrap_or(now);
+                    let want = Want {
+                        records: slot.len,
+                        at: at.max(now),
+                        every: self.global_gap,
+                    };
+                    shared.ask(now, s, self.slots[s as usize].key.as_bytes(), want);
+                    self.slots[s as usize].lane = Lane::Asked;
+                }
+                LeaseHead::Empty => {
+                    if !self.ask_turn(now, s, before, every, &*global) {
+                        break;
+                    }
+                }
+            }
+            before += 1;
+            i += 1;
+        }
+        if binds {
+            self.tell_global(now, global);
+        }
+        sent
+    }
+
+    /// Shared, under a binding global limit: key `s`, with no slot and
+    /// `before` keys before it in the line, asks for slots for its turns
+    /// (`every` ns apart) within the lead, the first when the global
+    /// limits let its turn go. Returns false when its turn is not near, or
+    /// not yet known (a shared schedule's slots not yet reserved): keys
+    /// further back wait too.
+    fn ask_turn(
+        &mut self,
+        now: u64,
+        s: u32,
+        before: u64,
+        every: u64,
+        global: &dyn Schedule,
+    ) -> bool {
+        let shared = self.shared.as_deref_mut().expect("shared");
+        let lead = shared.lead();
+        let slot = &mut self.slots[s as usize];
+        let size = self.nodes[slot.head as usize].seg.bytes();
+        let Some(at) = global.nth_due(size, before as usize) else {
+            self.look_at(global.next_due(size).max(now + 1));
+            return false;
+        };
+        let at = at.max(now);
+        if at > now.saturating_add(lead) {
+            self.look_at(at - lead);
+            return false;
+        }
+        // The turns within the lead: later ones are asked for nearer their
+        // time, when it is better known.
+        let turns = 1 + lead / every.max(1);
+        let records = slot.len.min(u32::try_from(turns).unwrap_or(u32::MAX));
+        shared.ask(now, s, slot.key.as_bytes(), Want { records, at, every });
+        slot.lane = Lane::Asked;
+        true
+    }
+
+    /// Shared: of the keys in the line from place `from` on, whose first
+    /// is due at `t`, the place of the one whose slot is due first (among
+    /// the next few).
+    fn earliest_due(&mut self, now: u64, from: usize, t: u64) -> usize {
+        let shared = self.shared.as_deref_mut().expect("shared");
+        let mut best = (t, from);
+        for (j, &s) in self.ready.iter().enumerate().skip(from + 1).take(EDF_LOOK) {
+            let slot = &self.slots[s as usize];
+            if slot.len == 0 || slot.lane != Lane::Asked {
+                continue;
+            }
+            if let LeaseHead::At(u) = shared.first_slot(now, s, slot.key.as_bytes()) {
+                if u < best.0 {
+                    best = (u, j);
+                }
+            }
+        }
+        best.1
+    }
+
+    /// Shared: when the global limits have no slot due, tell them how many
+    /// records wait (a shared schedule reserves its slots for them; a
+    /// local one takes none, none being due).
+    fn tell_global(&mut self, now: u64, global: &mut dyn Schedule) {
+        let heads = self.ready.iter().filter_map(|&s| {
+            let slot = &self.slots[s as usize];
+            (slot.len > 0).then(|| self.nodes[slot.head as usize].seg.bytes())
+        });
+        // Under record limits, every record waiting (the keys' turns
+        // further on are known as far as the slots reach); under byte
+        // limits, whose slots are reserved for sizes, the keys' heads.
+        let waiting = if global.weighs_bytes() {
+            heads.clone().count()
+        } else {
+            self.len
+        };
+        let first = heads.clone().next();
+        if first.is_some_and(|size| global.next_due(size) > now) {
+            let n = global.release(now, waiting, &mut heads.clone());
+            debug_assert_eq!(n, 0, "no slot was due");
+        }
+    }
+
+    /// Shared: the line needs a look at `t` (ns).
+    fn look_at(&mut self, t: u64) {
+        self.shared_next = Some(self.shared_next.map_or(t, |n| n.min(t)));
+    }
+
+    /// Shared: key `s`, out of the line, sends its head at `now`.
+    fn send_shared(&mut self, s: u32, now: u64, outbox: &mut Vec<Segment>) {
+        self.take_slot(s, now);
+        self.slots[s as usize].lane = Lane::Idle;
+        let seg = self.pop_head(s).expect("a waiting record");
+        self.longest_wait_ns = self.longest_wait_ns.max(now.saturating_sub(seg.arrived));
+        outbox.push(seg);
+        if self.slots[s as usize].len > 0 {
+            self.join_line(s, now);
+        } else {
+            self.mark_idle(s);
+        }
+    }
+
     /// The record at the front of `seg` (`size` bytes), of key `slot`
     /// (`None`: a new key and no idle one), waits or meets `policy`.
     /// Returns what `block` or `fail` hands back.
@@ -857,20 +1173,8 @@ impl Keyed {
     /// of `ready` when its head may leave at `now` as far as its own limit
     /// goes, otherwise `timers` until it may.
     fn join_line(&mut self, s: u32, now: u64) {
-        if let Some(shared) = self.shared.as_deref_mut() {
-            let slot = &mut self.slots[s as usize];
-            match shared.next_due(now, s, slot.key.as_bytes(), slot.len) {
-                Some(due) if due <= now => {
-                    slot.lane = Lane::Ready;
-                    self.ready.push_back(s);
-                }
-                // No timer without a due time: `arrived` brings it.
-                due => {
-                    slot.lane = Lane::Timed;
-                    self.timers.extend(due.map(|due| Reverse((due, s))));
-                }
-            }
-            return;
+        if self.shared.is_some() {
+            return self.join_line_shared(s, now);
         }
         let slot = &mut self.slots[s as usize];
         if now >= slot.due {
@@ -882,21 +1186,9 @@ impl Keyed {
         }
     }
 
-    /// Let waiting records leave at `now` that their keys' limits and the
-    /// global one allow, in turn, into `outbox`. Returns how many left.
-    pub fn release(
-        &mut self,
-        now: u64,
-        global: &mut dyn Schedule,
-        outbox: &mut Vec<Segment>,
-    ) -> usize {
-        if let Some(shared) = self.shared.as_deref_mut() {
-            for (due, s) in shared.arrived() {
-                if self.slots[s as usize].lane == Lane::Timed {
-                    self.timers.push(Reverse((due, s)));
-                }
-            }
-        }
+    /// Keys whose timer is due by `now` join the end of the line.
+    #[inline]
+    fn due_timers(&mut self, now: u64) {
         while let Some(&Reverse((due, s))) = self.timers.peek() {
             if due > now {
                 break;
@@ -905,11 +1197,30 @@ impl Keyed {
             self.slots[s as usize].lane = Lane::Ready;
             self.ready.push_back(s);
         }
+    }
+
+    /// Woken for a key that may rest by `now`: the record handed back is
+    /// offered again (the writer's top-up, or the reader).
+    #[inline]
+    fn wake_blocked(&mut self, now: u64) {
         if self.blocked_on_keys && self.rest.peek().is_some_and(|&Reverse((at, _))| at <= now) {
-            // Woken for a key that may rest by now: the record handed back
-            // is offered again (the writer's top-up, or the reader).
             self.blocked_on_keys = false;
         }
+    }
+
+    /// Let waiting records leave at `now` that their keys' limits and the
+    /// global one allow, in turn, into `outbox`. Returns how many left.
+    pub fn release(
+        &mut self,
+        now: u64,
+        global: &mut dyn Schedule,
+        outbox: &mut Vec<Segment>,
+    ) -> usize {
+        if self.shared.is_some() {
+            return self.release_shared(now, global, outbox);
+        }
+        self.due_timers(now);
+        self.wake_blocked(now);
         let mut sent = 0;
         while let Some(&s) = self.ready.front() {
             let slot = &self.slots[s as usize];
@@ -920,14 +1231,6 @@ impl Keyed {
                 continue;
             }
             let size = self.nodes[slot.head as usize].seg.bytes();
-            if let Some(shared) = self.shared.as_deref_mut() {
-                if !shared.allows(now, s, slot.key.as_bytes()) {
-                    // Its slot was forfeited late: it waits for another.
-                    self.ready.pop_front();
-                    self.join_line(s, now);
-                    continue;
-                }
-            }
             if global.release(now, 1, &mut std::iter::once(size)) == 0 {
                 break;
             }
@@ -972,10 +1275,14 @@ impl Keyed {
         let timer = waiting
             .then(|| self.timers.peek().map(|&Reverse((due, _))| due))
             .flatten();
-        let line = self.ready.iter().find_map(|&s| {
-            let slot = &self.slots[s as usize];
-            (slot.len > 0).then(|| global.next_due(self.nodes[slot.head as usize].seg.bytes()))
-        });
+        let line = if self.shared.is_some() {
+            waiting.then_some(self.shared_next).flatten()
+        } else {
+            self.ready.iter().find_map(|&s| {
+                let slot = &self.slots[s as usize];
+                (slot.len > 0).then(|| global.next_due(self.nodes[slot.head as usize].seg.bytes()))
+            })
+        };
         let rest = self
             .blocked_on_keys
             .then(|| self.rest.peek().map(|&Reverse((at, _))| at))

@@ -82,6 +82,25 @@ pub trait Schedule: fmt::Debug + Send {
     /// (infinite when a limit counts bytes or nothing is limited): the
     /// writer coalesces wake-ups above 20,000/s.
     fn records_per_second(&self) -> f64;
+
+    /// The earliest time (ns) the `n`-th record from now (0: the next) of
+    /// `size` bytes may leave, as far as known; `None` when not known yet
+    /// (a shared schedule whose slots are not reserved yet). By default
+    /// [`Schedule::next_due`] and one emission interval of the tightest
+    /// record limit for each record before it (a burst may let them go
+    /// sooner).
+    fn nth_due(&self, size: usize, n: usize) -> Option<u64> {
+        let per_second = self.records_per_second();
+        let gap = if per_second.is_finite() && per_second > 0.0 {
+            (1e9 / per_second) as u64
+        } else {
+            0
+        };
+        Some(
+            self.next_due(size)
+                .saturating_add(gap.saturating_mul(n as u64)),
+        )
+    }
 }
 
 /// The local schedule: several GCRA limits, all of which must allow a

@@ -5,18 +5,18 @@
 //! that a key without a slot never holds back another, and that a key's
 //! records keep their order.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use drip::bucket::{Overflow, Segment};
 use drip::key::{parse_key, KeySpec};
-use drip::keyed::{KeyConfig, KeySchedule, Keyed};
+use drip::keyed::{KeyConfig, KeySchedule, Keyed, LeaseHead, Want};
 use drip::ledger::Ledger;
 use drip::rate::parse_rate;
-use drip::schedule::Limits;
+use drip::schedule::{Limit, Limits, Unit};
 use drip::shared::gcra::Step;
-use drip::shared::keys::KeyBook;
+use drip::shared::keys::{KeyAsk, KeyBook};
 
 const MS: u64 = 1_000_000;
 /// 5/s, burst 1.
@@ -24,16 +24,45 @@ const STEP: Step = Step {
     interval: 200_000_000,
     tolerance: 0,
 };
+/// 5/s, burst 2.
+const STEP2: Step = Step {
+    interval: 200_000_000,
+    tolerance: 200_000_000,
+};
 /// The round trip to the shared state.
 const RTT: u64 = 3 * MS;
+/// How late a slot may still be used (one interval of 5/s, at most
+/// 100 ms, as drip's keeper allows).
+const LATE: u64 = 100 * MS;
+/// How long before its turn a key asks for its slot.
+const LEAD: u64 = 30 * MS;
 
 /// One drip's leases, as its keeper fills them.
 #[derive(Debug, Default)]
 struct Leases {
     slots: HashMap<Vec<u8>, VecDeque<u64>>,
-    /// Keys waiting for slots, with their slot numbers.
-    waiting: HashMap<Vec<u8>, u32>,
+    /// What the keys asked for, with their slot numbers.
+    asking: HashMap<Vec<u8>, (u32, Want)>,
+    /// Keys with no slot that asked (their slots' arrival is reported).
+    waiting: HashSet<Vec<u8>>,
     arrived: Vec<(u64, u32)>,
+    /// Slots too late to use when looked at.
+    forfeited: u64,
+    /// The key limit.
+    step: Option<Step>,
+}
+
+impl Leases {
+    fn drop_late(&mut self, now: u64, key: &[u8]) {
+        if let Some(q) = self.slots.get_mut(key) {
+            while q.front().is_some_and(|&t| t + LATE < now) {
+                q.pop_front();
+                self.forfeited += 1;
+                // Its records ask again.
+                self.asking.remove(key);
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -41,28 +70,35 @@ struct Fake(Arc<Mutex<Leases>>);
 
 impl KeySchedule for Fake {
     fn allows(&mut self, now: u64, _: u32, key: &[u8]) -> bool {
-        let l = self.0.lock().unwrap();
+        let mut l = self.0.lock().unwrap();
+        l.drop_late(now, key);
         l.slots
             .get(key)
             .and_then(|q| q.front())
             .is_some_and(|&t| t <= now)
     }
     fn commit(&mut self, _: u64, _: u32, key: &[u8]) {
-        self.0
-            .lock()
-            .unwrap()
-            .slots
-            .get_mut(key)
-            .unwrap()
-            .pop_front();
-    }
-    fn next_due(&mut self, _: u64, s: u32, key: &[u8], _: u32) -> Option<u64> {
         let mut l = self.0.lock().unwrap();
-        if let Some(&t) = l.slots.get(key).and_then(|q| q.front()) {
-            return Some(t);
+        l.slots.get_mut(key).unwrap().pop_front();
+        if let Some((_, want)) = l.asking.get_mut(key) {
+            want.records = want.records.saturating_sub(1);
         }
-        l.waiting.insert(key.to_vec(), s);
-        None
+    }
+    fn first_slot(&mut self, now: u64, _: u32, key: &[u8]) -> LeaseHead {
+        let mut l = self.0.lock().unwrap();
+        l.drop_late(now, key);
+        match l.slots.get(key).and_then(|q| q.front()) {
+            Some(&t) => LeaseHead::At(t),
+            None if l.waiting.contains(key) => LeaseHead::Asked,
+            None => LeaseHead::Empty,
+        }
+    }
+    fn ask(&mut self, _: u64, s: u32, key: &[u8], want: Want) {
+        let mut l = self.0.lock().unwrap();
+        l.asking.insert(key.to_vec(), (s, want));
+        if want.records > 0 && l.slots.get(key).map_or(true, VecDeque::is_empty) {
+            l.waiting.insert(key.to_vec());
+        }
     }
     fn arrived(&mut self) -> Vec<(u64, u32)> {
         std::mem::take(&mut self.0.lock().unwrap().arrived)
@@ -71,27 +107,56 @@ impl KeySchedule for Fake {
     fn next_poll(&self) -> Option<u64> {
         None
     }
+    fn lead(&self) -> u64 {
+        LEAD
+    }
 }
 
-/// The keeper's round: every waiting key gets its next slot from the
-/// book, reserved at `now` and arriving a round trip later.
+/// The keeper's round: every key whose records want more slots than its
+/// lease holds gets them from the book, reserved at `now` for the times
+/// it asked for, arriving a round trip later.
 fn keep(leases: &Fake, book: &mut KeyBook, now: u64) {
     let mut l = leases.0.lock().unwrap();
-    let waiting: Vec<(Vec<u8>, u32)> = l.waiting.drain().collect();
-    for (key, s) in waiting {
+    let asking: Vec<(Vec<u8>, u32, Want)> = l
+        .asking
+        .iter()
+        .map(|(k, &(s, w))| (k.clone(), s, w))
+        .collect();
+    for (key, s, want) in asking {
+        let held = l.slots.get(&key).map_or(0, VecDeque::len) as u64;
+        let need = u64::from(want.records).saturating_sub(held);
+        if need == 0 {
+            continue;
+        }
         let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
-        let (_, slots) = book.reserve(STEP, now as i64, &hex, 1, 0);
-        let t = (slots[0] as u64).max(now + RTT);
-        l.slots.entry(key).or_default().push_back(t);
-        l.arrived.push((t, s));
+        let at = want.at + want.every * held;
+        let ask = KeyAsk {
+            want: need,
+            after: at.saturating_sub(now) as i64,
+            every: want.every as i64,
+        };
+        let step = l.step.unwrap_or(STEP);
+        let (_, slots) = book.reserve_at(step, now as i64, &hex, ask, 200 * MS as i64);
+        let lease = l.slots.entry(key.clone()).or_default();
+        for t in slots {
+            lease.push_back((t as u64).max(now + RTT));
+        }
+        let first = *lease.front().unwrap();
+        if l.waiting.remove(&key) {
+            l.arrived.push((first, s));
+        }
     }
 }
 
 fn keyed(leases: &Fake) -> Keyed {
+    keyed_with_burst(leases, 1)
+}
+
+fn keyed_with_burst(leases: &Fake, burst: u64) -> Keyed {
     let config = KeyConfig {
         spec: KeySpec::new(parse_key("1").unwrap(), None),
         rate: parse_rate("5/s").unwrap(),
-        burst: 1,
+        burst,
         max_keys: 1000,
         key_capacity: 1000,
     };
@@ -196,4 +261,84 @@ fn two_drips_keep_each_keys_bound_and_no_key_waits_for_another() {
     assert!(c[1].0 <= 1200 * MS + 2 * RTT, "{c:?}");
     let a = of("a ");
     assert!(a.last().unwrap().0 >= 3800 * MS, "{a:?}");
+}
+
+/// Two drips, each with a global limit of 6/s, send 30 records of each
+/// of the keys a, b and c at 0, the keys' 5/s (burst 2) shared between
+/// them: the global limits bind (each key gets 2/s of each drip's 6/s,
+/// 4/s of its 5/s in all). Each drip sends at its global rate, no key
+/// slot is forfeited, and each key's bound holds across both.
+#[test]
+fn a_binding_global_limit_wastes_no_key_slot() {
+    let mut book = KeyBook::default();
+    let mut drips: Vec<(Fake, Keyed, Limits)> = (0..2)
+        .map(|_| {
+            let f = Fake(Arc::default());
+            f.0.lock().unwrap().step = Some(STEP2);
+            let k = keyed_with_burst(&f, 2);
+            let global = Limits::new(&[Limit {
+                rate: parse_rate("6/s").unwrap(),
+                burst: 1,
+                unit: Unit::Records,
+            }]);
+            (f, k, global)
+        })
+        .collect();
+    let mut ledger = Ledger::new(true);
+    let mut left: Vec<Vec<(u64, String)>> = vec![Vec::new(); 2];
+    let mut outbox = Vec::new();
+    let mut now = 0;
+    while now <= 20_000 * MS {
+        for (d, (leases, keyed, global)) in drips.iter_mut().enumerate() {
+            if now == 0 {
+                let text: String = (1..=30)
+                    .flat_map(|i| ["a", "b", "c"].map(|k| format!("{k} {d}-{i}\n")))
+                    .collect();
+                let seg = Segment::new(Bytes::from(text), b'\n');
+                keyed.arrive(
+                    now,
+                    seg,
+                    Overflow::Block,
+                    true,
+                    global,
+                    &mut ledger,
+                    &mut outbox,
+                );
+            }
+            // As the writer does: at the next event, or when slots come.
+            keyed.release(now, global, &mut outbox);
+            for seg in outbox.drain(..) {
+                left[d].extend(lines(&seg).into_iter().map(|l| (now, l)));
+            }
+            keep(leases, &mut book, now);
+        }
+        now += MS;
+    }
+    for (d, (leases, _, _)) in drips.iter().enumerate() {
+        let times: Vec<u64> = left[d].iter().map(|&(t, _)| t).collect();
+        assert_eq!(times.len(), 90, "drip {d}");
+        // 90 records at 6/s: the last 89 intervals after the first.
+        let span = (times[89] - times[0]) as f64 / 1e9;
+        let rate = 89.0 / span;
+        assert!(rate > 6.0 * 0.97, "drip {d}: {rate:.2}/s over {span:.2} s");
+        assert_eq!(leases.0.lock().unwrap().forfeited, 0, "drip {d}");
+    }
+    for key in ["a ", "b ", "c "] {
+        let mut times: Vec<u64> = left
+            .iter()
+            .flatten()
+            .filter(|(_, l)| l.starts_with(key))
+            .map(|&(t, _)| t)
+            .collect();
+        times.sort_unstable();
+        assert_eq!(times.len(), 60);
+        // Both drips together: no second holds more than 5 + 2.
+        for (i, &t) in times.iter().enumerate() {
+            let n = times[i..]
+                .iter()
+                .take_while(|&&x| x < t + 1000 * MS)
+                .count();
+            assert!(n <= 5 + 2, "key {key}: {n} in a second: {times:?}");
+        }
+    }
 }

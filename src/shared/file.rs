@@ -19,7 +19,7 @@ use rustix::fs::{flock, FlockOperation};
 use serde::{Deserialize, Serialize};
 
 use super::gcra::{Gcra, Meter, Step};
-use super::keys::{hex, KeyBackend, KeyBook, KeyGrant};
+use super::keys::{hex, KeyAsk, KeyBackend, KeyBook, KeyGrant};
 use super::lease::{Backend, Failure, Grant};
 
 /// What the file holds.
@@ -246,15 +246,15 @@ impl KeyBackend for FileKeys {
         self.0.with_state(|_, _, _, fresh| fresh)
     }
 
-    fn reserve(&mut self, asks: &[(&[u8], u64)], horizon: i64) -> Result<KeyGrant, Failure> {
+    fn reserve(&mut self, asks: &[(&[u8], KeyAsk)], horizon: i64) -> Result<KeyGrant, Failure> {
         let step = self.0.key_step.expect("a key limit");
         self.0.with_state(|_, book, now, fresh| KeyGrant {
             now,
             fresh,
             keys: asks
                 .iter()
-                .map(|&(key, want)| {
-                    let (seq, slots) = book.reserve(step, now, &hex(key), want, horizon);
+                .map(|&(key, ask)| {
+                    let (seq, slots) = book.reserve_at(step, now, &hex(key), ask, horizon);
                     (seq, slots.into_iter().map(|d| d - now).collect())
                 })
                 .collect(),

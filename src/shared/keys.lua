@@ -12,8 +12,11 @@
 -- ARGV[4]  the limits' spec, which every participant must share
 -- ARGV[5]  the key limit's interval, ARGV[6] its tolerance, ARGV[7] the
 --          horizon (ns)
--- then     reserve: want, for each key; giveback: seq, and the first
---          unused slot's seconds and ns, for each key
+-- then     reserve: want, after and every, for each key (up to want
+--          slots, slot j no earlier than after + j * every ns from now,
+--          all due within the horizon of the first's earliest time, at
+--          least one); giveback: seq, and the first unused slot's seconds
+--          and ns, for each key
 --
 -- Returns {1, fresh, sec, nsec, then for each key: seq, count, d1, d2, ...}
 -- (reserve: departure times in ns after sec.nsec; giveback: count 1 when
@@ -56,13 +59,16 @@ for i = 2, #KEYS do
   local seq = tonumber(st[3]) or 0
   local changed = false
   if op == 'reserve' then
-    local want = math.max(tonumber(ARGV[6 + i]), 1)
+    local base = 8 + 3 * (i - 2)
+    local want = math.max(tonumber(ARGV[base]), 1)
+    local after = math.max(tonumber(ARGV[base + 1]), 0)
+    local every = math.max(tonumber(ARGV[base + 2]), 0)
     local t = math.max(tat or 0, 0)
     seq = seq + 1
     local slots = {}
     while #slots < want do
-      local due = math.max(0, t - tolerance)
-      if #slots > 0 and due > horizon then
+      local due = math.max(after + #slots * every, t - tolerance)
+      if #slots > 0 and due > after + horizon then
         break
       end
       t = math.max(t, due) + interval

@@ -17,7 +17,10 @@
 //! state sees a few dozen calls a second from a drip however many keys are
 //! busy. A key whose lease is empty waits in its queue (its lane timed, no
 //! timer) until the keeper brings its slots and reports it arrived: a
-//! round trip, never holding back other keys.
+//! round trip, never holding back other keys. Under a global limit of
+//! records a key asks only when its turn nears, for slots no earlier than
+//! the times the global limit lets its records go ([`KeyAsk`]), and the
+//! keeper reserves them about [`crate::keyed::KeySchedule::lead`] ahead.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -28,13 +31,17 @@ use serde::{Deserialize, Serialize};
 use super::gcra::{Gcra, Step};
 use super::lease::{Failure, Mode, OnError, Retry, Voice};
 use super::{late_ns, EXPIRY_NS, POLL_NS};
-use crate::keyed::KeySchedule;
+use crate::keyed::{KeySchedule, LeaseHead, Want};
 use crate::pacer::{Pacer, Position};
 
 /// Keys one call reserves for at most.
 pub const MAX_BATCH: usize = 500;
 /// The least time between two calls of one drip's keeper, ns.
 pub const MIN_GAP: Duration = Duration::from_millis(20);
+
+/// Time a key asks before its turn besides the keeper's gap and round
+/// trips, ns.
+const LEAD_SPARE_NS: u64 = 10_000_000;
 
 /// A key's bytes as they appear in the shared state: lowercase hex.
 pub fn hex(key: &[u8]) -> String {
@@ -81,20 +88,40 @@ impl KeyBook {
         want: u64,
         horizon: i64,
     ) -> (u64, Vec<i64>) {
-        let old = self.keys.get(key).copied().unwrap_or_default();
-        let mut g = Gcra {
-            tats: self
-                .keys
-                .get(key)
-                .map(|k| vec![Some(k.tat)])
-                .unwrap_or_default(),
-            seq: old.seq,
-        };
-        let slots = g.reserve(&[step], now, want, horizon);
-        let tat = g.idle_from().unwrap_or(now);
-        self.keys
-            .insert(key.to_string(), KeyState { seq: g.seq, tat });
-        (g.seq, slots)
+        self.reserve_at(step, now, key, KeyAsk::new(want), horizon)
+    }
+
+    /// Reserve up to `ask.want` (≥ 1) slots of key `key` at `now`, slot `j`
+    /// no earlier than `now + ask.after + j × ask.every`: every slot due
+    /// within `horizon` ns of the first one's earliest time, and at least
+    /// one. Each slot is an arrival on the key's GCRA at its own time, so
+    /// the key's bound holds whatever the order of the reservations (see
+    /// `docs/architecture.md`). Returns the reservation's seq and the
+    /// departure times (ns).
+    pub fn reserve_at(
+        &mut self,
+        step: Step,
+        now: i64,
+        key: &str,
+        ask: KeyAsk,
+        horizon: i64,
+    ) -> (u64, Vec<i64>) {
+        let old = self.keys.get(key).copied();
+        let start = now.saturating_add(ask.after.max(0));
+        let mut tat = old.map_or(now, |k| k.tat).max(now);
+        let mut slots = Vec::new();
+        while (slots.len() as u64) < ask.want.max(1) {
+            let from = start.saturating_add(ask.every.max(0).saturating_mul(slots.len() as i64));
+            let due = from.max(tat.saturating_sub(step.tolerance));
+            if !slots.is_empty() && due > start.saturating_add(horizon) {
+                break;
+            }
+            tat = tat.max(due).saturating_add(step.interval);
+            slots.push(due);
+        }
+        let seq = old.map_or(0, |k| k.seq) + 1;
+        self.keys.insert(key.to_string(), KeyState { seq, tat });
+        (seq, slots)
     }
 
     /// Give back key `key`'s slots from `first_unused` on, if no one
@@ -136,14 +163,39 @@ pub struct KeyGrant {
     pub keys: Vec<(u64, Vec<i64>)>,
 }
 
+/// What one key asks of a reservation: up to `want` slots, slot `j` no
+/// earlier than `after + j × every` ns after the call's time (the times
+/// the global limits let the key's records go, when they bind; 0 and 0:
+/// as soon as the key's own limit lets them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyAsk {
+    /// Slots wanted (at least one is reserved).
+    pub want: u64,
+    /// The first slot's earliest time, ns after the call's.
+    pub after: i64,
+    /// The least spacing of the slots' earliest times, ns.
+    pub every: i64,
+}
+
+impl KeyAsk {
+    /// Up to `want` slots, as soon as the key's limit lets them.
+    pub fn new(want: u64) -> KeyAsk {
+        KeyAsk {
+            want,
+            after: 0,
+            every: 0,
+        }
+    }
+}
+
 /// A place that keeps the per-key schedules: the state file, or Redis.
 pub trait KeyBackend: Send {
     /// Check that the stored limits are ours (storing them when there are
     /// none). Returns whether the state was fresh.
     fn hello(&mut self) -> Result<bool, Failure>;
-    /// For each `(key, want)`, reserve up to `want` slots due within
-    /// `horizon` ns (at least one), in one step.
-    fn reserve(&mut self, asks: &[(&[u8], u64)], horizon: i64) -> Result<KeyGrant, Failure>;
+    /// For each `(key, ask)`, reserve slots as [`KeyBook::reserve_at`]
+    /// does, in one step.
+    fn reserve(&mut self, asks: &[(&[u8], KeyAsk)], horizon: i64) -> Result<KeyGrant, Failure>;
     /// For each `(key, seq, first_unused)`, give back the key's slots from
     /// `first_unused` (shared ns) on, if no one reserved for it after
     /// reservation `seq`.
@@ -162,6 +214,10 @@ struct KeyLease {
     slots: VecDeque<u64>,
     /// Records of the key waiting, as last told, less those sent since.
     wanted: u32,
+    /// The earliest time of its next slot (drip's clock, ns) and of each
+    /// after it, ns apart: when the global limits let its records go.
+    at: u64,
+    every: u64,
     /// The key waits for slots (no timer in the keyed queues).
     waiting: bool,
     /// The last reservation: its seq and its slots' shared times.
@@ -178,6 +234,8 @@ pub(crate) struct KeysState {
     /// Waiting keys that got slots: (first slot, key's slot number).
     arrived: Vec<(u64, u32)>,
     waiting: usize,
+    /// The keeper's round trip (ns, smoothed).
+    rtt: u64,
     pub(crate) mode: Mode,
     pub(crate) closed: bool,
     pub(crate) reservations: u64,
@@ -202,6 +260,7 @@ impl KeysLease {
                 keys: HashMap::new(),
                 arrived: Vec::new(),
                 waiting: 0,
+                rtt: 0,
                 mode: Mode::Shared,
                 closed: false,
                 reservations: 0,
@@ -232,6 +291,8 @@ impl KeysState {
             key: key.into(),
             slots: VecDeque::new(),
             wanted: 0,
+            at: 0,
+            every: 0,
             waiting: false,
             last: None,
             local: Position::default(),
@@ -246,12 +307,15 @@ impl KeysState {
         self.keys.entry(s).or_insert_with(fresh)
     }
 
-    /// Drop key `s`'s slots too late to use at `now`.
+    /// Drop key `s`'s slots too late to use at `now`. Its records ask
+    /// again, for when they are expected then: the times asked for before
+    /// have proved wrong.
     fn drop_late(&mut self, s: u32, now: u64, late: u64) {
         if let Some(k) = self.keys.get_mut(&s) {
             while k.slots.front().is_some_and(|&t| t + late < now) {
                 k.slots.pop_front();
                 self.forfeited += 1;
+                k.wanted = 0;
             }
         }
     }
@@ -318,12 +382,12 @@ impl KeySchedule for SharedKeys {
         }
     }
 
-    fn next_due(&mut self, now: u64, s: u32, key: &[u8], waiting: u32) -> Option<u64> {
+    fn first_slot(&mut self, now: u64, s: u32, key: &[u8]) -> LeaseHead {
         self.last_now = now;
         let mut st = self.lease.lock();
         if st.mode == Mode::Local {
             self.pacer.restore(st.lease(s, key).local);
-            return Some(if self.pacer.allows(now, 1) {
+            return LeaseHead::At(if self.pacer.allows(now, 1) {
                 now
             } else {
                 self.pacer.next_due()
@@ -331,21 +395,37 @@ impl KeySchedule for SharedKeys {
         }
         st.drop_late(s, now, self.late);
         let lease = st.lease(s, key);
+        match lease.slots.front() {
+            Some(&t) => LeaseHead::At(t),
+            None if lease.waiting => LeaseHead::Asked,
+            None => LeaseHead::Empty,
+        }
+    }
+
+    fn ask(&mut self, now: u64, s: u32, key: &[u8], want: Want) {
+        self.last_now = now;
+        let mut st = self.lease.lock();
+        if st.mode == Mode::Local {
+            return;
+        }
+        let lease = st.lease(s, key);
         let covered = lease.wanted as usize <= lease.slots.len();
-        lease.wanted = waiting;
-        if let Some(&t) = lease.slots.front() {
-            if covered && lease.slots.len() < waiting as usize {
+        (lease.wanted, lease.at, lease.every) = (want.records, want.at, want.every);
+        if !lease.slots.is_empty() {
+            if covered && lease.slots.len() < want.records as usize {
                 // More records than slots, which the keeper did not know.
                 self.lease.wake.notify_one();
             }
-            return Some(t);
+            return;
+        }
+        if want.records == 0 {
+            return;
         }
         if !lease.waiting {
             lease.waiting = true;
             st.waiting += 1;
         }
         self.lease.wake.notify_one();
-        None
     }
 
     fn arrived(&mut self) -> Vec<(u64, u32)> {
@@ -361,6 +441,15 @@ impl KeySchedule for SharedKeys {
 
     fn next_poll(&self) -> Option<u64> {
         (self.lease.lock().waiting > 0).then(|| self.last_now.saturating_add(POLL_NS))
+    }
+
+    fn lead(&self) -> u64 {
+        // The keeper's gathering, a round trip with room to spare, and a
+        // wake-up's lateness.
+        let rtt = self.lease.lock().rtt;
+        (MIN_GAP.as_nanos() as u64)
+            .saturating_add(rtt.saturating_mul(2))
+            .saturating_add(LEAD_SPARE_NS)
     }
 }
 
@@ -378,8 +467,28 @@ pub(crate) struct Keeper {
     pub(crate) retry: Retry,
 }
 
-/// One key's ask: its slot number, bytes and how many slots it wants.
-type Ask = (u32, Box<[u8]>, u64);
+/// One key's ask: its slot number, bytes, how many slots it wants and
+/// their earliest times (drip's clock, ns).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Ask {
+    s: u32,
+    key: Box<[u8]>,
+    want: u64,
+    at: u64,
+    every: u64,
+}
+
+impl Ask {
+    /// The ask of a call made at `now`.
+    fn ask_at(&self, now: u64) -> KeyAsk {
+        let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        KeyAsk {
+            want: self.want,
+            after: int(self.at.saturating_sub(now)),
+            every: int(self.every),
+        }
+    }
+}
 
 impl Keeper {
     /// Check the stored limits before anything is read; an unreachable
@@ -404,11 +513,14 @@ impl Keeper {
         while let Some(asks) = self.await_need(super::lease::horizon(rtt) / 2, last_call) {
             let started = Instant::now();
             last_call = Some(started);
-            let pairs: Vec<(&[u8], u64)> = asks.iter().map(|(_, k, w)| (&**k, *w)).collect();
+            let now = self.lease.now();
+            let pairs: Vec<(&[u8], KeyAsk)> =
+                asks.iter().map(|a| (&*a.key, a.ask_at(now))).collect();
             match self.backend.reserve(&pairs, super::lease::horizon(rtt)) {
                 Ok(grant) => {
                     let took = i64::try_from(started.elapsed().as_nanos()).unwrap_or(i64::MAX);
                     rtt = if rtt == 0 { took } else { (rtt * 7 + took) / 8 };
+                    self.lease.lock().rtt = u64::try_from(rtt).unwrap_or(0);
                     self.retry.succeeded();
                     self.voice.reached();
                     // Lost: the stored limits vanished while in use.
@@ -499,7 +611,7 @@ impl Keeper {
         }
         st.reservations += 1;
         st.mode = Mode::Shared;
-        for ((s, key, _), (seq, slots)) in asks.iter().zip(grant.keys) {
+        for (Ask { s, key, .. }, (seq, slots)) in asks.iter().zip(grant.keys) {
             let Some(lease) = st.keys.get_mut(s).filter(|l| l.key == *key) else {
                 continue; // forgotten meanwhile
             };
@@ -569,9 +681,10 @@ impl Keeper {
 }
 
 /// What the keys want at `now`: each key whose records want more slots
-/// than its lease holds and whose lease is empty or ends within `ahead`
-/// ns asks for them (at most `cap`, a second of the key rate), up to
-/// [`MAX_BATCH`] keys; and when the next of the others runs low.
+/// than its lease holds, whose lease is empty or ends within `ahead` ns,
+/// and whose next slot is wanted within `ahead` ns, asks for them (at
+/// most `cap`, a second of the key rate), up to [`MAX_BATCH`] keys; and
+/// when the next of the others will ask.
 fn needs(st: &KeysState, now: u64, ahead: u64, cap: u64) -> (Vec<Ask>, Option<u64>) {
     let mut asks = Vec::new();
     let mut soonest: Option<u64> = None;
@@ -581,9 +694,19 @@ fn needs(st: &KeysState, now: u64, ahead: u64, cap: u64) -> (Vec<Ask>, Option<u6
             continue;
         }
         let low = k.slots.back().map_or(0, |&end| end.saturating_sub(ahead));
+        let low = low.max(k.at.saturating_sub(ahead));
         if low <= now || st.mode == Mode::Local {
             if asks.len() < MAX_BATCH {
-                asks.push((s, k.key.clone(), want.min(cap)));
+                // The slots after those held keep their spacing.
+                let at =
+                    k.at.saturating_add(k.every.saturating_mul(k.slots.len() as u64));
+                asks.push(Ask {
+                    s,
+                    key: k.key.clone(),
+                    want: want.min(cap),
+                    at,
+                    every: k.every,
+                });
             }
         } else {
             soonest = Some(soonest.map_or(low, |t: u64| t.min(low)));
@@ -694,9 +817,65 @@ mod tests {
         b.slots.extend([100, 900]);
         st.lease(3, b"c").wanted = 0;
         let (asks, soonest) = needs(&st, 0, 400, 10);
-        assert_eq!(asks, vec![(1, Box::from(&b"a"[..]), 10)]);
+        let a = Ask {
+            s: 1,
+            key: Box::from(&b"a"[..]),
+            want: 10,
+            at: 0,
+            every: 0,
+        };
+        assert_eq!(asks, vec![a]);
         assert_eq!(soonest, Some(500));
         let (asks, _) = needs(&st, 500, 400, 10);
         assert_eq!(asks.len(), 2);
+    }
+
+    /// A key held back by the global limits asks only when its records'
+    /// turn nears, for slots at the times the global limits let them go.
+    #[test]
+    fn a_key_asks_when_its_turn_nears_for_slots_spaced_as_its_turns() {
+        let lease = KeysLease::new(Instant::now());
+        let mut st = lease.lock();
+        let a = st.lease(1, b"a");
+        (a.wanted, a.at, a.every) = (3, 1000, 250);
+        let (asks, soonest) = needs(&st, 0, 400, 10);
+        assert!(asks.is_empty());
+        assert_eq!(soonest, Some(600));
+        let (asks, _) = needs(&st, 600, 400, 10);
+        assert_eq!((asks[0].at, asks[0].every), (1000, 250));
+        assert_eq!(
+            asks[0].ask_at(600),
+            KeyAsk {
+                want: 3,
+                after: 400,
+                every: 250
+            }
+        );
+    }
+
+    /// Slots asked for at later times are arrivals at those times: a key's
+    /// slots asked for by several participants at spaced times keep its
+    /// bound, and come no earlier than asked.
+    #[test]
+    fn slots_asked_for_later_keep_the_keys_bound() {
+        let s = step(5, 2);
+        let mut book = KeyBook::default();
+        let mut times = Vec::new();
+        for round in 0..100i64 {
+            for p in 0..3i64 {
+                let ask = KeyAsk {
+                    want: 3,
+                    after: (p * 70 + round % 3 * 40) * MS,
+                    every: 130 * MS,
+                };
+                let now = round * 150 * MS;
+                let (_, got) = book.reserve_at(s, now, "a", ask, 300 * MS);
+                for (j, &t) in got.iter().enumerate() {
+                    assert!(t >= now + ask.after + j as i64 * ask.every);
+                }
+                times.extend(got);
+            }
+        }
+        assert!(most_in(&mut times, 1000 * MS) <= 5 + 2);
     }
 }

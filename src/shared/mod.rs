@@ -445,6 +445,15 @@ impl Schedule for SharedSchedule {
         self.local.slack_ns()
     }
 
+    fn nth_due(&self, size: usize, n: usize) -> Option<u64> {
+        let st = self.lease.lock();
+        if st.mode == Mode::Local {
+            return self.local.nth_due(size, n);
+        }
+        // The slots reserved: the later ones are not known yet.
+        st.slots.get(n).map(|&(t, _)| t)
+    }
+
     fn records_per_second(&self) -> f64 {
         if self.weighs_bytes {
             return f64::INFINITY;

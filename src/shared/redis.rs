@@ -21,7 +21,7 @@ use std::time::Duration;
 use redis::{Client, Connection, ConnectionAddr, ErrorKind, RedisError, Value};
 
 use super::gcra::{Meter, Step};
-use super::keys::{hex, KeyBackend, KeyGrant};
+use super::keys::{hex, KeyAsk, KeyBackend, KeyGrant};
 use super::lease::{Backend, Failure, Grant};
 
 /// The script, run atomically by the server.
@@ -417,11 +417,11 @@ impl KeyBackend for RedisKeys {
         Ok(reply.get(1) == Some(&1))
     }
 
-    fn reserve(&mut self, asks: &[(&[u8], u64)], horizon: i64) -> Result<KeyGrant, Failure> {
+    fn reserve(&mut self, asks: &[(&[u8], KeyAsk)], horizon: i64) -> Result<KeyGrant, Failure> {
         let keys: Vec<&[u8]> = asks.iter().map(|(k, _)| *k).collect();
         let wants: Vec<i64> = asks
             .iter()
-            .map(|(_, w)| i64::try_from(*w).unwrap_or(i64::MAX))
+            .flat_map(|(_, a)| [i64::try_from(a.want).unwrap_or(i64::MAX), a.after, a.every])
             .collect();
         let reply = self.call("reserve", &keys, horizon, &wants)?;
         let bad = || Failure::Unreachable(format!("unexpected reply {reply:?}"));
