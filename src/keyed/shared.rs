@@ -1,0 +1,377 @@
+//! Limits per key shared with other drips (`--key` with `--share`): the
+//! seam ([`KeySchedule`]) through which the keyed queues ask for each
+//! key's slots, and the queues' side of it: taking a shared slot, joining
+//! and walking the line when a key's slot must be asked for at its turn.
+//! The schedules themselves (leases, the keeper, the shared state) are
+//! `crate::shared::keys`'s. Only drips given `--share` come here: the
+//! unshared path never calls into this file.
+//!
+//! Pure: no threads, no clock, no I/O. Times are ns and never go backwards.
+
+use std::cmp::Reverse;
+
+use crate::bucket::Segment;
+use crate::schedule::Schedule;
+
+use super::{Keyed, Lane};
+
+/// Each key's schedule when it is not this drip's alone (`--share`): the
+/// keys are the keyed queues' slot numbers `s`, with their bytes `key`.
+/// Times are ns on drip's clock.
+pub trait KeySchedule: Send + std::fmt::Debug {
+    /// Whether key `s`'s head may leave at `now`.
+    fn allows(&mut self, now: u64, s: u32, key: &[u8]) -> bool;
+    /// Key `s`'s head leaves at `now`: it takes its slot.
+    fn commit(&mut self, now: u64, s: u32, key: &[u8]);
+    /// What key `s`'s lease holds at `now` (its slots too late to use by
+    /// then forfeited first).
+    fn first_slot(&mut self, now: u64, s: u32, key: &[u8]) -> LeaseHead;
+    /// Key `s` has `want.records` records waiting, to leave from `want.at`
+    /// on, `want.every` ns apart: slots for those its lease lacks are
+    /// asked for, no earlier than those times ([`KeySchedule::arrived`]
+    /// reports them when it had none).
+    fn ask(&mut self, now: u64, s: u32, key: &[u8], want: Want);
+    /// The keys that had no slot and now have: (when due, `s`); each once.
+    fn arrived(&mut self) -> Vec<(u64, u32)>;
+    /// Key `s` is forgotten (its slot number may be another key's next).
+    fn forget(&mut self, s: u32);
+    /// When to look again while keys wait for slots (ns), if any do.
+    fn next_poll(&self) -> Option<u64>;
+    /// How long before its record's turn a key asks for its slot (ns):
+    /// the time slots take to arrive.
+    fn lead(&self) -> u64;
+}
+
+/// What a key's shared lease holds ([`KeySchedule::first_slot`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseHead {
+    /// A slot, due at this time (ns).
+    At(u64),
+    /// No slot; some are asked for.
+    Asked,
+    /// No slot, none asked for.
+    Empty,
+}
+
+/// What a key's records want of the shared key schedule
+/// ([`KeySchedule::ask`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Want {
+    /// Records waiting (0: none to ask for yet).
+    pub records: u32,
+    /// When the first may leave as far as the global limits go (ns).
+    pub at: u64,
+    /// How far apart the global limits let them go (ns; 0: as the key's
+    /// own limit lets them).
+    pub every: u64,
+}
+
+/// The least key spacing (ns) at which a key held back by the global
+/// limits asks for its slots at its turns ([`Keyed::release_shared`]).
+const PRECISE_KEY_GAP: u64 = 10_000_000;
+
+/// Keys looked at for an earlier due slot ([`Keyed::earliest_due`]).
+const EDF_LOOK: usize = 32;
+
+impl Keyed {
+    /// [`Keyed::take_slot`] with shared key schedules: its lease, not its
+    /// schedule, is this drip's, and it is taken to rest one burst's time
+    /// later. Kept out of line: the local path runs for every record.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn take_shared_slot(&mut self, s: u32, now: u64) {
+        let slot = &mut self.slots[s as usize];
+        let shared = self.shared.as_deref_mut().expect("shared");
+        shared.commit(now, s, slot.key.as_bytes());
+        slot.rests_at = now.saturating_add(self.rest_after_first);
+        slot.sent += 1;
+    }
+
+    /// [`Keyed::leave_now`] with shared key schedules: the key's slot from
+    /// its lease.
+    pub(super) fn leave_now_shared(
+        &mut self,
+        now: u64,
+        s: u32,
+        size: usize,
+        global: &mut dyn Schedule,
+    ) -> bool {
+        let shared = self.shared.as_deref_mut().expect("shared");
+        let slot = &self.slots[s as usize];
+        if slot.len > 0 || !shared.allows(now, s, slot.key.as_bytes()) {
+            return false;
+        }
+        if global.release(now, 1, &mut std::iter::once(size)) == 0 {
+            return false;
+        }
+        self.take_slot(s, now);
+        true
+    }
+
+    /// Shared key schedules: note the global limits' spacing of records.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn note_global(&mut self, global: &dyn Schedule) {
+        let per_second = global.records_per_second();
+        self.global_gap = if per_second.is_finite() && per_second > 0.0 {
+            (1e9 / per_second) as u64
+        } else {
+            0
+        };
+    }
+
+    /// [`Keyed::join_line`] with shared key schedules. Under global
+    /// limits of records, the key's slots could come before the global
+    /// limits let its records go, and be forfeited late: the key joins the
+    /// line with no slot asked for, and asks when its turn nears
+    /// ([`Keyed::release_shared`]). Otherwise it asks for slots for all
+    /// its records now, and waits out of the line until they arrive.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn join_line_shared(&mut self, s: u32, now: u64) {
+        let lazy = self.global_gap > 0;
+        let shared = self.shared.as_deref_mut().expect("shared");
+        let slot = &mut self.slots[s as usize];
+        let key = slot.key.as_bytes();
+        let records = if lazy { 0 } else { slot.len };
+        shared.ask(
+            now,
+            s,
+            key,
+            Want {
+                records,
+                at: now,
+                every: 0,
+            },
+        );
+        match shared.first_slot(now, s, key) {
+            LeaseHead::At(due) if due > now && !lazy => {
+                slot.lane = Lane::Timed;
+                self.timers.push(Reverse((due, s)));
+            }
+            // No timer without a due time: `arrived` brings it.
+            LeaseHead::Asked | LeaseHead::Empty if !lazy => slot.lane = Lane::Timed,
+            _ => {
+                slot.lane = Lane::Ready;
+                self.ready.push_back(s);
+                self.shared_next = Some(now);
+            }
+        }
+    }
+
+    /// [`Keyed::release`] with shared key schedules. The line is walked in
+    /// turn order: a key whose slot is due sends when the global limits
+    /// allow; a key whose slot is asked for and not yet due (or not yet
+    /// come) keeps its place and lets the others pass; a key whose slot is
+    /// later than its turn leaves the line until it is due; a key with no
+    /// slot asks for one, for when its turn is expected (the global
+    /// limits' next departure, one global spacing more for each key before
+    /// it, and its later records one round of the busy keys apart), once
+    /// that is within [`KeySchedule::lead`]. Keys further back wait: a
+    /// slot reserved long before its record's turn would be forfeited.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn release_shared(
+        &mut self,
+        now: u64,
+        global: &mut dyn Schedule,
+        outbox: &mut Vec<Segment>,
+    ) -> usize {
+        let (binds, every) = self.begin_walk(now, global);
+        let (mut sent, mut i, mut before) = (0, 0, 0u64);
+        let mut blocked = false;
+        while i < self.ready.len() && !(blocked && self.global_gap == 0) {
+            let s = self.ready[i];
+            let slot = &self.slots[s as usize];
+            if slot.len == 0 {
+                self.ready.remove(i);
+                self.slots[s as usize].lane = Lane::Idle;
+                self.mark_idle(s);
+                continue;
+            }
+            let shared = self.shared.as_deref_mut().expect("shared");
+            match shared.first_slot(now, s, slot.key.as_bytes()) {
+                LeaseHead::At(t) if t <= now && !blocked => {
+                    // Under a binding global limit, the key whose slot
+                    // came first goes first: its slot expires first.
+                    let j = if binds {
+                        self.earliest_due(now, i, t)
+                    } else {
+                        i
+                    };
+                    let s = self.ready[j];
+                    let size = self.nodes[self.slots[s as usize].head as usize].seg.bytes();
+                    if global.release(now, 1, &mut std::iter::once(size)) > 0 {
+                        self.ready.remove(j);
+                        self.send_shared(s, now, outbox);
+                        sent += 1;
+                        continue;
+                    }
+                    blocked = true;
+                    self.look_at(global.next_due(size));
+                }
+                LeaseHead::At(t) if t <= now => {}
+                LeaseHead::At(t) if binds && slot.lane == Lane::Asked => self.look_at(t),
+                LeaseHead::At(t) => {
+                    self.ready.remove(i);
+                    self.slots[s as usize].lane = Lane::Timed;
+                    self.timers.push(Reverse((t, s)));
+                    continue;
+                }
+                LeaseHead::Asked => {}
+                LeaseHead::Empty if !binds => self.ask_all(now, s, before, &*global),
+                LeaseHead::Empty => {
+                    if !self.ask_turn(now, s, before, every, &*global) {
+                        break;
+                    }
+                }
+            }
+            before += 1;
+            i += 1;
+        }
+        if binds {
+            self.tell_global(now, global);
+        }
+        sent
+    }
+
+    /// The start of [`Keyed::release_shared`]: keys whose slots came go on
+    /// the timers, due timers into the line. Returns whether the global
+    /// limits bind (a round of the line at the global spacing is longer
+    /// than the key's own spacing: its slots are then asked for its turns)
+    /// and that round's length (ns).
+    fn begin_walk(&mut self, now: u64, global: &dyn Schedule) -> (bool, u64) {
+        self.note_global(global);
+        let shared = self.shared.as_deref_mut().expect("shared");
+        for (due, s) in shared.arrived() {
+            if self.slots[s as usize].lane == Lane::Timed {
+                self.timers.push(Reverse((due, s)));
+            }
+        }
+        self.due_timers(now);
+        self.wake_blocked(now);
+        self.shared_next = None;
+        let every = (self.fronts.len() as u64).saturating_mul(self.global_gap);
+        // Above 100/s a key's slot is usable for less than 10 ms, shorter
+        // than the keeper's gathering: its turns cannot be met that
+        // closely, and it asks as its own limit lets it.
+        let binds = self.global_gap > 0 && every >= self.key_gap && self.key_gap >= PRECISE_KEY_GAP;
+        (binds, every)
+    }
+
+    /// Shared, its own limit binding: key `s`, with no slot and `before`
+    /// keys before it in the line, asks for slots for all its records, as
+    /// soon as its limit lets them, but not before the global limits let
+    /// its turn go, nor closer than they do.
+    fn ask_all(&mut self, now: u64, s: u32, before: u64, global: &dyn Schedule) {
+        let slot = &self.slots[s as usize];
+        let size = self.nodes[slot.head as usize].seg.bytes();
+        let at = global.nth_due(size, before as usize).unwrap_or(now);
+        let want = Want {
+            records: slot.len,
+            at: at.max(now),
+            every: self.global_gap,
+        };
+        let shared = self.shared.as_deref_mut().expect("shared");
+        shared.ask(now, s, self.slots[s as usize].key.as_bytes(), want);
+        self.slots[s as usize].lane = Lane::Asked;
+    }
+
+    /// Shared, under a binding global limit: key `s`, with no slot and
+    /// `before` keys before it in the line, asks for slots for its turns
+    /// (`every` ns apart) within the lead, the first when the global
+    /// limits let its turn go. Returns false when its turn is not near, or
+    /// not yet known (a shared schedule's slots not yet reserved): keys
+    /// further back wait too.
+    fn ask_turn(
+        &mut self,
+        now: u64,
+        s: u32,
+        before: u64,
+        every: u64,
+        global: &dyn Schedule,
+    ) -> bool {
+        let shared = self.shared.as_deref_mut().expect("shared");
+        let lead = shared.lead();
+        let slot = &mut self.slots[s as usize];
+        let size = self.nodes[slot.head as usize].seg.bytes();
+        let Some(at) = global.nth_due(size, before as usize) else {
+            self.look_at(global.next_due(size).max(now + 1));
+            return false;
+        };
+        let at = at.max(now);
+        if at > now.saturating_add(lead) {
+            self.look_at(at - lead);
+            return false;
+        }
+        // The turns within the lead: later ones are asked for nearer their
+        // time, when it is better known.
+        let turns = 1 + lead / every.max(1);
+        let records = slot.len.min(u32::try_from(turns).unwrap_or(u32::MAX));
+        shared.ask(now, s, slot.key.as_bytes(), Want { records, at, every });
+        slot.lane = Lane::Asked;
+        true
+    }
+
+    /// Shared: of the keys in the line from place `from` on, whose first
+    /// is due at `t`, the place of the one whose slot is due first (among
+    /// the next few).
+    fn earliest_due(&mut self, now: u64, from: usize, t: u64) -> usize {
+        let shared = self.shared.as_deref_mut().expect("shared");
+        let mut best = (t, from);
+        for (j, &s) in self.ready.iter().enumerate().skip(from + 1).take(EDF_LOOK) {
+            let slot = &self.slots[s as usize];
+            if slot.len == 0 || slot.lane != Lane::Asked {
+                continue;
+            }
+            if let LeaseHead::At(u) = shared.first_slot(now, s, slot.key.as_bytes()) {
+                if u < best.0 {
+                    best = (u, j);
+                }
+            }
+        }
+        best.1
+    }
+
+    /// Shared: when the global limits have no slot due, tell them how many
+    /// records wait (a shared schedule reserves its slots for them; a
+    /// local one takes none, none being due).
+    fn tell_global(&mut self, now: u64, global: &mut dyn Schedule) {
+        let heads = self.ready.iter().filter_map(|&s| {
+            let slot = &self.slots[s as usize];
+            (slot.len > 0).then(|| self.nodes[slot.head as usize].seg.bytes())
+        });
+        // Under record limits, every record waiting (the keys' turns
+        // further on are known as far as the slots reach); under byte
+        // limits, whose slots are reserved for sizes, the keys' heads.
+        let waiting = if global.weighs_bytes() {
+            heads.clone().count()
+        } else {
+            self.len
+        };
+        let first = heads.clone().next();
+        if first.is_some_and(|size| global.next_due(size) > now) {
+            let n = global.release(now, waiting, &mut heads.clone());
+            debug_assert_eq!(n, 0, "no slot was due");
+        }
+    }
+
+    /// Shared: the line needs a look at `t` (ns).
+    fn look_at(&mut self, t: u64) {
+        self.shared_next = Some(self.shared_next.map_or(t, |n| n.min(t)));
+    }
+
+    /// Shared: key `s`, out of the line, sends its head at `now`.
+    fn send_shared(&mut self, s: u32, now: u64, outbox: &mut Vec<Segment>) {
+        self.take_slot(s, now);
+        self.slots[s as usize].lane = Lane::Idle;
+        let seg = self.pop_head(s).expect("a waiting record");
+        self.longest_wait_ns = self.longest_wait_ns.max(now.saturating_sub(seg.arrived));
+        outbox.push(seg);
+        if self.slots[s as usize].len > 0 {
+            self.join_line(s, now);
+        } else {
+            self.mark_idle(s);
+        }
+    }
+}
