@@ -283,12 +283,10 @@ fn run_watching(
     // Unused slots go back before drip takes stock, best effort: a keeper
     // held up by a hung server is not waited for beyond a short bound, and
     // not at all after a second signal.
-    let bound = if shared.leave_now.load(std::sync::atomic::Ordering::SeqCst) {
-        std::time::Duration::ZERO
-    } else {
-        shared::GIVE_BACK_WAIT
-    };
-    let share_error = share.as_mut().and_then(|s| s.finish(bound));
+    let leaving = || shared.leave_now.load(std::sync::atomic::Ordering::SeqCst);
+    let share_error = share
+        .as_mut()
+        .and_then(|s| s.finish(shared::GIVE_BACK_WAIT, &leaving));
     let ending = finish(&config, &shared, &ui, monitor, report, write_error);
     let ending = match (ending, share_error) {
         (Ok(_), Some(e)) => return Err(e),

@@ -199,7 +199,7 @@ const MAX_CHUNK: i64 = 200_000_000;
 pub(crate) const HORIZON: i64 = 1_000_000_000;
 /// How long the stop path waits for a keeper to give back its unused
 /// slots before drip leaves without it (a hung server).
-pub const GIVE_BACK_WAIT: Duration = Duration::from_millis(200);
+pub const GIVE_BACK_WAIT: Duration = Duration::from_millis(100);
 /// The pauses between attempts to reach the state: from 50 ms doubling to
 /// 2 s, with full jitter.
 const BACKOFF: Backoff = Backoff {

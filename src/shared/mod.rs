@@ -391,9 +391,9 @@ impl Handle {
     /// best effort) and return the error that stopped drip, if any:
     /// [`Disagreement`] or [`Unreachable`]. Waits for the keepers at most
     /// `bound` (a keeper blocked on a hung server is left behind, to end
-    /// with the process): [`GIVE_BACK_WAIT`] at a stop, zero when leaving
-    /// at once (a second signal).
-    pub fn finish(&mut self, bound: Duration) -> Option<anyhow::Error> {
+    /// with the process), [`GIVE_BACK_WAIT`] at a stop, and not at all
+    /// once `hurry` says so (a second signal).
+    pub fn finish(&mut self, bound: Duration, hurry: &dyn Fn() -> bool) -> Option<anyhow::Error> {
         if let Some(lease) = &self.lease {
             lease.lock().closed = true;
             lease.wake.notify_all();
@@ -403,7 +403,7 @@ impl Handle {
             keys.wake.notify_all();
         }
         let until = Instant::now() + bound;
-        while self.keepers.iter().any(|k| !k.is_finished()) && Instant::now() < until {
+        while self.keepers.iter().any(|k| !k.is_finished()) && Instant::now() < until && !hurry() {
             std::thread::sleep(Duration::from_millis(1));
         }
         for keeper in self.keepers.drain(..) {
