@@ -297,6 +297,79 @@ fn participants(n: usize, records: usize, args: &[&str], runtime: &Path) -> Vec<
     times
 }
 
+/// Run `n` drips with `args`, each sending `records` records tagged with
+/// its number, all read by one timestamping clock; returns each drip's
+/// departure times (s).
+fn times_of_each(n: usize, records: usize, args: &[&str], runtime: &Path) -> Vec<Vec<f64>> {
+    let start = Instant::now();
+    let readers: Vec<_> = (0..n)
+        .map(|i| {
+            let input: String = (1..=records).map(|r| format!("{i}-{r}\n")).collect();
+            let mut child = drip_with_input(args, input, runtime);
+            thread::spawn(move || {
+                let lines = timed_lines(&mut child, start);
+                let status = wait_for(&mut child, Duration::from_secs(60));
+                assert!(status.success(), "drip {i}: {status}");
+                assert_eq!(lines.len(), records, "drip {i}");
+                lines.into_iter().map(|(t, _)| t).collect::<Vec<f64>>()
+            })
+        })
+        .collect();
+    readers.into_iter().map(|r| r.join().unwrap()).collect()
+}
+
+/// Three drips with deep queues (600 records each) share 300/s: over each
+/// second after the first, each sends its third within 35%, taking turns
+/// of one chunk (50 ms) of the shared schedule each, instead of the first
+/// to reserve taking nearly all of it.
+fn three_busy_drips_get_equal_shares(share: &str) {
+    let runtime = tempfile::tempdir().unwrap();
+    let each = times_of_each(
+        3,
+        600,
+        &["-r", "300/s", "--share", share, "-q"],
+        runtime.path(),
+    );
+    let first = each.iter().flatten().copied().fold(f64::INFINITY, f64::min);
+    let ends: Vec<f64> = each.iter().map(|t| t[t.len() - 1] - first).collect();
+    for k in 1..5 {
+        let from = first + k as f64;
+        if ends.iter().any(|&e| e < k as f64 + 1.0) {
+            break;
+        }
+        let shares: Vec<usize> = each
+            .iter()
+            .map(|t| t.iter().filter(|&&x| x >= from && x < from + 1.0).count())
+            .collect();
+        for &n in &shares {
+            assert!(
+                (65..=135).contains(&n),
+                "second {k}: shares {shares:?} (100 each), ends {ends:?}"
+            );
+        }
+    }
+    // Finishing together, not one after another.
+    let spread = ends.iter().copied().fold(0.0, f64::max)
+        - ends.iter().copied().fold(f64::INFINITY, f64::min);
+    assert!(spread < 0.5, "ends {ends:?}");
+}
+
+#[test]
+fn busy_drips_on_one_host_get_equal_shares() {
+    let _t = timing_lock();
+    three_busy_drips_get_equal_shares("fair");
+}
+
+#[test]
+fn busy_drips_through_redis_get_equal_shares() {
+    if !have_redis() {
+        return;
+    }
+    let _t = timing_lock();
+    let redis = Redis::start();
+    three_busy_drips_get_equal_shares(&redis.share("fair"));
+}
+
 /// The most departures in any window of `window` seconds.
 fn most_in_window(times: &[f64], window: f64) -> usize {
     (0..times.len())
