@@ -632,6 +632,67 @@ mod tests {
         }
     }
 
+    use crate::shared::gcra::{ByteStep, Gcra, Step};
+
+    /// One reservation takes at most one chunk of every limit's schedule,
+    /// at least one slot, and no more than the records waiting.
+    #[test]
+    fn a_reservation_takes_at_most_one_chunk() {
+        let ms = 1_000_000;
+        let records = [Meter::Records(Step {
+            interval: 10 * ms,
+            tolerance: 0,
+        })];
+        assert_eq!(fitting(&records, 100, &[], 50 * ms), 5);
+        assert_eq!(fitting(&records, 3, &[], 50 * ms), 3);
+        assert_eq!(fitting(&records, 1, &[], ms), 1);
+        // 1000 bytes a second: a byte costs 1 ms.
+        let bytes = [Meter::Bytes(ByteStep {
+            count: 1000,
+            period: 1_000 * ms,
+            burst: 100,
+        })];
+        assert_eq!(fitting(&bytes, 4, &[20, 20, 20, 100], 50 * ms), 2);
+        assert_eq!(fitting(&bytes, 1, &[100], 50 * ms), 1);
+        assert_eq!(chunk(0), 50 * ms);
+        assert_eq!(chunk(100 * ms), 200 * ms);
+        assert_eq!(ahead(0), 25 * ms);
+    }
+
+    /// On virtual time: four busy drips (deep queues) sharing 400/s, each
+    /// reserving as the keeper does (when its lease is nearly used, one
+    /// chunk, in turn), get 100 slots each in every second, whichever
+    /// reserved first.
+    #[test]
+    fn busy_drips_taking_turns_get_equal_shares() {
+        let ms = 1_000_000;
+        let meters = [Meter::Records(Step {
+            interval: 2_500_000,
+            tolerance: 0,
+        })];
+        let mut state = Gcra::default();
+        let mut leases: Vec<VecDeque<i64>> = vec![VecDeque::new(); 4];
+        let mut sent = vec![[0u32; 5]; 4];
+        for now in (0..5_000 * ms).step_by(ms as usize) {
+            for (i, lease) in leases.iter_mut().enumerate() {
+                while lease.front().is_some_and(|&t| t <= now) {
+                    lease.pop_front();
+                    sent[i][(now / (1_000 * ms)) as usize] += 1;
+                }
+                if lease.back().map_or(true, |&t| t - now < ahead(0)) {
+                    let want = fitting(&meters, 10_000, &[], chunk(0));
+                    let slots = state.reserve_sized(&meters, now, want, &[], HORIZON);
+                    lease.extend(slots);
+                }
+            }
+        }
+        for (i, seconds) in sent.iter().enumerate() {
+            for &n in &seconds[1..] {
+                assert!((95..=105).contains(&n), "drip {i}: {seconds:?}");
+            }
+        }
+    }
+
     /// A state that is never reached, counting the calls.
     struct Down(Arc<AtomicU64>);
 
