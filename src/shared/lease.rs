@@ -672,7 +672,7 @@ mod tests {
         })];
         let mut state = Gcra::default();
         let mut leases: Vec<VecDeque<i64>> = vec![VecDeque::new(); 4];
-        let mut sent = vec![[0u32; 5]; 4];
+        let mut sent = [[0u32; 5]; 4];
         for now in (0..5_000 * ms).step_by(ms as usize) {
             for (i, lease) in leases.iter_mut().enumerate() {
                 while lease.front().is_some_and(|&t| t <= now) {
