@@ -282,8 +282,13 @@ fn run_watching(
     // Whatever ended the writer, reading stops too.
     shared.stop(false);
     let report = reader.join().unwrap_or_default();
-    // Unused slots go back before drip takes stock.
-    let share_error = share.as_mut().and_then(shared::Handle::finish);
+    // Unused slots go back before drip takes stock, best effort: a keeper
+    // held up by a hung server is not waited for beyond a short bound, and
+    // not at all after a second signal.
+    let leaving = || shared.leave_now.load(std::sync::atomic::Ordering::SeqCst);
+    let share_error = share
+        .as_mut()
+        .and_then(|s| s.finish(shared::GIVE_BACK_WAIT, &leaving));
     let ending = finish(&config, &shared, &ui, monitor, report, write_error);
     let ending = match (ending, share_error) {
         (Ok(_), Some(e)) => return Err(e),

@@ -297,6 +297,79 @@ fn participants(n: usize, records: usize, args: &[&str], runtime: &Path) -> Vec<
     times
 }
 
+/// Run `n` drips with `args`, each sending `records` records tagged with
+/// its number, all read by one timestamping clock; returns each drip's
+/// departure times (s).
+fn times_of_each(n: usize, records: usize, args: &[&str], runtime: &Path) -> Vec<Vec<f64>> {
+    let start = Instant::now();
+    let readers: Vec<_> = (0..n)
+        .map(|i| {
+            let input: String = (1..=records).map(|r| format!("{i}-{r}\n")).collect();
+            let mut child = drip_with_input(args, input, runtime);
+            thread::spawn(move || {
+                let lines = timed_lines(&mut child, start);
+                let status = wait_for(&mut child, Duration::from_secs(60));
+                assert!(status.success(), "drip {i}: {status}");
+                assert_eq!(lines.len(), records, "drip {i}");
+                lines.into_iter().map(|(t, _)| t).collect::<Vec<f64>>()
+            })
+        })
+        .collect();
+    readers.into_iter().map(|r| r.join().unwrap()).collect()
+}
+
+/// Three drips with deep queues (600 records each) share 300/s: over each
+/// second after the first, each sends its third within 35%, taking turns
+/// of one chunk (50 ms) of the shared schedule each, instead of the first
+/// to reserve taking nearly all of it.
+fn three_busy_drips_get_equal_shares(share: &str) {
+    let runtime = tempfile::tempdir().unwrap();
+    let each = times_of_each(
+        3,
+        600,
+        &["-r", "300/s", "--share", share, "-q"],
+        runtime.path(),
+    );
+    let first = each.iter().flatten().copied().fold(f64::INFINITY, f64::min);
+    let ends: Vec<f64> = each.iter().map(|t| t[t.len() - 1] - first).collect();
+    for k in 1..5 {
+        let from = first + k as f64;
+        if ends.iter().any(|&e| e < k as f64 + 1.0) {
+            break;
+        }
+        let shares: Vec<usize> = each
+            .iter()
+            .map(|t| t.iter().filter(|&&x| x >= from && x < from + 1.0).count())
+            .collect();
+        for &n in &shares {
+            assert!(
+                (65..=135).contains(&n),
+                "second {k}: shares {shares:?} (100 each), ends {ends:?}"
+            );
+        }
+    }
+    // Finishing together, not one after another.
+    let spread = ends.iter().copied().fold(0.0, f64::max)
+        - ends.iter().copied().fold(f64::INFINITY, f64::min);
+    assert!(spread < 0.5, "ends {ends:?}");
+}
+
+#[test]
+fn busy_drips_on_one_host_get_equal_shares() {
+    let _t = timing_lock();
+    three_busy_drips_get_equal_shares("fair");
+}
+
+#[test]
+fn busy_drips_through_redis_get_equal_shares() {
+    if !have_redis() {
+        return;
+    }
+    let _t = timing_lock();
+    let redis = Redis::start();
+    three_busy_drips_get_equal_shares(&redis.share("fair"));
+}
+
 /// The most departures in any window of `window` seconds.
 fn most_in_window(times: &[f64], window: f64) -> usize {
     (0..times.len())
@@ -2039,4 +2112,177 @@ fn a_binding_global_limit_wastes_no_shared_key_slot_through_redis() {
     let redis = Redis::start();
     let runtime = tempfile::tempdir().unwrap();
     a_binding_global_limit_wastes_no_shared_key_slot(&redis.share("bindglobal"), runtime.path());
+}
+
+/// A Redis down at the start under `local`: drip paces alone (and says so,
+/// with the documented prefix), keeps asking with its backoff, and once
+/// the server is back shares again (says so once) and reserves.
+#[test]
+fn local_shares_again_once_the_state_answers() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let mut redis = Redis::start();
+    redis.shutdown();
+    let runtime = tempfile::tempdir().unwrap();
+    let stats = runtime.path().join("stats.json");
+    let share = redis.share("back");
+    let args = [
+        "-r",
+        "20/s",
+        "--share",
+        &share,
+        "--share-on-error",
+        "local",
+        "--stats-json",
+        stats.to_str().unwrap(),
+    ];
+    let mut child = drip_with_input(&args, numbered(1..=60), runtime.path());
+    thread::sleep(Duration::from_millis(700));
+    redis.spawn();
+    let status = wait_for(&mut child, Duration::from_secs(20));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{err}");
+    assert_eq!(
+        err.matches("drip: --share back: the shared state cannot be reached: ")
+            .count(),
+        1,
+        "{err}"
+    );
+    assert!(err.contains("; pacing alone until it answers again (--share-on-error local)\n"));
+    assert_eq!(
+        err.matches("drip: --share back: the shared state answers again; pacing shared\n")
+            .count(),
+        1,
+        "{err}"
+    );
+    let text = std::fs::read_to_string(&stats).unwrap();
+    let c: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    // About 2 s of 3 shared, one slot a call at 20/s.
+    let reservations = c["share"]["reservations"].as_u64().unwrap();
+    assert!(reservations >= 10, "{c}");
+    assert_eq!(c["written"].as_u64(), Some(60), "{c}");
+}
+
+/// How far (ms) the stored `tat1` of `drip:{NAME}` is ahead of the
+/// server's clock.
+fn tat_ahead_ms(redis: &Redis, name: &str) -> f64 {
+    let mut con = redis.con();
+    let (epoch, tat): (i64, i64) = redis::cmd("HMGET")
+        .arg(format!("drip:{{{name}}}"))
+        .arg("epoch")
+        .arg("tat1")
+        .query(&mut con)
+        .unwrap();
+    let (sec, usec): (i64, i64) = redis::cmd("TIME").query(&mut con).unwrap();
+    let now = (sec - epoch) * 1_000_000_000 + usec * 1000;
+    (tat - now) as f64 / 1e6
+}
+
+/// How far (ms) the stored first `TAT` of the state file NAME is ahead of
+/// this host's `CLOCK_MONOTONIC`.
+fn file_tat_ahead_ms(runtime: &Path, name: &str) -> f64 {
+    let text = std::fs::read_to_string(runtime.join(format!("drip/{name}.json"))).unwrap();
+    let state: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let tat = state["tats"][0].as_i64().unwrap();
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    let now = ts.tv_sec * 1_000_000_000 + ts.tv_nsec;
+    (tat - now) as f64 / 1e6
+}
+
+/// A drip alone at 100/s stopped by SIGTERM 1 s in gives its unused slots
+/// back: right after it exits, the shared schedule is no more than a slot
+/// or two ahead of now (it was 100 to 200 ms ahead, the lease it held).
+fn gives_back_at_a_signal(share: &str, runtime: &Path, ahead_ms: impl Fn() -> f64) {
+    let mut child = drip_with_input(
+        &["-r", "100/s", "--share", share, "-q"],
+        numbered(1..=1000),
+        runtime,
+    );
+    thread::sleep(Duration::from_millis(1000));
+    send_signal(&child, libc::SIGTERM);
+    let status = wait_for(&mut child, Duration::from_secs(10));
+    assert_eq!(status.code(), Some(143));
+    let ahead = ahead_ms();
+    assert!(ahead < 25.0, "the schedule is {ahead} ms ahead");
+}
+
+#[test]
+fn unused_slots_go_back_at_a_signal_through_redis() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let redis = Redis::start();
+    let runtime = tempfile::tempdir().unwrap();
+    gives_back_at_a_signal(&redis.share("back"), runtime.path(), || {
+        tat_ahead_ms(&redis, "back")
+    });
+}
+
+#[test]
+fn unused_slots_go_back_at_a_signal_on_one_host() {
+    let _t = beside_others();
+    let runtime = tempfile::tempdir().unwrap();
+    gives_back_at_a_signal("back", runtime.path(), || {
+        file_tat_ahead_ms(runtime.path(), "back")
+    });
+}
+
+/// A drip at 100/s whose server hangs (kill -STOP) 500 ms in, then `stop`
+/// applied to it 300 ms later; how long it took to exit after `stop`, and
+/// its status.
+fn stop_with_a_hung_server(stop: impl FnOnce(&mut Child)) -> (Duration, std::process::ExitStatus) {
+    let redis = Redis::start();
+    let runtime = tempfile::tempdir().unwrap();
+    let share = redis.share("hung");
+    let mut child = drip_with_input(
+        &["-r", "100/s", "--share", &share, "-q"],
+        numbered(1..=1000),
+        runtime.path(),
+    );
+    thread::sleep(Duration::from_millis(500));
+    redis.signal(libc::SIGSTOP);
+    thread::sleep(Duration::from_millis(300));
+    let stopped = Instant::now();
+    stop(&mut child);
+    let status = wait_for(&mut child, Duration::from_secs(10));
+    let took = stopped.elapsed();
+    redis.signal(libc::SIGCONT);
+    (took, status)
+}
+
+/// A signal stops drip at once even with the server hung: the give-back
+/// is not waited for beyond a short bound (it was up to its 1 s timeout),
+/// and a second signal does not wait at all.
+#[test]
+fn a_signal_stops_at_once_with_a_hung_server() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let (took, status) = stop_with_a_hung_server(|c| send_signal(c, libc::SIGTERM));
+    assert_eq!(status.code(), Some(143));
+    assert!(took < Duration::from_millis(500), "{took:?}");
+    let (took, status) = stop_with_a_hung_server(|c| {
+        send_signal(c, libc::SIGTERM);
+        thread::sleep(Duration::from_millis(20));
+        send_signal(c, libc::SIGTERM);
+    });
+    assert_eq!(status.code(), Some(143));
+    assert!(took < Duration::from_millis(400), "{took:?}");
+}
+
+/// A reader that goes away ends drip at once even with the server hung.
+#[test]
+fn a_closed_reader_ends_drip_at_once_with_a_hung_server() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let (took, status) = stop_with_a_hung_server(|c| drop(c.stdout.take()));
+    assert!(status.code().is_some(), "{status}");
+    assert!(took < Duration::from_millis(600), "{took:?}");
 }

@@ -4,16 +4,23 @@
 //! state and not used yet, as times on drip's own clock. The schedule
 //! ([`super::SharedSchedule`]) only ever looks at it under a short lock, so
 //! admission and the writer never wait on the network. The *keeper* is a
-//! thread of its own that reserves more slots when the lease runs low (one
-//! call to the backend reserves every slot due within the horizon, as many
-//! as the records waiting want, and never more than about a second of
-//! schedule), gives unused slots back at exit, and reports a shared state
-//! that cannot be reached, disagrees, or was lost.
+//! thread of its own that reserves more slots when the lease is nearly
+//! used (one call to the backend reserves as many slots as the records
+//! waiting want, at most one *chunk* of the shared schedule: 50 ms, or four
+//! round trips, at most 200 ms), gives unused slots back at exit, and
+//! reports a shared state that cannot be reached, disagrees, or was lost.
+//!
+//! Fairness: as each call takes at most one chunk, and a drip calls again
+//! only when its lease is nearly used, busy participants take turns in the
+//! order their calls reach the state, one chunk each, and converge to equal
+//! shares within one round of turns (while the turns of all of them fit in
+//! the horizon, 1 s: some 20 busy drips on a fast link).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use super::gcra::Meter;
 use crate::backoff::Backoff;
 
 /// Why the shared state could not serve a call.
@@ -86,9 +93,10 @@ pub(crate) struct LeaseState {
     pub(crate) wanted_sizes: Vec<u64>,
     pub(crate) mode: Mode,
     pub(crate) closed: bool,
-    /// The last reservation: its seq and its slots' shared times (for
-    /// giving back those unused at exit).
-    pub(crate) last: Option<(u64, Vec<i64>)>,
+    /// The last reservation's seq and the shared times of the slots in
+    /// the lease, in order (at least the last of them: for giving back
+    /// those unused at exit).
+    pub(crate) last: Option<(u64, VecDeque<i64>)>,
     /// The latest slot ever reserved, on drip's clock (ns).
     pub(crate) reserved_until: u64,
     /// Counters for the summary.
@@ -171,9 +179,9 @@ pub(crate) struct Keeper {
     pub(crate) lease: Arc<Lease>,
     pub(crate) backend: Box<dyn Backend>,
     pub(crate) on_error: OnError,
-    /// The shared rate in records per second (the tightest record limit;
-    /// infinite when only bytes are limited).
-    pub(crate) per_second: f64,
+    /// The shared limits, for sizing a reservation to one chunk of their
+    /// schedule.
+    pub(crate) meters: Vec<Meter>,
     /// Called when slots arrive (wakes the writer) and when drip must stop.
     pub(crate) notify: Arc<dyn Fn(bool) + Send + Sync>,
     /// What it says on stderr.
@@ -182,13 +190,20 @@ pub(crate) struct Keeper {
     pub(crate) retry: Retry,
 }
 
-/// The sizes of waiting records the lease keeps at most (one reservation's
-/// worth, as a reservation never reaches past 1 s).
+/// The sizes of waiting records the lease keeps at most (more than one
+/// reservation's worth, as a reservation never takes more than 200 ms).
 pub(crate) const SIZES_KEPT: usize = 4096;
 
-/// Shortest and longest horizon of a reservation, ns.
-const MIN_HORIZON: i64 = 200_000_000;
-const MAX_HORIZON: i64 = 1_000_000_000;
+/// Shortest and longest chunk of the shared schedule one reservation
+/// takes, ns.
+const MIN_CHUNK: i64 = 50_000_000;
+const MAX_CHUNK: i64 = 200_000_000;
+/// How far ahead of the shared now a reservation's slots may be, beyond
+/// the first (ns): the turns of the others ahead of it.
+pub(crate) const HORIZON: i64 = 1_000_000_000;
+/// How long the stop path waits for a keeper to give back its unused
+/// slots before drip leaves without it (a hung server).
+pub const GIVE_BACK_WAIT: Duration = Duration::from_millis(100);
 /// The pauses between attempts to reach the state: from 50 ms doubling to
 /// 2 s, with full jitter.
 const BACKOFF: Backoff = Backoff {
@@ -225,10 +240,56 @@ impl Retry {
     }
 }
 
-/// How far ahead one reservation reaches: a few round trips, within
-/// 200 ms and 1 s.
+/// How far ahead one reservation of the keys' keeper ([`super::keys`])
+/// reaches: a few round trips, within 200 ms and 1 s.
 pub(crate) fn horizon(rtt: i64) -> i64 {
-    rtt.saturating_mul(4).clamp(MIN_HORIZON, MAX_HORIZON)
+    rtt.saturating_mul(4).clamp(200_000_000, HORIZON)
+}
+
+/// How much of the shared schedule (ns) one reservation takes at most: a
+/// few round trips (`rtt`, ns), within 50 and 200 ms.
+pub(crate) fn chunk(rtt: i64) -> i64 {
+    rtt.saturating_mul(4).clamp(MIN_CHUNK, MAX_CHUNK)
+}
+
+/// When the keeper reserves again: once the lease's last slot is less than
+/// this (ns) away, half a chunk or two round trips, so the next turn's
+/// answer is back before the lease runs out.
+pub(crate) fn ahead(rtt: i64) -> i64 {
+    (chunk(rtt) / 2).max(rtt.saturating_mul(2))
+}
+
+/// How many of `want` waiting records (of `sizes` bytes, 1 past them) one
+/// reservation takes: as many as fit in `chunk` ns of every limit's
+/// schedule (`meters`), at least one (a record larger than that leaves
+/// alone).
+pub(crate) fn fitting(meters: &[Meter], want: u64, sizes: &[u64], chunk: i64) -> u64 {
+    if sizes.is_empty() {
+        let interval = meters.iter().map(|m| m.cost(1)).max().unwrap_or(1).max(1);
+        return want
+            .min(u64::try_from(chunk / interval).unwrap_or(0))
+            .max(1);
+    }
+    let mut spent = vec![0i64; meters.len()];
+    let mut n = 0;
+    for &size in sizes
+        .iter()
+        .take(usize::try_from(want).unwrap_or(usize::MAX))
+    {
+        let size = i64::try_from(size).unwrap_or(i64::MAX);
+        let fits = meters
+            .iter()
+            .zip(&spent)
+            .all(|(m, &s)| s.saturating_add(m.cost(size)) <= chunk);
+        if !fits && n > 0 {
+            break;
+        }
+        for (m, s) in meters.iter().zip(spent.iter_mut()) {
+            *s = s.saturating_add(m.cost(size));
+        }
+        n += 1;
+    }
+    n.max(1)
 }
 
 /// What a keeper says on stderr about reaching the state.
@@ -237,7 +298,7 @@ pub(crate) struct Voice {
     /// What the messages call the shared state.
     pub(crate) name: String,
     pub(crate) on_error: OnError,
-    /// Whether `local`'s warning was given.
+    /// Whether `local` paces alone (and warned so).
     pub(crate) warned: bool,
     /// Whether `wait` is waiting for the state (and said so).
     pub(crate) waiting: bool,
@@ -257,15 +318,15 @@ impl Voice {
         }
     }
 
-    /// The state cannot be reached (not under `fail`): `local` warns
-    /// once; `wait` says once per outage that it waits (neither says
+    /// The state cannot be reached (not under `fail`): `local` warns and
+    /// `wait` says that it waits, each once per outage (neither says
     /// anything when quiet; the failed calls are counted all the same).
     pub(crate) fn unreachable(&mut self, why: &str) {
         match self.on_error {
             OnError::Local if !self.warned => {
                 if !self.quiet {
                     eprintln!(
-                        "drip: {}: {why}; pacing alone until it is back (--share-on-error local)",
+                        "drip: {}: the shared state cannot be reached: {why}; pacing alone until it answers again (--share-on-error local)",
                         self.name
                     );
                 }
@@ -295,13 +356,23 @@ impl Voice {
         }
     }
 
-    /// A call succeeded: under `wait`, say that the wait is over.
+    /// A call succeeded: say that the outage is over (`wait`: the wait;
+    /// `local`: pacing alone).
     pub(crate) fn reached(&mut self) {
         if self.waiting {
             self.waiting = false;
             if !self.quiet {
                 eprintln!(
                     "drip: {}: the shared state answers again; sending",
+                    self.name
+                );
+            }
+        }
+        if self.warned {
+            self.warned = false;
+            if !self.quiet {
+                eprintln!(
+                    "drip: {}: the shared state answers again; pacing shared",
                     self.name
                 );
             }
@@ -326,17 +397,30 @@ impl Keeper {
     }
 
     /// Run until the lease is closed, then give back what is unused.
+    /// Under `local`, while pacing alone, ask the state again after each
+    /// pause of the backoff, and share again once it answers.
     pub(crate) fn run(mut self) {
         let mut rtt = 0i64;
-        while let Some((want, sizes)) = self.await_need(horizon(rtt) / 2) {
+        loop {
+            if self.lease.lock().mode == Mode::Local {
+                if !self.rejoin() {
+                    break;
+                }
+                continue;
+            }
+            let Some((want, sizes)) = self.await_need(ahead(rtt)) else {
+                break;
+            };
+            let want = fitting(&self.meters, want, &sizes, chunk(rtt));
+            let sizes = &sizes[..sizes.len().min(want as usize)];
             let started = Instant::now();
-            match self.backend.reserve(want, &sizes, horizon(rtt)) {
+            match self.backend.reserve(want, sizes, HORIZON) {
                 Ok(grant) => {
                     let took = i64::try_from(started.elapsed().as_nanos()).unwrap_or(i64::MAX);
                     rtt = if rtt == 0 { took } else { (rtt * 7 + took) / 8 };
                     self.retry.succeeded();
                     self.voice.reached();
-                    self.take(grant, &sizes);
+                    self.take(grant, sizes);
                 }
                 Err(failure @ (Failure::Mismatch(_) | Failure::Fatal(_))) => {
                     return self.fatal(failure)
@@ -347,12 +431,45 @@ impl Keeper {
                         return self.fatal(Failure::Unreachable(why));
                     }
                     self.unreachable(&why);
-                    let pause = self.retry.failed();
-                    self.pause(pause);
+                    // Under `local`, `rejoin` pauses.
+                    if self.on_error == OnError::Wait {
+                        let pause = self.retry.failed();
+                        self.pause(pause);
+                    }
                 }
             }
         }
         self.give_back();
+    }
+
+    /// Pacing alone (`local`): pause as the backoff says, then ask the
+    /// state whether it answers ([`Backend::hello`]); if it does, pace
+    /// from the lease again (and say so). Returns `false` once closed or
+    /// stopped (the stored limits differ now).
+    fn rejoin(&mut self) -> bool {
+        let pause = self.retry.failed();
+        self.pause(pause);
+        if self.lease.lock().closed {
+            return false;
+        }
+        match self.backend.hello() {
+            Ok(_) => {
+                self.retry.succeeded();
+                self.voice.reached();
+                self.lease.lock().mode = Mode::Shared;
+                (self.notify)(false);
+                true
+            }
+            Err(Failure::Unreachable(why)) => {
+                self.lease.lock().failures += 1;
+                self.voice.unreachable(&why);
+                true
+            }
+            Err(failure) => {
+                self.fatal(failure);
+                false
+            }
+        }
     }
 
     /// The state cannot be reached (not under `fail`): say so, and under
@@ -370,13 +487,12 @@ impl Keeper {
     /// their sizes (empty when no limit counts bytes), or `None` once
     /// closed.
     fn await_need(&self, ahead: i64) -> Option<(u64, Vec<u64>)> {
-        let cap = self.per_second.ceil().clamp(1.0, 1e9) as usize;
         let mut st = self.lease.lock();
         loop {
             if st.closed {
                 return None;
             }
-            let mut want = st.wanted.min(cap);
+            let mut want = st.wanted;
             if !st.wanted_sizes.is_empty() {
                 want = want.min(st.wanted_sizes.len());
             }
@@ -384,7 +500,7 @@ impl Keeper {
                 let now = self.lease.now();
                 let end = st.slots.back().map_or(0, |&(t, _)| t);
                 let until = end.saturating_sub(ahead as u64);
-                if until <= now || st.mode == Mode::Local {
+                if until <= now {
                     let sizes = st.wanted_sizes.iter().take(want).copied().collect();
                     return Some((want as u64, sizes));
                 }
@@ -431,7 +547,10 @@ impl Keeper {
         st.wanted = st.wanted.saturating_sub(n);
         let covered = n.min(st.wanted_sizes.len());
         st.wanted_sizes.drain(..covered);
-        let shared_times = grant.slots.iter().map(|d| grant.now + d).collect();
+        let unused = st.slots.len();
+        let mut shared_times = st.last.take().map(|(_, t)| t).unwrap_or_default();
+        shared_times.drain(..shared_times.len().saturating_sub(unused));
+        shared_times.extend(grant.slots.iter().map(|d| grant.now + d));
         st.last = Some((grant.seq, shared_times));
         let floor = st.slots.back().map_or(0, |&(t, _)| t);
         for (j, d) in grant.slots.into_iter().enumerate() {
@@ -467,8 +586,9 @@ impl Keeper {
         (self.notify)(true);
     }
 
-    /// At exit: the slots of the last reservation still unused go back,
-    /// if no one reserved since.
+    /// At exit: the slots still unused go back, from the first, if no
+    /// one reserved since this drip's last reservation (the slots between
+    /// its reservations were then all its own).
     fn give_back(&mut self) {
         let mut st = self.lease.lock();
         let unused = st.slots.len();
@@ -477,7 +597,7 @@ impl Keeper {
             return;
         };
         drop(st);
-        // Only when every unused slot is of the last reservation.
+        // Only when the shared time of every unused slot is known.
         if unused > 0 && unused <= times.len() {
             let _ = self
                 .backend
@@ -518,6 +638,67 @@ mod tests {
         }
     }
 
+    use crate::shared::gcra::{ByteStep, Gcra, Step};
+
+    /// One reservation takes at most one chunk of every limit's schedule,
+    /// at least one slot, and no more than the records waiting.
+    #[test]
+    fn a_reservation_takes_at_most_one_chunk() {
+        let ms = 1_000_000;
+        let records = [Meter::Records(Step {
+            interval: 10 * ms,
+            tolerance: 0,
+        })];
+        assert_eq!(fitting(&records, 100, &[], 50 * ms), 5);
+        assert_eq!(fitting(&records, 3, &[], 50 * ms), 3);
+        assert_eq!(fitting(&records, 1, &[], ms), 1);
+        // 1000 bytes a second: a byte costs 1 ms.
+        let bytes = [Meter::Bytes(ByteStep {
+            count: 1000,
+            period: 1_000 * ms,
+            burst: 100,
+        })];
+        assert_eq!(fitting(&bytes, 4, &[20, 20, 20, 100], 50 * ms), 2);
+        assert_eq!(fitting(&bytes, 1, &[100], 50 * ms), 1);
+        assert_eq!(chunk(0), 50 * ms);
+        assert_eq!(chunk(100 * ms), 200 * ms);
+        assert_eq!(ahead(0), 25 * ms);
+    }
+
+    /// On virtual time: four busy drips (deep queues) sharing 400/s, each
+    /// reserving as the keeper does (when its lease is nearly used, one
+    /// chunk, in turn), get 100 slots each in every second, whichever
+    /// reserved first.
+    #[test]
+    fn busy_drips_taking_turns_get_equal_shares() {
+        let ms = 1_000_000;
+        let meters = [Meter::Records(Step {
+            interval: 2_500_000,
+            tolerance: 0,
+        })];
+        let mut state = Gcra::default();
+        let mut leases: Vec<VecDeque<i64>> = vec![VecDeque::new(); 4];
+        let mut sent = [[0u32; 5]; 4];
+        for now in (0..5_000 * ms).step_by(ms as usize) {
+            for (i, lease) in leases.iter_mut().enumerate() {
+                while lease.front().is_some_and(|&t| t <= now) {
+                    lease.pop_front();
+                    sent[i][(now / (1_000 * ms)) as usize] += 1;
+                }
+                if lease.back().map_or(true, |&t| t - now < ahead(0)) {
+                    let want = fitting(&meters, 10_000, &[], chunk(0));
+                    let slots = state.reserve_sized(&meters, now, want, &[], HORIZON);
+                    lease.extend(slots);
+                }
+            }
+        }
+        for (i, seconds) in sent.iter().enumerate() {
+            for &n in &seconds[1..] {
+                assert!((95..=105).contains(&n), "drip {i}: {seconds:?}");
+            }
+        }
+    }
+
     /// A state that is never reached, counting the calls.
     struct Down(Arc<AtomicU64>);
 
@@ -545,7 +726,10 @@ mod tests {
             lease: Arc::clone(&lease),
             backend: Box::new(Down(Arc::clone(&calls))),
             on_error: OnError::Wait,
-            per_second: 20.0,
+            meters: vec![Meter::Records(super::super::gcra::Step {
+                interval: 50_000_000,
+                tolerance: 0,
+            })],
             notify: Arc::new(|_| {}),
             voice: Voice::new("--share test".into(), OnError::Wait, true),
             retry: Retry::new(fastrand::Rng::with_seed(5)),

@@ -29,7 +29,7 @@ pub mod redis;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::keyed::KeyConfig;
 use crate::pacer::{slack_for, Pacer};
@@ -38,8 +38,8 @@ use crate::schedule::{Limit, Limits, Schedule, Unit};
 use crate::stats::{ShareCounts, ShareStats};
 use lease::{LeaseState, SIZES_KEPT};
 
-pub use lease::OnError;
 use lease::{Backend, Failure, Keeper, Lease, Mode, Retry, Voice};
+pub use lease::{OnError, GIVE_BACK_WAIT};
 
 /// A shared state outlives its schedule by this long (ns), then expires.
 pub const EXPIRY_NS: i64 = 10_000_000_000;
@@ -503,10 +503,13 @@ impl Handle {
         *self.notify.lock().unwrap_or_else(|e| e.into_inner()) = Some(notify);
     }
 
-    /// Stop the keepers (they give back the slots reserved and unused) and
-    /// return the error that stopped drip, if any: [`Disagreement`],
-    /// [`Unreachable`] or [`Unusable`].
-    pub fn finish(&mut self) -> Option<anyhow::Error> {
+    /// Stop the keepers (they give back the slots reserved and unused,
+    /// best effort) and return the error that stopped drip, if any:
+    /// [`Disagreement`], [`Unreachable`] or [`Unusable`]. Waits for the
+    /// keepers at most `bound` (a keeper blocked on a hung server is left
+    /// behind, to end with the process), [`GIVE_BACK_WAIT`] at a stop, and
+    /// not at all once `hurry` says so (a second signal).
+    pub fn finish(&mut self, bound: Duration, hurry: &dyn Fn() -> bool) -> Option<anyhow::Error> {
         if let Some(lease) = &self.lease {
             lease.lock().closed = true;
             lease.wake.notify_all();
@@ -515,8 +518,14 @@ impl Handle {
             keys.lock().closed = true;
             keys.wake.notify_all();
         }
+        let until = Instant::now() + bound;
+        while self.keepers.iter().any(|k| !k.is_finished()) && Instant::now() < until && !hurry() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         for keeper in self.keepers.drain(..) {
-            let _ = keeper.join();
+            if keeper.is_finished() {
+                let _ = keeper.join();
+            }
         }
         let global = self.lease.as_ref().and_then(|l| l.lock().fatal.clone());
         let per_key = self.keys.as_ref().and_then(|k| k.lock().fatal.clone());
@@ -733,18 +742,14 @@ fn open_global(
 ) -> anyhow::Result<SharedSchedule> {
     let meters: Vec<gcra::Meter> = limits.iter().map(gcra::Meter::of).collect();
     let weighs_bytes = meters.iter().any(gcra::Meter::weighs_bytes);
-    let backend = global_backend(share, spec, meters)?;
+    let backend = global_backend(share, spec, meters.clone())?;
     let lease = Arc::new(Lease::new(origin));
     handle.lease = Some(Arc::clone(&lease));
     let mut keeper = Keeper {
         lease: Arc::clone(&lease),
         backend,
         on_error: share.on_error,
-        per_second: limits
-            .iter()
-            .filter(|l| l.unit == Unit::Records)
-            .map(|l| l.rate.per_second())
-            .fold(f64::INFINITY, f64::min),
+        meters,
         notify: Arc::clone(notify),
         voice: Voice::new(
             format!("--share {}", handle.name),
@@ -754,7 +759,11 @@ fn open_global(
         retry: Retry::new(fastrand::Rng::new()),
     };
     keeper.hello().map_err(|failure| handle.error(failure))?;
-    let per_second = keeper.per_second;
+    let per_second = limits
+        .iter()
+        .filter(|l| l.unit == Unit::Records)
+        .map(|l| l.rate.per_second())
+        .fold(f64::INFINITY, f64::min);
     let thread = std::thread::Builder::new()
         .name("drip-lease".into())
         .spawn(move || keeper.run())?;
