@@ -726,7 +726,7 @@ fn bytes_and_records_disagree(share: &str, runtime: &Path) {
         err.trim(),
         format!(
             "drip: --share {name}: this drip's limits (10 bytes/s, burst 10 bytes) differ from the shared ones (10/s, burst 10): \
-             wait until the shared state expires, 10 s after its last use, or choose another NAME"
+             wait until the shared state expires, 10 s after the end of its reserved schedule, or choose another NAME"
         )
     );
 }
@@ -1039,7 +1039,7 @@ fn disagreeing_limits_stop_before_reading() {
     assert_eq!(
         err.trim(),
         "drip: --share agree: this drip's limits (20/s, burst 3) differ from the shared ones (100/min, burst 1): \
-         wait until the shared state expires, 10 s after its last use, or choose another NAME"
+         wait until the shared state expires, 10 s after the end of its reserved schedule, or choose another NAME"
     );
 }
 
@@ -1499,7 +1499,7 @@ fn stops_when_made_again_with_other_limits(share: &str, runtime: &Path, forget: 
         err,
         format!(
             "drip: --share {name}: this drip's limits (20/s, burst 1) differ from the shared ones (5/s, burst 1): \
-             wait until the shared state expires, 10 s after its last use, or choose another NAME\n"
+             wait until the shared state expires, 10 s after the end of its reserved schedule, or choose another NAME\n"
         )
     );
     assert_eq!(written, numbered(1..=3));
@@ -1926,7 +1926,7 @@ fn disagreeing_key_limits_stop_before_reading() {
             err.trim(),
             format!(
                 "drip: --share keyagree: this drip's limits ({ours}) differ from the shared ones (per key 5/s, burst 1): \
-                 wait until the shared state expires, 10 s after its last use, or choose another NAME"
+                 wait until the shared state expires, 10 s after the end of its reserved schedule, or choose another NAME"
             )
         );
     }
@@ -2164,6 +2164,50 @@ fn local_shares_again_once_the_state_answers() {
     let reservations = c["share"]["reservations"].as_u64().unwrap();
     assert!(reservations >= 10, "{c}");
     assert_eq!(c["written"].as_u64(), Some(60), "{c}");
+}
+
+/// The same for limits per key alone: their keeper asks again too, and
+/// the keys reserve shared slots once the server is back.
+#[test]
+fn local_keys_share_again_once_the_state_answers() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let mut redis = Redis::start();
+    redis.shutdown();
+    let runtime = tempfile::tempdir().unwrap();
+    let stats = runtime.path().join("stats.json");
+    let share = redis.share("keysback");
+    let args = [
+        "--key",
+        "^([0-9])",
+        "--key-rate",
+        "20/s",
+        "--share",
+        &share,
+        "--share-on-error",
+        "local",
+        "--stats-json",
+        stats.to_str().unwrap(),
+    ];
+    // Keys 1 to 9 (the first digit); key 1 has 61 records: 3 s at 20/s.
+    let mut child = drip_with_input(&args, numbered(1..=150), runtime.path());
+    thread::sleep(Duration::from_millis(500));
+    redis.spawn();
+    let status = wait_for(&mut child, Duration::from_secs(20));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{err}");
+    assert!(
+        err.contains("the shared state answers again; pacing shared\n"),
+        "{err}"
+    );
+    let text = std::fs::read_to_string(&stats).unwrap();
+    let c: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let reservations = c["share"]["per_key"]["reservations"].as_u64().unwrap();
+    assert!(reservations >= 1, "{c}");
+    assert_eq!(c["written"].as_u64(), Some(150), "{c}");
 }
 
 /// How far (ms) the stored `tat1` of `drip:{NAME}` is ahead of the

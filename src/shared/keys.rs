@@ -510,7 +510,16 @@ impl Keeper {
         let mut rtt = 0i64;
         let mut last_call: Option<Instant> = None;
         let mut last_ok: Option<Instant> = None;
-        while let Some(asks) = self.await_need(super::lease::horizon(rtt) / 2, last_call) {
+        loop {
+            if self.lease.lock().mode == Mode::Local {
+                if !self.rejoin() {
+                    break;
+                }
+                continue;
+            }
+            let Some(asks) = self.await_need(super::lease::horizon(rtt) / 2, last_call) else {
+                break;
+            };
             let started = Instant::now();
             last_call = Some(started);
             let now = self.lease.now();
@@ -538,12 +547,45 @@ impl Keeper {
                         return self.fatal(Failure::Unreachable(why));
                     }
                     self.unreachable(&why);
-                    let pause = self.retry.failed();
-                    self.pause(pause);
+                    // Under `local`, `rejoin` pauses.
+                    if self.on_error == OnError::Wait {
+                        let pause = self.retry.failed();
+                        self.pause(pause);
+                    }
                 }
             }
         }
         self.give_back();
+    }
+
+    /// Pacing alone (`local`): pause as the backoff says, then ask the
+    /// state whether it answers; if it does, the keys ask for shared slots
+    /// again (and drip says so). Returns `false` once closed or stopped
+    /// (the stored limits differ now).
+    fn rejoin(&mut self) -> bool {
+        let pause = self.retry.failed();
+        self.pause(pause);
+        if self.lease.lock().closed {
+            return false;
+        }
+        match self.backend.hello() {
+            Ok(_) => {
+                self.retry.succeeded();
+                self.voice.reached();
+                self.lease.lock().mode = Mode::Shared;
+                (self.notify)(false);
+                true
+            }
+            Err(Failure::Unreachable(why)) => {
+                self.lease.lock().failures += 1;
+                self.voice.unreachable(&why);
+                true
+            }
+            Err(failure) => {
+                self.fatal(failure);
+                false
+            }
+        }
     }
 
     /// The state cannot be reached (not under `fail`): say so, and under

@@ -281,7 +281,7 @@ impl fmt::Display for Disagreement {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "--share {}: this drip's limits ({}) differ from the shared ones ({}): wait until the shared state expires, {} s after its last use, or choose another NAME",
+            "--share {}: this drip's limits ({}) differ from the shared ones ({}): wait until the shared state expires, {} s after the end of its reserved schedule, or choose another NAME",
             self.name,
             self.ours,
             self.theirs,
