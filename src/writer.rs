@@ -213,8 +213,19 @@ fn wait<'a>(
                 .0;
             return Some(st);
         }
-        if st.reading_done || st.stop_reading {
+        if st.stop_reading || (st.reading_done && st.adm.bucket().is_empty()) {
             return None;
+        }
+        if st.reading_done {
+            // Records wait and no schedule says when they may go (slots
+            // yet to come from a shared state): look again soon, never
+            // take them for undeliverable.
+            st = shared
+                .data_ready
+                .wait_timeout(st, Duration::from_millis(50))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+            return Some(st);
         }
         st.writer_waiting = true;
         st = shared

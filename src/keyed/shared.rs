@@ -35,7 +35,7 @@ pub trait KeySchedule: Send + std::fmt::Debug {
     fn arrived(&mut self) -> Vec<(u64, u32)>;
     /// Key `s` is forgotten (its slot number may be another key's next).
     fn forget(&mut self, s: u32);
-    /// When to look again while keys wait for slots (ns), if any do.
+    /// When to look again (ns) while records wait; asked only then.
     fn next_poll(&self) -> Option<u64>;
     /// How long before its record's turn a key asks for its slot (ns):
     /// the time slots take to arrive.

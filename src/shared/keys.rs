@@ -440,7 +440,11 @@ impl KeySchedule for SharedKeys {
     }
 
     fn next_poll(&self) -> Option<u64> {
-        (self.lease.lock().waiting > 0).then(|| self.last_now.saturating_add(POLL_NS))
+        // Asked while records wait: look again at least this often, so a
+        // key whose slots are slow to come (an outage, a lost state) is
+        // never left without a wake-up, and drip never takes the line
+        // for finished while records wait in it.
+        Some(self.last_now.saturating_add(POLL_NS))
     }
 
     fn lead(&self) -> u64 {
