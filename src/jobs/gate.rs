@@ -105,6 +105,16 @@ impl Schedule for Gate {
             .max(self.spaced_due())
     }
 
+    fn nth_due(&self, size: usize, n: usize) -> Option<u64> {
+        // The inner schedule's answer (a shared one knows it only for the
+        // slots it holds), moved as far as a pause moves the first.
+        let after_first = self
+            .inner
+            .nth_due(size, n)?
+            .saturating_sub(self.inner.next_due(size));
+        Some(self.next_due(size).saturating_add(after_first))
+    }
+
     fn slack_ns(&self) -> u64 {
         self.inner.slack_ns()
     }
@@ -138,6 +148,50 @@ mod tests {
 
     fn release(g: &mut Gate, now: u64, available: usize) -> usize {
         g.release(now, available, &mut std::iter::empty())
+    }
+
+    /// A schedule that does not know when its later records may go (as a
+    /// shared one before its slots are reserved).
+    #[derive(Debug)]
+    struct Unknowing(Limits);
+
+    impl Schedule for Unknowing {
+        fn is_unlimited(&self) -> bool {
+            false
+        }
+        fn weighs_bytes(&self) -> bool {
+            false
+        }
+        fn release(&mut self, now: u64, n: usize, s: &mut dyn Iterator<Item = usize>) -> usize {
+            self.0.release(now, n, s)
+        }
+        fn next_due(&self, size: usize) -> u64 {
+            self.0.next_due(size)
+        }
+        fn nth_due(&self, _: usize, _: usize) -> Option<u64> {
+            None
+        }
+        fn slack_ns(&self) -> u64 {
+            self.0.slack_ns()
+        }
+        fn records_per_second(&self) -> f64 {
+            self.0.records_per_second()
+        }
+    }
+
+    #[test]
+    fn the_nth_departure_is_the_inner_schedules_moved_by_a_pause() {
+        let (g, c) = gate("10/s");
+        assert_eq!(g.nth_due(1, 3), Some(300 * MS));
+        c.pause_until(1000 * MS);
+        assert_eq!(g.nth_due(1, 3), Some(1300 * MS));
+        let limits = [Limit {
+            rate: parse_rate("10/s").unwrap(),
+            burst: 1,
+            unit: Unit::Records,
+        }];
+        let unknowing = Gate::new(Box::new(Unknowing(Limits::new(&limits))), c);
+        assert_eq!(unknowing.nth_due(1, 3), None, "not a guess from the rate");
     }
 
     #[test]

@@ -263,6 +263,8 @@ pub struct Keyed {
     shared: Option<Box<dyn KeySchedule>>,
     /// Shared: when the line next needs a look (ns), if it does.
     shared_next: Option<u64>,
+    /// Shared: when the line was last walked (ns), for the poll's floor.
+    last_walk: u64,
     /// Shared: the global limits' least spacing of records (ns; 0: they
     /// do not limit records).
     global_gap: u64,
@@ -353,6 +355,7 @@ impl Keyed {
             dropped_unremembered: 0,
             shared: None,
             shared_next: None,
+            last_walk: 0,
             global_gap: 0,
             key_gap: (1e9 / pacer_per_second) as u64,
         }
@@ -942,9 +945,12 @@ impl Keyed {
             .blocked_on_keys
             .then(|| self.rest.peek().map(|&Reverse((at, _))| at))
             .flatten();
+        // Never earlier than a poll after the last walk: a poll time gone by
+        // would wake the writer over and over.
         let poll = waiting
             .then(|| self.shared.as_deref().and_then(|s| s.next_poll()))
-            .flatten();
+            .flatten()
+            .map(|t| t.max(self.last_walk.saturating_add(shared::POLL_FLOOR_NS)));
         [timer, line, rest, poll].into_iter().flatten().min()
     }
 

@@ -73,6 +73,10 @@ const PRECISE_KEY_GAP: u64 = 10_000_000;
 /// Keys looked at for an earlier due slot ([`Keyed::earliest_due`]).
 const EDF_LOOK: usize = 32;
 
+/// While records wait on shared slots, the line is walked again at least
+/// this often (ns), and never more often on account of a poll.
+pub(super) const POLL_FLOOR_NS: u64 = 50_000_000;
+
 impl Keyed {
     /// [`Keyed::take_slot`] with shared key schedules: its lease, not its
     /// schedule, is this drip's, and it is taken to rest one burst's time
@@ -251,6 +255,7 @@ impl Keyed {
         self.due_timers(now);
         self.wake_blocked(now);
         self.shared_next = None;
+        self.last_walk = now;
         let every = (self.fronts.len() as u64).saturating_mul(self.global_gap);
         // Above 100/s a key's slot is usable for less than 10 ms, shorter
         // than the keeper's gathering: its turns cannot be met that

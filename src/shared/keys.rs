@@ -408,6 +408,9 @@ impl KeySchedule for SharedKeys {
         if st.mode == Mode::Local {
             return;
         }
+        // Slots too late to use count as none: a lease holding only those
+        // must ask, or the key would wait for ever.
+        st.drop_late(s, now, self.late);
         let lease = st.lease(s, key);
         let covered = lease.wanted as usize <= lease.slots.len();
         (lease.wanted, lease.at, lease.every) = (want.records, want.at, want.every);
@@ -650,10 +653,14 @@ impl Keeper {
             }
             None => self.lease.now(),
         };
+        if lost {
+            // Said without the lease's lock: a stalled stderr must not
+            // hold up the writer.
+            self.voice.lost("one burst more per key");
+        }
         let mut st = self.lease.lock();
         if lost {
             st.lost += 1;
-            self.voice.lost("one burst more per key");
         }
         st.reservations += 1;
         st.mode = Mode::Shared;
@@ -874,6 +881,29 @@ mod tests {
         assert_eq!(soonest, Some(500));
         let (asks, _) = needs(&st, 500, 400, 10);
         assert_eq!(asks.len(), 2);
+    }
+
+    /// A key whose lease holds only slots too late to use asks for new
+    /// ones (it would otherwise wait for ever, no timer and no ask).
+    #[test]
+    fn a_lease_of_late_slots_asks_again() {
+        let lease = Arc::new(KeysLease::new(Instant::now()));
+        let pacer = Pacer::new(crate::rate::parse_rate("10/s").unwrap(), 1, 2_000_000);
+        let mut keys = SharedKeys::new(Arc::clone(&lease), pacer, 10.0);
+        lease.lock().lease(1, b"a").slots.push_back(0);
+        let want = Want {
+            records: 1,
+            at: 0,
+            every: 0,
+        };
+        // Half a second on: the slot at 0 is far past its lateness.
+        keys.ask(500_000_000, 1, b"a", want);
+        assert_eq!(
+            keys.first_slot(500_000_000, 1, b"a"),
+            LeaseHead::Asked,
+            "asked for a new slot"
+        );
+        assert_eq!(lease.lock().forfeited, 1);
     }
 
     /// A key held back by the global limits asks only when its records'

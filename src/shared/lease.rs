@@ -536,10 +536,18 @@ impl Keeper {
             }
             None => self.lease.now(),
         };
-        let mut st = self.lease.lock();
-        if grant.fresh && st.reservations > 0 && !expired(st.reserved_until, self.lease.now()) {
-            st.lost += 1;
+        let lost = {
+            let st = self.lease.lock();
+            grant.fresh && st.reservations > 0 && !expired(st.reserved_until, self.lease.now())
+        };
+        if lost {
+            // Said without the lease's lock: a stalled stderr must not
+            // hold up the writer, which takes it for every record.
             self.voice.lost("one burst more");
+        }
+        let mut st = self.lease.lock();
+        if lost {
+            st.lost += 1;
         }
         st.reservations += 1;
         st.mode = Mode::Shared;
