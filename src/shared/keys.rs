@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::gcra::{Gcra, Step};
-use super::lease::{Failure, Mode, OnError, Retry, Voice};
+use super::lease::{answered, Failure, Mode, OnError, Retry, Voice};
 use super::{late_ns, EXPIRY_NS, POLL_NS};
 use crate::keyed::{KeySchedule, LeaseHead, Want};
 use crate::pacer::{Pacer, Position};
@@ -575,17 +575,14 @@ impl Keeper {
         if self.lease.lock().closed {
             return false;
         }
-        match self.backend.hello() {
-            Ok(_) => {
-                self.retry.succeeded();
-                self.voice.reached();
+        match answered(self.backend.hello(), &mut self.retry, &mut self.voice) {
+            Ok(true) => {
                 self.lease.lock().mode = Mode::Shared;
                 (self.notify)(false);
                 true
             }
-            Err(Failure::Unreachable(why)) => {
+            Ok(false) => {
                 self.lease.lock().failures += 1;
-                self.voice.unreachable(&why);
                 true
             }
             Err(failure) => {

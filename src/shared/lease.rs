@@ -149,6 +149,29 @@ impl Lease {
     }
 }
 
+/// What a `hello` asked while pacing alone (`local`) means, for either
+/// keeper: `Ok(true)` when the state answers (the backoff starts afresh,
+/// and drip says it shares again), `Ok(false)` when it still cannot be
+/// reached (said once per outage), or the failure that stops drip.
+pub(crate) fn answered(
+    hello: Result<bool, Failure>,
+    retry: &mut Retry,
+    voice: &mut Voice,
+) -> Result<bool, Failure> {
+    match hello {
+        Ok(_) => {
+            retry.succeeded();
+            voice.reached();
+            Ok(true)
+        }
+        Err(Failure::Unreachable(why)) => {
+            voice.unreachable(&why);
+            Ok(false)
+        }
+        Err(failure) => Err(failure),
+    }
+}
+
 /// Whether a state found fresh may simply have expired: this drip's latest
 /// slot (`reserved_until`, ns on drip's clock) is at least the expiry ago
 /// at `now`, less a second for the offset between drip's clock and the
@@ -452,17 +475,14 @@ impl Keeper {
         if self.lease.lock().closed {
             return false;
         }
-        match self.backend.hello() {
-            Ok(_) => {
-                self.retry.succeeded();
-                self.voice.reached();
+        match answered(self.backend.hello(), &mut self.retry, &mut self.voice) {
+            Ok(true) => {
                 self.lease.lock().mode = Mode::Shared;
                 (self.notify)(false);
                 true
             }
-            Err(Failure::Unreachable(why)) => {
+            Ok(false) => {
                 self.lease.lock().failures += 1;
-                self.voice.unreachable(&why);
                 true
             }
             Err(failure) => {
