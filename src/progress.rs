@@ -48,6 +48,10 @@ pub struct Snapshot {
     pub max_depth: u64,
     /// Age of the oldest queued record, ns.
     pub oldest_age_ns: u64,
+    /// How long a record arriving now would wait, ns, as forecast
+    /// ([`crate::admission::Admission::forecast_wait`]); `None` when it
+    /// cannot be forecast.
+    pub forecast_wait_ns: Option<u64>,
     /// How long the write under way has taken, ns (0 when none is).
     pub writing_for_ns: u64,
     /// Time since start, ns.
@@ -241,6 +245,13 @@ impl Ui {
         if c.expired > 0 {
             text.push_str(&format!(" expired {}", c.expired));
         }
+        if snap.depth > 0 {
+            text.push_str(&format!(" | oldest {}", seconds(snap.oldest_age_ns)));
+        }
+        if let Some(wait) = snap.forecast_wait_ns {
+            let sep = if snap.depth > 0 { "" } else { " |" };
+            text.push_str(&format!("{sep} wait {}", seconds(wait)));
+        }
         if let Some((keys, busy)) = snap.keys {
             text.push_str(&format!(" | keys {keys} ({busy} busy)"));
         }
@@ -387,6 +398,17 @@ fn eta(snap: &Snapshot, input_size: Option<u64>, measured: Option<f64>) -> Optio
     let secs = (remaining_in + snap.depth as f64) / rate;
     // Beyond 100 hours an estimate says nothing.
     (secs < 360_000.0).then(|| Duration::from_secs_f64(secs))
+}
+
+/// A wait for the display: `12.4s`, `0.0s`; `12:05` (minutes) from ten
+/// minutes on.
+fn seconds(ns: u64) -> String {
+    let secs = ns as f64 / 1e9;
+    if secs >= 600.0 {
+        clock(Duration::from_secs(secs as u64))
+    } else {
+        format!("{secs:.1}s")
+    }
 }
 
 /// The bucket's fill as `=====>    `, [`GAUGE`] columns.

@@ -36,7 +36,7 @@ use crate::keyed::NoRoom;
 use crate::ledger::Ledger;
 use crate::output;
 use crate::progress::Snapshot;
-use crate::stats::{Departures, JobStats, KeyStats, Summary};
+use crate::stats::{format_ms, Departures, JobStats, KeyStats, Queue, Summary};
 use crate::sys;
 
 /// Unpaced, how long stdout may make no room before a drop or fail policy
@@ -78,7 +78,13 @@ impl OverflowError {
             why += &format!(", {} bytes", bucket.capacity_bytes());
         }
         why += ")";
-        if let Some(keys) = adm.keys() {
+        if let (Some(wait), Some(max)) = (adm.refused_wait_ns(), adm.max_wait_ns()) {
+            why = format!(
+                "could not leave in time: the schedule puts its departure {} after its arrival, past --max-wait {}",
+                format_ms(wait as f64 / 1e6),
+                format_ms(max as f64 / 1e6)
+            );
+        } else if let Some(keys) = adm.keys() {
             match keys.no_room() {
                 NoRoom::Bucket => {}
                 NoRoom::Key => {
@@ -527,14 +533,16 @@ impl Shared {
 
     /// A moment's view, for the display and the stats stream.
     pub(crate) fn snapshot(&self) -> Snapshot {
-        let st = self.lock();
+        let mut st = self.lock();
         let now = self.clock.now();
         let bucket = st.adm.bucket();
+        let forecast_wait_ns = st.adm.forecast_wait(now);
         Snapshot {
             counts: st.ledger.counts(),
             depth: bucket.len() as u64,
             max_depth: bucket.max_depth() as u64,
             oldest_age_ns: bucket.oldest_arrival().map_or(0, |t| now.saturating_sub(t)),
+            forecast_wait_ns,
             writing_for_ns: st.writing_since.map_or(0, |t| now.saturating_sub(t)),
             elapsed_ns: now,
             reading_done: st.reading_done,
@@ -571,6 +579,12 @@ impl Shared {
             elapsed_ms,
             rate: snap.departures.rate(),
             span_ms: snap.departures.span_ns() as f64 / 1e6,
+            queue: Queue {
+                depth: snap.depth,
+                oldest_age_ms: snap.oldest_age_ns as f64 / 1e6,
+                forecast_wait_ms: snap.forecast_wait_ns.map(|w| w as f64 / 1e6),
+            },
+            capacity_for: None,
             jobs: self.jobs.get().map(|j| j.stats()),
             keys: self.keys_stats(),
             // Not under the state's lock: the keepers take theirs first.
