@@ -21,8 +21,9 @@
 //! With `--max-wait` and a policy other than `block`, a record is first
 //! held to its deadline: when the [`Forecast`] (the records waiting ahead
 //! of it, leaving as soon as every limit allows) already puts its
-//! departure later than `--max-wait` after its arrival, it is refused at
-//! once: `drop-newest` drops it, `drop-oldest` evicts the fewest oldest
+//! departure later than `--max-wait` after its arrival, less the
+//! schedule's slack (a wake-up that late keeps the schedule, and the
+//! record must not expire then), it is refused at once: `drop-newest` drops it, `drop-oldest` evicts the fewest oldest
 //! waiting records that let it leave in time (or drops it when even an
 //! empty bucket would not), `fail` hands it back. Only the schedule is
 //! forecast: a record delayed later (stdout stalled, a pause) still
@@ -296,7 +297,12 @@ impl Admission {
         may_leave: bool,
         ledger: &mut Ledger,
     ) -> Offered {
-        let deadline = now.saturating_add(self.max_wait_ns.unwrap_or(u64::MAX));
+        // A wake-up late by up to the slack keeps the schedule, but the
+        // record would then have waited past --max-wait and expire: a
+        // record is let in only if it leaves by the slack before it.
+        let deadline = now
+            .saturating_add(self.max_wait_ns.unwrap_or(u64::MAX))
+            .saturating_sub(self.schedule.slack_ns());
         // With every record costing 1, what befell one record at this
         // instant befalls those after it, as long as the bucket is not
         // bounded in bytes.
@@ -680,9 +686,9 @@ mod tests {
 
     #[test]
     fn drop_oldest_evicts_the_oldest_so_the_newest_makes_it() {
-        // seq 100 | drip -r 10/s --max-wait 1s -o drop-oldest: 1 leaves, and
-        // each record from 12 on evicts the oldest waiting one.
-        let mut a = admission_waiting("10/s", Overflow::DropOldest, S);
+        // seq 100 | drip -r 10/s --max-wait 1050ms -o drop-oldest: 1
+        // leaves, and each record from 12 on evicts the oldest waiting one.
+        let mut a = admission_waiting("10/s", Overflow::DropOldest, S + S / 20);
         let mut ledger = Ledger::new(true);
         a.arrive(0, seg(1, 100), Overflow::DropOldest, true, &mut ledger);
         let c = ledger.counts();
@@ -712,7 +718,7 @@ mod tests {
 
     #[test]
     fn fail_hands_back_what_cannot_leave_in_time_and_says_when_it_would() {
-        let mut a = admission_waiting("10/s", Overflow::Fail, S);
+        let mut a = admission_waiting("10/s", Overflow::Fail, S + S / 20);
         let mut ledger = Ledger::new(false);
         match a.arrive(0, seg(1, 20), Overflow::Fail, true, &mut ledger) {
             Offered::Overflowed(rest) => assert_eq!(numbers(&[rest])[0], "12"),
@@ -734,7 +740,7 @@ mod tests {
     fn records_held_up_after_arrival_expire_and_are_not_refused() {
         // Records 2..5 could leave by 400 ms, but stdout takes nothing
         // until 2 s: they expire while waiting, as without a forecast.
-        let mut a = admission_waiting("10/s", Overflow::DropNewest, S);
+        let mut a = admission_waiting("10/s", Overflow::DropNewest, S + S / 20);
         let mut ledger = Ledger::new(false);
         a.arrive(0, seg(1, 5), Overflow::DropNewest, true, &mut ledger);
         a.arrive(S / 2, seg(6, 6), Overflow::DropNewest, false, &mut ledger);

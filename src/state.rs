@@ -423,6 +423,10 @@ pub(crate) struct Shared {
     pub(crate) jobs: OnceLock<Arc<dyn Jobs>>,
     /// The counters of `--share`, when set.
     pub(crate) share: OnceLock<crate::shared::Counters>,
+    /// `--capacity` given as a duration: what it came to, for the summary.
+    pub(crate) capacity_for: Option<crate::stats::CapacityFor>,
+    /// `--key-capacity` given as a duration: what it came to.
+    pub(crate) key_capacity_for: Option<crate::stats::CapacityFor>,
 }
 
 impl Shared {
@@ -540,6 +544,7 @@ impl Shared {
         Snapshot {
             counts: st.ledger.counts(),
             depth: bucket.len() as u64,
+            bytes: bucket.bytes() as u64,
             max_depth: bucket.max_depth() as u64,
             oldest_age_ns: bucket.oldest_arrival().map_or(0, |t| now.saturating_sub(t)),
             forecast_wait_ns,
@@ -584,7 +589,8 @@ impl Shared {
                 oldest_age_ms: snap.oldest_age_ns as f64 / 1e6,
                 forecast_wait_ms: snap.forecast_wait_ns.map(|w| w as f64 / 1e6),
             },
-            capacity_for: None,
+            capacity_for: self.capacity_for.clone(),
+            key_capacity_for: self.key_capacity_for.clone(),
             jobs: self.jobs.get().map(|j| j.stats()),
             keys: self.keys_stats(),
             // Not under the state's lock: the keepers take theirs first.

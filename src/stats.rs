@@ -192,6 +192,9 @@ pub struct Summary {
     /// A capacity given as a duration (`-c 30s`): what it came to.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capacity_for: Option<CapacityFor>,
+    /// A key capacity given as a duration (`--key-capacity 30s`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_capacity_for: Option<CapacityFor>,
     /// The command runner's figures (`--exec`).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub jobs: Option<JobStats>,
@@ -247,29 +250,21 @@ pub struct CapacityFor {
     pub capacity: u64,
     /// `records` or `bytes`.
     pub unit: &'static str,
-    /// The limit that set it, as given: `--rate 10/s`.
+    /// The limit that set it: `--rate 10/s`.
     pub set_by: String,
-    /// With `--key-capacity DURATION`: what that came to, in records of
-    /// one key, and the key rate it came from.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub key_capacity: Option<u64>,
 }
 
 impl CapacityFor {
-    /// The summary's clause: `cap 300 (30s, by --rate 10/s)`, with
-    /// `--key-capacity DURATION` `key cap 50` after it.
-    pub fn clause(&self) -> String {
+    /// The summary's clause, `what` being `cap` or `key cap`: `cap 300
+    /// (30s, by --rate 10/s)`.
+    pub fn clause(&self, what: &str) -> String {
         let unit = if self.unit == "bytes" { " bytes" } else { "" };
-        let mut text = format!(
-            "cap {}{unit} ({}, by {})",
+        format!(
+            "{what} {}{unit} ({}, by {})",
             self.capacity,
             format_duration_ms(self.duration_ms),
             self.set_by
-        );
-        if let Some(key) = self.key_capacity {
-            text.push_str(&format!(", key cap {key}"));
-        }
-        text
+        )
     }
 }
 
@@ -430,7 +425,10 @@ impl Summary {
         }
         clauses.push((format!("undelivered {}", c.undelivered), ";"));
         if let Some(cap) = &self.capacity_for {
-            clauses.push((cap.clause(), ";"));
+            clauses.push((cap.clause("cap"), ";"));
+        }
+        if let Some(cap) = &self.key_capacity_for {
+            clauses.push((cap.clause("key cap"), ";"));
         }
         if let Some(queue) = self.queue.clause() {
             clauses.push((queue, ","));
@@ -687,6 +685,7 @@ mod tests {
             span_ms: 2000.0,
             queue: Queue::default(),
             capacity_for: None,
+            key_capacity_for: None,
             jobs: None,
             keys: None,
             share: None,
@@ -757,6 +756,7 @@ mod tests {
             span_ms: 8900.0,
             queue: Queue::default(),
             capacity_for: None,
+            key_capacity_for: None,
             jobs: None,
             keys: None,
             share: None,

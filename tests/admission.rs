@@ -8,7 +8,8 @@
 //!
 //! With `--max-wait` under a drop or fail policy, the model refuses at
 //! arrival a record whose departure, simulated record by record behind
-//! those waiting, is later than `--max-wait` after its arrival (under
+//! those waiting, is later than `--max-wait` after its arrival, less the
+//! slack (under
 //! drop-oldest it evicts the oldest waiting records one by one until the
 //! arriving one makes it); drip keeps a forecast instead of simulating
 //! again. The counts of drops by kind and of refusals must agree too.
@@ -248,7 +249,9 @@ impl Model<'_> {
         }
         let policy = self.case.policy;
         if let Some(max_wait) = self.case.max_wait_ms.map(|m| m * MS) {
-            let deadline = t + max_wait;
+            // Less the slack: a wake-up that late must not expire it.
+            let slack = self.limits.iter().map(|l| l.slack).min().expect("a limit");
+            let deadline = (t + max_wait).saturating_sub(slack);
             if policy != Overflow::Block && self.leaves(t, 0, size) > deadline {
                 match policy {
                     Overflow::Fail => return Err(()),
