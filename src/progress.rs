@@ -476,6 +476,16 @@ fn fit(text: &str, width: usize) -> String {
         return text.to_string();
     }
     let mut text = text.to_string();
+    // The oldest age and the wait go first (the stats stream has them).
+    if let Some(start) = text.find(" | oldest ").or_else(|| text.find(" | wait ")) {
+        let end = text[start + 1..]
+            .find(" | ")
+            .map_or(text.len(), |i| start + 1 + i);
+        text.replace_range(start..end, "");
+    }
+    if text.len() <= width {
+        return text;
+    }
     if let (Some(open), Some(close)) = (text.find(" ["), text.find("] ")) {
         text.replace_range(open + 1..close + 2, "");
     }
@@ -689,6 +699,12 @@ mod tests {
         let text = ui.compose(&idle);
         assert!(
             !text.contains("oldest") && text.contains("| wait 0.0s"),
+            "{text}"
+        );
+        // On a narrow terminal they go first, before the gauge.
+        let text = fit(&ui.compose(&snap), 90);
+        assert!(
+            text.contains("] 12/300 (30s) queued") && !text.contains("wait"),
             "{text}"
         );
     }
