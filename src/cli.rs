@@ -9,6 +9,7 @@ use clap::builder::{PathBufValueParser, PossibleValue, TypedValueParser};
 use clap::{Parser, ValueHint};
 
 use crate::bucket::Overflow;
+use crate::cost::Cost;
 pub use crate::input::Input;
 use crate::input::Oversize;
 use crate::key::{parse_key, KeyArg, KeySpec};
@@ -236,6 +237,27 @@ pub struct Cli {
     #[arg(long, value_name = "SIZE/UNIT[:BURST]", value_parser = byte_rate_arg, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true)]
     pub byte_rate: Vec<(Rate, u64)>,
 
+    /// Where a record's cost is (tokens, a weight), for --cost-rate: a field
+    /// number (--cost 2; fields split on blanks, or on --field-separator)
+    /// or a regular expression whose first capture group is the cost
+    /// (--cost '"tokens": *([0-9]+)'), in the record without its delimiter.
+    /// A cost is a whole number from 0 to 2^53, blanks around it allowed. A
+    /// record whose cost cannot be read (no such field, no match, not a
+    /// whole number) costs 1 and is still passed on; the first such record
+    /// is named once on stderr. Needs --cost-rate
+    #[arg(long, value_name = "FIELD|REGEX", value_parser = parse_key, value_hint = ValueHint::Other)]
+    pub cost: Option<KeyArg>,
+
+    /// Cost per unit of time, as --rate (100000/min, 500/s); a record spends
+    /// the cost --cost reads from it, as --byte-rate spends its size.
+    /// BURST (default 1) is how much cost may leave back to back; a record
+    /// costing more than BURST leaves alone once a full burst is saved, and
+    /// the next waits until it is paid for. A record costing 0 waits for no
+    /// cost limit. May be given more than once; not with --share. Needs
+    /// --cost
+    #[arg(long, value_name = "N/UNIT[:BURST]", value_parser = cost_rate_arg, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true)]
+    pub cost_rate: Vec<(Rate, u64)>,
+
     /// One record every DURATION (100ms, 2s, 1m; at most 100y): another way
     /// to give the rate
     #[arg(short, long, value_name = "DURATION", value_parser = interval_arg, value_hint = ValueHint::Other, conflicts_with = "rate", allow_hyphen_values = true)]
@@ -435,6 +457,21 @@ fn byte_rate_arg(text: &str) -> Result<(Rate, u64), String> {
     Ok((rate, burst))
 }
 
+/// Parse `--cost-rate`: `N/UNIT` or `N/UNIT:BURST`.
+fn cost_rate_arg(text: &str) -> Result<(Rate, u64), String> {
+    let (rate_text, burst) = match text.rsplit_once(':') {
+        Some((rate, burst)) => (rate, burst_arg(burst)?),
+        None => (text, 1),
+    };
+    match parse_rate(rate_text) {
+        Ok(Rate::Unlimited) => Err(format!(
+            "a cost limit needs a rate, not inf (expected {RATE_FORMS}[:BURST])"
+        )),
+        Ok(rate) => Ok((rate, burst)),
+        Err(why) => Err(why),
+    }
+}
+
 /// Parse the burst after a colon.
 fn burst_arg(text: &str) -> Result<u64, String> {
     positive_u64(text).map_err(|why| format!("burst '{text}': {why}"))
@@ -631,6 +668,8 @@ pub struct Config {
     pub jobs: Option<crate::jobs::JobConfig>,
     /// Limits per key (`--key`, `--key-rate`), if any.
     pub key: Option<KeyConfig>,
+    /// How a record's cost is read (`--cost`), for the cost limits.
+    pub cost: Option<Cost>,
 }
 
 impl Config {
@@ -684,6 +723,11 @@ fn limits(cli: &Cli) -> Result<Vec<Limit>, clap::Error> {
                     "--burst: it is a burst of records; give a byte rate's burst as SIZE/UNIT:BURST",
                 );
             }
+            [] if !cli.cost_rate.is_empty() => {
+                return ambiguous(
+                    "--burst: it is a burst of records; give a cost rate's burst as N/UNIT:BURST",
+                );
+            }
             [] if !cli.key_rate.is_empty() => {
                 return ambiguous(
                     "--burst: there is no --rate for it; give each key's burst as --key-rate RATE:BURST",
@@ -700,8 +744,12 @@ fn limits(cli: &Cli) -> Result<Vec<Limit>, clap::Error> {
             }
         }
     }
-    // With limits per key, no --rate means no global limit.
-    if rates.is_empty() && cli.byte_rate.is_empty() && cli.key_rate.is_empty() {
+    // With limits per key or of cost, no --rate means no record limit.
+    if rates.is_empty()
+        && cli.byte_rate.is_empty()
+        && cli.key_rate.is_empty()
+        && cli.cost_rate.is_empty()
+    {
         rates.push((ONE_PER_SECOND, None));
     }
     let records = rates
@@ -717,7 +765,12 @@ fn limits(cli: &Cli) -> Result<Vec<Limit>, clap::Error> {
         burst,
         unit: Unit::Bytes,
     });
-    Ok(records.chain(bytes).collect())
+    let costs = cli.cost_rate.iter().map(|&(rate, burst)| Limit {
+        rate,
+        burst,
+        unit: Unit::Cost,
+    });
+    Ok(records.chain(bytes).chain(costs).collect())
 }
 
 /// Limits per key from `--key`, `--key-rate`, `--field-separator`,
@@ -742,8 +795,8 @@ fn key_config(cli: &Cli, delimiter: u8) -> Result<Option<KeyConfig>, clap::Error
         ([], []) => {
             for (given, flag) in [
                 (
-                    cli.field_separator.is_some(),
-                    "--field-separator: needs --key N",
+                    cli.field_separator.is_some() && !matches!(cli.cost, Some(KeyArg::Field(_))),
+                    "--field-separator: needs --key N or --cost N",
                 ),
                 (cli.key_capacity.is_some(), "--key-capacity: needs --key"),
                 (cli.max_keys.is_some(), "--max-keys: needs --key"),
@@ -768,6 +821,41 @@ fn key_config(cli: &Cli, delimiter: u8) -> Result<Option<KeyConfig>, clap::Error
         max_keys: cli.max_keys.unwrap_or(DEFAULT_MAX_KEYS),
         key_capacity: cli.key_capacity.unwrap_or(cli.capacity),
     }))
+}
+
+/// How a record's cost is read, from `--cost`, `--cost-rate` and
+/// `--field-separator`.
+///
+/// # Errors
+/// One of `--cost` and `--cost-rate` without the other, `--cost-rate` with
+/// `--share` (cost limits are not shared), or a field separator that is the
+/// record delimiter.
+fn cost_config(cli: &Cli, delimiter: u8) -> Result<Option<Cost>, clap::Error> {
+    use clap::CommandFactory;
+    let usage =
+        |why: &str| Err(Cli::command().error(clap::error::ErrorKind::MissingRequiredArgument, why));
+    let arg = match (&cli.cost, cli.cost_rate.is_empty()) {
+        (None, true) => return Ok(None),
+        (Some(_), true) => {
+            return usage("--cost: needs --cost-rate, the limit the cost is spent on")
+        }
+        (None, false) => return usage("--cost-rate: needs --cost, where a record's cost is"),
+        (Some(arg), false) => arg.clone(),
+    };
+    if !cli.share.is_empty() {
+        return Err(Cli::command().error(
+            clap::error::ErrorKind::ArgumentConflict,
+            "--cost-rate: cost limits are local; they are not shared with --share",
+        ));
+    }
+    let separator = match arg {
+        KeyArg::Field(_) => cli.field_separator,
+        KeyArg::Pattern(_) => None,
+    };
+    if separator == Some(delimiter) {
+        return usage("--field-separator: it is the record delimiter, which no field contains");
+    }
+    Ok(Some(Cost::new(KeySpec::new(arg, separator), delimiter)))
 }
 
 /// Keys remembered at most unless `--max-keys` says.
@@ -826,6 +914,7 @@ impl TryFrom<Cli> for Config {
             cli.delimiter.unwrap_or(b'\n')
         };
         let key = key_config(&cli, delimiter)?;
+        let cost = cost_config(&cli, delimiter)?;
         let inputs = if cli.files.is_empty() {
             vec![Input::Stdin]
         } else {
@@ -866,6 +955,7 @@ impl TryFrom<Cli> for Config {
             share,
             jobs,
             key,
+            cost,
         })
     }
 }
@@ -1091,12 +1181,12 @@ mod tests {
                 _ => {}
             }
         }
-        // rate, byte-rate, interval, burst, capacity, capacity-bytes,
-        // delimiter, max-record, max-wait, stats-interval, share,
+        // rate, byte-rate, cost, cost-rate, interval, burst, capacity,
+        // capacity-bytes, delimiter, max-record, max-wait, stats-interval, share,
         // share-peers; jobs, retries, retry-on, overload-on, backoff,
         // timeout, deadline; key, field-separator, key-rate, key-capacity,
         // max-keys.
-        assert_eq!(other, 24);
+        assert_eq!(other, 26);
     }
 
     #[test]

@@ -243,7 +243,7 @@ impl Pool {
     /// a pause, the `--adapt` spacing) and take it, ahead of the records
     /// in the bucket. `Err` with the record's outcome at a stop (undelivered)
     /// or past its deadline (expired).
-    fn take_slot(&self, size: usize, deadline: Option<u64>) -> Result<(), Outcome> {
+    fn take_slot(&self, record: &[u8], deadline: Option<u64>) -> Result<(), Outcome> {
         loop {
             let wait = {
                 let mut st = self.shared.lock();
@@ -252,10 +252,10 @@ impl Pool {
                     return Err(Outcome::Expired);
                 }
                 let schedule = st.adm.schedule_mut();
-                if schedule.release(now, 1, &mut std::iter::once(size)) == 1 {
+                if schedule.release(now, 1, &mut std::iter::once(record)) == 1 {
                     return Ok(());
                 }
-                schedule.next_due(size).saturating_sub(now)
+                schedule.next_due(record).saturating_sub(now)
             };
             if self.stopping() {
                 return Err(Outcome::Undelivered);
@@ -399,7 +399,7 @@ impl Pool {
             if !self.sleep_until(at) {
                 return Outcome::Undelivered;
             }
-            if let Err(outcome) = self.take_slot(bytes.len(), deadline) {
+            if let Err(outcome) = self.take_slot(bytes, deadline) {
                 return outcome;
             }
         }
