@@ -154,6 +154,10 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
             return
         }
+        { $_ -in '--order-window' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
     }
 
     $completions = @(switch ($command) {
@@ -198,6 +202,7 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Kill an attempt that runs longer than DURATION: TERM to its process group, KILL one second later')
             [CompletionResult]::new('--deadline', '--deadline', [CompletionResultType]::ParameterName, 'Give up on a record DURATION after it was read, counting its time in the bucket and all its attempts: it expires')
             [CompletionResult]::new('--joblog', '--joblog', [CompletionResultType]::ParameterName, 'Write one JSON line per attempt to FILE')
+            [CompletionResult]::new('--order-window', '--order-window', [CompletionResultType]::ParameterName, 'With --keep-order: how many records may start ahead of the oldest one whose output is not written out yet (each record''s output is held in memory up to 64 KiB, in a temporary file beyond) [default: 1000]')
             [CompletionResult]::new('-0', '-0', [CompletionResultType]::ParameterName, 'Records end with NUL instead of newline, on input and output')
             [CompletionResult]::new('--null', '--null', [CompletionResultType]::ParameterName, 'Records end with NUL instead of newline, on input and output')
             [CompletionResult]::new('--drain', '--drain', [CompletionResultType]::ParameterName, 'On the first stopping signal (SIGINT, SIGTERM, SIGHUP, ...), stop reading but write what the bucket holds at the rate before exiting')
@@ -207,6 +212,8 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'No progress display: stderr gets only errors and what --stats and --stats-interval ask for')
             [CompletionResult]::new('--record-on-stdin', '--record-on-stdin', [CompletionResultType]::ParameterName, 'Give each job its record on stdin instead of as an argument')
             [CompletionResult]::new('--adapt', '--adapt', [CompletionResultType]::ParameterName, 'Lower the rate on each overload (halve it) and raise it back on successes, never above the configured rate')
+            [CompletionResult]::new('-k', '-k', [CompletionResultType]::ParameterName, 'Write each job''s output in input order, whole, whatever order the jobs end in (stderr is passed on as it comes). Outputs wait for the records before them; at most --order-window records start ahead of the oldest one not written out, so a long job holds new starts back')
+            [CompletionResult]::new('--keep-order', '--keep-order', [CompletionResultType]::ParameterName, 'Write each job''s output in input order, whole, whatever order the jobs end in (stderr is passed on as it comes). Outputs wait for the records before them; at most --order-window records start ahead of the oldest one not written out, so a long job holds new starts back')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')

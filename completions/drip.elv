@@ -58,6 +58,7 @@ set edit:completion:arg-completer[drip] = {|@words|
             cand --timeout 'Kill an attempt that runs longer than DURATION: TERM to its process group, KILL one second later'
             cand --deadline 'Give up on a record DURATION after it was read, counting its time in the bucket and all its attempts: it expires'
             cand --joblog 'Write one JSON line per attempt to FILE'
+            cand --order-window 'With --keep-order: how many records may start ahead of the oldest one whose output is not written out yet (each record''s output is held in memory up to 64 KiB, in a temporary file beyond) [default: 1000]'
             cand -0 'Records end with NUL instead of newline, on input and output'
             cand --null 'Records end with NUL instead of newline, on input and output'
             cand --drain 'On the first stopping signal (SIGINT, SIGTERM, SIGHUP, ...), stop reading but write what the bucket holds at the rate before exiting'
@@ -67,6 +68,8 @@ set edit:completion:arg-completer[drip] = {|@words|
             cand --quiet 'No progress display: stderr gets only errors and what --stats and --stats-interval ask for'
             cand --record-on-stdin 'Give each job its record on stdin instead of as an argument'
             cand --adapt 'Lower the rate on each overload (halve it) and raise it back on successes, never above the configured rate'
+            cand -k 'Write each job''s output in input order, whole, whatever order the jobs end in (stderr is passed on as it comes). Outputs wait for the records before them; at most --order-window records start ahead of the oldest one not written out, so a long job holds new starts back'
+            cand --keep-order 'Write each job''s output in input order, whole, whatever order the jobs end in (stderr is passed on as it comes). Outputs wait for the records before them; at most --order-window records start ahead of the oldest one not written out, so a long job holds new starts back'
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
             cand -V 'Print version'
@@ -123,6 +126,7 @@ set edit:completion:arg-completer[drip] = {|@words|
     } elif (or (eq $prev --deadline)) {
     } elif (or (eq $prev --joblog)) {
         edit:complete-filename $words[-1]
+    } elif (or (eq $prev --order-window)) {
     } else {
         if (not (str:has-prefix $words[-1] '-')) {
             edit:complete-filename $words[-1]

@@ -37,6 +37,7 @@ complete -c drip -l backoff -d 'Wait before retry n: a random time between 0 and
 complete -c drip -l timeout -d 'Kill an attempt that runs longer than DURATION: TERM to its process group, KILL one second later' -r -f
 complete -c drip -l deadline -d 'Give up on a record DURATION after it was read, counting its time in the bucket and all its attempts: it expires' -r -f
 complete -c drip -l joblog -d 'Write one JSON line per attempt to FILE' -r -F
+complete -c drip -l order-window -d 'With --keep-order: how many records may start ahead of the oldest one whose output is not written out yet (each record\'s output is held in memory up to 64 KiB, in a temporary file beyond) [default: 1000]' -r -f
 complete -c drip -s 0 -l null -d 'Records end with NUL instead of newline, on input and output'
 complete -c drip -l drain -d 'On the first stopping signal (SIGINT, SIGTERM, SIGHUP, ...), stop reading but write what the bucket holds at the rate before exiting'
 complete -c drip -l stats -d 'Print a summary on stderr at exit'
@@ -44,5 +45,6 @@ complete -c drip -l progress -d 'Draw the live display on stderr even when it is
 complete -c drip -s q -l quiet -d 'No progress display: stderr gets only errors and what --stats and --stats-interval ask for'
 complete -c drip -l record-on-stdin -d 'Give each job its record on stdin instead of as an argument'
 complete -c drip -l adapt -d 'Lower the rate on each overload (halve it) and raise it back on successes, never above the configured rate'
+complete -c drip -s k -l keep-order -d 'Write each job\'s output in input order, whole, whatever order the jobs end in (stderr is passed on as it comes). Outputs wait for the records before them; at most --order-window records start ahead of the oldest one not written out, so a long job holds new starts back'
 complete -c drip -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c drip -s V -l version -d 'Print version'

@@ -904,8 +904,7 @@ impl TryFrom<Cli> for Config {
         use clap::CommandFactory;
         let limits = limits(&cli)?;
         let share = share(&cli, &limits)?;
-        let jobs = cli.job_args.config().map_err(|flag| {
-            let why = format!("{flag}: only with --exec (the command to run per record)");
+        let jobs = cli.job_args.config().map_err(|why| {
             Cli::command().error(clap::error::ErrorKind::MissingRequiredArgument, why)
         })?;
         let delimiter = if cli.null {
