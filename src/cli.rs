@@ -1183,9 +1183,9 @@ mod tests {
         // rate, byte-rate, cost, cost-rate, interval, burst, capacity,
         // capacity-bytes, delimiter, max-record, max-wait, stats-interval, share,
         // share-peers; jobs, retries, retry-on, overload-on, backoff,
-        // timeout, deadline; key, field-separator, key-rate, key-capacity,
+        // timeout, deadline, order-window; key, field-separator, key-rate, key-capacity,
         // max-keys.
-        assert_eq!(other, 26);
+        assert_eq!(other, 27);
     }
 
     #[test]
