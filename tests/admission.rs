@@ -163,7 +163,11 @@ impl ModelLimit {
         self.tat_at(t) as i128 + (counted - self.burst as i128) * self.interval as i128
     }
 
+    /// A record costing nothing changes nothing.
     fn take(&mut self, t: u64, (size, cost): (usize, u64)) {
+        if self.cost(size, cost) == 0 {
+            return;
+        }
         self.tat = Some(self.tat_at(t) + self.cost(size, cost) * self.interval);
     }
 }
