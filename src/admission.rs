@@ -110,9 +110,9 @@ pub struct Admission {
     /// The schedule after every waiting record has left when the forecast
     /// says; `None` when not known (made again when asked).
     forecast: Option<Forecast>,
-    /// Size in bytes of the latest record to arrive: the size a forecast
-    /// of "a record arriving now" assumes.
-    last_size: usize,
+    /// The first record of the latest read (its delimiter included): the
+    /// record a forecast of "a record arriving now" assumes.
+    last_record: Vec<u8>,
     /// Under `fail`: how long (ns) after its arrival the forecast put the
     /// departure of the record handed back, when that was why.
     refused_wait_ns: Option<u64>,
@@ -131,7 +131,7 @@ impl Admission {
             longest_wait_ns: 0,
             keyed: None,
             forecast: None,
-            last_size: 1,
+            last_record: b"\n".to_vec(),
             refused_wait_ns: None,
         }
     }
@@ -212,7 +212,10 @@ impl Admission {
         ledger: &mut Ledger,
     ) -> Offered {
         seg.arrived = now;
-        self.last_size = seg.bytes_of_first(1).max(1);
+        if let Some(first) = seg.records().next() {
+            self.last_record.clear();
+            self.last_record.extend_from_slice(first);
+        }
         self.expire(now, ledger);
         if let Some(keyed) = self.keyed.as_deref_mut() {
             if may_leave {
@@ -234,7 +237,7 @@ impl Admission {
             // Waiting records that are due go first.
             self.release(now);
             if self.bucket.is_empty() {
-                let n = self.schedule.release(now, seg.len(), &mut sizes(&seg));
+                let n = self.schedule.release(now, seg.len(), &mut seg.records());
                 if n > 0 {
                     ledger.read(n);
                     self.push_outbox(seg.split_front(n));
@@ -277,8 +280,8 @@ impl Admission {
         }
         if self.forecast.is_none() {
             let mut forecast = Forecast::new(self.schedule.forecast()?, now);
-            for size in self.bucket.sizes() {
-                forecast.push(now, size);
+            for record in self.bucket.records() {
+                forecast.push(now, record);
             }
             self.forecast = Some(forecast);
         }
@@ -309,11 +312,22 @@ impl Admission {
         let alike = !self.schedule.weighs_bytes();
         let room_alike = alike && self.bucket.capacity_bytes() == usize::MAX;
         while !seg.is_empty() {
-            let size = seg.bytes_of_first(1);
+            if may_leave && self.bucket.is_empty() {
+                // A refusal can leave nothing waiting ahead of the next.
+                let n = self.schedule.release(now, seg.len(), &mut seg.records());
+                if n > 0 {
+                    ledger.read(n);
+                    self.push_outbox(seg.split_front(n));
+                    continue;
+                }
+            }
+            let first = seg.clone().split_front(1);
+            let record = first.as_bytes();
+            let size = record.len();
             let Some(forecast) = self.forecast_at(now) else {
                 return self.wait(now, seg, policy, ledger);
             };
-            let leaves = forecast.peek(now, size);
+            let leaves = forecast.peek(now, record);
             let mut evicted = false;
             if leaves > deadline {
                 match policy {
@@ -321,7 +335,7 @@ impl Admission {
                         self.refused_wait_ns = Some(leaves - now);
                         return Offered::Overflowed(seg);
                     }
-                    Overflow::DropOldest if self.evict_in_time(now, deadline, size, ledger) => {
+                    Overflow::DropOldest if self.evict_in_time(now, deadline, record, ledger) => {
                         evicted = true;
                     }
                     _ => {
@@ -350,7 +364,7 @@ impl Admission {
             self.wait(now, seg.split_front(1), policy, ledger);
             match self.forecast.as_mut() {
                 Some(forecast) if !evicted => {
-                    forecast.push(now, size);
+                    forecast.push(now, record);
                 }
                 _ => self.forecast = None,
             }
@@ -364,22 +378,28 @@ impl Admission {
     }
 
     /// Under `drop-oldest`: evict the fewest waiting records, oldest first,
-    /// that let a record of `size` bytes arriving at `now` leave by
+    /// that let `record` arriving at `now` leave by
     /// `deadline`, as refused. Returns false, evicting nothing, when even
     /// an empty bucket would not let it. A binary search over how many to
     /// evict (fewer records ahead never leave a record later): O(waiting
     /// records × log of them).
-    fn evict_in_time(&mut self, now: u64, deadline: u64, size: usize, ledger: &mut Ledger) -> bool {
+    fn evict_in_time(
+        &mut self,
+        now: u64,
+        deadline: u64,
+        record: &[u8],
+        ledger: &mut Ledger,
+    ) -> bool {
         let Some(limits) = self.schedule.forecast() else {
             return false;
         };
         let bucket = &self.bucket;
         let leaves_after = |evicted: usize| {
             let mut forecast = Forecast::new(limits.clone(), now);
-            for size in bucket.sizes().skip(evicted) {
-                forecast.push(now, size);
+            for waiting in bucket.records().skip(evicted) {
+                forecast.push(now, waiting);
             }
-            forecast.peek(now, size)
+            forecast.peek(now, record)
         };
         let len = bucket.len();
         if leaves_after(len) > deadline {
@@ -401,13 +421,15 @@ impl Admission {
         true
     }
 
-    /// How long (ns) a record arriving at `now`, of the size of the latest
-    /// one read, would wait before it leaves: the forecast over the records
+    /// How long (ns) a record arriving at `now`, like the first of the
+    /// latest read, would wait before it leaves: the forecast over the records
     /// waiting ahead of it and every limit (not a pause, not a stalled
     /// stdout). `None` when the schedule cannot be forecast.
     pub fn forecast_wait(&mut self, now: u64) -> Option<u64> {
-        let size = self.last_size;
-        let leaves = self.forecast_at(now)?.peek(now, size);
+        let record = std::mem::take(&mut self.last_record);
+        let leaves = self.forecast_at(now).map(|f| f.peek(now, &record));
+        self.last_record = record;
+        let leaves = leaves?;
         Some(leaves.saturating_sub(now))
     }
 
@@ -450,7 +472,7 @@ impl Admission {
             self.outbox_len += n;
             return n;
         }
-        let Some(front) = self.bucket.front_size() else {
+        let Some(front) = self.bucket.front_record() else {
             return 0;
         };
         let late = self.forecast.is_some()
@@ -458,7 +480,7 @@ impl Admission {
         let available = self.bucket.len();
         let n = self
             .schedule
-            .release(now, available, &mut self.bucket.sizes());
+            .release(now, available, &mut self.bucket.records());
         if n > 0 {
             if late {
                 // The schedule may have restarted: the forecast is off.
@@ -506,8 +528,8 @@ impl Admission {
                 (e, x) => e.or(x),
             };
         }
-        let size = self.bucket.front_size()?;
-        let due = self.schedule.next_due(size);
+        let front = self.bucket.front_record()?;
+        let due = self.schedule.next_due(front);
         Some(self.next_expiry().map_or(due, |e| e.min(due)))
     }
 
@@ -540,12 +562,6 @@ impl Admission {
         self.bucket.drain(fate, &mut |s, f| ledger.dispose(s, f));
     }
 }
-
-/// Each record's size in bytes, delimiter included.
-fn sizes(seg: &Segment) -> impl Iterator<Item = usize> + '_ {
-    seg.records().map(<[u8]>::len)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
