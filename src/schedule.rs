@@ -472,7 +472,8 @@ mod tests {
         ];
         let sizes: Vec<usize> = (0..80).map(|i| 1 + (i * 53) % 200).collect();
         let mut forecast = Forecast::new(Limits::new(&limits).forecast().unwrap(), 0);
-        let predicted: Vec<u64> = sizes.iter().map(|&s| forecast.push(0, s)).collect();
+        let records: Vec<Vec<u8>> = sizes.iter().map(|&n| vec![b'x'; n]).collect();
+        let predicted: Vec<u64> = records.iter().map(|r| forecast.push(0, r)).collect();
         assert_eq!(predicted, departures(&mut Limits::new(&limits), &sizes));
         assert_eq!(forecast.last(), *predicted.last().unwrap());
     }
