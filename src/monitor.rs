@@ -65,6 +65,9 @@ struct Tick {
     /// With limits per key: keys with records waiting now.
     #[serde(skip_serializing_if = "Option::is_none")]
     busy_keys: Option<u64>,
+    /// Paused by `drip ctl … pause` (only said when `true`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    paused: bool,
 }
 
 impl Tick {
@@ -95,6 +98,7 @@ impl Tick {
             jobs,
             keys: snap.keys.map(|k| k.0),
             busy_keys: snap.keys.map(|k| k.1),
+            paused: snap.paused,
         }
     }
 }

@@ -172,6 +172,15 @@ pub(crate) trait Jobs: Send + Sync + std::fmt::Debug {
     /// then KILL, every job's process group; returns their records, now
     /// undelivered.
     fn abandon(&self) -> Vec<Segment>;
+    /// How many jobs may run at once (`-j`).
+    fn slots(&self) -> usize;
+    /// Let `n` jobs run at once from now on (`drip ctl … -j`): more start
+    /// at once when raised; when lowered, running jobs finish and no new
+    /// one starts until fewer than `n` run.
+    fn set_slots(&self, n: usize);
+    /// The jobs running now: each one's number (in order of start), its
+    /// record, and its attempts so far.
+    fn running(&self) -> Vec<(u64, Segment)>;
 }
 
 /// After a second signal, how long jobs have between TERM and KILL.
@@ -270,6 +279,7 @@ impl State {
             && self.pending.is_none()
             && self.tail.is_none()
             && !self.stop_reading
+            && !self.adm.paused()
     }
 
     /// Whether the writer can take records now. Unpaced: it is between
@@ -293,8 +303,10 @@ impl State {
     /// stdout has stopped making room for a while, never to the size of a
     /// read; until then, `block`.
     pub(crate) fn policy(&self, now: u64, unpaced: bool) -> Overflow {
-        let patient =
-            unpaced && (self.writer_waiting || now.saturating_sub(self.last_take) < STALL_NS);
+        // Paused, the writer takes nothing: the policy applies as set.
+        let patient = unpaced
+            && !self.adm.paused()
+            && (self.writer_waiting || now.saturating_sub(self.last_take) < STALL_NS);
         if patient {
             Overflow::Block
         } else {
@@ -543,6 +555,7 @@ impl Shared {
                 .adm
                 .keys()
                 .map(|k| (k.keys() as u64, k.busy_keys() as u64)),
+            paused: st.adm.paused(),
         }
     }
 
@@ -575,6 +588,7 @@ impl Shared {
             keys: self.keys_stats(),
             // Not under the state's lock: the keepers take theirs first.
             share: self.share.get().map(crate::shared::Counters::stats),
+            paused: snap.paused,
         }
     }
 }
