@@ -91,23 +91,73 @@ pub fn render(summary: &Summary, gauges: &Gauges) -> String {
     let mut out = String::new();
     let pid = gauges.pid.to_string();
     let name = gauges.name.clone().unwrap_or_default();
-    Family::new(&mut out, "drip_info", "gauge", "The drip these figures are of.").sample(
+    Family::new(
+        &mut out,
         "drip_info",
-        &[("pid", &pid), ("name", &name)],
-        1.0,
-    );
+        "gauge",
+        "The drip these figures are of.",
+    )
+    .sample("drip_info", &[("pid", &pid), ("name", &name)], 1.0);
     records(&mut out, summary);
     let g = gauges;
-    single(&mut out, "drip_start_time_seconds", "gauge", "When drip started, seconds since the epoch.", g.started);
-    single(&mut out, "drip_elapsed_seconds", "gauge", "Time since drip started, seconds.", summary.elapsed_ms / 1e3);
-    single(&mut out, "drip_queue_depth", "gauge", "Records waiting now.", g.depth as f64);
-    single(&mut out, "drip_queue_max_depth", "gauge", "The most records that waited at once.", summary.max_depth as f64);
-    single(&mut out, "drip_oldest_age_seconds", "gauge", "Age of the oldest waiting record, seconds (0: none waits).", g.oldest_age_ns as f64 / 1e9);
+    single(
+        &mut out,
+        "drip_start_time_seconds",
+        "gauge",
+        "When drip started, seconds since the epoch.",
+        g.started,
+    );
+    single(
+        &mut out,
+        "drip_elapsed_seconds",
+        "gauge",
+        "Time since drip started, seconds.",
+        summary.elapsed_ms / 1e3,
+    );
+    single(
+        &mut out,
+        "drip_queue_depth",
+        "gauge",
+        "Records waiting now.",
+        g.depth as f64,
+    );
+    single(
+        &mut out,
+        "drip_queue_max_depth",
+        "gauge",
+        "The most records that waited at once.",
+        summary.max_depth as f64,
+    );
+    single(
+        &mut out,
+        "drip_oldest_age_seconds",
+        "gauge",
+        "Age of the oldest waiting record, seconds (0: none waits).",
+        g.oldest_age_ns as f64 / 1e9,
+    );
     if g.rate_limit.is_finite() {
-        single(&mut out, "drip_rate_limit_records_per_second", "gauge", "The tightest record limit in force, records per second.", g.rate_limit);
+        single(
+            &mut out,
+            "drip_rate_limit_records_per_second",
+            "gauge",
+            "The tightest record limit in force, records per second.",
+            g.rate_limit,
+        );
     }
-    single(&mut out, "drip_rate_records_per_second", "gauge", "Records written (jobs started) per second between the first departure and the last.", summary.rate.unwrap_or(0.0));
-    single(&mut out, "drip_paused", "gauge", "1 while paused by drip ctl, else 0.", f64::from(u8::from(summary.paused)));
+    single(
+        &mut out,
+        "drip_rate_records_per_second",
+        "gauge",
+        "Records written (jobs started) per second between the first departure and the last.",
+        summary.rate.unwrap_or(0.0),
+    );
+    single(
+        &mut out,
+        "drip_paused",
+        "gauge",
+        "1 while paused by drip ctl, else 0.",
+        f64::from(u8::from(summary.paused)),
+    );
     jobs(&mut out, summary);
     keys(&mut out, summary);
     share(&mut out, summary);
@@ -117,8 +167,19 @@ pub fn render(summary: &Summary, gauges: &Gauges) -> String {
 /// Records and bytes, by fate.
 fn records(out: &mut String, s: &Summary) {
     let c = &s.counts;
-    single(out, "drip_records_read_total", "counter", "Records read from the inputs.", c.read as f64);
-    let mut f = Family::new(out, "drip_records_total", "counter", "Records by what became of them.");
+    single(
+        out,
+        "drip_records_read_total",
+        "counter",
+        "Records read from the inputs.",
+        c.read as f64,
+    );
+    let mut f = Family::new(
+        out,
+        "drip_records_total",
+        "counter",
+        "Records by what became of them.",
+    );
     for (fate, n) in [
         ("written", c.written),
         ("succeeded", c.succeeded),
@@ -131,8 +192,20 @@ fn records(out: &mut String, s: &Summary) {
     ] {
         f.sample("drip_records_total", &[("fate", fate)], n as f64);
     }
-    single(out, "drip_bytes_read_total", "counter", "Bytes read from the inputs.", c.bytes_read as f64);
-    single(out, "drip_bytes_written_total", "counter", "Bytes of records written to stdout.", c.bytes_written as f64);
+    single(
+        out,
+        "drip_bytes_read_total",
+        "counter",
+        "Bytes read from the inputs.",
+        c.bytes_read as f64,
+    );
+    single(
+        out,
+        "drip_bytes_written_total",
+        "counter",
+        "Bytes of records written to stdout.",
+        c.bytes_written as f64,
+    );
 }
 
 /// The command runner's figures (`--exec`).
@@ -141,15 +214,60 @@ fn jobs(out: &mut String, s: &Summary) {
         return;
     };
     let c = &s.counts;
-    let mut f = Family::new(out, "drip_jobs_total", "counter", "Records whose job ended, by outcome.");
-    f.sample("drip_jobs_total", &[("outcome", "succeeded")], c.succeeded as f64)
-        .sample("drip_jobs_total", &[("outcome", "failed")], c.failed as f64);
-    single(out, "drip_jobs_running", "gauge", "Jobs running now.", j.jobs_running as f64);
-    single(out, "drip_job_retries_total", "counter", "Attempts started again after a failure or an overload.", j.retries as f64);
-    single(out, "drip_overload_responses_total", "counter", "Attempts answered with overload.", j.overload_responses as f64);
-    single(out, "drip_overload_pauses_total", "counter", "Times every start paused for an overload.", j.pauses as f64);
-    single(out, "drip_overload_paused_seconds_total", "counter", "Time spent paused for overloads, seconds.", j.paused_ms / 1e3);
-    single(out, "drip_job_start_rate", "gauge", "The rate job starts are held to now, per second.", j.effective_rate);
+    let mut f = Family::new(
+        out,
+        "drip_jobs_total",
+        "counter",
+        "Records whose job ended, by outcome.",
+    );
+    f.sample(
+        "drip_jobs_total",
+        &[("outcome", "succeeded")],
+        c.succeeded as f64,
+    )
+    .sample("drip_jobs_total", &[("outcome", "failed")], c.failed as f64);
+    single(
+        out,
+        "drip_jobs_running",
+        "gauge",
+        "Jobs running now.",
+        j.jobs_running as f64,
+    );
+    single(
+        out,
+        "drip_job_retries_total",
+        "counter",
+        "Attempts started again after a failure or an overload.",
+        j.retries as f64,
+    );
+    single(
+        out,
+        "drip_overload_responses_total",
+        "counter",
+        "Attempts answered with overload.",
+        j.overload_responses as f64,
+    );
+    single(
+        out,
+        "drip_overload_pauses_total",
+        "counter",
+        "Times every start paused for an overload.",
+        j.pauses as f64,
+    );
+    single(
+        out,
+        "drip_overload_paused_seconds_total",
+        "counter",
+        "Time spent paused for overloads, seconds.",
+        j.paused_ms / 1e3,
+    );
+    single(
+        out,
+        "drip_job_start_rate",
+        "gauge",
+        "The rate job starts are held to now, per second.",
+        j.effective_rate,
+    );
 }
 
 /// The keys' figures, and the top keys only.
@@ -157,14 +275,44 @@ fn keys(out: &mut String, s: &Summary) {
     let Some(k) = &s.keys else {
         return;
     };
-    single(out, "drip_keys", "gauge", "Keys remembered now.", k.keys as f64);
-    single(out, "drip_keys_busy", "gauge", "Keys with records waiting now.", k.busy_keys as f64);
-    single(out, "drip_keys_seen_total", "counter", "Keys taken into memory in all.", k.keys_seen as f64);
+    single(
+        out,
+        "drip_keys",
+        "gauge",
+        "Keys remembered now.",
+        k.keys as f64,
+    );
+    single(
+        out,
+        "drip_keys_busy",
+        "gauge",
+        "Keys with records waiting now.",
+        k.busy_keys as f64,
+    );
+    single(
+        out,
+        "drip_keys_seen_total",
+        "counter",
+        "Keys taken into memory in all.",
+        k.keys_seen as f64,
+    );
     let name = |key: &KeyName| key.0.as_deref().map_or_else(String::new, json_key);
     for (family, help, list) in [
-        ("drip_top_key_written", "Records written, of the keys that wrote the most (no key: empty).", &k.top_written),
-        ("drip_top_key_dropped", "Records lost (dropped, expired), of the keys that lost the most.", &k.top_dropped),
-        ("drip_top_key_waiting", "Records waiting, of the keys with the most waiting.", &k.top_waiting),
+        (
+            "drip_top_key_written",
+            "Records written, of the keys that wrote the most (no key: empty).",
+            &k.top_written,
+        ),
+        (
+            "drip_top_key_dropped",
+            "Records lost (dropped, expired), of the keys that lost the most.",
+            &k.top_dropped,
+        ),
+        (
+            "drip_top_key_waiting",
+            "Records waiting, of the keys with the most waiting.",
+            &k.top_waiting,
+        ),
     ] {
         let mut f = Family::new(out, family, "gauge", help);
         for (key, n) in list {
@@ -178,19 +326,42 @@ fn share(out: &mut String, s: &Summary) {
     let Some(share) = &s.share else {
         return;
     };
-    let parts: Vec<(&str, &ShareCounts)> = [("global", share.global.as_ref()), ("per_key", share.per_key.as_ref())]
-        .into_iter()
-        .filter_map(|(part, c)| Some((part, c?)))
-        .collect();
+    let parts: Vec<(&str, &ShareCounts)> = [
+        ("global", share.global.as_ref()),
+        ("per_key", share.per_key.as_ref()),
+    ]
+    .into_iter()
+    .filter_map(|(part, c)| Some((part, c?)))
+    .collect();
     for (family, help, get) in [
-        ("drip_share_reservations_total", "Calls to the shared state that granted slots.", (|c: &ShareCounts| c.reservations) as fn(&ShareCounts) -> u64),
-        ("drip_share_failed_calls_total", "Calls to the shared state that failed: it could not be reached.", |c| c.failed_calls),
-        ("drip_share_state_lost_total", "Times the shared state was found fresh while in use.", |c| c.state_lost),
-        ("drip_share_slots_forfeited_total", "Reserved slots not used in time.", |c| c.slots_forfeited),
+        (
+            "drip_share_reservations_total",
+            "Calls to the shared state that granted slots.",
+            (|c: &ShareCounts| c.reservations) as fn(&ShareCounts) -> u64,
+        ),
+        (
+            "drip_share_failed_calls_total",
+            "Calls to the shared state that failed: it could not be reached.",
+            |c| c.failed_calls,
+        ),
+        (
+            "drip_share_state_lost_total",
+            "Times the shared state was found fresh while in use.",
+            |c| c.state_lost,
+        ),
+        (
+            "drip_share_slots_forfeited_total",
+            "Reserved slots not used in time.",
+            |c| c.slots_forfeited,
+        ),
     ] {
         let mut f = Family::new(out, family, "counter", help);
         for (part, c) in &parts {
-            f.sample(family, &[("share", &share.name), ("limits", part)], get(c) as f64);
+            f.sample(
+                family,
+                &[("share", &share.name), ("limits", part)],
+                get(c) as f64,
+            );
         }
     }
 }
@@ -209,7 +380,8 @@ pub fn replace_file(path: &Path, text: &str) -> std::io::Result<()> {
         .prefix(".drip-metrics-")
         .tempfile_in(dir)?;
     tmp.write_all(text.as_bytes())?;
-    tmp.as_file().set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
+    tmp.as_file()
+        .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
 }

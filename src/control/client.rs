@@ -23,9 +23,10 @@ pub const EXIT_CTL_FAILED: i32 = 1;
 /// returns the exit status (0, or [`EXIT_CTL_FAILED`]).
 pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     let result = match args.split_first() {
-        Some((first, rest)) if first == "list" && rest.is_empty() => {
-            Ok(serde_json::Value::Array(list(&socket_dir())))
-        }
+        Some((first, rest)) if first == "list" => match rest {
+            [] => Ok(serde_json::Value::Array(list(&socket_dir()))),
+            _ => Err(format!("list: takes no value, got '{}'", rest.join(" "))),
+        },
         Some((target, words)) => send_to(&socket_dir(), target, words),
         None => Err(format!(
             "no target: drip ctl list, or drip ctl TARGET COMMAND ({})",

@@ -106,8 +106,8 @@ fn rates(first: &str, rest: &[&str]) -> Result<Request, String> {
         };
         match kind {
             "rate" => {
-                let (rate, burst) = crate::cli::rate_arg(value)
-                    .map_err(|why| format!("rate '{value}': {why}"))?;
+                let (rate, burst) =
+                    crate::cli::rate_arg(value).map_err(|why| format!("rate '{value}': {why}"))?;
                 let list = records.get_or_insert_with(Vec::new);
                 if rate != Rate::Unlimited {
                     list.push(Limit {
@@ -201,10 +201,16 @@ mod tests {
     #[test]
     fn bad_commands_say_why() {
         assert!(parse(&[]).unwrap_err().starts_with("no command"));
-        assert!(parse(&words("fly")).unwrap_err().contains("unknown command 'fly'"));
-        assert!(parse(&words("pause now")).unwrap_err().contains("takes no value"));
+        assert!(parse(&words("fly"))
+            .unwrap_err()
+            .contains("unknown command 'fly'"));
+        assert!(parse(&words("pause now"))
+            .unwrap_err()
+            .contains("takes no value"));
         assert!(parse(&words("rate")).unwrap_err().contains("needs a value"));
-        assert!(parse(&words("rate 0/s")).unwrap_err().starts_with("rate '0/s'"));
+        assert!(parse(&words("rate 0/s"))
+            .unwrap_err()
+            .starts_with("rate '0/s'"));
         assert!(parse(&words("rate 1/s pause")).is_err());
         assert!(parse(&words("key-rate inf")).is_err());
         assert!(parse(&words("-j 0")).is_err());

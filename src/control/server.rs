@@ -8,7 +8,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -87,11 +87,6 @@ impl Server {
         })
     }
 
-    /// The socket's path.
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Stop answering and remove the socket.
     pub(crate) fn finish(mut self) {
         self.shut();
@@ -126,7 +121,10 @@ fn serve(listener: &UnixListener, steer: &dyn Steer, stop: &AtomicBool) {
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 // Wait for a client, looking at `stop` every 50 ms.
                 let fd = listener.as_fd();
-                let mut fds = [rustix::event::PollFd::new(&fd, rustix::event::PollFlags::IN)];
+                let mut fds = [rustix::event::PollFd::new(
+                    &fd,
+                    rustix::event::PollFlags::IN,
+                )];
                 let timeout = rustix::time::Timespec {
                     tv_sec: 0,
                     tv_nsec: 50_000_000,

@@ -119,7 +119,11 @@ impl Schedule for Gate {
         self.inner.slack_ns()
     }
 
-    fn replace_limits(&mut self, now: u64, limits: &[crate::schedule::Limit]) -> Result<(), String> {
+    fn replace_limits(
+        &mut self,
+        now: u64,
+        limits: &[crate::schedule::Limit],
+    ) -> Result<(), String> {
         self.inner.replace_limits(now, limits)
     }
 

@@ -260,7 +260,11 @@ impl Pool {
                 if !paused && schedule.release(now, 1, &mut std::iter::once(size)) == 1 {
                     return Ok(());
                 }
-                let due = if paused { now + 10_000_000 } else { schedule.next_due(size) };
+                let due = if paused {
+                    now + 10_000_000
+                } else {
+                    schedule.next_due(size)
+                };
                 due.saturating_sub(now)
             };
             if self.stopping() {
