@@ -259,9 +259,10 @@ fn run_watching(
     // Whatever way drip leaves from here, the jobs' headers go.
     let _headers = pool.as_ref().map(|p| RemoveHeaders(Arc::clone(p)));
     let metrics = metrics_file(&config, &shared)?;
-    // Whatever way drip leaves from here, the control socket goes.
-    let control = start_control(&config, &shared)?;
     let (ui, monitor) = start_monitor(&config, &shared, stats_file, watch_output, metrics.clone())?;
+    // After the signal handlers: whatever way drip leaves from here, the
+    // control socket goes.
+    let control = start_control(&config, &shared)?;
     // Created by now: an input that is one of them is refused.
     let own = OwnFile::of_all(&[
         ("--dead-letter", config.dead_letter.as_deref()),

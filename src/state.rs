@@ -178,9 +178,9 @@ pub(crate) trait Jobs: Send + Sync + std::fmt::Debug {
     /// at once when raised; when lowered, running jobs finish and no new
     /// one starts until fewer than `n` run.
     fn set_slots(&self, n: usize);
-    /// The jobs running now: each one's number (in order of start), its
-    /// record, and its attempts so far.
-    fn running(&self) -> Vec<(u64, Segment)>;
+    /// The jobs running now: each one's number (in order of start) and
+    /// its record, without the delimiter.
+    fn running(&self) -> Vec<(u64, Vec<u8>)>;
 }
 
 /// After a second signal, how long jobs have between TERM and KILL.

@@ -157,10 +157,7 @@ impl Steering {
         let running: Vec<Value> = jobs
             .running()
             .into_iter()
-            .map(|(number, record)| {
-                let text = record.records().next().unwrap_or_default();
-                json!({ "job": number, "record": json_key(text) })
-            })
+            .map(|(number, record)| json!({ "job": number, "record": json_key(&record) }))
             .collect();
         let mut stats = serde_json::to_value(jobs.stats()).expect("plain data");
         stats["jobs"] = json!(jobs.slots());

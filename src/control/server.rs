@@ -153,8 +153,14 @@ fn answer(stream: UnixStream, steer: &dyn Steer) {
     let _ = stream.set_read_timeout(Some(CLIENT_TIMEOUT));
     let _ = stream.set_write_timeout(Some(CLIENT_TIMEOUT));
     let own = rustix::process::getuid().as_raw();
+    // The line is read whatever the peer: an answer to an unread request
+    // could be lost to a reset.
+    let words = read_request(&stream);
     let reply = match peer_uid(&stream) {
-        Ok(peer) if admitted(peer, own) => request(&stream, steer),
+        Ok(peer) if admitted(peer, own) => match words {
+            Ok(words) => reply(&words, steer),
+            Err(why) => protocol::error_reply(&why),
+        },
         Ok(peer) => protocol::error_reply(&format!(
             "uid {peer} may not steer this drip (it runs as uid {own})"
         )),
@@ -164,19 +170,19 @@ fn answer(stream: UnixStream, steer: &dyn Steer) {
     let _ = writeln!(stream, "{reply}");
 }
 
-/// The reply to the request line on `stream`.
-fn request(stream: &UnixStream, steer: &dyn Steer) -> String {
+/// The request line on `stream`, as words.
+fn read_request(stream: &UnixStream) -> Result<Vec<String>, String> {
     let mut line = String::new();
     let mut reader = BufReader::new(std::io::Read::take(stream, MAX_REQUEST));
-    if let Err(e) = reader.read_line(&mut line) {
-        return protocol::error_reply(&format!("reading the request: {e}"));
-    }
-    let words: Vec<String> = match serde_json::from_str(line.trim_end()) {
-        Ok(words) => words,
-        Err(_) => return protocol::error_reply("a request is a JSON array of words"),
-    };
-    let reply = protocol::parse(&words).and_then(|request| steer.answer(&request));
-    match reply {
+    reader
+        .read_line(&mut line)
+        .map_err(|e| format!("reading the request: {e}"))?;
+    serde_json::from_str(line.trim_end()).map_err(|_| "a request is a JSON array of words".into())
+}
+
+/// The answer to `words`.
+fn reply(words: &[String], steer: &dyn Steer) -> String {
+    match protocol::parse(words).and_then(|request| steer.answer(&request)) {
         Ok(value) => value.to_string(),
         Err(why) => protocol::error_reply(&why),
     }

@@ -608,12 +608,16 @@ impl Jobs for Pool {
         self.shared.data_ready.notify_all();
     }
 
-    fn running(&self) -> Vec<(u64, Segment)> {
+    fn running(&self) -> Vec<(u64, Vec<u8>)> {
         let inner = self.lock();
         inner
             .running
             .iter()
-            .map(|(n, (record, _))| (*n, record.clone()))
+            .map(|(n, (record, _))| {
+                let bytes = record.as_bytes();
+                let body = bytes.strip_suffix(&[self.delimiter]).unwrap_or(bytes);
+                (*n, body.to_vec())
+            })
             .collect()
     }
 
