@@ -385,3 +385,101 @@ pub fn replace_file(path: &Path, text: &str) -> std::io::Result<()> {
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::{Counts, JobStats, KeyStats, ShareStats};
+    use openmetrics_parser::prometheus::parse_prometheus;
+    use openmetrics_parser::PrometheusValue;
+
+    fn summary() -> Summary {
+        Summary {
+            counts: Counts {
+                read: 10,
+                succeeded: 7,
+                failed: 1,
+                expired: 2,
+                ..Counts::default()
+            },
+            max_depth: 4,
+            max_wait_ms: 1.5,
+            elapsed_ms: 2500.0,
+            rate: Some(3.25),
+            span_ms: 2000.0,
+            jobs: Some(JobStats {
+                retries: 3,
+                pauses: 1,
+                paused_ms: 1500.0,
+                ..JobStats::default()
+            }),
+            keys: Some(KeyStats {
+                keys_seen: 2,
+                top_written: vec![
+                    (KeyName(Some(b"a\"b\\c\nd".to_vec())), 5),
+                    (KeyName(None), 2),
+                ],
+                ..KeyStats::default()
+            }),
+            share: Some(ShareStats {
+                name: "quota".into(),
+                global: Some(ShareCounts {
+                    reservations: 9,
+                    failed_calls: 2,
+                    ..ShareCounts::default()
+                }),
+                per_key: None,
+            }),
+            paused: true,
+        }
+    }
+
+    #[test]
+    fn every_family_parses_with_its_values() {
+        let gauges = Gauges {
+            pid: 7,
+            name: Some("n".into()),
+            depth: 3,
+            oldest_age_ns: 1_500_000_000,
+            rate_limit: f64::INFINITY,
+            started: 1.7e9,
+        };
+        let text = render(&summary(), &gauges);
+        let m = parse_prometheus(&text).unwrap_or_else(|e| panic!("{e:?}:\n{text}"));
+        let get = |family: &str, labels: &[&str]| -> f64 {
+            let labels: Vec<String> = labels.iter().map(|s| s.to_string()).collect();
+            let sample = m.families[family]
+                .get_sample_by_label_values(&labels)
+                .unwrap_or_else(|| panic!("{family}{labels:?}:\n{text}"));
+            match &sample.value {
+                PrometheusValue::Gauge(n) => n.as_f64(),
+                PrometheusValue::Counter(c) => c.value.as_f64(),
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(get("drip_records_total", &["expired"]), 2.0);
+        assert_eq!(get("drip_jobs_total", &["succeeded"]), 7.0);
+        assert_eq!(get("drip_overload_paused_seconds_total", &[]), 1.5);
+        assert_eq!(get("drip_oldest_age_seconds", &[]), 1.5);
+        assert_eq!(get("drip_paused", &[]), 1.0);
+        // The key as --stats-json spells it (a backslash doubled).
+        assert_eq!(get("drip_top_key_written", &["a\"b\\\\c\nd"]), 5.0);
+        assert_eq!(get("drip_top_key_written", &[""]), 2.0);
+        assert_eq!(
+            get("drip_share_failed_calls_total", &["global", "quota"]),
+            2.0
+        );
+        // No limit of records: no such gauge, rather than +Inf.
+        assert!(!m
+            .families
+            .contains_key("drip_rate_limit_records_per_second"));
+    }
+
+    #[test]
+    fn values_and_labels_are_written_as_the_format_wants() {
+        assert_eq!(number(3.0), "3");
+        assert_eq!(number(0.25), "0.25");
+        assert_eq!(number(f64::INFINITY), "+Inf");
+        assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+}
