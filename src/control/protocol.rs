@@ -73,7 +73,7 @@ pub fn parse(words: &[String]) -> Result<Request, String> {
         "rate" | "byte-rate" => rates(first, &rest),
         "key-rate" => match rest.as_slice() {
             [value] => {
-                let (rate, burst) = crate::cli::key_rate_arg(value)
+                let (rate, burst) = crate::rate::parse_key_rate(value)
                     .map_err(|why| format!("key-rate '{value}': {why}"))?;
                 Ok(Request::KeyRate(Limit {
                     rate,
@@ -84,7 +84,7 @@ pub fn parse(words: &[String]) -> Result<Request, String> {
             _ => Err("key-rate: takes one RATE[:BURST]".to_string()),
         },
         "-j" | "--jobs" => match rest.as_slice() {
-            [value] => crate::cli::positive_usize(value)
+            [value] => crate::quantity::parse_count_usize(value)
                 .map(Request::Slots)
                 .map_err(|why| format!("{first} '{value}': {why}")),
             _ => Err(format!("{first}: takes one number of jobs")),
@@ -106,8 +106,8 @@ fn rates(first: &str, rest: &[&str]) -> Result<Request, String> {
         };
         match kind {
             "rate" => {
-                let (rate, burst) =
-                    crate::cli::rate_arg(value).map_err(|why| format!("rate '{value}': {why}"))?;
+                let (rate, burst) = crate::rate::parse_rate_burst(value)
+                    .map_err(|why| format!("rate '{value}': {why}"))?;
                 let list = records.get_or_insert_with(Vec::new);
                 if rate != Rate::Unlimited {
                     list.push(Limit {
@@ -118,7 +118,7 @@ fn rates(first: &str, rest: &[&str]) -> Result<Request, String> {
                 }
             }
             "byte-rate" => {
-                let (rate, burst) = crate::cli::byte_rate_arg(value)
+                let (rate, burst) = crate::rate::parse_byte_rate_burst(value)
                     .map_err(|why| format!("byte-rate '{value}': {why}"))?;
                 bytes.get_or_insert_with(Vec::new).push(Limit {
                     rate,
