@@ -397,7 +397,7 @@ mod tests {
             let id = arg.get_id().as_str();
             let hint = arg.get_value_hint();
             match id {
-                "files" | "dead_letter" | "stats_json" | "joblog" => {
+                "files" | "dead_letter" | "stats_json" | "joblog" | "metrics" => {
                     assert_eq!(hint, ValueHint::FilePath, "{id}")
                 }
                 "exec" => assert_eq!(hint, ValueHint::CommandName),
@@ -414,8 +414,8 @@ mod tests {
         // delimiter, max-record, max-wait, stats-interval, share,
         // share-peers; jobs, retries, retry-on, overload-on, backoff,
         // timeout, deadline; key, field-separator, key-rate, key-capacity,
-        // max-keys.
-        assert_eq!(other, 24);
+        // max-keys; name.
+        assert_eq!(other, 25);
     }
 
     #[test]
