@@ -166,7 +166,7 @@ impl Pool {
     }
 
     fn stopping(&self) -> bool {
-        self.shared.stop_now.load(Ordering::Relaxed)
+        self.shared.stops.now.load(Ordering::Relaxed)
     }
 
     /// Wait until every job has ended.
@@ -577,7 +577,7 @@ impl Pool {
         };
         inner.busy -= 1;
         drop(inner);
-        st.sink_full = false;
+        st.writing.sink_full = false;
         match outcome {
             Outcome::Succeeded => st.ledger.succeeded(1),
             Outcome::Failed => st.ledger.dispose(record, Fate::Failed),
@@ -756,7 +756,7 @@ impl Sink for Runner {
                 if !self.0.has_room() {
                     // Arrivals wait in the bucket from now, not in the
                     // outbox, so a start never comes late off its slot.
-                    self.0.shared.lock().sink_full = true;
+                    self.0.shared.lock().writing.sink_full = true;
                 }
                 progress(done.bytes as usize);
             }
