@@ -13,6 +13,7 @@ pub mod backoff;
 pub mod bucket;
 pub mod cli;
 pub mod control;
+pub mod cost;
 mod deadletter;
 mod engine;
 pub mod input;

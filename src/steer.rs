@@ -123,6 +123,13 @@ impl Steering {
         };
         let mut new = keep(Unit::Records, records);
         new.extend(keep(Unit::Bytes, bytes));
+        // Limits of another kind (`--cost-rate`) stay as they are.
+        new.extend(
+            limits
+                .iter()
+                .filter(|l| !matches!(l.unit, Unit::Records | Unit::Bytes))
+                .copied(),
+        );
         let mut st = self.shared.lock();
         let now = self.shared.clock.now();
         st.adm.schedule_mut().replace_limits(now, &new)?;
