@@ -29,14 +29,14 @@ pub(super) enum Lane {
 }
 
 impl Keyed {
-    /// Whether a record of key `s`, `size` bytes, leaves at `now`; if so it
-    /// takes its slot in its key's schedule and the global one.
+    /// Whether `record`, of key `s`, leaves at `now`; if so it takes its
+    /// slot in its key's schedule and the global one.
     /// `global_open`: the global schedule limits nothing.
     pub(super) fn leave_now(
         &mut self,
         now: u64,
         s: u32,
-        size: usize,
+        record: &[u8],
         global: &mut dyn Schedule,
         global_open: bool,
     ) -> bool {
@@ -49,13 +49,13 @@ impl Keyed {
             self.mark_idle(front);
         }
         if self.shared.is_some() {
-            return self.leave_now_shared(now, s, size, global);
+            return self.leave_now_shared(now, s, record, global);
         }
         let slot = &self.slots[s as usize];
         if slot.len > 0 || now < slot.due {
             return false;
         }
-        if !global_open && global.release(now, 1, &mut std::iter::once(size)) == 0 {
+        if !global_open && global.release(now, 1, &mut std::iter::once(record)) == 0 {
             return false;
         }
         self.take_slot(s, now);
@@ -142,8 +142,8 @@ impl Keyed {
                 self.mark_idle(s);
                 continue;
             }
-            let size = self.nodes[slot.head as usize].seg.bytes();
-            if global.release(now, 1, &mut std::iter::once(size)) == 0 {
+            let head = self.nodes[slot.head as usize].seg.as_bytes();
+            if global.release(now, 1, &mut std::iter::once(head)) == 0 {
                 break;
             }
             self.ready.pop_front();
@@ -178,7 +178,8 @@ impl Keyed {
         } else {
             self.ready.iter().find_map(|&s| {
                 let slot = &self.slots[s as usize];
-                (slot.len > 0).then(|| global.next_due(self.nodes[slot.head as usize].seg.bytes()))
+                (slot.len > 0)
+                    .then(|| global.next_due(self.nodes[slot.head as usize].seg.as_bytes()))
             })
         };
         let rest = self

@@ -253,6 +253,36 @@ impl Keyed {
         self.max_keys
     }
 
+    /// Limit each key to `rate` with `burst` from `now` (ns) on (`drip ctl
+    /// … key-rate`): each key's schedule counts from its latest slot with
+    /// no credit saved ([`Pacer::spent_at`]), a rested key stays rested. A
+    /// key already in line or on a timer keeps that turn (at most one
+    /// record each leaves as the old limit said). Local keys only: shared
+    /// keys' limits are the state's.
+    ///
+    /// # Panics
+    /// If `rate` is unlimited or `burst` is 0 (the command refuses them).
+    pub fn replace_limit(&mut self, now: u64, rate: Rate, burst: u64) {
+        assert!(rate != Rate::Unlimited);
+        let mut pacer = Pacer::new(rate, burst, slack_for(rate));
+        for slot in &mut self.slots {
+            if slot.rests_at <= now {
+                continue;
+            }
+            self.pacer.restore(slot.position);
+            let last = self.pacer.last_slot().unwrap_or(now).min(now);
+            pacer.spent_at(last);
+            slot.position = pacer.position_now();
+            slot.due = pacer.next_due();
+            slot.rests_at = pacer.rests_at(slot.position);
+        }
+        self.rest_after_first = pacer.rests_at(Pacer::first_departure(0));
+        pacer.restore(Pacer::first_departure(0));
+        self.due_after_first = pacer.next_due();
+        self.key_gap = (1e9 / pacer.per_second()) as u64;
+        self.pacer = pacer;
+    }
+
     /// The same queues with their keys' schedules kept by `schedule`
     /// (shared with other drips) instead of each key's own.
     pub fn with_shared(mut self, schedule: Box<dyn KeySchedule>) -> Keyed {
@@ -338,6 +368,7 @@ impl Keyed {
             let record = ahead[next];
             next += 1;
             let size = record.end - start;
+            let bytes = &data[start..record.end];
             let key = record.key.map(|(from, to)| &data[from..to]);
             start = record.end;
             // A key forgotten since the look-up may have left its slot to
@@ -347,7 +378,7 @@ impl Keyed {
                 _ => self.slot_of(key, record.hash, now),
             };
             if let Some(s) = slot {
-                if may_leave && self.leave_now(now, s, size, global, global_open) {
+                if may_leave && self.leave_now(now, s, bytes, global, global_open) {
                     run_bytes += size;
                     run_len += 1;
                     continue;
