@@ -37,6 +37,7 @@ complete -c drip -l backoff -d 'Wait before retry n: a random time between 0 and
 complete -c drip -l timeout -d 'Kill an attempt that runs longer than DURATION: TERM to its process group, KILL one second later' -r -f
 complete -c drip -l deadline -d 'Give up on a record DURATION after it was read, counting its time in the bucket and all its attempts: it expires' -r -f
 complete -c drip -l joblog -d 'Write one JSON line per attempt to FILE' -r -F
+complete -c drip -l resume -d 'Skip the records that succeeded in earlier runs logged in JOBLOG, matched by content (the hash in DRIP_RECORD_ID), not by place: a record that appears twice runs again unless it succeeded twice. Skipped records count as skipped_done. This run\'s lines are appended to JOBLOG (created if it does not exist yet: everything runs); a last line cut short by a killed run is passed over' -r -F
 complete -c drip -l order-window -d 'With --keep-order: how many records may start ahead of the oldest one whose output is not written out yet (each record\'s output is held in memory up to 64 KiB, in a temporary file beyond) [default: 1000]' -r -f
 complete -c drip -s 0 -l null -d 'Records end with NUL instead of newline, on input and output'
 complete -c drip -l drain -d 'On the first stopping signal (SIGINT, SIGTERM, SIGHUP, ...), stop reading but write what the bucket holds at the rate before exiting'

@@ -128,9 +128,10 @@ impl Pool {
         out: Box<dyn Write + Send>,
         (rate, delimiter): (f64, u8),
     ) -> Result<Arc<Pool>> {
-        let joblog = match &cfg.joblog {
-            Some(path) => Some(Mutex::new(Joblog::create(path)?)),
-            None => None,
+        let joblog = match (&cfg.resume, &cfg.joblog) {
+            (Some(path), _) => Some(Mutex::new(Joblog::append(path)?)),
+            (None, Some(path)) => Some(Mutex::new(Joblog::create(path)?)),
+            (None, None) => None,
         };
         // Only the user may read the jobs' headers.
         let headers = tempfile::Builder::new()
