@@ -584,6 +584,11 @@ impl Pool {
     /// Record the fate of record `number` and free its slot (unless drip
     /// abandoned it on the way out).
     fn settle(&self, number: u64, outcome: Outcome) {
+        // Its output goes out first, while its job still counts as running:
+        // drip waits for running jobs before it exits.
+        if let Some(order) = &self.order {
+            order.done(number, &self.out);
+        }
         let mut st = self.shared.lock();
         let mut inner = self.lock();
         let Some((record, _)) = inner.running.remove(&number) else {
@@ -600,9 +605,6 @@ impl Pool {
         }
         st.flush_dead();
         drop(st);
-        if let Some(order) = &self.order {
-            order.done(number, &self.out);
-        }
         self.freed.notify_all();
         self.shared.data_ready.notify_all();
     }
