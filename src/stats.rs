@@ -37,6 +37,9 @@ pub struct Counts {
     pub succeeded: u64,
     /// Records whose job failed for good (`--exec`).
     pub failed: u64,
+    /// Records skipped because they succeeded in an earlier run
+    /// (`--resume`).
+    pub skipped_done: u64,
     /// Bytes read.
     pub bytes_read: u64,
     /// Bytes of records written to stdout (0 with `--exec`: jobs' output is
@@ -77,6 +80,7 @@ impl Counts {
         self.written
             + self.succeeded
             + self.failed
+            + self.skipped_done
             + self.dropped()
             + self.expired
             + self.skipped
@@ -425,6 +429,9 @@ impl Summary {
         ];
         if c.skipped > 0 {
             clauses.push((format!("skipped {}", c.skipped), ","));
+        }
+        if c.skipped_done > 0 {
+            clauses.push((format!("skipped done {}", c.skipped_done), ","));
         }
         clauses.push((format!("undelivered {}", c.undelivered), ";"));
         if let Some(cap) = &self.capacity_for {
