@@ -122,6 +122,15 @@ fn input_size(inputs: &[Input]) -> Option<u64> {
     })
 }
 
+/// The local schedule for `config`'s limits, costs read as `--cost` says.
+fn local_limits(config: &Config) -> Limits {
+    let limits = Limits::new(&config.limits);
+    match &config.cost {
+        Some(cost) => limits.with_cost(cost.clone()),
+        None => limits,
+    }
+}
+
 /// The shared state for `config`: admission over the configured limits
 /// (local, or `--share`d, and behind `gate` with `--exec`), and the running
 /// `--share`, if any.
@@ -136,11 +145,11 @@ fn shared_state(
             let opened = shared::open(share, &config.limits, config.key.as_ref(), origin)?;
             let schedule: Box<dyn Schedule> = match opened.schedule {
                 Some(schedule) => Box::new(schedule),
-                None => Box::new(Limits::new(&config.limits)),
+                None => Box::new(local_limits(config)),
             };
             (schedule, opened.keys, Some(opened.handle))
         }
-        None => (Box::new(Limits::new(&config.limits)), None, None),
+        None => (Box::new(local_limits(config)), None, None),
     };
     if let Some(gate) = gate {
         schedule = Box::new(Gate::new(schedule, gate));
@@ -263,6 +272,7 @@ fn run_watching(
         config.inputs.clone(),
         own,
         splitter(&config, &shared),
+        config.cost.clone(),
     )?;
     let write_error = match (out, &pool) {
         (Some(out), _) => write(&shared, &mut Stdout(out)),

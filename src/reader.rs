@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use crate::bucket::{Offered, Segment};
+use crate::cost::Cost;
 use crate::input::Input;
 use crate::input::{self, Flow, OwnFile, ReadReport, Splitter};
 use crate::progress::{lock_ui, Ui};
@@ -22,7 +23,8 @@ use crate::state::{OverflowError, Shared, State, STALL_NS};
 const LINGER: Duration = Duration::from_micros(50);
 
 /// Start the reader thread over `inputs`, refusing any that is one of
-/// drip's `own` files; it returns how reading went.
+/// drip's `own` files; it returns how reading went. With `cost`, the first
+/// record whose cost cannot be read is named once on stderr.
 ///
 /// # Errors
 /// The thread cannot be started.
@@ -32,6 +34,7 @@ pub(crate) fn spawn(
     inputs: Vec<Input>,
     own: Vec<OwnFile>,
     mut splitter: Splitter,
+    cost: Option<Cost>,
 ) -> Result<JoinHandle<ReadReport>> {
     // Unpaced, reading speed is drip's speed: linger on a streaming input.
     let linger = if shared.unpaced {
@@ -43,13 +46,22 @@ pub(crate) fn spawn(
         .name("drip-reader".into())
         .spawn(move || {
             shared.stops.set_reader(crate::sys::this_thread());
+            let mut costs = cost.map(|c| CostCheck { cost: c, seen: 0 });
             let report = input::read_all(
                 &inputs,
                 &mut splitter,
                 &shared.waker,
                 linger,
                 &own,
-                &mut |seg| deliver(&shared, seg),
+                &mut |seg| {
+                    if let Some(check) = costs.as_mut() {
+                        if let Some(msg) = check.first_unreadable(&seg) {
+                            lock_ui(&ui).message(&msg);
+                            costs = None;
+                        }
+                    }
+                    deliver(&shared, seg)
+                },
                 &mut |msg| lock_ui(&ui).message(&msg),
             );
             shared.stops.set_reader(0);
@@ -65,6 +77,33 @@ pub(crate) fn spawn(
             report
         })
         .context("starting the reader thread")
+}
+
+/// Looks for the first record whose cost (`--cost`) cannot be read.
+struct CostCheck {
+    cost: Cost,
+    /// Records looked at so far.
+    seen: u64,
+}
+
+impl CostCheck {
+    /// What to say of the first record of `seg` whose cost cannot be read,
+    /// if any.
+    fn first_unreadable(&mut self, seg: &Segment) -> Option<String> {
+        for record in seg.records() {
+            self.seen += 1;
+            if self.cost.read(record).is_none() {
+                let shown = String::from_utf8_lossy(&record[..record.len().min(60)]);
+                return Some(format!(
+                    "--cost: record {} has no cost to read ('{}'); such records cost {}",
+                    self.seen,
+                    shown.trim_end(),
+                    crate::cost::UNREADABLE_COST
+                ));
+            }
+        }
+        None
+    }
 }
 
 /// The reader's hand-off: admit `seg`'s records, applying the policy.
