@@ -149,6 +149,15 @@ pub(crate) trait Jobs: Send + Sync + std::fmt::Debug {
     /// then KILL, every job's process group; returns their records, now
     /// undelivered.
     fn abandon(&self) -> Vec<Segment>;
+    /// How many jobs may run at once (`-j`).
+    fn slots(&self) -> usize;
+    /// Let `n` jobs run at once from now on (`drip ctl … -j`): more start
+    /// at once when raised; when lowered, running jobs finish and no new
+    /// one starts until fewer than `n` run.
+    fn set_slots(&self, n: usize);
+    /// The jobs running now: each one's number (in order of start) and
+    /// its record, without the delimiter.
+    fn running(&self) -> Vec<(u64, Vec<u8>)>;
 }
 
 /// After a second signal, how long jobs have between TERM and KILL.

@@ -66,6 +66,7 @@ impl State {
             && self.reading.parked.is_none()
             && self.writing.tail.is_none()
             && !self.stop.reading
+            && !self.adm.paused()
     }
 
     /// Whether the writer can take records now ([`Writing::may_take`]).
@@ -80,7 +81,8 @@ impl State {
     /// stdout has stopped making room for a while, never to the size of a
     /// read; until then, `block`.
     pub(crate) fn policy(&self, now: u64, unpaced: bool) -> Overflow {
-        if self.writing.patient(now, unpaced) {
+        // Paused, the writer takes nothing: the policy applies as set.
+        if !self.adm.paused() && self.writing.patient(now, unpaced) {
             Overflow::Block
         } else {
             self.adm.bucket().policy()

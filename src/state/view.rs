@@ -24,6 +24,7 @@ impl Shared {
                 .adm
                 .keys()
                 .map(|k| (k.keys() as u64, k.busy_keys() as u64)),
+            paused: st.adm.paused(),
         }
     }
 
@@ -56,6 +57,7 @@ impl Shared {
             keys: self.keys_stats(),
             // Not under the state's lock: the keepers take theirs first.
             share: self.share.get().map(crate::shared::Counters::stats),
+            paused: snap.paused,
         }
     }
 }
