@@ -44,22 +44,8 @@ use voice::{Retry, Voice};
 
 pub use keeper::GIVE_BACK_WAIT;
 pub use lease::SharedSchedule;
-pub use target::{parse_on_error, parse_target, Share, Target, NAME_MAX};
+pub use target::{parse_on_error, parse_target, Share, Target, NAME_MAX, SHARE_ON_ERROR};
 pub use voice::OnError;
-
-/// What `--share-on-error` can say, for completion and help: (value,
-/// meaning).
-pub const SHARE_ON_ERROR: &[(&str, &str)] = &[
-    (
-        "wait",
-        "send nothing, retry with backoff; records wait in the bucket",
-    ),
-    (
-        "local",
-        "pace alone at the rate divided by --share-peers, warn once",
-    ),
-    ("fail", "exit with status 4"),
-];
 
 /// The limits of this drip differ from those stored under the NAME: exit
 /// status 2.
