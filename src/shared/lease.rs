@@ -544,7 +544,7 @@ pub(crate) mod tests {
 mod protocol_tests {
     use super::*;
     use crate::shared::gcra::{Gcra, Step};
-    use crate::shared::protocol::Grant;
+    use crate::shared::protocol::{ahead, chunk, Grant};
 
     const MS: u64 = 1_000_000;
 
@@ -663,5 +663,60 @@ mod protocol_tests {
         }
         assert_eq!(due, [Some(1500), Some(1550), Some(1800)]);
         assert_eq!(lease.status.forfeited, 0);
+    }
+
+    /// The most of `times` (sorted) in any window of `w` ns.
+    fn most_in(times: &[u64], w: u64) -> u64 {
+        (0..times.len())
+            .map(|i| times[i..].iter().take_while(|&&t| t < times[i] + w).count() as u64)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Case: a state lost while in use (a flush, a restart) lets through,
+    /// beyond the bound, one burst and the slots the drips held reserved
+    /// and unused at that moment: each drip's lease is at most what it
+    /// held when it last asked (its slots within [`ahead`] of then, at
+    /// most a burst and that much of the rate) and one chunk ([`chunk`]),
+    /// 75 ms of the rate on a fast link. More than one burst: busy drips
+    /// reserve ahead of one another. Three busy drips at 200/s, burst 1,
+    /// the state flushed at random moments, on virtual time.
+    #[test]
+    fn a_lost_state_lets_through_one_burst_and_the_slots_held() {
+        let meters = meters(5, 1);
+        let (rate, burst, drips) = (200, 1, 3);
+        let held = drips * (rate * (ahead(0) + chunk(0)) as u64 / 1_000_000_000 + burst + 1);
+        let mut most_over = 0;
+        let mut rng = fastrand::Rng::with_seed(19);
+        for _ in 0..20 {
+            let flush = rng.u64(1000..2000) * MS;
+            let mut state = Gcra::default();
+            let mut leases: Vec<GlobalLease> = (0..drips)
+                .map(|_| GlobalLease::new(meters.clone()))
+                .collect();
+            let mut sent = Vec::new();
+            for ms in 0..3000 {
+                let now = ms * MS;
+                if now == flush {
+                    state = Gcra::default();
+                }
+                for lease in &mut leases {
+                    while lease.slots.front().is_some_and(|s| s.at <= now) {
+                        sent.push(lease.slots.pop_front().unwrap().at);
+                    }
+                    want(lease, 1000);
+                    serve(lease, &mut state, now);
+                }
+            }
+            sent.sort_unstable();
+            for w in [50 * MS, 200 * MS, 1000 * MS] {
+                let bound = burst + rate * w / 1000 / MS + 1;
+                let over = most_in(&sent, w).saturating_sub(bound);
+                assert!(over <= burst + held, "{over} over in {w} ns");
+                most_over = most_over.max(over);
+            }
+        }
+        // Not one burst only: the slots held pass too.
+        assert!(most_over > burst, "{most_over}");
     }
 }

@@ -452,9 +452,11 @@ fn open_keys(
     Ok(keys::SharedKeys::new(lease, pacer, per_second))
 }
 
-/// What a lost state lets through, as the message says it.
-const LOST_GLOBAL: &str = "one burst more";
-const LOST_PER_KEY: &str = "one burst more per key";
+/// What a lost state lets through beyond the bound, as the message says
+/// it: one burst, and the slots the drips had reserved and not yet used
+/// (see `docs/sharing.md`).
+const LOST_GLOBAL: &str = "one burst and the slots already reserved";
+const LOST_PER_KEY: &str = "one burst and the slots already reserved, per key,";
 
 #[cfg(test)]
 mod tests {

@@ -119,7 +119,7 @@ impl Voice {
     pub(crate) fn lost(&self) {
         if !self.quiet {
             eprintln!(
-                "drip: {}: the shared state was lost (a restart or a flush); at most {} may pass",
+                "drip: {}: the shared state was lost (a restart or a flush); beyond the limit, at most {} may pass",
                 self.name, self.may_pass
             );
         }
