@@ -208,7 +208,7 @@ impl Admission {
             // Waiting records that are due go first.
             self.release(now);
             if self.bucket.is_empty() {
-                let n = self.schedule.release(now, seg.len(), &mut sizes(&seg));
+                let n = self.schedule.release(now, seg.len(), &mut seg.records());
                 if n > 0 {
                     ledger.read(n);
                     self.push_outbox(seg.split_front(n));
@@ -264,7 +264,7 @@ impl Admission {
         let available = self.bucket.len();
         let n = self
             .schedule
-            .release(now, available, &mut self.bucket.sizes());
+            .release(now, available, &mut self.bucket.records());
         if n > 0 {
             if let Some(oldest) = self.bucket.oldest_arrival() {
                 self.longest_wait_ns = self.longest_wait_ns.max(now.saturating_sub(oldest));
@@ -303,8 +303,8 @@ impl Admission {
                 (e, x) => e.or(x),
             };
         }
-        let size = self.bucket.front_size()?;
-        let due = self.schedule.next_due(size);
+        let front = self.bucket.front_record()?;
+        let due = self.schedule.next_due(front);
         Some(self.next_expiry().map_or(due, |e| e.min(due)))
     }
 
@@ -336,12 +336,6 @@ impl Admission {
         self.bucket.drain(fate, &mut |s, f| ledger.dispose(s, f));
     }
 }
-
-/// Each record's size in bytes, delimiter included.
-fn sizes(seg: &Segment) -> impl Iterator<Item = usize> + '_ {
-    seg.records().map(<[u8]>::len)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,7 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::Instant;
 
@@ -22,7 +22,7 @@ use crate::monitor::Monitor;
 use crate::progress::{lock_ui, Ui};
 use crate::schedule::{Limits, Schedule};
 use crate::shared;
-use crate::state::{Clock, OverflowError, Shared, State};
+use crate::state::{Clock, OverflowError, Shared, State, Stops};
 use crate::stats::Summary;
 use crate::writer::{self, Stdout};
 use crate::{output, reader, stalls, sys};
@@ -122,6 +122,15 @@ fn input_size(inputs: &[Input]) -> Option<u64> {
     })
 }
 
+/// The local schedule for `config`'s limits, costs read as `--cost` says.
+fn local_limits(config: &Config) -> Limits {
+    let limits = Limits::new(&config.limits);
+    match &config.cost {
+        Some(cost) => limits.with_cost(cost.clone()),
+        None => limits,
+    }
+}
+
 /// The shared state for `config`: admission over the configured limits
 /// (local, or `--share`d, and behind `gate` with `--exec`), and the running
 /// `--share`, if any.
@@ -136,11 +145,11 @@ fn shared_state(
             let opened = shared::open(share, &config.limits, config.key.as_ref(), origin)?;
             let schedule: Box<dyn Schedule> = match opened.schedule {
                 Some(schedule) => Box::new(schedule),
-                None => Box::new(Limits::new(&config.limits)),
+                None => Box::new(local_limits(config)),
             };
             (schedule, opened.keys, Some(opened.handle))
         }
-        None => (Box::new(Limits::new(&config.limits)), None, None),
+        None => (Box::new(local_limits(config)), None, None),
     };
     if let Some(gate) = gate {
         schedule = Box::new(Gate::new(schedule, gate));
@@ -182,17 +191,12 @@ fn shared_state(
         state: Mutex::new(State::new(adm, dead, config.dead_letter.is_some())),
         data_ready: Condvar::new(),
         space_ready: Condvar::new(),
-        stop_now: AtomicBool::new(false),
-        in_flight_written: AtomicUsize::new(0),
         waker: sys::Waker::new().context("creating a pipe")?,
         clock: Clock(origin),
         unpaced,
         direct: out_fd.filter(|_| unpaced).and_then(output::Direct::new),
-        first_signal: AtomicI32::new(0),
-        writer_thread: Mutex::new(0),
-        leave_now: AtomicBool::new(false),
-        second_signal: AtomicI32::new(0),
-        reader_thread: Mutex::new(0),
+        in_flight_written: AtomicUsize::new(0),
+        stops: Stops::default(),
         dead_backlog,
         jobs: OnceLock::new(),
         share: OnceLock::new(),
@@ -268,6 +272,7 @@ fn run_watching(
         config.inputs.clone(),
         own,
         splitter(&config, &shared),
+        config.cost.clone(),
     )?;
     let write_error = match (out, &pool) {
         (Some(out), _) => write(&shared, &mut Stdout(out)),
@@ -285,7 +290,7 @@ fn run_watching(
     // Unused slots go back before drip takes stock, best effort: a keeper
     // held up by a hung server is not waited for beyond a short bound, and
     // not at all after a second signal.
-    let leaving = || shared.leave_now.load(std::sync::atomic::Ordering::SeqCst);
+    let leaving = || shared.stops.leaving();
     let share_error = share
         .as_mut()
         .and_then(|s| s.finish(shared::GIVE_BACK_WAIT, &leaving));
@@ -337,7 +342,7 @@ fn splitter(config: &Config, shared: &Arc<Shared>) -> Splitter {
     splitter.skipping(Box::new(move |bytes, piece| {
         shared
             .dead_backlog
-            .wait_for_room(&|| shared.lock().stop_reading);
+            .wait_for_room(&|| shared.lock().stop.reading);
         let mut st = shared.lock();
         st.ledger.skip_piece(bytes.len(), piece);
         st.flush_dead();
@@ -362,15 +367,9 @@ fn jobs_outcome(config: &Config, shared: &Shared, ending: Ending) -> Ending {
 /// Run the writer on this thread, where a stop can interrupt it.
 fn write(shared: &Shared, sink: &mut dyn writer::Sink) -> Option<std::io::Error> {
     sys::install_interrupt_handler();
-    let set_writer = |id| {
-        *shared
-            .writer_thread
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = id
-    };
-    set_writer(sys::this_thread());
+    shared.stops.set_writer(sys::this_thread());
     let write_error = writer::write_loop(shared, sink);
-    set_writer(0);
+    shared.stops.set_writer(0);
     write_error
 }
 
@@ -419,7 +418,7 @@ fn finish(
     write_error: Option<std::io::Error>,
 ) -> Result<Ending> {
     // The reader may have met the error, writing directly.
-    let write_error = write_error.or_else(|| shared.lock().write_error.take());
+    let write_error = write_error.or_else(|| shared.lock().stop.write_error.take());
     let (overflow, mut dead) = {
         let mut st = shared.lock();
         st.drain_undelivered();
@@ -427,17 +426,16 @@ fn finish(
         let counts = st.ledger.counts();
         debug_assert_eq!(counts.read, counts.settled(), "{counts:?}");
         let none = DeadLetter::none(config.delimiter);
-        (st.overflow.take(), std::mem::replace(&mut st.dead, none))
+        (
+            st.stop.overflow.take(),
+            std::mem::replace(&mut st.dead, none),
+        )
     };
     // Without the lock: the monitor (signals, stats) goes on meanwhile.
     let dead_error = dead.finish();
-    let second = shared.second_signal.load(Ordering::SeqCst);
-    let signal = match (second, shared.first_signal.load(Ordering::SeqCst)) {
-        (0, 0) => None,
-        (0, n) | (n, _) => Some(n),
-    };
+    let (signal, hurried) = shared.stops.signal();
     let summary = shared.summary();
-    let stats_error = tell(config, ui, monitor, &summary, second > 0);
+    let stats_error = tell(config, ui, monitor, &summary, hurried);
     if let Some(e) = write_error {
         // The reader went away: a pipe's (EPIPE) or a socket's (ECONNRESET).
         if !matches!(

@@ -12,6 +12,7 @@ pub mod admission;
 pub mod backoff;
 pub mod bucket;
 pub mod cli;
+pub mod cost;
 mod deadletter;
 mod engine;
 pub mod input;

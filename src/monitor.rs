@@ -9,7 +9,6 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -280,10 +279,10 @@ async fn watch(
                 output = None;
                 continue;
             }
-            _ = nudge.tick(), if shared.first_signal.load(Ordering::Relaxed) != 0 => {
+            _ = nudge.tick(), if shared.stops.signalled() => {
                 // A stop may find the writer blocked on a stalled stdout:
                 // interrupt its write until it has let go.
-                shared.interrupt_writer();
+                shared.stops.interrupt_writer();
                 continue;
             }
             _ = redraw.tick(), if progress => {
@@ -299,11 +298,7 @@ async fn watch(
                 continue;
             }
         };
-        let first = shared
-            .first_signal
-            .compare_exchange(0, signo, Ordering::SeqCst, Ordering::SeqCst)
-            .is_ok();
-        if !first {
+        if !shared.stops.first(signo) {
             // A second signal: leave now, once every record consumed and
             // not written is in the dead letter.
             crate::progress::clear_before_exit(&ui);

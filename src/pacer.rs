@@ -275,12 +275,16 @@ impl Pacer {
     }
 
     /// The earliest time (ns) at which a record costing `cost` units (1 for
-    /// a record limit, its size in bytes for a byte limit) may leave; `0`
-    /// when it may leave at any time.
+    /// a record limit, its size in bytes for a byte limit, the number read
+    /// from it for a cost limit) may leave; `0` when it may leave at any
+    /// time (a record costing nothing always may).
     pub fn next_due_for(&self, cost: u64) -> u64 {
         let (Some(limit), Some(anchor)) = (self.limit, self.anchor) else {
             return 0;
         };
+        if cost == 0 {
+            return 0;
+        }
         let k = i128::try_from(self.k).unwrap_or(i128::MAX);
         let slot = k.saturating_add(self.counted(cost) as i128) - self.burst_i128();
         let due = i128::from(anchor).saturating_add(Self::slot_offset(limit, slot).max(0));
@@ -345,9 +349,10 @@ impl Pacer {
     }
 
     /// Whether a record costing `cost` fits a `budget` from
-    /// [`Pacer::budget`].
+    /// [`Pacer::budget`]. A record costing nothing always fits, even while
+    /// the schedule is in debt.
     pub fn fits(&self, budget: i128, cost: u64) -> bool {
-        self.limit.is_none() || self.counted(cost) as i128 <= budget
+        self.limit.is_none() || cost == 0 || self.counted(cost) as i128 <= budget
     }
 
     /// How many of `available` one-unit records may leave at `now` (no

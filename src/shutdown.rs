@@ -97,7 +97,7 @@ pub(crate) async fn leave(shared: &Shared, done: &CancellationToken, signo: i32)
             }
             // A signal sent just before a thread entered its write is not
             // seen by that write: interrupt again until it has let go.
-            _ = nudge.tick() => shared.interrupt_threads(),
+            _ = nudge.tick() => shared.stops.interrupt_threads(),
         }
     }
 }

@@ -17,7 +17,9 @@ use crate::output::not_stdout;
 use crate::quantity::{
     parse_byte, parse_count, parse_count_usize, parse_duration, parse_interval, parse_size,
 };
-use crate::rate::{parse_byte_rate_burst, parse_key_rate, parse_rate_burst, Rate};
+use crate::rate::{
+    parse_byte_rate_burst, parse_cost_rate_burst, parse_key_rate, parse_rate_burst, Rate,
+};
 use crate::shared;
 
 fn after_help() -> String {
@@ -72,6 +74,27 @@ pub struct Cli {
     /// for. May be given more than once
     #[arg(long, value_name = "SIZE/UNIT[:BURST]", value_parser = parse_byte_rate_burst, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true)]
     pub byte_rate: Vec<(Rate, u64)>,
+
+    /// Where a record's cost is (tokens, a weight), for --cost-rate: a field
+    /// number (--cost 2; fields split on blanks, or on --field-separator)
+    /// or a regular expression whose first capture group is the cost
+    /// (--cost '"tokens": *([0-9]+)'), in the record without its delimiter.
+    /// A cost is a whole number from 0 to 2^53, blanks around it allowed. A
+    /// record whose cost cannot be read (no such field, no match, not a
+    /// whole number) costs 1 and is still passed on; the first such record
+    /// is named once on stderr. Needs --cost-rate
+    #[arg(long, value_name = "FIELD|REGEX", value_parser = parse_key, value_hint = ValueHint::Other)]
+    pub cost: Option<KeyArg>,
+
+    /// Cost per unit of time, as --rate (100000/min, 500/s); a record spends
+    /// the cost --cost reads from it, as --byte-rate spends its size.
+    /// BURST (default 1) is how much cost may leave back to back; a record
+    /// costing more than BURST leaves alone once a full burst is saved, and
+    /// the next waits until it is paid for. A record costing 0 waits for no
+    /// cost limit. May be given more than once; not with --share. Needs
+    /// --cost
+    #[arg(long, value_name = "N/UNIT[:BURST]", value_parser = parse_cost_rate_burst, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true)]
+    pub cost_rate: Vec<(Rate, u64)>,
 
     /// One record every DURATION (100ms, 2s, 1m; at most 100y): another way
     /// to give the rate
@@ -350,12 +373,12 @@ mod tests {
                 _ => {}
             }
         }
-        // rate, byte-rate, interval, burst, capacity, capacity-bytes,
-        // delimiter, max-record, max-wait, stats-interval, share,
-        // share-peers; jobs, retries, retry-on, overload-on, backoff,
-        // timeout, deadline; key, field-separator, key-rate, key-capacity,
-        // max-keys.
-        assert_eq!(other, 24);
+        // rate, byte-rate, cost, cost-rate, interval, burst, capacity,
+        // capacity-bytes, delimiter, max-record, max-wait, stats-interval,
+        // share, share-peers; jobs, retries, retry-on, overload-on, backoff,
+        // timeout, deadline, order-window; key, field-separator, key-rate,
+        // key-capacity, max-keys.
+        assert_eq!(other, 27);
     }
 
     #[test]

@@ -8,6 +8,7 @@ use clap::Parser;
 
 use super::Cli;
 use crate::bucket::Overflow;
+use crate::cost::Cost;
 use crate::input::{Input, Oversize};
 use crate::keyed::KeyConfig;
 use crate::schedule::{Limit, Unit};
@@ -63,6 +64,8 @@ pub struct Config {
     pub jobs: Option<crate::jobs::JobConfig>,
     /// Limits per key (`--key`, `--key-rate`), if any.
     pub key: Option<KeyConfig>,
+    /// How a record's cost is read (`--cost`), for the cost limits.
+    pub cost: Option<Cost>,
 }
 
 impl Config {

@@ -19,6 +19,7 @@ use anyhow::{Context, Result};
 use super::attempt::{self, Ended, Files, Spec};
 use super::gate::GateControl;
 use super::joblog::{unix_seconds, Entry, Joblog};
+use super::order::{Held, Order};
 use super::retry::{parse_headers, Aimd, Exit, Verdict};
 use super::{ExecError, JobConfig};
 use crate::bucket::{Fate, Segment};
@@ -98,6 +99,8 @@ pub(crate) struct Pool {
     rate: f64,
     /// The record delimiter, left out of the record in arguments.
     delimiter: u8,
+    /// With `--keep-order`: the outputs held until their turn.
+    order: Option<Order>,
 }
 
 impl std::fmt::Debug for Pool {
@@ -141,7 +144,6 @@ impl Pool {
         };
         let pool = Arc::new(Pool {
             shared: Arc::clone(&shared),
-            cfg,
             gate,
             out: Mutex::new(out),
             inner: Mutex::new(inner),
@@ -151,6 +153,8 @@ impl Pool {
             headers_dir: headers.path().to_path_buf(),
             headers: Mutex::new(Some(headers)),
             terminated: Arc::new(Mutex::new(Some(Vec::new()))),
+            order: cfg.keep_order.map(Order::new),
+            cfg,
             rate,
             delimiter,
         });
@@ -163,7 +167,7 @@ impl Pool {
     }
 
     fn stopping(&self) -> bool {
-        self.shared.stop_now.load(Ordering::Relaxed)
+        self.shared.stops.now.load(Ordering::Relaxed)
     }
 
     /// Wait until every job has ended.
@@ -206,7 +210,7 @@ impl Pool {
             if stop() || inner.fatal.is_some() {
                 return false;
             }
-            if inner.busy < self.cfg.jobs {
+            if inner.busy < self.cfg.jobs && self.in_window(&inner) {
                 break;
             }
             inner = self
@@ -217,6 +221,14 @@ impl Pool {
         }
         inner.busy += 1;
         true
+    }
+
+    /// Whether the next record may start as far as `--keep-order`'s window
+    /// goes.
+    fn in_window(&self, inner: &Inner) -> bool {
+        self.order
+            .as_ref()
+            .map_or(true, |o| o.admits(inner.next_number + 1))
     }
 
     fn release_slot(&self) {
@@ -243,7 +255,7 @@ impl Pool {
     /// a pause, the `--adapt` spacing) and take it, ahead of the records
     /// in the bucket. `Err` with the record's outcome at a stop (undelivered)
     /// or past its deadline (expired).
-    fn take_slot(&self, size: usize, deadline: Option<u64>) -> Result<(), Outcome> {
+    fn take_slot(&self, record: &[u8], deadline: Option<u64>) -> Result<(), Outcome> {
         loop {
             let wait = {
                 let mut st = self.shared.lock();
@@ -252,10 +264,10 @@ impl Pool {
                     return Err(Outcome::Expired);
                 }
                 let schedule = st.adm.schedule_mut();
-                if schedule.release(now, 1, &mut std::iter::once(size)) == 1 {
+                if schedule.release(now, 1, &mut std::iter::once(record)) == 1 {
                     return Ok(());
                 }
-                schedule.next_due(size).saturating_sub(now)
+                schedule.next_due(record).saturating_sub(now)
             };
             if self.stopping() {
                 return Err(Outcome::Undelivered);
@@ -366,11 +378,7 @@ impl Pool {
                 Ok(ended) => ended,
                 Err(error) => return self.cannot_run(&argv[0], error),
             };
-            {
-                // drip's stdout is held only while the output is passed on.
-                let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
-                files.pass_on(&mut **out, self.delimiter);
-            }
+            self.pass_on(number, files);
             let response = attempt::take_headers(&headers).and_then(|t| parse_headers(&t));
             let verdict =
                 self.cfg
@@ -399,11 +407,26 @@ impl Pool {
             if !self.sleep_until(at) {
                 return Outcome::Undelivered;
             }
-            if let Err(outcome) = self.take_slot(bytes.len(), deadline) {
+            if let Err(outcome) = self.take_slot(bytes, deadline) {
                 return outcome;
             }
         }
         unreachable!("attempts are bounded by --retries")
+    }
+
+    /// An attempt's output goes to stdout whole; with `--keep-order`, it is
+    /// held until the record's turn.
+    fn pass_on(&self, number: u64, files: &mut Files) {
+        let Some(order) = &self.order else {
+            // drip's stdout is held only while the output is passed on.
+            let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+            return files.pass_on(&mut **out, self.delimiter);
+        };
+        let mut held = Held::default();
+        files.pass_on(&mut held, self.delimiter);
+        if let Err(e) = order.hold(number, held) {
+            eprintln!("drip: --keep-order: holding a job's output: {e}");
+        }
     }
 
     /// How long an attempt started at `now` may run: `--timeout`, and what
@@ -567,7 +590,7 @@ impl Pool {
         };
         inner.busy -= 1;
         drop(inner);
-        st.sink_full = false;
+        st.writing.sink_full = false;
         match outcome {
             Outcome::Succeeded => st.ledger.succeeded(1),
             Outcome::Failed => st.ledger.dispose(record, Fate::Failed),
@@ -576,6 +599,9 @@ impl Pool {
         }
         st.flush_dead();
         drop(st);
+        if let Some(order) = &self.order {
+            order.done(number, &self.out);
+        }
         self.freed.notify_all();
         self.shared.data_ready.notify_all();
     }
@@ -583,7 +609,8 @@ impl Pool {
 
 impl Jobs for Pool {
     fn has_room(&self) -> bool {
-        self.lock().busy < self.cfg.jobs
+        let inner = self.lock();
+        inner.busy < self.cfg.jobs && self.in_window(&inner)
     }
 
     fn stats(&self) -> JobStats {
@@ -658,6 +685,9 @@ impl Jobs for Pool {
         }
         // drip exits next, without the wiring: nothing is left behind.
         self.remove_headers();
+        if let Some(order) = &self.order {
+            order.flush_all(&self.out);
+        }
         running.into_values().map(|(record, _)| record).collect()
     }
 }
@@ -721,7 +751,7 @@ impl Sink for Runner {
                 if !self.0.has_room() {
                     // Arrivals wait in the bucket from now, not in the
                     // outbox, so a start never comes late off its slot.
-                    self.0.shared.lock().sink_full = true;
+                    self.0.shared.lock().writing.sink_full = true;
                 }
                 progress(done.bytes as usize);
             }

@@ -461,6 +461,7 @@ impl Keyed {
             let record = ahead[next];
             next += 1;
             let size = record.end - start;
+            let bytes = &data[start..record.end];
             let key = record.key.map(|(from, to)| &data[from..to]);
             start = record.end;
             // A key forgotten since the look-up may have left its slot to
@@ -470,7 +471,7 @@ impl Keyed {
                 _ => self.slot_of(key, record.hash, now),
             };
             if let Some(s) = slot {
-                if may_leave && self.leave_now(now, s, size, global, global_open) {
+                if may_leave && self.leave_now(now, s, bytes, global, global_open) {
                     run_bytes += size;
                     run_len += 1;
                     continue;
@@ -618,14 +619,14 @@ impl Keyed {
         }
     }
 
-    /// Whether a record of key `s`, `size` bytes, leaves at `now`; if so it
-    /// takes its slot in its key's schedule and the global one.
+    /// Whether `record`, of key `s`, leaves at `now`; if so it takes its
+    /// slot in its key's schedule and the global one.
     /// `global_open`: the global schedule limits nothing.
     fn leave_now(
         &mut self,
         now: u64,
         s: u32,
-        size: usize,
+        record: &[u8],
         global: &mut dyn Schedule,
         global_open: bool,
     ) -> bool {
@@ -638,13 +639,13 @@ impl Keyed {
             self.mark_idle(front);
         }
         if self.shared.is_some() {
-            return self.leave_now_shared(now, s, size, global);
+            return self.leave_now_shared(now, s, record, global);
         }
         let slot = &self.slots[s as usize];
         if slot.len > 0 || now < slot.due {
             return false;
         }
-        if !global_open && global.release(now, 1, &mut std::iter::once(size)) == 0 {
+        if !global_open && global.release(now, 1, &mut std::iter::once(record)) == 0 {
             return false;
         }
         self.take_slot(s, now);
@@ -888,8 +889,8 @@ impl Keyed {
                 self.mark_idle(s);
                 continue;
             }
-            let size = self.nodes[slot.head as usize].seg.bytes();
-            if global.release(now, 1, &mut std::iter::once(size)) == 0 {
+            let head = self.nodes[slot.head as usize].seg.as_bytes();
+            if global.release(now, 1, &mut std::iter::once(head)) == 0 {
                 break;
             }
             self.ready.pop_front();
@@ -938,7 +939,8 @@ impl Keyed {
         } else {
             self.ready.iter().find_map(|&s| {
                 let slot = &self.slots[s as usize];
-                (slot.len > 0).then(|| global.next_due(self.nodes[slot.head as usize].seg.bytes()))
+                (slot.len > 0)
+                    .then(|| global.next_due(self.nodes[slot.head as usize].seg.as_bytes()))
             })
         };
         let rest = self

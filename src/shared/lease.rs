@@ -273,8 +273,8 @@ impl SharedSchedule {
         late_ns(per_second)
     }
 
-    /// Of `available` records waiting in order (sizes from `sizes`),
-    /// release those whose slot is due at `now`, each on a slot reserved
+    /// Of `available` records waiting in order (from `records`), release
+    /// those whose slot is due at `now`, each on a slot reserved
     /// for at least its size: a slot at the head too small for the record
     /// at the head is wasted (forfeited). While changing over, each must
     /// also be allowed by the lone pace. Then note what the records left
@@ -284,12 +284,13 @@ impl SharedSchedule {
         st: &mut GlobalLease,
         now: u64,
         available: usize,
-        sizes: &mut dyn Iterator<Item = usize>,
+        records: &mut dyn Iterator<Item = &[u8]>,
     ) -> usize {
         let alone = st.status.mode.paced_alone(now);
-        let mut sizes = sizes.take(available).map(|s| s as u64).peekable();
+        let mut records = records.take(available).peekable();
         let mut n = 0;
-        while let Some(&size) = sizes.peek() {
+        while let Some(&record) = records.peek() {
+            let size = record.len() as u64;
             if self.weighs_bytes {
                 while st.slots.front().is_some_and(|s| s.size < size) {
                     st.slots.pop_front();
@@ -299,18 +300,14 @@ impl SharedSchedule {
             if !st.slots.front().is_some_and(|s| s.at <= now) {
                 break;
             }
-            if alone
-                && self
-                    .local
-                    .release(now, 1, &mut std::iter::once(size as usize))
-                    == 0
-            {
+            if alone && self.local.release(now, 1, &mut std::iter::once(record)) == 0 {
                 break;
             }
             st.slots.pop_front();
-            sizes.next();
+            records.next();
             n += 1;
         }
+        let mut sizes = records.map(|r| r.len() as u64);
         let weighed: Option<&mut dyn Iterator<Item = u64>> = if self.weighs_bytes {
             Some(&mut sizes)
         } else {
@@ -334,18 +331,18 @@ impl Schedule for SharedSchedule {
         &mut self,
         now: u64,
         available: usize,
-        sizes: &mut dyn Iterator<Item = usize>,
+        records: &mut dyn Iterator<Item = &[u8]>,
     ) -> usize {
         self.last_now = now;
         let lease = Arc::clone(&self.lease);
         let mut st = lease.lock();
         if st.status.mode == Mode::Local {
-            return self.local.release(now, available, sizes);
+            return self.local.release(now, available, records);
         }
         let before = (st.wanted, st.returning.is_some());
         st.drop_late(now, |size| self.late_ns(size));
         let n = if self.weighs_bytes || st.status.mode.paced_alone(now) {
-            self.release_slots(&mut st, now, available, sizes)
+            self.release_slots(&mut st, now, available, records)
         } else {
             let mut n = 0;
             while n < available && st.slots.front().is_some_and(|s| s.at <= now) {
@@ -362,10 +359,11 @@ impl Schedule for SharedSchedule {
         n
     }
 
-    fn next_due(&self, size: usize) -> u64 {
+    fn next_due(&self, record: &[u8]) -> u64 {
+        let size = record.len();
         let st = self.lease.lock();
         if st.status.mode == Mode::Local {
-            return self.local.next_due(size);
+            return self.local.next_due(record);
         }
         let due = match st.slots.front() {
             // Too small for this record: wasted at the next release.
@@ -374,7 +372,7 @@ impl Schedule for SharedSchedule {
             None => self.last_now.saturating_add(POLL_NS),
         };
         if st.status.mode.paced_alone(self.last_now) {
-            due.max(self.local.next_due(size))
+            due.max(self.local.next_due(record))
         } else {
             due
         }
@@ -384,10 +382,10 @@ impl Schedule for SharedSchedule {
         self.local.slack_ns()
     }
 
-    fn nth_due(&self, size: usize, n: usize) -> Option<u64> {
+    fn nth_due(&self, record: &[u8], n: usize) -> Option<u64> {
         let st = self.lease.lock();
         if st.status.mode == Mode::Local {
-            return self.local.nth_due(size, n);
+            return self.local.nth_due(record, n);
         }
         // The slots reserved: the later ones are not known yet.
         st.slots.get(n).map(|s| s.at)
@@ -406,6 +404,11 @@ pub(crate) mod tests {
     use super::*;
     use crate::schedule::{Limit, Unit};
     use std::time::Instant;
+
+    /// Records of these sizes in bytes.
+    fn sized(sizes: &[usize]) -> Vec<Vec<u8>> {
+        sizes.iter().map(|&n| vec![b'x'; n]).collect()
+    }
 
     const MS: u64 = 1_000_000;
 
@@ -445,7 +448,10 @@ pub(crate) mod tests {
         assert!(s.weighs_bytes());
         assert_eq!(s.records_per_second(), f64::INFINITY);
         let sizes = [100usize, 60, 80, 30];
-        assert_eq!(s.release(0, 4, &mut sizes.iter().copied()), 1);
+        assert_eq!(
+            s.release(0, 4, &mut sized(&sizes).iter().map(Vec::as_slice)),
+            1
+        );
         {
             let st = s.lease.lock();
             // The 50-byte slot was too small for the 60-byte record.
@@ -458,11 +464,14 @@ pub(crate) mod tests {
             assert_eq!(st.wanted, 2);
             assert_eq!(st.wanted_sizes, [80, 30]);
         }
-        assert_eq!(s.next_due(60), 10 * MS);
+        assert_eq!(s.next_due(&[b'x'; 60]), 10 * MS);
         // A record larger than the head slot (the queue changed) is due
         // at once: the next release wastes the slot and wants one for it.
-        assert_eq!(s.next_due(90), 0);
-        assert_eq!(s.release(10 * MS, 2, &mut [90usize, 30].into_iter()), 0);
+        assert_eq!(s.next_due(&[b'x'; 90]), 0);
+        assert_eq!(
+            s.release(10 * MS, 2, &mut sized(&[90, 30]).iter().map(Vec::as_slice)),
+            0
+        );
         let st = s.lease.lock();
         assert_eq!(st.status.forfeited, 2);
         assert!(st.slots.is_empty());
@@ -473,7 +482,10 @@ pub(crate) mod tests {
     #[test]
     fn a_smaller_record_takes_a_larger_slot() {
         let mut s = byte_schedule(&[(0, 500), (MS, 500)]);
-        assert_eq!(s.release(MS, 2, &mut [10usize, 490].into_iter()), 2);
+        assert_eq!(
+            s.release(MS, 2, &mut sized(&[10, 490]).iter().map(Vec::as_slice)),
+            2
+        );
         let st = s.lease.lock();
         assert_eq!((st.status.forfeited, st.wanted), (0, 0));
         assert!(st.wanted_sizes.is_empty());
@@ -485,11 +497,20 @@ pub(crate) mod tests {
     fn a_byte_slot_may_be_as_late_as_it_is_long() {
         // At 1000 bytes a second: 50 bytes take 50 ms, 1 byte 1 ms (2).
         let mut s = byte_schedule(&[(0, 50), (0, 1), (0, 1)]);
-        assert_eq!(s.release(40 * MS, 1, &mut [50usize].into_iter()), 1);
-        assert_eq!(s.release(41 * MS, 1, &mut [1usize].into_iter()), 0);
+        assert_eq!(
+            s.release(40 * MS, 1, &mut sized(&[50]).iter().map(Vec::as_slice)),
+            1
+        );
+        assert_eq!(
+            s.release(41 * MS, 1, &mut sized(&[1]).iter().map(Vec::as_slice)),
+            0
+        );
         assert_eq!(s.lease.lock().status.forfeited, 2);
         let mut s = byte_schedule(&[(0, 50)]);
-        assert_eq!(s.release(51 * MS, 1, &mut [50usize].into_iter()), 0);
+        assert_eq!(
+            s.release(51 * MS, 1, &mut sized(&[50]).iter().map(Vec::as_slice)),
+            0
+        );
         assert_eq!(s.lease.lock().status.forfeited, 1);
     }
     /// Case: a drip changing over after pacing alone (`local`) sends at
@@ -525,7 +546,7 @@ pub(crate) mod tests {
         };
         let (mut before, mut after) = (0, 0);
         for ms in 0..1000 {
-            let n = s.release(ms * MS, 1000, &mut std::iter::repeat(1));
+            let n = s.release(ms * MS, 1000, &mut std::iter::repeat(&b"x"[..]));
             if ms < 500 {
                 before += n;
             } else {

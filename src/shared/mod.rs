@@ -502,8 +502,11 @@ mod tests {
         )]);
         s.lease.lock().status.mode = keeper::Mode::Local;
         // 500 bytes a second each: 100 bytes now, the next 100 in 200 ms.
-        assert_eq!(s.release(0, 2, &mut [100usize, 100].into_iter()), 1);
-        assert_eq!(s.next_due(100), 200 * MS);
+        assert_eq!(
+            s.release(0, 2, &mut [[b'x'; 100], [b'x'; 100]].iter().map(|r| &r[..])),
+            1
+        );
+        assert_eq!(s.next_due(&[b'x'; 100]), 200 * MS);
         assert_eq!(s.lease.lock().wanted, 0);
     }
 
