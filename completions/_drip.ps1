@@ -86,6 +86,14 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
             return
         }
+        { $_ -in '--metrics' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '--name' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
         { $_ -in '--key' } {
             @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
             return
@@ -184,6 +192,8 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             [CompletionResult]::new('--dead-letter', '--dead-letter', [CompletionResultType]::ParameterName, 'Append every record not written to stdout (dropped, expired, undelivered) to FILE, byte-exact, in the order it left the bucket (not `-`: stdout carries the records)')
             [CompletionResult]::new('--stats-json', '--stats-json', [CompletionResultType]::ParameterName, 'Write the summary to FILE as one JSON object (and, with --stats-interval, the periodic stats as JSON lines before it); not `-`: stdout carries the records')
             [CompletionResult]::new('--stats-interval', '--stats-interval', [CompletionResultType]::ParameterName, 'Every DURATION (10ms to 100y), write one JSON line of stats to stderr (or to --stats-json FILE)')
+            [CompletionResult]::new('--metrics', '--metrics', [CompletionResultType]::ParameterName, 'Keep FILE up to date with the figures in the Prometheus text format (records by fate, depth, oldest age, rate, jobs, retries, overload pauses, --share''s calls, the top keys): written anew and renamed over FILE every --stats-interval (or each second) and at exit, for node_exporter''s textfile collector')
+            [CompletionResult]::new('--name', '--name', [CompletionResultType]::ParameterName, 'Name this drip for `drip ctl` (1 to 64 letters, digits, `_`, `-`; not all digits); it is always reachable by its pid too')
             [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Limit records per key: SPEC is a field number (--key 1; fields split on blanks, or on --field-separator) or a regular expression whose first capture group is the key (--key ''^https?://([^/:]+)''; start it with (?-u) to match bytes that are not UTF-8), found in the record without its delimiter (or a CR before a newline). Records with no key (no such field, no match) share one "no key" lane. Each key waits in its own queue at --key-rate; keys due together take turns (round robin), so a noisy key never holds back a quiet one: within a key records keep their order, across keys the output order may differ from the input''s. Needs --key-rate')
             [CompletionResult]::new('--field-separator', '--field-separator', [CompletionResultType]::ParameterName, 'Fields for --key N are separated by this byte ('','' or an escape such as ''\t'') instead of runs of blanks')
             [CompletionResult]::new('--key-rate', '--key-rate', [CompletionResultType]::ParameterName, 'Each key''s own limit, records per unit (as --rate, with its burst after a colon: 5/s:10). The global --rate limits, if any, still cap all records together: a record leaves when both allow. With --share, each key''s limit holds for all the drips sharing it together (a record of a key with no slot reserved waits a round trip). Needs --key')
@@ -207,6 +217,7 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             [CompletionResult]::new('--null', '--null', [CompletionResultType]::ParameterName, 'Records end with NUL instead of newline, on input and output')
             [CompletionResult]::new('--drain', '--drain', [CompletionResultType]::ParameterName, 'On the first stopping signal (SIGINT, SIGTERM, SIGHUP, ...), stop reading but write what the bucket holds at the rate before exiting')
             [CompletionResult]::new('--stats', '--stats', [CompletionResultType]::ParameterName, 'Print a summary on stderr at exit')
+            [CompletionResult]::new('--no-control', '--no-control', [CompletionResultType]::ParameterName, 'Listen on no control socket: `drip ctl` cannot reach this drip')
             [CompletionResult]::new('--progress', '--progress', [CompletionResultType]::ParameterName, 'Draw the live display on stderr even when it is not a terminal, or when stdout is the same terminal (the display then keeps to the bottom row and the records scroll above it)')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'No progress display: stderr gets only errors and what --stats and --stats-interval ask for')
             [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'No progress display: stderr gets only errors and what --stats and --stats-interval ask for')
@@ -218,6 +229,12 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('ctl', 'ctl', [CompletionResultType]::ParameterValue, 'Steer a running drip of this user: list them, change a rate, pause, resume, read its figures')
+            break
+        }
+        'drip;ctl' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             break
         }
     })

@@ -40,6 +40,8 @@ set edit:completion:arg-completer[drip] = {|@words|
             cand --dead-letter 'Append every record not written to stdout (dropped, expired, undelivered) to FILE, byte-exact, in the order it left the bucket (not `-`: stdout carries the records)'
             cand --stats-json 'Write the summary to FILE as one JSON object (and, with --stats-interval, the periodic stats as JSON lines before it); not `-`: stdout carries the records'
             cand --stats-interval 'Every DURATION (10ms to 100y), write one JSON line of stats to stderr (or to --stats-json FILE)'
+            cand --metrics 'Keep FILE up to date with the figures in the Prometheus text format (records by fate, depth, oldest age, rate, jobs, retries, overload pauses, --share''s calls, the top keys): written anew and renamed over FILE every --stats-interval (or each second) and at exit, for node_exporter''s textfile collector'
+            cand --name 'Name this drip for `drip ctl` (1 to 64 letters, digits, `_`, `-`; not all digits); it is always reachable by its pid too'
             cand --key 'Limit records per key: SPEC is a field number (--key 1; fields split on blanks, or on --field-separator) or a regular expression whose first capture group is the key (--key ''^https?://([^/:]+)''; start it with (?-u) to match bytes that are not UTF-8), found in the record without its delimiter (or a CR before a newline). Records with no key (no such field, no match) share one "no key" lane. Each key waits in its own queue at --key-rate; keys due together take turns (round robin), so a noisy key never holds back a quiet one: within a key records keep their order, across keys the output order may differ from the input''s. Needs --key-rate'
             cand --field-separator 'Fields for --key N are separated by this byte ('','' or an escape such as ''\t'') instead of runs of blanks'
             cand --key-rate 'Each key''s own limit, records per unit (as --rate, with its burst after a colon: 5/s:10). The global --rate limits, if any, still cap all records together: a record leaves when both allow. With --share, each key''s limit holds for all the drips sharing it together (a record of a key with no slot reserved waits a round trip). Needs --key'
@@ -63,6 +65,7 @@ set edit:completion:arg-completer[drip] = {|@words|
             cand --null 'Records end with NUL instead of newline, on input and output'
             cand --drain 'On the first stopping signal (SIGINT, SIGTERM, SIGHUP, ...), stop reading but write what the bucket holds at the rate before exiting'
             cand --stats 'Print a summary on stderr at exit'
+            cand --no-control 'Listen on no control socket: `drip ctl` cannot reach this drip'
             cand --progress 'Draw the live display on stderr even when it is not a terminal, or when stdout is the same terminal (the display then keeps to the bottom row and the records scroll above it)'
             cand -q 'No progress display: stderr gets only errors and what --stats and --stats-interval ask for'
             cand --quiet 'No progress display: stderr gets only errors and what --stats and --stats-interval ask for'
@@ -74,6 +77,11 @@ set edit:completion:arg-completer[drip] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
             cand -V 'Print version'
             cand --version 'Print version'
+            cand ctl 'Steer a running drip of this user: list them, change a rate, pause, resume, read its figures'
+        }
+        &'drip;ctl'= {
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
         }
     ]
     var prev = ''
@@ -105,6 +113,9 @@ set edit:completion:arg-completer[drip] = {|@words|
     } elif (or (eq $prev --stats-json)) {
         edit:complete-filename $words[-1]
     } elif (or (eq $prev --stats-interval)) {
+    } elif (or (eq $prev --metrics)) {
+        edit:complete-filename $words[-1]
+    } elif (or (eq $prev --name)) {
     } elif (or (eq $prev --key)) {
     } elif (or (eq $prev --field-separator)) {
     } elif (or (eq $prev --key-rate)) {

@@ -13,17 +13,19 @@ use anyhow::{Context, Result};
 use crate::admission::Admission;
 use crate::bucket::Bucket;
 use crate::cli::{Config, Input};
+use crate::control::server::Server;
 use crate::deadletter::DeadLetter;
 use crate::input::{Oversize, OwnFile, ReadReport, Splitter};
 use crate::jobs::gate::{Gate, GateControl};
 use crate::jobs::{ExecError, Pool, RemoveHeaders, Runner, EXIT_FAILED};
 use crate::keyed::Keyed;
-use crate::monitor::Monitor;
+use crate::monitor::{MetricsFile, Monitor};
 use crate::progress::{lock_ui, Ui};
-use crate::schedule::{Limits, Schedule};
+use crate::schedule::{Limit, Limits, Schedule, Unit};
 use crate::shared;
 use crate::state::{Clock, OverflowError, Shared, State, Stops};
 use crate::stats::Summary;
+use crate::steer::Steering;
 use crate::writer::{self, Stdout};
 use crate::{output, reader, stalls, sys};
 
@@ -260,7 +262,11 @@ fn run_watching(
     };
     // Whatever way drip leaves from here, the jobs' headers go.
     let _headers = pool.as_ref().map(|p| RemoveHeaders(Arc::clone(p)));
-    let (ui, monitor) = start_monitor(&config, &shared, stats_file, watch_output)?;
+    let metrics = metrics_file(&config, &shared)?;
+    let (ui, monitor) = start_monitor(&config, &shared, stats_file, watch_output, metrics.clone())?;
+    // After the signal handlers: whatever way drip leaves from here, the
+    // control socket goes.
+    let control = start_control(&config, &shared)?;
     // Created by now: an input that is one of them is refused.
     let own = OwnFile::of_all(&[
         ("--dead-letter", config.dead_letter.as_deref()),
@@ -295,6 +301,15 @@ fn run_watching(
         .as_mut()
         .and_then(|s| s.finish(shared::GIVE_BACK_WAIT, &leaving));
     let ending = finish(&config, &shared, &ui, monitor, report, write_error);
+    if let Some(control) = control {
+        control.finish();
+    }
+    // The figures at exit, once the books are closed.
+    let metrics_error = metrics.and_then(|m| m.write(&shared, &shared.summary()).err());
+    let ending = match (ending, metrics_error) {
+        (Ok(_), Some(e)) => Err(e),
+        (ending, _) => ending,
+    };
     let ending = match (ending, share_error) {
         (Ok(_), Some(e)) => return Err(e),
         (ending, _) => ending?,
@@ -305,13 +320,61 @@ fn run_watching(
     Ok(jobs_outcome(&config, &shared, ending))
 }
 
+/// When drip started, seconds since the epoch.
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// `--metrics`: the file, written once now so a path that cannot be
+/// written stops drip before any record moves.
+fn metrics_file(config: &Config, shared: &Shared) -> Result<Option<MetricsFile>> {
+    let Some(path) = &config.metrics else {
+        return Ok(None);
+    };
+    let file = MetricsFile {
+        path: path.clone(),
+        base: crate::metrics::Gauges {
+            pid: std::process::id(),
+            name: config.name.clone(),
+            started: unix_now(),
+            ..Default::default()
+        },
+    };
+    file.write(shared, &shared.summary())?;
+    Ok(Some(file))
+}
+
+/// The control socket for `drip ctl`, unless `--no-control`.
+fn start_control(config: &Config, shared: &Arc<Shared>) -> Result<Option<Server>> {
+    if !config.control {
+        return Ok(None);
+    }
+    let key_limit = config.key.as_ref().map(|k| Limit {
+        rate: k.rate,
+        burst: k.burst,
+        unit: Unit::Records,
+    });
+    let steering = Steering::new(
+        Arc::clone(shared),
+        config.name.clone(),
+        config.limits.clone(),
+        key_limit,
+        config.share.as_ref().map(|s| s.target.name().to_string()),
+    );
+    let server = Server::start(config.name.as_deref(), Arc::new(steering))?;
+    Ok(Some(server))
+}
+
 /// The display and the monitor thread (signals, the stats stream, the
-/// stdout watch).
+/// stdout watch, `--metrics`).
 fn start_monitor(
     config: &Config,
     shared: &Arc<Shared>,
     stats_file: Option<BufWriter<File>>,
     watch_output: Option<std::os::fd::OwnedFd>,
+    metrics: Option<MetricsFile>,
 ) -> Result<(Arc<Mutex<Ui>>, Monitor)> {
     let ui = Arc::new(Mutex::new(Ui::new(
         config.progress,
@@ -326,6 +389,7 @@ fn start_monitor(
         config.stats_interval,
         stats_file,
         watch_output,
+        metrics,
     )?;
     Ok((ui, monitor))
 }

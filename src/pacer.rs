@@ -241,6 +241,30 @@ impl Pacer {
         }
     }
 
+    /// Put the schedule where it stands right after a departure at `at`
+    /// that spent its whole burst: no credit is left, the budget is 0 at
+    /// `at` and grows by one unit every emission interval from there (a
+    /// record limit's next record may leave at `at + T`, a byte limit's
+    /// record of `s` bytes at `at + min(s, burst) · T`). A schedule that
+    /// then idles past its slack restarts with its full burst as always.
+    /// Used when the limits change while drip runs: the new schedule counts
+    /// from the last departure, so neither the old rate's unused credit nor
+    /// a catch-up burst carries over.
+    pub fn spent_at(&mut self, at: u64) {
+        self.anchor = Some(at);
+        self.k = self.burst;
+    }
+
+    /// When the latest slot taken was scheduled (ns): the theoretical
+    /// departure of the last record, never before the anchor; `None` when
+    /// nothing was sent or the pacer is unlimited.
+    pub fn last_slot(&self) -> Option<u64> {
+        let (limit, anchor) = (self.limit?, self.anchor?);
+        let k = i128::try_from(self.k).unwrap_or(i128::MAX);
+        let offset = Self::slot_offset(limit, k - 1).max(0);
+        u64::try_from(i128::from(anchor).saturating_add(offset)).ok()
+    }
+
     /// Whether the pacer limits anything at all.
     pub fn is_unlimited(&self) -> bool {
         self.limit.is_none()

@@ -90,6 +90,20 @@ pub trait Schedule: fmt::Debug + Send {
     /// writer coalesces wake-ups above 20,000/s.
     fn records_per_second(&self) -> f64;
 
+    /// Enforce `limits` instead from `now` (ns) on (`drip ctl … rate`):
+    /// the new schedule counts from the last departure, with no credit
+    /// saved ([`Pacer::spent_at`]), so lowering the rate carries none of
+    /// the old one's unused credit over and raising it sends no catch-up
+    /// burst. The limits must be checked as [`Limits::new`] wants them.
+    ///
+    /// # Errors
+    /// A schedule whose limits cannot change while drip runs (a shared
+    /// one) says why, in words; it is left as it was.
+    fn replace_limits(&mut self, now: u64, limits: &[Limit]) -> Result<(), String> {
+        let _ = (now, limits);
+        Err("these limits cannot be changed while drip runs".to_string())
+    }
+
     /// The earliest time (ns) the `n`-th record from now (0: the next),
     /// `record`, may leave, as far as known; `None` when not known yet
     /// (a shared schedule whose slots are not reserved yet). By default
@@ -119,6 +133,8 @@ pub struct Limits {
     cost: Option<Cost>,
     weighs_bytes: bool,
     slack_ns: u64,
+    /// When records last left (ns), for a change of limits.
+    last_departure: Option<u64>,
 }
 
 impl Limits {
@@ -145,6 +161,7 @@ impl Limits {
             limits: pacers,
             cost: None,
             slack_ns,
+            last_departure: None,
         }
     }
 
@@ -205,6 +222,14 @@ impl Limits {
         }
         n
     }
+
+    /// Note a departure of `n` records at `now`.
+    fn departed(&mut self, now: u64, n: usize) -> usize {
+        if n > 0 {
+            self.last_departure = Some(now);
+        }
+        n
+    }
 }
 
 impl Schedule for Limits {
@@ -233,9 +258,25 @@ impl Schedule for Limits {
             for (_, p) in &mut self.limits {
                 p.commit(now, n);
             }
-            return n as usize;
+            return self.departed(now, n as usize);
         }
-        self.release_weighed(now, available, records)
+        let n = self.release_weighed(now, available, records);
+        self.departed(now, n)
+    }
+
+    fn replace_limits(&mut self, now: u64, limits: &[Limit]) -> Result<(), String> {
+        let mut new = Limits::new(limits);
+        // Records that left at `now` or before count from their departure;
+        // with none yet, the new limits start fresh.
+        if let Some(last) = self.last_departure.filter(|&t| t <= now) {
+            for (_, p) in &mut new.limits {
+                p.spent_at(last);
+            }
+        }
+        new.last_departure = self.last_departure;
+        new.cost = self.cost.take();
+        *self = new;
+        Ok(())
     }
 
     fn next_due(&self, record: &[u8]) -> u64 {
@@ -297,6 +338,77 @@ mod tests {
             }
         }
         out
+    }
+
+    /// Departure times of `n` one-unit records always waiting, woken
+    /// exactly when due, the limits replaced by `then` at `change` (ns).
+    fn departures_changed(s: &mut Limits, n: usize, change: u64, then: &[Limit]) -> Vec<u64> {
+        let mut out = Vec::new();
+        let mut now = 0;
+        let mut changed = false;
+        while out.len() < n {
+            if !changed && now >= change {
+                s.replace_limits(change, then).unwrap();
+                changed = true;
+            }
+            let k = s.release(now, 1, &mut std::iter::empty());
+            out.extend(std::iter::repeat_n(now, k));
+            let due = s.next_due(b"x\n").max(now + u64::from(k == 0));
+            now = if changed { due } else { due.min(change) };
+        }
+        out
+    }
+
+    #[test]
+    fn halving_the_rate_spaces_the_next_record_from_the_last_departure() {
+        // 10/s: 0, 100, 200 ms; at 250 ms 5/s: 400, 600 ms (not 250).
+        let mut s = Limits::new(&[limit("10/s", 1, Unit::Records)]);
+        let t = departures_changed(&mut s, 5, 250 * MS, &[limit("5/s", 1, Unit::Records)]);
+        assert_eq!(t, [0, 100 * MS, 200 * MS, 400 * MS, 600 * MS]);
+    }
+
+    #[test]
+    fn raising_the_rate_sends_no_catch_up_burst() {
+        // 1/s: 0, 1 s; at 1.5 s 10/s: one record at once (it is past
+        // 1 s + 100 ms), then one every 100 ms, never two together.
+        let mut s = Limits::new(&[limit("1/s", 1, Unit::Records)]);
+        let t = departures_changed(&mut s, 5, 1500 * MS, &[limit("10/s", 1, Unit::Records)]);
+        assert_eq!(t, [0, 1000 * MS, 1500 * MS, 1600 * MS, 1700 * MS]);
+    }
+
+    #[test]
+    fn lowering_the_rate_carries_no_unused_credit() {
+        // 10/s with a burst of 5, one record at 0: four more may leave at
+        // once under the old limit. At 50 ms, 1/s burst 5: the next leaves
+        // 1 s after the last departure, then one a second.
+        let mut s = Limits::new(&[limit("10/s", 5, Unit::Records)]);
+        s.release(0, 1, &mut std::iter::empty());
+        s.replace_limits(50 * MS, &[limit("1/s", 5, Unit::Records)])
+            .unwrap();
+        assert_eq!(s.release(50 * MS, 5, &mut std::iter::empty()), 0);
+        assert_eq!(s.next_due(b"x\n"), 1000 * MS);
+        assert_eq!(s.release(1000 * MS, 5, &mut std::iter::empty()), 1);
+        assert_eq!(s.next_due(b"x\n"), 2000 * MS);
+    }
+
+    #[test]
+    fn new_limits_before_any_departure_start_fresh() {
+        let mut s = Limits::new(&[limit("1/s", 1, Unit::Records)]);
+        s.replace_limits(0, &[limit("10/s", 3, Unit::Records)])
+            .unwrap();
+        assert_eq!(s.release(0, 5, &mut std::iter::empty()), 3);
+    }
+
+    #[test]
+    fn a_byte_rate_replaced_charges_the_next_record_from_the_last_departure() {
+        // 1000 B/s burst 100: a 100-byte record at 0; 500 B/s from 10 ms:
+        // the next 100-byte record leaves at 200 ms.
+        let mut s = Limits::new(&[limit("1000/s", 100, Unit::Bytes)]);
+        let record = [b'x'; 100];
+        assert_eq!(s.release(0, 1, &mut std::iter::once(&record[..])), 1);
+        s.replace_limits(10 * MS, &[limit("500/s", 100, Unit::Bytes)])
+            .unwrap();
+        assert_eq!(s.next_due(&record), 200 * MS);
     }
 
     #[test]

@@ -189,6 +189,9 @@ pub struct Summary {
     /// With `--share`: the shared state's counters.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub share: Option<ShareStats>,
+    /// Paused by `drip ctl … pause` (only said when `true`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
 }
 
 /// The counters of `--share`, in the summary: what the keepers did with
@@ -333,6 +336,9 @@ impl Summary {
         }
         if let Some(rate) = self.rate {
             clauses.push((format!("rate {}", format_rate(rate)), ","));
+        }
+        if self.paused {
+            clauses.push(("paused".to_string(), ","));
         }
         clauses.push((format!("elapsed {}", format_ms(self.elapsed_ms)), ""));
         clauses
@@ -577,6 +583,7 @@ mod tests {
             jobs: None,
             keys: None,
             share: None,
+            paused: false,
         }
     }
 
@@ -645,6 +652,7 @@ mod tests {
             jobs: None,
             keys: None,
             share: None,
+            paused: false,
         };
         assert_eq!(
             s.text(),

@@ -199,7 +199,8 @@ fn wait<'a>(
     now: u64,
     coalesce: u64,
 ) -> Option<MutexGuard<'a, State>> {
-    let parked = st.reading.parked.is_some() && !st.stop.reading;
+    // Paused, no room will be made until a resume wakes the writer.
+    let parked = st.reading.parked.is_some() && !st.stop.reading && !st.adm.paused();
     let Some(event) = st.adm.next_event() else {
         if parked {
             // The parked read waits for room the writer cannot make:

@@ -270,6 +270,9 @@ impl TryFrom<Cli> for Config {
             jobs,
             key,
             cost,
+            metrics: cli.metrics,
+            name: cli.name,
+            control: !cli.no_control,
         })
     }
 }

@@ -66,6 +66,12 @@ pub struct Config {
     pub key: Option<KeyConfig>,
     /// How a record's cost is read (`--cost`), for the cost limits.
     pub cost: Option<Cost>,
+    /// `--metrics`: the Prometheus text file kept up to date.
+    pub metrics: Option<PathBuf>,
+    /// `--name`, for `drip ctl`.
+    pub name: Option<String>,
+    /// Listen on a control socket (no `--no-control`).
+    pub control: bool,
 }
 
 impl Config {

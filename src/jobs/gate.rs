@@ -119,6 +119,14 @@ impl Schedule for Gate {
         self.inner.slack_ns()
     }
 
+    fn replace_limits(
+        &mut self,
+        now: u64,
+        limits: &[crate::schedule::Limit],
+    ) -> Result<(), String> {
+        self.inner.replace_limits(now, limits)
+    }
+
     fn records_per_second(&self) -> f64 {
         self.inner.records_per_second()
     }

@@ -50,6 +50,8 @@ enum Step {
 struct Inner {
     /// Job slots taken (a job keeps its slot through its retries).
     busy: usize,
+    /// Job slots in all (`-j`; `drip ctl` may change it).
+    slots: usize,
     /// Records being run, by number, with their job's process group.
     running: BTreeMap<u64, (Segment, u32)>,
     /// Records handed to the workers, not yet picked up.
@@ -139,6 +141,7 @@ impl Pool {
             .tempdir()
             .context("creating a directory for DRIP_HEADERS")?;
         let inner = Inner {
+            slots: cfg.jobs,
             aimd: (cfg.adapt && rate.is_finite()).then(|| Aimd::new(rate)),
             ..Inner::default()
         };
@@ -210,7 +213,7 @@ impl Pool {
             if stop() || inner.fatal.is_some() {
                 return false;
             }
-            if inner.busy < self.cfg.jobs && self.in_window(&inner) {
+            if inner.busy < inner.slots && self.in_window(&inner) {
                 break;
             }
             inner = self
@@ -263,11 +266,18 @@ impl Pool {
                 if deadline.is_some_and(|d| now >= d) {
                     return Err(Outcome::Expired);
                 }
+                // Paused (`drip ctl`), a retry waits too.
+                let paused = st.adm.paused();
                 let schedule = st.adm.schedule_mut();
-                if schedule.release(now, 1, &mut std::iter::once(record)) == 1 {
+                if !paused && schedule.release(now, 1, &mut std::iter::once(record)) == 1 {
                     return Ok(());
                 }
-                schedule.next_due(record).saturating_sub(now)
+                let due = if paused {
+                    now + 10_000_000
+                } else {
+                    schedule.next_due(record)
+                };
+                due.saturating_sub(now)
             };
             if self.stopping() {
                 return Err(Outcome::Undelivered);
@@ -610,7 +620,31 @@ impl Pool {
 impl Jobs for Pool {
     fn has_room(&self) -> bool {
         let inner = self.lock();
-        inner.busy < self.cfg.jobs && self.in_window(&inner)
+        inner.busy < inner.slots && self.in_window(&inner)
+    }
+
+    fn slots(&self) -> usize {
+        self.lock().slots
+    }
+
+    fn set_slots(&self, n: usize) {
+        self.lock().slots = n;
+        self.freed.notify_all();
+        let _st = self.shared.lock();
+        self.shared.data_ready.notify_all();
+    }
+
+    fn running(&self) -> Vec<(u64, Vec<u8>)> {
+        let inner = self.lock();
+        inner
+            .running
+            .iter()
+            .map(|(n, (record, _))| {
+                let bytes = record.as_bytes();
+                let body = bytes.strip_suffix(&[self.delimiter]).unwrap_or(bytes);
+                (*n, body.to_vec())
+            })
+            .collect()
     }
 
     fn stats(&self) -> JobStats {

@@ -361,6 +361,36 @@ impl Keyed {
         }
     }
 
+    /// Limit each key to `rate` with `burst` from `now` (ns) on (`drip ctl
+    /// … key-rate`): each key's schedule counts from its latest slot with
+    /// no credit saved ([`Pacer::spent_at`]), a rested key stays rested. A
+    /// key already in line or on a timer keeps that turn (at most one
+    /// record each leaves as the old limit said). Local keys only: shared
+    /// keys' limits are the state's.
+    ///
+    /// # Panics
+    /// If `rate` is unlimited or `burst` is 0 (the command refuses them).
+    pub fn replace_limit(&mut self, now: u64, rate: Rate, burst: u64) {
+        assert!(rate != Rate::Unlimited);
+        let mut pacer = Pacer::new(rate, burst, slack_for(rate));
+        for slot in &mut self.slots {
+            if slot.rests_at <= now {
+                continue;
+            }
+            self.pacer.restore(slot.position);
+            let last = self.pacer.last_slot().unwrap_or(now).min(now);
+            pacer.spent_at(last);
+            slot.position = pacer.position_now();
+            slot.due = pacer.next_due();
+            slot.rests_at = pacer.rests_at(slot.position);
+        }
+        self.rest_after_first = pacer.rests_at(Pacer::first_departure(0));
+        pacer.restore(Pacer::first_departure(0));
+        self.due_after_first = pacer.next_due();
+        self.key_gap = (1e9 / pacer.per_second()) as u64;
+        self.pacer = pacer;
+    }
+
     /// Why the latest record handed back under `fail` found no room.
     pub fn no_room(&self) -> NoRoom {
         self.no_room

@@ -144,6 +144,15 @@ pub(crate) trait Jobs: Send + Sync + std::fmt::Debug {
     /// then KILL, every job's process group; returns their records, now
     /// undelivered.
     fn abandon(&self) -> Vec<Segment>;
+    /// How many jobs may run at once (`-j`).
+    fn slots(&self) -> usize;
+    /// Let `n` jobs run at once from now on (`drip ctl … -j`): more start
+    /// at once when raised; when lowered, running jobs finish and no new
+    /// one starts until fewer than `n` run.
+    fn set_slots(&self, n: usize);
+    /// The jobs running now: each one's number (in order of start) and
+    /// its record, without the delimiter.
+    fn running(&self) -> Vec<(u64, Vec<u8>)>;
 }
 
 /// After a second signal, how long jobs have between TERM and KILL.
@@ -221,6 +230,7 @@ impl State {
             && self.reading.parked.is_none()
             && self.writing.tail.is_none()
             && !self.stop.reading
+            && !self.adm.paused()
     }
 
     /// Whether the writer can take records now ([`Writing::may_take`]).
@@ -235,7 +245,8 @@ impl State {
     /// stdout has stopped making room for a while, never to the size of a
     /// read; until then, `block`.
     pub(crate) fn policy(&self, now: u64, unpaced: bool) -> Overflow {
-        if self.writing.patient(now, unpaced) {
+        // Paused, the writer takes nothing: the policy applies as set.
+        if !self.adm.paused() && self.writing.patient(now, unpaced) {
             Overflow::Block
         } else {
             self.adm.bucket().policy()
@@ -444,6 +455,7 @@ impl Shared {
                 .adm
                 .keys()
                 .map(|k| (k.keys() as u64, k.busy_keys() as u64)),
+            paused: st.adm.paused(),
         }
     }
 
@@ -476,6 +488,7 @@ impl Shared {
             keys: self.keys_stats(),
             // Not under the state's lock: the keepers take theirs first.
             share: self.share.get().map(crate::shared::Counters::stats),
+            paused: snap.paused,
         }
     }
 }
