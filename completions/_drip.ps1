@@ -162,6 +162,10 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
             return
         }
+        { $_ -in '--resume' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
         { $_ -in '--order-window' } {
             @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
             return
@@ -212,6 +216,7 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Kill an attempt that runs longer than DURATION: TERM to its process group, KILL one second later')
             [CompletionResult]::new('--deadline', '--deadline', [CompletionResultType]::ParameterName, 'Give up on a record DURATION after it was read, counting its time in the bucket and all its attempts: it expires')
             [CompletionResult]::new('--joblog', '--joblog', [CompletionResultType]::ParameterName, 'Write one JSON line per attempt to FILE')
+            [CompletionResult]::new('--resume', '--resume', [CompletionResultType]::ParameterName, 'Skip the records that succeeded in earlier runs logged in JOBLOG, matched by content (the hash in DRIP_RECORD_ID), not by place: a record that appears twice runs again unless it succeeded twice. Skipped records count as skipped_done. This run''s lines are appended to JOBLOG (created if it does not exist yet: everything runs); a last line cut short by a killed run is passed over')
             [CompletionResult]::new('--order-window', '--order-window', [CompletionResultType]::ParameterName, 'With --keep-order: how many records may start ahead of the oldest one whose output is not written out yet (each record''s output is held in memory up to 64 KiB, in a temporary file beyond) [default: 1000]')
             [CompletionResult]::new('-0', '-0', [CompletionResultType]::ParameterName, 'Records end with NUL instead of newline, on input and output')
             [CompletionResult]::new('--null', '--null', [CompletionResultType]::ParameterName, 'Records end with NUL instead of newline, on input and output')

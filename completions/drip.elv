@@ -60,6 +60,7 @@ set edit:completion:arg-completer[drip] = {|@words|
             cand --timeout 'Kill an attempt that runs longer than DURATION: TERM to its process group, KILL one second later'
             cand --deadline 'Give up on a record DURATION after it was read, counting its time in the bucket and all its attempts: it expires'
             cand --joblog 'Write one JSON line per attempt to FILE'
+            cand --resume 'Skip the records that succeeded in earlier runs logged in JOBLOG, matched by content (the hash in DRIP_RECORD_ID), not by place: a record that appears twice runs again unless it succeeded twice. Skipped records count as skipped_done. This run''s lines are appended to JOBLOG (created if it does not exist yet: everything runs); a last line cut short by a killed run is passed over'
             cand --order-window 'With --keep-order: how many records may start ahead of the oldest one whose output is not written out yet (each record''s output is held in memory up to 64 KiB, in a temporary file beyond) [default: 1000]'
             cand -0 'Records end with NUL instead of newline, on input and output'
             cand --null 'Records end with NUL instead of newline, on input and output'
@@ -136,6 +137,8 @@ set edit:completion:arg-completer[drip] = {|@words|
     } elif (or (eq $prev --timeout)) {
     } elif (or (eq $prev --deadline)) {
     } elif (or (eq $prev --joblog)) {
+        edit:complete-filename $words[-1]
+    } elif (or (eq $prev --resume)) {
         edit:complete-filename $words[-1]
     } elif (or (eq $prev --order-window)) {
     } else {

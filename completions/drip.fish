@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_drip_global_optspecs
-    string join \n r/rate= byte-rate= cost= cost-rate= i/interval= b/burst= c/capacity= capacity-bytes= o/overflow= 0/null d/delimiter= max-record= oversize= max-wait= dead-letter= drain stats stats-json= stats-interval= metrics= name= no-control key= field-separator= key-rate= key-capacity= max-keys= progress q/quiet share= share-on-error= share-peers= exec= j/jobs= record-on-stdin retries= retry-on= overload-on= backoff= timeout= deadline= adapt joblog= k/keep-order order-window= h/help V/version
+    string join \n r/rate= byte-rate= cost= cost-rate= i/interval= b/burst= c/capacity= capacity-bytes= o/overflow= 0/null d/delimiter= max-record= oversize= max-wait= dead-letter= drain stats stats-json= stats-interval= metrics= name= no-control key= field-separator= key-rate= key-capacity= max-keys= progress q/quiet share= share-on-error= share-peers= exec= j/jobs= record-on-stdin retries= retry-on= overload-on= backoff= timeout= deadline= adapt joblog= resume= k/keep-order order-window= h/help V/version
 end
 
 function __fish_drip_needs_command
@@ -61,6 +61,7 @@ complete -c drip -n "__fish_drip_needs_command" -l backoff -d 'Wait before retry
 complete -c drip -n "__fish_drip_needs_command" -l timeout -d 'Kill an attempt that runs longer than DURATION: TERM to its process group, KILL one second later' -r -f
 complete -c drip -n "__fish_drip_needs_command" -l deadline -d 'Give up on a record DURATION after it was read, counting its time in the bucket and all its attempts: it expires' -r -f
 complete -c drip -n "__fish_drip_needs_command" -l joblog -d 'Write one JSON line per attempt to FILE' -r -F
+complete -c drip -n "__fish_drip_needs_command" -l resume -d 'Skip the records that succeeded in earlier runs logged in JOBLOG, matched by content (the hash in DRIP_RECORD_ID), not by place: a record that appears twice runs again unless it succeeded twice. Skipped records count as skipped_done. This run\'s lines are appended to JOBLOG (created if it does not exist yet: everything runs); a last line cut short by a killed run is passed over' -r -F
 complete -c drip -n "__fish_drip_needs_command" -l order-window -d 'With --keep-order: how many records may start ahead of the oldest one whose output is not written out yet (each record\'s output is held in memory up to 64 KiB, in a temporary file beyond) [default: 1000]' -r -f
 complete -c drip -n "__fish_drip_needs_command" -s 0 -l null -d 'Records end with NUL instead of newline, on input and output'
 complete -c drip -n "__fish_drip_needs_command" -l drain -d 'On the first stopping signal (SIGINT, SIGTERM, SIGHUP, ...), stop reading but write what the bucket holds at the rate before exiting'

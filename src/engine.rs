@@ -17,6 +17,7 @@ use crate::control::server::Server;
 use crate::deadletter::DeadLetter;
 use crate::input::{Oversize, OwnFile, ReadReport, Splitter};
 use crate::jobs::gate::{Gate, GateControl};
+use crate::jobs::resume::Done;
 use crate::jobs::{ExecError, Pool, RemoveHeaders, Runner, EXIT_FAILED};
 use crate::keyed::Keyed;
 use crate::monitor::{MetricsFile, Monitor};
@@ -252,6 +253,8 @@ fn run_watching(
         share.set_notify(notify_from_share(&shared));
         let _ = shared.share.set(share.counters());
     }
+    // Read before this run appends to it.
+    let screen = screen(&config)?;
     let (pool, out) = match (&config.jobs, gate) {
         (Some(jobs), Some(gate)) => {
             let rate = (config.records_per_second(), config.delimiter);
@@ -278,7 +281,7 @@ fn run_watching(
         config.inputs.clone(),
         own,
         splitter(&config, &shared),
-        config.cost.clone(),
+        screen,
     )?;
     let write_error = match (out, &pool) {
         (Some(out), _) => write(&shared, &mut Stdout(out)),
@@ -397,6 +400,20 @@ fn start_monitor(
 /// The splitter for `config`: with `--oversize skip`, oversized records go
 /// to the dead letter as they are read, after every record that left
 /// before them.
+/// What the reader does to each read for `config`: `--cost`'s check, and
+/// `--resume`'s records done before (read from its joblog now).
+///
+/// # Errors
+/// The `--resume` joblog exists but cannot be read.
+fn screen(config: &Config) -> Result<reader::Screen> {
+    let resume = config.jobs.as_ref().and_then(|j| j.resume.as_deref());
+    Ok(reader::Screen {
+        cost: config.cost.clone(),
+        done: resume.map(Done::read).transpose()?,
+        delimiter: config.delimiter,
+    })
+}
+
 fn splitter(config: &Config, shared: &Arc<Shared>) -> Splitter {
     let splitter = Splitter::new(config.delimiter, config.max_record, config.capacity_bytes);
     if config.oversize != Oversize::Skip {

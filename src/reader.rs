@@ -15,6 +15,7 @@ use crate::bucket::{Offered, Segment};
 use crate::cost::Cost;
 use crate::input::Input;
 use crate::input::{self, Flow, OwnFile, ReadReport, Splitter};
+use crate::jobs::resume::Done;
 use crate::progress::{lock_ui, Ui};
 use crate::state::{OverflowError, Shared, State, STALL_NS};
 
@@ -22,9 +23,20 @@ use crate::state::{OverflowError, Shared, State, STALL_NS};
 /// before it sleeps ([`input::read_all`]).
 const LINGER: Duration = Duration::from_micros(50);
 
+/// What the reader does to each read before admission sees it.
+pub(crate) struct Screen {
+    /// `--cost`: the first record whose cost cannot be read is named once
+    /// on stderr.
+    pub cost: Option<Cost>,
+    /// `--resume`: records done in earlier runs are skipped.
+    pub done: Option<Done>,
+    /// The record delimiter.
+    pub delimiter: u8,
+}
+
 /// Start the reader thread over `inputs`, refusing any that is one of
-/// drip's `own` files; it returns how reading went. With `cost`, the first
-/// record whose cost cannot be read is named once on stderr.
+/// drip's `own` files, each read passed through `screen`; it returns how
+/// reading went.
 ///
 /// # Errors
 /// The thread cannot be started.
@@ -34,7 +46,7 @@ pub(crate) fn spawn(
     inputs: Vec<Input>,
     own: Vec<OwnFile>,
     mut splitter: Splitter,
-    cost: Option<Cost>,
+    screen: Screen,
 ) -> Result<JoinHandle<ReadReport>> {
     // Unpaced, reading speed is drip's speed: linger on a streaming input.
     let linger = if shared.unpaced {
@@ -46,7 +58,11 @@ pub(crate) fn spawn(
         .name("drip-reader".into())
         .spawn(move || {
             shared.stops.set_reader(crate::sys::this_thread());
-            let mut costs = cost.map(|c| CostCheck { cost: c, seen: 0 });
+            let mut costs = screen.cost.map(|c| CostCheck { cost: c, seen: 0 });
+            let mut done = screen.done;
+            if let Some(msg) = done.as_ref().and_then(passed_over) {
+                lock_ui(&ui).message(&msg);
+            }
             let report = input::read_all(
                 &inputs,
                 &mut splitter,
@@ -59,6 +75,13 @@ pub(crate) fn spawn(
                             lock_ui(&ui).message(&msg);
                             costs = None;
                         }
+                    }
+                    let seg = match done.as_mut() {
+                        Some(done) => skip_done(&shared, done, seg, screen.delimiter),
+                        None => seg,
+                    };
+                    if seg.is_empty() {
+                        return Flow::Continue;
                     }
                     deliver(&shared, seg)
                 },
@@ -77,6 +100,34 @@ pub(crate) fn spawn(
             report
         })
         .context("starting the reader thread")
+}
+
+/// What `--resume` says of the lines of its joblog it passed over, if any.
+fn passed_over(done: &Done) -> Option<String> {
+    let mut what = Vec::new();
+    if done.torn_bytes > 0 {
+        what.push(format!(
+            "a last line cut short ({} bytes) is passed over",
+            done.torn_bytes
+        ));
+    }
+    if done.unreadable_lines > 0 {
+        what.push(format!(
+            "{} lines that are not joblog entries are passed over",
+            done.unreadable_lines
+        ));
+    }
+    (!what.is_empty()).then(|| format!("--resume: {}", what.join("; ")))
+}
+
+/// `--resume`: the records of `seg` done in an earlier run are read and
+/// skipped (`skipped_done`); the rest go on.
+fn skip_done(shared: &Shared, done: &mut Done, seg: Segment, delimiter: u8) -> Segment {
+    let (kept, skipped, bytes) = done.filter(seg, delimiter);
+    if skipped > 0 {
+        shared.lock().ledger.skipped_done(skipped, bytes);
+    }
+    kept
 }
 
 /// Looks for the first record whose cost (`--cost`) cannot be read.

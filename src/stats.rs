@@ -32,6 +32,9 @@ pub struct Counts {
     pub succeeded: u64,
     /// Records whose job failed for good (`--exec`).
     pub failed: u64,
+    /// Records skipped because they succeeded in an earlier run
+    /// (`--resume`).
+    pub skipped_done: u64,
     /// Bytes read.
     pub bytes_read: u64,
     /// Bytes of records written to stdout (0 with `--exec`: jobs' output is
@@ -72,6 +75,7 @@ impl Counts {
         self.written
             + self.succeeded
             + self.failed
+            + self.skipped_done
             + self.dropped()
             + self.expired
             + self.skipped
@@ -325,6 +329,9 @@ impl Summary {
         ];
         if c.skipped > 0 {
             clauses.push((format!("skipped {}", c.skipped), ","));
+        }
+        if c.skipped_done > 0 {
+            clauses.push((format!("skipped done {}", c.skipped_done), ","));
         }
         clauses.extend([
             (format!("undelivered {}", c.undelivered), ";"),

@@ -8,7 +8,7 @@ mod common;
 use std::process::Stdio;
 use std::time::Instant;
 
-use common::{command, temp_file};
+use common::{command, shell, temp_file};
 
 /// Run drip over `input` to the end; (status, stdout, stderr).
 fn run(args: &[&str], input: &[u8]) -> (i32, Vec<u8>, String) {
@@ -58,17 +58,29 @@ fn outputs_come_in_input_order_whatever_the_job_durations() {
 
 #[test]
 fn large_outputs_and_binary_bytes_stay_whole_and_in_order() {
-    // Record 1 is slow and writes 300 KB (held in a file, not in memory);
+    // Record 1 is slow and writes 3 MB (held in a file, not in memory),
+    // written out as the last job ends: drip must not exit before it is;
     // the others are quick and write bytes that are not UTF-8.
-    let job = r#"if [ "$1" = 1 ]; then sleep 0.3; head -c 300000 /dev/zero | tr '\0' x; echo; else printf '%s\377\000\n' "$1"; fi"#;
-    let (status, out, err) = run(
-        &[
-            "-q", "-r", "inf", "-j", "4", "-k", "--exec", "sh", "-c", job, "sh", "{}",
-        ],
-        b"1\n2\n3\n4\n5\n",
+    let job = r#"if [ "$1" = 1 ]; then sleep 0.3; head -c 3000000 /dev/zero | tr '\0' x; echo; else printf '%s\377\000\n' "$1"; fi"#;
+    // The reader of drip's stdout comes late: the outputs cannot all be
+    // in the pipe when the last job ends.
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("job");
+    std::fs::write(&script, job).unwrap();
+    let out = shell(&format!(
+        "printf '1\\n2\\n3\\n4\\n5\\n' | drip -q -r inf -j 4 -k --exec sh {} {{}} | \
+         {{ sleep 0.5; cat; }}",
+        script.display()
+    ))
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(status, 0, "{err}");
-    let mut want = vec![b'x'; 300_000];
+    let out = out.stdout;
+    let mut want = vec![b'x'; 3_000_000];
     want.push(b'\n');
     for i in 2..=5 {
         want.extend_from_slice(format!("{i}\u{0}").as_bytes());

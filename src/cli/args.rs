@@ -420,7 +420,7 @@ mod tests {
             let id = arg.get_id().as_str();
             let hint = arg.get_value_hint();
             match id {
-                "files" | "dead_letter" | "stats_json" | "joblog" | "metrics" => {
+                "files" | "dead_letter" | "stats_json" | "joblog" | "resume" | "metrics" => {
                     assert_eq!(hint, ValueHint::FilePath, "{id}")
                 }
                 "exec" => assert_eq!(hint, ValueHint::CommandName),

@@ -9,12 +9,14 @@
 //! - `attempt`: one attempt of one job (process group, timeout, output);
 //! - `runner`: the pool of jobs, their accounting and the sink;
 //! - [`joblog`]: `--joblog` lines;
-//! - [`order`]: `--keep-order`, the outputs held until their turn.
+//! - [`order`]: `--keep-order`, the outputs held until their turn;
+//! - [`resume`]: `--resume`, the records done in earlier runs.
 
 mod attempt;
 pub mod gate;
 pub mod joblog;
 pub mod order;
+pub mod resume;
 pub mod retry;
 mod runner;
 
@@ -96,6 +98,15 @@ pub struct JobArgs {
     #[arg(long, value_name = "FILE", value_parser = clap::builder::PathBufValueParser::new().try_map(crate::output::not_stdout), value_hint = clap::ValueHint::FilePath)]
     pub joblog: Option<PathBuf>,
 
+    /// Skip the records that succeeded in earlier runs logged in JOBLOG,
+    /// matched by content (the hash in DRIP_RECORD_ID), not by place: a
+    /// record that appears twice runs again unless it succeeded twice.
+    /// Skipped records count as skipped_done. This run's lines are appended
+    /// to JOBLOG (created if it does not exist yet: everything runs); a last
+    /// line cut short by a killed run is passed over
+    #[arg(long, value_name = "JOBLOG", value_parser = clap::builder::PathBufValueParser::new().try_map(crate::output::not_stdout), value_hint = clap::ValueHint::FilePath)]
+    pub resume: Option<PathBuf>,
+
     /// Write each job's output in input order, whole, whatever order the
     /// jobs end in (stderr is passed on as it comes). Outputs wait for the
     /// records before them; at most --order-window records start ahead of
@@ -134,6 +145,8 @@ pub struct JobConfig {
     pub adapt: bool,
     /// The joblog file.
     pub joblog: Option<PathBuf>,
+    /// `--resume`: the joblog of earlier runs, appended to.
+    pub resume: Option<PathBuf>,
     /// `--keep-order`: outputs in input order, at most this many records
     /// started ahead of the oldest not written out.
     pub keep_order: Option<usize>,
@@ -154,6 +167,11 @@ impl JobArgs {
     pub fn config(&self) -> Result<Option<JobConfig>, String> {
         if self.order_window.is_some() && !self.keep_order {
             return Err("--order-window: only with --keep-order".into());
+        }
+        if let (Some(resume), Some(joblog)) = (&self.resume, &self.joblog) {
+            if resume != joblog {
+                return Err("--joblog: --resume appends to its JOBLOG; give one of them".into());
+            }
         }
         if self.exec.is_empty() {
             return match self.stray_flag() {
@@ -180,6 +198,7 @@ impl JobArgs {
             deadline: self.deadline,
             adapt: self.adapt,
             joblog: self.joblog.clone(),
+            resume: self.resume.clone(),
             keep_order: self
                 .keep_order
                 .then(|| self.order_window.unwrap_or(order::DEFAULT_WINDOW)),
@@ -200,6 +219,7 @@ impl JobArgs {
             (self.adapt, "--adapt"),
             (self.joblog.is_some(), "--joblog"),
             (self.keep_order, "--keep-order"),
+            (self.resume.is_some(), "--resume"),
         ]
         .into_iter()
         .find_map(|(given, flag)| given.then_some(flag))

@@ -130,9 +130,10 @@ impl Pool {
         out: Box<dyn Write + Send>,
         (rate, delimiter): (f64, u8),
     ) -> Result<Arc<Pool>> {
-        let joblog = match &cfg.joblog {
-            Some(path) => Some(Mutex::new(Joblog::create(path)?)),
-            None => None,
+        let joblog = match (&cfg.resume, &cfg.joblog) {
+            (Some(path), _) => Some(Mutex::new(Joblog::append(path)?)),
+            (None, Some(path)) => Some(Mutex::new(Joblog::create(path)?)),
+            (None, None) => None,
         };
         // Only the user may read the jobs' headers.
         let headers = tempfile::Builder::new()
@@ -593,6 +594,11 @@ impl Pool {
     /// Record the fate of record `number` and free its slot (unless drip
     /// abandoned it on the way out).
     fn settle(&self, number: u64, outcome: Outcome) {
+        // Its output goes out first, while its job still counts as running:
+        // drip waits for running jobs before it exits.
+        if let Some(order) = &self.order {
+            order.done(number, &self.out);
+        }
         let mut st = self.shared.lock();
         let mut inner = self.lock();
         let Some((record, _)) = inner.running.remove(&number) else {
@@ -609,9 +615,6 @@ impl Pool {
         }
         st.flush_dead();
         drop(st);
-        if let Some(order) = &self.order {
-            order.done(number, &self.out);
-        }
         self.freed.notify_all();
         self.shared.data_ready.notify_all();
     }
