@@ -1,46 +1,78 @@
-complete -c drip -s r -l rate -d 'Records per unit of time: 10/s, 90/min, 2/h, 1/d, 3/5s, 1/250ms, 0.5/s, a bare 10 (per second), or inf (unlimited) for no pacing; the period is at most 100 years. Give it again for several limits at once, each with its own burst after a colon: -r 10/s -r 500/min:50 [default: 1/s]' -r -f
-complete -c drip -l byte-rate -d 'Bytes per unit of time, delimiters included: 1MiB/s, 500KB/s, 10GB/h; a record of n bytes spends n. BURST (a size, default 1 byte) is how many bytes may leave back to back; a record larger than BURST leaves alone once a full burst is saved, and the next waits until it is paid for. May be given more than once' -r -f
-complete -c drip -s i -l interval -d 'One record every DURATION (100ms, 2s, 1m; at most 100y): another way to give the rate' -r -f
-complete -c drip -s b -l burst -d 'Records that may leave back to back after an idle spell (token bucket); the long-run rate is unchanged. 1 means strict spacing below 500/s; from 500/s up, a wake-up up to 2 ms late also sends the records due meanwhile: at most N + rate × 2ms together. With several --rate limits, give each its burst as RATE:BURST instead [default: 1]' -r -f
-complete -c drip -s c -l capacity -d 'Records the bucket holds' -r -f
-complete -c drip -l capacity-bytes -d 'Bytes the bucket holds, delimiters included (10KiB, 64MiB); full at either bound' -r -f
-complete -c drip -s o -l overflow -d 'What to do when the bucket is full' -r -f -a "block\t'stop reading until there is room (backpressure)'
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_drip_global_optspecs
+    string join \n r/rate= byte-rate= cost= cost-rate= i/interval= b/burst= c/capacity= capacity-bytes= o/overflow= 0/null d/delimiter= max-record= oversize= max-wait= dead-letter= drain stats stats-json= stats-interval= metrics= name= no-control key= field-separator= key-rate= key-capacity= max-keys= progress q/quiet share= share-on-error= share-peers= exec= j/jobs= record-on-stdin retries= retry-on= overload-on= backoff= timeout= deadline= adapt joblog= resume= k/keep-order order-window= h/help V/version
+end
+
+function __fish_drip_needs_command
+    # drip ctl: the first word only.
+    set -l cmd (commandline -opc)
+    if test (count $cmd) -ge 2; and test "$cmd[2]" = ctl
+        echo ctl
+        return 1
+    end
+    return 0
+end
+
+function __fish_drip_using_subcommand
+    set -l cmd (__fish_drip_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c drip -n "__fish_drip_needs_command" -s r -l rate -d 'Records per unit of time: 10/s, 90/min, 2/h, 1/d, 3/5s, 1/250ms, 0.5/s, a bare 10 (per second), or inf (unlimited) for no pacing; the period is at most 100 years. Give it again for several limits at once, each with its own burst after a colon: -r 10/s -r 500/min:50 [default: 1/s]' -r -f
+complete -c drip -n "__fish_drip_needs_command" -l byte-rate -d 'Bytes per unit of time, delimiters included: 1MiB/s, 500KB/s, 10GB/h; a record of n bytes spends n. BURST (a size, default 1 byte) is how many bytes may leave back to back; a record larger than BURST leaves alone once a full burst is saved, and the next waits until it is paid for. May be given more than once' -r -f
+complete -c drip -n "__fish_drip_needs_command" -l cost -d 'Where a record\'s cost is (tokens, a weight), for --cost-rate: a field number (--cost 2; fields split on blanks, or on --field-separator) or a regular expression whose first capture group is the cost (--cost \'"tokens": *([0-9]+)\'), in the record without its delimiter. A cost is a whole number from 0 to 2^53, blanks around it allowed. A record whose cost cannot be read (no such field, no match, not a whole number) costs 1 and is still passed on; the first such record is named once on stderr. Needs --cost-rate' -r -f
+complete -c drip -n "__fish_drip_needs_command" -l cost-rate -d 'Cost per unit of time, as --rate (100000/min, 500/s); a record spends the cost --cost reads from it, as --byte-rate spends its size. BURST (default 1) is how much cost may leave back to back; a record costing more than BURST leaves alone once a full burst is saved, and the next waits until it is paid for. A record costing 0 waits for no cost limit. May be given more than once; not with --share. Needs --cost' -r -f
+complete -c drip -n "__fish_drip_needs_command" -s i -l interval -d 'One record every DURATION (100ms, 2s, 1m; at most 100y): another way to give the rate' -r -f
+complete -c drip -n "__fish_drip_needs_command" -s b -l burst -d 'Records that may leave back to back after an idle spell (token bucket); the long-run rate is unchanged. 1 means strict spacing below 500/s; from 500/s up, a wake-up up to 2 ms late also sends the records due meanwhile: at most N + rate × 2ms together. With several --rate limits, give each its burst as RATE:BURST instead [default: 1]' -r -f
+complete -c drip -n "__fish_drip_needs_command" -s c -l capacity -d 'Records the bucket holds' -r -f
+complete -c drip -n "__fish_drip_needs_command" -l capacity-bytes -d 'Bytes the bucket holds, delimiters included (10KiB, 64MiB); full at either bound' -r -f
+complete -c drip -n "__fish_drip_needs_command" -s o -l overflow -d 'What to do when the bucket is full' -r -f -a "block\t'stop reading until there is room (backpressure)'
 drop-newest\t'discard records arriving at a full bucket'
 drop-oldest\t'evict the oldest queued record to make room'
 fail\t'stop with status 3 at the first overflow'"
-complete -c drip -s d -l delimiter -d 'Records end with this byte: a character or an escape such as \'\\t\', \'\\0\' or \'\\x1e\'' -r -f
-complete -c drip -l max-record -d 'Longest record accepted, delimiter excluded (512KiB, 64MiB; KB means 1000 bytes, KiB 1024)' -r -f
-complete -c drip -l oversize -d 'A record over --max-record or --capacity-bytes: fail (stop reading, exit 1) or skip (stream it to --dead-letter as it is read, count it as skipped, and read on)' -r -f -a "fail\t'stop reading at the record, exit 1'
+complete -c drip -n "__fish_drip_needs_command" -s d -l delimiter -d 'Records end with this byte: a character or an escape such as \'\\t\', \'\\0\' or \'\\x1e\'' -r -f
+complete -c drip -n "__fish_drip_needs_command" -l max-record -d 'Longest record accepted, delimiter excluded (512KiB, 64MiB; KB means 1000 bytes, KiB 1024)' -r -f
+complete -c drip -n "__fish_drip_needs_command" -l oversize -d 'A record over --max-record or --capacity-bytes: fail (stop reading, exit 1) or skip (stream it to --dead-letter as it is read, count it as skipped, and read on)' -r -f -a "fail\t'stop reading at the record, exit 1'
 skip\t'stream it to --dead-letter, count it as skipped, read on'"
-complete -c drip -l max-wait -d 'Expire records that waited in the bucket longer than DURATION (at most 100y) instead of writing them' -r -f
-complete -c drip -l dead-letter -d 'Append every record not written to stdout (dropped, expired, undelivered) to FILE, byte-exact, in the order it left the bucket (not `-`: stdout carries the records)' -r -F
-complete -c drip -l stats-json -d 'Write the summary to FILE as one JSON object (and, with --stats-interval, the periodic stats as JSON lines before it); not `-`: stdout carries the records' -r -F
-complete -c drip -l stats-interval -d 'Every DURATION (10ms to 100y), write one JSON line of stats to stderr (or to --stats-json FILE)' -r -f
-complete -c drip -l key -d 'Limit records per key: SPEC is a field number (--key 1; fields split on blanks, or on --field-separator) or a regular expression whose first capture group is the key (--key \'^https?://([^/:]+)\'; start it with (?-u) to match bytes that are not UTF-8), found in the record without its delimiter (or a CR before a newline). Records with no key (no such field, no match) share one "no key" lane. Each key waits in its own queue at --key-rate; keys due together take turns (round robin), so a noisy key never holds back a quiet one: within a key records keep their order, across keys the output order may differ from the input\'s. Needs --key-rate' -r -f
-complete -c drip -l field-separator -d 'Fields for --key N are separated by this byte (\',\' or an escape such as \'\\t\') instead of runs of blanks' -r -f
-complete -c drip -l key-rate -d 'Each key\'s own limit, records per unit (as --rate, with its burst after a colon: 5/s:10). The global --rate limits, if any, still cap all records together: a record leaves when both allow. With --share, each key\'s limit holds for all the drips sharing it together (a record of a key with no slot reserved waits a round trip). Needs --key' -r -f
-complete -c drip -l key-capacity -d 'Records one key may have waiting; a key at this bound meets the overflow policy (drop-oldest then evicts its own oldest) [default: --capacity]' -r -f
-complete -c drip -l max-keys -d 'Keys remembered at most. A key with nothing waiting whose schedule has recovered its full burst is idle and forgotten first (that changes no departure); when every key is busy, a record of a new key meets the overflow policy as if the bucket were full (drop-oldest drops it as the newest; block waits until a key is idle) [default: 100000]' -r -f
-complete -c drip -l share -d 'Share the --rate limits (the default 1/s when no rate is given) and --byte-rate limits, and each key\'s --key-rate limit, with every drip given the same NAME (1 to 200 letters, digits, \'.\', \'_\', \'-\', \':\'; not starting with \'.\'): on this host with no server (a state file under $XDG_RUNTIME_DIR/drip or /tmp/drip-$UID), or on any host through Redis or Valkey: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]/NAME, rediss://... (TLS; trusting the system\'s CAs, or SSL_CERT_FILE), redis+unix:///SOCKET/NAME[?db=DB&user=USER&pass=PASSWORD], valkey://... (no other query string). All of them must give the same rates and bursts, in any order, per key too (else exit 2). Under a byte rate each reserved slot carries one record of at most the size it was reserved for' -r -f
-complete -c drip -l share-on-error -d 'When the shared state cannot be reached: wait (send nothing, say so on stderr unless -q, and retry with backoff; records wait in the bucket), local (pace alone at the rate divided by --share-peers until it answers again, warn once unless -q), or fail (exit 4). A setup no retry mends (a state file drip cannot use, a password the server wants or refuses, a server that is not Redis) exits 4 under every policy' -r -f -a "wait\t'send nothing, retry with backoff; records wait in the bucket'
+complete -c drip -n "__fish_drip_needs_command" -l max-wait -d 'Expire records that waited in the bucket longer than DURATION (at most 100y) instead of writing them' -r -f
+complete -c drip -n "__fish_drip_needs_command" -l dead-letter -d 'Append every record not written to stdout (dropped, expired, undelivered) to FILE, byte-exact, in the order it left the bucket (not `-`: stdout carries the records)' -r -F
+complete -c drip -n "__fish_drip_needs_command" -l stats-json -d 'Write the summary to FILE as one JSON object (and, with --stats-interval, the periodic stats as JSON lines before it); not `-`: stdout carries the records' -r -F
+complete -c drip -n "__fish_drip_needs_command" -l stats-interval -d 'Every DURATION (10ms to 100y), write one JSON line of stats to stderr (or to --stats-json FILE)' -r -f
+complete -c drip -n "__fish_drip_needs_command" -l metrics -d 'Keep FILE up to date with the figures in the Prometheus text format (records by fate, depth, oldest age, rate, jobs, retries, overload pauses, --share\'s calls, the top keys): written anew and renamed over FILE every --stats-interval (or each second) and at exit, for node_exporter\'s textfile collector' -r -F
+complete -c drip -n "__fish_drip_needs_command" -l name -d 'Name this drip for `drip ctl` (1 to 64 letters, digits, `_`, `-`; not all digits); it is always reachable by its pid too' -r -f
+complete -c drip -n "__fish_drip_needs_command" -l key -d 'Limit records per key: SPEC is a field number (--key 1; fields split on blanks, or on --field-separator) or a regular expression whose first capture group is the key (--key \'^https?://([^/:]+)\'; start it with (?-u) to match bytes that are not UTF-8), found in the record without its delimiter (or a CR before a newline). Records with no key (no such field, no match) share one "no key" lane. Each key waits in its own queue at --key-rate; keys due together take turns (round robin), so a noisy key never holds back a quiet one: within a key records keep their order, across keys the output order may differ from the input\'s. Needs --key-rate' -r -f
+complete -c drip -n "__fish_drip_needs_command" -l field-separator -d 'Fields for --key N are separated by this byte (\',\' or an escape such as \'\\t\') instead of runs of blanks' -r -f
+complete -c drip -n "__fish_drip_needs_command" -l key-rate -d 'Each key\'s own limit, records per unit (as --rate, with its burst after a colon: 5/s:10). The global --rate limits, if any, still cap all records together: a record leaves when both allow. With --share, each key\'s limit holds for all the drips sharing it together (a record of a key with no slot reserved waits a round trip). Needs --key' -r -f
+complete -c drip -n "__fish_drip_needs_command" -l key-capacity -d 'Records one key may have waiting; a key at this bound meets the overflow policy (drop-oldest then evicts its own oldest) [default: --capacity]' -r -f
+complete -c drip -n "__fish_drip_needs_command" -l max-keys -d 'Keys remembered at most. A key with nothing waiting whose schedule has recovered its full burst is idle and forgotten first (that changes no departure); when every key is busy, a record of a new key meets the overflow policy as if the bucket were full (drop-oldest drops it as the newest; block waits until a key is idle) [default: 100000]' -r -f
+complete -c drip -n "__fish_drip_needs_command" -l share -d 'Share the --rate limits (the default 1/s when no rate is given) and --byte-rate limits, and each key\'s --key-rate limit, with every drip given the same NAME (1 to 200 letters, digits, \'.\', \'_\', \'-\', \':\'; not starting with \'.\'): on this host with no server (a state file under $XDG_RUNTIME_DIR/drip or /tmp/drip-$UID), or on any host through Redis or Valkey: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]/NAME, rediss://... (TLS; trusting the system\'s CAs, or SSL_CERT_FILE), redis+unix:///SOCKET/NAME[?db=DB&user=USER&pass=PASSWORD], valkey://... (no other query string). All of them must give the same rates and bursts, in any order, per key too (else exit 2). Under a byte rate each reserved slot carries one record of at most the size it was reserved for' -r -f
+complete -c drip -n "__fish_drip_needs_command" -l share-on-error -d 'When the shared state cannot be reached: wait (send nothing, say so on stderr unless -q, and retry with backoff; records wait in the bucket), local (pace alone at the rate divided by --share-peers until it answers again, warn once unless -q), or fail (exit 4). A setup no retry mends (a state file drip cannot use, a password the server wants or refuses, a server that is not Redis) exits 4 under every policy' -r -f -a "wait\t'send nothing, retry with backoff; records wait in the bucket'
 local\t'pace alone at the rate divided by --share-peers, warn once'
 fail\t'exit with status 4'"
-complete -c drip -l share-peers -d 'How many drips share the limits, for --share-on-error local' -r -f
-complete -c drip -l exec -d 'Run COMMAND once per record instead of writing records to stdout: {} in an argument is replaced by the record (delimiter excluded); without {}, the record is the last argument. {headers} is the path of a file for the job\'s HTTP response headers (curl -D {headers}): 429 and 503 there mean overload, 408, 500, 502 and 504 a transient failure, other statuses from 400 a final one. Jobs get DRIP_RECORD, DRIP_RECORD_ID (an idempotency key), DRIP_ATTEMPT and DRIP_HEADERS. No shell (write sh -c \'...\' for one). Takes the rest of the command line, or up to a \';\'' -r -f -a "(__fish_complete_command)"
-complete -c drip -s j -l jobs -d 'At most N jobs at once (the rate limits starts; both hold) [default: 1]' -r -f
-complete -c drip -l retries -d 'Retry a record up to N times after a transient failure or an overload [default: 0]' -r -f
-complete -c drip -l retry-on -d 'Exit statuses that are transient failures, retried: a list such as 1,75,100-110 [default: 6,7,28,35,52,55,56,75: EX_TEMPFAIL and curl\'s could-not-connect, timeout and send/receive failures]' -r -f
-complete -c drip -l overload-on -d 'Exit statuses that mean the service is overloaded: every start pauses, and the record is retried' -r -f
-complete -c drip -l backoff -d 'Wait before retry n: a random time between 0 and min(MAX, MIN·2^n) (exponential backoff, full jitter) [default: 100ms..30s]' -r -f
-complete -c drip -l timeout -d 'Kill an attempt that runs longer than DURATION: TERM to its process group, KILL one second later' -r -f
-complete -c drip -l deadline -d 'Give up on a record DURATION after it was read, counting its time in the bucket and all its attempts: it expires' -r -f
-complete -c drip -l joblog -d 'Write one JSON line per attempt to FILE' -r -F
-complete -c drip -s 0 -l null -d 'Records end with NUL instead of newline, on input and output'
-complete -c drip -l drain -d 'On the first stopping signal (SIGINT, SIGTERM, SIGHUP, ...), stop reading but write what the bucket holds at the rate before exiting'
-complete -c drip -l stats -d 'Print a summary on stderr at exit'
-complete -c drip -l progress -d 'Draw the live display on stderr even when it is not a terminal, or when stdout is the same terminal (the display then keeps to the bottom row and the records scroll above it)'
-complete -c drip -s q -l quiet -d 'No progress display: stderr gets only errors and what --stats and --stats-interval ask for'
-complete -c drip -l record-on-stdin -d 'Give each job its record on stdin instead of as an argument'
-complete -c drip -l adapt -d 'Lower the rate on each overload (halve it) and raise it back on successes, never above the configured rate'
-complete -c drip -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c drip -s V -l version -d 'Print version'
+complete -c drip -n "__fish_drip_needs_command" -l share-peers -d 'How many drips share the limits, for --share-on-error local' -r -f
+complete -c drip -n "__fish_drip_needs_command" -l exec -d 'Run COMMAND once per record instead of writing records to stdout: {} in an argument is replaced by the record (delimiter excluded); without {}, the record is the last argument. {headers} is the path of a file for the job\'s HTTP response headers (curl -D {headers}): 429 and 503 there mean overload, 408, 500, 502 and 504 a transient failure, other statuses from 400 a final one. Jobs get DRIP_RECORD, DRIP_RECORD_ID (an idempotency key), DRIP_ATTEMPT and DRIP_HEADERS. No shell (write sh -c \'...\' for one). Takes the rest of the command line, or up to a \';\'' -r -f -a "(__fish_complete_command)"
+complete -c drip -n "__fish_drip_needs_command" -s j -l jobs -d 'At most N jobs at once (the rate limits starts; both hold) [default: 1]' -r -f
+complete -c drip -n "__fish_drip_needs_command" -l retries -d 'Retry a record up to N times after a transient failure or an overload [default: 0]' -r -f
+complete -c drip -n "__fish_drip_needs_command" -l retry-on -d 'Exit statuses that are transient failures, retried: a list such as 1,75,100-110 [default: 6,7,28,35,52,55,56,75: EX_TEMPFAIL and curl\'s could-not-connect, timeout and send/receive failures]' -r -f
+complete -c drip -n "__fish_drip_needs_command" -l overload-on -d 'Exit statuses that mean the service is overloaded: every start pauses, and the record is retried' -r -f
+complete -c drip -n "__fish_drip_needs_command" -l backoff -d 'Wait before retry n: a random time between 0 and min(MAX, MIN·2^n) (exponential backoff, full jitter) [default: 100ms..30s]' -r -f
+complete -c drip -n "__fish_drip_needs_command" -l timeout -d 'Kill an attempt that runs longer than DURATION: TERM to its process group, KILL one second later' -r -f
+complete -c drip -n "__fish_drip_needs_command" -l deadline -d 'Give up on a record DURATION after it was read, counting its time in the bucket and all its attempts: it expires' -r -f
+complete -c drip -n "__fish_drip_needs_command" -l joblog -d 'Write one JSON line per attempt to FILE' -r -F
+complete -c drip -n "__fish_drip_needs_command" -l resume -d 'Skip the records that succeeded in earlier runs logged in JOBLOG, matched by content (the hash in DRIP_RECORD_ID), not by place: a record that appears twice runs again unless it succeeded twice. Skipped records count as skipped_done. This run\'s lines are appended to JOBLOG (created if it does not exist yet: everything runs); a last line cut short by a killed run is passed over' -r -F
+complete -c drip -n "__fish_drip_needs_command" -l order-window -d 'With --keep-order: how many records may start ahead of the oldest one whose output is not written out yet (each record\'s output is held in memory up to 64 KiB, in a temporary file beyond) [default: 1000]' -r -f
+complete -c drip -n "__fish_drip_needs_command" -s 0 -l null -d 'Records end with NUL instead of newline, on input and output'
+complete -c drip -n "__fish_drip_needs_command" -l drain -d 'On the first stopping signal (SIGINT, SIGTERM, SIGHUP, ...), stop reading but write what the bucket holds at the rate before exiting'
+complete -c drip -n "__fish_drip_needs_command" -l stats -d 'Print a summary on stderr at exit'
+complete -c drip -n "__fish_drip_needs_command" -l no-control -d 'Listen on no control socket: `drip ctl` cannot reach this drip'
+complete -c drip -n "__fish_drip_needs_command" -l progress -d 'Draw the live display on stderr even when it is not a terminal, or when stdout is the same terminal (the display then keeps to the bottom row and the records scroll above it)'
+complete -c drip -n "__fish_drip_needs_command" -s q -l quiet -d 'No progress display: stderr gets only errors and what --stats and --stats-interval ask for'
+complete -c drip -n "__fish_drip_needs_command" -l record-on-stdin -d 'Give each job its record on stdin instead of as an argument'
+complete -c drip -n "__fish_drip_needs_command" -l adapt -d 'Lower the rate on each overload (halve it) and raise it back on successes, never above the configured rate'
+complete -c drip -n "__fish_drip_needs_command" -s k -l keep-order -d 'Write each job\'s output in input order, whole, whatever order the jobs end in (stderr is passed on as it comes). Outputs wait for the records before them; at most --order-window records start ahead of the oldest one not written out, so a long job holds new starts back'
+complete -c drip -n "__fish_drip_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c drip -n "__fish_drip_needs_command" -s V -l version -d 'Print version'
+complete -c drip -n "__fish_drip_needs_command" -a "ctl" -d 'Steer a running drip of this user: list them, change a rate, pause, resume, read its figures'
+complete -c drip -n "__fish_drip_using_subcommand ctl" -s h -l help -d 'Print help (see more with \'--help\')'

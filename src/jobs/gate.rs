@@ -81,7 +81,7 @@ impl Schedule for Gate {
         &mut self,
         now: u64,
         available: usize,
-        sizes: &mut dyn Iterator<Item = usize>,
+        records: &mut dyn Iterator<Item = &[u8]>,
     ) -> usize {
         if now < self.control.paused_until() || now < self.spaced_due() {
             return 0;
@@ -91,32 +91,40 @@ impl Schedule for Gate {
         } else {
             available
         };
-        let n = self.inner.release(now, available, sizes);
+        let n = self.inner.release(now, available, records);
         if n > 0 {
             self.last = Some(now);
         }
         n
     }
 
-    fn next_due(&self, size: usize) -> u64 {
+    fn next_due(&self, record: &[u8]) -> u64 {
         self.inner
-            .next_due(size)
+            .next_due(record)
             .max(self.control.paused_until())
             .max(self.spaced_due())
     }
 
-    fn nth_due(&self, size: usize, n: usize) -> Option<u64> {
+    fn nth_due(&self, record: &[u8], n: usize) -> Option<u64> {
         // The inner schedule's answer (a shared one knows it only for the
         // slots it holds), moved as far as a pause moves the first.
         let after_first = self
             .inner
-            .nth_due(size, n)?
-            .saturating_sub(self.inner.next_due(size));
-        Some(self.next_due(size).saturating_add(after_first))
+            .nth_due(record, n)?
+            .saturating_sub(self.inner.next_due(record));
+        Some(self.next_due(record).saturating_add(after_first))
     }
 
     fn slack_ns(&self) -> u64 {
         self.inner.slack_ns()
+    }
+
+    fn replace_limits(
+        &mut self,
+        now: u64,
+        limits: &[crate::schedule::Limit],
+    ) -> Result<(), String> {
+        self.inner.replace_limits(now, limits)
     }
 
     fn records_per_second(&self) -> f64 {
@@ -162,13 +170,13 @@ mod tests {
         fn weighs_bytes(&self) -> bool {
             false
         }
-        fn release(&mut self, now: u64, n: usize, s: &mut dyn Iterator<Item = usize>) -> usize {
+        fn release(&mut self, now: u64, n: usize, s: &mut dyn Iterator<Item = &[u8]>) -> usize {
             self.0.release(now, n, s)
         }
-        fn next_due(&self, size: usize) -> u64 {
-            self.0.next_due(size)
+        fn next_due(&self, record: &[u8]) -> u64 {
+            self.0.next_due(record)
         }
-        fn nth_due(&self, _: usize, _: usize) -> Option<u64> {
+        fn nth_due(&self, _: &[u8], _: usize) -> Option<u64> {
             None
         }
         fn slack_ns(&self) -> u64 {
@@ -182,16 +190,20 @@ mod tests {
     #[test]
     fn the_nth_departure_is_the_inner_schedules_moved_by_a_pause() {
         let (g, c) = gate("10/s");
-        assert_eq!(g.nth_due(1, 3), Some(300 * MS));
+        assert_eq!(g.nth_due(b"x", 3), Some(300 * MS));
         c.pause_until(1000 * MS);
-        assert_eq!(g.nth_due(1, 3), Some(1300 * MS));
+        assert_eq!(g.nth_due(b"x", 3), Some(1300 * MS));
         let limits = [Limit {
             rate: parse_rate("10/s").unwrap(),
             burst: 1,
             unit: Unit::Records,
         }];
         let unknowing = Gate::new(Box::new(Unknowing(Limits::new(&limits))), c);
-        assert_eq!(unknowing.nth_due(1, 3), None, "not a guess from the rate");
+        assert_eq!(
+            unknowing.nth_due(b"x", 3),
+            None,
+            "not a guess from the rate"
+        );
     }
 
     #[test]
@@ -202,10 +214,10 @@ mod tests {
         for t in [100, 500, 999] {
             assert_eq!(release(&mut g, t * MS, 5), 0, "at {t} ms");
         }
-        assert_eq!(g.next_due(1), 1000 * MS);
+        assert_eq!(g.next_due(b"x"), 1000 * MS);
         // A shorter pause does not shorten it.
         c.pause_until(10 * MS);
-        assert_eq!(g.next_due(1), 1000 * MS);
+        assert_eq!(g.next_due(b"x"), 1000 * MS);
         // Resumes with one record, no catch-up burst, then 100 ms apart.
         assert_eq!(release(&mut g, 1000 * MS, 5), 1);
         assert_eq!(release(&mut g, 1050 * MS, 5), 0);
@@ -218,7 +230,7 @@ mod tests {
         assert_eq!(release(&mut g, 0, 50), 50);
         c.pause_until(20 * MS);
         assert_eq!(release(&mut g, 10 * MS, 50), 0);
-        assert_eq!(g.next_due(1), 20 * MS);
+        assert_eq!(g.next_due(b"x"), 20 * MS);
         assert_eq!(release(&mut g, 20 * MS, 50), 50);
     }
 
@@ -228,10 +240,10 @@ mod tests {
         c.set_spacing(50 * MS);
         assert_eq!(release(&mut g, 0, 5), 1);
         assert_eq!(release(&mut g, 10 * MS, 5), 0);
-        assert_eq!(g.next_due(1), 50 * MS);
+        assert_eq!(g.next_due(b"x"), 50 * MS);
         assert_eq!(release(&mut g, 50 * MS, 5), 1);
         c.set_spacing(0);
         assert_eq!(release(&mut g, 60 * MS, 5), 1);
-        assert_eq!(g.next_due(1), 70 * MS);
+        assert_eq!(g.next_due(b"x"), 70 * MS);
     }
 }

@@ -19,6 +19,7 @@ use anyhow::{Context, Result};
 use super::attempt::{self, Ended, Files, Spec};
 use super::gate::GateControl;
 use super::joblog::{unix_seconds, Entry, Joblog};
+use super::order::{Held, Order};
 use super::retry::{parse_headers, Aimd, Exit, Verdict};
 use super::{ExecError, JobConfig};
 use crate::bucket::{Fate, Segment};
@@ -49,6 +50,8 @@ enum Step {
 struct Inner {
     /// Job slots taken (a job keeps its slot through its retries).
     busy: usize,
+    /// Job slots in all (`-j`; `drip ctl` may change it).
+    slots: usize,
     /// Records being run, by number, with their job's process group.
     running: BTreeMap<u64, (Segment, u32)>,
     /// Records handed to the workers, not yet picked up.
@@ -98,6 +101,8 @@ pub(crate) struct Pool {
     rate: f64,
     /// The record delimiter, left out of the record in arguments.
     delimiter: u8,
+    /// With `--keep-order`: the outputs held until their turn.
+    order: Option<Order>,
 }
 
 impl std::fmt::Debug for Pool {
@@ -125,9 +130,10 @@ impl Pool {
         out: Box<dyn Write + Send>,
         (rate, delimiter): (f64, u8),
     ) -> Result<Arc<Pool>> {
-        let joblog = match &cfg.joblog {
-            Some(path) => Some(Mutex::new(Joblog::create(path)?)),
-            None => None,
+        let joblog = match (&cfg.resume, &cfg.joblog) {
+            (Some(path), _) => Some(Mutex::new(Joblog::append(path)?)),
+            (None, Some(path)) => Some(Mutex::new(Joblog::create(path)?)),
+            (None, None) => None,
         };
         // Only the user may read the jobs' headers.
         let headers = tempfile::Builder::new()
@@ -136,12 +142,12 @@ impl Pool {
             .tempdir()
             .context("creating a directory for DRIP_HEADERS")?;
         let inner = Inner {
+            slots: cfg.jobs,
             aimd: (cfg.adapt && rate.is_finite()).then(|| Aimd::new(rate)),
             ..Inner::default()
         };
         let pool = Arc::new(Pool {
             shared: Arc::clone(&shared),
-            cfg,
             gate,
             out: Mutex::new(out),
             inner: Mutex::new(inner),
@@ -151,6 +157,8 @@ impl Pool {
             headers_dir: headers.path().to_path_buf(),
             headers: Mutex::new(Some(headers)),
             terminated: Arc::new(Mutex::new(Some(Vec::new()))),
+            order: cfg.keep_order.map(Order::new),
+            cfg,
             rate,
             delimiter,
         });
@@ -163,7 +171,7 @@ impl Pool {
     }
 
     fn stopping(&self) -> bool {
-        self.shared.stop_now.load(Ordering::Relaxed)
+        self.shared.stops.now.load(Ordering::Relaxed)
     }
 
     /// Wait until every job has ended.
@@ -206,7 +214,7 @@ impl Pool {
             if stop() || inner.fatal.is_some() {
                 return false;
             }
-            if inner.busy < self.cfg.jobs {
+            if inner.busy < inner.slots && self.in_window(&inner) {
                 break;
             }
             inner = self
@@ -217,6 +225,14 @@ impl Pool {
         }
         inner.busy += 1;
         true
+    }
+
+    /// Whether the next record may start as far as `--keep-order`'s window
+    /// goes.
+    fn in_window(&self, inner: &Inner) -> bool {
+        self.order
+            .as_ref()
+            .map_or(true, |o| o.admits(inner.next_number + 1))
     }
 
     fn release_slot(&self) {
@@ -243,7 +259,7 @@ impl Pool {
     /// a pause, the `--adapt` spacing) and take it, ahead of the records
     /// in the bucket. `Err` with the record's outcome at a stop (undelivered)
     /// or past its deadline (expired).
-    fn take_slot(&self, size: usize, deadline: Option<u64>) -> Result<(), Outcome> {
+    fn take_slot(&self, record: &[u8], deadline: Option<u64>) -> Result<(), Outcome> {
         loop {
             let wait = {
                 let mut st = self.shared.lock();
@@ -251,11 +267,18 @@ impl Pool {
                 if deadline.is_some_and(|d| now >= d) {
                     return Err(Outcome::Expired);
                 }
+                // Paused (`drip ctl`), a retry waits too.
+                let paused = st.adm.paused();
                 let schedule = st.adm.schedule_mut();
-                if schedule.release(now, 1, &mut std::iter::once(size)) == 1 {
+                if !paused && schedule.release(now, 1, &mut std::iter::once(record)) == 1 {
                     return Ok(());
                 }
-                schedule.next_due(size).saturating_sub(now)
+                let due = if paused {
+                    now + 10_000_000
+                } else {
+                    schedule.next_due(record)
+                };
+                due.saturating_sub(now)
             };
             if self.stopping() {
                 return Err(Outcome::Undelivered);
@@ -366,11 +389,7 @@ impl Pool {
                 Ok(ended) => ended,
                 Err(error) => return self.cannot_run(&argv[0], error),
             };
-            {
-                // drip's stdout is held only while the output is passed on.
-                let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
-                files.pass_on(&mut **out, self.delimiter);
-            }
+            self.pass_on(number, files);
             let response = attempt::take_headers(&headers).and_then(|t| parse_headers(&t));
             let verdict =
                 self.cfg
@@ -399,11 +418,26 @@ impl Pool {
             if !self.sleep_until(at) {
                 return Outcome::Undelivered;
             }
-            if let Err(outcome) = self.take_slot(bytes.len(), deadline) {
+            if let Err(outcome) = self.take_slot(bytes, deadline) {
                 return outcome;
             }
         }
         unreachable!("attempts are bounded by --retries")
+    }
+
+    /// An attempt's output goes to stdout whole; with `--keep-order`, it is
+    /// held until the record's turn.
+    fn pass_on(&self, number: u64, files: &mut Files) {
+        let Some(order) = &self.order else {
+            // drip's stdout is held only while the output is passed on.
+            let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+            return files.pass_on(&mut **out, self.delimiter);
+        };
+        let mut held = Held::default();
+        files.pass_on(&mut held, self.delimiter);
+        if let Err(e) = order.hold(number, held) {
+            eprintln!("drip: --keep-order: holding a job's output: {e}");
+        }
     }
 
     /// How long an attempt started at `now` may run: `--timeout`, and what
@@ -560,6 +594,11 @@ impl Pool {
     /// Record the fate of record `number` and free its slot (unless drip
     /// abandoned it on the way out).
     fn settle(&self, number: u64, outcome: Outcome) {
+        // Its output goes out first, while its job still counts as running:
+        // drip waits for running jobs before it exits.
+        if let Some(order) = &self.order {
+            order.done(number, &self.out);
+        }
         let mut st = self.shared.lock();
         let mut inner = self.lock();
         let Some((record, _)) = inner.running.remove(&number) else {
@@ -567,7 +606,7 @@ impl Pool {
         };
         inner.busy -= 1;
         drop(inner);
-        st.sink_full = false;
+        st.writing.sink_full = false;
         match outcome {
             Outcome::Succeeded => st.ledger.succeeded(1),
             Outcome::Failed => st.ledger.dispose(record, Fate::Failed),
@@ -583,7 +622,32 @@ impl Pool {
 
 impl Jobs for Pool {
     fn has_room(&self) -> bool {
-        self.lock().busy < self.cfg.jobs
+        let inner = self.lock();
+        inner.busy < inner.slots && self.in_window(&inner)
+    }
+
+    fn slots(&self) -> usize {
+        self.lock().slots
+    }
+
+    fn set_slots(&self, n: usize) {
+        self.lock().slots = n;
+        self.freed.notify_all();
+        let _st = self.shared.lock();
+        self.shared.data_ready.notify_all();
+    }
+
+    fn running(&self) -> Vec<(u64, Vec<u8>)> {
+        let inner = self.lock();
+        inner
+            .running
+            .iter()
+            .map(|(n, (record, _))| {
+                let bytes = record.as_bytes();
+                let body = bytes.strip_suffix(&[self.delimiter]).unwrap_or(bytes);
+                (*n, body.to_vec())
+            })
+            .collect()
     }
 
     fn stats(&self) -> JobStats {
@@ -658,6 +722,9 @@ impl Jobs for Pool {
         }
         // drip exits next, without the wiring: nothing is left behind.
         self.remove_headers();
+        if let Some(order) = &self.order {
+            order.flush_all(&self.out);
+        }
         running.into_values().map(|(record, _)| record).collect()
     }
 }
@@ -721,7 +788,7 @@ impl Sink for Runner {
                 if !self.0.has_room() {
                     // Arrivals wait in the bucket from now, not in the
                     // outbox, so a start never comes late off its slot.
-                    self.0.shared.lock().sink_full = true;
+                    self.0.shared.lock().writing.sink_full = true;
                 }
                 progress(done.bytes as usize);
             }
