@@ -72,6 +72,7 @@ set edit:completion:arg-completer[drip] = {|@words|
             cand --quiet 'No progress display: stderr gets only errors and what --stats and --stats-interval ask for'
             cand --record-on-stdin 'Give each job its record on stdin instead of as an argument'
             cand --adapt 'Lower the rate on each overload (halve it) and raise it back on successes, never above the configured rate'
+            cand --no-quota-pacing 'Do not pace from the quota the server announces in the headers file (RateLimit, RateLimit-Policy, X-RateLimit-Remaining and X-RateLimit-Reset): by default, when a job writes {headers}, the remaining quota is spread over the time to its reset, the requests in flight counted against it, never faster than --rate'
             cand -k 'Write each job''s output in input order, whole, whatever order the jobs end in (stderr is passed on as it comes). Outputs wait for the records before them; at most --order-window records start ahead of the oldest one not written out, so a long job holds new starts back'
             cand --keep-order 'Write each job''s output in input order, whole, whatever order the jobs end in (stderr is passed on as it comes). Outputs wait for the records before them; at most --order-window records start ahead of the oldest one not written out, so a long job holds new starts back'
             cand -h 'Print help (see more with ''--help'')'

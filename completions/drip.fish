@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_drip_global_optspecs
-    string join \n r/rate= byte-rate= cost= cost-rate= i/interval= b/burst= c/capacity= capacity-bytes= o/overflow= 0/null d/delimiter= max-record= oversize= max-wait= dead-letter= drain stats stats-json= stats-interval= metrics= name= no-control key= field-separator= key-rate= key-capacity= max-keys= progress q/quiet share= share-on-error= share-peers= exec= j/jobs= record-on-stdin retries= retry-on= overload-on= backoff= timeout= deadline= adapt joblog= resume= k/keep-order order-window= h/help V/version
+    string join \n r/rate= byte-rate= cost= cost-rate= i/interval= b/burst= c/capacity= capacity-bytes= o/overflow= 0/null d/delimiter= max-record= oversize= max-wait= dead-letter= drain stats stats-json= stats-interval= metrics= name= no-control key= field-separator= key-rate= key-capacity= max-keys= progress q/quiet share= share-on-error= share-peers= exec= j/jobs= record-on-stdin retries= retry-on= overload-on= backoff= timeout= deadline= adapt joblog= resume= no-quota-pacing k/keep-order order-window= h/help V/version
 end
 
 function __fish_drip_needs_command
@@ -71,6 +71,7 @@ complete -c drip -n "__fish_drip_needs_command" -l progress -d 'Draw the live di
 complete -c drip -n "__fish_drip_needs_command" -s q -l quiet -d 'No progress display: stderr gets only errors and what --stats and --stats-interval ask for'
 complete -c drip -n "__fish_drip_needs_command" -l record-on-stdin -d 'Give each job its record on stdin instead of as an argument'
 complete -c drip -n "__fish_drip_needs_command" -l adapt -d 'Lower the rate on each overload (halve it) and raise it back on successes, never above the configured rate'
+complete -c drip -n "__fish_drip_needs_command" -l no-quota-pacing -d 'Do not pace from the quota the server announces in the headers file (RateLimit, RateLimit-Policy, X-RateLimit-Remaining and X-RateLimit-Reset): by default, when a job writes {headers}, the remaining quota is spread over the time to its reset, the requests in flight counted against it, never faster than --rate'
 complete -c drip -n "__fish_drip_needs_command" -s k -l keep-order -d 'Write each job\'s output in input order, whole, whatever order the jobs end in (stderr is passed on as it comes). Outputs wait for the records before them; at most --order-window records start ahead of the oldest one not written out, so a long job holds new starts back'
 complete -c drip -n "__fish_drip_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c drip -n "__fish_drip_needs_command" -s V -l version -d 'Print version'
