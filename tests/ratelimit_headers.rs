@@ -30,6 +30,8 @@ enum Style {
     XUnix,
     /// The IETF draft's `RateLimit` and `RateLimit-Policy`.
     Ietf,
+    /// `X-RateLimit-Remaining: lots`: not a number.
+    Malformed,
 }
 
 /// A server on 127.0.0.1 allowing `quota` requests in each fixed window of
@@ -81,6 +83,9 @@ fn window_server(quota: u32, window: u64, style: Style) -> (u16, Arc<Mutex<Seen>
                         "X-RateLimit-Limit: {quota}\r\nX-RateLimit-Remaining: {remaining}\r\nX-RateLimit-Reset: {}\r\n",
                         unix.as_secs_f64().ceil() as u64
                     ),
+                    Style::Malformed => format!(
+                        "X-RateLimit-Remaining: lots\r\nX-RateLimit-Reset: {reset}\r\n"
+                    ),
                     Style::Ietf => format!(
                         "RateLimit-Policy: \"w\";q={quota};w={window}\r\nRateLimit: \"w\";r={remaining};t={reset}\r\n"
                     ),
@@ -117,14 +122,14 @@ fn curl_present() -> bool {
 }
 
 /// `drip -r 100/s -j 4` (and `extra`) over `records` requests to a server
-/// allowing `quota` per `window` seconds: (429s, seconds taken, status).
+/// allowing `quota` per `window` seconds: (429s, seconds taken, stderr).
 fn against_window(
     quota: u32,
     window: u64,
     records: usize,
     style: Style,
     extra: &[&str],
-) -> (u32, f64, i32) {
+) -> (u32, f64, String) {
     assert!(curl_present(), "curl is required (apt-get install curl)");
     let (port, seen) = window_server(quota, window, style);
     let urls: String = (0..records)
@@ -155,7 +160,11 @@ fn against_window(
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    (refused, took, out.status.code().unwrap_or(-1))
+    (
+        refused,
+        took,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -170,6 +179,13 @@ fn the_announced_quota_is_spread_to_its_reset_without_a_429() {
             "{style:?}: {took:.2} s for what the quota allows in 6"
         );
     }
+}
+
+#[test]
+fn a_malformed_quota_is_ignored_and_said_once() {
+    let (_, _, err) = against_window(100, 10, 6, Style::Malformed, &[]);
+    let said = "drip: x-ratelimit-remaining: lots: not a quota drip can read";
+    assert_eq!(err.matches(said).count(), 1, "{err}");
 }
 
 #[test]
