@@ -558,13 +558,11 @@ fn three_drips_share_a_byte_rate(share: &str, allowance: usize) {
     // Alone, the three would have sent 6000 bytes a second.
 }
 
-/// Three drips sharing `--cost-rate 500/s:100` through the state file,
-/// each line `NAME COST` with a cost from 1 to 50: at most burst + rate of
-/// cost in any second (and a busy machine's allowance of lines), and 500
-/// a second together, where alone they would spend 1500.
-#[test]
-fn three_drips_on_one_host_share_a_cost_rate() {
-    let _t = timing_lock();
+/// Three drips sharing `--cost-rate 500/s:100` through `share`, each line
+/// `NAME COST` with a cost from 1 to 50: at most burst + rate of cost in
+/// any second (and `allowance` lines of 50), and 500 a second together,
+/// where alone they would spend 1500.
+fn three_drips_share_a_cost_rate(share: &str, allowance: usize) {
     let runtime = tempfile::tempdir().unwrap();
     let start = Instant::now();
     let mut rng = fastrand::Rng::with_seed(5);
@@ -579,7 +577,7 @@ fn three_drips_on_one_host_share_a_cost_rate() {
                 "--cost-rate",
                 "500/s:100",
                 "--share",
-                "costs",
+                share,
                 "-q",
             ];
             drip_with_input(&args, input, runtime.path())
@@ -604,7 +602,7 @@ fn three_drips_on_one_host_share_a_cost_rate() {
     lines.sort_by(|a, b| a.0.total_cmp(&b.0));
     let most = most_bytes_in_window(&lines, 1.0);
     assert!(
-        most <= 100 + 500 + BUSY_ALLOWANCE * 50,
+        most <= 100 + 500 + allowance * 50,
         "{most} cost in one second: {lines:?}"
     );
     let total: usize = lines.iter().map(|&(_, cost)| cost).sum();
@@ -613,6 +611,22 @@ fn three_drips_on_one_host_share_a_cost_rate() {
         (rate - 500.0).abs() <= 500.0 * 0.05,
         "aggregate {rate} cost/s ({total} in all)"
     );
+}
+
+#[test]
+fn three_drips_on_one_host_share_a_cost_rate() {
+    let _t = timing_lock();
+    three_drips_share_a_cost_rate("costs", BUSY_ALLOWANCE);
+}
+
+#[test]
+fn three_drips_through_redis_share_a_cost_rate() {
+    if !have_redis() {
+        return;
+    }
+    let _t = timing_lock();
+    let redis = Redis::start();
+    three_drips_share_a_cost_rate(&redis.share("costs"), BUSY_ALLOWANCE + 1);
 }
 
 /// On one host the clock is one: what a busy machine adds is one line
