@@ -187,8 +187,18 @@ fn wait_socket(runtime: &Path) {
 fn list_halve_pause_stats_resume_while_it_runs() {
     let runtime = tempfile::tempdir().unwrap();
     let rt = runtime.path();
+    let metrics = rt.join("steered.prom");
     let drip = Running::start(
-        &["-r", "20/s", "--name", "steered"],
+        &[
+            "-r",
+            "20/s",
+            "--name",
+            "steered",
+            "--metrics",
+            metrics.to_str().unwrap(),
+            "--stats-interval",
+            "100ms",
+        ],
         rt,
         numbered(1..=5000),
         None,
@@ -219,6 +229,13 @@ fn list_halve_pause_stats_resume_while_it_runs() {
     let stats = ctl_ok(rt, &["steered", "stats"]);
     assert_eq!(stats["paused"], true, "{stats}");
     let seen_paused = drip.lines().len();
+    // The figures say so too.
+    let figures = std::fs::read_to_string(&metrics).unwrap();
+    assert!(figures.contains("\ndrip_paused 1\n"), "{figures}");
+    assert!(
+        figures.contains("\ndrip_rate_limit_records_per_second 10\n"),
+        "{figures}"
+    );
     let written = stats["written"].as_u64().unwrap() as usize;
     assert_eq!(written, seen_paused, "{stats}");
     let resuming = drip.now();
@@ -376,6 +393,20 @@ const NOBODY: u32 = 65534;
 fn another_user_cannot_steer() {
     if !is_root() {
         eprintln!("skipped: needs root to run a second uid");
+        return;
+    }
+    // The binary must be reachable by nobody (not under a 0700 home).
+    let reachable = {
+        use std::os::unix::process::CommandExt;
+        std::process::Command::new(common::bin())
+            .arg("--version")
+            .uid(NOBODY)
+            .gid(NOBODY)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !reachable {
+        eprintln!("skipped: nobody cannot run {}", common::bin());
         return;
     }
     // A drip of nobody's, asked by root.
