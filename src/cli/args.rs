@@ -263,8 +263,8 @@ pub struct Cli {
     /// on stderr unless -q, and retry with backoff; records wait in the
     /// bucket), local (pace alone at the rate divided by --share-peers
     /// until it answers again, warn once unless -q), or fail (exit 4). A setup no retry mends (a
-    /// state file drip cannot use, a password the server wants or refuses)
-    /// exits 4 under every policy
+    /// state file drip cannot use, a password the server wants or refuses,
+    /// a server that is not Redis) exits 4 under every policy
     #[arg(long, value_name = "POLICY", default_value = "wait", value_parser = Choices { parse: shared::parse_on_error, values: shared::SHARE_ON_ERROR })]
     pub share_on_error: shared::OnError,
 
@@ -290,7 +290,7 @@ pub enum Command {
     /// `drip ctl list` prints every running drip (pid, name, rate, depth,
     /// written, started) as one JSON array. `drip ctl TARGET COMMAND`, with
     /// TARGET a pid or a --name, prints the drip's one-line JSON answer.
-    /// COMMAND is one of: `stats` (the --stats-json object now), `keys`
+    /// COMMAND is one of: `info` (its entry), `stats` (the --stats-json object now), `keys`
     /// (the top keys), `jobs` (the running jobs), `pause`, `resume`,
     /// `rate RATE[:BURST]` and `byte-rate SIZE/UNIT[:BURST]` (each kind
     /// given replaces all the limits of that kind: `rate 10/s rate
@@ -312,7 +312,7 @@ pub struct CtlArgs {
     #[arg(value_name = "list|TARGET", value_hint = ValueHint::Other)]
     pub target: Option<String>,
 
-    /// What to do: stats, keys, jobs, pause, resume, rate RATE[:BURST],
+    /// What to do: info, stats, keys, jobs, pause, resume, rate RATE[:BURST],
     /// byte-rate SIZE/UNIT[:BURST], key-rate RATE[:BURST], -j N
     #[arg(value_name = "COMMAND", trailing_var_arg = true, allow_hyphen_values = true, value_hint = ValueHint::Other)]
     pub command: Vec<String>,
