@@ -106,6 +106,8 @@ pub(crate) struct Pool {
     order: Option<Order>,
     /// A malformed quota field was said on stderr.
     quota_malformed: std::sync::atomic::AtomicBool,
+    /// The server's quota window, as the responses tell it.
+    quota_window: Mutex<quota::Window>,
 }
 
 impl std::fmt::Debug for Pool {
@@ -162,6 +164,7 @@ impl Pool {
             terminated: Arc::new(Mutex::new(Some(Vec::new()))),
             order: cfg.keep_order.map(Order::new),
             quota_malformed: std::sync::atomic::AtomicBool::new(false),
+            quota_window: Mutex::new(quota::Window::default()),
             cfg,
             rate,
             delimiter,
@@ -467,14 +470,19 @@ impl Pool {
                 return;
             }
         };
+        let now = self.shared.clock.now();
+        let q = self
+            .quota_window
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .observe(now, q);
         // This job's request is answered; the others running are not.
         let in_flight = self.lock().running.len().saturating_sub(1) as u64;
         match quota::pace(q, in_flight) {
             quota::Pace::Every(d) => self.gate.set_quota_spacing(ns(d)),
             quota::Pace::Pause(d) => {
                 self.gate.set_quota_spacing(0);
-                self.gate
-                    .pause_until(self.shared.clock.now().saturating_add(ns(d)));
+                self.gate.pause_until(now.saturating_add(ns(d)));
             }
         }
     }
