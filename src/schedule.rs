@@ -83,6 +83,19 @@ pub trait Schedule: fmt::Debug + Send {
     /// writer coalesces wake-ups above 20,000/s.
     fn records_per_second(&self) -> f64;
 
+    /// The earliest time (ns) a record of `key` may leave as far as a hold
+    /// on that key alone goes (an overload's pause, a lowered rate after
+    /// it: `jobs::gate`); 0 when nothing holds it. The keyed queues ask
+    /// before a key's record leaves, so a held key waits in the line
+    /// without holding back the others.
+    fn key_due(&self, _key: &[u8]) -> u64 {
+        0
+    }
+
+    /// A record of `key` left at `now` (ns): a hold spacing its starts
+    /// counts from here.
+    fn key_left(&mut self, _key: &[u8], _now: u64) {}
+
     /// The earliest time (ns) the `n`-th record from now (0: the next) of
     /// `size` bytes may leave, as far as known; `None` when not known yet
     /// (a shared schedule whose slots are not reserved yet). By default

@@ -153,6 +153,12 @@ fn body_of(record: &[u8], delimiter: u8) -> &[u8] {
     &record[..end]
 }
 
+/// The key of `record` (its delimiter included) under `spec`, as the keyed
+/// queues see it (without the delimiter, nor a CR before a newline).
+pub fn record_key<'a>(spec: &KeySpec, record: &'a [u8], delimiter: u8) -> Option<&'a [u8]> {
+    spec.key(body_of(record, delimiter))
+}
+
 /// Whether `a` and `b`, of the same length, hold the same bytes. Keys of
 /// up to 16 bytes compare as two overlapping fixed-size words each (the
 /// usual trick for short strings), without a call to `memcmp`.
@@ -637,6 +643,9 @@ impl Keyed {
             self.slots[front as usize].lane = Lane::Idle;
             self.mark_idle(front);
         }
+        if self.held(s, now, &*global) {
+            return false;
+        }
         if self.shared.is_some() {
             return self.leave_now_shared(now, s, size, global);
         }
@@ -648,6 +657,21 @@ impl Keyed {
             return false;
         }
         self.take_slot(s, now);
+        global.key_left(self.slots[s as usize].key.as_bytes(), now);
+        true
+    }
+
+    /// Whether key `s` is held back at `now` by a hold on it alone
+    /// ([`Schedule::key_due`]: an overload's pause); if so its own schedule
+    /// is due no earlier than the hold's end, so it waits out of the line.
+    #[inline]
+    fn held(&mut self, s: u32, now: u64, global: &dyn Schedule) -> bool {
+        let slot = &mut self.slots[s as usize];
+        let due = global.key_due(slot.key.as_bytes());
+        if due <= now {
+            return false;
+        }
+        slot.due = slot.due.max(due);
         true
     }
 
@@ -889,11 +913,19 @@ impl Keyed {
                 continue;
             }
             let size = self.nodes[slot.head as usize].seg.bytes();
+            if self.held(s, now, &*global) {
+                // Out of the line until its hold ends.
+                self.ready.pop_front();
+                self.slots[s as usize].lane = Lane::Timed;
+                self.timers.push(Reverse((self.slots[s as usize].due, s)));
+                continue;
+            }
             if global.release(now, 1, &mut std::iter::once(size)) == 0 {
                 break;
             }
             self.ready.pop_front();
             self.take_slot(s, now);
+            global.key_left(self.slots[s as usize].key.as_bytes(), now);
             self.slots[s as usize].lane = Lane::Idle;
             let seg = self.pop_head(s).expect("a waiting record");
             self.longest_wait_ns = self.longest_wait_ns.max(now.saturating_sub(seg.arrived));
