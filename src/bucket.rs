@@ -43,6 +43,14 @@ impl FromStr for Overflow {
     }
 }
 
+/// The overflow policies, for completion and help: (value, meaning).
+pub const POLICIES: &[(&str, &str)] = &[
+    ("block", "stop reading until there is room (backpressure)"),
+    ("drop-newest", "discard records arriving at a full bucket"),
+    ("drop-oldest", "evict the oldest queued record to make room"),
+    ("fail", "stop with status 3 at the first overflow"),
+];
+
 /// Why a record left the bucket without being written to stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fate {

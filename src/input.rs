@@ -136,6 +136,15 @@ impl std::str::FromStr for Oversize {
     }
 }
 
+/// The oversize policies (`--oversize`), for completion and help: (value, meaning).
+pub const OVERSIZE_POLICIES: &[(&str, &str)] = &[
+    ("fail", "stop reading at the record, exit 1"),
+    (
+        "skip",
+        "stream it to --dead-letter, count it as skipped, read on",
+    ),
+];
+
 /// Where a splitter that skips oversized records sends them: called with
 /// each piece of such a record as it is read, in order, saying whether the
 /// record goes on or ends there. Only bytes read are passed; no record is

@@ -23,6 +23,7 @@ mod monitor;
 pub mod output;
 pub mod pacer;
 pub mod progress;
+pub mod quantity;
 pub mod rate;
 mod reader;
 pub mod scan;

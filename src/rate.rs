@@ -8,13 +8,8 @@
 use std::fmt;
 use std::time::Duration;
 
-/// The longest duration drip accepts anywhere (an interval, a rate's
-/// period, `--max-wait`, `--stats-interval`): 100 years of 365.25 days.
-/// Deadlines are nanoseconds in a `u64`, which would wrap after 584 years.
-pub const LONGEST: Duration = Duration::from_secs(100 * 31_557_600);
-
-/// [`LONGEST`] as written in messages and documentation.
-pub const LONGEST_TEXT: &str = "100 years";
+use crate::quantity::{parse_count, parse_size};
+pub use crate::quantity::{LONGEST, LONGEST_TEXT};
 
 /// A pacing rate: `count` records per `period_ns` nanoseconds, or unlimited.
 ///
@@ -173,6 +168,61 @@ pub fn parse_byte_rate(text: &str) -> Result<Rate, String> {
     Ok(Rate::Limited { count, period_ns })
 }
 
+/// Parse a rate with its burst, as `--rate` takes it: `RATE` or
+/// `RATE:BURST` (a count of records); an unlimited rate takes no burst.
+///
+/// # Errors
+/// As [`parse_rate`], naming the accepted forms; a bad burst; a burst
+/// after `inf`.
+pub fn parse_rate_burst(text: &str) -> Result<(Rate, Option<u64>), String> {
+    let (rate_text, burst) = match text.rsplit_once(':') {
+        Some((rate, burst)) => (rate, Some(parse_burst(burst)?)),
+        None => (text, None),
+    };
+    let rate =
+        parse_rate(rate_text).map_err(|why| format!("{why} (expected {RATE_FORMS}[:BURST])"))?;
+    if rate == Rate::Unlimited && burst.is_some() {
+        return Err("an unlimited rate takes no burst".into());
+    }
+    Ok((rate, burst))
+}
+
+/// Parse a key's limit, as `--key-rate` takes it: as [`parse_rate_burst`],
+/// but a limit (not `inf`).
+///
+/// # Errors
+/// As [`parse_rate_burst`], and an unlimited rate.
+pub fn parse_key_rate(text: &str) -> Result<(Rate, Option<u64>), String> {
+    let forms = RATE_FORMS.trim_end_matches(", or inf");
+    match parse_rate_burst(text) {
+        Ok((Rate::Unlimited, _)) => Err(format!(
+            "each key needs a limit, not inf (expected {forms}[:BURST])"
+        )),
+        Ok(rate) => Ok(rate),
+        Err(why) => Err(why.replace(RATE_FORMS, forms)),
+    }
+}
+
+/// Parse a byte rate with its burst, as `--byte-rate` takes it:
+/// `SIZE/UNIT` or `SIZE/UNIT:BURST` (BURST a size in bytes, default 1).
+///
+/// # Errors
+/// As [`parse_byte_rate`], naming the accepted forms; a bad burst.
+pub fn parse_byte_rate_burst(text: &str) -> Result<(Rate, u64), String> {
+    let (rate_text, burst) = match text.rsplit_once(':') {
+        Some((rate, burst)) => (rate, parse_size(burst)? as u64),
+        None => (text, 1),
+    };
+    let rate = parse_byte_rate(rate_text)
+        .map_err(|why| format!("{why} (expected {BYTE_RATE_FORMS}[:BURST])"))?;
+    Ok((rate, burst))
+}
+
+/// Parse the burst after a colon: a count of records.
+fn parse_burst(text: &str) -> Result<u64, String> {
+    parse_count(text).map_err(|why| format!("burst '{text}': {why}"))
+}
+
 /// A unit (`s`, `min`) or a duration (`5s`, `250ms`).
 fn parse_period(text: &str) -> Result<Duration, String> {
     if text.is_empty() {
@@ -245,6 +295,13 @@ mod tests {
         assert_eq!(parse_rate("0.5/s"), Ok(limited(1, seconds(2))));
         assert_eq!(parse_rate("2.5/min"), Ok(limited(5, seconds(120))));
         assert_eq!(parse_rate("1000000/s"), Ok(limited(1, 1000)));
+    }
+
+    #[test]
+    fn rate_errors_show_the_accepted_form() {
+        let e = parse_rate_burst("10/fortnight").unwrap_err();
+        assert!(e.contains("unknown unit"), "{e}");
+        assert!(e.contains("10/s"), "{e}");
     }
 
     #[test]

@@ -265,6 +265,20 @@ pub fn parse_on_error(text: &str) -> Result<OnError, String> {
     }
 }
 
+/// What `--share-on-error` can say, for completion and help: (value,
+/// meaning).
+pub const SHARE_ON_ERROR: &[(&str, &str)] = &[
+    (
+        "wait",
+        "send nothing, retry with backoff; records wait in the bucket",
+    ),
+    (
+        "local",
+        "pace alone at the rate divided by --share-peers, warn once",
+    ),
+    ("fail", "exit with status 4"),
+];
+
 /// The limits of this drip differ from those stored under the NAME: exit
 /// status 2.
 #[derive(Debug)]

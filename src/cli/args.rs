@@ -1,0 +1,370 @@
+//! The flags: the clap definition of drip's command line, each flag's help
+//! and the parser of its value (the parsers live with the types they
+//! parse).
+
+use std::ffi::OsStr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::builder::{PathBufValueParser, PossibleValue, TypedValueParser};
+use clap::{Parser, ValueHint};
+
+use super::manual::{ENVIRONMENT, EXAMPLES, EXIT_PRECEDENCE, EXIT_STATUSES};
+use crate::bucket::{Overflow, POLICIES};
+use crate::input::{Oversize, OVERSIZE_POLICIES};
+use crate::key::{parse_key, KeyArg};
+use crate::output::not_stdout;
+use crate::quantity::{
+    parse_byte, parse_count, parse_count_usize, parse_duration, parse_interval, parse_size,
+};
+use crate::rate::{parse_byte_rate_burst, parse_key_rate, parse_rate_burst, Rate};
+use crate::shared;
+
+fn after_help() -> String {
+    let mut text = String::from("Examples:\n");
+    for (command, what) in EXAMPLES {
+        text.push_str(&format!("  {command}\n      {what}\n"));
+    }
+    text.push_str("\nExit status:\n");
+    for (status, meaning) in EXIT_STATUSES {
+        text.push_str(&format!("  {status}\n      {meaning}\n"));
+    }
+    text.push_str(&format!("\n  {EXIT_PRECEDENCE}\n"));
+    text.push_str("\nEnvironment:\n");
+    for (name, meaning) in ENVIRONMENT {
+        text.push_str(&format!("  {name}\n      {meaning}\n"));
+    }
+    text.push_str("\nSignals, the display and the stats formats: see the README or drip(1).");
+    text
+}
+
+/// A leaky bucket for shell pipelines.
+///
+/// Reads records (lines; NUL-terminated with -0) from FILEs or stdin into a
+/// bounded bucket and writes them to stdout at a steady rate. When the bucket
+/// is full, the overflow policy decides: block (stop reading, so the producer
+/// waits), drop-newest, drop-oldest, or fail. Every record read is written,
+/// dropped, expired, skipped (--oversize skip) or reported as undelivered.
+#[derive(Debug, Parser)]
+#[command(
+    name = "drip",
+    version,
+    after_help = after_help(),
+    max_term_width = 100,
+    args_override_self = true
+)]
+pub struct Cli {
+    /// Files to read in order; `-` or none means stdin.
+    #[arg(value_name = "FILE", value_hint = ValueHint::FilePath)]
+    pub files: Vec<PathBuf>,
+
+    /// Records per unit of time: 10/s, 90/min, 2/h, 1/d, 3/5s, 1/250ms, 0.5/s,
+    /// a bare 10 (per second), or inf (unlimited) for no pacing; the period
+    /// is at most 100 years. Give it again for several limits at once, each
+    /// with its own burst after a colon: -r 10/s -r 500/min:50 [default: 1/s]
+    #[arg(short, long, value_name = "RATE[:BURST]", value_parser = parse_rate_burst, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true)]
+    pub rate: Vec<(Rate, Option<u64>)>,
+
+    /// Bytes per unit of time, delimiters included: 1MiB/s, 500KB/s, 10GB/h;
+    /// a record of n bytes spends n. BURST (a size, default 1 byte) is how
+    /// many bytes may leave back to back; a record larger than BURST leaves
+    /// alone once a full burst is saved, and the next waits until it is paid
+    /// for. May be given more than once
+    #[arg(long, value_name = "SIZE/UNIT[:BURST]", value_parser = parse_byte_rate_burst, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true)]
+    pub byte_rate: Vec<(Rate, u64)>,
+
+    /// One record every DURATION (100ms, 2s, 1m; at most 100y): another way
+    /// to give the rate
+    #[arg(short, long, value_name = "DURATION", value_parser = parse_interval, value_hint = ValueHint::Other, conflicts_with = "rate", allow_hyphen_values = true)]
+    pub interval: Option<Duration>,
+
+    /// Records that may leave back to back after an idle spell (token bucket);
+    /// the long-run rate is unchanged. 1 means strict spacing below 500/s;
+    /// from 500/s up, a wake-up up to 2 ms late also sends the records due
+    /// meanwhile: at most N + rate × 2ms together. With several --rate
+    /// limits, give each its burst as RATE:BURST instead [default: 1]
+    #[arg(short, long, value_name = "N", value_parser = parse_count, value_hint = ValueHint::Other, allow_hyphen_values = true)]
+    pub burst: Option<u64>,
+
+    /// Records the bucket holds
+    #[arg(short, long, value_name = "N", default_value = "1000", value_parser = parse_count_usize, value_hint = ValueHint::Other, allow_hyphen_values = true)]
+    pub capacity: usize,
+
+    /// Bytes the bucket holds, delimiters included (10KiB, 64MiB); full at
+    /// either bound
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, value_hint = ValueHint::Other, allow_hyphen_values = true)]
+    pub capacity_bytes: Option<usize>,
+
+    /// What to do when the bucket is full
+    #[arg(short, long, value_name = "POLICY", default_value = "block", value_parser = Choices { parse: str::parse::<Overflow>, values: POLICIES })]
+    pub overflow: Overflow,
+
+    /// Records end with NUL instead of newline, on input and output
+    #[arg(short = '0', long = "null", conflicts_with = "delimiter")]
+    pub null: bool,
+
+    /// Records end with this byte: a character or an escape such as '\t',
+    /// '\0' or '\x1e'
+    #[arg(short, long, value_name = "BYTE", value_parser = parse_byte, value_hint = ValueHint::Other)]
+    pub delimiter: Option<u8>,
+
+    /// Longest record accepted, delimiter excluded (512KiB, 64MiB; KB means
+    /// 1000 bytes, KiB 1024)
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_size, value_hint = ValueHint::Other, allow_hyphen_values = true)]
+    pub max_record: usize,
+
+    /// A record over --max-record or --capacity-bytes: fail (stop reading,
+    /// exit 1) or skip (stream it to --dead-letter as it is read, count it
+    /// as skipped, and read on)
+    #[arg(long, value_name = "POLICY", default_value = "fail", value_parser = Choices { parse: str::parse::<Oversize>, values: OVERSIZE_POLICIES })]
+    pub oversize: Oversize,
+
+    /// Expire records that waited in the bucket longer than DURATION (at most
+    /// 100y) instead of writing them
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval, value_hint = ValueHint::Other, allow_hyphen_values = true)]
+    pub max_wait: Option<Duration>,
+
+    /// Append every record not written to stdout (dropped, expired,
+    /// undelivered) to FILE, byte-exact, in the order it left the bucket
+    /// (not `-`: stdout carries the records)
+    #[arg(long, value_name = "FILE", value_parser = PathBufValueParser::new().try_map(not_stdout), value_hint = ValueHint::FilePath)]
+    pub dead_letter: Option<PathBuf>,
+
+    /// On the first stopping signal (SIGINT, SIGTERM, SIGHUP, ...), stop
+    /// reading but write what the bucket holds at the rate before exiting
+    #[arg(long)]
+    pub drain: bool,
+
+    /// Print a summary on stderr at exit
+    #[arg(long)]
+    pub stats: bool,
+
+    /// Write the summary to FILE as one JSON object (and, with
+    /// --stats-interval, the periodic stats as JSON lines before it); not
+    /// `-`: stdout carries the records
+    #[arg(long, value_name = "FILE", value_parser = PathBufValueParser::new().try_map(not_stdout), value_hint = ValueHint::FilePath)]
+    pub stats_json: Option<PathBuf>,
+
+    /// Every DURATION (10ms to 100y), write one JSON line of stats to stderr
+    /// (or to --stats-json FILE)
+    #[arg(long, value_name = "DURATION", value_parser = stats_interval_arg, value_hint = ValueHint::Other, allow_hyphen_values = true)]
+    pub stats_interval: Option<Duration>,
+
+    /// Limit records per key: SPEC is a field number (--key 1; fields split
+    /// on blanks, or on --field-separator) or a regular expression whose
+    /// first capture group is the key (--key '^https?://([^/:]+)'; start it
+    /// with (?-u) to match bytes that are not UTF-8), found in the record
+    /// without its delimiter (or a CR before a newline). Records with no
+    /// key (no such field, no match) share one "no key" lane. Each
+    /// key waits in its own queue at --key-rate; keys due together take
+    /// turns (round robin), so a noisy key never holds back a quiet one:
+    /// within a key records keep their order, across keys the output order
+    /// may differ from the input's. Needs --key-rate
+    #[arg(long, value_name = "SPEC", value_parser = parse_key, value_hint = ValueHint::Other, action = clap::ArgAction::Append, help_heading = "Limits per key")]
+    pub key: Vec<KeyArg>,
+
+    /// Fields for --key N are separated by this byte (',' or an escape such
+    /// as '\t') instead of runs of blanks
+    #[arg(long, value_name = "BYTE", value_parser = parse_byte, value_hint = ValueHint::Other, help_heading = "Limits per key")]
+    pub field_separator: Option<u8>,
+
+    /// Each key's own limit, records per unit (as --rate, with its burst
+    /// after a colon: 5/s:10). The global --rate limits, if any, still cap
+    /// all records together: a record leaves when both allow. With --share,
+    /// each key's limit holds for all the drips sharing it together (a
+    /// record of a key with no slot reserved waits a round trip). Needs
+    /// --key
+    #[arg(long, value_name = "RATE[:BURST]", value_parser = parse_key_rate, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true, help_heading = "Limits per key")]
+    pub key_rate: Vec<(Rate, Option<u64>)>,
+
+    /// Records one key may have waiting; a key at this bound meets the
+    /// overflow policy (drop-oldest then evicts its own oldest)
+    /// [default: --capacity]
+    #[arg(long, value_name = "N", value_parser = parse_count_usize, value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Limits per key")]
+    pub key_capacity: Option<usize>,
+
+    /// Keys remembered at most. A key with nothing waiting whose schedule has
+    /// recovered its full burst is idle and forgotten first (that changes no
+    /// departure); when every key is busy, a record of a new key meets the
+    /// overflow policy as if the bucket were full (drop-oldest drops it as
+    /// the newest; block waits until a key is idle) [default: 100000]
+    #[arg(long, value_name = "N", value_parser = parse_count_usize, value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Limits per key")]
+    pub max_keys: Option<usize>,
+
+    /// Draw the live display on stderr even when it is not a terminal, or
+    /// when stdout is the same terminal (the display then keeps to the
+    /// bottom row and the records scroll above it)
+    #[arg(long, conflicts_with = "quiet")]
+    pub progress: bool,
+
+    /// No progress display: stderr gets only errors and what --stats and
+    /// --stats-interval ask for
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// Share the --rate limits (the default 1/s when no rate is given) and
+    /// --byte-rate limits, and each key's --key-rate limit, with every drip
+    /// given the same NAME (1 to 200 letters, digits, '.', '_', '-', ':';
+    /// not starting with '.'): on this host with no server (a state file
+    /// under $XDG_RUNTIME_DIR/drip or /tmp/drip-$UID), or on any host
+    /// through Redis or Valkey: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]/NAME,
+    /// rediss://... (TLS; trusting the system's CAs, or SSL_CERT_FILE),
+    /// redis+unix:///SOCKET/NAME[?db=DB&user=USER&pass=PASSWORD],
+    /// valkey://... (no other query string). All of them must give the same
+    /// rates and bursts, in any order, per key too (else exit 2). Under a
+    /// byte rate each reserved slot carries one record of at most the size
+    /// it was reserved for
+    #[arg(long, value_name = "NAME|URL", value_parser = shared::parse_target, value_hint = ValueHint::Other, action = clap::ArgAction::Append)]
+    pub share: Vec<shared::Target>,
+
+    /// When the shared state cannot be reached: wait (send nothing, say so
+    /// on stderr unless -q, and retry with backoff; records wait in the
+    /// bucket), local (pace alone at the rate divided by --share-peers
+    /// until it answers again, warn once unless -q), or fail (exit 4). A setup no retry mends (a
+    /// state file drip cannot use, a password the server wants or refuses)
+    /// exits 4 under every policy
+    #[arg(long, value_name = "POLICY", default_value = "wait", value_parser = Choices { parse: shared::parse_on_error, values: shared::SHARE_ON_ERROR })]
+    pub share_on_error: shared::OnError,
+
+    /// How many drips share the limits, for --share-on-error local
+    #[arg(long, value_name = "N", default_value = "1", value_parser = parse_count, value_hint = ValueHint::Other, allow_hyphen_values = true)]
+    pub share_peers: u64,
+
+    /// Running a command per record (`--exec`).
+    #[command(flatten)]
+    pub job_args: crate::jobs::JobArgs,
+}
+
+/// Parse `--stats-interval`: at least 10 ms, so stderr is not flooded.
+fn stats_interval_arg(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d < Duration::from_millis(10) {
+        return Err("must be at least 10ms (expected a duration such as 1s, 10s)".into());
+    }
+    Ok(d)
+}
+
+/// A value parser with a fixed set of values: `parse` parses (and words
+/// the error), `values` are what shell completion and `--help` offer.
+#[derive(Clone)]
+struct Choices<T> {
+    parse: fn(&str) -> Result<T, String>,
+    values: &'static [(&'static str, &'static str)],
+}
+
+impl<T: Clone + Send + Sync + 'static> TypedValueParser for Choices<T> {
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<T, clap::Error> {
+        self.parse.parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(Box::new(
+            self.values
+                .iter()
+                .map(|(value, help)| PossibleValue::new(*value).help(*help)),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn an_interval_is_instead_of_a_rate() {
+        assert!(Cli::try_parse_from(["drip", "-i", "1s", "-r", "2/s"]).is_err());
+    }
+
+    #[test]
+    fn stats_interval_has_a_floor() {
+        assert!(stats_interval_arg("1ns").is_err());
+        assert_eq!(stats_interval_arg("10ms"), Ok(Duration::from_millis(10)));
+    }
+
+    #[test]
+    fn stats_interval_has_a_ceiling() {
+        assert_eq!(stats_interval_arg("100y"), Ok(crate::quantity::LONGEST));
+        for text in ["100y 1ns", "101y", "18446744073s", "18446744074s"] {
+            assert!(stats_interval_arg(text).is_err(), "{text}");
+        }
+    }
+
+    #[test]
+    fn policies_parse_and_are_offered() {
+        for (value, _) in POLICIES {
+            assert!(value.parse::<Overflow>().is_ok(), "{value}");
+        }
+        assert!("drop".parse::<Overflow>().is_err());
+        let cmd = Cli::command();
+        let overflow = cmd
+            .get_arguments()
+            .find(|a| a.get_id() == "overflow")
+            .unwrap();
+        let offered: Vec<String> = overflow
+            .get_possible_values()
+            .iter()
+            .map(|v| v.get_name().to_string())
+            .collect();
+        assert_eq!(offered, ["block", "drop-newest", "drop-oldest", "fail"]);
+    }
+
+    #[test]
+    fn oversize_policies() {
+        assert_eq!("skip".parse(), Ok(Oversize::Skip));
+        assert_eq!("fail".parse(), Ok(Oversize::Fail));
+        assert!("drop".parse::<Oversize>().is_err());
+    }
+
+    #[test]
+    fn files_complete_as_files_and_values_do_not() {
+        let mut cmd = Cli::command();
+        cmd.build();
+        let mut other = 0;
+        for arg in cmd.get_arguments() {
+            let id = arg.get_id().as_str();
+            let hint = arg.get_value_hint();
+            match id {
+                "files" | "dead_letter" | "stats_json" | "joblog" => {
+                    assert_eq!(hint, ValueHint::FilePath, "{id}")
+                }
+                "exec" => assert_eq!(hint, ValueHint::CommandName),
+                _ if arg.get_num_args().is_some_and(|n| n.takes_values())
+                    && arg.get_possible_values().is_empty() =>
+                {
+                    assert_eq!(hint, ValueHint::Other, "{id}");
+                    other += 1;
+                }
+                _ => {}
+            }
+        }
+        // rate, byte-rate, interval, burst, capacity, capacity-bytes,
+        // delimiter, max-record, max-wait, stats-interval, share,
+        // share-peers; jobs, retries, retry-on, overload-on, backoff,
+        // timeout, deadline; key, field-separator, key-rate, key-capacity,
+        // max-keys.
+        assert_eq!(other, 24);
+    }
+
+    #[test]
+    fn dash_is_refused_for_files_drip_writes() {
+        assert!(not_stdout("-".into()).is_err());
+        assert_eq!(not_stdout("./-".into()), Ok(PathBuf::from("./-")));
+        for flag in ["--stats-json", "--dead-letter", "--joblog"] {
+            let err = Cli::try_parse_from(["drip", flag, "-"]).unwrap_err();
+            assert!(err.to_string().contains("carries the records"), "{err}");
+        }
+    }
+}

@@ -1,0 +1,338 @@
+//! The checks that make a [`Config`] of the parsed flags: what the flags
+//! mean together (the limits, the keys, sharing), and the usage errors when
+//! they contradict each other.
+
+use super::{Cli, Config, ProgressMode};
+use crate::input::Input;
+use crate::key::{KeyArg, KeySpec};
+use crate::keyed::KeyConfig;
+use crate::rate::Rate;
+use crate::schedule::{Limit, Unit};
+use crate::shared;
+
+/// The limits that `--rate`, `--interval`, `--burst` and `--byte-rate` give.
+///
+/// # Errors
+/// `--burst` beside several `--rate`s, or beside a `RATE:BURST`: which
+/// limit it is for would be a guess.
+fn limits(cli: &Cli) -> Result<Vec<Limit>, clap::Error> {
+    use clap::CommandFactory;
+    let ambiguous =
+        |why: &str| Err(Cli::command().error(clap::error::ErrorKind::ArgumentConflict, why));
+    let mut rates = cli.rate.clone();
+    if let Some(interval) = cli.interval {
+        rates.push((
+            Rate::per_interval(interval).expect("checked non-zero"),
+            None,
+        ));
+    }
+    if let Some(burst) = cli.burst {
+        match rates.as_mut_slice() {
+            [(Rate::Unlimited, _)] => {
+                return ambiguous("--burst: an unlimited rate takes no burst");
+            }
+            [(_, own @ None)] => *own = Some(burst),
+            [] if !cli.byte_rate.is_empty() => {
+                return ambiguous(
+                    "--burst: it is a burst of records; give a byte rate's burst as SIZE/UNIT:BURST",
+                );
+            }
+            [] if !cli.key_rate.is_empty() => {
+                return ambiguous(
+                    "--burst: there is no --rate for it; give each key's burst as --key-rate RATE:BURST",
+                );
+            }
+            [] => rates.push((ONE_PER_SECOND, Some(burst))),
+            [(_, Some(_))] => {
+                return ambiguous("--burst: the rate already has its burst (RATE:BURST); give one")
+            }
+            _ => {
+                return ambiguous(
+                    "--burst: several --rate limits; give each its own burst as RATE:BURST",
+                )
+            }
+        }
+    }
+    // With limits per key, no --rate means no global limit.
+    if rates.is_empty() && cli.byte_rate.is_empty() && cli.key_rate.is_empty() {
+        rates.push((ONE_PER_SECOND, None));
+    }
+    let records = rates
+        .into_iter()
+        .filter(|(rate, _)| *rate != Rate::Unlimited)
+        .map(|(rate, burst)| Limit {
+            rate,
+            burst: burst.unwrap_or(1),
+            unit: Unit::Records,
+        });
+    let bytes = cli.byte_rate.iter().map(|&(rate, burst)| Limit {
+        rate,
+        burst,
+        unit: Unit::Bytes,
+    });
+    Ok(records.chain(bytes).collect())
+}
+
+/// Limits per key from `--key`, `--key-rate`, `--field-separator`,
+/// `--key-capacity` and `--max-keys`.
+///
+/// # Errors
+/// One of `--key` and `--key-rate` without the other, either given twice,
+/// an unlimited key rate, a key option without `--key`, or a field
+/// separator that is the record delimiter.
+fn key_config(cli: &Cli, delimiter: u8) -> Result<Option<KeyConfig>, clap::Error> {
+    use clap::CommandFactory;
+    let usage =
+        |why: &str| Err(Cli::command().error(clap::error::ErrorKind::MissingRequiredArgument, why));
+    let (arg, (rate, burst)) = match (cli.key.as_slice(), cli.key_rate.as_slice()) {
+        ([arg], [rate]) => (arg.clone(), *rate),
+        ([_, _, ..], _) => return usage("--key: given twice; a record has one key"),
+        (_, [_, _, ..]) => return usage(
+            "--key-rate: given twice; each key has one limit (--rate gives limits for all records)",
+        ),
+        ([_], []) => return usage("--key: needs --key-rate, each key's limit"),
+        ([], [_]) => return usage("--key-rate: needs --key, which part of a record is its key"),
+        ([], []) => {
+            for (given, flag) in [
+                (
+                    cli.field_separator.is_some(),
+                    "--field-separator: needs --key N",
+                ),
+                (cli.key_capacity.is_some(), "--key-capacity: needs --key"),
+                (cli.max_keys.is_some(), "--max-keys: needs --key"),
+            ] {
+                if given {
+                    return usage(flag);
+                }
+            }
+            return Ok(None);
+        }
+    };
+    if cli.field_separator.is_some() && !matches!(arg, KeyArg::Field(_)) {
+        return usage("--field-separator: --key is a regular expression, not a field number");
+    }
+    if cli.field_separator == Some(delimiter) {
+        return usage("--field-separator: it is the record delimiter, which no field contains");
+    }
+    Ok(Some(KeyConfig {
+        spec: KeySpec::new(arg, cli.field_separator),
+        rate,
+        burst: burst.unwrap_or(1),
+        max_keys: cli.max_keys.unwrap_or(DEFAULT_MAX_KEYS),
+        key_capacity: cli.key_capacity.unwrap_or(cli.capacity),
+    }))
+}
+
+/// Keys remembered at most unless `--max-keys` says.
+const DEFAULT_MAX_KEYS: usize = 100_000;
+
+/// The default rate.
+const ONE_PER_SECOND: Rate = Rate::Limited {
+    count: 1,
+    period_ns: 1_000_000_000,
+};
+
+/// What `--share` and its companions give, checked against the limits.
+///
+/// # Errors
+/// `--share` with no rate to share (`--rate inf` alone); `--share` given
+/// twice; `--share-on-error` or
+/// `--share-peers` without `--share`.
+fn share(cli: &Cli, limits: &[Limit]) -> Result<Option<shared::Share>, clap::Error> {
+    use clap::CommandFactory;
+    let refuse =
+        |why: &str| Err(Cli::command().error(clap::error::ErrorKind::ArgumentConflict, why));
+    if cli.share.len() > 1 {
+        return refuse("--share: given twice; a drip shares its limits under one NAME");
+    }
+    let Some(target) = cli.share.first().cloned() else {
+        if cli.share_on_error != shared::OnError::Wait || cli.share_peers != 1 {
+            return refuse("--share-on-error and --share-peers need --share");
+        }
+        return Ok(None);
+    };
+    if limits.is_empty() && cli.key_rate.is_empty() {
+        return refuse("--share: there is no rate to share (--rate inf)");
+    }
+    Ok(Some(shared::Share {
+        target,
+        on_error: cli.share_on_error,
+        peers: cli.share_peers,
+        quiet: cli.quiet,
+    }))
+}
+
+impl TryFrom<Cli> for Config {
+    type Error = clap::Error;
+
+    fn try_from(cli: Cli) -> Result<Config, clap::Error> {
+        use clap::CommandFactory;
+        let limits = limits(&cli)?;
+        let share = share(&cli, &limits)?;
+        let jobs = cli.job_args.config().map_err(|flag| {
+            let why = format!("{flag}: only with --exec (the command to run per record)");
+            Cli::command().error(clap::error::ErrorKind::MissingRequiredArgument, why)
+        })?;
+        let delimiter = if cli.null {
+            0
+        } else {
+            cli.delimiter.unwrap_or(b'\n')
+        };
+        let key = key_config(&cli, delimiter)?;
+        let inputs = if cli.files.is_empty() {
+            vec![Input::Stdin]
+        } else {
+            cli.files
+                .into_iter()
+                .map(|p| {
+                    if p.as_os_str() == "-" {
+                        Input::Stdin
+                    } else {
+                        Input::Path(p)
+                    }
+                })
+                .collect()
+        };
+        let progress = if cli.quiet {
+            ProgressMode::Never
+        } else if cli.progress {
+            ProgressMode::Always
+        } else {
+            ProgressMode::Auto
+        };
+        Ok(Config {
+            inputs,
+            limits,
+            capacity: cli.capacity,
+            capacity_bytes: cli.capacity_bytes,
+            overflow: cli.overflow,
+            delimiter,
+            max_record: cli.max_record,
+            oversize: cli.oversize,
+            max_wait: cli.max_wait,
+            dead_letter: cli.dead_letter,
+            drain: cli.drain,
+            stats: cli.stats,
+            stats_json: cli.stats_json,
+            stats_interval: cli.stats_interval,
+            progress,
+            share,
+            jobs,
+            key,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bucket::Overflow;
+    use crate::input::Oversize;
+    use crate::rate::{parse_byte_rate, parse_rate};
+    use clap::Parser;
+
+    fn config(args: &[&str]) -> Result<Config, clap::Error> {
+        let cli = Cli::try_parse_from(std::iter::once("drip").chain(args.iter().copied()))?;
+        Config::try_from(cli)
+    }
+
+    fn rate(text: &str) -> Rate {
+        parse_rate(text).unwrap()
+    }
+
+    #[test]
+    fn policies_reach_the_config() {
+        let c = config(&["--oversize", "skip"]).unwrap();
+        assert_eq!(c.oversize, Oversize::Skip);
+        let c = config(&["-o", "drop-oldest"]).unwrap();
+        assert_eq!(c.overflow, Overflow::DropOldest);
+    }
+
+    #[test]
+    fn interval_sets_the_rate() {
+        let c = config(&["-i", "250ms"]).unwrap();
+        assert_eq!(c.records_per_second(), 4.0);
+    }
+
+    #[test]
+    fn dash_is_stdin() {
+        let c = config(&["a", "-", "b"]).unwrap();
+        assert_eq!(
+            c.inputs,
+            vec![
+                Input::Path("a".into()),
+                Input::Stdin,
+                Input::Path("b".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn null_is_the_nul_delimiter() {
+        let c = config(&["-0"]).unwrap();
+        assert_eq!(c.delimiter, 0);
+    }
+
+    #[test]
+    fn repeated_flags_take_the_last_value() {
+        let c = config(&["-c", "5", "-c", "7", "-q", "-q"]).unwrap();
+        assert_eq!(c.capacity, 7);
+    }
+
+    #[test]
+    fn several_limits_each_with_its_burst() {
+        let c = config(&[
+            "-r",
+            "10/s",
+            "-r",
+            "500/min:50",
+            "--byte-rate",
+            "1MiB/s:64KiB",
+        ])
+        .unwrap();
+        assert_eq!(
+            c.limits,
+            [
+                Limit {
+                    rate: rate("10/s"),
+                    burst: 1,
+                    unit: Unit::Records
+                },
+                Limit {
+                    rate: rate("500/min"),
+                    burst: 50,
+                    unit: Unit::Records
+                },
+                Limit {
+                    rate: parse_byte_rate("1MiB/s").unwrap(),
+                    burst: 64 << 10,
+                    unit: Unit::Bytes
+                },
+            ]
+        );
+        // One --rate takes --burst as before.
+        let c = config(&["-r", "10/s", "-b", "5"]).unwrap();
+        assert_eq!(c.limits[0].burst, 5);
+        // inf adds no limit; alone, nothing is limited.
+        assert!(config(&["-r", "inf"]).unwrap().limits.is_empty());
+        assert_eq!(config(&["-r", "inf", "-r", "3/s"]).unwrap().limits.len(), 1);
+        // A byte rate alone limits bytes only.
+        let c = config(&["--byte-rate", "1KB/s"]).unwrap();
+        assert_eq!(c.limits.len(), 1);
+        assert_eq!(c.records_per_second(), f64::INFINITY);
+    }
+
+    #[test]
+    fn an_ambiguous_burst_is_refused() {
+        let e = config(&["-r", "10/s", "-r", "500/min", "-b", "5"]).unwrap_err();
+        assert!(e.to_string().contains("RATE:BURST"), "{e}");
+        assert!(config(&["-r", "10/s:3", "-b", "5"]).is_err());
+        assert!(config(&["-r", "inf:5"]).is_err());
+        assert!(config(&["-r", "inf", "-b", "5"]).is_err());
+        let e = config(&["--byte-rate", "1KiB/s", "-b", "3"]).unwrap_err();
+        assert!(e.to_string().contains("SIZE/UNIT:BURST"), "{e}");
+        assert!(config(&["-r", "10/s:0"]).is_err());
+        assert!(config(&["--byte-rate", "1MiB"]).is_err());
+        assert!(config(&["--byte-rate", "1MiB/s:0"]).is_err());
+    }
+}

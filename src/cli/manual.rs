@@ -1,0 +1,166 @@
+//! The manual's text beside the flags' own help: examples, exit statuses,
+//! the description's sections, signals, environment and files, for
+//! `--help`'s epilogue, the man page and the README.
+
+/// Examples shown in `--help` and the man page: (command, what it does).
+pub const EXAMPLES: &[(&str, &str)] = &[
+    (
+        "seq 20 | drip --rate 5/s",
+        "print 1 to 20, one every 200 ms (3.8 seconds)",
+    ),
+    (
+        "drip -r 10/s urls.txt | xargs -n1 -P4 curl -sSO",
+        "fetch at most 10 URLs a second",
+    ),
+    (
+        "find . -print0 | drip -0 -i 250ms | xargs -0 -n1 process",
+        "NUL-delimited names, one every 250 ms",
+    ),
+    (
+        "tail -f app.log | drip -r 100/s -c 10000 -o drop-oldest --dead-letter late.log",
+        "never hold the producer back; keep what was shed",
+    ),
+    (
+        "drip -r 10/s -j 8 --retries 5 urls.txt --exec curl -sS -o /dev/null -D {headers} {}",
+        "run curl per URL: paced starts, 8 at once, retries, pauses on 429",
+    ),
+    (
+        "drip -r 1000/s -b 50 --stats events.ndjson > /dev/null",
+        "replay a log with bursts of up to 50, then print a summary",
+    ),
+];
+
+/// Exit statuses, for `--help`, the man page and the README: (status, meaning).
+pub const EXIT_STATUSES: &[(&str, &str)] = &[
+    (
+        "0",
+        "every record was written (with --exec: its job succeeded), dropped by policy or expired under --max-wait (also when the reader closed stdout, as with | head)",
+    ),
+    (
+        "1",
+        "a runtime error: an unreadable FILE (reported; drip goes on with the next) or one that is the --dead-letter or --stats-json file, a record over --max-record or --capacity-bytes under --oversize fail (the records before it are delivered; reading stops), a failed write to stdout, --dead-letter or --stats-json, or of --help or --version output",
+    ),
+    ("2", "a usage error: a bad flag or value (one line naming the flag and the accepted form); also limits that differ from those shared under the same --share NAME"),
+    ("3", "the bucket overflowed under --overflow fail (with --key, also a key's full queue, or a new key while every remembered key is busy)"),
+    (
+        "4",
+        "the --share state could not be reached under --share-on-error fail, or can never be used as set up (a state directory drip may not write, a password the Redis server wants; under every --share-on-error); what was not written is undelivered",
+    ),
+    (
+        "123",
+        "with --exec: some records failed (or passed their --deadline), as xargs says when a command failed",
+    ),
+    (
+        "126, 127",
+        "with --exec: the command is not executable (126) or not found (127)",
+    ),
+    (
+        "128 + n",
+        "stopped by signal n: 129 SIGHUP, 130 SIGINT, 143 SIGTERM, and the other signals that end a process by default (SIGUSR2, SIGALRM, ...)",
+    ),
+];
+
+/// What the exit statuses' precedence is, for the man page and `--help`.
+pub const EXIT_PRECEDENCE: &str = "When several apply, a failed write wins, then an overflow (3), \
+     then a --share state that cannot be reached (4), then a command that cannot run (126, 127), \
+     then a signal (128 + n), then a record or input error (1), then failed jobs (123).";
+
+/// A paragraph of the manual: `(tag, text)`; an empty tag is plain text.
+pub type Paragraph = (&'static str, &'static str);
+
+/// What the DESCRIPTION of the man page says after the summary above
+/// `Cli`: (subsection title, or "" for none; paragraphs).
+pub const DESCRIPTION: &[(&str, &[Paragraph])] = &[
+    (
+        "",
+        &[
+            ("", "FILEs are read in order; - or no FILE means stdin. An unterminated last record of a file gets the delimiter when another file follows, so records never merge across files; otherwise the output is the input byte for byte."),
+            ("", "Records leave on an exact schedule (GCRA): record k is due at anchor + k\u{b7}T, with the rate kept as a fraction so that it never drifts. Waking a little late (up to the slack: half an interval, 2 to 5 ms) keeps the schedule; a longer stall (idle input, blocked stdout, a busy machine) restarts it from now, with no catch-up burst. At most burst + \u{230a}rate \u{d7} slack\u{230b} records leave back to back: --burst below 500/s, a few more above. The first record leaves at once, and drip exits as soon as the last one is written."),
+        ],
+    ),
+    (
+        "Admission",
+        &[
+            ("", "Records are decided one at a time, in input order, as they arrive. If no record is waiting ahead of it and every limit allows a departure now, a record leaves at once and takes no place in the bucket; otherwise it waits in the bucket if there is room, and leaves as soon as every limit allows; otherwise the overflow policy applies. A dropped or expired record takes no slot of the schedule. The outcome never depends on how the input was cut into reads."),
+            ("", "While a write to stdout has been under way for longer than the slack, stdout counts as blocked and arriving records wait (and count against the capacity)."),
+        ],
+    ),
+    (
+        "Several limits",
+        &[
+            ("", "Give --rate once per limit, each with its own burst after a colon (-r 10/s -r 500/min:50), and --byte-rate for bytes (a record of n bytes spends n). A record leaves only when every limit allows it and then takes its slot in all of them, so no window of length W holds more than burst + rate \u{d7} (W + slack) of any one limit's units. A record larger than a byte rate's burst leaves alone once a full burst is saved up, and the next record waits until it is paid for. --burst beside several --rate limits is refused as ambiguous."),
+        ],
+    ),
+    (
+        "Overflow policies",
+        &[
+            ("block", "Nothing is lost: when the bucket is full drip stops reading, and the producer's writes block until there is room."),
+            ("drop-newest", "The producer is never held back; records arriving at a full bucket are discarded (and written to the dead letter, if set)."),
+            ("drop-oldest", "The producer is never held back; the oldest queued record is evicted to make room."),
+            ("fail", "The first overflow stops drip with status 3; everything still queued is undelivered."),
+            ("", "With --rate inf a full bucket only means stdout is not keeping up: the drop and fail policies apply once stdout has made no room for 100 ms."),
+        ],
+    ),
+    (
+        "Accounting",
+        &[
+            ("", "Every record read ends up in exactly one of: written, dropped by policy (dropped_newest, dropped_oldest), expired (--max-wait), skipped (over --max-record or --capacity-bytes under --oversize skip), or undelivered (still queued, or being written, when drip stopped or stdout closed). The counts always add up: read = written + dropped_newest + dropped_oldest + expired + skipped + undelivered. Every record not written goes to the --dead-letter FILE when one is set."),
+        ],
+    ),
+    (
+        "The live display",
+        &[
+            ("", "When stderr is a terminal, drip draws one line on it: the elapsed time, the bucket's fill as a gauge (depth/capacity), records in, out and dropped, the output rate (measured from the times records left, over at least ten records and a second, or the last ten seconds at low rates; -/s until two have left), an ETA from that measured rate when the input's size is known, and a sign when stdout holds records up: output slow (records are waiting, a write to stdout was under way at half or more of the redraws of the last second, and less than 90% of the rate leaves) or output blocked (a write under way for 250 ms). On a narrow terminal the gauge goes first, then the counts, so the queue, the rate, the ETA and the sign stay. At exit the line is cleared and the summary printed in its place."),
+            ("", "When stdout is the same terminal, the records are the progress: drip draws no display (and prints no summary) unless --progress asks; then the display keeps to the bottom row while the records scroll above it. --progress also draws it when stderr is not a terminal; -q turns it off."),
+        ],
+    ),
+    (
+        "Statistics",
+        &[
+            ("--stats", "At exit (and on SIGUSR1) a summary on stderr, broken between clauses into lines of at most 80 columns, each starting drip: \u{2014} read, written, dropped (newest, oldest), expired, skipped (when any), undelivered; max depth, max wait; rate, elapsed. The rate is taken between the first and the last record written: the records written after the first write over the time since it, (written \u{2212} 1) / span when records leave one at a time; it is left out when fewer than two writes were made. Elapsed is the wall time of the whole run. With --key the keys' lines follow, broken the same way: keys seen (remembered, busy: with records waiting), the records of new keys dropped because every remembered key was busy (when any), and the keys that wrote, lost (dropped or expired) and hold waiting the most records, ten of each. A key is shown safe for a terminal: a backslash as \\\\, tab, newline and carriage return as \\t, \\n, \\r, other control bytes and invalid UTF-8 as \\xNN, control and direction-changing characters beyond ASCII as \\u{NNNN}; in double quotes when empty or holding a blank, comma, semicolon or quote, or spelled (no key), the name of the lane of records without a key; cut to 40 characters, ending in \u{2026}. With --share, the shared NAME: ... lines come last."),
+            ("--stats-json", "The summary as one JSON object: read, written, dropped_newest, dropped_oldest, expired, skipped, undelivered, bytes_read, bytes_written, max_depth (records), max_wait_ms (the longest any written record waited), elapsed_ms, rate (records per second between the first and last write; null when fewer than two writes were made), span_ms (the time between them), succeeded and failed (0 without --exec); with --exec, the runner's figures; with --key, a keys object: keys_seen (keys taken into memory, the no-key lane included; a key forgotten and seen again counts again), keys (remembered), busy_keys (keys with records waiting), dropped_unremembered (records of new keys dropped because every remembered key was busy, also in dropped_newest) and top_written, top_dropped, top_waiting (the ten keys with the most records, as [key, count] pairs). A key is a JSON string of its bytes: valid UTF-8 as it is, a backslash as \\\\, each byte of invalid UTF-8 as \\xNN; the no-key lane is null. The lists cover the keys remembered at the end (a key forgotten when idle takes its counts with it; the totals keep them). When drip stops with records waiting, busy_keys and top_waiting are taken at the stop, before those records are counted undelivered. With --share, a share object: name, reservations, slots_forfeited, state_lost and failed_calls (as on the --stats line shared NAME: ...), for the global limits (left out when only --key-rate is shared), and with --key a per_key object with the same four for the limits per key (as on the line shared NAME per key: ...)."),
+            ("--stats-interval", "One JSON line per interval, on stderr or in the --stats-json FILE before the summary: time (seconds since start), records_in, records_out and rate (during the interval), depth, oldest_age_ms, and the totals read, written, dropped_newest, dropped_oldest, expired, skipped; with --exec, succeeded, failed and the runner's figures; with --key, keys (remembered now) and busy_keys (keys with records waiting now)."),
+        ],
+    ),
+];
+
+/// The SIGNALS section: (signal, what drip does).
+pub const SIGNALS: &[Paragraph] = &[
+    ("SIGINT, SIGTERM, SIGHUP", "Stop at once: a record being written is finished, never cut; everything still queued goes to the dead letter and is counted as undelivered; the summary is printed as usual and drip exits with 128 + the signal's number. With --drain the first one only stops reading, and drip writes out what the bucket holds at the rate."),
+    ("a second one", "Exit immediately, first moving what is still queued, and what a blocked write had not yet written, to the dead letter (when one is set); the record that write had begun may be cut on stdout then, and is in the dead letter whole. The display is cleared; no summary is printed."),
+    ("SIGUSR1", "Print the summary on stderr, every line that --stats prints at exit, and carry on."),
+    ("| head", "A reader that closes stdout is no signal to drip, but it ends drip quietly with status 0, at once even when the next record is far off."),
+    ("", "Signals the parent ignores (nohup, background jobs) stay ignored. SIGWINCH and other harmless signals change nothing."),
+];
+
+/// The ENVIRONMENT section.
+pub const ENVIRONMENT: &[Paragraph] = &[
+    (
+        "NO_COLOR",
+        "When set and not empty, the live display is drawn without colour.",
+    ),
+    (
+        "TERM",
+        "When dumb, the terminal cannot redraw a line: no live display, only the summary at exit.",
+    ),
+    (
+        "XDG_RUNTIME_DIR",
+        "For --share NAME: the state file is $XDG_RUNTIME_DIR/drip/NAME.json when it is an absolute path to an existing directory (only drip/ is made in it, mode 0700); when it is unset, empty, relative or not there, /tmp/drip-$UID/NAME.json.",
+    ),
+    (
+        "SSL_CERT_FILE, SSL_CERT_DIR",
+        "For --share rediss://: the CA certificates drip trusts (a PEM file; a directory of them) instead of the system's store, as for a Redis whose certificate a private CA signed.",
+    ),
+];
+
+/// The FILES section.
+pub const FILES: &[Paragraph] = &[
+    ("FILE", "Inputs, read in order; - is stdin."),
+    ("--dead-letter FILE", "Appended to (created if missing): every record not written to stdout, byte-exact with its delimiter, in the order it left the bucket. A file that does not end with the delimiter gets one first."),
+    ("--stats-json FILE", "Created or truncated: the summary as one JSON object, after the --stats-interval lines if any."),
+    ("", "- is refused for both (status 2): stdout carries the records, and the two would mix."),
+    ("$XDG_RUNTIME_DIR/drip/NAME.json, /tmp/drip-$UID/NAME.json", "The state of --share NAME on this host (see ENVIRONMENT for which): a small JSON file (the limits, a schedule per limit and per busy key, the boot id), mode 0600 in a directory of mode 0700, changed under flock. A directory of another user's, or one others may write to, is refused; a directory or file drip cannot use stops it with status 4, naming the path."),
+];
+
+/// The SEE ALSO section.
+pub const SEE_ALSO: &str = "pv(1), xargs(1), parallel(1), mbuffer(1)";

@@ -1,0 +1,19 @@
+//! The command line: the flags ([`Cli`], each value's parser living with
+//! the type it parses), the checks that make the [`Config`] of them, and
+//! the manual's text.
+
+mod args;
+mod check;
+mod config;
+mod manual;
+
+pub use args::Cli;
+pub use config::{Config, ProgressMode};
+pub use manual::{
+    Paragraph, DESCRIPTION, ENVIRONMENT, EXAMPLES, EXIT_PRECEDENCE, EXIT_STATUSES, FILES, SEE_ALSO,
+    SIGNALS,
+};
+
+pub use crate::bucket::POLICIES;
+pub use crate::input::{Input, OVERSIZE_POLICIES};
+pub use crate::shared::SHARE_ON_ERROR;

@@ -1,0 +1,142 @@
+//! Quantities given on the command line: counts, sizes in bytes, a byte,
+//! and durations of at most [`LONGEST`]; their parsers and bounds.
+
+use std::time::Duration;
+
+/// The longest duration drip accepts anywhere (an interval, a rate's
+/// period, `--max-wait`, `--stats-interval`): 100 years of 365.25 days.
+/// Deadlines are nanoseconds in a `u64`, which would wrap after 584 years.
+pub const LONGEST: Duration = Duration::from_secs(100 * 31_557_600);
+
+/// [`LONGEST`] as written in messages and documentation.
+pub const LONGEST_TEXT: &str = "100 years";
+
+/// Parse a count of at least 1.
+///
+/// # Errors
+/// Zero, a negative number, or not a whole number.
+pub fn parse_count(text: &str) -> Result<u64, String> {
+    match text.parse::<u64>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err("expected a whole number of at least 1".into()),
+    }
+}
+
+/// Parse a count of at least 1 that fits a `usize`.
+///
+/// # Errors
+/// As [`parse_count`], or too large for this machine.
+pub fn parse_count_usize(text: &str) -> Result<usize, String> {
+    parse_count(text).and_then(|n| usize::try_from(n).map_err(|_| "too large".into()))
+}
+
+/// Parse a size in bytes: `4096`, `512KiB`, `64MiB`, `1GB` (`KB` is 1000
+/// bytes, `KiB` 1024).
+///
+/// # Errors
+/// Not a size, zero, or too large for this machine.
+pub fn parse_size(text: &str) -> Result<usize, String> {
+    let n = parse_size::parse_size(text)
+        .map_err(|_| "expected a size such as 4096, 512KiB or 64MiB".to_string())?;
+    if n == 0 {
+        return Err("must be at least 1 byte".into());
+    }
+    usize::try_from(n).map_err(|_| "too large".into())
+}
+
+/// Parse a byte (a delimiter, a field separator): one byte, or `\n`, `\t`,
+/// `\r`, `\0`, `\\`, `\xHH`.
+///
+/// # Errors
+/// Anything else, naming the accepted forms.
+pub fn parse_byte(text: &str) -> Result<u8, String> {
+    const FORMS: &str = "expected one byte such as ',' or an escape such as '\\t', '\\0', '\\x1e'";
+    let bytes = text.as_bytes();
+    match bytes {
+        [b] => Ok(*b),
+        [b'\\', b'n'] => Ok(b'\n'),
+        [b'\\', b't'] => Ok(b'\t'),
+        [b'\\', b'r'] => Ok(b'\r'),
+        [b'\\', b'0'] => Ok(0),
+        [b'\\', b'\\'] => Ok(b'\\'),
+        [b'\\', b'x', hex @ ..] if hex.len() == 2 => std::str::from_utf8(hex)
+            .ok()
+            .and_then(|h| u8::from_str_radix(h, 16).ok())
+            .ok_or_else(|| FORMS.to_string()),
+        _ => Err(FORMS.into()),
+    }
+}
+
+/// Parse a humantime duration (`250ms`, `2s`, `1m30s`) of at most
+/// [`LONGEST`] (100 years): longer ones would wrap drip's deadlines.
+///
+/// # Errors
+/// Not a duration, or longer than [`LONGEST`].
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text)
+        .map_err(|e| format!("{e} (expected a duration such as 100ms, 2s, 1m)"))?;
+    if d > LONGEST {
+        return Err(format!(
+            "must be at most {LONGEST_TEXT} ({}s)",
+            LONGEST.as_secs()
+        ));
+    }
+    Ok(d)
+}
+
+/// Parse a non-zero duration of at most [`LONGEST`].
+///
+/// # Errors
+/// As [`parse_duration`], or zero.
+pub fn parse_interval(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d.is_zero() {
+        return Err("must be longer than zero (expected a duration such as 100ms, 2s, 1m)".into());
+    }
+    Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes() {
+        assert_eq!(parse_byte(","), Ok(b','));
+        assert_eq!(parse_byte("\\t"), Ok(b'\t'));
+        assert_eq!(parse_byte("\\0"), Ok(0));
+        assert_eq!(parse_byte("\\x1e"), Ok(0x1e));
+        assert!(parse_byte("ab").is_err());
+        assert!(parse_byte("\\xZZ").is_err());
+        assert!(parse_byte("").is_err());
+    }
+
+    #[test]
+    fn sizes_and_counts() {
+        assert_eq!(parse_size("512KiB"), Ok(512 * 1024));
+        assert_eq!(parse_size("64MiB"), Ok(64 << 20));
+        assert_eq!(parse_size("100"), Ok(100));
+        assert!(parse_size("0").is_err());
+        assert!(parse_size("lots").is_err());
+        assert!(parse_count("0").is_err());
+        assert!(parse_count("-3").is_err());
+        assert_eq!(parse_count_usize("7"), Ok(7));
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_interval("100ms"), Ok(Duration::from_millis(100)));
+        assert!(parse_interval("0s").is_err());
+        assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn durations_have_a_ceiling() {
+        assert_eq!(parse_duration("100y"), Ok(LONGEST));
+        for text in ["100y 1ns", "101y", "18446744073s", "18446744074s"] {
+            let e = parse_interval(text).unwrap_err();
+            assert!(e.contains("at most 100 years"), "{text}: {e}");
+        }
+    }
+}
