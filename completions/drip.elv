@@ -55,7 +55,7 @@ set edit:completion:arg-completer[drip] = {|@words|
             cand --backoff 'Wait before retry n: a random time between 0 and min(MAX, MIN·2^n) (exponential backoff, full jitter) [default: 100ms..30s]'
             cand --timeout 'Kill an attempt that runs longer than DURATION: TERM to its process group, KILL one second later'
             cand --deadline 'Give up on a record DURATION after it was read, counting its time in the bucket and all its attempts: it expires'
-            cand --joblog 'Write one JSON line per attempt to FILE'
+            cand --joblog 'Write one JSON line per attempt to FILE (truncated first; each line flushed as written): id (DRIP_RECORD_ID), number (DRIP_RECORD), record (a JSON string: valid UTF-8 as it is, a backslash as \\, each byte of invalid UTF-8 as \xNN), attempt (from 1), start_us (Unix time, whole microseconds), duration_us, exit or signal (null when not), timed_out, http_status (null when no headers file) and outcome: retry, overload, or the record''s fate on its last line (succeeded, failed, expired, undelivered)'
             cand -0 'Records end with NUL instead of newline, on input and output'
             cand --null 'Records end with NUL instead of newline, on input and output'
             cand --drain 'On the first stopping signal (SIGINT, SIGTERM, SIGHUP, ...), stop reading but write what the bucket holds at the rate before exiting'

@@ -34,7 +34,7 @@ complete -c drip -l overload-on -d 'Exit statuses that mean the service is overl
 complete -c drip -l backoff -d 'Wait before retry n: a random time between 0 and min(MAX, MIN·2^n) (exponential backoff, full jitter) [default: 100ms..30s]' -r -f
 complete -c drip -l timeout -d 'Kill an attempt that runs longer than DURATION: TERM to its process group, KILL one second later' -r -f
 complete -c drip -l deadline -d 'Give up on a record DURATION after it was read, counting its time in the bucket and all its attempts: it expires' -r -f
-complete -c drip -l joblog -d 'Write one JSON line per attempt to FILE' -r -F
+complete -c drip -l joblog -d 'Write one JSON line per attempt to FILE (truncated first; each line flushed as written): id (DRIP_RECORD_ID), number (DRIP_RECORD), record (a JSON string: valid UTF-8 as it is, a backslash as \\\\, each byte of invalid UTF-8 as \\xNN), attempt (from 1), start_us (Unix time, whole microseconds), duration_us, exit or signal (null when not), timed_out, http_status (null when no headers file) and outcome: retry, overload, or the record\'s fate on its last line (succeeded, failed, expired, undelivered)' -r -F
 complete -c drip -s 0 -l null -d 'Records end with NUL instead of newline, on input and output'
 complete -c drip -l drain -d 'On the first stopping signal (SIGINT, SIGTERM, SIGHUP, ...), stop reading but write what the bucket holds at the rate before exiting'
 complete -c drip -l stats -d 'Print a summary on stderr at exit'

@@ -222,8 +222,8 @@ fn one_keys_overload_without_retry_after_pauses_that_key_only() {
 fn start_order(log: &Path) -> Vec<(String, u64)> {
     let mut entries = joblog(log);
     entries.sort_by(|x, y| {
-        let start = |e: &Value| e["start"].as_f64().unwrap();
-        start(x).total_cmp(&start(y))
+        let start = |e: &Value| e["start_us"].as_u64().unwrap();
+        start(x).cmp(&start(y))
     });
     entries
         .iter()

@@ -96,7 +96,14 @@ pub struct JobArgs {
     #[arg(long)]
     pub adapt: bool,
 
-    /// Write one JSON line per attempt to FILE
+    /// Write one JSON line per attempt to FILE (truncated first; each line
+    /// flushed as written): id (DRIP_RECORD_ID), number (DRIP_RECORD),
+    /// record (a JSON string: valid UTF-8 as it is, a backslash as \\,
+    /// each byte of invalid UTF-8 as \xNN), attempt (from 1), start_us
+    /// (Unix time, whole microseconds), duration_us, exit or signal (null
+    /// when not), timed_out, http_status (null when no headers file) and
+    /// outcome: retry, overload, or the record's fate on its last line
+    /// (succeeded, failed, expired, undelivered)
     #[arg(long, value_name = "FILE", value_parser = clap::builder::PathBufValueParser::new().try_map(crate::output::not_stdout), value_hint = clap::ValueHint::FilePath)]
     pub joblog: Option<PathBuf>,
 }

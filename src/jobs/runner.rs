@@ -30,7 +30,7 @@ use anyhow::{Context, Result};
 
 use super::attempt::{self, Ended, Files, Spec};
 use super::gate::{GateControl, Scope};
-use super::joblog::{unix_seconds, Entry, Joblog};
+use super::joblog::{micros, unix_micros, Entry, Joblog};
 use super::retry::{parse_headers, Aimd, Exit, Verdict};
 use super::{ExecError, JobConfig};
 use crate::bucket::{Fate, Segment};
@@ -384,6 +384,12 @@ impl Pool {
             _ => bytes,
         };
         let id = attempt::record_id(number, body);
+        // The record as the joblog shows it, made once.
+        let shown = if self.joblog.is_some() {
+            crate::stats::json_key(body)
+        } else {
+            String::new()
+        };
         let scope = self.scope_of(bytes);
         // The job's headers file (read and removed after each attempt).
         let headers = self.headers_dir.join(number.to_string());
@@ -431,14 +437,17 @@ impl Pool {
             } else {
                 self.next_step(verdict, n, (deadline, &scope), &ended)
             };
-            self.log(
+            let who = Who {
                 number,
-                &id,
+                id: &id,
+                record: &shown,
+            };
+            self.log(
+                &who,
                 n,
                 &ended,
                 response.map(|r| r.status),
-                &step,
-                verdict,
+                (&step, verdict),
             );
             let at = match step {
                 Step::Done(outcome) => return outcome,
@@ -603,16 +612,15 @@ impl Pool {
         self.shared.data_ready.notify_all();
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// The joblog's line for attempt `attempt` of `who`, which ended as
+    /// `ended` (with `http_status`, when known) and was followed by `step`.
     fn log(
         &self,
-        record: u64,
-        id: &str,
+        who: &Who,
         attempt: u32,
         ended: &Ended,
         http_status: Option<u16>,
-        step: &Step,
-        verdict: Verdict,
+        (step, verdict): (&Step, Verdict),
     ) {
         let Some(joblog) = &self.joblog else {
             return;
@@ -627,16 +635,18 @@ impl Pool {
         };
         let (exit, signal, timed_out) = Entry::exit_fields(ended.exit);
         let entry = Entry {
-            record,
-            id,
+            id: who.id,
+            number: who.number,
+            record: who.record,
             attempt,
-            start: unix_seconds(ended.started),
-            duration_ms: ended.duration.as_secs_f64() * 1e3,
+            start_us: unix_micros(ended.started),
+            duration_us: micros(ended.duration),
             exit,
             signal,
             timed_out,
             http_status,
             outcome,
+            error: None,
         };
         joblog
             .lock()
@@ -752,6 +762,16 @@ impl Jobs for Pool {
         self.remove_headers();
         running.into_values().map(|(record, _)| record).collect()
     }
+}
+
+/// A record as the joblog names it.
+struct Who<'a> {
+    /// Its number (`DRIP_RECORD`).
+    number: u64,
+    /// Its stable id (`DRIP_RECORD_ID`).
+    id: &'a str,
+    /// The record, as a JSON string's text.
+    record: &'a str,
 }
 
 /// A retry announced to the gate ([`GateControl::retry_waits`]): withdrawn
