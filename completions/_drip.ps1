@@ -30,6 +30,14 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
             return
         }
+        { $_ -in '--cost' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '--cost-rate' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
         { $_ -in '-i', '--interval' } {
             @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
             return
@@ -75,6 +83,14 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             return
         }
         { $_ -in '--stats-interval' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '--metrics' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '--name' } {
             @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
             return
         }
@@ -146,6 +162,14 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
             return
         }
+        { $_ -in '--resume' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '--order-window' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
     }
 
     $completions = @(switch ($command) {
@@ -153,6 +177,8 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             [CompletionResult]::new('-r', '-r', [CompletionResultType]::ParameterName, 'Records per unit of time: 10/s, 90/min, 2/h, 1/d, 3/5s, 1/250ms, 0.5/s, a bare 10 (per second), or inf (unlimited) for no pacing; the period is at most 100 years. Give it again for several limits at once, each with its own burst after a colon: -r 10/s -r 500/min:50 [default: 1/s]')
             [CompletionResult]::new('--rate', '--rate', [CompletionResultType]::ParameterName, 'Records per unit of time: 10/s, 90/min, 2/h, 1/d, 3/5s, 1/250ms, 0.5/s, a bare 10 (per second), or inf (unlimited) for no pacing; the period is at most 100 years. Give it again for several limits at once, each with its own burst after a colon: -r 10/s -r 500/min:50 [default: 1/s]')
             [CompletionResult]::new('--byte-rate', '--byte-rate', [CompletionResultType]::ParameterName, 'Bytes per unit of time, delimiters included: 1MiB/s, 500KB/s, 10GB/h; a record of n bytes spends n. BURST (a size, default 1 byte) is how many bytes may leave back to back; a record larger than BURST leaves alone once a full burst is saved, and the next waits until it is paid for. May be given more than once')
+            [CompletionResult]::new('--cost', '--cost', [CompletionResultType]::ParameterName, 'Where a record''s cost is (tokens, a weight), for --cost-rate: a field number (--cost 2; fields split on blanks, or on --field-separator) or a regular expression whose first capture group is the cost (--cost ''"tokens": *([0-9]+)''), in the record without its delimiter. A cost is a whole number from 0 to 2^53, blanks around it allowed. A record whose cost cannot be read (no such field, no match, not a whole number) costs 1 and is still passed on; the first such record is named once on stderr. Needs --cost-rate')
+            [CompletionResult]::new('--cost-rate', '--cost-rate', [CompletionResultType]::ParameterName, 'Cost per unit of time, as --rate (100000/min, 500/s); a record spends the cost --cost reads from it, as --byte-rate spends its size. BURST (default 1) is how much cost may leave back to back; a record costing more than BURST leaves alone once a full burst is saved, and the next waits until it is paid for. A record costing 0 waits for no cost limit. May be given more than once; not with --share. Needs --cost')
             [CompletionResult]::new('-i', '-i', [CompletionResultType]::ParameterName, 'One record every DURATION (100ms, 2s, 1m; at most 100y): another way to give the rate')
             [CompletionResult]::new('--interval', '--interval', [CompletionResultType]::ParameterName, 'One record every DURATION (100ms, 2s, 1m; at most 100y): another way to give the rate')
             [CompletionResult]::new('-b', '-b', [CompletionResultType]::ParameterName, 'Records that may leave back to back after an idle spell (token bucket); the long-run rate is unchanged. 1 means strict spacing below 500/s; from 500/s up, a wake-up up to 2 ms late also sends the records due meanwhile: at most N + rate × 2ms together. With several --rate limits, give each its burst as RATE:BURST instead [default: 1]')
@@ -170,6 +196,8 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             [CompletionResult]::new('--dead-letter', '--dead-letter', [CompletionResultType]::ParameterName, 'Append every record not written to stdout (dropped, expired, undelivered) to FILE, byte-exact, in the order it left the bucket (not `-`: stdout carries the records)')
             [CompletionResult]::new('--stats-json', '--stats-json', [CompletionResultType]::ParameterName, 'Write the summary to FILE as one JSON object (and, with --stats-interval, the periodic stats as JSON lines before it); not `-`: stdout carries the records')
             [CompletionResult]::new('--stats-interval', '--stats-interval', [CompletionResultType]::ParameterName, 'Every DURATION (10ms to 100y), write one JSON line of stats to stderr (or to --stats-json FILE)')
+            [CompletionResult]::new('--metrics', '--metrics', [CompletionResultType]::ParameterName, 'Keep FILE up to date with the figures in the Prometheus text format (records by fate, depth, oldest age, rate, jobs, retries, overload pauses, --share''s calls, the top keys): written anew and renamed over FILE every --stats-interval (or each second) and at exit, for node_exporter''s textfile collector')
+            [CompletionResult]::new('--name', '--name', [CompletionResultType]::ParameterName, 'Name this drip for `drip ctl` (1 to 64 letters, digits, `_`, `-`; not all digits); it is always reachable by its pid too')
             [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Limit records per key: SPEC is a field number (--key 1; fields split on blanks, or on --field-separator) or a regular expression whose first capture group is the key (--key ''^https?://([^/:]+)''; start it with (?-u) to match bytes that are not UTF-8), found in the record without its delimiter (or a CR before a newline). Records with no key (no such field, no match) share one "no key" lane. Each key waits in its own queue at --key-rate; keys due together take turns (round robin), so a noisy key never holds back a quiet one: within a key records keep their order, across keys the output order may differ from the input''s. With --exec, an overload (429, 503, --overload-on) pauses only the refused record''s key. Needs --key-rate')
             [CompletionResult]::new('--field-separator', '--field-separator', [CompletionResultType]::ParameterName, 'Fields for --key N are separated by this byte ('','' or an escape such as ''\t'') instead of runs of blanks')
             [CompletionResult]::new('--key-rate', '--key-rate', [CompletionResultType]::ParameterName, 'Each key''s own limit, records per unit (as --rate, with its burst after a colon: 5/s:10). The global --rate limits, if any, still cap all records together: a record leaves when both allow. With --share, each key''s limit holds for all the drips sharing it together (a record of a key with no slot reserved waits a round trip). Needs --key')
@@ -188,19 +216,30 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Kill an attempt that runs longer than DURATION: TERM to its process group, KILL one second later')
             [CompletionResult]::new('--deadline', '--deadline', [CompletionResultType]::ParameterName, 'Give up on a record DURATION after it was read, counting its time in the bucket and all its attempts: it expires')
             [CompletionResult]::new('--joblog', '--joblog', [CompletionResultType]::ParameterName, 'Write one JSON line per attempt to FILE (truncated first; each line flushed as written): id (DRIP_RECORD_ID), number (DRIP_RECORD), record (a JSON string: valid UTF-8 as it is, a backslash as \\, each byte of invalid UTF-8 as \xNN), attempt (from 1), start_us (Unix time, whole microseconds), duration_us, exit or signal (null when not), timed_out, http_status (null when no headers file) and outcome: retry, overload, or the record''s fate on its last line (succeeded, failed, expired, undelivered)')
+            [CompletionResult]::new('--resume', '--resume', [CompletionResultType]::ParameterName, 'Skip the records that succeeded in earlier runs logged in JOBLOG, matched by content (the hash in DRIP_RECORD_ID), not by place: a record that appears twice runs again unless it succeeded twice. Skipped records count as skipped_done. This run''s lines are appended to JOBLOG (created if it does not exist yet: everything runs); a last line cut short by a killed run is passed over')
+            [CompletionResult]::new('--order-window', '--order-window', [CompletionResultType]::ParameterName, 'With --keep-order: how many records may start ahead of the oldest one whose output is not written out yet (each record''s output is held in memory up to 64 KiB, in a temporary file beyond) [default: 1000]')
             [CompletionResult]::new('-0', '-0', [CompletionResultType]::ParameterName, 'Records end with NUL instead of newline, on input and output')
             [CompletionResult]::new('--null', '--null', [CompletionResultType]::ParameterName, 'Records end with NUL instead of newline, on input and output')
             [CompletionResult]::new('--drain', '--drain', [CompletionResultType]::ParameterName, 'On the first stopping signal (SIGINT, SIGTERM, SIGHUP, ...), stop reading but write what the bucket holds at the rate before exiting')
             [CompletionResult]::new('--stats', '--stats', [CompletionResultType]::ParameterName, 'Print a summary on stderr at exit')
+            [CompletionResult]::new('--no-control', '--no-control', [CompletionResultType]::ParameterName, 'Listen on no control socket: `drip ctl` cannot reach this drip')
             [CompletionResult]::new('--progress', '--progress', [CompletionResultType]::ParameterName, 'Draw the live display on stderr even when it is not a terminal, or when stdout is the same terminal (the display then keeps to the bottom row and the records scroll above it)')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'No progress display: stderr gets only errors and what --stats and --stats-interval ask for')
             [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'No progress display: stderr gets only errors and what --stats and --stats-interval ask for')
             [CompletionResult]::new('--record-on-stdin', '--record-on-stdin', [CompletionResultType]::ParameterName, 'Give each job its record on stdin instead of as an argument')
             [CompletionResult]::new('--adapt', '--adapt', [CompletionResultType]::ParameterName, 'Lower the rate on each overload (halve it) and raise it back on successes, never above the configured rate (with --key, the rate of the key refused)')
+            [CompletionResult]::new('-k', '-k', [CompletionResultType]::ParameterName, 'Write each job''s output in input order, whole, whatever order the jobs end in (stderr is passed on as it comes). Outputs wait for the records before them; at most --order-window records start ahead of the oldest one not written out, so a long job holds new starts back')
+            [CompletionResult]::new('--keep-order', '--keep-order', [CompletionResultType]::ParameterName, 'Write each job''s output in input order, whole, whatever order the jobs end in (stderr is passed on as it comes). Outputs wait for the records before them; at most --order-window records start ahead of the oldest one not written out, so a long job holds new starts back')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('ctl', 'ctl', [CompletionResultType]::ParameterValue, 'Steer a running drip of this user: list them, change a rate, pause, resume, read its figures')
+            break
+        }
+        'drip;ctl' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             break
         }
     })

@@ -94,6 +94,8 @@ pub struct Admission {
     /// With limits per key: the keys' queues, used instead of `bucket`
     /// (which then only gives the bounds and the policy).
     keyed: Option<Box<Keyed>>,
+    /// Paused (`drip ctl … pause`): nothing leaves, arrivals wait.
+    paused: bool,
 }
 
 impl Admission {
@@ -108,6 +110,7 @@ impl Admission {
             max_wait_ns,
             longest_wait_ns: 0,
             keyed: None,
+            paused: false,
         }
     }
 
@@ -121,6 +124,11 @@ impl Admission {
     /// The keys, with limits per key.
     pub fn keys(&self) -> Option<&Keyed> {
         self.keyed.as_deref()
+    }
+
+    /// The keys, to change their limit.
+    pub fn keys_mut(&mut self) -> Option<&mut Keyed> {
+        self.keyed.as_deref_mut()
     }
 
     /// The waiting records, seen together.
@@ -142,6 +150,19 @@ impl Admission {
             gauge.oldest_arrival = k.oldest_arrival();
         }
         gauge
+    }
+
+    /// Pause (`true`) or resume: while paused nothing leaves, neither on
+    /// arrival nor from the bucket; arrivals wait and meet the overflow
+    /// policy as always, and `--max-wait` goes on counting. What the
+    /// schedule let go before the pause (the outbox) is still written.
+    pub fn pause(&mut self, paused: bool) {
+        self.paused = paused;
+    }
+
+    /// Whether paused.
+    pub fn paused(&self) -> bool {
+        self.paused
     }
 
     /// The schedule.
@@ -188,6 +209,7 @@ impl Admission {
     ) -> Offered {
         seg.arrived = now;
         self.expire(now, ledger);
+        let may_leave = may_leave && !self.paused;
         if let Some(keyed) = self.keyed.as_deref_mut() {
             if may_leave {
                 self.outbox_len += keyed.release(now, &mut *self.schedule, &mut self.outbox);
@@ -208,7 +230,7 @@ impl Admission {
             // Waiting records that are due go first.
             self.release(now);
             if self.bucket.is_empty() {
-                let n = self.schedule.release(now, seg.len(), &mut sizes(&seg));
+                let n = self.schedule.release(now, seg.len(), &mut seg.records());
                 if n > 0 {
                     ledger.read(n);
                     self.push_outbox(seg.split_front(n));
@@ -253,6 +275,9 @@ impl Admission {
     /// Let waiting records leave that the schedule allows at `now`, into
     /// the outbox. Returns how many left.
     pub fn release(&mut self, now: u64) -> usize {
+        if self.paused {
+            return 0;
+        }
         if let Some(keyed) = self.keyed.as_deref_mut() {
             let n = keyed.release(now, &mut *self.schedule, &mut self.outbox);
             self.outbox_len += n;
@@ -264,7 +289,7 @@ impl Admission {
         let available = self.bucket.len();
         let n = self
             .schedule
-            .release(now, available, &mut self.bucket.sizes());
+            .release(now, available, &mut self.bucket.records());
         if n > 0 {
             if let Some(oldest) = self.bucket.oldest_arrival() {
                 self.longest_wait_ns = self.longest_wait_ns.max(now.saturating_sub(oldest));
@@ -294,8 +319,12 @@ impl Admission {
     }
 
     /// When something next changes without an arrival (ns): the head of the
-    /// bucket comes due, or expires. `None` when nothing waits.
+    /// bucket comes due, or expires. `None` when nothing waits. Paused,
+    /// only an expiry.
     pub fn next_event(&self) -> Option<u64> {
+        if self.paused {
+            return self.next_expiry();
+        }
         if let Some(keyed) = &self.keyed {
             let event = keyed.next_event(&*self.schedule);
             return match (event, self.next_expiry()) {
@@ -303,8 +332,8 @@ impl Admission {
                 (e, x) => e.or(x),
             };
         }
-        let size = self.bucket.front_size()?;
-        let due = self.schedule.next_due(size);
+        let front = self.bucket.front_record()?;
+        let due = self.schedule.next_due(front);
         Some(self.next_expiry().map_or(due, |e| e.min(due)))
     }
 
@@ -336,12 +365,6 @@ impl Admission {
         self.bucket.drain(fate, &mut |s, f| ledger.dispose(s, f));
     }
 }
-
-/// Each record's size in bytes, delimiter included.
-fn sizes(seg: &Segment) -> impl Iterator<Item = usize> + '_ {
-    seg.records().map(<[u8]>::len)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -453,6 +476,34 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(ledger.counts().read, 3);
+    }
+
+    #[test]
+    fn paused_nothing_leaves_and_the_policy_applies() {
+        // -r 1000/s -c 2 -o drop-newest, paused: 1 and 2 wait, 3 is
+        // dropped, nothing is due; resumed, 1 and 2 leave.
+        let mut a = admission("1000/s", 5, 2, Overflow::DropNewest);
+        let mut ledger = Ledger::new(false);
+        a.pause(true);
+        a.arrive(0, seg(1, 3), Overflow::DropNewest, true, &mut ledger);
+        assert_eq!((a.outbox_len(), a.bucket().len()), (0, 2));
+        assert_eq!(ledger.counts().dropped_newest, 1);
+        assert_eq!(a.next_event(), None);
+        assert_eq!(a.release(S), 0);
+        a.pause(false);
+        assert_eq!(a.next_event(), Some(0));
+        assert_eq!(a.release(S), 2);
+    }
+
+    #[test]
+    fn paused_max_wait_goes_on_counting() {
+        let mut a = admission("1000/s", 1, 10, Overflow::Block);
+        a.max_wait_ns = Some(S);
+        let mut ledger = Ledger::new(false);
+        a.pause(true);
+        a.arrive(0, seg(1, 2), Overflow::Block, true, &mut ledger);
+        assert_eq!(a.next_event(), Some(S + 1));
+        assert_eq!(a.expire(S + 1, &mut ledger), 2);
     }
 
     #[test]

@@ -311,15 +311,15 @@ impl Bucket {
         self.queue.front().map(|s| s.arrived)
     }
 
-    /// Size in bytes of the oldest queued record, delimiter included.
-    pub fn front_size(&self) -> Option<usize> {
-        self.queue.front().map(|s| s.bytes_of_first(1))
+    /// The oldest queued record, delimiter included.
+    pub fn front_record(&self) -> Option<&[u8]> {
+        self.queue.front().and_then(|s| s.records().next())
     }
 
-    /// Sizes in bytes of the queued records, oldest first, delimiters
-    /// included. O(bytes) as far as it is read.
-    pub fn sizes(&self) -> impl Iterator<Item = usize> + '_ {
-        self.queue.iter().flat_map(|s| s.records().map(<[u8]>::len))
+    /// The queued records, oldest first, delimiters included. O(bytes) as
+    /// far as it is read.
+    pub fn records(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.queue.iter().flat_map(Segment::records)
     }
 
     /// How many leading records of `seg` fit in the free room.

@@ -4,7 +4,7 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::Instant;
 
@@ -13,17 +13,20 @@ use anyhow::{Context, Result};
 use crate::admission::Admission;
 use crate::bucket::Bucket;
 use crate::cli::{Config, Input};
+use crate::control::server::Server;
 use crate::deadletter::DeadLetter;
 use crate::input::{Oversize, OwnFile, ReadReport, Splitter};
 use crate::jobs::gate::{Gate, GateControl};
+use crate::jobs::resume::Done;
 use crate::jobs::{ExecError, Pool, RemoveHeaders, Runner, EXIT_FAILED};
 use crate::keyed::Keyed;
-use crate::monitor::Monitor;
+use crate::monitor::{MetricsFile, Monitor};
 use crate::progress::{lock_ui, Ui};
-use crate::schedule::{Limits, Schedule};
+use crate::schedule::{Limit, Limits, Schedule, Unit};
 use crate::shared;
-use crate::state::{Clock, OverflowError, Shared, State};
+use crate::state::{Clock, OverflowError, Shared, State, Stops};
 use crate::stats::Summary;
+use crate::steer::Steering;
 use crate::writer::{self, Stdout};
 use crate::{output, reader, stalls, sys};
 
@@ -122,6 +125,15 @@ fn input_size(inputs: &[Input]) -> Option<u64> {
     })
 }
 
+/// The local schedule for `config`'s limits, costs read as `--cost` says.
+fn local_limits(config: &Config) -> Limits {
+    let limits = Limits::new(&config.limits);
+    match &config.cost {
+        Some(cost) => limits.with_cost(cost.clone()),
+        None => limits,
+    }
+}
+
 /// The shared state for `config`: admission over the configured limits
 /// (local, or `--share`d, and behind `gate` with `--exec`), and the running
 /// `--share`, if any.
@@ -136,11 +148,11 @@ fn shared_state(
             let opened = shared::open(share, &config.limits, config.key.as_ref(), origin)?;
             let schedule: Box<dyn Schedule> = match opened.schedule {
                 Some(schedule) => Box::new(schedule),
-                None => Box::new(Limits::new(&config.limits)),
+                None => Box::new(local_limits(config)),
             };
             (schedule, opened.keys, Some(opened.handle))
         }
-        None => (Box::new(Limits::new(&config.limits)), None, None),
+        None => (Box::new(local_limits(config)), None, None),
     };
     if let Some(gate) = gate {
         schedule = Box::new(Gate::new(schedule, gate));
@@ -182,17 +194,12 @@ fn shared_state(
         state: Mutex::new(State::new(adm, dead, config.dead_letter.is_some())),
         data_ready: Condvar::new(),
         space_ready: Condvar::new(),
-        stop_now: AtomicBool::new(false),
-        in_flight_written: AtomicUsize::new(0),
         waker: sys::Waker::new().context("creating a pipe")?,
         clock: Clock(origin),
         unpaced,
         direct: out_fd.filter(|_| unpaced).and_then(output::Direct::new),
-        first_signal: AtomicI32::new(0),
-        writer_thread: Mutex::new(0),
-        leave_now: AtomicBool::new(false),
-        second_signal: AtomicI32::new(0),
-        reader_thread: Mutex::new(0),
+        in_flight_written: AtomicUsize::new(0),
+        stops: Stops::default(),
         dead_backlog,
         jobs: OnceLock::new(),
         share: OnceLock::new(),
@@ -249,6 +256,8 @@ fn run_watching(
         share.set_notify(notify_from_share(&shared));
         let _ = shared.share.set(share.counters());
     }
+    // Read before this run appends to it.
+    let screen = screen(&config)?;
     let (pool, out) = match (&config.jobs, gate) {
         (Some(jobs), Some(gate)) => {
             let rate = (config.records_per_second(), config.delimiter);
@@ -260,7 +269,11 @@ fn run_watching(
     };
     // Whatever way drip leaves from here, the jobs' headers go.
     let _headers = pool.as_ref().map(|p| RemoveHeaders(Arc::clone(p)));
-    let (ui, monitor) = start_monitor(&config, &shared, stats_file, watch_output)?;
+    let metrics = metrics_file(&config, &shared)?;
+    let (ui, monitor) = start_monitor(&config, &shared, stats_file, watch_output, metrics.clone())?;
+    // After the signal handlers: whatever way drip leaves from here, the
+    // control socket goes.
+    let control = start_control(&config, &shared)?;
     // Created by now: an input that is one of them is refused.
     let own = OwnFile::of_all(&[
         ("--dead-letter", config.dead_letter.as_deref()),
@@ -272,6 +285,7 @@ fn run_watching(
         config.inputs.clone(),
         own,
         splitter(&config, &shared),
+        screen,
     )?;
     let write_error = match (out, &pool) {
         (Some(out), _) => write(&shared, &mut Stdout(out)),
@@ -289,11 +303,20 @@ fn run_watching(
     // Unused slots go back before drip takes stock, best effort: a keeper
     // held up by a hung server is not waited for beyond a short bound, and
     // not at all after a second signal.
-    let leaving = || shared.leave_now.load(std::sync::atomic::Ordering::SeqCst);
+    let leaving = || shared.stops.leaving();
     let share_error = share
         .as_mut()
         .and_then(|s| s.finish(shared::GIVE_BACK_WAIT, &leaving));
     let ending = finish(&config, &shared, &ui, monitor, report, write_error);
+    if let Some(control) = control {
+        control.finish();
+    }
+    // The figures at exit, once the books are closed.
+    let metrics_error = metrics.and_then(|m| m.write(&shared, &shared.summary()).err());
+    let ending = match (ending, metrics_error) {
+        (Ok(_), Some(e)) => Err(e),
+        (ending, _) => ending,
+    };
     let ending = match (ending, share_error) {
         (Ok(_), Some(e)) => return Err(e),
         (ending, _) => ending?,
@@ -304,13 +327,61 @@ fn run_watching(
     Ok(jobs_outcome(&config, &shared, ending))
 }
 
+/// When drip started, seconds since the epoch.
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// `--metrics`: the file, written once now so a path that cannot be
+/// written stops drip before any record moves.
+fn metrics_file(config: &Config, shared: &Shared) -> Result<Option<MetricsFile>> {
+    let Some(path) = &config.metrics else {
+        return Ok(None);
+    };
+    let file = MetricsFile {
+        path: path.clone(),
+        base: crate::metrics::Gauges {
+            pid: std::process::id(),
+            name: config.name.clone(),
+            started: unix_now(),
+            ..Default::default()
+        },
+    };
+    file.write(shared, &shared.summary())?;
+    Ok(Some(file))
+}
+
+/// The control socket for `drip ctl`, unless `--no-control`.
+fn start_control(config: &Config, shared: &Arc<Shared>) -> Result<Option<Server>> {
+    if !config.control {
+        return Ok(None);
+    }
+    let key_limit = config.key.as_ref().map(|k| Limit {
+        rate: k.rate,
+        burst: k.burst,
+        unit: Unit::Records,
+    });
+    let steering = Steering::new(
+        Arc::clone(shared),
+        config.name.clone(),
+        config.limits.clone(),
+        key_limit,
+        config.share.as_ref().map(|s| s.target.name().to_string()),
+    );
+    let server = Server::start(config.name.as_deref(), Arc::new(steering))?;
+    Ok(Some(server))
+}
+
 /// The display and the monitor thread (signals, the stats stream, the
-/// stdout watch).
+/// stdout watch, `--metrics`).
 fn start_monitor(
     config: &Config,
     shared: &Arc<Shared>,
     stats_file: Option<BufWriter<File>>,
     watch_output: Option<std::os::fd::OwnedFd>,
+    metrics: Option<MetricsFile>,
 ) -> Result<(Arc<Mutex<Ui>>, Monitor)> {
     let ui = Arc::new(Mutex::new(Ui::new(
         config.progress,
@@ -325,6 +396,7 @@ fn start_monitor(
         config.stats_interval,
         stats_file,
         watch_output,
+        metrics,
     )?;
     Ok((ui, monitor))
 }
@@ -332,6 +404,20 @@ fn start_monitor(
 /// The splitter for `config`: with `--oversize skip`, oversized records go
 /// to the dead letter as they are read, after every record that left
 /// before them.
+/// What the reader does to each read for `config`: `--cost`'s check, and
+/// `--resume`'s records done before (read from its joblog now).
+///
+/// # Errors
+/// The `--resume` joblog exists but cannot be read.
+fn screen(config: &Config) -> Result<reader::Screen> {
+    let resume = config.jobs.as_ref().and_then(|j| j.resume.as_deref());
+    Ok(reader::Screen {
+        cost: config.cost.clone(),
+        done: resume.map(Done::read).transpose()?,
+        delimiter: config.delimiter,
+    })
+}
+
 fn splitter(config: &Config, shared: &Arc<Shared>) -> Splitter {
     let splitter = Splitter::new(config.delimiter, config.max_record, config.capacity_bytes);
     if config.oversize != Oversize::Skip {
@@ -341,7 +427,7 @@ fn splitter(config: &Config, shared: &Arc<Shared>) -> Splitter {
     splitter.skipping(Box::new(move |bytes, piece| {
         shared
             .dead_backlog
-            .wait_for_room(&|| shared.lock().stop_reading);
+            .wait_for_room(&|| shared.lock().stop.reading);
         let mut st = shared.lock();
         st.ledger.skip_piece(bytes.len(), piece);
         st.flush_dead();
@@ -366,15 +452,9 @@ fn jobs_outcome(config: &Config, shared: &Shared, ending: Ending) -> Ending {
 /// Run the writer on this thread, where a stop can interrupt it.
 fn write(shared: &Shared, sink: &mut dyn writer::Sink) -> Option<std::io::Error> {
     sys::install_interrupt_handler();
-    let set_writer = |id| {
-        *shared
-            .writer_thread
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = id
-    };
-    set_writer(sys::this_thread());
+    shared.stops.set_writer(sys::this_thread());
     let write_error = writer::write_loop(shared, sink);
-    set_writer(0);
+    shared.stops.set_writer(0);
     write_error
 }
 
@@ -423,7 +503,7 @@ fn finish(
     write_error: Option<std::io::Error>,
 ) -> Result<Ending> {
     // The reader may have met the error, writing directly.
-    let write_error = write_error.or_else(|| shared.lock().write_error.take());
+    let write_error = write_error.or_else(|| shared.lock().stop.write_error.take());
     let (overflow, mut dead) = {
         let mut st = shared.lock();
         st.drain_undelivered();
@@ -431,17 +511,16 @@ fn finish(
         let counts = st.ledger.counts();
         debug_assert_eq!(counts.read, counts.settled(), "{counts:?}");
         let none = DeadLetter::none(config.delimiter);
-        (st.overflow.take(), std::mem::replace(&mut st.dead, none))
+        (
+            st.stop.overflow.take(),
+            std::mem::replace(&mut st.dead, none),
+        )
     };
     // Without the lock: the monitor (signals, stats) goes on meanwhile.
     let dead_error = dead.finish();
-    let second = shared.second_signal.load(Ordering::SeqCst);
-    let signal = match (second, shared.first_signal.load(Ordering::SeqCst)) {
-        (0, 0) => None,
-        (0, n) | (n, _) => Some(n),
-    };
+    let (signal, hurried) = shared.stops.signal();
     let summary = shared.summary();
-    let stats_error = tell(config, ui, monitor, &summary, second > 0);
+    let stats_error = tell(config, ui, monitor, &summary, hurried);
     if let Some(e) = write_error {
         // The reader went away: a pipe's (EPIPE) or a socket's (ECONNRESET).
         if !matches!(

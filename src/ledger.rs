@@ -58,6 +58,14 @@ impl Ledger {
         self.counts.succeeded += records;
     }
 
+    /// `records` records, `bytes` bytes in all, were read and skipped: they
+    /// succeeded in an earlier run (`--resume`).
+    pub fn skipped_done(&mut self, records: usize, bytes: usize) {
+        self.read(records);
+        self.read_bytes(bytes);
+        self.counts.skipped_done += records as u64;
+    }
+
     /// The records of `seg` left other than by being written, as `fate`.
     pub fn dispose(&mut self, seg: Segment, fate: Fate) {
         self.counts.add(fate, seg.len() as u64);

@@ -4,13 +4,18 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 
 use clap::Parser;
-use drip::cli::{Cli, Config};
+use drip::cli::{Cli, Command, Config};
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let mut cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => return usage_error(&err),
     };
+    if let Some(Command::Ctl(ctl)) = cli.command.take() {
+        let args: Vec<String> = ctl.target.into_iter().chain(ctl.command).collect();
+        let status = drip::control::client::run(&args, &mut io::stdout(), &mut io::stderr());
+        return ExitCode::from(status as u8);
+    }
     let config = match Config::try_from(cli) {
         Ok(config) => config,
         Err(err) => return usage_error(&err),

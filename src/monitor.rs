@@ -9,7 +9,6 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -65,6 +64,9 @@ struct Tick {
     /// With limits per key: keys with records waiting now.
     #[serde(skip_serializing_if = "Option::is_none")]
     busy_keys: Option<u64>,
+    /// Paused by `drip ctl … pause` (only said when `true`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    paused: bool,
 }
 
 impl Tick {
@@ -95,7 +97,42 @@ impl Tick {
             jobs,
             keys: snap.keys.map(|k| k.0),
             busy_keys: snap.keys.map(|k| k.1),
+            paused: snap.paused,
         }
+    }
+}
+
+/// `--metrics`: where the figures go, and what the file says of the drip
+/// besides its summary (its pid, name and start; the rest is filled in
+/// each time).
+#[derive(Debug, Clone)]
+pub(crate) struct MetricsFile {
+    pub(crate) path: std::path::PathBuf,
+    pub(crate) base: crate::metrics::Gauges,
+}
+
+impl MetricsFile {
+    /// The file's text now, with `summary` (taken by the caller, so the
+    /// last one at exit is the summary's).
+    pub(crate) fn text(&self, shared: &Shared, summary: &crate::stats::Summary) -> String {
+        let snap = shared.snapshot();
+        let rate_limit = shared.lock().adm.schedule().records_per_second();
+        let gauges = crate::metrics::Gauges {
+            depth: snap.depth,
+            oldest_age_ns: snap.oldest_age_ns,
+            rate_limit,
+            ..self.base.clone()
+        };
+        crate::metrics::render(summary, &gauges)
+    }
+
+    /// Replace the file with the figures now.
+    ///
+    /// # Errors
+    /// The file cannot be written (see [`crate::metrics::replace_file`]).
+    pub(crate) fn write(&self, shared: &Shared, summary: &crate::stats::Summary) -> Result<()> {
+        crate::metrics::replace_file(&self.path, &self.text(shared, summary))
+            .with_context(|| format!("--metrics {}", self.path.display()))
     }
 }
 
@@ -115,6 +152,7 @@ impl Monitor {
         stats_every: Option<Duration>,
         stats_file: Option<BufWriter<File>>,
         watch_output: Option<OwnedFd>,
+        metrics: Option<MetricsFile>,
     ) -> Result<Monitor> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -144,6 +182,7 @@ impl Monitor {
                     watch_output,
                     token,
                     counter,
+                    metrics,
                 ))
             })
             .context("starting the monitor thread")?;
@@ -245,6 +284,7 @@ async fn watch(
     watch_output: Option<OwnedFd>,
     cancel: CancellationToken,
     dropped: Arc<Dropped>,
+    metrics: Option<MetricsFile>,
 ) -> Option<BufWriter<File>> {
     // The kernel reports an error on a pipe's writing end once its reader
     // has gone, a hang-up on a socket or terminal; files and /dev/null
@@ -260,6 +300,8 @@ async fn watch(
     let mut nudge = tokio::time::interval(NUDGE_EVERY);
     let mut stats = tokio::time::interval(stats_every.unwrap_or(Duration::from_secs(3600)));
     stats.tick().await; // the first tick is immediate
+    let mut metrics_every = tokio::time::interval(stats_every.unwrap_or(Duration::from_secs(1)));
+    metrics_every.tick().await;
     let mut prev = Snapshot::default();
     loop {
         let signo = tokio::select! {
@@ -280,10 +322,17 @@ async fn watch(
                 output = None;
                 continue;
             }
-            _ = nudge.tick(), if shared.first_signal.load(Ordering::Relaxed) != 0 => {
+            _ = nudge.tick(), if shared.stops.signalled() => {
                 // A stop may find the writer blocked on a stalled stdout:
                 // interrupt its write until it has let go.
-                shared.interrupt_writer();
+                shared.stops.interrupt_writer();
+                continue;
+            }
+            _ = metrics_every.tick(), if metrics.is_some() => {
+                // A failing write is reported at exit, by the last one.
+                if let Some(metrics) = &metrics {
+                    let _ = metrics.write(&shared, &shared.summary());
+                }
                 continue;
             }
             _ = redraw.tick(), if progress => {
@@ -299,11 +348,7 @@ async fn watch(
                 continue;
             }
         };
-        let first = shared
-            .first_signal
-            .compare_exchange(0, signo, Ordering::SeqCst, Ordering::SeqCst)
-            .is_ok();
-        if !first {
+        if !shared.stops.first(signo) {
             // A second signal: leave now, once every record consumed and
             // not written is in the dead letter.
             crate::progress::clear_before_exit(&ui);

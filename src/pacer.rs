@@ -241,6 +241,30 @@ impl Pacer {
         }
     }
 
+    /// Put the schedule where it stands right after a departure at `at`
+    /// that spent its whole burst: no credit is left, the budget is 0 at
+    /// `at` and grows by one unit every emission interval from there (a
+    /// record limit's next record may leave at `at + T`, a byte limit's
+    /// record of `s` bytes at `at + min(s, burst) · T`). A schedule that
+    /// then idles past its slack restarts with its full burst as always.
+    /// Used when the limits change while drip runs: the new schedule counts
+    /// from the last departure, so neither the old rate's unused credit nor
+    /// a catch-up burst carries over.
+    pub fn spent_at(&mut self, at: u64) {
+        self.anchor = Some(at);
+        self.k = self.burst;
+    }
+
+    /// When the latest slot taken was scheduled (ns): the theoretical
+    /// departure of the last record, never before the anchor; `None` when
+    /// nothing was sent or the pacer is unlimited.
+    pub fn last_slot(&self) -> Option<u64> {
+        let (limit, anchor) = (self.limit?, self.anchor?);
+        let k = i128::try_from(self.k).unwrap_or(i128::MAX);
+        let offset = Self::slot_offset(limit, k - 1).max(0);
+        u64::try_from(i128::from(anchor).saturating_add(offset)).ok()
+    }
+
     /// Whether the pacer limits anything at all.
     pub fn is_unlimited(&self) -> bool {
         self.limit.is_none()
@@ -275,12 +299,16 @@ impl Pacer {
     }
 
     /// The earliest time (ns) at which a record costing `cost` units (1 for
-    /// a record limit, its size in bytes for a byte limit) may leave; `0`
-    /// when it may leave at any time.
+    /// a record limit, its size in bytes for a byte limit, the number read
+    /// from it for a cost limit) may leave; `0` when it may leave at any
+    /// time (a record costing nothing always may).
     pub fn next_due_for(&self, cost: u64) -> u64 {
         let (Some(limit), Some(anchor)) = (self.limit, self.anchor) else {
             return 0;
         };
+        if cost == 0 {
+            return 0;
+        }
         let k = i128::try_from(self.k).unwrap_or(i128::MAX);
         let slot = k.saturating_add(self.counted(cost) as i128) - self.burst_i128();
         let due = i128::from(anchor).saturating_add(Self::slot_offset(limit, slot).max(0));
@@ -345,9 +373,10 @@ impl Pacer {
     }
 
     /// Whether a record costing `cost` fits a `budget` from
-    /// [`Pacer::budget`].
+    /// [`Pacer::budget`]. A record costing nothing always fits, even while
+    /// the schedule is in debt.
     pub fn fits(&self, budget: i128, cost: u64) -> bool {
-        self.limit.is_none() || self.counted(cost) as i128 <= budget
+        self.limit.is_none() || cost == 0 || self.counted(cost) as i128 <= budget
     }
 
     /// How many of `available` one-unit records may leave at `now` (no

@@ -56,6 +56,8 @@ pub struct Snapshot {
     pub reading_done: bool,
     /// With limits per key: keys remembered, and those with records waiting.
     pub keys: Option<(u64, u64)>,
+    /// Paused by `drip ctl … pause`.
+    pub paused: bool,
 }
 
 /// Where the display is drawn.
@@ -251,7 +253,9 @@ impl Ui {
         if let Some(eta) = eta(snap, self.input_size, measured) {
             text.push_str(&format!(" | ETA {}", clock(eta)));
         }
-        if snap.writing_for_ns >= BLOCKED_AFTER_NS {
+        if snap.paused {
+            text.push_str(" | paused");
+        } else if snap.writing_for_ns >= BLOCKED_AFTER_NS {
             text.push_str(" | output blocked");
         } else if self.output_slow(snap, measured) {
             text.push_str(" | output slow");

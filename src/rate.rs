@@ -218,6 +218,25 @@ pub fn parse_byte_rate_burst(text: &str) -> Result<(Rate, u64), String> {
     Ok((rate, burst))
 }
 
+/// Parse `--cost-rate`: `N/UNIT` or `N/UNIT:BURST` (BURST a count of cost
+/// units, default 1).
+///
+/// # Errors
+/// An invalid rate or burst, or `inf` (a cost limit needs a rate).
+pub fn parse_cost_rate_burst(text: &str) -> Result<(Rate, u64), String> {
+    let (rate_text, burst) = match text.rsplit_once(':') {
+        Some((rate, burst)) => (rate, parse_burst(burst)?),
+        None => (text, 1),
+    };
+    match parse_rate(rate_text) {
+        Ok(Rate::Unlimited) => Err(format!(
+            "a cost limit needs a rate, not inf (expected {RATE_FORMS}[:BURST])"
+        )),
+        Ok(rate) => Ok((rate, burst)),
+        Err(why) => Err(format!("{why} (expected {RATE_FORMS}[:BURST])")),
+    }
+}
+
 /// Parse the burst after a colon: a count of records.
 fn parse_burst(text: &str) -> Result<u64, String> {
     parse_count(text).map_err(|why| format!("burst '{text}': {why}"))

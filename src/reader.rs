@@ -12,8 +12,10 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use crate::bucket::{Offered, Segment};
+use crate::cost::Cost;
 use crate::input::Input;
 use crate::input::{self, Flow, OwnFile, ReadReport, Splitter};
+use crate::jobs::resume::Done;
 use crate::progress::{lock_ui, Ui};
 use crate::state::{OverflowError, Shared, State, STALL_NS};
 
@@ -21,8 +23,20 @@ use crate::state::{OverflowError, Shared, State, STALL_NS};
 /// before it sleeps ([`input::read_all`]).
 const LINGER: Duration = Duration::from_micros(50);
 
+/// What the reader does to each read before admission sees it.
+pub(crate) struct Screen {
+    /// `--cost`: the first record whose cost cannot be read is named once
+    /// on stderr.
+    pub cost: Option<Cost>,
+    /// `--resume`: records done in earlier runs are skipped.
+    pub done: Option<Done>,
+    /// The record delimiter.
+    pub delimiter: u8,
+}
+
 /// Start the reader thread over `inputs`, refusing any that is one of
-/// drip's `own` files; it returns how reading went.
+/// drip's `own` files, each read passed through `screen`; it returns how
+/// reading went.
 ///
 /// # Errors
 /// The thread cannot be started.
@@ -32,6 +46,7 @@ pub(crate) fn spawn(
     inputs: Vec<Input>,
     own: Vec<OwnFile>,
     mut splitter: Splitter,
+    screen: Screen,
 ) -> Result<JoinHandle<ReadReport>> {
     // Unpaced, reading speed is drip's speed: linger on a streaming input.
     let linger = if shared.unpaced {
@@ -42,24 +57,44 @@ pub(crate) fn spawn(
     thread::Builder::new()
         .name("drip-reader".into())
         .spawn(move || {
-            set_thread(&shared, crate::sys::this_thread());
+            shared.stops.set_reader(crate::sys::this_thread());
+            let mut costs = screen.cost.map(|c| CostCheck { cost: c, seen: 0 });
+            let mut done = screen.done;
+            if let Some(msg) = done.as_ref().and_then(passed_over) {
+                lock_ui(&ui).message(&msg);
+            }
             let report = input::read_all(
                 &inputs,
                 &mut splitter,
                 &shared.waker,
                 linger,
                 &own,
-                &mut |seg| deliver(&shared, seg),
+                &mut |seg| {
+                    if let Some(check) = costs.as_mut() {
+                        if let Some(msg) = check.first_unreadable(&seg) {
+                            lock_ui(&ui).message(&msg);
+                            costs = None;
+                        }
+                    }
+                    let seg = match done.as_mut() {
+                        Some(done) => skip_done(&shared, done, seg, screen.delimiter),
+                        None => seg,
+                    };
+                    if seg.is_empty() {
+                        return Flow::Continue;
+                    }
+                    deliver(&shared, seg)
+                },
                 &mut |msg| lock_ui(&ui).message(&msg),
             );
-            set_thread(&shared, 0);
+            shared.stops.set_reader(0);
             let mut st = shared.lock();
             if report.record_error.is_some() {
                 // The record over the limits, and what followed it in the
                 // read: consumed, never offered, so undelivered.
-                st.leftover.extend(splitter.take_rest());
+                st.reading.leftover.extend(splitter.take_rest());
             }
-            st.reading_done = true;
+            st.reading.done = true;
             drop(st);
             shared.data_ready.notify_all();
             report
@@ -67,12 +102,59 @@ pub(crate) fn spawn(
         .context("starting the reader thread")
 }
 
-/// Where a stop can reach the reader to interrupt a write (0: gone).
-fn set_thread(shared: &Shared, id: u64) {
-    *shared
-        .reader_thread
-        .lock()
-        .unwrap_or_else(|e| e.into_inner()) = id;
+/// What `--resume` says of the lines of its joblog it passed over, if any.
+fn passed_over(done: &Done) -> Option<String> {
+    let mut what = Vec::new();
+    if done.torn_bytes > 0 {
+        what.push(format!(
+            "a last line cut short ({} bytes) is passed over",
+            done.torn_bytes
+        ));
+    }
+    if done.unreadable_lines > 0 {
+        what.push(format!(
+            "{} lines that are not joblog entries are passed over",
+            done.unreadable_lines
+        ));
+    }
+    (!what.is_empty()).then(|| format!("--resume: {}", what.join("; ")))
+}
+
+/// `--resume`: the records of `seg` done in an earlier run are read and
+/// skipped (`skipped_done`); the rest go on.
+fn skip_done(shared: &Shared, done: &mut Done, seg: Segment, delimiter: u8) -> Segment {
+    let (kept, skipped, bytes) = done.filter(seg, delimiter);
+    if skipped > 0 {
+        shared.lock().ledger.skipped_done(skipped, bytes);
+    }
+    kept
+}
+
+/// Looks for the first record whose cost (`--cost`) cannot be read.
+struct CostCheck {
+    cost: Cost,
+    /// Records looked at so far.
+    seen: u64,
+}
+
+impl CostCheck {
+    /// What to say of the first record of `seg` whose cost cannot be read,
+    /// if any.
+    fn first_unreadable(&mut self, seg: &Segment) -> Option<String> {
+        for record in seg.records() {
+            self.seen += 1;
+            if self.cost.read(record).is_none() {
+                let shown = String::from_utf8_lossy(&record[..record.len().min(60)]);
+                return Some(format!(
+                    "--cost: record {} has no cost to read ('{}'); such records cost {}",
+                    self.seen,
+                    shown.trim_end(),
+                    crate::cost::UNREADABLE_COST
+                ));
+            }
+        }
+        None
+    }
 }
 
 /// The reader's hand-off: admit `seg`'s records, applying the policy.
@@ -80,7 +162,7 @@ fn deliver(shared: &Shared, seg: Segment) -> Flow {
     // What is shed must reach the dead letter: while it lags, wait.
     shared
         .dead_backlog
-        .wait_for_room(&|| shared.lock().stop_reading);
+        .wait_for_room(&|| shared.lock().stop.reading);
     let mut st = shared.lock();
     // Records count as read once they are admitted or meet the policy;
     // those still in the reader's hands are counted if drip stops with
@@ -111,33 +193,33 @@ fn write_direct<'a>(
     mut seg: Segment,
 ) -> Option<Left<'a>> {
     let direct = shared.direct.as_ref().expect("direct writes");
-    st.writing_since = Some(shared.clock.now());
+    st.writing.since = Some(shared.clock.now());
     drop(st);
-    let mut written = direct.write(&seg, &shared.stop_now, &shared.leave_now);
+    let mut written = direct.write(&seg, &shared.stops.now, &shared.stops.leave);
     st = shared.lock();
     let whole = written.records as usize;
     let begun = whole < seg.len() && written.bytes as usize > seg.bytes_of_first(whole);
-    if st.stop_reading && begun && written.error.is_none() {
+    if st.stop.reading && begun && written.error.is_none() {
         // Stopping (even with --drain): the writer may be gone, so the
         // begun record is finished here. The records after it wait with the
         // leftovers, where a second signal finds them.
         let mut rest = seg.clone();
         seg = rest.split_front(whole + 1);
         if !rest.is_empty() {
-            st.leftover.push(rest);
+            st.reading.leftover.push(rest);
         }
         let mut record = seg.clone();
         record.split_front(whole);
-        st.finishing = Some(record);
+        st.reading.finishing = Some(record);
         drop(st);
-        written = direct.finish_record(&seg, written, &shared.leave_now);
+        written = direct.finish_record(&seg, written, &shared.stops.leave);
         st = shared.lock();
-        st.finishing = None;
+        st.reading.finishing = None;
     }
     let now = shared.clock.now();
     match st.settle_direct(seg, written, now) {
         Some(rest) => {
-            if st.tail.is_some() {
+            if st.writing.tail.is_some() {
                 shared.data_ready.notify_one();
             }
             Some((st, rest))
@@ -157,14 +239,14 @@ fn offer<'a>(shared: &'a Shared, mut st: MutexGuard<'a, State>, seg: Segment) ->
     let mut next = Some(seg);
     loop {
         let now = shared.clock.now();
-        if st.stop_reading {
+        if st.stop.reading {
             // A parked read stays for `drain_undelivered`, before these.
-            st.leftover.extend(next);
+            st.reading.leftover.extend(next);
             st.flush_dead();
             return Flow::Stop;
         }
         // Oldest first: a parked read goes before this one.
-        let (seg, parked) = match st.pending.take() {
+        let (seg, parked) = match st.reading.parked.take() {
             Some(older) => (older, true),
             None => match next.take() {
                 Some(seg) => (seg, false),
@@ -195,7 +277,7 @@ fn offer<'a>(shared: &'a Shared, mut st: MutexGuard<'a, State>, seg: Segment) ->
         match offered {
             Offered::Done => {}
             Offered::Wait(rest) => {
-                st.pending = Some(rest);
+                st.reading.parked = Some(rest);
                 // Unpaced, one read may be parked while the reader goes on
                 // reading (the writer takes it with the bucket); with two,
                 // it waits. Paced, the writer tops the bucket up from it.
@@ -206,9 +288,9 @@ fn offer<'a>(shared: &'a Shared, mut st: MutexGuard<'a, State>, seg: Segment) ->
             }
             Offered::Overflowed(rest) => {
                 let record = st.ledger.counts().read + 1;
-                st.overflow = Some(OverflowError::new(record, &st.adm));
-                st.leftover.push(rest);
-                st.leftover.extend(next);
+                st.stop.overflow = Some(OverflowError::new(record, &st.adm));
+                st.reading.leftover.push(rest);
+                st.reading.leftover.extend(next);
                 drop(st);
                 shared.stop_at_overflow();
                 return Flow::Stop;
@@ -226,18 +308,19 @@ fn wait_for_room<'a>(
     now: u64,
 ) -> MutexGuard<'a, State> {
     let wants = st
-        .pending
+        .reading
+        .parked
         .as_ref()
         .map_or(1, Segment::len)
         .min(st.adm.bucket().capacity() / 4)
         .max(1);
-    st.reader_wants = wants;
+    st.reading.wants = wants;
     // With --max-wait, the oldest record's deadline makes room too, even
     // while the writer is stuck in a write; a policy held back applies when
     // its time is up.
     let expiry = st.adm.next_expiry();
-    let patience =
-        (policy != st.adm.bucket().policy()).then_some(st.last_take.saturating_add(STALL_NS));
+    let patience = (policy != st.adm.bucket().policy())
+        .then_some(st.writing.last_take.saturating_add(STALL_NS));
     st = match expiry.into_iter().chain(patience).min() {
         Some(deadline) => {
             let timeout = Duration::from_nanos(deadline.saturating_sub(now));
@@ -252,6 +335,6 @@ fn wait_for_room<'a>(
             .wait(st)
             .unwrap_or_else(|e| e.into_inner()),
     };
-    st.reader_wants = 0;
+    st.reading.wants = 0;
     st
 }

@@ -2,11 +2,12 @@
 //! behind the [`Schedule`] interface, so admission and the writer never
 //! know how many limits there are or what kind.
 //!
-//! [`Limits`] is the local schedule: one GCRA ([`Pacer`]) per `--rate` and
-//! `--byte-rate`. A record leaves only when every limit allows it, and then
-//! takes its slot in all of them, so each limit's guarantee holds at once:
-//! no window of length W holds more than `burst_i + rate_i × W` departures
-//! (records, or bytes for a byte rate), up to the slack ([`Pacer`]). A new
+//! [`Limits`] is the local schedule: one GCRA ([`Pacer`]) per `--rate`,
+//! `--byte-rate` and `--cost-rate`. A record leaves only when every limit
+//! allows it, and then takes its slot in all of them, so each limit's
+//! guarantee holds at once: no window of length W holds more than
+//! `burst_i + rate_i × W` departures (records, bytes for a byte rate, cost
+//! for a cost rate), up to the slack ([`Pacer`]). A new
 //! kind of limit (per key, shared between processes) is another
 //! implementation of [`Schedule`].
 //!
@@ -14,6 +15,7 @@
 
 use std::fmt;
 
+use crate::cost::Cost;
 use crate::pacer::{slack_for, Pacer};
 use crate::rate::Rate;
 
@@ -24,6 +26,9 @@ pub enum Unit {
     Records,
     /// Bytes: each record costs its size, delimiter included.
     Bytes,
+    /// Cost: each record costs the number read from it (`--cost`,
+    /// [`crate::cost`]).
+    Cost,
 }
 
 /// One limit: `rate` units per period, `burst` units back to back.
@@ -33,7 +38,7 @@ pub struct Limit {
     pub rate: Rate,
     /// Units that may leave back to back after an idle spell (≥ 1).
     pub burst: u64,
-    /// Records or bytes.
+    /// Records, bytes or cost.
     pub unit: Unit,
 }
 
@@ -42,6 +47,7 @@ impl fmt::Display for Limit {
         match self.unit {
             Unit::Records => write!(f, "{} records, burst {}", self.rate, self.burst),
             Unit::Bytes => write!(f, "{} bytes, burst {} bytes", self.rate, self.burst),
+            Unit::Cost => write!(f, "{} cost, burst {}", self.rate, self.burst),
         }
     }
 }
@@ -54,25 +60,26 @@ pub trait Schedule: fmt::Debug + Send {
     /// Whether nothing is limited: every record may always leave.
     fn is_unlimited(&self) -> bool;
 
-    /// Whether a record's size matters (some limit counts bytes). When it
-    /// does not, callers may pass an empty `sizes` iterator to
-    /// [`Schedule::release`] and any size to [`Schedule::next_due`].
+    /// Whether a record's content matters (some limit counts bytes or
+    /// cost). When it does not, callers may pass an empty `records`
+    /// iterator to [`Schedule::release`] and any record to
+    /// [`Schedule::next_due`].
     fn weighs_bytes(&self) -> bool;
 
-    /// Of `available` records waiting in order, whose sizes in bytes
-    /// (delimiter included) `sizes` yields, how many may leave at `now`
+    /// Of `available` records waiting in order, which `records` yields (each
+    /// with its delimiter, when it has one), how many may leave at `now`
     /// (ns). They take their slots: call only for records that do leave.
     /// `now` must not go backwards between calls.
     fn release(
         &mut self,
         now: u64,
         available: usize,
-        sizes: &mut dyn Iterator<Item = usize>,
+        records: &mut dyn Iterator<Item = &[u8]>,
     ) -> usize;
 
-    /// The earliest time (ns) a record of `size` bytes may leave; 0 when it
-    /// may leave at any time.
-    fn next_due(&self, size: usize) -> u64;
+    /// The earliest time (ns) `record` may leave; 0 when it may leave at any
+    /// time.
+    fn next_due(&self, record: &[u8]) -> u64;
 
     /// How late (ns) a wake-up may be without restarting the schedule: the
     /// least slack of its limits.
@@ -96,13 +103,27 @@ pub trait Schedule: fmt::Debug + Send {
     /// counts from here.
     fn key_left(&mut self, _key: &[u8], _now: u64) {}
 
-    /// The earliest time (ns) the `n`-th record from now (0: the next) of
-    /// `size` bytes may leave, as far as known; `None` when not known yet
+    /// Enforce `limits` instead from `now` (ns) on (`drip ctl … rate`):
+    /// the new schedule counts from the last departure, with no credit
+    /// saved ([`Pacer::spent_at`]), so lowering the rate carries none of
+    /// the old one's unused credit over and raising it sends no catch-up
+    /// burst. The limits must be checked as [`Limits::new`] wants them.
+    ///
+    /// # Errors
+    /// A schedule whose limits cannot change while drip runs (a shared
+    /// one) says why, in words; it is left as it was.
+    fn replace_limits(&mut self, now: u64, limits: &[Limit]) -> Result<(), String> {
+        let _ = (now, limits);
+        Err("these limits cannot be changed while drip runs".to_string())
+    }
+
+    /// The earliest time (ns) the `n`-th record from now (0: the next),
+    /// `record`, may leave, as far as known; `None` when not known yet
     /// (a shared schedule whose slots are not reserved yet). By default
     /// [`Schedule::next_due`] and one emission interval of the tightest
     /// record limit for each record before it (a burst may let them go
     /// sooner).
-    fn nth_due(&self, size: usize, n: usize) -> Option<u64> {
+    fn nth_due(&self, record: &[u8], n: usize) -> Option<u64> {
         let per_second = self.records_per_second();
         let gap = if per_second.is_finite() && per_second > 0.0 {
             (1e9 / per_second) as u64
@@ -110,7 +131,7 @@ pub trait Schedule: fmt::Debug + Send {
             0
         };
         Some(
-            self.next_due(size)
+            self.next_due(record)
                 .saturating_add(gap.saturating_mul(n as u64)),
         )
     }
@@ -121,8 +142,12 @@ pub trait Schedule: fmt::Debug + Send {
 #[derive(Debug, Clone)]
 pub struct Limits {
     limits: Vec<(Unit, Pacer)>,
+    /// How a record's cost is read, for cost limits.
+    cost: Option<Cost>,
     weighs_bytes: bool,
     slack_ns: u64,
+    /// When records last left (ns), for a change of limits.
+    last_departure: Option<u64>,
 }
 
 impl Limits {
@@ -145,43 +170,61 @@ impl Limits {
             .min()
             .unwrap_or_else(|| slack_for(Rate::Unlimited));
         Limits {
-            weighs_bytes: limits.iter().any(|l| l.unit == Unit::Bytes),
+            weighs_bytes: limits.iter().any(|l| l.unit != Unit::Records),
             limits: pacers,
+            cost: None,
             slack_ns,
+            last_departure: None,
         }
     }
 
-    fn cost(unit: Unit, size: usize) -> u64 {
+    /// The same limits, a record's cost (for [`Unit::Cost`] limits) read by
+    /// `cost`. Without it a cost limit counts every record as
+    /// [`crate::cost::UNREADABLE_COST`].
+    pub fn with_cost(mut self, cost: Cost) -> Limits {
+        self.cost = Some(cost);
+        self
+    }
+
+    /// What `record` spends of a limit counting `unit`.
+    fn cost(&self, unit: Unit, record: &[u8]) -> u64 {
         match unit {
             Unit::Records => 1,
-            Unit::Bytes => size as u64,
+            Unit::Bytes => record.len() as u64,
+            Unit::Cost => self
+                .cost
+                .as_ref()
+                .map_or(crate::cost::UNREADABLE_COST, |c| c.of(record)),
         }
     }
 
-    /// Release, in order, the records whose sizes `sizes` yields (at most
+    /// Release, in order, the records `records` yields (at most
     /// `available`) while every limit allows: each limit's budget at `now`
     /// is taken once, then spent record by record.
     fn release_weighed(
         &mut self,
         now: u64,
         available: usize,
-        sizes: &mut dyn Iterator<Item = usize>,
+        records: &mut dyn Iterator<Item = &[u8]>,
     ) -> usize {
         let mut budgets: Vec<i128> = self.limits.iter().map(|(_, p)| p.budget(now)).collect();
         let mut spent = vec![0u64; self.limits.len()];
+        let mut costs = vec![0u64; self.limits.len()];
         let mut n = 0;
-        for size in sizes.take(available) {
+        for record in records.take(available) {
+            for ((unit, _), cost) in self.limits.iter().zip(&mut costs) {
+                *cost = self.cost(*unit, record);
+            }
             let fits = self
                 .limits
                 .iter()
                 .zip(&budgets)
-                .all(|((unit, p), &budget)| p.fits(budget, Self::cost(*unit, size)));
+                .zip(&costs)
+                .all(|(((_, p), &budget), &cost)| p.fits(budget, cost));
             if !fits {
                 break;
             }
-            for (((unit, _), budget), spent) in self.limits.iter().zip(&mut budgets).zip(&mut spent)
-            {
-                let cost = Self::cost(*unit, size);
+            for ((budget, spent), &cost) in budgets.iter_mut().zip(&mut spent).zip(&costs) {
                 *budget = budget.saturating_sub(i128::from(cost));
                 *spent += cost;
             }
@@ -189,6 +232,14 @@ impl Limits {
         }
         for ((_, p), units) in self.limits.iter_mut().zip(spent) {
             p.commit(now, units);
+        }
+        n
+    }
+
+    /// Note a departure of `n` records at `now`.
+    fn departed(&mut self, now: u64, n: usize) -> usize {
+        if n > 0 {
+            self.last_departure = Some(now);
         }
         n
     }
@@ -207,7 +258,7 @@ impl Schedule for Limits {
         &mut self,
         now: u64,
         available: usize,
-        sizes: &mut dyn Iterator<Item = usize>,
+        records: &mut dyn Iterator<Item = &[u8]>,
     ) -> usize {
         if !self.weighs_bytes {
             // Every record costs 1 everywhere: the tightest limit decides.
@@ -220,15 +271,31 @@ impl Schedule for Limits {
             for (_, p) in &mut self.limits {
                 p.commit(now, n);
             }
-            return n as usize;
+            return self.departed(now, n as usize);
         }
-        self.release_weighed(now, available, sizes)
+        let n = self.release_weighed(now, available, records);
+        self.departed(now, n)
     }
 
-    fn next_due(&self, size: usize) -> u64 {
+    fn replace_limits(&mut self, now: u64, limits: &[Limit]) -> Result<(), String> {
+        let mut new = Limits::new(limits);
+        // Records that left at `now` or before count from their departure;
+        // with none yet, the new limits start fresh.
+        if let Some(last) = self.last_departure.filter(|&t| t <= now) {
+            for (_, p) in &mut new.limits {
+                p.spent_at(last);
+            }
+        }
+        new.last_departure = self.last_departure;
+        new.cost = self.cost.take();
+        *self = new;
+        Ok(())
+    }
+
+    fn next_due(&self, record: &[u8]) -> u64 {
         self.limits
             .iter()
-            .map(|(unit, p)| p.next_due_for(Self::cost(*unit, size)))
+            .map(|(unit, p)| p.next_due_for(self.cost(*unit, record)))
             .max()
             .unwrap_or(0)
     }
@@ -265,14 +332,20 @@ mod tests {
 
     /// Departure times of `sizes`, always waiting, woken exactly when due.
     fn departures(s: &mut Limits, sizes: &[usize]) -> Vec<u64> {
+        let records: Vec<Vec<u8>> = sizes.iter().map(|&n| vec![b'x'; n]).collect();
+        departures_of(s, &records)
+    }
+
+    /// Departures of `records`, as [`departures`] does.
+    fn departures_of(s: &mut Limits, records: &[Vec<u8>]) -> Vec<u64> {
         let mut out = Vec::new();
         let mut now = 0;
-        while out.len() < sizes.len() {
-            let rest = &sizes[out.len()..];
-            let n = s.release(now, rest.len(), &mut rest.iter().copied());
+        while out.len() < records.len() {
+            let rest = &records[out.len()..];
+            let n = s.release(now, rest.len(), &mut rest.iter().map(Vec::as_slice));
             out.extend(std::iter::repeat_n(now, n));
-            if out.len() < sizes.len() {
-                let due = s.next_due(sizes[out.len()]);
+            if out.len() < records.len() {
+                let due = s.next_due(&records[out.len()]);
                 assert!(n > 0 || due > now, "nothing released although due");
                 now = now.max(due);
             }
@@ -280,12 +353,83 @@ mod tests {
         out
     }
 
+    /// Departure times of `n` one-unit records always waiting, woken
+    /// exactly when due, the limits replaced by `then` at `change` (ns).
+    fn departures_changed(s: &mut Limits, n: usize, change: u64, then: &[Limit]) -> Vec<u64> {
+        let mut out = Vec::new();
+        let mut now = 0;
+        let mut changed = false;
+        while out.len() < n {
+            if !changed && now >= change {
+                s.replace_limits(change, then).unwrap();
+                changed = true;
+            }
+            let k = s.release(now, 1, &mut std::iter::empty());
+            out.extend(std::iter::repeat_n(now, k));
+            let due = s.next_due(b"x\n").max(now + u64::from(k == 0));
+            now = if changed { due } else { due.min(change) };
+        }
+        out
+    }
+
+    #[test]
+    fn halving_the_rate_spaces_the_next_record_from_the_last_departure() {
+        // 10/s: 0, 100, 200 ms; at 250 ms 5/s: 400, 600 ms (not 250).
+        let mut s = Limits::new(&[limit("10/s", 1, Unit::Records)]);
+        let t = departures_changed(&mut s, 5, 250 * MS, &[limit("5/s", 1, Unit::Records)]);
+        assert_eq!(t, [0, 100 * MS, 200 * MS, 400 * MS, 600 * MS]);
+    }
+
+    #[test]
+    fn raising_the_rate_sends_no_catch_up_burst() {
+        // 1/s: 0, 1 s; at 1.5 s 10/s: one record at once (it is past
+        // 1 s + 100 ms), then one every 100 ms, never two together.
+        let mut s = Limits::new(&[limit("1/s", 1, Unit::Records)]);
+        let t = departures_changed(&mut s, 5, 1500 * MS, &[limit("10/s", 1, Unit::Records)]);
+        assert_eq!(t, [0, 1000 * MS, 1500 * MS, 1600 * MS, 1700 * MS]);
+    }
+
+    #[test]
+    fn lowering_the_rate_carries_no_unused_credit() {
+        // 10/s with a burst of 5, one record at 0: four more may leave at
+        // once under the old limit. At 50 ms, 1/s burst 5: the next leaves
+        // 1 s after the last departure, then one a second.
+        let mut s = Limits::new(&[limit("10/s", 5, Unit::Records)]);
+        s.release(0, 1, &mut std::iter::empty());
+        s.replace_limits(50 * MS, &[limit("1/s", 5, Unit::Records)])
+            .unwrap();
+        assert_eq!(s.release(50 * MS, 5, &mut std::iter::empty()), 0);
+        assert_eq!(s.next_due(b"x\n"), 1000 * MS);
+        assert_eq!(s.release(1000 * MS, 5, &mut std::iter::empty()), 1);
+        assert_eq!(s.next_due(b"x\n"), 2000 * MS);
+    }
+
+    #[test]
+    fn new_limits_before_any_departure_start_fresh() {
+        let mut s = Limits::new(&[limit("1/s", 1, Unit::Records)]);
+        s.replace_limits(0, &[limit("10/s", 3, Unit::Records)])
+            .unwrap();
+        assert_eq!(s.release(0, 5, &mut std::iter::empty()), 3);
+    }
+
+    #[test]
+    fn a_byte_rate_replaced_charges_the_next_record_from_the_last_departure() {
+        // 1000 B/s burst 100: a 100-byte record at 0; 500 B/s from 10 ms:
+        // the next 100-byte record leaves at 200 ms.
+        let mut s = Limits::new(&[limit("1000/s", 100, Unit::Bytes)]);
+        let record = [b'x'; 100];
+        assert_eq!(s.release(0, 1, &mut std::iter::once(&record[..])), 1);
+        s.replace_limits(10 * MS, &[limit("500/s", 100, Unit::Bytes)])
+            .unwrap();
+        assert_eq!(s.next_due(&record), 200 * MS);
+    }
+
     #[test]
     fn no_limit_releases_everything() {
         let mut s = Limits::new(&[]);
         assert!(s.is_unlimited());
         assert_eq!(s.release(0, 500, &mut std::iter::empty()), 500);
-        assert_eq!(s.next_due(10), 0);
+        assert_eq!(s.next_due(b"0123456789"), 0);
     }
 
     #[test]
@@ -385,5 +529,61 @@ mod tests {
             departures(&mut s, &[10, 10, 100, 100]),
             vec![0, 500 * MS, 1000 * MS, 2000 * MS]
         );
+    }
+
+    fn costed(records: &[&str]) -> Vec<Vec<u8>> {
+        records
+            .iter()
+            .map(|r| format!("{r}\n").into_bytes())
+            .collect()
+    }
+
+    fn cost_of_field(n: &str) -> Cost {
+        use crate::key::{parse_key, KeySpec};
+        Cost::new(KeySpec::new(parse_key(n).unwrap(), None), b'\n')
+    }
+
+    #[test]
+    fn cost_rate_spends_the_number_read_from_each_record() {
+        // 100 per second, burst 100: 60 leaves at once, the next 60 when
+        // 20 more are paid (200 ms), then 10 when 10 more are (300 ms).
+        let mut s = Limits::new(&[limit("100/s", 100, Unit::Cost)]).with_cost(cost_of_field("2"));
+        assert!(s.weighs_bytes());
+        let records = costed(&["a 60", "b 60", "c 10"]);
+        assert_eq!(departures_of(&mut s, &records), vec![0, 200 * MS, 300 * MS]);
+    }
+
+    #[test]
+    fn an_unreadable_cost_costs_one() {
+        let mut s = Limits::new(&[limit("10/s", 1, Unit::Cost)]).with_cost(cost_of_field("2"));
+        let records = costed(&["a 5", "b", "c x", "d 0"]);
+        // 5 puts the schedule 4 ahead (400 ms in debt, then 100 ms more for
+        // the 1 "b" costs); "c x" costs 1 too; a cost of 0 leaves at once.
+        assert_eq!(
+            departures_of(&mut s, &records),
+            vec![0, 500 * MS, 600 * MS, 600 * MS]
+        );
+    }
+
+    #[test]
+    fn records_bytes_and_cost_together() {
+        // Records 2/s, bytes 100/s burst 100, cost 10/s burst 10: each
+        // limit paces in turn.
+        let mut s = Limits::new(&[
+            limit("2/s", 1, Unit::Records),
+            limit("100/s", 100, Unit::Bytes),
+            limit("10/s", 10, Unit::Cost),
+        ])
+        .with_cost(cost_of_field("1"));
+        let mut records = costed(&["1", "1", "20"]);
+        records.push(format!("1 {}\n", "x".repeat(197)).into_bytes());
+        // "1" at 0; "1" at 500 ms (records); "20" needs 10 paid past the
+        // burst: 1 s after the debt of 0 (2 units spent at 0 and 0.5 s: the
+        // schedule stands at 0.2 s, so 20 fits at 1.2 s); the 200-byte one
+        // waits for its bytes: 6 + 3 + 200 bytes spent, 100 of burst.
+        let t = departures_of(&mut s, &records);
+        assert_eq!(t[..2], [0, 500 * MS]);
+        assert!(t[2] >= 1000 * MS, "{t:?}");
+        assert!(t[3] > t[2], "{t:?}");
     }
 }

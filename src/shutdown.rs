@@ -93,11 +93,12 @@ pub(crate) async fn leave(shared: &Shared, done: &CancellationToken, signo: i32)
             _ = done.cancelled() => return,
             _ = tokio::time::sleep_until(give_up) => {
                 shared.evacuate_now();
+                crate::control::server::remove_socket();
                 std::process::exit(128 + signo);
             }
             // A signal sent just before a thread entered its write is not
             // seen by that write: interrupt again until it has let go.
-            _ = nudge.tick() => shared.interrupt_threads(),
+            _ = nudge.tick() => shared.stops.interrupt_threads(),
         }
     }
 }

@@ -32,6 +32,9 @@ pub struct Counts {
     pub succeeded: u64,
     /// Records whose job failed for good (`--exec`).
     pub failed: u64,
+    /// Records skipped because they succeeded in an earlier run
+    /// (`--resume`).
+    pub skipped_done: u64,
     /// Bytes read.
     pub bytes_read: u64,
     /// Bytes of records written to stdout (0 with `--exec`: jobs' output is
@@ -72,6 +75,7 @@ impl Counts {
         self.written
             + self.succeeded
             + self.failed
+            + self.skipped_done
             + self.dropped()
             + self.expired
             + self.skipped
@@ -189,6 +193,9 @@ pub struct Summary {
     /// With `--share`: the shared state's counters.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub share: Option<ShareStats>,
+    /// Paused by `drip ctl … pause` (only said when `true`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
 }
 
 /// The counters of `--share`, in the summary: what the keepers did with
@@ -323,6 +330,9 @@ impl Summary {
         if c.skipped > 0 {
             clauses.push((format!("skipped {}", c.skipped), ","));
         }
+        if c.skipped_done > 0 {
+            clauses.push((format!("skipped done {}", c.skipped_done), ","));
+        }
         clauses.extend([
             (format!("undelivered {}", c.undelivered), ";"),
             (format!("max depth {}", self.max_depth), ","),
@@ -333,6 +343,9 @@ impl Summary {
         }
         if let Some(rate) = self.rate {
             clauses.push((format!("rate {}", format_rate(rate)), ","));
+        }
+        if self.paused {
+            clauses.push(("paused".to_string(), ","));
         }
         clauses.push((format!("elapsed {}", format_ms(self.elapsed_ms)), ""));
         clauses
@@ -577,6 +590,7 @@ mod tests {
             jobs: None,
             keys: None,
             share: None,
+            paused: false,
         }
     }
 
@@ -645,6 +659,7 @@ mod tests {
             jobs: None,
             keys: None,
             share: None,
+            paused: false,
         };
         assert_eq!(
             s.text(),

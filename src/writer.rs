@@ -62,7 +62,7 @@ impl Sink for Stdout {
 #[derive(Default)]
 struct Batch {
     records: Vec<Segment>,
-    /// The whole record of a begun record (`State::tail`) whose rest heads
+    /// The whole record of a begun record (`Writing::tail`) whose rest heads
     /// `records`.
     begun: Option<Segment>,
     /// The last batch: the rest of a begun record, finished at a stop.
@@ -70,10 +70,10 @@ struct Batch {
 }
 
 impl Batch {
-    /// Take the record the reader began (`State::tail`), if any: its rest
+    /// Take the record the reader began (`Writing::tail`), if any: its rest
     /// goes next, and the whole is kept for the dead letter.
     fn take_tail(&mut self, st: &mut State) {
-        if let Some((record, begun)) = st.tail.take() {
+        if let Some((record, begun)) = st.writing.tail.take() {
             self.records.push(record.rest_after(begun));
             self.begun = Some(record);
         }
@@ -136,12 +136,12 @@ fn next_batch<'a>(
 ) -> Option<MutexGuard<'a, State>> {
     let mut st = shared.lock();
     loop {
-        if st.stop_writing {
+        if st.stop.writing {
             // A record the reader began is finished, even now (unless
             // drip is leaving: it goes to the dead letter whole); what the
             // schedule let go is written unless a stop says otherwise
-            // (`Shared::stop_now`: then nothing more is begun).
-            if shared.leave_now.load(Ordering::SeqCst) {
+            // (`Stops::now`: then nothing more is begun).
+            if shared.stops.leaving() {
                 return None;
             }
             batch.take_tail(&mut st);
@@ -157,8 +157,8 @@ fn next_batch<'a>(
         if adm.expire(now, ledger) > 0 && st.reader_can_go() {
             shared.space_ready.notify_one();
         }
-        st.sink_full = !ready();
-        if st.sink_full {
+        st.writing.sink_full = !ready();
+        if st.writing.sink_full {
             // Woken when a job ends; expiries are looked at meanwhile.
             st.flush_dead();
             st = shared
@@ -169,7 +169,7 @@ fn next_batch<'a>(
             continue;
         }
         st.adm.release(now);
-        if !st.stop_reading && st.top_up(now) {
+        if !st.stop.reading && st.top_up(now) {
             // The parked read is all in: the reader may read on.
             shared.space_ready.notify_one();
         }
@@ -177,8 +177,7 @@ fn next_batch<'a>(
         // The rest of a record the reader began goes first.
         batch.take_tail(&mut st);
         if st.adm.take_outbox(&mut batch.records) > 0 || batch.begun.is_some() {
-            st.writing_since = Some(now);
-            st.last_take = now;
+            st.writing.took(now);
             if st.reader_can_go() {
                 shared.space_ready.notify_one();
             }
@@ -187,8 +186,7 @@ fn next_batch<'a>(
         st = wait(shared, st, now, coalesce)?;
     }
     // Where a second signal finds it, should the write block.
-    st.in_flight.clone_from(&batch.records);
-    st.in_flight_begun.clone_from(&batch.begun);
+    st.writing.hold(&batch.records, &batch.begun);
     shared.in_flight_written.store(0, Ordering::SeqCst);
     Some(st)
 }
@@ -201,7 +199,8 @@ fn wait<'a>(
     now: u64,
     coalesce: u64,
 ) -> Option<MutexGuard<'a, State>> {
-    let parked = st.pending.is_some() && !st.stop_reading;
+    // Paused, no room will be made until a resume wakes the writer.
+    let parked = st.reading.parked.is_some() && !st.stop.reading && !st.adm.paused();
     let Some(event) = st.adm.next_event() else {
         if parked {
             // The parked read waits for room the writer cannot make:
@@ -213,10 +212,10 @@ fn wait<'a>(
                 .0;
             return Some(st);
         }
-        if st.stop_reading || (st.reading_done && st.adm.bucket().is_empty()) {
+        if st.stop.reading || (st.reading.done && st.adm.bucket().is_empty()) {
             return None;
         }
-        if st.reading_done {
+        if st.reading.done {
             // Records wait and no schedule says when they may go (slots
             // yet to come from a shared state): look again soon, never
             // take them for undeliverable.
@@ -227,12 +226,12 @@ fn wait<'a>(
                 .0;
             return Some(st);
         }
-        st.writer_waiting = true;
+        st.writing.waiting = true;
         st = shared
             .data_ready
             .wait(st)
             .unwrap_or_else(|e| e.into_inner());
-        st.writer_waiting = false;
+        st.writing.waiting = false;
         return Some(st);
     };
     let wake = event.max(now + coalesce);
@@ -249,12 +248,8 @@ fn wait<'a>(
 /// Write `batch` to `sink`: the rest of a begun record is finished whatever
 /// happens; a stop is seen between write calls.
 fn write_batch(shared: &Shared, sink: &mut dyn Sink, batch: &Batch) -> Written {
-    let now = || shared.leave_now.load(Ordering::SeqCst);
-    let stop = || match (now(), shared.stop_now.load(Ordering::Relaxed)) {
-        (true, _) => Stop::Now,
-        (false, true) => Stop::AfterRecord,
-        (false, false) => Stop::No,
-    };
+    let now = || shared.stops.leaving();
+    let stop = || shared.stops.write_stop();
     let progress = |bytes| shared.in_flight_written.store(bytes, Ordering::SeqCst);
     let records = &batch.records;
     if batch.begun.is_none() {
@@ -282,9 +277,7 @@ fn write_batch(shared: &Shared, sink: &mut dyn Sink, batch: &Batch) -> Written {
 /// were written (taken, by a sink that settles them itself: `bytes` is
 /// `None`): the rest is undelivered.
 fn settle(st: &mut State, batch: &mut Batch, records: u64, bytes: Option<u64>) {
-    st.in_flight.clear();
-    st.in_flight_begun = None;
-    st.writing_since = None;
+    st.writing.settled();
     if let Some(bytes) = bytes {
         st.ledger.written(records, bytes);
     }

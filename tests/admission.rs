@@ -2,7 +2,8 @@
 //!
 //! Random arrival times and record sizes, random capacity (records and
 //! bytes), bursts, policies, expiry and limits (one or two record rates, a
-//! byte rate); the records that arrive at one instant are cut into reads at
+//! byte rate, a cost rate spending a number read from each record, some of
+//! which cannot be read and cost 1); the records that arrive at one instant are cut into reads at
 //! random. Whatever the cut, every record must meet the fate the model gives
 //! it, and a record that is written must leave at the same time.
 
@@ -11,6 +12,8 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 use drip::admission::Admission;
 use drip::bucket::{Bucket, Offered, Overflow, Segment};
+use drip::cost::Cost;
+use drip::key::{KeyArg, KeySpec};
 use drip::ledger::Ledger;
 use drip::pacer::slack_for;
 use drip::rate::Rate;
@@ -40,6 +43,9 @@ struct Case {
     max_wait_ms: Option<u64>,
     /// Sizes of the reads that cut each instant's arrivals (cycled).
     cuts: Vec<usize>,
+    /// Each record's cost, field 2 (cycled): `None` is a cost that cannot
+    /// be read.
+    costs: Vec<Option<u64>>,
 }
 
 fn case() -> impl Strategy<Value = Case> {
@@ -51,10 +57,16 @@ fn case() -> impl Strategy<Value = Case> {
         .prop_map(|(t, b)| (t, b, Unit::Records));
     let byte_limit =
         (prop_oneof![Just(MS), Just(5 * MS)], 1u64..60).prop_map(|(t, b)| (t, b, Unit::Bytes));
+    let cost_limit =
+        (prop_oneof![Just(MS), Just(10 * MS)], 1u64..40).prop_map(|(t, b)| (t, b, Unit::Cost));
+    let cost = prop_oneof![1 => Just(None), 2 => Just(Some(0)), 6 => (1u64..60).prop_map(Some)];
     (
-        prop::collection::vec((gap, 2usize..30), 1..60),
+        (
+            prop::collection::vec((gap, 2usize..30), 1..60),
+            prop::collection::vec(cost, 1..10),
+        ),
         prop::collection::vec(record_limit, 1..3),
-        prop::option::of(byte_limit),
+        (prop::option::of(byte_limit), prop::option::of(cost_limit)),
         1usize..8,
         prop::option::of(30usize..120),
         prop_oneof![
@@ -67,10 +79,21 @@ fn case() -> impl Strategy<Value = Case> {
         prop::collection::vec(1usize..6, 1..8),
     )
         .prop_map(
-            |(arrivals, mut limits, bytes, capacity, capacity_bytes, policy, max_wait_ms, cuts)| {
+            |(
+                (arrivals, costs),
+                mut limits,
+                (bytes, cost),
+                capacity,
+                capacity_bytes,
+                policy,
+                max_wait_ms,
+                cuts,
+            )| {
                 limits.extend(bytes);
+                limits.extend(cost);
                 Case {
                     arrivals,
+                    costs,
                     limits,
                     capacity,
                     capacity_bytes,
@@ -113,10 +136,11 @@ struct ModelLimit {
 }
 
 impl ModelLimit {
-    fn cost(&self, size: usize) -> u64 {
+    fn cost(&self, size: usize, cost: u64) -> u64 {
         match self.unit {
             Unit::Records => 1,
             Unit::Bytes => size as u64,
+            Unit::Cost => cost,
         }
     }
 
@@ -130,13 +154,21 @@ impl ModelLimit {
 
     /// A record may leave when its cost (at most a burst of it) fits within
     /// the burst tolerance: TAT + (min(cost, burst) − burst)·T ≤ t.
-    fn due(&self, t: u64, size: usize) -> i128 {
-        let counted = self.cost(size).min(self.burst) as i128;
+    /// A record costing nothing may always leave.
+    fn due(&self, t: u64, (size, cost): (usize, u64)) -> i128 {
+        if self.cost(size, cost) == 0 {
+            return 0;
+        }
+        let counted = self.cost(size, cost).min(self.burst) as i128;
         self.tat_at(t) as i128 + (counted - self.burst as i128) * self.interval as i128
     }
 
-    fn take(&mut self, t: u64, size: usize) {
-        self.tat = Some(self.tat_at(t) + self.cost(size) * self.interval);
+    /// A record costing nothing changes nothing.
+    fn take(&mut self, t: u64, (size, cost): (usize, u64)) {
+        if self.cost(size, cost) == 0 {
+            return;
+        }
+        self.tat = Some(self.tat_at(t) + self.cost(size, cost) * self.interval);
     }
 }
 
@@ -149,20 +181,27 @@ struct Model<'a> {
 }
 
 impl Model<'_> {
-    fn conforms(&self, t: u64, size: usize) -> bool {
-        self.limits.iter().all(|l| l.due(t, size) <= t as i128)
+    /// The size and the cost of `record`, `size` bytes.
+    fn weight(&self, record: usize, size: usize) -> (usize, u64) {
+        (size, cost_of(self.case, record).unwrap_or(1))
+    }
+
+    fn conforms(&self, t: u64, record: usize, size: usize) -> bool {
+        let w = self.weight(record, size);
+        self.limits.iter().all(|l| l.due(t, w) <= t as i128)
     }
 
     fn leave(&mut self, t: u64, record: usize, size: usize) {
+        let w = self.weight(record, size);
         for l in &mut self.limits {
-            l.take(t, size);
+            l.take(t, w);
         }
         self.fates[record] = Some(Fate::Written(t));
     }
 
     fn release(&mut self, t: u64) {
         while let Some(&(record, size, _)) = self.waiting.front() {
-            if !self.conforms(t, size) {
+            if !self.conforms(t, record, size) {
                 break;
             }
             self.waiting.pop_front();
@@ -195,7 +234,7 @@ impl Model<'_> {
     /// Record `record` arrives at `t`: false when it must wait for room
     /// (block) or drip stopped (fail).
     fn arrive(&mut self, t: u64, record: usize, size: usize) -> Result<bool, ()> {
-        if self.waiting.is_empty() && self.conforms(t, size) {
+        if self.waiting.is_empty() && self.conforms(t, record, size) {
             self.leave(t, record, size);
             return Ok(true);
         }
@@ -221,11 +260,12 @@ impl Model<'_> {
     }
 
     fn next_event(&self, t: u64) -> Option<u64> {
-        let &(_, size, arrived) = self.waiting.front()?;
+        let &(record, size, arrived) = self.waiting.front()?;
+        let w = self.weight(record, size);
         let due = self
             .limits
             .iter()
-            .map(|l| l.due(t, size))
+            .map(|l| l.due(t, w))
             .max()
             .expect("a limit")
             .max(t as i128 + 1) as u64;
@@ -261,7 +301,7 @@ fn model(case: &Case) -> Vec<Fate> {
         m.expire(t);
         m.release(t);
         while next < times.len() && times[next] <= t {
-            match m.arrive(t, next, record_bytes(next, case.arrivals[next].1).len()) {
+            match m.arrive(t, next, record_bytes(case, next).len()) {
                 Ok(true) => next += 1,
                 Ok(false) => break,
                 Err(()) => {
@@ -291,10 +331,21 @@ fn model(case: &Case) -> Vec<Fate> {
 // ---------------------------------------------------------------------------
 // drip's admission, driven by the same events, with reads cut at random.
 
-/// Record `record` of about `size` bytes (at least its number and the
-/// delimiter).
-fn record_bytes(record: usize, size: usize) -> Vec<u8> {
-    let mut bytes = format!("{record}").into_bytes();
+/// The cost of `record`, `None` when it cannot be read.
+fn cost_of(case: &Case, record: usize) -> Option<u64> {
+    case.costs[record % case.costs.len()]
+}
+
+/// Record `record` of about its size in bytes (at least its number, its
+/// cost and the delimiter): `7 12 ....`, or `7 x ....` when its cost cannot
+/// be read.
+fn record_bytes(case: &Case, record: usize) -> Vec<u8> {
+    let size = case.arrivals[record].1;
+    let mut bytes = match cost_of(case, record) {
+        Some(cost) => format!("{record} {cost} "),
+        None => format!("{record} x "),
+    }
+    .into_bytes();
     bytes.resize(size.max(bytes.len() + 1) - 1, b'.');
     bytes.push(b'\n');
     bytes
@@ -314,9 +365,7 @@ fn ids(seg: &Segment) -> Vec<usize> {
 }
 
 fn segment_of(case: &Case, records: std::ops::Range<usize>) -> Segment {
-    let data: Vec<u8> = records
-        .flat_map(|r| record_bytes(r, case.arrivals[r].1))
-        .collect();
+    let data: Vec<u8> = records.flat_map(|r| record_bytes(case, r)).collect();
     Segment::new(Bytes::from(data), b'\n')
 }
 
@@ -363,7 +412,10 @@ fn drip_admission(case: &Case) -> Vec<Fate> {
     let mut h = Harness {
         adm: Admission::new(
             bucket,
-            Box::new(Limits::new(&limits)),
+            Box::new(
+                Limits::new(&limits)
+                    .with_cost(Cost::new(KeySpec::new(KeyArg::Field(2), None), b'\n')),
+            ),
             case.max_wait_ms.map(|m| m * MS),
         ),
         ledger: Ledger::new(true),
@@ -460,6 +512,7 @@ fn the_same_records_cut_differently_meet_the_same_fate() {
         policy: Overflow::DropNewest,
         max_wait_ms: None,
         cuts: vec![1, 4, 2],
+        costs: vec![Some(1)],
     };
     let written = |fates: Vec<Fate>| -> Vec<usize> {
         fates

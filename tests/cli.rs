@@ -232,6 +232,76 @@ fn a_byte_rate_spends_each_records_size() {
 }
 
 #[test]
+fn a_cost_rate_spends_the_cost_read_from_each_record() {
+    // 100 cost/s, burst 10, no record limit: `a 10` leaves at once, `b 40`
+    // once a full burst is saved again (100 ms), and puts the schedule 30
+    // in debt, so `c 5` waits 350 ms; the record whose cost cannot be read
+    // costs 1 (10 ms), and one costing 0 leaves with it.
+    let input = "a 10
+b 40
+c 5
+d none
+e 0
+";
+    let start = Instant::now();
+    let mut child = spawn(shell(&format!(
+        "printf '{}' | drip -q --cost 2 --cost-rate 100/s:10",
+        input.replace('\n', "\\n")
+    )));
+    let lines = timed_lines(&mut child, start);
+    assert!(wait_for(&mut child, Duration::from_secs(20)).success());
+    let firsts: String = lines.iter().filter_map(|(_, l)| l.chars().next()).collect();
+    assert_eq!(firsts, "abcde", "{lines:?}");
+    let gap = |i: usize| lines[i].0 - lines[i - 1].0;
+    assert!(gap(1) >= 0.09, "a's 10 were not paid for: {lines:?}");
+    assert!(gap(2) >= 0.34, "c waited for less than b's debt: {lines:?}");
+    assert!(gap(3) < 0.2 && gap(4) < 0.2, "{lines:?}");
+}
+
+#[test]
+fn a_record_without_a_cost_is_named_once_and_costs_one() {
+    drip(&[
+        "-r",
+        "inf",
+        "--cost",
+        r#""tokens": *([0-9]+)"#,
+        "--cost-rate",
+        "1000/s:100",
+    ])
+    .write_stdin("{\"tokens\": 5}\n{}\n{\"tokens\": x}\n")
+    .assert()
+    .success()
+    .stdout("{\"tokens\": 5}\n{}\n{\"tokens\": x}\n")
+    .stderr(
+        predicate::str::contains("drip: --cost: record 2 has no cost to read ('{}')")
+            .and(predicate::str::contains("record 3").not()),
+    );
+}
+
+#[test]
+fn cost_options_go_together_and_are_not_shared() {
+    for (args, why) in [
+        (&["--cost", "2"][..], "--cost: needs --cost-rate"),
+        (&["--cost-rate", "5/s"], "--cost-rate: needs --cost"),
+        (&["--cost", "2", "--cost-rate", "inf"], "not inf"),
+        (
+            &["--cost", "2", "--cost-rate", "5/s", "--share", "x"],
+            "not shared",
+        ),
+        (
+            &["--cost", "(", "--cost-rate", "5/s"],
+            "invalid regular expression",
+        ),
+    ] {
+        drip(args)
+            .write_stdin("x\n")
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(why));
+    }
+}
+
+#[test]
 fn an_eviction_that_brings_a_due_time_nearer_wakes_the_writer() {
     // 100 bytes/s, a burst of 1000: `a` (1000 bytes) leaves at once, `A`
     // (1000 bytes) waits, due in 10 s; `b` (100 bytes) evicts it and is due

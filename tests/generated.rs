@@ -11,8 +11,8 @@ use clap::CommandFactory;
 use clap_complete::Shell;
 use clap_mangen::roff::{bold, italic, roman, Inline, Roff};
 use drip::cli::{
-    Cli, Paragraph, DESCRIPTION, ENVIRONMENT, EXAMPLES, EXIT_PRECEDENCE, EXIT_STATUSES, FILES,
-    SEE_ALSO, SIGNALS,
+    Cli, Paragraph, CONTROL, DESCRIPTION, ENVIRONMENT, EXAMPLES, EXIT_PRECEDENCE, EXIT_STATUSES,
+    FILES, SEE_ALSO, SIGNALS,
 };
 
 fn check(path: &Path, generated: &[u8]) {
@@ -120,6 +120,31 @@ fn powershell_values(script: String) -> String {
     script.replacen(anchor, &format!("{block}{anchor}"), 1)
 }
 
+/// clap_complete's fish script takes any word after the options for a
+/// subcommand, and gives up on the options once a value is missing: drip
+/// has one subcommand, `ctl`, only as the first word (a file named `ctl`
+/// elsewhere is a file), so say exactly that.
+fn fish_subcommand(script: String) -> String {
+    let start = script
+        .find("function __fish_drip_needs_command")
+        .expect("fish script changed shape");
+    let end = start
+        + script[start..]
+            .find("\nend\n")
+            .expect("fish script changed shape")
+        + 5;
+    let own = "function __fish_drip_needs_command\n    \
+               # drip ctl: the first word only.\n    \
+               set -l cmd (commandline -opc)\n    \
+               if test (count $cmd) -ge 2; and test \"$cmd[2]\" = ctl\n        \
+               echo ctl\n        \
+               return 1\n    \
+               end\n    \
+               return 0\n\
+               end\n";
+    format!("{}{own}{}", &script[..start], &script[end..])
+}
+
 fn completion(shell: Shell) -> Vec<u8> {
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut Cli::command(), "drip", &mut out);
@@ -127,6 +152,7 @@ fn completion(shell: Shell) -> Vec<u8> {
     let text = match shell {
         Shell::Elvish => elvish_values(text),
         Shell::PowerShell => powershell_values(text),
+        Shell::Fish => fish_subcommand(text),
         _ => text,
     };
     text.into_bytes()
@@ -233,6 +259,12 @@ fn bash_and_fish_complete_values_and_files() {
         assert_eq!(complete("drip --dead-letter in", dir.path()), ["input.txt"]);
         // A rate is no file name.
         assert!(!complete("drip --rate in", dir.path()).contains(&"input.txt".to_string()));
+        // drip ctl, first; options after a file.
+        assert!(complete("drip ct", dir.path()).contains(&"ctl".to_string()));
+        assert_eq!(
+            complete("drip input.txt --overf", dir.path()),
+            ["--overflow"]
+        );
     }
 }
 
@@ -274,6 +306,23 @@ fn synopsis(roff: &mut Roff) {
     }
     roff.control("SH", ["SYNOPSIS"]);
     roff.text(line);
+    for sub in cmd.get_subcommands() {
+        let mut line = vec![bold(format!("drip {}", sub.get_name()))];
+        for arg in sub.get_arguments().filter(|a| a.is_positional()) {
+            let name = arg.get_value_names().unwrap()[0].to_string();
+            line.push(roman(" ["));
+            line.push(italic(name));
+            line.push(roman(
+                if arg.get_num_args().is_some_and(|n| n.max_values() > 1) {
+                    "]..."
+                } else {
+                    "]"
+                },
+            ));
+        }
+        roff.control("br", []);
+        roff.text(line);
+    }
 }
 
 /// Tagged paragraphs (`.TP`), or plain ones (`.PP`) where the tag is empty.
@@ -316,6 +365,8 @@ fn man_page() -> Vec<u8> {
     roff.to_writer(&mut out).unwrap();
     man.render_options_section(&mut out).unwrap();
     let mut roff = Roff::default();
+    roff.control("SH", ["DRIP CTL"]);
+    paragraphs(&mut roff, CONTROL);
     roff.control("SH", ["SIGNALS"]);
     paragraphs(&mut roff, SIGNALS);
     roff.control("SH", ["EXIT STATUS"]);
@@ -361,6 +412,7 @@ fn man_page_stands_alone() {
             "OPTIONS",
             "LIMITS PER KEY",
             "RUNNING A COMMAND PER RECORD",
+            "DRIP CTL",
             "SIGNALS",
             "EXIT STATUS",
             "ENVIRONMENT",
@@ -392,6 +444,9 @@ fn man_page_stands_alone() {
         "overflowed under",
         "128 + the signal",
         "pv(1), xargs(1), parallel(1)",
+        "drip ctl TARGET pause",
+        "SO_PEERCRED",
+        "textfile collector",
         "drop\\-oldest",
         "bottom row",
     ] {

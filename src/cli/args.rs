@@ -17,7 +17,9 @@ use crate::output::not_stdout;
 use crate::quantity::{
     parse_byte, parse_count, parse_count_usize, parse_duration, parse_interval, parse_size,
 };
-use crate::rate::{parse_byte_rate_burst, parse_key_rate, parse_rate_burst, Rate};
+use crate::rate::{
+    parse_byte_rate_burst, parse_cost_rate_burst, parse_key_rate, parse_rate_burst, Rate,
+};
 use crate::shared;
 
 fn after_help() -> String {
@@ -51,7 +53,9 @@ fn after_help() -> String {
     version,
     after_help = after_help(),
     max_term_width = 100,
-    args_override_self = true
+    args_override_self = true,
+    args_conflicts_with_subcommands = true,
+    disable_help_subcommand = true
 )]
 pub struct Cli {
     /// Files to read in order; `-` or none means stdin.
@@ -72,6 +76,27 @@ pub struct Cli {
     /// for. May be given more than once
     #[arg(long, value_name = "SIZE/UNIT[:BURST]", value_parser = parse_byte_rate_burst, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true)]
     pub byte_rate: Vec<(Rate, u64)>,
+
+    /// Where a record's cost is (tokens, a weight), for --cost-rate: a field
+    /// number (--cost 2; fields split on blanks, or on --field-separator)
+    /// or a regular expression whose first capture group is the cost
+    /// (--cost '"tokens": *([0-9]+)'), in the record without its delimiter.
+    /// A cost is a whole number from 0 to 2^53, blanks around it allowed. A
+    /// record whose cost cannot be read (no such field, no match, not a
+    /// whole number) costs 1 and is still passed on; the first such record
+    /// is named once on stderr. Needs --cost-rate
+    #[arg(long, value_name = "FIELD|REGEX", value_parser = parse_key, value_hint = ValueHint::Other)]
+    pub cost: Option<KeyArg>,
+
+    /// Cost per unit of time, as --rate (100000/min, 500/s); a record spends
+    /// the cost --cost reads from it, as --byte-rate spends its size.
+    /// BURST (default 1) is how much cost may leave back to back; a record
+    /// costing more than BURST leaves alone once a full burst is saved, and
+    /// the next waits until it is paid for. A record costing 0 waits for no
+    /// cost limit. May be given more than once; not with --share. Needs
+    /// --cost
+    #[arg(long, value_name = "N/UNIT[:BURST]", value_parser = parse_cost_rate_burst, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true)]
+    pub cost_rate: Vec<(Rate, u64)>,
 
     /// One record every DURATION (100ms, 2s, 1m; at most 100y): another way
     /// to give the rate
@@ -149,6 +174,23 @@ pub struct Cli {
     /// (or to --stats-json FILE)
     #[arg(long, value_name = "DURATION", value_parser = stats_interval_arg, value_hint = ValueHint::Other, allow_hyphen_values = true)]
     pub stats_interval: Option<Duration>,
+
+    /// Keep FILE up to date with the figures in the Prometheus text format
+    /// (records by fate, depth, oldest age, rate, jobs, retries, overload
+    /// pauses, --share's calls, the top keys): written anew and renamed
+    /// over FILE every --stats-interval (or each second) and at exit, for
+    /// node_exporter's textfile collector
+    #[arg(long, value_name = "FILE", value_parser = PathBufValueParser::new().try_map(not_stdout), value_hint = ValueHint::FilePath)]
+    pub metrics: Option<PathBuf>,
+
+    /// Name this drip for `drip ctl` (1 to 64 letters, digits, `_`, `-`;
+    /// not all digits); it is always reachable by its pid too
+    #[arg(long, value_name = "NAME", value_parser = crate::control::check_name, value_hint = ValueHint::Other)]
+    pub name: Option<String>,
+
+    /// Listen on no control socket: `drip ctl` cannot reach this drip
+    #[arg(long)]
+    pub no_control: bool,
 
     /// Limit records per key: SPEC is a field number (--key 1; fields split
     /// on blanks, or on --field-separator) or a regular expression whose
@@ -234,6 +276,47 @@ pub struct Cli {
     /// Running a command per record (`--exec`).
     #[command(flatten)]
     pub job_args: crate::jobs::JobArgs,
+
+    /// `drip ctl`: steer a running drip.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// drip's subcommands. A file named like one is read as `./ctl`.
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Steer a running drip of this user: list them, change a rate, pause,
+    /// resume, read its figures.
+    ///
+    /// `drip ctl list` prints every running drip (pid, name, rate, depth,
+    /// written, started) as one JSON array. `drip ctl TARGET COMMAND`, with
+    /// TARGET a pid or a --name, prints the drip's one-line JSON answer.
+    /// COMMAND is one of: `stats` (the --stats-json object now), `keys`
+    /// (the top keys), `jobs` (the running jobs), `pause`, `resume`,
+    /// `rate RATE[:BURST]` and `byte-rate SIZE/UNIT[:BURST]` (each kind
+    /// given replaces all the limits of that kind: `rate 10/s rate
+    /// 500/min:50`), `key-rate RATE[:BURST]`, `-j N`. A new limit starts
+    /// from now: the next record leaves one interval of the new rate after
+    /// the last one, with no credit saved and no catch-up burst. A drip
+    /// given --share refuses a change of its limits. Errors: one line on
+    /// stderr, exit status 1 (no such drip, a refusal, a bad command).
+    #[command(
+        after_help = "Examples:\n  drip ctl list\n  drip ctl nightly rate 5/s\n  drip ctl 4242 pause\n  drip ctl nightly stats"
+    )]
+    Ctl(CtlArgs),
+}
+
+/// The words of `drip ctl`.
+#[derive(Debug, clap::Args)]
+pub struct CtlArgs {
+    /// `list`, or the pid or --name of a running drip
+    #[arg(value_name = "list|TARGET", value_hint = ValueHint::Other)]
+    pub target: Option<String>,
+
+    /// What to do: stats, keys, jobs, pause, resume, rate RATE[:BURST],
+    /// byte-rate SIZE/UNIT[:BURST], key-rate RATE[:BURST], -j N
+    #[arg(value_name = "COMMAND", trailing_var_arg = true, allow_hyphen_values = true, value_hint = ValueHint::Other)]
+    pub command: Vec<String>,
 }
 
 /// Parse `--stats-interval`: at least 10 ms, so stderr is not flooded.
@@ -338,7 +421,7 @@ mod tests {
             let id = arg.get_id().as_str();
             let hint = arg.get_value_hint();
             match id {
-                "files" | "dead_letter" | "stats_json" | "joblog" => {
+                "files" | "dead_letter" | "stats_json" | "joblog" | "resume" | "metrics" => {
                     assert_eq!(hint, ValueHint::FilePath, "{id}")
                 }
                 "exec" => assert_eq!(hint, ValueHint::CommandName),
@@ -351,12 +434,12 @@ mod tests {
                 _ => {}
             }
         }
-        // rate, byte-rate, interval, burst, capacity, capacity-bytes,
-        // delimiter, max-record, max-wait, stats-interval, share,
-        // share-peers; jobs, retries, retry-on, overload-on, backoff,
-        // timeout, deadline; key, field-separator, key-rate, key-capacity,
-        // max-keys.
-        assert_eq!(other, 24);
+        // rate, byte-rate, cost, cost-rate, interval, burst, capacity,
+        // capacity-bytes, delimiter, max-record, max-wait, stats-interval,
+        // share, share-peers; jobs, retries, retry-on, overload-on, backoff,
+        // timeout, deadline, order-window; key, field-separator, key-rate,
+        // key-capacity, max-keys; name.
+        assert_eq!(other, 28);
     }
 
     #[test]

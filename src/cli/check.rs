@@ -3,6 +3,7 @@
 //! they contradict each other.
 
 use super::{Cli, Config, ProgressMode};
+use crate::cost::Cost;
 use crate::input::Input;
 use crate::key::{KeyArg, KeySpec};
 use crate::keyed::KeyConfig;
@@ -37,6 +38,11 @@ fn limits(cli: &Cli) -> Result<Vec<Limit>, clap::Error> {
                     "--burst: it is a burst of records; give a byte rate's burst as SIZE/UNIT:BURST",
                 );
             }
+            [] if !cli.cost_rate.is_empty() => {
+                return ambiguous(
+                    "--burst: it is a burst of records; give a cost rate's burst as N/UNIT:BURST",
+                );
+            }
             [] if !cli.key_rate.is_empty() => {
                 return ambiguous(
                     "--burst: there is no --rate for it; give each key's burst as --key-rate RATE:BURST",
@@ -53,8 +59,12 @@ fn limits(cli: &Cli) -> Result<Vec<Limit>, clap::Error> {
             }
         }
     }
-    // With limits per key, no --rate means no global limit.
-    if rates.is_empty() && cli.byte_rate.is_empty() && cli.key_rate.is_empty() {
+    // With limits per key or of cost, no --rate means no record limit.
+    if rates.is_empty()
+        && cli.byte_rate.is_empty()
+        && cli.key_rate.is_empty()
+        && cli.cost_rate.is_empty()
+    {
         rates.push((ONE_PER_SECOND, None));
     }
     let records = rates
@@ -70,7 +80,12 @@ fn limits(cli: &Cli) -> Result<Vec<Limit>, clap::Error> {
         burst,
         unit: Unit::Bytes,
     });
-    Ok(records.chain(bytes).collect())
+    let costs = cli.cost_rate.iter().map(|&(rate, burst)| Limit {
+        rate,
+        burst,
+        unit: Unit::Cost,
+    });
+    Ok(records.chain(bytes).chain(costs).collect())
 }
 
 /// Limits per key from `--key`, `--key-rate`, `--field-separator`,
@@ -95,8 +110,8 @@ fn key_config(cli: &Cli, delimiter: u8) -> Result<Option<KeyConfig>, clap::Error
         ([], []) => {
             for (given, flag) in [
                 (
-                    cli.field_separator.is_some(),
-                    "--field-separator: needs --key N",
+                    cli.field_separator.is_some() && !matches!(cli.cost, Some(KeyArg::Field(_))),
+                    "--field-separator: needs --key N or --cost N",
                 ),
                 (cli.key_capacity.is_some(), "--key-capacity: needs --key"),
                 (cli.max_keys.is_some(), "--max-keys: needs --key"),
@@ -121,6 +136,41 @@ fn key_config(cli: &Cli, delimiter: u8) -> Result<Option<KeyConfig>, clap::Error
         max_keys: cli.max_keys.unwrap_or(DEFAULT_MAX_KEYS),
         key_capacity: cli.key_capacity.unwrap_or(cli.capacity),
     }))
+}
+
+/// How a record's cost is read, from `--cost`, `--cost-rate` and
+/// `--field-separator`.
+///
+/// # Errors
+/// One of `--cost` and `--cost-rate` without the other, `--cost-rate` with
+/// `--share` (cost limits are not shared), or a field separator that is the
+/// record delimiter.
+fn cost_config(cli: &Cli, delimiter: u8) -> Result<Option<Cost>, clap::Error> {
+    use clap::CommandFactory;
+    let usage =
+        |why: &str| Err(Cli::command().error(clap::error::ErrorKind::MissingRequiredArgument, why));
+    let arg = match (&cli.cost, cli.cost_rate.is_empty()) {
+        (None, true) => return Ok(None),
+        (Some(_), true) => {
+            return usage("--cost: needs --cost-rate, the limit the cost is spent on")
+        }
+        (None, false) => return usage("--cost-rate: needs --cost, where a record's cost is"),
+        (Some(arg), false) => arg.clone(),
+    };
+    if !cli.share.is_empty() {
+        return Err(Cli::command().error(
+            clap::error::ErrorKind::ArgumentConflict,
+            "--cost-rate: cost limits are local; they are not shared with --share",
+        ));
+    }
+    let separator = match arg {
+        KeyArg::Field(_) => cli.field_separator,
+        KeyArg::Pattern(_) => None,
+    };
+    if separator == Some(delimiter) {
+        return usage("--field-separator: it is the record delimiter, which no field contains");
+    }
+    Ok(Some(Cost::new(KeySpec::new(arg, separator), delimiter)))
 }
 
 /// Keys remembered at most unless `--max-keys` says.
@@ -169,8 +219,7 @@ impl TryFrom<Cli> for Config {
         use clap::CommandFactory;
         let limits = limits(&cli)?;
         let share = share(&cli, &limits)?;
-        let jobs = cli.job_args.config().map_err(|flag| {
-            let why = format!("{flag}: only with --exec (the command to run per record)");
+        let jobs = cli.job_args.config().map_err(|why| {
             Cli::command().error(clap::error::ErrorKind::MissingRequiredArgument, why)
         })?;
         let delimiter = if cli.null {
@@ -179,6 +228,7 @@ impl TryFrom<Cli> for Config {
             cli.delimiter.unwrap_or(b'\n')
         };
         let key = key_config(&cli, delimiter)?;
+        let cost = cost_config(&cli, delimiter)?;
         let inputs = if cli.files.is_empty() {
             vec![Input::Stdin]
         } else {
@@ -219,6 +269,10 @@ impl TryFrom<Cli> for Config {
             share,
             jobs,
             key,
+            cost,
+            metrics: cli.metrics,
+            name: cli.name,
+            control: !cli.no_control,
         })
     }
 }

@@ -8,6 +8,7 @@ use clap::Parser;
 
 use super::Cli;
 use crate::bucket::Overflow;
+use crate::cost::Cost;
 use crate::input::{Input, Oversize};
 use crate::keyed::KeyConfig;
 use crate::schedule::{Limit, Unit};
@@ -63,6 +64,14 @@ pub struct Config {
     pub jobs: Option<crate::jobs::JobConfig>,
     /// Limits per key (`--key`, `--key-rate`), if any.
     pub key: Option<KeyConfig>,
+    /// How a record's cost is read (`--cost`), for the cost limits.
+    pub cost: Option<Cost>,
+    /// `--metrics`: the Prometheus text file kept up to date.
+    pub metrics: Option<PathBuf>,
+    /// `--name`, for `drip ctl`.
+    pub name: Option<String>,
+    /// Listen on a control socket (no `--no-control`).
+    pub control: bool,
 }
 
 impl Config {

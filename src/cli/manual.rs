@@ -28,6 +28,10 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "drip -r 1000/s -b 50 --stats events.ndjson > /dev/null",
         "replay a log with bursts of up to 50, then print a summary",
     ),
+    (
+        "drip ctl nightly rate 5/s",
+        "halve the rate of the drip started with --name nightly -r 10/s, from now on",
+    ),
 ];
 
 /// Exit statuses, for `--help`, the man page and the README: (status, meaning).
@@ -38,7 +42,7 @@ pub const EXIT_STATUSES: &[(&str, &str)] = &[
     ),
     (
         "1",
-        "a runtime error: an unreadable FILE (reported; drip goes on with the next) or one that is the --dead-letter or --stats-json file, a record over --max-record or --capacity-bytes under --oversize fail (the records before it are delivered; reading stops), a failed write to stdout, --dead-letter or --stats-json, or of --help or --version output",
+        "a runtime error (with drip ctl: any failure, one line): an unreadable FILE (reported; drip goes on with the next) or one that is the --dead-letter or --stats-json file, a record over --max-record or --capacity-bytes under --oversize fail (the records before it are delivered; reading stops), a failed write to stdout, --dead-letter, --stats-json or --metrics, a control socket that cannot be made, or of --help or --version output",
     ),
     ("2", "a usage error: a bad flag or value (one line naming the flag and the accepted form); also limits that differ from those shared under the same --share NAME"),
     ("3", "the bucket overflowed under --overflow fail (with --key, also a key's full queue, or a new key while every remembered key is busy)"),
@@ -118,7 +122,7 @@ pub const DESCRIPTION: &[(&str, &[Paragraph])] = &[
         "Statistics",
         &[
             ("--stats", "At exit (and on SIGUSR1) a summary on stderr, broken between clauses into lines of at most 80 columns, each starting drip: \u{2014} read, written, dropped (newest, oldest), expired, skipped (when any), undelivered; max depth, max wait; rate, elapsed. The rate is taken between the first and the last record written: the records written after the first write over the time since it, (written \u{2212} 1) / span when records leave one at a time; it is left out when fewer than two writes were made. Elapsed is the wall time of the whole run. With --key the keys' lines follow, broken the same way: keys seen (remembered, busy: with records waiting), the records of new keys dropped because every remembered key was busy (when any), and the keys that wrote, lost (dropped or expired) and hold waiting the most records, ten of each. A key is shown safe for a terminal: a backslash as \\\\, tab, newline and carriage return as \\t, \\n, \\r, other control bytes and invalid UTF-8 as \\xNN, control and direction-changing characters beyond ASCII as \\u{NNNN}; in double quotes when empty or holding a blank, comma, semicolon or quote, or spelled (no key), the name of the lane of records without a key; cut to 40 characters, ending in \u{2026}. With --share, the shared NAME: ... lines come last."),
-            ("--stats-json", "The summary as one JSON object: read, written, dropped_newest, dropped_oldest, expired, skipped, undelivered, bytes_read, bytes_written, max_depth (records), max_wait_ms (the longest any written record waited), elapsed_ms, rate (records per second between the first and last write; null when fewer than two writes were made), span_ms (the time between them), succeeded and failed (0 without --exec); with --exec, the runner's figures; with --key, a keys object: keys_seen (keys taken into memory, the no-key lane included; a key forgotten and seen again counts again), keys (remembered), busy_keys (keys with records waiting), dropped_unremembered (records of new keys dropped because every remembered key was busy, also in dropped_newest) and top_written, top_dropped, top_waiting (the ten keys with the most records, as [key, count] pairs). A key is a JSON string of its bytes: valid UTF-8 as it is, a backslash as \\\\, each byte of invalid UTF-8 as \\xNN; the no-key lane is null. The lists cover the keys remembered at the end (a key forgotten when idle takes its counts with it; the totals keep them). When drip stops with records waiting, busy_keys and top_waiting are taken at the stop, before those records are counted undelivered. With --share, a share object: name, reservations, slots_forfeited, state_lost and failed_calls (as on the --stats line shared NAME: ...), for the global limits (left out when only --key-rate is shared), and with --key a per_key object with the same four for the limits per key (as on the line shared NAME per key: ...)."),
+            ("--stats-json", "The summary as one JSON object: read, written, dropped_newest, dropped_oldest, expired, skipped, undelivered, bytes_read, bytes_written, max_depth (records), max_wait_ms (the longest any written record waited), elapsed_ms, rate (records per second between the first and last write; null when fewer than two writes were made), span_ms (the time between them), succeeded, failed and skipped_done (records skipped by --resume: they succeeded in an earlier run) (0 without --exec); with --exec, the runner's figures; with --key, a keys object: keys_seen (keys taken into memory, the no-key lane included; a key forgotten and seen again counts again), keys (remembered), busy_keys (keys with records waiting), dropped_unremembered (records of new keys dropped because every remembered key was busy, also in dropped_newest) and top_written, top_dropped, top_waiting (the ten keys with the most records, as [key, count] pairs). A key is a JSON string of its bytes: valid UTF-8 as it is, a backslash as \\\\, each byte of invalid UTF-8 as \\xNN; the no-key lane is null. The lists cover the keys remembered at the end (a key forgotten when idle takes its counts with it; the totals keep them). When drip stops with records waiting, busy_keys and top_waiting are taken at the stop, before those records are counted undelivered. With --share, a share object: name, reservations, slots_forfeited, state_lost and failed_calls (as on the --stats line shared NAME: ...), for the global limits (left out when only --key-rate is shared), and with --key a per_key object with the same four for the limits per key (as on the line shared NAME per key: ...)."),
             ("--stats-interval", "One JSON line per interval, on stderr or in the --stats-json FILE before the summary: time (seconds since start), records_in, records_out and rate (during the interval), depth, oldest_age_ms, and the totals read, written, dropped_newest, dropped_oldest, expired, skipped; with --exec, succeeded, failed and the runner's figures; with --key, keys (remembered now) and busy_keys (keys with records waiting now)."),
         ],
     ),
@@ -153,12 +157,28 @@ pub const ENVIRONMENT: &[Paragraph] = &[
     ),
 ];
 
+/// The DRIP CTL section: steering a running drip.
+pub const CONTROL: &[Paragraph] = &[
+    ("", "Every running drip, unless given --no-control, listens on a Unix socket in the directory of the --share state files (see FILES), mode 0600 in a directory of mode 0700, named by its pid and its --name. It answers only its own user (the peer's uid, from the kernel: SO_PEERCRED), one request per connection, one line of JSON. The socket is removed at every way out; one left by a drip killed with SIGKILL is removed by the next drip ctl list."),
+    ("drip ctl list", "Every running drip of this user as one JSON array: pid, name, rate, byte_rate, key_rate and jobs when set, paused, depth, read, written, started (seconds since the epoch)."),
+    ("drip ctl TARGET stats", "The --stats-json object now (with \"paused\": true while paused). TARGET is a pid or a --name."),
+    ("drip ctl TARGET keys", "With --key: the keys seen, remembered and busy, and the top keys."),
+    ("drip ctl TARGET jobs", "With --exec: the runner's figures, the job slots (jobs) and each running job's number and record."),
+    ("drip ctl TARGET pause, resume", "While paused nothing leaves: the bucket fills, the overflow policy applies as always, --max-wait and --deadline go on counting, and a retry waits too. The display says paused."),
+    ("drip ctl TARGET rate RATE[:BURST] [rate ...] [byte-rate SIZE/UNIT[:BURST] ...]", "New limits from now on: the rates given replace all the --rate limits, the byte rates all the --byte-rate limits (a kind not given stays; rate inf removes the record limits). The next record leaves one interval of the new rate after the last one that left: no credit saved under the old rate carries over, and raising the rate sends no catch-up burst; within one interval of the old rate or 100 ms, whichever is longer, the new rate is in force. A drip started with --rate inf, or given --share (its limits are the state's, the same for every drip on it), refuses a change of rate."),
+    ("drip ctl TARGET key-rate RATE[:BURST]", "A new limit per key from now on, each key counted from its last record; a key already due keeps its turn."),
+    ("drip ctl TARGET -j N", "With --exec: N job slots from now on; lowered, running jobs finish and no new one starts until fewer than N run."),
+    ("", "Each answer (but list's) is the drip's entry, as list gives it, after the change. An error is one line on stderr and exit status 1: no such drip, a refusal, a bad command. ctl is a subcommand only as drip's first word: to read a file named ctl first, give it as ./ctl."),
+];
+
 /// The FILES section.
 pub const FILES: &[Paragraph] = &[
     ("FILE", "Inputs, read in order; - is stdin."),
     ("--dead-letter FILE", "Appended to (created if missing): every record not written to stdout, byte-exact with its delimiter, in the order it left the bucket. A file that does not end with the delimiter gets one first."),
     ("--stats-json FILE", "Created or truncated: the summary as one JSON object, after the --stats-interval lines if any."),
     ("", "- is refused for both (status 2): stdout carries the records, and the two would mix."),
+    ("--metrics FILE", "Replaced whole (written to a temporary file beside it, then renamed) every --stats-interval, or each second, and at exit: the figures in the Prometheus text format, for node_exporter's textfile collector. A FILE that cannot be written stops drip at the start with status 1."),
+    ("$XDG_RUNTIME_DIR/drip/PID.ctl, PID.NAME.ctl", "The control socket of a running drip (see DRIP CTL), in the same directory as the --share state files."),
     ("$XDG_RUNTIME_DIR/drip/NAME.json, /tmp/drip-$UID/NAME.json", "The state of --share NAME on this host (see ENVIRONMENT for which): a small JSON file (the limits, a schedule per limit and per busy key, the boot id), mode 0600 in a directory of mode 0700, changed under flock. A directory of another user's, or one others may write to, is refused; a directory or file drip cannot use stops it with status 4, naming the path."),
 ];
 

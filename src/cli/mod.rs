@@ -7,11 +7,11 @@ mod check;
 mod config;
 mod manual;
 
-pub use args::Cli;
+pub use args::{Cli, Command, CtlArgs};
 pub use config::{Config, ProgressMode};
 pub use manual::{
-    Paragraph, DESCRIPTION, ENVIRONMENT, EXAMPLES, EXIT_PRECEDENCE, EXIT_STATUSES, FILES, SEE_ALSO,
-    SIGNALS,
+    Paragraph, CONTROL, DESCRIPTION, ENVIRONMENT, EXAMPLES, EXIT_PRECEDENCE, EXIT_STATUSES, FILES,
+    SEE_ALSO, SIGNALS,
 };
 
 pub use crate::bucket::POLICIES;

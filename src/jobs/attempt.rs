@@ -60,12 +60,18 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 /// 64-bit FNV-1a hash of its bytes (the same record in the same place of
 /// the input gets the same id in every run).
 pub fn record_id(number: u64, record: &[u8]) -> String {
+    format!("{number}-{:016x}", content_hash(record))
+}
+
+/// The 64-bit FNV-1a hash of a record's bytes (delimiter excluded): the
+/// second part of its id, which `--resume` matches.
+pub fn content_hash(record: &[u8]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in record {
         hash ^= u64::from(b);
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
-    format!("{number}-{hash:016x}")
+    hash
 }
 
 /// A worker's files, reused from one job to the next: the job's stdout and

@@ -327,11 +327,11 @@ impl Gate {
 
     /// How much later than the first the `n`-th departure from now may
     /// be, ns (`None`: not known yet).
-    fn after_first(&self, holds: &Holds, size: usize, n: usize) -> Option<u64> {
+    fn after_first(&self, holds: &Holds, record: &[u8], n: usize) -> Option<u64> {
         let inner = self
             .inner
-            .nth_due(size, n)?
-            .saturating_sub(self.inner.next_due(size));
+            .nth_due(record, n)?
+            .saturating_sub(self.inner.next_due(record));
         let spacing = holds.all.spacing_after(holds.all.due());
         Some(inner.max(spacing.saturating_mul(n as u64)))
     }
@@ -350,7 +350,7 @@ impl Schedule for Gate {
         &mut self,
         now: u64,
         available: usize,
-        sizes: &mut dyn Iterator<Item = usize>,
+        records: &mut dyn Iterator<Item = &[u8]>,
     ) -> usize {
         let mut holds = self.control.lock();
         if now < holds.all.due() {
@@ -364,35 +364,43 @@ impl Schedule for Gate {
         } else {
             available
         };
-        let n = self.inner.release(now, available, sizes);
+        let n = self.inner.release(now, available, records);
         if n > 0 {
             holds.all.last = Some(now);
         }
         n
     }
 
-    fn next_due(&self, size: usize) -> u64 {
+    fn next_due(&self, record: &[u8]) -> u64 {
         let holds = self.control.lock();
-        let due = self.inner.next_due(size).max(holds.all.due());
+        let due = self.inner.next_due(record).max(holds.all.due());
         if !self.retries_first(&holds, due) {
             return due;
         }
         // The retries due by then take the slots from `due` on.
         match holds.retries_due_by(due) {
             0 => due,
-            k => due.saturating_add(self.after_first(&holds, size, k).unwrap_or(1_000_000)),
+            k => due.saturating_add(self.after_first(&holds, record, k).unwrap_or(1_000_000)),
         }
     }
 
-    fn nth_due(&self, size: usize, n: usize) -> Option<u64> {
+    fn nth_due(&self, record: &[u8], n: usize) -> Option<u64> {
         // The inner schedule's answer (a shared one knows it only for the
         // slots it holds), moved as far as a pause moves the first.
-        let after_first = self.after_first(&self.control.lock(), size, n)?;
-        Some(self.next_due(size).saturating_add(after_first))
+        let after_first = self.after_first(&self.control.lock(), record, n)?;
+        Some(self.next_due(record).saturating_add(after_first))
     }
 
     fn slack_ns(&self) -> u64 {
         self.inner.slack_ns()
+    }
+
+    fn replace_limits(
+        &mut self,
+        now: u64,
+        limits: &[crate::schedule::Limit],
+    ) -> Result<(), String> {
+        self.inner.replace_limits(now, limits)
     }
 
     fn records_per_second(&self) -> f64 {
@@ -453,13 +461,13 @@ mod tests {
         fn weighs_bytes(&self) -> bool {
             false
         }
-        fn release(&mut self, now: u64, n: usize, s: &mut dyn Iterator<Item = usize>) -> usize {
+        fn release(&mut self, now: u64, n: usize, s: &mut dyn Iterator<Item = &[u8]>) -> usize {
             self.0.release(now, n, s)
         }
-        fn next_due(&self, size: usize) -> u64 {
-            self.0.next_due(size)
+        fn next_due(&self, record: &[u8]) -> u64 {
+            self.0.next_due(record)
         }
-        fn nth_due(&self, _: usize, _: usize) -> Option<u64> {
+        fn nth_due(&self, _: &[u8], _: usize) -> Option<u64> {
             None
         }
         fn slack_ns(&self) -> u64 {
@@ -473,16 +481,20 @@ mod tests {
     #[test]
     fn the_nth_departure_is_the_inner_schedules_moved_by_a_pause() {
         let (g, c) = gate("10/s");
-        assert_eq!(g.nth_due(1, 3), Some(300 * MS));
+        assert_eq!(g.nth_due(b"x", 3), Some(300 * MS));
         c.pause(&Scope::All, 0, 1000 * MS);
-        assert_eq!(g.nth_due(1, 3), Some(1300 * MS));
+        assert_eq!(g.nth_due(b"x", 3), Some(1300 * MS));
         let limits = [Limit {
             rate: parse_rate("10/s").unwrap(),
             burst: 1,
             unit: Unit::Records,
         }];
         let unknowing = Gate::new(Box::new(Unknowing(Limits::new(&limits))), c);
-        assert_eq!(unknowing.nth_due(1, 3), None, "not a guess from the rate");
+        assert_eq!(
+            unknowing.nth_due(b"x", 3),
+            None,
+            "not a guess from the rate"
+        );
     }
 
     #[test]
@@ -493,10 +505,10 @@ mod tests {
         for t in [100, 500, 999] {
             assert_eq!(release(&mut g, t * MS, 5), 0, "at {t} ms");
         }
-        assert_eq!(g.next_due(1), 1000 * MS);
+        assert_eq!(g.next_due(b"x"), 1000 * MS);
         // A shorter pause does not shorten it.
         c.pause(&Scope::All, 0, 10 * MS);
-        assert_eq!(g.next_due(1), 1000 * MS);
+        assert_eq!(g.next_due(b"x"), 1000 * MS);
         // Resumes with one record, no catch-up burst, then 100 ms apart.
         assert_eq!(release(&mut g, 1000 * MS, 5), 1);
         assert_eq!(release(&mut g, 1050 * MS, 5), 0);
@@ -509,7 +521,7 @@ mod tests {
         assert_eq!(release(&mut g, 0, 50), 50);
         c.pause(&Scope::All, 0, 20 * MS);
         assert_eq!(release(&mut g, 10 * MS, 50), 0);
-        assert_eq!(g.next_due(1), 20 * MS);
+        assert_eq!(g.next_due(b"x"), 20 * MS);
         assert_eq!(release(&mut g, 20 * MS, 50), 50);
     }
 
@@ -519,11 +531,11 @@ mod tests {
         c.narrow(&Scope::All, 50 * MS);
         assert_eq!(release(&mut g, 0, 5), 1);
         assert_eq!(release(&mut g, 10 * MS, 5), 0);
-        assert_eq!(g.next_due(1), 50 * MS);
+        assert_eq!(g.next_due(b"x"), 50 * MS);
         assert_eq!(release(&mut g, 50 * MS, 5), 1);
         c.narrow(&Scope::All, 0);
         assert_eq!(release(&mut g, 60 * MS, 5), 1);
-        assert_eq!(g.next_due(1), 70 * MS);
+        assert_eq!(g.next_due(b"x"), 70 * MS);
     }
 
     fn keyed(rate: &str) -> crate::keyed::Keyed {
@@ -612,11 +624,15 @@ mod tests {
         assert_eq!(release(&mut g, 0, 5), 1);
         // A retry may start from 10 ms: the 250 ms slot is its.
         c.retry_waits(7, 10 * MS, Scope::All);
-        assert_eq!(g.next_due(1), 500 * MS, "the bucket's head goes after it");
+        assert_eq!(
+            g.next_due(b"x"),
+            500 * MS,
+            "the bucket's head goes after it"
+        );
         assert_eq!(release(&mut g, 250 * MS, 5), 0);
         assert_eq!(c.as_retry(|| release(&mut g, 250 * MS, 1)), 1);
         c.retry_done(7);
-        assert_eq!(g.next_due(1), 500 * MS);
+        assert_eq!(g.next_due(b"x"), 500 * MS);
         assert_eq!(release(&mut g, 500 * MS, 5), 1);
         // Not yet due: the bucket goes first.
         c.retry_waits(8, 900 * MS, Scope::All);

@@ -93,6 +93,34 @@ impl Joblog {
         })
     }
 
+    /// Open `path` to append to it (`--resume`), creating it if need be. A
+    /// last line cut short (the run that wrote it was killed) is ended
+    /// first, so the lines appended start on a line of their own.
+    ///
+    /// # Errors
+    /// When it cannot be opened or written.
+    pub fn append(path: &Path) -> Result<Joblog> {
+        let context = || format!("--resume {}", path.display());
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .read(true)
+            .open(path)
+            .with_context(context)?;
+        let len = file.metadata().with_context(context)?.len();
+        if len > 0 {
+            let mut last = [0u8];
+            std::os::unix::fs::FileExt::read_exact_at(&file, &mut last, len - 1)
+                .with_context(context)?;
+            if last[0] != b'\n' {
+                file.write_all(b"\n").with_context(context)?;
+            }
+        }
+        Ok(Joblog {
+            file: BufWriter::new(file),
+        })
+    }
+
     /// Append one line and flush it (a reader may follow the file).
     pub fn write(&mut self, entry: &Entry) {
         let line = serde_json::to_string(entry).expect("plain data");

@@ -10,11 +10,15 @@
 //! - [`gate`] (pure): the schedule wrapper that pauses and spaces starts;
 //! - `attempt`: one attempt of one job (process group, timeout, output);
 //! - `runner`: the pool of jobs, their accounting and the sink;
-//! - [`joblog`]: `--joblog` lines.
+//! - [`joblog`]: `--joblog` lines;
+//! - [`order`]: `--keep-order`, the outputs held until their turn;
+//! - [`resume`]: `--resume`, the records done in earlier runs.
 
 mod attempt;
 pub mod gate;
 pub mod joblog;
+pub mod order;
+pub mod resume;
 pub mod retry;
 mod runner;
 
@@ -106,6 +110,29 @@ pub struct JobArgs {
     /// (succeeded, failed, expired, undelivered)
     #[arg(long, value_name = "FILE", value_parser = clap::builder::PathBufValueParser::new().try_map(crate::output::not_stdout), value_hint = clap::ValueHint::FilePath)]
     pub joblog: Option<PathBuf>,
+
+    /// Skip the records that succeeded in earlier runs logged in JOBLOG,
+    /// matched by content (the hash in DRIP_RECORD_ID), not by place: a
+    /// record that appears twice runs again unless it succeeded twice.
+    /// Skipped records count as skipped_done. This run's lines are appended
+    /// to JOBLOG (created if it does not exist yet: everything runs); a last
+    /// line cut short by a killed run is passed over
+    #[arg(long, value_name = "JOBLOG", value_parser = clap::builder::PathBufValueParser::new().try_map(crate::output::not_stdout), value_hint = clap::ValueHint::FilePath)]
+    pub resume: Option<PathBuf>,
+
+    /// Write each job's output in input order, whole, whatever order the
+    /// jobs end in (stderr is passed on as it comes). Outputs wait for the
+    /// records before them; at most --order-window records start ahead of
+    /// the oldest one not written out, so a long job holds new starts back
+    #[arg(short = 'k', long)]
+    pub keep_order: bool,
+
+    /// With --keep-order: how many records may start ahead of the oldest
+    /// one whose output is not written out yet (each record's output is
+    /// held in memory up to 64 KiB, in a temporary file beyond) [default:
+    /// 1000]
+    #[arg(long, value_name = "N", value_parser = window_arg, value_hint = clap::ValueHint::Other, allow_hyphen_values = true)]
+    pub order_window: Option<usize>,
 }
 
 /// The command runner's configuration, checked.
@@ -131,6 +158,11 @@ pub struct JobConfig {
     pub adapt: bool,
     /// The joblog file.
     pub joblog: Option<PathBuf>,
+    /// `--resume`: the joblog of earlier runs, appended to.
+    pub resume: Option<PathBuf>,
+    /// `--keep-order`: outputs in input order, at most this many records
+    /// started ahead of the oldest not written out.
+    pub keep_order: Option<usize>,
 }
 
 /// The wait before a retry unless `--backoff` says otherwise.
@@ -143,11 +175,22 @@ impl JobArgs {
     /// The runner's configuration, when `--exec` is given.
     ///
     /// # Errors
-    /// A runner's flag without `--exec`: the flag's name.
-    pub fn config(&self) -> Result<Option<JobConfig>, &'static str> {
+    /// A runner's flag without `--exec`, or a flag without the runner's flag
+    /// it needs: what to say.
+    pub fn config(&self) -> Result<Option<JobConfig>, String> {
+        if self.order_window.is_some() && !self.keep_order {
+            return Err("--order-window: only with --keep-order".into());
+        }
+        if let (Some(resume), Some(joblog)) = (&self.resume, &self.joblog) {
+            if resume != joblog {
+                return Err("--joblog: --resume appends to its JOBLOG; give one of them".into());
+            }
+        }
         if self.exec.is_empty() {
             return match self.stray_flag() {
-                Some(flag) => Err(flag),
+                Some(flag) => Err(format!(
+                    "{flag}: only with --exec (the command to run per record)"
+                )),
                 None => Ok(None),
             };
         }
@@ -168,6 +211,10 @@ impl JobArgs {
             deadline: self.deadline,
             adapt: self.adapt,
             joblog: self.joblog.clone(),
+            resume: self.resume.clone(),
+            keep_order: self
+                .keep_order
+                .then(|| self.order_window.unwrap_or(order::DEFAULT_WINDOW)),
         }))
     }
 
@@ -184,6 +231,8 @@ impl JobArgs {
             (self.deadline.is_some(), "--deadline"),
             (self.adapt, "--adapt"),
             (self.joblog.is_some(), "--joblog"),
+            (self.keep_order, "--keep-order"),
+            (self.resume.is_some(), "--resume"),
         ]
         .into_iter()
         .find_map(|(given, flag)| given.then_some(flag))
@@ -228,6 +277,13 @@ fn jobs_arg(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
         Ok(n) if (1..=4096).contains(&n) => Ok(n),
         _ => Err("expected a whole number from 1 to 4096".into()),
+    }
+}
+
+fn window_arg(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if (1..=1_000_000).contains(&n) => Ok(n),
+        _ => Err("expected a whole number from 1 to 1000000".into()),
     }
 }
 

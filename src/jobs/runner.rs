@@ -31,6 +31,7 @@ use anyhow::{Context, Result};
 use super::attempt::{self, Ended, Files, Spec};
 use super::gate::{GateControl, Scope};
 use super::joblog::{micros, unix_micros, Entry, Joblog};
+use super::order::{Held, Order};
 use super::retry::{parse_headers, Aimd, Exit, Verdict};
 use super::{ExecError, JobConfig};
 use crate::bucket::{Fate, Segment};
@@ -62,6 +63,8 @@ enum Step {
 struct Inner {
     /// Job slots taken (a job keeps its slot through its retries).
     busy: usize,
+    /// Job slots in all (`-j`; `drip ctl` may change it).
+    slots: usize,
     /// Records being run, by number, with their job's process group.
     running: BTreeMap<u64, (Segment, u32)>,
     /// Records handed to the workers, not yet picked up.
@@ -128,6 +131,8 @@ pub(crate) struct Pool {
     delimiter: u8,
     /// With `--key`: an overload pauses the refused record's key only.
     key: Option<KeySpec>,
+    /// With `--keep-order`: the outputs held until their turn.
+    order: Option<Order>,
 }
 
 impl std::fmt::Debug for Pool {
@@ -157,9 +162,10 @@ impl Pool {
         (rate, delimiter): (f64, u8),
         key: Option<KeySpec>,
     ) -> Result<Arc<Pool>> {
-        let joblog = match &cfg.joblog {
-            Some(path) => Some(Mutex::new(Joblog::create(path)?)),
-            None => None,
+        let joblog = match (&cfg.resume, &cfg.joblog) {
+            (Some(path), _) => Some(Mutex::new(Joblog::append(path)?)),
+            (None, Some(path)) => Some(Mutex::new(Joblog::create(path)?)),
+            (None, None) => None,
         };
         // Only the user may read the jobs' headers.
         let headers = tempfile::Builder::new()
@@ -167,10 +173,12 @@ impl Pool {
             .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir()
             .context("creating a directory for DRIP_HEADERS")?;
-        let inner = Inner::default();
+        let inner = Inner {
+            slots: cfg.jobs,
+            ..Inner::default()
+        };
         let pool = Arc::new(Pool {
             shared: Arc::clone(&shared),
-            cfg,
             gate,
             out: Mutex::new(out),
             inner: Mutex::new(inner),
@@ -180,6 +188,8 @@ impl Pool {
             headers_dir: headers.path().to_path_buf(),
             headers: Mutex::new(Some(headers)),
             terminated: Arc::new(Mutex::new(Some(Vec::new()))),
+            order: cfg.keep_order.map(Order::new),
+            cfg,
             rate,
             delimiter,
             key,
@@ -193,7 +203,7 @@ impl Pool {
     }
 
     fn stopping(&self) -> bool {
-        self.shared.stop_now.load(Ordering::Relaxed)
+        self.shared.stops.now.load(Ordering::Relaxed)
     }
 
     /// Wait until every job has ended.
@@ -236,7 +246,7 @@ impl Pool {
             if stop() || inner.fatal.is_some() {
                 return false;
             }
-            if inner.busy < self.cfg.jobs {
+            if inner.busy < inner.slots && self.in_window(&inner) {
                 break;
             }
             inner = self
@@ -247,6 +257,14 @@ impl Pool {
         }
         inner.busy += 1;
         true
+    }
+
+    /// Whether the next record may start as far as `--keep-order`'s window
+    /// goes.
+    fn in_window(&self, inner: &Inner) -> bool {
+        self.order
+            .as_ref()
+            .map_or(true, |o| o.admits(inner.next_number + 1))
     }
 
     fn release_slot(&self) {
@@ -275,7 +293,12 @@ impl Pool {
     /// in the bucket (the gate keeps the slot for it: it was announced
     /// with [`GateControl::retry_waits`]). `Err` with the record's outcome
     /// at a stop (undelivered) or past its deadline (expired).
-    fn take_slot(&self, size: usize, deadline: Option<u64>, scope: &Scope) -> Result<(), Outcome> {
+    fn take_slot(
+        &self,
+        record: &[u8],
+        deadline: Option<u64>,
+        scope: &Scope,
+    ) -> Result<(), Outcome> {
         loop {
             let wait = {
                 let mut st = self.shared.lock();
@@ -283,16 +306,20 @@ impl Pool {
                 if deadline.is_some_and(|d| now >= d) {
                     return Err(Outcome::Expired);
                 }
+                // Paused (`drip ctl`), a retry waits too.
+                let paused = st.adm.paused();
                 let held = self.gate.due(scope);
-                if held > now {
+                if paused {
+                    10_000_000
+                } else if held > now {
                     held - now
                 } else {
                     let schedule = st.adm.schedule_mut();
                     let taken = self.gate.as_retry(|| {
-                        if schedule.release(now, 1, &mut std::iter::once(size)) == 1 {
+                        if schedule.release(now, 1, &mut std::iter::once(record)) == 1 {
                             None
                         } else {
-                            Some(schedule.next_due(size).saturating_sub(now))
+                            Some(schedule.next_due(record).saturating_sub(now))
                         }
                     });
                     match taken {
@@ -420,11 +447,7 @@ impl Pool {
                 Ok(ended) => ended,
                 Err(error) => return self.cannot_run(&argv[0], error),
             };
-            {
-                // drip's stdout is held only while the output is passed on.
-                let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
-                files.pass_on(&mut **out, self.delimiter);
-            }
+            self.pass_on(number, files);
             let response = attempt::take_headers(&headers).and_then(|t| parse_headers(&t));
             let verdict =
                 self.cfg
@@ -458,7 +481,7 @@ impl Pool {
             if !self.sleep_until(at, &scope) {
                 return Outcome::Undelivered;
             }
-            if let Err(outcome) = self.take_slot(bytes.len(), deadline, &scope) {
+            if let Err(outcome) = self.take_slot(bytes, deadline, &scope) {
                 return outcome;
             }
         }
@@ -472,6 +495,21 @@ impl Pool {
             .as_ref()
             .and_then(|spec| crate::keyed::record_key(spec, record, self.delimiter))
             .map_or(Scope::All, |key| Scope::Key(key.into()))
+    }
+
+    /// An attempt's output goes to stdout whole; with `--keep-order`, it is
+    /// held until the record's turn.
+    fn pass_on(&self, number: u64, files: &mut Files) {
+        let Some(order) = &self.order else {
+            // drip's stdout is held only while the output is passed on.
+            let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+            return files.pass_on(&mut **out, self.delimiter);
+        };
+        let mut held = Held::default();
+        files.pass_on(&mut held, self.delimiter);
+        if let Err(e) = order.hold(number, held) {
+            eprintln!("drip: --keep-order: holding a job's output: {e}");
+        }
     }
 
     /// How long an attempt started at `now` may run: `--timeout`, and what
@@ -657,6 +695,11 @@ impl Pool {
     /// Record the fate of record `number` and free its slot (unless drip
     /// abandoned it on the way out).
     fn settle(&self, number: u64, outcome: Outcome) {
+        // Its output goes out first, while its job still counts as running:
+        // drip waits for running jobs before it exits.
+        if let Some(order) = &self.order {
+            order.done(number, &self.out);
+        }
         let mut st = self.shared.lock();
         let mut inner = self.lock();
         let Some((record, _)) = inner.running.remove(&number) else {
@@ -664,7 +707,7 @@ impl Pool {
         };
         inner.busy -= 1;
         drop(inner);
-        st.sink_full = false;
+        st.writing.sink_full = false;
         match outcome {
             Outcome::Succeeded => st.ledger.succeeded(1),
             Outcome::Failed => st.ledger.dispose(record, Fate::Failed),
@@ -680,7 +723,32 @@ impl Pool {
 
 impl Jobs for Pool {
     fn has_room(&self) -> bool {
-        self.lock().busy < self.cfg.jobs
+        let inner = self.lock();
+        inner.busy < inner.slots && self.in_window(&inner)
+    }
+
+    fn slots(&self) -> usize {
+        self.lock().slots
+    }
+
+    fn set_slots(&self, n: usize) {
+        self.lock().slots = n;
+        self.freed.notify_all();
+        let _st = self.shared.lock();
+        self.shared.data_ready.notify_all();
+    }
+
+    fn running(&self) -> Vec<(u64, Vec<u8>)> {
+        let inner = self.lock();
+        inner
+            .running
+            .iter()
+            .map(|(n, (record, _))| {
+                let bytes = record.as_bytes();
+                let body = bytes.strip_suffix(&[self.delimiter]).unwrap_or(bytes);
+                (*n, body.to_vec())
+            })
+            .collect()
     }
 
     fn stats(&self) -> JobStats {
@@ -760,6 +828,9 @@ impl Jobs for Pool {
         }
         // drip exits next, without the wiring: nothing is left behind.
         self.remove_headers();
+        if let Some(order) = &self.order {
+            order.flush_all(&self.out);
+        }
         running.into_values().map(|(record, _)| record).collect()
     }
 }
@@ -843,7 +914,7 @@ impl Sink for Runner {
                 if !self.0.has_room() {
                     // Arrivals wait in the bucket from now, not in the
                     // outbox, so a start never comes late off its slot.
-                    self.0.shared.lock().sink_full = true;
+                    self.0.shared.lock().writing.sink_full = true;
                 }
                 progress(done.bytes as usize);
             }

@@ -1,10 +1,10 @@
 //! Limits per key with fair queueing (`--key`, `--key-rate`).
 //!
 //! Each key (see [`crate::key`]) has its own GCRA schedule (one [`Pacer`]'s
-//! parameters, a 32-byte [`Position`] per key) and its own FIFO of waiting
-//! records; the global [`Schedule`] (`--rate`, `--byte-rate`) still caps
-//! all records together. Records are decided one at a time, each at its
-//! arrival `t`:
+//! parameters, a 32-byte [`Position`](crate::pacer::Position) per key) and
+//! its own FIFO of waiting records; the global [`Schedule`] (`--rate`,
+//! `--byte-rate`) still caps all records together. Records are decided one
+//! at a time, each at its arrival `t`:
 //!
 //! 1. if its key has nothing waiting, no key is waiting only for the global
 //!    limit, and both its key's limit and the global one allow a departure
@@ -44,29 +44,46 @@
 //! time the global limit lets that turn go ([`Schedule::nth_due`]), so no
 //! slot waits on the global limit until it is too late to use
 //! (`Keyed::release_shared`). Without it the per-key [`Pacer`] over each
-//! slot's [`Position`] decides, with no call through the trait.
+//! slot's [`Position`](crate::pacer::Position) decides, with no call
+//! through the trait.
+//!
+//! The rooms: `table` (the remembered keys, and which idle one a new key
+//! replaces), `lookup` (a read's records split and looked up ahead of
+//! their turn), `queues` (each key's waiting records, and the overflow
+//! policies), `line` (the round-robin line and the keys' timers) and
+//! `shared` (the seam to shared key schedules). This file holds the state
+//! they share and the decision of each arriving record.
 //!
 //! Pure: no threads, no clock, no I/O. Times are ns and never go backwards.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
-use std::hash::BuildHasher;
 
 use foldhash::fast::RandomState;
 
-use bytes::Bytes;
 use hashbrown::HashTable;
 
-use crate::bucket::{Fate, Offered, Overflow, Segment};
+use crate::bucket::{Offered, Overflow, Segment};
 use crate::key::KeySpec;
 use crate::ledger::Ledger;
-use crate::pacer::{slack_for, Pacer, Position};
+use crate::pacer::{slack_for, Pacer};
 use crate::rate::Rate;
 use crate::schedule::Schedule;
 use crate::stats::{KeyName, KeyStats};
 
+mod line;
+mod lookup;
+mod queues;
 mod shared;
+mod table;
+
+pub use lookup::record_key;
 pub use shared::{KeySchedule, LeaseHead, Want};
+
+use line::Lane;
+use lookup::{Ahead, AHEAD};
+use queues::Node;
+use table::{KeyBytes, Slot};
 
 /// The lane of records that have no key.
 const NO_KEY: u32 = 0;
@@ -86,136 +103,6 @@ pub struct KeyConfig {
     pub max_keys: usize,
     /// Records one key may have waiting at most (≥ 1).
     pub key_capacity: usize,
-}
-
-/// Where a key's queue stands in the line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Lane {
-    /// Not in the line (nothing waits, or it was just forgotten).
-    Idle,
-    /// In `ready`: its head may leave as far as its own limit goes.
-    Ready,
-    /// In `timers`: its head waits for its key's slot.
-    Timed,
-    /// Shared key schedules only: in `ready`, its slot asked for the time
-    /// its turn is expected; other keys pass it until the slot is due.
-    Asked,
-}
-
-/// A key's bytes: short keys (most host names, user ids, fields) live in
-/// the slot itself, so finding a key costs no second cache miss.
-#[derive(Debug)]
-enum KeyBytes {
-    /// Up to [`INLINE_KEY`] bytes, and how many.
-    Inline(u8, [u8; INLINE_KEY]),
-    /// Longer keys.
-    Heap(Box<[u8]>),
-}
-
-/// The longest key kept inline.
-const INLINE_KEY: usize = 22;
-
-impl KeyBytes {
-    fn as_bytes(&self) -> &[u8] {
-        match self {
-            KeyBytes::Inline(len, bytes) => &bytes[..usize::from(*len)],
-            KeyBytes::Heap(bytes) => bytes,
-        }
-    }
-}
-
-impl KeyBytes {
-    /// Whether these are `key`'s bytes.
-    fn is(&self, key: &[u8]) -> bool {
-        match self {
-            KeyBytes::Inline(len, bytes) => {
-                usize::from(*len) == key.len() && same_bytes(&bytes[..key.len()], key)
-            }
-            KeyBytes::Heap(bytes) => **bytes == *key,
-        }
-    }
-}
-
-/// What a record's key is looked for in: the record without its
-/// delimiter, and, for lines (`\n`), without a CR before it, so a file with
-/// CRLF line ends keys as one with LF ends.
-#[inline(always)]
-fn body_of(record: &[u8], delimiter: u8) -> &[u8] {
-    // Index arithmetic rather than `strip_suffix`: this runs for every
-    // record, and the plainer code keeps the look-up loop tight.
-    let mut end = record.len();
-    if end > 0 && record[end - 1] == delimiter {
-        end -= 1;
-    }
-    if delimiter == b'\n' && end > 0 && record[end - 1] == b'\r' {
-        end -= 1;
-    }
-    &record[..end]
-}
-
-/// The key of `record` (its delimiter included) under `spec`, as the keyed
-/// queues see it (without the delimiter, nor a CR before a newline).
-pub fn record_key<'a>(spec: &KeySpec, record: &'a [u8], delimiter: u8) -> Option<&'a [u8]> {
-    spec.key(body_of(record, delimiter))
-}
-
-/// Whether `a` and `b`, of the same length, hold the same bytes. Keys of
-/// up to 16 bytes compare as two overlapping fixed-size words each (the
-/// usual trick for short strings), without a call to `memcmp`.
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
-    fn word4(s: &[u8], at: usize) -> u32 {
-        u32::from_ne_bytes(s[at..at + 4].try_into().expect("4 bytes"))
-    }
-    fn word8(s: &[u8], at: usize) -> u64 {
-        u64::from_ne_bytes(s[at..at + 8].try_into().expect("8 bytes"))
-    }
-    let n = a.len();
-    debug_assert_eq!(n, b.len());
-    match n {
-        0 => true,
-        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
-        4..=8 => word4(a, 0) == word4(b, 0) && word4(a, n - 4) == word4(b, n - 4),
-        9..=16 => word8(a, 0) == word8(b, 0) && word8(a, n - 8) == word8(b, n - 8),
-        _ => a == b,
-    }
-}
-
-impl From<&[u8]> for KeyBytes {
-    fn from(key: &[u8]) -> KeyBytes {
-        if key.len() <= INLINE_KEY {
-            let mut bytes = [0; INLINE_KEY];
-            bytes[..key.len()].copy_from_slice(key);
-            KeyBytes::Inline(key.len() as u8, bytes)
-        } else {
-            KeyBytes::Heap(key.into())
-        }
-    }
-}
-
-/// One remembered key.
-#[derive(Debug)]
-struct Slot {
-    key: KeyBytes,
-    position: Position,
-    /// When its next record may leave ([`Pacer::next_due`]), cached.
-    due: u64,
-    /// When `position` rests ([`Pacer::rests_at`]), cached.
-    rests_at: u64,
-    head: u32,
-    tail: u32,
-    len: u32,
-    lane: Lane,
-    in_rest: bool,
-    sent: u64,
-    dropped: u64,
-}
-
-/// A waiting record and the next of its key.
-#[derive(Debug)]
-struct Node {
-    seg: Segment,
-    seq: u64,
-    next: u32,
 }
 
 /// Per-key queues and schedules, with the round-robin line between them.
@@ -265,7 +152,8 @@ pub struct Keyed {
     no_room: NoRoom,
     /// Records of new keys dropped because no key was idle.
     dropped_unremembered: u64,
-    /// The keys' schedules, when shared (`None`: each key's [`Position`]).
+    /// The keys' schedules, when shared (`None`: each key's
+    /// [`Position`](crate::pacer::Position)).
     shared: Option<Box<dyn KeySchedule>>,
     /// Shared: when the line next needs a look (ns), if it does.
     shared_next: Option<u64>,
@@ -287,22 +175,6 @@ pub enum NoRoom {
     Key,
     /// Its key is new and every remembered key is busy (`--max-keys`).
     Keys,
-}
-
-/// Records looked up at once ([`Keyed::look_ahead`]).
-const AHEAD: usize = 16;
-
-/// A record split and looked up ahead of its turn.
-#[derive(Debug, Clone, Copy, Default)]
-struct Ahead {
-    /// One past its last byte (delimiter included), in the read.
-    end: usize,
-    /// Where its key is in the read; `None`: it has no key.
-    key: Option<(usize, usize)>,
-    /// The key's hash.
-    hash: u64,
-    /// The key's slot, if remembered when looked up.
-    found: Option<u32>,
 }
 
 impl Keyed {
@@ -380,6 +252,36 @@ impl Keyed {
     /// Keys remembered at most.
     pub fn max_keys(&self) -> usize {
         self.max_keys
+    }
+
+    /// Limit each key to `rate` with `burst` from `now` (ns) on (`drip ctl
+    /// … key-rate`): each key's schedule counts from its latest slot with
+    /// no credit saved ([`Pacer::spent_at`]), a rested key stays rested. A
+    /// key already in line or on a timer keeps that turn (at most one
+    /// record each leaves as the old limit said). Local keys only: shared
+    /// keys' limits are the state's.
+    ///
+    /// # Panics
+    /// If `rate` is unlimited or `burst` is 0 (the command refuses them).
+    pub fn replace_limit(&mut self, now: u64, rate: Rate, burst: u64) {
+        assert!(rate != Rate::Unlimited);
+        let mut pacer = Pacer::new(rate, burst, slack_for(rate));
+        for slot in &mut self.slots {
+            if slot.rests_at <= now {
+                continue;
+            }
+            self.pacer.restore(slot.position);
+            let last = self.pacer.last_slot().unwrap_or(now).min(now);
+            pacer.spent_at(last);
+            slot.position = pacer.position_now();
+            slot.due = pacer.next_due();
+            slot.rests_at = pacer.rests_at(slot.position);
+        }
+        self.rest_after_first = pacer.rests_at(Pacer::first_departure(0));
+        pacer.restore(Pacer::first_departure(0));
+        self.due_after_first = pacer.next_due();
+        self.key_gap = (1e9 / pacer.per_second()) as u64;
+        self.pacer = pacer;
     }
 
     /// The same queues with their keys' schedules kept by `schedule`
@@ -467,6 +369,7 @@ impl Keyed {
             let record = ahead[next];
             next += 1;
             let size = record.end - start;
+            let bytes = &data[start..record.end];
             let key = record.key.map(|(from, to)| &data[from..to]);
             start = record.end;
             // A key forgotten since the look-up may have left its slot to
@@ -476,7 +379,7 @@ impl Keyed {
                 _ => self.slot_of(key, record.hash, now),
             };
             if let Some(s) = slot {
-                if may_leave && self.leave_now(now, s, size, global, global_open) {
+                if may_leave && self.leave_now(now, s, bytes, global, global_open) {
                     run_bytes += size;
                     run_len += 1;
                     continue;
@@ -503,495 +406,6 @@ impl Keyed {
             outbox.push(seg.split_known(run_bytes, run_len));
         }
         (Offered::Done, sent)
-    }
-
-    /// Split up to [`AHEAD`] records of `data` from `start`, find their
-    /// keys and look each up among the remembered ones, before any of them
-    /// is decided: the look-ups are independent, so their cache misses on
-    /// the table and the slots overlap instead of following one another.
-    /// Returns how many records `ahead` now holds (≥ 1).
-    fn look_ahead(&self, data: &[u8], mut start: usize, ahead: &mut [Ahead; AHEAD]) -> usize {
-        let mut n = 0;
-        while n < AHEAD && start < data.len() {
-            let end = memchr::memchr(self.delimiter, &data[start..])
-                .map_or(data.len(), |i| start + i + 1);
-            let record = &data[start..end];
-            let key = self.spec.key(body_of(record, self.delimiter));
-            let hash = key.map_or(0, |k| self.hasher.hash_one(k));
-            ahead[n] = Ahead {
-                end,
-                key: key.map(|k| {
-                    let from = k.as_ptr() as usize - data.as_ptr() as usize;
-                    (from, from + k.len())
-                }),
-                hash,
-                found: key.and_then(|k| self.find(k, hash)),
-            };
-            start = end;
-            n += 1;
-        }
-        n
-    }
-
-    /// The slot of remembered key `key`, whose hash is `hash`.
-    fn find(&self, key: &[u8], hash: u64) -> Option<u32> {
-        let slots = &self.slots;
-        self.table
-            .find(hash, |&s| slots[s as usize].key.is(key))
-            .copied()
-    }
-
-    /// The slot of `key` (the no-key lane for `None`), whose hash is
-    /// `hash`, remembered now if new; `None` when the key is new and every
-    /// remembered key is busy.
-    fn slot_of(&mut self, key: Option<&[u8]>, hash: u64, now: u64) -> Option<u32> {
-        let Some(key) = key else {
-            if !self.no_key_seen {
-                self.no_key_seen = true;
-                self.keys_seen += 1;
-            }
-            return Some(NO_KEY);
-        };
-        if let Some(s) = self.find(key, hash) {
-            return Some(s);
-        }
-        if self.table.len() >= self.max_keys {
-            let idle = self.find_idle(now)?;
-            self.forget(idle);
-        }
-        let slot = Slot::new(KeyBytes::from(key));
-        let s = match self.free_slots.pop() {
-            Some(s) => {
-                self.slots[s as usize] = slot;
-                s
-            }
-            None => {
-                self.slots.push(slot);
-                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 keys")
-            }
-        };
-        let (slots, hasher) = (&self.slots, &self.hasher);
-        self.table.insert_unique(hash, s, |&i| {
-            hasher.hash_one(slots[i as usize].key.as_bytes())
-        });
-        self.keys_seen += 1;
-        self.mark_idle(s);
-        Some(s)
-    }
-
-    /// The remembered key that rested first, if one has by `now`.
-    fn find_idle(&mut self, now: u64) -> Option<u32> {
-        while let Some(&Reverse((at, s))) = self.rest.peek() {
-            if at > now {
-                return None;
-            }
-            self.rest.pop();
-            let slot = &mut self.slots[s as usize];
-            if slot.len > 0 || slot.lane != Lane::Idle {
-                slot.in_rest = false;
-                continue;
-            }
-            if slot.rests_at > now {
-                self.rest.push(Reverse((slot.rests_at, s)));
-                continue;
-            }
-            slot.in_rest = false;
-            return Some(s);
-        }
-        None
-    }
-
-    /// Forget idle key `s`.
-    fn forget(&mut self, s: u32) {
-        self.forgets += 1;
-        let hash = self.hasher.hash_one(self.slots[s as usize].key.as_bytes());
-        if let Ok(entry) = self.table.find_entry(hash, |&i| i == s) {
-            entry.remove();
-        }
-        self.slots[s as usize] = Slot::new(KeyBytes::from(&[][..]));
-        self.free_slots.push(s);
-        if let Some(shared) = self.shared.as_deref_mut() {
-            shared.forget(s);
-        }
-    }
-
-    /// Note that key `s` may have become idle (for [`Keyed::find_idle`]).
-    fn mark_idle(&mut self, s: u32) {
-        let slot = &mut self.slots[s as usize];
-        if s != NO_KEY && slot.len == 0 && slot.lane == Lane::Idle && !slot.in_rest {
-            slot.in_rest = true;
-            self.rest.push(Reverse((slot.rests_at, s)));
-        }
-    }
-
-    /// Whether a record of key `s`, `size` bytes, leaves at `now`; if so it
-    /// takes its slot in its key's schedule and the global one.
-    /// `global_open`: the global schedule limits nothing.
-    fn leave_now(
-        &mut self,
-        now: u64,
-        s: u32,
-        size: usize,
-        global: &mut dyn Schedule,
-        global_open: bool,
-    ) -> bool {
-        while let Some(&front) = self.ready.front() {
-            if self.slots[front as usize].len > 0 {
-                return false;
-            }
-            self.ready.pop_front();
-            self.slots[front as usize].lane = Lane::Idle;
-            self.mark_idle(front);
-        }
-        if self.held(s, now, &*global) {
-            return false;
-        }
-        if self.shared.is_some() {
-            return self.leave_now_shared(now, s, size, global);
-        }
-        let slot = &self.slots[s as usize];
-        if slot.len > 0 || now < slot.due {
-            return false;
-        }
-        if !global_open && global.release(now, 1, &mut std::iter::once(size)) == 0 {
-            return false;
-        }
-        self.take_slot(s, now);
-        global.key_left(self.slots[s as usize].key.as_bytes(), now);
-        true
-    }
-
-    /// Whether key `s` is held back at `now` by a hold on it alone
-    /// ([`Schedule::key_due`]: an overload's pause); if so its own schedule
-    /// is due no earlier than the hold's end, so it waits out of the line.
-    #[inline]
-    fn held(&mut self, s: u32, now: u64, global: &dyn Schedule) -> bool {
-        let slot = &mut self.slots[s as usize];
-        let due = global.key_due(slot.key.as_bytes());
-        if due <= now {
-            return false;
-        }
-        slot.due = slot.due.max(due);
-        true
-    }
-
-    /// Key `s`, whose schedule allows it, takes its slot at `now`.
-    #[inline]
-    fn take_slot(&mut self, s: u32, now: u64) {
-        if self.shared.is_some() {
-            return self.take_shared_slot(s, now);
-        }
-        let slot = &mut self.slots[s as usize];
-        if now >= slot.rests_at {
-            // A rested schedule restarts from now: no arithmetic needed.
-            slot.position = Pacer::first_departure(now);
-            slot.due = now.saturating_add(self.due_after_first);
-            slot.rests_at = now.saturating_add(self.rest_after_first);
-        } else {
-            let taken = self.pacer.take_one(slot.position, now);
-            (slot.position, slot.due, slot.rests_at) = (taken.position, taken.due, taken.rests_at);
-        }
-        slot.sent += 1;
-    }
-
-    /// The record at the front of `seg` (`size` bytes), of key `slot`
-    /// (`None`: a new key and no idle one), waits or meets `policy`.
-    /// Returns what `block` or `fail` hands back.
-    fn wait(
-        &mut self,
-        now: u64,
-        slot: Option<u32>,
-        seg: &mut Segment,
-        size: usize,
-        policy: Overflow,
-        ledger: &mut Ledger,
-    ) -> Option<Offered> {
-        let key_full = slot.map_or(true, |s| {
-            self.slots[s as usize].len as usize >= self.key_capacity
-        });
-        let full = self.len >= self.capacity || self.bytes + size > self.capacity_bytes;
-        if key_full || full {
-            match policy {
-                Overflow::Block => {
-                    self.blocked_on_keys = slot.is_none();
-                    return Some(Offered::Wait(seg.clone()));
-                }
-                Overflow::Fail => {
-                    self.no_room = if full {
-                        NoRoom::Bucket
-                    } else if slot.is_none() {
-                        NoRoom::Keys
-                    } else {
-                        NoRoom::Key
-                    };
-                    return Some(Offered::Overflowed(seg.clone()));
-                }
-                _ => {}
-            }
-        }
-        let record = seg.split_known(size, 1);
-        ledger.read(1);
-        let Some(s) = slot else {
-            self.dropped_unremembered += 1;
-            ledger.dispose(record, Fate::DroppedNewest);
-            return None;
-        };
-        if key_full || full {
-            if policy == Overflow::DropNewest {
-                self.slots[s as usize].dropped += 1;
-                ledger.dispose(record, Fate::DroppedNewest);
-                return None;
-            }
-            if key_full {
-                self.evict(s, Fate::DroppedOldest, ledger);
-            }
-            while self.len >= self.capacity || self.bytes + size > self.capacity_bytes {
-                let Some(&(_, _, fattest)) = self.fat.last() else {
-                    break;
-                };
-                self.evict(fattest, Fate::DroppedOldest, ledger);
-            }
-        }
-        self.enqueue(now, s, record.own_copy());
-        None
-    }
-
-    /// Drop the oldest waiting record of key `s` as `fate`.
-    fn evict(&mut self, s: u32, fate: Fate, ledger: &mut Ledger) {
-        if let Some(seg) = self.pop_head(s) {
-            self.slots[s as usize].dropped += 1;
-            ledger.dispose(seg, fate);
-        }
-    }
-
-    /// Put `record` at the end of key `s`'s queue.
-    fn enqueue(&mut self, now: u64, s: u32, record: Segment) {
-        self.seq += 1;
-        let node = Node {
-            seq: self.seq,
-            next: NIL,
-            seg: record,
-        };
-        self.len += 1;
-        self.bytes += node.seg.bytes();
-        self.max_depth = self.max_depth.max(self.len);
-        let arrived = node.seg.arrived;
-        let n = match self.free_nodes.pop() {
-            Some(n) => {
-                self.nodes[n as usize] = node;
-                n
-            }
-            None => {
-                self.nodes.push(node);
-                u32::try_from(self.nodes.len() - 1).expect("fewer than 2^32 records")
-            }
-        };
-        self.unindex(s);
-        let slot = &mut self.slots[s as usize];
-        if slot.len == 0 {
-            slot.head = n;
-            self.fronts.insert((arrived, self.seq, s));
-        } else {
-            let tail = slot.tail;
-            self.nodes[tail as usize].next = n;
-        }
-        let slot = &mut self.slots[s as usize];
-        slot.tail = n;
-        slot.len += 1;
-        self.index(s);
-        if self.slots[s as usize].lane == Lane::Idle {
-            self.join_line(s, now);
-        }
-    }
-
-    /// Take key `s`'s head out of its queue.
-    fn pop_head(&mut self, s: u32) -> Option<Segment> {
-        let slot = &self.slots[s as usize];
-        if slot.len == 0 {
-            return None;
-        }
-        let n = slot.head;
-        let head = &self.nodes[n as usize];
-        let (arrived, seq, next) = (head.seg.arrived, head.seq, head.next);
-        self.fronts.remove(&(arrived, seq, s));
-        self.unindex(s);
-        let seg = std::mem::replace(
-            &mut self.nodes[n as usize].seg,
-            Segment::new(Bytes::new(), self.delimiter),
-        );
-        self.free_nodes.push(n);
-        self.len -= 1;
-        self.bytes -= seg.bytes();
-        let slot = &mut self.slots[s as usize];
-        slot.len -= 1;
-        slot.head = next;
-        if slot.len > 0 {
-            let head = &self.nodes[next as usize];
-            self.fronts.insert((head.seg.arrived, head.seq, s));
-        }
-        self.index(s);
-        Some(seg)
-    }
-
-    /// Take key `s` out of `fat` before its queue changes.
-    fn unindex(&mut self, s: u32) {
-        let slot = &self.slots[s as usize];
-        if slot.len > 0 {
-            let seq = self.nodes[slot.head as usize].seq;
-            self.fat.remove(&(slot.len, Reverse(seq), s));
-        }
-    }
-
-    /// Put key `s` back in `fat` after its queue changed.
-    fn index(&mut self, s: u32) {
-        let slot = &self.slots[s as usize];
-        if slot.len > 0 {
-            let seq = self.nodes[slot.head as usize].seq;
-            self.fat.insert((slot.len, Reverse(seq), s));
-        }
-    }
-
-    /// Key `s`, with records waiting, takes its place in the line: the end
-    /// of `ready` when its head may leave at `now` as far as its own limit
-    /// goes, otherwise `timers` until it may.
-    fn join_line(&mut self, s: u32, now: u64) {
-        if self.shared.is_some() {
-            return self.join_line_shared(s, now);
-        }
-        let slot = &mut self.slots[s as usize];
-        if now >= slot.due {
-            slot.lane = Lane::Ready;
-            self.ready.push_back(s);
-        } else {
-            slot.lane = Lane::Timed;
-            self.timers.push(Reverse((slot.due, s)));
-        }
-    }
-
-    /// Keys whose timer is due by `now` join the end of the line.
-    #[inline]
-    fn due_timers(&mut self, now: u64) {
-        while let Some(&Reverse((due, s))) = self.timers.peek() {
-            if due > now {
-                break;
-            }
-            self.timers.pop();
-            self.slots[s as usize].lane = Lane::Ready;
-            self.ready.push_back(s);
-        }
-    }
-
-    /// Woken for a key that may rest by `now`: the record handed back is
-    /// offered again (the writer's top-up, or the reader).
-    #[inline]
-    fn wake_blocked(&mut self, now: u64) {
-        if self.blocked_on_keys && self.rest.peek().is_some_and(|&Reverse((at, _))| at <= now) {
-            self.blocked_on_keys = false;
-        }
-    }
-
-    /// Let waiting records leave at `now` that their keys' limits and the
-    /// global one allow, in turn, into `outbox`. Returns how many left.
-    pub fn release(
-        &mut self,
-        now: u64,
-        global: &mut dyn Schedule,
-        outbox: &mut Vec<Segment>,
-    ) -> usize {
-        if self.shared.is_some() {
-            return self.release_shared(now, global, outbox);
-        }
-        self.due_timers(now);
-        self.wake_blocked(now);
-        let mut sent = 0;
-        while let Some(&s) = self.ready.front() {
-            let slot = &self.slots[s as usize];
-            if slot.len == 0 {
-                self.ready.pop_front();
-                self.slots[s as usize].lane = Lane::Idle;
-                self.mark_idle(s);
-                continue;
-            }
-            let size = self.nodes[slot.head as usize].seg.bytes();
-            if self.held(s, now, &*global) {
-                // Out of the line until its hold ends.
-                self.ready.pop_front();
-                self.slots[s as usize].lane = Lane::Timed;
-                self.timers.push(Reverse((self.slots[s as usize].due, s)));
-                continue;
-            }
-            if global.release(now, 1, &mut std::iter::once(size)) == 0 {
-                break;
-            }
-            self.ready.pop_front();
-            self.take_slot(s, now);
-            global.key_left(self.slots[s as usize].key.as_bytes(), now);
-            self.slots[s as usize].lane = Lane::Idle;
-            let seg = self.pop_head(s).expect("a waiting record");
-            self.longest_wait_ns = self.longest_wait_ns.max(now.saturating_sub(seg.arrived));
-            outbox.push(seg);
-            sent += 1;
-            if self.slots[s as usize].len > 0 {
-                self.join_line(s, now);
-            } else {
-                self.mark_idle(s);
-            }
-        }
-        sent
-    }
-
-    /// Expire records that arrived before `cutoff` (ns), oldest first, in
-    /// every key. Returns how many expired.
-    pub fn expire_before(&mut self, cutoff: u64, ledger: &mut Ledger) -> usize {
-        let mut n = 0;
-        while let Some(&(arrived, _, s)) = self.fronts.first() {
-            if arrived >= cutoff {
-                break;
-            }
-            self.evict(s, Fate::Expired, ledger);
-            n += 1;
-        }
-        n
-    }
-
-    /// When something changes without an arrival (ns): a key's head comes
-    /// due, the global limit lets the next in line go, or (a new key's
-    /// record waiting for room) a key rests. `None` when nothing waits.
-    pub fn next_event(&self, global: &dyn Schedule) -> Option<u64> {
-        // A key whose queue was emptied by an eviction or an expiry keeps
-        // its timer until it comes due: with nothing waiting, every timer
-        // is such a one, and nothing is to happen.
-        let waiting = self.len > 0;
-        let timer = waiting
-            .then(|| self.timers.peek().map(|&Reverse((due, _))| due))
-            .flatten();
-        let line = if self.shared.is_some() {
-            waiting.then_some(self.shared_next).flatten()
-        } else {
-            self.ready.iter().find_map(|&s| {
-                let slot = &self.slots[s as usize];
-                (slot.len > 0).then(|| global.next_due(self.nodes[slot.head as usize].seg.bytes()))
-            })
-        };
-        let rest = self
-            .blocked_on_keys
-            .then(|| self.rest.peek().map(|&Reverse((at, _))| at))
-            .flatten();
-        // Never earlier than a poll after the last walk: a poll time gone by
-        // would wake the writer over and over.
-        let poll = waiting
-            .then(|| self.shared.as_deref().and_then(|s| s.next_poll()))
-            .flatten()
-            .map(|t| t.max(self.last_walk.saturating_add(shared::POLL_FLOOR_NS)));
-        [timer, line, rest, poll].into_iter().flatten().min()
-    }
-
-    /// Every waiting record, oldest first, as `fate`.
-    pub fn drain(&mut self, fate: Fate, ledger: &mut Ledger) {
-        while let Some(&(_, _, s)) = self.fronts.first() {
-            let seg = self.pop_head(s).expect("a waiting record");
-            ledger.dispose(seg, fate);
-        }
     }
 
     /// Counts about the keys, with the `top` keys of each kind (most
@@ -1026,54 +440,5 @@ impl Keyed {
     /// lane.
     fn name(&self, i: usize) -> KeyName {
         KeyName((i != NO_KEY as usize).then(|| self.slots[i].key.as_bytes().to_vec()))
-    }
-}
-
-impl Slot {
-    fn new(key: KeyBytes) -> Slot {
-        Slot {
-            key,
-            position: Position::default(),
-            due: 0,
-            rests_at: 0,
-            head: NIL,
-            tail: NIL,
-            len: 0,
-            lane: Lane::Idle,
-            in_rest: false,
-            sent: 0,
-            dropped: 0,
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keys_are_looked_for_without_the_delimiter_or_a_cr_before_a_newline() {
-        assert_eq!(body_of(b"a,b\r\n", b'\n'), b"a,b");
-        assert_eq!(body_of(b"a,b\n", b'\n'), b"a,b");
-        assert_eq!(
-            body_of(b"a,b\r", b'\n'),
-            b"a,b",
-            "a last line without its newline"
-        );
-        assert_eq!(body_of(b"a,b\r\r\n", b'\n'), b"a,b\r", "one CR only");
-        assert_eq!(body_of(b"a,b\r\0", 0), b"a,b\r", "a CR is data with -0");
-    }
-
-    #[test]
-    fn same_bytes_sees_a_difference_at_any_place() {
-        for n in 0..=40 {
-            let a: Vec<u8> = (0..n as u8).map(|i| i.wrapping_mul(37)).collect();
-            assert!(same_bytes(&a, &a.clone()), "{n}");
-            for at in 0..n {
-                let mut b = a.clone();
-                b[at] ^= 0x40;
-                assert!(!same_bytes(&a, &b), "length {n}, byte {at}");
-            }
-        }
     }
 }

@@ -97,7 +97,7 @@ impl Keyed {
         &mut self,
         now: u64,
         s: u32,
-        size: usize,
+        record: &[u8],
         global: &mut dyn Schedule,
     ) -> bool {
         let shared = self.shared.as_deref_mut().expect("shared");
@@ -105,7 +105,7 @@ impl Keyed {
         if slot.len > 0 || !shared.allows(now, s, slot.key.as_bytes()) {
             return false;
         }
-        if global.release(now, 1, &mut std::iter::once(size)) == 0 {
+        if global.release(now, 1, &mut std::iter::once(record)) == 0 {
             return false;
         }
         self.take_slot(s, now);
@@ -212,8 +212,10 @@ impl Keyed {
                         j
                     };
                     let s = self.ready[j];
-                    let size = self.nodes[self.slots[s as usize].head as usize].seg.bytes();
-                    if global.release(now, 1, &mut std::iter::once(size)) > 0 {
+                    let head = self.nodes[self.slots[s as usize].head as usize]
+                        .seg
+                        .as_bytes();
+                    if global.release(now, 1, &mut std::iter::once(head)) > 0 {
                         self.ready.remove(j);
                         self.send_shared(s, now, outbox);
                         global.key_left(self.slots[s as usize].key.as_bytes(), now);
@@ -221,7 +223,7 @@ impl Keyed {
                         continue;
                     }
                     blocked = true;
-                    self.look_at(global.next_due(size));
+                    self.look_at(global.next_due(head));
                 }
                 LeaseHead::At(t) if t <= now => {
                     // Held back by an overload on this key alone: looked
@@ -286,8 +288,8 @@ impl Keyed {
     /// its turn go, nor closer than they do.
     fn ask_all(&mut self, now: u64, s: u32, before: u64, global: &dyn Schedule) {
         let slot = &self.slots[s as usize];
-        let size = self.nodes[slot.head as usize].seg.bytes();
-        let at = global.nth_due(size, before as usize).unwrap_or(now);
+        let head = self.nodes[slot.head as usize].seg.as_bytes();
+        let at = global.nth_due(head, before as usize).unwrap_or(now);
         let want = Want {
             records: slot.len,
             at: at.max(now),
@@ -315,9 +317,9 @@ impl Keyed {
         let shared = self.shared.as_deref_mut().expect("shared");
         let lead = shared.lead();
         let slot = &mut self.slots[s as usize];
-        let size = self.nodes[slot.head as usize].seg.bytes();
-        let Some(at) = global.nth_due(size, before as usize) else {
-            self.look_at(global.next_due(size).max(now + 1));
+        let head = self.nodes[slot.head as usize].seg.as_bytes();
+        let Some(at) = global.nth_due(head, before as usize) else {
+            self.look_at(global.next_due(head).max(now + 1));
             return false;
         };
         let at = at.max(now);
@@ -360,7 +362,7 @@ impl Keyed {
     fn tell_global(&mut self, now: u64, global: &mut dyn Schedule) {
         let heads = self.ready.iter().filter_map(|&s| {
             let slot = &self.slots[s as usize];
-            (slot.len > 0).then(|| self.nodes[slot.head as usize].seg.bytes())
+            (slot.len > 0).then(|| self.nodes[slot.head as usize].seg.as_bytes())
         });
         // Under record limits, every record waiting (the keys' turns
         // further on are known as far as the slots reach); under byte
@@ -371,7 +373,7 @@ impl Keyed {
             self.len
         };
         let first = heads.clone().next();
-        if first.is_some_and(|size| global.next_due(size) > now) {
+        if first.is_some_and(|head| global.next_due(head) > now) {
             let n = global.release(now, waiting, &mut heads.clone());
             debug_assert_eq!(n, 0, "no slot was due");
         }

@@ -106,10 +106,12 @@ impl Meter {
     /// The constants of `limit`.
     ///
     /// # Panics
-    /// If the rate is unlimited (the command line never shares one).
+    /// If the rate is unlimited, or the limit counts cost (the command line
+    /// shares neither).
     pub fn of(limit: &Limit) -> Meter {
         match limit.unit {
             Unit::Records => Meter::Records(Step::of(limit)),
+            Unit::Cost => panic!("a cost limit is not shared"),
             Unit::Bytes => {
                 let Rate::Limited { count, period_ns } = limit.rate else {
                     panic!("an unlimited rate is no limit");
@@ -468,7 +470,7 @@ mod tests {
 
     fn limit(rate: &str, burst: u64, unit: Unit) -> Limit {
         let rate = match unit {
-            Unit::Records => parse_rate(rate).unwrap(),
+            Unit::Records | Unit::Cost => parse_rate(rate).unwrap(),
             Unit::Bytes => crate::rate::parse_byte_rate(rate).unwrap(),
         };
         Limit { rate, burst, unit }

@@ -409,12 +409,12 @@ impl Schedule for SharedSchedule {
         &mut self,
         now: u64,
         available: usize,
-        sizes: &mut dyn Iterator<Item = usize>,
+        records: &mut dyn Iterator<Item = &[u8]>,
     ) -> usize {
         self.last_now = now;
         let mut st = self.lease.lock();
         if st.mode == Mode::Local {
-            return self.local.release(now, available, sizes);
+            return self.local.release(now, available, records);
         }
         while st
             .slots
@@ -426,7 +426,7 @@ impl Schedule for SharedSchedule {
         }
         let before = st.wanted;
         let n = if self.weighs_bytes {
-            release_sized(&mut st, now, available, sizes)
+            release_sized(&mut st, now, available, &mut records.map(<[u8]>::len))
         } else {
             let mut n = 0;
             while n < available && st.slots.front().is_some_and(|&(t, _)| t <= now) {
@@ -442,10 +442,11 @@ impl Schedule for SharedSchedule {
         n
     }
 
-    fn next_due(&self, size: usize) -> u64 {
+    fn next_due(&self, record: &[u8]) -> u64 {
+        let size = record.len();
         let st = self.lease.lock();
         if st.mode == Mode::Local {
-            return self.local.next_due(size);
+            return self.local.next_due(record);
         }
         match st.slots.front() {
             // Too small for this record: wasted at the next release.
@@ -459,10 +460,10 @@ impl Schedule for SharedSchedule {
         self.local.slack_ns()
     }
 
-    fn nth_due(&self, size: usize, n: usize) -> Option<u64> {
+    fn nth_due(&self, record: &[u8], n: usize) -> Option<u64> {
         let st = self.lease.lock();
         if st.mode == Mode::Local {
-            return self.local.nth_due(size, n);
+            return self.local.nth_due(record, n);
         }
         // The slots reserved: the later ones are not known yet.
         st.slots.get(n).map(|&(t, _)| t)
@@ -849,6 +850,11 @@ fn open_keys(
 mod tests {
     use super::*;
 
+    /// Records of these sizes in bytes.
+    fn sized(sizes: &[usize]) -> Vec<Vec<u8>> {
+        sizes.iter().map(|&n| vec![b'x'; n]).collect()
+    }
+
     #[test]
     fn targets() {
         assert_eq!(parse_target("quota"), Ok(Target::Host("quota".into())));
@@ -1019,7 +1025,10 @@ mod tests {
         assert!(s.weighs_bytes());
         assert_eq!(s.records_per_second(), f64::INFINITY);
         let sizes = [100usize, 60, 80, 30];
-        assert_eq!(s.release(0, 4, &mut sizes.iter().copied()), 1);
+        assert_eq!(
+            s.release(0, 4, &mut sized(&sizes).iter().map(Vec::as_slice)),
+            1
+        );
         {
             let st = s.lease.lock();
             // The 50-byte slot was too small for the 60-byte record.
@@ -1029,11 +1038,14 @@ mod tests {
             assert_eq!(st.wanted, 2);
             assert_eq!(st.wanted_sizes, [80, 30]);
         }
-        assert_eq!(s.next_due(60), 10 * MS);
+        assert_eq!(s.next_due(&[b'x'; 60]), 10 * MS);
         // A record larger than the head slot (the queue changed) is due
         // at once: the next release wastes the slot and wants one for it.
-        assert_eq!(s.next_due(90), 0);
-        assert_eq!(s.release(10 * MS, 2, &mut [90usize, 30].into_iter()), 0);
+        assert_eq!(s.next_due(&[b'x'; 90]), 0);
+        assert_eq!(
+            s.release(10 * MS, 2, &mut sized(&[90, 30]).iter().map(Vec::as_slice)),
+            0
+        );
         let st = s.lease.lock();
         assert_eq!(st.forfeited, 2);
         assert!(st.slots.is_empty());
@@ -1044,7 +1056,10 @@ mod tests {
     #[test]
     fn a_smaller_record_takes_a_larger_slot() {
         let mut s = byte_schedule(&[(0, 500), (MS, 500)]);
-        assert_eq!(s.release(MS, 2, &mut [10usize, 490].into_iter()), 2);
+        assert_eq!(
+            s.release(MS, 2, &mut sized(&[10, 490]).iter().map(Vec::as_slice)),
+            2
+        );
         let st = s.lease.lock();
         assert_eq!((st.forfeited, st.wanted), (0, 0));
         assert!(st.wanted_sizes.is_empty());
@@ -1056,11 +1071,20 @@ mod tests {
     fn a_byte_slot_may_be_as_late_as_it_is_long() {
         // At 1000 bytes a second: 50 bytes take 50 ms, 1 byte 1 ms (2).
         let mut s = byte_schedule(&[(0, 50), (0, 1), (0, 1)]);
-        assert_eq!(s.release(40 * MS, 1, &mut [50usize].into_iter()), 1);
-        assert_eq!(s.release(41 * MS, 1, &mut [1usize].into_iter()), 0);
+        assert_eq!(
+            s.release(40 * MS, 1, &mut sized(&[50]).iter().map(Vec::as_slice)),
+            1
+        );
+        assert_eq!(
+            s.release(41 * MS, 1, &mut sized(&[1]).iter().map(Vec::as_slice)),
+            0
+        );
         assert_eq!(s.lease.lock().forfeited, 2);
         let mut s = byte_schedule(&[(0, 50)]);
-        assert_eq!(s.release(51 * MS, 1, &mut [50usize].into_iter()), 0);
+        assert_eq!(
+            s.release(51 * MS, 1, &mut sized(&[50]).iter().map(Vec::as_slice)),
+            0
+        );
         assert_eq!(s.lease.lock().forfeited, 1);
     }
 
@@ -1079,8 +1103,11 @@ mod tests {
         )]);
         s.lease.lock().mode = Mode::Local;
         // 500 bytes a second each: 100 bytes now, the next 100 in 200 ms.
-        assert_eq!(s.release(0, 2, &mut [100usize, 100].into_iter()), 1);
-        assert_eq!(s.next_due(100), 200 * MS);
+        assert_eq!(
+            s.release(0, 2, &mut sized(&[100, 100]).iter().map(Vec::as_slice)),
+            1
+        );
+        assert_eq!(s.next_due(&[b'x'; 100]), 200 * MS);
         assert_eq!(s.lease.lock().wanted, 0);
     }
 

@@ -2,29 +2,33 @@
 //!
 //! [`State`] holds the pure parts (admission with its bucket and schedule,
 //! the ledger) and the few facts about the threads that they need to agree
-//! on. The special cases that the design does not make disappear are
-//! fields of [`State`], each named for what it keeps:
+//! on, grouped by whom they concern; the special cases that the design does
+//! not make disappear are named inside each part:
 //!
-//! - `pending` — *the parked read*: under `block`, the records of one read
-//!   that did not fit. They are not read yet (not counted); they arrive
-//!   when room is made, offered again before any newer read, by the reader
-//!   or by the writer's top-up. Keeps: backpressure without losing a read's
-//!   tail, and a schedule that never starves while the reader sleeps.
-//! - `tail` — *the begun record*: unpaced, the record the reader was writing
-//!   to stdout itself when stdout filled. The writer finishes it before
-//!   anything else, even when stopping. Keeps: no record is ever cut.
-//! - `finishing` — the begun record the reader finishes itself at a stop.
-//!   Keeps: a second signal finds it for the dead letter.
-//! - `in_flight`, `in_flight_begun` — the batch the writer is writing, for a
-//!   second signal that leaves mid-write. Keeps: nothing is lost then.
-//! - `leftover` — records read but never offered because drip stopped.
-//!   Keeps: they are counted, as undelivered, in input order.
+//! - [`Reading`] (`reading.rs`) — what the reader holds outside the books:
+//!   *the parked read*, the `leftover` records of a stop, the record it is
+//!   `finishing` itself at a stop, how much room it waits for.
+//! - [`Writing`] (`writing.rs`) — the way out: *the begun record* (`tail`),
+//!   *the batch in flight*, when the write began, whether the sink is full.
+//! - [`Stopping`] and [`Stops`] (`stopping.rs`) — how drip is stopping:
+//!   the stop flags and why (an overflow, a write error, the keys at the
+//!   stop) under the lock; the flags a write reads between its calls, the
+//!   signals and the threads to interrupt, without it.
 //!
 //! Invariant (checked at exit): every record read is in exactly one place —
-//! the bucket, the outbox, the writer's batch, `tail` — or has its fate in
-//! the ledger; `pending` and `leftover` hold records not yet counted.
+//! the bucket, the outbox, the writer's batch, the begun record — or has
+//! its fate in the ledger; the reader's holdings are records not yet
+//! counted.
 
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+mod reading;
+mod stopping;
+mod writing;
+
+pub(crate) use reading::Reading;
+pub(crate) use stopping::{Stopping, Stops};
+pub(crate) use writing::{Writing, STALL_NS};
+
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -38,10 +42,6 @@ use crate::output;
 use crate::progress::Snapshot;
 use crate::stats::{Departures, JobStats, KeyStats, Summary};
 use crate::sys;
-
-/// Unpaced, how long stdout may make no room before a drop or fail policy
-/// applies, in ns: longer than a consumer that is merely descheduled.
-pub(crate) const STALL_NS: u64 = 100_000_000;
 
 /// How many keys of each kind the summary names (`--key`).
 const TOP_KEYS: usize = 10;
@@ -119,40 +119,12 @@ pub(crate) struct State {
     /// When the first and the latest records were written, for the rate.
     pub(crate) departures: Departures,
     pub(crate) dead: DeadLetter,
-    /// The reader has finished (end of input, error, or stop).
-    pub(crate) reading_done: bool,
-    /// Stop reading: a signal, an overflow under fail, a failed output.
-    pub(crate) stop_reading: bool,
-    /// Stop writing (after the record under way).
-    pub(crate) stop_writing: bool,
-    pub(crate) writer_waiting: bool,
-    /// While the reader waits for room: how many free places wake it (a
-    /// low-water mark, so it is not woken for every record written).
-    pub(crate) reader_wants: usize,
-    /// When the writer last took records, making room (ns).
-    pub(crate) last_take: u64,
-    /// When the write under way began (ns).
-    pub(crate) writing_since: Option<u64>,
-    pub(crate) overflow: Option<OverflowError>,
-    /// The parked read (see the module's notes).
-    pub(crate) pending: Option<Segment>,
-    /// Records read but never offered because drip stopped.
-    pub(crate) leftover: Vec<Segment>,
-    /// The begun record and how many of its bytes went out.
-    pub(crate) tail: Option<(Segment, usize)>,
-    /// The error the reader met writing to stdout itself.
-    pub(crate) write_error: Option<std::io::Error>,
-    /// The batch being written (a begun record's rest first) and that
-    /// record whole; [`Shared::in_flight_written`] says how far it got.
-    pub(crate) in_flight: Vec<Segment>,
-    pub(crate) in_flight_begun: Option<Segment>,
-    /// The begun record the reader is finishing itself at a stop.
-    pub(crate) finishing: Option<Segment>,
-    /// The sink has no room (every job slot is taken): arrivals wait.
-    pub(crate) sink_full: bool,
-    /// With limits per key, the keys' stats as they were when drip stopped,
-    /// before the records still waiting were drained (undelivered).
-    pub(crate) keys_at_stop: Option<KeyStats>,
+    /// What the reader holds outside the books.
+    pub(crate) reading: Reading,
+    /// The way out: what has begun and not finished.
+    pub(crate) writing: Writing,
+    /// How drip is stopping.
+    pub(crate) stop: Stopping,
 }
 
 /// The command runner (`--exec`), as the other threads see it.
@@ -172,6 +144,15 @@ pub(crate) trait Jobs: Send + Sync + std::fmt::Debug {
     /// then KILL, every job's process group; returns their records, now
     /// undelivered.
     fn abandon(&self) -> Vec<Segment>;
+    /// How many jobs may run at once (`-j`).
+    fn slots(&self) -> usize;
+    /// Let `n` jobs run at once from now on (`drip ctl … -j`): more start
+    /// at once when raised; when lowered, running jobs finish and no new
+    /// one starts until fewer than `n` run.
+    fn set_slots(&self, n: usize);
+    /// The jobs running now: each one's number (in order of start) and
+    /// its record, without the delimiter.
+    fn running(&self) -> Vec<(u64, Vec<u8>)>;
 }
 
 /// After a second signal, how long jobs have between TERM and KILL.
@@ -185,23 +166,9 @@ impl State {
             ledger: Ledger::new(keep_dead),
             departures: Departures::default(),
             dead,
-            reading_done: false,
-            stop_reading: false,
-            stop_writing: false,
-            writer_waiting: false,
-            reader_wants: 0,
-            last_take: 0,
-            writing_since: None,
-            overflow: None,
-            pending: None,
-            leftover: Vec::new(),
-            tail: None,
-            write_error: None,
-            in_flight: Vec::new(),
-            in_flight_begun: None,
-            finishing: None,
-            sink_full: false,
-            keys_at_stop: None,
+            reading: Reading::default(),
+            writing: Writing::default(),
+            stop: Stopping::default(),
         }
     }
 
@@ -217,11 +184,11 @@ impl State {
     /// were still writing, as undelivered; `written` bytes of the writer's
     /// batch went out. A record under way goes to the dead letter whole.
     pub(crate) fn drain_in_flight(&mut self, written: usize) {
-        let mut batch = std::mem::take(&mut self.in_flight);
+        let mut batch = std::mem::take(&mut self.writing.in_flight);
         let skip = output::whole_records(&batch, written) as usize;
-        whole_again(&mut batch, self.in_flight_begun.take(), skip);
+        whole_again(&mut batch, self.writing.in_flight_begun.take(), skip);
         self.dispose_after(batch, skip);
-        if let Some(record) = self.finishing.take() {
+        if let Some(record) = self.reading.finishing.take() {
             self.ledger.read_undelivered(record);
         }
     }
@@ -240,52 +207,37 @@ impl State {
     }
 
     /// Everything still queued, then what the reader held, as undelivered.
-    /// The keys' stats are taken first ([`State::keys_at_stop`]), so the
+    /// The keys' stats are taken first ([`Stopping::keys_at_stop`]), so the
     /// summary names the keys whose records were left.
     pub(crate) fn drain_undelivered(&mut self) {
-        if self.keys_at_stop.is_none() {
-            self.keys_at_stop = self.adm.keys().map(|k| k.stats(TOP_KEYS));
+        if self.stop.keys_at_stop.is_none() {
+            self.stop.keys_at_stop = self.adm.keys().map(|k| k.stats(TOP_KEYS));
         }
         // A begun record is older than anything queued.
-        if let Some((record, _)) = self.tail.take() {
+        if let Some((record, _)) = self.writing.tail.take() {
             self.ledger.dispose(record, Fate::Undelivered);
         }
         self.adm.drain(Fate::Undelivered, &mut self.ledger);
-        for seg in self
-            .pending
-            .take()
-            .into_iter()
-            .chain(std::mem::take(&mut self.leftover))
-        {
-            self.ledger.read_undelivered(seg);
-        }
+        self.reading.undelivered(&mut self.ledger);
     }
 
     /// Whether nothing is queued or being written: stdout is free for the
     /// reader to write to itself.
     pub(crate) fn idle(&self) -> bool {
-        self.writer_waiting
+        self.writing.waiting
             && self.adm.bucket().is_empty()
             && self.adm.outbox_len() == 0
-            && self.pending.is_none()
-            && self.tail.is_none()
-            && !self.stop_reading
+            && self.reading.parked.is_none()
+            && self.writing.tail.is_none()
+            && !self.stop.reading
+            && !self.adm.paused()
     }
 
-    /// Whether the writer can take records now. Unpaced: it is between
-    /// writes and nothing waits for it in the outbox (so what it holds
-    /// beyond the bucket is at most one read, the parked one). Paced: no
-    /// write has been under way for longer than the schedule's slack
-    /// (stdout is taking records).
+    /// Whether the writer can take records now ([`Writing::may_take`]).
     pub(crate) fn may_leave(&self, now: u64, unpaced: bool) -> bool {
-        if self.sink_full {
-            return false;
-        }
-        if unpaced {
-            return self.adm.outbox_len() == 0 && self.writing_since.is_none();
-        }
         let slack = self.adm.schedule().slack_ns();
-        !matches!(self.writing_since, Some(since) if now.saturating_sub(since) > slack)
+        self.writing
+            .may_take(now, unpaced, self.adm.outbox_len(), slack)
     }
 
     /// The policy that applies now: unpaced, one read can bring thousands
@@ -293,9 +245,8 @@ impl State {
     /// stdout has stopped making room for a while, never to the size of a
     /// read; until then, `block`.
     pub(crate) fn policy(&self, now: u64, unpaced: bool) -> Overflow {
-        let patient =
-            unpaced && (self.writer_waiting || now.saturating_sub(self.last_take) < STALL_NS);
-        if patient {
+        // Paused, the writer takes nothing: the policy applies as set.
+        if !self.adm.paused() && self.writing.patient(now, unpaced) {
             Overflow::Block
         } else {
             self.adm.bucket().policy()
@@ -311,18 +262,18 @@ impl State {
         written: output::Written,
         now: u64,
     ) -> Option<Option<Segment>> {
-        self.writing_since = None;
+        self.writing.since = None;
         let whole = written.records;
         self.ledger.read(whole as usize);
         self.ledger.written(whole, written.bytes);
         self.departures.record(now, whole);
         if written.bytes > 0 {
-            self.last_take = now;
+            self.writing.last_take = now;
         }
         let done = seg.split_front(whole as usize);
         let begun = written.bytes as usize - done.bytes();
         if let Some(e) = written.error {
-            self.write_error = Some(e);
+            self.stop.write_error = Some(e);
             self.ledger.read_undelivered(seg);
             return None;
         }
@@ -330,7 +281,7 @@ impl State {
             let mut record = seg.split_front(1);
             record.arrived = now;
             self.ledger.read(1);
-            self.tail = Some((record, begun));
+            self.writing.tail = Some((record, begun));
         }
         Some((!seg.is_empty()).then_some(seg))
     }
@@ -346,7 +297,7 @@ impl State {
         {
             return false;
         }
-        let Some(held) = self.pending.take() else {
+        let Some(held) = self.reading.parked.take() else {
             return false;
         };
         match self
@@ -355,7 +306,7 @@ impl State {
         {
             Offered::Done => true,
             Offered::Wait(rest) | Offered::Overflowed(rest) => {
-                self.pending = Some(rest);
+                self.reading.parked = Some(rest);
                 false
             }
         }
@@ -363,8 +314,7 @@ impl State {
 
     /// Whether the reader waits for room and enough has been made.
     pub(crate) fn reader_can_go(&self) -> bool {
-        let bucket = self.adm.bucket();
-        self.reader_wants > 0 && bucket.capacity() - bucket.len() >= self.reader_wants
+        self.reading.can_go(&self.adm.bucket())
     }
 }
 
@@ -385,10 +335,6 @@ pub(crate) struct Shared {
     pub(crate) data_ready: Condvar,
     /// The reader waits here for room in the bucket.
     pub(crate) space_ready: Condvar,
-    /// Mirror of `stop_writing`, read between write calls without the lock.
-    pub(crate) stop_now: AtomicBool,
-    /// Bytes of the writer's batch (`State::in_flight`) written so far.
-    pub(crate) in_flight_written: AtomicUsize,
     /// Wakes the reader from a wait for input.
     pub(crate) waker: sys::Waker,
     pub(crate) clock: Clock,
@@ -396,20 +342,10 @@ pub(crate) struct Shared {
     pub(crate) unpaced: bool,
     /// Unpaced: how the reader may write to stdout itself.
     pub(crate) direct: Option<output::Direct>,
-    /// The first stopping signal's number (0: none yet), set without the
-    /// lock so a second signal is recognized even while the lock is busy.
-    pub(crate) first_signal: AtomicI32,
-    /// The writer thread while it runs (0 otherwise), so a stop can
-    /// interrupt a write blocked on a stalled stdout.
-    pub(crate) writer_thread: Mutex<u64>,
-    /// Leaving after a second signal ([`Shared::leave`]): every write ends
-    /// at its next return, even inside a record.
-    pub(crate) leave_now: AtomicBool,
-    /// The second stopping signal's number (0: none).
-    pub(crate) second_signal: AtomicI32,
-    /// The reader thread while it runs (0 otherwise), interrupted as the
-    /// writer is when drip leaves.
-    pub(crate) reader_thread: Mutex<u64>,
+    /// Bytes of the writer's batch ([`Writing::in_flight`]) written so far.
+    pub(crate) in_flight_written: AtomicUsize,
+    /// How drip is stopping, seen without the lock.
+    pub(crate) stops: Stops,
     /// What waits for the dead-letter thread; reading waits while it is
     /// full.
     pub(crate) dead_backlog: Arc<Backlog>,
@@ -427,15 +363,15 @@ impl Shared {
     /// Stop reading (and, unless `drain`, writing), waking every thread.
     pub(crate) fn stop(&self, drain: bool) {
         let mut st = self.lock();
-        st.stop_reading = true;
+        st.stop.reading = true;
         if !drain {
-            st.stop_writing = true;
-            self.stop_now.store(true, Ordering::SeqCst);
+            st.stop.writing = true;
+            self.stops.now.store(true, Ordering::SeqCst);
         }
         drop(st);
         self.wake_all();
         if !drain {
-            self.interrupt_writer();
+            self.stops.interrupt_writer();
         }
     }
 
@@ -445,8 +381,8 @@ impl Shared {
     /// the writer took them. Waiting records are undelivered.
     pub(crate) fn stop_at_overflow(&self) {
         let mut st = self.lock();
-        st.stop_reading = true;
-        st.stop_writing = true;
+        st.stop.reading = true;
+        st.stop.writing = true;
         drop(st);
         self.wake_all();
     }
@@ -462,23 +398,12 @@ impl Shared {
     /// wake them all; the wiring then takes stock as at any stop, from
     /// exact counts ([`crate::shutdown`]).
     pub(crate) fn leave(&self, signo: i32) {
-        self.second_signal.store(signo, Ordering::SeqCst);
-        self.leave_now.store(true, Ordering::SeqCst);
+        self.stops.second(signo);
         self.stop(false);
         if let Some(jobs) = self.jobs.get() {
             jobs.terminate();
         }
-        self.interrupt_threads();
-    }
-
-    /// Interrupt whatever system call the writer and the reader are
-    /// blocked in (a write to a stalled stdout).
-    pub(crate) fn interrupt_threads(&self) {
-        self.interrupt_writer();
-        let thread = self.reader_thread.lock().unwrap_or_else(|e| e.into_inner());
-        if *thread != 0 {
-            sys::interrupt(*thread);
-        }
+        self.stops.interrupt_threads();
     }
 
     /// The last resort after a second signal, when the threads have not
@@ -496,7 +421,7 @@ impl Shared {
                 }
                 // The writer stops after the record under way (fewer
                 // records end up both written and dead-lettered).
-                self.stop_now.store(true, Ordering::SeqCst);
+                self.stops.now.store(true, Ordering::SeqCst);
                 st.drain_in_flight(self.in_flight_written.load(Ordering::SeqCst));
                 st.drain_undelivered();
                 st.flush_dead();
@@ -512,19 +437,6 @@ impl Shared {
         }
     }
 
-    /// If a stop was asked for and the writer is still running, interrupt
-    /// the write it may be blocked in (it then finishes only the record
-    /// under way).
-    pub(crate) fn interrupt_writer(&self) {
-        if !self.stop_now.load(Ordering::SeqCst) {
-            return;
-        }
-        let thread = self.writer_thread.lock().unwrap_or_else(|e| e.into_inner());
-        if *thread != 0 {
-            sys::interrupt(*thread);
-        }
-    }
-
     /// A moment's view, for the display and the stats stream.
     pub(crate) fn snapshot(&self) -> Snapshot {
         let st = self.lock();
@@ -535,14 +447,15 @@ impl Shared {
             depth: bucket.len() as u64,
             max_depth: bucket.max_depth() as u64,
             oldest_age_ns: bucket.oldest_arrival().map_or(0, |t| now.saturating_sub(t)),
-            writing_for_ns: st.writing_since.map_or(0, |t| now.saturating_sub(t)),
+            writing_for_ns: st.writing.since.map_or(0, |t| now.saturating_sub(t)),
             elapsed_ns: now,
-            reading_done: st.reading_done,
+            reading_done: st.reading.done,
             departures: st.departures,
             keys: st
                 .adm
                 .keys()
                 .map(|k| (k.keys() as u64, k.busy_keys() as u64)),
+            paused: st.adm.paused(),
         }
     }
 
@@ -551,7 +464,7 @@ impl Shared {
     fn keys_stats(&self) -> Option<KeyStats> {
         let st = self.lock();
         let now = || st.adm.keys().map(|k| k.stats(TOP_KEYS));
-        st.keys_at_stop.clone().or_else(now)
+        st.stop.keys_at_stop.clone().or_else(now)
     }
 
     /// The summary for `--stats`, `--stats-json` and SIGUSR1: the counts,
@@ -575,6 +488,7 @@ impl Shared {
             keys: self.keys_stats(),
             // Not under the state's lock: the keepers take theirs first.
             share: self.share.get().map(crate::shared::Counters::stats),
+            paused: snap.paused,
         }
     }
 }

@@ -1,0 +1,225 @@
+//! What `drip ctl` may ask a running drip, and how it is said on the wire.
+//!
+//! The client sends one line: a JSON array of the words after the target
+//! (`["rate","20/s"]`); the drip answers one line: a JSON object, or
+//! `{"error":"…"}`. [`parse`] reads the words into a [`Request`], on both
+//! sides (the client to refuse a bad command before connecting, the server
+//! because it trusts nothing it is sent).
+//!
+//! Pure: no threads, no clock, no I/O.
+
+use crate::rate::Rate;
+use crate::schedule::{Limit, Unit};
+
+/// What a client asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    /// Who the drip is and where it stands (one entry of `drip ctl list`).
+    Info,
+    /// The `--stats-json` object, now.
+    Stats,
+    /// The keys' figures and top keys (`--key`).
+    Keys,
+    /// The running jobs (`--exec`).
+    Jobs,
+    /// Nothing leaves until `resume`.
+    Pause,
+    /// Records leave again as the schedule says.
+    Resume,
+    /// New global limits from now on: the record limits (`rate`) and the
+    /// byte limits (`byte-rate`), each kind replaced whole when given.
+    Rate {
+        /// The new `--rate` limits, when any `rate` was given (empty:
+        /// `rate inf`, no record limit).
+        records: Option<Vec<Limit>>,
+        /// The new `--byte-rate` limits, when any `byte-rate` was given.
+        bytes: Option<Vec<Limit>>,
+    },
+    /// A new limit per key from now on (`--key-rate`).
+    KeyRate(Limit),
+    /// A new number of job slots (`-j`, with `--exec`).
+    Slots(usize),
+}
+
+/// The commands, for `--help` and errors.
+pub const COMMANDS: &str =
+    "list, stats, keys, jobs, pause, resume, rate RATE[:BURST], byte-rate SIZE/UNIT[:BURST], key-rate RATE[:BURST], -j N";
+
+/// Read the words after the target.
+///
+/// # Errors
+/// An unknown command, a missing or bad value, or words left over: the
+/// reason in words.
+pub fn parse(words: &[String]) -> Result<Request, String> {
+    let mut words = words.iter().map(String::as_str);
+    let Some(first) = words.next() else {
+        return Err(format!("no command (expected one of: {COMMANDS})"));
+    };
+    let rest: Vec<&str> = words.collect();
+    let alone = |request: Request| {
+        if rest.is_empty() {
+            Ok(request)
+        } else {
+            Err(format!("{first}: takes no value, got '{}'", rest.join(" ")))
+        }
+    };
+    match first {
+        "info" => alone(Request::Info),
+        "stats" => alone(Request::Stats),
+        "keys" => alone(Request::Keys),
+        "jobs" => alone(Request::Jobs),
+        "pause" => alone(Request::Pause),
+        "resume" => alone(Request::Resume),
+        "rate" | "byte-rate" => rates(first, &rest),
+        "key-rate" => match rest.as_slice() {
+            [value] => {
+                let (rate, burst) = crate::rate::parse_key_rate(value)
+                    .map_err(|why| format!("key-rate '{value}': {why}"))?;
+                Ok(Request::KeyRate(Limit {
+                    rate,
+                    burst: burst.unwrap_or(1),
+                    unit: Unit::Records,
+                }))
+            }
+            _ => Err("key-rate: takes one RATE[:BURST]".to_string()),
+        },
+        "-j" | "--jobs" => match rest.as_slice() {
+            [value] => crate::quantity::parse_count_usize(value)
+                .map(Request::Slots)
+                .map_err(|why| format!("{first} '{value}': {why}")),
+            _ => Err(format!("{first}: takes one number of jobs")),
+        },
+        other => Err(format!(
+            "unknown command '{other}' (expected one of: {COMMANDS})"
+        )),
+    }
+}
+
+/// `rate R [rate R | byte-rate B]…`, starting with `first`.
+fn rates(first: &str, rest: &[&str]) -> Result<Request, String> {
+    let mut records: Option<Vec<Limit>> = None;
+    let mut bytes: Option<Vec<Limit>> = None;
+    let mut words = std::iter::once(first).chain(rest.iter().copied());
+    while let Some(kind) = words.next() {
+        let Some(value) = words.next() else {
+            return Err(format!("{kind}: needs a value"));
+        };
+        match kind {
+            "rate" => {
+                let (rate, burst) = crate::rate::parse_rate_burst(value)
+                    .map_err(|why| format!("rate '{value}': {why}"))?;
+                let list = records.get_or_insert_with(Vec::new);
+                if rate != Rate::Unlimited {
+                    list.push(Limit {
+                        rate,
+                        burst: burst.unwrap_or(1),
+                        unit: Unit::Records,
+                    });
+                }
+            }
+            "byte-rate" => {
+                let (rate, burst) = crate::rate::parse_byte_rate_burst(value)
+                    .map_err(|why| format!("byte-rate '{value}': {why}"))?;
+                bytes.get_or_insert_with(Vec::new).push(Limit {
+                    rate,
+                    burst,
+                    unit: Unit::Bytes,
+                });
+            }
+            other => {
+                return Err(format!(
+                    "'{other}': after rate, only more rate or byte-rate values"
+                ))
+            }
+        }
+    }
+    Ok(Request::Rate { records, bytes })
+}
+
+/// The reply for an error: `{"error":"…"}`.
+pub fn error_reply(why: &str) -> String {
+    serde_json::json!({ "error": why }).to_string()
+}
+
+/// A reply read back: the JSON object, or the error it says.
+///
+/// # Errors
+/// The drip's error, or a reply that is no JSON object.
+pub fn read_reply(line: &str) -> Result<serde_json::Value, String> {
+    let value: serde_json::Value = serde_json::from_str(line.trim_end())
+        .map_err(|e| format!("an answer that is not JSON ({e})"))?;
+    match value.get("error").and_then(serde_json::Value::as_str) {
+        Some(why) => Err(why.to_string()),
+        None if value.is_object() || value.is_array() => Ok(value),
+        None => Err("an answer that is not a JSON object".to_string()),
+    }
+}
+
+/// `limit` as the command line gives it: `20/s:3`, `1048576/s:4096`.
+pub fn spell(limit: &Limit) -> String {
+    format!("{}:{}", limit.rate, limit.burst)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(text: &str) -> Vec<String> {
+        text.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn commands_read() {
+        assert_eq!(parse(&words("pause")), Ok(Request::Pause));
+        assert_eq!(parse(&words("-j 4")), Ok(Request::Slots(4)));
+        match parse(&words("rate 10/s rate 500/min:50")).unwrap() {
+            Request::Rate {
+                records: Some(r),
+                bytes: None,
+            } => {
+                assert_eq!(r.len(), 2);
+                assert_eq!((r[0].burst, r[1].burst), (1, 50));
+            }
+            other => panic!("{other:?}"),
+        }
+        match parse(&words("byte-rate 1KiB/s:512")).unwrap() {
+            Request::Rate {
+                records: None,
+                bytes: Some(b),
+            } => assert_eq!((b[0].burst, b[0].unit), (512, Unit::Bytes)),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            parse(&words("rate inf")),
+            Ok(Request::Rate {
+                records: Some(vec![]),
+                bytes: None
+            })
+        );
+    }
+
+    #[test]
+    fn bad_commands_say_why() {
+        assert!(parse(&[]).unwrap_err().starts_with("no command"));
+        assert!(parse(&words("fly"))
+            .unwrap_err()
+            .contains("unknown command 'fly'"));
+        assert!(parse(&words("pause now"))
+            .unwrap_err()
+            .contains("takes no value"));
+        assert!(parse(&words("rate")).unwrap_err().contains("needs a value"));
+        assert!(parse(&words("rate 0/s"))
+            .unwrap_err()
+            .starts_with("rate '0/s'"));
+        assert!(parse(&words("rate 1/s pause")).is_err());
+        assert!(parse(&words("key-rate inf")).is_err());
+        assert!(parse(&words("-j 0")).is_err());
+    }
+
+    #[test]
+    fn replies_read_back() {
+        assert_eq!(read_reply(&error_reply("no")), Err("no".to_string()));
+        assert!(read_reply("{\"pid\":1}\n").is_ok());
+        assert!(read_reply("nonsense").is_err());
+    }
+}

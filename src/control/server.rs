@@ -1,0 +1,202 @@
+//! The control socket of a running drip: a thread that accepts one client
+//! at a time, checks that it runs as drip's own user (`SO_PEERCRED`), reads
+//! one request line and answers it through [`Steer`], which the wiring
+//! implements. The socket is removed at every way out drip has: the end of
+//! the run ([`Server::finish`], or the server dropped on an error) and a
+//! second signal's exit ([`remove_socket`]).
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use super::protocol::{self, Request};
+use super::{ensure_dir, socket_dir, SocketName};
+
+/// What the control thread may do with the drip it serves; the wiring
+/// answers each request under the drip's own lock and rules.
+pub(crate) trait Steer: Send + Sync {
+    /// Answer `request`: a JSON value, or why not, in words.
+    fn answer(&self, request: &Request) -> Result<serde_json::Value, String>;
+}
+
+/// How long a client may take to send its line or read the answer.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The longest request line read, in bytes.
+const MAX_REQUEST: u64 = 4096;
+
+/// The socket of this process, for [`remove_socket`].
+static SOCKET: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// Remove this process's control socket now, if it has one (before an
+/// exit that skips the usual way out).
+pub(crate) fn remove_socket() {
+    let path = SOCKET.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let Some(path) = path {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// The running control socket.
+#[derive(Debug)]
+pub(crate) struct Server {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Listen on this process's socket (named by its pid and `name`) in
+    /// [`socket_dir`], answering through `steer`.
+    ///
+    /// # Errors
+    /// The directory cannot be made, is not this user's alone, or the
+    /// socket cannot be bound.
+    pub(crate) fn start(name: Option<&str>, steer: Arc<dyn Steer>) -> Result<Server> {
+        let dir = socket_dir();
+        ensure_dir(&dir).map_err(anyhow::Error::msg)?;
+        let socket = SocketName {
+            pid: std::process::id(),
+            name: name.map(str::to_string),
+        };
+        let path = dir.join(socket.file_name());
+        // A socket left by an earlier process of this pid (killed) goes.
+        let _ = std::fs::remove_file(&path);
+        let listener = UnixListener::bind(&path)
+            .with_context(|| format!("control socket {}", path.display()))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+            .with_context(|| format!("control socket {}", path.display()))?;
+        *SOCKET.lock().unwrap_or_else(|e| e.into_inner()) = Some(path.clone());
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("drip-control".into())
+            .spawn(move || serve(&listener, &*steer, &stopping))
+            .context("starting the control thread")?;
+        Ok(Server {
+            path,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stop answering and remove the socket.
+    pub(crate) fn finish(mut self) {
+        self.shut();
+    }
+
+    /// The thread sees `stop` within 50 ms and ends; it is not waited
+    /// for (a client being answered has at most [`CLIENT_TIMEOUT`]).
+    fn shut(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = std::fs::remove_file(&self.path);
+        SOCKET.lock().unwrap_or_else(|e| e.into_inner()).take();
+        self.thread.take();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shut();
+    }
+}
+
+/// Accept clients until `stop`, answering each in turn.
+fn serve(listener: &UnixListener, steer: &dyn Steer, stop: &AtomicBool) {
+    use std::os::fd::AsFd;
+    let _ = listener.set_nonblocking(true);
+    while !stop.load(Ordering::SeqCst) {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                let _ = stream.set_nonblocking(false);
+                answer(stream, steer);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                // Wait for a client, looking at `stop` every 50 ms.
+                let fd = listener.as_fd();
+                let mut fds = [rustix::event::PollFd::new(
+                    &fd,
+                    rustix::event::PollFlags::IN,
+                )];
+                let timeout = rustix::time::Timespec {
+                    tv_sec: 0,
+                    tv_nsec: 50_000_000,
+                };
+                let _ = rustix::event::poll(&mut fds, Some(&timeout));
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+/// The peer's uid, from the kernel (`SO_PEERCRED`).
+fn peer_uid(stream: &UnixStream) -> std::io::Result<u32> {
+    let cred = rustix::net::sockopt::socket_peercred(stream)?;
+    Ok(cred.uid.as_raw())
+}
+
+/// Whether a peer running as `peer` may steer a drip running as `own`:
+/// only the same user (root included: it steers its own drips only).
+pub(crate) fn admitted(peer: u32, own: u32) -> bool {
+    peer == own
+}
+
+/// Read one request from `stream` and answer it.
+fn answer(stream: UnixStream, steer: &dyn Steer) {
+    let _ = stream.set_read_timeout(Some(CLIENT_TIMEOUT));
+    let _ = stream.set_write_timeout(Some(CLIENT_TIMEOUT));
+    let own = rustix::process::getuid().as_raw();
+    // The line is read whatever the peer: an answer to an unread request
+    // could be lost to a reset.
+    let words = read_request(&stream);
+    let reply = match peer_uid(&stream) {
+        Ok(peer) if admitted(peer, own) => match words {
+            Ok(words) => reply(&words, steer),
+            Err(why) => protocol::error_reply(&why),
+        },
+        Ok(peer) => protocol::error_reply(&format!(
+            "uid {peer} may not steer this drip (it runs as uid {own})"
+        )),
+        Err(e) => protocol::error_reply(&format!("the peer's credentials: {e}")),
+    };
+    let mut stream = stream;
+    let _ = writeln!(stream, "{reply}");
+}
+
+/// The request line on `stream`, as words.
+fn read_request(stream: &UnixStream) -> Result<Vec<String>, String> {
+    let mut line = String::new();
+    let mut reader = BufReader::new(std::io::Read::take(stream, MAX_REQUEST));
+    reader
+        .read_line(&mut line)
+        .map_err(|e| format!("reading the request: {e}"))?;
+    serde_json::from_str(line.trim_end()).map_err(|_| "a request is a JSON array of words".into())
+}
+
+/// The answer to `words`.
+fn reply(words: &[String], steer: &dyn Steer) -> String {
+    match protocol::parse(words).and_then(|request| steer.answer(&request)) {
+        Ok(value) => value.to_string(),
+        Err(why) => protocol::error_reply(&why),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_same_user_is_admitted() {
+        assert!(admitted(1000, 1000));
+        assert!(!admitted(0, 1000));
+        assert!(!admitted(1000, 0));
+        assert!(!admitted(65534, 1000));
+    }
+}

@@ -1,0 +1,233 @@
+//! `--keep-order`: each job's output reaches stdout in input order, whole,
+//! whatever order the jobs end in.
+//!
+//! Records are numbered as their jobs start (1, 2, …: input order). A job's
+//! output (every attempt's, in turn) is held until the job's record is done
+//! and every record before it has been written out; then the run of
+//! consecutive done records goes to stdout. What is held is bounded by a
+//! window of records: record n may start only while n is less than the
+//! oldest record not yet written out plus the window, so a long job (a
+//! retry, a slow server) holds new starts back rather than memory growing.
+//! A record's output stays in memory up to [`IN_MEMORY`] bytes and is moved
+//! to an unlinked temporary file beyond that.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{self, Seek, SeekFrom, Write};
+use std::sync::{Mutex, MutexGuard};
+
+/// Records started ahead of the oldest one whose output is not yet written,
+/// unless `--order-window` says.
+pub const DEFAULT_WINDOW: usize = 1000;
+
+/// Bytes of one record's output held in memory before it moves to a file.
+pub const IN_MEMORY: usize = 64 * 1024;
+
+/// Where the outputs are written: drip's stdout, behind its lock.
+pub type Out = Mutex<Box<dyn Write + Send>>;
+
+/// One record's output, held until its turn.
+#[derive(Debug, Default)]
+pub struct Held {
+    memory: Vec<u8>,
+    file: Option<File>,
+}
+
+impl Write for Held {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.file.is_none() && self.memory.len() + buf.len() > IN_MEMORY {
+            let mut file = tempfile::tempfile()?;
+            file.write_all(&self.memory)?;
+            self.memory = Vec::new();
+            self.file = Some(file);
+        }
+        match &mut self.file {
+            Some(file) => file.write(buf),
+            None => {
+                self.memory.extend_from_slice(buf);
+                Ok(buf.len())
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Held {
+    /// Write it all to `out`.
+    fn write_to(self, out: &mut dyn Write) -> io::Result<()> {
+        match self.file {
+            Some(mut file) => {
+                file.seek(SeekFrom::Start(0))?;
+                io::copy(&mut file, out)?;
+            }
+            None => out.write_all(&self.memory)?,
+        }
+        out.flush()
+    }
+}
+
+#[derive(Debug)]
+struct Line {
+    /// The oldest record whose output is not written out yet.
+    next: u64,
+    /// Output of records after `next` (and of `next` while it runs), and
+    /// whether the record is done.
+    held: BTreeMap<u64, (Held, bool)>,
+}
+
+/// The records' outputs, written out in input order.
+#[derive(Debug)]
+pub struct Order {
+    window: u64,
+    line: Mutex<Line>,
+}
+
+impl Order {
+    /// Outputs in order, at most `window` (≥ 1) records started ahead of
+    /// the oldest not written out.
+    pub fn new(window: usize) -> Order {
+        Order {
+            window: window.max(1) as u64,
+            line: Mutex::new(Line {
+                next: 1,
+                held: BTreeMap::new(),
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Line> {
+        self.line.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether record `number` (from 1) may start: it is inside the window.
+    pub fn admits(&self, number: u64) -> bool {
+        number < self.lock().next.saturating_add(self.window)
+    }
+
+    /// Add `output` to what record `number` has written so far.
+    ///
+    /// # Errors
+    /// The output could not be held (a temporary file could not be written).
+    pub fn hold(&self, number: u64, output: Held) -> io::Result<()> {
+        let mut line = self.lock();
+        let (held, _) = line.held.entry(number).or_default();
+        match output.file {
+            None if held.file.is_none() && held.memory.is_empty() => held.memory = output.memory,
+            _ => output.write_to(held)?,
+        }
+        Ok(())
+    }
+
+    /// Record `number` is done: write out, to `out`, every done record's
+    /// output from the oldest on, in order, up to the first not done.
+    /// A write error ends nothing: the records' fates are already settled,
+    /// and stdout's reader going away is noticed elsewhere.
+    pub fn done(&self, number: u64, out: &Out) {
+        let mut line = self.lock();
+        line.held.entry(number).or_default().1 = true;
+        loop {
+            let next = line.next;
+            match line.held.get(&next) {
+                Some((_, true)) => {}
+                _ => return,
+            }
+            let (held, _) = line.held.remove(&next).expect("looked at");
+            line.next += 1;
+            let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = held.write_to(&mut **out);
+        }
+    }
+
+    /// At a hurried exit: write out every output held, in order, skipping
+    /// the records that never finished.
+    pub fn flush_all(&self, out: &Out) {
+        let mut line = self.lock();
+        let held = std::mem::take(&mut line.held);
+        let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
+        for (_, (held, _)) in held {
+            let _ = held.write_to(&mut **out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn out() -> (Out, std::sync::Arc<Mutex<Vec<u8>>>) {
+        #[derive(Clone)]
+        struct Shared(std::sync::Arc<Mutex<Vec<u8>>>);
+        impl Write for Shared {
+            fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let bytes = std::sync::Arc::new(Mutex::new(Vec::new()));
+        (
+            Mutex::new(Box::new(Shared(std::sync::Arc::clone(&bytes)))),
+            bytes,
+        )
+    }
+
+    fn held(bytes: &[u8]) -> Held {
+        let mut h = Held::default();
+        h.write_all(bytes).unwrap();
+        h
+    }
+
+    #[test]
+    fn outputs_leave_in_input_order_whatever_order_jobs_end_in() {
+        let order = Order::new(10);
+        let (sink, written) = out();
+        for (n, text) in [(3, "c\n"), (1, "a\n"), (2, "b1\n"), (2, "b2\n")] {
+            order.hold(n, held(text.as_bytes())).unwrap();
+        }
+        order.done(3, &sink);
+        order.done(2, &sink);
+        assert!(written.lock().unwrap().is_empty(), "1 is not done");
+        order.done(1, &sink);
+        assert_eq!(&*written.lock().unwrap(), b"a\nb1\nb2\nc\n");
+        // A record with no output still takes its turn.
+        order.done(5, &sink);
+        order.hold(4, held(b"d\n")).unwrap();
+        order.done(4, &sink);
+        assert_eq!(&*written.lock().unwrap(), b"a\nb1\nb2\nc\nd\n");
+    }
+
+    #[test]
+    fn the_oldest_record_holds_the_window() {
+        let order = Order::new(3);
+        let (sink, _) = out();
+        assert!(order.admits(3) && !order.admits(4));
+        order.done(2, &sink);
+        order.done(3, &sink);
+        assert!(!order.admits(4), "1 still holds the window");
+        order.done(1, &sink);
+        assert!(order.admits(6) && !order.admits(7));
+    }
+
+    #[test]
+    fn a_large_output_moves_to_a_file_and_comes_back_whole() {
+        let order = Order::new(2);
+        let (sink, written) = out();
+        let big: Vec<u8> = (0..3 * IN_MEMORY).map(|i| (i % 251) as u8).collect();
+        let h = held(&big);
+        assert!(h.file.is_some() && h.memory.is_empty());
+        order.hold(2, h).unwrap();
+        order.hold(2, held(b"tail")).unwrap();
+        order.hold(1, held(b"first\n")).unwrap();
+        order.done(2, &sink);
+        order.done(1, &sink);
+        let mut expected = b"first\n".to_vec();
+        expected.extend_from_slice(&big);
+        expected.extend_from_slice(b"tail");
+        assert!(*written.lock().unwrap() == expected);
+    }
+}

@@ -1,0 +1,196 @@
+//! `--resume JOBLOG`: run only what an earlier run left undone.
+//!
+//! The joblog of the earlier runs is read once, at the start: each line
+//! whose `outcome` is `succeeded` credits the content hash in its `id`
+//! (`DRIP_RECORD_ID`, `NUMBER-HASH`: the hash part, so a record is matched
+//! by its bytes, not its place in the input). As records are read, a record
+//! whose hash has a credit left spends it and is skipped (fate
+//! `skipped_done`): a record that appears twice in the input is skipped
+//! twice only if it succeeded twice. A success is logged only once its
+//! job's exit is known, so a record whose job was cut short is run again.
+//!
+//! A joblog cut in the middle of a line (`kill -9`, a power cut) is read up
+//! to its last whole line; lines that are not a joblog entry are counted and
+//! passed over. A joblog that does not exist yet means nothing is done.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use bytes::Bytes;
+
+use crate::bucket::Segment;
+
+/// The successes of earlier runs, by content hash, not yet spent.
+#[derive(Debug, Default)]
+pub struct Done {
+    credits: HashMap<u64, u64>,
+    /// Whole lines read that are not joblog entries (a torn line that a
+    /// later run ended, a stray line).
+    pub unreadable_lines: u64,
+    /// Successes read.
+    pub successes: u64,
+    /// Bytes at the end of the file after its last newline (a torn line).
+    pub torn_bytes: usize,
+}
+
+impl Done {
+    /// The successes recorded in the joblog at `path`; none when it does
+    /// not exist.
+    ///
+    /// # Errors
+    /// It exists but cannot be read.
+    pub fn read(path: &Path) -> Result<Done> {
+        let text = match std::fs::read(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => {
+                return Err(e).with_context(|| format!("--resume {}", path.display()));
+            }
+        };
+        Ok(Done::parse(&text))
+    }
+
+    /// The successes recorded in a joblog's bytes.
+    pub fn parse(text: &[u8]) -> Done {
+        let whole = text
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |at| at + 1);
+        let mut done = Done {
+            torn_bytes: text.len() - whole,
+            ..Done::default()
+        };
+        for line in text[..whole].split(|&b| b == b'\n') {
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            match success_of(line) {
+                Some(Some(hash)) => {
+                    *done.credits.entry(hash).or_default() += 1;
+                    done.successes += 1;
+                }
+                Some(None) => {}
+                None => done.unreadable_lines += 1,
+            }
+        }
+        done
+    }
+
+    /// Whether the record whose content hash is `hash` succeeded before
+    /// (and was not skipped yet as often as it did): if so, the credit is
+    /// spent.
+    pub fn take(&mut self, hash: u64) -> bool {
+        match self.credits.get_mut(&hash) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The records of `seg` (ending in `delimiter`) not done before, and
+    /// how many records and bytes were skipped. `seg` comes back as it is
+    /// when none is skipped.
+    pub fn filter(&mut self, seg: Segment, delimiter: u8) -> (Segment, usize, usize) {
+        let mut keep = Vec::new();
+        let (mut skipped, mut skipped_bytes) = (0, 0);
+        for record in seg.records() {
+            let body = record.strip_suffix(&[delimiter]).unwrap_or(record);
+            if self.take(super::attempt::content_hash(body)) {
+                skipped += 1;
+                skipped_bytes += record.len();
+            } else {
+                keep.extend_from_slice(record);
+            }
+        }
+        if skipped == 0 {
+            return (seg, 0, 0);
+        }
+        let mut kept = Segment::new(Bytes::from(keep), delimiter);
+        kept.arrived = seg.arrived;
+        (kept, skipped, skipped_bytes)
+    }
+}
+
+/// A joblog line: `None` when it is not one; `Some(Some(hash))` for a
+/// success, `Some(None)` for another outcome.
+fn success_of(line: &[u8]) -> Option<Option<u64>> {
+    let entry: serde_json::Value = serde_json::from_slice(line).ok()?;
+    let id = entry.get("id")?.as_str()?;
+    let outcome = entry.get("outcome")?.as_str()?;
+    let (_, hash) = id.rsplit_once('-')?;
+    let hash = u64::from_str_radix(hash, 16).ok()?;
+    Some((outcome == "succeeded").then_some(hash))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jobs::attempt::{content_hash, record_id};
+
+    fn line(number: u64, record: &str, outcome: &str) -> String {
+        format!(
+            "{{\"record\":{number},\"id\":\"{}\",\"attempt\":1,\"outcome\":\"{outcome}\"}}\n",
+            record_id(number, record.as_bytes())
+        )
+    }
+
+    fn seg(text: &str) -> Segment {
+        Segment::new(Bytes::copy_from_slice(text.as_bytes()), b'\n')
+    }
+
+    #[test]
+    fn successes_are_matched_by_content_not_place() {
+        let log = line(1, "a", "succeeded") + &line(2, "b", "failed") + &line(3, "c", "succeeded");
+        let mut done = Done::parse(log.as_bytes());
+        assert_eq!(done.successes, 2);
+        // Another order, a record added: a and c are skipped.
+        let (kept, skipped, bytes) = done.filter(seg("c\nnew\nb\na\n"), b'\n');
+        assert_eq!((kept.as_bytes(), skipped, bytes), (&b"new\nb\n"[..], 2, 4));
+        // Spent: a second a runs.
+        let (kept, skipped, _) = done.filter(seg("a\n"), b'\n');
+        assert_eq!((kept.as_bytes(), skipped), (&b"a\n"[..], 0));
+    }
+
+    #[test]
+    fn a_duplicate_is_skipped_as_often_as_it_succeeded() {
+        let log = line(1, "x", "succeeded") + &line(4, "x", "retry");
+        let mut done = Done::parse(log.as_bytes());
+        let (kept, skipped, _) = done.filter(seg("x\ny\nx\n"), b'\n');
+        assert_eq!((kept.as_bytes(), skipped), (&b"y\nx\n"[..], 1));
+        assert_eq!(kept.len(), 2);
+    }
+
+    #[test]
+    fn a_torn_last_line_is_not_read_and_stray_lines_are_counted() {
+        let whole = line(1, "a", "succeeded");
+        let torn = line(2, "b", "succeeded");
+        let text = format!("{whole}not json\n\n{}", &torn[..torn.len() - 3]);
+        let mut done = Done::parse(text.as_bytes());
+        assert_eq!(done.successes, 1);
+        assert_eq!(done.unreadable_lines, 1);
+        assert_eq!(done.torn_bytes, torn.len() - 3);
+        assert!(done.take(content_hash(b"a")));
+        assert!(!done.take(content_hash(b"b")));
+        // The torn line cut just before its newline: still not whole.
+        let cut = format!("{whole}{}", torn.trim_end());
+        assert_eq!(Done::parse(cut.as_bytes()).successes, 1);
+    }
+
+    #[test]
+    fn a_missing_joblog_means_nothing_is_done() {
+        let dir = tempfile::tempdir().unwrap();
+        let done = Done::read(&dir.path().join("none")).unwrap();
+        assert_eq!(done.successes, 0);
+        assert!(Done::read(dir.path()).is_err(), "a directory is no joblog");
+    }
+
+    #[test]
+    fn the_last_record_without_a_delimiter_is_matched_too() {
+        let mut done = Done::parse(line(1, "tail", "succeeded").as_bytes());
+        let (kept, skipped, _) = done.filter(seg("a\ntail"), b'\n');
+        assert_eq!((kept.as_bytes(), skipped), (&b"a\n"[..], 1));
+    }
+}

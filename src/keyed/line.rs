@@ -1,0 +1,224 @@
+//! The round-robin line: keys whose head may leave under their own limit
+//! wait their turn in `ready`, keys whose head waits for its key's slot on
+//! `timers`; a record of a key with nothing waiting leaves at once when
+//! the line and both limits allow; the key at the front sends one record
+//! a turn when the global limit allows.
+//!
+//! Pure: no threads, no clock, no I/O. Times are ns and never go backwards.
+
+use std::cmp::Reverse;
+
+use crate::bucket::Segment;
+use crate::pacer::Pacer;
+use crate::schedule::Schedule;
+
+use super::{shared, Keyed};
+
+/// Where a key's queue stands in the line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Lane {
+    /// Not in the line (nothing waits, or it was just forgotten).
+    Idle,
+    /// In `ready`: its head may leave as far as its own limit goes.
+    Ready,
+    /// In `timers`: its head waits for its key's slot.
+    Timed,
+    /// Shared key schedules only: in `ready`, its slot asked for the time
+    /// its turn is expected; other keys pass it until the slot is due.
+    Asked,
+}
+
+impl Keyed {
+    /// Whether `record`, of key `s`, leaves at `now`; if so it takes its
+    /// slot in its key's schedule and the global one.
+    /// `global_open`: the global schedule limits nothing.
+    pub(super) fn leave_now(
+        &mut self,
+        now: u64,
+        s: u32,
+        record: &[u8],
+        global: &mut dyn Schedule,
+        global_open: bool,
+    ) -> bool {
+        while let Some(&front) = self.ready.front() {
+            if self.slots[front as usize].len > 0 {
+                return false;
+            }
+            self.ready.pop_front();
+            self.slots[front as usize].lane = Lane::Idle;
+            self.mark_idle(front);
+        }
+        if self.held(s, now, &*global) {
+            return false;
+        }
+        if self.shared.is_some() {
+            return self.leave_now_shared(now, s, record, global);
+        }
+        let slot = &self.slots[s as usize];
+        if slot.len > 0 || now < slot.due {
+            return false;
+        }
+        if !global_open && global.release(now, 1, &mut std::iter::once(record)) == 0 {
+            return false;
+        }
+        self.take_slot(s, now);
+        global.key_left(self.slots[s as usize].key.as_bytes(), now);
+        true
+    }
+
+    /// Whether key `s` is held back at `now` by a hold on it alone
+    /// ([`Schedule::key_due`]: an overload's pause); if so its own schedule
+    /// is due no earlier than the hold's end, so it waits out of the line.
+    #[inline]
+    pub(super) fn held(&mut self, s: u32, now: u64, global: &dyn Schedule) -> bool {
+        let slot = &mut self.slots[s as usize];
+        let due = global.key_due(slot.key.as_bytes());
+        if due <= now {
+            return false;
+        }
+        slot.due = slot.due.max(due);
+        true
+    }
+
+    /// Key `s`, whose schedule allows it, takes its slot at `now`.
+    #[inline]
+    pub(super) fn take_slot(&mut self, s: u32, now: u64) {
+        if self.shared.is_some() {
+            return self.take_shared_slot(s, now);
+        }
+        let slot = &mut self.slots[s as usize];
+        if now >= slot.rests_at {
+            // A rested schedule restarts from now: no arithmetic needed.
+            slot.position = Pacer::first_departure(now);
+            slot.due = now.saturating_add(self.due_after_first);
+            slot.rests_at = now.saturating_add(self.rest_after_first);
+        } else {
+            let taken = self.pacer.take_one(slot.position, now);
+            (slot.position, slot.due, slot.rests_at) = (taken.position, taken.due, taken.rests_at);
+        }
+        slot.sent += 1;
+    }
+
+    /// Key `s`, with records waiting, takes its place in the line: the end
+    /// of `ready` when its head may leave at `now` as far as its own limit
+    /// goes, otherwise `timers` until it may.
+    pub(super) fn join_line(&mut self, s: u32, now: u64) {
+        if self.shared.is_some() {
+            return self.join_line_shared(s, now);
+        }
+        let slot = &mut self.slots[s as usize];
+        if now >= slot.due {
+            slot.lane = Lane::Ready;
+            self.ready.push_back(s);
+        } else {
+            slot.lane = Lane::Timed;
+            self.timers.push(Reverse((slot.due, s)));
+        }
+    }
+
+    /// Keys whose timer is due by `now` join the end of the line.
+    #[inline]
+    pub(super) fn due_timers(&mut self, now: u64) {
+        while let Some(&Reverse((due, s))) = self.timers.peek() {
+            if due > now {
+                break;
+            }
+            self.timers.pop();
+            self.slots[s as usize].lane = Lane::Ready;
+            self.ready.push_back(s);
+        }
+    }
+
+    /// Woken for a key that may rest by `now`: the record handed back is
+    /// offered again (the writer's top-up, or the reader).
+    #[inline]
+    pub(super) fn wake_blocked(&mut self, now: u64) {
+        if self.blocked_on_keys && self.rest.peek().is_some_and(|&Reverse((at, _))| at <= now) {
+            self.blocked_on_keys = false;
+        }
+    }
+
+    /// Let waiting records leave at `now` that their keys' limits and the
+    /// global one allow, in turn, into `outbox`. Returns how many left.
+    pub fn release(
+        &mut self,
+        now: u64,
+        global: &mut dyn Schedule,
+        outbox: &mut Vec<Segment>,
+    ) -> usize {
+        if self.shared.is_some() {
+            return self.release_shared(now, global, outbox);
+        }
+        self.due_timers(now);
+        self.wake_blocked(now);
+        let mut sent = 0;
+        while let Some(&s) = self.ready.front() {
+            let slot = &self.slots[s as usize];
+            if slot.len == 0 {
+                self.ready.pop_front();
+                self.slots[s as usize].lane = Lane::Idle;
+                self.mark_idle(s);
+                continue;
+            }
+            if self.held(s, now, &*global) {
+                // Out of the line until its hold ends.
+                self.ready.pop_front();
+                self.slots[s as usize].lane = Lane::Timed;
+                self.timers.push(Reverse((self.slots[s as usize].due, s)));
+                continue;
+            }
+            let slot = &self.slots[s as usize];
+            let head = self.nodes[slot.head as usize].seg.as_bytes();
+            if global.release(now, 1, &mut std::iter::once(head)) == 0 {
+                break;
+            }
+            self.ready.pop_front();
+            self.take_slot(s, now);
+            global.key_left(self.slots[s as usize].key.as_bytes(), now);
+            self.slots[s as usize].lane = Lane::Idle;
+            let seg = self.pop_head(s).expect("a waiting record");
+            self.longest_wait_ns = self.longest_wait_ns.max(now.saturating_sub(seg.arrived));
+            outbox.push(seg);
+            sent += 1;
+            if self.slots[s as usize].len > 0 {
+                self.join_line(s, now);
+            } else {
+                self.mark_idle(s);
+            }
+        }
+        sent
+    }
+
+    /// When something changes without an arrival (ns): a key's head comes
+    /// due, the global limit lets the next in line go, or (a new key's
+    /// record waiting for room) a key rests. `None` when nothing waits.
+    pub fn next_event(&self, global: &dyn Schedule) -> Option<u64> {
+        // A key whose queue was emptied by an eviction or an expiry keeps
+        // its timer until it comes due: with nothing waiting, every timer
+        // is such a one, and nothing is to happen.
+        let waiting = self.len > 0;
+        let timer = waiting
+            .then(|| self.timers.peek().map(|&Reverse((due, _))| due))
+            .flatten();
+        let line = if self.shared.is_some() {
+            waiting.then_some(self.shared_next).flatten()
+        } else {
+            self.ready.iter().find_map(|&s| {
+                let slot = &self.slots[s as usize];
+                (slot.len > 0)
+                    .then(|| global.next_due(self.nodes[slot.head as usize].seg.as_bytes()))
+            })
+        };
+        let rest = self
+            .blocked_on_keys
+            .then(|| self.rest.peek().map(|&Reverse((at, _))| at))
+            .flatten();
+        // Never earlier than a poll after the last walk: a poll time gone by
+        // would wake the writer over and over.
+        let poll = waiting
+            .then(|| self.shared.as_deref().and_then(|s| s.next_poll()))
+            .flatten()
+            .map(|t| t.max(self.last_walk.saturating_add(shared::POLL_FLOOR_NS)));
+        [timer, line, rest, poll].into_iter().flatten().min()
+    }
+}

@@ -1,0 +1,229 @@
+//! The key table: the remembered keys, each in a slot (its bytes, its
+//! schedule's position, its queue's ends, its counts), found by hash; and
+//! its eviction: at most `max_keys` keys are remembered, and a new key
+//! takes the place of the idle key that rested first.
+//!
+//! Pure: no threads, no clock, no I/O. Times are ns and never go backwards.
+
+use std::cmp::Reverse;
+use std::hash::BuildHasher;
+
+use crate::pacer::Position;
+
+use super::{Keyed, Lane, NIL, NO_KEY};
+
+/// A key's bytes: short keys (most host names, user ids, fields) live in
+/// the slot itself, so finding a key costs no second cache miss.
+#[derive(Debug)]
+pub(super) enum KeyBytes {
+    /// Up to [`INLINE_KEY`] bytes, and how many.
+    Inline(u8, [u8; INLINE_KEY]),
+    /// Longer keys.
+    Heap(Box<[u8]>),
+}
+
+/// The longest key kept inline.
+pub(super) const INLINE_KEY: usize = 22;
+
+impl KeyBytes {
+    pub(super) fn as_bytes(&self) -> &[u8] {
+        match self {
+            KeyBytes::Inline(len, bytes) => &bytes[..usize::from(*len)],
+            KeyBytes::Heap(bytes) => bytes,
+        }
+    }
+}
+
+impl KeyBytes {
+    /// Whether these are `key`'s bytes.
+    pub(super) fn is(&self, key: &[u8]) -> bool {
+        match self {
+            KeyBytes::Inline(len, bytes) => {
+                usize::from(*len) == key.len() && same_bytes(&bytes[..key.len()], key)
+            }
+            KeyBytes::Heap(bytes) => **bytes == *key,
+        }
+    }
+}
+
+/// Whether `a` and `b`, of the same length, hold the same bytes. Keys of
+/// up to 16 bytes compare as two overlapping fixed-size words each (the
+/// usual trick for short strings), without a call to `memcmp`.
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    pub(super) fn word4(s: &[u8], at: usize) -> u32 {
+        u32::from_ne_bytes(s[at..at + 4].try_into().expect("4 bytes"))
+    }
+    pub(super) fn word8(s: &[u8], at: usize) -> u64 {
+        u64::from_ne_bytes(s[at..at + 8].try_into().expect("8 bytes"))
+    }
+    let n = a.len();
+    debug_assert_eq!(n, b.len());
+    match n {
+        0 => true,
+        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
+        4..=8 => word4(a, 0) == word4(b, 0) && word4(a, n - 4) == word4(b, n - 4),
+        9..=16 => word8(a, 0) == word8(b, 0) && word8(a, n - 8) == word8(b, n - 8),
+        _ => a == b,
+    }
+}
+
+impl From<&[u8]> for KeyBytes {
+    fn from(key: &[u8]) -> KeyBytes {
+        if key.len() <= INLINE_KEY {
+            let mut bytes = [0; INLINE_KEY];
+            bytes[..key.len()].copy_from_slice(key);
+            KeyBytes::Inline(key.len() as u8, bytes)
+        } else {
+            KeyBytes::Heap(key.into())
+        }
+    }
+}
+
+/// One remembered key.
+#[derive(Debug)]
+pub(super) struct Slot {
+    pub(super) key: KeyBytes,
+    pub(super) position: Position,
+    /// When its next record may leave
+    /// ([`Pacer::next_due`](crate::pacer::Pacer::next_due)), cached.
+    pub(super) due: u64,
+    /// When `position` rests
+    /// ([`Pacer::rests_at`](crate::pacer::Pacer::rests_at)), cached.
+    pub(super) rests_at: u64,
+    pub(super) head: u32,
+    pub(super) tail: u32,
+    pub(super) len: u32,
+    pub(super) lane: Lane,
+    pub(super) in_rest: bool,
+    pub(super) sent: u64,
+    pub(super) dropped: u64,
+}
+
+impl Keyed {
+    /// The slot of remembered key `key`, whose hash is `hash`.
+    pub(super) fn find(&self, key: &[u8], hash: u64) -> Option<u32> {
+        let slots = &self.slots;
+        self.table
+            .find(hash, |&s| slots[s as usize].key.is(key))
+            .copied()
+    }
+
+    /// The slot of `key` (the no-key lane for `None`), whose hash is
+    /// `hash`, remembered now if new; `None` when the key is new and every
+    /// remembered key is busy.
+    pub(super) fn slot_of(&mut self, key: Option<&[u8]>, hash: u64, now: u64) -> Option<u32> {
+        let Some(key) = key else {
+            if !self.no_key_seen {
+                self.no_key_seen = true;
+                self.keys_seen += 1;
+            }
+            return Some(NO_KEY);
+        };
+        if let Some(s) = self.find(key, hash) {
+            return Some(s);
+        }
+        if self.table.len() >= self.max_keys {
+            let idle = self.find_idle(now)?;
+            self.forget(idle);
+        }
+        let slot = Slot::new(KeyBytes::from(key));
+        let s = match self.free_slots.pop() {
+            Some(s) => {
+                self.slots[s as usize] = slot;
+                s
+            }
+            None => {
+                self.slots.push(slot);
+                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 keys")
+            }
+        };
+        let (slots, hasher) = (&self.slots, &self.hasher);
+        self.table.insert_unique(hash, s, |&i| {
+            hasher.hash_one(slots[i as usize].key.as_bytes())
+        });
+        self.keys_seen += 1;
+        self.mark_idle(s);
+        Some(s)
+    }
+
+    /// The remembered key that rested first, if one has by `now`.
+    pub(super) fn find_idle(&mut self, now: u64) -> Option<u32> {
+        while let Some(&Reverse((at, s))) = self.rest.peek() {
+            if at > now {
+                return None;
+            }
+            self.rest.pop();
+            let slot = &mut self.slots[s as usize];
+            if slot.len > 0 || slot.lane != Lane::Idle {
+                slot.in_rest = false;
+                continue;
+            }
+            if slot.rests_at > now {
+                self.rest.push(Reverse((slot.rests_at, s)));
+                continue;
+            }
+            slot.in_rest = false;
+            return Some(s);
+        }
+        None
+    }
+
+    /// Forget idle key `s`.
+    pub(super) fn forget(&mut self, s: u32) {
+        self.forgets += 1;
+        let hash = self.hasher.hash_one(self.slots[s as usize].key.as_bytes());
+        if let Ok(entry) = self.table.find_entry(hash, |&i| i == s) {
+            entry.remove();
+        }
+        self.slots[s as usize] = Slot::new(KeyBytes::from(&[][..]));
+        self.free_slots.push(s);
+        if let Some(shared) = self.shared.as_deref_mut() {
+            shared.forget(s);
+        }
+    }
+
+    /// Note that key `s` may have become idle (for [`Keyed::find_idle`]).
+    pub(super) fn mark_idle(&mut self, s: u32) {
+        let slot = &mut self.slots[s as usize];
+        if s != NO_KEY && slot.len == 0 && slot.lane == Lane::Idle && !slot.in_rest {
+            slot.in_rest = true;
+            self.rest.push(Reverse((slot.rests_at, s)));
+        }
+    }
+}
+
+impl Slot {
+    pub(super) fn new(key: KeyBytes) -> Slot {
+        Slot {
+            key,
+            position: Position::default(),
+            due: 0,
+            rests_at: 0,
+            head: NIL,
+            tail: NIL,
+            len: 0,
+            lane: Lane::Idle,
+            in_rest: false,
+            sent: 0,
+            dropped: 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    pub(super) fn same_bytes_sees_a_difference_at_any_place() {
+        for n in 0..=40 {
+            let a: Vec<u8> = (0..n as u8).map(|i| i.wrapping_mul(37)).collect();
+            assert!(same_bytes(&a, &a.clone()), "{n}");
+            for at in 0..n {
+                let mut b = a.clone();
+                b[at] ^= 0x40;
+                assert!(!same_bytes(&a, &b), "length {n}, byte {at}");
+            }
+        }
+    }
+}

@@ -1,0 +1,485 @@
+//! `--metrics FILE`: drip's figures in the Prometheus text exposition
+//! format (version 0.0.4), for the node_exporter textfile collector's
+//! convention for batch jobs: the whole file is written anew and renamed
+//! over the old one, so a scrape never reads half of it.
+//!
+//! Counters end in `_total`; records by fate are one family with a `fate`
+//! label, jobs by outcome one with `outcome`. Per key, only the top keys
+//! of the summary are exported (at most 10 a list), so the number of
+//! series stays bounded whatever the input.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::Path;
+
+use crate::stats::{json_key, KeyName, ShareCounts, Summary};
+
+/// What the file says besides the summary.
+#[derive(Debug, Clone, Default)]
+pub struct Gauges {
+    /// The drip's process id, and its `--name`, as labels of `drip_info`.
+    pub pid: u32,
+    /// `--name`, if given.
+    pub name: Option<String>,
+    /// Records waiting now.
+    pub depth: u64,
+    /// Age of the oldest waiting record, ns.
+    pub oldest_age_ns: u64,
+    /// The tightest record limit in force, records per second (infinite:
+    /// none).
+    pub rate_limit: f64,
+    /// When drip started, seconds since the epoch.
+    pub started: f64,
+}
+
+/// A metric family being written: `# HELP`, `# TYPE`, then its samples.
+struct Family<'a> {
+    out: &'a mut String,
+}
+
+impl<'a> Family<'a> {
+    fn new(out: &'a mut String, name: &str, kind: &str, help: &str) -> Family<'a> {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        Family { out }
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) -> &mut Self {
+        self.out.push_str(name);
+        if !labels.is_empty() {
+            self.out.push('{');
+            for (i, (label, text)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.out.push(',');
+                }
+                let _ = write!(self.out, "{label}=\"{}\"", escape(text));
+            }
+            self.out.push('}');
+        }
+        let _ = writeln!(self.out, " {}", number(value));
+        self
+    }
+}
+
+/// A label value as the format wants it: `\`, `"` and newline escaped.
+fn escape(text: &str) -> String {
+    text.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// A sample value: integers without a fraction, `+Inf` for infinity.
+fn number(value: f64) -> String {
+    if value.is_infinite() {
+        if value > 0.0 { "+Inf" } else { "-Inf" }.to_string()
+    } else if value.is_nan() {
+        "NaN".to_string()
+    } else if value.fract() == 0.0 && value.abs() < 1e15 {
+        format!("{}", value as i64)
+    } else {
+        format!("{value}")
+    }
+}
+
+/// One sample family of a single value.
+fn single(out: &mut String, name: &str, kind: &str, help: &str, value: f64) {
+    Family::new(out, name, kind, help).sample(name, &[], value);
+}
+
+/// The file's text for `summary` and `gauges`.
+pub fn render(summary: &Summary, gauges: &Gauges) -> String {
+    let mut out = String::new();
+    let pid = gauges.pid.to_string();
+    let name = gauges.name.clone().unwrap_or_default();
+    Family::new(
+        &mut out,
+        "drip_info",
+        "gauge",
+        "The drip these figures are of.",
+    )
+    .sample("drip_info", &[("pid", &pid), ("name", &name)], 1.0);
+    records(&mut out, summary);
+    let g = gauges;
+    single(
+        &mut out,
+        "drip_start_time_seconds",
+        "gauge",
+        "When drip started, seconds since the epoch.",
+        g.started,
+    );
+    single(
+        &mut out,
+        "drip_elapsed_seconds",
+        "gauge",
+        "Time since drip started, seconds.",
+        summary.elapsed_ms / 1e3,
+    );
+    single(
+        &mut out,
+        "drip_queue_depth",
+        "gauge",
+        "Records waiting now.",
+        g.depth as f64,
+    );
+    single(
+        &mut out,
+        "drip_queue_max_depth",
+        "gauge",
+        "The most records that waited at once.",
+        summary.max_depth as f64,
+    );
+    single(
+        &mut out,
+        "drip_oldest_age_seconds",
+        "gauge",
+        "Age of the oldest waiting record, seconds (0: none waits).",
+        g.oldest_age_ns as f64 / 1e9,
+    );
+    if g.rate_limit.is_finite() {
+        single(
+            &mut out,
+            "drip_rate_limit_records_per_second",
+            "gauge",
+            "The tightest record limit in force, records per second.",
+            g.rate_limit,
+        );
+    }
+    single(
+        &mut out,
+        "drip_rate_records_per_second",
+        "gauge",
+        "Records written (jobs started) per second between the first departure and the last.",
+        summary.rate.unwrap_or(0.0),
+    );
+    single(
+        &mut out,
+        "drip_paused",
+        "gauge",
+        "1 while paused by drip ctl, else 0.",
+        f64::from(u8::from(summary.paused)),
+    );
+    jobs(&mut out, summary);
+    keys(&mut out, summary);
+    share(&mut out, summary);
+    out
+}
+
+/// Records and bytes, by fate.
+fn records(out: &mut String, s: &Summary) {
+    let c = &s.counts;
+    single(
+        out,
+        "drip_records_read_total",
+        "counter",
+        "Records read from the inputs.",
+        c.read as f64,
+    );
+    let mut f = Family::new(
+        out,
+        "drip_records_total",
+        "counter",
+        "Records by what became of them.",
+    );
+    for (fate, n) in [
+        ("written", c.written),
+        ("succeeded", c.succeeded),
+        ("failed", c.failed),
+        ("dropped_newest", c.dropped_newest),
+        ("dropped_oldest", c.dropped_oldest),
+        ("expired", c.expired),
+        ("skipped", c.skipped),
+        ("undelivered", c.undelivered),
+    ] {
+        f.sample("drip_records_total", &[("fate", fate)], n as f64);
+    }
+    single(
+        out,
+        "drip_bytes_read_total",
+        "counter",
+        "Bytes read from the inputs.",
+        c.bytes_read as f64,
+    );
+    single(
+        out,
+        "drip_bytes_written_total",
+        "counter",
+        "Bytes of records written to stdout.",
+        c.bytes_written as f64,
+    );
+}
+
+/// The command runner's figures (`--exec`).
+fn jobs(out: &mut String, s: &Summary) {
+    let Some(j) = &s.jobs else {
+        return;
+    };
+    let c = &s.counts;
+    let mut f = Family::new(
+        out,
+        "drip_jobs_total",
+        "counter",
+        "Records whose job ended, by outcome.",
+    );
+    f.sample(
+        "drip_jobs_total",
+        &[("outcome", "succeeded")],
+        c.succeeded as f64,
+    )
+    .sample("drip_jobs_total", &[("outcome", "failed")], c.failed as f64);
+    single(
+        out,
+        "drip_jobs_running",
+        "gauge",
+        "Jobs running now.",
+        j.jobs_running as f64,
+    );
+    single(
+        out,
+        "drip_job_retries_total",
+        "counter",
+        "Attempts started again after a failure or an overload.",
+        j.retries as f64,
+    );
+    single(
+        out,
+        "drip_overload_responses_total",
+        "counter",
+        "Attempts answered with overload.",
+        j.overload_responses as f64,
+    );
+    single(
+        out,
+        "drip_overload_pauses_total",
+        "counter",
+        "Times every start paused for an overload.",
+        j.pauses as f64,
+    );
+    single(
+        out,
+        "drip_overload_paused_seconds_total",
+        "counter",
+        "Time spent paused for overloads, seconds.",
+        j.paused_ms / 1e3,
+    );
+    single(
+        out,
+        "drip_job_start_rate",
+        "gauge",
+        "The rate job starts are held to now, per second.",
+        j.effective_rate,
+    );
+}
+
+/// The keys' figures, and the top keys only.
+fn keys(out: &mut String, s: &Summary) {
+    let Some(k) = &s.keys else {
+        return;
+    };
+    single(
+        out,
+        "drip_keys",
+        "gauge",
+        "Keys remembered now.",
+        k.keys as f64,
+    );
+    single(
+        out,
+        "drip_keys_busy",
+        "gauge",
+        "Keys with records waiting now.",
+        k.busy_keys as f64,
+    );
+    single(
+        out,
+        "drip_keys_seen_total",
+        "counter",
+        "Keys taken into memory in all.",
+        k.keys_seen as f64,
+    );
+    let name = |key: &KeyName| key.0.as_deref().map_or_else(String::new, json_key);
+    for (family, help, list) in [
+        (
+            "drip_top_key_written",
+            "Records written, of the keys that wrote the most (no key: empty).",
+            &k.top_written,
+        ),
+        (
+            "drip_top_key_dropped",
+            "Records lost (dropped, expired), of the keys that lost the most.",
+            &k.top_dropped,
+        ),
+        (
+            "drip_top_key_waiting",
+            "Records waiting, of the keys with the most waiting.",
+            &k.top_waiting,
+        ),
+    ] {
+        let mut f = Family::new(out, family, "gauge", help);
+        for (key, n) in list {
+            f.sample(family, &[("key", &name(key))], *n as f64);
+        }
+    }
+}
+
+/// `--share`'s counters: calls to the shared state and outages.
+fn share(out: &mut String, s: &Summary) {
+    let Some(share) = &s.share else {
+        return;
+    };
+    let parts: Vec<(&str, &ShareCounts)> = [
+        ("global", share.global.as_ref()),
+        ("per_key", share.per_key.as_ref()),
+    ]
+    .into_iter()
+    .filter_map(|(part, c)| Some((part, c?)))
+    .collect();
+    for (family, help, get) in [
+        (
+            "drip_share_reservations_total",
+            "Calls to the shared state that granted slots.",
+            (|c: &ShareCounts| c.reservations) as fn(&ShareCounts) -> u64,
+        ),
+        (
+            "drip_share_failed_calls_total",
+            "Calls to the shared state that failed: it could not be reached.",
+            |c| c.failed_calls,
+        ),
+        (
+            "drip_share_state_lost_total",
+            "Times the shared state was found fresh while in use.",
+            |c| c.state_lost,
+        ),
+        (
+            "drip_share_slots_forfeited_total",
+            "Reserved slots not used in time.",
+            |c| c.slots_forfeited,
+        ),
+    ] {
+        let mut f = Family::new(out, family, "counter", help);
+        for (part, c) in &parts {
+            f.sample(
+                family,
+                &[("share", &share.name), ("limits", part)],
+                get(c) as f64,
+            );
+        }
+    }
+}
+
+/// Write `text` to `path` whole: into a temporary file beside it, then
+/// renamed over it.
+///
+/// # Errors
+/// The temporary file cannot be made or written, or the rename fails.
+pub fn replace_file(path: &Path, text: &str) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".drip-metrics-")
+        .tempfile_in(dir)?;
+    tmp.write_all(text.as_bytes())?;
+    tmp.as_file()
+        .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::{Counts, JobStats, KeyStats, ShareStats};
+    use openmetrics_parser::prometheus::parse_prometheus;
+    use openmetrics_parser::PrometheusValue;
+
+    fn summary() -> Summary {
+        Summary {
+            counts: Counts {
+                read: 10,
+                succeeded: 7,
+                failed: 1,
+                expired: 2,
+                ..Counts::default()
+            },
+            max_depth: 4,
+            max_wait_ms: 1.5,
+            elapsed_ms: 2500.0,
+            rate: Some(3.25),
+            span_ms: 2000.0,
+            jobs: Some(JobStats {
+                retries: 3,
+                pauses: 1,
+                paused_ms: 1500.0,
+                ..JobStats::default()
+            }),
+            keys: Some(KeyStats {
+                keys_seen: 2,
+                top_written: vec![
+                    (KeyName(Some(b"a\"b\\c\nd".to_vec())), 5),
+                    (KeyName(None), 2),
+                ],
+                ..KeyStats::default()
+            }),
+            share: Some(ShareStats {
+                name: "quota".into(),
+                global: Some(ShareCounts {
+                    reservations: 9,
+                    failed_calls: 2,
+                    ..ShareCounts::default()
+                }),
+                per_key: None,
+            }),
+            paused: true,
+        }
+    }
+
+    #[test]
+    fn every_family_parses_with_its_values() {
+        let gauges = Gauges {
+            pid: 7,
+            name: Some("n".into()),
+            depth: 3,
+            oldest_age_ns: 1_500_000_000,
+            rate_limit: f64::INFINITY,
+            started: 1.7e9,
+        };
+        let text = render(&summary(), &gauges);
+        let m = parse_prometheus(&text).unwrap_or_else(|e| panic!("{e:?}:\n{text}"));
+        let get = |family: &str, labels: &[&str]| -> f64 {
+            let labels: Vec<String> = labels.iter().map(|s| s.to_string()).collect();
+            let sample = m.families[family]
+                .get_sample_by_label_values(&labels)
+                .unwrap_or_else(|| panic!("{family}{labels:?}:\n{text}"));
+            match &sample.value {
+                PrometheusValue::Gauge(n) => n.as_f64(),
+                PrometheusValue::Counter(c) => c.value.as_f64(),
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(get("drip_records_total", &["expired"]), 2.0);
+        assert_eq!(get("drip_jobs_total", &["succeeded"]), 7.0);
+        assert_eq!(get("drip_overload_paused_seconds_total", &[]), 1.5);
+        assert_eq!(get("drip_oldest_age_seconds", &[]), 1.5);
+        assert_eq!(get("drip_paused", &[]), 1.0);
+        // The key as --stats-json spells it (a backslash doubled).
+        assert_eq!(get("drip_top_key_written", &["a\"b\\\\c\nd"]), 5.0);
+        assert_eq!(get("drip_top_key_written", &[""]), 2.0);
+        assert_eq!(
+            get("drip_share_failed_calls_total", &["global", "quota"]),
+            2.0
+        );
+        // No limit of records: no such gauge, rather than +Inf.
+        assert!(!m
+            .families
+            .contains_key("drip_rate_limit_records_per_second"));
+    }
+
+    #[test]
+    fn values_and_labels_are_written_as_the_format_wants() {
+        assert_eq!(number(3.0), "3");
+        assert_eq!(number(0.25), "0.25");
+        assert_eq!(number(f64::INFINITY), "+Inf");
+        assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+}

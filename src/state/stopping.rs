@@ -1,0 +1,138 @@
+//! How drip is stopping: what the threads were told (under the state's
+//! lock), why (an overflow, a failed write), and what is seen without the
+//! lock (the stop flags between write calls, the signals, the threads to
+//! interrupt).
+
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::Mutex;
+
+use super::OverflowError;
+use crate::output::Stop;
+use crate::stats::KeyStats;
+use crate::sys;
+
+/// How drip is stopping, under the state's lock.
+///
+/// Invariant: `writing` implies `reading` (a stop stops reading first);
+/// both only ever go from `false` to `true`.
+#[derive(Debug, Default)]
+pub(crate) struct Stopping {
+    /// Stop reading: a signal, an overflow under fail, a failed output.
+    pub(crate) reading: bool,
+    /// Stop writing (after the record under way).
+    pub(crate) writing: bool,
+    /// Why reading stopped, under `--overflow fail`.
+    pub(crate) overflow: Option<OverflowError>,
+    /// The error the reader met writing to stdout itself.
+    pub(crate) write_error: Option<std::io::Error>,
+    /// With limits per key, the keys' stats as they were when drip stopped,
+    /// before the records still waiting were drained (undelivered).
+    pub(crate) keys_at_stop: Option<KeyStats>,
+}
+
+/// How drip is stopping, as the threads see it without the lock: between
+/// write calls, from a signal handler's task, while the lock is busy.
+#[derive(Debug, Default)]
+pub(crate) struct Stops {
+    /// Mirror of [`Stopping::writing`] once a stop is not a drain: the
+    /// writer begins no record more.
+    pub(crate) now: AtomicBool,
+    /// Leaving after a second signal ([`super::Shared::leave`]): every
+    /// write ends at its next return, even inside a record.
+    pub(crate) leave: AtomicBool,
+    /// The first stopping signal's number (0: none yet), set without the
+    /// lock so a second signal is recognized even while the lock is busy.
+    first_signal: AtomicI32,
+    /// The second stopping signal's number (0: none).
+    second_signal: AtomicI32,
+    /// The writer thread while it runs (0 otherwise), so a stop can
+    /// interrupt a write blocked on a stalled stdout.
+    writer_thread: Mutex<u64>,
+    /// The reader thread while it runs (0 otherwise), interrupted as the
+    /// writer is when drip leaves.
+    reader_thread: Mutex<u64>,
+}
+
+impl Stops {
+    /// Whether the writer is to begin no record more.
+    pub(crate) fn now(&self) -> bool {
+        self.now.load(Ordering::SeqCst)
+    }
+
+    /// Whether drip is leaving (a second signal).
+    pub(crate) fn leaving(&self) -> bool {
+        self.leave.load(Ordering::SeqCst)
+    }
+
+    /// What a write asks between its calls: end where it is (leaving),
+    /// after the record under way (stopping), or go on.
+    pub(crate) fn write_stop(&self) -> Stop {
+        match (self.leaving(), self.now.load(Ordering::Relaxed)) {
+            (true, _) => Stop::Now,
+            (false, true) => Stop::AfterRecord,
+            (false, false) => Stop::No,
+        }
+    }
+
+    /// Whether a stopping signal has come.
+    pub(crate) fn signalled(&self) -> bool {
+        self.first_signal.load(Ordering::Relaxed) != 0
+    }
+
+    /// Stopping signal `signo` came: whether it is the first.
+    pub(crate) fn first(&self, signo: i32) -> bool {
+        self.first_signal
+            .compare_exchange(0, signo, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+    }
+
+    /// Leaving after the second stopping signal `signo`.
+    pub(crate) fn second(&self, signo: i32) {
+        self.second_signal.store(signo, Ordering::SeqCst);
+        self.leave.store(true, Ordering::SeqCst);
+    }
+
+    /// The signal drip ends by (the second, if any), and whether it left
+    /// after a second one.
+    pub(crate) fn signal(&self) -> (Option<i32>, bool) {
+        let second = self.second_signal.load(Ordering::SeqCst);
+        match (second, self.first_signal.load(Ordering::SeqCst)) {
+            (0, 0) => (None, false),
+            (0, n) => (Some(n), false),
+            (n, _) => (Some(n), true),
+        }
+    }
+
+    /// Where a stop can reach the writer (`id`; 0: gone).
+    pub(crate) fn set_writer(&self, id: u64) {
+        *self.writer_thread.lock().unwrap_or_else(|e| e.into_inner()) = id;
+    }
+
+    /// Where a stop can reach the reader (`id`; 0: gone).
+    pub(crate) fn set_reader(&self, id: u64) {
+        *self.reader_thread.lock().unwrap_or_else(|e| e.into_inner()) = id;
+    }
+
+    /// If a stop was asked for and the writer is still running, interrupt
+    /// the write it may be blocked in (it then finishes only the record
+    /// under way).
+    pub(crate) fn interrupt_writer(&self) {
+        if !self.now() {
+            return;
+        }
+        let thread = self.writer_thread.lock().unwrap_or_else(|e| e.into_inner());
+        if *thread != 0 {
+            sys::interrupt(*thread);
+        }
+    }
+
+    /// Interrupt whatever system call the writer and the reader are
+    /// blocked in (a write to a stalled stdout).
+    pub(crate) fn interrupt_threads(&self) {
+        self.interrupt_writer();
+        let thread = self.reader_thread.lock().unwrap_or_else(|e| e.into_inner());
+        if *thread != 0 {
+            sys::interrupt(*thread);
+        }
+    }
+}

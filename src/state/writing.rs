@@ -1,0 +1,86 @@
+//! The way out: what has begun on stdout (or the sink) and is not
+//! finished, and whether more may go.
+
+use crate::bucket::Segment;
+
+/// Unpaced, how long stdout may make no room before a drop or fail policy
+/// applies, in ns: longer than a consumer that is merely descheduled.
+pub(crate) const STALL_NS: u64 = 100_000_000;
+
+/// The way out, under the state's lock.
+///
+/// Invariant: the records here are counted as read and have no fate yet;
+/// the writer finishes `tail` before anything else, and `in_flight` is
+/// what it is writing, until [`Writing::settled`].
+#[derive(Debug, Default)]
+pub(crate) struct Writing {
+    /// *The begun record*: unpaced, the record the reader was writing to
+    /// stdout itself when stdout filled, and how many of its bytes went
+    /// out. The writer finishes it before anything else, even when
+    /// stopping. Keeps: no record is ever cut.
+    pub(crate) tail: Option<(Segment, usize)>,
+    /// *The batch in flight*: what the writer is writing (a begun record's
+    /// rest first), for a second signal that leaves mid-write; the bytes
+    /// written so far are [`super::Shared::in_flight_written`]. Keeps:
+    /// nothing is lost then.
+    pub(crate) in_flight: Vec<Segment>,
+    /// The begun record whose rest heads `in_flight`, whole.
+    pub(crate) in_flight_begun: Option<Segment>,
+    /// When the write under way began (ns).
+    pub(crate) since: Option<u64>,
+    /// When the writer last took records, making room (ns).
+    pub(crate) last_take: u64,
+    /// The writer waits for records: nothing is due or queued.
+    pub(crate) waiting: bool,
+    /// The sink has no room (every job slot is taken): arrivals wait.
+    pub(crate) sink_full: bool,
+}
+
+impl Writing {
+    /// Whether the writer can take records now. Unpaced: it is between
+    /// writes and nothing waits for it in the outbox (`outbox_len`), so
+    /// what it holds beyond the bucket is at most one read, the parked
+    /// one. Paced: no write has been under way for longer than the
+    /// schedule's `slack_ns` (stdout is taking records).
+    pub(crate) fn may_take(
+        &self,
+        now: u64,
+        unpaced: bool,
+        outbox_len: usize,
+        slack_ns: u64,
+    ) -> bool {
+        if self.sink_full {
+            return false;
+        }
+        if unpaced {
+            return outbox_len == 0 && self.since.is_none();
+        }
+        !matches!(self.since, Some(since) if now.saturating_sub(since) > slack_ns)
+    }
+
+    /// Unpaced, whether a full bucket is only stdout not keeping up yet: the
+    /// writer waits for records, or took some less than [`STALL_NS`] ago.
+    pub(crate) fn patient(&self, now: u64, unpaced: bool) -> bool {
+        unpaced && (self.waiting || now.saturating_sub(self.last_take) < STALL_NS)
+    }
+
+    /// A write begins at `now`, having taken records (making room).
+    pub(crate) fn took(&mut self, now: u64) {
+        self.since = Some(now);
+        self.last_take = now;
+    }
+
+    /// The writer writes `records` (headed by the rest of `begun`, whole).
+    pub(crate) fn hold(&mut self, records: &[Segment], begun: &Option<Segment>) {
+        self.in_flight.clear();
+        self.in_flight.extend_from_slice(records);
+        self.in_flight_begun.clone_from(begun);
+    }
+
+    /// The write has ended and its records are accounted for.
+    pub(crate) fn settled(&mut self) {
+        self.in_flight.clear();
+        self.in_flight_begun = None;
+        self.since = None;
+    }
+}

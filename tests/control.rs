@@ -1,0 +1,481 @@
+//! `drip ctl` on real processes: a running drip listed, its rate halved,
+//! paused, resumed and asked for its stats, the records stamped as they
+//! arrive to check their spacing before and after each change; the
+//! socket's mode, its removal, and another user kept out.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{command, numbered, send_signal, wait_for};
+
+/// A drip running in the background, its lines stamped as they arrive
+/// (seconds since `start`).
+struct Running {
+    child: Child,
+    start: Instant,
+    lines: Arc<Mutex<Vec<(f64, String)>>>,
+}
+
+impl Running {
+    /// `drip ARGS` with `XDG_RUNTIME_DIR=runtime`, reading `input` (stdin
+    /// left open: drip runs until stopped), run as `uid` if given.
+    fn start(args: &[&str], runtime: &Path, input: String, uid: Option<u32>) -> Running {
+        let mut cmd = command(args);
+        cmd.env("XDG_RUNTIME_DIR", runtime)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(uid) = uid {
+            use std::os::unix::process::CommandExt;
+            cmd.uid(uid).gid(uid);
+        }
+        let mut child = cmd.spawn().expect("spawn drip");
+        let mut stdin = child.stdin.take().unwrap();
+        thread::spawn(move || {
+            let _ = stdin.write_all(input.as_bytes());
+            // Held open until drip ends.
+            thread::sleep(Duration::from_secs(120));
+        });
+        let start = Instant::now();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let mut out = child.stdout.take().unwrap();
+        let sink = Arc::clone(&lines);
+        thread::spawn(move || {
+            let mut pending = Vec::new();
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = out.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                let t = start.elapsed().as_secs_f64();
+                pending.extend_from_slice(&buf[..n]);
+                while let Some(i) = pending.iter().position(|&b| b == b'\n') {
+                    let line: Vec<u8> = pending.drain(..=i).collect();
+                    let text = String::from_utf8_lossy(&line[..i]).into_owned();
+                    sink.lock().unwrap().push((t, text));
+                }
+            }
+        });
+        Running {
+            child,
+            start,
+            lines,
+        }
+    }
+
+    fn now(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+
+    fn lines(&self) -> Vec<(f64, String)> {
+        self.lines.lock().unwrap().clone()
+    }
+
+    /// Wait until `n` lines have come (at most 20 s).
+    fn wait_lines(&self, n: usize) {
+        let until = Instant::now() + Duration::from_secs(20);
+        while self.lines.lock().unwrap().len() < n {
+            assert!(Instant::now() < until, "fewer than {n} lines in time");
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Stop with SIGTERM; its status and stderr.
+    fn stop(mut self) -> (Option<i32>, String) {
+        send_signal(&self.child, libc::SIGTERM);
+        let status = wait_for(&mut self.child, Duration::from_secs(20));
+        let mut err = String::new();
+        self.child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        (status.code().or(status.signal().map(|s| 128 + s)), err)
+    }
+}
+
+/// `drip ctl ARGS` with `XDG_RUNTIME_DIR=runtime`, as `uid` if given: its
+/// status, stdout and stderr.
+fn ctl(runtime: &Path, args: &[&str], uid: Option<u32>) -> (i32, String, String) {
+    let mut all = vec!["ctl"];
+    all.extend_from_slice(args);
+    let mut cmd = command(&all);
+    cmd.env("XDG_RUNTIME_DIR", runtime);
+    if let Some(uid) = uid {
+        use std::os::unix::process::CommandExt;
+        cmd.uid(uid).gid(uid);
+    }
+    let out = cmd.output().expect("run drip ctl");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `drip ctl ARGS` that must succeed: its JSON answer.
+fn ctl_ok(runtime: &Path, args: &[&str]) -> serde_json::Value {
+    let (status, out, err) = ctl(runtime, args, None);
+    assert_eq!(status, 0, "drip ctl {args:?}: {err}");
+    assert_eq!(out.lines().count(), 1, "one line: {out}");
+    serde_json::from_str(&out).expect("JSON")
+}
+
+/// The median gap between consecutive stamps, ms.
+fn median_gap_ms(stamps: &[f64]) -> f64 {
+    let mut gaps: Vec<f64> = stamps.windows(2).map(|w| (w[1] - w[0]) * 1e3).collect();
+    assert!(gaps.len() >= 3, "too few records to measure: {stamps:?}");
+    gaps.sort_by(f64::total_cmp);
+    gaps[gaps.len() / 2]
+}
+
+/// The most stamps in any window of `window` seconds.
+fn most_in(stamps: &[f64], window: f64) -> usize {
+    (0..stamps.len())
+        .map(|i| {
+            stamps[i..]
+                .iter()
+                .take_while(|&&t| t < stamps[i] + window)
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// The stamps of lines that came in `(from, to)`.
+fn between(lines: &[(f64, String)], from: f64, to: f64) -> Vec<f64> {
+    lines
+        .iter()
+        .map(|(t, _)| *t)
+        .filter(|&t| t > from && t < to)
+        .collect()
+}
+
+/// The control sockets in `runtime`.
+fn sockets(runtime: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(runtime.join("drip"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "ctl"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn wait_socket(runtime: &Path) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while sockets(runtime).is_empty() {
+        assert!(Instant::now() < until, "no control socket");
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// From the README's recipe: list the drips, halve one's rate, pause it,
+/// read its stats, resume it; the records are spaced as each rate says,
+/// and none leaves while paused.
+#[test]
+fn list_halve_pause_stats_resume_while_it_runs() {
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let drip = Running::start(
+        &["-r", "20/s", "--name", "steered"],
+        rt,
+        numbered(1..=5000),
+        None,
+    );
+    drip.wait_lines(10);
+    let list = ctl_ok(rt, &["list"]);
+    let me = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["pid"] == drip.child.id())
+        .unwrap_or_else(|| panic!("not listed: {list}"));
+    assert_eq!(me["name"], "steered");
+    assert_eq!(me["rate"], serde_json::json!(["20/s:1"]));
+    for field in ["depth", "written", "started"] {
+        assert!(me[field].is_number(), "{field}: {me}");
+    }
+
+    let answer = ctl_ok(rt, &["steered", "rate", "10/s"]);
+    assert_eq!(answer["rate"], serde_json::json!(["10/s:1"]));
+    let halved = drip.now();
+    drip.wait_lines(drip.lines().len() + 10);
+
+    let at_pause = ctl_ok(rt, &[&drip.child.id().to_string(), "pause"]);
+    let paused = drip.now();
+    let written_at_pause = at_pause["written"].as_u64().unwrap() as usize;
+    thread::sleep(Duration::from_millis(800));
+    let stats = ctl_ok(rt, &["steered", "stats"]);
+    assert_eq!(stats["paused"], true, "{stats}");
+    let seen_paused = drip.lines().len();
+    let written = stats["written"].as_u64().unwrap() as usize;
+    assert_eq!(written, seen_paused, "{stats}");
+    let resuming = drip.now();
+    let info = ctl_ok(rt, &["steered", "resume"]);
+    assert_eq!(info["paused"], false);
+    let resumed = drip.now();
+    drip.wait_lines(seen_paused + 8);
+    let lines_of = Arc::clone(&drip.lines);
+    let (status, err) = drip.stop();
+    assert_eq!(status, Some(143), "{err}");
+    assert!(
+        sockets(rt).is_empty(),
+        "the socket is left: {:?}",
+        sockets(rt)
+    );
+
+    let lines = lines_of.lock().unwrap().clone();
+    // Before: 50 ms apart.
+    let before = between(&lines, 0.0, halved);
+    let gap = median_gap_ms(&before[1..]);
+    assert!((40.0..=65.0).contains(&gap), "before: median {gap} ms");
+    // Halved: within 100 ms (an interval of the old rate, or 100 ms) the
+    // new rate holds: 100 ms apart, at most 11 in any second.
+    let after = between(&lines, halved + 0.1, paused);
+    let gap = median_gap_ms(&after);
+    assert!(
+        (90.0..=120.0).contains(&gap),
+        "halved: median {gap} ms: {after:?}"
+    );
+    assert!(most_in(&after, 1.0) <= 11, "halved: {after:?}");
+    // Paused: nothing left after the pause's answer (one record the
+    // schedule let go just before may be written after it) until the
+    // resume was asked for.
+    let early: Vec<_> = lines[written_at_pause + 1..]
+        .iter()
+        .filter(|(t, _)| *t < resuming)
+        .collect();
+    assert!(
+        early.is_empty(),
+        "records while paused: {early:?} (paused at {paused})"
+    );
+    // Resumed: at the halved rate still, starting at once.
+    let again = between(&lines, resumed, f64::MAX);
+    assert!(again[0] - resumed < 0.3, "resumed late: {again:?}");
+    let gap = median_gap_ms(&again);
+    assert!((90.0..=120.0).contains(&gap), "resumed: median {gap} ms");
+}
+
+/// The socket is the user's alone (0600 in a 0700 directory), named by
+/// pid and name, and removed at exit; --no-control makes none.
+#[test]
+fn the_socket_is_private_named_and_removed() {
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let drip = Running::start(
+        &["-r", "50/s", "--name", "modes"],
+        rt,
+        numbered(1..=100),
+        None,
+    );
+    wait_socket(rt);
+    let socket = sockets(rt).remove(0);
+    let name = socket.file_name().unwrap().to_str().unwrap().to_string();
+    assert_eq!(name, format!("{}.modes.ctl", drip.child.id()));
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&rt.join("drip")), 0o700);
+    assert_eq!(mode(&socket), 0o600);
+    let (status, err) = drip.stop();
+    assert_eq!(status, Some(143), "{err}");
+    assert!(!socket.exists());
+
+    // Run to the end: removed too.
+    let out = command(&["-r", "inf", "--name", "quick"])
+        .env("XDG_RUNTIME_DIR", rt)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(sockets(rt).is_empty());
+
+    let quiet = Running::start(&["-r", "50/s", "--no-control"], rt, numbered(1..=100), None);
+    quiet.wait_lines(3);
+    assert!(sockets(rt).is_empty());
+    assert_eq!(ctl_ok(rt, &["list"]), serde_json::json!([]));
+    quiet.stop();
+}
+
+/// Errors are one line on stderr with exit status 1: no such drip, a bad
+/// command, what this drip cannot do.
+#[test]
+fn errors_are_one_line_with_status_1() {
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let (status, out, err) = ctl(rt, &["nightly", "stats"], None);
+    assert_eq!((status, out.as_str()), (1, ""));
+    assert_eq!(
+        err,
+        "drip: ctl: no such drip: nightly (see 'drip ctl list')\n"
+    );
+    let drip = Running::start(
+        &["-r", "50/s", "--name", "plain"],
+        rt,
+        numbered(1..=1000),
+        None,
+    );
+    wait_socket(rt);
+    for (args, says) in [
+        (vec!["plain", "fly"], "unknown command 'fly'"),
+        (vec!["plain", "rate", "0/s"], "rate '0/s'"),
+        (vec!["plain", "keys"], "no limits per key (--key)"),
+        (vec!["plain", "jobs"], "runs no jobs (--exec)"),
+        (vec!["plain", "-j", "3"], "runs no jobs (--exec)"),
+    ] {
+        let (status, out, err) = ctl(rt, &args, None);
+        assert_eq!((status, out.as_str()), (1, ""), "{args:?}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with("drip: ctl: ") && err.contains(says),
+            "{args:?}: {err}"
+        );
+    }
+    drip.stop();
+
+    // Shared limits are the state's: a change is refused, not made here.
+    let shared = Running::start(
+        &["-r", "50/s", "--name", "sharing", "--share", "ctl-test"],
+        rt,
+        numbered(1..=1000),
+        None,
+    );
+    wait_socket(rt);
+    let (status, _, err) = ctl(rt, &["sharing", "rate", "5/s"], None);
+    assert_eq!(status, 1);
+    assert!(
+        err.contains("shares its limits with others (--share ctl-test)"),
+        "{err}"
+    );
+    shared.stop();
+}
+
+fn is_root() -> bool {
+    std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+        .unwrap_or(false)
+}
+
+/// The uid of `nobody`.
+const NOBODY: u32 = 65534;
+
+/// Another user reaches no drip: one running as nobody refuses root's
+/// request (the peer's uid, from the kernel), and nobody cannot enter
+/// root's directory. Run as root only (CI is); otherwise the check is
+/// unit-tested (`control::server::tests`).
+#[test]
+fn another_user_cannot_steer() {
+    if !is_root() {
+        eprintln!("skipped: needs root to run a second uid");
+        return;
+    }
+    // A drip of nobody's, asked by root.
+    let theirs = tempfile::tempdir().unwrap();
+    std::os::unix::fs::chown(theirs.path(), Some(NOBODY), Some(NOBODY)).unwrap();
+    let drip = Running::start(
+        &["-r", "20/s", "--name", "nobodys"],
+        theirs.path(),
+        numbered(1..=1000),
+        Some(NOBODY),
+    );
+    wait_socket(theirs.path());
+    let (status, out, err) = ctl(theirs.path(), &["nobodys", "pause"], None);
+    assert_eq!((status, out.as_str()), (1, ""));
+    assert!(
+        err.contains("uid 0 may not steer this drip (it runs as uid 65534)"),
+        "{err}"
+    );
+    let seen = drip.lines().len();
+    drip.wait_lines(seen + 3);
+    drip.stop();
+
+    // A drip of root's, asked by nobody.
+    let ours = tempfile::tempdir().unwrap();
+    let drip = Running::start(
+        &["-r", "20/s", "--name", "roots"],
+        ours.path(),
+        numbered(1..=1000),
+        None,
+    );
+    wait_socket(ours.path());
+    let pid = drip.child.id().to_string();
+    let (status, _, err) = ctl(ours.path(), &[&pid, "pause"], Some(NOBODY));
+    assert_eq!(status, 1, "{err}");
+    assert!(err.contains("no such drip"), "{err}");
+    let (_, out, _) = ctl(ours.path(), &["list"], Some(NOBODY));
+    assert_eq!(out.trim(), "[]");
+    assert_eq!(ctl_ok(ours.path(), &["roots", "info"])["paused"], false);
+    drip.stop();
+}
+
+/// `key-rate` halves each key's rate from now on.
+#[test]
+fn key_rate_changes_each_keys_spacing() {
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let input: String = (1..=500).map(|i| format!("k {i}\n")).collect();
+    let drip = Running::start(
+        &["--key", "1", "--key-rate", "20/s", "--name", "keyed"],
+        rt,
+        input,
+        None,
+    );
+    drip.wait_lines(8);
+    let answer = ctl_ok(rt, &["keyed", "key-rate", "10/s"]);
+    assert_eq!(answer["key_rate"], "10/s:1");
+    let changed = drip.now();
+    drip.wait_lines(drip.lines().len() + 8);
+    let lines = drip.lines();
+    drip.stop();
+    let gap = median_gap_ms(&between(&lines, 0.0, changed)[1..]);
+    assert!((40.0..=65.0).contains(&gap), "before: {gap} ms");
+    let gap = median_gap_ms(&between(&lines, changed + 0.1, f64::MAX));
+    assert!((90.0..=120.0).contains(&gap), "after: {gap} ms");
+}
+
+/// `-j` lets more jobs run at once, and `jobs` lists them.
+#[test]
+fn more_job_slots_run_more_jobs() {
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let drip = Running::start(
+        &[
+            "-r", "100/s", "-j", "1", "--name", "runner", "--exec", "sh", "-c", "sleep 2",
+        ],
+        rt,
+        numbered(1..=20),
+        None,
+    );
+    wait_socket(rt);
+    thread::sleep(Duration::from_millis(300));
+    let jobs = ctl_ok(rt, &["runner", "jobs"]);
+    assert_eq!(
+        (
+            jobs["jobs"].as_u64(),
+            jobs["running"].as_array().map(Vec::len)
+        ),
+        (Some(1), Some(1)),
+        "{jobs}"
+    );
+    assert_eq!(ctl_ok(rt, &["runner", "-j", "3"])["jobs"], 3);
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let jobs = ctl_ok(rt, &["runner", "jobs"]);
+        if jobs["running"].as_array().map(Vec::len) == Some(3) {
+            assert_eq!(jobs["running"][0]["record"], "1");
+            break;
+        }
+        assert!(Instant::now() < until, "3 jobs never ran: {jobs}");
+        thread::sleep(Duration::from_millis(50));
+    }
+    drip.stop();
+}

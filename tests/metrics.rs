@@ -1,0 +1,220 @@
+//! `--metrics FILE`: the Prometheus text format, read back with a parser
+//! of the format (openmetrics-parser's Prometheus grammar), while drip
+//! runs and at exit; the file is replaced whole, never seen in part.
+
+mod common;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{command, numbered, wait_for};
+use openmetrics_parser::prometheus::parse_prometheus;
+use openmetrics_parser::{MetricsExposition, PrometheusType, PrometheusValue};
+
+type Exposition = MetricsExposition<PrometheusType, PrometheusValue>;
+
+/// The file at `path`, parsed; panics (with the text) when it does not parse.
+fn parsed(path: &Path) -> Exposition {
+    let text = std::fs::read_to_string(path).unwrap();
+    parse_prometheus(&text).unwrap_or_else(|e| panic!("{e:?} in:\n{text}"))
+}
+
+/// The value of `family` at `labels` (values in the family's label order).
+fn value(m: &Exposition, family: &str, labels: &[&str]) -> f64 {
+    let f = m
+        .families
+        .get(family)
+        .unwrap_or_else(|| panic!("no {family}"));
+    let labels: Vec<String> = labels.iter().map(|s| s.to_string()).collect();
+    let sample = f
+        .get_sample_by_label_values(&labels)
+        .unwrap_or_else(|| panic!("no {family}{labels:?}"));
+    match &sample.value {
+        PrometheusValue::Gauge(n) | PrometheusValue::Unknown(n) => n.as_f64(),
+        PrometheusValue::Counter(c) => c.value.as_f64(),
+        other => panic!("{family}: {other:?}"),
+    }
+}
+
+fn kind(m: &Exposition, family: &str) -> PrometheusType {
+    m.families[family].family_type.clone()
+}
+
+/// Running and at exit: records by fate, depth, rate, the keys' top lists
+/// (10 series each for 40 keys), all of it read back by the parser.
+#[test]
+fn the_file_parses_while_drip_runs_and_at_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("drip.prom");
+    let input: String = (1..=120).map(|i| format!("k{} {i}\n", i % 40)).collect();
+    let mut child = command(&[
+        "-r",
+        "100/s",
+        "--key",
+        "1",
+        "--key-rate",
+        "50/s",
+        "--metrics",
+        path.to_str().unwrap(),
+        "--stats-interval",
+        "100ms",
+        "--name",
+        "exported",
+    ])
+    .env("XDG_RUNTIME_DIR", dir.path())
+    .stdin(Stdio::piped())
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let running = parsed(&path);
+    assert!(value(&running, "drip_queue_depth", &[]) > 0.0);
+    assert_eq!(value(&running, "drip_records_read_total", &[]), 120.0);
+    let written = value(&running, "drip_records_total", &["written"]);
+    assert!(written > 0.0 && written < 120.0, "{written}");
+    assert_eq!(
+        value(&running, "drip_rate_limit_records_per_second", &[]),
+        100.0
+    );
+    let status = wait_for(&mut child, Duration::from_secs(30));
+    assert!(status.success());
+
+    let at_exit = parsed(&path);
+    assert_eq!(value(&at_exit, "drip_records_total", &["written"]), 120.0);
+    for fate in ["dropped_newest", "dropped_oldest", "expired", "undelivered"] {
+        assert_eq!(
+            value(&at_exit, "drip_records_total", &[fate]),
+            0.0,
+            "{fate}"
+        );
+    }
+    assert_eq!(value(&at_exit, "drip_queue_depth", &[]), 0.0);
+    assert_eq!(value(&at_exit, "drip_keys_seen_total", &[]), 40.0);
+    assert_eq!(value(&at_exit, "drip_paused", &[]), 0.0);
+    let pid = child.id().to_string();
+    // The parser keeps label names sorted.
+    assert_eq!(value(&at_exit, "drip_info", &["exported", &pid]), 1.0);
+    assert_eq!(
+        kind(&at_exit, "drip_records_total"),
+        PrometheusType::Counter
+    );
+    assert_eq!(kind(&at_exit, "drip_queue_depth"), PrometheusType::Gauge);
+    // Per key: the top keys only, however many keys came.
+    let top = &at_exit.families["drip_top_key_written"];
+    assert_eq!(top.iter_samples().count(), 10);
+    for sample in top.iter_samples() {
+        assert!(matches!(&sample.value, PrometheusValue::Gauge(n) if n.as_f64() == 3.0));
+    }
+}
+
+/// With --exec: jobs by outcome, retries, overload pauses.
+#[test]
+fn the_jobs_figures_are_exported() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.prom");
+    let out = command(&[
+        "-r",
+        "inf",
+        "-q",
+        "--metrics",
+        path.to_str().unwrap(),
+        "--exec",
+        "sh",
+        "-c",
+        "test \"$0\" != 2",
+    ])
+    .env("XDG_RUNTIME_DIR", dir.path())
+    .stdin(Stdio::piped())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .and_then(|mut c| {
+        c.stdin.take().unwrap().write_all(b"1\n2\n3\n")?;
+        c.wait_with_output()
+    })
+    .unwrap();
+    assert_eq!(out.status.code(), Some(123));
+    let m = parsed(&path);
+    assert_eq!(value(&m, "drip_jobs_total", &["succeeded"]), 2.0);
+    assert_eq!(value(&m, "drip_jobs_total", &["failed"]), 1.0);
+    for family in [
+        "drip_job_retries_total",
+        "drip_overload_pauses_total",
+        "drip_overload_responses_total",
+    ] {
+        assert_eq!(value(&m, family, &[]), 0.0, "{family}");
+    }
+}
+
+/// Replaced whole: read as fast as it is written, the file always parses
+/// and ends with its last family.
+#[test]
+fn the_file_is_never_seen_in_part() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("often.prom");
+    let mut child = command(&[
+        "-r",
+        "200/s",
+        "--metrics",
+        path.to_str().unwrap(),
+        "--stats-interval",
+        "10ms",
+    ])
+    .env("XDG_RUNTIME_DIR", dir.path())
+    .stdin(Stdio::piped())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(numbered(1..=200).as_bytes())
+        .unwrap();
+    while !path.exists() {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let until = Instant::now() + Duration::from_millis(700);
+    let mut reads = 0;
+    while Instant::now() < until {
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.ends_with("drip_paused 0\n"), "cut: {text}");
+        parse_prometheus(&text).unwrap_or_else(|e| panic!("{e:?} in:\n{text}"));
+        reads += 1;
+    }
+    assert!(reads > 10);
+    wait_for(&mut child, Duration::from_secs(30));
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".drip-metrics"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// A file that cannot be written stops drip before any record moves.
+#[test]
+fn an_unwritable_file_stops_drip_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = command(&["--metrics", "/nonexistent/dir/drip.prom"])
+        .env("XDG_RUNTIME_DIR", dir.path())
+        .stdin(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("drip: --metrics /nonexistent/dir/drip.prom: ") && err.lines().count() == 1,
+        "{err}"
+    );
+}

@@ -1,0 +1,326 @@
+//! `--resume JOBLOG`: a batch killed at any moment and run again does every
+//! record once, matched by content. Real processes: curl against a loopback
+//! server that counts the requests for each record, drip killed with
+//! SIGKILL at random times and run again with `--resume` until it ends with
+//! status 0.
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{command, send_signal, temp_file, wait_for};
+use serde_json::Value;
+
+/// Requests seen, by path.
+type Counts = Arc<Mutex<HashMap<String, u32>>>;
+
+/// A server on 127.0.0.1 that answers every request 200 after 0 to 20 ms,
+/// counting the requests for each path.
+fn counting_server() -> (u16, Counts) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let counts: Counts = Arc::default();
+    let seen = Arc::clone(&counts);
+    std::thread::spawn(move || {
+        for (n, stream) in listener.incoming().enumerate() {
+            let Ok(mut stream) = stream else { continue };
+            let seen = Arc::clone(&seen);
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut request = String::new();
+                reader.read_line(&mut request).unwrap_or(0);
+                let path = request.split(' ').nth(1).unwrap_or("").to_string();
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                }
+                *seen.lock().unwrap().entry(path).or_default() += 1;
+                std::thread::sleep(Duration::from_millis((n as u64 * 7) % 21));
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+                );
+            });
+        }
+    });
+    (port, counts)
+}
+
+fn curl_present() -> bool {
+    Command::new("curl")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The content hash of a record, as in `DRIP_RECORD_ID` (FNV-1a, 64 bits).
+fn fnv(record: &str) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in record.as_bytes() {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:016x}")
+}
+
+/// Successes in the joblog at `path`, by content hash; a torn last line is
+/// not read.
+fn successes(path: &Path) -> HashMap<String, u32> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let whole = text.rfind('\n').map_or("", |at| &text[..at]);
+    let mut done = HashMap::new();
+    for line in whole.lines() {
+        let Ok(entry) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        if entry["outcome"] == "succeeded" {
+            let id = entry["id"].as_str().unwrap();
+            let hash = id.rsplit_once('-').unwrap().1.to_string();
+            *done.entry(hash).or_default() += 1;
+        }
+    }
+    done
+}
+
+/// One batch: 24 URLs, two of them twice, in a new order on every run;
+/// drip is killed with SIGKILL 1 to 3 times at random, then runs to the
+/// end. Every record succeeds exactly once across the runs. Returns how
+/// many runs were killed with part of the batch done.
+fn batch(seed: u64, port: u16, counts: &Counts) -> u32 {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let prefix = format!("/s{seed}/");
+    let mut urls: Vec<String> = (1..=24)
+        .map(|i| format!("http://127.0.0.1:{port}{prefix}r{i}"))
+        .collect();
+    urls.push(urls[4].clone());
+    urls.push(urls[9].clone());
+    let mut occurrences_of: HashMap<String, u32> = HashMap::new();
+    for url in &urls {
+        *occurrences_of.entry(url.clone()).or_default() += 1;
+    }
+    let occurrences = |url: &String| occurrences_of[url];
+    let dir = tempfile::tempdir().unwrap();
+    let joblog = dir.path().join("joblog");
+    let stats = dir.path().join("stats.json");
+    let kills = rng.u32(1..=3);
+    let mut interrupted = 0;
+    for run in 0.. {
+        assert!(run <= kills, "seed {seed}: run {run} did not end");
+        let before = successes(&joblog);
+        rng.shuffle(&mut urls);
+        let input = temp_file(urls.join("\n").as_bytes());
+        let mut child = command(&[
+            "-q",
+            "-r",
+            "300/s",
+            "-j",
+            "4",
+            "--resume",
+            joblog.to_str().unwrap(),
+            "--stats-json",
+            stats.to_str().unwrap(),
+            "--exec",
+            "curl",
+            "-sSf",
+            "-o",
+            "/dev/null",
+            "{}",
+        ])
+        .stdin(Stdio::from(input.reopen().unwrap()))
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+        let killed = run < kills;
+        if killed {
+            std::thread::sleep(Duration::from_millis(rng.u64(10..200)));
+            send_signal(&child, libc::SIGKILL);
+        }
+        let status = wait_for(&mut child, Duration::from_secs(30));
+        let after = successes(&joblog);
+        // A record done before was not run again: no record has more
+        // successes than it appears in the input.
+        for url in &urls {
+            let n = after.get(&fnv(url)).copied().unwrap_or(0);
+            assert!(
+                n <= occurrences(url),
+                "seed {seed}: {url} succeeded {n} times"
+            );
+        }
+        if killed && !status.success() {
+            let done: u32 = after.values().sum();
+            if done > 0 && done < urls.len() as u32 {
+                interrupted += 1;
+            }
+            continue;
+        }
+        assert!(status.success(), "seed {seed}: run {run}: {status:?}");
+        // What was skipped is exactly what had succeeded before.
+        let s: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+        let done_before: u32 = before.values().sum();
+        assert_eq!(s["skipped_done"], done_before, "seed {seed}: {s}");
+        assert_eq!(s["read"], urls.len(), "seed {seed}: {s}");
+        assert_eq!(
+            s["succeeded"],
+            urls.len() as u32 - done_before,
+            "seed {seed}: {s}"
+        );
+        break;
+    }
+    // Every record succeeded exactly once, and reached the server; a
+    // request was repeated only for a job in flight at a kill.
+    let done = successes(&joblog);
+    let seen = counts.lock().unwrap();
+    let mut repeats = 0;
+    let distinct: std::collections::BTreeSet<&String> = urls.iter().collect();
+    for url in distinct {
+        let path = &url[url.find(&prefix).unwrap()..];
+        assert_eq!(
+            done.get(&fnv(url)).copied(),
+            Some(occurrences(url)),
+            "seed {seed}: {url}"
+        );
+        let requests = seen.get(path).copied().unwrap_or(0);
+        assert!(
+            requests >= occurrences(url),
+            "seed {seed}: {url} never requested"
+        );
+        repeats += requests - occurrences(url);
+    }
+    // At most four jobs were in flight at each kill.
+    assert!(
+        repeats <= 4 * kills,
+        "seed {seed}: {repeats} repeated requests"
+    );
+    interrupted
+}
+
+#[test]
+fn killed_and_resumed_batches_do_every_record_exactly_once() {
+    if !curl_present() {
+        panic!("curl is required (apt-get install curl)");
+    }
+    let (port, counts) = counting_server();
+    let start = Instant::now();
+    let interrupted: u32 = (0..20).map(|seed| batch(seed, port, &counts)).sum();
+    eprintln!(
+        "20 batches in {:.1} s, {interrupted} runs killed part way",
+        start.elapsed().as_secs_f64()
+    );
+    // The kills must land while work is under way, or nothing is tested.
+    assert!(
+        interrupted >= 10,
+        "only {interrupted} runs were killed part way"
+    );
+}
+
+/// Run drip to the end; (status, stdout, stderr).
+fn run(args: &[&str], input: &str) -> (i32, String, String) {
+    let file = temp_file(input.as_bytes());
+    let out = command(args)
+        .stdin(Stdio::from(file.reopen().unwrap()))
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_torn_last_line_is_passed_over_and_the_run_appends_below_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let joblog = dir.path().join("joblog");
+    let jl = joblog.to_str().unwrap();
+    // A first run over a and b; then b's line is cut short, as by a kill.
+    let (status, out, err) = run(
+        &["-q", "-r", "inf", "--joblog", jl, "--exec", "echo"],
+        "a\nb\n",
+    );
+    assert_eq!((status, out.as_str()), (0, "a\nb\n"), "{err}");
+    let text = std::fs::read_to_string(&joblog).unwrap();
+    std::fs::write(&joblog, &text[..text.len() - 5]).unwrap();
+    // b runs again, and c; a does not.
+    let (status, out, err) = run(
+        &["-r", "inf", "--resume", jl, "--stats", "--exec", "echo"],
+        "c\nb\na\n",
+    );
+    assert_eq!((status, out.as_str()), (0, "c\nb\n"), "{err}");
+    assert!(
+        err.contains("drip: --resume: a last line cut short"),
+        "{err}"
+    );
+    assert!(err.contains("skipped done 1"), "{err}");
+    // The new lines start on a line of their own: a third run skips all.
+    let (status, out, err) = run(
+        &["-q", "-r", "inf", "--resume", jl, "--exec", "echo"],
+        "a\nb\nc\n",
+    );
+    assert_eq!((status, out.as_str()), (0, ""), "{err}");
+    assert!(err.contains("1 lines that are not joblog entries"), "{err}");
+}
+
+#[test]
+fn a_joblog_that_does_not_exist_yet_starts_from_the_beginning() {
+    let dir = tempfile::tempdir().unwrap();
+    let joblog = dir.path().join("new");
+    let jl = joblog.to_str().unwrap();
+    let (status, out, err) = run(
+        &["-q", "-r", "inf", "--resume", jl, "--exec", "echo"],
+        "x\nx\n",
+    );
+    assert_eq!((status, out.as_str()), (0, "x\nx\n"), "{err}");
+    assert_eq!(successes(&joblog).get(&fnv("x")), Some(&2));
+    // The same file as --joblog is allowed; another is not.
+    let (status, _, err) = run(
+        &["-q", "--resume", jl, "--joblog", jl, "--exec", "echo"],
+        "x\n",
+    );
+    assert_eq!(status, 0, "{err}");
+    let (status, _, err) = run(
+        &["--resume", jl, "--joblog", "other", "--exec", "echo"],
+        "x\n",
+    );
+    assert_eq!(status, 2);
+    assert!(err.contains("--resume appends to its JOBLOG"), "{err}");
+}
+
+#[test]
+fn no_success_is_logged_before_the_job_has_ended() {
+    // The job is still running when drip is killed: its record has no
+    // line, and the next run runs it.
+    let dir = tempfile::tempdir().unwrap();
+    let joblog = dir.path().join("joblog");
+    let jl = joblog.to_str().unwrap();
+    let mut child = command(&[
+        "-q",
+        "--resume",
+        jl,
+        "--exec",
+        "sh",
+        "-c",
+        "sleep 0.5; echo $1",
+        "sh",
+    ])
+    .stdin(Stdio::piped())
+    .stdout(Stdio::null())
+    .spawn()
+    .unwrap();
+    child.stdin.take().unwrap().write_all(b"slow\n").unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    send_signal(&child, libc::SIGKILL);
+    wait_for(&mut child, Duration::from_secs(10));
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(successes(&joblog).is_empty());
+    let (status, out, err) = run(&["-q", "--resume", jl, "--exec", "echo"], "slow\n");
+    assert_eq!((status, out.as_str()), (0, "slow\n"), "{err}");
+}
