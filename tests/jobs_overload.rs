@@ -195,7 +195,7 @@ fn one_keys_overload(retry_after: bool) {
     let gaps: Vec<String> = b
         .windows(2)
         .map(|w| w[1] - w[0])
-        .filter(|g| *g > 0.4)
+        .filter(|g| *g > 0.7)
         .map(|g| format!("{g:.3}"))
         .collect();
     eprintln!("b: 30 requests over {span:.2} s (about 5.8 at 5/s)");
@@ -204,7 +204,7 @@ fn one_keys_overload(retry_after: bool) {
         gaps.is_empty(),
         "b was held back by a's 429s: gaps {gaps:?}"
     );
-    assert!(span < 7.5, "b's 30 requests took {span:.2} s");
+    assert!(span < 9.0, "b's 30 requests took {span:.2} s");
 }
 
 #[test]
