@@ -16,7 +16,7 @@ use drip::ledger::Ledger;
 use drip::rate::parse_rate;
 use drip::schedule::{Limit, Limits, Unit};
 use drip::shared::gcra::Step;
-use drip::shared::keys::{KeyAsk, KeyBook};
+use drip::shared::gcra::{KeyAsk, KeyBook};
 
 const MS: u64 = 1_000_000;
 /// 5/s, burst 1.

@@ -20,10 +20,35 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{numbered, send_signal, timed_lines, wait_for};
-use drip::shared::gcra::{ByteStep, Gcra, Meter, Step};
-use drip::shared::keys::{KeyAsk, KeyBackend, KeyBook};
-use drip::shared::lease::Backend;
-use drip::shared::redis::{RedisBackend, RedisKeys};
+use drip::shared::gcra::{ByteStep, Gcra, KeyAsk, KeyBook, Meter, Step};
+use drip::shared::protocol::{Ask, Back, Grant, Reply, Store};
+use drip::shared::redis::RedisStore;
+
+/// One reservation of the global limits through `store`: the reply's
+/// now, whether it was fresh, and the grant.
+fn reserve_global(store: &mut RedisStore, want: u64, sizes: &[u64], horizon: i64) -> (i64, Grant) {
+    let ask = Ask {
+        key: None,
+        want,
+        sizes,
+        after: 0,
+        every: 0,
+    };
+    let Reply { now, grants, .. } = store.reserve(&[ask], horizon).unwrap();
+    (now, grants.into_iter().next().unwrap())
+}
+
+/// Give back the global limits' slots from `first_unused` (of `size`
+/// bytes) of reservation `seq`: whether they went back.
+fn give_back_global(store: &mut RedisStore, seq: u64, first_unused: i64, size: u64) -> bool {
+    let back = Back {
+        key: None,
+        seq,
+        first_unused,
+        size,
+    };
+    store.give_back(&[back]).unwrap()[0]
+}
 
 /// The window-bound tests measure wall-clock pacing: they run alone; the
 /// other tests of this file run beside each other.
@@ -597,7 +622,7 @@ fn the_script_runs_the_mirrored_arithmetic() {
         },
     ];
     let meters = steps.iter().copied().map(Meter::from).collect();
-    let mut backend = RedisBackend::new(&redis.url(), "mirror", "test".into(), meters).unwrap();
+    let mut backend = RedisStore::new(&redis.url(), "mirror", "test".into(), meters, None).unwrap();
     let mut mirror = Gcra::default();
     let epoch = 1_700_000_000i64;
     let mut now = 0i64;
@@ -607,28 +632,31 @@ fn the_script_runs_the_mirrored_arithmetic() {
         backend.clock = Some((epoch + now / 1_000_000_000, now % 1_000_000_000));
         let want = 1 + (round * 5) % 9;
         let horizon = 20_000_000 * (round % 7);
-        let grant = backend.reserve(want as u64, &[], horizon).unwrap();
+        let (at, grant) = reserve_global(&mut backend, want as u64, &[], horizon);
         let expect = mirror.reserve(&steps, now, want as u64, horizon);
-        assert_eq!(grant.now, now, "round {round}");
-        let got: Vec<i64> = grant.slots.iter().map(|d| grant.now + d).collect();
+        assert_eq!(at, now, "round {round}");
+        let got: Vec<i64> = grant.slots.iter().map(|d| at + d).collect();
         assert_eq!(got, expect, "round {round}");
         assert_eq!(grant.seq, mirror.seq);
         if round % 4 == 3 && expect.len() > 1 {
             // Give back all but the first.
-            assert!(backend.give_back(grant.seq, expect[1], 1).unwrap());
+            assert!(give_back_global(&mut backend, grant.seq, expect[1], 1));
             assert!(mirror.give_back(&steps, grant.seq, expect[1]));
         }
         now += 37_000_000 * (round % 5);
     }
     // A giveback after someone else reserved changes nothing.
     backend.clock = Some((epoch + now / 1_000_000_000, now % 1_000_000_000));
-    let grant = backend.reserve(1, &[], 0).unwrap();
+    let (at, grant) = reserve_global(&mut backend, 1, &[], 0);
     mirror.reserve(&steps, now, 1, 0);
-    backend.reserve(1, &[], 0).unwrap();
+    reserve_global(&mut backend, 1, &[], 0);
     mirror.reserve(&steps, now, 1, 0);
-    assert!(!backend
-        .give_back(grant.seq, grant.now + grant.slots[0], 1)
-        .unwrap());
+    assert!(!give_back_global(
+        &mut backend,
+        grant.seq,
+        at + grant.slots[0],
+        1
+    ));
     // The key expires 10 s after its schedule.
     let ttl: i64 = redis::cmd("PTTL")
         .arg("drip:{mirror}")
@@ -664,7 +692,7 @@ fn the_script_runs_the_mirrored_byte_arithmetic() {
         }),
     ];
     let mut backend =
-        RedisBackend::new(&redis.url(), "bytes", "test".into(), meters.clone()).unwrap();
+        RedisStore::new(&redis.url(), "bytes", "test".into(), meters.clone(), None).unwrap();
     let mut mirror = Gcra::default();
     let mut rng = fastrand::Rng::with_seed(9);
     let epoch = 1_700_000_000i64;
@@ -676,15 +704,15 @@ fn the_script_runs_the_mirrored_byte_arithmetic() {
         let want = rng.u64(1..=8);
         let sizes: Vec<u64> = (0..want).map(|_| rng.u64(1..=1000)).collect();
         let horizon = rng.i64(0..=400) * 1_000_000;
-        let grant = backend.reserve(want, &sizes, horizon).unwrap();
+        let (at, grant) = reserve_global(&mut backend, want, &sizes, horizon);
         let expect = mirror.reserve_sized(&meters, now, want, &sizes, horizon);
-        assert_eq!(grant.now, now, "round {round}");
-        let got: Vec<i64> = grant.slots.iter().map(|d| grant.now + d).collect();
+        assert_eq!(at, now, "round {round}");
+        let got: Vec<i64> = grant.slots.iter().map(|d| at + d).collect();
         assert_eq!(got, expect, "round {round}: {sizes:?}");
         assert_eq!(grant.seq, mirror.seq);
         if round % 4 == 3 && expect.len() > 1 {
             // Give back all but the first.
-            let given = backend.give_back(grant.seq, expect[1], sizes[1]).unwrap();
+            let given = give_back_global(&mut backend, grant.seq, expect[1], sizes[1]);
             assert!(given);
             assert!(mirror.give_back_sized(&meters, grant.seq, expect[1], sizes[1]));
         }
@@ -1833,13 +1861,20 @@ fn the_keys_script_runs_the_mirrored_arithmetic() {
         interval: 100_000_000,
         tolerance: 200_000_000,
     };
-    let mut backend = RedisKeys::new(&redis.url(), "mirror", "test".into(), step).unwrap();
+    let mut backend = RedisStore::new(
+        &redis.url(),
+        "mirror",
+        "test".into(),
+        Vec::new(),
+        Some(step),
+    )
+    .unwrap();
     let mut book = KeyBook::default();
     let epoch = 1_700_000_000i64;
     let abs = |now: i64| epoch * 1_000_000_000 + now;
     let mut now = 0i64;
     backend.clock = Some((epoch, 0));
-    assert!(KeyBackend::hello(&mut backend).unwrap());
+    assert!(backend.hello().unwrap());
     let keys: [&[u8]; 3] = [b"a", b"b\xff", b"c d"];
     let mut last_change = std::collections::BTreeMap::new();
     for round in 0..60i64 {
@@ -1861,10 +1896,20 @@ fn the_keys_script_runs_the_mirrored_arithmetic() {
                 (*k, ask)
             })
             .collect();
-        let grant = KeyBackend::reserve(&mut backend, &asks, horizon).unwrap();
-        assert_eq!(grant.now, abs(now), "round {round}");
+        let store_asks: Vec<Ask> = asks
+            .iter()
+            .map(|(key, a)| Ask {
+                key: Some(key),
+                want: a.want,
+                sizes: &[],
+                after: a.after,
+                every: a.every,
+            })
+            .collect();
+        let reply = backend.reserve(&store_asks, horizon).unwrap();
+        assert_eq!(reply.now, abs(now), "round {round}");
         let mut backs = Vec::new();
-        for ((key, want), (seq, slots)) in asks.iter().zip(&grant.keys) {
+        for ((key, want), Grant { seq, slots }) in asks.iter().zip(&reply.grants) {
             let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
             let (mseq, expect) = book.reserve_at(step, now, &hex, *want, horizon);
             last_change.insert(hex.clone(), now);
@@ -1872,11 +1917,17 @@ fn the_keys_script_runs_the_mirrored_arithmetic() {
             assert_eq!(got, expect, "round {round}, key {hex}");
             assert_eq!(*seq, mseq);
             if round % 4 == 3 && expect.len() > 1 {
-                backs.push((*key, *seq, abs(expect[1])));
+                backs.push(Back {
+                    key: Some(key),
+                    seq: *seq,
+                    first_unused: abs(expect[1]),
+                    size: 1,
+                });
                 assert!(book.give_back(step, &hex, *seq, expect[1]));
             }
         }
-        KeyBackend::give_back(&mut backend, &backs).unwrap();
+        let given = backend.give_back(&backs).unwrap();
+        assert_eq!(given, vec![true; backs.len()]);
         now += 37_000_000 * (round % 5);
     }
     // Each key's hash expires 10 s after its schedule, and the NAME's
@@ -1993,7 +2044,7 @@ fn a_flushed_state_is_reported_for_the_keys_and_all_is_written() {
     all_written_keyed(&o);
     assert!(
         o.stderr
-            .contains("the shared state was lost (a restart or a flush); at most one burst more per key may pass"),
+            .contains("the shared state was lost (a restart or a flush); beyond the limit, at most one burst and the slots already reserved, per key, may pass"),
         "{}",
         o.stderr
     );
@@ -2329,4 +2380,61 @@ fn a_closed_reader_ends_drip_at_once_with_a_hung_server() {
     let (took, status) = stop_with_a_hung_server(|c| drop(c.stdout.take()));
     assert!(status.code().is_some(), "{status}");
     assert!(took < Duration::from_millis(600), "{took:?}");
+}
+
+/// The records of the issue's case, as a producer writes them: six at
+/// once, then 7 at 1.5 s, 8 50 ms later, 9 250 ms after that.
+const EXPIRY_INPUT: &str =
+    "printf '1\\n2\\n3\\n4\\n5\\n6\\n'; sleep 1.5; echo 7; sleep 0.05; echo 8; sleep 0.25; echo 9";
+
+/// At 2/s with a burst of 5 and `--max-wait 100ms`, records 1 to 5 leave
+/// at once and 6 expires. The slot reserved for 6 (at 500 ms) is taken by
+/// no record; it goes back, so 7, 8 and 9 leave as they would unshared
+/// (9's slot spent, 9 would wait until 2 s and expire). Its stdout and
+/// stderr.
+fn an_expired_records_slot_goes_back(share: &str, runtime: &Path) -> (String, String) {
+    let mut feeder = Command::new("sh")
+        .args(["-c", EXPIRY_INPUT])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let args = [
+        "-r",
+        "2/s:5",
+        "--max-wait",
+        "100ms",
+        "--stats",
+        "--share",
+        share,
+    ];
+    let out = common::command(&args)
+        .env("XDG_RUNTIME_DIR", runtime)
+        .stdin(feeder.stdout.take().unwrap())
+        .output()
+        .unwrap();
+    feeder.wait().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    (String::from_utf8_lossy(&out.stdout).into_owned(), err)
+}
+
+#[test]
+fn an_expired_records_slot_goes_back_on_one_host() {
+    let _t = beside_others();
+    let runtime = tempfile::tempdir().unwrap();
+    let (out, err) = an_expired_records_slot_goes_back("expiry", runtime.path());
+    assert_eq!(out, "1\n2\n3\n4\n5\n7\n8\n9\n", "{err}");
+    assert!(err.contains("0 slots forfeited late"), "{err}");
+}
+
+#[test]
+fn an_expired_records_slot_goes_back_through_redis() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let redis = Redis::start();
+    let runtime = tempfile::tempdir().unwrap();
+    let (out, err) = an_expired_records_slot_goes_back(&redis.share("expiry"), runtime.path());
+    assert_eq!(out, "1\n2\n3\n4\n5\n7\n8\n9\n", "{err}");
+    assert!(err.contains("0 slots forfeited late"), "{err}");
 }

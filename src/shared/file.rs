@@ -18,9 +18,8 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{flock, FlockOperation};
 use serde::{Deserialize, Serialize};
 
-use super::gcra::{Gcra, Meter, Step};
-use super::keys::{hex, KeyAsk, KeyBackend, KeyBook, KeyGrant};
-use super::lease::{Backend, Failure, Grant};
+use super::gcra::{hex, Gcra, KeyAsk, KeyBook, Meter, Step};
+use super::protocol::{Ask, Back, Failure, Grant, Reply, Store, EXPIRY_NS};
 
 /// What the file holds.
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -36,7 +35,7 @@ struct Stored {
 
 /// The state file of one NAME.
 #[derive(Debug)]
-pub struct FileBackend {
+pub struct FileStore {
     path: PathBuf,
     spec: String,
     meters: Vec<Meter>,
@@ -48,7 +47,7 @@ pub struct FileBackend {
 /// The directory of the state files: `$XDG_RUNTIME_DIR/drip` when
 /// `XDG_RUNTIME_DIR` is an absolute path to an existing directory (the XDG
 /// Base Directory spec has a relative one ignored), else `/tmp/drip-$UID`.
-/// Only this last directory is ever created (by [`FileBackend`]).
+/// Only this last directory is ever created (by [`FileStore`]).
 pub fn state_dir() -> PathBuf {
     state_dir_in(std::env::var_os("XDG_RUNTIME_DIR").as_deref())
 }
@@ -94,17 +93,25 @@ fn monotonic() -> i64 {
         .saturating_add(t.tv_nsec)
 }
 
-impl FileBackend {
-    /// The state of `name` in `dir`, for limits `spec` with `meters`.
-    pub fn new(dir: &Path, name: &str, spec: String, meters: Vec<Meter>) -> FileBackend {
+impl FileStore {
+    /// The state of `name` in `dir`, for limits `spec` (all of them):
+    /// the global limits' `meters`, and the key limit's step when the
+    /// limits per key are shared.
+    pub fn new(
+        dir: &Path,
+        name: &str,
+        spec: String,
+        meters: Vec<Meter>,
+        key_step: Option<Step>,
+    ) -> FileStore {
         let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
             .map(|s| s.trim().to_string())
             .unwrap_or_default();
-        FileBackend {
+        FileStore {
             path: dir.join(format!("{name}.json")),
             spec,
             meters,
-            key_step: None,
+            key_step,
             boot_id,
         }
     }
@@ -165,7 +172,7 @@ impl FileBackend {
                     .copied()
                     .chain(s.keys.idle_from())
                     .max()
-                    .map_or(true, |t| now < t + super::EXPIRY_NS)
+                    .map_or(true, |t| now < t + EXPIRY_NS)
         });
         if let Some(s) = &live {
             if s.limits != self.spec {
@@ -196,77 +203,54 @@ impl FileBackend {
     }
 }
 
-impl Backend for FileBackend {
+impl Store for FileStore {
     fn hello(&mut self) -> Result<bool, Failure> {
         self.with_state(|_, _, _, fresh| fresh)
     }
 
-    fn reserve(&mut self, want: u64, sizes: &[u64], horizon: i64) -> Result<Grant, Failure> {
-        let meters = self.meters.clone();
-        self.with_state(|g, _, now, fresh| {
-            let slots = g.reserve_sized(&meters, now, want, sizes, horizon);
-            Grant {
-                seq: g.seq,
-                now,
-                fresh,
-                slots: slots.into_iter().map(|d| d - now).collect(),
-            }
-        })
-    }
-
-    fn give_back(&mut self, seq: u64, first_unused: i64, size: u64) -> Result<bool, Failure> {
-        let meters = self.meters.clone();
-        self.with_state(|g, _, _, fresh| {
-            !fresh && g.give_back_sized(&meters, seq, first_unused, size)
-        })
-    }
-
-    fn host_clock(&self) -> Option<i64> {
-        Some(monotonic())
-    }
-}
-
-/// The limits per key in the state file of one NAME.
-#[derive(Debug)]
-pub struct FileKeys(FileBackend);
-
-impl FileKeys {
-    /// The limits per key of `name` in `dir` (key limit `step`), for
-    /// limits `spec` (all of them).
-    pub fn new(dir: &Path, name: &str, spec: String, step: Step) -> FileKeys {
-        FileKeys(FileBackend {
-            key_step: Some(step),
-            ..FileBackend::new(dir, name, spec, Vec::new())
-        })
-    }
-}
-
-impl KeyBackend for FileKeys {
-    fn hello(&mut self) -> Result<bool, Failure> {
-        self.0.with_state(|_, _, _, fresh| fresh)
-    }
-
-    fn reserve(&mut self, asks: &[(&[u8], KeyAsk)], horizon: i64) -> Result<KeyGrant, Failure> {
-        let step = self.0.key_step.expect("a key limit");
-        self.0.with_state(|_, book, now, fresh| KeyGrant {
+    fn reserve(&mut self, asks: &[Ask<'_>], horizon: i64) -> Result<Reply, Failure> {
+        let (meters, step) = (self.meters.clone(), self.key_step);
+        self.with_state(|g, book, now, fresh| Reply {
             now,
             fresh,
-            keys: asks
+            grants: asks
                 .iter()
-                .map(|&(key, ask)| {
-                    let (seq, slots) = book.reserve_at(step, now, &hex(key), ask, horizon);
-                    (seq, slots.into_iter().map(|d| d - now).collect())
+                .map(|ask| {
+                    let (seq, slots) = match (ask.key, step) {
+                        (Some(key), Some(step)) => {
+                            let want = KeyAsk {
+                                want: ask.want,
+                                after: ask.after,
+                                every: ask.every,
+                            };
+                            book.reserve_at(step, now, &hex(key), want, horizon)
+                        }
+                        _ => {
+                            let slots = g.reserve_sized(&meters, now, ask.want, ask.sizes, horizon);
+                            (g.seq, slots)
+                        }
+                    };
+                    Grant {
+                        seq,
+                        slots: slots.into_iter().map(|d| d - now).collect(),
+                    }
                 })
                 .collect(),
         })
     }
 
-    fn give_back(&mut self, backs: &[(&[u8], u64, i64)]) -> Result<(), Failure> {
-        let step = self.0.key_step.expect("a key limit");
-        self.0.with_state(|_, book, _, _| {
-            for &(key, seq, first) in backs {
-                book.give_back(step, &hex(key), seq, first);
-            }
+    fn give_back(&mut self, backs: &[Back<'_>]) -> Result<Vec<bool>, Failure> {
+        let (meters, step) = (self.meters.clone(), self.key_step);
+        self.with_state(|g, book, _, fresh| {
+            backs
+                .iter()
+                .map(|b| match (b.key, step) {
+                    (Some(key), Some(step)) => {
+                        book.give_back(step, &hex(key), b.seq, b.first_unused)
+                    }
+                    _ => !fresh && g.give_back_sized(&meters, b.seq, b.first_unused, b.size),
+                })
+                .collect()
         })
     }
 
@@ -281,12 +265,36 @@ mod tests {
 
     const MS: i64 = 1_000_000;
 
-    fn backend(dir: &Path, spec: &str) -> FileBackend {
+    fn backend(dir: &Path, spec: &str) -> FileStore {
         let meters = vec![Meter::Records(Step {
             interval: 100 * MS,
             tolerance: 0,
         })];
-        FileBackend::new(dir, "quota", spec.into(), meters)
+        FileStore::new(dir, "quota", spec.into(), meters, None)
+    }
+
+    /// One global ask of `want` slots.
+    fn reserve(store: &mut FileStore, want: u64, horizon: i64) -> (u64, i64, bool, Vec<i64>) {
+        let ask = Ask {
+            key: None,
+            want,
+            sizes: &[],
+            after: 0,
+            every: 0,
+        };
+        let reply = store.reserve(&[ask], horizon).unwrap();
+        let grant = reply.grants.into_iter().next().unwrap();
+        (grant.seq, reply.now, reply.fresh, grant.slots)
+    }
+
+    fn give_back(store: &mut FileStore, seq: u64, first_unused: i64) -> bool {
+        let back = Back {
+            key: None,
+            seq,
+            first_unused,
+            size: 1,
+        };
+        store.give_back(&[back]).unwrap()[0]
     }
 
     #[test]
@@ -296,22 +304,22 @@ mod tests {
         let mut b = backend(dir.path(), "10/s");
         assert!(a.hello().unwrap());
         assert!(!b.hello().unwrap());
-        let ga = a.reserve(3, &[], 250 * MS).unwrap();
-        assert_eq!(ga.slots, vec![0, 100 * MS, 200 * MS]);
-        let gb = b.reserve(1, &[], 0).unwrap();
+        let (seq_a, now_a, _, slots_a) = reserve(&mut a, 3, 250 * MS);
+        assert_eq!(slots_a, vec![0, 100 * MS, 200 * MS]);
+        let (seq_b, now_b, fresh_b, slots_b) = reserve(&mut b, 1, 0);
         // b's slot follows a's on the same clock.
-        assert!(gb.now + gb.slots[0] >= ga.now + 300 * MS, "{ga:?} {gb:?}");
-        assert!(!gb.fresh);
+        assert!(now_b + slots_b[0] >= now_a + 300 * MS);
+        assert!(!fresh_b);
         // a cannot give back: b reserved since.
-        assert!(!a.give_back(ga.seq, ga.now + ga.slots[1], 1).unwrap());
-        assert!(b.give_back(gb.seq, gb.now + gb.slots[0], 1).unwrap());
+        assert!(!give_back(&mut a, seq_a, now_a + slots_a[1]));
+        assert!(give_back(&mut b, seq_b, now_b + slots_b[0]));
     }
 
     #[test]
     fn different_limits_are_refused() {
         let dir = tempfile::tempdir().unwrap();
         let mut a = backend(dir.path(), "10/s");
-        a.reserve(1, &[], 0).unwrap();
+        reserve(&mut a, 1, 0);
         let mut b = backend(dir.path(), "20/s");
         assert_eq!(b.hello(), Err(Failure::Mismatch("10/s".into())));
     }
@@ -398,11 +406,11 @@ mod tests {
     fn a_state_from_another_boot_starts_afresh() {
         let dir = tempfile::tempdir().unwrap();
         let mut a = backend(dir.path(), "10/s");
-        a.reserve(5, &[], 1000 * MS).unwrap();
+        reserve(&mut a, 5, 1000 * MS);
         let mut b = backend(dir.path(), "10/s");
         b.boot_id = "another boot".into();
-        let g = b.reserve(1, &[], 0).unwrap();
-        assert!(g.fresh);
-        assert_eq!(g.slots, vec![0]);
+        let (_, _, fresh, slots) = reserve(&mut b, 1, 0);
+        assert!(fresh);
+        assert_eq!(slots, vec![0]);
     }
 }

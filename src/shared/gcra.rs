@@ -27,8 +27,15 @@
 //! in IEEE doubles (as Lua does), rounded up, and its reach
 //! `(burst − min(s, burst)) · T` rounded down: both only slow it. Pure: no
 //! clock, no I/O.
+//!
+//! The limits per key keep one GCRA per key with the one `--key-rate`
+//! limit ([`KeyBook`], as the state file stores them; `keys.lua` runs the
+//! same arithmetic in Redis).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
 
 use crate::rate::Rate;
 use crate::schedule::{Limit, Unit};
@@ -336,11 +343,145 @@ impl Gcra {
     }
 }
 
+/// One key's shared schedule in the state file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyState {
+    /// Reservations made for this key (for giving back).
+    pub seq: u64,
+    /// Its theoretical arrival time, ns on the shared clock.
+    pub tat: i64,
+}
+
+/// The per-key schedules of a state file, by [`hex`] key. Pure: times are
+/// the caller's (ns on the shared clock).
+///
+/// Only keys whose schedule has not rested are kept ([`KeyBook::prune`]):
+/// a key whose `TAT` has passed schedules exactly as a new one, so the
+/// book holds the keys busy within about the last second of schedule, and
+/// each call reads and writes all of them (O(busy keys) per call).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct KeyBook {
+    /// Schedules by key.
+    pub keys: BTreeMap<String, KeyState>,
+}
+
+impl KeyBook {
+    /// Reserve up to `want` slots of key `key` at `now` (as
+    /// [`Gcra::reserve`]). Returns the reservation's seq and the departure
+    /// times (ns).
+    pub fn reserve(
+        &mut self,
+        step: Step,
+        now: i64,
+        key: &str,
+        want: u64,
+        horizon: i64,
+    ) -> (u64, Vec<i64>) {
+        self.reserve_at(step, now, key, KeyAsk::new(want), horizon)
+    }
+
+    /// Reserve up to `ask.want` (≥ 1) slots of key `key` at `now`, slot `j`
+    /// no earlier than `now + ask.after + j × ask.every`: every slot due
+    /// within `horizon` ns of the first one's earliest time, and at least
+    /// one. Each slot is an arrival on the key's GCRA at its own time, so
+    /// the key's bound holds whatever the order of the reservations (see
+    /// `docs/architecture.md`). Returns the reservation's seq and the
+    /// departure times (ns).
+    pub fn reserve_at(
+        &mut self,
+        step: Step,
+        now: i64,
+        key: &str,
+        ask: KeyAsk,
+        horizon: i64,
+    ) -> (u64, Vec<i64>) {
+        let old = self.keys.get(key).copied();
+        let start = now.saturating_add(ask.after.max(0));
+        let mut tat = old.map_or(now, |k| k.tat).max(now);
+        let mut slots = Vec::new();
+        while (slots.len() as u64) < ask.want.max(1) {
+            let from = start.saturating_add(ask.every.max(0).saturating_mul(slots.len() as i64));
+            let due = from.max(tat.saturating_sub(step.tolerance));
+            if !slots.is_empty() && due > start.saturating_add(horizon) {
+                break;
+            }
+            tat = tat.max(due).saturating_add(step.interval);
+            slots.push(due);
+        }
+        let seq = old.map_or(0, |k| k.seq) + 1;
+        self.keys.insert(key.to_string(), KeyState { seq, tat });
+        (seq, slots)
+    }
+
+    /// Give back key `key`'s slots from `first_unused` on, if no one
+    /// reserved for it after reservation `seq` (as [`Gcra::give_back`]).
+    pub fn give_back(&mut self, step: Step, key: &str, seq: u64, first_unused: i64) -> bool {
+        let Some(k) = self.keys.get_mut(key) else {
+            return false;
+        };
+        let mut g = Gcra {
+            tats: vec![Some(k.tat)],
+            seq: k.seq,
+        };
+        let back = g.give_back(&[step], seq, first_unused);
+        k.tat = g.idle_from().unwrap_or(k.tat);
+        back
+    }
+
+    /// Forget the keys whose schedule has rested by `now` (their `TAT` has
+    /// passed): a new schedule departs exactly as theirs would.
+    pub fn prune(&mut self, now: i64) {
+        self.keys.retain(|_, k| k.tat > now);
+    }
+
+    /// The latest `TAT` of any key (ns).
+    pub fn idle_from(&self) -> Option<i64> {
+        self.keys.values().map(|k| k.tat).max()
+    }
+}
+
+/// What one key asks of a reservation: up to `want` slots, slot `j` no
+/// earlier than `after + j × every` ns after the call's time (the times
+/// the global limits let the key's records go, when they bind; 0 and 0:
+/// as soon as the key's own limit lets them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyAsk {
+    /// Slots wanted (at least one is reserved).
+    pub want: u64,
+    /// The first slot's earliest time, ns after the call's.
+    pub after: i64,
+    /// The least spacing of the slots' earliest times, ns.
+    pub every: i64,
+}
+
+impl KeyAsk {
+    /// Up to `want` slots, as soon as the key's limit lets them.
+    pub fn new(want: u64) -> KeyAsk {
+        KeyAsk {
+            want,
+            after: 0,
+            every: 0,
+        }
+    }
+}
+
+/// A key's bytes as they appear in the shared state: lowercase hex.
+pub fn hex(key: &[u8]) -> String {
+    use std::fmt::Write;
+    key.iter()
+        .fold(String::with_capacity(key.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::rate::parse_rate;
     use crate::schedule::Unit;
+    use std::collections::BTreeMap;
 
     const MS: i64 = 1_000_000;
 
@@ -636,5 +777,116 @@ mod tests {
             describe("1/100000000ns:1,key:1/200000000ns:3"),
             "10/s, burst 1; per key 5/s, burst 3"
         );
+    }
+
+    // The limits per key.
+
+    fn key_step(per_second: i64, burst: i64) -> Step {
+        let interval = 1000 * MS / per_second;
+        Step {
+            interval,
+            tolerance: interval * (burst - 1),
+        }
+    }
+
+    /// The most departures in any window of `w` ns.
+    fn most_in(times: &mut [i64], w: i64) -> usize {
+        times.sort_unstable();
+        (0..times.len())
+            .map(|i| times[i..].iter().take_while(|&&t| t < times[i] + w).count())
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Three participants reserving for three keys in batches on virtual
+    /// time: per key, no window holds more than burst + rate × W, and the
+    /// keys do not hold each other back.
+    #[test]
+    fn participants_keep_each_keys_bound_and_keys_are_independent() {
+        let s = key_step(5, 2);
+        let mut book = KeyBook::default();
+        let mut per_key: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
+        let mut now = 0;
+        for round in 0..300u64 {
+            for p in 0..3u64 {
+                for key in ["a", "b", "c"] {
+                    let want = 1 + (round + p) % 4;
+                    let (_, got) = book.reserve(s, now, key, want, 200 * MS);
+                    per_key.entry(key).or_default().extend(got);
+                }
+            }
+            now += 50 * MS;
+        }
+        for (key, times) in &mut per_key {
+            let most = most_in(times, 1000 * MS);
+            assert!(most <= 5 + 2, "key {key}: {most} in a second");
+            let span = (times[times.len() - 1] - times[1]) as f64 / 1e9;
+            let rate = (times.len() - 2) as f64 / span;
+            assert!((rate - 5.0).abs() < 0.1, "key {key}: {rate}/s");
+        }
+        // Each key's first slot was at 0: no key waited for another.
+        assert!(per_key.values().all(|t| t[0] == 0));
+    }
+
+    #[test]
+    fn a_rested_key_is_pruned_and_starts_as_a_new_one() {
+        let s = key_step(10, 1);
+        let mut book = KeyBook::default();
+        assert_eq!(
+            book.reserve(s, 0, "a", 3, 1000 * MS).1,
+            vec![0, 100 * MS, 200 * MS]
+        );
+        book.reserve(s, 0, "b", 1, 0);
+        book.prune(150 * MS);
+        // b's schedule rested at 100 ms; a's runs to 300 ms.
+        assert_eq!(book.keys.keys().collect::<Vec<_>>(), ["a"]);
+        book.prune(300 * MS);
+        assert!(book.keys.is_empty());
+        assert_eq!(book.reserve(s, 300 * MS, "a", 1, 0).1, vec![300 * MS]);
+    }
+
+    #[test]
+    fn giving_back_restores_one_keys_schedule_unless_someone_reserved() {
+        let s = key_step(10, 1);
+        let mut book = KeyBook::default();
+        let (seq, t) = book.reserve(s, 0, "a", 5, 1000 * MS);
+        book.reserve(s, 0, "b", 5, 1000 * MS);
+        assert!(book.give_back(s, "a", seq, t[2]));
+        assert_eq!(book.reserve(s, 0, "a", 1, 0).1, vec![t[2]]);
+        // Someone reserved for a since: nothing goes back.
+        assert!(!book.give_back(s, "a", seq, t[3]));
+        // b is untouched by a's give-back.
+        assert_eq!(book.reserve(s, 0, "b", 1, 0).1, vec![500 * MS]);
+    }
+
+    /// Slots asked for at later times are arrivals at those times: a key's
+    /// slots asked for by several participants at spaced times keep its
+    /// bound, and come no earlier than asked.
+    #[test]
+    fn slots_asked_for_later_keep_the_keys_bound() {
+        let s = key_step(5, 2);
+        let mut book = KeyBook::default();
+        let mut times = Vec::new();
+        for round in 0..100i64 {
+            for p in 0..3i64 {
+                let ask = KeyAsk {
+                    want: 3,
+                    after: (p * 70 + round % 3 * 40) * MS,
+                    every: 130 * MS,
+                };
+                let now = round * 150 * MS;
+                let (_, got) = book.reserve_at(s, now, "a", ask, 300 * MS);
+                for (j, &t) in got.iter().enumerate() {
+                    assert!(t >= now + ask.after + j as i64 * ask.every);
+                }
+                times.extend(got);
+            }
+        }
+        assert!(most_in(&mut times, 1000 * MS) <= 5 + 2);
+    }
+
+    #[test]
+    fn hex_keys() {
+        assert_eq!(hex(b"a/\xff"), "612fff");
     }
 }

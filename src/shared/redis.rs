@@ -20,9 +20,8 @@ use std::time::Duration;
 
 use redis::{Client, Connection, ConnectionAddr, ErrorKind, RedisError, Value};
 
-use super::gcra::{Meter, Step};
-use super::keys::{hex, KeyAsk, KeyBackend, KeyGrant};
-use super::lease::{Backend, Failure, Grant};
+use super::gcra::{hex, Meter, Step};
+use super::protocol::{Ask, Back, Failure, Grant, Reply, Store};
 
 /// The script, run atomically by the server.
 pub const SCRIPT: &str = include_str!("script.lua");
@@ -238,20 +237,26 @@ fn ints(reply: &[Value]) -> Result<Vec<i64>, Failure> {
         .ok_or_else(|| Failure::Unreachable(format!("unexpected reply {reply:?}")))
 }
 
-/// One NAME on one Redis server.
-pub struct RedisBackend {
+/// One NAME on one Redis server: the global limits' state in the hash
+/// `drip:{NAME}` (`script.lua`), and each key's in `drip:{NAME}:key:HEX`
+/// (`keys.lua`), in the same hash slot (so one script call may touch them
+/// all, on a cluster too).
+pub struct RedisStore {
     conn: Conn,
     key: String,
     spec: String,
     meters: Vec<Meter>,
+    /// The key limit's, when the limits per key are shared.
+    key_step: Option<Step>,
     sha: String,
+    keys_sha: String,
     /// A test clock (seconds, ns) instead of the server's `TIME`.
     pub clock: Option<(i64, i64)>,
 }
 
-impl std::fmt::Debug for RedisBackend {
+impl std::fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisBackend")
+        f.debug_struct("RedisStore")
             .field("key", &self.key)
             .finish()
     }
@@ -279,24 +284,33 @@ fn untrusted(_: &RedisError) -> bool {
     false
 }
 
-impl RedisBackend {
+impl RedisStore {
     /// The state `name` on the server at `url` (a redis-rs URL), for
-    /// limits `spec` with `meters`.
+    /// limits `spec` (all of them): the global limits' `meters`, and the
+    /// key limit's step when the limits per key are shared.
     ///
     /// # Errors
     /// The URL is not one redis-rs accepts.
-    pub fn new(url: &str, name: &str, spec: String, meters: Vec<Meter>) -> Result<Self, String> {
-        Ok(RedisBackend {
+    pub fn new(
+        url: &str,
+        name: &str,
+        spec: String,
+        meters: Vec<Meter>,
+        key_step: Option<Step>,
+    ) -> Result<Self, String> {
+        Ok(RedisStore {
             conn: Conn::open(url)?,
             key: format!("drip:{{{name}}}"),
             spec,
             meters,
+            key_step,
             sha: redis::Script::new(SCRIPT).get_hash().to_string(),
+            keys_sha: redis::Script::new(KEYS_SCRIPT).get_hash().to_string(),
             clock: None,
         })
     }
 
-    /// Run the script for `op` with `extra` arguments.
+    /// Run the global limits' script for `op` with `extra` arguments.
     fn call(&mut self, op: &str, extra: &[i64]) -> Result<Vec<Value>, Failure> {
         let (sec, nsec) = self.clock.unwrap_or((-1, 0));
         let mut args: Vec<String> = vec![
@@ -328,62 +342,9 @@ impl RedisBackend {
         self.conn.eval(SCRIPT, &self.sha, &keys, &args)
     }
 
-    /// The script's answer as a grant, or the mismatch it reports.
-    fn grant(&self, reply: &[Value]) -> Result<Grant, Failure> {
-        if let Some(m) = mismatch(reply) {
-            return Err(m);
-        }
-        match ints(reply)?.as_slice() {
-            [_, seq, now, fresh, slots @ ..] => Ok(Grant {
-                seq: u64::try_from(*seq).unwrap_or(0),
-                now: *now,
-                fresh: *fresh == 1,
-                slots: slots.to_vec(),
-            }),
-            _ => Err(Failure::Unreachable(format!("unexpected reply {reply:?}"))),
-        }
-    }
-}
-
-/// The limits per key of one NAME on one Redis server: a hash per key,
-/// `drip:{NAME}:key:HEX`, in the same hash slot as the NAME's state (so
-/// one script call may touch them all, on a cluster too).
-pub struct RedisKeys {
-    conn: Conn,
-    key: String,
-    spec: String,
-    step: Step,
-    sha: String,
-    /// A test clock (seconds, ns) instead of the server's `TIME`.
-    pub clock: Option<(i64, i64)>,
-}
-
-impl std::fmt::Debug for RedisKeys {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisKeys").field("key", &self.key).finish()
-    }
-}
-
-impl RedisKeys {
-    /// The limits per key of `name` on the server at `url`, for limits
-    /// `spec` (all of them) and the key limit's `step`.
-    ///
-    /// # Errors
-    /// The URL is not one redis-rs accepts.
-    pub fn new(url: &str, name: &str, spec: String, step: Step) -> Result<Self, String> {
-        Ok(RedisKeys {
-            conn: Conn::open(url)?,
-            key: format!("drip:{{{name}}}"),
-            spec,
-            step,
-            sha: redis::Script::new(KEYS_SCRIPT).get_hash().to_string(),
-            clock: None,
-        })
-    }
-
-    /// Run the script for `op` on `keys` (their bytes) with `extra`
+    /// Run the keys' script for `op` on `keys` (their bytes) with `extra`
     /// arguments; the reply's integers after the mismatch check.
-    fn call(
+    fn call_keys(
         &mut self,
         op: &str,
         keys: &[&[u8]],
@@ -391,93 +352,129 @@ impl RedisKeys {
         extra: &[i64],
     ) -> Result<Vec<i64>, Failure> {
         let (sec, nsec) = self.clock.unwrap_or((-1, 0));
+        let step = self.key_step.unwrap_or(Step {
+            interval: 1,
+            tolerance: 0,
+        });
         let mut args: Vec<String> = vec![
             op.into(),
             sec.to_string(),
             nsec.to_string(),
             self.spec.clone(),
-            self.step.interval.to_string(),
-            self.step.tolerance.to_string(),
+            step.interval.to_string(),
+            step.tolerance.to_string(),
             horizon.to_string(),
         ];
         args.extend(extra.iter().map(i64::to_string));
         let mut names = vec![self.key.clone()];
         names.extend(keys.iter().map(|k| format!("{}:key:{}", self.key, hex(k))));
-        let reply = self.conn.eval(KEYS_SCRIPT, &self.sha, &names, &args)?;
+        let reply = self.conn.eval(KEYS_SCRIPT, &self.keys_sha, &names, &args)?;
         if let Some(m) = mismatch(&reply) {
             return Err(m);
         }
         ints(&reply)
     }
-}
 
-impl KeyBackend for RedisKeys {
-    fn hello(&mut self) -> Result<bool, Failure> {
-        let reply = self.call("hello", &[], 0, &[])?;
-        Ok(reply.get(1) == Some(&1))
+    /// The global limits' reservation of `ask`.
+    fn reserve_global(&mut self, ask: &Ask<'_>, horizon: i64) -> Result<Reply, Failure> {
+        let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        let mut extra = vec![int(ask.want), horizon];
+        extra.extend(ask.sizes.iter().map(|&s| int(s)));
+        let reply = self.call("reserve", &extra)?;
+        if let Some(m) = mismatch(&reply) {
+            return Err(m);
+        }
+        match ints(&reply)?.as_slice() {
+            [_, seq, now, fresh, slots @ ..] => Ok(Reply {
+                now: *now,
+                fresh: *fresh == 1,
+                grants: vec![Grant {
+                    seq: u64::try_from(*seq).unwrap_or(0),
+                    slots: slots.to_vec(),
+                }],
+            }),
+            _ => Err(Failure::Unreachable(format!("unexpected reply {reply:?}"))),
+        }
     }
 
-    fn reserve(&mut self, asks: &[(&[u8], KeyAsk)], horizon: i64) -> Result<KeyGrant, Failure> {
-        let keys: Vec<&[u8]> = asks.iter().map(|(k, _)| *k).collect();
+    /// The keys' reservation of `asks`, in one call.
+    fn reserve_keys(&mut self, asks: &[Ask<'_>], horizon: i64) -> Result<Reply, Failure> {
+        let keys: Vec<&[u8]> = asks.iter().map(|a| a.key.unwrap_or_default()).collect();
         let wants: Vec<i64> = asks
             .iter()
-            .flat_map(|(_, a)| [i64::try_from(a.want).unwrap_or(i64::MAX), a.after, a.every])
+            .flat_map(|a| [i64::try_from(a.want).unwrap_or(i64::MAX), a.after, a.every])
             .collect();
-        let reply = self.call("reserve", &keys, horizon, &wants)?;
+        let reply = self.call_keys("reserve", &keys, horizon, &wants)?;
         let bad = || Failure::Unreachable(format!("unexpected reply {reply:?}"));
         let [_, fresh, sec, nsec, rest @ ..] = reply.as_slice() else {
             return Err(bad());
         };
         let mut rest: &[i64] = rest;
-        let mut grant = KeyGrant {
+        let mut out = Reply {
             now: sec.saturating_mul(1_000_000_000).saturating_add(*nsec),
             fresh: *fresh == 1,
-            keys: Vec::with_capacity(asks.len()),
+            grants: Vec::with_capacity(asks.len()),
         };
         while let [seq, count, tail @ ..] = rest {
             let count = usize::try_from(*count).map_err(|_| bad())?;
             let slots = tail.get(..count).ok_or_else(bad)?;
-            grant
-                .keys
-                .push((u64::try_from(*seq).unwrap_or(0), slots.to_vec()));
+            out.grants.push(Grant {
+                seq: u64::try_from(*seq).unwrap_or(0),
+                slots: slots.to_vec(),
+            });
             rest = &tail[count..];
         }
-        if grant.keys.len() != asks.len() {
+        if out.grants.len() != asks.len() {
             return Err(bad());
         }
-        Ok(grant)
-    }
-
-    fn give_back(&mut self, backs: &[(&[u8], u64, i64)]) -> Result<(), Failure> {
-        let keys: Vec<&[u8]> = backs.iter().map(|(k, _, _)| *k).collect();
-        let mut extra = Vec::with_capacity(backs.len() * 3);
-        for &(_, seq, first) in backs {
-            extra.push(i64::try_from(seq).unwrap_or(i64::MAX));
-            extra.push(first.div_euclid(1_000_000_000));
-            extra.push(first.rem_euclid(1_000_000_000));
-        }
-        self.call("giveback", &keys, 0, &extra).map(|_| ())
+        Ok(out)
     }
 }
 
-impl Backend for RedisBackend {
+impl Store for RedisStore {
     fn hello(&mut self) -> Result<bool, Failure> {
+        if self.key_step.is_some() && self.meters.is_empty() {
+            let reply = self.call_keys("hello", &[], 0, &[])?;
+            return Ok(reply.get(1) == Some(&1));
+        }
         let reply = self.call("hello", &[])?;
-        Ok(self.grant(&reply)?.fresh)
+        if let Some(m) = mismatch(&reply) {
+            return Err(m);
+        }
+        match ints(&reply)?.as_slice() {
+            [_, _, _, fresh, ..] => Ok(*fresh == 1),
+            _ => Err(Failure::Unreachable(format!("unexpected reply {reply:?}"))),
+        }
     }
 
-    fn reserve(&mut self, want: u64, sizes: &[u64], horizon: i64) -> Result<Grant, Failure> {
-        let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        let mut extra = vec![int(want), horizon];
-        extra.extend(sizes.iter().map(|&s| int(s)));
-        let reply = self.call("reserve", &extra)?;
-        self.grant(&reply)
+    fn reserve(&mut self, asks: &[Ask<'_>], horizon: i64) -> Result<Reply, Failure> {
+        match asks {
+            [global] if global.key.is_none() => self.reserve_global(global, horizon),
+            asks => self.reserve_keys(asks, horizon),
+        }
     }
 
-    fn give_back(&mut self, seq: u64, first_unused: i64, size: u64) -> Result<bool, Failure> {
-        let seq = i64::try_from(seq).unwrap_or(i64::MAX);
-        let size = i64::try_from(size).unwrap_or(i64::MAX);
-        let reply = self.call("giveback", &[seq, first_unused, size])?;
-        Ok(matches!(reply.first(), Some(Value::Int(1))))
+    fn give_back(&mut self, backs: &[Back<'_>]) -> Result<Vec<bool>, Failure> {
+        let mut given = Vec::with_capacity(backs.len());
+        let (keyed, global): (Vec<&Back>, Vec<&Back>) = backs.iter().partition(|b| b.key.is_some());
+        for b in &global {
+            let seq = i64::try_from(b.seq).unwrap_or(i64::MAX);
+            let size = i64::try_from(b.size).unwrap_or(i64::MAX);
+            let reply = self.call("giveback", &[seq, b.first_unused, size])?;
+            given.push(matches!(reply.first(), Some(Value::Int(1))));
+        }
+        if !keyed.is_empty() {
+            let keys: Vec<&[u8]> = keyed.iter().map(|b| b.key.unwrap_or_default()).collect();
+            let mut extra = Vec::with_capacity(keyed.len() * 3);
+            for b in &keyed {
+                extra.push(i64::try_from(b.seq).unwrap_or(i64::MAX));
+                extra.push(b.first_unused.div_euclid(1_000_000_000));
+                extra.push(b.first_unused.rem_euclid(1_000_000_000));
+            }
+            let reply = self.call_keys("giveback", &keys, 0, &extra)?;
+            // After {1, fresh, sec, nsec}: seq and 1 or 0 for each key.
+            given.extend(reply.iter().skip(4).skip(1).step_by(2).map(|&b| b == 1));
+        }
+        Ok(given)
     }
 }

@@ -1,0 +1,656 @@
+//! The keeper: one thread per kind of grant that speaks the lease
+//! protocol ([`super::protocol`]) with the shared state, for the global
+//! limits' lease ([`super::lease`]) and for the keys' leases
+//! ([`super::keys`]) alike. The leases only ever change under a short
+//! lock, so admission and the writer never wait on the network.
+//!
+//! One loop: wait until a lease wants slots or holds slots to give back
+//! ([`Grants::turn`]); give back first, then reserve; put the granted
+//! slots in the leases; on a state that cannot be reached, back off
+//! ([`Retry`]) and, under `local`, let the leases pace alone until the
+//! state answers again, then change over to the shared schedule with the
+//! local pace still held for [`CHANGEOVER_NS`]; at exit give back the
+//! unused slots.
+//!
+//! What goes back is only ever the unused tail of a grant's *last*
+//! reservation, and only if no one reserved on that schedule since (the
+//! state checks the reservation's number): those slots are then the
+//! latest the schedule granted, and taking them back leaves it exactly as
+//! if they had never been granted (or later), so no slot another drip
+//! holds is granted twice, and none is pulled earlier.
+
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::protocol::{expired, Ask, Back, Failure, Reply, Store};
+use super::voice::{OnError, Retry, Voice, BACKOFF};
+
+/// How long the stop path waits for a keeper to give back its unused
+/// slots before drip leaves without it (a hung server).
+pub const GIVE_BACK_WAIT: Duration = Duration::from_millis(100);
+
+/// How long (ns) a drip that shares again after pacing alone (`local`)
+/// still holds its lone pace too: the longest pause between two attempts
+/// of a drip pacing alone (2 s) and one call's timeout (1 s). By then
+/// every drip that paced alone through the same outage has asked again
+/// and shares too, so the drips change over together: while any of them
+/// paces alone, each sends at most its share (rate / `--share-peers`).
+pub const CHANGEOVER_NS: u64 = BACKOFF.max_ns + 1_000_000_000;
+
+/// How a lease paces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// From the lease.
+    Shared,
+    /// Alone, at the configured rate divided by the peers (`local`).
+    Local,
+    /// From the lease and, until this time (ns on drip's clock), at the
+    /// lone pace too: the change-over after `local`.
+    Changing(u64),
+}
+
+impl Mode {
+    /// Whether the lone pace applies at `now` (alone, or changing over).
+    pub fn paced_alone(self, now: u64) -> bool {
+        match self {
+            Mode::Shared => false,
+            Mode::Local => true,
+            Mode::Changing(until) => now < until,
+        }
+    }
+}
+
+/// What every lease keeps besides its slots: its mode and the counters.
+#[derive(Debug)]
+pub(crate) struct Status {
+    pub(crate) mode: Mode,
+    pub(crate) closed: bool,
+    /// The keeper's round trip (ns, smoothed).
+    pub(crate) rtt: u64,
+    /// The latest slot ever reserved, on drip's clock (ns).
+    pub(crate) reserved_until: u64,
+    /// Counters for the summary.
+    pub(crate) reservations: u64,
+    pub(crate) lost: u64,
+    pub(crate) failures: u64,
+    pub(crate) forfeited: u64,
+    /// A fatal failure: drip stops (`fail`, or disagreeing limits).
+    pub(crate) fatal: Option<Failure>,
+}
+
+impl Default for Status {
+    fn default() -> Status {
+        Status {
+            mode: Mode::Shared,
+            closed: false,
+            rtt: 0,
+            reserved_until: 0,
+            reservations: 0,
+            lost: 0,
+            failures: 0,
+            forfeited: 0,
+            fatal: None,
+        }
+    }
+}
+
+/// Slots one grant wants: up to `want`, for records of `sizes` bytes,
+/// the first no earlier than `at` and each next `every` ns later (drip's
+/// clock, ns).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Request {
+    pub(crate) key: Option<Box<[u8]>>,
+    pub(crate) want: u64,
+    pub(crate) sizes: Vec<u64>,
+    pub(crate) at: u64,
+    pub(crate) every: u64,
+}
+
+impl Request {
+    /// The ask of a call made at `now`.
+    pub(crate) fn ask_at(&self, now: u64) -> Ask<'_> {
+        let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        Ask {
+            key: self.key.as_deref(),
+            want: self.want,
+            sizes: &self.sizes,
+            after: int(self.at.saturating_sub(now)),
+            every: int(self.every),
+        }
+    }
+}
+
+/// Unused slots going back: the tail of one grant's last reservation
+/// (`seq`), `count` slots from the one at `first_unused` (shared ns,
+/// reserved for `size` bytes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Return {
+    pub(crate) key: Option<Box<[u8]>>,
+    pub(crate) seq: u64,
+    pub(crate) first_unused: i64,
+    pub(crate) size: u64,
+    pub(crate) count: u64,
+}
+
+impl Return {
+    fn back(&self) -> Back<'_> {
+        Back {
+            key: self.key.as_deref(),
+            seq: self.seq,
+            first_unused: self.first_unused,
+            size: self.size,
+        }
+    }
+}
+
+/// What the keeper does next.
+#[derive(Debug, Default)]
+pub(crate) struct Turn {
+    /// Slots to give back first.
+    pub(crate) returns: Vec<Return>,
+    /// Then slots to reserve.
+    pub(crate) requests: Vec<Request>,
+}
+
+/// One kind of grant as the keeper sees it: the global limits' lease, or
+/// the keys' leases.
+pub(crate) trait Grants: Send + 'static {
+    /// The mode and counters.
+    fn status(&mut self) -> &mut Status;
+    /// What to do at `now` (drip's clock, ns), `since_call` after the last
+    /// call: a turn, or how long to wait before looking again.
+    fn turn(&mut self, now: u64, since_call: Option<Duration>) -> Result<Turn, Duration>;
+    /// How far beyond the first slot one reservation reaches (ns).
+    fn horizon(&self) -> i64;
+    /// Put the slots of `reply` for `requests` in the leases; `base` is the
+    /// reply's `now` on drip's clock.
+    fn take(&mut self, requests: &[Request], reply: Reply, base: u64);
+    /// Slots that did not go back (someone reserved since): lost.
+    fn refused(&mut self, returns: &[Return]) {
+        let st = self.status();
+        st.forfeited += returns.iter().map(|r| r.count).sum::<u64>();
+    }
+    /// At exit: the unused tail of each grant's last reservation.
+    fn unused(&mut self) -> Vec<Return>;
+    /// Pace alone from `now` on (`local`).
+    fn go_local(&mut self, now: u64);
+}
+
+/// The leases of one kind of grant under a lock, and the keeper's wake-up.
+#[derive(Debug)]
+pub(crate) struct Lease<G> {
+    pub(crate) state: Mutex<G>,
+    pub(crate) wake: Condvar,
+    /// drip's clock origin.
+    pub(crate) origin: Instant,
+}
+
+impl<G: Grants> Lease<G> {
+    pub(crate) fn new(grants: G, origin: Instant) -> Lease<G> {
+        Lease {
+            state: Mutex::new(grants),
+            wake: Condvar::new(),
+            origin,
+        }
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, G> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// drip's clock (ns since `origin`).
+    pub(crate) fn now(&self) -> u64 {
+        crate::sys::ns_since(self.origin)
+    }
+
+    /// Stop its keeper: it gives back what is unused and ends.
+    pub(crate) fn close(&self) {
+        self.lock().status().closed = true;
+        self.wake.notify_all();
+    }
+}
+
+/// What is called when slots arrive (`false`: wake the writer) or drip
+/// must stop (`true`).
+pub(crate) type Wake = Arc<dyn Fn(bool) + Send + Sync>;
+
+/// The keeper of one kind of grant.
+pub(crate) struct Keeper<G> {
+    pub(crate) lease: Arc<Lease<G>>,
+    pub(crate) store: Box<dyn Store>,
+    pub(crate) on_error: OnError,
+    /// Called when slots arrive (wakes the writer) and when drip must stop.
+    pub(crate) notify: Wake,
+    /// What it says on stderr.
+    pub(crate) voice: Voice,
+    /// The pause before the next attempt after a failed one.
+    pub(crate) retry: Retry,
+}
+
+impl<G: Grants> Keeper<G> {
+    /// Check the stored limits before anything is read. An unreachable
+    /// state is fatal only under `fail`; otherwise it is reported as a
+    /// failed call is.
+    pub(crate) fn hello(&mut self) -> Result<(), Failure> {
+        match self.store.hello() {
+            Ok(_) => Ok(()),
+            Err(Failure::Unreachable(why)) if self.on_error != OnError::Fail => {
+                self.lease.lock().status().failures += 1;
+                self.unreachable(&why);
+                Ok(())
+            }
+            Err(failure) => Err(failure),
+        }
+    }
+
+    /// Run until the lease is closed, then give back what is unused.
+    pub(crate) fn run(mut self) {
+        let mut last_call: Option<Instant> = None;
+        loop {
+            if self.lease.lock().status().mode == Mode::Local {
+                if !self.rejoin() {
+                    break;
+                }
+                continue;
+            }
+            let Some(turn) = self.await_turn(last_call) else {
+                break;
+            };
+            if !turn.returns.is_empty() {
+                self.give_back(&turn.returns);
+            }
+            if turn.requests.is_empty() {
+                continue;
+            }
+            last_call = Some(Instant::now());
+            if let Err(failure) = self.reserve(&turn.requests) {
+                return self.fatal(failure);
+            }
+        }
+        let unused = self.lease.lock().unused();
+        if !unused.is_empty() {
+            self.give_back(&unused);
+        }
+    }
+
+    /// One reservation for `requests`. A failure that stops drip is
+    /// returned; an unreachable state is reported, and paused on under
+    /// `wait` (under `local`, [`Keeper::rejoin`] pauses).
+    fn reserve(&mut self, requests: &[Request]) -> Result<(), Failure> {
+        let now = self.lease.now();
+        let asks: Vec<Ask> = requests.iter().map(|r| r.ask_at(now)).collect();
+        let horizon = self.lease.lock().horizon();
+        let started = Instant::now();
+        match self.store.reserve(&asks, horizon) {
+            Ok(reply) => {
+                let took = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                {
+                    let mut g = self.lease.lock();
+                    let st = g.status();
+                    st.rtt = if st.rtt == 0 {
+                        took
+                    } else {
+                        (st.rtt * 7 + took) / 8
+                    };
+                }
+                self.retry.succeeded();
+                self.voice.reached();
+                self.take(requests, reply);
+                Ok(())
+            }
+            Err(failure @ (Failure::Mismatch(_) | Failure::Fatal(_))) => Err(failure),
+            Err(Failure::Unreachable(why)) => {
+                self.lease.lock().status().failures += 1;
+                if self.on_error == OnError::Fail {
+                    return Err(Failure::Unreachable(why));
+                }
+                self.unreachable(&why);
+                if self.on_error == OnError::Wait {
+                    let pause = self.retry.failed();
+                    self.pause(pause);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Pacing alone (`local`): pause as the backoff says, then ask the
+    /// state whether it answers; if it does, change over to the shared
+    /// schedule (and say so). Returns `false` once closed or stopped (the
+    /// stored limits differ now).
+    fn rejoin(&mut self) -> bool {
+        let pause = self.retry.failed();
+        self.pause(pause);
+        if self.lease.lock().status().closed {
+            return false;
+        }
+        let hello = self.store.hello();
+        match hello {
+            Ok(fresh) => {
+                self.retry.succeeded();
+                self.voice.reached();
+                self.note_fresh(fresh);
+                let now = self.lease.now();
+                self.lease.lock().status().mode = Mode::Changing(now + CHANGEOVER_NS);
+                (self.notify)(false);
+                true
+            }
+            Err(Failure::Unreachable(why)) => {
+                self.voice.unreachable(&why);
+                self.lease.lock().status().failures += 1;
+                true
+            }
+            Err(failure) => {
+                self.fatal(failure);
+                false
+            }
+        }
+    }
+
+    /// The state cannot be reached (not under `fail`): say so, and under
+    /// `local` pace alone.
+    fn unreachable(&mut self, why: &str) {
+        self.voice.unreachable(why);
+        if self.on_error == OnError::Local {
+            let now = self.lease.now();
+            self.lease.lock().go_local(now);
+            (self.notify)(false);
+        }
+    }
+
+    /// A state found `fresh` after this drip reserved from it, and before
+    /// it could have expired, was lost (a flush, a restart): count it and
+    /// say so (without the lease's lock: a stalled stderr must not hold
+    /// up the writer, which takes it for every record).
+    fn note_fresh(&mut self, fresh: bool) {
+        let now = self.lease.now();
+        let lost = fresh && {
+            let mut g = self.lease.lock();
+            let st = g.status();
+            st.reservations > 0 && !expired(st.reserved_until, now)
+        };
+        if lost {
+            self.voice.lost();
+            self.lease.lock().status().lost += 1;
+        }
+    }
+
+    /// Wait until the leases want slots or have some to give back;
+    /// `None` once closed.
+    fn await_turn(&self, last_call: Option<Instant>) -> Option<Turn> {
+        let mut g = self.lease.lock();
+        loop {
+            if g.status().closed {
+                return None;
+            }
+            let now = self.lease.now();
+            match g.turn(now, last_call.map(|t| t.elapsed())) {
+                Ok(turn) => return Some(turn),
+                Err(wait) => {
+                    g = self
+                        .lease
+                        .wake
+                        .wait_timeout(g, wait)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+            }
+        }
+    }
+
+    /// Put the granted slots in the leases, on drip's clock: exactly when
+    /// the shared clock is this host's; otherwise counted from when the
+    /// answer arrived (never earlier than the shared schedule says).
+    fn take(&mut self, requests: &[Request], reply: Reply) {
+        let base = match self.store.host_clock() {
+            Some(shared_now) => {
+                let ours = i64::try_from(self.lease.now()).unwrap_or(i64::MAX);
+                let at_reply = ours.saturating_sub(shared_now.saturating_sub(reply.now));
+                u64::try_from(at_reply).unwrap_or(0)
+            }
+            None => self.lease.now(),
+        };
+        self.note_fresh(reply.fresh);
+        {
+            let mut g = self.lease.lock();
+            g.take(requests, reply, base);
+            let st = g.status();
+            st.reservations += 1;
+            if st.mode == Mode::Local {
+                st.mode = Mode::Shared;
+            }
+        }
+        (self.notify)(false);
+    }
+
+    /// Give `returns` back; those refused (someone reserved since, or the
+    /// state cannot be reached) are lost.
+    fn give_back(&mut self, returns: &[Return]) {
+        let backs: Vec<Back> = returns.iter().map(Return::back).collect();
+        match self.store.give_back(&backs) {
+            Ok(given) => {
+                let refused: Vec<Return> = returns
+                    .iter()
+                    .zip(given.iter().chain(std::iter::repeat(&false)))
+                    .filter(|(_, &back)| !back)
+                    .map(|(r, _)| r.clone())
+                    .collect();
+                self.lease.lock().refused(&refused);
+            }
+            Err(_) => self.lease.lock().refused(returns),
+        }
+    }
+
+    /// Pause for `d`, or until the lease is closed. The writer's wake-ups
+    /// (records wanting slots) do not cut it short: that would retry at
+    /// the writer's pace instead of backing off.
+    fn pause(&self, d: Duration) {
+        let until = Instant::now() + d;
+        let mut g = self.lease.lock();
+        while !g.status().closed {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            g = self
+                .lease
+                .wake
+                .wait_timeout(g, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    fn fatal(&self, failure: Failure) {
+        self.lease.lock().status().fatal = Some(failure);
+        (self.notify)(true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shared::gcra::{Gcra, Meter, Step};
+    use crate::shared::lease::GlobalLease;
+    use crate::shared::protocol::{ahead, chunk, fitting, HORIZON};
+    use std::collections::VecDeque;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// On virtual time: four busy drips (deep queues) sharing 400/s, each
+    /// reserving as the keeper does (when its lease is nearly used, one
+    /// chunk, in turn), get 100 slots each in every second, whichever
+    /// reserved first.
+    #[test]
+    fn busy_drips_taking_turns_get_equal_shares() {
+        let ms = 1_000_000;
+        let meters = [Meter::Records(Step {
+            interval: 2_500_000,
+            tolerance: 0,
+        })];
+        let mut state = Gcra::default();
+        let mut leases: Vec<VecDeque<i64>> = vec![VecDeque::new(); 4];
+        let mut sent = [[0u32; 5]; 4];
+        for now in (0..5_000 * ms).step_by(ms as usize) {
+            for (i, lease) in leases.iter_mut().enumerate() {
+                while lease.front().is_some_and(|&t| t <= now) {
+                    lease.pop_front();
+                    sent[i][(now / (1_000 * ms)) as usize] += 1;
+                }
+                if lease.back().map_or(true, |&t| t - now < ahead(0)) {
+                    let want = fitting(&meters, 10_000, &[], chunk(0));
+                    let slots = state.reserve_sized(&meters, now, want, &[], HORIZON);
+                    lease.extend(slots);
+                }
+            }
+        }
+        for (i, seconds) in sent.iter().enumerate() {
+            for &n in &seconds[1..] {
+                assert!((95..=105).contains(&n), "drip {i}: {seconds:?}");
+            }
+        }
+    }
+
+    /// A state that is never reached, counting the calls.
+    struct Down(Arc<AtomicU64>);
+
+    impl Store for Down {
+        fn hello(&mut self) -> Result<bool, Failure> {
+            Err(Failure::Unreachable("down".into()))
+        }
+        fn reserve(&mut self, _: &[Ask<'_>], _: i64) -> Result<Reply, Failure> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Err(Failure::Unreachable("down".into()))
+        }
+        fn give_back(&mut self, _: &[Back<'_>]) -> Result<Vec<bool>, Failure> {
+            Err(Failure::Unreachable("down".into()))
+        }
+    }
+
+    /// The writer wakes the keeper whenever records want slots (every
+    /// 50 ms while the lease is empty; here every 2 ms): the keeper still
+    /// pauses for its whole backoff between calls.
+    #[test]
+    fn the_writers_wake_ups_do_not_cut_the_backoff_short() {
+        let calls = Arc::new(AtomicU64::new(0));
+        let meters = vec![Meter::Records(Step {
+            interval: 50_000_000,
+            tolerance: 0,
+        })];
+        let lease = Arc::new(Lease::new(GlobalLease::new(meters), Instant::now()));
+        let keeper = Keeper {
+            lease: Arc::clone(&lease),
+            store: Box::new(Down(Arc::clone(&calls))),
+            on_error: OnError::Wait,
+            notify: Arc::new(|_| {}),
+            voice: Voice::new("--share test".into(), "", OnError::Wait, true),
+            retry: Retry::new(fastrand::Rng::with_seed(5)),
+        };
+        let run = Duration::from_millis(1000);
+        let started = Instant::now();
+        let thread = std::thread::spawn(move || keeper.run());
+        while started.elapsed() < run {
+            lease.lock().wanted = 3;
+            lease.wake.notify_one();
+            std::thread::sleep(2 * MS);
+        }
+        lease.close();
+        thread.join().unwrap();
+        let elapsed = started.elapsed();
+        // The calls the same pauses allow in that time (one more for a
+        // late close on a loaded machine).
+        let mut retry = Retry::new(fastrand::Rng::with_seed(5));
+        let mut at = Duration::ZERO;
+        let mut allowed = 1;
+        while at < elapsed {
+            at += retry.failed();
+            allowed += 1;
+        }
+        let calls = calls.load(Ordering::SeqCst);
+        assert!(
+            calls >= 2 && calls <= allowed,
+            "{calls} calls, {allowed} allowed"
+        );
+        assert_eq!(lease.lock().status.failures, calls);
+    }
+
+    /// A state that answers one reservation, then cannot be reached for
+    /// a few calls, then answers again, found fresh (restarted empty).
+    struct Restarted {
+        calls: u32,
+    }
+
+    impl Store for Restarted {
+        fn hello(&mut self) -> Result<bool, Failure> {
+            self.calls += 1;
+            match self.calls {
+                ..=3 => Err(Failure::Unreachable("down".into())),
+                // The hello stores the limits: fresh only the first time.
+                4 => Ok(true),
+                _ => Ok(false),
+            }
+        }
+        fn reserve(&mut self, asks: &[Ask<'_>], _: i64) -> Result<Reply, Failure> {
+            self.calls += 1;
+            if (2..4).contains(&self.calls) {
+                return Err(Failure::Unreachable("down".into()));
+            }
+            Ok(Reply {
+                now: 0,
+                fresh: false,
+                grants: vec![crate::shared::protocol::Grant {
+                    seq: 1,
+                    slots: vec![0; asks[0].want as usize],
+                }],
+            })
+        }
+        fn give_back(&mut self, backs: &[Back<'_>]) -> Result<Vec<bool>, Failure> {
+            Ok(vec![false; backs.len()])
+        }
+    }
+
+    /// Case: under `local`, a state that answers again after an outage,
+    /// found fresh, was lost and is counted so; and the drip changes over
+    /// (its lone pace held for [`CHANGEOVER_NS`]) instead of sharing at
+    /// once.
+    #[test]
+    fn rejoining_counts_a_lost_state_and_changes_over() {
+        let meters = vec![Meter::Records(Step {
+            interval: 1_000_000,
+            tolerance: 0,
+        })];
+        let lease = Arc::new(Lease::new(GlobalLease::new(meters), Instant::now()));
+        let keeper = Keeper {
+            lease: Arc::clone(&lease),
+            store: Box::new(Restarted { calls: 0 }),
+            on_error: OnError::Local,
+            notify: Arc::new(|_| {}),
+            voice: Voice::new("--share test".into(), "", OnError::Local, true),
+            retry: Retry::new(fastrand::Rng::with_seed(5)),
+        };
+        lease.lock().wanted = 3;
+        let thread = std::thread::spawn(move || keeper.run());
+        let started = Instant::now();
+        // The first reservation, then records keep wanting slots until
+        // the state answers again.
+        while !matches!(lease.lock().status.mode, Mode::Changing(_)) {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "never rejoined"
+            );
+            lease.lock().wanted = 3;
+            lease.wake.notify_one();
+            std::thread::sleep(MS);
+        }
+        lease.close();
+        thread.join().unwrap();
+        let mut g = lease.lock();
+        let st = g.status();
+        assert_eq!(st.lost, 1);
+        let Mode::Changing(until) = st.mode else {
+            unreachable!()
+        };
+        assert!(until >= CHANGEOVER_NS, "{until}");
+    }
+}

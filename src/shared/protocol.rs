@@ -1,0 +1,221 @@
+//! The lease protocol every grant speaks, the global limits' and each
+//! key's alike: what a call to the shared state asks ([`Ask`]), what it
+//! answers ([`Reply`]), what goes back ([`Back`]), and the one small trait
+//! a place that keeps the state implements ([`Store`]: the state file,
+//! Redis). Also the protocol's constants and its pure sizing rules: how
+//! much one reservation takes, how late a slot may be used, when a state
+//! found fresh was lost. Pure: no threads, clock or I/O.
+
+use super::gcra::Meter;
+
+/// A shared state outlives its schedule by this long (ns), then expires.
+pub const EXPIRY_NS: i64 = 10_000_000_000;
+
+/// With no slot in a lease, the writer looks again this often (ns); the
+/// keeper wakes it as soon as slots arrive.
+pub const POLL_NS: u64 = 50_000_000;
+
+/// How far ahead of the shared now a reservation's slots may be, beyond
+/// the first (ns): the turns of the others ahead of it.
+pub const HORIZON: i64 = 1_000_000_000;
+
+/// Shortest and longest chunk of the shared schedule one reservation of
+/// the global limits takes, ns.
+const MIN_CHUNK: i64 = 50_000_000;
+const MAX_CHUNK: i64 = 200_000_000;
+
+/// Why the shared state could not serve a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// The stored limits differ from ours (their spec).
+    Mismatch(String),
+    /// The state could not be reached or read (why).
+    Unreachable(String),
+    /// The state can never be used as set up (why: a state directory
+    /// drip may not write, a password the server wants): drip stops with
+    /// exit status 4 under every `--share-on-error`.
+    Fatal(String),
+}
+
+/// What one grant asks of a reservation: the global limits' (`key`
+/// `None`) or one key's. Up to `want` (at least one) slots, slot `j` for
+/// a record of `sizes[j]` bytes (1 past the end of `sizes`) and no
+/// earlier than `after + j × every` ns after the call's time, all due
+/// within the horizon of the first one's earliest time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ask<'a> {
+    /// The key's bytes; `None` for the global limits.
+    pub key: Option<&'a [u8]>,
+    /// Slots wanted (at least one is reserved).
+    pub want: u64,
+    /// The sizes (bytes) of the records they are for (global limits).
+    pub sizes: &'a [u64],
+    /// The first slot's earliest time, ns after the call's.
+    pub after: i64,
+    /// The least spacing of the slots' earliest times, ns.
+    pub every: i64,
+}
+
+/// The slots one grant got from a reservation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// The reservation's number in that grant's schedule.
+    pub seq: u64,
+    /// Departure times, ns after the reply's `now`, in order.
+    pub slots: Vec<i64>,
+}
+
+/// The answer to one reservation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    /// The shared clock's time of the call, ns.
+    pub now: i64,
+    /// The state (its stored limits) did not exist before this call.
+    pub fresh: bool,
+    /// One grant per ask, in order.
+    pub grants: Vec<Grant>,
+}
+
+/// Slots going back: those of one grant from `first_unused` (shared ns;
+/// reserved for `size` bytes) on, if no one reserved on that grant's
+/// schedule after reservation `seq`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Back<'a> {
+    /// The key's bytes; `None` for the global limits.
+    pub key: Option<&'a [u8]>,
+    /// The reservation the slots came from, the grant's last.
+    pub seq: u64,
+    /// The shared time of the first slot going back, ns.
+    pub first_unused: i64,
+    /// The size (bytes) that slot was reserved for.
+    pub size: u64,
+}
+
+/// A place where the shared state lives: a file on this host, or Redis.
+/// Every call is one atomic step on the state.
+pub trait Store: Send {
+    /// Check that the stored limits are ours (storing them when there are
+    /// none). Returns whether the state was fresh.
+    fn hello(&mut self) -> Result<bool, Failure>;
+    /// Reserve slots for each ask ([`super::gcra::Gcra::reserve_sized`],
+    /// [`super::gcra::KeyBook::reserve_at`]), `horizon` ns at most beyond
+    /// the first. The asks of one call are all of the global limits or all
+    /// of keys (a keeper serves one kind of grant).
+    fn reserve(&mut self, asks: &[Ask<'_>], horizon: i64) -> Result<Reply, Failure>;
+    /// Give back each of `backs`; returns, for each, whether it went back.
+    fn give_back(&mut self, backs: &[Back<'_>]) -> Result<Vec<bool>, Failure>;
+    /// The shared clock's now (ns) when it is this host's
+    /// `CLOCK_MONOTONIC`, which drip's clock also runs on: slots then map
+    /// exactly. `None` for a clock elsewhere.
+    fn host_clock(&self) -> Option<i64> {
+        None
+    }
+}
+
+/// How late (ns) a reserved slot may still be used: one emission interval
+/// (`per_second`: slots a second at the tightest limit; for a slot
+/// reserved for s bytes, a byte limit's rate / s), within 2 and 100 ms. A
+/// wake-up that late puts at most one record more into a window (from
+/// 500/s up, at most rate × 2 ms more, as a local schedule's slack does);
+/// a slot later than that is not used, as a local schedule restarts after
+/// a stall, so a stalled drip never sends a catch-up burst.
+pub fn late_ns(per_second: f64) -> u64 {
+    (1e9 / per_second).clamp(2e6, 100e6) as u64
+}
+
+/// How far ahead one reservation of keys reaches: a few round trips,
+/// within 200 ms and 1 s.
+pub fn horizon(rtt: i64) -> i64 {
+    rtt.saturating_mul(4).clamp(200_000_000, HORIZON)
+}
+
+/// How much of the shared schedule (ns) one reservation of the global
+/// limits takes at most: a few round trips (`rtt`, ns), within 50 and
+/// 200 ms.
+pub fn chunk(rtt: i64) -> i64 {
+    rtt.saturating_mul(4).clamp(MIN_CHUNK, MAX_CHUNK)
+}
+
+/// When the global limits' lease asks again: once its last slot is less
+/// than this (ns) away, half a chunk or two round trips, so the next
+/// turn's answer is back before the lease runs out.
+pub fn ahead(rtt: i64) -> i64 {
+    (chunk(rtt) / 2).max(rtt.saturating_mul(2))
+}
+
+/// How many of `want` waiting records (of `sizes` bytes, 1 past them) one
+/// reservation takes: as many as fit in `chunk` ns of every limit's
+/// schedule (`meters`), at least one (a record larger than that leaves
+/// alone).
+pub fn fitting(meters: &[Meter], want: u64, sizes: &[u64], chunk: i64) -> u64 {
+    if sizes.is_empty() {
+        let interval = meters.iter().map(|m| m.cost(1)).max().unwrap_or(1).max(1);
+        return want
+            .min(u64::try_from(chunk / interval).unwrap_or(0))
+            .max(1);
+    }
+    let mut spent = vec![0i64; meters.len()];
+    let mut n = 0;
+    for &size in sizes
+        .iter()
+        .take(usize::try_from(want).unwrap_or(usize::MAX))
+    {
+        let size = i64::try_from(size).unwrap_or(i64::MAX);
+        let fits = meters
+            .iter()
+            .zip(&spent)
+            .all(|(m, &s)| s.saturating_add(m.cost(size)) <= chunk);
+        if !fits && n > 0 {
+            break;
+        }
+        for (m, s) in meters.iter().zip(spent.iter_mut()) {
+            *s = s.saturating_add(m.cost(size));
+        }
+        n += 1;
+    }
+    n.max(1)
+}
+
+/// Whether a state found fresh may simply have expired: this drip's latest
+/// slot (`reserved_until`, ns on drip's clock) is at least the expiry ago
+/// at `now`, less a second for the offset between drip's clock and the
+/// shared one (a slot lands on drip's clock up to one call, at most 1 s,
+/// late). Such a state is no loss: every `TAT` of ours had passed, and a
+/// fresh state schedules the same (another drip that used it since, and
+/// finds it gone too soon, reports the loss).
+pub fn expired(reserved_until: u64, now: u64) -> bool {
+    let margin = EXPIRY_NS.saturating_sub(1_000_000_000).unsigned_abs();
+    now >= reserved_until.saturating_add(margin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shared::gcra::{ByteStep, Step};
+
+    /// One reservation takes at most one chunk of every limit's schedule,
+    /// at least one slot, and no more than the records waiting.
+    #[test]
+    fn a_reservation_takes_at_most_one_chunk() {
+        let ms = 1_000_000;
+        let records = [Meter::Records(Step {
+            interval: 10 * ms,
+            tolerance: 0,
+        })];
+        assert_eq!(fitting(&records, 100, &[], 50 * ms), 5);
+        assert_eq!(fitting(&records, 3, &[], 50 * ms), 3);
+        assert_eq!(fitting(&records, 1, &[], ms), 1);
+        // 1000 bytes a second: a byte costs 1 ms.
+        let bytes = [Meter::Bytes(ByteStep {
+            count: 1000,
+            period: 1_000 * ms,
+            burst: 100,
+        })];
+        assert_eq!(fitting(&bytes, 4, &[20, 20, 20, 100], 50 * ms), 2);
+        assert_eq!(fitting(&bytes, 1, &[100], 50 * ms), 1);
+        assert_eq!(chunk(0), 50 * ms);
+        assert_eq!(chunk(100 * ms), 200 * ms);
+        assert_eq!(ahead(0), 25 * ms);
+        assert_eq!(horizon(0), 200 * ms);
+    }
+}
