@@ -93,8 +93,8 @@ pub struct Cli {
     /// BURST (default 1) is how much cost may leave back to back; a record
     /// costing more than BURST leaves alone once a full burst is saved, and
     /// the next waits until it is paid for. A record costing 0 waits for no
-    /// cost limit. May be given more than once; not with --share. Needs
-    /// --cost
+    /// cost limit. May be given more than once. With --share, shared as
+    /// the byte rates are (but not beside a --byte-rate). Needs --cost
     #[arg(long, value_name = "N/UNIT[:BURST]", value_parser = parse_cost_rate_burst, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true)]
     pub cost_rate: Vec<(Rate, u64)>,
 

@@ -17,6 +17,9 @@
 //!   gradually ([`Ramp`]), from half the rate it had, not at once;
 //! - [`GateControl::narrow`]: a least spacing of starts (the lowered rate
 //!   of `--adapt`; 0 lifts it);
+//! - [`GateControl::set_quota_spacing`]: another least spacing, the pace
+//!   that makes the quota a server announces last until its reset (the
+//!   larger spacing holds);
 //! - [`GateControl::due`]: when the scope may next start (for the runner's
 //!   retries, which take their slots themselves).
 //!
@@ -86,6 +89,8 @@ struct Hold {
     paused_until: u64,
     /// `--adapt`'s least spacing, ns.
     spacing_ns: u64,
+    /// The announced quota's least spacing, ns.
+    quota_ns: u64,
     ramp: Option<Ramp>,
     /// When the scope's last record started (ns).
     last: Option<u64>,
@@ -95,7 +100,7 @@ impl Hold {
     /// The least spacing after a start at `t`, ns.
     fn spacing_after(&self, t: u64) -> u64 {
         let ramp = self.ramp.map_or(0, |r| r.spacing_at(t));
-        self.spacing_ns.max(ramp)
+        self.spacing_ns.max(self.quota_ns).max(ramp)
     }
 
     /// When the scope may next start (ns; 0: now).
@@ -111,6 +116,7 @@ impl Hold {
     fn is_idle(&self, now: u64) -> bool {
         self.paused_until <= now
             && self.spacing_ns == 0
+            && self.quota_ns == 0
             && self.ramp.map_or(true, |r| r.is_over(now))
     }
 }
@@ -255,6 +261,13 @@ impl GateControl {
     pub fn narrow(&self, scope: &Scope, ns: u64) {
         let mut holds = self.lock();
         holds.hold_mut(scope).spacing_ns = ns;
+    }
+
+    /// Keep `scope`'s starts at least `ns` apart so the quota a server
+    /// announced lasts until its reset (0: the quota does not pace).
+    pub fn set_quota_spacing(&self, scope: &Scope, ns: u64) {
+        let mut holds = self.lock();
+        holds.hold_mut(scope).quota_ns = ns;
     }
 
     /// A record of `scope` started at `now` (a key's; every start's is

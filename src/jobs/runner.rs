@@ -32,6 +32,7 @@ use super::attempt::{self, Ended, Files, Spec};
 use super::gate::{GateControl, Scope};
 use super::joblog::{micros, unix_micros, Entry, Joblog};
 use super::order::{Held, Order};
+use super::quota;
 use super::retry::{parse_headers, Aimd, Exit, Verdict};
 use super::{ExecError, JobConfig};
 use crate::bucket::{Fate, Segment};
@@ -133,6 +134,8 @@ pub(crate) struct Pool {
     key: Option<KeySpec>,
     /// With `--keep-order`: the outputs held until their turn.
     order: Option<Order>,
+    /// A malformed quota field was said on stderr.
+    quota_malformed: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Pool {
@@ -189,6 +192,7 @@ impl Pool {
             headers: Mutex::new(Some(headers)),
             terminated: Arc::new(Mutex::new(Some(Vec::new()))),
             order: cfg.keep_order.map(Order::new),
+            quota_malformed: std::sync::atomic::AtomicBool::new(false),
             cfg,
             rate,
             delimiter,
@@ -448,7 +452,12 @@ impl Pool {
                 Err(error) => return self.cannot_run(&argv[0], error),
             };
             self.pass_on(number, files);
-            let response = attempt::take_headers(&headers).and_then(|t| parse_headers(&t));
+            let text = attempt::take_headers(&headers);
+            let response = text.as_deref().and_then(parse_headers);
+            if let (Some(text), None) = (&text, response.as_ref().and_then(|r| r.retry_after)) {
+                // Retry-After wins: the overload's pause holds starts.
+                self.follow_quota(text, &scope);
+            }
             let verdict =
                 self.cfg
                     .policy
@@ -509,6 +518,38 @@ impl Pool {
         files.pass_on(&mut held, self.delimiter);
         if let Err(e) = order.hold(number, held) {
             eprintln!("drip: --keep-order: holding a job's output: {e}");
+        }
+    }
+
+    /// Pace the starts so the quota announced in a response's headers
+    /// (`text`) lasts until its reset, the requests in flight counted
+    /// against it ([`quota::pace`]), for the record's `scope` (its key's
+    /// quota with `--key`). A malformed quota field is ignored, and said
+    /// once on stderr.
+    fn follow_quota(&self, text: &str, scope: &Scope) {
+        if !self.cfg.quota_pacing {
+            return;
+        }
+        let q = match quota::parse_quota(text, SystemTime::now()) {
+            Ok(Some(q)) => q,
+            Ok(None) => return,
+            Err(field) => {
+                if !self.quota_malformed.swap(true, Ordering::Relaxed) {
+                    eprintln!("drip: {field}: not a quota drip can read; such fields are ignored");
+                }
+                return;
+            }
+        };
+        // This job's request is answered; the others running are not.
+        let in_flight = self.lock().running.len().saturating_sub(1) as u64;
+        match quota::pace(q, in_flight) {
+            quota::Pace::Every(d) => self.gate.set_quota_spacing(scope, ns(d)),
+            quota::Pace::Pause(d) => {
+                self.gate.set_quota_spacing(scope, 0);
+                let now = self.shared.clock.now();
+                self.gate.pause(scope, now, now.saturating_add(ns(d)));
+                self.shared.data_ready.notify_all();
+            }
         }
     }
 
