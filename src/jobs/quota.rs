@@ -132,6 +132,36 @@ fn parse_reset(value: &str, epoch: bool, now: SystemTime) -> Option<Duration> {
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
+/// The reset of the current window, as tight as the responses tell it.
+///
+/// A reset in whole seconds is rounded (up, as servers do): each response
+/// says the window ends no later than its arrival plus its reset, and
+/// responses arriving at different moments of a second narrow that to
+/// the earliest of those times. A response with more remaining than the
+/// one before, or one after the estimated end, starts a new window.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Window {
+    /// The estimated end (ns) and the remaining quota last seen.
+    last: Option<(u64, u64)>,
+}
+
+impl Window {
+    /// `quota` announced by a response received at `now` (ns), with its
+    /// reset tightened by what earlier responses of the same window said.
+    pub fn observe(&mut self, now: u64, quota: Quota) -> Quota {
+        let says = now.saturating_add(u64::try_from(quota.reset.as_nanos()).unwrap_or(u64::MAX));
+        let end = match self.last {
+            Some((end, remaining)) if now < end && quota.remaining <= remaining => end.min(says),
+            _ => says,
+        };
+        self.last = Some((end, quota.remaining));
+        Quota {
+            reset: Duration::from_nanos(end - now),
+            ..quota
+        }
+    }
+}
+
 /// How starts go so that `quota` lasts until its reset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pace {
@@ -206,6 +236,36 @@ mod tests {
         // Remaining without a reset announces nothing.
         let half = "HTTP/1.1 200 OK\nX-RateLimit-Remaining: 9\n";
         assert_eq!(parse_quota(half, at(NOW)), Ok(None));
+    }
+
+    #[test]
+    fn responses_narrow_a_reset_in_whole_seconds() {
+        const S: u64 = 1_000_000_000;
+        let mut w = Window::default();
+        // The window ends at 10.2 s; resets are rounded up.
+        const MS: u64 = 1_000_000;
+        assert_eq!(
+            w.observe(100 * MS, quota(29, 11).unwrap()).reset,
+            Duration::from_secs(11)
+        );
+        let q = w.observe(500 * MS, quota(28, 10).unwrap());
+        assert_eq!(q.reset, Duration::from_millis(10_000), "ends by 10.5 s");
+        let q = w.observe(900 * MS, quota(27, 10).unwrap());
+        assert_eq!(
+            q.reset,
+            Duration::from_millis(9_600),
+            "still by 10.5 s, not 10.9"
+        );
+        let q = w.observe(1300 * MS, quota(26, 9).unwrap());
+        assert_eq!(q.reset, Duration::from_millis(9_000), "by 10.3 s");
+        // More remaining: a new window, whatever the estimate said.
+        let q = w.observe(10_400 * MS, quota(29, 10).unwrap());
+        assert_eq!(q.reset, Duration::from_secs(10));
+        // Past the estimated end: a new window too.
+        let mut w = Window::default();
+        w.observe(0, quota(1, 1).unwrap());
+        let q = w.observe(2 * S, quota(0, 5).unwrap());
+        assert_eq!(q.reset, Duration::from_secs(5));
     }
 
     #[test]

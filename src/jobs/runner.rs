@@ -136,6 +136,8 @@ pub(crate) struct Pool {
     order: Option<Order>,
     /// A malformed quota field was said on stderr.
     quota_malformed: std::sync::atomic::AtomicBool,
+    /// The server's quota window, as the responses tell it.
+    quota_window: Mutex<quota::Window>,
 }
 
 impl std::fmt::Debug for Pool {
@@ -193,6 +195,7 @@ impl Pool {
             terminated: Arc::new(Mutex::new(Some(Vec::new()))),
             order: cfg.keep_order.map(Order::new),
             quota_malformed: std::sync::atomic::AtomicBool::new(false),
+            quota_window: Mutex::new(quota::Window::default()),
             cfg,
             rate,
             delimiter,
@@ -540,13 +543,18 @@ impl Pool {
                 return;
             }
         };
+        let now = self.shared.clock.now();
+        let q = self
+            .quota_window
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .observe(now, q);
         // This job's request is answered; the others running are not.
         let in_flight = self.lock().running.len().saturating_sub(1) as u64;
         match quota::pace(q, in_flight) {
             quota::Pace::Every(d) => self.gate.set_quota_spacing(scope, ns(d)),
             quota::Pace::Pause(d) => {
                 self.gate.set_quota_spacing(scope, 0);
-                let now = self.shared.clock.now();
                 self.gate.pause(scope, now, now.saturating_add(ns(d)));
                 self.shared.data_ready.notify_all();
             }
