@@ -26,7 +26,7 @@ use crate::schedule::{Limit, Limits, Schedule, Unit};
 use crate::shared;
 use crate::state::{Clock, OverflowError, Shared, State, Stops};
 use crate::stats::Summary;
-use crate::steer::Steering;
+use crate::steer::{InForce, Steering};
 use crate::writer::{self, Stdout};
 use crate::{output, reader, stalls, sys};
 
@@ -265,11 +265,12 @@ fn run_watching(
     };
     // Whatever way drip leaves from here, the jobs' headers go.
     let _headers = pool.as_ref().map(|p| RemoveHeaders(Arc::clone(p)));
-    let metrics = metrics_file(&config, &shared)?;
+    let in_force: InForce = Arc::new(Mutex::new(config.limits.clone()));
+    let metrics = metrics_file(&config, &shared, &in_force)?;
     let (ui, monitor) = start_monitor(&config, &shared, stats_file, watch_output, metrics.clone())?;
     // After the signal handlers: whatever way drip leaves from here, the
     // control socket goes.
-    let control = start_control(&config, &shared)?;
+    let control = start_control(&config, &shared, &ui, in_force)?;
     // Created by now: an input that is one of them is refused.
     let own = OwnFile::of_all(&[
         ("--dead-letter", config.dead_letter.as_deref()),
@@ -332,7 +333,11 @@ fn unix_now() -> f64 {
 
 /// `--metrics`: the file, written once now so a path that cannot be
 /// written stops drip before any record moves.
-fn metrics_file(config: &Config, shared: &Shared) -> Result<Option<MetricsFile>> {
+fn metrics_file(
+    config: &Config,
+    shared: &Shared,
+    in_force: &InForce,
+) -> Result<Option<MetricsFile>> {
     let Some(path) = &config.metrics else {
         return Ok(None);
     };
@@ -344,13 +349,19 @@ fn metrics_file(config: &Config, shared: &Shared) -> Result<Option<MetricsFile>>
             started: unix_now(),
             ..Default::default()
         },
+        limits: Arc::clone(in_force),
     };
     file.write(shared, &shared.summary())?;
     Ok(Some(file))
 }
 
 /// The control socket for `drip ctl`, unless `--no-control`.
-fn start_control(config: &Config, shared: &Arc<Shared>) -> Result<Option<Server>> {
+fn start_control(
+    config: &Config,
+    shared: &Arc<Shared>,
+    ui: &Arc<Mutex<Ui>>,
+    in_force: InForce,
+) -> Result<Option<Server>> {
     if !config.control {
         return Ok(None);
     }
@@ -361,9 +372,9 @@ fn start_control(config: &Config, shared: &Arc<Shared>) -> Result<Option<Server>
     });
     let steering = Steering::new(
         Arc::clone(shared),
+        Arc::clone(ui),
         config.name.clone(),
-        config.limits.clone(),
-        key_limit,
+        (in_force, key_limit),
         config.share.as_ref().map(|s| s.target.name().to_string()),
     );
     let server = Server::start(config.name.as_deref(), Arc::new(steering))?;

@@ -109,6 +109,8 @@ impl Tick {
 pub(crate) struct MetricsFile {
     pub(crate) path: std::path::PathBuf,
     pub(crate) base: crate::metrics::Gauges,
+    /// The global limits in force.
+    pub(crate) limits: crate::steer::InForce,
 }
 
 impl MetricsFile {
@@ -116,7 +118,9 @@ impl MetricsFile {
     /// last one at exit is the summary's).
     pub(crate) fn text(&self, shared: &Shared, summary: &crate::stats::Summary) -> String {
         let snap = shared.snapshot();
-        let rate_limit = shared.lock().adm.schedule().records_per_second();
+        let limits = self.limits.lock().unwrap_or_else(|e| e.into_inner());
+        let rate_limit = crate::schedule::records_per_second(&limits);
+        drop(limits);
         let gauges = crate::metrics::Gauges {
             depth: snap.depth,
             oldest_age_ns: snap.oldest_age_ns,

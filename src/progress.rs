@@ -171,6 +171,13 @@ impl Ui {
     }
 
     /// Redraw the display from `snap`.
+    /// The rate records should leave at, records per second (`drip ctl`
+    /// changed it), for judging whether stdout is slow.
+    pub fn set_rate(&mut self, rate: f64) {
+        self.rate = rate;
+    }
+
+    /// Redraw the display for `snap`.
     pub fn update(&mut self, snap: &Snapshot) {
         if self.display.is_none() {
             return;
@@ -637,6 +644,33 @@ mod tests {
         // A writer that is mostly idle is waiting for the schedule.
         ui.busy = VecDeque::from(vec![false; BUSY_SAMPLES]);
         assert!(!ui.output_slow(&snap, Some(19.0)));
+    }
+
+    #[test]
+    fn a_rate_changed_by_drip_ctl_is_the_one_judged_and_a_pause_is_said() {
+        let mut ui = Ui {
+            display: None,
+            capacity: 1000,
+            input_size: None,
+            rate: 50.0,
+            meter: RateMeter::default(),
+            busy: VecDeque::from(vec![true; BUSY_SAMPLES]),
+            text: String::new(),
+        };
+        let snap = Snapshot {
+            depth: 300,
+            ..Snapshot::default()
+        };
+        assert!(ui.output_slow(&snap, Some(19.0)));
+        // Lowered to 20/s: 19/s keeps up.
+        ui.set_rate(20.0);
+        assert!(!ui.output_slow(&snap, Some(19.0)));
+        let paused = Snapshot {
+            paused: true,
+            ..snap
+        };
+        assert!(ui.compose(&paused).ends_with(" | paused"));
+        assert!(!ui.compose(&snap).contains("paused"));
     }
 
     #[test]

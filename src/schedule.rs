@@ -52,6 +52,16 @@ impl fmt::Display for Limit {
     }
 }
 
+/// The tightest of `limits` that count records, in records per second
+/// (infinite when none does): for the display and the figures only.
+pub fn records_per_second(limits: &[Limit]) -> f64 {
+    limits
+        .iter()
+        .filter(|l| l.unit == Unit::Records)
+        .map(|l| l.rate.per_second())
+        .fold(f64::INFINITY, f64::min)
+}
+
 /// The interface every schedule offers to admission and the writer.
 ///
 /// Records are offered in queue order; a schedule never lets a later record

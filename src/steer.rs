@@ -11,9 +11,14 @@ use serde_json::{json, Value};
 
 use crate::control::protocol::{spell, Request};
 use crate::control::server::Steer;
-use crate::schedule::{Limit, Unit};
+use crate::progress::{lock_ui, Ui};
+use crate::schedule::{records_per_second, Limit, Unit};
 use crate::state::Shared;
 use crate::stats::json_key;
+
+/// The global limits in force, shared by the steering (which changes
+/// them) and `--metrics` (which reports the rate).
+pub(crate) type InForce = Arc<Mutex<Vec<Limit>>>;
 
 /// What the control socket steers: the running drip's state and the
 /// limits in force.
@@ -22,8 +27,11 @@ pub(crate) struct Steering {
     name: Option<String>,
     /// When drip started, seconds since the epoch.
     started: f64,
-    /// The global limits in force (`--rate`, `--byte-rate`, as changed).
-    limits: Mutex<Vec<Limit>>,
+    /// The global limits in force (`--rate`, `--byte-rate`, as changed),
+    /// also read for `--metrics`.
+    limits: InForce,
+    /// The display, told the new rate.
+    ui: Arc<Mutex<Ui>>,
     /// The limit per key in force (`--key-rate`, as changed).
     key_limit: Mutex<Option<Limit>>,
     /// `--share`'s name: its limits are not changed from here.
@@ -31,13 +39,13 @@ pub(crate) struct Steering {
 }
 
 impl Steering {
-    /// Steering for the drip whose state is `shared`, started with
-    /// `limits` and `key_limit`.
+    /// Steering for the drip whose state is `shared` and display `ui`,
+    /// with `limits` in force and `key_limit`.
     pub(crate) fn new(
         shared: Arc<Shared>,
+        ui: Arc<Mutex<Ui>>,
         name: Option<String>,
-        limits: Vec<Limit>,
-        key_limit: Option<Limit>,
+        (limits, key_limit): (InForce, Option<Limit>),
         share: Option<String>,
     ) -> Steering {
         let started = SystemTime::now()
@@ -47,7 +55,8 @@ impl Steering {
             shared,
             name,
             started,
-            limits: Mutex::new(limits),
+            limits,
+            ui,
             key_limit: Mutex::new(key_limit),
             share,
         }
@@ -134,6 +143,7 @@ impl Steering {
         let now = self.shared.clock.now();
         st.adm.schedule_mut().replace_limits(now, &new)?;
         drop(st);
+        lock_ui(&self.ui).set_rate(records_per_second(&new));
         *limits = new;
         self.shared.data_ready.notify_all();
         Ok(())

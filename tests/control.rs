@@ -187,8 +187,18 @@ fn wait_socket(runtime: &Path) {
 fn list_halve_pause_stats_resume_while_it_runs() {
     let runtime = tempfile::tempdir().unwrap();
     let rt = runtime.path();
+    let metrics = rt.join("steered.prom");
     let drip = Running::start(
-        &["-r", "20/s", "--name", "steered"],
+        &[
+            "-r",
+            "20/s",
+            "--name",
+            "steered",
+            "--metrics",
+            metrics.to_str().unwrap(),
+            "--stats-interval",
+            "100ms",
+        ],
         rt,
         numbered(1..=5000),
         None,
@@ -219,6 +229,13 @@ fn list_halve_pause_stats_resume_while_it_runs() {
     let stats = ctl_ok(rt, &["steered", "stats"]);
     assert_eq!(stats["paused"], true, "{stats}");
     let seen_paused = drip.lines().len();
+    // The figures say so too.
+    let figures = std::fs::read_to_string(&metrics).unwrap();
+    assert!(figures.contains("\ndrip_paused 1\n"), "{figures}");
+    assert!(
+        figures.contains("\ndrip_rate_limit_records_per_second 10\n"),
+        "{figures}"
+    );
     let written = stats["written"].as_u64().unwrap() as usize;
     assert_eq!(written, seen_paused, "{stats}");
     let resuming = drip.now();

@@ -290,7 +290,7 @@ pub enum Command {
     /// `drip ctl list` prints every running drip (pid, name, rate, depth,
     /// written, started) as one JSON array. `drip ctl TARGET COMMAND`, with
     /// TARGET a pid or a --name, prints the drip's one-line JSON answer.
-    /// COMMAND is one of: `stats` (the --stats-json object now), `keys`
+    /// COMMAND is one of: `info` (its entry), `stats` (the --stats-json object now), `keys`
     /// (the top keys), `jobs` (the running jobs), `pause`, `resume`,
     /// `rate RATE[:BURST]` and `byte-rate SIZE/UNIT[:BURST]` (each kind
     /// given replaces all the limits of that kind: `rate 10/s rate
@@ -312,7 +312,7 @@ pub struct CtlArgs {
     #[arg(value_name = "list|TARGET", value_hint = ValueHint::Other)]
     pub target: Option<String>,
 
-    /// What to do: stats, keys, jobs, pause, resume, rate RATE[:BURST],
+    /// What to do: info, stats, keys, jobs, pause, resume, rate RATE[:BURST],
     /// byte-rate SIZE/UNIT[:BURST], key-rate RATE[:BURST], -j N
     #[arg(value_name = "COMMAND", trailing_var_arg = true, allow_hyphen_values = true, value_hint = ValueHint::Other)]
     pub command: Vec<String>,

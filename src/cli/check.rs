@@ -2,7 +2,8 @@
 //! mean together (the limits, the keys, sharing), and the usage errors when
 //! they contradict each other.
 
-use super::{Cli, Config, ProgressMode};
+use super::args::Cli;
+use super::config::{Config, ProgressMode};
 use crate::cost::Cost;
 use crate::input::Input;
 use crate::key::{KeyArg, KeySpec};

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Parser;
 
-use super::Cli;
+use super::args::Cli;
 use crate::bucket::Overflow;
 use crate::cost::Cost;
 use crate::input::{Input, Oversize};

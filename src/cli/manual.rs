@@ -161,6 +161,7 @@ pub const ENVIRONMENT: &[Paragraph] = &[
 pub const CONTROL: &[Paragraph] = &[
     ("", "Every running drip, unless given --no-control, listens on a Unix socket in the directory of the --share state files (see FILES), mode 0600 in a directory of mode 0700, named by its pid and its --name. It answers only its own user (the peer's uid, from the kernel: SO_PEERCRED), one request per connection, one line of JSON. The socket is removed at every way out; one left by a drip killed with SIGKILL is removed by the next drip ctl list."),
     ("drip ctl list", "Every running drip of this user as one JSON array: pid, name, rate, byte_rate, key_rate and jobs when set, paused, depth, read, written, started (seconds since the epoch)."),
+    ("drip ctl TARGET info", "The drip's entry, as list gives it."),
     ("drip ctl TARGET stats", "The --stats-json object now (with \"paused\": true while paused). TARGET is a pid or a --name."),
     ("drip ctl TARGET keys", "With --key: the keys seen, remembered and busy, and the top keys."),
     ("drip ctl TARGET jobs", "With --exec: the runner's figures, the job slots (jobs) and each running job's number and record."),

@@ -43,7 +43,7 @@ pub enum Request {
 
 /// The commands, for `--help` and errors.
 pub const COMMANDS: &str =
-    "list, stats, keys, jobs, pause, resume, rate RATE[:BURST], byte-rate SIZE/UNIT[:BURST], key-rate RATE[:BURST], -j N";
+    "list, info, stats, keys, jobs, pause, resume, rate RATE[:BURST], byte-rate SIZE/UNIT[:BURST], key-rate RATE[:BURST], -j N";
 
 /// Read the words after the target.
 ///

@@ -7,13 +7,19 @@
 //!
 //! - [`Reading`] (`reading.rs`) — what the reader holds outside the books:
 //!   *the parked read*, the `leftover` records of a stop, the record it is
-//!   `finishing` itself at a stop, how much room it waits for.
+//!   `finishing` itself at a stop, how much room it waits for; and the
+//!   reader's face on the state (may it write to stdout itself, may records
+//!   leave now, which policy applies, its own write accounted for).
 //! - [`Writing`] (`writing.rs`) — the way out: *the begun record* (`tail`),
-//!   *the batch in flight*, when the write began, whether the sink is full.
+//!   *the batch in flight*, when the write began, whether the sink is full;
+//!   and the writer's face (topping the bucket up from the parked read,
+//!   what a write did not finish, as undelivered).
 //! - [`Stopping`] and [`Stops`] (`stopping.rs`) — how drip is stopping:
 //!   the stop flags and why (an overflow, a write error, the keys at the
 //!   stop) under the lock; the flags a write reads between its calls, the
-//!   signals and the threads to interrupt, without it.
+//!   signals and the threads to interrupt, without it; stopping the
+//!   threads, leaving after a second signal, and what is left at a stop.
+//! - `view.rs` — the monitor's face: the snapshot and the summary.
 //!
 //! Invariant (checked at exit): every record read is in exactly one place —
 //! the bucket, the outbox, the writer's batch, the begun record — or has
@@ -22,25 +28,24 @@
 
 mod reading;
 mod stopping;
+mod view;
 mod writing;
 
 pub(crate) use reading::Reading;
 pub(crate) use stopping::{Stopping, Stops};
-pub(crate) use writing::{Writing, STALL_NS};
+pub(crate) use writing::{whole_again, Writing, STALL_NS};
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
-use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::admission::Admission;
-use crate::bucket::{Fate, Offered, Overflow, Segment};
+use crate::bucket::Segment;
 use crate::deadletter::{Backlog, DeadLetter};
 use crate::keyed::NoRoom;
 use crate::ledger::Ledger;
 use crate::output;
-use crate::progress::Snapshot;
-use crate::stats::{Departures, JobStats, KeyStats, Summary};
+use crate::stats::{Departures, JobStats};
 use crate::sys;
 
 /// How many keys of each kind the summary names (`--key`).
@@ -179,152 +184,6 @@ impl State {
             self.dead.write(&dead);
         }
     }
-
-    /// Leaving mid-write (a second signal): what the writer and the reader
-    /// were still writing, as undelivered; `written` bytes of the writer's
-    /// batch went out. A record under way goes to the dead letter whole.
-    pub(crate) fn drain_in_flight(&mut self, written: usize) {
-        let mut batch = std::mem::take(&mut self.writing.in_flight);
-        let skip = output::whole_records(&batch, written) as usize;
-        whole_again(&mut batch, self.writing.in_flight_begun.take(), skip);
-        self.dispose_after(batch, skip);
-        if let Some(record) = self.reading.finishing.take() {
-            self.ledger.read_undelivered(record);
-        }
-    }
-
-    /// The records of `batch` after the first `skip`, as undelivered.
-    pub(crate) fn dispose_after(&mut self, batch: Vec<Segment>, mut skip: usize) {
-        for mut seg in batch {
-            if skip >= seg.len() {
-                skip -= seg.len();
-                continue;
-            }
-            seg.split_front(skip);
-            skip = 0;
-            self.ledger.dispose(seg, Fate::Undelivered);
-        }
-    }
-
-    /// Everything still queued, then what the reader held, as undelivered.
-    /// The keys' stats are taken first ([`Stopping::keys_at_stop`]), so the
-    /// summary names the keys whose records were left.
-    pub(crate) fn drain_undelivered(&mut self) {
-        if self.stop.keys_at_stop.is_none() {
-            self.stop.keys_at_stop = self.adm.keys().map(|k| k.stats(TOP_KEYS));
-        }
-        // A begun record is older than anything queued.
-        if let Some((record, _)) = self.writing.tail.take() {
-            self.ledger.dispose(record, Fate::Undelivered);
-        }
-        self.adm.drain(Fate::Undelivered, &mut self.ledger);
-        self.reading.undelivered(&mut self.ledger);
-    }
-
-    /// Whether nothing is queued or being written: stdout is free for the
-    /// reader to write to itself.
-    pub(crate) fn idle(&self) -> bool {
-        self.writing.waiting
-            && self.adm.bucket().is_empty()
-            && self.adm.outbox_len() == 0
-            && self.reading.parked.is_none()
-            && self.writing.tail.is_none()
-            && !self.stop.reading
-            && !self.adm.paused()
-    }
-
-    /// Whether the writer can take records now ([`Writing::may_take`]).
-    pub(crate) fn may_leave(&self, now: u64, unpaced: bool) -> bool {
-        let slack = self.adm.schedule().slack_ns();
-        self.writing
-            .may_take(now, unpaced, self.adm.outbox_len(), slack)
-    }
-
-    /// The policy that applies now: unpaced, one read can bring thousands
-    /// of records at once, so a drop or fail policy applies only once
-    /// stdout has stopped making room for a while, never to the size of a
-    /// read; until then, `block`.
-    pub(crate) fn policy(&self, now: u64, unpaced: bool) -> Overflow {
-        // Paused, the writer takes nothing: the policy applies as set.
-        if !self.adm.paused() && self.writing.patient(now, unpaced) {
-            Overflow::Block
-        } else {
-            self.adm.bucket().policy()
-        }
-    }
-
-    /// Account for a write the reader made itself ([`output::Direct`]):
-    /// returns the records it did not write, for the usual way, or `None`
-    /// after a write error (the rest is then undelivered).
-    pub(crate) fn settle_direct(
-        &mut self,
-        mut seg: Segment,
-        written: output::Written,
-        now: u64,
-    ) -> Option<Option<Segment>> {
-        self.writing.since = None;
-        let whole = written.records;
-        self.ledger.read(whole as usize);
-        self.ledger.written(whole, written.bytes);
-        self.departures.record(now, whole);
-        if written.bytes > 0 {
-            self.writing.last_take = now;
-        }
-        let done = seg.split_front(whole as usize);
-        let begun = written.bytes as usize - done.bytes();
-        if let Some(e) = written.error {
-            self.stop.write_error = Some(e);
-            self.ledger.read_undelivered(seg);
-            return None;
-        }
-        if begun > 0 {
-            let mut record = seg.split_front(1);
-            record.arrived = now;
-            self.ledger.read(1);
-            self.writing.tail = Some((record, begun));
-        }
-        Some((!seg.is_empty()).then_some(seg))
-    }
-
-    /// The writer, about to take the outbox: once the bucket is at most
-    /// half full, let the parked read arrive, as the reader would on waking
-    /// (in large steps: each costs a cut). The writer can take what leaves
-    /// now. Returns whether that emptied the parked read.
-    pub(crate) fn top_up(&mut self, now: u64) -> bool {
-        let bucket = self.adm.bucket();
-        if bucket.len() * 2 > bucket.capacity()
-            || bucket.bytes().saturating_mul(2) > bucket.capacity_bytes()
-        {
-            return false;
-        }
-        let Some(held) = self.reading.parked.take() else {
-            return false;
-        };
-        match self
-            .adm
-            .arrive(now, held, Overflow::Block, true, &mut self.ledger)
-        {
-            Offered::Done => true,
-            Offered::Wait(rest) | Offered::Overflowed(rest) => {
-                self.reading.parked = Some(rest);
-                false
-            }
-        }
-    }
-
-    /// Whether the reader waits for room and enough has been made.
-    pub(crate) fn reader_can_go(&self) -> bool {
-        self.reading.can_go(&self.adm.bucket())
-    }
-}
-
-/// A batch headed by the rest of a begun record (`begun`, whole), of which
-/// `written` records went out: if none did, the begun record takes its
-/// rest's place, so it goes to the dead letter whole.
-pub(crate) fn whole_again(batch: &mut [Segment], begun: Option<Segment>, written: usize) {
-    if let (Some(whole), 0, Some(first)) = (begun, written, batch.first_mut()) {
-        *first = whole;
-    }
 }
 
 /// The state and how the threads reach each other.
@@ -358,137 +217,5 @@ pub(crate) struct Shared {
 impl Shared {
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Stop reading (and, unless `drain`, writing), waking every thread.
-    pub(crate) fn stop(&self, drain: bool) {
-        let mut st = self.lock();
-        st.stop.reading = true;
-        if !drain {
-            st.stop.writing = true;
-            self.stops.now.store(true, Ordering::SeqCst);
-        }
-        drop(st);
-        self.wake_all();
-        if !drain {
-            self.stops.interrupt_writer();
-        }
-    }
-
-    /// An overflow under `fail`: stop reading, and stop writing once the
-    /// records the schedule already let go (the outbox) are written: they
-    /// left before the overflow, so their fate does not depend on how soon
-    /// the writer took them. Waiting records are undelivered.
-    pub(crate) fn stop_at_overflow(&self) {
-        let mut st = self.lock();
-        st.stop.reading = true;
-        st.stop.writing = true;
-        drop(st);
-        self.wake_all();
-    }
-
-    fn wake_all(&self) {
-        self.waker.wake();
-        self.data_ready.notify_all();
-        self.space_ready.notify_all();
-    }
-
-    /// A second signal `signo`: stop every thread from writing or disposing
-    /// at its next step (a write under way ends where its call returns) and
-    /// wake them all; the wiring then takes stock as at any stop, from
-    /// exact counts ([`crate::shutdown`]).
-    pub(crate) fn leave(&self, signo: i32) {
-        self.stops.second(signo);
-        self.stop(false);
-        if let Some(jobs) = self.jobs.get() {
-            jobs.terminate();
-        }
-        self.stops.interrupt_threads();
-    }
-
-    /// The last resort after a second signal, when the threads have not
-    /// let go in time: if the lock is free within a
-    /// few milliseconds, move what is queued (and what the reader holds) to
-    /// the dead letter and flush it, so leaving at once loses no record
-    /// without a trace.
-    pub(crate) fn evacuate_now(&self) {
-        // No job is left running, whatever the lock.
-        let running = self.jobs.get().map(|j| j.abandon()).unwrap_or_default();
-        for _ in 0..20 {
-            if let Ok(mut st) = self.state.try_lock() {
-                for record in running {
-                    st.ledger.dispose(record, Fate::Undelivered);
-                }
-                // The writer stops after the record under way (fewer
-                // records end up both written and dead-lettered).
-                self.stops.now.store(true, Ordering::SeqCst);
-                st.drain_in_flight(self.in_flight_written.load(Ordering::SeqCst));
-                st.drain_undelivered();
-                st.flush_dead();
-                break;
-            }
-            thread::sleep(Duration::from_millis(1));
-        }
-        // The dead letter is written by its own thread: give it a moment.
-        self.dead_backlog.close();
-        let lost = self.dead_backlog.wait_finished(Duration::from_millis(500));
-        if lost > 0 {
-            eprintln!("drip: --dead-letter: {lost} records not written: the file took no more");
-        }
-    }
-
-    /// A moment's view, for the display and the stats stream.
-    pub(crate) fn snapshot(&self) -> Snapshot {
-        let st = self.lock();
-        let now = self.clock.now();
-        let bucket = st.adm.bucket();
-        Snapshot {
-            counts: st.ledger.counts(),
-            depth: bucket.len() as u64,
-            max_depth: bucket.max_depth() as u64,
-            oldest_age_ns: bucket.oldest_arrival().map_or(0, |t| now.saturating_sub(t)),
-            writing_for_ns: st.writing.since.map_or(0, |t| now.saturating_sub(t)),
-            elapsed_ns: now,
-            reading_done: st.reading.done,
-            departures: st.departures,
-            keys: st
-                .adm
-                .keys()
-                .map(|k| (k.keys() as u64, k.busy_keys() as u64)),
-            paused: st.adm.paused(),
-        }
-    }
-
-    /// With limits per key, the keys' stats: as they were when drip
-    /// stopped, if it has, or now.
-    fn keys_stats(&self) -> Option<KeyStats> {
-        let st = self.lock();
-        let now = || st.adm.keys().map(|k| k.stats(TOP_KEYS));
-        st.stop.keys_at_stop.clone().or_else(now)
-    }
-
-    /// The summary for `--stats`, `--stats-json` and SIGUSR1: the counts,
-    /// the runner's figures, the keys' (as they were at the stop, once drip
-    /// has stopped) and `--share`'s counters.
-    pub(crate) fn summary(&self) -> Summary {
-        let snap = self.snapshot();
-        let longest_wait_ns = match self.jobs.get() {
-            Some(jobs) => jobs.longest_wait_ns(),
-            None => self.lock().adm.longest_wait_ns(),
-        };
-        let elapsed_ms = snap.elapsed_ns as f64 / 1e6;
-        Summary {
-            counts: snap.counts,
-            max_depth: snap.max_depth,
-            max_wait_ms: longest_wait_ns as f64 / 1e6,
-            elapsed_ms,
-            rate: snap.departures.rate(),
-            span_ms: snap.departures.span_ns() as f64 / 1e6,
-            jobs: self.jobs.get().map(|j| j.stats()),
-            keys: self.keys_stats(),
-            // Not under the state's lock: the keepers take theirs first.
-            share: self.share.get().map(crate::shared::Counters::stats),
-            paused: snap.paused,
-        }
     }
 }

@@ -1,9 +1,13 @@
 //! What the reader holds outside the books: records read and not yet
-//! offered to admission, and how it waits for room.
+//! offered to admission, and how it waits for room; what the reader asks
+//! of the state (may it write to stdout itself, may records leave now,
+//! which policy applies) and how a write of its own is accounted for.
 
+use super::State;
 use crate::admission::Gauge;
-use crate::bucket::Segment;
+use crate::bucket::{Overflow, Segment};
 use crate::ledger::Ledger;
+use crate::output;
 
 /// What the reader holds, under the state's lock.
 ///
@@ -49,5 +53,77 @@ impl Reading {
         {
             ledger.read_undelivered(seg);
         }
+    }
+}
+
+impl State {
+    /// Whether nothing is queued or being written: stdout is free for the
+    /// reader to write to itself.
+    pub(crate) fn idle(&self) -> bool {
+        self.writing.waiting
+            && self.adm.bucket().is_empty()
+            && self.adm.outbox_len() == 0
+            && self.reading.parked.is_none()
+            && self.writing.tail.is_none()
+            && !self.stop.reading
+            && !self.adm.paused()
+    }
+
+    /// Whether the writer can take records now ([`Writing::may_take`]).
+    pub(crate) fn may_leave(&self, now: u64, unpaced: bool) -> bool {
+        let slack = self.adm.schedule().slack_ns();
+        self.writing
+            .may_take(now, unpaced, self.adm.outbox_len(), slack)
+    }
+
+    /// The policy that applies now: unpaced, one read can bring thousands
+    /// of records at once, so a drop or fail policy applies only once
+    /// stdout has stopped making room for a while, never to the size of a
+    /// read; until then, `block`.
+    pub(crate) fn policy(&self, now: u64, unpaced: bool) -> Overflow {
+        // Paused, the writer takes nothing: the policy applies as set.
+        if !self.adm.paused() && self.writing.patient(now, unpaced) {
+            Overflow::Block
+        } else {
+            self.adm.bucket().policy()
+        }
+    }
+
+    /// Account for a write the reader made itself ([`output::Direct`]):
+    /// returns the records it did not write, for the usual way, or `None`
+    /// after a write error (the rest is then undelivered).
+    pub(crate) fn settle_direct(
+        &mut self,
+        mut seg: Segment,
+        written: output::Written,
+        now: u64,
+    ) -> Option<Option<Segment>> {
+        self.writing.since = None;
+        let whole = written.records;
+        self.ledger.read(whole as usize);
+        self.ledger.written(whole, written.bytes);
+        self.departures.record(now, whole);
+        if written.bytes > 0 {
+            self.writing.last_take = now;
+        }
+        let done = seg.split_front(whole as usize);
+        let begun = written.bytes as usize - done.bytes();
+        if let Some(e) = written.error {
+            self.stop.write_error = Some(e);
+            self.ledger.read_undelivered(seg);
+            return None;
+        }
+        if begun > 0 {
+            let mut record = seg.split_front(1);
+            record.arrived = now;
+            self.ledger.read(1);
+            self.writing.tail = Some((record, begun));
+        }
+        Some((!seg.is_empty()).then_some(seg))
+    }
+
+    /// Whether the reader waits for room and enough has been made.
+    pub(crate) fn reader_can_go(&self) -> bool {
+        self.reading.can_go(&self.adm.bucket())
     }
 }

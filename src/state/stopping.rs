@@ -1,13 +1,18 @@
 //! How drip is stopping: what the threads were told (under the state's
 //! lock), why (an overflow, a failed write), and what is seen without the
 //! lock (the stop flags between write calls, the signals, the threads to
-//! interrupt).
+//! interrupt); stopping the threads, leaving after a second signal, and
+//! what is left at a stop, as undelivered.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Mutex;
+use std::thread;
+use std::time::Duration;
 
-use super::OverflowError;
-use crate::output::Stop;
+use super::writing::whole_again;
+use super::{OverflowError, Shared, State, TOP_KEYS};
+use crate::bucket::Fate;
+use crate::output::{self, Stop};
 use crate::stats::KeyStats;
 use crate::sys;
 
@@ -134,5 +139,114 @@ impl Stops {
         if *thread != 0 {
             sys::interrupt(*thread);
         }
+    }
+}
+
+impl Shared {
+    /// Stop reading (and, unless `drain`, writing), waking every thread.
+    pub(crate) fn stop(&self, drain: bool) {
+        let mut st = self.lock();
+        st.stop.reading = true;
+        if !drain {
+            st.stop.writing = true;
+            self.stops.now.store(true, Ordering::SeqCst);
+        }
+        drop(st);
+        self.wake_all();
+        if !drain {
+            self.stops.interrupt_writer();
+        }
+    }
+
+    /// An overflow under `fail`: stop reading, and stop writing once the
+    /// records the schedule already let go (the outbox) are written: they
+    /// left before the overflow, so their fate does not depend on how soon
+    /// the writer took them. Waiting records are undelivered.
+    pub(crate) fn stop_at_overflow(&self) {
+        let mut st = self.lock();
+        st.stop.reading = true;
+        st.stop.writing = true;
+        drop(st);
+        self.wake_all();
+    }
+
+    fn wake_all(&self) {
+        self.waker.wake();
+        self.data_ready.notify_all();
+        self.space_ready.notify_all();
+    }
+
+    /// A second signal `signo`: stop every thread from writing or disposing
+    /// at its next step (a write under way ends where its call returns) and
+    /// wake them all; the wiring then takes stock as at any stop, from
+    /// exact counts ([`crate::shutdown`]).
+    pub(crate) fn leave(&self, signo: i32) {
+        self.stops.second(signo);
+        self.stop(false);
+        if let Some(jobs) = self.jobs.get() {
+            jobs.terminate();
+        }
+        self.stops.interrupt_threads();
+    }
+
+    /// The last resort after a second signal, when the threads have not
+    /// let go in time: if the lock is free within a
+    /// few milliseconds, move what is queued (and what the reader holds) to
+    /// the dead letter and flush it, so leaving at once loses no record
+    /// without a trace.
+    pub(crate) fn evacuate_now(&self) {
+        // No job is left running, whatever the lock.
+        let running = self.jobs.get().map(|j| j.abandon()).unwrap_or_default();
+        for _ in 0..20 {
+            if let Ok(mut st) = self.state.try_lock() {
+                for record in running {
+                    st.ledger.dispose(record, Fate::Undelivered);
+                }
+                // The writer stops after the record under way (fewer
+                // records end up both written and dead-lettered).
+                self.stops.now.store(true, Ordering::SeqCst);
+                st.drain_in_flight(self.in_flight_written.load(Ordering::SeqCst));
+                st.drain_undelivered();
+                st.flush_dead();
+                break;
+            }
+            thread::sleep(Duration::from_millis(1));
+        }
+        // The dead letter is written by its own thread: give it a moment.
+        self.dead_backlog.close();
+        let lost = self.dead_backlog.wait_finished(Duration::from_millis(500));
+        if lost > 0 {
+            eprintln!("drip: --dead-letter: {lost} records not written: the file took no more");
+        }
+    }
+}
+
+impl State {
+    /// Leaving mid-write (a second signal): what the writer and the reader
+    /// were still writing, as undelivered; `written` bytes of the writer's
+    /// batch went out. A record under way goes to the dead letter whole.
+    pub(crate) fn drain_in_flight(&mut self, written: usize) {
+        let mut batch = std::mem::take(&mut self.writing.in_flight);
+        let skip = output::whole_records(&batch, written) as usize;
+        whole_again(&mut batch, self.writing.in_flight_begun.take(), skip);
+        self.dispose_after(batch, skip);
+        if let Some(record) = self.reading.finishing.take() {
+            self.ledger.read_undelivered(record);
+        }
+    }
+
+    /// Everything still queued, then what the reader held, as undelivered.
+    /// The keys' stats are taken first ([`Stopping::keys_at_stop`]), so the
+    /// summary names the keys whose records were left.
+    pub(crate) fn drain_undelivered(&mut self) {
+        if self.stop.keys_at_stop.is_none() {
+            self.stop.keys_at_stop = self.adm.keys().map(|k| k.stats(TOP_KEYS));
+        }
+        // A begun record is older than anything queued.
+        if let Some((record, _)) = self.writing.tail.take() {
+            self.ledger.dispose(record, Fate::Undelivered);
+        }
+        self.adm.drain(Fate::Undelivered, &mut self.ledger);
+        self.reading.undelivered(&mut self.ledger);
     }
 }

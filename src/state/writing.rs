@@ -1,7 +1,10 @@
 //! The way out: what has begun on stdout (or the sink) and is not
-//! finished, and whether more may go.
+//! finished, and whether more may go; what the writer does to the state
+//! besides taking the outbox (topping the bucket up from the parked read,
+//! what a write did not finish, as undelivered).
 
-use crate::bucket::Segment;
+use super::State;
+use crate::bucket::{Fate, Offered, Overflow, Segment};
 
 /// Unpaced, how long stdout may make no room before a drop or fail policy
 /// applies, in ns: longer than a consumer that is merely descheduled.
@@ -82,5 +85,55 @@ impl Writing {
         self.in_flight.clear();
         self.in_flight_begun = None;
         self.since = None;
+    }
+}
+
+impl State {
+    /// The writer, about to take the outbox: once the bucket is at most
+    /// half full, let the parked read arrive, as the reader would on waking
+    /// (in large steps: each costs a cut). The writer can take what leaves
+    /// now. Returns whether that emptied the parked read.
+    pub(crate) fn top_up(&mut self, now: u64) -> bool {
+        let bucket = self.adm.bucket();
+        if bucket.len() * 2 > bucket.capacity()
+            || bucket.bytes().saturating_mul(2) > bucket.capacity_bytes()
+        {
+            return false;
+        }
+        let Some(held) = self.reading.parked.take() else {
+            return false;
+        };
+        match self
+            .adm
+            .arrive(now, held, Overflow::Block, true, &mut self.ledger)
+        {
+            Offered::Done => true,
+            Offered::Wait(rest) | Offered::Overflowed(rest) => {
+                self.reading.parked = Some(rest);
+                false
+            }
+        }
+    }
+
+    /// The records of `batch` after the first `skip`, as undelivered.
+    pub(crate) fn dispose_after(&mut self, batch: Vec<Segment>, mut skip: usize) {
+        for mut seg in batch {
+            if skip >= seg.len() {
+                skip -= seg.len();
+                continue;
+            }
+            seg.split_front(skip);
+            skip = 0;
+            self.ledger.dispose(seg, Fate::Undelivered);
+        }
+    }
+}
+
+/// A batch headed by the rest of a begun record (`begun`, whole), of which
+/// `written` records went out: if none did, the begun record takes its
+/// rest's place, so it goes to the dead letter whole.
+pub(crate) fn whole_again(batch: &mut [Segment], begun: Option<Segment>, written: usize) {
+    if let (Some(whole), 0, Some(first)) = (begun, written, batch.first_mut()) {
+        *first = whole;
     }
 }

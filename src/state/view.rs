@@ -1,0 +1,63 @@
+//! A moment's view of the state, for the monitor: the display's and the
+//! stats stream's snapshot, and the summary.
+
+use super::{Shared, TOP_KEYS};
+use crate::progress::Snapshot;
+use crate::stats::{KeyStats, Summary};
+
+impl Shared {
+    /// A moment's view, for the display and the stats stream.
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        let st = self.lock();
+        let now = self.clock.now();
+        let bucket = st.adm.bucket();
+        Snapshot {
+            counts: st.ledger.counts(),
+            depth: bucket.len() as u64,
+            max_depth: bucket.max_depth() as u64,
+            oldest_age_ns: bucket.oldest_arrival().map_or(0, |t| now.saturating_sub(t)),
+            writing_for_ns: st.writing.since.map_or(0, |t| now.saturating_sub(t)),
+            elapsed_ns: now,
+            reading_done: st.reading.done,
+            departures: st.departures,
+            keys: st
+                .adm
+                .keys()
+                .map(|k| (k.keys() as u64, k.busy_keys() as u64)),
+            paused: st.adm.paused(),
+        }
+    }
+
+    /// With limits per key, the keys' stats: as they were when drip
+    /// stopped, if it has, or now.
+    fn keys_stats(&self) -> Option<KeyStats> {
+        let st = self.lock();
+        let now = || st.adm.keys().map(|k| k.stats(TOP_KEYS));
+        st.stop.keys_at_stop.clone().or_else(now)
+    }
+
+    /// The summary for `--stats`, `--stats-json` and SIGUSR1: the counts,
+    /// the runner's figures, the keys' (as they were at the stop, once drip
+    /// has stopped) and `--share`'s counters.
+    pub(crate) fn summary(&self) -> Summary {
+        let snap = self.snapshot();
+        let longest_wait_ns = match self.jobs.get() {
+            Some(jobs) => jobs.longest_wait_ns(),
+            None => self.lock().adm.longest_wait_ns(),
+        };
+        let elapsed_ms = snap.elapsed_ns as f64 / 1e6;
+        Summary {
+            counts: snap.counts,
+            max_depth: snap.max_depth,
+            max_wait_ms: longest_wait_ns as f64 / 1e6,
+            elapsed_ms,
+            rate: snap.departures.rate(),
+            span_ms: snap.departures.span_ns() as f64 / 1e6,
+            jobs: self.jobs.get().map(|j| j.stats()),
+            keys: self.keys_stats(),
+            // Not under the state's lock: the keepers take theirs first.
+            share: self.share.get().map(crate::shared::Counters::stats),
+            paused: snap.paused,
+        }
+    }
+}
