@@ -145,7 +145,12 @@ fn shared_state(
     let origin = Instant::now();
     let (mut schedule, key_schedule, share): (Box<dyn Schedule>, _, _) = match &config.share {
         Some(share) => {
-            let opened = shared::open(share, &config.limits, config.key.as_ref(), origin)?;
+            let opened = shared::open(
+                share,
+                &config.limits,
+                (config.key.as_ref(), config.cost.as_ref()),
+                origin,
+            )?;
             let schedule: Box<dyn Schedule> = match opened.schedule {
                 Some(schedule) => Box::new(schedule),
                 None => Box::new(local_limits(config)),

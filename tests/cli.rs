@@ -285,8 +285,17 @@ fn cost_options_go_together_and_are_not_shared() {
         (&["--cost-rate", "5/s"], "--cost-rate: needs --cost"),
         (&["--cost", "2", "--cost-rate", "inf"], "not inf"),
         (
-            &["--cost", "2", "--cost-rate", "5/s", "--share", "x"],
-            "not shared",
+            &[
+                "--cost",
+                "2",
+                "--cost-rate",
+                "5/s",
+                "--byte-rate",
+                "1KB/s",
+                "--share",
+                "x",
+            ],
+            "not beside --byte-rate",
         ),
         (
             &["--cost", "(", "--cost-rate", "5/s"],

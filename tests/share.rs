@@ -558,6 +558,77 @@ fn three_drips_share_a_byte_rate(share: &str, allowance: usize) {
     // Alone, the three would have sent 6000 bytes a second.
 }
 
+/// Three drips sharing `--cost-rate 500/s:100` through `share`, each line
+/// `NAME COST` with a cost from 1 to 50: at most burst + rate of cost in
+/// any second (and `allowance` lines of 50), and 500 a second together,
+/// where alone they would spend 1500.
+fn three_drips_share_a_cost_rate(share: &str, allowance: usize) {
+    let runtime = tempfile::tempdir().unwrap();
+    let start = Instant::now();
+    let mut rng = fastrand::Rng::with_seed(5);
+    let children: Vec<_> = (0..3)
+        .map(|i| {
+            let input: String = (1..=20)
+                .map(|r| format!("{i}-{r} {}\n", rng.u32(1..=50)))
+                .collect();
+            let args = [
+                "--cost",
+                "2",
+                "--cost-rate",
+                "500/s:100",
+                "--share",
+                share,
+                "-q",
+            ];
+            drip_with_input(&args, input, runtime.path())
+        })
+        .collect();
+    let readers: Vec<_> = children
+        .into_iter()
+        .map(|mut child| {
+            thread::spawn(move || {
+                let lines = timed_lines(&mut child, start);
+                assert!(wait_for(&mut child, Duration::from_secs(60)).success());
+                lines
+            })
+        })
+        .collect();
+    let mut lines: Vec<(f64, usize)> = readers
+        .into_iter()
+        .flat_map(|r| r.join().unwrap())
+        .map(|(t, l)| (t, l.split(' ').nth(1).unwrap().parse().unwrap()))
+        .collect();
+    assert_eq!(lines.len(), 60);
+    lines.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let most = most_bytes_in_window(&lines, 1.0);
+    assert!(
+        most <= 100 + 500 + allowance * 50,
+        "{most} cost in one second: {lines:?}"
+    );
+    let total: usize = lines.iter().map(|&(_, cost)| cost).sum();
+    let rate = (total - 100) as f64 / (lines[lines.len() - 1].0 - lines[0].0);
+    assert!(
+        (rate - 500.0).abs() <= 500.0 * 0.05,
+        "aggregate {rate} cost/s ({total} in all)"
+    );
+}
+
+#[test]
+fn three_drips_on_one_host_share_a_cost_rate() {
+    let _t = timing_lock();
+    three_drips_share_a_cost_rate("costs", BUSY_ALLOWANCE);
+}
+
+#[test]
+fn three_drips_through_redis_share_a_cost_rate() {
+    if !have_redis() {
+        return;
+    }
+    let _t = timing_lock();
+    let redis = Redis::start();
+    three_drips_share_a_cost_rate(&redis.share("costs"), BUSY_ALLOWANCE + 1);
+}
+
 /// On one host the clock is one: what a busy machine adds is one line
 /// woken late and one read held up ([`BUSY_ALLOWANCE`] lines).
 #[test]

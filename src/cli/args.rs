@@ -93,8 +93,8 @@ pub struct Cli {
     /// BURST (default 1) is how much cost may leave back to back; a record
     /// costing more than BURST leaves alone once a full burst is saved, and
     /// the next waits until it is paid for. A record costing 0 waits for no
-    /// cost limit. May be given more than once; not with --share. Needs
-    /// --cost
+    /// cost limit. May be given more than once. With --share, shared as
+    /// the byte rates are (but not beside a --byte-rate). Needs --cost
     #[arg(long, value_name = "N/UNIT[:BURST]", value_parser = parse_cost_rate_burst, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true)]
     pub cost_rate: Vec<(Rate, u64)>,
 
@@ -263,8 +263,8 @@ pub struct Cli {
     /// on stderr unless -q, and retry with backoff; records wait in the
     /// bucket), local (pace alone at the rate divided by --share-peers
     /// until it answers again, warn once unless -q), or fail (exit 4). A setup no retry mends (a
-    /// state file drip cannot use, a password the server wants or refuses)
-    /// exits 4 under every policy
+    /// state file drip cannot use, a password the server wants or refuses,
+    /// a server that is not Redis) exits 4 under every policy
     #[arg(long, value_name = "POLICY", default_value = "wait", value_parser = Choices { parse: shared::parse_on_error, values: shared::SHARE_ON_ERROR })]
     pub share_on_error: shared::OnError,
 

@@ -158,10 +158,10 @@ fn cost_config(cli: &Cli, delimiter: u8) -> Result<Option<Cost>, clap::Error> {
         (None, false) => return usage("--cost-rate: needs --cost, where a record's cost is"),
         (Some(arg), false) => arg.clone(),
     };
-    if !cli.share.is_empty() {
+    if !cli.share.is_empty() && !cli.byte_rate.is_empty() {
         return Err(Cli::command().error(
             clap::error::ErrorKind::ArgumentConflict,
-            "--cost-rate: cost limits are local; they are not shared with --share",
+            "--cost-rate: with --share, not beside --byte-rate (a shared slot is reserved for one weight: bytes or cost)",
         ));
     }
     let separator = match arg {

@@ -48,7 +48,7 @@ pub const EXIT_STATUSES: &[(&str, &str)] = &[
     ("3", "the bucket overflowed under --overflow fail (with --key, also a key's full queue, or a new key while every remembered key is busy)"),
     (
         "4",
-        "the --share state could not be reached under --share-on-error fail, or can never be used as set up (a state directory drip may not write, a password the Redis server wants; under every --share-on-error); what was not written is undelivered",
+        "the --share state could not be reached under --share-on-error fail, or can never be used as set up (a state directory drip may not write, a password the Redis server wants, a server that is not Redis; under every --share-on-error); what was not written is undelivered",
     ),
     (
         "123",

@@ -13,11 +13,14 @@ use std::sync::Arc;
 
 use crate::schedule::Schedule;
 
-/// What the runner sets: when starts may resume, and their least spacing.
+/// What the runner sets: when starts may resume, and their least spacing
+/// (the lowered rate of `--adapt`, and the pace of the quota a server
+/// announces: the larger holds).
 #[derive(Debug, Default)]
 pub struct GateControl {
     pause_until: AtomicU64,
     spacing_ns: AtomicU64,
+    quota_ns: AtomicU64,
 }
 
 impl GateControl {
@@ -36,8 +39,16 @@ impl GateControl {
         self.spacing_ns.store(ns, Ordering::SeqCst);
     }
 
+    /// Keep starts at least `ns` apart so the quota the server announced
+    /// lasts until its reset (0: the quota does not pace).
+    pub fn set_quota_spacing(&self, ns: u64) {
+        self.quota_ns.store(ns, Ordering::SeqCst);
+    }
+
     fn spacing(&self) -> u64 {
-        self.spacing_ns.load(Ordering::SeqCst)
+        self.spacing_ns
+            .load(Ordering::SeqCst)
+            .max(self.quota_ns.load(Ordering::SeqCst))
     }
 }
 

@@ -10,12 +10,15 @@
 //! - `runner`: the pool of jobs, their accounting and the sink;
 //! - [`joblog`]: `--joblog` lines;
 //! - [`order`]: `--keep-order`, the outputs held until their turn;
-//! - [`resume`]: `--resume`, the records done in earlier runs.
+//! - [`resume`]: `--resume`, the records done in earlier runs;
+//! - [`quota`] (pure): the quota a server announces in its headers, and the
+//!   pace that makes it last.
 
 mod attempt;
 pub mod gate;
 pub mod joblog;
 pub mod order;
+pub mod quota;
 pub mod resume;
 pub mod retry;
 mod runner;
@@ -107,6 +110,14 @@ pub struct JobArgs {
     #[arg(long, value_name = "JOBLOG", value_parser = clap::builder::PathBufValueParser::new().try_map(crate::output::not_stdout), value_hint = clap::ValueHint::FilePath)]
     pub resume: Option<PathBuf>,
 
+    /// Do not pace from the quota the server announces in the headers file
+    /// (RateLimit, RateLimit-Policy, X-RateLimit-Remaining and
+    /// X-RateLimit-Reset): by default, when a job writes {headers}, the
+    /// remaining quota is spread over the time to its reset, the requests
+    /// in flight counted against it, never faster than --rate
+    #[arg(long)]
+    pub no_quota_pacing: bool,
+
     /// Write each job's output in input order, whole, whatever order the
     /// jobs end in (stderr is passed on as it comes). Outputs wait for the
     /// records before them; at most --order-window records start ahead of
@@ -147,6 +158,8 @@ pub struct JobConfig {
     pub joblog: Option<PathBuf>,
     /// `--resume`: the joblog of earlier runs, appended to.
     pub resume: Option<PathBuf>,
+    /// Pace from the quota announced in the headers file.
+    pub quota_pacing: bool,
     /// `--keep-order`: outputs in input order, at most this many records
     /// started ahead of the oldest not written out.
     pub keep_order: Option<usize>,
@@ -199,6 +212,7 @@ impl JobArgs {
             adapt: self.adapt,
             joblog: self.joblog.clone(),
             resume: self.resume.clone(),
+            quota_pacing: !self.no_quota_pacing,
             keep_order: self
                 .keep_order
                 .then(|| self.order_window.unwrap_or(order::DEFAULT_WINDOW)),
@@ -220,6 +234,7 @@ impl JobArgs {
             (self.joblog.is_some(), "--joblog"),
             (self.keep_order, "--keep-order"),
             (self.resume.is_some(), "--resume"),
+            (self.no_quota_pacing, "--no-quota-pacing"),
         ]
         .into_iter()
         .find_map(|(given, flag)| given.then_some(flag))

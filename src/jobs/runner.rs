@@ -20,6 +20,7 @@ use super::attempt::{self, Ended, Files, Spec};
 use super::gate::GateControl;
 use super::joblog::{unix_seconds, Entry, Joblog};
 use super::order::{Held, Order};
+use super::quota;
 use super::retry::{parse_headers, Aimd, Exit, Verdict};
 use super::{ExecError, JobConfig};
 use crate::bucket::{Fate, Segment};
@@ -103,6 +104,10 @@ pub(crate) struct Pool {
     delimiter: u8,
     /// With `--keep-order`: the outputs held until their turn.
     order: Option<Order>,
+    /// A malformed quota field was said on stderr.
+    quota_malformed: std::sync::atomic::AtomicBool,
+    /// The server's quota window, as the responses tell it.
+    quota_window: Mutex<quota::Window>,
 }
 
 impl std::fmt::Debug for Pool {
@@ -158,6 +163,8 @@ impl Pool {
             headers: Mutex::new(Some(headers)),
             terminated: Arc::new(Mutex::new(Some(Vec::new()))),
             order: cfg.keep_order.map(Order::new),
+            quota_malformed: std::sync::atomic::AtomicBool::new(false),
+            quota_window: Mutex::new(quota::Window::default()),
             cfg,
             rate,
             delimiter,
@@ -390,7 +397,12 @@ impl Pool {
                 Err(error) => return self.cannot_run(&argv[0], error),
             };
             self.pass_on(number, files);
-            let response = attempt::take_headers(&headers).and_then(|t| parse_headers(&t));
+            let text = attempt::take_headers(&headers);
+            let response = text.as_deref().and_then(parse_headers);
+            if let (Some(text), None) = (&text, response.as_ref().and_then(|r| r.retry_after)) {
+                // Retry-After wins: the overload's pause holds starts.
+                self.follow_quota(text);
+            }
             let verdict =
                 self.cfg
                     .policy
@@ -437,6 +449,41 @@ impl Pool {
         files.pass_on(&mut held, self.delimiter);
         if let Err(e) = order.hold(number, held) {
             eprintln!("drip: --keep-order: holding a job's output: {e}");
+        }
+    }
+
+    /// Pace the starts so the quota announced in a response's headers
+    /// (`text`) lasts until its reset, the requests in flight counted
+    /// against it ([`quota::pace`]). A malformed quota field is ignored,
+    /// and said once on stderr.
+    fn follow_quota(&self, text: &str) {
+        if !self.cfg.quota_pacing {
+            return;
+        }
+        let q = match quota::parse_quota(text, SystemTime::now()) {
+            Ok(Some(q)) => q,
+            Ok(None) => return,
+            Err(field) => {
+                if !self.quota_malformed.swap(true, Ordering::Relaxed) {
+                    eprintln!("drip: {field}: not a quota drip can read; such fields are ignored");
+                }
+                return;
+            }
+        };
+        let now = self.shared.clock.now();
+        let q = self
+            .quota_window
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .observe(now, q);
+        // This job's request is answered; the others running are not.
+        let in_flight = self.lock().running.len().saturating_sub(1) as u64;
+        match quota::pace(q, in_flight) {
+            quota::Pace::Every(d) => self.gate.set_quota_spacing(ns(d)),
+            quota::Pace::Pause(d) => {
+                self.gate.set_quota_spacing(0);
+                self.gate.pause_until(now.saturating_add(ns(d)));
+            }
         }
     }
 

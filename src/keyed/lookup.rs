@@ -81,7 +81,7 @@ mod tests {
     use super::*;
 
     #[test]
-    pub(super) fn keys_are_looked_for_without_the_delimiter_or_a_cr_before_a_newline() {
+    fn keys_are_looked_for_without_the_delimiter_or_a_cr_before_a_newline() {
         assert_eq!(body_of(b"a,b\r\n", b'\n'), b"a,b");
         assert_eq!(body_of(b"a,b\n", b'\n'), b"a,b");
         assert_eq!(

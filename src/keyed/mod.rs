@@ -130,10 +130,16 @@ pub struct Keyed {
     timers: BinaryHeap<Reverse<(u64, u32)>>,
     /// Keys with nothing waiting, by a lower bound of when they rest.
     rest: BinaryHeap<Reverse<(u64, u32)>>,
-    /// Each busy key's head: (arrived, seq, key); the first is the oldest.
-    fronts: BTreeSet<(u64, u64, u32)>,
-    /// Busy keys by records waiting: (len, oldest head first, key).
+    /// Waiting records in arrival order, (seq, key), some of them gone
+    /// since (see [`Keyed::is_waiting`]): the front is always waiting.
+    arrivals: VecDeque<(u64, u32)>,
+    /// Keys with records waiting.
+    busy: usize,
+    /// Busy keys by records waiting: (len, oldest head first, key); kept
+    /// only once `drop-oldest` has had to choose (`fat_kept`).
     fat: BTreeSet<(u32, Reverse<u64>, u32)>,
+    /// Whether `fat` is kept.
+    fat_kept: bool,
     len: usize,
     bytes: usize,
     max_depth: usize,
@@ -217,8 +223,10 @@ impl Keyed {
             ready: VecDeque::new(),
             timers: BinaryHeap::new(),
             rest: BinaryHeap::new(),
-            fronts: BTreeSet::new(),
+            arrivals: VecDeque::new(),
+            busy: 0,
             fat: BTreeSet::new(),
+            fat_kept: false,
             len: 0,
             bytes: 0,
             max_depth: 0,
@@ -317,8 +325,7 @@ impl Keyed {
 
     /// Keys with records waiting.
     pub fn busy_keys(&self) -> usize {
-        // Each busy key has its head, and only that, in `fronts`.
-        self.fronts.len()
+        self.busy
     }
 
     /// The longest any record that left waited, ns.
@@ -328,7 +335,7 @@ impl Keyed {
 
     /// When the oldest waiting record arrived (ns).
     pub fn oldest_arrival(&self) -> Option<u64> {
-        self.fronts.first().map(|&(arrived, _, _)| arrived)
+        self.oldest().map(|(_, arrived)| arrived)
     }
 
     /// Records of `seg` arrive at `now`, in order, each decided alone (see
@@ -427,7 +434,7 @@ impl Keyed {
         KeyStats {
             keys_seen: self.keys_seen,
             keys: self.keys() as u64,
-            busy_keys: self.fronts.len() as u64,
+            busy_keys: self.busy as u64,
             dropped_unremembered: self.dropped_unremembered,
             top_written: named(&|s| s.sent),
             top_dropped: named(&|s| s.dropped),

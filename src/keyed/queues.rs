@@ -74,6 +74,9 @@ impl Keyed {
             if key_full {
                 self.evict(s, Fate::DroppedOldest, ledger);
             }
+            if self.len >= self.capacity || self.bytes + size > self.capacity_bytes {
+                self.keep_fat();
+            }
             while self.len >= self.capacity || self.bytes + size > self.capacity_bytes {
                 let Some(&(_, _, fattest)) = self.fat.last() else {
                     break;
@@ -104,7 +107,6 @@ impl Keyed {
         self.len += 1;
         self.bytes += node.seg.bytes();
         self.max_depth = self.max_depth.max(self.len);
-        let arrived = node.seg.arrived;
         let n = match self.free_nodes.pop() {
             Some(n) => {
                 self.nodes[n as usize] = node;
@@ -119,7 +121,7 @@ impl Keyed {
         let slot = &mut self.slots[s as usize];
         if slot.len == 0 {
             slot.head = n;
-            self.fronts.insert((arrived, self.seq, s));
+            self.busy += 1;
         } else {
             let tail = slot.tail;
             self.nodes[tail as usize].next = n;
@@ -127,6 +129,7 @@ impl Keyed {
         let slot = &mut self.slots[s as usize];
         slot.tail = n;
         slot.len += 1;
+        self.arrivals.push_back((self.seq, s));
         self.index(s);
         if self.slots[s as usize].lane == Lane::Idle {
             self.join_line(s, now);
@@ -140,9 +143,7 @@ impl Keyed {
             return None;
         }
         let n = slot.head;
-        let head = &self.nodes[n as usize];
-        let (arrived, seq, next) = (head.seg.arrived, head.seq, head.next);
-        self.fronts.remove(&(arrived, seq, s));
+        let next = self.nodes[n as usize].next;
         self.unindex(s);
         let seg = std::mem::replace(
             &mut self.nodes[n as usize].seg,
@@ -154,18 +155,64 @@ impl Keyed {
         let slot = &mut self.slots[s as usize];
         slot.len -= 1;
         slot.head = next;
-        if slot.len > 0 {
-            let head = &self.nodes[next as usize];
-            self.fronts.insert((head.seg.arrived, head.seq, s));
+        if slot.len == 0 {
+            self.busy -= 1;
         }
         self.index(s);
+        self.prune_arrivals();
         Some(seg)
+    }
+
+    /// Whether the record `seq` of key `s` (an entry of `arrivals`) still
+    /// waits: within a key records leave in order, and a slot's next key
+    /// has only later records.
+    fn is_waiting(&self, seq: u64, s: u32) -> bool {
+        let slot = &self.slots[s as usize];
+        slot.len > 0 && self.nodes[slot.head as usize].seq <= seq
+    }
+
+    /// After a record left: drop the gone from the front of `arrivals`,
+    /// and all of them once they outnumber the waiting (so it holds at
+    /// most twice the records waiting, and a little).
+    fn prune_arrivals(&mut self) {
+        while let Some(&(seq, s)) = self.arrivals.front() {
+            if self.is_waiting(seq, s) {
+                break;
+            }
+            self.arrivals.pop_front();
+        }
+        if self.arrivals.len() > 2 * self.len + 64 {
+            let mut arrivals = std::mem::take(&mut self.arrivals);
+            arrivals.retain(|&(seq, s)| self.is_waiting(seq, s));
+            self.arrivals = arrivals;
+        }
+    }
+
+    /// The oldest waiting record's key and arrival (ns).
+    pub(super) fn oldest(&self) -> Option<(u32, u64)> {
+        let &(_, s) = self.arrivals.front()?;
+        let head = self.slots[s as usize].head;
+        Some((s, self.nodes[head as usize].seg.arrived))
+    }
+
+    /// From now on, keep `fat` (`drop-oldest`'s choice of the key that
+    /// pays): it costs two tree updates a record, spent only once the
+    /// bucket overflows under `drop-oldest`.
+    #[cold]
+    fn keep_fat(&mut self) {
+        if self.fat_kept {
+            return;
+        }
+        self.fat_kept = true;
+        for s in 0..self.slots.len() as u32 {
+            self.index(s);
+        }
     }
 
     /// Take key `s` out of `fat` before its queue changes.
     pub(super) fn unindex(&mut self, s: u32) {
         let slot = &self.slots[s as usize];
-        if slot.len > 0 {
+        if self.fat_kept && slot.len > 0 {
             let seq = self.nodes[slot.head as usize].seq;
             self.fat.remove(&(slot.len, Reverse(seq), s));
         }
@@ -174,7 +221,7 @@ impl Keyed {
     /// Put key `s` back in `fat` after its queue changed.
     pub(super) fn index(&mut self, s: u32) {
         let slot = &self.slots[s as usize];
-        if slot.len > 0 {
+        if self.fat_kept && slot.len > 0 {
             let seq = self.nodes[slot.head as usize].seq;
             self.fat.insert((slot.len, Reverse(seq), s));
         }
@@ -184,7 +231,7 @@ impl Keyed {
     /// every key. Returns how many expired.
     pub fn expire_before(&mut self, cutoff: u64, ledger: &mut Ledger) -> usize {
         let mut n = 0;
-        while let Some(&(arrived, _, s)) = self.fronts.first() {
+        while let Some((s, arrived)) = self.oldest() {
             if arrived >= cutoff {
                 break;
             }
@@ -196,9 +243,90 @@ impl Keyed {
 
     /// Every waiting record, oldest first, as `fate`.
     pub fn drain(&mut self, fate: Fate, ledger: &mut Ledger) {
-        while let Some(&(_, _, s)) = self.fronts.first() {
+        while let Some((s, _)) = self.oldest() {
             let seg = self.pop_head(s).expect("a waiting record");
             ledger.dispose(seg, fate);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::key::{parse_key, KeySpec};
+    use crate::keyed::KeyConfig;
+    use crate::rate::parse_rate;
+    use crate::schedule::Limits;
+
+    const MS: u64 = 1_000_000;
+
+    /// The oldest waiting record and the busy keys, counted the slow way.
+    fn slow_oldest_and_busy(k: &Keyed) -> (Option<u64>, usize) {
+        let busy = k.slots.iter().filter(|slot| slot.len > 0);
+        let oldest = busy
+            .clone()
+            .map(|slot| k.nodes[slot.head as usize].seg.arrived)
+            .min();
+        (oldest, busy.count())
+    }
+
+    #[test]
+    fn the_oldest_record_and_the_busy_keys_hold_while_records_leave_out_of_order() {
+        let config = KeyConfig {
+            spec: KeySpec::new(parse_key("1").unwrap(), None),
+            rate: parse_rate("1/ms").unwrap(),
+            burst: 1,
+            max_keys: 1000,
+            key_capacity: 100_000,
+        };
+        let mut k = Keyed::new(config, b'\n', 100_000, None);
+        let mut global = Limits::new(&[]);
+        let mut ledger = Ledger::new(false);
+        let mut outbox = Vec::new();
+        // Key "slow" gets 800 records at once, which take 800 ms; keys
+        // "k0" to "k9" two records every 5 ms each, which come and go
+        // past the slow key's oldest.
+        let slow: String = (0..800).map(|i| format!("slow {i}\n")).collect();
+        let seg = Segment::new(Bytes::from(slow), b'\n');
+        k.arrive(
+            0,
+            seg,
+            Overflow::Block,
+            true,
+            &mut global,
+            &mut ledger,
+            &mut outbox,
+        );
+        for t in 1..3000u64 {
+            let now = t * MS / 2;
+            k.release(now, &mut global, &mut outbox);
+            let line = format!("k{0} {t}\nk{0} {t}\n", t % 10);
+            let seg = Segment::new(Bytes::from(line), b'\n');
+            k.arrive(
+                now,
+                seg,
+                Overflow::Block,
+                true,
+                &mut global,
+                &mut ledger,
+                &mut outbox,
+            );
+            let (oldest, busy) = slow_oldest_and_busy(&k);
+            assert_eq!(k.oldest_arrival(), oldest, "at {t}");
+            assert_eq!(k.busy_keys(), busy, "at {t}");
+            assert!(
+                k.arrivals.len() <= 2 * k.len() + 64,
+                "at {t}: {}",
+                k.arrivals.len()
+            );
+        }
+        let mut expired = Ledger::new(false);
+        k.expire_before(MS, &mut expired);
+        assert_eq!(k.oldest_arrival(), slow_oldest_and_busy(&k).0);
+        k.drain(Fate::Undelivered, &mut ledger);
+        assert_eq!((k.oldest_arrival(), k.busy_keys(), k.len()), (None, 0, 0));
+        assert!(k.arrivals.is_empty());
     }
 }

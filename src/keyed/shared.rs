@@ -258,7 +258,7 @@ impl Keyed {
         self.wake_blocked(now);
         self.shared_next = None;
         self.last_walk = now;
-        let every = (self.fronts.len() as u64).saturating_mul(self.global_gap);
+        let every = (self.busy as u64).saturating_mul(self.global_gap);
         // Above 100/s a key's slot is usable for less than 10 ms, shorter
         // than the keeper's gathering: its turns cannot be met that
         // closely, and it asks as its own limit lets it.

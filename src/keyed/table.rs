@@ -215,7 +215,7 @@ mod tests {
     use super::*;
 
     #[test]
-    pub(super) fn same_bytes_sees_a_difference_at_any_place() {
+    fn same_bytes_sees_a_difference_at_any_place() {
         for n in 0..=40 {
             let a: Vec<u8> = (0..n as u8).map(|i| i.wrapping_mul(37)).collect();
             assert!(same_bytes(&a, &a.clone()), "{n}");

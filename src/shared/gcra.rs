@@ -113,13 +113,13 @@ impl Meter {
     /// The constants of `limit`.
     ///
     /// # Panics
-    /// If the rate is unlimited, or the limit counts cost (the command line
-    /// shares neither).
+    /// If the rate is unlimited (the command line never shares one). A cost
+    /// limit is metered as a byte limit is, a slot costing the cost it was
+    /// reserved for.
     pub fn of(limit: &Limit) -> Meter {
         match limit.unit {
             Unit::Records => Meter::Records(Step::of(limit)),
-            Unit::Cost => panic!("a cost limit is not shared"),
-            Unit::Bytes => {
+            Unit::Bytes | Unit::Cost => {
                 let Rate::Limited { count, period_ns } = limit.rate else {
                     panic!("an unlimited rate is no limit");
                 };
@@ -169,7 +169,11 @@ pub fn spec(limits: &[Limit]) -> String {
     limits
         .iter()
         .map(|l| {
-            let b = if l.unit == Unit::Bytes { "B" } else { "" };
+            let b = match l.unit {
+                Unit::Records => "",
+                Unit::Bytes => "B",
+                Unit::Cost => "C",
+            };
             match l.rate {
                 Rate::Limited { count, period_ns } => {
                     format!("{count}{b}/{period_ns}ns:{}{b}", l.burst)
@@ -215,7 +219,8 @@ pub fn spec_with_key(limits: &[Limit], key: &Limit) -> String {
 }
 
 /// The limits a [`spec`] describes, for messages: `10/s, burst 1`, a byte
-/// limit as `2048 bytes/s, burst 1024 bytes`, and a key limit as
+/// limit as `2048 bytes/s, burst 1024 bytes`, a cost limit as
+/// `500 cost/s, burst 100 cost`, and a key limit as
 /// `per key 5/s, burst 1`.
 pub fn describe(spec: &str) -> String {
     spec.split(',')
@@ -231,6 +236,12 @@ pub fn describe(spec: &str) -> String {
                     let rate = readable(count.parse().ok()?, period.parse().ok()?);
                     let rate = rate.replacen('/', " bytes/", 1);
                     return Some(format!("{per_key}{rate}, burst {burst} bytes"));
+                }
+                if let Some(count) = count.strip_suffix('C') {
+                    let burst = burst.strip_suffix('C')?;
+                    let rate = readable(count.parse().ok()?, period.parse().ok()?);
+                    let rate = rate.replacen('/', " cost/", 1);
+                    return Some(format!("{per_key}{rate}, burst {burst} cost"));
                 }
                 let rate = readable(count.parse().ok()?, period.parse().ok()?);
                 Some(format!("{per_key}{rate}, burst {burst}"))
@@ -730,6 +741,8 @@ mod tests {
         assert_eq!(spec(&bytes), "1B/100000000ns:10B");
         assert_ne!(spec(&bytes), spec(&records));
         assert_eq!(describe(&spec(&bytes)), "10 bytes/s, burst 10 bytes");
+        let cost = [limit("500/s", 100, Unit::Cost)];
+        assert_eq!(describe(&spec(&cost)), "500 cost/s, burst 100 cost");
         let both = [
             limit("5/s", 1, Unit::Records),
             limit("2KiB/min", 1024, Unit::Bytes),

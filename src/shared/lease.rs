@@ -33,6 +33,7 @@ use std::time::Duration;
 use super::gcra::Meter;
 use super::keeper::{Grants, Lease, Mode, Request, Return, Status, Turn};
 use super::protocol::{ahead, chunk, fitting, late_ns, Reply, HORIZON, POLL_NS};
+use crate::cost::Cost;
 use crate::schedule::{Limits, Schedule};
 
 /// The sizes of waiting records the lease keeps at most (more than one
@@ -255,12 +256,25 @@ pub struct SharedSchedule {
     pub(crate) per_second: f64,
     /// The highest byte rate, bytes per second (infinite: none).
     pub(crate) bytes_per_second: f64,
-    /// Some limit counts bytes: slots are reserved for sizes.
+    /// Some limit counts bytes (or cost): slots are reserved for sizes
+    /// (or costs).
     pub(crate) weighs_bytes: bool,
+    /// How a record's cost is read, when the weighed limits count cost
+    /// (`--cost-rate`, never beside a shared `--byte-rate`).
+    pub(crate) cost: Option<Cost>,
     pub(crate) last_now: u64,
 }
 
 impl SharedSchedule {
+    /// What `record` weighs on the weighed limits: its cost under cost
+    /// limits, else its size in bytes.
+    fn weight(&self, record: &[u8]) -> u64 {
+        match &self.cost {
+            Some(cost) => cost.of(record),
+            None => record.len() as u64,
+        }
+    }
+
     /// How late (ns) a slot reserved for `size` bytes may still be used
     /// ([`late_ns`]): one emission interval of the tightest record limit,
     /// and, with byte limits, no longer than the slot takes at the highest
@@ -290,7 +304,7 @@ impl SharedSchedule {
         let mut records = records.take(available).peekable();
         let mut n = 0;
         while let Some(&record) = records.peek() {
-            let size = record.len() as u64;
+            let size = self.weight(record);
             if self.weighs_bytes {
                 while st.slots.front().is_some_and(|s| s.size < size) {
                     st.slots.pop_front();
@@ -307,7 +321,7 @@ impl SharedSchedule {
             records.next();
             n += 1;
         }
-        let mut sizes = records.map(|r| r.len() as u64);
+        let mut sizes = records.map(|r| self.weight(r));
         let weighed: Option<&mut dyn Iterator<Item = u64>> = if self.weighs_bytes {
             Some(&mut sizes)
         } else {
@@ -360,14 +374,14 @@ impl Schedule for SharedSchedule {
     }
 
     fn next_due(&self, record: &[u8]) -> u64 {
-        let size = record.len();
+        let size = self.weight(record);
         let st = self.lease.lock();
         if st.status.mode == Mode::Local {
             return self.local.next_due(record);
         }
         let due = match st.slots.front() {
             // Too small for this record: wasted at the next release.
-            Some(s) if self.weighs_bytes && s.size < size as u64 => self.last_now,
+            Some(s) if self.weighs_bytes && s.size < size => self.last_now,
             Some(s) => s.at,
             None => self.last_now.saturating_add(POLL_NS),
         };
@@ -434,6 +448,7 @@ pub(crate) mod tests {
             per_second: f64::INFINITY,
             bytes_per_second: 1000.0,
             weighs_bytes: true,
+            cost: None,
             last_now: 0,
         }
     }
@@ -542,6 +557,7 @@ pub(crate) mod tests {
             per_second: 100.0,
             bytes_per_second: f64::INFINITY,
             weighs_bytes: false,
+            cost: None,
             last_now: 0,
         };
         let (mut before, mut after) = (0, 0);

@@ -31,6 +31,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::cost::Cost;
 use crate::keyed::KeyConfig;
 use crate::pacer::{slack_for, Pacer};
 use crate::rate::Rate;
@@ -278,7 +279,7 @@ pub struct Opened {
 pub fn open(
     share: &Share,
     limits: &[Limit],
-    key: Option<&KeyConfig>,
+    (key, cost): (Option<&KeyConfig>, Option<&Cost>),
     origin: Instant,
 ) -> anyhow::Result<Opened> {
     let limits = &canonical(limits);
@@ -311,7 +312,7 @@ pub fn open(
     } else {
         Some(open_global(
             share,
-            limits,
+            (limits, cost),
             &spec,
             origin,
             &notify,
@@ -337,8 +338,8 @@ pub fn open(
 fn canonical(limits: &[Limit]) -> Vec<Limit> {
     let mut sorted = limits.to_vec();
     sorted.sort_by(|a, b| {
-        (a.unit == Unit::Bytes)
-            .cmp(&(b.unit == Unit::Bytes))
+        (a.unit != Unit::Records)
+            .cmp(&(b.unit != Unit::Records))
             .then(a.rate.per_second().total_cmp(&b.rate.per_second()))
             .then(a.burst.cmp(&b.burst))
             .then_with(|| {
@@ -400,7 +401,7 @@ fn start_keeper<G: Grants>(
 /// Start the keeper of the global limits; their schedule.
 fn open_global(
     share: &Share,
-    limits: &[Limit],
+    (limits, cost): (&[Limit], Option<&Cost>),
     spec: &str,
     origin: Instant,
     notify: &Wake,
@@ -415,13 +416,19 @@ fn open_global(
     start_keeper(share, store, &lease, what, notify, handle)?;
     let rate = |unit: Unit| limits.iter().filter(move |l| l.unit == unit);
     let local: Vec<Limit> = limits.iter().map(|l| divided(l, share.peers)).collect();
+    let local = match cost {
+        Some(cost) => Limits::new(&local).with_cost(cost.clone()),
+        None => Limits::new(&local),
+    };
     Ok(SharedSchedule {
         lease,
-        local: Limits::new(&local),
+        local,
+        cost: cost.cloned(),
         per_second: rate(Unit::Records)
             .map(|l| l.rate.per_second())
             .fold(f64::INFINITY, f64::min),
         bytes_per_second: rate(Unit::Bytes)
+            .chain(rate(Unit::Cost))
             .map(|l| l.rate.per_second())
             .fold(0.0, f64::max),
         weighs_bytes,

@@ -13,7 +13,8 @@
 //! (stopped, paused) is reported as unreachable instead of blocking the
 //! keeper; a broken connection is made again on the next call. A server
 //! that refuses drip for good (a password wanted or wrong, an ACL, no such
-//! database) stops it under every `--share-on-error` ([`Failure::Fatal`]).
+//! database), or a service that is not Redis at all, stops it under every
+//! `--share-on-error` ([`Failure::Fatal`]).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -40,6 +41,8 @@ struct Conn {
     socket: Option<PathBuf>,
     /// Whether it is `rediss://`.
     tls: bool,
+    /// Where it goes (`HOST:PORT`, the socket's path), for messages.
+    addr: String,
 }
 
 impl Conn {
@@ -50,6 +53,7 @@ impl Conn {
     /// The URL is not one redis-rs accepts.
     fn open(url: &str) -> Result<Conn, String> {
         let client = Client::open(url).map_err(|e| e.to_string())?;
+        let addr = client.get_connection_info().addr.to_string();
         let (socket, tls) = match &client.get_connection_info().addr {
             ConnectionAddr::Unix(path) => (Some(path.clone()), false),
             ConnectionAddr::TcpTls { .. } => (None, true),
@@ -60,6 +64,7 @@ impl Conn {
             con: None,
             socket,
             tls,
+            addr,
         })
     }
 
@@ -131,7 +136,8 @@ impl Conn {
     }
 
     /// What `e` (from `connecting`, or from a call) is: the server refusing
-    /// drip for good ([`refusal`]), or a socket path that cannot be one, is
+    /// drip for good ([`refusal`]), a first answer not in Redis's protocol
+    /// (not a Redis server), or a socket path that cannot be one, is
     /// [`Failure::Fatal`]; anything else
     /// may pass and is [`Failure::Unreachable`], saying what may help: the
     /// socket's path, that a server not speaking TLS does not answer
@@ -139,6 +145,14 @@ impl Conn {
     fn failure(&self, e: &RedisError, connecting: bool) -> Failure {
         if let Some(why) = refusal(e, self.socket.is_some()) {
             return Failure::Fatal(why);
+        }
+        // An answer to the first commands that is not in Redis's protocol
+        // (RESP): another service listens there, and no retry mends that.
+        if connecting && e.kind() == ErrorKind::ParseError {
+            return Failure::Fatal(format!(
+                "not a Redis server ({} answered in another protocol: is it the right port?)",
+                self.addr
+            ));
         }
         if let (Some(path), true) = (&self.socket, connecting) {
             use rustix::io::Errno;

@@ -1,0 +1,985 @@
+//! `--share` through its transitions, on real processes: several drips on
+//! one NAME (`-r 200/s:1 -c 10 -o block`), through the state file and
+//! through a real `redis-server` started here (127.0.0.1, `--save ''
+//! --appendonly no`), while drips stop at random times (SIGTERM, SIGKILL),
+//! the state is lost (FLUSHALL; the state file emptied under its lock),
+//! the server is shut down (SHUTDOWN NOSAVE) and started again, stopped
+//! (SIGSTOP, SIGCONT), or refuses writes (`maxmemory` under `noeviction`),
+//! under each `--share-on-error` policy.
+//!
+//! Every drip's stdout is read by a thread of its own, started before any
+//! input is given, and each record is stamped on one clock when its read
+//! returns: what a consumer of all the drips together saw. The bound is
+//! checked in every window W of at most 1 s: `burst + rate × W + 1`, plus
+//! what docs/sharing.md ("At each transition") states in the windows that
+//! meet one: a lost state (from the loss to 1 s after the state is back),
+//! drips pacing alone under `local` (to the change-over's end). Windows
+//! that meet a stall of this process (a 1 ms sleep back more than one
+//! interval late) are not judged, and the tests allow one record more for
+//! a reader woken late ([`STAMP_ALLOWANCE`]); the long run counts both. Each
+//! drip's books are checked byte for byte: stdout then the dead letter are
+//! the first `read` records of its input (all of it when it ran to the
+//! end); a drip killed by SIGKILL wrote a prefix of its input.
+//!
+//! Each test is one run with a random seed, printed on failure; replay it
+//! with `DRIP_TRANSITIONS_SEED=N cargo test --test transitions NAME --
+//! --include-ignored` (the runs that fail today are ignored, with the
+//! reason). The long run (`cargo test --test transitions -- --ignored
+//! --nocapture --exact many_runs`, or `bench/transitions.py`) runs
+//! `DRIP_TRANSITIONS_RUNS` (20) runs of every backend and transition and
+//! prints how many held the bound.
+//!
+//! A missing `redis-server` fails the Redis runs under `CI=true`; elsewhere
+//! they say how to install it and pass without running.
+
+mod common;
+
+use std::fmt;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{send_signal, wait_for};
+
+/// The shared limit of every run: records a second, and the burst.
+const RATE: f64 = 200.0;
+const BURST: usize = 1;
+
+/// What a loaded machine adds to a window's count as the consumer sees it:
+/// a reader thread woken late stamps a record later than it arrived, which
+/// puts it closer to the next one (measured: one record in 3 to 10 ms
+/// windows on a loaded 2-core machine, in runs with no transition too).
+/// The tests allow it; the long run counts runs within the bound with and
+/// without it.
+const STAMP_ALLOWANCE: f64 = 1.0;
+
+/// The runs measure wall-clock pacing: one at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Where the shared state lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Backend {
+    File,
+    Redis,
+}
+
+/// What happens during a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Transition {
+    /// Some drips (not all) get SIGTERM at random times.
+    Term,
+    /// Some drips get SIGKILL at random times.
+    Kill,
+    /// The state is lost while in use: FLUSHALL, or the file emptied.
+    Lost,
+    /// SHUTDOWN NOSAVE, and the server started again on the same port.
+    Restart,
+    /// The server stopped (SIGSTOP) for longer than a call's timeout, then
+    /// continued.
+    Stop,
+    /// The server refuses writes (`maxmemory` 1 byte, `noeviction`) for a
+    /// while.
+    Refuse,
+    /// A TERM, a KILL, a lost state and (Redis) one of the server's faults.
+    Mixed,
+}
+
+const FILE_TRANSITIONS: &[Transition] = &[
+    Transition::Term,
+    Transition::Kill,
+    Transition::Lost,
+    Transition::Mixed,
+];
+const REDIS_TRANSITIONS: &[Transition] = &[
+    Transition::Term,
+    Transition::Kill,
+    Transition::Lost,
+    Transition::Restart,
+    Transition::Stop,
+    Transition::Refuse,
+    Transition::Mixed,
+];
+const POLICIES: &[&str] = &["wait", "local", "fail"];
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Backend::File => "file",
+            Backend::Redis => "redis",
+        })
+    }
+}
+
+impl fmt::Display for Transition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Transition::Term => "term",
+            Transition::Kill => "kill",
+            Transition::Lost => "lost",
+            Transition::Restart => "restart",
+            Transition::Stop => "stop",
+            Transition::Refuse => "refuse",
+            Transition::Mixed => "mixed",
+        })
+    }
+}
+
+/// One step of a run's plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Event {
+    /// Drip `i` gets the signal.
+    Signal(usize, i32),
+    /// The state is lost (FLUSHALL; the file emptied under its lock).
+    Lose,
+    Shutdown,
+    StartAgain,
+    StopServer,
+    ContinueServer,
+    RefuseWrites,
+    AcceptWrites,
+}
+
+/// A run's plan: how many drips, how many records each, and what happens
+/// when (s after the input is given).
+#[derive(Debug)]
+struct Plan {
+    drips: usize,
+    records: usize,
+    events: Vec<(f64, Event)>,
+    /// Windows meeting these spans (start s, end s) may hold these records
+    /// more than `burst + rate × W + 1`: the slack docs/sharing.md states
+    /// for the transition there ([`lost_slack`], [`alone_slack`]).
+    slack: Vec<(f64, f64, f64)>,
+}
+
+/// What docs/sharing.md ("At each transition") lets a lost state add: one
+/// burst, and the slots every drip had reserved and not used, at most a
+/// burst and 75 ms of the rate each on a fast link (its example counts
+/// `rate × 75 ms + 2` a drip: 52 for three drips at 200/s).
+fn lost_slack(drips: usize) -> f64 {
+    BURST as f64 + drips as f64 * (RATE * 0.075 + 2.0)
+}
+
+/// What it lets drips pacing alone under `local` add, from the outage to
+/// the change-over's end: `N × burst` instead of one burst.
+fn alone_slack(drips: usize) -> f64 {
+    (drips - 1) as f64 * BURST as f64
+}
+
+/// How long after the state answers again the drips of an outage under
+/// `local` may still pace alone (s): the longest pause between attempts
+/// (2 s) and a call's timeout (1 s), then the 3 s change-over.
+const CHANGE_OVER: f64 = 6.0;
+
+/// A random time in `[lo, hi)` s.
+fn between(rng: &mut fastrand::Rng, lo: f64, hi: f64) -> f64 {
+    lo + rng.f64() * (hi - lo)
+}
+
+/// The plan for `transition` on `backend`, drawn from `rng`.
+fn plan(backend: Backend, transition: Transition, policy: &str, rng: &mut fastrand::Rng) -> Plan {
+    let drips = rng.usize(3..=4);
+    let alone = policy == "local";
+    let mut p = Plan {
+        drips,
+        records: 640 / drips,
+        events: Vec::new(),
+        slack: Vec::new(),
+    };
+    let signals = |p: &mut Plan, rng: &mut fastrand::Rng, sig: i32, k: usize| {
+        let mut victims: Vec<usize> = (0..p.drips).collect();
+        rng.shuffle(&mut victims);
+        for &i in victims.iter().take(k) {
+            p.events
+                .push((between(rng, 0.5, 2.5), Event::Signal(i, sig)));
+        }
+    };
+    let lose = |p: &mut Plan, at: f64| {
+        p.events.push((at, Event::Lose));
+        p.slack.push((at, at + 1.0, lost_slack(p.drips)));
+    };
+    let fault = |p: &mut Plan, rng: &mut fastrand::Rng, which: Transition, at: f64| {
+        let until = at + between(rng, 0.3, 1.5);
+        let (down, up) = match which {
+            Transition::Restart => {
+                p.slack.push((at, until + 1.0, lost_slack(p.drips)));
+                (Event::Shutdown, Event::StartAgain)
+            }
+            Transition::Stop => (Event::StopServer, Event::ContinueServer),
+            _ => (Event::RefuseWrites, Event::AcceptWrites),
+        };
+        p.events.push((at, down));
+        p.events.push((until, up));
+        if alone {
+            p.slack
+                .push((at, until + CHANGE_OVER, alone_slack(p.drips)));
+        }
+    };
+    match transition {
+        Transition::Term | Transition::Kill => {
+            let sig = if transition == Transition::Term {
+                libc::SIGTERM
+            } else {
+                libc::SIGKILL
+            };
+            let k = rng.usize(1..drips);
+            signals(&mut p, rng, sig, k);
+        }
+        Transition::Lost => lose(&mut p, between(rng, 0.8, 2.2)),
+        Transition::Restart | Transition::Stop | Transition::Refuse => {
+            let at = between(rng, 0.5, 1.5);
+            fault(&mut p, rng, transition, at);
+        }
+        Transition::Mixed => {
+            // Two victims at most, so one drip at least runs to the end.
+            signals(&mut p, rng, libc::SIGTERM, 1);
+            let others: Vec<usize> = (0..drips)
+                .filter(|&i| {
+                    !p.events
+                        .iter()
+                        .any(|e| e.1 == Event::Signal(i, libc::SIGTERM))
+                })
+                .collect();
+            let victim = others[rng.usize(..others.len())];
+            p.events
+                .push((between(rng, 0.5, 2.5), Event::Signal(victim, libc::SIGKILL)));
+            lose(&mut p, between(rng, 0.5, 1.2));
+            if backend == Backend::Redis {
+                let which =
+                    [Transition::Restart, Transition::Stop, Transition::Refuse][rng.usize(..3)];
+                let at = between(rng, 1.4, 2.0);
+                fault(&mut p, rng, which, at);
+            }
+        }
+    }
+    p.events.sort_by(|a, b| a.0.total_cmp(&b.0));
+    p
+}
+
+/// Whether `redis-server` is here; under CI its absence is a failure.
+fn have_redis() -> bool {
+    let found = Command::new("redis-server")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        let how = "redis-server not found: install it with `apt-get install -y redis-server`";
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{how}");
+        eprintln!("skipped: {how}");
+    }
+    found
+}
+
+/// A redis-server of the run's own on a free port of 127.0.0.1, stopped
+/// when dropped.
+struct Redis {
+    child: Option<Child>,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl Redis {
+    fn start() -> Redis {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut r = Redis {
+            child: None,
+            port,
+            dir: tempfile::tempdir().unwrap(),
+        };
+        r.spawn();
+        r
+    }
+
+    /// Start the server and wait until it answers PING.
+    fn spawn(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
+            .args(["--port", &self.port.to_string()])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server");
+        self.child = Some(child);
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(10) {
+            if self.query(&["PING"]).is_ok() {
+                return;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        panic!("redis-server did not answer PING");
+    }
+
+    fn query(&self, args: &[&str]) -> redis::RedisResult<redis::Value> {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{}", self.port))?;
+        let mut con = client.get_connection_with_timeout(Duration::from_secs(1))?;
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        cmd.query(&mut con)
+    }
+
+    fn command(&self, args: &[&str]) {
+        self.query(args).expect("redis command");
+    }
+
+    fn shutdown(&mut self) {
+        let _ = self.query(&["SHUTDOWN", "NOSAVE"]);
+        if let Some(mut child) = self.child.take() {
+            wait_for(&mut child, Duration::from_secs(10));
+        }
+    }
+
+    fn signal(&self, sig: i32) {
+        send_signal(self.child.as_ref().expect("running"), sig);
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// What one drip did.
+struct Drip {
+    input: Vec<String>,
+    lines: Vec<(f64, String)>,
+    dead: Vec<String>,
+    read: Option<usize>,
+    status: std::process::ExitStatus,
+    stderr: String,
+}
+
+/// How a run went.
+struct Outcome {
+    /// Records over the bound in the worst window clear of the consumer's
+    /// stalls, and that window (start s, length s, records in it).
+    worst: (f64, (f64, f64, usize)),
+    /// The same over every window, stalls or not.
+    worst_raw: f64,
+    /// Records over `burst + rate × W + 1` with no slack for the
+    /// transitions, in the windows clear of stalls.
+    worst_tight: f64,
+    /// How long the consumer was stalled in all (s).
+    stalled: f64,
+    /// What broke the books, per drip.
+    books: Vec<String>,
+    /// Records every drip wrote.
+    written: usize,
+}
+
+impl Outcome {
+    /// Whether the bound held as the consumer saw it.
+    fn held(&self) -> bool {
+        self.worst.0 <= 0.0
+    }
+
+    /// Whether it held but for a late stamp ([`STAMP_ALLOWANCE`]).
+    fn held_loaded(&self) -> bool {
+        self.worst.0 <= STAMP_ALLOWANCE
+    }
+}
+
+/// The records over `burst + rate × W + 1` (plus one burst where a window
+/// meets a span of `lost`) in the worst window of at most 1 s over the
+/// sorted `times`, and that window. A window is as long as the span of the
+/// records in it, which is where the bound is tightest.
+///
+/// Windows that meet a span of `stalls` are left out: the consumer was not
+/// running then, so what arrived meanwhile was stamped at its end, closer
+/// together than it arrived.
+fn worst_window(
+    times: &[f64],
+    slack: &[(f64, f64, f64)],
+    stalls: &[(f64, f64)],
+) -> (f64, (f64, f64, usize)) {
+    let mut worst = (f64::NEG_INFINITY, (0.0, 0.0, 0));
+    for i in 0..times.len() {
+        for j in i..times.len() {
+            let w = times[j] - times[i];
+            if w > 1.0 {
+                break;
+            }
+            if stalls.iter().any(|&(a, b)| times[i] <= b && times[j] >= a) {
+                continue;
+            }
+            let extra: f64 = slack
+                .iter()
+                .filter(|&&(a, b, _)| times[i] <= b && times[j] >= a)
+                .map(|&(_, _, n)| n)
+                .sum();
+            let allowed = BURST as f64 + RATE * w + 1.0 + extra;
+            let count = j - i + 1;
+            let over = count as f64 - (allowed + 1e-6).floor();
+            if over > worst.0 {
+                worst = (over, (times[i], w, count));
+            }
+        }
+    }
+    worst
+}
+
+/// What is wrong with drip `i`'s books: stdout then the dead letter must
+/// be the first `read` records of its input (all of it after a normal
+/// end); killed, its stdout must be a prefix of its input.
+fn check_books(i: usize, d: &Drip) -> Option<String> {
+    let out: Vec<&str> = d.lines.iter().map(|(_, l)| l.as_str()).collect();
+    let killed = d.status.signal_number() == Some(libc::SIGKILL);
+    if killed {
+        let prefix: Vec<&str> = d.input.iter().take(out.len()).map(String::as_str).collect();
+        return (out != prefix)
+            .then(|| format!("drip {i} (killed): stdout is not a prefix of its input"));
+    }
+    let Some(read) = d.read else {
+        return Some(format!(
+            "drip {i}: no --stats-json ({}): {}",
+            d.status, d.stderr
+        ));
+    };
+    let books: Vec<&str> = out
+        .iter()
+        .copied()
+        .chain(d.dead.iter().map(String::as_str))
+        .collect();
+    let want: Vec<&str> = d.input.iter().take(read).map(String::as_str).collect();
+    if books != want {
+        return Some(format!(
+            "drip {i} ({}): stdout ({}) + dead letter ({}) is not the first {read} records of its input",
+            d.status,
+            out.len(),
+            d.dead.len()
+        ));
+    }
+    if d.status.success() && read != d.input.len() {
+        return Some(format!(
+            "drip {i}: ended with status 0 having read {read} of {}",
+            d.input.len()
+        ));
+    }
+    None
+}
+
+/// `ExitStatus::signal` without the trait import everywhere.
+trait SignalNumber {
+    fn signal_number(&self) -> Option<i32>;
+}
+
+impl SignalNumber for std::process::ExitStatus {
+    fn signal_number(&self) -> Option<i32> {
+        std::os::unix::process::ExitStatusExt::signal(self)
+    }
+}
+
+/// How late a wake-up of the consumer may be before its stamps are not
+/// trusted: one interval of the shared rate.
+const STALL: f64 = 1.0 / RATE;
+
+/// Watch this process's own wake-ups until `done`: the spans (s since
+/// `start`) in which a 1 ms sleep came back more than [`STALL`] late, when
+/// the readers may not have run either.
+fn watch_stalls(
+    start: Instant,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Vec<(f64, f64)> {
+    let mut stalls = Vec::new();
+    while !done.load(std::sync::atomic::Ordering::Relaxed) {
+        let before = start.elapsed().as_secs_f64();
+        thread::sleep(Duration::from_millis(1));
+        let after = start.elapsed().as_secs_f64();
+        if after - before > STALL + 0.001 {
+            stalls.push((before, after));
+        }
+    }
+    stalls
+}
+
+/// Empty the state file under its lock, as a lost state.
+fn empty_state_file(path: &Path) {
+    let Ok(file) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+    else {
+        return;
+    };
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive).expect("flock");
+    file.set_len(0).expect("truncate");
+}
+
+/// Run `plan` for `policy`: start the drips, readers first, give them
+/// their input, apply the events on time, and judge what they did.
+fn run(policy: &str, plan: &Plan, redis: Option<&mut Redis>) -> Outcome {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("t{}", fastrand::u32(..));
+    let mut redis = redis;
+    let share = match &redis {
+        Some(r) => format!("redis://127.0.0.1:{}/{name}", r.port),
+        None => name.clone(),
+    };
+    let state_file = dir.path().join("drip").join(format!("{name}.json"));
+    let peers = plan.drips.to_string();
+    let start = Instant::now();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watching = {
+        let done = std::sync::Arc::clone(&done);
+        thread::spawn(move || watch_stalls(start, done))
+    };
+    let mut children = Vec::new();
+    let mut readers = Vec::new();
+    let mut feeders = Vec::new();
+    for i in 0..plan.drips {
+        let dead = dir.path().join(format!("dead{i}"));
+        let stats = dir.path().join(format!("stats{i}.json"));
+        let mut cmd = common::command(&[
+            "-r",
+            "200/s:1",
+            "-c",
+            "10",
+            "-o",
+            "block",
+            "--share",
+            &share,
+            "--share-on-error",
+            policy,
+            "--share-peers",
+            &peers,
+            "-q",
+        ]);
+        cmd.arg("--dead-letter")
+            .arg(&dead)
+            .arg("--stats-json")
+            .arg(&stats)
+            .env("XDG_RUNTIME_DIR", dir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn drip");
+        let stdin = child.stdin.take().unwrap();
+        let out = child.stdout.take().unwrap();
+        readers.push(thread::spawn(move || stamped(out, start)));
+        feeders.push(stdin);
+        children.push((child, dead, stats));
+    }
+    // Every reader runs before any record is given.
+    thread::sleep(Duration::from_millis(100));
+    let given = Instant::now();
+    let offset = (given - start).as_secs_f64();
+    let inputs: Vec<Vec<String>> = (0..plan.drips)
+        .map(|i| (1..=plan.records).map(|r| format!("{i}-{r}")).collect())
+        .collect();
+    let feeding: Vec<_> = feeders
+        .into_iter()
+        .zip(&inputs)
+        .map(|(mut stdin, input)| {
+            let text: String = input.iter().map(|l| format!("{l}\n")).collect();
+            thread::spawn(move || {
+                let _ = stdin.write_all(text.as_bytes());
+            })
+        })
+        .collect();
+    for &(at, event) in &plan.events {
+        let due = given + Duration::from_secs_f64(at);
+        thread::sleep(due.saturating_duration_since(Instant::now()));
+        match event {
+            Event::Signal(i, sig) => {
+                if children[i].0.try_wait().ok().flatten().is_none() {
+                    send_signal(&children[i].0, sig);
+                }
+            }
+            Event::Lose => match redis.as_deref() {
+                Some(r) => r.command(&["FLUSHALL"]),
+                None => empty_state_file(&state_file),
+            },
+            Event::Shutdown => redis.as_deref_mut().expect("redis").shutdown(),
+            Event::StartAgain => redis.as_deref_mut().expect("redis").spawn(),
+            Event::StopServer => redis.as_deref().expect("redis").signal(libc::SIGSTOP),
+            Event::ContinueServer => redis.as_deref().expect("redis").signal(libc::SIGCONT),
+            Event::RefuseWrites => {
+                let r = redis.as_deref().expect("redis");
+                r.command(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+                r.command(&["CONFIG", "SET", "maxmemory", "1"]);
+            }
+            Event::AcceptWrites => {
+                redis
+                    .as_deref()
+                    .expect("redis")
+                    .command(&["CONFIG", "SET", "maxmemory", "0"]);
+            }
+        }
+    }
+    let mut drips = Vec::new();
+    for (((mut child, dead, stats), reader), input) in children.into_iter().zip(readers).zip(inputs)
+    {
+        let status = wait_for(&mut child, Duration::from_secs(60));
+        let mut stderr = String::new();
+        let _ = child.stderr.take().unwrap().read_to_string(&mut stderr);
+        let lines = reader
+            .join()
+            .unwrap()
+            .into_iter()
+            .map(|(t, l)| (t - offset, l))
+            .collect();
+        let dead = std::fs::read_to_string(&dead)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        let read = std::fs::read_to_string(&stats)
+            .ok()
+            .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+            .and_then(|v| v["read"].as_u64())
+            .map(|n| n as usize);
+        drips.push(Drip {
+            input,
+            lines,
+            dead,
+            read,
+            status,
+            stderr,
+        });
+    }
+    for f in feeding {
+        let _ = f.join();
+    }
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let stalls: Vec<(f64, f64)> = watching
+        .join()
+        .unwrap()
+        .into_iter()
+        .map(|(a, b)| (a - offset, b - offset))
+        .collect();
+    judge(plan, &drips, &stalls)
+}
+
+/// Read `out` to the end, stamping every line with the time (s since
+/// `start`) its read returned: when the consumer saw it.
+fn stamped(mut out: std::process::ChildStdout, start: Instant) -> Vec<(f64, String)> {
+    let mut lines = Vec::new();
+    let mut pending = Vec::new();
+    let mut buf = [0u8; 65536];
+    loop {
+        let n = match out.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let t = start.elapsed().as_secs_f64();
+        pending.extend_from_slice(&buf[..n]);
+        while let Some(i) = pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=i).collect();
+            lines.push((t, String::from_utf8_lossy(&line[..i]).into_owned()));
+        }
+    }
+    lines
+}
+
+/// The bound and the books over every drip of a run.
+fn judge(plan: &Plan, drips: &[Drip], stalls: &[(f64, f64)]) -> Outcome {
+    let mut times: Vec<f64> = drips
+        .iter()
+        .flat_map(|d| d.lines.iter().map(|(t, _)| *t))
+        .collect();
+    times.sort_by(f64::total_cmp);
+    let books = drips
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| check_books(i, d))
+        .collect();
+    Outcome {
+        worst: worst_window(&times, &plan.slack, stalls),
+        worst_raw: worst_window(&times, &plan.slack, &[]).0,
+        worst_tight: worst_window(&times, &[], stalls).0,
+        stalled: stalls.iter().map(|(a, b)| b - a).sum(),
+        books,
+        written: times.len(),
+    }
+}
+
+/// The seed of a run: `DRIP_TRANSITIONS_SEED`, or a random one.
+fn seed() -> u64 {
+    match std::env::var("DRIP_TRANSITIONS_SEED") {
+        Ok(s) => s.parse().expect("DRIP_TRANSITIONS_SEED is a number"),
+        Err(_) => fastrand::u64(..),
+    }
+}
+
+/// One run of `transition` under `policy` with `seed`: its plan and
+/// outcome, and a one-line account of it.
+fn one_run(backend: Backend, transition: Transition, policy: &str, seed: u64) -> (Outcome, String) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let plan = plan(backend, transition, policy, &mut rng);
+    let mut redis = (backend == Backend::Redis).then(Redis::start);
+    let outcome = run(policy, &plan, redis.as_mut());
+    let (over, (at, w, count)) = outcome.worst;
+    let line = format!(
+        "{{\"backend\":\"{backend}\",\"transition\":\"{transition}\",\"policy\":\"{policy}\",\"seed\":{seed},\"drips\":{},\"written\":{},\"held\":{},\"held_loaded\":{},\"over\":{},\"over_raw\":{},\"over_tight\":{},\"stalled_s\":{:.3},\"window_at_s\":{at:.3},\"window_s\":{w:.3},\"in_window\":{count},\"books\":{},\"events\":\"{}\"}}",
+        plan.drips,
+        outcome.written,
+        outcome.held(),
+        outcome.held_loaded(),
+        over.max(0.0),
+        outcome.worst_raw.max(0.0),
+        outcome.worst_tight.max(0.0),
+        outcome.stalled,
+        outcome.books.is_empty(),
+        plan.events
+            .iter()
+            .map(|(t, e)| format!("{t:.2}s {e:?}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
+    (outcome, line)
+}
+
+/// A test's run: the bound holds and the books add up, or it fails saying
+/// how to replay it.
+fn check(backend: Backend, transition: Transition, policy: &str) {
+    if backend == Backend::Redis && !have_redis() {
+        return;
+    }
+    let seed = seed();
+    let (outcome, line) = one_run(backend, transition, policy, seed);
+    let replay = format!(
+        "replay: DRIP_TRANSITIONS_SEED={seed} cargo test --test transitions {backend}_{transition}_{policy} -- --include-ignored"
+    );
+    assert!(
+        outcome.books.is_empty(),
+        "{line}\n{:?}\n{replay}",
+        outcome.books
+    );
+    assert!(
+        outcome.held_loaded(),
+        "the bound was exceeded: {line}\n{replay}"
+    );
+}
+
+#[test]
+#[ignore = "issue 19 case 1: a give-back at SIGTERM returns slots not its own (7 over in 9 ms, some runs)"]
+fn file_term_wait() {
+    check(Backend::File, Transition::Term, "wait");
+}
+
+#[test]
+#[ignore = "issue 19 case 1: a give-back at SIGTERM returns slots not its own (5-10 over)"]
+fn file_term_local() {
+    check(Backend::File, Transition::Term, "local");
+}
+
+#[test]
+#[ignore = "issue 19: some runs today exceed the bound as the consumer sees it (5 records at one instant at 0.24 s)"]
+fn file_kill_wait() {
+    check(Backend::File, Transition::Kill, "wait");
+}
+
+#[test]
+#[ignore = "issue 19 case 2: a lost state lets far more than one burst through (21-23 over)"]
+fn file_lost_wait() {
+    check(Backend::File, Transition::Lost, "wait");
+}
+
+#[test]
+#[ignore = "issue 19 cases 1-2: give-back at SIGTERM and a lost state (17-31 over)"]
+fn file_mixed_local() {
+    check(Backend::File, Transition::Mixed, "local");
+}
+
+#[test]
+#[ignore = "issue 19 case 1: a give-back at SIGTERM returns slots not its own (9 over, some runs)"]
+fn redis_term_wait() {
+    check(Backend::Redis, Transition::Term, "wait");
+}
+
+#[test]
+#[ignore = "issue 19: some runs today exceed the bound as the consumer sees it (8 records at one instant after a SIGKILL)"]
+fn redis_kill_local() {
+    check(Backend::Redis, Transition::Kill, "local");
+}
+
+#[test]
+#[ignore = "issue 19 case 2: FLUSHALL lets far more than one burst through (13-15 over)"]
+fn redis_lost_wait() {
+    check(Backend::Redis, Transition::Lost, "wait");
+}
+
+#[test]
+#[ignore = "issue 19 case 2: FLUSHALL lets far more than one burst through (18-23 over)"]
+fn redis_lost_local() {
+    check(Backend::Redis, Transition::Lost, "local");
+}
+
+#[test]
+#[ignore = "issue 19 cases 2-3: 4 records in 5 ms around a start or restart (some runs)"]
+fn redis_restart_wait() {
+    check(Backend::Redis, Transition::Restart, "wait");
+}
+
+#[test]
+#[ignore = "issue 19 case 3: the rejoin after local overshoots (19-52 over)"]
+fn redis_restart_local() {
+    check(Backend::Redis, Transition::Restart, "local");
+}
+
+#[test]
+#[ignore = "issue 19: some runs today exceed the bound just before a SHUTDOWN (9 records in 20 ms)"]
+fn redis_restart_fail() {
+    check(Backend::Redis, Transition::Restart, "fail");
+}
+
+#[test]
+#[ignore = "issue 19: some runs today exceed the bound as four drips start together (9 over in 205 ms at 0.05 s)"]
+fn redis_stop_wait() {
+    check(Backend::Redis, Transition::Stop, "wait");
+}
+
+#[test]
+#[ignore = "issue 19 case 3: some runs today exceed the bound after SIGCONT (4 over in 44 ms)"]
+fn redis_stop_local() {
+    check(Backend::Redis, Transition::Stop, "local");
+}
+
+#[test]
+fn redis_refuse_wait() {
+    check(Backend::Redis, Transition::Refuse, "wait");
+}
+
+#[test]
+#[ignore = "issue 19 case 3: the rejoin after local overshoots (14-50 over)"]
+fn redis_refuse_local() {
+    check(Backend::Redis, Transition::Refuse, "local");
+}
+
+#[test]
+#[ignore = "issue 19 cases 1-2: give-back at SIGTERM and FLUSHALL (13-17 over)"]
+fn redis_mixed_fail() {
+    check(Backend::Redis, Transition::Mixed, "fail");
+}
+
+/// Two runs of a random backend, transition and policy: every drip's
+/// books add up whatever happened (the bound is the other tests' and the
+/// long run's: it is exceeded in some runs of every transition today).
+#[test]
+fn the_books_hold_through_random_transitions() {
+    let redis = have_redis();
+    let seed = seed();
+    let mut rng = fastrand::Rng::with_seed(seed);
+    for _ in 0..2 {
+        let backend = if redis && rng.bool() {
+            Backend::Redis
+        } else {
+            Backend::File
+        };
+        let transitions = match backend {
+            Backend::File => FILE_TRANSITIONS,
+            Backend::Redis => REDIS_TRANSITIONS,
+        };
+        let transition = transitions[rng.usize(..transitions.len())];
+        let policy = POLICIES[rng.usize(..POLICIES.len())];
+        let (outcome, line) = one_run(backend, transition, policy, rng.u64(..));
+        eprintln!("{line}");
+        assert!(
+            outcome.books.is_empty(),
+            "{line}\n{:?}\nreplay: DRIP_TRANSITIONS_SEED={seed} cargo test --test transitions the_books_hold",
+            outcome.books
+        );
+    }
+}
+
+/// The long run: `DRIP_TRANSITIONS_RUNS` (20) runs of every backend and
+/// transition, the policy taking turns (wait, local, fail), one JSON line
+/// per run (`run: {...}`) and a table of how many held. Only the books
+/// fail it; the bound is counted. `DRIP_TRANSITIONS_ONLY=redis` or
+/// `=file:term` runs some only.
+#[test]
+#[ignore = "the long run, about 10 minutes: bench/transitions.py"]
+fn many_runs() {
+    let runs: usize = std::env::var("DRIP_TRANSITIONS_RUNS").ok().map_or(20, |s| {
+        s.parse().expect("DRIP_TRANSITIONS_RUNS is a number")
+    });
+    let only = std::env::var("DRIP_TRANSITIONS_ONLY").unwrap_or_default();
+    let mut table = Vec::new();
+    let mut broken = Vec::new();
+    for (backend, transitions) in [
+        (Backend::File, FILE_TRANSITIONS),
+        (Backend::Redis, REDIS_TRANSITIONS),
+    ] {
+        if backend == Backend::Redis && !have_redis() {
+            continue;
+        }
+        for &transition in transitions {
+            let tag = format!("{backend}:{transition}");
+            if !only.is_empty() && !only.split(',').any(|o| tag.starts_with(o)) {
+                continue;
+            }
+            let mut held = [0usize; 3];
+            let mut loaded = 0;
+            let mut of = [0usize; 3];
+            let mut worst = 0.0f64;
+            for n in 0..runs {
+                let p = n % POLICIES.len();
+                let seed = fastrand::u64(..);
+                let (outcome, line) = one_run(backend, transition, POLICIES[p], seed);
+                println!("run: {line}");
+                of[p] += 1;
+                held[p] += usize::from(outcome.held());
+                loaded += usize::from(outcome.held_loaded());
+                worst = worst.max(outcome.worst.0);
+                if !outcome.books.is_empty() {
+                    broken.push(format!("{line}: {:?}", outcome.books));
+                }
+            }
+            table.push(format!(
+                "{backend:6} {transition:8} held {:2}/{:<2}  (wait {}/{}, local {}/{}, fail {}/{})  within +1 stamp: {loaded}/{runs}  worst over {worst}",
+                held.iter().sum::<usize>(),
+                runs,
+                held[0],
+                of[0],
+                held[1],
+                of[1],
+                held[2],
+                of[2],
+            ));
+        }
+    }
+    println!("\nruns that held the bound (burst + rate x W + 1, plus what docs/sharing.md states for the transition):");
+    for row in &table {
+        println!("{row}");
+    }
+    assert!(broken.is_empty(), "books broken: {broken:#?}");
+}
+
+/// The bound's arithmetic on made-up times: strict spacing holds; a
+/// burst over it is counted; a transition's slack counts around it only;
+/// windows meeting a stall of the consumer are left out.
+#[test]
+fn the_window_check_counts_what_is_over() {
+    let spaced: Vec<f64> = (0..400).map(|i| f64::from(i) / RATE).collect();
+    assert!(worst_window(&spaced, &[], &[]).0 <= 0.0);
+    let mut bunched = spaced.clone();
+    bunched.extend([1.0, 1.0, 1.0]);
+    bunched.sort_by(f64::total_cmp);
+    assert_eq!(worst_window(&bunched, &[], &[]).0, 2.0);
+    assert!(worst_window(&bunched, &[], &[(0.999, 1.0)]).0 <= 0.0);
+    let mut one_more = spaced;
+    one_more.push(1.0);
+    one_more.push(1.0);
+    one_more.sort_by(f64::total_cmp);
+    assert_eq!(worst_window(&one_more, &[], &[]).0, 1.0);
+    assert!(worst_window(&one_more, &[(0.9, 1.1, 1.0)], &[]).0 <= 0.0);
+    assert_eq!(worst_window(&one_more, &[(1.5, 1.9, 1.0)], &[]).0, 1.0);
+}
