@@ -20,7 +20,7 @@ use crate::jobs::gate::{Gate, GateControl};
 use crate::jobs::resume::Done;
 use crate::jobs::{ExecError, Pool, RemoveHeaders, Runner, EXIT_FAILED};
 use crate::keyed::Keyed;
-use crate::monitor::{MetricsFile, Monitor};
+use crate::monitor::{Listening, MetricsFile, Monitor};
 use crate::progress::{lock_ui, Ui};
 use crate::schedule::{Limit, Limits, Schedule, Unit};
 use crate::shared;
@@ -253,6 +253,8 @@ fn run_watching(
         .jobs
         .as_ref()
         .map(|_| Arc::new(GateControl::default()));
+    // Signals are caught from before `--share` first asks its state.
+    let listening = Listening::install()?;
     let (shared, mut share) = shared_state(&config, out_fd, gate.clone())?;
     if let Some(share) = &share {
         share.set_notify(notify_from_share(&shared));
@@ -272,7 +274,12 @@ fn run_watching(
     let _headers = pool.as_ref().map(|p| RemoveHeaders(Arc::clone(p)));
     let in_force: InForce = Arc::new(Mutex::new(config.limits.clone()));
     let metrics = metrics_file(&config, &shared, &in_force)?;
-    let (ui, monitor) = start_monitor(&config, &shared, stats_file, watch_output, metrics.clone())?;
+    let (ui, monitor) = start_monitor(
+        &config,
+        &shared,
+        listening,
+        (stats_file, watch_output, metrics.clone()),
+    )?;
     // After the signal handlers: whatever way drip leaves from here, the
     // control socket goes.
     let control = start_control(&config, &shared, &ui, in_force)?;
@@ -391,9 +398,12 @@ fn start_control(
 fn start_monitor(
     config: &Config,
     shared: &Arc<Shared>,
-    stats_file: Option<BufWriter<File>>,
-    watch_output: Option<std::os::fd::OwnedFd>,
-    metrics: Option<MetricsFile>,
+    listening: Listening,
+    (stats_file, watch_output, metrics): (
+        Option<BufWriter<File>>,
+        Option<std::os::fd::OwnedFd>,
+        Option<MetricsFile>,
+    ),
 ) -> Result<(Arc<Mutex<Ui>>, Monitor)> {
     let ui = Arc::new(Mutex::new(Ui::new(
         config.progress,
@@ -402,6 +412,7 @@ fn start_monitor(
         config.records_per_second(),
     )));
     let monitor = Monitor::start(
+        listening,
         Arc::clone(shared),
         Arc::clone(&ui),
         config.drain,

@@ -147,9 +147,46 @@ pub(crate) struct Monitor {
     thread: JoinHandle<Option<BufWriter<File>>>,
 }
 
+/// The signal handlers, installed, and the runtime they are on: what
+/// [`Monitor::start`] runs. A signal that arrives between the two is kept
+/// until the monitor reads it.
+pub(crate) struct Listening {
+    runtime: tokio::runtime::Runtime,
+    signals: Vec<(i32, Signal)>,
+    usr1: Signal,
+}
+
+impl Listening {
+    /// Install the signal handlers: before anything can hold drip up (a
+    /// `--share` state that does not answer), so that no stopping signal
+    /// ever ends drip by its default action.
+    ///
+    /// # Errors
+    /// The runtime cannot be started or a handler installed.
+    pub(crate) fn install() -> Result<Listening> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the signal runtime")?;
+        let signals = runtime
+            .block_on(async { crate::shutdown::listen() })
+            .context("installing signal handlers")?;
+        let usr1 = runtime
+            .block_on(async { signal(SignalKind::user_defined1()) })
+            .context("installing signal handlers")?;
+        Ok(Listening {
+            runtime,
+            signals,
+            usr1,
+        })
+    }
+}
+
 impl Monitor {
-    /// Install the signal handlers and start the thread.
+    /// Start the thread, on the handlers `listening` installed.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn start(
+        listening: Listening,
         shared: Arc<Shared>,
         ui: Arc<Mutex<Ui>>,
         drain: bool,
@@ -158,17 +195,11 @@ impl Monitor {
         watch_output: Option<OwnedFd>,
         metrics: Option<MetricsFile>,
     ) -> Result<Monitor> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("starting the signal runtime")?;
-        // Handlers are installed here, before any record moves.
-        let signals = runtime
-            .block_on(async { crate::shutdown::listen() })
-            .context("installing signal handlers")?;
-        let usr1 = runtime
-            .block_on(async { signal(SignalKind::user_defined1()) })
-            .context("installing signal handlers")?;
+        let Listening {
+            runtime,
+            signals,
+            usr1,
+        } = listening;
         let cancel = CancellationToken::new();
         let token = cancel.clone();
         let dropped = Arc::new(Dropped::default());

@@ -78,3 +78,179 @@ fn a_server_that_is_not_redis_stops_with_status_4_under_every_policy() {
         }
     }
 }
+
+/// A listener that accepts every connection and never answers; its port.
+fn silent() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    thread::spawn(move || {
+        let held: Vec<_> = listener.incoming().collect();
+        drop(held);
+    });
+    port
+}
+
+/// `drip ARGS` on `records` records from a pipe held open, its stdout
+/// stamped (s since the start) by a thread started first.
+fn spawn_on(
+    args: &[&str],
+    records: usize,
+    runtime: &std::path::Path,
+) -> (std::process::Child, thread::JoinHandle<Vec<(f64, String)>>) {
+    let mut cmd = common::command(args);
+    cmd.env("XDG_RUNTIME_DIR", runtime)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let start = Instant::now();
+    let mut child = cmd.spawn().expect("spawn drip");
+    let mut stdin = child.stdin.take().unwrap();
+    thread::spawn(move || {
+        let _ = stdin.write_all(numbered(1..=records).as_bytes());
+        // Held open: drip reads on until it is stopped.
+        thread::sleep(Duration::from_secs(30));
+    });
+    let out = child.stdout.take().unwrap();
+    let reader = thread::spawn(move || {
+        let mut holder = Vec::new();
+        let mut lines = Vec::new();
+        let mut out = out;
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = out.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            holder.extend_from_slice(&buf[..n]);
+            let t = start.elapsed().as_secs_f64();
+            while let Some(i) = holder.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = holder.drain(..=i).collect();
+                lines.push((t, String::from_utf8_lossy(&line[..i]).into_owned()));
+            }
+        }
+        lines
+    });
+    (child, reader)
+}
+
+/// Against a server that accepts connections and never answers, a SIGTERM
+/// in the first moments stops drip as at any time: the summary, the
+/// `--stats-json`, status 143, under `wait` (once the first calls have
+/// timed out) and `local` (it was killed by the signal's default action
+/// while drip waited for the server, for about 2 s, with no summary and an
+/// empty --stats-json). Under `fail` the state unreachable at the start
+/// stops drip with status 4, which a signal does not override.
+#[test]
+fn a_signal_while_the_state_has_not_answered_stops_drip_with_its_summary() {
+    let port = silent();
+    for (policy, after) in [
+        ("wait", 100),
+        ("local", 300),
+        ("local", 1500),
+        ("wait", 1500),
+    ] {
+        let runtime = tempfile::tempdir().unwrap();
+        let stats = runtime.path().join("stats.json");
+        let share = format!("redis://127.0.0.1:{port}/x");
+        let args = [
+            "-r",
+            "10/s",
+            "--share",
+            &share,
+            "--share-on-error",
+            policy,
+            "--stats",
+            "--stats-json",
+        ];
+        let mut args: Vec<&str> = args.to_vec();
+        let stats_arg = stats.display().to_string();
+        args.push(&stats_arg);
+        let (mut child, reader) = spawn_on(&args, 50, runtime.path());
+        thread::sleep(Duration::from_millis(after));
+        common::send_signal(&child, libc::SIGTERM);
+        let status = wait_for(&mut child, Duration::from_secs(10));
+        let written = reader.join().unwrap().len();
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        let case = format!("{policy}, TERM after {after} ms: {status}: {err}");
+        assert_eq!(status.code(), Some(143), "{case}");
+        assert!(err.contains("drip: read "), "{case}");
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).expect(&case);
+        let n = |k: &str| json[k].as_u64().unwrap_or_else(|| panic!("{k}: {case}"));
+        assert_eq!(n("written"), written as u64, "{case}");
+        assert_eq!(n("read"), n("written") + n("undelivered"), "{case}");
+    }
+}
+
+/// Under `local`, a state that does not answer from the start is paced
+/// alone from the start: records flow at the rate divided by the peers
+/// within a moment, not once the first calls have timed out (about 2 s).
+#[test]
+fn local_paces_alone_from_the_start_while_the_state_does_not_answer() {
+    let port = silent();
+    let runtime = tempfile::tempdir().unwrap();
+    let share = format!("redis://127.0.0.1:{port}/x");
+    let (mut child, reader) = spawn_on(
+        &[
+            "-r",
+            "20/s",
+            "--share",
+            &share,
+            "--share-on-error",
+            "local",
+            "--share-peers",
+            "2",
+            "-q",
+        ],
+        100,
+        runtime.path(),
+    );
+    thread::sleep(Duration::from_millis(1500));
+    common::send_signal(&child, libc::SIGTERM);
+    let status = wait_for(&mut child, Duration::from_secs(10));
+    assert_eq!(status.code(), Some(143));
+    let lines = reader.join().unwrap();
+    let first = lines.first().map(|l| l.0);
+    assert!(
+        first.is_some_and(|t| t < 0.8),
+        "first record at {first:?} s"
+    );
+    // 10/s alone (20/s over 2 peers) from about 0.25 s to 1.5 s: 12 or 13,
+    // never the 20/s of the whole limit.
+    assert!((8..=15).contains(&lines.len()), "{} written", lines.len());
+}
+
+/// Under `fail`, a SIGTERM while the state has not answered yet leaves the
+/// outcome to the state: unreachable, status 4 with its one line (the
+/// status that wins over a signal), never the signal's default action.
+#[test]
+fn a_signal_while_the_state_has_not_answered_under_fail_gives_status_4() {
+    let port = silent();
+    let runtime = tempfile::tempdir().unwrap();
+    let share = format!("redis://127.0.0.1:{port}/x");
+    let (mut child, _reader) = spawn_on(
+        &["-r", "10/s", "--share", &share, "--share-on-error", "fail"],
+        5,
+        runtime.path(),
+    );
+    thread::sleep(Duration::from_millis(300));
+    common::send_signal(&child, libc::SIGTERM);
+    let status = wait_for(&mut child, Duration::from_secs(10));
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(4), "{status}: {err}");
+    assert_eq!(
+        err,
+        "drip: --share x: the shared state cannot be reached: no answer within 1000 ms (--share-on-error fail)\n"
+    );
+}

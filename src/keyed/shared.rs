@@ -303,7 +303,16 @@ impl Keyed {
         let slot = &mut self.slots[s as usize];
         let head = self.nodes[slot.head as usize].seg.as_bytes();
         let Some(at) = global.nth_due(head, before as usize) else {
-            self.look_at(global.next_due(head).max(now + 1));
+            // Its turn is past the global slots reserved. With none due
+            // yet, look when the first is; with one due, it waits for a
+            // key before this one whose own slot is asked for: what
+            // changes is the keeper's, whose grants wake the writer (and
+            // the poll looks again), so a look at once would find the
+            // same, over and over.
+            let due = global.next_due(head);
+            if due > now {
+                self.look_at(due);
+            }
             return false;
         };
         let at = at.max(now);

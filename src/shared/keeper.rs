@@ -19,6 +19,7 @@
 //! if they had never been granted (or later), so no slot another drip
 //! holds is granted twice, and none is pulled earlier.
 
+use std::sync::mpsc::{SendError, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -240,6 +241,19 @@ impl<G: Grants> Keeper<G> {
                 Ok(())
             }
             Err(failure) => Err(failure),
+        }
+    }
+
+    /// [`Keeper::hello`], its outcome sent on `answer` while the start
+    /// still waits for it (a refusal no one waits for any more is
+    /// [`Keeper::fatal`]), then [`Keeper::run`].
+    pub(crate) fn greet_and_run(mut self, answer: &SyncSender<Result<(), Failure>>) {
+        let greeted = self.hello();
+        let refused = greeted.is_err();
+        match answer.send(greeted) {
+            Ok(()) if refused => {}
+            Err(SendError(Err(failure))) => self.fatal(failure),
+            _ => self.run(),
         }
     }
 

@@ -126,7 +126,7 @@ pub struct Handle {
     lease: Option<Arc<Lease<GlobalLease>>>,
     keys: Option<Arc<Lease<KeyLeases>>>,
     keepers: Vec<JoinHandle<()>>,
-    notify: Arc<Mutex<Option<Notify>>>,
+    notify: Arc<Mutex<Bell>>,
     name: String,
     spec: String,
 }
@@ -139,8 +139,14 @@ impl fmt::Debug for Handle {
 
 impl Handle {
     /// Set what the keepers call when slots arrive or drip must stop.
+    /// A keeper that said drip must stop before this was set (a refusal
+    /// answered after [`FIRST_ANSWER`]) is heard now.
     pub fn set_notify(&self, notify: Notify) {
-        *self.notify.lock().unwrap_or_else(|e| e.into_inner()) = Some(notify);
+        let mut bell = self.notify.lock().unwrap_or_else(|e| e.into_inner());
+        if bell.stop_rung {
+            notify(true);
+        }
+        bell.notify = Some(notify);
     }
 
     /// Stop the keepers (they give back the slots reserved and unused,
@@ -293,7 +299,7 @@ pub fn open(
         None => gcra::spec(limits),
     };
     let name = share.target.name().to_string();
-    let notify: Arc<Mutex<Option<Notify>>> = Arc::new(Mutex::new(None));
+    let notify: Arc<Mutex<Bell>> = Arc::new(Mutex::new(Bell::default()));
     let mut handle = Handle {
         lease: None,
         keys: None,
@@ -303,7 +309,9 @@ pub fn open(
         spec: spec.clone(),
     };
     let notify: Wake = Arc::new(move |stop| {
-        if let Some(f) = &*notify.lock().unwrap_or_else(|e| e.into_inner()) {
+        let mut bell = notify.lock().unwrap_or_else(|e| e.into_inner());
+        bell.stop_rung |= stop;
+        if let Some(f) = &bell.notify {
             f(stop);
         }
     });
@@ -372,8 +380,26 @@ fn store(
     })
 }
 
-/// Start a keeper of `grants` through `store`, after its hello; `what`
-/// names it in messages, `may_pass` says what a lost state lets through.
+/// How long [`open`] waits under `local` for the state's first answer (a
+/// keeper's hello) before drip starts without it, pacing alone until the
+/// state answers (then changing over, as after an outage); a refusal
+/// answered later stops drip then. Under `wait` and `fail` nothing could
+/// leave before the answer anyway, and [`open`] waits for it (at most a
+/// call's timeout or two; the signals are caught meanwhile).
+const FIRST_ANSWER: Duration = Duration::from_millis(250);
+
+/// What the keepers call: the engine's [`Notify`] once set; a stop asked
+/// for before that is kept, and asked for again when it is set.
+#[derive(Default)]
+struct Bell {
+    notify: Option<Notify>,
+    stop_rung: bool,
+}
+
+/// Start a keeper of `grants` through `store` on a thread of its own, its
+/// hello first, waited for (under `local` at most [`FIRST_ANSWER`]): a
+/// refusal waited for stops drip before it reads. `what` names the keeper
+/// in messages, `may_pass` says what a lost state lets through.
 fn start_keeper<G: Grants>(
     share: &Share,
     store: Box<dyn Store>,
@@ -382,7 +408,7 @@ fn start_keeper<G: Grants>(
     notify: &Wake,
     handle: &mut Handle,
 ) -> anyhow::Result<()> {
-    let mut keeper = Keeper {
+    let keeper = Keeper {
         lease: Arc::clone(lease),
         store,
         on_error: share.on_error,
@@ -390,10 +416,27 @@ fn start_keeper<G: Grants>(
         voice: Voice::new(what, may_pass, share.on_error, share.quiet),
         retry: Retry::new(fastrand::Rng::new()),
     };
-    keeper.hello().map_err(|failure| handle.error(failure))?;
+    // A rendezvous: an answer no one waits for any more is not sent.
+    let (answer, answered) = std::sync::mpsc::sync_channel(0);
     let thread = std::thread::Builder::new()
         .name("drip-keeper".into())
-        .spawn(move || keeper.run())?;
+        .spawn(move || keeper.greet_and_run(&answer))?;
+    let greeted = match share.on_error {
+        OnError::Local => answered.recv_timeout(FIRST_ANSWER).ok(),
+        _ => answered.recv().ok(),
+    };
+    match greeted {
+        Some(Err(failure)) => {
+            let _ = thread.join();
+            return Err(handle.error(failure));
+        }
+        Some(Ok(())) => {}
+        None if share.on_error == OnError::Local => {
+            let now = lease.now();
+            lease.lock().go_local(now);
+        }
+        None => {}
+    }
     handle.keepers.push(thread);
     Ok(())
 }
