@@ -18,6 +18,19 @@
 //! expire ([`Admission::expire`]). A dropped or expired record takes no
 //! slot of the schedule.
 //!
+//! With `--max-wait` and a policy other than `block`, a record is first
+//! held to its deadline: when the [`Forecast`] (the records waiting ahead
+//! of it, leaving as soon as every limit allows) already puts its
+//! departure later than `--max-wait` after its arrival, less the
+//! schedule's slack (a wake-up that late keeps the schedule, and the
+//! record must not expire then), it is refused at once: `drop-newest` drops it, `drop-oldest` evicts the fewest oldest
+//! waiting records that let it leave in time (or drops it when even an
+//! empty bucket would not), `fail` hands it back. Only the schedule is
+//! forecast: a record delayed later (stdout stalled, a pause) still
+//! expires while waiting. The forecast is kept as records join the line
+//! and made again from the schedule when departures did not keep to it
+//! (a late release, an eviction, an expiry).
+//!
 //! Records read together may be decided together, but only where the
 //! outcome is exactly the one-at-a-time outcome: a test on virtual time
 //! (`tests/admission.rs`) holds this code against a plain one-at-a-time
@@ -29,7 +42,7 @@
 use crate::bucket::{Bucket, Fate, Offered, Overflow, Segment};
 use crate::keyed::Keyed;
 use crate::ledger::Ledger;
-use crate::schedule::Schedule;
+use crate::schedule::{Forecast, Schedule};
 
 /// A moment's view of the waiting records, in one bucket or in the keys'
 /// queues together ([`Admission::bucket`]).
@@ -94,6 +107,15 @@ pub struct Admission {
     /// With limits per key: the keys' queues, used instead of `bucket`
     /// (which then only gives the bounds and the policy).
     keyed: Option<Box<Keyed>>,
+    /// The schedule after every waiting record has left when the forecast
+    /// says; `None` when not known (made again when asked).
+    forecast: Option<Forecast>,
+    /// The first record of the latest read (its delimiter included): the
+    /// record a forecast of "a record arriving now" assumes.
+    last_record: Vec<u8>,
+    /// Under `fail`: how long (ns) after its arrival the forecast put the
+    /// departure of the record handed back, when that was why.
+    refused_wait_ns: Option<u64>,
     /// Paused (`drip ctl … pause`): nothing leaves, arrivals wait.
     paused: bool,
 }
@@ -110,6 +132,9 @@ impl Admission {
             max_wait_ns,
             longest_wait_ns: 0,
             keyed: None,
+            forecast: None,
+            last_record: b"\n".to_vec(),
+            refused_wait_ns: None,
             paused: false,
         }
     }
@@ -208,6 +233,10 @@ impl Admission {
         ledger: &mut Ledger,
     ) -> Offered {
         seg.arrived = now;
+        if let Some(first) = seg.records().next() {
+            self.last_record.clear();
+            self.last_record.extend_from_slice(first);
+        }
         self.expire(now, ledger);
         let may_leave = may_leave && !self.paused;
         if let Some(keyed) = self.keyed.as_deref_mut() {
@@ -240,6 +269,9 @@ impl Admission {
                 }
             }
         }
+        if self.refuses(policy) && self.forecast_at(now).is_some() {
+            return self.wait_in_time(now, seg, policy, may_leave, ledger);
+        }
         if may_leave && policy == Overflow::DropOldest && self.schedule.weighs_bytes() {
             // An eviction can put a smaller record at the head, which may
             // be due at once under a byte rate: decide one at a time.
@@ -251,6 +283,188 @@ impl Admission {
             return Offered::Done;
         }
         self.wait(now, seg, policy, ledger)
+    }
+
+    /// Whether records that cannot leave within `--max-wait` are refused
+    /// at arrival under `policy`: with `--max-wait`, under a policy that
+    /// drops or fails.
+    fn refuses(&self, policy: Overflow) -> bool {
+        self.max_wait_ns.is_some() && policy != Overflow::Block
+    }
+
+    /// The forecast of the waiting records' departures at `now`, made
+    /// again from the schedule when not known: O(waiting records) then.
+    /// `None` when the schedule cannot be forecast.
+    fn forecast_at(&mut self, now: u64) -> Option<&mut Forecast> {
+        if self.bucket.is_empty() {
+            // Records that left at once took slots it does not know of.
+            self.forecast = None;
+        }
+        if self.forecast.is_none() {
+            let mut forecast = Forecast::new(self.schedule.forecast()?, now);
+            for record in self.bucket.records() {
+                forecast.push(now, record);
+            }
+            self.forecast = Some(forecast);
+        }
+        self.forecast.as_mut()
+    }
+
+    /// Records of `seg` arrive at `now` under `policy`, which refuses what
+    /// cannot leave by `now + --max-wait`: one at a time, each is held to
+    /// its deadline ([`Admission::arrive`]), then waits or meets the policy
+    /// as the bucket's room says. Needs a forecast.
+    fn wait_in_time(
+        &mut self,
+        now: u64,
+        mut seg: Segment,
+        policy: Overflow,
+        may_leave: bool,
+        ledger: &mut Ledger,
+    ) -> Offered {
+        // A wake-up late by up to the slack keeps the schedule, but the
+        // record would then have waited past --max-wait and expire: a
+        // record is let in only if it leaves by the slack before it.
+        let deadline = now
+            .saturating_add(self.max_wait_ns.unwrap_or(u64::MAX))
+            .saturating_sub(self.schedule.slack_ns());
+        // With every record costing 1, what befell one record at this
+        // instant befalls those after it, as long as the bucket is not
+        // bounded in bytes.
+        let alike = !self.schedule.weighs_bytes();
+        let room_alike = alike && self.bucket.capacity_bytes() == usize::MAX;
+        while !seg.is_empty() {
+            if may_leave && self.bucket.is_empty() {
+                // A refusal can leave nothing waiting ahead of the next.
+                let n = self.schedule.release(now, seg.len(), &mut seg.records());
+                if n > 0 {
+                    ledger.read(n);
+                    self.push_outbox(seg.split_front(n));
+                    continue;
+                }
+            }
+            let first = seg.clone().split_front(1);
+            let record = first.as_bytes();
+            let size = record.len();
+            let Some(forecast) = self.forecast_at(now) else {
+                return self.wait(now, seg, policy, ledger);
+            };
+            let leaves = forecast.peek(now, record);
+            let mut evicted = false;
+            if leaves > deadline {
+                match policy {
+                    Overflow::Fail => {
+                        self.refused_wait_ns = Some(leaves - now);
+                        return Offered::Overflowed(seg);
+                    }
+                    Overflow::DropOldest if self.evict_in_time(now, deadline, record, ledger) => {
+                        evicted = true;
+                    }
+                    _ => {
+                        let n = if alike { seg.len() } else { 1 };
+                        ledger.read(n);
+                        ledger.refuse(seg.split_front(n), Fate::DroppedNewest);
+                        continue;
+                    }
+                }
+            }
+            if !self.bucket.has_room(size) {
+                match policy {
+                    Overflow::Fail => {
+                        self.refused_wait_ns = None;
+                        return Offered::Overflowed(seg);
+                    }
+                    Overflow::DropNewest => {
+                        let n = if room_alike { seg.len() } else { 1 };
+                        ledger.read(n);
+                        ledger.dispose(seg.split_front(n), Fate::DroppedNewest);
+                        continue;
+                    }
+                    _ => evicted = true,
+                }
+            }
+            self.wait(now, seg.split_front(1), policy, ledger);
+            match self.forecast.as_mut() {
+                Some(forecast) if !evicted => {
+                    forecast.push(now, record);
+                }
+                _ => self.forecast = None,
+            }
+            if evicted && may_leave {
+                // An eviction can put a smaller record at the head, which
+                // may be due at once under a byte rate.
+                self.release(now);
+            }
+        }
+        Offered::Done
+    }
+
+    /// Under `drop-oldest`: evict the fewest waiting records, oldest first,
+    /// that let `record` arriving at `now` leave by
+    /// `deadline`, as refused. Returns false, evicting nothing, when even
+    /// an empty bucket would not let it. A binary search over how many to
+    /// evict (fewer records ahead never leave a record later): O(waiting
+    /// records × log of them).
+    fn evict_in_time(
+        &mut self,
+        now: u64,
+        deadline: u64,
+        record: &[u8],
+        ledger: &mut Ledger,
+    ) -> bool {
+        let Some(limits) = self.schedule.forecast() else {
+            return false;
+        };
+        let bucket = &self.bucket;
+        let leaves_after = |evicted: usize| {
+            let mut forecast = Forecast::new(limits.clone(), now);
+            for waiting in bucket.records().skip(evicted) {
+                forecast.push(now, waiting);
+            }
+            forecast.peek(now, record)
+        };
+        let len = bucket.len();
+        if leaves_after(len) > deadline {
+            return false;
+        }
+        // Evicting `late` is not enough, evicting `enough` is.
+        let (mut late, mut enough) = (0, len);
+        while enough - late > 1 {
+            let mid = late + (enough - late) / 2;
+            if leaves_after(mid) <= deadline {
+                enough = mid;
+            } else {
+                late = mid;
+            }
+        }
+        self.bucket
+            .evict(enough, Fate::DroppedOldest, &mut |s, f| ledger.refuse(s, f));
+        self.forecast = None;
+        true
+    }
+
+    /// How long (ns) a record arriving at `now`, like the first of the
+    /// latest read, would wait before it leaves: the forecast over the records
+    /// waiting ahead of it and every limit (not a pause, not a stalled
+    /// stdout). `None` when the schedule cannot be forecast.
+    pub fn forecast_wait(&mut self, now: u64) -> Option<u64> {
+        let record = std::mem::take(&mut self.last_record);
+        let leaves = self.forecast_at(now).map(|f| f.peek(now, &record));
+        self.last_record = record;
+        let leaves = leaves?;
+        Some(leaves.saturating_sub(now))
+    }
+
+    /// How long (ns) a record may wait before it expires, if bounded.
+    pub fn max_wait_ns(&self) -> Option<u64> {
+        self.max_wait_ns
+    }
+
+    /// When the latest record handed back under `fail` was refused because
+    /// the forecast put its departure past `--max-wait`: how long after its
+    /// arrival (ns). `None` when it found the bucket full.
+    pub fn refused_wait_ns(&self) -> Option<u64> {
+        self.refused_wait_ns
     }
 
     /// Records of `seg` wait in the bucket, or meet `policy`.
@@ -283,14 +497,20 @@ impl Admission {
             self.outbox_len += n;
             return n;
         }
-        if self.bucket.is_empty() {
+        let Some(front) = self.bucket.front_record() else {
             return 0;
-        }
+        };
+        let late = self.forecast.is_some()
+            && now > (self.schedule.forecast_due(front)).saturating_add(self.schedule.slack_ns());
         let available = self.bucket.len();
         let n = self
             .schedule
             .release(now, available, &mut self.bucket.records());
         if n > 0 {
+            if late {
+                // The schedule may have restarted: the forecast is off.
+                self.forecast = None;
+            }
             if let Some(oldest) = self.bucket.oldest_arrival() {
                 self.longest_wait_ns = self.longest_wait_ns.max(now.saturating_sub(oldest));
             }
@@ -314,8 +534,13 @@ impl Admission {
         if let Some(keyed) = self.keyed.as_deref_mut() {
             return keyed.expire_before(cutoff, ledger);
         }
-        self.bucket
-            .expire_before(cutoff, &mut |s, f| ledger.dispose(s, f))
+        let n = self
+            .bucket
+            .expire_before(cutoff, &mut |s, f| ledger.dispose(s, f));
+        if n > 0 {
+            self.forecast = None;
+        }
+        n
     }
 
     /// When something next changes without an arrival (ns): the head of the
@@ -359,6 +584,7 @@ impl Admission {
             ledger.dispose(seg, fate);
         }
         self.outbox_len = 0;
+        self.forecast = None;
         if let Some(keyed) = self.keyed.as_deref_mut() {
             keyed.drain(fate, ledger);
         }
@@ -478,6 +704,134 @@ mod tests {
         assert_eq!(ledger.counts().read, 3);
     }
 
+    fn admission_waiting(rate: &str, policy: Overflow, max_wait: u64) -> Admission {
+        let limits = Limits::new(&[Limit {
+            rate: parse_rate(rate).unwrap(),
+            burst: 1,
+            unit: Unit::Records,
+        }]);
+        let bucket = Bucket::new(1000, None, policy);
+        Admission::new(bucket, Box::new(limits), Some(max_wait))
+    }
+
+    #[test]
+    fn what_cannot_leave_within_max_wait_is_refused_at_arrival() {
+        // seq 100 | drip -r 10/s --max-wait 2050ms -o drop-newest: 1 leaves
+        // now, 2..21 leave by 2 s, 22..100 go to the dead letter at once.
+        let mut a = admission_waiting("10/s", Overflow::DropNewest, 2050 * S / 1000);
+        let mut ledger = Ledger::new(true);
+        a.arrive(0, seg(1, 100), Overflow::DropNewest, true, &mut ledger);
+        assert_eq!(a.bucket().len(), 20);
+        let c = ledger.counts();
+        assert_eq!((c.dropped_newest, c.refused, c.expired), (79, 79, 0));
+        assert_eq!(numbers(&ledger.take_dead())[0], "22");
+        // The next record would leave at 2.1 s: 2.1 s after it arrives.
+        assert_eq!(a.forecast_wait(0), Some(21 * S / 10));
+    }
+
+    #[test]
+    fn drop_oldest_evicts_the_oldest_so_the_newest_makes_it() {
+        // seq 100 | drip -r 10/s --max-wait 1050ms -o drop-oldest: 1
+        // leaves, and each record from 12 on evicts the oldest waiting one.
+        let mut a = admission_waiting("10/s", Overflow::DropOldest, S + S / 20);
+        let mut ledger = Ledger::new(true);
+        a.arrive(0, seg(1, 100), Overflow::DropOldest, true, &mut ledger);
+        let c = ledger.counts();
+        assert_eq!((c.dropped_oldest, c.dropped_newest, c.refused), (89, 0, 89));
+        let mut out = Vec::new();
+        for t in 1..=10 {
+            a.release(t * S / 10);
+        }
+        a.take_outbox(&mut out);
+        let expected: Vec<String> = std::iter::once(1)
+            .chain(91..=100)
+            .map(|i| i.to_string())
+            .collect();
+        assert_eq!(numbers(&out), expected);
+    }
+
+    #[test]
+    fn drop_oldest_drops_the_newest_when_nothing_evicted_would_do() {
+        // -r 1/s --max-wait 500ms: the second record could not leave in
+        // time even with nothing ahead of it.
+        let mut a = admission_waiting("1/s", Overflow::DropOldest, S / 2);
+        let mut ledger = Ledger::new(true);
+        a.arrive(0, seg(1, 3), Overflow::DropOldest, true, &mut ledger);
+        let c = ledger.counts();
+        assert_eq!((c.dropped_newest, c.dropped_oldest, c.refused), (2, 0, 2));
+    }
+
+    #[test]
+    fn fail_hands_back_what_cannot_leave_in_time_and_says_when_it_would() {
+        let mut a = admission_waiting("10/s", Overflow::Fail, S + S / 20);
+        let mut ledger = Ledger::new(false);
+        match a.arrive(0, seg(1, 20), Overflow::Fail, true, &mut ledger) {
+            Offered::Overflowed(rest) => assert_eq!(numbers(&[rest])[0], "12"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(a.refused_wait_ns(), Some(11 * S / 10));
+        assert_eq!(ledger.counts().read, 11);
+    }
+
+    #[test]
+    fn block_never_refuses() {
+        let mut a = admission_waiting("10/s", Overflow::Block, S);
+        let mut ledger = Ledger::new(false);
+        a.arrive(0, seg(1, 20), Overflow::Block, true, &mut ledger);
+        assert_eq!((a.bucket().len(), ledger.counts().refused), (19, 0));
+    }
+
+    #[test]
+    fn records_held_up_after_arrival_expire_and_are_not_refused() {
+        // Records 2..5 could leave by 400 ms, but stdout takes nothing
+        // until 2 s: they expire while waiting, as without a forecast.
+        let mut a = admission_waiting("10/s", Overflow::DropNewest, S + S / 20);
+        let mut ledger = Ledger::new(false);
+        a.arrive(0, seg(1, 5), Overflow::DropNewest, true, &mut ledger);
+        a.arrive(S / 2, seg(6, 6), Overflow::DropNewest, false, &mut ledger);
+        assert_eq!(ledger.counts().refused, 0);
+        a.expire(2 * S, &mut ledger);
+        let c = ledger.counts();
+        assert_eq!((c.expired, c.refused), (5, 0));
+    }
+
+    #[test]
+    fn a_late_release_makes_the_forecast_again() {
+        // 10/s: 1 leaves, 2..11 wait for 100 ms .. 1 s. The writer is held
+        // up until 600 ms: the schedule restarts there, so 3..11 leave at
+        // 700 ms .. 1.5 s and a record arriving now would leave at 1.6 s.
+        let mut a = admission_waiting("10/s", Overflow::DropNewest, 10 * S);
+        let mut ledger = Ledger::new(false);
+        a.arrive(0, seg(1, 11), Overflow::DropNewest, true, &mut ledger);
+        assert_eq!(a.forecast_wait(0), Some(11 * S / 10));
+        assert_eq!(a.release(6 * S / 10), 1);
+        assert_eq!(a.forecast_wait(6 * S / 10), Some(S));
+    }
+
+    #[test]
+    fn a_pause_is_no_part_of_the_forecast() {
+        use crate::jobs::gate::{Gate, GateControl};
+        use std::sync::Arc;
+        let limits = Limits::new(&[Limit {
+            rate: parse_rate("10/s").unwrap(),
+            burst: 1,
+            unit: Unit::Records,
+        }]);
+        let control = Arc::new(GateControl::default());
+        let gate = Gate::new(Box::new(limits), control.clone());
+        let bucket = Bucket::new(1000, None, Overflow::DropNewest);
+        let mut a = Admission::new(bucket, Box::new(gate), Some(S));
+        let mut ledger = Ledger::new(false);
+        control.pause_until(5 * S);
+        a.arrive(0, seg(1, 5), Overflow::DropNewest, true, &mut ledger);
+        // Paused: nothing leaves, and nothing is refused: the limits alone
+        // would let all five go within 400 ms.
+        assert_eq!((a.outbox_len(), ledger.counts().refused), (0, 0));
+        assert_eq!(a.forecast_wait(0), Some(5 * S / 10));
+        a.expire(5 * S, &mut ledger);
+        assert_eq!(ledger.counts().expired, 5);
+    }
+
     #[test]
     fn paused_nothing_leaves_and_the_policy_applies() {
         // -r 1000/s -c 2 -o drop-newest, paused: 1 and 2 wait, 3 is
@@ -493,6 +847,26 @@ mod tests {
         a.pause(false);
         assert_eq!(a.next_event(), Some(0));
         assert_eq!(a.release(S), 2);
+    }
+
+    #[test]
+    fn paused_nothing_is_refused_for_the_pause() {
+        // -r 10/s --max-wait 1050ms -o drop-newest, paused: the schedule
+        // alone would let 1..5 go within 400 ms, so none is refused; held
+        // by the pause, they expire.
+        let mut a = admission_waiting("10/s", Overflow::DropNewest, S + S / 20);
+        let mut ledger = Ledger::new(false);
+        a.pause(true);
+        a.arrive(0, seg(1, 5), Overflow::DropNewest, true, &mut ledger);
+        assert_eq!((a.bucket().len(), ledger.counts().refused), (5, 0));
+        assert_eq!(a.forecast_wait(0), Some(5 * S / 10));
+        a.expire(2 * S, &mut ledger);
+        assert_eq!(ledger.counts().expired, 5);
+        // Resumed: the forecast starts again from the schedule.
+        a.pause(false);
+        a.arrive(2 * S, seg(6, 7), Overflow::DropNewest, true, &mut ledger);
+        assert_eq!(a.outbox_len(), 1);
+        assert_eq!(a.forecast_wait(2 * S), Some(2 * S / 10));
     }
 
     #[test]

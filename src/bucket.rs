@@ -361,6 +361,17 @@ impl Bucket {
         }
     }
 
+    /// Whether a record of `size` bytes fits in the free room.
+    pub fn has_room(&self, size: usize) -> bool {
+        self.len < self.capacity && self.bytes.saturating_add(size) <= self.capacity_bytes
+    }
+
+    /// Evict the `n` oldest records (at most all), passing them to
+    /// `dispose` in order as `fate`.
+    pub fn evict(&mut self, n: usize, fate: Fate, dispose: &mut impl FnMut(Segment, Fate)) {
+        self.pop_front(n, &mut |s| dispose(s, fate));
+    }
+
     /// Offer the records of `seg` (arrived at `now`) to the bucket; records
     /// disposed of by the policy are passed to `dispose` in the order they
     /// leave. Every record in `seg` must be no larger than `capacity_bytes`.

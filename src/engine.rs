@@ -208,6 +208,8 @@ fn shared_state(
         dead_backlog,
         jobs: OnceLock::new(),
         share: OnceLock::new(),
+        capacity_for: config.capacity_for.clone(),
+        key_capacity_for: config.key_capacity_for.clone(),
     });
     let _ = cell.set(Arc::downgrade(&shared));
     Ok((shared, share))
@@ -405,12 +407,15 @@ fn start_monitor(
         Option<MetricsFile>,
     ),
 ) -> Result<(Arc<Mutex<Ui>>, Monitor)> {
-    let ui = Arc::new(Mutex::new(Ui::new(
+    let ui = Ui::new(
         config.progress,
         config.capacity,
         input_size(&config.inputs),
         config.records_per_second(),
-    )));
+    );
+    let ui = Arc::new(Mutex::new(
+        ui.sized(config.capacity_for.as_ref(), config.capacity_bytes),
+    ));
     let monitor = Monitor::start(
         listening,
         Arc::clone(shared),

@@ -76,6 +76,15 @@ impl Ledger {
         }
     }
 
+    /// The records of `seg` were dropped by the policy (`fate`) at an
+    /// arrival because the schedule could not let them, or the record
+    /// arriving, leave within `--max-wait`: counted as `fate` and as
+    /// refused.
+    pub fn refuse(&mut self, seg: Segment, fate: Fate) {
+        self.counts.refused += seg.len() as u64;
+        self.dispose(seg, fate);
+    }
+
     /// The records of `seg` were read and are undelivered (drip stopped
     /// with them in hand).
     pub fn read_undelivered(&mut self, seg: Segment) {

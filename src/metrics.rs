@@ -135,6 +135,15 @@ pub fn render(summary: &Summary, gauges: &Gauges) -> String {
         "Age of the oldest waiting record, seconds (0: none waits).",
         g.oldest_age_ns as f64 / 1e9,
     );
+    if let Some(wait_ms) = summary.queue.forecast_wait_ms {
+        single(
+            &mut out,
+            "drip_forecast_wait_seconds",
+            "gauge",
+            "The wait a record arriving now would face, as the schedule foresees it, seconds.",
+            wait_ms / 1e3,
+        );
+    }
     if g.rate_limit.is_finite() {
         single(
             &mut out,
@@ -192,6 +201,13 @@ fn records(out: &mut String, s: &Summary) {
     ] {
         f.sample("drip_records_total", &[("fate", fate)], n as f64);
     }
+    single(
+        out,
+        "drip_records_refused_total",
+        "counter",
+        "Of the records dropped, those refused at arrival: they could not leave within --max-wait.",
+        c.refused as f64,
+    );
     single(
         out,
         "drip_bytes_read_total",
@@ -407,6 +423,12 @@ mod tests {
             elapsed_ms: 2500.0,
             rate: Some(3.25),
             span_ms: 2000.0,
+            queue: crate::stats::Queue {
+                forecast_wait_ms: Some(250.0),
+                ..crate::stats::Queue::default()
+            },
+            capacity_for: None,
+            key_capacity_for: None,
             jobs: Some(JobStats {
                 retries: 3,
                 pauses: 1,
@@ -461,6 +483,8 @@ mod tests {
         assert_eq!(get("drip_jobs_total", &["succeeded"]), 7.0);
         assert_eq!(get("drip_overload_paused_seconds_total", &[]), 1.5);
         assert_eq!(get("drip_oldest_age_seconds", &[]), 1.5);
+        assert_eq!(get("drip_forecast_wait_seconds", &[]), 0.25);
+        assert_eq!(get("drip_records_refused_total", &[]), 0.0);
         assert_eq!(get("drip_paused", &[]), 1.0);
         // The key as --stats-json spells it (a backslash doubled).
         assert_eq!(get("drip_top_key_written", &["a\"b\\\\c\nd"]), 5.0);

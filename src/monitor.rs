@@ -44,12 +44,17 @@ struct Tick {
     depth: u64,
     /// Age of the oldest queued record, in milliseconds.
     oldest_age_ms: f64,
+    /// How long a record arriving now would wait, in milliseconds, as
+    /// forecast; null when it cannot be.
+    forecast_wait_ms: Option<f64>,
     /// Totals so far.
     read: u64,
     written: u64,
     dropped_newest: u64,
     dropped_oldest: u64,
     expired: u64,
+    /// Of the dropped, those refused at arrival (past `--max-wait`).
+    refused: u64,
     skipped: u64,
     /// With `--exec`: records done, and the runner's figures.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -86,11 +91,13 @@ impl Tick {
             },
             depth: snap.depth,
             oldest_age_ms: snap.oldest_age_ns as f64 / 1e6,
+            forecast_wait_ms: snap.forecast_wait_ns.map(|w| w as f64 / 1e6),
             read: c.read,
             written: c.written,
             dropped_newest: c.dropped_newest,
             dropped_oldest: c.dropped_oldest,
             expired: c.expired,
+            refused: c.refused,
             skipped: c.skipped,
             succeeded: jobs.map(|_| c.succeeded),
             failed: jobs.map(|_| c.failed),

@@ -315,6 +315,26 @@ impl Pacer {
         u64::try_from(due).unwrap_or(u64::MAX)
     }
 
+    /// When the `n`-th one-unit record from now (0: the next) may leave
+    /// (ns, at least `now`), each one before it leaving as soon as allowed
+    /// and taking its slot: the schedule as it stands at `now` (restarted
+    /// when rested), slot `k + n + 1 − burst` from its anchor. Departures at
+    /// their due times never restart it, so this is exact for such a line;
+    /// a later one only puts the rest later. `0`-cost: unlimited, `now`.
+    pub fn nth_due(&self, now: u64, n: u64) -> u64 {
+        let Some(limit) = self.limit else {
+            return now;
+        };
+        let (anchor, k) = self.position(limit, now);
+        let k = i128::try_from(k).unwrap_or(i128::MAX);
+        let slot = k
+            .saturating_add(i128::from(n))
+            .saturating_add(1)
+            .saturating_sub(self.burst_i128());
+        let due = i128::from(anchor).saturating_add(Self::slot_offset(limit, slot).max(0));
+        u64::try_from(due).unwrap_or(u64::MAX).max(now)
+    }
+
     /// The part of `cost` that must fit the burst tolerance: a record larger
     /// than the burst may leave once a full burst is saved up, and then puts
     /// the schedule in debt for the rest (as a token bucket with debt).
@@ -494,6 +514,37 @@ mod tests {
                 proptest::prop_assert_eq!((a.due, a.rests_at), (b.due, b.rests_at));
                 (pf, ps, due) = (a.position, b.position, a.due);
             }
+        }
+    }
+
+    proptest::proptest! {
+        /// The n-th departure from now is where a line of records, each
+        /// released when due, puts it: whatever the schedule's state.
+        #[test]
+        fn the_nth_departure_is_where_a_line_puts_it(
+            count in 1u64..50,
+            per in proptest::sample::select(vec![1u64, 3, 60]),
+            burst in 1u64..6,
+            before in proptest::collection::vec(0u64..400 * MS, 0..8),
+            gap in 0u64..2000 * MS,
+            n in 0u64..20,
+        ) {
+            let rate = Rate::Limited { count: u128::from(count), period_ns: u128::from(per) * 1_000_000_000 };
+            let mut p = Pacer::new(rate, burst, 2 * MS);
+            let mut now = 0;
+            for g in before {
+                now = (now + g).max(p.next_due());
+                p.commit(now, 1);
+            }
+            let now = now + gap;
+            let predicted = p.nth_due(now, n);
+            let mut line = p.clone();
+            let mut t = now;
+            for _ in 0..=n {
+                t = t.max(line.next_due());
+                proptest::prop_assert_eq!(line.release(t, 1), 1);
+            }
+            proptest::prop_assert_eq!(predicted, t);
         }
     }
 

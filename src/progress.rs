@@ -20,7 +20,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::cli::ProgressMode;
-use crate::stats::{format_rate, Counts, Departures};
+use crate::stats::{format_duration_ms, format_rate, CapacityFor, Counts, Departures};
 
 /// How long a write may be under way before the display says output is
 /// blocked.
@@ -44,10 +44,16 @@ pub struct Snapshot {
     pub departures: Departures,
     /// Records queued.
     pub depth: u64,
+    /// Bytes queued.
+    pub bytes: u64,
     /// The most records ever queued.
     pub max_depth: u64,
     /// Age of the oldest queued record, ns.
     pub oldest_age_ns: u64,
+    /// How long a record arriving now would wait, ns, as forecast
+    /// ([`crate::admission::Admission::forecast_wait`]); `None` when it
+    /// cannot be forecast.
+    pub forecast_wait_ns: Option<u64>,
     /// How long the write under way has taken, ns (0 when none is).
     pub writing_for_ns: u64,
     /// Time since start, ns.
@@ -119,6 +125,10 @@ pub struct Ui {
     busy: VecDeque<bool>,
     /// The display line last drawn, without colour.
     text: String,
+    /// `--capacity` given as a duration, as written: `30s`.
+    capacity_for: Option<String>,
+    /// The bucket's bound is in bytes (a duration sized by a byte rate).
+    in_bytes: bool,
 }
 
 impl Ui {
@@ -143,7 +153,23 @@ impl Ui {
             meter: RateMeter::default(),
             busy: VecDeque::new(),
             text: String::new(),
+            capacity_for: None,
+            in_bytes: false,
         }
+    }
+
+    /// The display of a capacity given as a duration (`sized`): the
+    /// duration beside the capacity, `12/300 (30s) queued`, and with a
+    /// capacity in bytes the gauge in bytes (`capacity_bytes`).
+    pub fn sized(mut self, sized: Option<&CapacityFor>, capacity_bytes: Option<usize>) -> Ui {
+        if let Some(sized) = sized {
+            self.capacity_for = Some(format_duration_ms(sized.duration_ms));
+            if sized.unit == "bytes" {
+                self.in_bytes = true;
+                self.capacity = capacity_bytes.map_or(sized.capacity, |b| b as u64);
+            }
+        }
+        self
     }
 
     /// Whether the live display is on (then the summary is printed at
@@ -237,11 +263,20 @@ impl Ui {
         // Out: written, or (with --exec) run to the end.
         let out = c.written + c.succeeded + c.failed;
         let measured = self.meter.rate(snap.elapsed_ns);
+        let (depth, unit) = if self.in_bytes {
+            (snap.bytes, " bytes")
+        } else {
+            (snap.depth, "")
+        };
+        let sized = self
+            .capacity_for
+            .as_ref()
+            .map_or(String::new(), |d| format!(" ({d})"));
         let mut text = format!(
-            "{} [{}] {}/{} queued | in {} out {} dropped {}",
+            "{} [{}] {}/{}{unit}{sized} queued | in {} out {} dropped {}",
             hms(Duration::from_nanos(snap.elapsed_ns)),
-            gauge(snap.depth, self.capacity),
-            snap.depth.min(self.capacity),
+            gauge(depth, self.capacity),
+            depth.min(self.capacity),
             self.capacity,
             c.read,
             out,
@@ -249,6 +284,13 @@ impl Ui {
         );
         if c.expired > 0 {
             text.push_str(&format!(" expired {}", c.expired));
+        }
+        if snap.depth > 0 {
+            text.push_str(&format!(" | oldest {}", seconds(snap.oldest_age_ns)));
+        }
+        if let Some(wait) = snap.forecast_wait_ns {
+            let sep = if snap.depth > 0 { "" } else { " |" };
+            text.push_str(&format!("{sep} wait {}", seconds(wait)));
         }
         if let Some((keys, busy)) = snap.keys {
             text.push_str(&format!(" | keys {keys} ({busy} busy)"));
@@ -400,6 +442,17 @@ fn eta(snap: &Snapshot, input_size: Option<u64>, measured: Option<f64>) -> Optio
     (secs < 360_000.0).then(|| Duration::from_secs_f64(secs))
 }
 
+/// A wait for the display: `12.4s`, `0.0s`; `12:05` (minutes) from ten
+/// minutes on.
+fn seconds(ns: u64) -> String {
+    let secs = ns as f64 / 1e9;
+    if secs >= 600.0 {
+        clock(Duration::from_secs(secs as u64))
+    } else {
+        format!("{secs:.1}s")
+    }
+}
+
 /// The bucket's fill as `=====>    `, [`GAUGE`] columns.
 fn gauge(depth: u64, capacity: u64) -> String {
     let fill = (depth.min(capacity) * GAUGE as u64 / capacity.max(1)) as usize;
@@ -434,6 +487,16 @@ fn fit(text: &str, width: usize) -> String {
         return text.to_string();
     }
     let mut text = text.to_string();
+    // The oldest age and the wait go first (the stats stream has them).
+    if let Some(start) = text.find(" | oldest ").or_else(|| text.find(" | wait ")) {
+        let end = text[start + 1..]
+            .find(" | ")
+            .map_or(text.len(), |i| start + 1 + i);
+        text.replace_range(start..end, "");
+    }
+    if text.len() <= width {
+        return text;
+    }
     if let (Some(open), Some(close)) = (text.find(" ["), text.find("] ")) {
         text.replace_range(open + 1..close + 2, "");
     }
@@ -622,6 +685,42 @@ mod tests {
     }
 
     #[test]
+    fn the_display_shows_a_capacity_for_a_duration_the_oldest_age_and_the_wait() {
+        let sized = CapacityFor {
+            duration_ms: 30_000.0,
+            capacity: 300,
+            unit: "records",
+            set_by: "--rate 10/s".into(),
+        };
+        let ui = Ui::new(ProgressMode::Never, 300, None, 10.0).sized(Some(&sized), None);
+        let snap = Snapshot {
+            depth: 12,
+            oldest_age_ns: 1_200_000_000,
+            forecast_wait_ns: Some(12_400_000_000),
+            ..Snapshot::default()
+        };
+        let text = ui.compose(&snap);
+        assert!(text.contains("12/300 (30s) queued"), "{text}");
+        assert!(text.contains("| oldest 1.2s wait 12.4s"), "{text}");
+        // Nothing waiting: the wait alone.
+        let idle = Snapshot {
+            forecast_wait_ns: Some(0),
+            ..Snapshot::default()
+        };
+        let text = ui.compose(&idle);
+        assert!(
+            !text.contains("oldest") && text.contains("| wait 0.0s"),
+            "{text}"
+        );
+        // On a narrow terminal they go first, before the gauge.
+        let text = fit(&ui.compose(&snap), 90);
+        assert!(
+            text.contains("] 12/300 (30s) queued") && !text.contains("wait"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn slow_output_needs_a_queue_a_busy_writer_and_a_shortfall() {
         let mut ui = Ui {
             display: None,
@@ -631,6 +730,8 @@ mod tests {
             meter: RateMeter::default(),
             busy: VecDeque::from(vec![true; BUSY_SAMPLES]),
             text: String::new(),
+            capacity_for: None,
+            in_bytes: false,
         };
         let snap = Snapshot {
             depth: 300,
@@ -656,6 +757,8 @@ mod tests {
             meter: RateMeter::default(),
             busy: VecDeque::from(vec![true; BUSY_SAMPLES]),
             text: String::new(),
+            capacity_for: None,
+            in_bytes: false,
         };
         let snap = Snapshot {
             depth: 300,

@@ -97,9 +97,56 @@ pub fn parse_interval(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// A bound given as a number of records, or as a duration: what the
+/// schedule drains in that time (`--capacity 30s`, `--key-capacity 5m`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    /// This many records (≥ 1).
+    Count(usize),
+    /// As many as the tightest limit lets go in this time (> 0).
+    Time(Duration),
+}
+
+/// Parse a bound: a count of at least 1 (`1000`), or a duration of at
+/// most [`LONGEST`] (`30s`, `5m`, `1h`).
+///
+/// # Errors
+/// Neither a count nor a duration, zero, or longer than [`LONGEST`].
+pub fn parse_bound(text: &str) -> Result<Bound, String> {
+    if text.bytes().all(|b| b.is_ascii_digit()) {
+        return parse_count_usize(text).map(Bound::Count);
+    }
+    match humantime::parse_duration(text) {
+        Ok(_) => parse_interval(text).map(Bound::Time),
+        Err(_) => Err("expected a number of records (1000) or a duration (30s, 5m, 1h)".into()),
+    }
+}
+
+/// How many units `per_period` units every `period_ns` let go in
+/// `duration`: ⌊per_period × duration / period⌋, exact.
+pub fn drained(per_period: u128, period_ns: u128, duration: Duration) -> u128 {
+    per_period.saturating_mul(duration.as_nanos()) / period_ns.max(1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bounds_are_counts_or_durations() {
+        assert_eq!(parse_bound("300"), Ok(Bound::Count(300)));
+        assert_eq!(parse_bound("30s"), Ok(Bound::Time(Duration::from_secs(30))));
+        assert_eq!(
+            parse_bound("1h"),
+            Ok(Bound::Time(Duration::from_secs(3600)))
+        );
+        assert!(parse_bound("0").is_err());
+        assert!(parse_bound("0s").is_err());
+        assert!(parse_bound("-3").is_err());
+        assert!(parse_bound("lots").unwrap_err().contains("duration (30s"));
+        assert_eq!(drained(10, 1_000_000_000, Duration::from_secs(3)), 30);
+        assert_eq!(drained(1, 60_000_000_000, Duration::from_secs(30)), 0);
+    }
 
     #[test]
     fn bytes() {

@@ -132,6 +132,70 @@ pub trait Schedule: fmt::Debug + Send {
                 .saturating_add(gap.saturating_mul(n as u64)),
         )
     }
+
+    /// The limits as they stand now, for a [`Forecast`] of departures: when
+    /// records would leave if each left as soon as the limits allowed. A
+    /// hold on departures for a while (a pause, stdout or a shared state
+    /// not answering) is no part of it: a wrapper that pauses gives its
+    /// inner schedule's forecast. `None`: no forecast can be made.
+    fn forecast(&self) -> Option<Limits> {
+        None
+    }
+
+    /// When `record` may leave as far as the [`Schedule::forecast`] goes
+    /// (ns): [`Schedule::next_due`] without a pause. Admission compares a
+    /// release with it to know whether the departures kept to the
+    /// forecast.
+    fn forecast_due(&self, record: &[u8]) -> u64 {
+        self.next_due(record)
+    }
+}
+
+/// The departures to come, on a copy of the limits: each record put in
+/// line ([`Forecast::push`]) leaves as soon as the limits allow after the
+/// one before it, and takes its slots on the copy. So after the waiting
+/// records are pushed, [`Forecast::peek`] says when one more would leave:
+/// the earliest it can, as the records ahead and every limit put it.
+///
+/// The same arithmetic as the writer's, one record at a time, so the times
+/// are exact while departures keep to them (a wake-up late by up to the
+/// slack keeps the schedule, [`crate::pacer`]).
+#[derive(Debug, Clone)]
+pub struct Forecast {
+    limits: Limits,
+    /// When the last record pushed leaves (ns); a later one never leaves
+    /// before it.
+    last: u64,
+}
+
+impl Forecast {
+    /// A forecast from `limits` as they stand at `now` (ns), with nothing
+    /// in line.
+    pub fn new(limits: Limits, now: u64) -> Forecast {
+        Forecast { limits, last: now }
+    }
+
+    /// When `record` (its delimiter included) put in line at `now` (ns,
+    /// not before the forecast's start) would leave (ns), without putting
+    /// it in line.
+    pub fn peek(&self, now: u64, record: &[u8]) -> u64 {
+        self.limits.next_due(record).max(self.last).max(now)
+    }
+
+    /// Put `record` in line at `now`; returns when it leaves (ns).
+    pub fn push(&mut self, now: u64, record: &[u8]) -> u64 {
+        let at = self.peek(now, record);
+        let n = self.limits.release(at, 1, &mut std::iter::once(record));
+        debug_assert_eq!(n, 1, "a record is let go at its due time");
+        self.last = at;
+        at
+    }
+
+    /// The time the forecast stands at: the last departure in line, or its
+    /// start (ns).
+    pub fn last(&self) -> u64 {
+        self.last
+    }
 }
 
 /// The local schedule: several GCRA limits, all of which must allow a
@@ -309,6 +373,10 @@ impl Schedule for Limits {
             .iter()
             .map(|(_, p)| p.per_second())
             .fold(f64::INFINITY, f64::min)
+    }
+
+    fn forecast(&self) -> Option<Limits> {
+        Some(self.clone())
     }
 }
 
@@ -512,6 +580,24 @@ mod tests {
                 assert!(bytes as f64 <= bound, "{bytes} bytes in {window} ns");
             }
         }
+    }
+
+    #[test]
+    fn a_forecast_gives_the_departures_the_writer_would_make() {
+        // Several record limits, a byte limit, records of mixed sizes: the
+        // forecast, one record at a time, gives the departures a writer
+        // woken exactly when due makes.
+        let limits = [
+            limit("10/s", 5, Unit::Records),
+            limit("30/5s", 30, Unit::Records),
+            limit("2000/s", 300, Unit::Bytes),
+        ];
+        let sizes: Vec<usize> = (0..80).map(|i| 1 + (i * 53) % 200).collect();
+        let mut forecast = Forecast::new(Limits::new(&limits).forecast().unwrap(), 0);
+        let records: Vec<Vec<u8>> = sizes.iter().map(|&n| vec![b'x'; n]).collect();
+        let predicted: Vec<u64> = records.iter().map(|r| forecast.push(0, r)).collect();
+        assert_eq!(predicted, departures(&mut Limits::new(&limits), &sizes));
+        assert_eq!(forecast.last(), *predicted.last().unwrap());
     }
 
     #[test]

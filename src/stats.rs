@@ -23,6 +23,11 @@ pub struct Counts {
     pub dropped_oldest: u64,
     /// Records that waited longer than `--max-wait`.
     pub expired: u64,
+    /// Of the records dropped by policy (`dropped_newest`,
+    /// `dropped_oldest`), those dropped at an arrival because the schedule
+    /// already put a departure later than `--max-wait` after its arrival
+    /// (not for want of room): also counted there, so not in the sum.
+    pub refused: u64,
     /// Records over `--max-record` or `--capacity-bytes`, passed by under
     /// `--oversize skip` (never queued).
     pub skipped: u64,
@@ -184,6 +189,16 @@ pub struct Summary {
     pub rate: Option<f64>,
     /// Time from the first departure to the last, in milliseconds.
     pub span_ms: f64,
+    /// The waiting records when the summary was taken, and the wait a
+    /// record arriving then would face.
+    #[serde(flatten)]
+    pub queue: Queue,
+    /// A capacity given as a duration (`-c 30s`): what it came to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity_for: Option<CapacityFor>,
+    /// A key capacity given as a duration (`--key-capacity 30s`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_capacity_for: Option<CapacityFor>,
     /// The command runner's figures (`--exec`).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub jobs: Option<JobStats>,
@@ -196,6 +211,83 @@ pub struct Summary {
     /// Paused by `drip ctl … pause` (only said when `true`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub paused: bool,
+}
+
+/// The waiting records at a moment, and the wait a record arriving then
+/// would face: the figures to compare with a service level.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Queue {
+    /// Records waiting.
+    pub depth: u64,
+    /// How long the oldest waiting record has waited, ms (0: none waits).
+    pub oldest_age_ms: f64,
+    /// How long a record arriving now (the size of the latest one read)
+    /// would wait before it leaves, ms: the forecast over the records
+    /// waiting ahead of it and every limit, with limits per key the
+    /// longest over the keys with records waiting; `null` when it cannot
+    /// be forecast (`--share`).
+    pub forecast_wait_ms: Option<f64>,
+}
+
+impl Queue {
+    /// The summary's clause while records wait: `waiting 20 (oldest
+    /// 1.20s, wait 2.10s)`; `None` when nothing waits.
+    pub fn clause(&self) -> Option<String> {
+        if self.depth == 0 {
+            return None;
+        }
+        let wait = self
+            .forecast_wait_ms
+            .map_or(String::new(), |w| format!(", wait {}", format_ms(w)));
+        Some(format!(
+            "waiting {} (oldest {}{wait})",
+            self.depth,
+            format_ms(self.oldest_age_ms)
+        ))
+    }
+}
+
+/// A capacity given as a duration (`--capacity 30s`, `--key-capacity`):
+/// the records (or bytes) the tightest limit lets go in that time.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CapacityFor {
+    /// The duration given, ms.
+    pub duration_ms: f64,
+    /// What it came to: records, or bytes when only byte limits are given.
+    pub capacity: u64,
+    /// `records` or `bytes`.
+    pub unit: &'static str,
+    /// The limit that set it: `--rate 10/s`.
+    pub set_by: String,
+}
+
+impl CapacityFor {
+    /// The summary's clause, `what` being `cap` or `key cap`: `cap 300
+    /// (30s, by --rate 10/s)`.
+    pub fn clause(&self, what: &str) -> String {
+        let unit = if self.unit == "bytes" { " bytes" } else { "" };
+        format!(
+            "{what} {}{unit} ({}, by {})",
+            self.capacity,
+            format_duration_ms(self.duration_ms),
+            self.set_by
+        )
+    }
+}
+
+/// A duration given on the command line, in ms, as it reads best: `30s`,
+/// `5m`, `1h`, `2.5s`, `250ms`.
+pub fn format_duration_ms(ms: f64) -> String {
+    for (unit, per) in [("h", 3_600_000.0), ("m", 60_000.0), ("s", 1000.0)] {
+        if ms >= per && (ms / per).fract() == 0.0 {
+            return format!("{}{unit}", ms / per);
+        }
+    }
+    if ms >= 1000.0 {
+        format!("{}s", ms / 1000.0)
+    } else {
+        format!("{ms}ms")
+    }
 }
 
 /// The counters of `--share`, in the summary: what the keepers did with
@@ -313,7 +405,15 @@ impl Summary {
             (format!("read {}", c.read), ","),
             (format!("written {}", c.written), ","),
             (
-                if c.dropped() > 0 {
+                if c.refused > 0 {
+                    format!(
+                        "dropped {} (newest {}, oldest {}; refused at arrival {})",
+                        c.dropped(),
+                        c.dropped_newest,
+                        c.dropped_oldest,
+                        c.refused
+                    )
+                } else if c.dropped() > 0 {
                     format!(
                         "dropped {} (newest {}, oldest {})",
                         c.dropped(),
@@ -333,8 +433,17 @@ impl Summary {
         if c.skipped_done > 0 {
             clauses.push((format!("skipped done {}", c.skipped_done), ","));
         }
+        clauses.push((format!("undelivered {}", c.undelivered), ";"));
+        if let Some(cap) = &self.capacity_for {
+            clauses.push((cap.clause("cap"), ";"));
+        }
+        if let Some(cap) = &self.key_capacity_for {
+            clauses.push((cap.clause("key cap"), ";"));
+        }
+        if let Some(queue) = self.queue.clause() {
+            clauses.push((queue, ","));
+        }
         clauses.extend([
-            (format!("undelivered {}", c.undelivered), ";"),
             (format!("max depth {}", self.max_depth), ","),
             (format!("max wait {}", format_ms(self.max_wait_ms)), ";"),
         ]);
@@ -587,6 +696,9 @@ mod tests {
             elapsed_ms: 2500.0,
             rate: Some(2.0),
             span_ms: 2000.0,
+            queue: Queue::default(),
+            capacity_for: None,
+            key_capacity_for: None,
             jobs: None,
             keys: None,
             share: None,
@@ -656,6 +768,9 @@ mod tests {
             elapsed_ms: 9010.0,
             rate: Some(10.0),
             span_ms: 8900.0,
+            queue: Queue::default(),
+            capacity_for: None,
+            key_capacity_for: None,
             jobs: None,
             keys: None,
             share: None,

@@ -401,9 +401,13 @@ fn sigusr1_prints_stats_and_carries_on() {
     assert!(status.success());
     assert_eq!(String::from_utf8(out.stdout).unwrap(), numbered(1..=10));
     let stderr = String::from_utf8(out.stderr).unwrap();
-    // The summary: two lines, each within 80 columns.
-    assert_eq!(stderr.lines().count(), 2, "{stderr}");
+    // The summary: three lines, each within 80 columns; records wait (10
+    // read at once, 20/s), so it says how many, the oldest one's age and
+    // the wait a record arriving then would face.
+    assert_eq!(stderr.lines().count(), 3, "{stderr}");
     assert!(stderr.starts_with("drip: read 10, written "), "{stderr}");
+    let waiting = regex::Regex::new(r"waiting \d+ \(oldest [\d.]+ms, wait [\d.]+ms\)").unwrap();
+    assert!(waiting.is_match(&stderr), "{stderr}");
     for line in stderr.lines() {
         assert!(line.starts_with("drip: ") && line.len() <= 80, "{stderr}");
     }

@@ -6,6 +6,14 @@
 //! which cannot be read and cost 1); the records that arrive at one instant are cut into reads at
 //! random. Whatever the cut, every record must meet the fate the model gives
 //! it, and a record that is written must leave at the same time.
+//!
+//! With `--max-wait` under a drop or fail policy, the model refuses at
+//! arrival a record whose departure, simulated record by record behind
+//! those waiting, is later than `--max-wait` after its arrival, less the
+//! slack (under
+//! drop-oldest it evicts the oldest waiting records one by one until the
+//! arriving one makes it); drip keeps a forecast instead of simulating
+//! again. The counts of drops by kind and of refusals must agree too.
 
 use std::collections::VecDeque;
 
@@ -25,10 +33,18 @@ const MS: u64 = 1_000_000;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fate {
     Written(u64),
-    DroppedNewest,
-    DroppedOldest,
+    /// Dropped by the policy, newest or oldest (told apart by the counts).
+    Dropped,
     Expired,
     Undelivered,
+}
+
+/// Drops by kind, and how many of them were refusals at arrival.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Tally {
+    dropped_newest: u64,
+    dropped_oldest: u64,
+    refused: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -127,6 +143,7 @@ fn arrival_times(case: &Case) -> Vec<u64> {
 // The model: each limit is a theoretical arrival time (TAT), each record is
 // decided alone, and waiting records leave the moment every limit allows.
 
+#[derive(Clone)]
 struct ModelLimit {
     interval: u64,
     burst: u64,
@@ -178,6 +195,7 @@ struct Model<'a> {
     /// (record, size, arrived) waiting, oldest first.
     waiting: VecDeque<(usize, usize, u64)>,
     fates: Vec<Option<Fate>>,
+    tally: Tally,
 }
 
 impl Model<'_> {
@@ -222,6 +240,37 @@ impl Model<'_> {
         }
     }
 
+    /// When `record` of `size` bytes arriving at `t` would leave behind
+    /// the waiting records but the first `skip`, each leaving as soon as
+    /// every limit allows: simulated one by one on a copy of the limits.
+    fn leaves(&self, t: u64, skip: usize, record: usize, size: usize) -> u64 {
+        let mut limits = self.limits.clone();
+        let mut at = t;
+        let ahead = self.waiting.iter().skip(skip).map(|w| (w.0, w.1));
+        for (r, s) in ahead.chain(std::iter::once((record, size))) {
+            let w = self.weight(r, s);
+            let due = limits.iter().map(|l| l.due(at, w)).max().expect("a limit");
+            at = at.max(due.max(0) as u64);
+            for l in &mut limits {
+                l.take(at, w);
+            }
+        }
+        at
+    }
+
+    fn drop_newest(&mut self, record: usize, refused: bool) {
+        self.fates[record] = Some(Fate::Dropped);
+        self.tally.dropped_newest += 1;
+        self.tally.refused += u64::from(refused);
+    }
+
+    fn drop_oldest(&mut self, refused: bool) {
+        let (old, _, _) = self.waiting.pop_front().expect("waiting");
+        self.fates[old] = Some(Fate::Dropped);
+        self.tally.dropped_oldest += 1;
+        self.tally.refused += u64::from(refused);
+    }
+
     fn has_room(&self, size: usize) -> bool {
         let bytes: usize = self.waiting.iter().map(|w| w.1).sum();
         self.waiting.len() < self.case.capacity
@@ -238,18 +287,39 @@ impl Model<'_> {
             self.leave(t, record, size);
             return Ok(true);
         }
+        let policy = self.case.policy;
+        if let Some(max_wait) = self.case.max_wait_ms.map(|m| m * MS) {
+            // Less the slack: a wake-up that late must not expire it.
+            let slack = self.limits.iter().map(|l| l.slack).min().expect("a limit");
+            let deadline = (t + max_wait).saturating_sub(slack);
+            if policy != Overflow::Block && self.leaves(t, 0, record, size) > deadline {
+                match policy {
+                    Overflow::Fail => return Err(()),
+                    Overflow::DropOldest
+                        if self.leaves(t, self.waiting.len(), record, size) <= deadline =>
+                    {
+                        while self.leaves(t, 0, record, size) > deadline {
+                            self.drop_oldest(true);
+                        }
+                    }
+                    _ => {
+                        self.drop_newest(record, true);
+                        return Ok(true);
+                    }
+                }
+            }
+        }
         if !self.has_room(size) {
-            match self.case.policy {
+            match policy {
                 Overflow::Block => return Ok(false),
                 Overflow::Fail => return Err(()),
                 Overflow::DropNewest => {
-                    self.fates[record] = Some(Fate::DroppedNewest);
+                    self.drop_newest(record, false);
                     return Ok(true);
                 }
                 Overflow::DropOldest => {
                     while !self.has_room(size) {
-                        let (old, _, _) = self.waiting.pop_front().expect("full");
-                        self.fates[old] = Some(Fate::DroppedOldest);
+                        self.drop_oldest(false);
                     }
                 }
             }
@@ -277,7 +347,7 @@ impl Model<'_> {
     }
 }
 
-fn model(case: &Case) -> Vec<Fate> {
+fn model(case: &Case) -> (Vec<Fate>, Tally) {
     let times = arrival_times(case);
     let mut m = Model {
         case,
@@ -294,6 +364,7 @@ fn model(case: &Case) -> Vec<Fate> {
             .collect(),
         waiting: VecDeque::new(),
         fates: vec![None; times.len()],
+        tally: Tally::default(),
     };
     let mut next = 0; // next record to arrive
     let mut t = 0;
@@ -311,7 +382,8 @@ fn model(case: &Case) -> Vec<Fate> {
                     for &(w, _, _) in &m.waiting {
                         m.fates[w] = Some(Fate::Undelivered);
                     }
-                    return m.fates.into_iter().map(Option::unwrap).collect();
+                    let fates = m.fates.into_iter().map(Option::unwrap).collect();
+                    return (fates, m.tally);
                 }
             }
         }
@@ -325,7 +397,8 @@ fn model(case: &Case) -> Vec<Fate> {
             },
         };
     }
-    m.fates.into_iter().map(|f| f.expect("decided")).collect()
+    let fates = m.fates.into_iter().map(|f| f.expect("decided")).collect();
+    (fates, m.tally)
 }
 
 // ---------------------------------------------------------------------------
@@ -398,7 +471,16 @@ impl Harness {
     }
 }
 
-fn drip_admission(case: &Case) -> Vec<Fate> {
+fn tally(ledger: &Ledger) -> Tally {
+    let c = ledger.counts();
+    Tally {
+        dropped_newest: c.dropped_newest,
+        dropped_oldest: c.dropped_oldest,
+        refused: c.refused,
+    }
+}
+
+fn drip_admission(case: &Case) -> (Vec<Fate>, Tally) {
     let limits: Vec<Limit> = case
         .limits
         .iter()
@@ -420,10 +502,6 @@ fn drip_admission(case: &Case) -> Vec<Fate> {
         ),
         ledger: Ledger::new(true),
         fates: vec![None; case.arrivals.len()],
-    };
-    let policy_fate = match case.policy {
-        Overflow::DropOldest => Fate::DroppedOldest,
-        _ => Fate::DroppedNewest,
     };
     let times = arrival_times(case);
     let mut next = 0;
@@ -449,7 +527,7 @@ fn drip_admission(case: &Case) -> Vec<Fate> {
         }
         while let Some(seg) = reads.pop_front() {
             let back = h.adm.arrive(t, seg, case.policy, true, &mut h.ledger);
-            h.settle_dead(policy_fate);
+            h.settle_dead(Fate::Dropped);
             h.settle_outbox(t);
             match back {
                 Offered::Done => {}
@@ -472,7 +550,11 @@ fn drip_admission(case: &Case) -> Vec<Fate> {
                     }
                     h.adm.drain(drip::bucket::Fate::Undelivered, &mut h.ledger);
                     h.settle_dead(Fate::Undelivered);
-                    return h.fates.into_iter().map(|f| f.expect("decided")).collect();
+                    let t = tally(&h.ledger);
+                    return (
+                        h.fates.into_iter().map(|f| f.expect("decided")).collect(),
+                        t,
+                    );
                 }
             }
         }
@@ -486,7 +568,11 @@ fn drip_admission(case: &Case) -> Vec<Fate> {
     }
     let counts = h.ledger.counts();
     assert_eq!(counts.read, counts.settled(), "{counts:?}");
-    h.fates.into_iter().map(|f| f.expect("decided")).collect()
+    let t = tally(&h.ledger);
+    (
+        h.fates.into_iter().map(|f| f.expect("decided")).collect(),
+        t,
+    )
 }
 
 proptest! {
@@ -514,7 +600,7 @@ fn the_same_records_cut_differently_meet_the_same_fate() {
         cuts: vec![1, 4, 2],
         costs: vec![Some(1)],
     };
-    let written = |fates: Vec<Fate>| -> Vec<usize> {
+    let written = |(fates, _): (Vec<Fate>, Tally)| -> Vec<usize> {
         fates
             .iter()
             .enumerate()
@@ -533,6 +619,7 @@ fn the_same_records_cut_differently_meet_the_same_fate() {
     // sixth a second later
     let fates = drip_admission(&case(vec![0; 15], 5, 1));
     assert_eq!(written(fates.clone()), [1, 2, 3, 4, 5, 6]);
+    let fates = fates.0;
     assert_eq!(fates[4], Fate::Written(0));
     assert_eq!(fates[5], Fate::Written(1000 * MS));
 }

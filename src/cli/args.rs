@@ -15,7 +15,8 @@ use crate::input::{Oversize, OVERSIZE_POLICIES};
 use crate::key::{parse_key, KeyArg};
 use crate::output::not_stdout;
 use crate::quantity::{
-    parse_byte, parse_count, parse_count_usize, parse_duration, parse_interval, parse_size,
+    parse_bound, parse_byte, parse_count, parse_count_usize, parse_duration, parse_interval,
+    parse_size, Bound,
 };
 use crate::rate::{
     parse_byte_rate_burst, parse_cost_rate_burst, parse_key_rate, parse_rate_burst, Rate,
@@ -111,9 +112,13 @@ pub struct Cli {
     #[arg(short, long, value_name = "N", value_parser = parse_count, value_hint = ValueHint::Other, allow_hyphen_values = true)]
     pub burst: Option<u64>,
 
-    /// Records the bucket holds
-    #[arg(short, long, value_name = "N", default_value = "1000", value_parser = parse_count_usize, value_hint = ValueHint::Other, allow_hyphen_values = true)]
-    pub capacity: usize,
+    /// Records the bucket holds: a number, or a DURATION (30s, 5m, 1h) for
+    /// what the schedule drains in that time, ⌊rate × DURATION⌋ records of
+    /// the tightest --rate (with only --byte-rate limits, the bytes the
+    /// tightest drains, as --capacity-bytes). --stats names the limit that
+    /// set it. Not with --rate inf alone
+    #[arg(short, long, value_name = "N|DURATION", default_value = "1000", value_parser = parse_bound, value_hint = ValueHint::Other, allow_hyphen_values = true)]
+    pub capacity: Bound,
 
     /// Bytes the bucket holds, delimiters included (10KiB, 64MiB); full at
     /// either bound
@@ -145,7 +150,11 @@ pub struct Cli {
     pub oversize: Oversize,
 
     /// Expire records that waited in the bucket longer than DURATION (at most
-    /// 100y) instead of writing them
+    /// 100y) instead of writing them. Under a drop or fail policy, a record
+    /// the schedule cannot let go within DURATION of its arrival is refused
+    /// as it arrives: drop-newest drops it, drop-oldest evicts the oldest
+    /// waiting records until it can make it, fail stops (see Service level
+    /// in drip(1))
     #[arg(long, value_name = "DURATION", value_parser = parse_interval, value_hint = ValueHint::Other, allow_hyphen_values = true)]
     pub max_wait: Option<Duration>,
 
@@ -219,11 +228,12 @@ pub struct Cli {
     #[arg(long, value_name = "RATE[:BURST]", value_parser = parse_key_rate, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true, help_heading = "Limits per key")]
     pub key_rate: Vec<(Rate, Option<u64>)>,
 
-    /// Records one key may have waiting; a key at this bound meets the
-    /// overflow policy (drop-oldest then evicts its own oldest)
-    /// [default: --capacity]
-    #[arg(long, value_name = "N", value_parser = parse_count_usize, value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Limits per key")]
-    pub key_capacity: Option<usize>,
+    /// Records one key may have waiting: a number, or a DURATION for what
+    /// --key-rate drains in that time (⌊key rate × DURATION⌋); a key at
+    /// this bound meets the overflow policy (drop-oldest then evicts its
+    /// own oldest) [default: --capacity]
+    #[arg(long, value_name = "N|DURATION", value_parser = parse_bound, value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Limits per key")]
+    pub key_capacity: Option<Bound>,
 
     /// Keys remembered at most. A key with nothing waiting whose schedule has
     /// recovered its full burst is idle and forgotten first (that changes no

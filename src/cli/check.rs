@@ -8,9 +8,11 @@ use crate::cost::Cost;
 use crate::input::Input;
 use crate::key::{KeyArg, KeySpec};
 use crate::keyed::KeyConfig;
+use crate::quantity::{drained, Bound};
 use crate::rate::Rate;
 use crate::schedule::{Limit, Unit};
 use crate::shared;
+use crate::stats::{format_duration_ms, CapacityFor};
 
 /// The limits that `--rate`, `--interval`, `--burst` and `--byte-rate` give.
 ///
@@ -96,7 +98,11 @@ fn limits(cli: &Cli) -> Result<Vec<Limit>, clap::Error> {
 /// One of `--key` and `--key-rate` without the other, either given twice,
 /// an unlimited key rate, a key option without `--key`, or a field
 /// separator that is the record delimiter.
-fn key_config(cli: &Cli, delimiter: u8) -> Result<Option<KeyConfig>, clap::Error> {
+fn key_config(
+    cli: &Cli,
+    delimiter: u8,
+    capacity: usize,
+) -> Result<Option<(KeyConfig, Option<CapacityFor>)>, clap::Error> {
     use clap::CommandFactory;
     let usage =
         |why: &str| Err(Cli::command().error(clap::error::ErrorKind::MissingRequiredArgument, why));
@@ -130,13 +136,140 @@ fn key_config(cli: &Cli, delimiter: u8) -> Result<Option<KeyConfig>, clap::Error
     if cli.field_separator == Some(delimiter) {
         return usage("--field-separator: it is the record delimiter, which no field contains");
     }
-    Ok(Some(KeyConfig {
+    let (key_capacity, key_capacity_for) = match cli.key_capacity {
+        None => (capacity, None),
+        Some(Bound::Count(n)) => (n, None),
+        Some(Bound::Time(d)) => {
+            let limit = Limit {
+                rate,
+                burst: 1,
+                unit: Unit::Records,
+            };
+            let (n, sized) = sized_by("--key-capacity", d, &limit, "--key-rate")?;
+            (n, Some(sized))
+        }
+    };
+    let key = KeyConfig {
         spec: KeySpec::new(arg, cli.field_separator),
         rate,
         burst: burst.unwrap_or(1),
         max_keys: cli.max_keys.unwrap_or(DEFAULT_MAX_KEYS),
-        key_capacity: cli.key_capacity.unwrap_or(cli.capacity),
-    }))
+        key_capacity,
+    };
+    Ok(Some((key, key_capacity_for)))
+}
+
+/// The bucket's bounds from `--capacity` and `--capacity-bytes`: records,
+/// bytes, and when `--capacity` is a duration what it came to. A duration
+/// is sized by the tightest record limit, or with only byte limits by the
+/// tightest byte limit, in bytes.
+///
+/// # Errors
+/// A duration with no global rate to drain it (`--rate inf`, or only
+/// `--key-rate`), a duration in bytes beside `--capacity-bytes`, or one in
+/// which the limit drains nothing.
+fn capacity(
+    cli: &Cli,
+    limits: &[Limit],
+) -> Result<(usize, Option<usize>, Option<CapacityFor>), clap::Error> {
+    let duration = match cli.capacity {
+        Bound::Count(n) => return Ok((n, cli.capacity_bytes, None)),
+        Bound::Time(d) => d,
+    };
+    let text = format_duration_ms(duration.as_secs_f64() * 1000.0);
+    let tightest = |unit: Unit| {
+        limits
+            .iter()
+            .filter(|l| l.unit == unit)
+            .min_by_key(|l| drained_by(l, duration))
+    };
+    let default_rate = cli.rate.is_empty() && cli.interval.is_none();
+    match (tightest(Unit::Records), tightest(Unit::Bytes)) {
+        (Some(limit), _) => {
+            let flag = if default_rate {
+                "the default --rate"
+            } else {
+                "--rate"
+            };
+            let (n, sized) = sized_by("--capacity", duration, limit, flag)?;
+            Ok((n, cli.capacity_bytes, Some(sized)))
+        }
+        (None, Some(_)) if cli.capacity_bytes.is_some() => usage(format!(
+            "--capacity {text}: with only --byte-rate limits it sets the bytes the bucket holds, as --capacity-bytes does; give one of them"
+        )),
+        (None, Some(limit)) => {
+            let (n, sized) = sized_by("--capacity", duration, limit, "--byte-rate")?;
+            Ok((usize::MAX, Some(n), Some(sized)))
+        }
+        (None, None) => usage(format!(
+            "--capacity {text}: a duration needs a --rate or --byte-rate to drain the bucket (--rate inf drains it at once, --key-rate each key alone); give a number of records"
+        )),
+    }
+}
+
+/// How many units `limit` lets go in `duration`: ⌊rate × duration⌋.
+fn drained_by(limit: &Limit, duration: std::time::Duration) -> u128 {
+    match limit.rate {
+        Rate::Limited { count, period_ns } => drained(count, period_ns, duration),
+        Rate::Unlimited => u128::MAX,
+    }
+}
+
+/// `option`'s duration sized by `limit` (given as `flag`): the units it
+/// lets go in that time, and the summary's account of it.
+///
+/// # Errors
+/// The limit lets no whole unit go in that time.
+fn sized_by(
+    option: &str,
+    duration: std::time::Duration,
+    limit: &Limit,
+    flag: &str,
+) -> Result<(usize, CapacityFor), clap::Error> {
+    let ms = duration.as_secs_f64() * 1000.0;
+    let (unit, rate) = match limit.unit {
+        Unit::Records => ("records", rate_text(limit.rate, "")),
+        Unit::Bytes => ("bytes", rate_text(limit.rate, " bytes")),
+        Unit::Cost => ("cost", rate_text(limit.rate, " cost")),
+    };
+    let n = drained_by(limit, duration);
+    if n == 0 {
+        return usage(format!(
+            "{option} {}: {flag} {rate} drains nothing in that time; give a longer duration or a number",
+            format_duration_ms(ms)
+        ));
+    }
+    let n = usize::try_from(n).unwrap_or(usize::MAX);
+    Ok((
+        n,
+        CapacityFor {
+            duration_ms: ms,
+            capacity: n as u64,
+            unit,
+            set_by: format!("{flag} {rate}"),
+        },
+    ))
+}
+
+/// A rate as it reads best: a whole count per second, minute, hour or day
+/// (`10/s`, `500/min`), the smallest unit that gives one, else per second;
+/// `unit` after the count (` bytes`).
+fn rate_text(rate: Rate, unit: &str) -> String {
+    if let Rate::Limited { count, period_ns } = rate {
+        for (per, name) in [(1u128, "s"), (60, "min"), (3600, "h"), (86400, "d")] {
+            let scaled = count.saturating_mul(per * 1_000_000_000);
+            if scaled % period_ns == 0 {
+                return format!("{}{unit}/{name}", scaled / period_ns);
+            }
+        }
+    }
+    format!("{}{unit}", rate).replacen("/s", "", 1) + "/s"
+}
+
+/// A usage error (exit status 2) saying `why`.
+fn usage<T>(why: String) -> Result<T, clap::Error> {
+    use clap::CommandFactory;
+    Err(Cli::command().error(clap::error::ErrorKind::ArgumentConflict, why))
 }
 
 /// How a record's cost is read, from `--cost`, `--cost-rate` and
@@ -228,7 +361,11 @@ impl TryFrom<Cli> for Config {
         } else {
             cli.delimiter.unwrap_or(b'\n')
         };
-        let key = key_config(&cli, delimiter)?;
+        let (capacity, capacity_bytes, capacity_for) = capacity(&cli, &limits)?;
+        let (key, key_capacity_for) = match key_config(&cli, delimiter, capacity)? {
+            Some((key, sized)) => (Some(key), sized),
+            None => (None, None),
+        };
         let cost = cost_config(&cli, delimiter)?;
         let inputs = if cli.files.is_empty() {
             vec![Input::Stdin]
@@ -254,8 +391,10 @@ impl TryFrom<Cli> for Config {
         Ok(Config {
             inputs,
             limits,
-            capacity: cli.capacity,
-            capacity_bytes: cli.capacity_bytes,
+            capacity,
+            capacity_bytes,
+            capacity_for,
+            key_capacity_for,
             overflow: cli.overflow,
             delimiter,
             max_record: cli.max_record,
@@ -375,6 +514,64 @@ mod tests {
         let c = config(&["--byte-rate", "1KB/s"]).unwrap();
         assert_eq!(c.limits.len(), 1);
         assert_eq!(c.records_per_second(), f64::INFINITY);
+    }
+
+    #[test]
+    fn a_capacity_for_a_duration_is_what_the_tightest_limit_drains() {
+        let c = config(&["-r", "10/s", "-r", "500/min:50", "-c", "30s"]).unwrap();
+        assert_eq!(c.capacity, 250);
+        let sized = c.capacity_for.unwrap();
+        assert_eq!((sized.capacity, sized.unit), (250, "records"));
+        assert_eq!(sized.set_by, "--rate 500/min");
+        // The default rate, 1/s.
+        let c = config(&["-c", "1m"]).unwrap();
+        assert_eq!(c.capacity, 60);
+        assert_eq!(c.capacity_for.unwrap().set_by, "the default --rate 1/s");
+        // Only a byte rate: the bytes it drains, the records unbounded.
+        let c = config(&["--byte-rate", "1KiB/s", "-c", "30s"]).unwrap();
+        assert_eq!((c.capacity, c.capacity_bytes), (usize::MAX, Some(30 << 10)));
+        assert_eq!(c.capacity_for.unwrap().set_by, "--byte-rate 1024 bytes/s");
+        // A record rate beside it sets the records; --capacity-bytes stays.
+        let c = config(&["-r", "2/s", "--byte-rate", "1KiB/s", "-c", "5s"]).unwrap();
+        assert_eq!((c.capacity, c.capacity_bytes), (10, None));
+        // Per key: the key rate.
+        let c = config(&["--key", "1", "--key-rate", "2/min", "--key-capacity", "1h"]).unwrap();
+        assert_eq!(c.key.unwrap().key_capacity, 120);
+        assert_eq!(c.key_capacity_for.unwrap().set_by, "--key-rate 2/min");
+        // A number is a number.
+        assert_eq!(config(&["-c", "300"]).unwrap().capacity_for, None);
+    }
+
+    #[test]
+    fn a_capacity_for_a_duration_needs_a_rate_that_drains_something() {
+        for args in [
+            &["-r", "inf", "-c", "30s"][..],
+            &["--key", "1", "--key-rate", "5/s", "-c", "30s"],
+        ] {
+            let e = config(args).unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains("--capacity 30s: a duration needs a --rate"),
+                "{e}"
+            );
+        }
+        let e = config(&["-r", "1/min", "-c", "1s"]).unwrap_err();
+        assert!(e.to_string().contains("--rate 1/min drains nothing"), "{e}");
+        let e = config(&[
+            "--byte-rate",
+            "1KiB/s",
+            "-c",
+            "1s",
+            "--capacity-bytes",
+            "4KiB",
+        ])
+        .unwrap_err();
+        assert!(e.to_string().contains("give one of them"), "{e}");
+        let e = config(&["--key", "1", "--key-rate", "1/h", "--key-capacity", "1m"]).unwrap_err();
+        assert!(
+            e.to_string().contains("--key-capacity 1m: --key-rate 1/h"),
+            "{e}"
+        );
     }
 
     #[test]

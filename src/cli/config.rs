@@ -36,6 +36,10 @@ pub struct Config {
     pub capacity: usize,
     /// Bytes the bucket holds, when bounded.
     pub capacity_bytes: Option<usize>,
+    /// `--capacity` given as a duration: what it came to.
+    pub capacity_for: Option<crate::stats::CapacityFor>,
+    /// `--key-capacity` given as a duration: what it came to.
+    pub key_capacity_for: Option<crate::stats::CapacityFor>,
     /// Overflow policy.
     pub overflow: Overflow,
     /// Record delimiter.

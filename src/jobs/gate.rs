@@ -141,6 +141,16 @@ impl Schedule for Gate {
     fn records_per_second(&self) -> f64 {
         self.inner.records_per_second()
     }
+
+    /// The limits behind the gate: a pause holds records back for a while
+    /// (they may expire), it is no forecast of when they leave.
+    fn forecast(&self) -> Option<crate::schedule::Limits> {
+        self.inner.forecast()
+    }
+
+    fn forecast_due(&self, record: &[u8]) -> u64 {
+        self.inner.forecast_due(record)
+    }
 }
 
 #[cfg(test)]

@@ -45,7 +45,7 @@ use crate::deadletter::{Backlog, DeadLetter};
 use crate::keyed::NoRoom;
 use crate::ledger::Ledger;
 use crate::output;
-use crate::stats::{Departures, JobStats};
+use crate::stats::{format_ms, Departures, JobStats};
 use crate::sys;
 
 /// How many keys of each kind the summary names (`--key`).
@@ -83,7 +83,13 @@ impl OverflowError {
             why += &format!(", {} bytes", bucket.capacity_bytes());
         }
         why += ")";
-        if let Some(keys) = adm.keys() {
+        if let (Some(wait), Some(max)) = (adm.refused_wait_ns(), adm.max_wait_ns()) {
+            why = format!(
+                "could not leave in time: the schedule puts its departure {} after its arrival, past --max-wait {}",
+                format_ms(wait as f64 / 1e6),
+                format_ms(max as f64 / 1e6)
+            );
+        } else if let Some(keys) = adm.keys() {
             match keys.no_room() {
                 NoRoom::Bucket => {}
                 NoRoom::Key => {
@@ -212,6 +218,10 @@ pub(crate) struct Shared {
     pub(crate) jobs: OnceLock<Arc<dyn Jobs>>,
     /// The counters of `--share`, when set.
     pub(crate) share: OnceLock<crate::shared::Counters>,
+    /// `--capacity` given as a duration: what it came to, for the summary.
+    pub(crate) capacity_for: Option<crate::stats::CapacityFor>,
+    /// `--key-capacity` given as a duration: what it came to.
+    pub(crate) key_capacity_for: Option<crate::stats::CapacityFor>,
 }
 
 impl Shared {

@@ -3,19 +3,22 @@
 
 use super::{Shared, TOP_KEYS};
 use crate::progress::Snapshot;
-use crate::stats::{KeyStats, Summary};
+use crate::stats::{KeyStats, Queue, Summary};
 
 impl Shared {
     /// A moment's view, for the display and the stats stream.
     pub(crate) fn snapshot(&self) -> Snapshot {
-        let st = self.lock();
+        let mut st = self.lock();
         let now = self.clock.now();
         let bucket = st.adm.bucket();
+        let forecast_wait_ns = st.adm.forecast_wait(now);
         Snapshot {
             counts: st.ledger.counts(),
             depth: bucket.len() as u64,
+            bytes: bucket.bytes() as u64,
             max_depth: bucket.max_depth() as u64,
             oldest_age_ns: bucket.oldest_arrival().map_or(0, |t| now.saturating_sub(t)),
+            forecast_wait_ns,
             writing_for_ns: st.writing.since.map_or(0, |t| now.saturating_sub(t)),
             elapsed_ns: now,
             reading_done: st.reading.done,
@@ -53,6 +56,13 @@ impl Shared {
             elapsed_ms,
             rate: snap.departures.rate(),
             span_ms: snap.departures.span_ns() as f64 / 1e6,
+            queue: Queue {
+                depth: snap.depth,
+                oldest_age_ms: snap.oldest_age_ns as f64 / 1e6,
+                forecast_wait_ms: snap.forecast_wait_ns.map(|w| w as f64 / 1e6),
+            },
+            capacity_for: self.capacity_for.clone(),
+            key_capacity_for: self.key_capacity_for.clone(),
             jobs: self.jobs.get().map(|j| j.stats()),
             keys: self.keys_stats(),
             // Not under the state's lock: the keepers take theirs first.
