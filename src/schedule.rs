@@ -162,6 +162,17 @@ pub trait Schedule: fmt::Debug + Send {
     fn forecast_due(&self, record: &[u8]) -> u64 {
         self.next_due(record)
     }
+
+    /// At the earliest, when `record` may leave (ns, at least `now`) as the
+    /// `n`-th record from now (0: the next), as far as the
+    /// [`Schedule::forecast`] goes: each record limit must let `n` records
+    /// go before it, and every limit let it go. A floor, not a forecast:
+    /// the records before it may cost more. `None`: no forecast can be
+    /// made.
+    fn earliest(&self, now: u64, record: &[u8], n: u64) -> Option<u64> {
+        let _ = (now, record, n);
+        None
+    }
 }
 
 /// The departures to come, on a copy of the limits: each record put in
@@ -390,6 +401,17 @@ impl Schedule for Limits {
 
     fn forecast(&self) -> Option<Limits> {
         Some(self.clone())
+    }
+
+    fn earliest(&self, now: u64, record: &[u8], n: u64) -> Option<u64> {
+        let records = self
+            .limits
+            .iter()
+            .filter(|(unit, _)| *unit == Unit::Records)
+            .map(|(_, p)| p.nth_due(now, n))
+            .max()
+            .unwrap_or(now);
+        Some(records.max(self.next_due(record)).max(now))
     }
 }
 

@@ -444,6 +444,10 @@ impl Schedule for Gate {
     fn forecast_due(&self, record: &[u8]) -> u64 {
         self.inner.forecast_due(record)
     }
+
+    fn earliest(&self, now: u64, record: &[u8], n: u64) -> Option<u64> {
+        self.inner.earliest(now, record, n)
+    }
 }
 
 #[cfg(test)]

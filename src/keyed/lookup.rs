@@ -12,7 +12,7 @@ use super::Keyed;
 /// delimiter, and, for lines (`\n`), without a CR before it, so a file with
 /// CRLF line ends keys as one with LF ends.
 #[inline(always)]
-fn body_of(record: &[u8], delimiter: u8) -> &[u8] {
+pub(super) fn body_of(record: &[u8], delimiter: u8) -> &[u8] {
     // Index arithmetic rather than `strip_suffix`: this runs for every
     // record, and the plainer code keeps the look-up loop tight.
     let mut end = record.len();
