@@ -142,6 +142,8 @@ impl Admission {
     /// Admission with limits per key: records wait in `keyed`'s queues,
     /// within the bucket's bounds and under its policy.
     pub fn with_keys(mut self, keyed: Keyed) -> Self {
+        let max_wait = self.max_wait_ns;
+        let keyed = keyed.refusing(max_wait, self.schedule.slack_ns());
         self.keyed = Some(Box::new(keyed));
         self
     }
@@ -195,8 +197,10 @@ impl Admission {
         &*self.schedule
     }
 
-    /// The schedule, to take a slot outside the bucket (a retried job).
+    /// The schedule, to take a slot outside the bucket (a retried job) or
+    /// change its limits: the forecast is made again after.
     pub fn schedule_mut(&mut self) -> &mut dyn Schedule {
+        self.forecast = None;
         &mut *self.schedule
     }
 
@@ -448,6 +452,9 @@ impl Admission {
     /// waiting ahead of it and every limit (not a pause, not a stalled
     /// stdout). `None` when the schedule cannot be forecast.
     pub fn forecast_wait(&mut self, now: u64) -> Option<u64> {
+        if let Some(keyed) = self.keyed.as_deref_mut() {
+            return keyed.forecast_wait(now, &*self.schedule, &self.last_record);
+        }
         let record = std::mem::take(&mut self.last_record);
         let leaves = self.forecast_at(now).map(|f| f.peek(now, &record));
         self.last_record = record;
@@ -464,7 +471,10 @@ impl Admission {
     /// the forecast put its departure past `--max-wait`: how long after its
     /// arrival (ns). `None` when it found the bucket full.
     pub fn refused_wait_ns(&self) -> Option<u64> {
-        self.refused_wait_ns
+        match &self.keyed {
+            Some(keyed) => keyed.refused_wait_ns(),
+            None => self.refused_wait_ns,
+        }
     }
 
     /// Records of `seg` wait in the bucket, or meet `policy`.
@@ -810,7 +820,7 @@ mod tests {
 
     #[test]
     fn a_pause_is_no_part_of_the_forecast() {
-        use crate::jobs::gate::{Gate, GateControl};
+        use crate::jobs::gate::{Gate, GateControl, Scope};
         use std::sync::Arc;
         let limits = Limits::new(&[Limit {
             rate: parse_rate("10/s").unwrap(),
@@ -822,7 +832,7 @@ mod tests {
         let bucket = Bucket::new(1000, None, Overflow::DropNewest);
         let mut a = Admission::new(bucket, Box::new(gate), Some(S));
         let mut ledger = Ledger::new(false);
-        control.pause_until(5 * S);
+        control.pause(&Scope::All, 0, 5 * S);
         a.arrive(0, seg(1, 5), Overflow::DropNewest, true, &mut ledger);
         // Paused: nothing leaves, and nothing is refused: the limits alone
         // would let all five go within 400 ms.
@@ -867,6 +877,23 @@ mod tests {
         a.arrive(2 * S, seg(6, 7), Overflow::DropNewest, true, &mut ledger);
         assert_eq!(a.outbox_len(), 1);
         assert_eq!(a.forecast_wait(2 * S), Some(2 * S / 10));
+    }
+
+    #[test]
+    fn a_new_rate_makes_the_forecast_again() {
+        // 10/s: 1 leaves, 2..11 wait; a record arriving now would leave at
+        // 1.1 s. At 1/s from now on, 2..11 leave 1 s apart: at 10 s.
+        let mut a = admission_waiting("10/s", Overflow::DropNewest, 100 * S);
+        let mut ledger = Ledger::new(false);
+        a.arrive(0, seg(1, 11), Overflow::DropNewest, true, &mut ledger);
+        assert_eq!(a.forecast_wait(0), Some(11 * S / 10));
+        let slower = Limit {
+            rate: parse_rate("1/s").unwrap(),
+            burst: 1,
+            unit: Unit::Records,
+        };
+        a.schedule_mut().replace_limits(0, &[slower]).unwrap();
+        assert_eq!(a.forecast_wait(0), Some(11 * S));
     }
 
     #[test]

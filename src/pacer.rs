@@ -265,6 +265,11 @@ impl Pacer {
         u64::try_from(i128::from(anchor).saturating_add(offset)).ok()
     }
 
+    /// How late (ns) a departure may be and keep the schedule.
+    pub fn slack_ns(&self) -> u64 {
+        self.slack_ns
+    }
+
     /// Whether the pacer limits anything at all.
     pub fn is_unlimited(&self) -> bool {
         self.limit.is_none()

@@ -100,6 +100,19 @@ pub trait Schedule: fmt::Debug + Send {
     /// writer coalesces wake-ups above 20,000/s.
     fn records_per_second(&self) -> f64;
 
+    /// The earliest time (ns) a record of `key` may leave as far as a hold
+    /// on that key alone goes (an overload's pause, a lowered rate after
+    /// it: `jobs::gate`); 0 when nothing holds it. The keyed queues ask
+    /// before a key's record leaves, so a held key waits in the line
+    /// without holding back the others.
+    fn key_due(&self, _key: &[u8]) -> u64 {
+        0
+    }
+
+    /// A record of `key` left at `now` (ns): a hold spacing its starts
+    /// counts from here.
+    fn key_left(&mut self, _key: &[u8], _now: u64) {}
+
     /// Enforce `limits` instead from `now` (ns) on (`drip ctl … rate`):
     /// the new schedule counts from the last departure, with no credit
     /// saved ([`Pacer::spent_at`]), so lowering the rate carries none of
@@ -148,6 +161,17 @@ pub trait Schedule: fmt::Debug + Send {
     /// forecast.
     fn forecast_due(&self, record: &[u8]) -> u64 {
         self.next_due(record)
+    }
+
+    /// At the earliest, when `record` may leave (ns, at least `now`) as the
+    /// `n`-th record from now (0: the next), as far as the
+    /// [`Schedule::forecast`] goes: each record limit must let `n` records
+    /// go before it, and every limit let it go. A floor, not a forecast:
+    /// the records before it may cost more. `None`: no forecast can be
+    /// made.
+    fn earliest(&self, now: u64, record: &[u8], n: u64) -> Option<u64> {
+        let _ = (now, record, n);
+        None
     }
 }
 
@@ -377,6 +401,17 @@ impl Schedule for Limits {
 
     fn forecast(&self) -> Option<Limits> {
         Some(self.clone())
+    }
+
+    fn earliest(&self, now: u64, record: &[u8], n: u64) -> Option<u64> {
+        let records = self
+            .limits
+            .iter()
+            .filter(|(unit, _)| *unit == Unit::Records)
+            .map(|(_, p)| p.nth_due(now, n))
+            .max()
+            .unwrap_or(now);
+        Some(records.max(self.next_due(record)).max(now))
     }
 }
 

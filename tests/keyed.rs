@@ -21,6 +21,9 @@ struct Setup {
     key_capacity: usize,
     max_keys: usize,
     policy: Overflow,
+    /// `--max-wait` in ms: records foreseen to leave later are refused
+    /// under a drop or fail policy.
+    max_wait_ms: Option<u64>,
 }
 
 impl Default for Setup {
@@ -33,6 +36,7 @@ impl Default for Setup {
             key_capacity: 1000,
             max_keys: 100_000,
             policy: Overflow::Block,
+            max_wait_ms: None,
         }
     }
 }
@@ -62,7 +66,7 @@ fn run(setup: &Setup, arrivals: &[(u64, String)], cut: usize) -> Outcome {
         max_keys: setup.max_keys,
         key_capacity: setup.key_capacity,
     };
-    let mut keyed = Keyed::new(config, b'\n', setup.capacity, None);
+    let keyed = Keyed::new(config, b'\n', setup.capacity, None);
     let limits: Vec<Limit> = setup
         .global
         .map(|r| Limit {
@@ -73,6 +77,7 @@ fn run(setup: &Setup, arrivals: &[(u64, String)], cut: usize) -> Outcome {
         .into_iter()
         .collect();
     let mut global = Limits::new(&limits);
+    let mut keyed = keyed.refusing(setup.max_wait_ms.map(|m| m * MS), global.slack_ns());
     let mut ledger = Ledger::new(true);
     let mut out = Outcome::default();
     let mut outbox = Vec::new();
@@ -475,4 +480,176 @@ fn the_stats_count_the_records_no_key_could_be_remembered_for() {
         named(&stats.top_waiting),
         [(Some("a".into()), 1), (Some("b".into()), 1)]
     );
+}
+
+/// Records `"key n"` arrive one read each at the given ms; before each
+/// arrives, what the keys foresee for it. Returns (record, foreseen,
+/// departure) for every record that left.
+fn foreseen_and_left(setup: &Setup, arrivals: &[(u64, String)]) -> Vec<(String, u64, u64)> {
+    let config = KeyConfig {
+        spec: KeySpec::new(parse_key("1").unwrap(), None),
+        rate: parse_rate(setup.key_rate).unwrap(),
+        burst: setup.key_burst,
+        max_keys: setup.max_keys,
+        key_capacity: setup.key_capacity,
+    };
+    let mut keyed = Keyed::new(config, b'\n', setup.capacity, None);
+    let limits: Vec<Limit> = setup
+        .global
+        .map(|r| Limit {
+            rate: parse_rate(r).unwrap(),
+            burst: 1,
+            unit: Unit::Records,
+        })
+        .into_iter()
+        .collect();
+    let mut global = Limits::new(&limits);
+    let mut ledger = Ledger::new(false);
+    let mut outbox = Vec::new();
+    let mut foreseen = std::collections::HashMap::new();
+    let mut left = Vec::new();
+    let settle = |outbox: &mut Vec<Segment>, now: u64, left: &mut Vec<(String, u64)>| {
+        for seg in outbox.drain(..) {
+            left.extend(texts(&seg).into_iter().map(|t| (t, now)));
+        }
+    };
+    for (ms, record) in arrivals {
+        let t = ms * MS;
+        while let Some(event) = keyed.next_event(&global as &dyn Schedule) {
+            if event > t {
+                break;
+            }
+            keyed.release(event, &mut global, &mut outbox);
+            settle(&mut outbox, event, &mut left);
+        }
+        keyed.release(t, &mut global, &mut outbox);
+        settle(&mut outbox, t, &mut left);
+        let line = format!("{record}\n");
+        let at = keyed
+            .foresee_record(t, line.as_bytes(), &global)
+            .expect("a local schedule is foreseen");
+        foreseen.insert(record.clone(), at);
+        let seg = Segment::new(Bytes::from(line), b'\n');
+        keyed.arrive(
+            t,
+            seg,
+            setup.policy,
+            true,
+            &mut global,
+            &mut ledger,
+            &mut outbox,
+        );
+        settle(&mut outbox, t, &mut left);
+    }
+    while let Some(event) = keyed.next_event(&global as &dyn Schedule) {
+        keyed.release(event, &mut global, &mut outbox);
+        settle(&mut outbox, event, &mut left);
+    }
+    left.into_iter()
+        .map(|(r, t)| {
+            let at = foreseen[&r];
+            (r, at, t)
+        })
+        .collect()
+}
+
+#[test]
+fn what_the_keys_foresee_is_exact_alone_and_a_floor_under_a_global_limit() {
+    // Each key alone (no global limit): every record leaves exactly when
+    // foreseen at its arrival. Under a global limit the keys' turns come
+    // on top: never earlier than foreseen.
+    for seed in 1..5 {
+        let arrivals = workload(seed, 12, 400);
+        for (global, exact) in [(None, true), (Some("120/s"), false)] {
+            let setup = Setup {
+                key_rate: "20/s",
+                key_burst: 2,
+                global,
+                ..Setup::default()
+            };
+            let out = foreseen_and_left(&setup, &arrivals);
+            assert_eq!(out.len(), arrivals.len());
+            let mut later = 0;
+            for (record, foreseen, left) in &out {
+                assert!(
+                    left >= foreseen,
+                    "{record} left at {left}, foreseen {foreseen}"
+                );
+                if exact {
+                    assert_eq!(left, foreseen, "{record}, seed {seed}");
+                }
+                later += usize::from(left > foreseen);
+            }
+            if !exact {
+                assert!(later > 0, "the global limit never held a record back");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_key_that_cannot_make_max_wait_is_refused_and_no_other_key_pays() {
+    // -r inf --key 1 --key-rate 10/s --max-wait 1050ms -o drop-newest:
+    // a 0..10 leave by 1 s, a 11..19 are refused at once; b 0 leaves now.
+    let mut arrivals: Vec<_> = (0..20).map(|n| at(0, "a", n)).collect();
+    arrivals.push(at(0, "b", 0));
+    let setup = Setup {
+        max_wait_ms: Some(1050),
+        policy: Overflow::DropNewest,
+        ..Setup::default()
+    };
+    for cut in [1, 7, 21] {
+        let out = run(&setup, &arrivals, cut);
+        assert_eq!(
+            times_of(&out, "a"),
+            (0..=10).map(|i| i * 100).collect::<Vec<_>>()
+        );
+        assert_eq!(times_of(&out, "b"), [0]);
+        let dead: Vec<String> = (11..20).map(|n| format!("a {n}")).collect();
+        assert_eq!(out.dead, dead);
+    }
+    // Under drop-oldest the key's oldest waiting records make way: the
+    // newest ten wait and leave by 1 s.
+    let oldest = Setup {
+        policy: Overflow::DropOldest,
+        ..setup
+    };
+    let out = run(&oldest, &arrivals, 5);
+    let a: Vec<&str> = out
+        .left
+        .iter()
+        .filter(|r| r.0.starts_with('a'))
+        .map(|r| r.0.as_str())
+        .collect();
+    let expected: Vec<String> = std::iter::once(0)
+        .chain(10..20)
+        .map(|n| format!("a {n}"))
+        .collect();
+    assert_eq!(a, expected);
+    assert_eq!(times_of(&out, "a").last(), Some(&1000));
+    // Under fail the first that cannot make it is handed back.
+    let fail = Setup {
+        policy: Overflow::Fail,
+        ..setup
+    };
+    let out = run(&fail, &arrivals, 21);
+    assert_eq!(out.handed_back.first().map(String::as_str), Some("a 11"));
+}
+
+#[test]
+fn under_a_global_limit_a_key_cannot_beat_its_turns() {
+    // --key-rate 100/s -r 10/s --max-wait 550ms -o drop-newest: one key's
+    // ten records need one global slot each, 100 ms apart: 0..5 leave by
+    // 500 ms, 6..9 are refused.
+    let arrivals: Vec<_> = (0..10).map(|n| at(0, "a", n)).collect();
+    let setup = Setup {
+        key_rate: "100/s",
+        global: Some("10/s"),
+        max_wait_ms: Some(550),
+        policy: Overflow::DropNewest,
+        ..Setup::default()
+    };
+    let out = run(&setup, &arrivals, 4);
+    assert_eq!(times_of(&out, "a"), [0, 100, 200, 300, 400, 500]);
+    assert_eq!(out.dead, ["a 6", "a 7", "a 8", "a 9"]);
 }

@@ -194,3 +194,29 @@ fn the_stream_shows_the_oldest_age_the_wait_and_the_refused() {
     assert_eq!(summary["depth"], 0);
     assert!(summary["forecast_wait_ms"].is_number());
 }
+
+#[test]
+fn with_keys_only_the_key_that_cannot_make_it_is_refused() {
+    // --key 1 --key-rate 10/s --max-wait 1050ms -o drop-newest: key a's
+    // 0..10 leave by 1 s, its 11..19 are refused at once; b's leaves now.
+    let mut input: String = (0..20).map(|n| format!("a {n}\n")).collect();
+    input.push_str("b 0\n");
+    let out = drip(&["--key", "1", "--key-rate", "10/s", "--max-wait", "1050ms"])
+        .args(["-o", "drop-newest", "--stats"])
+        .write_stdin(input)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "dropped 9 (newest 9, oldest 0; refused at arrival 9)",
+        ))
+        .get_output()
+        .stdout
+        .clone();
+    let out = String::from_utf8(out).unwrap();
+    let mut lines: Vec<&str> = out.lines().collect();
+    lines.sort_unstable();
+    let mut expected: Vec<String> = (0..=10).map(|n| format!("a {n}")).collect();
+    expected.push("b 0".into());
+    expected.sort_unstable();
+    assert_eq!(lines, expected);
+}

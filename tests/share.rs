@@ -2454,15 +2454,19 @@ fn a_closed_reader_ends_drip_at_once_with_a_hung_server() {
 }
 
 /// The records of the issue's case, as a producer writes them: six at
-/// once, then 7 at 1.5 s, 8 50 ms later, 9 250 ms after that.
+/// once, then 7 at 1.5 s, 8 50 ms later, 9 100 ms after that (the issue
+/// has 250 ms and `--max-wait 100ms`; 150 ms of wait leaves room for a
+/// loaded machine, and 9 coming sooner keeps the spent slot's wait, 350
+/// ms, beyond it).
 const EXPIRY_INPUT: &str =
-    "printf '1\\n2\\n3\\n4\\n5\\n6\\n'; sleep 1.5; echo 7; sleep 0.05; echo 8; sleep 0.25; echo 9";
+    "printf '1\\n2\\n3\\n4\\n5\\n6\\n'; sleep 1.5; echo 7; sleep 0.05; echo 8; sleep 0.1; echo 9";
 
-/// At 2/s with a burst of 5 and `--max-wait 100ms`, records 1 to 5 leave
-/// at once and 6 expires. The slot reserved for 6 (at 500 ms) is taken by
-/// no record; it goes back, so 7, 8 and 9 leave as they would unshared
-/// (9's slot spent, 9 would wait until 2 s and expire). Its stdout and
-/// stderr.
+/// At 2/s with a burst of 5 and `--max-wait 150ms`, records 1 to 5 leave
+/// at once (one reservation each: 150 ms leaves room for five round trips
+/// of the keeper on a loaded machine) and 6 expires. The slot reserved for
+/// 6 (at 500 ms) is taken by no record; it goes back, so 7, 8 and 9 leave
+/// as they would unshared (9's slot spent, 9 would wait until 2 s and
+/// expire). Its stdout and stderr.
 fn an_expired_records_slot_goes_back(share: &str, runtime: &Path) -> (String, String) {
     let mut feeder = Command::new("sh")
         .args(["-c", EXPIRY_INPUT])
@@ -2473,7 +2477,7 @@ fn an_expired_records_slot_goes_back(share: &str, runtime: &Path) -> (String, St
         "-r",
         "2/s:5",
         "--max-wait",
-        "100ms",
+        "150ms",
         "--stats",
         "--share",
         share,

@@ -211,7 +211,8 @@ pub struct Cli {
     /// key waits in its own queue at --key-rate; keys due together take
     /// turns (round robin), so a noisy key never holds back a quiet one:
     /// within a key records keep their order, across keys the output order
-    /// may differ from the input's. Needs --key-rate
+    /// may differ from the input's. With --exec, an overload (429, 503,
+    /// --overload-on) pauses only the refused record's key. Needs --key-rate
     #[arg(long, value_name = "SPEC", value_parser = parse_key, value_hint = ValueHint::Other, action = clap::ArgAction::Append, help_heading = "Limits per key")]
     pub key: Vec<KeyArg>,
 
@@ -273,7 +274,8 @@ pub struct Cli {
     /// When the shared state cannot be reached: wait (send nothing, say so
     /// on stderr unless -q, and retry with backoff; records wait in the
     /// bucket), local (pace alone at the rate divided by --share-peers
-    /// until it answers again, warn once unless -q), or fail (exit 4). A setup no retry mends (a
+    /// until it answers again, and hold that pace 3 s more as it shares
+    /// again; warn once unless -q), or fail (exit 4). A setup no retry mends (a
     /// state file drip cannot use, a password the server wants or refuses,
     /// a server that is not Redis) exits 4 under every policy
     #[arg(long, value_name = "POLICY", default_value = "wait", value_parser = Choices { parse: shared::parse_on_error, values: shared::SHARE_ON_ERROR })]

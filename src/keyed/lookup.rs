@@ -12,7 +12,7 @@ use super::Keyed;
 /// delimiter, and, for lines (`\n`), without a CR before it, so a file with
 /// CRLF line ends keys as one with LF ends.
 #[inline(always)]
-fn body_of(record: &[u8], delimiter: u8) -> &[u8] {
+pub(super) fn body_of(record: &[u8], delimiter: u8) -> &[u8] {
     // Index arithmetic rather than `strip_suffix`: this runs for every
     // record, and the plainer code keeps the look-up loop tight.
     let mut end = record.len();
@@ -23,6 +23,16 @@ fn body_of(record: &[u8], delimiter: u8) -> &[u8] {
         end -= 1;
     }
     &record[..end]
+}
+
+/// The key of `record` (its delimiter included) under `spec`, as the keyed
+/// queues see it (without the delimiter, nor a CR before a newline).
+pub fn record_key<'a>(
+    spec: &crate::key::KeySpec,
+    record: &'a [u8],
+    delimiter: u8,
+) -> Option<&'a [u8]> {
+    spec.key(body_of(record, delimiter))
 }
 
 /// Records looked up at once ([`Keyed::look_ahead`]).

@@ -71,12 +71,14 @@ use crate::rate::Rate;
 use crate::schedule::Schedule;
 use crate::stats::{KeyName, KeyStats};
 
+mod deadline;
 mod line;
 mod lookup;
 mod queues;
 mod shared;
 mod table;
 
+pub use lookup::record_key;
 pub use shared::{KeySchedule, LeaseHead, Want};
 
 use line::Lane;
@@ -169,6 +171,12 @@ pub struct Keyed {
     global_gap: u64,
     /// The key limit's spacing of records (ns).
     key_gap: u64,
+    /// With `--max-wait` under a drop or fail policy: a record foreseen to
+    /// leave later than this after it arrives (ns) is refused.
+    refuse_after: Option<u64>,
+    /// Under `fail`: how long after its arrival the record handed back was
+    /// foreseen to leave, when that was why (ns).
+    refused_wait_ns: Option<u64>,
 }
 
 /// Why a record found no room (under `--overflow fail`, the error says).
@@ -243,6 +251,8 @@ impl Keyed {
             last_walk: 0,
             global_gap: 0,
             key_gap: (1e9 / pacer_per_second) as u64,
+            refuse_after: None,
+            refused_wait_ns: None,
         }
     }
 
@@ -396,6 +406,11 @@ impl Keyed {
                 sent += run_len;
                 outbox.push(seg.split_known(run_bytes, run_len));
                 (run_bytes, run_len) = (0, 0);
+            }
+            match self.hold(now, slot, &mut seg, size, policy, &*global, ledger) {
+                deadline::Held::Admit => {}
+                deadline::Held::Refused => continue,
+                deadline::Held::Back(back) => return (back, sent),
             }
             if let Some(back) = self.wait(now, slot, &mut seg, size, policy, ledger) {
                 return (back, sent);

@@ -1,0 +1,177 @@
+//! Holding each record to its deadline (`--max-wait` under a drop or fail
+//! policy), with limits per key: a record whose departure is foreseen later
+//! than its deadline is refused as it arrives (see
+//! [`crate::admission`]), and the wait a record arriving now would face.
+//!
+//! The foresight is a floor: its key's limit must let the records of its
+//! key ahead of it go first ([`Pacer::nth_due`](crate::pacer::Pacer::nth_due),
+//! exact for a line of records each leaving when due), and each global
+//! record limit as many ([`Schedule::earliest`]). Other keys' records that
+//! the round robin puts first are not counted: how many turns they take
+//! depends on their own limits. So a record refused could not have made
+//! it, and one let in may still expire. With shared key schedules nothing
+//! is foreseen.
+
+use std::hash::BuildHasher;
+
+use super::lookup::body_of;
+use super::{Keyed, NO_KEY};
+use crate::bucket::{Fate, Offered, Overflow, Segment};
+use crate::ledger::Ledger;
+use crate::schedule::Schedule;
+
+/// What holding a record to its deadline made of it.
+pub(super) enum Held {
+    /// It may leave in time (or nothing is foreseen): it goes on to wait.
+    Admit,
+    /// It was dropped as refused.
+    Refused,
+    /// Under `fail`: hand this back.
+    Back(Offered),
+}
+
+impl Keyed {
+    /// Refuse at arrival the records foreseen to leave later than
+    /// `max_wait_ns` after they arrive (with `--max-wait`), less the larger
+    /// of the global schedule's slack `global_slack_ns` and the key
+    /// limit's: a wake-up that late keeps the schedules, and a record let
+    /// in must not expire for it. Only under a drop or fail policy.
+    pub fn refusing(mut self, max_wait_ns: Option<u64>, global_slack_ns: u64) -> Keyed {
+        let slack = global_slack_ns.max(self.pacer.slack_ns());
+        self.refuse_after = max_wait_ns.map(|m| m.saturating_sub(slack));
+        self
+    }
+
+    /// When the latest record handed back under `fail` was refused because
+    /// it was foreseen to leave too late: how long after its arrival (ns).
+    pub fn refused_wait_ns(&self) -> Option<u64> {
+        self.refused_wait_ns
+    }
+
+    /// The record at the front of `seg` (`size` bytes), of key `slot`,
+    /// arriving at `now` under `policy`, held to its deadline: refused
+    /// when foreseen to leave too late (`drop-newest` drops it,
+    /// `drop-oldest` evicts its key's oldest records until it can make it,
+    /// or drops it when even its key's empty queue would not do, `fail`
+    /// hands it back).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn hold(
+        &mut self,
+        now: u64,
+        slot: Option<u32>,
+        seg: &mut Segment,
+        size: usize,
+        policy: Overflow,
+        global: &dyn Schedule,
+        ledger: &mut Ledger,
+    ) -> Held {
+        self.refused_wait_ns = None;
+        let (Some(s), Some(after)) = (slot, self.refuse_after) else {
+            return Held::Admit;
+        };
+        if policy == Overflow::Block || self.shared.is_some() {
+            return Held::Admit;
+        }
+        let deadline = now.saturating_add(after);
+        let front = seg.clone();
+        let record = &front.as_bytes()[..size];
+        let ahead = |k: &Keyed| u64::from(k.slots[s as usize].len);
+        let Some(leaves) = self.foresee(now, s, record, ahead(self), global) else {
+            return Held::Admit;
+        };
+        if leaves <= deadline {
+            return Held::Admit;
+        }
+        match policy {
+            Overflow::Fail => {
+                self.refused_wait_ns = Some(leaves - now);
+                Held::Back(Offered::Overflowed(seg.clone()))
+            }
+            Overflow::DropOldest
+                if self
+                    .foresee(now, s, record, 0, global)
+                    .is_some_and(|t| t <= deadline) =>
+            {
+                while self
+                    .foresee(now, s, record, ahead(self), global)
+                    .is_some_and(|t| t > deadline)
+                {
+                    let Some(old) = self.pop_head(s) else { break };
+                    self.slots[s as usize].dropped += 1;
+                    ledger.refuse(old, Fate::DroppedOldest);
+                }
+                Held::Admit
+            }
+            _ => {
+                let refused = seg.split_known(size, 1);
+                ledger.read(1);
+                self.slots[s as usize].dropped += 1;
+                ledger.refuse(refused, Fate::DroppedNewest);
+                Held::Refused
+            }
+        }
+    }
+
+    /// At the earliest, when `record` of key `s` arriving at `now` would
+    /// leave behind `n` records of its key (ns): its key's limit lets the
+    /// `n` go first, and the global limits let it go as the `n`-th from
+    /// now. `None` when the global schedule cannot be foreseen.
+    fn foresee(
+        &mut self,
+        now: u64,
+        s: u32,
+        record: &[u8],
+        n: u64,
+        global: &dyn Schedule,
+    ) -> Option<u64> {
+        let global = global.earliest(now, record, n)?;
+        self.pacer.restore(self.slots[s as usize].position);
+        Some(self.pacer.nth_due(now, n).max(global))
+    }
+
+    /// At the earliest, how long (ns) a record like `record` arriving at
+    /// `now` would wait: the longest over the keys with records waiting
+    /// (behind all of its key's), or what the global limits say when none
+    /// waits. `None` when nothing can be foreseen (shared schedules).
+    pub fn forecast_wait(&mut self, now: u64, global: &dyn Schedule, record: &[u8]) -> Option<u64> {
+        if self.shared.is_some() {
+            return None;
+        }
+        let mut leaves = global.earliest(now, record, 0)?;
+        let busy: Vec<(u32, u64)> = self
+            .fat
+            .iter()
+            .map(|&(len, _, s)| (s, u64::from(len)))
+            .collect();
+        for (s, n) in busy {
+            leaves = leaves.max(self.foresee(now, s, record, n, global)?);
+        }
+        Some(leaves.saturating_sub(now))
+    }
+
+    /// At the earliest, when `record` arriving at `now` would leave (ns):
+    /// behind the records of its key waiting (none for a key not
+    /// remembered). `None` when nothing can be foreseen.
+    pub fn foresee_record(
+        &mut self,
+        now: u64,
+        record: &[u8],
+        global: &dyn Schedule,
+    ) -> Option<u64> {
+        if self.shared.is_some() {
+            return None;
+        }
+        let key = self.spec.key(body_of(record, self.delimiter));
+        let slot = match key {
+            Some(k) => self.find(k, self.hasher.hash_one(k)),
+            None => Some(NO_KEY),
+        };
+        match slot {
+            Some(s) => {
+                let n = u64::from(self.slots[s as usize].len);
+                self.foresee(now, s, record, n, global)
+            }
+            None => global.earliest(now, record, 0),
+        }
+    }
+}
