@@ -81,7 +81,7 @@ def gaps_exec(drip, rate, n, jobs):
             check=True,
         )
         with open(log) as f:
-            starts = sorted(json.loads(line)["start"] for line in f)
+            starts = sorted(json.loads(line)["start_us"] / 1e6 for line in f)
     return [abs((b - a) * 1e3 - 1e3 / rate) for a, b in zip(starts, starts[1:])]
 
 

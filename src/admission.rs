@@ -820,7 +820,7 @@ mod tests {
 
     #[test]
     fn a_pause_is_no_part_of_the_forecast() {
-        use crate::jobs::gate::{Gate, GateControl};
+        use crate::jobs::gate::{Gate, GateControl, Scope};
         use std::sync::Arc;
         let limits = Limits::new(&[Limit {
             rate: parse_rate("10/s").unwrap(),
@@ -832,7 +832,7 @@ mod tests {
         let bucket = Bucket::new(1000, None, Overflow::DropNewest);
         let mut a = Admission::new(bucket, Box::new(gate), Some(S));
         let mut ledger = Ledger::new(false);
-        control.pause_until(5 * S);
+        control.pause(&Scope::All, 0, 5 * S);
         a.arrive(0, seg(1, 5), Overflow::DropNewest, true, &mut ledger);
         // Paused: nothing leaves, and nothing is refused: the limits alone
         // would let all five go within 400 ms.

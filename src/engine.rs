@@ -251,10 +251,13 @@ fn run_watching(
     };
     // Running jobs, the reader never writes to stdout itself.
     let out_fd = out_fd.filter(|_| config.jobs.is_none());
-    let gate = config
-        .jobs
-        .as_ref()
-        .map(|_| Arc::new(GateControl::default()));
+    let gate = config.jobs.as_ref().map(|_| {
+        let key_rate = config
+            .key
+            .as_ref()
+            .map_or(f64::INFINITY, |k| k.rate.per_second());
+        Arc::new(GateControl::new(config.records_per_second(), key_rate))
+    });
     // Signals are caught from before `--share` first asks its state.
     let listening = Listening::install()?;
     let (shared, mut share) = shared_state(&config, out_fd, gate.clone())?;
@@ -267,7 +270,8 @@ fn run_watching(
     let (pool, out) = match (&config.jobs, gate) {
         (Some(jobs), Some(gate)) => {
             let rate = (config.records_per_second(), config.delimiter);
-            let pool = Pool::new(Arc::clone(&shared), jobs.clone(), gate, out, rate)?;
+            let key = config.key.as_ref().map(|k| k.spec.clone());
+            let pool = Pool::new(Arc::clone(&shared), jobs.clone(), gate, out, rate, key)?;
             (Some(pool), None)
         }
         _ => (None, Some(out)),

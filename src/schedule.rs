@@ -100,6 +100,19 @@ pub trait Schedule: fmt::Debug + Send {
     /// writer coalesces wake-ups above 20,000/s.
     fn records_per_second(&self) -> f64;
 
+    /// The earliest time (ns) a record of `key` may leave as far as a hold
+    /// on that key alone goes (an overload's pause, a lowered rate after
+    /// it: `jobs::gate`); 0 when nothing holds it. The keyed queues ask
+    /// before a key's record leaves, so a held key waits in the line
+    /// without holding back the others.
+    fn key_due(&self, _key: &[u8]) -> u64 {
+        0
+    }
+
+    /// A record of `key` left at `now` (ns): a hold spacing its starts
+    /// counts from here.
+    fn key_left(&mut self, _key: &[u8], _now: u64) {}
+
     /// Enforce `limits` instead from `now` (ns) on (`drip ctl … rate`):
     /// the new schedule counts from the last departure, with no credit
     /// saved ([`Pacer::spent_at`]), so lowering the rate carries none of

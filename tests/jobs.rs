@@ -309,7 +309,7 @@ fn jobs_bound_concurrency_and_the_rate_paces_starts() {
     assert_eq!(status, 0);
     let mut starts: Vec<f64> = joblog(&log)
         .iter()
-        .map(|e| e["start"].as_f64().unwrap())
+        .map(|e| e["start_us"].as_u64().unwrap() as f64 / 1e6)
         .collect();
     starts.sort_by(f64::total_cmp);
     let span = starts[10] - starts[0];
@@ -406,7 +406,7 @@ fn a_job_that_always_fails_ends_failed_in_the_dead_letter() {
     dead.sort();
     assert_eq!(dead, ["2", "3"]);
     let entries = joblog(&log);
-    let attempts = |r: u64| entries.iter().filter(|e| e["record"] == r).count();
+    let attempts = |r: u64| entries.iter().filter(|e| e["number"] == r).count();
     // 75 is transient: three attempts; 1 is final: one.
     assert_eq!((attempts(2), attempts(3)), (3, 1));
     let s = stats(&s);
@@ -807,8 +807,8 @@ fn attempts(log: &Path) -> Vec<(f64, f64, Option<u64>)> {
     joblog(log)
         .iter()
         .map(|e| {
-            let start = e["start"].as_f64().unwrap();
-            let end = start + e["duration_ms"].as_f64().unwrap() / 1e3;
+            let start = e["start_us"].as_u64().unwrap() as f64 / 1e6;
+            let end = start + e["duration_us"].as_u64().unwrap() as f64 / 1e6;
             (start, end, e["http_status"].as_u64())
         })
         .collect()

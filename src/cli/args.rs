@@ -210,7 +210,8 @@ pub struct Cli {
     /// key waits in its own queue at --key-rate; keys due together take
     /// turns (round robin), so a noisy key never holds back a quiet one:
     /// within a key records keep their order, across keys the output order
-    /// may differ from the input's. Needs --key-rate
+    /// may differ from the input's. With --exec, an overload (429, 503,
+    /// --overload-on) pauses only the refused record's key. Needs --key-rate
     #[arg(long, value_name = "SPEC", value_parser = parse_key, value_hint = ValueHint::Other, action = clap::ArgAction::Append, help_heading = "Limits per key")]
     pub key: Vec<KeyArg>,
 

@@ -1,54 +1,321 @@
 //! The gate: a [`Schedule`] in front of the configured limits that the
-//! command runner can close ("nothing starts before time t": a pause on
-//! overload) and narrow (a least spacing of starts: the lowered rate under
-//! `--adapt`). Admission and the writer see only a schedule, so a pause
-//! holds records in the bucket, where the overflow policy applies (with
-//! `block`, the producer upstream is held back).
+//! command runner (or anything else that learns a service is overloaded)
+//! closes and narrows, for every start or for one key's. Admission and the
+//! writer see only a schedule, so a pause holds records in the bucket,
+//! where the overflow policy applies (with `block`, the producer upstream
+//! is held back).
 //!
-//! No threads, no clock, no I/O: the runner sets two numbers in a
-//! [`GateControl`]; times are ns on the caller's clock.
+//! # The interface
+//!
+//! Whoever holds the [`GateControl`] acts on a [`Scope`]: every start
+//! ([`Scope::All`]) or the starts of one key ([`Scope::Key`], with `--key`;
+//! the keyed queues ask [`Schedule::key_due`] for each key, so a held key
+//! waits in the line and never holds back another):
+//!
+//! - [`GateControl::pause`]: nothing of the scope starts before a time;
+//! - [`GateControl::slow`]: after a pause the scope's rate comes back
+//!   gradually ([`Ramp`]), from half the rate it had, not at once;
+//! - [`GateControl::narrow`]: a least spacing of starts (the lowered rate
+//!   of `--adapt`; 0 lifts it);
+//! - [`GateControl::set_quota_spacing`]: another least spacing, the pace
+//!   that makes the quota a server announces last until its reset (the
+//!   larger spacing holds);
+//! - [`GateControl::due`]: when the scope may next start (for the runner's
+//!   retries, which take their slots themselves).
+//!
+//! A retry whose backoff has ended goes ahead of the records waiting in the
+//! bucket: the runner announces it ([`GateControl::retry_waits`]); while it
+//! is due and waits, the gate lets no waiting record take the next slot,
+//! and the retry takes it ([`GateControl::as_retry`]). Unlimited schedules
+//! have no slots to give first: there the job slot is the retry's.
+//!
+//! No threads, no clock, no I/O: the state is behind one short lock that
+//! takes no other; times are ns on the caller's clock, rates records per
+//! second.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::schedule::Schedule;
 
-/// What the runner sets: when starts may resume, and their least spacing
-/// (the lowered rate of `--adapt`, and the pace of the quota a server
-/// announces: the larger holds).
+/// Whose starts an overload holds back.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Scope {
+    /// Every start.
+    All,
+    /// The starts of records of this key (`--key`).
+    Key(Box<[u8]>),
+}
+
+/// After a pause, the rate comes back gradually: from `from` at `start`,
+/// rising by a tenth of `full` a second (the additive increase of AIMD,
+/// Chiu and Jain, 1989), up to `full`. Records per second; ns.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ramp {
+    /// The scope's configured rate.
+    pub full: f64,
+    /// The rate when the ramp starts.
+    pub from: f64,
+    /// When it starts (the pause's end).
+    pub start: u64,
+}
+
+impl Ramp {
+    /// The rate at `t` (ns).
+    pub fn rate_at(&self, t: u64) -> f64 {
+        let secs = t.saturating_sub(self.start) as f64 / 1e9;
+        (self.from + self.full / 10.0 * secs).min(self.full)
+    }
+
+    /// The least spacing of starts at `t` (ns; 0 once back at `full`).
+    pub fn spacing_at(&self, t: u64) -> u64 {
+        let rate = self.rate_at(t);
+        if rate < self.full {
+            (1e9 / rate) as u64
+        } else {
+            0
+        }
+    }
+
+    /// Whether the ramp is over at `t`.
+    pub fn is_over(&self, t: u64) -> bool {
+        self.rate_at(t) >= self.full
+    }
+}
+
+/// What holds one scope back.
+#[derive(Debug, Clone, Default)]
+struct Hold {
+    paused_until: u64,
+    /// `--adapt`'s least spacing, ns.
+    spacing_ns: u64,
+    /// The announced quota's least spacing, ns.
+    quota_ns: u64,
+    ramp: Option<Ramp>,
+    /// When the scope's last record started (ns).
+    last: Option<u64>,
+}
+
+impl Hold {
+    /// The least spacing after a start at `t`, ns.
+    fn spacing_after(&self, t: u64) -> u64 {
+        let ramp = self.ramp.map_or(0, |r| r.spacing_at(t));
+        self.spacing_ns.max(self.quota_ns).max(ramp)
+    }
+
+    /// When the scope may next start (ns; 0: now).
+    fn due(&self) -> u64 {
+        let spaced = match self.last {
+            Some(last) => last.saturating_add(self.spacing_after(last)),
+            None => 0,
+        };
+        self.paused_until.max(spaced)
+    }
+
+    /// Whether it holds nothing back from `now` on.
+    fn is_idle(&self, now: u64) -> bool {
+        self.paused_until <= now
+            && self.spacing_ns == 0
+            && self.quota_ns == 0
+            && self.ramp.map_or(true, |r| r.is_over(now))
+    }
+}
+
 #[derive(Debug, Default)]
+struct Holds {
+    all: Hold,
+    keys: HashMap<Box<[u8]>, Hold>,
+    /// Retries announced: by the runner's record number, when their
+    /// backoff ends (ns) and their scope.
+    retries: BTreeMap<u64, (u64, Scope)>,
+    /// A retry is taking its slot now.
+    retry_turn: bool,
+}
+
+impl Holds {
+    fn hold(&self, scope: &Scope) -> Option<&Hold> {
+        match scope {
+            Scope::All => Some(&self.all),
+            Scope::Key(k) => self.keys.get(k),
+        }
+    }
+
+    fn hold_mut(&mut self, scope: &Scope) -> &mut Hold {
+        match scope {
+            Scope::All => &mut self.all,
+            Scope::Key(k) => self.keys.entry(k.clone()).or_default(),
+        }
+    }
+
+    fn due(&self, scope: &Scope) -> u64 {
+        let own = self.hold(scope).map_or(0, Hold::due);
+        match scope {
+            Scope::All => own,
+            Scope::Key(_) => own.max(self.all.paused_until),
+        }
+    }
+
+    /// Retries whose backoff and scope let them start by `t`.
+    fn retries_due_by(&self, t: u64) -> usize {
+        self.retries
+            .values()
+            .filter(|(at, scope)| *at <= t && self.due(scope) <= t)
+            .count()
+    }
+}
+
+/// What the runner sets: pauses, ramps and spacings of starts, per scope,
+/// and the retries waiting for a slot. See the module's notes.
+#[derive(Debug)]
 pub struct GateControl {
-    pause_until: AtomicU64,
-    spacing_ns: AtomicU64,
-    quota_ns: AtomicU64,
+    holds: Mutex<Holds>,
+    /// The configured rate, and each key's (records per second; infinite:
+    /// no ramp after a pause).
+    rate: f64,
+    key_rate: f64,
+}
+
+impl Default for GateControl {
+    fn default() -> GateControl {
+        GateControl::new(f64::INFINITY, f64::INFINITY)
+    }
 }
 
 impl GateControl {
-    /// Allow nothing before `until` (ns); a pause only ever lengthens.
-    pub fn pause_until(&self, until: u64) {
-        self.pause_until.fetch_max(until, Ordering::SeqCst);
+    /// A gate over starts at `rate` records per second, each key's at
+    /// `key_rate` (infinite when not limited).
+    pub fn new(rate: f64, key_rate: f64) -> GateControl {
+        GateControl {
+            holds: Mutex::new(Holds::default()),
+            rate,
+            key_rate,
+        }
     }
 
-    /// When starts may resume (ns; 0: not paused).
-    pub fn paused_until(&self) -> u64 {
-        self.pause_until.load(Ordering::SeqCst)
+    fn lock(&self) -> MutexGuard<'_, Holds> {
+        self.holds.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Keep starts at least `ns` apart (0: only the limits pace).
-    pub fn set_spacing(&self, ns: u64) {
-        self.spacing_ns.store(ns, Ordering::SeqCst);
+    fn full_rate(&self, scope: &Scope) -> f64 {
+        match scope {
+            Scope::All => self.rate,
+            Scope::Key(_) => self.key_rate,
+        }
     }
 
-    /// Keep starts at least `ns` apart so the quota the server announced
-    /// lasts until its reset (0: the quota does not pace).
-    pub fn set_quota_spacing(&self, ns: u64) {
-        self.quota_ns.store(ns, Ordering::SeqCst);
+    /// Nothing of `scope` starts before `until` (ns); a pause only ever
+    /// lengthens. Returns how much it lengthened the pause from `now` (ns;
+    /// 0: it was paused as long already).
+    pub fn pause(&self, scope: &Scope, now: u64, until: u64) -> u64 {
+        let mut holds = self.lock();
+        let hold = holds.hold_mut(scope);
+        let before = hold.paused_until.max(now);
+        hold.paused_until = hold.paused_until.max(until);
+        until.saturating_sub(before)
     }
 
-    fn spacing(&self) -> u64 {
-        self.spacing_ns
-            .load(Ordering::SeqCst)
-            .max(self.quota_ns.load(Ordering::SeqCst))
+    /// When `scope`'s pause ends (ns; at or before now: not paused). A
+    /// key's pause ends no earlier than every start's.
+    pub fn paused_until(&self, scope: &Scope) -> u64 {
+        let holds = self.lock();
+        let own = holds.hold(scope).map_or(0, |h| h.paused_until);
+        own.max(holds.all.paused_until)
+    }
+
+    /// When `scope` may next start (ns): its pause, and its spacing after
+    /// its last start.
+    pub fn due(&self, scope: &Scope) -> u64 {
+        self.lock().due(scope)
+    }
+
+    /// After an overload at `now`, `scope`'s rate comes back gradually from
+    /// `resume` on (the pause's end): from half the rate it had at `now`
+    /// ([`Ramp`]). Nothing when its rate is not limited.
+    pub fn slow(&self, scope: &Scope, now: u64, resume: u64) {
+        let full = self.full_rate(scope);
+        if !full.is_finite() {
+            return;
+        }
+        let mut holds = self.lock();
+        let hold = holds.hold_mut(scope);
+        let had = hold.ramp.map_or(full, |r| r.rate_at(now));
+        hold.ramp = Some(Ramp {
+            full,
+            from: (had / 2.0).max(full / 1000.0),
+            start: resume,
+        });
+    }
+
+    /// The rate `scope` may start at, at `now` (records per second): its
+    /// ramp's, or its configured rate.
+    pub fn rate_at(&self, scope: &Scope, now: u64) -> f64 {
+        let holds = self.lock();
+        let full = self.full_rate(scope);
+        holds
+            .hold(scope)
+            .and_then(|h| h.ramp)
+            .map_or(full, |r| r.rate_at(now))
+    }
+
+    /// Keep `scope`'s starts at least `ns` apart (0: only the limits pace).
+    pub fn narrow(&self, scope: &Scope, ns: u64) {
+        let mut holds = self.lock();
+        holds.hold_mut(scope).spacing_ns = ns;
+    }
+
+    /// Keep `scope`'s starts at least `ns` apart so the quota a server
+    /// announced lasts until its reset (0: the quota does not pace).
+    pub fn set_quota_spacing(&self, scope: &Scope, ns: u64) {
+        let mut holds = self.lock();
+        holds.hold_mut(scope).quota_ns = ns;
+    }
+
+    /// A record of `scope` started at `now` (a key's; every start's is
+    /// noted by the gate itself).
+    pub fn started(&self, scope: &Scope, now: u64) {
+        let mut holds = self.lock();
+        if let Scope::Key(key) = scope {
+            if let Some(hold) = holds.keys.get_mut(key) {
+                hold.last = Some(now);
+                if hold.is_idle(now) {
+                    holds.keys.remove(key);
+                }
+            }
+        }
+    }
+
+    /// Keys held back at `now`: paused, slowed or narrowed.
+    pub fn held_keys(&self, now: u64) -> Vec<Box<[u8]>> {
+        let holds = self.lock();
+        let mut keys: Vec<Box<[u8]>> = holds
+            .keys
+            .iter()
+            .filter(|(_, h)| !h.is_idle(now))
+            .map(|(k, _)| k.clone())
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    /// Retry `id` of `scope` may start at `at` (ns): from then until it
+    /// starts ([`GateControl::as_retry`]) or is given up
+    /// ([`GateControl::retry_done`]), it goes before the waiting records.
+    pub fn retry_waits(&self, id: u64, at: u64, scope: Scope) {
+        self.lock().retries.insert(id, (at, scope));
+    }
+
+    /// Retry `id` started or was given up.
+    pub fn retry_done(&self, id: u64) {
+        self.lock().retries.remove(&id);
+    }
+
+    /// Run `f` (taking a slot of the schedule) as a retry: the slots kept
+    /// for retries are its to take.
+    pub fn as_retry<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.lock().retry_turn = true;
+        let r = f();
+        self.lock().retry_turn = false;
+        r
     }
 }
 
@@ -57,25 +324,29 @@ impl GateControl {
 pub struct Gate {
     inner: Box<dyn Schedule>,
     control: Arc<GateControl>,
-    /// When the last record left (ns), for the spacing.
-    last: Option<u64>,
 }
 
 impl Gate {
     /// `inner` behind a gate that `control` opens and closes.
     pub fn new(inner: Box<dyn Schedule>, control: Arc<GateControl>) -> Gate {
-        Gate {
-            inner,
-            control,
-            last: None,
-        }
+        Gate { inner, control }
     }
 
-    fn spaced_due(&self) -> u64 {
-        match (self.last, self.control.spacing()) {
-            (Some(last), spacing) if spacing > 0 => last.saturating_add(spacing),
-            _ => 0,
-        }
+    /// Whether announced retries may take slots ahead of waiting records:
+    /// only where there are slots (a limit, or a spacing).
+    fn retries_first(&self, holds: &Holds, t: u64) -> bool {
+        !holds.retry_turn && (!self.inner.is_unlimited() || holds.all.spacing_after(t) > 0)
+    }
+
+    /// How much later than the first the `n`-th departure from now may
+    /// be, ns (`None`: not known yet).
+    fn after_first(&self, holds: &Holds, record: &[u8], n: usize) -> Option<u64> {
+        let inner = self
+            .inner
+            .nth_due(record, n)?
+            .saturating_sub(self.inner.next_due(record));
+        let spacing = holds.all.spacing_after(holds.all.due());
+        Some(inner.max(spacing.saturating_mul(n as u64)))
     }
 }
 
@@ -94,35 +365,42 @@ impl Schedule for Gate {
         available: usize,
         records: &mut dyn Iterator<Item = &[u8]>,
     ) -> usize {
-        if now < self.control.paused_until() || now < self.spaced_due() {
+        let mut holds = self.control.lock();
+        if now < holds.all.due() {
             return 0;
         }
-        let available = if self.control.spacing() > 0 {
+        if self.retries_first(&holds, now) && holds.retries_due_by(now) > 0 {
+            return 0;
+        }
+        let available = if holds.all.spacing_after(now) > 0 {
             available.min(1)
         } else {
             available
         };
         let n = self.inner.release(now, available, records);
         if n > 0 {
-            self.last = Some(now);
+            holds.all.last = Some(now);
         }
         n
     }
 
     fn next_due(&self, record: &[u8]) -> u64 {
-        self.inner
-            .next_due(record)
-            .max(self.control.paused_until())
-            .max(self.spaced_due())
+        let holds = self.control.lock();
+        let due = self.inner.next_due(record).max(holds.all.due());
+        if !self.retries_first(&holds, due) {
+            return due;
+        }
+        // The retries due by then take the slots from `due` on.
+        match holds.retries_due_by(due) {
+            0 => due,
+            k => due.saturating_add(self.after_first(&holds, record, k).unwrap_or(1_000_000)),
+        }
     }
 
     fn nth_due(&self, record: &[u8], n: usize) -> Option<u64> {
         // The inner schedule's answer (a shared one knows it only for the
         // slots it holds), moved as far as a pause moves the first.
-        let after_first = self
-            .inner
-            .nth_due(record, n)?
-            .saturating_sub(self.inner.next_due(record));
+        let after_first = self.after_first(&self.control.lock(), record, n)?;
         Some(self.next_due(record).saturating_add(after_first))
     }
 
@@ -140,6 +418,21 @@ impl Schedule for Gate {
 
     fn records_per_second(&self) -> f64 {
         self.inner.records_per_second()
+    }
+
+    fn key_due(&self, key: &[u8]) -> u64 {
+        let holds = self.control.lock();
+        holds.keys.get(key).map_or(0, Hold::due)
+    }
+
+    fn key_left(&mut self, key: &[u8], now: u64) {
+        let mut holds = self.control.lock();
+        if let Some(hold) = holds.keys.get_mut(key) {
+            hold.last = Some(now);
+            if hold.is_idle(now) {
+                holds.keys.remove(key);
+            }
+        }
     }
 
     /// The limits behind the gate: a pause holds records back for a while
@@ -216,7 +509,7 @@ mod tests {
     fn the_nth_departure_is_the_inner_schedules_moved_by_a_pause() {
         let (g, c) = gate("10/s");
         assert_eq!(g.nth_due(b"x", 3), Some(300 * MS));
-        c.pause_until(1000 * MS);
+        c.pause(&Scope::All, 0, 1000 * MS);
         assert_eq!(g.nth_due(b"x", 3), Some(1300 * MS));
         let limits = [Limit {
             rate: parse_rate("10/s").unwrap(),
@@ -235,13 +528,13 @@ mod tests {
     fn a_pause_allows_nothing_before_its_end_then_the_rate_resumes() {
         let (mut g, c) = gate("10/s");
         assert_eq!(release(&mut g, 0, 5), 1);
-        c.pause_until(1000 * MS);
+        c.pause(&Scope::All, 0, 1000 * MS);
         for t in [100, 500, 999] {
             assert_eq!(release(&mut g, t * MS, 5), 0, "at {t} ms");
         }
         assert_eq!(g.next_due(b"x"), 1000 * MS);
         // A shorter pause does not shorten it.
-        c.pause_until(10 * MS);
+        c.pause(&Scope::All, 0, 10 * MS);
         assert_eq!(g.next_due(b"x"), 1000 * MS);
         // Resumes with one record, no catch-up burst, then 100 ms apart.
         assert_eq!(release(&mut g, 1000 * MS, 5), 1);
@@ -253,7 +546,7 @@ mod tests {
     fn unlimited_behind_a_pause_is_held_too() {
         let (mut g, c) = gate("inf");
         assert_eq!(release(&mut g, 0, 50), 50);
-        c.pause_until(20 * MS);
+        c.pause(&Scope::All, 0, 20 * MS);
         assert_eq!(release(&mut g, 10 * MS, 50), 0);
         assert_eq!(g.next_due(b"x"), 20 * MS);
         assert_eq!(release(&mut g, 20 * MS, 50), 50);
@@ -262,13 +555,134 @@ mod tests {
     #[test]
     fn spacing_lowers_the_rate_and_lifts_with_it() {
         let (mut g, c) = gate("100/s");
-        c.set_spacing(50 * MS);
+        c.narrow(&Scope::All, 50 * MS);
         assert_eq!(release(&mut g, 0, 5), 1);
         assert_eq!(release(&mut g, 10 * MS, 5), 0);
         assert_eq!(g.next_due(b"x"), 50 * MS);
         assert_eq!(release(&mut g, 50 * MS, 5), 1);
-        c.set_spacing(0);
+        c.narrow(&Scope::All, 0);
         assert_eq!(release(&mut g, 60 * MS, 5), 1);
         assert_eq!(g.next_due(b"x"), 70 * MS);
+    }
+
+    fn keyed(rate: &str) -> crate::keyed::Keyed {
+        use crate::key::{parse_key, KeySpec};
+        let config = crate::keyed::KeyConfig {
+            spec: KeySpec::new(parse_key("1").unwrap(), None),
+            rate: parse_rate(rate).unwrap(),
+            burst: 1,
+            max_keys: 100,
+            key_capacity: 100,
+        };
+        crate::keyed::Keyed::new(config, b'\n', 1000, None)
+    }
+
+    /// Drive `keyed` behind `g` as the writer does: records arrive at 0,
+    /// then it wakes at every event. Returns (record, ms) as they left.
+    fn departures(keyed: &mut crate::keyed::Keyed, g: &mut Gate, text: &str) -> Vec<(String, u64)> {
+        use crate::bucket::{Overflow, Segment};
+        let mut ledger = crate::ledger::Ledger::new(false);
+        let mut outbox = Vec::new();
+        let mut left = Vec::new();
+        let seg = Segment::new(bytes::Bytes::from(text.to_string()), b'\n');
+        keyed.arrive(0, seg, Overflow::Block, true, g, &mut ledger, &mut outbox);
+        let mut now = 0;
+        loop {
+            for seg in outbox.drain(..) {
+                for r in seg.records() {
+                    left.push((String::from_utf8_lossy(r).trim_end().to_string(), now / MS));
+                }
+            }
+            match keyed.next_event(&*g) {
+                Some(t) => now = t.max(now),
+                None => return left,
+            }
+            keyed.release(now, g, &mut outbox);
+        }
+    }
+
+    #[test]
+    fn a_paused_key_waits_and_the_other_keys_go_on() {
+        let (mut g, c) = gate("inf");
+        let mut k = keyed("10/s");
+        c.pause(&Scope::Key(b"a"[..].into()), 0, 1000 * MS);
+        let left = departures(&mut k, &mut g, "a 1\nb 1\na 2\nb 2\nb 3\n");
+        let at = |r: &str| left.iter().find(|(x, _)| x == r).unwrap().1;
+        assert_eq!((at("b 1"), at("b 2"), at("b 3")), (0, 100, 200));
+        assert_eq!((at("a 1"), at("a 2")), (1000, 1100));
+    }
+
+    #[test]
+    fn every_start_paused_holds_every_key() {
+        let (mut g, c) = gate("100/s");
+        let mut k = keyed("10/s");
+        c.pause(&Scope::All, 0, 500 * MS);
+        let left = departures(&mut k, &mut g, "a 1\nb 1\n");
+        assert!(left.iter().all(|(_, t)| *t >= 500), "{left:?}");
+    }
+
+    #[test]
+    fn a_slowed_key_comes_back_to_its_rate_gradually() {
+        let (mut g, _) = gate("inf");
+        let c = Arc::new(GateControl::new(f64::INFINITY, 10.0));
+        g.control = Arc::clone(&c);
+        let mut k = keyed("10/s");
+        let a = Scope::Key(b"a"[..].into());
+        c.pause(&a, 0, 1000 * MS);
+        c.slow(&a, 0, 1000 * MS);
+        let text: String = (1..=80).map(|i| format!("a {i}\n")).collect();
+        let left = departures(&mut k, &mut g, &text);
+        let gaps: Vec<u64> = left.windows(2).map(|w| w[1].1 - w[0].1).collect();
+        assert_eq!(left[0].1, 1000);
+        // From 5/s (200 ms apart), a tenth of 10/s faster each second,
+        // back to 100 ms apart.
+        assert_eq!(gaps[0], 200);
+        assert!(gaps.windows(2).all(|w| w[1] <= w[0] + 5), "{gaps:?}");
+        assert_eq!(*gaps.last().unwrap(), 100, "{gaps:?}");
+        // A second overload halves the rate it had then.
+        let had = c.rate_at(&a, 10_000 * MS);
+        c.slow(&a, 10_000 * MS, 10_000 * MS);
+        assert_eq!(c.rate_at(&a, 10_000 * MS), had / 2.0);
+    }
+
+    #[test]
+    fn a_due_retry_takes_the_next_slot_before_the_bucket() {
+        let (mut g, c) = gate("4/s");
+        assert_eq!(release(&mut g, 0, 5), 1);
+        // A retry may start from 10 ms: the 250 ms slot is its.
+        c.retry_waits(7, 10 * MS, Scope::All);
+        assert_eq!(
+            g.next_due(b"x"),
+            500 * MS,
+            "the bucket's head goes after it"
+        );
+        assert_eq!(release(&mut g, 250 * MS, 5), 0);
+        assert_eq!(c.as_retry(|| release(&mut g, 250 * MS, 1)), 1);
+        c.retry_done(7);
+        assert_eq!(g.next_due(b"x"), 500 * MS);
+        assert_eq!(release(&mut g, 500 * MS, 5), 1);
+        // Not yet due: the bucket goes first.
+        c.retry_waits(8, 900 * MS, Scope::All);
+        assert_eq!(release(&mut g, 750 * MS, 5), 1);
+        // A retry of a paused key is not due before the key's pause ends.
+        c.retry_done(8);
+        let a = Scope::Key(b"a"[..].into());
+        c.pause(&a, 750 * MS, 2000 * MS);
+        c.retry_waits(9, 800 * MS, a);
+        assert_eq!(release(&mut g, 1000 * MS, 5), 1);
+    }
+
+    #[test]
+    fn a_pause_is_counted_as_far_as_it_lengthens() {
+        let c = GateControl::default();
+        assert_eq!(c.pause(&Scope::All, 100, 300), 200);
+        assert_eq!(c.pause(&Scope::All, 150, 250), 0);
+        assert_eq!(c.pause(&Scope::All, 200, 400), 100);
+        let a = Scope::Key(b"a"[..].into());
+        assert_eq!(c.paused_until(&a), 400, "a key waits for every start's");
+        assert_eq!(c.held_keys(0), Vec::<Box<[u8]>>::new());
+        c.pause(&a, 0, 500);
+        assert_eq!(c.held_keys(450), vec![Box::from(&b"a"[..])]);
+        assert_eq!(c.held_keys(500), Vec::<Box<[u8]>>::new());
     }
 }

@@ -1,4 +1,5 @@
-//! `--joblog FILE`: one JSON line per attempt.
+//! `--joblog FILE`: one JSON line per attempt ([`Entry`]), flushed as it
+//! is written.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -10,19 +11,27 @@ use serde::Serialize;
 
 use super::retry::Exit;
 
-/// One attempt, as the joblog records it.
+/// One attempt, as the joblog records it: one JSON object a line, its
+/// fields in this order.
 #[derive(Debug, Serialize)]
 pub struct Entry<'a> {
-    /// The record's number (1-based, in the order records were run).
-    pub record: u64,
-    /// The record's stable id (`DRIP_RECORD_ID`).
+    /// The record's stable id (`DRIP_RECORD_ID`: its number and a hash of
+    /// its bytes), the same in every run over the same input: what a later
+    /// run matches finished records by.
     pub id: &'a str,
+    /// The record's number (`DRIP_RECORD`: 1-based, in the order records
+    /// were run).
+    pub number: u64,
+    /// The record, without its delimiter, as a JSON string: valid UTF-8 as
+    /// it is, a backslash as `\\`, each byte of invalid UTF-8 as `\xNN`
+    /// (as keys are written in the stats).
+    pub record: &'a str,
     /// The attempt's number, from 1.
     pub attempt: u32,
-    /// When it started, seconds since the Unix epoch.
-    pub start: f64,
-    /// How long it ran, ms.
-    pub duration_ms: f64,
+    /// When it started: Unix time in whole microseconds.
+    pub start_us: u64,
+    /// How long it ran, whole microseconds.
+    pub duration_us: u64,
     /// Its exit status, when it exited.
     pub exit: Option<i32>,
     /// The signal that ended it, when one did (after a timeout too: TERM,
@@ -34,8 +43,14 @@ pub struct Entry<'a> {
     /// The HTTP status of its headers file, when it wrote one.
     pub http_status: Option<u16>,
     /// What became of it: `succeeded`, `retry`, `overload` (retried after
-    /// a pause), `failed`, `expired` or `undelivered`.
+    /// a pause), `failed`, `expired` or `undelivered`. The record's last
+    /// line holds its fate: `succeeded`, `failed`, `expired` or
+    /// `undelivered`.
     pub outcome: &'static str,
+    /// Why the attempt could not start, when it could not (the record
+    /// cannot be an argument: a NUL byte, over the system's limit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<&'a str>,
 }
 
 impl Entry<'_> {
@@ -49,10 +64,15 @@ impl Entry<'_> {
     }
 }
 
-/// Seconds since the Unix epoch.
-pub fn unix_seconds(t: SystemTime) -> f64 {
+/// Unix time in whole microseconds.
+pub fn unix_micros(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+/// A duration in whole microseconds.
+pub fn micros(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
 /// The joblog file.
@@ -105,5 +125,33 @@ impl Joblog {
     pub fn write(&mut self, entry: &Entry) {
         let line = serde_json::to_string(entry).expect("plain data");
         let _ = writeln!(self.file, "{line}").and_then(|()| self.file.flush());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_has_the_record_as_a_string_and_whole_microseconds() {
+        let record = crate::stats::json_key(b"a \"b\"\\\xff");
+        let entry = Entry {
+            id: "1-00",
+            number: 1,
+            record: &record,
+            attempt: 2,
+            start_us: unix_micros(UNIX_EPOCH + std::time::Duration::from_nanos(1_500_000_900)),
+            duration_us: micros(std::time::Duration::from_nanos(58_672_104_123)),
+            exit: Some(0),
+            signal: None,
+            timed_out: false,
+            http_status: None,
+            outcome: "succeeded",
+            error: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&entry).unwrap(),
+            r#"{"id":"1-00","number":1,"record":"a \"b\"\\\\\\xff","attempt":2,"start_us":1500000,"duration_us":58672104,"exit":0,"signal":null,"timed_out":false,"http_status":null,"outcome":"succeeded"}"#
+        );
     }
 }

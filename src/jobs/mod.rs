@@ -2,7 +2,9 @@
 //! [`crate::writer::Sink`] that starts one job per record released by the
 //! schedule, at most `--jobs` at once, retries transient failures with
 //! backoff and jitter, and listens to the server: an overload pauses every
-//! start ([`gate`]) and, with `--adapt`, lowers the rate.
+//! start, or with `--key` the refused record's key only ([`gate`]), the
+//! rate comes back gradually after the pause, and with `--adapt` it is
+//! lowered for longer.
 //!
 //! - [`retry`] (pure): verdicts, backoff, `Retry-After`, AIMD;
 //! - [`gate`] (pure): the schedule wrapper that pauses and spaces starts;
@@ -72,8 +74,11 @@ pub struct JobArgs {
     #[arg(long, value_name = "STATUSES", value_parser = statuses_arg, value_hint = clap::ValueHint::Other, allow_hyphen_values = true)]
     pub retry_on: Option<Statuses>,
 
-    /// Exit statuses that mean the service is overloaded: every start
-    /// pauses, and the record is retried
+    /// Exit statuses that mean the service is overloaded, as 429 and 503
+    /// do: every start pauses (with --key, the starts of the record's key
+    /// only), for Retry-After or else a backoff that grows with each
+    /// overload in a row; then the rate comes back gradually, and the
+    /// record is retried
     #[arg(long, value_name = "STATUSES", value_parser = statuses_arg, value_hint = clap::ValueHint::Other, allow_hyphen_values = true)]
     pub overload_on: Option<Statuses>,
 
@@ -93,11 +98,19 @@ pub struct JobArgs {
     pub deadline: Option<Duration>,
 
     /// Lower the rate on each overload (halve it) and raise it back on
-    /// successes, never above the configured rate
+    /// successes, never above the configured rate (with --key, the rate of
+    /// the key refused)
     #[arg(long)]
     pub adapt: bool,
 
-    /// Write one JSON line per attempt to FILE
+    /// Write one JSON line per attempt to FILE (truncated first; each line
+    /// flushed as written): id (DRIP_RECORD_ID), number (DRIP_RECORD),
+    /// record (a JSON string: valid UTF-8 as it is, a backslash as \\,
+    /// each byte of invalid UTF-8 as \xNN), attempt (from 1), start_us
+    /// (Unix time, whole microseconds), duration_us, exit or signal (null
+    /// when not), timed_out, http_status (null when no headers file) and
+    /// outcome: retry, overload, or the record's fate on its last line
+    /// (succeeded, failed, expired, undelivered)
     #[arg(long, value_name = "FILE", value_parser = clap::builder::PathBufValueParser::new().try_map(crate::output::not_stdout), value_hint = clap::ValueHint::FilePath)]
     pub joblog: Option<PathBuf>,
 

@@ -1,11 +1,23 @@
 //! The pool of jobs: starts one job per record the schedule releases (at
 //! most `--jobs` at once), runs its attempts on a thread of its own,
-//! retries, pauses every start on overload, and records each record's fate
+//! retries (a retry whose backoff has ended takes the next slot, ahead of
+//! the bucket), pauses on overload (with `--key` the refused record's key
+//! only, otherwise every start), and records each record's fate
 //! (succeeded, failed, expired, undelivered) in the ledger.
+//!
+//! An overload pauses its scope for `Retry-After`, or else for a backoff
+//! drawn with full jitter whose ceiling doubles with each overload in a
+//! row ([`Book`]); only a quiet spell (no overload for as long as that
+//! ceiling, at least [`QUIET_MIN`]) starts it again from `--backoff`'s
+//! MIN. After each pause the scope's rate comes back gradually from half
+//! what it was ([`super::gate::Ramp`]). An overload reported by an attempt
+//! that started before the scope's latest overload is the same episode: it
+//! may lengthen the pause, but neither grows the backoff nor lowers the
+//! rate again.
 //!
 //! Locks: the state's lock is always taken before the pool's.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ffi::OsString;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
@@ -17,13 +29,14 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context, Result};
 
 use super::attempt::{self, Ended, Files, Spec};
-use super::gate::GateControl;
-use super::joblog::{unix_seconds, Entry, Joblog};
+use super::gate::{GateControl, Scope};
+use super::joblog::{micros, unix_micros, Entry, Joblog};
 use super::order::{Held, Order};
 use super::quota;
 use super::retry::{parse_headers, Aimd, Exit, Verdict};
 use super::{ExecError, JobConfig};
 use crate::bucket::{Fate, Segment};
+use crate::key::KeySpec;
 use crate::output::{Stop, Written};
 use crate::state::{Jobs, Shared, KILL_AFTER_LEAVE};
 use crate::stats::JobStats;
@@ -64,18 +77,33 @@ struct Inner {
     fatal: Option<ExecError>,
     retries: u64,
     overloads: u64,
-    overload_streak: u32,
+    /// Each scope's overload books (every start's, or each key's).
+    books: HashMap<Scope, Book>,
     pauses: u64,
     paused_ns: u64,
     /// The latest attempts' durations, ns, at most [`DURATIONS_KEPT`].
     durations_ns: VecDeque<u64>,
     /// The longest a record waited from being read to its job's start, ns.
     longest_wait_ns: u64,
-    aimd: Option<Aimd>,
     rng: fastrand::Rng,
     /// A second signal came: no attempt starts, every job is signalled.
     leaving: bool,
 }
+
+/// One scope's overloads (every start's, or a key's).
+#[derive(Debug, Default)]
+struct Book {
+    /// Overloads in a row (no quiet spell between them): the pause's
+    /// backoff ceiling is `--backoff`'s for this many failures.
+    streak: u32,
+    /// When the latest overload that grew the streak came (ns).
+    last: Option<u64>,
+    /// `--adapt`'s rate for the scope.
+    aimd: Option<Aimd>,
+}
+
+/// The shortest quiet spell that ends a run of overloads (ns).
+pub(crate) const QUIET_MIN: u64 = 1_000_000_000;
 
 /// After a second signal, the process groups sent TERM, for KILL; `None`
 /// once KILL was sent (a job starting after that is killed at once).
@@ -102,6 +130,8 @@ pub(crate) struct Pool {
     rate: f64,
     /// The record delimiter, left out of the record in arguments.
     delimiter: u8,
+    /// With `--key`: an overload pauses the refused record's key only.
+    key: Option<KeySpec>,
     /// With `--keep-order`: the outputs held until their turn.
     order: Option<Order>,
     /// A malformed quota field was said on stderr.
@@ -124,7 +154,8 @@ impl Pool {
     /// A pool running `cfg` for records of `shared`, writing job output to
     /// `out`, pausing starts through `gate`; `rate` is the configured rate
     /// (records per second), which `--adapt` never exceeds; `delimiter`
-    /// ends records.
+    /// ends records; with `key`, an overload holds back the key of the
+    /// record refused, not every start.
     ///
     /// # Errors
     /// The joblog or the headers directory cannot be created.
@@ -134,6 +165,7 @@ impl Pool {
         gate: Arc<GateControl>,
         out: Box<dyn Write + Send>,
         (rate, delimiter): (f64, u8),
+        key: Option<KeySpec>,
     ) -> Result<Arc<Pool>> {
         let joblog = match (&cfg.resume, &cfg.joblog) {
             (Some(path), _) => Some(Mutex::new(Joblog::append(path)?)),
@@ -148,7 +180,6 @@ impl Pool {
             .context("creating a directory for DRIP_HEADERS")?;
         let inner = Inner {
             slots: cfg.jobs,
-            aimd: (cfg.adapt && rate.is_finite()).then(|| Aimd::new(rate)),
             ..Inner::default()
         };
         let pool = Arc::new(Pool {
@@ -168,6 +199,7 @@ impl Pool {
             cfg,
             rate,
             delimiter,
+            key,
         });
         let _ = shared.jobs.set(Arc::clone(&pool) as Arc<dyn Jobs>);
         Ok(pool)
@@ -247,11 +279,12 @@ impl Pool {
         self.freed.notify_all();
     }
 
-    /// Sleep until `until` (ns) and any pause is over; `false` at a stop.
-    fn sleep_until(&self, until: u64) -> bool {
+    /// Sleep until `until` (ns) and any pause of `scope` is over; `false`
+    /// at a stop.
+    fn sleep_until(&self, until: u64, scope: &Scope) -> bool {
         loop {
             let now = self.shared.clock.now();
-            let until = until.max(self.gate.paused_until());
+            let until = until.max(self.gate.paused_until(scope));
             if now >= until {
                 return true;
             }
@@ -263,10 +296,16 @@ impl Pool {
     }
 
     /// A retry is a start too: wait for a slot of the schedule (the rate,
-    /// a pause, the `--adapt` spacing) and take it, ahead of the records
-    /// in the bucket. `Err` with the record's outcome at a stop (undelivered)
-    /// or past its deadline (expired).
-    fn take_slot(&self, record: &[u8], deadline: Option<u64>) -> Result<(), Outcome> {
+    /// a pause, the spacing of `scope`) and take it, ahead of the records
+    /// in the bucket (the gate keeps the slot for it: it was announced
+    /// with [`GateControl::retry_waits`]). `Err` with the record's outcome
+    /// at a stop (undelivered) or past its deadline (expired).
+    fn take_slot(
+        &self,
+        record: &[u8],
+        deadline: Option<u64>,
+        scope: &Scope,
+    ) -> Result<(), Outcome> {
         loop {
             let wait = {
                 let mut st = self.shared.lock();
@@ -276,16 +315,28 @@ impl Pool {
                 }
                 // Paused (`drip ctl`), a retry waits too.
                 let paused = st.adm.paused();
-                let schedule = st.adm.schedule_mut();
-                if !paused && schedule.release(now, 1, &mut std::iter::once(record)) == 1 {
-                    return Ok(());
-                }
-                let due = if paused {
-                    now + 10_000_000
+                let held = self.gate.due(scope);
+                if paused {
+                    10_000_000
+                } else if held > now {
+                    held - now
                 } else {
-                    schedule.next_due(record)
-                };
-                due.saturating_sub(now)
+                    let schedule = st.adm.schedule_mut();
+                    let taken = self.gate.as_retry(|| {
+                        if schedule.release(now, 1, &mut std::iter::once(record)) == 1 {
+                            None
+                        } else {
+                            Some(schedule.next_due(record).saturating_sub(now))
+                        }
+                    });
+                    match taken {
+                        None => {
+                            self.gate.started(scope, now);
+                            return Ok(());
+                        }
+                        Some(wait) => wait,
+                    }
+                }
             };
             if self.stopping() {
                 return Err(Outcome::Undelivered);
@@ -367,6 +418,13 @@ impl Pool {
             _ => bytes,
         };
         let id = attempt::record_id(number, body);
+        // The record as the joblog shows it, made once.
+        let shown = if self.joblog.is_some() {
+            crate::stats::json_key(body)
+        } else {
+            String::new()
+        };
+        let scope = self.scope_of(bytes);
         // The job's headers file (read and removed after each attempt).
         let headers = self.headers_dir.join(number.to_string());
         let argv =
@@ -401,7 +459,7 @@ impl Pool {
             let response = text.as_deref().and_then(parse_headers);
             if let (Some(text), None) = (&text, response.as_ref().and_then(|r| r.retry_after)) {
                 // Retry-After wins: the overload's pause holds starts.
-                self.follow_quota(text);
+                self.follow_quota(text, &scope);
             }
             let verdict =
                 self.cfg
@@ -412,29 +470,43 @@ impl Pool {
             let step = if verdict != Verdict::Succeeded && self.leaving() {
                 Step::Done(Outcome::Undelivered)
             } else {
-                self.next_step(verdict, n, deadline, &ended)
+                self.next_step(verdict, n, (deadline, &scope), &ended)
+            };
+            let who = Who {
+                number,
+                id: &id,
+                record: &shown,
             };
             self.log(
-                number,
-                &id,
+                &who,
                 n,
                 &ended,
                 response.map(|r| r.status),
-                &step,
-                verdict,
+                (&step, verdict),
             );
             let at = match step {
                 Step::Done(outcome) => return outcome,
                 Step::Retry(at) => at,
             };
-            if !self.sleep_until(at) {
+            self.gate.retry_waits(number, at, scope.clone());
+            let _announced = Announced(&self.gate, number);
+            if !self.sleep_until(at, &scope) {
                 return Outcome::Undelivered;
             }
-            if let Err(outcome) = self.take_slot(bytes, deadline) {
+            if let Err(outcome) = self.take_slot(bytes, deadline, &scope) {
                 return outcome;
             }
         }
         unreachable!("attempts are bounded by --retries")
+    }
+
+    /// Whom an overload of `record` (its delimiter included) holds back:
+    /// its key with `--key` (every start for a record without one).
+    fn scope_of(&self, record: &[u8]) -> Scope {
+        self.key
+            .as_ref()
+            .and_then(|spec| crate::keyed::record_key(spec, record, self.delimiter))
+            .map_or(Scope::All, |key| Scope::Key(key.into()))
     }
 
     /// An attempt's output goes to stdout whole; with `--keep-order`, it is
@@ -454,9 +526,10 @@ impl Pool {
 
     /// Pace the starts so the quota announced in a response's headers
     /// (`text`) lasts until its reset, the requests in flight counted
-    /// against it ([`quota::pace`]). A malformed quota field is ignored,
-    /// and said once on stderr.
-    fn follow_quota(&self, text: &str) {
+    /// against it ([`quota::pace`]), for the record's `scope` (its key's
+    /// quota with `--key`). A malformed quota field is ignored, and said
+    /// once on stderr.
+    fn follow_quota(&self, text: &str, scope: &Scope) {
         if !self.cfg.quota_pacing {
             return;
         }
@@ -479,10 +552,11 @@ impl Pool {
         // This job's request is answered; the others running are not.
         let in_flight = self.lock().running.len().saturating_sub(1) as u64;
         match quota::pace(q, in_flight) {
-            quota::Pace::Every(d) => self.gate.set_quota_spacing(ns(d)),
+            quota::Pace::Every(d) => self.gate.set_quota_spacing(scope, ns(d)),
             quota::Pace::Pause(d) => {
-                self.gate.set_quota_spacing(0);
-                self.gate.pause_until(now.saturating_add(ns(d)));
+                self.gate.set_quota_spacing(scope, 0);
+                self.gate.pause(scope, now, now.saturating_add(ns(d)));
+                self.shared.data_ready.notify_all();
             }
         }
     }
@@ -532,8 +606,14 @@ impl Pool {
     }
 
     /// What follows an attempt that ended as `verdict`: the books for
-    /// retries, overloads and `--adapt`, and the next step.
-    fn next_step(&self, verdict: Verdict, n: u32, deadline: Option<u64>, ended: &Ended) -> Step {
+    /// retries, overloads and `--adapt` (of `scope`), and the next step.
+    fn next_step(
+        &self,
+        verdict: Verdict,
+        n: u32,
+        (deadline, scope): (Option<u64>, &Scope),
+        ended: &Ended,
+    ) -> Step {
         let now = self.shared.clock.now();
         let mut inner = self.lock();
         if inner.durations_ns.len() == DURATIONS_KEPT {
@@ -542,10 +622,10 @@ impl Pool {
         inner.durations_ns.push_back(ns(ended.duration));
         let retry_after = match verdict {
             Verdict::Succeeded => {
-                inner.overload_streak = 0;
-                if let Some(aimd) = &mut inner.aimd {
+                let book = inner.books.get_mut(scope);
+                if let Some(aimd) = book.and_then(|b| b.aimd.as_mut()) {
                     aimd.success();
-                    self.gate.set_spacing(aimd.spacing_ns());
+                    self.gate.narrow(scope, aimd.spacing_ns());
                 }
                 return Step::Done(Outcome::Succeeded);
             }
@@ -554,7 +634,8 @@ impl Pool {
             Verdict::Overload { retry_after_ns } => Some(retry_after_ns),
         };
         if let Some(retry_after_ns) = retry_after {
-            self.overload(&mut inner, now, retry_after_ns);
+            let started = now.saturating_sub(ns(ended.duration));
+            self.overload(&mut inner, scope, (started, now), retry_after_ns);
         }
         if matches!(ended.exit, Exit::TimedOut { .. }) && deadline.is_some_and(|d| now >= d) {
             return Step::Done(Outcome::Expired);
@@ -564,7 +645,7 @@ impl Pool {
         }
         let backoff = self.cfg.backoff;
         let wait = backoff.wait(n - 1, &mut inner.rng);
-        let at = now.saturating_add(wait).max(self.gate.paused_until());
+        let at = now.saturating_add(wait).max(self.gate.paused_until(scope));
         if deadline.is_some_and(|d| at >= d) {
             return Step::Done(Outcome::Expired);
         }
@@ -572,41 +653,61 @@ impl Pool {
         Step::Retry(at)
     }
 
-    /// An overload: pause every start for `Retry-After` (or a backoff for
-    /// the whole pool), and lower the rate under `--adapt`.
-    fn overload(&self, inner: &mut Inner, now: u64, retry_after_ns: Option<u64>) {
+    /// An overload of `scope` reported at `now` by an attempt that started
+    /// at `started` (ns): pause the scope for `Retry-After`, or else for a
+    /// backoff that grows with the overloads in a row; then its rate comes
+    /// back gradually; under `--adapt` its rate is lowered. See the
+    /// module's notes.
+    fn overload(
+        &self,
+        inner: &mut Inner,
+        scope: &Scope,
+        (started, now): (u64, u64),
+        retry_after_ns: Option<u64>,
+    ) {
         inner.overloads += 1;
-        let wait = retry_after_ns.unwrap_or_else(|| {
-            let streak = inner.overload_streak;
-            self.cfg.backoff.wait(streak, &mut inner.rng)
+        let backoff = self.cfg.backoff;
+        let Inner { books, rng, .. } = inner;
+        let book = books.entry(scope.clone()).or_insert_with(|| Book {
+            aimd: (self.cfg.adapt && self.rate.is_finite()).then(|| Aimd::new(self.rate)),
+            ..Book::default()
         });
-        inner.overload_streak = inner.overload_streak.saturating_add(1);
-        let until = now.saturating_add(wait);
-        let before = self.gate.paused_until().max(now);
-        if until > before {
-            if self.gate.paused_until() <= now {
-                inner.pauses += 1;
-            }
-            inner.paused_ns += until - before;
-            self.gate.pause_until(until);
+        let quiet = backoff.ceiling(book.streak).max(QUIET_MIN);
+        if book.last.is_some_and(|t| now.saturating_sub(t) > quiet) {
+            book.streak = 0;
         }
-        if let Some(aimd) = &mut inner.aimd {
-            aimd.overload();
-            self.gate.set_spacing(aimd.spacing_ns());
+        // An attempt started before the latest overload: the same episode.
+        let fresh = book.last.map_or(true, |t| started >= t);
+        let wait = retry_after_ns.unwrap_or_else(|| backoff.wait(book.streak, rng));
+        if fresh {
+            book.streak = book.streak.saturating_add(1);
+            book.last = Some(now);
+        }
+        let was_paused = self.gate.paused_until(scope) > now;
+        let lengthened = self.gate.pause(scope, now, now.saturating_add(wait));
+        if lengthened > 0 {
+            inner.pauses += u64::from(!was_paused);
+            inner.paused_ns += lengthened;
+        }
+        if fresh {
+            self.gate.slow(scope, now, self.gate.paused_until(scope));
+            if let Some(aimd) = &mut book.aimd {
+                aimd.overload();
+                self.gate.narrow(scope, aimd.spacing_ns());
+            }
         }
         self.shared.data_ready.notify_all();
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// The joblog's line for attempt `attempt` of `who`, which ended as
+    /// `ended` (with `http_status`, when known) and was followed by `step`.
     fn log(
         &self,
-        record: u64,
-        id: &str,
+        who: &Who,
         attempt: u32,
         ended: &Ended,
         http_status: Option<u16>,
-        step: &Step,
-        verdict: Verdict,
+        (step, verdict): (&Step, Verdict),
     ) {
         let Some(joblog) = &self.joblog else {
             return;
@@ -621,16 +722,18 @@ impl Pool {
         };
         let (exit, signal, timed_out) = Entry::exit_fields(ended.exit);
         let entry = Entry {
-            record,
-            id,
+            id: who.id,
+            number: who.number,
+            record: who.record,
             attempt,
-            start: unix_seconds(ended.started),
-            duration_ms: ended.duration.as_secs_f64() * 1e3,
+            start_us: unix_micros(ended.started),
+            duration_us: micros(ended.duration),
             exit,
             signal,
             timed_out,
             http_status,
             outcome,
+            error: None,
         };
         joblog
             .lock()
@@ -709,14 +812,19 @@ impl Jobs for Pool {
             durations[at] as f64 / 1e6
         };
         let now = self.shared.clock.now();
-        let paused_left = self.gate.paused_until().saturating_sub(now);
+        let paused_left = self.gate.paused_until(&Scope::All).saturating_sub(now);
         JobStats {
             jobs_running: inner.running.len() as u64,
             retries: inner.retries,
             overload_responses: inner.overloads,
             pauses: inner.pauses,
             paused_ms: inner.paused_ns.saturating_sub(paused_left) as f64 / 1e6,
-            effective_rate: inner.aimd.map_or(self.rate, |a| a.current()),
+            effective_rate: inner
+                .books
+                .get(&Scope::All)
+                .and_then(|b| b.aimd)
+                .map_or(self.rate, |a| a.current())
+                .min(self.gate.rate_at(&Scope::All, now)),
             attempt_p50_ms: pct(0.5),
             attempt_p99_ms: pct(0.99),
         }
@@ -776,6 +884,26 @@ impl Jobs for Pool {
     }
 }
 
+/// A record as the joblog names it.
+struct Who<'a> {
+    /// Its number (`DRIP_RECORD`).
+    number: u64,
+    /// Its stable id (`DRIP_RECORD_ID`).
+    id: &'a str,
+    /// The record, as a JSON string's text.
+    record: &'a str,
+}
+
+/// A retry announced to the gate ([`GateControl::retry_waits`]): withdrawn
+/// when dropped, whether it started or was given up.
+struct Announced<'a>(&'a GateControl, u64);
+
+impl Drop for Announced<'_> {
+    fn drop(&mut self) {
+        self.0.retry_done(self.1);
+    }
+}
+
 /// Removes the pool's headers directory when dropped: on every way out of
 /// the wiring, errors included.
 pub(crate) struct RemoveHeaders(pub(crate) Arc<Pool>);
@@ -823,7 +951,7 @@ impl Sink for Runner {
                     done.stopped = true;
                     return done;
                 }
-                if !self.0.sleep_until(0) {
+                if !self.0.sleep_until(0, &Scope::All) {
                     self.0.release_slot();
                     done.stopped = true;
                     return done;

@@ -48,6 +48,9 @@ impl Keyed {
             self.slots[front as usize].lane = Lane::Idle;
             self.mark_idle(front);
         }
+        if self.held(s, now, &*global) {
+            return false;
+        }
         if self.shared.is_some() {
             return self.leave_now_shared(now, s, record, global);
         }
@@ -59,6 +62,21 @@ impl Keyed {
             return false;
         }
         self.take_slot(s, now);
+        global.key_left(self.slots[s as usize].key.as_bytes(), now);
+        true
+    }
+
+    /// Whether key `s` is held back at `now` by a hold on it alone
+    /// ([`Schedule::key_due`]: an overload's pause); if so its own schedule
+    /// is due no earlier than the hold's end, so it waits out of the line.
+    #[inline]
+    pub(super) fn held(&mut self, s: u32, now: u64, global: &dyn Schedule) -> bool {
+        let slot = &mut self.slots[s as usize];
+        let due = global.key_due(slot.key.as_bytes());
+        if due <= now {
+            return false;
+        }
+        slot.due = slot.due.max(due);
         true
     }
 
@@ -142,12 +160,21 @@ impl Keyed {
                 self.mark_idle(s);
                 continue;
             }
+            if self.held(s, now, &*global) {
+                // Out of the line until its hold ends.
+                self.ready.pop_front();
+                self.slots[s as usize].lane = Lane::Timed;
+                self.timers.push(Reverse((self.slots[s as usize].due, s)));
+                continue;
+            }
+            let slot = &self.slots[s as usize];
             let head = self.nodes[slot.head as usize].seg.as_bytes();
             if global.release(now, 1, &mut std::iter::once(head)) == 0 {
                 break;
             }
             self.ready.pop_front();
             self.take_slot(s, now);
+            global.key_left(self.slots[s as usize].key.as_bytes(), now);
             self.slots[s as usize].lane = Lane::Idle;
             let seg = self.pop_head(s).expect("a waiting record");
             self.longest_wait_ns = self.longest_wait_ns.max(now.saturating_sub(seg.arrived));

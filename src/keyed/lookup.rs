@@ -25,6 +25,16 @@ pub(super) fn body_of(record: &[u8], delimiter: u8) -> &[u8] {
     &record[..end]
 }
 
+/// The key of `record` (its delimiter included) under `spec`, as the keyed
+/// queues see it (without the delimiter, nor a CR before a newline).
+pub fn record_key<'a>(
+    spec: &crate::key::KeySpec,
+    record: &'a [u8],
+    delimiter: u8,
+) -> Option<&'a [u8]> {
+    spec.key(body_of(record, delimiter))
+}
+
 /// Records looked up at once ([`Keyed::look_ahead`]).
 pub(super) const AHEAD: usize = 16;
 

@@ -78,6 +78,7 @@ mod queues;
 mod shared;
 mod table;
 
+pub use lookup::record_key;
 pub use shared::{KeySchedule, LeaseHead, Want};
 
 use line::Lane;

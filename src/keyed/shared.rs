@@ -109,6 +109,7 @@ impl Keyed {
             return false;
         }
         self.take_slot(s, now);
+        global.key_left(self.slots[s as usize].key.as_bytes(), now);
         true
     }
 
@@ -193,15 +194,22 @@ impl Keyed {
                 self.mark_idle(s);
                 continue;
             }
+            let held = !blocked && self.held(s, now, &*global);
+            let slot = &self.slots[s as usize];
             let shared = self.shared.as_deref_mut().expect("shared");
             match shared.first_slot(now, s, slot.key.as_bytes()) {
-                LeaseHead::At(t) if t <= now && !blocked => {
+                LeaseHead::At(t) if t <= now && !blocked && !held => {
                     // Under a binding global limit, the key whose slot
                     // came first goes first: its slot expires first.
                     let j = if binds {
                         self.earliest_due(now, i, t)
                     } else {
                         i
+                    };
+                    let j = if j != i && self.held(self.ready[j], now, &*global) {
+                        i
+                    } else {
+                        j
                     };
                     let s = self.ready[j];
                     let head = self.nodes[self.slots[s as usize].head as usize]
@@ -210,13 +218,21 @@ impl Keyed {
                     if global.release(now, 1, &mut std::iter::once(head)) > 0 {
                         self.ready.remove(j);
                         self.send_shared(s, now, outbox);
+                        global.key_left(self.slots[s as usize].key.as_bytes(), now);
                         sent += 1;
                         continue;
                     }
                     blocked = true;
                     self.look_at(global.next_due(head));
                 }
-                LeaseHead::At(t) if t <= now => {}
+                LeaseHead::At(t) if t <= now => {
+                    // Held back by an overload on this key alone: looked
+                    // at again when the hold ends.
+                    if !blocked {
+                        let due = self.slots[s as usize].due;
+                        self.look_at(due);
+                    }
+                }
                 LeaseHead::At(t) if binds && slot.lane == Lane::Asked => self.look_at(t),
                 LeaseHead::At(t) => {
                     self.ready.remove(i);

@@ -1,0 +1,344 @@
+//! `--exec` against an overloaded service: an overload pauses only the key
+//! refused, retries go first, and consecutive overloads without
+//! `Retry-After` slow drip down until the service keeps up. Real curl
+//! against a test HTTP server on 127.0.0.1 that keeps a token bucket per
+//! path prefix (`/a/...`, `/b/...`), with and without `Retry-After`.
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{command, wait_for};
+use serde_json::Value;
+
+/// What the server saw: (seconds since it started, path, status).
+type Seen = Arc<Mutex<Vec<(f64, String, u16)>>>;
+
+/// A prefix's quota: a token bucket of `per_second` holding at most
+/// `burst` tokens; over it, 429, with `Retry-After: 1` when `retry_after`.
+#[derive(Clone, Copy)]
+struct Quota {
+    per_second: f64,
+    burst: f64,
+    retry_after: bool,
+}
+
+/// An HTTP server on 127.0.0.1 with a quota per first path segment (a
+/// prefix not given never refuses). Returns its port and what it saw.
+fn server(quotas: &[(&str, Quota)]) -> (u16, Seen) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen: Seen = Arc::default();
+    let log = Arc::clone(&seen);
+    let quotas: HashMap<String, Quota> = quotas.iter().map(|(p, q)| (p.to_string(), *q)).collect();
+    let start = Instant::now();
+    std::thread::spawn(move || {
+        // Each prefix: (tokens, when last filled).
+        let mut buckets: HashMap<String, (f64, f64)> = HashMap::new();
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut request = String::new();
+            reader.read_line(&mut request).unwrap_or(0);
+            let path = request.split(' ').nth(1).unwrap_or("").to_string();
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+            }
+            let now = start.elapsed().as_secs_f64();
+            let prefix = path.split('/').nth(1).unwrap_or("").to_string();
+            let (status, retry_after) = match quotas.get(&prefix) {
+                None => (200, false),
+                Some(q) => {
+                    let (tokens, last) = buckets.entry(prefix).or_insert((q.burst, now));
+                    *tokens = (*tokens + (now - *last) * q.per_second).min(q.burst);
+                    *last = now;
+                    if *tokens < 1.0 {
+                        (429, q.retry_after)
+                    } else {
+                        *tokens -= 1.0;
+                        (200, false)
+                    }
+                }
+            };
+            log.lock().unwrap().push((now, path, status));
+            let extra = if retry_after {
+                "Retry-After: 1\r\n"
+            } else {
+                ""
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status} X\r\n{extra}Content-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+        }
+    });
+    (port, seen)
+}
+
+fn curl_present() {
+    let ok = Command::new("curl")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "curl is needed (CI installs it; locally: apt-get install curl)"
+    );
+}
+
+/// Run drip over `input` to the end; (status, stderr).
+fn run(args: &[&str], input: &str) -> (i32, String) {
+    let mut cmd = command(args);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    let status = wait_for(&mut child, Duration::from_secs(120));
+    (status.code().unwrap_or(-1), err)
+}
+
+fn joblog(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Every path of `prefix` 1..=n got a 200, once.
+fn assert_all_through(seen: &[(f64, String, u16)], prefix: &str, n: usize) {
+    let mut ok: Vec<usize> = seen
+        .iter()
+        .filter(|(_, p, st)| *st == 200 && p.starts_with(&format!("/{prefix}/")))
+        .map(|(_, p, _)| p.rsplit('/').next().unwrap().parse().unwrap())
+        .collect();
+    ok.sort_unstable();
+    assert_eq!(ok, (1..=n).collect::<Vec<_>>(), "{prefix}: {seen:?}");
+}
+
+/// Times (s) the server saw requests of `prefix`.
+fn times(seen: &[(f64, String, u16)], prefix: &str) -> Vec<f64> {
+    seen.iter()
+        .filter(|(_, p, _)| p.starts_with(&format!("/{prefix}/")))
+        .map(|s| s.0)
+        .collect()
+}
+
+/// Two hosts' URLs, interleaved: a's quota is 3/s, b never refuses; with
+/// `--key` on the path's first segment at 5/s, b's 30 requests go at its
+/// own rate whatever a's 429s ask of a.
+fn one_keys_overload(retry_after: bool) {
+    curl_present();
+    let a = Quota {
+        per_second: 3.0,
+        burst: 1.0,
+        retry_after,
+    };
+    let (port, seen) = server(&[("a", a)]);
+    let input: String = (1..=30)
+        .flat_map(|i| {
+            [
+                format!("http://127.0.0.1:{port}/a/{i}\n"),
+                format!("http://127.0.0.1:{port}/b/{i}\n"),
+            ]
+        })
+        .collect();
+    let (status, err) = run(
+        &[
+            "-q",
+            "--key",
+            "^http://[^/]+/([^/]+)/",
+            "--key-rate",
+            "5/s",
+            "-j",
+            "8",
+            "--retries",
+            "20",
+            "--backoff",
+            "100ms..2s",
+            "--exec",
+            "curl",
+            "-sS",
+            "-o",
+            "/dev/null",
+            "-D",
+            "{headers}",
+            "{}",
+        ],
+        &input,
+    );
+    assert_eq!(status, 0, "{err}");
+    let seen = seen.lock().unwrap().clone();
+    assert_all_through(&seen, "a", 30);
+    assert_all_through(&seen, "b", 30);
+    assert!(seen.iter().any(|s| s.2 == 429), "a was never refused");
+    let b = times(&seen, "b");
+    let span = b[b.len() - 1] - b[0];
+    let gaps: Vec<String> = b
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .filter(|g| *g > 0.7)
+        .map(|g| format!("{g:.3}"))
+        .collect();
+    eprintln!("b: 30 requests over {span:.2} s (about 5.8 at 5/s)");
+    // At 5/s, 200 ms apart: no gap of a pause, and about 6 s in all.
+    assert!(
+        gaps.is_empty(),
+        "b was held back by a's 429s: gaps {gaps:?}"
+    );
+    assert!(span < 9.0, "b's 30 requests took {span:.2} s");
+}
+
+#[test]
+fn one_keys_retry_after_pauses_that_key_only() {
+    one_keys_overload(true);
+}
+
+#[test]
+fn one_keys_overload_without_retry_after_pauses_that_key_only() {
+    one_keys_overload(false);
+}
+
+/// The records in the order their attempts started: (the record's
+/// number, from its id, attempt).
+fn start_order(log: &Path) -> Vec<(String, u64)> {
+    let mut entries = joblog(log);
+    entries.sort_by(|x, y| {
+        let start = |e: &Value| e["start_us"].as_u64().unwrap();
+        start(x).cmp(&start(y))
+    });
+    entries
+        .iter()
+        .map(|e| {
+            let id = e["id"].as_str().unwrap();
+            let number = id.split('-').next().unwrap().to_string();
+            (number, e["attempt"].as_u64().unwrap())
+        })
+        .collect()
+}
+
+/// a, b, c, d at 4/s; a's first attempt fails, with `script`: its retry is
+/// the next start, before b, c and d waiting in the bucket.
+fn retry_goes_first(script: &str, backoff: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("joblog");
+    let (status, err) = run(
+        &[
+            "-q",
+            "-r",
+            "4/s",
+            "-j",
+            "4",
+            "--retries",
+            "3",
+            "--backoff",
+            backoff,
+            "--joblog",
+            log.to_str().unwrap(),
+            "--exec",
+            "sh",
+            "-c",
+            script,
+            "sh",
+            "{}",
+        ],
+        "a\nb\nc\nd\n",
+    );
+    assert_eq!(status, 0, "{err}");
+    let order = start_order(&log);
+    let names: Vec<String> = order.iter().map(|(r, n)| format!("{r}#{n}")).collect();
+    assert_eq!(
+        &names[..2],
+        ["1#1", "1#2"],
+        "a's retry was not next: {names:?}"
+    );
+}
+
+#[test]
+fn a_retry_whose_backoff_ended_takes_the_next_slot() {
+    // a's retry is ready 10 ms after its first attempt, 240 ms before the
+    // next slot; b, c and d wait in the bucket. Three runs: the old race
+    // lost it in most.
+    let script = r#"[ "$1" = a ] && [ "$DRIP_ATTEMPT" = 1 ] && exit 75; exit 0"#;
+    for _ in 0..3 {
+        retry_goes_first(script, "10ms..10ms");
+    }
+}
+
+#[test]
+fn after_a_retry_after_pause_the_retry_starts_first() {
+    // a's first attempt answers 429 with Retry-After: 1; every start
+    // pauses; when it ends, a's retry and the waiting records are due.
+    let script = r#"if [ "$1" = a ] && [ "$DRIP_ATTEMPT" = 1 ]; then
+        printf 'HTTP/1.1 429 X\r\nRetry-After: 1\r\n\r\n' > "$DRIP_HEADERS"; fi; exit 0"#;
+    for _ in 0..2 {
+        retry_goes_first(script, "10ms..10ms");
+    }
+}
+
+/// 60 records at 30/s against a quota of 10/s (burst `burst`) that sends
+/// no `Retry-After`: (refusals, seconds from the first request to the
+/// last), every record through.
+fn against_a_quota_without_retry_after(burst: f64) -> (usize, f64) {
+    curl_present();
+    let q = Quota {
+        per_second: 10.0,
+        burst,
+        retry_after: false,
+    };
+    let (port, seen) = server(&[("q", q)]);
+    let input: String = (1..=60)
+        .map(|i| format!("http://127.0.0.1:{port}/q/{i}\n"))
+        .collect();
+    let (status, err) = run(
+        &[
+            "-q",
+            "-r",
+            "30/s",
+            "-j",
+            "8",
+            "--retries",
+            "30",
+            "--exec",
+            "curl",
+            "-sS",
+            "-o",
+            "/dev/null",
+            "-D",
+            "{headers}",
+            "{}",
+        ],
+        &input,
+    );
+    assert_eq!(status, 0, "{err}");
+    let seen = seen.lock().unwrap().clone();
+    assert_all_through(&seen, "q", 60);
+    let refused = seen.iter().filter(|s| s.2 == 429).count();
+    let span = seen[seen.len() - 1].0 - seen[0].0;
+    eprintln!("burst {burst}: {refused} refusals, {span:.2} s");
+    (refused, span)
+}
+
+#[test]
+fn consecutive_overloads_slow_drip_to_what_the_service_allows() {
+    let (refused, _) = against_a_quota_without_retry_after(1.0);
+    assert!(refused <= 15, "{refused} refusals of 60 records");
+}

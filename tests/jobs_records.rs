@@ -1,0 +1,109 @@
+//! `--exec`, record by record: what the joblog says of each record, and
+//! records that cannot be a job's argument. Real processes.
+
+mod common;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::{command, wait_for};
+use serde_json::Value;
+
+/// Run drip over `input` (bytes) to the end; (status, stdout, stderr).
+fn run(args: &[&str], input: &[u8]) -> (i32, Vec<u8>, String) {
+    let mut cmd = command(args);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    let feeder = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let mut out = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut out, &mut v).unwrap();
+        v
+    });
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    let status = wait_for(&mut child, Duration::from_secs(60));
+    feeder.join().unwrap();
+    (status.code().unwrap_or(-1), reader.join().unwrap(), err)
+}
+
+fn joblog(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn the_joblog_carries_the_record_as_a_string_and_whole_microseconds() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("joblog");
+    let input = b"plain\nsay \"hi\"\\\tx\nbad \xff byte\n";
+    let (status, _, err) = run(
+        &[
+            "-q",
+            "-r",
+            "inf",
+            "--joblog",
+            log.to_str().unwrap(),
+            "--exec",
+            "sh",
+            "-c",
+            "sleep 0.01",
+        ],
+        input,
+    );
+    assert_eq!(status, 0, "{err}");
+    let mut entries = joblog(&log);
+    entries.sort_by_key(|e| e["number"].as_u64().unwrap());
+    let records: Vec<&str> = entries
+        .iter()
+        .map(|e| e["record"].as_str().unwrap())
+        .collect();
+    assert_eq!(records, ["plain", "say \"hi\"\\\\\tx", "bad \\xff byte"]);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let first = text.lines().next().unwrap();
+    let fields = serde_json::from_str::<serde_json::Map<String, Value>>(first).unwrap();
+    // Every field, in the documented order (serde_json's map sorts keys,
+    // so look at the line itself for the order).
+    let order = [
+        "id",
+        "number",
+        "record",
+        "attempt",
+        "start_us",
+        "duration_us",
+        "exit",
+        "signal",
+        "timed_out",
+        "http_status",
+        "outcome",
+    ];
+    assert_eq!(fields.len(), order.len(), "{first}");
+    let at: Vec<usize> = order
+        .iter()
+        .map(|k| first.find(&format!("\"{k}\":")).expect(k))
+        .collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{first}");
+    for e in &entries {
+        let id = e["id"].as_str().unwrap();
+        assert!(id.starts_with(&format!("{}-", e["number"])), "{e}");
+        let us = e["duration_us"].as_u64().expect("whole microseconds");
+        assert!((10_000..10_000_000).contains(&us), "{e}");
+        assert!(
+            e["start_us"].as_u64().unwrap() > 1_600_000_000_000_000,
+            "{e}"
+        );
+        assert_eq!(e["outcome"], "succeeded");
+    }
+}
