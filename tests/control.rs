@@ -335,6 +335,21 @@ fn errors_are_one_line_with_status_1() {
         err,
         "drip: ctl: no such drip: nightly (see 'drip ctl list')\n"
     );
+    // A word that looks like an option where the target goes is drip ctl's
+    // error too, status 1, not a usage error of drip's.
+    for args in [&["--bogus"][..], &["-j", "3"], &["-1", "stats"]] {
+        let (status, out, err) = ctl(rt, args, None);
+        assert_eq!((status, out.as_str()), (1, ""), "{args:?}");
+        assert_eq!(
+            err,
+            format!(
+                "drip: ctl: '{}' is not a target: give list, a pid or a --name \
+                 (see 'drip ctl --help')\n",
+                args[0]
+            ),
+            "{args:?}"
+        );
+    }
     let drip = Running::start(
         &["-r", "50/s", "--name", "plain"],
         rt,

@@ -322,7 +322,7 @@ pub enum Command {
 #[derive(Debug, clap::Args)]
 pub struct CtlArgs {
     /// `list`, or the pid or --name of a running drip
-    #[arg(value_name = "list|TARGET", value_hint = ValueHint::Other)]
+    #[arg(value_name = "list|TARGET", allow_hyphen_values = true, value_hint = ValueHint::Other)]
     pub target: Option<String>,
 
     /// What to do: info, stats, keys, jobs, pause, resume, rate RATE[:BURST],

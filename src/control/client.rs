@@ -27,6 +27,9 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             [] => Ok(serde_json::Value::Array(list(&socket_dir()))),
             _ => Err(format!("list: takes no value, got '{}'", rest.join(" "))),
         },
+        Some((target, _)) if target.starts_with('-') => Err(format!(
+            "'{target}' is not a target: give list, a pid or a --name (see 'drip ctl --help')"
+        )),
         Some((target, words)) => send_to(&socket_dir(), target, words),
         None => Err(format!(
             "no target: drip ctl list, or drip ctl TARGET COMMAND ({})",
