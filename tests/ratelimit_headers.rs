@@ -206,14 +206,18 @@ fn thirty_per_ten_seconds_over_120_records() {
     assert!((36.0..=44.0).contains(&took), "{took:.2} s");
 }
 
+/// Each request's key, when it came (seconds since the start) and its
+/// status.
+type Requests = Arc<Mutex<Vec<(char, f64, u16)>>>;
+
 /// A server on 127.0.0.1 with a fixed window per key (the first path
 /// segment): `quotas[k]` requests per `window` seconds for key `k`
 /// (`/a/…`, `/b/…`), announced as `X-RateLimit-*`. Returns the port and
 /// each request's (key, seconds since start, status).
-fn keyed_window_server(quotas: [u32; 2], window: u64) -> (u16, Arc<Mutex<Vec<(char, f64, u16)>>>) {
+fn keyed_window_server(quotas: [u32; 2], window: u64) -> (u16, Requests) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let seen: Arc<Mutex<Vec<(char, f64, u16)>>> = Arc::default();
+    let seen: Requests = Arc::default();
     let log = Arc::clone(&seen);
     let start = Instant::now();
     let used = Arc::new(Mutex::new([(0u64, 0u32); 2]));
