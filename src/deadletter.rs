@@ -4,8 +4,10 @@
 //!
 //! The file is written by a thread of its own, never under the state lock:
 //! [`DeadLetter::write`] only queues. What is queued is flushed to the file
-//! within [`FLUSH_EVERY`] (and, for a regular file, synced to the disk at
-//! most once a second), never with a write per record. The queue is
+//! [`FLUSH_SOON`] after the last flush once the queue runs dry, and within
+//! [`FLUSH_EVERY`] while shedding goes on (and, for a regular file, synced
+//! to the disk at most once a second): at most one flush every
+//! [`FLUSH_SOON`], however many records are shed. The queue is
 //! bounded in bytes ([`BACKLOG`]): beyond it, [`Backlog::wait_for_room`]
 //! holds the reader back (shedding must not go on without a trace), so
 //! input stops being read until the dead letter drains. A failed write is
@@ -26,8 +28,14 @@ use crate::bucket::Segment;
 use crate::input::Piece;
 
 /// Longest a record shed stays in drip's buffer before it is handed to
-/// the file (written to the kernel).
+/// the file (written to the kernel), while shedding goes on.
 pub const FLUSH_EVERY: Duration = Duration::from_millis(200);
+
+/// Least time between two flushes: once the queue runs dry, what was
+/// written to the buffer is flushed this long after the last flush (so a
+/// record refused at arrival reaches the file within a few ms, and a steady
+/// trickle of shed records costs at most 200 flushes a second).
+pub const FLUSH_SOON: Duration = Duration::from_millis(5);
 
 /// How often a regular dead-letter file is synced to the disk (at most).
 const SYNC_EVERY: Duration = Duration::from_secs(1);
@@ -311,20 +319,24 @@ struct Flusher {
 }
 
 impl Flusher {
-    /// How long the thread may wait for more before it must flush.
+    /// How long the thread may wait for more, with the queue dry, before
+    /// it must flush.
     fn flush_in(&self) -> Option<Duration> {
         self.unflushed
-            .then(|| (self.last_flush + FLUSH_EVERY).saturating_duration_since(Instant::now()))
+            .then(|| (self.last_flush + FLUSH_SOON).saturating_duration_since(Instant::now()))
     }
 
-    /// Write `items`; flush when [`FLUSH_EVERY`] has passed or `closing`,
-    /// and sync a regular file at most every [`SYNC_EVERY`].
-    fn write(&mut self, items: &[Item], closing: bool) -> std::io::Result<()> {
+    /// Write `items`; flush when `closing`, when [`FLUSH_EVERY`] has
+    /// passed, or when the queue is `dry` and [`FLUSH_SOON`] has passed;
+    /// sync a regular file at most every [`SYNC_EVERY`].
+    fn write(&mut self, items: &[Item], closing: bool, dry: bool) -> std::io::Result<()> {
         for item in items {
             self.file.write(item)?;
         }
         self.unflushed |= !items.is_empty();
-        if !self.unflushed || !(closing || self.last_flush.elapsed() >= FLUSH_EVERY) {
+        let since = self.last_flush.elapsed();
+        let due = closing || since >= FLUSH_EVERY || (dry && since >= FLUSH_SOON);
+        if !self.unflushed || !due {
             return Ok(());
         }
         self.file.out.flush()?;
@@ -339,8 +351,9 @@ impl Flusher {
 }
 
 /// The next batch to write (at most about [`BATCH`] bytes), once there is
-/// one, the queue is closed, or a flush is due; and whether it is the last.
-fn next_batch(backlog: &Backlog, flusher: &Flusher) -> (Vec<Item>, bool, bool) {
+/// one, the queue is closed, or a flush is due; whether it is the last;
+/// whether writing may go on; and whether the queue is dry after it.
+fn next_batch(backlog: &Backlog, flusher: &Flusher) -> (Vec<Item>, bool, bool, bool) {
     let mut q = backlog.lock();
     while q.items.is_empty() && !q.closed {
         match flusher.flush_in() {
@@ -366,11 +379,13 @@ fn next_batch(backlog: &Backlog, flusher: &Flusher) -> (Vec<Item>, bool, bool) {
         taken += item.len();
         items.push(item);
     }
-    (items, q.closed && q.items.is_empty(), q.error.is_none())
+    let dry = q.items.is_empty();
+    (items, q.closed && dry, q.error.is_none(), dry)
 }
 
-/// The dead-letter thread: write what is queued, flush within
-/// [`FLUSH_EVERY`], sync at most every [`SYNC_EVERY`], until closed.
+/// The dead-letter thread: write what is queued, flush [`FLUSH_SOON`] after
+/// the last flush once the queue is dry and within [`FLUSH_EVERY`] while it
+/// is not, sync at most every [`SYNC_EVERY`], until closed.
 fn run(backlog: &Backlog, file: Output, failed: OnFailure) {
     let mut failed = Some(failed);
     let mut flusher = Flusher {
@@ -380,9 +395,9 @@ fn run(backlog: &Backlog, file: Output, failed: OnFailure) {
         unflushed: false,
     };
     loop {
-        let (items, closing, ok) = next_batch(backlog, &flusher);
+        let (items, closing, ok, dry) = next_batch(backlog, &flusher);
         let result = if ok {
-            flusher.write(&items, closing)
+            flusher.write(&items, closing, dry)
         } else {
             Ok(())
         };

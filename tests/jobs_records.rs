@@ -107,3 +107,40 @@ fn the_joblog_carries_the_record_as_a_string_and_whole_microseconds() {
         assert_eq!(e["outcome"], "succeeded");
     }
 }
+
+#[test]
+fn a_record_that_cannot_be_an_argument_fails_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("joblog");
+    let dead = dir.path().join("dead");
+    let long = "a".repeat(200 * 1024);
+    let input = format!("ok1\nx\0y\nok3\n{long}\nok5\n");
+    let (status, out, err) = run(
+        &[
+            "-q",
+            "-r",
+            "inf",
+            "--joblog",
+            log.to_str().unwrap(),
+            "--dead-letter",
+            dead.to_str().unwrap(),
+            "--exec",
+            "echo",
+            "{}",
+        ],
+        input.as_bytes(),
+    );
+    assert_eq!(status, 123, "{err}");
+    assert_eq!(String::from_utf8_lossy(&out), "ok1\nok3\nok5\n");
+    assert_eq!(err.matches("cannot be an argument").count(), 2, "{err}");
+    assert_eq!(
+        std::fs::read(&dead).unwrap(),
+        format!("x\0y\n{long}\n").into_bytes()
+    );
+    let failed: Vec<Value> = joblog(&log)
+        .into_iter()
+        .filter(|e| e["outcome"] == "failed")
+        .collect();
+    assert_eq!(failed.len(), 2);
+    assert!(failed.iter().all(|e| e["error"].is_string()), "{failed:?}");
+}

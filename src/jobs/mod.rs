@@ -110,7 +110,9 @@ pub struct JobArgs {
     /// (Unix time, whole microseconds), duration_us, exit or signal (null
     /// when not), timed_out, http_status (null when no headers file) and
     /// outcome: retry, overload, or the record's fate on its last line
-    /// (succeeded, failed, expired, undelivered)
+    /// (succeeded, failed, expired, undelivered); error when the record
+    /// could not be an argument (a NUL byte, over the system's limit: it
+    /// fails alone)
     #[arg(long, value_name = "FILE", value_parser = clap::builder::PathBufValueParser::new().try_map(crate::output::not_stdout), value_hint = clap::ValueHint::FilePath)]
     pub joblog: Option<PathBuf>,
 

@@ -457,6 +457,14 @@ impl Pool {
             let set_group = |pgid| self.set_group(number, pgid);
             let ended = match attempt::run(&spec, files, &set_group) {
                 Ok(ended) => ended,
+                Err(error) if not_an_argument(&error) => {
+                    let who = Who {
+                        number,
+                        id: &id,
+                        record: &shown,
+                    };
+                    return self.not_an_argument(&who, n, &error);
+                }
                 Err(error) => return self.cannot_run(&argv[0], error),
             };
             self.pass_on(number, files);
@@ -611,6 +619,41 @@ impl Pool {
 
     fn leaving(&self) -> bool {
         self.lock().leaving
+    }
+
+    /// Attempt `attempt` of `who` could not start because the record cannot
+    /// be an argument: the record fails alone (said on stderr and in the
+    /// joblog); the batch goes on.
+    fn not_an_argument(&self, who: &Who, attempt: u32, error: &std::io::Error) -> Outcome {
+        let why = match error.raw_os_error() {
+            Some(libc::E2BIG) => "longer than the system's argument limit".to_string(),
+            _ => crate::input::describe(error),
+        };
+        eprintln!(
+            "drip: --exec: record {}: cannot be an argument: {why}",
+            who.number
+        );
+        if let Some(joblog) = &self.joblog {
+            let entry = Entry {
+                id: who.id,
+                number: who.number,
+                record: who.record,
+                attempt,
+                start_us: unix_micros(SystemTime::now()),
+                duration_us: 0,
+                exit: None,
+                signal: None,
+                timed_out: false,
+                http_status: None,
+                outcome: "failed",
+                error: Some(&why),
+            };
+            joblog
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .write(&entry);
+        }
+        Outcome::Failed
     }
 
     /// The command cannot be started: reported once, and drip stops.
@@ -914,6 +957,13 @@ struct Who<'a> {
     id: &'a str,
     /// The record, as a JSON string's text.
     record: &'a str,
+}
+
+/// Whether a failed start says the record cannot be an argument (a NUL
+/// byte in it, or longer than the system's limit): the record's fault,
+/// not the command's.
+fn not_an_argument(error: &std::io::Error) -> bool {
+    error.kind() == std::io::ErrorKind::InvalidInput || error.raw_os_error() == Some(libc::E2BIG)
 }
 
 /// A retry announced to the gate ([`GateControl::retry_waits`]): withdrawn
