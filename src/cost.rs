@@ -11,7 +11,7 @@
 //!
 //! Pure: no threads, no clock, no I/O.
 
-use crate::key::KeySpec;
+use crate::key::{parse_field_or_group, KeyArg, KeySpec};
 
 /// What a record whose cost cannot be read costs (units of the cost limits).
 pub const UNREADABLE_COST: u64 = 1;
@@ -44,6 +44,15 @@ impl Cost {
     pub fn of(&self, record: &[u8]) -> u64 {
         self.read(record).unwrap_or(UNREADABLE_COST)
     }
+}
+
+/// Parse `--cost`: a field number (from 1), or a regular expression whose
+/// first capture group is the cost.
+///
+/// # Errors
+/// Field 0, an invalid expression, or an expression without a group.
+pub fn parse_cost_arg(text: &str) -> Result<KeyArg, String> {
+    parse_field_or_group(text, r#"'"tokens": *([0-9]+)', around the cost"#)
 }
 
 /// A whole number of at most [`MAX_COST`], ASCII digits with optional blanks
@@ -94,6 +103,15 @@ mod tests {
         }
         assert_eq!(cost("([0-9]+)").read(b" 9007199254740992 "), Some(MAX_COST));
         assert_eq!(cost("([0-9]+)").read(b"9007199254740993"), None);
+    }
+
+    #[test]
+    fn an_expression_without_a_group_is_refused_in_the_terms_of_a_cost() {
+        let why = parse_cost_arg("tokens").unwrap_err();
+        assert!(why.contains("around the cost"), "{why}");
+        assert!(!why.contains("key"), "{why}");
+        assert!(parse_cost_arg("0").is_err());
+        assert!(matches!(parse_cost_arg("2"), Ok(KeyArg::Field(2))));
     }
 
     #[test]

@@ -42,6 +42,16 @@ pub enum KeyArg {
 /// # Errors
 /// Field 0, an invalid expression, or an expression without a group.
 pub fn parse_key(text: &str) -> Result<KeyArg, String> {
+    parse_field_or_group(text, "'^https?://([^/:]+)', for the key")
+}
+
+/// Parse a field number (from 1) or a regular expression with a capture
+/// group, as `--key` and `--cost` take them; `group_example` ends the error
+/// for an expression without a group (an example and what the group finds).
+///
+/// # Errors
+/// Field 0, an invalid expression, or an expression without a group.
+pub fn parse_field_or_group(text: &str, group_example: &str) -> Result<KeyArg, String> {
     if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
         return match text.parse::<usize>() {
             Ok(0) => Err("field numbers start at 1".into()),
@@ -56,10 +66,9 @@ pub fn parse_key(text: &str) -> Result<KeyArg, String> {
         format!("invalid regular expression: {last}")
     })?;
     if re.captures_len() < 2 {
-        return Err(
-            "the expression needs a capture group, such as '^https?://([^/:]+)', for the key"
-                .into(),
-        );
+        return Err(format!(
+            "the expression needs a capture group, such as {group_example}"
+        ));
     }
     Ok(KeyArg::Pattern(re))
 }

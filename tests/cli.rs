@@ -301,6 +301,10 @@ fn cost_options_go_together_and_are_not_shared() {
             &["--cost", "(", "--cost-rate", "5/s"],
             "invalid regular expression",
         ),
+        (
+            &["--cost", "tokens", "--cost-rate", "5/s"],
+            "needs a capture group, such as '\"tokens\": *([0-9]+)', around the cost",
+        ),
     ] {
         drip(args)
             .write_stdin("x\n")

@@ -205,3 +205,132 @@ fn thirty_per_ten_seconds_over_120_records() {
     assert_eq!(refused, 0);
     assert!((36.0..=44.0).contains(&took), "{took:.2} s");
 }
+
+/// Each request's key, when it came (seconds since the start) and its
+/// status.
+type Requests = Arc<Mutex<Vec<(char, f64, u16)>>>;
+
+/// A server on 127.0.0.1 with a fixed window per key (the first path
+/// segment): `quotas[k]` requests per `window` seconds for key `k`
+/// (`/a/…`, `/b/…`), announced as `X-RateLimit-*`. Returns the port and
+/// each request's (key, seconds since start, status).
+fn keyed_window_server(quotas: [u32; 2], window: u64) -> (u16, Requests) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen: Requests = Arc::default();
+    let log = Arc::clone(&seen);
+    let start = Instant::now();
+    let used = Arc::new(Mutex::new([(0u64, 0u32); 2]));
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let (log, used) = (Arc::clone(&log), Arc::clone(&used));
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut request = String::new();
+                reader.read_line(&mut request).unwrap_or(0);
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                }
+                let key = request
+                    .split(' ')
+                    .nth(1)
+                    .unwrap_or("/a")
+                    .chars()
+                    .nth(1)
+                    .unwrap_or('a');
+                let k = usize::from(key == 'b');
+                let now = start.elapsed();
+                let this = now.as_secs() / window;
+                let (status, remaining) = {
+                    let mut used = used.lock().unwrap();
+                    if used[k].0 != this {
+                        used[k] = (this, 0);
+                    }
+                    if used[k].1 < quotas[k] {
+                        used[k].1 += 1;
+                        (200, quotas[k] - used[k].1)
+                    } else {
+                        (429, 0)
+                    }
+                };
+                let end = Duration::from_secs((this + 1) * window);
+                let reset = (end - now).as_secs_f64().ceil() as u64;
+                log.lock().unwrap().push((key, now.as_secs_f64(), status));
+                let retry = if status == 429 {
+                    format!("Retry-After: {reset}\r\n")
+                } else {
+                    String::new()
+                };
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status} X\r\nX-RateLimit-Limit: {}\r\nX-RateLimit-Remaining: {remaining}\r\nX-RateLimit-Reset: {reset}\r\n{retry}Content-Length: 0\r\nConnection: close\r\n\r\n",
+                    quotas[k]
+                );
+            });
+        }
+    });
+    (port, seen)
+}
+
+#[test]
+fn with_key_each_keys_quota_paces_that_key_only() {
+    // Key a allows 3 per 2 s, key b 30: a's 6 requests take two windows,
+    // b's 6 go at the rate, and neither gets a 429.
+    assert!(curl_present(), "curl is required (apt-get install curl)");
+    let (port, seen) = keyed_window_server([3, 30], 2);
+    let urls: String = (0..6)
+        .flat_map(|i| {
+            [
+                format!("http://127.0.0.1:{port}/a/{i}\n"),
+                format!("http://127.0.0.1:{port}/b/{i}\n"),
+            ]
+        })
+        .collect();
+    let input = temp_file(urls.as_bytes());
+    let out = command(&[
+        "-q",
+        "-r",
+        "50/s",
+        "-j",
+        "4",
+        "--retries",
+        "5",
+        "--key",
+        "/([ab])/",
+        "--key-rate",
+        "50/s",
+        "--exec",
+        "curl",
+        "-sS",
+        "-o",
+        "/dev/null",
+        "-D",
+        "{headers}",
+        "{}",
+    ])
+    .stdin(Stdio::from(input.reopen().unwrap()))
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen = seen.lock().unwrap();
+    assert!(seen.iter().all(|s| s.2 == 200), "{seen:?}");
+    let last = |key: char| {
+        seen.iter()
+            .filter(|s| s.0 == key)
+            .map(|s| s.1)
+            .fold(0.0, f64::max)
+    };
+    assert!(last('b') < 1.0, "b waited for a's quota: {seen:?}");
+    assert!(
+        last('a') >= 2.0,
+        "a's 6 went inside one window of 3: {seen:?}"
+    );
+}

@@ -11,6 +11,7 @@ use clap::{Parser, ValueHint};
 
 use super::manual::{ENVIRONMENT, EXAMPLES, EXIT_PRECEDENCE, EXIT_STATUSES};
 use crate::bucket::{Overflow, POLICIES};
+use crate::cost::parse_cost_arg;
 use crate::input::{Oversize, OVERSIZE_POLICIES};
 use crate::key::{parse_key, KeyArg};
 use crate::output::not_stdout;
@@ -86,7 +87,7 @@ pub struct Cli {
     /// record whose cost cannot be read (no such field, no match, not a
     /// whole number) costs 1 and is still passed on; the first such record
     /// is named once on stderr. Needs --cost-rate
-    #[arg(long, value_name = "FIELD|REGEX", value_parser = parse_key, value_hint = ValueHint::Other)]
+    #[arg(long, value_name = "FIELD|REGEX", value_parser = parse_cost_arg, value_hint = ValueHint::Other)]
     pub cost: Option<KeyArg>,
 
     /// Cost per unit of time, as --rate (100000/min, 500/s); a record spends

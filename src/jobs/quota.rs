@@ -146,6 +146,11 @@ pub struct Window {
 }
 
 impl Window {
+    /// Whether the window is known to last past `now` (ns).
+    pub fn is_open(&self, now: u64) -> bool {
+        self.last.is_some_and(|(end, _)| end > now)
+    }
+
     /// `quota` announced by a response received at `now` (ns), with its
     /// reset tightened by what earlier responses of the same window said.
     pub fn observe(&mut self, now: u64, quota: Quota) -> Quota {

@@ -45,6 +45,10 @@ use crate::writer::Sink;
 /// How often a wait (for a slot, a pause, a backoff) looks for a stop.
 const POLL: Duration = Duration::from_millis(10);
 
+/// Quota windows kept (one per key) before those already over are
+/// forgotten.
+const QUOTA_WINDOWS_KEPT: usize = 4096;
+
 /// What became of a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Outcome {
@@ -136,8 +140,9 @@ pub(crate) struct Pool {
     order: Option<Order>,
     /// A malformed quota field was said on stderr.
     quota_malformed: std::sync::atomic::AtomicBool,
-    /// The server's quota window, as the responses tell it.
-    quota_window: Mutex<quota::Window>,
+    /// The server's quota window of each scope (every start's, or each
+    /// key's), as the responses tell it.
+    quota_windows: Mutex<HashMap<Scope, quota::Window>>,
 }
 
 impl std::fmt::Debug for Pool {
@@ -195,7 +200,7 @@ impl Pool {
             terminated: Arc::new(Mutex::new(Some(Vec::new()))),
             order: cfg.keep_order.map(Order::new),
             quota_malformed: std::sync::atomic::AtomicBool::new(false),
-            quota_window: Mutex::new(quota::Window::default()),
+            quota_windows: Mutex::new(HashMap::new()),
             cfg,
             rate,
             delimiter,
@@ -552,13 +557,16 @@ impl Pool {
             }
         };
         let now = self.shared.clock.now();
-        let q = self
-            .quota_window
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .observe(now, q);
-        // This job's request is answered; the others running are not.
-        let in_flight = self.lock().running.len().saturating_sub(1) as u64;
+        let q = {
+            let mut windows = self.quota_windows.lock().unwrap_or_else(|e| e.into_inner());
+            if windows.len() > QUOTA_WINDOWS_KEPT {
+                windows.retain(|_, w| w.is_open(now));
+            }
+            windows.entry(scope.clone()).or_default().observe(now, q)
+        };
+        // This job's request is answered; the others of its scope running
+        // are not.
+        let in_flight = self.running_in(scope).saturating_sub(1);
         match quota::pace(q, in_flight) {
             quota::Pace::Every(d) => self.gate.set_quota_spacing(scope, ns(d)),
             quota::Pace::Pause(d) => {
@@ -566,6 +574,20 @@ impl Pool {
                 self.gate.pause(scope, now, now.saturating_add(ns(d)));
                 self.shared.data_ready.notify_all();
             }
+        }
+    }
+
+    /// Records of `scope` whose jobs are running (every record's, for
+    /// every start's scope).
+    fn running_in(&self, scope: &Scope) -> u64 {
+        let inner = self.lock();
+        match scope {
+            Scope::All => inner.running.len() as u64,
+            Scope::Key(_) => inner
+                .running
+                .values()
+                .filter(|entry| self.scope_of(entry.0.as_bytes()) == *scope)
+                .count() as u64,
         }
     }
 
