@@ -360,6 +360,10 @@ fn backoff_arg(text: &str) -> Result<Backoff, String> {
 /// Parse a job duration: more than zero, at most a day less a second
 /// (drip's clock in ms for poll(2) must hold it).
 fn job_duration_arg(text: &str) -> Result<Duration, String> {
+    if text.trim().parse::<f64>().is_ok() {
+        let n = text.trim();
+        return Err(format!("a unit is needed, such as {n}s (or {n}ms, {n}m)"));
+    }
     let d = humantime::parse_duration(text)
         .map_err(|e| format!("{e} (expected a duration such as 100ms, 2s, 1m)"))?;
     if d.is_zero() {
@@ -427,6 +431,10 @@ mod tests {
         assert_eq!(retries_arg("0"), Ok(0));
         assert!(retries_arg("-1").is_err());
         assert!(job_duration_arg("25d").is_err());
+        assert_eq!(
+            job_duration_arg("5"),
+            Err("a unit is needed, such as 5s (or 5ms, 5m)".into())
+        );
     }
 
     #[test]
