@@ -425,20 +425,43 @@ impl RateMeter {
     }
 }
 
-/// Time left: records still to come (estimated from the bytes read of
-/// the known input size) and those queued, at the measured output rate.
+/// Time left: the records still to come and those queued, at the measured
+/// output rate. Reading a regular file, the records still to come are the
+/// file's total at the bytes per record seen so far (written records when
+/// there are any: the reader may hold bytes not yet admitted) less those
+/// already through the bucket; once the input has ended, only what waits.
 fn eta(snap: &Snapshot, input_size: Option<u64>, measured: Option<f64>) -> Option<Duration> {
     let c = &snap.counts;
-    let remaining_in = match (snap.reading_done, input_size) {
-        (true, _) => 0.0,
-        (false, Some(size)) if c.bytes_read > 0 && size >= c.bytes_read => {
-            c.read as f64 * (size - c.bytes_read) as f64 / c.bytes_read as f64
+    let waiting = snap.depth as f64;
+    let left = match (snap.reading_done, input_size) {
+        (true, _) => waiting,
+        (false, Some(size)) => {
+            let (records, bytes) = if c.written > 0 {
+                (c.written, c.bytes_written)
+            } else {
+                (c.read, c.bytes_read)
+            };
+            if records == 0 || bytes == 0 {
+                return None;
+            }
+            let total = size as f64 * records as f64 / bytes as f64;
+            let through = c.read.saturating_sub(snap.depth) as f64;
+            (total - through).max(waiting)
         }
         _ => return None,
     };
-    let rate = measured.filter(|r| *r > 0.0)?;
-    let secs = (remaining_in + snap.depth as f64) / rate;
-    // Beyond 100 hours an estimate says nothing.
+    time_left(left, measured?)
+}
+
+/// How long `records` records take to leave at `rate` records per
+/// second: the first leaves within one interval, the last `records - 1`
+/// intervals after it. `None` without a rate, or beyond 100 hours (an
+/// estimate that says nothing).
+fn time_left(records: f64, rate: f64) -> Option<Duration> {
+    if rate <= 0.0 || !rate.is_finite() {
+        return None;
+    }
+    let secs = (records - 1.0).max(0.0) / rate;
     (secs < 360_000.0).then(|| Duration::from_secs_f64(secs))
 }
 
@@ -668,15 +691,16 @@ mod tests {
             depth: 10,
             ..Snapshot::default()
         };
-        // 50 more records to read plus 10 queued, at 10/s measured: 6 s,
-        // whatever the configured rate.
+        // 50 more records to read plus 10 queued, at 10/s measured: the
+        // last leaves 59 intervals after the next, whatever the configured
+        // rate.
         assert_eq!(
             eta(&snap, Some(1000), Some(10.0)),
-            Some(Duration::from_secs(6))
+            Some(Duration::from_millis(5900))
         );
         assert_eq!(
             eta(&snap, Some(1000), Some(2.0)),
-            Some(Duration::from_secs(30))
+            Some(Duration::from_millis(29_500))
         );
         // Nothing measured yet: no estimate.
         assert_eq!(eta(&snap, Some(1000), None), None);
@@ -824,6 +848,50 @@ mod tests {
             "00:00:02 437/100000 queued | 21.79/s | ETA 0:12 | output blocked"
         );
         assert_eq!(fit(&line, 19), "00:00:02 437/100000");
+    }
+
+    #[test]
+    fn time_left_counts_the_intervals_after_the_next_record() {
+        // Three records at 0.5/s: the next within 2 s, the last 4 s after.
+        assert_eq!(time_left(3.0, 0.5), Some(Duration::from_secs(4)));
+        assert_eq!(time_left(1.0, 0.5), Some(Duration::ZERO));
+        assert_eq!(time_left(0.0, 10.0), Some(Duration::ZERO));
+        assert_eq!(
+            time_left(2900.0, 100.0),
+            Some(Duration::from_millis(28_990))
+        );
+        assert_eq!(time_left(5.0, 0.0), None);
+    }
+
+    #[test]
+    fn eta_counts_the_rest_of_a_file_the_reader_has_taken_in() {
+        // The reader took in the whole 10000-byte file, but only 1000
+        // records are admitted (900 wait, 100 written at 5 bytes each):
+        // 2000 records in the file, 1900 still to leave, at 100/s.
+        let snap = Snapshot {
+            counts: Counts {
+                read: 1000,
+                bytes_read: 10_000,
+                written: 100,
+                bytes_written: 500,
+                ..Counts::default()
+            },
+            depth: 900,
+            ..Snapshot::default()
+        };
+        assert_eq!(
+            eta(&snap, Some(10_000), Some(100.0)),
+            Some(Duration::from_millis(18_990))
+        );
+        // Input ended: only what waits.
+        let ended = Snapshot {
+            reading_done: true,
+            ..snap
+        };
+        assert_eq!(
+            eta(&ended, Some(10_000), Some(100.0)),
+            Some(Duration::from_millis(8_990))
+        );
     }
 
     #[test]
