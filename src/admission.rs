@@ -897,6 +897,39 @@ mod tests {
     }
 
     #[test]
+    fn after_a_new_rate_the_forecast_is_what_the_writer_does() {
+        // 10/s: 1 leaves at 0, 2 at 100 ms, 3..11 wait. At 100 ms the rate
+        // becomes 2/s (3..11 leave 0.6 s .. 4.6 s, one more at 5.1 s) or
+        // 20/s (0.15 s .. 0.55 s, one more at 0.6 s). Record 12 arriving
+        // then leaves when the forecast said, not at the old rate's 1.1 s.
+        for (rate, wait) in [("2/s", 5 * S), ("20/s", S / 2)] {
+            let mut a = admission_waiting("10/s", Overflow::DropNewest, 100 * S);
+            let mut ledger = Ledger::new(false);
+            a.arrive(0, seg(1, 11), Overflow::DropNewest, true, &mut ledger);
+            assert_eq!(a.release(S / 10), 1);
+            assert_eq!(a.forecast_wait(S / 10), Some(S));
+            let limit = Limit {
+                rate: parse_rate(rate).unwrap(),
+                burst: 1,
+                unit: Unit::Records,
+            };
+            a.schedule_mut().replace_limits(S / 10, &[limit]).unwrap();
+            assert_eq!(a.forecast_wait(S / 10), Some(wait), "{rate}");
+            a.arrive(S / 10, seg(12, 12), Overflow::DropNewest, true, &mut ledger);
+            let mut left = None;
+            while let Some(t) = a.next_event() {
+                a.release(t);
+                let mut out = Vec::new();
+                a.take_outbox(&mut out);
+                if numbers(&out).iter().any(|n| n == "12") {
+                    left = Some(t);
+                }
+            }
+            assert_eq!(left, Some(S / 10 + wait), "{rate}");
+        }
+    }
+
+    #[test]
     fn paused_max_wait_goes_on_counting() {
         let mut a = admission("1000/s", 1, 10, Overflow::Block);
         a.max_wait_ns = Some(S);

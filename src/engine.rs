@@ -290,10 +290,16 @@ fn run_watching(
     // control socket goes.
     let control = start_control(&config, &shared, &ui, in_force)?;
     // Created by now: an input that is one of them is refused.
-    let own = OwnFile::of_all(&[
+    let mut own = OwnFile::of_all(&[
         ("--dead-letter", config.dead_letter.as_deref()),
         ("--stats-json", config.stats_json.as_deref()),
     ]);
+    own.extend(
+        config
+            .metrics
+            .as_deref()
+            .and_then(|path| OwnFile::replaced("--metrics", path)),
+    );
     let reader = reader::spawn(
         Arc::clone(&shared),
         Arc::clone(&ui),

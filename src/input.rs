@@ -10,7 +10,7 @@
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsFd, AsRawFd};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -531,16 +531,19 @@ pub fn describe(err: &io::Error) -> String {
     }
 }
 
-/// A regular file drip writes to (`--dead-letter`, `--stats-json`), known
-/// by device and inode: an input that is the same file is refused, as cat
-/// refuses to read its output, for drip would read what it writes itself,
-/// perhaps for ever.
+/// A regular file drip writes to (`--dead-letter`, `--stats-json`,
+/// `--metrics`), known by device and inode: an input that is the same file
+/// is refused, as cat refuses to read its output, for drip would read what
+/// it writes itself, perhaps for ever.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OwnFile {
     dev: u64,
     ino: u64,
     /// The flag that names it, for the message.
     flag: &'static str,
+    /// Its path, for a file replaced by rename (`--metrics`): each write
+    /// makes a new inode, so an input is known by its path too.
+    replaced: Option<PathBuf>,
 }
 
 impl OwnFile {
@@ -563,16 +566,62 @@ impl OwnFile {
             dev: meta.dev(),
             ino: meta.ino(),
             flag,
+            replaced: None,
         })
     }
 
-    /// The one of `own` that `file` is, if any.
-    fn find<'a>(own: &'a [OwnFile], file: &File) -> Option<&'a OwnFile> {
+    /// `path`, written as `flag` by replacing it whole (a temporary file
+    /// renamed over it), if it is a regular file.
+    pub fn replaced(flag: &'static str, path: &Path) -> Option<OwnFile> {
+        let own = OwnFile::of(flag, path)?;
+        Some(OwnFile {
+            replaced: Some(path.to_path_buf()),
+            ..own
+        })
+    }
+
+    /// The one of `own` that `input`, opened as `file`, is, if any.
+    fn find<'a>(own: &'a [OwnFile], input: &Input, file: &File) -> Option<&'a OwnFile> {
         use std::os::unix::fs::MetadataExt;
         let meta = file.metadata().ok()?;
-        own.iter()
-            .find(|o| o.dev == meta.dev() && o.ino == meta.ino())
+        own.iter().find(|o| {
+            let by_path = match (input, &o.replaced) {
+                (Input::Path(path), Some(own_path)) => same_file(path, own_path),
+                _ => false,
+            };
+            by_path || (o.dev == meta.dev() && o.ino == meta.ino())
+        })
     }
+}
+
+/// Whether paths `a` and `b` name the same regular file, existing or to be
+/// created: the same name in the same directory (each parent canonicalized),
+/// or, when both exist, the same device and inode. A file that exists and
+/// is not regular (a FIFO, a device such as /dev/null) is never the same:
+/// writing it twice loses nothing kept.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let (meta_a, meta_b) = (std::fs::metadata(a).ok(), std::fs::metadata(b).ok());
+    if [&meta_a, &meta_b]
+        .iter()
+        .any(|m| m.as_ref().is_some_and(|m| !m.is_file()))
+    {
+        return false;
+    }
+    if let (Some(ma), Some(mb)) = (&meta_a, &meta_b) {
+        if ma.dev() == mb.dev() && ma.ino() == mb.ino() {
+            return true;
+        }
+    }
+    let place = |p: &Path| -> Option<PathBuf> {
+        let name = p.file_name()?;
+        let parent = match p.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir,
+            _ => Path::new("."),
+        };
+        Some(std::fs::canonicalize(parent).ok()?.join(name))
+    };
+    place(a).is_some_and(|pa| Some(pa) == place(b))
 }
 
 /// Read every input in order, passing complete records to `deliver`.
@@ -608,7 +657,7 @@ pub fn read_all(
                 continue;
             }
         };
-        if let Some(own) = OwnFile::find(own, &file) {
+        if let Some(own) = OwnFile::find(own, input, &file) {
             warn(format!("{name}: input file is the {} file", own.flag));
             report.failed_inputs += 1;
             continue;

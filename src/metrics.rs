@@ -386,8 +386,18 @@ fn share(out: &mut String, s: &Summary) {
 /// renamed over it.
 ///
 /// # Errors
-/// The temporary file cannot be made or written, or the rename fails.
+/// `path` is there and is not a regular file (a device, a FIFO, a
+/// directory: the rename would put a file in its place, `/dev/null`
+/// included); the temporary file cannot be made or written, or the rename
+/// fails.
 pub fn replace_file(path: &Path, text: &str) -> std::io::Result<()> {
+    if let Ok(meta) = std::fs::metadata(path) {
+        if !meta.is_file() {
+            return Err(std::io::Error::other(
+                "not a regular file (drip replaces the metrics file whole at every write)",
+            ));
+        }
+    }
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),

@@ -577,6 +577,55 @@ fn bad_flag_values_are_usage_errors() {
 }
 
 #[test]
+fn output_files_that_are_one_file_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("old"), "kept\n").unwrap();
+    std::fs::hard_link(dir.path().join("old"), dir.path().join("link")).unwrap();
+    // The same name, another spelling of it, and (existing) a hard link.
+    for (first, second, path) in [
+        ("--dead-letter", "--stats-json", "y.out"),
+        ("--dead-letter", "--metrics", "./y.out"),
+        ("--stats-json", "--metrics", "link"),
+    ] {
+        let first_path = if path == "link" { "old" } else { "y.out" };
+        let args = ["-r", "1/s", "-c", "1", "-o", "drop-newest"];
+        let out = drip(&args)
+            .current_dir(dir.path())
+            .args([second, path, first, first_path])
+            .write_stdin("1\n2\n3\n")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{first} {second}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.starts_with(&format!("drip: {second} {path}: the same file as {first}")),
+            "{stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{first} {second}: read");
+        assert!(!dir.path().join("y.out").exists(), "{first} {second}");
+    }
+    assert_eq!(std::fs::read(dir.path().join("old")).unwrap(), b"kept\n");
+    // Distinct files, and a device written twice, are fine.
+    for (dead, stats) in [("d.out", "s.out"), ("/dev/null", "/dev/null")] {
+        drip(&[
+            "-q",
+            "-r",
+            "inf",
+            "--dead-letter",
+            dead,
+            "--stats-json",
+            stats,
+        ])
+        .current_dir(dir.path())
+        .write_stdin("1\n")
+        .assert()
+        .success()
+        .stdout("1\n");
+    }
+}
+
+#[test]
 fn durations_and_periods_beyond_100_years_are_usage_errors() {
     // Such values used to wrap drip's nanosecond deadlines: records
     // expired at once, or the writer spun.

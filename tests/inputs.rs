@@ -157,6 +157,49 @@ fn an_input_that_is_the_stats_file_is_refused() {
 }
 
 #[test]
+fn an_input_that_is_the_metrics_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let metrics = dir.path().join("in.txt");
+    std::fs::write(&metrics, "1\n2\n3\n").unwrap();
+    // Another spelling of its path, opened only after stdin ends, when the
+    // file has been replaced (a new inode) many times over.
+    let respelled = dir.path().join(".").join("in.txt");
+    let other = common::temp_file(b"other\n");
+    let mut cmd = command(&["-q", "-r", "inf", "--stats-interval", "10ms", "--metrics"]);
+    cmd.arg(&metrics)
+        .arg("-")
+        .arg(&metrics)
+        .arg(&respelled)
+        .arg(other.path())
+        .stdin(Stdio::piped());
+    let mut child = spawn(cmd);
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"a\n").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    drop(stdin);
+    wait_for(&mut child, Duration::from_secs(10));
+    let out = child.wait_with_output().unwrap();
+    // The periodic figures go to stderr too; the refusals are the rest.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let refusals: Vec<&str> = stderr.lines().filter(|l| l.starts_with("drip: ")).collect();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "a\nother\n");
+    assert_eq!(
+        refusals,
+        [
+            format!(
+                "drip: {}: input file is the --metrics file",
+                metrics.display()
+            ),
+            format!(
+                "drip: {}: input file is the --metrics file",
+                respelled.display()
+            ),
+        ]
+    );
+}
+
+#[test]
 fn a_dead_letter_that_is_not_a_regular_file_is_no_reason_to_refuse() {
     // /dev/null as both: nothing to loop on.
     let out = command(&[

@@ -218,3 +218,33 @@ fn an_unwritable_file_stops_drip_at_once() {
         "{err}"
     );
 }
+
+#[test]
+fn a_file_that_is_not_a_regular_file_is_refused_and_left_alone() {
+    // Renamed over, a FIFO (or /dev/null, for root) would be replaced by a
+    // regular file: drip refuses it at once instead.
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("m.prom");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let flag = fifo.display().to_string();
+    let out = command(&["--metrics", &flag])
+        .env("XDG_RUNTIME_DIR", dir.path())
+        .stdin(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err,
+        format!("drip: --metrics {flag}: not a regular file (drip replaces the metrics file whole at every write)\n")
+    );
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+}

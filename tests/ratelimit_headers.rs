@@ -194,6 +194,42 @@ fn without_quota_pacing_the_rate_runs_into_the_quota() {
     assert!(refused > 0, "no refusal in {took:.2} s");
 }
 
+#[test]
+fn an_unlimited_rate_is_paced_by_the_quota_too() {
+    // Every response says 2 remain for 2 s: the 4 starts spread over
+    // more than a second, not all at once because the rate is `inf`.
+    let input = temp_file(b"1\n2\n3\n4\n");
+    let script = "printf 'HTTP/1.1 200 OK\\r\\nX-RateLimit-Remaining: 2\\r\\nX-RateLimit-Reset: 2\\r\\n\\r\\n' > \"$1\"; date +%s.%N";
+    let out = command(&[
+        "-q",
+        "-r",
+        "inf",
+        "-j",
+        "1",
+        "--exec",
+        "sh",
+        "-c",
+        script,
+        "sh",
+        "{headers}",
+    ])
+    .stdin(Stdio::from(input.reopen().unwrap()))
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let starts: Vec<f64> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    assert_eq!(starts.len(), 4, "{starts:?}");
+    let span = starts[3] - starts[0];
+    assert!(span > 1.0, "4 starts within {span:.3} s: {starts:?}");
+}
+
 /// The issue's target: 30 requests per 10 s window, `-r 100/s -j 4` over
 /// 120 records: no 429 and within 10% of the 40 s the quota allows. Long:
 /// run with `cargo test --test ratelimit_headers -- --ignored`.

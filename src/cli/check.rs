@@ -266,6 +266,32 @@ fn rate_text(rate: Rate, unit: &str) -> String {
     format!("{}{unit}", rate).replacen("/s", "", 1) + "/s"
 }
 
+/// Refuse two of drip's output files that are one file: each would
+/// overwrite or interleave with the other, losing records or figures.
+///
+/// # Errors
+/// `--dead-letter`, `--stats-json` and `--metrics`, any two naming the same
+/// file (see [`crate::input::same_file`]).
+fn outputs_apart(cli: &Cli) -> Result<(), clap::Error> {
+    let outputs = [
+        ("--dead-letter", cli.dead_letter.as_deref()),
+        ("--stats-json", cli.stats_json.as_deref()),
+        ("--metrics", cli.metrics.as_deref()),
+    ];
+    for (i, (flag, path)) in outputs.iter().enumerate() {
+        let Some(path) = path else { continue };
+        for (earlier, other) in &outputs[..i] {
+            if other.is_some_and(|other| crate::input::same_file(path, other)) {
+                return usage(format!(
+                    "{flag} {}: the same file as {earlier}",
+                    path.display()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A usage error (exit status 2) saying `why`.
 fn usage<T>(why: String) -> Result<T, clap::Error> {
     use clap::CommandFactory;
@@ -367,6 +393,7 @@ impl TryFrom<Cli> for Config {
             None => (None, None),
         };
         let cost = cost_config(&cli, delimiter)?;
+        outputs_apart(&cli)?;
         let inputs = if cli.files.is_empty() {
             vec![Input::Stdin]
         } else {

@@ -270,10 +270,14 @@ impl GateControl {
         holds.hold_mut(scope).quota_ns = ns;
     }
 
-    /// A record of `scope` started at `now` (a key's; every start's is
-    /// noted by the gate itself).
+    /// A record of `scope` started at `now` (every start's is noted by the
+    /// gate itself when it releases one; a start later than its release
+    /// is noted here).
     pub fn started(&self, scope: &Scope, now: u64) {
         let mut holds = self.lock();
+        if *scope == Scope::All {
+            holds.all.last = Some(now);
+        }
         if let Scope::Key(key) = scope {
             if let Some(hold) = holds.keys.get_mut(key) {
                 hold.last = Some(now);

@@ -177,14 +177,17 @@ pub enum Pace {
 }
 
 /// The pace for `quota`, `in_flight` requests already started and not yet
-/// answered (they spend what remains): what is left is spread evenly over
-/// the time to the reset.
+/// answered (they spend what remains): the `left` requests left are
+/// spread evenly over the time to the reset, one spacing of reset ÷
+/// (left + 1) apart, so the last starts one spacing before the reset, not
+/// at it (where it would fall into the next window and leave one request
+/// of this one unspent).
 pub fn pace(quota: Quota, in_flight: u64) -> Pace {
     let left = quota.remaining.saturating_sub(in_flight);
     if left == 0 {
         return Pace::Pause(quota.reset);
     }
-    Pace::Every(quota.reset / u32::try_from(left).unwrap_or(u32::MAX))
+    Pace::Every(quota.reset / u32::try_from(left.saturating_add(1)).unwrap_or(u32::MAX))
 }
 
 #[cfg(test)]
@@ -276,9 +279,52 @@ mod tests {
     #[test]
     fn what_remains_is_spread_to_the_reset_and_in_flight_requests_spend_it() {
         let q = quota(11, 10).unwrap();
-        assert_eq!(pace(q, 1), Pace::Every(Duration::from_secs(1)));
-        assert_eq!(pace(q, 0), Pace::Every(Duration::from_secs(10) / 11));
+        assert_eq!(pace(q, 2), Pace::Every(Duration::from_secs(1)));
+        assert_eq!(pace(q, 0), Pace::Every(Duration::from_secs(10) / 12));
         assert_eq!(pace(q, 11), Pace::Pause(Duration::from_secs(10)));
         assert_eq!(pace(q, 30), Pace::Pause(Duration::from_secs(10)));
+    }
+
+    /// A server allowing `quota` requests in each fixed window of
+    /// `window_s` seconds, announcing its reset rounded up to whole
+    /// seconds; one request at a time, each answered `latency` ns after it
+    /// starts, the next started as [`pace`] and [`Window`] say. Returns
+    /// the requests served in each window and the refusals, over `n`
+    /// requests.
+    fn against_fixed_window(quota: u64, window_s: u64, n: usize, latency: u64) -> (Vec<u64>, u64) {
+        const S: u64 = 1_000_000_000;
+        let mut served: Vec<u64> = Vec::new();
+        let (mut refused, mut start, mut w) = (0, 0u64, Window::default());
+        for _ in 0..n {
+            let i = (start / (window_s * S)) as usize;
+            served.resize(served.len().max(i + 1), 0);
+            if served[i] < quota {
+                served[i] += 1;
+            } else {
+                refused += 1;
+            }
+            let answered = start + latency;
+            let end = (i as u64 + 1) * window_s * S;
+            let reset = Duration::from_secs((end - answered).div_ceil(S));
+            let remaining = quota - served[i];
+            let q = w.observe(answered, Quota { remaining, reset });
+            start = match pace(q, 0) {
+                Pace::Every(d) => answered.max(start + d.as_nanos() as u64),
+                Pace::Pause(d) => answered + d.as_nanos() as u64,
+            };
+        }
+        (served, refused)
+    }
+
+    #[test]
+    fn every_window_spends_its_whole_quota_before_the_reset() {
+        // 5 per 3 s, 15 requests: 5 in each window, none refused (spaced
+        // by reset ÷ remaining, the last of each window fell at the reset
+        // and every window served 4).
+        for latency in [0, 1_000_000, 30_000_000] {
+            let (served, refused) = against_fixed_window(5, 3, 15, latency);
+            assert_eq!(refused, 0, "latency {latency} ns: {served:?}");
+            assert_eq!(served, [5, 5, 5], "latency {latency} ns");
+        }
     }
 }

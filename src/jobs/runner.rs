@@ -306,6 +306,30 @@ impl Pool {
         }
     }
 
+    /// Wait until every start's pause is over, and with `spaced` until its
+    /// spacing after the last start has passed too, then count this as a
+    /// start; `false` at a stop.
+    fn wait_turn(&self, spaced: bool) -> bool {
+        loop {
+            let now = self.shared.clock.now();
+            let due = if spaced {
+                self.gate.due(&Scope::All)
+            } else {
+                self.gate.paused_until(&Scope::All)
+            };
+            if now >= due {
+                if spaced {
+                    self.gate.started(&Scope::All, now);
+                }
+                return true;
+            }
+            if self.stopping() {
+                return false;
+            }
+            std::thread::sleep(Duration::from_nanos(due - now).min(POLL));
+        }
+    }
+
     /// A retry is a start too: wait for a slot of the schedule (the rate,
     /// a pause, the spacing of `scope`) and take it, ahead of the records
     /// in the bucket (the gate keeps the slot for it: it was announced
@@ -1068,6 +1092,10 @@ impl Sink for Runner {
         let stop = || stop() != Stop::No;
         let stop: &dyn Fn() -> bool = &stop;
         let mut done = Written::default();
+        // The gate released the batch's first record at its slot; the
+        // others wait for theirs (a spacing learned since, from a quota,
+        // holds them too, even when the rate is unlimited).
+        let mut first = true;
         for seg in batch {
             let mut seg = seg.clone();
             while !seg.is_empty() {
@@ -1076,7 +1104,7 @@ impl Sink for Runner {
                     done.stopped = true;
                     return done;
                 }
-                if !self.0.sleep_until(0, &Scope::All) {
+                if !self.0.wait_turn(!std::mem::take(&mut first)) {
                     self.0.release_slot();
                     done.stopped = true;
                     return done;
