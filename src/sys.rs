@@ -343,6 +343,18 @@ pub fn kill_group(pgid: u32, signal: i32) {
     }
 }
 
+/// Whether process group `pgid` has a process left (one drip may not
+/// signal counts).
+pub fn group_exists(pgid: u32) -> bool {
+    if pgid == 0 {
+        return false;
+    }
+    // SAFETY: kill(2) with signal 0 only checks; no memory-safety
+    // preconditions.
+    let rc = unsafe { libc::kill(-(pgid as libc::pid_t), 0) };
+    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1114,3 +1114,81 @@ fn retries_are_starts_paced_by_the_rate() {
         );
     }
 }
+
+/// drip with two jobs, each leaving `sleep 7.123` behind in its process
+/// group (ignoring TERM: only a KILL ends it); the second job also runs
+/// on for `seconds`. The jobs' process groups go to `dir/pids`.
+fn leaving_children(dir: &Path, seconds: &str) -> std::process::Child {
+    let script = format!(
+        r#"(trap '' TERM; exec sleep 7.123) & echo $$ >> {}/pids; [ "$1" = 2 ] && sleep {seconds}; exit 0"#,
+        dir.display()
+    );
+    let mut cmd = command(&[
+        "-r", "inf", "-j", "2", "-q", "--exec", "sh", "-c", &script, "sh",
+    ]);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    // stdin stays open: drip ends only by the signals.
+    let _ = child.stdin.as_mut().unwrap().write_all(b"1\n2\n");
+    child
+}
+
+/// The process groups of the two jobs of [`leaving_children`], once both
+/// have started.
+fn started_groups(dir: &Path) -> Vec<i32> {
+    let pids = dir.join("pids");
+    let start = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(&pids).unwrap_or_default();
+        if text.lines().count() == 2 {
+            return text.lines().map(|l| l.parse().unwrap()).collect();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "jobs did not start"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Within a second, no process of `groups` is left.
+fn assert_groups_end(groups: &[i32]) {
+    let start = Instant::now();
+    while groups.iter().any(|&g| group_alive(g)) {
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "a job's background child outlived drip: {groups:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_signal_ends_what_the_jobs_left_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = leaving_children(dir.path(), "0.3");
+    let groups = started_groups(dir.path());
+    send_signal(&child, libc::SIGTERM);
+    assert_eq!(
+        wait_for(&mut child, Duration::from_secs(10)).code(),
+        Some(143)
+    );
+    assert_groups_end(&groups);
+}
+
+#[test]
+fn a_second_signal_ends_what_the_jobs_left_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = leaving_children(dir.path(), "30");
+    let groups = started_groups(dir.path());
+    send_signal(&child, libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(100));
+    send_signal(&child, libc::SIGTERM);
+    assert_eq!(
+        wait_for(&mut child, Duration::from_secs(10)).code(),
+        Some(143)
+    );
+    assert_groups_end(&groups);
+}

@@ -144,6 +144,7 @@ pub const DESCRIPTION: &[(&str, &[Paragraph])] = &[
 pub const SIGNALS: &[Paragraph] = &[
     ("SIGINT, SIGTERM, SIGHUP", "Stop at once: a record being written is finished, never cut; everything still queued goes to the dead letter and is counted as undelivered; the summary is printed as usual and drip exits with 128 + the signal's number. With --drain the first one only stops reading, and drip writes out what the bucket holds at the rate."),
     ("a second one", "Exit immediately, first moving what is still queued, and what a blocked write had not yet written, to the dead letter (when one is set); the record that write had begun may be cut on stdout then, and is in the dead letter whole. The display is cleared; no summary is printed."),
+    ("with --exec", "The first signal starts no job more and waits for the running ones; a second sends every job's process group TERM, then KILL 200 ms later. At a stop by signal the process groups of jobs that already ended get TERM, then KILL, too: nothing a job left running in its group (sleep 60 &) outlives drip. At a normal end, as with xargs, what a job left running in the background is left alone."),
     ("SIGUSR1", "Print the summary on stderr, every line that --stats prints at exit, and carry on."),
     ("| head", "A reader that closes stdout is no signal to drip, but it ends drip quietly with status 0, at once even when the next record is far off."),
     ("", "Signals the parent ignores (nohup, background jobs) stay ignored. SIGWINCH and other harmless signals change nothing."),

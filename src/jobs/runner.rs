@@ -92,7 +92,13 @@ struct Inner {
     rng: fastrand::Rng,
     /// A second signal came: no attempt starts, every job is signalled.
     leaving: bool,
+    /// Process groups of ended attempts that still had processes in them
+    /// (a job's background children): TERM and KILL at a stop by signal.
+    lingering: Vec<u32>,
 }
+
+/// Lingering groups kept before those now empty are forgotten.
+const LINGERING_KEPT: usize = 1024;
 
 /// One scope's overloads (every start's, or a key's).
 #[derive(Debug, Default)]
@@ -480,7 +486,10 @@ impl Pool {
             };
             let set_group = |pgid| self.set_group(number, pgid);
             let ended = match attempt::run(&spec, files, &set_group) {
-                Ok(ended) => ended,
+                Ok(ended) => {
+                    self.attempt_ended(number);
+                    ended
+                }
                 Err(error) if not_an_argument(&error) => {
                     let who = Who {
                         number,
@@ -643,6 +652,30 @@ impl Pool {
 
     fn leaving(&self) -> bool {
         self.lock().leaving
+    }
+
+    /// The attempt of record `number` ended: its process group is kept
+    /// if processes it left behind still run in it.
+    fn attempt_ended(&self, number: u64) {
+        let mut inner = self.lock();
+        let Some(&(_, pgid)) = inner.running.get(&number) else {
+            return;
+        };
+        if !crate::sys::group_exists(pgid) {
+            return;
+        }
+        if inner.lingering.len() >= LINGERING_KEPT {
+            inner.lingering.retain(|&g| crate::sys::group_exists(g));
+        }
+        inner.lingering.push(pgid);
+    }
+
+    /// At the end of a stop by signal: TERM the process groups that jobs
+    /// which ended left behind, and KILL those still there
+    /// [`KILL_AFTER_LEAVE`] later (at once when nothing is left).
+    pub(crate) fn end_lingering(&self) {
+        let groups = std::mem::take(&mut self.lock().lingering);
+        end_groups(&groups);
     }
 
     /// Attempt `attempt` of `who` could not start because the record cannot
@@ -926,7 +959,8 @@ impl Jobs for Pool {
     fn terminate(&self) {
         let mut inner = self.lock();
         inner.leaving = true;
-        let groups: Vec<u32> = inner.running.values().map(|(_, g)| *g).collect();
+        let mut groups: Vec<u32> = inner.running.values().map(|(_, g)| *g).collect();
+        groups.append(&mut inner.lingering);
         for &pgid in &groups {
             crate::sys::kill_group(pgid, libc::SIGTERM);
         }
@@ -954,16 +988,14 @@ impl Jobs for Pool {
     }
 
     fn abandon(&self) -> Vec<Segment> {
-        let running = std::mem::take(&mut self.lock().running);
-        for (_, pgid) in running.values() {
-            crate::sys::kill_group(*pgid, libc::SIGTERM);
-        }
-        if running.values().any(|(_, pgid)| *pgid != 0) {
-            std::thread::sleep(crate::state::KILL_AFTER_LEAVE);
-            for (_, pgid) in running.values() {
-                crate::sys::kill_group(*pgid, libc::SIGKILL);
-            }
-        }
+        let (running, lingering) = {
+            let mut inner = self.lock();
+            let lingering = std::mem::take(&mut inner.lingering);
+            (std::mem::take(&mut inner.running), lingering)
+        };
+        let mut groups: Vec<u32> = running.values().map(|(_, g)| *g).collect();
+        groups.extend(lingering);
+        end_groups(&groups);
         // drip exits next, without the wiring: nothing is left behind.
         self.remove_headers();
         if let Some(order) = &self.order {
@@ -981,6 +1013,24 @@ struct Who<'a> {
     id: &'a str,
     /// The record, as a JSON string's text.
     record: &'a str,
+}
+
+/// TERM process groups `groups`, then KILL those with a process left
+/// [`KILL_AFTER_LEAVE`] later (no wait when none is left).
+fn end_groups(groups: &[u32]) {
+    for &pgid in groups {
+        crate::sys::kill_group(pgid, libc::SIGTERM);
+    }
+    let start = std::time::Instant::now();
+    while groups.iter().any(|&g| crate::sys::group_exists(g)) {
+        if start.elapsed() >= KILL_AFTER_LEAVE {
+            for &pgid in groups {
+                crate::sys::kill_group(pgid, libc::SIGKILL);
+            }
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// Whether a failed start says the record cannot be an argument (a NUL
@@ -1006,6 +1056,9 @@ pub(crate) struct RemoveHeaders(pub(crate) Arc<Pool>);
 
 impl Drop for RemoveHeaders {
     fn drop(&mut self) {
+        if self.0.shared.stops.signalled() {
+            self.0.end_lingering();
+        }
         self.0.remove_headers();
     }
 }
