@@ -365,9 +365,16 @@ pub struct JobStats {
 }
 
 impl JobStats {
-    /// The jobs' clauses of the summary, each with the separator after it.
+    /// The jobs' clauses of the summary, each with the separator after it:
+    /// the start rate `unpaced` when starts are not held to a rate, and the
+    /// attempt durations only when an attempt ended.
     pub fn clauses(&self, c: &Counts) -> Vec<(String, &'static str)> {
-        vec![
+        let start_rate = if self.effective_rate.is_finite() {
+            format_rate(self.effective_rate)
+        } else {
+            "unpaced".to_string()
+        };
+        let mut clauses = vec![
             (format!("jobs: succeeded {}", c.succeeded), ","),
             (format!("failed {}", c.failed), ","),
             (format!("running {}", self.jobs_running), ","),
@@ -380,19 +387,21 @@ impl JobStats {
                 format!("pauses {} ({})", self.pauses, format_ms(self.paused_ms)),
                 ",",
             ),
-            (
-                format!("start rate {}", format_rate(self.effective_rate)),
-                ",",
-            ),
-            (
+            (format!("start rate {start_rate}"), ","),
+        ];
+        if c.succeeded + c.failed + self.retries > 0 {
+            clauses.push((
                 format!(
                     "attempt p50 {} p99 {}",
                     format_ms(self.attempt_p50_ms),
                     format_ms(self.attempt_p99_ms)
                 ),
                 ";",
-            ),
-        ]
+            ));
+        } else if let Some(last) = clauses.last_mut() {
+            last.1 = ";";
+        }
+        clauses
     }
 }
 
@@ -1017,6 +1026,37 @@ mod tests {
             "drip: keys seen 3 (remembered 3, busy 2); top written: api.example.com 40\n\
              drip: cdn.example.com 12, (no key) 1; top dropped: none\n\
              drip: top waiting: api.example.com 960, cdn.example.com 30"
+        );
+    }
+
+    #[test]
+    fn job_clauses_say_unpaced_and_leave_out_attempts_when_none_ended() {
+        let jobs = JobStats {
+            effective_rate: f64::INFINITY,
+            ..JobStats::default()
+        };
+        let text: Vec<String> = jobs
+            .clauses(&Counts::default())
+            .into_iter()
+            .map(|(t, sep)| format!("{t}{sep}"))
+            .collect();
+        let text = text.join(" ");
+        assert!(text.ends_with("start rate unpaced;"), "{text}");
+        assert!(!text.contains("attempt"), "{text}");
+        let ran = Counts {
+            succeeded: 2,
+            ..Counts::default()
+        };
+        let paced = JobStats {
+            effective_rate: 5.0,
+            attempt_p50_ms: 1.5,
+            ..JobStats::default()
+        };
+        let text: Vec<String> = paced.clauses(&ran).into_iter().map(|(t, _)| t).collect();
+        assert!(text.contains(&"start rate 5.00/s".to_string()), "{text:?}");
+        assert!(
+            text.contains(&"attempt p50 1.5ms p99 0.0ms".to_string()),
+            "{text:?}"
         );
     }
 }
