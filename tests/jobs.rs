@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{command, numbered, send_signal, temp_file, wait_for};
+use common::{command, json_lines as joblog, numbered, send_signal, temp_file, wait_for};
 use serde_json::Value;
 
 /// Run drip to the end; (status, stdout, stderr).
@@ -49,14 +49,6 @@ fn wait_for_output(mut child: std::process::Child) -> (i32, String, String) {
 fn stats(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).unwrap();
     serde_json::from_str(text.lines().last().unwrap()).unwrap()
-}
-
-fn joblog(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 /// read = succeeded + failed + dropped + expired + skipped + undelivered.

@@ -10,11 +10,11 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{command, wait_for};
+use common::{command, json_lines as joblog, wait_for};
 use serde_json::Value;
 
 /// What the server saw: (seconds since it started, path, status).
@@ -85,13 +85,8 @@ fn server(quotas: &[(&str, Quota)]) -> (u16, Seen) {
 }
 
 fn curl_present() {
-    let ok = Command::new("curl")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
     assert!(
-        ok,
+        common::curl_present(),
         "curl is needed (CI installs it; locally: apt-get install curl)"
     );
 }
@@ -113,14 +108,6 @@ fn run(args: &[&str], input: &str) -> (i32, String) {
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
     let status = wait_for(&mut child, Duration::from_secs(120));
     (status.code().unwrap_or(-1), err)
-}
-
-fn joblog(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 /// Every path of `prefix` 1..=n got a 200, once.

@@ -4,11 +4,10 @@
 mod common;
 
 use std::io::Write;
-use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{command, wait_for};
+use common::{command, json_lines as joblog, wait_for};
 use serde_json::Value;
 
 /// Run drip over `input` (bytes) to the end; (status, stdout, stderr).
@@ -34,14 +33,6 @@ fn run(args: &[&str], input: &[u8]) -> (i32, Vec<u8>, String) {
     let status = wait_for(&mut child, Duration::from_secs(60));
     feeder.join().unwrap();
     (status.code().unwrap_or(-1), reader.join().unwrap(), err)
-}
-
-fn joblog(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 #[test]

@@ -8,11 +8,11 @@ mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{command, temp_file};
+use common::{command, curl_present, temp_file};
 
 /// The responses the server gave, by status.
 #[derive(Debug, Default)]
@@ -111,14 +111,6 @@ fn window_server(quota: u32, window: u64, style: Style) -> (u16, Arc<Mutex<Seen>
         }
     });
     (port, seen)
-}
-
-fn curl_present() -> bool {
-    Command::new("curl")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 /// `drip -r 100/s -j 4` (and `extra`) over `records` requests to a server

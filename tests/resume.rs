@@ -10,11 +10,11 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{command, send_signal, temp_file, wait_for};
+use common::{command, curl_present, send_signal, temp_file, wait_for};
 use serde_json::Value;
 
 /// Requests seen, by path.
@@ -52,14 +52,6 @@ fn counting_server() -> (u16, Counts) {
         }
     });
     (port, counts)
-}
-
-fn curl_present() -> bool {
-    Command::new("curl")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 /// The content hash of a record, as in `DRIP_RECORD_ID` (FNV-1a, 64 bits).

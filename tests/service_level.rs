@@ -8,16 +8,8 @@ use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{command, drip, numbered, shell, spawn, timed_lines, wait_for};
+use common::{command, drip, json_lines, numbered, shell, spawn, timed_lines, wait_for};
 use predicates::prelude::*;
-
-fn json_lines(path: &std::path::Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
 
 #[test]
 fn a_capacity_for_a_duration_holds_what_the_rate_drains_in_it() {

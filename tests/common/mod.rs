@@ -6,6 +6,25 @@ use std::io::Read;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Whether a `curl` that runs is on the PATH.
+pub fn curl_present() -> bool {
+    Command::new("curl")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The lines of the file at `path` (a joblog, a stats stream), each one
+/// JSON value.
+pub fn json_lines(path: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 /// A temporary file holding `bytes`.
 pub fn temp_file(bytes: &[u8]) -> tempfile::NamedTempFile {
     use std::io::Write;
