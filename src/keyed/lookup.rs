@@ -54,8 +54,9 @@ pub(super) struct Ahead {
 impl Keyed {
     /// Split up to [`AHEAD`] records of `data` from `start`, find their
     /// keys and look each up among the remembered ones, before any of them
-    /// is decided: the look-ups are independent, so their cache misses on
-    /// the table and the slots overlap instead of following one another.
+    /// is decided: all are split and hashed first, then looked up one after
+    /// another, so the look-ups' cache misses on the table and the slots
+    /// overlap instead of following one another.
     /// Returns how many records `ahead` now holds (≥ 1).
     pub(super) fn look_ahead(
         &self,
@@ -69,18 +70,33 @@ impl Keyed {
                 .map_or(data.len(), |i| start + i + 1);
             let record = &data[start..end];
             let key = self.spec.key(body_of(record, self.delimiter));
-            let hash = key.map_or(0, |k| self.hasher.hash_one(k));
             ahead[n] = Ahead {
                 end,
                 key: key.map(|k| {
                     let from = k.as_ptr() as usize - data.as_ptr() as usize;
                     (from, from + k.len())
                 }),
-                hash,
-                found: key.and_then(|k| self.find(k, hash)),
+                hash: key.map_or(0, |k| self.hasher.hash_one(k)),
+                found: None,
             };
             start = end;
             n += 1;
+        }
+        // The slot each hash points to first (almost always its key's),
+        // fetched for all before any is compared: a look-up in a random
+        // order of keys misses the caches, and these misses overlap.
+        for record in &ahead[..n] {
+            if record.key.is_some() {
+                if let Some(&s) = self.table.find(record.hash, |_| true) {
+                    crate::sys::prefetch(&self.slots[s as usize]);
+                    crate::sys::prefetch(&self.positions[s as usize]);
+                }
+            }
+        }
+        for record in &mut ahead[..n] {
+            if let Some((from, to)) = record.key {
+                record.found = self.find(&data[from..to], record.hash);
+            }
         }
         n
     }

@@ -1,7 +1,7 @@
 //! Limits per key with fair queueing (`--key`, `--key-rate`).
 //!
 //! Each key (see [`crate::key`]) has its own GCRA schedule (one [`Pacer`]'s
-//! parameters, a 32-byte [`Position`](crate::pacer::Position) per key) and
+//! parameters, a 32-byte [`Position`] per key) and
 //! its own FIFO of waiting records; the global [`Schedule`] (`--rate`,
 //! `--byte-rate`) still caps all records together. Records are decided one
 //! at a time, each at its arrival `t`:
@@ -44,7 +44,7 @@
 //! time the global limit lets that turn go ([`Schedule::nth_due`]), so no
 //! slot waits on the global limit until it is too late to use
 //! (`Keyed::release_shared`). Without it the per-key [`Pacer`] over each
-//! slot's [`Position`](crate::pacer::Position) decides, with no call
+//! slot's [`Position`] decides, with no call
 //! through the trait.
 //!
 //! The rooms: `table` (the remembered keys, and which idle one a new key
@@ -66,7 +66,7 @@ use hashbrown::HashTable;
 use crate::bucket::{Offered, Overflow, Segment};
 use crate::key::KeySpec;
 use crate::ledger::Ledger;
-use crate::pacer::{slack_for, Pacer};
+use crate::pacer::{slack_for, Pacer, Position};
 use crate::rate::Rate;
 use crate::schedule::Schedule;
 use crate::stats::{KeyName, KeyStats};
@@ -120,7 +120,12 @@ pub struct Keyed {
     key_capacity: usize,
     capacity: usize,
     capacity_bytes: usize,
+    /// The remembered keys, by slot number (the no-key lane first).
     slots: Vec<Slot>,
+    /// Each slot's schedule, apart from the slot's one cache line.
+    positions: Vec<Position>,
+    /// Each slot's records dropped.
+    dropped: Vec<u64>,
     free_slots: Vec<u32>,
     table: HashTable<u32>,
     hasher: RandomState,
@@ -223,6 +228,8 @@ impl Keyed {
             capacity,
             capacity_bytes: capacity_bytes.unwrap_or(usize::MAX),
             slots: vec![no_key],
+            positions: vec![Position::default()],
+            dropped: vec![0],
             free_slots: Vec::new(),
             table: HashTable::new(),
             hasher: RandomState::default(),
@@ -283,16 +290,16 @@ impl Keyed {
     pub fn replace_limit(&mut self, now: u64, rate: Rate, burst: u64) {
         assert!(rate != Rate::Unlimited);
         let mut pacer = Pacer::new(rate, burst, slack_for(rate));
-        for slot in &mut self.slots {
+        for (slot, position) in self.slots.iter_mut().zip(&mut self.positions) {
             if slot.rests_at <= now {
                 continue;
             }
-            self.pacer.restore(slot.position);
+            self.pacer.restore(*position);
             let last = self.pacer.last_slot().unwrap_or(now).min(now);
             pacer.spent_at(last);
-            slot.position = pacer.position_now();
+            *position = pacer.position_now();
             slot.due = pacer.next_due();
-            slot.rests_at = pacer.rests_at(slot.position);
+            slot.rests_at = pacer.rests_at(*position);
         }
         self.rest_after_first = pacer.rests_at(Pacer::first_departure(0));
         pacer.restore(Pacer::first_departure(0));
@@ -434,12 +441,9 @@ impl Keyed {
     /// first). Only remembered keys are named: a forgotten key's counts
     /// went with it.
     pub fn stats(&self, top: usize) -> KeyStats {
-        let named = |pick: &dyn Fn(&Slot) -> u64| -> Vec<(KeyName, u64)> {
-            let mut all: Vec<(u64, usize)> = self
-                .slots
-                .iter()
-                .enumerate()
-                .map(|(i, slot)| (pick(slot), i))
+        let named = |pick: &dyn Fn(usize) -> u64| -> Vec<(KeyName, u64)> {
+            let mut all: Vec<(u64, usize)> = (0..self.slots.len())
+                .map(|i| (pick(i), i))
                 .filter(|&(n, _)| n > 0)
                 .collect();
             all.sort_unstable_by_key(|&(n, i)| (Reverse(n), i));
@@ -451,9 +455,9 @@ impl Keyed {
             keys: self.keys() as u64,
             busy_keys: self.busy as u64,
             dropped_unremembered: self.dropped_unremembered,
-            top_written: named(&|s| s.sent),
-            top_dropped: named(&|s| s.dropped),
-            top_waiting: named(&|s| u64::from(s.len)),
+            top_written: named(&|i| self.slots[i].sent),
+            top_dropped: named(&|i| self.dropped[i]),
+            top_waiting: named(&|i| u64::from(self.slots[i].len)),
         }
     }
 
