@@ -626,6 +626,26 @@ fn output_files_that_are_one_file_are_usage_errors() {
 }
 
 #[test]
+fn a_joblog_that_is_another_output_file_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    for (joblog, other) in [("--joblog", "--dead-letter"), ("--resume", "--metrics")] {
+        let out = drip(&[other, "y.out", joblog, "./y.out", "--exec", "true"])
+            .current_dir(dir.path())
+            .write_stdin("1\n")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{joblog}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.starts_with(&format!("drip: {joblog} ./y.out: the same file as {other}")),
+            "{stderr}"
+        );
+        assert!(!dir.path().join("y.out").exists(), "{joblog}");
+    }
+}
+
+#[test]
 fn durations_and_periods_beyond_100_years_are_usage_errors() {
     // Such values used to wrap drip's nanosecond deadlines: records
     // expired at once, or the writer spun.

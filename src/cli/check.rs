@@ -270,13 +270,20 @@ fn rate_text(rate: Rate, unit: &str) -> String {
 /// overwrite or interleave with the other, losing records or figures.
 ///
 /// # Errors
-/// `--dead-letter`, `--stats-json` and `--metrics`, any two naming the same
-/// file (see [`crate::input::same_file`]).
+/// `--dead-letter`, `--stats-json`, `--metrics` and `--joblog` (or
+/// `--resume`'s JOBLOG), any two naming the same file (see
+/// [`crate::input::same_file`]).
 fn outputs_apart(cli: &Cli) -> Result<(), clap::Error> {
+    let jobs = &cli.job_args;
+    let joblog = match (&jobs.resume, &jobs.joblog) {
+        (Some(resume), _) => ("--resume", Some(resume.as_path())),
+        (None, joblog) => ("--joblog", joblog.as_deref()),
+    };
     let outputs = [
         ("--dead-letter", cli.dead_letter.as_deref()),
         ("--stats-json", cli.stats_json.as_deref()),
         ("--metrics", cli.metrics.as_deref()),
+        joblog,
     ];
     for (i, (flag, path)) in outputs.iter().enumerate() {
         let Some(path) = path else { continue };
