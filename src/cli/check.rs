@@ -6,6 +6,7 @@ use super::args::Cli;
 use super::config::{Config, ProgressMode};
 use crate::cost::Cost;
 use crate::input::Input;
+use crate::jobs::JobConfig;
 use crate::key::{KeyArg, KeySpec};
 use crate::keyed::KeyConfig;
 use crate::quantity::{drained, Bound};
@@ -389,6 +390,10 @@ impl TryFrom<Cli> for Config {
         let jobs = cli.job_args.config().map_err(|why| {
             Cli::command().error(clap::error::ErrorKind::MissingRequiredArgument, why)
         })?;
+        let jobs = jobs.map(|jobs| JobConfig {
+            quiet: cli.quiet,
+            ..jobs
+        });
         let delimiter = if cli.null {
             0
         } else {
