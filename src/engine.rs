@@ -449,6 +449,7 @@ fn start_monitor(
         config.capacity,
         input_size(&config.inputs),
         config.records_per_second(),
+        config.jobs.is_some(),
     );
     let ui = Arc::new(Mutex::new(
         ui.sized(config.capacity_for.as_ref(), config.capacity_bytes),

@@ -952,6 +952,16 @@ impl Jobs for Pool {
         }
     }
 
+    fn view(&self) -> crate::progress::JobsView {
+        let stats = self.stats();
+        let now = self.shared.clock.now();
+        crate::progress::JobsView {
+            stats,
+            paused_left_ns: self.gate.paused_until(&Scope::All).saturating_sub(now),
+            paused_keys: self.gate.paused_keys(now),
+        }
+    }
+
     fn longest_wait_ns(&self) -> u64 {
         self.lock().longest_wait_ns
     }
