@@ -46,9 +46,9 @@ pub const EXIT_STATUSES: &[(&str, &str)] = &[
     ),
     (
         "1",
-        "a runtime error (with drip ctl: any failure, one line): an unreadable FILE (reported; drip goes on with the next) or one that is the --dead-letter, --stats-json or --metrics file, a record over --max-record or --capacity-bytes under --oversize fail (the records before it are delivered; reading stops), a failed write to stdout, --dead-letter, --stats-json or --metrics, a control socket that cannot be made, or of --help or --version output",
+        "a runtime error (with drip ctl: any failure, one line): an unreadable FILE, or one that is the --dead-letter file or the --resume joblog (reported; drip goes on with the next), or one that is the --stats-json, --joblog or --metrics file (refused before anything is written or read: the file is left as it was), a record over --max-record or --capacity-bytes under --oversize fail (the records before it are delivered; reading stops), a failed write to stdout, --dead-letter, --stats-json or --metrics, a control socket that cannot be made, or of --help or --version output",
     ),
-    ("2", "a usage error: a bad flag or value (one line naming the flag and the accepted form); two of --dead-letter, --stats-json and --metrics that are one file; also limits that differ from those shared under the same --share NAME"),
+    ("2", "a usage error: a bad flag or value (one line naming the flag and the accepted form); two of --dead-letter, --stats-json, --metrics and --joblog (or --resume) that are one file; also limits that differ from those shared under the same --share NAME"),
     ("3", "the bucket overflowed under --overflow fail (with --key, also a key's full queue, or a new key while every remembered key is busy; with --max-wait, also a record the schedule could not let go in time)"),
     (
         "4",
