@@ -61,8 +61,6 @@ use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 
 use foldhash::fast::RandomState;
 
-use hashbrown::HashTable;
-
 use crate::bucket::{Offered, Overflow, Segment};
 use crate::key::KeySpec;
 use crate::ledger::Ledger;
@@ -72,6 +70,7 @@ use crate::schedule::Schedule;
 use crate::stats::{KeyName, KeyStats};
 
 mod deadline;
+mod index;
 mod line;
 mod lookup;
 mod queues;
@@ -81,8 +80,9 @@ mod table;
 pub use lookup::record_key;
 pub use shared::{KeySchedule, LeaseHead, Want};
 
+use index::KeyIndex;
 use line::Lane;
-use lookup::{Ahead, AHEAD};
+use lookup::Ahead;
 use queues::Node;
 use table::{KeyBytes, Slot};
 
@@ -127,7 +127,8 @@ pub struct Keyed {
     /// Each slot's records dropped.
     dropped: Vec<u64>,
     free_slots: Vec<u32>,
-    table: HashTable<u32>,
+    /// The remembered keys' slots by hash.
+    index: KeyIndex,
     hasher: RandomState,
     nodes: Vec<Node>,
     free_nodes: Vec<u32>,
@@ -157,9 +158,6 @@ pub struct Keyed {
     blocked_on_keys: bool,
     /// A record without a key has come.
     no_key_seen: bool,
-    /// Keys forgotten so far: a slot found before a forgetting may since
-    /// belong to another key.
-    forgets: u64,
     /// Why the latest record handed back under `fail` found no room.
     no_room: NoRoom,
     /// Records of new keys dropped because no key was idle.
@@ -231,7 +229,7 @@ impl Keyed {
             positions: vec![Position::default()],
             dropped: vec![0],
             free_slots: Vec::new(),
-            table: HashTable::new(),
+            index: KeyIndex::new(),
             hasher: RandomState::default(),
             nodes: Vec::new(),
             free_nodes: Vec::new(),
@@ -250,7 +248,6 @@ impl Keyed {
             longest_wait_ns: 0,
             blocked_on_keys: false,
             no_key_seen: false,
-            forgets: 0,
             no_room: NoRoom::Bucket,
             dropped_unremembered: 0,
             shared: None,
@@ -337,7 +334,7 @@ impl Keyed {
 
     /// Keys remembered now (the no-key lane not counted).
     pub fn keys(&self) -> usize {
-        self.table.len()
+        self.index.len()
     }
 
     /// Keys with records waiting.
@@ -381,26 +378,16 @@ impl Keyed {
         let global_open = global.is_unlimited();
         let weighs_bytes = global.weighs_bytes();
         let (mut run_bytes, mut run_len, mut sent) = (0, 0, 0);
-        let mut ahead = [Ahead::default(); AHEAD];
-        let (mut start, mut next, mut looked) = (0, 0, 0);
-        let mut forgets = self.forgets;
-        while start < data.len() {
-            if next == looked {
-                (next, looked) = (0, self.look_ahead(data, start, &mut ahead));
-                forgets = self.forgets;
-            }
-            let record = ahead[next];
-            next += 1;
+        let mut ahead = Ahead::new();
+        let mut start = 0;
+        while let Some(record) = self.next_looked(data, &mut ahead) {
             let size = record.end - start;
             let bytes = &data[start..record.end];
             let key = record.key.map(|(from, to)| &data[from..to]);
             start = record.end;
-            // A key forgotten since the look-up may have left its slot to
-            // another: look again.
-            let slot = match record.found {
-                Some(s) if self.forgets == forgets => Some(s),
-                _ => self.slot_of(key, record.hash, now),
-            };
+            // Looked up now, not ahead: a key forgotten meanwhile may have
+            // left its slot to another.
+            let slot = self.slot_of(key, record.hash, now);
             if let Some(s) = slot {
                 if may_leave && self.leave_now(now, s, bytes, global, global_open) {
                     run_bytes += size;

@@ -111,9 +111,7 @@ impl Keyed {
     /// The slot of remembered key `key`, whose hash is `hash`.
     pub(super) fn find(&self, key: &[u8], hash: u64) -> Option<u32> {
         let slots = &self.slots;
-        self.table
-            .find(hash, |&s| slots[s as usize].key.is(key))
-            .copied()
+        self.index.find(hash, |s| slots[s as usize].key.is(key))
     }
 
     /// The slot of `key` (the no-key lane for `None`), whose hash is
@@ -130,7 +128,7 @@ impl Keyed {
         if let Some(s) = self.find(key, hash) {
             return Some(s);
         }
-        if self.table.len() >= self.max_keys {
+        if self.index.len() >= self.max_keys {
             let idle = self.find_idle(now)?;
             self.forget(idle);
         }
@@ -147,10 +145,7 @@ impl Keyed {
                 u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 keys")
             }
         };
-        let (slots, hasher) = (&self.slots, &self.hasher);
-        self.table.insert_unique(hash, s, |&i| {
-            hasher.hash_one(slots[i as usize].key.as_bytes())
-        });
+        self.index.insert(hash, s);
         self.keys_seen += 1;
         self.mark_idle(s);
         Some(s)
@@ -180,11 +175,8 @@ impl Keyed {
 
     /// Forget idle key `s`.
     pub(super) fn forget(&mut self, s: u32) {
-        self.forgets += 1;
         let hash = self.hasher.hash_one(self.slots[s as usize].key.as_bytes());
-        if let Ok(entry) = self.table.find_entry(hash, |&i| i == s) {
-            entry.remove();
-        }
+        self.index.remove(hash, s);
         self.slots[s as usize] = Slot::new(KeyBytes::from(&[][..]));
         self.positions[s as usize] = Position::default();
         self.dropped[s as usize] = 0;
