@@ -48,8 +48,9 @@
 //! through the trait.
 //!
 //! The rooms: `table` (the remembered keys, and which idle one a new key
-//! replaces), `lookup` (a read's records split and looked up ahead of
-//! their turn), `queues` (each key's waiting records, and the overflow
+//! replaces), `index` (their slots by hash), `lookup` (a read's records
+//! split and hashed, and what their look-ups read fetched, ahead of their
+//! turn), `queues` (each key's waiting records, and the overflow
 //! policies), `line` (the round-robin line and the keys' timers) and
 //! `shared` (the seam to shared key schedules). This file holds the state
 //! they share and the decision of each arriving record.
