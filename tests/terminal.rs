@@ -484,3 +484,36 @@ fn a_key_paused_for_an_overload_is_shown() {
     let screen = tmux.wait_for("DONE=0", Duration::from_secs(20));
     assert!(screen.contains("succeeded 31"), "{screen}");
 }
+
+#[test]
+fn ctrl_c_clears_the_jobs_display_and_gives_the_terminal_back_whole() {
+    let input = input_file(100);
+    // The shell survives the Ctrl-C (a trap, which drip does not inherit);
+    // the jobs, in process groups of their own, do not get it.
+    let tmux = Tmux::start(
+        &format!(
+            "trap 'true' INT; drip -r 20/s -j 2 {} --exec sh -c 'sleep 0.3; echo job $1' sh {{}}; \
+             s=$?; seq 1000 1030; (exit $s)",
+            input.path().display()
+        ),
+        &[],
+    );
+    tmux.wait_for("running 2 succeeded ", Duration::from_secs(10));
+    tmux.send("C-c");
+    let screen = tmux.wait_for("DONE=130", Duration::from_secs(10));
+    let history = tmux.history();
+    assert!(
+        !history.contains(" | running "),
+        "display left behind:\n{history}"
+    );
+    assert!(
+        history.contains("drip: read 100, "),
+        "no summary:\n{history}"
+    );
+    // The scroll region is undone: the lines after drip scroll the whole
+    // screen, down to the bottom row (the cursor's, below DONE).
+    let rows: Vec<&str> = screen.lines().collect();
+    let done = rows.iter().position(|r| r.starts_with("DONE=")).unwrap();
+    assert_eq!(done, 18, "{screen}");
+    assert_eq!(rows[17], "1030", "{screen}");
+}
