@@ -395,7 +395,18 @@ async fn watch(
             // A second signal: leave now, once every record consumed and
             // not written is in the dead letter.
             crate::progress::clear_before_exit(&ui);
-            crate::shutdown::leave(&shared, &cancel, signo).await;
+            // Should drip leave without the wiring, the summary is still
+            // told to the files.
+            let mut books_closed = || {
+                let summary = shared.summary();
+                if let Some(file) = stats_file.as_mut() {
+                    let _ = writeln!(file, "{}", summary.json()).and_then(|()| file.flush());
+                }
+                if let Some(metrics) = &metrics {
+                    let _ = metrics.write(&shared, &summary);
+                }
+            };
+            crate::shutdown::leave(&shared, &cancel, signo, &mut books_closed).await;
             break;
         }
         // stop(false) interrupts a blocked write itself; --drain lets the

@@ -456,12 +456,13 @@ fn jobs_show_their_figures_with_stdout_redirected() {
 
 #[test]
 fn a_key_paused_for_an_overload_is_shown() {
-    // Key a's first attempt gets 429 with Retry-After: 3; b's go on.
+    // Key a's first attempt gets 429 with Retry-After: 5; b's go on (60
+    // records at 10/s: six seconds).
     let text: String = std::iter::once("a 1\n".to_string())
-        .chain((1..=30).map(|k| format!("b {k}\n")))
+        .chain((1..=60).map(|k| format!("b {k}\n")))
         .collect();
     let input = common::temp_file(text.as_bytes());
-    let job = r#"if [ "${1%% *}" = a ] && [ "$DRIP_ATTEMPT" = 1 ]; then printf 'HTTP/1.1 429 Too Many Requests\r\nRetry-After: 3\r\n\r\n' > "$DRIP_HEADERS"; exit 22; fi; sleep 0.2"#;
+    let job = r#"if [ "${1%% *}" = a ] && [ "$DRIP_ATTEMPT" = 1 ]; then printf 'HTTP/1.1 429 Too Many Requests\r\nRetry-After: 5\r\n\r\n' > "$DRIP_HEADERS"; exit 22; fi; sleep 0.2"#;
     let job_file = common::temp_file(job.as_bytes());
     let tmux = Tmux::start(
         &format!(
@@ -476,13 +477,13 @@ fn a_key_paused_for_an_overload_is_shown() {
     assert_eq!(figure(line, "pauses"), Some(1), "{line}");
     // b's records start meanwhile.
     let before = figure(line, "succeeded").unwrap();
-    std::thread::sleep(Duration::from_millis(1200));
+    std::thread::sleep(Duration::from_millis(1000));
     let screen = tmux.screen(false);
     let (_, line) = display_row(&screen, " | running ").unwrap();
     assert!(line.contains("| paused a"), "{line}");
     assert!(figure(line, "succeeded").unwrap() > before, "{line}");
     let screen = tmux.wait_for("DONE=0", Duration::from_secs(20));
-    assert!(screen.contains("succeeded 31"), "{screen}");
+    assert!(screen.contains("succeeded 61"), "{screen}");
 }
 
 #[test]
