@@ -84,7 +84,7 @@ pub use shared::{KeySchedule, LeaseHead, Want};
 use index::KeyIndex;
 use line::Lane;
 use lookup::Ahead;
-use queues::Node;
+use queues::{Node, Spill};
 use table::{KeyBytes, Slot};
 
 /// The lane of records that have no key.
@@ -133,6 +133,8 @@ pub struct Keyed {
     hasher: RandomState,
     nodes: Vec<Node>,
     free_nodes: Vec<u32>,
+    /// Where waiting records are copied out of their reads.
+    spill: Spill,
     /// Keys whose head is due under their own limit, in turn order.
     ready: VecDeque<u32>,
     /// Keys whose head waits for their own slot: (due, key).
@@ -234,6 +236,7 @@ impl Keyed {
             hasher: RandomState::default(),
             nodes: Vec::new(),
             free_nodes: Vec::new(),
+            spill: Spill::default(),
             ready: VecDeque::new(),
             timers: BinaryHeap::new(),
             rest: BinaryHeap::new(),
