@@ -4,6 +4,10 @@
 //! process on the host shares; the boot id is stored with them, and a state
 //! from an earlier boot is started afresh.
 //!
+//! The state is replaced whole (written beside, renamed over), so a drip
+//! killed in the middle of a call leaves the state as it was or as it
+//! became, never a part of it.
+//!
 //! With limits per key, the file holds each busy key's schedule too
 //! ([`KeyBook`]), under the same lock: keys whose schedule has rested are
 //! pruned at every call, so the file holds the keys busy within about the
@@ -11,7 +15,7 @@
 //! all: cost O(busy keys) per call, a few dozen calls a second per drip.
 
 use std::fs::{DirBuilder, File, OpenOptions};
-use std::io::{Read, Seek, Write};
+use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -138,17 +142,49 @@ impl FileStore {
                 )));
             }
         }
-        let file = OpenOptions::new()
-            .read(true)
+        loop {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .open(&self.path)
+                .map_err(|e| failure("state file", &self.path, &e))?;
+            flock(&file, FlockOperation::LockExclusive)
+                .map_err(|e| failure("state file", &self.path, &e.into()))?;
+            // The state is replaced whole ([`FileStore::replace`]): the file
+            // locked may be one that another drip replaced while this one
+            // waited for its lock. Only the one at the path counts.
+            let locked = file
+                .metadata()
+                .map_err(|e| failure("state file", &self.path, &e))?;
+            match std::fs::metadata(&self.path) {
+                Ok(current) if (current.dev(), current.ino()) == (locked.dev(), locked.ino()) => {
+                    return Ok(file)
+                }
+                _ => continue,
+            }
+        }
+    }
+
+    /// Replace the state with `text` whole, under the lock of the file it
+    /// replaces: written to a file beside it (`.NAME.json.tmp`, which only
+    /// the holder of that lock writes) and renamed over it. A drip killed at
+    /// any moment (`kill -9`) thus leaves the old state or the new one,
+    /// never an empty or partial file, which would read as no state at
+    /// all: the schedule started afresh, as a lost state.
+    fn replace(&self, text: &str) -> std::io::Result<()> {
+        let name = self.path.file_name().unwrap_or_default().to_string_lossy();
+        let beside = self.path.with_file_name(format!(".{name}.tmp"));
+        let mut file = OpenOptions::new()
             .write(true)
             .create(true)
-            .truncate(false)
+            .truncate(true)
             .mode(0o600)
-            .open(&self.path)
-            .map_err(|e| failure("state file", &self.path, &e))?;
-        flock(&file, FlockOperation::LockExclusive)
-            .map_err(|e| failure("state file", &self.path, &e.into()))?;
-        Ok(file)
+            .open(&beside)?;
+        file.write_all(text.as_bytes())?;
+        std::fs::rename(&beside, &self.path)
     }
 
     /// Run `step` on the state under the lock: the stored state (fresh:
@@ -196,9 +232,9 @@ impl FileStore {
             keys,
         };
         let text = serde_json::to_string(&new).expect("plain data");
-        file.rewind().map_err(unreachable)?;
-        file.set_len(0).map_err(unreachable)?;
-        file.write_all(text.as_bytes()).map_err(unreachable)?;
+        self.replace(&text)
+            .map_err(|e| failure("state file", &self.path, &e))?;
+        drop(file);
         Ok(out)
     }
 }
@@ -400,6 +436,69 @@ mod tests {
         assert_eq!(state_dir_in(Some("/nonexistent/dir".as_ref())), tmp);
         // Relative, even when it names a directory from here.
         assert_eq!(state_dir_in(Some("src".as_ref())), tmp);
+    }
+
+    /// What the file holds between any two steps of a call is what a drip
+    /// killed there (`kill -9`) leaves: read without the lock while
+    /// another thread reserves, it is always a whole state, never empty nor
+    /// cut short (that would read as no state: the schedule started
+    /// afresh, as a lost one).
+    #[test]
+    fn the_file_always_holds_a_whole_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = backend(dir.path(), "10/s");
+        a.hello().unwrap();
+        let path = a.path.clone();
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let looking = {
+            let done = std::sync::Arc::clone(&done);
+            std::thread::spawn(move || {
+                let (mut looks, mut torn) = (0u64, 0u64);
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    let text = std::fs::read_to_string(&path).unwrap_or_default();
+                    looks += 1;
+                    torn += u64::from(serde_json::from_str::<Stored>(&text).is_err());
+                }
+                (looks, torn)
+            })
+        };
+        for _ in 0..3000 {
+            reserve(&mut a, 1, 0);
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        let (looks, torn) = looking.join().unwrap();
+        assert!(looks > 100, "{looks}");
+        assert_eq!(torn, 0, "{torn} of {looks} looks found no whole state");
+    }
+
+    /// A drip waiting for the lock of a file that another replaced
+    /// meanwhile locks the new one: the calls stay one at a time, and
+    /// every slot follows the one before.
+    #[test]
+    fn drips_replacing_the_state_take_turns() {
+        let dir = tempfile::tempdir().unwrap();
+        let threads: Vec<_> = (0..3)
+            .map(|_| {
+                let dir = dir.path().to_path_buf();
+                std::thread::spawn(move || {
+                    let mut store = backend(&dir, "10/s");
+                    (0..50)
+                        .map(|_| {
+                            let (_, now, _, slots) = reserve(&mut store, 1, 0);
+                            now + slots[0]
+                        })
+                        .collect::<Vec<i64>>()
+                })
+            })
+            .collect();
+        let mut all: Vec<i64> = threads
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect();
+        all.sort_unstable();
+        for pair in all.windows(2) {
+            assert!(pair[1] - pair[0] >= 100 * MS, "{all:?}");
+        }
     }
 
     #[test]
