@@ -1,6 +1,25 @@
 _drip() {
     local i cur prev opts cmd
     COMPREPLY=()
+
+    # --exec COMMAND...: the rest of the line (or up to a ;) is a command.
+    local exec_at=0 j
+    for (( j = 1; j < COMP_CWORD; j++ )); do
+        case "${COMP_WORDS[j]}" in
+            --exec) [[ ${exec_at} -eq 0 ]] && exec_at=${j} ;;
+            ';'|'\;'|"';'"|'";"') exec_at=0 ;;
+        esac
+    done
+    if [[ ${exec_at} -gt 0 ]]; then
+        if declare -F _command_offset >/dev/null; then
+            _command_offset $(( exec_at + 1 ))
+        elif [[ $(( exec_at + 1 )) -eq ${COMP_CWORD} ]]; then
+            COMPREPLY=( $(compgen -c -- "${COMP_WORDS[COMP_CWORD]}") )
+        else
+            COMPREPLY=( $(compgen -f -- "${COMP_WORDS[COMP_CWORD]}") )
+        fi
+        return 0
+    fi
     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
         cur="$2"
     else

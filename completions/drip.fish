@@ -3,7 +3,38 @@ function __fish_drip_global_optspecs
     string join \n r/rate= byte-rate= cost= cost-rate= i/interval= b/burst= c/capacity= capacity-bytes= o/overflow= 0/null d/delimiter= max-record= oversize= max-wait= dead-letter= drain stats stats-json= stats-interval= metrics= name= no-control key= field-separator= key-rate= key-capacity= max-keys= progress q/quiet share= share-on-error= share-peers= exec= j/jobs= record-on-stdin retries= retry-on= overload-on= backoff= timeout= deadline= adapt joblog= resume= no-quota-pacing k/keep-order order-window= h/help V/version
 end
 
+function __fish_drip_exec_words
+    # The words after --exec (up to a ;), when the word being completed is one.
+    set -l cmd (commandline -opc)
+    set -l at 0
+    for i in (seq 2 (count $cmd))
+        if test $at -eq 0; and test "$cmd[$i]" = --exec
+            set at $i
+        else if test "$cmd[$i]" = ';'
+            set at 0
+        end
+    end
+    test $at -gt 0; or return 1
+    if test (count $cmd) -gt $at
+        printf '%s\n' $cmd[(math $at + 1)..-1]
+    end
+    return 0
+end
+
+function __fish_drip_exec_complete
+    set -l words (__fish_drip_exec_words)
+    if test (count $words) -eq 0
+        __fish_complete_command
+    else
+        set -l line (string join ' ' -- (string escape -- $words))
+        set -l current (commandline -ct)
+        complete -C "$line $current"
+    end
+end
+
 function __fish_drip_needs_command
+    # Not inside --exec's command line.
+    __fish_drip_exec_words >/dev/null; and return 1
     # drip ctl: the first word only.
     set -l cmd (commandline -opc)
     if test (count $cmd) -ge 2; and test "$cmd[2]" = ctl
@@ -77,3 +108,4 @@ complete -c drip -n "__fish_drip_needs_command" -s h -l help -d 'Print help (see
 complete -c drip -n "__fish_drip_needs_command" -s V -l version -d 'Print version'
 complete -c drip -n "__fish_drip_needs_command" -a "ctl" -d 'Steer a running drip of this user: list them, change a rate, pause, resume, read its figures'
 complete -c drip -n "__fish_drip_using_subcommand ctl" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c drip -n "__fish_drip_exec_words >/dev/null" -f -a "(__fish_drip_exec_complete)"

@@ -92,6 +92,30 @@ impl Gauge {
     }
 }
 
+/// How each record of one arrival is held to `--max-wait`.
+#[derive(Debug, Clone, Copy)]
+struct Terms {
+    /// The latest departure (ns) that makes it: `--max-wait` after the
+    /// arrival, less the schedule's slack.
+    deadline: u64,
+    policy: Overflow,
+    /// Every record costs 1: what befalls one befalls those after it.
+    alike: bool,
+    /// As `alike`, and the bucket is not bounded in bytes: room for one
+    /// is room for the next.
+    room_alike: bool,
+}
+
+/// What became of a record held to its deadline and the bucket's room.
+enum Held {
+    /// It may wait (older records evicted for it, when `evicted`).
+    Waits { evicted: bool },
+    /// It was refused or dropped (with the records alike after it).
+    Disposed,
+    /// It overflowed under `fail`.
+    Overflowed,
+}
+
 /// The bucket, the schedule in front of it, and the outbox behind it.
 #[derive(Debug)]
 pub struct Admission {
@@ -326,17 +350,21 @@ impl Admission {
         may_leave: bool,
         ledger: &mut Ledger,
     ) -> Offered {
-        // A wake-up late by up to the slack keeps the schedule, but the
-        // record would then have waited past --max-wait and expire: a
-        // record is let in only if it leaves by the slack before it.
-        let deadline = now
-            .saturating_add(self.max_wait_ns.unwrap_or(u64::MAX))
-            .saturating_sub(self.schedule.slack_ns());
         // With every record costing 1, what befell one record at this
         // instant befalls those after it, as long as the bucket is not
         // bounded in bytes.
         let alike = !self.schedule.weighs_bytes();
-        let room_alike = alike && self.bucket.capacity_bytes() == usize::MAX;
+        let terms = Terms {
+            // A wake-up late by up to the slack keeps the schedule, but the
+            // record would then have waited past --max-wait and expire: a
+            // record is let in only if it leaves by the slack before it.
+            deadline: now
+                .saturating_add(self.max_wait_ns.unwrap_or(u64::MAX))
+                .saturating_sub(self.schedule.slack_ns()),
+            policy,
+            alike,
+            room_alike: alike && self.bucket.capacity_bytes() == usize::MAX,
+        };
         while !seg.is_empty() {
             if may_leave && self.bucket.is_empty() {
                 // A refusal can leave nothing waiting ahead of the next.
@@ -349,44 +377,15 @@ impl Admission {
             }
             let first = seg.clone().split_front(1);
             let record = first.as_bytes();
-            let size = record.len();
             let Some(forecast) = self.forecast_at(now) else {
                 return self.wait(now, seg, policy, ledger);
             };
             let leaves = forecast.peek(now, record);
-            let mut evicted = false;
-            if leaves > deadline {
-                match policy {
-                    Overflow::Fail => {
-                        self.refused_wait_ns = Some(leaves - now);
-                        return Offered::Overflowed(seg);
-                    }
-                    Overflow::DropOldest if self.evict_in_time(now, deadline, record, ledger) => {
-                        evicted = true;
-                    }
-                    _ => {
-                        let n = if alike { seg.len() } else { 1 };
-                        ledger.read(n);
-                        ledger.refuse(seg.split_front(n), Fate::DroppedNewest);
-                        continue;
-                    }
-                }
-            }
-            if !self.bucket.has_room(size) {
-                match policy {
-                    Overflow::Fail => {
-                        self.refused_wait_ns = None;
-                        return Offered::Overflowed(seg);
-                    }
-                    Overflow::DropNewest => {
-                        let n = if room_alike { seg.len() } else { 1 };
-                        ledger.read(n);
-                        ledger.dispose(seg.split_front(n), Fate::DroppedNewest);
-                        continue;
-                    }
-                    _ => evicted = true,
-                }
-            }
+            let evicted = match self.hold(now, leaves, terms, &mut seg, record, ledger) {
+                Held::Waits { evicted } => evicted,
+                Held::Disposed => continue,
+                Held::Overflowed => return Offered::Overflowed(seg),
+            };
             self.wait(now, seg.split_front(1), policy, ledger);
             match self.forecast.as_mut() {
                 Some(forecast) if !evicted => {
@@ -401,6 +400,55 @@ impl Admission {
             }
         }
         Offered::Done
+    }
+
+    /// `record`, the first of `seg`, arriving at `now` and forecast to
+    /// leave at `leaves`: held to its deadline, then to the bucket's room,
+    /// under `terms`. A record refused or dropped is disposed of here (with
+    /// the records alike after it); one that may wait is left in `seg`.
+    fn hold(
+        &mut self,
+        now: u64,
+        leaves: u64,
+        terms: Terms,
+        seg: &mut Segment,
+        record: &[u8],
+        ledger: &mut Ledger,
+    ) -> Held {
+        let mut evicted = false;
+        if leaves > terms.deadline {
+            match terms.policy {
+                Overflow::Fail => {
+                    self.refused_wait_ns = Some(leaves - now);
+                    return Held::Overflowed;
+                }
+                Overflow::DropOldest if self.evict_in_time(now, terms.deadline, record, ledger) => {
+                    evicted = true;
+                }
+                _ => {
+                    let n = if terms.alike { seg.len() } else { 1 };
+                    ledger.read(n);
+                    ledger.refuse(seg.split_front(n), Fate::DroppedNewest);
+                    return Held::Disposed;
+                }
+            }
+        }
+        if !self.bucket.has_room(record.len()) {
+            match terms.policy {
+                Overflow::Fail => {
+                    self.refused_wait_ns = None;
+                    return Held::Overflowed;
+                }
+                Overflow::DropNewest => {
+                    let n = if terms.room_alike { seg.len() } else { 1 };
+                    ledger.read(n);
+                    ledger.dispose(seg.split_front(n), Fate::DroppedNewest);
+                    return Held::Disposed;
+                }
+                _ => evicted = true,
+            }
+        }
+        Held::Waits { evicted }
     }
 
     /// Under `drop-oldest`: evict the fewest waiting records, oldest first,

@@ -241,6 +241,7 @@ fn run_watching(
     out_fd: Option<std::os::fd::RawFd>,
     watch_output: Option<std::os::fd::OwnedFd>,
 ) -> Result<Ending> {
+    inputs_kept(&config)?;
     let stats_file = match &config.stats_json {
         Some(path) => Some(
             File::create(path)
@@ -290,9 +291,11 @@ fn run_watching(
     // control socket goes.
     let control = start_control(&config, &shared, &ui, in_force)?;
     // Created by now: an input that is one of them is refused.
+    let resume = config.jobs.as_ref().and_then(|j| j.resume.as_deref());
     let mut own = OwnFile::of_all(&[
         ("--dead-letter", config.dead_letter.as_deref()),
         ("--stats-json", config.stats_json.as_deref()),
+        ("--resume", resume),
     ]);
     own.extend(
         config
@@ -346,6 +349,30 @@ fn run_watching(
         return Err(e.into());
     }
     Ok(jobs_outcome(&config, &shared, ending))
+}
+
+/// Refuse an input that is a file drip empties or replaces as it starts
+/// (`--stats-json`, `--joblog` without `--resume`, `--metrics`), before any
+/// is written: not a byte of the input is lost. (One drip appends to,
+/// `--dead-letter` or `--resume`'s joblog, is refused as it is read.)
+///
+/// # Errors
+/// `NAME: input file is the FLAG file` (exit status 1).
+fn inputs_kept(config: &Config) -> Result<()> {
+    let joblog = config
+        .jobs
+        .as_ref()
+        .filter(|j| j.resume.is_none())
+        .and_then(|j| j.joblog.as_deref());
+    let emptied = [
+        ("--stats-json", config.stats_json.as_deref()),
+        ("--joblog", joblog),
+        ("--metrics", config.metrics.as_deref()),
+    ];
+    match crate::input::emptied_at_start(&config.inputs, &emptied) {
+        Some((name, flag)) => anyhow::bail!("{name}: input file is the {flag} file"),
+        None => Ok(()),
+    }
 }
 
 /// When drip started, seconds since the epoch.
@@ -422,6 +449,7 @@ fn start_monitor(
         config.capacity,
         input_size(&config.inputs),
         config.records_per_second(),
+        config.jobs.is_some(),
     );
     let ui = Arc::new(Mutex::new(
         ui.sized(config.capacity_for.as_ref(), config.capacity_bytes),

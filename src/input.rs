@@ -594,6 +594,38 @@ impl OwnFile {
     }
 }
 
+/// The first of `inputs` that is one of `files` (each with the flag that
+/// names it): the files drip empties or replaces as it starts
+/// (`--stats-json`, `--joblog`, `--metrics`). Such an input is refused
+/// before any of them is written, for writing it would lose the input.
+/// Stdin counts when it is that regular file; a path, when
+/// [`same_file`] says so (so also when it does not exist yet). Neither is
+/// opened: a FIFO given as FILE would wait for its writer.
+pub fn emptied_at_start(
+    inputs: &[Input],
+    files: &[(&'static str, Option<&Path>)],
+) -> Option<(String, &'static str)> {
+    inputs.iter().find_map(|input| {
+        let (flag, _) = files.iter().find(|(_, path)| {
+            path.is_some_and(|path| match input {
+                Input::Path(input) => same_file(input, path),
+                Input::Stdin => stdin_is(path),
+            })
+        })?;
+        Some((input.name(), *flag))
+    })
+}
+
+/// Whether stdin is the regular file at `path`, by device and inode.
+fn stdin_is(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Some(meta) = std::fs::metadata(path).ok().filter(|m| m.is_file()) else {
+        return false;
+    };
+    let stdin = open(&Input::Stdin).and_then(|f| f.metadata());
+    stdin.is_ok_and(|s| s.dev() == meta.dev() && s.ino() == meta.ino())
+}
+
 /// Whether paths `a` and `b` name the same regular file, existing or to be
 /// created: the same name in the same directory (each parent canonicalized),
 /// or, when both exist, the same device and inode. A file that exists and

@@ -99,37 +99,52 @@ pub fn render(summary: &Summary, gauges: &Gauges) -> String {
     )
     .sample("drip_info", &[("pid", &pid), ("name", &name)], 1.0);
     records(&mut out, summary);
-    let g = gauges;
+    times(&mut out, summary, gauges);
+    queue(&mut out, summary, gauges);
+    pace(&mut out, summary, gauges);
+    jobs(&mut out, summary);
+    keys(&mut out, summary);
+    share(&mut out, summary);
+    out
+}
+
+/// When drip started, and the time since.
+fn times(out: &mut String, summary: &Summary, g: &Gauges) {
     single(
-        &mut out,
+        out,
         "drip_start_time_seconds",
         "gauge",
         "When drip started, seconds since the epoch.",
         g.started,
     );
     single(
-        &mut out,
+        out,
         "drip_elapsed_seconds",
         "gauge",
         "Time since drip started, seconds.",
         summary.elapsed_ms / 1e3,
     );
+}
+
+/// The records waiting: now, at most, the oldest one's age, and the wait
+/// foreseen for one arriving now.
+fn queue(out: &mut String, summary: &Summary, g: &Gauges) {
     single(
-        &mut out,
+        out,
         "drip_queue_depth",
         "gauge",
         "Records waiting now.",
         g.depth as f64,
     );
     single(
-        &mut out,
+        out,
         "drip_queue_max_depth",
         "gauge",
         "The most records that waited at once.",
         summary.max_depth as f64,
     );
     single(
-        &mut out,
+        out,
         "drip_oldest_age_seconds",
         "gauge",
         "Age of the oldest waiting record, seconds (0: none waits).",
@@ -137,16 +152,20 @@ pub fn render(summary: &Summary, gauges: &Gauges) -> String {
     );
     if let Some(wait_ms) = summary.queue.forecast_wait_ms {
         single(
-            &mut out,
+            out,
             "drip_forecast_wait_seconds",
             "gauge",
             "The wait a record arriving now would face, as the schedule foresees it, seconds.",
             wait_ms / 1e3,
         );
     }
+}
+
+/// The limit in force, the rate kept, and whether paused.
+fn pace(out: &mut String, summary: &Summary, g: &Gauges) {
     if g.rate_limit.is_finite() {
         single(
-            &mut out,
+            out,
             "drip_rate_limit_records_per_second",
             "gauge",
             "The tightest record limit in force, records per second.",
@@ -154,23 +173,19 @@ pub fn render(summary: &Summary, gauges: &Gauges) -> String {
         );
     }
     single(
-        &mut out,
+        out,
         "drip_rate_records_per_second",
         "gauge",
         "Records written (jobs started) per second between the first departure and the last.",
         summary.rate.unwrap_or(0.0),
     );
     single(
-        &mut out,
+        out,
         "drip_paused",
         "gauge",
         "1 while paused by drip ctl, else 0.",
         f64::from(u8::from(summary.paused)),
     );
-    jobs(&mut out, summary);
-    keys(&mut out, summary);
-    share(&mut out, summary);
-    out
 }
 
 /// Records and bytes, by fate.

@@ -289,13 +289,14 @@ async fn reader_gone(output: Option<&mut Watched>) -> bool {
     }
 }
 
-/// Redraw the display, unless stderr is stalled (the next redraw catches
-/// up) or the display is busy.
+/// Redraw the display (with `--exec`, the jobs' figures too), unless
+/// stderr is stalled (the next redraw catches up) or the display is busy.
 fn redraw_now(shared: &Shared, ui: &Mutex<Ui>) {
     let snap = shared.snapshot();
+    let jobs = shared.jobs.get().map(|j| j.view());
     if let Ok(mut ui) = ui.try_lock() {
         if crate::sys::writable(STDERR, 0) {
-            ui.update(&snap);
+            ui.update(&snap, jobs.as_ref());
         }
     }
 }

@@ -11,6 +11,13 @@
 //! screen: drip then draws nothing unless `--progress` asks, and then pins
 //! the display to the bottom row and lets the records scroll above it (a
 //! scroll region, as `apt` does).
+//!
+//! With `--exec` no record is written: the jobs' figures take the place of
+//! the records out (running, succeeded, failed, retries, overload pauses,
+//! the start rate, and the pause under way). The jobs write to the
+//! terminal themselves (their output, their errors), so there the display
+//! is always pinned to the bottom row, whether stdout is the terminal or
+//! not, and drawn unless `-q` or a stderr that is no terminal says no.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -20,7 +27,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::cli::ProgressMode;
-use crate::stats::{format_duration_ms, format_rate, CapacityFor, Counts, Departures};
+use crate::stats::{
+    format_duration_ms, format_rate, text_key, CapacityFor, Counts, Departures, JobStats,
+};
 
 /// How long a write may be under way before the display says output is
 /// blocked.
@@ -66,6 +75,18 @@ pub struct Snapshot {
     pub paused: bool,
 }
 
+/// What the display shows of the command runner (`--exec`).
+#[derive(Debug, Clone, Default)]
+pub struct JobsView {
+    /// The runner's figures.
+    pub stats: JobStats,
+    /// How much longer every start stays paused for an overload, ns (0:
+    /// not paused).
+    pub paused_left_ns: u64,
+    /// With `--key`: the keys whose starts an overload paused, sorted.
+    pub paused_keys: Vec<Box<[u8]>>,
+}
+
 /// Where the display is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Surface {
@@ -79,21 +100,26 @@ enum Surface {
     Hidden,
 }
 
-/// Where to draw the display, if anywhere, given `mode` and what stderr
-/// and stdout are: `None` means no display and no summary unless `--stats`.
+/// Where to draw the display, if anywhere, given `mode`, what stderr and
+/// stdout are, and whether `jobs` run (`--exec`): `None` means no display
+/// and no summary unless `--stats`.
 fn choose(
     mode: ProgressMode,
     stderr_tty: bool,
     stdout_same_tty: bool,
     dumb: bool,
+    jobs: bool,
 ) -> Option<Surface> {
     match mode {
         ProgressMode::Never => None,
-        // Records on the same screen would interleave with the display.
-        ProgressMode::Auto if stdout_same_tty => None,
+        // Records on the same screen would interleave with the display;
+        // jobs write no records, and their figures are the progress.
+        ProgressMode::Auto if stdout_same_tty && !jobs => None,
         ProgressMode::Auto if !stderr_tty => None,
         _ if stderr_tty && dumb => Some(Surface::Hidden),
-        _ if stdout_same_tty => Some(Surface::Pinned),
+        // Jobs write to the terminal at any time (stdout, stderr): below
+        // a scroll region their lines never tear the display.
+        _ if stdout_same_tty || (jobs && stderr_tty) => Some(Surface::Pinned),
         _ => Some(Surface::Line),
     }
 }
@@ -133,18 +159,24 @@ pub struct Ui {
 
 impl Ui {
     /// A Ui drawing progress per `mode` for a bucket of `capacity` records
-    /// paced at `rate` records per second.
-    pub fn new(mode: ProgressMode, capacity: usize, input_size: Option<u64>, rate: f64) -> Ui {
+    /// paced at `rate` records per second; `jobs`: with `--exec`.
+    pub fn new(
+        mode: ProgressMode,
+        capacity: usize,
+        input_size: Option<u64>,
+        rate: f64,
+        jobs: bool,
+    ) -> Ui {
         let stderr_tty = io::stderr().is_terminal();
         let dumb = std::env::var_os("TERM").is_some_and(|t| t == "dumb");
-        let display =
-            choose(mode, stderr_tty, stdout_is_stderr_terminal(), dumb).map(|surface| Display {
-                surface,
-                tty: stderr_tty,
-                colour: colours_allowed(),
-                drawn: false,
-                region_rows: 0,
-            });
+        let same_tty = stdout_is_stderr_terminal();
+        let display = choose(mode, stderr_tty, same_tty, dumb, jobs).map(|surface| Display {
+            surface,
+            tty: stderr_tty,
+            colour: colours_allowed(),
+            drawn: false,
+            region_rows: 0,
+        });
         Ui {
             display,
             capacity: capacity as u64,
@@ -203,8 +235,8 @@ impl Ui {
         self.rate = rate;
     }
 
-    /// Redraw the display for `snap`.
-    pub fn update(&mut self, snap: &Snapshot) {
+    /// Redraw the display for `snap` (and, with `--exec`, `jobs`).
+    pub fn update(&mut self, snap: &Snapshot, jobs: Option<&JobsView>) {
         if self.display.is_none() {
             return;
         }
@@ -213,7 +245,7 @@ impl Ui {
         if self.busy.len() > BUSY_SAMPLES {
             self.busy.pop_front();
         }
-        self.text = self.compose(snap);
+        self.text = self.compose(snap, jobs);
         let Some(d) = &mut self.display else { return };
         let mut out = String::new();
         match d.surface {
@@ -257,33 +289,36 @@ impl Ui {
         }
     }
 
-    /// The display's text for `snap`.
-    fn compose(&self, snap: &Snapshot) -> String {
+    /// The display's text for `snap`; with `--exec`, `jobs`: their figures
+    /// in place of the records out, the start rate, and the pause under
+    /// way in place of the output's signs.
+    fn compose(&self, snap: &Snapshot, jobs: Option<&JobsView>) -> String {
         let c = &snap.counts;
-        // Out: written, or (with --exec) run to the end.
-        let out = c.written + c.succeeded + c.failed;
         let measured = self.meter.rate(snap.elapsed_ns);
-        let (depth, unit) = if self.in_bytes {
-            (snap.bytes, " bytes")
-        } else {
-            (snap.depth, "")
-        };
-        let sized = self
-            .capacity_for
-            .as_ref()
-            .map_or(String::new(), |d| format!(" ({d})"));
-        let mut text = format!(
-            "{} [{}] {}/{}{unit}{sized} queued | in {} out {} dropped {}",
-            hms(Duration::from_nanos(snap.elapsed_ns)),
-            gauge(depth, self.capacity),
-            depth.min(self.capacity),
-            self.capacity,
-            c.read,
-            out,
-            c.dropped(),
-        );
+        let mut text = self.queued(snap);
+        match jobs {
+            None => text.push_str(&format!(
+                " | in {} out {} dropped {}",
+                c.read,
+                c.written + c.succeeded + c.failed,
+                c.dropped()
+            )),
+            Some(_) => {
+                text.push_str(&format!(" | in {}", c.read));
+                if c.dropped() > 0 {
+                    text.push_str(&format!(" dropped {}", c.dropped()));
+                }
+            }
+        }
         if c.expired > 0 {
             text.push_str(&format!(" expired {}", c.expired));
+        }
+        if let Some(jobs) = jobs {
+            let s = &jobs.stats;
+            text.push_str(&format!(
+                " | running {} succeeded {} failed {} retries {} pauses {}",
+                s.jobs_running, c.succeeded, c.failed, s.retries, s.pauses
+            ));
         }
         if snap.depth > 0 {
             text.push_str(&format!(" | oldest {}", seconds(snap.oldest_age_ns)));
@@ -295,21 +330,61 @@ impl Ui {
         if let Some((keys, busy)) = snap.keys {
             text.push_str(&format!(" | keys {keys} ({busy} busy)"));
         }
+        // With jobs, a departure is a job's start.
+        text.push_str(if jobs.is_some() { " | starts " } else { " | " });
         match measured {
-            Some(rate) => text.push_str(&format!(" | {}", format_rate(rate))),
-            None => text.push_str(" | -/s"),
+            Some(rate) => text.push_str(&format_rate(rate)),
+            None => text.push_str("-/s"),
         }
-        if let Some(eta) = eta(snap, self.input_size, measured) {
+        let eta = match jobs {
+            None => eta(snap, self.input_size, measured),
+            Some(jobs) => jobs_eta(snap, self.input_size, measured, &jobs.stats),
+        };
+        if let Some(eta) = eta {
             text.push_str(&format!(" | ETA {}", clock(eta)));
         }
-        if snap.paused {
-            text.push_str(" | paused");
-        } else if snap.writing_for_ns >= BLOCKED_AFTER_NS {
-            text.push_str(" | output blocked");
-        } else if self.output_slow(snap, measured) {
-            text.push_str(" | output slow");
+        let sign = match jobs {
+            None => self.output_sign(snap, measured),
+            Some(jobs) => pause_sign(snap, jobs),
+        };
+        if let Some(sign) = sign {
+            text.push_str(&format!(" | {sign}"));
         }
         text
+    }
+
+    /// The start of the display: the elapsed time, the gauge and the queue.
+    fn queued(&self, snap: &Snapshot) -> String {
+        let (depth, unit) = if self.in_bytes {
+            (snap.bytes, " bytes")
+        } else {
+            (snap.depth, "")
+        };
+        let sized = self
+            .capacity_for
+            .as_ref()
+            .map_or(String::new(), |d| format!(" ({d})"));
+        format!(
+            "{} [{}] {}/{}{unit}{sized} queued",
+            hms(Duration::from_nanos(snap.elapsed_ns)),
+            gauge(depth, self.capacity),
+            depth.min(self.capacity),
+            self.capacity,
+        )
+    }
+
+    /// The sign at the end of the display when records are written: a
+    /// pause (`drip ctl`), or stdout holding records up.
+    fn output_sign(&self, snap: &Snapshot, measured: Option<f64>) -> Option<String> {
+        if snap.paused {
+            Some("paused".into())
+        } else if snap.writing_for_ns >= BLOCKED_AFTER_NS {
+            Some("output blocked".into())
+        } else if self.output_slow(snap, measured) {
+            Some("output slow".into())
+        } else {
+            None
+        }
     }
 
     /// Whether stdout takes records slower than the rate: records are
@@ -343,6 +418,26 @@ impl Ui {
         d.drawn = false;
         d.region_rows = 0;
     }
+}
+
+/// The sign at the end of the display with `--exec`: a pause by `drip
+/// ctl`, or one for an overload: every start's (`paused 1.2s`, the time
+/// left), or with `--key` the keys paused (`paused api.example.com +1`,
+/// the first of them, shown safe for a terminal, and how many more).
+fn pause_sign(snap: &Snapshot, jobs: &JobsView) -> Option<String> {
+    if snap.paused {
+        return Some("paused".into());
+    }
+    if jobs.paused_left_ns > 0 {
+        return Some(format!("paused {}", seconds(jobs.paused_left_ns)));
+    }
+    let (first, rest) = jobs.paused_keys.split_first()?;
+    let more = if rest.is_empty() {
+        String::new()
+    } else {
+        format!(" +{}", rest.len())
+    };
+    Some(format!("paused {}{more}", text_key(Some(first))))
 }
 
 /// Clear the display of `ui` on the way out of the process (a second
@@ -431,10 +526,39 @@ impl RateMeter {
 /// there are any: the reader may hold bytes not yet admitted) less those
 /// already through the bucket; once the input has ended, only what waits.
 fn eta(snap: &Snapshot, input_size: Option<u64>, measured: Option<f64>) -> Option<Duration> {
+    time_left(records_left(snap, input_size)?, measured?)
+}
+
+/// Time left with `--exec`: the records still to start (as for [`eta`])
+/// at the measured start rate, and then a median attempt for the last of
+/// them to end; once every record has started, a median attempt while
+/// jobs run.
+fn jobs_eta(
+    snap: &Snapshot,
+    input_size: Option<u64>,
+    measured: Option<f64>,
+    jobs: &JobStats,
+) -> Option<Duration> {
+    let attempt = Duration::from_secs_f64(jobs.attempt_p50_ms.max(0.0) / 1e3);
+    let left = records_left(snap, input_size)?;
+    if left < 1.0 {
+        return Some(if jobs.jobs_running > 0 {
+            attempt
+        } else {
+            Duration::ZERO
+        });
+    }
+    Some(time_left(left, measured?)? + attempt)
+}
+
+/// The records still to leave (with `--exec`, to start): those waiting,
+/// and reading a regular file, the rest of it (see [`eta`]); `None` while
+/// reading an input of unknown size.
+fn records_left(snap: &Snapshot, input_size: Option<u64>) -> Option<f64> {
     let c = &snap.counts;
     let waiting = snap.depth as f64;
-    let left = match (snap.reading_done, input_size) {
-        (true, _) => waiting,
+    match (snap.reading_done, input_size) {
+        (true, _) => Some(waiting),
         (false, Some(size)) => {
             let (records, bytes) = if c.written > 0 {
                 (c.written, c.bytes_written)
@@ -446,11 +570,10 @@ fn eta(snap: &Snapshot, input_size: Option<u64>, measured: Option<f64>) -> Optio
             }
             let total = size as f64 * records as f64 / bytes as f64;
             let through = c.read.saturating_sub(snap.depth) as f64;
-            (total - through).max(waiting)
+            Some((total - through).max(waiting))
         }
-        _ => return None,
-    };
-    time_left(left, measured?)
+        _ => None,
+    }
 }
 
 /// How long `records` records take to leave at `rate` records per
@@ -504,7 +627,9 @@ fn colour_gauge(text: &str) -> String {
 /// `text` in at most `width` columns (the display is ASCII): what matters
 /// most stays. Too long, it loses the gauge first, then the counts (the
 /// summary has them), keeping the time, the queue, the rate, the ETA and
-/// the sign; only then is it cut.
+/// the sign; with `--exec` then the jobs' figures that are 0 (retries,
+/// pauses, failed), then the queue, keeping the running and the
+/// succeeded; only then is it cut.
 fn fit(text: &str, width: usize) -> String {
     if text.len() <= width {
         return text.to_string();
@@ -529,6 +654,19 @@ fn fit(text: &str, width: usize) -> String {
                 .find(" | ")
                 .map_or(text.len(), |i| start + 1 + i);
             text.replace_range(start..end, "");
+        }
+    }
+    for zero in [" retries 0", " pauses 0", " failed 0"] {
+        if text.len() <= width {
+            break;
+        }
+        if let Some(start) = text.find(zero) {
+            text.replace_range(start..start + zero.len(), "");
+        }
+    }
+    if text.len() > width && text.contains(" | running ") {
+        if let (Some(start), Some(end)) = (text.find(' '), text.find(" queued")) {
+            text.replace_range(start..end + " queued".len(), "");
         }
     }
     text.chars().take(width).collect()
@@ -716,14 +854,14 @@ mod tests {
             unit: "records",
             set_by: "--rate 10/s".into(),
         };
-        let ui = Ui::new(ProgressMode::Never, 300, None, 10.0).sized(Some(&sized), None);
+        let ui = Ui::new(ProgressMode::Never, 300, None, 10.0, false).sized(Some(&sized), None);
         let snap = Snapshot {
             depth: 12,
             oldest_age_ns: 1_200_000_000,
             forecast_wait_ns: Some(12_400_000_000),
             ..Snapshot::default()
         };
-        let text = ui.compose(&snap);
+        let text = ui.compose(&snap, None);
         assert!(text.contains("12/300 (30s) queued"), "{text}");
         assert!(text.contains("| oldest 1.2s wait 12.4s"), "{text}");
         // Nothing waiting: the wait alone.
@@ -731,13 +869,13 @@ mod tests {
             forecast_wait_ns: Some(0),
             ..Snapshot::default()
         };
-        let text = ui.compose(&idle);
+        let text = ui.compose(&idle, None);
         assert!(
             !text.contains("oldest") && text.contains("| wait 0.0s"),
             "{text}"
         );
         // On a narrow terminal they go first, before the gauge.
-        let text = fit(&ui.compose(&snap), 90);
+        let text = fit(&ui.compose(&snap, None), 90);
         assert!(
             text.contains("] 12/300 (30s) queued") && !text.contains("wait"),
             "{text}"
@@ -796,24 +934,184 @@ mod tests {
             paused: true,
             ..snap
         };
-        assert!(ui.compose(&paused).ends_with(" | paused"));
-        assert!(!ui.compose(&snap).contains("paused"));
+        assert!(ui.compose(&paused, None).ends_with(" | paused"));
+        assert!(!ui.compose(&snap, None).contains("paused"));
     }
 
     #[test]
     fn where_the_display_goes() {
         use ProgressMode::*;
         // stderr a terminal, stdout elsewhere: drawn on its line.
-        assert_eq!(choose(Auto, true, false, false), Some(Surface::Line));
+        assert_eq!(choose(Auto, true, false, false, false), Some(Surface::Line));
         // stdout the same terminal: nothing, unless asked; then pinned.
-        assert_eq!(choose(Auto, true, true, false), None);
-        assert_eq!(choose(Always, true, true, false), Some(Surface::Pinned));
+        assert_eq!(choose(Auto, true, true, false, false), None);
+        assert_eq!(
+            choose(Always, true, true, false, false),
+            Some(Surface::Pinned)
+        );
         // Not a terminal: only when asked.
-        assert_eq!(choose(Auto, false, false, false), None);
-        assert_eq!(choose(Always, false, false, false), Some(Surface::Line));
+        assert_eq!(choose(Auto, false, false, false, false), None);
+        assert_eq!(
+            choose(Always, false, false, false, false),
+            Some(Surface::Line)
+        );
         // A dumb terminal cannot redraw: summary only.
-        assert_eq!(choose(Auto, true, false, true), Some(Surface::Hidden));
-        assert_eq!(choose(Never, true, false, false), None);
+        assert_eq!(
+            choose(Auto, true, false, true, false),
+            Some(Surface::Hidden)
+        );
+        assert_eq!(choose(Never, true, false, false, false), None);
+        // Jobs write no records: drawn with stdout on the terminal too,
+        // and always pinned, as jobs write to the terminal themselves.
+        assert_eq!(choose(Auto, true, true, false, true), Some(Surface::Pinned));
+        assert_eq!(
+            choose(Auto, true, false, false, true),
+            Some(Surface::Pinned)
+        );
+        assert_eq!(choose(Auto, false, false, false, true), None);
+        assert_eq!(
+            choose(Always, false, false, false, true),
+            Some(Surface::Line)
+        );
+        assert_eq!(choose(Auto, true, true, true, true), Some(Surface::Hidden));
+        assert_eq!(choose(Never, true, true, false, true), None);
+    }
+
+    fn jobs_ui() -> Ui {
+        Ui::new(ProgressMode::Never, 1000, Some(400), 10.0, true)
+    }
+
+    #[test]
+    fn the_display_for_jobs_shows_their_figures_the_start_rate_and_the_pause() {
+        let snap = Snapshot {
+            counts: Counts {
+                read: 40,
+                bytes_read: 200,
+                succeeded: 20,
+                failed: 1,
+                ..Counts::default()
+            },
+            depth: 12,
+            oldest_age_ns: 1_200_000_000,
+            elapsed_ns: 3 * S,
+            ..Snapshot::default()
+        };
+        let mut jobs = JobsView {
+            stats: JobStats {
+                jobs_running: 2,
+                retries: 3,
+                pauses: 1,
+                attempt_p50_ms: 500.0,
+                ..JobStats::default()
+            },
+            ..JobsView::default()
+        };
+        let text = jobs_ui().compose(&snap, Some(&jobs));
+        assert!(
+            text.contains("12/1000 queued | in 40 | running 2 succeeded 20 failed 1 retries 3 pauses 1 | oldest 1.2s | starts -/s"),
+            "{text}"
+        );
+        assert!(
+            !text.contains(" out ") && !text.contains("dropped"),
+            "{text}"
+        );
+        assert!(!text.contains("paused"), "{text}");
+        // Every start paused for an overload: the time left.
+        jobs.paused_left_ns = 1_500_000_000;
+        let text = jobs_ui().compose(&snap, Some(&jobs));
+        assert!(text.ends_with(" | paused 1.5s"), "{text}");
+        // With --key: the keys paused, the first shown safe.
+        jobs.paused_left_ns = 0;
+        jobs.paused_keys = vec![b"a.example"[..].into()];
+        let text = jobs_ui().compose(&snap, Some(&jobs));
+        assert!(text.ends_with(" | paused a.example"), "{text}");
+        jobs.paused_keys = vec![b"\x1b[2J"[..].into(), b"b.example"[..].into()];
+        let text = jobs_ui().compose(&snap, Some(&jobs));
+        assert!(text.ends_with(" | paused \\x1b[2J +1"), "{text}");
+        // drip ctl's pause says so first.
+        let paused = Snapshot {
+            paused: true,
+            ..snap
+        };
+        assert!(jobs_ui()
+            .compose(&paused, Some(&jobs))
+            .ends_with(" | paused"));
+        // Drops and expiries are said when there are any.
+        let shed = Snapshot {
+            counts: Counts {
+                dropped_newest: 4,
+                expired: 2,
+                ..snap.counts
+            },
+            ..snap
+        };
+        let text = jobs_ui().compose(&shed, Some(&jobs));
+        assert!(text.contains("| in 40 dropped 4 expired 2 |"), "{text}");
+    }
+
+    #[test]
+    fn a_narrow_terminal_keeps_the_jobs_running_and_succeeded() {
+        let line = format!(
+            "00:00:03 [{}] 12/1000 queued | in 40 | running 2 succeeded 20 failed 0 retries 0 pauses 0 | oldest 1.2s | starts 3.20/s | ETA 0:12 | paused 1.5s",
+            gauge(12, 1000)
+        );
+        assert_eq!(fit(&line, 200), line);
+        assert_eq!(
+            fit(&line, 125),
+            "00:00:03 12/1000 queued | in 40 | running 2 succeeded 20 failed 0 retries 0 pauses 0 | starts 3.20/s | ETA 0:12 | paused 1.5s"
+        );
+        assert_eq!(
+            fit(&line, 100),
+            "00:00:03 12/1000 queued | running 2 succeeded 20 failed 0 | starts 3.20/s | ETA 0:12 | paused 1.5s"
+        );
+        // An 80-column terminal.
+        assert_eq!(
+            fit(&line, 77),
+            "00:00:03 | running 2 succeeded 20 | starts 3.20/s | ETA 0:12 | paused 1.5s"
+        );
+        assert_eq!(fit(&line, 30), "00:00:03 | running 2 succeeded");
+    }
+
+    #[test]
+    fn the_eta_of_jobs_counts_the_starts_to_come_and_an_attempt() {
+        let jobs = JobStats {
+            jobs_running: 2,
+            attempt_p50_ms: 500.0,
+            ..JobStats::default()
+        };
+        // 400 bytes of 5-byte records: 80 in the file, 40 read of which
+        // 10 wait, 30 started: 50 still to start at 10/s, then an attempt.
+        let snap = Snapshot {
+            counts: Counts {
+                read: 40,
+                bytes_read: 200,
+                ..Counts::default()
+            },
+            depth: 10,
+            ..Snapshot::default()
+        };
+        assert_eq!(
+            jobs_eta(&snap, Some(400), Some(10.0), &jobs),
+            Some(Duration::from_millis(5400))
+        );
+        // No start rate yet: no estimate.
+        assert_eq!(jobs_eta(&snap, Some(400), None, &jobs), None);
+        // Every record started, two still running: an attempt, whatever
+        // the start rate (0 once starts have stopped).
+        let started = Snapshot {
+            depth: 0,
+            reading_done: true,
+            ..snap
+        };
+        assert_eq!(
+            jobs_eta(&started, None, Some(0.0), &jobs),
+            Some(Duration::from_millis(500))
+        );
+        let idle = JobStats {
+            jobs_running: 0,
+            ..jobs
+        };
+        assert_eq!(jobs_eta(&started, None, None, &idle), Some(Duration::ZERO));
     }
 
     #[test]

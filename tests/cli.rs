@@ -111,24 +111,24 @@ fn records_leave_on_schedule_never_early() {
     assert!(wait_for(&mut child, Duration::from_secs(10)).success());
     let texts: Vec<&str> = lines.iter().map(|(_, l)| l.as_str()).collect();
     assert_eq!(texts, numbered(1..=20).lines().collect::<Vec<_>>());
-    // The first record leaves at once.
-    assert!(lines[0].0 < 0.5, "first record after {} s", lines[0].0);
-    let t0 = lines[0].0;
-    for (k, (t, _)) in lines.iter().enumerate() {
-        // Never early: record k is due k * 50 ms after the first (allowing
-        // 5 ms for the first record's own delivery latency).
-        assert!(
-            t - t0 >= k as f64 * 0.05 - 0.005,
-            "record {k} early at {}",
-            t - t0
-        );
-    }
-    // No drift, and no trailing sleep: the run takes 19 intervals.
-    let span = lines[19].0 - t0;
+    // The first record leaves at once (a bound a loaded machine keeps).
+    assert!(lines[0].0 < 1.5, "first record after {} s", lines[0].0);
+    let times: Vec<f64> = lines.iter().map(|(t, _)| *t).collect();
+    // Never early: record k is due k * 50 ms after the first. The
+    // records of the second half may be seen late, never ahead of the
+    // first half's schedule (5 ms for the pipe's own jitter).
+    let ahead = common::ahead_of_schedule(&times, 0.05);
+    assert!(ahead <= 0.005, "{ahead} s ahead of schedule: {times:?}");
+    // On pace: one every 50 ms, judged over pairs far apart so a loaded
+    // machine's late wake-ups do not count; 20 % off fails.
+    let interval = common::interval_of(&times);
     assert!(
-        (0.945..1.4).contains(&span),
-        "20 records at 20/s spanned {span} s"
+        (0.046..0.054).contains(&interval),
+        "one record every {interval} s: {times:?}"
     );
+    // No drift, and no trailing sleep (loosely: the machine may be busy).
+    let span = times[19] - times[0];
+    assert!(span < 2.0, "20 records at 20/s spanned {span} s");
 }
 
 #[test]
@@ -622,6 +622,26 @@ fn output_files_that_are_one_file_are_usage_errors() {
         .assert()
         .success()
         .stdout("1\n");
+    }
+}
+
+#[test]
+fn a_joblog_that_is_another_output_file_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    for (joblog, other) in [("--joblog", "--dead-letter"), ("--resume", "--metrics")] {
+        let out = drip(&[other, "y.out", joblog, "./y.out", "--exec", "true"])
+            .current_dir(dir.path())
+            .write_stdin("1\n")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{joblog}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.starts_with(&format!("drip: {joblog} ./y.out: the same file as {other}")),
+            "{stderr}"
+        );
+        assert!(!dir.path().join("y.out").exists(), "{joblog}");
     }
 }
 

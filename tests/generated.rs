@@ -145,6 +145,94 @@ fn fish_subcommand(script: String) -> String {
     format!("{}{own}{}", &script[..start], &script[end..])
 }
 
+/// `--exec` takes the rest of the line, or up to a `;`: a command, then
+/// its own arguments. clap_complete's bash script completes a file there,
+/// and drip's flags after it: complete a command name after `--exec`, and
+/// after that the command's own completion (bash-completion's
+/// `_command_offset`, as for sudo), or else file names.
+fn bash_exec(script: String) -> String {
+    let anchor = "    COMPREPLY=()\n";
+    assert!(script.contains(anchor), "bash script changed shape");
+    let block = r#"    COMPREPLY=()
+
+    # --exec COMMAND...: the rest of the line (or up to a ;) is a command.
+    local exec_at=0 j
+    for (( j = 1; j < COMP_CWORD; j++ )); do
+        case "${COMP_WORDS[j]}" in
+            --exec) [[ ${exec_at} -eq 0 ]] && exec_at=${j} ;;
+            ';'|'\;'|"';'"|'";"') exec_at=0 ;;
+        esac
+    done
+    if [[ ${exec_at} -gt 0 ]]; then
+        if declare -F _command_offset >/dev/null; then
+            _command_offset $(( exec_at + 1 ))
+        elif [[ $(( exec_at + 1 )) -eq ${COMP_CWORD} ]]; then
+            COMPREPLY=( $(compgen -c -- "${COMP_WORDS[COMP_CWORD]}") )
+        else
+            COMPREPLY=( $(compgen -f -- "${COMP_WORDS[COMP_CWORD]}") )
+        fi
+        return 0
+    fi
+"#;
+    script.replacen(anchor, block, 1)
+}
+
+/// The fish script: the words after `--exec` (up to a `;`) are a command
+/// line of their own: no drip flag is offered there (every drip completion
+/// asks `__fish_drip_needs_command`), a command name is, then what fish
+/// completes for that command.
+fn fish_exec(script: String) -> String {
+    let anchor = "function __fish_drip_needs_command\n";
+    assert!(script.contains(anchor), "fish script changed shape");
+    let functions = "function __fish_drip_exec_words\n    \
+                     # The words after --exec (up to a ;), when the word being completed is one.\n    \
+                     set -l cmd (commandline -opc)\n    \
+                     set -l at 0\n    \
+                     for i in (seq 2 (count $cmd))\n        \
+                     if test $at -eq 0; and test \"$cmd[$i]\" = --exec\n            \
+                     set at $i\n        \
+                     else if test \"$cmd[$i]\" = ';'\n            \
+                     set at 0\n        \
+                     end\n    \
+                     end\n    \
+                     test $at -gt 0; or return 1\n    \
+                     if test (count $cmd) -gt $at\n        \
+                     printf '%s\\n' $cmd[(math $at + 1)..-1]\n    \
+                     end\n    \
+                     return 0\n\
+                     end\n\n\
+                     function __fish_drip_exec_complete\n    \
+                     set -l words (__fish_drip_exec_words)\n    \
+                     if test (count $words) -eq 0\n        \
+                     __fish_complete_command\n    \
+                     else\n        \
+                     set -l line (string join ' ' -- (string escape -- $words))\n        \
+                     set -l current (commandline -ct)\n        \
+                     complete -C \"$line $current\"\n    \
+                     end\n\
+                     end\n\n";
+    let own = "function __fish_drip_needs_command\n    \
+               # Not inside --exec's command line.\n    \
+               __fish_drip_exec_words >/dev/null; and return 1\n";
+    let script = script.replacen(anchor, &format!("{functions}{own}"), 1);
+    format!(
+        "{script}complete -c drip -n \"__fish_drip_exec_words >/dev/null\" -f -a \"(__fish_drip_exec_complete)\"\n"
+    )
+}
+
+/// The zsh script: after `--exec`'s command name, the words up to a `;`
+/// are that command's arguments, completed as zsh completes that command
+/// (`_normal`), as zsh's own `find -exec` does.
+fn zsh_exec(script: String) -> String {
+    let anchor = ":COMMAND:_command_names -e' \\\n";
+    assert!(script.contains(anchor), "zsh script changed shape");
+    script.replacen(
+        anchor,
+        ":COMMAND:_command_names -e:*\\;::command arguments:_normal' \\\n",
+        1,
+    )
+}
+
 fn completion(shell: Shell) -> Vec<u8> {
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut Cli::command(), "drip", &mut out);
@@ -152,7 +240,9 @@ fn completion(shell: Shell) -> Vec<u8> {
     let text = match shell {
         Shell::Elvish => elvish_values(text),
         Shell::PowerShell => powershell_values(text),
-        Shell::Fish => fish_subcommand(text),
+        Shell::Fish => fish_exec(fish_subcommand(text)),
+        Shell::Bash => bash_exec(text),
+        Shell::Zsh => zsh_exec(text),
         _ => text,
     };
     text.into_bytes()
@@ -266,6 +356,181 @@ fn bash_and_fish_complete_values_and_files() {
             ["--overflow"]
         );
     }
+}
+
+#[test]
+fn bash_and_fish_complete_a_command_after_exec() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("input.txt"), "x\n").unwrap();
+    std::fs::write(dir.path().join("drip.bash"), completion(Shell::Bash)).unwrap();
+    std::fs::write(dir.path().join("drip.fish"), completion(Shell::Fish)).unwrap();
+    for complete in [bash_complete, fish_complete] {
+        // A command name right after --exec, not a file or a flag.
+        let offered = complete("drip -r 5/s --exec ech", dir.path());
+        assert!(offered.contains(&"echo".to_string()), "{offered:?}");
+        assert!(offered.iter().all(|w| !w.starts_with('-')), "{offered:?}");
+        // Then the command's arguments: never drip's flags.
+        for line in ["drip --exec ls --ra", "drip --exec ls -l -"] {
+            let offered = complete(line, dir.path());
+            assert!(
+                !offered.iter().any(|w| w == "--rate" || w == "--retries"),
+                "{line}: {offered:?}"
+            );
+        }
+        let offered = complete("drip --exec cat in", dir.path());
+        assert!(offered.contains(&"input.txt".to_string()), "{offered:?}");
+        // After a lone ;, drip's own flags again.
+        assert_eq!(
+            complete("drip --exec cat \\; --overf", dir.path()),
+            ["--overflow"]
+        );
+    }
+}
+
+/// A zsh in a terminal (tmux, on a private server) with the generated
+/// script on its `$fpath` and completion on, in `dir`; killed on drop.
+struct Zsh {
+    socket: PathBuf,
+}
+
+impl Zsh {
+    /// `None` when zsh or tmux is not installed.
+    fn start(dir: &Path) -> Option<Zsh> {
+        let have = |tool: &str, flag: &str| Command::new(tool).arg(flag).output().is_ok();
+        if !have("zsh", "--version") || !have("tmux", "-V") {
+            return None;
+        }
+        let socket = dir.join("tmux.sock");
+        let path = format!("PATH={}:/usr/bin:/bin", dir.display());
+        let home = format!("HOME={}", dir.display());
+        let status = Command::new("tmux")
+            .arg("-S")
+            .arg(&socket)
+            .args([
+                "-f",
+                "/dev/null",
+                "new-session",
+                "-d",
+                "-x",
+                "150",
+                "-y",
+                "30",
+            ])
+            .args([
+                "env",
+                "-i",
+                &path,
+                &home,
+                "TERM=xterm-256color",
+                "zsh",
+                "-f",
+            ])
+            .status()
+            .expect("tmux");
+        assert!(status.success(), "tmux failed to start");
+        let zsh = Zsh { socket };
+        let setup = format!(
+            "fpath=({} $fpath); autoload -U compinit; compinit -u -D; PS1='%% '",
+            dir.display()
+        );
+        zsh.keys(&["-l", &setup]);
+        zsh.keys(&["Enter"]);
+        Some(zsh)
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let status = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .arg("send-keys")
+            .args(keys)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// The last command line on the screen.
+    fn line(&self) -> String {
+        let out = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .args(["capture-pane", "-p"])
+            .output()
+            .unwrap();
+        let screen = String::from_utf8(out.stdout).unwrap();
+        let line = screen.lines().rfind(|l| l.starts_with("% "));
+        line.unwrap_or_default().trim_end().to_string()
+    }
+
+    /// Type `typed`, press Tab, and give completion `wait`: the command
+    /// line then. The line is cleared before and after.
+    fn complete(&self, typed: &str, wait: std::time::Duration) -> String {
+        self.keys(&["C-u"]);
+        self.keys(&["-l", typed]);
+        self.keys(&["Tab"]);
+        let start = std::time::Instant::now();
+        let mut line = self.line();
+        while start.elapsed() < wait {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            line = self.line();
+            if line != format!("% {typed}") && !line.is_empty() {
+                break;
+            }
+        }
+        self.keys(&["C-u"]);
+        line
+    }
+}
+
+impl Drop for Zsh {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .arg("kill-server")
+            .status();
+    }
+}
+
+#[test]
+fn zsh_completes_a_command_after_exec() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("_drip"), completion(Shell::Zsh)).unwrap();
+    let command = dir.path().join("zzdripcmd");
+    std::fs::write(&command, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&command, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let Some(zsh) = Zsh::start(dir.path()) else {
+        eprintln!("zsh or tmux is not installed: zsh's completion is not run");
+        return;
+    };
+    let long = std::time::Duration::from_secs(10);
+    // Completion works: drip's flags where they go.
+    let line = zsh.complete("drip --overf", long);
+    assert!(line.starts_with("% drip --overflow"), "{line}");
+    // A command name after --exec.
+    let line = zsh.complete("drip -r 5/s --exec zzdripc", long);
+    assert_eq!(line, "% drip -r 5/s --exec zzdripcmd");
+    // Its arguments are its own: no drip flag.
+    let short = std::time::Duration::from_millis(1500);
+    assert_eq!(
+        zsh.complete("drip --exec zzdripcmd --overf", short),
+        "% drip --exec zzdripcmd --overf"
+    );
+}
+
+#[test]
+fn zsh_completes_the_arguments_after_exec_as_a_command_line() {
+    // zsh's own find -exec: the command name, then its arguments up to a ;.
+    let text = String::from_utf8(completion(Shell::Zsh)).unwrap();
+    let exec = text
+        .lines()
+        .find(|l| l.starts_with("'*--exec=["))
+        .expect("--exec in the zsh script");
+    assert!(
+        exec.ends_with(":COMMAND:_command_names -e:*\\;::command arguments:_normal' \\"),
+        "{exec}"
+    );
 }
 
 /// `[-r|--rate RATE]`, `[--drain]`, `[FILE]...`: the synopsis with value
@@ -387,12 +652,83 @@ fn man_page() -> Vec<u8> {
     roff.text([roman(SEE_ALSO)]);
     roff.to_writer(&mut out).unwrap();
     man.render_version_section(&mut out).unwrap();
+    portable(&String::from_utf8(out).unwrap()).into_bytes()
+}
+
+/// Words longer than this (in the roff source) get places to break.
+const LONG_WORD: usize = 30;
+
+/// The page's text lines in ASCII, each character beyond it as a groff
+/// escape (`\[u2014]`), so that no preprocessor need guess the encoding;
+/// and long words (URLs, paths) given places to break after a `/`, `,`,
+/// `&`, `|` or `?` (`\:`, a break point that prints nothing), so that an
+/// 80-column page can fill its lines without a warning.
+fn portable(page: &str) -> String {
+    let ascii = |c: char| {
+        if c.is_ascii() {
+            c.to_string()
+        } else {
+            format!("\\[u{:04X}]", c as u32)
+        }
+    };
+    let mut out = String::with_capacity(page.len());
+    for line in page.split_inclusive('\n') {
+        if line.starts_with('.') || line.starts_with('\'') {
+            out.extend(line.chars().map(ascii));
+            continue;
+        }
+        let words = line.split(' ').map(|word| {
+            let long = word.len() > LONG_WORD;
+            let mut text = String::new();
+            let mut chars = word.chars().peekable();
+            while let Some(c) = chars.next() {
+                text.push_str(&ascii(c));
+                let last = chars.peek().map_or(true, |n| *n == '\n');
+                if long && "/,&|?".contains(c) && !last {
+                    text.push_str("\\:");
+                }
+            }
+            text
+        });
+        out.push_str(&words.collect::<Vec<_>>().join(" "));
+    }
     out
 }
 
 #[test]
 fn man_page_matches_the_cli() {
     check(&completions_dir().join("drip.1"), &man_page());
+}
+
+/// `man --warnings` reads the page as a terminal of `width` columns
+/// would show it; what troff warns of, if anything. `None` without man.
+fn man_warnings(page: &Path, width: usize) -> Option<String> {
+    let out = Command::new("man")
+        .args(["--warnings", "-l"])
+        .arg(page)
+        .env("MANWIDTH", width.to_string())
+        .env("MANPAGER", "cat")
+        .env("LC_ALL", "C.UTF-8")
+        .output()
+        .ok()?;
+    assert!(out.status.success(), "man failed: {out:?}");
+    Some(String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn man_page_has_no_warnings() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("drip.1");
+    std::fs::write(&page, man_page()).unwrap();
+    // In ASCII: no preprocessor need guess the encoding.
+    assert!(std::fs::read(&page).unwrap().is_ascii());
+    for width in [70, 80, 100, 132, 200] {
+        let Some(warnings) = man_warnings(&page, width) else {
+            eprintln!("man is not installed: the page's warnings are not checked");
+            return;
+        };
+        assert!(warnings.is_empty(), "at {width} columns:\n{warnings}");
+    }
 }
 
 #[test]
@@ -449,6 +785,13 @@ fn man_page_stands_alone() {
         "textfile collector",
         "drop\\-oldest",
         "bottom row",
+        // --exec whole: the headers directory, the joblog's fields, the
+        // signals, the overload pause, the display.
+        "drip\\-headers\\-XXXXXX",
+        "duration_us (whole microseconds)",
+        "then KILL 200 ms later, and leaves",
+        "Retry\\-After (seconds or an HTTP date)",
+        "starts 3.20/s",
     ] {
         assert!(text.contains(needle), "man page lacks {needle:?}");
     }

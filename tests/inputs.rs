@@ -122,81 +122,114 @@ fn an_input_that_is_the_dead_letter_is_refused() {
     assert_eq!(std::fs::read(&dead).unwrap(), b"a\nb\n");
 }
 
+/// `drip -q -r inf ARGS` with stdin from `stdin` (nothing when `None`):
+/// its status, stdout and stderr.
+fn run_on(args: &[&std::ffi::OsStr], stdin: Option<&Path>) -> (Option<i32>, Vec<u8>, String) {
+    let mut cmd = command(&["-q", "-r", "inf"]);
+    cmd.args(args);
+    match stdin {
+        Some(path) => cmd.stdin(std::fs::File::open(path).unwrap()),
+        None => cmd.stdin(Stdio::null()),
+    };
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code(), out.stdout, stderr)
+}
+
+/// An input that is a file drip empties (`--stats-json`, `--joblog`) or
+/// replaces (`--metrics`) as it starts is refused before anything is
+/// written: by its name, another spelling of it, a hard link, or as
+/// stdin; one line, status 1, nothing read, not a byte of it lost.
 #[test]
-fn an_input_that_is_the_stats_file_is_refused() {
+fn an_input_that_drip_would_empty_is_refused_before_anything_is_written() {
     let dir = tempfile::tempdir().unwrap();
-    let stats = dir.path().join("stats.json");
-    let out = command(&[
-        "-q",
-        "-r",
-        "inf",
-        "--stats-interval",
-        "10ms",
-        "--stats-json",
-    ])
-    .arg(&stats)
-    .arg(&stats)
-    .stdin(Stdio::null())
-    .output()
-    .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let input = dir.path().join("in.txt");
+    let kept = b"1\n2\n3\n";
+    std::fs::write(&input, kept).unwrap();
+    let link = dir.path().join("link");
+    std::fs::hard_link(&input, &link).unwrap();
+    let respelled = dir.path().join(".").join("in.txt");
+    let other = common::temp_file(b"other\n");
+    let exec = ["--exec", "true"];
+    for (flag, extra) in [
+        ("--stats-json", &[][..]),
+        ("--joblog", &exec[..]),
+        ("--metrics", &[][..]),
+    ] {
+        for named in [&input, &respelled, &link] {
+            // --exec takes the rest of the line: it comes last.
+            let mut args: Vec<&std::ffi::OsStr> = vec![flag.as_ref(), input.as_os_str()];
+            args.extend([other.path().as_os_str(), named.as_os_str()]);
+            args.extend(extra.iter().map(std::ffi::OsStr::new));
+            let (status, stdout, stderr) = run_on(&args, None);
+            assert_eq!(status, Some(1), "{flag} {}: {stderr}", named.display());
+            assert_eq!(
+                stderr,
+                format!("drip: {}: input file is the {flag} file\n", named.display())
+            );
+            assert!(stdout.is_empty(), "{flag}: read");
+            assert_eq!(std::fs::read(&input).unwrap(), kept, "{flag}");
+        }
+        // As stdin.
+        let mut args: Vec<&std::ffi::OsStr> = vec![flag.as_ref(), input.as_os_str()];
+        args.extend(extra.iter().map(std::ffi::OsStr::new));
+        let (status, stdout, stderr) = run_on(&args, Some(&input));
+        assert_eq!(status, Some(1), "{flag} stdin: {stderr}");
+        assert_eq!(
+            stderr,
+            format!("drip: stdin: input file is the {flag} file\n")
+        );
+        assert!(stdout.is_empty(), "{flag}: read");
+        assert_eq!(std::fs::read(&input).unwrap(), kept, "{flag}");
+        // Not there yet: refused all the same, and not made.
+        let absent = dir.path().join("absent");
+        let mut args: Vec<&std::ffi::OsStr> = vec![flag.as_ref(), absent.as_os_str()];
+        args.push(absent.as_os_str());
+        args.extend(extra.iter().map(std::ffi::OsStr::new));
+        let (status, _, stderr) = run_on(&args, None);
+        assert_eq!(status, Some(1), "{flag} absent: {stderr}");
+        assert!(!absent.exists(), "{flag}: made");
+    }
+}
+
+/// `--resume`'s joblog is appended to, as the dead letter is: an input
+/// that is it is refused as it is read, and the others are read.
+#[test]
+fn an_input_that_is_the_resume_joblog_is_refused_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let joblog = dir.path().join("joblog");
+    let first = common::temp_file(b"first\n");
+    let args: Vec<&std::ffi::OsStr> = vec![
+        "--resume".as_ref(),
+        joblog.as_os_str(),
+        first.path().as_os_str(),
+        "--exec".as_ref(),
+        "true".as_ref(),
+    ];
+    assert_eq!(run_on(&args, None).0, Some(0));
+    let before = std::fs::read_to_string(&joblog).unwrap();
+    let other = common::temp_file(b"other\n");
+    let args: Vec<&std::ffi::OsStr> = vec![
+        "--resume".as_ref(),
+        joblog.as_os_str(),
+        joblog.as_os_str(),
+        other.path().as_os_str(),
+        "--exec".as_ref(),
+        "echo".as_ref(),
+    ];
+    let (status, stdout, stderr) = run_on(&args, None);
+    assert_eq!(status, Some(1), "{stderr}");
     assert_eq!(
         stderr,
         format!(
-            "drip: {}: input file is the --stats-json file\n",
-            stats.display()
+            "drip: {}: input file is the --resume file\n",
+            joblog.display()
         )
     );
-    assert!(out.stdout.is_empty());
-    let summary = std::fs::read_to_string(&stats).unwrap();
-    assert!(
-        summary.lines().last().unwrap().contains("\"read\":0"),
-        "{summary}"
-    );
-}
-
-#[test]
-fn an_input_that_is_the_metrics_file_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let metrics = dir.path().join("in.txt");
-    std::fs::write(&metrics, "1\n2\n3\n").unwrap();
-    // Another spelling of its path, opened only after stdin ends, when the
-    // file has been replaced (a new inode) many times over.
-    let respelled = dir.path().join(".").join("in.txt");
-    let other = common::temp_file(b"other\n");
-    let mut cmd = command(&["-q", "-r", "inf", "--stats-interval", "10ms", "--metrics"]);
-    cmd.arg(&metrics)
-        .arg("-")
-        .arg(&metrics)
-        .arg(&respelled)
-        .arg(other.path())
-        .stdin(Stdio::piped());
-    let mut child = spawn(cmd);
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(b"a\n").unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    drop(stdin);
-    wait_for(&mut child, Duration::from_secs(10));
-    let out = child.wait_with_output().unwrap();
-    // The periodic figures go to stderr too; the refusals are the rest.
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let refusals: Vec<&str> = stderr.lines().filter(|l| l.starts_with("drip: ")).collect();
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "a\nother\n");
-    assert_eq!(
-        refusals,
-        [
-            format!(
-                "drip: {}: input file is the --metrics file",
-                metrics.display()
-            ),
-            format!(
-                "drip: {}: input file is the --metrics file",
-                respelled.display()
-            ),
-        ]
-    );
+    assert_eq!(stdout, b"other\n");
+    let log = std::fs::read_to_string(&joblog).unwrap();
+    assert!(log.starts_with(&before), "{log}");
+    assert_eq!(log.lines().count(), 2, "{log}");
 }
 
 #[test]

@@ -13,6 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+mod common;
+
 /// (arrival, Host header) per request.
 type Hits = Arc<Mutex<Vec<(Instant, String)>>>;
 
@@ -128,8 +130,9 @@ fn a_noisy_host_waits_while_the_quiet_ones_keep_flowing() {
     for (host, n) in hosts {
         let times = &by_host[host];
         assert_eq!(times.len(), n, "{host}");
-        // Burst 1 + 5/s × W, in any window W.
-        for (w, bound) in [(Duration::from_millis(500), 3), (Duration::from_secs(1), 6)] {
+        // Burst 1 + 5/s × W in any window W, and one arrival more: on a
+        // loaded machine one curl can start more than a period late.
+        for (w, bound) in [(Duration::from_millis(500), 4), (Duration::from_secs(1), 7)] {
             let most = most_in_window(times, w);
             assert!(
                 most <= bound,
@@ -137,13 +140,30 @@ fn a_noisy_host_waits_while_the_quiet_ones_keep_flowing() {
             );
         }
     }
-    // The noisy host takes 19 intervals of 200 ms; the quiet ones one each,
-    // whatever waits before them.
+    // The noisy host takes 19 intervals of 200 ms (never fewer), never
+    // ahead of its schedule, one every 200 ms (judged over pairs far
+    // apart: a curl started late does not count; 20 % off fails).
     assert!(
         last("noisy.test") >= Duration::from_millis(3700),
         "{by_host:?}"
     );
+    let noisy: Vec<f64> = by_host["noisy.test"]
+        .iter()
+        .map(Duration::as_secs_f64)
+        .collect();
+    let ahead = common::ahead_of_schedule(&noisy, 0.2);
+    assert!(ahead <= 0.03, "noisy.test {ahead} s ahead: {noisy:?}");
+    let interval = common::interval_of(&noisy);
+    assert!(
+        (0.184..0.216).contains(&interval),
+        "noisy.test: one every {interval} s: {noisy:?}"
+    );
+    // The quiet ones take one interval each, whatever waits before them:
+    // counted, not timed, they are done while the noisy host has most of
+    // its records to go (with one limit for all they would come last).
+    let noisy_by = |at: Duration| by_host["noisy.test"].iter().filter(|&&t| t <= at).count();
     for quiet in ["quiet-a.test", "quiet-b.test"] {
-        assert!(last(quiet) < Duration::from_millis(1500), "{by_host:?}");
+        let done = noisy_by(last(quiet));
+        assert!(done <= 10, "{quiet} done after {done} noisy: {by_host:?}");
     }
 }

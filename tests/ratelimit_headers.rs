@@ -129,7 +129,8 @@ fn against_window(
         .collect();
     let input = temp_file(urls.as_bytes());
     let start = Instant::now();
-    let mut args = vec!["-q", "-r", "100/s", "-j", "4", "--retries", "5"];
+    // Not -q: stderr (a pipe, so no display) says what drip noticed.
+    let mut args = vec!["-r", "100/s", "-j", "4", "--retries", "5"];
     args.extend_from_slice(extra);
     args.extend_from_slice(&[
         "--exec",
@@ -178,6 +179,30 @@ fn a_malformed_quota_is_ignored_and_said_once() {
     let (_, _, err) = against_window(100, 10, 6, Style::Malformed, &[]);
     let said = "drip: x-ratelimit-remaining: lots: not a quota drip can read";
     assert_eq!(err.matches(said).count(), 1, "{err}");
+}
+
+#[test]
+fn under_quiet_a_malformed_quota_is_ignored_without_a_word() {
+    let input = temp_file(b"1\n2\n3\n");
+    let script = "printf 'HTTP/1.1 200 OK\\r\\nX-RateLimit-Remaining: lots\\r\\nX-RateLimit-Reset: 2\\r\\n\\r\\n' > \"$1\"";
+    let said = "drip: x-ratelimit-remaining: lots: not a quota drip can read";
+    for (quiet, times) in [(false, 1), (true, 0)] {
+        let mut args = vec!["-r", "inf", "-j", "1"];
+        if quiet {
+            args.push("-q");
+        }
+        args.extend(["--exec", "sh", "-c", script, "sh", "{headers}"]);
+        let out = command(&args)
+            .stdin(Stdio::from(input.reopen().unwrap()))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        assert_eq!(stderr.matches(said).count(), times, "-q {quiet}: {stderr}");
+        if quiet {
+            assert_eq!(stderr, "");
+        }
+    }
 }
 
 #[test]

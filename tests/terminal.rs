@@ -373,3 +373,114 @@ fn a_second_ctrl_c_under_drain_leaves_a_clean_line() {
         "glued to the display:\n{screen}"
     );
 }
+
+/// The display's line on `screen` (it holds `mark`), and its row.
+fn display_row<'a>(screen: &'a str, mark: &str) -> Option<(usize, &'a str)> {
+    screen.lines().enumerate().find(|(_, l)| l.contains(mark))
+}
+
+/// The number after `word ` in `line`.
+fn figure(line: &str, word: &str) -> Option<u64> {
+    let rest = line.split(&format!("{word} ")).nth(1)?;
+    rest.split(' ').next()?.parse().ok()
+}
+
+#[test]
+fn jobs_show_their_figures_with_stdout_on_the_terminal() {
+    // 24 jobs of 0.4 s, two at a time: about five seconds with two running.
+    let input = input_file(24);
+    let tmux = Tmux::start(
+        &format!(
+            "drip -r 20/s -j 2 {} --exec sh -c 'sleep 0.4; echo job $1' sh {{}}",
+            input.path().display()
+        ),
+        &[],
+    );
+    let start = Instant::now();
+    let mut seen = None;
+    while seen.is_none() {
+        let screen = tmux.screen(false);
+        if let Some((row, line)) = display_row(&screen, " | running ") {
+            // Pinned to the bottom row, the jobs' output scrolling above.
+            assert_eq!(row, 19, "display off the bottom row:\n{screen}");
+            let done = figure(line, "succeeded").is_some_and(|n| n >= 2);
+            if done && figure(line, "running") == Some(2) && line.contains("ETA ") {
+                seen = Some(line.to_string());
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no display of the jobs:\n{screen}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let line = seen.unwrap();
+    assert!(line.contains("| starts "), "{line}");
+    // At exit the display is gone, every job's line and the summary stay.
+    tmux.wait_for("DONE=0", Duration::from_secs(20));
+    let history = tmux.history();
+    assert!(
+        !history.contains(" | running "),
+        "display left behind:\n{history}"
+    );
+    let lines = text_lines(&history);
+    for k in 1..=24 {
+        assert!(
+            lines.contains(&format!("job {k}").as_str()),
+            "job {k}:\n{history}"
+        );
+    }
+    assert!(history.contains("succeeded 24"), "no summary:\n{history}");
+}
+
+#[test]
+fn jobs_show_their_figures_with_stdout_redirected() {
+    let input = input_file(24);
+    let tmux = Tmux::start(
+        &format!(
+            "drip -r 20/s -j 2 {} --exec sh -c 'sleep 0.4' sh {{}} > /dev/null",
+            input.path().display()
+        ),
+        &[],
+    );
+    let screen = tmux.wait_for("running 2 succeeded ", Duration::from_secs(10));
+    let (_, line) = display_row(&screen, " | running ").unwrap();
+    assert!(!line.contains(" out "), "{line}");
+    let screen = tmux.wait_for("DONE=0", Duration::from_secs(20));
+    assert!(
+        !screen.contains(" | running "),
+        "display left behind:\n{screen}"
+    );
+    assert!(screen.contains("succeeded 24"), "{screen}");
+}
+
+#[test]
+fn a_key_paused_for_an_overload_is_shown() {
+    // Key a's first attempt gets 429 with Retry-After: 3; b's go on.
+    let text: String = std::iter::once("a 1\n".to_string())
+        .chain((1..=30).map(|k| format!("b {k}\n")))
+        .collect();
+    let input = common::temp_file(text.as_bytes());
+    let job = r#"if [ "${1%% *}" = a ] && [ "$DRIP_ATTEMPT" = 1 ]; then printf 'HTTP/1.1 429 Too Many Requests\r\nRetry-After: 3\r\n\r\n' > "$DRIP_HEADERS"; exit 22; fi; sleep 0.2"#;
+    let job_file = common::temp_file(job.as_bytes());
+    let tmux = Tmux::start(
+        &format!(
+            "drip -r 100/s --key 1 --key-rate 10/s -j 4 --retries 2 {} --exec sh {} {{}} > /dev/null",
+            input.path().display(),
+            job_file.path().display()
+        ),
+        &[],
+    );
+    let screen = tmux.wait_for("| paused a", Duration::from_secs(10));
+    let (_, line) = display_row(&screen, " | running ").unwrap();
+    assert_eq!(figure(line, "pauses"), Some(1), "{line}");
+    // b's records start meanwhile.
+    let before = figure(line, "succeeded").unwrap();
+    std::thread::sleep(Duration::from_millis(1200));
+    let screen = tmux.screen(false);
+    let (_, line) = display_row(&screen, " | running ").unwrap();
+    assert!(line.contains("| paused a"), "{line}");
+    assert!(figure(line, "succeeded").unwrap() > before, "{line}");
+    let screen = tmux.wait_for("DONE=0", Duration::from_secs(20));
+    assert!(screen.contains("succeeded 31"), "{screen}");
+}

@@ -6,6 +6,7 @@ use super::args::Cli;
 use super::config::{Config, ProgressMode};
 use crate::cost::Cost;
 use crate::input::Input;
+use crate::jobs::JobConfig;
 use crate::key::{KeyArg, KeySpec};
 use crate::keyed::KeyConfig;
 use crate::quantity::{drained, Bound};
@@ -270,13 +271,20 @@ fn rate_text(rate: Rate, unit: &str) -> String {
 /// overwrite or interleave with the other, losing records or figures.
 ///
 /// # Errors
-/// `--dead-letter`, `--stats-json` and `--metrics`, any two naming the same
-/// file (see [`crate::input::same_file`]).
+/// `--dead-letter`, `--stats-json`, `--metrics` and `--joblog` (or
+/// `--resume`'s JOBLOG), any two naming the same file (see
+/// [`crate::input::same_file`]).
 fn outputs_apart(cli: &Cli) -> Result<(), clap::Error> {
+    let jobs = &cli.job_args;
+    let joblog = match (&jobs.resume, &jobs.joblog) {
+        (Some(resume), _) => ("--resume", Some(resume.as_path())),
+        (None, joblog) => ("--joblog", joblog.as_deref()),
+    };
     let outputs = [
         ("--dead-letter", cli.dead_letter.as_deref()),
         ("--stats-json", cli.stats_json.as_deref()),
         ("--metrics", cli.metrics.as_deref()),
+        joblog,
     ];
     for (i, (flag, path)) in outputs.iter().enumerate() {
         let Some(path) = path else { continue };
@@ -382,6 +390,10 @@ impl TryFrom<Cli> for Config {
         let jobs = cli.job_args.config().map_err(|why| {
             Cli::command().error(clap::error::ErrorKind::MissingRequiredArgument, why)
         })?;
+        let jobs = jobs.map(|jobs| JobConfig {
+            quiet: cli.quiet,
+            ..jobs
+        });
         let delimiter = if cli.null {
             0
         } else {

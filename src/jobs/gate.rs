@@ -301,6 +301,20 @@ impl GateControl {
         keys
     }
 
+    /// Keys whose own pause lasts past `now` (sorted): those an overload
+    /// stopped, not those only slowed or narrowed ([`Self::held_keys`]).
+    pub fn paused_keys(&self, now: u64) -> Vec<Box<[u8]>> {
+        let holds = self.lock();
+        let mut keys: Vec<Box<[u8]>> = holds
+            .keys
+            .iter()
+            .filter(|(_, h)| h.paused_until > now)
+            .map(|(k, _)| k.clone())
+            .collect();
+        keys.sort();
+        keys
+    }
+
     /// Retry `id` of `scope` may start at `at` (ns): from then until it
     /// starts ([`GateControl::as_retry`]) or is given up
     /// ([`GateControl::retry_done`]), it goes before the waiting records.
@@ -688,5 +702,23 @@ mod tests {
         c.pause(&a, 0, 500);
         assert_eq!(c.held_keys(450), vec![Box::from(&b"a"[..])]);
         assert_eq!(c.held_keys(500), Vec::<Box<[u8]>>::new());
+    }
+
+    #[test]
+    fn a_key_slowed_after_its_pause_is_held_but_no_longer_paused() {
+        let c = GateControl::new(10.0, 10.0);
+        let a = Scope::Key(b"a"[..].into());
+        let b = Scope::Key(b"b"[..].into());
+        c.pause(&b, 0, 2000 * MS);
+        c.pause(&a, 0, 1000 * MS);
+        c.slow(&a, 0, 1000 * MS);
+        let key = |k: &[u8]| Box::<[u8]>::from(k);
+        assert_eq!(c.paused_keys(500 * MS), vec![key(b"a"), key(b"b")]);
+        // a's pause is over, its rate still coming back: held, not paused.
+        assert_eq!(c.paused_keys(1500 * MS), vec![key(b"b")]);
+        assert!(c.held_keys(1500 * MS).contains(&key(b"a")));
+        // Every start's pause is no key's.
+        c.pause(&Scope::All, 0, 9000 * MS);
+        assert_eq!(c.paused_keys(2500 * MS), Vec::<Box<[u8]>>::new());
     }
 }

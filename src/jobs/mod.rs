@@ -175,6 +175,9 @@ pub struct JobConfig {
     pub resume: Option<PathBuf>,
     /// Pace from the quota announced in the headers file.
     pub quota_pacing: bool,
+    /// `-q`: no notices on stderr (a malformed quota field is ignored
+    /// without a word), only errors.
+    pub quiet: bool,
     /// `--keep-order`: outputs in input order, at most this many records
     /// started ahead of the oldest not written out.
     pub keep_order: Option<usize>,
@@ -228,6 +231,7 @@ impl JobArgs {
             joblog: self.joblog.clone(),
             resume: self.resume.clone(),
             quota_pacing: !self.no_quota_pacing,
+            quiet: false,
             keep_order: self
                 .keep_order
                 .then(|| self.order_window.unwrap_or(order::DEFAULT_WINDOW)),

@@ -574,7 +574,7 @@ impl Pool {
     /// (`text`) lasts until its reset, the requests in flight counted
     /// against it ([`quota::pace`]), for the record's `scope` (its key's
     /// quota with `--key`). A malformed quota field is ignored, and said
-    /// once on stderr.
+    /// once on stderr (unless `-q`).
     fn follow_quota(&self, text: &str, scope: &Scope) {
         if !self.cfg.quota_pacing {
             return;
@@ -583,7 +583,7 @@ impl Pool {
             Ok(Some(q)) => q,
             Ok(None) => return,
             Err(field) => {
-                if !self.quota_malformed.swap(true, Ordering::Relaxed) {
+                if !self.quota_malformed.swap(true, Ordering::Relaxed) && !self.cfg.quiet {
                     eprintln!("drip: {field}: not a quota drip can read; such fields are ignored");
                 }
                 return;
@@ -949,6 +949,16 @@ impl Jobs for Pool {
                 .min(self.gate.rate_at(&Scope::All, now)),
             attempt_p50_ms: pct(0.5),
             attempt_p99_ms: pct(0.99),
+        }
+    }
+
+    fn view(&self) -> crate::progress::JobsView {
+        let stats = self.stats();
+        let now = self.shared.clock.now();
+        crate::progress::JobsView {
+            stats,
+            paused_left_ns: self.gate.paused_until(&Scope::All).saturating_sub(now),
+            paused_keys: self.gate.paused_keys(now),
         }
     }
 
