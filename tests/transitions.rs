@@ -554,27 +554,22 @@ fn watch_stalls(
     stalls
 }
 
-/// Empty the state file under its lock, as a lost state. drip replaces
-/// the file whole at each call, so the file locked must still be the one
-/// at the path (as drip checks too), or the loss would fall on a file just
-/// replaced.
+/// Remove the state file under its lock (`NAME.json.lock`, beside it), as
+/// a lost state.
 fn empty_state_file(path: &Path) {
-    use std::os::unix::fs::MetadataExt;
-    loop {
-        let Ok(file) = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-        else {
-            return;
-        };
-        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive).expect("flock");
-        let locked = file.metadata().expect("the locked file").ino();
-        if std::fs::metadata(path).is_ok_and(|m| m.ino() == locked) {
-            file.set_len(0).expect("truncate");
-            return;
-        }
-    }
+    let lock = path.with_file_name(format!(
+        "{}.lock",
+        path.file_name().unwrap().to_string_lossy()
+    ));
+    let Ok(file) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(lock)
+    else {
+        return;
+    };
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive).expect("flock");
+    let _ = std::fs::remove_file(path);
 }
 
 /// Run `plan` for `policy`: start the drips, readers first, give them

@@ -4,9 +4,10 @@
 //! process on the host shares; the boot id is stored with them, and a state
 //! from an earlier boot is started afresh.
 //!
-//! The state is replaced whole (written beside, renamed over), so a drip
-//! killed in the middle of a call leaves the state as it was or as it
-//! became, never a part of it.
+//! The lock is taken on a file of its own (`NAME.json.lock`), and the
+//! state is replaced whole ([`FileStore::replace`]), so a drip killed in
+//! the middle of a call leaves the state as it was or as it became, never
+//! a part of it.
 //!
 //! With limits per key, the file holds each busy key's schedule too
 //! ([`KeyBook`]), under the same lock: keys whose schedule has rested are
@@ -24,6 +25,10 @@ use serde::{Deserialize, Serialize};
 
 use super::gcra::{hex, Gcra, KeyAsk, KeyBook, Meter, Step};
 use super::protocol::{Ask, Back, Failure, Grant, Reply, Store, EXPIRY_NS};
+
+/// Bytes of a page at the least (the kernel's smallest page): a write of
+/// at most this at the start of a file lies within one page.
+const PAGE: usize = 4096;
 
 /// What the file holds.
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -120,11 +125,13 @@ impl FileStore {
         }
     }
 
-    /// Open the file, locked; create its directory (mode 0700, not its
-    /// parents) if needed. A directory another user owns, or others may
-    /// write to, is refused ([`Failure::Fatal`]): they could change the
-    /// schedule or swap the file. Errors as [`failure`] sorts them.
-    fn open(&self) -> Result<File, Failure> {
+    /// Take the state's lock: open its lock file (`NAME.json.lock`, made
+    /// if missing and never replaced, so every drip waits on the same one)
+    /// and lock it; create the directory (mode 0700, not its parents) if
+    /// needed. A directory another user owns, or others may write to, is
+    /// refused ([`Failure::Fatal`]): they could change the schedule or swap
+    /// the file. Errors as [`failure`] sorts them, naming the state file.
+    fn lock(&self) -> Result<File, Failure> {
         if let Some(dir) = self.path.parent() {
             match DirBuilder::new().mode(0o700).create(dir) {
                 Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
@@ -142,41 +149,65 @@ impl FileStore {
                 )));
             }
         }
-        loop {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(self.beside("lock", false))
+            .map_err(|e| failure("state file", &self.path, &e))?;
+        flock(&file, FlockOperation::LockExclusive)
+            .map_err(|e| failure("state file", &self.path, &e.into()))?;
+        Ok(file)
+    }
+
+    /// The file beside the state's of this `suffix`: `NAME.json.SUFFIX`, or
+    /// hidden, `.NAME.json.SUFFIX`.
+    fn beside(&self, suffix: &str, hidden: bool) -> PathBuf {
+        let name = self.path.file_name().unwrap_or_default().to_string_lossy();
+        let dot = if hidden { "." } else { "" };
+        self.path.with_file_name(format!("{dot}{name}.{suffix}"))
+    }
+
+    /// The state file's text (empty when there is none), under the lock.
+    fn read(&self) -> Result<String, Failure> {
+        let mut text = String::new();
+        match File::open(&self.path) {
+            Ok(mut file) => {
+                file.read_to_string(&mut text)
+                    .map_err(|e| failure("state file", &self.path, &e))?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(failure("state file", &self.path, &e)),
+        }
+        Ok(text)
+    }
+
+    /// Replace the state with `text` whole, under the lock, where it was
+    /// `old` bytes long. A drip killed at any moment (`kill -9`) leaves the
+    /// old state or the new one, never an empty or partial file, which
+    /// would read as no state at all: the schedule started afresh, as a
+    /// lost state. Both within a page (the global limits, and a few dozen
+    /// busy keys), it is one write at the start of the file, padded with
+    /// spaces to the old length: the kernel copies a page whole or not at
+    /// all, so it is done whole or not at all, and costs one system call.
+    /// Larger, it is written beside (`.NAME.json.tmp`, which only the
+    /// lock's holder writes) and renamed over the state.
+    fn replace(&self, text: &str, old: usize) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        if text.len() <= PAGE && old <= PAGE {
+            let mut bytes = text.as_bytes().to_vec();
+            bytes.resize(old.max(text.len()), b' ');
             let file = OpenOptions::new()
-                .read(true)
                 .write(true)
                 .create(true)
                 .truncate(false)
                 .mode(0o600)
-                .open(&self.path)
-                .map_err(|e| failure("state file", &self.path, &e))?;
-            flock(&file, FlockOperation::LockExclusive)
-                .map_err(|e| failure("state file", &self.path, &e.into()))?;
-            // The state is replaced whole ([`FileStore::replace`]): the file
-            // locked may be one that another drip replaced while this one
-            // waited for its lock. Only the one at the path counts.
-            let locked = file
-                .metadata()
-                .map_err(|e| failure("state file", &self.path, &e))?;
-            match std::fs::metadata(&self.path) {
-                Ok(current) if (current.dev(), current.ino()) == (locked.dev(), locked.ino()) => {
-                    return Ok(file)
-                }
-                _ => continue,
-            }
+                .open(&self.path)?;
+            return file.write_all_at(&bytes, 0);
         }
-    }
-
-    /// Replace the state with `text` whole, under the lock of the file it
-    /// replaces: written to a file beside it (`.NAME.json.tmp`, which only
-    /// the holder of that lock writes) and renamed over it. A drip killed at
-    /// any moment (`kill -9`) thus leaves the old state or the new one,
-    /// never an empty or partial file, which would read as no state at
-    /// all: the schedule started afresh, as a lost state.
-    fn replace(&self, text: &str) -> std::io::Result<()> {
-        let name = self.path.file_name().unwrap_or_default().to_string_lossy();
-        let beside = self.path.with_file_name(format!(".{name}.tmp"));
+        let beside = self.beside("tmp", true);
         let mut file = OpenOptions::new()
             .write(true)
             .create(true)
@@ -193,11 +224,8 @@ impl FileStore {
         &mut self,
         step: impl FnOnce(&mut Gcra, &mut KeyBook, i64, bool) -> T,
     ) -> Result<T, Failure> {
-        let unreachable =
-            |e: std::io::Error| Failure::Unreachable(format!("{}: {}", self.path.display(), e));
-        let mut file = self.open()?;
-        let mut text = String::new();
-        file.read_to_string(&mut text).map_err(unreachable)?;
+        let lock = self.lock()?;
+        let text = self.read()?;
         let now = monotonic();
         let stored: Option<Stored> = serde_json::from_str(&text).ok();
         let live = stored.filter(|s| {
@@ -231,10 +259,10 @@ impl FileStore {
             tats: gcra.tats,
             keys,
         };
-        let text = serde_json::to_string(&new).expect("plain data");
-        self.replace(&text)
+        let new_text = serde_json::to_string(&new).expect("plain data");
+        self.replace(&new_text, text.len())
             .map_err(|e| failure("state file", &self.path, &e))?;
-        drop(file);
+        drop(lock);
         Ok(out)
     }
 }
@@ -438,42 +466,45 @@ mod tests {
         assert_eq!(state_dir_in(Some("src".as_ref())), tmp);
     }
 
-    /// What the file holds between any two steps of a call is what a drip
-    /// killed there (`kill -9`) leaves: read without the lock while
-    /// another thread reserves, it is always a whole state, never empty nor
-    /// cut short (that would read as no state: the schedule started
-    /// afresh, as a lost one).
+    /// A drip killed (`kill -9`) in the middle of a call leaves the state
+    /// whole (an empty or cut file would read as no state: the schedule
+    /// started afresh, as a lost one). A child process (this test, run
+    /// again) reserves as fast as it can and is killed at random moments;
+    /// each time, the file holds a whole state.
     #[test]
-    fn the_file_always_holds_a_whole_state() {
+    fn a_drip_killed_mid_call_leaves_the_state_whole() {
+        const NAME: &str = "shared::file::tests::a_drip_killed_mid_call_leaves_the_state_whole";
+        if let Some(dir) = std::env::var_os("DRIP_TEST_RESERVE_IN") {
+            let mut child = backend(Path::new(&dir), "10/s");
+            loop {
+                reserve(&mut child, 1, 0);
+            }
+        }
         let dir = tempfile::tempdir().unwrap();
         let mut a = backend(dir.path(), "10/s");
         a.hello().unwrap();
-        let path = a.path.clone();
-        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let looking = {
-            let done = std::sync::Arc::clone(&done);
-            std::thread::spawn(move || {
-                let (mut looks, mut torn) = (0u64, 0u64);
-                while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                    let text = std::fs::read_to_string(&path).unwrap_or_default();
-                    looks += 1;
-                    torn += u64::from(serde_json::from_str::<Stored>(&text).is_err());
-                }
-                (looks, torn)
-            })
-        };
-        for _ in 0..3000 {
-            reserve(&mut a, 1, 0);
+        let mut rng = fastrand::Rng::with_seed(19);
+        for kill in 0..20 {
+            let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", NAME, "--nocapture", "--test-threads", "1"])
+                .env("DRIP_TEST_RESERVE_IN", dir.path())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(rng.u64(60..120)));
+            child.kill().unwrap();
+            child.wait().unwrap();
+            let text = std::fs::read_to_string(&a.path).unwrap_or_default();
+            assert!(
+                serde_json::from_str::<Stored>(&text).is_ok(),
+                "kill {kill} left {text:?}"
+            );
         }
-        done.store(true, std::sync::atomic::Ordering::Relaxed);
-        let (looks, torn) = looking.join().unwrap();
-        assert!(looks > 100, "{looks}");
-        assert_eq!(torn, 0, "{torn} of {looks} looks found no whole state");
     }
 
-    /// A drip waiting for the lock of a file that another replaced
-    /// meanwhile locks the new one: the calls stay one at a time, and
-    /// every slot follows the one before.
+    /// Drips replacing the state one after another, each call under the
+    /// lock: every slot follows the one before.
     #[test]
     fn drips_replacing_the_state_take_turns() {
         let dir = tempfile::tempdir().unwrap();
