@@ -242,23 +242,10 @@ fn run_watching(
     watch_output: Option<std::os::fd::OwnedFd>,
 ) -> Result<Ending> {
     inputs_kept(&config)?;
-    let stats_file = match &config.stats_json {
-        Some(path) => Some(
-            File::create(path)
-                .with_context(|| format!("--stats-json {}", path.display()))
-                .map(BufWriter::new)?,
-        ),
-        None => None,
-    };
+    let stats_file = stats_file(&config)?;
     // Running jobs, the reader never writes to stdout itself.
     let out_fd = out_fd.filter(|_| config.jobs.is_none());
-    let gate = config.jobs.as_ref().map(|_| {
-        let key_rate = config
-            .key
-            .as_ref()
-            .map_or(f64::INFINITY, |k| k.rate.per_second());
-        Arc::new(GateControl::new(config.records_per_second(), key_rate))
-    });
+    let gate = gate(&config);
     // Signals are caught from before `--share` first asks its state.
     let listening = Listening::install()?;
     let (shared, mut share) = shared_state(&config, out_fd, gate.clone())?;
@@ -268,14 +255,10 @@ fn run_watching(
     }
     // Read before this run appends to it.
     let screen = screen(&config)?;
-    let (pool, out) = match (&config.jobs, gate) {
-        (Some(jobs), Some(gate)) => {
-            let rate = (config.records_per_second(), config.delimiter);
-            let key = config.key.as_ref().map(|k| k.spec.clone());
-            let pool = Pool::new(Arc::clone(&shared), jobs.clone(), gate, out, rate, key)?;
-            (Some(pool), None)
-        }
-        _ => (None, Some(out)),
+    let way = sink(&config, &shared, gate, out)?;
+    let pool = match &way {
+        Way::Jobs(pool) => Some(Arc::clone(pool)),
+        Way::Stdout(_) => None,
     };
     // Whatever way drip leaves from here, the jobs' headers go.
     let _headers = pool.as_ref().map(|p| RemoveHeaders(Arc::clone(p)));
@@ -290,31 +273,17 @@ fn run_watching(
     // After the signal handlers: whatever way drip leaves from here, the
     // control socket goes.
     let control = start_control(&config, &shared, &ui, in_force)?;
-    // Created by now: an input that is one of them is refused.
-    let resume = config.jobs.as_ref().and_then(|j| j.resume.as_deref());
-    let mut own = OwnFile::of_all(&[
-        ("--dead-letter", config.dead_letter.as_deref()),
-        ("--stats-json", config.stats_json.as_deref()),
-        ("--resume", resume),
-    ]);
-    own.extend(
-        config
-            .metrics
-            .as_deref()
-            .and_then(|path| OwnFile::replaced("--metrics", path)),
-    );
     let reader = reader::spawn(
         Arc::clone(&shared),
         Arc::clone(&ui),
         config.inputs.clone(),
-        own,
+        own_files(&config),
         splitter(&config, &shared),
         screen,
     )?;
-    let write_error = match (out, &pool) {
-        (Some(out), _) => write(&shared, &mut Stdout(out)),
-        (None, Some(pool)) => write(&shared, &mut Runner(Arc::clone(pool))),
-        (None, None) => unreachable!("a sink is always made"),
+    let write_error = match way {
+        Way::Stdout(out) => write(&shared, &mut Stdout(out)),
+        Way::Jobs(pool) => write(&shared, &mut Runner(pool)),
     };
     // Jobs under way end first (a stop has already stopped new starts).
     let fatal = pool.and_then(|pool| {
@@ -335,12 +304,7 @@ fn run_watching(
     if let Some(control) = control {
         control.finish();
     }
-    // The figures at exit, once the books are closed.
-    let metrics_error = metrics.and_then(|m| m.write(&shared, &shared.summary()).err());
-    let ending = match (ending, metrics_error) {
-        (Ok(_), Some(e)) => Err(e),
-        (ending, _) => ending,
-    };
+    let ending = metrics_at_exit(&shared, metrics, ending);
     let ending = match (ending, share_error) {
         (Ok(_), Some(e)) => return Err(e),
         (ending, _) => ending?,
@@ -349,6 +313,90 @@ fn run_watching(
         return Err(e.into());
     }
     Ok(jobs_outcome(&config, &shared, ending))
+}
+
+/// The `--stats-json` file, created (truncated) now.
+///
+/// # Errors
+/// It cannot be created.
+fn stats_file(config: &Config) -> Result<Option<BufWriter<File>>> {
+    let Some(path) = &config.stats_json else {
+        return Ok(None);
+    };
+    let file = File::create(path).with_context(|| format!("--stats-json {}", path.display()))?;
+    Ok(Some(BufWriter::new(file)))
+}
+
+/// With `--exec`, the gate the runner closes, slows and narrows, at the
+/// configured rate (and key rate).
+fn gate(config: &Config) -> Option<Arc<GateControl>> {
+    config.jobs.as_ref().map(|_| {
+        let key_rate = config
+            .key
+            .as_ref()
+            .map_or(f64::INFINITY, |k| k.rate.per_second());
+        Arc::new(GateControl::new(config.records_per_second(), key_rate))
+    })
+}
+
+/// Where records go.
+enum Way {
+    /// Written to stdout.
+    Stdout(Box<dyn Write + Send>),
+    /// A job each (`--exec`).
+    Jobs(Arc<Pool>),
+}
+
+/// Where records go: with `--exec`, a pool of jobs (their output to
+/// `out`); else `out` itself.
+///
+/// # Errors
+/// The pool cannot be made (its joblog or headers directory).
+fn sink(
+    config: &Config,
+    shared: &Arc<Shared>,
+    gate: Option<Arc<GateControl>>,
+    out: Box<dyn Write + Send>,
+) -> Result<Way> {
+    let (Some(jobs), Some(gate)) = (&config.jobs, gate) else {
+        return Ok(Way::Stdout(out));
+    };
+    let rate = (config.records_per_second(), config.delimiter);
+    let key = config.key.as_ref().map(|k| k.spec.clone());
+    let pool = Pool::new(Arc::clone(shared), jobs.clone(), gate, out, rate, key)?;
+    Ok(Way::Jobs(pool))
+}
+
+/// drip's own output files, created by now: an input that is one of them
+/// is refused as it is read.
+fn own_files(config: &Config) -> Vec<OwnFile> {
+    let resume = config.jobs.as_ref().and_then(|j| j.resume.as_deref());
+    let mut own = OwnFile::of_all(&[
+        ("--dead-letter", config.dead_letter.as_deref()),
+        ("--stats-json", config.stats_json.as_deref()),
+        ("--resume", resume),
+    ]);
+    own.extend(
+        config
+            .metrics
+            .as_deref()
+            .and_then(|path| OwnFile::replaced("--metrics", path)),
+    );
+    own
+}
+
+/// The `--metrics` figures at exit, once the books are closed; a failed
+/// write is the run's error unless it already has one.
+fn metrics_at_exit(
+    shared: &Shared,
+    metrics: Option<MetricsFile>,
+    ending: Result<Ending>,
+) -> Result<Ending> {
+    let metrics_error = metrics.and_then(|m| m.write(shared, &shared.summary()).err());
+    match (ending, metrics_error) {
+        (Ok(_), Some(e)) => Err(e),
+        (ending, _) => ending,
+    }
 }
 
 /// Refuse an input that is a file drip empties or replaces as it starts

@@ -316,6 +316,42 @@ fn write_tick(line: &str, file: Option<&mut BufWriter<File>>, ui: &Mutex<Ui>, dr
     }
 }
 
+/// `watch_output` watched for its reader going away. The kernel reports
+/// an error on a pipe's writing end once its reader has gone, a hang-up on
+/// a socket or terminal; files and /dev/null cannot be watched and need
+/// not be (`None`).
+fn watched(watch_output: Option<OwnedFd>) -> Option<Watched> {
+    watch_output
+        .and_then(crate::sys::watch_errors)
+        .map(|fd| Watched {
+            fd,
+            half_closed: None,
+        })
+}
+
+/// A second signal `signo`: leave now, once every record consumed and not
+/// written is in the dead letter ([`crate::shutdown::leave`]). Should drip
+/// leave without the wiring, the summary is still told to the files.
+async fn leave_now(
+    shared: &Shared,
+    ui: &Mutex<Ui>,
+    cancel: &CancellationToken,
+    signo: i32,
+    (stats_file, metrics): (&mut Option<BufWriter<File>>, &Option<MetricsFile>),
+) {
+    crate::progress::clear_before_exit(ui);
+    let mut books_closed = || {
+        let summary = shared.summary();
+        if let Some(file) = stats_file.as_mut() {
+            let _ = writeln!(file, "{}", summary.json()).and_then(|()| file.flush());
+        }
+        if let Some(metrics) = metrics {
+            let _ = metrics.write(shared, &summary);
+        }
+    };
+    crate::shutdown::leave(shared, cancel, signo, &mut books_closed).await;
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn watch(
     shared: Arc<Shared>,
@@ -329,15 +365,7 @@ async fn watch(
     dropped: Arc<Dropped>,
     metrics: Option<MetricsFile>,
 ) -> Option<BufWriter<File>> {
-    // The kernel reports an error on a pipe's writing end once its reader
-    // has gone, a hang-up on a socket or terminal; files and /dev/null
-    // cannot be watched and need not be.
-    let mut output = watch_output
-        .and_then(crate::sys::watch_errors)
-        .map(|fd| Watched {
-            fd,
-            half_closed: None,
-        });
+    let mut output = watched(watch_output);
     let progress = lock_ui(&ui).showing_progress();
     let mut redraw = tokio::time::interval(PROGRESS_EVERY);
     let mut nudge = tokio::time::interval(NUDGE_EVERY);
@@ -392,10 +420,7 @@ async fn watch(
             }
         };
         if !shared.stops.first(signo) {
-            // A second signal: leave now, once every record consumed and
-            // not written is in the dead letter.
-            crate::progress::clear_before_exit(&ui);
-            crate::shutdown::leave(&shared, &cancel, signo).await;
+            leave_now(&shared, &ui, &cancel, signo, (&mut stats_file, &metrics)).await;
             break;
         }
         // stop(false) interrupts a blocked write itself; --drain lets the

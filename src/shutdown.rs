@@ -11,8 +11,9 @@
 //! (SIGWINCH, SIGCHLD, SIGURG, SIGCONT) change nothing.
 //!
 //! A second stopping signal makes drip leave at once ([`leave`]): every
-//! thread is stopped from writing or disposing first, then everything
-//! consumed and not written goes to the dead letter, from exact counts.
+//! thread is stopped from writing or disposing first (the jobs' threads
+//! passing output on too), then everything consumed and not written goes
+//! to the dead letter, from exact counts.
 
 use std::future::poll_fn;
 use std::task::Poll;
@@ -83,8 +84,14 @@ pub(crate) async fn next(signals: &mut [(i32, Signal)]) -> i32 {
 /// wiring take stock (it cancels `done` once it has, and then exits with
 /// 128 + `signo`). Should the threads not let go within [`GRACE`] (a
 /// write the kernel will not interrupt), move what can be had to the dead
-/// letter and exit here.
-pub(crate) async fn leave(shared: &Shared, done: &CancellationToken, signo: i32) {
+/// letter, tell the books through `books_closed` if they could be closed
+/// (the `--stats-json` and `--metrics` files), and exit here.
+pub(crate) async fn leave(
+    shared: &Shared,
+    done: &CancellationToken,
+    signo: i32,
+    books_closed: &mut dyn FnMut(),
+) {
     shared.leave(signo);
     let give_up = tokio::time::Instant::now() + GRACE;
     let mut nudge = tokio::time::interval(NUDGE);
@@ -92,13 +99,15 @@ pub(crate) async fn leave(shared: &Shared, done: &CancellationToken, signo: i32)
         tokio::select! {
             _ = done.cancelled() => return,
             _ = tokio::time::sleep_until(give_up) => {
-                shared.evacuate_now();
+                if shared.evacuate_now() {
+                    books_closed();
+                }
                 crate::control::server::remove_socket();
                 std::process::exit(128 + signo);
             }
             // A signal sent just before a thread entered its write is not
             // seen by that write: interrupt again until it has let go.
-            _ = nudge.tick() => shared.stops.interrupt_threads(),
+            _ = nudge.tick() => shared.interrupt_leaving(),
         }
     }
 }

@@ -136,7 +136,27 @@ impl Departures {
         let span = self.span_ns();
         (after_first > 0 && span > 0).then(|| after_first as f64 * 1e9 / span as f64)
     }
+
+    /// Job starts per second (`--exec`: a departure is a job's start), as
+    /// [`Departures::rate`], but only over enough of them to be a rate: at
+    /// least [`MEASURED_STARTS`] starts spanning at least
+    /// [`MEASURED_SPAN_NS`]. Fewer, or closer together (jobs started at
+    /// once, unpaced), give `None`: their quotient would be the scheduler's
+    /// jitter, not a rate.
+    pub fn start_rate(&self) -> Option<f64> {
+        if self.records < MEASURED_STARTS || self.span_ns() < MEASURED_SPAN_NS {
+            return None;
+        }
+        self.rate()
+    }
 }
+
+/// The fewest job starts whose rate the summary measures.
+pub const MEASURED_STARTS: u64 = 3;
+
+/// The shortest span of job starts whose rate the summary measures, ns
+/// (100 ms).
+pub const MEASURED_SPAN_NS: u64 = 100_000_000;
 
 /// The widest a line of the summary may be, `drip: ` included.
 pub const SUMMARY_WIDTH: usize = 80;
@@ -185,7 +205,8 @@ pub struct Summary {
     /// Records written per second between the first and the last departure
     /// ([`Departures::rate`]); `null` when fewer than two writes were made.
     /// With `--exec` a departure is a job's start (a record's first
-    /// attempt; retries are not counted).
+    /// attempt; retries are not counted), and the rate is measured only
+    /// over enough starts ([`Departures::start_rate`]).
     pub rate: Option<f64>,
     /// Time from the first departure to the last, in milliseconds.
     pub span_ms: f64,
@@ -362,17 +383,39 @@ pub struct JobStats {
     pub attempt_p50_ms: f64,
     /// 99th percentile attempt duration, ms.
     pub attempt_p99_ms: f64,
+    /// Jobs' outputs (an attempt's stdout or stderr; with `--keep-order`
+    /// a record's held output) not passed on whole: a closed stdout, a
+    /// failed write, or a stalled one at a second signal.
+    pub outputs_cut: u64,
+    /// Bytes of those outputs not written.
+    pub output_bytes_unwritten: u64,
+    /// The configured rate of starts, per second (infinite: unpaced); not
+    /// in the JSON, where `effective_rate` says the rate in force.
+    #[serde(skip)]
+    pub configured_rate: f64,
 }
 
 impl JobStats {
     /// The jobs' clauses of the summary, each with the separator after it:
-    /// the start rate `unpaced` when starts are not held to a rate, and the
-    /// attempt durations only when an attempt ended.
+    /// the limit on starts (`start limit 10.00/s`, `lowered from` the
+    /// configured rate by an overload's ramp, `--adapt` or a quota; `starts
+    /// unpaced` when none), the attempt durations only when an attempt
+    /// ended, and the outputs cut when any.
     pub fn clauses(&self, c: &Counts) -> Vec<(String, &'static str)> {
-        let start_rate = if self.effective_rate.is_finite() {
-            format_rate(self.effective_rate)
+        let limit = if !self.effective_rate.is_finite() {
+            "starts unpaced".to_string()
+        } else if self.effective_rate < self.configured_rate * 0.995 {
+            let from = if self.configured_rate.is_finite() {
+                format_rate(self.configured_rate)
+            } else {
+                "unpaced".to_string()
+            };
+            format!(
+                "start limit {} (lowered from {from})",
+                format_rate(self.effective_rate)
+            )
         } else {
-            "unpaced".to_string()
+            format!("start limit {}", format_rate(self.effective_rate))
         };
         let mut clauses = vec![
             (format!("jobs: succeeded {}", c.succeeded), ","),
@@ -387,7 +430,7 @@ impl JobStats {
                 format!("pauses {} ({})", self.pauses, format_ms(self.paused_ms)),
                 ",",
             ),
-            (format!("start rate {start_rate}"), ","),
+            (limit, ","),
         ];
         if c.succeeded + c.failed + self.retries > 0 {
             clauses.push((
@@ -396,9 +439,19 @@ impl JobStats {
                     format_ms(self.attempt_p50_ms),
                     format_ms(self.attempt_p99_ms)
                 ),
-                ";",
+                ",",
             ));
-        } else if let Some(last) = clauses.last_mut() {
+        }
+        if self.outputs_cut > 0 {
+            clauses.push((
+                format!(
+                    "outputs cut {} ({} bytes not written)",
+                    self.outputs_cut, self.output_bytes_unwritten
+                ),
+                ",",
+            ));
+        }
+        if let Some(last) = clauses.last_mut() {
             last.1 = ";";
         }
         clauses
@@ -452,15 +505,28 @@ impl Summary {
         if let Some(queue) = self.queue.clause() {
             clauses.push((queue, ","));
         }
+        // With --exec a record also waits outside the bucket, for a job
+        // slot: the wait is from being read to its job's start.
+        let wait = if self.jobs.is_some() {
+            "max wait to start"
+        } else {
+            "max wait"
+        };
         clauses.extend([
             (format!("max depth {}", self.max_depth), ","),
-            (format!("max wait {}", format_ms(self.max_wait_ms)), ";"),
+            (format!("{wait} {}", format_ms(self.max_wait_ms)), ";"),
         ]);
         if let Some(jobs) = &self.jobs {
             clauses.extend(jobs.clauses(c));
         }
         if let Some(rate) = self.rate {
-            clauses.push((format!("rate {}", format_rate(rate)), ","));
+            // With --exec, the measured rate of starts, beside the limit.
+            let what = if self.jobs.is_some() {
+                "measured start rate"
+            } else {
+                "rate"
+            };
+            clauses.push((format!("{what} {}", format_rate(rate)), ","));
         }
         if self.paused {
             clauses.push(("paused".to_string(), ","));
@@ -1041,7 +1107,7 @@ mod tests {
             .map(|(t, sep)| format!("{t}{sep}"))
             .collect();
         let text = text.join(" ");
-        assert!(text.ends_with("start rate unpaced;"), "{text}");
+        assert!(text.ends_with("starts unpaced;"), "{text}");
         assert!(!text.contains("attempt"), "{text}");
         let ran = Counts {
             succeeded: 2,
@@ -1049,14 +1115,100 @@ mod tests {
         };
         let paced = JobStats {
             effective_rate: 5.0,
+            configured_rate: 5.0,
             attempt_p50_ms: 1.5,
             ..JobStats::default()
         };
         let text: Vec<String> = paced.clauses(&ran).into_iter().map(|(t, _)| t).collect();
-        assert!(text.contains(&"start rate 5.00/s".to_string()), "{text:?}");
+        assert!(text.contains(&"start limit 5.00/s".to_string()), "{text:?}");
         assert!(
             text.contains(&"attempt p50 1.5ms p99 0.0ms".to_string()),
             "{text:?}"
         );
+    }
+
+    #[test]
+    fn job_clauses_name_the_limit_apart_from_the_measured_rate() {
+        let ran = Counts {
+            read: 20,
+            succeeded: 20,
+            ..Counts::default()
+        };
+        let summary = |jobs: JobStats, rate: Option<f64>| Summary {
+            counts: ran,
+            max_depth: 0,
+            max_wait_ms: 864.9,
+            elapsed_ms: 2100.0,
+            rate,
+            span_ms: 2000.0,
+            queue: Queue::default(),
+            capacity_for: None,
+            key_capacity_for: None,
+            jobs: Some(jobs),
+            keys: None,
+            share: None,
+            paused: false,
+        };
+        let lowered = JobStats {
+            effective_rate: 4.8,
+            configured_rate: 10.0,
+            ..JobStats::default()
+        };
+        let joined = |s: Summary| {
+            let clauses = s.clauses().into_iter();
+            clauses
+                .map(|(c, sep)| format!("{c}{sep}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let text = joined(summary(lowered, Some(9.59)));
+        assert!(
+            text.contains("max depth 0, max wait to start 864.9ms;"),
+            "{text}"
+        );
+        assert!(
+            text.contains("start limit 4.80/s (lowered from 10.00/s),"),
+            "{text}"
+        );
+        assert!(
+            text.contains("; measured start rate 9.59/s, elapsed"),
+            "{text}"
+        );
+        assert!(!text.contains("; rate "), "{text}");
+        // Too few starts to measure: no rate at all.
+        let text = summary(JobStats::default(), None).text();
+        assert!(!text.contains("measured"), "{text}");
+        let cut = JobStats {
+            outputs_cut: 4,
+            output_bytes_unwritten: 11_934_468,
+            ..JobStats::default()
+        };
+        let text = joined(summary(cut, None));
+        assert!(
+            text.contains("outputs cut 4 (11934468 bytes not written);"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_start_rate_needs_three_starts_over_100ms() {
+        let mut d = Departures::default();
+        // Three jobs started together, unpaced: no rate.
+        for t in [1_000_000, 1_020_000, 1_055_000] {
+            d.record(t, 1);
+        }
+        assert!(d.rate().is_some_and(|r| r > 30_000.0));
+        assert_eq!(d.start_rate(), None);
+        // Two starts 1 s apart: one interval is no rate either.
+        let mut d = Departures::default();
+        d.record(0, 1);
+        d.record(1_000_000_000, 1);
+        assert_eq!(d.start_rate(), None);
+        // Three over 200 ms: 10/s.
+        d = Departures::default();
+        for t in [0, 100_000_000, 200_000_000] {
+            d.record(t, 1);
+        }
+        assert_eq!(d.start_rate(), Some(10.0));
     }
 }

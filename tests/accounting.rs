@@ -1092,13 +1092,14 @@ fn summary_rate_is_measured_between_the_first_and_last_departure() {
     // Never early: 30 gaps of 100 ms at least (drip's own clock).
     assert!(span >= 2990.0, "span {span}");
     assert!(v["elapsed_ms"].as_f64().unwrap() >= span);
-    // On pace, as the reader saw it: 20 % off fails; late wake-ups on a
-    // loaded machine move the span, not this.
+    // On pace, as the reader saw it (see common::drift): 20 % off moves
+    // the second half some 300 ms; late wake-ups on a loaded machine move
+    // the span, not this.
     let times: Vec<f64> = lines.iter().map(|(t, _)| *t).collect();
-    let interval = common::interval_of(&times);
+    let drift = common::drift(&times, 0.1);
     assert!(
-        (0.092..0.108).contains(&interval),
-        "one record every {interval} s: {times:?}"
+        (-0.005..0.15).contains(&drift),
+        "{drift} s off the schedule: {times:?}"
     );
 
     // One record out before the reader went away: no rate to speak of

@@ -114,17 +114,15 @@ fn records_leave_on_schedule_never_early() {
     // The first record leaves at once (a bound a loaded machine keeps).
     assert!(lines[0].0 < 1.5, "first record after {} s", lines[0].0);
     let times: Vec<f64> = lines.iter().map(|(t, _)| *t).collect();
-    // Never early: record k is due k * 50 ms after the first. The
-    // records of the second half may be seen late, never ahead of the
-    // first half's schedule (5 ms for the pipe's own jitter).
-    let ahead = common::ahead_of_schedule(&times, 0.05);
-    assert!(ahead <= 0.005, "{ahead} s ahead of schedule: {times:?}");
-    // On pace: one every 50 ms, judged over pairs far apart so a loaded
-    // machine's late wake-ups do not count; 20 % off fails.
-    let interval = common::interval_of(&times);
+    // Record k is due k * 50 ms after the first. Never early: the second
+    // half of the run never stands ahead of the first (5 ms for the pipe's
+    // own jitter). On pace: nor much behind it (a loaded machine may see
+    // every record late, but not the second half alone); 20 % off fails
+    // either way (about 100 ms).
+    let drift = common::drift(&times, 0.05);
     assert!(
-        (0.046..0.054).contains(&interval),
-        "one record every {interval} s: {times:?}"
+        (-0.005..0.06).contains(&drift),
+        "{drift} s off the schedule: {times:?}"
     );
     // No drift, and no trailing sleep (loosely: the machine may be busy).
     let span = times[19] - times[0];

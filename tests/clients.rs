@@ -409,34 +409,23 @@ fn assert_window_bound(t: &[Duration], bound: usize, what: &str) {
     );
 }
 
-/// The arrivals from #`first` on keep to `rate`: never ahead of its
-/// schedule (30 ms for the clients' own spread), and one every 1/`rate` s
-/// within 8 %, judged over pairs of arrivals far apart so that a few
-/// curls started late on a loaded machine do not count (a rate 20 % off
-/// fails).
+/// The arrivals from #`first` on keep to `rate` (see `common::drift`):
+/// the second half of them never ahead of the first half's schedule (30
+/// ms for the clients' own spread), nor more than 150 ms behind it (a
+/// loaded machine may start any curl late, but not the whole second half
+/// alone); a rate 20 % off moves the second half 300 ms or more.
 fn assert_pace(t: &[Duration], first: usize, rate: f64, what: &str) {
     let times: Vec<f64> = t[first..].iter().map(Duration::as_secs_f64).collect();
-    let interval = common::interval_of(&times);
-    let ahead = common::ahead_of_schedule(&times, 1.0 / rate);
+    let drift = common::drift(&times, 1.0 / rate);
     eprintln!(
-        "{what}: arrivals #{first}.. one every {:.1} ms (target {:.1} ms), {:.1} ms ahead of \
-         schedule at most",
-        interval * 1e3,
-        1e3 / rate,
-        ahead * 1e3
+        "{what}: arrivals #{first}.. {:.1} ms off the schedule",
+        drift * 1e3
     );
     assert!(
-        ahead <= 0.03,
-        "{what}: arrivals ran {:.1} ms ahead of schedule.\narrival offsets (ms): {}",
-        ahead * 1e3,
-        fmt_ms(t)
-    );
-    assert!(
-        (interval * rate - 1.0).abs() <= 0.08,
-        "{what}: one arrival every {:.1} ms is not within 8% of {:.1} ms.\narrival offsets \
-         (ms): {}",
-        interval * 1e3,
-        1e3 / rate,
+        (-0.03..0.15).contains(&drift),
+        "{what}: the arrivals' second half stands {:.1} ms off the first's schedule at \
+         {rate}/s.\narrival offsets (ms): {}",
+        drift * 1e3,
         fmt_ms(t)
     );
 }
@@ -467,13 +456,13 @@ const CURL_N: usize = 3 * CURL_RATE;
 // a quiet machine, but in a full test run on a loaded 2-core machine a curl
 // can still start more than 100 ms late: the window bound allows that one
 // arrival more, and the pace is judged apart (`assert_pace`: never ahead of
-// the schedule, one every T over pairs far apart). A drip that releases
+// the schedule, nor far behind it). A drip that releases
 // early, bunches records, runs 20 % off the rate or buffers its output still
 // breaks one of them; the schedule's own bound, burst + rate × W, is proven on
 // virtual time in src/schedule.rs and tests/admission.rs.
 
 /// 10/s, burst 1: exactly-once delivery, at most 12 arrivals in any 1 s,
-/// never ahead of the schedule, one every 100 ms within 8 %.
+/// never ahead of the schedule, nor far behind it.
 #[test]
 fn curl_requests_are_paced_at_the_server() {
     let _serial = timing_lock();

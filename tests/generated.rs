@@ -520,6 +520,29 @@ fn zsh_completes_a_command_after_exec() {
 }
 
 #[test]
+fn bash_hands_the_command_after_exec_to_its_own_completion() {
+    // With bash-completion loaded, as in an interactive shell, the words
+    // after --exec are completed as that command's (_command_offset).
+    let loader = Path::new("/usr/share/bash-completion/bash_completion");
+    let git = Path::new("/usr/share/bash-completion/completions/git");
+    if !loader.exists() || !git.exists() {
+        eprintln!("bash-completion (with git's) is not installed: _command_offset is not run");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut script = format!("source {} 2>/dev/null\n", loader.display()).into_bytes();
+    script.extend(completion(Shell::Bash));
+    std::fs::write(dir.path().join("drip.bash"), script).unwrap();
+    let offered = bash_complete("drip -r 5/s --exec git chec", dir.path());
+    let offered: Vec<&str> = offered.iter().map(|w| w.trim_end()).collect();
+    assert_eq!(offered, ["checkout"]);
+    assert_eq!(
+        bash_complete("drip --exec git \\; --overf", dir.path()),
+        ["--overflow"]
+    );
+}
+
+#[test]
 fn zsh_completes_the_arguments_after_exec_as_a_command_line() {
     // zsh's own find -exec: the command name, then its arguments up to a ;.
     let text = String::from_utf8(completion(Shell::Zsh)).unwrap();

@@ -248,3 +248,53 @@ fn a_file_that_is_not_a_regular_file_is_refused_and_left_alone() {
         .file_type()
         .is_fifo());
 }
+
+/// A second signal while drip cannot take stock in time (its dead letter,
+/// a FIFO whose reader never reads, takes no more): drip leaves on its
+/// own after a second, and the file holds the final books then too, as
+/// at every exit: every record read is written or undelivered.
+#[test]
+fn a_forced_exit_leaves_the_final_books_in_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("drip.prom");
+    let dead = dir.path().join("dead");
+    let made = std::process::Command::new("mkfifo").arg(&dead).status();
+    assert!(made.unwrap().success(), "mkfifo");
+    // Held open, never read: the dead letter fills the pipe and waits.
+    let _held = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&dead)
+        .unwrap();
+    let input = common::temp_file(numbered(1..=100_000).as_bytes());
+    let mut child = command(&["-q", "-r", "1/s", "-c", "20000", "--dead-letter"])
+        .arg(&dead)
+        .arg("--metrics")
+        .arg(&path)
+        .arg(input.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The bucket full (the file is written every second).
+    let start = Instant::now();
+    while !path.exists() || value(&parsed(&path), "drip_queue_depth", &[]) < 19_999.0 {
+        assert!(start.elapsed() < Duration::from_secs(30), "never full");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    common::send_signal(&child, libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(10));
+    common::send_signal(&child, libc::SIGTERM);
+    let status = wait_for(&mut child, Duration::from_secs(20));
+    assert_eq!(status.code(), Some(143));
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(stderr.contains("records not written"), "{stderr}");
+    let at_exit = parsed(&path);
+    let read = value(&at_exit, "drip_records_read_total", &[]);
+    let written = value(&at_exit, "drip_records_total", &["written"]);
+    let undelivered = value(&at_exit, "drip_records_total", &["undelivered"]);
+    assert!(undelivered >= 19_999.0, "{undelivered} undelivered");
+    assert_eq!(read, written + undelivered, "{read} read");
+    assert_eq!(value(&at_exit, "drip_queue_depth", &[]), 0.0);
+}

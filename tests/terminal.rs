@@ -456,12 +456,13 @@ fn jobs_show_their_figures_with_stdout_redirected() {
 
 #[test]
 fn a_key_paused_for_an_overload_is_shown() {
-    // Key a's first attempt gets 429 with Retry-After: 3; b's go on.
+    // Key a's first attempt gets 429 with Retry-After: 5; b's go on (60
+    // records at 10/s: six seconds).
     let text: String = std::iter::once("a 1\n".to_string())
-        .chain((1..=30).map(|k| format!("b {k}\n")))
+        .chain((1..=60).map(|k| format!("b {k}\n")))
         .collect();
     let input = common::temp_file(text.as_bytes());
-    let job = r#"if [ "${1%% *}" = a ] && [ "$DRIP_ATTEMPT" = 1 ]; then printf 'HTTP/1.1 429 Too Many Requests\r\nRetry-After: 3\r\n\r\n' > "$DRIP_HEADERS"; exit 22; fi; sleep 0.2"#;
+    let job = r#"if [ "${1%% *}" = a ] && [ "$DRIP_ATTEMPT" = 1 ]; then printf 'HTTP/1.1 429 Too Many Requests\r\nRetry-After: 5\r\n\r\n' > "$DRIP_HEADERS"; exit 22; fi; sleep 0.2"#;
     let job_file = common::temp_file(job.as_bytes());
     let tmux = Tmux::start(
         &format!(
@@ -476,11 +477,44 @@ fn a_key_paused_for_an_overload_is_shown() {
     assert_eq!(figure(line, "pauses"), Some(1), "{line}");
     // b's records start meanwhile.
     let before = figure(line, "succeeded").unwrap();
-    std::thread::sleep(Duration::from_millis(1200));
+    std::thread::sleep(Duration::from_millis(1000));
     let screen = tmux.screen(false);
     let (_, line) = display_row(&screen, " | running ").unwrap();
     assert!(line.contains("| paused a"), "{line}");
     assert!(figure(line, "succeeded").unwrap() > before, "{line}");
     let screen = tmux.wait_for("DONE=0", Duration::from_secs(20));
-    assert!(screen.contains("succeeded 31"), "{screen}");
+    assert!(screen.contains("succeeded 61"), "{screen}");
+}
+
+#[test]
+fn ctrl_c_clears_the_jobs_display_and_gives_the_terminal_back_whole() {
+    let input = input_file(100);
+    // The shell survives the Ctrl-C (a trap, which drip does not inherit);
+    // the jobs, in process groups of their own, do not get it.
+    let tmux = Tmux::start(
+        &format!(
+            "trap 'true' INT; drip -r 20/s -j 2 {} --exec sh -c 'sleep 0.3; echo job $1' sh {{}}; \
+             s=$?; seq 1000 1030; (exit $s)",
+            input.path().display()
+        ),
+        &[],
+    );
+    tmux.wait_for("running 2 succeeded ", Duration::from_secs(10));
+    tmux.send("C-c");
+    let screen = tmux.wait_for("DONE=130", Duration::from_secs(10));
+    let history = tmux.history();
+    assert!(
+        !history.contains(" | running "),
+        "display left behind:\n{history}"
+    );
+    assert!(
+        history.contains("drip: read 100, "),
+        "no summary:\n{history}"
+    );
+    // The scroll region is undone: the lines after drip scroll the whole
+    // screen, down to the bottom row (the cursor's, below DONE).
+    let rows: Vec<&str> = screen.lines().collect();
+    let done = rows.iter().position(|r| r.starts_with("DONE=")).unwrap();
+    assert_eq!(done, 18, "{screen}");
+    assert_eq!(rows[17], "1030", "{screen}");
 }

@@ -137,27 +137,121 @@ impl Files {
     /// each whole (the caller holds the output lock). Output that does not
     /// end with its terminator gets one, so the next job's output starts
     /// on a record (a line) of its own: stdout's is `delimiter`, the record
-    /// delimiter; stderr's a newline.
-    pub fn pass_on(&mut self, out: &mut dyn Write, delimiter: u8) {
-        let _ = copy_all(&mut self.stdout, out, delimiter);
-        let _ = copy_all(&mut self.stderr, &mut io::stderr().lock(), b'\n');
+    /// delimiter; stderr's a newline. A write interrupted while `give_up()`
+    /// says so ends the copy there ([`pass`]). Returns what could not be
+    /// written.
+    pub fn pass_on(
+        &mut self,
+        out: &mut dyn Write,
+        delimiter: u8,
+        give_up: &dyn Fn() -> bool,
+    ) -> Unwritten {
+        let cut = copy_all(&mut self.stdout, out, delimiter, give_up);
+        cut.and(copy_all(
+            &mut self.stderr,
+            &mut io::stderr().lock(),
+            b'\n',
+            give_up,
+        ))
+    }
+
+    /// Bytes the attempt wrote to its stdout and stderr, not passed on yet.
+    pub fn pending(&self) -> u64 {
+        let len = |f: &File| f.metadata().map_or(0, |m| m.len());
+        len(&self.stdout) + len(&self.stderr)
     }
 }
 
-/// Copy all of `from` to `to`, then `end` unless the copy ended with it.
-fn copy_all(from: &mut File, to: &mut dyn Write, end: u8) -> io::Result<()> {
-    let len = from.metadata()?.len();
+/// Output that could not be passed on: a stalled stdout at a second
+/// signal, a closed one, a failed write.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Unwritten {
+    /// Outputs (one attempt's stdout or stderr, or a record's held output
+    /// with `--keep-order`) not written whole.
+    pub outputs: u64,
+    /// Bytes of them not written.
+    pub bytes: u64,
+}
+
+impl Unwritten {
+    /// `bytes` of one output were not written (nothing when 0).
+    pub fn of(bytes: u64) -> Unwritten {
+        Unwritten {
+            outputs: u64::from(bytes > 0),
+            bytes,
+        }
+    }
+
+    /// Both together.
+    #[must_use]
+    pub fn and(self, other: Unwritten) -> Unwritten {
+        Unwritten {
+            outputs: self.outputs + other.outputs,
+            bytes: self.bytes + other.bytes,
+        }
+    }
+}
+
+/// Copy all of `from` to `to`, then `end` unless the copy ended with it;
+/// what was not written.
+fn copy_all(from: &mut File, to: &mut dyn Write, end: u8, give_up: &dyn Fn() -> bool) -> Unwritten {
+    let len = from.metadata().map_or(0, |m| m.len());
     if len == 0 {
-        return Ok(());
+        return Unwritten::default();
     }
-    from.seek(SeekFrom::Start(0))?;
-    io::copy(from, to)?;
     let mut last = [0u8];
-    from.read_exact_at(&mut last, len - 1)?;
-    if last[0] != end {
-        to.write_all(&[end])?;
+    let ended = from.read_exact_at(&mut last, len - 1).is_ok() && last[0] == end;
+    let tail = u64::from(!ended);
+    if from.seek(SeekFrom::Start(0)).is_err() {
+        return Unwritten::of(len + tail);
     }
-    to.flush()
+    let mut cut = pass(&mut io::Read::take(from, len), to, len, give_up);
+    if cut == 0 && !ended {
+        cut = pass(&mut &[end][..], to, 1, give_up);
+    } else {
+        cut += tail;
+    }
+    let _ = to.flush();
+    Unwritten::of(cut)
+}
+
+/// The largest piece [`pass`] reads and writes at a time, bytes.
+const PIECE: usize = 64 * 1024;
+
+/// Copy `from` (`len` bytes) to `to`, one piece at a time; a write
+/// interrupted by a signal (EINTR: drip interrupts the threads passing
+/// output on at a second signal) is tried again unless `give_up()` says
+/// otherwise. Returns the bytes not written: 0 when all were, the rest
+/// after a failed write or when given up.
+pub fn pass(
+    from: &mut dyn io::Read,
+    to: &mut dyn Write,
+    len: u64,
+    give_up: &dyn Fn() -> bool,
+) -> u64 {
+    let mut buf = vec![0u8; PIECE.min(usize::try_from(len).unwrap_or(PIECE)).max(1)];
+    let mut written = 0u64;
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        let mut piece = &buf[..n];
+        while !piece.is_empty() {
+            match to.write(piece) {
+                Ok(0) => return len.saturating_sub(written),
+                Ok(k) => {
+                    piece = &piece[k..];
+                    written += k as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted && !give_up() => {}
+                Err(_) => return len.saturating_sub(written),
+            }
+        }
+    }
+    len.saturating_sub(written)
 }
 
 /// What one attempt needs to know.
@@ -299,14 +393,77 @@ mod tests {
         let mut files = Files::new(false).unwrap();
         let mut out = Vec::new();
         files.stdout.write_all(b"a\nnonl").unwrap();
-        files.pass_on(&mut out, b'\n');
+        files.pass_on(&mut out, b'\n', &|| false);
         assert_eq!(out, b"a\nnonl\n");
         // Ended already: nothing is added; nothing at all: nothing.
         files.stdio().unwrap();
         files.stdout.write_all(b"b\0").unwrap();
-        files.pass_on(&mut out, 0);
+        files.pass_on(&mut out, 0, &|| false);
         files.stdio().unwrap();
-        files.pass_on(&mut out, b'\n');
+        files.pass_on(&mut out, b'\n', &|| false);
         assert_eq!(out, b"a\nnonl\nb\0");
+    }
+
+    /// A sink that takes `room` bytes, then is interrupted (EINTR) on
+    /// every write, as a stalled pipe is at a second signal.
+    struct Stalled {
+        taken: Vec<u8>,
+        room: usize,
+    }
+
+    impl Write for Stalled {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            let n = buf.len().min(self.room - self.taken.len());
+            if n == 0 {
+                return Err(io::ErrorKind::Interrupted.into());
+            }
+            self.taken.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn an_interrupted_pass_gives_up_only_when_told_and_counts_the_rest() {
+        let data: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
+        let mut to = Stalled {
+            taken: Vec::new(),
+            room: 70_000,
+        };
+        let tries = std::cell::Cell::new(0);
+        let give_up = || {
+            tries.set(tries.get() + 1);
+            tries.get() > 3
+        };
+        let left = pass(&mut &data[..], &mut to, data.len() as u64, &give_up);
+        assert_eq!(left, 130_000);
+        assert_eq!(to.taken, data[..70_000]);
+        assert_eq!(tries.get(), 4, "tried again until told to give up");
+        // A closed output: the rest of this output and its terminator.
+        let mut files = Files::new(false).unwrap();
+        files.stdout.write_all(b"abc").unwrap();
+        let cut = files.pass_on(&mut Closed, b'\n', &|| false);
+        assert_eq!(
+            cut,
+            Unwritten {
+                outputs: 1,
+                bytes: 4
+            }
+        );
+    }
+
+    struct Closed;
+
+    impl Write for Closed {
+        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+            Err(io::ErrorKind::BrokenPipe.into())
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
     }
 }

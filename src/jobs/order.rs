@@ -16,6 +16,8 @@ use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
 use std::sync::{Mutex, MutexGuard};
 
+use super::attempt::{pass, Unwritten};
+
 /// Records started ahead of the oldest one whose output is not yet written,
 /// unless `--order-window` says.
 pub const DEFAULT_WINDOW: usize = 1000;
@@ -56,16 +58,46 @@ impl Write for Held {
 }
 
 impl Held {
-    /// Write it all to `out`.
-    fn write_to(self, out: &mut dyn Write) -> io::Result<()> {
-        match self.file {
+    /// Write it all to `out` (a write interrupted while `give_up()` says
+    /// so ends it: [`pass`]); the bytes not written.
+    fn write_to(self, out: &mut dyn Write, give_up: &dyn Fn() -> bool) -> u64 {
+        let left = match self.file {
+            Some(mut file) => {
+                let len = file.metadata().map_or(0, |m| m.len());
+                match file.seek(SeekFrom::Start(0)) {
+                    Ok(_) => pass(&mut file, out, len, give_up),
+                    Err(_) => len,
+                }
+            }
+            None => pass(
+                &mut &self.memory[..],
+                out,
+                self.memory.len() as u64,
+                give_up,
+            ),
+        };
+        let _ = out.flush();
+        left
+    }
+
+    /// Its size, bytes.
+    fn len(&self) -> u64 {
+        match &self.file {
+            Some(file) => file.metadata().map_or(0, |m| m.len()),
+            None => self.memory.len() as u64,
+        }
+    }
+
+    /// Add `output` to it.
+    fn append(&mut self, output: Held) -> io::Result<()> {
+        match output.file {
             Some(mut file) => {
                 file.seek(SeekFrom::Start(0))?;
-                io::copy(&mut file, out)?;
+                io::copy(&mut file, self)?;
             }
-            None => out.write_all(&self.memory)?,
+            None => self.write_all(&output.memory)?,
         }
-        out.flush()
+        Ok(())
     }
 }
 
@@ -116,40 +148,55 @@ impl Order {
         let (held, _) = line.held.entry(number).or_default();
         match output.file {
             None if held.file.is_none() && held.memory.is_empty() => held.memory = output.memory,
-            _ => output.write_to(held)?,
+            _ => held.append(output)?,
         }
         Ok(())
     }
 
     /// Record `number` is done: write out, to `out`, every done record's
-    /// output from the oldest on, in order, up to the first not done.
+    /// output from the oldest on, in order, up to the first not done; a
+    /// write interrupted while `give_up()` says so ends that output there.
     /// A write error ends nothing: the records' fates are already settled,
-    /// and stdout's reader going away is noticed elsewhere.
-    pub fn done(&self, number: u64, out: &Out) {
+    /// and stdout's reader going away is noticed elsewhere. Returns what
+    /// was not written.
+    pub fn done(&self, number: u64, out: &Out, give_up: &dyn Fn() -> bool) -> Unwritten {
         let mut line = self.lock();
         line.held.entry(number).or_default().1 = true;
+        let mut cut = Unwritten::default();
         loop {
             let next = line.next;
             match line.held.get(&next) {
                 Some((_, true)) => {}
-                _ => return,
+                _ => return cut,
             }
             let (held, _) = line.held.remove(&next).expect("looked at");
             line.next += 1;
             let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
-            let _ = held.write_to(&mut **out);
+            cut = cut.and(Unwritten::of(held.write_to(&mut **out, give_up)));
         }
     }
 
     /// At a hurried exit: write out every output held, in order, skipping
-    /// the records that never finished.
-    pub fn flush_all(&self, out: &Out) {
+    /// the records that never finished; none when stdout is held by a job
+    /// passing its output on (a stalled stdout). Returns what was not
+    /// written.
+    pub fn flush_all(&self, out: &Out) -> Unwritten {
         let mut line = self.lock();
         let held = std::mem::take(&mut line.held);
-        let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = match out.try_lock() {
+            Ok(out) => Some(out),
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        };
+        let mut cut = Unwritten::default();
         for (_, (held, _)) in held {
-            let _ = held.write_to(&mut **out);
+            let left = match &mut out {
+                Some(out) => held.write_to(&mut ***out, &|| true),
+                None => held.len(),
+            };
+            cut = cut.and(Unwritten::of(left));
         }
+        cut
     }
 }
 
@@ -189,15 +236,15 @@ mod tests {
         for (n, text) in [(3, "c\n"), (1, "a\n"), (2, "b1\n"), (2, "b2\n")] {
             order.hold(n, held(text.as_bytes())).unwrap();
         }
-        order.done(3, &sink);
-        order.done(2, &sink);
+        order.done(3, &sink, &|| false);
+        order.done(2, &sink, &|| false);
         assert!(written.lock().unwrap().is_empty(), "1 is not done");
-        order.done(1, &sink);
+        order.done(1, &sink, &|| false);
         assert_eq!(&*written.lock().unwrap(), b"a\nb1\nb2\nc\n");
         // A record with no output still takes its turn.
-        order.done(5, &sink);
+        order.done(5, &sink, &|| false);
         order.hold(4, held(b"d\n")).unwrap();
-        order.done(4, &sink);
+        order.done(4, &sink, &|| false);
         assert_eq!(&*written.lock().unwrap(), b"a\nb1\nb2\nc\nd\n");
     }
 
@@ -206,10 +253,10 @@ mod tests {
         let order = Order::new(3);
         let (sink, _) = out();
         assert!(order.admits(3) && !order.admits(4));
-        order.done(2, &sink);
-        order.done(3, &sink);
+        order.done(2, &sink, &|| false);
+        order.done(3, &sink, &|| false);
         assert!(!order.admits(4), "1 still holds the window");
-        order.done(1, &sink);
+        order.done(1, &sink, &|| false);
         assert!(order.admits(6) && !order.admits(7));
     }
 
@@ -223,8 +270,8 @@ mod tests {
         order.hold(2, h).unwrap();
         order.hold(2, held(b"tail")).unwrap();
         order.hold(1, held(b"first\n")).unwrap();
-        order.done(2, &sink);
-        order.done(1, &sink);
+        order.done(2, &sink, &|| false);
+        order.done(1, &sink, &|| false);
         let mut expected = b"first\n".to_vec();
         expected.extend_from_slice(&big);
         expected.extend_from_slice(b"tail");

@@ -28,7 +28,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
 
-use super::attempt::{self, Ended, Files, Spec};
+use super::attempt::{self, Ended, Files, Spec, Unwritten};
 use super::gate::{GateControl, Scope};
 use super::joblog::{micros, unix_micros, Entry, Joblog};
 use super::order::{Held, Order};
@@ -38,7 +38,7 @@ use super::{ExecError, JobConfig};
 use crate::bucket::{Fate, Segment};
 use crate::key::KeySpec;
 use crate::output::{Stop, Written};
-use crate::state::{Jobs, Shared, KILL_AFTER_LEAVE};
+use crate::state::{JobFate, Jobs, Shared, KILL_AFTER_LEAVE};
 use crate::stats::JobStats;
 use crate::writer::Sink;
 
@@ -70,8 +70,8 @@ struct Inner {
     busy: usize,
     /// Job slots in all (`-j`; `drip ctl` may change it).
     slots: usize,
-    /// Records being run, by number, with their job's process group.
-    running: BTreeMap<u64, (Segment, u32)>,
+    /// Records being run, by number.
+    running: BTreeMap<u64, Running>,
     /// Records handed to the workers, not yet picked up.
     queue: VecDeque<(u64, Segment)>,
     /// Worker threads started, and how many wait for a record.
@@ -95,6 +95,23 @@ struct Inner {
     /// Process groups of ended attempts that still had processes in them
     /// (a job's background children): TERM and KILL at a stop by signal.
     lingering: Vec<u32>,
+    /// The threads passing a job's output on now (see [`Pool::passing`]),
+    /// interrupted at a second signal.
+    passing: Vec<u64>,
+    /// Output that could not be passed on.
+    unwritten: Unwritten,
+}
+
+/// A record being run.
+#[derive(Debug)]
+struct Running {
+    record: Segment,
+    /// Its job's process group (0 until the first attempt starts).
+    group: u32,
+    /// Its fate, once its last attempt ended and the output is being
+    /// passed on, with the bytes of that output (for leaving without
+    /// the thread: [`Jobs::abandon`]).
+    decided: Option<(Outcome, u64)>,
 }
 
 /// Lingering groups kept before those now empty are forgotten.
@@ -397,7 +414,14 @@ impl Pool {
         let mut inner = self.lock();
         inner.next_number += 1;
         let number = inner.next_number;
-        inner.running.insert(number, (record.clone(), 0));
+        inner.running.insert(
+            number,
+            Running {
+                record: record.clone(),
+                group: 0,
+                decided: None,
+            },
+        );
         inner.queue.push_back((number, record));
         // Enough workers wait to take everything queued (the slots bound
         // the jobs; a worker is only a thread to run them on).
@@ -471,6 +495,11 @@ impl Pool {
             .cfg
             .deadline
             .map(|d| record.arrived.saturating_add(ns(d)));
+        let who = Who {
+            number,
+            id: &id,
+            record: &shown,
+        };
         for n in 1u32.. {
             let now = self.shared.clock.now();
             if self.leaving() {
@@ -491,45 +520,17 @@ impl Pool {
                     ended
                 }
                 Err(error) if not_an_argument(&error) => {
-                    let who = Who {
-                        number,
-                        id: &id,
-                        record: &shown,
-                    };
                     return self.not_an_argument(&who, n, &error);
                 }
                 Err(error) => return self.cannot_run(&argv[0], error),
             };
-            self.pass_on(number, files);
-            let text = attempt::take_headers(&headers);
-            let response = text.as_deref().and_then(parse_headers);
-            if let (Some(text), None) = (&text, response.as_ref().and_then(|r| r.retry_after)) {
-                // Retry-After wins: the overload's pause holds starts.
-                self.follow_quota(text, &scope);
+            let step = self.judge(&who, n, &ended, &headers, (deadline, &scope));
+            // The fate is known before the output goes out: a stalled
+            // stdout cannot make finished work undelivered.
+            if let Step::Done(outcome) = step {
+                self.decided(number, outcome, files);
             }
-            let verdict =
-                self.cfg
-                    .policy
-                    .classify(ended.exit, response.as_ref(), SystemTime::now());
-            // Killed on the way out (a second signal): not retried, and
-            // undelivered, unless it succeeded first.
-            let step = if verdict != Verdict::Succeeded && self.leaving() {
-                Step::Done(Outcome::Undelivered)
-            } else {
-                self.next_step(verdict, n, (deadline, &scope), &ended)
-            };
-            let who = Who {
-                number,
-                id: &id,
-                record: &shown,
-            };
-            self.log(
-                &who,
-                n,
-                &ended,
-                response.map(|r| r.status),
-                (&step, verdict),
-            );
+            self.pass_on(number, files);
             let at = match step {
                 Step::Done(outcome) => return outcome,
                 Step::Retry(at) => at,
@@ -546,6 +547,38 @@ impl Pool {
         unreachable!("attempts are bounded by --retries")
     }
 
+    /// Attempt `n` of `who` ended as `ended`: read its headers file
+    /// (`headers`), follow the quota it announces, judge the attempt, and
+    /// log it; the next step. A job drip killed on its way out is not
+    /// retried, and its record is undelivered.
+    fn judge(
+        &self,
+        who: &Who,
+        n: u32,
+        ended: &Ended,
+        headers: &Path,
+        (deadline, scope): (Option<u64>, &Scope),
+    ) -> Step {
+        let text = attempt::take_headers(headers);
+        let response = text.as_deref().and_then(parse_headers);
+        if let (Some(text), None) = (&text, response.as_ref().and_then(|r| r.retry_after)) {
+            // Retry-After wins: the overload's pause holds starts.
+            self.follow_quota(text, scope);
+        }
+        let verdict = self
+            .cfg
+            .policy
+            .classify(ended.exit, response.as_ref(), SystemTime::now());
+        let step = if self.killed_leaving(ended) {
+            Step::Done(Outcome::Undelivered)
+        } else {
+            self.next_step(verdict, n, (deadline, scope), ended)
+        };
+        let status = response.map(|r| r.status);
+        self.log(who, n, ended, status, (&step, verdict));
+        step
+    }
+
     /// Whom an overload of `record` (its delimiter included) holds back:
     /// its key with `--key` (every start for a record without one).
     fn scope_of(&self, record: &[u8]) -> Scope {
@@ -559,15 +592,55 @@ impl Pool {
     /// held until the record's turn.
     fn pass_on(&self, number: u64, files: &mut Files) {
         let Some(order) = &self.order else {
-            // drip's stdout is held only while the output is passed on.
-            let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
-            return files.pass_on(&mut **out, self.delimiter);
+            return self.passing(|give_up| {
+                // drip's stdout is held only while the output is passed on.
+                let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+                files.pass_on(&mut **out, self.delimiter, give_up)
+            });
         };
         let mut held = Held::default();
-        files.pass_on(&mut held, self.delimiter);
+        self.passing(|give_up| files.pass_on(&mut held, self.delimiter, give_up));
         if let Err(e) = order.hold(number, held) {
             eprintln!("drip: --keep-order: holding a job's output: {e}");
         }
+    }
+
+    /// Pass output on with `pass` from a thread a second signal interrupts
+    /// ([`Jobs::interrupt_output`]): a write blocked on a stalled stdout or
+    /// stderr then gives up (`give_up`: drip is leaving), rather than
+    /// holding drip's exit. What was not written is counted.
+    fn passing(&self, pass: impl FnOnce(&dyn Fn() -> bool) -> Unwritten) {
+        let me = crate::sys::this_thread();
+        self.lock().passing.push(me);
+        let give_up = || self.shared.stops.leaving();
+        let cut = pass(&give_up);
+        let mut inner = self.lock();
+        if let Some(at) = inner.passing.iter().position(|&t| t == me) {
+            inner.passing.swap_remove(at);
+        }
+        inner.unwritten = inner.unwritten.and(cut);
+    }
+
+    /// Record `number`'s last attempt ended as `outcome`; its output, in
+    /// `files`, is passed on next.
+    fn decided(&self, number: u64, outcome: Outcome, files: &Files) {
+        let pending = if self.order.is_some() {
+            0
+        } else {
+            files.pending()
+        };
+        if let Some(job) = self.lock().running.get_mut(&number) {
+            job.decided = Some((outcome, pending));
+        }
+    }
+
+    /// Whether drip killed this attempt on its way out: it ended by a
+    /// signal while drip was leaving (a second signal sends every job's
+    /// process group TERM, then KILL). Its job did not run to its end, so
+    /// its record is undelivered; a job that exited, with any status, is
+    /// judged by its status.
+    fn killed_leaving(&self, ended: &Ended) -> bool {
+        matches!(ended.exit, Exit::Signal(_)) && self.leaving()
     }
 
     /// Pace the starts so the quota announced in a response's headers
@@ -619,7 +692,7 @@ impl Pool {
             Scope::Key(_) => inner
                 .running
                 .values()
-                .filter(|entry| self.scope_of(entry.0.as_bytes()) == *scope)
+                .filter(|job| self.scope_of(job.record.as_bytes()) == *scope)
                 .count() as u64,
         }
     }
@@ -635,8 +708,8 @@ impl Pool {
     /// drip is leaving.
     fn set_group(&self, number: u64, pgid: u32) {
         let mut inner = self.lock();
-        if let Some(entry) = inner.running.get_mut(&number) {
-            entry.1 = pgid;
+        if let Some(job) = inner.running.get_mut(&number) {
+            job.group = pgid;
         }
         if inner.leaving {
             let mut terminated = self.terminated.lock().unwrap_or_else(|e| e.into_inner());
@@ -658,7 +731,7 @@ impl Pool {
     /// if processes it left behind still run in it.
     fn attempt_ended(&self, number: u64) {
         let mut inner = self.lock();
-        let Some(&(_, pgid)) = inner.running.get(&number) else {
+        let Some(pgid) = inner.running.get(&number).map(|job| job.group) else {
             return;
         };
         if !crate::sys::group_exists(pgid) {
@@ -765,6 +838,10 @@ impl Pool {
         if n > self.cfg.retries {
             return Step::Done(Outcome::Failed);
         }
+        if self.stopping() {
+            // No retry starts at a stop: the record is undelivered.
+            return Step::Done(Outcome::Undelivered);
+        }
         let backoff = self.cfg.backoff;
         let wait = backoff.wait(n - 1, &mut inner.rng);
         let at = now.saturating_add(wait).max(self.gate.paused_until(scope));
@@ -869,11 +946,11 @@ impl Pool {
         // Its output goes out first, while its job still counts as running:
         // drip waits for running jobs before it exits.
         if let Some(order) = &self.order {
-            order.done(number, &self.out);
+            self.passing(|give_up| order.done(number, &self.out, give_up));
         }
         let mut st = self.shared.lock();
         let mut inner = self.lock();
-        let Some((record, _)) = inner.running.remove(&number) else {
+        let Some(Running { record, .. }) = inner.running.remove(&number) else {
             return;
         };
         inner.busy -= 1;
@@ -914,8 +991,8 @@ impl Jobs for Pool {
         inner
             .running
             .iter()
-            .map(|(n, (record, _))| {
-                let bytes = record.as_bytes();
+            .map(|(n, job)| {
+                let bytes = job.record.as_bytes();
                 let body = bytes.strip_suffix(&[self.delimiter]).unwrap_or(bytes);
                 (*n, body.to_vec())
             })
@@ -949,6 +1026,9 @@ impl Jobs for Pool {
                 .min(self.gate.rate_at(&Scope::All, now)),
             attempt_p50_ms: pct(0.5),
             attempt_p99_ms: pct(0.99),
+            configured_rate: self.rate,
+            outputs_cut: inner.unwritten.outputs,
+            output_bytes_unwritten: inner.unwritten.bytes,
         }
     }
 
@@ -969,7 +1049,7 @@ impl Jobs for Pool {
     fn terminate(&self) {
         let mut inner = self.lock();
         inner.leaving = true;
-        let mut groups: Vec<u32> = inner.running.values().map(|(_, g)| *g).collect();
+        let mut groups: Vec<u32> = inner.running.values().map(|job| job.group).collect();
         groups.append(&mut inner.lingering);
         for &pgid in &groups {
             crate::sys::kill_group(pgid, libc::SIGTERM);
@@ -997,21 +1077,50 @@ impl Jobs for Pool {
         }
     }
 
-    fn abandon(&self) -> Vec<Segment> {
+    fn abandon(&self) -> Vec<(Segment, JobFate)> {
         let (running, lingering) = {
             let mut inner = self.lock();
             let lingering = std::mem::take(&mut inner.lingering);
             (std::mem::take(&mut inner.running), lingering)
         };
-        let mut groups: Vec<u32> = running.values().map(|(_, g)| *g).collect();
+        let mut groups: Vec<u32> = running.values().map(|job| job.group).collect();
         groups.extend(lingering);
         end_groups(&groups);
         // drip exits next, without the wiring: nothing is left behind.
         self.remove_headers();
-        if let Some(order) = &self.order {
-            order.flush_all(&self.out);
+        let mut cut = match &self.order {
+            Some(order) => order.flush_all(&self.out),
+            None => Unwritten::default(),
+        };
+        let left = running
+            .into_values()
+            .map(|job| {
+                // A job that ended, its output not passed on whole: its
+                // own fate.
+                let fate = match job.decided {
+                    Some((outcome, pending)) => {
+                        cut = cut.and(Unwritten::of(pending));
+                        match outcome {
+                            Outcome::Succeeded => JobFate::Succeeded,
+                            Outcome::Failed => JobFate::Disposed(Fate::Failed),
+                            Outcome::Expired => JobFate::Disposed(Fate::Expired),
+                            Outcome::Undelivered => JobFate::Disposed(Fate::Undelivered),
+                        }
+                    }
+                    None => JobFate::Disposed(Fate::Undelivered),
+                };
+                (job.record, fate)
+            })
+            .collect();
+        let mut inner = self.lock();
+        inner.unwritten = inner.unwritten.and(cut);
+        left
+    }
+
+    fn interrupt_output(&self) {
+        for &thread in &self.lock().passing {
+            crate::sys::interrupt(thread);
         }
-        running.into_values().map(|(record, _)| record).collect()
     }
 }
 

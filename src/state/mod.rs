@@ -40,7 +40,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::admission::Admission;
-use crate::bucket::Segment;
+use crate::bucket::{Fate, Segment};
 use crate::deadletter::{Backlog, DeadLetter};
 use crate::keyed::NoRoom;
 use crate::ledger::Ledger;
@@ -151,13 +151,18 @@ pub(crate) trait Jobs: Send + Sync + std::fmt::Debug {
     /// start, ns (the summary's `max_wait_ms`).
     fn longest_wait_ns(&self) -> u64;
     /// A second signal: TERM every job's process group now and KILL it
-    /// [`KILL_AFTER_LEAVE`] later, without waiting; each job's record is
-    /// undelivered as its attempt ends.
+    /// [`KILL_AFTER_LEAVE`] later, without waiting; a job killed so is
+    /// undelivered as its attempt ends, one that exited keeps its fate.
     fn terminate(&self);
     /// Leaving without the threads (they did not let go in time): TERM,
-    /// then KILL, every job's process group; returns their records, now
-    /// undelivered.
-    fn abandon(&self) -> Vec<Segment>;
+    /// then KILL, every job's process group; returns their records, each
+    /// with its fate: a job that ended (its output still being passed on)
+    /// by its status, the others undelivered.
+    fn abandon(&self) -> Vec<(Segment, JobFate)>;
+    /// Leaving: interrupt the writes of the threads passing a job's output
+    /// on (a stalled stdout or stderr), which then give up; called again
+    /// and again until the threads let go.
+    fn interrupt_output(&self);
     /// How many jobs may run at once (`-j`).
     fn slots(&self) -> usize;
     /// Let `n` jobs run at once from now on (`drip ctl … -j`): more start
@@ -167,6 +172,16 @@ pub(crate) trait Jobs: Send + Sync + std::fmt::Debug {
     /// The jobs running now: each one's number (in order of start) and
     /// its record, without the delimiter.
     fn running(&self) -> Vec<(u64, Vec<u8>)>;
+}
+
+/// What became of the record of a job drip left without waiting for
+/// ([`Jobs::abandon`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum JobFate {
+    /// Its job succeeded.
+    Succeeded,
+    /// Failed, expired or undelivered (then in the dead letter).
+    Disposed(Fate),
 }
 
 /// After a second signal, how long jobs have between TERM and KILL.

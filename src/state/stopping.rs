@@ -10,7 +10,7 @@ use std::thread;
 use std::time::Duration;
 
 use super::writing::whole_again;
-use super::{OverflowError, Shared, State, TOP_KEYS};
+use super::{JobFate, OverflowError, Shared, State, TOP_KEYS};
 use crate::bucket::Fate;
 use crate::output::{self, Stop};
 use crate::stats::KeyStats;
@@ -186,21 +186,26 @@ impl Shared {
         if let Some(jobs) = self.jobs.get() {
             jobs.terminate();
         }
-        self.stops.interrupt_threads();
+        self.interrupt_leaving();
     }
 
     /// The last resort after a second signal, when the threads have not
     /// let go in time: if the lock is free within a
     /// few milliseconds, move what is queued (and what the reader holds) to
     /// the dead letter and flush it, so leaving at once loses no record
-    /// without a trace.
-    pub(crate) fn evacuate_now(&self) {
+    /// without a trace. Whether the books could be closed (the lock was
+    /// had): only then is there a summary to tell.
+    pub(crate) fn evacuate_now(&self) -> bool {
         // No job is left running, whatever the lock.
         let running = self.jobs.get().map(|j| j.abandon()).unwrap_or_default();
+        let mut closed = false;
         for _ in 0..20 {
             if let Ok(mut st) = self.state.try_lock() {
-                for record in running {
-                    st.ledger.dispose(record, Fate::Undelivered);
+                for (record, fate) in running {
+                    match fate {
+                        JobFate::Succeeded => st.ledger.succeeded(record.len() as u64),
+                        JobFate::Disposed(fate) => st.ledger.dispose(record, fate),
+                    }
                 }
                 // The writer stops after the record under way (fewer
                 // records end up both written and dead-lettered).
@@ -208,6 +213,7 @@ impl Shared {
                 st.drain_in_flight(self.in_flight_written.load(Ordering::SeqCst));
                 st.drain_undelivered();
                 st.flush_dead();
+                closed = true;
                 break;
             }
             thread::sleep(Duration::from_millis(1));
@@ -217,6 +223,16 @@ impl Shared {
         let lost = self.dead_backlog.wait_finished(Duration::from_millis(500));
         if lost > 0 {
             eprintln!("drip: --dead-letter: {lost} records not written: the file took no more");
+        }
+        closed
+    }
+
+    /// Interrupt every thread a second signal must reach: the writer, the
+    /// reader, and the jobs' threads passing output on.
+    pub(crate) fn interrupt_leaving(&self) {
+        self.stops.interrupt_threads();
+        if let Some(jobs) = self.jobs.get() {
+            jobs.interrupt_output();
         }
     }
 }

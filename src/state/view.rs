@@ -54,7 +54,11 @@ impl Shared {
             max_depth: snap.max_depth,
             max_wait_ms: longest_wait_ns as f64 / 1e6,
             elapsed_ms,
-            rate: snap.departures.rate(),
+            // A job's start is a departure: measured over enough starts.
+            rate: match self.jobs.get() {
+                Some(_) => snap.departures.start_rate(),
+                None => snap.departures.rate(),
+            },
             span_ms: snap.departures.span_ns() as f64 / 1e6,
             queue: Queue {
                 depth: snap.depth,

@@ -154,37 +154,19 @@ pub fn cpu_seconds(child: &Child) -> f64 {
     ticks as f64 / per_second as f64
 }
 
-/// The median of `values` (the upper middle one of an even count).
-pub fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    sorted[sorted.len() / 2]
-}
-
-/// The interval between records seen at `times` (seconds, in order):
-/// the median of the mean interval over every pair of records at least
-/// half the run apart (Theil and Sen's slope). A record seen late, as a
-/// loaded machine makes some, moves few of the pairs and not the median;
-/// a rate 20 % off moves them all.
-pub fn interval_of(times: &[f64]) -> f64 {
-    let n = times.len();
-    assert!(n >= 4, "too few records to judge a pace: {times:?}");
-    let mut slopes = Vec::new();
-    for j in 0..n {
-        for k in j + n / 2..n {
-            slopes.push((times[k] - times[j]) / (k - j) as f64);
-        }
-    }
-    median(&slopes)
-}
-
-/// How far records seen at `times` (seconds, in order) ran ahead of a
-/// schedule of one record every `interval` seconds, in seconds (zero or
-/// less when none did). Seen late is all a loaded machine can do to a
-/// record, so each half of the run is placed by its least delayed record
-/// (its earliest `times[k] - k * interval`); the second half placed before
-/// the first means records left early.
-pub fn ahead_of_schedule(times: &[f64], interval: f64) -> f64 {
+/// How far records seen at `times` (seconds, in order) fell behind a
+/// schedule of one record every `interval` seconds over the run, in
+/// seconds: negative when they ran ahead of it. Seen late is all a loaded
+/// machine can do to a record, so each half of the run is placed by its
+/// least delayed record (its earliest `times[k] - k * interval`), and the
+/// drift is how much later the second half stands than the first. A late
+/// record, or a few, moves neither; a rate 20 % off moves the second half
+/// by a fifth of an interval per record.
+pub fn drift(times: &[f64], interval: f64) -> f64 {
+    assert!(
+        times.len() >= 4,
+        "too few records to judge a pace: {times:?}"
+    );
     let offsets: Vec<f64> = times
         .iter()
         .enumerate()
@@ -192,5 +174,5 @@ pub fn ahead_of_schedule(times: &[f64], interval: f64) -> f64 {
         .collect();
     let half = offsets.len() / 2;
     let earliest = |part: &[f64]| part.iter().copied().fold(f64::INFINITY, f64::min);
-    earliest(&offsets[..half]) - earliest(&offsets[half..])
+    earliest(&offsets[half..]) - earliest(&offsets[..half])
 }

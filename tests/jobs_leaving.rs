@@ -1,0 +1,246 @@
+//! Leaving with the books kept when the way out is stalled: the jobs'
+//! output going to a stdout nobody reads, a dead letter nobody reads.
+//! Real processes; the pipes are held open and never read.
+
+mod common;
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{command, json_lines, numbered, send_signal, wait_for};
+use serde_json::Value;
+
+fn last_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap();
+    let line = text
+        .lines()
+        .last()
+        .unwrap_or_else(|| panic!("{path:?} is empty"));
+    serde_json::from_str(line).unwrap()
+}
+
+/// read = written + succeeded + failed + dropped + expired + skipped +
+/// undelivered.
+fn assert_adds_up(s: &Value) {
+    let n = |k: &str| s[k].as_u64().unwrap_or_else(|| panic!("{k} in {s}"));
+    assert_eq!(
+        n("read"),
+        n("written")
+            + n("succeeded")
+            + n("failed")
+            + n("dropped_newest")
+            + n("dropped_oldest")
+            + n("expired")
+            + n("skipped")
+            + n("undelivered"),
+        "{s}"
+    );
+}
+
+/// Wait until `path` has `lines` lines.
+fn wait_for_lines(path: &Path, lines: usize) {
+    let start = Instant::now();
+    while std::fs::read_to_string(path).map_or(0, |t| t.lines().count()) < lines {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{path:?}: fewer than {lines} lines"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Each job writes this many bytes of output (drip ends it with a
+/// newline).
+const OUTPUT: usize = 3_000_000;
+
+#[test]
+fn jobs_that_ended_are_settled_when_stdout_stalls_at_a_second_signal() {
+    stalled_stdout_at_a_second_signal(&[]);
+}
+
+#[test]
+fn with_keep_order_too() {
+    // The outputs held in order go out as each record is done: the same
+    // stall, the same books.
+    stalled_stdout_at_a_second_signal(&["--keep-order"]);
+}
+
+/// 20 records, 4 jobs at once, each writing [`OUTPUT`] bytes to a stdout
+/// nobody reads; TERM once the first four ended, then TERM again. `extra`:
+/// more flags.
+fn stalled_stdout_at_a_second_signal(extra: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let (dead, log, stats) = (
+        dir.path().join("dead"),
+        dir.path().join("joblog"),
+        dir.path().join("stats.json"),
+    );
+    let input = dir.path().join("input");
+    std::fs::write(&input, numbered(1..=20)).unwrap();
+    let ended = dir.path().join("ended");
+    let script = format!(
+        r#"head -c {OUTPUT} /dev/zero; echo "$1" >> {}"#,
+        ended.display()
+    );
+    let path = |p: &Path| p.to_str().unwrap().to_string();
+    let args = [
+        "-r".to_string(),
+        "inf".into(),
+        "-j".into(),
+        "4".into(),
+        "-q".into(),
+        "--dead-letter".into(),
+        path(&dead),
+        "--joblog".into(),
+        path(&log),
+        "--stats-json".into(),
+        path(&stats),
+    ];
+    let tail = [
+        path(&input),
+        "--exec".into(),
+        "sh".into(),
+        "-c".into(),
+        script,
+        "sh".into(),
+        "{}".into(),
+    ];
+    let args: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .chain(extra.iter().copied())
+        .chain(tail.iter().map(String::as_str))
+        .collect();
+    let mut cmd = command(&args);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    // Held open, never read: the first output fills the pipe and stalls.
+    let mut stdout = child.stdout.take().unwrap();
+    wait_for_lines(&ended, 4);
+    std::thread::sleep(Duration::from_millis(300));
+    send_signal(&child, libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "a first signal waits for the jobs' output"
+    );
+    send_signal(&child, libc::SIGTERM);
+    let start = Instant::now();
+    assert_eq!(
+        wait_for(&mut child, Duration::from_secs(10)).code(),
+        Some(143)
+    );
+    // The threads let go: not the one-second wait for those that do not.
+    let took = start.elapsed();
+    assert!(took < Duration::from_millis(950), "{took:?}");
+    let mut through = Vec::new();
+    stdout.read_to_end(&mut through).unwrap();
+
+    let mut done: Vec<u64> = std::fs::read_to_string(&ended)
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    done.sort_unstable();
+    if extra.is_empty() {
+        // Each job held its slot while its output stalled.
+        assert_eq!(done, [1, 2, 3, 4], "the first four ran to their end");
+    }
+    // With --keep-order a job whose output waits its turn frees its slot:
+    // more may have run. Only the records whose jobs never ran to their
+    // end are undelivered.
+    let not_done: String = (1..=20u64)
+        .filter(|n| !done.contains(n))
+        .map(|n| format!("{n}\n"))
+        .collect();
+    assert_eq!(std::fs::read_to_string(&dead).unwrap(), not_done);
+    let mut logged: Vec<(u64, String)> = json_lines(&log)
+        .iter()
+        .map(|e| (e["number"].as_u64().unwrap(), e["outcome"].to_string()))
+        .collect();
+    logged.sort();
+    let succeeded = "\"succeeded\"".to_string();
+    assert_eq!(
+        logged,
+        done.iter()
+            .map(|&n| (n, succeeded.clone()))
+            .collect::<Vec<_>>()
+    );
+    let s = last_json(&stats);
+    assert_adds_up(&s);
+    let n = done.len() as u64;
+    assert_eq!(
+        (s["succeeded"].as_u64(), s["undelivered"].as_u64()),
+        (Some(n), Some(20 - n)),
+        "{s}"
+    );
+    // Every byte of output is written or counted as not written.
+    assert_eq!(s["outputs_cut"].as_u64(), Some(n), "{s}");
+    let unwritten = s["output_bytes_unwritten"].as_u64().unwrap();
+    assert_eq!(
+        unwritten + through.len() as u64,
+        n * (OUTPUT as u64 + 1),
+        "{s}"
+    );
+}
+
+#[test]
+fn leaving_without_the_threads_still_writes_the_stats_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("dead.fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    // A reader that never reads, so opening it does not block.
+    let _held = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&fifo)
+        .unwrap();
+    let stats = dir.path().join("stats.json");
+    let input = dir.path().join("input");
+    std::fs::write(&input, numbered(1..=100_000)).unwrap();
+    let mut cmd = command(&[
+        "-r",
+        "1/s",
+        "-c",
+        "200000",
+        "-q",
+        "--dead-letter",
+        fifo.to_str().unwrap(),
+        "--stats-json",
+        stats.to_str().unwrap(),
+        input.to_str().unwrap(),
+    ]);
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    // Every record read: the bucket holds them.
+    std::thread::sleep(Duration::from_millis(700));
+    send_signal(&child, libc::SIGTERM);
+    // The records go to the dead letter, which takes 64 KiB and stalls.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the dead letter stalls"
+    );
+    send_signal(&child, libc::SIGTERM);
+    assert_eq!(
+        wait_for(&mut child, Duration::from_secs(10)).code(),
+        Some(143)
+    );
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(stderr.contains("records not written"), "{stderr}");
+    let s = last_json(&stats);
+    assert_adds_up(&s);
+    assert_eq!(s["read"].as_u64(), Some(100_000), "{s}");
+}

@@ -1,0 +1,80 @@
+//! `--exec`'s summary names its figures: the limit on starts apart from the
+//! measured start rate, the wait to a job's start, and no rate measured
+//! over too few starts. Real processes.
+
+mod common;
+
+use std::path::Path;
+
+use common::{drip, numbered};
+use serde_json::Value;
+
+fn summary(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap();
+    serde_json::from_str(text.lines().last().unwrap()).unwrap()
+}
+
+/// The `--stats` lines as one line, without their `drip: ` prefixes (a
+/// line broken after a clause loses the clause's separator).
+fn one_line(stderr: &[u8]) -> String {
+    String::from_utf8_lossy(stderr)
+        .lines()
+        .map(|l| l.trim_start_matches("drip: "))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn the_exec_summary_names_the_limit_the_measured_rate_and_the_wait_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s.json");
+    // Three jobs started together: too few, too close, for a rate.
+    let out = drip(&[
+        "-r",
+        "inf",
+        "-j",
+        "3",
+        "--stats",
+        "--stats-json",
+        s.to_str().unwrap(),
+        "--exec",
+        "true",
+    ])
+    .write_stdin(numbered(1..=3))
+    .output()
+    .unwrap();
+    assert!(out.status.success());
+    let text = one_line(&out.stderr);
+    assert!(text.contains("max wait to start "), "{text}");
+    assert!(text.contains("starts unpaced"), "{text}");
+    assert!(!text.contains("rate"), "{text}");
+    assert!(summary(&s)["rate"].is_null(), "{}", summary(&s));
+
+    // Paced: the limit and the measured rate, each named.
+    let out = drip(&[
+        "-r",
+        "20/s",
+        "--stats",
+        "--stats-json",
+        s.to_str().unwrap(),
+        "--exec",
+        "true",
+    ])
+    .write_stdin(numbered(1..=6))
+    .output()
+    .unwrap();
+    assert!(out.status.success());
+    let text = one_line(&out.stderr);
+    assert!(text.contains("start limit 20.00/s"), "{text}");
+    let measured = text
+        .split("measured start rate ")
+        .nth(1)
+        .and_then(|t| t.split("/s").next())
+        .and_then(|r| r.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no measured start rate: {text}"));
+    assert!((15.0..=21.0).contains(&measured), "{text}");
+    // No bare rate beside the two named ones.
+    let bare = text.replace("measured start rate", "");
+    assert!(!bare.contains(" rate "), "{text}");
+    assert!(summary(&s)["rate"].as_f64().is_some(), "{}", summary(&s));
+}
