@@ -5,46 +5,15 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{command, json_lines as joblog, numbered, send_signal, temp_file, wait_for};
+use common::{command, json_lines as joblog, numbered, run, send_signal, temp_file, wait_for};
 use serde_json::Value;
-
-/// Run drip to the end; (status, stdout, stderr).
-fn run(args: &[&str], input: &str) -> (i32, String, String) {
-    let mut cmd = command(args);
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let input = input.to_string();
-    let feeder = std::thread::spawn(move || {
-        let _ = stdin.write_all(input.as_bytes());
-    });
-    let status = wait_for_output(child);
-    feeder.join().unwrap();
-    status
-}
-
-fn wait_for_output(mut child: std::process::Child) -> (i32, String, String) {
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        out.read_to_string(&mut s).unwrap();
-        s
-    });
-    let mut stderr = String::new();
-    err.read_to_string(&mut stderr).unwrap();
-    let status = wait_for(&mut child, Duration::from_secs(60));
-    (status.code().unwrap_or(-1), reader.join().unwrap(), stderr)
-}
 
 fn stats(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).unwrap();
@@ -579,7 +548,8 @@ fn the_headers_directory_is_private_and_removed_at_exit() {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = cmd.spawn().unwrap();
         child.stdin.take().unwrap().write_all(b"1\n2\n").unwrap();
-        let (code, stdout, _) = wait_for_output(child);
+        let (code, stdout, _) = common::output_of(child);
+        let stdout = String::from_utf8_lossy(&stdout).into_owned();
         assert_eq!((code, stdout.as_str()), (status, out), "{program}");
         assert_no_temporary_left(dir.path());
     }

@@ -10,11 +10,10 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use common::{command, json_lines as joblog, wait_for};
+use common::{json_lines as joblog, run};
 use serde_json::Value;
 
 /// What the server saw: (seconds since it started, path, status).
@@ -91,25 +90,6 @@ fn curl_present() {
     );
 }
 
-/// Run drip over `input` to the end; (status, stderr).
-fn run(args: &[&str], input: &str) -> (i32, String) {
-    let mut cmd = command(args);
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
-    let status = wait_for(&mut child, Duration::from_secs(120));
-    (status.code().unwrap_or(-1), err)
-}
-
 /// Every path of `prefix` 1..=n got a 200, once.
 fn assert_all_through(seen: &[(f64, String, u16)], prefix: &str, n: usize) {
     let mut ok: Vec<usize> = seen
@@ -148,7 +128,7 @@ fn one_keys_overload(retry_after: bool) {
             ]
         })
         .collect();
-    let (status, err) = run(
+    let (status, _, err) = run(
         &[
             "-q",
             "--key",
@@ -227,7 +207,7 @@ fn start_order(log: &Path) -> Vec<(String, u64)> {
 fn retry_goes_first(script: &str, backoff: &str) {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("joblog");
-    let (status, err) = run(
+    let (status, _, err) = run(
         &[
             "-q",
             "-r",
@@ -295,7 +275,7 @@ fn against_a_quota_without_retry_after(burst: f64) -> (usize, f64) {
     let input: String = (1..=60)
         .map(|i| format!("http://127.0.0.1:{port}/q/{i}\n"))
         .collect();
-    let (status, err) = run(
+    let (status, _, err) = run(
         &[
             "-q",
             "-r",

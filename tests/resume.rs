@@ -14,7 +14,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{command, curl_present, send_signal, temp_file, wait_for};
+use common::{command, curl_present, run, send_signal, temp_file, wait_for};
 use serde_json::Value;
 
 /// Requests seen, by path.
@@ -212,20 +212,6 @@ fn killed_and_resumed_batches_do_every_record_exactly_once() {
         interrupted >= 10,
         "only {interrupted} runs were killed part way"
     );
-}
-
-/// Run drip to the end; (status, stdout, stderr).
-fn run(args: &[&str], input: &str) -> (i32, String, String) {
-    let file = temp_file(input.as_bytes());
-    let out = command(args)
-        .stdin(Stdio::from(file.reopen().unwrap()))
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[test]
