@@ -5,14 +5,15 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
+use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{command, json_lines as joblog, numbered, run, send_signal, temp_file, wait_for};
+use common::{
+    command, json_lines as joblog, numbered, run, send_signal, temp_file, wait_for, Answer,
+};
 use serde_json::Value;
 
 fn stats(path: &Path) -> Value {
@@ -704,50 +705,34 @@ type Seen = Arc<Mutex<Vec<(f64, String, u16)>>>;
 /// `per_second` (burst 4); over it, 429 with `Retry-After: 1` (or none);
 /// every 13th request that passes gets 503 instead.
 fn quota_server(per_second: f64, retry_after: bool) -> (u16, Seen, Instant) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
     let seen: Seen = Arc::default();
     let start = Instant::now();
     let log = Arc::clone(&seen);
-    std::thread::spawn(move || {
-        let (mut tokens, mut last, mut passed) = (4.0f64, 0.0f64, 0u32);
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut request = String::new();
-            reader.read_line(&mut request).unwrap_or(0);
-            let path = request.split(' ').nth(1).unwrap_or("").to_string();
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
+    // (tokens, when last filled, requests let through).
+    let bucket = Mutex::new((4.0f64, 0.0f64, 0u32));
+    let port = common::http_server(move |_, path| {
+        let mut bucket = bucket.lock().unwrap();
+        let (tokens, last, passed) = &mut *bucket;
+        let now = start.elapsed().as_secs_f64();
+        *tokens = (*tokens + (now - *last) * per_second).min(4.0);
+        *last = now;
+        let status = if *tokens < 1.0 {
+            429
+        } else {
+            *tokens -= 1.0;
+            *passed += 1;
+            if *passed % 13 == 0 {
+                503
+            } else {
+                200
             }
-            let now = start.elapsed().as_secs_f64();
-            tokens = (tokens + (now - last) * per_second).min(4.0);
-            last = now;
-            let status = if tokens < 1.0 {
-                429
-            } else {
-                tokens -= 1.0;
-                passed += 1;
-                if passed % 13 == 0 {
-                    503
-                } else {
-                    200
-                }
-            };
-            log.lock().unwrap().push((now, path, status));
-            let extra = if status != 200 && retry_after {
-                "Retry-After: 1\r\n"
-            } else {
-                ""
-            };
-            let _ = write!(
-                stream,
-                "HTTP/1.1 {status} X\r\n{extra}Content-Length: 0\r\nConnection: close\r\n\r\n"
-            );
+        };
+        log.lock().unwrap().push((now, path.to_string(), status));
+        let mut answer = Answer::status(status);
+        if status != 200 && retry_after {
+            answer.headers = "Retry-After: 1\r\n".into();
         }
+        answer
     });
     (port, seen, start)
 }

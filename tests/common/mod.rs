@@ -222,3 +222,66 @@ pub fn output_of(mut child: Child) -> (i32, Vec<u8>, String) {
     let status = wait_for(&mut child, Duration::from_secs(120));
     (status.code().unwrap_or(-1), reader.join().unwrap(), stderr)
 }
+
+/// What a test server says to one request: the status, header lines to
+/// add (each ending in CRLF), and the body.
+pub struct Answer {
+    pub status: u16,
+    pub headers: String,
+    pub body: &'static str,
+}
+
+impl Answer {
+    /// `status` with no other header and no body.
+    pub fn status(status: u16) -> Answer {
+        Answer {
+            status,
+            headers: String::new(),
+            body: "",
+        }
+    }
+}
+
+/// An HTTP/1.1 server on 127.0.0.1 (loopback only) answering each request
+/// with `answer(n, path)`, `n` the connection's number from 0: one
+/// request per connection (`Connection: close`), each on a thread of its
+/// own (state shared between requests goes behind a lock). Returns its
+/// port. It runs until the test process ends.
+pub fn http_server<F>(answer: F) -> u16
+where
+    F: Fn(usize, &str) -> Answer + Send + Sync + 'static,
+{
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let answer = std::sync::Arc::new(answer);
+    std::thread::spawn(move || {
+        for (n, stream) in listener.incoming().enumerate() {
+            let Ok(mut stream) = stream else { continue };
+            let answer = std::sync::Arc::clone(&answer);
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut request = String::new();
+                reader.read_line(&mut request).unwrap_or(0);
+                let path = request.split(' ').nth(1).unwrap_or("").to_string();
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                }
+                let Answer {
+                    status,
+                    headers,
+                    body,
+                } = answer(n, &path);
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status} X\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            });
+        }
+    });
+    port
+}
