@@ -97,7 +97,7 @@ impl Keyed {
                     .is_some_and(|t| t > deadline)
                 {
                     let Some(old) = self.pop_head(s) else { break };
-                    self.slots[s as usize].dropped += 1;
+                    self.dropped[s as usize] += 1;
                     ledger.refuse(old, Fate::DroppedOldest);
                 }
                 Held::Admit
@@ -105,7 +105,7 @@ impl Keyed {
             _ => {
                 let refused = seg.split_known(size, 1);
                 ledger.read(1);
-                self.slots[s as usize].dropped += 1;
+                self.dropped[s as usize] += 1;
                 ledger.refuse(refused, Fate::DroppedNewest);
                 Held::Refused
             }
@@ -125,7 +125,7 @@ impl Keyed {
         global: &dyn Schedule,
     ) -> Option<u64> {
         let global = global.earliest(now, record, n)?;
-        self.pacer.restore(self.slots[s as usize].position);
+        self.pacer.restore(self.positions[s as usize]);
         Some(self.pacer.nth_due(now, n).max(global))
     }
 

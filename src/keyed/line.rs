@@ -87,14 +87,16 @@ impl Keyed {
             return self.take_shared_slot(s, now);
         }
         let slot = &mut self.slots[s as usize];
+        let position = &mut self.positions[s as usize];
         if now >= slot.rests_at {
-            // A rested schedule restarts from now: no arithmetic needed.
-            slot.position = Pacer::first_departure(now);
+            // A rested schedule restarts from now: no arithmetic needed,
+            // and its position is written, not read.
+            *position = Pacer::first_departure(now);
             slot.due = now.saturating_add(self.due_after_first);
             slot.rests_at = now.saturating_add(self.rest_after_first);
         } else {
-            let taken = self.pacer.take_one(slot.position, now);
-            (slot.position, slot.due, slot.rests_at) = (taken.position, taken.due, taken.rests_at);
+            let taken = self.pacer.take_one(*position, now);
+            (*position, slot.due, slot.rests_at) = (taken.position, taken.due, taken.rests_at);
         }
         slot.sent += 1;
     }

@@ -1,6 +1,6 @@
-//! The batched look-ups: a read's records are split and their keys found
-//! and looked up [`AHEAD`] at a time, before any of them is decided, so
-//! the look-ups' cache misses overlap.
+//! The look-ups ahead: a read's records are split and their keys found
+//! and hashed ahead of their turn, and what looking each up will read is
+//! fetched before it is decided, so the look-ups' cache misses overlap.
 //!
 //! Pure: no threads, no clock, no I/O.
 
@@ -35,54 +35,98 @@ pub fn record_key<'a>(
     spec.key(body_of(record, delimiter))
 }
 
-/// Records looked up at once ([`Keyed::look_ahead`]).
-pub(super) const AHEAD: usize = 16;
+/// How many records ahead of the one being decided a record is split and
+/// hashed, and the index line its hash starts at fetched (a power of two).
+const SPLIT_AHEAD: usize = 32;
+/// How many records ahead of the one being decided the slot its hash
+/// points to is fetched: late enough that the index line has come, early
+/// enough that the slot has come by its turn.
+const FETCH_AHEAD: usize = 16;
 
-/// A record split and looked up ahead of its turn.
+/// A record split and hashed ahead of its turn.
 #[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Ahead {
+pub(super) struct Looked {
     /// One past its last byte (delimiter included), in the read.
     pub(super) end: usize,
     /// Where its key is in the read; `None`: it has no key.
     pub(super) key: Option<(usize, usize)>,
     /// The key's hash.
     pub(super) hash: u64,
-    /// The key's slot, if remembered when looked up.
-    pub(super) found: Option<u32>,
+}
+
+/// The records of one read ahead of the one being decided, counted from
+/// the read's first: those before `decided` were handed out, those before
+/// `fetched` had their slot fetched, those before `split` are in `ring`
+/// (record `i` at `i % SPLIT_AHEAD`); the next to split starts at `scan`.
+#[derive(Debug)]
+pub(super) struct Ahead {
+    ring: [Looked; SPLIT_AHEAD],
+    split: usize,
+    fetched: usize,
+    decided: usize,
+    scan: usize,
+}
+
+impl Ahead {
+    pub(super) fn new() -> Ahead {
+        Ahead {
+            ring: [Looked::default(); SPLIT_AHEAD],
+            split: 0,
+            fetched: 0,
+            decided: 0,
+            scan: 0,
+        }
+    }
 }
 
 impl Keyed {
-    /// Split up to [`AHEAD`] records of `data` from `start`, find their
-    /// keys and look each up among the remembered ones, before any of them
-    /// is decided: the look-ups are independent, so their cache misses on
-    /// the table and the slots overlap instead of following one another.
-    /// Returns how many records `ahead` now holds (≥ 1).
-    pub(super) fn look_ahead(
-        &self,
-        data: &[u8],
-        mut start: usize,
-        ahead: &mut [Ahead; AHEAD],
-    ) -> usize {
-        let mut n = 0;
-        while n < AHEAD && start < data.len() {
+    /// The next record of `data` to decide (its key found and hashed),
+    /// `None` after the last. Looks ahead as it goes: records are split
+    /// and hashed [`SPLIT_AHEAD`] ahead, fetching the index line each
+    /// hash starts at, and the slot each hash points to first is fetched
+    /// [`FETCH_AHEAD`] ahead. The look-up itself ([`Keyed::slot_of`]) is
+    /// made when the record is decided, by then from the caches: in a
+    /// random order of keys every look-up misses them, and so the misses
+    /// overlap with the work on the records before instead of each
+    /// stalling its own.
+    #[inline]
+    pub(super) fn next_looked(&self, data: &[u8], ahead: &mut Ahead) -> Option<Looked> {
+        while ahead.split < ahead.decided + SPLIT_AHEAD && ahead.scan < data.len() {
+            let start = ahead.scan;
             let end = memchr::memchr(self.delimiter, &data[start..])
                 .map_or(data.len(), |i| start + i + 1);
-            let record = &data[start..end];
-            let key = self.spec.key(body_of(record, self.delimiter));
+            let key = self.spec.key(body_of(&data[start..end], self.delimiter));
             let hash = key.map_or(0, |k| self.hasher.hash_one(k));
-            ahead[n] = Ahead {
+            if key.is_some() {
+                self.index.prefetch(hash);
+            }
+            ahead.ring[ahead.split % SPLIT_AHEAD] = Looked {
                 end,
                 key: key.map(|k| {
                     let from = k.as_ptr() as usize - data.as_ptr() as usize;
                     (from, from + k.len())
                 }),
                 hash,
-                found: key.and_then(|k| self.find(k, hash)),
             };
-            start = end;
-            n += 1;
+            ahead.scan = end;
+            ahead.split += 1;
         }
-        n
+        while ahead.fetched < (ahead.decided + FETCH_AHEAD).min(ahead.split) {
+            let record = ahead.ring[ahead.fetched % SPLIT_AHEAD];
+            if record.key.is_some() {
+                if let Some(s) = self.index.first(record.hash) {
+                    crate::sys::prefetch(&self.slots[s as usize]);
+                    crate::sys::prefetch(&self.positions[s as usize]);
+                }
+            }
+            ahead.fetched += 1;
+        }
+        if ahead.decided == ahead.split {
+            return None;
+        }
+        let record = ahead.ring[ahead.decided % SPLIT_AHEAD];
+        ahead.decided += 1;
+        Some(record)
     }
 }
 

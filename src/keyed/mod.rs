@@ -1,7 +1,7 @@
 //! Limits per key with fair queueing (`--key`, `--key-rate`).
 //!
 //! Each key (see [`crate::key`]) has its own GCRA schedule (one [`Pacer`]'s
-//! parameters, a 32-byte [`Position`](crate::pacer::Position) per key) and
+//! parameters, a 32-byte [`Position`] per key) and
 //! its own FIFO of waiting records; the global [`Schedule`] (`--rate`,
 //! `--byte-rate`) still caps all records together. Records are decided one
 //! at a time, each at its arrival `t`:
@@ -44,12 +44,13 @@
 //! time the global limit lets that turn go ([`Schedule::nth_due`]), so no
 //! slot waits on the global limit until it is too late to use
 //! (`Keyed::release_shared`). Without it the per-key [`Pacer`] over each
-//! slot's [`Position`](crate::pacer::Position) decides, with no call
+//! slot's [`Position`] decides, with no call
 //! through the trait.
 //!
 //! The rooms: `table` (the remembered keys, and which idle one a new key
-//! replaces), `lookup` (a read's records split and looked up ahead of
-//! their turn), `queues` (each key's waiting records, and the overflow
+//! replaces), `index` (their slots by hash), `lookup` (a read's records
+//! split and hashed, and what their look-ups read fetched, ahead of their
+//! turn), `queues` (each key's waiting records, and the overflow
 //! policies), `line` (the round-robin line and the keys' timers) and
 //! `shared` (the seam to shared key schedules). This file holds the state
 //! they share and the decision of each arriving record.
@@ -61,17 +62,16 @@ use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 
 use foldhash::fast::RandomState;
 
-use hashbrown::HashTable;
-
 use crate::bucket::{Offered, Overflow, Segment};
 use crate::key::KeySpec;
 use crate::ledger::Ledger;
-use crate::pacer::{slack_for, Pacer};
+use crate::pacer::{slack_for, Pacer, Position};
 use crate::rate::Rate;
 use crate::schedule::Schedule;
 use crate::stats::{KeyName, KeyStats};
 
 mod deadline;
+mod index;
 mod line;
 mod lookup;
 mod queues;
@@ -81,8 +81,9 @@ mod table;
 pub use lookup::record_key;
 pub use shared::{KeySchedule, LeaseHead, Want};
 
+use index::KeyIndex;
 use line::Lane;
-use lookup::{Ahead, AHEAD};
+use lookup::Ahead;
 use queues::Node;
 use table::{KeyBytes, Slot};
 
@@ -120,9 +121,15 @@ pub struct Keyed {
     key_capacity: usize,
     capacity: usize,
     capacity_bytes: usize,
+    /// The remembered keys, by slot number (the no-key lane first).
     slots: Vec<Slot>,
+    /// Each slot's schedule, apart from the slot's one cache line.
+    positions: Vec<Position>,
+    /// Each slot's records dropped.
+    dropped: Vec<u64>,
     free_slots: Vec<u32>,
-    table: HashTable<u32>,
+    /// The remembered keys' slots by hash.
+    index: KeyIndex,
     hasher: RandomState,
     nodes: Vec<Node>,
     free_nodes: Vec<u32>,
@@ -152,9 +159,6 @@ pub struct Keyed {
     blocked_on_keys: bool,
     /// A record without a key has come.
     no_key_seen: bool,
-    /// Keys forgotten so far: a slot found before a forgetting may since
-    /// belong to another key.
-    forgets: u64,
     /// Why the latest record handed back under `fail` found no room.
     no_room: NoRoom,
     /// Records of new keys dropped because no key was idle.
@@ -223,8 +227,10 @@ impl Keyed {
             capacity,
             capacity_bytes: capacity_bytes.unwrap_or(usize::MAX),
             slots: vec![no_key],
+            positions: vec![Position::default()],
+            dropped: vec![0],
             free_slots: Vec::new(),
-            table: HashTable::new(),
+            index: KeyIndex::new(),
             hasher: RandomState::default(),
             nodes: Vec::new(),
             free_nodes: Vec::new(),
@@ -243,7 +249,6 @@ impl Keyed {
             longest_wait_ns: 0,
             blocked_on_keys: false,
             no_key_seen: false,
-            forgets: 0,
             no_room: NoRoom::Bucket,
             dropped_unremembered: 0,
             shared: None,
@@ -283,16 +288,16 @@ impl Keyed {
     pub fn replace_limit(&mut self, now: u64, rate: Rate, burst: u64) {
         assert!(rate != Rate::Unlimited);
         let mut pacer = Pacer::new(rate, burst, slack_for(rate));
-        for slot in &mut self.slots {
+        for (slot, position) in self.slots.iter_mut().zip(&mut self.positions) {
             if slot.rests_at <= now {
                 continue;
             }
-            self.pacer.restore(slot.position);
+            self.pacer.restore(*position);
             let last = self.pacer.last_slot().unwrap_or(now).min(now);
             pacer.spent_at(last);
-            slot.position = pacer.position_now();
+            *position = pacer.position_now();
             slot.due = pacer.next_due();
-            slot.rests_at = pacer.rests_at(slot.position);
+            slot.rests_at = pacer.rests_at(*position);
         }
         self.rest_after_first = pacer.rests_at(Pacer::first_departure(0));
         pacer.restore(Pacer::first_departure(0));
@@ -330,7 +335,7 @@ impl Keyed {
 
     /// Keys remembered now (the no-key lane not counted).
     pub fn keys(&self) -> usize {
-        self.table.len()
+        self.index.len()
     }
 
     /// Keys with records waiting.
@@ -374,26 +379,16 @@ impl Keyed {
         let global_open = global.is_unlimited();
         let weighs_bytes = global.weighs_bytes();
         let (mut run_bytes, mut run_len, mut sent) = (0, 0, 0);
-        let mut ahead = [Ahead::default(); AHEAD];
-        let (mut start, mut next, mut looked) = (0, 0, 0);
-        let mut forgets = self.forgets;
-        while start < data.len() {
-            if next == looked {
-                (next, looked) = (0, self.look_ahead(data, start, &mut ahead));
-                forgets = self.forgets;
-            }
-            let record = ahead[next];
-            next += 1;
+        let mut ahead = Ahead::new();
+        let mut start = 0;
+        while let Some(record) = self.next_looked(data, &mut ahead) {
             let size = record.end - start;
             let bytes = &data[start..record.end];
             let key = record.key.map(|(from, to)| &data[from..to]);
             start = record.end;
-            // A key forgotten since the look-up may have left its slot to
-            // another: look again.
-            let slot = match record.found {
-                Some(s) if self.forgets == forgets => Some(s),
-                _ => self.slot_of(key, record.hash, now),
-            };
+            // Looked up now, not ahead: a key forgotten meanwhile may have
+            // left its slot to another.
+            let slot = self.slot_of(key, record.hash, now);
             if let Some(s) = slot {
                 if may_leave && self.leave_now(now, s, bytes, global, global_open) {
                     run_bytes += size;
@@ -434,12 +429,9 @@ impl Keyed {
     /// first). Only remembered keys are named: a forgotten key's counts
     /// went with it.
     pub fn stats(&self, top: usize) -> KeyStats {
-        let named = |pick: &dyn Fn(&Slot) -> u64| -> Vec<(KeyName, u64)> {
-            let mut all: Vec<(u64, usize)> = self
-                .slots
-                .iter()
-                .enumerate()
-                .map(|(i, slot)| (pick(slot), i))
+        let named = |pick: &dyn Fn(usize) -> u64| -> Vec<(KeyName, u64)> {
+            let mut all: Vec<(u64, usize)> = (0..self.slots.len())
+                .map(|i| (pick(i), i))
                 .filter(|&(n, _)| n > 0)
                 .collect();
             all.sort_unstable_by_key(|&(n, i)| (Reverse(n), i));
@@ -451,9 +443,9 @@ impl Keyed {
             keys: self.keys() as u64,
             busy_keys: self.busy as u64,
             dropped_unremembered: self.dropped_unremembered,
-            top_written: named(&|s| s.sent),
-            top_dropped: named(&|s| s.dropped),
-            top_waiting: named(&|s| u64::from(s.len)),
+            top_written: named(&|i| self.slots[i].sent),
+            top_dropped: named(&|i| self.dropped[i]),
+            top_waiting: named(&|i| u64::from(self.slots[i].len)),
         }
     }
 

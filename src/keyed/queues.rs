@@ -67,7 +67,7 @@ impl Keyed {
         };
         if key_full || full {
             if policy == Overflow::DropNewest {
-                self.slots[s as usize].dropped += 1;
+                self.dropped[s as usize] += 1;
                 ledger.dispose(record, Fate::DroppedNewest);
                 return None;
             }
@@ -91,7 +91,7 @@ impl Keyed {
     /// Drop the oldest waiting record of key `s` as `fate`.
     pub(super) fn evict(&mut self, s: u32, fate: Fate, ledger: &mut Ledger) {
         if let Some(seg) = self.pop_head(s) {
-            self.slots[s as usize].dropped += 1;
+            self.dropped[s as usize] += 1;
             ledger.dispose(seg, fate);
         }
     }
