@@ -5,46 +5,16 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
+use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{command, json_lines as joblog, numbered, send_signal, temp_file, wait_for};
+use common::{
+    command, json_lines as joblog, numbered, run, send_signal, temp_file, wait_for, Answer,
+};
 use serde_json::Value;
-
-/// Run drip to the end; (status, stdout, stderr).
-fn run(args: &[&str], input: &str) -> (i32, String, String) {
-    let mut cmd = command(args);
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let input = input.to_string();
-    let feeder = std::thread::spawn(move || {
-        let _ = stdin.write_all(input.as_bytes());
-    });
-    let status = wait_for_output(child);
-    feeder.join().unwrap();
-    status
-}
-
-fn wait_for_output(mut child: std::process::Child) -> (i32, String, String) {
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        out.read_to_string(&mut s).unwrap();
-        s
-    });
-    let mut stderr = String::new();
-    err.read_to_string(&mut stderr).unwrap();
-    let status = wait_for(&mut child, Duration::from_secs(60));
-    (status.code().unwrap_or(-1), reader.join().unwrap(), stderr)
-}
 
 fn stats(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).unwrap();
@@ -579,7 +549,8 @@ fn the_headers_directory_is_private_and_removed_at_exit() {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = cmd.spawn().unwrap();
         child.stdin.take().unwrap().write_all(b"1\n2\n").unwrap();
-        let (code, stdout, _) = wait_for_output(child);
+        let (code, stdout, _) = common::output_of(child);
+        let stdout = String::from_utf8_lossy(&stdout).into_owned();
         assert_eq!((code, stdout.as_str()), (status, out), "{program}");
         assert_no_temporary_left(dir.path());
     }
@@ -734,50 +705,34 @@ type Seen = Arc<Mutex<Vec<(f64, String, u16)>>>;
 /// `per_second` (burst 4); over it, 429 with `Retry-After: 1` (or none);
 /// every 13th request that passes gets 503 instead.
 fn quota_server(per_second: f64, retry_after: bool) -> (u16, Seen, Instant) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
     let seen: Seen = Arc::default();
     let start = Instant::now();
     let log = Arc::clone(&seen);
-    std::thread::spawn(move || {
-        let (mut tokens, mut last, mut passed) = (4.0f64, 0.0f64, 0u32);
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut request = String::new();
-            reader.read_line(&mut request).unwrap_or(0);
-            let path = request.split(' ').nth(1).unwrap_or("").to_string();
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
+    // (tokens, when last filled, requests let through).
+    let bucket = Mutex::new((4.0f64, 0.0f64, 0u32));
+    let port = common::http_server(move |_, path| {
+        let mut bucket = bucket.lock().unwrap();
+        let (tokens, last, passed) = &mut *bucket;
+        let now = start.elapsed().as_secs_f64();
+        *tokens = (*tokens + (now - *last) * per_second).min(4.0);
+        *last = now;
+        let status = if *tokens < 1.0 {
+            429
+        } else {
+            *tokens -= 1.0;
+            *passed += 1;
+            if *passed % 13 == 0 {
+                503
+            } else {
+                200
             }
-            let now = start.elapsed().as_secs_f64();
-            tokens = (tokens + (now - last) * per_second).min(4.0);
-            last = now;
-            let status = if tokens < 1.0 {
-                429
-            } else {
-                tokens -= 1.0;
-                passed += 1;
-                if passed % 13 == 0 {
-                    503
-                } else {
-                    200
-                }
-            };
-            log.lock().unwrap().push((now, path, status));
-            let extra = if status != 200 && retry_after {
-                "Retry-After: 1\r\n"
-            } else {
-                ""
-            };
-            let _ = write!(
-                stream,
-                "HTTP/1.1 {status} X\r\n{extra}Content-Length: 0\r\nConnection: close\r\n\r\n"
-            );
+        };
+        log.lock().unwrap().push((now, path.to_string(), status));
+        let mut answer = Answer::status(status);
+        if status != 200 && retry_after {
+            answer.headers = "Retry-After: 1\r\n".into();
         }
+        answer
     });
     (port, seen, start)
 }
