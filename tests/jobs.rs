@@ -274,11 +274,13 @@ fn jobs_bound_concurrency_and_the_rate_paces_starts() {
         .map(|e| e["start_us"].as_u64().unwrap() as f64 / 1e6)
         .collect();
     starts.sort_by(f64::total_cmp);
+    // Ten intervals of 50 ms; the first start may be late on a loaded
+    // machine (and the next then on time, closer to it), so the pace is
+    // judged as common::drift does: a rate 20 % fast (417 ms) fails.
     let span = starts[10] - starts[0];
-    assert!(span >= 0.49, "11 starts at 20/s in {span} s");
-    for w in starts.windows(2) {
-        assert!(w[1] - w[0] >= 0.040, "starts {:.3} s apart", w[1] - w[0]);
-    }
+    assert!(span >= 0.45, "11 starts at 20/s in {span} s: {starts:?}");
+    let drift = common::drift(&starts, 0.05);
+    assert!(drift >= -0.005, "starts {drift} s ahead: {starts:?}");
 }
 
 #[test]
