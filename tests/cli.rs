@@ -207,9 +207,12 @@ fn several_limits_hold_together() {
         lines[4].0 - lines[0].0 < 0.3,
         "the burst was spread: {lines:?}"
     );
+    // Ten intervals of 100 ms after the burst; the burst may be seen late
+    // on a loaded machine (90 ms allowed), but a 10/s limit not held, or
+    // one 20 % fast (830 ms), is caught.
     let span = lines[14].0 - lines[0].0;
     assert!(
-        span >= 0.99,
+        span >= 0.9,
         "15 records in {span:.3} s: the 10/s limit was not held"
     );
 }

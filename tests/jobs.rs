@@ -5,46 +5,16 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
+use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{command, json_lines as joblog, numbered, send_signal, temp_file, wait_for};
+use common::{
+    command, json_lines as joblog, numbered, run, send_signal, temp_file, wait_for, Answer,
+};
 use serde_json::Value;
-
-/// Run drip to the end; (status, stdout, stderr).
-fn run(args: &[&str], input: &str) -> (i32, String, String) {
-    let mut cmd = command(args);
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let input = input.to_string();
-    let feeder = std::thread::spawn(move || {
-        let _ = stdin.write_all(input.as_bytes());
-    });
-    let status = wait_for_output(child);
-    feeder.join().unwrap();
-    status
-}
-
-fn wait_for_output(mut child: std::process::Child) -> (i32, String, String) {
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        out.read_to_string(&mut s).unwrap();
-        s
-    });
-    let mut stderr = String::new();
-    err.read_to_string(&mut stderr).unwrap();
-    let status = wait_for(&mut child, Duration::from_secs(60));
-    (status.code().unwrap_or(-1), reader.join().unwrap(), stderr)
-}
 
 fn stats(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).unwrap();
@@ -304,11 +274,13 @@ fn jobs_bound_concurrency_and_the_rate_paces_starts() {
         .map(|e| e["start_us"].as_u64().unwrap() as f64 / 1e6)
         .collect();
     starts.sort_by(f64::total_cmp);
+    // Ten intervals of 50 ms; the first start may be late on a loaded
+    // machine (and the next then on time, closer to it), so the pace is
+    // judged as common::drift does: a rate 20 % fast (417 ms) fails.
     let span = starts[10] - starts[0];
-    assert!(span >= 0.49, "11 starts at 20/s in {span} s");
-    for w in starts.windows(2) {
-        assert!(w[1] - w[0] >= 0.040, "starts {:.3} s apart", w[1] - w[0]);
-    }
+    assert!(span >= 0.45, "11 starts at 20/s in {span} s: {starts:?}");
+    let drift = common::drift(&starts, 0.05);
+    assert!(drift >= -0.005, "starts {drift} s ahead: {starts:?}");
 }
 
 #[test]
@@ -579,7 +551,8 @@ fn the_headers_directory_is_private_and_removed_at_exit() {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = cmd.spawn().unwrap();
         child.stdin.take().unwrap().write_all(b"1\n2\n").unwrap();
-        let (code, stdout, _) = wait_for_output(child);
+        let (code, stdout, _) = common::output_of(child);
+        let stdout = String::from_utf8_lossy(&stdout).into_owned();
         assert_eq!((code, stdout.as_str()), (status, out), "{program}");
         assert_no_temporary_left(dir.path());
     }
@@ -734,50 +707,34 @@ type Seen = Arc<Mutex<Vec<(f64, String, u16)>>>;
 /// `per_second` (burst 4); over it, 429 with `Retry-After: 1` (or none);
 /// every 13th request that passes gets 503 instead.
 fn quota_server(per_second: f64, retry_after: bool) -> (u16, Seen, Instant) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
     let seen: Seen = Arc::default();
     let start = Instant::now();
     let log = Arc::clone(&seen);
-    std::thread::spawn(move || {
-        let (mut tokens, mut last, mut passed) = (4.0f64, 0.0f64, 0u32);
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut request = String::new();
-            reader.read_line(&mut request).unwrap_or(0);
-            let path = request.split(' ').nth(1).unwrap_or("").to_string();
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
+    // (tokens, when last filled, requests let through).
+    let bucket = Mutex::new((4.0f64, 0.0f64, 0u32));
+    let port = common::http_server(move |_, path| {
+        let mut bucket = bucket.lock().unwrap();
+        let (tokens, last, passed) = &mut *bucket;
+        let now = start.elapsed().as_secs_f64();
+        *tokens = (*tokens + (now - *last) * per_second).min(4.0);
+        *last = now;
+        let status = if *tokens < 1.0 {
+            429
+        } else {
+            *tokens -= 1.0;
+            *passed += 1;
+            if *passed % 13 == 0 {
+                503
+            } else {
+                200
             }
-            let now = start.elapsed().as_secs_f64();
-            tokens = (tokens + (now - last) * per_second).min(4.0);
-            last = now;
-            let status = if tokens < 1.0 {
-                429
-            } else {
-                tokens -= 1.0;
-                passed += 1;
-                if passed % 13 == 0 {
-                    503
-                } else {
-                    200
-                }
-            };
-            log.lock().unwrap().push((now, path, status));
-            let extra = if status != 200 && retry_after {
-                "Retry-After: 1\r\n"
-            } else {
-                ""
-            };
-            let _ = write!(
-                stream,
-                "HTTP/1.1 {status} X\r\n{extra}Content-Length: 0\r\nConnection: close\r\n\r\n"
-            );
+        };
+        log.lock().unwrap().push((now, path.to_string(), status));
+        let mut answer = Answer::status(status);
+        if status != 200 && retry_after {
+            answer.headers = "Retry-After: 1\r\n".into();
         }
+        answer
     });
     (port, seen, start)
 }
@@ -1162,6 +1119,39 @@ fn a_signal_ends_what_the_jobs_left_behind() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = leaving_children(dir.path(), "0.3");
     let groups = started_groups(dir.path());
+    send_signal(&child, libc::SIGTERM);
+    assert_eq!(
+        wait_for(&mut child, Duration::from_secs(10)).code(),
+        Some(143)
+    );
+    assert_groups_end(&groups);
+}
+
+/// The first job ends at once, leaving a child that ignores TERM; the
+/// second's whole group ends at TERM. At the second signal drip leaves as
+/// soon as the second job is gone, and the first job's child must not
+/// outlive it: the KILL meant for it is not left to a timer that drip's
+/// exit can beat.
+#[test]
+fn a_second_signal_kills_what_an_ended_job_left_before_drip_leaves() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!(
+        r#"echo $$ >> {pids}; [ "$1" = 1 ] && {{ (trap '' TERM; exec sleep 7.321) & exit 0; }}; exec sleep 30"#,
+        pids = dir.path().join("pids").display()
+    );
+    let mut cmd = command(&[
+        "-r", "inf", "-j", "2", "-q", "--exec", "sh", "-c", &script, "sh",
+    ]);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let _ = child.stdin.as_mut().unwrap().write_all(b"1\n2\n");
+    let groups = started_groups(dir.path());
+    // The first job has ended (its child lingers) before the signals.
+    std::thread::sleep(Duration::from_millis(300));
+    send_signal(&child, libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(100));
     send_signal(&child, libc::SIGTERM);
     assert_eq!(
         wait_for(&mut child, Duration::from_secs(10)).code(),

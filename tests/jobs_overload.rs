@@ -7,14 +7,11 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use common::{command, json_lines as joblog, wait_for};
+use common::{json_lines as joblog, run, Answer};
 use serde_json::Value;
 
 /// What the server saw: (seconds since it started, path, status).
@@ -32,54 +29,36 @@ struct Quota {
 /// An HTTP server on 127.0.0.1 with a quota per first path segment (a
 /// prefix not given never refuses). Returns its port and what it saw.
 fn server(quotas: &[(&str, Quota)]) -> (u16, Seen) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
     let seen: Seen = Arc::default();
     let log = Arc::clone(&seen);
     let quotas: HashMap<String, Quota> = quotas.iter().map(|(p, q)| (p.to_string(), *q)).collect();
     let start = Instant::now();
-    std::thread::spawn(move || {
-        // Each prefix: (tokens, when last filled).
-        let mut buckets: HashMap<String, (f64, f64)> = HashMap::new();
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut request = String::new();
-            reader.read_line(&mut request).unwrap_or(0);
-            let path = request.split(' ').nth(1).unwrap_or("").to_string();
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
+    // Each prefix: (tokens, when last filled).
+    let buckets: Mutex<HashMap<String, (f64, f64)>> = Mutex::default();
+    let port = common::http_server(move |_, path| {
+        let mut buckets = buckets.lock().unwrap();
+        let now = start.elapsed().as_secs_f64();
+        let prefix = path.split('/').nth(1).unwrap_or("").to_string();
+        let (status, retry_after) = match quotas.get(&prefix) {
+            None => (200, false),
+            Some(q) => {
+                let (tokens, last) = buckets.entry(prefix).or_insert((q.burst, now));
+                *tokens = (*tokens + (now - *last) * q.per_second).min(q.burst);
+                *last = now;
+                if *tokens < 1.0 {
+                    (429, q.retry_after)
+                } else {
+                    *tokens -= 1.0;
+                    (200, false)
                 }
             }
-            let now = start.elapsed().as_secs_f64();
-            let prefix = path.split('/').nth(1).unwrap_or("").to_string();
-            let (status, retry_after) = match quotas.get(&prefix) {
-                None => (200, false),
-                Some(q) => {
-                    let (tokens, last) = buckets.entry(prefix).or_insert((q.burst, now));
-                    *tokens = (*tokens + (now - *last) * q.per_second).min(q.burst);
-                    *last = now;
-                    if *tokens < 1.0 {
-                        (429, q.retry_after)
-                    } else {
-                        *tokens -= 1.0;
-                        (200, false)
-                    }
-                }
-            };
-            log.lock().unwrap().push((now, path, status));
-            let extra = if retry_after {
-                "Retry-After: 1\r\n"
-            } else {
-                ""
-            };
-            let _ = write!(
-                stream,
-                "HTTP/1.1 {status} X\r\n{extra}Content-Length: 0\r\nConnection: close\r\n\r\n"
-            );
+        };
+        log.lock().unwrap().push((now, path.to_string(), status));
+        let mut answer = Answer::status(status);
+        if retry_after {
+            answer.headers = "Retry-After: 1\r\n".into();
         }
+        answer
     });
     (port, seen)
 }
@@ -89,25 +68,6 @@ fn curl_present() {
         common::curl_present(),
         "curl is needed (CI installs it; locally: apt-get install curl)"
     );
-}
-
-/// Run drip over `input` to the end; (status, stderr).
-fn run(args: &[&str], input: &str) -> (i32, String) {
-    let mut cmd = command(args);
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
-    let status = wait_for(&mut child, Duration::from_secs(120));
-    (status.code().unwrap_or(-1), err)
 }
 
 /// Every path of `prefix` 1..=n got a 200, once.
@@ -148,7 +108,7 @@ fn one_keys_overload(retry_after: bool) {
             ]
         })
         .collect();
-    let (status, err) = run(
+    let (status, _, err) = run(
         &[
             "-q",
             "--key",
@@ -227,7 +187,7 @@ fn start_order(log: &Path) -> Vec<(String, u64)> {
 fn retry_goes_first(script: &str, backoff: &str) {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("joblog");
-    let (status, err) = run(
+    let (status, _, err) = run(
         &[
             "-q",
             "-r",
@@ -295,7 +255,7 @@ fn against_a_quota_without_retry_after(burst: f64) -> (usize, f64) {
     let input: String = (1..=60)
         .map(|i| format!("http://127.0.0.1:{port}/q/{i}\n"))
         .collect();
-    let (status, err) = run(
+    let (status, _, err) = run(
         &[
             "-q",
             "-r",

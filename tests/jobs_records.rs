@@ -3,37 +3,8 @@
 
 mod common;
 
-use std::io::Write;
-use std::process::Stdio;
-use std::time::Duration;
-
-use common::{command, json_lines as joblog, wait_for};
+use common::{json_lines as joblog, run_bytes as run};
 use serde_json::Value;
-
-/// Run drip over `input` (bytes) to the end; (status, stdout, stderr).
-fn run(args: &[&str], input: &[u8]) -> (i32, Vec<u8>, String) {
-    let mut cmd = command(args);
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let input = input.to_vec();
-    let feeder = std::thread::spawn(move || {
-        let _ = stdin.write_all(&input);
-    });
-    let mut out = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        std::io::Read::read_to_end(&mut out, &mut v).unwrap();
-        v
-    });
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
-    let status = wait_for(&mut child, Duration::from_secs(60));
-    feeder.join().unwrap();
-    (status.code().unwrap_or(-1), reader.join().unwrap(), err)
-}
 
 #[test]
 fn the_joblog_carries_the_record_as_a_string_and_whole_microseconds() {

@@ -6,13 +6,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{command, curl_present, temp_file};
+use common::{command, curl_present, http_server, temp_file, Answer};
 
 /// The responses the server gave, by status.
 #[derive(Debug, Default)]
@@ -37,77 +35,60 @@ enum Style {
 /// A server on 127.0.0.1 allowing `quota` requests in each fixed window of
 /// `window` seconds from its start.
 fn window_server(quota: u32, window: u64, style: Style) -> (u16, Arc<Mutex<Seen>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
     let seen: Arc<Mutex<Seen>> = Arc::default();
     let log = Arc::clone(&seen);
     let start = Instant::now();
-    let used = Arc::new(Mutex::new((0u64, 0u32)));
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let (log, used) = (Arc::clone(&log), Arc::clone(&used));
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                loop {
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                        break;
-                    }
-                }
-                let now = start.elapsed();
-                let this = now.as_secs() / window;
-                let (status, remaining) = {
-                    let mut used = used.lock().unwrap();
-                    if used.0 != this {
-                        *used = (this, 0);
-                    }
-                    if used.1 < quota {
-                        used.1 += 1;
-                        (200, quota - used.1)
-                    } else {
-                        (429, 0)
-                    }
-                };
-                let end = Duration::from_secs((this + 1) * window);
-                let reset = (end - now).as_secs_f64().ceil() as u64;
-                let unix = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap()
-                    + (end - now);
-                let fields = match style {
-                    Style::XDelta => format!(
-                        "X-RateLimit-Limit: {quota}\r\nX-RateLimit-Remaining: {remaining}\r\nX-RateLimit-Reset: {reset}\r\n"
-                    ),
-                    Style::XUnix => format!(
-                        "X-RateLimit-Limit: {quota}\r\nX-RateLimit-Remaining: {remaining}\r\nX-RateLimit-Reset: {}\r\n",
-                        unix.as_secs_f64().ceil() as u64
-                    ),
-                    Style::Malformed => format!(
-                        "X-RateLimit-Remaining: lots\r\nX-RateLimit-Reset: {reset}\r\n"
-                    ),
-                    Style::Ietf => format!(
-                        "RateLimit-Policy: \"w\";q={quota};w={window}\r\nRateLimit: \"w\";r={remaining};t={reset}\r\n"
-                    ),
-                };
-                let retry = if status == 429 {
-                    format!("Retry-After: {reset}\r\n")
-                } else {
-                    String::new()
-                };
-                {
-                    let mut log = log.lock().unwrap();
-                    if status == 200 {
-                        log.ok += 1;
-                    } else {
-                        log.refused += 1;
-                    }
-                }
-                let _ = write!(
-                    stream,
-                    "HTTP/1.1 {status} X\r\n{fields}{retry}Content-Length: 0\r\nConnection: close\r\n\r\n"
-                );
-            });
+    let used = Mutex::new((0u64, 0u32));
+    let port = http_server(move |_, _| {
+        let now = start.elapsed();
+        let this = now.as_secs() / window;
+        let (status, remaining) = {
+            let mut used = used.lock().unwrap();
+            if used.0 != this {
+                *used = (this, 0);
+            }
+            if used.1 < quota {
+                used.1 += 1;
+                (200, quota - used.1)
+            } else {
+                (429, 0)
+            }
+        };
+        let end = Duration::from_secs((this + 1) * window);
+        let reset = (end - now).as_secs_f64().ceil() as u64;
+        let unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            + (end - now);
+        let mut headers = match style {
+            Style::XDelta => format!(
+                "X-RateLimit-Limit: {quota}\r\nX-RateLimit-Remaining: {remaining}\r\nX-RateLimit-Reset: {reset}\r\n"
+            ),
+            Style::XUnix => format!(
+                "X-RateLimit-Limit: {quota}\r\nX-RateLimit-Remaining: {remaining}\r\nX-RateLimit-Reset: {}\r\n",
+                unix.as_secs_f64().ceil() as u64
+            ),
+            Style::Malformed => format!(
+                "X-RateLimit-Remaining: lots\r\nX-RateLimit-Reset: {reset}\r\n"
+            ),
+            Style::Ietf => format!(
+                "RateLimit-Policy: \"w\";q={quota};w={window}\r\nRateLimit: \"w\";r={remaining};t={reset}\r\n"
+            ),
+        };
+        if status == 429 {
+            headers += &format!("Retry-After: {reset}\r\n");
+        }
+        {
+            let mut log = log.lock().unwrap();
+            if status == 200 {
+                log.ok += 1;
+            } else {
+                log.refused += 1;
+            }
+        }
+        Answer {
+            headers,
+            ..Answer::status(status)
         }
     });
     (port, seen)
@@ -268,62 +249,40 @@ type Requests = Arc<Mutex<Vec<(char, f64, u16)>>>;
 /// (`/a/…`, `/b/…`), announced as `X-RateLimit-*`. Returns the port and
 /// each request's (key, seconds since start, status).
 fn keyed_window_server(quotas: [u32; 2], window: u64) -> (u16, Requests) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
     let seen: Requests = Arc::default();
     let log = Arc::clone(&seen);
     let start = Instant::now();
-    let used = Arc::new(Mutex::new([(0u64, 0u32); 2]));
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let (log, used) = (Arc::clone(&log), Arc::clone(&used));
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut request = String::new();
-                reader.read_line(&mut request).unwrap_or(0);
-                loop {
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                        break;
-                    }
-                }
-                let key = request
-                    .split(' ')
-                    .nth(1)
-                    .unwrap_or("/a")
-                    .chars()
-                    .nth(1)
-                    .unwrap_or('a');
-                let k = usize::from(key == 'b');
-                let now = start.elapsed();
-                let this = now.as_secs() / window;
-                let (status, remaining) = {
-                    let mut used = used.lock().unwrap();
-                    if used[k].0 != this {
-                        used[k] = (this, 0);
-                    }
-                    if used[k].1 < quotas[k] {
-                        used[k].1 += 1;
-                        (200, quotas[k] - used[k].1)
-                    } else {
-                        (429, 0)
-                    }
-                };
-                let end = Duration::from_secs((this + 1) * window);
-                let reset = (end - now).as_secs_f64().ceil() as u64;
-                log.lock().unwrap().push((key, now.as_secs_f64(), status));
-                let retry = if status == 429 {
-                    format!("Retry-After: {reset}\r\n")
-                } else {
-                    String::new()
-                };
-                let _ = write!(
-                    stream,
-                    "HTTP/1.1 {status} X\r\nX-RateLimit-Limit: {}\r\nX-RateLimit-Remaining: {remaining}\r\nX-RateLimit-Reset: {reset}\r\n{retry}Content-Length: 0\r\nConnection: close\r\n\r\n",
-                    quotas[k]
-                );
-            });
+    let used = Mutex::new([(0u64, 0u32); 2]);
+    let port = http_server(move |_, path| {
+        let key = path.chars().nth(1).unwrap_or('a');
+        let k = usize::from(key == 'b');
+        let now = start.elapsed();
+        let this = now.as_secs() / window;
+        let (status, remaining) = {
+            let mut used = used.lock().unwrap();
+            if used[k].0 != this {
+                used[k] = (this, 0);
+            }
+            if used[k].1 < quotas[k] {
+                used[k].1 += 1;
+                (200, quotas[k] - used[k].1)
+            } else {
+                (429, 0)
+            }
+        };
+        let end = Duration::from_secs((this + 1) * window);
+        let reset = (end - now).as_secs_f64().ceil() as u64;
+        log.lock().unwrap().push((key, now.as_secs_f64(), status));
+        let mut headers = format!(
+            "X-RateLimit-Limit: {}\r\nX-RateLimit-Remaining: {remaining}\r\nX-RateLimit-Reset: {reset}\r\n",
+            quotas[k]
+        );
+        if status == 429 {
+            headers += &format!("Retry-After: {reset}\r\n");
+        }
+        Answer {
+            headers,
+            ..Answer::status(status)
         }
     });
     (port, seen)

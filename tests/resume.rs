@@ -7,14 +7,13 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
+use std::io::Write;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{command, curl_present, send_signal, temp_file, wait_for};
+use common::{command, curl_present, run, send_signal, temp_file, wait_for, Answer};
 use serde_json::Value;
 
 /// Requests seen, by path.
@@ -23,32 +22,14 @@ type Counts = Arc<Mutex<HashMap<String, u32>>>;
 /// A server on 127.0.0.1 that answers every request 200 after 0 to 20 ms,
 /// counting the requests for each path.
 fn counting_server() -> (u16, Counts) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
     let counts: Counts = Arc::default();
     let seen = Arc::clone(&counts);
-    std::thread::spawn(move || {
-        for (n, stream) in listener.incoming().enumerate() {
-            let Ok(mut stream) = stream else { continue };
-            let seen = Arc::clone(&seen);
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut request = String::new();
-                reader.read_line(&mut request).unwrap_or(0);
-                let path = request.split(' ').nth(1).unwrap_or("").to_string();
-                loop {
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                        break;
-                    }
-                }
-                *seen.lock().unwrap().entry(path).or_default() += 1;
-                std::thread::sleep(Duration::from_millis((n as u64 * 7) % 21));
-                let _ = write!(
-                    stream,
-                    "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
-                );
-            });
+    let port = common::http_server(move |n, path| {
+        *seen.lock().unwrap().entry(path.to_string()).or_default() += 1;
+        std::thread::sleep(Duration::from_millis((n as u64 * 7) % 21));
+        Answer {
+            body: "ok",
+            ..Answer::status(200)
         }
     });
     (port, counts)
@@ -212,20 +193,6 @@ fn killed_and_resumed_batches_do_every_record_exactly_once() {
         interrupted >= 10,
         "only {interrupted} runs were killed part way"
     );
-}
-
-/// Run drip to the end; (status, stdout, stderr).
-fn run(args: &[&str], input: &str) -> (i32, String, String) {
-    let file = temp_file(input.as_bytes());
-    let out = command(args)
-        .stdin(Stdio::from(file.reopen().unwrap()))
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[test]

@@ -8,22 +8,26 @@
 //! under each `--share-on-error` policy.
 //!
 //! Every drip's stdout is read by a thread of its own, started before any
-//! input is given, and each record is stamped on one clock when its read
-//! returns: what a consumer of all the drips together saw. The bound is
+//! input is given and run ahead of the drips where this process may
+//! ([`consumer_priority`]), and each record is stamped on one clock when
+//! its read returns: what a consumer of all the drips together saw. The bound is
 //! checked in every window W of at most 1 s: `burst + rate × W + 1`, plus
 //! what docs/sharing.md ("At each transition") states in the windows that
 //! meet one: a lost state (from the loss to 1 s after the state is back),
 //! drips pacing alone under `local` (to the change-over's end). Windows
 //! that meet a stall of this process (a 1 ms sleep back more than one
-//! interval late) are not judged, and the tests allow one record more for
-//! a reader woken late ([`STAMP_ALLOWANCE`]); the long run counts both. Each
+//! interval late) or of a reader (a read after which it had waited more
+//! than 1 ms for a CPU, [`run_delay`]) are not judged, and the
+//! tests allow one record more for a reader woken late
+//! ([`STAMP_ALLOWANCE`]); the long run counts both. Each
 //! drip's books are checked byte for byte: stdout then the dead letter are
 //! the first `read` records of its input (all of it when it ran to the
 //! end); a drip killed by SIGKILL wrote a prefix of its input.
 //!
 //! Each test is one run with a random seed, printed on failure; replay it
 //! with `DRIP_TRANSITIONS_SEED=N cargo test --test transitions NAME --
-//! --include-ignored` (the runs that fail today are ignored, with the
+//! --include-ignored` (`DRIP_TRANSITIONS_DUMP=FILE` writes every record's
+//! stamp there) (the runs that fail today are ignored, with the
 //! reason). The long run (`cargo test --test transitions -- --ignored
 //! --nocapture --exact many_runs`, or `bench/transitions.py`) runs
 //! `DRIP_TRANSITIONS_RUNS` (20) runs of every backend and transition and
@@ -362,6 +366,8 @@ struct Drip {
     lines: Vec<(f64, String)>,
     dead: Vec<String>,
     read: Option<usize>,
+    /// Times it found the shared state lost (`--stats-json`).
+    lost: u64,
     status: std::process::ExitStatus,
     stderr: String,
 }
@@ -378,6 +384,11 @@ struct Outcome {
     worst_tight: f64,
     /// How long the consumer was stalled in all (s).
     stalled: f64,
+    /// Reads after which a reader had waited more than [`READER_LATE`] for
+    /// a CPU.
+    late_wakes: usize,
+    /// Times the drips found the state lost, all told.
+    lost: u64,
     /// What broke the books, per drip.
     books: Vec<String>,
     /// Records every drip wrote.
@@ -490,13 +501,47 @@ impl SignalNumber for std::process::ExitStatus {
 /// trusted: one interval of the shared rate.
 const STALL: f64 = 1.0 / RATE;
 
+/// How long a reader may have waited for a CPU since its last read before
+/// the stamps of a read are not trusted (s): a reader woken that late
+/// stamps records later than they came, closer to the next ones.
+const READER_LATE: f64 = 0.001;
+
+/// Put the calling thread (a reader, the stall watcher) ahead of the drips
+/// and of whatever else the machine runs, as far as this process may: the
+/// real-time class (`SCHED_FIFO`) where it is permitted, else a lower nice
+/// value, else as it was. A consumer woken late stamps records later than
+/// they arrived, closer to the ones after them; the drips keep their
+/// ordinary priority, so what they do under load is what is judged.
+#[allow(unsafe_code)]
+fn consumer_priority() {
+    let param = libc::sched_param { sched_priority: 10 };
+    // SAFETY: plain system calls on the calling thread, with a valid
+    // parameter block.
+    unsafe {
+        if libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) != 0 {
+            let tid = libc::gettid();
+            libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, -10);
+        }
+    }
+}
+
+/// How long (ns) the calling thread has waited for a CPU while runnable,
+/// all told: the second field of `/proc/thread-self/schedstat`. `None`
+/// where the kernel does not keep it.
+fn run_delay() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// Watch this process's own wake-ups until `done`: the spans (s since
 /// `start`) in which a 1 ms sleep came back more than [`STALL`] late, when
-/// the readers may not have run either.
+/// the readers may not have run either (the machine itself paused, say).
+/// It runs at the readers' priority, so it sees what they may have seen.
 fn watch_stalls(
     start: Instant,
     done: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) -> Vec<(f64, f64)> {
+    consumer_priority();
     let mut stalls = Vec::new();
     while !done.load(std::sync::atomic::Ordering::Relaxed) {
         let before = start.elapsed().as_secs_f64();
@@ -509,17 +554,22 @@ fn watch_stalls(
     stalls
 }
 
-/// Empty the state file under its lock, as a lost state.
+/// Remove the state file under its lock (`NAME.json.lock`, beside it), as
+/// a lost state.
 fn empty_state_file(path: &Path) {
+    let lock = path.with_file_name(format!(
+        "{}.lock",
+        path.file_name().unwrap().to_string_lossy()
+    ));
     let Ok(file) = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
-        .open(path)
+        .open(lock)
     else {
         return;
     };
     rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive).expect("flock");
-    file.set_len(0).expect("truncate");
+    let _ = std::fs::remove_file(path);
 }
 
 /// Run `plan` for `policy`: start the drips, readers first, give them
@@ -624,32 +674,37 @@ fn run(policy: &str, plan: &Plan, redis: Option<&mut Redis>) -> Outcome {
         }
     }
     let mut drips = Vec::new();
+    let mut late = Vec::new();
     for (((mut child, dead, stats), reader), input) in children.into_iter().zip(readers).zip(inputs)
     {
         let status = wait_for(&mut child, Duration::from_secs(60));
         let mut stderr = String::new();
         let _ = child.stderr.take().unwrap().read_to_string(&mut stderr);
-        let lines = reader
-            .join()
-            .unwrap()
-            .into_iter()
-            .map(|(t, l)| (t - offset, l))
-            .collect();
+        let (lines, stalls) = reader.join().unwrap();
+        let lines = lines.into_iter().map(|(t, l)| (t - offset, l)).collect();
+        late.extend(stalls.into_iter().map(|(a, b)| (a - offset, b - offset)));
         let dead = std::fs::read_to_string(&dead)
             .unwrap_or_default()
             .lines()
             .map(str::to_string)
             .collect();
-        let read = std::fs::read_to_string(&stats)
+        let stats = std::fs::read_to_string(&stats)
             .ok()
-            .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+            .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok());
+        let read = stats
+            .as_ref()
             .and_then(|v| v["read"].as_u64())
             .map(|n| n as usize);
+        let lost = stats
+            .as_ref()
+            .and_then(|v| v["share"]["state_lost"].as_u64())
+            .unwrap_or(0);
         drips.push(Drip {
             input,
             lines,
             dead,
             read,
+            lost,
             status,
             stderr,
         });
@@ -664,32 +719,71 @@ fn run(policy: &str, plan: &Plan, redis: Option<&mut Redis>) -> Outcome {
         .into_iter()
         .map(|(a, b)| (a - offset, b - offset))
         .collect();
-    judge(plan, &drips, &stalls)
+    if let Ok(path) = std::env::var("DRIP_TRANSITIONS_DUMP") {
+        dump(Path::new(&path), &drips, &stalls, &late);
+    }
+    judge(plan, &drips, &stalls, &late)
 }
 
-/// Read `out` to the end, stamping every line with the time (s since
-/// `start`) its read returned: when the consumer saw it.
-fn stamped(mut out: std::process::ChildStdout, start: Instant) -> Vec<(f64, String)> {
+/// Write what the consumers saw to `path`, for a close look at a run
+/// (`DRIP_TRANSITIONS_DUMP=FILE`): a line per record (its stamp, s after
+/// the input was given, and the record, `DRIP-N`), then the stalls.
+fn dump(path: &Path, drips: &[Drip], stalls: &[(f64, f64)], late: &[(f64, f64)]) {
+    let mut lines: Vec<(f64, String)> = drips.iter().flat_map(|d| d.lines.clone()).collect();
+    lines.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut text: String = lines.iter().map(|(t, l)| format!("{t:.6} {l}\n")).collect();
+    for (a, b) in stalls.iter().chain(late) {
+        text.push_str(&format!("stall {a:.6} {b:.6}\n"));
+    }
+    std::fs::write(path, text).expect("the dump");
+}
+
+/// What one consumer saw: each line with the time (s since the start) its
+/// read returned, and the spans (s) in which it was woken late.
+type Seen = (Vec<(f64, String)>, Vec<(f64, f64)>);
+
+/// Read `out` to the end at the consumer's priority
+/// ([`consumer_priority`]), stamping every line with the time (s since
+/// `start`) its read returned: when the consumer saw it. A read after
+/// which this thread had waited more than [`READER_LATE`] for a CPU since
+/// the last ([`run_delay`]: the data came while it could not run) gives a
+/// stall, that long before the stamp: its records came then, not at the
+/// stamp.
+fn stamped(mut out: std::process::ChildStdout, start: Instant) -> Seen {
+    consumer_priority();
     let mut lines = Vec::new();
+    let mut stalls = Vec::new();
     let mut pending = Vec::new();
     let mut buf = [0u8; 65536];
+    let mut delayed = run_delay();
     loop {
         let n = match out.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
         let t = start.elapsed().as_secs_f64();
+        let now_delayed = run_delay();
+        if let (Some(before), Some(after)) = (delayed, now_delayed) {
+            let late = after.saturating_sub(before) as f64 / 1e9;
+            if late > READER_LATE {
+                stalls.push((t - late, t));
+            }
+        }
+        delayed = now_delayed;
         pending.extend_from_slice(&buf[..n]);
         while let Some(i) = pending.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = pending.drain(..=i).collect();
             lines.push((t, String::from_utf8_lossy(&line[..i]).into_owned()));
         }
     }
-    lines
+    (lines, stalls)
 }
 
-/// The bound and the books over every drip of a run.
-fn judge(plan: &Plan, drips: &[Drip], stalls: &[(f64, f64)]) -> Outcome {
+/// The bound and the books over every drip of a run; `stalls` are this
+/// process's, `late` the readers' late wake-ups.
+fn judge(plan: &Plan, drips: &[Drip], stalls: &[(f64, f64)], late: &[(f64, f64)]) -> Outcome {
+    let stalls: Vec<(f64, f64)> = stalls.iter().chain(late).copied().collect();
+    let stalls = &stalls[..];
     let mut times: Vec<f64> = drips
         .iter()
         .flat_map(|d| d.lines.iter().map(|(t, _)| *t))
@@ -705,6 +799,8 @@ fn judge(plan: &Plan, drips: &[Drip], stalls: &[(f64, f64)]) -> Outcome {
         worst_raw: worst_window(&times, &plan.slack, &[]).0,
         worst_tight: worst_window(&times, &[], stalls).0,
         stalled: stalls.iter().map(|(a, b)| b - a).sum(),
+        late_wakes: late.len(),
+        lost: drips.iter().map(|d| d.lost).sum(),
         books,
         written: times.len(),
     }
@@ -728,7 +824,7 @@ fn one_run(backend: Backend, transition: Transition, policy: &str, seed: u64) ->
     let outcome = run(policy, &plan, redis.as_mut());
     let (over, (at, w, count)) = outcome.worst;
     let line = format!(
-        "{{\"backend\":\"{backend}\",\"transition\":\"{transition}\",\"policy\":\"{policy}\",\"seed\":{seed},\"drips\":{},\"written\":{},\"held\":{},\"held_loaded\":{},\"over\":{},\"over_raw\":{},\"over_tight\":{},\"stalled_s\":{:.3},\"window_at_s\":{at:.3},\"window_s\":{w:.3},\"in_window\":{count},\"books\":{},\"events\":\"{}\"}}",
+        "{{\"backend\":\"{backend}\",\"transition\":\"{transition}\",\"policy\":\"{policy}\",\"seed\":{seed},\"drips\":{},\"written\":{},\"held\":{},\"held_loaded\":{},\"over\":{},\"over_raw\":{},\"over_tight\":{},\"stalled_s\":{:.3},\"late_wakes\":{},\"lost\":{},\"window_at_s\":{at:.3},\"window_s\":{w:.3},\"in_window\":{count},\"books\":{},\"events\":\"{}\"}}",
         plan.drips,
         outcome.written,
         outcome.held(),
@@ -737,6 +833,8 @@ fn one_run(backend: Backend, transition: Transition, policy: &str, seed: u64) ->
         outcome.worst_raw.max(0.0),
         outcome.worst_tight.max(0.0),
         outcome.stalled,
+        outcome.late_wakes,
+        outcome.lost,
         outcome.books.is_empty(),
         plan.events
             .iter()
@@ -755,6 +853,7 @@ fn check(backend: Backend, transition: Transition, policy: &str) {
     }
     let seed = seed();
     let (outcome, line) = one_run(backend, transition, policy, seed);
+    eprintln!("{line}");
     let replay = format!(
         "replay: DRIP_TRANSITIONS_SEED={seed} cargo test --test transitions {backend}_{transition}_{policy} -- --include-ignored"
     );
@@ -767,6 +866,14 @@ fn check(backend: Backend, transition: Transition, policy: &str) {
         outcome.held_loaded(),
         "the bound was exceeded: {line}\n{replay}"
     );
+    // Drips stopping lose no state: a drip killed in the middle of a call
+    // leaves the state whole. A state lost is found so.
+    if matches!(transition, Transition::Term | Transition::Kill) {
+        assert_eq!(outcome.lost, 0, "a state was lost: {line}\n{replay}");
+    }
+    if transition == Transition::Lost {
+        assert!(outcome.lost > 0, "the loss went unseen: {line}\n{replay}");
+    }
 }
 
 #[test]

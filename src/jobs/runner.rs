@@ -745,9 +745,18 @@ impl Pool {
 
     /// At the end of a stop by signal: TERM the process groups that jobs
     /// which ended left behind, and KILL those still there
-    /// [`KILL_AFTER_LEAVE`] later (at once when nothing is left).
+    /// [`KILL_AFTER_LEAVE`] later (at once when nothing is left). The
+    /// groups a second signal sent TERM are among them: drip does not
+    /// leave before they are gone, whether or not the thread that waits
+    /// to KILL them has run yet.
     pub(crate) fn end_lingering(&self) {
-        let groups = std::mem::take(&mut self.lock().lingering);
+        let mut groups = std::mem::take(&mut self.lock().lingering);
+        let terminated = self
+            .terminated
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        groups.extend(terminated.unwrap_or_default());
         end_groups(&groups);
     }
 
@@ -1083,8 +1092,14 @@ impl Jobs for Pool {
             let lingering = std::mem::take(&mut inner.lingering);
             (std::mem::take(&mut inner.running), lingering)
         };
+        let terminated = self
+            .terminated
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
         let mut groups: Vec<u32> = running.values().map(|job| job.group).collect();
         groups.extend(lingering);
+        groups.extend(terminated.unwrap_or_default());
         end_groups(&groups);
         // drip exits next, without the wiring: nothing is left behind.
         self.remove_headers();

@@ -4,6 +4,11 @@
 //! process on the host shares; the boot id is stored with them, and a state
 //! from an earlier boot is started afresh.
 //!
+//! The lock is taken on a file of its own (`NAME.json.lock`), and the
+//! state is replaced whole ([`FileStore::replace`]), so a drip killed in
+//! the middle of a call leaves the state as it was or as it became, never
+//! a part of it.
+//!
 //! With limits per key, the file holds each busy key's schedule too
 //! ([`KeyBook`]), under the same lock: keys whose schedule has rested are
 //! pruned at every call, so the file holds the keys busy within about the
@@ -11,7 +16,7 @@
 //! all: cost O(busy keys) per call, a few dozen calls a second per drip.
 
 use std::fs::{DirBuilder, File, OpenOptions};
-use std::io::{Read, Seek, Write};
+use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -20,6 +25,10 @@ use serde::{Deserialize, Serialize};
 
 use super::gcra::{hex, Gcra, KeyAsk, KeyBook, Meter, Step};
 use super::protocol::{Ask, Back, Failure, Grant, Reply, Store, EXPIRY_NS};
+
+/// Bytes of a page at the least (the kernel's smallest page): a write of
+/// at most this at the start of a file lies within one page.
+const PAGE: usize = 4096;
 
 /// What the file holds.
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -116,11 +125,13 @@ impl FileStore {
         }
     }
 
-    /// Open the file, locked; create its directory (mode 0700, not its
-    /// parents) if needed. A directory another user owns, or others may
-    /// write to, is refused ([`Failure::Fatal`]): they could change the
-    /// schedule or swap the file. Errors as [`failure`] sorts them.
-    fn open(&self) -> Result<File, Failure> {
+    /// Take the state's lock: open its lock file (`NAME.json.lock`, made
+    /// if missing and never replaced, so every drip waits on the same one)
+    /// and lock it; create the directory (mode 0700, not its parents) if
+    /// needed. A directory another user owns, or others may write to, is
+    /// refused ([`Failure::Fatal`]): they could change the schedule or swap
+    /// the file. Errors as [`failure`] sorts them, naming the state file.
+    fn lock(&self) -> Result<File, Failure> {
         if let Some(dir) = self.path.parent() {
             match DirBuilder::new().mode(0o700).create(dir) {
                 Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
@@ -144,11 +155,67 @@ impl FileStore {
             .create(true)
             .truncate(false)
             .mode(0o600)
-            .open(&self.path)
+            .open(self.beside("lock", false))
             .map_err(|e| failure("state file", &self.path, &e))?;
         flock(&file, FlockOperation::LockExclusive)
             .map_err(|e| failure("state file", &self.path, &e.into()))?;
         Ok(file)
+    }
+
+    /// The file beside the state's of this `suffix`: `NAME.json.SUFFIX`, or
+    /// hidden, `.NAME.json.SUFFIX`.
+    fn beside(&self, suffix: &str, hidden: bool) -> PathBuf {
+        let name = self.path.file_name().unwrap_or_default().to_string_lossy();
+        let dot = if hidden { "." } else { "" };
+        self.path.with_file_name(format!("{dot}{name}.{suffix}"))
+    }
+
+    /// The state file's text (empty when there is none), under the lock.
+    fn read(&self) -> Result<String, Failure> {
+        let mut text = String::new();
+        match File::open(&self.path) {
+            Ok(mut file) => {
+                file.read_to_string(&mut text)
+                    .map_err(|e| failure("state file", &self.path, &e))?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(failure("state file", &self.path, &e)),
+        }
+        Ok(text)
+    }
+
+    /// Replace the state with `text` whole, under the lock, where it was
+    /// `old` bytes long. A drip killed at any moment (`kill -9`) leaves the
+    /// old state or the new one, never an empty or partial file, which
+    /// would read as no state at all: the schedule started afresh, as a
+    /// lost state. Both within a page (the global limits, and a few dozen
+    /// busy keys), it is one write at the start of the file, padded with
+    /// spaces to the old length: the kernel copies a page whole or not at
+    /// all, so it is done whole or not at all, and costs one system call.
+    /// Larger, it is written beside (`.NAME.json.tmp`, which only the
+    /// lock's holder writes) and renamed over the state.
+    fn replace(&self, text: &str, old: usize) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        if text.len() <= PAGE && old <= PAGE {
+            let mut bytes = text.as_bytes().to_vec();
+            bytes.resize(old.max(text.len()), b' ');
+            let file = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .open(&self.path)?;
+            return file.write_all_at(&bytes, 0);
+        }
+        let beside = self.beside("tmp", true);
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&beside)?;
+        file.write_all(text.as_bytes())?;
+        std::fs::rename(&beside, &self.path)
     }
 
     /// Run `step` on the state under the lock: the stored state (fresh:
@@ -157,11 +224,8 @@ impl FileStore {
         &mut self,
         step: impl FnOnce(&mut Gcra, &mut KeyBook, i64, bool) -> T,
     ) -> Result<T, Failure> {
-        let unreachable =
-            |e: std::io::Error| Failure::Unreachable(format!("{}: {}", self.path.display(), e));
-        let mut file = self.open()?;
-        let mut text = String::new();
-        file.read_to_string(&mut text).map_err(unreachable)?;
+        let lock = self.lock()?;
+        let text = self.read()?;
         let now = monotonic();
         let stored: Option<Stored> = serde_json::from_str(&text).ok();
         let live = stored.filter(|s| {
@@ -195,10 +259,10 @@ impl FileStore {
             tats: gcra.tats,
             keys,
         };
-        let text = serde_json::to_string(&new).expect("plain data");
-        file.rewind().map_err(unreachable)?;
-        file.set_len(0).map_err(unreachable)?;
-        file.write_all(text.as_bytes()).map_err(unreachable)?;
+        let new_text = serde_json::to_string(&new).expect("plain data");
+        self.replace(&new_text, text.len())
+            .map_err(|e| failure("state file", &self.path, &e))?;
+        drop(lock);
         Ok(out)
     }
 }
@@ -400,6 +464,72 @@ mod tests {
         assert_eq!(state_dir_in(Some("/nonexistent/dir".as_ref())), tmp);
         // Relative, even when it names a directory from here.
         assert_eq!(state_dir_in(Some("src".as_ref())), tmp);
+    }
+
+    /// A drip killed (`kill -9`) in the middle of a call leaves the state
+    /// whole (an empty or cut file would read as no state: the schedule
+    /// started afresh, as a lost one). A child process (this test, run
+    /// again) reserves as fast as it can and is killed at random moments;
+    /// each time, the file holds a whole state.
+    #[test]
+    fn a_drip_killed_mid_call_leaves_the_state_whole() {
+        const NAME: &str = "shared::file::tests::a_drip_killed_mid_call_leaves_the_state_whole";
+        if let Some(dir) = std::env::var_os("DRIP_TEST_RESERVE_IN") {
+            let mut child = backend(Path::new(&dir), "10/s");
+            loop {
+                reserve(&mut child, 1, 0);
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = backend(dir.path(), "10/s");
+        a.hello().unwrap();
+        let mut rng = fastrand::Rng::with_seed(19);
+        for kill in 0..20 {
+            let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", NAME, "--nocapture", "--test-threads", "1"])
+                .env("DRIP_TEST_RESERVE_IN", dir.path())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(rng.u64(60..120)));
+            child.kill().unwrap();
+            child.wait().unwrap();
+            let text = std::fs::read_to_string(&a.path).unwrap_or_default();
+            assert!(
+                serde_json::from_str::<Stored>(&text).is_ok(),
+                "kill {kill} left {text:?}"
+            );
+        }
+    }
+
+    /// Drips replacing the state one after another, each call under the
+    /// lock: every slot follows the one before.
+    #[test]
+    fn drips_replacing_the_state_take_turns() {
+        let dir = tempfile::tempdir().unwrap();
+        let threads: Vec<_> = (0..3)
+            .map(|_| {
+                let dir = dir.path().to_path_buf();
+                std::thread::spawn(move || {
+                    let mut store = backend(&dir, "10/s");
+                    (0..50)
+                        .map(|_| {
+                            let (_, now, _, slots) = reserve(&mut store, 1, 0);
+                            now + slots[0]
+                        })
+                        .collect::<Vec<i64>>()
+                })
+            })
+            .collect();
+        let mut all: Vec<i64> = threads
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect();
+        all.sort_unstable();
+        for pair in all.windows(2) {
+            assert!(pair[1] - pair[0] >= 100 * MS, "{all:?}");
+        }
     }
 
     #[test]

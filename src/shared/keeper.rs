@@ -23,7 +23,7 @@ use std::sync::mpsc::{SendError, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::protocol::{expired, Ask, Back, Failure, Reply, Store};
+use super::protocol::{expired, Ask, Back, ClockOffset, Failure, Reply, Store};
 use super::voice::{OnError, Retry, Voice, BACKOFF};
 
 /// How long the stop path waits for a keeper to give back its unused
@@ -226,6 +226,8 @@ pub(crate) struct Keeper<G> {
     pub(crate) voice: Voice,
     /// The pause before the next attempt after a failed one.
     pub(crate) retry: Retry,
+    /// Where a shared clock elsewhere (Redis's) stands against drip's.
+    pub(crate) offset: ClockOffset,
 }
 
 impl<G: Grants> Keeper<G> {
@@ -295,6 +297,7 @@ impl<G: Grants> Keeper<G> {
         let asks: Vec<Ask> = requests.iter().map(|r| r.ask_at(now)).collect();
         let horizon = self.lease.lock().horizon();
         let started = Instant::now();
+        let sent = self.lease.now();
         match self.store.reserve(&asks, horizon) {
             Ok(reply) => {
                 let took = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
@@ -309,7 +312,7 @@ impl<G: Grants> Keeper<G> {
                 }
                 self.retry.succeeded();
                 self.voice.reached();
-                self.take(requests, reply);
+                self.take(requests, reply, sent);
                 Ok(())
             }
             Err(failure @ (Failure::Mismatch(_) | Failure::Fatal(_))) => Err(failure),
@@ -412,17 +415,20 @@ impl<G: Grants> Keeper<G> {
         }
     }
 
-    /// Put the granted slots in the leases, on drip's clock: exactly when
-    /// the shared clock is this host's; otherwise counted from when the
-    /// answer arrived (never earlier than the shared schedule says).
-    fn take(&mut self, requests: &[Request], reply: Reply) {
+    /// Put the granted slots of a call sent at `sent` (drip's clock) in
+    /// the leases, on drip's clock: exactly when the shared clock is this
+    /// host's; otherwise by the offset of the two clocks that the calls'
+    /// round trips narrow down ([`ClockOffset`]: never earlier than the
+    /// shared schedule says, and later by less than the shortest round
+    /// trip, not by this answer's delay).
+    fn take(&mut self, requests: &[Request], reply: Reply, sent: u64) {
         let base = match self.store.host_clock() {
             Some(shared_now) => {
                 let ours = i64::try_from(self.lease.now()).unwrap_or(i64::MAX);
                 let at_reply = ours.saturating_sub(shared_now.saturating_sub(reply.now));
                 u64::try_from(at_reply).unwrap_or(0)
             }
-            None => self.lease.now(),
+            None => self.offset.observe(reply.now, sent, self.lease.now()),
         };
         self.note_fresh(reply.fresh);
         {
@@ -560,6 +566,7 @@ mod tests {
             notify: Arc::new(|_| {}),
             voice: Voice::new("--share test".into(), "", OnError::Wait, true),
             retry: Retry::new(fastrand::Rng::with_seed(5)),
+            offset: ClockOffset::default(),
         };
         let run = Duration::from_millis(1000);
         let started = Instant::now();
@@ -587,6 +594,80 @@ mod tests {
             "{calls} calls, {allowed} allowed"
         );
         assert_eq!(lease.lock().status.failures, calls);
+    }
+
+    /// A state elsewhere (Redis) whose clock is drip's plus 5 s; the
+    /// answer to its second call is read 40 ms after it read its clock (a
+    /// keeper woken late).
+    struct Far {
+        origin: Instant,
+        calls: u64,
+    }
+
+    impl Store for Far {
+        fn hello(&mut self) -> Result<bool, Failure> {
+            Ok(false)
+        }
+        fn reserve(&mut self, _: &[Ask<'_>], _: i64) -> Result<Reply, Failure> {
+            self.calls += 1;
+            let now = self.origin.elapsed().as_nanos() as i64 + 5_000_000_000;
+            if self.calls == 2 {
+                std::thread::sleep(40 * MS);
+            }
+            Ok(Reply {
+                now,
+                fresh: false,
+                grants: vec![crate::shared::protocol::Grant {
+                    seq: self.calls,
+                    slots: vec![0],
+                }],
+            })
+        }
+        fn give_back(&mut self, backs: &[Back<'_>]) -> Result<Vec<bool>, Failure> {
+            Ok(vec![true; backs.len()])
+        }
+    }
+
+    /// A slot from a state elsewhere goes on drip's clock where the
+    /// state's clock put it, however late its answer was read: the
+    /// offset of the clocks that an earlier call's short round trip bounds
+    /// places it, not the time the answer was read (that would put it
+    /// 40 ms late, onto the next drip's slots).
+    #[test]
+    fn a_slot_is_placed_by_the_clocks_not_by_a_late_answer() {
+        let origin = Instant::now();
+        let meters = vec![Meter::Records(Step {
+            interval: 1_000_000,
+            tolerance: 0,
+        })];
+        let lease = Arc::new(Lease::new(GlobalLease::new(meters), origin));
+        let mut keeper = Keeper {
+            lease: Arc::clone(&lease),
+            store: Box::new(Far { origin, calls: 0 }),
+            on_error: OnError::Wait,
+            notify: Arc::new(|_| {}),
+            voice: Voice::new("--share test".into(), "", OnError::Wait, true),
+            retry: Retry::new(fastrand::Rng::with_seed(5)),
+            offset: ClockOffset::default(),
+        };
+        let request = Request {
+            key: None,
+            want: 1,
+            sizes: Vec::new(),
+            at: 0,
+            every: 0,
+        };
+        keeper.reserve(std::slice::from_ref(&request)).unwrap();
+        std::thread::sleep(10 * MS);
+        let before = lease.now();
+        keeper.reserve(std::slice::from_ref(&request)).unwrap();
+        let at = lease.lock().slots[1].at;
+        assert!(at >= before, "{at} before {before}");
+        assert!(
+            at < before + 30_000_000,
+            "{} ms late",
+            (at - before) / 1_000_000
+        );
     }
 
     /// A state that answers one reservation, then cannot be reached for
@@ -642,6 +723,7 @@ mod tests {
             notify: Arc::new(|_| {}),
             voice: Voice::new("--share test".into(), "", OnError::Local, true),
             retry: Retry::new(fastrand::Rng::with_seed(5)),
+            offset: ClockOffset::default(),
         };
         lease.lock().wanted = 3;
         let thread = std::thread::spawn(move || keeper.run());

@@ -398,6 +398,12 @@ impl KeySchedule for SharedKeys {
             return;
         }
         if want.records == 0 {
+            // Its records went (expired, dropped) before the slots asked
+            // for came, and it wants none now: it waits for none, or it
+            // would wait for ever, the keeper asking nothing for it.
+            if std::mem::take(&mut lease.waiting) {
+                st.waiting -= 1;
+            }
             return;
         }
         if !lease.waiting {
@@ -497,6 +503,34 @@ mod tests {
             "asked for a new slot"
         );
         assert_eq!(lease.lock().status.forfeited, 1);
+    }
+
+    /// A key that asked for slots and then wants none before they came
+    /// (its records expired or were dropped meanwhile, say while the state
+    /// did not answer) waits for none: its next records ask anew, instead
+    /// of waiting for ever for slots the keeper no longer asks for.
+    #[test]
+    fn a_key_that_wants_no_slot_any_more_waits_for_none() {
+        let lease = Arc::new(Lease::new(KeyLeases::new(10.0), Instant::now()));
+        let pacer = Pacer::new(crate::rate::parse_rate("10/s").unwrap(), 1, 2_000_000);
+        let mut keys = SharedKeys::new(Arc::clone(&lease), pacer, 10.0);
+        let want = |records| Want {
+            records,
+            at: 0,
+            every: 0,
+        };
+        keys.ask(0, 1, b"a", want(2));
+        assert_eq!(keys.first_slot(0, 1, b"a"), LeaseHead::Asked);
+        // Its records expired before the keeper asked; a new one joins the
+        // line, asking for nothing yet (it asks at its turn).
+        keys.ask(1_000, 1, b"a", want(0));
+        assert_eq!(keys.first_slot(1_000, 1, b"a"), LeaseHead::Empty);
+        assert_eq!(lease.lock().waiting, 0);
+        // At its turn it asks, and the keeper asks for it.
+        keys.ask(2_000, 1, b"a", want(1));
+        assert_eq!(keys.first_slot(2_000, 1, b"a"), LeaseHead::Asked);
+        let (asks, _) = needs(&lease.lock(), 2_000, 400, 10);
+        assert_eq!(asks.len(), 1);
     }
 
     /// A key held back by the global limits asks only when its records'

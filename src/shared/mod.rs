@@ -415,6 +415,7 @@ fn start_keeper<G: Grants>(
         notify: Arc::clone(notify),
         voice: Voice::new(what, may_pass, share.on_error, share.quiet),
         retry: Retry::new(fastrand::Rng::new()),
+        offset: protocol::ClockOffset::default(),
     };
     // A rendezvous: an answer no one waits for any more is not sent.
     let (answer, answered) = std::sync::mpsc::sync_channel(0);

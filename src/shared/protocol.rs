@@ -188,10 +188,98 @@ pub fn expired(reserved_until: u64, now: u64) -> bool {
     now >= reserved_until.saturating_add(margin)
 }
 
+/// How fast, at most, the shared clock and drip's may drift apart: 1000
+/// parts per million (each may be slewed by up to 500 ppm).
+const DRIFT_PPM: u64 = 1000;
+
+/// Where the shared clock stands against drip's: the offset `θ` (shared
+/// time less drip's, ns) narrowed down from every call's answer. A call
+/// sent at `sent` and answered at `received` (drip's clock) that read the
+/// shared clock at `shared` did so between the two, so `shared − received
+/// ≤ θ ≤ shared − sent`; the calls together narrow it to the intersection
+/// (the best bound of the round trips, as NTP's filter takes the least
+/// delay), each bound widened by [`DRIFT_PPM`] of its age. A call whose
+/// bounds do not meet it (the shared clock stepped, a state made afresh
+/// counts from a new epoch) starts it again from that call.
+///
+/// A slot at shared time `d` is put at `d − θ_lo` on drip's clock: never
+/// earlier than it is (the lower bound), and later by less than the
+/// shortest round trip seen, where counting from the answer's arrival
+/// puts it later by that answer's whole delay (a keeper woken late on a
+/// loaded machine, a slow network), and lets it crowd the next drip's
+/// slots.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClockOffset {
+    /// The bounds of `θ` (ns) and when they were last narrowed (drip's
+    /// clock, ns); `None` before the first call.
+    known: Option<(i64, i64, u64)>,
+}
+
+impl ClockOffset {
+    /// Narrow the offset with a call sent at `sent` and answered at
+    /// `received` (drip's clock, ns) that read the shared clock at `shared`
+    /// (ns). Returns drip's time (ns) of that reading: `shared − θ_lo`.
+    pub fn observe(&mut self, shared: i64, sent: u64, received: u64) -> u64 {
+        let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        let lo = shared.saturating_sub(int(received));
+        let hi = shared.saturating_sub(int(sent.min(received)));
+        let narrowed = self.known.and_then(|(old_lo, old_hi, at)| {
+            let drift = int(received.saturating_sub(at) / 1_000_000 * DRIFT_PPM);
+            let lo = lo.max(old_lo.saturating_sub(drift));
+            let hi = hi.min(old_hi.saturating_add(drift));
+            (lo <= hi).then_some((lo, hi))
+        });
+        let (lo, hi) = narrowed.unwrap_or((lo, hi));
+        self.known = Some((lo, hi, received));
+        u64::try_from(shared.saturating_sub(lo)).unwrap_or(0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::shared::gcra::{ByteStep, Step};
+
+    const MS: u64 = 1_000_000;
+
+    /// The offset narrows to the shortest round trip: an answer that
+    /// waited long before the keeper read it does not push its slots
+    /// late, and a slot is never put earlier than it is. A clock that
+    /// stepped back starts it again.
+    #[test]
+    fn the_clock_offset_keeps_the_shortest_round_trip() {
+        // The shared clock is drip's + 5 s.
+        let theta = 5_000 * MS as i64;
+        let shared = |ours: u64| ours as i64 + theta;
+        let mut c = ClockOffset::default();
+        // Read at 1000 ms, answered at once (0.1 ms round trip).
+        assert_eq!(
+            c.observe(shared(1_000 * MS), 1_000 * MS - MS / 10, 1_000 * MS),
+            1_000 * MS
+        );
+        // Read at 1100 ms, the answer read 40 ms later (a keeper woken
+        // late): its time is still 1100 ms, within the drift of 100 ms.
+        let at = c.observe(shared(1_100 * MS), 1_100 * MS - MS / 10, 1_140 * MS);
+        assert!((1_100 * MS..1_100 * MS + MS / 5).contains(&at), "{at}");
+        // Never earlier than it is, whatever the delays.
+        let mut rng = fastrand::Rng::with_seed(7);
+        let mut c = ClockOffset::default();
+        for i in 0..1000u64 {
+            let read = 2_000 * MS + i * 20 * MS;
+            let sent = read - rng.u64(0..5 * MS);
+            let received = read + rng.u64(0..50 * MS);
+            let at = c.observe(shared(read), sent, received);
+            assert!(at >= read, "{i}: {at} before {read}");
+            if i > 100 {
+                assert!(at < read + 5 * MS, "{i}: {at} for {read}");
+            }
+        }
+        // The shared clock steps back 2 s (a state made afresh counts from
+        // a later epoch): the next call starts the offset again.
+        let back = |ours: u64| ours as i64 + theta - 2_000 * MS as i64;
+        let read = 30_000 * MS;
+        assert_eq!(c.observe(back(read), read - MS, read), read);
+    }
 
     /// One reservation takes at most one chunk of every limit's schedule,
     /// at least one slot, and no more than the records waiting.

@@ -137,3 +137,73 @@ pub(crate) fn whole_again(batch: &mut [Segment], begun: Option<Segment>, written
         *first = whole;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::Admission;
+    use crate::bucket::Bucket;
+    use crate::deadletter::DeadLetter;
+    use crate::rate::parse_rate;
+    use crate::schedule::{Limit, Limits, Unit};
+
+    /// A bucket of 10 at 100,000 records a second, and a parked read of
+    /// 100 records.
+    fn small_bucket_with_a_parked_read() -> State {
+        let limits = Limits::new(&[Limit {
+            rate: parse_rate("100000/s").unwrap(),
+            burst: 1,
+            unit: Unit::Records,
+        }]);
+        let bucket = Bucket::new(10, None, Overflow::Block);
+        let adm = Admission::new(bucket, Box::new(limits), None);
+        let mut st = State::new(adm, DeadLetter::none(b'\n'), false);
+        let text: String = (1..=100).map(|i| format!("{i}\n")).collect();
+        st.reading.parked = Some(Segment::new(text.into(), b'\n'));
+        st
+    }
+
+    /// The writer fills a small bucket from the parked read itself, at
+    /// each turn, rather than wait for the reader to wake and do it: at a
+    /// high rate, a reader refilling a few records at a time held drip up
+    /// (2 s of schedule took up to 3 s). The records arrive in order.
+    #[test]
+    fn the_writer_tops_the_bucket_up_from_the_parked_read() {
+        let mut st = small_bucket_with_a_parked_read();
+        // One leaves at once, ten wait: the rest stays parked.
+        assert!(!st.top_up(0));
+        assert_eq!(st.adm.outbox_len(), 1);
+        assert_eq!(st.adm.bucket().len(), 10);
+        assert_eq!(st.reading.parked.as_ref().map(Segment::len), Some(89));
+        // Three more due (10 µs apart): more than half full, no top-up
+        // yet (each costs a cut).
+        let mut out = Vec::new();
+        st.adm.release(30_000);
+        assert!(!st.top_up(30_000));
+        assert_eq!(st.adm.bucket().len(), 7);
+        assert_eq!(st.reading.parked.as_ref().map(Segment::len), Some(89));
+        st.adm.take_outbox(&mut out);
+        // Half empty: the writer tops up again, to the bucket's size.
+        let later = 20 * 10_000;
+        st.adm.release(later);
+        assert!(!st.top_up(later));
+        assert_eq!(st.adm.bucket().len(), 10);
+        st.adm.take_outbox(&mut out);
+        let first: Vec<&[u8]> = out.iter().flat_map(|s| s.records()).collect();
+        let want: Vec<String> = (1..=first.len()).map(|i| format!("{i}\n")).collect();
+        let want: Vec<&[u8]> = want.iter().map(|s| s.as_bytes()).collect();
+        assert_eq!(first, want);
+        // Every record at last, in order, and the parked read emptied.
+        let mut now = later;
+        while st.reading.parked.is_some() || !st.adm.bucket().is_empty() {
+            now += 10_000;
+            st.adm.release(now);
+            st.top_up(now);
+            st.adm.take_outbox(&mut out);
+            assert!(now < 1_000_000_000, "stuck");
+        }
+        let all: Vec<&[u8]> = out.iter().flat_map(|s| s.records()).collect();
+        assert_eq!(all.len(), 100);
+        assert_eq!(all.last(), Some(&&b"100\n"[..]));
+    }
+}

@@ -176,3 +176,112 @@ pub fn drift(times: &[f64], interval: f64) -> f64 {
     let earliest = |part: &[f64]| part.iter().copied().fold(f64::INFINITY, f64::min);
     earliest(&offsets[half..]) - earliest(&offsets[..half])
 }
+
+/// Run `drip ARGS` over `input` to the end (fed and read on threads of
+/// their own, so neither pipe fills); (status, stdout, stderr). A run
+/// that takes over two minutes is killed and fails.
+pub fn run_bytes(args: &[&str], input: &[u8]) -> (i32, Vec<u8>, String) {
+    let mut cmd = command(args);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn");
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let input = input.to_vec();
+    let feeder = std::thread::spawn(move || {
+        use std::io::Write;
+        let _ = stdin.write_all(&input);
+    });
+    let (status, stdout, stderr) = output_of(child);
+    feeder.join().unwrap();
+    (status, stdout, stderr)
+}
+
+/// [`run_bytes`] with text in and out (stdout read lossily).
+pub fn run(args: &[&str], input: &str) -> (i32, String, String) {
+    let (status, stdout, stderr) = run_bytes(args, input.as_bytes());
+    (
+        status,
+        String::from_utf8_lossy(&stdout).into_owned(),
+        stderr,
+    )
+}
+
+/// Wait for `child` (stdout and stderr piped) to end, reading both;
+/// (status, stdout, stderr). Killed and failed after two minutes.
+pub fn output_of(mut child: Child) -> (i32, Vec<u8>, String) {
+    let mut out = child.stdout.take().expect("piped stdout");
+    let reader = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        out.read_to_end(&mut bytes).unwrap();
+        bytes
+    });
+    let mut stderr = String::new();
+    let mut err = child.stderr.take().expect("piped stderr");
+    err.read_to_string(&mut stderr).unwrap();
+    let status = wait_for(&mut child, Duration::from_secs(120));
+    (status.code().unwrap_or(-1), reader.join().unwrap(), stderr)
+}
+
+/// What a test server says to one request: the status, header lines to
+/// add (each ending in CRLF), and the body.
+pub struct Answer {
+    pub status: u16,
+    pub headers: String,
+    pub body: &'static str,
+}
+
+impl Answer {
+    /// `status` with no other header and no body.
+    pub fn status(status: u16) -> Answer {
+        Answer {
+            status,
+            headers: String::new(),
+            body: "",
+        }
+    }
+}
+
+/// An HTTP/1.1 server on 127.0.0.1 (loopback only) answering each request
+/// with `answer(n, path)`, `n` the connection's number from 0: one
+/// request per connection (`Connection: close`), each on a thread of its
+/// own (state shared between requests goes behind a lock). Returns its
+/// port. It runs until the test process ends.
+pub fn http_server<F>(answer: F) -> u16
+where
+    F: Fn(usize, &str) -> Answer + Send + Sync + 'static,
+{
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let answer = std::sync::Arc::new(answer);
+    std::thread::spawn(move || {
+        for (n, stream) in listener.incoming().enumerate() {
+            let Ok(mut stream) = stream else { continue };
+            let answer = std::sync::Arc::clone(&answer);
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut request = String::new();
+                reader.read_line(&mut request).unwrap_or(0);
+                let path = request.split(' ').nth(1).unwrap_or("").to_string();
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                }
+                let Answer {
+                    status,
+                    headers,
+                    body,
+                } = answer(n, &path);
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status} X\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            });
+        }
+    });
+    port
+}
