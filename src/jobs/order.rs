@@ -127,11 +127,13 @@ struct Line {
 pub struct Order {
     window: u64,
     line: Mutex<Line>,
-    /// The oldest record whose output is not written out yet: the turn to
-    /// write goes to the run that begins with it.
+    /// The oldest record whose output is not written out yet once the
+    /// run being written is done: the turn to write goes to the run that
+    /// begins with it.
     turn: Mutex<u64>,
     turn_moved: Condvar,
-    /// `turn`, read without its lock (the window).
+    /// The oldest record whose output is not written out yet, read without
+    /// a lock (the window); it moves on as each record of a run is written.
     written_up_to: AtomicU64,
 }
 
@@ -212,7 +214,7 @@ impl Order {
         let after = first + run.len() as u64;
         {
             let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
-            for held in run {
+            for (number, held) in (first..).zip(run) {
                 // Leaving: the rest of the run is not written (each write
                 // would block until the next interruption).
                 let left = if give_up() {
@@ -221,11 +223,12 @@ impl Order {
                     held.write_to(&mut **out, give_up)
                 };
                 cut = cut.and(Unwritten::of(left));
+                // The window moves on as each record is written out.
+                self.written_up_to.store(number + 1, Ordering::SeqCst);
             }
         }
         let mut turn = self.turn.lock().unwrap_or_else(|e| e.into_inner());
         *turn = after;
-        self.written_up_to.store(after, Ordering::SeqCst);
         drop(turn);
         self.turn_moved.notify_all();
         cut
@@ -345,9 +348,10 @@ mod tests {
         assert!(*written.lock().unwrap() == expected);
     }
 
-    /// A stdout that takes nothing until `open` is set, saying when a
-    /// write first waits.
+    /// A stdout that takes nothing beginning with `stall_on` until `open`
+    /// is set, saying when a write waits.
     struct Stalled {
+        stall_on: u8,
         open: std::sync::Arc<(Mutex<bool>, std::sync::Condvar)>,
         waiting: std::sync::mpsc::Sender<()>,
         bytes: std::sync::Arc<Mutex<Vec<u8>>>,
@@ -355,10 +359,12 @@ mod tests {
 
     impl Write for Stalled {
         fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            let _ = self.waiting.send(());
             let (open, moved) = &*self.open;
             let mut open = open.lock().unwrap();
-            while !*open {
+            if buf.first() == Some(&self.stall_on) && !*open {
+                let _ = self.waiting.send(());
+            }
+            while buf.first() == Some(&self.stall_on) && !*open {
                 open = moved.wait(open).unwrap();
             }
             self.bytes.lock().unwrap().extend_from_slice(buf);
@@ -378,6 +384,7 @@ mod tests {
         let bytes = Arc::new(Mutex::new(Vec::new()));
         let (waiting, stalled) = mpsc::channel();
         let sink: Arc<Out> = Arc::new(Mutex::new(Box::new(Stalled {
+            stall_on: b'a',
             open: Arc::clone(&open),
             waiting,
             bytes: Arc::clone(&bytes),
@@ -409,6 +416,37 @@ mod tests {
         first.join().unwrap();
         second.join().unwrap();
         assert_eq!(&*bytes.lock().unwrap(), b"a\nb\n");
+        assert!(order.admits(4) && !order.admits(5));
+    }
+
+    #[test]
+    fn the_window_moves_on_as_each_record_of_a_run_is_written() {
+        use std::sync::{mpsc, Arc};
+        use std::time::Duration;
+        let order = Arc::new(Order::new(2));
+        let open = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+        let bytes = Arc::new(Mutex::new(Vec::new()));
+        let (waiting, stalled) = mpsc::channel();
+        let sink: Arc<Out> = Arc::new(Mutex::new(Box::new(Stalled {
+            stall_on: b'b',
+            open: Arc::clone(&open),
+            waiting,
+            bytes: Arc::clone(&bytes),
+        })));
+        order.hold(2, held(b"b\n")).unwrap();
+        order.done(2, &sink, &|| false);
+        order.hold(1, held(b"a\n")).unwrap();
+        // The run 1, 2: 1 is written, 2 stalls.
+        let run = {
+            let (order, sink) = (Arc::clone(&order), Arc::clone(&sink));
+            std::thread::spawn(move || order.done(1, &sink, &|| false))
+        };
+        stalled.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(&*bytes.lock().unwrap(), b"a\n");
+        assert!(order.admits(3) && !order.admits(4), "1 is written out");
+        *open.0.lock().unwrap() = true;
+        open.1.notify_all();
+        run.join().unwrap();
         assert!(order.admits(4) && !order.admits(5));
     }
 }
