@@ -185,6 +185,21 @@ pub struct Keyed {
     refused_wait_ns: Option<u64>,
 }
 
+/// The most slots reserved ahead (`--max-keys` and the no-key lane, up to
+/// this many).
+const RESERVED_SLOTS: usize = 1 << 22;
+
+/// A vector holding `first`, with room reserved for `max_keys` more (up to
+/// [`RESERVED_SLOTS`]): address space only, the pages are backed as keys
+/// come. Slots are aligned to their cache line, and growing such a vector
+/// copies it (an allocator moves only blocks of the usual alignment in
+/// place), leaving the old block behind in the peak RSS.
+fn reserved<T>(first: T, max_keys: usize) -> Vec<T> {
+    let mut v = Vec::with_capacity(max_keys.saturating_add(1).min(RESERVED_SLOTS));
+    v.push(first);
+    v
+}
+
 /// Why a record found no room (under `--overflow fail`, the error says).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NoRoom {
@@ -228,11 +243,11 @@ impl Keyed {
             key_capacity: config.key_capacity,
             capacity,
             capacity_bytes: capacity_bytes.unwrap_or(usize::MAX),
-            slots: vec![no_key],
-            positions: vec![Position::default()],
-            dropped: vec![0],
+            slots: reserved(no_key, config.max_keys),
+            positions: reserved(Position::default(), config.max_keys),
+            dropped: reserved(0, config.max_keys),
             free_slots: Vec::new(),
-            index: KeyIndex::new(),
+            index: KeyIndex::with_room(config.max_keys.min(RESERVED_SLOTS)),
             hasher: RandomState::default(),
             nodes: Vec::new(),
             free_nodes: Vec::new(),
