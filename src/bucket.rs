@@ -205,14 +205,26 @@ impl Segment {
         front
     }
 
-    /// This one record in a buffer of its own (so a waiting record never
-    /// keeps a large read alive), arrived at `arrived`.
-    pub(crate) fn own_copy(&self) -> Segment {
+    /// The first record, whose copy (in a buffer that holds no read) is
+    /// `data`.
+    pub(crate) fn first_copied_to(&self, data: Bytes) -> Segment {
+        debug_assert!(self.data.starts_with(&data));
         Segment {
-            data: Bytes::copy_from_slice(&self.data),
-            buffer: self.data.len(),
+            buffer: data.len(),
+            data,
+            count: 1,
             ..*self
         }
+    }
+
+    /// Pass over the first `count` records, which the caller knows to be
+    /// the first `bytes` bytes: O(1), and unlike
+    /// [`Segment::split_known`] it touches no count of the buffer's
+    /// holders.
+    pub(crate) fn skip_known(&mut self, bytes: usize, count: usize) {
+        debug_assert!(count <= self.count && bytes <= self.data.len());
+        bytes::Buf::advance(&mut self.data, bytes);
+        self.count -= count;
     }
 
     /// Split off and return the first `n` records (`n ≤ len`).

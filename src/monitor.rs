@@ -290,10 +290,18 @@ async fn reader_gone(output: Option<&mut Watched>) -> bool {
 }
 
 /// Redraw the display (with `--exec`, the jobs' figures too), unless
-/// stderr is stalled (the next redraw catches up) or the display is busy.
+/// stderr is stalled (the next redraw catches up) or the display or the
+/// jobs' figures are busy.
 fn redraw_now(shared: &Shared, ui: &Mutex<Ui>) {
     let snap = shared.snapshot();
-    let jobs = shared.jobs.get().map(|j| j.view());
+    let jobs = match shared.jobs.get() {
+        // The jobs' figures are busy: this frame is skipped.
+        Some(j) => match j.view() {
+            Some(view) => Some(view),
+            None => return,
+        },
+        None => None,
+    };
     if let Ok(mut ui) = ui.try_lock() {
         if crate::sys::writable(STDERR, 0) {
             ui.update(&snap, jobs.as_ref());

@@ -101,8 +101,10 @@ fn dash_reads_stdin_between_files() {
 
 #[test]
 fn records_leave_on_schedule_never_early() {
+    let dir = tempfile::tempdir().unwrap();
+    let stats = dir.path().join("stats.json");
     let start = Instant::now();
-    let mut cmd = command(&["--rate", "20/s"]);
+    let mut cmd = command(&["--rate", "20/s", "--stats-json", stats.to_str().unwrap()]);
     cmd.stdin(Stdio::from(
         temp_file(numbered(1..=20).as_bytes()).reopen().unwrap(),
     ));
@@ -114,16 +116,26 @@ fn records_leave_on_schedule_never_early() {
     // The first record leaves at once (a bound a loaded machine keeps).
     assert!(lines[0].0 < 1.5, "first record after {} s", lines[0].0);
     let times: Vec<f64> = lines.iter().map(|(t, _)| *t).collect();
-    // Record k is due k * 50 ms after the first. Never early: the second
-    // half of the run never stands ahead of the first (5 ms for the pipe's
-    // own jitter). On pace: nor much behind it (a loaded machine may see
-    // every record late, but not the second half alone); 20 % off fails
-    // either way (about 100 ms).
+    // Record k is due k * 50 ms after the first. Never early, on drip's
+    // own clock: 19 gaps of 50 ms at least from the first departure to the
+    // last (half an interval for a first write the machine held up); a
+    // record an interval early, or a pace 20 % fast, takes 50 ms or more.
+    let text = std::fs::read_to_string(&stats).unwrap();
+    let v: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let span = v["span_ms"].as_f64().unwrap();
+    assert!(span >= 19.0 * 50.0 - 25.0, "span {span} ms: {times:?}");
+    // Never early, as the reader saw it: record k no sooner than k * 50 ms
+    // after drip was started, nor than 50 ms less after the first record's
+    // arrival (with half an interval for a first record seen late).
+    let early = common::ahead_of_start(&times, 0.05);
+    assert!(early <= 0.0, "a record {early} s early: {times:?}");
+    let early = common::ahead_of_first(&times, 0.05);
+    assert!(early < 0.025, "a record {early} s early: {times:?}");
+    // On pace: the second half not much behind the first (see
+    // common::drift: a loaded machine may see every record late, but not
+    // the second half alone).
     let drift = common::drift(&times, 0.05);
-    assert!(
-        (-0.005..0.06).contains(&drift),
-        "{drift} s off the schedule: {times:?}"
-    );
+    assert!(drift < 0.06, "{drift} s off the schedule: {times:?}");
     // No drift, and no trailing sleep (loosely: the machine may be busy).
     let span = times[19] - times[0];
     assert!(span < 2.0, "20 records at 20/s spanned {span} s");

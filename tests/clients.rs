@@ -368,20 +368,46 @@ st=$1; shift
   xargs -n1 -P8 curl -q -s -S -f -o /dev/null --noproxy '*' --max-time 20
 "#;
 
-/// Run `drip <opts>` over `n` URLs into curl; return sorted arrival offsets.
-fn curl_run(opts: &[&str], n: usize) -> (Vec<Duration>, Duration) {
+/// Run `drip <opts>` over `n` URLs into curl; return sorted arrival
+/// offsets, the pipeline's run time, and drip's own span from its first
+/// departure to its last (`--stats-json`'s `span_ms`, ms).
+fn curl_run(opts: &[&str], n: usize) -> (Vec<Duration>, Duration, f64) {
     require_curl();
     let server = Server::start();
     let input: String = (0..n).map(|i| server.url(i) + "\n").collect();
     let drip = drip();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let stats = dir.path().join("stats.json");
     let mut args: Vec<&OsStr> = vec![drip.as_os_str()];
     args.extend(opts.iter().map(OsStr::new));
+    args.extend([OsStr::new("--stats-json"), stats.as_os_str()]);
 
     let run = run_sh(CURL_PIPELINE, &args, input.as_bytes());
     run.assert_ok(&format!("drip {} | xargs curl", opts.join(" ")));
     let hits = server.hits();
     drop(server);
-    (check_paths_and_offsets(&hits, n), run.elapsed)
+    let text = fs::read_to_string(&stats).expect("read --stats-json");
+    let last = text.lines().last().expect("a JSON line");
+    let span = serde_json::from_str::<serde_json::Value>(last).expect("JSON")["span_ms"]
+        .as_f64()
+        .expect("span_ms");
+    (check_paths_and_offsets(&hits, n), run.elapsed, span)
+}
+
+/// Never early, on drip's own clock: `n` records, the first `burst` at
+/// once and then one every `1 / rate` s, span `n - burst` intervals at
+/// least from the first departure to the last (less half an interval for
+/// a first write the machine held up). A record an interval early, a burst
+/// one too big, or a pace 20 % fast, fall short by an interval or more;
+/// the clients' start-up spread, which blurs the arrivals, cannot hide it.
+fn assert_span(span_ms: f64, n: usize, burst: usize, rate: usize, what: &str) {
+    let interval_ms = 1e3 / rate as f64;
+    let least = (n - burst) as f64 * interval_ms - interval_ms / 2.0;
+    eprintln!("{what}: drip's span {span_ms:.1} ms (least {least:.1} ms)");
+    assert!(
+        span_ms >= least,
+        "{what}: {n} records left within {span_ms:.1} ms of the first, less than {least:.1} ms"
+    );
 }
 
 fn assert_window_bound(t: &[Duration], bound: usize, what: &str) {
@@ -468,7 +494,7 @@ fn curl_requests_are_paced_at_the_server() {
     let _serial = timing_lock();
     let rate = format!("{CURL_RATE}/s");
     let what = format!("--rate {rate}");
-    let (t, elapsed) = curl_run(&["--rate", &rate], CURL_N);
+    let (t, elapsed, span) = curl_run(&["--rate", &rate], CURL_N);
     eprintln!(
         "{what}: {CURL_N} requests in {:.1} ms (pipeline {:.1} ms)",
         t[CURL_N - 1].as_secs_f64() * 1e3,
@@ -478,6 +504,7 @@ fn curl_requests_are_paced_at_the_server() {
     // the server more than a period after a later one (see below); two
     // more is a drip that lets records go early or together.
     assert_window_bound(&t, CURL_RATE + 2, &what);
+    assert_span(span, CURL_N, 1, CURL_RATE, &what);
     assert_pace(&t, 0, CURL_RATE as f64, &what);
 }
 
@@ -489,7 +516,7 @@ fn curl_requests_with_burst() {
     const BURST: usize = 5;
     let rate = format!("{CURL_RATE}/s");
     let what = format!("--rate {rate} --burst {BURST}");
-    let (t, elapsed) = curl_run(&["--rate", &rate, "--burst", &BURST.to_string()], CURL_N);
+    let (t, elapsed, span) = curl_run(&["--rate", &rate, "--burst", &BURST.to_string()], CURL_N);
     eprintln!(
         "{what}: {CURL_N} requests in {:.1} ms (pipeline {:.1} ms); first {BURST} within {:.1} ms",
         t[CURL_N - 1].as_secs_f64() * 1e3,
@@ -515,6 +542,7 @@ fn curl_requests_with_burst() {
     // second. Allow that one (the schedule's own bound, burst + rate × W,
     // is proven on virtual time in src/schedule.rs and tests/admission.rs).
     assert_window_bound(&t, CURL_RATE + BURST + 1, &what);
+    assert_span(span, CURL_N, BURST, CURL_RATE, &what);
     // After the burst the schedule is plain 10/s; measure it from the first
     // request that had to wait (#5) so burst jitter does not skew the mean.
     assert_pace(&t, BURST, CURL_RATE as f64, &what);

@@ -1127,6 +1127,39 @@ fn a_signal_ends_what_the_jobs_left_behind() {
     assert_groups_end(&groups);
 }
 
+/// The first job ends at once, leaving a child that ignores TERM; the
+/// second's whole group ends at TERM. At the second signal drip leaves as
+/// soon as the second job is gone, and the first job's child must not
+/// outlive it: the KILL meant for it is not left to a timer that drip's
+/// exit can beat.
+#[test]
+fn a_second_signal_kills_what_an_ended_job_left_before_drip_leaves() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!(
+        r#"echo $$ >> {pids}; [ "$1" = 1 ] && {{ (trap '' TERM; exec sleep 7.321) & exit 0; }}; exec sleep 30"#,
+        pids = dir.path().join("pids").display()
+    );
+    let mut cmd = command(&[
+        "-r", "inf", "-j", "2", "-q", "--exec", "sh", "-c", &script, "sh",
+    ]);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let _ = child.stdin.as_mut().unwrap().write_all(b"1\n2\n");
+    let groups = started_groups(dir.path());
+    // The first job has ended (its child lingers) before the signals.
+    std::thread::sleep(Duration::from_millis(300));
+    send_signal(&child, libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(100));
+    send_signal(&child, libc::SIGTERM);
+    assert_eq!(
+        wait_for(&mut child, Duration::from_secs(10)).code(),
+        Some(143)
+    );
+    assert_groups_end(&groups);
+}
+
 #[test]
 fn a_second_signal_ends_what_the_jobs_left_behind() {
     let dir = tempfile::tempdir().unwrap();

@@ -244,3 +244,89 @@ fn leaving_without_the_threads_still_writes_the_stats_file() {
     assert_adds_up(&s);
     assert_eq!(s["read"].as_u64(), Some(100_000), "{s}");
 }
+
+#[test]
+fn keep_order_leaves_when_the_writer_waits_on_the_window_at_a_stalled_stdout() {
+    keep_order_window_full_at_a_stalled_stdout(&["-q"]);
+}
+
+#[test]
+fn with_the_display_drawing_too() {
+    // The display reads the jobs' figures ten times a second from the
+    // thread that handles the signals.
+    keep_order_window_full_at_a_stalled_stdout(&["--progress"]);
+}
+
+/// Each job's output in [`keep_order_window_full_at_a_stalled_stdout`],
+/// bytes (drip ends it with a newline).
+const SMALL_OUTPUT: usize = 4_000;
+
+/// 200 records, 10 jobs at once, `--keep-order` with a window of 50:
+/// record 1 ends last, so the writer waits for the window with slots
+/// free; then the run of 50 outputs goes to a stdout nobody reads and
+/// stalls. TERM, then TERM again: drip leaves at once, its books whole.
+/// `extra`: more flags.
+fn keep_order_window_full_at_a_stalled_stdout(extra: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let (ended, stats) = (dir.path().join("ended"), dir.path().join("stats.json"));
+    let input = dir.path().join("input");
+    std::fs::write(&input, numbered(1..=200)).unwrap();
+    let script = format!(
+        r#"if [ "$1" = 1 ]; then sleep 1; fi; head -c {SMALL_OUTPUT} /dev/zero; echo "$1" >> {}"#,
+        ended.display()
+    );
+    let path = |p: &Path| p.to_str().unwrap().to_string();
+    let mut args: Vec<String> = [
+        "-r",
+        "inf",
+        "-j",
+        "10",
+        "--keep-order",
+        "--order-window",
+        "50",
+        "--stats-json",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.push(path(&stats));
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args.extend([path(&input), "--exec".into(), "sh".into(), "-c".into()]);
+    args.extend([script, "sh".into(), "{}".into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut cmd = command(&args);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    // Held open, never read.
+    let mut stdout = child.stdout.take().unwrap();
+    let start = Instant::now();
+    while !std::fs::read_to_string(&ended).is_ok_and(|t| t.lines().any(|l| l == "1")) {
+        assert!(start.elapsed() < Duration::from_secs(20), "record 1 ran");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    send_signal(&child, libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(300));
+    send_signal(&child, libc::SIGTERM);
+    let start = Instant::now();
+    assert_eq!(
+        wait_for(&mut child, Duration::from_secs(10)).code(),
+        Some(143)
+    );
+    // The threads let go: not the one-second wait for those that do not.
+    let took = start.elapsed();
+    assert!(took < Duration::from_millis(950), "{took:?}");
+    let mut through = Vec::new();
+    stdout.read_to_end(&mut through).unwrap();
+    let s = last_json(&stats);
+    assert_adds_up(&s);
+    let succeeded = s["succeeded"].as_u64().unwrap();
+    assert!(succeeded >= 50, "{s}");
+    // Every byte of output is written or counted as not written.
+    let unwritten = s["output_bytes_unwritten"].as_u64().unwrap();
+    assert_eq!(
+        unwritten + through.len() as u64,
+        succeeded * (SMALL_OUTPUT as u64 + 1),
+        "{s}"
+    );
+}

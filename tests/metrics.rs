@@ -261,7 +261,7 @@ fn a_forced_exit_leaves_the_final_books_in_the_file() {
     let made = std::process::Command::new("mkfifo").arg(&dead).status();
     assert!(made.unwrap().success(), "mkfifo");
     // Held open, never read: the dead letter fills the pipe and waits.
-    let _held = std::fs::OpenOptions::new()
+    let held = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open(&dead)
@@ -282,8 +282,24 @@ fn a_forced_exit_leaves_the_final_books_in_the_file() {
         assert!(start.elapsed() < Duration::from_secs(30), "never full");
         std::thread::sleep(Duration::from_millis(50));
     }
+    // Nothing shed yet: the dead letter's pipe is empty until the stop.
+    assert_eq!(unread_bytes(&held), 0, "the dead letter before the stop");
     common::send_signal(&child, libc::SIGTERM);
-    std::thread::sleep(Duration::from_millis(10));
+    // The second signal only once the first was taken (the queue going to
+    // the dead letter shows it): repeats that arrive before drip looks at
+    // its signals count as one, and one TERM alone waits for ever here.
+    let start = Instant::now();
+    while unread_bytes(&held) == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the stop never began"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "one signal ended the run"
+    );
     common::send_signal(&child, libc::SIGTERM);
     let status = wait_for(&mut child, Duration::from_secs(20));
     assert_eq!(status.code(), Some(143));
@@ -297,4 +313,15 @@ fn a_forced_exit_leaves_the_final_books_in_the_file() {
     assert!(undelivered >= 19_999.0, "{undelivered} undelivered");
     assert_eq!(read, written + undelivered, "{read} read");
     assert_eq!(value(&at_exit, "drip_queue_depth", &[]), 0.0);
+}
+
+/// Bytes written to the pipe behind `end` and not yet read (FIONREAD).
+#[allow(unsafe_code)]
+fn unread_bytes(end: &std::fs::File) -> usize {
+    use std::os::fd::AsRawFd;
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD stores one int through the pointer, to a local.
+    let rc = unsafe { libc::ioctl(end.as_raw_fd(), libc::FIONREAD, &mut n) };
+    assert_eq!(rc, 0, "FIONREAD");
+    usize::try_from(n).unwrap()
 }

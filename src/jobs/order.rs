@@ -10,11 +10,19 @@
 //! retry, a slow server) holds new starts back rather than memory growing.
 //! A record's output stays in memory up to [`IN_MEMORY`] bytes and is moved
 //! to an unlinked temporary file beyond that.
+//!
+//! Locks: the outputs held are under one lock, never held across a write
+//! to stdout (a stalled stdout would hold every job ending, and whoever
+//! asks about the window, behind it). The run of done records is taken
+//! out under it and written after, when the run's turn comes (the writing
+//! turn goes to runs in input order). The window is read without a lock.
 
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, TryLockError};
+use std::time::Duration;
 
 use super::attempt::{pass, Unwritten};
 
@@ -101,9 +109,13 @@ impl Held {
     }
 }
 
+/// How often a run waiting for its turn to be written looks whether drip
+/// is leaving.
+const TURN_POLL: Duration = Duration::from_millis(10);
+
 #[derive(Debug)]
 struct Line {
-    /// The oldest record whose output is not written out yet.
+    /// The oldest record whose output is not taken out to be written yet.
     next: u64,
     /// Output of records after `next` (and of `next` while it runs), and
     /// whether the record is done.
@@ -115,6 +127,14 @@ struct Line {
 pub struct Order {
     window: u64,
     line: Mutex<Line>,
+    /// The oldest record whose output is not written out yet once the
+    /// run being written is done: the turn to write goes to the run that
+    /// begins with it.
+    turn: Mutex<u64>,
+    turn_moved: Condvar,
+    /// The oldest record whose output is not written out yet, read without
+    /// a lock (the window); it moves on as each record of a run is written.
+    written_up_to: AtomicU64,
 }
 
 impl Order {
@@ -127,6 +147,9 @@ impl Order {
                 next: 1,
                 held: BTreeMap::new(),
             }),
+            turn: Mutex::new(1),
+            turn_moved: Condvar::new(),
+            written_up_to: AtomicU64::new(1),
         }
     }
 
@@ -135,8 +158,13 @@ impl Order {
     }
 
     /// Whether record `number` (from 1) may start: it is inside the window.
+    /// Takes no lock: safe to ask under any.
     pub fn admits(&self, number: u64) -> bool {
-        number < self.lock().next.saturating_add(self.window)
+        number
+            < self
+                .written_up_to
+                .load(Ordering::SeqCst)
+                .saturating_add(self.window)
     }
 
     /// Add `output` to what record `number` has written so far.
@@ -155,46 +183,88 @@ impl Order {
 
     /// Record `number` is done: write out, to `out`, every done record's
     /// output from the oldest on, in order, up to the first not done; a
-    /// write interrupted while `give_up()` says so ends that output there.
-    /// A write error ends nothing: the records' fates are already settled,
-    /// and stdout's reader going away is noticed elsewhere. Returns what
-    /// was not written.
+    /// write interrupted while `give_up()` says so ends that output there,
+    /// and a run still waiting for its turn when `give_up()` says so is
+    /// not written at all. A write error ends nothing: the records' fates
+    /// are already settled, and stdout's reader going away is noticed
+    /// elsewhere. Returns what was not written.
     pub fn done(&self, number: u64, out: &Out, give_up: &dyn Fn() -> bool) -> Unwritten {
-        let mut line = self.lock();
-        line.held.entry(number).or_default().1 = true;
-        let mut cut = Unwritten::default();
-        loop {
-            let next = line.next;
-            match line.held.get(&next) {
-                Some((_, true)) => {}
-                _ => return cut,
+        let (first, run) = {
+            let mut line = self.lock();
+            line.held.entry(number).or_default().1 = true;
+            let first = line.next;
+            let mut run = Vec::new();
+            while let Some((_, true)) = line.held.get(&line.next) {
+                let next = line.next;
+                run.push(line.held.remove(&next).expect("looked at").0);
+                line.next += 1;
             }
-            let (held, _) = line.held.remove(&next).expect("looked at");
-            line.next += 1;
-            let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
-            cut = cut.and(Unwritten::of(held.write_to(&mut **out, give_up)));
+            (first, run)
+        };
+        if run.is_empty() {
+            return Unwritten::default();
         }
+        let mut cut = Unwritten::default();
+        if !self.wait_turn(first, give_up) {
+            for held in run {
+                cut = cut.and(Unwritten::of(held.len()));
+            }
+            return cut;
+        }
+        let after = first + run.len() as u64;
+        {
+            let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
+            for (number, held) in (first..).zip(run) {
+                // Leaving: the rest of the run is not written (each write
+                // would block until the next interruption).
+                let left = if give_up() {
+                    held.len()
+                } else {
+                    held.write_to(&mut **out, give_up)
+                };
+                cut = cut.and(Unwritten::of(left));
+                // The window moves on as each record is written out.
+                self.written_up_to.store(number + 1, Ordering::SeqCst);
+            }
+        }
+        let mut turn = self.turn.lock().unwrap_or_else(|e| e.into_inner());
+        *turn = after;
+        drop(turn);
+        self.turn_moved.notify_all();
+        cut
     }
 
-    /// At a hurried exit: write out every output held, in order, skipping
-    /// the records that never finished; none when stdout is held by a job
-    /// passing its output on (a stalled stdout). Returns what was not
-    /// written.
-    pub fn flush_all(&self, out: &Out) -> Unwritten {
-        let mut line = self.lock();
-        let held = std::mem::take(&mut line.held);
-        let mut out = match out.try_lock() {
-            Ok(out) => Some(out),
-            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => None,
+    /// Wait until the run beginning with record `first` may be written
+    /// (every record before it is written out); `false` once `give_up()`
+    /// says so first.
+    fn wait_turn(&self, first: u64, give_up: &dyn Fn() -> bool) -> bool {
+        let mut turn = self.turn.lock().unwrap_or_else(|e| e.into_inner());
+        while *turn != first {
+            if give_up() {
+                return false;
+            }
+            turn = self
+                .turn_moved
+                .wait_timeout(turn, TURN_POLL)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        true
+    }
+
+    /// At a hurried exit: the outputs still held, as not written (drip
+    /// leaves at once: writing them could block on a stalled stdout).
+    /// Waits for no lock: with the outputs' lock busy, nothing is counted
+    /// here. Returns what was not written.
+    pub fn flush_all(&self) -> Unwritten {
+        let held = match self.line.try_lock() {
+            Ok(mut line) => std::mem::take(&mut line.held),
+            Err(TryLockError::Poisoned(e)) => std::mem::take(&mut e.into_inner().held),
+            Err(TryLockError::WouldBlock) => return Unwritten::default(),
         };
         let mut cut = Unwritten::default();
         for (_, (held, _)) in held {
-            let left = match &mut out {
-                Some(out) => held.write_to(&mut ***out, &|| true),
-                None => held.len(),
-            };
-            cut = cut.and(Unwritten::of(left));
+            cut = cut.and(Unwritten::of(held.len()));
         }
         cut
     }
@@ -276,5 +346,107 @@ mod tests {
         expected.extend_from_slice(&big);
         expected.extend_from_slice(b"tail");
         assert!(*written.lock().unwrap() == expected);
+    }
+
+    /// A stdout that takes nothing beginning with `stall_on` until `open`
+    /// is set, saying when a write waits.
+    struct Stalled {
+        stall_on: u8,
+        open: std::sync::Arc<(Mutex<bool>, std::sync::Condvar)>,
+        waiting: std::sync::mpsc::Sender<()>,
+        bytes: std::sync::Arc<Mutex<Vec<u8>>>,
+    }
+
+    impl Write for Stalled {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            let (open, moved) = &*self.open;
+            let mut open = open.lock().unwrap();
+            if buf.first() == Some(&self.stall_on) && !*open {
+                let _ = self.waiting.send(());
+            }
+            while buf.first() == Some(&self.stall_on) && !*open {
+                open = moved.wait(open).unwrap();
+            }
+            self.bytes.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_stalled_write_holds_neither_the_window_nor_the_outputs() {
+        use std::sync::{mpsc, Arc};
+        use std::time::Duration;
+        let order = Arc::new(Order::new(2));
+        let open = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+        let bytes = Arc::new(Mutex::new(Vec::new()));
+        let (waiting, stalled) = mpsc::channel();
+        let sink: Arc<Out> = Arc::new(Mutex::new(Box::new(Stalled {
+            stall_on: b'a',
+            open: Arc::clone(&open),
+            waiting,
+            bytes: Arc::clone(&bytes),
+        })));
+        order.hold(1, held(b"a\n")).unwrap();
+        let first = {
+            let (order, sink) = (Arc::clone(&order), Arc::clone(&sink));
+            std::thread::spawn(move || order.done(1, &sink, &|| false))
+        };
+        stalled.recv_timeout(Duration::from_secs(10)).unwrap();
+        // Record 1 is being written: the others go on, bounded in time.
+        let (said, answer) = mpsc::channel();
+        let second = {
+            let (order, sink) = (Arc::clone(&order), Arc::clone(&sink));
+            std::thread::spawn(move || {
+                said.send((order.admits(2), order.admits(3))).unwrap();
+                order.hold(2, held(b"b\n")).unwrap();
+                said.send((true, true)).unwrap();
+                order.done(2, &sink, &|| false)
+            })
+        };
+        let answers = (0..2)
+            .map(|_| answer.recv_timeout(Duration::from_secs(10)).unwrap())
+            .collect::<Vec<_>>();
+        assert_eq!(answers[0], (true, false), "1 not written holds the window");
+        assert!(bytes.lock().unwrap().is_empty());
+        *open.0.lock().unwrap() = true;
+        open.1.notify_all();
+        first.join().unwrap();
+        second.join().unwrap();
+        assert_eq!(&*bytes.lock().unwrap(), b"a\nb\n");
+        assert!(order.admits(4) && !order.admits(5));
+    }
+
+    #[test]
+    fn the_window_moves_on_as_each_record_of_a_run_is_written() {
+        use std::sync::{mpsc, Arc};
+        use std::time::Duration;
+        let order = Arc::new(Order::new(2));
+        let open = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+        let bytes = Arc::new(Mutex::new(Vec::new()));
+        let (waiting, stalled) = mpsc::channel();
+        let sink: Arc<Out> = Arc::new(Mutex::new(Box::new(Stalled {
+            stall_on: b'b',
+            open: Arc::clone(&open),
+            waiting,
+            bytes: Arc::clone(&bytes),
+        })));
+        order.hold(2, held(b"b\n")).unwrap();
+        order.done(2, &sink, &|| false);
+        order.hold(1, held(b"a\n")).unwrap();
+        // The run 1, 2: 1 is written, 2 stalls.
+        let run = {
+            let (order, sink) = (Arc::clone(&order), Arc::clone(&sink));
+            std::thread::spawn(move || order.done(1, &sink, &|| false))
+        };
+        stalled.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(&*bytes.lock().unwrap(), b"a\n");
+        assert!(order.admits(3) && !order.admits(4), "1 is written out");
+        *open.0.lock().unwrap() = true;
+        open.1.notify_all();
+        run.join().unwrap();
+        assert!(order.admits(4) && !order.admits(5));
     }
 }

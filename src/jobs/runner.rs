@@ -15,7 +15,10 @@
 //! may lengthen the pause, but neither grows the backoff nor lowers the
 //! rate again.
 //!
-//! Locks: the state's lock is always taken before the pool's.
+//! Locks: the state's lock is always taken before the pool's; no other
+//! lock is taken under the pool's, and the pool's is never held across a
+//! write to stdout (`--keep-order`'s window is read without a lock), so a
+//! stalled stdout holds only the threads writing to it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ffi::OsString;
@@ -90,14 +93,9 @@ struct Inner {
     /// The longest a record waited from being read to its job's start, ns.
     longest_wait_ns: u64,
     rng: fastrand::Rng,
-    /// A second signal came: no attempt starts, every job is signalled.
-    leaving: bool,
     /// Process groups of ended attempts that still had processes in them
     /// (a job's background children): TERM and KILL at a stop by signal.
     lingering: Vec<u32>,
-    /// The threads passing a job's output on now (see [`Pool::passing`]),
-    /// interrupted at a second signal.
-    passing: Vec<u64>,
     /// Output that could not be passed on.
     unwritten: Unwritten,
 }
@@ -153,6 +151,13 @@ pub(crate) struct Pool {
     headers: Mutex<Option<tempfile::TempDir>>,
     headers_dir: PathBuf,
     terminated: Terminated,
+    /// A second signal came: no attempt starts, every job is signalled.
+    /// Set before any lock is taken, so no busy lock delays it.
+    leaving: std::sync::atomic::AtomicBool,
+    /// The threads passing a job's output on now (see [`Pool::passing`]),
+    /// interrupted at a second signal; under a lock of their own, held
+    /// only to change or read the list.
+    passing: Mutex<Vec<u64>>,
     /// The configured rate, records per second.
     rate: f64,
     /// The record delimiter, left out of the record in arguments.
@@ -221,6 +226,8 @@ impl Pool {
             headers_dir: headers.path().to_path_buf(),
             headers: Mutex::new(Some(headers)),
             terminated: Arc::new(Mutex::new(Some(Vec::new()))),
+            leaving: std::sync::atomic::AtomicBool::new(false),
+            passing: Mutex::new(Vec::new()),
             order: cfg.keep_order.map(Order::new),
             quota_malformed: std::sync::atomic::AtomicBool::new(false),
             quota_windows: Mutex::new(HashMap::new()),
@@ -235,6 +242,10 @@ impl Pool {
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn passing_threads(&self) -> MutexGuard<'_, Vec<u64>> {
+        self.passing.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn stopping(&self) -> bool {
@@ -524,12 +535,7 @@ impl Pool {
                 }
                 Err(error) => return self.cannot_run(&argv[0], error),
             };
-            let step = self.judge(&who, n, &ended, &headers, (deadline, &scope));
-            // The fate is known before the output goes out: a stalled
-            // stdout cannot make finished work undelivered.
-            if let Step::Done(outcome) = step {
-                self.decided(number, outcome, files);
-            }
+            let step = self.judge(&who, n, (&ended, &*files), &headers, (deadline, &scope));
             self.pass_on(number, files);
             let at = match step {
                 Step::Done(outcome) => return outcome,
@@ -555,7 +561,7 @@ impl Pool {
         &self,
         who: &Who,
         n: u32,
-        ended: &Ended,
+        (ended, files): (&Ended, &Files),
         headers: &Path,
         (deadline, scope): (Option<u64>, &Scope),
     ) -> Step {
@@ -569,11 +575,20 @@ impl Pool {
             .cfg
             .policy
             .classify(ended.exit, response.as_ref(), SystemTime::now());
-        let step = if self.killed_leaving(ended) {
+        let mut step = if self.killed_leaving(ended) {
             Step::Done(Outcome::Undelivered)
         } else {
             self.next_step(verdict, n, (deadline, scope), ended)
         };
+        // The fate is recorded before the joblog tells it, and before the
+        // output goes out (a stalled stdout cannot make finished work
+        // undelivered); a record drip abandoned on its way out before
+        // then is undelivered, and logged so.
+        if let Step::Done(outcome) = step {
+            if !self.decided(who.number, outcome, files) {
+                step = Step::Done(Outcome::Undelivered);
+            }
+        }
         let status = response.map(|r| r.status);
         self.log(who, n, ended, status, (&step, verdict));
         step
@@ -611,26 +626,33 @@ impl Pool {
     /// holding drip's exit. What was not written is counted.
     fn passing(&self, pass: impl FnOnce(&dyn Fn() -> bool) -> Unwritten) {
         let me = crate::sys::this_thread();
-        self.lock().passing.push(me);
+        self.passing_threads().push(me);
         let give_up = || self.shared.stops.leaving();
         let cut = pass(&give_up);
-        let mut inner = self.lock();
-        if let Some(at) = inner.passing.iter().position(|&t| t == me) {
-            inner.passing.swap_remove(at);
+        let mut passing = self.passing_threads();
+        if let Some(at) = passing.iter().position(|&t| t == me) {
+            passing.swap_remove(at);
         }
+        drop(passing);
+        let mut inner = self.lock();
         inner.unwritten = inner.unwritten.and(cut);
     }
 
     /// Record `number`'s last attempt ended as `outcome`; its output, in
-    /// `files`, is passed on next.
-    fn decided(&self, number: u64, outcome: Outcome, files: &Files) {
+    /// `files`, is passed on next. `false` when drip abandoned the record
+    /// on its way out ([`Jobs::abandon`]): the record is undelivered.
+    fn decided(&self, number: u64, outcome: Outcome, files: &Files) -> bool {
         let pending = if self.order.is_some() {
             0
         } else {
             files.pending()
         };
-        if let Some(job) = self.lock().running.get_mut(&number) {
-            job.decided = Some((outcome, pending));
+        match self.lock().running.get_mut(&number) {
+            Some(job) => {
+                job.decided = Some((outcome, pending));
+                true
+            }
+            None => false,
         }
     }
 
@@ -711,7 +733,7 @@ impl Pool {
         if let Some(job) = inner.running.get_mut(&number) {
             job.group = pgid;
         }
-        if inner.leaving {
+        if self.leaving() {
             let mut terminated = self.terminated.lock().unwrap_or_else(|e| e.into_inner());
             match &mut *terminated {
                 Some(groups) => {
@@ -724,7 +746,7 @@ impl Pool {
     }
 
     fn leaving(&self) -> bool {
-        self.lock().leaving
+        self.leaving.load(Ordering::SeqCst)
     }
 
     /// The attempt of record `number` ended: its process group is kept
@@ -745,9 +767,18 @@ impl Pool {
 
     /// At the end of a stop by signal: TERM the process groups that jobs
     /// which ended left behind, and KILL those still there
-    /// [`KILL_AFTER_LEAVE`] later (at once when nothing is left).
+    /// [`KILL_AFTER_LEAVE`] later (at once when nothing is left). The
+    /// groups a second signal sent TERM are among them: drip does not
+    /// leave before they are gone, whether or not the thread that waits
+    /// to KILL them has run yet.
     pub(crate) fn end_lingering(&self) {
-        let groups = std::mem::take(&mut self.lock().lingering);
+        let mut groups = std::mem::take(&mut self.lock().lingering);
+        let terminated = self
+            .terminated
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        groups.extend(terminated.unwrap_or_default());
         end_groups(&groups);
     }
 
@@ -940,6 +971,32 @@ impl Pool {
             .write(&entry);
     }
 
+    /// The figures of `inner`, but for the attempts' percentiles (left 0),
+    /// and the latest attempts' durations (ns, unsorted) they come from.
+    fn figures(&self, inner: &Inner) -> (JobStats, Vec<u64>) {
+        let now = self.shared.clock.now();
+        let paused_left = self.gate.paused_until(&Scope::All).saturating_sub(now);
+        let stats = JobStats {
+            jobs_running: inner.running.len() as u64,
+            retries: inner.retries,
+            overload_responses: inner.overloads,
+            pauses: inner.pauses,
+            paused_ms: inner.paused_ns.saturating_sub(paused_left) as f64 / 1e6,
+            effective_rate: inner
+                .books
+                .get(&Scope::All)
+                .and_then(|b| b.aimd)
+                .map_or(self.rate, |a| a.current())
+                .min(self.gate.rate_at(&Scope::All, now)),
+            attempt_p50_ms: 0.0,
+            attempt_p99_ms: 0.0,
+            configured_rate: self.rate,
+            outputs_cut: inner.unwritten.outputs,
+            output_bytes_unwritten: inner.unwritten.bytes,
+        };
+        (stats, inner.durations_ns.iter().copied().collect())
+    }
+
     /// Record the fate of record `number` and free its slot (unless drip
     /// abandoned it on the way out).
     fn settle(&self, number: u64, outcome: Outcome) {
@@ -1000,46 +1057,34 @@ impl Jobs for Pool {
     }
 
     fn stats(&self) -> JobStats {
-        let inner = self.lock();
-        let mut durations: Vec<u64> = inner.durations_ns.iter().copied().collect();
+        let (mut stats, mut durations) = self.figures(&self.lock());
         durations.sort_unstable();
-        let pct = |p: f64| {
-            if durations.is_empty() {
-                return 0.0;
-            }
-            let at = ((durations.len() - 1) as f64 * p).round() as usize;
-            durations[at] as f64 / 1e6
-        };
-        let now = self.shared.clock.now();
-        let paused_left = self.gate.paused_until(&Scope::All).saturating_sub(now);
-        JobStats {
-            jobs_running: inner.running.len() as u64,
-            retries: inner.retries,
-            overload_responses: inner.overloads,
-            pauses: inner.pauses,
-            paused_ms: inner.paused_ns.saturating_sub(paused_left) as f64 / 1e6,
-            effective_rate: inner
-                .books
-                .get(&Scope::All)
-                .and_then(|b| b.aimd)
-                .map_or(self.rate, |a| a.current())
-                .min(self.gate.rate_at(&Scope::All, now)),
-            attempt_p50_ms: pct(0.5),
-            attempt_p99_ms: pct(0.99),
-            configured_rate: self.rate,
-            outputs_cut: inner.unwritten.outputs,
-            output_bytes_unwritten: inner.unwritten.bytes,
-        }
+        stats.attempt_p50_ms = percentile_ms(&durations, 0.5);
+        stats.attempt_p99_ms = percentile_ms(&durations, 0.99);
+        stats
     }
 
-    fn view(&self) -> crate::progress::JobsView {
-        let stats = self.stats();
+    fn view(&self) -> Option<crate::progress::JobsView> {
+        // The display skips a frame rather than wait for the lock.
+        let inner = match self.inner.try_lock() {
+            Ok(inner) => inner,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        let (mut stats, mut durations) = self.figures(&inner);
+        drop(inner);
+        // The display shows the median only: no full sort.
+        if !durations.is_empty() {
+            let at = ((durations.len() - 1) as f64 * 0.5).round() as usize;
+            durations.select_nth_unstable(at);
+            stats.attempt_p50_ms = durations[at] as f64 / 1e6;
+        }
         let now = self.shared.clock.now();
-        crate::progress::JobsView {
+        Some(crate::progress::JobsView {
             stats,
             paused_left_ns: self.gate.paused_until(&Scope::All).saturating_sub(now),
             paused_keys: self.gate.paused_keys(now),
-        }
+        })
     }
 
     fn longest_wait_ns(&self) -> u64 {
@@ -1047,8 +1092,11 @@ impl Jobs for Pool {
     }
 
     fn terminate(&self) {
+        // First what takes no busy lock: no attempt starts, and the
+        // threads blocked writing output give up.
+        self.leaving.store(true, Ordering::SeqCst);
+        self.interrupt_output();
         let mut inner = self.lock();
-        inner.leaving = true;
         let mut groups: Vec<u32> = inner.running.values().map(|job| job.group).collect();
         groups.append(&mut inner.lingering);
         for &pgid in &groups {
@@ -1083,13 +1131,19 @@ impl Jobs for Pool {
             let lingering = std::mem::take(&mut inner.lingering);
             (std::mem::take(&mut inner.running), lingering)
         };
+        let terminated = self
+            .terminated
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
         let mut groups: Vec<u32> = running.values().map(|job| job.group).collect();
         groups.extend(lingering);
+        groups.extend(terminated.unwrap_or_default());
         end_groups(&groups);
         // drip exits next, without the wiring: nothing is left behind.
         self.remove_headers();
         let mut cut = match &self.order {
-            Some(order) => order.flush_all(&self.out),
+            Some(order) => order.flush_all(),
             None => Unwritten::default(),
         };
         let left = running
@@ -1118,7 +1172,7 @@ impl Jobs for Pool {
     }
 
     fn interrupt_output(&self) {
-        for &thread in &self.lock().passing {
+        for &thread in self.passing_threads().iter() {
             crate::sys::interrupt(thread);
         }
     }
@@ -1191,6 +1245,16 @@ fn environment(number: u64, id: &str, n: u32, headers: &Path) -> [(&'static str,
         ("DRIP_ATTEMPT", n.to_string().into()),
         ("DRIP_HEADERS", headers.as_os_str().to_owned()),
     ]
+}
+
+/// The `p` (0 to 1) percentile of `sorted` (ns, ascending), ms; 0 when
+/// there is none (nearest rank).
+fn percentile_ms(sorted: &[u64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let at = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[at] as f64 / 1e6
 }
 
 /// Attempts whose durations give the p50 and p99 in the stats: the

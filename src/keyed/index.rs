@@ -11,15 +11,18 @@
 //!
 //! Pure: no threads, no clock, no I/O.
 
-/// An unused word (slot numbers are below `u32::MAX`).
-const EMPTY: u64 = u64::MAX;
+/// An unused word: a word holds its slot number plus one, so a fresh
+/// index is zeroed memory, which the system backs only as it is written.
+const EMPTY: u64 = 0;
 /// The fewest words (a power of two).
 const MIN_WORDS: usize = 16;
+/// The most words made ahead for the keys a run may remember.
+const MOST_WORDS_AHEAD: usize = 1 << 23;
 
 /// Slot numbers by hash (see the module's notes).
 #[derive(Debug)]
 pub(super) struct KeyIndex {
-    /// `tag << 32 | slot`, or [`EMPTY`]; a power of two of them.
+    /// `tag << 32 | (slot + 1)`, or [`EMPTY`]; a power of two of them.
     words: Vec<u64>,
     /// Words in use.
     len: usize,
@@ -34,12 +37,25 @@ fn tag_of(hash: u64) -> u32 {
     (hash >> 32) as u32
 }
 
+/// The slot number a word in use holds.
+fn slot_of(word: u64) -> u32 {
+    (word as u32).wrapping_sub(1)
+}
+
 impl KeyIndex {
-    pub(super) fn new() -> KeyIndex {
+    /// An index with room for `keys` slots (up to 3 · 2^21) before it
+    /// grows: growing makes a new array and leaves the old one to the
+    /// allocator, which may keep it in the peak RSS.
+    pub(super) fn with_room(keys: usize) -> KeyIndex {
+        let words = keys
+            .saturating_mul(4)
+            .div_ceil(3)
+            .clamp(MIN_WORDS, MOST_WORDS_AHEAD)
+            .next_power_of_two();
         KeyIndex {
-            words: vec![EMPTY; MIN_WORDS],
+            words: vec![EMPTY; words],
             len: 0,
-            bits: MIN_WORDS.trailing_zeros(),
+            bits: words.trailing_zeros(),
         }
     }
 
@@ -75,8 +91,8 @@ impl KeyIndex {
             if word == EMPTY {
                 return None;
             }
-            if (word >> 32) as u32 == tag && is(word as u32) {
-                return Some(word as u32);
+            if (word >> 32) as u32 == tag && is(slot_of(word)) {
+                return Some(slot_of(word));
             }
             i = (i + 1) & mask;
         }
@@ -99,7 +115,7 @@ impl KeyIndex {
         if (self.len + 1) * 4 > self.words.len() * 3 {
             self.grow();
         }
-        self.place((u64::from(tag_of(hash)) << 32) | u64::from(s));
+        self.place((u64::from(tag_of(hash)) << 32) | (u64::from(s) + 1));
         self.len += 1;
     }
 
@@ -137,7 +153,7 @@ impl KeyIndex {
             if word == EMPTY {
                 return;
             }
-            if word as u32 == s {
+            if slot_of(word) == s {
                 break;
             }
             i = (i + 1) & mask;
@@ -199,7 +215,7 @@ mod tests {
         /// that collide often.
         #[test]
         fn finds_what_a_map_finds(ops in prop::collection::vec(op(), 1..600), spread in 1u32..64) {
-            let mut index = KeyIndex::new();
+            let mut index = KeyIndex::with_room(0);
             let mut model: HashMap<u16, u32> = HashMap::new();
             // Each key's slot: its number, so `is` can tell keys apart.
             for op in ops {
@@ -230,7 +246,7 @@ mod tests {
 
     #[test]
     fn it_grows_to_keep_a_quarter_of_the_words_free() {
-        let mut index = KeyIndex::new();
+        let mut index = KeyIndex::with_room(0);
         for s in 0..10_000u32 {
             index.insert(u64::from(s).wrapping_mul(0x9E37_79B9_7F4A_7C15), s);
             assert!(index.len() * 4 <= index.words.len() * 3);

@@ -84,7 +84,7 @@ pub use shared::{KeySchedule, LeaseHead, Want};
 use index::KeyIndex;
 use line::Lane;
 use lookup::Ahead;
-use queues::Node;
+use queues::{Node, Spill};
 use table::{KeyBytes, Slot};
 
 /// The lane of records that have no key.
@@ -133,6 +133,8 @@ pub struct Keyed {
     hasher: RandomState,
     nodes: Vec<Node>,
     free_nodes: Vec<u32>,
+    /// Where waiting records are copied out of their reads.
+    spill: Spill,
     /// Keys whose head is due under their own limit, in turn order.
     ready: VecDeque<u32>,
     /// Keys whose head waits for their own slot: (due, key).
@@ -183,6 +185,21 @@ pub struct Keyed {
     refused_wait_ns: Option<u64>,
 }
 
+/// The most slots reserved ahead (`--max-keys` and the no-key lane, up to
+/// this many).
+const RESERVED_SLOTS: usize = 1 << 22;
+
+/// A vector holding `first`, with room reserved for `max_keys` more (up to
+/// [`RESERVED_SLOTS`]): address space only, the pages are backed as keys
+/// come. Slots are aligned to their cache line, and growing such a vector
+/// copies it (an allocator moves only blocks of the usual alignment in
+/// place), leaving the old block behind in the peak RSS.
+fn reserved<T>(first: T, max_keys: usize) -> Vec<T> {
+    let mut v = Vec::with_capacity(max_keys.saturating_add(1).min(RESERVED_SLOTS));
+    v.push(first);
+    v
+}
+
 /// Why a record found no room (under `--overflow fail`, the error says).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NoRoom {
@@ -226,14 +243,15 @@ impl Keyed {
             key_capacity: config.key_capacity,
             capacity,
             capacity_bytes: capacity_bytes.unwrap_or(usize::MAX),
-            slots: vec![no_key],
-            positions: vec![Position::default()],
-            dropped: vec![0],
+            slots: reserved(no_key, config.max_keys),
+            positions: reserved(Position::default(), config.max_keys),
+            dropped: reserved(0, config.max_keys),
             free_slots: Vec::new(),
-            index: KeyIndex::new(),
+            index: KeyIndex::with_room(config.max_keys.min(RESERVED_SLOTS)),
             hasher: RandomState::default(),
             nodes: Vec::new(),
             free_nodes: Vec::new(),
+            spill: Spill::default(),
             ready: VecDeque::new(),
             timers: BinaryHeap::new(),
             rest: BinaryHeap::new(),

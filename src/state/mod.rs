@@ -144,9 +144,11 @@ pub(crate) trait Jobs: Send + Sync + std::fmt::Debug {
     fn has_room(&self) -> bool;
     /// The runner's figures now.
     fn stats(&self) -> JobStats;
-    /// What the live display shows of the jobs now: the figures, and
-    /// the overload pauses under way.
-    fn view(&self) -> crate::progress::JobsView;
+    /// What the live display shows of the jobs now: the figures (the
+    /// attempts' median only), and the overload pauses under way; `None`
+    /// when the figures are busy (the display skips a frame rather than
+    /// wait: it is drawn by the thread that handles the signals).
+    fn view(&self) -> Option<crate::progress::JobsView>;
     /// The longest a started record waited from being read to its job's
     /// start, ns (the summary's `max_wait_ms`).
     fn longest_wait_ns(&self) -> u64;

@@ -177,6 +177,37 @@ pub fn drift(times: &[f64], interval: f64) -> f64 {
     earliest(&offsets[half..]) - earliest(&offsets[..half])
 }
 
+/// How far (s) the records seen at `times` ran ahead of the earliest a
+/// schedule of one record every `interval` seconds lets a reader see them,
+/// counting from `times`' origin, a moment before drip started: the largest
+/// `k * interval - times[k]`, 0 or less when none ran ahead. Record `k`
+/// leaves `k` intervals after the first, which leaves after the origin, and
+/// a reader sees a record late, never early: so this bound holds however
+/// loaded the machine, and a record an interval early breaks it whenever
+/// drip starts and writes its first record within an interval.
+pub fn ahead_of_start(times: &[f64], interval: f64) -> f64 {
+    times
+        .iter()
+        .enumerate()
+        .map(|(k, t)| k as f64 * interval - t)
+        .fold(f64::NEG_INFINITY, f64::max)
+}
+
+/// How far (s) the records seen at `times` (in order) ran ahead of the
+/// first one's arrival plus `k - 1` intervals of `interval` seconds for
+/// record `k`, the earliest a reader can see record `k` unless it saw the
+/// first more than an interval late: the largest
+/// `times[0] + (k - 1) * interval - times[k]`, 0 or less when none did.
+/// A pace too fast breaks it whatever drip's start-up took.
+pub fn ahead_of_first(times: &[f64], interval: f64) -> f64 {
+    times
+        .iter()
+        .enumerate()
+        .skip(1)
+        .map(|(k, t)| times[0] + (k - 1) as f64 * interval - t)
+        .fold(f64::NEG_INFINITY, f64::max)
+}
+
 /// Run `drip ARGS` over `input` to the end (fed and read on threads of
 /// their own, so neither pipe fills); (status, stdout, stderr). A run
 /// that takes over two minutes is killed and fails.
