@@ -404,7 +404,14 @@ impl Ui {
     }
 
     /// Clear the display, leaving the screen as it was (and a pinned
-    /// display's scroll region undone).
+    /// display's scroll region undone), with the cursor at the start of a
+    /// clean line: what follows (the summary, the shell's prompt) never
+    /// lands after a `^C` the terminal echoed.
+    ///
+    /// A line display is cleared from column 0, the echo with it. A pinned
+    /// display's cursor is where the records or the jobs left it, at a
+    /// column drip cannot know: [`to_clean_line`] moves it to a line of
+    /// its own without erasing what is there.
     pub fn finish(&mut self) {
         let Some(d) = &mut self.display else { return };
         if !d.drawn {
@@ -412,12 +419,27 @@ impl Ui {
         }
         match d.surface {
             Surface::Line => emit("\r\x1b[K"),
-            Surface::Pinned => emit(&format!("\x1b7\x1b[r\x1b[{};1H\x1b[K\x1b8", d.region_rows)),
+            Surface::Pinned => emit(&format!(
+                "\x1b7\x1b[r\x1b[{};1H\x1b[K\x1b8{}",
+                d.region_rows,
+                to_clean_line(terminal_size().map_or(80, |(cols, _)| cols))
+            )),
             Surface::Hidden => {}
         }
         d.drawn = false;
         d.region_rows = 0;
     }
+}
+
+/// The escapes that take the cursor, at an unknown column of a terminal
+/// `cols` wide, to column 0 of a clean line, keeping the text before it:
+/// a full line of spaces, then back to column 0 and erase. From column 0
+/// the spaces fill the line and the cursor waits at its end without
+/// wrapping, so the line stays the same; from any other column (after an
+/// echoed `^C`, or a job's output without a newline) they wrap onto the
+/// next line, which is the one cleared.
+fn to_clean_line(cols: u16) -> String {
+    format!("{}\r\x1b[K", " ".repeat(usize::from(cols.max(1))))
 }
 
 /// The sign at the end of the display with `--exec`: a pause by `drip

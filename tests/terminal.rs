@@ -518,3 +518,59 @@ fn ctrl_c_clears_the_jobs_display_and_gives_the_terminal_back_whole() {
     assert_eq!(done, 18, "{screen}");
     assert_eq!(rows[17], "1030", "{screen}");
 }
+
+/// The row of `history` that starts with `start`, and the row after it.
+fn row_and_next<'a>(history: &'a str, start: &str) -> (&'a str, &'a str) {
+    let rows: Vec<&str> = history.lines().collect();
+    let at = rows
+        .iter()
+        .position(|r| r.contains(start))
+        .unwrap_or_else(|| panic!("no {start:?}:\n{history}"));
+    (rows[at], rows.get(at + 1).copied().unwrap_or(""))
+}
+
+#[test]
+fn ctrl_c_with_records_on_the_terminal_starts_the_summary_on_a_clean_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let dead = dir.path().join("dd.txt");
+    // The records and the pinned display share the terminal; the terminal
+    // echoes `^C` where the last record left the cursor.
+    let tmux = Tmux::start(
+        &format!(
+            "trap 'true' INT; seq 100 | drip -r 5/s --progress --dead-letter {}",
+            dead.display()
+        ),
+        &[],
+    );
+    tmux.wait_for(" out 3 ", Duration::from_secs(10));
+    tmux.send("C-c");
+    tmux.wait_for("DONE=130", Duration::from_secs(10));
+    let history = tmux.history();
+    let (summary, _) = row_and_next(&history, "drip: read 100, ");
+    assert!(summary.starts_with("drip: read 100, written "), "{history}");
+    // The summary's second line, then the shell's, each from column 0.
+    let (max_wait, next) = row_and_next(&history, "max wait");
+    assert!(max_wait.starts_with("drip: max wait "), "{history}");
+    assert!(next.starts_with("DONE=130"), "{history}");
+}
+
+#[test]
+fn a_second_ctrl_c_with_jobs_gives_the_shell_a_clean_line() {
+    let input = input_file(100);
+    let tmux = Tmux::start(
+        &format!(
+            "trap 'true' INT; drip -r 5/s -j 4 {} --exec sleep 5",
+            input.path().display()
+        ),
+        &[],
+    );
+    tmux.wait_for("running 4 ", Duration::from_secs(10));
+    tmux.send("C-c");
+    std::thread::sleep(Duration::from_millis(400));
+    tmux.send("C-c");
+    tmux.wait_for("DONE=130", Duration::from_secs(10));
+    let history = tmux.history();
+    let (done, next) = row_and_next(&history, "DONE=130");
+    assert!(done.starts_with("DONE=130"), "glued:\n{history}");
+    assert!(next.trim().is_empty(), "{history}");
+}
