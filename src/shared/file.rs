@@ -469,8 +469,9 @@ mod tests {
     /// A drip killed (`kill -9`) in the middle of a call leaves the state
     /// whole (an empty or cut file would read as no state: the schedule
     /// started afresh, as a lost one). A child process (this test, run
-    /// again) reserves as fast as it can and is killed at random moments;
-    /// each time, the file holds a whole state.
+    /// again) reserves as fast as it can and is killed at a random moment
+    /// after its first reservation; each time, the file holds a whole state
+    /// and its seq has moved on (so the kill did land mid-run).
     #[test]
     fn a_drip_killed_mid_call_leaves_the_state_whole() {
         const NAME: &str = "shared::file::tests::a_drip_killed_mid_call_leaves_the_state_whole";
@@ -483,6 +484,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut a = backend(dir.path(), "10/s");
         a.hello().unwrap();
+        let seq_in = |path: &Path| {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            serde_json::from_str::<Stored>(&text).map(|s| s.seq)
+        };
+        // hello reserves nothing: each kill below must find the seq moved on.
+        let mut seq = seq_in(&a.path).unwrap();
         let mut rng = fastrand::Rng::with_seed(19);
         for kill in 0..20 {
             let mut child = std::process::Command::new(std::env::current_exe().unwrap())
@@ -492,14 +499,26 @@ mod tests {
                 .stderr(std::process::Stdio::null())
                 .spawn()
                 .unwrap();
-            std::thread::sleep(std::time::Duration::from_millis(rng.u64(60..120)));
+            // The kill lands mid-run: once the child has reserved (however
+            // slow a loaded machine makes its start), at a random moment.
+            let started = std::time::Instant::now();
+            while seq_in(&a.path).map_or(true, |now| now <= seq) {
+                let waited = started.elapsed();
+                assert!(waited.as_secs() < 20, "kill {kill}: no reservation");
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(rng.u64(0..40)));
             child.kill().unwrap();
             child.wait().unwrap();
             let text = std::fs::read_to_string(&a.path).unwrap_or_default();
+            let whole = serde_json::from_str::<Stored>(&text);
+            let after = whole.unwrap_or_else(|e| panic!("kill {kill} left {text:?}: {e}"));
             assert!(
-                serde_json::from_str::<Stored>(&text).is_ok(),
-                "kill {kill} left {text:?}"
+                after.seq > seq,
+                "kill {kill}: seq {} after {seq}",
+                after.seq
             );
+            seq = after.seq;
         }
     }
 
