@@ -575,20 +575,25 @@ fn write(shared: &Shared, sink: &mut dyn writer::Sink) -> Option<std::io::Error>
 /// Tell the summary: on stderr (`--stats`, or after the display), and in
 /// the `--stats-json` file. After a second signal (`hurried`) drip leaves
 /// without a summary on stderr; a stalled stderr gets a moment to take it,
-/// never more. Returns the stats file's write error, if any.
+/// never more. After a signal (`stopped`) the terminal is left on a clean
+/// line ([`Ui::stopped`]). Returns the stats file's write error, if any.
 fn tell(
     config: &Config,
     ui: &Mutex<Ui>,
     monitor: Monitor,
     summary: &Summary,
-    hurried: bool,
+    (stopped, hurried): (bool, bool),
 ) -> Option<anyhow::Error> {
     let (stats_file, dropped) = monitor.finish();
     let mut ui = lock_ui(ui);
     let summarize = !hurried && (config.stats || ui.showing_progress());
-    let wanted = summarize || dropped > 0 || ui.showing_progress();
+    let wanted = summarize || dropped > 0 || ui.showing_progress() || stopped;
     if wanted && stalls::stderr_ready(stalls::AT_EXIT) {
-        ui.finish();
+        if stopped {
+            ui.stopped();
+        } else {
+            ui.finish();
+        }
         if summarize {
             ui.line(&summary.text());
         }
@@ -634,7 +639,7 @@ fn finish(
     let dead_error = dead.finish();
     let (signal, hurried) = shared.stops.signal();
     let summary = shared.summary();
-    let stats_error = tell(config, ui, monitor, &summary, hurried);
+    let stats_error = tell(config, ui, monitor, &summary, (signal.is_some(), hurried));
     if let Some(e) = write_error {
         // The reader went away: a pipe's (EPIPE) or a socket's (ECONNRESET).
         if !matches!(

@@ -155,6 +155,8 @@ pub struct Ui {
     capacity_for: Option<String>,
     /// The bucket's bound is in bytes (a duration sized by a byte rate).
     in_bytes: bool,
+    /// stderr is a terminal that can move its cursor (not `dumb`).
+    terminal: bool,
 }
 
 impl Ui {
@@ -187,6 +189,7 @@ impl Ui {
             text: String::new(),
             capacity_for: None,
             in_bytes: false,
+            terminal: stderr_tty && !dumb,
         }
     }
 
@@ -429,6 +432,22 @@ impl Ui {
         d.drawn = false;
         d.region_rows = 0;
     }
+
+    /// After a stop by signal: clear the display ([`Ui::finish`]), and
+    /// with none drawn on a terminal, still move the cursor to the start
+    /// of a clean line, past the `^C` the terminal echoed where the
+    /// records left it ([`to_clean_line`]).
+    pub fn stopped(&mut self) {
+        let drawn = self
+            .display
+            .as_ref()
+            .is_some_and(|d| d.drawn && d.surface != Surface::Hidden);
+        if drawn {
+            self.finish();
+        } else if self.terminal {
+            emit(&to_clean_line(terminal_size().map_or(80, |(cols, _)| cols)));
+        }
+    }
 }
 
 /// The escapes that take the cursor, at an unknown column of a terminal
@@ -464,12 +483,12 @@ fn pause_sign(snap: &Snapshot, jobs: &JobsView) -> Option<String> {
 
 /// Clear the display of `ui` on the way out of the process (a second
 /// signal), if it can be had within a few milliseconds: the shell's prompt
-/// then starts on a clean line.
+/// then starts on a clean line ([`Ui::stopped`]).
 pub fn clear_before_exit(ui: &Mutex<Ui>) {
     for _ in 0..20 {
         match ui.try_lock() {
-            Ok(mut ui) => return ui.finish(),
-            Err(std::sync::TryLockError::Poisoned(e)) => return e.into_inner().finish(),
+            Ok(mut ui) => return ui.stopped(),
+            Err(std::sync::TryLockError::Poisoned(e)) => return e.into_inner().stopped(),
             Err(std::sync::TryLockError::WouldBlock) => {
                 std::thread::sleep(Duration::from_millis(1));
             }
@@ -916,6 +935,7 @@ mod tests {
             text: String::new(),
             capacity_for: None,
             in_bytes: false,
+            terminal: false,
         };
         let snap = Snapshot {
             depth: 300,
@@ -943,6 +963,7 @@ mod tests {
             text: String::new(),
             capacity_for: None,
             in_bytes: false,
+            terminal: false,
         };
         let snap = Snapshot {
             depth: 300,

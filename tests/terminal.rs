@@ -574,3 +574,16 @@ fn a_second_ctrl_c_with_jobs_gives_the_shell_a_clean_line() {
     assert!(done.starts_with("DONE=130"), "glued:\n{history}");
     assert!(next.trim().is_empty(), "{history}");
 }
+
+#[test]
+fn ctrl_c_with_no_display_leaves_the_shell_a_clean_line() {
+    // Records on the terminal and no display: nothing to clear, but the
+    // terminal echoed `^C` after the last record.
+    let tmux = Tmux::start("trap 'true' INT; seq 100 | drip -r 5/s", &[]);
+    tmux.wait_for("\n3\n", Duration::from_secs(10));
+    tmux.send("C-c");
+    tmux.wait_for("DONE=130", Duration::from_secs(10));
+    let history = tmux.history();
+    let (done, _) = row_and_next(&history, "DONE=130");
+    assert!(done.starts_with("DONE=130"), "glued:\n{history}");
+}
