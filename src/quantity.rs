@@ -14,13 +14,12 @@ pub const LONGEST_TEXT: &str = "100 years";
 /// Parse a count of at least 1.
 ///
 /// # Errors
-/// Zero, a negative number, or not a whole number.
+/// Zero, a negative number, not a whole number, or more than `u64::MAX`.
 pub fn parse_count(text: &str) -> Result<u64, String> {
-    match text.parse::<u64>() {
-        Ok(0) => Err("must be at least 1".into()),
-        Ok(n) => Ok(n),
-        Err(_) => Err("expected a whole number of at least 1".into()),
-    }
+    parse_whole(text, 1, u64::MAX).map_err(|e| match e {
+        WholeError::NotWhole => "expected a whole number of at least 1".into(),
+        e => e.to_string(),
+    })
 }
 
 /// Parse a count of at least 1 that fits a `usize`.
@@ -28,7 +27,55 @@ pub fn parse_count(text: &str) -> Result<u64, String> {
 /// # Errors
 /// As [`parse_count`], or too large for this machine.
 pub fn parse_count_usize(text: &str) -> Result<usize, String> {
-    parse_count(text).and_then(|n| usize::try_from(n).map_err(|_| "too large".into()))
+    let most = u64::try_from(usize::MAX).unwrap_or(u64::MAX);
+    parse_whole(text, 1, most)
+        .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+        .map_err(|e| match e {
+            WholeError::NotWhole => "expected a whole number of at least 1".into(),
+            e => e.to_string(),
+        })
+}
+
+/// Why a whole number was refused ([`parse_whole`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WholeError {
+    /// Not digits (nor `-` and digits).
+    NotWhole,
+    /// A whole number below the least accepted.
+    Small(u64),
+    /// A whole number above the largest accepted.
+    Large(u64),
+}
+
+impl std::fmt::Display for WholeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WholeError::NotWhole => write!(f, "expected a whole number"),
+            WholeError::Small(least) => write!(f, "must be at least {least}"),
+            WholeError::Large(most) => write!(f, "too large: at most {most}"),
+        }
+    }
+}
+
+/// Parse a whole number from `least` to `most`, telling a number out of
+/// range (however many digits it has) from text that is no number.
+///
+/// # Errors
+/// [`WholeError`]: not a whole number, or below `least`, or above `most`.
+pub fn parse_whole(text: &str, least: u64, most: u64) -> Result<u64, WholeError> {
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    if text.strip_prefix('-').is_some_and(digits) {
+        return Err(WholeError::Small(least));
+    }
+    if !digits(text) {
+        return Err(WholeError::NotWhole);
+    }
+    // All digits: a failure to parse is an overflow.
+    match text.parse::<u64>() {
+        Ok(n) if n < least => Err(WholeError::Small(least)),
+        Ok(n) if n <= most => Ok(n),
+        _ => Err(WholeError::Large(most)),
+    }
 }
 
 /// Parse a size in bytes: `4096`, `512KiB`, `64MiB`, `1GB` (`KB` is 1000
@@ -74,8 +121,7 @@ pub fn parse_byte(text: &str) -> Result<u8, String> {
 /// # Errors
 /// Not a duration, or longer than [`LONGEST`].
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(text)
-        .map_err(|e| format!("{e} (expected a duration such as 100ms, 2s, 1m)"))?;
+    let d = humantime::parse_duration(text).map_err(|e| duration_error(text, &e))?;
     if d > LONGEST {
         return Err(format!(
             "must be at most {LONGEST_TEXT} ({}s)",
@@ -85,9 +131,28 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// Parse a non-zero duration of at most [`LONGEST`].
-///
-/// # Errors
+/// What is wrong with `text`, which humantime refused with `error`, in
+/// drip's words: negative, too long, an unknown unit, or no duration.
+pub fn duration_error(text: &str, error: &humantime::DurationError) -> String {
+    const FORMS: &str = "expected a duration such as 100ms, 2s, 1m";
+    let text = text.trim();
+    if text.starts_with('-') {
+        return "a duration cannot be negative".into();
+    }
+    match error {
+        humantime::DurationError::NumberOverflow => {
+            format!("must be at most {LONGEST_TEXT} ({}s)", LONGEST.as_secs())
+        }
+        humantime::DurationError::UnknownUnit { unit, .. } if unit.is_empty() => {
+            format!("a unit is needed, such as {text}s ({FORMS})")
+        }
+        humantime::DurationError::UnknownUnit { unit, .. } => {
+            format!("unknown unit '{unit}' ({FORMS})")
+        }
+        _ => FORMS.into(),
+    }
+}
+
 /// As [`parse_duration`], or zero.
 pub fn parse_interval(text: &str) -> Result<Duration, String> {
     let d = parse_duration(text)?;
@@ -113,8 +178,12 @@ pub enum Bound {
 /// # Errors
 /// Neither a count nor a duration, zero, or longer than [`LONGEST`].
 pub fn parse_bound(text: &str) -> Result<Bound, String> {
-    if text.bytes().all(|b| b.is_ascii_digit()) {
+    let number = text.strip_prefix('-').unwrap_or(text);
+    if !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()) {
         return parse_count_usize(text).map(Bound::Count);
+    }
+    if text.starts_with('-') {
+        return Err("cannot be negative".into());
     }
     match humantime::parse_duration(text) {
         Ok(_) => parse_interval(text).map(Bound::Time),

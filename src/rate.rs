@@ -119,12 +119,22 @@ pub fn parse_rate(text: &str) -> Result<Rate, String> {
     if period_ns == 0 {
         return Err("the period must be longer than zero".into());
     }
-    let (count, period_ns) = reduce(count, period_ns * scale);
+    // A period past u128 is ~10^20 times past the longest: too small.
+    let scaled = period_ns.checked_mul(scale).ok_or_else(too_small)?;
+    let (count, period_ns) = reduce(count, scaled);
     if period_ns > LONGEST.as_nanos() {
-        return Err(format!(
-            "the period is longer than {LONGEST_TEXT} (one record per {}s at most)",
-            LONGEST.as_secs()
-        ));
+        // Less than one record per the longest period, or more precision
+        // than a period of at most that holds.
+        return match count.checked_mul(LONGEST.as_nanos()) {
+            Some(most) if most < period_ns => Err(too_small()),
+            _ if scale == 1 => Err(format!(
+                "the period is longer than {LONGEST_TEXT} (one record per {}s at most)",
+                LONGEST.as_secs()
+            )),
+            _ => Err(format!(
+                "'{count_text}' has too many digits for a period of at most {LONGEST_TEXT}"
+            )),
+        };
     }
     if count > u128::from(u64::MAX) {
         return Err("too many records per period".into());
@@ -260,6 +270,14 @@ fn parse_period(text: &str) -> Result<Duration, String> {
     })
 }
 
+/// Why a rate below one record per [`LONGEST`] is refused.
+fn too_small() -> String {
+    format!(
+        "the rate is too small: the smallest is one record per {LONGEST_TEXT} ({}s)",
+        LONGEST.as_secs()
+    )
+}
+
 /// Parse a positive decimal into `(digits, 10^fraction_digits)`.
 fn parse_decimal(text: &str) -> Result<(u128, u128), String> {
     if text.starts_with('-') {
@@ -270,7 +288,12 @@ fn parse_decimal(text: &str) -> Result<(u128, u128), String> {
     if (int.is_empty() && frac.is_empty()) || !all_digits(int) || !all_digits(frac) {
         return Err(format!("'{text}' is not a number"));
     }
-    if int.len() > 18 || frac.len() > 9 {
+    // Below 10^-20 per nanosecond at most: under one record per LONGEST.
+    if int.bytes().all(|b| b == b'0') && frac.len() > 20 && frac[..20].bytes().all(|b| b == b'0') {
+        return Err(too_small());
+    }
+    // At most 38 digits in all: they fit a u128.
+    if int.len() > 18 || frac.len() > 20 {
         return Err(format!("'{text}' has too many digits"));
     }
     let digits: u128 = format!("{int}{frac}").parse().unwrap_or(0);

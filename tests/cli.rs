@@ -694,6 +694,76 @@ fn rate_errors_show_the_accepted_form() {
     );
 }
 
+/// drip run with `args` is a usage error (2) told in one line, `drip:
+/// invalid value '<value>' for '<flag>…': <why>…`.
+fn usage_error_says(args: &[&str], why: &str) {
+    let out = drip(args).write_stdin("a\n").output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{args:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+    let head = format!("drip: invalid value '{}' for '{}", args[1], args[0]);
+    assert!(stderr.starts_with(&head), "{args:?}: {stderr}");
+    assert!(stderr.contains(&format!(">': {why}")), "{args:?}: {stderr}");
+}
+
+#[test]
+fn a_negative_duration_is_named_as_such() {
+    for flag in ["--interval", "--max-wait", "--stats-interval"] {
+        usage_error_says(&[flag, "-1s"], "a duration cannot be negative");
+    }
+    usage_error_says(&["--capacity", "-1s"], "cannot be negative");
+    usage_error_says(&["--key-capacity", "-1s"], "cannot be negative");
+    for flag in ["--timeout", "--deadline"] {
+        usage_error_says(
+            &[flag, "-1s", "--exec", "true"],
+            "a duration cannot be negative",
+        );
+    }
+    usage_error_says(&["--interval", "5"], "a unit is needed, such as 5s");
+}
+
+#[test]
+fn a_whole_number_too_large_names_the_largest() {
+    let huge = "99999999999999999999999";
+    let most = u64::MAX.to_string();
+    usage_error_says(&["--capacity", huge], &format!("too large: at most {most}"));
+    usage_error_says(&["--burst", huge], &format!("too large: at most {most}"));
+    usage_error_says(&["--max-keys", huge], "too large: at most ");
+    for (flag, most) in [
+        ("--jobs", 4096),
+        ("--retries", 1000),
+        ("--order-window", 1_000_000),
+    ] {
+        for value in [huge.to_string(), (most + 1).to_string()] {
+            usage_error_says(
+                &[flag, &value, "--exec", "true"],
+                &format!("too large: at most {most}"),
+            );
+        }
+    }
+}
+
+#[test]
+fn a_rate_below_the_smallest_is_too_small() {
+    for rate in [
+        "0.0000000001/s",
+        "0.00000000001",
+        "1/200y",
+        "0.0000000000000000000000001/s",
+    ] {
+        usage_error_says(
+            &["--rate", rate],
+            "the rate is too small: the smallest is one record per 100 years",
+        );
+    }
+    // Ten digits after the point are fine where the rate is not too small.
+    drip(&["-q", "--rate", "1.0000000001/ns"])
+        .write_stdin("a\n")
+        .assert()
+        .success()
+        .stdout("a\n");
+}
+
 #[test]
 fn unreadable_files_are_reported_and_skipped() {
     let good = temp_file(b"good\n");

@@ -295,24 +295,26 @@ impl std::fmt::Display for ExecError {
 impl std::error::Error for ExecError {}
 
 fn jobs_arg(text: &str) -> Result<usize, String> {
-    match text.parse::<usize>() {
-        Ok(n) if (1..=4096).contains(&n) => Ok(n),
-        _ => Err("expected a whole number from 1 to 4096".into()),
-    }
+    whole_arg(text, 1, 4096).map(|n| n as usize)
 }
 
 fn window_arg(text: &str) -> Result<usize, String> {
-    match text.parse::<usize>() {
-        Ok(n) if (1..=1_000_000).contains(&n) => Ok(n),
-        _ => Err("expected a whole number from 1 to 1000000".into()),
-    }
+    whole_arg(text, 1, 1_000_000).map(|n| n as usize)
 }
 
 fn retries_arg(text: &str) -> Result<u32, String> {
-    text.parse::<u32>()
-        .ok()
-        .filter(|&n| n <= 1000)
-        .ok_or_else(|| "expected a whole number from 0 to 1000".into())
+    whole_arg(text, 0, 1000).map(|n| n as u32)
+}
+
+/// A whole number from `least` to `most`: one out of range is named as
+/// such, text that is none names the range.
+fn whole_arg(text: &str, least: u64, most: u64) -> Result<u64, String> {
+    crate::quantity::parse_whole(text, least, most).map_err(|e| match e {
+        crate::quantity::WholeError::NotWhole => {
+            format!("expected a whole number from {least} to {most}")
+        }
+        e => e.to_string(),
+    })
 }
 
 /// A list of exit statuses (`--retry-on`, `--overload-on`).
@@ -364,12 +366,17 @@ fn backoff_arg(text: &str) -> Result<Backoff, String> {
 /// Parse a job duration: more than zero, at most a day less a second
 /// (drip's clock in ms for poll(2) must hold it).
 fn job_duration_arg(text: &str) -> Result<Duration, String> {
+    if text.trim().starts_with('-') {
+        return Err("a duration cannot be negative".into());
+    }
     if text.trim().parse::<f64>().is_ok() {
         let n = text.trim();
         return Err(format!("a unit is needed, such as {n}s (or {n}ms, {n}m)"));
     }
-    let d = humantime::parse_duration(text)
-        .map_err(|e| format!("{e} (expected a duration such as 100ms, 2s, 1m)"))?;
+    let d = humantime::parse_duration(text).map_err(|e| match e {
+        humantime::DurationError::NumberOverflow => "must be at most 24 days".into(),
+        e => crate::quantity::duration_error(text, &e),
+    })?;
     if d.is_zero() {
         return Err("must be longer than zero".into());
     }
