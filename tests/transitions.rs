@@ -18,8 +18,9 @@
 //! drips pacing alone under `local` (to the change-over's end). Windows
 //! that meet a stall of this process (a 1 ms sleep back more than one
 //! interval late) or of a reader (a read after which it had waited more
-//! than 1 ms for a CPU, [`run_delay`]) are not judged, and the
-//! tests allow one record more for a reader woken late
+//! than 1 ms for a CPU, [`run_delay`]) are not judged (a run with less
+//! than half its windows judged fails as not judged: [`MIN_JUDGED`]), and
+//! the tests allow one record more for a reader woken late
 //! ([`STAMP_ALLOWANCE`]); the long run counts both. Each
 //! drip's books are checked byte for byte: stdout then the dead letter are
 //! the first `read` records of its input (all of it when it ran to the

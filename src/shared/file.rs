@@ -102,6 +102,16 @@ fn monotonic() -> i64 {
         .saturating_add(t.tv_nsec)
 }
 
+/// Whether `file`, open at `path`, is still the file `path` names: one
+/// removed (a cleaner, a user's `rm`) and made again is another file,
+/// which the others lock.
+fn still_named(file: &File, path: &Path) -> bool {
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(held), Ok(named)) => held.dev() == named.dev() && held.ino() == named.ino(),
+        _ => false,
+    }
+}
+
 impl FileStore {
     /// The state of `name` in `dir`, for limits `spec` (all of them):
     /// the global limits' `meters`, and the key limit's step when the
@@ -149,17 +159,27 @@ impl FileStore {
                 )));
             }
         }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(self.beside("lock", false))
-            .map_err(|e| failure("state file", &self.path, &e))?;
-        flock(&file, FlockOperation::LockExclusive)
-            .map_err(|e| failure("state file", &self.path, &e.into()))?;
-        Ok(file)
+        let path = self.beside("lock", false);
+        loop {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .open(&path)
+                .map_err(|e| failure("state file", &self.path, &e))?;
+            flock(&file, FlockOperation::LockExclusive)
+                .map_err(|e| failure("state file", &self.path, &e.into()))?;
+            if still_named(&file, &path) {
+                // Its time kept fresh: a cleaner of old files in /tmp
+                // leaves it be while drips use it.
+                let _ = file.set_modified(std::time::SystemTime::now());
+                return Ok(file);
+            }
+            // Removed or replaced while this drip waited for it: the
+            // others now lock the file the name holds.
+        }
     }
 
     /// The file beside the state's of this `suffix`: `NAME.json.SUFFIX`, or
@@ -190,8 +210,9 @@ impl FileStore {
     /// would read as no state at all: the schedule started afresh, as a
     /// lost state. Both within a page (the global limits, and a few dozen
     /// busy keys), it is one write at the start of the file, padded with
-    /// spaces to the old length: the kernel copies a page whole or not at
-    /// all, so it is done whole or not at all, and costs one system call.
+    /// spaces to the old length, and costs one system call: a write of
+    /// one page from memory just written is in practice copied whole or
+    /// not at all (Linux does not promise it in so many words).
     /// Larger, it is written beside (`.NAME.json.tmp`, which only the
     /// lock's holder writes) and renamed over the state.
     fn replace(&self, text: &str, old: usize) -> std::io::Result<()> {
@@ -335,6 +356,27 @@ mod tests {
             tolerance: 0,
         })];
         FileStore::new(dir, "quota", spec.into(), meters, None)
+    }
+
+    /// A lock file removed while a drip waited on it: the drip locks the
+    /// file its name holds afterwards, the one every later drip locks,
+    /// not the removed one no one else can reach.
+    #[test]
+    fn a_lock_file_removed_while_waited_on_is_not_the_one_taken() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = backend(dir.path(), "r=10/s");
+        let path = store.beside("lock", false);
+        let held = store.lock().unwrap();
+        let waiter = std::thread::spawn(move || {
+            let file = store.lock().unwrap();
+            let path = store.beside("lock", false);
+            let named = std::fs::metadata(path).map(|m| m.ino()).ok();
+            named == Some(file.metadata().unwrap().ino())
+        });
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        std::fs::remove_file(&path).unwrap();
+        drop(held);
+        assert!(waiter.join().unwrap(), "the removed lock file was taken");
     }
 
     /// One global ask of `want` slots.
