@@ -8,7 +8,8 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::{
-    command, drip, numbered, send_signal, shell, spawn, temp_file, timed_lines, wait_for,
+    assert_books_add_up, command, drip, numbered, send_signal, shell, spawn, temp_file,
+    timed_lines, wait_for,
 };
 use predicates::prelude::*;
 
@@ -35,18 +36,6 @@ fn assert_input_in_order(text: &str, what: &str) {
     );
 }
 
-fn assert_counts_add_up(v: &serde_json::Value) {
-    let n = |k: &str| {
-        v[k].as_u64()
-            .unwrap_or_else(|| panic!("{k} missing in {v}"))
-    };
-    assert_eq!(
-        n("read"),
-        n("written") + n("dropped_newest") + n("dropped_oldest") + n("expired") + n("undelivered"),
-        "{v}"
-    );
-}
-
 #[test]
 fn dead_letter_keeps_what_drop_newest_sheds() {
     let dir = tempfile::tempdir().unwrap();
@@ -67,7 +56,7 @@ fn dead_letter_keeps_what_drop_newest_sheds() {
     assert_eq!(std::fs::read_to_string(&dead).unwrap(), numbered(12..=100));
     let v = json(&stats);
     assert_eq!(v["dropped_newest"], 89);
-    assert_counts_add_up(&v);
+    assert_books_add_up(&v);
 }
 
 #[test]
@@ -130,7 +119,7 @@ fn max_wait_expires_stale_records() {
     let v = json(&stats);
     assert_eq!(v["expired"], 7);
     assert!(v["max_wait_ms"].as_f64().unwrap() >= 990.0, "{v}");
-    assert_counts_add_up(&v);
+    assert_books_add_up(&v);
 }
 
 #[test]
@@ -189,7 +178,7 @@ fn a_record_over_the_limits_and_what_followed_it_are_undelivered() {
         (v["read"].as_u64(), v["undelivered"].as_u64()),
         (Some(4), Some(2))
     );
-    assert_counts_add_up(&v);
+    assert_books_add_up(&v);
 }
 
 #[test]
@@ -275,7 +264,7 @@ fn sigterm_stops_and_dead_letters_the_rest() {
             v["undelivered"],
             v["read"].as_u64().unwrap() - v["written"].as_u64().unwrap()
         );
-        assert_counts_add_up(&v);
+        assert_books_add_up(&v);
     }
 }
 
@@ -329,7 +318,7 @@ fn closed_stdout_still_keeps_the_books() {
     .unwrap();
     assert!(status.success());
     let v = json(&stats);
-    assert_counts_add_up(&v);
+    assert_books_add_up(&v);
     assert!(v["undelivered"].as_u64().unwrap() > 0, "{v}");
     let dead_lines = std::fs::read_to_string(&dead).unwrap().lines().count() as u64;
     assert_eq!(dead_lines, v["undelivered"].as_u64().unwrap());
@@ -466,7 +455,7 @@ fn stalled_consumer_under_each_policy_keeps_the_books() {
         assert!(out.status.success(), "{policy}: {stderr}");
         assert_eq!(stderr, "drip exit 0\n", "{policy}");
         let v = json(&stats);
-        assert_counts_add_up(&v);
+        assert_books_add_up(&v);
         assert_eq!(v["read"], 200_000, "{policy}");
         assert!(v["max_depth"].as_u64().unwrap() <= 100, "{policy}: {v}");
         let written = std::fs::read_to_string(&out_file).unwrap();
@@ -562,7 +551,7 @@ fn stats_interval_with_stats_json_writes_json_lines_then_the_summary() {
     assert!(lines[0].get("records_out").is_some());
     let summary = lines.last().unwrap();
     assert_eq!(summary["written"], 10);
-    assert_counts_add_up(summary);
+    assert_books_add_up(summary);
 }
 
 #[test]
@@ -673,7 +662,7 @@ fn unpaced_reads_pass_whole_to_the_writer_without_growing_the_bucket() {
         "output differs"
     );
     let v = json(&stats);
-    assert_counts_add_up(&v);
+    assert_books_add_up(&v);
     assert_eq!(v["written"], 300_000);
     assert!(v["max_depth"].as_u64().unwrap() <= 7, "{v}");
 }
@@ -716,7 +705,7 @@ fn unpaced_output_to_a_stop_and_go_consumer_stays_whole_and_in_order() {
         }
         assert!(wait_for(&mut child, Duration::from_secs(30)).success());
         let v = json(&stats);
-        assert_counts_add_up(&v);
+        assert_books_add_up(&v);
         let text = String::from_utf8(out).unwrap();
         if policy == "block" {
             assert!(text == input, "{policy}: output differs from the input");
@@ -789,7 +778,7 @@ fn a_stop_mid_flow_never_cuts_a_record_unpaced() {
             "drain {drain}: stdout ends inside a record"
         );
         let v = json(&stats);
-        assert_counts_add_up(&v);
+        assert_books_add_up(&v);
         assert_eq!(v["written"], written.lines().count(), "drain {drain}");
         let both = written + &std::fs::read_to_string(&dead).unwrap_or_default();
         assert_input_in_order(&both, &format!("drain {drain}"));
@@ -816,7 +805,7 @@ fn a_small_bucket_at_a_high_rate_keeps_order_counts_and_pace() {
         "output differs"
     );
     let v = json(&stats);
-    assert_counts_add_up(&v);
+    assert_books_add_up(&v);
     assert!(v["max_depth"].as_u64().unwrap() <= 10, "{v}");
     // 2 s of schedule: never early (a rate 20 % high takes 1.67 s). Not
     // too late, loosely: alone it takes 2.05 s (a reader that had to
@@ -962,7 +951,7 @@ fn max_wait_applies_while_stdout_is_stalled() {
     .unwrap();
     assert!(status.success());
     let v = json(&stats);
-    assert_counts_add_up(&v);
+    assert_books_add_up(&v);
     // A full bucket of 100 expires every 200 ms: about 1000 in 2 s (only
     // one bucketful, were the reader not woken by the deadlines).
     assert!(v["expired"].as_u64().unwrap() > 500, "{v}");

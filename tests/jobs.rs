@@ -12,31 +12,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{
-    command, json_lines as joblog, numbered, run, send_signal, temp_file, wait_for, Answer,
+    assert_books_add_up, command, json_lines as joblog, last_json, numbered, run, send_signal,
+    temp_file, wait_for, Answer,
 };
 use serde_json::Value;
-
-fn stats(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path).unwrap();
-    serde_json::from_str(text.lines().last().unwrap()).unwrap()
-}
-
-/// read = succeeded + failed + dropped + expired + skipped + undelivered.
-fn assert_adds_up(s: &Value) {
-    let n = |k: &str| s[k].as_u64().unwrap_or_else(|| panic!("{k} in {s}"));
-    assert_eq!(
-        n("read"),
-        n("written")
-            + n("succeeded")
-            + n("failed")
-            + n("dropped_newest")
-            + n("dropped_oldest")
-            + n("expired")
-            + n("skipped")
-            + n("undelivered"),
-        "{s}"
-    );
-}
 
 /// Whether any process of group `pgid` is alive (zombies, dead and
 /// waiting for their parent to reap them, do not count).
@@ -93,12 +72,12 @@ fn each_record_runs_once_with_its_environment() {
         assert_eq!((&f[0], &f[1], f[2].as_str()), (&n, &n, "1"));
         assert!(f[3].starts_with(&format!("{n}-")), "{f:?}");
     }
-    let s = stats(&s);
+    let s = last_json(&s);
     assert_eq!(
         (s["succeeded"].as_u64(), s["failed"].as_u64()),
         (Some(30), Some(0))
     );
-    assert_adds_up(&s);
+    assert_books_add_up(&s);
 }
 
 #[test]
@@ -192,7 +171,7 @@ fn stats_count_starts_and_waits_and_no_bytes_written() {
         &numbered(1..=3),
     );
     assert_eq!(status, 0);
-    let s = stats(&s);
+    let s = last_json(&s);
     assert_eq!(
         (s["written"].as_u64(), s["bytes_written"].as_u64()),
         (Some(0), Some(0)),
@@ -205,7 +184,7 @@ fn stats_count_starts_and_waits_and_no_bytes_written() {
     assert!((350.0..2000.0).contains(&span), "{s}");
     let wait = s["max_wait_ms"].as_f64().unwrap();
     assert!((350.0..2000.0).contains(&wait), "{s}");
-    assert_adds_up(&s);
+    assert_books_add_up(&s);
 }
 
 #[test]
@@ -322,12 +301,12 @@ fn transient_failures_are_retried_until_they_succeed() {
     assert!(entries
         .iter()
         .all(|e| e["outcome"] != "retry" || e["exit"] == 75));
-    let s = stats(&s);
+    let s = last_json(&s);
     assert_eq!(
         (s["succeeded"].as_u64(), s["retries"].as_u64()),
         (Some(5), Some(10))
     );
-    assert_adds_up(&s);
+    assert_books_add_up(&s);
 }
 
 #[test]
@@ -373,12 +352,12 @@ fn a_job_that_always_fails_ends_failed_in_the_dead_letter() {
     let attempts = |r: u64| entries.iter().filter(|e| e["number"] == r).count();
     // 75 is transient: three attempts; 1 is final: one.
     assert_eq!((attempts(2), attempts(3)), (3, 1));
-    let s = stats(&s);
+    let s = last_json(&s);
     assert_eq!(
         (s["succeeded"].as_u64(), s["failed"].as_u64()),
         (Some(2), Some(2))
     );
-    assert_adds_up(&s);
+    assert_books_add_up(&s);
 }
 
 #[test]
@@ -473,12 +452,12 @@ fn a_deadline_expires_records_still_in_the_bucket() {
     assert_eq!(status, 123, "records passed their deadline");
     assert_eq!(out, "1\n");
     assert_eq!(std::fs::read_to_string(&dead).unwrap(), "2\n3\n4\n");
-    let s = stats(&s);
+    let s = last_json(&s);
     assert_eq!(
         (s["succeeded"].as_u64(), s["expired"].as_u64()),
         (Some(1), Some(3))
     );
-    assert_adds_up(&s);
+    assert_books_add_up(&s);
 }
 
 #[test]
@@ -814,14 +793,14 @@ fn curl_against_a_quota_gets_every_record_through_and_honours_retry_after() {
     let logged = |st: u64| tries.iter().filter(|t| t.2 == Some(st)).count();
     assert!(count(429) > 0, "the quota was never hit: {seen:?}");
     assert_eq!((logged(429), logged(503)), (count(429), count(503)));
-    let s = stats(&s);
+    let s = last_json(&s);
     assert_eq!(s["succeeded"].as_u64(), Some(20));
     assert_eq!(
         s["overload_responses"].as_u64(),
         Some((count(429) + count(503)) as u64)
     );
     assert!(s["pauses"].as_u64().unwrap() >= 1);
-    assert_adds_up(&s);
+    assert_books_add_up(&s);
     // Once drip saw a 429 or 503 (Retry-After: 1), nothing started for 1 s.
     for &(_, end, st) in tries.iter().filter(|t| matches!(t.2, Some(429 | 503))) {
         for &(start, _, _) in &tries {
@@ -998,7 +977,7 @@ fn an_overload_exit_status_pauses_and_retries() {
         &numbered(1..=6),
     );
     assert_eq!(status, 0, "{err}");
-    let s = stats(&s);
+    let s = last_json(&s);
     assert_eq!(
         (s["overload_responses"].as_u64(), s["pauses"].as_u64()),
         (Some(1), Some(1))
@@ -1068,18 +1047,22 @@ fn retries_are_starts_paced_by_the_rate() {
 /// group (ignoring TERM: only a KILL ends it); the second job also runs
 /// on for `seconds`. The jobs' process groups go to `dir/pids`.
 fn leaving_children(dir: &Path, seconds: &str) -> std::process::Child {
-    let script = format!(
+    two_jobs(&format!(
         r#"(trap '' TERM; exec sleep 7.123) & echo $$ >> {}/pids; [ "$1" = 2 ] && sleep {seconds}; exit 0"#,
         dir.display()
-    );
+    ))
+}
+
+/// drip running `sh -c script` on records 1 and 2, two jobs at once.
+/// stdin stays open: drip ends only by the signals.
+fn two_jobs(script: &str) -> std::process::Child {
     let mut cmd = command(&[
-        "-r", "inf", "-j", "2", "-q", "--exec", "sh", "-c", &script, "sh",
+        "-r", "inf", "-j", "2", "-q", "--exec", "sh", "-c", script, "sh",
     ]);
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     let mut child = cmd.spawn().unwrap();
-    // stdin stays open: drip ends only by the signals.
     let _ = child.stdin.as_mut().unwrap().write_all(b"1\n2\n");
     child
 }
@@ -1135,18 +1118,10 @@ fn a_signal_ends_what_the_jobs_left_behind() {
 #[test]
 fn a_second_signal_kills_what_an_ended_job_left_before_drip_leaves() {
     let dir = tempfile::tempdir().unwrap();
-    let script = format!(
+    let mut child = two_jobs(&format!(
         r#"echo $$ >> {pids}; [ "$1" = 1 ] && {{ (trap '' TERM; exec sleep 7.321) & exit 0; }}; exec sleep 30"#,
         pids = dir.path().join("pids").display()
-    );
-    let mut cmd = command(&[
-        "-r", "inf", "-j", "2", "-q", "--exec", "sh", "-c", &script, "sh",
-    ]);
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let mut child = cmd.spawn().unwrap();
-    let _ = child.stdin.as_mut().unwrap().write_all(b"1\n2\n");
+    ));
     let groups = started_groups(dir.path());
     // The first job has ended (its child lingers) before the signals.
     std::thread::sleep(Duration::from_millis(300));

@@ -9,35 +9,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{command, json_lines, numbered, send_signal, wait_for};
-use serde_json::Value;
-
-fn last_json(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path).unwrap();
-    let line = text
-        .lines()
-        .last()
-        .unwrap_or_else(|| panic!("{path:?} is empty"));
-    serde_json::from_str(line).unwrap()
-}
-
-/// read = written + succeeded + failed + dropped + expired + skipped +
-/// undelivered.
-fn assert_adds_up(s: &Value) {
-    let n = |k: &str| s[k].as_u64().unwrap_or_else(|| panic!("{k} in {s}"));
-    assert_eq!(
-        n("read"),
-        n("written")
-            + n("succeeded")
-            + n("failed")
-            + n("dropped_newest")
-            + n("dropped_oldest")
-            + n("expired")
-            + n("skipped")
-            + n("undelivered"),
-        "{s}"
-    );
-}
+use common::{
+    assert_books_add_up, command, json_lines, last_json, numbered, send_signal, wait_for,
+};
 
 /// Wait until `path` has `lines` lines.
 fn wait_for_lines(path: &Path, lines: usize) {
@@ -169,7 +143,7 @@ fn stalled_stdout_at_a_second_signal(extra: &[&str]) {
             .collect::<Vec<_>>()
     );
     let s = last_json(&stats);
-    assert_adds_up(&s);
+    assert_books_add_up(&s);
     let n = done.len() as u64;
     assert_eq!(
         (s["succeeded"].as_u64(), s["undelivered"].as_u64()),
@@ -241,7 +215,7 @@ fn leaving_without_the_threads_still_writes_the_stats_file() {
         .unwrap();
     assert!(stderr.contains("records not written"), "{stderr}");
     let s = last_json(&stats);
-    assert_adds_up(&s);
+    assert_books_add_up(&s);
     assert_eq!(s["read"].as_u64(), Some(100_000), "{s}");
 }
 
@@ -319,7 +293,7 @@ fn keep_order_window_full_at_a_stalled_stdout(extra: &[&str]) {
     let mut through = Vec::new();
     stdout.read_to_end(&mut through).unwrap();
     let s = last_json(&stats);
-    assert_adds_up(&s);
+    assert_books_add_up(&s);
     let succeeded = s["succeeded"].as_u64().unwrap();
     assert!(succeeded >= 50, "{s}");
     // Every byte of output is written or counted as not written.

@@ -316,3 +316,34 @@ where
     });
     port
 }
+
+/// The last JSON object of the file at `path` (a `--stats-json` file:
+/// the summary follows the interval lines).
+pub fn last_json(path: &std::path::Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap();
+    let line = text
+        .lines()
+        .last()
+        .unwrap_or_else(|| panic!("{path:?} is empty"));
+    serde_json::from_str(line).unwrap()
+}
+
+/// The books add up: read = written + succeeded + failed + dropped +
+/// expired + skipped + undelivered (the fates of `--exec` and of
+/// `--oversize skip` count as 0 where the summary has none).
+pub fn assert_books_add_up(v: &serde_json::Value) {
+    let n = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}"));
+    let optional = |k: &str| v.get(k).map_or(0, |_| n(k));
+    assert_eq!(
+        n("read"),
+        n("written")
+            + optional("succeeded")
+            + optional("failed")
+            + n("dropped_newest")
+            + n("dropped_oldest")
+            + n("expired")
+            + optional("skipped")
+            + n("undelivered"),
+        "{v}"
+    );
+}
