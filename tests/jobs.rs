@@ -1125,14 +1125,16 @@ fn a_second_signal_kills_what_an_ended_job_left_before_drip_leaves() {
     let groups = started_groups(dir.path());
     // The first job has ended (its child lingers) before the signals.
     std::thread::sleep(Duration::from_millis(300));
-    send_signal(&child, libc::SIGTERM);
-    std::thread::sleep(Duration::from_millis(100));
-    send_signal(&child, libc::SIGTERM);
-    assert_eq!(
-        wait_for(&mut child, Duration::from_secs(10)).code(),
-        Some(143)
-    );
+    term_twice(&mut child);
     assert_groups_end(&groups);
+}
+
+/// TERM, and TERM again 100 ms later: drip leaves with status 143.
+fn term_twice(child: &mut std::process::Child) {
+    send_signal(child, libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(100));
+    send_signal(child, libc::SIGTERM);
+    assert_eq!(wait_for(child, Duration::from_secs(10)).code(), Some(143));
 }
 
 #[test]
@@ -1140,12 +1142,6 @@ fn a_second_signal_ends_what_the_jobs_left_behind() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = leaving_children(dir.path(), "30");
     let groups = started_groups(dir.path());
-    send_signal(&child, libc::SIGTERM);
-    std::thread::sleep(Duration::from_millis(100));
-    send_signal(&child, libc::SIGTERM);
-    assert_eq!(
-        wait_for(&mut child, Duration::from_secs(10)).code(),
-        Some(143)
-    );
+    term_twice(&mut child);
     assert_groups_end(&groups);
 }

@@ -100,15 +100,7 @@ fn stalled_stdout_at_a_second_signal(extra: &[&str]) {
         child.try_wait().unwrap().is_none(),
         "a first signal waits for the jobs' output"
     );
-    send_signal(&child, libc::SIGTERM);
-    let start = Instant::now();
-    assert_eq!(
-        wait_for(&mut child, Duration::from_secs(10)).code(),
-        Some(143)
-    );
-    // The threads let go: not the one-second wait for those that do not.
-    let took = start.elapsed();
-    assert!(took < Duration::from_millis(950), "{took:?}");
+    second_signal_leaves_at_once(&mut child);
     let mut through = Vec::new();
     stdout.read_to_end(&mut through).unwrap();
 
@@ -281,15 +273,7 @@ fn keep_order_window_full_at_a_stalled_stdout(extra: &[&str]) {
     std::thread::sleep(Duration::from_millis(300));
     send_signal(&child, libc::SIGTERM);
     std::thread::sleep(Duration::from_millis(300));
-    send_signal(&child, libc::SIGTERM);
-    let start = Instant::now();
-    assert_eq!(
-        wait_for(&mut child, Duration::from_secs(10)).code(),
-        Some(143)
-    );
-    // The threads let go: not the one-second wait for those that do not.
-    let took = start.elapsed();
-    assert!(took < Duration::from_millis(950), "{took:?}");
+    second_signal_leaves_at_once(&mut child);
     let mut through = Vec::new();
     stdout.read_to_end(&mut through).unwrap();
     let s = last_json(&stats);
@@ -303,4 +287,14 @@ fn keep_order_window_full_at_a_stalled_stdout(extra: &[&str]) {
         succeeded * (SMALL_OUTPUT as u64 + 1),
         "{s}"
     );
+}
+
+/// The second TERM: drip leaves with status 143 at once, the threads
+/// letting go (not the one-second wait for those that do not).
+fn second_signal_leaves_at_once(child: &mut std::process::Child) {
+    send_signal(child, libc::SIGTERM);
+    let start = Instant::now();
+    assert_eq!(wait_for(child, Duration::from_secs(10)).code(), Some(143));
+    let took = start.elapsed();
+    assert!(took < Duration::from_millis(950), "{took:?}");
 }
