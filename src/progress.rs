@@ -155,7 +155,8 @@ pub struct Ui {
     capacity_for: Option<String>,
     /// The bucket's bound is in bytes (a duration sized by a byte rate).
     in_bytes: bool,
-    /// stderr is a terminal that can move its cursor (not `dumb`).
+    /// stderr is a terminal that can move its cursor (not `dumb`), and
+    /// drip may write more than errors to it (not `--quiet`).
     terminal: bool,
 }
 
@@ -189,7 +190,7 @@ impl Ui {
             text: String::new(),
             capacity_for: None,
             in_bytes: false,
-            terminal: stderr_tty && !dumb,
+            terminal: stderr_tty && !dumb && mode != ProgressMode::Never,
         }
     }
 

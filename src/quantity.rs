@@ -64,6 +64,8 @@ impl std::fmt::Display for WholeError {
 /// [`WholeError`]: not a whole number, or below `least`, or above `most`.
 pub fn parse_whole(text: &str, least: u64, most: u64) -> Result<u64, WholeError> {
     let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    // A leading `+`, as the standard parser takes it.
+    let text = text.strip_prefix('+').unwrap_or(text);
     if text.strip_prefix('-').is_some_and(digits) {
         return Err(WholeError::Small(least));
     }
@@ -153,6 +155,9 @@ pub fn duration_error(text: &str, error: &humantime::DurationError) -> String {
     }
 }
 
+/// Parse a non-zero duration of at most [`LONGEST`].
+///
+/// # Errors
 /// As [`parse_duration`], or zero.
 pub fn parse_interval(text: &str) -> Result<Duration, String> {
     let d = parse_duration(text)?;
@@ -200,6 +205,14 @@ pub fn drained(per_period: u128, period_ns: u128, duration: Duration) -> u128 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_whole_number_may_carry_a_plus_sign() {
+        assert_eq!(parse_whole("+5", 1, 10), Ok(5));
+        assert_eq!(parse_count("+12"), Ok(12));
+        assert_eq!(parse_whole("+", 1, 10), Err(WholeError::NotWhole));
+        assert_eq!(parse_whole("+11", 1, 10), Err(WholeError::Large(10)));
+    }
 
     #[test]
     fn bounds_are_counts_or_durations() {

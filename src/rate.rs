@@ -78,7 +78,7 @@ pub const RATE_FORMS: &str =
 /// Parse a rate: `COUNT` (per second), `COUNT/UNIT` or `COUNT/DURATION`, or
 /// `inf` / `unlimited`.
 ///
-/// `COUNT` is a positive decimal with up to 9 fractional digits; `UNIT` is a
+/// `COUNT` is a positive decimal with up to 20 fractional digits; `UNIT` is a
 /// bare humantime unit (`s`, `ms`, `min`, `h`, `d`, …) and `DURATION` any
 /// humantime duration (`5s`, `250ms`, `1m30s`).
 ///

@@ -587,3 +587,20 @@ fn ctrl_c_with_no_display_leaves_the_shell_a_clean_line() {
     let (done, _) = row_and_next(&history, "DONE=130");
     assert!(done.starts_with("DONE=130"), "glued:\n{history}");
 }
+
+#[test]
+fn ctrl_c_under_quiet_writes_nothing_to_the_terminal() {
+    // -q: only errors on stderr, so not even the escapes of a clean line:
+    // the shell's next output follows the echoed `^C` as it would after
+    // any quiet program.
+    let tmux = Tmux::start("trap 'true' INT; seq 100 | drip -q -r 5/s", &[]);
+    tmux.wait_for("\n3\n", Duration::from_secs(10));
+    tmux.send("C-c");
+    tmux.wait_for("DONE=130", Duration::from_secs(10));
+    let history = tmux.history();
+    let (done, _) = row_and_next(&history, "DONE=130");
+    assert!(
+        done.starts_with("^CDONE=130"),
+        "drip wrote to the terminal:\n{history}"
+    );
+}

@@ -15,9 +15,10 @@
 //! may lengthen the pause, but neither grows the backoff nor lowers the
 //! rate again.
 //!
-//! Locks: the state's lock is always taken before the pool's; no other
-//! lock is taken under the pool's, and the pool's is never held across a
-//! write to stdout (`--keep-order`'s window is read without a lock), so a
+//! Locks: the state's lock is always taken before the pool's; under the
+//! pool's only the short locks below it are taken (the list of groups sent
+//! TERM, the gate's), never one that waits on I/O, and the pool's is never
+//! held across a write to stdout (`--keep-order`'s window is read without a lock), so a
 //! stalled stdout holds only the threads writing to it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
