@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{
-    assert_books_add_up, command, json_lines as joblog, last_json, numbered, run, send_signal,
-    temp_file, wait_for, Answer,
+    assert_books_add_up, command, curl_exec, json_lines as joblog, last_json, numbered, run,
+    send_signal, temp_file, wait_for, Answer,
 };
 use serde_json::Value;
 
@@ -752,28 +752,24 @@ fn curl_against_a_quota_gets_every_record_through_and_honours_retry_after() {
     let url = format!("http://127.0.0.1:{port}/{{}}");
     let (status, _, err) = run(
         &[
-            "-r",
-            "40/s",
-            "-j",
-            "16",
-            "-q",
-            "--retries",
-            "10",
-            "--backoff",
-            "50ms..1s",
-            "--joblog",
-            log.to_str().unwrap(),
-            "--stats-json",
-            s.to_str().unwrap(),
-            "--exec",
-            "curl",
-            "-sS",
-            "-o",
-            "/dev/null",
-            "-D",
-            "{headers}",
-            &url,
-        ],
+            &[
+                "-r",
+                "40/s",
+                "-j",
+                "16",
+                "-q",
+                "--retries",
+                "10",
+                "--backoff",
+                "50ms..1s",
+                "--joblog",
+                log.to_str().unwrap(),
+                "--stats-json",
+                s.to_str().unwrap(),
+            ][..],
+            &curl_exec(&url),
+        ]
+        .concat(),
         &numbered(1..=20),
     );
     assert_eq!(status, 0, "{err}");
@@ -839,16 +835,7 @@ fn adapt_lowers_the_rate_to_the_quota() {
         if adapt {
             args.push("--adapt");
         }
-        args.extend([
-            "--exec",
-            "curl",
-            "-sS",
-            "-o",
-            "/dev/null",
-            "-D",
-            "{headers}",
-            &url,
-        ]);
+        args.extend(curl_exec(&url));
         let (status, _, err) = run(&args, &numbered(1..=80));
         assert_eq!(status, 0, "{err}");
         let seen = seen.lock().unwrap().clone();

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use common::{json_lines as joblog, run, Answer};
+use common::{curl_exec, json_lines as joblog, run, Answer};
 use serde_json::Value;
 
 /// What the server saw: (seconds since it started, path, status).
@@ -110,26 +110,22 @@ fn one_keys_overload(retry_after: bool) {
         .collect();
     let (status, _, err) = run(
         &[
-            "-q",
-            "--key",
-            "^http://[^/]+/([^/]+)/",
-            "--key-rate",
-            "5/s",
-            "-j",
-            "8",
-            "--retries",
-            "20",
-            "--backoff",
-            "100ms..2s",
-            "--exec",
-            "curl",
-            "-sS",
-            "-o",
-            "/dev/null",
-            "-D",
-            "{headers}",
-            "{}",
-        ],
+            &[
+                "-q",
+                "--key",
+                "^http://[^/]+/([^/]+)/",
+                "--key-rate",
+                "5/s",
+                "-j",
+                "8",
+                "--retries",
+                "20",
+                "--backoff",
+                "100ms..2s",
+            ][..],
+            &curl_exec("{}"),
+        ]
+        .concat(),
         &input,
     );
     assert_eq!(status, 0, "{err}");
@@ -257,22 +253,10 @@ fn against_a_quota_without_retry_after(burst: f64) -> (usize, f64) {
         .collect();
     let (status, _, err) = run(
         &[
-            "-q",
-            "-r",
-            "30/s",
-            "-j",
-            "8",
-            "--retries",
-            "30",
-            "--exec",
-            "curl",
-            "-sS",
-            "-o",
-            "/dev/null",
-            "-D",
-            "{headers}",
-            "{}",
-        ],
+            &["-q", "-r", "30/s", "-j", "8", "--retries", "30"][..],
+            &curl_exec("{}"),
+        ]
+        .concat(),
         &input,
     );
     assert_eq!(status, 0, "{err}");

@@ -10,7 +10,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{command, curl_present, http_server, temp_file, Answer};
+use common::{command, curl_exec, curl_present, http_server, temp_file, Answer};
 
 /// The responses the server gave, by status.
 #[derive(Debug, Default)]
@@ -113,16 +113,7 @@ fn against_window(
     // Not -q: stderr (a pipe, so no display) says what drip noticed.
     let mut args = vec!["-r", "100/s", "-j", "4", "--retries", "5"];
     args.extend_from_slice(extra);
-    args.extend_from_slice(&[
-        "--exec",
-        "curl",
-        "-sS",
-        "-o",
-        "/dev/null",
-        "-D",
-        "{headers}",
-        "{}",
-    ]);
+    args.extend_from_slice(&curl_exec("{}"));
     let out = command(&args)
         .stdin(Stdio::from(input.reopen().unwrap()))
         .output()
@@ -303,27 +294,25 @@ fn with_key_each_keys_quota_paces_that_key_only() {
         })
         .collect();
     let input = temp_file(urls.as_bytes());
-    let out = command(&[
-        "-q",
-        "-r",
-        "50/s",
-        "-j",
-        "4",
-        "--retries",
-        "5",
-        "--key",
-        "/([ab])/",
-        "--key-rate",
-        "50/s",
-        "--exec",
-        "curl",
-        "-sS",
-        "-o",
-        "/dev/null",
-        "-D",
-        "{headers}",
-        "{}",
-    ])
+    let out = command(
+        &[
+            &[
+                "-q",
+                "-r",
+                "50/s",
+                "-j",
+                "4",
+                "--retries",
+                "5",
+                "--key",
+                "/([ab])/",
+                "--key-rate",
+                "50/s",
+            ][..],
+            &curl_exec("{}"),
+        ]
+        .concat(),
+    )
     .stdin(Stdio::from(input.reopen().unwrap()))
     .output()
     .unwrap();

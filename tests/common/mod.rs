@@ -347,3 +347,18 @@ pub fn assert_books_add_up(v: &serde_json::Value) {
         "{v}"
     );
 }
+
+/// The words of `--exec curl` fetching `url` (`{}` for the record) with
+/// its response headers in `{headers}`, the body thrown away.
+pub fn curl_exec(url: &str) -> [&str; 8] {
+    [
+        "--exec",
+        "curl",
+        "-sS",
+        "-o",
+        "/dev/null",
+        "-D",
+        "{headers}",
+        url,
+    ]
+}
