@@ -170,7 +170,8 @@ struct Plan {
 }
 
 /// What docs/sharing.md lets every window hold beyond `burst + rate × W`
-/// on `backend`: one record for a wake-up late by up to one interval, and,
+/// on `backend`: one record for a wake-up late by up to half an interval
+/// and a read up to half an interval after the write, and,
 /// through Redis (its clock is the server's, not this host's), the round
 /// trip's `ceil(RTT × rate)`: one, at 200/s on the loopback (RTT < 5 ms).
 fn beyond(backend: Backend) -> f64 {

@@ -112,15 +112,27 @@ pub trait Store: Send {
     }
 }
 
-/// How late (ns) a reserved slot may still be used: one emission interval
-/// (`per_second`: slots a second at the tightest limit; for a slot
-/// reserved for s bytes, a byte limit's rate / s), within 2 and 100 ms. A
-/// wake-up that late puts at most one record more into a window (from
-/// 500/s up, at most rate × 2 ms more, as a local schedule's slack does);
-/// a slot later than that is not used, as a local schedule restarts after
-/// a stall, so a stalled drip never sends a catch-up burst.
+/// How late (ns) a reserved slot may still be used: half an emission
+/// interval (`per_second`: slots a second at the tightest limit; for a
+/// slot reserved for s bytes, a byte limit's rate / s), within 2 and
+/// 100 ms, as the local pacer's slack ([`crate::pacer::slack_for`]).
+///
+/// The bound it keeps: GCRA puts at most `burst + ⌊W × rate⌋` slots in
+/// any span W, and a record leaves between its slot and `late_ns` after
+/// it, so a window W of departures holds the slots of a span
+/// `W + late_ns`: at most `burst + ⌊(W + late_ns) × rate⌋`, one record
+/// more than the schedule (from 250/s up, where 2 ms is more than half an
+/// interval, `⌈rate × 2 ms⌉`: two at 1000/s). Half an interval, not a whole one, leaves
+/// the other half for the way to the reader (the write, the pipe, its
+/// wake-up): records read up to half an interval after their departure
+/// still make at most one more in a window, where a whole interval's
+/// allowance leaves the reader no time at all (a slot sent a whole
+/// interval late and read 1 ms later than the next one makes 3 records
+/// in 4 ms at 200/s, burst 1). A slot later than that is not used, as a
+/// local schedule restarts after a stall, so a stalled drip never sends a
+/// catch-up burst.
 pub fn late_ns(per_second: f64) -> u64 {
-    (1e9 / per_second).clamp(2e6, 100e6) as u64
+    (0.5e9 / per_second).clamp(2e6, 100e6) as u64
 }
 
 /// How far ahead one reservation of keys reaches: a few round trips,
