@@ -416,17 +416,21 @@ impl<G: Grants> Keeper<G> {
     }
 
     /// Put the granted slots of a call sent at `sent` (drip's clock) in
-    /// the leases, on drip's clock: exactly when the shared clock is this
-    /// host's; otherwise by the offset of the two clocks that the calls'
-    /// round trips narrow down ([`ClockOffset`]: never earlier than the
-    /// shared schedule says, and later by less than the shortest round
-    /// trip, not by this answer's delay).
+    /// the leases, on drip's clock, by the offset of the two clocks
+    /// ([`ClockOffset`]: never earlier than the shared schedule says). When
+    /// the shared clock is this host's, its reading now, between two of
+    /// drip's, narrows the offset to the closest such pair seen: a keeper
+    /// preempted between the two readings does not put the grant late by
+    /// that long (onto the next drip's slots, beyond the late allowance).
+    /// Otherwise the calls' round trips narrow it, so a slot is later by
+    /// less than the shortest round trip, not by this answer's delay.
     fn take(&mut self, requests: &[Request], reply: Reply, sent: u64) {
+        let before = self.lease.now();
         let base = match self.store.host_clock() {
             Some(shared_now) => {
-                let ours = i64::try_from(self.lease.now()).unwrap_or(i64::MAX);
-                let at_reply = ours.saturating_sub(shared_now.saturating_sub(reply.now));
-                u64::try_from(at_reply).unwrap_or(0)
+                let at_now = self.offset.observe(shared_now, before, self.lease.now());
+                let since_reply = shared_now.saturating_sub(reply.now).max(0).unsigned_abs();
+                at_now.saturating_sub(since_reply)
             }
             None => self.offset.observe(reply.now, sent, self.lease.now()),
         };
@@ -665,6 +669,88 @@ mod tests {
         assert!(at >= before, "{at} before {before}");
         assert!(
             at < before + 30_000_000,
+            "{} ms late",
+            (at - before) / 1_000_000
+        );
+    }
+
+    /// A state on this host's clock whose clock is read, at the keeper's
+    /// second call, 40 ms before the keeper reads its own (a keeper
+    /// preempted between the two).
+    struct Host {
+        calls: std::cell::Cell<u64>,
+    }
+
+    fn monotonic() -> i64 {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+        t.tv_sec * 1_000_000_000 + t.tv_nsec
+    }
+
+    impl Store for Host {
+        fn hello(&mut self) -> Result<bool, Failure> {
+            Ok(false)
+        }
+        fn reserve(&mut self, _: &[Ask<'_>], _: i64) -> Result<Reply, Failure> {
+            self.calls.set(self.calls.get() + 1);
+            Ok(Reply {
+                now: monotonic(),
+                fresh: false,
+                grants: vec![crate::shared::protocol::Grant {
+                    seq: self.calls.get(),
+                    slots: vec![0],
+                }],
+            })
+        }
+        fn give_back(&mut self, backs: &[Back<'_>]) -> Result<Vec<bool>, Failure> {
+            Ok(vec![true; backs.len()])
+        }
+        fn host_clock(&self) -> Option<i64> {
+            let now = monotonic();
+            if self.calls.get() == 2 {
+                std::thread::sleep(40 * MS);
+            }
+            Some(now)
+        }
+    }
+
+    /// A slot from a state on this host's clock goes on drip's clock
+    /// where the state put it, even when the keeper reads its own clock
+    /// 40 ms after the state's: the closest pair of readings seen places
+    /// it, not that one (that would put it 40 ms late, onto the next
+    /// drip's slots).
+    #[test]
+    fn a_slot_on_the_hosts_clock_is_placed_by_the_closest_readings() {
+        let origin = Instant::now();
+        let meters = vec![Meter::Records(Step {
+            interval: 1_000_000,
+            tolerance: 0,
+        })];
+        let lease = Arc::new(Lease::new(GlobalLease::new(meters), origin));
+        let mut keeper = Keeper {
+            lease: Arc::clone(&lease),
+            store: Box::new(Host {
+                calls: std::cell::Cell::new(0),
+            }),
+            on_error: OnError::Wait,
+            notify: Arc::new(|_| {}),
+            voice: Voice::new("--share test".into(), "", OnError::Wait, true),
+            retry: Retry::new(fastrand::Rng::with_seed(5)),
+            offset: ClockOffset::default(),
+        };
+        let request = Request {
+            key: None,
+            want: 1,
+            sizes: Vec::new(),
+            at: 0,
+            every: 0,
+        };
+        keeper.reserve(std::slice::from_ref(&request)).unwrap();
+        let before = lease.now();
+        keeper.reserve(std::slice::from_ref(&request)).unwrap();
+        let at = lease.lock().slots[1].at;
+        assert!(at >= before, "{at} before {before}");
+        assert!(
+            at < before + 20_000_000,
             "{} ms late",
             (at - before) / 1_000_000
         );
