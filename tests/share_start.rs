@@ -1,12 +1,14 @@
 //! `--share redis://` at the start, against servers that are not what they
 //! should be, on listeners of the test's own on 127.0.0.1 (no
 //! `redis-server` needed): a service that answers in another protocol is
-//! refused for good under every policy.
+//! refused for good under every policy. And a state file whose lock is
+//! held while drip starts: its hello answered late.
 
 mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
+use std::os::unix::fs::DirBuilderExt;
 use std::process::Stdio;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -253,4 +255,55 @@ fn a_signal_while_the_state_has_not_answered_under_fail_gives_status_4() {
         err,
         "drip: --share x: the shared state cannot be reached: no answer within 1000 ms (--share-on-error fail)\n"
     );
+}
+
+/// Case: drip's hello answered late (the state file's lock held for
+/// 300 ms as drip starts; a far Redis would do the same), with keys that
+/// ask for their shared slots at their turns under a binding shared
+/// global limit (3 keys at 5/s each, 12/s in all): every record is
+/// written. The global lease, told nothing before its first look had gone
+/// by, never reserved, and drip wrote nothing for ever.
+#[test]
+fn keys_flow_when_the_hello_is_answered_late() {
+    let runtime = tempfile::tempdir().unwrap();
+    let dir = runtime.path().join("drip");
+    std::fs::DirBuilder::new().mode(0o700).create(&dir).unwrap();
+    let lock = std::fs::File::create(dir.join("late.json.lock")).unwrap();
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    let mut cmd = common::command(&[
+        "-r",
+        "12/s",
+        "--key",
+        "1",
+        "--key-rate",
+        "5/s:2",
+        "--share",
+        "late",
+    ]);
+    cmd.env("XDG_RUNTIME_DIR", runtime.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn drip");
+    let input: String = (1..=8)
+        .flat_map(|i| ["a", "b", "c"].map(|k| format!("{k} {i}\n")))
+        .collect();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    thread::sleep(Duration::from_millis(300));
+    drop(lock);
+    let status = wait_for(&mut child, Duration::from_secs(20));
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert!(status.success(), "{status}");
+    assert_eq!(out.lines().count(), 24, "{out}");
 }

@@ -367,7 +367,10 @@ impl Keyed {
 
     /// Shared: when the global limits have no slot due, tell them how many
     /// records wait (a shared schedule reserves its slots for them; a
-    /// local one takes none, none being due).
+    /// local one takes none, none being due). A shared schedule holding no
+    /// slot has none due, whenever it says to look again: its look comes
+    /// from its last release, and, told nothing for that long, it would
+    /// never reserve, the keys asking for nothing before it does.
     fn tell_global(&mut self, now: u64, global: &mut dyn Schedule) {
         let heads = self.ready.iter().filter_map(|&s| {
             let slot = &self.slots[s as usize];
@@ -382,7 +385,8 @@ impl Keyed {
             self.len
         };
         let first = heads.clone().next();
-        if first.is_some_and(|head| global.next_due(head) > now) {
+        let none_due = |head| global.next_due(head) > now || global.nth_due(head, 0).is_none();
+        if first.is_some_and(none_due) {
             let n = global.release(now, waiting, &mut heads.clone());
             debug_assert_eq!(n, 0, "no slot was due");
         }

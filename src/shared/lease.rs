@@ -616,6 +616,112 @@ pub(crate) mod tests {
         assert_eq!(s.release(10 * MS, 3, &mut records()), 1);
     }
 
+    /// Keys whose slots are asked for only at their turns under a binding
+    /// global limit ([`crate::keyed::KeySchedule`]): none until asked, then
+    /// one at the time asked for.
+    #[derive(Debug, Default)]
+    struct TurnKeys {
+        asked: std::collections::HashMap<u32, u64>,
+        arrived: Vec<(u64, u32)>,
+    }
+
+    impl crate::keyed::KeySchedule for TurnKeys {
+        fn allows(&mut self, now: u64, s: u32, _: &[u8]) -> bool {
+            self.asked.get(&s).is_some_and(|&t| t <= now)
+        }
+        fn commit(&mut self, _: u64, s: u32, _: &[u8]) {
+            self.asked.remove(&s);
+        }
+        fn first_slot(&mut self, _: u64, s: u32, _: &[u8]) -> crate::keyed::LeaseHead {
+            self.asked
+                .get(&s)
+                .map_or(crate::keyed::LeaseHead::Empty, |&t| {
+                    crate::keyed::LeaseHead::At(t)
+                })
+        }
+        fn ask(&mut self, _: u64, s: u32, _: &[u8], want: crate::keyed::Want) {
+            if want.records > 0 && !self.asked.contains_key(&s) {
+                self.asked.insert(s, want.at);
+                self.arrived.push((want.at, s));
+            }
+        }
+        fn arrived(&mut self) -> Vec<(u64, u32)> {
+            std::mem::take(&mut self.arrived)
+        }
+        fn forget(&mut self, s: u32) {
+            self.asked.remove(&s);
+        }
+        fn next_poll(&self) -> Option<u64> {
+            None
+        }
+        fn lead(&self) -> u64 {
+            30 * MS
+        }
+    }
+
+    /// Case: records of three keys (5/s each) under a shared global limit
+    /// of 12/s, which binds (the keys ask for their slots at their
+    /// turns), arrive 100 ms after the start: the shared state was slow to
+    /// answer drip's hello. The global lease, empty and told nothing
+    /// since its start, is told what waits and reserves, and the records
+    /// flow; they waited for ever when its look (50 ms after its last
+    /// release, at the start) had gone by before anything waited.
+    #[test]
+    fn keys_waiting_for_their_turns_tell_an_empty_global_lease() {
+        use crate::bucket::{Overflow, Segment};
+        use crate::keyed::{KeyConfig, Keyed};
+        let config = KeyConfig {
+            spec: crate::key::KeySpec::new(crate::key::parse_key("1").unwrap(), None),
+            rate: crate::rate::parse_rate("5/s").unwrap(),
+            burst: 2,
+            max_keys: 100,
+            key_capacity: 100,
+        };
+        let mut keyed =
+            Keyed::new(config, b'\n', 1000, None).with_shared(Box::new(TurnKeys::default()));
+        let mut global = records_schedule([]);
+        global.per_second = 12.0;
+        let interval = 1_000_000_000 / 12;
+        let mut ledger = crate::ledger::Ledger::new(true);
+        let mut outbox = Vec::new();
+        let text: String = (1..=10)
+            .flat_map(|i| ["a", "b", "c"].map(|k| format!("{k} {i}\n")))
+            .collect();
+        let seg = Segment::new(bytes::Bytes::from(text), b'\n');
+        let start = 100 * MS;
+        keyed.arrive(
+            start,
+            seg,
+            Overflow::Block,
+            true,
+            &mut global,
+            &mut ledger,
+            &mut outbox,
+        );
+        let (mut sent, mut next_slot) = (outbox.len(), 0);
+        for now in (start..start + 3_000 * MS).step_by(MS as usize) {
+            outbox.clear();
+            keyed.release(now, &mut global, &mut outbox);
+            sent += outbox.iter().map(|s| s.records().count()).sum::<usize>();
+            // The keeper: slots at 12/s for what the lease wants.
+            let mut st = global.lease.lock();
+            if st.wanted > 0 && st.slots.is_empty() {
+                for _ in 0..st.wanted.min(3) {
+                    next_slot = u64::max(next_slot + interval, now + 3 * MS);
+                    st.slots.push_back(Slot {
+                        at: next_slot,
+                        size: 1,
+                        grant: 1,
+                        shared: 0,
+                    });
+                }
+                st.grants = 1;
+            }
+        }
+        // 3 s at 12/s: some 30 records (fewer under the keys' 5/s turns).
+        assert!(sent >= 20, "{sent} sent");
+    }
+
     /// The bound the late allowance keeps ([`late_ns`]), on virtual time:
     /// three drips hold a 200/s, burst 1 schedule in turns of ten slots;
     /// each writer wakes for its next slot late (up to 2.5 ms one time in
