@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use super::gcra::Meter;
 use super::keeper::{Grants, Lease, Mode, Request, Return, Status, Turn};
-use super::protocol::{ahead, chunk, fitting, late_ns, Reply, HORIZON, POLL_NS};
+use super::protocol::{ahead, byte_late_ns, chunk, fitting, late_ns, Reply, HORIZON, POLL_NS};
 use crate::cost::Cost;
 use crate::schedule::{Limits, Schedule};
 
@@ -275,16 +275,19 @@ impl SharedSchedule {
         }
     }
 
-    /// How late (ns) a slot reserved for `size` bytes may still be used
-    /// ([`late_ns`]): half an emission interval of the tightest record
-    /// limit, and, with byte limits, no longer than half the time the slot
-    /// takes at the highest byte rate.
+    /// How late (ns) a slot reserved for `size` bytes may still be used:
+    /// half an emission interval of the tightest record limit
+    /// ([`late_ns`]); with byte limits, one whole interval of the tightest
+    /// limit, at most as long as the slot takes at the highest byte rate
+    /// ([`byte_late_ns`]).
     fn late_ns(&self, size: u64) -> u64 {
-        let mut per_second = self.per_second;
         if self.weighs_bytes {
-            per_second = per_second.min(self.bytes_per_second / size.max(1) as f64);
+            let per_second = self
+                .per_second
+                .min(self.bytes_per_second / size.max(1) as f64);
+            return byte_late_ns(per_second);
         }
-        late_ns(per_second)
+        late_ns(self.per_second)
     }
 
     /// Of `available` records waiting in order (from `records`), release
@@ -506,24 +509,24 @@ pub(crate) mod tests {
         assert!(st.wanted_sizes.is_empty());
     }
 
-    /// A slot reserved for s bytes may be used as late as half the time it
-    /// takes at the byte rate (within 2 and 100 ms), no later.
+    /// A slot reserved for s bytes may be used as late as it takes at the
+    /// byte rate (within 2 and 100 ms), no later.
     #[test]
-    fn a_byte_slot_may_be_as_late_as_half_its_length() {
+    fn a_byte_slot_may_be_as_late_as_it_is_long() {
         // At 1000 bytes a second: 50 bytes take 50 ms, 1 byte 1 ms (2).
         let mut s = byte_schedule(&[(0, 50), (0, 1), (0, 1)]);
         assert_eq!(
-            s.release(25 * MS, 1, &mut sized(&[50]).iter().map(Vec::as_slice)),
+            s.release(40 * MS, 1, &mut sized(&[50]).iter().map(Vec::as_slice)),
             1
         );
         assert_eq!(
-            s.release(26 * MS, 1, &mut sized(&[1]).iter().map(Vec::as_slice)),
+            s.release(41 * MS, 1, &mut sized(&[1]).iter().map(Vec::as_slice)),
             0
         );
         assert_eq!(s.lease.lock().status.forfeited, 2);
         let mut s = byte_schedule(&[(0, 50)]);
         assert_eq!(
-            s.release(26 * MS, 1, &mut sized(&[50]).iter().map(Vec::as_slice)),
+            s.release(51 * MS, 1, &mut sized(&[50]).iter().map(Vec::as_slice)),
             0
         );
         assert_eq!(s.lease.lock().status.forfeited, 1);
