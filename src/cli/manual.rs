@@ -48,7 +48,7 @@ pub const EXIT_STATUSES: &[(&str, &str)] = &[
         "1",
         "a runtime error (with drip ctl: any failure, one line): an unreadable FILE, or one that is the --dead-letter file or the --resume joblog (reported; drip goes on with the next), or one that is the --stats-json, --joblog or --metrics file (refused before anything is written or read: the file is left as it was), a record over --max-record or --capacity-bytes under --oversize fail (the records before it are delivered; reading stops), a failed write to stdout, --dead-letter, --stats-json or --metrics, a control socket that cannot be made, or of --help or --version output",
     ),
-    ("2", "a usage error: a bad flag or value (one line naming the flag and the accepted form); two of --dead-letter, --stats-json, --metrics and --joblog (or --resume) that are one file; also limits that differ from those shared under the same --share NAME"),
+    ("2", "a usage error: a bad flag or value (one line naming the flag and the accepted form), or drip ctl without a word (its usage); two of --dead-letter, --stats-json, --metrics and --joblog (or --resume) that are one file; also limits that differ from those shared under the same --share NAME"),
     ("3", "the bucket overflowed under --overflow fail (with --key, also a key's full queue, or a new key while every remembered key is busy; with --max-wait, also a record the schedule could not let go in time)"),
     (
         "4",
@@ -181,8 +181,8 @@ pub const ENVIRONMENT: &[Paragraph] = &[
 
 /// The DRIP CTL section: steering a running drip.
 pub const CONTROL: &[Paragraph] = &[
-    ("", "Every running drip, unless given --no-control, listens on a Unix socket in the directory of the --share state files (see FILES), mode 0600 in a directory of mode 0700, named by its pid and its --name. It answers only its own user (the peer's uid, from the kernel: SO_PEERCRED), one request per connection, one line of JSON. The socket is removed at every way out; one left by a drip killed with SIGKILL is removed by the next drip ctl list."),
-    ("drip ctl list", "Every running drip of this user as one JSON array: pid, name, rate, byte_rate, key_rate and jobs when set, paused, depth, read, written, started (seconds since the epoch)."),
+    ("", "Every running drip, unless given --no-control, listens on a Unix socket in the directory of the --share state files (see FILES), mode 0600 in a directory of mode 0700, named by its pid and its --name. It answers only its own user (the peer's uid, from the kernel: SO_PEERCRED), one request per connection, one line of JSON. The socket is removed at every way out; one left by a drip killed with SIGKILL (nobody listens on it) is removed by the next drip ctl list."),
+    ("drip ctl list", "Every running drip of this user as one JSON array: pid, name, rate, byte_rate, key_rate and jobs when set, paused, depth, read, written, started (seconds since the epoch). The drips are asked at once, and their answers awaited half a second at most: one that does not answer in time (stopped, say) is left out, with a line on stderr."),
     ("drip ctl TARGET info", "The drip's entry, as list gives it."),
     ("drip ctl TARGET stats", "The --stats-json object now (with \"paused\": true while paused). TARGET is a pid or a --name."),
     ("drip ctl TARGET keys", "With --key: the keys seen, remembered and busy, and the top keys."),
@@ -191,7 +191,7 @@ pub const CONTROL: &[Paragraph] = &[
     ("drip ctl TARGET rate RATE[:BURST] [rate ...] [byte-rate SIZE/UNIT[:BURST] ...]", "New limits from now on: the rates given replace all the --rate limits, the byte rates all the --byte-rate limits (a kind not given stays; rate inf removes the record limits). The next record leaves one interval of the new rate after the last one that left: no credit saved under the old rate carries over, and raising the rate sends no catch-up burst; within one interval of the old rate or 100 ms, whichever is longer, the new rate is in force. A drip started with --rate inf, or given --share (its limits are the state's, the same for every drip on it), refuses a change of rate."),
     ("drip ctl TARGET key-rate RATE[:BURST]", "A new limit per key from now on, each key counted from its last record; a key already due keeps its turn."),
     ("drip ctl TARGET -j N", "With --exec: N job slots from now on; lowered, running jobs finish and no new one starts until fewer than N run."),
-    ("", "Each answer (but list's) is the drip's entry, as list gives it, after the change. An error is one line on stderr and exit status 1: no such drip, a refusal, a bad command. ctl is a subcommand only as drip's first word: to read a file named ctl first, give it as ./ctl."),
+    ("", "Each answer (but list's) is the drip's entry, as list gives it, after the change. An error is one line on stderr and exit status 1: no such drip, a refusal, a bad command; drip ctl alone prints its usage on stderr, exit status 2. ctl is a subcommand only as drip's first word: to read a file named ctl first, give it as ./ctl."),
 ];
 
 /// The FILES section.
