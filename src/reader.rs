@@ -26,7 +26,7 @@ const LINGER: Duration = Duration::from_micros(50);
 /// What the reader does to each read before admission sees it.
 pub(crate) struct Screen {
     /// `--cost`: the first record whose cost cannot be read is named once
-    /// on stderr.
+    /// on stderr (not with `--quiet`).
     pub cost: Option<Cost>,
     /// `--resume`: records done in earlier runs are skipped.
     pub done: Option<Done>,
@@ -61,7 +61,7 @@ pub(crate) fn spawn(
             let mut costs = screen.cost.map(|c| CostCheck { cost: c, seen: 0 });
             let mut done = screen.done;
             if let Some(msg) = done.as_ref().and_then(passed_over) {
-                lock_ui(&ui).message(&msg);
+                lock_ui(&ui).notice(&msg);
             }
             let report = input::read_all(
                 &inputs,
@@ -72,7 +72,7 @@ pub(crate) fn spawn(
                 &mut |seg| {
                     if let Some(check) = costs.as_mut() {
                         if let Some(msg) = check.first_unreadable(&seg) {
-                            lock_ui(&ui).message(&msg);
+                            lock_ui(&ui).notice(&msg);
                             costs = None;
                         }
                     }

@@ -216,7 +216,7 @@ fn copy_all(from: &mut File, to: &mut dyn Write, end: u8, give_up: &dyn Fn() -> 
 }
 
 /// The largest piece [`pass`] reads and writes at a time, bytes.
-const PIECE: usize = 64 * 1024;
+pub(crate) const PIECE: usize = 64 * 1024;
 
 /// Copy `from` (`len` bytes) to `to`, one piece at a time; a write
 /// interrupted by a signal (EINTR: drip interrupts the threads passing
