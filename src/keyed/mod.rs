@@ -148,7 +148,7 @@ pub struct Keyed {
     timers: BinaryHeap<Reverse<(u64, u32)>>,
     /// Keys with nothing waiting, by a lower bound of when they rest.
     rest: BinaryHeap<Reverse<(u64, u32)>>,
-    /// Waiting records in arrival order, (seq, key), some of them gone
+    /// Waiting records in arrival order, (seq, node), some of them gone
     /// since (see [`Keyed::is_waiting`]): the front is always waiting.
     arrivals: VecDeque<(u64, u32)>,
     /// Keys with records waiting.

@@ -6,6 +6,7 @@
 //! Pure: no threads, no clock, no I/O. Times are ns and never go backwards.
 
 use std::cmp::Reverse;
+use std::collections::VecDeque;
 
 use bytes::Bytes;
 
@@ -25,6 +26,8 @@ pub(super) struct Node {
     pub(super) arrived: u64,
     pub(super) seq: u64,
     pub(super) next: u32,
+    /// Its key's slot.
+    pub(super) key: u32,
 }
 
 impl Keyed {
@@ -114,6 +117,7 @@ impl Keyed {
             arrived: now,
             seq: self.seq,
             next: NIL,
+            key: s,
         };
         self.len += 1;
         self.bytes += len;
@@ -140,7 +144,7 @@ impl Keyed {
         let slot = &mut self.slots[s as usize];
         slot.tail = n;
         slot.len += 1;
-        self.arrivals.push_back((self.seq, s));
+        self.arrivals.push_back((self.seq, n));
         self.index(s);
         if self.slots[s as usize].lane == Lane::Idle {
             self.join_line(s, now);
@@ -199,6 +203,8 @@ impl Keyed {
         }
         let n = slot.head;
         let node = self.nodes[n as usize];
+        // No longer the record its entry in `arrivals` names.
+        self.nodes[n as usize].seq = 0;
         self.unindex(s);
         self.free_nodes.push(n);
         self.len -= 1;
@@ -214,36 +220,52 @@ impl Keyed {
         Some(node)
     }
 
-    /// Whether the record `seq` of key `s` (an entry of `arrivals`) still
-    /// waits: within a key records leave in order, and a slot's next key
-    /// has only later records.
-    fn is_waiting(&self, seq: u64, s: u32) -> bool {
-        let slot = &self.slots[s as usize];
-        slot.len > 0 && self.nodes[slot.head as usize].seq <= seq
+    /// Whether the record `seq` in node `n` (an entry of `arrivals`)
+    /// still waits: a node that let its record go holds another's, or
+    /// none (seq 0; records count from 1).
+    #[inline]
+    fn is_waiting(&self, seq: u64, n: u32) -> bool {
+        self.nodes[n as usize].seq == seq
     }
 
     /// After a record left: drop the gone from the front of `arrivals`,
     /// and all of them once they outnumber the waiting (so it holds at
     /// most twice the records waiting, and a little).
     fn prune_arrivals(&mut self) {
-        while let Some(&(seq, s)) = self.arrivals.front() {
-            if self.is_waiting(seq, s) {
+        while let Some(&(seq, n)) = self.arrivals.front() {
+            if self.is_waiting(seq, n) {
                 break;
             }
             self.arrivals.pop_front();
         }
         if self.arrivals.len() > 2 * self.len + 64 {
-            let mut arrivals = std::mem::take(&mut self.arrivals);
-            arrivals.retain(|&(seq, s)| self.is_waiting(seq, s));
-            self.arrivals = arrivals;
+            self.compact_arrivals();
         }
+    }
+
+    /// Keep only the waiting records' entries of `arrivals`, fetching the
+    /// nodes a few entries ahead (each is a cache miss of its own).
+    #[cold]
+    fn compact_arrivals(&mut self) {
+        const AHEAD: usize = 16;
+        let arrivals = std::mem::take(&mut self.arrivals);
+        let mut kept = VecDeque::with_capacity(self.len + 64);
+        for (i, &(seq, n)) in arrivals.iter().enumerate() {
+            if let Some(&(_, far)) = arrivals.get(i + AHEAD) {
+                crate::sys::prefetch(&self.nodes[far as usize]);
+            }
+            if self.is_waiting(seq, n) {
+                kept.push_back((seq, n));
+            }
+        }
+        self.arrivals = kept;
     }
 
     /// The oldest waiting record's key and arrival (ns).
     pub(super) fn oldest(&self) -> Option<(u32, u64)> {
-        let &(_, s) = self.arrivals.front()?;
-        let head = self.slots[s as usize].head;
-        Some((s, self.nodes[head as usize].arrived))
+        let &(_, n) = self.arrivals.front()?;
+        let node = &self.nodes[n as usize];
+        Some((node.key, node.arrived))
     }
 
     /// From now on, keep `fat` (`drop-oldest`'s choice of the key that

@@ -94,6 +94,15 @@ impl Spill {
         &self.chunks[place.chunk as usize].bytes[at..at + len]
     }
 
+    /// Start fetching the first bytes of the record at `place`.
+    #[inline]
+    pub(super) fn prefetch(&self, place: Place) {
+        let chunk = &self.chunks[place.chunk as usize].bytes;
+        if let Some(first) = chunk.get(place.at as usize) {
+            crate::sys::prefetch(first);
+        }
+    }
+
     /// The record at `place` waits no more: its chunk is used again once
     /// none of its records waits.
     #[inline]
