@@ -83,6 +83,14 @@ fn have_redis() -> bool {
     found
 }
 
+/// The process id of the redis-server on `con` (`INFO server`).
+fn server_pid(con: &mut redis::Connection) -> Option<u32> {
+    let info: String = redis::cmd("INFO").arg("server").query(con).ok()?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .and_then(|pid| pid.trim().parse().ok())
+}
+
 /// A free port of 127.0.0.1.
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -104,16 +112,22 @@ struct Redis {
 
 impl Redis {
     /// A server on a free port of 127.0.0.1.
+    /// Another free port is tried when the server on the one chosen is
+    /// not ours (a test run beside this one took it first).
     fn start() -> Redis {
-        let mut r = Redis {
-            child: None,
-            port: free_port(),
-            socket: None,
-            tls: None,
-            _dir: tempfile::tempdir().unwrap(),
-        };
-        r.spawn();
-        r
+        for _ in 0..5 {
+            let mut r = Redis {
+                child: None,
+                port: free_port(),
+                socket: None,
+                tls: None,
+                _dir: tempfile::tempdir().unwrap(),
+            };
+            if r.try_spawn() {
+                return r;
+            }
+        }
+        panic!("redis-server did not answer PING on 5 free ports");
     }
 
     /// A server on a Unix socket only.
@@ -174,12 +188,17 @@ impl Redis {
         if let Some(socket) = &self.socket {
             cmd.arg("--unixsocket").arg(socket);
         }
-        self.child = Some(cmd.spawn().expect("redis-server"));
+        let child = cmd.spawn().expect("redis-server");
+        let pid = child.id();
+        self.child = Some(child);
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(10) {
             if let Ok(mut con) = self.try_con() {
                 if redis::cmd("PING").query::<String>(&mut con).is_ok() {
-                    return true;
+                    // Ours, not another test run's that took the port
+                    // between free_port and the bind (its states would
+                    // meet ours under the same NAMEs).
+                    return server_pid(&mut con) == Some(pid);
                 }
             }
             let child = self.child.as_mut().expect("just started");
