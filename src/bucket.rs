@@ -578,8 +578,6 @@ mod tests {
         assert_eq!((next.number, s.number), (43, 44));
         s.skip_known(2, 1);
         assert_eq!(s.number, 45);
-        let copy = s.first_copied_to(Bytes::copy_from_slice(b"4\n"));
-        assert_eq!((copy.number, copy.as_bytes()), (45, &b"4\n"[..]));
         // Not numbered: stays so.
         let mut plain = seg(0, 3);
         assert_eq!((plain.split_front(1).number, plain.number), (0, 0));
