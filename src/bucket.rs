@@ -205,18 +205,6 @@ impl Segment {
         front
     }
 
-    /// The first record, whose copy (in a buffer that holds no read) is
-    /// `data`.
-    pub(crate) fn first_copied_to(&self, data: Bytes) -> Segment {
-        debug_assert!(self.data.starts_with(&data));
-        Segment {
-            buffer: data.len(),
-            data,
-            count: 1,
-            ..*self
-        }
-    }
-
     /// Pass over the first `count` records, which the caller knows to be
     /// the first `bytes` bytes: O(1), and unlike
     /// [`Segment::split_known`] it touches no count of the buffer's

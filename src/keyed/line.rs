@@ -169,8 +169,7 @@ impl Keyed {
                 self.timers.push(Reverse((self.slots[s as usize].due, s)));
                 continue;
             }
-            let slot = &self.slots[s as usize];
-            let head = self.nodes[slot.head as usize].seg.as_bytes();
+            let head = self.head_record(s);
             if global.release(now, 1, &mut std::iter::once(head)) == 0 {
                 break;
             }
@@ -178,9 +177,7 @@ impl Keyed {
             self.take_slot(s, now);
             global.key_left(self.slots[s as usize].key.as_bytes(), now);
             self.slots[s as usize].lane = Lane::Idle;
-            let seg = self.pop_head(s).expect("a waiting record");
-            self.longest_wait_ns = self.longest_wait_ns.max(now.saturating_sub(seg.arrived));
-            outbox.push(seg);
+            self.send_head(s, now, outbox);
             sent += 1;
             if self.slots[s as usize].len > 0 {
                 self.join_line(s, now);
@@ -188,6 +185,7 @@ impl Keyed {
                 self.mark_idle(s);
             }
         }
+        self.outgoing.flush(outbox);
         sent
     }
 
@@ -207,8 +205,7 @@ impl Keyed {
         } else {
             self.ready.iter().find_map(|&s| {
                 let slot = &self.slots[s as usize];
-                (slot.len > 0)
-                    .then(|| global.next_due(self.nodes[slot.head as usize].seg.as_bytes()))
+                (slot.len > 0).then(|| global.next_due(self.head_record(s)))
             })
         };
         let rest = self

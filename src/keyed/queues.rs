@@ -7,50 +7,24 @@
 
 use std::cmp::Reverse;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use crate::bucket::{Fate, Offered, Overflow, Segment};
 use crate::ledger::Ledger;
 
+use super::spill::Place;
 use super::{Keyed, Lane, NoRoom, NIL};
 
-/// A waiting record and the next of its key.
-#[derive(Debug)]
+/// A waiting record (its bytes in the [`Spill`](super::spill::Spill)) and
+/// the next of its key.
+#[derive(Debug, Clone, Copy)]
 pub(super) struct Node {
-    pub(super) seg: Segment,
+    pub(super) place: Place,
+    pub(super) len: usize,
+    /// When it arrived (ns).
+    pub(super) arrived: u64,
     pub(super) seq: u64,
     pub(super) next: u32,
-}
-
-/// Where waiting records are copied out of their reads: chunks of
-/// [`SPILL_CHUNK`] bytes, each record a slice of one. A waiting record
-/// never keeps its read alive, only a chunk of other copies, and costs no
-/// allocation of its own (with most records waiting, the allocator was a
-/// third of the time).
-#[derive(Debug, Default)]
-pub(super) struct Spill {
-    /// The free end of the latest chunk.
-    chunk: BytesMut,
-}
-
-/// Bytes of one chunk of copies.
-const SPILL_CHUNK: usize = 4096;
-
-impl Spill {
-    /// The first record of `seg`, its first `size` bytes, copied out of
-    /// its read (a record of over an eighth of a chunk into a buffer of
-    /// its own).
-    pub(super) fn copy(&mut self, seg: &Segment, size: usize) -> Segment {
-        let bytes = &seg.as_bytes()[..size];
-        if size > SPILL_CHUNK / 8 {
-            return seg.first_copied_to(Bytes::copy_from_slice(bytes));
-        }
-        if self.chunk.capacity() - self.chunk.len() < size {
-            self.chunk = BytesMut::with_capacity(SPILL_CHUNK);
-        }
-        self.chunk.extend_from_slice(bytes);
-        seg.first_copied_to(self.chunk.split().freeze())
-    }
 }
 
 impl Keyed {
@@ -116,9 +90,9 @@ impl Keyed {
         }
         // Copied straight from the read, which is then passed over: no
         // slice of the read is made (its count is shared with the writer).
-        let copy = self.spill.copy(seg, size);
+        let place = self.spill.copy(&seg.as_bytes()[..size]);
         seg.skip_known(size, 1);
-        self.enqueue(now, s, copy);
+        self.enqueue(now, s, place, size);
         None
     }
 
@@ -130,16 +104,19 @@ impl Keyed {
         }
     }
 
-    /// Put `record` at the end of key `s`'s queue.
-    pub(super) fn enqueue(&mut self, now: u64, s: u32, record: Segment) {
+    /// Put the record at `place` (`len` bytes, arrived at `now`) at the
+    /// end of key `s`'s queue.
+    pub(super) fn enqueue(&mut self, now: u64, s: u32, place: Place, len: usize) {
         self.seq += 1;
         let node = Node {
+            place,
+            len,
+            arrived: now,
             seq: self.seq,
             next: NIL,
-            seg: record,
         };
         self.len += 1;
-        self.bytes += node.seg.bytes();
+        self.bytes += len;
         self.max_depth = self.max_depth.max(self.len);
         let n = match self.free_nodes.pop() {
             Some(n) => {
@@ -170,31 +147,71 @@ impl Keyed {
         }
     }
 
-    /// Take key `s`'s head out of its queue.
+    /// The bytes of waiting record `node`.
+    #[inline]
+    pub(super) fn record(&self, node: &Node) -> &[u8] {
+        self.spill.bytes(node.place, node.len)
+    }
+
+    /// The bytes of key `s`'s head (`s` has records waiting).
+    #[inline]
+    pub(super) fn head_record(&self, s: u32) -> &[u8] {
+        self.record(&self.nodes[self.slots[s as usize].head as usize])
+    }
+
+    /// Take key `s`'s head out of its queue, as a segment of its own.
     pub(super) fn pop_head(&mut self, s: u32) -> Option<Segment> {
+        let node = self.unlink_head(s)?;
+        let bytes = Bytes::copy_from_slice(self.record(&node));
+        self.spill.release(node.place);
+        let mut seg = Segment::counted(bytes, 1, self.delimiter);
+        seg.arrived = node.arrived;
+        Some(seg)
+    }
+
+    /// Key `s`'s head leaves at `now`: with the records let go with it
+    /// (`outgoing`), or, records apart, as a segment of its own into
+    /// `outbox`.
+    pub(super) fn send_head(&mut self, s: u32, now: u64, outbox: &mut Vec<Segment>) {
+        let arrived = if self.apart {
+            // After what left before it.
+            self.outgoing.flush(outbox);
+            let seg = self.pop_head(s).expect("a waiting record");
+            let arrived = seg.arrived;
+            outbox.push(seg);
+            arrived
+        } else {
+            let node = self.unlink_head(s).expect("a waiting record");
+            let record = self.spill.bytes(node.place, node.len);
+            self.outgoing.add(record, node.arrived, outbox);
+            self.spill.release(node.place);
+            node.arrived
+        };
+        self.longest_wait_ns = self.longest_wait_ns.max(now.saturating_sub(arrived));
+    }
+
+    /// Take key `s`'s head out of its queue; its bytes stay in the spill
+    /// until released.
+    fn unlink_head(&mut self, s: u32) -> Option<Node> {
         let slot = &self.slots[s as usize];
         if slot.len == 0 {
             return None;
         }
         let n = slot.head;
-        let next = self.nodes[n as usize].next;
+        let node = self.nodes[n as usize];
         self.unindex(s);
-        let seg = std::mem::replace(
-            &mut self.nodes[n as usize].seg,
-            Segment::new(Bytes::new(), self.delimiter),
-        );
         self.free_nodes.push(n);
         self.len -= 1;
-        self.bytes -= seg.bytes();
+        self.bytes -= node.len;
         let slot = &mut self.slots[s as usize];
         slot.len -= 1;
-        slot.head = next;
+        slot.head = node.next;
         if slot.len == 0 {
             self.busy -= 1;
         }
         self.index(s);
         self.prune_arrivals();
-        Some(seg)
+        Some(node)
     }
 
     /// Whether the record `seq` of key `s` (an entry of `arrivals`) still
@@ -226,7 +243,7 @@ impl Keyed {
     pub(super) fn oldest(&self) -> Option<(u32, u64)> {
         let &(_, s) = self.arrivals.front()?;
         let head = self.slots[s as usize].head;
-        Some((s, self.nodes[head as usize].seg.arrived))
+        Some((s, self.nodes[head as usize].arrived))
     }
 
     /// From now on, keep `fat` (`drop-oldest`'s choice of the key that
@@ -301,7 +318,7 @@ mod tests {
         let busy = k.slots.iter().filter(|slot| slot.len > 0);
         let oldest = busy
             .clone()
-            .map(|slot| k.nodes[slot.head as usize].seg.arrived)
+            .map(|slot| k.nodes[slot.head as usize].arrived)
             .min();
         (oldest, busy.count())
     }
