@@ -980,7 +980,8 @@ fn a_missing_runtime_dir_is_not_made() {
     let uid = String::from_utf8(Command::new("id").arg("-u").output().unwrap().stdout).unwrap();
     let file = PathBuf::from(format!("/tmp/drip-{}/{name}.json", uid.trim()));
     assert!(file.exists(), "{}", file.display());
-    let _ = std::fs::remove_file(file);
+    let _ = std::fs::remove_file(&file);
+    let _ = std::fs::remove_file(file.with_extension("json.lock"));
 }
 
 /// A server that wants a password, given none or a wrong one, refuses
