@@ -570,10 +570,7 @@ fn three_drips_share_a_byte_rate(share: &str, allowance: usize) {
     // rate after the first.
     let total: usize = lines.iter().map(|&(_, size)| size).sum();
     let rate = (total - 1000) as f64 / (lines[lines.len() - 1].0 - lines[0].0);
-    assert!(
-        (rate - 2000.0).abs() <= 2000.0 * 0.05,
-        "aggregate {rate} bytes/s ({total} bytes)"
-    );
+    assert_aggregate_rate(rate, 2000.0, &format!("{total} bytes"));
     // Alone, the three would have sent 6000 bytes a second.
 }
 
@@ -626,9 +623,24 @@ fn three_drips_share_a_cost_rate(share: &str, allowance: usize) {
     );
     let total: usize = lines.iter().map(|&(_, cost)| cost).sum();
     let rate = (total - 100) as f64 / (lines[lines.len() - 1].0 - lines[0].0);
+    assert_aggregate_rate(rate, 500.0, &format!("a cost of {total}"));
+}
+
+/// The three drips' rate together, measured by the reader from the first
+/// line to the last, against the shared `limit`: never more than 5 %
+/// over it (a reader that sees the first line late makes it look faster,
+/// by a few ms in a span of seconds: 5 % is over 150 ms), and loosely not
+/// slow: a loaded machine wakes drips late, forfeiting slots, and the
+/// reader sees the last line late, so 15 % under passes; a schedule that
+/// wastes one drip's turns in three does not.
+fn assert_aggregate_rate(rate: f64, limit: f64, what: &str) {
     assert!(
-        (rate - 500.0).abs() <= 500.0 * 0.05,
-        "aggregate {rate} cost/s ({total} in all)"
+        rate <= limit * 1.05,
+        "aggregate {rate}/s over the shared {limit}/s ({what})"
+    );
+    assert!(
+        rate >= limit * 0.85,
+        "aggregate {rate}/s far under the shared {limit}/s ({what})"
     );
 }
 
@@ -968,7 +980,8 @@ fn a_missing_runtime_dir_is_not_made() {
     let uid = String::from_utf8(Command::new("id").arg("-u").output().unwrap().stdout).unwrap();
     let file = PathBuf::from(format!("/tmp/drip-{}/{name}.json", uid.trim()));
     assert!(file.exists(), "{}", file.display());
-    let _ = std::fs::remove_file(file);
+    let _ = std::fs::remove_file(&file);
+    let _ = std::fs::remove_file(file.with_extension("json.lock"));
 }
 
 /// A server that wants a password, given none or a wrong one, refuses
