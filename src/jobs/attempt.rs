@@ -56,9 +56,10 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
-/// A stable id for a record, for an idempotency key: its number and a
-/// 64-bit FNV-1a hash of its bytes (the same record in the same place of
-/// the input gets the same id in every run).
+/// A stable id for a record, for an idempotency key: its place in the
+/// input (`number`, 1-based) and a 64-bit FNV-1a hash of its bytes (the
+/// same record in the same place of the input gets the same id in every
+/// run, a resumed one too).
 pub fn record_id(number: u64, record: &[u8]) -> String {
     format!("{number}-{:016x}", content_hash(record))
 }

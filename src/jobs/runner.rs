@@ -488,7 +488,7 @@ impl Pool {
             Some((&last, body)) if last == self.delimiter => body,
             _ => bytes,
         };
-        let id = attempt::record_id(number, body);
+        let id = attempt::record_id(place(record, number), body);
         // The record as the joblog shows it, made once.
         let shown = if self.joblog.is_some() {
             crate::stats::json_key(body)
@@ -1217,6 +1217,17 @@ impl Jobs for Pool {
         for &thread in self.passing_threads().iter() {
             crate::sys::interrupt(thread);
         }
+    }
+}
+
+/// The place in the input of `record`, run as record `number` of this run
+/// (its number when it has none): the first part of its id, so a resumed
+/// run, which skips records before it, gives it the same id.
+fn place(record: &Segment, number: u64) -> u64 {
+    if record.number > 0 {
+        record.number
+    } else {
+        number
     }
 }
 

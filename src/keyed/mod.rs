@@ -140,8 +140,12 @@ pub struct Keyed {
     /// Records let go and not yet in the outbox.
     outgoing: Outgoing,
     /// Each record that waited leaves as a segment of its own, carrying
-    /// its arrival ([`Keyed::records_apart`]).
+    /// its arrival and its place in the input ([`Keyed::records_apart`]).
     apart: bool,
+    /// With records apart: each waiting record's place in the input
+    /// ([`Segment::number`]), by its node's index (kept beside the nodes,
+    /// so a node is no larger without it).
+    numbers: Vec<u64>,
     /// Keys whose head is due under their own limit, in turn order.
     ready: VecDeque<u32>,
     /// Keys whose head waits for their own slot: (due, key).
@@ -265,6 +269,7 @@ impl Keyed {
             spill: Spill::default(),
             outgoing: Outgoing::new(delimiter),
             apart: false,
+            numbers: Vec::new(),
             ready: VecDeque::new(),
             timers: BinaryHeap::new(),
             rest: BinaryHeap::new(),
@@ -345,10 +350,13 @@ impl Keyed {
     }
 
     /// The same queues letting each record that waited leave as a segment
-    /// of its own, whose `arrived` is its arrival: for a sink that times
-    /// each record from it (the runner: its waits, `--deadline`). Without
-    /// it, the records let go together leave as one segment (one copy,
-    /// one piece of a write), whose `arrived` is the earliest of theirs.
+    /// of its own, whose `arrived` is its arrival and whose `number` its
+    /// place in the input, and the runs that leave at once as slices of
+    /// their read (numbered too): for a sink that times each record from
+    /// its arrival and names it by its place (the runner: its waits,
+    /// `--deadline`, `DRIP_RECORD_ID`). Without it, the records let go
+    /// together leave as one segment (one copy, one piece of a write),
+    /// whose `arrived` is the earliest of theirs.
     pub fn records_apart(mut self) -> Keyed {
         self.apart = true;
         self
@@ -484,7 +492,7 @@ impl Keyed {
         len: usize,
         outbox: &mut Vec<Segment>,
     ) {
-        if bytes > COPY_RUN_BYTES {
+        if bytes > COPY_RUN_BYTES || self.apart {
             self.outgoing.flush(outbox);
             outbox.push(seg.split_known(bytes, len));
             return;

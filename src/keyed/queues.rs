@@ -91,8 +91,9 @@ impl Keyed {
         // Copied straight from the read, which is then passed over: no
         // slice of the read is made (its count is shared with the writer).
         let place = self.spill.copy(&seg.as_bytes()[..size]);
+        let number = seg.number;
         seg.skip_known(size, 1);
-        self.enqueue(now, s, place, size);
+        self.enqueue(now, s, place, (size, number));
         None
     }
 
@@ -104,9 +105,9 @@ impl Keyed {
         }
     }
 
-    /// Put the record at `place` (`len` bytes, arrived at `now`) at the
-    /// end of key `s`'s queue.
-    pub(super) fn enqueue(&mut self, now: u64, s: u32, place: Place, len: usize) {
+    /// Put the record at `place` (`len` bytes, arrived at `now`, its
+    /// place in the input `number`) at the end of key `s`'s queue.
+    pub(super) fn enqueue(&mut self, now: u64, s: u32, place: Place, (len, number): (usize, u64)) {
         self.seq += 1;
         let node = Node {
             place,
@@ -128,6 +129,12 @@ impl Keyed {
                 u32::try_from(self.nodes.len() - 1).expect("fewer than 2^32 records")
             }
         };
+        if self.apart {
+            if self.numbers.len() < self.nodes.len() {
+                self.numbers.resize(self.nodes.len(), 0);
+            }
+            self.numbers[n as usize] = number;
+        }
         self.unindex(s);
         let slot = &mut self.slots[s as usize];
         if slot.len == 0 {
@@ -161,11 +168,13 @@ impl Keyed {
 
     /// Take key `s`'s head out of its queue, as a segment of its own.
     pub(super) fn pop_head(&mut self, s: u32) -> Option<Segment> {
+        let head = self.slots[s as usize].head as usize;
         let node = self.unlink_head(s)?;
         let bytes = Bytes::copy_from_slice(self.record(&node));
         self.spill.release(node.place);
         let mut seg = Segment::counted(bytes, 1, self.delimiter);
         seg.arrived = node.arrived;
+        seg.number = self.numbers.get(head).copied().unwrap_or(0);
         Some(seg)
     }
 
