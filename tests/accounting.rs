@@ -1100,15 +1100,9 @@ fn summary_rate_is_measured_between_the_first_and_last_departure() {
     assert!(early <= 0.0, "a record {early} s early: {times:?}");
     let early = common::ahead_of_first(&times, 0.1);
     assert!(early < 0.05, "a record {early} s early: {times:?}");
-    // On pace, as the reader saw it: the median gap is the interval (a
-    // rate 20 % off moves it 17 ms or more). A drip held up on a loaded
-    // machine restarts its schedule from then, which moves every record
-    // after it (and common::drift with it) but only one gap; a line the
-    // reader sees late shortens the next gap as much as it lengthened its
-    // own.
-    let mut gaps: Vec<f64> = times.windows(2).map(|w| w[1] - w[0]).collect();
-    gaps.sort_by(f64::total_cmp);
-    let median = gaps[gaps.len() / 2];
+    // On pace, as the reader saw it (see common::median_gap): the median
+    // gap is the interval; a rate 20 % off moves it 17 ms or more.
+    let median = common::median_gap(&times);
     assert!(
         (0.09..0.11).contains(&median),
         "the median gap is {median} s: {times:?}"
