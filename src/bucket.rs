@@ -76,13 +76,20 @@ pub enum Fate {
 #[derive(Debug, Clone)]
 pub struct Segment {
     data: Bytes,
-    /// Number of records in `data`.
-    count: usize,
+    /// Number of records in `data` (a segment is at most a read and
+    /// what a record adds to it: far fewer than 2^32 records; 4 bytes, so
+    /// the place in the input fits beside it in one cache line).
+    count: u32,
     delimiter: u8,
     /// Size of the buffer `data` is part of.
     buffer: usize,
     /// When the records entered the bucket (ns on drip's clock).
     pub arrived: u64,
+    /// The place in the input of its first record (1-based, among the
+    /// records the reader handed on, across the inputs in order; the
+    /// records of a segment are consecutive in the input); 0 when not
+    /// numbered. Splitting a segment keeps each part's number.
+    pub number: u64,
 }
 
 impl Segment {
@@ -106,15 +113,26 @@ impl Segment {
         Segment {
             buffer: data.len(),
             data,
-            count,
+            count: u32::try_from(count).expect("fewer than 2^32 records in a segment"),
             delimiter,
             arrived: 0,
+            number: 0,
+        }
+    }
+
+    /// The number of the record `n` records after the first (0 when not
+    /// numbered).
+    fn number_after(&self, n: usize) -> u64 {
+        if self.number == 0 {
+            0
+        } else {
+            self.number + n as u64
         }
     }
 
     /// Number of records.
     pub fn len(&self) -> usize {
-        self.count
+        self.count as usize
     }
 
     /// Whether it holds no records.
@@ -142,7 +160,7 @@ impl Segment {
     pub fn bytes_of_first(&self, n: usize) -> usize {
         if n == 0 {
             0
-        } else if n >= self.count {
+        } else if n >= self.len() {
             self.data.len()
         } else {
             scan::nth(&self.data, self.delimiter, n - 1).expect("n < count") + 1
@@ -152,7 +170,7 @@ impl Segment {
     /// How many whole records fit in the first `bytes` bytes.
     pub fn records_within(&self, bytes: usize) -> usize {
         if bytes >= self.data.len() {
-            self.count
+            self.len()
         } else {
             scan::count(&self.data[..bytes], self.delimiter)
         }
@@ -161,12 +179,12 @@ impl Segment {
     /// How many records start at or after byte `offset`.
     pub fn records_from(&self, offset: usize) -> usize {
         if offset == 0 {
-            self.count
+            self.len()
         } else if offset > self.data.len() {
             0
         } else {
             // Records start at 0 and after each delimiter but the last byte.
-            self.count - 1 - scan::count(&self.data[..offset - 1], self.delimiter)
+            self.len() - 1 - scan::count(&self.data[..offset - 1], self.delimiter)
         }
     }
 
@@ -194,27 +212,16 @@ impl Segment {
     /// Split off and return the first `count` records, which the caller
     /// knows to be the first `bytes` bytes: O(1).
     pub(crate) fn split_known(&mut self, bytes: usize, count: usize) -> Segment {
-        debug_assert!(count <= self.count && bytes <= self.data.len());
+        debug_assert!(count <= self.len() && bytes <= self.data.len());
         let front = Segment {
             data: self.data.slice(..bytes),
-            count,
+            count: count as u32,
             ..*self
         };
         self.data = self.data.slice(bytes..);
-        self.count -= count;
+        self.count -= count as u32;
+        self.number = self.number_after(count);
         front
-    }
-
-    /// The first record, whose copy (in a buffer that holds no read) is
-    /// `data`.
-    pub(crate) fn first_copied_to(&self, data: Bytes) -> Segment {
-        debug_assert!(self.data.starts_with(&data));
-        Segment {
-            buffer: data.len(),
-            data,
-            count: 1,
-            ..*self
-        }
     }
 
     /// Pass over the first `count` records, which the caller knows to be
@@ -222,22 +229,24 @@ impl Segment {
     /// [`Segment::split_known`] it touches no count of the buffer's
     /// holders.
     pub(crate) fn skip_known(&mut self, bytes: usize, count: usize) {
-        debug_assert!(count <= self.count && bytes <= self.data.len());
+        debug_assert!(count <= self.len() && bytes <= self.data.len());
         bytes::Buf::advance(&mut self.data, bytes);
-        self.count -= count;
+        self.count -= count as u32;
+        self.number = self.number_after(count);
     }
 
     /// Split off and return the first `n` records (`n ≤ len`).
     pub fn split_front(&mut self, n: usize) -> Segment {
-        assert!(n <= self.count);
+        assert!(n <= self.len());
         let at = self.bytes_of_first(n);
         let front = Segment {
             data: self.data.slice(..at),
-            count: n,
+            count: n as u32,
             ..*self
         };
         self.data = self.data.slice(at..);
-        self.count -= n;
+        self.count -= n as u32;
+        self.number = self.number_after(n);
         front
     }
 }
@@ -552,6 +561,26 @@ mod tests {
         let mut out = Vec::new();
         b.take(b.len(), &mut out);
         numbers(&out)
+    }
+
+    #[test]
+    fn a_segment_fits_in_a_cache_line() {
+        assert!(std::mem::size_of::<Segment>() <= 64);
+    }
+
+    #[test]
+    fn each_part_of_a_split_keeps_its_place_in_the_input() {
+        let mut s = seg(0, 6);
+        s.number = 41;
+        let front = s.split_front(2);
+        assert_eq!((front.number, s.number), (41, 43));
+        let next = s.split_known(2, 1);
+        assert_eq!((next.number, s.number), (43, 44));
+        s.skip_known(2, 1);
+        assert_eq!(s.number, 45);
+        // Not numbered: stays so.
+        let mut plain = seg(0, 3);
+        assert_eq!((plain.split_front(1).number, plain.number), (0, 0));
     }
 
     #[test]

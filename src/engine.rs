@@ -193,6 +193,10 @@ fn shared_state(
         if let Some(shared_keys) = key_schedule {
             keyed = keyed.with_shared(Box::new(shared_keys));
         }
+        if config.jobs.is_some() {
+            // The runner times each record from its arrival.
+            keyed = keyed.records_apart();
+        }
         adm = adm.with_keys(keyed);
     }
     let shared = Arc::new(Shared {

@@ -42,7 +42,8 @@ fn message(err: &anyhow::Error) -> String {
 
 /// Help and version go to stdout with status 0 (1, with a message, when
 /// they cannot be written; a reader that went away, as with `| head`, is
-/// no error); anything else is a usage error: one line on stderr, status 2.
+/// no error); anything else is a usage error, status 2: one line on
+/// stderr, or a subcommand's help when it was given no words (`drip ctl`).
 fn usage_error(err: &clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     let what = match err.kind() {
@@ -60,6 +61,11 @@ fn usage_error(err: &clap::Error) -> ExitCode {
             }
             _ => ExitCode::SUCCESS,
         };
+    }
+    if err.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        // `drip ctl` alone: its usage, on stderr, as a usage error.
+        let _ = write!(io::stderr(), "{}", err.render());
+        return ExitCode::from(drip::EXIT_USAGE as u8);
     }
     let text = err.render().to_string();
     let first = text.lines().next().unwrap_or("invalid usage");

@@ -294,6 +294,20 @@ fn jobs(out: &mut String, s: &Summary) {
     );
     single(
         out,
+        "drip_job_outputs_cut_total",
+        "counter",
+        "Jobs' outputs not passed on whole (each attempt's stdout and stderr, or with --keep-order a record's held output): stdout or stderr closed, a failed write, or stalled when drip left.",
+        j.outputs_cut as f64,
+    );
+    single(
+        out,
+        "drip_job_output_bytes_unwritten_total",
+        "counter",
+        "Bytes of the jobs' outputs not written.",
+        j.output_bytes_unwritten as f64,
+    );
+    single(
+        out,
         "drip_job_start_rate",
         "gauge",
         "The rate job starts are held to now, per second.",
@@ -458,6 +472,8 @@ mod tests {
                 retries: 3,
                 pauses: 1,
                 paused_ms: 1500.0,
+                outputs_cut: 2,
+                output_bytes_unwritten: 70,
                 ..JobStats::default()
             }),
             keys: Some(KeyStats {
@@ -507,6 +523,8 @@ mod tests {
         assert_eq!(get("drip_records_total", &["expired"]), 2.0);
         assert_eq!(get("drip_jobs_total", &["succeeded"]), 7.0);
         assert_eq!(get("drip_overload_paused_seconds_total", &[]), 1.5);
+        assert_eq!(get("drip_job_outputs_cut_total", &[]), 2.0);
+        assert_eq!(get("drip_job_output_bytes_unwritten_total", &[]), 70.0);
         assert_eq!(get("drip_oldest_age_seconds", &[]), 1.5);
         assert_eq!(get("drip_forecast_wait_seconds", &[]), 0.25);
         assert_eq!(get("drip_records_refused_total", &[]), 0.0);

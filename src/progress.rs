@@ -158,6 +158,9 @@ pub struct Ui {
     /// stderr is a terminal that can move its cursor (not `dumb`), and
     /// drip may write more than errors to it (not `--quiet`).
     terminal: bool,
+    /// `--quiet`: stderr gets errors, and what `--stats` and
+    /// `--stats-interval` ask for, but no notices.
+    quiet: bool,
 }
 
 impl Ui {
@@ -191,6 +194,7 @@ impl Ui {
             capacity_for: None,
             in_bytes: false,
             terminal: stderr_tty && !dumb && mode != ProgressMode::Never,
+            quiet: mode == ProgressMode::Never,
         }
     }
 
@@ -217,6 +221,15 @@ impl Ui {
     /// Print `drip: <message>` on stderr.
     pub fn message(&self, message: &str) {
         self.line(&format!("drip: {message}"));
+    }
+
+    /// Print `drip: <notice>` on stderr unless `--quiet`: a notice or a
+    /// warning, which drip goes on after (errors go through
+    /// [`Ui::message`]).
+    pub fn notice(&self, notice: &str) {
+        if !self.quiet {
+            self.message(notice);
+        }
     }
 
     /// Print a raw line on stderr (stats JSON). A closed stderr is ignored:
@@ -937,6 +950,7 @@ mod tests {
             capacity_for: None,
             in_bytes: false,
             terminal: false,
+            quiet: false,
         };
         let snap = Snapshot {
             depth: 300,
@@ -965,6 +979,7 @@ mod tests {
             capacity_for: None,
             in_bytes: false,
             terminal: false,
+            quiet: false,
         };
         let snap = Snapshot {
             depth: 300,

@@ -26,7 +26,7 @@ const LINGER: Duration = Duration::from_micros(50);
 /// What the reader does to each read before admission sees it.
 pub(crate) struct Screen {
     /// `--cost`: the first record whose cost cannot be read is named once
-    /// on stderr.
+    /// on stderr (not with `--quiet`).
     pub cost: Option<Cost>,
     /// `--resume`: records done in earlier runs are skipped.
     pub done: Option<Done>,
@@ -60,8 +60,10 @@ pub(crate) fn spawn(
             shared.stops.set_reader(crate::sys::this_thread());
             let mut costs = screen.cost.map(|c| CostCheck { cost: c, seen: 0 });
             let mut done = screen.done;
+            // The place in the input of the next record handed on.
+            let mut next_number = 1u64;
             if let Some(msg) = done.as_ref().and_then(passed_over) {
-                lock_ui(&ui).message(&msg);
+                lock_ui(&ui).notice(&msg);
             }
             let report = input::read_all(
                 &inputs,
@@ -69,21 +71,27 @@ pub(crate) fn spawn(
                 &shared.waker,
                 linger,
                 &own,
-                &mut |seg| {
+                &mut |mut seg| {
+                    seg.number = next_number;
+                    next_number += seg.len() as u64;
                     if let Some(check) = costs.as_mut() {
                         if let Some(msg) = check.first_unreadable(&seg) {
-                            lock_ui(&ui).message(&msg);
+                            lock_ui(&ui).notice(&msg);
                             costs = None;
                         }
                     }
-                    let seg = match done.as_mut() {
-                        Some(done) => skip_done(&shared, done, seg, screen.delimiter),
-                        None => seg,
+                    let Some(done) = done.as_mut() else {
+                        if seg.is_empty() {
+                            return Flow::Continue;
+                        }
+                        return deliver(&shared, seg);
                     };
-                    if seg.is_empty() {
-                        return Flow::Continue;
+                    for run in skip_done(&shared, done, seg, screen.delimiter) {
+                        if deliver(&shared, run) == Flow::Stop {
+                            return Flow::Stop;
+                        }
                     }
-                    deliver(&shared, seg)
+                    Flow::Continue
                 },
                 &mut |msg| lock_ui(&ui).message(&msg),
             );
@@ -121,8 +129,9 @@ fn passed_over(done: &Done) -> Option<String> {
 }
 
 /// `--resume`: the records of `seg` done in an earlier run are read and
-/// skipped (`skipped_done`); the rest go on.
-fn skip_done(shared: &Shared, done: &mut Done, seg: Segment, delimiter: u8) -> Segment {
+/// skipped (`skipped_done`); the rest go on, in runs consecutive in the
+/// input.
+fn skip_done(shared: &Shared, done: &mut Done, seg: Segment, delimiter: u8) -> Vec<Segment> {
     let (kept, skipped, bytes) = done.filter(seg, delimiter);
     if skipped > 0 {
         shared.lock().ledger.skipped_done(skipped, bytes);

@@ -164,16 +164,22 @@ pub const SUMMARY_WIDTH: usize = 80;
 /// What every line of the summary starts with.
 const PREFIX: &str = "drip: ";
 
+/// The columns `text` takes on a terminal: a wide character (CJK, most
+/// emoji) two, a combining mark none (Unicode's East Asian Width, UAX
+/// #11, as the `unicode-width` crate reads it).
+pub fn columns(text: &str) -> usize {
+    unicode_width::UnicodeWidthStr::width(text)
+}
+
 /// `clauses`, each with the separator that follows it, as lines of at most
-/// [`SUMMARY_WIDTH`] columns (unless one clause alone is wider), each
-/// starting `drip: `, broken between clauses.
+/// [`SUMMARY_WIDTH`] columns ([`columns`]; unless one clause alone is
+/// wider), each starting `drip: `, broken between clauses.
 fn wrap(clauses: Vec<(String, &'static str)>) -> Vec<String> {
     let mut lines = Vec::new();
     let mut line = String::from(PREFIX);
     let mut pending_sep = "";
     for (clause, sep) in clauses {
-        let width = |s: &str| s.chars().count();
-        let fits = width(&line) + pending_sep.len() + 1 + width(&clause) <= SUMMARY_WIDTH;
+        let fits = columns(&line) + pending_sep.len() + 1 + columns(&clause) <= SUMMARY_WIDTH;
         if line.len() > PREFIX.len() && !fits {
             lines.push(std::mem::replace(&mut line, String::from(PREFIX)));
         } else if line.len() > PREFIX.len() {
@@ -669,7 +675,8 @@ impl Serialize for KeyName {
 /// How `--stats` names the lane of records without a key.
 pub const NO_KEY_NAME: &str = "(no key)";
 
-/// The longest a key is shown in `--stats`, in characters, `…` included.
+/// The widest a key is shown in `--stats`, in columns ([`columns`]), `…`
+/// included.
 pub const KEY_SHOWN: usize = 40;
 
 /// A key's bytes as a JSON string's text, telling every key apart: valid
@@ -696,8 +703,8 @@ pub fn json_key(key: &[u8]) -> String {
 /// safe for a terminal and for the summary's lines: a backslash as `\\`,
 /// tab, newline and carriage return as `\t`, `\n`, `\r`, other control
 /// bytes and invalid UTF-8 as `\xNN`, control and direction-changing
-/// characters beyond ASCII as `\u{NNNN}`; cut to [`KEY_SHOWN`] characters
-/// ending in `…`; in double quotes (a quote inside as `\"`) when empty, or
+/// characters beyond ASCII as `\u{NNNN}`; cut to [`KEY_SHOWN`] columns
+/// ending in `…` (a wide character takes two); in double quotes (a quote inside as `\"`) when empty, or
 /// with a blank, `,`, `;` or `"`, or spelled `(no key)`.
 pub fn text_key(key: Option<&[u8]>) -> String {
     let Some(key) = key else {
@@ -719,17 +726,17 @@ pub fn text_key(key: Option<&[u8]>) -> String {
         valid.chain(invalid)
     });
     // `fits`: how much of `shown` is left, and `…` added, if it is cut.
-    let (mut shown, mut chars, mut fits) = (String::new(), 0, 0);
+    let (mut shown, mut width, mut fits) = (String::new(), 0, 0);
     for piece in pieces {
-        chars += piece.chars().count();
-        if chars > KEY_SHOWN {
+        width += columns(&piece);
+        if width > KEY_SHOWN {
             shown.truncate(fits);
             shown.push('…');
             break;
         }
         quote |= piece.contains(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '"'));
         shown.push_str(&piece);
-        if chars < KEY_SHOWN {
+        if width < KEY_SHOWN {
             fits = shown.len();
         }
     }
@@ -1018,6 +1025,45 @@ mod tests {
                 && lines[4].ends_with("… 1000000"),
             "{lines:?}"
         );
+    }
+
+    #[test]
+    fn wide_keys_break_between_entries_at_80_columns() {
+        // 20 CJK characters take 40 columns, the widest key shown; 日本語キー
+        // takes 10.
+        let wide = "東".repeat(20);
+        let s = Summary {
+            keys: Some(KeyStats {
+                keys_seen: 4,
+                keys: 4,
+                top_written: vec![
+                    key(&wide, 10),
+                    key("api.example.com", 10),
+                    key("日本語キー", 10),
+                    key("cdn.example.com", 10),
+                ],
+                ..KeyStats::default()
+            }),
+            ..summary()
+        };
+        let lines = s.lines();
+        assert_eq!(
+            lines[2..],
+            [
+                "drip: keys seen 4 (remembered 4, busy 0)".to_string(),
+                format!("drip: top written: {wide} 10"),
+                "drip: api.example.com 10, 日本語キー 10, cdn.example.com 10; top dropped: none"
+                    .to_string(),
+                "drip: top waiting: none".to_string(),
+            ]
+        );
+        for line in &lines {
+            assert!(columns(line) <= SUMMARY_WIDTH, "{line:?}");
+        }
+        // A key is cut to 40 columns, not 40 characters.
+        let cut = text_key(Some("東".repeat(30).as_bytes()));
+        assert_eq!(cut, format!("{}…", "東".repeat(19)));
+        assert_eq!(columns(&cut), 39);
     }
 
     #[test]

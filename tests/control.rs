@@ -323,6 +323,74 @@ fn the_socket_is_private_named_and_removed() {
     quiet.stop();
 }
 
+/// Sockets nobody listens on are dead drips' (killed with SIGKILL): `list`
+/// removes them, a thousand at once, and lists the live drip. A listener
+/// that takes connections and never answers (a drip stopped with SIGSTOP)
+/// holds the list up half a second, not the five a command waits: it is
+/// left out, said so on stderr, and its socket stays.
+#[test]
+fn list_removes_dead_sockets_and_waits_little_for_a_stuck_drip() {
+    use std::os::unix::net::UnixListener;
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let drip = Running::start(
+        &["-r", "50/s", "--name", "alive"],
+        rt,
+        numbered(1..=1000),
+        None,
+    );
+    wait_socket(rt);
+    let dir = rt.join("drip");
+    // Pids past the kernel's largest (2^22) run no process.
+    let dead: Vec<PathBuf> = (0..1000)
+        .map(|i| dir.join(format!("{}.gone{i}.ctl", 5_000_000 + i)))
+        .collect();
+    for path in &dead {
+        drop(UnixListener::bind(path).unwrap());
+    }
+    let stuck_path = dir.join(format!("{}.stuck.ctl", std::process::id()));
+    let stuck = UnixListener::bind(&stuck_path).unwrap();
+
+    let begun = Instant::now();
+    let (status, out, err) = ctl(rt, &["list"], None);
+    let took = begun.elapsed();
+    assert_eq!(status, 0, "{err}");
+    let list: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let names: Vec<&serde_json::Value> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| &d["name"])
+        .collect();
+    assert_eq!(names, ["alive"], "{list}");
+    let left = dead.iter().filter(|p| p.exists()).count();
+    assert_eq!(left, 0, "{left} dead sockets left");
+    assert!(stuck_path.exists(), "a listening socket was removed");
+    assert_eq!(
+        err,
+        format!(
+            "drip: ctl: list: {} (stuck) left out: no answer in time (stopped?)\n",
+            std::process::id()
+        )
+    );
+    assert!(took < Duration::from_secs(2), "list took {took:?}");
+    drop(stuck);
+    drip.stop();
+}
+
+/// `drip ctl` alone is a usage error, as a bad flag is: its usage on
+/// stderr, exit status 2.
+#[test]
+fn ctl_alone_prints_its_usage_with_status_2() {
+    let runtime = tempfile::tempdir().unwrap();
+    let (status, out, err) = ctl(runtime.path(), &[], None);
+    assert_eq!((status, out.as_str()), (2, ""), "{err}");
+    assert!(
+        err.contains("Usage: drip ctl [list|TARGET] [COMMAND]..."),
+        "{err}"
+    );
+}
+
 /// Errors are one line on stderr with exit status 1: no such drip, a bad
 /// command, what this drip cannot do.
 #[test]

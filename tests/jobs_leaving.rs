@@ -211,6 +211,108 @@ fn leaving_without_the_threads_still_writes_the_stats_file() {
     assert_eq!(s["read"].as_u64(), Some(100_000), "{s}");
 }
 
+/// The forced exit with `--exec`: a dead letter nobody reads holds drip
+/// after the second signal, so it leaves without its threads. A job that
+/// exited 0 before (its output stalled on a stdout nobody reads) keeps
+/// its fate, as its joblog line says; a job killed by the second signal
+/// is undelivered, as its joblog line says; the books add up.
+#[test]
+fn leaving_without_the_threads_keeps_the_jobs_fates_as_the_joblog_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("dead.fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    // A reader that never reads, so opening it does not block.
+    let _held = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&fifo)
+        .unwrap();
+    let (log, stats, ran) = (
+        dir.path().join("joblog"),
+        dir.path().join("stats.json"),
+        dir.path().join("ran"),
+    );
+    let input = dir.path().join("input");
+    std::fs::write(&input, numbered(1..=100_000)).unwrap();
+    // Record 1 writes more than a pipe holds and exits 0; record 2 runs
+    // on. Both keep their job slots (-j 2): nothing else starts.
+    let script = format!(
+        r#"echo "$1" >> {}; if [ "$1" = 1 ]; then head -c {OUTPUT} /dev/zero; else sleep 30; fi"#,
+        ran.display()
+    );
+    let mut cmd = command(&[
+        "-r",
+        "inf",
+        "-j",
+        "2",
+        "-q",
+        "--dead-letter",
+        fifo.to_str().unwrap(),
+        "--stats-json",
+        stats.to_str().unwrap(),
+        "--joblog",
+        log.to_str().unwrap(),
+        input.to_str().unwrap(),
+        "--exec",
+        "sh",
+        "-c",
+        &script,
+        "sh",
+    ]);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    // Held open, never read.
+    let _stdout = child.stdout.take().unwrap();
+    wait_for_lines(&ran, 2);
+    wait_for_lines(&log, 1);
+    // The first signal: the records not started go to the dead letter,
+    // which takes 64 KiB and stalls; drip waits for record 2's job.
+    send_signal(&child, libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(child.try_wait().unwrap().is_none(), "waits for the job");
+    send_signal(&child, libc::SIGTERM);
+    assert_eq!(
+        wait_for(&mut child, Duration::from_secs(10)).code(),
+        Some(143)
+    );
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(stderr.contains("records not written"), "{stderr}");
+    let mut logged: Vec<(u64, String)> = json_lines(&log)
+        .iter()
+        .map(|e| (e["number"].as_u64().unwrap(), e["outcome"].to_string()))
+        .collect();
+    logged.sort();
+    assert_eq!(
+        logged,
+        [
+            (1, "\"succeeded\"".to_string()),
+            (2, "\"undelivered\"".to_string())
+        ]
+    );
+    let s = last_json(&stats);
+    assert_books_add_up(&s);
+    assert_eq!(
+        (
+            s["read"].as_u64(),
+            s["succeeded"].as_u64(),
+            s["undelivered"].as_u64()
+        ),
+        (Some(100_000), Some(1), Some(99_999)),
+        "{s}"
+    );
+    assert_eq!(s["outputs_cut"].as_u64(), Some(1), "{s}");
+}
+
 #[test]
 fn keep_order_leaves_when_the_writer_waits_on_the_window_at_a_stalled_stdout() {
     keep_order_window_full_at_a_stalled_stdout(&["-q"]);

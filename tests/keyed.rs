@@ -653,3 +653,61 @@ fn under_a_global_limit_a_key_cannot_beat_its_turns() {
     assert_eq!(times_of(&out, "a"), [0, 100, 200, 300, 400, 500]);
     assert_eq!(out.dead, ["a 6", "a 7", "a 8", "a 9"]);
 }
+
+/// Ten keys with two records each at 0 ms (the first of each leaves at
+/// once): what `release` lets go at 100 ms, as the outbox holds it.
+fn released_at_100ms(keyed: Keyed) -> Vec<Segment> {
+    let mut keyed = keyed;
+    let mut global = Limits::new(&[]);
+    let mut ledger = Ledger::new(false);
+    let mut outbox = Vec::new();
+    let text: String = (0..2)
+        .flat_map(|n| (0..10).map(move |k| format!("k{k} {n}\n")))
+        .collect();
+    let seg = Segment::new(Bytes::from(text), b'\n');
+    keyed.arrive(
+        0,
+        seg,
+        Overflow::Block,
+        true,
+        &mut global,
+        &mut ledger,
+        &mut outbox,
+    );
+    assert_eq!(outbox.iter().map(Segment::len).sum::<usize>(), 10);
+    outbox.clear();
+    keyed.release(100 * MS, &mut global, &mut outbox);
+    outbox
+}
+
+fn ten_keys() -> Keyed {
+    let config = KeyConfig {
+        spec: KeySpec::new(parse_key("1").unwrap(), None),
+        rate: parse_rate("10/s").unwrap(),
+        burst: 1,
+        max_keys: 100,
+        key_capacity: 100,
+    };
+    Keyed::new(config, b'\n', 1000, None)
+}
+
+/// Records let go together leave as one segment (one copy, one piece of a
+/// write), in turn order.
+#[test]
+fn records_let_go_together_leave_as_one_segment() {
+    let outbox = released_at_100ms(ten_keys());
+    let segs: Vec<Vec<String>> = outbox.iter().map(texts).collect();
+    let second: Vec<String> = (0..10).map(|k| format!("k{k} 1")).collect();
+    assert_eq!(segs, [second], "one segment of ten");
+    assert_eq!(outbox[0].arrived, 0);
+}
+
+/// Apart (for the runner, which times each record from its arrival), each
+/// record that waited leaves as a segment of its own, with its arrival.
+#[test]
+fn records_apart_leave_one_segment_each() {
+    let outbox = released_at_100ms(ten_keys().records_apart());
+    let segs: Vec<Vec<String>> = outbox.iter().map(texts).collect();
+    let second: Vec<Vec<String>> = (0..10).map(|k| vec![format!("k{k} 1")]).collect();
+    assert_eq!(segs, second);
+}

@@ -155,6 +155,54 @@ fn the_jobs_figures_are_exported() {
     }
 }
 
+/// With --exec: the jobs' outputs drip could not pass on, here to a
+/// stdout that fails every write (/dev/full), counted and exported.
+#[test]
+fn the_outputs_cut_are_exported() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cut.prom");
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = command(&[
+        "-r",
+        "inf",
+        "-q",
+        "--metrics",
+        path.to_str().unwrap(),
+        "--exec",
+        "echo",
+        "hello",
+    ])
+    .env("XDG_RUNTIME_DIR", dir.path())
+    .stdin(Stdio::piped())
+    .stdout(full)
+    .stderr(Stdio::piped())
+    .spawn()
+    .and_then(|mut c| {
+        c.stdin.take().unwrap().write_all(b"1\n2\n3\n")?;
+        c.wait_with_output()
+    })
+    .unwrap();
+    // A record's fate does not depend on its output.
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let m = parsed(&path);
+    assert_eq!(value(&m, "drip_jobs_total", &["succeeded"]), 3.0);
+    // Each job's stdout, "hello N\n", not written.
+    assert_eq!(value(&m, "drip_job_outputs_cut_total", &[]), 3.0);
+    assert_eq!(
+        value(&m, "drip_job_output_bytes_unwritten_total", &[]),
+        24.0
+    );
+    for family in [
+        "drip_job_outputs_cut_total",
+        "drip_job_output_bytes_unwritten_total",
+    ] {
+        assert_eq!(kind(&m, family), PrometheusType::Counter, "{family}");
+    }
+}
+
 /// Replaced whole: read as fast as it is written, the file always parses
 /// and ends with its last family.
 #[test]

@@ -221,11 +221,110 @@ fn a_torn_last_line_is_passed_over_and_the_run_appends_below_it() {
     assert!(err.contains("skipped done 1"), "{err}");
     // The new lines start on a line of their own: a third run skips all.
     let (status, out, err) = run(
-        &["-q", "-r", "inf", "--resume", jl, "--exec", "echo"],
+        &["-r", "inf", "--resume", jl, "--exec", "echo"],
         "a\nb\nc\n",
     );
     assert_eq!((status, out.as_str()), (0, ""), "{err}");
-    assert!(err.contains("1 lines that are not joblog entries"), "{err}");
+    assert_eq!(
+        err,
+        "drip: --resume: 1 lines that are not joblog entries are passed over\n"
+    );
+    // -q: a notice, not an error; stderr gets nothing.
+    let (status, out, err) = run(
+        &["-q", "-r", "inf", "--resume", jl, "--exec", "echo"],
+        "a\nb\nc\n",
+    );
+    assert_eq!((status, out.as_str(), err.as_str()), (0, "", ""));
+}
+
+/// `DRIP_RECORD_ID` is the record's place in the input and its hash: a
+/// resumed run, which skips the records done before, gives each record it
+/// runs the id the first run gave it, so an idempotency key built from it
+/// holds across runs.
+#[test]
+fn a_resumed_run_gives_each_record_the_id_the_first_run_gave_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (joblog, ids, pass) = (
+        dir.path().join("joblog"),
+        dir.path().join("ids"),
+        dir.path().join("pass"),
+    );
+    // Each job logs its record and id; records 3, 6, 9 and 12 fail until
+    // `pass` is there.
+    let script = format!(
+        r#"echo "$0 $DRIP_RECORD_ID" >> {}; [ -e {} ] || [ $(( $0 % 3 )) != 0 ]"#,
+        ids.display(),
+        pass.display()
+    );
+    let jl = joblog.to_str().unwrap();
+    let args = [
+        "-q", "-r", "inf", "-j", "2", "--resume", jl, "--exec", "sh", "-c", &script, "{}",
+    ];
+    let input = common::numbered(1..=12);
+    let logged = |path: &Path| -> Vec<(u64, String)> {
+        let mut lines: Vec<(u64, String)> = std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let (n, id) = l.split_once(' ').unwrap();
+                (n.parse().unwrap(), id.to_string())
+            })
+            .collect();
+        lines.sort();
+        lines
+    };
+    let (status, _, err) = run(&args, &input);
+    assert_eq!(status, 123, "{err}");
+    let first = logged(&ids);
+    std::fs::remove_file(&ids).unwrap();
+    std::fs::write(&pass, "").unwrap();
+    let (status, _, err) = run(&args, &input);
+    assert_eq!(status, 0, "{err}");
+    let again = logged(&ids);
+    let ran: Vec<u64> = again.iter().map(|(n, _)| *n).collect();
+    assert_eq!(ran, [3, 6, 9, 12], "only the records that failed ran again");
+    for (n, id) in first.iter().chain(&again) {
+        assert_eq!(*id, format!("{n}-{}", fnv(&n.to_string())), "record {n}");
+    }
+    for (n, id) in &again {
+        let before = first.iter().find(|(m, _)| m == n).unwrap();
+        assert_eq!(*id, before.1, "record {n}: another id than the first run's");
+    }
+}
+
+/// Records run out of input order (`--key`: key a waits its turn while c
+/// goes) keep their place in the input in their id.
+#[test]
+fn the_id_is_the_place_in_the_input_whatever_order_records_run_in() {
+    let (status, out, err) = run(
+        &[
+            "-q",
+            "-r",
+            "100/s",
+            "--key",
+            "1",
+            "--key-rate",
+            "5/s",
+            "--exec",
+            "sh",
+            "-c",
+            r#"echo "$DRIP_RECORD $DRIP_RECORD_ID $1""#,
+            "sh",
+        ],
+        "a 1\na 2\nc 3\n",
+    );
+    assert_eq!(status, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    // c ran second, a's second record third.
+    assert_eq!(
+        lines,
+        [
+            format!("1 1-{} a 1", fnv("a 1")),
+            format!("2 3-{} c 3", fnv("c 3")),
+            format!("3 2-{} a 2", fnv("a 2")),
+        ],
+        "{out}"
+    );
 }
 
 #[test]

@@ -83,6 +83,14 @@ fn have_redis() -> bool {
     found
 }
 
+/// The process id of the redis-server on `con` (`INFO server`).
+fn server_pid(con: &mut redis::Connection) -> Option<u32> {
+    let info: String = redis::cmd("INFO").arg("server").query(con).ok()?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .and_then(|pid| pid.trim().parse().ok())
+}
+
 /// A free port of 127.0.0.1.
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -104,16 +112,22 @@ struct Redis {
 
 impl Redis {
     /// A server on a free port of 127.0.0.1.
+    /// Another free port is tried when the server on the one chosen is
+    /// not ours (a test run beside this one took it first).
     fn start() -> Redis {
-        let mut r = Redis {
-            child: None,
-            port: free_port(),
-            socket: None,
-            tls: None,
-            _dir: tempfile::tempdir().unwrap(),
-        };
-        r.spawn();
-        r
+        for _ in 0..5 {
+            let mut r = Redis {
+                child: None,
+                port: free_port(),
+                socket: None,
+                tls: None,
+                _dir: tempfile::tempdir().unwrap(),
+            };
+            if r.try_spawn() {
+                return r;
+            }
+        }
+        panic!("redis-server did not answer PING on 5 free ports");
     }
 
     /// A server on a Unix socket only.
@@ -174,12 +188,17 @@ impl Redis {
         if let Some(socket) = &self.socket {
             cmd.arg("--unixsocket").arg(socket);
         }
-        self.child = Some(cmd.spawn().expect("redis-server"));
+        let child = cmd.spawn().expect("redis-server");
+        let pid = child.id();
+        self.child = Some(child);
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(10) {
             if let Ok(mut con) = self.try_con() {
                 if redis::cmd("PING").query::<String>(&mut con).is_ok() {
-                    return true;
+                    // Ours, not another test run's that took the port
+                    // between free_port and the bind (its states would
+                    // meet ours under the same NAMEs).
+                    return server_pid(&mut con) == Some(pid);
                 }
             }
             let child = self.child.as_mut().expect("just started");
@@ -551,10 +570,7 @@ fn three_drips_share_a_byte_rate(share: &str, allowance: usize) {
     // rate after the first.
     let total: usize = lines.iter().map(|&(_, size)| size).sum();
     let rate = (total - 1000) as f64 / (lines[lines.len() - 1].0 - lines[0].0);
-    assert!(
-        (rate - 2000.0).abs() <= 2000.0 * 0.05,
-        "aggregate {rate} bytes/s ({total} bytes)"
-    );
+    assert_aggregate_rate(rate, 2000.0, &format!("{total} bytes"));
     // Alone, the three would have sent 6000 bytes a second.
 }
 
@@ -607,9 +623,24 @@ fn three_drips_share_a_cost_rate(share: &str, allowance: usize) {
     );
     let total: usize = lines.iter().map(|&(_, cost)| cost).sum();
     let rate = (total - 100) as f64 / (lines[lines.len() - 1].0 - lines[0].0);
+    assert_aggregate_rate(rate, 500.0, &format!("a cost of {total}"));
+}
+
+/// The three drips' rate together, measured by the reader from the first
+/// line to the last, against the shared `limit`: never more than 5 %
+/// over it (a reader that sees the first line late makes it look faster,
+/// by a few ms in a span of seconds: 5 % is over 150 ms), and loosely not
+/// slow: a loaded machine wakes drips late, forfeiting slots, and the
+/// reader sees the last line late, so 15 % under passes; a schedule that
+/// wastes one drip's turns in three does not.
+fn assert_aggregate_rate(rate: f64, limit: f64, what: &str) {
     assert!(
-        (rate - 500.0).abs() <= 500.0 * 0.05,
-        "aggregate {rate} cost/s ({total} in all)"
+        rate <= limit * 1.05,
+        "aggregate {rate}/s over the shared {limit}/s ({what})"
+    );
+    assert!(
+        rate >= limit * 0.85,
+        "aggregate {rate}/s far under the shared {limit}/s ({what})"
     );
 }
 
@@ -949,7 +980,8 @@ fn a_missing_runtime_dir_is_not_made() {
     let uid = String::from_utf8(Command::new("id").arg("-u").output().unwrap().stdout).unwrap();
     let file = PathBuf::from(format!("/tmp/drip-{}/{name}.json", uid.trim()));
     assert!(file.exists(), "{}", file.display());
-    let _ = std::fs::remove_file(file);
+    let _ = std::fs::remove_file(&file);
+    let _ = std::fs::remove_file(file.with_extension("json.lock"));
 }
 
 /// A server that wants a password, given none or a wrong one, refuses

@@ -311,8 +311,10 @@ pub enum Command {
     /// from now: the next record leaves one interval of the new rate after
     /// the last one, with no credit saved and no catch-up burst. A drip
     /// given --share refuses a change of its limits. Errors: one line on
-    /// stderr, exit status 1 (no such drip, a refusal, a bad command).
+    /// stderr, exit status 1 (no such drip, a refusal, a bad command);
+    /// `drip ctl` alone prints this help on stderr, exit status 2.
     #[command(
+        arg_required_else_help = true,
         after_help = "Examples:\n  drip ctl list\n  drip ctl nightly rate 5/s\n  drip ctl 4242 pause\n  drip ctl nightly stats"
     )]
     Ctl(CtlArgs),

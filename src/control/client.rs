@@ -3,38 +3,51 @@
 //!
 //! `drip ctl list` asks every drip for its entry and prints them as one
 //! JSON array; `drip ctl TARGET COMMAND…` (TARGET a pid or a `--name`)
-//! prints the drip's JSON answer. Errors are one line on stderr, exit 1.
+//! prints the drip's JSON answer. Errors are one line on stderr, exit 1
+//! (`drip ctl` alone is a usage error, exit 2).
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::protocol;
 use super::{socket_dir, SocketName};
 
-/// How long to wait for a drip's answer.
+/// How long to wait for a drip's answer to a command.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long `list` waits for the answers of all the drips at once: a drip
+/// answers `info` in well under a millisecond, so one that takes longer is
+/// stopped or stuck, and the others are listed without it.
+const LIST_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// How long after a socket is made a drip is surely listening on it (it
+/// binds and listens in one step).
+const BIND_TO_LISTEN: Duration = Duration::from_secs(1);
 
 /// Exit status of a failed `drip ctl`.
 pub const EXIT_CTL_FAILED: i32 = 1;
 
 /// Run `drip ctl ARGS`: print the answer on `out`, or one line on `err`;
-/// returns the exit status (0, or [`EXIT_CTL_FAILED`]).
+/// returns the exit status (0, or [`EXIT_CTL_FAILED`]; no words at all is
+/// a usage error, [`crate::EXIT_USAGE`]).
 pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    let result = match args.split_first() {
-        Some((first, rest)) if first == "list" => match rest {
-            [] => Ok(serde_json::Value::Array(list(&socket_dir()))),
-            _ => Err(format!("list: takes no value, got '{}'", rest.join(" "))),
-        },
-        Some((target, _)) if target.starts_with('-') => Err(format!(
+    let Some((first, rest)) = args.split_first() else {
+        let _ = writeln!(
+            err,
+            "drip: ctl: no target: drip ctl list, or drip ctl TARGET COMMAND ({}) (see 'drip ctl --help')",
+            protocol::COMMANDS
+        );
+        return crate::EXIT_USAGE;
+    };
+    let result = match (first.as_str(), rest) {
+        ("list", []) => Ok(serde_json::Value::Array(list(&socket_dir(), err))),
+        ("list", _) => Err(format!("list: takes no value, got '{}'", rest.join(" "))),
+        (target, _) if target.starts_with('-') => Err(format!(
             "'{target}' is not a target: give list, a pid or a --name (see 'drip ctl --help')"
         )),
-        Some((target, words)) => send_to(&socket_dir(), target, words),
-        None => Err(format!(
-            "no target: drip ctl list, or drip ctl TARGET COMMAND ({})",
-            protocol::COMMANDS
-        )),
+        (target, words) => send_to(&socket_dir(), target, words),
     };
     match result {
         Ok(value) => {
@@ -64,21 +77,69 @@ fn sockets(dir: &Path) -> Vec<(SocketName, PathBuf)> {
     found
 }
 
-/// Every running drip's entry; sockets nobody listens on any more (a drip
-/// killed with SIGKILL) are removed.
-fn list(dir: &Path) -> Vec<serde_json::Value> {
+/// Every running drip's entry, asked of all of them at once: each socket
+/// is connected to and sent its request first, then the answers are read
+/// against one deadline, [`LIST_TIMEOUT`] from the start, however many
+/// drips there are. A socket nobody listens on (a drip killed with
+/// SIGKILL: [`stale`]) is removed; a drip that does not answer in time
+/// (stopped, say) is left out, and said so on `err`, one line each.
+fn list(dir: &Path, err: &mut dyn Write) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + LIST_TIMEOUT;
     let info = vec!["info".to_string()];
-    sockets(dir)
-        .into_iter()
-        .filter_map(|(_, path)| match ask(&path, &info) {
-            Ok(value) => Some(value),
+    let mut asked = Vec::new();
+    for (name, path) in sockets(dir) {
+        match connect(&path).and_then(|stream| send(stream, &path, &info)) {
+            Ok(stream) => asked.push((name, path, stream)),
             Err(Asked::Gone) => {
-                let _ = std::fs::remove_file(&path);
-                None
+                if stale(&name, &path) {
+                    let _ = std::fs::remove_file(&path);
+                }
             }
-            Err(Asked::Failed(_)) => None,
-        })
-        .collect()
+            Err(Asked::Failed(why)) => left_out(err, &name, &why),
+        }
+    }
+    let mut entries = Vec::new();
+    for (name, path, stream) in asked {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match receive(&stream, &path, left.max(Duration::from_millis(1))) {
+            Ok(value) => entries.push(value),
+            Err(Asked::Gone) => {}
+            Err(Asked::Failed(why)) => left_out(err, &name, &why),
+        }
+    }
+    entries
+}
+
+/// Say on `err` that the drip `name` is not in the list, and why.
+fn left_out(err: &mut dyn Write, name: &SocketName, why: &str) {
+    let who = match &name.name {
+        Some(n) => format!("{} ({n})", name.pid),
+        None => name.pid.to_string(),
+    };
+    let _ = writeln!(err, "drip: ctl: list: {who} left out: {why}");
+}
+
+/// Whether the socket `path`, which nobody listens on, is a dead drip's:
+/// its pid runs no process, or it was made more than [`BIND_TO_LISTEN`]
+/// ago (a drip binds its socket and listens on it at once, so a young
+/// socket may be a drip's that is starting; an old one whose pid runs
+/// again is another process's pid now).
+fn stale(name: &SocketName, path: &Path) -> bool {
+    let running = i32::try_from(name.pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .is_some_and(|pid| {
+            !matches!(
+                rustix::process::test_kill_process(pid),
+                Err(rustix::io::Errno::SRCH)
+            )
+        });
+    let old = std::fs::symlink_metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|made| made.elapsed().ok())
+        .is_some_and(|age| age > BIND_TO_LISTEN);
+    !running || old
 }
 
 /// Send `words` to the drip `target` (a pid, or a `--name`).
@@ -118,20 +179,74 @@ enum Asked {
     Failed(String),
 }
 
-/// One request to the socket at `path`, and its answer.
+/// One request to the socket at `path`, and its answer within
+/// [`ANSWER_TIMEOUT`].
 fn ask(path: &Path, words: &[String]) -> Result<serde_json::Value, Asked> {
-    let mut stream = UnixStream::connect(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::NotFound => Asked::Gone,
-        _ => Asked::Failed(format!("{}: {e}", path.display())),
-    })?;
+    let stream = send(connect(path)?, path, words)?;
+    receive(&stream, path, ANSWER_TIMEOUT)
+}
+
+/// Connect to the socket at `path` without waiting: nobody listening
+/// (`ECONNREFUSED`) or no socket (`ENOENT`) is [`Asked::Gone`]; a drip
+/// whose queue of connections is full (`EAGAIN`: it accepts none, being
+/// stopped, say) failed.
+fn connect(path: &Path) -> Result<UnixStream, Asked> {
+    use rustix::io::Errno;
+    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+    let failed = |e: Errno| Asked::Failed(format!("{}: {}", path.display(), io_error(e)));
+    let addr = SocketAddrUnix::new(path).map_err(failed)?;
+    let flags = SocketFlags::CLOEXEC | SocketFlags::NONBLOCK;
+    let fd = rustix::net::socket_with(AddressFamily::UNIX, SocketType::STREAM, flags, None)
+        .map_err(failed)?;
+    match rustix::net::connect(&fd, &addr) {
+        Ok(()) => {}
+        Err(Errno::CONNREFUSED | Errno::NOENT) => return Err(Asked::Gone),
+        Err(Errno::AGAIN) => {
+            return Err(Asked::Failed(format!(
+                "{}: takes no connection now (stopped?)",
+                path.display()
+            )))
+        }
+        Err(e) => return Err(failed(e)),
+    }
+    let stream = UnixStream::from(fd);
+    stream
+        .set_nonblocking(false)
+        .map_err(|e| Asked::Failed(format!("{}: {e}", path.display())))?;
+    Ok(stream)
+}
+
+/// An `Errno` as std's error, for its words.
+fn io_error(e: rustix::io::Errno) -> std::io::Error {
+    std::io::Error::from_raw_os_error(e.raw_os_error())
+}
+
+/// Send `words` as one request line on `stream`.
+fn send(mut stream: UnixStream, path: &Path, words: &[String]) -> Result<UnixStream, Asked> {
     let failed = |e: std::io::Error| Asked::Failed(format!("{}: {e}", path.display()));
     stream
-        .set_read_timeout(Some(ANSWER_TIMEOUT))
+        .set_write_timeout(Some(ANSWER_TIMEOUT))
         .map_err(failed)?;
     let request = serde_json::to_string(words).expect("strings serialize");
     writeln!(stream, "{request}").map_err(failed)?;
+    Ok(stream)
+}
+
+/// The answer on `stream` within `timeout`.
+fn receive(
+    stream: &UnixStream,
+    path: &Path,
+    timeout: Duration,
+) -> Result<serde_json::Value, Asked> {
+    let failed = |e: std::io::Error| match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+            Asked::Failed("no answer in time (stopped?)".to_string())
+        }
+        _ => Asked::Failed(format!("{}: {e}", path.display())),
+    };
+    stream.set_read_timeout(Some(timeout)).map_err(failed)?;
     let mut line = String::new();
-    BufReader::new(&stream)
+    BufReader::new(stream)
         .read_line(&mut line)
         .map_err(failed)?;
     if line.is_empty() {

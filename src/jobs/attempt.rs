@@ -56,9 +56,10 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
-/// A stable id for a record, for an idempotency key: its number and a
-/// 64-bit FNV-1a hash of its bytes (the same record in the same place of
-/// the input gets the same id in every run).
+/// A stable id for a record, for an idempotency key: its place in the
+/// input (`number`, 1-based) and a 64-bit FNV-1a hash of its bytes (the
+/// same record in the same place of the input gets the same id in every
+/// run, a resumed one too).
 pub fn record_id(number: u64, record: &[u8]) -> String {
     format!("{number}-{:016x}", content_hash(record))
 }
@@ -216,7 +217,7 @@ fn copy_all(from: &mut File, to: &mut dyn Write, end: u8, give_up: &dyn Fn() -> 
 }
 
 /// The largest piece [`pass`] reads and writes at a time, bytes.
-const PIECE: usize = 64 * 1024;
+pub(crate) const PIECE: usize = 64 * 1024;
 
 /// Copy `from` (`len` bytes) to `to`, one piece at a time; a write
 /// interrupted by a signal (EINTR: drip interrupts the threads passing

@@ -16,6 +16,9 @@
 //! asks about the window, behind it). The run of done records is taken
 //! out under it and written after, when the run's turn comes (the writing
 //! turn goes to runs in input order). The window is read without a lock.
+//! A run taken out and not written out yet is kept in view (`in_hand`, the
+//! bytes of each record's output still to be written), so drip leaving
+//! without the threads counts it as not written.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -135,6 +138,12 @@ pub struct Order {
     /// The oldest record whose output is not written out yet, read without
     /// a lock (the window); it moves on as each record of a run is written.
     written_up_to: AtomicU64,
+    /// The records of runs taken out of the line and not written out yet
+    /// (waiting for their turn, or being written), by number: the bytes of
+    /// each one's output not written yet. A short lock, taken last and
+    /// never held across a write; whoever removes a record's entry counts
+    /// what of it was not written, so nothing is counted twice.
+    in_hand: Mutex<BTreeMap<u64, u64>>,
 }
 
 impl Order {
@@ -150,6 +159,21 @@ impl Order {
             turn: Mutex::new(1),
             turn_moved: Condvar::new(),
             written_up_to: AtomicU64::new(1),
+            in_hand: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn lock_in_hand(&self) -> MutexGuard<'_, BTreeMap<u64, u64>> {
+        self.in_hand.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Record `number`'s output is written, or given up, with `left` bytes
+    /// not written: what to count, nothing if a hurried exit
+    /// ([`Order::flush_all`]) counted it already.
+    fn let_go(&self, number: u64, left: u64) -> Unwritten {
+        match self.lock_in_hand().remove(&number) {
+            Some(_) => Unwritten::of(left),
+            None => Unwritten::default(),
         }
     }
 
@@ -194,9 +218,12 @@ impl Order {
             line.held.entry(number).or_default().1 = true;
             let first = line.next;
             let mut run = Vec::new();
+            let mut in_hand = self.lock_in_hand();
             while let Some((_, true)) = line.held.get(&line.next) {
                 let next = line.next;
-                run.push(line.held.remove(&next).expect("looked at").0);
+                let held = line.held.remove(&next).expect("looked at").0;
+                in_hand.insert(next, held.len());
+                run.push(held);
                 line.next += 1;
             }
             (first, run)
@@ -206,8 +233,8 @@ impl Order {
         }
         let mut cut = Unwritten::default();
         if !self.wait_turn(first, give_up) {
-            for held in run {
-                cut = cut.and(Unwritten::of(held.len()));
+            for (number, held) in (first..).zip(run) {
+                cut = cut.and(self.let_go(number, held.len()));
             }
             return cut;
         }
@@ -220,9 +247,14 @@ impl Order {
                 let left = if give_up() {
                     held.len()
                 } else {
-                    held.write_to(&mut **out, give_up)
+                    let mut tally = Tally {
+                        out: &mut **out,
+                        in_hand: &self.in_hand,
+                        number,
+                    };
+                    held.write_to(&mut tally, give_up)
                 };
-                cut = cut.and(Unwritten::of(left));
+                cut = cut.and(self.let_go(number, left));
                 // The window moves on as each record is written out.
                 self.written_up_to.store(number + 1, Ordering::SeqCst);
             }
@@ -252,21 +284,50 @@ impl Order {
         true
     }
 
-    /// At a hurried exit: the outputs still held, as not written (drip
-    /// leaves at once: writing them could block on a stalled stdout).
-    /// Waits for no lock: with the outputs' lock busy, nothing is counted
-    /// here. Returns what was not written.
+    /// At a hurried exit: the outputs still held, and those of the runs
+    /// taken out and not written out yet (waiting for their turn, or being
+    /// written: what is left of them), as not written (drip leaves at once:
+    /// writing them could block on a stalled stdout). Waits for no lock
+    /// but the short one of the runs taken out: with the outputs' lock
+    /// busy, the outputs held are not counted here. Returns what was not
+    /// written.
     pub fn flush_all(&self) -> Unwritten {
         let held = match self.line.try_lock() {
             Ok(mut line) => std::mem::take(&mut line.held),
             Err(TryLockError::Poisoned(e)) => std::mem::take(&mut e.into_inner().held),
-            Err(TryLockError::WouldBlock) => return Unwritten::default(),
+            Err(TryLockError::WouldBlock) => BTreeMap::new(),
         };
         let mut cut = Unwritten::default();
         for (_, (held, _)) in held {
             cut = cut.and(Unwritten::of(held.len()));
         }
+        for (_, left) in std::mem::take(&mut *self.lock_in_hand()) {
+            cut = cut.and(Unwritten::of(left));
+        }
         cut
+    }
+}
+
+/// drip's stdout as one record's output is written to it: each write
+/// takes what it wrote off the record's bytes left in `in_hand`.
+struct Tally<'a> {
+    out: &'a mut dyn Write,
+    in_hand: &'a Mutex<BTreeMap<u64, u64>>,
+    number: u64,
+}
+
+impl Write for Tally<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.out.write(buf)?;
+        let mut in_hand = self.in_hand.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(left) = in_hand.get_mut(&self.number) {
+            *left = left.saturating_sub(n as u64);
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
     }
 }
 
@@ -448,5 +509,54 @@ mod tests {
         open.1.notify_all();
         run.join().unwrap();
         assert!(order.admits(4) && !order.admits(5));
+    }
+
+    #[test]
+    fn a_hurried_exit_counts_the_runs_taken_out_and_not_written() {
+        use std::sync::{mpsc, Arc};
+        use std::time::{Duration, Instant};
+        let order = Arc::new(Order::new(10));
+        let open = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+        let bytes = Arc::new(Mutex::new(Vec::new()));
+        let (waiting, stalled) = mpsc::channel();
+        let sink: Arc<Out> = Arc::new(Mutex::new(Box::new(Stalled {
+            stall_on: b'a',
+            open: Arc::clone(&open),
+            waiting,
+            bytes: Arc::clone(&bytes),
+        })));
+        let done = |number: u64| {
+            let (order, sink) = (Arc::clone(&order), Arc::clone(&sink));
+            std::thread::spawn(move || order.done(number, &sink, &|| false))
+        };
+        // Record 1's run is being written (stdout took its first piece,
+        // then nothing); record 2's run is taken out and waits for its
+        // turn; record 3's output is still held. None of the threads lets
+        // go.
+        let mut one = vec![b'x'; crate::jobs::attempt::PIECE];
+        one.extend_from_slice(b"a1\n");
+        order.hold(1, held(&one)).unwrap();
+        let first = done(1);
+        stalled.recv_timeout(Duration::from_secs(10)).unwrap();
+        order.hold(2, held(b"bb2\n")).unwrap();
+        let second = done(2);
+        let start = Instant::now();
+        while order.lock().next != 3 {
+            assert!(start.elapsed() < Duration::from_secs(10), "2 not taken out");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        order.hold(3, held(b"c\n")).unwrap();
+        assert_eq!(
+            order.flush_all(),
+            Unwritten {
+                outputs: 3,
+                bytes: 3 + 4 + 2
+            }
+        );
+        // Let go at last, the threads count nothing twice.
+        *open.0.lock().unwrap() = true;
+        open.1.notify_all();
+        assert_eq!(first.join().unwrap(), Unwritten::default());
+        assert_eq!(second.join().unwrap(), Unwritten::default());
     }
 }

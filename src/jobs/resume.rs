@@ -2,7 +2,7 @@
 //!
 //! The joblog of the earlier runs is read once, at the start: each line
 //! whose `outcome` is `succeeded` credits the content hash in its `id`
-//! (`DRIP_RECORD_ID`, `NUMBER-HASH`: the hash part, so a record is matched
+//! (`DRIP_RECORD_ID`, `PLACE-HASH`: the hash part, so a record is matched
 //! by its bytes, not its place in the input). As records are read, a record
 //! whose hash has a credit left spends it and is skipped (fate
 //! `skipped_done`): a record that appears twice in the input is skipped
@@ -17,7 +17,6 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use bytes::Bytes;
 
 use crate::bucket::Segment;
 
@@ -90,27 +89,35 @@ impl Done {
         }
     }
 
-    /// The records of `seg` (ending in `delimiter`) not done before, and
-    /// how many records and bytes were skipped. `seg` comes back as it is
-    /// when none is skipped.
-    pub fn filter(&mut self, seg: Segment, delimiter: u8) -> (Segment, usize, usize) {
-        let mut keep = Vec::new();
+    /// The records of `seg` (ending in `delimiter`) not done before, as
+    /// runs of records consecutive in the input (each keeps its place in
+    /// the input: [`Segment::number`]), and how many records and bytes
+    /// were skipped. `seg` comes back as it is when none is skipped.
+    pub fn filter(&mut self, mut seg: Segment, delimiter: u8) -> (Vec<Segment>, usize, usize) {
+        let mut runs = Vec::new();
         let (mut skipped, mut skipped_bytes) = (0, 0);
-        for record in seg.records() {
+        // The records kept since the last skipped one: the front of `seg`.
+        let (mut kept, mut kept_bytes) = (0, 0);
+        let whole = seg.clone();
+        for record in whole.records() {
             let body = record.strip_suffix(&[delimiter]).unwrap_or(record);
             if self.take(super::attempt::content_hash(body)) {
+                if kept > 0 {
+                    runs.push(seg.split_known(kept_bytes, kept));
+                    (kept, kept_bytes) = (0, 0);
+                }
+                seg.skip_known(record.len(), 1);
                 skipped += 1;
                 skipped_bytes += record.len();
             } else {
-                keep.extend_from_slice(record);
+                kept += 1;
+                kept_bytes += record.len();
             }
         }
-        if skipped == 0 {
-            return (seg, 0, 0);
+        if !seg.is_empty() {
+            runs.push(seg);
         }
-        let mut kept = Segment::new(Bytes::from(keep), delimiter);
-        kept.arrived = seg.arrived;
-        (kept, skipped, skipped_bytes)
+        (runs, skipped, skipped_bytes)
     }
 }
 
@@ -138,7 +145,12 @@ mod tests {
     }
 
     fn seg(text: &str) -> Segment {
-        Segment::new(Bytes::copy_from_slice(text.as_bytes()), b'\n')
+        Segment::new(bytes::Bytes::copy_from_slice(text.as_bytes()), b'\n')
+    }
+
+    /// The runs' records, one after the other.
+    fn joined(runs: &[Segment]) -> Vec<u8> {
+        runs.iter().flat_map(|r| r.as_bytes().to_vec()).collect()
     }
 
     #[test]
@@ -148,10 +160,13 @@ mod tests {
         assert_eq!(done.successes, 2);
         // Another order, a record added: a and c are skipped.
         let (kept, skipped, bytes) = done.filter(seg("c\nnew\nb\na\n"), b'\n');
-        assert_eq!((kept.as_bytes(), skipped, bytes), (&b"new\nb\n"[..], 2, 4));
+        assert_eq!(
+            (&joined(&kept)[..], skipped, bytes),
+            (&b"new\nb\n"[..], 2, 4)
+        );
         // Spent: a second a runs.
         let (kept, skipped, _) = done.filter(seg("a\n"), b'\n');
-        assert_eq!((kept.as_bytes(), skipped), (&b"a\n"[..], 0));
+        assert_eq!((&joined(&kept)[..], skipped), (&b"a\n"[..], 0));
     }
 
     #[test]
@@ -159,8 +174,8 @@ mod tests {
         let log = line(1, "x", "succeeded") + &line(4, "x", "retry");
         let mut done = Done::parse(log.as_bytes());
         let (kept, skipped, _) = done.filter(seg("x\ny\nx\n"), b'\n');
-        assert_eq!((kept.as_bytes(), skipped), (&b"y\nx\n"[..], 1));
-        assert_eq!(kept.len(), 2);
+        assert_eq!((&joined(&kept)[..], skipped), (&b"y\nx\n"[..], 1));
+        assert_eq!(kept.iter().map(Segment::len).sum::<usize>(), 2);
     }
 
     #[test]
@@ -191,6 +206,21 @@ mod tests {
     fn the_last_record_without_a_delimiter_is_matched_too() {
         let mut done = Done::parse(line(1, "tail", "succeeded").as_bytes());
         let (kept, skipped, _) = done.filter(seg("a\ntail"), b'\n');
-        assert_eq!((kept.as_bytes(), skipped), (&b"a\n"[..], 1));
+        assert_eq!((&joined(&kept)[..], skipped), (&b"a\n"[..], 1));
+    }
+
+    #[test]
+    fn the_records_kept_keep_their_place_in_the_input() {
+        let log = line(1, "b", "succeeded") + &line(2, "d", "succeeded");
+        let mut done = Done::parse(log.as_bytes());
+        let mut read = seg("a\nb\nc\nd\ne\nf\n");
+        read.number = 11;
+        let (kept, skipped, _) = done.filter(read, b'\n');
+        let runs: Vec<(u64, &[u8])> = kept.iter().map(|r| (r.number, r.as_bytes())).collect();
+        assert_eq!(
+            runs,
+            [(11, &b"a\n"[..]), (13, b"c\n"), (15, b"e\nf\n")],
+            "{skipped}"
+        );
     }
 }

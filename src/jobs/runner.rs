@@ -488,7 +488,7 @@ impl Pool {
             Some((&last, body)) if last == self.delimiter => body,
             _ => bytes,
         };
-        let id = attempt::record_id(number, body);
+        let id = attempt::record_id(place(record, number), body);
         // The record as the joblog shows it, made once.
         let shown = if self.joblog.is_some() {
             crate::stats::json_key(body)
@@ -515,10 +515,10 @@ impl Pool {
         for n in 1u32.. {
             let now = self.shared.clock.now();
             if self.leaving() {
-                return Outcome::Undelivered;
+                return self.unstarted(&who, n, Outcome::Undelivered);
             }
             if deadline.is_some_and(|d| now >= d) {
-                return Outcome::Expired;
+                return self.unstarted(&who, n, Outcome::Expired);
             }
             let spec = Spec {
                 argv: &argv,
@@ -534,7 +534,10 @@ impl Pool {
                 Err(error) if not_an_argument(&error) => {
                     return self.not_an_argument(&who, n, &error);
                 }
-                Err(error) => return self.cannot_run(&argv[0], error),
+                Err(error) => {
+                    let outcome = self.cannot_run(&argv[0], error);
+                    return self.unstarted(&who, n, outcome);
+                }
             };
             let step = self.judge(&who, n, (&ended, &*files), &headers, (deadline, &scope));
             self.pass_on(number, files);
@@ -545,10 +548,10 @@ impl Pool {
             self.gate.retry_waits(number, at, scope.clone());
             let _announced = Announced(&self.gate, number);
             if !self.sleep_until(at, &scope) {
-                return Outcome::Undelivered;
+                return self.unstarted(&who, n + 1, Outcome::Undelivered);
             }
             if let Err(outcome) = self.take_slot(bytes, deadline, &scope) {
-                return outcome;
+                return self.unstarted(&who, n + 1, outcome);
             }
         }
         unreachable!("attempts are bounded by --retries")
@@ -586,7 +589,12 @@ impl Pool {
         // undelivered); a record drip abandoned on its way out before
         // then is undelivered, and logged so.
         if let Step::Done(outcome) = step {
-            if !self.decided(who.number, outcome, files) {
+            let pending = if self.order.is_some() {
+                0
+            } else {
+                files.pending()
+            };
+            if !self.decided(who.number, outcome, pending) {
                 step = Step::Done(Outcome::Undelivered);
             }
         }
@@ -639,15 +647,11 @@ impl Pool {
         inner.unwritten = inner.unwritten.and(cut);
     }
 
-    /// Record `number`'s last attempt ended as `outcome`; its output, in
-    /// `files`, is passed on next. `false` when drip abandoned the record
-    /// on its way out ([`Jobs::abandon`]): the record is undelivered.
-    fn decided(&self, number: u64, outcome: Outcome, files: &Files) -> bool {
-        let pending = if self.order.is_some() {
-            0
-        } else {
-            files.pending()
-        };
+    /// Record `number` is done as `outcome`; its last attempt's output
+    /// (`pending` bytes; 0 with `--keep-order`, which holds it) is passed
+    /// on next. `false` when drip abandoned the record on its way out
+    /// ([`Jobs::abandon`]): the record is undelivered.
+    fn decided(&self, number: u64, outcome: Outcome, pending: u64) -> bool {
         match self.lock().running.get_mut(&number) {
             Some(job) => {
                 job.decided = Some((outcome, pending));
@@ -655,6 +659,46 @@ impl Pool {
             }
             None => false,
         }
+    }
+
+    /// Record `who` is done as `outcome` before its attempt `n` started: a
+    /// stop, or its deadline, came while a retry waited for its backoff,
+    /// a pause or its slot (or the command could no longer be run). From
+    /// the second attempt on, its fate is recorded and then its joblog
+    /// line written, for the attempt that never ran (no exit, no signal,
+    /// 0 µs), so every record that started a job ends with a line giving
+    /// its fate; a record drip abandoned on its way out is undelivered.
+    /// Before the first attempt no job started: no line. Returns the fate.
+    fn unstarted(&self, who: &Who, n: u32, outcome: Outcome) -> Outcome {
+        if n <= 1 {
+            return outcome;
+        }
+        let outcome = if self.decided(who.number, outcome, 0) {
+            outcome
+        } else {
+            Outcome::Undelivered
+        };
+        if let Some(joblog) = &self.joblog {
+            let entry = Entry {
+                id: who.id,
+                number: who.number,
+                record: who.record,
+                attempt: n,
+                start_us: unix_micros(SystemTime::now()),
+                duration_us: 0,
+                exit: None,
+                signal: None,
+                timed_out: false,
+                http_status: None,
+                outcome: outcome_name(outcome),
+                error: None,
+            };
+            joblog
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .write(&entry);
+        }
+        outcome
     }
 
     /// Whether drip killed this attempt on its way out: it ended by a
@@ -946,10 +990,7 @@ impl Pool {
         let outcome = match (step, verdict) {
             (Step::Retry(_), Verdict::Overload { .. }) => "overload",
             (Step::Retry(_), _) => "retry",
-            (Step::Done(Outcome::Succeeded), _) => "succeeded",
-            (Step::Done(Outcome::Failed), _) => "failed",
-            (Step::Done(Outcome::Expired), _) => "expired",
-            (Step::Done(Outcome::Undelivered), _) => "undelivered",
+            (Step::Done(outcome), _) => outcome_name(*outcome),
         };
         let (exit, signal, timed_out) = Entry::exit_fields(ended.exit);
         let entry = Entry {
@@ -1176,6 +1217,27 @@ impl Jobs for Pool {
         for &thread in self.passing_threads().iter() {
             crate::sys::interrupt(thread);
         }
+    }
+}
+
+/// The place in the input of `record`, run as record `number` of this run
+/// (its number when it has none): the first part of its id, so a resumed
+/// run, which skips records before it, gives it the same id.
+fn place(record: &Segment, number: u64) -> u64 {
+    if record.number > 0 {
+        record.number
+    } else {
+        number
+    }
+}
+
+/// A record's fate as the joblog names it.
+fn outcome_name(outcome: Outcome) -> &'static str {
+    match outcome {
+        Outcome::Succeeded => "succeeded",
+        Outcome::Failed => "failed",
+        Outcome::Expired => "expired",
+        Outcome::Undelivered => "undelivered",
     }
 }
 

@@ -76,6 +76,7 @@ mod line;
 mod lookup;
 mod queues;
 mod shared;
+mod spill;
 mod table;
 
 pub use lookup::record_key;
@@ -84,7 +85,8 @@ pub use shared::{KeySchedule, LeaseHead, Want};
 use index::KeyIndex;
 use line::Lane;
 use lookup::Ahead;
-use queues::{Node, Spill};
+use queues::Node;
+use spill::{Outgoing, Spill};
 use table::{KeyBytes, Slot};
 
 /// The lane of records that have no key.
@@ -135,13 +137,22 @@ pub struct Keyed {
     free_nodes: Vec<u32>,
     /// Where waiting records are copied out of their reads.
     spill: Spill,
+    /// Records let go and not yet in the outbox.
+    outgoing: Outgoing,
+    /// Each record that waited leaves as a segment of its own, carrying
+    /// its arrival and its place in the input ([`Keyed::records_apart`]).
+    apart: bool,
+    /// With records apart: each waiting record's place in the input
+    /// ([`Segment::number`]), by its node's index (kept beside the nodes,
+    /// so a node is no larger without it).
+    numbers: Vec<u64>,
     /// Keys whose head is due under their own limit, in turn order.
     ready: VecDeque<u32>,
     /// Keys whose head waits for their own slot: (due, key).
     timers: BinaryHeap<Reverse<(u64, u32)>>,
     /// Keys with nothing waiting, by a lower bound of when they rest.
     rest: BinaryHeap<Reverse<(u64, u32)>>,
-    /// Waiting records in arrival order, (seq, key), some of them gone
+    /// Waiting records in arrival order, (seq, node), some of them gone
     /// since (see [`Keyed::is_waiting`]): the front is always waiting.
     arrivals: VecDeque<(u64, u32)>,
     /// Keys with records waiting.
@@ -184,6 +195,10 @@ pub struct Keyed {
     /// foreseen to leave, when that was why (ns).
     refused_wait_ns: Option<u64>,
 }
+
+/// Runs of records leaving at once of up to this many bytes are copied
+/// (see `Keyed::send_run`).
+const COPY_RUN_BYTES: usize = 1024;
 
 /// The most slots reserved ahead (`--max-keys` and the no-key lane, up to
 /// this many).
@@ -252,6 +267,9 @@ impl Keyed {
             nodes: Vec::new(),
             free_nodes: Vec::new(),
             spill: Spill::default(),
+            outgoing: Outgoing::new(delimiter),
+            apart: false,
+            numbers: Vec::new(),
             ready: VecDeque::new(),
             timers: BinaryHeap::new(),
             rest: BinaryHeap::new(),
@@ -328,6 +346,19 @@ impl Keyed {
     /// (shared with other drips) instead of each key's own.
     pub fn with_shared(mut self, schedule: Box<dyn KeySchedule>) -> Keyed {
         self.shared = Some(schedule);
+        self
+    }
+
+    /// The same queues letting each record that waited leave as a segment
+    /// of its own, whose `arrived` is its arrival and whose `number` its
+    /// place in the input, and the runs that leave at once as slices of
+    /// their read (numbered too): for a sink that times each record from
+    /// its arrival and names it by its place (the runner: its waits,
+    /// `--deadline`, `DRIP_RECORD_ID`). Without it, the records let go
+    /// together leave as one segment (one copy, one piece of a write),
+    /// whose `arrived` is the earliest of theirs.
+    pub fn records_apart(mut self) -> Keyed {
+        self.apart = true;
         self
     }
 
@@ -417,15 +448,19 @@ impl Keyed {
             if run_len > 0 {
                 ledger.read(run_len);
                 sent += run_len;
-                outbox.push(seg.split_known(run_bytes, run_len));
+                self.send_run(now, &mut seg, run_bytes, run_len, outbox);
                 (run_bytes, run_len) = (0, 0);
             }
             match self.hold(now, slot, &mut seg, size, policy, &*global, ledger) {
                 deadline::Held::Admit => {}
                 deadline::Held::Refused => continue,
-                deadline::Held::Back(back) => return (back, sent),
+                deadline::Held::Back(back) => {
+                    self.outgoing.flush(outbox);
+                    return (back, sent);
+                }
             }
             if let Some(back) = self.wait(now, slot, &mut seg, size, policy, ledger) {
+                self.outgoing.flush(outbox);
                 return (back, sent);
             }
             if may_leave && policy == Overflow::DropOldest && weighs_bytes {
@@ -437,9 +472,34 @@ impl Keyed {
         if run_len > 0 {
             ledger.read(run_len);
             sent += run_len;
-            outbox.push(seg.split_known(run_bytes, run_len));
+            self.send_run(now, &mut seg, run_bytes, run_len, outbox);
         }
+        self.outgoing.flush(outbox);
         (Offered::Done, sent)
+    }
+
+    /// The run of `len` records (`bytes` bytes) at the front of `seg` that
+    /// left at `now` goes out: a short one copied, with the records let go
+    /// with it, into one segment; a long one as a slice of its read. (A
+    /// slice shares the read's buffer: a count of its holders that the
+    /// writer touches again, which costs more than copying a few records,
+    /// and in a random order of keys most runs are a record or two.)
+    fn send_run(
+        &mut self,
+        now: u64,
+        seg: &mut Segment,
+        bytes: usize,
+        len: usize,
+        outbox: &mut Vec<Segment>,
+    ) {
+        if bytes > COPY_RUN_BYTES || self.apart {
+            self.outgoing.flush(outbox);
+            outbox.push(seg.split_known(bytes, len));
+            return;
+        }
+        self.outgoing
+            .add_run(&seg.as_bytes()[..bytes], len, now, outbox);
+        seg.skip_known(bytes, len);
     }
 
     /// Counts about the keys, with the `top` keys of each kind (most

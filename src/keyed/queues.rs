@@ -6,51 +6,28 @@
 //! Pure: no threads, no clock, no I/O. Times are ns and never go backwards.
 
 use std::cmp::Reverse;
+use std::collections::VecDeque;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use crate::bucket::{Fate, Offered, Overflow, Segment};
 use crate::ledger::Ledger;
 
+use super::spill::Place;
 use super::{Keyed, Lane, NoRoom, NIL};
 
-/// A waiting record and the next of its key.
-#[derive(Debug)]
+/// A waiting record (its bytes in the [`Spill`](super::spill::Spill)) and
+/// the next of its key.
+#[derive(Debug, Clone, Copy)]
 pub(super) struct Node {
-    pub(super) seg: Segment,
+    pub(super) place: Place,
+    pub(super) len: usize,
+    /// When it arrived (ns).
+    pub(super) arrived: u64,
     pub(super) seq: u64,
     pub(super) next: u32,
-}
-
-/// Where waiting records are copied out of their reads: chunks of
-/// [`SPILL_CHUNK`] bytes, each record a slice of one. A waiting record
-/// never keeps its read alive, only a chunk of other copies, and costs no
-/// allocation of its own (with most records waiting, the allocator was a
-/// third of the time).
-#[derive(Debug, Default)]
-pub(super) struct Spill {
-    /// The free end of the latest chunk.
-    chunk: BytesMut,
-}
-
-/// Bytes of one chunk of copies.
-const SPILL_CHUNK: usize = 4096;
-
-impl Spill {
-    /// The first record of `seg`, its first `size` bytes, copied out of
-    /// its read (a record of over an eighth of a chunk into a buffer of
-    /// its own).
-    pub(super) fn copy(&mut self, seg: &Segment, size: usize) -> Segment {
-        let bytes = &seg.as_bytes()[..size];
-        if size > SPILL_CHUNK / 8 {
-            return seg.first_copied_to(Bytes::copy_from_slice(bytes));
-        }
-        if self.chunk.capacity() - self.chunk.len() < size {
-            self.chunk = BytesMut::with_capacity(SPILL_CHUNK);
-        }
-        self.chunk.extend_from_slice(bytes);
-        seg.first_copied_to(self.chunk.split().freeze())
-    }
+    /// Its key's slot.
+    pub(super) key: u32,
 }
 
 impl Keyed {
@@ -116,9 +93,10 @@ impl Keyed {
         }
         // Copied straight from the read, which is then passed over: no
         // slice of the read is made (its count is shared with the writer).
-        let copy = self.spill.copy(seg, size);
+        let place = self.spill.copy(&seg.as_bytes()[..size]);
+        let number = seg.number;
         seg.skip_known(size, 1);
-        self.enqueue(now, s, copy);
+        self.enqueue(now, s, place, (size, number));
         None
     }
 
@@ -130,16 +108,20 @@ impl Keyed {
         }
     }
 
-    /// Put `record` at the end of key `s`'s queue.
-    pub(super) fn enqueue(&mut self, now: u64, s: u32, record: Segment) {
+    /// Put the record at `place` (`len` bytes, arrived at `now`, its
+    /// place in the input `number`) at the end of key `s`'s queue.
+    pub(super) fn enqueue(&mut self, now: u64, s: u32, place: Place, (len, number): (usize, u64)) {
         self.seq += 1;
         let node = Node {
+            place,
+            len,
+            arrived: now,
             seq: self.seq,
             next: NIL,
-            seg: record,
+            key: s,
         };
         self.len += 1;
-        self.bytes += node.seg.bytes();
+        self.bytes += len;
         self.max_depth = self.max_depth.max(self.len);
         let n = match self.free_nodes.pop() {
             Some(n) => {
@@ -151,6 +133,12 @@ impl Keyed {
                 u32::try_from(self.nodes.len() - 1).expect("fewer than 2^32 records")
             }
         };
+        if self.apart {
+            if self.numbers.len() < self.nodes.len() {
+                self.numbers.resize(self.nodes.len(), 0);
+            }
+            self.numbers[n as usize] = number;
+        }
         self.unindex(s);
         let slot = &mut self.slots[s as usize];
         if slot.len == 0 {
@@ -163,70 +151,130 @@ impl Keyed {
         let slot = &mut self.slots[s as usize];
         slot.tail = n;
         slot.len += 1;
-        self.arrivals.push_back((self.seq, s));
+        self.arrivals.push_back((self.seq, n));
         self.index(s);
         if self.slots[s as usize].lane == Lane::Idle {
             self.join_line(s, now);
         }
     }
 
-    /// Take key `s`'s head out of its queue.
+    /// The bytes of waiting record `node`.
+    #[inline]
+    pub(super) fn record(&self, node: &Node) -> &[u8] {
+        self.spill.bytes(node.place, node.len)
+    }
+
+    /// The bytes of key `s`'s head (`s` has records waiting).
+    #[inline]
+    pub(super) fn head_record(&self, s: u32) -> &[u8] {
+        self.record(&self.nodes[self.slots[s as usize].head as usize])
+    }
+
+    /// Take key `s`'s head out of its queue, as a segment of its own.
     pub(super) fn pop_head(&mut self, s: u32) -> Option<Segment> {
+        let head = self.slots[s as usize].head as usize;
+        let node = self.unlink_head(s)?;
+        let bytes = Bytes::copy_from_slice(self.record(&node));
+        self.spill.release(node.place);
+        let mut seg = Segment::counted(bytes, 1, self.delimiter);
+        seg.arrived = node.arrived;
+        seg.number = self.numbers.get(head).copied().unwrap_or(0);
+        Some(seg)
+    }
+
+    /// Key `s`'s head leaves at `now`: with the records let go with it
+    /// (`outgoing`), or, records apart, as a segment of its own into
+    /// `outbox`.
+    pub(super) fn send_head(&mut self, s: u32, now: u64, outbox: &mut Vec<Segment>) {
+        let arrived = if self.apart {
+            // After what left before it.
+            self.outgoing.flush(outbox);
+            let seg = self.pop_head(s).expect("a waiting record");
+            let arrived = seg.arrived;
+            outbox.push(seg);
+            arrived
+        } else {
+            let node = self.unlink_head(s).expect("a waiting record");
+            let record = self.spill.bytes(node.place, node.len);
+            self.outgoing.add(record, node.arrived, outbox);
+            self.spill.release(node.place);
+            node.arrived
+        };
+        self.longest_wait_ns = self.longest_wait_ns.max(now.saturating_sub(arrived));
+    }
+
+    /// Take key `s`'s head out of its queue; its bytes stay in the spill
+    /// until released.
+    fn unlink_head(&mut self, s: u32) -> Option<Node> {
         let slot = &self.slots[s as usize];
         if slot.len == 0 {
             return None;
         }
         let n = slot.head;
-        let next = self.nodes[n as usize].next;
+        let node = self.nodes[n as usize];
+        // No longer the record its entry in `arrivals` names.
+        self.nodes[n as usize].seq = 0;
         self.unindex(s);
-        let seg = std::mem::replace(
-            &mut self.nodes[n as usize].seg,
-            Segment::new(Bytes::new(), self.delimiter),
-        );
         self.free_nodes.push(n);
         self.len -= 1;
-        self.bytes -= seg.bytes();
+        self.bytes -= node.len;
         let slot = &mut self.slots[s as usize];
         slot.len -= 1;
-        slot.head = next;
+        slot.head = node.next;
         if slot.len == 0 {
             self.busy -= 1;
         }
         self.index(s);
         self.prune_arrivals();
-        Some(seg)
+        Some(node)
     }
 
-    /// Whether the record `seq` of key `s` (an entry of `arrivals`) still
-    /// waits: within a key records leave in order, and a slot's next key
-    /// has only later records.
-    fn is_waiting(&self, seq: u64, s: u32) -> bool {
-        let slot = &self.slots[s as usize];
-        slot.len > 0 && self.nodes[slot.head as usize].seq <= seq
+    /// Whether the record `seq` in node `n` (an entry of `arrivals`)
+    /// still waits: a node that let its record go holds another's, or
+    /// none (seq 0; records count from 1).
+    #[inline]
+    fn is_waiting(&self, seq: u64, n: u32) -> bool {
+        self.nodes[n as usize].seq == seq
     }
 
     /// After a record left: drop the gone from the front of `arrivals`,
     /// and all of them once they outnumber the waiting (so it holds at
     /// most twice the records waiting, and a little).
     fn prune_arrivals(&mut self) {
-        while let Some(&(seq, s)) = self.arrivals.front() {
-            if self.is_waiting(seq, s) {
+        while let Some(&(seq, n)) = self.arrivals.front() {
+            if self.is_waiting(seq, n) {
                 break;
             }
             self.arrivals.pop_front();
         }
         if self.arrivals.len() > 2 * self.len + 64 {
-            let mut arrivals = std::mem::take(&mut self.arrivals);
-            arrivals.retain(|&(seq, s)| self.is_waiting(seq, s));
-            self.arrivals = arrivals;
+            self.compact_arrivals();
         }
+    }
+
+    /// Keep only the waiting records' entries of `arrivals`, fetching the
+    /// nodes a few entries ahead (each is a cache miss of its own).
+    #[cold]
+    fn compact_arrivals(&mut self) {
+        const AHEAD: usize = 16;
+        let arrivals = std::mem::take(&mut self.arrivals);
+        let mut kept = VecDeque::with_capacity(self.len + 64);
+        for (i, &(seq, n)) in arrivals.iter().enumerate() {
+            if let Some(&(_, far)) = arrivals.get(i + AHEAD) {
+                crate::sys::prefetch(&self.nodes[far as usize]);
+            }
+            if self.is_waiting(seq, n) {
+                kept.push_back((seq, n));
+            }
+        }
+        self.arrivals = kept;
     }
 
     /// The oldest waiting record's key and arrival (ns).
     pub(super) fn oldest(&self) -> Option<(u32, u64)> {
-        let &(_, s) = self.arrivals.front()?;
-        let head = self.slots[s as usize].head;
-        Some((s, self.nodes[head as usize].seg.arrived))
+        let &(_, n) = self.arrivals.front()?;
+        let node = &self.nodes[n as usize];
+        Some((node.key, node.arrived))
     }
 
     /// From now on, keep `fat` (`drop-oldest`'s choice of the key that
@@ -301,7 +349,7 @@ mod tests {
         let busy = k.slots.iter().filter(|slot| slot.len > 0);
         let oldest = busy
             .clone()
-            .map(|slot| k.nodes[slot.head as usize].seg.arrived)
+            .map(|slot| k.nodes[slot.head as usize].arrived)
             .min();
         (oldest, busy.count())
     }

@@ -212,9 +212,7 @@ impl Keyed {
                         j
                     };
                     let s = self.ready[j];
-                    let head = self.nodes[self.slots[s as usize].head as usize]
-                        .seg
-                        .as_bytes();
+                    let head = self.head_record(s);
                     if global.release(now, 1, &mut std::iter::once(head)) > 0 {
                         self.ready.remove(j);
                         self.send_shared(s, now, outbox);
@@ -251,6 +249,7 @@ impl Keyed {
             before += 1;
             i += 1;
         }
+        self.outgoing.flush(outbox);
         if binds {
             self.tell_global(now, global);
         }
@@ -288,7 +287,7 @@ impl Keyed {
     /// its turn go, nor closer than they do.
     fn ask_all(&mut self, now: u64, s: u32, before: u64, global: &dyn Schedule) {
         let slot = &self.slots[s as usize];
-        let head = self.nodes[slot.head as usize].seg.as_bytes();
+        let head = self.record(&self.nodes[slot.head as usize]);
         let at = global.nth_due(head, before as usize).unwrap_or(now);
         let want = Want {
             records: slot.len,
@@ -317,7 +316,8 @@ impl Keyed {
         let shared = self.shared.as_deref_mut().expect("shared");
         let lead = shared.lead();
         let slot = &mut self.slots[s as usize];
-        let head = self.nodes[slot.head as usize].seg.as_bytes();
+        let node = &self.nodes[slot.head as usize];
+        let head = self.spill.bytes(node.place, node.len);
         let Some(at) = global.nth_due(head, before as usize) else {
             // Its turn is past the global slots reserved. With none due
             // yet, look when the first is; with one due, it waits for a
@@ -374,7 +374,7 @@ impl Keyed {
     fn tell_global(&mut self, now: u64, global: &mut dyn Schedule) {
         let heads = self.ready.iter().filter_map(|&s| {
             let slot = &self.slots[s as usize];
-            (slot.len > 0).then(|| self.nodes[slot.head as usize].seg.as_bytes())
+            (slot.len > 0).then(|| self.record(&self.nodes[slot.head as usize]))
         });
         // Under record limits, every record waiting (the keys' turns
         // further on are known as far as the slots reach); under byte
@@ -401,9 +401,7 @@ impl Keyed {
     fn send_shared(&mut self, s: u32, now: u64, outbox: &mut Vec<Segment>) {
         self.take_slot(s, now);
         self.slots[s as usize].lane = Lane::Idle;
-        let seg = self.pop_head(s).expect("a waiting record");
-        self.longest_wait_ns = self.longest_wait_ns.max(now.saturating_sub(seg.arrived));
-        outbox.push(seg);
+        self.send_head(s, now, outbox);
         if self.slots[s as usize].len > 0 {
             self.join_line(s, now);
         } else {

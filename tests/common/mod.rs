@@ -177,6 +177,22 @@ pub fn drift(times: &[f64], interval: f64) -> f64 {
     earliest(&offsets[half..]) - earliest(&offsets[..half])
 }
 
+/// The median gap (s) between consecutive `times` (seconds, in order): the
+/// pace as a reader saw it, whatever a loaded machine did to a few of them.
+/// A drip held up restarts its schedule from then, which moves every record
+/// after it (and [`drift`] with it) but lengthens one gap; a line seen late
+/// shortens the next gap as much as it lengthened its own. A rate 20 % off
+/// moves it a sixth of an interval or more.
+pub fn median_gap(times: &[f64]) -> f64 {
+    assert!(
+        times.len() >= 4,
+        "too few records to judge a pace: {times:?}"
+    );
+    let mut gaps: Vec<f64> = times.windows(2).map(|w| w[1] - w[0]).collect();
+    gaps.sort_by(f64::total_cmp);
+    gaps[gaps.len() / 2]
+}
+
 /// How far (s) the records seen at `times` ran ahead of the earliest a
 /// schedule of one record every `interval` seconds lets a reader see them,
 /// counting from `times`' origin, a moment before drip started: the largest
