@@ -711,3 +711,26 @@ fn records_apart_leave_one_segment_each() {
     let second: Vec<Vec<String>> = (0..10).map(|k| vec![format!("k{k} 1")]).collect();
     assert_eq!(segs, second);
 }
+
+#[test]
+fn drop_oldest_takes_from_the_key_holding_most_as_records_leave() {
+    // Capacity 5, one record a key leaves at once. b waits 2, a 3 (5 in
+    // all): c's second record evicts a's oldest (a holds most). d's second
+    // record finds a and b holding 2 each: the tie goes to the key whose
+    // head came first, b. The key that lost a record must be known to hold
+    // one less, or a is taken again, and once a key holds none the bucket
+    // never makes room.
+    let mut arrivals: Vec<_> = (1..=3).map(|n| at(0, "b", n)).collect();
+    arrivals.extend((1..=4).map(|n| at(0, "a", n)));
+    arrivals.extend([at(0, "c", 1), at(0, "c", 2), at(0, "d", 1), at(0, "d", 2)]);
+    let setup = Setup {
+        capacity: 5,
+        policy: Overflow::DropOldest,
+        ..Setup::default()
+    };
+    for cut in [1, 3, 11] {
+        let out = run(&setup, &arrivals, cut);
+        assert_eq!(out.dead, ["a 2", "b 2"], "cut {cut}");
+        assert_eq!(out.left.len(), 9, "cut {cut}");
+    }
+}

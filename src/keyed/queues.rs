@@ -212,9 +212,10 @@ impl Keyed {
         }
         let n = slot.head;
         let node = self.nodes[n as usize];
+        // Out of `fat` while the head still holds the seq its entry names.
+        self.unindex(s);
         // No longer the record its entry in `arrivals` names.
         self.nodes[n as usize].seq = 0;
-        self.unindex(s);
         self.free_nodes.push(n);
         self.len -= 1;
         self.bytes -= node.len;
