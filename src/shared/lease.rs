@@ -277,15 +277,17 @@ impl SharedSchedule {
 
     /// How late (ns) a slot reserved for `size` bytes may still be used:
     /// half an emission interval of the tightest record limit
-    /// ([`late_ns`]); with byte limits, one whole interval of the tightest
-    /// limit, at most as long as the slot takes at the highest byte rate
-    /// ([`byte_late_ns`]).
+    /// ([`late_ns`]); with byte limits, also no later than the slot is
+    /// long at the highest byte rate ([`byte_late_ns`]), so a record limit
+    /// beside a byte limit keeps its half interval.
     fn late_ns(&self, size: u64) -> u64 {
+        let records = if self.per_second.is_finite() {
+            late_ns(self.per_second)
+        } else {
+            u64::MAX
+        };
         if self.weighs_bytes {
-            let per_second = self
-                .per_second
-                .min(self.bytes_per_second / size.max(1) as f64);
-            return byte_late_ns(per_second);
+            return records.min(byte_late_ns(self.bytes_per_second / size.max(1) as f64));
         }
         late_ns(self.per_second)
     }
@@ -617,6 +619,14 @@ pub(crate) mod tests {
         assert_eq!(s.release(7_600_000, 3, &mut records()), 0);
         assert_eq!(s.lease.lock().status.forfeited, 1);
         assert_eq!(s.release(10 * MS, 3, &mut records()), 1);
+        // A byte limit beside, looser per slot (a 1-byte slot is 10 ms
+        // long at 100 bytes/s), leaves the record limit's half interval.
+        let mut s = records_schedule([0, 5 * MS, 10 * MS]);
+        s.weighs_bytes = true;
+        s.bytes_per_second = 100.0;
+        assert_eq!(s.release(2_500_000, 3, &mut records()), 1);
+        assert_eq!(s.release(7_600_000, 3, &mut records()), 0);
+        assert_eq!(s.lease.lock().status.forfeited, 1);
     }
 
     /// Keys whose slots are asked for only at their turns under a binding
@@ -733,6 +743,13 @@ pub(crate) mod tests {
     /// window W of the reads holds more than `1 + ⌊W × rate⌋ + 1`.
     #[test]
     fn late_wakes_and_late_reads_add_at_most_one_record() {
+        // With a byte limit beside the record limit or without.
+        for bytes in [false, true] {
+            late_wakes_and_late_reads_with(bytes);
+        }
+    }
+
+    fn late_wakes_and_late_reads_with(bytes_beside: bool) {
         const INTERVAL: u64 = 5 * MS;
         let mut rng = fastrand::Rng::with_seed(19);
         let mut reads = Vec::new();
@@ -742,6 +759,8 @@ pub(crate) mod tests {
                 .filter(|k| k / 10 % 3 == drip)
                 .map(|k| k * INTERVAL);
             let mut s = records_schedule(slots);
+            s.weighs_bytes = bytes_beside;
+            s.bytes_per_second = 100.0;
             loop {
                 let Some(due) = s.lease.lock().slots.front().map(|s| s.at) else {
                     break;
@@ -760,7 +779,7 @@ pub(crate) mod tests {
                 // k + 2 records in u − t: at most 2 + ⌊(u − t) / interval⌋.
                 assert!(
                     k as u64 * INTERVAL <= u - t,
-                    "{} records in {} ns",
+                    "{} records in {} ns (bytes beside: {bytes_beside})",
                     k + 2,
                     u - t
                 );
