@@ -378,6 +378,39 @@ fn list_removes_dead_sockets_and_waits_little_for_a_stuck_drip() {
     drip.stop();
 }
 
+/// A socket nobody listens on whose pid runs a process may be a drip's
+/// that is starting (bound, not listening yet): `list` keeps it while it
+/// is young, and removes it once it is older than a drip takes to listen.
+#[test]
+fn dead_sockets_go_and_a_young_one_of_a_running_pid_stays() {
+    use std::os::unix::net::UnixListener;
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let dir = rt.join("drip");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    // This test's own pid runs a process.
+    let path = dir.join(format!("{}.starting.ctl", std::process::id()));
+    drop(UnixListener::bind(&path).unwrap());
+    let (status, out, err) = ctl(rt, &["list"], None);
+    assert_eq!((status, out.trim()), (0, "[]"), "{err}");
+    assert!(path.exists(), "a young socket of a running pid was removed");
+    thread::sleep(Duration::from_millis(1300));
+    let (status, _, err) = ctl(rt, &["list"], None);
+    assert_eq!(status, 0, "{err}");
+    assert!(!path.exists(), "an old socket nobody listens on was kept");
+    // Named by a command, a dead drip's socket goes too, as the error says.
+    let ghost = dir.join("4999999.ghost.ctl");
+    drop(UnixListener::bind(&ghost).unwrap());
+    let (status, _, err) = ctl(rt, &["ghost", "info"], None);
+    assert_eq!(status, 1, "{err}");
+    assert_eq!(
+        err,
+        "drip: ctl: no such drip: ghost (its socket is left over; removed)\n"
+    );
+    assert!(!ghost.exists());
+}
+
 /// `drip ctl` alone is a usage error, as a bad flag is: its usage on
 /// stderr, exit status 2.
 #[test]

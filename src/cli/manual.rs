@@ -191,7 +191,7 @@ pub const CONTROL: &[Paragraph] = &[
     ("drip ctl TARGET rate RATE[:BURST] [rate ...] [byte-rate SIZE/UNIT[:BURST] ...]", "New limits from now on: the rates given replace all the --rate limits, the byte rates all the --byte-rate limits (a kind not given stays; rate inf removes the record limits). The next record leaves one interval of the new rate after the last one that left: no credit saved under the old rate carries over, and raising the rate sends no catch-up burst; within one interval of the old rate or 100 ms, whichever is longer, the new rate is in force. A drip started with --rate inf, or given --share (its limits are the state's, the same for every drip on it), refuses a change of rate."),
     ("drip ctl TARGET key-rate RATE[:BURST]", "A new limit per key from now on, each key counted from its last record; a key already due keeps its turn."),
     ("drip ctl TARGET -j N", "With --exec: N job slots from now on; lowered, running jobs finish and no new one starts until fewer than N run."),
-    ("", "Each answer (but list's) is the drip's entry, as list gives it, after the change. An error is one line on stderr and exit status 1: no such drip, a refusal, a bad command; drip ctl alone prints its usage on stderr, exit status 2. ctl is a subcommand only as drip's first word: to read a file named ctl first, give it as ./ctl."),
+    ("", "Each answer (but list's) is the drip's entry, as list gives it, after the change. An error is one line on stderr and exit status 1: no such drip, a refusal, a bad command; drip ctl alone prints its short help on stderr, exit status 2. ctl is a subcommand only as drip's first word: to read a file named ctl first, give it as ./ctl."),
 ];
 
 /// The FILES section.

@@ -153,9 +153,9 @@ fn send_to(dir: &Path, target: &str, words: &[String]) -> Result<serde_json::Val
             None => name.name.as_deref() == Some(target),
         })
         .collect();
-    let path = match matching.as_slice() {
+    let (name, path) = match matching.as_slice() {
         [] => return Err(format!("no such drip: {target} (see 'drip ctl list')")),
-        [(_, path)] => path,
+        [(name, path)] => (name, path),
         several => {
             let pids: Vec<String> = several.iter().map(|(n, _)| n.pid.to_string()).collect();
             return Err(format!(
@@ -166,7 +166,10 @@ fn send_to(dir: &Path, target: &str, words: &[String]) -> Result<serde_json::Val
         }
     };
     ask(path, words).map_err(|e| match e {
-        Asked::Gone => format!("no such drip: {target} (its socket is left over; removed)"),
+        Asked::Gone if stale(name, path) && std::fs::remove_file(path).is_ok() => {
+            format!("no such drip: {target} (its socket is left over; removed)")
+        }
+        Asked::Gone => format!("no such drip: {target} (nobody listens on its socket)"),
         Asked::Failed(why) => format!("{target}: {why}"),
     })
 }
