@@ -183,20 +183,7 @@ fn shared_state(
         .min()
         .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
     let mut adm = Admission::new(bucket, schedule, max_wait_ns);
-    if let Some(key) = &config.key {
-        let mut keyed = Keyed::new(
-            key.clone(),
-            config.delimiter,
-            config.capacity,
-            config.capacity_bytes,
-        );
-        if let Some(shared_keys) = key_schedule {
-            keyed = keyed.with_shared(Box::new(shared_keys));
-        }
-        if config.jobs.is_some() {
-            // The runner times each record from its arrival.
-            keyed = keyed.records_apart();
-        }
+    if let Some(keyed) = keyed(config, key_schedule) {
         adm = adm.with_keys(keyed);
     }
     let shared = Arc::new(Shared {
@@ -217,6 +204,26 @@ fn shared_state(
     });
     let _ = cell.set(Arc::downgrade(&shared));
     Ok((shared, share))
+}
+
+/// The keyed queues of `--key`, if given: over `shared_keys`, the
+/// per-key grants of a `--share`d key rate, when there are.
+fn keyed(config: &Config, shared_keys: Option<shared::keys::SharedKeys>) -> Option<Keyed> {
+    let key = config.key.as_ref()?;
+    let mut keyed = Keyed::new(
+        key.clone(),
+        config.delimiter,
+        config.capacity,
+        config.capacity_bytes,
+    );
+    if let Some(shared_keys) = shared_keys {
+        keyed = keyed.with_shared(Box::new(shared_keys));
+    }
+    if config.jobs.is_some() {
+        // The runner times each record from its arrival.
+        keyed = keyed.records_apart();
+    }
+    Some(keyed)
 }
 
 /// The keeper of `--share` wakes the writer when slots arrive, and stops
