@@ -584,6 +584,39 @@ fn another_user_cannot_steer() {
     drip.stop();
 }
 
+/// A new rate is echoed as it was given (exactly: not as a rounded
+/// float per second), for the global limits and the key's.
+#[test]
+fn a_new_rate_is_echoed_as_given() {
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let input: String = (1..=500).map(|i| format!("k {i}\n")).collect();
+    let drip = Running::start(
+        &[
+            "-r",
+            "20/s",
+            "--key",
+            "1",
+            "--key-rate",
+            "20/s",
+            "--name",
+            "echo",
+        ],
+        rt,
+        input,
+        None,
+    );
+    drip.wait_lines(2);
+    let answer = ctl_ok(rt, &["echo", "rate", "100/min:3"]);
+    assert_eq!(answer["rate"], serde_json::json!(["100/min:3"]));
+    let answer = ctl_ok(rt, &["echo", "rate", "3/7s", "byte-rate", "1MiB/s:4096"]);
+    assert_eq!(answer["rate"], serde_json::json!(["3/7s:1"]));
+    assert_eq!(answer["byte_rate"], serde_json::json!(["1048576/s:4096"]));
+    let answer = ctl_ok(rt, &["echo", "key-rate", "1/7ms:2"]);
+    assert_eq!(answer["key_rate"], "1/7ms:2");
+    drip.stop();
+}
+
 /// `key-rate` halves each key's rate from now on.
 #[test]
 fn key_rate_changes_each_keys_spacing() {
