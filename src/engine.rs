@@ -329,14 +329,25 @@ fn run_watching(
         control.finish();
     }
     let ending = metrics_at_exit(&shared, metrics, ending);
+    let ending = first_error(ending, share_error, fatal)?;
+    Ok(jobs_outcome(&config, &shared, ending))
+}
+
+/// How drip ends: the ending's own error first, then the share's (a state
+/// that failed at the end), then a job's fatal error.
+fn first_error(
+    ending: Result<Ending>,
+    share_error: Option<anyhow::Error>,
+    fatal: Option<ExecError>,
+) -> Result<Ending> {
     let ending = match (ending, share_error) {
         (Ok(_), Some(e)) => return Err(e),
         (ending, _) => ending?,
     };
-    if let Some(e) = fatal {
-        return Err(e.into());
+    match fatal {
+        Some(e) => Err(e.into()),
+        None => Ok(ending),
     }
-    Ok(jobs_outcome(&config, &shared, ending))
 }
 
 /// How often a FIFO drip writes to is tried again while it has no reader.
