@@ -24,9 +24,11 @@ impl Tmux {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("tmux.sock").display().to_string();
         let bin_dir = std::path::Path::new(common::bin()).parent().unwrap();
+        // The control sockets go in this terminal's directory, and with it.
         let mut exports = format!(
-            "export PATH='{}':\"$PATH\"; unset NO_COLOR CLICOLOR; ",
-            bin_dir.display()
+            "export PATH='{}':\"$PATH\" XDG_RUNTIME_DIR='{}'; unset NO_COLOR CLICOLOR; ",
+            bin_dir.display(),
+            dir.path().display()
         );
         for (k, v) in env {
             exports.push_str(&format!("export {k}='{v}'; "));
