@@ -162,22 +162,31 @@ pub type OnFailure = Box<dyn FnOnce() + Send>;
 
 impl DeadLetter {
     /// Open `path` for appending and start its thread (none: records are
-    /// only counted). `failed` is called when a write fails.
+    /// only counted). `failed` is called when a write fails. A FIFO that
+    /// no one reads is waited for while `give_up` says not to
+    /// ([`crate::sys::open_to_write`]); given up, `None`.
     ///
     /// # Errors
     /// The file cannot be opened, its last record cannot be ended, or the
     /// thread cannot be started.
-    pub fn open(path: Option<&Path>, delimiter: u8, failed: OnFailure) -> Result<DeadLetter> {
+    pub fn open(
+        path: Option<&Path>,
+        delimiter: u8,
+        failed: OnFailure,
+        give_up: &mut dyn FnMut() -> bool,
+    ) -> Result<Option<DeadLetter>> {
         let backlog = Arc::new(Backlog::default());
         backlog.lock().finished = path.is_none();
         let thread = match path {
             Some(path) => {
                 let name = format!("--dead-letter {}", path.display());
-                let f = OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(path)
-                    .with_context(|| name.clone())?;
+                let mut options = OpenOptions::new();
+                options.create(true).append(true);
+                let Some(f) = crate::sys::open_to_write(&options, path, give_up)
+                    .with_context(|| name.clone())?
+                else {
+                    return Ok(None);
+                };
                 let regular = f.metadata().is_ok_and(|m| m.is_file());
                 let mut out = BufWriter::with_capacity(64 * 1024, f);
                 // Appending to a file whose last record lacks its delimiter
@@ -200,12 +209,12 @@ impl DeadLetter {
             }
             None => None,
         };
-        Ok(DeadLetter {
+        Ok(Some(DeadLetter {
             backlog,
             thread,
             delimiter,
             held: None,
-        })
+        }))
     }
 
     /// No dead letter: records are only counted.

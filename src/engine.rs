@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
@@ -141,6 +141,7 @@ fn shared_state(
     config: &Config,
     out_fd: Option<std::os::fd::RawFd>,
     gate: Option<Arc<GateControl>>,
+    give_up: &mut dyn FnMut() -> bool,
 ) -> Result<(Arc<Shared>, Option<shared::Handle>)> {
     let origin = Instant::now();
     let (mut schedule, key_schedule, share): (Box<dyn Schedule>, _, _) = match &config.share {
@@ -171,7 +172,16 @@ fn shared_state(
             shared.stop(false);
         }
     });
-    let dead = DeadLetter::open(config.dead_letter.as_deref(), config.delimiter, failed)?;
+    // A dead letter given up (a FIFO no one read before a signal) is
+    // none: its records are only counted.
+    let dead = DeadLetter::open(
+        config.dead_letter.as_deref(),
+        config.delimiter,
+        failed,
+        give_up,
+    )?;
+    let keep_dead = config.dead_letter.is_some() && dead.is_some();
+    let dead = dead.unwrap_or_else(|| DeadLetter::none(config.delimiter));
     let dead_backlog = dead.backlog();
     let unpaced = config.limits.is_empty() && config.key.is_none();
     let bucket = Bucket::new(config.capacity, config.capacity_bytes, config.overflow);
@@ -200,7 +210,7 @@ fn shared_state(
         adm = adm.with_keys(keyed);
     }
     let shared = Arc::new(Shared {
-        state: Mutex::new(State::new(adm, dead, config.dead_letter.is_some())),
+        state: Mutex::new(State::new(adm, dead, keep_dead)),
         data_ready: Condvar::new(),
         space_ready: Condvar::new(),
         waker: sys::Waker::new().context("creating a pipe")?,
@@ -246,20 +256,23 @@ fn run_watching(
     watch_output: Option<std::os::fd::OwnedFd>,
 ) -> Result<Ending> {
     inputs_kept(&config)?;
-    let stats_file = stats_file(&config)?;
+    // Read before anything is written (a `--resume` file that is no joblog is refused).
+    let screen = screen(&config)?;
+    // Signals are caught from before `--share` first asks its state, and
+    // before drip's own files are opened (a FIFO waits for its reader).
+    let mut opening = Opening::new(Listening::install()?);
+    let mut give_up = || opening.give_up();
+    let stats_file = stats_file(&config, &mut give_up)?;
     // Running jobs, the reader never writes to stdout itself.
     let out_fd = out_fd.filter(|_| config.jobs.is_none());
     let gate = gate(&config);
-    // Signals are caught from before `--share` first asks its state.
-    let listening = Listening::install()?;
-    let (shared, mut share) = shared_state(&config, out_fd, gate.clone())?;
+    let (shared, mut share) = shared_state(&config, out_fd, gate.clone(), &mut give_up)?;
     if let Some(share) = &share {
         share.set_notify(notify_from_share(&shared));
         let _ = shared.share.set(share.counters());
     }
-    // Read before this run appends to it.
-    let screen = screen(&config)?;
-    let way = sink(&config, &shared, gate, out)?;
+    let way = sink(&config, &shared, gate, out, &mut give_up)?;
+    let listening = opening.stop_if_signalled(&shared, config.drain);
     let pool = match &way {
         Way::Jobs(pool) => Some(Arc::clone(pool)),
         Way::Stdout(_) => None,
@@ -319,16 +332,63 @@ fn run_watching(
     Ok(jobs_outcome(&config, &shared, ending))
 }
 
-/// The `--stats-json` file, created (truncated) now.
+/// How often a FIFO drip writes to is tried again while it has no reader.
+const FIFO_RETRY: Duration = Duration::from_millis(25);
+
+/// Opening drip's own files (`--stats-json`, the dead letter, the joblog)
+/// before the monitor runs: while a FIFO among them has no reader, a
+/// stopping signal is waited for, [`FIFO_RETRY`] at a time; one that
+/// comes gives the opening up.
+struct Opening {
+    listening: Listening,
+    caught: Option<i32>,
+}
+
+impl Opening {
+    fn new(listening: Listening) -> Opening {
+        Opening {
+            listening,
+            caught: None,
+        }
+    }
+
+    /// Whether to give up a FIFO with no reader: a signal came (waits up
+    /// to [`FIFO_RETRY`] for one).
+    fn give_up(&mut self) -> bool {
+        if self.caught.is_none() {
+            self.caught = self.listening.wait_signal(FIFO_RETRY);
+        }
+        self.caught.is_some()
+    }
+
+    /// Stop drip, as the monitor does at a first signal, if one came while
+    /// a file was opened; the handlers, for the monitor.
+    fn stop_if_signalled(self, shared: &Shared, drain: bool) -> Listening {
+        if let Some(signo) = self.caught {
+            shared.stops.first(signo);
+            shared.stop(drain);
+        }
+        self.listening
+    }
+}
+
+/// The `--stats-json` file, created (truncated) now; none when it is a
+/// FIFO no one read before `give_up` said so.
 ///
 /// # Errors
 /// It cannot be created.
-fn stats_file(config: &Config) -> Result<Option<BufWriter<File>>> {
+fn stats_file(
+    config: &Config,
+    give_up: &mut dyn FnMut() -> bool,
+) -> Result<Option<BufWriter<File>>> {
     let Some(path) = &config.stats_json else {
         return Ok(None);
     };
-    let file = File::create(path).with_context(|| format!("--stats-json {}", path.display()))?;
-    Ok(Some(BufWriter::new(file)))
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    let file = crate::sys::open_to_write(&options, path, give_up)
+        .with_context(|| format!("--stats-json {}", path.display()))?;
+    Ok(file.map(BufWriter::new))
 }
 
 /// With `--exec`, the gate the runner closes, slows and narrows, at the
@@ -361,13 +421,22 @@ fn sink(
     shared: &Arc<Shared>,
     gate: Option<Arc<GateControl>>,
     out: Box<dyn Write + Send>,
+    give_up: &mut dyn FnMut() -> bool,
 ) -> Result<Way> {
     let (Some(jobs), Some(gate)) = (&config.jobs, gate) else {
         return Ok(Way::Stdout(out));
     };
     let rate = (config.records_per_second(), config.delimiter);
     let key = config.key.as_ref().map(|k| k.spec.clone());
-    let pool = Pool::new(Arc::clone(shared), jobs.clone(), gate, out, rate, key)?;
+    let pool = Pool::new(
+        Arc::clone(shared),
+        jobs.clone(),
+        gate,
+        out,
+        rate,
+        key,
+        give_up,
+    )?;
     Ok(Way::Jobs(pool))
 }
 

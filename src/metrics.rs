@@ -417,7 +417,8 @@ fn share(out: &mut String, s: &Summary) {
 /// # Errors
 /// `path` is there and is not a regular file (a device, a FIFO, a
 /// directory: the rename would put a file in its place, `/dev/null`
-/// included); the temporary file cannot be made or written, or the rename
+/// included); the temporary file cannot be made or written (said so,
+/// naming its directory: the path itself may be fine), or the rename
 /// fails.
 pub fn replace_file(path: &Path, text: &str) -> std::io::Result<()> {
     if let Ok(meta) = std::fs::metadata(path) {
@@ -431,12 +432,23 @@ pub fn replace_file(path: &Path, text: &str) -> std::io::Result<()> {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
+    let beside = |e: std::io::Error| {
+        std::io::Error::new(
+            e.kind(),
+            format!(
+                "cannot write a temporary file beside it (.drip-metrics-* in {}): {e}",
+                dir.display()
+            ),
+        )
+    };
     let mut tmp = tempfile::Builder::new()
         .prefix(".drip-metrics-")
-        .tempfile_in(dir)?;
-    tmp.write_all(text.as_bytes())?;
+        .tempfile_in(dir)
+        .map_err(beside)?;
+    tmp.write_all(text.as_bytes()).map_err(beside)?;
     tmp.as_file()
-        .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
+        .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .map_err(beside)?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
 }

@@ -187,6 +187,18 @@ impl Listening {
             usr1,
         })
     }
+
+    /// Wait up to `limit` for a stopping signal, before the monitor runs
+    /// (while a FIFO drip writes to has no reader): its number, if one
+    /// came. A later signal stays for the monitor (a second one: leave).
+    pub(crate) fn wait_signal(&mut self, limit: Duration) -> Option<i32> {
+        let signals = &mut self.signals;
+        self.runtime.block_on(async {
+            tokio::time::timeout(limit, crate::shutdown::next(signals))
+                .await
+                .ok()
+        })
+    }
 }
 
 impl Monitor {

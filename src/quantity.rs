@@ -86,12 +86,15 @@ pub fn parse_whole(text: &str, least: u64, most: u64) -> Result<u64, WholeError>
 /// # Errors
 /// Not a size, zero, or too large for this machine.
 pub fn parse_size(text: &str) -> Result<usize, String> {
-    let n = parse_size::parse_size(text)
-        .map_err(|_| "expected a size such as 4096, 512KiB or 64MiB".to_string())?;
+    let too_large = || format!("too large: at most {} bytes", usize::MAX);
+    let n = parse_size::parse_size(text).map_err(|e| match e {
+        parse_size::Error::PosOverflow => too_large(),
+        _ => "expected a size such as 4096, 512KiB or 64MiB".to_string(),
+    })?;
     if n == 0 {
         return Err("must be at least 1 byte".into());
     }
-    usize::try_from(n).map_err(|_| "too large".into())
+    usize::try_from(n).map_err(|_| too_large())
 }
 
 /// Parse a byte (a delimiter, a field separator): one byte, or `\n`, `\t`,

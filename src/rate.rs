@@ -55,6 +55,25 @@ impl Rate {
             Rate::Limited { count, period_ns } => count as f64 * 1e9 / period_ns as f64,
         }
     }
+
+    /// The rate exactly, as the command line takes it: a whole count per
+    /// second, minute, hour or day (`10/s`, `100/min`), the smallest unit
+    /// that gives one, else the fraction `COUNT/DURATION` (`3/7s`,
+    /// `1/1s500ms`); `unit` after the count (` bytes`); `unlimited`.
+    pub fn spelled(&self, unit: &str) -> String {
+        let Rate::Limited { count, period_ns } = *self else {
+            return self.to_string();
+        };
+        for (per, name) in [(1u128, "s"), (60, "min"), (3600, "h"), (86400, "d")] {
+            let scaled = count.saturating_mul(per * 1_000_000_000);
+            if scaled % period_ns == 0 {
+                return format!("{}{unit}/{name}", scaled / period_ns);
+            }
+        }
+        let period = u64::try_from(period_ns).map_or(LONGEST, Duration::from_nanos);
+        let period = humantime::format_duration(period).to_string();
+        format!("{count}{unit}/{}", period.replace(' ', ""))
+    }
 }
 
 impl fmt::Display for Rate {
@@ -149,8 +168,8 @@ pub const BYTE_RATE_FORMS: &str = "SIZE/UNIT such as 1MiB/s, 500KB/s, 10GB/h or 
 /// number of bytes with an optional unit (`KB` is 1000 bytes, `KiB` 1024).
 ///
 /// # Errors
-/// A message naming what is wrong: a missing, zero or malformed size, or an
-/// unknown unit.
+/// A message naming what is wrong: a missing, zero, too large (over
+/// 2^64 − 1 bytes) or malformed size, or an unknown unit.
 ///
 /// # Examples
 /// ```
@@ -162,8 +181,14 @@ pub fn parse_byte_rate(text: &str) -> Result<Rate, String> {
     let Some((size_text, unit_text)) = text.trim().split_once('/') else {
         return Err("missing '/UNIT' (a byte rate needs its period)".into());
     };
-    let size = parse_size::parse_size(size_text.trim())
-        .map_err(|_| format!("'{}' is not a size", size_text.trim()))?;
+    let size = parse_size::parse_size(size_text.trim()).map_err(|e| match e {
+        parse_size::Error::PosOverflow => format!(
+            "'{}' is too large: at most {} bytes",
+            size_text.trim(),
+            u64::MAX
+        ),
+        _ => format!("'{}' is not a size", size_text.trim()),
+    })?;
     if size == 0 {
         return Err("the size must be greater than zero".into());
     }

@@ -347,17 +347,14 @@ pub struct ShareCounts {
 impl ShareStats {
     /// The `--stats` lines, as [`wrap`] breaks them: `shared NAME: 3
     /// reservations, 0 slots forfeited late, state lost 0 times, 0 failed
-    /// calls`, and the same with `shared NAME per key:`.
+    /// calls`, and the same with `shared NAME per key:`; NAME shown as a
+    /// key is ([`text_key`]: at most [`KEY_SHOWN`] columns).
     pub fn lines(&self) -> Vec<String> {
+        let name = text_key(Some(self.name.as_bytes()));
         let clauses = |part: &str, c: &ShareCounts| {
             vec![
-                (
-                    format!(
-                        "shared {}{part}: {} reservations",
-                        self.name, c.reservations
-                    ),
-                    ",",
-                ),
+                (format!("shared {name}{part}:"), ""),
+                (format!("{} reservations", c.reservations), ","),
                 (format!("{} slots forfeited late", c.slots_forfeited), ","),
                 (format!("state lost {} times", c.state_lost), ","),
                 (format!("{} failed calls", c.failed_calls), ""),
@@ -923,6 +920,31 @@ mod tests {
         assert_eq!(v["skipped"], 1);
         assert_eq!(v["bytes_read"], 100);
         assert!(v.get("share").is_none(), "no --share, no share object");
+    }
+
+    /// A long NAME is cut as a key is, so the share lines keep to 80
+    /// columns.
+    #[test]
+    fn a_long_share_name_is_cut_to_fit_80_columns() {
+        let s = ShareStats {
+            name: "n".repeat(200),
+            global: Some(ShareCounts {
+                reservations: u64::MAX,
+                ..ShareCounts::default()
+            }),
+            per_key: Some(ShareCounts::default()),
+        };
+        let lines = s.lines();
+        let cut = format!("{}…", "n".repeat(KEY_SHOWN - 1));
+        assert_eq!(lines[0], format!("drip: shared {cut}:"));
+        assert!(
+            lines[1].starts_with(&format!("drip: {} reservations,", u64::MAX)),
+            "{lines:?}"
+        );
+        assert!(lines.contains(&format!("drip: shared {cut} per key: 0 reservations")));
+        for line in &lines {
+            assert!(columns(line) <= SUMMARY_WIDTH, "{line}");
+        }
     }
 
     #[test]

@@ -108,6 +108,43 @@ pub fn writable(fd: RawFd, timeout_ms: i32) -> bool {
     rc != 0 && (rc < 0 || pfd.revents & libc::POLLNVAL != 0 || pfd.revents != 0)
 }
 
+/// Open `path` with `options` (to write to it) without waiting on a FIFO
+/// that no one reads yet: a FIFO is opened with O_NONBLOCK, again while it
+/// has no reader (ENXIO), asking `give_up` between tries (it waits a
+/// little, as for a signal); `None` when it gave up. The FIFO opened, its
+/// descriptor waits again (O_NONBLOCK cleared). Anything else is opened
+/// as `options` says.
+///
+/// # Errors
+/// As open(2) and fcntl(2).
+pub fn open_to_write(
+    options: &std::fs::OpenOptions,
+    path: &std::path::Path,
+    give_up: &mut dyn FnMut() -> bool,
+) -> io::Result<Option<std::fs::File>> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let fifo = std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo());
+    if !fifo {
+        return options.open(path).map(Some);
+    }
+    let mut options = options.clone();
+    options.custom_flags(libc::O_NONBLOCK);
+    loop {
+        match options.open(path) {
+            Ok(file) => {
+                set_blocking(file.as_raw_fd())?;
+                return Ok(Some(file));
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                if give_up() {
+                    return Ok(None);
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// Clear O_NONBLOCK on `fd`, so that reads wait again.
 ///
 /// # Errors

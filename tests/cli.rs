@@ -1048,3 +1048,70 @@ fn dash_is_refused_where_drip_would_write_a_file() {
         );
     }
 }
+
+/// A capacity no limit drains anything of is echoed as it was written,
+/// not as a float of milliseconds.
+#[test]
+fn a_tiny_capacity_is_echoed_as_written() {
+    for (value, echo) in [
+        ("1ns", "1ns"),
+        ("1us", "1us"),
+        ("999ms", "999ms"),
+        ("2.5ms", "2ms500us"),
+    ] {
+        drip(&["-c", value])
+            .write_stdin("")
+            .assert()
+            .code(2)
+            .stderr(predicate::str::starts_with(format!(
+                "drip: --capacity {echo}: the default --rate 1/s drains nothing"
+            )));
+    }
+    drip(&["--key", "1", "--key-rate", "1/min", "--key-capacity", "3ns"])
+        .write_stdin("")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::starts_with(
+            "drip: --key-capacity 3ns: --key-rate 1/min drains nothing",
+        ));
+}
+
+/// A metrics file that exists where no file can be made beside it (in
+/// /proc) is said to be that, not a missing file.
+#[test]
+fn a_metrics_file_where_nothing_can_be_made_beside_it_says_so() {
+    drip(&["--metrics", "/proc/version"])
+        .write_stdin("a\n")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::starts_with(
+            "drip: --metrics /proc/version: cannot write a temporary file beside it (.drip-metrics-* in /proc): ",
+        ));
+}
+
+/// A size too large for any byte rate says so, and the largest there is.
+#[test]
+fn a_byte_rate_too_large_says_so() {
+    for value in ["16EiB/s", "18446744073709551616/s", "20EB/s"] {
+        drip(&["--byte-rate", value])
+            .write_stdin("")
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(format!(
+                "'{}' is too large: at most 18446744073709551615 bytes",
+                value.trim_end_matches("/s")
+            )));
+    }
+    drip(&["--byte-rate", "18446744073709551615/s"])
+        .write_stdin("a\n")
+        .assert()
+        .success()
+        .stdout("a\n");
+    drip(&["--max-record", "16EiB"])
+        .write_stdin("")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "too large: at most 18446744073709551615 bytes",
+        ));
+}

@@ -459,6 +459,53 @@ fn errors_are_one_line_with_status_1() {
     shared.stop();
 }
 
+/// An answer that cannot be written (stdout a full disk) is a failure of
+/// `drip ctl`: status 1 and one line saying why.
+#[test]
+fn an_answer_not_written_is_a_failure() {
+    let runtime = tempfile::tempdir().unwrap();
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = command(&["ctl", "list"])
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .stdout(full)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "drip: ctl: stdout: No space left on device\n"
+    );
+}
+
+/// `drip ctl` trusts no socket in a control directory others may enter,
+/// as drip itself refuses to make its socket there: status 1, why.
+#[test]
+fn ctl_refuses_a_directory_others_may_enter() {
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let dir = rt.join("drip");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = command(&["-r", "inf"])
+        .env("XDG_RUNTIME_DIR", rt)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let says = format!(
+        "control directory {}: not a directory of this user's that only it may enter (mode 0700)",
+        dir.display()
+    );
+    for args in [&["list"][..], &["4242", "stats"]] {
+        let (status, out, err) = ctl(rt, args, None);
+        assert_eq!((status, out.as_str()), (1, ""), "{args:?}");
+        assert_eq!(err, format!("drip: ctl: {says}\n"), "{args:?}");
+    }
+}
+
 fn is_root() -> bool {
     std::fs::metadata("/proc/self")
         .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
@@ -468,10 +515,11 @@ fn is_root() -> bool {
 /// The uid of `nobody`.
 const NOBODY: u32 = 65534;
 
-/// Another user reaches no drip: one running as nobody refuses root's
-/// request (the peer's uid, from the kernel), and nobody cannot enter
-/// root's directory. Run as root only (CI is); otherwise the check is
-/// unit-tested (`control::server::tests`).
+/// Another user reaches no drip: `drip ctl` trusts no directory but its
+/// user's own, a drip running as nobody refuses a request root sends to
+/// its socket all the same (the peer's uid, from the kernel), and nobody
+/// cannot enter root's directory. Run as root only (CI is); otherwise the
+/// check is unit-tested (`control::server::tests`).
 #[test]
 fn another_user_cannot_steer() {
     if !is_root() {
@@ -504,9 +552,14 @@ fn another_user_cannot_steer() {
     wait_socket(theirs.path());
     let (status, out, err) = ctl(theirs.path(), &["nobodys", "pause"], None);
     assert_eq!((status, out.as_str()), (1, ""));
+    assert!(err.contains("control directory"), "{err}");
+    let mut socket = std::os::unix::net::UnixStream::connect(&sockets(theirs.path())[0]).unwrap();
+    socket.write_all(b"[\"pause\"]\n").unwrap();
+    let mut answer = String::new();
+    socket.read_to_string(&mut answer).unwrap();
     assert!(
-        err.contains("uid 0 may not steer this drip (it runs as uid 65534)"),
-        "{err}"
+        answer.contains("uid 0 may not steer this drip (it runs as uid 65534)"),
+        "{answer}"
     );
     let seen = drip.lines().len();
     drip.wait_lines(seen + 3);
@@ -522,12 +575,45 @@ fn another_user_cannot_steer() {
     );
     wait_socket(ours.path());
     let pid = drip.child.id().to_string();
-    let (status, _, err) = ctl(ours.path(), &[&pid, "pause"], Some(NOBODY));
-    assert_eq!(status, 1, "{err}");
-    assert!(err.contains("no such drip"), "{err}");
-    let (_, out, _) = ctl(ours.path(), &["list"], Some(NOBODY));
-    assert_eq!(out.trim(), "[]");
+    for args in [&[&pid, "pause"][..], &["list"]] {
+        let (status, out, err) = ctl(ours.path(), args, Some(NOBODY));
+        assert_eq!((status, out.as_str()), (1, ""), "{err}");
+        assert!(err.contains("control directory"), "{err}");
+    }
     assert_eq!(ctl_ok(ours.path(), &["roots", "info"])["paused"], false);
+    drip.stop();
+}
+
+/// A new rate is echoed as it was given (exactly: not as a rounded
+/// float per second), for the global limits and the key's.
+#[test]
+fn a_new_rate_is_echoed_as_given() {
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let input: String = (1..=500).map(|i| format!("k {i}\n")).collect();
+    let drip = Running::start(
+        &[
+            "-r",
+            "20/s",
+            "--key",
+            "1",
+            "--key-rate",
+            "20/s",
+            "--name",
+            "echo",
+        ],
+        rt,
+        input,
+        None,
+    );
+    drip.wait_lines(2);
+    let answer = ctl_ok(rt, &["echo", "rate", "100/min:3"]);
+    assert_eq!(answer["rate"], serde_json::json!(["100/min:3"]));
+    let answer = ctl_ok(rt, &["echo", "rate", "3/7s", "byte-rate", "1MiB/s:4096"]);
+    assert_eq!(answer["rate"], serde_json::json!(["3/7s:1"]));
+    assert_eq!(answer["byte_rate"], serde_json::json!(["1048576/s:4096"]));
+    let answer = ctl_ok(rt, &["echo", "key-rate", "1/7ms:2"]);
+    assert_eq!(answer["key_rate"], "1/7ms:2");
     drip.stop();
 }
 

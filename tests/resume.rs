@@ -352,6 +352,48 @@ fn a_joblog_that_does_not_exist_yet_starts_from_the_beginning() {
     assert!(err.contains("--resume appends to its JOBLOG"), "{err}");
 }
 
+/// A mistyped name (the URL list itself, random bytes) is no joblog: drip
+/// refuses it before it writes anything, and the file is left as it was.
+#[test]
+fn a_file_without_one_joblog_entry_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let urls = dir.path().join("urls.txt");
+    let mut noise: Vec<u8> = (0..300_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    noise.push(b'\n');
+    let lines = noise
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
+        .count();
+    for (text, says) in [
+        (
+            b"https://a\nhttps://b\nhttps://c\n".to_vec(),
+            "none of its 3 lines is a joblog entry".to_string(),
+        ),
+        (
+            noise,
+            format!("none of its {lines} lines is a joblog entry"),
+        ),
+    ] {
+        std::fs::write(&urls, &text).unwrap();
+        let path = urls.to_str().unwrap();
+        let (status, out, err) = run(
+            &["-r", "inf", "--resume", path, "--exec", "true"],
+            "1\n2\n3\n",
+        );
+        assert_eq!((status, out.as_str()), (1, ""), "{err}");
+        assert_eq!(
+            err,
+            format!("drip: --resume {path}: not a joblog ({says})\n")
+        );
+        assert!(
+            std::fs::read(&urls).unwrap() == text,
+            "the file is untouched"
+        );
+    }
+}
+
 #[test]
 fn no_success_is_logged_before_the_job_has_ended() {
     // The job is still running when drip is killed: its record has no

@@ -961,6 +961,50 @@ fn an_unusable_state_file_stops_with_status_4_under_every_policy() {
     }
 }
 
+/// A state file of garbage (binary, or text that is not drip's JSON) is
+/// a lost state, as a flush is: drip starts it afresh and sends every
+/// record, says so naming the file (not with -q), and counts it.
+#[test]
+fn a_state_file_of_garbage_is_a_lost_state_started_afresh() {
+    use std::os::unix::fs::DirBuilderExt;
+    let _t = beside_others();
+    let garbage: [(&[u8], &str); 2] = [
+        (b"\xff\xfe\x00\x80garbage", "was not text"),
+        (b"garbage{", "was not a state drip wrote"),
+    ];
+    for (bytes, why) in garbage {
+        for quiet in [false, true] {
+            let runtime = tempfile::tempdir().unwrap();
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(runtime.path().join("drip"))
+                .unwrap();
+            let state = runtime.path().join("drip/junk.json");
+            std::fs::write(&state, bytes).unwrap();
+            let mut args = vec!["-r", "100/s", "--share", "junk", "--stats"];
+            if quiet {
+                args.push("-q");
+            }
+            let mut child = drip_with_input(&args, numbered(1..=5), runtime.path());
+            let status = wait_for(&mut child, Duration::from_secs(20));
+            let (mut out, mut err) = (String::new(), String::new());
+            std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
+            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+            assert_eq!(status.code(), Some(0), "{why}: {err}");
+            assert_eq!(out, numbered(1..=5), "{why}");
+            let said = format!(
+                "drip: --share junk: the shared state was lost: {} {why}",
+                state.display()
+            );
+            assert_eq!(err.contains(&said), !quiet, "{why}, -q {quiet}: {err}");
+            assert!(err.contains("state lost 1 times"), "{why}: {err}");
+            assert!(!err.contains("cannot be reached"), "{why}: {err}");
+            let text = std::fs::read_to_string(&state).unwrap();
+            assert!(text.trim_start().starts_with('{'), "{text}");
+        }
+    }
+}
+
 /// Of `XDG_RUNTIME_DIR`, only `drip/` is made, and only inside an
 /// existing directory; one that is not there (or relative) is ignored
 /// for /tmp/drip-$UID.

@@ -102,3 +102,42 @@ fn harmless_signals_change_nothing() {
     let out = child.wait_with_output().unwrap();
     assert_eq!(String::from_utf8(out.stdout).unwrap(), numbered(1..=5));
 }
+
+/// A FIFO no one reads, named as `--dead-letter`, `--joblog` or
+/// `--stats-json`, does not hold drip: a signal while drip waits for its
+/// reader stops drip at once, with its summary and status 128 + n.
+#[test]
+fn a_fifo_no_one_reads_does_not_hold_a_signal_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("f");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let f = fifo.to_str().unwrap();
+    let input = common::temp_file(numbered(1..=10).as_bytes());
+    for (args, sig) in [
+        (vec!["--dead-letter", f], libc::SIGTERM),
+        (vec!["--dead-letter", f], libc::SIGINT),
+        (vec!["--dead-letter", f], libc::SIGHUP),
+        (vec!["--joblog", f, "--exec", "true"], libc::SIGTERM),
+        (vec!["--stats-json", f], libc::SIGTERM),
+    ] {
+        let mut all = vec!["-r", "inf", "--stats"];
+        all.extend_from_slice(&args);
+        let mut child = command(&all)
+            .stdin(Stdio::from(input.reopen().unwrap()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        thread::sleep(Duration::from_millis(300));
+        send_signal(&child, sig);
+        let status = wait_for(&mut child, Duration::from_secs(2));
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(128 + sig), "{args:?} {sig}: {err}");
+        assert!(err.starts_with("drip: read "), "{args:?} {sig}: {err}");
+    }
+}

@@ -13,7 +13,7 @@ use crate::quantity::{drained, Bound};
 use crate::rate::Rate;
 use crate::schedule::{Limit, Unit};
 use crate::shared;
-use crate::stats::{format_duration_ms, CapacityFor};
+use crate::stats::CapacityFor;
 
 /// The limits that `--rate`, `--interval`, `--burst` and `--byte-rate` give.
 ///
@@ -177,7 +177,7 @@ fn capacity(
         Bound::Count(n) => return Ok((n, cli.capacity_bytes, None)),
         Bound::Time(d) => d,
     };
-    let text = format_duration_ms(duration.as_secs_f64() * 1000.0);
+    let text = exact_duration(duration);
     let tightest = |unit: Unit| {
         limits
             .iter()
@@ -216,6 +216,15 @@ fn drained_by(limit: &Limit, duration: std::time::Duration) -> u128 {
     }
 }
 
+/// A duration given on the command line, exactly and as it is written
+/// there (`1ns`, `30s`, `1m30s`, `2s500ms`): an echo of the value in an
+/// error, where [`crate::stats::format_duration_ms`]'s float would misstate a tiny one.
+fn exact_duration(duration: std::time::Duration) -> String {
+    humantime::format_duration(duration)
+        .to_string()
+        .replace(' ', "")
+}
+
 /// `option`'s duration sized by `limit` (given as `flag`): the units it
 /// lets go in that time, and the summary's account of it.
 ///
@@ -229,15 +238,15 @@ fn sized_by(
 ) -> Result<(usize, CapacityFor), clap::Error> {
     let ms = duration.as_secs_f64() * 1000.0;
     let (unit, rate) = match limit.unit {
-        Unit::Records => ("records", rate_text(limit.rate, "")),
-        Unit::Bytes => ("bytes", rate_text(limit.rate, " bytes")),
-        Unit::Cost => ("cost", rate_text(limit.rate, " cost")),
+        Unit::Records => ("records", limit.rate.spelled("")),
+        Unit::Bytes => ("bytes", limit.rate.spelled(" bytes")),
+        Unit::Cost => ("cost", limit.rate.spelled(" cost")),
     };
     let n = drained_by(limit, duration);
     if n == 0 {
         return usage(format!(
             "{option} {}: {flag} {rate} drains nothing in that time; give a longer duration or a number",
-            format_duration_ms(ms)
+            exact_duration(duration)
         ));
     }
     let n = usize::try_from(n).unwrap_or(usize::MAX);
@@ -250,21 +259,6 @@ fn sized_by(
             set_by: format!("{flag} {rate}"),
         },
     ))
-}
-
-/// A rate as it reads best: a whole count per second, minute, hour or day
-/// (`10/s`, `500/min`), the smallest unit that gives one, else per second;
-/// `unit` after the count (` bytes`).
-fn rate_text(rate: Rate, unit: &str) -> String {
-    if let Rate::Limited { count, period_ns } = rate {
-        for (per, name) in [(1u128, "s"), (60, "min"), (3600, "h"), (86400, "d")] {
-            let scaled = count.saturating_mul(per * 1_000_000_000);
-            if scaled % period_ns == 0 {
-                return format!("{}{unit}/{name}", scaled / period_ns);
-            }
-        }
-    }
-    format!("{}{unit}", rate).replacen("/s", "", 1) + "/s"
 }
 
 /// Refuse two of drip's output files that are one file: each would

@@ -41,23 +41,49 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         );
         return crate::EXIT_USAGE;
     };
+    let dir = socket_dir();
     let result = match (first.as_str(), rest) {
-        ("list", []) => Ok(serde_json::Value::Array(list(&socket_dir(), err))),
+        ("list", []) => trusted(&dir).map(|()| serde_json::Value::Array(list(&dir, err))),
         ("list", _) => Err(format!("list: takes no value, got '{}'", rest.join(" "))),
         (target, _) if target.starts_with('-') => Err(format!(
             "'{target}' is not a target: give list, a pid or a --name (see 'drip ctl --help')"
         )),
-        (target, words) => send_to(&socket_dir(), target, words),
+        (target, words) => trusted(&dir).and_then(|()| send_to(&dir, target, words)),
     };
-    match result {
-        Ok(value) => {
-            let _ = writeln!(out, "{value}");
-            0
-        }
+    match result.and_then(|value| print(out, &value)) {
+        Ok(()) => 0,
         Err(why) => {
             let _ = writeln!(err, "drip: ctl: {why}");
             EXIT_CTL_FAILED
         }
+    }
+}
+
+/// Check that the sockets in `dir` may be trusted, as drip checks the
+/// directory before it makes its own there ([`super::check_dir`]); no
+/// directory at all is fine (no drip runs).
+///
+/// # Errors
+/// It is not this user's alone: why, in words.
+fn trusted(dir: &Path) -> Result<(), String> {
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        _ => super::check_dir(dir),
+    }
+}
+
+/// Print the answer `value` as one line on `out` and flush it: an answer
+/// that cannot be written is a failure (a reader that went away, as with
+/// `| head`, is not).
+///
+/// # Errors
+/// `stdout: why`.
+fn print(out: &mut dyn Write, value: &serde_json::Value) -> Result<(), String> {
+    match writeln!(out, "{value}").and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(format!("stdout: {}", crate::input::describe(&e)))
+        }
+        _ => Ok(()),
     }
 }
 

@@ -33,12 +33,21 @@ pub(crate) fn ensure_dir(dir: &Path) -> Result<(), String> {
         }
         _ => {}
     }
+    check_dir(dir).map_err(|why| format!("{why}; fix it, or run with --no-control"))
+}
+
+/// Check that `dir` is a directory of this user's that no one else may
+/// enter (mode 0700): sockets in any other may be anyone's.
+///
+/// # Errors
+/// It cannot be looked at, or is not this user's alone: why, in words.
+pub(crate) fn check_dir(dir: &Path) -> Result<(), String> {
     let meta = std::fs::symlink_metadata(dir)
         .map_err(|e| format!("control directory {}: {e}", dir.display()))?;
     let mine = meta.uid() == rustix::process::getuid().as_raw();
     if !meta.is_dir() || !mine || meta.mode() & 0o077 != 0 {
         return Err(format!(
-            "control directory {}: not a directory of this user's that only it may enter (mode 0700); fix it, or run with --no-control",
+            "control directory {}: not a directory of this user's that only it may enter (mode 0700)",
             dir.display()
         ));
     }

@@ -155,9 +155,10 @@ pub fn read_reply(line: &str) -> Result<serde_json::Value, String> {
     }
 }
 
-/// `limit` as the command line gives it: `20/s:3`, `1048576/s:4096`.
+/// `limit` as the command line gives it, exactly ([`Rate::spelled`]):
+/// `20/s:3`, `100/min:3`, `1048576/s:4096`.
 pub fn spell(limit: &Limit) -> String {
-    format!("{}:{}", limit.rate, limit.burst)
+    format!("{}:{}", limit.rate.spelled(""), limit.burst)
 }
 
 #[cfg(test)]

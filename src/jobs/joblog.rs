@@ -82,15 +82,20 @@ pub struct Joblog {
 }
 
 impl Joblog {
-    /// Create (truncate) `path`.
+    /// Create (truncate) `path`. A FIFO that no one reads is waited for
+    /// while `give_up` says not to ([`crate::sys::open_to_write`]); given
+    /// up, `None`.
     ///
     /// # Errors
     /// When it cannot be created.
-    pub fn create(path: &Path) -> Result<Joblog> {
-        let file = File::create(path).with_context(|| format!("--joblog {}", path.display()))?;
-        Ok(Joblog {
+    pub fn create(path: &Path, give_up: &mut dyn FnMut() -> bool) -> Result<Option<Joblog>> {
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        let file = crate::sys::open_to_write(&options, path, give_up)
+            .with_context(|| format!("--joblog {}", path.display()))?;
+        Ok(file.map(|file| Joblog {
             file: BufWriter::new(file),
-        })
+        }))
     }
 
     /// Open `path` to append to it (`--resume`), creating it if need be. A

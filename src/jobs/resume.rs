@@ -11,12 +11,14 @@
 //!
 //! A joblog cut in the middle of a line (`kill -9`, a power cut) is read up
 //! to its last whole line; lines that are not a joblog entry are counted and
-//! passed over. A joblog that does not exist yet means nothing is done.
+//! passed over. A joblog that does not exist yet means nothing is done; a
+//! file with lines and not one entry among them is no joblog (a mistyped
+//! name, the input itself) and is refused before this run appends to it.
 
 use std::collections::HashMap;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::{anyhow, Context, Result};
 
 use crate::bucket::Segment;
 
@@ -29,6 +31,8 @@ pub struct Done {
     pub unreadable_lines: u64,
     /// Successes read.
     pub successes: u64,
+    /// Joblog entries read, whatever their outcome.
+    pub entries: u64,
     /// Bytes at the end of the file after its last newline (a torn line).
     pub torn_bytes: usize,
 }
@@ -38,16 +42,37 @@ impl Done {
     /// not exist.
     ///
     /// # Errors
-    /// It exists but cannot be read.
+    /// It exists but cannot be read, or is no joblog ([`Done::not_a_joblog`]).
     pub fn read(path: &Path) -> Result<Done> {
+        let context = || format!("--resume {}", path.display());
         let text = match std::fs::read(path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => {
-                return Err(e).with_context(|| format!("--resume {}", path.display()));
-            }
+            Err(e) => return Err(e).with_context(context),
         };
-        Ok(Done::parse(&text))
+        let done = Done::parse(&text);
+        match done.not_a_joblog(&text) {
+            Some(why) => Err(anyhow!("not a joblog ({why})")).with_context(context),
+            None => Ok(done),
+        }
+    }
+
+    /// Why `text`, read as `self`, is no joblog at all, if it is not: it
+    /// has lines and not one of them is an entry. A first line cut short
+    /// (beginning as an entry does, `{"`) may be a joblog's, and is not
+    /// refused; blank lines are no lines.
+    pub fn not_a_joblog(&self, text: &[u8]) -> Option<String> {
+        let torn = &text[text.len() - self.torn_bytes..];
+        let torn = torn.trim_ascii();
+        let lines = self.unreadable_lines + u64::from(!torn.is_empty());
+        let a_torn_entry = self.unreadable_lines == 0 && torn.starts_with(b"{\"");
+        if self.entries > 0 || lines == 0 || a_torn_entry {
+            return None;
+        }
+        Some(match lines {
+            1 => "its one line is not a joblog entry".to_string(),
+            n => format!("none of its {n} lines is a joblog entry"),
+        })
     }
 
     /// The successes recorded in a joblog's bytes.
@@ -68,8 +93,9 @@ impl Done {
                 Some(Some(hash)) => {
                     *done.credits.entry(hash).or_default() += 1;
                     done.successes += 1;
+                    done.entries += 1;
                 }
-                Some(None) => {}
+                Some(None) => done.entries += 1,
                 None => done.unreadable_lines += 1,
             }
         }
@@ -200,6 +226,32 @@ mod tests {
         let done = Done::read(&dir.path().join("none")).unwrap();
         assert_eq!(done.successes, 0);
         assert!(Done::read(dir.path()).is_err(), "a directory is no joblog");
+    }
+
+    #[test]
+    fn a_file_without_one_entry_is_no_joblog() {
+        let refused = |text: &str| Done::parse(text.as_bytes()).not_a_joblog(text.as_bytes());
+        assert_eq!(
+            refused("https://a\n\nhttps://b\nhttps://c"),
+            Some("none of its 3 lines is a joblog entry".to_string())
+        );
+        assert_eq!(
+            refused("https://a\n"),
+            Some("its one line is not a joblog entry".to_string())
+        );
+        assert_eq!(
+            refused("{\"x\":1}\n"),
+            Some("its one line is not a joblog entry".into())
+        );
+        let entry = line(1, "a", "failed");
+        for fine in [
+            String::new(),
+            "\n \n".to_string(),
+            format!("stray\n{entry}"),
+            entry[..entry.len() - 5].to_string(),
+        ] {
+            assert_eq!(refused(&fine), None, "{fine:?}");
+        }
     }
 
     #[test]

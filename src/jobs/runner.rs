@@ -189,7 +189,9 @@ impl Pool {
     /// `out`, pausing starts through `gate`; `rate` is the configured rate
     /// (records per second), which `--adapt` never exceeds; `delimiter`
     /// ends records; with `key`, an overload holds back the key of the
-    /// record refused, not every start.
+    /// record refused, not every start. A `--joblog` FIFO that no one
+    /// reads is waited for while `give_up` says not to; given up, the pool
+    /// logs nothing (drip is stopping).
     ///
     /// # Errors
     /// The joblog or the headers directory cannot be created.
@@ -200,10 +202,11 @@ impl Pool {
         out: Box<dyn Write + Send>,
         (rate, delimiter): (f64, u8),
         key: Option<KeySpec>,
+        give_up: &mut dyn FnMut() -> bool,
     ) -> Result<Arc<Pool>> {
         let joblog = match (&cfg.resume, &cfg.joblog) {
             (Some(path), _) => Some(Mutex::new(Joblog::append(path)?)),
-            (None, Some(path)) => Some(Mutex::new(Joblog::create(path)?)),
+            (None, Some(path)) => Joblog::create(path, give_up)?.map(Mutex::new),
             (None, None) => None,
         };
         // Only the user may read the jobs' headers.

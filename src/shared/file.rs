@@ -51,6 +51,9 @@ pub struct FileStore {
     /// The key limit's, for the limits per key.
     key_step: Option<Step>,
     boot_id: String,
+    /// Why the last call found a state file it could not read and started
+    /// the state afresh, until taken ([`Store::unreadable`]).
+    unreadable: Option<String>,
 }
 
 /// The directory of the state files: `$XDG_RUNTIME_DIR/drip` when
@@ -132,6 +135,7 @@ impl FileStore {
             meters,
             key_step,
             boot_id,
+            unreadable: None,
         }
     }
 
@@ -190,12 +194,12 @@ impl FileStore {
         self.path.with_file_name(format!("{dot}{name}.{suffix}"))
     }
 
-    /// The state file's text (empty when there is none), under the lock.
-    fn read(&self) -> Result<String, Failure> {
-        let mut text = String::new();
+    /// The state file's bytes (none when there is no file), under the lock.
+    fn read(&self) -> Result<Vec<u8>, Failure> {
+        let mut text = Vec::new();
         match File::open(&self.path) {
             Ok(mut file) => {
-                file.read_to_string(&mut text)
+                file.read_to_end(&mut text)
                     .map_err(|e| failure("state file", &self.path, &e))?;
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -239,8 +243,28 @@ impl FileStore {
         std::fs::rename(&beside, &self.path)
     }
 
+    /// The state stored in `text`: none when it is empty (or blank: no
+    /// drip has written it yet); an error saying why when it is not a
+    /// state drip wrote (not UTF-8, not JSON, not drip's fields), which
+    /// drip cannot use and no retry mends.
+    fn parse(&self, text: &[u8]) -> Result<Option<Stored>, String> {
+        if text.iter().all(u8::is_ascii_whitespace) {
+            return Ok(None);
+        }
+        serde_json::from_slice(text).map(Some).map_err(|e| {
+            let what = if std::str::from_utf8(text).is_ok() {
+                "not a state drip wrote"
+            } else {
+                "not text"
+            };
+            format!("{} was {what} ({e})", self.path.display())
+        })
+    }
+
     /// Run `step` on the state under the lock: the stored state (fresh:
-    /// absent, from another boot, or expired) and the clock's now.
+    /// absent, from another boot, expired, or unreadable) and the clock's
+    /// now. An unreadable state is a lost one: started afresh (the file
+    /// replaced) and its cause kept for [`Store::unreadable`].
     fn with_state<T>(
         &mut self,
         step: impl FnOnce(&mut Gcra, &mut KeyBook, i64, bool) -> T,
@@ -248,7 +272,10 @@ impl FileStore {
         let lock = self.lock()?;
         let text = self.read()?;
         let now = monotonic();
-        let stored: Option<Stored> = serde_json::from_str(&text).ok();
+        let stored = self.parse(&text).unwrap_or_else(|why| {
+            self.unreadable = Some(why);
+            None
+        });
         let live = stored.filter(|s| {
             s.boot_id == self.boot_id
                 && s.tats
@@ -339,6 +366,10 @@ impl Store for FileStore {
         })
     }
 
+    fn unreadable(&mut self) -> Option<String> {
+        self.unreadable.take()
+    }
+
     fn host_clock(&self) -> Option<i64> {
         Some(monotonic())
     }
@@ -401,6 +432,43 @@ mod tests {
             size: 1,
         };
         store.give_back(&[back]).unwrap()[0]
+    }
+
+    /// A state file of garbage, binary or text, is a lost state: the
+    /// call succeeds on a fresh state, says why (naming the file) once,
+    /// and leaves the file a state drip reads again.
+    #[test]
+    fn an_unreadable_state_file_is_started_afresh_and_said() {
+        let garbage: [(&[u8], &str); 3] = [
+            (b"\xff\xfe\x00garbage\x80", "was not text"),
+            (b"garbage{", "was not a state drip wrote"),
+            (b"{\"seq\": 3}", "was not a state drip wrote"),
+        ];
+        for (bytes, why) in garbage {
+            let dir = tempfile::tempdir().unwrap();
+            let mut a = backend(dir.path(), "10/s");
+            std::fs::write(&a.path, bytes).unwrap();
+            assert!(a.hello().unwrap(), "{why}");
+            let said = a.unreadable().expect("unreadable");
+            assert!(said.contains(why), "{said}");
+            assert!(said.contains(&a.path.display().to_string()), "{said}");
+            assert_eq!(a.unreadable(), None, "said once");
+            let (_, _, fresh, slots) = reserve(&mut a, 2, 1_000 * MS);
+            assert!(!fresh);
+            assert_eq!(slots.len(), 2);
+            assert_eq!(a.unreadable(), None, "{why}: the file was not replaced");
+        }
+    }
+
+    /// An empty or blank file (made, not yet written) is no state, not
+    /// an unreadable one.
+    #[test]
+    fn a_blank_state_file_is_no_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = backend(dir.path(), "10/s");
+        std::fs::write(&a.path, b"  ").unwrap();
+        assert!(a.hello().unwrap());
+        assert_eq!(a.unreadable(), None);
     }
 
     #[test]

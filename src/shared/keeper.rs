@@ -236,7 +236,10 @@ impl<G: Grants> Keeper<G> {
     /// failed call is.
     pub(crate) fn hello(&mut self) -> Result<(), Failure> {
         match self.store.hello() {
-            Ok(_) => Ok(()),
+            Ok(fresh) => {
+                self.note_fresh(fresh);
+                Ok(())
+            }
             Err(Failure::Unreachable(why)) if self.on_error != OnError::Fail => {
                 self.lease.lock().status().failures += 1;
                 self.unreachable(&why);
@@ -376,10 +379,16 @@ impl<G: Grants> Keeper<G> {
     }
 
     /// A state found `fresh` after this drip reserved from it, and before
-    /// it could have expired, was lost (a flush, a restart): count it and
-    /// say so (without the lease's lock: a stalled stderr must not hold
-    /// up the writer, which takes it for every record).
+    /// it could have expired, was lost (a flush, a restart), and so was
+    /// one the store could not read, at any time: count it and say so
+    /// (without the lease's lock: a stalled stderr must not hold up the
+    /// writer, which takes it for every record).
     fn note_fresh(&mut self, fresh: bool) {
+        if let Some(why) = self.store.unreadable() {
+            self.voice.unreadable(&why);
+            self.lease.lock().status().lost += 1;
+            return;
+        }
         let now = self.lease.now();
         let lost = fresh && {
             let mut g = self.lease.lock();
@@ -453,6 +462,7 @@ impl<G: Grants> Keeper<G> {
         let backs: Vec<Back> = returns.iter().map(Return::back).collect();
         match self.store.give_back(&backs) {
             Ok(given) => {
+                self.note_fresh(false);
                 let refused: Vec<Return> = returns
                     .iter()
                     .zip(given.iter().chain(std::iter::repeat(&false)))

@@ -104,6 +104,13 @@ pub trait Store: Send {
     fn reserve(&mut self, asks: &[Ask<'_>], horizon: i64) -> Result<Reply, Failure>;
     /// Give back each of `backs`; returns, for each, whether it went back.
     fn give_back(&mut self, backs: &[Back<'_>]) -> Result<Vec<bool>, Failure>;
+    /// Why a call since the last asked found a stored state it could not
+    /// read (a state file of garbage) and started the state afresh: a lost
+    /// state, whatever this drip had reserved. Taken: `None` until another
+    /// call finds one.
+    fn unreadable(&mut self) -> Option<String> {
+        None
+    }
     /// The shared clock's now (ns) when it is this host's
     /// `CLOCK_MONOTONIC`, which drip's clock also runs on: slots then map
     /// exactly. `None` for a clock elsewhere.

@@ -125,6 +125,17 @@ impl Voice {
         }
     }
 
+    /// The stored state could not be read (`why`, naming it) and was
+    /// started afresh: a lost state; say so (unless quiet).
+    pub(crate) fn unreadable(&self, why: &str) {
+        if !self.quiet {
+            eprintln!(
+                "drip: {}: the shared state was lost: {why}; started afresh; beyond the limit, at most {} may pass",
+                self.name, self.may_pass
+            );
+        }
+    }
+
     /// A call succeeded: say that the outage is over (`wait`: the wait;
     /// `local`: pacing alone).
     pub(crate) fn reached(&mut self) {
