@@ -680,22 +680,20 @@ fn colour_gauge(text: &str) -> String {
 }
 
 /// `text` in at most `width` columns (the display is ASCII): what matters
-/// most stays. Too long, it loses the gauge first, then the counts (the
-/// summary has them), keeping the time, the queue, the rate, the ETA and
-/// the sign; with `--exec` then the jobs' figures that are 0 (retries,
-/// pauses, failed), then the queue, keeping the running and the
-/// succeeded; only then is it cut.
+/// most stays. Too long, it loses the oldest age and the wait first, then
+/// the gauge, then the counts (the summary has them), then the keys (the
+/// stats stream has them), keeping the time, the queue, the rate, the ETA
+/// and the sign; with `--exec` then the jobs' figures that are 0 (retries,
+/// pauses, failed), then the queue, keeping the running and the succeeded.
+/// Only then is it cut, between items or after a number ([`cut`]).
 fn fit(text: &str, width: usize) -> String {
     if text.len() <= width {
         return text.to_string();
     }
     let mut text = text.to_string();
     // The oldest age and the wait go first (the stats stream has them).
-    if let Some(start) = text.find(" | oldest ").or_else(|| text.find(" | wait ")) {
-        let end = text[start + 1..]
-            .find(" | ")
-            .map_or(text.len(), |i| start + 1 + i);
-        text.replace_range(start..end, "");
+    if !drop_item(&mut text, " | oldest ") {
+        drop_item(&mut text, " | wait ");
     }
     if text.len() <= width {
         return text;
@@ -703,12 +701,9 @@ fn fit(text: &str, width: usize) -> String {
     if let (Some(open), Some(close)) = (text.find(" ["), text.find("] ")) {
         text.replace_range(open + 1..close + 2, "");
     }
-    if text.len() > width {
-        if let Some(start) = text.find(" | in ") {
-            let end = text[start + 1..]
-                .find(" | ")
-                .map_or(text.len(), |i| start + 1 + i);
-            text.replace_range(start..end, "");
+    for item in [" | in ", " | keys "] {
+        if text.len() > width {
+            drop_item(&mut text, item);
         }
     }
     for zero in [" retries 0", " pauses 0", " failed 0"] {
@@ -724,7 +719,42 @@ fn fit(text: &str, width: usize) -> String {
             text.replace_range(start..end + " queued".len(), "");
         }
     }
-    text.chars().take(width).collect()
+    cut(&text, width)
+}
+
+/// Removes from `text` the item that starts with `start` (` | ` and its
+/// name) up to the next ` | `; false when there is none.
+fn drop_item(text: &mut String, start: &str) -> bool {
+    let Some(from) = text.find(start) else {
+        return false;
+    };
+    let to = text[from + 1..]
+        .find(" | ")
+        .map_or(text.len(), |i| from + 1 + i);
+    text.replace_range(from..to, "");
+    true
+}
+
+/// The longest start of `text` in `width` columns that ends at the end of
+/// an item or just after a word with a digit in it, so that no figure is
+/// cut or left without its number; the first `width` columns when there is
+/// no such place.
+fn cut(text: &str, width: usize) -> String {
+    if text.len() <= width {
+        return text.to_string();
+    }
+    let bytes = text.as_bytes();
+    let place = (1..=width).rev().find(|&end| {
+        if bytes[end] != b' ' {
+            return false;
+        }
+        let word = text[..end].rsplit(' ').next().unwrap_or("");
+        text[end..].starts_with(" | ") || word.bytes().any(|b| b.is_ascii_digit())
+    });
+    match place {
+        Some(end) => text[..end].to_string(),
+        None => text.chars().take(width).collect(),
+    }
 }
 
 /// `H:MM:SS` or `M:SS`.
@@ -1128,7 +1158,7 @@ mod tests {
             fit(&line, 77),
             "00:00:03 | running 2 succeeded 20 | starts 3.20/s | ETA 0:12 | paused 1.5s"
         );
-        assert_eq!(fit(&line, 30), "00:00:03 | running 2 succeeded");
+        assert_eq!(fit(&line, 30), "00:00:03 | running 2");
     }
 
     #[test]
@@ -1205,6 +1235,26 @@ mod tests {
             "00:00:02 437/100000 queued | 21.79/s | ETA 0:12 | output blocked"
         );
         assert_eq!(fit(&line, 19), "00:00:02 437/100000");
+    }
+
+    #[test]
+    fn a_narrow_terminal_gives_up_the_keys_before_the_rate_and_eta() {
+        let line = format!(
+            "00:00:02 [{}] 17/1000 queued | in 30 out 13 dropped 0 | oldest 3.4s wait 1.2s | keys 9 (9 busy) | 5.00/s | ETA 3:15 | output blocked",
+            gauge(17, 1000)
+        );
+        for (width, want) in [
+            (120, "00:00:02 17/1000 queued | in 30 out 13 dropped 0 | keys 9 (9 busy) | 5.00/s | ETA 3:15 | output blocked"),
+            (70, "00:00:02 17/1000 queued | 5.00/s | ETA 3:15 | output blocked"),
+            (50, "00:00:02 17/1000 queued | 5.00/s | ETA 3:15"),
+            (30, "00:00:02 17/1000 queued"),
+        ] {
+            assert_eq!(fit(&line, width), want, "at {width} columns");
+        }
+        // Cut only between items or after a number, never inside one.
+        assert_eq!(fit(&line, 40), "00:00:02 17/1000 queued | 5.00/s");
+        assert_eq!(fit(&line, 20), "00:00:02 17/1000");
+        assert_eq!(fit(&line, 12), "00:00:02");
     }
 
     #[test]

@@ -68,6 +68,7 @@ fn hermetic(cmd: &mut Command) -> &mut Command {
         cmd.env_remove(var);
     }
     cmd.env("LC_ALL", "C")
+        .env("XDG_RUNTIME_DIR", common::runtime_dir())
         .env("NO_PROXY", "*")
         .env("no_proxy", "*")
 }

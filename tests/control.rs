@@ -712,3 +712,22 @@ fn more_job_slots_run_more_jobs() {
     }
     drip.stop();
 }
+
+/// A drip a test starts through the common builders keeps its control
+/// socket in that test's runtime directory, never in the user's shared
+/// `/tmp/drip-$UID`, where one killed with SIGKILL would stay behind.
+#[test]
+fn a_tests_drip_keeps_its_socket_out_of_the_shared_directory() {
+    let mut cmd = command(&["-r", "1/s"]);
+    cmd.stdin(Stdio::piped());
+    let mut child = common::spawn(cmd);
+    let rt = common::runtime_dir();
+    wait_socket(&rt);
+    let name = format!("{}.ctl", child.id());
+    assert_eq!(sockets(&rt), vec![rt.join("drip").join(&name)]);
+    let uid = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m));
+    let shared = PathBuf::from(format!("/tmp/drip-{}", uid.unwrap())).join(&name);
+    assert!(!shared.exists(), "{}", shared.display());
+    send_signal(&child, libc::SIGKILL);
+    wait_for(&mut child, Duration::from_secs(10));
+}

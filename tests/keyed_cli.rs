@@ -11,7 +11,9 @@ use assert_cmd::Command;
 use predicates::str::contains;
 
 fn drip() -> Command {
-    Command::cargo_bin("drip").unwrap()
+    let mut cmd = Command::cargo_bin("drip").unwrap();
+    cmd.env("XDG_RUNTIME_DIR", common::runtime_dir());
+    cmd
 }
 
 #[test]

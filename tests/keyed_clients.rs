@@ -106,6 +106,7 @@ fn a_noisy_host_waits_while_the_quiet_ones_keep_flowing() {
         .arg(env!("CARGO_BIN_EXE_drip"))
         .arg(&stats)
         .env("LC_ALL", "C")
+        .env("XDG_RUNTIME_DIR", common::runtime_dir())
         .env_remove("http_proxy")
         .env_remove("HTTP_PROXY")
         .stdin(Stdio::piped())

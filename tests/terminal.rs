@@ -16,12 +16,19 @@ struct Tmux {
 impl Tmux {
     /// Run `script` (sh) in a new 120x20 terminal with `env` set.
     fn start(script: &str, env: &[(&str, &str)]) -> Tmux {
+        Tmux::start_wide(script, env, 120)
+    }
+
+    /// Run `script` (sh) in a new terminal `cols` wide and 20 rows high.
+    fn start_wide(script: &str, env: &[(&str, &str)], cols: u16) -> Tmux {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("tmux.sock").display().to_string();
         let bin_dir = std::path::Path::new(common::bin()).parent().unwrap();
+        // The control sockets go in this terminal's directory, and with it.
         let mut exports = format!(
-            "export PATH='{}':\"$PATH\"; unset NO_COLOR CLICOLOR; ",
-            bin_dir.display()
+            "export PATH='{}':\"$PATH\" XDG_RUNTIME_DIR='{}'; unset NO_COLOR CLICOLOR; ",
+            bin_dir.display(),
+            dir.path().display()
         );
         for (k, v) in env {
             exports.push_str(&format!("export {k}='{v}'; "));
@@ -37,7 +44,7 @@ impl Tmux {
                 "new-session",
                 "-d",
                 "-x",
-                "120",
+                &cols.to_string(),
                 "-y",
                 "20",
             ])
@@ -128,6 +135,32 @@ fn live_display_shows_the_bucket_and_clears_to_a_summary() {
     let screen = tmux.wait_for("DONE=0", Duration::from_secs(10));
     assert!(!screen.contains("queued"), "display left behind:\n{screen}");
     assert!(screen.contains("drip: read 30, written 30"), "{screen}");
+}
+
+#[test]
+fn a_narrow_terminal_keeps_the_rate_and_eta_before_the_keys() {
+    let input = tempfile::NamedTempFile::new().unwrap();
+    let text: String = (0..1000).map(|i| format!("host{},{i}\n", i % 9)).collect();
+    std::fs::write(input.path(), text).unwrap();
+    let tmux = Tmux::start_wide(
+        &format!(
+            "drip -r 5/s --key '^([^,]*),' --key-rate 2/s {} > /dev/null",
+            input.path().display()
+        ),
+        &[],
+        50,
+    );
+    let screen = tmux.wait_for("ETA ", Duration::from_secs(5));
+    let line = screen.lines().find(|l| l.contains("queued")).unwrap();
+    // The keys gave way; the rate and the ETA are whole.
+    assert!(!line.contains("keys"), "{line}");
+    assert!(line.contains("/s | ETA "), "{line}");
+    assert!(line.trim_end().len() <= 47, "{line}");
+    let eta = line.rsplit("ETA ").next().unwrap().trim_end();
+    assert!(
+        eta.split(':').all(|part| part.parse::<u32>().is_ok()),
+        "{line}"
+    );
 }
 
 #[test]

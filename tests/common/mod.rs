@@ -44,6 +44,21 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_drip")
 }
 
+thread_local! {
+    /// The running test's runtime directory, made on first use and removed
+    /// when the test's thread ends.
+    static RUNTIME_DIR: tempfile::TempDir = tempfile::tempdir().unwrap();
+}
+
+/// A directory for `XDG_RUNTIME_DIR` of the test running on this thread:
+/// the control sockets of the drips it starts go there, and go with it,
+/// rather than into the user's `/tmp/drip-$UID` where a drip killed with
+/// SIGKILL would leave its socket behind. A test that sets its own
+/// `XDG_RUNTIME_DIR` after [`command`], [`drip`] or [`shell`] overrides it.
+pub fn runtime_dir() -> std::path::PathBuf {
+    RUNTIME_DIR.with(|dir| dir.path().to_path_buf())
+}
+
 /// Variables that could change drip's output, removed from every run.
 const NOISY_ENV: &[&str] = &["NO_COLOR", "CLICOLOR", "CLICOLOR_FORCE", "TERM", "COLUMNS"];
 
@@ -54,7 +69,7 @@ pub fn command(args: &[&str]) -> Command {
     for var in NOISY_ENV {
         cmd.env_remove(var);
     }
-    cmd.env("LC_ALL", "C");
+    cmd.env("LC_ALL", "C").env("XDG_RUNTIME_DIR", runtime_dir());
     cmd
 }
 
@@ -66,7 +81,7 @@ pub fn drip(args: &[&str]) -> assert_cmd::Command {
     for var in NOISY_ENV {
         cmd.env_remove(var);
     }
-    cmd.env("LC_ALL", "C");
+    cmd.env("LC_ALL", "C").env("XDG_RUNTIME_DIR", runtime_dir());
     cmd
 }
 
@@ -83,7 +98,7 @@ pub fn shell(script: &str) -> Command {
     for var in NOISY_ENV {
         cmd.env_remove(var);
     }
-    cmd.env("LC_ALL", "C");
+    cmd.env("LC_ALL", "C").env("XDG_RUNTIME_DIR", runtime_dir());
     cmd
 }
 
