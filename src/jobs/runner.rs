@@ -681,26 +681,7 @@ impl Pool {
         } else {
             Outcome::Undelivered
         };
-        if let Some(joblog) = &self.joblog {
-            let entry = Entry {
-                id: who.id,
-                number: who.number,
-                record: who.record,
-                attempt: n,
-                start_us: unix_micros(SystemTime::now()),
-                duration_us: 0,
-                exit: None,
-                signal: None,
-                timed_out: false,
-                http_status: None,
-                outcome: outcome_name(outcome),
-                error: None,
-            };
-            joblog
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .write(&entry);
-        }
+        self.log_never_ran(who, n, outcome_name(outcome), None);
         outcome
     }
 
@@ -842,26 +823,7 @@ impl Pool {
             "drip: --exec: record {}: cannot be an argument: {why}",
             who.number
         );
-        if let Some(joblog) = &self.joblog {
-            let entry = Entry {
-                id: who.id,
-                number: who.number,
-                record: who.record,
-                attempt,
-                start_us: unix_micros(SystemTime::now()),
-                duration_us: 0,
-                exit: None,
-                signal: None,
-                timed_out: false,
-                http_status: None,
-                outcome: "failed",
-                error: Some(&why),
-            };
-            joblog
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .write(&entry);
-        }
+        self.log_never_ran(who, attempt, "failed", Some(&why));
         Outcome::Failed
     }
 
@@ -975,6 +937,33 @@ impl Pool {
             }
         }
         self.shared.data_ready.notify_all();
+    }
+
+    /// The joblog's line for attempt `attempt` of `who`, which never ran
+    /// (no process: no exit, no signal, 0 µs, started now), as `outcome`
+    /// (a joblog outcome name), with `error` saying why, when known.
+    fn log_never_ran(&self, who: &Who, attempt: u32, outcome: &'static str, error: Option<&str>) {
+        let Some(joblog) = &self.joblog else {
+            return;
+        };
+        let entry = Entry {
+            id: who.id,
+            number: who.number,
+            record: who.record,
+            attempt,
+            start_us: unix_micros(SystemTime::now()),
+            duration_us: 0,
+            exit: None,
+            signal: None,
+            timed_out: false,
+            http_status: None,
+            outcome,
+            error,
+        };
+        joblog
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .write(&entry);
     }
 
     /// The joblog's line for attempt `attempt` of `who`, which ended as
