@@ -512,6 +512,43 @@ mod tests {
 
     const MS: Duration = Duration::from_millis(1);
 
+    /// A keeper of a records lease of one slot per `interval` (ns) on
+    /// drip's clock from `origin`, asking `store`, on `on_error`; and its
+    /// lease.
+    fn keeper_over(
+        store: Box<dyn Store>,
+        interval: i64,
+        on_error: OnError,
+        origin: Instant,
+    ) -> (Arc<Lease<GlobalLease>>, Keeper<GlobalLease>) {
+        let meters = vec![Meter::Records(Step {
+            interval,
+            tolerance: 0,
+        })];
+        let lease = Arc::new(Lease::new(GlobalLease::new(meters), origin));
+        let keeper = Keeper {
+            lease: Arc::clone(&lease),
+            store,
+            on_error,
+            notify: Arc::new(|_| {}),
+            voice: Voice::new("--share test".into(), "", on_error, true),
+            retry: Retry::new(fastrand::Rng::with_seed(5)),
+            offset: ClockOffset::default(),
+        };
+        (lease, keeper)
+    }
+
+    /// The request of one record for the global lease, due now.
+    fn one_record() -> Request {
+        Request {
+            key: None,
+            want: 1,
+            sizes: Vec::new(),
+            at: 0,
+            every: 0,
+        }
+    }
+
     /// On virtual time: four busy drips (deep queues) sharing 400/s, each
     /// reserving as the keeper does (when its lease is nearly used, one
     /// chunk, in turn), get 100 slots each in every second, whichever
@@ -568,20 +605,12 @@ mod tests {
     #[test]
     fn the_writers_wake_ups_do_not_cut_the_backoff_short() {
         let calls = Arc::new(AtomicU64::new(0));
-        let meters = vec![Meter::Records(Step {
-            interval: 50_000_000,
-            tolerance: 0,
-        })];
-        let lease = Arc::new(Lease::new(GlobalLease::new(meters), Instant::now()));
-        let keeper = Keeper {
-            lease: Arc::clone(&lease),
-            store: Box::new(Down(Arc::clone(&calls))),
-            on_error: OnError::Wait,
-            notify: Arc::new(|_| {}),
-            voice: Voice::new("--share test".into(), "", OnError::Wait, true),
-            retry: Retry::new(fastrand::Rng::with_seed(5)),
-            offset: ClockOffset::default(),
-        };
+        let (lease, keeper) = keeper_over(
+            Box::new(Down(Arc::clone(&calls))),
+            50_000_000,
+            OnError::Wait,
+            Instant::now(),
+        );
         let run = Duration::from_millis(1000);
         let started = Instant::now();
         let thread = std::thread::spawn(move || keeper.run());
@@ -650,27 +679,9 @@ mod tests {
     #[test]
     fn a_slot_is_placed_by_the_clocks_not_by_a_late_answer() {
         let origin = Instant::now();
-        let meters = vec![Meter::Records(Step {
-            interval: 1_000_000,
-            tolerance: 0,
-        })];
-        let lease = Arc::new(Lease::new(GlobalLease::new(meters), origin));
-        let mut keeper = Keeper {
-            lease: Arc::clone(&lease),
-            store: Box::new(Far { origin, calls: 0 }),
-            on_error: OnError::Wait,
-            notify: Arc::new(|_| {}),
-            voice: Voice::new("--share test".into(), "", OnError::Wait, true),
-            retry: Retry::new(fastrand::Rng::with_seed(5)),
-            offset: ClockOffset::default(),
-        };
-        let request = Request {
-            key: None,
-            want: 1,
-            sizes: Vec::new(),
-            at: 0,
-            every: 0,
-        };
+        let store = Box::new(Far { origin, calls: 0 });
+        let (lease, mut keeper) = keeper_over(store, 1_000_000, OnError::Wait, origin);
+        let request = one_record();
         keeper.reserve(std::slice::from_ref(&request)).unwrap();
         std::thread::sleep(10 * MS);
         let before = lease.now();
@@ -730,30 +741,11 @@ mod tests {
     /// drip's slots).
     #[test]
     fn a_slot_on_the_hosts_clock_is_placed_by_the_closest_readings() {
-        let origin = Instant::now();
-        let meters = vec![Meter::Records(Step {
-            interval: 1_000_000,
-            tolerance: 0,
-        })];
-        let lease = Arc::new(Lease::new(GlobalLease::new(meters), origin));
-        let mut keeper = Keeper {
-            lease: Arc::clone(&lease),
-            store: Box::new(Host {
-                calls: std::cell::Cell::new(0),
-            }),
-            on_error: OnError::Wait,
-            notify: Arc::new(|_| {}),
-            voice: Voice::new("--share test".into(), "", OnError::Wait, true),
-            retry: Retry::new(fastrand::Rng::with_seed(5)),
-            offset: ClockOffset::default(),
-        };
-        let request = Request {
-            key: None,
-            want: 1,
-            sizes: Vec::new(),
-            at: 0,
-            every: 0,
-        };
+        let store = Box::new(Host {
+            calls: std::cell::Cell::new(0),
+        });
+        let (lease, mut keeper) = keeper_over(store, 1_000_000, OnError::Wait, Instant::now());
+        let request = one_record();
         keeper.reserve(std::slice::from_ref(&request)).unwrap();
         let before = lease.now();
         keeper.reserve(std::slice::from_ref(&request)).unwrap();
@@ -807,20 +799,12 @@ mod tests {
     /// once.
     #[test]
     fn rejoining_counts_a_lost_state_and_changes_over() {
-        let meters = vec![Meter::Records(Step {
-            interval: 1_000_000,
-            tolerance: 0,
-        })];
-        let lease = Arc::new(Lease::new(GlobalLease::new(meters), Instant::now()));
-        let keeper = Keeper {
-            lease: Arc::clone(&lease),
-            store: Box::new(Restarted { calls: 0 }),
-            on_error: OnError::Local,
-            notify: Arc::new(|_| {}),
-            voice: Voice::new("--share test".into(), "", OnError::Local, true),
-            retry: Retry::new(fastrand::Rng::with_seed(5)),
-            offset: ClockOffset::default(),
-        };
+        let (lease, keeper) = keeper_over(
+            Box::new(Restarted { calls: 0 }),
+            1_000_000,
+            OnError::Local,
+            Instant::now(),
+        );
         lease.lock().wanted = 3;
         let thread = std::thread::spawn(move || keeper.run());
         let started = Instant::now();
