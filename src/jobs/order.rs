@@ -334,6 +334,9 @@ impl Write for Tally<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::{mpsc, Arc, Condvar};
+    use std::thread::JoinHandle;
+    use std::time::{Duration, Instant};
 
     fn out() -> (Out, std::sync::Arc<Mutex<Vec<u8>>>) {
         #[derive(Clone)]
@@ -413,9 +416,9 @@ mod tests {
     /// is set, saying when a write waits.
     struct Stalled {
         stall_on: u8,
-        open: std::sync::Arc<(Mutex<bool>, std::sync::Condvar)>,
-        waiting: std::sync::mpsc::Sender<()>,
-        bytes: std::sync::Arc<Mutex<Vec<u8>>>,
+        open: Arc<(Mutex<bool>, Condvar)>,
+        waiting: mpsc::Sender<()>,
+        bytes: Arc<Mutex<Vec<u8>>>,
     }
 
     impl Write for Stalled {
@@ -436,30 +439,66 @@ mod tests {
         }
     }
 
+    /// A [`Stalled`] stdout as an [`Out`], with what a test watches and
+    /// frees it by.
+    struct StalledOut {
+        sink: Arc<Out>,
+        open: Arc<(Mutex<bool>, Condvar)>,
+        /// The bytes written so far.
+        bytes: Arc<Mutex<Vec<u8>>>,
+        stalled: mpsc::Receiver<()>,
+    }
+
+    impl StalledOut {
+        /// A stdout that stalls on the writes beginning with `stall_on`.
+        fn new(stall_on: u8) -> Self {
+            let open = Arc::new((Mutex::new(false), Condvar::new()));
+            let bytes = Arc::new(Mutex::new(Vec::new()));
+            let (waiting, stalled) = mpsc::channel();
+            let sink: Arc<Out> = Arc::new(Mutex::new(Box::new(Stalled {
+                stall_on,
+                open: Arc::clone(&open),
+                waiting,
+                bytes: Arc::clone(&bytes),
+            })));
+            Self {
+                sink,
+                open,
+                bytes,
+                stalled,
+            }
+        }
+
+        /// Wait until a write stalls (10 s at most).
+        fn wait_for_a_stall(&self) {
+            self.stalled.recv_timeout(Duration::from_secs(10)).unwrap();
+        }
+
+        /// Let every write through from now on.
+        fn open(&self) {
+            *self.open.0.lock().unwrap() = true;
+            self.open.1.notify_all();
+        }
+
+        /// Record `number` done in `order` on a thread of its own, written
+        /// here.
+        fn done_on_a_thread(&self, order: &Arc<Order>, number: u64) -> JoinHandle<Unwritten> {
+            let (order, sink) = (Arc::clone(order), Arc::clone(&self.sink));
+            std::thread::spawn(move || order.done(number, &sink, &|| false))
+        }
+    }
+
     #[test]
     fn a_stalled_write_holds_neither_the_window_nor_the_outputs() {
-        use std::sync::{mpsc, Arc};
-        use std::time::Duration;
         let order = Arc::new(Order::new(2));
-        let open = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
-        let bytes = Arc::new(Mutex::new(Vec::new()));
-        let (waiting, stalled) = mpsc::channel();
-        let sink: Arc<Out> = Arc::new(Mutex::new(Box::new(Stalled {
-            stall_on: b'a',
-            open: Arc::clone(&open),
-            waiting,
-            bytes: Arc::clone(&bytes),
-        })));
+        let out = StalledOut::new(b'a');
         order.hold(1, held(b"a\n")).unwrap();
-        let first = {
-            let (order, sink) = (Arc::clone(&order), Arc::clone(&sink));
-            std::thread::spawn(move || order.done(1, &sink, &|| false))
-        };
-        stalled.recv_timeout(Duration::from_secs(10)).unwrap();
+        let first = out.done_on_a_thread(&order, 1);
+        out.wait_for_a_stall();
         // Record 1 is being written: the others go on, bounded in time.
         let (said, answer) = mpsc::channel();
         let second = {
-            let (order, sink) = (Arc::clone(&order), Arc::clone(&sink));
+            let (order, sink) = (Arc::clone(&order), Arc::clone(&out.sink));
             std::thread::spawn(move || {
                 said.send((order.admits(2), order.admits(3))).unwrap();
                 order.hold(2, held(b"b\n")).unwrap();
@@ -471,64 +510,35 @@ mod tests {
             .map(|_| answer.recv_timeout(Duration::from_secs(10)).unwrap())
             .collect::<Vec<_>>();
         assert_eq!(answers[0], (true, false), "1 not written holds the window");
-        assert!(bytes.lock().unwrap().is_empty());
-        *open.0.lock().unwrap() = true;
-        open.1.notify_all();
+        assert!(out.bytes.lock().unwrap().is_empty());
+        out.open();
         first.join().unwrap();
         second.join().unwrap();
-        assert_eq!(&*bytes.lock().unwrap(), b"a\nb\n");
+        assert_eq!(&*out.bytes.lock().unwrap(), b"a\nb\n");
         assert!(order.admits(4) && !order.admits(5));
     }
 
     #[test]
     fn the_window_moves_on_as_each_record_of_a_run_is_written() {
-        use std::sync::{mpsc, Arc};
-        use std::time::Duration;
         let order = Arc::new(Order::new(2));
-        let open = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
-        let bytes = Arc::new(Mutex::new(Vec::new()));
-        let (waiting, stalled) = mpsc::channel();
-        let sink: Arc<Out> = Arc::new(Mutex::new(Box::new(Stalled {
-            stall_on: b'b',
-            open: Arc::clone(&open),
-            waiting,
-            bytes: Arc::clone(&bytes),
-        })));
+        let out = StalledOut::new(b'b');
         order.hold(2, held(b"b\n")).unwrap();
-        order.done(2, &sink, &|| false);
+        order.done(2, &out.sink, &|| false);
         order.hold(1, held(b"a\n")).unwrap();
         // The run 1, 2: 1 is written, 2 stalls.
-        let run = {
-            let (order, sink) = (Arc::clone(&order), Arc::clone(&sink));
-            std::thread::spawn(move || order.done(1, &sink, &|| false))
-        };
-        stalled.recv_timeout(Duration::from_secs(10)).unwrap();
-        assert_eq!(&*bytes.lock().unwrap(), b"a\n");
+        let run = out.done_on_a_thread(&order, 1);
+        out.wait_for_a_stall();
+        assert_eq!(&*out.bytes.lock().unwrap(), b"a\n");
         assert!(order.admits(3) && !order.admits(4), "1 is written out");
-        *open.0.lock().unwrap() = true;
-        open.1.notify_all();
+        out.open();
         run.join().unwrap();
         assert!(order.admits(4) && !order.admits(5));
     }
 
     #[test]
     fn a_hurried_exit_counts_the_runs_taken_out_and_not_written() {
-        use std::sync::{mpsc, Arc};
-        use std::time::{Duration, Instant};
         let order = Arc::new(Order::new(10));
-        let open = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
-        let bytes = Arc::new(Mutex::new(Vec::new()));
-        let (waiting, stalled) = mpsc::channel();
-        let sink: Arc<Out> = Arc::new(Mutex::new(Box::new(Stalled {
-            stall_on: b'a',
-            open: Arc::clone(&open),
-            waiting,
-            bytes: Arc::clone(&bytes),
-        })));
-        let done = |number: u64| {
-            let (order, sink) = (Arc::clone(&order), Arc::clone(&sink));
-            std::thread::spawn(move || order.done(number, &sink, &|| false))
-        };
+        let out = StalledOut::new(b'a');
         // Record 1's run is being written (stdout took its first piece,
         // then nothing); record 2's run is taken out and waits for its
         // turn; record 3's output is still held. None of the threads lets
@@ -536,10 +546,10 @@ mod tests {
         let mut one = vec![b'x'; crate::jobs::attempt::PIECE];
         one.extend_from_slice(b"a1\n");
         order.hold(1, held(&one)).unwrap();
-        let first = done(1);
-        stalled.recv_timeout(Duration::from_secs(10)).unwrap();
+        let first = out.done_on_a_thread(&order, 1);
+        out.wait_for_a_stall();
         order.hold(2, held(b"bb2\n")).unwrap();
-        let second = done(2);
+        let second = out.done_on_a_thread(&order, 2);
         let start = Instant::now();
         while order.lock().next != 3 {
             assert!(start.elapsed() < Duration::from_secs(10), "2 not taken out");
@@ -554,8 +564,7 @@ mod tests {
             }
         );
         // Let go at last, the threads count nothing twice.
-        *open.0.lock().unwrap() = true;
-        open.1.notify_all();
+        out.open();
         assert_eq!(first.join().unwrap(), Unwritten::default());
         assert_eq!(second.join().unwrap(), Unwritten::default());
     }
