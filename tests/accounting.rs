@@ -3,12 +3,12 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::{
-    assert_books_add_up, command, drip, numbered, send_signal, shell, spawn, temp_file,
+    assert_books_add_up, command, drip, numbered, send_signal, shell, spawn, stderr_of, temp_file,
     timed_lines, wait_for,
 };
 use predicates::prelude::*;
@@ -1060,13 +1060,7 @@ fn summary_rate_is_measured_between_the_first_and_last_departure() {
     ));
     let mut child = spawn(cmd);
     let lines = timed_lines(&mut child, start);
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
+    let stderr = stderr_of(&mut child);
     assert!(wait_for(&mut child, Duration::from_secs(20)).success());
     assert_eq!(lines.len(), 31);
     let v = json(&stats);

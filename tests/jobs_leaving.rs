@@ -5,12 +5,12 @@
 mod common;
 
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    assert_books_add_up, command, json_lines, last_json, numbered, send_signal, wait_for,
+    assert_books_add_up, command, json_lines, last_json, numbered, send_signal, stderr_of, wait_for,
 };
 
 /// Wait until `path` has `lines` lines.
@@ -23,6 +23,34 @@ fn wait_for_lines(path: &Path, lines: usize) {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// A fifo in `dir`, `dead.fifo`, held open by a reader that never reads
+/// (so opening it to write does not block); drop the file to let go.
+fn fifo_nobody_reads(dir: &Path) -> (PathBuf, std::fs::File) {
+    let fifo = dir.join("dead.fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let held = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&fifo)
+        .unwrap();
+    (fifo, held)
+}
+
+/// Each record's number and its outcome (a JSON string) in the joblog at
+/// `log`, by number.
+fn outcomes_logged(log: &Path) -> Vec<(u64, String)> {
+    let mut logged: Vec<(u64, String)> = json_lines(log)
+        .iter()
+        .map(|e| (e["number"].as_u64().unwrap(), e["outcome"].to_string()))
+        .collect();
+    logged.sort();
+    logged
 }
 
 /// Each job writes this many bytes of output (drip ends it with a
@@ -122,11 +150,7 @@ fn stalled_stdout_at_a_second_signal(extra: &[&str]) {
         .map(|n| format!("{n}\n"))
         .collect();
     assert_eq!(std::fs::read_to_string(&dead).unwrap(), not_done);
-    let mut logged: Vec<(u64, String)> = json_lines(&log)
-        .iter()
-        .map(|e| (e["number"].as_u64().unwrap(), e["outcome"].to_string()))
-        .collect();
-    logged.sort();
+    let logged = outcomes_logged(&log);
     let succeeded = "\"succeeded\"".to_string();
     assert_eq!(
         logged,
@@ -155,18 +179,7 @@ fn stalled_stdout_at_a_second_signal(extra: &[&str]) {
 #[test]
 fn leaving_without_the_threads_still_writes_the_stats_file() {
     let dir = tempfile::tempdir().unwrap();
-    let fifo = dir.path().join("dead.fifo");
-    assert!(Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap()
-        .success());
-    // A reader that never reads, so opening it does not block.
-    let _held = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&fifo)
-        .unwrap();
+    let (fifo, _held) = fifo_nobody_reads(dir.path());
     let stats = dir.path().join("stats.json");
     let input = dir.path().join("input");
     std::fs::write(&input, numbered(1..=100_000)).unwrap();
@@ -193,19 +206,7 @@ fn leaving_without_the_threads_still_writes_the_stats_file() {
         child.try_wait().unwrap().is_none(),
         "the dead letter stalls"
     );
-    send_signal(&child, libc::SIGTERM);
-    assert_eq!(
-        wait_for(&mut child, Duration::from_secs(10)).code(),
-        Some(143)
-    );
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    assert!(stderr.contains("records not written"), "{stderr}");
+    second_signal_says_records_not_written(&mut child);
     let s = last_json(&stats);
     assert_books_add_up(&s);
     assert_eq!(s["read"].as_u64(), Some(100_000), "{s}");
@@ -219,18 +220,7 @@ fn leaving_without_the_threads_still_writes_the_stats_file() {
 #[test]
 fn leaving_without_the_threads_keeps_the_jobs_fates_as_the_joblog_says() {
     let dir = tempfile::tempdir().unwrap();
-    let fifo = dir.path().join("dead.fifo");
-    assert!(Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap()
-        .success());
-    // A reader that never reads, so opening it does not block.
-    let _held = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&fifo)
-        .unwrap();
+    let (fifo, _held) = fifo_nobody_reads(dir.path());
     let (log, stats, ran) = (
         dir.path().join("joblog"),
         dir.path().join("stats.json"),
@@ -274,24 +264,8 @@ fn leaving_without_the_threads_keeps_the_jobs_fates_as_the_joblog_says() {
     send_signal(&child, libc::SIGTERM);
     std::thread::sleep(Duration::from_millis(300));
     assert!(child.try_wait().unwrap().is_none(), "waits for the job");
-    send_signal(&child, libc::SIGTERM);
-    assert_eq!(
-        wait_for(&mut child, Duration::from_secs(10)).code(),
-        Some(143)
-    );
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    assert!(stderr.contains("records not written"), "{stderr}");
-    let mut logged: Vec<(u64, String)> = json_lines(&log)
-        .iter()
-        .map(|e| (e["number"].as_u64().unwrap(), e["outcome"].to_string()))
-        .collect();
-    logged.sort();
+    second_signal_says_records_not_written(&mut child);
+    let logged = outcomes_logged(&log);
     assert_eq!(
         logged,
         [
@@ -393,6 +367,15 @@ fn keep_order_window_full_at_a_stalled_stdout(extra: &[&str]) {
 
 /// The second TERM: drip leaves with status 143 at once, the threads
 /// letting go (not the one-second wait for those that do not).
+/// The second TERM to `child` (stderr piped) ends it with 143, and it
+/// says records were not written.
+fn second_signal_says_records_not_written(child: &mut std::process::Child) {
+    send_signal(child, libc::SIGTERM);
+    assert_eq!(wait_for(child, Duration::from_secs(10)).code(), Some(143));
+    let stderr = stderr_of(child);
+    assert!(stderr.contains("records not written"), "{stderr}");
+}
+
 fn second_signal_leaves_at_once(child: &mut std::process::Child) {
     send_signal(child, libc::SIGTERM);
     let start = Instant::now();

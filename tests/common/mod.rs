@@ -145,6 +145,31 @@ pub fn wait_for(child: &mut Child, limit: Duration) -> std::process::ExitStatus 
     }
 }
 
+/// All `child` writes to its piped stderr until it closes it (reads to
+/// the end: the child has exited, or closed its stderr).
+pub fn stderr_of(child: &mut Child) -> String {
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .expect("piped stderr")
+        .read_to_string(&mut stderr)
+        .unwrap();
+    stderr
+}
+
+/// Write `bytes` to `child`'s piped stdin, then close it: the child reads
+/// them, then the end of its input.
+pub fn feed(child: &mut Child, bytes: &[u8]) {
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(bytes)
+        .unwrap();
+}
+
 /// Send signal `sig` (such as `libc::SIGTERM`) to `child`.
 #[allow(unsafe_code)]
 pub fn send_signal(child: &Child, sig: i32) {
