@@ -112,12 +112,7 @@ fn a_noisy_host_waits_while_the_quiet_ones_keep_flowing() {
         .stdin(Stdio::piped())
         .spawn()
         .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
+    common::feed(&mut child, input.as_bytes());
     let status = child.wait().unwrap();
     assert!(status.success(), "pipeline: {status}");
     let hits = hits.lock().unwrap().clone();

@@ -4,12 +4,11 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{command, numbered, wait_for};
+use common::{command, feed, numbered, stderr_of, wait_for};
 use openmetrics_parser::prometheus::parse_prometheus;
 use openmetrics_parser::{MetricsExposition, PrometheusType, PrometheusValue};
 
@@ -69,12 +68,7 @@ fn the_file_parses_while_drip_runs_and_at_exit() {
     .stderr(Stdio::piped())
     .spawn()
     .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
+    feed(&mut child, input.as_bytes());
     std::thread::sleep(Duration::from_millis(500));
     let running = parsed(&path);
     assert!(value(&running, "drip_queue_depth", &[]) > 0.0);
@@ -116,32 +110,47 @@ fn the_file_parses_while_drip_runs_and_at_exit() {
     }
 }
 
+/// drip, unpaced and quiet, running `exec` (the command and its
+/// arguments) for the records 1, 2 and 3 with its metrics in `metrics`
+/// (its runtime directory `runtime`), its stdout to `stdout`; what it
+/// left (its stderr piped).
+fn exec_three_records(
+    runtime: &Path,
+    metrics: &Path,
+    exec: &[&str],
+    stdout: Stdio,
+) -> std::process::Output {
+    let mut args = vec![
+        "-r",
+        "inf",
+        "-q",
+        "--metrics",
+        metrics.to_str().unwrap(),
+        "--exec",
+    ];
+    args.extend_from_slice(exec);
+    let mut child = command(&args)
+        .env("XDG_RUNTIME_DIR", runtime)
+        .stdin(Stdio::piped())
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    feed(&mut child, b"1\n2\n3\n");
+    child.wait_with_output().unwrap()
+}
+
 /// With --exec: jobs by outcome, retries, overload pauses.
 #[test]
 fn the_jobs_figures_are_exported() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("jobs.prom");
-    let out = command(&[
-        "-r",
-        "inf",
-        "-q",
-        "--metrics",
-        path.to_str().unwrap(),
-        "--exec",
-        "sh",
-        "-c",
-        "test \"$0\" != 2",
-    ])
-    .env("XDG_RUNTIME_DIR", dir.path())
-    .stdin(Stdio::piped())
-    .stdout(Stdio::null())
-    .stderr(Stdio::null())
-    .spawn()
-    .and_then(|mut c| {
-        c.stdin.take().unwrap().write_all(b"1\n2\n3\n")?;
-        c.wait_with_output()
-    })
-    .unwrap();
+    let out = exec_three_records(
+        dir.path(),
+        &path,
+        &["sh", "-c", "test \"$0\" != 2"],
+        Stdio::null(),
+    );
     assert_eq!(out.status.code(), Some(123));
     let m = parsed(&path);
     assert_eq!(value(&m, "drip_jobs_total", &["succeeded"]), 2.0);
@@ -165,26 +174,7 @@ fn the_outputs_cut_are_exported() {
         .write(true)
         .open("/dev/full")
         .unwrap();
-    let out = command(&[
-        "-r",
-        "inf",
-        "-q",
-        "--metrics",
-        path.to_str().unwrap(),
-        "--exec",
-        "echo",
-        "hello",
-    ])
-    .env("XDG_RUNTIME_DIR", dir.path())
-    .stdin(Stdio::piped())
-    .stdout(full)
-    .stderr(Stdio::piped())
-    .spawn()
-    .and_then(|mut c| {
-        c.stdin.take().unwrap().write_all(b"1\n2\n3\n")?;
-        c.wait_with_output()
-    })
-    .unwrap();
+    let out = exec_three_records(dir.path(), &path, &["echo", "hello"], full.into());
     // A record's fate does not depend on its output.
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let m = parsed(&path);
@@ -223,12 +213,7 @@ fn the_file_is_never_seen_in_part() {
     .stderr(Stdio::null())
     .spawn()
     .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(numbered(1..=200).as_bytes())
-        .unwrap();
+    feed(&mut child, numbered(1..=200).as_bytes());
     while !path.exists() {
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -351,8 +336,7 @@ fn a_forced_exit_leaves_the_final_books_in_the_file() {
     common::send_signal(&child, libc::SIGTERM);
     let status = wait_for(&mut child, Duration::from_secs(20));
     assert_eq!(status.code(), Some(143));
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let stderr = stderr_of(&mut child);
     assert!(stderr.contains("records not written"), "{stderr}");
     let at_exit = parsed(&path);
     let read = value(&at_exit, "drip_records_read_total", &[]);

@@ -13,7 +13,7 @@ use std::process::Stdio;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{numbered, wait_for};
+use common::{feed, numbered, wait_for};
 
 /// A listener that answers every connection with `reply` (then keeps it
 /// open); its port.
@@ -288,12 +288,7 @@ fn keys_flow_when_the_hello_is_answered_late() {
     let input: String = (1..=8)
         .flat_map(|i| ["a", "b", "c"].map(|k| format!("{k} {i}\n")))
         .collect();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
+    feed(&mut child, input.as_bytes());
     thread::sleep(Duration::from_millis(300));
     drop(lock);
     let status = wait_for(&mut child, Duration::from_secs(20));
