@@ -379,11 +379,7 @@ fn cost_options_go_together_and_are_not_shared() {
             "needs a capture group, such as '\"tokens\": *([0-9]+)', around the cost",
         ),
     ] {
-        drip(args)
-            .write_stdin("x\n")
-            .assert()
-            .code(2)
-            .stderr(predicate::str::contains(why));
+        usage_error(args).stderr(predicate::str::contains(why));
     }
 }
 
@@ -412,18 +408,11 @@ fn an_eviction_that_brings_a_due_time_nearer_wakes_the_writer() {
 
 #[test]
 fn an_ambiguous_burst_is_a_usage_error() {
-    drip(&["-r", "10/s", "-r", "500/min", "-b", "5"])
-        .write_stdin("x\n")
-        .assert()
-        .code(2)
+    usage_error(&["-r", "10/s", "-r", "500/min", "-b", "5"])
         .stderr(predicate::str::contains("RATE:BURST"));
-    drip(&["--byte-rate", "1MiB"])
-        .write_stdin("x\n")
-        .assert()
-        .code(2)
-        .stderr(predicate::str::starts_with(
-            "drip: invalid value '1MiB' for '--byte-rate",
-        ));
+    usage_error(&["--byte-rate", "1MiB"]).stderr(predicate::str::starts_with(
+        "drip: invalid value '1MiB' for '--byte-rate",
+    ));
 }
 
 // 3. Records reach the pipe when due; no trailing sleep.
@@ -748,10 +737,16 @@ fn durations_and_periods_beyond_100_years_are_usage_errors() {
 
 #[test]
 fn rate_errors_show_the_accepted_form() {
-    drip(&["--rate", "10/fortnight"]).assert().code(2).stderr(
+    usage_error(&["--rate", "10/fortnight"]).stderr(
         predicate::str::contains("unknown unit 'fortnight'")
             .and(predicate::str::contains("90/min")),
     );
+}
+
+/// drip run with `args` on one record: a usage error (exit status 2);
+/// the caller checks what it said.
+fn usage_error(args: &[&str]) -> assert_cmd::assert::Assert {
+    drip(args).write_stdin("x\n").assert().code(2)
 }
 
 /// drip run with `args` is a usage error (2) told in one line, `drip:
@@ -1059,21 +1054,13 @@ fn a_tiny_capacity_is_echoed_as_written() {
         ("999ms", "999ms"),
         ("2.5ms", "2ms500us"),
     ] {
-        drip(&["-c", value])
-            .write_stdin("")
-            .assert()
-            .code(2)
-            .stderr(predicate::str::starts_with(format!(
-                "drip: --capacity {echo}: the default --rate 1/s drains nothing"
-            )));
+        usage_error(&["-c", value]).stderr(predicate::str::starts_with(format!(
+            "drip: --capacity {echo}: the default --rate 1/s drains nothing"
+        )));
     }
-    drip(&["--key", "1", "--key-rate", "1/min", "--key-capacity", "3ns"])
-        .write_stdin("")
-        .assert()
-        .code(2)
-        .stderr(predicate::str::starts_with(
-            "drip: --key-capacity 3ns: --key-rate 1/min drains nothing",
-        ));
+    usage_error(&["--key", "1", "--key-rate", "1/min", "--key-capacity", "3ns"]).stderr(
+        predicate::str::starts_with("drip: --key-capacity 3ns: --key-rate 1/min drains nothing"),
+    );
 }
 
 /// A metrics file that exists where no file can be made beside it (in
@@ -1093,25 +1080,17 @@ fn a_metrics_file_where_nothing_can_be_made_beside_it_says_so() {
 #[test]
 fn a_byte_rate_too_large_says_so() {
     for value in ["16EiB/s", "18446744073709551616/s", "20EB/s"] {
-        drip(&["--byte-rate", value])
-            .write_stdin("")
-            .assert()
-            .code(2)
-            .stderr(predicate::str::contains(format!(
-                "'{}' is too large: at most 18446744073709551615 bytes",
-                value.trim_end_matches("/s")
-            )));
+        usage_error(&["--byte-rate", value]).stderr(predicate::str::contains(format!(
+            "'{}' is too large: at most 18446744073709551615 bytes",
+            value.trim_end_matches("/s")
+        )));
     }
     drip(&["--byte-rate", "18446744073709551615/s"])
         .write_stdin("a\n")
         .assert()
         .success()
         .stdout("a\n");
-    drip(&["--max-record", "16EiB"])
-        .write_stdin("")
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains(
-            "too large: at most 18446744073709551615 bytes",
-        ));
+    usage_error(&["--max-record", "16EiB"]).stderr(predicate::str::contains(
+        "too large: at most 18446744073709551615 bytes",
+    ));
 }
