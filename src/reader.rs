@@ -58,6 +58,11 @@ pub(crate) fn spawn(
         .name("drip-reader".into())
         .spawn(move || {
             shared.stops.set_reader(crate::sys::this_thread());
+            // Stopped before reading began (a signal while drip's own files
+            // were opened): not one record is read.
+            if shared.lock().stop.reading {
+                return ReadReport::default();
+            }
             let mut costs = screen.cost.map(|c| CostCheck { cost: c, seen: 0 });
             let mut done = screen.done;
             // The place in the input of the next record handed on.

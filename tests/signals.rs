@@ -138,6 +138,21 @@ fn a_fifo_no_one_reads_does_not_hold_a_signal_up() {
         let mut err = String::new();
         std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
         assert_eq!(status.code(), Some(128 + sig), "{args:?} {sig}: {err}");
-        assert!(err.starts_with("drip: read "), "{args:?} {sig}: {err}");
+        // Stopped before reading began: not one record read.
+        assert!(err.starts_with("drip: read 0,"), "{args:?} {sig}: {err}");
     }
+    // The input a FILE argument: not read either.
+    let path = input.path().to_str().unwrap();
+    let mut child = command(&["-r", "inf", "--stats", "--dead-letter", f, path])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    thread::sleep(Duration::from_millis(300));
+    send_signal(&child, libc::SIGTERM);
+    let status = wait_for(&mut child, Duration::from_secs(2));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(143), "{err}");
+    assert!(err.starts_with("drip: read 0,"), "{err}");
 }
