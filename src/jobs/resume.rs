@@ -29,12 +29,25 @@ pub struct Done {
     /// Whole lines read that are not joblog entries (a torn line that a
     /// later run ended, a stray line).
     pub unreadable_lines: u64,
+    /// Of those, lines that begin as drip writes an entry (`{"id":"`): entries a
+    /// run killed mid-write cut short, ended by the next run's newline.
+    pub cut_entries: u64,
     /// Successes read.
     pub successes: u64,
     /// Joblog entries read, whatever their outcome.
     pub entries: u64,
     /// Bytes at the end of the file after its last newline (a torn line).
     pub torn_bytes: usize,
+}
+
+/// How drip begins every joblog entry.
+const ENTRY_START: &[u8] = b"{\"id\":\"";
+
+/// Whether `line` begins as drip writes an entry, or is the beginning of
+/// that (an entry cut short within its first bytes).
+fn begins_as_an_entry(line: &[u8]) -> bool {
+    let line = line.trim_ascii();
+    line.starts_with(ENTRY_START) || (!line.is_empty() && ENTRY_START.starts_with(line))
 }
 
 impl Done {
@@ -58,14 +71,14 @@ impl Done {
     }
 
     /// Why `text`, read as `self`, is no joblog at all, if it is not: it
-    /// has lines and not one of them is an entry. A first line cut short
-    /// (beginning as an entry does, `{"`) may be a joblog's, and is not
-    /// refused; blank lines are no lines.
+    /// has lines and not one of them is an entry. A line cut short
+    /// (beginning as an entry does, `{"`, whole or the torn tail) may be a
+    /// joblog's, and is not refused; blank lines (NULs too) are no lines.
     pub fn not_a_joblog(&self, text: &[u8]) -> Option<String> {
         let torn = &text[text.len() - self.torn_bytes..];
         let torn = torn.trim_ascii();
         let lines = self.unreadable_lines + u64::from(!torn.is_empty());
-        let a_torn_entry = self.unreadable_lines == 0 && torn.starts_with(b"{\"");
+        let a_torn_entry = self.cut_entries > 0 || torn.starts_with(b"{\"");
         if self.entries > 0 || lines == 0 || a_torn_entry {
             return None;
         }
@@ -86,7 +99,8 @@ impl Done {
             ..Done::default()
         };
         for line in text[..whole].split(|&b| b == b'\n') {
-            if line.iter().all(u8::is_ascii_whitespace) {
+            // A page of NULs (a file cut short by a power cut) is blank.
+            if line.iter().all(|&b| b.is_ascii_whitespace() || b == 0) {
                 continue;
             }
             match success_of(line) {
@@ -96,7 +110,12 @@ impl Done {
                     done.entries += 1;
                 }
                 Some(None) => done.entries += 1,
-                None => done.unreadable_lines += 1,
+                None => {
+                    done.unreadable_lines += 1;
+                    if begins_as_an_entry(line) {
+                        done.cut_entries += 1;
+                    }
+                }
             }
         }
         done
@@ -249,6 +268,11 @@ mod tests {
             "\n \n".to_string(),
             format!("stray\n{entry}"),
             entry[..entry.len() - 5].to_string(),
+            // A run killed mid-write, its line then ended by the next run.
+            "{\"id\":\"1-0a1b2c\n".to_string(),
+            "{\"i\n".to_string(),
+            // A page of NULs after a power cut, then the cut entry.
+            format!("{}\n{{\"id\":\"2-", "\0".repeat(300)),
         ] {
             assert_eq!(refused(&fine), None, "{fine:?}");
         }
