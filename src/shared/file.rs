@@ -244,11 +244,12 @@ impl FileStore {
     }
 
     /// The state stored in `text`: none when it is empty (or blank: no
-    /// drip has written it yet); an error saying why when it is not a
+    /// drip has written it yet; or NULs: a file whose blocks a power cut
+    /// never wrote, from before this boot, when no drip holds slots); an error saying why when it is not a
     /// state drip wrote (not UTF-8, not JSON, not drip's fields), which
     /// drip cannot use and no retry mends.
     fn parse(&self, text: &[u8]) -> Result<Option<Stored>, String> {
-        if text.iter().all(u8::is_ascii_whitespace) {
+        if text.iter().all(|&b| b.is_ascii_whitespace() || b == 0) {
             return Ok(None);
         }
         serde_json::from_slice(text).map(Some).map_err(|e| {
@@ -460,8 +461,8 @@ mod tests {
         }
     }
 
-    /// An empty or blank file (made, not yet written) is no state, not
-    /// an unreadable one.
+    /// An empty or blank file (made, not yet written), or one of NULs, is
+    /// no state, not an unreadable one.
     #[test]
     fn a_blank_state_file_is_no_state() {
         let dir = tempfile::tempdir().unwrap();
@@ -469,6 +470,12 @@ mod tests {
         std::fs::write(&a.path, b"  ").unwrap();
         assert!(a.hello().unwrap());
         assert_eq!(a.unreadable(), None);
+        // A page of NULs (a power cut before its blocks were written).
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = backend(dir.path(), "10/s");
+        std::fs::write(&b.path, [0u8; 300]).unwrap();
+        assert!(b.hello().unwrap());
+        assert_eq!(b.unreadable(), None);
     }
 
     #[test]
