@@ -144,8 +144,9 @@ pub fn late_ns(per_second: f64) -> u64 {
 
 /// How late (ns) a slot reserved for a record's size under a byte (or
 /// cost) limit may still be used: one whole emission interval
-/// (`per_second`: the slot's, the byte rate / its size, or the tightest
-/// record limit's if tighter), within 2 and 100 ms. Late by that much it
+/// (`per_second`: the slot's, the byte rate / its size), within 2 and
+/// 100 ms; a record limit beside keeps its own half interval
+/// ([`late_ns`]), the lesser of the two applying. Late by that much it
 /// puts at most its own size more into a window (a record's bytes). Not
 /// half, as [`late_ns`]: the slots after a slot not used are reserved for
 /// the sizes of the records after its record, so each record after it
