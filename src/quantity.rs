@@ -11,6 +11,33 @@ pub const LONGEST: Duration = Duration::from_secs(100 * 31_557_600);
 /// [`LONGEST`] as written in messages and documentation.
 pub const LONGEST_TEXT: &str = "100 years";
 
+/// `duration` exactly, in days, hours, minutes, seconds, ms, us and ns
+/// (`1d2h`, `2ms500us`, `1ns`; `0s` for none): as the duration parser reads
+/// it back, with no months or years, whose length a reader must guess.
+pub fn spell_duration(duration: Duration) -> String {
+    const UNITS: [(u128, &str); 7] = [
+        (86_400_000_000_000, "d"),
+        (3_600_000_000_000, "h"),
+        (60_000_000_000, "m"),
+        (1_000_000_000, "s"),
+        (1_000_000, "ms"),
+        (1_000, "us"),
+        (1, "ns"),
+    ];
+    let mut left = duration.as_nanos();
+    if left == 0 {
+        return "0s".into();
+    }
+    let mut text = String::new();
+    for (ns, unit) in UNITS {
+        if left >= ns {
+            text.push_str(&format!("{}{unit}", left / ns));
+            left %= ns;
+        }
+    }
+    text
+}
+
 /// Parse a count of at least 1.
 ///
 /// # Errors
@@ -207,6 +234,22 @@ pub fn drained(per_period: u128, period_ns: u128, duration: Duration) -> u128 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_duration_is_spelled_exactly_without_months_or_years() {
+        for (ns, text) in [
+            (0, "0s"),
+            (1, "1ns"),
+            (2_500_000, "2ms500us"),
+            (90_000_000_000, "1m30s"),
+            (40 * 86_400_000_000_000, "40d"),
+            (100 * 86_400_000_000_000 + 1, "100d1ns"),
+        ] {
+            let d = Duration::from_nanos(ns);
+            assert_eq!(spell_duration(d), text);
+            assert_eq!(parse_duration(text).ok(), Some(d), "{text}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -71,8 +71,7 @@ impl Rate {
             }
         }
         let period = u64::try_from(period_ns).map_or(LONGEST, Duration::from_nanos);
-        let period = humantime::format_duration(period).to_string();
-        format!("{count}{unit}/{}", period.replace(' ', ""))
+        format!("{count}{unit}/{}", crate::quantity::spell_duration(period))
     }
 }
 

@@ -1058,6 +1058,10 @@ fn a_tiny_capacity_is_echoed_as_written() {
             "drip: --capacity {echo}: the default --rate 1/s drains nothing"
         )));
     }
+    // Long ones in days, never in months or years of a guessed length.
+    usage_error(&["-r", "1/100d", "-c", "40d"]).stderr(predicate::str::starts_with(
+        "drip: --capacity 40d: --rate 1/100d drains nothing",
+    ));
     usage_error(&["--key", "1", "--key-rate", "1/min", "--key-capacity", "3ns"]).stderr(
         predicate::str::starts_with("drip: --key-capacity 3ns: --key-rate 1/min drains nothing"),
     );

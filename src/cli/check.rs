@@ -220,9 +220,7 @@ fn drained_by(limit: &Limit, duration: std::time::Duration) -> u128 {
 /// there (`1ns`, `30s`, `1m30s`, `2s500ms`): an echo of the value in an
 /// error, where [`crate::stats::format_duration_ms`]'s float would misstate a tiny one.
 fn exact_duration(duration: std::time::Duration) -> String {
-    humantime::format_duration(duration)
-        .to_string()
-        .replace(' ', "")
+    crate::quantity::spell_duration(duration)
 }
 
 /// `option`'s duration sized by `limit` (given as `flag`): the units it
