@@ -736,25 +736,46 @@ fn drop_item(text: &mut String, start: &str) -> bool {
 }
 
 /// The longest start of `text` in `width` columns that ends at the end of
-/// an item or just after a word with a digit in it, so that no figure is
-/// cut or left without its number; the first `width` columns when there is
-/// no such place.
+/// an item, after the clock, or between two figures of one item (after a
+/// word with a digit, before a label and its number: `running 2 | succeeded
+/// 14` may end after `running 2`), so that no figure loses its number or
+/// its unit (`17/1000 bytes queued` stays whole) and no quoted key is cut;
+/// the first `width` columns when there is no such place.
 fn cut(text: &str, width: usize) -> String {
     if text.len() <= width {
         return text.to_string();
     }
     let bytes = text.as_bytes();
+    let clock_end = text.find(' ');
     let place = (1..=width).rev().find(|&end| {
-        if bytes[end] != b' ' {
-            return false;
-        }
-        let word = text[..end].rsplit(' ').next().unwrap_or("");
-        text[end..].starts_with(" | ") || word.bytes().any(|b| b.is_ascii_digit())
+        bytes[end] == b' '
+            && (text[end..].starts_with(" | ")
+                || Some(end) == clock_end
+                || between_figures(&text[..end], &text[end + 1..]))
     });
     match place {
         Some(end) => text[..end].to_string(),
         None => text.chars().take(width).collect(),
     }
+}
+
+/// Whether `before` ends a figure (its last word has a digit, outside
+/// quotes) and `after` starts another (a label, then a word with a digit)
+/// or is the item's last word, a name without a unit (`queued`).
+fn between_figures(before: &str, after: &str) -> bool {
+    let digit = |w: &str| w.bytes().any(|b| b.is_ascii_digit());
+    let quoted = before.bytes().filter(|&b| b == b'"').count() % 2 == 1;
+    let mut next = after.split(' ');
+    let label = next.next().unwrap_or("");
+    let then = next.next();
+    !quoted
+        && digit(before.rsplit(' ').next().unwrap_or(""))
+        && !label.is_empty()
+        && !digit(label)
+        && match then {
+            None => true,
+            Some(w) => w == "|" || digit(w),
+        }
 }
 
 /// `H:MM:SS` or `M:SS`.
@@ -1255,6 +1276,14 @@ mod tests {
         assert_eq!(fit(&line, 40), "00:00:02 17/1000 queued | 5.00/s");
         assert_eq!(fit(&line, 20), "00:00:02 17/1000");
         assert_eq!(fit(&line, 12), "00:00:02");
+        // A byte depth keeps its unit or goes whole; a quoted key is never cut.
+        let bytes = "00:00:02 17/1048576 bytes queued | 5.00/s | ETA 3:15";
+        for width in [20, 25, 30] {
+            assert_eq!(fit(bytes, width), "00:00:02", "at {width} columns");
+        }
+        assert_eq!(fit(bytes, 33), "00:00:02 17/1048576 bytes queued");
+        let paused = "00:00:02 17/1000 queued | 5.00/s | paused \"GET /v2 x\" +1";
+        assert_eq!(fit(paused, 46), "00:00:02 17/1000 queued | 5.00/s");
     }
 
     #[test]
