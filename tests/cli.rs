@@ -318,37 +318,30 @@ e 0
 
 #[test]
 fn a_record_without_a_cost_is_named_once_and_costs_one() {
-    drip(&[
+    let args = [
         "-r",
         "inf",
         "--cost",
         r#""tokens": *([0-9]+)"#,
         "--cost-rate",
         "1000/s:100",
-    ])
-    .write_stdin("{\"tokens\": 5}\n{}\n{\"tokens\": x}\n")
-    .assert()
-    .success()
-    .stdout("{\"tokens\": 5}\n{}\n{\"tokens\": x}\n")
-    .stderr(
-        predicate::str::contains("drip: --cost: record 2 has no cost to read ('{}')")
-            .and(predicate::str::contains("record 3").not()),
-    );
+    ];
+    drip(&args)
+        .write_stdin("{\"tokens\": 5}\n{}\n{\"tokens\": x}\n")
+        .assert()
+        .success()
+        .stdout("{\"tokens\": 5}\n{}\n{\"tokens\": x}\n")
+        .stderr(
+            predicate::str::contains("drip: --cost: record 2 has no cost to read ('{}')")
+                .and(predicate::str::contains("record 3").not()),
+        );
     // -q: a notice, not an error; stderr gets nothing.
-    drip(&[
-        "-q",
-        "-r",
-        "inf",
-        "--cost",
-        r#""tokens": *([0-9]+)"#,
-        "--cost-rate",
-        "1000/s:100",
-    ])
-    .write_stdin("{\"tokens\": 5}\n{}\n")
-    .assert()
-    .success()
-    .stdout("{\"tokens\": 5}\n{}\n")
-    .stderr("");
+    drip(&[&["-q"][..], &args].concat())
+        .write_stdin("{\"tokens\": 5}\n{}\n")
+        .assert()
+        .success()
+        .stdout("{\"tokens\": 5}\n{}\n")
+        .stderr("");
 }
 
 #[test]
