@@ -9,7 +9,6 @@
 use std::cmp::Reverse;
 
 use crate::bucket::Segment;
-use crate::pacer::Pacer;
 use crate::schedule::Schedule;
 
 use super::{shared, Keyed};
@@ -90,19 +89,21 @@ impl Keyed {
         if self.shared.is_some() {
             return self.take_shared_slot(s, now);
         }
-        let slot = &mut self.slots[s as usize];
-        let position = &mut self.positions[s as usize];
-        if now >= slot.rests_at {
+        if now >= self.slots[s as usize].rests_at {
             // A rested schedule restarts from now: no arithmetic needed,
-            // and its position is written, not read.
-            *position = Pacer::first_departure(now);
+            // and its position is noted in the slot (`fresh`), not written.
+            let slot = &mut self.slots[s as usize];
             slot.due = now.saturating_add(self.due_after_first);
             slot.rests_at = now.saturating_add(self.rest_after_first);
+            slot.fresh = true;
         } else {
-            let taken = self.pacer.take_one(*position, now);
-            (*position, slot.due, slot.rests_at) = (taken.position, taken.due, taken.rests_at);
+            let taken = self.pacer.take_one(self.position(s), now);
+            self.positions[s as usize] = taken.position;
+            let slot = &mut self.slots[s as usize];
+            (slot.due, slot.rests_at) = (taken.due, taken.rests_at);
+            slot.fresh = false;
         }
-        slot.sent += 1;
+        self.slots[s as usize].sent += 1;
     }
 
     /// Key `s`, with records waiting, takes its place in the line: the end

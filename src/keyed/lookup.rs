@@ -52,6 +52,12 @@ pub(super) struct Looked {
     pub(super) key: Option<(usize, usize)>,
     /// The key's hash.
     pub(super) hash: u64,
+    /// The slot the index named for the hash when it was looked at ahead
+    /// (`None` before, or when it named none): its key's slot, unless a
+    /// key was forgotten since (see [`Keyed::slot_of_looked`]).
+    pub(super) hint: Option<u32>,
+    /// [`Keyed::forgotten`] when the hint was taken.
+    pub(super) forgotten: u64,
 }
 
 /// The records of one read ahead of the one being decided, counted from
@@ -107,16 +113,19 @@ impl Keyed {
                     (from, from + k.len())
                 }),
                 hash,
+                hint: None,
+                forgotten: 0,
             };
             ahead.scan = end;
             ahead.split += 1;
         }
         while ahead.fetched < (ahead.decided + FETCH_AHEAD).min(ahead.split) {
-            let record = ahead.ring[ahead.fetched % SPLIT_AHEAD];
+            let record = &mut ahead.ring[ahead.fetched % SPLIT_AHEAD];
             if record.key.is_some() {
-                if let Some(s) = self.index.first(record.hash) {
+                record.hint = self.index.first(record.hash);
+                record.forgotten = self.forgotten;
+                if let Some(s) = record.hint {
                     crate::sys::prefetch(&self.slots[s as usize]);
-                    crate::sys::prefetch(&self.positions[s as usize]);
                 }
             }
             ahead.fetched += 1;
@@ -127,6 +136,29 @@ impl Keyed {
         let record = ahead.ring[ahead.decided % SPLIT_AHEAD];
         ahead.decided += 1;
         Some(record)
+    }
+}
+
+impl Keyed {
+    /// The slot of `record`'s key (`key`, from its read), as
+    /// [`Keyed::slot_of`] finds it: the slot the index named ahead when no
+    /// key has been forgotten since and it holds this key (the index is
+    /// not probed twice), else looked up now (a key forgotten meanwhile may
+    /// have left its slot to another, and a key first met ahead may have
+    /// been remembered since).
+    #[inline]
+    pub(super) fn slot_of_looked(
+        &mut self,
+        record: &Looked,
+        key: Option<&[u8]>,
+        now: u64,
+    ) -> Option<u32> {
+        if let (Some(k), Some(s)) = (key, record.hint) {
+            if record.forgotten == self.forgotten && self.slots[s as usize].key.is(k) {
+                return Some(s);
+            }
+        }
+        self.slot_of(key, record.hash, now)
     }
 }
 
