@@ -158,6 +158,8 @@ impl Keyed {
         }
         self.due_timers(now);
         self.wake_blocked(now);
+        // Asked once: the global schedule then has no say in any turn.
+        let open = global.holds_nothing();
         let mut sent = 0;
         while let Some(&s) = self.ready.front() {
             self.fetch_ahead_in_line();
@@ -168,20 +170,21 @@ impl Keyed {
                 self.mark_idle(s);
                 continue;
             }
-            if self.held(s, now, &*global) {
+            if !open && self.held(s, now, &*global) {
                 // Out of the line until its hold ends.
                 self.ready.pop_front();
                 self.slots[s as usize].lane = Lane::Timed;
                 self.timers.push(Reverse((self.slots[s as usize].due, s)));
                 continue;
             }
-            let head = self.head_record(s);
-            if global.release(now, 1, &mut std::iter::once(head)) == 0 {
+            if !open && global.release(now, 1, &mut std::iter::once(self.head_record(s))) == 0 {
                 break;
             }
             self.ready.pop_front();
             self.take_slot(s, now);
-            global.key_left(self.slots[s as usize].key.as_bytes(), now);
+            if !open {
+                global.key_left(self.slots[s as usize].key.as_bytes(), now);
+            }
             self.slots[s as usize].lane = Lane::Idle;
             self.send_head(s, now, outbox);
             sent += 1;

@@ -137,6 +137,9 @@ pub struct Keyed {
     index: KeyIndex,
     hasher: RandomState,
     nodes: Vec<Node>,
+    /// Each node's record's number in arrival order (`seq`), 0 when it
+    /// holds none: what tells a live entry of `arrivals` from one gone.
+    seqs: Vec<u64>,
     free_nodes: Vec<u32>,
     /// Where waiting records are copied out of their reads.
     spill: Spill,
@@ -269,6 +272,7 @@ impl Keyed {
             index: KeyIndex::with_room(config.max_keys.min(RESERVED_SLOTS)),
             hasher: RandomState::default(),
             nodes: Vec::new(),
+            seqs: Vec::new(),
             free_nodes: Vec::new(),
             spill: Spill::default(),
             outgoing: Outgoing::new(delimiter),
