@@ -110,6 +110,14 @@ pub trait Schedule: fmt::Debug + Send {
     /// writer coalesces wake-ups above 20,000/s.
     fn records_per_second(&self) -> f64;
 
+    /// Whether the schedule may hold a key back or note its departures
+    /// ([`Schedule::key_due`], [`Schedule::key_left`]: holds on one key,
+    /// `jobs::gate`); when not, the keyed queues ask neither as a record
+    /// leaves at once.
+    fn holds_keys(&self) -> bool {
+        false
+    }
+
     /// The earliest time (ns) a record of `key` may leave as far as a hold
     /// on that key alone goes (an overload's pause, a lowered rate after
     /// it: `jobs::gate`); 0 when nothing holds it. The keyed queues ask

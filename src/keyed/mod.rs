@@ -436,7 +436,7 @@ impl Keyed {
         }
         let whole = seg.clone();
         let data = whole.as_bytes();
-        let global_open = global.is_unlimited();
+        let global_kind = (global.is_unlimited(), global.holds_keys());
         let weighs_bytes = global.weighs_bytes();
         let (mut run_bytes, mut run_len, mut sent) = (0, 0, 0);
         let mut ahead = Ahead::new();
@@ -448,7 +448,7 @@ impl Keyed {
             start = record.end;
             let slot = self.slot_of_looked(&record, key, now);
             if let Some(s) = slot {
-                if may_leave && self.leave_now(now, s, bytes, global, global_open) {
+                if may_leave && self.leave_now(now, s, bytes, global, global_kind) {
                     run_bytes += size;
                     run_len += 1;
                     continue;
