@@ -441,7 +441,7 @@ impl Keyed {
         let (mut run_bytes, mut run_len, mut sent) = (0, 0, 0);
         let mut ahead = Ahead::new();
         let mut start = 0;
-        while let Some(record) = self.next_looked(data, &mut ahead) {
+        while let Some(record) = self.next_looked(data, &mut ahead, now) {
             let size = record.end - start;
             let bytes = &data[start..record.end];
             let key = record.key.map(|(from, to)| &data[from..to]);
