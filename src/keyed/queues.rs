@@ -257,8 +257,9 @@ impl Keyed {
         }
     }
 
-    /// Keep only the waiting records' entries of `arrivals`, fetching the
-    /// nodes a few entries ahead (each is a cache miss of its own).
+    /// Keep only the waiting records' entries of `arrivals`, fetching
+    /// their numbers a few entries ahead (each may be a cache miss of its
+    /// own).
     #[cold]
     fn compact_arrivals(&mut self) {
         const AHEAD: usize = 16;
@@ -297,18 +298,26 @@ impl Keyed {
     }
 
     /// Take key `s` out of `fat` before its queue changes.
+    #[inline]
     pub(super) fn unindex(&mut self, s: u32) {
+        if !self.fat_kept {
+            return;
+        }
         let slot = &self.slots[s as usize];
-        if self.fat_kept && slot.len > 0 {
+        if slot.len > 0 {
             let seq = self.seqs[slot.head as usize];
             self.fat.remove(&(slot.len, Reverse(seq), s));
         }
     }
 
     /// Put key `s` back in `fat` after its queue changed.
+    #[inline]
     pub(super) fn index(&mut self, s: u32) {
+        if !self.fat_kept {
+            return;
+        }
         let slot = &self.slots[s as usize];
-        if self.fat_kept && slot.len > 0 {
+        if slot.len > 0 {
             let seq = self.seqs[slot.head as usize];
             self.fat.insert((slot.len, Reverse(seq), s));
         }
