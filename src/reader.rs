@@ -248,15 +248,19 @@ fn write_direct<'a>(
 }
 
 /// Offer `seg` (and first any parked read) to admission until it is all
-/// in, waiting for room while `block` holds it back.
+/// in, waiting for room while `block` holds it back. The writer, when it
+/// is to be woken, is woken as the lock is let go (not before another
+/// read is admitted under it, which it would only wait out again).
 fn offer<'a>(shared: &'a Shared, mut st: MutexGuard<'a, State>, seg: Segment) -> Flow {
     let mut next = Some(seg);
+    let mut wake_writer = false;
     loop {
         let now = shared.clock.now();
         if st.stop.reading {
             // A parked read stays for `drain_undelivered`, before these.
             st.reading.leftover.extend(next);
             st.flush_dead();
+            let_go(shared, st, wake_writer);
             return Flow::Stop;
         }
         // Oldest first: a parked read goes before this one.
@@ -266,6 +270,7 @@ fn offer<'a>(shared: &'a Shared, mut st: MutexGuard<'a, State>, seg: Segment) ->
                 Some(seg) => (seg, false),
                 None => {
                     st.flush_dead();
+                    let_go(shared, st, wake_writer);
                     return Flow::Continue;
                 }
             },
@@ -284,9 +289,7 @@ fn offer<'a>(shared: &'a Shared, mut st: MutexGuard<'a, State>, seg: Segment) ->
             (None, Some(_)) => true,
             (Some(before), Some(after)) => after < before,
         };
-        if st.adm.outbox_len() > 0 || nearer {
-            shared.data_ready.notify_one();
-        }
+        wake_writer |= st.adm.outbox_len() > 0 || nearer;
         st.flush_dead();
         match offered {
             Offered::Done => {}
@@ -296,7 +299,11 @@ fn offer<'a>(shared: &'a Shared, mut st: MutexGuard<'a, State>, seg: Segment) ->
                 // reading (the writer takes it with the bucket); with two,
                 // it waits. Paced, the writer tops the bucket up from it.
                 if shared.unpaced && !parked {
+                    let_go(shared, st, wake_writer);
                     return Flow::Continue;
+                }
+                if std::mem::take(&mut wake_writer) && st.writer_to_wake() {
+                    shared.data_ready.notify_one();
                 }
                 st = wait_for_room(shared, st, policy, now);
             }
@@ -310,6 +317,16 @@ fn offer<'a>(shared: &'a Shared, mut st: MutexGuard<'a, State>, seg: Segment) ->
                 return Flow::Stop;
             }
         }
+    }
+}
+
+/// Let the lock go, then wake the writer if `wake` (records to write, or
+/// a due time nearer) and it sleeps.
+fn let_go(shared: &Shared, mut st: MutexGuard<'_, State>, wake: bool) {
+    let wake = wake && st.writer_to_wake();
+    drop(st);
+    if wake {
+        shared.data_ready.notify_one();
     }
 }
 

@@ -99,11 +99,15 @@ pub(crate) fn write_loop(shared: &Shared, sink: &mut dyn Sink) -> Option<std::io
     };
     let mut batch = Batch::default();
     let settles_itself = sink.settles_itself();
+    let mut st = shared.lock();
     loop {
-        let st = next_batch(shared, coalesce, &mut batch, &|| sink.ready())?;
-        drop(st);
+        // The lock is kept from settling one write to taking the next:
+        // let go in between, it would only wake the reader to wait again.
+        drop(next_batch(shared, st, coalesce, &mut batch, &|| {
+            sink.ready()
+        })?);
         let written = write_batch(shared, sink, &batch);
-        let mut st = shared.lock();
+        st = shared.lock();
         let ended = written.error.is_some() || written.stopped || batch.last;
         let now = shared.clock.now();
         if !settles_itself {
@@ -129,14 +133,17 @@ pub(crate) fn write_loop(shared: &Shared, sink: &mut dyn Sink) -> Option<std::io
 }
 
 /// Wait for records to write and put them in `batch`; `None` when there is
-/// nothing more to write. Returns holding the lock.
+/// nothing more to write. Takes and returns the lock. The reader, when it
+/// is to be woken, is woken as the lock is about to be let go (not before
+/// the work under it, which it would only wait out again).
 fn next_batch<'a>(
     shared: &'a Shared,
+    mut st: MutexGuard<'a, State>,
     coalesce: u64,
     batch: &mut Batch,
     ready: &dyn Fn() -> bool,
 ) -> Option<MutexGuard<'a, State>> {
-    let mut st = shared.lock();
+    let mut wake_reader = false;
     loop {
         if st.stop.writing {
             // A record the reader began is finished, even now (unless
@@ -156,41 +163,71 @@ fn next_batch<'a>(
         }
         let now = shared.clock.now();
         let State { adm, ledger, .. } = &mut *st;
-        if adm.expire(now, ledger) > 0 && st.reader_can_go() {
-            shared.space_ready.notify_one();
+        if adm.expire(now, ledger) > 0 {
+            wake_reader |= st.reader_to_wake(false);
         }
         st.writing.sink_full = !ready();
         if st.writing.sink_full {
             // Woken when a job ends; expiries are looked at meanwhile.
             st.flush_dead();
-            st = shared
-                .data_ready
-                .wait_timeout(st, Duration::from_millis(20))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            wake(shared, &mut wake_reader);
+            st = sleep(shared, st, Some(Duration::from_millis(20)));
             continue;
         }
         st.adm.release(now);
         if !st.stop.reading && st.top_up(now) {
             // The parked read is all in: the reader may read on.
-            shared.space_ready.notify_one();
+            wake_reader |= st.reader_to_wake(true);
         }
         st.flush_dead();
         // The rest of a record the reader began goes first.
         batch.take_tail(&mut st);
         if st.adm.take_outbox(&mut batch.records) > 0 || batch.begun.is_some() {
             st.writing.took(now);
-            if st.reader_can_go() {
-                shared.space_ready.notify_one();
-            }
+            wake_reader |= st.reader_to_wake(false);
+            wake(shared, &mut wake_reader);
             break;
         }
+        wake(shared, &mut wake_reader);
         st = wait(shared, st, now, coalesce)?;
     }
     // Where a second signal finds it, should the write block.
     st.writing.hold(&batch.records, &batch.begun);
     shared.in_flight_written.store(0, Ordering::SeqCst);
     Some(st)
+}
+
+/// Wake the reader (`space_ready`) if `to_wake` says so, once.
+fn wake(shared: &Shared, to_wake: &mut bool) {
+    if std::mem::take(to_wake) {
+        shared.space_ready.notify_one();
+    }
+}
+
+/// Sleep on `data_ready` for at most `timeout` (`None`: until woken),
+/// noted in the state so the reader wakes the writer only while it sleeps
+/// ([`State::writer_to_wake`]).
+fn sleep<'a>(
+    shared: &'a Shared,
+    mut st: MutexGuard<'a, State>,
+    timeout: Option<Duration>,
+) -> MutexGuard<'a, State> {
+    st.writing.asleep = true;
+    let mut st = match timeout {
+        Some(timeout) => {
+            shared
+                .data_ready
+                .wait_timeout(st, timeout)
+                .unwrap_or_else(|e| e.into_inner())
+                .0
+        }
+        None => shared
+            .data_ready
+            .wait(st)
+            .unwrap_or_else(|e| e.into_inner()),
+    };
+    st.writing.asleep = false;
+    st
 }
 
 /// Nothing to write at `now`: sleep until the next record is due or
@@ -207,12 +244,7 @@ fn wait<'a>(
         if parked {
             // The parked read waits for room the writer cannot make:
             // the reader offers it again (an expiry or a policy).
-            st = shared
-                .data_ready
-                .wait_timeout(st, Duration::from_millis(1))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-            return Some(st);
+            return Some(sleep(shared, st, Some(Duration::from_millis(1))));
         }
         if st.stop.reading || (st.reading.done && st.adm.bucket().is_empty()) {
             return None;
@@ -221,30 +253,16 @@ fn wait<'a>(
             // Records wait and no schedule says when they may go (slots
             // yet to come from a shared state): look again soon, never
             // take them for undeliverable.
-            st = shared
-                .data_ready
-                .wait_timeout(st, Duration::from_millis(50))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-            return Some(st);
+            return Some(sleep(shared, st, Some(Duration::from_millis(50))));
         }
         st.writing.waiting = true;
-        st = shared
-            .data_ready
-            .wait(st)
-            .unwrap_or_else(|e| e.into_inner());
+        st = sleep(shared, st, None);
         st.writing.waiting = false;
         return Some(st);
     };
     let wake = event.max(now + coalesce);
     let timeout = Duration::from_nanos(wake.saturating_sub(now));
-    Some(
-        shared
-            .data_ready
-            .wait_timeout(st, timeout)
-            .unwrap_or_else(|e| e.into_inner())
-            .0,
-    )
+    Some(sleep(shared, st, Some(timeout)))
 }
 
 /// Write `batch` to `sink`: the rest of a begun record is finished whatever

@@ -734,3 +734,40 @@ fn drop_oldest_takes_from_the_key_holding_most_as_records_leave() {
         assert_eq!(out.left.len(), 9, "cut {cut}");
     }
 }
+
+/// A new key rate (`drip ctl … key-rate`) counts from each key's last
+/// departure, also for a key whose one departure came from rest: at 1/s,
+/// `k0` leaves at 0 ms; at 50 ms the rate becomes 10/s, so its next record
+/// may leave at 100 ms (not 100 ms after the change).
+#[test]
+fn a_new_key_rate_counts_from_a_rested_keys_one_departure() {
+    let config = KeyConfig {
+        spec: KeySpec::new(parse_key("1").unwrap(), None),
+        rate: parse_rate("1/s").unwrap(),
+        burst: 1,
+        max_keys: 100,
+        key_capacity: 100,
+    };
+    let mut keyed = Keyed::new(config, b'\n', 1000, None);
+    let mut global = Limits::new(&[]);
+    let mut ledger = Ledger::new(false);
+    let mut outbox = Vec::new();
+    for (now, text) in [(0, "k0 a\n"), (50 * MS, "k0 b\n")] {
+        if now > 0 {
+            keyed.replace_limit(now, parse_rate("10/s").unwrap(), 1);
+        }
+        let seg = Segment::new(Bytes::from(text), b'\n');
+        let policy = Overflow::Block;
+        keyed.arrive(
+            now,
+            seg,
+            policy,
+            true,
+            &mut global,
+            &mut ledger,
+            &mut outbox,
+        );
+    }
+    assert_eq!(keyed.len(), 1, "k0 b waits for its key's slot");
+    assert_eq!(keyed.next_event(&global), Some(100 * MS));
+}

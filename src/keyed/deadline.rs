@@ -125,7 +125,7 @@ impl Keyed {
         global: &dyn Schedule,
     ) -> Option<u64> {
         let global = global.earliest(now, record, n)?;
-        self.pacer.restore(self.positions[s as usize]);
+        self.pacer.restore(self.position(s));
         Some(self.pacer.nth_due(now, n).max(global))
     }
 

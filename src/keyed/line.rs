@@ -9,7 +9,6 @@
 use std::cmp::Reverse;
 
 use crate::bucket::Segment;
-use crate::pacer::Pacer;
 use crate::schedule::Schedule;
 
 use super::{shared, Keyed};
@@ -35,14 +34,15 @@ pub(super) enum Lane {
 impl Keyed {
     /// Whether `record`, of key `s`, leaves at `now`; if so it takes its
     /// slot in its key's schedule and the global one.
-    /// `global_open`: the global schedule limits nothing.
+    /// `global_open`: the global schedule limits nothing; `holds_keys`: it
+    /// may hold a key back ([`Schedule::holds_keys`]).
     pub(super) fn leave_now(
         &mut self,
         now: u64,
         s: u32,
         record: &[u8],
         global: &mut dyn Schedule,
-        global_open: bool,
+        (global_open, holds_keys): (bool, bool),
     ) -> bool {
         while let Some(&front) = self.ready.front() {
             if self.slots[front as usize].len > 0 {
@@ -52,7 +52,7 @@ impl Keyed {
             self.slots[front as usize].lane = Lane::Idle;
             self.mark_idle(front);
         }
-        if self.held(s, now, &*global) {
+        if holds_keys && self.held(s, now, &*global) {
             return false;
         }
         if self.shared.is_some() {
@@ -66,7 +66,9 @@ impl Keyed {
             return false;
         }
         self.take_slot(s, now);
-        global.key_left(self.slots[s as usize].key.as_bytes(), now);
+        if holds_keys {
+            global.key_left(self.slots[s as usize].key.as_bytes(), now);
+        }
         true
     }
 
@@ -85,23 +87,33 @@ impl Keyed {
     }
 
     /// Key `s`, whose schedule allows it, takes its slot at `now`.
-    #[inline]
+    #[inline(always)]
     pub(super) fn take_slot(&mut self, s: u32, now: u64) {
         if self.shared.is_some() {
             return self.take_shared_slot(s, now);
         }
         let slot = &mut self.slots[s as usize];
-        let position = &mut self.positions[s as usize];
         if now >= slot.rests_at {
             // A rested schedule restarts from now: no arithmetic needed,
-            // and its position is written, not read.
-            *position = Pacer::first_departure(now);
+            // and its position is noted in the slot (`fresh`), not written.
             slot.due = now.saturating_add(self.due_after_first);
             slot.rests_at = now.saturating_add(self.rest_after_first);
+            slot.fresh = true;
+            slot.sent += 1;
         } else {
-            let taken = self.pacer.take_one(*position, now);
-            (*position, slot.due, slot.rests_at) = (taken.position, taken.due, taken.rests_at);
+            self.take_busy_slot(s, now);
         }
+    }
+
+    /// [`Keyed::take_slot`] for a key not rested: its schedule's arithmetic.
+    /// Kept out of line, so the rested case stays small enough to inline.
+    #[inline(never)]
+    fn take_busy_slot(&mut self, s: u32, now: u64) {
+        let taken = self.pacer.take_one(self.position(s), now);
+        self.positions[s as usize] = taken.position;
+        let slot = &mut self.slots[s as usize];
+        (slot.due, slot.rests_at) = (taken.due, taken.rests_at);
+        slot.fresh = false;
         slot.sent += 1;
     }
 
@@ -157,6 +169,8 @@ impl Keyed {
         }
         self.due_timers(now);
         self.wake_blocked(now);
+        // Asked once: the global schedule then has no say in any turn.
+        let open = global.holds_nothing();
         let mut sent = 0;
         while let Some(&s) = self.ready.front() {
             self.fetch_ahead_in_line();
@@ -167,20 +181,21 @@ impl Keyed {
                 self.mark_idle(s);
                 continue;
             }
-            if self.held(s, now, &*global) {
+            if !open && self.held(s, now, &*global) {
                 // Out of the line until its hold ends.
                 self.ready.pop_front();
                 self.slots[s as usize].lane = Lane::Timed;
                 self.timers.push(Reverse((self.slots[s as usize].due, s)));
                 continue;
             }
-            let head = self.head_record(s);
-            if global.release(now, 1, &mut std::iter::once(head)) == 0 {
+            if !open && global.release(now, 1, &mut std::iter::once(self.head_record(s))) == 0 {
                 break;
             }
             self.ready.pop_front();
             self.take_slot(s, now);
-            global.key_left(self.slots[s as usize].key.as_bytes(), now);
+            if !open {
+                global.key_left(self.slots[s as usize].key.as_bytes(), now);
+            }
             self.slots[s as usize].lane = Lane::Idle;
             self.send_head(s, now, outbox);
             sent += 1;

@@ -35,6 +35,29 @@ pub fn record_key<'a>(
     spec.key(body_of(record, delimiter))
 }
 
+/// One past the end of the record of `data` that starts at `from`: its
+/// delimiter included, or the end of `data`. Records are mostly short (a
+/// log line, a URL): the first 16 bytes are looked at a word at a time in
+/// place (the exact zero-byte test of Hacker's Delight, §6.1, on the
+/// bytes XORed with the delimiter), which costs less than a call into
+/// `memchr`; past them `memchr` takes the rest.
+#[inline(always)]
+pub(super) fn record_end(data: &[u8], from: usize, delimiter: u8) -> usize {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    let splat = u64::from_ne_bytes([delimiter; 8]);
+    let mut at = from;
+    while at + 8 <= data.len() && at < from + 16 {
+        let word = u64::from_le_bytes(data[at..at + 8].try_into().expect("8 bytes")) ^ splat;
+        // High bit of each byte set where the byte is the delimiter, exactly.
+        let found = !(((word & LOW7) + LOW7) | word | LOW7);
+        if found != 0 {
+            return at + (found.trailing_zeros() / 8) as usize + 1;
+        }
+        at += 8;
+    }
+    memchr::memchr(delimiter, &data[at..]).map_or(data.len(), |i| at + i + 1)
+}
+
 /// How many records ahead of the one being decided a record is split and
 /// hashed, and the index line its hash starts at fetched (a power of two).
 const SPLIT_AHEAD: usize = 32;
@@ -42,6 +65,11 @@ const SPLIT_AHEAD: usize = 32;
 /// points to is fetched: late enough that the index line has come, early
 /// enough that the slot has come by its turn.
 const FETCH_AHEAD: usize = 16;
+/// How many records ahead of the one being decided its key's schedule
+/// position is fetched, when its slot says a record leaving then would
+/// read or write it (the key is not rested): late enough that the slot
+/// has come.
+const POSITION_AHEAD: usize = 8;
 
 /// A record split and hashed ahead of its turn.
 #[derive(Debug, Clone, Copy, Default)]
@@ -52,10 +80,17 @@ pub(super) struct Looked {
     pub(super) key: Option<(usize, usize)>,
     /// The key's hash.
     pub(super) hash: u64,
+    /// The slot the index named for the hash when it was looked at ahead
+    /// (`None` before, or when it named none): its key's slot, unless a
+    /// key was forgotten since (see [`Keyed::slot_of_looked`]).
+    pub(super) hint: Option<u32>,
+    /// [`Keyed::forgotten`] when the hint was taken.
+    pub(super) forgotten: u64,
 }
 
 /// The records of one read ahead of the one being decided, counted from
 /// the read's first: those before `decided` were handed out, those before
+/// `positioned` had their position fetched if need be, those before
 /// `fetched` had their slot fetched, those before `split` are in `ring`
 /// (record `i` at `i % SPLIT_AHEAD`); the next to split starts at `scan`.
 #[derive(Debug)]
@@ -63,6 +98,7 @@ pub(super) struct Ahead {
     ring: [Looked; SPLIT_AHEAD],
     split: usize,
     fetched: usize,
+    positioned: usize,
     decided: usize,
     scan: usize,
 }
@@ -73,6 +109,7 @@ impl Ahead {
             ring: [Looked::default(); SPLIT_AHEAD],
             split: 0,
             fetched: 0,
+            positioned: 0,
             decided: 0,
             scan: 0,
         }
@@ -84,17 +121,18 @@ impl Keyed {
     /// `None` after the last. Looks ahead as it goes: records are split
     /// and hashed [`SPLIT_AHEAD`] ahead, fetching the index line each
     /// hash starts at, and the slot each hash points to first is fetched
-    /// [`FETCH_AHEAD`] ahead. The look-up itself ([`Keyed::slot_of`]) is
+    /// [`FETCH_AHEAD`] ahead, and its schedule's position
+    /// [`POSITION_AHEAD`] ahead when the slot says the key is not rested
+    /// at `now` (ns). The look-up itself ([`Keyed::slot_of_looked`]) is
     /// made when the record is decided, by then from the caches: in a
     /// random order of keys every look-up misses them, and so the misses
     /// overlap with the work on the records before instead of each
     /// stalling its own.
     #[inline]
-    pub(super) fn next_looked(&self, data: &[u8], ahead: &mut Ahead) -> Option<Looked> {
+    pub(super) fn next_looked(&self, data: &[u8], ahead: &mut Ahead, now: u64) -> Option<Looked> {
         while ahead.split < ahead.decided + SPLIT_AHEAD && ahead.scan < data.len() {
             let start = ahead.scan;
-            let end = memchr::memchr(self.delimiter, &data[start..])
-                .map_or(data.len(), |i| start + i + 1);
+            let end = record_end(data, start, self.delimiter);
             let key = self.spec.key(body_of(&data[start..end], self.delimiter));
             let hash = key.map_or(0, |k| self.hasher.hash_one(k));
             if key.is_some() {
@@ -107,19 +145,30 @@ impl Keyed {
                     (from, from + k.len())
                 }),
                 hash,
+                hint: None,
+                forgotten: 0,
             };
             ahead.scan = end;
             ahead.split += 1;
         }
         while ahead.fetched < (ahead.decided + FETCH_AHEAD).min(ahead.split) {
-            let record = ahead.ring[ahead.fetched % SPLIT_AHEAD];
+            let record = &mut ahead.ring[ahead.fetched % SPLIT_AHEAD];
             if record.key.is_some() {
-                if let Some(s) = self.index.first(record.hash) {
+                record.hint = self.index.first(record.hash);
+                record.forgotten = self.forgotten;
+                if let Some(s) = record.hint {
                     crate::sys::prefetch(&self.slots[s as usize]);
-                    crate::sys::prefetch(&self.positions[s as usize]);
                 }
             }
             ahead.fetched += 1;
+        }
+        while ahead.positioned < (ahead.decided + POSITION_AHEAD).min(ahead.fetched) {
+            if let Some(s) = ahead.ring[ahead.positioned % SPLIT_AHEAD].hint {
+                if now < self.slots[s as usize].rests_at {
+                    crate::sys::prefetch(&self.positions[s as usize]);
+                }
+            }
+            ahead.positioned += 1;
         }
         if ahead.decided == ahead.split {
             return None;
@@ -130,9 +179,62 @@ impl Keyed {
     }
 }
 
+impl Keyed {
+    /// The slot of `record`'s key (`key`, from its read), as
+    /// [`Keyed::slot_of`] finds it: the slot the index named ahead when no
+    /// key has been forgotten since and it holds this key (the index is
+    /// not probed twice), else looked up now (a key forgotten meanwhile may
+    /// have left its slot to another, and a key first met ahead may have
+    /// been remembered since).
+    #[inline]
+    pub(super) fn slot_of_looked(
+        &mut self,
+        record: &Looked,
+        key: Option<&[u8]>,
+        now: u64,
+    ) -> Option<u32> {
+        if let (Some(k), Some(s)) = (key, record.hint) {
+            if record.forgotten == self.forgotten && self.slots[s as usize].key.is(k) {
+                return Some(s);
+            }
+        }
+        self.slot_of(key, record.hash, now)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Against `memchr`: every start in reads of every length up to 40,
+    /// with the delimiter at any place (or none), beside bytes that differ
+    /// from it by one bit and by the high bit.
+    #[test]
+    fn a_record_ends_where_memchr_finds_its_delimiter() {
+        for delimiter in [b'\n', 0, 0x80, 0xff] {
+            for len in 0..40 {
+                for at in (0..len).map(Some).chain([None]) {
+                    let data: Vec<u8> = (0..len)
+                        .map(|i| match i {
+                            _ if Some(i) == at => delimiter,
+                            _ if i % 3 == 0 => delimiter ^ 0x80,
+                            _ if i % 3 == 1 => delimiter ^ 1,
+                            _ => b'a',
+                        })
+                        .collect();
+                    for from in 0..len {
+                        let want =
+                            memchr::memchr(delimiter, &data[from..]).map_or(len, |i| from + i + 1);
+                        assert_eq!(
+                            record_end(&data, from, delimiter),
+                            want,
+                            "{delimiter} {len} {at:?} {from}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn keys_are_looked_for_without_the_delimiter_or_a_cr_before_a_newline() {

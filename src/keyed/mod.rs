@@ -130,10 +130,16 @@ pub struct Keyed {
     /// Each slot's records dropped.
     dropped: Vec<u64>,
     free_slots: Vec<u32>,
+    /// Keys forgotten so far (a slot named ahead is its key's while this
+    /// stays the same: [`Keyed::slot_of_looked`]).
+    forgotten: u64,
     /// The remembered keys' slots by hash.
     index: KeyIndex,
     hasher: RandomState,
     nodes: Vec<Node>,
+    /// Each node's record's number in arrival order (`seq`), 0 when it
+    /// holds none: what tells a live entry of `arrivals` from one gone.
+    seqs: Vec<u64>,
     free_nodes: Vec<u32>,
     /// Where waiting records are copied out of their reads.
     spill: Spill,
@@ -262,9 +268,11 @@ impl Keyed {
             positions: reserved(Position::default(), config.max_keys),
             dropped: reserved(0, config.max_keys),
             free_slots: Vec::new(),
+            forgotten: 0,
             index: KeyIndex::with_room(config.max_keys.min(RESERVED_SLOTS)),
             hasher: RandomState::default(),
             nodes: Vec::new(),
+            seqs: Vec::new(),
             free_nodes: Vec::new(),
             spill: Spill::default(),
             outgoing: Outgoing::new(delimiter),
@@ -324,16 +332,19 @@ impl Keyed {
     pub fn replace_limit(&mut self, now: u64, rate: Rate, burst: u64) {
         assert!(rate != Rate::Unlimited);
         let mut pacer = Pacer::new(rate, burst, slack_for(rate));
-        for (slot, position) in self.slots.iter_mut().zip(&mut self.positions) {
-            if slot.rests_at <= now {
+        for s in 0..self.slots.len() {
+            if self.slots[s].rests_at <= now {
                 continue;
             }
-            self.pacer.restore(*position);
+            self.pacer.restore(self.position(s as u32));
             let last = self.pacer.last_slot().unwrap_or(now).min(now);
             pacer.spent_at(last);
-            *position = pacer.position_now();
+            let position = pacer.position_now();
+            self.positions[s] = position;
+            let slot = &mut self.slots[s];
             slot.due = pacer.next_due();
-            slot.rests_at = pacer.rests_at(*position);
+            slot.rests_at = pacer.rests_at(position);
+            slot.fresh = false;
         }
         self.rest_after_first = pacer.rests_at(Pacer::first_departure(0));
         pacer.restore(Pacer::first_departure(0));
@@ -425,21 +436,19 @@ impl Keyed {
         }
         let whole = seg.clone();
         let data = whole.as_bytes();
-        let global_open = global.is_unlimited();
+        let global_kind = (global.is_unlimited(), global.holds_keys());
         let weighs_bytes = global.weighs_bytes();
         let (mut run_bytes, mut run_len, mut sent) = (0, 0, 0);
         let mut ahead = Ahead::new();
         let mut start = 0;
-        while let Some(record) = self.next_looked(data, &mut ahead) {
+        while let Some(record) = self.next_looked(data, &mut ahead, now) {
             let size = record.end - start;
             let bytes = &data[start..record.end];
             let key = record.key.map(|(from, to)| &data[from..to]);
             start = record.end;
-            // Looked up now, not ahead: a key forgotten meanwhile may have
-            // left its slot to another.
-            let slot = self.slot_of(key, record.hash, now);
+            let slot = self.slot_of_looked(&record, key, now);
             if let Some(s) = slot {
-                if may_leave && self.leave_now(now, s, bytes, global, global_open) {
+                if may_leave && self.leave_now(now, s, bytes, global, global_kind) {
                     run_bytes += size;
                     run_len += 1;
                     continue;

@@ -17,18 +17,21 @@ use super::spill::Place;
 use super::{Keyed, Lane, NoRoom, NIL};
 
 /// A waiting record (its bytes in the [`Spill`](super::spill::Spill)) and
-/// the next of its key.
+/// the next of its key: 32 bytes, two to a cache line. Its number in
+/// arrival order is kept apart (`Keyed::seqs`), where looking through the
+/// arrivals reads only those.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Node {
     pub(super) place: Place,
     pub(super) len: usize,
     /// When it arrived (ns).
     pub(super) arrived: u64,
-    pub(super) seq: u64,
     pub(super) next: u32,
     /// Its key's slot.
     pub(super) key: u32,
 }
+
+const _: () = assert!(std::mem::size_of::<Node>() == 32);
 
 impl Keyed {
     /// The record at the front of `seg` (`size` bytes), of key `slot`
@@ -116,7 +119,6 @@ impl Keyed {
             place,
             len,
             arrived: now,
-            seq: self.seq,
             next: NIL,
             key: s,
         };
@@ -126,10 +128,12 @@ impl Keyed {
         let n = match self.free_nodes.pop() {
             Some(n) => {
                 self.nodes[n as usize] = node;
+                self.seqs[n as usize] = self.seq;
                 n
             }
             None => {
                 self.nodes.push(node);
+                self.seqs.push(self.seq);
                 u32::try_from(self.nodes.len() - 1).expect("fewer than 2^32 records")
             }
         };
@@ -215,7 +219,7 @@ impl Keyed {
         // Out of `fat` while the head still holds the seq its entry names.
         self.unindex(s);
         // No longer the record its entry in `arrivals` names.
-        self.nodes[n as usize].seq = 0;
+        self.seqs[n as usize] = 0;
         self.free_nodes.push(n);
         self.len -= 1;
         self.bytes -= node.len;
@@ -235,7 +239,7 @@ impl Keyed {
     /// none (seq 0; records count from 1).
     #[inline]
     fn is_waiting(&self, seq: u64, n: u32) -> bool {
-        self.nodes[n as usize].seq == seq
+        self.seqs[n as usize] == seq
     }
 
     /// After a record left: drop the gone from the front of `arrivals`,
@@ -253,8 +257,9 @@ impl Keyed {
         }
     }
 
-    /// Keep only the waiting records' entries of `arrivals`, fetching the
-    /// nodes a few entries ahead (each is a cache miss of its own).
+    /// Keep only the waiting records' entries of `arrivals`, fetching
+    /// their numbers a few entries ahead (each may be a cache miss of its
+    /// own).
     #[cold]
     fn compact_arrivals(&mut self) {
         const AHEAD: usize = 16;
@@ -262,7 +267,7 @@ impl Keyed {
         let mut kept = VecDeque::with_capacity(self.len + 64);
         for (i, &(seq, n)) in arrivals.iter().enumerate() {
             if let Some(&(_, far)) = arrivals.get(i + AHEAD) {
-                crate::sys::prefetch(&self.nodes[far as usize]);
+                crate::sys::prefetch(&self.seqs[far as usize]);
             }
             if self.is_waiting(seq, n) {
                 kept.push_back((seq, n));
@@ -293,19 +298,27 @@ impl Keyed {
     }
 
     /// Take key `s` out of `fat` before its queue changes.
+    #[inline]
     pub(super) fn unindex(&mut self, s: u32) {
+        if !self.fat_kept {
+            return;
+        }
         let slot = &self.slots[s as usize];
-        if self.fat_kept && slot.len > 0 {
-            let seq = self.nodes[slot.head as usize].seq;
+        if slot.len > 0 {
+            let seq = self.seqs[slot.head as usize];
             self.fat.remove(&(slot.len, Reverse(seq), s));
         }
     }
 
     /// Put key `s` back in `fat` after its queue changed.
+    #[inline]
     pub(super) fn index(&mut self, s: u32) {
+        if !self.fat_kept {
+            return;
+        }
         let slot = &self.slots[s as usize];
-        if self.fat_kept && slot.len > 0 {
-            let seq = self.nodes[slot.head as usize].seq;
+        if slot.len > 0 {
+            let seq = self.seqs[slot.head as usize];
             self.fat.insert((slot.len, Reverse(seq), s));
         }
     }

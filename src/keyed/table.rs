@@ -10,7 +10,7 @@
 use std::cmp::Reverse;
 use std::hash::BuildHasher;
 
-use crate::pacer::Position;
+use crate::pacer::{Pacer, Position};
 
 use super::{Keyed, Lane, NIL, NO_KEY};
 
@@ -85,8 +85,8 @@ impl From<&[u8]> for KeyBytes {
 /// read, in one cache line (64 bytes, aligned), so that a look-up in a
 /// random order of keys misses the caches once. Its schedule's
 /// [`Position`] (read only when a record leaves within its slack of the
-/// last) and its drops are kept apart, in `Keyed::positions` and
-/// `Keyed::dropped` at the same index.
+/// last, written only then: see `fresh`) and its drops are kept apart, in
+/// `Keyed::positions` and `Keyed::dropped` at the same index.
 #[derive(Debug)]
 #[repr(align(64))]
 pub(super) struct Slot {
@@ -102,6 +102,11 @@ pub(super) struct Slot {
     pub(super) len: u32,
     pub(super) lane: Lane,
     pub(super) in_rest: bool,
+    /// Its schedule stands one departure from rested, at `rests_at`
+    /// less `Keyed::rest_after_first`: nothing of it is in
+    /// `Keyed::positions` ([`Keyed::position`] makes it), so the record
+    /// that leaves a rested key at once touches no line but its slot's.
+    pub(super) fresh: bool,
     pub(super) sent: u64,
 }
 
@@ -173,6 +178,18 @@ impl Keyed {
         None
     }
 
+    /// Where key `s`'s schedule stands: its [`Position`], or, when the
+    /// slot is `fresh`, the one departure from rested that it notes.
+    #[inline]
+    pub(super) fn position(&self, s: u32) -> Position {
+        let slot = &self.slots[s as usize];
+        if slot.fresh {
+            Pacer::first_departure(slot.rests_at - self.rest_after_first)
+        } else {
+            self.positions[s as usize]
+        }
+    }
+
     /// Forget idle key `s`.
     pub(super) fn forget(&mut self, s: u32) {
         let hash = self.hasher.hash_one(self.slots[s as usize].key.as_bytes());
@@ -181,6 +198,7 @@ impl Keyed {
         self.positions[s as usize] = Position::default();
         self.dropped[s as usize] = 0;
         self.free_slots.push(s);
+        self.forgotten += 1;
         if let Some(shared) = self.shared.as_deref_mut() {
             shared.forget(s);
         }
@@ -207,6 +225,7 @@ impl Slot {
             len: 0,
             lane: Lane::Idle,
             in_rest: false,
+            fresh: false,
             sent: 0,
         }
     }

@@ -131,4 +131,16 @@ impl State {
     pub(crate) fn reader_can_go(&self) -> bool {
         self.reading.can_go(&self.adm.bucket())
     }
+
+    /// Whether the reader is to be woken (`space_ready`): it waits for
+    /// room and enough has been made, or (`emptied`) the writer let its
+    /// whole parked read in. It counts as woken from here (it wants
+    /// nothing more until it waits again), so it is woken once.
+    pub(crate) fn reader_to_wake(&mut self, emptied: bool) -> bool {
+        let wake = self.reading.wants > 0 && (emptied || self.reader_can_go());
+        if wake {
+            self.reading.wants = 0;
+        }
+        wake
+    }
 }

@@ -35,6 +35,11 @@ pub(crate) struct Writing {
     pub(crate) last_take: u64,
     /// The writer waits for records: nothing is due or queued.
     pub(crate) waiting: bool,
+    /// The writer sleeps on `data_ready` (in any of its waits) and no one
+    /// has woken it since: the reader wakes it only then
+    /// ([`State::writer_to_wake`]), so a wake-up costs a system call only
+    /// when someone sleeps.
+    pub(crate) asleep: bool,
     /// The sink has no room (every job slot is taken): arrivals wait.
     pub(crate) sink_full: bool,
 }
@@ -89,6 +94,12 @@ impl Writing {
 }
 
 impl State {
+    /// Whether the writer is to be woken (`data_ready`): it sleeps and no
+    /// one has woken it since; it counts as woken from here.
+    pub(crate) fn writer_to_wake(&mut self) -> bool {
+        std::mem::take(&mut self.writing.asleep)
+    }
+
     /// The writer, about to take the outbox: once the bucket is at most
     /// half full, let the parked read arrive, as the reader would on waking
     /// (in large steps: each costs a cut). The writer can take what leaves
@@ -161,6 +172,30 @@ mod tests {
         let text: String = (1..=100).map(|i| format!("{i}\n")).collect();
         st.reading.parked = Some(Segment::new(text.into(), b'\n'));
         st
+    }
+
+    /// Each side is woken once, and only while it sleeps: the writer
+    /// while it waits on `data_ready`, the reader while it waits for room
+    /// (and enough was made, or its parked read was let in whole).
+    #[test]
+    fn a_sleeper_is_woken_once_and_only_while_it_sleeps() {
+        let mut st = small_bucket_with_a_parked_read();
+        assert!(!st.writer_to_wake(), "the writer is not asleep");
+        st.writing.asleep = true;
+        assert!(st.writer_to_wake());
+        assert!(!st.writer_to_wake(), "woken once");
+        assert!(st.top_up(0) || st.adm.bucket().len() == 10);
+        assert!(!st.reader_to_wake(true), "the reader does not wait");
+        st.reading.wants = 5;
+        assert!(!st.reader_to_wake(false), "no room made");
+        assert!(st.reader_to_wake(true), "its parked read is in");
+        assert!(!st.reader_to_wake(true), "woken once");
+        st.reading.wants = 5;
+        let mut out = Vec::new();
+        st.adm.release(100_000);
+        st.adm.take_outbox(&mut out);
+        assert!(st.reader_to_wake(false), "room for what it wants");
+        assert_eq!(st.reading.wants, 0);
     }
 
     /// The writer fills a small bucket from the parked read itself, at
