@@ -34,14 +34,16 @@ pub(super) enum Lane {
 impl Keyed {
     /// Whether `record`, of key `s`, leaves at `now`; if so it takes its
     /// slot in its key's schedule and the global one.
-    /// `global_open`: the global schedule limits nothing.
+    /// `global_open`: the global schedule limits nothing; `holds_nothing`:
+    /// nor does it hold any key ([`Schedule::holds_nothing`]), so it need
+    /// not be asked at all.
     pub(super) fn leave_now(
         &mut self,
         now: u64,
         s: u32,
         record: &[u8],
         global: &mut dyn Schedule,
-        global_open: bool,
+        (global_open, holds_nothing): (bool, bool),
     ) -> bool {
         while let Some(&front) = self.ready.front() {
             if self.slots[front as usize].len > 0 {
@@ -51,7 +53,7 @@ impl Keyed {
             self.slots[front as usize].lane = Lane::Idle;
             self.mark_idle(front);
         }
-        if self.held(s, now, &*global) {
+        if !holds_nothing && self.held(s, now, &*global) {
             return false;
         }
         if self.shared.is_some() {
@@ -65,7 +67,9 @@ impl Keyed {
             return false;
         }
         self.take_slot(s, now);
-        global.key_left(self.slots[s as usize].key.as_bytes(), now);
+        if !holds_nothing {
+            global.key_left(self.slots[s as usize].key.as_bytes(), now);
+        }
         true
     }
 

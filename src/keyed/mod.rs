@@ -436,7 +436,8 @@ impl Keyed {
         }
         let whole = seg.clone();
         let data = whole.as_bytes();
-        let global_open = global.is_unlimited();
+        // Asked once a read: each record then needs no call.
+        let global_open = (global.is_unlimited(), global.holds_nothing());
         let weighs_bytes = global.weighs_bytes();
         let (mut run_bytes, mut run_len, mut sent) = (0, 0, 0);
         let mut ahead = Ahead::new();
