@@ -70,16 +70,6 @@ pub trait Schedule: fmt::Debug + Send {
     /// Whether nothing is limited: every record may always leave.
     fn is_unlimited(&self) -> bool;
 
-    /// Whether the schedule holds nothing back until its limits are
-    /// replaced: no limit, no pause, no hold on a key, so every record may
-    /// leave at any time and [`Schedule::release`], [`Schedule::key_due`]
-    /// and [`Schedule::key_left`] need not be asked (the keyed queues'
-    /// release skips them for each record). `false` unless a schedule
-    /// knows it.
-    fn holds_nothing(&self) -> bool {
-        false
-    }
-
     /// Whether a record's content matters (some limit counts bytes or
     /// cost). When it does not, callers may pass an empty `records`
     /// iterator to [`Schedule::release`] and any record to
@@ -109,6 +99,14 @@ pub trait Schedule: fmt::Debug + Send {
     /// (infinite when a limit counts bytes or nothing is limited): the
     /// writer coalesces wake-ups above 20,000/s.
     fn records_per_second(&self) -> f64;
+
+    /// Whether the schedule may hold a key back or note its departures
+    /// ([`Schedule::key_due`], [`Schedule::key_left`]: holds on one key,
+    /// `jobs::gate`); when not, the keyed queues ask neither as a record
+    /// leaves at once.
+    fn holds_keys(&self) -> bool {
+        false
+    }
 
     /// The earliest time (ns) a record of `key` may leave as far as a hold
     /// on that key alone goes (an overload's pause, a lowered rate after
@@ -345,10 +343,6 @@ impl Schedule for Limits {
         self.limits.is_empty()
     }
 
-    fn holds_nothing(&self) -> bool {
-        self.limits.is_empty()
-    }
-
     fn weighs_bytes(&self) -> bool {
         self.weighs_bytes
     }
@@ -442,20 +436,6 @@ mod tests {
             burst,
             unit,
         }
-    }
-
-    /// Only limits of none hold nothing back, and a change of limits says
-    /// so at once (the keyed queues ask at each release).
-    #[test]
-    fn only_no_limits_hold_nothing_back() {
-        let mut s = Limits::new(&[]);
-        assert!(s.holds_nothing());
-        s.replace_limits(0, &[limit("10/s", 1, Unit::Records)])
-            .unwrap();
-        assert!(!s.holds_nothing());
-        assert!(!Limits::new(&[limit("1000/s", 100, Unit::Bytes)]).holds_nothing());
-        s.replace_limits(0, &[]).unwrap();
-        assert!(s.holds_nothing());
     }
 
     /// Departure times of `sizes`, always waiting, woken exactly when due.

@@ -438,6 +438,10 @@ impl Schedule for Gate {
         self.inner.records_per_second()
     }
 
+    fn holds_keys(&self) -> bool {
+        true
+    }
+
     fn key_due(&self, key: &[u8]) -> u64 {
         let holds = self.control.lock();
         holds.keys.get(key).map_or(0, Hold::due)

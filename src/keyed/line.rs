@@ -34,16 +34,15 @@ pub(super) enum Lane {
 impl Keyed {
     /// Whether `record`, of key `s`, leaves at `now`; if so it takes its
     /// slot in its key's schedule and the global one.
-    /// `global_open`: the global schedule limits nothing; `holds_nothing`:
-    /// nor does it hold any key ([`Schedule::holds_nothing`]), so it need
-    /// not be asked at all.
+    /// `global_open`: the global schedule limits nothing; `holds_keys`: it
+    /// may hold a key back ([`Schedule::holds_keys`]).
     pub(super) fn leave_now(
         &mut self,
         now: u64,
         s: u32,
         record: &[u8],
         global: &mut dyn Schedule,
-        (global_open, holds_nothing): (bool, bool),
+        (global_open, holds_keys): (bool, bool),
     ) -> bool {
         while let Some(&front) = self.ready.front() {
             if self.slots[front as usize].len > 0 {
@@ -53,7 +52,7 @@ impl Keyed {
             self.slots[front as usize].lane = Lane::Idle;
             self.mark_idle(front);
         }
-        if !holds_nothing && self.held(s, now, &*global) {
+        if holds_keys && self.held(s, now, &*global) {
             return false;
         }
         if self.shared.is_some() {
@@ -67,7 +66,7 @@ impl Keyed {
             return false;
         }
         self.take_slot(s, now);
-        if !holds_nothing {
+        if holds_keys {
             global.key_left(self.slots[s as usize].key.as_bytes(), now);
         }
         true
@@ -88,26 +87,34 @@ impl Keyed {
     }
 
     /// Key `s`, whose schedule allows it, takes its slot at `now`.
-    #[inline]
+    #[inline(always)]
     pub(super) fn take_slot(&mut self, s: u32, now: u64) {
         if self.shared.is_some() {
             return self.take_shared_slot(s, now);
         }
-        if now >= self.slots[s as usize].rests_at {
+        let slot = &mut self.slots[s as usize];
+        if now >= slot.rests_at {
             // A rested schedule restarts from now: no arithmetic needed,
             // and its position is noted in the slot (`fresh`), not written.
-            let slot = &mut self.slots[s as usize];
             slot.due = now.saturating_add(self.due_after_first);
             slot.rests_at = now.saturating_add(self.rest_after_first);
             slot.fresh = true;
+            slot.sent += 1;
         } else {
-            let taken = self.pacer.take_one(self.position(s), now);
-            self.positions[s as usize] = taken.position;
-            let slot = &mut self.slots[s as usize];
-            (slot.due, slot.rests_at) = (taken.due, taken.rests_at);
-            slot.fresh = false;
+            self.take_busy_slot(s, now);
         }
-        self.slots[s as usize].sent += 1;
+    }
+
+    /// [`Keyed::take_slot`] for a key not rested: its schedule's arithmetic.
+    /// Kept out of line, so the rested case stays small enough to inline.
+    #[inline(never)]
+    fn take_busy_slot(&mut self, s: u32, now: u64) {
+        let taken = self.pacer.take_one(self.position(s), now);
+        self.positions[s as usize] = taken.position;
+        let slot = &mut self.slots[s as usize];
+        (slot.due, slot.rests_at) = (taken.due, taken.rests_at);
+        slot.fresh = false;
+        slot.sent += 1;
     }
 
     /// Key `s`, with records waiting, takes its place in the line: the end
@@ -162,8 +169,9 @@ impl Keyed {
         }
         self.due_timers(now);
         self.wake_blocked(now);
-        // Asked once: the global schedule then has no say in any turn.
-        let open = global.holds_nothing();
+        // Asked once: a schedule that limits nothing and holds no key has
+        // no say in any turn (as for a record leaving at once).
+        let open = global.is_unlimited() && !global.holds_keys();
         let mut sent = 0;
         while let Some(&s) = self.ready.front() {
             self.fetch_ahead_in_line();

@@ -436,8 +436,7 @@ impl Keyed {
         }
         let whole = seg.clone();
         let data = whole.as_bytes();
-        // Asked once a read: each record then needs no call.
-        let global_open = (global.is_unlimited(), global.holds_nothing());
+        let global_kind = (global.is_unlimited(), global.holds_keys());
         let weighs_bytes = global.weighs_bytes();
         let (mut run_bytes, mut run_len, mut sent) = (0, 0, 0);
         let mut ahead = Ahead::new();
@@ -449,7 +448,7 @@ impl Keyed {
             start = record.end;
             let slot = self.slot_of_looked(&record, key, now);
             if let Some(s) = slot {
-                if may_leave && self.leave_now(now, s, bytes, global, global_open) {
+                if may_leave && self.leave_now(now, s, bytes, global, global_kind) {
                     run_bytes += size;
                     run_len += 1;
                     continue;
