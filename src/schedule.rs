@@ -70,16 +70,6 @@ pub trait Schedule: fmt::Debug + Send {
     /// Whether nothing is limited: every record may always leave.
     fn is_unlimited(&self) -> bool;
 
-    /// Whether the schedule holds nothing back until its limits are
-    /// replaced: no limit, no pause, no hold on a key, so every record may
-    /// leave at any time and [`Schedule::release`], [`Schedule::key_due`]
-    /// and [`Schedule::key_left`] need not be asked (the keyed queues'
-    /// release skips them for each record). `false` unless a schedule
-    /// knows it.
-    fn holds_nothing(&self) -> bool {
-        false
-    }
-
     /// Whether a record's content matters (some limit counts bytes or
     /// cost). When it does not, callers may pass an empty `records`
     /// iterator to [`Schedule::release`] and any record to
@@ -366,10 +356,6 @@ impl Schedule for Limits {
         self.limits.is_empty()
     }
 
-    fn holds_nothing(&self) -> bool {
-        self.limits.is_empty()
-    }
-
     fn weighs_bytes(&self) -> bool {
         self.weighs_bytes
     }
@@ -463,20 +449,6 @@ mod tests {
             burst,
             unit,
         }
-    }
-
-    /// Only limits of none hold nothing back, and a change of limits says
-    /// so at once (the keyed queues ask at each release).
-    #[test]
-    fn only_no_limits_hold_nothing_back() {
-        let mut s = Limits::new(&[]);
-        assert!(s.holds_nothing());
-        s.replace_limits(0, &[limit("10/s", 1, Unit::Records)])
-            .unwrap();
-        assert!(!s.holds_nothing());
-        assert!(!Limits::new(&[limit("1000/s", 100, Unit::Bytes)]).holds_nothing());
-        s.replace_limits(0, &[]).unwrap();
-        assert!(s.holds_nothing());
     }
 
     /// Departure times of `sizes`, always waiting, woken exactly when due.

@@ -169,8 +169,9 @@ impl Keyed {
         }
         self.due_timers(now);
         self.wake_blocked(now);
-        // Asked once: the global schedule then has no say in any turn.
-        let open = global.holds_nothing();
+        // Asked once: a schedule that limits nothing and holds no key has
+        // no say in any turn (as for a record leaving at once).
+        let open = global.is_unlimited() && !global.holds_keys();
         let mut sent = 0;
         while let Some(&s) = self.ready.front() {
             self.fetch_ahead_in_line();

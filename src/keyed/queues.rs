@@ -155,6 +155,9 @@ impl Keyed {
         let slot = &mut self.slots[s as usize];
         slot.tail = n;
         slot.len += 1;
+        if self.arrivals.len() >= 2 * self.len + 64 {
+            self.compact_arrivals();
+        }
         self.arrivals.push_back((self.seq, n));
         self.index(s);
         if self.slots[s as usize].lane == Lane::Idle {
@@ -243,17 +246,23 @@ impl Keyed {
     }
 
     /// After a record left: drop the gone from the front of `arrivals`,
-    /// and all of them once they outnumber the waiting (so it holds at
-    /// most twice the records waiting, and a little).
+    /// all of them at once when none waits. The gone in its middle are
+    /// dropped as a record joins and they outnumber the waiting
+    /// ([`Keyed::enqueue`]), not as records leave: a release that lets
+    /// most of the waiting go would look through the arrivals again each
+    /// time it halves them. So right after a record joins, `arrivals`
+    /// holds at most twice the records waiting and a little, and never
+    /// more than that of the most records that waited at once.
     fn prune_arrivals(&mut self) {
+        if self.len == 0 {
+            self.arrivals.clear();
+            return;
+        }
         while let Some(&(seq, n)) = self.arrivals.front() {
             if self.is_waiting(seq, n) {
                 break;
             }
             self.arrivals.pop_front();
-        }
-        if self.arrivals.len() > 2 * self.len + 64 {
-            self.compact_arrivals();
         }
     }
 
@@ -298,11 +307,15 @@ impl Keyed {
     }
 
     /// Take key `s` out of `fat` before its queue changes.
-    #[inline]
+    #[inline(always)]
     pub(super) fn unindex(&mut self, s: u32) {
-        if !self.fat_kept {
-            return;
+        if self.fat_kept {
+            self.unindex_kept(s);
         }
+    }
+
+    /// [`Keyed::unindex`], `fat` being kept.
+    fn unindex_kept(&mut self, s: u32) {
         let slot = &self.slots[s as usize];
         if slot.len > 0 {
             let seq = self.seqs[slot.head as usize];
@@ -311,11 +324,15 @@ impl Keyed {
     }
 
     /// Put key `s` back in `fat` after its queue changed.
-    #[inline]
+    #[inline(always)]
     pub(super) fn index(&mut self, s: u32) {
-        if !self.fat_kept {
-            return;
+        if self.fat_kept {
+            self.index_kept(s);
         }
+    }
+
+    /// [`Keyed::index`], `fat` being kept.
+    fn index_kept(&mut self, s: u32) {
         let slot = &self.slots[s as usize];
         if slot.len > 0 {
             let seq = self.seqs[slot.head as usize];
@@ -398,6 +415,7 @@ mod tests {
         for t in 1..3000u64 {
             let now = t * MS / 2;
             k.release(now, &mut global, &mut outbox);
+            assert!(k.arrivals.len() <= 2 * k.max_depth() + 64, "at {t}");
             let line = format!("k{0} {t}\nk{0} {t}\n", t % 10);
             let seg = Segment::new(Bytes::from(line), b'\n');
             k.arrive(
