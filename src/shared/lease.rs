@@ -271,22 +271,26 @@ pub struct SharedSchedule {
 /// What the writes did with the slots released ([`Schedule::wrote`]).
 ///
 /// A record leaves when its write returns, not when its slot is spent: a
-/// writer preempted between the two (a loaded machine, a thread woken
-/// late) writes it later than its slot by more than a slot may be late
-/// ([`late_ns`]), onto the slots after it. A slot of this drip that such a
-/// write ended after is *overtaken*: forfeited, never used nor given back
-/// (the late record took its place in time, and a slot given back would
-/// let another drip's record go beside it). So a drip's records, however
-/// late, are never closer together than its slots: in any window it
-/// writes at most one record more than the slots it holds there.
+/// writer held up between the two (a loaded machine) writes it later than
+/// its slot by more than a slot may be late ([`late_ns`]), among the slots
+/// after it. Each record written so late takes the place of this drip's
+/// next slot due before the write's end, which is *overtaken*: forfeited,
+/// never used nor given back (a slot given back would let another drip's
+/// record go beside the late one). So the late record and this drip's next
+/// do not go out together on the next slot, while a drip at a high rate
+/// (whose allowance is 2 ms, many slots) loses one slot for each record
+/// late, not every slot the write outlasted.
 #[derive(Debug, Default)]
 pub(crate) struct Written {
     /// Released, not written yet, in order: each record's slot (its time
     /// on drip's clock, ns, and the size it was reserved for). At most
     /// [`SIZES_KEPT`]: a sink that never reports its writes keeps none.
     unwritten: VecDeque<(u64, u64)>,
-    /// Slots before this (drip's clock, ns) are overtaken.
-    overtaken_until: u64,
+    /// Slots still to forfeit for records written late, and the end of
+    /// the last such write (drip's clock, ns): only slots due before it
+    /// are overtaken.
+    overtaken: usize,
+    until: u64,
 }
 
 impl SharedSchedule {
@@ -385,11 +389,7 @@ impl Schedule for SharedSchedule {
             return self.local.release(now, available, records);
         }
         let before = (st.wanted, st.returning.is_some());
-        let overtaken = self.written.overtaken_until;
-        while st.slots.front().is_some_and(|s| s.at < overtaken) {
-            st.slots.pop_front();
-            st.status.forfeited += 1;
-        }
+        self.written.overtake(&mut st);
         st.drop_late(now, |size| self.late_ns(size));
         let n = if self.weighs_bytes || st.status.mode.paced_alone(now) {
             self.release_slots(&mut st, now, available, records)
@@ -455,22 +455,34 @@ impl Schedule for SharedSchedule {
     }
 
     fn wrote(&mut self, now: u64, records: usize) {
-        let mut last = None;
+        let mut late = 0;
         for _ in 0..records {
-            match self.written.unwritten.pop_front() {
-                Some(slot) => last = Some(slot),
-                None => break,
-            }
+            let Some((at, size)) = self.written.unwritten.pop_front() else {
+                break;
+            };
+            late += usize::from(now > at.saturating_add(self.late_ns(size)));
         }
-        if let Some((at, size)) = last {
-            if now > at.saturating_add(self.late_ns(size)) {
-                self.written.overtaken_until = self.written.overtaken_until.max(now);
-            }
+        if late > 0 {
+            self.written.overtaken += late;
+            self.written.until = now;
         }
     }
 }
 
 impl Written {
+    /// Forfeit the slots of `st` that records written late overtook.
+    fn overtake(&mut self, st: &mut GlobalLease) {
+        while self.overtaken > 0 {
+            if !st.slots.front().is_some_and(|s| s.at < self.until) {
+                self.overtaken = 0;
+                break;
+            }
+            st.slots.pop_front();
+            st.status.forfeited += 1;
+            self.overtaken -= 1;
+        }
+    }
+
     /// `slot` was spent on a record now on its way to the writer.
     fn released(&mut self, slot: &Slot) {
         if self.unwritten.len() == SIZES_KEPT {
@@ -694,15 +706,16 @@ pub(crate) mod tests {
         assert_eq!(s.lease.lock().status.forfeited, 1);
     }
 
-    /// A write that returns later than its slot may be late (the writer
-    /// preempted after the slot was spent) overtakes this drip's slots
-    /// before it: they are forfeited, so the next record waits for a slot
-    /// after the late one instead of following it at once (at 200/s: a
-    /// record written 7 ms late, then the next on its slot 2 ms late, then
-    /// the one after on time would be three records in 3 ms). A write on
+    /// A record written later than its slot may be late (the writer held
+    /// up after the slot was spent) overtakes this drip's next slot due
+    /// before the write's end: it is forfeited, so the next record waits
+    /// for a slot after the late one instead of following it at once (at
+    /// 200/s: a record written 7 ms late, then the next on its slot 2 ms
+    /// late, then the one after on time would be three records in 3 ms).
+    /// One slot a record late, none due after the write's end; a write on
     /// time leaves the slots after it, a burst's too.
     #[test]
-    fn a_late_write_overtakes_the_slots_before_its_end() {
+    fn a_record_written_late_overtakes_the_next_slot() {
         let records = || std::iter::repeat(&b"x"[..]);
         let mut s = records_schedule([0, 5 * MS, 10 * MS, 15 * MS]);
         assert_eq!(s.release(100_000, 4, &mut records()), 1);
@@ -714,6 +727,18 @@ pub(crate) mod tests {
         s.wrote(10 * MS + 50_000, 1);
         assert_eq!(s.release(15 * MS, 4, &mut records()), 1);
         assert_eq!(s.lease.lock().status.forfeited, 1);
+        // One record late overtakes one slot, not every slot its write
+        // outlasted; none due after the write's end.
+        let mut s = records_schedule([0, 5 * MS, 10 * MS, 15 * MS]);
+        assert_eq!(s.release(100_000, 4, &mut records()), 1);
+        s.wrote(12 * MS, 1);
+        assert_eq!(s.release(12 * MS, 4, &mut records()), 1);
+        assert_eq!(s.lease.lock().status.forfeited, 1);
+        let mut s = records_schedule([0, 5 * MS]);
+        assert_eq!(s.release(0, 4, &mut records()), 1);
+        s.wrote(4 * MS, 1);
+        assert_eq!(s.release(5 * MS, 4, &mut records()), 1);
+        assert_eq!(s.lease.lock().status.forfeited, 0);
         // Slots of a burst, due together, their records written one by one
         // on time: none overtaken.
         let mut s = records_schedule([0, 0, 0]);
