@@ -4,6 +4,7 @@
     python3 bench/transitions.py                    # 20 runs per backend and transition
     python3 bench/transitions.py --runs 5 --only redis:restart,file:term
     python3 bench/transitions.py --release          # drip built with the release profile
+    python3 bench/transitions.py --only file --policy fail   # every run under one policy
 
 Runs the long run of tests/transitions.rs (`many_runs`, ignored in `cargo test`): for each
 backend (the state file, a redis-server it starts on a free loopback port) and each transition
@@ -40,6 +41,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=20, help="runs per backend and transition")
     ap.add_argument("--only", default="", help="backend[:transition],... (file, redis:lost)")
+    ap.add_argument("--policy", choices=POLICIES, default="",
+                    help="run every run under this --share-on-error policy (default: turns)")
     ap.add_argument("--release", action="store_true", help="build drip with the release profile")
     ap.add_argument("--raw", type=Path, help="write the runs' JSON lines here")
     args = ap.parse_args()
@@ -49,7 +52,7 @@ def main() -> int:
         cmd.append("--release")
     cmd += ["--", "--ignored", "--nocapture", "--exact", "many_runs"]
     env = dict(os.environ, DRIP_TRANSITIONS_RUNS=str(args.runs),
-               DRIP_TRANSITIONS_ONLY=args.only)
+               DRIP_TRANSITIONS_ONLY=args.only, DRIP_TRANSITIONS_POLICY=args.policy)
     print(f"transitions-bench: {' '.join(cmd)}", file=sys.stderr, flush=True)
     runs = []
     with subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, text=True) as p:

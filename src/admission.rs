@@ -582,6 +582,13 @@ impl Admission {
         n
     }
 
+    /// The writer wrote the next `records` of the outbox, its write
+    /// returning at `now` (ns): the schedule hears of it
+    /// ([`Schedule::wrote`]).
+    pub fn wrote(&mut self, now: u64, records: usize) {
+        self.schedule.wrote(now, records);
+    }
+
     /// Expire waiting records older than `--max-wait` at `now`. Returns how
     /// many expired.
     pub fn expire(&mut self, now: u64, ledger: &mut Ledger) -> usize {

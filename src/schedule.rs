@@ -121,6 +121,19 @@ pub trait Schedule: fmt::Debug + Send {
     /// counts from here.
     fn key_left(&mut self, _key: &[u8], _now: u64) {}
 
+    /// The writer wrote the next `records` released records, its write
+    /// returning at `now` (ns): a shared schedule forfeits the slots a
+    /// write that late overtook (`shared::lease::Written`).
+    fn wrote(&mut self, _now: u64, _records: usize) {}
+
+    /// Whether records may leave only on the writer, just before it writes
+    /// them, never on the reader's arrival (to be written whenever the
+    /// writer next runs, on a busy machine later than their slots allow):
+    /// a shared schedule's slots are other drips' neighbours.
+    fn released_by_the_writer(&self) -> bool {
+        false
+    }
+
     /// Enforce `limits` instead from `now` (ns) on (`drip ctl … rate`):
     /// the new schedule counts from the last departure, with no credit
     /// saved ([`Pacer::spent_at`]), so lowering the rate carries none of

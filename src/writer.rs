@@ -113,6 +113,8 @@ pub(crate) fn write_loop(shared: &Shared, sink: &mut dyn Sink) -> Option<std::io
         if !settles_itself {
             // A runner records its starts itself, each as it happens.
             st.departures.record(now, written.records);
+            st.adm
+                .wrote(now, usize::try_from(written.records).unwrap_or(usize::MAX));
         }
         let written_bytes = if settles_itself {
             None

@@ -1065,7 +1065,8 @@ fn the_books_hold_through_random_transitions() {
 /// transition, the policy taking turns (wait, local, fail), one JSON line
 /// per run (`run: {...}`) and a table of how many held. Only the books
 /// fail it; the bound is counted. `DRIP_TRANSITIONS_ONLY=redis` or
-/// `=file:term` runs some only.
+/// `=file:term` runs some only; `DRIP_TRANSITIONS_POLICY=fail` runs every
+/// run under that policy.
 #[test]
 #[ignore = "the long run, about 10 minutes: bench/transitions.py"]
 fn many_runs() {
@@ -1073,6 +1074,15 @@ fn many_runs() {
         s.parse().expect("DRIP_TRANSITIONS_RUNS is a number")
     });
     let only = std::env::var("DRIP_TRANSITIONS_ONLY").unwrap_or_default();
+    let policy = std::env::var("DRIP_TRANSITIONS_POLICY")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            POLICIES
+                .iter()
+                .position(|&q| q == p)
+                .expect("DRIP_TRANSITIONS_POLICY is wait, local or fail")
+        });
     let mut table = Vec::new();
     let mut broken = Vec::new();
     for (backend, transitions) in [
@@ -1092,7 +1102,7 @@ fn many_runs() {
             let mut of = [0usize; 3];
             let mut worst = 0.0f64;
             for n in 0..runs {
-                let p = n % POLICIES.len();
+                let p = policy.unwrap_or(n % POLICIES.len());
                 let seed = fastrand::u64(..);
                 let (outcome, line) = one_run(backend, transition, POLICIES[p], seed);
                 println!("run: {line}");

@@ -447,6 +447,14 @@ impl Schedule for Gate {
         holds.keys.get(key).map_or(0, Hold::due)
     }
 
+    fn wrote(&mut self, now: u64, records: usize) {
+        self.inner.wrote(now, records);
+    }
+
+    fn released_by_the_writer(&self) -> bool {
+        self.inner.released_by_the_writer()
+    }
+
     fn key_left(&mut self, key: &[u8], now: u64) {
         let mut holds = self.control.lock();
         if let Some(hold) = holds.keys.get_mut(key) {

@@ -263,6 +263,30 @@ pub struct SharedSchedule {
     /// (`--cost-rate`, never beside a shared `--byte-rate`).
     pub(crate) cost: Option<Cost>,
     pub(crate) last_now: u64,
+    /// The slots of the records released and not written yet, and how far
+    /// a late write overtook the slots after it.
+    pub(crate) written: Written,
+}
+
+/// What the writes did with the slots released ([`Schedule::wrote`]).
+///
+/// A record leaves when its write returns, not when its slot is spent: a
+/// writer preempted between the two (a loaded machine, a thread woken
+/// late) writes it later than its slot by more than a slot may be late
+/// ([`late_ns`]), onto the slots after it. A slot of this drip that such a
+/// write ended after is *overtaken*: forfeited, never used nor given back
+/// (the late record took its place in time, and a slot given back would
+/// let another drip's record go beside it). So a drip's records, however
+/// late, are never closer together than its slots: in any window it
+/// writes at most one record more than the slots it holds there.
+#[derive(Debug, Default)]
+pub(crate) struct Written {
+    /// Released, not written yet, in order: each record's slot (its time
+    /// on drip's clock, ns, and the size it was reserved for). At most
+    /// [`SIZES_KEPT`]: a sink that never reports its writes keeps none.
+    unwritten: VecDeque<(u64, u64)>,
+    /// Slots before this (drip's clock, ns) are overtaken.
+    overtaken_until: u64,
 }
 
 impl SharedSchedule {
@@ -322,7 +346,9 @@ impl SharedSchedule {
             if alone && self.local.release(now, 1, &mut std::iter::once(record)) == 0 {
                 break;
             }
-            st.slots.pop_front();
+            if let Some(slot) = st.slots.pop_front() {
+                self.written.released(&slot);
+            }
             records.next();
             n += 1;
         }
@@ -359,13 +385,20 @@ impl Schedule for SharedSchedule {
             return self.local.release(now, available, records);
         }
         let before = (st.wanted, st.returning.is_some());
+        let overtaken = self.written.overtaken_until;
+        while st.slots.front().is_some_and(|s| s.at < overtaken) {
+            st.slots.pop_front();
+            st.status.forfeited += 1;
+        }
         st.drop_late(now, |size| self.late_ns(size));
         let n = if self.weighs_bytes || st.status.mode.paced_alone(now) {
             self.release_slots(&mut st, now, available, records)
         } else {
             let mut n = 0;
             while n < available && st.slots.front().is_some_and(|s| s.at <= now) {
-                st.slots.pop_front();
+                if let Some(slot) = st.slots.pop_front() {
+                    self.written.released(&slot);
+                }
                 n += 1;
             }
             st.note_wanted(available - n, None);
@@ -416,6 +449,35 @@ impl Schedule for SharedSchedule {
         }
         self.per_second
     }
+
+    fn released_by_the_writer(&self) -> bool {
+        true
+    }
+
+    fn wrote(&mut self, now: u64, records: usize) {
+        let mut last = None;
+        for _ in 0..records {
+            match self.written.unwritten.pop_front() {
+                Some(slot) => last = Some(slot),
+                None => break,
+            }
+        }
+        if let Some((at, size)) = last {
+            if now > at.saturating_add(self.late_ns(size)) {
+                self.written.overtaken_until = self.written.overtaken_until.max(now);
+            }
+        }
+    }
+}
+
+impl Written {
+    /// `slot` was spent on a record now on its way to the writer.
+    fn released(&mut self, slot: &Slot) {
+        if self.unwritten.len() == SIZES_KEPT {
+            self.unwritten.pop_front();
+        }
+        self.unwritten.push_back((slot.at, slot.size));
+    }
 }
 
 #[cfg(test)]
@@ -455,6 +517,7 @@ pub(crate) mod tests {
             weighs_bytes: true,
             cost: None,
             last_now: 0,
+            written: Written::default(),
         }
     }
 
@@ -564,6 +627,7 @@ pub(crate) mod tests {
             weighs_bytes: false,
             cost: None,
             last_now: 0,
+            written: Written::default(),
         };
         let (mut before, mut after) = (0, 0);
         for ms in 0..1000 {
@@ -581,7 +645,7 @@ pub(crate) mod tests {
 
     /// A schedule under 200/s, burst 1 (an interval of 5 ms) whose lease
     /// holds slots at `slots` (ns), grants of ten in turn.
-    fn records_schedule(slots: impl IntoIterator<Item = u64>) -> SharedSchedule {
+    pub(crate) fn records_schedule(slots: impl IntoIterator<Item = u64>) -> SharedSchedule {
         let limit = Limit {
             rate: crate::rate::parse_rate("200/s").unwrap(),
             burst: 1,
@@ -605,6 +669,7 @@ pub(crate) mod tests {
             weighs_bytes: false,
             cost: None,
             last_now: 0,
+            written: Written::default(),
         }
     }
 
@@ -627,6 +692,36 @@ pub(crate) mod tests {
         assert_eq!(s.release(2_500_000, 3, &mut records()), 1);
         assert_eq!(s.release(7_600_000, 3, &mut records()), 0);
         assert_eq!(s.lease.lock().status.forfeited, 1);
+    }
+
+    /// A write that returns later than its slot may be late (the writer
+    /// preempted after the slot was spent) overtakes this drip's slots
+    /// before it: they are forfeited, so the next record waits for a slot
+    /// after the late one instead of following it at once (at 200/s: a
+    /// record written 7 ms late, then the next on its slot 2 ms late, then
+    /// the one after on time would be three records in 3 ms). A write on
+    /// time leaves the slots after it, a burst's too.
+    #[test]
+    fn a_late_write_overtakes_the_slots_before_its_end() {
+        let records = || std::iter::repeat(&b"x"[..]);
+        let mut s = records_schedule([0, 5 * MS, 10 * MS, 15 * MS]);
+        assert_eq!(s.release(100_000, 4, &mut records()), 1);
+        s.wrote(7 * MS, 1);
+        assert_eq!(s.release(7_100_000, 4, &mut records()), 0);
+        assert_eq!(s.lease.lock().status.forfeited, 1);
+        assert_eq!(s.next_due(b"x"), 10 * MS);
+        assert_eq!(s.release(10 * MS, 4, &mut records()), 1);
+        s.wrote(10 * MS + 50_000, 1);
+        assert_eq!(s.release(15 * MS, 4, &mut records()), 1);
+        assert_eq!(s.lease.lock().status.forfeited, 1);
+        // Slots of a burst, due together, their records written one by one
+        // on time: none overtaken.
+        let mut s = records_schedule([0, 0, 0]);
+        for k in 0..3u64 {
+            assert_eq!(s.release(k * 100_000, 1, &mut records()), 1);
+            s.wrote(k * 100_000 + 50_000, 1);
+        }
+        assert_eq!(s.lease.lock().status.forfeited, 0);
     }
 
     /// Keys whose slots are asked for only at their turns under a binding

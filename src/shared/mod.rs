@@ -477,6 +477,7 @@ fn open_global(
             .fold(0.0, f64::max),
         weighs_bytes,
         last_now: 0,
+        written: lease::Written::default(),
     })
 }
 

@@ -69,8 +69,13 @@ impl State {
             && !self.adm.paused()
     }
 
-    /// Whether the writer can take records now ([`Writing::may_take`]).
+    /// Whether the writer can take records now ([`Writing::may_take`]);
+    /// never when only the writer releases them
+    /// ([`crate::schedule::Schedule::released_by_the_writer`]).
     pub(crate) fn may_leave(&self, now: u64, unpaced: bool) -> bool {
+        if self.adm.schedule().released_by_the_writer() {
+            return false;
+        }
         let slack = self.adm.schedule().slack_ns();
         self.writing
             .may_take(now, unpaced, self.adm.outbox_len(), slack)

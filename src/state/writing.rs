@@ -241,4 +241,30 @@ mod tests {
         assert_eq!(all.len(), 100);
         assert_eq!(all.last(), Some(&&b"100\n"[..]));
     }
+
+    /// Under a shared schedule a record leaves on the writer only, which
+    /// writes it at once, never on the reader's arrival, to be written
+    /// whenever the writer next runs: on a busy machine that was up to 20
+    /// ms after its slot, onto other drips' slots. A local schedule lets
+    /// the reader release what is due.
+    #[test]
+    fn a_shared_slot_is_spent_by_the_writer_only() {
+        let shared = crate::shared::lease::tests::records_schedule([0, 5_000_000]);
+        let adm = Admission::new(
+            Bucket::new(10, None, Overflow::Block),
+            Box::new(shared),
+            None,
+        );
+        let mut st = State::new(adm, DeadLetter::none(b'\n'), false);
+        assert!(!st.may_leave(0, false));
+        let may_leave = st.may_leave(1_000, false);
+        let State { adm, ledger, .. } = &mut st;
+        let seg = Segment::new(b"1\n2\n".to_vec().into(), b'\n');
+        adm.arrive(1_000, seg, Overflow::Block, may_leave, ledger);
+        assert_eq!(st.adm.outbox_len(), 0);
+        assert_eq!(st.adm.bucket().len(), 2);
+        assert_eq!(st.adm.release(1_000), 1);
+        let st = small_bucket_with_a_parked_read();
+        assert!(st.may_leave(0, false));
+    }
 }
