@@ -771,3 +771,66 @@ fn a_new_key_rate_counts_from_a_rested_keys_one_departure() {
     assert_eq!(keyed.len(), 1, "k0 b waits for its key's slot");
     assert_eq!(keyed.next_event(&global), Some(100 * MS));
 }
+
+/// After a lower key rate (`drip ctl … key-rate`), a record of a key that
+/// left once and rested before the change leaves as a rested key's does,
+/// and `--max-wait` foresees it so: at 10/s per key and 1/2s for all,
+/// `a 1` leaves at 0 ms and `b 2` waits for 2 s; at 500 ms the key rate
+/// becomes 1/h; `a 3` comes at 800 ms, its key rested since 100 ms, and
+/// leaves at 4 s behind `b 2`, under every policy that refuses. (Foreseen
+/// from `a 1` under 1/h it would leave after an hour, and was refused;
+/// the slot's note of its one departure, read under the new limit, gave
+/// a time before the epoch.)
+#[test]
+fn a_lower_key_rate_leaves_a_rested_key_rested_for_max_wait() {
+    for policy in [Overflow::Fail, Overflow::DropNewest, Overflow::DropOldest] {
+        for max_wait_s in [30, 7200] {
+            let config = KeyConfig {
+                spec: KeySpec::new(parse_key("1").unwrap(), None),
+                rate: parse_rate("10/s").unwrap(),
+                burst: 1,
+                max_keys: 100,
+                key_capacity: 100,
+            };
+            let global_limit = Limit {
+                rate: parse_rate("1/2s").unwrap(),
+                burst: 1,
+                unit: Unit::Records,
+            };
+            let mut global = Limits::new(&[global_limit]);
+            let keyed = Keyed::new(config, b'\n', 1000, None);
+            let mut keyed = keyed.refusing(Some(max_wait_s * 1000 * MS), global.slack_ns());
+            let mut ledger = Ledger::new(true);
+            let mut outbox = Vec::new();
+            let mut left = Vec::new();
+            for (now, text) in [(0, "a 1\nb 2\n"), (800 * MS, "a 3\n")] {
+                if now > 0 {
+                    keyed.replace_limit(500 * MS, parse_rate("1/h").unwrap(), 1);
+                }
+                let seg = Segment::new(Bytes::from(text), b'\n');
+                let (back, _) = keyed.arrive(
+                    now,
+                    seg,
+                    policy,
+                    true,
+                    &mut global,
+                    &mut ledger,
+                    &mut outbox,
+                );
+                assert!(matches!(back, Offered::Done), "{policy:?}: handed back");
+                left.extend(outbox.drain(..).flat_map(|s| texts(&s)).map(|t| (t, now)));
+            }
+            while let Some(event) = keyed.next_event(&global as &dyn Schedule) {
+                keyed.release(event, &mut global, &mut outbox);
+                left.extend(outbox.drain(..).flat_map(|s| texts(&s)).map(|t| (t, event)));
+            }
+            let left: Vec<_> = left.iter().map(|(r, t)| (r.as_str(), t / MS)).collect();
+            assert_eq!(
+                left,
+                [("a 1", 0), ("b 2", 2000), ("a 3", 4000)],
+                "{policy:?}, --max-wait {max_wait_s}s"
+            );
+            assert!(ledger.take_dead().is_empty(), "{policy:?}");
+        }
+    }
+}

@@ -322,10 +322,12 @@ impl Keyed {
 
     /// Limit each key to `rate` with `burst` from `now` (ns) on (`drip ctl
     /// … key-rate`): each key's schedule counts from its latest slot with
-    /// no credit saved ([`Pacer::spent_at`]), a rested key stays rested. A
-    /// key already in line or on a timer keeps that turn (at most one
-    /// record each leaves as the old limit said). Local keys only: shared
-    /// keys' limits are the state's.
+    /// no credit saved ([`Pacer::spent_at`]), a rested key stays rested
+    /// (its position is cleared: its next departure restarts it, and a
+    /// `fresh` slot's one departure is told by the limit it was taken
+    /// under, which is going). A key already in line or on a timer keeps
+    /// that turn (at most one record each leaves as the old limit said).
+    /// Local keys only: shared keys' limits are the state's.
     ///
     /// # Panics
     /// If `rate` is unlimited or `burst` is 0 (the command refuses them).
@@ -334,6 +336,8 @@ impl Keyed {
         let mut pacer = Pacer::new(rate, burst, slack_for(rate));
         for s in 0..self.slots.len() {
             if self.slots[s].rests_at <= now {
+                self.positions[s] = Position::default();
+                self.slots[s].fresh = false;
                 continue;
             }
             self.pacer.restore(self.position(s as u32));
