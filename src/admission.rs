@@ -42,7 +42,7 @@
 use crate::bucket::{Bucket, Fate, Offered, Overflow, Segment};
 use crate::keyed::Keyed;
 use crate::ledger::Ledger;
-use crate::schedule::{Forecast, Schedule};
+use crate::schedule::{Forecast, Limit, Schedule};
 
 /// A moment's view of the waiting records, in one bucket or in the keys'
 /// queues together ([`Admission::bucket`]).
@@ -142,6 +142,11 @@ pub struct Admission {
     refused_wait_ns: Option<u64>,
     /// Paused (`drip ctl … pause`): nothing leaves, arrivals wait.
     paused: bool,
+    /// With limits per key: when records of the keys last left (ns). The
+    /// keyed queues do not ask a schedule that limits nothing and holds no
+    /// key, so it does not know; a change of limits is told
+    /// ([`Admission::replace_limits`]). Noted once a call, not a record.
+    keys_left_at: Option<u64>,
 }
 
 impl Admission {
@@ -160,6 +165,7 @@ impl Admission {
             last_record: b"\n".to_vec(),
             refused_wait_ns: None,
             paused: false,
+            keys_left_at: None,
         }
     }
 
@@ -228,6 +234,19 @@ impl Admission {
         &mut *self.schedule
     }
 
+    /// Enforce `limits` from `now` (ns) on (`drip ctl … rate`), counting
+    /// from the last record that left, also one of the keys that the
+    /// schedule was not asked about ([`Schedule::replace_limits`]).
+    ///
+    /// # Errors
+    /// As [`Schedule::replace_limits`]: the schedule is left as it was.
+    pub fn replace_limits(&mut self, now: u64, limits: &[Limit]) -> Result<(), String> {
+        if let Some(at) = self.keys_left_at {
+            self.schedule.left_unasked(at);
+        }
+        self.schedule_mut().replace_limits(now, limits)
+    }
+
     /// Records in the outbox.
     pub fn outbox_len(&self) -> usize {
         self.outbox_len
@@ -268,10 +287,11 @@ impl Admission {
         self.expire(now, ledger);
         let may_leave = may_leave && !self.paused;
         if let Some(keyed) = self.keyed.as_deref_mut() {
+            let mut sent = 0;
             if may_leave {
-                self.outbox_len += keyed.release(now, &mut *self.schedule, &mut self.outbox);
+                sent = keyed.release(now, &mut *self.schedule, &mut self.outbox);
             }
-            let (back, sent) = keyed.arrive(
+            let (back, arrived_sent) = keyed.arrive(
                 now,
                 seg,
                 policy,
@@ -280,7 +300,11 @@ impl Admission {
                 ledger,
                 &mut self.outbox,
             );
+            sent += arrived_sent;
             self.outbox_len += sent;
+            if sent > 0 {
+                self.keys_left_at = Some(now);
+            }
             return back;
         }
         if may_leave {
@@ -553,6 +577,9 @@ impl Admission {
         if let Some(keyed) = self.keyed.as_deref_mut() {
             let n = keyed.release(now, &mut *self.schedule, &mut self.outbox);
             self.outbox_len += n;
+            if n > 0 {
+                self.keys_left_at = Some(now);
+            }
             return n;
         }
         let Some(front) = self.bucket.front_record() else {
@@ -664,6 +691,7 @@ mod tests {
     use bytes::Bytes;
 
     const S: u64 = 1_000_000_000;
+    const MS: u64 = 1_000_000;
 
     fn seg(from: usize, to: usize) -> Segment {
         let text: String = (from..=to).map(|i| format!("{i}\n")).collect();
@@ -981,6 +1009,71 @@ mod tests {
                 }
             }
             assert_eq!(left, Some(S / 10 + wait), "{rate}");
+        }
+    }
+
+    /// Keyed admission at `key_rate` per key (the first word), no global
+    /// limit.
+    fn keyed_unlimited(key_rate: &str) -> Admission {
+        use crate::key::{parse_key, KeySpec};
+        use crate::keyed::KeyConfig;
+        let config = KeyConfig {
+            spec: KeySpec::new(parse_key("1").unwrap(), None),
+            rate: parse_rate(key_rate).unwrap(),
+            burst: 1,
+            max_keys: 100,
+            key_capacity: 100,
+        };
+        let bucket = Bucket::new(1000, None, Overflow::Block);
+        let a = Admission::new(bucket, Box::new(Limits::new(&[])), None);
+        a.with_keys(Keyed::new(config, b'\n', 1000, None))
+    }
+
+    fn text(t: &str) -> Segment {
+        Segment::new(Bytes::from(t.to_string()), b'\n')
+    }
+
+    /// When `last` leaves, the writer woken at every event from `now` on.
+    fn left_at(a: &mut Admission, now: u64, last: &str) -> Option<u64> {
+        let mut out = Vec::new();
+        a.take_outbox(&mut out);
+        let mut left = numbers(&out).iter().any(|r| r == last).then_some(now);
+        while let Some(t) = a.next_event() {
+            a.release(t);
+            out.clear();
+            a.take_outbox(&mut out);
+            if numbers(&out).iter().any(|r| r == last) {
+                left = Some(t);
+            }
+        }
+        left
+    }
+
+    #[test]
+    fn a_rate_set_on_keys_without_one_counts_from_their_last_departure() {
+        // --key 1 --key-rate 20/s, no --rate: a 1..a 10 leave 50 ms
+        // apart, a 10 at 450 ms (from the line), or x 1 and y 1 at 100 ms
+        // (at once). At 600 ms the rate becomes 1/5s: b 1 arriving then
+        // leaves 5 s after the last departure, not at once.
+        let ten: String = (1..=10).map(|i| format!("a {i}\n")).collect();
+        for (first, last) in [(ten.as_str(), 450), ("x 1\ny 1\n", 100)] {
+            let mut a = keyed_unlimited("20/s");
+            let mut ledger = Ledger::new(false);
+            let at = if last == 100 { last * MS } else { 0 };
+            a.arrive(at, text(first), Overflow::Block, true, &mut ledger);
+            left_at(&mut a, at, "no such record");
+            let slower = Limit {
+                rate: parse_rate("1/5s").unwrap(),
+                burst: 1,
+                unit: Unit::Records,
+            };
+            a.replace_limits(600 * MS, &[slower]).unwrap();
+            a.arrive(600 * MS, text("b 1\n"), Overflow::Block, true, &mut ledger);
+            assert_eq!(
+                left_at(&mut a, 600 * MS, "b 1"),
+                Some(last * MS + 5 * S),
+                "{first:?}"
+            );
         }
     }
 

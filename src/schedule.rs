@@ -121,6 +121,12 @@ pub trait Schedule: fmt::Debug + Send {
     /// counts from here.
     fn key_left(&mut self, _key: &[u8], _now: u64) {}
 
+    /// Records left at `at` (ns) without asking the schedule (the keyed
+    /// queues do not, when it limits nothing and holds no key): a change
+    /// of limits ([`Schedule::replace_limits`]) counts from the latest
+    /// departure, these included.
+    fn left_unasked(&mut self, _at: u64) {}
+
     /// The writer wrote the next `records` released records, its write
     /// returning at `now` (ns): a shared schedule forfeits the slots a
     /// write that late overtook (`shared::lease::Written`).
@@ -381,6 +387,10 @@ impl Schedule for Limits {
         }
         let n = self.release_weighed(now, available, records);
         self.departed(now, n)
+    }
+
+    fn left_unasked(&mut self, at: u64) {
+        self.last_departure = Some(self.last_departure.map_or(at, |t| t.max(at)));
     }
 
     fn replace_limits(&mut self, now: u64, limits: &[Limit]) -> Result<(), String> {

@@ -141,7 +141,7 @@ impl Steering {
         );
         let mut st = self.shared.lock();
         let now = self.shared.clock.now();
-        st.adm.schedule_mut().replace_limits(now, &new)?;
+        st.adm.replace_limits(now, &new)?;
         drop(st);
         lock_ui(&self.ui).set_rate(records_per_second(&new));
         *limits = new;

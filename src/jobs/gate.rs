@@ -438,6 +438,10 @@ impl Schedule for Gate {
         self.inner.records_per_second()
     }
 
+    fn left_unasked(&mut self, at: u64) {
+        self.inner.left_unasked(at);
+    }
+
     fn holds_keys(&self) -> bool {
         true
     }
