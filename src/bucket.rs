@@ -150,6 +150,17 @@ impl Segment {
         &self.data
     }
 
+    /// Whether its last record lacks the delimiter (an input's
+    /// unterminated last record).
+    pub fn ends_unterminated(&self) -> bool {
+        self.data.last().is_some_and(|&b| b != self.delimiter)
+    }
+
+    /// The byte that ends its records.
+    pub fn delimiter(&self) -> u8 {
+        self.delimiter
+    }
+
     /// Iterate over the records, each with its delimiter (when present).
     pub fn records(&self) -> impl Iterator<Item = &[u8]> + '_ {
         let delimiter = self.delimiter;

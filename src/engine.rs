@@ -306,7 +306,7 @@ fn run_watching(
         screen,
     )?;
     let write_error = match way {
-        Way::Stdout(out) => write(&shared, &mut Stdout(out)),
+        Way::Stdout(out) => write(&shared, &mut Stdout::new(out)),
         Way::Jobs(pool) => write(&shared, &mut Runner(pool)),
     };
     // Jobs under way end first (a stop has already stopped new starts).

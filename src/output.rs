@@ -126,6 +126,34 @@ pub fn write_batch(
     }
 }
 
+/// Write `delimiter` alone, to end a record written before without it (an
+/// input's unterminated last record that other records follow). Retried
+/// when interrupted or when a non-blocking stdout is full; `Ok(false)` when
+/// a [`Stop::Now`] ends it unwritten.
+///
+/// # Errors
+/// The write error (a closed pipe included).
+pub fn write_delimiter(
+    out: &mut dyn Write,
+    delimiter: u8,
+    stop: &dyn Fn() -> Stop,
+) -> io::Result<bool> {
+    loop {
+        match out.write(&[delimiter]) {
+            Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero)),
+            Ok(_) => return Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            Err(e) if e.kind() != io::ErrorKind::Interrupted => return Err(e),
+            Err(_) => {}
+        }
+        if stop() == Stop::Now {
+            return Ok(false);
+        }
+    }
+}
+
 /// Fill `slices` with up to `room` bytes of `batch` from `at` (segment,
 /// offset); returns how many slices were used.
 fn gather<'a>(

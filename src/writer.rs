@@ -45,7 +45,23 @@ pub(crate) trait Sink {
 }
 
 /// The sink of a pipeline: a byte stream (stdout).
-pub(crate) struct Stdout(pub(crate) Box<dyn Write + Send>);
+///
+/// Records are never joined: an input's unterminated last record that
+/// another record follows (keys let records overtake one another) is ended
+/// with the delimiter just before that record is written; written last, it
+/// stays as it was read.
+pub(crate) struct Stdout {
+    out: Box<dyn Write + Send>,
+    /// The delimiter owed before the next record: the last bytes written
+    /// ended a record without it.
+    owed: Option<u8>,
+}
+
+impl Stdout {
+    pub(crate) fn new(out: Box<dyn Write + Send>) -> Stdout {
+        Stdout { out, owed: None }
+    }
+}
 
 impl Sink for Stdout {
     fn write(
@@ -54,7 +70,32 @@ impl Sink for Stdout {
         stop: &dyn Fn() -> Stop,
         progress: &dyn Fn(usize),
     ) -> Written {
-        output::write_batch(&mut *self.0, batch, stop, progress)
+        let total: usize = batch.iter().map(Segment::bytes).sum();
+        let mut owed = 0;
+        if let Some(delimiter) = self.owed.filter(|_| total > 0) {
+            match output::write_delimiter(&mut *self.out, delimiter, stop) {
+                Ok(true) => (self.owed, owed) = (None, 1),
+                Ok(false) => {
+                    return Written {
+                        stopped: true,
+                        ..Written::default()
+                    }
+                }
+                Err(e) => {
+                    return Written {
+                        error: Some(e),
+                        ..Written::default()
+                    }
+                }
+            }
+        }
+        let mut written = output::write_batch(&mut *self.out, batch, stop, progress);
+        if total > 0 && written.bytes == total as u64 {
+            let last = batch.iter().rev().find(|s| s.bytes() > 0).expect("bytes");
+            self.owed = last.ends_unterminated().then(|| last.delimiter());
+        }
+        written.bytes += owed;
+        written
     }
 }
 
@@ -309,4 +350,46 @@ fn settle(st: &mut State, batch: &mut Batch, records: u64, bytes: Option<u64>) {
         st.flush_dead();
     }
     batch.records.clear();
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use bytes::Bytes;
+
+    use super::*;
+
+    /// Bytes written, kept where the test can see them.
+    #[derive(Clone, Default)]
+    struct Seen(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Seen {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// An unterminated record gets its delimiter only when a record is
+    /// written after it, and that byte is counted as written.
+    #[test]
+    fn an_unterminated_record_is_ended_only_when_another_follows() {
+        for d in [b'\n', 0] {
+            let seen = Seen::default();
+            let mut out = Stdout::new(Box::new(seen.clone()));
+            let seg = |text: &[u8]| Segment::new(Bytes::copy_from_slice(text), d);
+            let mut write = |batch: &[Segment]| out.write(batch, &|| Stop::No, &|_| {});
+            let first = write(&[seg(&[b'a', d]), seg(b"b")]);
+            assert_eq!((first.records, first.bytes), (2, 3));
+            assert_eq!(*seen.0.lock().unwrap(), [b'a', d, b'b']);
+            assert_eq!(write(&[]).bytes, 0, "nothing follows yet");
+            let then = write(&[seg(&[b'c', d])]);
+            assert_eq!((then.records, then.bytes), (1, 3));
+            assert_eq!(*seen.0.lock().unwrap(), [b'a', d, b'b', d, b'c', d]);
+        }
+    }
 }

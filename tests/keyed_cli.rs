@@ -377,3 +377,26 @@ fn drop_oldest_at_a_full_bucket_keeps_flowing_with_keys_in_random_order() {
     assert_eq!(v["read"], 3000);
     assert!(v["dropped_oldest"].as_u64().unwrap() > 2000, "{v}");
 }
+
+/// Records are never joined: an unterminated last record that a key lets
+/// overtake a waiting one is written with the delimiter (`\n`, NUL under
+/// -0, X under -d X); written last, in the input's order, it stays as it
+/// was read.
+#[test]
+fn an_unterminated_last_record_overtaking_another_gets_the_delimiter() {
+    let keyed = ["-q", "--key", "1", "--key-rate", "20/s"];
+    for (flags, d) in [(&[][..], b'\n'), (&["-0"][..], 0), (&["-d", ";"][..], b';')] {
+        let args: Vec<&str> = flags.iter().chain(&keyed).copied().collect();
+        let record = |text: &str| [text.as_bytes(), &[d]].concat();
+        let input = [record("a 1"), record("a 2"), b"b 3".to_vec()].concat();
+        let (code, out, _) = common::run_bytes(&args, &input);
+        assert_eq!(code, 0);
+        let want = [record("a 1"), record("b 3"), record("a 2")].concat();
+        assert_eq!(out, want, "{flags:?}: b 3 overtook a 2, apart");
+        // Kept in order, the output is the input byte for byte.
+        let input = [record("b 0"), record("a 1"), b"b 3".to_vec()].concat();
+        let (code, out, _) = common::run_bytes(&args, &input);
+        assert_eq!(code, 0);
+        assert_eq!(out, input, "{flags:?}: in order, nothing added");
+    }
+}

@@ -160,8 +160,8 @@ pub struct Cli {
     pub max_wait: Option<Duration>,
 
     /// Append every record not written to stdout (dropped, expired,
-    /// undelivered) to FILE, byte-exact, in the order it left the bucket
-    /// (not `-`: stdout carries the records)
+    /// undelivered) to FILE, byte-exact, each with its delimiter, in the
+    /// order it left the bucket (not `-`: stdout carries the records)
     #[arg(long, value_name = "FILE", value_parser = PathBufValueParser::new().try_map(not_stdout), value_hint = ValueHint::FilePath)]
     pub dead_letter: Option<PathBuf>,
 
