@@ -11,6 +11,18 @@ use drip::rate::parse_rate;
 use drip::schedule::{Limit, Limits, Schedule, Unit};
 use drip::stats::KeyName;
 
+/// Keys from each record's first field, each at `rate` with `burst`;
+/// `max_keys` keys remembered, `key_capacity` records waiting a key.
+fn first_field_keys(rate: &str, burst: u64, max_keys: usize, key_capacity: usize) -> KeyConfig {
+    KeyConfig {
+        spec: KeySpec::new(parse_key("1").unwrap(), None),
+        rate: parse_rate(rate).unwrap(),
+        burst,
+        max_keys,
+        key_capacity,
+    }
+}
+
 const MS: u64 = 1_000_000;
 
 struct Setup {
@@ -59,13 +71,12 @@ fn texts(seg: &Segment) -> Vec<String> {
 /// Records `"key n"` arrive at the given ms; the records of one instant are
 /// cut into reads of `cut` records. The writer wakes at every event.
 fn run(setup: &Setup, arrivals: &[(u64, String)], cut: usize) -> Outcome {
-    let config = KeyConfig {
-        spec: KeySpec::new(parse_key("1").unwrap(), None),
-        rate: parse_rate(setup.key_rate).unwrap(),
-        burst: setup.key_burst,
-        max_keys: setup.max_keys,
-        key_capacity: setup.key_capacity,
-    };
+    let config = first_field_keys(
+        setup.key_rate,
+        setup.key_burst,
+        setup.max_keys,
+        setup.key_capacity,
+    );
     let keyed = Keyed::new(config, b'\n', setup.capacity, None);
     let limits: Vec<Limit> = setup
         .global
@@ -397,13 +408,7 @@ fn under_a_byte_rate_an_eviction_lets_a_smaller_record_go_at_once() {
     // (8 B) leaves at 0 and leaves 2 B; "b 1234567" (10 B) waits for a
     // full burst. At 200 ms 4 B are saved: "c 1" (4 B) evicts b and, the
     // line now empty, leaves at once, in the same arrival.
-    let config = KeyConfig {
-        spec: KeySpec::new(parse_key("1").unwrap(), None),
-        rate: parse_rate("1000/s").unwrap(),
-        burst: 1,
-        max_keys: 100,
-        key_capacity: 100,
-    };
+    let config = first_field_keys("1000/s", 1, 100, 100);
     let mut keyed = Keyed::new(config, b'\n', 1, None);
     let mut global = Limits::new(&[Limit {
         rate: parse_rate("10/s").unwrap(),
@@ -440,13 +445,7 @@ fn the_stats_count_the_records_no_key_could_be_remembered_for() {
     // Two keys remembered, both busy at 0 ms: c's two records are dropped
     // with no key's place, so no top list can name them; their own count
     // does. The record without a key is the no-key lane's, unnamed.
-    let config = KeyConfig {
-        spec: KeySpec::new(parse_key("1").unwrap(), None),
-        rate: parse_rate("10/s").unwrap(),
-        burst: 1,
-        max_keys: 2,
-        key_capacity: 100,
-    };
+    let config = first_field_keys("10/s", 1, 2, 100);
     let mut keyed = Keyed::new(config, b'\n', 100, None);
     let mut global = Limits::new(&[]);
     let mut ledger = Ledger::new(true);
@@ -486,13 +485,12 @@ fn the_stats_count_the_records_no_key_could_be_remembered_for() {
 /// arrives, what the keys foresee for it. Returns (record, foreseen,
 /// departure) for every record that left.
 fn foreseen_and_left(setup: &Setup, arrivals: &[(u64, String)]) -> Vec<(String, u64, u64)> {
-    let config = KeyConfig {
-        spec: KeySpec::new(parse_key("1").unwrap(), None),
-        rate: parse_rate(setup.key_rate).unwrap(),
-        burst: setup.key_burst,
-        max_keys: setup.max_keys,
-        key_capacity: setup.key_capacity,
-    };
+    let config = first_field_keys(
+        setup.key_rate,
+        setup.key_burst,
+        setup.max_keys,
+        setup.key_capacity,
+    );
     let mut keyed = Keyed::new(config, b'\n', setup.capacity, None);
     let limits: Vec<Limit> = setup
         .global
@@ -681,13 +679,7 @@ fn released_at_100ms(keyed: Keyed) -> Vec<Segment> {
 }
 
 fn ten_keys() -> Keyed {
-    let config = KeyConfig {
-        spec: KeySpec::new(parse_key("1").unwrap(), None),
-        rate: parse_rate("10/s").unwrap(),
-        burst: 1,
-        max_keys: 100,
-        key_capacity: 100,
-    };
+    let config = first_field_keys("10/s", 1, 100, 100);
     Keyed::new(config, b'\n', 1000, None)
 }
 
@@ -741,13 +733,7 @@ fn drop_oldest_takes_from_the_key_holding_most_as_records_leave() {
 /// may leave at 100 ms (not 100 ms after the change).
 #[test]
 fn a_new_key_rate_counts_from_a_rested_keys_one_departure() {
-    let config = KeyConfig {
-        spec: KeySpec::new(parse_key("1").unwrap(), None),
-        rate: parse_rate("1/s").unwrap(),
-        burst: 1,
-        max_keys: 100,
-        key_capacity: 100,
-    };
+    let config = first_field_keys("1/s", 1, 100, 100);
     let mut keyed = Keyed::new(config, b'\n', 1000, None);
     let mut global = Limits::new(&[]);
     let mut ledger = Ledger::new(false);
@@ -785,13 +771,7 @@ fn a_new_key_rate_counts_from_a_rested_keys_one_departure() {
 fn a_lower_key_rate_leaves_a_rested_key_rested_for_max_wait() {
     for policy in [Overflow::Fail, Overflow::DropNewest, Overflow::DropOldest] {
         for max_wait_s in [30, 7200] {
-            let config = KeyConfig {
-                spec: KeySpec::new(parse_key("1").unwrap(), None),
-                rate: parse_rate("10/s").unwrap(),
-                burst: 1,
-                max_keys: 100,
-                key_capacity: 100,
-            };
+            let config = first_field_keys("10/s", 1, 100, 100);
             let global_limit = Limit {
                 rate: parse_rate("1/2s").unwrap(),
                 burst: 1,
