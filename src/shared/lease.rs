@@ -288,7 +288,9 @@ pub(crate) struct Written {
     unwritten: VecDeque<(u64, u64)>,
     /// Slots still to forfeit for records written late, and the end of
     /// the last such write (drip's clock, ns): only slots due before it
-    /// are overtaken.
+    /// are overtaken. Those the lease holds go at the write itself
+    /// ([`Schedule::wrote`]), so a give-back at a stop never returns them;
+    /// the rest, if slots due before it come, at the next release.
     overtaken: usize,
     until: u64,
 }
@@ -465,6 +467,13 @@ impl Schedule for SharedSchedule {
         if late > 0 {
             self.written.overtaken += late;
             self.written.until = now;
+            // Forfeited at once, not at the next release: drip may stop or
+            // its input end first, and the give-back must not hold them.
+            let lease = Arc::clone(&self.lease);
+            let mut st = lease.lock();
+            if st.status.mode != Mode::Local {
+                self.written.overtake(&mut st);
+            }
         }
     }
 }
@@ -747,6 +756,23 @@ pub(crate) mod tests {
             s.wrote(k * 100_000 + 50_000, 1);
         }
         assert_eq!(s.lease.lock().status.forfeited, 0);
+    }
+
+    /// Slots overtaken by a late write are forfeited at the write, not at
+    /// the next release: when drip stops or its input ends right after it,
+    /// the give-back starts after them (at 200/s, slots 0/5/10/15 ms, the
+    /// record of the 0 ms slot written at 7 ms: the 5 ms slot does not go
+    /// back).
+    #[test]
+    fn overtaken_slots_are_not_given_back_at_exit() {
+        let records = || std::iter::repeat(&b"x"[..]);
+        let mut s = records_schedule([0, 5 * MS, 10 * MS, 15 * MS]);
+        assert_eq!(s.release(100_000, 4, &mut records()), 1);
+        s.wrote(7 * MS, 1);
+        let back = s.lease.lock().unused();
+        let first: Vec<i64> = back.iter().map(|r| r.first_unused).collect();
+        assert_eq!(first, vec![10 * MS as i64], "the 5 ms slot was overtaken");
+        assert_eq!(back[0].count, 2);
     }
 
     /// Keys whose slots are asked for only at their turns under a binding
