@@ -148,9 +148,12 @@ pub(crate) fn write_loop(shared: &Shared, sink: &mut dyn Sink) -> Option<std::io
             sink.ready()
         })?);
         let written = write_batch(shared, sink, &batch);
+        // The write's end, read before waiting for the lock: a reader
+        // holding it (admitting a large read) must not make the write look
+        // late to the schedule.
+        let now = shared.clock.now();
         st = shared.lock();
         let ended = written.error.is_some() || written.stopped || batch.last;
-        let now = shared.clock.now();
         if !settles_itself {
             // A runner records its starts itself, each as it happens.
             st.departures.record(now, written.records);
