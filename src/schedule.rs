@@ -129,7 +129,8 @@ pub trait Schedule: fmt::Debug + Send {
 
     /// The writer wrote the next `records` released records, its write
     /// returning at `now` (ns): a shared schedule forfeits the slots a
-    /// write that late overtook (`shared::lease::Written`).
+    /// write that late overtook (`shared::lease::Written`). Not called
+    /// under `--exec`, whose runner records its starts itself.
     fn wrote(&mut self, _now: u64, _records: usize) {}
 
     /// Whether records may leave only on the writer, just before it writes

@@ -276,15 +276,20 @@ pub struct SharedSchedule {
 /// after it. Each record written so late takes the place of this drip's
 /// next slot due before the write's end, which is *overtaken*: forfeited,
 /// never used nor given back (a slot given back would let another drip's
-/// record go beside the late one). So the late record and this drip's next
-/// do not go out together on the next slot, while a drip at a high rate
-/// (whose allowance is 2 ms, many slots) loses one slot for each record
-/// late, not every slot the write outlasted.
+/// record go beside the late one). A slot after it still within its
+/// allowance may be used at once, beside the late record (slots 0, 5, 10
+/// ms at 200/s, the first record written at 12 ms: the 5 ms slot goes,
+/// the 10 ms one may carry the next record at 12 ms), so a writer held up
+/// can still put one record among the next drip's slots; a drip at a high
+/// rate (whose allowance is 2 ms, many slots) loses one slot for each
+/// record late, not every slot the write outlasted. Key leases are not
+/// overtaken.
 #[derive(Debug, Default)]
 pub(crate) struct Written {
     /// Released, not written yet, in order: each record's slot (its time
     /// on drip's clock, ns, and the size it was reserved for). At most
-    /// [`SIZES_KEPT`]: a sink that never reports its writes keeps none.
+    /// [`SIZES_KEPT`], the oldest let go: under a sink that never reports
+    /// its writes (`--exec`) it fills and rotates, unread.
     unwritten: VecDeque<(u64, u64)>,
     /// Slots still to forfeit for records written late, and the end of
     /// the last such write (drip's clock, ns): only slots due before it
