@@ -64,7 +64,42 @@ impl Stdout {
 }
 
 impl Sink for Stdout {
+    /// An unterminated record inside the batch (one another record follows
+    /// in the same write) ends the write there, so that the next part
+    /// begins with its delimiter: two records are never joined.
     fn write(
+        &mut self,
+        batch: &[Segment],
+        stop: &dyn Fn() -> Stop,
+        progress: &dyn Fn(usize),
+    ) -> Written {
+        let last = batch.iter().rposition(|s| s.bytes() > 0);
+        let cut = batch
+            .iter()
+            .enumerate()
+            .position(|(i, s)| Some(i) < last && s.bytes() > 0 && s.ends_unterminated());
+        let Some(cut) = cut else {
+            return self.write_part(batch, stop, progress);
+        };
+        let (head, rest) = batch.split_at(cut + 1);
+        let head_bytes: usize = head.iter().map(Segment::bytes).sum();
+        let first = self.write_part(head, stop, progress);
+        if first.error.is_some() || first.stopped || first.bytes < head_bytes as u64 {
+            return first;
+        }
+        let done = usize::try_from(first.bytes).unwrap_or(usize::MAX);
+        let mut then = self.write(rest, stop, &|n| progress(done + n));
+        then.records += first.records;
+        then.bytes += first.bytes;
+        then
+    }
+}
+
+impl Stdout {
+    /// Write `batch`, in which only the last record may lack its
+    /// delimiter: first the delimiter owed to an unterminated record
+    /// written before, if any records follow it.
+    fn write_part(
         &mut self,
         batch: &[Segment],
         stop: &dyn Fn() -> Stop,
@@ -393,6 +428,27 @@ mod tests {
             let then = write(&[seg(&[b'c', d])]);
             assert_eq!((then.records, then.bytes), (1, 3));
             assert_eq!(*seen.0.lock().unwrap(), [b'a', d, b'b', d, b'c', d]);
+        }
+    }
+
+    /// An unterminated record followed by another in one write (keys let
+    /// both go together) gets its delimiter between them.
+    #[test]
+    fn an_unterminated_record_inside_one_write_is_ended() {
+        for d in [b'\n', 0] {
+            let seen = Seen::default();
+            let mut out = Stdout::new(Box::new(seen.clone()));
+            let seg = |text: &[u8]| Segment::new(Bytes::copy_from_slice(text), d);
+            let written = out.write(
+                &[seg(b"b 3"), seg(&[b'a', b' ', b'2', d])],
+                &|| Stop::No,
+                &|_| {},
+            );
+            assert_eq!((written.records, written.bytes), (2, 8));
+            assert_eq!(
+                *seen.0.lock().unwrap(),
+                [b'b', b' ', b'3', d, b'a', b' ', b'2', d]
+            );
         }
     }
 }

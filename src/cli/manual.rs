@@ -82,7 +82,7 @@ pub const DESCRIPTION: &[(&str, &[Paragraph])] = &[
     (
         "",
         &[
-            ("", "FILEs are read in order; - or no FILE means stdin. An unterminated last record of a file gets the delimiter when another file follows, so records never merge across files, and when a record written after it overtook it (keys reorder records), so records are never joined; otherwise the output is the input byte for byte."),
+            ("", "FILEs are read in order; - or no FILE means stdin. An unterminated last record of a file gets the delimiter when another file follows, so records never merge across files, and when it is written before a record it overtook (keys reorder records), so records are never joined; otherwise the output is the input byte for byte."),
             ("", "Records leave on an exact schedule (GCRA): record k is due at anchor + k\u{b7}T, with the rate kept as a fraction so that it never drifts. Waking a little late (up to the slack: half an interval, 2 to 5 ms) keeps the schedule; a longer stall (idle input, blocked stdout, a busy machine) restarts it from now, with no catch-up burst. At most burst + \u{230a}rate \u{d7} slack\u{230b} records leave back to back: --burst below 500/s, a few more above. The first record leaves at once, and drip exits as soon as the last one is written."),
         ],
     ),
