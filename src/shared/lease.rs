@@ -487,9 +487,14 @@ impl Written {
     /// Forfeit the slots of `st` that records written late overtook.
     fn overtake(&mut self, st: &mut GlobalLease) {
         while self.overtaken > 0 {
-            if !st.slots.front().is_some_and(|s| s.at < self.until) {
-                self.overtaken = 0;
-                break;
+            match st.slots.front() {
+                Some(s) if s.at < self.until => {}
+                // No slot yet (a grant on its way): the count waits for it.
+                None => break,
+                Some(_) => {
+                    self.overtaken = 0;
+                    break;
+                }
             }
             st.slots.pop_front();
             st.status.forfeited += 1;
@@ -778,6 +783,33 @@ pub(crate) mod tests {
         let first: Vec<i64> = back.iter().map(|r| r.first_unused).collect();
         assert_eq!(first, vec![10 * MS as i64], "the 5 ms slot was overtaken");
         assert_eq!(back[0].count, 2);
+    }
+
+    /// A late write while the lease holds no slot (a grant on its way):
+    /// the slot due before the write's end that comes later is forfeited.
+    #[test]
+    fn a_late_write_overtakes_a_slot_granted_after_it() {
+        let records = || std::iter::repeat(&b"x"[..]);
+        let mut s = records_schedule([0]);
+        assert_eq!(s.release(100_000, 4, &mut records()), 1);
+        s.wrote(7 * MS, 1);
+        {
+            let mut st = s.lease.lock();
+            let grant = st.grants + 1;
+            st.slots.extend([5 * MS, 10 * MS].map(|at| Slot {
+                at,
+                size: 1,
+                grant,
+                shared: at as i64,
+            }));
+            st.grants = grant;
+        }
+        assert_eq!(
+            s.release(5 * MS, 4, &mut records()),
+            0,
+            "the 5 ms slot was overtaken"
+        );
+        assert_eq!(s.lease.lock().status.forfeited, 1);
     }
 
     /// Keys whose slots are asked for only at their turns under a binding
