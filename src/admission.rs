@@ -239,7 +239,8 @@ impl Admission {
     /// schedule was not asked about ([`Schedule::replace_limits`]).
     ///
     /// # Errors
-    /// As [`Schedule::replace_limits`]: the schedule is left as it was.
+    /// As [`Schedule::replace_limits`]: its limits are left as they were
+    /// (the keys' last departure, told first, is a fact either way).
     pub fn replace_limits(&mut self, now: u64, limits: &[Limit]) -> Result<(), String> {
         if let Some(at) = self.keys_left_at {
             self.schedule.left_unasked(at);
