@@ -83,12 +83,13 @@ impl Sink for Stdout {
         };
         let (head, rest) = batch.split_at(cut + 1);
         let head_bytes: usize = head.iter().map(Segment::bytes).sum();
+        // `bytes` counts a delimiter owed from before; `progress` does not.
+        let owed = u64::from(self.owed.is_some());
         let first = self.write_part(head, stop, progress);
-        if first.error.is_some() || first.stopped || first.bytes < head_bytes as u64 {
+        if first.error.is_some() || first.stopped || first.bytes < head_bytes as u64 + owed {
             return first;
         }
-        let done = usize::try_from(first.bytes).unwrap_or(usize::MAX);
-        let mut then = self.write(rest, stop, &|n| progress(done + n));
+        let mut then = self.write(rest, stop, &|n| progress(head_bytes + n));
         then.records += first.records;
         then.bytes += first.bytes;
         then
@@ -432,22 +433,26 @@ mod tests {
     }
 
     /// An unterminated record followed by another in one write (keys let
-    /// both go together) gets its delimiter between them.
+    /// both go together) gets its delimiter between them; the progress told
+    /// is of the batch's bytes, without the delimiters added.
     #[test]
     fn an_unterminated_record_inside_one_write_is_ended() {
         for d in [b'\n', 0] {
             let seen = Seen::default();
             let mut out = Stdout::new(Box::new(seen.clone()));
             let seg = |text: &[u8]| Segment::new(Bytes::copy_from_slice(text), d);
+            out.write(&[seg(b"x")], &|| Stop::No, &|_| {});
+            let told = std::sync::Mutex::new(Vec::new());
             let written = out.write(
                 &[seg(b"b 3"), seg(&[b'a', b' ', b'2', d])],
                 &|| Stop::No,
-                &|_| {},
+                &|n| told.lock().unwrap().push(n),
             );
-            assert_eq!((written.records, written.bytes), (2, 8));
+            assert_eq!(told.lock().unwrap().last(), Some(&7), "the batch's 7 bytes");
+            assert_eq!((written.records, written.bytes), (2, 9));
             assert_eq!(
                 *seen.0.lock().unwrap(),
-                [b'b', b' ', b'3', d, b'a', b' ', b'2', d]
+                [b'x', d, b'b', b' ', b'3', d, b'a', b' ', b'2', d]
             );
         }
     }
