@@ -6,8 +6,6 @@
 //!
 //! Pure: no threads, no clock, no I/O. Times are ns and never go backwards.
 
-use std::cmp::Reverse;
-
 use crate::bucket::Segment;
 use crate::schedule::Schedule;
 
@@ -130,14 +128,14 @@ impl Keyed {
             self.ready.push_back(s);
         } else {
             slot.lane = Lane::Timed;
-            self.timers.push(Reverse((slot.due, s)));
+            self.timers.push(slot.due, s);
         }
     }
 
     /// Keys whose timer is due by `now` join the end of the line.
     #[inline]
     pub(super) fn due_timers(&mut self, now: u64) {
-        while let Some(&Reverse((due, s))) = self.timers.peek() {
+        while let Some((due, s)) = self.timers.peek() {
             if due > now {
                 break;
             }
@@ -151,7 +149,7 @@ impl Keyed {
     /// offered again (the writer's top-up, or the reader).
     #[inline]
     pub(super) fn wake_blocked(&mut self, now: u64) {
-        if self.blocked_on_keys && self.rest.peek().is_some_and(|&Reverse((at, _))| at <= now) {
+        if self.blocked_on_keys && self.rest.peek().is_some_and(|(at, _)| at <= now) {
             self.blocked_on_keys = false;
         }
     }
@@ -186,7 +184,7 @@ impl Keyed {
                 // Out of the line until its hold ends.
                 self.ready.pop_front();
                 self.slots[s as usize].lane = Lane::Timed;
-                self.timers.push(Reverse((self.slots[s as usize].due, s)));
+                self.timers.push(self.slots[s as usize].due, s);
                 continue;
             }
             if !open && global.release(now, 1, &mut std::iter::once(self.head_record(s))) == 0 {
@@ -244,7 +242,7 @@ impl Keyed {
         // is such a one, and nothing is to happen.
         let waiting = self.len > 0;
         let timer = waiting
-            .then(|| self.timers.peek().map(|&Reverse((due, _))| due))
+            .then(|| self.timers.peek().map(|(due, _)| due))
             .flatten();
         let line = if self.shared.is_some() {
             waiting.then_some(self.shared_next).flatten()
@@ -256,7 +254,7 @@ impl Keyed {
         };
         let rest = self
             .blocked_on_keys
-            .then(|| self.rest.peek().map(|&Reverse((at, _))| at))
+            .then(|| self.rest.peek().map(|(at, _)| at))
             .flatten();
         // Never earlier than a poll after the last walk: a poll time gone by
         // would wake the writer over and over.

@@ -58,7 +58,7 @@
 //! Pure: no threads, no clock, no I/O. Times are ns and never go backwards.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 
 use foldhash::fast::RandomState;
 
@@ -78,6 +78,7 @@ mod queues;
 mod shared;
 mod spill;
 mod table;
+mod timers;
 
 pub use lookup::record_key;
 pub use shared::{KeySchedule, LeaseHead, Want};
@@ -88,6 +89,7 @@ use lookup::Ahead;
 use queues::Node;
 use spill::{Outgoing, Spill};
 use table::{KeyBytes, Slot};
+use timers::Timers;
 
 /// The lane of records that have no key.
 const NO_KEY: u32 = 0;
@@ -155,9 +157,9 @@ pub struct Keyed {
     /// Keys whose head is due under their own limit, in turn order.
     ready: VecDeque<u32>,
     /// Keys whose head waits for their own slot: (due, key).
-    timers: BinaryHeap<Reverse<(u64, u32)>>,
+    timers: Timers,
     /// Keys with nothing waiting, by a lower bound of when they rest.
-    rest: BinaryHeap<Reverse<(u64, u32)>>,
+    rest: Timers,
     /// Waiting records in arrival order, (seq, node), some of them gone
     /// since (see [`Keyed::is_waiting`]): the front is always waiting.
     arrivals: VecDeque<(u64, u32)>,
@@ -279,8 +281,8 @@ impl Keyed {
             apart: false,
             numbers: Vec::new(),
             ready: VecDeque::new(),
-            timers: BinaryHeap::new(),
-            rest: BinaryHeap::new(),
+            timers: Timers::default(),
+            rest: Timers::default(),
             arrivals: VecDeque::new(),
             busy: 0,
             fat: BTreeSet::new(),

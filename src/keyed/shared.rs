@@ -8,8 +8,6 @@
 //!
 //! Pure: no threads, no clock, no I/O. Times are ns and never go backwards.
 
-use std::cmp::Reverse;
-
 use crate::bucket::Segment;
 use crate::schedule::Schedule;
 
@@ -152,7 +150,7 @@ impl Keyed {
         match shared.first_slot(now, s, key) {
             LeaseHead::At(due) if due > now && !lazy => {
                 slot.lane = Lane::Timed;
-                self.timers.push(Reverse((due, s)));
+                self.timers.push(due, s);
             }
             // No timer without a due time: `arrived` brings it.
             LeaseHead::Asked | LeaseHead::Empty if !lazy => slot.lane = Lane::Timed,
@@ -235,7 +233,7 @@ impl Keyed {
                 LeaseHead::At(t) => {
                     self.ready.remove(i);
                     self.slots[s as usize].lane = Lane::Timed;
-                    self.timers.push(Reverse((t, s)));
+                    self.timers.push(t, s);
                     continue;
                 }
                 LeaseHead::Asked => {}
@@ -266,7 +264,7 @@ impl Keyed {
         let shared = self.shared.as_deref_mut().expect("shared");
         for (due, s) in shared.arrived() {
             if self.slots[s as usize].lane == Lane::Timed {
-                self.timers.push(Reverse((due, s)));
+                self.timers.push(due, s);
             }
         }
         self.due_timers(now);

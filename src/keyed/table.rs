@@ -7,7 +7,6 @@
 //!
 //! Pure: no threads, no clock, no I/O. Times are ns and never go backwards.
 
-use std::cmp::Reverse;
 use std::hash::BuildHasher;
 
 use crate::pacer::{Pacer, Position};
@@ -158,7 +157,7 @@ impl Keyed {
 
     /// The remembered key that rested first, if one has by `now`.
     pub(super) fn find_idle(&mut self, now: u64) -> Option<u32> {
-        while let Some(&Reverse((at, s))) = self.rest.peek() {
+        while let Some((at, s)) = self.rest.peek() {
             if at > now {
                 return None;
             }
@@ -169,7 +168,7 @@ impl Keyed {
                 continue;
             }
             if slot.rests_at > now {
-                self.rest.push(Reverse((slot.rests_at, s)));
+                self.rest.push(slot.rests_at, s);
                 continue;
             }
             slot.in_rest = false;
@@ -209,7 +208,7 @@ impl Keyed {
         let slot = &mut self.slots[s as usize];
         if s != NO_KEY && slot.len == 0 && slot.lane == Lane::Idle && !slot.in_rest {
             slot.in_rest = true;
-            self.rest.push(Reverse((slot.rests_at, s)));
+            self.rest.push(slot.rests_at, s);
         }
     }
 }

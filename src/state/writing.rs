@@ -100,15 +100,19 @@ impl State {
         std::mem::take(&mut self.writing.asleep)
     }
 
-    /// The writer, about to take the outbox: once the bucket is at most
-    /// half full, let the parked read arrive, as the reader would on waking
-    /// (in large steps: each costs a cut). The writer can take what leaves
-    /// now. Returns whether that emptied the parked read.
+    /// The writer, about to take the outbox: while the bucket has room,
+    /// let the parked read arrive into it, as the reader would on waking.
+    /// The writer can take what leaves now. Returns whether that emptied
+    /// the parked read.
+    ///
+    /// At every turn, not only once the bucket is half empty: a bucket
+    /// kept full lets more records leave each turn, so the run ends in
+    /// fewer of the writer's wake-ups (keys at random at `-c 1000`: 10 M
+    /// records took about 4,500 context switches where they took 9,000,
+    /// and 57 ns of CPU a record where they took 66).
     pub(crate) fn top_up(&mut self, now: u64) -> bool {
         let bucket = self.adm.bucket();
-        if bucket.len() * 2 > bucket.capacity()
-            || bucket.bytes().saturating_mul(2) > bucket.capacity_bytes()
-        {
+        if bucket.len() >= bucket.capacity() || bucket.bytes() >= bucket.capacity_bytes() {
             return false;
         }
         let Some(held) = self.reading.parked.take() else {
@@ -210,15 +214,17 @@ mod tests {
         assert_eq!(st.adm.outbox_len(), 1);
         assert_eq!(st.adm.bucket().len(), 10);
         assert_eq!(st.reading.parked.as_ref().map(Segment::len), Some(89));
-        // Three more due (10 µs apart): more than half full, no top-up
-        // yet (each costs a cut).
+        // Full: nothing moves in.
+        assert!(!st.top_up(5_000));
+        assert_eq!(st.reading.parked.as_ref().map(Segment::len), Some(89));
+        // Three more due (10 µs apart): the three places they leave are
+        // filled at once, not only once the bucket is half empty.
         let mut out = Vec::new();
         st.adm.release(30_000);
         assert!(!st.top_up(30_000));
-        assert_eq!(st.adm.bucket().len(), 7);
-        assert_eq!(st.reading.parked.as_ref().map(Segment::len), Some(89));
+        assert_eq!(st.adm.bucket().len(), 10);
+        assert_eq!(st.reading.parked.as_ref().map(Segment::len), Some(86));
         st.adm.take_outbox(&mut out);
-        // Half empty: the writer tops up again, to the bucket's size.
         let later = 20 * 10_000;
         st.adm.release(later);
         assert!(!st.top_up(later));
