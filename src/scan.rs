@@ -10,10 +10,16 @@
 
 const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
 
-/// High bit of each byte of `word` set exactly where the byte equals the
-/// delimiter repeated in `pattern`.
-#[inline]
-fn matches(word: &[u8], pattern: u64) -> u64 {
+/// `byte` in each of a word's eight bytes, for [`matches`].
+pub(crate) const fn splat(byte: u8) -> u64 {
+    u64::from_ne_bytes([byte; 8])
+}
+
+/// High bit of each byte of `word` (eight bytes) set exactly where the
+/// byte equals the one repeated in `pattern` ([`splat`]); the first byte
+/// is the lowest.
+#[inline(always)]
+pub(crate) fn matches(word: &[u8], pattern: u64) -> u64 {
     let x = u64::from_le_bytes(word.try_into().expect("8 bytes")) ^ pattern;
     !(((x & LOW7).wrapping_add(LOW7)) | x | LOW7)
 }
@@ -52,7 +58,7 @@ pub fn count(hay: &[u8], delimiter: u8) -> usize {
 /// Offset of the `n`-th `delimiter` in `hay` (0-based: `n == 0` is the
 /// first), or `None` when `hay` holds `n` or fewer.
 pub fn nth(hay: &[u8], delimiter: u8, mut n: usize) -> Option<usize> {
-    let pattern = u64::from_ne_bytes([delimiter; 8]);
+    let pattern = splat(delimiter);
     // Whole 32-byte blocks are counted, as in `count`, until the block
     // holding the n-th; then that block is searched word by word.
     let mut blocks = hay.chunks_exact(32);

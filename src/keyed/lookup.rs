@@ -38,18 +38,14 @@ pub fn record_key<'a>(
 /// One past the end of the record of `data` that starts at `from`: its
 /// delimiter included, or the end of `data`. Records are mostly short (a
 /// log line, a URL): the first 16 bytes are looked at a word at a time in
-/// place (the exact zero-byte test of Hacker's Delight, §6.1, on the
-/// bytes XORed with the delimiter), which costs less than a call into
+/// place ([`crate::scan::matches`]), which costs less than a call into
 /// `memchr`; past them `memchr` takes the rest.
 #[inline(always)]
 pub(super) fn record_end(data: &[u8], from: usize, delimiter: u8) -> usize {
-    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-    let splat = u64::from_ne_bytes([delimiter; 8]);
+    let pattern = crate::scan::splat(delimiter);
     let mut at = from;
     while at + 8 <= data.len() && at < from + 16 {
-        let word = u64::from_le_bytes(data[at..at + 8].try_into().expect("8 bytes")) ^ splat;
-        // High bit of each byte set where the byte is the delimiter, exactly.
-        let found = !(((word & LOW7) + LOW7) | word | LOW7);
+        let found = crate::scan::matches(&data[at..at + 8], pattern);
         if found != 0 {
             return at + (found.trailing_zeros() / 8) as usize + 1;
         }
