@@ -85,4 +85,33 @@ mod tests {
         assert_eq!(got, want);
         assert_eq!(timers.pop(), None);
     }
+
+    proptest::proptest! {
+        /// Pushes and pops interleaved, against the standard library's
+        /// binary heap of the pairs (ties in time included: few times).
+        #[test]
+        fn timers_agree_with_a_binary_heap(
+            ops in proptest::collection::vec(
+                proptest::option::weighted(0.6, (0u64..50, proptest::num::u32::ANY)),
+                0..400,
+            ),
+        ) {
+            let mut timers = Timers::default();
+            let mut reference = BinaryHeap::new();
+            for op in ops {
+                match op {
+                    Some((due, key)) => {
+                        timers.push(due, key);
+                        reference.push(Reverse((due, key)));
+                    }
+                    None => {
+                        let want = reference.pop().map(|Reverse(t)| t);
+                        proptest::prop_assert_eq!(timers.pop(), want);
+                    }
+                }
+                let want = reference.peek().map(|&Reverse(t)| t);
+                proptest::prop_assert_eq!(timers.peek(), want);
+            }
+        }
+    }
 }
