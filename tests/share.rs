@@ -1076,6 +1076,91 @@ fn a_password_wanted_or_wrong_stops_with_status_4_under_every_policy() {
     assert_eq!((status, err.as_str()), (Some(0), ""));
 }
 
+/// A key of the shared state holding a value of another type (not a
+/// state drip wrote: WRONGTYPE) is never overwritten nor waited out: exit
+/// 4 at once under every policy, one line naming the state; the global
+/// limits' key and one key's alike.
+#[test]
+fn a_state_key_of_another_type_stops_with_status_4_under_every_policy() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let redis = Redis::start();
+    redis.command(&["SET", "drip:{wt}", "not drip's"]);
+    // The key `a`'s state (its bytes in hex).
+    redis.command(&["SET", "drip:{wk}:key:61", "not drip's"]);
+    let runtime = tempfile::tempdir().unwrap();
+    let (global, keyed) = (redis.share("wt"), redis.share("wk"));
+    for (limits, state) in [
+        (vec!["-r", "10/s", "--share", &global], "drip:{wt}"),
+        (
+            vec!["--key", "1", "--key-rate", "10/s", "--share", &keyed],
+            "drip:{wk}",
+        ),
+    ] {
+        for policy in ["wait", "local", "fail"] {
+            let mut args = limits.clone();
+            args.extend(["--share-on-error", policy]);
+            let started = Instant::now();
+            let (status, err) = run_drip(&args, "a 1\na 2\n".into(), runtime.path());
+            assert_eq!(status, Some(4), "{state} {policy}: {err}");
+            assert!(started.elapsed() < Duration::from_secs(10), "{policy}");
+            let name = &state[6..state.len() - 1];
+            let says = format!(
+                "drip: --share {name}: the server holds a value of another type than drip's state (a hash) under {state} or one of its keys ({state}:key:*): not a state drip wrote; delete them, or choose another NAME"
+            );
+            assert_eq!(err.trim(), says, "{state} {policy}");
+        }
+    }
+    let value: String = redis::cmd("GET")
+        .arg("drip:{wt}")
+        .query(&mut redis.con())
+        .unwrap();
+    assert_eq!(value, "not drip's", "left as it was");
+}
+
+/// A field of the shared state that is not a finite number (something
+/// else wrote it) counts as absent: its schedule starts afresh, the call
+/// does not fail (a key's unreadable time stopped the keys' script, and
+/// drip waited for the state for ever).
+#[test]
+fn a_state_field_that_is_not_a_number_counts_as_absent() {
+    if !have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let redis = Redis::start();
+    let runtime = tempfile::tempdir().unwrap();
+    let global = redis.share("nn");
+    let keyed = redis.share("nk");
+    let (status, err) = run_drip(
+        &["-r", "100/s", "--share", &global],
+        numbered(1..=2),
+        runtime.path(),
+    );
+    assert_eq!((status, err.as_str()), (Some(0), ""));
+    for (field, value) in [("tat1", "inf"), ("epoch", "xyz"), ("seq", "nan")] {
+        redis.command(&["HSET", "drip:{nn}", field, value]);
+        let (status, err) = run_drip(
+            &["-r", "100/s", "--share", &global],
+            numbered(1..=3),
+            runtime.path(),
+        );
+        assert_eq!((status, err.as_str()), (Some(0), ""), "{field} {value}");
+    }
+    // The key `a`'s state (its bytes in hex).
+    redis.command(&["HSET", "drip:{nk}:key:61", "s", "abc", "n", "5"]);
+    let started = Instant::now();
+    let (status, err) = run_drip(
+        &["--key", "1", "--key-rate", "10/s", "--share", &keyed],
+        "a 1\na 2\n".into(),
+        runtime.path(),
+    );
+    assert_eq!((status, err.as_str()), (Some(0), ""));
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
 /// A socket path through a file (as a DB put in the path would make it)
 /// is named, and no retry mends it: exit 4; a database chosen with ?db=
 /// is used.

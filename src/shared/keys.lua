@@ -23,6 +23,15 @@
 -- given back, 0 when someone reserved since), {-1, stored spec} when the
 -- limits differ. Times are kept relative to now, so Lua's numbers stay
 -- exact.
+-- A stored field as a number, or nil when it is absent or not a finite
+-- number (a field drip did not write counts as absent).
+local function finite(x)
+  local v = tonumber(x)
+  if v and v == v and v > -math.huge and v < math.huge then
+    return v
+  end
+  return nil
+end
 local meta = KEYS[1]
 local op = ARGV[1]
 local sec, nsec
@@ -53,10 +62,11 @@ for i = 2, #KEYS do
   local k = KEYS[i]
   local st = redis.call('HMGET', k, 's', 'n', 'seq')
   local tat
-  if st[1] then
-    tat = (tonumber(st[1]) - sec) * 1e9 + (tonumber(st[2]) - nsec)
+  local ts, tn = finite(st[1]), finite(st[2])
+  if ts and tn then
+    tat = (ts - sec) * 1e9 + (tn - nsec)
   end
-  local seq = tonumber(st[3]) or 0
+  local seq = finite(st[3]) or 0
   local changed = false
   if op == 'reserve' then
     local base = 8 + 3 * (i - 2)

@@ -98,11 +98,12 @@ impl Conn {
         args: &[String],
     ) -> Result<Vec<Value>, Failure> {
         let reused = self.con.is_some();
+        let state = keys.first().map_or("", String::as_str);
         match self.eval_once(script, sha, keys, args) {
             Err((e, false)) if reused && !e.is_timeout() => self
                 .eval_once(script, sha, keys, args)
-                .map_err(|(e, connecting)| self.failure(&e, connecting)),
-            result => result.map_err(|(e, connecting)| self.failure(&e, connecting)),
+                .map_err(|(e, connecting)| self.failure(&e, connecting, state)),
+            result => result.map_err(|(e, connecting)| self.failure(&e, connecting, state)),
         }
     }
 
@@ -135,16 +136,23 @@ impl Conn {
         })
     }
 
-    /// What `e` (from `connecting`, or from a call) is: the server refusing
-    /// drip for good ([`refusal`]), a first answer not in Redis's protocol
-    /// (not a Redis server), or a socket path that cannot be one, is
-    /// [`Failure::Fatal`]; anything else
+    /// What `e` (from `connecting`, or from a call on the state `state`,
+    /// a key name) is: the server refusing drip for good ([`refusal`]), a
+    /// first answer not in Redis's protocol (not a Redis server), a socket
+    /// path that cannot be one, or a key of the state holding a value of
+    /// another type (`WRONGTYPE`: not a state drip wrote, which drip does
+    /// not overwrite) is [`Failure::Fatal`]; anything else
     /// may pass and is [`Failure::Unreachable`], saying what may help: the
     /// socket's path, that a server not speaking TLS does not answer
     /// `rediss://`, which CAs are trusted.
-    fn failure(&self, e: &RedisError, connecting: bool) -> Failure {
+    fn failure(&self, e: &RedisError, connecting: bool, state: &str) -> Failure {
         if let Some(why) = refusal(e, self.socket.is_some()) {
             return Failure::Fatal(why);
+        }
+        if e.code() == Some("WRONGTYPE") {
+            return Failure::Fatal(format!(
+                "the server holds a value of another type than drip's state (a hash) under {state} or one of its keys ({state}:key:*): not a state drip wrote; delete them, or choose another NAME"
+            ));
         }
         // An answer to the first commands that is not in Redis's protocol
         // (RESP): another service listens there, and no retry mends that.

@@ -23,6 +23,15 @@
 -- Returns {1, seq, now, fresh, d1 - now, d2 - now, ...} (times in ns since
 -- the epoch, whole seconds of the server's clock), {0, seq, now, 0} when a
 -- giveback came too late, {-1, stored spec} when the limits differ.
+-- A stored field as a number, or nil when it is absent or not a finite
+-- number (a field drip did not write counts as absent).
+local function finite(x)
+  local v = tonumber(x)
+  if v and v == v and v > -math.huge and v < math.huge then
+    return v
+  end
+  return nil
+end
 local key = KEYS[1]
 local op = ARGV[1]
 local sec, nsec
@@ -39,9 +48,11 @@ local stored = redis.call('HMGET', key, 'limits', 'epoch', 'seq')
 if stored[1] and stored[1] ~= ARGV[4] then
   return {-1, stored[1]}
 end
-local fresh = not stored[2]
-local epoch = tonumber(stored[2]) or sec
-local seq = tonumber(stored[3]) or 0
+-- Without a readable epoch the stored times mean nothing: a fresh state.
+local epoch = finite(stored[2])
+local fresh = not epoch
+epoch = epoch or sec
+local seq = finite(stored[3]) or 0
 -- Rebase daily, so ns since the epoch stay exact in Lua's numbers.
 local shift = 0
 if sec - epoch > 86400 then
@@ -55,8 +66,8 @@ for j = 1, n do
   a[j] = tonumber(ARGV[3 + 4 * j])
   b[j] = tonumber(ARGV[4 + 4 * j])
   c[j] = tonumber(ARGV[5 + 4 * j])
-  local t = tonumber(redis.call('HGET', key, 'tat' .. j))
-  if t then
+  local t = finite(redis.call('HGET', key, 'tat' .. j))
+  if t and not fresh then
     tats[j] = t - shift
   end
 end
