@@ -281,7 +281,7 @@ impl Admission {
         ledger: &mut Ledger,
     ) -> Offered {
         seg.arrived = now;
-        if let Some(first) = seg.records().next() {
+        if let Some(first) = seg.first_record() {
             self.last_record.clear();
             self.last_record.extend_from_slice(first);
         }

@@ -167,6 +167,12 @@ impl Segment {
         self.data.split_inclusive(move |&b| b == delimiter)
     }
 
+    /// The first record (its delimiter included), found with the SWAR
+    /// scan; `None` when there is none.
+    pub fn first_record(&self) -> Option<&[u8]> {
+        (!self.is_empty()).then(|| &self.data[..self.bytes_of_first(1)])
+    }
+
     /// Bytes of the first `n` records (`n ≤ len`). O(those bytes).
     pub fn bytes_of_first(&self, n: usize) -> usize {
         if n == 0 {
@@ -626,6 +632,11 @@ mod tests {
         );
         assert_eq!(open.bytes_of_first(2), 3);
         assert_eq!(open.records_from(3), 1);
+        assert_eq!(open.first_record(), Some(&b"a\n"[..]));
+        let last = Segment::new(Bytes::from_static(b"bcd"), b'\n');
+        assert_eq!(last.first_record(), Some(&b"bcd"[..]));
+        assert_eq!(Segment::new(Bytes::new(), b'\n').first_record(), None);
+        assert_eq!(seg(10, 3).first_record(), Some(&b"10\n"[..]));
     }
 
     #[test]

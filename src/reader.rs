@@ -330,6 +330,22 @@ fn let_go(shared: &Shared, mut st: MutexGuard<'_, State>, wake: bool) {
     }
 }
 
+/// How long a write may be under way before the reader expires records
+/// itself, and how often it looks meanwhile, in ns.
+const EXPIRY_TAKEOVER_NS: u64 = 10_000_000;
+
+/// When the reader, waiting for room, wakes for `--max-wait`'s sake: the
+/// writer expires records at each of its turns (and moves the parked read
+/// in), so the reader takes that over only once a write has been under way
+/// (`since`) for [`EXPIRY_TAKEOVER_NS`], stdout stalled, and until then
+/// looks no more often than that. Woken at each deadline instead, it woke
+/// at nearly every turn of the writer to find the room already filled.
+/// `None`: no record can expire.
+fn expiry_watch(next_expiry: Option<u64>, since: Option<u64>, now: u64) -> Option<u64> {
+    let takeover = since.unwrap_or(now).saturating_add(EXPIRY_TAKEOVER_NS);
+    next_expiry.map(|at| at.max(takeover))
+}
+
 /// Wait until the writer has made room for the parked read, an expiry is
 /// due, or (unpaced, patient) the policy held back applies.
 fn wait_for_room<'a>(
@@ -349,7 +365,7 @@ fn wait_for_room<'a>(
     // With --max-wait, the oldest record's deadline makes room too, even
     // while the writer is stuck in a write; a policy held back applies when
     // its time is up.
-    let expiry = st.adm.next_expiry();
+    let expiry = expiry_watch(st.adm.next_expiry(), st.writing.since, now);
     let patience = (policy != st.adm.bucket().policy())
         .then_some(st.writing.last_take.saturating_add(STALL_NS));
     st = match expiry.into_iter().chain(patience).min() {
@@ -368,4 +384,28 @@ fn wait_for_room<'a>(
     };
     st.reading.wants = 0;
     st
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reader waiting for room wakes for an expiry only once a write
+    /// has been under way for the takeover time; otherwise no sooner than
+    /// that from now (the writer expires records at its turns).
+    #[test]
+    fn the_reader_takes_expiry_over_only_from_a_write_under_way() {
+        let ms = 1_000_000;
+        assert_eq!(expiry_watch(None, Some(0), 50 * ms), None);
+        // The writer between writes: look again in the takeover time.
+        assert_eq!(expiry_watch(Some(51 * ms), None, 50 * ms), Some(60 * ms));
+        // A write under way since 45 ms: from 55 ms on the reader expires.
+        assert_eq!(
+            expiry_watch(Some(51 * ms), Some(45 * ms), 50 * ms),
+            Some(55 * ms)
+        );
+        // Stalled for long: each deadline as it comes.
+        assert_eq!(expiry_watch(Some(51 * ms), Some(0), 50 * ms), Some(51 * ms));
+        assert_eq!(expiry_watch(Some(80 * ms), None, 50 * ms), Some(80 * ms));
+    }
 }

@@ -243,12 +243,11 @@ fn next_batch<'a>(
         }
         let now = shared.clock.now();
         let State { adm, ledger, .. } = &mut *st;
-        if adm.expire(now, ledger) > 0 {
-            wake_reader |= st.reader_to_wake(false);
-        }
+        let expired = adm.expire(now, ledger) > 0;
         st.writing.sink_full = !ready();
         if st.writing.sink_full {
             // Woken when a job ends; expiries are looked at meanwhile.
+            wake_reader |= expired && st.reader_to_wake(false);
             st.flush_dead();
             wake(shared, &mut wake_reader);
             st = sleep(shared, st, Some(Duration::from_millis(20)));
@@ -259,6 +258,9 @@ fn next_batch<'a>(
             // The parked read is all in: the reader may read on.
             wake_reader |= st.reader_to_wake(true);
         }
+        // Room the expiries made and the top-up left (it fills the rest
+        // itself: a reader woken for it would find the bucket full again).
+        wake_reader |= expired && st.reader_to_wake(false);
         st.flush_dead();
         // The rest of a record the reader began goes first.
         batch.take_tail(&mut st);

@@ -966,6 +966,39 @@ fn max_wait_applies_while_stdout_is_stalled() {
     assert!(v["expired"].as_u64().unwrap() > 500, "{v}");
 }
 
+/// With `--max-wait` and a full bucket, the writer expires records and
+/// fills the bucket at its turns: the reader, waiting for room, is not
+/// woken at each record's deadline (it was, nearly every turn: about 780
+/// times a second at 1000/s against about 100).
+#[cfg(target_os = "linux")]
+#[test]
+fn the_reader_waiting_for_room_is_not_woken_at_every_deadline() {
+    let file = temp_file(numbered(1..=200_000).as_bytes());
+    let mut child = command(&["-r", "1000/s", "--max-wait", "50ms", "-c", "100"])
+        .stdin(Stdio::from(file.reopen().unwrap()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", child.id())).unwrap();
+    let reader = tasks
+        .flatten()
+        .find(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "drip-reader")
+        })
+        .expect("the reader thread");
+    let status = std::fs::read_to_string(reader.path().join("status")).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let woken: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("voluntary_ctxt_switches");
+    assert!(woken < 500, "the reader slept {woken} times in 1.5 s");
+}
+
 #[test]
 fn a_closed_dead_letter_pipe_is_an_error() {
     // The dead letter's reader takes 10 bytes and leaves; the records shed

@@ -107,9 +107,7 @@ impl State {
     ///
     /// At every turn, not only once the bucket is half empty: a bucket
     /// kept full lets more records leave each turn, so the run ends in
-    /// fewer of the writer's wake-ups (keys at random at `-c 1000`: 10 M
-    /// records took about 4,500 context switches where they took 9,000,
-    /// and 57 ns of CPU a record where they took 66).
+    /// fewer of the writer's wake-ups (docs/benchmarks.md, limits per key).
     pub(crate) fn top_up(&mut self, now: u64) -> bool {
         let bucket = self.adm.bucket();
         if bucket.len() >= bucket.capacity() || bucket.bytes() >= bucket.capacity_bytes() {
@@ -214,8 +212,10 @@ mod tests {
         assert_eq!(st.adm.outbox_len(), 1);
         assert_eq!(st.adm.bucket().len(), 10);
         assert_eq!(st.reading.parked.as_ref().map(Segment::len), Some(89));
-        // Full: nothing moves in.
-        assert!(!st.top_up(5_000));
+        // Full: nothing moves in, even with a record due (admission would
+        // let it go and take one more in).
+        assert!(!st.top_up(10_000));
+        assert_eq!(st.adm.outbox_len(), 1);
         assert_eq!(st.reading.parked.as_ref().map(Segment::len), Some(89));
         // Three more due (10 µs apart): the three places they leave are
         // filled at once, not only once the bucket is half empty.
@@ -246,6 +246,28 @@ mod tests {
         let all: Vec<&[u8]> = out.iter().flat_map(|s| s.records()).collect();
         assert_eq!(all.len(), 100);
         assert_eq!(all.last(), Some(&&b"100\n"[..]));
+    }
+
+    /// A bucket full by its bytes (`--capacity-bytes`) takes nothing in
+    /// either, though it has places for records.
+    #[test]
+    fn a_bucket_full_of_bytes_is_not_topped_up() {
+        let limits = Limits::new(&[Limit {
+            rate: parse_rate("100000/s").unwrap(),
+            burst: 1,
+            unit: Unit::Records,
+        }]);
+        let bucket = Bucket::new(100, Some(20), Overflow::Block);
+        let adm = Admission::new(bucket, Box::new(limits), None);
+        let mut st = State::new(adm, DeadLetter::none(b'\n'), false);
+        st.reading.parked = Some(Segment::new("a\n".repeat(100).into(), b'\n'));
+        // One leaves at once, ten of two bytes fill the bucket's 20.
+        assert!(!st.top_up(0));
+        assert_eq!((st.adm.bucket().len(), st.adm.bucket().bytes()), (10, 20));
+        assert_eq!(st.adm.outbox_len(), 1);
+        assert!(!st.top_up(10_000));
+        assert_eq!(st.adm.outbox_len(), 1);
+        assert_eq!(st.reading.parked.as_ref().map(Segment::len), Some(89));
     }
 
     /// Under a shared schedule a record leaves on the writer only, which
