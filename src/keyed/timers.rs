@@ -4,7 +4,9 @@
 //!
 //! A binary min-heap of `(time, key)` packed into one `u128` (the time in
 //! the high 64 bits), so that each comparison in a sift is one wide
-//! compare, without the branch a tuple's second field costs.
+//! compare rather than a tuple's two. (The keyed benchmark shows no
+//! difference in CPU from a heap of the pairs, nor from a heap of four
+//! children a node: the heap is not where a random order's time goes.)
 //!
 //! Pure: no threads, no clock, no I/O. Times are ns.
 
