@@ -23,26 +23,7 @@
 -- given back, 0 when someone reserved since), {-1, stored spec} when the
 -- limits differ. Times are kept relative to now, so Lua's numbers stay
 -- exact.
--- A stored field as a number, or nil when it is absent or not a finite
--- number (a field drip did not write counts as absent).
-local function finite(x)
-  local v = tonumber(x)
-  if v and v == v and v > -math.huge and v < math.huge then
-    return v
-  end
-  return nil
-end
 local meta = KEYS[1]
-local op = ARGV[1]
-local sec, nsec
-if ARGV[2] == '-1' then
-  local t = redis.call('TIME')
-  sec = tonumber(t[1])
-  nsec = tonumber(t[2]) * 1000
-else
-  sec = tonumber(ARGV[2])
-  nsec = tonumber(ARGV[3])
-end
 local spec = ARGV[4]
 local stored = redis.call('HGET', meta, 'limits')
 if stored and stored ~= spec then

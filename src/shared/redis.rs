@@ -25,13 +25,13 @@ use super::gcra::{hex, Meter, Step};
 use super::protocol::{Ask, Back, Failure, Grant, Reply, Store};
 
 /// The script, run atomically by the server.
-pub const SCRIPT: &str = include_str!("script.lua");
+pub const SCRIPT: &str = concat!(include_str!("prelude.lua"), include_str!("script.lua"));
 
 /// How long one call may take before the server counts as unreachable.
 const TIMEOUT: Duration = Duration::from_millis(1000);
 
 /// The script of the limits per key ([`super::keys`]).
-pub const KEYS_SCRIPT: &str = include_str!("keys.lua");
+pub const KEYS_SCRIPT: &str = concat!(include_str!("prelude.lua"), include_str!("keys.lua"));
 
 /// A connection to one server, made when needed, with the calls' timeouts.
 struct Conn {

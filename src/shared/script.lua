@@ -23,26 +23,7 @@
 -- Returns {1, seq, now, fresh, d1 - now, d2 - now, ...} (times in ns since
 -- the epoch, whole seconds of the server's clock), {0, seq, now, 0} when a
 -- giveback came too late, {-1, stored spec} when the limits differ.
--- A stored field as a number, or nil when it is absent or not a finite
--- number (a field drip did not write counts as absent).
-local function finite(x)
-  local v = tonumber(x)
-  if v and v == v and v > -math.huge and v < math.huge then
-    return v
-  end
-  return nil
-end
 local key = KEYS[1]
-local op = ARGV[1]
-local sec, nsec
-if ARGV[2] == '-1' then
-  local t = redis.call('TIME')
-  sec = tonumber(t[1])
-  nsec = tonumber(t[2]) * 1000
-else
-  sec = tonumber(ARGV[2])
-  nsec = tonumber(ARGV[3])
-end
 local n = tonumber(ARGV[5])
 local stored = redis.call('HMGET', key, 'limits', 'epoch', 'seq')
 if stored[1] and stored[1] ~= ARGV[4] then
