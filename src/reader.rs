@@ -336,9 +336,9 @@ const EXPIRY_TAKEOVER_NS: u64 = 10_000_000;
 
 /// When the reader, waiting for room, wakes for `--max-wait`'s sake: the
 /// writer expires records at each of its turns (and moves the parked read
-/// in), so the reader takes that over only once a write has been under way
-/// (`since`) for [`EXPIRY_TAKEOVER_NS`], stdout stalled, and until then
-/// looks no more often than that. Woken at each deadline instead, it woke
+/// in), so the reader takes that over only once the writer has been held
+/// (`since`: a write under way, stdout stalled; or a full sink) for
+/// [`EXPIRY_TAKEOVER_NS`], and until then looks no more often than that. Woken at each deadline instead, it woke
 /// at nearly every turn of the writer to find the room already filled.
 /// `None`: no record can expire.
 fn expiry_watch(next_expiry: Option<u64>, since: Option<u64>, now: u64) -> Option<u64> {
@@ -365,7 +365,12 @@ fn wait_for_room<'a>(
     // With --max-wait, the oldest record's deadline makes room too, even
     // while the writer is stuck in a write; a policy held back applies when
     // its time is up.
-    let expiry = expiry_watch(st.adm.next_expiry(), st.writing.since, now);
+    // A full sink (every job slot taken) holds the writer as a write does.
+    let held_since = st
+        .writing
+        .since
+        .or(st.writing.sink_full.then_some(st.writing.last_take));
+    let expiry = expiry_watch(st.adm.next_expiry(), held_since, now);
     let patience = (policy != st.adm.bucket().policy())
         .then_some(st.writing.last_take.saturating_add(STALL_NS));
     st = match expiry.into_iter().chain(patience).min() {

@@ -43,11 +43,11 @@ for i = 2, #KEYS do
   local k = KEYS[i]
   local st = redis.call('HMGET', k, 's', 'n', 'seq')
   local tat
-  local ts, tn = finite(st[1]), finite(st[2])
+  local ts, tn = number_of(st[1]), number_of(st[2])
   if ts and tn then
     tat = (ts - sec) * 1e9 + (tn - nsec)
   end
-  local seq = finite(st[3]) or 0
+  local seq = number_of(st[3]) or 0
   local changed = false
   if op == 'reserve' then
     local base = 8 + 3 * (i - 2)

@@ -1,11 +1,12 @@
 -- What both of drip's scripts (script.lua, keys.lua) begin with: each is
 -- sent to the server as this prelude and its own text, in one chunk.
 --
--- A stored field as a number, or nil when it is absent or not a finite
--- number (a field drip did not write counts as absent).
-local function finite(x)
+-- A stored field as a number, or nil when it is absent or not a number
+-- drip writes: a field drip did not write counts as absent. drip's
+-- numbers are exact in Lua's (under 2^53: a time 104 days ahead, in ns).
+local function number_of(x)
   local v = tonumber(x)
-  if v and v == v and v > -math.huge and v < math.huge then
+  if v and v > -2^53 and v < 2^53 then
     return v
   end
   return nil

@@ -149,7 +149,9 @@ impl Conn {
         if let Some(why) = refusal(e, self.socket.is_some()) {
             return Failure::Fatal(why);
         }
-        if e.code() == Some("WRONGTYPE") {
+        // Redis before 7 reports it inside a script's error (`ERR Error
+        // running script … WRONGTYPE …`).
+        if e.code() == Some("WRONGTYPE") || e.to_string().contains("WRONGTYPE") {
             return Failure::Fatal(format!(
                 "the server holds a value of another type than drip's state (a hash) under {state} or one of its keys ({state}:key:*): not a state drip wrote; delete them, or choose another NAME"
             ));

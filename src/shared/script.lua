@@ -30,10 +30,10 @@ if stored[1] and stored[1] ~= ARGV[4] then
   return {-1, stored[1]}
 end
 -- Without a readable epoch the stored times mean nothing: a fresh state.
-local epoch = finite(stored[2])
+local epoch = number_of(stored[2])
 local fresh = not epoch
 epoch = epoch or sec
-local seq = finite(stored[3]) or 0
+local seq = number_of(stored[3]) or 0
 -- Rebase daily, so ns since the epoch stay exact in Lua's numbers.
 local shift = 0
 if sec - epoch > 86400 then
@@ -47,7 +47,7 @@ for j = 1, n do
   a[j] = tonumber(ARGV[3 + 4 * j])
   b[j] = tonumber(ARGV[4 + 4 * j])
   c[j] = tonumber(ARGV[5 + 4 * j])
-  local t = finite(redis.call('HGET', key, 'tat' .. j))
+  local t = number_of(redis.call('HGET', key, 'tat' .. j))
   if t and not fresh then
     tats[j] = t - shift
   end
@@ -113,6 +113,10 @@ for j = 1, n do
     fields[#fields + 1] = string.format('%d', tats[j])
     last = math.max(last, tats[j])
   end
+end
+if fresh then
+  -- Times stored against an epoch no longer readable go with it.
+  redis.call('DEL', key)
 end
 redis.call('HSET', key, unpack(fields))
 -- The state outlives its schedule by 10 s, then expires by itself.
