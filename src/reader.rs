@@ -338,9 +338,9 @@ const EXPIRY_TAKEOVER_NS: u64 = 10_000_000;
 /// writer expires records at each of its turns (and moves the parked read
 /// in), so the reader takes that over only once the writer has been held
 /// (`since`: a write under way, stdout stalled; or a full sink) for
-/// [`EXPIRY_TAKEOVER_NS`], and until then looks no more often than that. Woken at each deadline instead, it woke
-/// at nearly every turn of the writer to find the room already filled.
-/// `None`: no record can expire.
+/// [`EXPIRY_TAKEOVER_NS`], and until then looks no more often than that.
+/// Woken at each deadline instead, it woke at nearly every turn of the
+/// writer to find the room already filled. `None`: no record can expire.
 fn expiry_watch(next_expiry: Option<u64>, since: Option<u64>, now: u64) -> Option<u64> {
     let takeover = since.unwrap_or(now).saturating_add(EXPIRY_TAKEOVER_NS);
     next_expiry.map(|at| at.max(takeover))
@@ -395,9 +395,10 @@ fn wait_for_room<'a>(
 mod tests {
     use super::*;
 
-    /// The reader waiting for room wakes for an expiry only once a write
-    /// has been under way for the takeover time; otherwise no sooner than
-    /// that from now (the writer expires records at its turns).
+    /// The reader waiting for room wakes for an expiry only once the
+    /// writer has been held (a write under way, a full sink) for the
+    /// takeover time; otherwise no sooner than that from now (the writer
+    /// expires records at its turns).
     #[test]
     fn the_reader_takes_expiry_over_only_from_a_write_under_way() {
         let ms = 1_000_000;
