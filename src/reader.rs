@@ -363,14 +363,9 @@ fn wait_for_room<'a>(
         .max(1);
     st.reading.wants = wants;
     // With --max-wait, the oldest record's deadline makes room too, even
-    // while the writer is stuck in a write; a policy held back applies when
-    // its time is up.
-    // A full sink (every job slot taken) holds the writer as a write does.
-    let held_since = st
-        .writing
-        .since
-        .or(st.writing.sink_full.then_some(st.writing.last_take));
-    let expiry = expiry_watch(st.adm.next_expiry(), held_since, now);
+    // while the writer is held (stuck in a write, or every job slot
+    // taken); a policy held back applies when its time is up.
+    let expiry = expiry_watch(st.adm.next_expiry(), st.writing.held_since(), now);
     let patience = (policy != st.adm.bucket().policy())
         .then_some(st.writing.last_take.saturating_add(STALL_NS));
     st = match expiry.into_iter().chain(patience).min() {

@@ -72,6 +72,12 @@ impl Writing {
         unpaced && (self.waiting || now.saturating_sub(self.last_take) < STALL_NS)
     }
 
+    /// Since when the writer cannot make room (ns): a write under way, or
+    /// a full sink (every job slot taken, since it last took records).
+    pub(crate) fn held_since(&self) -> Option<u64> {
+        self.since.or(self.sink_full.then_some(self.last_take))
+    }
+
     /// A write begins at `now`, having taken records (making room).
     pub(crate) fn took(&mut self, now: u64) {
         self.since = Some(now);
