@@ -305,8 +305,8 @@ pub enum Command {
     /// TARGET a pid or a --name, prints the drip's one-line JSON answer.
     /// COMMAND is one of: `info` (its entry), `stats` (the --stats-json object now), `keys`
     /// (the top keys), `jobs` (the running jobs), `pause`, `resume`,
-    /// `rate RATE[:BURST]` and `byte-rate SIZE/UNIT[:BURST]` (each kind
-    /// given replaces all the limits of that kind: `rate 10/s rate
+    /// `rate RATE[:BURST]...` and `byte-rate SIZE/UNIT[:BURST]...` (each
+    /// kind given replaces all the limits of that kind: `rate 10/s
     /// 500/min:50`), `key-rate RATE[:BURST]`, `-j N`. A new limit starts
     /// from now: the next record leaves one interval of the new rate after
     /// the last one, with no credit saved and no catch-up burst. A drip
@@ -327,8 +327,8 @@ pub struct CtlArgs {
     #[arg(value_name = "list|TARGET", allow_hyphen_values = true, value_hint = ValueHint::Other)]
     pub target: Option<String>,
 
-    /// What to do: info, stats, keys, jobs, pause, resume, rate RATE[:BURST],
-    /// byte-rate SIZE/UNIT[:BURST], key-rate RATE[:BURST], -j N
+    /// What to do: info, stats, keys, jobs, pause, resume, rate RATE[:BURST]...,
+    /// byte-rate SIZE/UNIT[:BURST]..., key-rate RATE[:BURST], -j N
     #[arg(value_name = "COMMAND", trailing_var_arg = true, allow_hyphen_values = true, value_hint = ValueHint::Other)]
     pub command: Vec<String>,
 }
