@@ -675,7 +675,32 @@ fn man_page() -> Vec<u8> {
     roff.text([roman(SEE_ALSO)]);
     roff.to_writer(&mut out).unwrap();
     man.render_version_section(&mut out).unwrap();
-    portable(&String::from_utf8(out).unwrap()).into_bytes()
+    portable(&code_spans(&String::from_utf8(out).unwrap())).into_bytes()
+}
+
+/// The help's Markdown code spans (`` `drip ctl` ``, `` `-` ``) in bold on
+/// the page (`\fB...\fP`: back to the font before, so a span in a bold
+/// tag stays bold), as the page's other commands and flags are: a backtick
+/// is no quote in roff, and would show as it is.
+fn code_spans(page: &str) -> String {
+    let mut out = String::with_capacity(page.len());
+    for line in page.split_inclusive('\n') {
+        let parts: Vec<&str> = line.split('`').collect();
+        if line.starts_with('.') || parts.len() % 2 == 0 {
+            // A control line, or a backtick with no pair: as it is (and
+            // man_page_shows_no_backticks says so).
+            out.push_str(line);
+            continue;
+        }
+        for (i, part) in parts.iter().enumerate() {
+            if i % 2 == 1 {
+                out.push_str(&format!("\\fB{part}\\fP"));
+            } else {
+                out.push_str(part);
+            }
+        }
+    }
+    out
 }
 
 /// Words longer than this (in the roff source) get places to break.
@@ -716,6 +741,39 @@ fn portable(page: &str) -> String {
         out.push_str(&words.collect::<Vec<_>>().join(" "));
     }
     out
+}
+
+/// No Markdown leaks onto the page: the help's code spans are bold there,
+/// and no backtick is left, in the source or as man shows it.
+#[test]
+fn man_page_shows_no_backticks() {
+    let page = String::from_utf8(man_page()).unwrap();
+    let quoted: Vec<&str> = page.lines().filter(|l| l.contains('`')).collect();
+    assert!(quoted.is_empty(), "backticks on the page: {quoted:#?}");
+    for bold in [
+        "Name this drip for \\fBdrip ctl\\fP (1 to 64",
+        "Listen on no control socket: \\fBdrip ctl\\fP cannot reach this drip",
+        "(not \\fB\\-\\fP: stdout carries the records)",
+    ] {
+        assert!(page.contains(bold), "{bold:?} not on the page");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("drip.1");
+    std::fs::write(&path, &page).unwrap();
+    let shown = Command::new("man")
+        .args(["-l"])
+        .arg(&path)
+        .env("MANPAGER", "cat")
+        .env("MANWIDTH", "100")
+        .output();
+    match shown {
+        Ok(out) if out.status.success() => {
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(text.contains("control socket: drip ctl cannot"), "{text}");
+            assert!(!text.contains('`'), "man shows a backtick");
+        }
+        _ => eprintln!("man is not installed: the page as shown is not checked"),
+    }
 }
 
 #[test]
