@@ -20,6 +20,17 @@ _drip() {
         fi
         return 0
     fi
+    # drip ctl: list or a running drip (its pid or --name), then what to do.
+    if [[ ${COMP_CWORD} -ge 2 && "${COMP_WORDS[1]}" == ctl ]]; then
+        compopt +o default +o bashdefault 2>/dev/null
+        local word="${COMP_WORDS[COMP_CWORD]}"
+        if [[ ${COMP_CWORD} -eq 2 ]]; then
+            COMPREPLY=( $(compgen -W "list $(command "$1" ctl list 2>/dev/null | tr '{,}' '\n\n\n' | sed -n 's/^"pid":\([0-9]*\)$/\1/p; s/^"name":"\([A-Za-z0-9_-]*\)"$/\1/p')" -- "${word}") )
+        elif [[ ${COMP_CWORD} -eq 3 && "${COMP_WORDS[2]}" != list ]]; then
+            COMPREPLY=( $(compgen -W "info stats keys jobs pause resume rate byte-rate key-rate -j" -- "${word}") )
+        fi
+        return 0
+    fi
     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
         cur="$2"
     else

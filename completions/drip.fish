@@ -109,3 +109,15 @@ complete -c drip -n "__fish_drip_needs_command" -s V -l version -d 'Print versio
 complete -c drip -n "__fish_drip_needs_command" -a "ctl" -d 'Steer a running drip of this user: list them, change a rate, pause, resume, read its figures'
 complete -c drip -n "__fish_drip_using_subcommand ctl" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c drip -n "__fish_drip_exec_words >/dev/null" -f -a "(__fish_drip_exec_complete)"
+
+function __fish_drip_ctl_words
+    # drip ctl: list or a running drip (its pid or --name), then what to do.
+    set -l cmd (commandline -opc)
+    if test (count $cmd) -eq 2
+        echo list
+        command $cmd[1] ctl list 2>/dev/null | tr '{,}' '\n\n\n' | sed -n 's/^"pid":\([0-9]*\)$/\1/p; s/^"name":"\([A-Za-z0-9_-]*\)"$/\1/p'
+    else if test (count $cmd) -eq 3; and test "$cmd[3]" != list
+        printf '%s\n' info stats keys jobs pause resume rate byte-rate key-rate -j
+    end
+end
+complete -c drip -n "__fish_drip_using_subcommand ctl" -f -a "(__fish_drip_ctl_words)"
