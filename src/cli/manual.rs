@@ -2,6 +2,62 @@
 //! the description's sections, signals, environment and files, for
 //! `--help`'s epilogue, the man page and the README.
 
+/// `drip -h`: the flags most runs need on one screen (at most 66 lines of
+/// 80 columns), grouped by task; `--help` and the man page have them all.
+pub const SUMMARY: &str = "\
+drip: a leaky bucket for shell pipelines. Reads records (lines) from FILEs or
+stdin and writes them to stdout at a steady rate.
+
+Usage: drip [OPTIONS] [FILE]...
+       drip ctl list | drip ctl TARGET COMMAND...     steer a running drip
+
+Pace:
+  -r, --rate RATE[:BURST]     records per unit: 10/s, 90/min, 0.5/s, inf [1/s];
+                              again for several limits: -r 10/s -r 500/min:50
+  -i, --interval DURATION     one record every DURATION: 100ms, 2s
+  -b, --burst N               records that may leave back to back [1]
+      --byte-rate SIZE/UNIT   bytes per unit: 1MiB/s
+      --cost-rate N/UNIT      cost per unit, the cost read by --cost FIELD|REGEX
+
+Bucket:
+  -c, --capacity N|DURATION   records it holds [1000], or what drains in 30s
+  -o, --overflow POLICY       when full: block, drop-newest, drop-oldest, fail
+      --max-wait DURATION     expire records that waited longer
+      --dead-letter FILE      append every record not written to FILE
+  -0, --null                  records end with NUL (-d BYTE: with BYTE)
+      --drain                 on SIGINT/SIGTERM, write what it holds first
+
+Keys:
+      --key SPEC              a field number, or a regex whose group is the key
+      --key-rate RATE[:BURST] each key's own limit; keys take turns
+
+Share:
+      --share NAME|URL        share the limits with every drip given NAME, on
+                              this host or through redis://HOST/NAME
+
+Jobs:
+      --exec COMMAND...       run COMMAND per record ({} is the record), to ';'
+  -j, --jobs N                at most N at once [1]
+      --retries N             try a failed record again, N times at most
+      --joblog FILE           one JSON line per attempt (see --resume)
+
+Observe:
+      --stats                 a summary on stderr at exit
+      --stats-json FILE       the summary as JSON
+      --stats-interval DURATION  figures every DURATION, as JSON lines
+      --metrics FILE          the figures for Prometheus (node_exporter)
+  -q, --quiet                 no live display on stderr
+      --name NAME             a name for drip ctl (else its pid)
+
+Examples:
+  seq 20 | drip --rate 5/s
+  drip -r 10/s urls.txt | xargs -n1 -P4 curl -sSO
+  drip -r 10/s -j 8 urls.txt --exec curl -sS -o /dev/null {}
+  drip ctl nightly rate 5/s
+
+This is a summary: drip --help lists every flag, man drip is the manual.
+";
+
 /// Examples shown in `--help` and the man page: (command, what it does).
 pub const EXAMPLES: &[(&str, &str)] = &[
     (
@@ -46,7 +102,7 @@ pub const EXIT_STATUSES: &[(&str, &str)] = &[
     ),
     (
         "1",
-        "a runtime error (with drip ctl: any failure, one line): an unreadable FILE, or one that is the --dead-letter file or the --resume joblog (reported; drip goes on with the next), or one that is the --stats-json, --joblog or --metrics file (refused before anything is written or read: the file is left as it was), a --resume file with lines and not one joblog entry (refused before anything is written: the file is left as it was), a record over --max-record or --capacity-bytes under --oversize fail (the records before it are delivered; reading stops), a failed write to stdout, --dead-letter, --stats-json or --metrics, a control socket that cannot be made, or of --help or --version output",
+        "a runtime error (with drip ctl: any failure, one line): an unreadable FILE, or one that is the --dead-letter file or the --resume joblog (reported; drip goes on with the next), or one that is the --stats-json, --joblog or --metrics file (refused before anything is written or read: the file is left as it was), a --resume file with lines and not one joblog entry (refused before anything is written: the file is left as it was), a record over --max-record or --capacity-bytes under --oversize fail (the records before it are delivered; reading stops), a failed write to stdout, --dead-letter, --stats-json or --metrics, a control socket that cannot be made, or of -h, --help or --version output",
     ),
     ("2", "a usage error: a bad flag or value (one line naming the flag and the accepted form), or drip ctl without a word (its usage); two of --dead-letter, --stats-json, --metrics and --joblog (or --resume) that are one file; also limits that differ from those shared under the same --share NAME"),
     ("3", "the bucket overflowed under --overflow fail (with --key, also a key's full queue, or a new key while every remembered key is busy; with --max-wait, also a record the schedule could not let go in time)"),
@@ -82,7 +138,7 @@ pub const DESCRIPTION: &[(&str, &[Paragraph])] = &[
     (
         "",
         &[
-            ("", "FILEs are read in order; - or no FILE means stdin. An unterminated last record of a file gets the delimiter when another file follows, so records never merge across files, and when it is written before a record it overtook (keys reorder records), so records are never joined; otherwise the output is the input byte for byte."),
+            ("", "FILEs are read in order; - or no FILE means stdin (when stdin is a terminal, drip says so once on stderr, unless -q: reading records from the terminal). A FILE that is not there but reads as a rate is named with a hint (drip: 10/s: No such file or directory (did you mean --rate 10/s?)). An unterminated last record of a file gets the delimiter when another file follows, so records never merge across files, and when it is written before a record it overtook (keys reorder records), so records are never joined; otherwise the output is the input byte for byte."),
             ("", "Records leave on an exact schedule (GCRA): record k is due at anchor + k\u{b7}T, with the rate kept as a fraction so that it never drifts. Waking a little late (up to the slack: half an interval, 2 to 5 ms) keeps the schedule; a longer stall (idle input, blocked stdout, a busy machine) restarts it from now, with no catch-up burst. At most burst + \u{230a}rate \u{d7} slack\u{230b} records leave back to back: --burst below 500/s, a few more above. The first record leaves at once, and drip exits as soon as the last one is written."),
         ],
     ),
