@@ -924,3 +924,56 @@ fn job_slots_are_bounded_as_the_flag_is() {
     assert_eq!(ctl_ok(rt, &["slots", "-j", "4096"])["jobs"], 4096);
     drip.stop();
 }
+
+/// A client is given 2 seconds in all to send its request: one that sends
+/// a byte now and then is answered `no request in time` (and holds its
+/// place no longer); more idle clients than are answered at once (16)
+/// only wait their turn, and `drip ctl` is still answered.
+#[test]
+fn a_slow_client_has_two_seconds_and_more_idle_clients_wait_their_turn() {
+    use std::os::unix::net::UnixStream;
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let drip = Running::start(
+        &["-r", "50/s", "--name", "slow"],
+        rt,
+        numbered(1..=1000),
+        None,
+    );
+    wait_socket(rt);
+    let socket = sockets(rt).remove(0);
+    let mut slow = UnixStream::connect(&socket).unwrap();
+    slow.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let begun = Instant::now();
+    let mut answer = Vec::new();
+    slow.write_all(b"[").unwrap();
+    // A blank every 300 ms, for up to 10 s, until the drip answers.
+    while begun.elapsed() < Duration::from_secs(10) {
+        let mut buf = [0u8; 256];
+        match slow.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+            Err(_) => {
+                if slow.write_all(b" ").is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    assert_eq!(answer, "{\"error\":\"no request in time\"}\n");
+    assert!(
+        begun.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        begun.elapsed()
+    );
+
+    let idle: Vec<UnixStream> = (0..20)
+        .map(|_| UnixStream::connect(&socket).unwrap())
+        .collect();
+    let info = ctl_ok(rt, &["slow", "info"]);
+    assert_eq!(info["pid"], drip.child.id(), "{info}");
+    drop(idle);
+    drip.stop();
+}

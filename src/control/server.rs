@@ -216,7 +216,7 @@ fn read_request(mut stream: &UnixStream) -> Result<Vec<String>, String> {
     let deadline = std::time::Instant::now() + CLIENT_TIMEOUT;
     let mut line = Vec::new();
     let mut buf = [0u8; 1024];
-    while !line.ends_with(b"\n") && line.len() <= most {
+    while !line.contains(&b'\n') && line.len() <= most {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         if left.is_zero() {
             return Err("no request in time".into());
@@ -226,13 +226,26 @@ fn read_request(mut stream: &UnixStream) -> Result<Vec<String>, String> {
             Ok(0) => break,
             Ok(n) => line.extend_from_slice(&buf[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err("no request in time".into())
+            }
             Err(e) => return Err(format!("reading the request: {e}")),
         }
     }
-    if line.len() > most {
+    // The first line only: nothing after it is read as part of it.
+    let end = line
+        .iter()
+        .position(|&b| b == b'\n')
+        .map_or(line.len(), |i| i + 1);
+    if end > most {
         return Err(format!("the request is too long (over {most} bytes)"));
     }
-    serde_json::from_slice(line.trim_ascii_end())
+    serde_json::from_slice(line[..end].trim_ascii_end())
         .map_err(|_| "a request is a JSON array of words".into())
 }
 
