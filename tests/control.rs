@@ -809,17 +809,12 @@ fn idle_clients_hold_up_no_other() {
     let idle: Vec<UnixStream> = (0..8)
         .map(|_| UnixStream::connect(&socket).unwrap())
         .collect();
-    let begun = Instant::now();
+    // Served at once: one at a time, they came after the idle ones gave
+    // up, 2 s each, later than ctl waits (5 s) and list (0.5 s).
     let info = ctl_ok(rt, &["busy", "info"]);
     assert_eq!(info["pid"], drip.child.id(), "{info}");
     let list = ctl_ok(rt, &["list"]);
     assert_eq!(list.as_array().map(Vec::len), Some(1), "left out: {list}");
-    // Not served after the idle ones gave up (2 s each).
-    assert!(
-        begun.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        begun.elapsed()
-    );
     drop(idle);
     drip.stop();
 }
@@ -962,12 +957,8 @@ fn a_slow_client_has_two_seconds_and_more_idle_clients_wait_their_turn() {
         }
     }
     let answer = String::from_utf8_lossy(&answer).into_owned();
+    // Answered while the blanks still came.
     assert_eq!(answer, "{\"error\":\"no request in time\"}\n");
-    assert!(
-        begun.elapsed() < Duration::from_secs(10),
-        "{:?}",
-        begun.elapsed()
-    );
 
     let idle: Vec<UnixStream> = (0..20)
         .map(|_| UnixStream::connect(&socket).unwrap())
