@@ -20,6 +20,17 @@ _drip() {
         fi
         return 0
     fi
+    # drip ctl: list or a running drip (its pid or --name), then what to do.
+    if [[ ${COMP_CWORD} -ge 2 && "${COMP_WORDS[1]}" == ctl ]]; then
+        compopt +o default +o bashdefault 2>/dev/null
+        local word="${COMP_WORDS[COMP_CWORD]}"
+        if [[ ${COMP_CWORD} -eq 2 ]]; then
+            COMPREPLY=( $(compgen -W "list $(command "$1" ctl list 2>/dev/null | tr '{,}' '\n\n\n' | sed -n 's/^"pid":\([0-9]*\)$/\1/p; s/^"name":"\([A-Za-z0-9_-]*\)"$/\1/p')" -- "${word}") )
+        elif [[ ${COMP_CWORD} -eq 3 && "${COMP_WORDS[2]}" != list ]]; then
+            COMPREPLY=( $(compgen -W "info stats keys jobs pause resume rate byte-rate key-rate -j" -- "${word}") )
+        fi
+        return 0
+    fi
     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
         cur="$2"
     else
@@ -45,7 +56,7 @@ _drip() {
 
     case "${cmd}" in
         drip)
-            opts="-r -i -b -c -o -0 -d -q -j -k -h -V --rate --byte-rate --cost --cost-rate --interval --burst --capacity --capacity-bytes --overflow --null --delimiter --max-record --oversize --max-wait --dead-letter --drain --stats --stats-json --stats-interval --metrics --name --no-control --key --field-separator --key-rate --key-capacity --max-keys --progress --quiet --share --share-on-error --share-peers --exec --jobs --record-on-stdin --retries --retry-on --overload-on --backoff --timeout --deadline --adapt --joblog --resume --no-quota-pacing --keep-order --order-window --help --version ctl"
+            opts="-r -i -b -c -o -0 -d -q -h -j -k -V --rate --byte-rate --cost --cost-rate --interval --burst --capacity --capacity-bytes --overflow --null --delimiter --max-record --oversize --max-wait --dead-letter --drain --stats --stats-json --stats-interval --metrics --name --no-control --key --field-separator --key-rate --key-capacity --max-keys --progress --quiet --share --share-on-error --share-peers --help --exec --jobs --record-on-stdin --retries --retry-on --overload-on --backoff --timeout --deadline --adapt --joblog --resume --no-quota-pacing --keep-order --order-window --version ctl"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_drip_global_optspecs
-    string join \n r/rate= byte-rate= cost= cost-rate= i/interval= b/burst= c/capacity= capacity-bytes= o/overflow= 0/null d/delimiter= max-record= oversize= max-wait= dead-letter= drain stats stats-json= stats-interval= metrics= name= no-control key= field-separator= key-rate= key-capacity= max-keys= progress q/quiet share= share-on-error= share-peers= exec= j/jobs= record-on-stdin retries= retry-on= overload-on= backoff= timeout= deadline= adapt joblog= resume= no-quota-pacing k/keep-order order-window= h/help V/version
+    string join \n r/rate= byte-rate= cost= cost-rate= i/interval= b/burst= c/capacity= capacity-bytes= o/overflow= 0/null d/delimiter= max-record= oversize= max-wait= dead-letter= drain stats stats-json= stats-interval= metrics= name= no-control key= field-separator= key-rate= key-capacity= max-keys= progress q/quiet share= share-on-error= share-peers= h help exec= j/jobs= record-on-stdin retries= retry-on= overload-on= backoff= timeout= deadline= adapt joblog= resume= no-quota-pacing k/keep-order order-window= V/version
 end
 
 function __fish_drip_exec_words
@@ -100,12 +100,25 @@ complete -c drip -n "__fish_drip_needs_command" -l stats -d 'Print a summary on 
 complete -c drip -n "__fish_drip_needs_command" -l no-control -d 'Listen on no control socket: `drip ctl` cannot reach this drip'
 complete -c drip -n "__fish_drip_needs_command" -l progress -d 'Draw the live display on stderr even when it is not a terminal, or when stdout is the same terminal (the display then keeps to the bottom row and the records scroll above it)'
 complete -c drip -n "__fish_drip_needs_command" -s q -l quiet -d 'No progress display: stderr gets only errors and what --stats and --stats-interval ask for'
+complete -c drip -n "__fish_drip_needs_command" -s h -d 'Print a one-screen summary of the flags most runs need, grouped by task (--help: every flag; man drip: the whole manual)'
+complete -c drip -n "__fish_drip_needs_command" -l help -d 'Print help: every flag, examples, exit statuses, the environment (-h: a one-screen summary)'
 complete -c drip -n "__fish_drip_needs_command" -l record-on-stdin -d 'Give each job its record on stdin instead of as an argument'
 complete -c drip -n "__fish_drip_needs_command" -l adapt -d 'Lower the rate on each overload (halve it) and raise it back on successes, never above the configured rate (with --key, the rate of the key refused)'
 complete -c drip -n "__fish_drip_needs_command" -l no-quota-pacing -d 'Do not pace from the quota the server announces in the headers file (RateLimit, RateLimit-Policy, X-RateLimit-Remaining and X-RateLimit-Reset): by default, when a job writes {headers}, the remaining quota is spread over the time to its reset, the requests in flight counted against it, never faster than --rate'
 complete -c drip -n "__fish_drip_needs_command" -s k -l keep-order -d 'Write each job\'s output in input order, whole, whatever order the jobs end in (stderr is passed on as it comes). Outputs wait for the records before them; at most --order-window records start ahead of the oldest one not written out, so a long job holds new starts back'
-complete -c drip -n "__fish_drip_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c drip -n "__fish_drip_needs_command" -s V -l version -d 'Print version'
 complete -c drip -n "__fish_drip_needs_command" -a "ctl" -d 'Steer a running drip of this user: list them, change a rate, pause, resume, read its figures'
 complete -c drip -n "__fish_drip_using_subcommand ctl" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c drip -n "__fish_drip_exec_words >/dev/null" -f -a "(__fish_drip_exec_complete)"
+
+function __fish_drip_ctl_words
+    # drip ctl: list or a running drip (its pid or --name), then what to do.
+    set -l cmd (commandline -opc)
+    if test (count $cmd) -eq 2
+        echo list
+        command $cmd[1] ctl list 2>/dev/null | tr '{,}' '\n\n\n' | sed -n 's/^"pid":\([0-9]*\)$/\1/p; s/^"name":"\([A-Za-z0-9_-]*\)"$/\1/p'
+    else if test (count $cmd) -eq 3; and test "$cmd[3]" != list
+        printf '%s\n' info stats keys jobs pause resume rate byte-rate key-rate -j
+    end
+end
+complete -c drip -n "__fish_drip_using_subcommand ctl" -f -a "(__fish_drip_ctl_words)"

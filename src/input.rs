@@ -38,6 +38,24 @@ impl Input {
     }
 }
 
+/// What to add to the error of an `input` that is not there when its name
+/// reads as a rate (`drip 10/s`, `--rate` left out): ` (did you mean
+/// --rate 10/s?)`; else nothing.
+fn rate_hint(input: &Input, err: &io::Error) -> String {
+    let Input::Path(path) = input else {
+        return String::new();
+    };
+    match path.to_str() {
+        Some(text)
+            if err.kind() == io::ErrorKind::NotFound
+                && crate::rate::parse_rate_burst(text).is_ok() =>
+        {
+            format!(" (did you mean --rate {text}?)")
+        }
+        _ => String::new(),
+    }
+}
+
 /// Bytes asked for per read(2).
 const READ_SIZE: usize = 128 * 1024;
 
@@ -684,7 +702,7 @@ pub fn read_all(
         let file = match open(input) {
             Ok(f) => f,
             Err(e) => {
-                warn(format!("{name}: {}", describe(&e)));
+                warn(format!("{name}: {}{}", describe(&e), rate_hint(input, &e)));
                 report.failed_inputs += 1;
                 continue;
             }
@@ -1070,6 +1088,23 @@ mod tests {
         assert_eq!("skip".parse(), Ok(Oversize::Skip));
         let e = "drop".parse::<Oversize>().unwrap_err();
         assert!(e.contains("expected fail or skip"), "{e}");
+    }
+
+    #[test]
+    fn a_missing_file_named_like_a_rate_gets_a_hint() {
+        let missing = io::Error::from(io::ErrorKind::NotFound);
+        let path = |p: &str| Input::Path(PathBuf::from(p));
+        assert_eq!(
+            rate_hint(&path("10/s"), &missing),
+            " (did you mean --rate 10/s?)"
+        );
+        assert_eq!(
+            rate_hint(&path("500/min:50"), &missing),
+            " (did you mean --rate 500/min:50?)"
+        );
+        assert_eq!(rate_hint(&path("urls.txt"), &missing), "");
+        let denied = io::Error::from(io::ErrorKind::PermissionDenied);
+        assert_eq!(rate_hint(&path("10/s"), &denied), "");
     }
 
     #[test]

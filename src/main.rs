@@ -11,6 +11,9 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(err) => return usage_error(&err),
     };
+    if cli.summary {
+        return help_out("-h", || write!(io::stdout(), "{}", drip::cli::SUMMARY));
+    }
     if let Some(Command::Ctl(ctl)) = cli.command.take() {
         let args: Vec<String> = ctl.target.into_iter().chain(ctl.command).collect();
         let status = drip::control::client::run(&args, &mut io::stdout(), &mut io::stderr());
@@ -40,6 +43,20 @@ fn message(err: &anyhow::Error) -> String {
         .join(": ")
 }
 
+/// Write help (`what`: `-h`, `--help`, `--version`) to stdout with `print`:
+/// status 0, or 1 with a message when it cannot be written (a reader that
+/// went away, as with `| head`, is no error).
+fn help_out(what: &str, print: impl FnOnce() -> io::Result<()>) -> ExitCode {
+    match print().and_then(|()| io::stdout().flush()) {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
+            let why = drip::input::describe(&e);
+            let _ = writeln!(io::stderr(), "drip: {what}: writing to stdout: {why}");
+            ExitCode::from(drip::EXIT_ERROR as u8)
+        }
+        _ => ExitCode::SUCCESS,
+    }
+}
+
 /// Help and version go to stdout with status 0 (1, with a message, when
 /// they cannot be written; a reader that went away, as with `| head`, is
 /// no error); anything else is a usage error, status 2: one line on
@@ -52,15 +69,7 @@ fn usage_error(err: &clap::Error) -> ExitCode {
         _ => None,
     };
     if let Some(what) = what {
-        let written = err.print().and_then(|()| io::stdout().flush());
-        return match written {
-            Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
-                let why = drip::input::describe(&e);
-                let _ = writeln!(io::stderr(), "drip: {what}: writing to stdout: {why}");
-                ExitCode::from(drip::EXIT_ERROR as u8)
-            }
-            _ => ExitCode::SUCCESS,
-        };
+        return help_out(what, || err.print());
     }
     if err.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
         // `drip ctl` alone: its usage, on stderr, as a usage error.

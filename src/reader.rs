@@ -70,6 +70,9 @@ pub(crate) fn spawn(
             if let Some(msg) = done.as_ref().and_then(passed_over) {
                 lock_ui(&ui).notice(&msg);
             }
+            if reads_a_terminal(&inputs) {
+                lock_ui(&ui).notice(FROM_THE_TERMINAL);
+            }
             let report = input::read_all(
                 &inputs,
                 &mut splitter,
@@ -113,6 +116,17 @@ pub(crate) fn spawn(
             report
         })
         .context("starting the reader thread")
+}
+
+/// Said once (unless `--quiet`) when records are read from a terminal: a
+/// drip that waits for typed lines looks stuck (`drip --exec curl {}
+/// urls.txt`: the file went to curl).
+const FROM_THE_TERMINAL: &str = "reading records from the terminal (end with Ctrl-D)";
+
+/// Whether stdin is among `inputs` and is a terminal.
+fn reads_a_terminal(inputs: &[Input]) -> bool {
+    use std::io::IsTerminal;
+    inputs.iter().any(|i| matches!(i, Input::Stdin)) && std::io::stdin().is_terminal()
 }
 
 /// What `--resume` says of the lines of its joblog it passed over, if any.

@@ -989,7 +989,7 @@ fn closed_stdout_is_noticed_between_slow_records() {
 fn help_and_version_fail_when_stdout_cannot_take_them() {
     for (flag, what) in [
         ("--help", "--help"),
-        ("-h", "--help"),
+        ("-h", "-h"),
         ("--version", "--version"),
     ] {
         let out = shell(&format!("drip {flag} > /dev/full")).output().unwrap();
@@ -1090,4 +1090,74 @@ fn a_byte_rate_too_large_says_so() {
     usage_error(&["--max-record", "16EiB"]).stderr(predicate::str::contains(
         "too large: at most 18446744073709551615 bytes",
     ));
+}
+
+/// `-h` is one screen (at most 66 lines of 80 columns): the flags most runs
+/// need, grouped by task, each one drip has, pointing at --help and man
+/// drip; --help still has every flag.
+#[test]
+fn short_help_is_one_screen_grouped_by_task() {
+    let out = drip(&["-h"]).assert().success().get_output().stdout.clone();
+    let short = String::from_utf8(out).unwrap();
+    let lines = short.lines().count();
+    assert!((30..=66).contains(&lines), "{lines} lines:\n{short}");
+    for line in short.lines() {
+        assert!(line.chars().count() <= 80, "wider than 80: {line:?}");
+    }
+    for heading in ["Pace:", "Bucket:", "Keys:", "Share:", "Jobs:", "Observe:"] {
+        assert!(short.contains(&format!("\n{heading}\n")), "{heading}");
+    }
+    assert!(short.contains("drip --help") && short.contains("man drip"));
+    let out = drip(&["--help"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let long = String::from_utf8(out).unwrap();
+    assert!(long.lines().count() > 300, "--help is no longer whole");
+    assert!(long.contains("Exit status:") && long.contains("--order-window"));
+    // Every flag -h names is drip's.
+    let mut named = 0;
+    for word in short.split(|c: char| c.is_whitespace() || "(),;:[]".contains(c)) {
+        let flag: String = word
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .collect();
+        if flag.starts_with("--") && flag.len() > 2 {
+            named += 1;
+            let whole = long.match_indices(flag.as_str()).any(|(at, _)| {
+                let next = long[at + flag.len()..].chars().next();
+                !next.is_some_and(|c| c.is_ascii_alphanumeric() || c == '-')
+            });
+            assert!(whole, "{flag} is no flag of --help");
+        }
+    }
+    assert!(named >= 20, "{named} flags");
+    // drip ctl keeps its own help.
+    for flag in ["-h", "--help"] {
+        drip(&["ctl", flag])
+            .assert()
+            .success()
+            .stdout(predicate::str::contains(
+                "Usage: drip ctl [list|TARGET] [COMMAND]...",
+            ));
+    }
+}
+
+/// A FILE that is not there but reads as a rate: `--rate` was left out,
+/// and the error says so.
+#[test]
+fn a_missing_file_that_looks_like_a_rate_suggests_rate() {
+    drip(&["10/s"])
+        .write_stdin("a\n")
+        .assert()
+        .code(1)
+        .stdout("")
+        .stderr("drip: 10/s: No such file or directory (did you mean --rate 10/s?)\n");
+    drip(&["no-such-file.txt"])
+        .write_stdin("a\n")
+        .assert()
+        .code(1)
+        .stderr("drip: no-such-file.txt: No such file or directory\n");
 }

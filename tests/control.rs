@@ -731,3 +731,240 @@ fn a_tests_drip_keeps_its_socket_out_of_the_shared_directory() {
     send_signal(&child, libc::SIGKILL);
     wait_for(&mut child, Duration::from_secs(10));
 }
+
+/// A drip killed with SIGKILL leaves its socket; a new drip given its
+/// name is the only one of that name: `drip ctl NAME` reaches it, and the
+/// dead one's socket (nobody listens; its pid runs nothing) is removed.
+#[test]
+fn a_dead_drips_socket_does_not_count_as_a_namesake() {
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let mut killed = Running::start(
+        &["-r", "50/s", "--name", "job"],
+        rt,
+        numbered(1..=1000),
+        None,
+    );
+    wait_socket(rt);
+    let dead = sockets(rt).remove(0);
+    send_signal(&killed.child, libc::SIGKILL);
+    wait_for(&mut killed.child, Duration::from_secs(10));
+    assert!(dead.exists(), "SIGKILL left no socket to test with");
+    let drip = Running::start(
+        &["-r", "50/s", "--name", "job"],
+        rt,
+        numbered(1..=1000),
+        None,
+    );
+    let until = Instant::now() + Duration::from_secs(10);
+    while sockets(rt).len() < 2 {
+        assert!(Instant::now() < until, "no second socket");
+        thread::sleep(Duration::from_millis(10));
+    }
+    let info = ctl_ok(rt, &["job", "info"]);
+    assert_eq!(info["pid"], drip.child.id(), "{info}");
+    assert!(!dead.exists(), "the dead drip's socket was kept");
+    // Two live drips of one name are still two.
+    let other = Running::start(
+        &["-r", "50/s", "--name", "job"],
+        rt,
+        numbered(1..=1000),
+        None,
+    );
+    while sockets(rt).len() < 2 {
+        assert!(Instant::now() < until, "no socket for the other");
+        thread::sleep(Duration::from_millis(10));
+    }
+    let (status, _, err) = ctl(rt, &["job", "info"], None);
+    assert_eq!(status, 1, "{err}");
+    let (a, b) = (drip.child.id(), other.child.id());
+    assert_eq!(
+        err,
+        format!(
+            "drip: ctl: 2 drips are named job (pids {}, {}): name one by its pid\n",
+            a.min(b),
+            a.max(b)
+        )
+    );
+    drip.stop();
+    other.stop();
+}
+
+/// Clients that connect and send nothing hold up no other: with eight of
+/// them open on its socket, a drip still answers `drip ctl` and is in
+/// `drip ctl list`.
+#[test]
+fn idle_clients_hold_up_no_other() {
+    use std::os::unix::net::UnixStream;
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let drip = Running::start(
+        &["-r", "50/s", "--name", "busy"],
+        rt,
+        numbered(1..=1000),
+        None,
+    );
+    wait_socket(rt);
+    let socket = sockets(rt).remove(0);
+    let idle: Vec<UnixStream> = (0..8)
+        .map(|_| UnixStream::connect(&socket).unwrap())
+        .collect();
+    // Served at once: one at a time, they came after the idle ones gave
+    // up, 2 s each, later than ctl waits (5 s) and list (0.5 s).
+    let info = ctl_ok(rt, &["busy", "info"]);
+    assert_eq!(info["pid"], drip.child.id(), "{info}");
+    let list = ctl_ok(rt, &["list"]);
+    assert_eq!(list.as_array().map(Vec::len), Some(1), "left out: {list}");
+    drop(idle);
+    drip.stop();
+}
+
+/// A request longer than a drip reads (4096 bytes) is one line saying so,
+/// from `drip ctl` before it connects, and from the drip to any client
+/// that sends one.
+#[test]
+fn a_request_too_long_is_one_line_saying_so() {
+    use std::os::unix::net::UnixStream;
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let drip = Running::start(
+        &["-r", "50/s", "--name", "long"],
+        rt,
+        numbered(1..=1000),
+        None,
+    );
+    wait_socket(rt);
+    let mut args = vec!["long", "rate"];
+    args.extend(std::iter::repeat("10/s").take(700));
+    let (status, out, err) = ctl(rt, &args, None);
+    assert_eq!((status, out.as_str()), (1, ""), "{err}");
+    assert_eq!(
+        err,
+        "drip: ctl: the request is too long: 4909 bytes (at most 4096)\n"
+    );
+    // The drip's own answer to a client that sends more.
+    let mut stream = UnixStream::connect(sockets(rt).remove(0)).unwrap();
+    let line = format!("[\"rate\"{}]\n", ",\"10/s\"".repeat(700));
+    stream.write_all(line.as_bytes()).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert_eq!(
+        answer,
+        "{\"error\":\"the request is too long (over 4096 bytes)\"}\n"
+    );
+    assert_eq!(
+        ctl_ok(rt, &["long", "info"])["rate"],
+        serde_json::json!(["50/s:1"])
+    );
+    drip.stop();
+}
+
+/// `rate` takes several limits, as -r does given more than once; so does
+/// `byte-rate`.
+#[test]
+fn rate_takes_several_limits() {
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let drip = Running::start(
+        &[
+            "-r", "50/s", "-j", "2", "--name", "several", "--exec", "true",
+        ],
+        rt,
+        numbered(1..=100_000),
+        None,
+    );
+    wait_socket(rt);
+    let answer = ctl_ok(rt, &["several", "rate", "10/s", "500/min:50"]);
+    assert_eq!(answer["rate"], serde_json::json!(["10/s:1", "500/min:50"]));
+    let answer = ctl_ok(
+        rt,
+        &[
+            "several",
+            "byte-rate",
+            "1MiB/s",
+            "10MiB/min:4096",
+            "rate",
+            "20/s",
+        ],
+    );
+    assert_eq!(answer["rate"], serde_json::json!(["20/s:1"]));
+    assert_eq!(
+        answer["byte_rate"],
+        serde_json::json!(["1048576/s:1", "10485760/min:4096"])
+    );
+    drip.stop();
+}
+
+/// -j is bounded as the flag is (1 to 4096).
+#[test]
+fn job_slots_are_bounded_as_the_flag_is() {
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let drip = Running::start(
+        &["-r", "50/s", "-j", "2", "--name", "slots", "--exec", "true"],
+        rt,
+        numbered(1..=100_000),
+        None,
+    );
+    wait_socket(rt);
+    for slots in ["18446744073709551615", "4097"] {
+        let (status, out, err) = ctl(rt, &["slots", "-j", slots], None);
+        assert_eq!((status, out.as_str()), (1, ""), "{err}");
+        assert_eq!(
+            err,
+            format!("drip: ctl: -j '{slots}': too large: at most 4096\n")
+        );
+    }
+    assert_eq!(ctl_ok(rt, &["slots", "info"])["jobs"], 2);
+    assert_eq!(ctl_ok(rt, &["slots", "-j", "4096"])["jobs"], 4096);
+    drip.stop();
+}
+
+/// A client is given 2 seconds in all to send its request: one that sends
+/// a byte now and then is answered `no request in time` (and holds its
+/// place no longer); more idle clients than are answered at once (16)
+/// only wait their turn, and `drip ctl` is still answered.
+#[test]
+fn a_slow_client_has_two_seconds_and_more_idle_clients_wait_their_turn() {
+    use std::os::unix::net::UnixStream;
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let drip = Running::start(
+        &["-r", "50/s", "--name", "slow"],
+        rt,
+        numbered(1..=1000),
+        None,
+    );
+    wait_socket(rt);
+    let socket = sockets(rt).remove(0);
+    let mut slow = UnixStream::connect(&socket).unwrap();
+    slow.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let begun = Instant::now();
+    let mut answer = Vec::new();
+    slow.write_all(b"[").unwrap();
+    // A blank every 300 ms, for up to 10 s, until the drip answers.
+    while begun.elapsed() < Duration::from_secs(10) {
+        let mut buf = [0u8; 256];
+        match slow.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+            Err(_) => {
+                if slow.write_all(b" ").is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    // Answered while the blanks still came.
+    assert_eq!(answer, "{\"error\":\"no request in time\"}\n");
+
+    let idle: Vec<UnixStream> = (0..20)
+        .map(|_| UnixStream::connect(&socket).unwrap())
+        .collect();
+    let info = ctl_ok(rt, &["slow", "info"]);
+    assert_eq!(info["pid"], drip.child.id(), "{info}");
+    drop(idle);
+    drip.stop();
+}

@@ -233,6 +233,92 @@ fn zsh_exec(script: String) -> String {
     )
 }
 
+/// The running drips' pids and names, one a line, as `drip ctl list`
+/// gives them (its JSON cut at each `{`, `,` and `}`; a name is letters,
+/// digits, `_` and `-`), after the drip command in `$1`, `$words[1]` or
+/// `$cmd[1]`: the same pipe in bash, zsh and fish.
+fn ctl_targets(drip: &str) -> String {
+    format!(
+        r#"command {drip} ctl list 2>/dev/null | tr '{{,}}' '\n\n\n' | sed -n 's/^"pid":\([0-9]*\)$/\1/p; s/^"name":"\([A-Za-z0-9_-]*\)"$/\1/p'"#
+    )
+}
+
+/// What `drip ctl TARGET` may be asked, for completion.
+const CTL_COMMANDS: &str = "info stats keys jobs pause resume rate byte-rate key-rate -j";
+
+/// `drip ctl` in bash: clap_complete's script offers `-h --help` after
+/// `ctl` (and files, by `-o default`). Complete `list` and the running
+/// drips' pids and names there, then the commands, and nothing after.
+fn bash_ctl(script: String) -> String {
+    let anchor = "    if [[ \"${BASH_VERSINFO[0]}\" -ge 4 ]]; then\n        cur=\"$2\"";
+    assert!(script.contains(anchor), "bash script changed shape");
+    let block = format!(
+        r#"    # drip ctl: list or a running drip (its pid or --name), then what to do.
+    if [[ ${{COMP_CWORD}} -ge 2 && "${{COMP_WORDS[1]}}" == ctl ]]; then
+        compopt +o default +o bashdefault 2>/dev/null
+        local word="${{COMP_WORDS[COMP_CWORD]}}"
+        if [[ ${{COMP_CWORD}} -eq 2 ]]; then
+            COMPREPLY=( $(compgen -W "list $({targets})" -- "${{word}}") )
+        elif [[ ${{COMP_CWORD}} -eq 3 && "${{COMP_WORDS[2]}}" != list ]]; then
+            COMPREPLY=( $(compgen -W "{CTL_COMMANDS}" -- "${{word}}") )
+        fi
+        return 0
+    fi
+"#,
+        targets = ctl_targets("\"$1\"")
+    );
+    script.replacen(anchor, &format!("{block}{anchor}"), 1)
+}
+
+/// `drip ctl` in zsh: clap_complete's script takes `ctl` for the FILE
+/// and offers `ctl` again. Complete `list` and the running drips' pids
+/// and names after `ctl`, then the commands, and nothing after.
+fn zsh_ctl(script: String) -> String {
+    let anchor = "    local ret=1\n";
+    assert!(script.contains(anchor), "zsh script changed shape");
+    let block = format!(
+        r#"    local ret=1
+
+    # drip ctl: list or a running drip (its pid or --name), then what to do.
+    if (( CURRENT > 2 )) && [[ $words[2] == ctl ]]; then
+        if (( CURRENT == 3 )); then
+            local -a targets
+            targets=(list $({targets}))
+            compadd -a targets
+        elif (( CURRENT == 4 )) && [[ $words[3] != list ]]; then
+            compadd -- {CTL_COMMANDS}
+        fi
+        return
+    fi
+"#,
+        targets = ctl_targets("$words[1]")
+    );
+    script.replacen(anchor, &block, 1)
+}
+
+/// `drip ctl` in fish: clap_complete's script offers file names after
+/// `ctl`. Complete `list` and the running drips' pids and names there,
+/// then the commands, and nothing after (no file names anywhere).
+fn fish_ctl(script: String) -> String {
+    let function = format!(
+        r#"
+function __fish_drip_ctl_words
+    # drip ctl: list or a running drip (its pid or --name), then what to do.
+    set -l cmd (commandline -opc)
+    if test (count $cmd) -eq 2
+        echo list
+        {targets}
+    else if test (count $cmd) -eq 3; and test "$cmd[3]" != list
+        printf '%s\n' {CTL_COMMANDS}
+    end
+end
+complete -c drip -n "__fish_drip_using_subcommand ctl" -f -a "(__fish_drip_ctl_words)"
+"#,
+        targets = ctl_targets("$cmd[1]")
+    );
+    format!("{script}{function}")
+}
+
 fn completion(shell: Shell) -> Vec<u8> {
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut Cli::command(), "drip", &mut out);
@@ -240,9 +326,9 @@ fn completion(shell: Shell) -> Vec<u8> {
     let text = match shell {
         Shell::Elvish => elvish_values(text),
         Shell::PowerShell => powershell_values(text),
-        Shell::Fish => fish_exec(fish_subcommand(text)),
-        Shell::Bash => bash_exec(text),
-        Shell::Zsh => zsh_exec(text),
+        Shell::Fish => fish_ctl(fish_exec(fish_subcommand(text))),
+        Shell::Bash => bash_ctl(bash_exec(text)),
+        Shell::Zsh => zsh_ctl(zsh_exec(text)),
         _ => text,
     };
     text.into_bytes()
@@ -282,6 +368,45 @@ fn every_shell_completes_the_policies() {
     }
 }
 
+/// `$PATH` with the drip under test first, for the scripts that run it
+/// (`drip ctl list`, for `drip ctl`'s targets).
+fn path_with_drip() -> std::ffi::OsString {
+    let bin = Path::new(env!("CARGO_BIN_EXE_drip")).parent().unwrap();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::join_paths(std::iter::once(bin.to_path_buf()).chain(std::env::split_paths(&path)))
+        .unwrap()
+}
+
+/// A drip named `name` running with its control socket under `dir` (as
+/// `XDG_RUNTIME_DIR`), until dropped.
+struct Named(std::process::Child);
+
+impl Named {
+    fn start(dir: &Path, name: &str) -> Named {
+        let child = Command::new(env!("CARGO_BIN_EXE_drip"))
+            .args(["-r", "1/s", "-q", "--name", name])
+            .env("XDG_RUNTIME_DIR", dir)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let socket = dir.join("drip").join(format!("{}.{name}.ctl", child.id()));
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !socket.exists() {
+            assert!(std::time::Instant::now() < until, "no control socket");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        Named(child)
+    }
+}
+
+impl Drop for Named {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Run bash's completion of `line` (which ends where Tab is pressed) in
 /// `dir`, which holds the script.
 fn bash_complete(line: &str, dir: &Path) -> Vec<String> {
@@ -296,6 +421,8 @@ fn bash_complete(line: &str, dir: &Path) -> Vec<String> {
     let out = Command::new("bash")
         .args(["-c", &script])
         .current_dir(dir)
+        .env("PATH", path_with_drip())
+        .env("XDG_RUNTIME_DIR", dir)
         .output()
         .expect("bash");
     assert!(
@@ -316,6 +443,8 @@ fn fish_complete(line: &str, dir: &Path) -> Vec<String> {
     let out = Command::new("fish")
         .args(["--no-config", "-c", &script])
         .current_dir(dir)
+        .env("PATH", path_with_drip())
+        .env("XDG_RUNTIME_DIR", dir)
         .output()
         .expect("fish must be installed to run this test (apt-get install fish)");
     assert!(
@@ -355,6 +484,43 @@ fn bash_and_fish_complete_values_and_files() {
             complete("drip input.txt --overf", dir.path()),
             ["--overflow"]
         );
+    }
+}
+
+#[test]
+fn bash_and_fish_complete_ctl_with_running_drips_then_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("input.txt"), "x\n").unwrap();
+    std::fs::write(dir.path().join("drip.bash"), completion(Shell::Bash)).unwrap();
+    std::fs::write(dir.path().join("drip.fish"), completion(Shell::Fish)).unwrap();
+    let drip = Named::start(dir.path(), "zznamed");
+    let pid = drip.0.id().to_string();
+    let commands: Vec<&str> = CTL_COMMANDS.split(' ').collect();
+    for complete in [bash_complete, fish_complete] {
+        let sorted = |line: &str| {
+            let mut offered = complete(line, dir.path());
+            offered.sort();
+            offered
+        };
+        // list and the running drip, by pid and by name; no flag, no file.
+        let mut targets = vec!["list", pid.as_str(), "zznamed"];
+        targets.sort();
+        assert_eq!(sorted("drip ctl "), targets);
+        assert_eq!(complete("drip ctl zz", dir.path()), ["zznamed"]);
+        assert_eq!(complete("drip ctl li", dir.path()), ["list"]);
+        // Then what to ask it.
+        let mut all = commands.clone();
+        all.sort();
+        assert_eq!(sorted("drip ctl zznamed "), all);
+        assert_eq!(
+            complete(&format!("drip ctl {pid} pa"), dir.path()),
+            ["pause"]
+        );
+        assert_eq!(sorted("drip ctl zznamed r"), ["rate", "resume"]);
+        // Nothing after list, or as a value.
+        assert_eq!(complete("drip ctl list ", dir.path()), Vec::<String>::new());
+        let offered = complete("drip ctl zznamed rate ", dir.path());
+        assert!(offered.is_empty(), "{offered:?}");
     }
 }
 
@@ -403,6 +569,8 @@ impl Zsh {
         let socket = dir.join("tmux.sock");
         let path = format!("PATH={}:/usr/bin:/bin", dir.display());
         let home = format!("HOME={}", dir.display());
+        // Not `dir` itself: `dir/drip` may be the drip under test.
+        let runtime = format!("XDG_RUNTIME_DIR={}", dir.join("run").display());
         let status = Command::new("tmux")
             .arg("-S")
             .arg(&socket)
@@ -422,6 +590,7 @@ impl Zsh {
                 &path,
                 &home,
                 "TERM=xterm-256color",
+                &runtime,
                 "zsh",
                 "-f",
             ])
@@ -517,6 +686,33 @@ fn zsh_completes_a_command_after_exec() {
         zsh.complete("drip --exec zzdripcmd --overf", short),
         "% drip --exec zzdripcmd --overf"
     );
+}
+
+#[test]
+fn zsh_completes_ctl_with_running_drips_then_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("_drip"), completion(Shell::Zsh)).unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_drip"), dir.path().join("drip")).unwrap();
+    let runtime = dir.path().join("run");
+    std::fs::create_dir(&runtime).unwrap();
+    let _drip = Named::start(&runtime, "zznamed");
+    let Some(zsh) = Zsh::start(dir.path()) else {
+        eprintln!("zsh or tmux is not installed: zsh's completion is not run");
+        return;
+    };
+    let long = std::time::Duration::from_secs(10);
+    // Completion works at all: drip's flags where they go.
+    let line = zsh.complete("drip --overf", long);
+    assert!(line.starts_with("% drip --overflow"), "{line}");
+    assert_eq!(zsh.complete("drip ctl zzn", long), "% drip ctl zznamed");
+    assert_eq!(zsh.complete("drip ctl li", long), "% drip ctl list");
+    assert_eq!(
+        zsh.complete("drip ctl zznamed pau", long),
+        "% drip ctl zznamed pause"
+    );
+    // Nothing after list: the line stays.
+    let short = std::time::Duration::from_millis(1500);
+    assert_eq!(zsh.complete("drip ctl list ", short), "% drip ctl list");
 }
 
 #[test]
@@ -675,7 +871,32 @@ fn man_page() -> Vec<u8> {
     roff.text([roman(SEE_ALSO)]);
     roff.to_writer(&mut out).unwrap();
     man.render_version_section(&mut out).unwrap();
-    portable(&String::from_utf8(out).unwrap()).into_bytes()
+    portable(&code_spans(&String::from_utf8(out).unwrap())).into_bytes()
+}
+
+/// The help's Markdown code spans (`` `drip ctl` ``, `` `-` ``) in bold on
+/// the page (`\fB...\fP`: back to the font before, so a span in a bold
+/// tag stays bold), as the page's other commands and flags are: a backtick
+/// is no quote in roff, and would show as it is.
+fn code_spans(page: &str) -> String {
+    let mut out = String::with_capacity(page.len());
+    for line in page.split_inclusive('\n') {
+        let parts: Vec<&str> = line.split('`').collect();
+        if line.starts_with('.') || parts.len() % 2 == 0 {
+            // A control line, or a backtick with no pair: as it is (and
+            // man_page_shows_no_backticks says so).
+            out.push_str(line);
+            continue;
+        }
+        for (i, part) in parts.iter().enumerate() {
+            if i % 2 == 1 {
+                out.push_str(&format!("\\fB{part}\\fP"));
+            } else {
+                out.push_str(part);
+            }
+        }
+    }
+    out
 }
 
 /// Words longer than this (in the roff source) get places to break.
@@ -716,6 +937,39 @@ fn portable(page: &str) -> String {
         out.push_str(&words.collect::<Vec<_>>().join(" "));
     }
     out
+}
+
+/// No Markdown leaks onto the page: the help's code spans are bold there,
+/// and no backtick is left, in the source or as man shows it.
+#[test]
+fn man_page_shows_no_backticks() {
+    let page = String::from_utf8(man_page()).unwrap();
+    let quoted: Vec<&str> = page.lines().filter(|l| l.contains('`')).collect();
+    assert!(quoted.is_empty(), "backticks on the page: {quoted:#?}");
+    for bold in [
+        "Name this drip for \\fBdrip ctl\\fP (1 to 64",
+        "Listen on no control socket: \\fBdrip ctl\\fP cannot reach this drip",
+        "(not \\fB\\-\\fP: stdout carries the records)",
+    ] {
+        assert!(page.contains(bold), "{bold:?} not on the page");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("drip.1");
+    std::fs::write(&path, &page).unwrap();
+    let shown = Command::new("man")
+        .args(["-l"])
+        .arg(&path)
+        .env("MANPAGER", "cat")
+        .env("MANWIDTH", "100")
+        .output();
+    match shown {
+        Ok(out) if out.status.success() => {
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(text.contains("control socket: drip ctl cannot"), "{text}");
+            assert!(!text.contains('`'), "man shows a backtick");
+        }
+        _ => eprintln!("man is not installed: the page as shown is not checked"),
+    }
 }
 
 #[test]

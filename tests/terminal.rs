@@ -637,3 +637,44 @@ fn ctrl_c_under_quiet_writes_nothing_to_the_terminal() {
         "drip wrote to the terminal:\n{history}"
     );
 }
+
+/// Records read from a terminal (no FILE: here the file went to --exec's
+/// command) are said to be, once, so that a drip waiting for typed lines
+/// does not look stuck; typed lines are then records, and Ctrl-D ends them.
+#[test]
+fn reading_from_the_terminal_is_said_once() {
+    let tmux = Tmux::start("drip -r inf --exec echo got {} urls.txt", &[]);
+    let notice = "drip: reading records from the terminal (end with Ctrl-D)";
+    tmux.wait_for(notice, Duration::from_secs(10));
+    for key in ["hello", "Enter"] {
+        tmux.send(key);
+    }
+    tmux.wait_for("got hello urls.txt", Duration::from_secs(10));
+    tmux.send("C-d");
+    let screen = tmux.wait_for("DONE=0", Duration::from_secs(10));
+    assert_eq!(screen.matches(notice).count(), 1, "{screen}");
+}
+
+/// Not said when stdin is no terminal, when a FILE is given, or with -q.
+#[test]
+fn reading_from_a_pipe_or_a_file_says_nothing_of_the_terminal() {
+    let input = input_file(3);
+    let path = input.path().display();
+    for script in [
+        "echo 1 | drip -r inf".to_string(),
+        format!("drip -r inf {path}"),
+        format!("drip -r inf -q - < {path}"),
+    ] {
+        let tmux = Tmux::start(&script, &[]);
+        let screen = tmux.wait_for("DONE=0", Duration::from_secs(10));
+        assert!(!screen.contains("terminal"), "{script}:\n{screen}");
+    }
+    // -q, stdin the terminal: nothing said; a line typed is a record.
+    let tmux = Tmux::start("drip -r inf -q", &[]);
+    std::thread::sleep(Duration::from_millis(500));
+    for key in ["typed", "Enter", "C-d"] {
+        tmux.send(key);
+    }
+    let screen = tmux.wait_for("DONE=0", Duration::from_secs(10));
+    assert!(!screen.contains("from the terminal"), "{screen}");
+}

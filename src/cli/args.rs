@@ -57,7 +57,8 @@ fn after_help() -> String {
     max_term_width = 100,
     args_override_self = true,
     args_conflicts_with_subcommands = true,
-    disable_help_subcommand = true
+    disable_help_subcommand = true,
+    disable_help_flag = true
 )]
 pub struct Cli {
     /// Files to read in order; `-` or none means stdin.
@@ -285,6 +286,16 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value = "1", value_parser = parse_count, value_hint = ValueHint::Other, allow_hyphen_values = true)]
     pub share_peers: u64,
 
+    /// Print a one-screen summary of the flags most runs need, grouped by
+    /// task (--help: every flag; man drip: the whole manual)
+    #[arg(short = 'h', action = clap::ArgAction::SetTrue)]
+    pub summary: bool,
+
+    /// Print help: every flag, examples, exit statuses, the environment (-h:
+    /// a one-screen summary)
+    #[arg(long = "help", action = clap::ArgAction::HelpLong)]
+    pub help: Option<bool>,
+
     /// Running a command per record (`--exec`).
     #[command(flatten)]
     pub job_args: crate::jobs::JobArgs,
@@ -305,8 +316,8 @@ pub enum Command {
     /// TARGET a pid or a --name, prints the drip's one-line JSON answer.
     /// COMMAND is one of: `info` (its entry), `stats` (the --stats-json object now), `keys`
     /// (the top keys), `jobs` (the running jobs), `pause`, `resume`,
-    /// `rate RATE[:BURST]` and `byte-rate SIZE/UNIT[:BURST]` (each kind
-    /// given replaces all the limits of that kind: `rate 10/s rate
+    /// `rate RATE[:BURST]...` and `byte-rate SIZE/UNIT[:BURST]...` (each
+    /// kind given replaces all the limits of that kind: `rate 10/s
     /// 500/min:50`), `key-rate RATE[:BURST]`, `-j N`. A new limit starts
     /// from now: the next record leaves one interval of the new rate after
     /// the last one, with no credit saved and no catch-up burst. A drip
@@ -327,10 +338,14 @@ pub struct CtlArgs {
     #[arg(value_name = "list|TARGET", allow_hyphen_values = true, value_hint = ValueHint::Other)]
     pub target: Option<String>,
 
-    /// What to do: info, stats, keys, jobs, pause, resume, rate RATE[:BURST],
-    /// byte-rate SIZE/UNIT[:BURST], key-rate RATE[:BURST], -j N
+    /// What to do: info, stats, keys, jobs, pause, resume, rate RATE[:BURST]...,
+    /// byte-rate SIZE/UNIT[:BURST]..., key-rate RATE[:BURST], -j N
     #[arg(value_name = "COMMAND", trailing_var_arg = true, allow_hyphen_values = true, value_hint = ValueHint::Other)]
     pub command: Vec<String>,
+
+    /// Print help (see more with '--help')
+    #[arg(short = 'h', long = "help", action = clap::ArgAction::Help, long_help = "Print help (see a summary with '-h')")]
+    pub help: Option<bool>,
 }
 
 /// Parse `--stats-interval`: at least 10 ms, so stderr is not flooded.

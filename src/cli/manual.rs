@@ -2,6 +2,62 @@
 //! the description's sections, signals, environment and files, for
 //! `--help`'s epilogue, the man page and the README.
 
+/// `drip -h`: the flags most runs need on one screen (at most 66 lines of
+/// 80 columns), grouped by task; `--help` and the man page have them all.
+pub const SUMMARY: &str = "\
+drip: a leaky bucket for shell pipelines. Reads records (lines) from FILEs or
+stdin and writes them to stdout at a steady rate.
+
+Usage: drip [OPTIONS] [FILE]...
+       drip ctl list | drip ctl TARGET COMMAND...     steer a running drip
+
+Pace:
+  -r, --rate RATE[:BURST]     records per unit: 10/s, 90/min, 0.5/s, inf [1/s];
+                              again for several limits: -r 10/s -r 500/min:50
+  -i, --interval DURATION     one record every DURATION: 100ms, 2s
+  -b, --burst N               records that may leave back to back [1]
+      --byte-rate SIZE/UNIT   bytes per unit: 1MiB/s
+      --cost-rate N/UNIT      cost per unit, the cost read by --cost FIELD|REGEX
+
+Bucket:
+  -c, --capacity N|DURATION   records it holds [1000], or what drains in 30s
+  -o, --overflow POLICY       when full: block, drop-newest, drop-oldest, fail
+      --max-wait DURATION     expire records that waited longer
+      --dead-letter FILE      append every record not written to FILE
+  -0, --null                  records end with NUL (-d BYTE: with BYTE)
+      --drain                 on SIGINT/SIGTERM, write what it holds first
+
+Keys:
+      --key SPEC              a field number, or a regex whose group is the key
+      --key-rate RATE[:BURST] each key's own limit; keys take turns
+
+Share:
+      --share NAME|URL        share the limits with every drip given NAME, on
+                              this host or through redis://HOST/NAME
+
+Jobs:
+      --exec COMMAND...       run COMMAND per record ({} is the record), to ';'
+  -j, --jobs N                at most N at once [1]
+      --retries N             try a failed record again, N times at most
+      --joblog FILE           one JSON line per attempt (see --resume)
+
+Observe:
+      --stats                 a summary on stderr at exit
+      --stats-json FILE       the summary as JSON
+      --stats-interval DURATION  figures every DURATION, as JSON lines
+      --metrics FILE          the figures for Prometheus (node_exporter)
+  -q, --quiet                 no live display on stderr
+      --name NAME             a name for drip ctl (else its pid)
+
+Examples:
+  seq 20 | drip --rate 5/s
+  drip -r 10/s urls.txt | xargs -n1 -P4 curl -sSO
+  drip -r 10/s -j 8 urls.txt --exec curl -sS -o /dev/null {}
+  drip ctl nightly rate 5/s
+
+This is a summary: drip --help lists every flag, man drip is the manual.
+";
+
 /// Examples shown in `--help` and the man page: (command, what it does).
 pub const EXAMPLES: &[(&str, &str)] = &[
     (
@@ -46,7 +102,7 @@ pub const EXIT_STATUSES: &[(&str, &str)] = &[
     ),
     (
         "1",
-        "a runtime error (with drip ctl: any failure, one line): an unreadable FILE, or one that is the --dead-letter file or the --resume joblog (reported; drip goes on with the next), or one that is the --stats-json, --joblog or --metrics file (refused before anything is written or read: the file is left as it was), a --resume file with lines and not one joblog entry (refused before anything is written: the file is left as it was), a record over --max-record or --capacity-bytes under --oversize fail (the records before it are delivered; reading stops), a failed write to stdout, --dead-letter, --stats-json or --metrics, a control socket that cannot be made, or of --help or --version output",
+        "a runtime error (with drip ctl: any failure, one line): an unreadable FILE, or one that is the --dead-letter file or the --resume joblog (reported; drip goes on with the next), or one that is the --stats-json, --joblog or --metrics file (refused before anything is written or read: the file is left as it was), a --resume file with lines and not one joblog entry (refused before anything is written: the file is left as it was), a record over --max-record or --capacity-bytes under --oversize fail (the records before it are delivered; reading stops), a failed write to stdout, --dead-letter, --stats-json or --metrics, a control socket that cannot be made, or of -h, --help or --version output",
     ),
     ("2", "a usage error: a bad flag or value (one line naming the flag and the accepted form), or drip ctl without a word (its usage); two of --dead-letter, --stats-json, --metrics and --joblog (or --resume) that are one file; also limits that differ from those shared under the same --share NAME"),
     ("3", "the bucket overflowed under --overflow fail (with --key, also a key's full queue, or a new key while every remembered key is busy; with --max-wait, also a record the schedule could not let go in time)"),
@@ -82,7 +138,7 @@ pub const DESCRIPTION: &[(&str, &[Paragraph])] = &[
     (
         "",
         &[
-            ("", "FILEs are read in order; - or no FILE means stdin. An unterminated last record of a file gets the delimiter when another file follows, so records never merge across files, and when it is written before a record it overtook (keys reorder records), so records are never joined; otherwise the output is the input byte for byte."),
+            ("", "FILEs are read in order; - or no FILE means stdin (when stdin is a terminal, drip says so once on stderr, unless -q: reading records from the terminal). A FILE that is not there but reads as a rate is named with a hint (drip: 10/s: No such file or directory (did you mean --rate 10/s?)). An unterminated last record of a file gets the delimiter when another file follows, so records never merge across files, and when it is written before a record it overtook (keys reorder records), so records are never joined; otherwise the output is the input byte for byte."),
             ("", "Records leave on an exact schedule (GCRA): record k is due at anchor + k\u{b7}T, with the rate kept as a fraction so that it never drifts. Waking a little late (up to the slack: half an interval, 2 to 5 ms) keeps the schedule; a longer stall (idle input, blocked stdout, a busy machine) restarts it from now, with no catch-up burst. At most burst + \u{230a}rate \u{d7} slack\u{230b} records leave back to back: --burst below 500/s, a few more above. The first record leaves at once, and drip exits as soon as the last one is written."),
         ],
     ),
@@ -181,16 +237,16 @@ pub const ENVIRONMENT: &[Paragraph] = &[
 
 /// The DRIP CTL section: steering a running drip.
 pub const CONTROL: &[Paragraph] = &[
-    ("", "Every running drip, unless given --no-control, listens on a Unix socket in the directory of the --share state files (see FILES), mode 0600 in a directory of mode 0700, named by its pid and its --name. It answers only its own user (the peer's uid, from the kernel: SO_PEERCRED), one request per connection, one line of JSON. The socket is removed at every way out; one left by a drip killed with SIGKILL (nobody listens on it) is removed by the next drip ctl list."),
+    ("", "Every running drip, unless given --no-control, listens on a Unix socket in the directory of the --share state files (see FILES), mode 0600 in a directory of mode 0700, named by its pid and its --name. It answers only its own user (the peer's uid, from the kernel: SO_PEERCRED), one request per connection, one line of JSON of at most 4096 bytes (a longer one is refused, in one line saying so); it answers up to 16 clients at once, each given 2 seconds to send its request, so a client that sends nothing holds up no other. The socket is removed at every way out; one left by a drip killed with SIGKILL (nobody listens on it) is removed by the next drip ctl list, or by a drip ctl naming it, and never counts as a drip of its name."),
     ("drip ctl list", "Every running drip of this user as one JSON array: pid, name, rate, byte_rate, key_rate and jobs when set, paused, depth, read, written, started (seconds since the epoch). The drips are asked at once, and their answers awaited half a second at most: one that does not answer in time (stopped, say) is left out, with a line on stderr."),
     ("drip ctl TARGET info", "The drip's entry, as list gives it."),
     ("drip ctl TARGET stats", "The --stats-json object now (with \"paused\": true while paused). TARGET is a pid or a --name."),
     ("drip ctl TARGET keys", "With --key: the keys seen, remembered and busy, and the top keys."),
     ("drip ctl TARGET jobs", "With --exec: the runner's figures, the job slots (jobs) and each running job's number and record."),
     ("drip ctl TARGET pause, resume", "While paused nothing leaves: the bucket fills, the overflow policy applies as always, --max-wait and --deadline go on counting, and a retry waits too. The display says paused."),
-    ("drip ctl TARGET rate RATE[:BURST] [rate ...] [byte-rate SIZE/UNIT[:BURST] ...]", "New limits from now on: the rates given replace all the --rate limits, the byte rates all the --byte-rate limits (a kind not given stays; rate inf removes the record limits). The next record leaves one interval of the new rate after the last one that left: no credit saved under the old rate carries over, and raising the rate sends no catch-up burst; within one interval of the old rate or 100 ms, whichever is longer, the new rate is in force. A drip started with --rate inf, or given --share (its limits are the state's, the same for every drip on it), refuses a change of rate."),
+    ("drip ctl TARGET rate RATE[:BURST]... [byte-rate SIZE/UNIT[:BURST]...]", "New limits from now on, several of a kind as --rate given more than once (rate 10/s 500/min:50, the same as rate 10/s rate 500/min:50): the rates given replace all the --rate limits, the byte rates all the --byte-rate limits (a kind not given stays; rate inf removes the record limits). The next record leaves one interval of the new rate after the last one that left: no credit saved under the old rate carries over, and raising the rate sends no catch-up burst; within one interval of the old rate or 100 ms, whichever is longer, the new rate is in force. A drip started with --rate inf, or given --share (its limits are the state's, the same for every drip on it), refuses a change of rate."),
     ("drip ctl TARGET key-rate RATE[:BURST]", "A new limit per key from now on, each key counted from its last record; a key already due keeps its turn."),
-    ("drip ctl TARGET -j N", "With --exec: N job slots from now on; lowered, running jobs finish and no new one starts until fewer than N run."),
+    ("drip ctl TARGET -j N", "With --exec: N job slots (1 to 4096, as -j) from now on; lowered, running jobs finish and no new one starts until fewer than N run."),
     ("", "Each answer (but list's) is the drip's entry, as list gives it, after the change. An error is one line on stderr and exit status 1: no such drip, a refusal, a bad command, a control directory that is not this user's alone (checked as drip checks it), an answer stdout does not take (a command is carried out all the same); drip ctl alone prints its short help on stderr, exit status 2. ctl is a subcommand only as drip's first word: to read a file named ctl first, give it as ./ctl."),
 ];
 

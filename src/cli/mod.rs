@@ -11,7 +11,7 @@ pub use args::{Cli, Command, CtlArgs};
 pub use config::{Config, ProgressMode};
 pub use manual::{
     Paragraph, CONTROL, DESCRIPTION, ENVIRONMENT, EXAMPLES, EXIT_PRECEDENCE, EXIT_STATUSES, FILES,
-    SEE_ALSO, SIGNALS,
+    SEE_ALSO, SIGNALS, SUMMARY,
 };
 
 pub use crate::bucket::POLICIES;

@@ -168,36 +168,54 @@ fn stale(name: &SocketName, path: &Path) -> bool {
     !running || old
 }
 
-/// Send `words` to the drip `target` (a pid, or a `--name`).
+/// Send `words` to the drip `target` (a pid, or a `--name`). Only the
+/// sockets someone listens on count: a dead drip's (killed with SIGKILL,
+/// its name now another's) is passed over, and removed when [`stale`].
 fn send_to(dir: &Path, target: &str, words: &[String]) -> Result<serde_json::Value, String> {
+    protocol::encode(words)?;
     protocol::parse(words)?;
     let by_pid = target.parse::<u32>().ok();
-    let matching: Vec<(SocketName, PathBuf)> = sockets(dir)
-        .into_iter()
-        .filter(|(name, _)| match by_pid {
+    let mut live = Vec::new();
+    let mut removed = false;
+    let mut matched = false;
+    for (name, path) in sockets(dir) {
+        let ours = match by_pid {
             Some(pid) => name.pid == pid,
             None => name.name.as_deref() == Some(target),
-        })
-        .collect();
-    let (name, path) = match matching.as_slice() {
-        [] => return Err(format!("no such drip: {target} (see 'drip ctl list')")),
-        [(name, path)] => (name, path),
-        several => {
-            let pids: Vec<String> = several.iter().map(|(n, _)| n.pid.to_string()).collect();
-            return Err(format!(
-                "{} drips are named {target} (pids {}): name one by its pid",
-                several.len(),
-                pids.join(", ")
-            ));
+        };
+        if !ours {
+            continue;
         }
+        matched = true;
+        match connect(&path) {
+            Err(Asked::Gone) => {
+                removed |= stale(&name, &path) && std::fs::remove_file(&path).is_ok();
+            }
+            connected => live.push((name, path, connected)),
+        }
+    }
+    if live.len() > 1 {
+        let pids: Vec<String> = live.iter().map(|(n, _, _)| n.pid.to_string()).collect();
+        return Err(format!(
+            "{} drips are named {target} (pids {}): name one by its pid",
+            live.len(),
+            pids.join(", ")
+        ));
+    }
+    let Some((_, path, connected)) = live.pop() else {
+        return Err(match (matched, removed) {
+            (false, _) => format!("no such drip: {target} (see 'drip ctl list')"),
+            (true, true) => format!("no such drip: {target} (its socket is left over; removed)"),
+            (true, false) => format!("no such drip: {target} (nobody listens on its socket)"),
+        });
     };
-    ask(path, words).map_err(|e| match e {
-        Asked::Gone if stale(name, path) && std::fs::remove_file(path).is_ok() => {
-            format!("no such drip: {target} (its socket is left over; removed)")
-        }
-        Asked::Gone => format!("no such drip: {target} (nobody listens on its socket)"),
-        Asked::Failed(why) => format!("{target}: {why}"),
-    })
+    connected
+        .and_then(|stream| send(stream, &path, words))
+        .and_then(|stream| receive(&stream, &path, ANSWER_TIMEOUT))
+        .map_err(|e| match e {
+            Asked::Gone => format!("no such drip: {target} (nobody listens on its socket)"),
+            Asked::Failed(why) => format!("{target}: {why}"),
+        })
 }
 
 /// Why a drip gave no answer.
@@ -206,13 +224,6 @@ enum Asked {
     Gone,
     /// The drip refused, failed or said an error.
     Failed(String),
-}
-
-/// One request to the socket at `path`, and its answer within
-/// [`ANSWER_TIMEOUT`].
-fn ask(path: &Path, words: &[String]) -> Result<serde_json::Value, Asked> {
-    let stream = send(connect(path)?, path, words)?;
-    receive(&stream, path, ANSWER_TIMEOUT)
 }
 
 /// Connect to the socket at `path` without waiting: nobody listening
@@ -256,8 +267,8 @@ fn send(mut stream: UnixStream, path: &Path, words: &[String]) -> Result<UnixStr
     stream
         .set_write_timeout(Some(ANSWER_TIMEOUT))
         .map_err(failed)?;
-    let request = serde_json::to_string(words).expect("strings serialize");
-    writeln!(stream, "{request}").map_err(failed)?;
+    let request = protocol::encode(words).map_err(Asked::Failed)?;
+    stream.write_all(request.as_bytes()).map_err(failed)?;
     Ok(stream)
 }
 

@@ -43,7 +43,25 @@ pub enum Request {
 
 /// The commands, for `--help` and errors.
 pub const COMMANDS: &str =
-    "list, info, stats, keys, jobs, pause, resume, rate RATE[:BURST], byte-rate SIZE/UNIT[:BURST], key-rate RATE[:BURST], -j N";
+    "list, info, stats, keys, jobs, pause, resume, rate RATE[:BURST]..., byte-rate SIZE/UNIT[:BURST]..., key-rate RATE[:BURST], -j N";
+
+/// The longest request line a drip reads, in bytes, its newline included.
+pub const MAX_REQUEST: usize = 4096;
+
+/// The request line for `words` (their JSON array, and a newline).
+///
+/// # Errors
+/// The line is longer than [`MAX_REQUEST`]: how long, in words.
+pub fn encode(words: &[String]) -> Result<String, String> {
+    let line = format!("{}\n", serde_json::Value::from(words));
+    if line.len() > MAX_REQUEST {
+        return Err(format!(
+            "the request is too long: {} bytes (at most {MAX_REQUEST})",
+            line.len()
+        ));
+    }
+    Ok(line)
+}
 
 /// Read the words after the target.
 ///
@@ -84,7 +102,7 @@ pub fn parse(words: &[String]) -> Result<Request, String> {
             _ => Err("key-rate: takes one RATE[:BURST]".to_string()),
         },
         "-j" | "--jobs" => match rest.as_slice() {
-            [value] => crate::quantity::parse_count_usize(value)
+            [value] => crate::jobs::jobs_arg(value)
                 .map(Request::Slots)
                 .map_err(|why| format!("{first} '{value}': {why}")),
             _ => Err(format!("{first}: takes one number of jobs")),
@@ -95,43 +113,46 @@ pub fn parse(words: &[String]) -> Result<Request, String> {
     }
 }
 
-/// `rate R [rate R | byte-rate B]…`, starting with `first`.
+/// `rate R… [rate R… | byte-rate B…]…`, starting with `first`: each
+/// `rate` or `byte-rate` takes the values after it up to the next one
+/// (`rate 10/s 500/min:50` is `rate 10/s rate 500/min:50`).
 fn rates(first: &str, rest: &[&str]) -> Result<Request, String> {
     let mut records: Option<Vec<Limit>> = None;
     let mut bytes: Option<Vec<Limit>> = None;
-    let mut words = std::iter::once(first).chain(rest.iter().copied());
-    while let Some(kind) = words.next() {
-        let Some(value) = words.next() else {
-            return Err(format!("{kind}: needs a value"));
-        };
-        match kind {
-            "rate" => {
-                let (rate, burst) = crate::rate::parse_rate_burst(value)
-                    .map_err(|why| format!("rate '{value}': {why}"))?;
-                let list = records.get_or_insert_with(Vec::new);
-                if rate != Rate::Unlimited {
-                    list.push(Limit {
-                        rate,
-                        burst: burst.unwrap_or(1),
-                        unit: Unit::Records,
-                    });
-                }
+    let mut kind = first;
+    let mut valued = false;
+    for &word in rest {
+        if word == "rate" || word == "byte-rate" {
+            if !valued {
+                return Err(format!("{kind}: needs a value"));
             }
-            "byte-rate" => {
-                let (rate, burst) = crate::rate::parse_byte_rate_burst(value)
-                    .map_err(|why| format!("byte-rate '{value}': {why}"))?;
-                bytes.get_or_insert_with(Vec::new).push(Limit {
+            (kind, valued) = (word, false);
+            continue;
+        }
+        valued = true;
+        if kind == "rate" {
+            let (rate, burst) = crate::rate::parse_rate_burst(word)
+                .map_err(|why| format!("rate '{word}': {why}"))?;
+            let list = records.get_or_insert_with(Vec::new);
+            if rate != Rate::Unlimited {
+                list.push(Limit {
                     rate,
-                    burst,
-                    unit: Unit::Bytes,
+                    burst: burst.unwrap_or(1),
+                    unit: Unit::Records,
                 });
             }
-            other => {
-                return Err(format!(
-                    "'{other}': after rate, only more rate or byte-rate values"
-                ))
-            }
+        } else {
+            let (rate, burst) = crate::rate::parse_byte_rate_burst(word)
+                .map_err(|why| format!("byte-rate '{word}': {why}"))?;
+            bytes.get_or_insert_with(Vec::new).push(Limit {
+                rate,
+                burst,
+                unit: Unit::Bytes,
+            });
         }
+    }
+    if !valued {
+        return Err(format!("{kind}: needs a value"));
     }
     Ok(Request::Rate { records, bytes })
 }
@@ -183,6 +204,14 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        // Several values after one rate: each a limit of that kind.
+        assert_eq!(
+            parse(&words("rate 10/s 500/min:50 byte-rate 1KiB/s 1MiB/min")),
+            parse(&words(
+                "rate 10/s rate 500/min:50 byte-rate 1KiB/s byte-rate 1MiB/min"
+            ))
+        );
+        assert_eq!(parse(&words("-j 4096")), Ok(Request::Slots(4096)));
         match parse(&words("byte-rate 1KiB/s:512")).unwrap() {
             Request::Rate {
                 records: None,
@@ -209,12 +238,32 @@ mod tests {
             .unwrap_err()
             .contains("takes no value"));
         assert!(parse(&words("rate")).unwrap_err().contains("needs a value"));
+        assert_eq!(
+            parse(&words("rate 1/s byte-rate")),
+            Err("byte-rate: needs a value".to_string())
+        );
+        assert_eq!(
+            parse(&words("rate byte-rate 1KiB/s")),
+            Err("rate: needs a value".to_string())
+        );
+        assert!(parse(&words("-j 4097")).is_err());
+        assert!(parse(&words("-j 18446744073709551615")).is_err());
         assert!(parse(&words("rate 0/s"))
             .unwrap_err()
             .starts_with("rate '0/s'"));
         assert!(parse(&words("rate 1/s pause")).is_err());
         assert!(parse(&words("key-rate inf")).is_err());
         assert!(parse(&words("-j 0")).is_err());
+    }
+
+    #[test]
+    fn a_request_longer_than_a_drip_reads_is_refused() {
+        let long = vec!["x".repeat(MAX_REQUEST)];
+        assert!(encode(&long)
+            .unwrap_err()
+            .starts_with("the request is too long"));
+        let line = encode(&["rate".to_string(), "5/s".to_string()]).unwrap();
+        assert_eq!(line, "[\"rate\",\"5/s\"]\n");
     }
 
     #[test]

@@ -1,15 +1,16 @@
-//! The control socket of a running drip: a thread that accepts one client
-//! at a time, checks that it runs as drip's own user (`SO_PEERCRED`), reads
-//! one request line and answers it through [`Steer`], which the wiring
-//! implements. The socket is removed at every way out drip has: the end of
+//! The control socket of a running drip: a thread that accepts clients and
+//! answers each on a thread of its own (at most [`MAX_CLIENTS`] at once, so
+//! that a client that sends nothing holds up no other), checking that it
+//! runs as drip's own user (`SO_PEERCRED`), reading one request line and
+//! answering it through [`Steer`], which the wiring implements. The socket is removed at every way out drip has: the end of
 //! the run ([`Server::finish`], or the server dropped on an error) and a
 //! second signal's exit ([`remove_socket`]).
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -29,8 +30,9 @@ pub(crate) trait Steer: Send + Sync {
 /// How long a client may take to send its line or read the answer.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// The longest request line read, in bytes.
-const MAX_REQUEST: u64 = 4096;
+/// The clients answered at once, at most; more wait to be accepted until
+/// one is answered or its [`CLIENT_TIMEOUT`] has passed.
+const MAX_CLIENTS: usize = 16;
 
 /// The socket of this process, for [`remove_socket`].
 static SOCKET: Mutex<Option<PathBuf>> = Mutex::new(None);
@@ -78,7 +80,7 @@ impl Server {
         let stopping = Arc::clone(&stop);
         let thread = std::thread::Builder::new()
             .name("drip-control".into())
-            .spawn(move || serve(&listener, &*steer, &stopping))
+            .spawn(move || serve(&listener, &steer, &stopping))
             .context("starting the control thread")?;
         Ok(Server {
             path,
@@ -108,31 +110,65 @@ impl Drop for Server {
     }
 }
 
-/// Accept clients until `stop`, answering each in turn.
-fn serve(listener: &UnixListener, steer: &dyn Steer, stop: &AtomicBool) {
-    use std::os::fd::AsFd;
+/// Accept clients until `stop`, answering each on a thread of its own;
+/// while [`MAX_CLIENTS`] are being answered, the next waits (in the
+/// listener's queue) until one is done.
+fn serve(listener: &UnixListener, steer: &Arc<dyn Steer>, stop: &AtomicBool) {
     let _ = listener.set_nonblocking(true);
+    let busy = Arc::new(AtomicUsize::new(0));
     while !stop.load(Ordering::SeqCst) {
+        if busy.load(Ordering::SeqCst) >= MAX_CLIENTS {
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        }
         match listener.accept() {
             Ok((stream, _)) => {
                 let _ = stream.set_nonblocking(false);
-                answer(stream, steer);
+                let steer = Arc::clone(steer);
+                let client = Client::new(&busy);
+                // A thread that cannot start drops the stream: the client
+                // is told nothing and says so.
+                let _ = std::thread::Builder::new()
+                    .name("drip-control-client".into())
+                    .spawn(move || {
+                        answer(stream, &*steer);
+                        drop(client);
+                    });
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                // Wait for a client, looking at `stop` every 50 ms.
-                let fd = listener.as_fd();
-                let mut fds = [rustix::event::PollFd::new(
-                    &fd,
-                    rustix::event::PollFlags::IN,
-                )];
-                let timeout = rustix::time::Timespec {
-                    tv_sec: 0,
-                    tv_nsec: 50_000_000,
-                };
-                let _ = rustix::event::poll(&mut fds, Some(&timeout));
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => wait_for_client(listener),
             Err(_) => std::thread::sleep(Duration::from_millis(50)),
         }
+    }
+}
+
+/// Wait for a client on `listener`, at most 50 ms (so that `stop` is seen).
+fn wait_for_client(listener: &UnixListener) {
+    use std::os::fd::AsFd;
+    let fd = listener.as_fd();
+    let mut fds = [rustix::event::PollFd::new(
+        &fd,
+        rustix::event::PollFlags::IN,
+    )];
+    let timeout = rustix::time::Timespec {
+        tv_sec: 0,
+        tv_nsec: 50_000_000,
+    };
+    let _ = rustix::event::poll(&mut fds, Some(&timeout));
+}
+
+/// One client being answered: counted in `busy` while it lives.
+struct Client(Arc<AtomicUsize>);
+
+impl Client {
+    fn new(busy: &Arc<AtomicUsize>) -> Client {
+        busy.fetch_add(1, Ordering::SeqCst);
+        Client(Arc::clone(busy))
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -170,14 +206,47 @@ fn answer(stream: UnixStream, steer: &dyn Steer) {
     let _ = writeln!(stream, "{reply}");
 }
 
-/// The request line on `stream`, as words.
-fn read_request(stream: &UnixStream) -> Result<Vec<String>, String> {
-    let mut line = String::new();
-    let mut reader = BufReader::new(std::io::Read::take(stream, MAX_REQUEST));
-    reader
-        .read_line(&mut line)
-        .map_err(|e| format!("reading the request: {e}"))?;
-    serde_json::from_str(line.trim_end()).map_err(|_| "a request is a JSON array of words".into())
+/// The request line on `stream`, as words: at most
+/// [`protocol::MAX_REQUEST`] bytes, its newline included, all of it within
+/// [`CLIENT_TIMEOUT`] (a client that sends a byte now and then holds no
+/// thread longer).
+fn read_request(mut stream: &UnixStream) -> Result<Vec<String>, String> {
+    use std::io::Read;
+    let most = protocol::MAX_REQUEST;
+    let deadline = std::time::Instant::now() + CLIENT_TIMEOUT;
+    let mut line = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !line.contains(&b'\n') && line.len() <= most {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err("no request in time".into());
+        }
+        let _ = stream.set_read_timeout(Some(left));
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => line.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err("no request in time".into())
+            }
+            Err(e) => return Err(format!("reading the request: {e}")),
+        }
+    }
+    // The first line only: nothing after it is read as part of it.
+    let end = line
+        .iter()
+        .position(|&b| b == b'\n')
+        .map_or(line.len(), |i| i + 1);
+    if end > most {
+        return Err(format!("the request is too long (over {most} bytes)"));
+    }
+    serde_json::from_slice(line[..end].trim_ascii_end())
+        .map_err(|_| "a request is a JSON array of words".into())
 }
 
 /// The answer to `words`.

@@ -294,7 +294,11 @@ impl std::fmt::Display for ExecError {
 
 impl std::error::Error for ExecError {}
 
-fn jobs_arg(text: &str) -> Result<usize, String> {
+/// Parse a number of job slots (`-j`, and `drip ctl TARGET -j`): 1 to 4096.
+///
+/// # Errors
+/// Not a whole number, or out of that range: why, in words.
+pub(crate) fn jobs_arg(text: &str) -> Result<usize, String> {
     whole_arg(text, 1, 4096).map(|n| n as usize)
 }
 
