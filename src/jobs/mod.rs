@@ -17,13 +17,19 @@
 //!   pace that makes it last.
 
 mod attempt;
+mod fate;
 pub mod gate;
+mod groups;
+mod job;
 pub mod joblog;
 pub mod order;
+mod overload;
+mod pool;
 pub mod quota;
 pub mod resume;
 pub mod retry;
 mod runner;
+mod slots;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -31,7 +37,9 @@ use std::time::Duration;
 use clap::builder::TypedValueParser;
 use clap::Args;
 
-pub(crate) use runner::{Pool, RemoveHeaders, Runner};
+pub(crate) use fate::JobFate;
+pub(crate) use pool::{Pool, RemoveHeaders};
+pub(crate) use runner::Runner;
 
 use retry::{Backoff, Policy, DEFAULT_RETRY_ON};
 

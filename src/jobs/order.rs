@@ -25,7 +25,6 @@ use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, TryLockError};
-use std::time::Duration;
 
 use super::attempt::{pass, Unwritten};
 
@@ -112,10 +111,6 @@ impl Held {
     }
 }
 
-/// How often a run waiting for its turn to be written looks whether drip
-/// is leaving.
-const TURN_POLL: Duration = Duration::from_millis(10);
-
 #[derive(Debug)]
 struct Line {
     /// The oldest record whose output is not taken out to be written yet.
@@ -134,6 +129,8 @@ pub struct Order {
     /// run being written is done: the turn to write goes to the run that
     /// begins with it.
     turn: Mutex<u64>,
+    /// Notified as the turn moves, and when drip leaves
+    /// ([`Order::give_up_waits`]).
     turn_moved: Condvar,
     /// The oldest record whose output is not written out yet, read without
     /// a lock (the window); it moves on as each record of a run is written.
@@ -277,11 +274,17 @@ impl Order {
             }
             turn = self
                 .turn_moved
-                .wait_timeout(turn, TURN_POLL)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+                .wait(turn)
+                .unwrap_or_else(|e| e.into_inner());
         }
         true
+    }
+
+    /// `give_up()` now says so (drip is leaving): the runs waiting for
+    /// their turn look again, and give up.
+    pub fn give_up_waits(&self) {
+        let _turn = self.turn.lock().unwrap_or_else(|e| e.into_inner());
+        self.turn_moved.notify_all();
     }
 
     /// At a hurried exit: the outputs still held, and those of the runs
