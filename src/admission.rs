@@ -632,6 +632,9 @@ impl Admission {
             .expire_before(cutoff, &mut |s, f| ledger.dispose(s, f));
         if n > 0 {
             self.forecast = None;
+            let waiting = self.bucket.len();
+            self.schedule
+                .expired(now, waiting, &mut self.bucket.records());
         }
         n
     }
