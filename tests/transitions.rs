@@ -53,7 +53,7 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{send_signal, wait_for};
+use common::{send_signal, until_judged, wait_for};
 
 /// The shared limit of every run: records a second, and the burst.
 const RATE: f64 = 200.0;
@@ -931,8 +931,8 @@ const TRY_BUDGET: Duration = Duration::from_secs(45);
 /// how to replay it. What load cannot cause fails at once: books broken, a
 /// state lost or its loss unseen, a window clear of stalls over the bound
 /// (in a run judged or not). A run with too few windows clear of stalls
-/// to judge is run again, with a seed of its own unless
-/// `DRIP_TRANSITIONS_SEED` gives one ([`until_judged`]).
+/// to judge ([`MIN_JUDGED`]) is run again, with a seed of its own unless
+/// `DRIP_TRANSITIONS_SEED` gives one ([`common::until_judged`]).
 fn check(backend: Backend, transition: Transition, policy: &str) {
     if backend == Backend::Redis && !have_redis() {
         return;
@@ -962,37 +962,13 @@ fn check(backend: Backend, transition: Transition, policy: &str) {
             outcome.worst.0 <= STAMP_ALLOWANCE,
             "the bound was exceeded: {line}\n{replay}"
         );
-        (outcome.judged, format!("{line}\n{replay}"))
+        (outcome.judged < MIN_JUDGED).then(|| {
+            format!(
+                "{:.0} % of the windows clear of stalls: {line}\n{replay}",
+                outcome.judged * 1e2
+            )
+        })
     });
-}
-
-/// Call `run` (one run, which fails by itself where it breaks a rule; it
-/// returns the share of its windows judged and an account of it) until a
-/// run is judged ([`MIN_JUDGED`]); fail as not judged, with every run's
-/// account, after `tries` runs or once the runs have taken `budget`.
-fn until_judged(tries: usize, budget: Duration, mut run: impl FnMut() -> (f64, String)) {
-    let began = Instant::now();
-    let mut unjudged = Vec::new();
-    loop {
-        let (judged, account) = run();
-        if judged >= MIN_JUDGED {
-            return;
-        }
-        unjudged.push(account);
-        let spent = began.elapsed();
-        assert!(
-            unjudged.len() < tries && spent < budget,
-            "not judged: under {:.0} % of the windows clear of stalls in each of {} runs ({:.0} s; the machine is too busy to tell):\n{}",
-            MIN_JUDGED * 1e2,
-            unjudged.len(),
-            spent.as_secs_f64(),
-            unjudged.join("\n")
-        );
-        eprintln!(
-            "not judged: {:.0} % of the windows clear of stalls; running it again",
-            judged * 1e2
-        );
-    }
 }
 
 /// A test runs its transition again while the runs cannot be judged, and
@@ -1000,11 +976,11 @@ fn until_judged(tries: usize, budget: Duration, mut run: impl FnMut() -> (f64, S
 /// its budget is spent.
 #[test]
 fn a_run_that_cannot_be_judged_is_run_again() {
-    let shares = [0.1, 0.3, 0.9, 0.9];
+    let judged = [false, false, true, true];
     let mut runs = 0;
     until_judged(5, Duration::from_secs(60), || {
         runs += 1;
-        (shares[runs - 1], format!("run {runs}"))
+        (!judged[runs - 1]).then(|| format!("run {runs}"))
     });
     assert_eq!(runs, 3);
 
@@ -1012,7 +988,7 @@ fn a_run_that_cannot_be_judged_is_run_again() {
     let never = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         until_judged(4, Duration::from_secs(60), || {
             runs += 1;
-            (0.2, format!("run {runs}"))
+            Some(format!("run {runs}"))
         })
     }));
     let why = *never.unwrap_err().downcast::<String>().unwrap();
@@ -1026,7 +1002,7 @@ fn a_run_that_cannot_be_judged_is_run_again() {
     let spent = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         until_judged(4, Duration::ZERO, || {
             runs += 1;
-            (0.2, String::new())
+            Some(String::new())
         })
     }));
     assert!(spent.is_err());
