@@ -365,37 +365,56 @@ fn times_of_each(n: usize, records: usize, args: &[&str], runtime: &Path) -> Vec
 /// Three drips with deep queues (600 records each) share 300/s: over each
 /// second after the first, each sends its third within 35%, taking turns
 /// of one chunk (50 ms) of the shared schedule each, instead of the first
-/// to reserve taking nearly all of it.
+/// to reserve taking nearly all of it. A second in which the three sent
+/// under 90 % of the rate together is not judged: the machine held them
+/// back, and their shares are of what it let through (a drip woken late
+/// forfeits its slot). A run with no second judged is run again
+/// ([`common::until_judged`]).
 fn three_busy_drips_get_equal_shares(share: &str) {
-    let runtime = tempfile::tempdir().unwrap();
-    let each = times_of_each(
-        3,
-        600,
-        &["-r", "300/s", "--share", share, "-q"],
-        runtime.path(),
-    );
-    let first = each.iter().flatten().copied().fold(f64::INFINITY, f64::min);
-    let ends: Vec<f64> = each.iter().map(|t| t[t.len() - 1] - first).collect();
-    for k in 1..5 {
-        let from = first + k as f64;
-        if ends.iter().any(|&e| e < k as f64 + 1.0) {
-            break;
+    common::until_judged(4, Duration::from_secs(60), || {
+        let runtime = tempfile::tempdir().unwrap();
+        let each = times_of_each(
+            3,
+            600,
+            &["-r", "300/s", "--share", share, "-q"],
+            runtime.path(),
+        );
+        let first = each.iter().flatten().copied().fold(f64::INFINITY, f64::min);
+        let ends: Vec<f64> = each.iter().map(|t| t[t.len() - 1] - first).collect();
+        let mut judged = 0;
+        let mut held_back = Vec::new();
+        for k in 1..5 {
+            let from = first + k as f64;
+            if ends.iter().any(|&e| e < k as f64 + 1.0) {
+                break;
+            }
+            let shares: Vec<usize> = each
+                .iter()
+                .map(|t| t.iter().filter(|&&x| x >= from && x < from + 1.0).count())
+                .collect();
+            if shares.iter().sum::<usize>() < 270 {
+                held_back.push(format!("second {k}: {shares:?}"));
+                continue;
+            }
+            judged += 1;
+            for &n in &shares {
+                assert!(
+                    (65..=135).contains(&n),
+                    "second {k}: shares {shares:?} (100 each), ends {ends:?}"
+                );
+            }
         }
-        let shares: Vec<usize> = each
-            .iter()
-            .map(|t| t.iter().filter(|&&x| x >= from && x < from + 1.0).count())
-            .collect();
-        for &n in &shares {
-            assert!(
-                (65..=135).contains(&n),
-                "second {k}: shares {shares:?} (100 each), ends {ends:?}"
-            );
-        }
-    }
-    // Finishing together, not one after another.
-    let spread = ends.iter().copied().fold(0.0, f64::max)
-        - ends.iter().copied().fold(f64::INFINITY, f64::min);
-    assert!(spread < 0.5, "ends {ends:?}");
+        // Finishing together, not one after another.
+        let spread = ends.iter().copied().fold(0.0, f64::max)
+            - ends.iter().copied().fold(f64::INFINITY, f64::min);
+        assert!(spread < 0.5, "ends {ends:?}");
+        (judged == 0).then(|| {
+            format!(
+                "no second judged; under 270 of 300 records sent in {}, ends {ends:?}",
+                held_back.join(", ")
+            )
+        })
+    });
 }
 
 #[test]
