@@ -1,14 +1,16 @@
 //! The headers file a job leaves at `{headers}`: drip reads a regular
 //! file only, and only its start, so a FIFO there never blocks the jobs or
-//! a signal and `/dev/zero` never fills memory.
+//! a signal and `/dev/zero` never fills memory; and what it says decides:
+//! a 403 that a rate limit sent is an overload, retried after a pause.
 
 mod common;
 
 use std::path::Path;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{command, drip, json_lines as joblog, send_signal, wait_for};
+use common::{command, drip, json_lines as joblog, send_signal, wait_for, Answer};
 use serde_json::Value;
 
 /// drip's stderr lines saying a headers file was passed over.
@@ -250,4 +252,128 @@ fn a_headers_file_without_end_is_not_read_and_a_long_one_only_in_part() {
         "{err}"
     );
     assert_no_temporary_left(tmp);
+}
+
+/// The requests a test server saw: (path, status).
+type Seen = Arc<Mutex<Vec<(String, u16)>>>;
+
+/// An HTTP server on 127.0.0.1 refusing the first request for each path
+/// with 403: under `/primary/` as GitHub's primary rate limit does
+/// (`X-RateLimit-Remaining: 0`, the reset a Unix time two seconds on),
+/// under `/secondary/` as its secondary limit (`Retry-After: 1`); then
+/// 200. Under `/plain/` every request is a plain 403. Returns its port and
+/// the requests it saw, (path, status).
+fn forbidding_server() -> (u16, Seen) {
+    let seen = Seen::default();
+    let log = Arc::clone(&seen);
+    let port = common::http_server(move |_, path| {
+        let mut seen = log.lock().unwrap();
+        let first = !seen.iter().any(|(p, _)| p == path);
+        let reset = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            + 2;
+        let mut answer = Answer::status(403);
+        match path.split('/').nth(1).unwrap_or("") {
+            "primary" if first => {
+                answer.headers = format!(
+                    "X-RateLimit-Limit: 5000\r\nX-RateLimit-Remaining: 0\r\n\
+                     X-RateLimit-Reset: {reset}\r\n"
+                );
+            }
+            "secondary" if first => answer.headers = "Retry-After: 1\r\n".into(),
+            "plain" => {}
+            _ => answer = Answer::status(200),
+        }
+        seen.push((path.to_string(), answer.status));
+        answer
+    });
+    (port, seen)
+}
+
+#[test]
+fn a_403_from_a_rate_limit_is_an_overload_and_a_plain_one_final() {
+    assert!(common::curl_present(), "curl is needed");
+    let (port, seen) = forbidding_server();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("joblog");
+    let stats = dir.path().join("stats.json");
+    let input: String = ["primary", "secondary", "plain"]
+        .iter()
+        .flat_map(|kind| (1..=2).map(move |i| format!("http://127.0.0.1:{port}/{kind}/{i}\n")))
+        .collect();
+    let out = drip(&["-r", "inf", "-j", "2", "-q", "--retries", "3"])
+        .args([
+            "--backoff",
+            "10ms..100ms",
+            "--joblog",
+            log.to_str().unwrap(),
+            "--stats-json",
+            stats.to_str().unwrap(),
+        ])
+        .args(common::curl_exec("{}"))
+        .write_stdin(input)
+        .output()
+        .unwrap();
+    // The plain 403s failed: 123.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(123), "{stderr}");
+    let entries = joblog(&log);
+    let of = |kind: &str, i: u32| -> Vec<(u64, String, f64, f64)> {
+        let record = format!("http://127.0.0.1:{port}/{kind}/{i}");
+        entries
+            .iter()
+            .filter(|e| e["record"] == record.as_str())
+            .map(|e| {
+                let start = e["start_us"].as_u64().unwrap() as f64 / 1e6;
+                let end = start + e["duration_us"].as_u64().unwrap() as f64 / 1e6;
+                let outcome = e["outcome"].as_str().unwrap().to_string();
+                (e["http_status"].as_u64().unwrap(), outcome, start, end)
+            })
+            .collect()
+    };
+    for i in 1..=2 {
+        for kind in ["primary", "secondary"] {
+            let tries = of(kind, i);
+            let statuses: Vec<(u64, &str)> = tries.iter().map(|t| (t.0, t.1.as_str())).collect();
+            assert_eq!(
+                statuses,
+                [(403, "overload"), (200, "succeeded")],
+                "{kind}/{i}"
+            );
+        }
+        // The reset held the retry: it came two seconds on from the
+        // second the request was made in.
+        let tries = of("primary", i);
+        let reset = tries[0].2.floor() + 2.0;
+        assert!(
+            tries[1].2 >= reset - 0.05,
+            "retried {:.3} s before the reset",
+            reset - tries[1].2
+        );
+        // Retry-After: 1 held the retry a second.
+        let tries = of("secondary", i);
+        assert!(
+            tries[1].2 - tries[0].3 >= 0.95,
+            "retried {:.3} s after Retry-After: 1",
+            tries[1].2 - tries[0].3
+        );
+        let tries = of("plain", i);
+        let statuses: Vec<(u64, &str)> = tries.iter().map(|t| (t.0, t.1.as_str())).collect();
+        assert_eq!(statuses, [(403, "failed")], "plain/{i}");
+    }
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 10, "{seen:?}");
+    let stats = common::last_json(&stats);
+    let count = |k: &str| stats[k].as_u64();
+    assert_eq!(
+        [
+            count("overload_responses"),
+            count("succeeded"),
+            count("failed")
+        ],
+        [Some(4), Some(4), Some(2)]
+    );
+    common::assert_books_add_up(&stats);
 }
