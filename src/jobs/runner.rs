@@ -169,6 +169,8 @@ pub(crate) struct Pool {
     order: Option<Order>,
     /// A malformed quota field was said on stderr.
     quota_malformed: std::sync::atomic::AtomicBool,
+    /// Part of a headers file was passed over, and said on stderr.
+    headers_passed_over: std::sync::atomic::AtomicBool,
     /// The server's quota window of each scope (every start's, or each
     /// key's), as the responses tell it.
     quota_windows: Mutex<HashMap<Scope, quota::Window>>,
@@ -234,6 +236,7 @@ impl Pool {
             passing: Mutex::new(Vec::new()),
             order: cfg.keep_order.map(Order::new),
             quota_malformed: std::sync::atomic::AtomicBool::new(false),
+            headers_passed_over: std::sync::atomic::AtomicBool::new(false),
             quota_windows: Mutex::new(HashMap::new()),
             cfg,
             rate,
@@ -572,7 +575,12 @@ impl Pool {
         headers: &Path,
         (deadline, scope): (Option<u64>, &Scope),
     ) -> Step {
-        let text = attempt::take_headers(headers);
+        let (text, passed_over) = attempt::take_headers(headers);
+        if let Some(passed) = passed_over {
+            if !self.headers_passed_over.swap(true, Ordering::Relaxed) && !self.cfg.quiet {
+                eprintln!("{}", passed.notice(who.number));
+            }
+        }
         let response = text.as_deref().and_then(parse_headers);
         if let (Some(text), None) = (&text, response.as_ref().and_then(|r| r.retry_after)) {
             // Retry-After wins: the overload's pause holds starts.
