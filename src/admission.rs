@@ -632,6 +632,9 @@ impl Admission {
             .expire_before(cutoff, &mut |s, f| ledger.dispose(s, f));
         if n > 0 {
             self.forecast = None;
+            let waiting = self.bucket.len();
+            self.schedule
+                .expired(now, waiting, &mut self.bucket.records());
         }
         n
     }
@@ -1076,6 +1079,26 @@ mod tests {
                 "{first:?}"
             );
         }
+    }
+
+    #[test]
+    fn with_keys_the_wait_foreseen_is_behind_the_busiest_keys_records() {
+        // --key 1 --key-rate 2/s: a 1 and b 1 leave at once; a 2..a 30
+        // wait for 0.5 s .. 14.5 s, b 2 and b 3 for 0.5 s and 1 s. A record
+        // of key a arriving now would leave at 15 s, as a 31 does.
+        let mut input: String = (1..=30).map(|i| format!("a {i}\n")).collect();
+        input.push_str("b 1\nb 2\nb 3\n");
+        let mut a = keyed_unlimited("2/s");
+        let mut ledger = Ledger::new(false);
+        a.arrive(0, text(&input), Overflow::Block, true, &mut ledger);
+        assert_eq!(a.forecast_wait(0), Some(15 * S));
+        // At 5 s, a 11 has left: 10 s to go.
+        while let Some(t) = a.next_event().filter(|&t| t <= 5 * S) {
+            a.release(t);
+        }
+        assert_eq!(a.forecast_wait(5 * S), Some(10 * S));
+        a.arrive(5 * S, text("a 31\n"), Overflow::Block, true, &mut ledger);
+        assert_eq!(left_at(&mut a, 5 * S, "a 31"), Some(15 * S));
     }
 
     #[test]

@@ -7,6 +7,12 @@
 //! label, jobs by outcome one with `outcome`. Per key, only the top keys
 //! of the summary are exported (at most 10 a list), so the number of
 //! series stays bounded whatever the input.
+//!
+//! Every sample carries the label `drip`, the drip's `--name` or, unnamed,
+//! its pid (a name is never all digits), so that the files of several
+//! drips in one textfile directory, a finished drip's left there included,
+//! never hold the same series: node_exporter would serve one file's and
+//! drop the other's.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -32,31 +38,33 @@ pub struct Gauges {
     pub started: f64,
 }
 
+/// The file's text being written, for the drip labelled `drip`.
+struct Text {
+    out: String,
+    /// The value of every sample's `drip` label: the `--name`, or the pid.
+    drip: String,
+}
+
 /// A metric family being written: `# HELP`, `# TYPE`, then its samples.
 struct Family<'a> {
-    out: &'a mut String,
+    text: &'a mut Text,
 }
 
 impl<'a> Family<'a> {
-    fn new(out: &'a mut String, name: &str, kind: &str, help: &str) -> Family<'a> {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} {kind}");
-        Family { out }
+    fn new(text: &'a mut Text, name: &str, kind: &str, help: &str) -> Family<'a> {
+        let _ = writeln!(text.out, "# HELP {name} {help}");
+        let _ = writeln!(text.out, "# TYPE {name} {kind}");
+        Family { text }
     }
 
+    /// A sample of `name`, labelled `drip` and `labels`.
     fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) -> &mut Self {
-        self.out.push_str(name);
-        if !labels.is_empty() {
-            self.out.push('{');
-            for (i, (label, text)) in labels.iter().enumerate() {
-                if i > 0 {
-                    self.out.push(',');
-                }
-                let _ = write!(self.out, "{label}=\"{}\"", escape(text));
-            }
-            self.out.push('}');
+        let out = &mut self.text.out;
+        let _ = write!(out, "{name}{{drip=\"{}\"", escape(&self.text.drip));
+        for (label, text) in labels {
+            let _ = write!(out, ",{label}=\"{}\"", escape(text));
         }
-        let _ = writeln!(self.out, " {}", number(value));
+        let _ = writeln!(out, "}} {}", number(value));
         self
     }
 }
@@ -82,15 +90,19 @@ fn number(value: f64) -> String {
 }
 
 /// One sample family of a single value.
-fn single(out: &mut String, name: &str, kind: &str, help: &str, value: f64) {
+fn single(out: &mut Text, name: &str, kind: &str, help: &str, value: f64) {
     Family::new(out, name, kind, help).sample(name, &[], value);
 }
 
 /// The file's text for `summary` and `gauges`.
 pub fn render(summary: &Summary, gauges: &Gauges) -> String {
-    let mut out = String::new();
     let pid = gauges.pid.to_string();
     let name = gauges.name.clone().unwrap_or_default();
+    let drip = gauges.name.clone().unwrap_or_else(|| pid.clone());
+    let mut out = Text {
+        out: String::new(),
+        drip,
+    };
     Family::new(
         &mut out,
         "drip_info",
@@ -105,11 +117,11 @@ pub fn render(summary: &Summary, gauges: &Gauges) -> String {
     jobs(&mut out, summary);
     keys(&mut out, summary);
     share(&mut out, summary);
-    out
+    out.out
 }
 
 /// When drip started, and the time since.
-fn times(out: &mut String, summary: &Summary, g: &Gauges) {
+fn times(out: &mut Text, summary: &Summary, g: &Gauges) {
     single(
         out,
         "drip_start_time_seconds",
@@ -128,7 +140,7 @@ fn times(out: &mut String, summary: &Summary, g: &Gauges) {
 
 /// The records waiting: now, at most, the oldest one's age, and the wait
 /// foreseen for one arriving now.
-fn queue(out: &mut String, summary: &Summary, g: &Gauges) {
+fn queue(out: &mut Text, summary: &Summary, g: &Gauges) {
     single(
         out,
         "drip_queue_depth",
@@ -162,7 +174,7 @@ fn queue(out: &mut String, summary: &Summary, g: &Gauges) {
 }
 
 /// The limit in force, the rate kept, and whether paused.
-fn pace(out: &mut String, summary: &Summary, g: &Gauges) {
+fn pace(out: &mut Text, summary: &Summary, g: &Gauges) {
     if g.rate_limit.is_finite() {
         single(
             out,
@@ -189,7 +201,7 @@ fn pace(out: &mut String, summary: &Summary, g: &Gauges) {
 }
 
 /// Records and bytes, by fate.
-fn records(out: &mut String, s: &Summary) {
+fn records(out: &mut Text, s: &Summary) {
     let c = &s.counts;
     single(
         out,
@@ -240,7 +252,7 @@ fn records(out: &mut String, s: &Summary) {
 }
 
 /// The command runner's figures (`--exec`).
-fn jobs(out: &mut String, s: &Summary) {
+fn jobs(out: &mut Text, s: &Summary) {
     let Some(j) = &s.jobs else {
         return;
     };
@@ -316,7 +328,7 @@ fn jobs(out: &mut String, s: &Summary) {
 }
 
 /// The keys' figures, and the top keys only.
-fn keys(out: &mut String, s: &Summary) {
+fn keys(out: &mut Text, s: &Summary) {
     let Some(k) = &s.keys else {
         return;
     };
@@ -341,11 +353,10 @@ fn keys(out: &mut String, s: &Summary) {
         "Keys taken into memory in all.",
         k.keys_seen as f64,
     );
-    let name = |key: &KeyName| key.0.as_deref().map_or_else(String::new, json_key);
     for (family, help, list) in [
         (
             "drip_top_key_written",
-            "Records written, of the keys that wrote the most (no key: empty).",
+            "Records written, of the keys that wrote the most (the records without a key: has_key=\"false\").",
             &k.top_written,
         ),
         (
@@ -361,13 +372,24 @@ fn keys(out: &mut String, s: &Summary) {
     ] {
         let mut f = Family::new(out, family, "gauge", help);
         for (key, n) in list {
-            f.sample(family, &[("key", &name(key))], *n as f64);
+            let (key, has_key) = key_labels(key);
+            f.sample(family, &[("has_key", has_key), ("key", &key)], *n as f64);
         }
     }
 }
 
+/// The labels naming a key of a top list: `key`, as `--stats-json` spells
+/// it, and `has_key`, `false` for the no-key lane (whose `key` is empty,
+/// as the empty key's is). Every sample of a family has the same labels.
+fn key_labels(key: &KeyName) -> (String, &'static str) {
+    match key.0.as_deref() {
+        Some(bytes) => (json_key(bytes), "true"),
+        None => (String::new(), "false"),
+    }
+}
+
 /// `--share`'s counters: calls to the shared state and outages.
-fn share(out: &mut String, s: &Summary) {
+fn share(out: &mut Text, s: &Summary) {
     let Some(share) = &s.share else {
         return;
     };
@@ -493,6 +515,7 @@ mod tests {
                 top_written: vec![
                     (KeyName(Some(b"a\"b\\c\nd".to_vec())), 5),
                     (KeyName(None), 2),
+                    (KeyName(Some(Vec::new())), 1),
                 ],
                 ..KeyStats::default()
             }),
@@ -521,8 +544,13 @@ mod tests {
         };
         let text = render(&summary(), &gauges);
         let m = parse_prometheus(&text).unwrap_or_else(|e| panic!("{e:?}:\n{text}"));
+        // Every sample is labelled with the drip's name (or pid); the
+        // parser keeps label names sorted, and `drip` comes first.
         let get = |family: &str, labels: &[&str]| -> f64 {
-            let labels: Vec<String> = labels.iter().map(|s| s.to_string()).collect();
+            let labels: Vec<String> = std::iter::once("n")
+                .chain(labels.iter().copied())
+                .map(|s| s.to_string())
+                .collect();
             let sample = m.families[family]
                 .get_sample_by_label_values(&labels)
                 .unwrap_or_else(|| panic!("{family}{labels:?}:\n{text}"));
@@ -542,8 +570,10 @@ mod tests {
         assert_eq!(get("drip_records_refused_total", &[]), 0.0);
         assert_eq!(get("drip_paused", &[]), 1.0);
         // The key as --stats-json spells it (a backslash doubled).
-        assert_eq!(get("drip_top_key_written", &["a\"b\\\\c\nd"]), 5.0);
-        assert_eq!(get("drip_top_key_written", &[""]), 2.0);
+        assert_eq!(get("drip_top_key_written", &["true", "a\"b\\\\c\nd"]), 5.0);
+        // The no-key lane apart from the empty key.
+        assert_eq!(get("drip_top_key_written", &["false", ""]), 2.0);
+        assert_eq!(get("drip_top_key_written", &["true", ""]), 1.0);
         assert_eq!(
             get("drip_share_failed_calls_total", &["global", "quota"]),
             2.0
@@ -552,6 +582,22 @@ mod tests {
         assert!(!m
             .families
             .contains_key("drip_rate_limit_records_per_second"));
+    }
+
+    #[test]
+    fn every_sample_is_labelled_with_the_drips_name_or_else_its_pid() {
+        for (name, drip) in [(Some("nightly".to_string()), "nightly"), (None, "7")] {
+            let gauges = Gauges {
+                pid: 7,
+                name,
+                ..Gauges::default()
+            };
+            let text = render(&summary(), &gauges);
+            let samples = text.lines().filter(|l| !l.starts_with('#'));
+            for line in samples {
+                assert!(line.contains(&format!("{{drip=\"{drip}\"")), "{line}");
+            }
+        }
     }
 
     #[test]

@@ -374,7 +374,8 @@ pub struct JobStats {
     pub jobs_running: u64,
     /// Attempts started again after a failure or an overload.
     pub retries: u64,
-    /// Attempts answered with overload (429, 503, `--overload-on`).
+    /// Attempts answered with overload (429, 503, a rate limit's 403,
+    /// `--overload-on`).
     pub overload_responses: u64,
     /// Times every start paused for an overload.
     pub pauses: u64,

@@ -798,16 +798,51 @@ fn a_stop_mid_flow_never_cuts_a_record_unpaced() {
 fn a_small_bucket_at_a_high_rate_keeps_order_counts_and_pace() {
     // Ten places at 100,000/s: the writer tops the bucket up from the
     // reader's parked read rather than wait for the reader each time.
+    // 2 s of schedule: never early (a rate 20 % high takes 1.67 s). Not
+    // too late, loosely: alone it takes 2.05 s (a reader that had to
+    // refill every few records took 2.2 to 3.05 s), but on a loaded
+    // 2-core machine drip gets too little CPU for 100,000 records a
+    // second and catches up as it can: 3.5 s was seen to be too tight.
+    // A run over 8 s whose threads waited for a CPU longer than it ran
+    // over is not judged, and made again: only a drip slow with the CPU
+    // it was given fails. The writer's top-up itself is held on virtual
+    // time (state::writing::tests).
+    common::until_judged(3, Duration::from_secs(60), || {
+        let (took, waited) = small_bucket_at_a_high_rate();
+        assert!(took >= Duration::from_millis(1_990), "{took:?}");
+        let over = took.as_secs_f64() - 8.0;
+        assert!(
+            over < waited,
+            "took {took:?}, though its threads waited only {waited:.2} s for a CPU"
+        );
+        (over >= 0.0).then(|| format!("took {took:?}; its threads waited {waited:.2} s for a CPU"))
+    });
+}
+
+/// `seq 200000 | drip -r 100000/s -c 10`, its order, counts and depth
+/// checked: how long it took, and how long its threads waited for a CPU
+/// all told (s).
+fn small_bucket_at_a_high_rate() -> (Duration, f64) {
     let dir = tempfile::tempdir().unwrap();
     let stats = dir.path().join("stats.json");
     let start = Instant::now();
-    let out = shell(&format!(
-        "seq 200000 | drip -r 100000/s -c 10 --stats-json {}",
-        stats.display()
-    ))
-    .output()
-    .unwrap();
+    let mut seq = std::process::Command::new("seq")
+        .arg("200000")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let child = command(&["-r", "100000/s", "-c", "10", "--stats-json"])
+        .arg(&stats)
+        .stdin(Stdio::from(seq.stdout.take().unwrap()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let waiting = common::watch_cpu_wait(child.id());
+    let out = child.wait_with_output().unwrap();
     let took = start.elapsed();
+    let waited = waiting.join().unwrap();
+    seq.wait().unwrap();
     assert!(out.status.success(), "{:?}", out.status);
     assert!(
         out.stdout == numbered(1..=200_000).as_bytes(),
@@ -816,15 +851,7 @@ fn a_small_bucket_at_a_high_rate_keeps_order_counts_and_pace() {
     let v = json(&stats);
     assert_books_add_up(&v);
     assert!(v["max_depth"].as_u64().unwrap() <= 10, "{v}");
-    // 2 s of schedule: never early (a rate 20 % high takes 1.67 s). Not
-    // too late, loosely: alone it takes 2.05 s (a reader that had to
-    // refill every few records took 2.2 to 3.05 s), but on a loaded
-    // 2-core machine drip gets too little CPU for 100,000 records a
-    // second and catches up as it can: 3.5 s was seen to be too tight.
-    // The writer's top-up itself is held on virtual time
-    // (state::writing::tests).
-    assert!(took >= Duration::from_millis(1_990), "{took:?}");
-    assert!(took < Duration::from_secs(8), "{took:?}");
+    (took, waited)
 }
 
 #[test]

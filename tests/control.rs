@@ -231,9 +231,12 @@ fn list_halve_pause_stats_resume_while_it_runs() {
     let seen_paused = drip.lines().len();
     // The figures say so too.
     let figures = std::fs::read_to_string(&metrics).unwrap();
-    assert!(figures.contains("\ndrip_paused 1\n"), "{figures}");
     assert!(
-        figures.contains("\ndrip_rate_limit_records_per_second 10\n"),
+        figures.contains("\ndrip_paused{drip=\"steered\"} 1\n"),
+        "{figures}"
+    );
+    assert!(
+        figures.contains("\ndrip_rate_limit_records_per_second{drip=\"steered\"} 10\n"),
         "{figures}"
     );
     let written = stats["written"].as_u64().unwrap() as usize;

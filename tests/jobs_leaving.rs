@@ -275,13 +275,15 @@ fn leaving_without_the_threads_keeps_the_jobs_fates_as_the_joblog_says() {
     );
     let s = last_json(&stats);
     assert_books_add_up(&s);
+    // How much of the input the reader had read when the first signal
+    // stopped reading depends on how soon it ran (a busy machine: three
+    // reads of 128 KiB, or all of it); every record read but the first is
+    // undelivered.
+    let read = s["read"].as_u64().unwrap();
+    assert!((2..=100_000).contains(&read), "{s}");
     assert_eq!(
-        (
-            s["read"].as_u64(),
-            s["succeeded"].as_u64(),
-            s["undelivered"].as_u64()
-        ),
-        (Some(100_000), Some(1), Some(99_999)),
+        (s["succeeded"].as_u64(), s["undelivered"].as_u64()),
+        (Some(1), Some(read - 1)),
         "{s}"
     );
     assert_eq!(s["outputs_cut"].as_u64(), Some(1), "{s}");

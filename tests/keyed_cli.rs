@@ -400,3 +400,32 @@ fn an_unterminated_last_record_overtaking_another_gets_the_delimiter() {
         assert_eq!(out, input, "{flags:?}: in order, nothing added");
     }
 }
+
+#[test]
+fn the_stats_stream_foresees_the_wait_behind_a_keys_records() {
+    // for i in $(seq 30); do echo "a $i"; done | drip --key 1 --key-rate
+    // 2/s --stats-interval 1s: 1 leaves at once, the rest 0.5 s apart. A
+    // record of key a arriving with `depth` waiting would leave behind
+    // them, with the head due within 0.5 s: about depth × 0.5 s from now.
+    let input: String = (1..=30).map(|i| format!("a {i}\n")).collect();
+    let mut child = common::command(&["-q", "--key", "1", "--key-rate", "2/s"])
+        .args(["--stats-interval", "1s"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::feed(&mut child, input.as_bytes());
+    let mut line = String::new();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    std::io::BufRead::read_line(&mut stderr, &mut line).unwrap();
+    common::send_signal(&child, libc::SIGTERM);
+    common::wait_for(&mut child, Duration::from_secs(10));
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let depth = v["depth"].as_f64().unwrap();
+    let wait = v["forecast_wait_ms"].as_f64().unwrap();
+    assert!(depth >= 10.0, "{line}");
+    let floor = (depth - 1.0) * 500.0;
+    let ceiling = (depth + 1.0) * 500.0;
+    assert!((floor..=ceiling).contains(&wait), "{line}");
+}

@@ -20,12 +20,15 @@ fn parsed(path: &Path) -> Exposition {
     parse_prometheus(&text).unwrap_or_else(|e| panic!("{e:?} in:\n{text}"))
 }
 
-/// The value of `family` at `labels` (values in the family's label order).
+/// The value of `family` at `labels` (values in the family's label order,
+/// leaving out `drip`, the drip's name or pid, which every sample has).
 fn value(m: &Exposition, family: &str, labels: &[&str]) -> f64 {
     let f = m
         .families
         .get(family)
-        .unwrap_or_else(|| panic!("no {family}"));
+        .unwrap_or_else(|| panic!("no {family}"))
+        .without_label("drip")
+        .unwrap_or_else(|e| panic!("{family}: {e:?}"));
     let labels: Vec<String> = labels.iter().map(|s| s.to_string()).collect();
     let sample = f
         .get_sample_by_label_values(&labels)
@@ -219,9 +222,10 @@ fn the_file_is_never_seen_in_part() {
     }
     let until = Instant::now() + Duration::from_millis(700);
     let mut reads = 0;
+    let last = format!("drip_paused{{drip=\"{}\"}} 0\n", child.id());
     while Instant::now() < until {
         let text = std::fs::read_to_string(&path).unwrap();
-        assert!(text.ends_with("drip_paused 0\n"), "cut: {text}");
+        assert!(text.ends_with(&last), "cut: {text}");
         parse_prometheus(&text).unwrap_or_else(|e| panic!("{e:?} in:\n{text}"));
         reads += 1;
     }
@@ -356,4 +360,191 @@ fn unread_bytes(end: &std::fs::File) -> usize {
     let rc = unsafe { libc::ioctl(end.as_raw_fd(), libc::FIONREAD, &mut n) };
     assert_eq!(rc, 0, "FIONREAD");
     usize::try_from(n).unwrap()
+}
+
+/// The program installed as one of `names` on the PATH; panics, naming
+/// the package to install, when there is none (CI installs it).
+fn program(names: &[&str], package: &str) -> std::path::PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .flat_map(|dir| names.iter().map(move |name| dir.join(name)))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "this test needs {} on the PATH: install it (apt-get install {package})",
+                names.join(" or ")
+            )
+        })
+}
+
+/// A node_exporter with only the textfile collector, reading `dir`, on a
+/// loopback port of its own; killed when dropped.
+struct NodeExporter {
+    child: std::process::Child,
+    port: u16,
+    log: std::path::PathBuf,
+}
+
+impl NodeExporter {
+    /// Started and answering; its log (stderr) in `log`.
+    fn start(dir: &Path, log: &Path) -> NodeExporter {
+        let bin = program(
+            &["prometheus-node-exporter", "node_exporter"],
+            "prometheus-node-exporter",
+        );
+        // A port free a moment ago may be taken since: then another.
+        for _ in 0..5 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let mut child = std::process::Command::new(&bin)
+                .args(["--collector.disable-defaults", "--collector.textfile"])
+                .arg("--collector.textfile.directory")
+                .arg(dir)
+                .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(log).unwrap())
+                .spawn()
+                .unwrap();
+            let start = Instant::now();
+            while child.try_wait().unwrap().is_none() {
+                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    let log = log.to_path_buf();
+                    return NodeExporter { child, port, log };
+                }
+                assert!(
+                    start.elapsed() < Duration::from_secs(30),
+                    "node_exporter never answered"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        panic!(
+            "node_exporter would not start: {}",
+            std::fs::read_to_string(log).unwrap()
+        );
+    }
+
+    /// GET /metrics: the status line and the body.
+    fn scrape(&self) -> (String, String) {
+        use std::io::{Read, Write};
+        let mut conn = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        conn.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            .unwrap();
+        let mut answer = String::new();
+        conn.read_to_string(&mut answer).unwrap();
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+        (head.lines().next().unwrap().to_string(), body.to_string())
+    }
+}
+
+impl Drop for NodeExporter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// drip, unpaced and quiet, over `input` with `args`, its figures in
+/// `metrics`; its pid.
+fn finished_drip(args: &[&str], metrics: &Path, input: &str) -> u32 {
+    let mut child = command(&["-q", "-r", "inf", "--metrics", metrics.to_str().unwrap()])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    feed(&mut child, input.as_bytes());
+    assert!(wait_for(&mut child, Duration::from_secs(30)).success());
+    child.id()
+}
+
+/// The README's recipe, several times over: drips' files side by side in
+/// one textfile directory, a named one and two runs of an unnamed one (the
+/// first one's file left there). node_exporter serves every drip's figures
+/// and meets no series twice, the no-key lane and the empty key included:
+/// otherwise it would serve one file's and drop the other's with no more
+/// than a line in its log.
+#[test]
+fn node_exporter_serves_every_drips_figures_from_one_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let textfiles = dir.path().join("textfile");
+    std::fs::create_dir(&textfiles).unwrap();
+    // Keys x, x, "" (an empty field) and none (no second field).
+    let keyed = [
+        "--name",
+        "one",
+        "--key",
+        "2",
+        "--key-rate",
+        "1000/s",
+        "--field-separator",
+        ",",
+    ];
+    finished_drip(
+        &keyed,
+        &textfiles.join("drip-one.prom"),
+        "1,x\n2,\n3\n4,x\n",
+    );
+    let first = finished_drip(&[], &textfiles.join("drip-a.prom"), &numbered(1..=5));
+    let second = finished_drip(&[], &textfiles.join("drip-b.prom"), &numbered(1..=6));
+    let node = NodeExporter::start(&textfiles, &dir.path().join("node_exporter.log"));
+    let (status, body) = node.scrape();
+    assert!(status.contains(" 200 "), "{status}");
+    let log = std::fs::read_to_string(&node.log).unwrap();
+    assert!(!log.contains("error gathering metrics"), "{log}");
+    let served = |sample: &str| {
+        assert!(
+            body.lines().any(|l| l == sample),
+            "{sample} not served:\n{body}"
+        )
+    };
+    served("drip_records_read_total{drip=\"one\"} 4");
+    served(&format!("drip_records_read_total{{drip=\"{first}\"}} 5"));
+    served(&format!("drip_records_read_total{{drip=\"{second}\"}} 6"));
+    served("drip_records_total{drip=\"one\",fate=\"written\"} 4");
+    served(&format!(
+        "drip_info{{drip=\"{first}\",name=\"\",pid=\"{first}\"}} 1"
+    ));
+    served("drip_top_key_written{drip=\"one\",has_key=\"true\",key=\"x\"} 2");
+    served("drip_top_key_written{drip=\"one\",has_key=\"true\",key=\"\"} 1");
+    served("drip_top_key_written{drip=\"one\",has_key=\"false\",key=\"\"} 1");
+    served("node_textfile_scrape_error 0");
+    for file in ["drip-one.prom", "drip-a.prom", "drip-b.prom"] {
+        let mtime = format!(
+            "node_textfile_mtime_seconds{{file=\"{}\"}} ",
+            textfiles.join(file).display()
+        );
+        assert!(body.contains(&mtime), "{mtime}:\n{body}");
+    }
+}
+
+/// promtool, Prometheus's own checker, finds nothing to say of drip's
+/// file: neither a fault nor a lint (with --key, and with --exec).
+#[test]
+fn promtool_finds_the_file_sound() {
+    let promtool = program(&["promtool"], "prometheus");
+    let dir = tempfile::tempdir().unwrap();
+    let keyed = dir.path().join("keyed.prom");
+    let args = ["--key", "1", "--key-rate", "1000/s", "--name", "checked"];
+    finished_drip(&args, &keyed, "a 1\nb 2\n\na 3\n");
+    let jobs = dir.path().join("jobs.prom");
+    finished_drip(&["--exec", "true"], &jobs, &numbered(1..=3));
+    for file in [keyed, jobs] {
+        let out = std::process::Command::new(&promtool)
+            .args(["check", "metrics"])
+            .stdin(std::fs::File::open(&file).unwrap())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+            "{}: {out:?}",
+            file.display()
+        );
+    }
 }

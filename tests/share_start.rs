@@ -1,8 +1,10 @@
 //! `--share redis://` at the start, against servers that are not what they
 //! should be, on listeners of the test's own on 127.0.0.1 (no
 //! `redis-server` needed): a service that answers in another protocol is
-//! refused for good under every policy. And a state file whose lock is
-//! held while drip starts: its hello answered late.
+//! refused for good under every policy. So are Redis servers that can never
+//! hold the state, real ones the tests start: a cluster node that does not
+//! own drip's slot, a Sentinel, a server without scripts. And a state file
+//! whose lock is held while drip starts: its hello answered late.
 
 mod common;
 
@@ -301,4 +303,247 @@ fn keys_flow_when_the_hello_is_answered_late() {
         .unwrap();
     assert!(status.success(), "{status}");
     assert_eq!(out.lines().count(), 24, "{out}");
+}
+
+/// Whether `redis-server` is here; under CI its absence is a failure.
+fn have_redis() -> bool {
+    let found = std::process::Command::new("redis-server")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        let how = "redis-server not found: install it with `apt-get install -y redis-server` (.ci/run does)";
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{how}");
+        eprintln!("skipped: {how}");
+    }
+    found
+}
+
+/// A free port of 127.0.0.1.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A `redis-server` of the test's own in a directory of its own, killed
+/// when dropped.
+struct Server {
+    child: std::process::Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    /// `redis-server HEAD… --port PORT TAIL…` (`HEAD`: a config file must
+    /// come first), answering PING within 10 s on a free port; another
+    /// port is tried when the one chosen was taken by another test's
+    /// server.
+    fn start(head: impl Fn(&std::path::Path, u16) -> Vec<String>, tail: &[String]) -> Server {
+        for _ in 0..5 {
+            let dir = tempfile::tempdir().unwrap();
+            let port = free_port();
+            let child = std::process::Command::new("redis-server")
+                .args(head(dir.path(), port))
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no"])
+                .arg("--dir")
+                .arg(dir.path())
+                .args(tail)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("redis-server");
+            let mut server = Server {
+                child,
+                port,
+                _dir: dir,
+            };
+            if server.answers() {
+                return server;
+            }
+        }
+        panic!("redis-server did not answer PING on 5 free ports");
+    }
+
+    /// Whether this server (its process, not another test's on the port)
+    /// answers PING within 10 s.
+    fn answers(&mut self) -> bool {
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(10) {
+            if let Ok(mut con) = self.con() {
+                let info: redis::RedisResult<String> =
+                    redis::cmd("INFO").arg("server").query(&mut con);
+                if let Ok(info) = info {
+                    let pid = format!("process_id:{}", self.child.id());
+                    return info.lines().any(|l| l.trim() == pid);
+                }
+            }
+            if self.child.try_wait().ok().flatten().is_some() {
+                return false;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    fn con(&self) -> redis::RedisResult<redis::Connection> {
+        redis::Client::open(format!("redis://127.0.0.1:{}", self.port))?.get_connection()
+    }
+
+    /// Run `args` on this server.
+    fn command(&self, args: &[&str]) -> redis::RedisResult<redis::Value> {
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        cmd.query(&mut self.con()?)
+    }
+
+    /// A Redis Cluster node, its bus on a free port of its own (the
+    /// default, the port + 10000, may be past 65535).
+    fn cluster_node() -> Server {
+        let bus = free_port().to_string();
+        Server::start(
+            |_, _| Vec::new(),
+            &[
+                "--cluster-enabled".into(),
+                "yes".into(),
+                "--cluster-port".into(),
+                bus,
+            ],
+        )
+    }
+
+    /// The port of this node's cluster bus.
+    fn bus_port(&self) -> String {
+        let nodes = self.command(&["CLUSTER", "MYID"]).ok();
+        let id = match nodes {
+            Some(redis::Value::BulkString(b)) => String::from_utf8_lossy(&b).into_owned(),
+            other => panic!("CLUSTER MYID: {other:?}"),
+        };
+        let Ok(redis::Value::BulkString(nodes)) = self.command(&["CLUSTER", "NODES"]) else {
+            panic!("CLUSTER NODES");
+        };
+        let nodes = String::from_utf8_lossy(&nodes).into_owned();
+        // `ID 127.0.0.1:PORT@BUS flags …`
+        let line = nodes.lines().find(|l| l.starts_with(&id)).expect("myself");
+        let addr = line.split(' ').nth(1).unwrap();
+        let bus = addr.split('@').nth(1).unwrap();
+        bus.split(',').next().unwrap().to_string()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Under each policy, `drip` on `share` stops at once with status 4 and
+/// the one line `says`.
+fn stops_with_status_4_under_every_policy(limits: &[&str], share: &str, says: &str) {
+    for policy in ["wait", "local", "fail"] {
+        let mut args = limits.to_vec();
+        args.extend(["--share", share, "--share-on-error", policy]);
+        let started = Instant::now();
+        let (status, err) = run_drip(&args);
+        assert_eq!(status, Some(4), "{share} {policy}: {err}");
+        assert!(started.elapsed() < Duration::from_secs(10), "{policy}");
+        assert_eq!(err, format!("{says}\n"), "{share} {policy}");
+    }
+}
+
+/// A Redis Cluster node that does not own the slot of drip's keys answers
+/// MOVED, which drip does not follow: no setup a retry mends, so one line
+/// naming the node that owns them and exit 4 at once under every policy
+/// (under `wait` drip said the state could not be reached and sent
+/// nothing for ever). Through the node that owns them, all is sent.
+#[test]
+fn a_cluster_node_without_drips_slot_stops_with_status_4_under_every_policy() {
+    if !have_redis() {
+        return;
+    }
+    let (a, b) = (Server::cluster_node(), Server::cluster_node());
+    // `drip:{q}` is in slot 11958: b owns it, a all the others.
+    a.command(&["CLUSTER", "ADDSLOTSRANGE", "0", "11957", "11959", "16383"])
+        .unwrap();
+    b.command(&["CLUSTER", "ADDSLOTS", "11958"]).unwrap();
+    let (b_port, b_bus) = (b.port.to_string(), b.bus_port());
+    a.command(&["CLUSTER", "MEET", "127.0.0.1", &b_port, &b_bus])
+        .unwrap();
+    // Until the cluster is up, a node answers CLUSTERDOWN (a state that
+    // may pass, waited for).
+    let started = Instant::now();
+    loop {
+        let moved = a.command(&["EXISTS", "drip:{q}"]);
+        let owner = b.command(&["EXISTS", "drip:{q}"]);
+        if matches!(&moved, Err(e) if e.kind() == redis::ErrorKind::Moved) && owner.is_ok() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the cluster did not come up: {moved:?} {owner:?}"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    let (a_port, b_port) = (a.port, b.port);
+    let says = format!(
+        "drip: --share q: 127.0.0.1:{a_port} is a Redis Cluster node that does not own drip's keys (drip:{{q}}: MOVED 11958 127.0.0.1:{b_port}): drip does not follow a cluster's redirections; give the node that owns them (127.0.0.1:{b_port}) in the URL"
+    );
+    let share = format!("redis://127.0.0.1:{a_port}/q");
+    stops_with_status_4_under_every_policy(&["-r", "10/s"], &share, &says);
+    stops_with_status_4_under_every_policy(&["--key", "1", "--key-rate", "10/s"], &share, &says);
+    let owner = format!("redis://127.0.0.1:{b_port}/q");
+    let (status, err) = run_drip(&["-r", "100/s", "--share", &owner]);
+    assert_eq!((status, err.as_str()), (Some(0), ""));
+}
+
+/// A Sentinel's port answers drip's scripts with an unknown command: it
+/// holds no data, and no retry mends that. One line saying it is a
+/// Sentinel, exit 4 at once under every policy (under `wait` drip sent
+/// nothing for ever). A server that does not know the scripts' commands
+/// (renamed away) is refused so too.
+#[test]
+fn a_sentinel_or_a_server_without_scripts_stops_with_status_4_under_every_policy() {
+    if !have_redis() {
+        return;
+    }
+    // A Sentinel watching no primary: it answers all the same.
+    let sentinel = Server::start(
+        |dir, port| {
+            let conf = dir.join("sentinel.conf");
+            std::fs::write(&conf, format!("port {port}\n")).unwrap();
+            vec![conf.display().to_string(), "--sentinel".into()]
+        },
+        &[],
+    );
+    let port = sentinel.port;
+    let says = format!(
+        "drip: --share s: 127.0.0.1:{port} is a Redis Sentinel, which holds no data (unknown command 'EVALSHA'): drip does not ask a Sentinel for the primary; give the primary's address in the URL"
+    );
+    let share = format!("redis://127.0.0.1:{port}/s");
+    stops_with_status_4_under_every_policy(&["-r", "10/s"], &share, &says);
+    stops_with_status_4_under_every_policy(&["--key", "1", "--key-rate", "10/s"], &share, &says);
+    let renamed: Vec<String> = [
+        "--rename-command",
+        "EVALSHA",
+        "",
+        "--rename-command",
+        "EVAL",
+        "",
+    ]
+    .map(String::from)
+    .to_vec();
+    let scriptless = Server::start(|_, _| Vec::new(), &renamed);
+    let port = scriptless.port;
+    let says = format!(
+        "drip: --share s: 127.0.0.1:{port} does not run drip's scripts (unknown command 'EVALSHA'): drip needs a Redis (or Valkey) server that runs Lua scripts (EVALSHA, EVAL)"
+    );
+    let share = format!("redis://127.0.0.1:{port}/s");
+    stops_with_status_4_under_every_policy(&["-r", "10/s"], &share, &says);
 }

@@ -335,11 +335,102 @@ fn exit_of(status: ExitStatus) -> Exit {
     }
 }
 
-/// The text of a headers file, if the job wrote one (removed once read).
-pub fn take_headers(path: &Path) -> Option<String> {
-    let bytes = std::fs::read(path).ok()?;
+/// The most of a headers file drip reads, bytes: above the 300 KB of
+/// headers curl accepts in a response, so what `curl -D` writes is read
+/// whole; a longer file is read this far.
+pub const HEADERS_READ_MAX: u64 = 1024 * 1024;
+
+/// What drip passed over of a job's headers file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PassedOver {
+    /// It was no regular file (or a link to none), but this (a FIFO, a
+    /// character device...): not read at all.
+    NotRegular(&'static str),
+    /// A regular file of this many bytes, more than
+    /// [`HEADERS_READ_MAX`]: only its first [`HEADERS_READ_MAX`] were
+    /// read.
+    Longer(u64),
+}
+
+impl PassedOver {
+    /// The notice drip gives (once) for record `number`'s headers file,
+    /// one line.
+    pub fn notice(self, number: u64) -> String {
+        match self {
+            PassedOver::NotRegular(kind) => format!(
+                "drip: headers file of record {number}: {kind}, not a regular file: not read; \
+                 such files are passed over and the job's exit status decides"
+            ),
+            PassedOver::Longer(len) => format!(
+                "drip: headers file of record {number}: {len} bytes: only the first \
+                 {HEADERS_READ_MAX} are read; the rest of such files is passed over"
+            ),
+        }
+    }
+}
+
+/// The text of a job's headers file at `path`, if the job wrote one, and
+/// what of it was passed over; the file (or the link the job put there)
+/// is removed. Only a regular file is read, a link to one too, and at
+/// most its first [`HEADERS_READ_MAX`] bytes: anything else a job may put
+/// there (a FIFO that would block the read for ever, `/dev/zero` that
+/// would never end) is not opened at all, and what is opened is opened
+/// without waiting (O_NONBLOCK) and checked again once open, so a file
+/// swapped meanwhile is not read either. `None` for the text when there is
+/// no file (or it cannot be read).
+pub fn take_headers(path: &Path) -> (Option<String>, Option<PassedOver>) {
+    let taken = read_headers(path);
     let _ = std::fs::remove_file(path);
-    Some(String::from_utf8_lossy(&bytes).into_owned())
+    taken
+}
+
+fn read_headers(path: &Path) -> (Option<String>, Option<PassedOver>) {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let not_regular = |meta: &std::fs::Metadata| {
+        (!meta.is_file()).then(|| PassedOver::NotRegular(file_kind(meta.file_type())))
+    };
+    // stat first: a FIFO or a device is never opened.
+    let Ok(meta) = std::fs::metadata(path) else {
+        return (None, None);
+    };
+    if let Some(passed) = not_regular(&meta) {
+        return (None, Some(passed));
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path);
+    let Ok((file, meta)) = file.and_then(|f| f.metadata().map(|m| (f, m))) else {
+        return (None, None);
+    };
+    if let Some(passed) = not_regular(&meta) {
+        return (None, Some(passed));
+    }
+    let mut bytes = Vec::new();
+    if file.take(HEADERS_READ_MAX).read_to_end(&mut bytes).is_err() {
+        return (None, None);
+    }
+    let passed = (meta.len() > HEADERS_READ_MAX).then_some(PassedOver::Longer(meta.len()));
+    (Some(String::from_utf8_lossy(&bytes).into_owned()), passed)
+}
+
+/// What a file of type `kind` is, in words.
+fn file_kind(kind: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_dir() {
+        "a directory"
+    } else {
+        "of another kind"
+    }
 }
 
 #[cfg(test)]
@@ -453,6 +544,59 @@ mod tests {
                 outputs: 1,
                 bytes: 4
             }
+        );
+    }
+
+    #[test]
+    fn only_a_regular_headers_file_is_read_and_only_its_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("1");
+        let take = || take_headers(&path);
+        // None written: nothing.
+        assert_eq!(take(), (None, None));
+        std::fs::write(&path, "HTTP/1.1 200 OK\r\n").unwrap();
+        assert_eq!(take(), (Some("HTTP/1.1 200 OK\r\n".into()), None));
+        assert!(!path.exists(), "removed once read");
+        // A link to a regular file: read, and the link alone removed.
+        let elsewhere = dir.path().join("h");
+        std::fs::write(&elsewhere, "HTTP/1.1 404 X\r\n").unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &path).unwrap();
+        assert_eq!(take(), (Some("HTTP/1.1 404 X\r\n".into()), None));
+        assert!(!path.exists() && elsewhere.exists());
+        // A FIFO no one writes, or a link to one, would block a read for
+        // ever; /dev/zero would never end: none is read, nor waited on.
+        let fifo = dir.path().join("fifo");
+        assert!(Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        for target in [fifo.as_path(), Path::new("/dev/zero")] {
+            std::os::unix::fs::symlink(target, &path).unwrap();
+            let kind = if target == fifo {
+                "a FIFO"
+            } else {
+                "a character device"
+            };
+            assert_eq!(take(), (None, Some(PassedOver::NotRegular(kind))));
+            assert!(!path.exists());
+        }
+        std::fs::rename(&fifo, &path).unwrap();
+        assert_eq!(take(), (None, Some(PassedOver::NotRegular("a FIFO"))));
+        assert!(!path.exists());
+        // A longer file (sparse: a terabyte): its first MiB only.
+        let file = File::create(&path).unwrap();
+        file.write_all_at(b"HTTP/1.1 429 X\r\n", 0).unwrap();
+        file.set_len(1 << 40).unwrap();
+        let (text, passed) = take();
+        let text = text.unwrap();
+        assert_eq!(text.len() as u64, HEADERS_READ_MAX);
+        assert!(text.starts_with("HTTP/1.1 429 X\r\n"));
+        assert_eq!(passed, Some(PassedOver::Longer(1 << 40)));
+        assert_eq!(
+            PassedOver::Longer(1 << 40).notice(3),
+            "drip: headers file of record 3: 1099511627776 bytes: only the first 1048576 \
+             are read; the rest of such files is passed over"
         );
     }
 

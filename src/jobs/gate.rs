@@ -481,6 +481,10 @@ impl Schedule for Gate {
         self.inner.wrote(now, records);
     }
 
+    fn expired(&mut self, now: u64, waiting: usize, records: &mut dyn Iterator<Item = &[u8]>) {
+        self.inner.expired(now, waiting, records);
+    }
+
     fn released_by_the_writer(&self) -> bool {
         self.inner.released_by_the_writer()
     }

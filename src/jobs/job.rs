@@ -137,7 +137,12 @@ impl Pool {
         headers: &Path,
         (deadline, scope): (Option<u64>, &Scope),
     ) -> Step {
-        let text = attempt::take_headers(headers);
+        let (text, passed_over) = attempt::take_headers(headers);
+        if let Some(passed) = passed_over {
+            if !self.headers_passed_over.swap(true, Ordering::Relaxed) && !self.cfg.quiet {
+                eprintln!("{}", passed.notice(who.number));
+            }
+        }
         let response = text.as_deref().and_then(parse_headers);
         if let (Some(text), None) = (&text, response.as_ref().and_then(|r| r.retry_after)) {
             // Retry-After wins: the overload's pause holds starts.

@@ -63,6 +63,8 @@ pub(crate) struct Pool {
     pub(super) order: Option<Order>,
     /// A malformed quota field was said on stderr.
     pub(super) quota_malformed: AtomicBool,
+    /// Part of a headers file was passed over, and said on stderr.
+    pub(super) headers_passed_over: AtomicBool,
 }
 
 impl std::fmt::Debug for Pool {
@@ -117,6 +119,7 @@ impl Pool {
             headers: Mutex::new(Some(headers)),
             order: cfg.keep_order.map(Order::new),
             quota_malformed: AtomicBool::new(false),
+            headers_passed_over: AtomicBool::new(false),
             cfg,
             rate,
             delimiter,

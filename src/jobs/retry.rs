@@ -28,6 +28,11 @@ pub const HTTP_TRANSIENT: &[u16] = &[408, 500, 502, 504];
 /// HTTP statuses that mean overload: retried, and every start pauses.
 pub const HTTP_OVERLOAD: &[u16] = &[429, 503];
 
+/// The HTTP status that means overload only when the response says a rate
+/// limit refused it ([`Response::rate_limited`]): GitHub's primary and
+/// secondary rate limits answer 403 so. Otherwise it is a final failure.
+pub const HTTP_FORBIDDEN: u16 = 403;
+
 /// How one attempt ended, as the operating system tells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
@@ -53,6 +58,10 @@ pub struct Response {
     pub status: u16,
     /// Its `Retry-After`, if any.
     pub retry_after: Option<RetryAfter>,
+    /// Whether it says a rate limit refused it: it has a `Retry-After`
+    /// field (whatever its value), or `X-RateLimit-Remaining: 0` (or the
+    /// draft's `RateLimit-Remaining: 0`).
+    pub rate_limited: bool,
 }
 
 /// A `Retry-After` value.
@@ -106,14 +115,15 @@ impl Policy {
     /// (when the job wrote a headers file), at wall time `now`.
     ///
     /// The HTTP status decides when there is one and it is not a success:
-    /// 429 and 503 are overload, 408, 500, 502 and 504 transient, any other
-    /// status of 400 or more final. Otherwise the exit status decides: 0
+    /// 429 and 503 are overload, and a 403 that says a rate limit refused
+    /// it ([`Response::rate_limited`]); 408, 500, 502 and 504 are transient,
+    /// any other status of 400 or more final. Otherwise the exit status decides: 0
     /// succeeded, `--overload-on` overload, `--retry-on` (or a timeout)
     /// transient, anything else final.
     pub fn classify(&self, exit: Exit, response: Option<&Response>, now: SystemTime) -> Verdict {
         if let Some(r) = response {
             let retry_after_ns = r.retry_after.map(|ra| ra.wait_ns(now));
-            if HTTP_OVERLOAD.contains(&r.status) {
+            if HTTP_OVERLOAD.contains(&r.status) || (r.status == HTTP_FORBIDDEN && r.rate_limited) {
                 return Verdict::Overload { retry_after_ns };
             }
             if HTTP_TRANSIENT.contains(&r.status) {
@@ -137,7 +147,8 @@ impl Policy {
 
 /// Parse what `curl -D FILE` writes: header blocks, one per response
 /// (redirects and `100 Continue` included). Returns the last status line's
-/// code and the `Retry-After` of that block; `None` without a status line.
+/// code, and the `Retry-After` and whether a rate limit refused it, of
+/// that block; `None` without a status line.
 pub fn parse_headers(text: &str) -> Option<Response> {
     let mut last: Option<Response> = None;
     for line in text.lines() {
@@ -147,10 +158,19 @@ pub fn parse_headers(text: &str) -> Option<Response> {
             last = Some(Response {
                 status,
                 retry_after: None,
+                rate_limited: false,
             });
         } else if let (Some(r), Some((name, value))) = (&mut last, line.split_once(':')) {
-            if name.trim().eq_ignore_ascii_case("retry-after") {
-                r.retry_after = parse_retry_after(value.trim());
+            let (name, value) = (name.trim(), value.trim());
+            if name.eq_ignore_ascii_case("retry-after") {
+                r.retry_after = parse_retry_after(value);
+                r.rate_limited = true;
+            } else if ["x-ratelimit-remaining", "ratelimit-remaining"]
+                .iter()
+                .any(|n| name.eq_ignore_ascii_case(n))
+                && value.parse::<u64>() == Ok(0)
+            {
+                r.rate_limited = true;
             }
         }
     }
@@ -265,6 +285,7 @@ mod tests {
         let r = |status| Response {
             status,
             retry_after: Some(RetryAfter::Seconds(2)),
+            rate_limited: true,
         };
         assert_eq!(
             p.classify(Exit::Code(0), Some(&r(429)), now),
@@ -294,6 +315,55 @@ mod tests {
         assert_eq!(
             p.classify(Exit::Code(7), Some(&r(200)), now),
             Verdict::Transient
+        );
+    }
+
+    #[test]
+    fn a_403_is_overload_only_when_a_rate_limit_refused_it() {
+        let p = policy();
+        let now = SystemTime::UNIX_EPOCH;
+        let verdict = |headers: &str| {
+            let text =
+                format!("HTTP/1.1 200 OK\r\nRetry-After: 5\r\n\r\nHTTP/2 403 \r\n{headers}\r\n");
+            p.classify(Exit::Code(0), parse_headers(&text).as_ref(), now)
+        };
+        // GitHub's primary limit: nothing left of the quota.
+        for spent in [
+            "x-ratelimit-remaining: 0",
+            "X-RateLimit-Remaining:0",
+            "RateLimit-Remaining: 0",
+        ] {
+            assert_eq!(
+                verdict(&format!("{spent}\r\nx-ratelimit-reset: 1700000000\r\n")),
+                Verdict::Overload {
+                    retry_after_ns: None
+                },
+                "{spent}"
+            );
+        }
+        // Its secondary limit: a Retry-After, whatever it says.
+        assert_eq!(
+            verdict("retry-after: 60\r\n"),
+            Verdict::Overload {
+                retry_after_ns: Some(60_000_000_000)
+            }
+        );
+        assert_eq!(
+            verdict("Retry-After: later\r\n"),
+            Verdict::Overload {
+                retry_after_ns: None
+            }
+        );
+        // A plain 403 (the earlier block's Retry-After is not its own), or
+        // one with quota left, is final.
+        assert_eq!(verdict(""), Verdict::Final);
+        assert_eq!(verdict("X-RateLimit-Remaining: 10\r\n"), Verdict::Final);
+        assert_eq!(verdict("X-RateLimit-Remaining: 00x\r\n"), Verdict::Final);
+        // Other statuses are as they were: a 404 with nothing left is final.
+        let text = "HTTP/1.1 404 Not Found\r\nX-RateLimit-Remaining: 0\r\n";
+        assert_eq!(
+            p.classify(Exit::Code(0), parse_headers(text).as_ref(), now),
+            Verdict::Final
         );
     }
 
@@ -332,7 +402,8 @@ mod tests {
             parse_headers(text),
             Some(Response {
                 status: 429,
-                retry_after: Some(RetryAfter::Seconds(3))
+                retry_after: Some(RetryAfter::Seconds(3)),
+                rate_limited: true,
             })
         );
         let text =

@@ -138,10 +138,16 @@ impl Keyed {
             return None;
         }
         let mut leaves = global.earliest(now, record, 0)?;
+        // Every key with records waiting is in the line: in `ready`, or on
+        // `timers` (entries there and in `ready` may outlive their queue,
+        // and are passed over).
         let busy: Vec<(u32, u64)> = self
-            .fat
+            .ready
             .iter()
-            .map(|&(len, _, s)| (s, u64::from(len)))
+            .copied()
+            .chain(self.timers.keys())
+            .map(|s| (s, u64::from(self.slots[s as usize].len)))
+            .filter(|&(_, n)| n > 0)
             .collect();
         for (s, n) in busy {
             leaves = leaves.max(self.foresee(now, s, record, n, global)?);

@@ -48,6 +48,11 @@ impl Timers {
     pub(super) fn pop(&mut self) -> Option<(u64, u32)> {
         self.heap.pop().map(|Reverse(p)| unpack(p))
     }
+
+    /// Every key on it, in no order (a key as often as it is on it).
+    pub(super) fn keys(&self) -> impl Iterator<Item = u32> + '_ {
+        self.heap.iter().map(|&Reverse(p)| unpack(p).1)
+    }
 }
 
 #[cfg(test)]

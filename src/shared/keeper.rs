@@ -166,7 +166,8 @@ pub(crate) trait Grants: Send + 'static {
     /// Put the slots of `reply` for `requests` in the leases; `base` is the
     /// reply's `now` on drip's clock.
     fn take(&mut self, requests: &[Request], reply: Reply, base: u64);
-    /// Slots that did not go back (someone reserved since): lost.
+    /// Slots that did not go back (someone reserved since): lost (the
+    /// global lease keeps those still usable, [`super::lease`]).
     fn refused(&mut self, returns: &[Return]) {
         let st = self.status();
         st.forfeited += returns.iter().map(|r| r.count).sum::<u64>();
@@ -681,6 +682,8 @@ mod tests {
         let origin = Instant::now();
         let store = Box::new(Far { origin, calls: 0 });
         let (lease, mut keeper) = keeper_over(store, 1_000_000, OnError::Wait, origin);
+        // Two records wait for the two slots.
+        lease.lock().wanted = 2;
         let request = one_record();
         keeper.reserve(std::slice::from_ref(&request)).unwrap();
         std::thread::sleep(10 * MS);
@@ -745,6 +748,7 @@ mod tests {
             calls: std::cell::Cell::new(0),
         });
         let (lease, mut keeper) = keeper_over(store, 1_000_000, OnError::Wait, Instant::now());
+        lease.lock().wanted = 2;
         let request = one_record();
         keeper.reserve(std::slice::from_ref(&request)).unwrap();
         let before = lease.now();

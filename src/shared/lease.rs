@@ -21,10 +21,15 @@
 //! queue changed since: a drop, an expiry, an eviction) is wasted (counted
 //! as forfeited) and a slot for the real size is reserved.
 //!
-//! A slot no record took in time (its record expired or was dropped, and
-//! none came after it before the slot was late) goes back when it ends the
-//! lease and came from the last reservation ([`super::keeper`]); otherwise
-//! it is forfeited (counted).
+//! Slots no record waits for any more (their records expired) go back at
+//! once, the end of the lease first, as far as they came from the last
+//! reservation ([`GlobalLease::send_back_tail`]): when no one reserved
+//! after it, the schedule resumes from them as if they had never been
+//! granted; when someone did, the state refuses them, and they serve this
+//! drip's next records instead. A slot no record took in time (none came
+//! before the slot was late) goes back when it ends the lease and came
+//! from the last reservation ([`super::keeper`]); otherwise it is
+//! forfeited (counted).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -67,9 +72,15 @@ pub(crate) struct GlobalLease {
     /// This drip's grants so far, and the last one's reservation number.
     pub(crate) grants: u64,
     pub(crate) last_seq: u64,
-    /// Late unused slots of the last grant that ended the lease: going
-    /// back.
+    /// Late unused slots of the last grant that ended the lease, or slots
+    /// at its end no record waits for: going back.
     pub(crate) returning: Option<Return>,
+    /// The slots of `returning` taken from the lease while still usable
+    /// (no record waited for them), and those of the give-back under way
+    /// (with its reservation's number): if the state refuses them, they
+    /// serve the next records ([`Grants::refused`]).
+    offered: Vec<Slot>,
+    giving: (u64, Vec<Slot>),
     pub(crate) status: Status,
     /// The shared limits, for sizing a reservation to one chunk.
     meters: Vec<Meter>,
@@ -84,9 +95,89 @@ impl GlobalLease {
             grants: 0,
             last_seq: 0,
             returning: None,
+            offered: Vec::new(),
+            giving: (0, Vec::new()),
             status: Status::default(),
             meters,
         }
+    }
+
+    /// Send `run` back at the keeper's next turn, with `slots`, those of
+    /// its slots still usable. Slots of the same reservation already going
+    /// back go with them, from the earliest; those of an earlier one (the
+    /// state would refuse them: this drip reserved since) are forfeited,
+    /// but for the usable ones, kept for the next records.
+    fn send_back(&mut self, run: Return, slots: Vec<Slot>) {
+        match &mut self.returning {
+            Some(r) if r.seq == run.seq => {
+                r.count += run.count;
+                if run.first_unused < r.first_unused {
+                    (r.first_unused, r.size) = (run.first_unused, run.size);
+                }
+            }
+            Some(r) => {
+                let old = std::mem::take(&mut self.offered);
+                self.status.forfeited += r.count - old.len() as u64;
+                self.keep(old);
+                self.returning = Some(run);
+            }
+            None => self.returning = Some(run),
+        }
+        self.offered.extend(slots);
+    }
+
+    /// The slots going back, for a give-back now: what it sends
+    /// ([`GlobalLease::returning`]), its usable slots kept in case the
+    /// state refuses them.
+    fn take_returning(&mut self) -> Option<Return> {
+        let run = self.returning.take();
+        let seq = run.as_ref().map_or(0, |r| r.seq);
+        self.giving = (seq, std::mem::take(&mut self.offered));
+        run
+    }
+
+    /// Put `slots` back in the lease, in order, to serve the next
+    /// records: the state did not take them back (someone reserved after
+    /// them), so they can never go back (nor be given back at exit).
+    fn keep(&mut self, slots: Vec<Slot>) {
+        let covered = slots.len().min(self.wanted);
+        self.wanted -= covered;
+        self.wanted_sizes
+            .drain(..covered.min(self.wanted_sizes.len()));
+        for mut slot in slots {
+            slot.grant = 0;
+            let at = self.slots.partition_point(|s| s.at <= slot.at);
+            self.slots.insert(at, slot);
+        }
+    }
+
+    /// Send back up to `count` slots at the end of the lease, as far as
+    /// they came from the last reservation: slots no record waits for (a
+    /// record expired while its slot was held, or before its slot came).
+    /// Sent back at once, not when late: by then another drip may have
+    /// reserved after them, and the state would refuse them. Slots of
+    /// earlier reservations stay, for the next records (or are forfeited
+    /// late).
+    pub(crate) fn send_back_tail(&mut self, count: usize) {
+        let mut tail = Vec::new();
+        while tail.len() < count {
+            match self.slots.back() {
+                Some(s) if s.grant == self.grants => {
+                    tail.extend(self.slots.pop_back());
+                }
+                _ => break,
+            }
+        }
+        let Some(&first) = tail.last() else { return };
+        tail.reverse();
+        let run = Return {
+            key: None,
+            seq: self.last_seq,
+            first_unused: first.shared,
+            size: first.size,
+            count: tail.len() as u64,
+        };
+        self.send_back(run, tail);
     }
 
     /// Drop the slots too late to use at `now` (`late`: how late a slot
@@ -118,10 +209,7 @@ impl GlobalLease {
             self.status.forfeited += run.count;
             return;
         }
-        match &mut self.returning {
-            Some(r) if r.seq == run.seq => r.count += run.count,
-            Some(_) | None => self.returning = Some(run),
-        }
+        self.send_back(run, Vec::new());
     }
 
     /// Note what the records left waiting want: `left` of them, the sizes
@@ -145,7 +233,7 @@ impl Grants for GlobalLease {
     fn turn(&mut self, now: u64, _since_call: Option<Duration>) -> Result<Turn, Duration> {
         let rtt = i64::try_from(self.status.rtt).unwrap_or(i64::MAX);
         let mut turn = Turn::default();
-        turn.returns.extend(self.returning.take());
+        turn.returns.extend(self.take_returning());
         let mut want = self.wanted;
         if !self.wanted_sizes.is_empty() {
             want = want.min(self.wanted_sizes.len());
@@ -186,6 +274,8 @@ impl Grants for GlobalLease {
             return;
         };
         let n = grant.slots.len();
+        // Records that expired while their slots were being reserved.
+        let unwanted = n.saturating_sub(self.wanted);
         self.wanted = self.wanted.saturating_sub(n);
         let covered = n.min(self.wanted_sizes.len());
         self.wanted_sizes.drain(..covered);
@@ -204,23 +294,37 @@ impl Grants for GlobalLease {
             });
             self.status.reserved_until = self.status.reserved_until.max(at);
         }
+        self.send_back_tail(unwanted);
+    }
+
+    /// Slots that did not go back (someone reserved since, or the state
+    /// cannot be reached): those still usable when sent serve the next
+    /// records; the others are lost.
+    fn refused(&mut self, returns: &[Return]) {
+        let (seq, slots) = std::mem::take(&mut self.giving);
+        let mut lost: u64 = returns.iter().map(|r| r.count).sum();
+        if returns.iter().any(|r| r.seq == seq) {
+            lost -= slots.len() as u64;
+            self.keep(slots);
+        }
+        self.status.forfeited += lost;
     }
 
     fn unused(&mut self) -> Vec<Return> {
+        let mut out: Vec<Return> = self.take_returning().into_iter().collect();
         let mut tail = self
             .slots
             .iter()
             .rev()
             .take_while(|s| s.grant == self.grants);
         let Some(mut first) = tail.next().copied() else {
-            return Vec::new();
+            return out;
         };
         let mut count = 1;
         for s in tail {
             first = *s;
             count += 1;
         }
-        let mut out: Vec<Return> = self.returning.take().into_iter().collect();
         out.push(Return {
             key: None,
             seq: self.last_seq,
@@ -459,6 +563,29 @@ impl Schedule for SharedSchedule {
 
     fn released_by_the_writer(&self) -> bool {
         true
+    }
+
+    fn expired(&mut self, now: u64, waiting: usize, records: &mut dyn Iterator<Item = &[u8]>) {
+        let lease = Arc::clone(&self.lease);
+        let mut st = lease.lock();
+        if st.status.mode == Mode::Local {
+            return;
+        }
+        let going = st.returning.is_some();
+        self.written.overtake(&mut st);
+        st.drop_late(now, |size| self.late_ns(size));
+        let beyond = st.slots.len().saturating_sub(waiting);
+        st.send_back_tail(beyond);
+        let mut sizes = records.map(|r| self.weight(r));
+        let weighed: Option<&mut dyn Iterator<Item = u64>> = if self.weighs_bytes {
+            Some(&mut sizes)
+        } else {
+            None
+        };
+        st.note_wanted(waiting, weighed);
+        if !going && st.returning.is_some() {
+            lease.wake.notify_one();
+        }
     }
 
     fn wrote(&mut self, now: u64, records: usize) {
@@ -723,6 +850,83 @@ pub(crate) mod tests {
         assert_eq!(s.release(2_500_000, 3, &mut records()), 1);
         assert_eq!(s.release(7_600_000, 3, &mut records()), 0);
         assert_eq!(s.lease.lock().status.forfeited, 1);
+    }
+
+    /// Records that expire while their slots are held leave slots no
+    /// record waits for: those at the end of the lease, of its last
+    /// reservation, go back at once (not once late: by then another drip
+    /// may have reserved after them, and the state would refuse them).
+    /// Refused all the same (someone reserved since), they stay and serve
+    /// the next records, and never go back again: late, they are
+    /// forfeited.
+    #[test]
+    fn slots_of_expired_records_go_back_at_once_or_serve_the_next() {
+        let records = || std::iter::repeat(&b"x"[..]);
+        let mut s = records_schedule([0, 5 * MS, 10 * MS, 15 * MS]);
+        s.lease.lock().last_seq = 7;
+        assert_eq!(s.release(0, 4, &mut records()), 1);
+        // Two of the three waiting expire: the slots at 10 and 15 ms go
+        // back, the one at 5 ms is the record left's.
+        s.expired(MS, 1, &mut records());
+        let mut st = s.lease.lock();
+        assert_eq!(st.slots.iter().map(|s| s.at).collect::<Vec<_>>(), [5 * MS]);
+        assert_eq!(st.wanted, 0);
+        let turn = st.turn(MS, None).unwrap();
+        let back = Return {
+            key: None,
+            seq: 7,
+            first_unused: 10 * MS as i64,
+            size: 1,
+            count: 2,
+        };
+        assert_eq!(
+            (turn.returns.as_slice(), turn.requests.len()),
+            (&[back][..], 0)
+        );
+        st.refused(&turn.returns);
+        assert_eq!(st.slots.len(), 3);
+        assert_eq!(st.status.forfeited, 0);
+        drop(st);
+        // Two records come: one each for 5 and 10 ms; 15 ms goes late.
+        assert_eq!(s.release(5 * MS, 1, &mut records()), 1);
+        assert_eq!(s.release(10 * MS, 1, &mut records()), 1);
+        assert_eq!(s.release(30 * MS, 1, &mut records()), 0);
+        let mut st = s.lease.lock();
+        assert_eq!((st.status.forfeited, st.wanted), (1, 1));
+        assert!(st.returning.is_none());
+        assert!(st.unused().is_empty());
+    }
+
+    /// A record that expires while its slot is being reserved leaves the
+    /// slot unwanted when it comes: it goes back at once, and at exit if
+    /// the keeper had no turn since.
+    #[test]
+    fn a_slot_that_comes_after_its_record_expired_goes_back() {
+        let records = || std::iter::repeat(&b"x"[..]);
+        let mut s = records_schedule([]);
+        assert_eq!(s.release(0, 1, &mut records()), 0);
+        let requests = s.lease.lock().turn(0, None).unwrap().requests;
+        assert_eq!(requests.len(), 1);
+        s.expired(MS, 0, &mut records());
+        let reply = Reply {
+            now: 0,
+            fresh: false,
+            grants: vec![crate::shared::protocol::Grant {
+                seq: 3,
+                slots: vec![5 * MS as i64],
+            }],
+        };
+        let mut st = s.lease.lock();
+        st.take(&requests, reply, 0);
+        assert!(st.slots.is_empty());
+        let back = Return {
+            key: None,
+            seq: 3,
+            first_unused: 5 * MS as i64,
+            size: 1,
+            count: 1,
+        };
+        assert_eq!(st.unused(), [back]);
     }
 
     /// A record written later than its slot may be late (the writer held
@@ -1096,6 +1300,74 @@ mod protocol_tests {
         }
         assert_eq!(due, [Some(1500), Some(1550), Some(1800)]);
         assert_eq!(lease.status.forfeited, 0);
+    }
+
+    /// Records of `lease` expired: `waiting` are left (as
+    /// [`SharedSchedule`]'s `expired` tells the lease).
+    fn expire(lease: &mut GlobalLease, waiting: usize) {
+        lease.send_back_tail(lease.slots.len().saturating_sub(waiting));
+        lease.note_wanted(waiting, None);
+    }
+
+    /// Case: two drips share 1/s, burst 5 (the GCRA table of throttled and
+    /// redis-cell), every record waiting at most 150 ms. a is given six
+    /// records at 0, 7 at 3 s; b `x` at 500 ms, 8 at 3.1 s, 9 at 3.4 s.
+    /// Together they get what GCRA lets the records through: 1 to 5 at 0;
+    /// 6 and `x` expire (the slot after the burst, at 1 s, is too far),
+    /// each slot going back as its record expires, so neither is spent; 7,
+    /// 8 and 9 as they come. Sent back once late, both went back refused
+    /// (the other drip had reserved since), and 9's slot was at 4 s. When
+    /// b reserves before a's record expires, a's slot cannot go back: it
+    /// serves a's next record.
+    #[test]
+    fn the_slot_of_a_record_expired_goes_back_at_once_or_serves_the_next() {
+        let fresh = || GlobalLease::new(meters(1000, 5));
+        let mut state = Gcra::default();
+        let (mut a, mut b) = (fresh(), fresh());
+        want(&mut a, 6);
+        for _ in 0..6 {
+            serve(&mut a, &mut state, 0);
+        }
+        let at: Vec<u64> = a.slots.drain(..5).map(|s| s.at).collect();
+        assert_eq!(at, [0; 5]);
+        expire(&mut a, 0);
+        serve(&mut a, &mut state, 150 * MS);
+        want(&mut b, 1);
+        serve(&mut b, &mut state, 500 * MS);
+        assert_eq!(b.slots[0].at, 1_000 * MS, "the slot a gave back");
+        expire(&mut b, 0);
+        serve(&mut b, &mut state, 650 * MS);
+        let mut due = Vec::new();
+        for (first, t) in [(true, 3_000), (false, 3_100), (false, 3_400)] {
+            let lease = if first { &mut a } else { &mut b };
+            want(lease, 1);
+            serve(lease, &mut state, t * MS);
+            due.push(lease.slots.pop_front().map(|s| s.at / MS));
+        }
+        assert_eq!(due, [Some(3_000), Some(3_100), Some(3_400)]);
+        assert_eq!((a.status.forfeited, b.status.forfeited), (0, 0));
+
+        // b reserves (at 2 s) before a's 6 expires: refused, a's slot at
+        // 1 s stays, and serves a's next record, come at 900 ms.
+        let mut state = Gcra::default();
+        let (mut a, mut b) = (fresh(), fresh());
+        want(&mut a, 6);
+        for _ in 0..6 {
+            serve(&mut a, &mut state, 0);
+        }
+        a.slots.drain(..5);
+        want(&mut b, 1);
+        serve(&mut b, &mut state, 100 * MS);
+        expire(&mut a, 0);
+        serve(&mut a, &mut state, 150 * MS);
+        assert!(a.returning.is_none());
+        assert_eq!(
+            a.slots.iter().map(|s| s.at).collect::<Vec<_>>(),
+            [1_000 * MS]
+        );
+        assert!(a.unused().is_empty(), "can never go back");
+        a.note_wanted(1, None);
+        assert_eq!((a.wanted, a.status.forfeited), (0, 0));
     }
 
     /// The most of `times` (sorted) in any window of `w` ns.

@@ -13,8 +13,10 @@
 //! (stopped, paused) is reported as unreachable instead of blocking the
 //! keeper; a broken connection is made again on the next call. A server
 //! that refuses drip for good (a password wanted or wrong, an ACL, no such
-//! database), or a service that is not Redis at all, stops it under every
-//! `--share-on-error` ([`Failure::Fatal`]).
+//! database), a service that is not Redis at all, or a server that can
+//! never hold the state (a Redis Cluster node that does not own its slot,
+//! a Sentinel), stops it under every `--share-on-error`
+//! ([`Failure::Fatal`]).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -99,12 +101,51 @@ impl Conn {
     ) -> Result<Vec<Value>, Failure> {
         let reused = self.con.is_some();
         let state = keys.first().map_or("", String::as_str);
-        match self.eval_once(script, sha, keys, args) {
-            Err((e, false)) if reused && !e.is_timeout() => self
-                .eval_once(script, sha, keys, args)
-                .map_err(|(e, connecting)| self.failure(&e, connecting, state)),
-            result => result.map_err(|(e, connecting)| self.failure(&e, connecting, state)),
+        let result = match self.eval_once(script, sha, keys, args) {
+            Err((e, false)) if reused && !e.is_timeout() => self.eval_once(script, sha, keys, args),
+            result => result,
+        };
+        result.map_err(|(e, connecting)| match self.elsewhere(&e, state) {
+            Some(why) => Failure::Fatal(why),
+            None => self.failure(&e, connecting, state),
+        })
+    }
+
+    /// Why the server reached is not the one that can hold the state
+    /// `state` (a key name), when `e` says so; no retry mends either: a
+    /// Redis Cluster node that does not own the state's slot (`MOVED`:
+    /// drip does not follow a cluster's redirections), or a server that
+    /// does not know the scripts' commands (a Sentinel, asked with `INFO`
+    /// which it is, or a server without scripting).
+    fn elsewhere(&mut self, e: &RedisError, state: &str) -> Option<String> {
+        if e.kind() == ErrorKind::Moved {
+            let owner = e.redirect_node().map_or("another node", |(addr, _)| addr);
+            return Some(format!(
+                "{} is a Redis Cluster node that does not own drip's keys ({state}: MOVED {}): drip does not follow a cluster's redirections; give the node that owns them ({owner}) in the URL",
+                self.addr,
+                e.detail().unwrap_or_default()
+            ));
         }
+        let detail = e.detail().unwrap_or_default();
+        if e.kind() != ErrorKind::ResponseError || !detail.starts_with("unknown command") {
+            return None;
+        }
+        // `unknown command 'EVALSHA', with args beginning with: …`
+        let unknown = detail.split(", with args").next().unwrap_or(detail);
+        let info = self
+            .connection()
+            .ok()
+            .and_then(|con| redis::cmd("INFO").arg("server").query::<String>(con).ok());
+        if info.is_some_and(|i| i.lines().any(|l| l.trim() == "redis_mode:sentinel")) {
+            return Some(format!(
+                "{} is a Redis Sentinel, which holds no data ({unknown}): drip does not ask a Sentinel for the primary; give the primary's address in the URL",
+                self.addr
+            ));
+        }
+        Some(format!(
+            "{} does not run drip's scripts ({unknown}): drip needs a Redis (or Valkey) server that runs Lua scripts (EVALSHA, EVAL)",
+            self.addr
+        ))
     }
 
     /// One attempt; an error says whether it came from connecting.

@@ -194,6 +194,29 @@ pub fn cpu_seconds(child: &Child) -> f64 {
     ticks as f64 / per_second as f64
 }
 
+/// Watch process `pid` until it is gone (reaped): returns how long (s) its
+/// threads waited for a CPU while runnable, all told (the second field of
+/// `/proc/PID/task/TID/schedstat`, read every 10 ms: a thread's last 10 ms
+/// may be missed). 0 where the kernel does not keep it.
+pub fn watch_cpu_wait(pid: u32) -> std::thread::JoinHandle<f64> {
+    std::thread::spawn(move || {
+        let mut waited = std::collections::HashMap::new();
+        while let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+            for task in tasks.flatten() {
+                let stat = std::fs::read_to_string(task.path().join("schedstat"));
+                let ns = stat
+                    .ok()
+                    .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok());
+                if let Some(ns) = ns {
+                    waited.insert(task.file_name(), ns);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        waited.values().sum::<u64>() as f64 / 1e9
+    })
+}
+
 /// How far records seen at `times` (seconds, in order) fell behind a
 /// schedule of one record every `interval` seconds over the run, in
 /// seconds: negative when they ran ahead of it. Seen late is all a loaded
@@ -262,6 +285,30 @@ pub fn ahead_of_first(times: &[f64], interval: f64) -> f64 {
         .skip(1)
         .map(|(k, t)| times[0] + (k - 1) as f64 * interval - t)
         .fold(f64::NEG_INFINITY, f64::max)
+}
+
+/// Call `run` until a run can be judged: `run` makes one run and fails by
+/// itself where the run breaks a rule, and returns `None` when it judged
+/// the run, or an account of why it could not (a busy machine held the
+/// run back or stalled its reader: such spells pass). Fails as not judged,
+/// with every run's account, after `tries` runs or once the runs have
+/// taken `budget`: a run that cannot be judged never passes.
+pub fn until_judged(tries: usize, budget: Duration, mut run: impl FnMut() -> Option<String>) {
+    let began = Instant::now();
+    let mut unjudged = Vec::new();
+    while let Some(account) = run() {
+        eprintln!("not judged: {account}");
+        unjudged.push(account);
+        let spent = began.elapsed();
+        assert!(
+            unjudged.len() < tries && spent < budget,
+            "not judged in {} runs ({:.0} s; the machine was too busy to tell):\n{}",
+            unjudged.len(),
+            spent.as_secs_f64(),
+            unjudged.join("\n")
+        );
+        eprintln!("running it again");
+    }
 }
 
 /// Run `drip ARGS` over `input` to the end (fed and read on threads of
