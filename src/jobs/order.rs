@@ -539,6 +539,49 @@ mod tests {
     }
 
     #[test]
+    fn a_run_waiting_for_its_turn_gives_up_as_soon_as_drip_leaves() {
+        let order = Arc::new(Order::new(10));
+        let out = StalledOut::new(b'a');
+        order.hold(1, held(b"a\n")).unwrap();
+        let first = out.done_on_a_thread(&order, 1);
+        out.wait_for_a_stall();
+        // Record 2's run waits for its turn behind record 1's, stalled.
+        order.hold(2, held(b"bb\n")).unwrap();
+        let leaving = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (ended, second) = mpsc::channel();
+        {
+            let (order, sink, leaving) = (
+                Arc::clone(&order),
+                Arc::clone(&out.sink),
+                Arc::clone(&leaving),
+            );
+            std::thread::spawn(move || {
+                let give_up = || leaving.load(Ordering::SeqCst);
+                ended.send(order.done(2, &sink, &give_up)).unwrap();
+            });
+        }
+        let start = Instant::now();
+        while order.lock().next != 3 {
+            assert!(start.elapsed() < Duration::from_secs(10), "2 not taken out");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Nothing moves the turn: only the word that drip leaves wakes it.
+        leaving.store(true, Ordering::SeqCst);
+        order.give_up_waits();
+        let cut = second.recv_timeout(Duration::from_secs(10));
+        assert_eq!(
+            cut,
+            Ok(Unwritten {
+                outputs: 1,
+                bytes: 3
+            })
+        );
+        out.open();
+        first.join().unwrap();
+        assert_eq!(&*out.bytes.lock().unwrap(), b"a\n");
+    }
+
+    #[test]
     fn a_hurried_exit_counts_the_runs_taken_out_and_not_written() {
         let order = Arc::new(Order::new(10));
         let out = StalledOut::new(b'a');

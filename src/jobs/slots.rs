@@ -230,3 +230,61 @@ impl Slots {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{mpsc, Arc};
+
+    /// A wait given the notifications it saw before it looked elsewhere
+    /// (under the state's lock) does not sleep through one that came
+    /// meanwhile; one that comes while it sleeps wakes it.
+    #[test]
+    fn no_notification_is_missed_while_the_waiter_looks_elsewhere() {
+        let slots = Arc::new(Slots::new(1));
+        let seen = slots.epoch();
+        slots.wake();
+        let (woke, said) = mpsc::channel();
+        let waiter = {
+            let slots = Arc::clone(&slots);
+            std::thread::spawn(move || {
+                slots.wait_since(seen, None);
+                woke.send("came before").unwrap();
+                let seen = slots.epoch();
+                woke.send("looking").unwrap();
+                slots.wait_since(seen, None);
+                woke.send("came after").unwrap();
+            })
+        };
+        let ten = Duration::from_secs(10);
+        assert_eq!(said.recv_timeout(ten), Ok("came before"));
+        assert_eq!(said.recv_timeout(ten), Ok("looking"));
+        slots.wake();
+        assert_eq!(said.recv_timeout(ten), Ok("came after"));
+        waiter.join().unwrap();
+    }
+
+    /// Every job's end is waited for without a timer: the last slot given
+    /// back wakes the wait.
+    #[test]
+    fn the_last_slot_given_back_ends_the_wait_for_every_job() {
+        let slots = Arc::new(Slots::new(2));
+        slots.lock().busy = 2;
+        let (ended, said) = mpsc::channel();
+        let waiter = {
+            let slots = Arc::clone(&slots);
+            std::thread::spawn(move || {
+                slots.wait_all();
+                ended.send(()).unwrap();
+            })
+        };
+        slots.release();
+        assert!(
+            said.recv_timeout(Duration::from_millis(200)).is_err(),
+            "one job runs"
+        );
+        slots.release();
+        assert_eq!(said.recv_timeout(Duration::from_secs(10)), Ok(()));
+        waiter.join().unwrap();
+    }
+}
