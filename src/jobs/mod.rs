@@ -17,7 +17,6 @@
 //!   pace that makes it last.
 
 mod attempt;
-mod fate;
 pub mod gate;
 mod groups;
 mod job;
@@ -37,7 +36,7 @@ use std::time::Duration;
 use clap::builder::TypedValueParser;
 use clap::Args;
 
-pub(crate) use fate::JobFate;
+pub(crate) use crate::ledger::JobFate;
 pub(crate) use pool::{Pool, RemoveHeaders};
 pub(crate) use runner::Runner;
 
