@@ -26,7 +26,6 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::cli::ProgressMode;
 use crate::stats::{
     format_duration_ms, format_rate, text_key, CapacityFor, Counts, Departures, JobStats,
 };
@@ -43,6 +42,17 @@ const ECHO_ROOM: usize = 3;
 
 /// Columns of the bucket's gauge.
 const GAUGE: usize = 24;
+
+/// When to draw the live progress display.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgressMode {
+    /// When stderr is a terminal.
+    Auto,
+    /// Always (`--progress`).
+    Always,
+    /// Never (`--quiet`).
+    Never,
+}
 
 /// A moment's view of drip, for the display and the stats stream.
 #[derive(Debug, Clone, Copy, Default)]

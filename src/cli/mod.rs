@@ -8,7 +8,7 @@ mod config;
 mod manual;
 
 pub use args::{Cli, Command, CtlArgs};
-pub use config::{Config, ProgressMode};
+pub use config::Config;
 pub use manual::{
     Paragraph, CONTROL, DESCRIPTION, ENVIRONMENT, EXAMPLES, EXIT_PRECEDENCE, EXIT_STATUSES, FILES,
     SEE_ALSO, SIGNALS, SUMMARY,
