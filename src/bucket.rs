@@ -66,6 +66,18 @@ pub enum Fate {
     Failed,
 }
 
+/// Where a piece passed to an [`crate::input::OversizeSink`] stands in its record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Piece {
+    /// More of the record follows.
+    Part,
+    /// The record ends here, with its delimiter.
+    End,
+    /// The record ends here, without a delimiter: its input ended (or
+    /// reading stopped) first. Its reader adds one where records need it.
+    EndUnterminated,
+}
+
 /// A run of consecutive records sharing one buffer.
 ///
 /// `data` is the records' bytes, back to back, each ending in the

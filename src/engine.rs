@@ -24,9 +24,9 @@ use crate::monitor::{Listening, MetricsFile, Monitor};
 use crate::progress::{lock_ui, Ui};
 use crate::schedule::{Limit, Limits, Schedule, Unit};
 use crate::shared;
-use crate::state::{Clock, OverflowError, Shared, State, Stops};
+use crate::state::{Clock, InForce, OverflowError, Shared, State, Stops};
 use crate::stats::Summary;
-use crate::steer::{InForce, Steering};
+use crate::steer::Steering;
 use crate::writer::{self, Stdout};
 use crate::{output, reader, stalls, sys};
 

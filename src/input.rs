@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use crate::bucket::Segment;
+use crate::bucket::{Piece, Segment};
 use crate::scan;
 use crate::sys::Waker;
 
@@ -168,18 +168,6 @@ pub const OVERSIZE_POLICIES: &[(&str, &str)] = &[
 /// record goes on or ends there. Only bytes read are passed; no record is
 /// held whole.
 pub type OversizeSink = Box<dyn FnMut(&[u8], Piece) + Send>;
-
-/// Where a piece passed to an [`OversizeSink`] stands in its record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Piece {
-    /// More of the record follows.
-    Part,
-    /// The record ends here, with its delimiter.
-    End,
-    /// The record ends here, without a delimiter: its input ended (or
-    /// reading stopped) first. Its reader adds one where records need it.
-    EndUnterminated,
-}
 
 /// An [`OversizeSink`], for `Debug`.
 struct Sink(OversizeSink);

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::progress::{lock_ui, Snapshot, Ui};
 use crate::stalls::{to_stderr, Dropped, STDERR};
-use crate::state::Shared;
+use crate::state::{InForce, Shared};
 
 /// How often a writer blocked after a stop is interrupted.
 const NUDGE_EVERY: Duration = Duration::from_millis(50);
@@ -117,7 +117,7 @@ pub(crate) struct MetricsFile {
     pub(crate) path: std::path::PathBuf,
     pub(crate) base: crate::metrics::Gauges,
     /// The global limits in force.
-    pub(crate) limits: crate::steer::InForce,
+    pub(crate) limits: InForce,
 }
 
 impl MetricsFile {

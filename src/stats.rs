@@ -3,8 +3,7 @@
 
 use serde::Serialize;
 
-use crate::bucket::Fate;
-use crate::input::Piece;
+use crate::bucket::{Fate, Piece};
 
 /// Counts of records by what became of them, and a few gauges.
 ///
