@@ -9,7 +9,7 @@
 
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -522,7 +522,7 @@ fn open(input: &Input) -> io::Result<File> {
                 .read(true)
                 .custom_flags(libc::O_NONBLOCK)
                 .open(path)?;
-            crate::sys::set_blocking(file.as_raw_fd())?;
+            crate::sys::set_blocking(file.as_fd())?;
             Ok(file)
         }
     }
@@ -774,7 +774,7 @@ fn drain(file: &mut File, splitter: &mut Splitter, waker: &Waker, regular: bool)
             || round.failure.is_some()
             || regular
             || splitter.unscanned() >= READ_SIZE
-            || !waker.ready_now(file.as_raw_fd())
+            || !waker.ready_now(file.as_fd())
         {
             return round;
         }
@@ -803,11 +803,7 @@ fn read_one(
         Ok(Flow::Stop)
     };
     loop {
-        if !regular
-            && !waker
-                .wait_readable(file.as_raw_fd())
-                .map_err(ReadFailure::Io)?
-        {
+        if !regular && !waker.wait_readable(file.as_fd()).map_err(ReadFailure::Io)? {
             return stop_with_partial(splitter, deliver);
         }
         let Drained {
@@ -826,7 +822,7 @@ fn read_one(
         }
         if !regular && !at_end && got >= STREAMING && !linger.is_zero() {
             let since = Instant::now();
-            while since.elapsed() < linger && !waker.ready_now(file.as_raw_fd()) {
+            while since.elapsed() < linger && !waker.ready_now(file.as_fd()) {
                 std::hint::spin_loop();
             }
         }

@@ -8,7 +8,7 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -280,7 +280,7 @@ async fn reader_gone(output: Option<&mut Watched>) -> bool {
             // deadline is kept, as this future is made anew each round).
             tokio::time::sleep_until(next).await;
             output.half_closed = Some(next + HALF_CLOSED_EVERY);
-            if crate::sys::peer_closed(output.fd.as_raw_fd()) {
+            if crate::sys::peer_closed(output.fd.get_ref().as_fd()) {
                 return true;
             }
             continue;
@@ -288,7 +288,7 @@ async fn reader_gone(output: Option<&mut Watched>) -> bool {
         let Ok(mut event) = output.fd.ready(crate::sys::WATCH).await else {
             return false;
         };
-        if crate::sys::peer_closed(output.fd.as_raw_fd()) {
+        if crate::sys::peer_closed(output.fd.get_ref().as_fd()) {
             return true;
         }
         if event.ready().is_read_closed() {
@@ -327,10 +327,9 @@ fn write_tick(line: &str, file: Option<&mut BufWriter<File>>, ui: &Mutex<Ui>, dr
     match file {
         Some(file) => {
             // A failing stats file is reported once, at exit.
-            let fd = file.get_ref().as_raw_fd();
-            dropped.write_or_drop(fd, || {
+            if dropped.takes_now(file.get_ref().as_fd()) {
                 let _ = writeln!(file, "{line}").and_then(|()| file.flush());
-            });
+            }
         }
         None => to_stderr(ui, dropped, |ui| ui.line(line)),
     }

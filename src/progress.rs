@@ -22,7 +22,7 @@
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, IsTerminal, Write};
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -830,7 +830,7 @@ fn stdout_is_stderr_terminal() -> bool {
 
 /// stderr's terminal size (columns, rows).
 fn terminal_size() -> Option<(u16, u16)> {
-    crate::sys::terminal_size(io::stderr().as_raw_fd())
+    crate::sys::terminal_size(io::stderr().as_fd())
 }
 
 /// Write `s` to stderr in one piece. A closed stderr is ignored.
