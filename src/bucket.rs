@@ -83,7 +83,7 @@ pub enum Piece {
 /// `data` is the records' bytes, back to back, each ending in the
 /// delimiter except perhaps the last (an input's unterminated last record).
 /// Records are not indexed: they are counted when read, and found again
-/// only where the run is cut ([`crate::scan`]). Cloning and splitting share
+/// only where the run is cut (`scan`). Cloning and splitting share
 /// the buffer (reference-counted), never copy bytes.
 #[derive(Debug, Clone)]
 pub struct Segment {

@@ -273,6 +273,8 @@ pub struct Cli {
     /// rates and bursts, in any order, per key too (else exit 2). Under a
     /// byte rate each reserved slot carries one record of at most the size
     /// it was reserved for
+    // The brackets are the help's optional parts, not links.
+    #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(long, value_name = "NAME|URL", value_parser = shared::parse_target, value_hint = ValueHint::Other, action = clap::ArgAction::Append)]
     pub share: Vec<shared::Target>,
 
@@ -454,6 +456,8 @@ pub struct CtlArgs {
 
     /// What to do: info, stats, keys, jobs, pause, resume, rate RATE[:BURST]...,
     /// byte-rate SIZE/UNIT[:BURST]..., key-rate RATE[:BURST], -j N
+    // The brackets are the help's optional parts, not links.
+    #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(value_name = "COMMAND", trailing_var_arg = true, allow_hyphen_values = true, value_hint = ValueHint::Other)]
     pub command: Vec<String>,
 

@@ -14,6 +14,4 @@ pub use manual::{
     SEE_ALSO, SIGNALS, SUMMARY,
 };
 
-pub use crate::bucket::POLICIES;
-pub use crate::input::{Input, OVERSIZE_POLICIES};
-pub use crate::shared::SHARE_ON_ERROR;
+pub use crate::input::Input;
