@@ -17,7 +17,7 @@ use bytes::Bytes;
 
 use crate::bucket::{Piece, Segment};
 use crate::scan;
-use crate::sys::Waker;
+use crate::sys::{describe, Waker};
 
 /// Where records come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -525,15 +525,6 @@ fn open(input: &Input) -> io::Result<File> {
             crate::sys::set_blocking(file.as_fd())?;
             Ok(file)
         }
-    }
-}
-
-/// The reason in an I/O error, without std's "(os error N)" suffix.
-pub fn describe(err: &io::Error) -> String {
-    let text = err.to_string();
-    match text.find(" (os error ") {
-        Some(i) => text[..i].to_string(),
-        None => text,
     }
 }
 
@@ -1089,11 +1080,5 @@ mod tests {
         assert_eq!(rate_hint(&path("urls.txt"), &missing), "");
         let denied = io::Error::from(io::ErrorKind::PermissionDenied);
         assert_eq!(rate_hint(&path("10/s"), &denied), "");
-    }
-
-    #[test]
-    fn describe_drops_the_os_error_number() {
-        let e = io::Error::from_raw_os_error(libc::ENOENT);
-        assert_eq!(describe(&e), "No such file or directory");
     }
 }

@@ -51,8 +51,8 @@ pub use engine::{
     exit_status, run, run_stdout, Ending, EXIT_ERROR, EXIT_OK, EXIT_OVERFLOW, EXIT_SHARE,
     EXIT_USAGE,
 };
-pub use input::describe;
 pub use state::OverflowError;
+pub use sys::describe;
 
 /// The parts the integration tests drive directly, without a process:
 /// admission, the bucket, the keyed queues and the schedule on virtual

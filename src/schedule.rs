@@ -136,7 +136,7 @@ pub trait Schedule: fmt::Debug + Send {
     /// Waiting records expired at `now` (ns), leaving `waiting` records
     /// waiting, in order from `records` (each with its delimiter): a
     /// shared schedule gives back at once the slots its lease holds beyond
-    /// them ([`crate::shared::lease`]). Not called for the keyed queues.
+    /// them (`shared::lease`). Not called for the keyed queues.
     fn expired(&mut self, _now: u64, _waiting: usize, _records: &mut dyn Iterator<Item = &[u8]>) {}
 
     /// Whether records may leave only on the writer, just before it writes

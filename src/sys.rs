@@ -1,5 +1,6 @@
 //! The few operating-system calls std does not offer, through rustix's
-//! safe wrappers where it has them. All `unsafe` lives here: only the calls
+//! safe wrappers where it has them, and how an error of theirs reads
+//! ([`describe`]). All `unsafe` lives here: only the calls
 //! rustix does not wrap (signal dispositions and handlers, a thread's
 //! signal, its scheduling policy), tokio's registration of a descriptor and
 //! the prefetch instruction.
@@ -15,6 +16,15 @@ use rustix::process::{Pid, Signal};
 /// drip's clock: ns since `origin` (saturating; `Instant` is monotonic).
 pub fn ns_since(origin: std::time::Instant) -> u64 {
     u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The reason in an I/O error, without std's "(os error N)" suffix.
+pub fn describe(err: &io::Error) -> String {
+    let text = err.to_string();
+    match text.find(" (os error ") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    }
 }
 
 /// Start bringing the cache line holding `value` into the caches, so a
@@ -361,6 +371,12 @@ mod tests {
     use super::*;
     use std::os::fd::AsFd;
     use std::os::unix::process::CommandExt;
+
+    #[test]
+    fn describe_drops_the_os_error_number() {
+        let e = io::Error::from_raw_os_error(libc::ENOENT);
+        assert_eq!(describe(&e), "No such file or directory");
+    }
 
     #[test]
     fn waker_interrupts_a_wait() {

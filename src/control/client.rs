@@ -81,7 +81,7 @@ fn trusted(dir: &Path) -> Result<(), String> {
 fn print(out: &mut dyn Write, value: &serde_json::Value) -> Result<(), String> {
     match writeln!(out, "{value}").and_then(|()| out.flush()) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(format!("stdout: {}", crate::input::describe(&e)))
+            Err(format!("stdout: {}", crate::sys::describe(&e)))
         }
         _ => Ok(()),
     }

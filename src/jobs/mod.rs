@@ -102,7 +102,7 @@ impl std::fmt::Display for ExecError {
         let why = match self.error.kind() {
             std::io::ErrorKind::NotFound => "command not found".to_string(),
             std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
-            _ => crate::input::describe(&self.error),
+            _ => crate::sys::describe(&self.error),
         };
         write!(f, "--exec {}: {why}", self.program)
     }
