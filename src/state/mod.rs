@@ -45,6 +45,7 @@ use crate::deadletter::{Backlog, DeadLetter};
 use crate::keyed::NoRoom;
 use crate::ledger::Ledger;
 use crate::output;
+use crate::schedule::Limit;
 use crate::stats::{format_ms, Departures, JobStats};
 use crate::sys;
 
@@ -188,6 +189,11 @@ pub(crate) enum JobFate {
 
 /// After a second signal, how long jobs have between TERM and KILL.
 pub(crate) const KILL_AFTER_LEAVE: Duration = Duration::from_millis(200);
+
+/// The global limits in force (`--rate`, `--byte-rate`, as `drip ctl`
+/// changed them), shared by the steering (which changes them) and
+/// `--metrics` (which reports the rate).
+pub(crate) type InForce = Arc<Mutex<Vec<Limit>>>;
 
 impl State {
     /// A state around `adm`, with nothing read yet.
