@@ -66,12 +66,24 @@ pub enum Fate {
     Failed,
 }
 
+/// Where a piece passed to an [`crate::input::OversizeSink`] stands in its record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Piece {
+    /// More of the record follows.
+    Part,
+    /// The record ends here, with its delimiter.
+    End,
+    /// The record ends here, without a delimiter: its input ended (or
+    /// reading stopped) first. Its reader adds one where records need it.
+    EndUnterminated,
+}
+
 /// A run of consecutive records sharing one buffer.
 ///
 /// `data` is the records' bytes, back to back, each ending in the
 /// delimiter except perhaps the last (an input's unterminated last record).
 /// Records are not indexed: they are counted when read, and found again
-/// only where the run is cut ([`crate::scan`]). Cloning and splitting share
+/// only where the run is cut (`scan`). Cloning and splitting share
 /// the buffer (reference-counted), never copy bytes.
 #[derive(Debug, Clone)]
 pub struct Segment {

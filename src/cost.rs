@@ -40,7 +40,7 @@ impl Cost {
         parse_cost(self.spec.key(record)?)
     }
 
-    /// The cost `record` spends: its cost, or [`UNREADABLE_COST`].
+    /// The cost `record` spends: its cost, or `UNREADABLE_COST`.
     pub fn of(&self, record: &[u8]) -> u64 {
         self.read(record).unwrap_or(UNREADABLE_COST)
     }

@@ -24,8 +24,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::bucket::Segment;
-use crate::input::Piece;
+use crate::bucket::{Piece, Segment};
 
 /// Longest a record shed stays in drip's buffer before it is handed to
 /// the file (written to the kernel), while shedding goes on.

@@ -24,9 +24,9 @@ use crate::monitor::{Listening, MetricsFile, Monitor};
 use crate::progress::{lock_ui, Ui};
 use crate::schedule::{Limit, Limits, Schedule, Unit};
 use crate::shared;
-use crate::state::{Clock, OverflowError, Shared, State, Stops};
+use crate::state::{Clock, InForce, OverflowError, Shared, State, Stops};
 use crate::stats::Summary;
-use crate::steer::{InForce, Steering};
+use crate::steer::Steering;
 use crate::writer::{self, Stdout};
 use crate::{output, reader, stalls, sys};
 
@@ -106,10 +106,10 @@ pub fn run(config: Config, out: Box<dyn Write + Send>) -> Result<Ending> {
 /// # Errors
 /// As [`run`]; also when stdout cannot be duplicated.
 pub fn run_stdout(config: Config) -> Result<Ending> {
-    use std::os::fd::{AsFd, AsRawFd};
+    use std::os::fd::AsFd;
     let dup = || std::io::stdout().as_fd().try_clone_to_owned();
     let out = File::from(dup().context("stdout")?);
-    let out_fd = out.as_raw_fd();
+    let out_fd = dup().context("stdout")?;
     let watch = dup().context("stdout")?;
     run_watching(config, Box::new(out), Some(out_fd), Some(watch))
 }
@@ -139,7 +139,7 @@ fn local_limits(config: &Config) -> Limits {
 /// `--share`, if any.
 fn shared_state(
     config: &Config,
-    out_fd: Option<std::os::fd::RawFd>,
+    out_fd: Option<std::os::fd::OwnedFd>,
     gate: Option<Arc<GateControl>>,
     give_up: &mut dyn FnMut() -> bool,
 ) -> Result<(Arc<Shared>, Option<shared::Handle>)> {
@@ -255,13 +255,13 @@ fn notify_from_share(shared: &Arc<Shared>) -> shared::Notify {
     })
 }
 
-/// `out_fd`: the descriptor `out` writes to (open while `out` lives), for
-/// writing to it directly when unpaced. `watch_output`: a duplicate of it,
-/// watched for its reader going away.
+/// `out_fd`: a duplicate of the descriptor `out` writes to, for writing to
+/// it directly when unpaced. `watch_output`: another, watched for its
+/// reader going away.
 fn run_watching(
     config: Config,
     out: Box<dyn Write + Send>,
-    out_fd: Option<std::os::fd::RawFd>,
+    out_fd: Option<std::os::fd::OwnedFd>,
     watch_output: Option<std::os::fd::OwnedFd>,
 ) -> Result<Ending> {
     inputs_kept(&config)?;

@@ -9,15 +9,15 @@
 
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use crate::bucket::Segment;
+use crate::bucket::{Piece, Segment};
 use crate::scan;
-use crate::sys::Waker;
+use crate::sys::{describe, Waker};
 
 /// Where records come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,18 +168,6 @@ pub const OVERSIZE_POLICIES: &[(&str, &str)] = &[
 /// record goes on or ends there. Only bytes read are passed; no record is
 /// held whole.
 pub type OversizeSink = Box<dyn FnMut(&[u8], Piece) + Send>;
-
-/// Where a piece passed to an [`OversizeSink`] stands in its record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Piece {
-    /// More of the record follows.
-    Part,
-    /// The record ends here, with its delimiter.
-    End,
-    /// The record ends here, without a delimiter: its input ended (or
-    /// reading stopped) first. Its reader adds one where records need it.
-    EndUnterminated,
-}
 
 /// An [`OversizeSink`], for `Debug`.
 struct Sink(OversizeSink);
@@ -534,18 +522,9 @@ fn open(input: &Input) -> io::Result<File> {
                 .read(true)
                 .custom_flags(libc::O_NONBLOCK)
                 .open(path)?;
-            crate::sys::set_blocking(file.as_raw_fd())?;
+            crate::sys::set_blocking(file.as_fd())?;
             Ok(file)
         }
-    }
-}
-
-/// The reason in an I/O error, without std's "(os error N)" suffix.
-pub fn describe(err: &io::Error) -> String {
-    let text = err.to_string();
-    match text.find(" (os error ") {
-        Some(i) => text[..i].to_string(),
-        None => text,
     }
 }
 
@@ -786,7 +765,7 @@ fn drain(file: &mut File, splitter: &mut Splitter, waker: &Waker, regular: bool)
             || round.failure.is_some()
             || regular
             || splitter.unscanned() >= READ_SIZE
-            || !waker.ready_now(file.as_raw_fd())
+            || !waker.ready_now(file.as_fd())
         {
             return round;
         }
@@ -815,11 +794,7 @@ fn read_one(
         Ok(Flow::Stop)
     };
     loop {
-        if !regular
-            && !waker
-                .wait_readable(file.as_raw_fd())
-                .map_err(ReadFailure::Io)?
-        {
+        if !regular && !waker.wait_readable(file.as_fd()).map_err(ReadFailure::Io)? {
             return stop_with_partial(splitter, deliver);
         }
         let Drained {
@@ -838,7 +813,7 @@ fn read_one(
         }
         if !regular && !at_end && got >= STREAMING && !linger.is_zero() {
             let since = Instant::now();
-            while since.elapsed() < linger && !waker.ready_now(file.as_raw_fd()) {
+            while since.elapsed() < linger && !waker.ready_now(file.as_fd()) {
                 std::hint::spin_loop();
             }
         }
@@ -1105,11 +1080,5 @@ mod tests {
         assert_eq!(rate_hint(&path("urls.txt"), &missing), "");
         let denied = io::Error::from(io::ErrorKind::PermissionDenied);
         assert_eq!(rate_hint(&path("10/s"), &denied), "");
-    }
-
-    #[test]
-    fn describe_drops_the_os_error_number() {
-        let e = io::Error::from_raw_os_error(libc::ENOENT);
-        assert_eq!(describe(&e), "No such file or directory");
     }
 }

@@ -10,7 +10,7 @@
 //! ([`Ledger::take_dead`]). With `--exec`, a record given to a job ends as
 //! one [`JobFate`], booked here.
 
-use crate::bucket::{Fate, Segment};
+use crate::bucket::{Fate, Piece, Segment};
 use crate::stats::Counts;
 
 /// Counts by fate, and the records waiting to go to the dead letter.
@@ -96,7 +96,7 @@ impl Ledger {
     /// A piece of a record too large to hold (`--oversize skip`) was read
     /// and passed on to the dead letter: counted as read, and as skipped
     /// once the record ends.
-    pub fn skip_piece(&mut self, bytes: usize, piece: crate::input::Piece) {
+    pub fn skip_piece(&mut self, bytes: usize, piece: Piece) {
         self.counts.skip_piece(bytes, piece);
     }
 

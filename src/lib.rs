@@ -1,47 +1,82 @@
 //! drip: a leaky bucket for shell pipelines.
 //!
-//! Records are read on a reader thread ([`reader`], [`input`]), decided one
-//! at a time by [`admission`] against the [`schedule`] (one GCRA
-//! [`pacer`] per limit) and the bounded [`bucket`], written by the writer
-//! thread ([`writer`], [`output`]), and accounted for in the [`ledger`]. A
-//! monitor thread handles signals, the stats stream and the progress
-//! display. [`run`] ties them together (`engine`) and returns how drip
-//! ended; `docs/architecture.md` draws the whole machine.
+//! Records are read on a reader thread (`reader`, `input`), decided one at
+//! a time by `admission` against the `schedule` (one GCRA `pacer` per
+//! limit) and the bounded `bucket`, written by the writer thread (`writer`,
+//! `output`), and accounted for in the `ledger`. A monitor thread handles
+//! signals, the stats stream and the progress display. [`run`] ties them
+//! together (`engine`) and returns how drip ended; `docs/architecture.md`
+//! draws the whole machine.
+//!
+//! The library is the binary's: the command line ([`Cli`], checked into a
+//! [`Config`]; `-h`'s [`SUMMARY`]), [`run_stdout`] and the exit statuses,
+//! and `drip ctl` ([`ctl`]). The parts are private to the crate; the integration tests
+//! that drive some of them directly reach them through [`testing`].
 
-pub mod admission;
-pub mod backoff;
-pub mod bucket;
-pub mod cli;
-pub mod control;
-pub mod cost;
+mod admission;
+mod backoff;
+mod bucket;
+mod cli;
+mod control;
+mod cost;
 mod deadletter;
 mod engine;
-pub mod input;
-pub mod jobs;
-pub mod key;
-pub mod keyed;
-pub mod ledger;
-pub mod metrics;
+mod input;
+mod jobs;
+mod key;
+mod keyed;
+mod ledger;
+mod metrics;
 mod monitor;
-pub mod output;
-pub mod pacer;
-pub mod progress;
-pub mod quantity;
-pub mod rate;
+mod output;
+mod pacer;
+mod progress;
+mod quantity;
+mod rate;
 mod reader;
-pub mod scan;
-pub mod schedule;
-pub mod shared;
+mod scan;
+mod schedule;
+mod shared;
 mod shutdown;
 mod stalls;
 mod state;
-pub mod stats;
+mod stats;
 mod steer;
 mod sys;
 mod writer;
 
+pub use cli::{Cli, Command, Config, CtlArgs, SUMMARY};
+pub use control::client::run as ctl;
 pub use engine::{
     exit_status, run, run_stdout, Ending, EXIT_ERROR, EXIT_OK, EXIT_OVERFLOW, EXIT_SHARE,
     EXIT_USAGE,
 };
 pub use state::OverflowError;
+pub use sys::describe;
+
+/// The parts the integration tests drive directly, without a process:
+/// admission, the bucket, the keyed queues and the schedule on virtual
+/// time, the splitter, the shared GCRA arithmetic and the Redis store, and
+/// the manual's text the man page is generated from. For `tests/` only:
+/// no promise is made to other users.
+pub mod testing {
+    pub use crate::admission::Admission;
+    pub use crate::bucket::{Bucket, Fate, Offered, Overflow, Segment};
+    pub use crate::cli::{
+        Paragraph, CONTROL, DESCRIPTION, ENVIRONMENT, EXAMPLES, EXIT_PRECEDENCE, EXIT_STATUSES,
+        FILES, SEE_ALSO, SIGNALS,
+    };
+    pub use crate::cost::Cost;
+    pub use crate::input::Splitter;
+    pub use crate::key::{parse_key, KeyArg, KeySpec};
+    pub use crate::keyed::{KeyConfig, KeySchedule, Keyed, LeaseHead, Want};
+    pub use crate::ledger::Ledger;
+    pub use crate::pacer::{slack_for, Pacer};
+    pub use crate::rate::{parse_rate, Rate};
+    pub use crate::schedule::{Limit, Limits, Schedule, Unit};
+    pub use crate::shared::gcra::{ByteStep, Gcra, KeyAsk, KeyBook, Meter, Step};
+    pub use crate::shared::parse_target;
+    pub use crate::shared::protocol::{Ask, Back, Grant, Reply, Store};
+    pub use crate::shared::redis::RedisStore;
+    pub use crate::stats::{Counts, KeyName};
+}

@@ -4,7 +4,7 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 
 use clap::Parser;
-use drip::cli::{Cli, Command, Config};
+use drip::{Cli, Command, Config};
 
 fn main() -> ExitCode {
     let mut cli = match Cli::try_parse() {
@@ -12,11 +12,11 @@ fn main() -> ExitCode {
         Err(err) => return usage_error(&err),
     };
     if cli.summary {
-        return help_out("-h", || write!(io::stdout(), "{}", drip::cli::SUMMARY));
+        return help_out("-h", || write!(io::stdout(), "{}", drip::SUMMARY));
     }
     if let Some(Command::Ctl(ctl)) = cli.command.take() {
         let args: Vec<String> = ctl.target.into_iter().chain(ctl.command).collect();
-        let status = drip::control::client::run(&args, &mut io::stdout(), &mut io::stderr());
+        let status = drip::ctl(&args, &mut io::stdout(), &mut io::stderr());
         return ExitCode::from(status as u8);
     }
     let config = match Config::try_from(cli) {
@@ -36,7 +36,7 @@ fn main() -> ExitCode {
 fn message(err: &anyhow::Error) -> String {
     err.chain()
         .map(|cause| match cause.downcast_ref::<io::Error>() {
-            Some(e) => drip::input::describe(e),
+            Some(e) => drip::describe(e),
             None => cause.to_string(),
         })
         .collect::<Vec<_>>()
@@ -49,7 +49,7 @@ fn message(err: &anyhow::Error) -> String {
 fn help_out(what: &str, print: impl FnOnce() -> io::Result<()>) -> ExitCode {
     match print().and_then(|()| io::stdout().flush()) {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
-            let why = drip::input::describe(&e);
+            let why = drip::describe(&e);
             let _ = writeln!(io::stderr(), "drip: {what}: writing to stdout: {why}");
             ExitCode::from(drip::EXIT_ERROR as u8)
         }

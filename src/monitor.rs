@@ -8,7 +8,7 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::progress::{lock_ui, Snapshot, Ui};
 use crate::stalls::{to_stderr, Dropped, STDERR};
-use crate::state::Shared;
+use crate::state::{InForce, Shared};
 
 /// How often a writer blocked after a stop is interrupted.
 const NUDGE_EVERY: Duration = Duration::from_millis(50);
@@ -117,7 +117,7 @@ pub(crate) struct MetricsFile {
     pub(crate) path: std::path::PathBuf,
     pub(crate) base: crate::metrics::Gauges,
     /// The global limits in force.
-    pub(crate) limits: crate::steer::InForce,
+    pub(crate) limits: InForce,
 }
 
 impl MetricsFile {
@@ -280,7 +280,7 @@ async fn reader_gone(output: Option<&mut Watched>) -> bool {
             // deadline is kept, as this future is made anew each round).
             tokio::time::sleep_until(next).await;
             output.half_closed = Some(next + HALF_CLOSED_EVERY);
-            if crate::sys::peer_closed(output.fd.as_raw_fd()) {
+            if crate::sys::peer_closed(output.fd.get_ref().as_fd()) {
                 return true;
             }
             continue;
@@ -288,7 +288,7 @@ async fn reader_gone(output: Option<&mut Watched>) -> bool {
         let Ok(mut event) = output.fd.ready(crate::sys::WATCH).await else {
             return false;
         };
-        if crate::sys::peer_closed(output.fd.as_raw_fd()) {
+        if crate::sys::peer_closed(output.fd.get_ref().as_fd()) {
             return true;
         }
         if event.ready().is_read_closed() {
@@ -327,10 +327,9 @@ fn write_tick(line: &str, file: Option<&mut BufWriter<File>>, ui: &Mutex<Ui>, dr
     match file {
         Some(file) => {
             // A failing stats file is reported once, at exit.
-            let fd = file.get_ref().as_raw_fd();
-            dropped.write_or_drop(fd, || {
+            if dropped.takes_now(file.get_ref().as_fd()) {
                 let _ = writeln!(file, "{line}").and_then(|()| file.flush());
-            });
+            }
         }
         None => to_stderr(ui, dropped, |ui| ui.line(line)),
     }

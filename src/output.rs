@@ -4,7 +4,7 @@
 //! a record: the one being written is finished first.
 
 use std::io::{self, IoSlice, Write};
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::bucket::Segment;
@@ -208,7 +208,7 @@ fn advance(batch: &[Segment], (mut index, mut offset): (usize, usize), n: usize)
 /// consumer never stalls reading, and the overflow policy still applies.
 #[derive(Debug)]
 pub struct Direct {
-    fd: RawFd,
+    fd: OwnedFd,
     /// Writes must not wait (a stream); else plain writes (storage).
     nowait: bool,
     /// Cleared when the kernel or the file refuses RWF_NOWAIT.
@@ -217,8 +217,8 @@ pub struct Direct {
 
 impl Direct {
     /// Direct writes to `fd`, if its kind allows them.
-    pub fn new(fd: RawFd) -> Option<Direct> {
-        let nowait = match sys::file_kind(fd) {
+    pub fn new(fd: OwnedFd) -> Option<Direct> {
+        let nowait = match sys::file_kind(fd.as_fd()) {
             FileKind::Storage => false,
             FileKind::Stream => true,
             FileKind::Other => return None,
@@ -278,7 +278,7 @@ impl Direct {
                 }
                 nowait = false;
             }
-            match sys::write_at_position(self.fd, &bytes[pos..end], nowait) {
+            match sys::write_at_position(self.fd.as_fd(), &bytes[pos..end], nowait) {
                 Ok(0) => error = Some(io::Error::from(io::ErrorKind::WriteZero)),
                 Ok(n) => pos += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

@@ -250,7 +250,7 @@ impl Pacer {
         })
     }
 
-    /// Where its schedule stands now (see [`Position`]).
+    /// Where its schedule stands now (see `Position`).
     pub fn position_now(&self) -> Position {
         Position {
             anchor: self.anchor,

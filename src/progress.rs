@@ -22,11 +22,10 @@
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, IsTerminal, Write};
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::cli::ProgressMode;
 use crate::stats::{
     format_duration_ms, format_rate, text_key, CapacityFor, Counts, Departures, JobStats,
 };
@@ -43,6 +42,17 @@ const ECHO_ROOM: usize = 3;
 
 /// Columns of the bucket's gauge.
 const GAUGE: usize = 24;
+
+/// When to draw the live progress display.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgressMode {
+    /// When stderr is a terminal.
+    Auto,
+    /// Always (`--progress`).
+    Always,
+    /// Never (`--quiet`).
+    Never,
+}
 
 /// A moment's view of drip, for the display and the stats stream.
 #[derive(Debug, Clone, Copy, Default)]
@@ -820,7 +830,7 @@ fn stdout_is_stderr_terminal() -> bool {
 
 /// stderr's terminal size (columns, rows).
 fn terminal_size() -> Option<(u16, u16)> {
-    crate::sys::terminal_size(io::stderr().as_raw_fd())
+    crate::sys::terminal_size(io::stderr().as_fd())
 }
 
 /// Write `s` to stderr in one piece. A closed stderr is ignored.

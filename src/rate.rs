@@ -32,7 +32,7 @@ impl Rate {
     /// One record per `interval`.
     ///
     /// # Errors
-    /// A zero interval, or one longer than [`LONGEST`].
+    /// A zero interval, or one longer than `LONGEST`.
     pub fn per_interval(interval: Duration) -> Result<Rate, String> {
         let ns = interval.as_nanos();
         if ns == 0 {
@@ -101,7 +101,7 @@ pub const RATE_FORMS: &str =
 /// humantime duration (`5s`, `250ms`, `1m30s`).
 ///
 /// The rate is kept as the reduced fraction `count / period_ns`; a period
-/// longer than [`LONGEST`] (`1/101y`, or `0.5/100y`, which is `1/200y`) or
+/// longer than `LONGEST` (`1/101y`, or `0.5/100y`, which is `1/200y`) or
 /// a count above `u64::MAX` per period is beyond what the pacer computes
 /// exactly, and is refused.
 ///

@@ -2,7 +2,7 @@
 //! read's records to admission, waiting while `block` holds it back.
 //!
 //! Unpaced (`--rate inf`), while nothing is queued, it writes a read to
-//! stdout itself ([`output::Direct`]) and hands on only what stdout did not
+//! stdout itself ([`crate::output::Direct`]) and hands on only what stdout did not
 //! take at once.
 
 use std::sync::{Arc, Mutex, MutexGuard};

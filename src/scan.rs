@@ -10,7 +10,7 @@
 
 const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
 
-/// `byte` in each of a word's eight bytes, for [`matches`].
+/// `byte` in each of a word's eight bytes, for [`matches()`].
 pub(crate) const fn splat(byte: u8) -> u64 {
     u64::from_ne_bytes([byte; 8])
 }

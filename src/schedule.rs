@@ -27,7 +27,7 @@ pub enum Unit {
     /// Bytes: each record costs its size, delimiter included.
     Bytes,
     /// Cost: each record costs the number read from it (`--cost`,
-    /// [`crate::cost`]).
+    /// [`Cost`]).
     Cost,
 }
 
@@ -136,7 +136,7 @@ pub trait Schedule: fmt::Debug + Send {
     /// Waiting records expired at `now` (ns), leaving `waiting` records
     /// waiting, in order from `records` (each with its delimiter): a
     /// shared schedule gives back at once the slots its lease holds beyond
-    /// them ([`crate::shared::lease`]). Not called for the keyed queues.
+    /// them (`shared::lease`). Not called for the keyed queues.
     fn expired(&mut self, _now: u64, _waiting: usize, _records: &mut dyn Iterator<Item = &[u8]>) {}
 
     /// Whether records may leave only on the writer, just before it writes
@@ -180,7 +180,7 @@ pub trait Schedule: fmt::Debug + Send {
         )
     }
 
-    /// The limits as they stand now, for a [`Forecast`] of departures: when
+    /// The limits as they stand now, for a `Forecast` of departures: when
     /// records would leave if each left as soon as the limits allowed. A
     /// hold on departures for a while (a pause, stdout or a shared state
     /// not answering) is no part of it: a wrapper that pauses gives its
@@ -251,6 +251,7 @@ impl Forecast {
 
     /// The time the forecast stands at: the last departure in line, or its
     /// start (ns).
+    #[cfg(test)]
     pub fn last(&self) -> u64 {
         self.last
     }
@@ -299,7 +300,7 @@ impl Limits {
 
     /// The same limits, a record's cost (for [`Unit::Cost`] limits) read by
     /// `cost`. Without it a cost limit counts every record as
-    /// [`crate::cost::UNREADABLE_COST`].
+    /// `UNREADABLE_COST` (`cost.rs`).
     pub fn with_cost(mut self, cost: Cost) -> Limits {
         self.cost = Some(cost);
         self

@@ -4,7 +4,7 @@
 //! exit if stderr has drained by then. So a stalled stderr never holds up
 //! signals or the exit.
 
-use std::os::fd::RawFd;
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -13,7 +13,7 @@ use crate::progress::Ui;
 use crate::sys;
 
 /// stderr's descriptor.
-pub(crate) const STDERR: RawFd = 2;
+pub(crate) const STDERR: BorrowedFd<'static> = rustix::stdio::stderr();
 
 /// How long drip waits at exit for a stalled stderr to take the summary.
 pub(crate) const AT_EXIT: Duration = Duration::from_secs(1);
@@ -24,12 +24,19 @@ pub(crate) struct Dropped(AtomicU64);
 
 impl Dropped {
     /// Run `write` if `fd` takes a line now; else count the line dropped.
-    pub(crate) fn write_or_drop(&self, fd: RawFd, write: impl FnOnce()) {
-        if sys::writable(fd, 0) {
+    pub(crate) fn write_or_drop(&self, fd: BorrowedFd<'_>, write: impl FnOnce()) {
+        if self.takes_now(fd) {
             write();
-        } else {
+        }
+    }
+
+    /// Whether `fd` takes a line now; if not, the line is counted dropped.
+    pub(crate) fn takes_now(&self, fd: BorrowedFd<'_>) -> bool {
+        let takes = sys::writable(fd, 0);
+        if !takes {
             self.0.fetch_add(1, Ordering::Relaxed);
         }
+        takes
     }
 
     /// A line dropped for another reason (the display is busy).
@@ -69,14 +76,14 @@ mod tests {
     #[test]
     fn a_full_socket_drops_and_counts_and_an_empty_one_writes() {
         use std::io::Write;
-        use std::os::fd::AsRawFd;
+        use std::os::fd::AsFd;
         let (mut a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
         let dropped = Dropped::default();
         let mut wrote = 0;
-        dropped.write_or_drop(a.as_raw_fd(), || wrote += 1);
+        dropped.write_or_drop(a.as_fd(), || wrote += 1);
         a.set_nonblocking(true).unwrap();
         while a.write(&[b'x'; 4096]).is_ok() {}
-        dropped.write_or_drop(a.as_raw_fd(), || wrote += 1);
+        dropped.write_or_drop(a.as_fd(), || wrote += 1);
         assert_eq!((wrote, dropped.total()), (1, 1));
     }
 }

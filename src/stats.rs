@@ -3,8 +3,7 @@
 
 use serde::Serialize;
 
-use crate::bucket::Fate;
-use crate::input::Piece;
+use crate::bucket::{Fate, Piece};
 
 /// Counts of records by what became of them, and a few gauges.
 ///
@@ -60,7 +59,7 @@ impl Counts {
     }
 
     /// Account for a piece of a skipped record (`--oversize skip`):
-    /// `bytes` of it were read, and unless it is a [`Piece::Part`] the
+    /// `bytes` of it were read, and unless it is a `Piece::Part` the
     /// record is complete.
     pub fn skip_piece(&mut self, bytes: usize, piece: Piece) {
         self.bytes_read += bytes as u64;
@@ -657,7 +656,7 @@ impl KeyStats {
 }
 
 /// A key in the top lists: its bytes, or `None` for the lane of records
-/// without a key. As JSON, a string ([`json_key`]) or `null`.
+/// without a key. As JSON, a string (`json_key`) or `null`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KeyName(pub Option<Vec<u8>>);
 

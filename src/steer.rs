@@ -13,12 +13,8 @@ use crate::control::protocol::{spell, Request};
 use crate::control::server::Steer;
 use crate::progress::{lock_ui, Ui};
 use crate::schedule::{records_per_second, Limit, Unit};
-use crate::state::Shared;
+use crate::state::{InForce, Shared};
 use crate::stats::json_key;
-
-/// The global limits in force, shared by the steering (which changes
-/// them) and `--metrics` (which reports the rate).
-pub(crate) type InForce = Arc<Mutex<Vec<Limit>>>;
 
 /// What the control socket steers: the running drip's state and the
 /// limits in force.

@@ -1,12 +1,30 @@
-//! The few operating-system calls std does not offer. All `unsafe` lives here.
+//! The few operating-system calls std does not offer, through rustix's
+//! safe wrappers where it has them, and how an error of theirs reads
+//! ([`describe`]). All `unsafe` lives here: only the calls
+//! rustix does not wrap (signal dispositions and handlers, a thread's
+//! signal, its scheduling policy), tokio's registration of a descriptor and
+//! the prefetch instruction.
 #![allow(unsafe_code)]
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::num::NonZeroU64;
+use std::os::fd::{BorrowedFd, OwnedFd};
+
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use rustix::process::{Pid, Signal};
 
 /// drip's clock: ns since `origin` (saturating; `Instant` is monotonic).
 pub fn ns_since(origin: std::time::Instant) -> u64 {
     u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The reason in an I/O error, without std's "(os error N)" suffix.
+pub fn describe(err: &io::Error) -> String {
+    let text = err.to_string();
+    match text.find(" (os error ") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    }
 }
 
 /// Start bringing the cache line holding `value` into the caches, so a
@@ -34,10 +52,7 @@ pub fn prefetch<T>(value: &T) {
 /// Best effort: other systems, or a refusal, leave the default.
 pub fn set_timer_slack(ns: u64) {
     #[cfg(target_os = "linux")]
-    // SAFETY: PR_SET_TIMERSLACK takes one integer argument and touches no memory.
-    unsafe {
-        libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0);
-    }
+    let _ = rustix::thread::set_current_timer_slack(NonZeroU64::new(ns));
     #[cfg(not(target_os = "linux"))]
     let _ = ns;
 }
@@ -69,43 +84,34 @@ pub fn is_ignored(sig: i32) -> bool {
 
 /// The size of the terminal on `fd` as (columns, rows), or `None` when
 /// `fd` is no terminal or the size is not known.
-pub fn terminal_size(fd: RawFd) -> Option<(u16, u16)> {
-    let mut size = libc::winsize {
-        ws_row: 0,
-        ws_col: 0,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    // SAFETY: TIOCGWINSZ writes one winsize into `size`, which outlives the call.
-    let rc = unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut size) };
-    (rc == 0 && size.ws_col > 0 && size.ws_row > 0).then_some((size.ws_col, size.ws_row))
+pub fn terminal_size(fd: BorrowedFd<'_>) -> Option<(u16, u16)> {
+    let size = rustix::termios::tcgetwinsize(fd).ok()?;
+    (size.ws_col > 0 && size.ws_row > 0).then_some((size.ws_col, size.ws_row))
 }
 
 /// Whether the reading end of `fd` (a pipe or socket) has gone away, as
 /// when `| head` has exited. Never blocks; false for files and terminals.
-pub fn peer_closed(fd: RawFd) -> bool {
-    let mut pfd = libc::pollfd {
-        fd,
-        events: 0,
-        revents: 0,
-    };
-    // SAFETY: `pfd` is one valid pollfd structure; timeout 0 never blocks.
-    let rc = unsafe { libc::poll(&mut pfd, 1, 0) };
-    rc > 0 && pfd.revents & (libc::POLLERR | libc::POLLHUP) != 0
+pub fn peer_closed(fd: BorrowedFd<'_>) -> bool {
+    let mut pfd = [PollFd::from_borrowed_fd(fd, PollFlags::empty())];
+    let rc = poll(&mut pfd, Some(&Timespec::default()));
+    rc.is_ok_and(|n| n > 0) && pfd[0].revents().intersects(PollFlags::ERR | PollFlags::HUP)
+}
+
+/// poll(2)'s timeout of `ms` milliseconds (negative: none, for ever).
+fn poll_timeout(ms: i32) -> Option<Timespec> {
+    (ms >= 0).then(|| Timespec {
+        tv_sec: i64::from(ms / 1000),
+        tv_nsec: i64::from(ms % 1000) * 1_000_000,
+    })
 }
 
 /// Whether `fd` can take a write of a line (up to PIPE_BUF bytes) without
 /// waiting, waiting at most `timeout_ms` for it (0: never waits). A
 /// descriptor that cannot be polled counts as writable.
-pub fn writable(fd: RawFd, timeout_ms: i32) -> bool {
-    let mut pfd = libc::pollfd {
-        fd,
-        events: libc::POLLOUT,
-        revents: 0,
-    };
-    // SAFETY: `pfd` is one valid pollfd structure.
-    let rc = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
-    rc != 0 && (rc < 0 || pfd.revents & libc::POLLNVAL != 0 || pfd.revents != 0)
+pub fn writable(fd: BorrowedFd<'_>, timeout_ms: i32) -> bool {
+    let mut pfd = [PollFd::from_borrowed_fd(fd, PollFlags::OUT)];
+    // One descriptor: ready (whatever its events) or a failing poll, 1 or an error.
+    !matches!(poll(&mut pfd, poll_timeout(timeout_ms).as_ref()), Ok(0))
 }
 
 /// Open `path` with `options` (to write to it) without waiting on a FIFO
@@ -132,7 +138,7 @@ pub fn open_to_write(
     loop {
         match options.open(path) {
             Ok(file) => {
-                set_blocking(file.as_raw_fd())?;
+                set_blocking(std::os::fd::AsFd::as_fd(&file))?;
                 return Ok(Some(file));
             }
             Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
@@ -149,22 +155,10 @@ pub fn open_to_write(
 ///
 /// # Errors
 /// As fcntl(2).
-pub fn set_blocking(fd: RawFd) -> io::Result<()> {
-    // SAFETY: F_GETFL and F_SETFL take and return plain integers; `fd` is
-    // the caller's open descriptor.
-    let rc = unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        if flags < 0 {
-            flags
-        } else {
-            libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK)
-        }
-    };
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
+pub fn set_blocking(fd: BorrowedFd<'_>) -> io::Result<()> {
+    use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
+    let flags = fcntl_getfl(fd)?;
+    Ok(fcntl_setfl(fd, flags.difference(OFlags::NONBLOCK))?)
 }
 
 /// What kind of file `fd` is, for choosing how to write to it.
@@ -179,18 +173,14 @@ pub enum FileKind {
 }
 
 /// The kind of file open on `fd`.
-pub fn file_kind(fd: RawFd) -> FileKind {
-    // SAFETY: fstat fills the zeroed struct it is given and reads nothing else.
-    let mode = unsafe {
-        let mut st: libc::stat = std::mem::zeroed();
-        if libc::fstat(fd, &mut st) != 0 {
-            return FileKind::Other;
-        }
-        st.st_mode & libc::S_IFMT
+pub fn file_kind(fd: BorrowedFd<'_>) -> FileKind {
+    use rustix::fs::FileType;
+    let Ok(st) = rustix::fs::fstat(fd) else {
+        return FileKind::Other;
     };
-    match mode {
-        libc::S_IFREG | libc::S_IFBLK => FileKind::Storage,
-        libc::S_IFIFO | libc::S_IFSOCK | libc::S_IFCHR => FileKind::Stream,
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile | FileType::BlockDevice => FileKind::Storage,
+        FileType::Fifo | FileType::Socket | FileType::CharacterDevice => FileKind::Stream,
         _ => FileKind::Other,
     }
 }
@@ -202,20 +192,20 @@ pub fn file_kind(fd: RawFd) -> FileKind {
 ///
 /// # Errors
 /// As write(2).
-pub fn write_at_position(fd: RawFd, buf: &[u8], nowait: bool) -> io::Result<usize> {
-    let iov = libc::iovec {
-        iov_base: buf.as_ptr() as *mut libc::c_void,
-        iov_len: buf.len(),
-    };
-    let flags = if nowait { libc::RWF_NOWAIT } else { 0 };
-    // SAFETY: one iovec describing `buf`, which outlives the call and is
-    // only read; offset -1 means the file position, as write(2).
-    let n = unsafe { libc::pwritev2(fd, &iov, 1, -1, flags) };
-    if n < 0 {
-        Err(io::Error::last_os_error())
+pub fn write_at_position(fd: BorrowedFd<'_>, buf: &[u8], nowait: bool) -> io::Result<usize> {
+    use rustix::io::ReadWriteFlags;
+    let flags = if nowait {
+        ReadWriteFlags::NOWAIT
     } else {
-        Ok(n as usize)
-    }
+        ReadWriteFlags::empty()
+    };
+    // Offset u64::MAX (-1): the file position, as write(2).
+    Ok(rustix::io::pwritev2(
+        fd,
+        &[io::IoSlice::new(buf)],
+        u64::MAX,
+        flags,
+    )?)
 }
 
 /// Register `fd` with the current tokio runtime for [`WATCH`] events: epoll
@@ -284,25 +274,15 @@ impl Waker {
     /// # Errors
     /// When the process is out of file descriptors.
     pub fn new() -> io::Result<Waker> {
-        let mut fds = [0 as RawFd; 2];
-        // SAFETY: `fds` has room for the two descriptors pipe2 writes.
-        let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: pipe2 succeeded, so both descriptors are open and ours alone.
-        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        use rustix::pipe::{pipe_with, PipeFlags};
+        let (read, write) = pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
         Ok(Waker { read, write })
     }
 
     /// Wake every current and future [`Waker::wait_readable`] call.
     pub fn wake(&self) {
-        let byte = [1u8];
-        // SAFETY: writes one byte from a valid buffer; a full pipe (EAGAIN)
-        // already means "woken".
-        unsafe {
-            libc::write(self.write.as_raw_fd(), byte.as_ptr().cast(), 1);
-        }
+        // A full pipe (EAGAIN) already means "woken".
+        let _ = rustix::io::write(&self.write, &[1]);
     }
 
     /// Block until `fd` is readable (or at end of file, or in error) and
@@ -310,44 +290,26 @@ impl Waker {
     ///
     /// # Errors
     /// A failing poll(2) other than EINTR.
-    pub fn wait_readable(&self, fd: RawFd) -> io::Result<bool> {
+    pub fn wait_readable(&self, fd: BorrowedFd<'_>) -> io::Result<bool> {
         let mut fds = [
-            libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: self.read.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
+            PollFd::from_borrowed_fd(fd, PollFlags::IN),
+            PollFd::new(&self.read, PollFlags::IN),
         ];
         loop {
-            // SAFETY: `fds` is a valid array of two pollfd structures.
-            let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-            if rc >= 0 {
-                break;
-            }
-            let err = io::Error::last_os_error();
-            if err.kind() != io::ErrorKind::Interrupted {
-                return Err(err);
+            match poll(&mut fds, None) {
+                Ok(_) => break,
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
             }
         }
-        Ok(fds[1].revents == 0)
+        Ok(fds[1].revents().is_empty())
     }
 
     /// Whether `fd` can be read without waiting (data, end of file or an
     /// error are all "ready"). Never blocks.
-    pub fn ready_now(&self, fd: RawFd) -> bool {
-        let mut pfd = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: `pfd` is one valid pollfd structure; timeout 0 never blocks.
-        let rc = unsafe { libc::poll(&mut pfd, 1, 0) };
-        rc > 0
+    pub fn ready_now(&self, fd: BorrowedFd<'_>) -> bool {
+        let mut pfd = [PollFd::from_borrowed_fd(fd, PollFlags::IN)];
+        poll(&mut pfd, Some(&Timespec::default())).is_ok_and(|n| n > 0)
     }
 }
 
@@ -357,74 +319,103 @@ impl Waker {
 /// # Errors
 /// The process is gone, or the kernel is older than 5.3.
 pub fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor
-    // or -1; the descriptor is owned by the returned OwnedFd.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is a descriptor we just opened and own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    let pid = pid_of(pid).ok_or(io::ErrorKind::InvalidInput)?;
+    Ok(rustix::process::pidfd_open(
+        pid,
+        rustix::process::PidfdFlags::empty(),
+    )?)
+}
+
+/// `pid` as a process (or group) id: `None` for 0, which names none.
+fn pid_of(pid: u32) -> Option<Pid> {
+    i32::try_from(pid).ok().and_then(Pid::from_raw)
 }
 
 /// Wait up to `timeout_ms` (-1: for ever) for `fd` to become readable;
 /// returns whether it did.
-pub fn wait_readable_for(fd: RawFd, timeout_ms: i32) -> bool {
-    let mut pfd = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
+pub fn wait_readable_for(fd: BorrowedFd<'_>, timeout_ms: i32) -> bool {
+    let mut pfd = [PollFd::from_borrowed_fd(fd, PollFlags::IN)];
+    let timeout = poll_timeout(timeout_ms);
     loop {
-        // SAFETY: `pfd` is one valid pollfd structure.
-        let rc = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
-        if rc >= 0 {
-            return rc > 0;
-        }
-        if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-            return true;
+        match poll(&mut pfd, timeout.as_ref()) {
+            Ok(n) => return n > 0,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return true,
         }
     }
 }
 
-/// Send `signal` to every process of the process group `pgid`; a group
-/// that is gone is no error.
+/// Send `signal` (a named one, such as `libc::SIGTERM`) to every process
+/// of the process group `pgid`; a group that is gone is no error.
 pub fn kill_group(pgid: u32, signal: i32) {
-    if pgid == 0 {
-        return;
-    }
-    // SAFETY: kill(2) with a negative pid signals a process group; it has
-    // no memory-safety preconditions.
-    unsafe {
-        libc::kill(-(pgid as libc::pid_t), signal);
+    let signal = Signal::from_named_raw(signal);
+    debug_assert!(signal.is_some(), "not a named signal");
+    if let (Some(pgid), Some(signal)) = (pid_of(pgid), signal) {
+        let _ = rustix::process::kill_process_group(pgid, signal);
     }
 }
 
 /// Whether process group `pgid` has a process left (one drip may not
 /// signal counts).
 pub fn group_exists(pgid: u32) -> bool {
-    if pgid == 0 {
-        return false;
-    }
-    // SAFETY: kill(2) with signal 0 only checks; no memory-safety
-    // preconditions.
-    let rc = unsafe { libc::kill(-(pgid as libc::pid_t), 0) };
-    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    pid_of(pgid).is_some_and(|pgid| {
+        matches!(
+            rustix::process::test_kill_process_group(pgid),
+            Ok(()) | Err(rustix::io::Errno::PERM)
+        )
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsFd;
+    use std::os::unix::process::CommandExt;
+
+    #[test]
+    fn describe_drops_the_os_error_number() {
+        let e = io::Error::from_raw_os_error(libc::ENOENT);
+        assert_eq!(describe(&e), "No such file or directory");
+    }
 
     #[test]
     fn waker_interrupts_a_wait() {
         let source = Waker::new().unwrap(); // its read end never becomes readable
         let waker = std::sync::Arc::new(Waker::new().unwrap());
         let w = std::sync::Arc::clone(&waker);
-        let t = std::thread::spawn(move || w.wait_readable(source.read.as_raw_fd()).unwrap());
+        let t = std::thread::spawn(move || w.wait_readable(source.read.as_fd()).unwrap());
         std::thread::sleep(std::time::Duration::from_millis(20));
         waker.wake();
         assert!(!t.join().unwrap());
+    }
+
+    #[test]
+    fn set_blocking_clears_o_nonblock_only() {
+        use rustix::fs::{fcntl_getfl, OFlags};
+        let pipe = Waker::new().unwrap();
+        let before = fcntl_getfl(&pipe.write).unwrap();
+        assert!(before.contains(OFlags::NONBLOCK));
+        set_blocking(pipe.write.as_fd()).unwrap();
+        let after = fcntl_getfl(&pipe.write).unwrap();
+        assert_eq!(after, before.difference(OFlags::NONBLOCK));
+    }
+
+    #[test]
+    fn process_groups_are_signalled_and_seen() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pgid = child.id();
+        assert!(group_exists(pgid));
+        let pidfd = pidfd_open(pgid).unwrap();
+        assert!(!wait_readable_for(pidfd.as_fd(), 0));
+        kill_group(pgid, libc::SIGKILL);
+        assert!(wait_readable_for(pidfd.as_fd(), 10_000));
+        child.wait().unwrap();
+        assert!(!group_exists(pgid));
+        assert!(!group_exists(0));
     }
 
     #[test]
@@ -432,6 +423,6 @@ mod tests {
         let source = Waker::new().unwrap();
         source.wake();
         let waker = Waker::new().unwrap();
-        assert!(waker.wait_readable(source.read.as_raw_fd()).unwrap());
+        assert!(waker.wait_readable(source.read.as_fd()).unwrap());
     }
 }

@@ -18,14 +18,10 @@
 use std::collections::VecDeque;
 
 use bytes::Bytes;
-use drip::admission::Admission;
-use drip::bucket::{Bucket, Offered, Overflow, Segment};
-use drip::cost::Cost;
-use drip::key::{KeyArg, KeySpec};
-use drip::ledger::Ledger;
-use drip::pacer::slack_for;
-use drip::rate::Rate;
-use drip::schedule::{Limit, Limits, Unit};
+use drip::testing::{
+    slack_for, Admission, Bucket, Cost, KeyArg, KeySpec, Ledger, Limit, Limits, Offered, Overflow,
+    Rate, Segment, Unit,
+};
 use proptest::prelude::*;
 
 const MS: u64 = 1_000_000;
@@ -548,7 +544,7 @@ fn drip_admission(case: &Case) -> (Vec<Fate>, Tally) {
                         h.ledger
                             .read_undelivered(segment_of(case, next..times.len()));
                     }
-                    h.adm.drain(drip::bucket::Fate::Undelivered, &mut h.ledger);
+                    h.adm.drain(drip::testing::Fate::Undelivered, &mut h.ledger);
                     h.settle_dead(Fate::Undelivered);
                     let t = tally(&h.ledger);
                     return (

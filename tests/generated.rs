@@ -10,10 +10,11 @@ use clap::builder::ValueHint;
 use clap::CommandFactory;
 use clap_complete::Shell;
 use clap_mangen::roff::{bold, italic, roman, Inline, Roff};
-use drip::cli::{
-    Cli, Paragraph, CONTROL, DESCRIPTION, ENVIRONMENT, EXAMPLES, EXIT_PRECEDENCE, EXIT_STATUSES,
-    FILES, SEE_ALSO, SIGNALS,
+use drip::testing::{
+    Paragraph, CONTROL, DESCRIPTION, ENVIRONMENT, EXAMPLES, EXIT_PRECEDENCE, EXIT_STATUSES, FILES,
+    SEE_ALSO, SIGNALS,
 };
+use drip::Cli;
 
 fn check(path: &Path, generated: &[u8]) {
     if std::env::var_os("DRIP_REGENERATE").is_some() {

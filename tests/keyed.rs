@@ -3,13 +3,10 @@
 //! cut into reads at random. Every departure time is exact.
 
 use bytes::Bytes;
-use drip::bucket::{Offered, Overflow, Segment};
-use drip::key::{parse_key, KeySpec};
-use drip::keyed::{KeyConfig, Keyed};
-use drip::ledger::Ledger;
-use drip::rate::parse_rate;
-use drip::schedule::{Limit, Limits, Schedule, Unit};
-use drip::stats::KeyName;
+use drip::testing::{
+    parse_key, parse_rate, KeyConfig, KeyName, KeySpec, Keyed, Ledger, Limit, Limits, Offered,
+    Overflow, Schedule, Segment, Unit,
+};
 
 /// Keys from each record's first field, each at `rate` with `burst`;
 /// `max_keys` keys remembered, `key_capacity` records waiting a key.

@@ -9,14 +9,10 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use drip::bucket::{Overflow, Segment};
-use drip::key::{parse_key, KeySpec};
-use drip::keyed::{KeyConfig, KeySchedule, Keyed, LeaseHead, Want};
-use drip::ledger::Ledger;
-use drip::rate::parse_rate;
-use drip::schedule::{Limit, Limits, Schedule, Unit};
-use drip::shared::gcra::Step;
-use drip::shared::gcra::{KeyAsk, KeyBook};
+use drip::testing::{
+    parse_key, parse_rate, KeyAsk, KeyBook, KeyConfig, KeySchedule, KeySpec, Keyed, LeaseHead,
+    Ledger, Limit, Limits, Overflow, Schedule, Segment, Step, Unit, Want,
+};
 
 const MS: u64 = 1_000_000;
 /// 5/s, burst 1.

@@ -5,11 +5,7 @@
 //! counts add up.
 
 use bytes::Bytes;
-use drip::bucket::{Bucket, Fate, Offered, Overflow, Segment};
-use drip::input::Splitter;
-use drip::pacer::Pacer;
-use drip::rate::Rate;
-use drip::stats::Counts;
+use drip::testing::{Bucket, Counts, Fate, Offered, Overflow, Pacer, Rate, Segment, Splitter};
 use proptest::prelude::*;
 
 const MS: u64 = 1_000_000;

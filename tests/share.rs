@@ -20,9 +20,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{numbered, send_signal, timed_lines, wait_for};
-use drip::shared::gcra::{ByteStep, Gcra, KeyAsk, KeyBook, Meter, Step};
-use drip::shared::protocol::{Ask, Back, Grant, Reply, Store};
-use drip::shared::redis::RedisStore;
+use drip::testing::{
+    Ask, Back, ByteStep, Gcra, Grant, KeyAsk, KeyBook, Meter, RedisStore, Reply, Step, Store,
+};
 
 /// One reservation of the global limits through `store`: the reply's
 /// now, whether it was fresh, and the grant.
@@ -1784,7 +1784,7 @@ fn stops_when_made_again_with_other_limits(share: &str, runtime: &Path, forget: 
     let mut err = String::new();
     std::io::Read::read_to_string(&mut running.stderr.take().unwrap(), &mut err).unwrap();
     assert_eq!(status.code(), Some(2), "{err}");
-    let name = drip::shared::parse_target(share)
+    let name = drip::testing::parse_target(share)
         .unwrap()
         .name()
         .to_string();

@@ -13,6 +13,10 @@ use super::manual::{ENVIRONMENT, EXAMPLES, EXIT_PRECEDENCE, EXIT_STATUSES};
 use crate::bucket::{Overflow, POLICIES};
 use crate::cost::parse_cost_arg;
 use crate::input::{Oversize, OVERSIZE_POLICIES};
+use crate::jobs::retry::Backoff;
+use crate::jobs::{
+    backoff_arg, job_duration_arg, jobs_arg, retries_arg, statuses_arg, window_arg, Statuses,
+};
 use crate::key::{parse_key, KeyArg};
 use crate::output::not_stdout;
 use crate::quantity::{
@@ -269,6 +273,8 @@ pub struct Cli {
     /// rates and bursts, in any order, per key too (else exit 2). Under a
     /// byte rate each reserved slot carries one record of at most the size
     /// it was reserved for
+    // The brackets are the help's optional parts, not links.
+    #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(long, value_name = "NAME|URL", value_parser = shared::parse_target, value_hint = ValueHint::Other, action = clap::ArgAction::Append)]
     pub share: Vec<shared::Target>,
 
@@ -298,11 +304,121 @@ pub struct Cli {
 
     /// Running a command per record (`--exec`).
     #[command(flatten)]
-    pub job_args: crate::jobs::JobArgs,
+    pub job_args: JobArgs,
 
     /// `drip ctl`: steer a running drip.
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+/// The flags of the command runner.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Running a command per record")]
+pub struct JobArgs {
+    /// Run COMMAND once per record instead of writing records to stdout: {}
+    /// in an argument is replaced by the record (delimiter excluded);
+    /// without {}, the record is the last argument. {headers} is the path
+    /// of a file for the job's HTTP response headers (curl -D {headers}):
+    /// 429 and 503 there mean overload, 408, 500, 502 and 504 a transient
+    /// failure, other statuses from 400 a final one. Jobs get DRIP_RECORD,
+    /// DRIP_RECORD_ID (an idempotency key), DRIP_ATTEMPT and DRIP_HEADERS.
+    /// No shell (write sh -c '...' for one). Takes the rest of the command
+    /// line, or up to a ';'
+    #[arg(long, value_name = "COMMAND", num_args = 1.., allow_hyphen_values = true, value_terminator = ";", value_hint = ValueHint::CommandName)]
+    pub exec: Vec<String>,
+
+    /// At most N jobs at once (the rate limits starts; both hold) [default:
+    /// 1]
+    #[arg(short, long, value_name = "N", value_parser = jobs_arg, value_hint = ValueHint::Other, allow_hyphen_values = true)]
+    pub jobs: Option<usize>,
+
+    /// Give each job its record on stdin instead of as an argument
+    #[arg(long)]
+    pub record_on_stdin: bool,
+
+    /// Retry a record up to N times after a transient failure or an overload
+    /// [default: 0]
+    #[arg(long, value_name = "N", value_parser = retries_arg, value_hint = ValueHint::Other, allow_hyphen_values = true)]
+    pub retries: Option<u32>,
+
+    /// Exit statuses that are transient failures, retried: a list such as
+    /// 1,75,100-110 [default: 6,7,28,35,52,55,56,75: EX_TEMPFAIL and curl's
+    /// could-not-connect, timeout and send/receive failures]
+    #[arg(long, value_name = "STATUSES", value_parser = statuses_arg, value_hint = ValueHint::Other, allow_hyphen_values = true)]
+    pub retry_on: Option<Statuses>,
+
+    /// Exit statuses that mean the service is overloaded, as 429 and 503
+    /// do: every start pauses (with --key, the starts of the record's key
+    /// only), for Retry-After or else a backoff that grows with each
+    /// overload in a row; then the rate comes back gradually, and the
+    /// record is retried
+    #[arg(long, value_name = "STATUSES", value_parser = statuses_arg, value_hint = ValueHint::Other, allow_hyphen_values = true)]
+    pub overload_on: Option<Statuses>,
+
+    /// Wait before retry n: a random time between 0 and min(MAX, MIN·2^n)
+    /// (exponential backoff, full jitter) [default: 100ms..30s]
+    #[arg(long, value_name = "MIN..MAX", value_parser = backoff_arg, value_hint = ValueHint::Other, allow_hyphen_values = true)]
+    pub backoff: Option<Backoff>,
+
+    /// Kill an attempt that runs longer than DURATION: TERM to its process
+    /// group, KILL one second later
+    #[arg(long, value_name = "DURATION", value_parser = job_duration_arg, value_hint = ValueHint::Other, allow_hyphen_values = true)]
+    pub timeout: Option<Duration>,
+
+    /// Give up on a record DURATION after it was read, counting its time in
+    /// the bucket and all its attempts: it expires
+    #[arg(long, value_name = "DURATION", value_parser = job_duration_arg, value_hint = ValueHint::Other, allow_hyphen_values = true)]
+    pub deadline: Option<Duration>,
+
+    /// Lower the rate on each overload (halve it) and raise it back on
+    /// successes, never above the configured rate (with --key, the rate of
+    /// the key refused)
+    #[arg(long)]
+    pub adapt: bool,
+
+    /// Write one JSON line per attempt to FILE (truncated first; each line
+    /// flushed as written): id (DRIP_RECORD_ID), number (DRIP_RECORD),
+    /// record (a JSON string: valid UTF-8 as it is, a backslash as \\,
+    /// each byte of invalid UTF-8 as \xNN), attempt (from 1), start_us
+    /// (Unix time, whole microseconds), duration_us, exit or signal (null
+    /// when not), timed_out, http_status (null when no headers file) and
+    /// outcome: retry, overload, or the record's fate on its last line
+    /// (succeeded, failed, expired, undelivered); error when the record
+    /// could not be an argument (a NUL byte, over the system's limit: it
+    /// fails alone)
+    #[arg(long, value_name = "FILE", value_parser = PathBufValueParser::new().try_map(not_stdout), value_hint = ValueHint::FilePath)]
+    pub joblog: Option<PathBuf>,
+
+    /// Skip the records that succeeded in earlier runs logged in JOBLOG,
+    /// matched by content (the hash in DRIP_RECORD_ID), not by place: a
+    /// record that appears twice runs again unless it succeeded twice.
+    /// Skipped records count as skipped_done. This run's lines are appended
+    /// to JOBLOG (created if it does not exist yet: everything runs); a last
+    /// line cut short by a killed run is passed over
+    #[arg(long, value_name = "JOBLOG", value_parser = PathBufValueParser::new().try_map(not_stdout), value_hint = ValueHint::FilePath)]
+    pub resume: Option<PathBuf>,
+
+    /// Do not pace from the quota the server announces in the headers file
+    /// (RateLimit, RateLimit-Policy, X-RateLimit-Remaining and
+    /// X-RateLimit-Reset): by default, when a job writes {headers}, the
+    /// remaining quota is spread over the time to its reset, the requests
+    /// in flight counted against it, never faster than --rate
+    #[arg(long)]
+    pub no_quota_pacing: bool,
+
+    /// Write each job's output in input order, whole, whatever order the
+    /// jobs end in (stderr is passed on as it comes). Outputs wait for the
+    /// records before them; at most --order-window records start ahead of
+    /// the oldest one not written out, so a long job holds new starts back
+    #[arg(short = 'k', long)]
+    pub keep_order: bool,
+
+    /// With --keep-order: how many records may start ahead of the oldest
+    /// one whose output is not written out yet (each record's output is
+    /// held in memory up to 64 KiB, in a temporary file beyond) [default:
+    /// 1000]
+    #[arg(long, value_name = "N", value_parser = window_arg, value_hint = ValueHint::Other, allow_hyphen_values = true)]
+    pub order_window: Option<usize>,
 }
 
 /// drip's subcommands. A file named like one is read as `./ctl`.
@@ -340,6 +456,8 @@ pub struct CtlArgs {
 
     /// What to do: info, stats, keys, jobs, pause, resume, rate RATE[:BURST]...,
     /// byte-rate SIZE/UNIT[:BURST]..., key-rate RATE[:BURST], -j N
+    // The brackets are the help's optional parts, not links.
+    #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(value_name = "COMMAND", trailing_var_arg = true, allow_hyphen_values = true, value_hint = ValueHint::Other)]
     pub command: Vec<String>,
 

@@ -2,13 +2,16 @@
 //! mean together (the limits, the keys, sharing), and the usage errors when
 //! they contradict each other.
 
-use super::args::Cli;
-use super::config::{Config, ProgressMode};
+use super::args::{Cli, JobArgs};
+use super::config::Config;
 use crate::cost::Cost;
 use crate::input::Input;
-use crate::jobs::JobConfig;
+use crate::jobs::order::DEFAULT_WINDOW;
+use crate::jobs::retry::{Policy, DEFAULT_RETRY_ON};
+use crate::jobs::{JobConfig, DEFAULT_BACKOFF};
 use crate::key::{KeyArg, KeySpec};
 use crate::keyed::KeyConfig;
+use crate::progress::ProgressMode;
 use crate::quantity::{drained, Bound};
 use crate::rate::Rate;
 use crate::schedule::{Limit, Unit};
@@ -448,6 +451,77 @@ impl TryFrom<Cli> for Config {
     }
 }
 
+impl JobArgs {
+    /// The runner's configuration, when `--exec` is given.
+    ///
+    /// # Errors
+    /// A runner's flag without `--exec`, or a flag without the runner's flag
+    /// it needs: what to say.
+    pub fn config(&self) -> Result<Option<JobConfig>, String> {
+        if self.order_window.is_some() && !self.keep_order {
+            return Err("--order-window: only with --keep-order".into());
+        }
+        if let (Some(resume), Some(joblog)) = (&self.resume, &self.joblog) {
+            if resume != joblog {
+                return Err("--joblog: --resume appends to its JOBLOG; give one of them".into());
+            }
+        }
+        if self.exec.is_empty() {
+            return match self.stray_flag() {
+                Some(flag) => Err(format!(
+                    "{flag}: only with --exec (the command to run per record)"
+                )),
+                None => Ok(None),
+            };
+        }
+        Ok(Some(JobConfig {
+            command: self.exec.clone(),
+            jobs: self.jobs.unwrap_or(1),
+            record_on_stdin: self.record_on_stdin,
+            retries: self.retries.unwrap_or(0),
+            policy: Policy {
+                retry_on: self
+                    .retry_on
+                    .clone()
+                    .map_or_else(|| DEFAULT_RETRY_ON.to_vec(), |s| s.0),
+                overload_on: self.overload_on.clone().map(|s| s.0).unwrap_or_default(),
+            },
+            backoff: self.backoff.unwrap_or(DEFAULT_BACKOFF),
+            timeout: self.timeout,
+            deadline: self.deadline,
+            adapt: self.adapt,
+            joblog: self.joblog.clone(),
+            resume: self.resume.clone(),
+            quota_pacing: !self.no_quota_pacing,
+            quiet: false,
+            keep_order: self
+                .keep_order
+                .then(|| self.order_window.unwrap_or(DEFAULT_WINDOW)),
+        }))
+    }
+
+    /// The first runner's flag given, if any.
+    fn stray_flag(&self) -> Option<&'static str> {
+        [
+            (self.jobs.is_some(), "--jobs"),
+            (self.record_on_stdin, "--record-on-stdin"),
+            (self.retries.is_some(), "--retries"),
+            (self.retry_on.is_some(), "--retry-on"),
+            (self.overload_on.is_some(), "--overload-on"),
+            (self.backoff.is_some(), "--backoff"),
+            (self.timeout.is_some(), "--timeout"),
+            (self.deadline.is_some(), "--deadline"),
+            (self.adapt, "--adapt"),
+            (self.joblog.is_some(), "--joblog"),
+            (self.keep_order, "--keep-order"),
+            (self.resume.is_some(), "--resume"),
+            (self.no_quota_pacing, "--no-quota-pacing"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -617,5 +691,25 @@ mod tests {
         assert!(config(&["-r", "10/s:0"]).is_err());
         assert!(config(&["--byte-rate", "1MiB"]).is_err());
         assert!(config(&["--byte-rate", "1MiB/s:0"]).is_err());
+    }
+
+    #[test]
+    fn status_lists_reach_the_policy() {
+        use clap::Parser;
+        let cli = Cli::try_parse_from([
+            "drip",
+            "--retry-on",
+            "1,75",
+            "--overload-on",
+            "9",
+            "--exec",
+            "true",
+        ])
+        .unwrap();
+        let policy = cli.job_args.config().unwrap().unwrap().policy;
+        assert_eq!(
+            (policy.retry_on, policy.overload_on),
+            (vec![1, 75], vec![9])
+        );
     }
 }

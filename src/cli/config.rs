@@ -11,19 +11,9 @@ use crate::bucket::Overflow;
 use crate::cost::Cost;
 use crate::input::{Input, Oversize};
 use crate::keyed::KeyConfig;
+use crate::progress::ProgressMode;
 use crate::schedule::{Limit, Unit};
 use crate::shared;
-
-/// When to draw the live progress display.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProgressMode {
-    /// When stderr is a terminal.
-    Auto,
-    /// Always (`--progress`).
-    Always,
-    /// Never (`--quiet`).
-    Never,
-}
 
 /// Everything `run` needs, checked and resolved from the command line.
 #[derive(Debug, Clone)]

@@ -8,12 +8,10 @@ mod config;
 mod manual;
 
 pub use args::{Cli, Command, CtlArgs};
-pub use config::{Config, ProgressMode};
+pub use config::Config;
 pub use manual::{
     Paragraph, CONTROL, DESCRIPTION, ENVIRONMENT, EXAMPLES, EXIT_PRECEDENCE, EXIT_STATUSES, FILES,
     SEE_ALSO, SIGNALS, SUMMARY,
 };
 
-pub use crate::bucket::POLICIES;
-pub use crate::input::{Input, OVERSIZE_POLICIES};
-pub use crate::shared::SHARE_ON_ERROR;
+pub use crate::input::Input;

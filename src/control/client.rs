@@ -30,7 +30,7 @@ const BIND_TO_LISTEN: Duration = Duration::from_secs(1);
 pub const EXIT_CTL_FAILED: i32 = 1;
 
 /// Run `drip ctl ARGS`: print the answer on `out`, or one line on `err`;
-/// returns the exit status (0, or [`EXIT_CTL_FAILED`]; no words at all is
+/// returns the exit status (0, or `EXIT_CTL_FAILED`; no words at all is
 /// a usage error, [`crate::EXIT_USAGE`]).
 pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     let Some((first, rest)) = args.split_first() else {
@@ -81,7 +81,7 @@ fn trusted(dir: &Path) -> Result<(), String> {
 fn print(out: &mut dyn Write, value: &serde_json::Value) -> Result<(), String> {
     match writeln!(out, "{value}").and_then(|()| out.flush()) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(format!("stdout: {}", crate::input::describe(&e)))
+            Err(format!("stdout: {}", crate::sys::describe(&e)))
         }
         _ => Ok(()),
     }

@@ -5,7 +5,7 @@
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::FileExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -311,11 +311,11 @@ fn wait(child: &mut Child, limit: Option<Duration>) -> io::Result<Exit> {
     let pid = child.id();
     let pidfd = sys::pidfd_open(pid)?;
     let ms = |d: Duration| i32::try_from(d.as_millis()).unwrap_or(i32::MAX);
-    if sys::wait_readable_for(pidfd.as_raw_fd(), ms(limit)) {
+    if sys::wait_readable_for(pidfd.as_fd(), ms(limit)) {
         return child.wait().map(exit_of);
     }
     sys::kill_group(pid, libc::SIGTERM);
-    if !sys::wait_readable_for(pidfd.as_raw_fd(), ms(KILL_GRACE)) {
+    if !sys::wait_readable_for(pidfd.as_fd(), ms(KILL_GRACE)) {
         sys::kill_group(pid, libc::SIGKILL);
     }
     let status = child.wait()?;

@@ -315,6 +315,7 @@ impl GateControl {
     }
 
     /// Keys held back at `now`: paused, slowed or narrowed.
+    #[cfg(test)]
     pub fn held_keys(&self, now: u64) -> Vec<Box<[u8]>> {
         let holds = self.lock();
         let mut keys: Vec<Box<[u8]>> = holds
@@ -328,7 +329,7 @@ impl GateControl {
     }
 
     /// Keys whose own pause lasts past `now` (sorted): those an overload
-    /// stopped, not those only slowed or narrowed ([`Self::held_keys`]).
+    /// stopped, not those only slowed or narrowed (`held_keys`).
     pub fn paused_keys(&self, now: u64) -> Vec<Box<[u8]>> {
         let holds = self.lock();
         let mut keys: Vec<Box<[u8]>> = holds

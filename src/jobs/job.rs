@@ -294,7 +294,7 @@ impl Pool {
     fn not_an_argument(&self, who: &Who, attempt: u32, error: &std::io::Error) -> JobFate {
         let why = match error.raw_os_error() {
             Some(libc::E2BIG) => "longer than the system's argument limit".to_string(),
-            _ => crate::input::describe(error),
+            _ => crate::sys::describe(error),
         };
         eprintln!(
             "drip: --exec: record {}: cannot be an argument: {why}",

@@ -39,127 +39,14 @@ mod slots;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::builder::TypedValueParser;
-use clap::Args;
-
 pub(crate) use crate::ledger::JobFate;
 pub(crate) use pool::{Pool, RemoveHeaders};
 pub(crate) use runner::Runner;
 
-use retry::{Backoff, Policy, DEFAULT_RETRY_ON};
+use retry::{Backoff, Policy};
 
 /// Exit status: some records failed (or passed their `--deadline`).
 pub const EXIT_FAILED: i32 = 123;
-
-/// The flags of the command runner.
-#[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "Running a command per record")]
-pub struct JobArgs {
-    /// Run COMMAND once per record instead of writing records to stdout: {}
-    /// in an argument is replaced by the record (delimiter excluded);
-    /// without {}, the record is the last argument. {headers} is the path
-    /// of a file for the job's HTTP response headers (curl -D {headers}):
-    /// 429 and 503 there mean overload, 408, 500, 502 and 504 a transient
-    /// failure, other statuses from 400 a final one. Jobs get DRIP_RECORD,
-    /// DRIP_RECORD_ID (an idempotency key), DRIP_ATTEMPT and DRIP_HEADERS.
-    /// No shell (write sh -c '...' for one). Takes the rest of the command
-    /// line, or up to a ';'
-    #[arg(long, value_name = "COMMAND", num_args = 1.., allow_hyphen_values = true, value_terminator = ";", value_hint = clap::ValueHint::CommandName)]
-    pub exec: Vec<String>,
-
-    /// At most N jobs at once (the rate limits starts; both hold) [default:
-    /// 1]
-    #[arg(short, long, value_name = "N", value_parser = jobs_arg, value_hint = clap::ValueHint::Other, allow_hyphen_values = true)]
-    pub jobs: Option<usize>,
-
-    /// Give each job its record on stdin instead of as an argument
-    #[arg(long)]
-    pub record_on_stdin: bool,
-
-    /// Retry a record up to N times after a transient failure or an overload
-    /// [default: 0]
-    #[arg(long, value_name = "N", value_parser = retries_arg, value_hint = clap::ValueHint::Other, allow_hyphen_values = true)]
-    pub retries: Option<u32>,
-
-    /// Exit statuses that are transient failures, retried: a list such as
-    /// 1,75,100-110 [default: 6,7,28,35,52,55,56,75: EX_TEMPFAIL and curl's
-    /// could-not-connect, timeout and send/receive failures]
-    #[arg(long, value_name = "STATUSES", value_parser = statuses_arg, value_hint = clap::ValueHint::Other, allow_hyphen_values = true)]
-    pub retry_on: Option<Statuses>,
-
-    /// Exit statuses that mean the service is overloaded, as 429 and 503
-    /// do: every start pauses (with --key, the starts of the record's key
-    /// only), for Retry-After or else a backoff that grows with each
-    /// overload in a row; then the rate comes back gradually, and the
-    /// record is retried
-    #[arg(long, value_name = "STATUSES", value_parser = statuses_arg, value_hint = clap::ValueHint::Other, allow_hyphen_values = true)]
-    pub overload_on: Option<Statuses>,
-
-    /// Wait before retry n: a random time between 0 and min(MAX, MIN·2^n)
-    /// (exponential backoff, full jitter) [default: 100ms..30s]
-    #[arg(long, value_name = "MIN..MAX", value_parser = backoff_arg, value_hint = clap::ValueHint::Other, allow_hyphen_values = true)]
-    pub backoff: Option<Backoff>,
-
-    /// Kill an attempt that runs longer than DURATION: TERM to its process
-    /// group, KILL one second later
-    #[arg(long, value_name = "DURATION", value_parser = job_duration_arg, value_hint = clap::ValueHint::Other, allow_hyphen_values = true)]
-    pub timeout: Option<Duration>,
-
-    /// Give up on a record DURATION after it was read, counting its time in
-    /// the bucket and all its attempts: it expires
-    #[arg(long, value_name = "DURATION", value_parser = job_duration_arg, value_hint = clap::ValueHint::Other, allow_hyphen_values = true)]
-    pub deadline: Option<Duration>,
-
-    /// Lower the rate on each overload (halve it) and raise it back on
-    /// successes, never above the configured rate (with --key, the rate of
-    /// the key refused)
-    #[arg(long)]
-    pub adapt: bool,
-
-    /// Write one JSON line per attempt to FILE (truncated first; each line
-    /// flushed as written): id (DRIP_RECORD_ID), number (DRIP_RECORD),
-    /// record (a JSON string: valid UTF-8 as it is, a backslash as \\,
-    /// each byte of invalid UTF-8 as \xNN), attempt (from 1), start_us
-    /// (Unix time, whole microseconds), duration_us, exit or signal (null
-    /// when not), timed_out, http_status (null when no headers file) and
-    /// outcome: retry, overload, or the record's fate on its last line
-    /// (succeeded, failed, expired, undelivered); error when the record
-    /// could not be an argument (a NUL byte, over the system's limit: it
-    /// fails alone)
-    #[arg(long, value_name = "FILE", value_parser = clap::builder::PathBufValueParser::new().try_map(crate::output::not_stdout), value_hint = clap::ValueHint::FilePath)]
-    pub joblog: Option<PathBuf>,
-
-    /// Skip the records that succeeded in earlier runs logged in JOBLOG,
-    /// matched by content (the hash in DRIP_RECORD_ID), not by place: a
-    /// record that appears twice runs again unless it succeeded twice.
-    /// Skipped records count as skipped_done. This run's lines are appended
-    /// to JOBLOG (created if it does not exist yet: everything runs); a last
-    /// line cut short by a killed run is passed over
-    #[arg(long, value_name = "JOBLOG", value_parser = clap::builder::PathBufValueParser::new().try_map(crate::output::not_stdout), value_hint = clap::ValueHint::FilePath)]
-    pub resume: Option<PathBuf>,
-
-    /// Do not pace from the quota the server announces in the headers file
-    /// (RateLimit, RateLimit-Policy, X-RateLimit-Remaining and
-    /// X-RateLimit-Reset): by default, when a job writes {headers}, the
-    /// remaining quota is spread over the time to its reset, the requests
-    /// in flight counted against it, never faster than --rate
-    #[arg(long)]
-    pub no_quota_pacing: bool,
-
-    /// Write each job's output in input order, whole, whatever order the
-    /// jobs end in (stderr is passed on as it comes). Outputs wait for the
-    /// records before them; at most --order-window records start ahead of
-    /// the oldest one not written out, so a long job holds new starts back
-    #[arg(short = 'k', long)]
-    pub keep_order: bool,
-
-    /// With --keep-order: how many records may start ahead of the oldest
-    /// one whose output is not written out yet (each record's output is
-    /// held in memory up to 64 KiB, in a temporary file beyond) [default:
-    /// 1000]
-    #[arg(long, value_name = "N", value_parser = window_arg, value_hint = clap::ValueHint::Other, allow_hyphen_values = true)]
-    pub order_window: Option<usize>,
-}
 
 /// The command runner's configuration, checked.
 #[derive(Debug, Clone, PartialEq)]
@@ -197,81 +84,10 @@ pub struct JobConfig {
 }
 
 /// The wait before a retry unless `--backoff` says otherwise.
-const DEFAULT_BACKOFF: Backoff = Backoff {
+pub(crate) const DEFAULT_BACKOFF: Backoff = Backoff {
     min_ns: 100_000_000,
     max_ns: 30_000_000_000,
 };
-
-impl JobArgs {
-    /// The runner's configuration, when `--exec` is given.
-    ///
-    /// # Errors
-    /// A runner's flag without `--exec`, or a flag without the runner's flag
-    /// it needs: what to say.
-    pub fn config(&self) -> Result<Option<JobConfig>, String> {
-        if self.order_window.is_some() && !self.keep_order {
-            return Err("--order-window: only with --keep-order".into());
-        }
-        if let (Some(resume), Some(joblog)) = (&self.resume, &self.joblog) {
-            if resume != joblog {
-                return Err("--joblog: --resume appends to its JOBLOG; give one of them".into());
-            }
-        }
-        if self.exec.is_empty() {
-            return match self.stray_flag() {
-                Some(flag) => Err(format!(
-                    "{flag}: only with --exec (the command to run per record)"
-                )),
-                None => Ok(None),
-            };
-        }
-        Ok(Some(JobConfig {
-            command: self.exec.clone(),
-            jobs: self.jobs.unwrap_or(1),
-            record_on_stdin: self.record_on_stdin,
-            retries: self.retries.unwrap_or(0),
-            policy: Policy {
-                retry_on: self
-                    .retry_on
-                    .clone()
-                    .map_or_else(|| DEFAULT_RETRY_ON.to_vec(), |s| s.0),
-                overload_on: self.overload_on.clone().map(|s| s.0).unwrap_or_default(),
-            },
-            backoff: self.backoff.unwrap_or(DEFAULT_BACKOFF),
-            timeout: self.timeout,
-            deadline: self.deadline,
-            adapt: self.adapt,
-            joblog: self.joblog.clone(),
-            resume: self.resume.clone(),
-            quota_pacing: !self.no_quota_pacing,
-            quiet: false,
-            keep_order: self
-                .keep_order
-                .then(|| self.order_window.unwrap_or(order::DEFAULT_WINDOW)),
-        }))
-    }
-
-    /// The first runner's flag given, if any.
-    fn stray_flag(&self) -> Option<&'static str> {
-        [
-            (self.jobs.is_some(), "--jobs"),
-            (self.record_on_stdin, "--record-on-stdin"),
-            (self.retries.is_some(), "--retries"),
-            (self.retry_on.is_some(), "--retry-on"),
-            (self.overload_on.is_some(), "--overload-on"),
-            (self.backoff.is_some(), "--backoff"),
-            (self.timeout.is_some(), "--timeout"),
-            (self.deadline.is_some(), "--deadline"),
-            (self.adapt, "--adapt"),
-            (self.joblog.is_some(), "--joblog"),
-            (self.keep_order, "--keep-order"),
-            (self.resume.is_some(), "--resume"),
-            (self.no_quota_pacing, "--no-quota-pacing"),
-        ]
-        .into_iter()
-        .find_map(|(given, flag)| given.then_some(flag))
-    }
-}
 
 /// A command that cannot be run at all: reported once, exit 127 (not
 /// found) or 126 (not executable), as xargs does.
@@ -299,7 +115,7 @@ impl std::fmt::Display for ExecError {
         let why = match self.error.kind() {
             std::io::ErrorKind::NotFound => "command not found".to_string(),
             std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
-            _ => crate::input::describe(&self.error),
+            _ => crate::sys::describe(&self.error),
         };
         write!(f, "--exec {}: {why}", self.program)
     }
@@ -315,11 +131,11 @@ pub(crate) fn jobs_arg(text: &str) -> Result<usize, String> {
     whole_arg(text, 1, 4096).map(|n| n as usize)
 }
 
-fn window_arg(text: &str) -> Result<usize, String> {
+pub(crate) fn window_arg(text: &str) -> Result<usize, String> {
     whole_arg(text, 1, 1_000_000).map(|n| n as usize)
 }
 
-fn retries_arg(text: &str) -> Result<u32, String> {
+pub(crate) fn retries_arg(text: &str) -> Result<u32, String> {
     whole_arg(text, 0, 1000).map(|n| n as u32)
 }
 
@@ -339,7 +155,7 @@ fn whole_arg(text: &str, least: u64, most: u64) -> Result<u64, String> {
 pub struct Statuses(pub Vec<i32>);
 
 /// Parse a list of exit statuses: `75`, `1,2,3`, `100-110`.
-fn statuses_arg(text: &str) -> Result<Statuses, String> {
+pub(crate) fn statuses_arg(text: &str) -> Result<Statuses, String> {
     const FORMS: &str = "expected exit statuses from 1 to 255 such as 75 or 1,75,100-110";
     let status = |t: &str| {
         t.trim()
@@ -365,7 +181,7 @@ fn statuses_arg(text: &str) -> Result<Statuses, String> {
 }
 
 /// Parse `--backoff MIN..MAX` (durations, 0 < MIN ≤ MAX).
-fn backoff_arg(text: &str) -> Result<Backoff, String> {
+pub(crate) fn backoff_arg(text: &str) -> Result<Backoff, String> {
     const FORMS: &str = "expected MIN..MAX such as 100ms..30s";
     let (min, max) = text.split_once("..").ok_or(FORMS)?;
     let ns = |t: &str| {
@@ -382,7 +198,7 @@ fn backoff_arg(text: &str) -> Result<Backoff, String> {
 
 /// Parse a job duration: more than zero, at most a day less a second
 /// (drip's clock in ms for poll(2) must hold it).
-fn job_duration_arg(text: &str) -> Result<Duration, String> {
+pub(crate) fn job_duration_arg(text: &str) -> Result<Duration, String> {
     if text.trim().starts_with('-') {
         return Err("a duration cannot be negative".into());
     }
@@ -415,26 +231,6 @@ mod tests {
         assert!(statuses_arg("256").is_err());
         assert!(statuses_arg("5-3").is_err());
         assert!(statuses_arg("x").is_err());
-    }
-
-    #[test]
-    fn status_lists_reach_the_policy() {
-        use clap::Parser;
-        let cli = crate::cli::Cli::try_parse_from([
-            "drip",
-            "--retry-on",
-            "1,75",
-            "--overload-on",
-            "9",
-            "--exec",
-            "true",
-        ])
-        .unwrap();
-        let policy = cli.job_args.config().unwrap().unwrap().policy;
-        assert_eq!(
-            (policy.retry_on, policy.overload_on),
-            (vec![1, 75], vec![9])
-        );
     }
 
     #[test]

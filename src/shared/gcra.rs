@@ -363,7 +363,7 @@ pub struct KeyState {
     pub tat: i64,
 }
 
-/// The per-key schedules of a state file, by [`hex`] key. Pure: times are
+/// The per-key schedules of a state file, by `hex` key. Pure: times are
 /// the caller's (ns on the shared clock).
 ///
 /// Only keys whose schedule has not rested are kept ([`KeyBook::prune`]):

@@ -1,5 +1,5 @@
 //! One limit shared by many drips (`--share`): on one host through a state
-//! file ([`file`]), across hosts through Redis ([`redis`]).
+//! file ([`mod@file`]), across hosts through Redis ([`redis`]).
 //!
 //! The shared schedule is one GCRA per limit, and one per key with
 //! `--key`, kept in the shared state ([`gcra`], the arithmetic; in Redis
@@ -45,7 +45,7 @@ use voice::{Retry, Voice};
 
 pub use keeper::GIVE_BACK_WAIT;
 pub use lease::SharedSchedule;
-pub use target::{parse_on_error, parse_target, Share, Target, NAME_MAX, SHARE_ON_ERROR};
+pub use target::{parse_on_error, parse_target, Share, Target, SHARE_ON_ERROR};
 pub use voice::OnError;
 
 /// The limits of this drip differ from those stored under the NAME: exit
@@ -201,11 +201,6 @@ impl Handle {
             }
             .into(),
         }
-    }
-
-    /// The counters for `--stats` and `--stats-json` now ([`Counters::stats`]).
-    pub fn stats(&self) -> ShareStats {
-        self.counters().stats()
     }
 
     /// Where the counters are, for reading them from another thread at any

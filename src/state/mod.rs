@@ -46,6 +46,7 @@ use crate::keyed::NoRoom;
 use crate::ledger::JobFate;
 use crate::ledger::Ledger;
 use crate::output;
+use crate::schedule::Limit;
 use crate::stats::{format_ms, Departures, JobStats};
 use crate::sys;
 
@@ -182,6 +183,11 @@ pub(crate) trait Jobs: Send + Sync + std::fmt::Debug {
 
 /// After a second signal, how long jobs have between TERM and KILL.
 pub(crate) const KILL_AFTER_LEAVE: Duration = Duration::from_millis(200);
+
+/// The global limits in force (`--rate`, `--byte-rate`, as `drip ctl`
+/// changed them), shared by the steering (which changes them) and
+/// `--metrics` (which reports the rate).
+pub(crate) type InForce = Arc<Mutex<Vec<Limit>>>;
 
 impl State {
     /// A state around `adm`, with nothing read yet.

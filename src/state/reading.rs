@@ -69,7 +69,7 @@ impl State {
             && !self.adm.paused()
     }
 
-    /// Whether the writer can take records now ([`Writing::may_take`]);
+    /// Whether the writer can take records now ([`super::Writing::may_take`]);
     /// never when only the writer releases them
     /// ([`crate::schedule::Schedule::released_by_the_writer`]).
     pub(crate) fn may_leave(&self, now: u64, unpaced: bool) -> bool {
