@@ -13,10 +13,14 @@
 //! waits in the line and never holds back another):
 //!
 //! - [`GateControl::pause`]: nothing of the scope starts before a time;
-//! - [`GateControl::slow`]: after a pause the scope's rate comes back
-//!   gradually ([`Ramp`]), from half the rate it had, not at once;
-//! - [`GateControl::narrow`]: a least spacing of starts (the lowered rate
-//!   of `--adapt`; 0 lifts it);
+//! - `slow`: after a pause the scope's rate comes back gradually
+//!   ([`Ramp`]), from half the rate it had, not at once;
+//! - `narrow`: a least spacing of starts (the lowered rate of `--adapt`; 0
+//!   lifts it);
+//! - the runner pauses, slows and narrows a scope through its overload
+//!   books, kept here under the same lock ([`super::overload`]:
+//!   `GateControl::overload`, `GateControl::succeeded`), so the three are
+//!   decided at once;
 //! - [`GateControl::set_quota_spacing`]: another least spacing, the pace
 //!   that makes the quota a server announces last until its reset (the
 //!   larger spacing holds);
@@ -264,7 +268,9 @@ impl GateControl {
 
     /// After an overload at `now`, `scope`'s rate comes back gradually from
     /// `resume` on (the pause's end): from half the rate it had at `now`
-    /// ([`Ramp`]). Nothing when its rate is not limited.
+    /// ([`Ramp`]). Nothing when its rate is not limited. (The runner slows
+    /// a scope through its overload books: `GateControl::overload`.)
+    #[cfg(test)]
     pub fn slow(&self, scope: &Scope, now: u64, resume: u64) {
         let full = self.full_rate(scope);
         if !full.is_finite() {
@@ -285,6 +291,8 @@ impl GateControl {
     }
 
     /// Keep `scope`'s starts at least `ns` apart (0: only the limits pace).
+    /// (The runner narrows a scope through its overload books.)
+    #[cfg(test)]
     pub fn narrow(&self, scope: &Scope, ns: u64) {
         self.lock().narrow(scope, ns);
     }
