@@ -101,10 +101,14 @@ impl GateControl {
             book.streak = book.streak.saturating_add(1);
             book.last = Some(now);
         }
-        let spacing = fresh.then(|| book.aimd.as_mut()).flatten().map(|aimd| {
-            aimd.overload();
-            aimd.spacing_ns()
-        });
+        // Under `--adapt` a fresh overload lowers the rate.
+        let spacing = match (&mut book.aimd, fresh) {
+            (Some(aimd), true) => {
+                aimd.overload();
+                Some(aimd.spacing_ns())
+            }
+            _ => None,
+        };
         let was_paused = holds.paused_until(scope) > now;
         let lengthened = holds.pause(scope, now, now.saturating_add(wait));
         if lengthened > 0 {
