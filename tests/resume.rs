@@ -352,6 +352,37 @@ fn a_joblog_that_does_not_exist_yet_starts_from_the_beginning() {
     assert!(err.contains("--resume appends to its JOBLOG"), "{err}");
 }
 
+/// `--joblog` beside `--resume` names the same file by any name: another
+/// spelling, a symbolic link; another file is refused.
+#[test]
+fn the_joblog_beside_resume_is_the_same_file_by_any_name() {
+    let dir = tempfile::tempdir().unwrap();
+    // drip --resume RESUME --joblog JOBLOG in `dir`: (status, stderr).
+    let run_in = |resume: &str, joblog: &str| {
+        let out = command(&["-q", "-r", "inf", "--resume", resume, "--joblog", joblog])
+            .args(["/dev/null", "--exec", "echo"])
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), err)
+    };
+    // Not created yet: the same name in the same directory.
+    let (status, err) = run_in("jobs.ndjson", "./jobs.ndjson");
+    assert_eq!(status, Some(0), "{err}");
+    std::fs::write(dir.path().join("jobs.ndjson"), "").unwrap();
+    std::os::unix::fs::symlink("jobs.ndjson", dir.path().join("link")).unwrap();
+    let full = dir.path().join("jobs.ndjson").display().to_string();
+    for joblog in ["./jobs.ndjson", "link", &full] {
+        let (status, err) = run_in("jobs.ndjson", joblog);
+        assert_eq!(status, Some(0), "{joblog}: {err}");
+    }
+    let (status, err) = run_in("jobs.ndjson", "other");
+    assert_eq!(status, Some(2), "{err}");
+    assert!(err.contains("--resume appends to its JOBLOG"), "{err}");
+}
+
 /// A mistyped name (the URL list itself, random bytes) is no joblog: drip
 /// refuses it before it writes anything, and the file is left as it was.
 #[test]
