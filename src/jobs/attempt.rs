@@ -5,7 +5,7 @@
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::FileExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -309,13 +309,14 @@ fn wait(child: &mut Child, limit: Option<Duration>) -> io::Result<Exit> {
         return child.wait().map(exit_of);
     };
     let pid = child.id();
-    let pidfd = sys::pidfd_open(pid)?;
-    let ms = |d: Duration| i32::try_from(d.as_millis()).unwrap_or(i32::MAX);
-    if sys::wait_readable_for(pidfd.as_raw_fd(), ms(limit)) {
+    // No descriptor to spare for a pidfd: the job runs already (it must
+    // not fail as one that did not start), and is looked at now and then.
+    let pidfd = sys::pidfd_open(pid).ok();
+    if ends_within(child, pidfd.as_ref(), limit)? {
         return child.wait().map(exit_of);
     }
     sys::kill_group(pid, libc::SIGTERM);
-    if !sys::wait_readable_for(pidfd.as_raw_fd(), ms(KILL_GRACE)) {
+    if !ends_within(child, pidfd.as_ref(), KILL_GRACE)? {
         sys::kill_group(pid, libc::SIGKILL);
     }
     let status = child.wait()?;
@@ -325,6 +326,29 @@ fn wait(child: &mut Child, limit: Option<Duration>) -> io::Result<Exit> {
         code: status.code(),
         signal: status.signal(),
     })
+}
+
+/// How often a job is looked at when there is no pidfd to wait on.
+const EXIT_POLL: Duration = Duration::from_millis(10);
+
+/// Whether `child` ends within `time`: its pidfd becomes readable, or,
+/// without one, [`Child::try_wait`] every [`EXIT_POLL`] sees it ended.
+fn ends_within(child: &mut Child, pidfd: Option<&OwnedFd>, time: Duration) -> io::Result<bool> {
+    if let Some(fd) = pidfd {
+        let ms = i32::try_from(time.as_millis()).unwrap_or(i32::MAX);
+        return Ok(sys::wait_readable_for(fd.as_raw_fd(), ms));
+    }
+    let until = Instant::now() + time;
+    loop {
+        if child.try_wait()?.is_some() {
+            return Ok(true);
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(false);
+        }
+        std::thread::sleep(left.min(EXIT_POLL));
+    }
 }
 
 fn exit_of(status: ExitStatus) -> Exit {
@@ -466,5 +490,18 @@ mod tests {
         fn flush(&mut self) -> io::Result<()> {
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod without_a_pidfd {
+    use super::*;
+
+    #[test]
+    fn a_job_is_waited_for_by_looking_at_it() {
+        let mut child = Command::new("sleep").arg("0.2").spawn().unwrap();
+        assert!(!ends_within(&mut child, None, Duration::from_millis(20)).unwrap());
+        assert!(ends_within(&mut child, None, Duration::from_secs(10)).unwrap());
+        assert_eq!(exit_of(child.wait().unwrap()), Exit::Code(0));
     }
 }
