@@ -57,16 +57,30 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// A stable id for a record, for an idempotency key: its place in the
-/// input (`number`, 1-based) and a 64-bit FNV-1a hash of its bytes (the
-/// same record in the same place of the input gets the same id in every
-/// run, a resumed one too).
+/// input (`number`, 1-based) and its content digest ([`content_hash`], 32
+/// hex digits). The same record in the same place of the input gets the
+/// same id in every run, a resumed one too; two records with different
+/// bytes never share the digest in practice (it is collision-resistant,
+/// so not even when someone crafts them to).
 pub fn record_id(number: u64, record: &[u8]) -> String {
-    format!("{number}-{:016x}", content_hash(record))
+    format!("{number}-{:032x}", content_hash(record))
 }
 
-/// The 64-bit FNV-1a hash of a record's bytes (delimiter excluded): the
-/// second part of its id, which `--resume` matches.
-pub fn content_hash(record: &[u8]) -> u64 {
+/// A record's content digest: the first 128 bits of the SHA-256 of its
+/// bytes (delimiter excluded), the second part of its id, which `--resume`
+/// matches (`printf %s RECORD | sha256sum | cut -c1-32` spells it).
+pub fn content_hash(record: &[u8]) -> u128 {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(record);
+    let mut first = [0u8; 16];
+    first.copy_from_slice(&digest[..16]);
+    u128::from_be_bytes(first)
+}
+
+/// The 64-bit FNV-1a hash of a record's bytes: the hash part of the ids
+/// of earlier versions of drip, which the joblogs they wrote hold
+/// (`--resume` reads them: [`super::resume`]).
+pub fn fnv1a_64(record: &[u8]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in record {
         hash ^= u64::from(b);
@@ -411,6 +425,12 @@ mod tests {
         assert_ne!(record_id(3, b"x"), record_id(4, b"x"));
         assert_ne!(record_id(3, b"x"), record_id(3, b"y"));
         assert!(record_id(3, b"x").starts_with("3-"));
+        // sha256("abc") = ba7816bf8f01cfea414140de5dae2223…
+        assert_eq!(record_id(1, b"abc"), "1-ba7816bf8f01cfea414140de5dae2223");
+        // Two records the 64-bit FNV-1a of earlier ids did not tell apart.
+        let (a, b) = (b"78eafc5a458f3669", b"05d19705f609f65d");
+        assert_eq!(fnv1a_64(a), fnv1a_64(b));
+        assert_ne!(record_id(1, a)[2..], record_id(1, b)[2..]);
     }
 
     #[test]
