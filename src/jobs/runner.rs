@@ -924,10 +924,13 @@ impl Pool {
                 return Some(Err(error));
             }
             if !std::mem::replace(&mut inner.room_said, true) && !self.cfg.quiet {
+                // Not under the lock: stderr may be stalled.
+                drop(inner);
                 eprintln!(
                     "drip: --exec: a job cannot start yet: {}; it waits for a running job to end",
                     crate::input::describe(&error).to_lowercase()
                 );
+                inner = self.lock();
             }
             drop(self.freed.wait_timeout(inner, ROOM_POLL));
         }
