@@ -23,7 +23,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
 
@@ -144,6 +144,9 @@ pub struct Order {
     /// never held across a write; whoever removes a record's entry counts
     /// what of it was not written, so nothing is counted twice.
     in_hand: Mutex<BTreeMap<u64, u64>>,
+    /// Leaving, a write was cut short (stdout took no more): the outputs
+    /// not written yet are given up without a try.
+    stalled: AtomicBool,
 }
 
 impl Order {
@@ -160,6 +163,7 @@ impl Order {
             turn_moved: Condvar::new(),
             written_up_to: AtomicU64::new(1),
             in_hand: Mutex::new(BTreeMap::new()),
+            stalled: AtomicBool::new(false),
         }
     }
 
@@ -207,9 +211,10 @@ impl Order {
 
     /// Record `number` is done: write out, to `out`, every done record's
     /// output from the oldest on, in order, up to the first not done; a
-    /// write interrupted while `give_up()` says so ends that output there,
-    /// and a run still waiting for its turn when `give_up()` says so is
-    /// not written at all. A write error ends nothing: the records' fates
+    /// write interrupted while `give_up()` says so (drip is leaving) ends
+    /// that output there, and no output after it is tried (stdout is
+    /// stalled). Leaving, the outputs are still written as far as stdout
+    /// takes them. A write error ends nothing else: the records' fates
     /// are already settled, and stdout's reader going away is noticed
     /// elsewhere. Returns what was not written.
     pub fn done(&self, number: u64, out: &Out, give_up: &dyn Fn() -> bool) -> Unwritten {
@@ -232,7 +237,8 @@ impl Order {
             return Unwritten::default();
         }
         let mut cut = Unwritten::default();
-        if !self.wait_turn(first, give_up) {
+        let stalled = || self.stalled.load(Ordering::SeqCst);
+        if !self.wait_turn(first, &stalled) {
             for (number, held) in (first..).zip(run) {
                 cut = cut.and(self.let_go(number, held.len()));
             }
@@ -242,9 +248,10 @@ impl Order {
         {
             let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
             for (number, held) in (first..).zip(run) {
-                // Leaving: the rest of the run is not written (each write
+                // Leaving, the outputs go out as far as stdout takes them:
+                // once a write was cut short, the rest are not tried (each
                 // would block until the next interruption).
-                let left = if give_up() {
+                let left = if stalled() {
                     held.len()
                 } else {
                     let mut tally = Tally {
@@ -252,7 +259,11 @@ impl Order {
                         in_hand: &self.in_hand,
                         number,
                     };
-                    held.write_to(&mut tally, give_up)
+                    let left = held.write_to(&mut tally, give_up);
+                    if left > 0 && give_up() {
+                        self.stalled.store(true, Ordering::SeqCst);
+                    }
+                    left
                 };
                 cut = cut.and(self.let_go(number, left));
                 // The window moves on as each record is written out.

@@ -49,6 +49,14 @@ use crate::writer::Sink;
 /// How often a wait (for a slot, a pause, a backoff) looks for a stop.
 const POLL: Duration = Duration::from_millis(10);
 
+/// How often a job that cannot start for want of a resource tries again,
+/// at most, between the ends of other jobs.
+const ROOM_POLL: Duration = Duration::from_millis(50);
+
+/// How long a job that cannot start for want of a resource keeps trying
+/// while no other job of drip runs (so none will give one back).
+const ROOM_PATIENCE: Duration = Duration::from_secs(5);
+
 /// Quota windows kept (one per key) before those already over are
 /// forgotten.
 const QUOTA_WINDOWS_KEPT: usize = 4096;
@@ -99,6 +107,10 @@ struct Inner {
     lingering: Vec<u32>,
     /// Output that could not be passed on.
     unwritten: Unwritten,
+    /// Attempts whose process runs now (started, not yet waited for).
+    processes: usize,
+    /// A job waiting for room to start was said on stderr.
+    room_said: bool,
 }
 
 /// A record being run.
@@ -144,6 +156,9 @@ pub(crate) struct Pool {
     out: Mutex<Box<dyn Write + Send>>,
     inner: Mutex<Inner>,
     freed: Condvar,
+    /// Taken by the job trying again to start after a resource ran out
+    /// ([`Pool::with_room`]): such jobs try one at a time.
+    room: Mutex<()>,
     /// Workers wait here for records.
     work: Condvar,
     joblog: Option<Mutex<Joblog>>,
@@ -227,6 +242,7 @@ impl Pool {
             out: Mutex::new(out),
             inner: Mutex::new(inner),
             freed: Condvar::new(),
+            room: Mutex::new(()),
             work: Condvar::new(),
             joblog,
             headers_dir: headers.path().to_path_buf(),
@@ -464,11 +480,15 @@ impl Pool {
     }
 
     /// A worker: run the records handed to it, one at a time, for ever.
+    /// Its jobs' files are reused from one record to the next, and closed
+    /// while it is idle: a job waiting for a file descriptor to start
+    /// ([`Pool::with_room`]) gets those of the workers that have no job.
     fn work(&self) {
-        let files = Files::new(self.cfg.record_on_stdin);
-        let mut files = files.ok();
+        let mut files = None;
         loop {
-            let (number, record) = {
+            let next = self.lock().queue.pop_front();
+            let (number, record) = next.unwrap_or_else(|| {
+                files = None;
                 let mut inner = self.lock();
                 loop {
                     if let Some(next) = inner.queue.pop_front() {
@@ -478,17 +498,15 @@ impl Pool {
                     inner = self.work.wait(inner).unwrap_or_else(|e| e.into_inner());
                     inner.idle -= 1;
                 }
-            };
-            let outcome = match &mut files {
-                Some(files) => self.run_record(number, &record, files),
-                None => Outcome::Failed,
-            };
+            });
+            let outcome = self.run_record(number, &record, &mut files);
             self.settle(number, outcome);
         }
     }
 
-    /// Run `record`'s attempts until it is done.
-    fn run_record(&self, number: u64, record: &Segment, files: &mut Files) -> Outcome {
+    /// Run `record`'s attempts until it is done, with the worker's `files`
+    /// (made if there are none: [`Pool::job_files`]).
+    fn run_record(&self, number: u64, record: &Segment, files: &mut Option<Files>) -> Outcome {
         let bytes = record.as_bytes();
         let body = match bytes.split_last() {
             Some((&last, body)) if last == self.delimiter => body,
@@ -506,9 +524,6 @@ impl Pool {
         let headers = self.headers_dir.join(number.to_string());
         let argv =
             attempt::command_line(&self.cfg.command, body, &headers, self.cfg.record_on_stdin);
-        if files.set_record(bytes).is_err() {
-            return Outcome::Failed;
-        }
         let deadline = self
             .cfg
             .deadline
@@ -532,19 +547,33 @@ impl Pool {
                 limit: self.attempt_limit(deadline, now),
             };
             let set_group = |pgid| self.set_group(number, pgid);
-            let ended = match attempt::run(&spec, files, &set_group) {
-                Ok(ended) => {
-                    self.attempt_ended(number);
-                    ended
+            let started = self.with_room(|running| {
+                let set_group = |pgid| {
+                    running();
+                    set_group(pgid);
+                };
+                let run = attempt::run(&spec, self.job_files(files, bytes)?, &set_group);
+                if run.as_ref().is_err_and(super::short_of_resources) {
+                    // Not held while the job waits to start.
+                    *files = None;
                 }
-                Err(error) if not_an_argument(&error) => {
+                run
+            });
+            let ended = match started {
+                None => return self.unstarted(&who, n, Outcome::Undelivered),
+                Some(Ok(started)) => {
+                    self.attempt_ended(number);
+                    started
+                }
+                Some(Err(error)) if not_an_argument(&error) => {
                     return self.not_an_argument(&who, n, &error);
                 }
-                Err(error) => {
+                Some(Err(error)) => {
                     let outcome = self.cannot_run(&argv[0], error);
                     return self.unstarted(&who, n, outcome);
                 }
             };
+            let files = files.as_mut().expect("the attempt ran with them");
             let step = self.judge(&who, n, (&ended, &*files), &headers, (deadline, &scope));
             self.pass_on(number, files);
             let at = match step {
@@ -767,6 +796,7 @@ impl Pool {
     /// drip is leaving.
     fn set_group(&self, number: u64, pgid: u32) {
         let mut inner = self.lock();
+        inner.processes += 1;
         if let Some(job) = inner.running.get_mut(&number) {
             job.group = pgid;
         }
@@ -790,6 +820,7 @@ impl Pool {
     /// if processes it left behind still run in it.
     fn attempt_ended(&self, number: u64) {
         let mut inner = self.lock();
+        inner.processes = inner.processes.saturating_sub(1);
         let Some(pgid) = inner.running.get(&number).map(|job| job.group) else {
             return;
         };
@@ -833,6 +864,84 @@ impl Pool {
         );
         self.log_never_ran(who, attempt, "failed", Some(&why));
         Outcome::Failed
+    }
+
+    /// The files of an attempt's job, `files`, made if there are none
+    /// (its stdout and stderr, and with `--record-on-stdin` its stdin),
+    /// holding `record` for its stdin. An error other than a resource
+    /// running out is said as one of drip's own (exit 1).
+    fn job_files<'f>(
+        &self,
+        files: &'f mut Option<Files>,
+        record: &[u8],
+    ) -> std::io::Result<&'f mut Files> {
+        let made = match files {
+            Some(files) => Ok(files),
+            None => Files::new(self.cfg.record_on_stdin).map(|made| files.insert(made)),
+        };
+        let set = made.and_then(|files| files.set_record(record).map(|()| files));
+        set.map_err(|e| {
+            if super::short_of_resources(&e) {
+                return e;
+            }
+            let why = crate::sys::describe(&e).to_lowercase();
+            std::io::Error::other(format!("a job's output file: {why}"))
+        })
+    }
+
+    /// Do `start` (make a job's files, start its process; it calls the
+    /// function it is given once the process runs). While it fails for
+    /// want of a resource ([`super::short_of_resources`]: file descriptors,
+    /// processes, memory), try again as other jobs end (each gives back
+    /// what it held), every [`ROOM_POLL`] at least; while no other job of
+    /// drip runs, for [`ROOM_PATIENCE`] at most: then its error. The jobs
+    /// waiting so try one at a time, each until its process runs (they
+    /// would otherwise take from each other what each needs to start).
+    /// Said once on stderr (not with `-q`). `None` when drip stops
+    /// meanwhile: the job did not start.
+    fn with_room<T>(
+        &self,
+        mut start: impl FnMut(&dyn Fn()) -> std::io::Result<T>,
+    ) -> Option<std::io::Result<T>> {
+        match start(&|| {}) {
+            Err(e) if super::short_of_resources(&e) => {}
+            done => return Some(done),
+        }
+        let turn =
+            std::cell::RefCell::new(Some(self.room.lock().unwrap_or_else(|e| e.into_inner())));
+        let running = || drop(turn.borrow_mut().take());
+        let mut alone_since: Option<std::time::Instant> = None;
+        loop {
+            // The job before may have just started, or given up: the turn
+            // begins with a try.
+            let error = match start(&running) {
+                Err(e) if super::short_of_resources(&e) => e,
+                done => return Some(done),
+            };
+            if self.stopping() || self.leaving() {
+                return None;
+            }
+            let mut inner = self.lock();
+            if inner.processes > 0 {
+                alone_since = None;
+            } else if alone_since
+                .get_or_insert_with(std::time::Instant::now)
+                .elapsed()
+                >= ROOM_PATIENCE
+            {
+                return Some(Err(error));
+            }
+            if !std::mem::replace(&mut inner.room_said, true) && !self.cfg.quiet {
+                // Not under the lock: stderr may be stalled.
+                drop(inner);
+                eprintln!(
+                    "drip: --exec: a job cannot start yet: {}; it waits for a running job to end",
+                    crate::sys::describe(&error).to_lowercase()
+                );
+                inner = self.lock();
+            }
+            drop(self.freed.wait_timeout(inner, ROOM_POLL));
+        }
     }
 
     /// The command cannot be started: reported once, and drip stops.
