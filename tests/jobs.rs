@@ -1224,3 +1224,64 @@ fn a_second_signal_ends_what_the_jobs_left_behind() {
     term_twice(&mut child);
     assert_groups_end(&groups);
 }
+
+/// `sh -c 'ulimit -n LIMIT; exec drip ARGS'` over `input`: (status,
+/// stdout, stderr).
+fn run_with_descriptors(limit: u32, args: &str, input: &str) -> (i32, String, String) {
+    let file = temp_file(input.as_bytes());
+    let out = common::shell(&format!("ulimit -n {limit} && exec drip {args}"))
+        .stdin(Stdio::from(file.reopen().unwrap()))
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Out of file descriptors at a job's start (far more jobs at once than
+/// the descriptors allow), the job waits for a running one to end and
+/// starts then: every record runs, drip says so once and exits 0.
+#[test]
+fn a_job_short_of_file_descriptors_waits_for_a_running_one_to_end() {
+    let (status, out, err) = run_with_descriptors(
+        40,
+        r#"-r inf -j 60 --exec sh -c 'sleep 0.1; echo "$1"' sh"#,
+        &numbered(1..=60),
+    );
+    assert_eq!(status, 0, "{err}");
+    let mut lines: Vec<u32> = out.lines().map(|l| l.parse().unwrap()).collect();
+    lines.sort_unstable();
+    assert_eq!(lines, (1..=60).collect::<Vec<_>>(), "{err}");
+    assert_eq!(
+        err.matches("drip: --exec: a job cannot start yet: too many open files; it waits for a running job to end\n")
+            .count(),
+        1,
+        "{err}"
+    );
+}
+
+/// With so few file descriptors that no job can ever start (drip itself
+/// starts), drip gives up after a bounded wait with status 1, a resource
+/// error, not 126 (not executable): the limits tried go up from those
+/// drip cannot start with to those a job runs with.
+#[test]
+fn a_job_that_can_never_start_for_want_of_descriptors_ends_drip_with_status_1() {
+    for limit in 8..=64 {
+        let (status, _, err) = run_with_descriptors(limit, "-r inf -j 2 --exec true", "a\nb\n");
+        assert!(![126, 127].contains(&status), "ulimit -n {limit}: {err}");
+        if status == 0 {
+            panic!("ulimit -n {limit}: a job ran before one was ever refused");
+        }
+        if err.contains("--exec") {
+            assert_eq!(status, 1, "ulimit -n {limit}: {err}");
+            assert!(
+                err.ends_with("drip: --exec true: a job cannot start: too many open files\n"),
+                "ulimit -n {limit}: {err}"
+            );
+            return;
+        }
+    }
+    panic!("drip did not start with 64 descriptors");
+}

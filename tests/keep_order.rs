@@ -149,3 +149,63 @@ fn order_window_needs_keep_order() {
     assert_eq!(status, 2);
     assert!(err.contains("--keep-order: only with --exec"), "{err}");
 }
+
+#[test]
+fn a_second_signal_still_writes_the_held_outputs_as_far_as_stdout_takes_them() {
+    // Record 1 runs on; 2 to 20 succeed, their outputs held behind it. TERM
+    // waits for record 1; TERM again kills it: the held outputs go to the
+    // stdout file, which takes everything, in input order.
+    let dir = tempfile::tempdir().unwrap();
+    let (log, stats, out) = (
+        dir.path().join("joblog"),
+        dir.path().join("stats.json"),
+        dir.path().join("out"),
+    );
+    let input = temp_file(common::numbered(1..=20).as_bytes());
+    let job = r#"if [ "$1" = 1 ]; then sleep 30; fi; echo "out $1""#;
+    let mut cmd = command(&[
+        "-q",
+        "-r",
+        "inf",
+        "-j",
+        "20",
+        "-k",
+        "--joblog",
+        log.to_str().unwrap(),
+        "--stats-json",
+        stats.to_str().unwrap(),
+        input.path().to_str().unwrap(),
+        "--exec",
+        "sh",
+        "-c",
+        job,
+        "sh",
+        "{}",
+    ]);
+    cmd.stdout(Stdio::from(std::fs::File::create(&out).unwrap()))
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let start = Instant::now();
+    while std::fs::read_to_string(&log).map_or(0, |t| t.lines().count()) < 19 {
+        assert!(start.elapsed().as_secs() < 20, "the 19 jobs did not end");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    common::send_signal(&child, libc::SIGTERM);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    common::send_signal(&child, libc::SIGTERM);
+    let status = common::wait_for(&mut child, std::time::Duration::from_secs(10));
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM));
+    let want: String = (2..=20).map(|i| format!("out {i}\n")).collect();
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), want);
+    let s = common::last_json(&stats);
+    common::assert_books_add_up(&s);
+    assert_eq!(
+        (
+            s["succeeded"].as_u64(),
+            s["undelivered"].as_u64(),
+            s["outputs_cut"].as_u64()
+        ),
+        (Some(19), Some(1), Some(0)),
+        "{s}"
+    );
+}

@@ -35,7 +35,16 @@ fn counting_server() -> (u16, Counts) {
     (port, counts)
 }
 
-/// The content hash of a record, as in `DRIP_RECORD_ID` (FNV-1a, 64 bits).
+/// The content hash of a record, as in `DRIP_RECORD_ID`: the first 128
+/// bits of its SHA-256, in hex.
+fn digest(record: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let sum = Sha256::digest(record.as_bytes());
+    sum[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The 64-bit FNV-1a of a record, in hex: the hash part of the ids an
+/// earlier drip wrote.
 fn fnv(record: &str) -> String {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in record.as_bytes() {
@@ -122,7 +131,7 @@ fn batch(seed: u64, port: u16, counts: &Counts) -> u32 {
         // A record done before was not run again: no record has more
         // successes than it appears in the input.
         for url in &urls {
-            let n = after.get(&fnv(url)).copied().unwrap_or(0);
+            let n = after.get(&digest(url)).copied().unwrap_or(0);
             assert!(
                 n <= occurrences(url),
                 "seed {seed}: {url} succeeded {n} times"
@@ -157,7 +166,7 @@ fn batch(seed: u64, port: u16, counts: &Counts) -> u32 {
     for url in distinct {
         let path = &url[url.find(&prefix).unwrap()..];
         assert_eq!(
-            done.get(&fnv(url)).copied(),
+            done.get(&digest(url)).copied(),
             Some(occurrences(url)),
             "seed {seed}: {url}"
         );
@@ -284,7 +293,7 @@ fn a_resumed_run_gives_each_record_the_id_the_first_run_gave_it() {
     let ran: Vec<u64> = again.iter().map(|(n, _)| *n).collect();
     assert_eq!(ran, [3, 6, 9, 12], "only the records that failed ran again");
     for (n, id) in first.iter().chain(&again) {
-        assert_eq!(*id, format!("{n}-{}", fnv(&n.to_string())), "record {n}");
+        assert_eq!(*id, format!("{n}-{}", digest(&n.to_string())), "record {n}");
     }
     for (n, id) in &again {
         let before = first.iter().find(|(m, _)| m == n).unwrap();
@@ -319,9 +328,9 @@ fn the_id_is_the_place_in_the_input_whatever_order_records_run_in() {
     assert_eq!(
         lines,
         [
-            format!("1 1-{} a 1", fnv("a 1")),
-            format!("2 3-{} c 3", fnv("c 3")),
-            format!("3 2-{} a 2", fnv("a 2")),
+            format!("1 1-{} a 1", digest("a 1")),
+            format!("2 3-{} c 3", digest("c 3")),
+            format!("3 2-{} a 2", digest("a 2")),
         ],
         "{out}"
     );
@@ -337,7 +346,7 @@ fn a_joblog_that_does_not_exist_yet_starts_from_the_beginning() {
         "x\nx\n",
     );
     assert_eq!((status, out.as_str()), (0, "x\nx\n"), "{err}");
-    assert_eq!(successes(&joblog).get(&fnv("x")), Some(&2));
+    assert_eq!(successes(&joblog).get(&digest("x")), Some(&2));
     // The same file as --joblog is allowed; another is not.
     let (status, _, err) = run(
         &["-q", "--resume", jl, "--joblog", jl, "--exec", "echo"],
@@ -349,6 +358,37 @@ fn a_joblog_that_does_not_exist_yet_starts_from_the_beginning() {
         "x\n",
     );
     assert_eq!(status, 2);
+    assert!(err.contains("--resume appends to its JOBLOG"), "{err}");
+}
+
+/// `--joblog` beside `--resume` names the same file by any name: another
+/// spelling, a symbolic link; another file is refused.
+#[test]
+fn the_joblog_beside_resume_is_the_same_file_by_any_name() {
+    let dir = tempfile::tempdir().unwrap();
+    // drip --resume RESUME --joblog JOBLOG in `dir`: (status, stderr).
+    let run_in = |resume: &str, joblog: &str| {
+        let out = command(&["-q", "-r", "inf", "--resume", resume, "--joblog", joblog])
+            .args(["/dev/null", "--exec", "echo"])
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), err)
+    };
+    // Not created yet: the same name in the same directory.
+    let (status, err) = run_in("jobs.ndjson", "./jobs.ndjson");
+    assert_eq!(status, Some(0), "{err}");
+    std::fs::write(dir.path().join("jobs.ndjson"), "").unwrap();
+    std::os::unix::fs::symlink("jobs.ndjson", dir.path().join("link")).unwrap();
+    let full = dir.path().join("jobs.ndjson").display().to_string();
+    for joblog in ["./jobs.ndjson", "link", &full] {
+        let (status, err) = run_in("jobs.ndjson", joblog);
+        assert_eq!(status, Some(0), "{joblog}: {err}");
+    }
+    let (status, err) = run_in("jobs.ndjson", "other");
+    assert_eq!(status, Some(2), "{err}");
     assert!(err.contains("--resume appends to its JOBLOG"), "{err}");
 }
 
@@ -423,4 +463,76 @@ fn no_success_is_logged_before_the_job_has_ended() {
     assert!(successes(&joblog).is_empty());
     let (status, out, err) = run(&["-q", "--resume", jl, "--exec", "echo"], "slow\n");
     assert_eq!((status, out.as_str()), (0, "slow\n"), "{err}");
+}
+
+/// Two records that the 64-bit FNV-1a of earlier ids did not tell apart:
+/// after the first succeeded, a resumed run still runs the second, and
+/// each has an id of its own.
+#[test]
+fn records_with_the_same_old_hash_are_told_apart() {
+    let (a, b) = ("78eafc5a458f3669", "05d19705f609f65d");
+    assert_eq!(fnv(a), fnv(b));
+    let dir = tempfile::tempdir().unwrap();
+    let joblog = dir.path().join("joblog");
+    let jl = joblog.to_str().unwrap();
+    let args = [
+        "-r",
+        "inf",
+        "--stats",
+        "--resume",
+        jl,
+        "--exec",
+        "sh",
+        "-c",
+        r#"echo "$1 $DRIP_RECORD_ID""#,
+        "sh",
+    ];
+    let (status, out, err) = run(&args, &format!("{a}\n"));
+    assert_eq!(
+        (status, out.as_str()),
+        (0, format!("{a} 1-{}\n", digest(a)).as_str()),
+        "{err}"
+    );
+    let (status, out, err) = run(&args, &format!("{a}\n{b}\n"));
+    assert_eq!(status, 0, "{err}");
+    assert_eq!(out, format!("{b} 2-{}\n", digest(b)), "{err}");
+    assert!(err.contains("skipped done 1,"), "{err}");
+    assert_ne!(digest(a), digest(b));
+}
+
+/// A joblog an earlier drip wrote (a 64-bit FNV-1a in its ids) still
+/// resumes: its successes are matched by their records, so a record that
+/// shares the old hash of one done is not skipped.
+#[test]
+fn a_joblog_of_the_earlier_format_still_resumes() {
+    let (a, b) = ("78eafc5a458f3669", "05d19705f609f65d");
+    let dir = tempfile::tempdir().unwrap();
+    let joblog = dir.path().join("joblog");
+    let line = |n: u32, record: &str, outcome: &str| {
+        format!(
+            r#"{{"id":"{n}-{}","number":{n},"record":"{record}","attempt":1,"start_us":1764601200123456,"duration_us":58672,"exit":0,"signal":null,"timed_out":false,"http_status":null,"outcome":"{outcome}"}}"#,
+            fnv(record)
+        ) + "\n"
+    };
+    let old = line(1, a, "succeeded") + &line(2, "x", "failed") + &line(3, "y", "succeeded");
+    std::fs::write(&joblog, &old).unwrap();
+    let (status, out, err) = run(
+        &[
+            "-q",
+            "-r",
+            "inf",
+            "--resume",
+            joblog.to_str().unwrap(),
+            "--exec",
+            "echo",
+        ],
+        &format!("{a}\n{b}\nx\ny\n"),
+    );
+    assert_eq!(status, 0, "{err}");
+    assert_eq!(out, format!("{b}\nx\n"), "{err}");
+    assert_eq!(err, "");
+    // This run's lines are appended in the new format.
+    let text = std::fs::read_to_string(&joblog).unwrap();
+    assert!(text.starts_with(&old));
+    assert_eq!(successes(&joblog).get(&digest(b)), Some(&1));
 }

@@ -462,7 +462,9 @@ impl JobArgs {
             return Err("--order-window: only with --keep-order".into());
         }
         if let (Some(resume), Some(joblog)) = (&self.resume, &self.joblog) {
-            if resume != joblog {
+            // One file by any name: the same device and inode, or the
+            // same name in the same directory (not created yet).
+            if resume != joblog && !crate::input::same_file(resume, joblog) {
                 return Err("--joblog: --resume appends to its JOBLOG; give one of them".into());
             }
         }

@@ -5,7 +5,7 @@
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::FileExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -57,16 +57,30 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// A stable id for a record, for an idempotency key: its place in the
-/// input (`number`, 1-based) and a 64-bit FNV-1a hash of its bytes (the
-/// same record in the same place of the input gets the same id in every
-/// run, a resumed one too).
+/// input (`number`, 1-based) and its content digest ([`content_hash`], 32
+/// hex digits). The same record in the same place of the input gets the
+/// same id in every run, a resumed one too; two records with different
+/// bytes never share the digest in practice (it is collision-resistant,
+/// so not even when someone crafts them to).
 pub fn record_id(number: u64, record: &[u8]) -> String {
-    format!("{number}-{:016x}", content_hash(record))
+    format!("{number}-{:032x}", content_hash(record))
 }
 
-/// The 64-bit FNV-1a hash of a record's bytes (delimiter excluded): the
-/// second part of its id, which `--resume` matches.
-pub fn content_hash(record: &[u8]) -> u64 {
+/// A record's content digest: the first 128 bits of the SHA-256 of its
+/// bytes (delimiter excluded), the second part of its id, which `--resume`
+/// matches (`printf %s RECORD | sha256sum | cut -c1-32` spells it).
+pub fn content_hash(record: &[u8]) -> u128 {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(record);
+    let mut first = [0u8; 16];
+    first.copy_from_slice(&digest[..16]);
+    u128::from_be_bytes(first)
+}
+
+/// The 64-bit FNV-1a hash of a record's bytes: the hash part of the ids
+/// of earlier versions of drip, which the joblogs they wrote hold
+/// (`--resume` reads them: [`super::resume`]).
+pub fn fnv1a_64(record: &[u8]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in record {
         hash ^= u64::from(b);
@@ -309,13 +323,14 @@ fn wait(child: &mut Child, limit: Option<Duration>) -> io::Result<Exit> {
         return child.wait().map(exit_of);
     };
     let pid = child.id();
-    let pidfd = sys::pidfd_open(pid)?;
-    let ms = |d: Duration| i32::try_from(d.as_millis()).unwrap_or(i32::MAX);
-    if sys::wait_readable_for(pidfd.as_fd(), ms(limit)) {
+    // No descriptor to spare for a pidfd: the job runs already (it must
+    // not fail as one that did not start), and is looked at now and then.
+    let pidfd = sys::pidfd_open(pid).ok();
+    if ends_within(child, pidfd.as_ref(), limit)? {
         return child.wait().map(exit_of);
     }
     sys::kill_group(pid, libc::SIGTERM);
-    if !sys::wait_readable_for(pidfd.as_fd(), ms(KILL_GRACE)) {
+    if !ends_within(child, pidfd.as_ref(), KILL_GRACE)? {
         sys::kill_group(pid, libc::SIGKILL);
     }
     let status = child.wait()?;
@@ -325,6 +340,29 @@ fn wait(child: &mut Child, limit: Option<Duration>) -> io::Result<Exit> {
         code: status.code(),
         signal: status.signal(),
     })
+}
+
+/// How often a job is looked at when there is no pidfd to wait on.
+const EXIT_POLL: Duration = Duration::from_millis(10);
+
+/// Whether `child` ends within `time`: its pidfd becomes readable, or,
+/// without one, [`Child::try_wait`] every [`EXIT_POLL`] sees it ended.
+fn ends_within(child: &mut Child, pidfd: Option<&OwnedFd>, time: Duration) -> io::Result<bool> {
+    if let Some(fd) = pidfd {
+        let ms = i32::try_from(time.as_millis()).unwrap_or(i32::MAX);
+        return Ok(sys::wait_readable_for(fd.as_fd(), ms));
+    }
+    let until = Instant::now() + time;
+    loop {
+        if child.try_wait()?.is_some() {
+            return Ok(true);
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(false);
+        }
+        std::thread::sleep(left.min(EXIT_POLL));
+    }
 }
 
 fn exit_of(status: ExitStatus) -> Exit {
@@ -478,6 +516,12 @@ mod tests {
         assert_ne!(record_id(3, b"x"), record_id(4, b"x"));
         assert_ne!(record_id(3, b"x"), record_id(3, b"y"));
         assert!(record_id(3, b"x").starts_with("3-"));
+        // sha256("abc") = ba7816bf8f01cfea414140de5dae2223…
+        assert_eq!(record_id(1, b"abc"), "1-ba7816bf8f01cfea414140de5dae2223");
+        // Two records the 64-bit FNV-1a of earlier ids did not tell apart.
+        let (a, b) = (b"78eafc5a458f3669", b"05d19705f609f65d");
+        assert_eq!(fnv1a_64(a), fnv1a_64(b));
+        assert_ne!(record_id(1, a)[2..], record_id(1, b)[2..]);
     }
 
     #[test]
@@ -610,5 +654,18 @@ mod tests {
         fn flush(&mut self) -> io::Result<()> {
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod without_a_pidfd {
+    use super::*;
+
+    #[test]
+    fn a_job_is_waited_for_by_looking_at_it() {
+        let mut child = Command::new("sleep").arg("0.2").spawn().unwrap();
+        assert!(!ends_within(&mut child, None, Duration::from_millis(20)).unwrap());
+        assert!(ends_within(&mut child, None, Duration::from_secs(10)).unwrap());
+        assert_eq!(exit_of(child.wait().unwrap()), Exit::Code(0));
     }
 }

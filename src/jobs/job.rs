@@ -36,13 +36,14 @@ struct Who<'a> {
 }
 
 impl Pool {
-    /// Run `record`'s attempts until it is done (`rng` draws the
-    /// backoffs).
+    /// Run `record`'s attempts until it is done, with the worker's `files`
+    /// (made if there are none: [`Pool::job_files`]); `rng` draws the
+    /// backoffs.
     pub(super) fn run_record(
         &self,
         number: u64,
         record: &Segment,
-        files: &mut Files,
+        files: &mut Option<Files>,
         rng: &mut fastrand::Rng,
     ) -> JobFate {
         let bytes = record.as_bytes();
@@ -62,9 +63,6 @@ impl Pool {
         let headers = self.headers_dir.join(number.to_string());
         let argv =
             attempt::command_line(&self.cfg.command, body, &headers, self.cfg.record_on_stdin);
-        if files.set_record(bytes).is_err() {
-            return JobFate::Failed;
-        }
         let deadline = self
             .cfg
             .deadline
@@ -87,20 +85,35 @@ impl Pool {
                 env: environment(number, &id, n, &headers),
                 limit: self.attempt_limit(deadline, now),
             };
-            let set_group = |pgid| self.groups.started(number, pgid);
-            let ended = match attempt::run(&spec, files, &set_group) {
-                Ok(ended) => {
+            let started = self.with_room(|running| {
+                let set_group = |pgid| {
+                    running();
+                    self.slots.process_started();
+                    self.groups.started(number, pgid);
+                };
+                let run = attempt::run(&spec, self.job_files(files, bytes)?, &set_group);
+                if run.as_ref().is_err_and(super::short_of_resources) {
+                    // Not held while the job waits to start.
+                    *files = None;
+                }
+                run
+            });
+            let ended = match started {
+                None => return self.unstarted(&who, n, JobFate::Undelivered),
+                Some(Ok(ended)) => {
+                    self.slots.process_ended();
                     self.groups.attempt_ended(number);
                     ended
                 }
-                Err(error) if not_an_argument(&error) => {
+                Some(Err(error)) if not_an_argument(&error) => {
                     return self.not_an_argument(&who, n, &error);
                 }
-                Err(error) => {
+                Some(Err(error)) => {
                     let fate = self.cannot_run(&argv[0], error);
                     return self.unstarted(&who, n, fate);
                 }
             };
+            let files = files.as_mut().expect("the attempt ran with them");
             let step = self.judge(
                 &who,
                 n,

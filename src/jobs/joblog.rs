@@ -16,8 +16,9 @@ use super::retry::Exit;
 #[derive(Debug, Serialize)]
 pub struct Entry<'a> {
     /// The record's stable id (`DRIP_RECORD_ID`: its place in the input
-    /// and a hash of its bytes), the same in every run over the same
-    /// input: what a later run matches finished records by (the hash).
+    /// and a digest of its bytes: 128 bits of their SHA-256), the same in
+    /// every run over the same input: what a later run matches finished
+    /// records by (the digest).
     pub id: &'a str,
     /// The record's number (`DRIP_RECORD`: 1-based, in the order records
     /// were run).

@@ -16,6 +16,7 @@
 //! - `slots`: the job slots and the one condition variable the waits sleep
 //!   on; `groups`: the process groups and the second signal;
 //! - `job`: one record's attempts, judged, and the waits between them;
+//!   `room`: a job short of a resource to start waits for room;
 //! - [`joblog`]: `--joblog` lines;
 //! - [`order`]: `--keep-order`, the outputs held until their turn;
 //! - [`resume`]: `--resume`, the records done in earlier runs;
@@ -33,6 +34,7 @@ mod pool;
 pub mod quota;
 pub mod resume;
 pub mod retry;
+mod room;
 mod runner;
 mod slots;
 
@@ -90,7 +92,9 @@ pub(crate) const DEFAULT_BACKOFF: Backoff = Backoff {
 };
 
 /// A command that cannot be run at all: reported once, exit 127 (not
-/// found) or 126 (not executable), as xargs does.
+/// found) or 126 (not executable), as xargs does; or a job that could not
+/// start for want of a resource ([`short_of_resources`]) however long it
+/// waited: exit 1, a runtime error.
 #[derive(Debug)]
 pub struct ExecError {
     /// The program.
@@ -100,14 +104,30 @@ pub struct ExecError {
 }
 
 impl ExecError {
-    /// 127 when the program was not found, 126 otherwise.
+    /// 127 when the program was not found; 1 when a resource ran out, or
+    /// for an error of drip's own (a job's output file: an error of kind
+    /// `Other`, which no system error is); 126 otherwise.
     pub fn status(&self) -> i32 {
         if self.error.kind() == std::io::ErrorKind::NotFound {
             127
+        } else if short_of_resources(&self.error) || self.error.kind() == std::io::ErrorKind::Other
+        {
+            1
         } else {
             126
         }
     }
+}
+
+/// Whether `error` says the system or drip ran out of a resource a job
+/// needs to start (file descriptors: `EMFILE`, `ENFILE`; processes:
+/// `EAGAIN`; memory: `ENOMEM`), which a job that ends gives back, rather
+/// than that the command cannot run.
+pub fn short_of_resources(error: &std::io::Error) -> bool {
+    matches!(
+        error.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::EAGAIN | libc::ENOMEM)
+    )
 }
 
 impl std::fmt::Display for ExecError {
@@ -115,6 +135,10 @@ impl std::fmt::Display for ExecError {
         let why = match self.error.kind() {
             std::io::ErrorKind::NotFound => "command not found".to_string(),
             std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+            _ if short_of_resources(&self.error) => format!(
+                "a job cannot start: {}",
+                crate::sys::describe(&self.error).to_lowercase()
+            ),
             _ => crate::sys::describe(&self.error),
         };
         write!(f, "--exec {}: {why}", self.program)
@@ -269,6 +293,19 @@ mod tests {
         };
         assert_eq!(e(std::io::ErrorKind::NotFound).status(), 127);
         assert_eq!(e(std::io::ErrorKind::PermissionDenied).status(), 126);
+        let short = ExecError {
+            program: "x".into(),
+            error: std::io::Error::from_raw_os_error(libc::EMFILE),
+        };
+        assert_eq!(
+            short.status(),
+            1,
+            "a resource error, not one of the command"
+        );
+        assert_eq!(
+            short.to_string(),
+            "--exec x: a job cannot start: too many open files"
+        );
         assert_eq!(
             e(std::io::ErrorKind::NotFound).to_string(),
             "--exec x: command not found"

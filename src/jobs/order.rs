@@ -23,7 +23,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, TryLockError};
 
 use super::attempt::{pass, Unwritten};
@@ -129,8 +129,7 @@ pub struct Order {
     /// run being written is done: the turn to write goes to the run that
     /// begins with it.
     turn: Mutex<u64>,
-    /// Notified as the turn moves, and when drip leaves
-    /// ([`Order::give_up_waits`]).
+    /// Notified as the turn moves.
     turn_moved: Condvar,
     /// The oldest record whose output is not written out yet, read without
     /// a lock (the window); it moves on as each record of a run is written.
@@ -141,6 +140,9 @@ pub struct Order {
     /// never held across a write; whoever removes a record's entry counts
     /// what of it was not written, so nothing is counted twice.
     in_hand: Mutex<BTreeMap<u64, u64>>,
+    /// Leaving, a write was cut short (stdout took no more): the outputs
+    /// not written yet are given up without a try.
+    stalled: AtomicBool,
 }
 
 impl Order {
@@ -157,6 +159,7 @@ impl Order {
             turn_moved: Condvar::new(),
             written_up_to: AtomicU64::new(1),
             in_hand: Mutex::new(BTreeMap::new()),
+            stalled: AtomicBool::new(false),
         }
     }
 
@@ -204,9 +207,10 @@ impl Order {
 
     /// Record `number` is done: write out, to `out`, every done record's
     /// output from the oldest on, in order, up to the first not done; a
-    /// write interrupted while `give_up()` says so ends that output there,
-    /// and a run still waiting for its turn when `give_up()` says so is
-    /// not written at all. A write error ends nothing: the records' fates
+    /// write interrupted while `give_up()` says so (drip is leaving) ends
+    /// that output there, and no output after it is tried (stdout is
+    /// stalled). Leaving, the outputs are still written as far as stdout
+    /// takes them. A write error ends nothing else: the records' fates
     /// are already settled, and stdout's reader going away is noticed
     /// elsewhere. Returns what was not written.
     pub fn done(&self, number: u64, out: &Out, give_up: &dyn Fn() -> bool) -> Unwritten {
@@ -229,7 +233,8 @@ impl Order {
             return Unwritten::default();
         }
         let mut cut = Unwritten::default();
-        if !self.wait_turn(first, give_up) {
+        let stalled = || self.stalled.load(Ordering::SeqCst);
+        if !self.wait_turn(first, &stalled) {
             for (number, held) in (first..).zip(run) {
                 cut = cut.and(self.let_go(number, held.len()));
             }
@@ -239,9 +244,10 @@ impl Order {
         {
             let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
             for (number, held) in (first..).zip(run) {
-                // Leaving: the rest of the run is not written (each write
+                // Leaving, the outputs go out as far as stdout takes them:
+                // once a write was cut short, the rest are not tried (each
                 // would block until the next interruption).
-                let left = if give_up() {
+                let left = if stalled() {
                     held.len()
                 } else {
                     let mut tally = Tally {
@@ -249,7 +255,11 @@ impl Order {
                         in_hand: &self.in_hand,
                         number,
                     };
-                    held.write_to(&mut tally, give_up)
+                    let left = held.write_to(&mut tally, give_up);
+                    if left > 0 && give_up() {
+                        self.stalled.store(true, Ordering::SeqCst);
+                    }
+                    left
                 };
                 cut = cut.and(self.let_go(number, left));
                 // The window moves on as each record is written out.
@@ -265,7 +275,9 @@ impl Order {
 
     /// Wait until the run beginning with record `first` may be written
     /// (every record before it is written out); `false` once `give_up()`
-    /// says so first.
+    /// says so first. Only the run holding the turn makes `give_up()` say
+    /// so (its write cut short, leaving), and it moves the turn next: the
+    /// turn's moving wakes the wait, which looks at nothing on a timer.
     fn wait_turn(&self, first: u64, give_up: &dyn Fn() -> bool) -> bool {
         let mut turn = self.turn.lock().unwrap_or_else(|e| e.into_inner());
         while *turn != first {
@@ -278,13 +290,6 @@ impl Order {
                 .unwrap_or_else(|e| e.into_inner());
         }
         true
-    }
-
-    /// `give_up()` now says so (drip is leaving): the runs waiting for
-    /// their turn look again, and give up.
-    pub fn give_up_waits(&self) {
-        let _turn = self.turn.lock().unwrap_or_else(|e| e.into_inner());
-        self.turn_moved.notify_all();
     }
 
     /// At a hurried exit: the outputs still held, and those of the runs
@@ -536,49 +541,6 @@ mod tests {
         out.open();
         run.join().unwrap();
         assert!(order.admits(4) && !order.admits(5));
-    }
-
-    #[test]
-    fn a_run_waiting_for_its_turn_gives_up_as_soon_as_drip_leaves() {
-        let order = Arc::new(Order::new(10));
-        let out = StalledOut::new(b'a');
-        order.hold(1, held(b"a\n")).unwrap();
-        let first = out.done_on_a_thread(&order, 1);
-        out.wait_for_a_stall();
-        // Record 2's run waits for its turn behind record 1's, stalled.
-        order.hold(2, held(b"bb\n")).unwrap();
-        let leaving = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (ended, second) = mpsc::channel();
-        {
-            let (order, sink, leaving) = (
-                Arc::clone(&order),
-                Arc::clone(&out.sink),
-                Arc::clone(&leaving),
-            );
-            std::thread::spawn(move || {
-                let give_up = || leaving.load(Ordering::SeqCst);
-                ended.send(order.done(2, &sink, &give_up)).unwrap();
-            });
-        }
-        let start = Instant::now();
-        while order.lock().next != 3 {
-            assert!(start.elapsed() < Duration::from_secs(10), "2 not taken out");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        // Nothing moves the turn: only the word that drip leaves wakes it.
-        leaving.store(true, Ordering::SeqCst);
-        order.give_up_waits();
-        let cut = second.recv_timeout(Duration::from_secs(10));
-        assert_eq!(
-            cut,
-            Ok(Unwritten {
-                outputs: 1,
-                bytes: 3
-            })
-        );
-        out.open();
-        first.join().unwrap();
-        assert_eq!(&*out.bytes.lock().unwrap(), b"a\n");
     }
 
     #[test]

@@ -48,6 +48,9 @@ pub(crate) struct Pool {
     pub(super) slots: Slots,
     /// The jobs' process groups, and leaving.
     pub(super) groups: Groups,
+    /// Taken by the job trying again to start after a resource ran out
+    /// ([`Pool::with_room`]): such jobs try one at a time.
+    pub(super) room: Mutex<()>,
     pub(super) joblog: Option<Mutex<Joblog>>,
     /// The directory of the jobs' headers files (mode 0700), and its path
     /// (the directory is removed at exit: [`Pool::remove_headers`]).
@@ -114,6 +117,7 @@ impl Pool {
             out: Mutex::new(out),
             slots: Slots::new(cfg.jobs),
             groups: Groups::new(),
+            room: Mutex::new(()),
             joblog,
             headers_dir: headers.path().to_path_buf(),
             headers: Mutex::new(Some(headers)),
@@ -202,16 +206,19 @@ impl Pool {
     }
 
     /// A worker: run the records handed to it, one at a time, for ever.
+    /// Its jobs' files are reused from one record to the next, and closed
+    /// while it is idle: a job waiting for a file descriptor to start
+    /// ([`Pool::with_room`]) gets those of the workers that have no job.
     fn work(&self) {
-        let files = Files::new(self.cfg.record_on_stdin);
-        let mut files = files.ok();
+        let mut files: Option<Files> = None;
         let mut rng = fastrand::Rng::new();
         loop {
-            let (number, record) = self.slots.next_record();
-            let fate = match &mut files {
-                Some(files) => self.run_record(number, &record, files, &mut rng),
-                None => JobFate::Failed,
-            };
+            let next = self.slots.try_next_record();
+            let (number, record) = next.unwrap_or_else(|| {
+                files = None;
+                self.slots.next_record()
+            });
+            let fate = self.run_record(number, &record, &mut files, &mut rng);
             self.settle(number, fate);
         }
     }
@@ -372,9 +379,6 @@ impl Jobs for Pool {
 
     fn interrupt_output(&self) {
         self.groups.interrupt_output();
-        if let Some(order) = &self.order {
-            order.give_up_waits();
-        }
     }
 
     fn wake(&self) {

@@ -1,10 +1,14 @@
 //! `--resume JOBLOG`: run only what an earlier run left undone.
 //!
 //! The joblog of the earlier runs is read once, at the start: each line
-//! whose `outcome` is `succeeded` credits the content hash in its `id`
-//! (`DRIP_RECORD_ID`, `PLACE-HASH`: the hash part, so a record is matched
-//! by its bytes, not its place in the input). As records are read, a record
-//! whose hash has a credit left spends it and is skipped (fate
+//! whose `outcome` is `succeeded` credits the content digest in its `id`
+//! (`DRIP_RECORD_ID`, `PLACE-HASH`: the hash part, 128 bits of SHA-256, so
+//! a record is matched by its bytes, not its place in the input). A line
+//! written by an earlier drip, whose hash part is a 64-bit FNV-1a (16 hex
+//! digits, which two records can share), is matched by its `record` field
+//! instead: the record's bytes, whose digest it credits (if they hash to
+//! that FNV-1a; if not, the line is no entry). As records are read, a
+//! record whose digest has a credit left spends it and is skipped (fate
 //! `skipped_done`): a record that appears twice in the input is skipped
 //! twice only if it succeeded twice. A success is logged only once its
 //! job's exit is known, so a record whose job was cut short is run again.
@@ -22,10 +26,11 @@ use anyhow::{anyhow, Context, Result};
 
 use crate::bucket::Segment;
 
-/// The successes of earlier runs, by content hash, not yet spent.
+/// The successes of earlier runs, by content digest
+/// ([`super::attempt::content_hash`]), not yet spent.
 #[derive(Debug, Default)]
 pub struct Done {
-    credits: HashMap<u64, u64>,
+    credits: HashMap<u128, u64>,
     /// Whole lines read that are not joblog entries (a torn line that a
     /// later run ended, a stray line).
     pub unreadable_lines: u64,
@@ -121,10 +126,10 @@ impl Done {
         done
     }
 
-    /// Whether the record whose content hash is `hash` succeeded before
+    /// Whether the record whose content digest is `hash` succeeded before
     /// (and was not skipped yet as often as it did): if so, the credit is
     /// spent.
-    pub fn take(&mut self, hash: u64) -> bool {
+    pub fn take(&mut self, hash: u128) -> bool {
         match self.credits.get_mut(&hash) {
             Some(n) if *n > 0 => {
                 *n -= 1;
@@ -166,15 +171,57 @@ impl Done {
     }
 }
 
-/// A joblog line: `None` when it is not one; `Some(Some(hash))` for a
-/// success, `Some(None)` for another outcome.
-fn success_of(line: &[u8]) -> Option<Option<u64>> {
+/// A joblog line: `None` when it is not one; `Some(Some(digest))` for a
+/// success, `Some(None)` for another outcome. A line of an earlier drip
+/// (a 64-bit FNV-1a in its id) gives the digest of its `record`.
+fn success_of(line: &[u8]) -> Option<Option<u128>> {
     let entry: serde_json::Value = serde_json::from_slice(line).ok()?;
     let id = entry.get("id")?.as_str()?;
     let outcome = entry.get("outcome")?.as_str()?;
     let (_, hash) = id.rsplit_once('-')?;
-    let hash = u64::from_str_radix(hash, 16).ok()?;
-    Some((outcome == "succeeded").then_some(hash))
+    let succeeded = outcome == "succeeded";
+    match hash.len() {
+        32 => {
+            let digest = u128::from_str_radix(hash, 16).ok()?;
+            Some(succeeded.then_some(digest))
+        }
+        16 => {
+            let fnv = u64::from_str_radix(hash, 16).ok()?;
+            if !succeeded {
+                return Some(None);
+            }
+            let record = unshown(entry.get("record")?.as_str()?)?;
+            (super::attempt::fnv1a_64(&record) == fnv)
+                .then(|| Some(super::attempt::content_hash(&record)))
+        }
+        _ => None,
+    }
+}
+
+/// A record's bytes from the joblog's `record` field
+/// ([`crate::stats::json_key`]: a backslash as `\\`, a byte of invalid
+/// UTF-8 as `\xNN`); `None` if it is not written so.
+fn unshown(shown: &str) -> Option<Vec<u8>> {
+    let mut bytes = Vec::with_capacity(shown.len());
+    let mut rest = shown.as_bytes();
+    while let Some(at) = memchr::memchr(b'\\', rest) {
+        bytes.extend_from_slice(&rest[..at]);
+        rest = &rest[at + 1..];
+        match rest {
+            [b'\\', tail @ ..] => {
+                bytes.push(b'\\');
+                rest = tail;
+            }
+            [b'x', hi, lo, tail @ ..] if hi.is_ascii_hexdigit() && lo.is_ascii_hexdigit() => {
+                let hex = std::str::from_utf8(&[*hi, *lo]).ok()?.to_owned();
+                bytes.push(u8::from_str_radix(&hex, 16).ok()?);
+                rest = tail;
+            }
+            _ => return None,
+        }
+    }
+    bytes.extend_from_slice(rest);
+    Some(bytes)
 }
 
 #[cfg(test)]
@@ -276,6 +323,54 @@ mod tests {
         ] {
             assert_eq!(refused(&fine), None, "{fine:?}");
         }
+    }
+
+    /// A line as an earlier drip wrote it: a 64-bit FNV-1a in its id.
+    fn old_line(number: u64, record: &[u8], outcome: &str) -> String {
+        let entry = serde_json::json!({
+            "id": format!("{number}-{:016x}", crate::jobs::attempt::fnv1a_64(record)),
+            "number": number,
+            "record": crate::stats::json_key(record),
+            "attempt": 1,
+            "outcome": outcome,
+        });
+        format!("{entry}\n")
+    }
+
+    #[test]
+    fn records_an_old_hash_did_not_tell_apart_are_told_apart() {
+        let (a, b) = ("78eafc5a458f3669", "05d19705f609f65d");
+        for log in [
+            line(1, a, "succeeded"),
+            old_line(1, a.as_bytes(), "succeeded"),
+        ] {
+            let mut done = Done::parse(log.as_bytes());
+            assert_eq!(done.successes, 1, "{log}");
+            let (kept, skipped, _) = done.filter(seg(&format!("{b}\n{a}\n")), b'\n');
+            assert_eq!(
+                (&joined(&kept)[..], skipped),
+                (format!("{b}\n").as_bytes(), 1)
+            );
+        }
+    }
+
+    #[test]
+    fn an_old_joblog_is_matched_by_its_records() {
+        let odd = b"a\\x41 \xff\\";
+        let log = old_line(1, odd, "succeeded")
+            + &old_line(2, b"b", "failed")
+            + &old_line(3, b"c", "succeeded");
+        let mut done = Done::parse(log.as_bytes());
+        assert_eq!((done.successes, done.entries), (2, 3));
+        let mut input = odd.to_vec();
+        input.extend_from_slice(b"\nb\nc\n");
+        let read = Segment::new(bytes::Bytes::from(input), b'\n');
+        let (kept, skipped, _) = done.filter(read, b'\n');
+        assert_eq!((&joined(&kept)[..], skipped), (&b"b\n"[..], 2));
+        // A record field that does not give the id's hash: no entry.
+        let forged = old_line(1, b"x", "succeeded").replace("\"x\"", "\"y\"");
+        let done = Done::parse(forged.as_bytes());
+        assert_eq!((done.successes, done.unreadable_lines), (0, 1));
     }
 
     #[test]

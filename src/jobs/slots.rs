@@ -51,6 +51,12 @@ pub(super) struct Table {
     pub(super) longest_wait_ns: u64,
     /// Output that could not be passed on.
     pub(super) unwritten: Unwritten,
+    /// Attempts whose process runs now (started, not yet waited for).
+    pub(super) processes: usize,
+    /// Jobs waiting for room to start (`Pool::with_room`), and whether
+    /// one was said on stderr.
+    pub(super) room_waiting: usize,
+    pub(super) room_said: bool,
 }
 
 /// A record being run.
@@ -203,6 +209,28 @@ impl Slots {
         let mut table = self.lock();
         table.workers -= 1;
         table.queue.retain(|(n, _)| *n != number);
+    }
+
+    /// The next record handed to the workers, if one waits.
+    pub(super) fn try_next_record(&self) -> Option<(u64, Segment)> {
+        self.lock().queue.pop_front()
+    }
+
+    /// An attempt's process runs.
+    pub(super) fn process_started(&self) {
+        self.lock().processes += 1;
+    }
+
+    /// An attempt's process ended: a job waiting for room to start tries
+    /// again.
+    pub(super) fn process_ended(&self) {
+        let mut table = self.lock();
+        table.processes = table.processes.saturating_sub(1);
+        let waiting = table.room_waiting > 0;
+        drop(table);
+        if waiting {
+            self.wake();
+        }
     }
 
     /// A worker's next record, waiting for one.
