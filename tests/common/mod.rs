@@ -178,6 +178,32 @@ pub fn send_signal(child: &Child, sig: i32) {
     assert_eq!(rc, 0, "kill failed");
 }
 
+/// Wait (up to 20 s) until `child` catches signal `sig`: its handler is
+/// installed (the `SigCgt` mask of /proc/PID/status). Before that a
+/// stopping signal ends any process at once, however soon drip would have
+/// installed its handler; a busy machine can take a debug build 100 ms
+/// and more to get there.
+pub fn wait_until_catching(child: &Child, sig: i32) {
+    let path = format!("/proc/{}/status", child.id());
+    let start = Instant::now();
+    loop {
+        let status = std::fs::read_to_string(&path).unwrap_or_default();
+        let caught = status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigCgt:"))
+            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+            .unwrap_or(0);
+        if caught & (1 << (sig - 1)) != 0 {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "drip never caught signal {sig}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// User + system CPU that `child` (still running) has used so far, in
 /// seconds, to clock-tick resolution (from /proc/PID/stat).
 #[allow(unsafe_code)]
