@@ -72,7 +72,7 @@ pub mod testing {
     pub use crate::keyed::{KeyConfig, KeySchedule, Keyed, LeaseHead, Want};
     pub use crate::ledger::Ledger;
     pub use crate::pacer::{slack_for, Pacer};
-    pub use crate::rate::{parse_rate, Rate};
+    pub use crate::rate::{parse_byte_rate, parse_rate, Rate};
     pub use crate::schedule::{Limit, Limits, Schedule, Unit};
     pub use crate::shared::gcra::{ByteStep, Gcra, KeyAsk, KeyBook, Meter, Step};
     pub use crate::shared::parse_target;
