@@ -8,6 +8,7 @@
 
 use crate::bucket::Segment;
 use crate::schedule::Schedule;
+use crate::waiting::Departures;
 
 use super::{shared, Keyed};
 
@@ -154,9 +155,17 @@ impl Keyed {
         }
     }
 
-    /// Let waiting records leave at `now` that their keys' limits and the
-    /// global one allow, in turn, into `outbox`. Returns how many left.
-    pub fn release(
+    /// Let waiting records leave at `to.now` that their keys' limits and
+    /// the global one allow, in turn, into the outbox. Returns how many
+    /// left.
+    pub fn release(&mut self, to: &mut Departures) -> usize {
+        let sent = self.release_at(to.now, to.schedule, to.outbox);
+        self.left(to.now, sent);
+        sent
+    }
+
+    /// [`Keyed::release`] at `now` under `global` into `outbox`.
+    pub(super) fn release_at(
         &mut self,
         now: u64,
         global: &mut dyn Schedule,

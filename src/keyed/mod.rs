@@ -2,7 +2,8 @@
 //!
 //! Each key (see [`crate::key`]) has its own GCRA schedule (one [`Pacer`]'s
 //! parameters, a 32-byte [`Position`] per key) and
-//! its own FIFO of waiting records; the global [`Schedule`] (`--rate`,
+//! its own FIFO of waiting records; the global
+//! [`Schedule`](crate::schedule::Schedule) (`--rate`,
 //! `--byte-rate`) still caps all records together. Records are decided one
 //! at a time, each at its arrival `t`:
 //!
@@ -41,7 +42,7 @@
 //! empty waits in the line (timed, without a timer) until its slots
 //! arrive ([`KeySchedule::arrived`]). Under a global limit of records a
 //! key asks for its slot only when its turn in the line nears, for the
-//! time the global limit lets that turn go ([`Schedule::nth_due`]), so no
+//! time the global limit lets that turn go ([`Schedule::nth_due`](crate::schedule::Schedule::nth_due)), so no
 //! slot waits on the global limit until it is too late to use
 //! (`Keyed::release_shared`). Without it the per-key [`Pacer`] over each
 //! slot's [`Position`] decides, with no call
@@ -67,8 +68,8 @@ use crate::key::KeySpec;
 use crate::ledger::Ledger;
 use crate::pacer::{slack_for, Pacer, Position};
 use crate::rate::Rate;
-use crate::schedule::Schedule;
 use crate::stats::{KeyName, KeyStats};
+use crate::waiting::Departures;
 
 mod deadline;
 mod index;
@@ -202,6 +203,11 @@ pub struct Keyed {
     /// Under `fail`: how long after its arrival the record handed back was
     /// foreseen to leave, when that was why (ns).
     refused_wait_ns: Option<u64>,
+    /// The overflow policy (the bucket's: `Keyed::overflowing`).
+    policy: Overflow,
+    /// When records of the keys last left (ns), noted once a call: the
+    /// queues do not ask a schedule that limits nothing and holds no key.
+    left_at: Option<u64>,
 }
 
 /// Runs of records leaving at once of up to this many bytes are copied
@@ -304,6 +310,8 @@ impl Keyed {
             key_gap: (1e9 / pacer_per_second) as u64,
             refuse_after: None,
             refused_wait_ns: None,
+            policy: Overflow::Block,
+            left_at: None,
         }
     }
 
@@ -315,6 +323,41 @@ impl Keyed {
     /// Each key's queue holds at most this many records.
     pub fn key_capacity(&self) -> usize {
         self.key_capacity
+    }
+
+    /// The same queues under the overflow policy `policy` (the bucket's:
+    /// each arrival is told the policy that applies to it).
+    pub fn overflowing(mut self, policy: Overflow) -> Keyed {
+        self.policy = policy;
+        self
+    }
+
+    /// The overflow policy.
+    pub fn policy(&self) -> Overflow {
+        self.policy
+    }
+
+    /// Records that may wait, all keys together.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Bytes that may wait, all keys together (`usize::MAX`: unbounded).
+    pub fn capacity_bytes(&self) -> usize {
+        self.capacity_bytes
+    }
+
+    /// When records of the keys last left (ns): the schedule was not
+    /// asked when it limits nothing and holds no key.
+    pub fn left_at(&self) -> Option<u64> {
+        self.left_at
+    }
+
+    /// `sent` records left at `now`.
+    fn left(&mut self, now: u64, sent: usize) {
+        if sent > 0 {
+            self.left_at = Some(now);
+        }
     }
 
     /// Keys remembered at most.
@@ -424,17 +467,16 @@ impl Keyed {
     /// `may_leave`: whether the writer can take records now. Returns what
     /// `block` or `fail` handed back (not counted as read) and how many
     /// records went to `outbox`.
-    #[allow(clippy::too_many_arguments)]
     pub fn arrive(
         &mut self,
-        now: u64,
         mut seg: Segment,
         policy: Overflow,
-        may_leave: bool,
-        global: &mut dyn Schedule,
         ledger: &mut Ledger,
-        outbox: &mut Vec<Segment>,
+        to: &mut Departures,
     ) -> (Offered, usize) {
+        let (now, may_leave) = (to.now, to.may_leave);
+        let global = &mut *to.schedule;
+        let outbox = &mut *to.outbox;
         seg.arrived = now;
         self.blocked_on_keys = false;
         if self.shared.is_some() {
@@ -471,17 +513,19 @@ impl Keyed {
                 deadline::Held::Refused => continue,
                 deadline::Held::Back(back) => {
                     self.outgoing.flush(outbox);
+                    self.left(now, sent);
                     return (back, sent);
                 }
             }
             if let Some(back) = self.wait(now, slot, &mut seg, size, policy, ledger) {
                 self.outgoing.flush(outbox);
+                self.left(now, sent);
                 return (back, sent);
             }
             if may_leave && policy == Overflow::DropOldest && weighs_bytes {
                 // An eviction can put a smaller record at the front of the
                 // line, which a byte rate may let go at once.
-                sent += self.release(now, global, outbox);
+                sent += self.release_at(now, global, outbox);
             }
         }
         if run_len > 0 {
@@ -490,6 +534,7 @@ impl Keyed {
             self.send_run(now, &mut seg, run_bytes, run_len, outbox);
         }
         self.outgoing.flush(outbox);
+        self.left(now, sent);
         (Offered::Done, sent)
     }
 

@@ -404,28 +404,26 @@ mod tests {
         let slow: String = (0..800).map(|i| format!("slow {i}\n")).collect();
         let seg = Segment::new(Bytes::from(slow), b'\n');
         k.arrive(
-            0,
             seg,
             Overflow::Block,
-            true,
-            &mut global,
             &mut ledger,
-            &mut outbox,
+            &mut crate::waiting::Departures::at(0, &mut global, &mut outbox),
         );
         for t in 1..3000u64 {
             let now = t * MS / 2;
-            k.release(now, &mut global, &mut outbox);
+            k.release(&mut crate::waiting::Departures::at(
+                now,
+                &mut global,
+                &mut outbox,
+            ));
             assert!(k.arrivals.len() <= 2 * k.max_depth() + 64, "at {t}");
             let line = format!("k{0} {t}\nk{0} {t}\n", t % 10);
             let seg = Segment::new(Bytes::from(line), b'\n');
             k.arrive(
-                now,
                 seg,
                 Overflow::Block,
-                true,
-                &mut global,
                 &mut ledger,
-                &mut outbox,
+                &mut crate::waiting::Departures::at(now, &mut global, &mut outbox),
             );
             let (oldest, busy) = slow_oldest_and_busy(&k);
             assert_eq!(k.oldest_arrival(), oldest, "at {t}");
