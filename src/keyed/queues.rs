@@ -6,14 +6,14 @@
 //! Pure: no threads, no clock, no I/O. Times are ns and never go backwards.
 
 use std::cmp::Reverse;
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 
 use bytes::Bytes;
 
 use crate::bucket::{Fate, Offered, Overflow, Segment};
 use crate::ledger::Ledger;
 
-use super::spill::Place;
+use super::spill::{Outgoing, Place, Spill};
 use super::{Keyed, Lane, NoRoom, NIL};
 
 /// A waiting record (its bytes in the [`Spill`](super::spill::Spill)) and
@@ -33,6 +33,100 @@ pub(super) struct Node {
 
 const _: () = assert!(std::mem::size_of::<Node>() == 32);
 
+/// The waiting records, each key's in its queue, within the bounds.
+#[derive(Debug)]
+pub(super) struct Queues {
+    pub(super) nodes: Vec<Node>,
+    /// Each node's record's number in arrival order (`seq`), 0 when it
+    /// holds none: what tells a live entry of `arrivals` from one gone.
+    pub(super) seqs: Vec<u64>,
+    pub(super) free_nodes: Vec<u32>,
+    /// Where waiting records are copied out of their reads.
+    pub(super) spill: Spill,
+    /// Records let go and not yet in the outbox.
+    pub(super) outgoing: Outgoing,
+    /// Each record that waited leaves as a segment of its own, carrying
+    /// its arrival and its place in the input ([`Keyed::records_apart`]).
+    pub(super) apart: bool,
+    /// With records apart: each waiting record's place in the input
+    /// ([`Segment::number`]), by its node's index (kept beside the nodes,
+    /// so a node is no larger without it).
+    pub(super) numbers: Vec<u64>,
+    /// Waiting records in arrival order, (seq, node), some of them gone
+    /// since (see [`Keyed::is_waiting`]): the front is always waiting.
+    pub(super) arrivals: VecDeque<(u64, u32)>,
+    /// Keys with records waiting.
+    pub(super) busy: usize,
+    /// Busy keys by records waiting: (len, oldest head first, key); kept
+    /// only once `drop-oldest` has had to choose (`fat_kept`).
+    pub(super) fat: BTreeSet<(u32, Reverse<u64>, u32)>,
+    /// Whether `fat` is kept.
+    pub(super) fat_kept: bool,
+    /// Records waiting, in all keys.
+    pub(super) len: usize,
+    /// Bytes waiting, in all keys.
+    pub(super) bytes: usize,
+    /// The most records that ever waited at once.
+    pub(super) max_depth: usize,
+    /// The latest waiting record's number in arrival order.
+    pub(super) seq: u64,
+    /// The longest any record that left waited, ns.
+    pub(super) longest_wait_ns: u64,
+    /// Records that may wait, all keys together.
+    pub(super) capacity: usize,
+    /// Bytes that may wait, all keys together (`usize::MAX`: unbounded).
+    pub(super) capacity_bytes: usize,
+    /// Records one key may have waiting.
+    pub(super) key_capacity: usize,
+    /// The overflow policy (the bucket's: `Keyed::overflowing`).
+    pub(super) policy: Overflow,
+    /// Why the latest record handed back under `fail` found no room.
+    pub(super) no_room: NoRoom,
+}
+
+impl Queues {
+    /// Empty queues holding at most `capacity` records and
+    /// `capacity_bytes` bytes, `key_capacity` records a key; records end
+    /// in `delimiter`.
+    pub(super) fn new(
+        capacity: usize,
+        capacity_bytes: Option<usize>,
+        key_capacity: usize,
+        delimiter: u8,
+    ) -> Queues {
+        Queues {
+            nodes: Vec::new(),
+            seqs: Vec::new(),
+            free_nodes: Vec::new(),
+            spill: Spill::default(),
+            outgoing: Outgoing::new(delimiter),
+            apart: false,
+            numbers: Vec::new(),
+            arrivals: VecDeque::new(),
+            busy: 0,
+            fat: BTreeSet::new(),
+            fat_kept: false,
+            len: 0,
+            bytes: 0,
+            max_depth: 0,
+            seq: 0,
+            longest_wait_ns: 0,
+            capacity,
+            capacity_bytes: capacity_bytes.unwrap_or(usize::MAX),
+            key_capacity,
+            policy: Overflow::Block,
+            no_room: NoRoom::Bucket,
+        }
+    }
+
+    /// Whether `size` more bytes and one more record would overflow the
+    /// bucket.
+    #[inline]
+    pub(super) fn full(&self, size: usize) -> bool {
+        self.len >= self.capacity || self.bytes + size > self.capacity_bytes
+    }
+}
+
 impl Keyed {
     /// The record at the front of `seg` (`size` bytes), of key `slot`
     /// (`None`: a new key and no idle one), waits or meets `policy`.
@@ -47,17 +141,17 @@ impl Keyed {
         ledger: &mut Ledger,
     ) -> Option<Offered> {
         let key_full = slot.map_or(true, |s| {
-            self.slots[s as usize].len as usize >= self.key_capacity
+            self.table.slots[s as usize].len as usize >= self.queues.key_capacity
         });
-        let full = self.len >= self.capacity || self.bytes + size > self.capacity_bytes;
+        let full = self.queues.full(size);
         if key_full || full {
             match policy {
                 Overflow::Block => {
-                    self.blocked_on_keys = slot.is_none();
+                    self.line.blocked_on_keys = slot.is_none();
                     return Some(Offered::Wait(seg.clone()));
                 }
                 Overflow::Fail => {
-                    self.no_room = if full {
+                    self.queues.no_room = if full {
                         NoRoom::Bucket
                     } else if slot.is_none() {
                         NoRoom::Keys
@@ -71,24 +165,24 @@ impl Keyed {
         }
         ledger.read(1);
         let Some(s) = slot else {
-            self.dropped_unremembered += 1;
+            self.table.dropped_unremembered();
             ledger.dispose(seg.split_known(size, 1), Fate::DroppedNewest);
             return None;
         };
         if key_full || full {
             if policy == Overflow::DropNewest {
-                self.dropped[s as usize] += 1;
+                self.table.dropped(s);
                 ledger.dispose(seg.split_known(size, 1), Fate::DroppedNewest);
                 return None;
             }
             if key_full {
                 self.evict(s, Fate::DroppedOldest, ledger);
             }
-            if self.len >= self.capacity || self.bytes + size > self.capacity_bytes {
+            if self.queues.full(size) {
                 self.keep_fat();
             }
-            while self.len >= self.capacity || self.bytes + size > self.capacity_bytes {
-                let Some(&(_, _, fattest)) = self.fat.last() else {
+            while self.queues.full(size) {
+                let Some(&(_, _, fattest)) = self.queues.fat.last() else {
                     break;
                 };
                 self.evict(fattest, Fate::DroppedOldest, ledger);
@@ -96,7 +190,7 @@ impl Keyed {
         }
         // Copied straight from the read, which is then passed over: no
         // slice of the read is made (its count is shared with the writer).
-        let place = self.spill.copy(&seg.as_bytes()[..size]);
+        let place = self.queues.spill.copy(&seg.as_bytes()[..size]);
         let number = seg.number;
         seg.skip_known(size, 1);
         self.enqueue(now, s, place, (size, number));
@@ -106,7 +200,7 @@ impl Keyed {
     /// Drop the oldest waiting record of key `s` as `fate`.
     pub(super) fn evict(&mut self, s: u32, fate: Fate, ledger: &mut Ledger) {
         if let Some(seg) = self.pop_head(s) {
-            self.dropped[s as usize] += 1;
+            self.table.dropped(s);
             ledger.dispose(seg, fate);
         }
     }
@@ -114,7 +208,7 @@ impl Keyed {
     /// Put the record at `place` (`len` bytes, arrived at `now`, its
     /// place in the input `number`) at the end of key `s`'s queue.
     pub(super) fn enqueue(&mut self, now: u64, s: u32, place: Place, (len, number): (usize, u64)) {
-        self.seq += 1;
+        self.queues.seq += 1;
         let node = Node {
             place,
             len,
@@ -122,45 +216,45 @@ impl Keyed {
             next: NIL,
             key: s,
         };
-        self.len += 1;
-        self.bytes += len;
-        self.max_depth = self.max_depth.max(self.len);
-        let n = match self.free_nodes.pop() {
+        self.queues.len += 1;
+        self.queues.bytes += len;
+        self.queues.max_depth = self.queues.max_depth.max(self.queues.len);
+        let n = match self.queues.free_nodes.pop() {
             Some(n) => {
-                self.nodes[n as usize] = node;
-                self.seqs[n as usize] = self.seq;
+                self.queues.nodes[n as usize] = node;
+                self.queues.seqs[n as usize] = self.queues.seq;
                 n
             }
             None => {
-                self.nodes.push(node);
-                self.seqs.push(self.seq);
-                u32::try_from(self.nodes.len() - 1).expect("fewer than 2^32 records")
+                self.queues.nodes.push(node);
+                self.queues.seqs.push(self.queues.seq);
+                u32::try_from(self.queues.nodes.len() - 1).expect("fewer than 2^32 records")
             }
         };
-        if self.apart {
-            if self.numbers.len() < self.nodes.len() {
-                self.numbers.resize(self.nodes.len(), 0);
+        if self.queues.apart {
+            if self.queues.numbers.len() < self.queues.nodes.len() {
+                self.queues.numbers.resize(self.queues.nodes.len(), 0);
             }
-            self.numbers[n as usize] = number;
+            self.queues.numbers[n as usize] = number;
         }
         self.unindex(s);
-        let slot = &mut self.slots[s as usize];
+        let slot = &mut self.table.slots[s as usize];
         if slot.len == 0 {
             slot.head = n;
-            self.busy += 1;
+            self.queues.busy += 1;
         } else {
             let tail = slot.tail;
-            self.nodes[tail as usize].next = n;
+            self.queues.nodes[tail as usize].next = n;
         }
-        let slot = &mut self.slots[s as usize];
+        let slot = &mut self.table.slots[s as usize];
         slot.tail = n;
         slot.len += 1;
-        if self.arrivals.len() >= 2 * self.len + 64 {
+        if self.queues.arrivals.len() >= 2 * self.queues.len + 64 {
             self.compact_arrivals();
         }
-        self.arrivals.push_back((self.seq, n));
+        self.queues.arrivals.push_back((self.queues.seq, n));
         self.index(s);
-        if self.slots[s as usize].lane == Lane::Idle {
+        if self.table.slots[s as usize].lane == Lane::Idle {
             self.join_line(s, now);
         }
     }
@@ -168,24 +262,24 @@ impl Keyed {
     /// The bytes of waiting record `node`.
     #[inline]
     pub(super) fn record(&self, node: &Node) -> &[u8] {
-        self.spill.bytes(node.place, node.len)
+        self.queues.spill.bytes(node.place, node.len)
     }
 
     /// The bytes of key `s`'s head (`s` has records waiting).
     #[inline]
     pub(super) fn head_record(&self, s: u32) -> &[u8] {
-        self.record(&self.nodes[self.slots[s as usize].head as usize])
+        self.record(&self.queues.nodes[self.table.slots[s as usize].head as usize])
     }
 
     /// Take key `s`'s head out of its queue, as a segment of its own.
     pub(super) fn pop_head(&mut self, s: u32) -> Option<Segment> {
-        let head = self.slots[s as usize].head as usize;
+        let head = self.table.slots[s as usize].head as usize;
         let node = self.unlink_head(s)?;
         let bytes = Bytes::copy_from_slice(self.record(&node));
-        self.spill.release(node.place);
+        self.queues.spill.release(node.place);
         let mut seg = Segment::counted(bytes, 1, self.delimiter);
         seg.arrived = node.arrived;
-        seg.number = self.numbers.get(head).copied().unwrap_or(0);
+        seg.number = self.queues.numbers.get(head).copied().unwrap_or(0);
         Some(seg)
     }
 
@@ -193,44 +287,44 @@ impl Keyed {
     /// (`outgoing`), or, records apart, as a segment of its own into
     /// `outbox`.
     pub(super) fn send_head(&mut self, s: u32, now: u64, outbox: &mut Vec<Segment>) {
-        let arrived = if self.apart {
+        let arrived = if self.queues.apart {
             // After what left before it.
-            self.outgoing.flush(outbox);
+            self.queues.outgoing.flush(outbox);
             let seg = self.pop_head(s).expect("a waiting record");
             let arrived = seg.arrived;
             outbox.push(seg);
             arrived
         } else {
             let node = self.unlink_head(s).expect("a waiting record");
-            let record = self.spill.bytes(node.place, node.len);
-            self.outgoing.add(record, node.arrived, outbox);
-            self.spill.release(node.place);
+            let record = self.queues.spill.bytes(node.place, node.len);
+            self.queues.outgoing.add(record, node.arrived, outbox);
+            self.queues.spill.release(node.place);
             node.arrived
         };
-        self.longest_wait_ns = self.longest_wait_ns.max(now.saturating_sub(arrived));
+        self.queues.longest_wait_ns = self.queues.longest_wait_ns.max(now.saturating_sub(arrived));
     }
 
     /// Take key `s`'s head out of its queue; its bytes stay in the spill
     /// until released.
     fn unlink_head(&mut self, s: u32) -> Option<Node> {
-        let slot = &self.slots[s as usize];
+        let slot = &self.table.slots[s as usize];
         if slot.len == 0 {
             return None;
         }
         let n = slot.head;
-        let node = self.nodes[n as usize];
+        let node = self.queues.nodes[n as usize];
         // Out of `fat` while the head still holds the seq its entry names.
         self.unindex(s);
         // No longer the record its entry in `arrivals` names.
-        self.seqs[n as usize] = 0;
-        self.free_nodes.push(n);
-        self.len -= 1;
-        self.bytes -= node.len;
-        let slot = &mut self.slots[s as usize];
+        self.queues.seqs[n as usize] = 0;
+        self.queues.free_nodes.push(n);
+        self.queues.len -= 1;
+        self.queues.bytes -= node.len;
+        let slot = &mut self.table.slots[s as usize];
         slot.len -= 1;
         slot.head = node.next;
         if slot.len == 0 {
-            self.busy -= 1;
+            self.queues.busy -= 1;
         }
         self.index(s);
         self.prune_arrivals();
@@ -242,7 +336,7 @@ impl Keyed {
     /// none (seq 0; records count from 1).
     #[inline]
     fn is_waiting(&self, seq: u64, n: u32) -> bool {
-        self.seqs[n as usize] == seq
+        self.queues.seqs[n as usize] == seq
     }
 
     /// After a record left: drop the gone from the front of `arrivals`,
@@ -254,15 +348,15 @@ impl Keyed {
     /// holds at most twice the records waiting and a little, and never
     /// more than that of the most records that waited at once.
     fn prune_arrivals(&mut self) {
-        if self.len == 0 {
-            self.arrivals.clear();
+        if self.queues.len == 0 {
+            self.queues.arrivals.clear();
             return;
         }
-        while let Some(&(seq, n)) = self.arrivals.front() {
+        while let Some(&(seq, n)) = self.queues.arrivals.front() {
             if self.is_waiting(seq, n) {
                 break;
             }
-            self.arrivals.pop_front();
+            self.queues.arrivals.pop_front();
         }
     }
 
@@ -272,23 +366,23 @@ impl Keyed {
     #[cold]
     fn compact_arrivals(&mut self) {
         const AHEAD: usize = 16;
-        let arrivals = std::mem::take(&mut self.arrivals);
-        let mut kept = VecDeque::with_capacity(self.len + 64);
+        let arrivals = std::mem::take(&mut self.queues.arrivals);
+        let mut kept = VecDeque::with_capacity(self.queues.len + 64);
         for (i, &(seq, n)) in arrivals.iter().enumerate() {
             if let Some(&(_, far)) = arrivals.get(i + AHEAD) {
-                crate::sys::prefetch(&self.seqs[far as usize]);
+                crate::sys::prefetch(&self.queues.seqs[far as usize]);
             }
             if self.is_waiting(seq, n) {
                 kept.push_back((seq, n));
             }
         }
-        self.arrivals = kept;
+        self.queues.arrivals = kept;
     }
 
     /// The oldest waiting record's key and arrival (ns).
     pub(super) fn oldest(&self) -> Option<(u32, u64)> {
-        let &(_, n) = self.arrivals.front()?;
-        let node = &self.nodes[n as usize];
+        let &(_, n) = self.queues.arrivals.front()?;
+        let node = &self.queues.nodes[n as usize];
         Some((node.key, node.arrived))
     }
 
@@ -297,11 +391,11 @@ impl Keyed {
     /// bucket overflows under `drop-oldest`.
     #[cold]
     fn keep_fat(&mut self) {
-        if self.fat_kept {
+        if self.queues.fat_kept {
             return;
         }
-        self.fat_kept = true;
-        for s in 0..self.slots.len() as u32 {
+        self.queues.fat_kept = true;
+        for s in 0..self.table.slots.len() as u32 {
             self.index(s);
         }
     }
@@ -309,34 +403,34 @@ impl Keyed {
     /// Take key `s` out of `fat` before its queue changes.
     #[inline(always)]
     pub(super) fn unindex(&mut self, s: u32) {
-        if self.fat_kept {
+        if self.queues.fat_kept {
             self.unindex_kept(s);
         }
     }
 
     /// [`Keyed::unindex`], `fat` being kept.
     fn unindex_kept(&mut self, s: u32) {
-        let slot = &self.slots[s as usize];
+        let slot = &self.table.slots[s as usize];
         if slot.len > 0 {
-            let seq = self.seqs[slot.head as usize];
-            self.fat.remove(&(slot.len, Reverse(seq), s));
+            let seq = self.queues.seqs[slot.head as usize];
+            self.queues.fat.remove(&(slot.len, Reverse(seq), s));
         }
     }
 
     /// Put key `s` back in `fat` after its queue changed.
     #[inline(always)]
     pub(super) fn index(&mut self, s: u32) {
-        if self.fat_kept {
+        if self.queues.fat_kept {
             self.index_kept(s);
         }
     }
 
     /// [`Keyed::index`], `fat` being kept.
     fn index_kept(&mut self, s: u32) {
-        let slot = &self.slots[s as usize];
+        let slot = &self.table.slots[s as usize];
         if slot.len > 0 {
-            let seq = self.seqs[slot.head as usize];
-            self.fat.insert((slot.len, Reverse(seq), s));
+            let seq = self.queues.seqs[slot.head as usize];
+            self.queues.fat.insert((slot.len, Reverse(seq), s));
         }
     }
 
@@ -377,10 +471,10 @@ mod tests {
 
     /// The oldest waiting record and the busy keys, counted the slow way.
     fn slow_oldest_and_busy(k: &Keyed) -> (Option<u64>, usize) {
-        let busy = k.slots.iter().filter(|slot| slot.len > 0);
+        let busy = k.table.slots.iter().filter(|slot| slot.len > 0);
         let oldest = busy
             .clone()
-            .map(|slot| k.nodes[slot.head as usize].arrived)
+            .map(|slot| k.queues.nodes[slot.head as usize].arrived)
             .min();
         (oldest, busy.count())
     }
@@ -416,7 +510,7 @@ mod tests {
                 &mut global,
                 &mut outbox,
             ));
-            assert!(k.arrivals.len() <= 2 * k.max_depth() + 64, "at {t}");
+            assert!(k.queues.arrivals.len() <= 2 * k.max_depth() + 64, "at {t}");
             let line = format!("k{0} {t}\nk{0} {t}\n", t % 10);
             let seg = Segment::new(Bytes::from(line), b'\n');
             k.arrive(
@@ -429,9 +523,9 @@ mod tests {
             assert_eq!(k.oldest_arrival(), oldest, "at {t}");
             assert_eq!(k.busy_keys(), busy, "at {t}");
             assert!(
-                k.arrivals.len() <= 2 * k.len() + 64,
+                k.queues.arrivals.len() <= 2 * k.len() + 64,
                 "at {t}: {}",
-                k.arrivals.len()
+                k.queues.arrivals.len()
             );
         }
         let mut expired = Ledger::new(false);
@@ -439,6 +533,6 @@ mod tests {
         assert_eq!(k.oldest_arrival(), slow_oldest_and_busy(&k).0);
         k.drain(Fate::Undelivered, &mut ledger);
         assert_eq!((k.oldest_arrival(), k.busy_keys(), k.len()), (None, 0, 0));
-        assert!(k.arrivals.is_empty());
+        assert!(k.queues.arrivals.is_empty());
     }
 }
