@@ -19,7 +19,7 @@
 //! slot of the schedule.
 //!
 //! With `--max-wait` and a policy other than `block`, a record is first
-//! held to its deadline: when the [`Forecast`] (the records waiting ahead
+//! held to its deadline: when the [`Forecast`](crate::schedule::Forecast) (the records waiting ahead
 //! of it, leaving as soon as every limit allows) already puts its
 //! departure later than `--max-wait` after its arrival, less the
 //! schedule's slack (a wake-up that late keeps the schedule, and the
@@ -35,6 +35,10 @@
 //! outcome is exactly the one-at-a-time outcome: a test on virtual time
 //! (`tests/admission.rs`) holds this code against a plain one-at-a-time
 //! model over random arrivals and random cuts of them into reads.
+//!
+//! Admission holds the pause, the outbox, the schedule and the waiting
+//! room ([`Waiting`]): where and how records wait (one bucket, or the
+//! keys' queues) is the room's, in `crate::waiting`.
 //!
 //! Pure: no threads, no clock, no I/O. Times are ns on the caller's clock
 //! and must not go backwards.

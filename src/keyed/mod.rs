@@ -1,6 +1,6 @@
 //! Limits per key with fair queueing (`--key`, `--key-rate`).
 //!
-//! Each key (see [`crate::key`]) has its own GCRA schedule (one [`Pacer`]'s
+//! Each key (see [`crate::key`]) has its own GCRA schedule (one [`Pacer`](crate::pacer::Pacer)'s
 //! parameters, a 32-byte [`Position`] per key) and
 //! its own FIFO of waiting records; the global
 //! [`Schedule`](crate::schedule::Schedule) (`--rate`,
@@ -29,7 +29,7 @@
 //! key, records leave in input order.
 //!
 //! At most `max_keys` keys are remembered. A key is *idle* when nothing of
-//! it waits and its schedule is rested ([`Pacer::rests_at`]): forgetting it
+//! it waits and its schedule is rested ([`Pacer::rests_at`](crate::pacer::Pacer::rests_at)): forgetting it
 //! changes no departure. A new key takes the place of the idle key that
 //! rested first; when no key is idle, its record meets the overflow policy
 //! as if the bucket were full (under `drop-oldest` it is dropped as the
@@ -44,17 +44,24 @@
 //! key asks for its slot only when its turn in the line nears, for the
 //! time the global limit lets that turn go ([`Schedule::nth_due`](crate::schedule::Schedule::nth_due)), so no
 //! slot waits on the global limit until it is too late to use
-//! (`Keyed::release_shared`). Without it the per-key [`Pacer`] over each
-//! slot's [`Position`] decides, with no call
-//! through the trait.
+//! (`Keyed::release_shared`). Without it the per-key
+//! [`Pacer`](crate::pacer::Pacer) over each slot's [`Position`] decides,
+//! with no call through the trait.
 //!
-//! The rooms: `table` (the remembered keys, and which idle one a new key
-//! replaces), `index` (their slots by hash), `lookup` (a read's records
-//! split and hashed, and what their look-ups read fetched, ahead of their
-//! turn), `queues` (each key's waiting records, and the overflow
-//! policies), `line` (the round-robin line and the keys' timers) and
-//! `shared` (the seam to shared key schedules). This file holds the state
-//! they share and the decision of each arriving record.
+//! The parts, each a struct of its own file holding its own data:
+//! `table` (`Table`: the remembered keys' slots, which idle one a new
+//! key replaces, and the per-key figures and their stats), `index` (their
+//! slots by hash), `lookup` (a read's records split and hashed, and what
+//! their look-ups read fetched, ahead of their turn), `queues`
+//! (`Queues`: each key's waiting records, the bounds and the overflow
+//! policies), `line` (`Line`: the round-robin line and the keys'
+//! timers), `pacing` (`KeyLimit`, the key limit, and `Pacing`, where
+//! each key's schedule stands: this drip's own or shared), `shared` (the
+//! seam to shared key schedules and the walk of the line over them) and
+//! `deadline` (`Refusal`: holding records to `--max-wait`). A key's one
+//! cache line, its `Slot`, is the table's; the queues, the
+//! line and the pacing each keep their part of it. This file holds the
+//! parts together and decides each arriving record.
 //!
 //! Pure: no threads, no clock, no I/O. Times are ns and never go backwards.
 
