@@ -288,7 +288,7 @@ impl Keyed {
 
     /// When the oldest waiting record arrived (ns).
     pub fn oldest_arrival(&self) -> Option<u64> {
-        self.oldest().map(|(_, arrived)| arrived)
+        self.queues.oldest().map(|(_, arrived)| arrived)
     }
 
     /// Records of `seg` arrive at `now`, in order, each decided alone (see

@@ -14,6 +14,7 @@ use crate::bucket::{Fate, Offered, Overflow, Segment};
 use crate::ledger::Ledger;
 
 use super::spill::{Outgoing, Place, Spill};
+use super::table::Slot;
 use super::{Keyed, Lane, NoRoom, NIL};
 
 /// A waiting record (its bytes in the [`Spill`](super::spill::Spill)) and
@@ -82,6 +83,8 @@ pub(super) struct Queues {
     pub(super) policy: Overflow,
     /// Why the latest record handed back under `fail` found no room.
     pub(super) no_room: NoRoom,
+    /// What ends a record.
+    delimiter: u8,
 }
 
 impl Queues {
@@ -116,6 +119,7 @@ impl Queues {
             key_capacity,
             policy: Overflow::Block,
             no_room: NoRoom::Bucket,
+            delimiter,
         }
     }
 
@@ -179,7 +183,7 @@ impl Keyed {
                 self.evict(s, Fate::DroppedOldest, ledger);
             }
             if self.queues.full(size) {
-                self.keep_fat();
+                self.queues.keep_fat(&self.table.slots);
             }
             while self.queues.full(size) {
                 let Some(&(_, _, fattest)) = self.queues.fat.last() else {
@@ -206,239 +210,38 @@ impl Keyed {
     }
 
     /// Put the record at `place` (`len` bytes, arrived at `now`, its
-    /// place in the input `number`) at the end of key `s`'s queue.
-    pub(super) fn enqueue(&mut self, now: u64, s: u32, place: Place, (len, number): (usize, u64)) {
-        self.queues.seq += 1;
-        let node = Node {
-            place,
-            len,
-            arrived: now,
-            next: NIL,
-            key: s,
-        };
-        self.queues.len += 1;
-        self.queues.bytes += len;
-        self.queues.max_depth = self.queues.max_depth.max(self.queues.len);
-        let n = match self.queues.free_nodes.pop() {
-            Some(n) => {
-                self.queues.nodes[n as usize] = node;
-                self.queues.seqs[n as usize] = self.queues.seq;
-                n
-            }
-            None => {
-                self.queues.nodes.push(node);
-                self.queues.seqs.push(self.queues.seq);
-                u32::try_from(self.queues.nodes.len() - 1).expect("fewer than 2^32 records")
-            }
-        };
-        if self.queues.apart {
-            if self.queues.numbers.len() < self.queues.nodes.len() {
-                self.queues.numbers.resize(self.queues.nodes.len(), 0);
-            }
-            self.queues.numbers[n as usize] = number;
-        }
-        self.unindex(s);
+    /// place in the input `number`) at the end of key `s`'s queue; the
+    /// key joins the line if it was not in it.
+    pub(super) fn enqueue(&mut self, now: u64, s: u32, place: Place, record: (usize, u64)) {
         let slot = &mut self.table.slots[s as usize];
-        if slot.len == 0 {
-            slot.head = n;
-            self.queues.busy += 1;
-        } else {
-            let tail = slot.tail;
-            self.queues.nodes[tail as usize].next = n;
-        }
-        let slot = &mut self.table.slots[s as usize];
-        slot.tail = n;
-        slot.len += 1;
-        if self.queues.arrivals.len() >= 2 * self.queues.len + 64 {
-            self.compact_arrivals();
-        }
-        self.queues.arrivals.push_back((self.queues.seq, n));
-        self.index(s);
-        if self.table.slots[s as usize].lane == Lane::Idle {
+        self.queues.push(slot, s, now, place, record);
+        if slot.lane == Lane::Idle {
             self.join_line(s, now);
         }
-    }
-
-    /// The bytes of waiting record `node`.
-    #[inline]
-    pub(super) fn record(&self, node: &Node) -> &[u8] {
-        self.queues.spill.bytes(node.place, node.len)
     }
 
     /// The bytes of key `s`'s head (`s` has records waiting).
     #[inline]
     pub(super) fn head_record(&self, s: u32) -> &[u8] {
-        self.record(&self.queues.nodes[self.table.slots[s as usize].head as usize])
+        self.queues.head_record(&self.table.slots[s as usize])
     }
 
     /// Take key `s`'s head out of its queue, as a segment of its own.
     pub(super) fn pop_head(&mut self, s: u32) -> Option<Segment> {
-        let head = self.table.slots[s as usize].head as usize;
-        let node = self.unlink_head(s)?;
-        let bytes = Bytes::copy_from_slice(self.record(&node));
-        self.queues.spill.release(node.place);
-        let mut seg = Segment::counted(bytes, 1, self.delimiter);
-        seg.arrived = node.arrived;
-        seg.number = self.queues.numbers.get(head).copied().unwrap_or(0);
-        Some(seg)
+        self.queues.pop_head(&mut self.table.slots[s as usize], s)
     }
 
-    /// Key `s`'s head leaves at `now`: with the records let go with it
-    /// (`outgoing`), or, records apart, as a segment of its own into
-    /// `outbox`.
+    /// Key `s`'s head leaves at `now` (see [`Queues::send_head`]).
     pub(super) fn send_head(&mut self, s: u32, now: u64, outbox: &mut Vec<Segment>) {
-        let arrived = if self.queues.apart {
-            // After what left before it.
-            self.queues.outgoing.flush(outbox);
-            let seg = self.pop_head(s).expect("a waiting record");
-            let arrived = seg.arrived;
-            outbox.push(seg);
-            arrived
-        } else {
-            let node = self.unlink_head(s).expect("a waiting record");
-            let record = self.queues.spill.bytes(node.place, node.len);
-            self.queues.outgoing.add(record, node.arrived, outbox);
-            self.queues.spill.release(node.place);
-            node.arrived
-        };
-        self.queues.longest_wait_ns = self.queues.longest_wait_ns.max(now.saturating_sub(arrived));
-    }
-
-    /// Take key `s`'s head out of its queue; its bytes stay in the spill
-    /// until released.
-    fn unlink_head(&mut self, s: u32) -> Option<Node> {
-        let slot = &self.table.slots[s as usize];
-        if slot.len == 0 {
-            return None;
-        }
-        let n = slot.head;
-        let node = self.queues.nodes[n as usize];
-        // Out of `fat` while the head still holds the seq its entry names.
-        self.unindex(s);
-        // No longer the record its entry in `arrivals` names.
-        self.queues.seqs[n as usize] = 0;
-        self.queues.free_nodes.push(n);
-        self.queues.len -= 1;
-        self.queues.bytes -= node.len;
-        let slot = &mut self.table.slots[s as usize];
-        slot.len -= 1;
-        slot.head = node.next;
-        if slot.len == 0 {
-            self.queues.busy -= 1;
-        }
-        self.index(s);
-        self.prune_arrivals();
-        Some(node)
-    }
-
-    /// Whether the record `seq` in node `n` (an entry of `arrivals`)
-    /// still waits: a node that let its record go holds another's, or
-    /// none (seq 0; records count from 1).
-    #[inline]
-    fn is_waiting(&self, seq: u64, n: u32) -> bool {
-        self.queues.seqs[n as usize] == seq
-    }
-
-    /// After a record left: drop the gone from the front of `arrivals`,
-    /// all of them at once when none waits. The gone in its middle are
-    /// dropped as a record joins and they outnumber the waiting
-    /// ([`Keyed::enqueue`]), not as records leave: a release that lets
-    /// most of the waiting go would look through the arrivals again each
-    /// time it halves them. So right after a record joins, `arrivals`
-    /// holds at most twice the records waiting and a little, and never
-    /// more than that of the most records that waited at once.
-    fn prune_arrivals(&mut self) {
-        if self.queues.len == 0 {
-            self.queues.arrivals.clear();
-            return;
-        }
-        while let Some(&(seq, n)) = self.queues.arrivals.front() {
-            if self.is_waiting(seq, n) {
-                break;
-            }
-            self.queues.arrivals.pop_front();
-        }
-    }
-
-    /// Keep only the waiting records' entries of `arrivals`, fetching
-    /// their numbers a few entries ahead (each may be a cache miss of its
-    /// own).
-    #[cold]
-    fn compact_arrivals(&mut self) {
-        const AHEAD: usize = 16;
-        let arrivals = std::mem::take(&mut self.queues.arrivals);
-        let mut kept = VecDeque::with_capacity(self.queues.len + 64);
-        for (i, &(seq, n)) in arrivals.iter().enumerate() {
-            if let Some(&(_, far)) = arrivals.get(i + AHEAD) {
-                crate::sys::prefetch(&self.queues.seqs[far as usize]);
-            }
-            if self.is_waiting(seq, n) {
-                kept.push_back((seq, n));
-            }
-        }
-        self.queues.arrivals = kept;
-    }
-
-    /// The oldest waiting record's key and arrival (ns).
-    pub(super) fn oldest(&self) -> Option<(u32, u64)> {
-        let &(_, n) = self.queues.arrivals.front()?;
-        let node = &self.queues.nodes[n as usize];
-        Some((node.key, node.arrived))
-    }
-
-    /// From now on, keep `fat` (`drop-oldest`'s choice of the key that
-    /// pays): it costs two tree updates a record, spent only once the
-    /// bucket overflows under `drop-oldest`.
-    #[cold]
-    fn keep_fat(&mut self) {
-        if self.queues.fat_kept {
-            return;
-        }
-        self.queues.fat_kept = true;
-        for s in 0..self.table.slots.len() as u32 {
-            self.index(s);
-        }
-    }
-
-    /// Take key `s` out of `fat` before its queue changes.
-    #[inline(always)]
-    pub(super) fn unindex(&mut self, s: u32) {
-        if self.queues.fat_kept {
-            self.unindex_kept(s);
-        }
-    }
-
-    /// [`Keyed::unindex`], `fat` being kept.
-    fn unindex_kept(&mut self, s: u32) {
-        let slot = &self.table.slots[s as usize];
-        if slot.len > 0 {
-            let seq = self.queues.seqs[slot.head as usize];
-            self.queues.fat.remove(&(slot.len, Reverse(seq), s));
-        }
-    }
-
-    /// Put key `s` back in `fat` after its queue changed.
-    #[inline(always)]
-    pub(super) fn index(&mut self, s: u32) {
-        if self.queues.fat_kept {
-            self.index_kept(s);
-        }
-    }
-
-    /// [`Keyed::index`], `fat` being kept.
-    fn index_kept(&mut self, s: u32) {
-        let slot = &self.table.slots[s as usize];
-        if slot.len > 0 {
-            let seq = self.queues.seqs[slot.head as usize];
-            self.queues.fat.insert((slot.len, Reverse(seq), s));
-        }
+        self.queues
+            .send_head(&mut self.table.slots[s as usize], s, now, outbox);
     }
 
     /// Expire records that arrived before `cutoff` (ns), oldest first, in
     /// every key. Returns how many expired.
     pub fn expire_before(&mut self, cutoff: u64, ledger: &mut Ledger) -> usize {
         let mut n = 0;
-        while let Some((s, arrived)) = self.oldest() {
+        while let Some((s, arrived)) = self.queues.oldest() {
             if arrived >= cutoff {
                 break;
             }
@@ -450,9 +253,233 @@ impl Keyed {
 
     /// Every waiting record, oldest first, as `fate`.
     pub fn drain(&mut self, fate: Fate, ledger: &mut Ledger) {
-        while let Some((s, _)) = self.oldest() {
+        while let Some((s, _)) = self.queues.oldest() {
             let seg = self.pop_head(s).expect("a waiting record");
             ledger.dispose(seg, fate);
+        }
+    }
+}
+
+impl Queues {
+    /// Put the record at `place` (`len` bytes, arrived at `now`, its
+    /// place in the input `number`) at the end of the queue of key `s`,
+    /// whose slot is `slot`.
+    pub(super) fn push(
+        &mut self,
+        slot: &mut Slot,
+        s: u32,
+        now: u64,
+        place: Place,
+        (len, number): (usize, u64),
+    ) {
+        self.seq += 1;
+        let node = Node {
+            place,
+            len,
+            arrived: now,
+            next: NIL,
+            key: s,
+        };
+        self.len += 1;
+        self.bytes += len;
+        self.max_depth = self.max_depth.max(self.len);
+        let n = match self.free_nodes.pop() {
+            Some(n) => {
+                self.nodes[n as usize] = node;
+                self.seqs[n as usize] = self.seq;
+                n
+            }
+            None => {
+                self.nodes.push(node);
+                self.seqs.push(self.seq);
+                u32::try_from(self.nodes.len() - 1).expect("fewer than 2^32 records")
+            }
+        };
+        if self.apart {
+            if self.numbers.len() < self.nodes.len() {
+                self.numbers.resize(self.nodes.len(), 0);
+            }
+            self.numbers[n as usize] = number;
+        }
+        self.unindex(slot, s);
+        if slot.len == 0 {
+            slot.head = n;
+            self.busy += 1;
+        } else {
+            self.nodes[slot.tail as usize].next = n;
+        }
+        slot.tail = n;
+        slot.len += 1;
+        if self.arrivals.len() >= 2 * self.len + 64 {
+            self.compact_arrivals();
+        }
+        self.arrivals.push_back((self.seq, n));
+        self.index(slot, s);
+    }
+
+    /// The bytes of waiting record `node`.
+    #[inline]
+    pub(super) fn record(&self, node: &Node) -> &[u8] {
+        self.spill.bytes(node.place, node.len)
+    }
+
+    /// The bytes of the head of the queue of `slot` (it has records
+    /// waiting).
+    #[inline]
+    pub(super) fn head_record(&self, slot: &Slot) -> &[u8] {
+        self.record(&self.nodes[slot.head as usize])
+    }
+
+    /// Take the head of key `s`'s queue (its slot `slot`) out, as a segment
+    /// of its own.
+    pub(super) fn pop_head(&mut self, slot: &mut Slot, s: u32) -> Option<Segment> {
+        let head = slot.head as usize;
+        let node = self.unlink_head(slot, s)?;
+        let bytes = Bytes::copy_from_slice(self.record(&node));
+        self.spill.release(node.place);
+        let mut seg = Segment::counted(bytes, 1, self.delimiter);
+        seg.arrived = node.arrived;
+        seg.number = self.numbers.get(head).copied().unwrap_or(0);
+        Some(seg)
+    }
+
+    /// The head of key `s`'s queue (its slot `slot`) leaves at `now`: with
+    /// the records let go with it (`outgoing`), or, records apart, as a
+    /// segment of its own into `outbox`.
+    pub(super) fn send_head(
+        &mut self,
+        slot: &mut Slot,
+        s: u32,
+        now: u64,
+        outbox: &mut Vec<Segment>,
+    ) {
+        let arrived = if self.apart {
+            // After what left before it.
+            self.outgoing.flush(outbox);
+            let seg = self.pop_head(slot, s).expect("a waiting record");
+            let arrived = seg.arrived;
+            outbox.push(seg);
+            arrived
+        } else {
+            let node = self.unlink_head(slot, s).expect("a waiting record");
+            let record = self.spill.bytes(node.place, node.len);
+            self.outgoing.add(record, node.arrived, outbox);
+            self.spill.release(node.place);
+            node.arrived
+        };
+        self.longest_wait_ns = self.longest_wait_ns.max(now.saturating_sub(arrived));
+    }
+
+    /// Take the head of key `s`'s queue (its slot `slot`) out; its bytes
+    /// stay in the spill until released.
+    fn unlink_head(&mut self, slot: &mut Slot, s: u32) -> Option<Node> {
+        if slot.len == 0 {
+            return None;
+        }
+        let n = slot.head;
+        let node = self.nodes[n as usize];
+        // Out of `fat` while the head still holds the seq its entry names.
+        self.unindex(slot, s);
+        // No longer the record its entry in `arrivals` names.
+        self.seqs[n as usize] = 0;
+        self.free_nodes.push(n);
+        self.len -= 1;
+        self.bytes -= node.len;
+        slot.len -= 1;
+        slot.head = node.next;
+        if slot.len == 0 {
+            self.busy -= 1;
+        }
+        self.index(slot, s);
+        self.prune_arrivals();
+        Some(node)
+    }
+
+    /// Whether the record `seq` in node `n` (an entry of `arrivals`)
+    /// still waits: a node that let its record go holds another's, or
+    /// none (seq 0; records count from 1).
+    #[inline]
+    fn is_waiting(&self, seq: u64, n: u32) -> bool {
+        self.seqs[n as usize] == seq
+    }
+
+    /// After a record left: drop the gone from the front of `arrivals`,
+    /// all of them at once when none waits. The gone in its middle are
+    /// dropped as a record joins and they outnumber the waiting
+    /// ([`Queues::push`]), not as records leave: a release that lets
+    /// most of the waiting go would look through the arrivals again each
+    /// time it halves them. So right after a record joins, `arrivals`
+    /// holds at most twice the records waiting and a little, and never
+    /// more than that of the most records that waited at once.
+    fn prune_arrivals(&mut self) {
+        if self.len == 0 {
+            self.arrivals.clear();
+            return;
+        }
+        while let Some(&(seq, n)) = self.arrivals.front() {
+            if self.is_waiting(seq, n) {
+                break;
+            }
+            self.arrivals.pop_front();
+        }
+    }
+
+    /// Keep only the waiting records' entries of `arrivals`, fetching
+    /// their numbers a few entries ahead (each may be a cache miss of its
+    /// own).
+    #[cold]
+    fn compact_arrivals(&mut self) {
+        const AHEAD: usize = 16;
+        let arrivals = std::mem::take(&mut self.arrivals);
+        let mut kept = VecDeque::with_capacity(self.len + 64);
+        for (i, &(seq, n)) in arrivals.iter().enumerate() {
+            if let Some(&(_, far)) = arrivals.get(i + AHEAD) {
+                crate::sys::prefetch(&self.seqs[far as usize]);
+            }
+            if self.is_waiting(seq, n) {
+                kept.push_back((seq, n));
+            }
+        }
+        self.arrivals = kept;
+    }
+
+    /// The oldest waiting record's key and arrival (ns).
+    pub(super) fn oldest(&self) -> Option<(u32, u64)> {
+        let &(_, n) = self.arrivals.front()?;
+        let node = &self.nodes[n as usize];
+        Some((node.key, node.arrived))
+    }
+
+    /// From now on, keep `fat` (`drop-oldest`'s choice of the key that
+    /// pays) over the keys' `slots`: it costs two tree updates a record,
+    /// spent only once the bucket overflows under `drop-oldest`.
+    #[cold]
+    pub(super) fn keep_fat(&mut self, slots: &[Slot]) {
+        if self.fat_kept {
+            return;
+        }
+        self.fat_kept = true;
+        for (s, slot) in slots.iter().enumerate() {
+            self.index(slot, s as u32);
+        }
+    }
+
+    /// Take key `s` (its slot `slot`) out of `fat` before its queue
+    /// changes.
+    #[inline(always)]
+    fn unindex(&mut self, slot: &Slot, s: u32) {
+        if self.fat_kept && slot.len > 0 {
+            let seq = self.seqs[slot.head as usize];
+            self.fat.remove(&(slot.len, Reverse(seq), s));
+        }
+    }
+
+    /// Put key `s` (its slot `slot`) back in `fat` after its queue changed.
+    #[inline(always)]
+    fn index(&mut self, slot: &Slot, s: u32) {
+        if self.fat_kept && slot.len > 0 {
+            let seq = self.seqs[slot.head as usize];
+            self.fat.insert((slot.len, Reverse(seq), s));
         }
     }
 }

@@ -314,7 +314,7 @@ impl Keyed {
     /// its turn go, nor closer than they do.
     fn ask_all(&mut self, now: u64, s: u32, before: u64, global: &dyn Schedule) {
         let slot = &self.table.slots[s as usize];
-        let head = self.record(&self.queues.nodes[slot.head as usize]);
+        let head = self.queues.head_record(slot);
         let at = global.nth_due(head, before as usize).unwrap_or(now);
         let want = Want {
             records: slot.len,
@@ -408,7 +408,7 @@ impl Keyed {
     fn tell_global(&mut self, now: u64, global: &mut dyn Schedule) {
         let heads = self.line.ready.iter().filter_map(|&s| {
             let slot = &self.table.slots[s as usize];
-            (slot.len > 0).then(|| self.record(&self.queues.nodes[slot.head as usize]))
+            (slot.len > 0).then(|| self.queues.head_record(slot))
         });
         // Under record limits, every record waiting (the keys' turns
         // further on are known as far as the slots reach); under byte
