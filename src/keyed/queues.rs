@@ -468,7 +468,17 @@ impl Queues {
     /// changes.
     #[inline(always)]
     fn unindex(&mut self, slot: &Slot, s: u32) {
-        if self.fat_kept && slot.len > 0 {
+        if self.fat_kept {
+            self.unindex_kept(slot, s);
+        }
+    }
+
+    /// [`Queues::unindex`], `fat` being kept. Out of line: the tree's code
+    /// would crowd the per-record path it is never taken on before the
+    /// bucket overflows under `drop-oldest`.
+    #[inline(never)]
+    fn unindex_kept(&mut self, slot: &Slot, s: u32) {
+        if slot.len > 0 {
             let seq = self.seqs[slot.head as usize];
             self.fat.remove(&(slot.len, Reverse(seq), s));
         }
@@ -477,7 +487,16 @@ impl Queues {
     /// Put key `s` (its slot `slot`) back in `fat` after its queue changed.
     #[inline(always)]
     fn index(&mut self, slot: &Slot, s: u32) {
-        if self.fat_kept && slot.len > 0 {
+        if self.fat_kept {
+            self.index_kept(slot, s);
+        }
+    }
+
+    /// [`Queues::index`], `fat` being kept (out of line, as
+    /// [`Queues::unindex_kept`]).
+    #[inline(never)]
+    fn index_kept(&mut self, slot: &Slot, s: u32) {
+        if slot.len > 0 {
             let seq = self.seqs[slot.head as usize];
             self.fat.insert((slot.len, Reverse(seq), s));
         }
