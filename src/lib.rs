@@ -43,6 +43,7 @@ mod state;
 mod stats;
 mod steer;
 mod sys;
+mod waiting;
 mod writer;
 
 pub use cli::{Cli, Command, Config, CtlArgs, SUMMARY};
@@ -79,4 +80,5 @@ pub mod testing {
     pub use crate::shared::protocol::{Ask, Back, Grant, Reply, Store};
     pub use crate::shared::redis::RedisStore;
     pub use crate::stats::{Counts, KeyName};
+    pub use crate::waiting::Departures;
 }
