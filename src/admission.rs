@@ -19,7 +19,7 @@
 //! slot of the schedule.
 //!
 //! With `--max-wait` and a policy other than `block`, a record is first
-//! held to its deadline: when the [`Forecast`] (the records waiting ahead
+//! held to its deadline: when the [`Forecast`](crate::schedule::Forecast) (the records waiting ahead
 //! of it, leaving as soon as every limit allows) already puts its
 //! departure later than `--max-wait` after its arrival, less the
 //! schedule's slack (a wake-up that late keeps the schedule, and the
@@ -36,117 +36,36 @@
 //! (`tests/admission.rs`) holds this code against a plain one-at-a-time
 //! model over random arrivals and random cuts of them into reads.
 //!
+//! Admission holds the pause, the outbox, the schedule and the waiting
+//! room ([`Waiting`]): where and how records wait (one bucket, or the
+//! keys' queues) is the room's, in `crate::waiting`.
+//!
 //! Pure: no threads, no clock, no I/O. Times are ns on the caller's clock
 //! and must not go backwards.
 
 use crate::bucket::{Bucket, Fate, Offered, Overflow, Segment};
 use crate::keyed::Keyed;
 use crate::ledger::Ledger;
-use crate::schedule::{Forecast, Limit, Schedule};
+use crate::schedule::{Limit, Schedule};
+use crate::waiting::{Departures, Fifo, Waiting};
 
-/// A moment's view of the waiting records, in one bucket or in the keys'
-/// queues together ([`Admission::bucket`]).
-#[derive(Debug, Clone, Copy)]
-pub struct Gauge {
-    len: usize,
-    bytes: usize,
-    capacity: usize,
-    capacity_bytes: usize,
-    policy: Overflow,
-    max_depth: usize,
-    oldest_arrival: Option<u64>,
-}
-
-impl Gauge {
-    /// Records waiting.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-    /// Whether nothing waits.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-    /// Bytes waiting.
-    pub fn bytes(&self) -> usize {
-        self.bytes
-    }
-    /// The most records that may wait.
-    pub fn capacity(&self) -> usize {
-        self.capacity
-    }
-    /// The most bytes that may wait (`usize::MAX` when unbounded).
-    pub fn capacity_bytes(&self) -> usize {
-        self.capacity_bytes
-    }
-    /// The overflow policy.
-    pub fn policy(&self) -> Overflow {
-        self.policy
-    }
-    /// The most records that ever waited at once.
-    pub fn max_depth(&self) -> usize {
-        self.max_depth
-    }
-    /// When the oldest waiting record arrived (ns).
-    pub fn oldest_arrival(&self) -> Option<u64> {
-        self.oldest_arrival
-    }
-}
-
-/// How each record of one arrival is held to `--max-wait`.
-#[derive(Debug, Clone, Copy)]
-struct Terms {
-    /// The latest departure (ns) that makes it: `--max-wait` after the
-    /// arrival, less the schedule's slack.
-    deadline: u64,
-    policy: Overflow,
-    /// Every record costs 1: what befalls one befalls those after it.
-    alike: bool,
-    /// As `alike`, and the bucket is not bounded in bytes: room for one
-    /// is room for the next.
-    room_alike: bool,
-}
-
-/// What became of a record held to its deadline and the bucket's room.
-enum Held {
-    /// It may wait (older records evicted for it, when `evicted`).
-    Waits { evicted: bool },
-    /// It was refused or dropped (with the records alike after it).
-    Disposed,
-    /// It overflowed under `fail`.
-    Overflowed,
-}
-
-/// The bucket, the schedule in front of it, and the outbox behind it.
+/// The waiting room, the schedule in front of it, the outbox behind it,
+/// and the pause.
 #[derive(Debug)]
 pub struct Admission {
-    bucket: Bucket,
+    /// Where records wait: one bucket, or the keys' queues.
+    room: Waiting,
     schedule: Box<dyn Schedule>,
     /// Records the schedule let go, in order, not yet taken by the writer.
     outbox: Vec<Segment>,
     outbox_len: usize,
     /// Records that waited longer than this (ns) expire.
     max_wait_ns: Option<u64>,
-    /// The longest any record waited in the bucket before leaving (ns).
-    longest_wait_ns: u64,
-    /// With limits per key: the keys' queues, used instead of `bucket`
-    /// (which then only gives the bounds and the policy).
-    keyed: Option<Box<Keyed>>,
-    /// The schedule after every waiting record has left when the forecast
-    /// says; `None` when not known (made again when asked).
-    forecast: Option<Forecast>,
     /// The first record of the latest read (its delimiter included): the
     /// record a forecast of "a record arriving now" assumes.
     last_record: Vec<u8>,
-    /// Under `fail`: how long (ns) after its arrival the forecast put the
-    /// departure of the record handed back, when that was why.
-    refused_wait_ns: Option<u64>,
     /// Paused (`drip ctl … pause`): nothing leaves, arrivals wait.
     paused: bool,
-    /// With limits per key: when records of the keys last left (ns). The
-    /// keyed queues do not ask a schedule that limits nothing and holds no
-    /// key, so it does not know; a change of limits is told
-    /// ([`Admission::replace_limits`]). Noted once a call, not a record.
-    keys_left_at: Option<u64>,
 }
 
 impl Admission {
@@ -154,59 +73,40 @@ impl Admission {
     /// than `max_wait_ns` expire.
     pub fn new(bucket: Bucket, schedule: Box<dyn Schedule>, max_wait_ns: Option<u64>) -> Self {
         Admission {
-            bucket,
+            room: Waiting::Fifo(Fifo::new(bucket, max_wait_ns)),
             schedule,
             outbox: Vec::new(),
             outbox_len: 0,
             max_wait_ns,
-            longest_wait_ns: 0,
-            keyed: None,
-            forecast: None,
             last_record: b"\n".to_vec(),
-            refused_wait_ns: None,
             paused: false,
-            keys_left_at: None,
         }
     }
 
-    /// Admission with limits per key: records wait in `keyed`'s queues,
-    /// within the bucket's bounds and under its policy.
+    /// Admission with limits per key: records wait in `keyed`'s queues
+    /// instead of the bucket, within its bounds and under its policy.
     pub fn with_keys(mut self, keyed: Keyed) -> Self {
-        let max_wait = self.max_wait_ns;
-        let keyed = keyed.refusing(max_wait, self.schedule.slack_ns());
-        self.keyed = Some(Box::new(keyed));
+        let policy = self.room.policy();
+        let keyed = keyed
+            .refusing(self.max_wait_ns, self.schedule.slack_ns())
+            .overflowing(policy);
+        self.room = Waiting::Keyed(keyed);
         self
     }
 
     /// The keys, with limits per key.
     pub fn keys(&self) -> Option<&Keyed> {
-        self.keyed.as_deref()
+        self.room.keys()
     }
 
     /// The keys, to change their limit.
     pub fn keys_mut(&mut self) -> Option<&mut Keyed> {
-        self.keyed.as_deref_mut()
+        self.room.keys_mut()
     }
 
-    /// The waiting records, seen together.
-    pub fn bucket(&self) -> Gauge {
-        let b = &self.bucket;
-        let mut gauge = Gauge {
-            len: b.len(),
-            bytes: b.bytes(),
-            capacity: b.capacity(),
-            capacity_bytes: b.capacity_bytes(),
-            policy: b.policy(),
-            max_depth: b.max_depth(),
-            oldest_arrival: b.oldest_arrival(),
-        };
-        if let Some(k) = &self.keyed {
-            gauge.len = k.len();
-            gauge.bytes = k.bytes();
-            gauge.max_depth = k.max_depth();
-            gauge.oldest_arrival = k.oldest_arrival();
-        }
-        gauge
+    /// The waiting records, in one bucket or in the keys' queues together.
+    pub fn bucket(&self) -> &Waiting {
+        &self.room
     }
 
     /// Pause (`true`) or resume: while paused nothing leaves, neither on
@@ -230,7 +130,7 @@ impl Admission {
     /// The schedule, to take a slot outside the bucket (a retried job) or
     /// change its limits: the forecast is made again after.
     pub fn schedule_mut(&mut self) -> &mut dyn Schedule {
-        self.forecast = None;
+        self.room.forget_forecast();
         &mut *self.schedule
     }
 
@@ -242,7 +142,7 @@ impl Admission {
     /// As [`Schedule::replace_limits`]: its limits are left as they were
     /// (the keys' last departure, told first, is a fact either way).
     pub fn replace_limits(&mut self, now: u64, limits: &[Limit]) -> Result<(), String> {
-        if let Some(at) = self.keys_left_at {
+        if let Some(at) = self.room.left_unasked() {
             self.schedule.left_unasked(at);
         }
         self.schedule_mut().replace_limits(now, limits)
@@ -255,8 +155,19 @@ impl Admission {
 
     /// The longest any released record waited in the bucket, ns.
     pub fn longest_wait_ns(&self) -> u64 {
-        let keyed = self.keyed.as_ref().map_or(0, |k| k.longest_wait_ns());
-        self.longest_wait_ns.max(keyed)
+        self.room.longest_wait_ns()
+    }
+
+    /// The departures at `now`: whether records may leave (`may_leave`,
+    /// and not paused), the schedule, the outbox.
+    fn departures(&mut self, now: u64, may_leave: bool) -> (&mut Waiting, Departures<'_>) {
+        let to = Departures {
+            now,
+            may_leave: may_leave && !self.paused,
+            schedule: &mut *self.schedule,
+            outbox: &mut self.outbox,
+        };
+        (&mut self.room, to)
     }
 
     /// Records of `seg` arrive at `now`. `may_leave`: whether the writer
@@ -286,238 +197,10 @@ impl Admission {
             self.last_record.extend_from_slice(first);
         }
         self.expire(now, ledger);
-        let may_leave = may_leave && !self.paused;
-        if let Some(keyed) = self.keyed.as_deref_mut() {
-            let mut sent = 0;
-            if may_leave {
-                sent = keyed.release(now, &mut *self.schedule, &mut self.outbox);
-            }
-            let (back, arrived_sent) = keyed.arrive(
-                now,
-                seg,
-                policy,
-                may_leave,
-                &mut *self.schedule,
-                ledger,
-                &mut self.outbox,
-            );
-            sent += arrived_sent;
-            self.outbox_len += sent;
-            if sent > 0 {
-                self.keys_left_at = Some(now);
-            }
-            return back;
-        }
-        if may_leave {
-            // Waiting records that are due go first.
-            self.release(now);
-            if self.bucket.is_empty() {
-                let n = self.schedule.release(now, seg.len(), &mut seg.records());
-                if n > 0 {
-                    ledger.read(n);
-                    self.push_outbox(seg.split_front(n));
-                }
-                if seg.is_empty() {
-                    return Offered::Done;
-                }
-            }
-        }
-        if self.refuses(policy) && self.forecast_at(now).is_some() {
-            return self.wait_in_time(now, seg, policy, may_leave, ledger);
-        }
-        if may_leave && policy == Overflow::DropOldest && self.schedule.weighs_bytes() {
-            // An eviction can put a smaller record at the head, which may
-            // be due at once under a byte rate: decide one at a time.
-            while !seg.is_empty() {
-                let one = seg.split_front(1);
-                self.wait(now, one, policy, ledger);
-                self.release(now);
-            }
-            return Offered::Done;
-        }
-        self.wait(now, seg, policy, ledger)
-    }
-
-    /// Whether records that cannot leave within `--max-wait` are refused
-    /// at arrival under `policy`: with `--max-wait`, under a policy that
-    /// drops or fails.
-    fn refuses(&self, policy: Overflow) -> bool {
-        self.max_wait_ns.is_some() && policy != Overflow::Block
-    }
-
-    /// The forecast of the waiting records' departures at `now`, made
-    /// again from the schedule when not known: O(waiting records) then.
-    /// `None` when the schedule cannot be forecast.
-    fn forecast_at(&mut self, now: u64) -> Option<&mut Forecast> {
-        if self.bucket.is_empty() {
-            // Records that left at once took slots it does not know of.
-            self.forecast = None;
-        }
-        if self.forecast.is_none() {
-            let mut forecast = Forecast::new(self.schedule.forecast()?, now);
-            for record in self.bucket.records() {
-                forecast.push(now, record);
-            }
-            self.forecast = Some(forecast);
-        }
-        self.forecast.as_mut()
-    }
-
-    /// Records of `seg` arrive at `now` under `policy`, which refuses what
-    /// cannot leave by `now + --max-wait`: one at a time, each is held to
-    /// its deadline ([`Admission::arrive`]), then waits or meets the policy
-    /// as the bucket's room says. Needs a forecast.
-    fn wait_in_time(
-        &mut self,
-        now: u64,
-        mut seg: Segment,
-        policy: Overflow,
-        may_leave: bool,
-        ledger: &mut Ledger,
-    ) -> Offered {
-        // With every record costing 1, what befell one record at this
-        // instant befalls those after it, as long as the bucket is not
-        // bounded in bytes.
-        let alike = !self.schedule.weighs_bytes();
-        let terms = Terms {
-            // A wake-up late by up to the slack keeps the schedule, but the
-            // record would then have waited past --max-wait and expire: a
-            // record is let in only if it leaves by the slack before it.
-            deadline: now
-                .saturating_add(self.max_wait_ns.unwrap_or(u64::MAX))
-                .saturating_sub(self.schedule.slack_ns()),
-            policy,
-            alike,
-            room_alike: alike && self.bucket.capacity_bytes() == usize::MAX,
-        };
-        while !seg.is_empty() {
-            if may_leave && self.bucket.is_empty() {
-                // A refusal can leave nothing waiting ahead of the next.
-                let n = self.schedule.release(now, seg.len(), &mut seg.records());
-                if n > 0 {
-                    ledger.read(n);
-                    self.push_outbox(seg.split_front(n));
-                    continue;
-                }
-            }
-            let first = seg.clone().split_front(1);
-            let record = first.as_bytes();
-            let Some(forecast) = self.forecast_at(now) else {
-                return self.wait(now, seg, policy, ledger);
-            };
-            let leaves = forecast.peek(now, record);
-            let evicted = match self.hold(now, leaves, terms, &mut seg, record, ledger) {
-                Held::Waits { evicted } => evicted,
-                Held::Disposed => continue,
-                Held::Overflowed => return Offered::Overflowed(seg),
-            };
-            self.wait(now, seg.split_front(1), policy, ledger);
-            match self.forecast.as_mut() {
-                Some(forecast) if !evicted => {
-                    forecast.push(now, record);
-                }
-                _ => self.forecast = None,
-            }
-            if evicted && may_leave {
-                // An eviction can put a smaller record at the head, which
-                // may be due at once under a byte rate.
-                self.release(now);
-            }
-        }
-        Offered::Done
-    }
-
-    /// `record`, the first of `seg`, arriving at `now` and forecast to
-    /// leave at `leaves`: held to its deadline, then to the bucket's room,
-    /// under `terms`. A record refused or dropped is disposed of here (with
-    /// the records alike after it); one that may wait is left in `seg`.
-    fn hold(
-        &mut self,
-        now: u64,
-        leaves: u64,
-        terms: Terms,
-        seg: &mut Segment,
-        record: &[u8],
-        ledger: &mut Ledger,
-    ) -> Held {
-        let mut evicted = false;
-        if leaves > terms.deadline {
-            match terms.policy {
-                Overflow::Fail => {
-                    self.refused_wait_ns = Some(leaves - now);
-                    return Held::Overflowed;
-                }
-                Overflow::DropOldest if self.evict_in_time(now, terms.deadline, record, ledger) => {
-                    evicted = true;
-                }
-                _ => {
-                    let n = if terms.alike { seg.len() } else { 1 };
-                    ledger.read(n);
-                    ledger.refuse(seg.split_front(n), Fate::DroppedNewest);
-                    return Held::Disposed;
-                }
-            }
-        }
-        if !self.bucket.has_room(record.len()) {
-            match terms.policy {
-                Overflow::Fail => {
-                    self.refused_wait_ns = None;
-                    return Held::Overflowed;
-                }
-                Overflow::DropNewest => {
-                    let n = if terms.room_alike { seg.len() } else { 1 };
-                    ledger.read(n);
-                    ledger.dispose(seg.split_front(n), Fate::DroppedNewest);
-                    return Held::Disposed;
-                }
-                _ => evicted = true,
-            }
-        }
-        Held::Waits { evicted }
-    }
-
-    /// Under `drop-oldest`: evict the fewest waiting records, oldest first,
-    /// that let `record` arriving at `now` leave by
-    /// `deadline`, as refused. Returns false, evicting nothing, when even
-    /// an empty bucket would not let it. A binary search over how many to
-    /// evict (fewer records ahead never leave a record later): O(waiting
-    /// records × log of them).
-    fn evict_in_time(
-        &mut self,
-        now: u64,
-        deadline: u64,
-        record: &[u8],
-        ledger: &mut Ledger,
-    ) -> bool {
-        let Some(limits) = self.schedule.forecast() else {
-            return false;
-        };
-        let bucket = &self.bucket;
-        let leaves_after = |evicted: usize| {
-            let mut forecast = Forecast::new(limits.clone(), now);
-            for waiting in bucket.records().skip(evicted) {
-                forecast.push(now, waiting);
-            }
-            forecast.peek(now, record)
-        };
-        let len = bucket.len();
-        if leaves_after(len) > deadline {
-            return false;
-        }
-        // Evicting `late` is not enough, evicting `enough` is.
-        let (mut late, mut enough) = (0, len);
-        while enough - late > 1 {
-            let mid = late + (enough - late) / 2;
-            if leaves_after(mid) <= deadline {
-                enough = mid;
-            } else {
-                late = mid;
-            }
-        }
-        self.bucket
-            .evict(enough, Fate::DroppedOldest, &mut |s, f| ledger.refuse(s, f));
-        self.forecast = None;
-        true
+        let (room, mut to) = self.departures(now, may_leave);
+        let (back, sent) = room.arrive(seg, policy, ledger, &mut to);
+        self.outbox_len += sent;
+        back
     }
 
     /// How long (ns) a record arriving at `now`, like the first of the
@@ -525,14 +208,8 @@ impl Admission {
     /// waiting ahead of it and every limit (not a pause, not a stalled
     /// stdout). `None` when the schedule cannot be forecast.
     pub fn forecast_wait(&mut self, now: u64) -> Option<u64> {
-        if let Some(keyed) = self.keyed.as_deref_mut() {
-            return keyed.forecast_wait(now, &*self.schedule, &self.last_record);
-        }
-        let record = std::mem::take(&mut self.last_record);
-        let leaves = self.forecast_at(now).map(|f| f.peek(now, &record));
-        self.last_record = record;
-        let leaves = leaves?;
-        Some(leaves.saturating_sub(now))
+        self.room
+            .forecast_wait(now, &*self.schedule, &self.last_record)
     }
 
     /// How long (ns) a record may wait before it expires, if bounded.
@@ -544,69 +221,15 @@ impl Admission {
     /// the forecast put its departure past `--max-wait`: how long after its
     /// arrival (ns). `None` when it found the bucket full.
     pub fn refused_wait_ns(&self) -> Option<u64> {
-        match &self.keyed {
-            Some(keyed) => keyed.refused_wait_ns(),
-            None => self.refused_wait_ns,
-        }
-    }
-
-    /// Records of `seg` wait in the bucket, or meet `policy`.
-    fn wait(&mut self, now: u64, seg: Segment, policy: Overflow, ledger: &mut Ledger) -> Offered {
-        let len = seg.len();
-        let offered = self
-            .bucket
-            .offer_as(policy, seg, now, &mut |s, f| ledger.dispose(s, f));
-        let back = match &offered {
-            Offered::Done => 0,
-            Offered::Wait(rest) | Offered::Overflowed(rest) => rest.len(),
-        };
-        ledger.read(len - back);
-        offered
-    }
-
-    fn push_outbox(&mut self, seg: Segment) {
-        self.outbox_len += seg.len();
-        self.outbox.push(seg);
+        self.room.refused_wait_ns()
     }
 
     /// Let waiting records leave that the schedule allows at `now`, into
     /// the outbox. Returns how many left.
     pub fn release(&mut self, now: u64) -> usize {
-        if self.paused {
-            return 0;
-        }
-        if let Some(keyed) = self.keyed.as_deref_mut() {
-            let n = keyed.release(now, &mut *self.schedule, &mut self.outbox);
-            self.outbox_len += n;
-            if n > 0 {
-                self.keys_left_at = Some(now);
-            }
-            return n;
-        }
-        let Some(front) = self.bucket.front_record() else {
-            return 0;
-        };
-        let late = self.forecast.is_some()
-            && now > (self.schedule.forecast_due(front)).saturating_add(self.schedule.slack_ns());
-        let available = self.bucket.len();
-        let n = self
-            .schedule
-            .release(now, available, &mut self.bucket.records());
-        if n > 0 {
-            if late {
-                // The schedule may have restarted: the forecast is off.
-                self.forecast = None;
-            }
-            if let Some(oldest) = self.bucket.oldest_arrival() {
-                self.longest_wait_ns = self.longest_wait_ns.max(now.saturating_sub(oldest));
-            }
-            let before = self.outbox.len();
-            self.bucket.take(n, &mut self.outbox);
-            self.outbox_len += self.outbox[before..]
-                .iter()
-                .map(Segment::len)
-                .sum::<usize>();
-        }
+        let (room, mut to) = self.departures(now, true);
+        let n = room.release(&mut to);
+        self.outbox_len += n;
         n
     }
 
@@ -624,44 +247,26 @@ impl Admission {
             return 0;
         };
         let cutoff = now.saturating_sub(max_wait);
-        if let Some(keyed) = self.keyed.as_deref_mut() {
-            return keyed.expire_before(cutoff, ledger);
-        }
-        let n = self
-            .bucket
-            .expire_before(cutoff, &mut |s, f| ledger.dispose(s, f));
-        if n > 0 {
-            self.forecast = None;
-            let waiting = self.bucket.len();
-            self.schedule
-                .expired(now, waiting, &mut self.bucket.records());
-        }
-        n
+        let (room, mut to) = self.departures(now, true);
+        room.expire_before(cutoff, ledger, &mut to)
     }
 
-    /// When something next changes without an arrival (ns): the head of the
-    /// bucket comes due, or expires. `None` when nothing waits. Paused,
+    /// When something next changes without an arrival (ns): a waiting
+    /// record comes due, or expires. `None` when nothing waits. Paused,
     /// only an expiry.
     pub fn next_event(&self) -> Option<u64> {
+        let expiry = self.next_expiry();
         if self.paused {
-            return self.next_expiry();
+            return expiry;
         }
-        if let Some(keyed) = &self.keyed {
-            let event = keyed.next_event(&*self.schedule);
-            return match (event, self.next_expiry()) {
-                (Some(e), Some(x)) => Some(e.min(x)),
-                (e, x) => e.or(x),
-            };
-        }
-        let front = self.bucket.front_record()?;
-        let due = self.schedule.next_due(front);
-        Some(self.next_expiry().map_or(due, |e| e.min(due)))
+        let due = self.room.next_event(&*self.schedule);
+        [due, expiry].into_iter().flatten().min()
     }
 
     /// When the oldest waiting record expires (ns), if it can.
     pub fn next_expiry(&self) -> Option<u64> {
         self.max_wait_ns
-            .zip(self.bucket().oldest_arrival())
+            .zip(self.room.oldest_arrival())
             .map(|(max_wait, oldest)| oldest.saturating_add(max_wait).saturating_add(1))
     }
 
@@ -673,18 +278,14 @@ impl Admission {
         n
     }
 
-    /// Empty the bucket and the outbox, the outbox first (its records are
-    /// older), disposing of everything as `fate`.
+    /// Empty the waiting room and the outbox, the outbox first (its records
+    /// are older), disposing of everything as `fate`.
     pub fn drain(&mut self, fate: Fate, ledger: &mut Ledger) {
         for seg in self.outbox.drain(..) {
             ledger.dispose(seg, fate);
         }
         self.outbox_len = 0;
-        self.forecast = None;
-        if let Some(keyed) = self.keyed.as_deref_mut() {
-            keyed.drain(fate, ledger);
-        }
-        self.bucket.drain(fate, &mut |s, f| ledger.dispose(s, f));
+        self.room.drain(fate, ledger);
     }
 }
 #[cfg(test)]

@@ -43,6 +43,7 @@ mod state;
 mod stats;
 mod steer;
 mod sys;
+mod waiting;
 mod writer;
 
 pub use cli::{Cli, Command, Config, CtlArgs, SUMMARY};
@@ -72,11 +73,12 @@ pub mod testing {
     pub use crate::keyed::{KeyConfig, KeySchedule, Keyed, LeaseHead, Want};
     pub use crate::ledger::Ledger;
     pub use crate::pacer::{slack_for, Pacer};
-    pub use crate::rate::{parse_rate, Rate};
+    pub use crate::rate::{parse_byte_rate, parse_rate, Rate};
     pub use crate::schedule::{Limit, Limits, Schedule, Unit};
     pub use crate::shared::gcra::{ByteStep, Gcra, KeyAsk, KeyBook, Meter, Step};
     pub use crate::shared::parse_target;
     pub use crate::shared::protocol::{Ask, Back, Grant, Reply, Store};
     pub use crate::shared::redis::RedisStore;
     pub use crate::stats::{Counts, KeyName};
+    pub use crate::waiting::Departures;
 }

@@ -55,8 +55,8 @@ pub fn slack_for(rate: Rate) -> u64 {
 ///
 /// # Examples
 /// ```
-/// use drip::pacer::Pacer;
-/// use drip::rate::parse_rate;
+/// use drip::testing::Pacer;
+/// use drip::testing::parse_rate;
 /// // 10/s with a burst of 2: two at once, then one every 100 ms.
 /// let mut pacer = Pacer::new(parse_rate("10/s").unwrap(), 2, 2_000_000);
 /// assert_eq!(pacer.release(0, 5), 2);

@@ -111,7 +111,7 @@ pub const RATE_FORMS: &str =
 ///
 /// # Examples
 /// ```
-/// use drip::rate::{parse_rate, Rate};
+/// use drip::testing::{parse_rate, Rate};
 /// assert_eq!(parse_rate("90/min").unwrap().per_second(), 1.5);
 /// assert_eq!(parse_rate("inf"), Ok(Rate::Unlimited));
 /// assert!(parse_rate("10/fortnight").is_err());
@@ -172,7 +172,7 @@ pub const BYTE_RATE_FORMS: &str = "SIZE/UNIT such as 1MiB/s, 500KB/s, 10GB/h or 
 ///
 /// # Examples
 /// ```
-/// use drip::rate::parse_byte_rate;
+/// use drip::testing::parse_byte_rate;
 /// assert_eq!(parse_byte_rate("1MiB/s").unwrap().per_second(), 1048576.0);
 /// assert!(parse_byte_rate("1MiB").is_err());
 /// ```

@@ -217,6 +217,9 @@ fn running(args: &[&str], input: &str) -> (std::process::Child, std::process::Ch
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // Under way, its handlers in place, however slowly a busy machine
+    // started it: the tests time their signals from here.
+    common::wait_until_catching(&child, libc::SIGTERM);
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(input.as_bytes()).unwrap();
     stdin.flush().unwrap();

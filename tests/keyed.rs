@@ -4,8 +4,8 @@
 
 use bytes::Bytes;
 use drip::testing::{
-    parse_key, parse_rate, KeyConfig, KeyName, KeySpec, Keyed, Ledger, Limit, Limits, Offered,
-    Overflow, Schedule, Segment, Unit,
+    parse_key, parse_rate, Departures, KeyConfig, KeyName, KeySpec, Keyed, Ledger, Limit, Limits,
+    Offered, Overflow, Schedule, Segment, Unit,
 };
 
 /// Keys from each record's first field, each at `rate` with `burst`;
@@ -102,7 +102,7 @@ fn run(setup: &Setup, arrivals: &[(u64, String)], cut: usize) -> Outcome {
             if event > t {
                 break;
             }
-            keyed.release(event, &mut global, &mut outbox);
+            keyed.release(&mut Departures::at(event, &mut global, &mut outbox));
             collect(&mut outbox, event, &mut out);
         }
         let same: Vec<&String> = arrivals[i..]
@@ -111,18 +111,15 @@ fn run(setup: &Setup, arrivals: &[(u64, String)], cut: usize) -> Outcome {
             .map(|a| &a.1)
             .collect();
         i += same.len();
-        keyed.release(t, &mut global, &mut outbox);
+        keyed.release(&mut Departures::at(t, &mut global, &mut outbox));
         for read in same.chunks(cut) {
             let text: String = read.iter().map(|r| format!("{r}\n")).collect();
             let seg = Segment::new(Bytes::from(text), b'\n');
             let (back, _) = keyed.arrive(
-                t,
                 seg,
                 setup.policy,
-                true,
-                &mut global,
                 &mut ledger,
-                &mut outbox,
+                &mut Departures::at(t, &mut global, &mut outbox),
             );
             if let Offered::Wait(rest) | Offered::Overflowed(rest) = back {
                 out.handed_back.extend(texts(&rest));
@@ -131,7 +128,7 @@ fn run(setup: &Setup, arrivals: &[(u64, String)], cut: usize) -> Outcome {
         collect(&mut outbox, t, &mut out);
     }
     while let Some(event) = keyed.next_event(&global as &dyn Schedule) {
-        keyed.release(event, &mut global, &mut outbox);
+        keyed.release(&mut Departures::at(event, &mut global, &mut outbox));
         collect(&mut outbox, event, &mut out);
     }
     for seg in ledger.take_dead() {
@@ -417,13 +414,10 @@ fn under_a_byte_rate_an_eviction_lets_a_smaller_record_go_at_once() {
     let mut arrive = |t: u64, text: &str, outbox: &mut Vec<Segment>| {
         let seg = Segment::new(Bytes::from(format!("{text}\n")), b'\n');
         let (back, sent) = keyed.arrive(
-            t * MS,
             seg,
             Overflow::DropOldest,
-            true,
-            &mut global,
             &mut ledger,
-            outbox,
+            &mut Departures::at(t * MS, &mut global, outbox),
         );
         assert!(matches!(back, Offered::Done));
         sent
@@ -449,13 +443,10 @@ fn the_stats_count_the_records_no_key_could_be_remembered_for() {
     let mut outbox = Vec::new();
     let text = "a 0\na 1\nb 0\nb 1\nc 0\nc 1\n\n";
     let (back, sent) = keyed.arrive(
-        0,
         Segment::new(Bytes::from(text), b'\n'),
         Overflow::DropNewest,
-        true,
-        &mut global,
         &mut ledger,
-        &mut outbox,
+        &mut Departures::at(0, &mut global, &mut outbox),
     );
     assert!(matches!(back, Offered::Done));
     assert_eq!(sent, 3);
@@ -514,10 +505,10 @@ fn foreseen_and_left(setup: &Setup, arrivals: &[(u64, String)]) -> Vec<(String, 
             if event > t {
                 break;
             }
-            keyed.release(event, &mut global, &mut outbox);
+            keyed.release(&mut Departures::at(event, &mut global, &mut outbox));
             settle(&mut outbox, event, &mut left);
         }
-        keyed.release(t, &mut global, &mut outbox);
+        keyed.release(&mut Departures::at(t, &mut global, &mut outbox));
         settle(&mut outbox, t, &mut left);
         let line = format!("{record}\n");
         let at = keyed
@@ -526,18 +517,15 @@ fn foreseen_and_left(setup: &Setup, arrivals: &[(u64, String)]) -> Vec<(String, 
         foreseen.insert(record.clone(), at);
         let seg = Segment::new(Bytes::from(line), b'\n');
         keyed.arrive(
-            t,
             seg,
             setup.policy,
-            true,
-            &mut global,
             &mut ledger,
-            &mut outbox,
+            &mut Departures::at(t, &mut global, &mut outbox),
         );
         settle(&mut outbox, t, &mut left);
     }
     while let Some(event) = keyed.next_event(&global as &dyn Schedule) {
-        keyed.release(event, &mut global, &mut outbox);
+        keyed.release(&mut Departures::at(event, &mut global, &mut outbox));
         settle(&mut outbox, event, &mut left);
     }
     left.into_iter()
@@ -661,17 +649,14 @@ fn released_at_100ms(keyed: Keyed) -> Vec<Segment> {
         .collect();
     let seg = Segment::new(Bytes::from(text), b'\n');
     keyed.arrive(
-        0,
         seg,
         Overflow::Block,
-        true,
-        &mut global,
         &mut ledger,
-        &mut outbox,
+        &mut Departures::at(0, &mut global, &mut outbox),
     );
     assert_eq!(outbox.iter().map(Segment::len).sum::<usize>(), 10);
     outbox.clear();
-    keyed.release(100 * MS, &mut global, &mut outbox);
+    keyed.release(&mut Departures::at(100 * MS, &mut global, &mut outbox));
     outbox
 }
 
@@ -742,13 +727,10 @@ fn a_new_key_rate_counts_from_a_rested_keys_one_departure() {
         let seg = Segment::new(Bytes::from(text), b'\n');
         let policy = Overflow::Block;
         keyed.arrive(
-            now,
             seg,
             policy,
-            true,
-            &mut global,
             &mut ledger,
-            &mut outbox,
+            &mut Departures::at(now, &mut global, &mut outbox),
         );
     }
     assert_eq!(keyed.len(), 1, "k0 b waits for its key's slot");
@@ -786,19 +768,16 @@ fn a_lower_key_rate_leaves_a_rested_key_rested_for_max_wait() {
                 }
                 let seg = Segment::new(Bytes::from(text), b'\n');
                 let (back, _) = keyed.arrive(
-                    now,
                     seg,
                     policy,
-                    true,
-                    &mut global,
                     &mut ledger,
-                    &mut outbox,
+                    &mut Departures::at(now, &mut global, &mut outbox),
                 );
                 assert!(matches!(back, Offered::Done), "{policy:?}: handed back");
                 left.extend(outbox.drain(..).flat_map(|s| texts(&s)).map(|t| (t, now)));
             }
             while let Some(event) = keyed.next_event(&global as &dyn Schedule) {
-                keyed.release(event, &mut global, &mut outbox);
+                keyed.release(&mut Departures::at(event, &mut global, &mut outbox));
                 left.extend(outbox.drain(..).flat_map(|s| texts(&s)).map(|t| (t, event)));
             }
             let left: Vec<_> = left.iter().map(|(r, t)| (r.as_str(), t / MS)).collect();

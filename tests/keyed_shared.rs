@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use drip::testing::{
-    parse_key, parse_rate, KeyAsk, KeyBook, KeyConfig, KeySchedule, KeySpec, Keyed, LeaseHead,
-    Ledger, Limit, Limits, Overflow, Schedule, Segment, Step, Unit, Want,
+    parse_key, parse_rate, Departures, KeyAsk, KeyBook, KeyConfig, KeySchedule, KeySpec, Keyed,
+    LeaseHead, Ledger, Limit, Limits, Overflow, Schedule, Segment, Step, Unit, Want,
 };
 
 const MS: u64 = 1_000_000;
@@ -199,16 +199,13 @@ fn two_drips_keep_each_keys_bound_and_no_key_waits_for_another() {
             if let Some(bytes) = arriving {
                 let seg = Segment::new(bytes, b'\n');
                 keyed.arrive(
-                    now,
                     seg,
                     Overflow::Block,
-                    true,
-                    &mut global,
                     &mut ledger,
-                    &mut outbox,
+                    &mut Departures::at(now, &mut global, &mut outbox),
                 );
             }
-            keyed.release(now, &mut global, &mut outbox);
+            keyed.release(&mut Departures::at(now, &mut global, &mut outbox));
             for seg in outbox.drain(..) {
                 left.extend(lines(&seg).into_iter().map(|l| (now, l)));
             }
@@ -292,17 +289,14 @@ fn a_binding_global_limit_wastes_no_key_slot() {
                     .collect();
                 let seg = Segment::new(Bytes::from(text), b'\n');
                 keyed.arrive(
-                    now,
                     seg,
                     Overflow::Block,
-                    true,
-                    global,
                     &mut ledger,
-                    &mut outbox,
+                    &mut Departures::at(now, global, &mut outbox),
                 );
             }
             // As the writer does: at the next event, or when slots come.
-            keyed.release(now, global, &mut outbox);
+            keyed.release(&mut Departures::at(now, global, &mut outbox));
             for seg in outbox.drain(..) {
                 left[d].extend(lines(&seg).into_iter().map(|l| (now, l)));
             }
@@ -430,19 +424,16 @@ fn a_key_waiting_behind_an_asked_slot_does_not_busy_wait() {
         .collect();
     let seg = Segment::new(Bytes::from(text), b'\n');
     keyed.arrive(
-        0,
         seg,
         Overflow::Block,
-        true,
-        &mut global,
         &mut ledger,
-        &mut outbox,
+        &mut Departures::at(0, &mut global, &mut outbox),
     );
     const ROUND: u64 = 20 * MS;
     let (mut now, mut wakeups, mut idle_at_once) = (0, 0u64, 0u64);
     let mut left = 0;
     while left < 30 && now < 30_000 * MS && idle_at_once < 1000 {
-        let sent = keyed.release(now, &mut global, &mut outbox);
+        let sent = keyed.release(&mut Departures::at(now, &mut global, &mut outbox));
         left += outbox.drain(..).map(|s| s.len()).sum::<usize>();
         let next_round = (now / ROUND + 1) * ROUND;
         let wake = match keyed.next_event(&global) {

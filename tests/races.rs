@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use common::{command, send_signal, wait_for};
+use common::{command, send_signal, wait_for, wait_until_catching};
 
 /// A small deterministic generator (xorshift), seeded per run.
 struct Rng(u64);
@@ -134,6 +134,9 @@ fn one_run(
             thread::sleep(Duration::from_millis(2));
         }
     });
+    // The first signal `first_ms` after drip is under way (its handlers
+    // in place), however slowly a busy machine started it.
+    wait_until_catching(&child, first);
     thread::sleep(Duration::from_millis(first_ms));
     send_signal(&child, first);
     let start = std::time::Instant::now();

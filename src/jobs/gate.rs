@@ -658,7 +658,12 @@ mod tests {
         let mut outbox = Vec::new();
         let mut left = Vec::new();
         let seg = Segment::new(bytes::Bytes::from(text.to_string()), b'\n');
-        keyed.arrive(0, seg, Overflow::Block, true, g, &mut ledger, &mut outbox);
+        keyed.arrive(
+            seg,
+            Overflow::Block,
+            &mut ledger,
+            &mut crate::waiting::Departures::at(0, g, &mut outbox),
+        );
         let mut now = 0;
         loop {
             for seg in outbox.drain(..) {
@@ -670,7 +675,7 @@ mod tests {
                 Some(t) => now = t.max(now),
                 None => return left,
             }
-            keyed.release(now, g, &mut outbox);
+            keyed.release(&mut crate::waiting::Departures::at(now, g, &mut outbox));
         }
     }
 

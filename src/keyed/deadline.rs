@@ -30,6 +30,17 @@ pub(super) enum Held {
     Back(Offered),
 }
 
+/// Holding records to `--max-wait`.
+#[derive(Debug, Default)]
+pub(super) struct Refusal {
+    /// With `--max-wait` under a drop or fail policy: a record foreseen to
+    /// leave later than this after it arrives (ns) is refused.
+    refuse_after: Option<u64>,
+    /// Under `fail`: how long after its arrival the record handed back was
+    /// foreseen to leave, when that was why (ns).
+    refused_wait_ns: Option<u64>,
+}
+
 impl Keyed {
     /// Refuse at arrival the records foreseen to leave later than
     /// `max_wait_ns` after they arrive (with `--max-wait`), less the larger
@@ -37,15 +48,15 @@ impl Keyed {
     /// limit's: a wake-up that late keeps the schedules, and a record let
     /// in must not expire for it. Only under a drop or fail policy.
     pub fn refusing(mut self, max_wait_ns: Option<u64>, global_slack_ns: u64) -> Keyed {
-        let slack = global_slack_ns.max(self.pacer.slack_ns());
-        self.refuse_after = max_wait_ns.map(|m| m.saturating_sub(slack));
+        let slack = global_slack_ns.max(self.limit.pacer.slack_ns());
+        self.refusal.refuse_after = max_wait_ns.map(|m| m.saturating_sub(slack));
         self
     }
 
     /// When the latest record handed back under `fail` was refused because
     /// it was foreseen to leave too late: how long after its arrival (ns).
     pub fn refused_wait_ns(&self) -> Option<u64> {
-        self.refused_wait_ns
+        self.refusal.refused_wait_ns
     }
 
     /// The record at the front of `seg` (`size` bytes), of key `slot`,
@@ -65,17 +76,17 @@ impl Keyed {
         global: &dyn Schedule,
         ledger: &mut Ledger,
     ) -> Held {
-        self.refused_wait_ns = None;
-        let (Some(s), Some(after)) = (slot, self.refuse_after) else {
+        self.refusal.refused_wait_ns = None;
+        let (Some(s), Some(after)) = (slot, self.refusal.refuse_after) else {
             return Held::Admit;
         };
-        if policy == Overflow::Block || self.shared.is_some() {
+        if policy == Overflow::Block || self.pacing.is_shared() {
             return Held::Admit;
         }
         let deadline = now.saturating_add(after);
         let front = seg.clone();
         let record = &front.as_bytes()[..size];
-        let ahead = |k: &Keyed| u64::from(k.slots[s as usize].len);
+        let ahead = |k: &Keyed| u64::from(k.table.slots[s as usize].len);
         let Some(leaves) = self.foresee(now, s, record, ahead(self), global) else {
             return Held::Admit;
         };
@@ -84,7 +95,7 @@ impl Keyed {
         }
         match policy {
             Overflow::Fail => {
-                self.refused_wait_ns = Some(leaves - now);
+                self.refusal.refused_wait_ns = Some(leaves - now);
                 Held::Back(Offered::Overflowed(seg.clone()))
             }
             Overflow::DropOldest
@@ -97,7 +108,7 @@ impl Keyed {
                     .is_some_and(|t| t > deadline)
                 {
                     let Some(old) = self.pop_head(s) else { break };
-                    self.dropped[s as usize] += 1;
+                    self.table.dropped(s);
                     ledger.refuse(old, Fate::DroppedOldest);
                 }
                 Held::Admit
@@ -105,7 +116,7 @@ impl Keyed {
             _ => {
                 let refused = seg.split_known(size, 1);
                 ledger.read(1);
-                self.dropped[s as usize] += 1;
+                self.table.dropped(s);
                 ledger.refuse(refused, Fate::DroppedNewest);
                 Held::Refused
             }
@@ -125,8 +136,8 @@ impl Keyed {
         global: &dyn Schedule,
     ) -> Option<u64> {
         let global = global.earliest(now, record, n)?;
-        self.pacer.restore(self.position(s));
-        Some(self.pacer.nth_due(now, n).max(global))
+        self.limit.pacer.restore(self.position(s));
+        Some(self.limit.pacer.nth_due(now, n).max(global))
     }
 
     /// At the earliest, how long (ns) a record like `record` arriving at
@@ -134,7 +145,7 @@ impl Keyed {
     /// (behind all of its key's), or what the global limits say when none
     /// waits. `None` when nothing can be foreseen (shared schedules).
     pub fn forecast_wait(&mut self, now: u64, global: &dyn Schedule, record: &[u8]) -> Option<u64> {
-        if self.shared.is_some() {
+        if self.pacing.is_shared() {
             return None;
         }
         let mut leaves = global.earliest(now, record, 0)?;
@@ -142,11 +153,12 @@ impl Keyed {
         // `timers` (entries there and in `ready` may outlive their queue,
         // and are passed over).
         let busy: Vec<(u32, u64)> = self
+            .line
             .ready
             .iter()
             .copied()
-            .chain(self.timers.keys())
-            .map(|s| (s, u64::from(self.slots[s as usize].len)))
+            .chain(self.line.timers.keys())
+            .map(|s| (s, u64::from(self.table.slots[s as usize].len)))
             .filter(|&(_, n)| n > 0)
             .collect();
         for (s, n) in busy {
@@ -164,17 +176,17 @@ impl Keyed {
         record: &[u8],
         global: &dyn Schedule,
     ) -> Option<u64> {
-        if self.shared.is_some() {
+        if self.pacing.is_shared() {
             return None;
         }
         let key = self.spec.key(body_of(record, self.delimiter));
         let slot = match key {
-            Some(k) => self.find(k, self.hasher.hash_one(k)),
+            Some(k) => self.table.find(k, self.table.hasher.hash_one(k)),
             None => Some(NO_KEY),
         };
         match slot {
             Some(s) => {
-                let n = u64::from(self.slots[s as usize].len);
+                let n = u64::from(self.table.slots[s as usize].len);
                 self.foresee(now, s, record, n, global)
             }
             None => global.earliest(now, record, 0),

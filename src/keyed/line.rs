@@ -6,9 +6,14 @@
 //!
 //! Pure: no threads, no clock, no I/O. Times are ns and never go backwards.
 
+use std::collections::VecDeque;
+
 use crate::bucket::Segment;
 use crate::schedule::Schedule;
+use crate::waiting::Departures;
 
+use super::pacing::Pacing;
+use super::timers::Timers;
 use super::{shared, Keyed};
 
 /// How many places ahead in the line [`Keyed::release`] starts fetching
@@ -29,6 +34,20 @@ pub(super) enum Lane {
     Asked,
 }
 
+/// The round-robin line and the keys' timers.
+#[derive(Debug, Default)]
+pub(super) struct Line {
+    /// Keys whose head is due under their own limit, in turn order.
+    pub(super) ready: VecDeque<u32>,
+    /// Keys whose head waits for their own slot: (due, key).
+    pub(super) timers: Timers,
+    /// A new key's record was handed back because no key was idle.
+    pub(super) blocked_on_keys: bool,
+    /// When records of the keys last left (ns), noted once a call: the
+    /// queues do not ask a schedule that limits nothing and holds no key.
+    pub(super) left_at: Option<u64>,
+}
+
 impl Keyed {
     /// Whether `record`, of key `s`, leaves at `now`; if so it takes its
     /// slot in its key's schedule and the global one.
@@ -42,21 +61,21 @@ impl Keyed {
         global: &mut dyn Schedule,
         (global_open, holds_keys): (bool, bool),
     ) -> bool {
-        while let Some(&front) = self.ready.front() {
-            if self.slots[front as usize].len > 0 {
+        while let Some(&front) = self.line.ready.front() {
+            if self.table.slots[front as usize].len > 0 {
                 return false;
             }
-            self.ready.pop_front();
-            self.slots[front as usize].lane = Lane::Idle;
-            self.mark_idle(front);
+            self.line.ready.pop_front();
+            self.table.slots[front as usize].lane = Lane::Idle;
+            self.table.mark_idle(front);
         }
         if holds_keys && self.held(s, now, &*global) {
             return false;
         }
-        if self.shared.is_some() {
+        if self.pacing.is_shared() {
             return self.leave_now_shared(now, s, record, global);
         }
-        let slot = &self.slots[s as usize];
+        let slot = &self.table.slots[s as usize];
         if slot.len > 0 || now < slot.due {
             return false;
         }
@@ -65,7 +84,7 @@ impl Keyed {
         }
         self.take_slot(s, now);
         if holds_keys {
-            global.key_left(self.slots[s as usize].key.as_bytes(), now);
+            global.key_left(self.table.slots[s as usize].key.as_bytes(), now);
         }
         true
     }
@@ -75,7 +94,7 @@ impl Keyed {
     /// is due no earlier than the hold's end, so it waits out of the line.
     #[inline]
     pub(super) fn held(&mut self, s: u32, now: u64, global: &dyn Schedule) -> bool {
-        let slot = &mut self.slots[s as usize];
+        let slot = &mut self.table.slots[s as usize];
         let due = global.key_due(slot.key.as_bytes());
         if due <= now {
             return false;
@@ -84,64 +103,33 @@ impl Keyed {
         true
     }
 
-    /// Key `s`, whose schedule allows it, takes its slot at `now`.
-    #[inline(always)]
-    pub(super) fn take_slot(&mut self, s: u32, now: u64) {
-        if self.shared.is_some() {
-            return self.take_shared_slot(s, now);
-        }
-        let slot = &mut self.slots[s as usize];
-        if now >= slot.rests_at {
-            // A rested schedule restarts from now: no arithmetic needed,
-            // and its position is noted in the slot (`fresh`), not written.
-            slot.due = now.saturating_add(self.due_after_first);
-            slot.rests_at = now.saturating_add(self.rest_after_first);
-            slot.fresh = true;
-            slot.sent += 1;
-        } else {
-            self.take_busy_slot(s, now);
-        }
-    }
-
-    /// [`Keyed::take_slot`] for a key not rested: its schedule's arithmetic.
-    /// Kept out of line, so the rested case stays small enough to inline.
-    #[inline(never)]
-    fn take_busy_slot(&mut self, s: u32, now: u64) {
-        let taken = self.pacer.take_one(self.position(s), now);
-        self.positions[s as usize] = taken.position;
-        let slot = &mut self.slots[s as usize];
-        (slot.due, slot.rests_at) = (taken.due, taken.rests_at);
-        slot.fresh = false;
-        slot.sent += 1;
-    }
-
     /// Key `s`, with records waiting, takes its place in the line: the end
     /// of `ready` when its head may leave at `now` as far as its own limit
     /// goes, otherwise `timers` until it may.
     pub(super) fn join_line(&mut self, s: u32, now: u64) {
-        if self.shared.is_some() {
+        if self.pacing.is_shared() {
             return self.join_line_shared(s, now);
         }
-        let slot = &mut self.slots[s as usize];
+        let slot = &mut self.table.slots[s as usize];
         if now >= slot.due {
             slot.lane = Lane::Ready;
-            self.ready.push_back(s);
+            self.line.ready.push_back(s);
         } else {
             slot.lane = Lane::Timed;
-            self.timers.push(slot.due, s);
+            self.line.timers.push(slot.due, s);
         }
     }
 
     /// Keys whose timer is due by `now` join the end of the line.
     #[inline]
     pub(super) fn due_timers(&mut self, now: u64) {
-        while let Some((due, s)) = self.timers.peek() {
+        while let Some((due, s)) = self.line.timers.peek() {
             if due > now {
                 break;
             }
-            self.timers.pop();
-            self.slots[s as usize].lane = Lane::Ready;
-            self.ready.push_back(s);
+            self.line.timers.pop();
+            self.table.slots[s as usize].lane = Lane::Ready;
+            self.line.ready.push_back(s);
         }
     }
 
@@ -149,20 +137,28 @@ impl Keyed {
     /// offered again (the writer's top-up, or the reader).
     #[inline]
     pub(super) fn wake_blocked(&mut self, now: u64) {
-        if self.blocked_on_keys && self.rest.peek().is_some_and(|(at, _)| at <= now) {
-            self.blocked_on_keys = false;
+        if self.line.blocked_on_keys && self.table.rest.peek().is_some_and(|(at, _)| at <= now) {
+            self.line.blocked_on_keys = false;
         }
     }
 
-    /// Let waiting records leave at `now` that their keys' limits and the
-    /// global one allow, in turn, into `outbox`. Returns how many left.
-    pub fn release(
+    /// Let waiting records leave at `to.now` that their keys' limits and
+    /// the global one allow, in turn, into the outbox. Returns how many
+    /// left.
+    pub fn release(&mut self, to: &mut Departures) -> usize {
+        let sent = self.release_at(to.now, to.schedule, to.outbox);
+        self.left(to.now, sent);
+        sent
+    }
+
+    /// [`Keyed::release`] at `now` under `global` into `outbox`.
+    pub(super) fn release_at(
         &mut self,
         now: u64,
         global: &mut dyn Schedule,
         outbox: &mut Vec<Segment>,
     ) -> usize {
-        if self.shared.is_some() {
+        if self.pacing.is_shared() {
             return self.release_shared(now, global, outbox);
         }
         self.due_timers(now);
@@ -171,40 +167,40 @@ impl Keyed {
         // no say in any turn (as for a record leaving at once).
         let open = global.is_unlimited() && !global.holds_keys();
         let mut sent = 0;
-        while let Some(&s) = self.ready.front() {
+        while let Some(&s) = self.line.ready.front() {
             self.fetch_ahead_in_line();
-            let slot = &self.slots[s as usize];
+            let slot = &self.table.slots[s as usize];
             if slot.len == 0 {
-                self.ready.pop_front();
-                self.slots[s as usize].lane = Lane::Idle;
-                self.mark_idle(s);
+                self.line.ready.pop_front();
+                self.table.slots[s as usize].lane = Lane::Idle;
+                self.table.mark_idle(s);
                 continue;
             }
             if !open && self.held(s, now, &*global) {
                 // Out of the line until its hold ends.
-                self.ready.pop_front();
-                self.slots[s as usize].lane = Lane::Timed;
-                self.timers.push(self.slots[s as usize].due, s);
+                self.line.ready.pop_front();
+                self.table.slots[s as usize].lane = Lane::Timed;
+                self.line.timers.push(self.table.slots[s as usize].due, s);
                 continue;
             }
             if !open && global.release(now, 1, &mut std::iter::once(self.head_record(s))) == 0 {
                 break;
             }
-            self.ready.pop_front();
+            self.line.ready.pop_front();
             self.take_slot(s, now);
             if !open {
-                global.key_left(self.slots[s as usize].key.as_bytes(), now);
+                global.key_left(self.table.slots[s as usize].key.as_bytes(), now);
             }
-            self.slots[s as usize].lane = Lane::Idle;
+            self.table.slots[s as usize].lane = Lane::Idle;
             self.send_head(s, now, outbox);
             sent += 1;
-            if self.slots[s as usize].len > 0 {
+            if self.table.slots[s as usize].len > 0 {
                 self.join_line(s, now);
             } else {
-                self.mark_idle(s);
+                self.table.mark_idle(s);
             }
         }
-        self.outgoing.flush(outbox);
+        self.queues.outgoing.flush(outbox);
         sent
     }
 
@@ -216,20 +212,20 @@ impl Keyed {
     /// overlap instead of each stalling its turn.
     #[inline]
     fn fetch_ahead_in_line(&self) {
-        if let Some(&far) = self.ready.get(LINE_AHEAD) {
-            crate::sys::prefetch(&self.slots[far as usize]);
-            crate::sys::prefetch(&self.positions[far as usize]);
+        if let Some(&far) = self.line.ready.get(LINE_AHEAD) {
+            crate::sys::prefetch(&self.table.slots[far as usize]);
+            self.pacing.prefetch(far);
         }
         let head_of = |place: usize| {
-            let &s = self.ready.get(place)?;
-            let slot = &self.slots[s as usize];
+            let &s = self.line.ready.get(place)?;
+            let slot = &self.table.slots[s as usize];
             (slot.len > 0).then_some(slot.head as usize)
         };
         if let Some(head) = head_of(LINE_AHEAD / 2) {
-            crate::sys::prefetch(&self.nodes[head]);
+            crate::sys::prefetch(&self.queues.nodes[head]);
         }
         if let Some(head) = head_of(LINE_AHEAD / 4) {
-            self.spill.prefetch(self.nodes[head].place);
+            self.queues.spill.prefetch(self.queues.nodes[head].place);
         }
     }
 
@@ -240,28 +236,35 @@ impl Keyed {
         // A key whose queue was emptied by an eviction or an expiry keeps
         // its timer until it comes due: with nothing waiting, every timer
         // is such a one, and nothing is to happen.
-        let waiting = self.len > 0;
+        let waiting = self.queues.len > 0;
         let timer = waiting
-            .then(|| self.timers.peek().map(|(due, _)| due))
+            .then(|| self.line.timers.peek().map(|(due, _)| due))
             .flatten();
-        let line = if self.shared.is_some() {
-            waiting.then_some(self.shared_next).flatten()
-        } else {
-            self.ready.iter().find_map(|&s| {
-                let slot = &self.slots[s as usize];
-                (slot.len > 0).then(|| global.next_due(self.head_record(s)))
-            })
+        let (line, poll) = match &self.pacing {
+            Pacing::Shared(shared) => {
+                // Never earlier than a poll after the last walk: a poll
+                // time gone by would wake the writer over and over.
+                let floor = shared.last_walk.saturating_add(shared::POLL_FLOOR_NS);
+                let poll = shared.schedule.next_poll().map(|t| t.max(floor));
+                if waiting {
+                    (shared.next, poll)
+                } else {
+                    (None, None)
+                }
+            }
+            Pacing::Local(_) => {
+                let line = self.line.ready.iter().find_map(|&s| {
+                    let slot = &self.table.slots[s as usize];
+                    (slot.len > 0).then(|| global.next_due(self.head_record(s)))
+                });
+                (line, None)
+            }
         };
         let rest = self
+            .line
             .blocked_on_keys
-            .then(|| self.rest.peek().map(|(at, _)| at))
+            .then(|| self.table.rest.peek().map(|(at, _)| at))
             .flatten();
-        // Never earlier than a poll after the last walk: a poll time gone by
-        // would wake the writer over and over.
-        let poll = waiting
-            .then(|| self.shared.as_deref().and_then(|s| s.next_poll()))
-            .flatten()
-            .map(|t| t.max(self.last_walk.saturating_add(shared::POLL_FLOOR_NS)));
         [timer, line, rest, poll].into_iter().flatten().min()
     }
 }

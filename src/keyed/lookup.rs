@@ -130,9 +130,9 @@ impl Keyed {
             let start = ahead.scan;
             let end = record_end(data, start, self.delimiter);
             let key = self.spec.key(body_of(&data[start..end], self.delimiter));
-            let hash = key.map_or(0, |k| self.hasher.hash_one(k));
+            let hash = key.map_or(0, |k| self.table.hasher.hash_one(k));
             if key.is_some() {
-                self.index.prefetch(hash);
+                self.table.index.prefetch(hash);
             }
             ahead.ring[ahead.split % SPLIT_AHEAD] = Looked {
                 end,
@@ -150,18 +150,18 @@ impl Keyed {
         while ahead.fetched < (ahead.decided + FETCH_AHEAD).min(ahead.split) {
             let record = &mut ahead.ring[ahead.fetched % SPLIT_AHEAD];
             if record.key.is_some() {
-                record.hint = self.index.first(record.hash);
-                record.forgotten = self.forgotten;
+                record.hint = self.table.index.first(record.hash);
+                record.forgotten = self.table.forgotten;
                 if let Some(s) = record.hint {
-                    crate::sys::prefetch(&self.slots[s as usize]);
+                    crate::sys::prefetch(&self.table.slots[s as usize]);
                 }
             }
             ahead.fetched += 1;
         }
         while ahead.positioned < (ahead.decided + POSITION_AHEAD).min(ahead.fetched) {
             if let Some(s) = ahead.ring[ahead.positioned % SPLIT_AHEAD].hint {
-                if now < self.slots[s as usize].rests_at {
-                    crate::sys::prefetch(&self.positions[s as usize]);
+                if now < self.table.slots[s as usize].rests_at {
+                    self.pacing.prefetch(s);
                 }
             }
             ahead.positioned += 1;
@@ -190,7 +190,7 @@ impl Keyed {
         now: u64,
     ) -> Option<u32> {
         if let (Some(k), Some(s)) = (key, record.hint) {
-            if record.forgotten == self.forgotten && self.slots[s as usize].key.is(k) {
+            if record.forgotten == self.table.forgotten && self.table.slots[s as usize].key.is(k) {
                 return Some(s);
             }
         }

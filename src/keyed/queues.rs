@@ -6,14 +6,15 @@
 //! Pure: no threads, no clock, no I/O. Times are ns and never go backwards.
 
 use std::cmp::Reverse;
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 
 use bytes::Bytes;
 
 use crate::bucket::{Fate, Offered, Overflow, Segment};
 use crate::ledger::Ledger;
 
-use super::spill::Place;
+use super::spill::{Outgoing, Place, Spill};
+use super::table::Slot;
 use super::{Keyed, Lane, NoRoom, NIL};
 
 /// A waiting record (its bytes in the [`Spill`](super::spill::Spill)) and
@@ -33,6 +34,103 @@ pub(super) struct Node {
 
 const _: () = assert!(std::mem::size_of::<Node>() == 32);
 
+/// The waiting records, each key's in its queue, within the bounds.
+#[derive(Debug)]
+pub(super) struct Queues {
+    pub(super) nodes: Vec<Node>,
+    /// Each node's record's number in arrival order (`seq`), 0 when it
+    /// holds none: what tells a live entry of `arrivals` from one gone.
+    pub(super) seqs: Vec<u64>,
+    pub(super) free_nodes: Vec<u32>,
+    /// Where waiting records are copied out of their reads.
+    pub(super) spill: Spill,
+    /// Records let go and not yet in the outbox.
+    pub(super) outgoing: Outgoing,
+    /// Each record that waited leaves as a segment of its own, carrying
+    /// its arrival and its place in the input ([`Keyed::records_apart`]).
+    pub(super) apart: bool,
+    /// With records apart: each waiting record's place in the input
+    /// ([`Segment::number`]), by its node's index (kept beside the nodes,
+    /// so a node is no larger without it).
+    pub(super) numbers: Vec<u64>,
+    /// Waiting records in arrival order, (seq, node), some of them gone
+    /// since (see [`Keyed::is_waiting`]): the front is always waiting.
+    pub(super) arrivals: VecDeque<(u64, u32)>,
+    /// Keys with records waiting.
+    pub(super) busy: usize,
+    /// Busy keys by records waiting: (len, oldest head first, key); kept
+    /// only once `drop-oldest` has had to choose (`fat_kept`).
+    pub(super) fat: BTreeSet<(u32, Reverse<u64>, u32)>,
+    /// Whether `fat` is kept.
+    pub(super) fat_kept: bool,
+    /// Records waiting, in all keys.
+    pub(super) len: usize,
+    /// Bytes waiting, in all keys.
+    pub(super) bytes: usize,
+    /// The most records that ever waited at once.
+    pub(super) max_depth: usize,
+    /// The latest waiting record's number in arrival order.
+    pub(super) seq: u64,
+    /// The longest any record that left waited, ns.
+    pub(super) longest_wait_ns: u64,
+    /// Records that may wait, all keys together.
+    pub(super) capacity: usize,
+    /// Bytes that may wait, all keys together (`usize::MAX`: unbounded).
+    pub(super) capacity_bytes: usize,
+    /// Records one key may have waiting.
+    pub(super) key_capacity: usize,
+    /// The overflow policy (the bucket's: `Keyed::overflowing`).
+    pub(super) policy: Overflow,
+    /// Why the latest record handed back under `fail` found no room.
+    pub(super) no_room: NoRoom,
+    /// What ends a record.
+    delimiter: u8,
+}
+
+impl Queues {
+    /// Empty queues holding at most `capacity` records and
+    /// `capacity_bytes` bytes, `key_capacity` records a key; records end
+    /// in `delimiter`.
+    pub(super) fn new(
+        capacity: usize,
+        capacity_bytes: Option<usize>,
+        key_capacity: usize,
+        delimiter: u8,
+    ) -> Queues {
+        Queues {
+            nodes: Vec::new(),
+            seqs: Vec::new(),
+            free_nodes: Vec::new(),
+            spill: Spill::default(),
+            outgoing: Outgoing::new(delimiter),
+            apart: false,
+            numbers: Vec::new(),
+            arrivals: VecDeque::new(),
+            busy: 0,
+            fat: BTreeSet::new(),
+            fat_kept: false,
+            len: 0,
+            bytes: 0,
+            max_depth: 0,
+            seq: 0,
+            longest_wait_ns: 0,
+            capacity,
+            capacity_bytes: capacity_bytes.unwrap_or(usize::MAX),
+            key_capacity,
+            policy: Overflow::Block,
+            no_room: NoRoom::Bucket,
+            delimiter,
+        }
+    }
+
+    /// Whether `size` more bytes and one more record would overflow the
+    /// bucket.
+    #[inline]
+    pub(super) fn full(&self, size: usize) -> bool {
+        self.len >= self.capacity || self.bytes + size > self.capacity_bytes
+    }
+}
+
 impl Keyed {
     /// The record at the front of `seg` (`size` bytes), of key `slot`
     /// (`None`: a new key and no idle one), waits or meets `policy`.
@@ -47,17 +145,17 @@ impl Keyed {
         ledger: &mut Ledger,
     ) -> Option<Offered> {
         let key_full = slot.map_or(true, |s| {
-            self.slots[s as usize].len as usize >= self.key_capacity
+            self.table.slots[s as usize].len as usize >= self.queues.key_capacity
         });
-        let full = self.len >= self.capacity || self.bytes + size > self.capacity_bytes;
+        let full = self.queues.full(size);
         if key_full || full {
             match policy {
                 Overflow::Block => {
-                    self.blocked_on_keys = slot.is_none();
+                    self.line.blocked_on_keys = slot.is_none();
                     return Some(Offered::Wait(seg.clone()));
                 }
                 Overflow::Fail => {
-                    self.no_room = if full {
+                    self.queues.no_room = if full {
                         NoRoom::Bucket
                     } else if slot.is_none() {
                         NoRoom::Keys
@@ -71,24 +169,24 @@ impl Keyed {
         }
         ledger.read(1);
         let Some(s) = slot else {
-            self.dropped_unremembered += 1;
+            self.table.dropped_unremembered();
             ledger.dispose(seg.split_known(size, 1), Fate::DroppedNewest);
             return None;
         };
         if key_full || full {
             if policy == Overflow::DropNewest {
-                self.dropped[s as usize] += 1;
+                self.table.dropped(s);
                 ledger.dispose(seg.split_known(size, 1), Fate::DroppedNewest);
                 return None;
             }
             if key_full {
                 self.evict(s, Fate::DroppedOldest, ledger);
             }
-            if self.len >= self.capacity || self.bytes + size > self.capacity_bytes {
-                self.keep_fat();
+            if self.queues.full(size) {
+                self.queues.keep_fat(&self.table.slots);
             }
-            while self.len >= self.capacity || self.bytes + size > self.capacity_bytes {
-                let Some(&(_, _, fattest)) = self.fat.last() else {
+            while self.queues.full(size) {
+                let Some(&(_, _, fattest)) = self.queues.fat.last() else {
                     break;
                 };
                 self.evict(fattest, Fate::DroppedOldest, ledger);
@@ -96,7 +194,7 @@ impl Keyed {
         }
         // Copied straight from the read, which is then passed over: no
         // slice of the read is made (its count is shared with the writer).
-        let place = self.spill.copy(&seg.as_bytes()[..size]);
+        let place = self.queues.spill.copy(&seg.as_bytes()[..size]);
         let number = seg.number;
         seg.skip_known(size, 1);
         self.enqueue(now, s, place, (size, number));
@@ -106,14 +204,74 @@ impl Keyed {
     /// Drop the oldest waiting record of key `s` as `fate`.
     pub(super) fn evict(&mut self, s: u32, fate: Fate, ledger: &mut Ledger) {
         if let Some(seg) = self.pop_head(s) {
-            self.dropped[s as usize] += 1;
+            self.table.dropped(s);
             ledger.dispose(seg, fate);
         }
     }
 
     /// Put the record at `place` (`len` bytes, arrived at `now`, its
-    /// place in the input `number`) at the end of key `s`'s queue.
-    pub(super) fn enqueue(&mut self, now: u64, s: u32, place: Place, (len, number): (usize, u64)) {
+    /// place in the input `number`) at the end of key `s`'s queue; the
+    /// key joins the line if it was not in it.
+    pub(super) fn enqueue(&mut self, now: u64, s: u32, place: Place, record: (usize, u64)) {
+        let slot = &mut self.table.slots[s as usize];
+        self.queues.push(slot, s, now, place, record);
+        if slot.lane == Lane::Idle {
+            self.join_line(s, now);
+        }
+    }
+
+    /// The bytes of key `s`'s head (`s` has records waiting).
+    #[inline]
+    pub(super) fn head_record(&self, s: u32) -> &[u8] {
+        self.queues.head_record(&self.table.slots[s as usize])
+    }
+
+    /// Take key `s`'s head out of its queue, as a segment of its own.
+    pub(super) fn pop_head(&mut self, s: u32) -> Option<Segment> {
+        self.queues.pop_head(&mut self.table.slots[s as usize], s)
+    }
+
+    /// Key `s`'s head leaves at `now` (see [`Queues::send_head`]).
+    pub(super) fn send_head(&mut self, s: u32, now: u64, outbox: &mut Vec<Segment>) {
+        self.queues
+            .send_head(&mut self.table.slots[s as usize], s, now, outbox);
+    }
+
+    /// Expire records that arrived before `cutoff` (ns), oldest first, in
+    /// every key. Returns how many expired.
+    pub fn expire_before(&mut self, cutoff: u64, ledger: &mut Ledger) -> usize {
+        let mut n = 0;
+        while let Some((s, arrived)) = self.queues.oldest() {
+            if arrived >= cutoff {
+                break;
+            }
+            self.evict(s, Fate::Expired, ledger);
+            n += 1;
+        }
+        n
+    }
+
+    /// Every waiting record, oldest first, as `fate`.
+    pub fn drain(&mut self, fate: Fate, ledger: &mut Ledger) {
+        while let Some((s, _)) = self.queues.oldest() {
+            let seg = self.pop_head(s).expect("a waiting record");
+            ledger.dispose(seg, fate);
+        }
+    }
+}
+
+impl Queues {
+    /// Put the record at `place` (`len` bytes, arrived at `now`, its
+    /// place in the input `number`) at the end of the queue of key `s`,
+    /// whose slot is `slot`.
+    pub(super) fn push(
+        &mut self,
+        slot: &mut Slot,
+        s: u32,
+        now: u64,
+        place: Place,
+        (len, number): (usize, u64),
+    ) {
         self.seq += 1;
         let node = Node {
             place,
@@ -143,26 +301,20 @@ impl Keyed {
             }
             self.numbers[n as usize] = number;
         }
-        self.unindex(s);
-        let slot = &mut self.slots[s as usize];
+        self.unindex(slot, s);
         if slot.len == 0 {
             slot.head = n;
             self.busy += 1;
         } else {
-            let tail = slot.tail;
-            self.nodes[tail as usize].next = n;
+            self.nodes[slot.tail as usize].next = n;
         }
-        let slot = &mut self.slots[s as usize];
         slot.tail = n;
         slot.len += 1;
         if self.arrivals.len() >= 2 * self.len + 64 {
             self.compact_arrivals();
         }
         self.arrivals.push_back((self.seq, n));
-        self.index(s);
-        if self.slots[s as usize].lane == Lane::Idle {
-            self.join_line(s, now);
-        }
+        self.index(slot, s);
     }
 
     /// The bytes of waiting record `node`.
@@ -171,16 +323,18 @@ impl Keyed {
         self.spill.bytes(node.place, node.len)
     }
 
-    /// The bytes of key `s`'s head (`s` has records waiting).
+    /// The bytes of the head of the queue of `slot` (it has records
+    /// waiting).
     #[inline]
-    pub(super) fn head_record(&self, s: u32) -> &[u8] {
-        self.record(&self.nodes[self.slots[s as usize].head as usize])
+    pub(super) fn head_record(&self, slot: &Slot) -> &[u8] {
+        self.record(&self.nodes[slot.head as usize])
     }
 
-    /// Take key `s`'s head out of its queue, as a segment of its own.
-    pub(super) fn pop_head(&mut self, s: u32) -> Option<Segment> {
-        let head = self.slots[s as usize].head as usize;
-        let node = self.unlink_head(s)?;
+    /// Take the head of key `s`'s queue (its slot `slot`) out, as a segment
+    /// of its own.
+    pub(super) fn pop_head(&mut self, slot: &mut Slot, s: u32) -> Option<Segment> {
+        let head = slot.head as usize;
+        let node = self.unlink_head(slot, s)?;
         let bytes = Bytes::copy_from_slice(self.record(&node));
         self.spill.release(node.place);
         let mut seg = Segment::counted(bytes, 1, self.delimiter);
@@ -189,19 +343,25 @@ impl Keyed {
         Some(seg)
     }
 
-    /// Key `s`'s head leaves at `now`: with the records let go with it
-    /// (`outgoing`), or, records apart, as a segment of its own into
-    /// `outbox`.
-    pub(super) fn send_head(&mut self, s: u32, now: u64, outbox: &mut Vec<Segment>) {
+    /// The head of key `s`'s queue (its slot `slot`) leaves at `now`: with
+    /// the records let go with it (`outgoing`), or, records apart, as a
+    /// segment of its own into `outbox`.
+    pub(super) fn send_head(
+        &mut self,
+        slot: &mut Slot,
+        s: u32,
+        now: u64,
+        outbox: &mut Vec<Segment>,
+    ) {
         let arrived = if self.apart {
             // After what left before it.
             self.outgoing.flush(outbox);
-            let seg = self.pop_head(s).expect("a waiting record");
+            let seg = self.pop_head(slot, s).expect("a waiting record");
             let arrived = seg.arrived;
             outbox.push(seg);
             arrived
         } else {
-            let node = self.unlink_head(s).expect("a waiting record");
+            let node = self.unlink_head(slot, s).expect("a waiting record");
             let record = self.spill.bytes(node.place, node.len);
             self.outgoing.add(record, node.arrived, outbox);
             self.spill.release(node.place);
@@ -210,29 +370,27 @@ impl Keyed {
         self.longest_wait_ns = self.longest_wait_ns.max(now.saturating_sub(arrived));
     }
 
-    /// Take key `s`'s head out of its queue; its bytes stay in the spill
-    /// until released.
-    fn unlink_head(&mut self, s: u32) -> Option<Node> {
-        let slot = &self.slots[s as usize];
+    /// Take the head of key `s`'s queue (its slot `slot`) out; its bytes
+    /// stay in the spill until released.
+    fn unlink_head(&mut self, slot: &mut Slot, s: u32) -> Option<Node> {
         if slot.len == 0 {
             return None;
         }
         let n = slot.head;
         let node = self.nodes[n as usize];
         // Out of `fat` while the head still holds the seq its entry names.
-        self.unindex(s);
+        self.unindex(slot, s);
         // No longer the record its entry in `arrivals` names.
         self.seqs[n as usize] = 0;
         self.free_nodes.push(n);
         self.len -= 1;
         self.bytes -= node.len;
-        let slot = &mut self.slots[s as usize];
         slot.len -= 1;
         slot.head = node.next;
         if slot.len == 0 {
             self.busy -= 1;
         }
-        self.index(s);
+        self.index(slot, s);
         self.prune_arrivals();
         Some(node)
     }
@@ -248,7 +406,7 @@ impl Keyed {
     /// After a record left: drop the gone from the front of `arrivals`,
     /// all of them at once when none waits. The gone in its middle are
     /// dropped as a record joins and they outnumber the waiting
-    /// ([`Keyed::enqueue`]), not as records leave: a release that lets
+    /// ([`Queues::push`]), not as records leave: a release that lets
     /// most of the waiting go would look through the arrivals again each
     /// time it halves them. So right after a record joins, `arrivals`
     /// holds at most twice the records waiting and a little, and never
@@ -293,72 +451,54 @@ impl Keyed {
     }
 
     /// From now on, keep `fat` (`drop-oldest`'s choice of the key that
-    /// pays): it costs two tree updates a record, spent only once the
-    /// bucket overflows under `drop-oldest`.
+    /// pays) over the keys' `slots`: it costs two tree updates a record,
+    /// spent only once the bucket overflows under `drop-oldest`.
     #[cold]
-    fn keep_fat(&mut self) {
+    pub(super) fn keep_fat(&mut self, slots: &[Slot]) {
         if self.fat_kept {
             return;
         }
         self.fat_kept = true;
-        for s in 0..self.slots.len() as u32 {
-            self.index(s);
+        for (s, slot) in slots.iter().enumerate() {
+            self.index(slot, s as u32);
         }
     }
 
-    /// Take key `s` out of `fat` before its queue changes.
+    /// Take key `s` (its slot `slot`) out of `fat` before its queue
+    /// changes.
     #[inline(always)]
-    pub(super) fn unindex(&mut self, s: u32) {
+    fn unindex(&mut self, slot: &Slot, s: u32) {
         if self.fat_kept {
-            self.unindex_kept(s);
+            self.unindex_kept(slot, s);
         }
     }
 
-    /// [`Keyed::unindex`], `fat` being kept.
-    fn unindex_kept(&mut self, s: u32) {
-        let slot = &self.slots[s as usize];
+    /// [`Queues::unindex`], `fat` being kept. Out of line: the tree's code
+    /// would crowd the per-record path it is never taken on before the
+    /// bucket overflows under `drop-oldest`.
+    #[inline(never)]
+    fn unindex_kept(&mut self, slot: &Slot, s: u32) {
         if slot.len > 0 {
             let seq = self.seqs[slot.head as usize];
             self.fat.remove(&(slot.len, Reverse(seq), s));
         }
     }
 
-    /// Put key `s` back in `fat` after its queue changed.
+    /// Put key `s` (its slot `slot`) back in `fat` after its queue changed.
     #[inline(always)]
-    pub(super) fn index(&mut self, s: u32) {
+    fn index(&mut self, slot: &Slot, s: u32) {
         if self.fat_kept {
-            self.index_kept(s);
+            self.index_kept(slot, s);
         }
     }
 
-    /// [`Keyed::index`], `fat` being kept.
-    fn index_kept(&mut self, s: u32) {
-        let slot = &self.slots[s as usize];
+    /// [`Queues::index`], `fat` being kept (out of line, as
+    /// [`Queues::unindex_kept`]).
+    #[inline(never)]
+    fn index_kept(&mut self, slot: &Slot, s: u32) {
         if slot.len > 0 {
             let seq = self.seqs[slot.head as usize];
             self.fat.insert((slot.len, Reverse(seq), s));
-        }
-    }
-
-    /// Expire records that arrived before `cutoff` (ns), oldest first, in
-    /// every key. Returns how many expired.
-    pub fn expire_before(&mut self, cutoff: u64, ledger: &mut Ledger) -> usize {
-        let mut n = 0;
-        while let Some((s, arrived)) = self.oldest() {
-            if arrived >= cutoff {
-                break;
-            }
-            self.evict(s, Fate::Expired, ledger);
-            n += 1;
-        }
-        n
-    }
-
-    /// Every waiting record, oldest first, as `fate`.
-    pub fn drain(&mut self, fate: Fate, ledger: &mut Ledger) {
-        while let Some((s, _)) = self.oldest() {
-            let seg = self.pop_head(s).expect("a waiting record");
-            ledger.dispose(seg, fate);
         }
     }
 }
@@ -377,10 +517,10 @@ mod tests {
 
     /// The oldest waiting record and the busy keys, counted the slow way.
     fn slow_oldest_and_busy(k: &Keyed) -> (Option<u64>, usize) {
-        let busy = k.slots.iter().filter(|slot| slot.len > 0);
+        let busy = k.table.slots.iter().filter(|slot| slot.len > 0);
         let oldest = busy
             .clone()
-            .map(|slot| k.nodes[slot.head as usize].arrived)
+            .map(|slot| k.queues.nodes[slot.head as usize].arrived)
             .min();
         (oldest, busy.count())
     }
@@ -404,36 +544,34 @@ mod tests {
         let slow: String = (0..800).map(|i| format!("slow {i}\n")).collect();
         let seg = Segment::new(Bytes::from(slow), b'\n');
         k.arrive(
-            0,
             seg,
             Overflow::Block,
-            true,
-            &mut global,
             &mut ledger,
-            &mut outbox,
+            &mut crate::waiting::Departures::at(0, &mut global, &mut outbox),
         );
         for t in 1..3000u64 {
             let now = t * MS / 2;
-            k.release(now, &mut global, &mut outbox);
-            assert!(k.arrivals.len() <= 2 * k.max_depth() + 64, "at {t}");
+            k.release(&mut crate::waiting::Departures::at(
+                now,
+                &mut global,
+                &mut outbox,
+            ));
+            assert!(k.queues.arrivals.len() <= 2 * k.max_depth() + 64, "at {t}");
             let line = format!("k{0} {t}\nk{0} {t}\n", t % 10);
             let seg = Segment::new(Bytes::from(line), b'\n');
             k.arrive(
-                now,
                 seg,
                 Overflow::Block,
-                true,
-                &mut global,
                 &mut ledger,
-                &mut outbox,
+                &mut crate::waiting::Departures::at(now, &mut global, &mut outbox),
             );
             let (oldest, busy) = slow_oldest_and_busy(&k);
             assert_eq!(k.oldest_arrival(), oldest, "at {t}");
             assert_eq!(k.busy_keys(), busy, "at {t}");
             assert!(
-                k.arrivals.len() <= 2 * k.len() + 64,
+                k.queues.arrivals.len() <= 2 * k.len() + 64,
                 "at {t}: {}",
-                k.arrivals.len()
+                k.queues.arrivals.len()
             );
         }
         let mut expired = Ledger::new(false);
@@ -441,6 +579,6 @@ mod tests {
         assert_eq!(k.oldest_arrival(), slow_oldest_and_busy(&k).0);
         k.drain(Fate::Undelivered, &mut ledger);
         assert_eq!((k.oldest_arrival(), k.busy_keys(), k.len()), (None, 0, 0));
-        assert!(k.arrivals.is_empty());
+        assert!(k.queues.arrivals.is_empty());
     }
 }

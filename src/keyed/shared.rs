@@ -64,6 +64,32 @@ pub struct Want {
     pub every: u64,
 }
 
+/// The keys' schedules when shared, and the walk of the line over them.
+#[derive(Debug)]
+pub(super) struct Shared {
+    /// Each key's schedule.
+    pub(super) schedule: Box<dyn KeySchedule>,
+    /// When the line next needs a look (ns), if it does.
+    pub(super) next: Option<u64>,
+    /// When the line was last walked (ns), for the poll's floor.
+    pub(super) last_walk: u64,
+    /// The global limits' least spacing of records (ns; 0: they do not
+    /// limit records).
+    pub(super) global_gap: u64,
+}
+
+impl Shared {
+    /// Over `schedule`, nothing walked yet.
+    pub(super) fn new(schedule: Box<dyn KeySchedule>) -> Shared {
+        Shared {
+            schedule,
+            next: None,
+            last_walk: 0,
+            global_gap: 0,
+        }
+    }
+}
+
 /// The least key spacing (ns) at which a key held back by the global
 /// limits asks for its slots at its turns ([`Keyed::release_shared`]).
 const PRECISE_KEY_GAP: u64 = 10_000_000;
@@ -82,10 +108,10 @@ impl Keyed {
     #[cold]
     #[inline(never)]
     pub(super) fn take_shared_slot(&mut self, s: u32, now: u64) {
-        let slot = &mut self.slots[s as usize];
-        let shared = self.shared.as_deref_mut().expect("shared");
+        let slot = &mut self.table.slots[s as usize];
+        let shared = &mut self.pacing.shared_mut().schedule;
         shared.commit(now, s, slot.key.as_bytes());
-        slot.rests_at = now.saturating_add(self.rest_after_first);
+        slot.rests_at = now.saturating_add(self.limit.rest_after_first);
         slot.sent += 1;
     }
 
@@ -98,8 +124,8 @@ impl Keyed {
         record: &[u8],
         global: &mut dyn Schedule,
     ) -> bool {
-        let shared = self.shared.as_deref_mut().expect("shared");
-        let slot = &self.slots[s as usize];
+        let shared = &mut self.pacing.shared_mut().schedule;
+        let slot = &self.table.slots[s as usize];
         if slot.len > 0 || !shared.allows(now, s, slot.key.as_bytes()) {
             return false;
         }
@@ -107,7 +133,7 @@ impl Keyed {
             return false;
         }
         self.take_slot(s, now);
-        global.key_left(self.slots[s as usize].key.as_bytes(), now);
+        global.key_left(self.table.slots[s as usize].key.as_bytes(), now);
         true
     }
 
@@ -116,7 +142,7 @@ impl Keyed {
     #[inline(never)]
     pub(super) fn note_global(&mut self, global: &dyn Schedule) {
         let per_second = global.records_per_second();
-        self.global_gap = if per_second.is_finite() && per_second > 0.0 {
+        self.pacing.shared_mut().global_gap = if per_second.is_finite() && per_second > 0.0 {
             (1e9 / per_second) as u64
         } else {
             0
@@ -132,9 +158,9 @@ impl Keyed {
     #[cold]
     #[inline(never)]
     pub(super) fn join_line_shared(&mut self, s: u32, now: u64) {
-        let lazy = self.global_gap > 0;
-        let shared = self.shared.as_deref_mut().expect("shared");
-        let slot = &mut self.slots[s as usize];
+        let lazy = self.pacing.shared().global_gap > 0;
+        let shared = &mut self.pacing.shared_mut().schedule;
+        let slot = &mut self.table.slots[s as usize];
         let key = slot.key.as_bytes();
         let records = if lazy { 0 } else { slot.len };
         shared.ask(
@@ -150,14 +176,14 @@ impl Keyed {
         match shared.first_slot(now, s, key) {
             LeaseHead::At(due) if due > now && !lazy => {
                 slot.lane = Lane::Timed;
-                self.timers.push(due, s);
+                self.line.timers.push(due, s);
             }
             // No timer without a due time: `arrived` brings it.
             LeaseHead::Asked | LeaseHead::Empty if !lazy => slot.lane = Lane::Timed,
             _ => {
                 slot.lane = Lane::Ready;
-                self.ready.push_back(s);
-                self.shared_next = Some(now);
+                self.line.ready.push_back(s);
+                self.pacing.shared_mut().next = Some(now);
             }
         }
     }
@@ -183,18 +209,18 @@ impl Keyed {
         let (binds, every) = self.begin_walk(now, global);
         let (mut sent, mut i, mut before) = (0, 0, 0u64);
         let mut blocked = false;
-        while i < self.ready.len() && !(blocked && self.global_gap == 0) {
-            let s = self.ready[i];
-            let slot = &self.slots[s as usize];
+        while i < self.line.ready.len() && !(blocked && self.pacing.shared().global_gap == 0) {
+            let s = self.line.ready[i];
+            let slot = &self.table.slots[s as usize];
             if slot.len == 0 {
-                self.ready.remove(i);
-                self.slots[s as usize].lane = Lane::Idle;
-                self.mark_idle(s);
+                self.line.ready.remove(i);
+                self.table.slots[s as usize].lane = Lane::Idle;
+                self.table.mark_idle(s);
                 continue;
             }
             let held = !blocked && self.held(s, now, &*global);
-            let slot = &self.slots[s as usize];
-            let shared = self.shared.as_deref_mut().expect("shared");
+            let slot = &self.table.slots[s as usize];
+            let shared = &mut self.pacing.shared_mut().schedule;
             match shared.first_slot(now, s, slot.key.as_bytes()) {
                 LeaseHead::At(t) if t <= now && !blocked && !held => {
                     // Under a binding global limit, the key whose slot
@@ -204,17 +230,17 @@ impl Keyed {
                     } else {
                         i
                     };
-                    let j = if j != i && self.held(self.ready[j], now, &*global) {
+                    let j = if j != i && self.held(self.line.ready[j], now, &*global) {
                         i
                     } else {
                         j
                     };
-                    let s = self.ready[j];
+                    let s = self.line.ready[j];
                     let head = self.head_record(s);
                     if global.release(now, 1, &mut std::iter::once(head)) > 0 {
-                        self.ready.remove(j);
+                        self.line.ready.remove(j);
                         self.send_shared(s, now, outbox);
-                        global.key_left(self.slots[s as usize].key.as_bytes(), now);
+                        global.key_left(self.table.slots[s as usize].key.as_bytes(), now);
                         sent += 1;
                         continue;
                     }
@@ -225,15 +251,15 @@ impl Keyed {
                     // Held back by an overload on this key alone: looked
                     // at again when the hold ends.
                     if !blocked {
-                        let due = self.slots[s as usize].due;
+                        let due = self.table.slots[s as usize].due;
                         self.look_at(due);
                     }
                 }
                 LeaseHead::At(t) if binds && slot.lane == Lane::Asked => self.look_at(t),
                 LeaseHead::At(t) => {
-                    self.ready.remove(i);
-                    self.slots[s as usize].lane = Lane::Timed;
-                    self.timers.push(t, s);
+                    self.line.ready.remove(i);
+                    self.table.slots[s as usize].lane = Lane::Timed;
+                    self.line.timers.push(t, s);
                     continue;
                 }
                 LeaseHead::Asked => {}
@@ -247,7 +273,7 @@ impl Keyed {
             before += 1;
             i += 1;
         }
-        self.outgoing.flush(outbox);
+        self.queues.outgoing.flush(outbox);
         if binds {
             self.tell_global(now, global);
         }
@@ -261,21 +287,24 @@ impl Keyed {
     /// and that round's length (ns).
     fn begin_walk(&mut self, now: u64, global: &dyn Schedule) -> (bool, u64) {
         self.note_global(global);
-        let shared = self.shared.as_deref_mut().expect("shared");
+        let shared = &mut self.pacing.shared_mut().schedule;
         for (due, s) in shared.arrived() {
-            if self.slots[s as usize].lane == Lane::Timed {
-                self.timers.push(due, s);
+            if self.table.slots[s as usize].lane == Lane::Timed {
+                self.line.timers.push(due, s);
             }
         }
         self.due_timers(now);
         self.wake_blocked(now);
-        self.shared_next = None;
-        self.last_walk = now;
-        let every = (self.busy as u64).saturating_mul(self.global_gap);
+        let shared = self.pacing.shared_mut();
+        shared.next = None;
+        shared.last_walk = now;
+        let every = (self.queues.busy as u64).saturating_mul(self.pacing.shared().global_gap);
         // Above 100/s a key's slot is usable for less than 10 ms, shorter
         // than the keeper's gathering: its turns cannot be met that
         // closely, and it asks as its own limit lets it.
-        let binds = self.global_gap > 0 && every >= self.key_gap && self.key_gap >= PRECISE_KEY_GAP;
+        let binds = self.pacing.shared().global_gap > 0
+            && every >= self.limit.key_gap
+            && self.limit.key_gap >= PRECISE_KEY_GAP;
         (binds, every)
     }
 
@@ -284,17 +313,17 @@ impl Keyed {
     /// soon as its limit lets them, but not before the global limits let
     /// its turn go, nor closer than they do.
     fn ask_all(&mut self, now: u64, s: u32, before: u64, global: &dyn Schedule) {
-        let slot = &self.slots[s as usize];
-        let head = self.record(&self.nodes[slot.head as usize]);
+        let slot = &self.table.slots[s as usize];
+        let head = self.queues.head_record(slot);
         let at = global.nth_due(head, before as usize).unwrap_or(now);
         let want = Want {
             records: slot.len,
             at: at.max(now),
-            every: self.global_gap,
+            every: self.pacing.shared().global_gap,
         };
-        let shared = self.shared.as_deref_mut().expect("shared");
-        shared.ask(now, s, self.slots[s as usize].key.as_bytes(), want);
-        self.slots[s as usize].lane = Lane::Asked;
+        let shared = &mut self.pacing.shared_mut().schedule;
+        shared.ask(now, s, self.table.slots[s as usize].key.as_bytes(), want);
+        self.table.slots[s as usize].lane = Lane::Asked;
     }
 
     /// Shared, under a binding global limit: key `s`, with no slot and
@@ -311,11 +340,11 @@ impl Keyed {
         every: u64,
         global: &dyn Schedule,
     ) -> bool {
-        let shared = self.shared.as_deref_mut().expect("shared");
+        let shared = &mut self.pacing.shared_mut().schedule;
         let lead = shared.lead();
-        let slot = &mut self.slots[s as usize];
-        let node = &self.nodes[slot.head as usize];
-        let head = self.spill.bytes(node.place, node.len);
+        let slot = &mut self.table.slots[s as usize];
+        let node = &self.queues.nodes[slot.head as usize];
+        let head = self.queues.spill.bytes(node.place, node.len);
         let Some(at) = global.nth_due(head, before as usize) else {
             // Its turn is past the global slots reserved. With none due
             // yet, look when the first is; with one due, it waits for a
@@ -347,10 +376,17 @@ impl Keyed {
     /// is due at `t`, the place of the one whose slot is due first (among
     /// the next few).
     fn earliest_due(&mut self, now: u64, from: usize, t: u64) -> usize {
-        let shared = self.shared.as_deref_mut().expect("shared");
+        let shared = &mut self.pacing.shared_mut().schedule;
         let mut best = (t, from);
-        for (j, &s) in self.ready.iter().enumerate().skip(from + 1).take(EDF_LOOK) {
-            let slot = &self.slots[s as usize];
+        for (j, &s) in self
+            .line
+            .ready
+            .iter()
+            .enumerate()
+            .skip(from + 1)
+            .take(EDF_LOOK)
+        {
+            let slot = &self.table.slots[s as usize];
             if slot.len == 0 || slot.lane != Lane::Asked {
                 continue;
             }
@@ -370,9 +406,9 @@ impl Keyed {
     /// from its last release, and, told nothing for that long, it would
     /// never reserve, the keys asking for nothing before it does.
     fn tell_global(&mut self, now: u64, global: &mut dyn Schedule) {
-        let heads = self.ready.iter().filter_map(|&s| {
-            let slot = &self.slots[s as usize];
-            (slot.len > 0).then(|| self.record(&self.nodes[slot.head as usize]))
+        let heads = self.line.ready.iter().filter_map(|&s| {
+            let slot = &self.table.slots[s as usize];
+            (slot.len > 0).then(|| self.queues.head_record(slot))
         });
         // Under record limits, every record waiting (the keys' turns
         // further on are known as far as the slots reach); under byte
@@ -380,7 +416,7 @@ impl Keyed {
         let waiting = if global.weighs_bytes() {
             heads.clone().count()
         } else {
-            self.len
+            self.queues.len
         };
         let first = heads.clone().next();
         let none_due = |head| global.next_due(head) > now || global.nth_due(head, 0).is_none();
@@ -392,18 +428,19 @@ impl Keyed {
 
     /// Shared: the line needs a look at `t` (ns).
     fn look_at(&mut self, t: u64) {
-        self.shared_next = Some(self.shared_next.map_or(t, |n| n.min(t)));
+        let shared = self.pacing.shared_mut();
+        shared.next = Some(shared.next.map_or(t, |n| n.min(t)));
     }
 
     /// Shared: key `s`, out of the line, sends its head at `now`.
     fn send_shared(&mut self, s: u32, now: u64, outbox: &mut Vec<Segment>) {
         self.take_slot(s, now);
-        self.slots[s as usize].lane = Lane::Idle;
+        self.table.slots[s as usize].lane = Lane::Idle;
         self.send_head(s, now, outbox);
-        if self.slots[s as usize].len > 0 {
+        if self.table.slots[s as usize].len > 0 {
             self.join_line(s, now);
         } else {
-            self.mark_idle(s);
+            self.table.mark_idle(s);
         }
     }
 }

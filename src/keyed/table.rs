@@ -7,10 +7,15 @@
 //!
 //! Pure: no threads, no clock, no I/O. Times are ns and never go backwards.
 
+use std::cmp::Reverse;
 use std::hash::BuildHasher;
 
-use crate::pacer::{Pacer, Position};
+use foldhash::fast::RandomState;
 
+use crate::stats::{KeyName, KeyStats};
+
+use super::index::KeyIndex;
+use super::timers::Timers;
 use super::{Keyed, Lane, NIL, NO_KEY};
 
 /// A key's bytes: short keys (most host names, user ids, fields) live in
@@ -85,7 +90,8 @@ impl From<&[u8]> for KeyBytes {
 /// random order of keys misses the caches once. Its schedule's
 /// [`Position`] (read only when a record leaves within its slack of the
 /// last, written only then: see `fresh`) and its drops are kept apart, in
-/// `Keyed::positions` and `Keyed::dropped` at the same index.
+/// the local [`Pacing`](super::pacing::Pacing) and [`Table`]'s `dropped`
+/// at the same index.
 #[derive(Debug)]
 #[repr(align(64))]
 pub(super) struct Slot {
@@ -102,8 +108,8 @@ pub(super) struct Slot {
     pub(super) lane: Lane,
     pub(super) in_rest: bool,
     /// Its schedule stands one departure from rested, at `rests_at`
-    /// less `Keyed::rest_after_first`: nothing of it is in
-    /// `Keyed::positions` ([`Keyed::position`] makes it), so the record
+    /// less the key limit's `rest_after_first`: nothing of it is in the
+    /// local positions ([`Keyed::position`] makes it), so the record
     /// that leaves a rested key at once touches no line but its slot's.
     pub(super) fresh: bool,
     pub(super) sent: u64,
@@ -111,48 +117,87 @@ pub(super) struct Slot {
 
 const _: () = assert!(std::mem::size_of::<Slot>() == 64);
 
-impl Keyed {
+/// The remembered keys and their figures.
+#[derive(Debug)]
+pub(super) struct Table {
+    /// The remembered keys, by slot number (the no-key lane first).
+    pub(super) slots: Vec<Slot>,
+    /// Each slot's records dropped, by slot number: a key's figures not
+    /// read as its records are decided are kept beside its slot, not in
+    /// it (a new per-key figure goes here, and into [`Table::stats`]).
+    dropped: Vec<u64>,
+    free_slots: Vec<u32>,
+    /// Keys forgotten so far (a slot named ahead is its key's while this
+    /// stays the same: [`Keyed::slot_of_looked`]).
+    pub(super) forgotten: u64,
+    /// The remembered keys' slots by hash.
+    pub(super) index: KeyIndex,
+    pub(super) hasher: RandomState,
+    /// Keys with nothing waiting, by a lower bound of when they rest.
+    pub(super) rest: Timers,
+    /// Keys remembered at most (the no-key lane not counted).
+    pub(super) max_keys: usize,
+    keys_seen: u64,
+    /// A record without a key has come.
+    no_key_seen: bool,
+    /// Records of new keys dropped because no key was idle.
+    dropped_unremembered: u64,
+}
+
+impl Table {
+    /// A table for at most `max_keys` keys, holding the no-key lane.
+    pub(super) fn new(max_keys: usize) -> Table {
+        Table {
+            slots: reserved(Slot::new(KeyBytes::from(&[][..])), max_keys),
+            dropped: reserved(0, max_keys),
+            free_slots: Vec::new(),
+            forgotten: 0,
+            index: KeyIndex::with_room(max_keys.min(RESERVED_SLOTS)),
+            hasher: RandomState::default(),
+            rest: Timers::default(),
+            max_keys,
+            keys_seen: 0,
+            no_key_seen: false,
+            dropped_unremembered: 0,
+        }
+    }
+
     /// The slot of remembered key `key`, whose hash is `hash`.
+    #[inline]
     pub(super) fn find(&self, key: &[u8], hash: u64) -> Option<u32> {
         let slots = &self.slots;
         self.index.find(hash, |s| slots[s as usize].key.is(key))
     }
 
-    /// The slot of `key` (the no-key lane for `None`), whose hash is
-    /// `hash`, remembered now if new; `None` when the key is new and every
-    /// remembered key is busy.
-    pub(super) fn slot_of(&mut self, key: Option<&[u8]>, hash: u64, now: u64) -> Option<u32> {
-        let Some(key) = key else {
-            if !self.no_key_seen {
-                self.no_key_seen = true;
-                self.keys_seen += 1;
-            }
-            return Some(NO_KEY);
-        };
-        if let Some(s) = self.find(key, hash) {
-            return Some(s);
+    /// The no-key lane's slot, counted as a key seen the first time.
+    pub(super) fn no_key(&mut self) -> u32 {
+        if !self.no_key_seen {
+            self.no_key_seen = true;
+            self.keys_seen += 1;
         }
-        if self.index.len() >= self.max_keys {
-            let idle = self.find_idle(now)?;
-            self.forget(idle);
-        }
+        NO_KEY
+    }
+
+    /// Remember `key`, whose hash is `hash`, in a free slot; returns it and
+    /// whether the slot is new (not one a key was forgotten from).
+    pub(super) fn remember(&mut self, key: &[u8], hash: u64) -> (u32, bool) {
         let slot = Slot::new(KeyBytes::from(key));
-        let s = match self.free_slots.pop() {
+        let (s, added) = match self.free_slots.pop() {
             Some(s) => {
                 self.slots[s as usize] = slot;
-                s
+                (s, false)
             }
             None => {
                 self.slots.push(slot);
-                self.positions.push(Position::default());
                 self.dropped.push(0);
-                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 keys")
+                let s = u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 keys");
+                (s, true)
             }
         };
         self.index.insert(hash, s);
         self.keys_seen += 1;
         self.mark_idle(s);
-        Some(s)
+        (s, added)
     }
 
     /// The remembered key that rested first, if one has by `now`.
@@ -177,39 +222,108 @@ impl Keyed {
         None
     }
 
-    /// Where key `s`'s schedule stands: its [`Position`], or, when the
-    /// slot is `fresh`, the one departure from rested that it notes.
-    #[inline]
-    pub(super) fn position(&self, s: u32) -> Position {
-        let slot = &self.slots[s as usize];
-        if slot.fresh {
-            Pacer::first_departure(slot.rests_at - self.rest_after_first)
-        } else {
-            self.positions[s as usize]
-        }
-    }
-
-    /// Forget idle key `s`.
+    /// Forget idle key `s`: its slot is free.
     pub(super) fn forget(&mut self, s: u32) {
         let hash = self.hasher.hash_one(self.slots[s as usize].key.as_bytes());
         self.index.remove(hash, s);
         self.slots[s as usize] = Slot::new(KeyBytes::from(&[][..]));
-        self.positions[s as usize] = Position::default();
         self.dropped[s as usize] = 0;
         self.free_slots.push(s);
         self.forgotten += 1;
-        if let Some(shared) = self.shared.as_deref_mut() {
-            shared.forget(s);
-        }
     }
 
-    /// Note that key `s` may have become idle (for [`Keyed::find_idle`]).
+    /// Note that key `s` may have become idle (for [`Table::find_idle`]).
     pub(super) fn mark_idle(&mut self, s: u32) {
         let slot = &mut self.slots[s as usize];
         if s != NO_KEY && slot.len == 0 && slot.lane == Lane::Idle && !slot.in_rest {
             slot.in_rest = true;
             self.rest.push(slot.rests_at, s);
         }
+    }
+
+    /// A record of key `s` was dropped.
+    pub(super) fn dropped(&mut self, s: u32) {
+        self.dropped[s as usize] += 1;
+    }
+
+    /// A record of a new key was dropped: no key was idle.
+    pub(super) fn dropped_unremembered(&mut self) {
+        self.dropped_unremembered += 1;
+    }
+
+    /// Keys remembered now (the no-key lane not counted).
+    pub(super) fn keys(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Counts about the keys, with `busy` keys waiting, and the `top` keys
+    /// of each kind (most first; ties in the order of the keys' places,
+    /// the no-key lane first). Only remembered keys are named: a forgotten
+    /// key's counts went with it.
+    pub(super) fn stats(&self, busy: usize, top: usize) -> KeyStats {
+        let named = |pick: &dyn Fn(usize) -> u64| -> Vec<(KeyName, u64)> {
+            let mut all: Vec<(u64, usize)> = (0..self.slots.len())
+                .map(|i| (pick(i), i))
+                .filter(|&(n, _)| n > 0)
+                .collect();
+            all.sort_unstable_by_key(|&(n, i)| (Reverse(n), i));
+            all.truncate(top);
+            all.into_iter().map(|(n, i)| (self.name(i), n)).collect()
+        };
+        KeyStats {
+            keys_seen: self.keys_seen,
+            keys: self.keys() as u64,
+            busy_keys: busy as u64,
+            dropped_unremembered: self.dropped_unremembered,
+            top_written: named(&|i| self.slots[i].sent),
+            top_dropped: named(&|i| self.dropped[i]),
+            top_waiting: named(&|i| u64::from(self.slots[i].len)),
+        }
+    }
+
+    /// Slot `i`'s key for the stats: its bytes, or `None` for the no-key
+    /// lane.
+    fn name(&self, i: usize) -> KeyName {
+        KeyName((i != NO_KEY as usize).then(|| self.slots[i].key.as_bytes().to_vec()))
+    }
+}
+
+/// The most slots reserved ahead (`--max-keys` and the no-key lane, up to
+/// this many).
+pub(super) const RESERVED_SLOTS: usize = 1 << 22;
+
+/// A vector holding `first`, with room reserved for `max_keys` more (up to
+/// [`RESERVED_SLOTS`]): address space only, the pages are backed as keys
+/// come. Slots are aligned to their cache line, and growing such a vector
+/// copies it (an allocator moves only blocks of the usual alignment in
+/// place), leaving the old block behind in the peak RSS.
+pub(super) fn reserved<T>(first: T, max_keys: usize) -> Vec<T> {
+    let mut v = Vec::with_capacity(max_keys.saturating_add(1).min(RESERVED_SLOTS));
+    v.push(first);
+    v
+}
+
+impl Keyed {
+    /// The slot of `key` (the no-key lane for `None`), whose hash is
+    /// `hash`, remembered now if new; `None` when the key is new and every
+    /// remembered key is busy.
+    pub(super) fn slot_of(&mut self, key: Option<&[u8]>, hash: u64, now: u64) -> Option<u32> {
+        let Some(key) = key else {
+            return Some(self.table.no_key());
+        };
+        if let Some(s) = self.table.find(key, hash) {
+            return Some(s);
+        }
+        if self.table.keys() >= self.table.max_keys {
+            let idle = self.table.find_idle(now)?;
+            self.table.forget(idle);
+            self.pacing.forget(idle);
+        }
+        let (s, added) = self.table.remember(key, hash);
+        if added {
+            self.pacing.add_slot();
+        }
+        Some(s)
     }
 }
 

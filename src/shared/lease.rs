@@ -1090,18 +1090,19 @@ pub(crate) mod tests {
         let seg = Segment::new(bytes::Bytes::from(text), b'\n');
         let start = 100 * MS;
         keyed.arrive(
-            start,
             seg,
             Overflow::Block,
-            true,
-            &mut global,
             &mut ledger,
-            &mut outbox,
+            &mut crate::waiting::Departures::at(start, &mut global, &mut outbox),
         );
         let (mut sent, mut next_slot) = (outbox.len(), 0);
         for now in (start..start + 3_000 * MS).step_by(MS as usize) {
             outbox.clear();
-            keyed.release(now, &mut global, &mut outbox);
+            keyed.release(&mut crate::waiting::Departures::at(
+                now,
+                &mut global,
+                &mut outbox,
+            ));
             sent += outbox.iter().map(|s| s.records().count()).sum::<usize>();
             // The keeper: slots at 12/s for what the lease wants.
             let mut st = global.lease.lock();

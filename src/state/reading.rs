@@ -4,10 +4,10 @@
 //! which policy applies) and how a write of its own is accounted for.
 
 use super::State;
-use crate::admission::Gauge;
 use crate::bucket::{Overflow, Segment};
 use crate::ledger::Ledger;
 use crate::output;
+use crate::waiting::Waiting;
 
 /// What the reader holds, under the state's lock.
 ///
@@ -38,7 +38,7 @@ pub(crate) struct Reading {
 
 impl Reading {
     /// Whether the reader waits for room and `bucket` has enough.
-    pub(crate) fn can_go(&self, bucket: &Gauge) -> bool {
+    pub(crate) fn can_go(&self, bucket: &Waiting) -> bool {
         self.wants > 0 && bucket.capacity() - bucket.len() >= self.wants
     }
 
@@ -129,7 +129,7 @@ impl State {
 
     /// Whether the reader waits for room and enough has been made.
     pub(crate) fn reader_can_go(&self) -> bool {
-        self.reading.can_go(&self.adm.bucket())
+        self.reading.can_go(self.adm.bucket())
     }
 
     /// Whether the reader is to be woken (`space_ready`): it waits for

@@ -10,8 +10,8 @@ impl Shared {
     pub(crate) fn snapshot(&self) -> Snapshot {
         let mut st = self.lock();
         let now = self.clock.now();
-        let bucket = st.adm.bucket();
         let forecast_wait_ns = st.adm.forecast_wait(now);
+        let bucket = st.adm.bucket();
         Snapshot {
             counts: st.ledger.counts(),
             depth: bucket.len() as u64,

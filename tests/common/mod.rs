@@ -170,12 +170,63 @@ pub fn feed(child: &mut Child, bytes: &[u8]) {
         .unwrap();
 }
 
-/// Send signal `sig` (such as `libc::SIGTERM`) to `child`.
+/// Send signal `sig` (such as `libc::SIGTERM`) to `child`. A drip is
+/// first given time to catch it ([`until_handled`]): a test times its
+/// signals from drip's start, which a busy machine can delay by 100 ms
+/// and more, and before its handlers are in place a signal ends any
+/// process at once.
 #[allow(unsafe_code)]
 pub fn send_signal(child: &Child, sig: i32) {
+    until_handled(child.id(), sig);
     // SAFETY: kill(2) with a pid we spawned and own; no memory is touched.
     let rc = unsafe { libc::kill(child.id() as libc::pid_t, sig) };
     assert_eq!(rc, 0, "kill failed");
+}
+
+/// Wait (up to 20 s) until `child` catches signal `sig`: its handler is
+/// installed (the `SigCgt` mask of /proc/PID/status). Before that a
+/// stopping signal ends any process at once, however soon drip would have
+/// installed its handler; a busy machine can take a debug build 100 ms
+/// and more to get there.
+pub fn wait_until_catching(child: &Child, sig: i32) {
+    let start = Instant::now();
+    while signal_mask(child.id(), "SigCgt:") & (1 << (sig - 1)) == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "drip never caught signal {sig}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// If process `pid` is drip and `sig` can be caught, wait (up to 10 s)
+/// until drip catches or ignores it; then return, handled or not.
+fn until_handled(pid: u32, sig: i32) {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    if comm.trim() != "drip" || [libc::SIGKILL, libc::SIGSTOP].contains(&sig) {
+        return;
+    }
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(10) {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let gone = status.is_empty() || status.contains("\nState:\tZ");
+        let handled = signal_mask(pid, "SigCgt:") | signal_mask(pid, "SigIgn:");
+        if gone || handled & (1 << (sig - 1)) != 0 {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// One of the signal masks of /proc/PID/status (`SigCgt:`, `SigIgn:`); 0
+/// once the process is gone.
+fn signal_mask(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .unwrap_or(0)
 }
 
 /// User + system CPU that `child` (still running) has used so far, in

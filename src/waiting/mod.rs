@@ -1,0 +1,267 @@
+//! The waiting room: where records wait between their arrival and their
+//! departure, in one of its forms. [`Admission`](crate::admission::Admission)
+//! holds one and hands it each arrival and each wake-up; it need not know
+//! which form it holds.
+//!
+//! - [`Fifo`] (`fifo.rs`): one bounded line in input order
+//!   ([`Bucket`](crate::bucket::Bucket)), held to `--max-wait` by the
+//!   forecast of its departures;
+//! - [`Keyed`] (`crate::keyed`): limits per key (`--key`), each key's own
+//!   queue and round-robin turns between them.
+//!
+//! A new kind of waiting room is a variant of [`Waiting`], its own file
+//! beside `fifo.rs` (or its own module, as `keyed`), and one arm in each
+//! method below: what a record arriving does, what leaves when, what
+//! expires, what is left at the end, and the figures (the gauge) the
+//! reader, the writer and the monitor read.
+//!
+//! Pure: no threads, no clock, no I/O. Times are ns and never go backwards.
+
+mod fifo;
+
+pub use fifo::Fifo;
+
+use crate::bucket::{Fate, Offered, Overflow, Segment};
+use crate::keyed::Keyed;
+use crate::ledger::Ledger;
+use crate::schedule::Schedule;
+
+/// What records leave by, at one call: the time, whether they may leave,
+/// the schedule whose slots they take, and the outbox they go to.
+pub struct Departures<'a> {
+    /// The time of the call (ns).
+    pub now: u64,
+    /// Whether records may leave now (the writer can take them and nothing
+    /// is paused); when not, arrivals wait and nothing is released.
+    pub may_leave: bool,
+    /// The global limits: each record that leaves takes its slot.
+    pub schedule: &'a mut dyn Schedule,
+    /// Where the records that leave go, in order (the writer's).
+    pub outbox: &'a mut Vec<Segment>,
+}
+
+impl<'a> Departures<'a> {
+    /// Records may leave at `now` under `schedule` into `outbox`.
+    pub fn at(
+        now: u64,
+        schedule: &'a mut dyn Schedule,
+        outbox: &'a mut Vec<Segment>,
+    ) -> Departures<'a> {
+        Departures {
+            now,
+            may_leave: true,
+            schedule,
+            outbox,
+        }
+    }
+}
+
+/// The waiting records, in one of the rooms' forms (see the module's notes).
+// One per drip, made once and never moved after: a form held in a box
+// would only be a pointer more to follow at every call.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Waiting {
+    /// One line in input order.
+    Fifo(Fifo),
+    /// Limits per key.
+    Keyed(Keyed),
+}
+
+impl Waiting {
+    /// Records of `seg` arrive at `to.now`, under `policy` (the bucket's
+    /// own, or `block` while the caller is patient): due waiting records
+    /// leave first, then each record leaves now, waits, is refused (it
+    /// cannot make `--max-wait`) or meets the policy. Returns what `block`
+    /// or `fail` handed back (not counted as read) and how many records
+    /// went to the outbox.
+    pub fn arrive(
+        &mut self,
+        seg: Segment,
+        policy: Overflow,
+        ledger: &mut Ledger,
+        to: &mut Departures,
+    ) -> (Offered, usize) {
+        match self {
+            Waiting::Fifo(fifo) => fifo.arrive(seg, policy, ledger, to),
+            Waiting::Keyed(keyed) => {
+                let sent = if to.may_leave { keyed.release(to) } else { 0 };
+                let (back, arrived) = keyed.arrive(seg, policy, ledger, to);
+                (back, sent + arrived)
+            }
+        }
+    }
+
+    /// Let the waiting records leave that the schedule allows at `to.now`,
+    /// into the outbox (none unless `to.may_leave`). Returns how many left.
+    pub fn release(&mut self, to: &mut Departures) -> usize {
+        if !to.may_leave {
+            return 0;
+        }
+        match self {
+            Waiting::Fifo(fifo) => fifo.release(to),
+            Waiting::Keyed(keyed) => keyed.release(to),
+        }
+    }
+
+    /// Expire the waiting records that arrived before `cutoff` (ns), oldest
+    /// first, at `to.now` (the schedule hears of it: [`Schedule::expired`]).
+    /// Returns how many expired.
+    pub fn expire_before(
+        &mut self,
+        cutoff: u64,
+        ledger: &mut Ledger,
+        to: &mut Departures,
+    ) -> usize {
+        match self {
+            Waiting::Fifo(fifo) => fifo.expire_before(cutoff, ledger, to),
+            Waiting::Keyed(keyed) => keyed.expire_before(cutoff, ledger),
+        }
+    }
+
+    /// When a waiting record next may leave under `schedule`, or something
+    /// else changes without an arrival (ns); `None` when nothing waits.
+    /// Expiry is no part of it.
+    pub fn next_event(&self, schedule: &dyn Schedule) -> Option<u64> {
+        match self {
+            Waiting::Fifo(fifo) => fifo.next_event(schedule),
+            Waiting::Keyed(keyed) => keyed.next_event(schedule),
+        }
+    }
+
+    /// Every waiting record, oldest first, as `fate`.
+    pub fn drain(&mut self, fate: Fate, ledger: &mut Ledger) {
+        match self {
+            Waiting::Fifo(fifo) => fifo.drain(fate, ledger),
+            Waiting::Keyed(keyed) => keyed.drain(fate, ledger),
+        }
+    }
+
+    /// How long (ns) `record` arriving at `now` would wait before it
+    /// leaves, as far as `schedule` and the records ahead of it say (see
+    /// each form). `None` when it cannot be foreseen.
+    pub fn forecast_wait(
+        &mut self,
+        now: u64,
+        schedule: &dyn Schedule,
+        record: &[u8],
+    ) -> Option<u64> {
+        match self {
+            Waiting::Fifo(fifo) => fifo.forecast_wait(now, schedule, record),
+            Waiting::Keyed(keyed) => keyed.forecast_wait(now, schedule, record),
+        }
+    }
+
+    /// The schedule may have changed (new limits, a slot taken outside the
+    /// room): a forecast kept is made again when next asked.
+    pub fn forget_forecast(&mut self) {
+        match self {
+            Waiting::Fifo(fifo) => fifo.forget_forecast(),
+            Waiting::Keyed(_) => {}
+        }
+    }
+
+    /// When the latest record handed back under `fail` was refused because
+    /// it was foreseen to leave past `--max-wait`: how long after its
+    /// arrival (ns). `None` when it found no room.
+    pub fn refused_wait_ns(&self) -> Option<u64> {
+        match self {
+            Waiting::Fifo(fifo) => fifo.refused_wait_ns(),
+            Waiting::Keyed(keyed) => keyed.refused_wait_ns(),
+        }
+    }
+
+    /// When records last left without the schedule being asked (ns): the
+    /// keyed queues ask no schedule that limits nothing and holds no key.
+    pub fn left_unasked(&self) -> Option<u64> {
+        match self {
+            Waiting::Fifo(_) => None,
+            Waiting::Keyed(keyed) => keyed.left_at(),
+        }
+    }
+
+    /// The keys, with limits per key.
+    pub fn keys(&self) -> Option<&Keyed> {
+        match self {
+            Waiting::Keyed(keyed) => Some(keyed),
+            Waiting::Fifo(_) => None,
+        }
+    }
+
+    /// The keys, to change their limit.
+    pub fn keys_mut(&mut self) -> Option<&mut Keyed> {
+        match self {
+            Waiting::Keyed(keyed) => Some(keyed),
+            Waiting::Fifo(_) => None,
+        }
+    }
+
+    /// The longest any record that left waited (ns).
+    pub fn longest_wait_ns(&self) -> u64 {
+        match self {
+            Waiting::Fifo(fifo) => fifo.longest_wait_ns(),
+            Waiting::Keyed(keyed) => keyed.longest_wait_ns(),
+        }
+    }
+
+    /// Records waiting.
+    pub fn len(&self) -> usize {
+        match self {
+            Waiting::Fifo(fifo) => fifo.bucket().len(),
+            Waiting::Keyed(keyed) => keyed.len(),
+        }
+    }
+
+    /// Whether nothing waits.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes waiting.
+    pub fn bytes(&self) -> usize {
+        match self {
+            Waiting::Fifo(fifo) => fifo.bucket().bytes(),
+            Waiting::Keyed(keyed) => keyed.bytes(),
+        }
+    }
+
+    /// The most records that may wait (all keys together).
+    pub fn capacity(&self) -> usize {
+        match self {
+            Waiting::Fifo(fifo) => fifo.bucket().capacity(),
+            Waiting::Keyed(keyed) => keyed.capacity(),
+        }
+    }
+
+    /// The most bytes that may wait (`usize::MAX` when unbounded).
+    pub fn capacity_bytes(&self) -> usize {
+        match self {
+            Waiting::Fifo(fifo) => fifo.bucket().capacity_bytes(),
+            Waiting::Keyed(keyed) => keyed.capacity_bytes(),
+        }
+    }
+
+    /// The overflow policy.
+    pub fn policy(&self) -> Overflow {
+        match self {
+            Waiting::Fifo(fifo) => fifo.bucket().policy(),
+            Waiting::Keyed(keyed) => keyed.policy(),
+        }
+    }
+
+    /// The most records that ever waited at once.
+    pub fn max_depth(&self) -> usize {
+        match self {
+            Waiting::Fifo(fifo) => fifo.bucket().max_depth(),
+            Waiting::Keyed(keyed) => keyed.max_depth(),
+        }
+    }
+
+    /// When the oldest waiting record arrived (ns).
+    pub fn oldest_arrival(&self) -> Option<u64> {
+        match self {
+            Waiting::Fifo(fifo) => fifo.bucket().oldest_arrival(),
+            Waiting::Keyed(keyed) => keyed.oldest_arrival(),
+        }
+    }
+}
