@@ -249,6 +249,8 @@ fn notify_from_share(shared: &Arc<Shared>) -> shared::Notify {
         } else {
             let _st = shared.lock();
             shared.data_ready.notify_all();
+            // A retry waiting for a slot takes one of these too.
+            shared.wake_jobs();
         }
     })
 }

@@ -7,7 +7,8 @@
 //! once drip has finished ([`Counts::settled`]). Records that are not
 //! written are kept, in the order they left, for the dead letter; the
 //! ledger does no I/O: whoever holds it writes them out
-//! ([`Ledger::take_dead`]).
+//! ([`Ledger::take_dead`]). With `--exec`, a record given to a job ends as
+//! one [`JobFate`], booked here.
 
 use crate::bucket::{Fate, Piece, Segment};
 use crate::stats::Counts;
@@ -108,6 +109,46 @@ impl Ledger {
     }
 }
 
+/// What became of a record given to a job (`--exec`): the one fate the
+/// runner decides as the record's last attempt ends (or a stop, its
+/// deadline or drip's leaving ends it before), with its name in the joblog
+/// and its entry here. A new job outcome is a variant here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobFate {
+    /// Its job succeeded.
+    Succeeded,
+    /// Its job failed: attempts exhausted, or a final status.
+    Failed,
+    /// Its `--deadline` passed.
+    Expired,
+    /// It was not run to its end: drip stopped, or left.
+    Undelivered,
+}
+
+impl JobFate {
+    /// The fate as the joblog names it (its `outcome` field).
+    pub fn name(self) -> &'static str {
+        match self {
+            JobFate::Succeeded => "succeeded",
+            JobFate::Failed => "failed",
+            JobFate::Expired => "expired",
+            JobFate::Undelivered => "undelivered",
+        }
+    }
+
+    /// Book `record` in `ledger` as this fate: a success is counted, the
+    /// other fates dispose of it (to the dead letter, with one).
+    pub fn book(self, ledger: &mut Ledger, record: Segment) {
+        let fate = match self {
+            JobFate::Succeeded => return ledger.succeeded(record.len() as u64),
+            JobFate::Failed => Fate::Failed,
+            JobFate::Expired => Fate::Expired,
+            JobFate::Undelivered => Fate::Undelivered,
+        };
+        ledger.dispose(record, fate);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,5 +183,29 @@ mod tests {
         l.dispose(seg("a\n"), Fate::DroppedOldest);
         assert_eq!(l.counts().dropped_oldest, 1);
         assert!(l.take_dead().is_empty());
+    }
+
+    #[test]
+    fn each_fate_is_booked_where_the_summary_counts_it() {
+        let mut ledger = Ledger::new(false);
+        let record = || Segment::new(bytes::Bytes::from_static(b"a\n"), b'\n');
+        for fate in [
+            JobFate::Succeeded,
+            JobFate::Failed,
+            JobFate::Expired,
+            JobFate::Undelivered,
+        ] {
+            fate.book(&mut ledger, record());
+        }
+        let counts = ledger.counts();
+        assert_eq!(
+            (
+                counts.succeeded,
+                counts.failed,
+                counts.expired,
+                counts.undelivered
+            ),
+            (1, 1, 1, 1)
+        );
     }
 }

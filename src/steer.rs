@@ -103,6 +103,7 @@ impl Steering {
         drop(st);
         self.shared.data_ready.notify_all();
         self.shared.space_ready.notify_all();
+        self.shared.wake_jobs();
     }
 
     /// New global limits from now on: the kinds given replace those in
@@ -142,6 +143,7 @@ impl Steering {
         lock_ui(&self.ui).set_rate(records_per_second(&new));
         *limits = new;
         self.shared.data_ready.notify_all();
+        self.shared.wake_jobs();
         Ok(())
     }
 
@@ -161,6 +163,7 @@ impl Steering {
         drop(st);
         *self.key_limit.lock().unwrap_or_else(|e| e.into_inner()) = Some(limit);
         self.shared.data_ready.notify_all();
+        self.shared.wake_jobs();
         Ok(())
     }
 

@@ -716,6 +716,58 @@ fn more_job_slots_run_more_jobs() {
     drip.stop();
 }
 
+/// With --exec, a pause holds a job's retry too, and a resume lets it start
+/// at once: the resume wakes it, however long it has waited.
+#[test]
+fn a_retry_held_by_a_pause_starts_when_resumed() {
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    // Attempt 1 runs a second and fails for a while (EX_TEMPFAIL);
+    // attempt 2 succeeds. Each says which it is as it ends.
+    let script =
+        r#"echo "$DRIP_RECORD $DRIP_ATTEMPT"; [ "$DRIP_ATTEMPT" = 2 ] || { sleep 1; exit 75; }"#;
+    let drip = Running::start(
+        &[
+            "-r",
+            "100/s",
+            "--retries",
+            "1",
+            "--backoff",
+            "10ms..10ms",
+            "--name",
+            "retrier",
+            "--exec",
+            "sh",
+            "-c",
+            script,
+        ],
+        rt,
+        numbered(1..=1),
+        None,
+    );
+    wait_socket(rt);
+    let until = Instant::now() + Duration::from_secs(20);
+    while ctl_ok(rt, &["retrier", "jobs"])["running"]
+        .as_array()
+        .map(Vec::len)
+        != Some(1)
+    {
+        assert!(Instant::now() < until, "the job never ran");
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(ctl_ok(rt, &["retrier", "pause"])["paused"], true);
+    drip.wait_lines(1);
+    // The retry's backoff is long over: the pause holds it.
+    thread::sleep(Duration::from_millis(500));
+    let held = drip.lines();
+    assert_eq!(ctl_ok(rt, &["retrier", "resume"])["paused"], false);
+    drip.wait_lines(2);
+    let lines: Vec<String> = drip.lines().into_iter().map(|(_, l)| l).collect();
+    assert_eq!(held.len(), 1, "the retry started while paused: {lines:?}");
+    assert_eq!(lines, ["1 1", "1 2"]);
+    drip.stop();
+}
+
 /// A drip a test starts through the common builders keeps its control
 /// socket in that test's runtime directory, never in the user's shared
 /// `/tmp/drip-$UID`, where one killed with SIGKILL would stay behind.

@@ -13,10 +13,14 @@
 //! waits in the line and never holds back another):
 //!
 //! - [`GateControl::pause`]: nothing of the scope starts before a time;
-//! - [`GateControl::slow`]: after a pause the scope's rate comes back
-//!   gradually ([`Ramp`]), from half the rate it had, not at once;
-//! - [`GateControl::narrow`]: a least spacing of starts (the lowered rate
-//!   of `--adapt`; 0 lifts it);
+//! - `slow`: after a pause the scope's rate comes back gradually
+//!   ([`Ramp`]), from half the rate it had, not at once;
+//! - `narrow`: a least spacing of starts (the lowered rate of `--adapt`; 0
+//!   lifts it);
+//! - the runner pauses, slows and narrows a scope through its overload
+//!   books, kept here under the same lock ([`super::overload`]:
+//!   `GateControl::overload`, `GateControl::succeeded`), so the three are
+//!   decided at once;
 //! - [`GateControl::set_quota_spacing`]: another least spacing, the pace
 //!   that makes the quota a server announces last until its reset (the
 //!   larger spacing holds);
@@ -36,6 +40,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::overload::Overloads;
 use crate::schedule::Schedule;
 
 /// Whose starts an overload holds back.
@@ -121,8 +126,10 @@ impl Hold {
     }
 }
 
+/// What the gate's lock guards: each scope's hold, the retries waiting,
+/// and the overloads' books ([`super::overload`]).
 #[derive(Debug, Default)]
-struct Holds {
+pub(super) struct Holds {
     all: Hold,
     keys: HashMap<Box<[u8]>, Hold>,
     /// Retries announced: by the runner's record number, when their
@@ -130,6 +137,8 @@ struct Holds {
     retries: BTreeMap<u64, (u64, Scope)>,
     /// A retry is taking its slot now.
     retry_turn: bool,
+    /// Each scope's overloads and quota window.
+    pub(super) overloads: Overloads,
 }
 
 impl Holds {
@@ -153,6 +162,40 @@ impl Holds {
             Scope::All => own,
             Scope::Key(_) => own.max(self.all.paused_until),
         }
+    }
+
+    /// Nothing of `scope` starts before `until` (ns); a pause only ever
+    /// lengthens. Returns how much it lengthened the pause from `now` (ns;
+    /// 0: it was paused as long already).
+    pub(super) fn pause(&mut self, scope: &Scope, now: u64, until: u64) -> u64 {
+        let hold = self.hold_mut(scope);
+        let before = hold.paused_until.max(now);
+        hold.paused_until = hold.paused_until.max(until);
+        until.saturating_sub(before)
+    }
+
+    /// When `scope`'s pause ends (ns); a key's ends no earlier than every
+    /// start's.
+    pub(super) fn paused_until(&self, scope: &Scope) -> u64 {
+        let own = self.hold(scope).map_or(0, |h| h.paused_until);
+        own.max(self.all.paused_until)
+    }
+
+    /// After an overload at `now`, `scope`'s rate (`full` when back)
+    /// comes back gradually from `resume` on, from half the rate it had.
+    pub(super) fn slow(&mut self, scope: &Scope, now: u64, resume: u64, full: f64) {
+        let hold = self.hold_mut(scope);
+        let had = hold.ramp.map_or(full, |r| r.rate_at(now));
+        hold.ramp = Some(Ramp {
+            full,
+            from: (had / 2.0).max(full / 1000.0),
+            start: resume,
+        });
+    }
+
+    /// Keep `scope`'s starts at least `ns` apart (`--adapt`; 0: lifted).
+    pub(super) fn narrow(&mut self, scope: &Scope, ns: u64) {
+        self.hold_mut(scope).spacing_ns = ns;
     }
 
     /// Retries whose backoff and scope let them start by `t`.
@@ -192,11 +235,12 @@ impl GateControl {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Holds> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, Holds> {
         self.holds.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn full_rate(&self, scope: &Scope) -> f64 {
+    /// The configured rate of `scope` (infinite: not limited).
+    pub(super) fn full_rate(&self, scope: &Scope) -> f64 {
         match scope {
             Scope::All => self.rate,
             Scope::Key(_) => self.key_rate,
@@ -207,19 +251,13 @@ impl GateControl {
     /// lengthens. Returns how much it lengthened the pause from `now` (ns;
     /// 0: it was paused as long already).
     pub fn pause(&self, scope: &Scope, now: u64, until: u64) -> u64 {
-        let mut holds = self.lock();
-        let hold = holds.hold_mut(scope);
-        let before = hold.paused_until.max(now);
-        hold.paused_until = hold.paused_until.max(until);
-        until.saturating_sub(before)
+        self.lock().pause(scope, now, until)
     }
 
     /// When `scope`'s pause ends (ns; at or before now: not paused). A
     /// key's pause ends no earlier than every start's.
     pub fn paused_until(&self, scope: &Scope) -> u64 {
-        let holds = self.lock();
-        let own = holds.hold(scope).map_or(0, |h| h.paused_until);
-        own.max(holds.all.paused_until)
+        self.lock().paused_until(scope)
     }
 
     /// When `scope` may next start (ns): its pause, and its spacing after
@@ -230,20 +268,15 @@ impl GateControl {
 
     /// After an overload at `now`, `scope`'s rate comes back gradually from
     /// `resume` on (the pause's end): from half the rate it had at `now`
-    /// ([`Ramp`]). Nothing when its rate is not limited.
+    /// ([`Ramp`]). Nothing when its rate is not limited. (The runner slows
+    /// a scope through its overload books: `GateControl::overload`.)
+    #[cfg(test)]
     pub fn slow(&self, scope: &Scope, now: u64, resume: u64) {
         let full = self.full_rate(scope);
         if !full.is_finite() {
             return;
         }
-        let mut holds = self.lock();
-        let hold = holds.hold_mut(scope);
-        let had = hold.ramp.map_or(full, |r| r.rate_at(now));
-        hold.ramp = Some(Ramp {
-            full,
-            from: (had / 2.0).max(full / 1000.0),
-            start: resume,
-        });
+        self.lock().slow(scope, now, resume, full);
     }
 
     /// The rate `scope` may start at, at `now` (records per second): its
@@ -258,9 +291,10 @@ impl GateControl {
     }
 
     /// Keep `scope`'s starts at least `ns` apart (0: only the limits pace).
+    /// (The runner narrows a scope through its overload books.)
+    #[cfg(test)]
     pub fn narrow(&self, scope: &Scope, ns: u64) {
-        let mut holds = self.lock();
-        holds.hold_mut(scope).spacing_ns = ns;
+        self.lock().narrow(scope, ns);
     }
 
     /// Keep `scope`'s starts at least `ns` apart so the quota a server

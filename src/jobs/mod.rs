@@ -8,8 +8,15 @@
 //!
 //! - [`retry`] (pure): verdicts, backoff, `Retry-After`, AIMD;
 //! - [`gate`] (pure): the schedule wrapper that pauses and spaces starts;
+//! - `overload` (pure): the overload books and quota windows, in the gate;
 //! - `attempt`: one attempt of one job (process group, timeout, output);
-//! - `runner`: the pool of jobs, their accounting and the sink;
+//! - `runner`: the sink the writer hands records to;
+//! - `pool`: the pool of jobs, starting and settling records
+//!   ([`crate::ledger::JobFate`]), the runner's face to the other threads;
+//! - `slots`: the job slots and the one condition variable the waits sleep
+//!   on; `groups`: the process groups and the second signal;
+//! - `job`: one record's attempts, judged, and the waits between them;
+//!   `room`: a job short of a resource to start waits for room;
 //! - [`joblog`]: `--joblog` lines;
 //! - [`order`]: `--keep-order`, the outputs held until their turn;
 //! - [`resume`]: `--resume`, the records done in earlier runs;
@@ -18,17 +25,25 @@
 
 mod attempt;
 pub mod gate;
+mod groups;
+mod job;
 pub mod joblog;
 pub mod order;
+mod overload;
+mod pool;
 pub mod quota;
 pub mod resume;
 pub mod retry;
+mod room;
 mod runner;
+mod slots;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub(crate) use runner::{Pool, RemoveHeaders, Runner};
+pub(crate) use crate::ledger::JobFate;
+pub(crate) use pool::{Pool, RemoveHeaders};
+pub(crate) use runner::Runner;
 
 use retry::{Backoff, Policy};
 

@@ -25,7 +25,6 @@ use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, TryLockError};
-use std::time::Duration;
 
 use super::attempt::{pass, Unwritten};
 
@@ -112,10 +111,6 @@ impl Held {
     }
 }
 
-/// How often a run waiting for its turn to be written looks whether drip
-/// is leaving.
-const TURN_POLL: Duration = Duration::from_millis(10);
-
 #[derive(Debug)]
 struct Line {
     /// The oldest record whose output is not taken out to be written yet.
@@ -134,6 +129,7 @@ pub struct Order {
     /// run being written is done: the turn to write goes to the run that
     /// begins with it.
     turn: Mutex<u64>,
+    /// Notified as the turn moves.
     turn_moved: Condvar,
     /// The oldest record whose output is not written out yet, read without
     /// a lock (the window); it moves on as each record of a run is written.
@@ -279,7 +275,9 @@ impl Order {
 
     /// Wait until the run beginning with record `first` may be written
     /// (every record before it is written out); `false` once `give_up()`
-    /// says so first.
+    /// says so first. Only the run holding the turn makes `give_up()` say
+    /// so (its write cut short, leaving), and it moves the turn next: the
+    /// turn's moving wakes the wait, which looks at nothing on a timer.
     fn wait_turn(&self, first: u64, give_up: &dyn Fn() -> bool) -> bool {
         let mut turn = self.turn.lock().unwrap_or_else(|e| e.into_inner());
         while *turn != first {
@@ -288,9 +286,8 @@ impl Order {
             }
             turn = self
                 .turn_moved
-                .wait_timeout(turn, TURN_POLL)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+                .wait(turn)
+                .unwrap_or_else(|e| e.into_inner());
         }
         true
     }

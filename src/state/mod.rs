@@ -40,9 +40,10 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::admission::Admission;
-use crate::bucket::{Fate, Segment};
+use crate::bucket::Segment;
 use crate::deadletter::{Backlog, DeadLetter};
 use crate::keyed::NoRoom;
+use crate::ledger::JobFate;
 use crate::ledger::Ledger;
 use crate::output;
 use crate::schedule::Limit;
@@ -175,16 +176,9 @@ pub(crate) trait Jobs: Send + Sync + std::fmt::Debug {
     /// The jobs running now: each one's number (in order of start) and
     /// its record, without the delimiter.
     fn running(&self) -> Vec<(u64, Vec<u8>)>;
-}
-
-/// What became of the record of a job drip left without waiting for
-/// ([`Jobs::abandon`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum JobFate {
-    /// Its job succeeded.
-    Succeeded,
-    /// Failed, expired or undelivered (then in the dead letter).
-    Disposed(Fate),
+    /// Something the runner's waits wait for may have come: a stop, a
+    /// pause lifted or new limits (`drip ctl`), slots from `--share`.
+    fn wake(&self);
 }
 
 /// After a second signal, how long jobs have between TERM and KILL.
@@ -253,5 +247,12 @@ pub(crate) struct Shared {
 impl Shared {
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wake the command runner's waits, with `--exec` ([`Jobs::wake`]).
+    pub(crate) fn wake_jobs(&self) {
+        if let Some(jobs) = self.jobs.get() {
+            jobs.wake();
+        }
     }
 }

@@ -10,7 +10,7 @@ use std::thread;
 use std::time::Duration;
 
 use super::writing::whole_again;
-use super::{JobFate, OverflowError, Shared, State, TOP_KEYS};
+use super::{OverflowError, Shared, State, TOP_KEYS};
 use crate::bucket::Fate;
 use crate::output::{self, Stop};
 use crate::stats::KeyStats;
@@ -174,6 +174,7 @@ impl Shared {
         self.waker.wake();
         self.data_ready.notify_all();
         self.space_ready.notify_all();
+        self.wake_jobs();
     }
 
     /// A second signal `signo`: stop every thread from writing or disposing
@@ -202,10 +203,7 @@ impl Shared {
         for _ in 0..20 {
             if let Ok(mut st) = self.state.try_lock() {
                 for (record, fate) in running {
-                    match fate {
-                        JobFate::Succeeded => st.ledger.succeeded(record.len() as u64),
-                        JobFate::Disposed(fate) => st.ledger.dispose(record, fate),
-                    }
+                    fate.book(&mut st.ledger, record);
                 }
                 // The writer stops after the record under way (fewer
                 // records end up both written and dead-lettered).

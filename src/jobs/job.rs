@@ -1,0 +1,558 @@
+//! One record's job: its attempts, each judged as it ends (the verdict,
+//! the quota its response announces, an overload's books), the waits
+//! between them (the backoff, a pause, a slot of the schedule: a retry is
+//! a start too), and its joblog lines; the record's fate ([`JobFate`]) at
+//! the end.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime};
+
+use super::attempt::{self, Ended, Files, Spec};
+use super::gate::{GateControl, Scope};
+use super::joblog::{micros, unix_micros, Entry};
+use super::order::Held;
+use super::pool::{ns, Pool};
+use super::quota;
+use super::retry::{parse_headers, Exit, Verdict};
+use super::{ExecError, JobFate};
+use crate::bucket::Segment;
+
+/// After an attempt: the record is done, or tried again at a time (ns).
+enum Step {
+    Done(JobFate),
+    Retry(u64),
+}
+
+/// A record as the joblog names it.
+struct Who<'a> {
+    /// Its number (`DRIP_RECORD`).
+    number: u64,
+    /// Its stable id (`DRIP_RECORD_ID`).
+    id: &'a str,
+    /// The record, as a JSON string's text.
+    record: &'a str,
+}
+
+impl Pool {
+    /// Run `record`'s attempts until it is done, with the worker's `files`
+    /// (made if there are none: [`Pool::job_files`]); `rng` draws the
+    /// backoffs.
+    pub(super) fn run_record(
+        &self,
+        number: u64,
+        record: &Segment,
+        files: &mut Option<Files>,
+        rng: &mut fastrand::Rng,
+    ) -> JobFate {
+        let bytes = record.as_bytes();
+        let body = match bytes.split_last() {
+            Some((&last, body)) if last == self.delimiter => body,
+            _ => bytes,
+        };
+        let id = attempt::record_id(place(record, number), body);
+        // The record as the joblog shows it, made once.
+        let shown = if self.joblog.is_some() {
+            crate::stats::json_key(body)
+        } else {
+            String::new()
+        };
+        let scope = self.scope_of(bytes);
+        // The job's headers file (read and removed after each attempt).
+        let headers = self.headers_dir.join(number.to_string());
+        let argv =
+            attempt::command_line(&self.cfg.command, body, &headers, self.cfg.record_on_stdin);
+        let deadline = self
+            .cfg
+            .deadline
+            .map(|d| record.arrived.saturating_add(ns(d)));
+        let who = Who {
+            number,
+            id: &id,
+            record: &shown,
+        };
+        for n in 1u32.. {
+            let now = self.shared.clock.now();
+            if self.groups.leaving() {
+                return self.unstarted(&who, n, JobFate::Undelivered);
+            }
+            if deadline.is_some_and(|d| now >= d) {
+                return self.unstarted(&who, n, JobFate::Expired);
+            }
+            let spec = Spec {
+                argv: &argv,
+                env: environment(number, &id, n, &headers),
+                limit: self.attempt_limit(deadline, now),
+            };
+            let started = self.with_room(|running| {
+                let set_group = |pgid| {
+                    running();
+                    self.slots.process_started();
+                    self.groups.started(number, pgid);
+                };
+                let run = attempt::run(&spec, self.job_files(files, bytes)?, &set_group);
+                if run.as_ref().is_err_and(super::short_of_resources) {
+                    // Not held while the job waits to start.
+                    *files = None;
+                }
+                run
+            });
+            let ended = match started {
+                None => return self.unstarted(&who, n, JobFate::Undelivered),
+                Some(Ok(ended)) => {
+                    self.slots.process_ended();
+                    self.groups.attempt_ended(number);
+                    ended
+                }
+                Some(Err(error)) if not_an_argument(&error) => {
+                    return self.not_an_argument(&who, n, &error);
+                }
+                Some(Err(error)) => {
+                    let fate = self.cannot_run(&argv[0], error);
+                    return self.unstarted(&who, n, fate);
+                }
+            };
+            let files = files.as_mut().expect("the attempt ran with them");
+            let step = self.judge(
+                &who,
+                n,
+                (&ended, &*files, rng),
+                &headers,
+                (deadline, &scope),
+            );
+            self.pass_on(number, files);
+            let at = match step {
+                Step::Done(fate) => return fate,
+                Step::Retry(at) => at,
+            };
+            self.gate.retry_waits(number, at, scope.clone());
+            let _announced = Announced(&self.gate, number);
+            if !self.sleep_until(at, &scope) {
+                return self.unstarted(&who, n + 1, JobFate::Undelivered);
+            }
+            if let Err(fate) = self.take_slot(bytes, deadline, &scope) {
+                return self.unstarted(&who, n + 1, fate);
+            }
+        }
+        unreachable!("attempts are bounded by --retries")
+    }
+
+    /// Attempt `n` of `who` ended as `ended`: read its headers file
+    /// (`headers`), follow the quota it announces, judge the attempt, and
+    /// log it; the next step. A job drip killed on its way out is not
+    /// retried, and its record is undelivered.
+    fn judge(
+        &self,
+        who: &Who,
+        n: u32,
+        (ended, files, rng): (&Ended, &Files, &mut fastrand::Rng),
+        headers: &Path,
+        (deadline, scope): (Option<u64>, &Scope),
+    ) -> Step {
+        let (text, passed_over) = attempt::take_headers(headers);
+        if let Some(passed) = passed_over {
+            if !self.headers_passed_over.swap(true, Ordering::Relaxed) && !self.cfg.quiet {
+                eprintln!("{}", passed.notice(who.number));
+            }
+        }
+        let response = text.as_deref().and_then(parse_headers);
+        if let (Some(text), None) = (&text, response.as_ref().and_then(|r| r.retry_after)) {
+            // Retry-After wins: the overload's pause holds starts.
+            self.follow_quota(text, scope);
+        }
+        let verdict = self
+            .cfg
+            .policy
+            .classify(ended.exit, response.as_ref(), SystemTime::now());
+        let mut step = if self.killed_leaving(ended) {
+            Step::Done(JobFate::Undelivered)
+        } else {
+            self.next_step(verdict, n, (deadline, scope), ended, rng)
+        };
+        // The fate is recorded before the joblog tells it, and before the
+        // output goes out (a stalled stdout cannot make finished work
+        // undelivered); a record drip abandoned on its way out before
+        // then is undelivered, and logged so.
+        if let Step::Done(fate) = step {
+            let pending = if self.order.is_some() {
+                0
+            } else {
+                files.pending()
+            };
+            if !self.slots.decided(who.number, fate, pending) {
+                step = Step::Done(JobFate::Undelivered);
+            }
+        }
+        let status = response.map(|r| r.status);
+        self.log(who, n, ended, status, (&step, verdict));
+        step
+    }
+
+    /// Whom an overload of `record` (its delimiter included) holds back:
+    /// its key with `--key` (every start for a record without one).
+    fn scope_of(&self, record: &[u8]) -> Scope {
+        self.key
+            .as_ref()
+            .and_then(|spec| crate::keyed::record_key(spec, record, self.delimiter))
+            .map_or(Scope::All, |key| Scope::Key(key.into()))
+    }
+
+    /// An attempt's output goes to stdout whole; with `--keep-order`, it is
+    /// held until the record's turn.
+    fn pass_on(&self, number: u64, files: &mut Files) {
+        let Some(order) = &self.order else {
+            return self.passing(|give_up| {
+                // drip's stdout is held only while the output is passed on.
+                let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+                files.pass_on(&mut **out, self.delimiter, give_up)
+            });
+        };
+        let mut held = Held::default();
+        self.passing(|give_up| files.pass_on(&mut held, self.delimiter, give_up));
+        if let Err(e) = order.hold(number, held) {
+            eprintln!("drip: --keep-order: holding a job's output: {e}");
+        }
+    }
+
+    /// Record `who` is done as `fate` before its attempt `n` started: a
+    /// stop, or its deadline, came while a retry waited for its backoff,
+    /// a pause or its slot (or the command could no longer be run). From
+    /// the second attempt on, its fate is recorded and then its joblog
+    /// line written, for the attempt that never ran (no exit, no signal,
+    /// 0 µs), so every record that started a job ends with a line giving
+    /// its fate; a record drip abandoned on its way out is undelivered.
+    /// Before the first attempt no job started: no line. Returns the fate.
+    fn unstarted(&self, who: &Who, n: u32, fate: JobFate) -> JobFate {
+        if n <= 1 {
+            return fate;
+        }
+        let fate = if self.slots.decided(who.number, fate, 0) {
+            fate
+        } else {
+            JobFate::Undelivered
+        };
+        self.log_never_ran(who, n, fate.name(), None);
+        fate
+    }
+
+    /// Whether drip killed this attempt on its way out: it ended by a
+    /// signal while drip was leaving (a second signal sends every job's
+    /// process group TERM, then KILL). Its job did not run to its end, so
+    /// its record is undelivered; a job that exited, with any status, is
+    /// judged by its status.
+    fn killed_leaving(&self, ended: &Ended) -> bool {
+        matches!(ended.exit, Exit::Signal(_)) && self.groups.leaving()
+    }
+
+    /// Pace the starts so the quota announced in a response's headers
+    /// (`text`) lasts until its reset, the requests in flight counted
+    /// against it ([`quota::pace`]), for the record's `scope` (its key's
+    /// quota with `--key`). A malformed quota field is ignored, and said
+    /// once on stderr (unless `-q`).
+    fn follow_quota(&self, text: &str, scope: &Scope) {
+        if !self.cfg.quota_pacing {
+            return;
+        }
+        let q = match quota::parse_quota(text, SystemTime::now()) {
+            Ok(Some(q)) => q,
+            Ok(None) => return,
+            Err(field) => {
+                if !self.quota_malformed.swap(true, Ordering::Relaxed) && !self.cfg.quiet {
+                    eprintln!("drip: {field}: not a quota drip can read; such fields are ignored");
+                }
+                return;
+            }
+        };
+        let now = self.shared.clock.now();
+        let q = self.gate.observe_quota(scope, now, q);
+        // This job's request is answered; the others of its scope running
+        // are not.
+        let in_flight = self.running_in(scope).saturating_sub(1);
+        match quota::pace(q, in_flight) {
+            quota::Pace::Every(d) => self.gate.set_quota_spacing(scope, ns(d)),
+            quota::Pace::Pause(d) => {
+                self.gate.set_quota_spacing(scope, 0);
+                self.gate.pause(scope, now, now.saturating_add(ns(d)));
+                self.shared.data_ready.notify_all();
+            }
+        }
+        self.slots.wake();
+    }
+
+    /// Records of `scope` whose jobs are running (every record's, for
+    /// every start's scope).
+    fn running_in(&self, scope: &Scope) -> u64 {
+        let table = self.slots.lock();
+        match scope {
+            Scope::All => table.running.len() as u64,
+            Scope::Key(_) => table
+                .running
+                .values()
+                .filter(|job| self.scope_of(job.record.as_bytes()) == *scope)
+                .count() as u64,
+        }
+    }
+
+    /// How long an attempt started at `now` may run: `--timeout`, and what
+    /// is left before the record's deadline.
+    fn attempt_limit(&self, deadline: Option<u64>, now: u64) -> Option<Duration> {
+        let left = deadline.map(|d| Duration::from_nanos(d.saturating_sub(now)));
+        [self.cfg.timeout, left].into_iter().flatten().min()
+    }
+
+    /// Attempt `attempt` of `who` could not start because the record cannot
+    /// be an argument: the record fails alone (said on stderr and in the
+    /// joblog); the batch goes on.
+    fn not_an_argument(&self, who: &Who, attempt: u32, error: &std::io::Error) -> JobFate {
+        let why = match error.raw_os_error() {
+            Some(libc::E2BIG) => "longer than the system's argument limit".to_string(),
+            _ => crate::sys::describe(error),
+        };
+        eprintln!(
+            "drip: --exec: record {}: cannot be an argument: {why}",
+            who.number
+        );
+        self.log_never_ran(who, attempt, JobFate::Failed.name(), Some(&why));
+        JobFate::Failed
+    }
+
+    /// The command cannot be started: reported once, and drip stops.
+    fn cannot_run(&self, program: &OsString, error: std::io::Error) -> JobFate {
+        let mut table = self.slots.lock();
+        if table.fatal.is_none() {
+            table.fatal = Some(ExecError {
+                program: program.to_string_lossy().into_owned(),
+                error,
+            });
+        }
+        drop(table);
+        self.shared.stop(false);
+        JobFate::Undelivered
+    }
+
+    /// What follows an attempt that ended as `verdict`: the books for
+    /// retries, overloads and `--adapt` (of `scope`), and the next step
+    /// (`rng` draws the backoff).
+    fn next_step(
+        &self,
+        verdict: Verdict,
+        n: u32,
+        (deadline, scope): (Option<u64>, &Scope),
+        ended: &Ended,
+        rng: &mut fastrand::Rng,
+    ) -> Step {
+        let now = self.shared.clock.now();
+        self.slots.lock().attempt_took(ns(ended.duration));
+        let retry_after = match verdict {
+            Verdict::Succeeded => {
+                if self.gate.succeeded(scope) {
+                    self.slots.wake();
+                }
+                return Step::Done(JobFate::Succeeded);
+            }
+            Verdict::Final => return Step::Done(JobFate::Failed),
+            Verdict::Transient => None,
+            Verdict::Overload { retry_after_ns } => Some(retry_after_ns),
+        };
+        if let Some(retry_after_ns) = retry_after {
+            let started = now.saturating_sub(ns(ended.duration));
+            let adapt = (self.cfg.adapt && self.rate.is_finite()).then_some(self.rate);
+            let policy = (&self.cfg.backoff, adapt);
+            self.gate
+                .overload(scope, (started, now), retry_after_ns, policy);
+            self.shared.data_ready.notify_all();
+            self.slots.wake();
+        }
+        if matches!(ended.exit, Exit::TimedOut { .. }) && deadline.is_some_and(|d| now >= d) {
+            return Step::Done(JobFate::Expired);
+        }
+        if n > self.cfg.retries {
+            return Step::Done(JobFate::Failed);
+        }
+        if self.stopping() {
+            // No retry starts at a stop: the record is undelivered.
+            return Step::Done(JobFate::Undelivered);
+        }
+        let wait = self.cfg.backoff.wait(n - 1, rng);
+        let at = now.saturating_add(wait).max(self.gate.paused_until(scope));
+        if deadline.is_some_and(|d| at >= d) {
+            return Step::Done(JobFate::Expired);
+        }
+        self.slots.lock().retries += 1;
+        Step::Retry(at)
+    }
+
+    /// Sleep until `until` (ns) and any pause of `scope` is over; `false`
+    /// at a stop.
+    fn sleep_until(&self, until: u64, scope: &Scope) -> bool {
+        let mut table = self.slots.lock();
+        loop {
+            let now = self.shared.clock.now();
+            let until = until.max(self.gate.paused_until(scope));
+            if now >= until {
+                return true;
+            }
+            if self.stopping() {
+                return false;
+            }
+            table = self.slots.wait(table, Some(until - now));
+        }
+    }
+
+    /// A retry is a start too: wait for a slot of the schedule (the rate,
+    /// a pause, the spacing of `scope`) and take it, ahead of the records
+    /// in the bucket (the gate keeps the slot for it: it was announced
+    /// with [`GateControl::retry_waits`]). `Err` with the record's fate at
+    /// a stop (undelivered) or past its deadline (expired).
+    fn take_slot(
+        &self,
+        record: &[u8],
+        deadline: Option<u64>,
+        scope: &Scope,
+    ) -> Result<(), JobFate> {
+        loop {
+            let seen = self.slots.epoch();
+            let wait = {
+                let mut st = self.shared.lock();
+                let now = self.shared.clock.now();
+                if deadline.is_some_and(|d| now >= d) {
+                    return Err(JobFate::Expired);
+                }
+                let held = self.gate.due(scope);
+                if st.adm.paused() {
+                    // Paused (`drip ctl`), a retry waits too: until resumed,
+                    // or its deadline.
+                    deadline.map(|d| d - now)
+                } else if held > now {
+                    Some(held - now)
+                } else {
+                    let schedule = st.adm.schedule_mut();
+                    let taken = self.gate.as_retry(|| {
+                        if schedule.release(now, 1, &mut std::iter::once(record)) == 1 {
+                            None
+                        } else {
+                            Some(schedule.next_due(record).saturating_sub(now))
+                        }
+                    });
+                    match taken {
+                        None => {
+                            self.gate.started(scope, now);
+                            return Ok(());
+                        }
+                        Some(wait) => Some(wait.max(1_000)),
+                    }
+                }
+            };
+            if self.stopping() {
+                return Err(JobFate::Undelivered);
+            }
+            self.slots.wait_since(seen, wait);
+        }
+    }
+
+    /// The joblog's line for attempt `attempt` of `who`, which never ran
+    /// (no process: no exit, no signal, 0 µs, started now), as `outcome`
+    /// (a joblog outcome name), with `error` saying why, when known.
+    fn log_never_ran(&self, who: &Who, attempt: u32, outcome: &'static str, error: Option<&str>) {
+        let Some(joblog) = &self.joblog else {
+            return;
+        };
+        let entry = Entry {
+            id: who.id,
+            number: who.number,
+            record: who.record,
+            attempt,
+            start_us: unix_micros(SystemTime::now()),
+            duration_us: 0,
+            exit: None,
+            signal: None,
+            timed_out: false,
+            http_status: None,
+            outcome,
+            error,
+        };
+        joblog
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .write(&entry);
+    }
+
+    /// The joblog's line for attempt `attempt` of `who`, which ended as
+    /// `ended` (with `http_status`, when known) and was followed by `step`.
+    fn log(
+        &self,
+        who: &Who,
+        attempt: u32,
+        ended: &Ended,
+        http_status: Option<u16>,
+        (step, verdict): (&Step, Verdict),
+    ) {
+        let Some(joblog) = &self.joblog else {
+            return;
+        };
+        let outcome = match (step, verdict) {
+            (Step::Retry(_), Verdict::Overload { .. }) => "overload",
+            (Step::Retry(_), _) => "retry",
+            (Step::Done(fate), _) => fate.name(),
+        };
+        let (exit, signal, timed_out) = Entry::exit_fields(ended.exit);
+        let entry = Entry {
+            id: who.id,
+            number: who.number,
+            record: who.record,
+            attempt,
+            start_us: unix_micros(ended.started),
+            duration_us: micros(ended.duration),
+            exit,
+            signal,
+            timed_out,
+            http_status,
+            outcome,
+            error: None,
+        };
+        joblog
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .write(&entry);
+    }
+}
+
+/// The place in the input of `record`, run as record `number` of this run
+/// (its number when it has none): the first part of its id, so a resumed
+/// run, which skips records before it, gives it the same id.
+fn place(record: &Segment, number: u64) -> u64 {
+    if record.number > 0 {
+        record.number
+    } else {
+        number
+    }
+}
+
+/// Whether a failed start says the record cannot be an argument (a NUL
+/// byte in it, or longer than the system's limit): the record's fault,
+/// not the command's.
+fn not_an_argument(error: &std::io::Error) -> bool {
+    error.kind() == std::io::ErrorKind::InvalidInput || error.raw_os_error() == Some(libc::E2BIG)
+}
+
+/// A retry announced to the gate ([`GateControl::retry_waits`]): withdrawn
+/// when dropped, whether it started or was given up.
+struct Announced<'a>(&'a GateControl, u64);
+
+impl Drop for Announced<'_> {
+    fn drop(&mut self) {
+        self.0.retry_done(self.1);
+    }
+}
+
+/// The environment of attempt `n` of record `number` (`id`: its stable
+/// id), whose headers go to `headers`.
+fn environment(number: u64, id: &str, n: u32, headers: &Path) -> [(&'static str, OsString); 4] {
+    [
+        ("DRIP_RECORD", number.to_string().into()),
+        ("DRIP_RECORD_ID", id.into()),
+        ("DRIP_ATTEMPT", n.to_string().into()),
+        ("DRIP_HEADERS", headers.as_os_str().to_owned()),
+    ]
+}

@@ -1,0 +1,410 @@
+//! The pool of jobs: starts one job per record the schedule releases (at
+//! most `--jobs` at once) on a worker thread, which runs its attempts
+//! ([`super::job`]); passes each attempt's output on; records each
+//! record's fate ([`JobFate`]) in the ledger; and is the runner's face to
+//! the other threads ([`Jobs`]).
+//!
+//! Its parts: the slots and the records being run, with the one condition
+//! variable the runner's waits sleep on ([`super::slots`]); the process
+//! groups and the second signal ([`super::groups`]); each scope's pauses,
+//! overload books and quota windows, in the gate ([`super::gate`],
+//! [`super::overload`]).
+//!
+//! Locks: the state's lock is always taken before the slots'; under the
+//! slots' only the short locks below it are taken (the gate's, the
+//! groups'), never one that waits on I/O, and the slots' is never held
+//! across a write to stdout (`--keep-order`'s window is read without a
+//! lock), so a stalled stdout holds only the threads writing to it.
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use super::attempt::{Files, Unwritten};
+use super::gate::{GateControl, Scope};
+use super::groups::Groups;
+use super::joblog::Joblog;
+use super::order::Order;
+use super::slots::{Running, Slots, Table};
+use super::{ExecError, JobConfig, JobFate};
+use crate::bucket::Segment;
+use crate::key::KeySpec;
+use crate::state::{Jobs, Shared};
+use crate::stats::JobStats;
+
+/// The jobs drip runs.
+pub(crate) struct Pool {
+    pub(super) shared: Arc<Shared>,
+    pub(super) cfg: JobConfig,
+    pub(super) gate: Arc<GateControl>,
+    /// drip's stdout, where each job's output goes whole.
+    pub(super) out: Mutex<Box<dyn Write + Send>>,
+    /// The slots, the records being run, and the waits.
+    pub(super) slots: Slots,
+    /// The jobs' process groups, and leaving.
+    pub(super) groups: Groups,
+    /// Taken by the job trying again to start after a resource ran out
+    /// ([`Pool::with_room`]): such jobs try one at a time.
+    pub(super) room: Mutex<()>,
+    pub(super) joblog: Option<Mutex<Joblog>>,
+    /// The directory of the jobs' headers files (mode 0700), and its path
+    /// (the directory is removed at exit: [`Pool::remove_headers`]).
+    headers: Mutex<Option<tempfile::TempDir>>,
+    pub(super) headers_dir: PathBuf,
+    /// The configured rate, records per second.
+    pub(super) rate: f64,
+    /// The record delimiter, left out of the record in arguments.
+    pub(super) delimiter: u8,
+    /// With `--key`: an overload pauses the refused record's key only.
+    pub(super) key: Option<KeySpec>,
+    /// With `--keep-order`: the outputs held until their turn.
+    pub(super) order: Option<Order>,
+    /// A malformed quota field was said on stderr.
+    pub(super) quota_malformed: AtomicBool,
+    /// Part of a headers file was passed over, and said on stderr.
+    pub(super) headers_passed_over: AtomicBool,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool").field("cfg", &self.cfg).finish()
+    }
+}
+
+pub(super) fn ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl Pool {
+    /// A pool running `cfg` for records of `shared`, writing job output to
+    /// `out`, pausing starts through `gate`; `rate` is the configured rate
+    /// (records per second), which `--adapt` never exceeds; `delimiter`
+    /// ends records; with `key`, an overload holds back the key of the
+    /// record refused, not every start. A `--joblog` FIFO that no one
+    /// reads is waited for while `give_up` says not to; given up, the pool
+    /// logs nothing (drip is stopping).
+    ///
+    /// # Errors
+    /// The joblog or the headers directory cannot be created.
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        cfg: JobConfig,
+        gate: Arc<GateControl>,
+        out: Box<dyn Write + Send>,
+        (rate, delimiter): (f64, u8),
+        key: Option<KeySpec>,
+        give_up: &mut dyn FnMut() -> bool,
+    ) -> Result<Arc<Pool>> {
+        let joblog = match (&cfg.resume, &cfg.joblog) {
+            (Some(path), _) => Some(Mutex::new(Joblog::append(path)?)),
+            (None, Some(path)) => Joblog::create(path, give_up)?.map(Mutex::new),
+            (None, None) => None,
+        };
+        // Only the user may read the jobs' headers.
+        let headers = tempfile::Builder::new()
+            .prefix("drip-headers-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir()
+            .context("creating a directory for DRIP_HEADERS")?;
+        let pool = Arc::new(Pool {
+            shared: Arc::clone(&shared),
+            gate,
+            out: Mutex::new(out),
+            slots: Slots::new(cfg.jobs),
+            groups: Groups::new(),
+            room: Mutex::new(()),
+            joblog,
+            headers_dir: headers.path().to_path_buf(),
+            headers: Mutex::new(Some(headers)),
+            order: cfg.keep_order.map(Order::new),
+            quota_malformed: AtomicBool::new(false),
+            headers_passed_over: AtomicBool::new(false),
+            cfg,
+            rate,
+            delimiter,
+            key,
+        });
+        let _ = shared.jobs.set(Arc::clone(&pool) as Arc<dyn Jobs>);
+        Ok(pool)
+    }
+
+    pub(super) fn stopping(&self) -> bool {
+        self.shared.stops.now.load(Ordering::Relaxed)
+    }
+
+    /// Wait until every job has ended.
+    pub(crate) fn wait_all(&self) {
+        self.slots.wait_all();
+    }
+
+    /// Remove the headers directory and what is in it (once no job runs,
+    /// or none will be waited for); again, nothing.
+    pub(crate) fn remove_headers(&self) {
+        let dir = self
+            .headers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(dir) = dir {
+            let _ = dir.close();
+        }
+    }
+
+    /// The command that could not be run, if one could not.
+    pub(crate) fn take_fatal(&self) -> Option<ExecError> {
+        self.slots.lock().fatal.take()
+    }
+
+    /// At the end of a stop by signal: the process groups of the jobs that
+    /// ended and left processes behind are ended too
+    /// ([`Groups::end_lingering`]).
+    pub(crate) fn end_lingering(&self) {
+        self.groups.end_lingering();
+    }
+
+    /// Whether the next record may start: a slot is free, and it is
+    /// inside `--keep-order`'s window.
+    pub(super) fn has_room_in(&self, table: &Table) -> bool {
+        table.busy < table.slots
+            && self
+                .order
+                .as_ref()
+                .map_or(true, |o| o.admits(table.next_number + 1))
+    }
+
+    /// `record`'s job starts now: a departure (the summary's rate is
+    /// starts per second), and how long it waited since it was read.
+    pub(super) fn starting(&self, record: &Segment) {
+        let mut st = self.shared.lock();
+        let now = self.shared.clock.now();
+        st.departures.record(now, 1);
+        let mut table = self.slots.lock();
+        let waited = now.saturating_sub(record.arrived);
+        table.longest_wait_ns = table.longest_wait_ns.max(waited);
+    }
+
+    /// Start a job for `record` (a slot is taken) on an idle worker, or a
+    /// new one (each with its own files, reused).
+    pub(super) fn start(self: &Arc<Self>, record: Segment) {
+        let (number, new_worker) = self.slots.hand(record);
+        if !new_worker {
+            return;
+        }
+        let pool = Arc::clone(self);
+        let spawned = std::thread::Builder::new()
+            .name("drip-job".into())
+            .spawn(move || pool.work());
+        if spawned.is_err() {
+            self.slots.no_worker(number);
+            self.settle(number, JobFate::Undelivered);
+        }
+    }
+
+    /// A worker: run the records handed to it, one at a time, for ever.
+    /// Its jobs' files are reused from one record to the next, and closed
+    /// while it is idle: a job waiting for a file descriptor to start
+    /// ([`Pool::with_room`]) gets those of the workers that have no job.
+    fn work(&self) {
+        let mut files: Option<Files> = None;
+        let mut rng = fastrand::Rng::new();
+        loop {
+            let next = self.slots.try_next_record();
+            let (number, record) = next.unwrap_or_else(|| {
+                files = None;
+                self.slots.next_record()
+            });
+            let fate = self.run_record(number, &record, &mut files, &mut rng);
+            self.settle(number, fate);
+        }
+    }
+
+    /// Record the fate of record `number` and free its slot (unless drip
+    /// abandoned it on the way out).
+    fn settle(&self, number: u64, fate: JobFate) {
+        // Its output goes out first, while its job still counts as running:
+        // drip waits for running jobs before it exits.
+        if let Some(order) = &self.order {
+            self.passing(|give_up| order.done(number, &self.out, give_up));
+        }
+        self.groups.forget(number);
+        let mut st = self.shared.lock();
+        let removed = self.slots.notify(|table| {
+            let job = table.running.remove(&number)?;
+            table.busy -= 1;
+            Some(job)
+        });
+        let Some(Running { record, .. }) = removed else {
+            return;
+        };
+        st.writing.sink_full = false;
+        fate.book(&mut st.ledger, record);
+        st.flush_dead();
+        drop(st);
+        self.shared.data_ready.notify_all();
+    }
+
+    /// Pass output on with `pass` from a thread a second signal interrupts
+    /// ([`Jobs::interrupt_output`]): a write blocked on a stalled stdout or
+    /// stderr then gives up (`give_up`: drip is leaving), rather than
+    /// holding drip's exit. What was not written is counted.
+    pub(super) fn passing(&self, pass: impl FnOnce(&dyn Fn() -> bool) -> Unwritten) {
+        let give_up = || self.shared.stops.leaving();
+        let cut = self.groups.passing(|| pass(&give_up));
+        let mut table = self.slots.lock();
+        table.unwritten = table.unwritten.and(cut);
+    }
+
+    /// The figures of `table`, but for the attempts' percentiles (left 0),
+    /// and the latest attempts' durations (ns, unsorted) they come from.
+    fn figures(&self, table: &Table) -> (JobStats, Vec<u64>) {
+        let now = self.shared.clock.now();
+        let overloads = self.gate.overload_figures(now);
+        let stats = JobStats {
+            jobs_running: table.running.len() as u64,
+            retries: table.retries,
+            overload_responses: overloads.overloads,
+            pauses: overloads.pauses,
+            paused_ms: overloads.paused_ns as f64 / 1e6,
+            effective_rate: overloads
+                .adapted_rate
+                .unwrap_or(self.rate)
+                .min(self.gate.rate_at(&Scope::All, now)),
+            attempt_p50_ms: 0.0,
+            attempt_p99_ms: 0.0,
+            configured_rate: self.rate,
+            outputs_cut: table.unwritten.outputs,
+            output_bytes_unwritten: table.unwritten.bytes,
+        };
+        (stats, table.durations_ns.iter().copied().collect())
+    }
+}
+
+impl Jobs for Pool {
+    fn has_room(&self) -> bool {
+        self.has_room_in(&self.slots.lock())
+    }
+
+    fn slots(&self) -> usize {
+        self.slots.lock().slots
+    }
+
+    fn set_slots(&self, n: usize) {
+        self.slots.notify(|table| table.slots = n);
+        let _st = self.shared.lock();
+        self.shared.data_ready.notify_all();
+    }
+
+    fn running(&self) -> Vec<(u64, Vec<u8>)> {
+        let table = self.slots.lock();
+        table
+            .running
+            .iter()
+            .map(|(n, job)| {
+                let bytes = job.record.as_bytes();
+                let body = bytes.strip_suffix(&[self.delimiter]).unwrap_or(bytes);
+                (*n, body.to_vec())
+            })
+            .collect()
+    }
+
+    fn stats(&self) -> JobStats {
+        let (mut stats, mut durations) = self.figures(&self.slots.lock());
+        durations.sort_unstable();
+        stats.attempt_p50_ms = percentile_ms(&durations, 0.5);
+        stats.attempt_p99_ms = percentile_ms(&durations, 0.99);
+        stats
+    }
+
+    fn view(&self) -> Option<crate::progress::JobsView> {
+        // The display skips a frame rather than wait for the lock.
+        let table = self.slots.try_lock()?;
+        let (mut stats, mut durations) = self.figures(&table);
+        drop(table);
+        // The display shows the median only: no full sort.
+        if !durations.is_empty() {
+            let at = ((durations.len() - 1) as f64 * 0.5).round() as usize;
+            durations.select_nth_unstable(at);
+            stats.attempt_p50_ms = durations[at] as f64 / 1e6;
+        }
+        let now = self.shared.clock.now();
+        Some(crate::progress::JobsView {
+            stats,
+            paused_left_ns: self.gate.paused_until(&Scope::All).saturating_sub(now),
+            paused_keys: self.gate.paused_keys(now),
+        })
+    }
+
+    fn longest_wait_ns(&self) -> u64 {
+        self.slots.lock().longest_wait_ns
+    }
+
+    fn terminate(&self) {
+        self.groups.terminate();
+        self.interrupt_output();
+    }
+
+    fn abandon(&self) -> Vec<(Segment, JobFate)> {
+        let running = std::mem::take(&mut self.slots.lock().running);
+        self.groups.end_all();
+        // drip exits next, without the wiring: nothing is left behind.
+        self.remove_headers();
+        let mut cut = match &self.order {
+            Some(order) => order.flush_all(),
+            None => Unwritten::default(),
+        };
+        let left = running
+            .into_values()
+            .map(|job| {
+                // A job that ended, its output not passed on whole: its
+                // own fate.
+                let fate = match job.decided {
+                    Some((fate, pending)) => {
+                        cut = cut.and(Unwritten::of(pending));
+                        fate
+                    }
+                    None => JobFate::Undelivered,
+                };
+                (job.record, fate)
+            })
+            .collect();
+        let mut table = self.slots.lock();
+        table.unwritten = table.unwritten.and(cut);
+        left
+    }
+
+    fn interrupt_output(&self) {
+        self.groups.interrupt_output();
+    }
+
+    fn wake(&self) {
+        self.slots.wake();
+    }
+}
+
+/// The `p` (0 to 1) percentile of `sorted` (ns, ascending), ms; 0 when
+/// there is none (nearest rank).
+fn percentile_ms(sorted: &[u64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let at = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[at] as f64 / 1e6
+}
+
+/// Removes the pool's headers directory when dropped: on every way out of
+/// the wiring, errors included.
+pub(crate) struct RemoveHeaders(pub(crate) Arc<Pool>);
+
+impl Drop for RemoveHeaders {
+    fn drop(&mut self) {
+        if self.0.shared.stops.signalled() {
+            self.0.end_lingering();
+        }
+        self.0.remove_headers();
+    }
+}
