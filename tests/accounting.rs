@@ -1041,17 +1041,16 @@ fn the_reader_waiting_for_room_is_not_woken_at_every_deadline() {
 /// run with `args` on an endless input.
 #[cfg(target_os = "linux")]
 fn reader_sleeps(args: &[&str], run: Duration) -> u64 {
+    // A regular file, more than drip gets through in `run`: a read never
+    // waits for the input (a pipe fed by a thread of this busy test ran
+    // dry, and every read that waited counted as a sleep).
+    let file = temp_file("12345\n".repeat(12_000_000).as_bytes());
     let mut child = command(args)
-        .stdin(Stdio::piped())
+        .stdin(Stdio::from(file.reopen().unwrap()))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    let feeder = std::thread::spawn(move || {
-        let block = "12345\n".repeat(10_000);
-        while input.write_all(block.as_bytes()).is_ok() {}
-    });
     std::thread::sleep(run);
     let tasks = std::fs::read_dir(format!("/proc/{}/task", child.id())).unwrap();
     let reader = tasks
@@ -1063,7 +1062,6 @@ fn reader_sleeps(args: &[&str], run: Duration) -> u64 {
     let status = std::fs::read_to_string(reader.path().join("status")).unwrap();
     let _ = child.kill();
     let _ = child.wait();
-    let _ = feeder.join();
     status
         .lines()
         .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
