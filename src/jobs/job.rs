@@ -85,33 +85,9 @@ impl Pool {
                 env: environment(number, &id, n, &headers),
                 limit: self.attempt_limit(deadline, now),
             };
-            let started = self.with_room(|running| {
-                let set_group = |pgid| {
-                    running();
-                    self.slots.process_started();
-                    self.groups.started(number, pgid);
-                };
-                let run = attempt::run(&spec, self.job_files(files, bytes)?, &set_group);
-                if run.as_ref().is_err_and(super::short_of_resources) {
-                    // Not held while the job waits to start.
-                    *files = None;
-                }
-                run
-            });
-            let ended = match started {
-                None => return self.unstarted(&who, n, JobFate::Undelivered),
-                Some(Ok(ended)) => {
-                    self.slots.process_ended();
-                    self.groups.attempt_ended(number);
-                    ended
-                }
-                Some(Err(error)) if not_an_argument(&error) => {
-                    return self.not_an_argument(&who, n, &error);
-                }
-                Some(Err(error)) => {
-                    let fate = self.cannot_run(&argv[0], error);
-                    return self.unstarted(&who, n, fate);
-                }
+            let ended = match self.attempt(&who, n, &spec, files, bytes) {
+                Ok(ended) => ended,
+                Err(fate) => return fate,
             };
             let files = files.as_mut().expect("the attempt ran with them");
             let step = self.judge(
@@ -136,6 +112,49 @@ impl Pool {
             }
         }
         unreachable!("attempts are bounded by --retries")
+    }
+
+    /// Run attempt `n` of `who` as `spec` says, with the worker's `files`
+    /// (made for `bytes` when it has none): how it ended, or the record's
+    /// fate when it could not start (drip leaving while it waited for room
+    /// to start, an argument the system refuses, a command that cannot run).
+    fn attempt(
+        &self,
+        who: &Who,
+        n: u32,
+        spec: &Spec,
+        files: &mut Option<Files>,
+        bytes: &[u8],
+    ) -> Result<Ended, JobFate> {
+        let number = who.number;
+        let started = self.with_room(|running| {
+            let set_group = |pgid| {
+                running();
+                self.slots.process_started();
+                self.groups.started(number, pgid);
+            };
+            let run = attempt::run(spec, self.job_files(files, bytes)?, &set_group);
+            if run.as_ref().is_err_and(super::short_of_resources) {
+                // Not held while the job waits to start.
+                *files = None;
+            }
+            run
+        });
+        match started {
+            None => Err(self.unstarted(who, n, JobFate::Undelivered)),
+            Some(Ok(ended)) => {
+                self.slots.process_ended();
+                self.groups.attempt_ended(number);
+                Ok(ended)
+            }
+            Some(Err(error)) if not_an_argument(&error) => {
+                Err(self.not_an_argument(who, n, &error))
+            }
+            Some(Err(error)) => {
+                let fate = self.cannot_run(&spec.argv[0], error);
+                Err(self.unstarted(who, n, fate))
+            }
+        }
     }
 
     /// Attempt `n` of `who` ended as `ended`: read its headers file
