@@ -68,21 +68,6 @@ fn beside_others() -> RwLockReadGuard<'static, ()> {
 /// held up puts two records closer than they left (one more).
 const BUSY_ALLOWANCE: usize = 2;
 
-/// Whether `redis-server` is here; under CI its absence is a failure.
-fn have_redis() -> bool {
-    let found = Command::new("redis-server")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        let how = "redis-server not found: install it with `apt-get install -y redis-server` (.ci/run does)";
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "{how}");
-        eprintln!("skipped: {how}");
-    }
-    found
-}
-
 /// The process id of the redis-server on `con` (`INFO server`).
 fn server_pid(con: &mut redis::Connection) -> Option<u32> {
     let info: String = redis::cmd("INFO").arg("server").query(con).ok()?;
@@ -425,7 +410,7 @@ fn busy_drips_on_one_host_get_equal_shares() {
 
 #[test]
 fn busy_drips_through_redis_get_equal_shares() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = timing_lock();
@@ -478,7 +463,7 @@ fn four_drips_on_one_host_share_ten_per_second() {
 
 #[test]
 fn four_drips_through_redis_share_fifty_per_second() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = timing_lock();
@@ -671,7 +656,7 @@ fn three_drips_on_one_host_share_a_cost_rate() {
 
 #[test]
 fn three_drips_through_redis_share_a_cost_rate() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = timing_lock();
@@ -692,7 +677,7 @@ fn three_drips_on_one_host_share_a_byte_rate() {
 /// it).
 #[test]
 fn three_drips_through_redis_share_a_byte_rate() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = timing_lock();
@@ -702,7 +687,7 @@ fn three_drips_through_redis_share_a_byte_rate() {
 
 #[test]
 fn a_unix_socket_serves_too() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -728,7 +713,7 @@ fn a_unix_socket_serves_too() {
 /// server, equals the Rust mirror step for step.
 #[test]
 fn the_script_runs_the_mirrored_arithmetic() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let redis = Redis::start();
@@ -800,7 +785,7 @@ fn the_script_runs_the_mirrored_arithmetic() {
 /// giving back included.
 #[test]
 fn the_script_runs_the_mirrored_byte_arithmetic() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let redis = Redis::start();
@@ -892,7 +877,7 @@ fn bytes_and_records_of_the_same_number_disagree() {
 
 #[test]
 fn bytes_and_records_of_the_same_number_disagree_through_redis() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -1055,7 +1040,7 @@ fn a_missing_runtime_dir_is_not_made() {
 /// where the password goes; the right one in the URL is let in.
 #[test]
 fn a_password_wanted_or_wrong_stops_with_status_4_under_every_policy() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -1104,7 +1089,7 @@ fn a_password_wanted_or_wrong_stops_with_status_4_under_every_policy() {
 /// limits' key and one key's alike.
 #[test]
 fn a_state_key_of_another_type_stops_with_status_4_under_every_policy() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -1148,7 +1133,7 @@ fn a_state_key_of_another_type_stops_with_status_4_under_every_policy() {
 /// script, and drip waited for the state for ever).
 #[test]
 fn a_state_field_that_is_not_a_number_counts_as_absent() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -1199,7 +1184,7 @@ fn a_state_field_that_is_not_a_number_counts_as_absent() {
 /// is used.
 #[test]
 fn a_socket_path_through_a_file_is_named_and_db_goes_in_the_query() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -1238,7 +1223,7 @@ fn a_socket_path_through_a_file_is_named_and_db_goes_in_the_query() {
 #[cfg(feature = "tls")]
 #[test]
 fn rediss_to_a_plain_server_says_it_may_not_speak_tls() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -1299,7 +1284,7 @@ fn limits_in_another_order_agree_on_one_host() {
 
 #[test]
 fn limits_in_another_order_agree_through_redis() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -1338,7 +1323,7 @@ fn disagreeing_limits_stop_before_reading() {
 
 #[test]
 fn disagreeing_limits_through_redis() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -1495,7 +1480,7 @@ fn shutdown_and_restart(r: &mut Redis) {
 
 #[test]
 fn shutdown_and_restart_under_wait_sends_everything_and_says_the_state_was_lost() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -1507,7 +1492,7 @@ fn shutdown_and_restart_under_wait_sends_everything_and_says_the_state_was_lost(
 
 #[test]
 fn shutdown_under_local_paces_alone_and_warns_once() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -1529,7 +1514,7 @@ fn shutdown_under_local_paces_alone_and_warns_once() {
 
 #[test]
 fn shutdown_under_fail_exits_4_and_keeps_the_rest() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -1547,7 +1532,7 @@ fn shutdown_under_fail_exits_4_and_keeps_the_rest() {
 
 #[test]
 fn a_stopped_server_is_waited_for() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -1569,7 +1554,7 @@ fn a_stopped_server_is_waited_for() {
 
 #[test]
 fn a_stopped_server_under_fail_times_out_and_exits_4() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -1584,7 +1569,7 @@ fn a_stopped_server_under_fail_times_out_and_exits_4() {
 
 #[test]
 fn a_paused_server_is_waited_for() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -1597,7 +1582,7 @@ fn a_paused_server_is_waited_for() {
 
 #[test]
 fn a_killed_connection_is_made_again_even_under_fail() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -1610,7 +1595,7 @@ fn a_killed_connection_is_made_again_even_under_fail() {
 
 #[test]
 fn a_flushed_script_is_sent_again_with_eval() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -1626,7 +1611,7 @@ fn a_flushed_script_is_sent_again_with_eval() {
 
 #[test]
 fn a_flushed_state_allows_one_burst_and_is_reported() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -1647,7 +1632,7 @@ fn a_flushed_state_allows_one_burst_and_is_reported() {
 /// (on the `--stats` line and in `--stats-json`).
 #[test]
 fn under_q_local_warns_nothing_but_counts_the_failed_calls() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -1663,7 +1648,7 @@ fn under_q_local_warns_nothing_but_counts_the_failed_calls() {
 /// `-q`: a lost state is not said on stderr, but it is counted.
 #[test]
 fn under_q_a_lost_state_is_counted_not_said() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -1691,7 +1676,7 @@ fn failed_calls(stderr: &str) -> u64 {
 /// then sends everything.
 #[test]
 fn a_state_unreachable_from_the_start_is_waited_for_with_backoff_and_said() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -1816,7 +1801,7 @@ fn a_state_made_again_with_other_limits_stops_a_running_drip() {
 
 #[test]
 fn a_state_made_again_with_other_limits_stops_a_running_drip_through_redis() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -1917,7 +1902,7 @@ fn make_certs(dir: &Path) {
 /// (said) when it cannot here: no openssl, or a redis-server built without
 /// TLS. Under CI either is a failure.
 fn tls_redis(certs: &Path) -> Option<Redis> {
-    if !have_redis() || !have_openssl() {
+    if !common::have_redis() || !have_openssl() {
         return None;
     }
     make_certs(certs);
@@ -2092,7 +2077,7 @@ fn three_drips_on_one_host_share_each_keys_limit() {
 
 #[test]
 fn three_drips_through_redis_share_each_keys_limit() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = timing_lock();
@@ -2118,7 +2103,7 @@ fn three_drips_through_redis_share_each_keys_limit() {
 /// (KeyBook) step for step, give-backs included.
 #[test]
 fn the_keys_script_runs_the_mirrored_arithmetic() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let redis = Redis::start();
@@ -2250,7 +2235,7 @@ fn disagreeing_key_limits_stop_before_reading() {
 
 #[test]
 fn disagreeing_key_limits_through_redis() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -2298,7 +2283,7 @@ fn per_key_line(stderr: &str) -> &str {
 
 #[test]
 fn a_flushed_state_is_reported_for_the_keys_and_all_is_written() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -2322,7 +2307,7 @@ fn a_flushed_state_is_reported_for_the_keys_and_all_is_written() {
 
 #[test]
 fn keys_wait_through_a_shutdown_and_restart_and_all_is_written() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -2336,7 +2321,7 @@ fn keys_wait_through_a_shutdown_and_restart_and_all_is_written() {
 
 #[test]
 fn keys_pace_alone_under_local_and_warn_once() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -2363,7 +2348,7 @@ fn keys_pace_alone_under_local_and_warn_once() {
 
 #[test]
 fn keys_stop_with_status_4_under_fail() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -2422,7 +2407,7 @@ fn a_binding_global_limit_wastes_no_shared_key_slot_on_one_host() {
 
 #[test]
 fn a_binding_global_limit_wastes_no_shared_key_slot_through_redis() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let redis = Redis::start();
@@ -2435,7 +2420,7 @@ fn a_binding_global_limit_wastes_no_shared_key_slot_through_redis() {
 /// the server is back shares again (says so once) and reserves.
 #[test]
 fn local_shares_again_once_the_state_answers() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -2486,7 +2471,7 @@ fn local_shares_again_once_the_state_answers() {
 /// the keys reserve shared slots once the server is back.
 #[test]
 fn local_keys_share_again_once_the_state_answers() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -2571,7 +2556,7 @@ fn gives_back_at_a_signal(share: &str, runtime: &Path, ahead_ms: impl Fn() -> f6
 
 #[test]
 fn unused_slots_go_back_at_a_signal_through_redis() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -2619,7 +2604,7 @@ fn stop_with_a_hung_server(stop: impl FnOnce(&mut Child)) -> (Duration, std::pro
 /// and a second signal does not wait at all.
 #[test]
 fn a_signal_stops_at_once_with_a_hung_server() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -2638,7 +2623,7 @@ fn a_signal_stops_at_once_with_a_hung_server() {
 /// A reader that goes away ends drip at once even with the server hung.
 #[test]
 fn a_closed_reader_ends_drip_at_once_with_a_hung_server() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -2697,7 +2682,7 @@ fn an_expired_records_slot_goes_back_on_one_host() {
 
 #[test]
 fn an_expired_records_slot_goes_back_through_redis() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let _t = beside_others();
@@ -2848,7 +2833,7 @@ fn two_drips_give_back_expired_records_slots_on_one_host() {
 
 #[test]
 fn two_drips_give_back_expired_records_slots_through_redis() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let redis = Redis::start();

@@ -305,21 +305,6 @@ fn keys_flow_when_the_hello_is_answered_late() {
     assert_eq!(out.lines().count(), 24, "{out}");
 }
 
-/// Whether `redis-server` is here; under CI its absence is a failure.
-fn have_redis() -> bool {
-    let found = std::process::Command::new("redis-server")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        let how = "redis-server not found: install it with `apt-get install -y redis-server` (.ci/run does)";
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "{how}");
-        eprintln!("skipped: {how}");
-    }
-    found
-}
-
 /// A free port of 127.0.0.1.
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -465,7 +450,7 @@ fn stops_with_status_4_under_every_policy(limits: &[&str], share: &str, says: &s
 /// nothing for ever). Through the node that owns them, all is sent.
 #[test]
 fn a_cluster_node_without_drips_slot_stops_with_status_4_under_every_policy() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     let (a, b) = (Server::cluster_node(), Server::cluster_node());
@@ -510,7 +495,7 @@ fn a_cluster_node_without_drips_slot_stops_with_status_4_under_every_policy() {
 /// (renamed away) is refused so too.
 #[test]
 fn a_sentinel_or_a_server_without_scripts_stops_with_status_4_under_every_policy() {
-    if !have_redis() {
+    if !common::have_redis() {
         return;
     }
     // A Sentinel watching no primary: it answers all the same.

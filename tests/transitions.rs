@@ -291,21 +291,6 @@ fn plan(backend: Backend, transition: Transition, policy: &str, rng: &mut fastra
     p
 }
 
-/// Whether `redis-server` is here; under CI its absence is a failure.
-fn have_redis() -> bool {
-    let found = Command::new("redis-server")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        let how = "redis-server not found: install it with `apt-get install -y redis-server`";
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "{how}");
-        eprintln!("skipped: {how}");
-    }
-    found
-}
-
 /// A redis-server of the run's own on a free port of 127.0.0.1, stopped
 /// when dropped.
 struct Redis {
@@ -934,7 +919,7 @@ const TRY_BUDGET: Duration = Duration::from_secs(45);
 /// to judge ([`MIN_JUDGED`]) is run again, with a seed of its own unless
 /// `DRIP_TRANSITIONS_SEED` gives one ([`common::until_judged`]).
 fn check(backend: Backend, transition: Transition, policy: &str) {
-    if backend == Backend::Redis && !have_redis() {
+    if backend == Backend::Redis && !common::have_redis() {
         return;
     }
     until_judged(TRIES, TRY_BUDGET, || {
@@ -1099,7 +1084,7 @@ fn redis_mixed_fail() {
 /// long run's).
 #[test]
 fn the_books_hold_through_random_transitions() {
-    let redis = have_redis();
+    let redis = common::have_redis();
     let seed = seed();
     let mut rng = fastrand::Rng::with_seed(seed);
     for _ in 0..2 {
@@ -1152,7 +1137,7 @@ fn many_runs() {
         (Backend::File, FILE_TRANSITIONS),
         (Backend::Redis, REDIS_TRANSITIONS),
     ] {
-        if backend == Backend::Redis && !have_redis() {
+        if backend == Backend::Redis && !common::have_redis() {
             continue;
         }
         for &transition in transitions {

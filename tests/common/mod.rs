@@ -170,6 +170,22 @@ pub fn feed(child: &mut Child, bytes: &[u8]) {
         .unwrap();
 }
 
+/// Whether `redis-server` is here; under CI (`CI=true`) its absence is a
+/// failure, elsewhere the test says it is skipped.
+pub fn have_redis() -> bool {
+    let found = Command::new("redis-server")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        let how = "redis-server not found: install it with `apt-get install -y redis-server` (.ci/run does)";
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{how}");
+        eprintln!("skipped: {how}");
+    }
+    found
+}
+
 /// Send signal `sig` (such as `libc::SIGTERM`) to `child`. A drip is
 /// first given time to catch it ([`until_handled`]): a test times its
 /// signals from drip's start, which a busy machine can delay by 100 ms
