@@ -238,6 +238,8 @@ fn clock(at: i128) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rate::parse_rate;
+    use crate::schedule::{Limit, Limits, Schedule, Unit};
     use jiff::civil::date;
     use jiff::tz::TimeZoneDatabase;
 
@@ -352,6 +354,90 @@ mod tests {
         let v = c.view(7 * HOUR);
         assert_eq!(v.left, 100);
         assert_eq!(v.reset_at, 6 * HOUR + 23 * HOUR);
+    }
+
+    /// Departures of records arriving at `arrivals` (sorted, ns) through
+    /// `limits`, the writer woken at each arrival and each due time.
+    fn through(limits: &mut Limits, arrivals: &[u64]) -> Vec<u64> {
+        let mut out = Vec::new();
+        let (mut arrived, mut now) = (0, 0);
+        while out.len() < arrivals.len() {
+            while arrived < arrivals.len() && arrivals[arrived] <= now {
+                arrived += 1;
+            }
+            let n = limits.release(now, arrived - out.len(), &mut std::iter::empty());
+            out.extend(std::iter::repeat_n(now, n));
+            let next_arrival = arrivals.get(arrived).copied().unwrap_or(u64::MAX);
+            now = if arrived > out.len() {
+                limits.next_due(b"x\n").max(now + 1).min(next_arrival)
+            } else {
+                next_arrival
+            };
+        }
+        out
+    }
+
+    /// The plain model of a budget alone: each record leaves as it comes,
+    /// after the one before, unless its window is full: then at the next
+    /// window's start.
+    fn model(calendar: &Calendar, count: u64, origin: i128, arrivals: &[u64]) -> Vec<u64> {
+        let mut out: Vec<u64> = Vec::new();
+        let (mut window, mut spent) = (None, 0);
+        for &arrival in arrivals {
+            let mut at = out.last().map_or(arrival, |&last| last.max(arrival));
+            loop {
+                let span = calendar.span(origin + i128::from(at));
+                if window != Some(span) {
+                    window = Some(span);
+                    spent = 0;
+                }
+                if spent < count {
+                    break;
+                }
+                at = (span.end - origin) as u64;
+            }
+            spent += 1;
+            out.push(at);
+        }
+        out
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn no_window_gets_more_than_its_budget(
+            count in 1u64..6,
+            window in proptest::sample::select(vec![Window::Second, Window::Minute]),
+            origin_ms in 0i64..120_000,
+            gaps_ms in proptest::collection::vec(0u64..700, 1..80),
+            rate in proptest::option::of(1u64..20),
+        ) {
+            let calendar = Calendar::new(window, TimeZone::UTC);
+            let origin = 1_790_000_000 * i128::from(SECOND) + i128::from(origin_ms) * 1_000_000;
+            let arrivals: Vec<u64> = gaps_ms
+                .iter()
+                .scan(0, |t, gap| { *t += gap * 1_000_000; Some(*t) })
+                .collect();
+            let rates: Vec<Limit> = rate
+                .map(|r| Limit { rate: parse_rate(&format!("{r}/s")).unwrap(), burst: 2, unit: Unit::Records })
+                .into_iter()
+                .collect();
+            let counter = Counter::new(Budget { count, calendar: calendar.clone() }, origin);
+            let mut limits = Limits::new(&rates).with_budgets(vec![counter], Exhausted::Wait);
+            let t = through(&mut limits, &arrivals);
+            // Never lost, never reordered, never before its arrival.
+            proptest::prop_assert_eq!(t.len(), arrivals.len());
+            proptest::prop_assert!(t.windows(2).all(|w| w[0] <= w[1]));
+            proptest::prop_assert!(t.iter().zip(&arrivals).all(|(d, a)| d >= a));
+            // No window holds more than the budget.
+            let mut per_window = std::collections::BTreeMap::new();
+            for &d in &t {
+                *per_window.entry(calendar.span(origin + i128::from(d)).start).or_insert(0u64) += 1;
+            }
+            proptest::prop_assert!(per_window.values().all(|&n| n <= count), "{per_window:?}");
+            if rates.is_empty() {
+                proptest::prop_assert_eq!(t, model(&calendar, count, origin, &arrivals));
+            }
+        }
     }
 
     #[test]
