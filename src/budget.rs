@@ -441,6 +441,26 @@ mod tests {
     }
 
     #[test]
+    fn a_change_of_rates_keeps_the_budgets_count() {
+        let counter = Counter::new(budget(3, Window::Second, "UTC"), 0);
+        let rate = |r: &str| Limit {
+            rate: parse_rate(r).unwrap(),
+            burst: 10,
+            unit: Unit::Records,
+        };
+        let mut limits = Limits::new(&[rate("100/s")]).with_budgets(vec![counter], Exhausted::Stop);
+        assert_eq!(limits.release(0, 2, &mut std::iter::empty()), 2);
+        limits.replace_limits(1000, &[rate("1000/s")]).unwrap();
+        assert_eq!(limits.release(SECOND / 2, 5, &mut std::iter::empty()), 1);
+        assert_eq!(
+            limits.exhausted(SECOND / 2).as_deref(),
+            Some("3/second@UTC")
+        );
+        assert_eq!(limits.next_due(b"x\n"), SECOND);
+        assert_eq!(limits.exhausted(SECOND), None);
+    }
+
+    #[test]
     fn budgets_parse_or_say_why() {
         let b = parse_budget("10000/day@America/Los_Angeles").unwrap();
         assert_eq!(b.count, 10000);

@@ -285,6 +285,16 @@ mod tests {
     }
 
     #[test]
+    fn a_day_whose_midnight_is_skipped_starts_at_its_first_instant() {
+        // Sao Paulo moved its clocks from 00:00 to 01:00 on 2018-11-04.
+        let c = Calendar::new(Window::Day, zone("America/Sao_Paulo"));
+        let day = c.span(at("America/Sao_Paulo", 2018, 11, 4, 12, 0));
+        assert_eq!(day.start, at("America/Sao_Paulo", 2018, 11, 4, 1, 0));
+        assert_eq!(day.end - day.start, 23 * HOUR);
+        assert_eq!(c.span(day.start - 1).end, day.start);
+    }
+
+    #[test]
     fn months_end_after_28_29_30_and_31_days() {
         let name = "America/Los_Angeles";
         let c = Calendar::new(Window::Month, zone(name));

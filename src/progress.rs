@@ -972,6 +972,18 @@ mod tests {
     }
 
     #[test]
+    fn the_display_shows_the_budget_left_and_its_reset() {
+        let ui = Ui::new(ProgressMode::Never, 1000, None, 10.0, false);
+        let snap = Snapshot {
+            budget: Some((970, 1000, 3_200_000_000)),
+            ..Snapshot::default()
+        };
+        let text = ui.compose(&snap, None);
+        assert!(text.contains(" | budget 970/1000 reset 3.2s | "), "{text}");
+        assert!(!ui.compose(&Snapshot::default(), None).contains("budget"));
+    }
+
+    #[test]
     fn the_display_shows_a_capacity_for_a_duration_the_oldest_age_and_the_wait() {
         let sized = CapacityFor {
             duration_ms: 30_000.0,

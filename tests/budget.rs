@@ -93,7 +93,9 @@ fn a_budget_per_second_lets_20_go_in_each_wall_clock_second_from_its_start() {
                 .unwrap()
                 .0;
             if begun.fract() > 0.2 {
-                return Some(format!("second {second} read {begun:.3}: the reader was late"));
+                return Some(format!(
+                    "second {second} read {begun:.3}: the reader was late"
+                ));
             }
         }
         let counts: Vec<usize> = seconds.iter().map(|&(_, n)| n).collect();
@@ -216,10 +218,7 @@ fn the_summary_and_the_metrics_tell_what_is_left_and_the_next_reset() {
 #[test]
 fn bad_budgets_are_usage_errors() {
     for (args, says) in [
-        (
-            &["--budget", "10/fortnight"][..],
-            "no window \"fortnight\"",
-        ),
+        (&["--budget", "10/fortnight"][..], "no window \"fortnight\""),
         (&["--budget", "10/day@Mars/Olympus"][..], "no time zone"),
         (&["--budget", "0/day"][..], "at least 1"),
         (
@@ -247,4 +246,30 @@ fn the_local_zone_comes_from_tz() {
     assert_eq!(status, 0, "{stderr}");
     assert!(stderr.contains("budget 10/day@Europe/Berlin"), "{stderr}");
     assert!(stderr.contains(" 00:00:00 CE"), "{stderr}");
+}
+
+#[test]
+fn max_wait_counts_the_wait_for_the_next_window() {
+    // A month's budget of 5: the others would wait for the next month,
+    // past --max-wait, so they are refused as they arrive.
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("stats.json");
+    let (status, out, stderr) = run(
+        &[
+            "--budget",
+            "5/month@UTC",
+            "--max-wait",
+            "10s",
+            "-o",
+            "drop-newest",
+            "--stats-json",
+            json.to_str().unwrap(),
+        ],
+        &numbered(1..=20),
+    );
+    assert_eq!(status, 0, "{stderr}");
+    assert_eq!(out, numbered(1..=5));
+    let v = last_json(&json);
+    assert_books_add_up(&v);
+    assert_eq!(v["refused"], 15, "{v}");
 }

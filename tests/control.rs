@@ -1030,7 +1030,14 @@ fn info_tells_each_budget() {
     let runtime = tempfile::tempdir().unwrap();
     let rt = runtime.path();
     let drip = Running::start(
-        &["-r", "50/s", "--budget", "10/month@UTC", "--name", "budgeted"],
+        &[
+            "-r",
+            "50/s",
+            "--budget",
+            "10/month@UTC",
+            "--name",
+            "budgeted",
+        ],
         rt,
         numbered(1..=1000),
         None,
@@ -1048,7 +1055,10 @@ fn info_tells_each_budget() {
     assert_eq!(budget["budget"], "10/month@UTC", "{info}");
     assert_eq!(budget["limit"], 10, "{info}");
     assert_eq!(budget["left"], 0, "{info}");
-    assert!(budget["reset"].as_str().unwrap().ends_with(" 00:00:00 UTC"), "{info}");
+    assert!(
+        budget["reset"].as_str().unwrap().ends_with(" 00:00:00 UTC"),
+        "{info}"
+    );
     assert!(budget["reset_unix"].as_f64().unwrap() > 0.0, "{info}");
     drip.stop();
 }
