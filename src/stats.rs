@@ -272,6 +272,17 @@ impl BudgetStats {
         }
     }
 
+    /// How long until the next window: `300.0ms` under a second, else
+    /// to the second in days, hours, minutes and seconds (`28d7h48m53s`).
+    fn reset_in(&self) -> String {
+        if self.reset_in_ms < 1000.0 {
+            format_ms(self.reset_in_ms)
+        } else {
+            let whole = std::time::Duration::from_secs((self.reset_in_ms / 1000.0) as u64);
+            crate::quantity::spell_duration(whole)
+        }
+    }
+
     /// The summary's line: `budget 20/second@UTC: 5 of 20 left, next
     /// window 2026-12-03 15:52:00 UTC (in 300.0ms)`.
     fn clauses(&self) -> Vec<(String, &'static str)> {
@@ -279,11 +290,7 @@ impl BudgetStats {
             (format!("budget {}:", self.budget), ""),
             (format!("{} of {} left", self.left, self.limit), ","),
             (
-                format!(
-                    "next window {} (in {})",
-                    self.reset,
-                    format_ms(self.reset_in_ms)
-                ),
+                format!("next window {} (in {})", self.reset, self.reset_in()),
                 "",
             ),
         ]
@@ -837,6 +844,33 @@ mod tests {
             paused: false,
             budgets: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_budget_tells_what_is_left_and_when_the_next_window_starts() {
+        let budget = |reset_in_ms| BudgetStats {
+            budget: "1000/day@America/Los_Angeles".into(),
+            limit: 1000,
+            left: 970,
+            reset: "2026-12-04 00:00:00 PST".into(),
+            reset_unix: 1_796_371_200.0,
+            reset_in_ms,
+        };
+        let s = Summary {
+            budgets: vec![budget(29_733_500.0), budget(300.0)],
+            ..summary()
+        };
+        let lines = s.lines();
+        assert_eq!(
+            lines[2..],
+            [
+                "drip: budget 1000/day@America/Los_Angeles: 970 of 1000 left",
+                "drip: next window 2026-12-04 00:00:00 PST (in 8h15m33s)",
+                "drip: budget 1000/day@America/Los_Angeles: 970 of 1000 left",
+                "drip: next window 2026-12-04 00:00:00 PST (in 300.0ms)",
+            ]
+        );
+        assert!(s.json().contains(r#""budgets":[{"budget":"1000/day@America/Los_Angeles","limit":1000,"left":970,"reset":"2026-12-04 00:00:00 PST","reset_unix":1796371200.0,"reset_in_ms":29733500.0}"#));
     }
 
     #[test]
