@@ -273,3 +273,37 @@ fn max_wait_counts_the_wait_for_the_next_window() {
     assert_books_add_up(&v);
     assert_eq!(v["refused"], 15, "{v}");
 }
+
+#[test]
+fn a_record_arriving_after_the_budget_is_spent_stops_drip_under_stop() {
+    // Stdin stays open: drip stops because record 6 waits for the next
+    // window, not because the input ended.
+    let mut cmd = command(&["--budget", "5/month@UTC", "--budget-exhausted", "stop"]);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(numbered(1..=5).as_bytes()).unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 1024];
+    while seen.iter().filter(|&&b| b == b'\n').count() < 5 {
+        let n = out.read(&mut buf).unwrap();
+        assert!(n > 0, "stdout ended early: {seen:?}");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    stdin.write_all(numbered(6..=8).as_bytes()).unwrap();
+    let status = wait_for(&mut child, Duration::from_secs(20));
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert_eq!(status.code(), Some(5), "{stderr}");
+    out.read_to_end(&mut seen).unwrap();
+    assert_eq!(String::from_utf8(seen).unwrap(), numbered(1..=5));
+    drop(stdin);
+}
