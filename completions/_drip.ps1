@@ -38,6 +38,14 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
             return
         }
+        { $_ -in '--budget' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '--budget-exhausted' } {
+            @('wait', 'stop') | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
         { $_ -in '-i', '--interval' } {
             @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
             return
@@ -179,6 +187,8 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             [CompletionResult]::new('--byte-rate', '--byte-rate', [CompletionResultType]::ParameterName, 'Bytes per unit of time, delimiters included: 1MiB/s, 500KB/s, 10GB/h; a record of n bytes spends n. BURST (a size, default 1 byte) is how many bytes may leave back to back; a record larger than BURST leaves alone once a full burst is saved, and the next waits until it is paid for. May be given more than once')
             [CompletionResult]::new('--cost', '--cost', [CompletionResultType]::ParameterName, 'Where a record''s cost is (tokens, a weight), for --cost-rate: a field number (--cost 2; fields split on blanks, or on --field-separator) or a regular expression whose first capture group is the cost (--cost ''"tokens": *([0-9]+)''), in the record without its delimiter. A cost is a whole number from 0 to 2^53, blanks around it allowed. A record whose cost cannot be read (no such field, no match, not a whole number) costs 1 and is still passed on; the first such record is named once on stderr. Needs --cost-rate')
             [CompletionResult]::new('--cost-rate', '--cost-rate', [CompletionResultType]::ParameterName, 'Cost per unit of time, as --rate (100000/min, 500/s); a record spends the cost --cost reads from it, as --byte-rate spends its size. BURST (default 1) is how much cost may leave back to back; a record costing more than BURST leaves alone once a full burst is saved, and the next waits until it is paid for. A record costing 0 waits for no cost limit. May be given more than once. With --share, shared as the byte rates are (but not beside a --byte-rate). Needs --cost')
+            [CompletionResult]::new('--budget', '--budget', [CompletionResultType]::ParameterName, 'A calendar budget: at most N records in each WINDOW (second, minute, hour, day, week or month) as the clock in ZONE shows it, ZONE a tz database name (America/Los_Angeles, Europe/Berlin, UTC; default the local zone, from TZ or the system). 10000/day@America/Los_Angeles resets at midnight Pacific; a day across a change to or from summer time lasts 23 or 25 hours, a week starts on Monday. Within a window the rates pace as usual; once its budget is spent, records wait for the next window (see --budget-exhausted). Without --rate, a budget alone does not pace records within the window. May be given more than once. Not with --share')
+            [CompletionResult]::new('--budget-exhausted', '--budget-exhausted', [CompletionResultType]::ParameterName, 'What a spent --budget does to the records waiting')
             [CompletionResult]::new('-i', '-i', [CompletionResultType]::ParameterName, 'One record every DURATION (100ms, 2s, 1m; at most 100y): another way to give the rate')
             [CompletionResult]::new('--interval', '--interval', [CompletionResultType]::ParameterName, 'One record every DURATION (100ms, 2s, 1m; at most 100y): another way to give the rate')
             [CompletionResult]::new('-b', '-b', [CompletionResultType]::ParameterName, 'Records that may leave back to back after an idle spell (token bucket); the long-run rate is unchanged. 1 means strict spacing below 500/s; from 500/s up, a wake-up up to 2 ms late also sends the records due meanwhile: at most N + rate × 2ms together. With several --rate limits, give each its burst as RATE:BURST instead [default: 1]')

@@ -23,6 +23,8 @@ set edit:completion:arg-completer[drip] = {|@words|
             cand --byte-rate 'Bytes per unit of time, delimiters included: 1MiB/s, 500KB/s, 10GB/h; a record of n bytes spends n. BURST (a size, default 1 byte) is how many bytes may leave back to back; a record larger than BURST leaves alone once a full burst is saved, and the next waits until it is paid for. May be given more than once'
             cand --cost 'Where a record''s cost is (tokens, a weight), for --cost-rate: a field number (--cost 2; fields split on blanks, or on --field-separator) or a regular expression whose first capture group is the cost (--cost ''"tokens": *([0-9]+)''), in the record without its delimiter. A cost is a whole number from 0 to 2^53, blanks around it allowed. A record whose cost cannot be read (no such field, no match, not a whole number) costs 1 and is still passed on; the first such record is named once on stderr. Needs --cost-rate'
             cand --cost-rate 'Cost per unit of time, as --rate (100000/min, 500/s); a record spends the cost --cost reads from it, as --byte-rate spends its size. BURST (default 1) is how much cost may leave back to back; a record costing more than BURST leaves alone once a full burst is saved, and the next waits until it is paid for. A record costing 0 waits for no cost limit. May be given more than once. With --share, shared as the byte rates are (but not beside a --byte-rate). Needs --cost'
+            cand --budget 'A calendar budget: at most N records in each WINDOW (second, minute, hour, day, week or month) as the clock in ZONE shows it, ZONE a tz database name (America/Los_Angeles, Europe/Berlin, UTC; default the local zone, from TZ or the system). 10000/day@America/Los_Angeles resets at midnight Pacific; a day across a change to or from summer time lasts 23 or 25 hours, a week starts on Monday. Within a window the rates pace as usual; once its budget is spent, records wait for the next window (see --budget-exhausted). Without --rate, a budget alone does not pace records within the window. May be given more than once. Not with --share'
+            cand --budget-exhausted 'What a spent --budget does to the records waiting'
             cand -i 'One record every DURATION (100ms, 2s, 1m; at most 100y): another way to give the rate'
             cand --interval 'One record every DURATION (100ms, 2s, 1m; at most 100y): another way to give the rate'
             cand -b 'Records that may leave back to back after an idle spell (token bucket); the long-run rate is unchanged. 1 means strict spacing below 500/s; from 500/s up, a wake-up up to 2 ms late also sends the records due meanwhile: at most N + rate × 2ms together. With several --rate limits, give each its burst as RATE:BURST instead [default: 1]'
@@ -95,6 +97,10 @@ set edit:completion:arg-completer[drip] = {|@words|
     } elif (or (eq $prev --byte-rate)) {
     } elif (or (eq $prev --cost)) {
     } elif (or (eq $prev --cost-rate)) {
+    } elif (or (eq $prev --budget)) {
+    } elif (or (eq $prev --budget-exhausted)) {
+        put wait
+        put stop
     } elif (or (eq $prev -i) (eq $prev --interval)) {
     } elif (or (eq $prev -b) (eq $prev --burst)) {
     } elif (or (eq $prev -c) (eq $prev --capacity)) {

@@ -41,11 +41,15 @@ pub const EXIT_OVERFLOW: i32 = 3;
 /// Exit status: the `--share` state could not be reached under
 /// `--share-on-error fail`, or can never be used as set up.
 pub const EXIT_SHARE: i32 = 4;
+/// Exit status: a `--budget` was spent under `--budget-exhausted stop`.
+pub const EXIT_BUDGET: i32 = 5;
 
 /// Map an error from [`run`] to drip's exit status.
 pub fn exit_status(err: &anyhow::Error) -> i32 {
     if err.downcast_ref::<OverflowError>().is_some() {
         EXIT_OVERFLOW
+    } else if err.downcast_ref::<crate::state::BudgetSpent>().is_some() {
+        EXIT_BUDGET
     } else if err.downcast_ref::<shared::Disagreement>().is_some() {
         EXIT_USAGE
     } else if err.downcast_ref::<shared::Unreachable>().is_some()
@@ -125,9 +129,16 @@ fn input_size(inputs: &[Input]) -> Option<u64> {
     })
 }
 
-/// The local schedule for `config`'s limits, costs read as `--cost` says.
-fn local_limits(config: &Config) -> Limits {
-    let limits = Limits::new(&config.limits);
+/// The local schedule for `config`'s limits, costs read as `--cost` says,
+/// with its `--budget`s counted on the wall clock whose reading at the
+/// schedule's 0 is `origin` (ns since the Unix epoch).
+fn local_limits(config: &Config, origin: i128) -> Limits {
+    let budgets = config
+        .budgets
+        .iter()
+        .map(|b| crate::budget::Counter::new(b.clone(), origin))
+        .collect();
+    let limits = Limits::new(&config.limits).with_budgets(budgets, config.budget_exhausted);
     match &config.cost {
         Some(cost) => limits.with_cost(cost.clone()),
         None => limits,
@@ -144,6 +155,10 @@ fn shared_state(
     give_up: &mut dyn FnMut() -> bool,
 ) -> Result<(Arc<Shared>, Option<shared::Handle>)> {
     let origin = Instant::now();
+    // The wall clock at `origin`, where the budgets' windows are found.
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(0));
     let (mut schedule, key_schedule, share): (Box<dyn Schedule>, _, _) = match &config.share {
         Some(share) => {
             let opened = shared::open(
@@ -154,11 +169,11 @@ fn shared_state(
             )?;
             let schedule: Box<dyn Schedule> = match opened.schedule {
                 Some(schedule) => Box::new(schedule),
-                None => Box::new(local_limits(config)),
+                None => Box::new(local_limits(config, wall)),
             };
             (schedule, opened.keys, Some(opened.handle))
         }
-        None => (Box::new(local_limits(config)), None, None),
+        None => (Box::new(local_limits(config, wall)), None, None),
     };
     if let Some(gate) = gate {
         schedule = Box::new(Gate::new(schedule, gate));
@@ -183,7 +198,7 @@ fn shared_state(
     let keep_dead = config.dead_letter.is_some() && dead.is_some();
     let dead = dead.unwrap_or_else(|| DeadLetter::none(config.delimiter));
     let dead_backlog = dead.backlog();
-    let unpaced = config.limits.is_empty() && config.key.is_none();
+    let unpaced = config.limits.is_empty() && config.budgets.is_empty() && config.key.is_none();
     let bucket = Bucket::new(config.capacity, config.capacity_bytes, config.overflow);
     // A record's --deadline counts its time in the bucket too.
     let deadline = config.jobs.as_ref().and_then(|j| j.deadline);
@@ -716,7 +731,7 @@ fn finish(
 ) -> Result<Ending> {
     // The reader may have met the error, writing directly.
     let write_error = write_error.or_else(|| shared.lock().stop.write_error.take());
-    let (overflow, mut dead) = {
+    let (overflow, budget, mut dead) = {
         let mut st = shared.lock();
         st.drain_undelivered();
         st.flush_dead();
@@ -725,6 +740,7 @@ fn finish(
         let none = DeadLetter::none(config.delimiter);
         (
             st.stop.overflow.take(),
+            st.stop.budget.take(),
             std::mem::replace(&mut st.dead, none),
         )
     };
@@ -747,6 +763,9 @@ fn finish(
     }
     if let Some(overflow) = overflow {
         return Err(overflow.into());
+    }
+    if let Some(budget) = budget {
+        return Err(budget.into());
     }
     if let Some(n) = signal {
         return Ok(Ending::Signal(n));

@@ -16,6 +16,8 @@
 mod admission;
 mod backoff;
 mod bucket;
+mod budget;
+mod calendar;
 mod cli;
 mod control;
 mod cost;
@@ -49,8 +51,8 @@ mod writer;
 pub use cli::{Cli, Command, Config, CtlArgs, SUMMARY};
 pub use control::client::run as ctl;
 pub use engine::{
-    exit_status, run, run_stdout, Ending, EXIT_ERROR, EXIT_OK, EXIT_OVERFLOW, EXIT_SHARE,
-    EXIT_USAGE,
+    exit_status, run, run_stdout, Ending, EXIT_BUDGET, EXIT_ERROR, EXIT_OK, EXIT_OVERFLOW,
+    EXIT_SHARE, EXIT_USAGE,
 };
 pub use state::OverflowError;
 pub use sys::describe;

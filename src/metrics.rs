@@ -116,8 +116,41 @@ pub fn render(summary: &Summary, gauges: &Gauges) -> String {
     pace(&mut out, summary, gauges);
     jobs(&mut out, summary);
     keys(&mut out, summary);
+    budgets(&mut out, summary);
     share(&mut out, summary);
     out.out
+}
+
+/// The `--budget`s: each window's limit, what is left of it, when the next
+/// starts; labelled by the budget as given.
+fn budgets(out: &mut Text, s: &Summary) {
+    if s.budgets.is_empty() {
+        return;
+    }
+    type Figure = fn(&crate::stats::BudgetStats) -> f64;
+    let families: [(&str, &str, Figure); 3] = [
+        (
+            "drip_budget_limit",
+            "Records each window of a --budget allows.",
+            |b| b.limit as f64,
+        ),
+        (
+            "drip_budget_remaining",
+            "Records left in the current window of a --budget.",
+            |b| b.left as f64,
+        ),
+        (
+            "drip_budget_reset_time_seconds",
+            "When the next window of a --budget starts, seconds since the epoch.",
+            |b| b.reset_unix,
+        ),
+    ];
+    for (name, help, figure) in families {
+        let mut family = Family::new(out, name, "gauge", help);
+        for b in &s.budgets {
+            family.sample(name, &[("budget", &b.budget)], figure(b));
+        }
+    }
 }
 
 /// When drip started, and the time since.
@@ -529,6 +562,7 @@ mod tests {
                 per_key: None,
             }),
             paused: true,
+            budgets: Vec::new(),
         }
     }
 

@@ -83,6 +83,9 @@ pub struct Snapshot {
     pub keys: Option<(u64, u64)>,
     /// Paused by `drip ctl … pause`.
     pub paused: bool,
+    /// The `--budget` with the least left: (records left, of how many, ns
+    /// until its next window).
+    pub budget: Option<(u64, u64, u64)>,
 }
 
 /// What the display shows of the command runner (`--exec`).
@@ -356,6 +359,12 @@ impl Ui {
         }
         if let Some((keys, busy)) = snap.keys {
             text.push_str(&format!(" | keys {keys} ({busy} busy)"));
+        }
+        if let Some((left, count, reset_in)) = snap.budget {
+            text.push_str(&format!(
+                " | budget {left}/{count} reset {}",
+                seconds(reset_in)
+            ));
         }
         // With jobs, a departure is a job's start.
         text.push_str(if jobs.is_some() { " | starts " } else { " | " });
@@ -711,7 +720,7 @@ fn fit(text: &str, width: usize) -> String {
     if let (Some(open), Some(close)) = (text.find(" ["), text.find("] ")) {
         text.replace_range(open + 1..close + 2, "");
     }
-    for item in [" | in ", " | keys "] {
+    for item in [" | in ", " | keys ", " | budget "] {
         if text.len() > width {
             drop_item(&mut text, item);
         }
@@ -960,6 +969,18 @@ mod tests {
         assert_eq!(eta(&snap, Some(1000), None), None);
         // Unknown input size while reading: no estimate.
         assert_eq!(eta(&snap, None, Some(10.0)), None);
+    }
+
+    #[test]
+    fn the_display_shows_the_budget_left_and_its_reset() {
+        let ui = Ui::new(ProgressMode::Never, 1000, None, 10.0, false);
+        let snap = Snapshot {
+            budget: Some((970, 1000, 3_200_000_000)),
+            ..Snapshot::default()
+        };
+        let text = ui.compose(&snap, None);
+        assert!(text.contains(" | budget 970/1000 reset 3.2s | "), "{text}");
+        assert!(!ui.compose(&Snapshot::default(), None).contains("budget"));
     }
 
     #[test]

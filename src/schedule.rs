@@ -7,7 +7,9 @@
 //! allows it, and then takes its slot in all of them, so each limit's
 //! guarantee holds at once: no window of length W holds more than
 //! `burst_i + rate_i × W` departures (records, bytes for a byte rate, cost
-//! for a cost rate), up to the slack ([`Pacer`]). A new
+//! for a cost rate), up to the slack ([`Pacer`]). Beside them, each
+//! `--budget` ([`Counter`]) lets at most its count leave in each calendar
+//! window, so no window ever holds more. A new
 //! kind of limit (per key, shared between processes) is another
 //! implementation of [`Schedule`].
 //!
@@ -15,6 +17,7 @@
 
 use std::fmt;
 
+use crate::budget::{BudgetView, Counter, Exhausted};
 use crate::cost::Cost;
 use crate::pacer::{slack_for, Pacer};
 use crate::rate::Rate;
@@ -207,6 +210,19 @@ pub trait Schedule: fmt::Debug + Send {
         let _ = (now, record, n);
         None
     }
+
+    /// Where each `--budget` stands at `now` (ns): what is left in its
+    /// window and when the next starts. None by default.
+    fn budgets(&self, _now: u64) -> Vec<BudgetView> {
+        Vec::new()
+    }
+
+    /// Under `--budget-exhausted stop`, the budget spent at `now` (ns), in
+    /// words (`20/second@UTC`): records waiting then are not to wait for
+    /// its next window. `None` when no such budget is spent.
+    fn exhausted(&self, _now: u64) -> Option<String> {
+        None
+    }
 }
 
 /// The departures to come, on a copy of the limits: each record put in
@@ -268,6 +284,10 @@ pub struct Limits {
     slack_ns: u64,
     /// When records last left (ns), for a change of limits.
     last_departure: Option<u64>,
+    /// The `--budget`s, each counting records in its window.
+    budgets: Vec<Counter>,
+    /// What a spent budget does to the records waiting.
+    exhausted: Exhausted,
 }
 
 impl Limits {
@@ -295,7 +315,25 @@ impl Limits {
             cost: None,
             slack_ns,
             last_departure: None,
+            budgets: Vec::new(),
+            exhausted: Exhausted::Wait,
         }
+    }
+
+    /// The same limits and `budgets` beside them, each counting records in
+    /// its calendar window; `exhausted` says what a spent one does.
+    pub fn with_budgets(mut self, budgets: Vec<Counter>, exhausted: Exhausted) -> Limits {
+        self.budgets = budgets;
+        self.exhausted = exhausted;
+        self
+    }
+
+    /// How many of `available` records the budgets let leave at `now`.
+    fn budget_room(&mut self, now: u64, available: usize) -> usize {
+        self.budgets
+            .iter_mut()
+            .map(|b| usize::try_from(b.room(now)).unwrap_or(usize::MAX))
+            .fold(available, usize::min)
     }
 
     /// The same limits, a record's cost (for [`Unit::Cost`] limits) read by
@@ -360,6 +398,9 @@ impl Limits {
     fn departed(&mut self, now: u64, n: usize) -> usize {
         if n > 0 {
             self.last_departure = Some(now);
+            for b in &mut self.budgets {
+                b.spend(now, n as u64);
+            }
         }
         n
     }
@@ -367,7 +408,7 @@ impl Limits {
 
 impl Schedule for Limits {
     fn is_unlimited(&self) -> bool {
-        self.limits.is_empty()
+        self.limits.is_empty() && self.budgets.is_empty()
     }
 
     fn weighs_bytes(&self) -> bool {
@@ -380,6 +421,7 @@ impl Schedule for Limits {
         available: usize,
         records: &mut dyn Iterator<Item = &[u8]>,
     ) -> usize {
+        let available = self.budget_room(now, available);
         if !self.weighs_bytes {
             // Every record costs 1 everywhere: the tightest limit decides.
             let n = self
@@ -412,16 +454,20 @@ impl Schedule for Limits {
         }
         new.last_departure = self.last_departure;
         new.cost = self.cost.take();
+        new.budgets = std::mem::take(&mut self.budgets);
+        new.exhausted = self.exhausted;
         *self = new;
         Ok(())
     }
 
     fn next_due(&self, record: &[u8]) -> u64 {
+        let budgets = self.budgets.iter().map(Counter::due).max().unwrap_or(0);
         self.limits
             .iter()
             .map(|(unit, p)| p.next_due_for(self.cost(*unit, record)))
             .max()
             .unwrap_or(0)
+            .max(budgets)
     }
 
     fn slack_ns(&self) -> u64 {
@@ -450,7 +496,27 @@ impl Schedule for Limits {
             .map(|(_, p)| p.nth_due(now, n))
             .max()
             .unwrap_or(now);
-        Some(records.max(self.next_due(record)).max(now))
+        let budgets = self
+            .budgets
+            .iter()
+            .map(|b| b.floor(now, n))
+            .max()
+            .unwrap_or(now);
+        Some(records.max(budgets).max(self.next_due(record)).max(now))
+    }
+
+    fn budgets(&self, now: u64) -> Vec<BudgetView> {
+        self.budgets.iter().map(|b| b.view(now)).collect()
+    }
+
+    fn exhausted(&self, now: u64) -> Option<String> {
+        if self.exhausted != Exhausted::Stop {
+            return None;
+        }
+        self.budgets
+            .iter()
+            .find(|b| b.spent_at(now))
+            .map(|b| b.budget().to_string())
     }
 }
 

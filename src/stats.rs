@@ -237,6 +237,64 @@ pub struct Summary {
     /// Paused by `drip ctl … pause` (only said when `true`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub paused: bool,
+    /// The `--budget`s: what is left of each window, the next reset.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub budgets: Vec<BudgetStats>,
+}
+
+/// One `--budget` at a moment, for the summary.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BudgetStats {
+    /// The budget as given, its zone named: `20/second@UTC`.
+    pub budget: String,
+    /// Records each window allows.
+    pub limit: u64,
+    /// Records left in the window now.
+    pub left: u64,
+    /// When the next window starts, as the zone's clock shows it.
+    pub reset: String,
+    /// When the next window starts, seconds since the Unix epoch.
+    pub reset_unix: f64,
+    /// How long until then, ms.
+    pub reset_in_ms: f64,
+}
+
+impl BudgetStats {
+    /// The figures of `view`, seen at `now` (ns on the schedule's clock).
+    pub fn of(view: &crate::budget::BudgetView, now: u64) -> BudgetStats {
+        BudgetStats {
+            budget: view.budget.clone(),
+            limit: view.count,
+            left: view.left,
+            reset: view.reset_text.clone(),
+            reset_unix: view.reset_unix_ns as f64 / 1e9,
+            reset_in_ms: view.reset_at.saturating_sub(now) as f64 / 1e6,
+        }
+    }
+
+    /// How long until the next window: `300.0ms` under a second, else
+    /// to the second in days, hours, minutes and seconds (`28d7h48m53s`).
+    fn reset_in(&self) -> String {
+        if self.reset_in_ms < 1000.0 {
+            format_ms(self.reset_in_ms)
+        } else {
+            let whole = std::time::Duration::from_secs((self.reset_in_ms / 1000.0) as u64);
+            crate::quantity::spell_duration(whole)
+        }
+    }
+
+    /// The summary's line: `budget 20/second@UTC: 5 of 20 left, next
+    /// window 2026-12-03 15:52:00 UTC (in 300.0ms)`.
+    fn clauses(&self) -> Vec<(String, &'static str)> {
+        vec![
+            (format!("budget {}:", self.budget), ""),
+            (format!("{} of {} left", self.left, self.limit), ","),
+            (
+                format!("next window {} (in {})", self.reset, self.reset_in()),
+                "",
+            ),
+        ]
+    }
 }
 
 /// The waiting records at a moment, and the wait a record arriving then
@@ -546,9 +604,11 @@ impl Summary {
     pub fn lines(&self) -> Vec<String> {
         let keys = self.keys.iter().flat_map(|k| wrap(k.clauses()));
         let share = self.share.iter().flat_map(ShareStats::lines);
+        let budgets = self.budgets.iter().flat_map(|b| wrap(b.clauses()));
         wrap(self.clauses())
             .into_iter()
             .chain(keys)
+            .chain(budgets)
             .chain(share)
             .collect()
     }
@@ -782,7 +842,35 @@ mod tests {
             keys: None,
             share: None,
             paused: false,
+            budgets: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_budget_tells_what_is_left_and_when_the_next_window_starts() {
+        let budget = |reset_in_ms| BudgetStats {
+            budget: "1000/day@America/Los_Angeles".into(),
+            limit: 1000,
+            left: 970,
+            reset: "2026-12-04 00:00:00 PST".into(),
+            reset_unix: 1_796_371_200.0,
+            reset_in_ms,
+        };
+        let s = Summary {
+            budgets: vec![budget(29_733_500.0), budget(300.0)],
+            ..summary()
+        };
+        let lines = s.lines();
+        assert_eq!(
+            lines[2..],
+            [
+                "drip: budget 1000/day@America/Los_Angeles: 970 of 1000 left",
+                "drip: next window 2026-12-04 00:00:00 PST (in 8h15m33s)",
+                "drip: budget 1000/day@America/Los_Angeles: 970 of 1000 left",
+                "drip: next window 2026-12-04 00:00:00 PST (in 300.0ms)",
+            ]
+        );
+        assert!(s.json().contains(r#""budgets":[{"budget":"1000/day@America/Los_Angeles","limit":1000,"left":970,"reset":"2026-12-04 00:00:00 PST","reset_unix":1796371200.0,"reset_in_ms":29733500.0}"#));
     }
 
     #[test]
@@ -854,6 +942,7 @@ mod tests {
             keys: None,
             share: None,
             paused: false,
+            budgets: Vec::new(),
         };
         assert_eq!(
             s.text(),
@@ -1216,6 +1305,7 @@ mod tests {
             keys: None,
             share: None,
             paused: false,
+            budgets: Vec::new(),
         };
         let lowered = JobStats {
             effective_rate: 4.8,

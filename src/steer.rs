@@ -92,6 +92,10 @@ impl Steering {
         if let Some(share) = &self.share {
             info["share"] = json!(share);
         }
+        let budgets = self.shared.summary().budgets;
+        if !budgets.is_empty() {
+            info["budgets"] = json!(budgets);
+        }
         info
     }
 

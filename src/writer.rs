@@ -254,6 +254,9 @@ fn next_batch<'a>(
             continue;
         }
         st.adm.release(now);
+        if budget_stop(shared, &mut st, now) {
+            continue;
+        }
         if !st.stop.reading && st.top_up(now) {
             // The parked read is all in: the reader may read on.
             wake_reader |= st.reader_to_wake(true);
@@ -277,6 +280,24 @@ fn next_batch<'a>(
     st.writing.hold(&batch.records, &batch.begun);
     shared.in_flight_written.store(0, Ordering::SeqCst);
     Some(st)
+}
+
+/// Under `--budget-exhausted stop`: when records wait at `now` and a budget
+/// is spent, stop reading and writing (the records the schedule already
+/// let go are still written; what waits is undelivered), noting which
+/// budget. Whether it stopped drip.
+fn budget_stop(shared: &Shared, st: &mut State, now: u64) -> bool {
+    if st.stop.writing || st.adm.bucket().is_empty() {
+        return false;
+    }
+    let Some(budget) = st.adm.schedule().exhausted(now) else {
+        return false;
+    };
+    st.stop.budget = Some(crate::state::BudgetSpent { budget });
+    st.stop.reading = true;
+    st.stop.writing = true;
+    shared.wake_all();
+    true
 }
 
 /// Wake the reader (`space_ready`) if `to_wake` says so, once.

@@ -1023,3 +1023,42 @@ fn a_slow_client_has_two_seconds_and_more_idle_clients_wait_their_turn() {
     drop(idle);
     drip.stop();
 }
+
+/// `info` tells each `--budget`: what is left of its window, the next reset.
+#[test]
+fn info_tells_each_budget() {
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let drip = Running::start(
+        &[
+            "-r",
+            "50/s",
+            "--budget",
+            "10/month@UTC",
+            "--name",
+            "budgeted",
+        ],
+        rt,
+        numbered(1..=1000),
+        None,
+    );
+    wait_socket(rt);
+    let until = Instant::now() + Duration::from_secs(20);
+    let info = loop {
+        let info = ctl_ok(rt, &["budgeted", "info"]);
+        if info["written"] == 10 || Instant::now() > until {
+            break info;
+        }
+        thread::sleep(Duration::from_millis(50));
+    };
+    let budget = &info["budgets"][0];
+    assert_eq!(budget["budget"], "10/month@UTC", "{info}");
+    assert_eq!(budget["limit"], 10, "{info}");
+    assert_eq!(budget["left"], 0, "{info}");
+    assert!(
+        budget["reset"].as_str().unwrap().ends_with(" 00:00:00 UTC"),
+        "{info}"
+    );
+    assert!(budget["reset_unix"].as_f64().unwrap() > 0.0, "{info}");
+    drip.stop();
+}

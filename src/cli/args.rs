@@ -11,6 +11,7 @@ use clap::{Parser, ValueHint};
 
 use super::manual::{ENVIRONMENT, EXAMPLES, EXIT_PRECEDENCE, EXIT_STATUSES};
 use crate::bucket::{Overflow, POLICIES};
+use crate::budget::{parse_budget, Budget, Exhausted, EXHAUSTED};
 use crate::cost::parse_cost_arg;
 use crate::input::{Oversize, OVERSIZE_POLICIES};
 use crate::jobs::retry::Backoff;
@@ -104,6 +105,23 @@ pub struct Cli {
     /// the byte rates are (but not beside a --byte-rate). Needs --cost
     #[arg(long, value_name = "N/UNIT[:BURST]", value_parser = parse_cost_rate_burst, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true)]
     pub cost_rate: Vec<(Rate, u64)>,
+
+    /// A calendar budget: at most N records in each WINDOW (second, minute,
+    /// hour, day, week or month) as the clock in ZONE shows it, ZONE a tz
+    /// database name (America/Los_Angeles, Europe/Berlin, UTC; default the
+    /// local zone, from TZ or the system). 10000/day@America/Los_Angeles
+    /// resets at midnight Pacific; a day across a change to or from summer
+    /// time lasts 23 or 25 hours, a week starts on Monday. Within a window
+    /// the rates pace as usual; once its budget is spent, records wait for
+    /// the next window (see --budget-exhausted). Without --rate, a budget
+    /// alone does not pace records within the window. May be given more than
+    /// once. Not with --share
+    #[arg(long, value_name = "N/WINDOW[@ZONE]", value_parser = parse_budget, value_hint = ValueHint::Other, action = clap::ArgAction::Append)]
+    pub budget: Vec<Budget>,
+
+    /// What a spent --budget does to the records waiting
+    #[arg(long, value_name = "POLICY", default_value = "wait", value_parser = Choices { parse: str::parse::<Exhausted>, values: EXHAUSTED })]
+    pub budget_exhausted: Exhausted,
 
     /// One record every DURATION (100ms, 2s, 1m; at most 100y): another way
     /// to give the rate
@@ -581,12 +599,12 @@ mod tests {
                 _ => {}
             }
         }
-        // rate, byte-rate, cost, cost-rate, interval, burst, capacity,
+        // rate, byte-rate, cost, cost-rate, budget, interval, burst, capacity,
         // capacity-bytes, delimiter, max-record, max-wait, stats-interval,
         // share, share-peers; jobs, retries, retry-on, overload-on, backoff,
         // timeout, deadline, order-window; key, field-separator, key-rate,
         // key-capacity, max-keys; name.
-        assert_eq!(other, 28);
+        assert_eq!(other, 29);
     }
 
     #[test]

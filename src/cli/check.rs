@@ -66,11 +66,13 @@ fn limits(cli: &Cli) -> Result<Vec<Limit>, clap::Error> {
             }
         }
     }
-    // With limits per key or of cost, no --rate means no record limit.
+    // With limits per key, of cost or a budget, no --rate means no
+    // record limit.
     if rates.is_empty()
         && cli.byte_rate.is_empty()
         && cli.key_rate.is_empty()
         && cli.cost_rate.is_empty()
+        && cli.budget.is_empty()
     {
         rates.push((ONE_PER_SECOND, None));
     }
@@ -358,6 +360,9 @@ fn share(cli: &Cli, limits: &[Limit]) -> Result<Option<shared::Share>, clap::Err
     if cli.share.len() > 1 {
         return refuse("--share: given twice; a drip shares its limits under one NAME");
     }
+    if !cli.budget.is_empty() && !cli.share.is_empty() {
+        return refuse("--budget: not with --share (a budget is counted by this drip alone)");
+    }
     let Some(target) = cli.share.first().cloned() else {
         if cli.share_on_error != shared::OnError::Wait || cli.share_peers != 1 {
             return refuse("--share-on-error and --share-peers need --share");
@@ -425,6 +430,8 @@ impl TryFrom<Cli> for Config {
         Ok(Config {
             inputs,
             limits,
+            budgets: cli.budget,
+            budget_exhausted: cli.budget_exhausted,
             capacity,
             capacity_bytes,
             capacity_for,

@@ -22,6 +22,10 @@ pub struct Config {
     pub inputs: Vec<Input>,
     /// The limits every record must pass (none: unlimited, `--rate inf`).
     pub limits: Vec<Limit>,
+    /// The calendar budgets (`--budget`).
+    pub budgets: Vec<crate::budget::Budget>,
+    /// What a spent budget does (`--budget-exhausted`).
+    pub budget_exhausted: crate::budget::Exhausted,
     /// Records the bucket holds (≥ 1).
     pub capacity: usize,
     /// Bytes the bucket holds, when bounded.

@@ -111,6 +111,10 @@ pub const EXIT_STATUSES: &[(&str, &str)] = &[
         "the --share state could not be reached under --share-on-error fail, or can never be used as set up (a state directory drip may not write, a password the Redis server wants, a server that is not Redis; under every --share-on-error); what was not written is undelivered",
     ),
     (
+        "5",
+        "a --budget was spent while records waited, under --budget-exhausted stop: what the schedule had let go is written, the rest is undelivered",
+    ),
+    (
         "123",
         "with --exec: some records failed (or passed their --deadline), as xargs says when a command failed",
     ),
@@ -126,7 +130,7 @@ pub const EXIT_STATUSES: &[(&str, &str)] = &[
 
 /// What the exit statuses' precedence is, for the man page and `--help`.
 pub const EXIT_PRECEDENCE: &str = "When several apply, a failed write wins, then an overflow (3), \
-     then a --share state that cannot be reached (4), then a command that cannot run (126, 127) \
+     then a spent budget (5), then a --share state that cannot be reached (4), then a command that cannot run (126, 127) \
      or a job that cannot start for want of a resource (1), then a signal (128 + n), then a record or input error (1), then failed jobs (123).";
 
 /// A paragraph of the manual: `(tag, text)`; an empty tag is plain text.

@@ -521,6 +521,14 @@ impl Schedule for Gate {
     fn earliest(&self, now: u64, record: &[u8], n: u64) -> Option<u64> {
         self.inner.earliest(now, record, n)
     }
+
+    fn budgets(&self, now: u64) -> Vec<crate::budget::BudgetView> {
+        self.inner.budgets(now)
+    }
+
+    fn exhausted(&self, now: u64) -> Option<String> {
+        self.inner.exhausted(now)
+    }
 }
 
 #[cfg(test)]

@@ -63,6 +63,26 @@ impl Clock {
     }
 }
 
+/// A budget was spent while records waited, under `--budget-exhausted
+/// stop`.
+#[derive(Debug)]
+pub struct BudgetSpent {
+    /// The budget, as given: `20/second@UTC`.
+    pub budget: String,
+}
+
+impl std::fmt::Display for BudgetSpent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "budget {} spent under --budget-exhausted stop; the records not written are undelivered",
+            self.budget
+        )
+    }
+}
+
+impl std::error::Error for BudgetSpent {}
+
 /// The bucket overflowed under `--overflow fail`.
 #[derive(Debug)]
 pub struct OverflowError {

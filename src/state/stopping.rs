@@ -10,7 +10,7 @@ use std::thread;
 use std::time::Duration;
 
 use super::writing::whole_again;
-use super::{OverflowError, Shared, State, TOP_KEYS};
+use super::{BudgetSpent, OverflowError, Shared, State, TOP_KEYS};
 use crate::bucket::Fate;
 use crate::output::{self, Stop};
 use crate::stats::KeyStats;
@@ -28,6 +28,8 @@ pub(crate) struct Stopping {
     pub(crate) writing: bool,
     /// Why reading stopped, under `--overflow fail`.
     pub(crate) overflow: Option<OverflowError>,
+    /// Why drip stopped, under `--budget-exhausted stop`.
+    pub(crate) budget: Option<BudgetSpent>,
     /// The error the reader met writing to stdout itself.
     pub(crate) write_error: Option<std::io::Error>,
     /// With limits per key, the keys' stats as they were when drip stopped,
@@ -170,7 +172,7 @@ impl Shared {
         self.wake_all();
     }
 
-    fn wake_all(&self) {
+    pub(crate) fn wake_all(&self) {
         self.waker.wake();
         self.data_ready.notify_all();
         self.space_ready.notify_all();

@@ -28,6 +28,13 @@ impl Shared {
                 .keys()
                 .map(|k| (k.keys() as u64, k.busy_keys() as u64)),
             paused: st.adm.paused(),
+            budget: st
+                .adm
+                .schedule()
+                .budgets(now)
+                .iter()
+                .min_by_key(|b| b.left)
+                .map(|b| (b.left, b.count, b.reset_at.saturating_sub(now))),
         }
     }
 
@@ -72,6 +79,19 @@ impl Shared {
             // Not under the state's lock: the keepers take theirs first.
             share: self.share.get().map(crate::shared::Counters::stats),
             paused: snap.paused,
+            budgets: self.budgets(),
         }
+    }
+
+    /// Each `--budget` as it stands now.
+    fn budgets(&self) -> Vec<crate::stats::BudgetStats> {
+        let st = self.lock();
+        let now = self.clock.now();
+        st.adm
+            .schedule()
+            .budgets(now)
+            .iter()
+            .map(|b| crate::stats::BudgetStats::of(b, now))
+            .collect()
     }
 }
