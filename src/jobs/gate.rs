@@ -96,6 +96,9 @@ struct Hold {
     spacing_ns: u64,
     /// The announced quota's least spacing, ns.
     quota_ns: u64,
+    /// The spacing the tokens of the last start take, ns (announced token
+    /// quotas: [`super::quota::Tokens`]).
+    tokens_ns: u64,
     ramp: Option<Ramp>,
     /// When the scope's last record started (ns).
     last: Option<u64>,
@@ -105,7 +108,10 @@ impl Hold {
     /// The least spacing after a start at `t`, ns.
     fn spacing_after(&self, t: u64) -> u64 {
         let ramp = self.ramp.map_or(0, |r| r.spacing_at(t));
-        self.spacing_ns.max(self.quota_ns).max(ramp)
+        self.spacing_ns
+            .max(self.quota_ns)
+            .max(self.tokens_ns)
+            .max(ramp)
     }
 
     /// When the scope may next start (ns; 0: now).
@@ -122,6 +128,9 @@ impl Hold {
         self.paused_until <= now
             && self.spacing_ns == 0
             && self.quota_ns == 0
+            && self
+                .last
+                .map_or(true, |t| t.saturating_add(self.tokens_ns) <= now)
             && self.ramp.map_or(true, |r| r.is_over(now))
     }
 }
@@ -191,6 +200,14 @@ impl Holds {
             from: (had / 2.0).max(full / 1000.0),
             start: resume,
         });
+    }
+
+    /// A start of `scope` at `now` spent tokens that take `ns`: its next
+    /// start waits that long after this one.
+    pub(super) fn space_tokens(&mut self, scope: &Scope, now: u64, ns: u64) {
+        let hold = self.hold_mut(scope);
+        hold.tokens_ns = ns;
+        hold.last = Some(hold.last.map_or(now, |t| t.max(now)));
     }
 
     /// Keep `scope`'s starts at least `ns` apart (`--adapt`; 0: lifted).
