@@ -518,3 +518,39 @@ fn a_malformed_token_reset_is_ignored_and_said_once() {
     let said = "drip: x-ratelimit-reset-tokens: 1x: not a quota drip can read";
     assert_eq!(stderr.matches(said).count(), 1, "{stderr}");
 }
+
+#[test]
+fn a_record_waiting_for_the_token_reset_expires_at_its_deadline() {
+    // The first response says no token is left for 60 s: the records
+    // after it wait for that reset, but no longer than their deadline.
+    let input = temp_file(b"1\n2\n3\n");
+    let script = "printf 'HTTP/1.1 200 OK\\r\\nx-ratelimit-remaining-tokens: 0\\r\\nx-ratelimit-reset-tokens: 1m0s\\r\\n\\r\\n' > \"$1\"; echo ran";
+    let start = Instant::now();
+    let out = command(&[
+        "-q",
+        "-r",
+        "inf",
+        "-j",
+        "1",
+        "--deadline",
+        "2s",
+        "--cost",
+        "1",
+        "--cost-rate",
+        "1000/s",
+        "--exec",
+        "sh",
+        "-c",
+        script,
+        "sh",
+        "{headers}",
+    ])
+    .stdin(Stdio::from(input.reopen().unwrap()))
+    .output()
+    .unwrap();
+    let took = start.elapsed().as_secs_f64();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(123), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ran\n", "{stderr}");
+    assert!(took < 30.0, "{took:.2} s: the wait outlived the deadline");
+}
