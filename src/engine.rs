@@ -463,13 +463,14 @@ fn sink(
     };
     let rate = (config.records_per_second(), config.delimiter);
     let key = config.key.as_ref().map(|k| k.spec.clone());
+    let budgets = crate::jobs::quota::Budgets::unnamed(config.cost.clone());
     let pool = Pool::new(
         Arc::clone(shared),
         jobs.clone(),
         gate,
         out,
         rate,
-        key,
+        (key, budgets),
         give_up,
     )?;
     Ok(Way::Jobs(pool))

@@ -335,3 +335,222 @@ fn with_key_each_keys_quota_paces_that_key_only() {
         "a's 6 went inside one window of 3: {seen:?}"
     );
 }
+
+/// How a token server announces its tokens.
+#[derive(Debug, Clone, Copy)]
+enum Provider {
+    /// OpenAI's `x-ratelimit-*-tokens`, the reset a Go duration.
+    OpenAi,
+    /// Anthropic's `anthropic-ratelimit-tokens-*` (and the input and
+    /// output families, which pace no budget without named costs), the
+    /// reset an RFC 3339 time.
+    Anthropic,
+}
+
+/// A reset as Go writes a duration: seconds with up to 9 decimals (Go
+/// leaves out trailing zeros, as here).
+fn go_duration(d: Duration) -> String {
+    let s = format!("{:.9}", d.as_secs_f64());
+    format!("{}s", s.trim_end_matches('0').trim_end_matches('.'))
+}
+
+/// A server on 127.0.0.1 allowing `quota` tokens in each fixed window of
+/// `window` seconds from its start, a request costing the number after
+/// `/c` in its path (`/c200/7`); past the quota it answers 429 with
+/// `Retry-After`. It announces its requests (plenty) and what remains of
+/// its tokens as `provider` does. Returns the port and what it answered.
+fn token_server(quota: u64, window: u64, provider: Provider) -> (u16, Arc<Mutex<Seen>>) {
+    let seen: Arc<Mutex<Seen>> = Arc::default();
+    let log = Arc::clone(&seen);
+    let start = Instant::now();
+    let used = Mutex::new((0u64, 0u64));
+    let port = http_server(move |_, path| {
+        let cost: u64 = path
+            .strip_prefix("/c")
+            .and_then(|p| p.split('/').next())
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(1);
+        let now = start.elapsed();
+        let this = now.as_secs() / window;
+        let (status, remaining) = {
+            let mut used = used.lock().unwrap();
+            if used.0 != this {
+                *used = (this, 0);
+            }
+            if used.1 + cost <= quota {
+                used.1 += cost;
+                (200, quota - used.1)
+            } else {
+                (429, quota - used.1)
+            }
+        };
+        let left = Duration::from_secs((this + 1) * window) - now;
+        let mut headers = match provider {
+            Provider::OpenAi => format!(
+                "x-ratelimit-limit-requests: 10000\r\nx-ratelimit-remaining-requests: 9999\r\nx-ratelimit-reset-requests: 6ms\r\n\
+                 x-ratelimit-limit-tokens: {quota}\r\nx-ratelimit-remaining-tokens: {remaining}\r\nx-ratelimit-reset-tokens: {}\r\n",
+                go_duration(left)
+            ),
+            Provider::Anthropic => {
+                let at = jiff::Timestamp::try_from(std::time::SystemTime::now() + left).unwrap();
+                let later = jiff::Timestamp::try_from(std::time::SystemTime::now() + Duration::from_secs(60)).unwrap();
+                format!(
+                    "anthropic-ratelimit-requests-limit: 10000\r\nanthropic-ratelimit-requests-remaining: 9999\r\nanthropic-ratelimit-requests-reset: {later}\r\n\
+                     anthropic-ratelimit-tokens-limit: {quota}\r\nanthropic-ratelimit-tokens-remaining: {remaining}\r\nanthropic-ratelimit-tokens-reset: {at}\r\n\
+                     anthropic-ratelimit-input-tokens-remaining: 0\r\nanthropic-ratelimit-input-tokens-reset: {later}\r\n\
+                     anthropic-ratelimit-output-tokens-remaining: 0\r\nanthropic-ratelimit-output-tokens-reset: {later}\r\n"
+                )
+            }
+        };
+        if status == 429 {
+            headers += &format!("Retry-After: {}\r\n", left.as_secs_f64().ceil() as u64);
+        }
+        {
+            let mut log = log.lock().unwrap();
+            if status == 200 {
+                log.ok += 1;
+            } else {
+                log.refused += 1;
+            }
+        }
+        Answer {
+            headers,
+            ..Answer::status(status)
+        }
+    });
+    (port, seen)
+}
+
+/// `drip -r 100/s -j 4 --cost … --cost-rate 1000000/s` (and `extra`) over
+/// `records` requests costing `cost` each to a [`token_server`]: (200s,
+/// 429s, seconds taken, stderr).
+fn against_tokens(
+    (quota, window, provider): (u64, u64, Provider),
+    records: usize,
+    cost: u64,
+    extra: &[&str],
+) -> (u32, u32, f64, String) {
+    assert!(curl_present(), "curl is required (apt-get install curl)");
+    let (port, seen) = token_server(quota, window, provider);
+    let urls: String = (0..records)
+        .map(|i| format!("http://127.0.0.1:{port}/c{cost}/{i}\n"))
+        .collect();
+    let input = temp_file(urls.as_bytes());
+    let start = Instant::now();
+    let mut args = vec![
+        "-r",
+        "100/s",
+        "-j",
+        "4",
+        "--retries",
+        "5",
+        "--cost",
+        "/c([0-9]+)/",
+        "--cost-rate",
+        "1000000/s:1000000",
+    ];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&curl_exec("{}"));
+    let out = command(&args)
+        .stdin(Stdio::from(input.reopen().unwrap()))
+        .output()
+        .unwrap();
+    let took = start.elapsed().as_secs_f64();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    let seen = seen.lock().unwrap();
+    (seen.ok, seen.refused, took, stderr)
+}
+
+#[test]
+fn announced_tokens_pace_the_cost_and_a_record_past_them_waits_for_the_reset() {
+    // 1000 tokens per 2 s window, 15 requests of 200: 5 a window, so the
+    // last goes in the third window, 4 s from the start; drip pauses for
+    // each reset, then goes, and no request is refused. The cost rate is
+    // far above the quota: only the headers hold drip back.
+    for provider in [Provider::OpenAi, Provider::Anthropic] {
+        let (ok, refused, took, err) = against_tokens((1000, 2, provider), 15, 200, &[]);
+        assert_eq!(
+            refused, 0,
+            "{provider:?}: {refused} refusals in {took:.2} s: {err}"
+        );
+        assert_eq!(ok, 15, "{provider:?}: {err}");
+        assert!(
+            (3.9..12.0).contains(&took),
+            "{provider:?}: {took:.2} s for what the quota allows from 4 s on"
+        );
+        assert!(!err.contains("not a quota"), "{provider:?}: {err}");
+    }
+}
+
+#[test]
+fn without_quota_pacing_the_cost_runs_into_the_token_quota() {
+    let (_, refused, took, _) =
+        against_tokens((1000, 2, Provider::OpenAi), 15, 200, &["--no-quota-pacing"]);
+    assert!(refused > 0, "no refusal in {took:.2} s");
+}
+
+#[test]
+fn a_malformed_token_reset_is_ignored_and_said_once() {
+    let input = temp_file(b"1\n2\n3\n");
+    let script = "printf 'HTTP/1.1 200 OK\\r\\nx-ratelimit-remaining-tokens: 0\\r\\nx-ratelimit-reset-tokens: 1x\\r\\n\\r\\n' > \"$1\"";
+    let out = command(&[
+        "-r",
+        "inf",
+        "-j",
+        "1",
+        "--cost",
+        "1",
+        "--cost-rate",
+        "1000/s",
+        "--exec",
+        "sh",
+        "-c",
+        script,
+        "sh",
+        "{headers}",
+    ])
+    .stdin(Stdio::from(input.reopen().unwrap()))
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let said = "drip: x-ratelimit-reset-tokens: 1x: not a quota drip can read";
+    assert_eq!(stderr.matches(said).count(), 1, "{stderr}");
+}
+
+#[test]
+fn a_record_waiting_for_the_token_reset_expires_at_its_deadline() {
+    // The first response says no token is left for 60 s: the records
+    // after it wait for that reset, but no longer than their deadline.
+    let input = temp_file(b"1\n2\n3\n");
+    let script = "printf 'HTTP/1.1 200 OK\\r\\nx-ratelimit-remaining-tokens: 0\\r\\nx-ratelimit-reset-tokens: 1m0s\\r\\n\\r\\n' > \"$1\"; echo ran";
+    let start = Instant::now();
+    let out = command(&[
+        "-q",
+        "-r",
+        "inf",
+        "-j",
+        "1",
+        "--deadline",
+        "2s",
+        "--cost",
+        "1",
+        "--cost-rate",
+        "1000/s",
+        "--exec",
+        "sh",
+        "-c",
+        script,
+        "sh",
+        "{headers}",
+    ])
+    .stdin(Stdio::from(input.reopen().unwrap()))
+    .output()
+    .unwrap();
+    let took = start.elapsed().as_secs_f64();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(123), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ran\n", "{stderr}");
+    assert!(took < 30.0, "{took:.2} s: the wait outlived the deadline");
+}

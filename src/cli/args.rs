@@ -418,9 +418,12 @@ pub struct JobArgs {
 
     /// Do not pace from the quota the server announces in the headers file
     /// (RateLimit, RateLimit-Policy, X-RateLimit-Remaining and
-    /// X-RateLimit-Reset): by default, when a job writes {headers}, the
-    /// remaining quota is spread over the time to its reset, the requests
-    /// in flight counted against it, never faster than --rate
+    /// X-RateLimit-Reset; OpenAI's x-ratelimit-*-requests and -tokens;
+    /// Anthropic's anthropic-ratelimit-*): by default, when a job writes
+    /// {headers}, the remaining quota is spread over the time to its reset,
+    /// the requests in flight counted against it, never faster than --rate;
+    /// the tokens remaining pace the cost (--cost), a record costing more
+    /// than is left waiting for the reset
     #[arg(long)]
     pub no_quota_pacing: bool,
 

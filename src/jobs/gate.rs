@@ -96,6 +96,9 @@ struct Hold {
     spacing_ns: u64,
     /// The announced quota's least spacing, ns.
     quota_ns: u64,
+    /// The spacing the tokens of the last start take, ns (announced token
+    /// quotas: [`super::quota::Tokens`]).
+    tokens_ns: u64,
     ramp: Option<Ramp>,
     /// When the scope's last record started (ns).
     last: Option<u64>,
@@ -105,7 +108,10 @@ impl Hold {
     /// The least spacing after a start at `t`, ns.
     fn spacing_after(&self, t: u64) -> u64 {
         let ramp = self.ramp.map_or(0, |r| r.spacing_at(t));
-        self.spacing_ns.max(self.quota_ns).max(ramp)
+        self.spacing_ns
+            .max(self.quota_ns)
+            .max(self.tokens_ns)
+            .max(ramp)
     }
 
     /// When the scope may next start (ns; 0: now).
@@ -122,6 +128,10 @@ impl Hold {
         self.paused_until <= now
             && self.spacing_ns == 0
             && self.quota_ns == 0
+            && (self.tokens_ns == 0
+                || self
+                    .last
+                    .map_or(true, |t| t.saturating_add(self.tokens_ns) <= now))
             && self.ramp.map_or(true, |r| r.is_over(now))
     }
 }
@@ -191,6 +201,14 @@ impl Holds {
             from: (had / 2.0).max(full / 1000.0),
             start: resume,
         });
+    }
+
+    /// A start of `scope` at `now` spent tokens that take `ns`: its next
+    /// start waits that long after this one.
+    pub(super) fn space_tokens(&mut self, scope: &Scope, now: u64, ns: u64) {
+        let hold = self.hold_mut(scope);
+        hold.tokens_ns = ns;
+        hold.last = Some(hold.last.map_or(now, |t| t.max(now)));
     }
 
     /// Keep `scope`'s starts at least `ns` apart (`--adapt`; 0: lifted).
@@ -788,5 +806,37 @@ mod tests {
         // Every start's pause is no key's.
         c.pause(&Scope::All, 0, 9000 * MS);
         assert_eq!(c.paused_keys(2500 * MS), Vec::<Box<[u8]>>::new());
+    }
+
+    #[test]
+    fn a_start_spends_its_scopes_tokens_and_one_past_them_pauses_that_scope_only() {
+        use super::super::quota::Quota;
+        const S: u64 = 1_000_000_000;
+        let c = GateControl::default();
+        let a = Scope::Key(b"a"[..].into());
+        let b = Scope::Key(b"b"[..].into());
+        // Nothing announced: a start spends nothing and is not held.
+        assert_eq!(c.spend_tokens(&a, 0, &[("", 500)]), Ok(()));
+        assert_eq!(c.due(&a), 0);
+        // Key a: 99 tokens left for 10 s, 49 of them in flight.
+        let q = Quota {
+            remaining: 99,
+            reset: std::time::Duration::from_secs(10),
+        };
+        c.observe_tokens(&a, ("", 49), 0, q);
+        // 50 left: a start of 10 spends them and spaces the next 10 × 10 s / 51.
+        assert_eq!(c.spend_tokens(&a, S, &[("", 10)]), Ok(()));
+        assert_eq!(c.due(&a), S + 10 * 10 * S / 51);
+        // 40 left: a start of 41 waits for the reset, its key paused.
+        assert_eq!(c.spend_tokens(&a, 2 * S, &[("", 41)]), Err(10 * S));
+        assert_eq!(c.paused_until(&a), 10 * S);
+        assert_eq!(c.paused_until(&Scope::All), 0);
+        assert_eq!(c.paused_until(&b), 0);
+        assert_eq!(c.spend_tokens(&b, 2 * S, &[("", 41)]), Ok(()));
+        // A budget with no window, and 40 of a's: it fits.
+        assert_eq!(c.spend_tokens(&a, 2 * S, &[("", 40), ("in", 9000)]), Ok(()));
+        // At the reset the window is over: no tokens, no spacing.
+        assert_eq!(c.spend_tokens(&a, 10 * S, &[("", 9000)]), Ok(()));
+        assert_eq!(c.due(&a), 10 * S);
     }
 }

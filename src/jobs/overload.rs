@@ -48,6 +48,9 @@ pub(super) struct Overloads {
     books: HashMap<Scope, Book>,
     /// The server's quota window of each scope, as the responses tell it.
     windows: HashMap<Scope, quota::Window>,
+    /// The token windows of each scope, by the budget they pace ("" the
+    /// unnamed one).
+    tokens: HashMap<(Scope, Box<str>), quota::Tokens>,
     rng: fastrand::Rng,
     /// Overload responses, pauses begun, and the time paused (ns).
     overloads: u64,
@@ -148,6 +151,64 @@ impl GateControl {
             windows.retain(|_, w| w.is_open(now));
         }
         windows.entry(scope.clone()).or_default().observe(now, q)
+    }
+
+    /// The token quota `q` of `budget` a response of `scope` announced at
+    /// `now`, while requests of the scope costing `in_flight` tokens of it
+    /// were not yet answered ([`quota::Tokens::observe`]).
+    pub(super) fn observe_tokens(
+        &self,
+        scope: &Scope,
+        (budget, in_flight): (&str, u64),
+        now: u64,
+        q: quota::Quota,
+    ) {
+        let tokens = &mut self.lock().overloads.tokens;
+        if tokens.len() > QUOTA_WINDOWS_KEPT {
+            tokens.retain(|_, w| w.is_open(now));
+        }
+        let key = (scope.clone(), Box::from(budget));
+        tokens.entry(key).or_default().observe(now, q, in_flight);
+    }
+
+    /// A start of `scope` at `now` costing `costs` tokens of each budget:
+    /// when every open token window of the scope has them left, they are
+    /// spent and the scope's next start waits the spacing they take (none
+    /// once its windows are over);
+    /// else nothing is spent, the scope pauses until the latest reset it
+    /// waits for, and `Err` gives it (ns).
+    pub(super) fn spend_tokens(
+        &self,
+        scope: &Scope,
+        now: u64,
+        costs: &[(&str, u64)],
+    ) -> Result<(), u64> {
+        let mut holds = self.lock();
+        let key = |budget: &str| (scope.clone(), Box::<str>::from(budget));
+        let (mut until, mut found) = (None, false);
+        for &(budget, cost) in costs {
+            if let Some(w) = holds.overloads.tokens.get(&key(budget)) {
+                found = true;
+                if let Err(end) = w.fits(now, cost) {
+                    until = until.max(Some(end));
+                }
+            }
+        }
+        if let Some(until) = until {
+            holds.pause(scope, now, until);
+            return Err(until);
+        }
+        if !found {
+            return Ok(());
+        }
+        let mut spacing = 0;
+        for &(budget, cost) in costs {
+            if let Some(w) = holds.overloads.tokens.get_mut(&key(budget)) {
+                spacing = spacing.max(w.spend(now, cost));
+            }
+        }
+        holds.space_tokens(scope, now, spacing);
+        Ok(())
     }
 
     /// The overloads' figures at `now`.

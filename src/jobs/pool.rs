@@ -30,6 +30,7 @@ use super::gate::{GateControl, Scope};
 use super::groups::Groups;
 use super::joblog::Joblog;
 use super::order::Order;
+use super::quota::Budgets;
 use super::slots::{Running, Slots, Table};
 use super::{ExecError, JobConfig, JobFate};
 use crate::bucket::Segment;
@@ -62,6 +63,8 @@ pub(crate) struct Pool {
     pub(super) delimiter: u8,
     /// With `--key`: an overload pauses the refused record's key only.
     pub(super) key: Option<KeySpec>,
+    /// The cost budgets the token quotas a server announces pace.
+    pub(super) budgets: Budgets,
     /// With `--keep-order`: the outputs held until their turn.
     pub(super) order: Option<Order>,
     /// A malformed quota field was said on stderr.
@@ -85,7 +88,8 @@ impl Pool {
     /// `out`, pausing starts through `gate`; `rate` is the configured rate
     /// (records per second), which `--adapt` never exceeds; `delimiter`
     /// ends records; with `key`, an overload holds back the key of the
-    /// record refused, not every start. A `--joblog` FIFO that no one
+    /// record refused, not every start; `budgets` are the costs the token
+    /// quotas announced pace. A `--joblog` FIFO that no one
     /// reads is waited for while `give_up` says not to; given up, the pool
     /// logs nothing (drip is stopping).
     ///
@@ -97,7 +101,7 @@ impl Pool {
         gate: Arc<GateControl>,
         out: Box<dyn Write + Send>,
         (rate, delimiter): (f64, u8),
-        key: Option<KeySpec>,
+        (key, budgets): (Option<KeySpec>, Budgets),
         give_up: &mut dyn FnMut() -> bool,
     ) -> Result<Arc<Pool>> {
         let joblog = match (&cfg.resume, &cfg.joblog) {
@@ -128,6 +132,7 @@ impl Pool {
             rate,
             delimiter,
             key,
+            budgets,
         });
         let _ = shared.jobs.set(Arc::clone(&pool) as Arc<dyn Jobs>);
         Ok(pool)

@@ -12,36 +12,128 @@
 //! - the common `X-RateLimit-Remaining` and `X-RateLimit-Reset`
 //!   (`X-RateLimit-Limit` for the quota), whose reset is delta seconds, or
 //!   a Unix time in seconds (GitHub) when it is at least 10⁹ (2001), or in
-//!   milliseconds when at least 10¹².
+//!   milliseconds when at least 10¹²;
+//! - OpenAI's `X-RateLimit-Remaining-Requests` / `-Reset-Requests` and
+//!   `-Tokens`, whose reset is a Go duration (`1s`, `6m0s`, `20ms`,
+//!   `1h2m3.5s`: [`parse_go_duration`]);
+//! - Anthropic's `Anthropic-RateLimit-Requests-Remaining` / `-Reset`, and
+//!   the same of `-Tokens-`, `-Input-Tokens-` and `-Output-Tokens-`, whose
+//!   reset is an RFC 3339 time ([`parse_rfc3339`]).
 //!
-//! A value that does not parse is reported (the caller says so once) and
-//! the response counts as announcing nothing.
+//! The first family of requests present is the requests' quota; a token
+//! family is the quota of the budget its tokens count ([`IN`], [`OUT`],
+//! [`IN_OUT`]). The `-Limit` fields are not needed and not read. A family
+//! whose value does not parse is reported (the caller says so once) and
+//! counts as announcing nothing; the others still count.
 //!
 //! Pure: no threads, no clock, no I/O; times are passed in.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::cost::Cost;
+
 /// What remains of the quota, and when it resets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Quota {
-    /// Requests the server still allows before the reset.
+    /// Requests (or tokens, of a token family) the server still allows
+    /// before the reset.
     pub remaining: u64,
     /// Time from the response to the reset.
     pub reset: Duration,
 }
+
+/// The budget of input tokens (Anthropic's `-Input-Tokens-` family).
+pub const IN: &str = "in";
+/// The budget of output tokens (Anthropic's `-Output-Tokens-` family).
+pub const OUT: &str = "out";
+/// The budget of input and output tokens together (OpenAI's and
+/// Anthropic's `-Tokens` families).
+pub const IN_OUT: &str = "in+out";
 
 /// A reset value at or above this is a Unix time in seconds, not a delta.
 const UNIX_SECONDS_FROM: u64 = 1_000_000_000;
 /// A reset value at or above this is a Unix time in milliseconds.
 const UNIX_MILLIS_FROM: u64 = 1_000_000_000_000;
 
-/// The quota announced in the last header block of `text` (what `curl -D`
-/// wrote), received at `now`. `Ok(None)` when it announces none; `Err`
-/// names a field whose value does not parse.
-///
-/// # Errors
-/// The name and value of the first malformed field.
-pub fn parse_quota(text: &str, now: SystemTime) -> Result<Option<Quota>, String> {
+/// How a family writes its reset.
+#[derive(Debug, Clone, Copy)]
+enum Reset {
+    /// Delta seconds.
+    Delta,
+    /// Delta seconds, or a Unix time ([`UNIX_SECONDS_FROM`]).
+    DeltaOrUnix,
+    /// A Go duration.
+    Go,
+    /// An RFC 3339 time.
+    Rfc3339,
+}
+
+/// The families of two fields, remaining and reset: each one's reset, and
+/// the budget its remaining counts (`None`: requests).
+const FAMILIES: [(&str, &str, Reset, Option<&str>); 8] = [
+    ("ratelimit-remaining", "ratelimit-reset", Reset::Delta, None),
+    (
+        "x-ratelimit-remaining",
+        "x-ratelimit-reset",
+        Reset::DeltaOrUnix,
+        None,
+    ),
+    (
+        "x-ratelimit-remaining-requests",
+        "x-ratelimit-reset-requests",
+        Reset::Go,
+        None,
+    ),
+    (
+        "anthropic-ratelimit-requests-remaining",
+        "anthropic-ratelimit-requests-reset",
+        Reset::Rfc3339,
+        None,
+    ),
+    (
+        "x-ratelimit-remaining-tokens",
+        "x-ratelimit-reset-tokens",
+        Reset::Go,
+        Some(IN_OUT),
+    ),
+    (
+        "anthropic-ratelimit-tokens-remaining",
+        "anthropic-ratelimit-tokens-reset",
+        Reset::Rfc3339,
+        Some(IN_OUT),
+    ),
+    (
+        "anthropic-ratelimit-input-tokens-remaining",
+        "anthropic-ratelimit-input-tokens-reset",
+        Reset::Rfc3339,
+        Some(IN),
+    ),
+    (
+        "anthropic-ratelimit-output-tokens-remaining",
+        "anthropic-ratelimit-output-tokens-reset",
+        Reset::Rfc3339,
+        Some(OUT),
+    ),
+];
+
+/// What a response announces.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Announced {
+    /// The requests' quota.
+    pub requests: Option<Quota>,
+    /// Each token budget's quota ([`IN`], [`OUT`], [`IN_OUT`]), at most one
+    /// a budget.
+    pub tokens: Vec<(&'static str, Quota)>,
+    /// The first field whose value does not parse, `name: value`.
+    pub malformed: Option<String>,
+}
+
+/// The quotas announced in the last header block of `text` (what `curl
+/// -D` wrote), received at `now`: the requests' and each token budget's;
+/// a family with a malformed value is left out and named in
+/// [`Announced::malformed`]. A remaining without its reset announces
+/// nothing.
+pub fn parse_quotas(text: &str, now: SystemTime) -> Announced {
     let mut fields: Vec<(String, &str)> = Vec::new();
     for line in text.lines() {
         let line = line.trim_end_matches('\r');
@@ -52,24 +144,51 @@ pub fn parse_quota(text: &str, now: SystemTime) -> Result<Option<Quota>, String>
         }
     }
     let get = |name: &str| fields.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
-    let bad = |name: &str, value: &str| format!("{name}: {value}");
+    let mut announced = Announced::default();
+    let mut bad = |name: &str, value: &str| {
+        announced
+            .malformed
+            .get_or_insert_with(|| format!("{name}: {value}"));
+    };
+    let mut requests = None;
     if let Some(value) = get("ratelimit") {
-        return parse_ratelimit(value)
-            .map(Some)
-            .ok_or_else(|| bad("RateLimit", value));
+        match parse_ratelimit(value) {
+            Some(q) => requests = Some(q),
+            None => bad("RateLimit", value),
+        }
     }
-    for (remaining, reset, epoch) in [
-        ("ratelimit-remaining", "ratelimit-reset", false),
-        ("x-ratelimit-remaining", "x-ratelimit-reset", true),
-    ] {
+    let mut tokens: Vec<(&'static str, Quota)> = Vec::new();
+    for (remaining, reset, form, budget) in FAMILIES {
         let (Some(r), Some(t)) = (get(remaining), get(reset)) else {
             continue;
         };
-        let remaining = r.parse::<u64>().map_err(|_| bad(remaining, r))?;
-        let reset = parse_reset(t, epoch, now).ok_or_else(|| bad(reset, t))?;
-        return Ok(Some(Quota { remaining, reset }));
+        let taken = match budget {
+            None => requests.is_some(),
+            Some(b) => tokens.iter().any(|(had, _)| *had == b),
+        };
+        if taken {
+            continue;
+        }
+        let Ok(left) = r.parse::<u64>() else {
+            bad(remaining, r);
+            continue;
+        };
+        let Some(reset) = parse_reset(t, form, now) else {
+            bad(reset, t);
+            continue;
+        };
+        let q = Quota {
+            remaining: left,
+            reset,
+        };
+        match budget {
+            None => requests = Some(q),
+            Some(b) => tokens.push((b, q)),
+        }
     }
-    Ok(None)
+    announced.requests = requests;
+    announced.tokens = tokens;
+    announced
 }
 
 /// The `RateLimit` field: the draft's list of `"name";r=R;t=T` items (the
@@ -117,19 +236,130 @@ fn per_second(q: &Quota) -> f64 {
     q.remaining as f64 / q.reset.as_secs_f64().max(1e-3)
 }
 
-/// A reset: delta seconds; with `epoch`, a Unix time in seconds from 10⁹
-/// up, or in milliseconds from 10¹² up (a time past gives 0).
-fn parse_reset(value: &str, epoch: bool, now: SystemTime) -> Option<Duration> {
-    let n = value.parse::<u64>().ok()?;
-    if !epoch || n < UNIX_SECONDS_FROM {
-        return Some(Duration::from_secs(n));
+/// A reset written as `form` says, from `now` (a time past gives 0).
+fn parse_reset(value: &str, form: Reset, now: SystemTime) -> Option<Duration> {
+    let until = |at: SystemTime| at.duration_since(now).unwrap_or(Duration::ZERO);
+    match form {
+        Reset::Go => parse_go_duration(value),
+        Reset::Rfc3339 => parse_rfc3339(value).map(until),
+        Reset::Delta | Reset::DeltaOrUnix => {
+            let n = value.parse::<u64>().ok()?;
+            if matches!(form, Reset::Delta) || n < UNIX_SECONDS_FROM {
+                Some(Duration::from_secs(n))
+            } else if n >= UNIX_MILLIS_FROM {
+                Some(until(UNIX_EPOCH + Duration::from_millis(n)))
+            } else {
+                Some(until(UNIX_EPOCH + Duration::from_secs(n)))
+            }
+        }
     }
-    let at = if n >= UNIX_MILLIS_FROM {
-        UNIX_EPOCH + Duration::from_millis(n)
-    } else {
-        UNIX_EPOCH + Duration::from_secs(n)
+}
+
+/// A duration as Go writes it (`time.Duration.String`, read back by
+/// `time.ParseDuration`): one or more numbers, each with a unit (`ns`,
+/// `us` or `µs`, `ms`, `s`, `m`, `h`), a number whole or with a fraction
+/// (`1h2m3.5s`, `0.5s`, `20ms`, `6m0s`), or `0` alone. `None` for anything
+/// else: a sign (a reset is never negative), a missing or unknown unit,
+/// an empty value, or more than 2^64 − 1 ns (584 years). A fraction finer
+/// than a nanosecond is cut.
+pub fn parse_go_duration(text: &str) -> Option<Duration> {
+    if text == "0" {
+        return Some(Duration::ZERO);
+    }
+    let mut rest = text.as_bytes();
+    if rest.is_empty() {
+        return None;
+    }
+    let digits = |b: &[u8]| b.iter().take_while(|d| d.is_ascii_digit()).count();
+    let mut total: u128 = 0;
+    while !rest.is_empty() {
+        let (whole, after) = rest.split_at(digits(rest));
+        let (fraction, after) = match after.strip_prefix(b".") {
+            Some(after) => after.split_at(digits(after)),
+            None => (&b""[..], after),
+        };
+        if whole.is_empty() && fraction.is_empty() {
+            return None;
+        }
+        let unit_len = after
+            .iter()
+            .take_while(|b| !b.is_ascii_digit() && **b != b'.')
+            .count();
+        let (unit, after) = after.split_at(unit_len);
+        let unit_ns: u128 = match unit {
+            b"ns" => 1,
+            // `us`, and `µs` with the micro sign or the Greek mu.
+            b"us" | b"\xc2\xb5s" | b"\xce\xbcs" => 1_000,
+            b"ms" => 1_000_000,
+            b"s" => 1_000_000_000,
+            b"m" => 60_000_000_000,
+            b"h" => 3_600_000_000_000,
+            _ => return None,
+        };
+        let number = |d: &[u8]| {
+            d.iter().try_fold(0u128, |n, &d| {
+                n.checked_mul(10)?.checked_add(u128::from(d - b'0'))
+            })
+        };
+        // A nanosecond of an hour is 1/3.6e12: 19 digits of a fraction are
+        // more than enough, and keep the arithmetic within u128.
+        let fraction = &fraction[..fraction.len().min(19)];
+        let part = number(whole)?
+            .checked_mul(unit_ns)?
+            .checked_add(number(fraction)? * unit_ns / 10u128.pow(fraction.len() as u32))?;
+        total = total.checked_add(part)?;
+        rest = after;
+    }
+    u64::try_from(total).ok().map(Duration::from_nanos)
+}
+
+/// An RFC 3339 time (`2025-06-01T12:00:03Z`, `2025-06-01T14:00:03.25+02:00`):
+/// a date, `T`, a time of day with seconds and perhaps a fraction, and `Z`
+/// or an offset. `None` for anything else (a date alone, a time without
+/// seconds or offset, a day or hour out of range).
+pub fn parse_rfc3339(text: &str) -> Option<SystemTime> {
+    let b = text.as_bytes();
+    let digits = |at: usize, n: usize| {
+        b.get(at..at + n)
+            .is_some_and(|d| d.iter().all(u8::is_ascii_digit))
     };
-    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+    let at = |i: usize, c: &[u8]| b.get(i).is_some_and(|x| c.contains(x));
+    let date_time = digits(0, 4)
+        && at(4, b"-")
+        && digits(5, 2)
+        && at(7, b"-")
+        && digits(8, 2)
+        && at(10, b"Tt")
+        && digits(11, 2)
+        && at(13, b":")
+        && digits(14, 2)
+        && at(16, b":")
+        && digits(17, 2);
+    if !date_time {
+        return None;
+    }
+    let mut zone = &b[19..];
+    if let Some(fraction) = zone.strip_prefix(b".") {
+        let n = fraction.iter().take_while(|d| d.is_ascii_digit()).count();
+        if n == 0 {
+            return None;
+        }
+        zone = &fraction[n..];
+    }
+    // An offset's hour is 00 to 23, its minute 00 to 59.
+    let two = |d: &[u8]| {
+        d.iter()
+            .try_fold(0, |n, d| d.is_ascii_digit().then(|| n * 10 + (d - b'0')))
+    };
+    let offset = zone.len() == 6
+        && matches!(zone[0], b'+' | b'-')
+        && two(&zone[1..3]).is_some_and(|h| h <= 23)
+        && zone[3] == b':'
+        && two(&zone[4..]).is_some_and(|m| m <= 59);
+    if !(offset || zone == b"Z" || zone == b"z") {
+        return None;
+    }
+    text.parse::<jiff::Timestamp>().ok().map(SystemTime::from)
 }
 
 /// The reset of the current window, as tight as the responses tell it.
@@ -164,6 +394,103 @@ impl Window {
             reset: Duration::from_nanos(end - now),
             ..quota
         }
+    }
+}
+
+/// One token budget's window: what the responses announced remains of it,
+/// less what the starts since spent, and the pace that spreads it to the
+/// reset as [`pace`] spreads requests: a start costing `c` tokens holds
+/// the next back `c` × reset ÷ (left + 1), and a start costing more than
+/// is left waits for the reset.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Tokens {
+    /// The reset, narrowed as the responses tell it.
+    window: Window,
+    /// When the window resets (ns).
+    end: u64,
+    /// Tokens left before the reset.
+    left: u64,
+    /// The spacing a token takes, ns.
+    per_token: f64,
+}
+
+impl Tokens {
+    /// `quota` announced by a response received at `now` (ns), while
+    /// requests costing `in_flight` tokens had started and were not yet
+    /// answered (they spend what remains).
+    pub fn observe(&mut self, now: u64, quota: Quota, in_flight: u64) {
+        let q = self.window.observe(now, quota);
+        let reset = u64::try_from(q.reset.as_nanos()).unwrap_or(u64::MAX);
+        self.end = now.saturating_add(reset);
+        self.left = q.remaining.saturating_sub(in_flight);
+        self.per_token = reset as f64 / (self.left as f64 + 1.0);
+    }
+
+    /// Whether the window is known to last past `now` (ns).
+    pub fn is_open(&self, now: u64) -> bool {
+        self.end > now
+    }
+
+    /// Whether a start costing `cost` tokens may go at `now` (ns): `Err`
+    /// with the reset (ns) when more than is left of an open window.
+    pub fn fits(&self, now: u64, cost: u64) -> Result<(), u64> {
+        if self.is_open(now) && cost > self.left {
+            return Err(self.end);
+        }
+        Ok(())
+    }
+
+    /// A start costing `cost` tokens at `now` (ns), which [`Tokens::fits`]:
+    /// the tokens are spent; the least spacing (ns) before the next start,
+    /// never past the reset (0 once the window is over).
+    pub fn spend(&mut self, now: u64, cost: u64) -> u64 {
+        if !self.is_open(now) {
+            return 0;
+        }
+        self.left = self.left.saturating_sub(cost);
+        ((cost as f64 * self.per_token) as u64).min(self.end - now)
+    }
+}
+
+/// The cost budgets a record spends, each by its name, and how a record's
+/// cost on it is read: the providers' token families pace the budget
+/// their tokens count. The one place a budget's name meets a cost reader:
+/// without named costs, the unnamed `--cost` ("") is the only one.
+#[derive(Debug, Clone, Default)]
+pub struct Budgets(Vec<(Box<str>, Cost)>);
+
+impl Budgets {
+    /// The unnamed budget of `--cost` (none without it).
+    pub fn unnamed(cost: Option<Cost>) -> Budgets {
+        Budgets(cost.into_iter().map(|c| (Box::from(""), c)).collect())
+    }
+
+    /// The budget a token family counting `family` ([`IN`], [`OUT`],
+    /// [`IN_OUT`]) paces: the budget of that name, else for [`IN_OUT`]
+    /// the unnamed one (a record's whole cost). `None`: no such budget, and
+    /// the family paces nothing.
+    pub fn paced_by(&self, family: &str) -> Option<&str> {
+        let named = |name: &str| self.0.iter().find(|(n, _)| &**n == name).map(|(n, _)| &**n);
+        named(family).or_else(|| (family == IN_OUT).then(|| named("")).flatten())
+    }
+
+    /// What `record` (with or without its delimiter) costs on `budget` (0
+    /// on a budget it does not know).
+    pub fn cost(&self, budget: &str, record: &[u8]) -> u64 {
+        self.0
+            .iter()
+            .find(|(n, _)| &**n == budget)
+            .map_or(0, |(_, c)| c.of(record))
+    }
+
+    /// What `record` costs on each budget.
+    pub fn costs<'a>(&'a self, record: &[u8]) -> Vec<(&'a str, u64)> {
+        self.0.iter().map(|(n, c)| (&**n, c.of(record))).collect()
+    }
+
+    /// Whether there is no budget.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 }
 
@@ -206,6 +533,15 @@ mod tests {
     }
 
     const NOW: u64 = 1_750_000_000;
+
+    /// The requests' quota of `text`, or the malformed field.
+    fn parse_quota(text: &str, now: SystemTime) -> Result<Option<Quota>, String> {
+        let announced = parse_quotas(text, now);
+        match announced.malformed {
+            Some(field) => Err(field),
+            None => Ok(announced.requests),
+        }
+    }
 
     #[test]
     fn the_drafts_fields() {
@@ -326,5 +662,294 @@ mod tests {
             assert_eq!(refused, 0, "latency {latency} ns: {served:?}");
             assert_eq!(served, [5, 5, 5], "latency {latency} ns");
         }
+    }
+
+    fn go(text: &str) -> Option<Duration> {
+        parse_go_duration(text)
+    }
+
+    #[test]
+    fn go_durations_as_openai_writes_them() {
+        assert_eq!(go("1s"), Some(Duration::from_secs(1)));
+        assert_eq!(go("6m0s"), Some(Duration::from_secs(360)));
+        assert_eq!(go("20ms"), Some(Duration::from_millis(20)));
+        assert_eq!(go("1h2m3.5s"), Some(Duration::from_millis(3_723_500)));
+        assert_eq!(go("0.5s"), Some(Duration::from_millis(500)));
+        assert_eq!(go("0"), Some(Duration::ZERO));
+        assert_eq!(go("0s"), Some(Duration::ZERO));
+        assert_eq!(go(".25s"), Some(Duration::from_millis(250)));
+        assert_eq!(go("7ns"), Some(Duration::from_nanos(7)));
+        assert_eq!(go("3us"), Some(Duration::from_micros(3)));
+        assert_eq!(go("3µs"), Some(Duration::from_micros(3)));
+        assert_eq!(go("3μs"), Some(Duration::from_micros(3)));
+        assert_eq!(go("1.5h"), Some(Duration::from_secs(5400)));
+        // Finer than a nanosecond is cut.
+        assert_eq!(
+            go("1.0000000019s"),
+            Some(Duration::from_nanos(1_000_000_001))
+        );
+        // 2^64 - 1 ns is the most.
+        assert_eq!(
+            go("18446744073709551615ns"),
+            Some(Duration::from_nanos(u64::MAX))
+        );
+    }
+
+    #[test]
+    fn a_malformed_go_duration_is_none() {
+        for bad in [
+            "",
+            "1x",
+            "-1s",
+            "+1s",
+            "1",
+            "s",
+            ".s",
+            "1.s.",
+            "1 s",
+            " 1s",
+            "1s ",
+            "1S",
+            "1sec",
+            "1h-2m",
+            "1..5s",
+            "0x10s",
+            "18446744073709551616ns",
+            "9999999999999999999999h",
+            "99999999999999999999999999999999999999999h",
+        ] {
+            assert_eq!(go(bad), None, "{bad:?}");
+        }
+    }
+
+    fn unix(text: &str) -> Option<Duration> {
+        parse_rfc3339(text).map(|t| t.duration_since(UNIX_EPOCH).unwrap())
+    }
+
+    #[test]
+    fn rfc3339_times_with_offsets_and_fractions() {
+        // 2025-06-15T12:00:00Z is 1_749_988_800.
+        const T: u64 = 1_749_988_800;
+        let s = Duration::from_secs;
+        assert_eq!(unix("2025-06-15T12:00:00Z"), Some(s(T)));
+        assert_eq!(unix("2025-06-15t12:00:00z"), Some(s(T)));
+        assert_eq!(unix("2025-06-15T14:00:00+02:00"), Some(s(T)));
+        assert_eq!(unix("2025-06-15T07:30:00-04:30"), Some(s(T)));
+        assert_eq!(unix("2025-06-15T12:00:00+00:00"), Some(s(T)));
+        assert_eq!(unix("2025-06-15T12:00:00-00:00"), Some(s(T)));
+        assert_eq!(
+            unix("2025-06-15T12:00:00.25Z"),
+            Some(s(T) + Duration::from_millis(250))
+        );
+        assert_eq!(
+            unix("2025-06-15T13:00:00.000000001+01:00"),
+            Some(s(T) + Duration::from_nanos(1))
+        );
+    }
+
+    #[test]
+    fn a_malformed_rfc3339_time_is_none() {
+        for bad in [
+            "",
+            "2025-06-15",
+            "2025-06-15T12:00Z",
+            "2025-06-15T12:00:00",
+            "2025-06-15 12:00:00Z",
+            "2025-06-15T12:00:00.Z",
+            "2025-06-15T12:00:00+0200",
+            "2025-06-15T12:00:00+02",
+            "2025-06-15T12:00:00 Z",
+            "2025-13-15T12:00:00Z",
+            "2025-02-30T12:00:00Z",
+            "2025-06-15T25:00:00Z",
+            "2025-06-15T12:00:00+25:00",
+            "1749988800",
+            "Sun, 15 Jun 2025 12:00:00 GMT",
+            "2025-06-15T12:00:00Z[UTC]",
+        ] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn openais_request_and_token_families() {
+        let h = "HTTP/1.1 200 OK\r\nx-ratelimit-limit-requests: 60\r\nx-ratelimit-limit-tokens: 150000\r\nx-ratelimit-remaining-requests: 59\r\nx-ratelimit-remaining-tokens: 149984\r\nx-ratelimit-reset-requests: 1s\r\nx-ratelimit-reset-tokens: 6m0s\r\n\r\n";
+        let a = parse_quotas(h, at(NOW));
+        assert_eq!(a.malformed, None);
+        assert_eq!(a.requests, quota(59, 1));
+        assert_eq!(a.tokens, [(IN_OUT, quota(149_984, 360).unwrap())]);
+        // Tokens alone: no requests' quota.
+        let h = "HTTP/2 200\nx-ratelimit-remaining-tokens: 10\nx-ratelimit-reset-tokens: 20ms\n";
+        let a = parse_quotas(h, at(NOW));
+        assert_eq!(a.requests, None);
+        let q = Quota {
+            remaining: 10,
+            reset: Duration::from_millis(20),
+        };
+        assert_eq!(a.tokens, [(IN_OUT, q)]);
+    }
+
+    #[test]
+    fn anthropics_four_families() {
+        let h = "HTTP/1.1 200 OK\r\n\
+            anthropic-ratelimit-requests-limit: 50\r\n\
+            anthropic-ratelimit-requests-remaining: 49\r\n\
+            anthropic-ratelimit-requests-reset: 2025-06-15T12:00:01Z\r\n\
+            anthropic-ratelimit-tokens-limit: 90000\r\n\
+            anthropic-ratelimit-tokens-remaining: 8000\r\n\
+            anthropic-ratelimit-tokens-reset: 2025-06-15T12:00:30.5Z\r\n\
+            anthropic-ratelimit-input-tokens-remaining: 70000\r\n\
+            anthropic-ratelimit-input-tokens-reset: 2025-06-15T14:00:10+02:00\r\n\
+            anthropic-ratelimit-output-tokens-remaining: 8000\r\n\
+            anthropic-ratelimit-output-tokens-reset: 2025-06-15T12:00:20Z\r\n\r\n";
+        let now = at(1_749_988_800);
+        let a = parse_quotas(h, now);
+        assert_eq!(a.malformed, None);
+        assert_eq!(a.requests, quota(49, 1));
+        let half = |remaining, ms| Quota {
+            remaining,
+            reset: Duration::from_millis(ms),
+        };
+        assert_eq!(
+            a.tokens,
+            [
+                (IN_OUT, half(8000, 30_500)),
+                (IN, half(70_000, 10_000)),
+                (OUT, half(8000, 20_000)),
+            ]
+        );
+        // A reset already past is now.
+        let a = parse_quotas(h, at(1_749_988_900));
+        assert_eq!(a.requests, quota(49, 0));
+    }
+
+    #[test]
+    fn a_malformed_family_is_named_and_the_others_still_count() {
+        let h = "HTTP/1.1 200 OK\n\
+            x-ratelimit-remaining-requests: 5\n\
+            x-ratelimit-reset-requests: 1x\n\
+            x-ratelimit-remaining-tokens: 900\n\
+            x-ratelimit-reset-tokens: 2s\n";
+        let a = parse_quotas(h, at(NOW));
+        assert_eq!(
+            a.malformed.as_deref(),
+            Some("x-ratelimit-reset-requests: 1x")
+        );
+        assert_eq!(a.requests, None);
+        assert_eq!(a.tokens, [(IN_OUT, quota(900, 2).unwrap())]);
+        for (remaining, reset) in [
+            ("-1", "1s"),
+            ("", "1s"),
+            ("9", "-1s"),
+            ("9", ""),
+            ("lots", "1s"),
+        ] {
+            let h = format!("HTTP/1.1 200 OK\nx-ratelimit-remaining-tokens: {remaining}\nx-ratelimit-reset-tokens: {reset}\n");
+            let a = parse_quotas(&h, at(NOW));
+            assert!(a.malformed.is_some(), "{remaining:?} {reset:?}");
+            assert_eq!(a.tokens, [], "{remaining:?} {reset:?}");
+        }
+        let h = "HTTP/1.1 200 OK\nanthropic-ratelimit-output-tokens-remaining: 9\nanthropic-ratelimit-output-tokens-reset: 2025-06-15T12:00:20\n";
+        let a = parse_quotas(h, at(NOW));
+        assert_eq!(
+            a.malformed.as_deref(),
+            Some("anthropic-ratelimit-output-tokens-reset: 2025-06-15T12:00:20")
+        );
+        assert_eq!(a.tokens, []);
+    }
+
+    #[test]
+    fn absent_fields_announce_nothing() {
+        for h in [
+            "HTTP/1.1 200 OK\nx-ratelimit-remaining-tokens: 9\n",
+            "HTTP/1.1 200 OK\nx-ratelimit-reset-tokens: 1s\n",
+            "HTTP/1.1 200 OK\nx-ratelimit-limit-tokens: 9\nx-ratelimit-limit-requests: 9\n",
+            "HTTP/1.1 200 OK\nanthropic-ratelimit-input-tokens-remaining: 9\n",
+            "HTTP/1.1 200 OK\nanthropic-ratelimit-requests-reset: 2025-06-15T12:00:20Z\n",
+            "HTTP/1.1 200 OK\n",
+            "",
+        ] {
+            assert_eq!(parse_quotas(h, at(NOW)), Announced::default(), "{h:?}");
+        }
+    }
+
+    #[test]
+    fn mixed_families_in_one_response() {
+        // The common fields and OpenAI's: the first family present is the
+        // requests' quota; OpenAI's and Anthropic's tokens both count
+        // in+out, the first of them kept.
+        let h = "HTTP/1.1 200 OK\n\
+            X-RateLimit-Remaining: 7\nX-RateLimit-Reset: 3\n\
+            x-ratelimit-remaining-requests: 100\nx-ratelimit-reset-requests: 1m0s\n\
+            x-ratelimit-remaining-tokens: 500\nx-ratelimit-reset-tokens: 4s\n\
+            anthropic-ratelimit-tokens-remaining: 9\nanthropic-ratelimit-tokens-reset: 2025-06-15T12:00:20Z\n\
+            anthropic-ratelimit-input-tokens-remaining: 40\nanthropic-ratelimit-input-tokens-reset: 2025-06-15T12:00:05Z\n";
+        let a = parse_quotas(h, at(1_749_988_800));
+        assert_eq!(a.malformed, None);
+        assert_eq!(a.requests, quota(7, 3));
+        assert_eq!(
+            a.tokens,
+            [
+                (IN_OUT, quota(500, 4).unwrap()),
+                (IN, quota(40, 5).unwrap())
+            ]
+        );
+        // The IETF field, then OpenAI's requests when it is malformed.
+        let h = "HTTP/1.1 200 OK\nRateLimit: \"a\";r=x;t=1\nx-ratelimit-remaining-requests: 3\nx-ratelimit-reset-requests: 2s\n";
+        let a = parse_quotas(h, at(NOW));
+        assert_eq!(a.malformed.as_deref(), Some("RateLimit: \"a\";r=x;t=1"));
+        assert_eq!(a.requests, quota(3, 2));
+    }
+
+    #[test]
+    fn a_token_window_spreads_its_tokens_and_a_larger_cost_waits_for_the_reset() {
+        const S: u64 = 1_000_000_000;
+        let mut t = Tokens::default();
+        // Nothing announced: anything goes, unspaced.
+        assert_eq!(t.fits(0, u64::MAX), Ok(()));
+        assert_eq!(t.spend(0, 100), 0);
+        // 1000 left for 10 s, 199 in flight: 801 left, 10 s / 802 a token.
+        t.observe(0, quota(1000, 10).unwrap(), 199);
+        assert_eq!(t.fits(0, 801), Ok(()));
+        assert_eq!(t.fits(0, 802), Err(10 * S));
+        // Never spaced past the reset.
+        let mut late = t;
+        assert_eq!(late.spend(9 * S, 801), S);
+        let spacing = t.spend(0, 401);
+        assert_eq!(spacing, (401.0 * 10e9 / 802.0) as u64);
+        assert_eq!(t.fits(S, 400), Ok(()));
+        assert_eq!(t.fits(S, 401), Err(10 * S));
+        t.spend(S, 400);
+        assert_eq!(t.fits(2 * S, 1), Err(10 * S));
+        // A cost of 0 always goes.
+        assert_eq!(t.fits(2 * S, 0), Ok(()));
+        // At the reset the window is over: it goes, unspaced.
+        assert_eq!(t.fits(10 * S, 5000), Ok(()));
+        assert_eq!(t.spend(10 * S, 5000), 0);
+        // A new response, with more left: a new window.
+        t.observe(11 * S, quota(1000, 5).unwrap(), 0);
+        assert_eq!(t.fits(11 * S, 1000), Ok(()));
+        assert_eq!(t.fits(11 * S, 1001), Err(16 * S));
+    }
+
+    #[test]
+    fn token_families_pace_the_budget_they_count() {
+        let none = Budgets::default();
+        assert_eq!(none.paced_by(IN_OUT), None);
+        let cost = Cost::new(
+            crate::key::KeySpec::new(crate::key::parse_key("2").unwrap(), None),
+            b'\n',
+        );
+        let unnamed = Budgets::unnamed(Some(cost.clone()));
+        assert_eq!(unnamed.paced_by(IN_OUT), Some(""));
+        assert_eq!(unnamed.paced_by(IN), None);
+        assert_eq!(unnamed.paced_by(OUT), None);
+        assert_eq!(unnamed.cost("", b"a 40\n"), 40);
+        assert_eq!(unnamed.cost(IN, b"a 40\n"), 0);
+        assert_eq!(unnamed.costs(b"a 40"), [("", 40)]);
+        let named = Budgets(vec![(IN.into(), cost.clone()), (IN_OUT.into(), cost)]);
+        assert_eq!(named.paced_by(IN), Some(IN));
+        assert_eq!(named.paced_by(IN_OUT), Some(IN_OUT));
+        assert_eq!(named.paced_by(OUT), None);
     }
 }
