@@ -2,7 +2,7 @@
 //! mean together (the limits, the keys, sharing), and the usage errors when
 //! they contradict each other.
 
-use super::args::{Cli, JobArgs};
+use super::args::{Cli, JobArgs, TakeArgs};
 use super::config::Config;
 use crate::cost::Cost;
 use crate::input::Input;
@@ -293,6 +293,50 @@ fn outputs_apart(cli: &Cli) -> Result<(), clap::Error> {
         }
     }
     Ok(())
+}
+
+/// What `drip take`'s flags ask: the limits as a drip with the same
+/// flags shares them (1/s when none is given; `--rate inf` left out).
+///
+/// # Errors
+/// A usage error, one line: no limit to take from, or a `--cost` with no
+/// byte or cost limit to spend it on.
+pub fn take_request(args: TakeArgs) -> Result<shared::take::Request, String> {
+    let mut rates = args.rate;
+    if rates.is_empty() && args.byte_rate.is_empty() && args.cost_rate.is_empty() {
+        rates.push((ONE_PER_SECOND, None));
+    }
+    let records = rates
+        .into_iter()
+        .filter(|(rate, _)| *rate != Rate::Unlimited)
+        .map(|(rate, burst)| Limit {
+            rate,
+            burst: burst.unwrap_or(1),
+            unit: Unit::Records,
+        });
+    let weighed = |list: Vec<(Rate, u64)>, unit: Unit| {
+        list.into_iter()
+            .map(move |(rate, burst)| Limit { rate, burst, unit })
+    };
+    let limits: Vec<Limit> = records
+        .chain(weighed(args.byte_rate, Unit::Bytes))
+        .chain(weighed(args.cost_rate, Unit::Cost))
+        .collect();
+    if limits.is_empty() {
+        return Err("take: there is no rate to take from (--rate inf)".into());
+    }
+    if args.cost.is_some() && !shared::take::weighs(&limits) {
+        return Err(
+            "--cost: there is no --cost-rate or --byte-rate to spend it on (a --rate slot is one record)"
+                .into(),
+        );
+    }
+    Ok(shared::take::Request {
+        target: args.target,
+        limits,
+        cost: args.cost.unwrap_or(1),
+        timeout: args.timeout,
+    })
 }
 
 /// A usage error (exit status 2) saying `why`.
