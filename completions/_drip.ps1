@@ -236,9 +236,21 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('ctl', 'ctl', [CompletionResultType]::ParameterValue, 'Steer a running drip of this user: list them, change a rate, pause, resume, read its figures')
+            [CompletionResult]::new('take', 'take', [CompletionResultType]::ParameterValue, 'Take one slot from a shared limit, for a script that makes one call at a time: `drip take api-quota -r 10/s && curl ...`')
             break
         }
         'drip;ctl' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'drip;take' {
+            [CompletionResult]::new('-r', '-r', [CompletionResultType]::ParameterName, 'A record limit of the shared ones, as drip''s --rate (RATE[:BURST]; may be given more than once)')
+            [CompletionResult]::new('--rate', '--rate', [CompletionResultType]::ParameterName, 'A record limit of the shared ones, as drip''s --rate (RATE[:BURST]; may be given more than once)')
+            [CompletionResult]::new('--byte-rate', '--byte-rate', [CompletionResultType]::ParameterName, 'A byte limit of the shared ones, as drip''s --byte-rate')
+            [CompletionResult]::new('--cost-rate', '--cost-rate', [CompletionResultType]::ParameterName, 'A cost limit of the shared ones, as drip''s --cost-rate')
+            [CompletionResult]::new('--cost', '--cost', [CompletionResultType]::ParameterName, 'What the slot spends of the --cost-rate (or bytes of the --byte-rate) limits; each --rate counts it as one [default: 1]')
+            [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Wait at most DURATION for the slot to be due; a slot not due by then is not taken (exit status 124)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             break

@@ -80,8 +80,19 @@ set edit:completion:arg-completer[drip] = {|@words|
             cand -V 'Print version'
             cand --version 'Print version'
             cand ctl 'Steer a running drip of this user: list them, change a rate, pause, resume, read its figures'
+            cand take 'Take one slot from a shared limit, for a script that makes one call at a time: `drip take api-quota -r 10/s && curl ...`'
         }
         &'drip;ctl'= {
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
+        &'drip;take'= {
+            cand -r 'A record limit of the shared ones, as drip''s --rate (RATE[:BURST]; may be given more than once)'
+            cand --rate 'A record limit of the shared ones, as drip''s --rate (RATE[:BURST]; may be given more than once)'
+            cand --byte-rate 'A byte limit of the shared ones, as drip''s --byte-rate'
+            cand --cost-rate 'A cost limit of the shared ones, as drip''s --cost-rate'
+            cand --cost 'What the slot spends of the --cost-rate (or bytes of the --byte-rate) limits; each --rate counts it as one [default: 1]'
+            cand --timeout 'Wait at most DURATION for the slot to be due; a slot not due by then is not taken (exit status 124)'
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
         }

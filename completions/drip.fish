@@ -35,10 +35,10 @@ end
 function __fish_drip_needs_command
     # Not inside --exec's command line.
     __fish_drip_exec_words >/dev/null; and return 1
-    # drip ctl: the first word only.
+    # drip ctl, drip take: the first word only.
     set -l cmd (commandline -opc)
-    if test (count $cmd) -ge 2; and test "$cmd[2]" = ctl
-        echo ctl
+    if test (count $cmd) -ge 2; and contains -- "$cmd[2]" ctl take
+        echo $cmd[2]
         return 1
     end
     return 0
@@ -108,7 +108,14 @@ complete -c drip -n "__fish_drip_needs_command" -l no-quota-pacing -d 'Do not pa
 complete -c drip -n "__fish_drip_needs_command" -s k -l keep-order -d 'Write each job\'s output in input order, whole, whatever order the jobs end in (stderr is passed on as it comes). Outputs wait for the records before them; at most --order-window records start ahead of the oldest one not written out, so a long job holds new starts back'
 complete -c drip -n "__fish_drip_needs_command" -s V -l version -d 'Print version'
 complete -c drip -n "__fish_drip_needs_command" -a "ctl" -d 'Steer a running drip of this user: list them, change a rate, pause, resume, read its figures'
+complete -c drip -n "__fish_drip_needs_command" -a "take" -d 'Take one slot from a shared limit, for a script that makes one call at a time: `drip take api-quota -r 10/s && curl ...`'
 complete -c drip -n "__fish_drip_using_subcommand ctl" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c drip -n "__fish_drip_using_subcommand take" -s r -l rate -d 'A record limit of the shared ones, as drip\'s --rate (RATE[:BURST]; may be given more than once)' -r -f
+complete -c drip -n "__fish_drip_using_subcommand take" -l byte-rate -d 'A byte limit of the shared ones, as drip\'s --byte-rate' -r -f
+complete -c drip -n "__fish_drip_using_subcommand take" -l cost-rate -d 'A cost limit of the shared ones, as drip\'s --cost-rate' -r -f
+complete -c drip -n "__fish_drip_using_subcommand take" -l cost -d 'What the slot spends of the --cost-rate (or bytes of the --byte-rate) limits; each --rate counts it as one [default: 1]' -r -f
+complete -c drip -n "__fish_drip_using_subcommand take" -l timeout -d 'Wait at most DURATION for the slot to be due; a slot not due by then is not taken (exit status 124)' -r -f
+complete -c drip -n "__fish_drip_using_subcommand take" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c drip -n "__fish_drip_exec_words >/dev/null" -f -a "(__fish_drip_exec_complete)"
 
 function __fish_drip_ctl_words

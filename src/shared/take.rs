@@ -52,7 +52,7 @@ pub struct Request {
 /// The state of `req`'s NAME, as a drip with its limits opens it.
 enum Place {
     File(FileStore),
-    Redis(RedisStore),
+    Redis(Box<RedisStore>),
 }
 
 impl Place {
@@ -93,7 +93,7 @@ pub fn run(req: &Request, err: &mut dyn Write) -> i32 {
         )),
         Target::Redis { url, name } => {
             match RedisStore::new(url, name, spec.clone(), meters, None) {
-                Ok(r) => Place::Redis(r),
+                Ok(r) => Place::Redis(Box::new(r)),
                 Err(why) => return fail(err, &format!("take {name}: {why}"), 4),
             }
         }
@@ -112,7 +112,11 @@ pub fn run(req: &Request, err: &mut dyn Write) -> i32 {
                     ours: gcra::describe(&spec),
                     theirs: gcra::describe(&theirs),
                 };
-                return fail(err, &d.to_string().replacen("this drip's", "this take's", 1), 2);
+                return fail(
+                    err,
+                    &d.to_string().replacen("this drip's", "this take's", 1),
+                    2,
+                );
             }
             Err(Failure::Fatal(why)) => {
                 let u = Unusable { name, why };
