@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_drip_global_optspecs
-    string join \n r/rate= byte-rate= cost= cost-rate= i/interval= b/burst= c/capacity= capacity-bytes= o/overflow= 0/null d/delimiter= max-record= oversize= max-wait= dead-letter= drain stats stats-json= stats-interval= metrics= name= no-control key= field-separator= key-rate= key-capacity= max-keys= progress q/quiet share= share-on-error= share-peers= h help exec= j/jobs= record-on-stdin retries= retry-on= overload-on= backoff= timeout= deadline= adapt joblog= resume= no-quota-pacing k/keep-order order-window= V/version
+    string join \n r/rate= byte-rate= cost= cost-rate= i/interval= b/burst= c/capacity= capacity-bytes= o/overflow= 0/null d/delimiter= max-record= oversize= max-wait= dead-letter= drain stats stats-json= stats-interval= metrics= name= no-control key= field-separator= key-rate= key-capacity= max-keys= progress q/quiet share= share-on-error= share-peers= share-jobs= h help exec= j/jobs= record-on-stdin retries= retry-on= overload-on= backoff= timeout= deadline= adapt joblog= resume= no-quota-pacing k/keep-order order-window= V/version
 end
 
 function __fish_drip_exec_words
@@ -83,6 +83,7 @@ complete -c drip -n "__fish_drip_needs_command" -l share-on-error -d 'When the s
 local\t'pace alone at the rate divided by --share-peers, warn once'
 fail\t'exit with status 4'"
 complete -c drip -n "__fish_drip_needs_command" -l share-peers -d 'How many drips share the limits, for --share-on-error local' -r -f
+complete -c drip -n "__fish_drip_needs_command" -l share-jobs -d 'With --exec and --share: at most N jobs running at once across every drip on the NAME (this host\'s, or every host\'s through Redis). Each running job holds a lease in the shared state, renewed every second; the leases of a drip that died lapse within 5 s' -r -f
 complete -c drip -n "__fish_drip_needs_command" -l exec -d 'Run COMMAND once per record instead of writing records to stdout: {} in an argument is replaced by the record (delimiter excluded); without {}, the record is the last argument. {headers} is the path of a file for the job\'s HTTP response headers (curl -D {headers}): 429 and 503 there mean overload, 408, 500, 502 and 504 a transient failure, other statuses from 400 a final one. Jobs get DRIP_RECORD, DRIP_RECORD_ID (an idempotency key), DRIP_ATTEMPT and DRIP_HEADERS. No shell (write sh -c \'...\' for one). Takes the rest of the command line, or up to a \';\'' -r -f -a "(__fish_complete_command)"
 complete -c drip -n "__fish_drip_needs_command" -s j -l jobs -d 'At most N jobs at once (the rate limits starts; both hold) [default: 1]' -r -f
 complete -c drip -n "__fish_drip_needs_command" -l retries -d 'Retry a record up to N times after a transient failure or an overload [default: 0]' -r -f

@@ -2,10 +2,11 @@
 //! running drips, through the state file and through Redis.
 
 mod common;
+mod fleet;
 
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -24,74 +25,6 @@ fn timing_lock() -> std::sync::MutexGuard<'static, ()> {
 /// `tests/share.rs`: a slot used up to its allowance late (one), and a
 /// stamp taken late at the consumer (one more).
 const BUSY_ALLOWANCE: usize = 2;
-
-/// A redis-server of the test's own on a free port, killed when dropped.
-struct Redis {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Redis {
-    fn start() -> Redis {
-        for _ in 0..5 {
-            let port = TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
-            let dir = tempfile::tempdir().unwrap();
-            let child = Command::new("redis-server")
-                .args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
-                .args(["--port", &port.to_string()])
-                .arg("--dir")
-                .arg(dir.path())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("redis-server");
-            let mut r = Redis {
-                child,
-                port,
-                _dir: dir,
-            };
-            if r.answers() {
-                return r;
-            }
-        }
-        panic!("redis-server did not answer PING on 5 free ports");
-    }
-
-    /// Whether our server (not another run's on the same port) answers
-    /// PING within 10 s.
-    fn answers(&mut self) -> bool {
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(10) {
-            let url = format!("redis://127.0.0.1:{}", self.port);
-            if let Ok(mut con) = redis::Client::open(url).and_then(|c| c.get_connection()) {
-                let info: String = redis::cmd("INFO").arg("server").query(&mut con).unwrap();
-                let pid = format!("process_id:{}", self.child.id());
-                return info.lines().any(|l| l.trim() == pid);
-            }
-            if self.child.try_wait().ok().flatten().is_some() {
-                return false;
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        false
-    }
-
-    fn share(&self, name: &str) -> String {
-        format!("redis://127.0.0.1:{}/{name}", self.port)
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// `drip take ARGS` with its state files under `runtime`: its status and
 /// stderr.
@@ -181,7 +114,7 @@ fn takes_beside_two_drips_hold_the_bound_through_redis() {
     if !common::have_redis() {
         return;
     }
-    let redis = Redis::start();
+    let redis = fleet::Redis::start();
     let runtime = tempfile::tempdir().unwrap();
     takes_beside_two_drips_hold_the_bound(&redis.share("quota"), runtime.path());
 }
@@ -222,7 +155,7 @@ fn a_timeout_spends_nothing_through_redis() {
     if !common::have_redis() {
         return;
     }
-    let redis = Redis::start();
+    let redis = fleet::Redis::start();
     let runtime = tempfile::tempdir().unwrap();
     a_timeout_spends_nothing(&redis.share("slow"), runtime.path());
 }

@@ -292,6 +292,13 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value = "1", value_parser = parse_count, value_hint = ValueHint::Other, allow_hyphen_values = true)]
     pub share_peers: u64,
 
+    /// With --exec and --share: at most N jobs running at once across every
+    /// drip on the NAME (this host's, or every host's through Redis). Each
+    /// running job holds a lease in the shared state, renewed every second;
+    /// the leases of a drip that died lapse within 5 s
+    #[arg(long, value_name = "N", value_parser = parse_count, value_hint = ValueHint::Other, allow_hyphen_values = true)]
+    pub share_jobs: Option<u64>,
+
     /// Print a one-screen summary of the flags most runs need, grouped by
     /// task (--help: every flag; man drip: the whole manual)
     #[arg(short = 'h', action = clap::ArgAction::SetTrue)]

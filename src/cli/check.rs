@@ -339,6 +339,27 @@ pub fn take_request(args: TakeArgs) -> Result<shared::take::Request, String> {
     })
 }
 
+/// `--share-jobs N`: where the job limit is shared, and N.
+///
+/// # Errors
+/// `--share-jobs` without `--exec` or without `--share`.
+fn share_jobs(
+    cli: &Cli,
+    share: Option<&shared::Share>,
+    exec: bool,
+) -> Result<Option<(shared::Target, u64)>, clap::Error> {
+    let Some(n) = cli.share_jobs else {
+        return Ok(None);
+    };
+    match share {
+        _ if !exec => usage("--share-jobs: only with --exec (it limits the jobs running)".into()),
+        None => usage(
+            "--share-jobs: only with --share NAME (the drips that share the job limit)".into(),
+        ),
+        Some(share) => Ok(Some((share.target.clone(), n))),
+    }
+}
+
 /// A usage error (exit status 2) saying `why`.
 fn usage<T>(why: String) -> Result<T, clap::Error> {
     use clap::CommandFactory;
@@ -429,8 +450,10 @@ impl TryFrom<Cli> for Config {
         let jobs = cli.job_args.config().map_err(|why| {
             Cli::command().error(clap::error::ErrorKind::MissingRequiredArgument, why)
         })?;
+        let share_jobs = share_jobs(&cli, share.as_ref(), jobs.is_some())?;
         let jobs = jobs.map(|jobs| JobConfig {
             quiet: cli.quiet,
+            share_jobs,
             ..jobs
         });
         let delimiter = if cli.null {
@@ -543,6 +566,7 @@ impl JobArgs {
             keep_order: self
                 .keep_order
                 .then(|| self.order_window.unwrap_or(DEFAULT_WINDOW)),
+            share_jobs: None,
         }))
     }
 

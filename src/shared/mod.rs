@@ -18,6 +18,7 @@
 
 pub mod file;
 pub mod gcra;
+pub mod jobs;
 pub mod keeper;
 pub mod keys;
 pub mod lease;

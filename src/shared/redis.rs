@@ -484,6 +484,21 @@ impl RedisStore {
         }
     }
 
+    /// Run another of drip's scripts (`script`, its hash `sha`) on `keys`
+    /// with `args` through this store's connection (`--share-jobs`'s).
+    ///
+    /// # Errors
+    /// As the schedule's calls: a server unreachable or unusable.
+    pub(crate) fn eval_script(
+        &mut self,
+        script: &str,
+        sha: &str,
+        keys: &[String],
+        args: &[String],
+    ) -> Result<Vec<Value>, Failure> {
+        self.conn.eval(script, sha, keys, args)
+    }
+
     /// The keys' reservation of `asks`, in one call.
     fn reserve_keys(&mut self, asks: &[Ask<'_>], horizon: i64) -> Result<Reply, Failure> {
         let keys: Vec<&[u8]> = asks.iter().map(|a| a.key.unwrap_or_default()).collect();
