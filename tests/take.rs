@@ -193,6 +193,31 @@ fn other_limits_and_a_cost_with_no_cost_rate_are_refused() {
     );
 }
 
+/// A NAME whose drips share limits per key: a take (it has no key) is
+/// refused as limits that differ, status 2.
+#[test]
+fn a_name_with_limits_per_key_is_refused() {
+    let runtime = tempfile::tempdir().unwrap();
+    let mut cmd = common::command(&["--key", "1", "--key-rate", "5/s", "--share", "keyed", "-q"]);
+    cmd.env("XDG_RUNTIME_DIR", runtime.path());
+    let out = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .and_then(|mut c| {
+            common::feed(&mut c, b"a\n");
+            c.wait()
+        })
+        .unwrap();
+    assert!(out.success());
+    let (status, stderr) = take(&["-r", "5/s", "keyed"], runtime.path());
+    assert_eq!(status, 2, "{stderr}");
+    assert!(
+        stderr.contains("differ from the shared ones (per key 5/s, burst 1)"),
+        "{stderr}"
+    );
+}
+
 /// A server that cannot be reached: status 4, one line.
 #[test]
 fn an_unreachable_server_is_status_4() {
