@@ -224,7 +224,8 @@ fn the_figures_show_the_shared_job_limit() {
     .stderr(Stdio::piped())
     .spawn()
     .unwrap();
-    common::feed(&mut child, b"1\n2\n3\n4\n");
+    // Records of 0: each job is `sleep 0.5 0`.
+    common::feed(&mut child, b"0\n0\n0\n0\n");
     // Two jobs hold the two leases; the others wait.
     let mut info = serde_json::Value::Null;
     for _ in 0..100 {
@@ -247,6 +248,11 @@ fn the_figures_show_the_shared_job_limit() {
         stderr.contains("shared jobs 0 of 2 held here (0 across the drips, waited "),
         "{stderr}"
     );
+    // Its leases went back at exit.
+    let leases =
+        std::fs::read_to_string(common::runtime_dir().join("drip/figs.jobs.json")).unwrap();
+    let leases: serde_json::Value = serde_json::from_str(&leases).unwrap();
+    assert_eq!(leases["leases"], serde_json::json!({}), "{leases}");
     let stats = common::last_json(&json);
     assert_eq!(stats["share_jobs"]["limit"], 2, "{stats}");
     assert_eq!(stats["share_jobs"]["held"], 0, "{stats}");
