@@ -134,6 +134,10 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
             return
         }
+        { $_ -in '--share-jobs' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
         { $_ -in '--exec' } {
             @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
             return
@@ -216,6 +220,7 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             [CompletionResult]::new('--share', '--share', [CompletionResultType]::ParameterName, 'Share the --rate limits (the default 1/s when no rate is given) and --byte-rate limits, and each key''s --key-rate limit, with every drip given the same NAME (1 to 200 letters, digits, ''.'', ''_'', ''-'', '':''; not starting with ''.''): on this host with no server (a state file under $XDG_RUNTIME_DIR/drip or /tmp/drip-$UID), or on any host through Redis or Valkey: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]/NAME, rediss://... (TLS; trusting the system''s CAs, or SSL_CERT_FILE), redis+unix:///SOCKET/NAME[?db=DB&user=USER&pass=PASSWORD], valkey://... (no other query string). All of them must give the same rates and bursts, in any order, per key too (else exit 2). Under a byte rate each reserved slot carries one record of at most the size it was reserved for')
             [CompletionResult]::new('--share-on-error', '--share-on-error', [CompletionResultType]::ParameterName, 'When the shared state cannot be reached: wait (send nothing, say so on stderr unless -q, and retry with backoff; records wait in the bucket), local (pace alone at the rate divided by --share-peers until it answers again, and hold that pace 3 s more as it shares again; warn once unless -q), or fail (exit 4). A setup no retry mends (a state file drip cannot use, a password the server wants or refuses, a server that is not Redis) exits 4 under every policy')
             [CompletionResult]::new('--share-peers', '--share-peers', [CompletionResultType]::ParameterName, 'How many drips share the limits, for --share-on-error local')
+            [CompletionResult]::new('--share-jobs', '--share-jobs', [CompletionResultType]::ParameterName, 'With --exec and --share: at most N jobs running at once across every drip on the NAME (this host''s, or every host''s through Redis). Each running job holds a lease in the shared state, renewed every second; the leases of a drip that died lapse within 5 s')
             [CompletionResult]::new('--exec', '--exec', [CompletionResultType]::ParameterName, 'Run COMMAND once per record instead of writing records to stdout: {} in an argument is replaced by the record (delimiter excluded); without {}, the record is the last argument. {headers} is the path of a file for the job''s HTTP response headers (curl -D {headers}): 429 and 503 there mean overload, 408, 500, 502 and 504 a transient failure, other statuses from 400 a final one. Jobs get DRIP_RECORD, DRIP_RECORD_ID (an idempotency key), DRIP_ATTEMPT and DRIP_HEADERS. No shell (write sh -c ''...'' for one). Takes the rest of the command line, or up to a '';''')
             [CompletionResult]::new('-j', '-j', [CompletionResultType]::ParameterName, 'At most N jobs at once (the rate limits starts; both hold) [default: 1]')
             [CompletionResult]::new('--jobs', '--jobs', [CompletionResultType]::ParameterName, 'At most N jobs at once (the rate limits starts; both hold) [default: 1]')
@@ -246,9 +251,21 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('ctl', 'ctl', [CompletionResultType]::ParameterValue, 'Steer a running drip of this user: list them, change a rate, pause, resume, read its figures')
+            [CompletionResult]::new('take', 'take', [CompletionResultType]::ParameterValue, 'Take one slot from a shared limit, for a script that makes one call at a time: `drip take api-quota -r 10/s && curl ...`')
             break
         }
         'drip;ctl' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'drip;take' {
+            [CompletionResult]::new('-r', '-r', [CompletionResultType]::ParameterName, 'A record limit of the shared ones, as drip''s --rate (RATE[:BURST]; may be given more than once)')
+            [CompletionResult]::new('--rate', '--rate', [CompletionResultType]::ParameterName, 'A record limit of the shared ones, as drip''s --rate (RATE[:BURST]; may be given more than once)')
+            [CompletionResult]::new('--byte-rate', '--byte-rate', [CompletionResultType]::ParameterName, 'A byte limit of the shared ones, as drip''s --byte-rate')
+            [CompletionResult]::new('--cost-rate', '--cost-rate', [CompletionResultType]::ParameterName, 'A cost limit of the shared ones, as drip''s --cost-rate')
+            [CompletionResult]::new('--cost', '--cost', [CompletionResultType]::ParameterName, 'What the slot spends of the --cost-rate (or bytes of the --byte-rate) limits; each --rate counts it as one [default: 1]')
+            [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Wait at most DURATION for the slot to be due; a slot not due by then is not taken (exit status 124)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             break

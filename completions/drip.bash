@@ -49,6 +49,9 @@ _drip() {
             drip,ctl)
                 cmd="drip__subcmd__ctl"
                 ;;
+            drip,take)
+                cmd="drip__subcmd__take"
+                ;;
             *)
                 ;;
         esac
@@ -56,7 +59,7 @@ _drip() {
 
     case "${cmd}" in
         drip)
-            opts="-r -i -b -c -o -0 -d -q -h -j -k -V --rate --byte-rate --cost --cost-rate --budget --budget-exhausted --interval --burst --capacity --capacity-bytes --overflow --null --delimiter --max-record --oversize --max-wait --dead-letter --drain --stats --stats-json --stats-interval --metrics --name --no-control --key --field-separator --key-rate --key-capacity --max-keys --progress --quiet --share --share-on-error --share-peers --help --exec --jobs --record-on-stdin --retries --retry-on --overload-on --backoff --timeout --deadline --adapt --joblog --resume --no-quota-pacing --keep-order --order-window --version ctl"
+            opts="-r -i -b -c -o -0 -d -q -h -j -k -V --rate --byte-rate --cost --cost-rate --budget --budget-exhausted --interval --burst --capacity --capacity-bytes --overflow --null --delimiter --max-record --oversize --max-wait --dead-letter --drain --stats --stats-json --stats-interval --metrics --name --no-control --key --field-separator --key-rate --key-capacity --max-keys --progress --quiet --share --share-on-error --share-peers --share-jobs --help --exec --jobs --record-on-stdin --retries --retry-on --overload-on --backoff --timeout --deadline --adapt --joblog --resume --no-quota-pacing --keep-order --order-window --version ctl take"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -309,6 +312,13 @@ _drip() {
                     fi
                     return 0
                     ;;
+                --share-jobs)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
                 --exec)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -420,6 +430,62 @@ _drip() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        drip__subcmd__take)
+            opts="-r -h --rate --byte-rate --cost-rate --cost --timeout --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --rate)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
+                -r)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
+                --byte-rate)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
+                --cost-rate)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
+                --cost)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

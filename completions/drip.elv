@@ -52,6 +52,7 @@ set edit:completion:arg-completer[drip] = {|@words|
             cand --share 'Share the --rate limits (the default 1/s when no rate is given) and --byte-rate limits, and each key''s --key-rate limit, with every drip given the same NAME (1 to 200 letters, digits, ''.'', ''_'', ''-'', '':''; not starting with ''.''): on this host with no server (a state file under $XDG_RUNTIME_DIR/drip or /tmp/drip-$UID), or on any host through Redis or Valkey: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]/NAME, rediss://... (TLS; trusting the system''s CAs, or SSL_CERT_FILE), redis+unix:///SOCKET/NAME[?db=DB&user=USER&pass=PASSWORD], valkey://... (no other query string). All of them must give the same rates and bursts, in any order, per key too (else exit 2). Under a byte rate each reserved slot carries one record of at most the size it was reserved for'
             cand --share-on-error 'When the shared state cannot be reached: wait (send nothing, say so on stderr unless -q, and retry with backoff; records wait in the bucket), local (pace alone at the rate divided by --share-peers until it answers again, and hold that pace 3 s more as it shares again; warn once unless -q), or fail (exit 4). A setup no retry mends (a state file drip cannot use, a password the server wants or refuses, a server that is not Redis) exits 4 under every policy'
             cand --share-peers 'How many drips share the limits, for --share-on-error local'
+            cand --share-jobs 'With --exec and --share: at most N jobs running at once across every drip on the NAME (this host''s, or every host''s through Redis). Each running job holds a lease in the shared state, renewed every second; the leases of a drip that died lapse within 5 s'
             cand --exec 'Run COMMAND once per record instead of writing records to stdout: {} in an argument is replaced by the record (delimiter excluded); without {}, the record is the last argument. {headers} is the path of a file for the job''s HTTP response headers (curl -D {headers}): 429 and 503 there mean overload, 408, 500, 502 and 504 a transient failure, other statuses from 400 a final one. Jobs get DRIP_RECORD, DRIP_RECORD_ID (an idempotency key), DRIP_ATTEMPT and DRIP_HEADERS. No shell (write sh -c ''...'' for one). Takes the rest of the command line, or up to a '';'''
             cand -j 'At most N jobs at once (the rate limits starts; both hold) [default: 1]'
             cand --jobs 'At most N jobs at once (the rate limits starts; both hold) [default: 1]'
@@ -82,8 +83,19 @@ set edit:completion:arg-completer[drip] = {|@words|
             cand -V 'Print version'
             cand --version 'Print version'
             cand ctl 'Steer a running drip of this user: list them, change a rate, pause, resume, read its figures'
+            cand take 'Take one slot from a shared limit, for a script that makes one call at a time: `drip take api-quota -r 10/s && curl ...`'
         }
         &'drip;ctl'= {
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
+        &'drip;take'= {
+            cand -r 'A record limit of the shared ones, as drip''s --rate (RATE[:BURST]; may be given more than once)'
+            cand --rate 'A record limit of the shared ones, as drip''s --rate (RATE[:BURST]; may be given more than once)'
+            cand --byte-rate 'A byte limit of the shared ones, as drip''s --byte-rate'
+            cand --cost-rate 'A cost limit of the shared ones, as drip''s --cost-rate'
+            cand --cost 'What the slot spends of the --cost-rate (or bytes of the --byte-rate) limits; each --rate counts it as one [default: 1]'
+            cand --timeout 'Wait at most DURATION for the slot to be due; a slot not due by then is not taken (exit status 124)'
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
         }
@@ -135,6 +147,7 @@ set edit:completion:arg-completer[drip] = {|@words|
         put local
         put fail
     } elif (or (eq $prev --share-peers)) {
+    } elif (or (eq $prev --share-jobs)) {
     } elif (or (eq $prev --exec)) {
     } elif (or (eq $prev -j) (eq $prev --jobs)) {
     } elif (or (eq $prev --retries)) {

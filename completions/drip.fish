@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_drip_global_optspecs
-    string join \n r/rate= byte-rate= cost= cost-rate= budget= budget-exhausted= i/interval= b/burst= c/capacity= capacity-bytes= o/overflow= 0/null d/delimiter= max-record= oversize= max-wait= dead-letter= drain stats stats-json= stats-interval= metrics= name= no-control key= field-separator= key-rate= key-capacity= max-keys= progress q/quiet share= share-on-error= share-peers= h help exec= j/jobs= record-on-stdin retries= retry-on= overload-on= backoff= timeout= deadline= adapt joblog= resume= no-quota-pacing k/keep-order order-window= V/version
+    string join \n r/rate= byte-rate= cost= cost-rate= budget= budget-exhausted= i/interval= b/burst= c/capacity= capacity-bytes= o/overflow= 0/null d/delimiter= max-record= oversize= max-wait= dead-letter= drain stats stats-json= stats-interval= metrics= name= no-control key= field-separator= key-rate= key-capacity= max-keys= progress q/quiet share= share-on-error= share-peers= share-jobs= h help exec= j/jobs= record-on-stdin retries= retry-on= overload-on= backoff= timeout= deadline= adapt joblog= resume= no-quota-pacing k/keep-order order-window= V/version
 end
 
 function __fish_drip_exec_words
@@ -35,10 +35,10 @@ end
 function __fish_drip_needs_command
     # Not inside --exec's command line.
     __fish_drip_exec_words >/dev/null; and return 1
-    # drip ctl: the first word only.
+    # drip ctl, drip take: the first word only.
     set -l cmd (commandline -opc)
-    if test (count $cmd) -ge 2; and test "$cmd[2]" = ctl
-        echo ctl
+    if test (count $cmd) -ge 2; and contains -- "$cmd[2]" ctl take
+        echo $cmd[2]
         return 1
     end
     return 0
@@ -86,6 +86,7 @@ complete -c drip -n "__fish_drip_needs_command" -l share-on-error -d 'When the s
 local\t'pace alone at the rate divided by --share-peers, warn once'
 fail\t'exit with status 4'"
 complete -c drip -n "__fish_drip_needs_command" -l share-peers -d 'How many drips share the limits, for --share-on-error local' -r -f
+complete -c drip -n "__fish_drip_needs_command" -l share-jobs -d 'With --exec and --share: at most N jobs running at once across every drip on the NAME (this host\'s, or every host\'s through Redis). Each running job holds a lease in the shared state, renewed every second; the leases of a drip that died lapse within 5 s' -r -f
 complete -c drip -n "__fish_drip_needs_command" -l exec -d 'Run COMMAND once per record instead of writing records to stdout: {} in an argument is replaced by the record (delimiter excluded); without {}, the record is the last argument. {headers} is the path of a file for the job\'s HTTP response headers (curl -D {headers}): 429 and 503 there mean overload, 408, 500, 502 and 504 a transient failure, other statuses from 400 a final one. Jobs get DRIP_RECORD, DRIP_RECORD_ID (an idempotency key), DRIP_ATTEMPT and DRIP_HEADERS. No shell (write sh -c \'...\' for one). Takes the rest of the command line, or up to a \';\'' -r -f -a "(__fish_complete_command)"
 complete -c drip -n "__fish_drip_needs_command" -s j -l jobs -d 'At most N jobs at once (the rate limits starts; both hold) [default: 1]' -r -f
 complete -c drip -n "__fish_drip_needs_command" -l retries -d 'Retry a record up to N times after a transient failure or an overload [default: 0]' -r -f
@@ -111,7 +112,14 @@ complete -c drip -n "__fish_drip_needs_command" -l no-quota-pacing -d 'Do not pa
 complete -c drip -n "__fish_drip_needs_command" -s k -l keep-order -d 'Write each job\'s output in input order, whole, whatever order the jobs end in (stderr is passed on as it comes). Outputs wait for the records before them; at most --order-window records start ahead of the oldest one not written out, so a long job holds new starts back'
 complete -c drip -n "__fish_drip_needs_command" -s V -l version -d 'Print version'
 complete -c drip -n "__fish_drip_needs_command" -a "ctl" -d 'Steer a running drip of this user: list them, change a rate, pause, resume, read its figures'
+complete -c drip -n "__fish_drip_needs_command" -a "take" -d 'Take one slot from a shared limit, for a script that makes one call at a time: `drip take api-quota -r 10/s && curl ...`'
 complete -c drip -n "__fish_drip_using_subcommand ctl" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c drip -n "__fish_drip_using_subcommand take" -s r -l rate -d 'A record limit of the shared ones, as drip\'s --rate (RATE[:BURST]; may be given more than once)' -r -f
+complete -c drip -n "__fish_drip_using_subcommand take" -l byte-rate -d 'A byte limit of the shared ones, as drip\'s --byte-rate' -r -f
+complete -c drip -n "__fish_drip_using_subcommand take" -l cost-rate -d 'A cost limit of the shared ones, as drip\'s --cost-rate' -r -f
+complete -c drip -n "__fish_drip_using_subcommand take" -l cost -d 'What the slot spends of the --cost-rate (or bytes of the --byte-rate) limits; each --rate counts it as one [default: 1]' -r -f
+complete -c drip -n "__fish_drip_using_subcommand take" -l timeout -d 'Wait at most DURATION for the slot to be due; a slot not due by then is not taken (exit status 124)' -r -f
+complete -c drip -n "__fish_drip_using_subcommand take" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c drip -n "__fish_drip_exec_words >/dev/null" -f -a "(__fish_drip_exec_complete)"
 
 function __fish_drip_ctl_words

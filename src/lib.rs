@@ -48,13 +48,26 @@ mod sys;
 mod waiting;
 mod writer;
 
-pub use cli::{Cli, Command, Config, CtlArgs, SUMMARY};
+pub use cli::{Cli, Command, Config, CtlArgs, TakeArgs, SUMMARY};
 pub use control::client::run as ctl;
 pub use engine::{
     exit_status, run, run_stdout, Ending, EXIT_BUDGET, EXIT_ERROR, EXIT_OK, EXIT_OVERFLOW,
     EXIT_SHARE, EXIT_USAGE,
 };
+pub use shared::take::EXIT_TIMEOUT;
 pub use state::OverflowError;
+
+/// `drip take`: take one slot from the shared limit `args` name, saying
+/// what went wrong on `err`; the exit status (0, [`EXIT_TIMEOUT`], 2, 4).
+pub fn take(args: TakeArgs, err: &mut dyn std::io::Write) -> i32 {
+    match cli::take_request(args) {
+        Ok(request) => shared::take::run(&request, err),
+        Err(why) => {
+            let _ = writeln!(err, "drip: {why}");
+            EXIT_USAGE
+        }
+    }
+}
 pub use sys::describe;
 
 /// The parts the integration tests drive directly, without a process:

@@ -14,10 +14,17 @@ fn main() -> ExitCode {
     if cli.summary {
         return help_out("-h", || write!(io::stdout(), "{}", drip::SUMMARY));
     }
-    if let Some(Command::Ctl(ctl)) = cli.command.take() {
-        let args: Vec<String> = ctl.target.into_iter().chain(ctl.command).collect();
-        let status = drip::ctl(&args, &mut io::stdout(), &mut io::stderr());
-        return ExitCode::from(status as u8);
+    match cli.command.take() {
+        Some(Command::Ctl(ctl)) => {
+            let args: Vec<String> = ctl.target.into_iter().chain(ctl.command).collect();
+            let status = drip::ctl(&args, &mut io::stdout(), &mut io::stderr());
+            return ExitCode::from(status as u8);
+        }
+        Some(Command::Take(take)) => {
+            let status = drip::take(take, &mut io::stderr());
+            return ExitCode::from(status as u8);
+        }
+        None => {}
     }
     let config = match Config::try_from(cli) {
         Ok(config) => config,

@@ -309,6 +309,36 @@ fn jobs(out: &mut Text, s: &Summary) {
         "Jobs running now.",
         j.jobs_running as f64,
     );
+    if let Some(shared) = &j.share_jobs {
+        single(
+            out,
+            "drip_share_jobs_limit",
+            "gauge",
+            "--share-jobs: jobs that may run at once across the drips on the NAME.",
+            shared.limit as f64,
+        );
+        single(
+            out,
+            "drip_share_jobs_held",
+            "gauge",
+            "--share-jobs: leases this drip holds (its running jobs).",
+            shared.held as f64,
+        );
+        single(
+            out,
+            "drip_share_jobs_fleet",
+            "gauge",
+            "--share-jobs: leases held across the drips on the NAME, at the last call.",
+            shared.fleet as f64,
+        );
+        single(
+            out,
+            "drip_share_jobs_waits_total",
+            "counter",
+            "--share-jobs: times a job waited because the drips ran N jobs.",
+            shared.waits as f64,
+        );
+    }
     single(
         out,
         "drip_job_retries_total",

@@ -454,6 +454,9 @@ pub struct JobStats {
     /// in the JSON, where `effective_rate` says the rate in force.
     #[serde(skip)]
     pub configured_rate: f64,
+    /// `--share-jobs`: the job limit shared across the drips on the NAME.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share_jobs: Option<crate::shared::jobs::ShareJobsFigures>,
 }
 
 impl JobStats {
@@ -508,6 +511,15 @@ impl JobStats {
                 format!(
                     "outputs cut {} ({} bytes not written)",
                     self.outputs_cut, self.output_bytes_unwritten
+                ),
+                ",",
+            ));
+        }
+        if let Some(j) = &self.share_jobs {
+            clauses.push((
+                format!(
+                    "shared jobs {} of {} held here ({} across the drips, waited {} times)",
+                    j.held, j.limit, j.fleet, j.waits
                 ),
                 ",",
             ));

@@ -123,8 +123,8 @@ fn powershell_values(script: String) -> String {
 
 /// clap_complete's fish script takes any word after the options for a
 /// subcommand, and gives up on the options once a value is missing: drip
-/// has one subcommand, `ctl`, only as the first word (a file named `ctl`
-/// elsewhere is a file), so say exactly that.
+/// has two subcommands, `ctl` and `take`, only as the first word (a file
+/// named `ctl` elsewhere is a file), so say exactly that.
 fn fish_subcommand(script: String) -> String {
     let start = script
         .find("function __fish_drip_needs_command")
@@ -135,10 +135,10 @@ fn fish_subcommand(script: String) -> String {
             .expect("fish script changed shape")
         + 5;
     let own = "function __fish_drip_needs_command\n    \
-               # drip ctl: the first word only.\n    \
+               # drip ctl, drip take: the first word only.\n    \
                set -l cmd (commandline -opc)\n    \
-               if test (count $cmd) -ge 2; and test \"$cmd[2]\" = ctl\n        \
-               echo ctl\n        \
+               if test (count $cmd) -ge 2; and contains -- \"$cmd[2]\" ctl take\n        \
+               echo $cmd[2]\n        \
                return 1\n    \
                end\n    \
                return 0\n\

@@ -310,6 +310,13 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value = "1", value_parser = parse_count, value_hint = ValueHint::Other, allow_hyphen_values = true)]
     pub share_peers: u64,
 
+    /// With --exec and --share: at most N jobs running at once across every
+    /// drip on the NAME (this host's, or every host's through Redis). Each
+    /// running job holds a lease in the shared state, renewed every second;
+    /// the leases of a drip that died lapse within 5 s
+    #[arg(long, value_name = "N", value_parser = parse_count, value_hint = ValueHint::Other, allow_hyphen_values = true)]
+    pub share_jobs: Option<u64>,
+
     /// Print a one-screen summary of the flags most runs need, grouped by
     /// task (--help: every flag; man drip: the whole manual)
     #[arg(short = 'h', action = clap::ArgAction::SetTrue)]
@@ -466,6 +473,57 @@ pub enum Command {
         after_help = "Examples:\n  drip ctl list\n  drip ctl nightly rate 5/s\n  drip ctl 4242 pause\n  drip ctl nightly stats"
     )]
     Ctl(CtlArgs),
+
+    /// Take one slot from a shared limit, for a script that makes one call
+    /// at a time: `drip take api-quota -r 10/s && curl ...`.
+    ///
+    /// NAME|URL is --share's: the same state file or Redis, the same limits
+    /// (-r, --byte-rate, --cost-rate, as the drips sharing it give them;
+    /// 1/s when none is given) and the same schedule the running drips
+    /// reserve from. Waits until the slot is due, then exits 0. With
+    /// --timeout, a slot not due within it is not taken: exit status 124,
+    /// nothing spent. Limits that differ from the shared ones: exit status
+    /// 2; a state that cannot be reached or used: exit status 4.
+    #[command(
+        after_help = "Examples:\n  drip take api-quota -r 10/s && curl https://api.example.com/\n  drip take redis://cache.internal/api-quota -r 10/s --timeout 5s"
+    )]
+    Take(TakeArgs),
+}
+
+/// The words and flags of `drip take`.
+#[derive(Debug, clap::Args)]
+pub struct TakeArgs {
+    /// The shared limit: a NAME on this host, or a Redis URL, as --share
+    /// takes
+    #[arg(value_name = "NAME|URL", value_parser = shared::parse_target, value_hint = ValueHint::Other)]
+    pub target: shared::Target,
+
+    /// A record limit of the shared ones, as drip's --rate (RATE[:BURST];
+    /// may be given more than once)
+    #[arg(short, long, value_name = "RATE[:BURST]", value_parser = parse_rate_burst, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true)]
+    pub rate: Vec<(Rate, Option<u64>)>,
+
+    /// A byte limit of the shared ones, as drip's --byte-rate
+    #[arg(long, value_name = "SIZE/UNIT[:BURST]", value_parser = parse_byte_rate_burst, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true)]
+    pub byte_rate: Vec<(Rate, u64)>,
+
+    /// A cost limit of the shared ones, as drip's --cost-rate
+    #[arg(long, value_name = "N/UNIT[:BURST]", value_parser = parse_cost_rate_burst, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true)]
+    pub cost_rate: Vec<(Rate, u64)>,
+
+    /// What the slot spends of the --cost-rate (or bytes of the
+    /// --byte-rate) limits; each --rate counts it as one [default: 1]
+    #[arg(long, value_name = "N", value_parser = parse_count, value_hint = ValueHint::Other, allow_hyphen_values = true)]
+    pub cost: Option<u64>,
+
+    /// Wait at most DURATION for the slot to be due; a slot not due by then
+    /// is not taken (exit status 124)
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, value_hint = ValueHint::Other, allow_hyphen_values = true)]
+    pub timeout: Option<Duration>,
+
+    /// Print help (see more with '--help')
+    #[arg(short = 'h', long = "help", action = clap::ArgAction::Help, long_help = "Print help (see a summary with '-h')")]
+    pub help: Option<bool>,
 }
 
 /// The words of `drip ctl`.
@@ -604,10 +662,10 @@ mod tests {
         }
         // rate, byte-rate, cost, cost-rate, budget, interval, burst, capacity,
         // capacity-bytes, delimiter, max-record, max-wait, stats-interval,
-        // share, share-peers; jobs, retries, retry-on, overload-on, backoff,
-        // timeout, deadline, order-window; key, field-separator, key-rate,
-        // key-capacity, max-keys; name.
-        assert_eq!(other, 29);
+        // share, share-peers, share-jobs; jobs, retries, retry-on,
+        // overload-on, backoff, timeout, deadline, order-window; key,
+        // field-separator, key-rate, key-capacity, max-keys; name.
+        assert_eq!(other, 30);
     }
 
     #[test]

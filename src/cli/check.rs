@@ -2,7 +2,7 @@
 //! mean together (the limits, the keys, sharing), and the usage errors when
 //! they contradict each other.
 
-use super::args::{Cli, JobArgs};
+use super::args::{Cli, JobArgs, TakeArgs};
 use super::config::Config;
 use crate::cost::Cost;
 use crate::input::Input;
@@ -297,6 +297,71 @@ fn outputs_apart(cli: &Cli) -> Result<(), clap::Error> {
     Ok(())
 }
 
+/// What `drip take`'s flags ask: the limits as a drip with the same
+/// flags shares them (1/s when none is given; `--rate inf` left out).
+///
+/// # Errors
+/// A usage error, one line: no limit to take from, or a `--cost` with no
+/// byte or cost limit to spend it on.
+pub fn take_request(args: TakeArgs) -> Result<shared::take::Request, String> {
+    let mut rates = args.rate;
+    if rates.is_empty() && args.byte_rate.is_empty() && args.cost_rate.is_empty() {
+        rates.push((ONE_PER_SECOND, None));
+    }
+    let records = rates
+        .into_iter()
+        .filter(|(rate, _)| *rate != Rate::Unlimited)
+        .map(|(rate, burst)| Limit {
+            rate,
+            burst: burst.unwrap_or(1),
+            unit: Unit::Records,
+        });
+    let weighed = |list: Vec<(Rate, u64)>, unit: Unit| {
+        list.into_iter()
+            .map(move |(rate, burst)| Limit { rate, burst, unit })
+    };
+    let limits: Vec<Limit> = records
+        .chain(weighed(args.byte_rate, Unit::Bytes))
+        .chain(weighed(args.cost_rate, Unit::Cost))
+        .collect();
+    if limits.is_empty() {
+        return Err("take: there is no rate to take from (--rate inf)".into());
+    }
+    if args.cost.is_some() && !shared::take::weighs(&limits) {
+        return Err(
+            "--cost: there is no --cost-rate or --byte-rate to spend it on (a --rate slot is one record)"
+                .into(),
+        );
+    }
+    Ok(shared::take::Request {
+        target: args.target,
+        limits,
+        cost: args.cost.unwrap_or(1),
+        timeout: args.timeout,
+    })
+}
+
+/// `--share-jobs N`: where the job limit is shared, and N.
+///
+/// # Errors
+/// `--share-jobs` without `--exec` or without `--share`.
+fn share_jobs(
+    cli: &Cli,
+    share: Option<&shared::Share>,
+    exec: bool,
+) -> Result<Option<(shared::Target, u64)>, clap::Error> {
+    let Some(n) = cli.share_jobs else {
+        return Ok(None);
+    };
+    match share {
+        _ if !exec => usage("--share-jobs: only with --exec (it limits the jobs running)".into()),
+        None => usage(
+            "--share-jobs: only with --share NAME (the drips that share the job limit)".into(),
+        ),
+        Some(share) => Ok(Some((share.target.clone(), n))),
+    }
+}
+
 /// A usage error (exit status 2) saying `why`.
 fn usage<T>(why: String) -> Result<T, clap::Error> {
     use clap::CommandFactory;
@@ -390,8 +455,10 @@ impl TryFrom<Cli> for Config {
         let jobs = cli.job_args.config().map_err(|why| {
             Cli::command().error(clap::error::ErrorKind::MissingRequiredArgument, why)
         })?;
+        let share_jobs = share_jobs(&cli, share.as_ref(), jobs.is_some())?;
         let jobs = jobs.map(|jobs| JobConfig {
             quiet: cli.quiet,
+            share_jobs,
             ..jobs
         });
         let delimiter = if cli.null {
@@ -506,6 +573,7 @@ impl JobArgs {
             keep_order: self
                 .keep_order
                 .then(|| self.order_window.unwrap_or(DEFAULT_WINDOW)),
+            share_jobs: None,
         }))
     }
 

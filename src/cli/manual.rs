@@ -10,6 +10,7 @@ stdin and writes them to stdout at a steady rate.
 
 Usage: drip [OPTIONS] [FILE]...
        drip ctl list | drip ctl TARGET COMMAND...     steer a running drip
+       drip take NAME [-r RATE] [--timeout D]         take one slot of a --share
 
 Pace:
   -r, --rate RATE[:BURST]     records per unit: 10/s, 90/min, 0.5/s, inf [1/s];
@@ -89,6 +90,10 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "replay a log with bursts of up to 50, then print a summary",
     ),
     (
+        "drip take api-quota -r 10/s && curl -sS https://api.example.com/",
+        "take one slot of the 10/s limit drips share with --share api-quota, then call",
+    ),
+    (
         "drip ctl nightly rate 5/s",
         "halve the rate of the drip started with --name nightly -r 10/s, from now on",
     ),
@@ -117,6 +122,10 @@ pub const EXIT_STATUSES: &[(&str, &str)] = &[
     (
         "123",
         "with --exec: some records failed (or passed their --deadline), as xargs says when a command failed",
+    ),
+    (
+        "124",
+        "drip take: no slot was due within its --timeout; nothing was spent",
     ),
     (
         "126, 127",
@@ -205,6 +214,12 @@ pub const DESCRIPTION: &[(&str, &[Paragraph])] = &[
             ("--stats", "At exit (and on SIGUSR1) a summary on stderr, broken between clauses into lines of at most 80 columns, each starting drip: \u{2014} read, written, dropped (newest, oldest), expired, skipped (when any), undelivered; cap N (DURATION, by the limit that set it) when --capacity or --key-capacity is a duration; while records wait (on SIGUSR1), waiting N (oldest, wait); max depth, max wait; rate, elapsed. Drops refused at arrival (see Service level) are counted as refused at arrival inside the dropped clause. The rate is taken between the first and the last record written: the records written after the first write over the time since it, (written \u{2212} 1) / span when records leave one at a time; it is left out when fewer than two writes were made. Elapsed is the wall time of the whole run. With --key the keys' lines follow, broken the same way: keys seen (remembered, busy: with records waiting), the records of new keys dropped because every remembered key was busy (when any), and the keys that wrote, lost (dropped or expired) and hold waiting the most records, ten of each. A key is shown safe for a terminal: a backslash as \\\\, tab, newline and carriage return as \\t, \\n, \\r, other control bytes and invalid UTF-8 as \\xNN, control and direction-changing characters beyond ASCII as \\u{NNNN}; in double quotes when empty or holding a blank, comma, semicolon or quote, or spelled (no key), the name of the lane of records without a key; cut to 40 columns (a wide character takes two), ending in \u{2026}. With --share, the shared NAME: ... lines come last. With --exec, max wait is max wait to start (from being read to the job's start; max depth counts only the bucket), the jobs' clauses follow (succeeded, failed, running, retries, overload responses, pauses, start limit: the rate starts are held to, lowered from the configured one after an overload, by --adapt or a quota, or starts unpaced; attempt p50 and p99 once an attempt ended; outputs cut N (B bytes not written) when jobs' output could not be written), and the rate is the measured start rate, left out over fewer than 3 starts or a span under 100 ms."),
             ("--stats-json", "The summary as one JSON object: read, written, dropped_newest, dropped_oldest, expired, refused (of the dropped, those refused at arrival: see Service level), skipped, undelivered, bytes_read, bytes_written, max_depth (records), max_wait_ms (the longest any written record waited), elapsed_ms, rate (records per second between the first and last write; null when fewer than two writes were made), span_ms (the time between them), depth, oldest_age_ms and forecast_wait_ms (the records waiting when the summary was taken, the oldest one's age, and the wait a record arriving then would face; null when it cannot be foreseen), succeeded, failed and skipped_done (records skipped by --resume: they succeeded in an earlier run) (0 without --exec); when --capacity or --key-capacity is a DURATION, capacity_for or key_capacity_for: duration_ms, capacity, unit (records or bytes) and set_by (the limit); with --exec, the runner's figures (among them outputs_cut and output_bytes_unwritten: the jobs' outputs, each attempt's stdout or stderr, not written whole because stdout or stderr was closed, failed or stalled at a second signal, and their bytes not written; rate is null over fewer than 3 starts or a span under 100 ms); with --key, a keys object: keys_seen (keys taken into memory, the no-key lane included; a key forgotten and seen again counts again), keys (remembered), busy_keys (keys with records waiting), dropped_unremembered (records of new keys dropped because every remembered key was busy, also in dropped_newest) and top_written, top_dropped, top_waiting (the ten keys with the most records, as [key, count] pairs). A key is a JSON string of its bytes: valid UTF-8 as it is, a backslash as \\\\, each byte of invalid UTF-8 as \\xNN; the no-key lane is null. The lists cover the keys remembered at the end (a key forgotten when idle takes its counts with it; the totals keep them). When drip stops with records waiting, busy_keys and top_waiting are taken at the stop, before those records are counted undelivered. With --share, a share object: name, reservations, slots_forfeited, state_lost and failed_calls (as on the --stats line shared NAME: ...), for the global limits (left out when only --key-rate is shared), and with --key a per_key object with the same four for the limits per key (as on the line shared NAME per key: ...)."),
             ("--stats-interval", "One JSON line per interval, on stderr or in the --stats-json FILE before the summary: time (seconds since start), records_in, records_out and rate (during the interval), depth, oldest_age_ms, forecast_wait_ms (the wait a record arriving now would face; null when it cannot be foreseen), and the totals read, written, dropped_newest, dropped_oldest, expired, refused, skipped; with --exec, succeeded, failed and the runner's figures; with --key, keys (remembered now) and busy_keys (keys with records waiting now)."),
+        ],
+    ),
+    (
+        "Taking one slot (drip take)",
+        &[
+            ("drip take NAME|URL [-r RATE[:BURST]]... [--byte-rate ...] [--cost-rate ...] [--cost N] [--timeout D]", "Take one slot of the limit shared under NAME (or the Redis URL) as --share takes it, with the limits the drips sharing it give (1/s when none is given), on the same schedule they reserve from: the slot is the next one after every slot reserved before it, taken in one atomic step, and drip take sleeps until it is due, then exits 0. --cost N spends N of each --cost-rate (or bytes of each --byte-rate) and 1 of each --rate. With --timeout, a slot not due within D of the start is not taken and nothing is spent; drip take asks again every 200 ms until D has passed, then exits 124. Limits that differ from the shared ones exit 2; a state that cannot be reached or used exits 4, one line on stderr."),
         ],
     ),
 ];

@@ -83,6 +83,9 @@ pub struct JobConfig {
     /// `--keep-order`: outputs in input order, at most this many records
     /// started ahead of the oldest not written out.
     pub keep_order: Option<usize>,
+    /// `--share-jobs N`: at most N jobs at once across every drip on the
+    /// shared NAME (where, and N).
+    pub share_jobs: Option<(crate::shared::Target, u64)>,
 }
 
 /// The wait before a retry unless `--backoff` says otherwise.

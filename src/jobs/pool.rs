@@ -35,6 +35,7 @@ use super::slots::{Running, Slots, Table};
 use super::{ExecError, JobConfig, JobFate};
 use crate::bucket::Segment;
 use crate::key::KeySpec;
+use crate::shared::jobs::SharedJobs;
 use crate::state::{Jobs, Shared};
 use crate::stats::JobStats;
 
@@ -71,6 +72,8 @@ pub(crate) struct Pool {
     pub(super) quota_malformed: AtomicBool,
     /// Part of a headers file was passed over, and said on stderr.
     pub(super) headers_passed_over: AtomicBool,
+    /// `--share-jobs`: the job leases shared with the other drips.
+    pub(super) share_jobs: Option<Arc<SharedJobs>>,
 }
 
 impl std::fmt::Debug for Pool {
@@ -115,6 +118,10 @@ impl Pool {
             .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir()
             .context("creating a directory for DRIP_HEADERS")?;
+        let share_jobs = match &cfg.share_jobs {
+            Some((target, n)) => Some(SharedJobs::open(target, *n, cfg.quiet)?),
+            None => None,
+        };
         let pool = Arc::new(Pool {
             shared: Arc::clone(&shared),
             gate,
@@ -128,6 +135,7 @@ impl Pool {
             order: cfg.keep_order.map(Order::new),
             quota_malformed: AtomicBool::new(false),
             headers_passed_over: AtomicBool::new(false),
+            share_jobs,
             cfg,
             rate,
             delimiter,
@@ -231,6 +239,9 @@ impl Pool {
     /// Record the fate of record `number` and free its slot (unless drip
     /// abandoned it on the way out).
     fn settle(&self, number: u64, fate: JobFate) {
+        // Its shared lease goes back first (a call to the shared state:
+        // under no lock of drip's).
+        self.release_shared_job();
         // Its output goes out first, while its job still counts as running:
         // drip waits for running jobs before it exits.
         if let Some(order) = &self.order {
@@ -251,6 +262,22 @@ impl Pool {
         st.flush_dead();
         drop(st);
         self.shared.data_ready.notify_all();
+    }
+
+    /// Give back one `--share-jobs` lease (a job ended, or did not start).
+    pub(super) fn release_shared_job(&self) {
+        if let Some(jobs) = &self.share_jobs {
+            jobs.release();
+        }
+    }
+
+    /// Take a `--share-jobs` lease, waiting while the fleet runs N jobs;
+    /// `false` once `stop` says so.
+    pub(super) fn acquire_shared_job(&self, stop: &dyn Fn() -> bool) -> bool {
+        match &self.share_jobs {
+            Some(jobs) => jobs.acquire(&|| stop() || self.stopping()),
+            None => true,
+        }
     }
 
     /// Pass output on with `pass` from a thread a second signal interrupts
@@ -284,6 +311,7 @@ impl Pool {
             configured_rate: self.rate,
             outputs_cut: table.unwritten.outputs,
             output_bytes_unwritten: table.unwritten.bytes,
+            share_jobs: self.share_jobs.as_ref().map(|j| j.figures()),
         };
         (stats, table.durations_ns.iter().copied().collect())
     }
@@ -411,5 +439,8 @@ impl Drop for RemoveHeaders {
             self.0.end_lingering();
         }
         self.0.remove_headers();
+        if let Some(jobs) = &self.0.share_jobs {
+            jobs.close();
+        }
     }
 }

@@ -86,7 +86,13 @@ impl Sink for Runner {
                     done.stopped = true;
                     return done;
                 }
+                if !self.0.acquire_shared_job(stop) {
+                    self.0.slots.release();
+                    done.stopped = true;
+                    return done;
+                }
                 if !self.0.wait_turn(!std::mem::take(&mut first)) {
+                    self.0.release_shared_job();
                     self.0.slots.release();
                     done.stopped = true;
                     return done;

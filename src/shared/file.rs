@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use super::gcra::{hex, Gcra, KeyAsk, KeyBook, Meter, Step};
 use super::protocol::{Ask, Back, Failure, Grant, Reply, Store, EXPIRY_NS};
+use super::take::Taken;
 
 /// Bytes of a page at the least (the kernel's smallest page): a write of
 /// at most this at the start of a file lies within one page.
@@ -313,6 +314,28 @@ impl FileStore {
             .map_err(|e| failure("state file", &self.path, &e))?;
         drop(lock);
         Ok(out)
+    }
+}
+
+impl FileStore {
+    /// `drip take`'s one slot of `size` (bytes, or cost), taken only when
+    /// due within `within` ns ([`Gcra::take`]), under the lock.
+    ///
+    /// # Errors
+    /// As a reservation's: a mismatch of limits, a file drip cannot use.
+    pub fn take(&mut self, size: u64, within: i64) -> Result<Taken, Failure> {
+        let meters = self.meters.clone();
+        self.with_state(|g, _, now, _| {
+            let (due, taken) = match g.take(&meters, now, size, within) {
+                Ok(due) => (due, true),
+                Err(due) => (due, false),
+            };
+            Taken {
+                now,
+                due: due - now,
+                taken,
+            }
+        })
     }
 }
 

@@ -347,6 +347,25 @@ impl Gcra {
         true
     }
 
+    /// Take one slot for a record of `size` (bytes, or cost) under
+    /// `meters` at `now` (`drip take`), but only when it is due within
+    /// `within` ns: `Ok(due)`, the slot taken (the state moved on, as one
+    /// reservation of one slot); `Err(due)`, when it would be due, the
+    /// state left as it was (nothing spent).
+    pub fn take(&mut self, meters: &[Meter], now: i64, size: u64, within: i64) -> Result<i64, i64> {
+        let size_ns = i64::try_from(size).unwrap_or(i64::MAX);
+        self.tats.resize(meters.len(), None);
+        let due = meters
+            .iter()
+            .zip(&self.tats)
+            .map(|(m, tat)| tat.unwrap_or(now).max(now).saturating_sub(m.reach(size_ns)))
+            .fold(now, i64::max);
+        if due > now.saturating_add(within) {
+            return Err(due);
+        }
+        Ok(self.reserve_sized(meters, now, 1, &[size], 0)[0])
+    }
+
     /// When the state is no longer needed (ns): once every `TAT` has
     /// passed, a fresh state schedules exactly the same.
     pub fn idle_from(&self) -> Option<i64> {
@@ -502,6 +521,24 @@ mod tests {
             burst,
             unit: Unit::Records,
         })
+    }
+
+    /// `drip take`'s slot: taken when due within the bound, as one
+    /// reservation of one slot; beyond it, nothing spent.
+    #[test]
+    fn a_take_spends_only_a_slot_due_in_time() {
+        let meters = [Meter::from(step("10/s", 1))];
+        let mut g = Gcra::default();
+        assert_eq!(g.take(&meters, 0, 1, 0), Ok(0));
+        let before = g.clone();
+        assert_eq!(g.take(&meters, 0, 1, 50 * MS), Err(100 * MS));
+        assert_eq!(g, before, "nothing spent");
+        assert_eq!(g.take(&meters, 0, 1, 100 * MS), Ok(100 * MS));
+        // The same slot a reservation would have given.
+        let mut r = before.clone();
+        assert_eq!(r.reserve(&[step("10/s", 1)], 0, 1, 0), vec![100 * MS]);
+        assert_eq!(r.tats, g.tats);
+        assert_eq!(g.seq, before.seq + 1);
     }
 
     #[test]

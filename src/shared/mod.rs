@@ -18,11 +18,13 @@
 
 pub mod file;
 pub mod gcra;
+pub mod jobs;
 pub mod keeper;
 pub mod keys;
 pub mod lease;
 pub mod protocol;
 pub mod redis;
+pub mod take;
 pub mod target;
 pub mod voice;
 
@@ -338,7 +340,7 @@ pub fn open(
 /// then by their [`gcra::spec`] text. Drips given the same set thus store
 /// and compare the same spec, and keep the state's per-limit `TAT`s in
 /// the same order.
-fn canonical(limits: &[Limit]) -> Vec<Limit> {
+pub(crate) fn canonical(limits: &[Limit]) -> Vec<Limit> {
     let mut sorted = limits.to_vec();
     sorted.sort_by(|a, b| {
         (a.unit != Unit::Records)

@@ -25,6 +25,7 @@ use redis::{Client, Connection, ConnectionAddr, ErrorKind, RedisError, Value};
 
 use super::gcra::{hex, Meter, Step};
 use super::protocol::{Ask, Back, Failure, Grant, Reply, Store};
+use super::take::Taken;
 
 /// The script, run atomically by the server.
 pub const SCRIPT: &str = concat!(include_str!("prelude.lua"), include_str!("script.lua"));
@@ -460,6 +461,42 @@ impl RedisStore {
             }),
             _ => Err(Failure::Unreachable(format!("unexpected reply {reply:?}"))),
         }
+    }
+
+    /// `drip take`'s one slot of `size` (bytes, or cost), taken only when
+    /// due within `within` ns (the script's `take`, [`super::gcra::Gcra::take`]).
+    ///
+    /// # Errors
+    /// As a reservation's: a mismatch of limits, an unreachable server.
+    pub fn take(&mut self, size: u64, within: i64) -> Result<Taken, Failure> {
+        let size = i64::try_from(size).unwrap_or(i64::MAX);
+        let reply = self.call("take", &[size, within])?;
+        if let Some(m) = mismatch(&reply) {
+            return Err(m);
+        }
+        match ints(&reply)?.as_slice() {
+            [code, _, now, _, due] => Ok(Taken {
+                now: *now,
+                due: *due,
+                taken: *code == 1,
+            }),
+            _ => Err(Failure::Unreachable(format!("unexpected reply {reply:?}"))),
+        }
+    }
+
+    /// Run another of drip's scripts (`script`, its hash `sha`) on `keys`
+    /// with `args` through this store's connection (`--share-jobs`'s).
+    ///
+    /// # Errors
+    /// As the schedule's calls: a server unreachable or unusable.
+    pub(crate) fn eval_script(
+        &mut self,
+        script: &str,
+        sha: &str,
+        keys: &[String],
+        args: &[String],
+    ) -> Result<Vec<Value>, Failure> {
+        self.conn.eval(script, sha, keys, args)
     }
 
     /// The keys' reservation of `asks`, in one call.

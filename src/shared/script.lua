@@ -3,7 +3,7 @@
 -- in one atomic step on the server's clock.
 --
 -- KEYS[1]  the state: a hash of limits, epoch, seq, tat1 .. tatN
--- ARGV[1]  "hello", "reserve" or "giveback"
+-- ARGV[1]  "hello", "reserve", "take" or "giveback"
 -- ARGV[2]  "-1" for the server's TIME; otherwise a test clock in seconds,
 -- ARGV[3]  and its nanoseconds
 -- ARGV[4]  the limits' spec, which every participant must share
@@ -11,8 +11,9 @@
 --          interval, tolerance (ns), 0 for a record limit; "b", count,
 --          period (ns), burst (bytes) for a byte limit
 -- then     reserve: want, horizon (ns), then the size (bytes) of the
---          record each slot is for (1 when not given); giveback: seq,
---          first unused (ns), the size that slot was reserved for
+--          record each slot is for (1 when not given); take: the size
+--          of the one slot, and how soon (ns) it must be due; giveback:
+--          seq, first unused (ns), the size that slot was reserved for
 --
 -- A slot of size s costs a record limit its interval, and may leave its
 -- tolerance before TAT; it costs a byte limit ceil(s * period / count) ns,
@@ -22,7 +23,9 @@
 --
 -- Returns {1, seq, now, fresh, d1 - now, d2 - now, ...} (times in ns since
 -- the epoch, whole seconds of the server's clock), {0, seq, now, 0} when a
--- giveback came too late, {-1, stored spec} when the limits differ.
+-- giveback came too late, {2, seq, now, fresh, due - now} when a take's slot
+-- is not due in time (nothing written), {-1, stored spec} when the limits
+-- differ.
 local key = KEYS[1]
 local n = tonumber(ARGV[5])
 local stored = redis.call('HMGET', key, 'limits', 'epoch', 'seq')
@@ -90,6 +93,22 @@ if op == 'reserve' then
     end
     out[#out + 1] = due - now
   end
+elseif op == 'take' then
+  local size = tonumber(ARGV[extra]) or 1
+  local within = tonumber(ARGV[extra + 1])
+  local due = now
+  for j = 1, n do
+    tats[j] = math.max(tats[j] or now, now)
+    due = math.max(due, tats[j] - reach(j, size))
+  end
+  if due > now + within then
+    return {2, seq, now, fresh and 1 or 0, due - now}
+  end
+  for j = 1, n do
+    tats[j] = math.max(tats[j], due) + cost(j, size)
+  end
+  seq = seq + 1
+  out = {1, seq, now, fresh and 1 or 0, due - now}
 elseif op == 'giveback' then
   if fresh or tonumber(ARGV[extra]) ~= seq then
     return {0, seq, now, 0}

@@ -1,0 +1,269 @@
+//! `--share-jobs N`: at most N jobs running at once across every drip on
+//! a NAME, sampled from the jobs themselves, through the state file and
+//! through Redis (drips on two "hosts": two state directories, one
+//! Redis); and the leases of a drip killed with SIGKILL lapse within the
+//! stated 5 s.
+
+mod common;
+mod fleet;
+
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+/// The jobs' limit across the drips.
+const LIMIT: usize = 8;
+
+/// What a job does: stamps its start and end (ns of the realtime clock,
+/// and its record, which names its drip) into `log`, 300 ms apart.
+fn job(log: &Path) -> Vec<String> {
+    let script = format!(
+        "echo \"s $1 $(date +%s%N)\" >> {0}; sleep 0.3; echo \"e $1 $(date +%s%N)\" >> {0}",
+        log.display()
+    );
+    vec!["sh".into(), "-c".into(), script, "sh".into(), "{}".into()]
+}
+
+/// Drip `i` running [`job`]s for 400 records under `share`, its state
+/// directory `runtime`.
+fn drip(i: usize, share: &str, log: &Path, runtime: &Path) -> Child {
+    let n = LIMIT.to_string();
+    let mut args: Vec<String> = [
+        "-r",
+        "200/s",
+        "--share",
+        share,
+        "--share-jobs",
+        &n,
+        "-j",
+        &n,
+        "-q",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.push("--exec".into());
+    args.extend(job(log));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut cmd = common::command(&args);
+    cmd.env("XDG_RUNTIME_DIR", runtime)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().expect("spawn drip");
+    let input: String = (1..=400).map(|r| format!("{i}-{r}\n")).collect();
+    common::feed(&mut child, input.as_bytes());
+    child
+}
+
+/// The jobs' stamps: (time in s, +1 for a start or -1 for an end, the
+/// drip's number), in time order.
+fn stamps(log: &Path) -> Vec<(f64, i32, usize)> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let mut out: Vec<(f64, i32, usize)> = text
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split(' ');
+            let kind = w.next()?;
+            let drip = w.next()?.split('-').next()?.parse().ok()?;
+            let ns: f64 = w.next()?.parse().ok()?;
+            Some((ns / 1e9, if kind == "s" { 1 } else { -1 }, drip))
+        })
+        .collect();
+    // At one instant an end counts before a start.
+    out.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    out
+}
+
+/// The realtime clock now, s.
+fn realtime() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// Three drips on `shares` (one each) and state directories `runtimes`
+/// (one each), each allowed [`LIMIT`] jobs itself: the jobs running at
+/// once, counted from their own stamps, never exceed [`LIMIT`] across the
+/// three; after a `kill -9` of drip 0 at 2 s, the two others run
+/// [`LIMIT`] jobs again within the leases' 5 s (and 1 s for a busy
+/// machine: a poll, a job's start).
+fn three_drips_share_eight_jobs(shares: [&str; 3], runtimes: [&Path; 3]) {
+    common::until_judged(3, Duration::from_secs(120), || {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("stamps");
+        let mut drips: Vec<Child> = (0..3)
+            .map(|i| drip(i, shares[i], &log, runtimes[i]))
+            .collect();
+        std::thread::sleep(Duration::from_secs(2));
+        let killed_at = realtime();
+        drips[0].kill().unwrap();
+        drips[0].wait().unwrap();
+        std::thread::sleep(Duration::from_secs(8));
+        for d in &mut drips[1..] {
+            let _ = d.kill();
+            let _ = d.wait();
+        }
+        // The jobs of the drips killed end by themselves.
+        std::thread::sleep(Duration::from_millis(600));
+        let stamps = stamps(&log);
+        let mut running = 0;
+        let mut most = 0;
+        let mut full_before = false;
+        let mut dead_held = 0;
+        let mut recovered: Option<f64> = None;
+        let mut dead_running = 0;
+        for &(t, step, drip) in &stamps {
+            running += step;
+            most = most.max(running);
+            if drip == 0 {
+                dead_running += step;
+            }
+            if t < killed_at {
+                full_before |= running == LIMIT as i32;
+                dead_held = dead_running;
+            } else if recovered.is_none()
+                && running == LIMIT as i32
+                && drip != 0
+                && dead_running == 0
+            {
+                recovered = Some(t - killed_at);
+            }
+        }
+        assert!(most <= LIMIT as i32, "{most} jobs ran at once: {stamps:?}");
+        if !full_before || dead_held == 0 {
+            return Some(format!(
+                "before the kill the drips never ran {LIMIT} jobs ({full_before}), or the one killed ran none ({dead_held})"
+            ));
+        }
+        let recovered = recovered.unwrap_or(f64::INFINITY);
+        eprintln!("at most {most} at once; drip 0 held {dead_held} at its kill; {LIMIT} again {recovered:.2} s after");
+        assert!(
+            recovered <= 6.0,
+            "{LIMIT} jobs again {recovered:.2} s after the kill (drip 0 held {dead_held})"
+        );
+        None
+    });
+}
+
+#[test]
+fn three_drips_on_one_host_share_eight_jobs() {
+    let _t = common_timing();
+    let runtime = tempfile::tempdir().unwrap();
+    let r = runtime.path();
+    three_drips_share_eight_jobs(["fleet", "fleet", "fleet"], [r, r, r]);
+}
+
+#[test]
+fn three_drips_on_two_hosts_share_eight_jobs_through_redis() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = common_timing();
+    let redis = fleet::Redis::start();
+    let share = redis.share("fleet");
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    three_drips_share_eight_jobs([&share, &share, &share], [a.path(), a.path(), b.path()]);
+}
+
+/// The two tests one at a time: two at once on a 2-core machine hold each
+/// other's jobs back.
+fn common_timing() -> std::sync::MutexGuard<'static, ()> {
+    static TIMING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TIMING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `--share-jobs` needs --exec and --share: status 2, one line.
+#[test]
+fn share_jobs_needs_exec_and_share() {
+    let (status, _, stderr) = common::run(&["--share-jobs", "3", "--share", "x"], "");
+    assert_eq!(status, 2, "{stderr}");
+    assert!(
+        stderr.starts_with("drip: --share-jobs: only with --exec"),
+        "{stderr}"
+    );
+    let (status, _, stderr) = common::run(&["--share-jobs", "3", "--exec", "true"], "");
+    assert_eq!(status, 2, "{stderr}");
+    assert!(
+        stderr.starts_with("drip: --share-jobs: only with --share NAME"),
+        "{stderr}"
+    );
+}
+
+/// The figures: while two jobs of a limit of 2 run, `drip ctl NAME info`
+/// shows the leases held here and across the drips; at the end the
+/// `--stats` line, `--stats-json` and `--metrics` show the limit, no lease
+/// held, and the waits.
+#[test]
+fn the_figures_show_the_shared_job_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, prom) = (dir.path().join("stats.json"), dir.path().join("drip.prom"));
+    let mut child = common::command(&[
+        "-r",
+        "100/s",
+        "--share",
+        "figs",
+        "--share-jobs",
+        "2",
+        "-j",
+        "4",
+        "--name",
+        "figs",
+        "--stats",
+        "--stats-json",
+        json.to_str().unwrap(),
+        "--metrics",
+        prom.to_str().unwrap(),
+        "--exec",
+        "sleep",
+        "0.5",
+    ])
+    .stdin(Stdio::piped())
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    // Records of 0: each job is `sleep 0.5 0`.
+    common::feed(&mut child, b"0\n0\n0\n0\n");
+    // Two jobs hold the two leases; the others wait.
+    let mut info = serde_json::Value::Null;
+    for _ in 0..100 {
+        std::thread::sleep(Duration::from_millis(50));
+        let out = common::command(&["ctl", "figs", "info"]).output().unwrap();
+        if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&out.stdout) {
+            if v["share_jobs"]["held"] == 2 {
+                info = v;
+                break;
+            }
+        }
+    }
+    assert_eq!(info["share_jobs"]["limit"], 2, "{info}");
+    assert_eq!(info["share_jobs"]["fleet"], 2, "{info}");
+    assert_eq!(info["jobs"], 4, "{info}");
+    let status = common::wait_for(&mut child, Duration::from_secs(30));
+    assert!(status.success());
+    let stderr = common::stderr_of(&mut child);
+    assert!(
+        stderr.contains("shared jobs 0 of 2 held here (0 across the drips, waited "),
+        "{stderr}"
+    );
+    // Its leases went back at exit.
+    let leases =
+        std::fs::read_to_string(common::runtime_dir().join("drip/figs.jobs.json")).unwrap();
+    let leases: serde_json::Value = serde_json::from_str(&leases).unwrap();
+    assert_eq!(leases["leases"], serde_json::json!({}), "{leases}");
+    let stats = common::last_json(&json);
+    assert_eq!(stats["share_jobs"]["limit"], 2, "{stats}");
+    assert_eq!(stats["share_jobs"]["held"], 0, "{stats}");
+    assert!(stats["share_jobs"]["waits"].as_u64() >= Some(1), "{stats}");
+    let metrics = std::fs::read_to_string(&prom).unwrap();
+    assert!(
+        metrics.contains("\ndrip_share_jobs_limit{drip=\"figs\"} 2\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("\ndrip_share_jobs_held{drip=\"figs\"} 0\n"),
+        "{metrics}"
+    );
+}
