@@ -5,6 +5,7 @@
 //! (`jobs::Runner`); both implement [`Sink`], and the loop is the same.
 
 use std::io::Write;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
 use std::time::Duration;
@@ -55,11 +56,28 @@ pub(crate) struct Stdout {
     /// The delimiter owed before the next record: the last bytes written
     /// ended a record without it.
     owed: Option<u8>,
+    /// The descriptor `out` writes to, polled for room when it is full
+    /// (non-blocking); none for a writer of a library caller.
+    fd: Option<OwnedFd>,
 }
 
 impl Stdout {
-    pub(crate) fn new(out: Box<dyn Write + Send>) -> Stdout {
-        Stdout { out, owed: None }
+    pub(crate) fn new(out: Box<dyn Write + Send>, fd: Option<OwnedFd>) -> Stdout {
+        Stdout {
+            out,
+            owed: None,
+            fd,
+        }
+    }
+
+    /// Wait until `out` can take more: poll(2) for room on its descriptor
+    /// (a stop's interrupt ends the wait too). A writer of a library
+    /// caller has no descriptor to poll: it is asked again a moment later.
+    fn wait_room(fd: Option<&OwnedFd>) {
+        match fd {
+            Some(fd) => drop(sys::writable(fd.as_fd(), -1)),
+            None => std::thread::sleep(Duration::from_millis(1)),
+        }
     }
 }
 
@@ -109,7 +127,8 @@ impl Stdout {
         let total: usize = batch.iter().map(Segment::bytes).sum();
         let mut owed = 0;
         if let Some(delimiter) = self.owed.filter(|_| total > 0) {
-            match output::write_delimiter(&mut *self.out, delimiter, stop) {
+            let wait = || Stdout::wait_room(self.fd.as_ref());
+            match output::write_delimiter(&mut *self.out, delimiter, stop, &wait) {
                 Ok(true) => (self.owed, owed) = (None, 1),
                 Ok(false) => {
                     return Written {
@@ -125,7 +144,8 @@ impl Stdout {
                 }
             }
         }
-        let mut written = output::write_batch(&mut *self.out, batch, stop, progress);
+        let wait = || Stdout::wait_room(self.fd.as_ref());
+        let mut written = output::write_batch(&mut *self.out, batch, stop, progress, &wait);
         if total > 0 && written.bytes == total as u64 {
             let last = batch.iter().rev().find(|s| s.bytes() > 0).expect("bytes");
             self.owed = last.ends_unterminated().then(|| last.delimiter());
@@ -421,7 +441,7 @@ mod tests {
     fn an_unterminated_record_is_ended_only_when_another_follows() {
         for d in [b'\n', 0] {
             let seen = Seen::default();
-            let mut out = Stdout::new(Box::new(seen.clone()));
+            let mut out = Stdout::new(Box::new(seen.clone()), None);
             let seg = |text: &[u8]| Segment::new(Bytes::copy_from_slice(text), d);
             let mut write = |batch: &[Segment]| out.write(batch, &|| Stop::No, &|_| {});
             let first = write(&[seg(&[b'a', d]), seg(b"b")]);
@@ -441,7 +461,7 @@ mod tests {
     fn an_unterminated_record_inside_one_write_is_ended() {
         for d in [b'\n', 0] {
             let seen = Seen::default();
-            let mut out = Stdout::new(Box::new(seen.clone()));
+            let mut out = Stdout::new(Box::new(seen.clone()), None);
             let seg = |text: &[u8]| Segment::new(Bytes::copy_from_slice(text), d);
             out.write(&[seg(b"x")], &|| Stop::No, &|_| {});
             let told = std::sync::Mutex::new(Vec::new());
