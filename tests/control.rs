@@ -1023,3 +1023,53 @@ fn a_slow_client_has_two_seconds_and_more_idle_clients_wait_their_turn() {
     drop(idle);
     drip.stop();
 }
+
+/// The voluntary context switches (sleeps) of drip's control thread.
+#[cfg(target_os = "linux")]
+fn control_thread_sleeps(pid: u32) -> u64 {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    let server = tasks
+        .flatten()
+        .find(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "drip-control")
+        })
+        .expect("the control thread");
+    let status = std::fs::read_to_string(server.path().join("status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("voluntary_ctxt_switches")
+}
+
+/// With 16 clients being answered (each silent, within its 2 s), the
+/// server waits for one to be done, woken as it is, and looks at its stop
+/// every 50 ms: about 30 sleeps in 1.5 s (it looked again every 10 ms:
+/// about 150).
+#[cfg(target_os = "linux")]
+#[test]
+fn sixteen_clients_being_answered_hold_the_server_asleep() {
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let drip = Running::start(
+        &["-r", "1/s", "--name", "capped"],
+        rt,
+        numbered(1..=100),
+        None,
+    );
+    wait_socket(rt);
+    let socket = sockets(rt).remove(0);
+    let silent: Vec<std::os::unix::net::UnixStream> = (0..16)
+        .map(|_| std::os::unix::net::UnixStream::connect(&socket).unwrap())
+        .collect();
+    // Each is taken up at once; then the server holds the next.
+    thread::sleep(Duration::from_millis(200));
+    let before = control_thread_sleeps(drip.child.id());
+    thread::sleep(Duration::from_millis(1500));
+    let slept = control_thread_sleeps(drip.child.id()) - before;
+    drop(silent);
+    assert!(
+        slept < 75,
+        "the control thread slept {slept} times in 1.5 s"
+    );
+}
