@@ -266,11 +266,13 @@ fn next_batch<'a>(
         let expired = adm.expire(now, ledger) > 0;
         st.writing.sink_full = !ready();
         if st.writing.sink_full {
-            // Woken when a job ends; expiries are looked at meanwhile.
+            // Woken when a job ends (or the slots change, or a stop), and
+            // when the next waiting record expires.
             wake_reader |= expired && st.reader_to_wake(false);
             st.flush_dead();
             wake(shared, &mut wake_reader);
-            st = sleep(shared, st, Some(Duration::from_millis(20)));
+            let expiry = st.adm.next_expiry().map(|t| t.saturating_sub(now));
+            st = sleep(shared, st, expiry.map(Duration::from_nanos));
             continue;
         }
         st.adm.release(now);
