@@ -353,13 +353,11 @@ fn wait<'a>(
         if st.stop.reading || (st.reading.done && st.adm.bucket().is_empty()) {
             return None;
         }
-        if st.reading.done {
-            // Records wait and no schedule says when they may go (slots
-            // yet to come from a shared state): look again soon, never
-            // take them for undeliverable.
-            return Some(sleep(shared, st, Some(Duration::from_millis(50))));
-        }
-        st.writing.waiting = true;
+        // Records wait and no schedule says when they may go (paused,
+        // or slots yet to come from a shared state): what changes that
+        // wakes the writer (a resume, a grant, a stop), as an arrival does
+        // while the input lasts; they are never taken for undeliverable.
+        st.writing.waiting = !st.reading.done;
         st = sleep(shared, st, None);
         st.writing.waiting = false;
         return Some(st);
