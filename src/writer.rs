@@ -347,7 +347,10 @@ fn wait<'a>(
     let Some(event) = st.adm.next_event() else {
         if parked {
             // The parked read waits for room the writer cannot make:
-            // the reader offers it again (an expiry or a policy).
+            // the reader offers it again (an expiry or a policy). Left
+            // looking again every millisecond: this case was not
+            // reproduced, so no test shows that the reader's offer always
+            // wakes the writer (docs/architecture.md, "Waits that look").
             return Some(sleep(shared, st, Some(Duration::from_millis(1))));
         }
         if st.stop.reading || (st.reading.done && st.adm.bucket().is_empty()) {

@@ -162,7 +162,9 @@ impl Busy {
     }
 }
 
-/// Wait for a client on `listener`, at most 50 ms (so that `stop` is seen).
+/// Wait for a client on `listener`, at most 50 ms (so that `stop` is
+/// seen: the server's stop is a flag, set as drip ends, that no one wakes
+/// this thread for).
 fn wait_for_client(listener: &UnixListener) {
     use std::os::fd::AsFd;
     let fd = listener.as_fd();

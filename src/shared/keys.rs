@@ -520,6 +520,41 @@ mod tests {
         assert_eq!(lease.lock().status.forfeited, 1);
     }
 
+    /// A key forgotten (`--max-keys`): the unused tail of its last grant
+    /// goes back at the keeper's next turn, its other slots are forfeited
+    /// (they vanished, neither given back nor counted).
+    #[test]
+    fn a_forgotten_keys_slots_go_back_or_are_forfeited() {
+        let lease = Arc::new(Lease::new(KeyLeases::new(10.0), Instant::now()));
+        let pacer = Pacer::new(crate::rate::parse_rate("10/s").unwrap(), 1, 2_000_000);
+        let mut keys = SharedKeys::new(Arc::clone(&lease), pacer, 10.0);
+        {
+            let mut st = lease.lock();
+            let a = st.lease(1, b"a");
+            (a.held.grants, a.held.last_seq) = (2, 7);
+            let slot = |at: u64, grant| Slot {
+                at,
+                size: 1,
+                grant,
+                shared: at as i64,
+            };
+            a.held
+                .slots
+                .extend([slot(100, 1), slot(200, 2), slot(300, 2)]);
+        }
+        keys.forget(1);
+        let mut st = lease.lock();
+        assert_eq!(st.status.forfeited, 1);
+        let back = Return {
+            key: Some(b"a"[..].into()),
+            seq: 7,
+            first_unused: 200,
+            size: 1,
+            count: 2,
+        };
+        assert_eq!(st.turn(0, None).map(|t| t.returns), Ok(vec![back]));
+    }
+
     /// A key that asked for slots and then wants none before they came
     /// (its records expired or were dropped meanwhile, say while the state
     /// did not answer) waits for none: its next records ask anew, instead
