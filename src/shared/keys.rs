@@ -280,7 +280,7 @@ impl SharedKeys {
     fn drop_late(&self, st: &mut KeyLeases, s: u32, now: u64) {
         let Some(k) = st.keys.get_mut(&s) else { return };
         if k.held.slots.front().is_some_and(|t| t.at + self.late < now) {
-            k.wanted = 0;
+            (k.wanted, k.expired) = (0, false);
         }
         k.held
             .drop_late(now, |_| self.late, &mut st.status.forfeited);
