@@ -110,6 +110,10 @@ impl Backlog {
             if q.bytes <= BACKLOG || q.error.is_some() {
                 return;
             }
+            // Woken when room is made; the stop `give_up` asks about is
+            // the state's flag, which notifies nothing here (the writer
+            // queues under the state's lock, so the queue's lock cannot
+            // wait on it): looked at every 10 ms.
             drop(self.room.wait_timeout(q, Duration::from_millis(10)));
             // Asked without the queue's lock: `give_up` may take others.
             if give_up() {

@@ -289,6 +289,7 @@ fn run_watching(
     let stats_file = stats_file(&config, &mut give_up)?;
     // Running jobs, the reader never writes to stdout itself.
     let out_fd = out_fd.filter(|_| config.jobs.is_none());
+    let room_fd = out_fd.as_ref().and_then(|fd| fd.try_clone().ok());
     let gate = gate(&config);
     let (shared, mut share) = shared_state(&config, out_fd, gate.clone(), &mut give_up)?;
     if let Some(share) = &share {
@@ -323,7 +324,7 @@ fn run_watching(
         screen,
     )?;
     let write_error = match way {
-        Way::Stdout(out) => write(&shared, &mut Stdout::new(out)),
+        Way::Stdout(out) => write(&shared, &mut Stdout::new(out, room_fd)),
         Way::Jobs(pool) => write(&shared, &mut Runner(pool)),
     };
     // Jobs under way end first (a stop has already stopped new starts).

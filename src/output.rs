@@ -46,12 +46,14 @@ pub struct Written {
 /// `stop` is asked between write calls (and when one is interrupted); on
 /// [`Stop::AfterRecord`] writing goes on only to the end of the record under
 /// way, on [`Stop::Now`] it ends there. `progress` is told the bytes of the
-/// batch written so far after each write call.
+/// batch written so far after each write call. `wait` waits until `out`
+/// can take more when it is full (a non-blocking `out`).
 pub fn write_batch(
     out: &mut dyn Write,
     batch: &[Segment],
     stop: &dyn Fn() -> Stop,
     progress: &dyn Fn(usize),
+    wait: &dyn Fn(),
 ) -> Written {
     let total: usize = batch.iter().map(Segment::bytes).sum();
     let mut limit = total;
@@ -78,8 +80,8 @@ pub fn write_batch(
             {
                 if e.kind() == io::ErrorKind::WouldBlock {
                     // A non-blocking stdout (inherited O_NONBLOCK) is full:
-                    // the consumer is slow, not gone. Wait a little.
-                    std::thread::sleep(std::time::Duration::from_millis(1));
+                    // the consumer is slow, not gone. Wait for room.
+                    wait();
                 }
                 // Interrupted by a stop: finish only the record under way.
                 match stop() {
@@ -128,8 +130,8 @@ pub fn write_batch(
 
 /// Write `delimiter` alone, to end a record written before without it (an
 /// input's unterminated last record that other records follow). Retried
-/// when interrupted or when a non-blocking stdout is full; `Ok(false)` when
-/// a [`Stop::Now`] ends it unwritten.
+/// when interrupted or when a non-blocking stdout is full (after `wait`,
+/// as [`write_batch`]); `Ok(false)` when a [`Stop::Now`] ends it unwritten.
 ///
 /// # Errors
 /// The write error (a closed pipe included).
@@ -137,14 +139,13 @@ pub fn write_delimiter(
     out: &mut dyn Write,
     delimiter: u8,
     stop: &dyn Fn() -> Stop,
+    wait: &dyn Fn(),
 ) -> io::Result<bool> {
     loop {
         match out.write(&[delimiter]) {
             Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero)),
             Ok(_) => return Ok(true),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => wait(),
             Err(e) if e.kind() != io::ErrorKind::Interrupted => return Err(e),
             Err(_) => {}
         }
@@ -286,8 +287,9 @@ impl Direct {
                     if nowait {
                         break;
                     }
-                    // A stdout opened O_NONBLOCK, finishing a record.
-                    std::thread::sleep(std::time::Duration::from_millis(1));
+                    // A stdout opened O_NONBLOCK, finishing a record: wait
+                    // for room (a stop's interrupt ends the wait too).
+                    sys::writable(self.fd.as_fd(), -1);
                 }
                 Err(e)
                     if nowait
@@ -387,7 +389,7 @@ mod tests {
     fn writes_everything_in_order() {
         let batch = [seg("a\nbb\n"), seg("ccc\n")];
         let mut out = Vec::new();
-        let w = write_batch(&mut out, &batch, &|| Stop::No, &|_| {});
+        let w = write_batch(&mut out, &batch, &|| Stop::No, &|_| {}, &|| {});
         assert_eq!(out, b"a\nbb\nccc\n");
         assert_eq!((w.records, w.bytes, w.stopped), (3, 9, false));
         assert!(w.error.is_none());
@@ -401,7 +403,7 @@ mod tests {
             step: 3,
             fail_at: usize::MAX,
         };
-        let w = write_batch(&mut out, &batch, &|| Stop::AfterRecord, &|_| {});
+        let w = write_batch(&mut out, &batch, &|| Stop::AfterRecord, &|_| {}, &|| {});
         assert_eq!(out.data, b"aaaa\n");
         assert_eq!(w.records, 1);
         assert!(w.stopped);
@@ -415,7 +417,7 @@ mod tests {
             step: 3,
             fail_at: usize::MAX,
         };
-        let w = write_batch(&mut out, &batch, &|| Stop::Now, &|_| {});
+        let w = write_batch(&mut out, &batch, &|| Stop::Now, &|_| {}, &|| {});
         assert_eq!(out.data, b"aaa");
         assert_eq!((w.records, w.bytes, w.stopped), (0, 3, true));
     }
@@ -428,7 +430,7 @@ mod tests {
             step: 100,
             fail_at: 7,
         };
-        let w = write_batch(&mut out, &batch, &|| Stop::No, &|_| {});
+        let w = write_batch(&mut out, &batch, &|| Stop::No, &|_| {}, &|| {});
         assert_eq!(w.records, 1);
         assert_eq!(w.bytes, 7);
         assert_eq!(w.error.unwrap().raw_os_error(), Some(libc::ENOSPC));
@@ -439,7 +441,7 @@ mod tests {
         let big = "x".repeat(300_000) + "\n";
         let batch = [seg(&big), seg("y\n")];
         let mut out = Vec::new();
-        let w = write_batch(&mut out, &batch, &|| Stop::No, &|_| {});
+        let w = write_batch(&mut out, &batch, &|| Stop::No, &|_| {}, &|| {});
         assert_eq!(out.len(), 300_003);
         assert_eq!(w.records, 2);
     }

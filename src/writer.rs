@@ -5,6 +5,7 @@
 //! (`jobs::Runner`); both implement [`Sink`], and the loop is the same.
 
 use std::io::Write;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
 use std::time::Duration;
@@ -55,11 +56,28 @@ pub(crate) struct Stdout {
     /// The delimiter owed before the next record: the last bytes written
     /// ended a record without it.
     owed: Option<u8>,
+    /// The descriptor `out` writes to, polled for room when it is full
+    /// (non-blocking); none for a writer of a library caller.
+    fd: Option<OwnedFd>,
 }
 
 impl Stdout {
-    pub(crate) fn new(out: Box<dyn Write + Send>) -> Stdout {
-        Stdout { out, owed: None }
+    pub(crate) fn new(out: Box<dyn Write + Send>, fd: Option<OwnedFd>) -> Stdout {
+        Stdout {
+            out,
+            owed: None,
+            fd,
+        }
+    }
+
+    /// Wait until `out` can take more: poll(2) for room on its descriptor
+    /// (a stop's interrupt ends the wait too). A writer of a library
+    /// caller has no descriptor to poll: it is asked again a moment later.
+    fn wait_room(fd: Option<&OwnedFd>) {
+        match fd {
+            Some(fd) => drop(sys::writable(fd.as_fd(), -1)),
+            None => std::thread::sleep(Duration::from_millis(1)),
+        }
     }
 }
 
@@ -109,7 +127,8 @@ impl Stdout {
         let total: usize = batch.iter().map(Segment::bytes).sum();
         let mut owed = 0;
         if let Some(delimiter) = self.owed.filter(|_| total > 0) {
-            match output::write_delimiter(&mut *self.out, delimiter, stop) {
+            let wait = || Stdout::wait_room(self.fd.as_ref());
+            match output::write_delimiter(&mut *self.out, delimiter, stop, &wait) {
                 Ok(true) => (self.owed, owed) = (None, 1),
                 Ok(false) => {
                     return Written {
@@ -125,7 +144,8 @@ impl Stdout {
                 }
             }
         }
-        let mut written = output::write_batch(&mut *self.out, batch, stop, progress);
+        let wait = || Stdout::wait_room(self.fd.as_ref());
+        let mut written = output::write_batch(&mut *self.out, batch, stop, progress, &wait);
         if total > 0 && written.bytes == total as u64 {
             let last = batch.iter().rev().find(|s| s.bytes() > 0).expect("bytes");
             self.owed = last.ends_unterminated().then(|| last.delimiter());
@@ -246,11 +266,13 @@ fn next_batch<'a>(
         let expired = adm.expire(now, ledger) > 0;
         st.writing.sink_full = !ready();
         if st.writing.sink_full {
-            // Woken when a job ends; expiries are looked at meanwhile.
+            // Woken when a job ends (or the slots change, or a stop), and
+            // when the next waiting record expires.
             wake_reader |= expired && st.reader_to_wake(false);
             st.flush_dead();
             wake(shared, &mut wake_reader);
-            st = sleep(shared, st, Some(Duration::from_millis(20)));
+            let expiry = st.adm.next_expiry().map(|t| t.saturating_sub(now));
+            st = sleep(shared, st, expiry.map(Duration::from_nanos));
             continue;
         }
         st.adm.release(now);
@@ -346,19 +368,20 @@ fn wait<'a>(
     let Some(event) = st.adm.next_event() else {
         if parked {
             // The parked read waits for room the writer cannot make:
-            // the reader offers it again (an expiry or a policy).
+            // the reader offers it again (an expiry or a policy). Left
+            // looking again every millisecond: this case was not
+            // reproduced, so no test shows that the reader's offer always
+            // wakes the writer (docs/architecture.md, "Waits that look").
             return Some(sleep(shared, st, Some(Duration::from_millis(1))));
         }
         if st.stop.reading || (st.reading.done && st.adm.bucket().is_empty()) {
             return None;
         }
-        if st.reading.done {
-            // Records wait and no schedule says when they may go (slots
-            // yet to come from a shared state): look again soon, never
-            // take them for undeliverable.
-            return Some(sleep(shared, st, Some(Duration::from_millis(50))));
-        }
-        st.writing.waiting = true;
+        // Records wait and no schedule says when they may go (paused,
+        // or slots yet to come from a shared state): what changes that
+        // wakes the writer (a resume, a grant, a stop), as an arrival does
+        // while the input lasts; they are never taken for undeliverable.
+        st.writing.waiting = !st.reading.done;
         st = sleep(shared, st, None);
         st.writing.waiting = false;
         return Some(st);
@@ -442,7 +465,7 @@ mod tests {
     fn an_unterminated_record_is_ended_only_when_another_follows() {
         for d in [b'\n', 0] {
             let seen = Seen::default();
-            let mut out = Stdout::new(Box::new(seen.clone()));
+            let mut out = Stdout::new(Box::new(seen.clone()), None);
             let seg = |text: &[u8]| Segment::new(Bytes::copy_from_slice(text), d);
             let mut write = |batch: &[Segment]| out.write(batch, &|| Stop::No, &|_| {});
             let first = write(&[seg(&[b'a', d]), seg(b"b")]);
@@ -462,7 +485,7 @@ mod tests {
     fn an_unterminated_record_inside_one_write_is_ended() {
         for d in [b'\n', 0] {
             let seen = Seen::default();
-            let mut out = Stdout::new(Box::new(seen.clone()));
+            let mut out = Stdout::new(Box::new(seen.clone()), None);
             let seg = |text: &[u8]| Segment::new(Bytes::copy_from_slice(text), d);
             out.write(&[seg(b"x")], &|| Stop::No, &|_| {});
             let told = std::sync::Mutex::new(Vec::new());

@@ -1069,6 +1069,81 @@ fn reader_sleeps(args: &[&str], run: Duration) -> u64 {
         .expect("voluntary_ctxt_switches")
 }
 
+/// The voluntary context switches of thread `tid` of process `pid`: the
+/// times it slept.
+#[cfg(target_os = "linux")]
+fn sleeps_of(pid: u32, tid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("voluntary_ctxt_switches")
+}
+
+/// A stdout opened non-blocking (O_NONBLOCK inherited) that no one reads
+/// fills; the writer (drip's main thread) then waits for room on it with
+/// poll(2), and sleeps a few times in 1.5 s (it looked again every
+/// millisecond: about 1,100 times).
+#[cfg(target_os = "linux")]
+#[test]
+fn the_writer_waits_for_room_on_a_full_non_blocking_stdout_without_waking() {
+    use rustix::pipe::{pipe_with, PipeFlags};
+    let (read_end, write_end) = pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK).unwrap();
+    let file = temp_file("12345\n".repeat(1_000_000).as_bytes());
+    let mut child = command(&["-r", "1000000/s", "-q"])
+        .stdin(Stdio::from(file.reopen().unwrap()))
+        .stdout(Stdio::from(write_end))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The pipe (64 KiB) fills in a few milliseconds.
+    std::thread::sleep(Duration::from_millis(500));
+    let before = sleeps_of(child.id(), child.id());
+    std::thread::sleep(Duration::from_millis(1500));
+    let slept = sleeps_of(child.id(), child.id()) - before;
+    let _ = child.kill();
+    let _ = child.wait();
+    drop(read_end);
+    assert!(slept < 100, "the writer slept {slept} times in 1.5 s");
+}
+
+/// While every job slot is taken, the writer (drip's main thread) waits
+/// for a job to end, or for the next waiting record's expiry: a few sleeps
+/// in 1.5 s with a job of 4 s running (it looked again every 20 ms: about
+/// 75), none more for a `--max-wait` longer than that.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_writer_waits_for_a_job_slot_without_waking() {
+    for wait in [None, Some("10s")] {
+        let mut args = vec!["-r", "inf", "-j", "1", "-q"];
+        args.extend(wait.map(|w| ["--max-wait", w]).into_iter().flatten());
+        args.extend(["--exec", "sleep", "4"]);
+        let mut child = command(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // The first record's job runs; two more come and wait for its
+        // slot; the input stays open.
+        let mut input = child.stdin.take().unwrap();
+        input.write_all(b"0\n").unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        input.write_all(b"0\n0\n").unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let before = sleeps_of(child.id(), child.id());
+        std::thread::sleep(Duration::from_millis(1500));
+        let slept = sleeps_of(child.id(), child.id()) - before;
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(
+            slept < 20,
+            "{wait:?}: the writer slept {slept} times in 1.5 s"
+        );
+    }
+}
+
 #[test]
 fn a_closed_dead_letter_pipe_is_an_error() {
     // The dead letter's reader takes 10 bytes and leaves; the records shed

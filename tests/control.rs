@@ -1062,3 +1062,101 @@ fn info_tells_each_budget() {
     assert!(budget["reset_unix"].as_f64().unwrap() > 0.0, "{info}");
     drip.stop();
 }
+
+/// The voluntary context switches (sleeps) of drip's control thread.
+#[cfg(target_os = "linux")]
+fn control_thread_sleeps(pid: u32) -> u64 {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    let server = tasks
+        .flatten()
+        .find(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "drip-control")
+        })
+        .expect("the control thread");
+    let status = std::fs::read_to_string(server.path().join("status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("voluntary_ctxt_switches")
+}
+
+/// With 16 clients being answered (each silent, within its 2 s), the
+/// server waits for one to be done, woken as it is, and looks at its stop
+/// every 50 ms: about 30 sleeps in 1.5 s (it looked again every 10 ms:
+/// about 150).
+#[cfg(target_os = "linux")]
+#[test]
+fn sixteen_clients_being_answered_hold_the_server_asleep() {
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let drip = Running::start(
+        &["-r", "1/s", "--name", "capped"],
+        rt,
+        numbered(1..=100),
+        None,
+    );
+    wait_socket(rt);
+    let socket = sockets(rt).remove(0);
+    let silent: Vec<std::os::unix::net::UnixStream> = (0..16)
+        .map(|_| std::os::unix::net::UnixStream::connect(&socket).unwrap())
+        .collect();
+    // Each is taken up at once; then the server holds the next.
+    thread::sleep(Duration::from_millis(200));
+    let before = control_thread_sleeps(drip.child.id());
+    thread::sleep(Duration::from_millis(1500));
+    let slept = control_thread_sleeps(drip.child.id()) - before;
+    drop(silent);
+    assert!(
+        slept < 75,
+        "the control thread slept {slept} times in 1.5 s"
+    );
+}
+
+/// The voluntary context switches (sleeps) of drip's main thread, its
+/// writer.
+#[cfg(target_os = "linux")]
+fn writer_sleeps(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("voluntary_ctxt_switches")
+}
+
+/// Paused at the end of its input with records waiting, the writer sleeps
+/// until the resume wakes it (it looked again every 50 ms: about 30 times
+/// in 1.5 s), and then lets them all go.
+#[cfg(target_os = "linux")]
+#[test]
+fn paused_at_the_end_of_the_input_the_writer_sleeps_until_the_resume() {
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let input = common::temp_file(numbered(1..=5).as_bytes());
+    let mut child = command(&["-r", "2/s", "--name", "held"])
+        .env("XDG_RUNTIME_DIR", rt)
+        .stdin(Stdio::from(input.reopen().unwrap()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_socket(rt);
+    assert_eq!(ctl_ok(rt, &["held", "pause"])["paused"], true);
+    thread::sleep(Duration::from_millis(200));
+    let before = writer_sleeps(child.id());
+    thread::sleep(Duration::from_millis(1500));
+    let slept = writer_sleeps(child.id()) - before;
+    ctl_ok(rt, &["held", "resume"]);
+    let status = wait_for(&mut child, Duration::from_secs(20));
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert!(status.success(), "{status}");
+    assert_eq!(out, numbered(1..=5));
+    assert!(slept < 12, "the writer slept {slept} times in 1.5 s");
+}

@@ -2762,39 +2762,48 @@ impl Fed {
 /// first reserves for 7. (The first drip's went back only once it was
 /// late, when the second had reserved after it, and the second's only at
 /// its next record, after the first had reserved for 7: both were spent,
-/// and 9 expired.) Returns each drip's lines and stderr, or `None` when
-/// the run cannot be judged: the burst was not read at once, or a record
-/// was written more than 100 ms after its time (a loaded machine).
-fn two_drips_share_the_gcra_table(share: &str, runtime: &Path) -> Option<[(String, String); 2]> {
+/// and 9 expired.) With `keyed`, the limit is each key's (`--key-rate`),
+/// every record of one key (`k`, taken off the lines returned). Returns
+/// each drip's lines and stderr, or `None` when the run cannot be judged:
+/// the burst was not read at once, or a record was written more than 100
+/// ms after its time (a loaded machine).
+fn two_drips_share_the_gcra_table(
+    share: &str,
+    runtime: &Path,
+    keyed: bool,
+) -> Option<[(String, String); 2]> {
     let start = Instant::now();
-    let args = [
-        "-r",
-        "1/s:5",
-        "--max-wait",
-        "150ms",
-        "--stats",
-        "--share",
-        share,
-    ];
+    let limit: &[&str] = if keyed {
+        &["--key", "1", "--key-rate", "1/s:5"]
+    } else {
+        &["-r", "1/s:5"]
+    };
+    let mut args = limit.to_vec();
+    args.extend(["--max-wait", "150ms", "--stats", "--share", share]);
+    let k = if keyed { "k " } else { "" };
     let mut first = Fed::spawn(&args, runtime, start);
     let mut second = Fed::spawn(&args, runtime, start);
-    first.write_at("1\n2\n3\n4\n5\n6", 0.0, start);
+    let six: Vec<String> = (1..=6).map(|i| format!("{k}{i}")).collect();
+    first.write_at(&six.join("\n"), 0.0, start);
     let burst: Vec<(f64, String)> = (0..5)
         .map_while(|_| first.lines.recv_timeout(Duration::from_secs(10)).ok())
         .collect();
     let (t1, t5) = (burst.first()?.0, burst.last()?.0);
     let mut late: f64 = 0.0;
-    late = late.max(second.write_at("x", t5 + 0.5, start));
-    late = late.max(first.write_at("7", t5 + 3.0, start));
-    late = late.max(second.write_at("8", t5 + 3.1, start));
-    late = late.max(second.write_at("9", t5 + 3.4, start));
+    late = late.max(second.write_at(&format!("{k}x"), t5 + 0.5, start));
+    late = late.max(first.write_at(&format!("{k}7"), t5 + 3.0, start));
+    late = late.max(second.write_at(&format!("{k}8"), t5 + 3.1, start));
+    late = late.max(second.write_at(&format!("{k}9"), t5 + 3.4, start));
     let (mut first_lines, first_err) = first.finish();
     let (second_lines, second_err) = second.finish();
     if burst.len() < 5 || t5 - t1 > 0.1 || late > 0.1 {
         return None;
     }
     first_lines.splice(0..0, burst);
-    let text = |lines: &[(f64, String)]| lines.iter().map(|(_, l)| format!("{l}\n")).collect();
+    let text = |lines: &[(f64, String)]| {
+        let line = |l: &String| format!("{}\n", l.strip_prefix(k).unwrap_or(l));
+        lines.iter().map(|(_, l)| line(l)).collect()
+    };
     let times = format!("(lines at {first_lines:?} and {second_lines:?})");
     Some([
         (text(&first_lines), format!("{first_err}{times}")),
@@ -2804,12 +2813,12 @@ fn two_drips_share_the_gcra_table(share: &str, runtime: &Path) -> Option<[(Strin
 
 /// [`two_drips_share_the_gcra_table`] on `share(attempt)`, run again (at
 /// most three times) while the run cannot be judged.
-fn two_drips_give_back_expired_records_slots(share: &dyn Fn(usize) -> String) {
+fn two_drips_give_back_expired_records_slots(share: &dyn Fn(usize) -> String, keyed: bool) {
     let _t = beside_others();
     for attempt in 1..=3 {
         let runtime = tempfile::tempdir().unwrap();
         let Some([(first, first_err), (second, second_err)]) =
-            two_drips_share_the_gcra_table(&share(attempt), runtime.path())
+            two_drips_share_the_gcra_table(&share(attempt), runtime.path(), keyed)
         else {
             assert!(
                 attempt < 3,
@@ -2828,7 +2837,7 @@ fn two_drips_give_back_expired_records_slots(share: &dyn Fn(usize) -> String) {
 
 #[test]
 fn two_drips_give_back_expired_records_slots_on_one_host() {
-    two_drips_give_back_expired_records_slots(&|_| "expiry-two".into());
+    two_drips_give_back_expired_records_slots(&|_| "expiry-two".into(), false);
 }
 
 #[test]
@@ -2837,7 +2846,29 @@ fn two_drips_give_back_expired_records_slots_through_redis() {
         return;
     }
     let redis = Redis::start();
-    two_drips_give_back_expired_records_slots(&|attempt| {
-        redis.share(&format!("expiry-two-{attempt}"))
-    });
+    two_drips_give_back_expired_records_slots(
+        &|attempt| redis.share(&format!("expiry-two-{attempt}")),
+        false,
+    );
+}
+
+/// The same with limits per key: a key's slot whose record expired goes
+/// back at once, as the global limits' do (it went back once late, when
+/// the other drip had reserved after it: both were spent, 8 and 9
+/// expired, and two slots were forfeited).
+#[test]
+fn two_drips_give_back_expired_records_key_slots_on_one_host() {
+    two_drips_give_back_expired_records_slots(&|_| "expiry-keys".into(), true);
+}
+
+#[test]
+fn two_drips_give_back_expired_records_key_slots_through_redis() {
+    if !common::have_redis() {
+        return;
+    }
+    let redis = Redis::start();
+    two_drips_give_back_expired_records_slots(
+        &|attempt| redis.share(&format!("expiry-keys-{attempt}")),
+        true,
+    );
 }

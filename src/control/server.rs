@@ -10,8 +10,8 @@ use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -112,15 +112,18 @@ impl Drop for Server {
 
 /// Accept clients until `stop`, answering each on a thread of its own;
 /// while [`MAX_CLIENTS`] are being answered, the next waits (in the
-/// listener's queue) until one is done.
+/// listener's queue) until one is done: woken as it is, and looking at
+/// `stop` as often as the wait for a client does.
 fn serve(listener: &UnixListener, steer: &Arc<dyn Steer>, stop: &AtomicBool) {
     let _ = listener.set_nonblocking(true);
-    let busy = Arc::new(AtomicUsize::new(0));
+    let busy: Arc<Busy> = Arc::default();
     while !stop.load(Ordering::SeqCst) {
-        if busy.load(Ordering::SeqCst) >= MAX_CLIENTS {
-            std::thread::sleep(Duration::from_millis(10));
+        let answering = busy.lock();
+        if *answering >= MAX_CLIENTS {
+            drop(busy.done.wait_timeout(answering, STOP_LOOK));
             continue;
         }
+        drop(answering);
         match listener.accept() {
             Ok((stream, _)) => {
                 let _ = stream.set_nonblocking(false);
@@ -136,12 +139,32 @@ fn serve(listener: &UnixListener, steer: &Arc<dyn Steer>, stop: &AtomicBool) {
                     });
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => wait_for_client(listener),
-            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            // A failed accept (out of descriptors, say) has nothing to
+            // wait on: it is tried again after a pause.
+            Err(_) => std::thread::sleep(STOP_LOOK),
         }
     }
 }
 
-/// Wait for a client on `listener`, at most 50 ms (so that `stop` is seen).
+/// How often the server looks at its stop while it waits.
+const STOP_LOOK: Duration = Duration::from_millis(50);
+
+/// The clients being answered, and the bell a client rings when done.
+#[derive(Default)]
+struct Busy {
+    count: Mutex<usize>,
+    done: Condvar,
+}
+
+impl Busy {
+    fn lock(&self) -> MutexGuard<'_, usize> {
+        self.count.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Wait for a client on `listener`, at most 50 ms (so that `stop` is
+/// seen: the server's stop is a flag, set as drip ends, that no one wakes
+/// this thread for).
 fn wait_for_client(listener: &UnixListener) {
     use std::os::fd::AsFd;
     let fd = listener.as_fd();
@@ -157,18 +180,19 @@ fn wait_for_client(listener: &UnixListener) {
 }
 
 /// One client being answered: counted in `busy` while it lives.
-struct Client(Arc<AtomicUsize>);
+struct Client(Arc<Busy>);
 
 impl Client {
-    fn new(busy: &Arc<AtomicUsize>) -> Client {
-        busy.fetch_add(1, Ordering::SeqCst);
+    fn new(busy: &Arc<Busy>) -> Client {
+        *busy.lock() += 1;
         Client(Arc::clone(busy))
     }
 }
 
 impl Drop for Client {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        *self.0.lock() -= 1;
+        self.0.done.notify_one();
     }
 }
 

@@ -246,6 +246,9 @@ impl Keyed {
                 break;
             }
             self.evict(s, Fate::Expired, ledger);
+            if self.pacing.is_shared() {
+                self.expired_shared(s);
+            }
             n += 1;
         }
         n

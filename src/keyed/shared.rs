@@ -33,6 +33,10 @@ pub trait KeySchedule: Send + std::fmt::Debug {
     fn arrived(&mut self) -> Vec<(u64, u32)>;
     /// Key `s` is forgotten (its slot number may be another key's next).
     fn forget(&mut self, s: u32);
+    /// Key `s`'s records expired, `waiting` of them left: the slots its
+    /// lease holds beyond them go back at once, as the global limits' do
+    /// ([`Schedule::expired`]).
+    fn expired(&mut self, _s: u32, _key: &[u8], _waiting: u32) {}
     /// When to look again (ns) while records wait; asked only then.
     fn next_poll(&self) -> Option<u64>;
     /// How long before its record's turn a key asks for its slot (ns):
@@ -424,6 +428,14 @@ impl Keyed {
             let n = global.release(now, waiting, &mut heads.clone());
             debug_assert_eq!(n, 0, "no slot was due");
         }
+    }
+
+    /// Shared: a record of key `s` expired; the schedule hears how many
+    /// are left ([`KeySchedule::expired`]).
+    pub(super) fn expired_shared(&mut self, s: u32) {
+        let slot = &self.table.slots[s as usize];
+        let shared = &mut self.pacing.shared_mut().schedule;
+        shared.expired(s, slot.key.as_bytes(), slot.len);
     }
 
     /// Shared: the line needs a look at `t` (ns).

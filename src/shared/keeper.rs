@@ -689,7 +689,7 @@ mod tests {
         std::thread::sleep(10 * MS);
         let before = lease.now();
         keeper.reserve(std::slice::from_ref(&request)).unwrap();
-        let at = lease.lock().slots[1].at;
+        let at = lease.lock().held.slots[1].at;
         assert!(at >= before, "{at} before {before}");
         assert!(
             at < before + 30_000_000,
@@ -753,7 +753,7 @@ mod tests {
         keeper.reserve(std::slice::from_ref(&request)).unwrap();
         let before = lease.now();
         keeper.reserve(std::slice::from_ref(&request)).unwrap();
-        let at = lease.lock().slots[1].at;
+        let at = lease.lock().held.slots[1].at;
         assert!(at >= before, "{at} before {before}");
         assert!(
             at < before + 20_000_000,

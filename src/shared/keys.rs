@@ -22,11 +22,12 @@
 //! lets its records go ([`super::gcra::KeyAsk`]), and the keeper reserves
 //! them about [`crate::keyed::KeySchedule::lead`] ahead.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::keeper::{Grants, Lease, Mode, Request, Return, Status, Turn};
+use super::lease::Held;
 use super::protocol::{horizon, late_ns, Reply, POLL_NS};
 use crate::keyed::{KeySchedule, LeaseHead, Want};
 use crate::pacer::{Pacer, Position};
@@ -40,57 +41,42 @@ pub const MIN_GAP: Duration = Duration::from_millis(20);
 /// trips, ns.
 const LEAD_SPARE_NS: u64 = 10_000_000;
 
-/// One key's lease: its reserved slots, on drip's clock.
-#[derive(Debug)]
+/// One key's lease: its reserved slots, on drip's clock (one grant type
+/// with the global limits' lease, [`Held`]), and what its records want.
+#[derive(Debug, Default)]
 struct KeyLease {
-    key: Box<[u8]>,
-    /// Each slot's time on drip's clock and on the shared one (ns), and
-    /// which of this key's grants it came from.
-    slots: VecDeque<(u64, i64, u64)>,
+    held: Held,
     /// Records of the key waiting, as last told, less those sent since.
     wanted: u32,
+    /// Some of them expired since it last asked: slots granted beyond
+    /// those left go back.
+    expired: bool,
     /// The earliest time of its next slot (drip's clock, ns) and of each
     /// after it, ns apart: when the global limits let its records go.
     at: u64,
     every: u64,
     /// The key waits for slots (no timer in the keyed queues).
     waiting: bool,
-    /// The key's grants so far, and the last one's reservation number.
-    grants: u64,
-    last_seq: u64,
     /// The key's schedule while pacing alone (`local`).
     local: Position,
 }
 
 impl KeyLease {
-    /// The unused tail of its last grant.
-    fn tail(&self) -> Option<Return> {
-        let mut tail = self.slots.iter().rev().take_while(|s| s.2 == self.grants);
-        let mut first = tail.next()?.1;
-        let mut count = 1;
-        for s in tail {
-            first = s.1;
-            count += 1;
-        }
-        Some(Return {
-            key: Some(self.key.clone()),
-            seq: self.last_seq,
-            first_unused: first,
-            size: 1,
-            count,
-        })
+    /// Whether it is `key`'s.
+    fn is(&self, key: &[u8]) -> bool {
+        self.held.key.as_deref() == Some(key)
     }
 }
 
 /// The keys' leases, which [`SharedKeys`] and the keeper share.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct KeyLeases {
     /// By the keyed queues' slot number.
     keys: HashMap<u32, KeyLease>,
     /// Waiting keys that got slots: (first slot, key's slot number).
     arrived: Vec<(u64, u32)>,
     waiting: usize,
-    /// Late unused slots of keys' last grants, going back.
+    /// What the leases of keys forgotten left to give back.
     returning: Vec<Return>,
     /// The key rate, slots a second.
     per_second: f64,
@@ -100,73 +86,35 @@ pub(crate) struct KeyLeases {
 impl KeyLeases {
     pub(crate) fn new(per_second: f64) -> KeyLeases {
         KeyLeases {
-            keys: HashMap::new(),
-            arrived: Vec::new(),
-            waiting: 0,
-            returning: Vec::new(),
             per_second,
-            status: Status::default(),
+            ..KeyLeases::default()
         }
     }
 
     /// The lease of key `s` (`key`'s bytes), new when it has none or held
-    /// another key's.
+    /// another key's (a key forgotten and its slot number taken by
+    /// another: [`KeyLeases::retire`]).
     fn lease(&mut self, s: u32, key: &[u8]) -> &mut KeyLease {
-        let fresh = || KeyLease {
-            key: key.into(),
-            slots: VecDeque::new(),
-            wanted: 0,
-            at: 0,
-            every: 0,
-            waiting: false,
-            grants: 0,
-            last_seq: 0,
-            local: Position::default(),
-        };
-        if let Some(old) = self.keys.get(&s).filter(|l| *l.key != *key) {
-            // A key forgotten and its slot number taken by another.
-            if old.waiting {
-                self.waiting -= 1;
-            }
-            self.keys.remove(&s);
+        if self.keys.get(&s).is_some_and(|l| !l.is(key)) {
+            self.retire(s);
         }
-        self.keys.entry(s).or_insert_with(fresh)
+        let lease = self.keys.entry(s).or_default();
+        lease.held.key.get_or_insert_with(|| key.into());
+        lease
     }
 
-    /// Drop key `s`'s slots too late to use at `now`. Its records ask
-    /// again, for when they are expected then: the times asked for before
-    /// have proved wrong. Late slots of its last grant that leave its
-    /// lease empty go back; the others are forfeited.
-    fn drop_late(&mut self, s: u32, now: u64, late: u64) {
-        let Some(k) = self.keys.get_mut(&s) else {
+    /// Key `s`'s lease ends (its key is forgotten): the unused tail of its
+    /// last grant goes back at the keeper's next turn, with what was going
+    /// back; its other slots are forfeited.
+    fn retire(&mut self, s: u32) {
+        let Some(k) = self.keys.remove(&s) else {
             return;
         };
-        let mut run: Option<Return> = None;
-        while let Some(&(_, shared, grant)) = k.slots.front().filter(|t| t.0 + late < now) {
-            k.slots.pop_front();
-            k.wanted = 0;
-            if grant != k.grants {
-                self.status.forfeited += 1;
-                continue;
-            }
-            match &mut run {
-                Some(r) => r.count += 1,
-                None => {
-                    run = Some(Return {
-                        key: Some(k.key.clone()),
-                        seq: k.last_seq,
-                        first_unused: shared,
-                        size: 1,
-                        count: 1,
-                    })
-                }
-            }
-        }
-        match run {
-            Some(run) if k.slots.is_empty() => self.returning.push(run),
-            Some(run) => self.status.forfeited += run.count,
-            None => {}
-        }
+        self.waiting -= usize::from(k.waiting);
+        let mut held = k.held;
+        held.send_back_tail(held.slots.len(), &mut self.status.forfeited);
+        self.status.forfeited += held.slots.len() as u64;
+        self.returning.extend(held.take_returning());
     }
 
     /// Every waiting key is due now (pacing alone from now on).
@@ -190,25 +138,25 @@ fn needs(st: &KeyLeases, now: u64, ahead: u64, cap: u64) -> (Vec<Request>, Optio
     let mut asks = Vec::new();
     let mut soonest: Option<u64> = None;
     for k in st.keys.values() {
-        let want = u64::from(k.wanted).saturating_sub(k.slots.len() as u64);
+        let want = u64::from(k.wanted).saturating_sub(k.held.slots.len() as u64);
         if want == 0 {
             continue;
         }
         let low = k
+            .held
             .slots
             .back()
-            .map_or(0, |&(end, _, _)| end.saturating_sub(ahead));
+            .map_or(0, |t| t.at.saturating_sub(ahead));
         let low = low.max(k.at.saturating_sub(ahead));
         if low <= now {
             if asks.len() < MAX_BATCH {
                 // The slots after those held keep their spacing.
-                let at =
-                    k.at.saturating_add(k.every.saturating_mul(k.slots.len() as u64));
+                let held = k.held.slots.len() as u64;
                 asks.push(Request {
-                    key: Some(k.key.clone()),
+                    key: k.held.key.clone(),
                     want: want.min(cap),
                     sizes: Vec::new(),
-                    at,
+                    at: k.at.saturating_add(k.every.saturating_mul(held)),
                     every: k.every,
                 });
             }
@@ -231,11 +179,15 @@ impl Grants for KeyLeases {
         let rtt = i64::try_from(self.status.rtt).unwrap_or(i64::MAX);
         let gap = since_call.map_or(Duration::ZERO, |t| MIN_GAP.saturating_sub(t));
         let (requests, soonest) = needs(self, now, (horizon(rtt) / 2).unsigned_abs(), cap);
-        if gap.is_zero() && !(requests.is_empty() && self.returning.is_empty()) {
-            let returns = std::mem::take(&mut self.returning);
+        let giving =
+            !self.returning.is_empty() || self.keys.values().any(|k| k.held.returning.is_some());
+        if gap.is_zero() && (giving || !requests.is_empty()) {
+            let mut returns = std::mem::take(&mut self.returning);
+            let held = self.keys.values_mut().map(|k| &mut k.held);
+            returns.extend(held.filter_map(|h| h.returning.is_some().then(|| h.take_returning())?));
             return Ok(Turn { returns, requests });
         }
-        Err(if !requests.is_empty() || !self.returning.is_empty() {
+        Err(if giving || !requests.is_empty() {
             gap
         } else {
             soonest.map_or(Duration::from_secs(1), |t| {
@@ -249,35 +201,45 @@ impl Grants for KeyLeases {
     }
 
     fn take(&mut self, requests: &[Request], reply: Reply, base: u64) {
-        for (request, grant) in requests.iter().zip(reply.grants) {
+        for (request, grant) in requests.iter().zip(&reply.grants) {
             let key = request.key.as_deref().unwrap_or_default();
-            let Some((&s, lease)) = self.keys.iter_mut().find(|(_, l)| *l.key == *key) else {
+            let Some((&s, lease)) = self.keys.iter_mut().find(|(_, l)| l.is(key)) else {
                 continue; // forgotten meanwhile
             };
-            lease.grants += 1;
-            lease.last_seq = grant.seq;
-            let floor = lease.slots.back().map_or(0, |t| t.0);
-            for &d in &grant.slots {
-                let t = base
-                    .saturating_add(u64::try_from(d).unwrap_or(0))
-                    .max(floor);
-                lease
-                    .slots
-                    .push_back((t, reply.now.saturating_add(d), lease.grants));
-                self.status.reserved_until = self.status.reserved_until.max(t);
-            }
-            let first = lease.slots.front().map(|t| t.0);
-            if let (true, Some(first)) = (lease.waiting, first) {
+            let latest = lease.held.take(grant, &[], reply.now, base);
+            self.status.reserved_until = self.status.reserved_until.max(latest);
+            if let (true, Some(first)) = (lease.waiting, lease.held.slots.front()) {
                 lease.waiting = false;
                 self.waiting -= 1;
-                self.arrived.push((first, s));
+                self.arrived.push((first.at, s));
+            }
+            if lease.expired {
+                // Records that expired while their slots were being reserved.
+                let unwanted = lease.held.slots.len().saturating_sub(lease.wanted as usize);
+                lease
+                    .held
+                    .send_back_tail(unwanted, &mut self.status.forfeited);
+            }
+        }
+    }
+
+    /// Slots that did not go back: those still usable when sent serve the
+    /// key's next records ([`Held::refused`]); those of keys forgotten are
+    /// lost.
+    fn refused(&mut self, returns: &[Return]) {
+        for r in returns {
+            let key = r.key.as_deref().unwrap_or_default();
+            let lost = &mut self.status.forfeited;
+            match self.keys.values_mut().find(|l| l.is(key)) {
+                Some(l) => _ = l.held.refused(std::slice::from_ref(r), lost),
+                None => *lost += r.count,
             }
         }
     }
 
     fn unused(&mut self) -> Vec<Return> {
         let mut out = std::mem::take(&mut self.returning);
-        out.extend(self.keys.values().filter_map(KeyLease::tail));
+        out.extend(self.keys.values_mut().flat_map(|k| k.held.unused()));
         out
     }
 
@@ -311,6 +273,22 @@ impl SharedKeys {
         }
     }
 
+    /// Drop key `s`'s slots too late to use at `now` ([`Held::drop_late`];
+    /// the keeper woken for those going back). Its records ask again, for
+    /// when they are expected then: the times asked for before have proved
+    /// wrong.
+    fn drop_late(&self, st: &mut KeyLeases, s: u32, now: u64) {
+        let Some(k) = st.keys.get_mut(&s) else { return };
+        if k.held.slots.front().is_some_and(|t| t.at + self.late < now) {
+            (k.wanted, k.expired) = (0, false);
+        }
+        k.held
+            .drop_late(now, |_| self.late, &mut st.status.forfeited);
+        if k.held.returning.is_some() {
+            self.lease.wake.notify_one();
+        }
+    }
+
     /// Whether the lone pace lets key `s` go at `now` (its position
     /// restored into the pacer).
     fn alone_allows(&mut self, st: &mut KeyLeases, now: u64, s: u32, key: &[u8]) -> bool {
@@ -328,8 +306,13 @@ impl KeySchedule for SharedKeys {
         if mode == Mode::Local {
             return self.alone_allows(&mut st, now, s, key);
         }
-        st.drop_late(s, now, self.late);
-        let due = st.lease(s, key).slots.front().is_some_and(|t| t.0 <= now);
+        self.drop_late(&mut st, s, now);
+        let due = st
+            .lease(s, key)
+            .held
+            .slots
+            .front()
+            .is_some_and(|t| t.at <= now);
         due && (!mode.paced_alone(now) || self.alone_allows(&mut st, now, s, key))
     }
 
@@ -344,7 +327,7 @@ impl KeySchedule for SharedKeys {
             lease.local = self.pacer.position_now();
         }
         if mode != Mode::Local {
-            lease.slots.pop_front();
+            lease.held.slots.pop_front();
         }
     }
 
@@ -363,9 +346,9 @@ impl KeySchedule for SharedKeys {
         if mode == Mode::Local {
             return LeaseHead::At(alone(self, &mut st));
         }
-        st.drop_late(s, now, self.late);
+        self.drop_late(&mut st, s, now);
         let head = match st.lease(s, key) {
-            l if !l.slots.is_empty() => LeaseHead::At(l.slots[0].0),
+            l if !l.held.slots.is_empty() => LeaseHead::At(l.held.slots[0].at),
             l if l.waiting => LeaseHead::Asked,
             _ => LeaseHead::Empty,
         };
@@ -383,15 +366,13 @@ impl KeySchedule for SharedKeys {
         }
         // Slots too late to use count as none: a lease holding only those
         // must ask, or the key would wait for ever.
-        st.drop_late(s, now, self.late);
-        if !st.returning.is_empty() {
-            self.lease.wake.notify_one();
-        }
+        self.drop_late(&mut st, s, now);
         let lease = st.lease(s, key);
-        let covered = lease.wanted as usize <= lease.slots.len();
+        let covered = lease.wanted as usize <= lease.held.slots.len();
         (lease.wanted, lease.at, lease.every) = (want.records, want.at, want.every);
-        if !lease.slots.is_empty() {
-            if covered && lease.slots.len() < want.records as usize {
+        lease.expired = false;
+        if !lease.held.slots.is_empty() {
+            if covered && lease.held.slots.len() < want.records as usize {
                 // More records than slots, which the keeper did not know.
                 self.lease.wake.notify_one();
             }
@@ -419,8 +400,31 @@ impl KeySchedule for SharedKeys {
 
     fn forget(&mut self, s: u32) {
         let mut st = self.lease.lock();
-        if st.keys.remove(&s).is_some_and(|k| k.waiting) {
+        st.retire(s);
+        if !st.returning.is_empty() {
+            self.lease.wake.notify_one();
+        }
+    }
+
+    fn expired(&mut self, s: u32, key: &[u8], waiting: u32) {
+        let mut guard = self.lease.lock();
+        let st = &mut *guard;
+        let local = st.status.mode == Mode::Local;
+        let Some(lease) = st.keys.get_mut(&s).filter(|l| !local && l.is(key)) else {
+            return;
+        };
+        lease.wanted = lease.wanted.min(waiting);
+        lease.expired = true;
+        if waiting == 0 && std::mem::take(&mut lease.waiting) {
+            // It asks for nothing now: its queue hears of it as of slots
+            // come, and finds itself empty.
             st.waiting -= 1;
+            st.arrived.push((0, s));
+        }
+        let beyond = lease.held.slots.len().saturating_sub(waiting as usize);
+        lease.held.send_back_tail(beyond, &mut st.status.forfeited);
+        if lease.held.returning.is_some() {
+            self.lease.wake.notify_one();
         }
     }
 
@@ -445,6 +449,7 @@ impl KeySchedule for SharedKeys {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shared::lease::Slot;
     use crate::shared::protocol::Ask;
     use std::time::Instant;
 
@@ -467,7 +472,12 @@ mod tests {
         st.lease(1, b"a").wanted = 50;
         let b = st.lease(2, b"b");
         b.wanted = 3;
-        b.slots.extend([(100, 0, 1), (900, 0, 1)]);
+        b.held.slots.extend([100, 900].map(|at| Slot {
+            at,
+            size: 1,
+            grant: 1,
+            shared: 0,
+        }));
         st.lease(3, b"c").wanted = 0;
         let (asks, soonest) = needs(&st, 0, 400, 10);
         assert_eq!(asks, vec![request(b"a", 10, 0, 0)]);
@@ -487,8 +497,13 @@ mod tests {
             let mut st = lease.lock();
             let a = st.lease(1, b"a");
             // A slot of an earlier grant than the key's last.
-            a.grants = 2;
-            a.slots.push_back((0, 0, 1));
+            a.held.grants = 2;
+            a.held.slots.push_back(Slot {
+                at: 0,
+                size: 1,
+                grant: 1,
+                shared: 0,
+            });
         }
         let want = Want {
             records: 1,
@@ -503,6 +518,41 @@ mod tests {
             "asked for a new slot"
         );
         assert_eq!(lease.lock().status.forfeited, 1);
+    }
+
+    /// A key forgotten (`--max-keys`): the unused tail of its last grant
+    /// goes back at the keeper's next turn, its other slots are forfeited
+    /// (they vanished, neither given back nor counted).
+    #[test]
+    fn a_forgotten_keys_slots_go_back_or_are_forfeited() {
+        let lease = Arc::new(Lease::new(KeyLeases::new(10.0), Instant::now()));
+        let pacer = Pacer::new(crate::rate::parse_rate("10/s").unwrap(), 1, 2_000_000);
+        let mut keys = SharedKeys::new(Arc::clone(&lease), pacer, 10.0);
+        {
+            let mut st = lease.lock();
+            let a = st.lease(1, b"a");
+            (a.held.grants, a.held.last_seq) = (2, 7);
+            let slot = |at: u64, grant| Slot {
+                at,
+                size: 1,
+                grant,
+                shared: at as i64,
+            };
+            a.held
+                .slots
+                .extend([slot(100, 1), slot(200, 2), slot(300, 2)]);
+        }
+        keys.forget(1);
+        let mut st = lease.lock();
+        assert_eq!(st.status.forfeited, 1);
+        let back = Return {
+            key: Some(b"a"[..].into()),
+            seq: 7,
+            first_unused: 200,
+            size: 1,
+            count: 2,
+        };
+        assert_eq!(st.turn(0, None).map(|t| t.returns), Ok(vec![back]));
     }
 
     /// A key that asked for slots and then wants none before they came

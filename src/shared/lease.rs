@@ -23,7 +23,7 @@
 //!
 //! Slots no record waits for any more (their records expired) go back at
 //! once, the end of the lease first, as far as they came from the last
-//! reservation ([`GlobalLease::send_back_tail`]): when no one reserved
+//! reservation ([`Held::send_back_tail`]): when no one reserved
 //! after it, the schedule resumes from them as if they had never been
 //! granted; when someone did, the state refuses them, and they serve this
 //! drip's next records instead. A slot no record took in time (none came
@@ -37,7 +37,9 @@ use std::time::Duration;
 
 use super::gcra::Meter;
 use super::keeper::{Grants, Lease, Mode, Request, Return, Status, Turn};
-use super::protocol::{ahead, byte_late_ns, chunk, fitting, late_ns, Reply, HORIZON, POLL_NS};
+use super::protocol::{
+    ahead, byte_late_ns, chunk, fitting, late_ns, Grant, Reply, HORIZON, POLL_NS,
+};
 use crate::cost::Cost;
 use crate::schedule::{Limits, Schedule};
 
@@ -59,17 +61,17 @@ pub(crate) struct Slot {
     pub(crate) shared: i64,
 }
 
-/// The global limits' lease, which the schedule and the keeper share.
-#[derive(Debug)]
-pub(crate) struct GlobalLease {
+/// The slots one lease holds from this drip's grants (the global limits'
+/// lease, or one key's, [`super::keys`]) and those of them going back:
+/// one grant type for both, so a slot no record takes goes back, serves
+/// the next records or is forfeited alike.
+#[derive(Debug, Default)]
+pub(crate) struct Held {
+    /// The key of a key's lease (`None`: the global limits').
+    pub(crate) key: Option<Box<[u8]>>,
     /// Reserved departure slots, in order.
     pub(crate) slots: VecDeque<Slot>,
-    /// Records waiting that the lease does not cover yet.
-    pub(crate) wanted: usize,
-    /// When a limit counts bytes: the sizes (bytes) of the first of those
-    /// records, in order, at most [`SIZES_KEPT`] (empty otherwise).
-    pub(crate) wanted_sizes: Vec<u64>,
-    /// This drip's grants so far, and the last one's reservation number.
+    /// The lease's grants so far, and the last one's reservation number.
     pub(crate) grants: u64,
     pub(crate) last_seq: u64,
     /// Late unused slots of the last grant that ended the lease, or slots
@@ -78,36 +80,30 @@ pub(crate) struct GlobalLease {
     /// The slots of `returning` taken from the lease while still usable
     /// (no record waited for them), and those of the give-back under way
     /// (with its reservation's number): if the state refuses them, they
-    /// serve the next records ([`Grants::refused`]).
+    /// serve the next records ([`Held::refused`]).
     offered: Vec<Slot>,
     giving: (u64, Vec<Slot>),
-    pub(crate) status: Status,
-    /// The shared limits, for sizing a reservation to one chunk.
-    meters: Vec<Meter>,
 }
 
-impl GlobalLease {
-    pub(crate) fn new(meters: Vec<Meter>) -> GlobalLease {
-        GlobalLease {
-            slots: VecDeque::new(),
-            wanted: 0,
-            wanted_sizes: Vec::new(),
-            grants: 0,
-            last_seq: 0,
-            returning: None,
-            offered: Vec::new(),
-            giving: (0, Vec::new()),
-            status: Status::default(),
-            meters,
+impl Held {
+    /// `count` slots of the last reservation going back, from `first`.
+    fn run(&self, first: &Slot, count: u64) -> Return {
+        Return {
+            key: self.key.clone(),
+            seq: self.last_seq,
+            first_unused: first.shared,
+            size: first.size,
+            count,
         }
     }
 
     /// Send `run` back at the keeper's next turn, with `slots`, those of
     /// its slots still usable. Slots of the same reservation already going
     /// back go with them, from the earliest; those of an earlier one (the
-    /// state would refuse them: this drip reserved since) are forfeited,
-    /// but for the usable ones, kept for the next records.
-    fn send_back(&mut self, run: Return, slots: Vec<Slot>) {
+    /// state would refuse them: this drip reserved since) are forfeited
+    /// (counted in `forfeited`), but for the usable ones, kept for the
+    /// next records.
+    fn send_back(&mut self, run: Return, slots: Vec<Slot>, forfeited: &mut u64) {
         match &mut self.returning {
             Some(r) if r.seq == run.seq => {
                 r.count += run.count;
@@ -117,7 +113,7 @@ impl GlobalLease {
             }
             Some(r) => {
                 let old = std::mem::take(&mut self.offered);
-                self.status.forfeited += r.count - old.len() as u64;
+                *forfeited += r.count - old.len() as u64;
                 self.keep(old);
                 self.returning = Some(run);
             }
@@ -127,9 +123,9 @@ impl GlobalLease {
     }
 
     /// The slots going back, for a give-back now: what it sends
-    /// ([`GlobalLease::returning`]), its usable slots kept in case the
-    /// state refuses them.
-    fn take_returning(&mut self) -> Option<Return> {
+    /// ([`Held::returning`]), its usable slots kept in case the state
+    /// refuses them.
+    pub(crate) fn take_returning(&mut self) -> Option<Return> {
         let run = self.returning.take();
         let seq = run.as_ref().map_or(0, |r| r.seq);
         self.giving = (seq, std::mem::take(&mut self.offered));
@@ -140,10 +136,6 @@ impl GlobalLease {
     /// records: the state did not take them back (someone reserved after
     /// them), so they can never go back (nor be given back at exit).
     fn keep(&mut self, slots: Vec<Slot>) {
-        let covered = slots.len().min(self.wanted);
-        self.wanted -= covered;
-        self.wanted_sizes
-            .drain(..covered.min(self.wanted_sizes.len()));
         for mut slot in slots {
             slot.grant = 0;
             let at = self.slots.partition_point(|s| s.at <= slot.at);
@@ -158,64 +150,149 @@ impl GlobalLease {
     /// reserved after them, and the state would refuse them. Slots of
     /// earlier reservations stay, for the next records (or are forfeited
     /// late).
-    pub(crate) fn send_back_tail(&mut self, count: usize) {
+    pub(crate) fn send_back_tail(&mut self, count: usize, forfeited: &mut u64) {
         let mut tail = Vec::new();
         while tail.len() < count {
             match self.slots.back() {
-                Some(s) if s.grant == self.grants => {
-                    tail.extend(self.slots.pop_back());
-                }
+                Some(s) if s.grant == self.grants => tail.extend(self.slots.pop_back()),
                 _ => break,
             }
         }
         let Some(&first) = tail.last() else { return };
         tail.reverse();
-        let run = Return {
-            key: None,
-            seq: self.last_seq,
-            first_unused: first.shared,
-            size: first.size,
-            count: tail.len() as u64,
-        };
-        self.send_back(run, tail);
+        let run = self.run(&first, tail.len() as u64);
+        self.send_back(run, tail, forfeited)
     }
 
     /// Drop the slots too late to use at `now` (`late`: how late a slot
     /// of a size may be). Those of the last grant that leave the lease
-    /// empty go back; the others are forfeited.
-    fn drop_late(&mut self, now: u64, late: impl Fn(u64) -> u64) {
+    /// empty go back; the others are forfeited (counted in `forfeited`).
+    pub(crate) fn drop_late(&mut self, now: u64, late: impl Fn(u64) -> u64, forfeited: &mut u64) {
         let mut run: Option<Return> = None;
         while let Some(&slot) = self.slots.front().filter(|s| s.at + late(s.size) < now) {
             self.slots.pop_front();
-            if slot.grant != self.grants {
-                self.status.forfeited += 1;
-                continue;
-            }
             match &mut run {
+                _ if slot.grant != self.grants => *forfeited += 1,
                 Some(r) => r.count += 1,
-                None => {
-                    run = Some(Return {
-                        key: None,
-                        seq: self.last_seq,
-                        first_unused: slot.shared,
-                        size: slot.size,
-                        count: 1,
-                    })
-                }
+                None => run = Some(self.run(&slot, 1)),
             }
         }
-        let Some(run) = run else { return };
-        if !self.slots.is_empty() {
-            self.status.forfeited += run.count;
-            return;
+        match run {
+            Some(run) if self.slots.is_empty() => self.send_back(run, Vec::new(), forfeited),
+            Some(run) => *forfeited += run.count,
+            None => {}
         }
-        self.send_back(run, Vec::new());
+    }
+
+    /// Put the slots of `grant` in the lease, reserved for `sizes` (1
+    /// each beyond them), the reply's `now` being `shared_now` on the
+    /// shared clock and `base` on drip's. Returns the latest (drip's ns).
+    pub(crate) fn take(&mut self, grant: &Grant, sizes: &[u64], shared_now: i64, base: u64) -> u64 {
+        self.grants += 1;
+        self.last_seq = grant.seq;
+        let floor = self.slots.back().map_or(0, |s| s.at);
+        let mut latest = 0;
+        for (j, &d) in grant.slots.iter().enumerate() {
+            let at = base
+                .saturating_add(u64::try_from(d).unwrap_or(0))
+                .max(floor);
+            self.slots.push_back(Slot {
+                at,
+                size: sizes.get(j).copied().unwrap_or(1),
+                grant: self.grants,
+                shared: shared_now.saturating_add(d),
+            });
+            latest = latest.max(at);
+        }
+        latest
+    }
+
+    /// Slots of `returns` (this lease's) that did not go back (someone
+    /// reserved since, or the state cannot be reached): those still usable
+    /// when sent serve the next records; the others are lost (counted in
+    /// `forfeited`). Returns how many were kept.
+    pub(crate) fn refused(&mut self, returns: &[Return], forfeited: &mut u64) -> usize {
+        let (seq, slots) = std::mem::take(&mut self.giving);
+        let (mut lost, mut ours) = (0, false);
+        for r in returns {
+            lost += r.count;
+            ours |= r.seq == seq;
+        }
+        let kept = if ours { slots.len() } else { 0 };
+        if ours {
+            self.keep(slots);
+        }
+        *forfeited += lost - kept as u64;
+        kept
+    }
+
+    /// At exit (or the lease's end): the give-back pending and the unused
+    /// tail of the last grant, one give-back per reservation (the
+    /// earliest of a reservation's covers the later).
+    pub(crate) fn unused(&mut self) -> Vec<Return> {
+        let mut out: Vec<Return> = self.take_returning().into_iter().collect();
+        let count = self
+            .slots
+            .iter()
+            .rev()
+            .take_while(|s| s.grant == self.grants)
+            .count();
+        if count > 0 {
+            out.push(self.run(&self.slots[self.slots.len() - count], count as u64));
+        }
+        out.sort_by_key(|r| (r.seq, r.first_unused));
+        out.dedup_by(|later, earlier| {
+            later.seq == earlier.seq && {
+                earlier.count += later.count;
+                true
+            }
+        });
+        out
+    }
+}
+
+/// The global limits' lease, which the schedule and the keeper share.
+#[derive(Debug)]
+pub(crate) struct GlobalLease {
+    /// Its slots.
+    pub(crate) held: Held,
+    /// Records waiting that the lease does not cover yet.
+    pub(crate) wanted: usize,
+    /// When a limit counts bytes: the sizes (bytes) of the first of those
+    /// records, in order, at most [`SIZES_KEPT`] (empty otherwise).
+    pub(crate) wanted_sizes: Vec<u64>,
+    pub(crate) status: Status,
+    /// The shared limits, for sizing a reservation to one chunk.
+    meters: Vec<Meter>,
+}
+
+impl GlobalLease {
+    pub(crate) fn new(meters: Vec<Meter>) -> GlobalLease {
+        GlobalLease {
+            held: Held::default(),
+            wanted: 0,
+            wanted_sizes: Vec::new(),
+            status: Status::default(),
+            meters,
+        }
+    }
+
+    /// [`Held::send_back_tail`] of this lease (the records' wants are
+    /// noted after).
+    pub(crate) fn send_back_tail(&mut self, count: usize) {
+        self.held.send_back_tail(count, &mut self.status.forfeited);
+    }
+
+    /// [`Held::drop_late`] of this lease (the records' wants are noted
+    /// after).
+    fn drop_late(&mut self, now: u64, late: impl Fn(u64) -> u64) {
+        self.held.drop_late(now, late, &mut self.status.forfeited);
     }
 
     /// Note what the records left waiting want: `left` of them, the sizes
     /// of the first from `sizes` (when weighed).
     fn note_wanted(&mut self, left: usize, sizes: Option<&mut dyn Iterator<Item = u64>>) {
-        let covered = self.slots.len();
+        let covered = self.held.slots.len();
         self.wanted = left.saturating_sub(covered);
         self.wanted_sizes.clear();
         if let Some(sizes) = sizes {
@@ -233,14 +310,14 @@ impl Grants for GlobalLease {
     fn turn(&mut self, now: u64, _since_call: Option<Duration>) -> Result<Turn, Duration> {
         let rtt = i64::try_from(self.status.rtt).unwrap_or(i64::MAX);
         let mut turn = Turn::default();
-        turn.returns.extend(self.take_returning());
+        turn.returns.extend(self.held.take_returning());
         let mut want = self.wanted;
         if !self.wanted_sizes.is_empty() {
             want = want.min(self.wanted_sizes.len());
         }
         let mut wait = Duration::from_secs(1);
         if want > 0 {
-            let end = self.slots.back().map_or(0, |s| s.at);
+            let end = self.held.slots.back().map_or(0, |s| s.at);
             let until = end.saturating_sub(ahead(rtt).unsigned_abs());
             if until <= now {
                 let sizes: Vec<u64> = self.wanted_sizes.iter().take(want).copied().collect();
@@ -269,8 +346,7 @@ impl Grants for GlobalLease {
     }
 
     fn take(&mut self, requests: &[Request], reply: Reply, base: u64) {
-        let (Some(request), Some(grant)) = (requests.first(), reply.grants.into_iter().next())
-        else {
+        let (Some(request), Some(grant)) = (requests.first(), reply.grants.first()) else {
             return;
         };
         let n = grant.slots.len();
@@ -279,69 +355,22 @@ impl Grants for GlobalLease {
         self.wanted = self.wanted.saturating_sub(n);
         let covered = n.min(self.wanted_sizes.len());
         self.wanted_sizes.drain(..covered);
-        self.grants += 1;
-        self.last_seq = grant.seq;
-        let floor = self.slots.back().map_or(0, |s| s.at);
-        for (j, d) in grant.slots.into_iter().enumerate() {
-            let at = base
-                .saturating_add(u64::try_from(d).unwrap_or(0))
-                .max(floor);
-            self.slots.push_back(Slot {
-                at,
-                size: request.sizes.get(j).copied().unwrap_or(1),
-                grant: self.grants,
-                shared: reply.now.saturating_add(d),
-            });
-            self.status.reserved_until = self.status.reserved_until.max(at);
-        }
+        let latest = self.held.take(grant, &request.sizes, reply.now, base);
+        self.status.reserved_until = self.status.reserved_until.max(latest);
         self.send_back_tail(unwanted);
     }
 
-    /// Slots that did not go back (someone reserved since, or the state
-    /// cannot be reached): those still usable when sent serve the next
-    /// records; the others are lost.
     fn refused(&mut self, returns: &[Return]) {
-        let (seq, slots) = std::mem::take(&mut self.giving);
-        let mut lost: u64 = returns.iter().map(|r| r.count).sum();
-        if returns.iter().any(|r| r.seq == seq) {
-            lost -= slots.len() as u64;
-            self.keep(slots);
-        }
-        self.status.forfeited += lost;
+        // The slots kept cover as many of the records wanting slots.
+        let kept = self.held.refused(returns, &mut self.status.forfeited);
+        let covered = kept.min(self.wanted);
+        self.wanted -= covered;
+        self.wanted_sizes
+            .drain(..covered.min(self.wanted_sizes.len()));
     }
 
     fn unused(&mut self) -> Vec<Return> {
-        let mut out: Vec<Return> = self.take_returning().into_iter().collect();
-        let mut tail = self
-            .slots
-            .iter()
-            .rev()
-            .take_while(|s| s.grant == self.grants);
-        let Some(mut first) = tail.next().copied() else {
-            return out;
-        };
-        let mut count = 1;
-        for s in tail {
-            first = *s;
-            count += 1;
-        }
-        out.push(Return {
-            key: None,
-            seq: self.last_seq,
-            first_unused: first.shared,
-            size: first.size,
-            count,
-        });
-        // An earlier give-back of the same reservation is covered by this
-        // one only if it is later; keep the earliest.
-        out.sort_by_key(|r| (r.seq, r.first_unused));
-        out.dedup_by(|later, earlier| {
-            later.seq == earlier.seq && {
-                earlier.count += later.count;
-                true
-            }
-        });
-        out
+        self.held.unused()
     }
 
     fn go_local(&mut self, _now: u64) {
@@ -450,18 +479,18 @@ impl SharedSchedule {
         while let Some(&record) = records.peek() {
             let size = self.weight(record);
             if self.weighs_bytes {
-                while st.slots.front().is_some_and(|s| s.size < size) {
-                    st.slots.pop_front();
+                while st.held.slots.front().is_some_and(|s| s.size < size) {
+                    st.held.slots.pop_front();
                     st.status.forfeited += 1;
                 }
             }
-            if !st.slots.front().is_some_and(|s| s.at <= now) {
+            if !st.held.slots.front().is_some_and(|s| s.at <= now) {
                 break;
             }
             if alone && self.local.release(now, 1, &mut std::iter::once(record)) == 0 {
                 break;
             }
-            if let Some(slot) = st.slots.pop_front() {
+            if let Some(slot) = st.held.slots.pop_front() {
                 self.written.released(&slot);
             }
             records.next();
@@ -499,15 +528,15 @@ impl Schedule for SharedSchedule {
         if st.status.mode == Mode::Local {
             return self.local.release(now, available, records);
         }
-        let before = (st.wanted, st.returning.is_some());
+        let before = (st.wanted, st.held.returning.is_some());
         self.written.overtake(&mut st);
         st.drop_late(now, |size| self.late_ns(size));
         let n = if self.weighs_bytes || st.status.mode.paced_alone(now) {
             self.release_slots(&mut st, now, available, records)
         } else {
             let mut n = 0;
-            while n < available && st.slots.front().is_some_and(|s| s.at <= now) {
-                if let Some(slot) = st.slots.pop_front() {
+            while n < available && st.held.slots.front().is_some_and(|s| s.at <= now) {
+                if let Some(slot) = st.held.slots.pop_front() {
                     self.written.released(&slot);
                 }
                 n += 1;
@@ -515,8 +544,8 @@ impl Schedule for SharedSchedule {
             st.note_wanted(available - n, None);
             n
         };
-        let asks = st.wanted > 0 && (before.0 == 0 || st.slots.is_empty());
-        if asks || (!before.1 && st.returning.is_some()) {
+        let asks = st.wanted > 0 && (before.0 == 0 || st.held.slots.is_empty());
+        if asks || (!before.1 && st.held.returning.is_some()) {
             lease.wake.notify_one();
         }
         n
@@ -528,7 +557,7 @@ impl Schedule for SharedSchedule {
         if st.status.mode == Mode::Local {
             return self.local.next_due(record);
         }
-        let due = match st.slots.front() {
+        let due = match st.held.slots.front() {
             // Too small for this record: wasted at the next release.
             Some(s) if self.weighs_bytes && s.size < size => self.last_now,
             Some(s) => s.at,
@@ -551,7 +580,7 @@ impl Schedule for SharedSchedule {
             return self.local.nth_due(record, n);
         }
         // The slots reserved: the later ones are not known yet.
-        st.slots.get(n).map(|s| s.at)
+        st.held.slots.get(n).map(|s| s.at)
     }
 
     fn records_per_second(&self) -> f64 {
@@ -571,10 +600,10 @@ impl Schedule for SharedSchedule {
         if st.status.mode == Mode::Local {
             return;
         }
-        let going = st.returning.is_some();
+        let going = st.held.returning.is_some();
         self.written.overtake(&mut st);
         st.drop_late(now, |size| self.late_ns(size));
-        let beyond = st.slots.len().saturating_sub(waiting);
+        let beyond = st.held.slots.len().saturating_sub(waiting);
         st.send_back_tail(beyond);
         let mut sizes = records.map(|r| self.weight(r));
         let weighed: Option<&mut dyn Iterator<Item = u64>> = if self.weighs_bytes {
@@ -583,7 +612,7 @@ impl Schedule for SharedSchedule {
             None
         };
         st.note_wanted(waiting, weighed);
-        if !going && st.returning.is_some() {
+        if !going && st.held.returning.is_some() {
             lease.wake.notify_one();
         }
     }
@@ -614,7 +643,7 @@ impl Written {
     /// Forfeit the slots of `st` that records written late overtook.
     fn overtake(&mut self, st: &mut GlobalLease) {
         while self.overtaken > 0 {
-            match st.slots.front() {
+            match st.held.slots.front() {
                 Some(s) if s.at < self.until => {}
                 // No slot yet (a grant on its way): the count waits for it.
                 None => break,
@@ -623,7 +652,7 @@ impl Written {
                     break;
                 }
             }
-            st.slots.pop_front();
+            st.held.slots.pop_front();
             st.status.forfeited += 1;
             self.overtaken -= 1;
         }
@@ -655,13 +684,16 @@ pub(crate) mod tests {
     /// (time, size) of an earlier grant than its last.
     pub(crate) fn byte_schedule(slots: &[(u64, u64)]) -> SharedSchedule {
         let mut leases = GlobalLease::new(Vec::new());
-        leases.grants = 1;
-        leases.slots.extend(slots.iter().map(|&(at, size)| Slot {
-            at,
-            size,
-            grant: 0,
-            shared: 0,
-        }));
+        leases.held.grants = 1;
+        leases
+            .held
+            .slots
+            .extend(slots.iter().map(|&(at, size)| Slot {
+                at,
+                size,
+                grant: 0,
+                shared: 0,
+            }));
         let lease = Arc::new(Lease::new(leases, Instant::now()));
         SharedSchedule {
             lease,
@@ -698,7 +730,11 @@ pub(crate) mod tests {
             // The 50-byte slot was too small for the 60-byte record.
             assert_eq!(st.status.forfeited, 1);
             assert_eq!(
-                st.slots.iter().map(|s| (s.at, s.size)).collect::<Vec<_>>(),
+                st.held
+                    .slots
+                    .iter()
+                    .map(|s| (s.at, s.size))
+                    .collect::<Vec<_>>(),
                 [(10 * MS, 80)]
             );
             // 60 has the 80-byte slot; 80 and 30 want theirs.
@@ -715,7 +751,7 @@ pub(crate) mod tests {
         );
         let st = s.lease.lock();
         assert_eq!(st.status.forfeited, 2);
-        assert!(st.slots.is_empty());
+        assert!(st.held.slots.is_empty());
         assert_eq!((st.wanted, st.wanted_sizes.clone()), (2, vec![90, 30]));
     }
 
@@ -765,8 +801,8 @@ pub(crate) mod tests {
             unit: Unit::Records,
         };
         let mut leases = GlobalLease::new(Vec::new());
-        leases.grants = 1;
-        leases.slots.extend((0..100).map(|i| Slot {
+        leases.held.grants = 1;
+        leases.held.slots.extend((0..100).map(|i| Slot {
             at: i * 10 * MS,
             size: 1,
             grant: 1,
@@ -811,6 +847,7 @@ pub(crate) mod tests {
         };
         let mut leases = GlobalLease::new(Vec::new());
         leases
+            .held
             .slots
             .extend(slots.into_iter().enumerate().map(|(j, at)| Slot {
                 at,
@@ -818,7 +855,7 @@ pub(crate) mod tests {
                 grant: 1 + j as u64 / 10,
                 shared: at as i64,
             }));
-        leases.grants = leases.slots.back().map_or(0, |s| s.grant);
+        leases.held.grants = leases.held.slots.back().map_or(0, |s| s.grant);
         SharedSchedule {
             lease: Arc::new(Lease::new(leases, Instant::now())),
             local: Limits::new(&[limit]),
@@ -863,13 +900,16 @@ pub(crate) mod tests {
     fn slots_of_expired_records_go_back_at_once_or_serve_the_next() {
         let records = || std::iter::repeat(&b"x"[..]);
         let mut s = records_schedule([0, 5 * MS, 10 * MS, 15 * MS]);
-        s.lease.lock().last_seq = 7;
+        s.lease.lock().held.last_seq = 7;
         assert_eq!(s.release(0, 4, &mut records()), 1);
         // Two of the three waiting expire: the slots at 10 and 15 ms go
         // back, the one at 5 ms is the record left's.
         s.expired(MS, 1, &mut records());
         let mut st = s.lease.lock();
-        assert_eq!(st.slots.iter().map(|s| s.at).collect::<Vec<_>>(), [5 * MS]);
+        assert_eq!(
+            st.held.slots.iter().map(|s| s.at).collect::<Vec<_>>(),
+            [5 * MS]
+        );
         assert_eq!(st.wanted, 0);
         let turn = st.turn(MS, None).unwrap();
         let back = Return {
@@ -884,7 +924,7 @@ pub(crate) mod tests {
             (&[back][..], 0)
         );
         st.refused(&turn.returns);
-        assert_eq!(st.slots.len(), 3);
+        assert_eq!(st.held.slots.len(), 3);
         assert_eq!(st.status.forfeited, 0);
         drop(st);
         // Two records come: one each for 5 and 10 ms; 15 ms goes late.
@@ -893,7 +933,7 @@ pub(crate) mod tests {
         assert_eq!(s.release(30 * MS, 1, &mut records()), 0);
         let mut st = s.lease.lock();
         assert_eq!((st.status.forfeited, st.wanted), (1, 1));
-        assert!(st.returning.is_none());
+        assert!(st.held.returning.is_none());
         assert!(st.unused().is_empty());
     }
 
@@ -918,7 +958,7 @@ pub(crate) mod tests {
         };
         let mut st = s.lease.lock();
         st.take(&requests, reply, 0);
-        assert!(st.slots.is_empty());
+        assert!(st.held.slots.is_empty());
         let back = Return {
             key: None,
             seq: 3,
@@ -999,14 +1039,14 @@ pub(crate) mod tests {
         s.wrote(7 * MS, 1);
         {
             let mut st = s.lease.lock();
-            let grant = st.grants + 1;
-            st.slots.extend([5 * MS, 10 * MS].map(|at| Slot {
+            let grant = st.held.grants + 1;
+            st.held.slots.extend([5 * MS, 10 * MS].map(|at| Slot {
                 at,
                 size: 1,
                 grant,
                 shared: at as i64,
             }));
-            st.grants = grant;
+            st.held.grants = grant;
         }
         assert_eq!(
             s.release(5 * MS, 4, &mut records()),
@@ -1106,17 +1146,17 @@ pub(crate) mod tests {
             sent += outbox.iter().map(|s| s.records().count()).sum::<usize>();
             // The keeper: slots at 12/s for what the lease wants.
             let mut st = global.lease.lock();
-            if st.wanted > 0 && st.slots.is_empty() {
+            if st.wanted > 0 && st.held.slots.is_empty() {
                 for _ in 0..st.wanted.min(3) {
                     next_slot = u64::max(next_slot + interval, now + 3 * MS);
-                    st.slots.push_back(Slot {
+                    st.held.slots.push_back(Slot {
                         at: next_slot,
                         size: 1,
                         grant: 1,
                         shared: 0,
                     });
                 }
-                st.grants = 1;
+                st.held.grants = 1;
             }
         }
         // 3 s at 12/s: some 30 records (fewer under the keys' 5/s turns).
@@ -1150,7 +1190,7 @@ pub(crate) mod tests {
             s.weighs_bytes = bytes_beside;
             s.bytes_per_second = 100.0;
             loop {
-                let Some(due) = s.lease.lock().slots.front().map(|s| s.at) else {
+                let Some(due) = s.lease.lock().held.slots.front().map(|s| s.at) else {
                     break;
                 };
                 let late = if rng.bool() { INTERVAL / 2 } else { 6 * MS };
@@ -1223,7 +1263,7 @@ mod protocol_tests {
 
     /// Records waiting in `lease` at `now`, wanting slots.
     fn want(lease: &mut GlobalLease, records: usize) {
-        let covered = lease.slots.len();
+        let covered = lease.held.slots.len();
         lease.note_wanted(records + covered, None);
     }
 
@@ -1249,26 +1289,26 @@ mod protocol_tests {
         let mut used: Vec<u64> = Vec::new();
         // a sends its slots at 0, 10, 20, 30 ms and reserves again.
         for t in [0, 10, 20, 30] {
-            assert_eq!(a.slots.pop_front().map(|s| s.at), Some(t * MS));
+            assert_eq!(a.held.slots.pop_front().map(|s| s.at), Some(t * MS));
             used.push(t * MS);
         }
         want(&mut a, 5);
         serve(&mut a, &mut state, 30 * MS);
-        assert_eq!(a.slots.len(), 6, "{:?}", a.slots);
+        assert_eq!(a.held.slots.len(), 6, "{:?}", a.held.slots);
         // a stops at 35 ms: its slots at 40 ms and from 100 ms unused.
         for r in a.unused() {
             state.give_back_sized(&meters, r.seq, r.first_unused, r.size);
         }
-        used.extend(b.slots.drain(..).map(|s| s.at));
+        used.extend(b.held.slots.drain(..).map(|s| s.at));
         want(&mut c, 5);
         serve(&mut c, &mut state, 35 * MS);
-        used.extend(c.slots.iter().map(|s| s.at));
+        used.extend(c.held.slots.iter().map(|s| s.at));
         used.sort_unstable();
         for pair in used.windows(2) {
             assert!(pair[1] >= pair[0] + 10 * MS, "{used:?}");
         }
         // The 40 ms slot is lost, the rest went back: c starts at 100 ms.
-        assert_eq!(c.slots[0].at, 100 * MS);
+        assert_eq!(c.held.slots[0].at, 100 * MS);
     }
 
     /// Case: a slot reserved for a record that expired goes back when no
@@ -1287,9 +1327,9 @@ mod protocol_tests {
         for _ in 0..6 {
             serve(&mut lease, &mut state, 0);
         }
-        let at: Vec<u64> = lease.slots.iter().map(|s| s.at).collect();
+        let at: Vec<u64> = lease.held.slots.iter().map(|s| s.at).collect();
         assert_eq!(at, [0, 0, 0, 0, 0, 500 * MS]);
-        lease.slots.drain(..5);
+        lease.held.slots.drain(..5);
         // 6 expired at 100 ms; 7 arrives at 1.5 s: the 500 ms slot is late.
         let mut due = Vec::new();
         for t in [1500, 1550, 1800] {
@@ -1297,7 +1337,7 @@ mod protocol_tests {
             lease.drop_late(now, |_| 100 * MS);
             want(&mut lease, 1);
             serve(&mut lease, &mut state, now);
-            due.push(lease.slots.pop_front().map(|s| s.at / MS));
+            due.push(lease.held.slots.pop_front().map(|s| s.at / MS));
         }
         assert_eq!(due, [Some(1500), Some(1550), Some(1800)]);
         assert_eq!(lease.status.forfeited, 0);
@@ -1306,7 +1346,7 @@ mod protocol_tests {
     /// Records of `lease` expired: `waiting` are left (as
     /// [`SharedSchedule`]'s `expired` tells the lease).
     fn expire(lease: &mut GlobalLease, waiting: usize) {
-        lease.send_back_tail(lease.slots.len().saturating_sub(waiting));
+        lease.send_back_tail(lease.held.slots.len().saturating_sub(waiting));
         lease.note_wanted(waiting, None);
     }
 
@@ -1329,13 +1369,13 @@ mod protocol_tests {
         for _ in 0..6 {
             serve(&mut a, &mut state, 0);
         }
-        let at: Vec<u64> = a.slots.drain(..5).map(|s| s.at).collect();
+        let at: Vec<u64> = a.held.slots.drain(..5).map(|s| s.at).collect();
         assert_eq!(at, [0; 5]);
         expire(&mut a, 0);
         serve(&mut a, &mut state, 150 * MS);
         want(&mut b, 1);
         serve(&mut b, &mut state, 500 * MS);
-        assert_eq!(b.slots[0].at, 1_000 * MS, "the slot a gave back");
+        assert_eq!(b.held.slots[0].at, 1_000 * MS, "the slot a gave back");
         expire(&mut b, 0);
         serve(&mut b, &mut state, 650 * MS);
         let mut due = Vec::new();
@@ -1343,7 +1383,7 @@ mod protocol_tests {
             let lease = if first { &mut a } else { &mut b };
             want(lease, 1);
             serve(lease, &mut state, t * MS);
-            due.push(lease.slots.pop_front().map(|s| s.at / MS));
+            due.push(lease.held.slots.pop_front().map(|s| s.at / MS));
         }
         assert_eq!(due, [Some(3_000), Some(3_100), Some(3_400)]);
         assert_eq!((a.status.forfeited, b.status.forfeited), (0, 0));
@@ -1356,14 +1396,14 @@ mod protocol_tests {
         for _ in 0..6 {
             serve(&mut a, &mut state, 0);
         }
-        a.slots.drain(..5);
+        a.held.slots.drain(..5);
         want(&mut b, 1);
         serve(&mut b, &mut state, 100 * MS);
         expire(&mut a, 0);
         serve(&mut a, &mut state, 150 * MS);
-        assert!(a.returning.is_none());
+        assert!(a.held.returning.is_none());
         assert_eq!(
-            a.slots.iter().map(|s| s.at).collect::<Vec<_>>(),
+            a.held.slots.iter().map(|s| s.at).collect::<Vec<_>>(),
             [1_000 * MS]
         );
         assert!(a.unused().is_empty(), "can never go back");
@@ -1407,8 +1447,8 @@ mod protocol_tests {
                     state = Gcra::default();
                 }
                 for lease in &mut leases {
-                    while lease.slots.front().is_some_and(|s| s.at <= now) {
-                        sent.push(lease.slots.pop_front().unwrap().at);
+                    while lease.held.slots.front().is_some_and(|s| s.at <= now) {
+                        sent.push(lease.held.slots.pop_front().unwrap().at);
                     }
                     want(lease, 1000);
                     serve(lease, &mut state, now);

@@ -165,6 +165,9 @@ impl Handle {
             keys.close();
         }
         let until = Instant::now() + bound;
+        // Looked at every millisecond, at most `bound` once at exit: a
+        // second signal, which cuts the wait short, notifies nothing this
+        // thread could wait on beside the keepers' end.
         while self.keepers.iter().any(|k| !k.is_finished()) && Instant::now() < until && !hurry() {
             std::thread::sleep(Duration::from_millis(1));
         }
