@@ -359,10 +359,7 @@ impl Ui {
         }
         // With jobs, a departure is a job's start.
         text.push_str(if jobs.is_some() { " | starts " } else { " | " });
-        match measured {
-            Some(rate) => text.push_str(&format_rate(rate)),
-            None => text.push_str("-/s"),
-        }
+        text.push_str(&measured.map_or("-/s".into(), format_rate));
         let eta = match jobs {
             None => eta(snap, self.input_size, measured),
             Some(jobs) => jobs_eta(snap, self.input_size, measured, &jobs.stats),

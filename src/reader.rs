@@ -298,11 +298,7 @@ fn offer<'a>(shared: &'a Shared, mut st: MutexGuard<'a, State>, seg: Segment) ->
         // nearer (under a byte rate an eviction can put a smaller record
         // at the head).
         let due_after = st.adm.next_event();
-        let nearer = match (due_before, due_after) {
-            (_, None) => false,
-            (None, Some(_)) => true,
-            (Some(before), Some(after)) => after < before,
-        };
+        let nearer = due_after.is_some_and(|after| due_before.map_or(true, |b| after < b));
         wake_writer |= st.adm.outbox_len() > 0 || nearer;
         st.flush_dead();
         match offered {
