@@ -175,6 +175,7 @@ pub type OversizeSink = Box<dyn FnMut(&[u8], Piece) + Send>;
 /// a segment of exactly their size, so a queued record never pins a read
 /// buffer (memory stays proportional to the bytes held, whatever the read
 /// pattern), and the buffer is reused for the next read.
+#[derive(Default)]
 pub struct Splitter {
     delimiter: u8,
     max_record: usize,
@@ -202,12 +203,7 @@ impl Splitter {
             delimiter,
             max_record,
             capacity_bytes: capacity_bytes.unwrap_or(usize::MAX),
-            buf: Vec::new(),
-            end: 0,
-            scanned: 0,
-            records: 0,
-            skip: None,
-            skipping: false,
+            ..Splitter::default()
         }
     }
 

@@ -148,7 +148,7 @@ struct Display {
 }
 
 /// stderr, with or without a live progress display.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Ui {
     display: Option<Display>,
     capacity: u64,
@@ -198,13 +198,9 @@ impl Ui {
             capacity: capacity as u64,
             input_size,
             rate,
-            meter: RateMeter::default(),
-            busy: VecDeque::new(),
-            text: String::new(),
-            capacity_for: None,
-            in_bytes: false,
             terminal: stderr_tty && !dumb && mode != ProgressMode::Never,
             quiet: mode == ProgressMode::Never,
+            ..Ui::default()
         }
     }
 
