@@ -490,11 +490,9 @@ fn pause_sign(snap: &Snapshot, jobs: &JobsView) -> Option<String> {
         return Some(format!("paused {}", seconds(jobs.paused_left_ns)));
     }
     let (first, rest) = jobs.paused_keys.split_first()?;
-    let more = if rest.is_empty() {
-        String::new()
-    } else {
-        format!(" +{}", rest.len())
-    };
+    let more = (!rest.is_empty())
+        .then(|| format!(" +{}", rest.len()))
+        .unwrap_or_default();
     Some(format!("paused {}{more}", text_key(Some(first))))
 }
 
@@ -814,11 +812,10 @@ fn stdout_is_stderr_terminal() -> bool {
         let file = File::from(fd.try_clone_to_owned().ok()?);
         file.metadata().ok().map(|m| m.rdev())
     };
-    match (device(io::stdout().as_fd()), device(io::stderr().as_fd())) {
-        (Some(out), Some(err)) => out == err,
-        // Both are terminals: assume the same one.
-        _ => true,
-    }
+    // When either cannot be told, both are terminals: assume the same one.
+    device(io::stdout().as_fd())
+        .zip(device(io::stderr().as_fd()))
+        .map_or(true, |(out, err)| out == err)
 }
 
 /// stderr's terminal size (columns, rows).

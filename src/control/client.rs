@@ -138,10 +138,10 @@ fn list(dir: &Path, err: &mut dyn Write) -> Vec<serde_json::Value> {
 
 /// Say on `err` that the drip `name` is not in the list, and why.
 fn left_out(err: &mut dyn Write, name: &SocketName, why: &str) {
-    let who = match &name.name {
-        Some(n) => format!("{} ({n})", name.pid),
-        None => name.pid.to_string(),
-    };
+    let who = name
+        .name
+        .as_ref()
+        .map_or(name.pid.to_string(), |n| format!("{} ({n})", name.pid));
     let _ = writeln!(err, "drip: ctl: list: {who} left out: {why}");
 }
 
