@@ -378,20 +378,17 @@ fn wait_for_room<'a>(
     let expiry = expiry_watch(st.adm.next_expiry(), st.writing.held_since(), now);
     let patience = (policy != st.adm.bucket().policy())
         .then_some(st.writing.last_take.saturating_add(STALL_NS));
-    st = match expiry.into_iter().chain(patience).min() {
-        Some(deadline) => {
-            let timeout = Duration::from_nanos(deadline.saturating_sub(now));
-            shared
-                .space_ready
-                .wait_timeout(st, timeout)
-                .unwrap_or_else(|e| e.into_inner())
-                .0
-        }
-        None => shared
-            .space_ready
-            .wait(st)
-            .unwrap_or_else(|e| e.into_inner()),
-    };
+    // No deadline: a wait without one (std waits for ever when the
+    // timeout is past what its clock can hold).
+    let deadline = expiry.into_iter().chain(patience).min();
+    let timeout = deadline.map_or(Duration::MAX, |at| {
+        Duration::from_nanos(at.saturating_sub(now))
+    });
+    st = shared
+        .space_ready
+        .wait_timeout(st, timeout)
+        .unwrap_or_else(|e| e.into_inner())
+        .0;
     st.reading.wants = 0;
     st
 }
