@@ -91,7 +91,7 @@ impl OverflowError {
                 format_ms(wait as f64 / 1e6),
                 format_ms(max as f64 / 1e6)
             );
-        } else if let Some(keys) = adm.keys() {
+        } else if let Some(keys) = bucket.keys() {
             match keys.no_room() {
                 NoRoom::Bucket => {}
                 NoRoom::Key => {
