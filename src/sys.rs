@@ -295,13 +295,7 @@ impl Waker {
             PollFd::from_borrowed_fd(fd, PollFlags::IN),
             PollFd::new(&self.read, PollFlags::IN),
         ];
-        loop {
-            match poll(&mut fds, None) {
-                Ok(_) => break,
-                Err(rustix::io::Errno::INTR) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
+        rustix::io::retry_on_intr(|| poll(&mut fds, None))?;
         Ok(fds[1].revents().is_empty())
     }
 
@@ -336,13 +330,7 @@ fn pid_of(pid: u32) -> Option<Pid> {
 pub fn wait_readable_for(fd: BorrowedFd<'_>, timeout_ms: i32) -> bool {
     let mut pfd = [PollFd::from_borrowed_fd(fd, PollFlags::IN)];
     let timeout = poll_timeout(timeout_ms);
-    loop {
-        match poll(&mut pfd, timeout.as_ref()) {
-            Ok(n) => return n > 0,
-            Err(rustix::io::Errno::INTR) => {}
-            Err(_) => return true,
-        }
-    }
+    rustix::io::retry_on_intr(|| poll(&mut pfd, timeout.as_ref())).map_or(true, |n| n > 0)
 }
 
 /// Send `signal` (a named one, such as `libc::SIGTERM`) to every process
