@@ -179,10 +179,7 @@ fn send_to(dir: &Path, target: &str, words: &[String]) -> Result<serde_json::Val
     let mut removed = false;
     let mut matched = false;
     for (name, path) in sockets(dir) {
-        let ours = match by_pid {
-            Some(pid) => name.pid == pid,
-            None => name.name.as_deref() == Some(target),
-        };
+        let ours = by_pid.map_or(name.name.as_deref() == Some(target), |pid| name.pid == pid);
         if !ours {
             continue;
         }
