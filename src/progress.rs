@@ -490,9 +490,10 @@ fn pause_sign(snap: &Snapshot, jobs: &JobsView) -> Option<String> {
         return Some(format!("paused {}", seconds(jobs.paused_left_ns)));
     }
     let (first, rest) = jobs.paused_keys.split_first()?;
-    let more = (!rest.is_empty())
-        .then(|| format!(" +{}", rest.len()))
-        .unwrap_or_default();
+    let more = match rest.len() {
+        0 => String::new(),
+        n => format!(" +{n}"),
+    };
     Some(format!("paused {}{more}", text_key(Some(first))))
 }
 
