@@ -42,16 +42,13 @@ impl Input {
 /// reads as a rate (`drip 10/s`, `--rate` left out): ` (did you mean
 /// --rate 10/s?)`; else nothing.
 fn rate_hint(input: &Input, err: &io::Error) -> String {
-    let Input::Path(path) = input else {
-        return String::new();
-    };
-    match path.to_str() {
-        Some(text)
-            if err.kind() == io::ErrorKind::NotFound
-                && crate::rate::parse_rate_burst(text).is_ok() =>
-        {
-            format!(" (did you mean --rate {text}?)")
-        }
+    match (input, err.kind()) {
+        (Input::Path(path), io::ErrorKind::NotFound) => path
+            .to_str()
+            .filter(|text| crate::rate::parse_rate_burst(text).is_ok())
+            .map_or(String::new(), |text| {
+                format!(" (did you mean --rate {text}?)")
+            }),
         _ => String::new(),
     }
 }

@@ -166,9 +166,8 @@ impl Waiting {
     /// The schedule may have changed (new limits, a slot taken outside the
     /// room): a forecast kept is made again when next asked.
     pub fn forget_forecast(&mut self) {
-        match self {
-            Waiting::Fifo(fifo) => fifo.forget_forecast(),
-            Waiting::Keyed(_) => {}
+        if let Waiting::Fifo(fifo) = self {
+            fifo.forget_forecast();
         }
     }
 
@@ -182,10 +181,7 @@ impl Waiting {
     /// When records last left without the schedule being asked (ns): the
     /// keyed queues ask no schedule that limits nothing and holds no key.
     pub fn left_unasked(&self) -> Option<u64> {
-        match self {
-            Waiting::Fifo(_) => None,
-            Waiting::Keyed(keyed) => keyed.left_at(),
-        }
+        self.keys().and_then(Keyed::left_at)
     }
 
     /// The keys, with limits per key.
