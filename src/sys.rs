@@ -11,7 +11,7 @@ use std::num::NonZeroU64;
 use std::os::fd::{BorrowedFd, OwnedFd};
 
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
-use rustix::process::{Pid, Signal};
+use rustix::process::{Pid, PidfdFlags, Signal};
 
 /// drip's clock: ns since `origin` (saturating; `Instant` is monotonic).
 pub fn ns_since(origin: std::time::Instant) -> u64 {
@@ -194,18 +194,11 @@ pub fn file_kind(fd: BorrowedFd<'_>) -> FileKind {
 /// As write(2).
 pub fn write_at_position(fd: BorrowedFd<'_>, buf: &[u8], nowait: bool) -> io::Result<usize> {
     use rustix::io::ReadWriteFlags;
-    let flags = if nowait {
-        ReadWriteFlags::NOWAIT
-    } else {
-        ReadWriteFlags::empty()
-    };
+    let mut flags = ReadWriteFlags::empty();
+    flags.set(ReadWriteFlags::NOWAIT, nowait);
+    let iov = [io::IoSlice::new(buf)];
     // Offset u64::MAX (-1): the file position, as write(2).
-    Ok(rustix::io::pwritev2(
-        fd,
-        &[io::IoSlice::new(buf)],
-        u64::MAX,
-        flags,
-    )?)
+    Ok(rustix::io::pwritev2(fd, &iov, u64::MAX, flags)?)
 }
 
 /// Register `fd` with the current tokio runtime for [`WATCH`] events: epoll
@@ -314,10 +307,7 @@ impl Waker {
 /// The process is gone, or the kernel is older than 5.3.
 pub fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
     let pid = pid_of(pid).ok_or(io::ErrorKind::InvalidInput)?;
-    Ok(rustix::process::pidfd_open(
-        pid,
-        rustix::process::PidfdFlags::empty(),
-    )?)
+    Ok(rustix::process::pidfd_open(pid, PidfdFlags::empty())?)
 }
 
 /// `pid` as a process (or group) id: `None` for 0, which names none.
