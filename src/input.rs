@@ -556,10 +556,8 @@ impl OwnFile {
         use std::os::unix::fs::MetadataExt;
         let meta = file.metadata().ok()?;
         own.iter().find(|o| {
-            let by_path = match (input, &o.replaced) {
-                (Input::Path(path), Some(own_path)) => same_file(path, own_path),
-                _ => false,
-            };
+            let by_path =
+                matches!((input, &o.replaced), (Input::Path(p), Some(own)) if same_file(p, own));
             by_path || (o.dev == meta.dev() && o.ino == meta.ino())
         })
     }
