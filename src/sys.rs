@@ -333,6 +333,15 @@ pub fn kill_group(pgid: u32, signal: i32) {
     }
 }
 
+/// Whether process `pid` exists (a signal to it would not fail for want
+/// of it: one of another user's counts).
+pub fn process_exists(pid: u32) -> bool {
+    pid_of(pid).is_some_and(|pid| {
+        let test = rustix::process::test_kill_process(pid);
+        !matches!(test, Err(rustix::io::Errno::SRCH))
+    })
+}
+
 /// Whether process group `pgid` has a process left (one drip may not
 /// signal counts).
 pub fn group_exists(pgid: u32) -> bool {

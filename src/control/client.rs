@@ -151,15 +151,7 @@ fn left_out(err: &mut dyn Write, name: &SocketName, why: &str) {
 /// socket may be a drip's that is starting; an old one whose pid runs
 /// again is another process's pid now).
 fn stale(name: &SocketName, path: &Path) -> bool {
-    let running = i32::try_from(name.pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-        .is_some_and(|pid| {
-            !matches!(
-                rustix::process::test_kill_process(pid),
-                Err(rustix::io::Errno::SRCH)
-            )
-        });
+    let running = crate::sys::process_exists(name.pid);
     let old = std::fs::symlink_metadata(path)
         .and_then(|m| m.modified())
         .ok()
