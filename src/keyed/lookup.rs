@@ -160,9 +160,7 @@ impl Keyed {
         ahead.decided += 1;
         Some(record)
     }
-}
 
-impl Keyed {
     /// The slot of `record`'s key (`key`, from its read), as
     /// [`Keyed::slot_of`] finds it: the slot the index named ahead when no
     /// key has been forgotten since and it holds this key (the index is
