@@ -11,7 +11,8 @@
 //!
 //! A new kind of waiting room is a variant of [`Waiting`], its own file
 //! beside `fifo.rs` (or its own module, as `keyed`), and one arm in each
-//! method below: what a record arriving does, what leaves when, what
+//! method below (in `each!` and `gauge!` for the methods every form has
+//! alike): what a record arriving does, what leaves when, what
 //! expires, what is left at the end, and the figures (the gauge) the
 //! reader, the writer and the monitor read.
 //!
