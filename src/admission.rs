@@ -94,11 +94,6 @@ impl Admission {
         self
     }
 
-    /// The keys, with limits per key.
-    pub fn keys(&self) -> Option<&Keyed> {
-        self.room.keys()
-    }
-
     /// The keys, to change their limit.
     pub fn keys_mut(&mut self) -> Option<&mut Keyed> {
         self.room.keys_mut()
@@ -151,11 +146,6 @@ impl Admission {
     /// Records in the outbox.
     pub fn outbox_len(&self) -> usize {
         self.outbox_len
-    }
-
-    /// The longest any released record waited in the bucket, ns.
-    pub fn longest_wait_ns(&self) -> u64 {
-        self.room.longest_wait_ns()
     }
 
     /// The departures at `now`: whether records may leave (`may_leave`,

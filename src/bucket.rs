@@ -267,16 +267,7 @@ impl Segment {
     /// Split off and return the first `n` records (`n ≤ len`).
     pub fn split_front(&mut self, n: usize) -> Segment {
         assert!(n <= self.len());
-        let at = self.bytes_of_first(n);
-        let front = Segment {
-            data: self.data.slice(..at),
-            count: n as u32,
-            ..*self
-        };
-        self.data = self.data.slice(at..);
-        self.count -= n as u32;
-        self.number = self.number_after(n);
-        front
+        self.split_known(self.bytes_of_first(n), n)
     }
 }
 

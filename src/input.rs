@@ -42,16 +42,13 @@ impl Input {
 /// reads as a rate (`drip 10/s`, `--rate` left out): ` (did you mean
 /// --rate 10/s?)`; else nothing.
 fn rate_hint(input: &Input, err: &io::Error) -> String {
-    let Input::Path(path) = input else {
-        return String::new();
-    };
-    match path.to_str() {
-        Some(text)
-            if err.kind() == io::ErrorKind::NotFound
-                && crate::rate::parse_rate_burst(text).is_ok() =>
-        {
-            format!(" (did you mean --rate {text}?)")
-        }
+    match (input, err.kind()) {
+        (Input::Path(path), io::ErrorKind::NotFound) => path
+            .to_str()
+            .filter(|text| crate::rate::parse_rate_burst(text).is_ok())
+            .map_or(String::new(), |text| {
+                format!(" (did you mean --rate {text}?)")
+            }),
         _ => String::new(),
     }
 }
@@ -169,22 +166,13 @@ pub const OVERSIZE_POLICIES: &[(&str, &str)] = &[
 /// held whole.
 pub type OversizeSink = Box<dyn FnMut(&[u8], Piece) + Send>;
 
-/// An [`OversizeSink`], for `Debug`.
-struct Sink(OversizeSink);
-
-impl std::fmt::Debug for Sink {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("OversizeSink")
-    }
-}
-
 /// Splits a byte stream into records.
 ///
 /// Reads land in one reusable buffer; complete records are copied out into
 /// a segment of exactly their size, so a queued record never pins a read
 /// buffer (memory stays proportional to the bytes held, whatever the read
 /// pattern), and the buffer is reused for the next read.
-#[derive(Debug)]
+#[derive(Default)]
 pub struct Splitter {
     delimiter: u8,
     max_record: usize,
@@ -198,7 +186,7 @@ pub struct Splitter {
     records: u64,
     /// Where oversized records go, when they are skipped rather than an
     /// error ([`Splitter::skipping`]).
-    skip: Option<Sink>,
+    skip: Option<OversizeSink>,
     /// An oversized record is under way: its bytes so far went to `skip`,
     /// and the rest, up to its delimiter, follows them.
     skipping: bool,
@@ -212,12 +200,7 @@ impl Splitter {
             delimiter,
             max_record,
             capacity_bytes: capacity_bytes.unwrap_or(usize::MAX),
-            buf: Vec::new(),
-            end: 0,
-            scanned: 0,
-            records: 0,
-            skip: None,
-            skipping: false,
+            ..Splitter::default()
         }
     }
 
@@ -225,13 +208,13 @@ impl Splitter {
     /// (`--oversize skip`): each goes to `sink`, piece by piece as it is
     /// read, and the records around it are split as usual.
     pub fn skipping(mut self, sink: OversizeSink) -> Splitter {
-        self.skip = Some(Sink(sink));
+        self.skip = Some(sink);
         self
     }
 
     /// Pass `buf[from..to]` to the oversize sink.
     fn skip_piece(&mut self, from: usize, to: usize, piece: Piece) {
-        if let Some(Sink(sink)) = self.skip.as_mut() {
+        if let Some(sink) = self.skip.as_mut() {
             sink(&self.buf[from..to], piece);
         }
         if piece != Piece::Part {
@@ -337,11 +320,7 @@ impl Splitter {
         // the unfinished record.
         let Some(last) = memchr::memrchr(self.delimiter, &self.buf[self.scanned..self.end]) else {
             self.scanned = self.end;
-            let partial = self.end;
-            let error = (partial > self.max_record || partial > self.capacity_bytes)
-                .then(|| self.check(partial, partial, 0, input).err())
-                .flatten();
-            return (None, error);
+            return (None, self.check(self.end, self.end, 0, input).err());
         };
         let upto = self.scanned + last + 1;
         // A record with its delimiter must be no longer than `limit`; when
@@ -359,17 +338,12 @@ impl Splitter {
         let error = error.or_else(|| {
             (partial > self.max_record || partial > self.capacity_bytes)
                 .then(|| {
-                    self.check(partial, partial, self.count_upto(upto), input)
-                        .err()
+                    let index = scan::count(&self.buf[..upto], self.delimiter);
+                    self.check(partial, partial, index, input).err()
                 })
                 .flatten()
         });
         (self.emit(upto), error)
-    }
-
-    /// Records in `buf[..upto]`, which ends at a record boundary.
-    fn count_upto(&self, upto: usize) -> usize {
-        scan::count(&self.buf[..upto], self.delimiter)
     }
 
     /// Check the records of `buf[..upto]` one by one: returns where the
@@ -466,19 +440,19 @@ impl Splitter {
             self.space()[0] = self.delimiter;
             self.end += 1;
         }
-        if self.skip.is_some() && self.check(content, self.end, 0, input).is_err() {
-            // Oversized: to the sink.
-            let piece = if terminate {
-                Piece::End
-            } else {
-                Piece::EndUnterminated
-            };
-            self.skip_piece(0, self.end, piece);
-            self.end = 0;
-            self.scanned = 0;
-            return Ok(None);
-        }
         if let Err(e) = self.check(content, self.end, 0, input) {
+            if self.skip.is_some() {
+                // Oversized: to the sink.
+                let piece = if terminate {
+                    Piece::End
+                } else {
+                    Piece::EndUnterminated
+                };
+                self.skip_piece(0, self.end, piece);
+                self.end = 0;
+                self.scanned = 0;
+                return Ok(None);
+            }
             // Reading stops here: the bytes stay for [`Splitter::take_rest`]
             // and never run into the next input.
             self.scanned = self.end;
@@ -582,10 +556,8 @@ impl OwnFile {
         use std::os::unix::fs::MetadataExt;
         let meta = file.metadata().ok()?;
         own.iter().find(|o| {
-            let by_path = match (input, &o.replaced) {
-                (Input::Path(path), Some(own_path)) => same_file(path, own_path),
-                _ => false,
-            };
+            let by_path =
+                matches!((input, &o.replaced), (Input::Path(p), Some(own)) if same_file(p, own));
             by_path || (o.dev == meta.dev() && o.ino == meta.ino())
         })
     }
@@ -691,13 +663,7 @@ pub fn read_all(
             report.failed_inputs += 1;
             continue;
         }
-        let source = Source {
-            file,
-            name: &name,
-            more_follow,
-            linger,
-        };
-        match read_one(source, splitter, waker, deliver) {
+        match read_one(file, (&name, more_follow, linger), splitter, waker, deliver) {
             Ok(Flow::Continue) => {}
             Ok(Flow::Stop) => return report,
             Err(ReadFailure::Io(e)) => {
@@ -724,66 +690,47 @@ enum ReadFailure {
     Record(RecordError),
 }
 
-/// One input being read, and how.
-struct Source<'a> {
-    file: File,
-    name: &'a str,
-    more_follow: bool,
-    linger: Duration,
-}
-
-/// What one round of reading brought.
-struct Drained {
-    /// The input ended.
-    at_end: bool,
-    /// The read error that ended the round.
-    failure: Option<io::Error>,
-    /// Bytes read.
-    got: usize,
-}
-
 /// Read once, then go on reading while a pipe already holds more
 /// (producers often write a few KiB at a time): one segment, one hand-off,
-/// for many small reads, and never a wait for more.
-fn drain(file: &mut File, splitter: &mut Splitter, waker: &Waker, regular: bool) -> Drained {
-    let mut round = Drained {
-        at_end: false,
-        failure: None,
-        got: 0,
-    };
+/// for many small reads, and never a wait for more. Returns whether the
+/// input ended, the read error that ended the round, and the bytes read.
+fn drain(
+    file: &mut File,
+    splitter: &mut Splitter,
+    waker: &Waker,
+    regular: bool,
+) -> (bool, Option<io::Error>, usize) {
+    let (mut at_end, mut failure, mut got) = (false, None, 0);
     loop {
         match file.read(splitter.space()) {
-            Ok(0) => round.at_end = true,
+            Ok(0) => at_end = true,
             Ok(n) => {
                 splitter.extend(n);
-                round.got += n;
+                got += n;
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => round.failure = Some(e),
+            Err(e) => failure = Some(e),
         }
-        if round.at_end
-            || round.failure.is_some()
+        if at_end
+            || failure.is_some()
             || regular
             || splitter.unscanned() >= READ_SIZE
             || !waker.ready_now(file.as_fd())
         {
-            return round;
+            return (at_end, failure, got);
         }
     }
 }
 
+/// Read the input `file`, as `name` (whether more inputs follow, how long
+/// to linger), to its end.
 fn read_one(
-    source: Source<'_>,
+    mut file: File,
+    (name, more_follow, linger): (&str, bool, Duration),
     splitter: &mut Splitter,
     waker: &Waker,
     deliver: &mut dyn FnMut(Segment) -> Flow,
 ) -> Result<Flow, ReadFailure> {
-    let Source {
-        mut file,
-        name,
-        more_follow,
-        linger,
-    } = source;
     let regular = file.metadata().map(|m| m.is_file()).unwrap_or(false);
     let stop_with_partial = |splitter: &mut Splitter, deliver: &mut dyn FnMut(Segment) -> Flow| {
         // Bytes already read of an unfinished record are not lost: they go
@@ -797,11 +744,7 @@ fn read_one(
         if !regular && !waker.wait_readable(file.as_fd()).map_err(ReadFailure::Io)? {
             return stop_with_partial(splitter, deliver);
         }
-        let Drained {
-            at_end,
-            failure,
-            got,
-        } = drain(&mut file, splitter, waker, regular);
+        let (at_end, failure, got) = drain(&mut file, splitter, waker, regular);
         let (seg, error) = splitter.filled(0, name);
         if let Some(seg) = seg {
             if deliver(seg) == Flow::Stop {

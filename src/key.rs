@@ -87,14 +87,10 @@ impl KeySpec {
     /// The key of `record` (its bytes without the delimiter), or `None`.
     pub fn key<'a>(&self, record: &'a [u8]) -> Option<&'a [u8]> {
         match self {
-            KeySpec::Field {
-                index,
-                separator: Some(sep),
-            } => record.split(|b| b == sep).nth(index - 1),
-            KeySpec::Field {
-                index,
-                separator: None,
-            } => blank_field(record, *index),
+            KeySpec::Field { index, separator } => match separator {
+                Some(sep) => record.split(|b| b == sep).nth(index - 1),
+                None => blank_field(record, *index),
+            },
             KeySpec::Pattern(re) => re.captures(record)?.get(1).map(|m| m.as_bytes()),
         }
     }

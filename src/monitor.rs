@@ -306,13 +306,10 @@ async fn reader_gone(output: Option<&mut Watched>) -> bool {
 /// jobs' figures are busy.
 fn redraw_now(shared: &Shared, ui: &Mutex<Ui>) {
     let snap = shared.snapshot();
-    let jobs = match shared.jobs.get() {
+    let jobs = match shared.jobs.get().map(|j| j.view()) {
         // The jobs' figures are busy: this frame is skipped.
-        Some(j) => match j.view() {
-            Some(view) => Some(view),
-            None => return,
-        },
-        None => None,
+        Some(None) => return,
+        view => view.flatten(),
     };
     if let Ok(mut ui) = ui.try_lock() {
         if crate::sys::writable(STDERR, 0) {
@@ -333,19 +330,6 @@ fn write_tick(line: &str, file: Option<&mut BufWriter<File>>, ui: &Mutex<Ui>, dr
         }
         None => to_stderr(ui, dropped, |ui| ui.line(line)),
     }
-}
-
-/// `watch_output` watched for its reader going away. The kernel reports
-/// an error on a pipe's writing end once its reader has gone, a hang-up on
-/// a socket or terminal; files and /dev/null cannot be watched and need
-/// not be (`None`).
-fn watched(watch_output: Option<OwnedFd>) -> Option<Watched> {
-    watch_output
-        .and_then(crate::sys::watch_errors)
-        .map(|fd| Watched {
-            fd,
-            half_closed: None,
-        })
 }
 
 /// A second signal `signo`: leave now, once every record consumed and not
@@ -384,7 +368,16 @@ async fn watch(
     dropped: Arc<Dropped>,
     metrics: Option<MetricsFile>,
 ) -> Option<BufWriter<File>> {
-    let mut output = watched(watch_output);
+    // `watch_output` watched for its reader going away. The kernel reports
+    // an error on a pipe's writing end once its reader has gone, a hang-up
+    // on a socket or terminal; files and /dev/null cannot be watched and
+    // need not be (`None`).
+    let mut output = watch_output
+        .and_then(crate::sys::watch_errors)
+        .map(|fd| Watched {
+            fd,
+            half_closed: None,
+        });
     let progress = lock_ui(&ui).showing_progress();
     let mut redraw = tokio::time::interval(PROGRESS_EVERY);
     let mut nudge = tokio::time::interval(NUDGE_EVERY);

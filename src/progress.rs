@@ -151,7 +151,7 @@ struct Display {
 }
 
 /// stderr, with or without a live progress display.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Ui {
     display: Option<Display>,
     capacity: u64,
@@ -201,13 +201,9 @@ impl Ui {
             capacity: capacity as u64,
             input_size,
             rate,
-            meter: RateMeter::default(),
-            busy: VecDeque::new(),
-            text: String::new(),
-            capacity_for: None,
-            in_bytes: false,
             terminal: stderr_tty && !dumb && mode != ProgressMode::Never,
             quiet: mode == ProgressMode::Never,
+            ..Ui::default()
         }
     }
 
@@ -368,10 +364,7 @@ impl Ui {
         }
         // With jobs, a departure is a job's start.
         text.push_str(if jobs.is_some() { " | starts " } else { " | " });
-        match measured {
-            Some(rate) => text.push_str(&format_rate(rate)),
-            None => text.push_str("-/s"),
-        }
+        text.push_str(&measured.map_or("-/s".into(), format_rate));
         let eta = match jobs {
             None => eta(snap, self.input_size, measured),
             Some(jobs) => jobs_eta(snap, self.input_size, measured, &jobs.stats),
@@ -506,10 +499,9 @@ fn pause_sign(snap: &Snapshot, jobs: &JobsView) -> Option<String> {
         return Some(format!("paused {}", seconds(jobs.paused_left_ns)));
     }
     let (first, rest) = jobs.paused_keys.split_first()?;
-    let more = if rest.is_empty() {
-        String::new()
-    } else {
-        format!(" +{}", rest.len())
+    let more = match rest.len() {
+        0 => String::new(),
+        n => format!(" +{n}"),
     };
     Some(format!("paused {}{more}", text_key(Some(first))))
 }
@@ -830,11 +822,10 @@ fn stdout_is_stderr_terminal() -> bool {
         let file = File::from(fd.try_clone_to_owned().ok()?);
         file.metadata().ok().map(|m| m.rdev())
     };
-    match (device(io::stdout().as_fd()), device(io::stderr().as_fd())) {
-        (Some(out), Some(err)) => out == err,
-        // Both are terminals: assume the same one.
-        _ => true,
-    }
+    // When either cannot be told, both are terminals: assume the same one.
+    device(io::stdout().as_fd())
+        .zip(device(io::stderr().as_fd()))
+        .map_or(true, |(out, err)| out == err)
 }
 
 /// stderr's terminal size (columns, rows).

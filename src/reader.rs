@@ -298,11 +298,7 @@ fn offer<'a>(shared: &'a Shared, mut st: MutexGuard<'a, State>, seg: Segment) ->
         // nearer (under a byte rate an eviction can put a smaller record
         // at the head).
         let due_after = st.adm.next_event();
-        let nearer = match (due_before, due_after) {
-            (_, None) => false,
-            (None, Some(_)) => true,
-            (Some(before), Some(after)) => after < before,
-        };
+        let nearer = due_after.is_some_and(|after| due_before.map_or(true, |b| after < b));
         wake_writer |= st.adm.outbox_len() > 0 || nearer;
         st.flush_dead();
         match offered {
@@ -382,20 +378,17 @@ fn wait_for_room<'a>(
     let expiry = expiry_watch(st.adm.next_expiry(), st.writing.held_since(), now);
     let patience = (policy != st.adm.bucket().policy())
         .then_some(st.writing.last_take.saturating_add(STALL_NS));
-    st = match expiry.into_iter().chain(patience).min() {
-        Some(deadline) => {
-            let timeout = Duration::from_nanos(deadline.saturating_sub(now));
-            shared
-                .space_ready
-                .wait_timeout(st, timeout)
-                .unwrap_or_else(|e| e.into_inner())
-                .0
-        }
-        None => shared
-            .space_ready
-            .wait(st)
-            .unwrap_or_else(|e| e.into_inner()),
-    };
+    // No deadline: a wait without one (std waits for ever when the
+    // timeout is past what its clock can hold).
+    let deadline = expiry.into_iter().chain(patience).min();
+    let timeout = deadline.map_or(Duration::MAX, |at| {
+        Duration::from_nanos(at.saturating_sub(now))
+    });
+    st = shared
+        .space_ready
+        .wait_timeout(st, timeout)
+        .unwrap_or_else(|e| e.into_inner())
+        .0;
     st.reading.wants = 0;
     st
 }

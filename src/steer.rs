@@ -105,9 +105,7 @@ impl Steering {
     /// Pause or resume, and wake the writer (and a reader waiting for
     /// room) to see it.
     fn pause(&self, paused: bool) {
-        let mut st = self.shared.lock();
-        st.adm.pause(paused);
-        drop(st);
+        self.shared.lock().adm.pause(paused);
         self.shared.data_ready.notify_all();
         self.shared.space_ready.notify_all();
         self.shared.wake_jobs();
@@ -143,9 +141,9 @@ impl Steering {
                 .filter(|l| !matches!(l.unit, Unit::Records | Unit::Bytes))
                 .copied(),
         );
+        // The time is read under the lock.
         let mut st = self.shared.lock();
-        let now = self.shared.clock.now();
-        st.adm.replace_limits(now, &new)?;
+        st.adm.replace_limits(self.shared.clock.now(), &new)?;
         drop(st);
         lock_ui(&self.ui).set_rate(records_per_second(&new));
         *limits = new;

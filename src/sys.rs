@@ -11,7 +11,7 @@ use std::num::NonZeroU64;
 use std::os::fd::{BorrowedFd, OwnedFd};
 
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
-use rustix::process::{Pid, Signal};
+use rustix::process::{Pid, PidfdFlags, Signal};
 
 /// drip's clock: ns since `origin` (saturating; `Instant` is monotonic).
 pub fn ns_since(origin: std::time::Instant) -> u64 {
@@ -194,18 +194,11 @@ pub fn file_kind(fd: BorrowedFd<'_>) -> FileKind {
 /// As write(2).
 pub fn write_at_position(fd: BorrowedFd<'_>, buf: &[u8], nowait: bool) -> io::Result<usize> {
     use rustix::io::ReadWriteFlags;
-    let flags = if nowait {
-        ReadWriteFlags::NOWAIT
-    } else {
-        ReadWriteFlags::empty()
-    };
+    let mut flags = ReadWriteFlags::empty();
+    flags.set(ReadWriteFlags::NOWAIT, nowait);
+    let iov = [io::IoSlice::new(buf)];
     // Offset u64::MAX (-1): the file position, as write(2).
-    Ok(rustix::io::pwritev2(
-        fd,
-        &[io::IoSlice::new(buf)],
-        u64::MAX,
-        flags,
-    )?)
+    Ok(rustix::io::pwritev2(fd, &iov, u64::MAX, flags)?)
 }
 
 /// Register `fd` with the current tokio runtime for [`WATCH`] events: epoll
@@ -295,13 +288,7 @@ impl Waker {
             PollFd::from_borrowed_fd(fd, PollFlags::IN),
             PollFd::new(&self.read, PollFlags::IN),
         ];
-        loop {
-            match poll(&mut fds, None) {
-                Ok(_) => break,
-                Err(rustix::io::Errno::INTR) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
+        rustix::io::retry_on_intr(|| poll(&mut fds, None))?;
         Ok(fds[1].revents().is_empty())
     }
 
@@ -320,10 +307,7 @@ impl Waker {
 /// The process is gone, or the kernel is older than 5.3.
 pub fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
     let pid = pid_of(pid).ok_or(io::ErrorKind::InvalidInput)?;
-    Ok(rustix::process::pidfd_open(
-        pid,
-        rustix::process::PidfdFlags::empty(),
-    )?)
+    Ok(rustix::process::pidfd_open(pid, PidfdFlags::empty())?)
 }
 
 /// `pid` as a process (or group) id: `None` for 0, which names none.
@@ -336,13 +320,7 @@ fn pid_of(pid: u32) -> Option<Pid> {
 pub fn wait_readable_for(fd: BorrowedFd<'_>, timeout_ms: i32) -> bool {
     let mut pfd = [PollFd::from_borrowed_fd(fd, PollFlags::IN)];
     let timeout = poll_timeout(timeout_ms);
-    loop {
-        match poll(&mut pfd, timeout.as_ref()) {
-            Ok(n) => return n > 0,
-            Err(rustix::io::Errno::INTR) => {}
-            Err(_) => return true,
-        }
-    }
+    rustix::io::retry_on_intr(|| poll(&mut pfd, timeout.as_ref())).map_or(true, |n| n > 0)
 }
 
 /// Send `signal` (a named one, such as `libc::SIGTERM`) to every process
@@ -353,6 +331,15 @@ pub fn kill_group(pgid: u32, signal: i32) {
     if let (Some(pgid), Some(signal)) = (pid_of(pgid), signal) {
         let _ = rustix::process::kill_process_group(pgid, signal);
     }
+}
+
+/// Whether process `pid` exists (a signal to it would not fail for want
+/// of it: one of another user's counts).
+pub fn process_exists(pid: u32) -> bool {
+    pid_of(pid).is_some_and(|pid| {
+        let test = rustix::process::test_kill_process(pid);
+        !matches!(test, Err(rustix::io::Errno::SRCH))
+    })
 }
 
 /// Whether process group `pgid` has a process left (one drip may not

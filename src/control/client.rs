@@ -138,10 +138,10 @@ fn list(dir: &Path, err: &mut dyn Write) -> Vec<serde_json::Value> {
 
 /// Say on `err` that the drip `name` is not in the list, and why.
 fn left_out(err: &mut dyn Write, name: &SocketName, why: &str) {
-    let who = match &name.name {
-        Some(n) => format!("{} ({n})", name.pid),
-        None => name.pid.to_string(),
-    };
+    let who = name
+        .name
+        .as_ref()
+        .map_or(name.pid.to_string(), |n| format!("{} ({n})", name.pid));
     let _ = writeln!(err, "drip: ctl: list: {who} left out: {why}");
 }
 
@@ -151,15 +151,7 @@ fn left_out(err: &mut dyn Write, name: &SocketName, why: &str) {
 /// socket may be a drip's that is starting; an old one whose pid runs
 /// again is another process's pid now).
 fn stale(name: &SocketName, path: &Path) -> bool {
-    let running = i32::try_from(name.pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-        .is_some_and(|pid| {
-            !matches!(
-                rustix::process::test_kill_process(pid),
-                Err(rustix::io::Errno::SRCH)
-            )
-        });
+    let running = crate::sys::process_exists(name.pid);
     let old = std::fs::symlink_metadata(path)
         .and_then(|m| m.modified())
         .ok()
@@ -179,10 +171,7 @@ fn send_to(dir: &Path, target: &str, words: &[String]) -> Result<serde_json::Val
     let mut removed = false;
     let mut matched = false;
     for (name, path) in sockets(dir) {
-        let ours = match by_pid {
-            Some(pid) => name.pid == pid,
-            None => name.name.as_deref() == Some(target),
-        };
+        let ours = by_pid.map_or(name.name.as_deref() == Some(target), |pid| name.pid == pid);
         if !ours {
             continue;
         }

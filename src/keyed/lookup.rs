@@ -89,7 +89,7 @@ pub(super) struct Looked {
 /// `positioned` had their position fetched if need be, those before
 /// `fetched` had their slot fetched, those before `split` are in `ring`
 /// (record `i` at `i % SPLIT_AHEAD`); the next to split starts at `scan`.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(super) struct Ahead {
     ring: [Looked; SPLIT_AHEAD],
     split: usize,
@@ -97,19 +97,6 @@ pub(super) struct Ahead {
     positioned: usize,
     decided: usize,
     scan: usize,
-}
-
-impl Ahead {
-    pub(super) fn new() -> Ahead {
-        Ahead {
-            ring: [Looked::default(); SPLIT_AHEAD],
-            split: 0,
-            fetched: 0,
-            positioned: 0,
-            decided: 0,
-            scan: 0,
-        }
-    }
 }
 
 impl Keyed {
@@ -173,9 +160,7 @@ impl Keyed {
         ahead.decided += 1;
         Some(record)
     }
-}
 
-impl Keyed {
     /// The slot of `record`'s key (`key`, from its read), as
     /// [`Keyed::slot_of`] finds it: the slot the index named ahead when no
     /// key has been forgotten since and it holds this key (the index is

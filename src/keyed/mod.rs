@@ -316,7 +316,7 @@ impl Keyed {
         let global_kind = (global.is_unlimited(), global.holds_keys());
         let weighs_bytes = global.weighs_bytes();
         let (mut run_bytes, mut run_len, mut sent) = (0, 0, 0);
-        let mut ahead = Ahead::new();
+        let mut ahead = Ahead::default();
         let mut start = 0;
         while let Some(record) = self.next_looked(data, &mut ahead, now) {
             let size = record.end - start;
@@ -337,16 +337,12 @@ impl Keyed {
                 self.send_run(now, &mut seg, run_bytes, run_len, outbox);
                 (run_bytes, run_len) = (0, 0);
             }
-            match self.hold(now, slot, &mut seg, size, policy, &*global, ledger) {
-                deadline::Held::Admit => {}
+            let back = match self.hold(now, slot, &mut seg, size, policy, &*global, ledger) {
+                deadline::Held::Admit => self.wait(now, slot, &mut seg, size, policy, ledger),
                 deadline::Held::Refused => continue,
-                deadline::Held::Back(back) => {
-                    self.queues.outgoing.flush(outbox);
-                    self.left(now, sent);
-                    return (back, sent);
-                }
-            }
-            if let Some(back) = self.wait(now, slot, &mut seg, size, policy, ledger) {
+                deadline::Held::Back(back) => Some(back),
+            };
+            if let Some(back) = back {
                 self.queues.outgoing.flush(outbox);
                 self.left(now, sent);
                 return (back, sent);

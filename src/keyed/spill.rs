@@ -139,13 +139,10 @@ impl Spill {
                 return c;
             }
         }
-        let c = match self.bare.pop() {
-            Some(c) => c,
-            None => {
-                self.chunks.push(Chunk::default());
-                u32::try_from(self.chunks.len() - 1).expect("fewer than 2^32 chunks")
-            }
-        };
+        let c = self.bare.pop().unwrap_or_else(|| {
+            self.chunks.push(Chunk::default());
+            u32::try_from(self.chunks.len() - 1).expect("fewer than 2^32 chunks")
+        });
         if sized {
             self.chunks[c as usize].bytes = Vec::with_capacity(CHUNK);
         }

@@ -38,9 +38,7 @@ impl KeyBytes {
             KeyBytes::Heap(bytes) => bytes,
         }
     }
-}
 
-impl KeyBytes {
     /// Whether these are `key`'s bytes.
     pub(super) fn is(&self, key: &[u8]) -> bool {
         match self {

@@ -97,37 +97,32 @@ impl OverflowError {
     /// Record `record` found no room in what `adm` says was full.
     pub(crate) fn new(record: u64, adm: &Admission) -> OverflowError {
         let bucket = adm.bucket();
-        let mut why = format!(
-            "arrived at a full bucket (capacity {} records",
-            bucket.capacity()
-        );
-        if bucket.capacity_bytes() != usize::MAX {
-            why += &format!(", {} bytes", bucket.capacity_bytes());
-        }
-        why += ")";
-        if let (Some(wait), Some(max)) = (adm.refused_wait_ns(), adm.max_wait_ns()) {
-            why = format!(
+        let why = match (adm.refused_wait_ns(), adm.max_wait_ns()) {
+            (Some(wait), Some(max)) => format!(
                 "could not leave in time: the schedule puts its departure {} after its arrival, past --max-wait {}",
                 format_ms(wait as f64 / 1e6),
                 format_ms(max as f64 / 1e6)
-            );
-        } else if let Some(keys) = adm.keys() {
-            match keys.no_room() {
-                NoRoom::Bucket => {}
-                NoRoom::Key => {
-                    why = format!(
-                        "arrived at its key's full queue (--key-capacity {})",
-                        keys.key_capacity()
-                    );
-                }
-                NoRoom::Keys => {
-                    why = format!(
-                        "brought a new key while all {} remembered keys were busy (--max-keys {0})",
-                        keys.max_keys()
-                    );
-                }
-            }
-        }
+            ),
+            _ => match bucket.keys().map(|k| (k, k.no_room())) {
+                Some((keys, NoRoom::Key)) => format!(
+                    "arrived at its key's full queue (--key-capacity {})",
+                    keys.key_capacity()
+                ),
+                Some((keys, NoRoom::Keys)) => format!(
+                    "brought a new key while all {} remembered keys were busy (--max-keys {0})",
+                    keys.max_keys()
+                ),
+                _ if bucket.capacity_bytes() == usize::MAX => format!(
+                    "arrived at a full bucket (capacity {} records)",
+                    bucket.capacity()
+                ),
+                _ => format!(
+                    "arrived at a full bucket (capacity {} records, {} bytes)",
+                    bucket.capacity(),
+                    bucket.capacity_bytes()
+                ),
+            },
+        };
         OverflowError { record, why }
     }
 }

@@ -7,7 +7,6 @@ use super::State;
 use crate::bucket::{Overflow, Segment};
 use crate::ledger::Ledger;
 use crate::output;
-use crate::waiting::Waiting;
 
 /// What the reader holds, under the state's lock.
 ///
@@ -37,11 +36,6 @@ pub(crate) struct Reading {
 }
 
 impl Reading {
-    /// Whether the reader waits for room and `bucket` has enough.
-    pub(crate) fn can_go(&self, bucket: &Waiting) -> bool {
-        self.wants > 0 && bucket.capacity() - bucket.len() >= self.wants
-    }
-
     /// Drip stopped: the parked read, then the leftovers, as read and
     /// undelivered.
     pub(crate) fn undelivered(&mut self, ledger: &mut Ledger) {
@@ -127,17 +121,13 @@ impl State {
         Some((!seg.is_empty()).then_some(seg))
     }
 
-    /// Whether the reader waits for room and enough has been made.
-    pub(crate) fn reader_can_go(&self) -> bool {
-        self.reading.can_go(self.adm.bucket())
-    }
-
     /// Whether the reader is to be woken (`space_ready`): it waits for
     /// room and enough has been made, or (`emptied`) the writer let its
     /// whole parked read in. It counts as woken from here (it wants
     /// nothing more until it waits again), so it is woken once.
     pub(crate) fn reader_to_wake(&mut self, emptied: bool) -> bool {
-        let wake = self.reading.wants > 0 && (emptied || self.reader_can_go());
+        let (wants, bucket) = (self.reading.wants, self.adm.bucket());
+        let wake = wants > 0 && (emptied || bucket.capacity() - bucket.len() >= wants);
         if wake {
             self.reading.wants = 0;
         }

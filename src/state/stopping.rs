@@ -256,7 +256,7 @@ impl State {
     /// summary names the keys whose records were left.
     pub(crate) fn drain_undelivered(&mut self) {
         if self.stop.keys_at_stop.is_none() {
-            self.stop.keys_at_stop = self.adm.keys().map(|k| k.stats(TOP_KEYS));
+            self.stop.keys_at_stop = self.adm.bucket().keys().map(|k| k.stats(TOP_KEYS));
         }
         // A begun record is older than anything queued.
         if let Some((record, _)) = self.writing.tail.take() {

@@ -23,8 +23,7 @@ impl Shared {
             elapsed_ns: now,
             reading_done: st.reading.done,
             departures: st.departures,
-            keys: st
-                .adm
+            keys: bucket
                 .keys()
                 .map(|k| (k.keys() as u64, k.busy_keys() as u64)),
             paused: st.adm.paused(),
@@ -42,7 +41,7 @@ impl Shared {
     /// stopped, if it has, or now.
     fn keys_stats(&self) -> Option<KeyStats> {
         let st = self.lock();
-        let now = || st.adm.keys().map(|k| k.stats(TOP_KEYS));
+        let now = || st.adm.bucket().keys().map(|k| k.stats(TOP_KEYS));
         st.stop.keys_at_stop.clone().or_else(now)
     }
 
@@ -53,7 +52,7 @@ impl Shared {
         let snap = self.snapshot();
         let longest_wait_ns = match self.jobs.get() {
             Some(jobs) => jobs.longest_wait_ns(),
-            None => self.lock().adm.longest_wait_ns(),
+            None => self.lock().adm.bucket().longest_wait_ns(),
         };
         let elapsed_ms = snap.elapsed_ns as f64 / 1e6;
         Summary {

@@ -11,7 +11,8 @@
 //!
 //! A new kind of waiting room is a variant of [`Waiting`], its own file
 //! beside `fifo.rs` (or its own module, as `keyed`), and one arm in each
-//! method below: what a record arriving does, what leaves when, what
+//! method below (in `each!` and `gauge!` for the methods every form has
+//! alike): what a record arriving does, what leaves when, what
 //! expires, what is left at the end, and the figures (the gauge) the
 //! reader, the writer and the monitor read.
 //!
@@ -68,6 +69,29 @@ pub enum Waiting {
     Keyed(Keyed),
 }
 
+/// `$call` on the room's form, bound to `$room`: the Fifo itself (`each`),
+/// or its bucket (`gauge`, for the figures), or the keys.
+macro_rules! each {
+    ($waiting:expr, $room:ident => $call:expr) => {
+        match $waiting {
+            Waiting::Fifo($room) => $call,
+            Waiting::Keyed($room) => $call,
+        }
+    };
+}
+
+macro_rules! gauge {
+    ($waiting:expr, $room:ident => $call:expr) => {
+        match $waiting {
+            Waiting::Fifo(fifo) => {
+                let $room = fifo.bucket();
+                $call
+            }
+            Waiting::Keyed($room) => $call,
+        }
+    };
+}
+
 impl Waiting {
     /// Records of `seg` arrive at `to.now`, under `policy` (the bucket's
     /// own, or `block` while the caller is patient): due waiting records
@@ -98,10 +122,7 @@ impl Waiting {
         if !to.may_leave {
             return 0;
         }
-        match self {
-            Waiting::Fifo(fifo) => fifo.release(to),
-            Waiting::Keyed(keyed) => keyed.release(to),
-        }
+        each!(self, room => room.release(to))
     }
 
     /// Expire the waiting records that arrived before `cutoff` (ns), oldest
@@ -123,18 +144,12 @@ impl Waiting {
     /// else changes without an arrival (ns); `None` when nothing waits.
     /// Expiry is no part of it.
     pub fn next_event(&self, schedule: &dyn Schedule) -> Option<u64> {
-        match self {
-            Waiting::Fifo(fifo) => fifo.next_event(schedule),
-            Waiting::Keyed(keyed) => keyed.next_event(schedule),
-        }
+        each!(self, room => room.next_event(schedule))
     }
 
     /// Every waiting record, oldest first, as `fate`.
     pub fn drain(&mut self, fate: Fate, ledger: &mut Ledger) {
-        match self {
-            Waiting::Fifo(fifo) => fifo.drain(fate, ledger),
-            Waiting::Keyed(keyed) => keyed.drain(fate, ledger),
-        }
+        each!(self, room => room.drain(fate, ledger))
     }
 
     /// How long (ns) `record` arriving at `now` would wait before it
@@ -146,18 +161,14 @@ impl Waiting {
         schedule: &dyn Schedule,
         record: &[u8],
     ) -> Option<u64> {
-        match self {
-            Waiting::Fifo(fifo) => fifo.forecast_wait(now, schedule, record),
-            Waiting::Keyed(keyed) => keyed.forecast_wait(now, schedule, record),
-        }
+        each!(self, room => room.forecast_wait(now, schedule, record))
     }
 
     /// The schedule may have changed (new limits, a slot taken outside the
     /// room): a forecast kept is made again when next asked.
     pub fn forget_forecast(&mut self) {
-        match self {
-            Waiting::Fifo(fifo) => fifo.forget_forecast(),
-            Waiting::Keyed(_) => {}
+        if let Waiting::Fifo(fifo) = self {
+            fifo.forget_forecast();
         }
     }
 
@@ -165,19 +176,13 @@ impl Waiting {
     /// it was foreseen to leave past `--max-wait`: how long after its
     /// arrival (ns). `None` when it found no room.
     pub fn refused_wait_ns(&self) -> Option<u64> {
-        match self {
-            Waiting::Fifo(fifo) => fifo.refused_wait_ns(),
-            Waiting::Keyed(keyed) => keyed.refused_wait_ns(),
-        }
+        each!(self, room => room.refused_wait_ns())
     }
 
     /// When records last left without the schedule being asked (ns): the
     /// keyed queues ask no schedule that limits nothing and holds no key.
     pub fn left_unasked(&self) -> Option<u64> {
-        match self {
-            Waiting::Fifo(_) => None,
-            Waiting::Keyed(keyed) => keyed.left_at(),
-        }
+        self.keys().and_then(Keyed::left_at)
     }
 
     /// The keys, with limits per key.
@@ -198,18 +203,12 @@ impl Waiting {
 
     /// The longest any record that left waited (ns).
     pub fn longest_wait_ns(&self) -> u64 {
-        match self {
-            Waiting::Fifo(fifo) => fifo.longest_wait_ns(),
-            Waiting::Keyed(keyed) => keyed.longest_wait_ns(),
-        }
+        each!(self, room => room.longest_wait_ns())
     }
 
     /// Records waiting.
     pub fn len(&self) -> usize {
-        match self {
-            Waiting::Fifo(fifo) => fifo.bucket().len(),
-            Waiting::Keyed(keyed) => keyed.len(),
-        }
+        gauge!(self, room => room.len())
     }
 
     /// Whether nothing waits.
@@ -219,49 +218,31 @@ impl Waiting {
 
     /// Bytes waiting.
     pub fn bytes(&self) -> usize {
-        match self {
-            Waiting::Fifo(fifo) => fifo.bucket().bytes(),
-            Waiting::Keyed(keyed) => keyed.bytes(),
-        }
+        gauge!(self, room => room.bytes())
     }
 
     /// The most records that may wait (all keys together).
     pub fn capacity(&self) -> usize {
-        match self {
-            Waiting::Fifo(fifo) => fifo.bucket().capacity(),
-            Waiting::Keyed(keyed) => keyed.capacity(),
-        }
+        gauge!(self, room => room.capacity())
     }
 
     /// The most bytes that may wait (`usize::MAX` when unbounded).
     pub fn capacity_bytes(&self) -> usize {
-        match self {
-            Waiting::Fifo(fifo) => fifo.bucket().capacity_bytes(),
-            Waiting::Keyed(keyed) => keyed.capacity_bytes(),
-        }
+        gauge!(self, room => room.capacity_bytes())
     }
 
     /// The overflow policy.
     pub fn policy(&self) -> Overflow {
-        match self {
-            Waiting::Fifo(fifo) => fifo.bucket().policy(),
-            Waiting::Keyed(keyed) => keyed.policy(),
-        }
+        gauge!(self, room => room.policy())
     }
 
     /// The most records that ever waited at once.
     pub fn max_depth(&self) -> usize {
-        match self {
-            Waiting::Fifo(fifo) => fifo.bucket().max_depth(),
-            Waiting::Keyed(keyed) => keyed.max_depth(),
-        }
+        gauge!(self, room => room.max_depth())
     }
 
     /// When the oldest waiting record arrived (ns).
     pub fn oldest_arrival(&self) -> Option<u64> {
-        match self {
-            Waiting::Fifo(fifo) => fifo.bucket().oldest_arrival(),
-            Waiting::Keyed(keyed) => keyed.oldest_arrival(),
-        }
+        gauge!(self, room => room.oldest_arrival())
     }
 }
