@@ -81,8 +81,13 @@ pub struct Snapshot {
     pub reading_done: bool,
     /// With limits per key: keys remembered, and those with records waiting.
     pub keys: Option<(u64, u64)>,
-    /// Paused by `drip ctl … pause`.
+    /// Paused by `drip ctl … pause` (or a `--schedule` row).
     pub paused: bool,
+    /// With `--schedule`: the row in force, counting from 1 (0: no row
+    /// matches).
+    pub schedule_row: Option<usize>,
+    /// While a `--ramp` rises: the fraction of the rate in force.
+    pub ramp_fraction: Option<f64>,
 }
 
 /// What the display shows of the command runner (`--exec`).
@@ -171,6 +176,8 @@ pub struct Ui {
     /// `--quiet`: stderr gets errors, and what `--stats` and
     /// `--stats-interval` ask for, but no notices.
     quiet: bool,
+    /// `--schedule`'s rows as written, in order.
+    rows: Vec<String>,
 }
 
 impl Ui {
@@ -205,6 +212,7 @@ impl Ui {
             in_bytes: false,
             terminal: stderr_tty && !dumb && mode != ProgressMode::Never,
             quiet: mode == ProgressMode::Never,
+            rows: Vec::new(),
         }
     }
 
@@ -220,6 +228,21 @@ impl Ui {
             }
         }
         self
+    }
+
+    /// The same Ui, naming `--schedule`'s row in force from `rows` (the
+    /// rows as written, in order).
+    pub fn with_rows(mut self, rows: Vec<String>) -> Ui {
+        self.rows = rows;
+        self
+    }
+
+    /// The display's clause for the schedule's row `n` (from 1; 0: none).
+    fn row_clause(&self, n: usize) -> String {
+        match n.checked_sub(1).and_then(|i| self.rows.get(i)) {
+            Some(row) => format!("row {n} {row}"),
+            None => "no row".to_string(),
+        }
     }
 
     /// Whether the live display is on (then the summary is printed at
@@ -369,6 +392,12 @@ impl Ui {
         };
         if let Some(eta) = eta {
             text.push_str(&format!(" | ETA {}", clock(eta)));
+        }
+        if let Some(n) = snap.schedule_row {
+            text.push_str(&format!(" | {}", self.row_clause(n)));
+        }
+        if let Some(fraction) = snap.ramp_fraction {
+            text.push_str(&format!(" | ramp {:.0}%", fraction * 100.0));
         }
         let sign = match jobs {
             None => self.output_sign(snap, measured),
@@ -1012,6 +1041,7 @@ mod tests {
             in_bytes: false,
             terminal: false,
             quiet: false,
+            rows: Vec::new(),
         };
         let snap = Snapshot {
             depth: 300,
@@ -1041,6 +1071,7 @@ mod tests {
             in_bytes: false,
             terminal: false,
             quiet: false,
+            rows: Vec::new(),
         };
         let snap = Snapshot {
             depth: 300,
