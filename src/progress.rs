@@ -1090,6 +1090,30 @@ mod tests {
     }
 
     #[test]
+    fn the_schedules_row_and_the_ramp_are_shown() {
+        let ui = Ui::new(ProgressMode::Never, 10, None, 50.0, false)
+            .with_rows(vec!["Mon-Fri 09:00-18:00 pause".into(), "* 50/s".into()]);
+        let at = |schedule_row, ramp_fraction| {
+            ui.compose(
+                &Snapshot {
+                    schedule_row,
+                    ramp_fraction,
+                    ..Snapshot::default()
+                },
+                None,
+            )
+        };
+        assert!(
+            at(Some(2), None).ends_with(" | row 2 * 50/s"),
+            "{}",
+            at(Some(2), None)
+        );
+        assert!(at(Some(0), None).ends_with(" | no row"));
+        assert!(at(None, Some(0.4)).ends_with(" | ramp 40%"));
+        assert!(!at(None, None).contains("row"));
+    }
+
+    #[test]
     fn where_the_display_goes() {
         use ProgressMode::*;
         // stderr a terminal, stdout elsewhere: drawn on its line.
