@@ -145,7 +145,7 @@ impl Timetable {
     /// it, the instants either side of the gap).
     fn instants(&self, local: DateTime) -> impl Iterator<Item = Timestamp> {
         let ambiguous = self.zone.to_ambiguous_timestamp(local);
-        let earlier = ambiguous.clone().earlier().ok();
+        let earlier = ambiguous.earlier().ok();
         let later = ambiguous.later().ok();
         earlier.into_iter().chain(later)
     }

@@ -58,6 +58,15 @@ fn a_ramp_run() -> Option<String> {
         .enumerate()
         .all(|(i, (_, l))| *l == (i + 1).to_string()));
     let times: Vec<f64> = lines.iter().map(|(t, _)| t - lines[0].0).collect();
+    // Never ahead of the line, however busy the machine (it only makes
+    // records late): record k is seen no sooner than the line's time of k
+    // after the first, less the line's time of record 1 (the first may be
+    // seen that late). A drip that does not ramp is ahead by a second and
+    // more.
+    let ahead = (1..times.len())
+        .map(|k| ramp_time(RATE, OVER, k as f64) - ramp_time(RATE, OVER, 1.0) - times[k])
+        .fold(f64::NEG_INFINITY, f64::max);
+    assert!(ahead <= 0.0, "record seen {ahead:.3} s ahead of the line");
     // Each record seen late by the reader stands later than the line; the
     // least late of the five at each end of a slice places that end. The
     // rate over the slice is then the records in it over the time between
@@ -271,13 +280,7 @@ fn the_rate_of_the_row_in_force_paces() {
         let (h, m) = minute.split_once(':').unwrap();
         hhmm(h.parse::<i64>().unwrap() * 60 + m.parse::<i64>().unwrap() + 2)
     });
-    let mut cmd = command(&[
-        "-r",
-        "1000/s",
-        "--schedule",
-        &spec,
-        "--stats",
-    ]);
+    let mut cmd = command(&["-r", "1000/s", "--schedule", &spec, "--stats"]);
     cmd.env("TZ", &tz).stdin(Stdio::piped());
     let mut child = spawn(cmd);
     child
