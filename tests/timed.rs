@@ -215,8 +215,7 @@ fn a_schedule_row_pauses_until_its_end_then_its_rate_takes_over() {
     drop(stdin);
     let clock = Instant::now();
     let started = unix_now();
-    let lines = timed_lines(&mut child, clock);
-    let status = wait_for(&mut child, Duration::from_secs(30));
+    let (lines, status) = lines_and_status(&mut child, clock);
     let err = common::stderr_of(&mut child);
     assert!(status.success(), "{status:?}: {err}");
     let seen: Vec<f64> = lines.iter().map(|(t, _)| started + t).collect();
@@ -290,9 +289,9 @@ fn the_rate_of_the_row_in_force_paces() {
         .write_all(common::numbered(1..=11).as_bytes())
         .unwrap();
     let start = Instant::now();
-    let lines = timed_lines(&mut child, start);
+    let (lines, status) = lines_and_status(&mut child, start);
     let took = start.elapsed().as_secs_f64();
-    assert!(wait_for(&mut child, Duration::from_secs(30)).success());
+    assert!(status.success());
     assert_eq!(lines.len(), 11);
     // One every 100 ms (1000/s would take 10 ms for all), never sooner:
     // record k seen no sooner than k − 1 intervals after the first was.
@@ -361,4 +360,131 @@ fn malformed_schedules_and_ramps_are_usage_errors_on_one_line() {
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
         assert!(out.stdout.is_empty());
     }
+}
+
+#[test]
+fn drip_ctl_steers_a_scheduled_drip_until_the_next_row_starts() {
+    // Two rows of 50/s, the second starting in 4 s. drip ctl sets 2/s at
+    // once: records leave 500 ms apart until the second row starts and
+    // puts 50/s in force again.
+    until_judged(3, Duration::from_secs(60), a_steered_run);
+}
+
+/// One run of [`drip_ctl_steers_a_scheduled_drip_until_the_next_row_starts`]:
+/// `None` when judged, or why not (drip took too long to start).
+fn a_steered_run() -> Option<String> {
+    let (tz, minute, turns) = zone_turning_in(4.0);
+    let (h, m) = minute.split_once(':').unwrap();
+    let next = hhmm(h.parse::<i64>().unwrap() * 60 + m.parse::<i64>().unwrap() + 1);
+    let spec = format!("{minute}-{next} 50/s; * 50/s");
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = command(&["--schedule", &spec, "--name", "timed-steered"]);
+    cmd.env("TZ", &tz)
+        .env("XDG_RUNTIME_DIR", dir.path())
+        .stdin(Stdio::piped());
+    let mut child = spawn(cmd);
+    let mut stdin = child.stdin.take().unwrap();
+    let info = ctl_info(dir.path(), "timed-steered");
+    assert_eq!(info["schedule"]["row"], 1, "{info}");
+    let out = command(&["ctl", "timed-steered", "rate", "2/s"])
+        .env("XDG_RUNTIME_DIR", dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let steered = unix_now();
+    if steered > turns - 2.0 {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Some(format!(
+            "steered only {:.2} s before the row's start",
+            turns - steered
+        ));
+    }
+    stdin
+        .write_all(common::numbered(1..=120).as_bytes())
+        .unwrap();
+    drop(stdin);
+    let clock = Instant::now();
+    let started = unix_now();
+    let (lines, status) = lines_and_status(&mut child, clock);
+    assert!(status.success());
+    assert_eq!(lines.len(), 120);
+    let seen: Vec<f64> = lines.iter().map(|(t, _)| started + t).collect();
+    let before: Vec<f64> = seen.iter().copied().filter(|&t| t < turns).collect();
+    let after: Vec<f64> = seen.iter().copied().filter(|&t| t >= turns + 0.1).collect();
+    // At 2/s: a record every 500 ms at most before the row starts (at
+    // 50/s all 120 would be gone in 2.4 s).
+    assert!(
+        before.len() as f64 <= (turns - steered) * 2.0 + 2.0,
+        "{} records in {:.2} s",
+        before.len(),
+        turns - steered
+    );
+    assert!(before.len() >= 2, "{before:?}");
+    // Then 50/s: the rest leave 20 ms apart.
+    assert!(after.len() >= 100, "{}", after.len());
+    assert!(common::median_gap(&after) < 0.03, "{after:?}");
+    assert!(common::ahead_of_first(&after, 0.02) <= 0.002);
+    None
+}
+
+#[test]
+fn during_a_ramp_max_wait_refuses_nothing_at_arrival_and_expires_as_usual() {
+    // 10/s from 0 over 5 s, 300 ms at most in the bucket: after the first,
+    // none leaves within 300 ms; none is refused as it arrives (there is no
+    // forecast during the ramp), each expires.
+    let (status, out, err) = common::run(
+        &[
+            "-r",
+            "10/s",
+            "--ramp",
+            "5s",
+            "--max-wait",
+            "300ms",
+            "-o",
+            "drop-newest",
+            "--stats-json",
+            "/dev/stderr",
+        ],
+        &common::numbered(1..=20),
+    );
+    assert_eq!(status, 0, "{err}");
+    assert_eq!(out, "1\n");
+    let json: serde_json::Value = serde_json::from_str(err.lines().last().unwrap()).unwrap();
+    assert_eq!(json["refused"], 0, "{json}");
+    assert_eq!(json["expired"], 19, "{json}");
+    let fraction = json["ramp"]["fraction"].as_f64().unwrap();
+    assert!(fraction > 0.0 && fraction < 1.0, "{json}");
+}
+
+/// `child`'s stdout, each line stamped as it arrives (seconds since
+/// `clock`), and how `child` ended: one that has not ended within 30 s is
+/// killed and the test fails (a drip left paused would hang it).
+fn lines_and_status(
+    child: &mut std::process::Child,
+    clock: Instant,
+) -> (Vec<(f64, String)>, std::process::ExitStatus) {
+    use std::io::Read;
+    let mut out = child.stdout.take().expect("piped stdout");
+    let reader = std::thread::spawn(move || {
+        let (mut lines, mut pending, mut buf) = (Vec::new(), Vec::new(), [0u8; 65536]);
+        while let Ok(n) = out.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            let t = clock.elapsed().as_secs_f64();
+            pending.extend_from_slice(&buf[..n]);
+            while let Some(i) = pending.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = pending.drain(..=i).collect();
+                lines.push((t, String::from_utf8_lossy(&line[..i]).into_owned()));
+            }
+        }
+        lines
+    });
+    let status = wait_for(child, Duration::from_secs(30));
+    (reader.join().unwrap(), status)
 }
