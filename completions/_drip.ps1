@@ -54,6 +54,14 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
             return
         }
+        { $_ -in '--schedule' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '--ramp' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
         { $_ -in '-c', '--capacity' } {
             @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
             return
@@ -197,6 +205,8 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             [CompletionResult]::new('--interval', '--interval', [CompletionResultType]::ParameterName, 'One record every DURATION (100ms, 2s, 1m; at most 100y): another way to give the rate')
             [CompletionResult]::new('-b', '-b', [CompletionResultType]::ParameterName, 'Records that may leave back to back after an idle spell (token bucket); the long-run rate is unchanged. 1 means strict spacing below 500/s; from 500/s up, a wake-up up to 2 ms late also sends the records due meanwhile: at most N + rate × 2ms together. With several --rate limits, give each its burst as RATE:BURST instead [default: 1]')
             [CompletionResult]::new('--burst', '--burst', [CompletionResultType]::ParameterName, 'Records that may leave back to back after an idle spell (token bucket); the long-run rate is unchanged. 1 means strict spacing below 500/s; from 500/s up, a wake-up up to 2 ms late also sends the records due meanwhile: at most N + rate × 2ms together. With several --rate limits, give each its burst as RATE:BURST instead [default: 1]')
+            [CompletionResult]::new('--schedule', '--schedule', [CompletionResultType]::ParameterName, 'Limits by the time of day: rows separated by '';'', each [DAYS] [HH:MM-HH:MM] then a record rate (as --rate, with its burst) or ''pause''; ''*'' for always; the first row that matches the local clock is in force, and with none the command line''s --rate. An item @ZONE (@Europe/Berlin) sets the zone, else the local one. A row changes the rate as ''drip ctl rate'' does; under ''pause'' nothing leaves. Not with --share. ''Mon-Fri 09:00-18:00 pause; * 50/s''')
+            [CompletionResult]::new('--ramp', '--ramp', [CompletionResultType]::ParameterName, 'Let the limits rise linearly to the rate over DURATION from the first record that leaves: from 0, or from START (a rate below --rate) as START:DURATION (10/s:60s). Every limit rises in step; the n-th record leaves when the rate''s integral reaches n. Not with --share')
             [CompletionResult]::new('-c', '-c', [CompletionResultType]::ParameterName, 'Records the bucket holds: a number, or a DURATION (30s, 5m, 1h) for what the schedule drains in that time, ⌊rate × DURATION⌋ records of the tightest --rate (with only --byte-rate limits, the bytes the tightest drains, as --capacity-bytes). --stats names the limit that set it. Not with --rate inf alone')
             [CompletionResult]::new('--capacity', '--capacity', [CompletionResultType]::ParameterName, 'Records the bucket holds: a number, or a DURATION (30s, 5m, 1h) for what the schedule drains in that time, ⌊rate × DURATION⌋ records of the tightest --rate (with only --byte-rate limits, the bytes the tightest drains, as --capacity-bytes). --stats names the limit that set it. Not with --rate inf alone')
             [CompletionResult]::new('--capacity-bytes', '--capacity-bytes', [CompletionResultType]::ParameterName, 'Bytes the bucket holds, delimiters included (10KiB, 64MiB); full at either bound')

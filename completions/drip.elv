@@ -29,6 +29,8 @@ set edit:completion:arg-completer[drip] = {|@words|
             cand --interval 'One record every DURATION (100ms, 2s, 1m; at most 100y): another way to give the rate'
             cand -b 'Records that may leave back to back after an idle spell (token bucket); the long-run rate is unchanged. 1 means strict spacing below 500/s; from 500/s up, a wake-up up to 2 ms late also sends the records due meanwhile: at most N + rate × 2ms together. With several --rate limits, give each its burst as RATE:BURST instead [default: 1]'
             cand --burst 'Records that may leave back to back after an idle spell (token bucket); the long-run rate is unchanged. 1 means strict spacing below 500/s; from 500/s up, a wake-up up to 2 ms late also sends the records due meanwhile: at most N + rate × 2ms together. With several --rate limits, give each its burst as RATE:BURST instead [default: 1]'
+            cand --schedule 'Limits by the time of day: rows separated by '';'', each [DAYS] [HH:MM-HH:MM] then a record rate (as --rate, with its burst) or ''pause''; ''*'' for always; the first row that matches the local clock is in force, and with none the command line''s --rate. An item @ZONE (@Europe/Berlin) sets the zone, else the local one. A row changes the rate as ''drip ctl rate'' does; under ''pause'' nothing leaves. Not with --share. ''Mon-Fri 09:00-18:00 pause; * 50/s'''
+            cand --ramp 'Let the limits rise linearly to the rate over DURATION from the first record that leaves: from 0, or from START (a rate below --rate) as START:DURATION (10/s:60s). Every limit rises in step; the n-th record leaves when the rate''s integral reaches n. Not with --share'
             cand -c 'Records the bucket holds: a number, or a DURATION (30s, 5m, 1h) for what the schedule drains in that time, ⌊rate × DURATION⌋ records of the tightest --rate (with only --byte-rate limits, the bytes the tightest drains, as --capacity-bytes). --stats names the limit that set it. Not with --rate inf alone'
             cand --capacity 'Records the bucket holds: a number, or a DURATION (30s, 5m, 1h) for what the schedule drains in that time, ⌊rate × DURATION⌋ records of the tightest --rate (with only --byte-rate limits, the bytes the tightest drains, as --capacity-bytes). --stats names the limit that set it. Not with --rate inf alone'
             cand --capacity-bytes 'Bytes the bucket holds, delimiters included (10KiB, 64MiB); full at either bound'
@@ -115,6 +117,8 @@ set edit:completion:arg-completer[drip] = {|@words|
         put stop
     } elif (or (eq $prev -i) (eq $prev --interval)) {
     } elif (or (eq $prev -b) (eq $prev --burst)) {
+    } elif (or (eq $prev --schedule)) {
+    } elif (or (eq $prev --ramp)) {
     } elif (or (eq $prev -c) (eq $prev --capacity)) {
     } elif (or (eq $prev --capacity-bytes)) {
     } elif (or (eq $prev -o) (eq $prev --overflow)) {

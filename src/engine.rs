@@ -26,7 +26,7 @@ use crate::schedule::{Limit, Limits, Schedule, Unit};
 use crate::shared;
 use crate::state::{Clock, InForce, OverflowError, Shared, State, Stops};
 use crate::stats::Summary;
-use crate::steer::Steering;
+use crate::steer::{Follower, Steering};
 use crate::writer::{self, Stdout};
 use crate::{output, reader, stalls, sys};
 
@@ -175,6 +175,9 @@ fn shared_state(
         }
         None => (Box::new(local_limits(config, wall)), None, None),
     };
+    if let Some(ramp) = config.ramp {
+        schedule = Box::new(crate::ramp::Ramped::new(schedule, ramp));
+    }
     if let Some(gate) = gate {
         schedule = Box::new(Gate::new(schedule, gate));
     }
@@ -198,7 +201,11 @@ fn shared_state(
     let keep_dead = config.dead_letter.is_some() && dead.is_some();
     let dead = dead.unwrap_or_else(|| DeadLetter::none(config.delimiter));
     let dead_backlog = dead.backlog();
-    let unpaced = config.limits.is_empty() && config.budgets.is_empty() && config.key.is_none();
+    // A schedule's rows may set a rate: the writer paces.
+    let unpaced = config.limits.is_empty()
+        && config.budgets.is_empty()
+        && config.key.is_none()
+        && config.schedule.is_none();
     let bucket = Bucket::new(config.capacity, config.capacity_bytes, config.overflow);
     // A record's --deadline counts its time in the bucket too.
     let deadline = config.jobs.as_ref().and_then(|j| j.deadline);
@@ -226,6 +233,8 @@ fn shared_state(
         share: OnceLock::new(),
         capacity_for: config.capacity_for.clone(),
         key_capacity_for: config.key_capacity_for.clone(),
+        schedule_row: Mutex::new(None),
+        ramp: config.ramp,
     });
     let _ = cell.set(Arc::downgrade(&shared));
     Ok((shared, share))
@@ -314,7 +323,9 @@ fn run_watching(
     )?;
     // After the signal handlers: whatever way drip leaves from here, the
     // control socket goes.
-    let control = start_control(&config, &shared, &ui, in_force)?;
+    let steering = Arc::new(steering(&config, &shared, &ui, in_force));
+    let follower = follow_schedule(&config, &steering)?;
+    let control = start_control(&config, steering)?;
     let reader = reader::spawn(
         Arc::clone(&shared),
         Arc::clone(&ui),
@@ -345,6 +356,9 @@ fn run_watching(
     let ending = finish(&config, &shared, &ui, monitor, report, write_error);
     if let Some(control) = control {
         control.finish();
+    }
+    if let Some(follower) = follower {
+        follower.finish();
     }
     let ending = metrics_at_exit(&shared, metrics, ending);
     let ending = first_error(ending, share_error, fatal)?;
@@ -564,30 +578,50 @@ fn metrics_file(
     Ok(Some(file))
 }
 
-/// The control socket for `drip ctl`, unless `--no-control`.
-fn start_control(
+/// The steering of `drip ctl` and `--schedule`.
+fn steering(
     config: &Config,
     shared: &Arc<Shared>,
     ui: &Arc<Mutex<Ui>>,
     in_force: InForce,
-) -> Result<Option<Server>> {
-    if !config.control {
-        return Ok(None);
-    }
+) -> Steering {
     let key_limit = config.key.as_ref().map(|k| Limit {
         rate: k.rate,
         burst: k.burst,
         unit: Unit::Records,
     });
-    let steering = Steering::new(
+    Steering::new(
         Arc::clone(shared),
         Arc::clone(ui),
         config.name.clone(),
         (in_force, key_limit),
         config.share.as_ref().map(|s| s.target.name().to_string()),
-    );
-    let server = Server::start(config.name.as_deref(), Arc::new(steering))?;
+    )
+}
+
+/// The control socket for `drip ctl`, unless `--no-control`.
+fn start_control(config: &Config, steering: Arc<Steering>) -> Result<Option<Server>> {
+    if !config.control {
+        return Ok(None);
+    }
+    let server = Server::start(config.name.as_deref(), steering)?;
     Ok(Some(server))
+}
+
+/// `--schedule`: its row in force now, and the thread that follows it.
+fn follow_schedule(config: &Config, steering: &Arc<Steering>) -> Result<Option<Follower>> {
+    let Some(table) = &config.schedule else {
+        return Ok(None);
+    };
+    let base = config
+        .limits
+        .iter()
+        .filter(|l| l.unit == Unit::Records)
+        .copied()
+        .collect();
+    let follower = Follower::start(Arc::clone(steering), table.clone(), base)
+        .context("starting the schedule's thread")?;
+    Ok(Some(follower))
 }
 
 /// The display and the monitor thread (signals, the stats stream, the
@@ -609,8 +643,12 @@ fn start_monitor(
         config.records_per_second(),
         config.jobs.is_some(),
     );
+    let rows = config.schedule.as_ref().map_or(Vec::new(), |t| {
+        t.rows().iter().map(|r| r.text.clone()).collect()
+    });
     let ui = Arc::new(Mutex::new(
-        ui.sized(config.capacity_for.as_ref(), config.capacity_bytes),
+        ui.sized(config.capacity_for.as_ref(), config.capacity_bytes)
+            .with_rows(rows),
     ));
     let monitor = Monitor::start(
         listening,

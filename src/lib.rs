@@ -34,6 +34,7 @@ mod output;
 mod pacer;
 mod progress;
 mod quantity;
+mod ramp;
 mod rate;
 mod reader;
 mod scan;
@@ -45,6 +46,7 @@ mod state;
 mod stats;
 mod steer;
 mod sys;
+mod timetable;
 mod waiting;
 mod writer;
 

@@ -231,6 +231,33 @@ fn pace(out: &mut Text, summary: &Summary, g: &Gauges) {
         "1 while paused by drip ctl, else 0.",
         f64::from(u8::from(summary.paused)),
     );
+    if let Some(row) = &summary.schedule {
+        single(
+            out,
+            "drip_schedule_row",
+            "gauge",
+            "The row of --schedule in force, counting from 1; 0 when no row matches.",
+            row.row as f64,
+        );
+        if let Some(at) = row.until_unix {
+            single(
+                out,
+                "drip_schedule_next_change_timestamp_seconds",
+                "gauge",
+                "When the next row of --schedule comes into force, seconds since the epoch.",
+                at,
+            );
+        }
+    }
+    if let Some(ramp) = &summary.ramp {
+        single(
+            out,
+            "drip_ramp_fraction",
+            "gauge",
+            "The fraction of the rate a --ramp lets go now (1 once it is over).",
+            ramp.fraction,
+        );
+    }
 }
 
 /// Records and bytes, by fate.
@@ -593,6 +620,19 @@ mod tests {
             }),
             paused: true,
             budgets: Vec::new(),
+            schedule: Some(crate::stats::ScheduleRow {
+                row: 2,
+                text: Some("* 50/s".into()),
+                until: Some("2026-12-04T09:00:00+01:00".into()),
+                zone: "Europe/Berlin".into(),
+                until_unix: Some(1_796_371_200.0),
+            }),
+            ramp: Some(crate::stats::RampState {
+                from: 0.1,
+                over_ms: 3000.0,
+                fraction: 0.55,
+                left_ms: 1500.0,
+            }),
         }
     }
 
@@ -633,6 +673,12 @@ mod tests {
         assert_eq!(get("drip_forecast_wait_seconds", &[]), 0.25);
         assert_eq!(get("drip_records_refused_total", &[]), 0.0);
         assert_eq!(get("drip_paused", &[]), 1.0);
+        assert_eq!(get("drip_schedule_row", &[]), 2.0);
+        assert_eq!(
+            get("drip_schedule_next_change_timestamp_seconds", &[]),
+            1_796_371_200.0
+        );
+        assert_eq!(get("drip_ramp_fraction", &[]), 0.55);
         // The key as --stats-json spells it (a backslash doubled).
         assert_eq!(get("drip_top_key_written", &["true", "a\"b\\\\c\nd"]), 5.0);
         // The no-key lane apart from the empty key.

@@ -81,11 +81,16 @@ pub struct Snapshot {
     pub reading_done: bool,
     /// With limits per key: keys remembered, and those with records waiting.
     pub keys: Option<(u64, u64)>,
-    /// Paused by `drip ctl … pause`.
+    /// Paused by `drip ctl … pause` (or a `--schedule` row).
     pub paused: bool,
     /// The `--budget` with the least left: (records left, of how many, ns
     /// until its next window).
     pub budget: Option<(u64, u64, u64)>,
+    /// With `--schedule`: the row in force, counting from 1 (0: no row
+    /// matches).
+    pub schedule_row: Option<usize>,
+    /// While a `--ramp` rises: the fraction of the rate in force.
+    pub ramp_fraction: Option<f64>,
 }
 
 /// What the display shows of the command runner (`--exec`).
@@ -174,6 +179,8 @@ pub struct Ui {
     /// `--quiet`: stderr gets errors, and what `--stats` and
     /// `--stats-interval` ask for, but no notices.
     quiet: bool,
+    /// `--schedule`'s rows as written, in order.
+    rows: Vec<String>,
 }
 
 impl Ui {
@@ -219,6 +226,21 @@ impl Ui {
             }
         }
         self
+    }
+
+    /// The same Ui, naming `--schedule`'s row in force from `rows` (the
+    /// rows as written, in order).
+    pub fn with_rows(mut self, rows: Vec<String>) -> Ui {
+        self.rows = rows;
+        self
+    }
+
+    /// The display's clause for the schedule's row `n` (from 1; 0: none).
+    fn row_clause(&self, n: usize) -> String {
+        match n.checked_sub(1).and_then(|i| self.rows.get(i)) {
+            Some(row) => format!("row {n} {row}"),
+            None => "no row".to_string(),
+        }
     }
 
     /// Whether the live display is on (then the summary is printed at
@@ -371,6 +393,12 @@ impl Ui {
         };
         if let Some(eta) = eta {
             text.push_str(&format!(" | ETA {}", clock(eta)));
+        }
+        if let Some(n) = snap.schedule_row {
+            text.push_str(&format!(" | {}", self.row_clause(n)));
+        }
+        if let Some(fraction) = snap.ramp_fraction {
+            text.push_str(&format!(" | ramp {:.0}%", fraction * 100.0));
         }
         let sign = match jobs {
             None => self.output_sign(snap, measured),
@@ -1024,6 +1052,7 @@ mod tests {
             in_bytes: false,
             terminal: false,
             quiet: false,
+            rows: Vec::new(),
         };
         let snap = Snapshot {
             depth: 300,
@@ -1053,6 +1082,7 @@ mod tests {
             in_bytes: false,
             terminal: false,
             quiet: false,
+            rows: Vec::new(),
         };
         let snap = Snapshot {
             depth: 300,
@@ -1068,6 +1098,30 @@ mod tests {
         };
         assert!(ui.compose(&paused, None).ends_with(" | paused"));
         assert!(!ui.compose(&snap, None).contains("paused"));
+    }
+
+    #[test]
+    fn the_schedules_row_and_the_ramp_are_shown() {
+        let ui = Ui::new(ProgressMode::Never, 10, None, 50.0, false)
+            .with_rows(vec!["Mon-Fri 09:00-18:00 pause".into(), "* 50/s".into()]);
+        let at = |schedule_row, ramp_fraction| {
+            ui.compose(
+                &Snapshot {
+                    schedule_row,
+                    ramp_fraction,
+                    ..Snapshot::default()
+                },
+                None,
+            )
+        };
+        assert!(
+            at(Some(2), None).ends_with(" | row 2 * 50/s"),
+            "{}",
+            at(Some(2), None)
+        );
+        assert!(at(Some(0), None).ends_with(" | no row"));
+        assert!(at(None, Some(0.4)).ends_with(" | ramp 40%"));
+        assert!(!at(None, None).contains("row"));
     }
 
     #[test]

@@ -237,6 +237,12 @@ pub struct Summary {
     /// Paused by `drip ctl … pause` (only said when `true`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub paused: bool,
+    /// With `--schedule`: the row in force.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<ScheduleRow>,
+    /// With `--ramp`: where the ramp stands.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ramp: Option<RampState>,
     /// The `--budget`s: what is left of each window, the next reset.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub budgets: Vec<BudgetStats>,
@@ -294,6 +300,69 @@ impl BudgetStats {
                 "",
             ),
         ]
+    }
+}
+
+/// The row of `--schedule` in force (`timetable`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScheduleRow {
+    /// Its number, counting the rows from 1; 0 when no row matches (the
+    /// command line's limits apply).
+    pub row: usize,
+    /// The row as written (`Mon-Fri 09:00-18:00 pause`); `null` when no
+    /// row matches.
+    pub text: Option<String>,
+    /// When the next row comes into force, RFC 3339 with the offset of
+    /// the schedule's zone; `null` when the same row holds all week.
+    pub until: Option<String>,
+    /// The zone the rows read the clock in (an IANA name, or `local`).
+    pub zone: String,
+    /// `until` in seconds since the epoch, for `--metrics`.
+    #[serde(skip)]
+    pub until_unix: Option<f64>,
+}
+
+impl ScheduleRow {
+    /// The summary's clause: `schedule row 1 'Mon-Fri 09:00-18:00 pause'
+    /// until 2026-12-04T18:00:00+01:00`.
+    pub fn clause(&self) -> String {
+        let row = match &self.text {
+            Some(text) => format!("schedule row {} '{text}'", self.row),
+            None => "schedule: no row (the command line's limits)".to_string(),
+        };
+        match &self.until {
+            Some(until) => format!("{row} until {until}"),
+            None => row,
+        }
+    }
+}
+
+/// Where a `--ramp` stands: the fraction of the rate in force.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RampState {
+    /// The fraction of the rate the ramp starts at (0 to 1).
+    pub from: f64,
+    /// How long the ramp rises for, ms.
+    pub over_ms: f64,
+    /// The fraction of the rate in force now (1 once the ramp is over).
+    pub fraction: f64,
+    /// How long the ramp has left, ms (0 once it is over); it begins with
+    /// the first record that leaves.
+    pub left_ms: f64,
+}
+
+impl RampState {
+    /// The summary's clause: `ramp 40% (2.00s left)`, `ramp done`.
+    pub fn clause(&self) -> String {
+        if self.left_ms > 0.0 {
+            format!(
+                "ramp {:.0}% ({} left)",
+                self.fraction * 100.0,
+                format_ms(self.left_ms)
+            )
+        } else {
+            "ramp done".to_string()
+        }
     }
 }
 
@@ -604,6 +673,12 @@ impl Summary {
         if self.paused {
             clauses.push(("paused".to_string(), ","));
         }
+        if let Some(row) = &self.schedule {
+            clauses.push((row.clause(), ","));
+        }
+        if let Some(ramp) = &self.ramp {
+            clauses.push((ramp.clause(), ","));
+        }
         clauses.push((format!("elapsed {}", format_ms(self.elapsed_ms)), ""));
         clauses
     }
@@ -855,6 +930,8 @@ mod tests {
             share: None,
             paused: false,
             budgets: Vec::new(),
+            schedule: None,
+            ramp: None,
         }
     }
 
@@ -955,6 +1032,8 @@ mod tests {
             share: None,
             paused: false,
             budgets: Vec::new(),
+            schedule: None,
+            ramp: None,
         };
         assert_eq!(
             s.text(),
@@ -1318,6 +1397,8 @@ mod tests {
             share: None,
             paused: false,
             budgets: Vec::new(),
+            schedule: None,
+            ramp: None,
         };
         let lowered = JobStats {
             effective_rate: 4.8,

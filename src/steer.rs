@@ -4,8 +4,8 @@
 //! keys' "new limits from now", the runner's job slots), then the threads
 //! woken so the change is in force at once.
 
-use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 use serde_json::{json, Value};
 
@@ -14,7 +14,8 @@ use crate::control::server::Steer;
 use crate::progress::{lock_ui, Ui};
 use crate::schedule::{records_per_second, Limit, Unit};
 use crate::state::{InForce, Shared};
-use crate::stats::json_key;
+use crate::stats::{json_key, ScheduleRow};
+use crate::timetable::{Action, Timetable};
 
 /// What the control socket steers: the running drip's state and the
 /// limits in force.
@@ -99,7 +100,36 @@ impl Steering {
         if !budgets.is_empty() {
             info["budgets"] = json!(budgets);
         }
+        if let Some(row) = self.shared.schedule_row() {
+            info["schedule"] = json!(row);
+        }
+        if let Some(ramp) = self.shared.ramp_state(&snap) {
+            info["ramp"] = json!(ramp);
+        }
         info
+    }
+
+    /// Put a `--schedule` row's action in force, as `drip ctl` would:
+    /// `pause` pauses; a rate resumes after a pause and replaces the record
+    /// limits (`None`: those of the command line, `base`).
+    fn apply(
+        &self,
+        action: Option<Action>,
+        base: &[Limit],
+        was_paused: bool,
+    ) -> Result<(), String> {
+        match action {
+            Some(Action::Pause) => {
+                self.pause(true);
+                return Ok(());
+            }
+            Some(Action::Rate(limit)) => self.rate(Some(&limit.into_iter().collect()), None)?,
+            None => self.rate(Some(&base.to_vec()), None)?,
+        }
+        if was_paused {
+            self.pause(false);
+        }
+        Ok(())
     }
 
     /// Pause or resume, and wake the writer (and a reader waiting for
@@ -215,5 +245,113 @@ impl Steer for Steering {
             Request::Slots(n) => self.jobs_or_refuse()?.set_slots(*n),
         }
         Ok(self.info())
+    }
+}
+
+/// The thread that follows `--schedule`: it puts each row in force at its
+/// start on the wall clock, through the same steering as `drip ctl`.
+pub(crate) struct Follower {
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// The longest the follower sleeps before it reads the wall clock again
+/// (a clock set while drip runs is seen within this).
+const FOLLOW_AT_MOST: Duration = Duration::from_secs(30);
+
+impl Follower {
+    /// Put the row in force now (before any record leaves), then start the
+    /// thread that follows `table`; `base`: the command line's record
+    /// limits, in force while no row matches.
+    pub(crate) fn start(
+        steering: Arc<Steering>,
+        table: Timetable,
+        base: Vec<Limit>,
+    ) -> std::io::Result<Follower> {
+        let mut follow = Following {
+            steering,
+            table,
+            base,
+            row: None,
+            paused: false,
+            first: true,
+        };
+        follow.step(jiff::Timestamp::now());
+        let (stop, stopped) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("drip-schedule".into())
+            .spawn(move || follow.run(&stopped))?;
+        Ok(Follower {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// Stop the thread and wait for it.
+    pub(crate) fn finish(mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The follower's books: the row in force and whether it paused.
+struct Following {
+    steering: Arc<Steering>,
+    table: Timetable,
+    base: Vec<Limit>,
+    row: Option<usize>,
+    paused: bool,
+    first: bool,
+}
+
+impl Following {
+    fn run(&mut self, stopped: &mpsc::Receiver<()>) {
+        loop {
+            let now = jiff::Timestamp::now();
+            let wait = self
+                .table
+                .next_change(now)
+                .and_then(|next| Duration::try_from(next.duration_since(now)).ok())
+                .map_or(FOLLOW_AT_MOST, |d| d.min(FOLLOW_AT_MOST));
+            match stopped.recv_timeout(wait) {
+                Err(mpsc::RecvTimeoutError::Timeout) => self.step(jiff::Timestamp::now()),
+                _ => return,
+            }
+        }
+    }
+
+    /// Put the row in force at `now` in force, if it changed, and say so.
+    fn step(&mut self, now: jiff::Timestamp) {
+        let row = self.table.row_at(now);
+        if row != self.row || self.first {
+            let action = row.map(|i| self.table.rows()[i].action);
+            // Refused only when drip has no schedule to change, which the
+            // command line rules out.
+            let _ = self.steering.apply(action, &self.base, self.paused);
+            self.paused = action == Some(Action::Pause);
+            self.row = row;
+            self.first = false;
+        }
+        let zone = self.table.zone();
+        let next = self.table.next_change(now);
+        let shown = ScheduleRow {
+            row: row.map_or(0, |i| i + 1),
+            text: row.map(|i| self.table.rows()[i].text.clone()),
+            until: next.map(|t| {
+                t.to_zoned(zone.clone())
+                    .strftime("%Y-%m-%dT%H:%M:%S%:z")
+                    .to_string()
+            }),
+            zone: zone.iana_name().unwrap_or("local").to_string(),
+            until_unix: next.map(|t| t.as_millisecond() as f64 / 1e3),
+        };
+        *self
+            .steering
+            .shared
+            .schedule_row
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(shown);
     }
 }

@@ -29,6 +29,35 @@ use crate::rate::{
 };
 use crate::shared;
 
+/// `--ramp` as given: the start rate, if any, and the duration.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RampArg {
+    /// The rate the ramp starts at (`None`: 0).
+    pub start: Option<Rate>,
+    /// How long it rises for.
+    pub over: Duration,
+}
+
+/// Read `--ramp`: `DURATION` or `START:DURATION`.
+///
+/// # Errors
+/// A bad rate or duration, or an unlimited start.
+pub fn parse_ramp(text: &str) -> Result<RampArg, String> {
+    let (start, over) = match text.rsplit_once(':') {
+        Some((start, over)) => {
+            let rate = crate::rate::parse_rate(start)
+                .map_err(|why| format!("the start rate '{start}': {why}"))?;
+            if rate == Rate::Unlimited {
+                return Err("the start rate must be a rate, not inf".into());
+            }
+            (Some(rate), over)
+        }
+        None => (None, text),
+    };
+    let over = parse_interval(over).map_err(|why| format!("the duration '{over}': {why}"))?;
+    Ok(RampArg { start, over })
+}
+
 fn after_help() -> String {
     let mut text = String::from("Examples:\n");
     for (command, what) in EXAMPLES {
@@ -135,6 +164,24 @@ pub struct Cli {
     /// limits, give each its burst as RATE:BURST instead [default: 1]
     #[arg(short, long, value_name = "N", value_parser = parse_count, value_hint = ValueHint::Other, allow_hyphen_values = true)]
     pub burst: Option<u64>,
+
+    /// Limits by the time of day: rows separated by ';', each [DAYS]
+    /// [HH:MM-HH:MM] then a record rate (as --rate, with its burst) or
+    /// 'pause'; '*' for always; the first row that matches the local clock
+    /// is in force, and with none the command line's --rate. An item
+    /// @ZONE (@Europe/Berlin) sets the zone, else the local one. A row
+    /// changes the rate as 'drip ctl rate' does; under 'pause' nothing
+    /// leaves. Not with --share. 'Mon-Fri 09:00-18:00 pause; * 50/s'
+    #[arg(long, value_name = "ROWS", value_hint = ValueHint::Other, allow_hyphen_values = true)]
+    pub schedule: Option<String>,
+
+    /// Let the limits rise linearly to the rate over DURATION from the
+    /// first record that leaves: from 0, or from START (a rate below
+    /// --rate) as START:DURATION (10/s:60s). Every limit rises in step; the
+    /// n-th record leaves when the rate's integral reaches n. Not with
+    /// --share
+    #[arg(long, value_name = "[START:]DURATION", value_parser = parse_ramp, value_hint = ValueHint::Other, allow_hyphen_values = true)]
+    pub ramp: Option<RampArg>,
 
     /// Records the bucket holds: a number, or a DURATION (30s, 5m, 1h) for
     /// what the schedule drains in that time, ⌊rate × DURATION⌋ records of
@@ -660,12 +707,12 @@ mod tests {
                 _ => {}
             }
         }
-        // rate, byte-rate, cost, cost-rate, budget, interval, burst, capacity,
-        // capacity-bytes, delimiter, max-record, max-wait, stats-interval,
-        // share, share-peers, share-jobs; jobs, retries, retry-on,
-        // overload-on, backoff, timeout, deadline, order-window; key,
+        // rate, byte-rate, cost, cost-rate, budget, interval, burst, schedule,
+        // ramp, capacity, capacity-bytes, delimiter, max-record, max-wait,
+        // stats-interval, share, share-peers, share-jobs; jobs, retries,
+        // retry-on, overload-on, backoff, timeout, deadline, order-window; key,
         // field-separator, key-rate, key-capacity, max-keys; name.
-        assert_eq!(other, 30);
+        assert_eq!(other, 32);
     }
 
     #[test]

@@ -362,6 +362,69 @@ fn share_jobs(
     }
 }
 
+/// `--schedule` and `--ramp`, checked against the limits.
+///
+/// # Errors
+/// A malformed schedule; either with `--share` (the limits are the same
+/// for every drip on the state); a ramp with no limit to rise to, or a
+/// start rate without a `--rate` above it.
+fn timed(
+    cli: &Cli,
+    limits: &[Limit],
+) -> Result<
+    (
+        Option<crate::timetable::Timetable>,
+        Option<crate::ramp::Ramp>,
+    ),
+    clap::Error,
+> {
+    let shared = !cli.share.is_empty();
+    let schedule = match &cli.schedule {
+        None => None,
+        Some(_) if shared => return usage(
+            "--schedule: not with --share (the limits are the same for every drip on the state; give the shared rate, or run the drips without --share)".into(),
+        ),
+        Some(spec) => {
+            Some(crate::timetable::parse(spec).or_else(|why| usage(format!("--schedule: {why}")))?)
+        }
+    };
+    let Some(arg) = cli.ramp else {
+        return Ok((schedule, None));
+    };
+    if shared {
+        return usage(
+            "--ramp: not with --share (the limits are the same for every drip on the state)".into(),
+        );
+    }
+    if limits.is_empty() && schedule.is_none() {
+        return usage(
+            "--ramp: there is no limit to rise to (give --rate, --byte-rate or --cost-rate)".into(),
+        );
+    }
+    let from = match arg.start {
+        None => 0.0,
+        Some(start) => {
+            let rate = crate::schedule::records_per_second(limits);
+            if !rate.is_finite() {
+                return usage(format!(
+                    "--ramp {}: a start rate needs a --rate to rise to",
+                    start.spelled("")
+                ));
+            }
+            let from = start.per_second() / rate;
+            if from >= 1.0 {
+                return usage(format!(
+                    "--ramp: the start rate {} must be below the rate ({rate}/s)",
+                    start.spelled("")
+                ));
+            }
+            from
+        }
+    };
+    let over_ns = u64::try_from(arg.over.as_nanos()).unwrap_or(u64::MAX);
+    Ok((schedule, Some(crate::ramp::Ramp { from, over_ns })))
+}
+
 /// A usage error (exit status 2) saying `why`.
 fn usage<T>(why: String) -> Result<T, clap::Error> {
     use clap::CommandFactory;
@@ -473,6 +536,7 @@ impl TryFrom<Cli> for Config {
         };
         let cost = cost_config(&cli, delimiter)?;
         outputs_apart(&cli)?;
+        let (schedule, ramp) = timed(&cli, &limits)?;
         let inputs = if cli.files.is_empty() {
             vec![Input::Stdin]
         } else {
@@ -521,6 +585,8 @@ impl TryFrom<Cli> for Config {
             metrics: cli.metrics,
             name: cli.name,
             control: !cli.no_control,
+            schedule,
+            ramp,
         })
     }
 }

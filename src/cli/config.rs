@@ -70,6 +70,10 @@ pub struct Config {
     pub name: Option<String>,
     /// Listen on a control socket (no `--no-control`).
     pub control: bool,
+    /// `--schedule`: limits by the time of day.
+    pub schedule: Option<crate::timetable::Timetable>,
+    /// `--ramp`: the limits rise to the rate from the first departure.
+    pub ramp: Option<crate::ramp::Ramp>,
 }
 
 impl Config {

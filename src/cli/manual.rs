@@ -94,6 +94,10 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "take one slot of the 10/s limit drips share with --share api-quota, then call",
     ),
     (
+        "drip --schedule 'Mon-Fri 09:00-18:00 pause; * 50/s' --ramp 60s jobs.txt",
+        "nothing in office hours, else 50/s, rising from 0 over the first minute",
+    ),
+    (
         "drip ctl nightly rate 5/s",
         "halve the rate of the drip started with --name nightly -r 10/s, from now on",
     ),

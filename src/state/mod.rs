@@ -257,6 +257,11 @@ pub(crate) struct Shared {
     pub(crate) capacity_for: Option<crate::stats::CapacityFor>,
     /// `--key-capacity` given as a duration: what it came to.
     pub(crate) key_capacity_for: Option<crate::stats::CapacityFor>,
+    /// With `--schedule`: the row in force, as the timetable's thread
+    /// (`engine`) last set it.
+    pub(crate) schedule_row: Mutex<Option<crate::stats::ScheduleRow>>,
+    /// `--ramp`, which begins with the first departure.
+    pub(crate) ramp: Option<crate::ramp::Ramp>,
 }
 
 impl Shared {

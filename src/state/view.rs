@@ -12,7 +12,7 @@ impl Shared {
         let now = self.clock.now();
         let forecast_wait_ns = st.adm.forecast_wait(now);
         let bucket = st.adm.bucket();
-        Snapshot {
+        let snap = Snapshot {
             counts: st.ledger.counts(),
             depth: bucket.len() as u64,
             bytes: bucket.bytes() as u64,
@@ -34,6 +34,19 @@ impl Shared {
                 .iter()
                 .min_by_key(|b| b.left)
                 .map(|b| (b.left, b.count, b.reset_at.saturating_sub(now))),
+            schedule_row: None,
+            ramp_fraction: None,
+        };
+        drop(st);
+        let schedule_row = self.schedule_row().map(|r| r.row);
+        let ramp_fraction = self
+            .ramp_state(&snap)
+            .filter(|r| r.left_ms > 0.0)
+            .map(|r| r.fraction);
+        Snapshot {
+            schedule_row,
+            ramp_fraction,
+            ..snap
         }
     }
 
@@ -78,6 +91,8 @@ impl Shared {
             // Not under the state's lock: the keepers take theirs first.
             share: self.share.get().map(crate::shared::Counters::stats),
             paused: snap.paused,
+            schedule: self.schedule_row(),
+            ramp: self.ramp_state(&snap),
             budgets: self.budgets(),
         }
     }
@@ -92,5 +107,32 @@ impl Shared {
             .iter()
             .map(|b| crate::stats::BudgetStats::of(b, now))
             .collect()
+    }
+
+    /// With `--schedule`, the row in force.
+    pub(crate) fn schedule_row(&self) -> Option<crate::stats::ScheduleRow> {
+        self.schedule_row
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// With `--ramp`, where it stands at the snapshot: it began with the
+    /// first departure.
+    pub(crate) fn ramp_state(&self, snap: &Snapshot) -> Option<crate::stats::RampState> {
+        let ramp = self.ramp?;
+        let (fraction, left_ns) = if snap.departures.records == 0 {
+            (ramp.from, ramp.over_ns)
+        } else {
+            let warp = crate::ramp::Warp::new(ramp, snap.departures.first_ns);
+            let now = snap.elapsed_ns;
+            (warp.fraction_at(now), warp.end().saturating_sub(now))
+        };
+        Some(crate::stats::RampState {
+            from: ramp.from,
+            over_ms: ramp.over_ns as f64 / 1e6,
+            fraction,
+            left_ms: left_ns as f64 / 1e6,
+        })
     }
 }
