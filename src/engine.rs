@@ -128,9 +128,13 @@ fn input_size(inputs: &[Input]) -> Option<u64> {
 /// The local schedule for `config`'s limits, costs read as `--cost` says.
 fn local_limits(config: &Config) -> Limits {
     let limits = Limits::new(&config.limits);
-    match &config.cost {
+    let limits = match &config.cost {
         Some(cost) => limits.with_cost(cost.clone()),
         None => limits,
+    };
+    match &config.jobs {
+        Some(jobs) if !jobs.settle.is_empty() => limits.with_settling(),
+        _ => limits,
     }
 }
 

@@ -116,6 +116,19 @@ impl Files {
         })
     }
 
+    /// The attempt's stdout as it stands, when at most `most` bytes (it
+    /// is not moved: passing it on still passes it all).
+    pub fn stdout_text(&self, most: u64) -> Option<Vec<u8>> {
+        use std::os::unix::fs::FileExt;
+        let len = self.stdout.metadata().ok()?.len();
+        if len > most {
+            return None;
+        }
+        let mut text = vec![0u8; usize::try_from(len).ok()?];
+        self.stdout.read_exact_at(&mut text, 0).ok()?;
+        Some(text)
+    }
+
     /// Put `record` on the next job's stdin (with the record on stdin).
     ///
     /// # Errors

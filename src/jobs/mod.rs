@@ -83,6 +83,9 @@ pub struct JobConfig {
     /// `--keep-order`: outputs in input order, at most this many records
     /// started ahead of the oldest not written out.
     pub keep_order: Option<usize>,
+    /// `--settle`: each cost settled (its place among `--cost`'s costs)
+    /// and the estimate read from a job's output for it.
+    pub settle: Vec<(usize, crate::cost::Estimate)>,
 }
 
 /// The wait before a retry unless `--backoff` says otherwise.

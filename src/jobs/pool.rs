@@ -68,6 +68,8 @@ pub(crate) struct Pool {
     pub(super) quota_malformed: AtomicBool,
     /// Part of a headers file was passed over, and said on stderr.
     pub(super) headers_passed_over: AtomicBool,
+    /// An output with no number to settle (`--settle`) was said on stderr.
+    pub(super) settle_unread: AtomicBool,
 }
 
 impl std::fmt::Debug for Pool {
@@ -124,6 +126,7 @@ impl Pool {
             order: cfg.keep_order.map(Order::new),
             quota_malformed: AtomicBool::new(false),
             headers_passed_over: AtomicBool::new(false),
+            settle_unread: AtomicBool::new(false),
             cfg,
             rate,
             delimiter,
