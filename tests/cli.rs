@@ -368,7 +368,7 @@ fn cost_options_go_together_and_are_not_shared() {
             "invalid regular expression",
         ),
         (
-            &["--cost", "tokens", "--cost-rate", "5/s"],
+            &["--cost", "[a-z]+", "--cost-rate", "5/s"],
             "needs a capture group, such as '\"tokens\": *([0-9]+)', around the cost",
         ),
     ] {

@@ -605,9 +605,9 @@ mod tests {
         // rate, byte-rate, cost, cost-rate, interval, burst, capacity,
         // capacity-bytes, delimiter, max-record, max-wait, stats-interval,
         // share, share-peers; jobs, retries, retry-on, overload-on, backoff,
-        // timeout, deadline, order-window; key, field-separator, key-rate,
-        // key-capacity, max-keys; name.
-        assert_eq!(other, 28);
+        // timeout, deadline, order-window, settle; key, field-separator,
+        // key-rate, key-capacity, max-keys; name.
+        assert_eq!(other, 29);
     }
 
     #[test]
