@@ -213,7 +213,9 @@ impl Cost {
             c.sort_unstable();
             c
         };
-        self.budgets.windows(2).all(|w| costs(&w[0]) == costs(&w[1]))
+        self.budgets
+            .windows(2)
+            .all(|w| costs(&w[0]) == costs(&w[1]))
     }
 
     /// The record without its delimiter.
@@ -429,8 +431,7 @@ fn parse_factor(text: &str) -> Result<Factor, String> {
     let steps: Vec<String> = path.split('.').map(str::to_string).collect();
     let name_like = |s: &String| {
         !s.is_empty()
-            && s
-                .bytes()
+            && s.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
     };
     if !steps.iter().all(name_like) || steps[0].bytes().all(|b| b.is_ascii_digit()) {
@@ -646,9 +647,21 @@ mod tests {
 
     #[test]
     fn a_bad_estimate_is_refused_saying_what_was_expected() {
-        for bad in ["bytes/0", "a+", "a**b", "3.x", "a.", "n?x", "bytes/4/2", "0.a"] {
+        for bad in [
+            "bytes/0",
+            "a+",
+            "a**b",
+            "3.x",
+            "a.",
+            "n?x",
+            "bytes/4/2",
+            "0.a",
+        ] {
             let why = parse_cost_arg(bad).unwrap_err();
-            assert!(why.contains("expected") || why.contains("divide"), "{bad}: {why}");
+            assert!(
+                why.contains("expected") || why.contains("divide"),
+                "{bad}: {why}"
+            );
         }
     }
 
@@ -686,7 +699,10 @@ mod tests {
         let given = parse_cost_arg("in=bytes/4").unwrap();
         assert!(matches!(given.named, Some((ref n, CostArg::Estimate(_))) if n == "in"));
         let given = parse_cost_arg("tokens=([0-9]+)").unwrap();
-        assert!(given.whole.is_ok() && given.named.is_some(), "either reading");
+        assert!(
+            given.whole.is_ok() && given.named.is_some(),
+            "either reading"
+        );
         assert!(parse_cost_arg("\"t\"=([0-9]+)").unwrap().named.is_none());
         assert!(parse_cost_arg("in=").is_err());
     }

@@ -827,7 +827,10 @@ mod tests {
         // through, out two, in+out more than one: in decides.
         let arg = |s: &str| crate::cost::parse_one_cost(s).unwrap();
         let cost = Cost::with_budgets(
-            vec![(Some("in".into()), arg("i")), (Some("out".into()), arg("o"))],
+            vec![
+                (Some("in".into()), arg("i")),
+                (Some("out".into()), arg("o")),
+            ],
             &[Some("in".into()), Some("out".into()), Some("in+out".into())],
             None,
             b'\n',

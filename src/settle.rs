@@ -145,7 +145,6 @@ impl InFlight {
             floors,
         })
     }
-
 }
 
 /// A schedule's position before any record after one leaving at `now`:
@@ -240,9 +239,8 @@ mod tests {
 
     fn jobs(most_spent: u64) -> impl Strategy<Value = Vec<Job>> {
         prop::collection::vec(
-            (1u64..=BURST, 0u64..=most_spent, 1u64..300).prop_map(|(e, pct, d)| {
-                (e, (e * pct).div_ceil(100).min(BURST), d)
-            }),
+            (1u64..=BURST, 0u64..=most_spent, 1u64..300)
+                .prop_map(|(e, pct, d)| (e, (e * pct).div_ceil(100).min(BURST), d)),
             1..40,
         )
     }

@@ -81,7 +81,11 @@ fn batch(n: u64, settle: bool) -> (Books, Vec<String>, String) {
 fn ids(lines: &[String]) -> Vec<u64> {
     lines
         .iter()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["id"].as_u64().unwrap())
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["id"]
+                .as_u64()
+                .unwrap()
+        })
         .collect()
 }
 
@@ -121,5 +125,8 @@ fn settled_from_usage_the_token_budgets_spend_the_quota_without_429s() {
     // Estimates alone (max_tokens, four times a typical completion) use a
     // quarter of the output quota; settled, the overestimates come back.
     let (used, alone) = (settled.output_used(&QUOTA), estimated.output_used(&QUOTA));
-    assert!(used >= 2.0 * alone, "settled {used:.2}, estimated {alone:.2}");
+    assert!(
+        used >= 2.0 * alone,
+        "settled {used:.2}, estimated {alone:.2}"
+    );
 }

@@ -23,9 +23,7 @@ use crate::quantity::{
     parse_bound, parse_byte, parse_count, parse_count_usize, parse_duration, parse_interval,
     parse_size, Bound,
 };
-use crate::rate::{
-    parse_byte_rate_burst, parse_key_rate, parse_rate_burst, Rate,
-};
+use crate::rate::{parse_byte_rate_burst, parse_key_rate, parse_rate_burst, Rate};
 use crate::shared;
 
 fn after_help() -> String {

@@ -319,28 +319,17 @@ fn cost_config(cli: &Cli, delimiter: u8) -> Result<Option<Cost>, clap::Error> {
         |why: &str| Err(Cli::command().error(clap::error::ErrorKind::MissingRequiredArgument, why));
     match (cli.cost.is_empty(), cli.cost_rate.is_empty()) {
         (true, true) => return Ok(None),
-        (false, true) => {
-            return usage("--cost: needs --cost-rate, the limit the cost is spent on")
-        }
+        (false, true) => return usage("--cost: needs --cost-rate, the limit the cost is spent on"),
         (true, false) => return usage("--cost-rate: needs --cost, where a record's cost is"),
         (false, false) => {}
     }
     let budgets: Vec<Option<String>> = cli.cost_rate.iter().map(|(n, _, _)| n.clone()).collect();
-    let spent: Vec<&str> = budgets.iter().flatten().flat_map(|n| n.split('+')).collect();
+    let spent: Vec<&str> = budgets
+        .iter()
+        .flatten()
+        .flat_map(|n| n.split('+'))
+        .collect();
     let costs = named_costs(cli, &spent)?;
-    for (name, _) in &costs {
-        let used = match name {
-            Some(n) => spent.contains(&n.as_str()),
-            None => budgets.iter().any(Option::is_none),
-        };
-        if !used {
-            let (flag, hint) = match name {
-                Some(n) => (format!("--cost {n}=…"), format!("--cost-rate {n}=N/UNIT")),
-                None => ("--cost".to_string(), "--cost-rate N/UNIT".to_string()),
-            };
-            return usage(&format!("{flag}: no limit spends it; give {hint}"));
-        }
-    }
     if !cli.share.is_empty() && !cli.byte_rate.is_empty() {
         return Err(Cli::command().error(
             clap::error::ErrorKind::ArgumentConflict,
@@ -366,6 +355,19 @@ fn cost_config(cli: &Cli, delimiter: u8) -> Result<Option<Cost>, clap::Error> {
             ))
         }
     };
+    for name in cost.names() {
+        let used = match name {
+            Some(n) => spent.contains(&n),
+            None => budgets.iter().any(Option::is_none),
+        };
+        if !used {
+            let (flag, hint) = match name {
+                Some(n) => (format!("--cost {n}=…"), format!("--cost-rate {n}=N/UNIT")),
+                None => ("--cost".to_string(), "--cost-rate N/UNIT".to_string()),
+            };
+            return usage(&format!("{flag}: no limit spends it; give {hint}"));
+        }
+    }
     if !cli.share.is_empty() && !cost.one_weight() {
         return Err(Cli::command().error(
             clap::error::ErrorKind::ArgumentConflict,
@@ -400,8 +402,9 @@ fn settle_config(
         let Some(i) = cost.and_then(|c| c.cost_named(name.as_deref())) else {
             return usage(match name {
                 Some(n) => format!("--settle{shown}…: no cost named {n}; give --cost {n}=SPEC"),
-                None => "--settle: no unnamed cost; give --cost SPEC, or --settle NAME=SPEC"
-                    .to_string(),
+                None => {
+                    "--settle: no unnamed cost; give --cost SPEC, or --settle NAME=SPEC".to_string()
+                }
             });
         };
         if settle.iter().any(|(j, _)| *j == i) {
@@ -435,7 +438,8 @@ fn named_costs(cli: &Cli, spent: &[&str]) -> Result<Vec<(Option<String>, CostArg
         if costs.iter().any(|(n, _)| *n == name) {
             return usage(match name {
                 Some(n) => format!("--cost {n}=…: given twice; a record has one cost of each name"),
-                None => "--cost: given twice; name each (--cost NAME=SPEC) for limits of their own".to_string(),
+                None => "--cost: given twice; name each (--cost NAME=SPEC) for limits of their own"
+                    .to_string(),
             });
         }
         costs.push((name, arg));

@@ -127,9 +127,8 @@ fn serve(
         if w.0 != this {
             *w = (this, 0, 0, 0);
         }
-        let fits = w.1 < quota.requests
-            && w.2 + prompt <= quota.input
-            && w.3 + completion <= quota.output;
+        let fits =
+            w.1 < quota.requests && w.2 + prompt <= quota.input && w.3 + completion <= quota.output;
         if fits {
             w.1 += 1;
             w.2 += prompt;
