@@ -662,6 +662,33 @@ mod tests {
     }
 
     #[test]
+    fn a_cost_limit_is_found_by_the_names_it_spends() {
+        let c = config(&[
+            "-r",
+            "5/s",
+            "--cost",
+            "in=bytes/4",
+            "--cost",
+            "out=max_tokens",
+            "--cost-rate",
+            "in=100/s",
+            "--cost-rate",
+            "out=50/s",
+            "--cost-rate",
+            "in+out=120/s",
+        ])
+        .unwrap();
+        let place = |name: Option<&str>| c.cost_limit(name).map(|(i, l)| (i, l.rate));
+        assert_eq!(place(Some("in")), Some((1, rate("100/s"))));
+        assert_eq!(place(Some("out")), Some((2, rate("50/s"))));
+        assert_eq!(place(Some("out+in")), Some((3, rate("120/s"))));
+        assert_eq!(place(None), None);
+        let c = config(&["--cost", "2", "--cost-rate", "100/s"]).unwrap();
+        assert_eq!(c.cost_limit(None).map(|(i, _)| i), Some(0));
+        assert!(c.cost_limit(Some("in")).is_none());
+    }
+
+    #[test]
     fn policies_reach_the_config() {
         let c = config(&["--oversize", "skip"]).unwrap();
         assert_eq!(c.oversize, Oversize::Skip);
