@@ -226,12 +226,11 @@ impl Pool {
         let output = files.stdout_text(SETTLE_MOST).unwrap_or_default();
         let spent = crate::cost::spent_from(settle, costs, &output);
         let succeeded = matches!(ended.exit, super::retry::Exit::Code(0));
-        if succeeded && settle.iter().any(|(i, _)| spent[*i].is_none()) {
-            if !self.settle_unread.swap(true, Ordering::Relaxed) && !self.cfg.quiet {
-                eprintln!(
-                    "drip: --settle: the output of record {number} has no number to settle; its estimate stands (said once)"
-                );
-            }
+        let unread = succeeded && settle.iter().any(|(i, _)| spent[*i].is_none());
+        if unread && !self.settle_unread.swap(true, Ordering::Relaxed) && !self.cfg.quiet {
+            eprintln!(
+                "drip: --settle: the output of record {number} has no number to settle; its estimate stands (said once)"
+            );
         }
         let mut st = self.shared.lock();
         let now = self.shared.clock.now();
