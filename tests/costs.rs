@@ -267,3 +267,36 @@ fn an_output_without_the_number_keeps_the_estimate_and_is_said_once() {
         "{err}"
     );
 }
+
+#[test]
+fn what_a_job_spent_is_read_from_the_usage_file_it_writes() {
+    // The job's stdout says nothing; it writes 1 to {usage}: given back,
+    // the six records estimated at 100 go within a fraction of 5 s.
+    let input = "{\"e\":100}\n".repeat(6);
+    common::until_judged(3, Duration::from_secs(60), || {
+        let args = [
+            "-q",
+            "--cost",
+            "e",
+            "--cost-rate",
+            "100/s:100",
+            "--settle",
+            "spent",
+            "--exec",
+            "sh",
+            "-c",
+            "echo '{\"spent\":1}' > \"$1\"; echo done",
+            "sh",
+            "{usage}",
+        ];
+        let start = Instant::now();
+        let out = command(&args)
+            .stdin(common::temp_file(input.as_bytes()).reopen().unwrap())
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "done\n".repeat(6));
+        let took = start.elapsed();
+        (took > Duration::from_millis(2500)).then(|| format!("settled in {took:?}"))
+    });
+}

@@ -416,7 +416,8 @@ pub struct JobArgs {
     /// After each attempt, what the job really spent of a cost (--cost
     /// NAME=…, or the unnamed one without NAME=), read from its output: an
     /// estimate as --cost takes one, its JSON paths into the job's stdout
-    /// (parsed whole, else its last line), such as usage.prompt_tokens.
+    /// (parsed whole, else its last line), such as usage.prompt_tokens, or
+    /// into the file {usage} names in the command, when the job writes it.
     /// The difference from what the record was charged is settled: an
     /// overestimate is given back (later records go sooner), an
     /// underestimate is charged (later records wait). An attempt whose

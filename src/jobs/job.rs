@@ -93,7 +93,7 @@ impl Pool {
                 Err(fate) => return fate,
             };
             let files = files.as_mut().expect("the attempt ran with them");
-            self.settle_cost(number, bytes, files, &ended);
+            self.settle_cost(number, (bytes, &headers), files, &ended);
             let step = self.judge(
                 &who,
                 n,
@@ -214,16 +214,25 @@ impl Pool {
 
     /// With `--settle`: what attempt of record `number` (`record`, its
     /// delimiter included) that ended as `ended` really spent, read from
-    /// its stdout in `files`, settled on the cost limits (an
+    /// the usage file it wrote beside its headers file (`{usage}`), else
+    /// from its stdout in `files`, settled on the cost limits (an
     /// overestimate given back, an underestimate charged); the writer is
     /// woken, as records may go sooner. A successful attempt whose output
     /// has no such number keeps its estimate, said once on stderr.
-    fn settle_cost(&self, number: u64, record: &[u8], files: &Files, ended: &Ended) {
+    fn settle_cost(
+        &self,
+        number: u64,
+        (record, headers): (&[u8], &Path),
+        files: &Files,
+        ended: &Ended,
+    ) {
         let settle = &self.cfg.settle;
         let Some(costs) = settle.iter().map(|(i, _)| i + 1).max() else {
             return;
         };
-        let output = files.stdout_text(SETTLE_MOST).unwrap_or_default();
+        let output = attempt::take_usage(headers, SETTLE_MOST)
+            .or_else(|| files.stdout_text(SETTLE_MOST))
+            .unwrap_or_default();
         let spent = crate::cost::spent_from(settle, costs, &output);
         let succeeded = matches!(ended.exit, super::retry::Exit::Code(0));
         let unread = succeeded && settle.iter().any(|(i, _)| spent[*i].is_none());
