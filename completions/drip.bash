@@ -59,7 +59,7 @@ _drip() {
 
     case "${cmd}" in
         drip)
-            opts="-r -i -b -c -o -0 -d -q -h -j -k -V --rate --byte-rate --cost --cost-rate --budget --budget-exhausted --interval --burst --schedule --ramp --capacity --capacity-bytes --overflow --null --delimiter --max-record --oversize --max-wait --dead-letter --drain --stats --stats-json --stats-interval --metrics --name --no-control --key --field-separator --key-rate --key-capacity --max-keys --progress --quiet --share --share-on-error --share-peers --share-jobs --help --exec --jobs --record-on-stdin --retries --retry-on --overload-on --backoff --timeout --deadline --adapt --joblog --resume --no-quota-pacing --keep-order --order-window --version ctl take"
+            opts="-r -i -b -c -o -0 -d -q -h -j -k -V --rate --byte-rate --cost --cost-rate --budget --budget-exhausted --interval --burst --schedule --ramp --capacity --capacity-bytes --overflow --null --delimiter --max-record --oversize --max-wait --dead-letter --drain --stats --stats-json --stats-interval --metrics --name --no-control --key --field-separator --key-rate --key-capacity --max-keys --progress --quiet --share --share-on-error --share-peers --share-jobs --help --exec --jobs --record-on-stdin --retries --retry-on --overload-on --backoff --timeout --deadline --adapt --joblog --resume --no-quota-pacing --settle --keep-order --order-window --version ctl take"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -420,6 +420,13 @@ _drip() {
                     fi
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
                         compopt -o filenames
+                    fi
+                    return 0
+                    ;;
+                --settle)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
                     fi
                     return 0
                     ;;

@@ -139,9 +139,13 @@ fn local_limits(config: &Config, origin: i128) -> Limits {
         .map(|b| crate::budget::Counter::new(b.clone(), origin))
         .collect();
     let limits = Limits::new(&config.limits).with_budgets(budgets, config.budget_exhausted);
-    match &config.cost {
+    let limits = match &config.cost {
         Some(cost) => limits.with_cost(cost.clone()),
         None => limits,
+    };
+    match &config.jobs {
+        Some(jobs) if !jobs.settle.is_empty() => limits.with_settling(),
+        _ => limits,
     }
 }
 
@@ -478,7 +482,7 @@ fn sink(
     };
     let rate = (config.records_per_second(), config.delimiter);
     let key = config.key.as_ref().map(|k| k.spec.clone());
-    let budgets = crate::jobs::quota::Budgets::unnamed(config.cost.clone());
+    let budgets = crate::jobs::quota::Budgets::of(config.cost.clone());
     let pool = Pool::new(
         Arc::clone(shared),
         jobs.clone(),

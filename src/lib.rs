@@ -39,6 +39,7 @@ mod rate;
 mod reader;
 mod scan;
 mod schedule;
+mod settle;
 mod shared;
 mod shutdown;
 mod stalls;

@@ -103,6 +103,18 @@ pub struct Position {
     k: u128,
 }
 
+impl Position {
+    /// A schedule whose theoretical arrival time is `now`, no slot taken
+    /// since: where a schedule of the records after one leaving at `now`
+    /// starts.
+    pub fn at(now: u64) -> Position {
+        Position {
+            anchor: Some(now),
+            k: 0,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Limit {
     count: u128,
@@ -486,6 +498,47 @@ impl Pacer {
         let n = self.allowed(now, available);
         self.commit(now, n);
         n
+    }
+
+    /// Where a schedule standing at `position` stands after `units` more
+    /// slots taken at `now` ([`Pacer::commit`] on a copy).
+    pub fn advanced(&self, position: Position, now: u64, units: u64) -> Position {
+        let mut copy = self.clone();
+        copy.restore(position);
+        copy.commit(now, units);
+        copy.position_now()
+    }
+
+    /// The theoretical arrival time (ns) of a schedule standing at
+    /// `position`: its anchor plus the slots taken (0: never used).
+    pub fn tat_of(&self, position: Position) -> u64 {
+        let (Some(limit), Some(anchor)) = (self.limit, position.anchor) else {
+            return 0;
+        };
+        let k = i128::try_from(position.k).unwrap_or(i128::MAX);
+        let tat = i128::from(anchor).saturating_add(Self::slot_offset(limit, k));
+        u64::try_from(tat.max(0)).unwrap_or(u64::MAX)
+    }
+
+    /// Give back `units` slots at `now` (a record charged more than it
+    /// spent), but never so many that the theoretical arrival time goes
+    /// below `floor`'s ([`Pacer::tat_of`]): the slots taken since by the
+    /// records that left after it stay taken. A schedule rested at `now`
+    /// has nothing to give back.
+    pub fn refund(&mut self, now: u64, units: u64, floor: Position) {
+        let Some(limit) = self.limit else {
+            return;
+        };
+        let (anchor, k) = self.position(limit, now);
+        let floor_tat = u128::from(self.tat_of(floor).saturating_sub(anchor));
+        // The fewest slots from the anchor whose arrival time reaches the
+        // floor: ⌈floor · count / period⌉.
+        let least = floor_tat
+            .saturating_mul(limit.count)
+            .div_ceil(limit.period_ns)
+            .min(k);
+        self.anchor = Some(anchor);
+        self.k = k.saturating_sub(u128::from(units)).max(least);
     }
 
     /// The burst as a signed number (it is at most `u64::MAX`).

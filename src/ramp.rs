@@ -233,6 +233,11 @@ impl Schedule for Ramped {
         self.inner.released_by_the_writer()
     }
 
+    fn settle(&mut self, now: u64, record: &[u8], spent: &[Option<u64>]) {
+        let at = self.warped(now);
+        self.inner.settle(at, record, spent);
+    }
+
     fn replace_limits(
         &mut self,
         now: u64,

@@ -171,10 +171,15 @@ impl CostCheck {
     fn first_unreadable(&mut self, seg: &Segment) -> Option<String> {
         for record in seg.records() {
             self.seen += 1;
-            if self.cost.read(record).is_none() {
+            if let Some(name) = self.cost.unreadable(record) {
                 let shown = String::from_utf8_lossy(&record[..record.len().min(60)]);
+                let (flag, which) = if name.is_empty() {
+                    ("--cost".to_string(), String::new())
+                } else {
+                    (format!("--cost {name}"), format!(" {name}"))
+                };
                 return Some(format!(
-                    "--cost: record {} has no cost to read ('{}'); such records cost {}",
+                    "{flag}: record {} has no{which} cost to read ('{}'); such records cost {}",
                     self.seen,
                     shown.trim_end(),
                     crate::cost::UNREADABLE_COST

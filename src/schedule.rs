@@ -21,6 +21,7 @@ use crate::budget::{BudgetView, Counter, Exhausted};
 use crate::cost::Cost;
 use crate::pacer::{slack_for, Pacer};
 use crate::rate::Rate;
+use crate::settle::{record_hash, InFlight};
 
 /// What a limit counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +98,14 @@ pub trait Schedule: fmt::Debug + Send {
     /// How late (ns) a wake-up may be without restarting the schedule: the
     /// least slack of its limits.
     fn slack_ns(&self) -> u64;
+
+    /// A record that left (`record`, its delimiter included or not)
+    /// reported at `now` what it really spent of each cost (`spent`, in the
+    /// order of [`Cost`]'s costs; `None`: its estimate stands): the cost
+    /// limits are given back an overestimate and charged an underestimate
+    /// (`settle.rs`). Only schedules that keep records in flight
+    /// ([`Limits::with_settling`]) settle; others do nothing.
+    fn settle(&mut self, _now: u64, _record: &[u8], _spent: &[Option<u64>]) {}
 
     /// The highest rate in records per second the schedule can reach
     /// (infinite when a limit counts bytes or nothing is limited): the
@@ -288,6 +297,8 @@ pub struct Limits {
     budgets: Vec<Counter>,
     /// What a spent budget does to the records waiting.
     exhausted: Exhausted,
+    /// With `--settle`: the records charged and not settled yet.
+    in_flight: Option<InFlight>,
 }
 
 impl Limits {
@@ -317,6 +328,7 @@ impl Limits {
             last_departure: None,
             budgets: Vec::new(),
             exhausted: Exhausted::Wait,
+            in_flight: None,
         }
     }
 
@@ -344,15 +356,69 @@ impl Limits {
         self
     }
 
-    /// What `record` spends of a limit counting `unit`.
-    fn cost(&self, unit: Unit, record: &[u8]) -> u64 {
-        match unit {
-            Unit::Records => 1,
-            Unit::Bytes => record.len() as u64,
-            Unit::Cost => self
-                .cost
-                .as_ref()
-                .map_or(crate::cost::UNREADABLE_COST, |c| c.of(record)),
+    /// The same limits, keeping the records charged by cost limits in
+    /// flight until they are settled ([`Schedule::settle`]).
+    pub fn with_settling(mut self) -> Limits {
+        self.in_flight = Some(InFlight::default());
+        self
+    }
+
+    /// The cost limits' pacers, in order.
+    fn cost_pacers(&self) -> Vec<&Pacer> {
+        self.limits
+            .iter()
+            .filter(|(u, _)| *u == Unit::Cost)
+            .map(|(_, p)| p)
+            .collect()
+    }
+
+    /// Note the records of a release at `now` in flight: each one's hash
+    /// and what each cost limit charged it (`costs`, one for each limit).
+    fn note_in_flight(&mut self, now: u64, batch: Vec<(u64, Vec<u64>)>) {
+        let Some(mut flight) = self.in_flight.take() else {
+            return;
+        };
+        let is_cost: Vec<bool> = self.limits.iter().map(|(u, _)| *u == Unit::Cost).collect();
+        let batch = batch
+            .into_iter()
+            .map(|(hash, costs)| {
+                let charged = costs
+                    .into_iter()
+                    .zip(&is_cost)
+                    .filter(|(_, &c)| c)
+                    .map(|(w, _)| w)
+                    .collect();
+                (hash, charged)
+            })
+            .collect();
+        flight.left(now, &self.cost_pacers(), batch);
+        self.in_flight = Some(flight);
+    }
+
+    /// What `record` spends of each limit, in `out` (one for each limit):
+    /// 1 for a record limit, its size for a byte limit, and for the `i`-th
+    /// cost limit the costs its budget sums (`cost.rs`; the costs read
+    /// once).
+    fn weigh(&self, record: &[u8], out: &mut [u64]) {
+        let estimates = match &self.cost {
+            Some(cost) if self.limits.iter().any(|(u, _)| *u == Unit::Cost) => {
+                cost.estimates(record)
+            }
+            _ => Vec::new(),
+        };
+        let mut budget = 0;
+        for ((unit, _), w) in self.limits.iter().zip(out) {
+            *w = match unit {
+                Unit::Records => 1,
+                Unit::Bytes => record.len() as u64,
+                Unit::Cost => {
+                    budget += 1;
+                    match &self.cost {
+                        Some(cost) => cost.spend(budget - 1, &estimates),
+                        None => crate::cost::UNREADABLE_COST,
+                    }
+                }
+            };
         }
     }
 
@@ -369,10 +435,9 @@ impl Limits {
         let mut spent = vec![0u64; self.limits.len()];
         let mut costs = vec![0u64; self.limits.len()];
         let mut n = 0;
+        let mut batch = Vec::new();
         for record in records.take(available) {
-            for ((unit, _), cost) in self.limits.iter().zip(&mut costs) {
-                *cost = self.cost(*unit, record);
-            }
+            self.weigh(record, &mut costs);
             let fits = self
                 .limits
                 .iter()
@@ -386,10 +451,17 @@ impl Limits {
                 *budget = budget.saturating_sub(i128::from(cost));
                 *spent += cost;
             }
+            if self.in_flight.is_some() {
+                let body = self.cost.as_ref().map_or(record, |c| c.body(record));
+                batch.push((record_hash(body), costs.clone()));
+            }
             n += 1;
         }
         for ((_, p), units) in self.limits.iter_mut().zip(spent) {
             p.commit(now, units);
+        }
+        if !batch.is_empty() {
+            self.note_in_flight(now, batch);
         }
         n
     }
@@ -456,15 +528,28 @@ impl Schedule for Limits {
         new.cost = self.cost.take();
         new.budgets = std::mem::take(&mut self.budgets);
         new.exhausted = self.exhausted;
+        // The floors stand on the old limits: what is in flight is not
+        // given back (an underestimate is still charged).
+        new.in_flight = self.in_flight.as_ref().map(|_| InFlight::default());
         *self = new;
         Ok(())
     }
 
     fn next_due(&self, record: &[u8]) -> u64 {
+        let (mut few, mut many) = ([0u64; 8], Vec::new());
+        let costs: &mut [u64] = match self.limits.len() {
+            n @ 0..=8 => &mut few[..n],
+            n => {
+                many.resize(n, 0);
+                &mut many
+            }
+        };
+        self.weigh(record, costs);
         let budgets = self.budgets.iter().map(Counter::due).max().unwrap_or(0);
         self.limits
             .iter()
-            .map(|(unit, p)| p.next_due_for(self.cost(*unit, record)))
+            .zip(costs.iter().copied())
+            .map(|((_, p), cost)| p.next_due_for(cost))
             .max()
             .unwrap_or(0)
             .max(budgets)
@@ -472,6 +557,41 @@ impl Schedule for Limits {
 
     fn slack_ns(&self) -> u64 {
         self.slack_ns
+    }
+
+    fn settle(&mut self, now: u64, record: &[u8], spent: &[Option<u64>]) {
+        let (Some(cost), Some(flight)) = (self.cost.as_ref(), self.in_flight.as_mut()) else {
+            return;
+        };
+        let taken = flight.take(record_hash(cost.body(record)));
+        let estimates = cost.estimates(record);
+        let actual: Vec<Option<u64>> = estimates
+            .iter()
+            .enumerate()
+            .map(|(i, e)| spent.get(i).copied().flatten().or(*e))
+            .collect();
+        let mut debits = Vec::new();
+        let mut budget = 0;
+        for (unit, pacer) in &mut self.limits {
+            if *unit != Unit::Cost {
+                continue;
+            }
+            let charged = match &taken {
+                Some(t) => t.charged[budget],
+                None => cost.spend(budget, &estimates),
+            };
+            let real = cost.spend(budget, &actual);
+            if real > charged {
+                pacer.commit(now, real - charged);
+            } else if let Some(t) = taken.as_ref().filter(|_| real < charged) {
+                pacer.refund(now, charged - real, t.floors[budget]);
+            }
+            debits.push(real.saturating_sub(charged));
+            budget += 1;
+        }
+        let mut flight = self.in_flight.take().expect("checked above");
+        flight.raise(now, &self.cost_pacers(), &debits);
+        self.in_flight = Some(flight);
     }
 
     fn records_per_second(&self) -> f64 {
@@ -764,6 +884,39 @@ mod tests {
     fn cost_of_field(n: &str) -> Cost {
         use crate::key::{parse_key, KeySpec};
         Cost::new(KeySpec::new(parse_key(n).unwrap(), None), b'\n')
+    }
+
+    #[test]
+    fn named_costs_spend_each_the_limits_that_name_them() {
+        // in: 10/s burst 10, out: 100/s burst 100, in+out: 60/s burst 100.
+        // Each record spends 10 of in and 50 of out: in lets one a second
+        // through, out two, in+out more than one: in decides.
+        let arg = |s: &str| crate::cost::parse_one_cost(s).unwrap();
+        let cost = Cost::with_budgets(
+            vec![
+                (Some("in".into()), arg("i")),
+                (Some("out".into()), arg("o")),
+            ],
+            &[Some("in".into()), Some("out".into()), Some("in+out".into())],
+            None,
+            b'\n',
+        )
+        .unwrap();
+        let limits = [
+            limit("10/s", 10, Unit::Cost),
+            limit("100/s", 100, Unit::Cost),
+            limit("60/s", 100, Unit::Cost),
+        ];
+        let mut s = Limits::new(&limits).with_cost(cost.clone());
+        let record = b"{\"i\":10,\"o\":50}\n";
+        assert_eq!(s.release(0, 5, &mut std::iter::repeat(&record[..])), 1);
+        assert_eq!(s.next_due(record), 1000 * MS, "in decides");
+        // Spending 1 of in and 50 of out: in+out decides (100 burst, 51
+        // each: one at once, the next when 2 more are saved, at 1/30 s).
+        let mut s = Limits::new(&limits).with_cost(cost);
+        let record = b"{\"i\":1,\"o\":50}\n";
+        assert_eq!(s.release(0, 5, &mut std::iter::repeat(&record[..])), 1);
+        assert_eq!(s.next_due(record), 33_333_334, "in+out decides");
     }
 
     #[test]

@@ -368,8 +368,8 @@ fn cost_options_go_together_and_are_not_shared() {
             "invalid regular expression",
         ),
         (
-            &["--cost", "tokens", "--cost-rate", "5/s"],
-            "needs a capture group, such as '\"tokens\": *([0-9]+)', around the cost",
+            &["--cost", "[a-z]+", "--cost-rate", "5/s"],
+            "a regular expression with a group such as '\"tokens\": *([0-9]+)', around the cost",
         ),
     ] {
         usage_error(args).stderr(predicate::str::contains(why));

@@ -344,6 +344,10 @@ fn malformed_schedules_and_ramps_are_usage_errors_on_one_line() {
             "drip: --ramp: not with --share",
         ),
         (
+            vec!["-r", "5/s", "--ramp", "10s", "--budget", "100/day@UTC"],
+            "drip: --ramp: not with --budget",
+        ),
+        (
             vec!["-r", "5/s", "--ramp", "10/s:1s"],
             "drip: --ramp: the start rate 10/s must be below the rate",
         ),

@@ -12,7 +12,7 @@ use clap::{Parser, ValueHint};
 use super::manual::{ENVIRONMENT, EXAMPLES, EXIT_PRECEDENCE, EXIT_STATUSES};
 use crate::bucket::{Overflow, POLICIES};
 use crate::budget::{parse_budget, Budget, Exhausted, EXHAUSTED};
-use crate::cost::parse_cost_arg;
+use crate::cost::{parse_cost_arg, parse_named_cost_rate, parse_settle_arg, CostGiven, Estimate};
 use crate::input::{Oversize, OVERSIZE_POLICIES};
 use crate::jobs::retry::Backoff;
 use crate::jobs::{
@@ -115,25 +115,34 @@ pub struct Cli {
     pub byte_rate: Vec<(Rate, u64)>,
 
     /// Where a record's cost is (tokens, a weight), for --cost-rate: a field
-    /// number (--cost 2; fields split on blanks, or on --field-separator)
-    /// or a regular expression whose first capture group is the cost
-    /// (--cost '"tokens": *([0-9]+)'), in the record without its delimiter.
-    /// A cost is a whole number from 0 to 2^53, blanks around it allowed. A
-    /// record whose cost cannot be read (no such field, no match, not a
-    /// whole number) costs 1 and is still passed on; the first such record
-    /// is named once on stderr. Needs --cost-rate
-    #[arg(long, value_name = "FIELD|REGEX", value_parser = parse_cost_arg, value_hint = ValueHint::Other)]
-    pub cost: Option<KeyArg>,
+    /// number (--cost 2; fields split on blanks, or on --field-separator),
+    /// a regular expression whose first capture group is the cost
+    /// (--cost '"tokens": *([0-9]+)'), or an estimate: terms joined by +,
+    /// each a product (*) of whole numbers, bytes (the record's size) and
+    /// JSON paths into the record (max_tokens, a.b, messages.0; n?1 for 1
+    /// where there is no n), perhaps divided by a whole number and rounded
+    /// up (--cost 'bytes/4+max_tokens*n?1'), in the record without its
+    /// delimiter. A cost is a whole number from 0 to 2^53, blanks around
+    /// it allowed. A record whose cost cannot be read (no such field, no
+    /// match, not a whole number, not JSON) costs 1 and is still passed
+    /// on; the first such record is named once on stderr. NAME=SPEC names
+    /// a cost, spent by the --cost-rate limits that name it; may be given
+    /// once unnamed and once for each name. Needs --cost-rate
+    #[arg(long, value_name = "[NAME=]SPEC", value_parser = parse_cost_arg, value_hint = ValueHint::Other, action = clap::ArgAction::Append)]
+    pub cost: Vec<CostGiven>,
 
     /// Cost per unit of time, as --rate (100000/min, 500/s); a record spends
     /// the cost --cost reads from it, as --byte-rate spends its size.
     /// BURST (default 1) is how much cost may leave back to back; a record
     /// costing more than BURST leaves alone once a full burst is saved, and
     /// the next waits until it is paid for. A record costing 0 waits for no
-    /// cost limit. May be given more than once. With --share, shared as
-    /// the byte rates are (but not beside a --byte-rate). Needs --cost
-    #[arg(long, value_name = "N/UNIT[:BURST]", value_parser = parse_cost_rate_burst, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true)]
-    pub cost_rate: Vec<(Rate, u64)>,
+    /// cost limit. NAME=N/UNIT spends the cost named NAME, NAME+NAME=N/UNIT
+    /// the named costs summed (in+out=40000/min); without a name, the
+    /// unnamed cost. May be given more than once. With --share, shared as
+    /// the byte rates are (but not beside a --byte-rate, and all spending
+    /// the same costs). Needs --cost
+    #[arg(long, value_name = "[NAME=]N/UNIT[:BURST]", value_parser = parse_named_cost_rate, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true)]
+    pub cost_rate: Vec<(Option<String>, Rate, u64)>,
 
     /// A calendar budget: at most N records in each WINDOW (second, minute,
     /// hour, day, week or month) as the clock in ZONE shows it, ZONE a tz
@@ -481,6 +490,19 @@ pub struct JobArgs {
     #[arg(long)]
     pub no_quota_pacing: bool,
 
+    /// After each attempt, what the job really spent of a cost (--cost
+    /// NAME=…, or the unnamed one without NAME=), read from its output: an
+    /// estimate as --cost takes one, its JSON paths into the job's stdout
+    /// (parsed whole, else its last line), such as usage.prompt_tokens, or
+    /// into the file {usage} names in the command, when the job writes it.
+    /// The difference from what the record was charged is settled: an
+    /// overestimate is given back (later records go sooner), an
+    /// underestimate is charged (later records wait). An attempt whose
+    /// output has no such number keeps its estimate (said once on
+    /// stderr). May be given once for each cost. Not with --share
+    #[arg(long, value_name = "[NAME=]SPEC", value_parser = parse_settle_arg, value_hint = ValueHint::Other, action = clap::ArgAction::Append)]
+    pub settle: Vec<(Option<String>, Estimate)>,
+
     /// Write each job's output in input order, whole, whatever order the
     /// jobs end in (stderr is passed on as it comes). Outputs wait for the
     /// records before them; at most --order-window records start ahead of
@@ -710,9 +732,9 @@ mod tests {
         // rate, byte-rate, cost, cost-rate, budget, interval, burst, schedule,
         // ramp, capacity, capacity-bytes, delimiter, max-record, max-wait,
         // stats-interval, share, share-peers, share-jobs; jobs, retries,
-        // retry-on, overload-on, backoff, timeout, deadline, order-window; key,
-        // field-separator, key-rate, key-capacity, max-keys; name.
-        assert_eq!(other, 32);
+        // retry-on, overload-on, backoff, timeout, deadline, order-window,
+        // settle; key, field-separator, key-rate, key-capacity, max-keys; name.
+        assert_eq!(other, 33);
     }
 
     #[test]

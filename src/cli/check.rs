@@ -4,7 +4,7 @@
 
 use super::args::{Cli, JobArgs, TakeArgs};
 use super::config::Config;
-use crate::cost::Cost;
+use crate::cost::{Cost, CostArg};
 use crate::input::Input;
 use crate::jobs::order::DEFAULT_WINDOW;
 use crate::jobs::retry::{Policy, DEFAULT_RETRY_ON};
@@ -89,7 +89,7 @@ fn limits(cli: &Cli) -> Result<Vec<Limit>, clap::Error> {
         burst,
         unit: Unit::Bytes,
     });
-    let costs = cli.cost_rate.iter().map(|&(rate, burst)| Limit {
+    let costs = cli.cost_rate.iter().map(|&(_, rate, burst)| Limit {
         rate,
         burst,
         unit: Unit::Cost,
@@ -123,7 +123,11 @@ fn key_config(
         ([], []) => {
             for (given, flag) in [
                 (
-                    cli.field_separator.is_some() && !matches!(cli.cost, Some(KeyArg::Field(_))),
+                    cli.field_separator.is_some()
+                        && !cli.cost.iter().any(|c| {
+                            matches!(c.whole, Ok(CostArg::Key(KeyArg::Field(_))))
+                                || matches!(c.named, Some((_, CostArg::Key(KeyArg::Field(_)))))
+                        }),
                     "--field-separator: needs --key N or --cost N",
                 ),
                 (cli.key_capacity.is_some(), "--key-capacity: needs --key"),
@@ -396,6 +400,11 @@ fn timed(
             "--ramp: not with --share (the limits are the same for every drip on the state)".into(),
         );
     }
+    if !cli.budget.is_empty() {
+        return usage(
+            "--ramp: not with --budget (a ramp slows the schedule's clock, and a budget's windows are on the wall clock)".into(),
+        );
+    }
     if limits.is_empty() && schedule.is_none() {
         return usage(
             "--ramp: there is no limit to rise to (give --rate, --byte-rate or --cost-rate)".into(),
@@ -431,39 +440,146 @@ fn usage<T>(why: String) -> Result<T, clap::Error> {
     Err(Cli::command().error(clap::error::ErrorKind::ArgumentConflict, why))
 }
 
-/// How a record's cost is read, from `--cost`, `--cost-rate` and
-/// `--field-separator`.
+/// How a record's costs are read, from `--cost`, `--cost-rate` and
+/// `--field-separator`: each cost limit's budget in the order given.
 ///
 /// # Errors
-/// One of `--cost` and `--cost-rate` without the other, `--cost-rate` with
-/// `--share` (cost limits are not shared), or a field separator that is the
-/// record delimiter.
+/// One of `--cost` and `--cost-rate` without the other, a cost given twice,
+/// a cost limit naming a cost there is none of, a cost no limit spends,
+/// `--cost-rate` with `--share` beside `--byte-rate` or spending different
+/// costs, or a field separator that is the record delimiter.
 fn cost_config(cli: &Cli, delimiter: u8) -> Result<Option<Cost>, clap::Error> {
     use clap::CommandFactory;
     let usage =
         |why: &str| Err(Cli::command().error(clap::error::ErrorKind::MissingRequiredArgument, why));
-    let arg = match (&cli.cost, cli.cost_rate.is_empty()) {
-        (None, true) => return Ok(None),
-        (Some(_), true) => {
-            return usage("--cost: needs --cost-rate, the limit the cost is spent on")
-        }
-        (None, false) => return usage("--cost-rate: needs --cost, where a record's cost is"),
-        (Some(arg), false) => arg.clone(),
-    };
+    match (cli.cost.is_empty(), cli.cost_rate.is_empty()) {
+        (true, true) => return Ok(None),
+        (false, true) => return usage("--cost: needs --cost-rate, the limit the cost is spent on"),
+        (true, false) => return usage("--cost-rate: needs --cost, where a record's cost is"),
+        (false, false) => {}
+    }
+    let budgets: Vec<Option<String>> = cli.cost_rate.iter().map(|(n, _, _)| n.clone()).collect();
+    let spent: Vec<&str> = budgets
+        .iter()
+        .flatten()
+        .flat_map(|n| n.split('+'))
+        .collect();
+    let costs = named_costs(cli, &spent)?;
     if !cli.share.is_empty() && !cli.byte_rate.is_empty() {
         return Err(Cli::command().error(
             clap::error::ErrorKind::ArgumentConflict,
             "--cost-rate: with --share, not beside --byte-rate (a shared slot is reserved for one weight: bytes or cost)",
         ));
     }
-    let separator = match arg {
-        KeyArg::Field(_) => cli.field_separator,
-        KeyArg::Pattern(_) => None,
-    };
-    if separator == Some(delimiter) {
+    let separator = cli.field_separator;
+    if separator == Some(delimiter)
+        && costs
+            .iter()
+            .any(|(_, a)| matches!(a, CostArg::Key(KeyArg::Field(_))))
+    {
         return usage("--field-separator: it is the record delimiter, which no field contains");
     }
-    Ok(Some(Cost::new(KeySpec::new(arg, separator), delimiter)))
+    let cost = match Cost::with_budgets(costs, &budgets, separator, delimiter) {
+        Ok(cost) => cost,
+        Err(name) if name.is_empty() => {
+            return usage("--cost-rate: needs --cost, where a record's cost is")
+        }
+        Err(name) => {
+            return usage(&format!(
+                "--cost-rate: spends the cost named {name}; give --cost {name}=SPEC"
+            ))
+        }
+    };
+    for name in cost.names() {
+        let used = match name {
+            Some(n) => spent.contains(&n),
+            None => budgets.iter().any(Option::is_none),
+        };
+        if !used {
+            let (flag, hint) = match name {
+                Some(n) => (format!("--cost {n}=…"), format!("--cost-rate {n}=N/UNIT")),
+                None => ("--cost".to_string(), "--cost-rate N/UNIT".to_string()),
+            };
+            return usage(&format!("{flag}: no limit spends it; give {hint}"));
+        }
+    }
+    if !cli.share.is_empty() && !cost.one_weight() {
+        return Err(Cli::command().error(
+            clap::error::ErrorKind::ArgumentConflict,
+            "--cost-rate: with --share, every cost limit spends the same costs (a shared slot is reserved for one weight)",
+        ));
+    }
+    Ok(Some(cost))
+}
+
+/// What `--settle` reads, for each cost it names (its place among the
+/// costs of `cost`).
+///
+/// # Errors
+/// A cost settled twice, one there is no `--cost` for, or `--settle` with
+/// `--share`.
+fn settle_config(
+    cli: &Cli,
+    cost: Option<&Cost>,
+) -> Result<Vec<(usize, crate::cost::Estimate)>, clap::Error> {
+    let given = &cli.job_args.settle;
+    if given.is_empty() {
+        return Ok(Vec::new());
+    }
+    if !cli.share.is_empty() {
+        return usage(
+            "--settle: not with --share (a shared slot cannot be given back in part)".to_string(),
+        );
+    }
+    let mut settle: Vec<(usize, crate::cost::Estimate)> = Vec::new();
+    for (name, spec) in given {
+        let shown = name.as_deref().map_or(String::new(), |n| format!(" {n}="));
+        let Some(i) = cost.and_then(|c| c.cost_named(name.as_deref())) else {
+            return usage(match name {
+                Some(n) => format!("--settle{shown}…: no cost named {n}; give --cost {n}=SPEC"),
+                None => {
+                    "--settle: no unnamed cost; give --cost SPEC, or --settle NAME=SPEC".to_string()
+                }
+            });
+        };
+        if settle.iter().any(|(j, _)| *j == i) {
+            return usage(format!("--settle{shown}…: given twice for one cost"));
+        }
+        settle.push((i, spec.clone()));
+    }
+    Ok(settle)
+}
+
+/// The costs `--cost` gives, each named when it reads `NAME=SPEC` and a
+/// cost limit spends NAME (`spent`), else unnamed.
+///
+/// # Errors
+/// A cost given twice, or one that reads as neither.
+fn named_costs(cli: &Cli, spent: &[&str]) -> Result<Vec<(Option<String>, CostArg)>, clap::Error> {
+    let mut costs: Vec<(Option<String>, CostArg)> = Vec::new();
+    for given in &cli.cost {
+        let (name, arg) = match (&given.named, &given.whole) {
+            (Some((name, arg)), _) if spent.contains(&name.as_str()) => {
+                (Some(name.clone()), arg.clone())
+            }
+            (_, Ok(arg)) => (None, arg.clone()),
+            (Some((name, _)), Err(_)) => {
+                return usage(format!(
+                    "--cost {name}=…: no limit spends it; give --cost-rate {name}=N/UNIT"
+                ))
+            }
+            (None, Err(why)) => return usage(format!("--cost: {why}")),
+        };
+        if costs.iter().any(|(n, _)| *n == name) {
+            return usage(match name {
+                Some(n) => format!("--cost {n}=…: given twice; a record has one cost of each name"),
+                None => "--cost: given twice; name each (--cost NAME=SPEC) for limits of their own"
+                    .to_string(),
+            });
+        }
+        costs.push((name, arg));
+    }
+    Ok(costs)
 }
 
 /// Keys remembered at most unless `--max-keys` says.
@@ -535,6 +651,13 @@ impl TryFrom<Cli> for Config {
             None => (None, None),
         };
         let cost = cost_config(&cli, delimiter)?;
+        let jobs = match jobs {
+            Some(jobs) => Some(JobConfig {
+                settle: settle_config(&cli, cost.as_ref())?,
+                ..jobs
+            }),
+            None => None,
+        };
         outputs_apart(&cli)?;
         let (schedule, ramp) = timed(&cli, &limits)?;
         let inputs = if cli.files.is_empty() {
@@ -640,6 +763,7 @@ impl JobArgs {
                 .keep_order
                 .then(|| self.order_window.unwrap_or(DEFAULT_WINDOW)),
             share_jobs: None,
+            settle: Vec::new(),
         }))
     }
 
@@ -659,6 +783,7 @@ impl JobArgs {
             (self.keep_order, "--keep-order"),
             (self.resume.is_some(), "--resume"),
             (self.no_quota_pacing, "--no-quota-pacing"),
+            (!self.settle.is_empty(), "--settle"),
         ]
         .into_iter()
         .find_map(|(given, flag)| given.then_some(flag))
@@ -680,6 +805,33 @@ mod tests {
 
     fn rate(text: &str) -> Rate {
         parse_rate(text).unwrap()
+    }
+
+    #[test]
+    fn a_cost_limit_is_found_by_the_names_it_spends() {
+        let c = config(&[
+            "-r",
+            "5/s",
+            "--cost",
+            "in=bytes/4",
+            "--cost",
+            "out=max_tokens",
+            "--cost-rate",
+            "in=100/s",
+            "--cost-rate",
+            "out=50/s",
+            "--cost-rate",
+            "in+out=120/s",
+        ])
+        .unwrap();
+        let place = |name: Option<&str>| c.cost_limit(name).map(|(i, l)| (i, l.rate));
+        assert_eq!(place(Some("in")), Some((1, rate("100/s"))));
+        assert_eq!(place(Some("out")), Some((2, rate("50/s"))));
+        assert_eq!(place(Some("out+in")), Some((3, rate("120/s"))));
+        assert_eq!(place(None), None);
+        let c = config(&["--cost", "2", "--cost-rate", "100/s"]).unwrap();
+        assert_eq!(c.cost_limit(None).map(|(i, _)| i), Some(0));
+        assert!(c.cost_limit(Some("in")).is_none());
     }
 
     #[test]

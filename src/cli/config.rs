@@ -94,6 +94,21 @@ impl Config {
             .fold(f64::INFINITY, f64::min)
     }
 
+    /// The cost limit that spends the costs `name` names (`in`, `out`,
+    /// `in+out` in any order; `None`: the unnamed cost), and its place in
+    /// `limits`: the budget a server's "tokens remaining" paces (OpenAI's
+    /// `-tokens`: `in+out` or the unnamed one; Anthropic's
+    /// `-input-tokens`: `in`, `-output-tokens`: `out`). `None` when no
+    /// cost limit spends just those costs.
+    pub fn cost_limit(&self, name: Option<&str>) -> Option<(usize, &Limit)> {
+        let budget = self.cost.as_ref()?.budget(name)?;
+        self.limits
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.unit == Unit::Cost)
+            .nth(budget)
+    }
+
     fn with_inputs(mut self, inputs: Vec<Input>) -> Config {
         self.inputs = inputs;
         self

@@ -21,8 +21,9 @@ pub const KILL_GRACE: Duration = Duration::from_secs(1);
 
 /// The command line for `record` (delimiter excluded): every `{}` in an
 /// argument is replaced by the record, every `{headers}` by the path of
-/// the headers file (`headers`); without any `{}`, the record is appended
-/// as the last argument (unless it goes on stdin).
+/// the headers file (`headers`), every `{usage}` by the path of the usage
+/// file ([`usage_file`]); without any `{}`, the record is appended as the
+/// last argument (unless it goes on stdin).
 pub fn command_line(
     template: &[String],
     record: &[u8],
@@ -30,11 +31,14 @@ pub fn command_line(
     on_stdin: bool,
 ) -> Vec<OsString> {
     let substituted = template.iter().any(|a| a.contains("{}"));
-    let headers = headers.to_string_lossy();
+    let usage = usage_file(headers);
+    let (headers, usage) = (headers.to_string_lossy(), usage.to_string_lossy());
     let mut argv: Vec<OsString> = template
         .iter()
         .map(|arg| {
-            let arg = arg.replace("{headers}", &headers);
+            let arg = arg
+                .replace("{headers}", &headers)
+                .replace("{usage}", &usage);
             let mut out = Vec::with_capacity(arg.len());
             let mut parts = arg.as_bytes();
             while let Some(at) = find(parts, b"{}") {
@@ -50,6 +54,26 @@ pub fn command_line(
         argv.push(OsString::from_vec(record.to_vec()));
     }
     argv
+}
+
+/// The usage file beside the headers file `headers`: where a job may
+/// write what it spent (`{usage}`, read by `--settle`).
+pub fn usage_file(headers: &Path) -> std::path::PathBuf {
+    let mut name = headers.as_os_str().to_owned();
+    name.push(".usage");
+    name.into()
+}
+
+/// The text of the usage file beside `headers`, when the job wrote one of
+/// at most `most` bytes; removed after reading.
+pub fn take_usage(headers: &Path, most: u64) -> Option<Vec<u8>> {
+    let path = usage_file(headers);
+    let meta = std::fs::symlink_metadata(&path).ok()?;
+    let text = (meta.is_file() && meta.len() <= most)
+        .then(|| std::fs::read(&path).ok())
+        .flatten();
+    let _ = std::fs::remove_file(&path);
+    text
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
@@ -114,6 +138,19 @@ impl Files {
                 None
             },
         })
+    }
+
+    /// The attempt's stdout as it stands, when at most `most` bytes (it
+    /// is not moved: passing it on still passes it all).
+    pub fn stdout_text(&self, most: u64) -> Option<Vec<u8>> {
+        use std::os::unix::fs::FileExt;
+        let len = self.stdout.metadata().ok()?.len();
+        if len > most {
+            return None;
+        }
+        let mut text = vec![0u8; usize::try_from(len).ok()?];
+        self.stdout.read_exact_at(&mut text, 0).ok()?;
+        Some(text)
     }
 
     /// Put `record` on the next job's stdin (with the record on stdin).
@@ -508,6 +545,26 @@ mod tests {
             strings(&command_line(&t, b"r", Path::new("/t/h"), false)),
             ["curl", "-D", "/t/h", "r"]
         );
+        let t: Vec<String> = ["job", "--usage={usage}", "{}"].map(String::from).to_vec();
+        assert_eq!(
+            strings(&command_line(&t, b"r", Path::new("/t/h"), false)),
+            ["job", "--usage=/t/h.usage", "r"]
+        );
+    }
+
+    #[test]
+    fn a_usage_file_is_read_once_and_only_when_regular_and_small() {
+        let dir = tempfile::tempdir().unwrap();
+        let headers = dir.path().join("7");
+        assert_eq!(take_usage(&headers, 100), None);
+        std::fs::write(usage_file(&headers), b"{\"n\":3}").unwrap();
+        assert_eq!(
+            take_usage(&headers, 100).as_deref(),
+            Some(&b"{\"n\":3}"[..])
+        );
+        assert_eq!(take_usage(&headers, 100), None, "removed once read");
+        std::fs::write(usage_file(&headers), [b' '; 200]).unwrap();
+        assert_eq!(take_usage(&headers, 100), None, "too large");
     }
 
     #[test]

@@ -479,6 +479,10 @@ impl Schedule for Gate {
         self.inner.slack_ns()
     }
 
+    fn settle(&mut self, now: u64, record: &[u8], spent: &[Option<u64>]) {
+        self.inner.settle(now, record, spent);
+    }
+
     fn replace_limits(
         &mut self,
         now: u64,

@@ -19,6 +19,9 @@ use super::retry::{parse_headers, Exit, Verdict};
 use super::{ExecError, JobFate};
 use crate::bucket::Segment;
 
+/// The most of a job's stdout read to settle its cost (bytes).
+const SETTLE_MOST: u64 = 1 << 20;
+
 /// After an attempt: the record is done, or tried again at a time (ns).
 enum Step {
     Done(JobFate),
@@ -93,6 +96,7 @@ impl Pool {
                 Err(fate) => return fate,
             };
             let files = files.as_mut().expect("the attempt ran with them");
+            self.settle_cost(number, (bytes, &headers), files, &ended);
             let step = self.judge(
                 &who,
                 n,
@@ -209,6 +213,42 @@ impl Pool {
         let status = response.map(|r| r.status);
         self.log(who, n, ended, status, (&step, verdict));
         step
+    }
+
+    /// With `--settle`: what attempt of record `number` (`record`, its
+    /// delimiter included) that ended as `ended` really spent, read from
+    /// the usage file it wrote beside its headers file (`{usage}`), else
+    /// from its stdout in `files`, settled on the cost limits (an
+    /// overestimate given back, an underestimate charged); the writer is
+    /// woken, as records may go sooner. A successful attempt whose output
+    /// has no such number keeps its estimate, said once on stderr.
+    fn settle_cost(
+        &self,
+        number: u64,
+        (record, headers): (&[u8], &Path),
+        files: &Files,
+        ended: &Ended,
+    ) {
+        let settle = &self.cfg.settle;
+        let Some(costs) = settle.iter().map(|(i, _)| i + 1).max() else {
+            return;
+        };
+        let output = attempt::take_usage(headers, SETTLE_MOST)
+            .or_else(|| files.stdout_text(SETTLE_MOST))
+            .unwrap_or_default();
+        let spent = crate::cost::spent_from(settle, costs, &output);
+        let succeeded = matches!(ended.exit, super::retry::Exit::Code(0));
+        let unread = succeeded && settle.iter().any(|(i, _)| spent[*i].is_none());
+        if unread && !self.settle_unread.swap(true, Ordering::Relaxed) && !self.cfg.quiet {
+            eprintln!(
+                "drip: --settle: the output of record {number} has no number to settle; its estimate stands (said once)"
+            );
+        }
+        let mut st = self.shared.lock();
+        let now = self.shared.clock.now();
+        st.adm.schedule_mut().settle(now, record, &spent);
+        drop(st);
+        self.shared.data_ready.notify_all();
     }
 
     /// Whom an overload of `record` (its delimiter included) holds back:

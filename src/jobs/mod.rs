@@ -86,6 +86,9 @@ pub struct JobConfig {
     /// `--share-jobs N`: at most N jobs at once across every drip on the
     /// shared NAME (where, and N).
     pub share_jobs: Option<(crate::shared::Target, u64)>,
+    /// `--settle`: each cost settled (its place among `--cost`'s costs)
+    /// and the estimate read from a job's output for it.
+    pub settle: Vec<(usize, crate::cost::Estimate)>,
 }
 
 /// The wait before a retry unless `--backoff` says otherwise.

@@ -74,6 +74,8 @@ pub(crate) struct Pool {
     pub(super) headers_passed_over: AtomicBool,
     /// `--share-jobs`: the job leases shared with the other drips.
     pub(super) share_jobs: Option<Arc<SharedJobs>>,
+    /// An output with no number to settle (`--settle`) was said on stderr.
+    pub(super) settle_unread: AtomicBool,
 }
 
 impl std::fmt::Debug for Pool {
@@ -136,6 +138,7 @@ impl Pool {
             quota_malformed: AtomicBool::new(false),
             headers_passed_over: AtomicBool::new(false),
             share_jobs,
+            settle_unread: AtomicBool::new(false),
             cfg,
             rate,
             delimiter,

@@ -454,43 +454,72 @@ impl Tokens {
 
 /// The cost budgets a record spends, each by its name, and how a record's
 /// cost on it is read: the providers' token families pace the budget
-/// their tokens count. The one place a budget's name meets a cost reader:
-/// without named costs, the unnamed `--cost` ("") is the only one.
+/// their tokens count. The one place a budget's name meets a cost reader.
 #[derive(Debug, Clone, Default)]
-pub struct Budgets(Vec<(Box<str>, Cost)>);
+pub struct Budgets {
+    /// How a record's costs are read (none without `--cost`).
+    cost: Option<Cost>,
+    /// Each cost limit's name (`""`: the unnamed one), in the order given.
+    names: Vec<Box<str>>,
+}
 
 impl Budgets {
-    /// The unnamed budget of `--cost` (none without it).
-    pub fn unnamed(cost: Option<Cost>) -> Budgets {
-        Budgets(cost.into_iter().map(|c| (Box::from(""), c)).collect())
+    /// The budgets of `--cost` and the `--cost-rate` limits `cost` knows
+    /// (none without it): with no named cost, the one unnamed budget.
+    pub fn of(cost: Option<Cost>) -> Budgets {
+        let names = match &cost {
+            None => Vec::new(),
+            Some(c) if c.budgets() == 0 => vec![Box::from("")],
+            Some(c) => c
+                .budget_names()
+                .map(|n| Box::from(n.unwrap_or("")))
+                .collect(),
+        };
+        Budgets { cost, names }
     }
 
     /// The budget a token family counting `family` ([`IN`], [`OUT`],
-    /// [`IN_OUT`]) paces: the budget of that name, else for [`IN_OUT`]
-    /// the unnamed one (a record's whole cost). `None`: no such budget, and
-    /// the family paces nothing.
+    /// [`IN_OUT`]) paces: the budget of that name (`in+out` in either
+    /// order), else for [`IN_OUT`] the unnamed one (a record's whole
+    /// cost). `None`: no such budget, and the family paces nothing.
     pub fn paced_by(&self, family: &str) -> Option<&str> {
-        let named = |name: &str| self.0.iter().find(|(n, _)| &**n == name).map(|(n, _)| &**n);
-        named(family).or_else(|| (family == IN_OUT).then(|| named("")).flatten())
+        let cost = self.cost.as_ref()?;
+        let place = if cost.budgets() == 0 {
+            (family == IN_OUT && cost.cost_named(None).is_some()).then_some(0)
+        } else {
+            cost.budget(Some(family))
+                .or_else(|| (family == IN_OUT).then(|| cost.budget(None)).flatten())
+        };
+        self.names.get(place?).map(|n| &**n)
     }
 
     /// What `record` (with or without its delimiter) costs on `budget` (0
     /// on a budget it does not know).
     pub fn cost(&self, budget: &str, record: &[u8]) -> u64 {
-        self.0
-            .iter()
-            .find(|(n, _)| &**n == budget)
-            .map_or(0, |(_, c)| c.of(record))
+        let (Some(cost), Some(place)) =
+            (&self.cost, self.names.iter().position(|n| &**n == budget))
+        else {
+            return 0;
+        };
+        cost.spend(place, &cost.estimates(record))
     }
 
     /// What `record` costs on each budget.
-    pub fn costs<'a>(&'a self, record: &[u8]) -> Vec<(&'a str, u64)> {
-        self.0.iter().map(|(n, c)| (&**n, c.of(record))).collect()
+    pub fn costs(&self, record: &[u8]) -> Vec<(&str, u64)> {
+        let Some(cost) = &self.cost else {
+            return Vec::new();
+        };
+        let estimates = cost.estimates(record);
+        self.names
+            .iter()
+            .enumerate()
+            .map(|(place, name)| (&**name, cost.spend(place, &estimates)))
+            .collect()
     }
 
     /// Whether there is no budget.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.names.is_empty()
     }
 }
 
@@ -940,16 +969,30 @@ mod tests {
             crate::key::KeySpec::new(crate::key::parse_key("2").unwrap(), None),
             b'\n',
         );
-        let unnamed = Budgets::unnamed(Some(cost.clone()));
+        let unnamed = Budgets::of(Some(cost));
         assert_eq!(unnamed.paced_by(IN_OUT), Some(""));
         assert_eq!(unnamed.paced_by(IN), None);
         assert_eq!(unnamed.paced_by(OUT), None);
         assert_eq!(unnamed.cost("", b"a 40\n"), 40);
         assert_eq!(unnamed.cost(IN, b"a 40\n"), 0);
         assert_eq!(unnamed.costs(b"a 40"), [("", 40)]);
-        let named = Budgets(vec![(IN.into(), cost.clone()), (IN_OUT.into(), cost)]);
+        let field = |f: &str| crate::cost::CostArg::Key(crate::key::parse_key(f).unwrap());
+        let named = Budgets::of(Some(
+            Cost::with_budgets(
+                vec![
+                    (Some(IN.into()), field("2")),
+                    (Some(OUT.into()), field("3")),
+                ],
+                &[Some(IN.into()), Some("out+in".into())],
+                None,
+                b'\n',
+            )
+            .unwrap(),
+        ));
         assert_eq!(named.paced_by(IN), Some(IN));
-        assert_eq!(named.paced_by(IN_OUT), Some(IN_OUT));
+        assert_eq!(named.paced_by(IN_OUT), Some("out+in"));
+        assert_eq!(named.cost("out+in", b"a 40 2\n"), 42);
+        assert_eq!(named.costs(b"a 40 2"), [(IN, 40), ("out+in", 42)]);
         assert_eq!(named.paced_by(OUT), None);
     }
 }

@@ -2,6 +2,8 @@
 //! environment.
 #![allow(dead_code)]
 
+pub mod llm;
+
 use std::io::Read;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

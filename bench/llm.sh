@@ -1,0 +1,15 @@
+#!/bin/sh
+# Token-metered API batches: 300 chat requests through drip against the
+# loopback LLM-like server of tests/common/llm.rs (5 s windows of 500
+# requests, 40,000 prompt and 40,000 completion tokens; max_tokens 1000,
+# completions a quarter of it on average), settled from usage, and the
+# same 300 on estimates alone. Prints, for each, the requests answered,
+# the 429s, the tokens and the share of the output tokens the windows
+# allowed from the first answer to the last.
+#
+#   sh bench/llm.sh [REQUESTS]
+set -eu
+n=${1:-300}
+cd "$(dirname "$0")/.."
+DRIP_LLM_REQUESTS=$n DRIP_LLM_ESTIMATED=$n \
+  cargo test --test llm_api -- --nocapture 2>&1 | grep -E '^(settled|estimated):|^test result'

@@ -1,0 +1,302 @@
+//! Several named costs (`--cost NAME=SPEC`, `--cost-rate NAME=…`, a sum
+//! `in+out=…`), costs estimated from the record (JSON paths, its size),
+//! and settlement after the job (`--settle`), as a user runs them.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{command, drip, last_json};
+use predicates::prelude::*;
+
+/// Run drip with `args` on `input`; its output and how long its records
+/// took from the first to the last (`span_ms`, drip's own clock).
+fn span(args: &[&str], input: &str) -> (String, f64) {
+    let dir = tempfile::tempdir().unwrap();
+    let stats = dir.path().join("stats.json");
+    let mut all = vec!["-q", "--stats-json", stats.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let out = drip(&all).write_stdin(input).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let span = last_json(&stats)["span_ms"].as_f64().unwrap();
+    (String::from_utf8(out.stdout).unwrap(), span)
+}
+
+#[test]
+fn each_named_cost_spends_the_limits_that_name_it() {
+    // 10 of in and 50 of out a record: in at 1000/s lets them all go at
+    // once, out at 100/s (burst 100) two at once and then one every 500
+    // ms: the fourth at 1 s.
+    let input = "{\"i\":10,\"o\":50}\n".repeat(4);
+    let args = [
+        "--cost",
+        "in=i",
+        "--cost",
+        "out=o",
+        "--cost-rate",
+        "in=1000/s:100",
+        "--cost-rate",
+        "out=100/s:100",
+    ];
+    let (out, ms) = span(&args, &input);
+    assert_eq!(out, input);
+    assert!(ms >= 950.0, "out was not spent: {ms} ms");
+    // With out loose, the same records leave at once.
+    let mut loose = args;
+    loose[7] = "out=100000/s:100";
+    let (_, ms) = span(&loose, &input);
+    assert!(ms < 900.0, "in held them back: {ms} ms");
+}
+
+#[test]
+fn a_sum_of_named_costs_spends_each_of_them() {
+    // 30 + 20 = 50 a record of in+out at 100/s, burst 100: the fourth
+    // leaves at 1 s.
+    let input = "{\"i\":30,\"o\":20}\n".repeat(4);
+    let args = [
+        "--cost",
+        "in=i",
+        "--cost",
+        "out=o",
+        "--cost-rate",
+        "in+out=100/s:100",
+    ];
+    let (_, ms) = span(&args, &input);
+    assert!(ms >= 950.0, "in+out spent less than 50 a record: {ms} ms");
+}
+
+#[test]
+fn a_cost_is_estimated_from_json_paths_and_the_records_size() {
+    // {"max_tokens":40,"n":2}: 23 bytes, so 6 + 40 × 2 = 86 a record at
+    // 100/s, burst 100: the second leaves at 0.72 s, the third at 1.58 s.
+    let input = "{\"max_tokens\":40,\"n\":2}\n".repeat(3);
+    let args = [
+        "--cost",
+        "bytes/4 + max_tokens*n?1",
+        "--cost-rate",
+        "100/s:100",
+    ];
+    let (out, ms) = span(&args, &input);
+    assert_eq!(out, input);
+    assert!(ms >= 1500.0, "estimated below 86 a record: {ms} ms");
+    // Without n, it counts 1: 6 + 40 = 46, two at once, the third at 0.38 s.
+    let input = "{\"max_tokens\":40}\n".repeat(3);
+    let (_, ms) = span(&args, &input);
+    assert!((300.0..1200.0).contains(&ms), "{ms} ms");
+}
+
+#[test]
+fn a_record_whose_estimate_cannot_be_read_costs_one_and_is_named_once() {
+    drip(&[
+        "-r",
+        "inf",
+        "--cost",
+        "out=max_tokens",
+        "--cost-rate",
+        "out=1000/s:100",
+    ])
+    .write_stdin("{\"max_tokens\":5}\nnot json\n{}\n")
+    .assert()
+    .success()
+    .stdout("{\"max_tokens\":5}\nnot json\n{}\n")
+    .stderr(
+        predicate::str::contains("drip: --cost out: record 2 has no out cost to read")
+            .and(predicate::str::contains("record 3").not()),
+    );
+}
+
+#[test]
+fn named_costs_and_their_limits_go_together() {
+    for (args, why) in [
+        (
+            &["--cost", "in=a", "--cost-rate", "5/s"][..],
+            "--cost in=…: no limit spends it",
+        ),
+        (
+            &["--cost", "2", "--cost-rate", "in=5/s"],
+            "spends the cost named in; give --cost in=SPEC",
+        ),
+        (
+            &["--cost", "a", "--cost", "b", "--cost-rate", "5/s"],
+            "--cost: given twice",
+        ),
+        (
+            &["--cost", "in=a", "--cost", "in=b", "--cost-rate", "in=5/s"],
+            "--cost in=…: given twice",
+        ),
+        (
+            &["--cost", "2", "--cost-rate", "in+in=5/s"],
+            "a cost named twice",
+        ),
+        (
+            &[
+                "--cost",
+                "in=a",
+                "--cost",
+                "out=b",
+                "--cost-rate",
+                "in=5/s",
+                "--cost-rate",
+                "out=5/s",
+                "--share",
+                "x",
+            ],
+            "every cost limit spends the same costs",
+        ),
+        (
+            &[
+                "--cost",
+                "a",
+                "--cost-rate",
+                "5/s",
+                "--settle",
+                "out=b",
+                "--exec",
+                "true",
+            ],
+            "--settle out=…: no cost named out",
+        ),
+        (
+            &[
+                "--cost",
+                "a",
+                "--cost-rate",
+                "5/s",
+                "--settle",
+                "b",
+                "--share",
+                "x",
+                "--exec",
+                "true",
+            ],
+            "--settle: not with --share",
+        ),
+        (
+            &["--cost", "a", "--cost-rate", "5/s", "--settle", "b"],
+            "--settle: only with --exec",
+        ),
+        (
+            &["--cost", "bytes/0", "--cost-rate", "5/s"],
+            "divide by a whole number from 1",
+        ),
+    ] {
+        drip(args)
+            .write_stdin("x\n")
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(why));
+    }
+}
+
+#[test]
+fn a_regular_expression_that_looks_like_a_name_stays_one_unless_a_limit_spends_the_name() {
+    // tokens=([0-9]+) is the unnamed cost's expression: no limit spends
+    // "tokens".
+    let (_, ms) = span(
+        &["--cost", "tokens=([0-9]+)", "--cost-rate", "100/s:100"],
+        "tokens=50\ntokens=50\ntokens=50\n",
+    );
+    assert!(ms >= 450.0, "{ms} ms");
+}
+
+/// drip running `job` (a shell command) per record of `input`, each
+/// record's cost its `e`, at 100/s with a burst of 100, settled by
+/// `settle` if given; how long the run took.
+fn settled_run(input: &str, job: &str, settle: Option<&str>) -> (Duration, String) {
+    let mut args = vec!["-q", "--cost", "e", "--cost-rate", "100/s:100"];
+    if let Some(s) = settle {
+        args.extend(["--settle", s]);
+    }
+    args.extend(["--exec", "sh", "-c", job]);
+    let start = Instant::now();
+    let mut cmd = command(&args);
+    cmd.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    common::feed(&mut child, input.as_bytes());
+    let (status, out, err) = common::output_of(child);
+    assert_eq!(status, 0, "{err}");
+    let lines = String::from_utf8_lossy(&out).lines().count();
+    assert_eq!(lines, input.lines().count(), "a line of output a record");
+    (start.elapsed(), err)
+}
+
+#[test]
+fn an_overestimate_settled_from_the_jobs_output_lets_the_next_records_go_sooner() {
+    // Each record estimated at 100 (the burst) at 100/s: one a second.
+    // The job reports 1: given back, they all go within a fraction of it.
+    let input = "{\"e\":100}\n".repeat(6);
+    let job = "echo '{\"usage\":{\"total\":1}}'";
+    let (alone, _) = settled_run(&input, job, None);
+    assert!(alone >= Duration::from_millis(4900), "{alone:?}");
+    common::until_judged(3, Duration::from_secs(60), || {
+        let (settled, _) = settled_run(&input, job, Some("usage.total"));
+        (settled > Duration::from_millis(2500)).then(|| format!("settled in {settled:?}"))
+    });
+}
+
+#[test]
+fn an_output_without_the_number_keeps_the_estimate_and_is_said_once() {
+    let input = "{\"e\":100}\n".repeat(3);
+    let (took, err) = settled_run(&input, "echo hello", Some("usage.total"));
+    assert!(took >= Duration::from_millis(1900), "{took:?}");
+    assert_eq!(err.matches("no number to settle").count(), 0, "-q: {err}");
+    let out = command(&[
+        "--cost",
+        "e",
+        "--cost-rate",
+        "1000/s:100",
+        "--settle",
+        "usage.total",
+        "--exec",
+        "echo",
+        "hello",
+    ])
+    .stdin(common::temp_file(input.as_bytes()).reopen().unwrap())
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.matches("drip: --settle: the output of record").count(),
+        1,
+        "{err}"
+    );
+}
+
+#[test]
+fn what_a_job_spent_is_read_from_the_usage_file_it_writes() {
+    // The job's stdout says nothing; it writes 1 to {usage}: given back,
+    // the six records estimated at 100 go within a fraction of 5 s.
+    let input = "{\"e\":100}\n".repeat(6);
+    common::until_judged(3, Duration::from_secs(60), || {
+        let args = [
+            "-q",
+            "--cost",
+            "e",
+            "--cost-rate",
+            "100/s:100",
+            "--settle",
+            "spent",
+            "--exec",
+            "sh",
+            "-c",
+            "echo '{\"spent\":1}' > \"$1\"; echo done",
+            "sh",
+            "{usage}",
+        ];
+        let start = Instant::now();
+        let out = command(&args)
+            .stdin(common::temp_file(input.as_bytes()).reopen().unwrap())
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "done\n".repeat(6));
+        let took = start.elapsed();
+        (took > Duration::from_millis(2500)).then(|| format!("settled in {took:?}"))
+    });
+}
