@@ -131,12 +131,20 @@ fn input_size(inputs: &[Input]) -> Option<u64> {
 
 /// The local schedule for `config`'s limits, costs read as `--cost` says,
 /// with its `--budget`s counted on the wall clock whose reading at the
-/// schedule's 0 is `origin` (ns since the Unix epoch).
-fn local_limits(config: &Config, origin: i128) -> Limits {
+/// schedule's 0 is `origin` (ns since the Unix epoch), each through its
+/// book in `books` when `--share`d.
+fn local_limits(config: &Config, origin: i128, books: &[Arc<shared::budget::Book>]) -> Limits {
     let budgets = config
         .budgets
         .iter()
-        .map(|b| crate::budget::Counter::new(b.clone(), origin))
+        .enumerate()
+        .map(|(i, b)| {
+            let counter = crate::budget::Counter::new(b.clone(), origin);
+            match books.get(i) {
+                Some(book) => counter.shared(Arc::clone(book) as _),
+                None => counter,
+            }
+        })
         .collect();
     let limits = Limits::new(&config.limits).with_budgets(budgets, config.budget_exhausted);
     match &config.cost {
@@ -152,7 +160,7 @@ fn shared_state(
     config: &Config,
     out_fd: Option<std::os::fd::OwnedFd>,
     gate: Option<Arc<GateControl>>,
-    give_up: &mut dyn FnMut() -> bool,
+    (give_up, books): (&mut dyn FnMut() -> bool, &mut Vec<Arc<shared::budget::Book>>),
 ) -> Result<(Arc<Shared>, Option<shared::Handle>)> {
     let origin = Instant::now();
     // The wall clock at `origin`, where the budgets' windows are found.
@@ -167,13 +175,18 @@ fn shared_state(
                 (config.key.as_ref(), config.cost.as_ref()),
                 origin,
             )?;
+            *books = config
+                .budgets
+                .iter()
+                .map(|b| shared::budget::start(share, b))
+                .collect::<Result<_>>()?;
             let schedule: Box<dyn Schedule> = match opened.schedule {
                 Some(schedule) => Box::new(schedule),
-                None => Box::new(local_limits(config, wall)),
+                None => Box::new(local_limits(config, wall, books)),
             };
             (schedule, opened.keys, Some(opened.handle))
         }
-        None => (Box::new(local_limits(config, wall)), None, None),
+        None => (Box::new(local_limits(config, wall, &[])), None, None),
     };
     if let Some(gate) = gate {
         schedule = Box::new(Gate::new(schedule, gate));
@@ -290,7 +303,18 @@ fn run_watching(
     // Running jobs, the reader never writes to stdout itself.
     let out_fd = out_fd.filter(|_| config.jobs.is_none());
     let gate = gate(&config);
-    let (shared, mut share) = shared_state(&config, out_fd, gate.clone(), &mut give_up)?;
+    let mut books = Vec::new();
+    let (shared, mut share) =
+        shared_state(&config, out_fd, gate.clone(), (&mut give_up, &mut books))?;
+    for book in &books {
+        let shared = Arc::downgrade(&shared);
+        book.set_wake(Arc::new(move || {
+            if let Some(shared) = shared.upgrade() {
+                let _st = shared.lock();
+                shared.data_ready.notify_all();
+            }
+        }));
+    }
     if let Some(share) = &share {
         share.set_notify(notify_from_share(&shared));
         let _ = shared.share.set(share.counters());

@@ -17,6 +17,7 @@
 //! waits on the network. [`open`] wires them; [`target`] parses the flags.
 
 pub mod file;
+pub mod budget;
 pub mod gcra;
 pub mod keeper;
 pub mod keys;
