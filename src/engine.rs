@@ -134,7 +134,23 @@ fn input_size(inputs: &[Input]) -> Option<u64> {
 /// schedule's 0 is `origin` (ns since the Unix epoch), each through its
 /// book in `books` when `--share`d.
 fn local_limits(config: &Config, origin: i128, books: &[Arc<shared::budget::Book>]) -> Limits {
-    let budgets = config
+    let budgets = counters(config, origin, books);
+    let limits = Limits::new(&config.limits).with_budgets(budgets, config.budget_exhausted);
+    match &config.cost {
+        Some(cost) => limits.with_cost(cost.clone()),
+        None => limits,
+    }
+}
+
+/// The counters of `config`'s `--budget`s on the wall clock whose reading
+/// at the schedule's 0 is `origin` (ns since the Unix epoch), each through
+/// its book in `books` when `--share`d.
+fn counters(
+    config: &Config,
+    origin: i128,
+    books: &[Arc<shared::budget::Book>],
+) -> Vec<crate::budget::Counter> {
+    config
         .budgets
         .iter()
         .enumerate()
@@ -145,12 +161,7 @@ fn local_limits(config: &Config, origin: i128, books: &[Arc<shared::budget::Book
                 None => counter,
             }
         })
-        .collect();
-    let limits = Limits::new(&config.limits).with_budgets(budgets, config.budget_exhausted);
-    match &config.cost {
-        Some(cost) => limits.with_cost(cost.clone()),
-        None => limits,
-    }
+        .collect()
 }
 
 /// The shared state for `config`: admission over the configured limits
@@ -181,7 +192,12 @@ fn shared_state(
                 .map(|b| shared::budget::start(share, b))
                 .collect::<Result<_>>()?;
             let schedule: Box<dyn Schedule> = match opened.schedule {
-                Some(schedule) => Box::new(schedule),
+                Some(schedule) if books.is_empty() => Box::new(schedule),
+                Some(schedule) => Box::new(crate::budgeted::Budgeted::new(
+                    Box::new(schedule),
+                    counters(config, wall, books),
+                    config.budget_exhausted,
+                )),
                 None => Box::new(local_limits(config, wall, books)),
             };
             (schedule, opened.keys, Some(opened.handle))

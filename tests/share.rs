@@ -2841,3 +2841,113 @@ fn two_drips_give_back_expired_records_slots_through_redis() {
         redis.share(&format!("expiry-two-{attempt}"))
     });
 }
+
+/// Run `n` drips with `args`, each sending `records` records tagged with
+/// its number, each read by a timestamping reader of one clock; returns
+/// each drip's lines and the wall-clock times they were read at (s since
+/// the Unix epoch).
+fn wall_lines_of_each(
+    n: usize,
+    records: usize,
+    args: &[&str],
+    runtime: &Path,
+) -> Vec<Vec<(f64, String)>> {
+    let start = Instant::now();
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let readers: Vec<_> = (0..n)
+        .map(|i| {
+            let input: String = (1..=records).map(|r| format!("{i}-{r}\n")).collect();
+            let mut child = drip_with_input(args, input, runtime);
+            thread::spawn(move || {
+                let lines = timed_lines(&mut child, start);
+                let status = wait_for(&mut child, Duration::from_secs(60));
+                assert!(status.success(), "drip {i}: {status}");
+                lines
+                    .into_iter()
+                    .map(|(t, l)| (wall + t, l))
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    readers.into_iter().map(|r| r.join().unwrap()).collect()
+}
+
+/// Two drips of 60 records each on one `--budget 20/second@UTC` shared
+/// under one NAME: every record written, in order, and never more than 20
+/// of the two together read in any wall-clock second (alone, each would
+/// send 20 a second). A run with a record read late in its second (past
+/// 0.8 s, after the first second; records leave as their window opens) is
+/// not judged: the
+/// machine held the writer or the reader back, and a record of the second
+/// before may have been read in it.
+fn two_drips_share_one_budget(share: &str, rate: Option<&str>) {
+    common::until_judged(4, Duration::from_secs(90), || {
+        let runtime = tempfile::tempdir().unwrap();
+        let mut args = vec!["--budget", "20/second@UTC", "--share", share, "-q"];
+        if let Some(rate) = rate {
+            args.extend(["-r", rate]);
+        }
+        let each = wall_lines_of_each(2, 60, &args, runtime.path());
+        for (i, lines) in each.iter().enumerate() {
+            let got: Vec<&str> = lines.iter().map(|(_, l)| l.as_str()).collect();
+            let want: Vec<String> = (1..=60).map(|r| format!("{i}-{r}")).collect();
+            assert_eq!(got, want, "drip {i}: every record, in order");
+        }
+        let mut per_second = std::collections::BTreeMap::<i64, usize>::new();
+        let mut late = Vec::new();
+        let first = each.iter().flatten().map(|(t, _)| t.floor()).fold(f64::INFINITY, f64::min);
+        for &(t, _) in each.iter().flatten() {
+            *per_second.entry(t.floor() as i64).or_default() += 1;
+            if t.fract() > 0.8 && t.floor() > first {
+                late.push(format!("{t:.3}"));
+            }
+        }
+        if !late.is_empty() {
+            return Some(format!("records read late in their second: {late:?}"));
+        }
+        assert!(
+            per_second.values().all(|&n| n <= 20),
+            "more than 20 in a second: {per_second:?}"
+        );
+        // 120 records at 20 a second: six seconds at least.
+        assert!(per_second.len() >= 6, "{per_second:?}");
+        None
+    });
+}
+
+#[test]
+fn two_drips_on_one_host_share_one_budget() {
+    let _t = timing_lock();
+    two_drips_share_one_budget("budget-two", None);
+}
+
+#[test]
+fn two_drips_through_redis_share_one_budget() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = timing_lock();
+    let redis = Redis::start();
+    two_drips_share_one_budget(&redis.share("budget-two"), None);
+}
+
+/// The same beside a shared `--rate 30/s` (20 a second paced 33 ms apart,
+/// within the first 0.7 s of each second).
+#[test]
+fn two_drips_on_one_host_share_one_budget_beside_a_shared_rate() {
+    let _t = timing_lock();
+    two_drips_share_one_budget("budget-rate", Some("30/s"));
+}
+
+#[test]
+fn two_drips_through_redis_share_one_budget_beside_a_shared_rate() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = timing_lock();
+    let redis = Redis::start();
+    two_drips_share_one_budget(&redis.share("budget-rate"), Some("30/s"));
+}

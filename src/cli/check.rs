@@ -360,9 +360,6 @@ fn share(cli: &Cli, limits: &[Limit]) -> Result<Option<shared::Share>, clap::Err
     if cli.share.len() > 1 {
         return refuse("--share: given twice; a drip shares its limits under one NAME");
     }
-    if !cli.budget.is_empty() && !cli.share.is_empty() && !limits.is_empty() {
-        return refuse("--budget with --share: not beside a shared --rate, --byte-rate or --cost-rate yet (share the budget alone)");
-    }
     let Some(target) = cli.share.first().cloned() else {
         if cli.share_on_error != shared::OnError::Wait || cli.share_peers != 1 {
             return refuse("--share-on-error and --share-peers need --share");
