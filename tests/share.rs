@@ -2951,3 +2951,99 @@ fn two_drips_through_redis_share_one_budget_beside_a_shared_rate() {
     let redis = Redis::start();
     two_drips_share_one_budget(&redis.share("budget-rate"), Some("30/s"));
 }
+
+/// Run `drip ARGS` to its end on `input`; its status, stdout and stderr.
+fn run_drip_out(args: &[&str], input: String, runtime: &Path) -> (Option<i32>, String, String) {
+    let child = drip_with_input(args, input, runtime);
+    let out = child.wait_with_output().unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+/// The hour of the wall clock (UTC), since the Unix epoch.
+fn utc_hour() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        / 3600
+}
+
+/// A drip started after another spent a shared `--budget 10/hour@UTC`
+/// finds it spent (the count is the state's, not the drip's): under
+/// `--budget-exhausted stop` it writes nothing and exits 5. After
+/// `forget` (a flush of the state), one more drip gets the window's 10
+/// again, and no more: at most N more in the window per flush. A run
+/// across an hour's end is not judged.
+fn a_restarted_drip_finds_the_budget_spent(share: &str, runtime: &Path, forget: &dyn Fn()) {
+    common::until_judged(3, Duration::from_secs(60), || {
+        let hour = utc_hour();
+        let name = format!("{share}-{hour}");
+        let args = [
+            "--budget",
+            "10/hour@UTC",
+            "--budget-exhausted",
+            "stop",
+            "--share",
+            &name,
+        ];
+        let run = || run_drip_out(&args, numbered(1..=15), runtime);
+        let (first, first_out, first_err) = run();
+        let (second, second_out, second_err) = run();
+        forget();
+        let (third, third_out, third_err) = run();
+        if utc_hour() != hour {
+            return Some("an hour's end passed".to_string());
+        }
+        assert_eq!(first, Some(5), "{first_err}");
+        assert_eq!(first_out, numbered(1..=10), "{first_err}");
+        assert_eq!(second, Some(5), "{second_err}");
+        assert_eq!(second_out, "", "the window's count is kept: {second_err}");
+        assert!(second_err.contains("budget 10/hour@UTC spent"), "{second_err}");
+        assert_eq!(third, Some(5), "{third_err}");
+        assert_eq!(third_out, numbered(1..=10), "a flush: 10 more: {third_err}");
+        None
+    });
+}
+
+#[test]
+fn a_restarted_drip_finds_the_shared_budget_spent_on_one_host() {
+    let _t = beside_others();
+    let runtime = tempfile::tempdir().unwrap();
+    let dir = runtime.path().join("drip");
+    a_restarted_drip_finds_the_budget_spent("spent", runtime.path(), &|| {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.to_string_lossy().ends_with(".budget") {
+                std::fs::remove_file(path).unwrap();
+            }
+        }
+    });
+}
+
+#[test]
+fn a_restarted_drip_finds_the_shared_budget_spent_through_redis() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let redis = Redis::start();
+    let runtime = tempfile::tempdir().unwrap();
+    a_restarted_drip_finds_the_budget_spent(&redis.share("spent"), runtime.path(), &|| {
+        // The count is kept under a key naming its window, until a little
+        // past the window's end.
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("drip:{spent-*}:budget:hour@UTC:*")
+            .query(&mut redis.con())
+            .unwrap();
+        assert_eq!(keys.len(), 1, "{keys:?}");
+        let start: i128 = keys[0].rsplit(':').next().unwrap().parse().unwrap();
+        assert_eq!(start % 3_600_000_000_000, 0, "{keys:?}");
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(&keys[0])
+            .query(&mut redis.con())
+            .unwrap();
+        assert!(ttl > 0 && ttl <= 3_610_000, "{ttl}");
+        redis.command(&["FLUSHALL"]);
+    });
+}
