@@ -171,7 +171,10 @@ fn shared_state(
     config: &Config,
     out_fd: Option<std::os::fd::OwnedFd>,
     gate: Option<Arc<GateControl>>,
-    (give_up, books): (&mut dyn FnMut() -> bool, &mut Vec<Arc<shared::budget::Book>>),
+    (give_up, books): (
+        &mut dyn FnMut() -> bool,
+        &mut Vec<Arc<shared::budget::Book>>,
+    ),
 ) -> Result<(Arc<Shared>, Option<shared::Handle>)> {
     let origin = Instant::now();
     // The wall clock at `origin`, where the budgets' windows are found.

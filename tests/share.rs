@@ -2898,7 +2898,11 @@ fn two_drips_share_one_budget(share: &str, rate: Option<&str>) {
         }
         let mut per_second = std::collections::BTreeMap::<i64, usize>::new();
         let mut late = Vec::new();
-        let first = each.iter().flatten().map(|(t, _)| t.floor()).fold(f64::INFINITY, f64::min);
+        let first = each
+            .iter()
+            .flatten()
+            .map(|(t, _)| t.floor())
+            .fold(f64::INFINITY, f64::min);
         for &(t, _) in each.iter().flatten() {
             *per_second.entry(t.floor() as i64).or_default() += 1;
             if t.fract() > 0.8 && t.floor() > first {
@@ -2999,7 +3003,10 @@ fn a_restarted_drip_finds_the_budget_spent(share: &str, runtime: &Path, forget: 
         assert_eq!(first_out, numbered(1..=10), "{first_err}");
         assert_eq!(second, Some(5), "{second_err}");
         assert_eq!(second_out, "", "the window's count is kept: {second_err}");
-        assert!(second_err.contains("budget 10/hour@UTC spent"), "{second_err}");
+        assert!(
+            second_err.contains("budget 10/hour@UTC spent"),
+            "{second_err}"
+        );
         assert_eq!(third, Some(5), "{third_err}");
         assert_eq!(third_out, numbered(1..=10), "a flush: 10 more: {third_err}");
         None

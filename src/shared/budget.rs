@@ -101,7 +101,7 @@ enum Place {
     File(PathBuf),
     /// Redis, one key per window.
     Redis {
-        client: redis::Client,
+        client: Box<redis::Client>,
         con: Option<redis::Connection>,
     },
 }
@@ -301,7 +301,10 @@ impl Keeper {
             match self.place.take(&self.label, (start, end), self.count, more) {
                 Ok((granted, after)) => {
                     if failing && !self.quiet {
-                        eprintln!("drip: --share {}: the shared budget answers again", self.name);
+                        eprintln!(
+                            "drip: --share {}: the shared budget answers again",
+                            self.name
+                        );
                     }
                     failing = false;
                     pause = Duration::from_millis(50);
@@ -351,8 +354,10 @@ pub fn start(share: &Share, budget: &Budget) -> anyhow::Result<Arc<Book>> {
         ),
         Target::Redis { url, name } => (
             Place::Redis {
-                client: redis::Client::open(url.as_str())
-                    .map_err(|e| anyhow::anyhow!("--share {name}: {e}"))?,
+                client: Box::new(
+                    redis::Client::open(url.as_str())
+                        .map_err(|e| anyhow::anyhow!("--share {name}: {e}"))?,
+                ),
                 con: None,
             },
             format!("drip:{{{name}}}:budget:{calendar}"),

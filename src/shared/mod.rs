@@ -16,8 +16,8 @@
 //! back and the backing off, so no call under drip's state lock ever
 //! waits on the network. [`open`] wires them; [`target`] parses the flags.
 
-pub mod file;
 pub mod budget;
+pub mod file;
 pub mod gcra;
 pub mod keeper;
 pub mod keys;
