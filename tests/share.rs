@@ -3054,3 +3054,46 @@ fn a_restarted_drip_finds_the_shared_budget_spent_through_redis() {
         redis.command(&["FLUSHALL"]);
     });
 }
+
+/// A shared budget whose Redis cannot be reached: the records wait for a
+/// grant, under every `--share-on-error` (here `fail`), drip says so once,
+/// and once more when the server answers; then they go.
+#[test]
+fn a_shared_budget_waits_for_its_state_and_says_so() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let runtime = tempfile::tempdir().unwrap();
+    let mut redis = Redis {
+        child: None,
+        port: free_port(),
+        socket: None,
+        tls: None,
+        _dir: tempfile::tempdir().unwrap(),
+    };
+    let share = redis.share("budget-away");
+    let args = [
+        "--budget",
+        "5/second@UTC",
+        "--share",
+        &share,
+        "--share-on-error",
+        "fail",
+    ];
+    let mut child = drip_with_input(&args, numbered(1..=3), runtime.path());
+    thread::sleep(Duration::from_millis(1500));
+    assert!(child.try_wait().unwrap().is_none(), "drip waits");
+    redis.spawn();
+    let status = wait_for(&mut child, Duration::from_secs(20));
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(status.success(), "{status}: {err}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), numbered(1..=3));
+    assert_eq!(
+        err.matches("the shared budget cannot be reached").count(),
+        1,
+        "{err}"
+    );
+    assert!(err.contains("the shared budget answers again"), "{err}");
+}
