@@ -112,6 +112,9 @@ pub trait Allowance: fmt::Debug + Send + Sync {
     /// `[start, end)` (no more than the budget's count); asked again, the
     /// largest total stands.
     fn want(&self, start: i128, end: i128, total: u64);
+    /// The window's count in the shared state, every drip's grants in it,
+    /// as last heard; `None` before any.
+    fn counted(&self, start: i128) -> Option<u64>;
 }
 
 /// With a shared count and nothing granted yet, the writer looks again
@@ -281,9 +284,19 @@ impl Counter {
     /// Where the budget stands at `now`.
     pub fn view(&self, now: u64) -> BudgetView {
         let (left, end) = match self.window {
-            Some((_, end)) if i128::from(now) < end => match self.grant() {
+            Some((start, end)) if i128::from(now) < end => match self.grant() {
                 Some((granted, true)) => (granted.saturating_sub(self.spent), end),
-                _ => (self.budget.count.saturating_sub(self.spent), end),
+                // Of the shared count: what no drip was granted, and what
+                // this one was and has not sent.
+                Some((granted, false)) => {
+                    let counted = self
+                        .shared
+                        .as_ref()
+                        .and_then(|s| s.counted(self.origin + start));
+                    let free = self.budget.count.saturating_sub(counted.unwrap_or(granted));
+                    (free + granted.saturating_sub(self.spent), end)
+                }
+                None => (self.budget.count.saturating_sub(self.spent), end),
             },
             _ => (self.budget.count, self.span_at(i128::from(now)).1),
         };

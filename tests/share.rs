@@ -3097,3 +3097,41 @@ fn a_shared_budget_waits_for_its_state_and_says_so() {
     );
     assert!(err.contains("the shared budget answers again"), "{err}");
 }
+
+/// `--stats` tells what is left of a shared budget's window for every
+/// drip on it: 10 an hour, 3 sent by one drip, 2 by the next: 5 left.
+fn the_summary_tells_the_shared_budget_left(share: &str, runtime: &Path) {
+    common::until_judged(3, Duration::from_secs(30), || {
+        let hour = utc_hour();
+        let name = format!("{share}-{hour}");
+        let args = ["--budget", "10/hour@UTC", "--share", &name, "--stats"];
+        let (first, _, first_err) = run_drip_out(&args, numbered(1..=3), runtime);
+        let (second, out, err) = run_drip_out(&args, numbered(1..=2), runtime);
+        if utc_hour() != hour {
+            return Some("an hour's end passed".to_string());
+        }
+        assert_eq!((first, second), (Some(0), Some(0)), "{first_err}\n{err}");
+        assert_eq!(out, numbered(1..=2));
+        assert!(first_err.contains("7 of 10 left"), "{first_err}");
+        assert!(err.contains("5 of 10 left"), "{err}");
+        None
+    });
+}
+
+#[test]
+fn the_summary_tells_the_shared_budget_left_on_one_host() {
+    let _t = beside_others();
+    let runtime = tempfile::tempdir().unwrap();
+    the_summary_tells_the_shared_budget_left("left", runtime.path());
+}
+
+#[test]
+fn the_summary_tells_the_shared_budget_left_through_redis() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let redis = Redis::start();
+    let runtime = tempfile::tempdir().unwrap();
+    the_summary_tells_the_shared_budget_left(&redis.share("left"), runtime.path());
+}

@@ -39,6 +39,8 @@ struct Slice {
     granted: u64,
     wanted: u64,
     spent: bool,
+    /// The shared count as last heard.
+    counted: Option<u64>,
 }
 
 /// What the writer calls when a grant arrives.
@@ -80,6 +82,10 @@ impl Allowance for Book {
             .windows
             .get(&start)
             .map_or((0, false), |w| (w.granted, w.spent))
+    }
+
+    fn counted(&self, start: i128) -> Option<u64> {
+        self.lock().windows.get(&start).and_then(|w| w.counted)
     }
 
     fn want(&self, start: i128, end: i128, total: u64) {
@@ -312,6 +318,7 @@ impl Keeper {
                         let mut inner = book.lock();
                         if let Some(w) = inner.windows.get_mut(&start) {
                             w.granted += granted;
+                            w.counted = Some(after);
                             w.spent |= granted < more || after >= self.count;
                         }
                         inner.wake.clone()
