@@ -9,6 +9,7 @@
 //! clock's reading then, in ns since the Unix epoch.
 
 use std::fmt;
+use std::sync::Arc;
 
 use jiff::tz::TimeZone;
 
@@ -99,6 +100,27 @@ impl std::str::FromStr for Exhausted {
     }
 }
 
+/// A budget's count kept elsewhere, for every drip on one `--share` NAME
+/// (`shared::budget`): this drip spends only what it was granted of a
+/// window's count. Windows are named by their start, ns since the Unix
+/// epoch.
+pub trait Allowance: fmt::Debug + Send + Sync {
+    /// Records granted this drip so far in the window starting at `start`,
+    /// and whether the window's shared count is spent (no more will come).
+    fn granted(&self, start: i128) -> (u64, bool);
+    /// Ask that `total` records in all be granted this drip in the window
+    /// `[start, end)` (no more than the budget's count); asked again, the
+    /// largest total stands.
+    fn want(&self, start: i128, end: i128, total: u64);
+    /// The window's count in the shared state, every drip's grants in it,
+    /// as last heard; `None` before any.
+    fn counted(&self, start: i128) -> Option<u64>;
+}
+
+/// With a shared count and nothing granted yet, the writer looks again
+/// this often (ns); the grant's arrival wakes it sooner.
+const SHARED_POLL_NS: u64 = 50_000_000;
+
 /// One budget's count on the schedule's clock.
 #[derive(Debug, Clone)]
 pub struct Counter {
@@ -110,6 +132,10 @@ pub struct Counter {
     window: Option<(i128, i128)>,
     /// Records counted in it.
     spent: u64,
+    /// The shared count this drip spends from (`--share`), if any.
+    shared: Option<Arc<dyn Allowance>>,
+    /// The latest time counted at (ns).
+    last_now: u64,
 }
 
 /// Windows looked ahead at most, for a floor of a far departure
@@ -142,7 +168,33 @@ impl Counter {
             origin,
             window: None,
             spent: 0,
+            shared: None,
+            last_now: 0,
         }
+    }
+
+    /// The same budget, each window's count shared with the other drips on
+    /// `allowance`: records leave only as it grants them.
+    pub fn shared(mut self, allowance: Arc<dyn Allowance>) -> Counter {
+        self.shared = Some(allowance);
+        self
+    }
+
+    /// The shared grant of the window counted (records, spent), if shared.
+    fn grant(&self) -> Option<(u64, bool)> {
+        let (start, _) = self.window?;
+        Some(self.shared.as_ref()?.granted(self.origin + start))
+    }
+
+    /// With a shared count, ask for grants for `available` records waiting
+    /// at `now` beyond what this window has granted this drip.
+    pub fn ask(&mut self, now: u64, available: u64) {
+        self.roll(now);
+        let (Some(shared), Some((start, end))) = (&self.shared, self.window) else {
+            return;
+        };
+        let total = self.spent.saturating_add(available).min(self.budget.count);
+        shared.want(self.origin + start, self.origin + end, total);
     }
 
     /// The budget counted.
@@ -158,6 +210,7 @@ impl Counter {
 
     /// Move on to the window holding `now`, if it is not the one counted.
     fn roll(&mut self, now: u64) {
+        self.last_now = self.last_now.max(now);
         let now = i128::from(now);
         if !matches!(self.window, Some((_, end)) if now < end) {
             self.window = Some(self.span_at(now));
@@ -168,7 +221,11 @@ impl Counter {
     /// Records that may still leave at `now` in its window.
     pub fn room(&mut self, now: u64) -> u64 {
         self.roll(now);
-        self.budget.count.saturating_sub(self.spent)
+        let local = self.budget.count.saturating_sub(self.spent);
+        match self.grant() {
+            Some((granted, _)) => local.min(granted.saturating_sub(self.spent)),
+            None => local,
+        }
     }
 
     /// `n` records left at `now` (no more than [`Counter::room`] allowed).
@@ -180,16 +237,29 @@ impl Counter {
     /// The earliest time (ns) the next record may leave as far as this
     /// budget goes: 0 while its window has room, else the next window's
     /// start.
+    /// With a shared count, while this drip waits for a grant: soon.
     pub fn due(&self) -> u64 {
-        match self.window {
-            Some((_, end)) if self.spent >= self.budget.count => clock(end),
+        let Some((_, end)) = self.window else {
+            return 0;
+        };
+        match self.grant() {
+            _ if self.spent >= self.budget.count => clock(end),
+            Some((granted, true)) if self.spent >= granted => clock(end),
+            Some((granted, false)) if self.spent >= granted => {
+                clock(end).min(self.last_now.saturating_add(SHARED_POLL_NS))
+            }
             _ => 0,
         }
     }
 
-    /// Whether the window holding `now` is spent.
+    /// Whether the window holding `now` is spent (with a shared count: by
+    /// every drip on it, as far as this one has heard).
     pub fn spent_at(&self, now: u64) -> bool {
-        matches!(self.window, Some((_, end)) if i128::from(now) < end && self.spent >= self.budget.count)
+        let spent = match self.grant() {
+            Some((granted, true)) => self.spent >= granted,
+            _ => self.spent >= self.budget.count,
+        };
+        matches!(self.window, Some((_, end)) if i128::from(now) < end && spent)
     }
 
     /// At the earliest, when the `n`-th record from `now` (0: the next) may
@@ -214,9 +284,20 @@ impl Counter {
     /// Where the budget stands at `now`.
     pub fn view(&self, now: u64) -> BudgetView {
         let (left, end) = match self.window {
-            Some((_, end)) if i128::from(now) < end => {
-                (self.budget.count.saturating_sub(self.spent), end)
-            }
+            Some((start, end)) if i128::from(now) < end => match self.grant() {
+                Some((granted, true)) => (granted.saturating_sub(self.spent), end),
+                // Of the shared count: what no drip was granted, and what
+                // this one was and has not sent.
+                Some((granted, false)) => {
+                    let counted = self
+                        .shared
+                        .as_ref()
+                        .and_then(|s| s.counted(self.origin + start));
+                    let free = self.budget.count.saturating_sub(counted.unwrap_or(granted));
+                    (free + granted.saturating_sub(self.spent), end)
+                }
+                None => (self.budget.count.saturating_sub(self.spent), end),
+            },
             _ => (self.budget.count, self.span_at(i128::from(now)).1),
         };
         BudgetView {

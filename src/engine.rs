@@ -131,13 +131,10 @@ fn input_size(inputs: &[Input]) -> Option<u64> {
 
 /// The local schedule for `config`'s limits, costs read as `--cost` says,
 /// with its `--budget`s counted on the wall clock whose reading at the
-/// schedule's 0 is `origin` (ns since the Unix epoch).
-fn local_limits(config: &Config, origin: i128) -> Limits {
-    let budgets = config
-        .budgets
-        .iter()
-        .map(|b| crate::budget::Counter::new(b.clone(), origin))
-        .collect();
+/// schedule's 0 is `origin` (ns since the Unix epoch), each through its
+/// book in `books` when `--share`d.
+fn local_limits(config: &Config, origin: i128, books: &[Arc<shared::budget::Book>]) -> Limits {
+    let budgets = counters(config, origin, books);
     let limits = Limits::new(&config.limits).with_budgets(budgets, config.budget_exhausted);
     let limits = match &config.cost {
         Some(cost) => limits.with_cost(cost.clone()),
@@ -149,6 +146,28 @@ fn local_limits(config: &Config, origin: i128) -> Limits {
     }
 }
 
+/// The counters of `config`'s `--budget`s on the wall clock whose reading
+/// at the schedule's 0 is `origin` (ns since the Unix epoch), each through
+/// its book in `books` when `--share`d.
+fn counters(
+    config: &Config,
+    origin: i128,
+    books: &[Arc<shared::budget::Book>],
+) -> Vec<crate::budget::Counter> {
+    config
+        .budgets
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let counter = crate::budget::Counter::new(b.clone(), origin);
+            match books.get(i) {
+                Some(book) => counter.shared(Arc::clone(book) as _),
+                None => counter,
+            }
+        })
+        .collect()
+}
+
 /// The shared state for `config`: admission over the configured limits
 /// (local, or `--share`d, and behind `gate` with `--exec`), and the running
 /// `--share`, if any.
@@ -156,7 +175,10 @@ fn shared_state(
     config: &Config,
     out_fd: Option<std::os::fd::OwnedFd>,
     gate: Option<Arc<GateControl>>,
-    give_up: &mut dyn FnMut() -> bool,
+    (give_up, books): (
+        &mut dyn FnMut() -> bool,
+        &mut Vec<Arc<shared::budget::Book>>,
+    ),
 ) -> Result<(Arc<Shared>, Option<shared::Handle>)> {
     let origin = Instant::now();
     // The wall clock at `origin`, where the budgets' windows are found.
@@ -171,13 +193,23 @@ fn shared_state(
                 (config.key.as_ref(), config.cost.as_ref()),
                 origin,
             )?;
+            *books = config
+                .budgets
+                .iter()
+                .map(|b| shared::budget::start(share, b))
+                .collect::<Result<_>>()?;
             let schedule: Box<dyn Schedule> = match opened.schedule {
-                Some(schedule) => Box::new(schedule),
-                None => Box::new(local_limits(config, wall)),
+                Some(schedule) if books.is_empty() => Box::new(schedule),
+                Some(schedule) => Box::new(crate::budgeted::Budgeted::new(
+                    Box::new(schedule),
+                    counters(config, wall, books),
+                    config.budget_exhausted,
+                )),
+                None => Box::new(local_limits(config, wall, books)),
             };
             (schedule, opened.keys, Some(opened.handle))
         }
-        None => (Box::new(local_limits(config, wall)), None, None),
+        None => (Box::new(local_limits(config, wall, &[])), None, None),
     };
     if let Some(ramp) = config.ramp {
         schedule = Box::new(crate::ramp::Ramped::new(schedule, ramp));
@@ -304,7 +336,18 @@ fn run_watching(
     let out_fd = out_fd.filter(|_| config.jobs.is_none());
     let room_fd = out_fd.as_ref().and_then(|fd| fd.try_clone().ok());
     let gate = gate(&config);
-    let (shared, mut share) = shared_state(&config, out_fd, gate.clone(), &mut give_up)?;
+    let mut books = Vec::new();
+    let (shared, mut share) =
+        shared_state(&config, out_fd, gate.clone(), (&mut give_up, &mut books))?;
+    for book in &books {
+        let shared = Arc::downgrade(&shared);
+        book.set_wake(Arc::new(move || {
+            if let Some(shared) = shared.upgrade() {
+                let _st = shared.lock();
+                shared.data_ready.notify_all();
+            }
+        }));
+    }
     if let Some(share) = &share {
         share.set_notify(notify_from_share(&shared));
         let _ = shared.share.set(share.counters());

@@ -17,6 +17,7 @@ mod admission;
 mod backoff;
 mod bucket;
 mod budget;
+mod budgeted;
 mod calendar;
 mod cli;
 mod control;

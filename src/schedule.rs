@@ -344,7 +344,10 @@ impl Limits {
     fn budget_room(&mut self, now: u64, available: usize) -> usize {
         self.budgets
             .iter_mut()
-            .map(|b| usize::try_from(b.room(now)).unwrap_or(usize::MAX))
+            .map(|b| {
+                b.ask(now, available as u64);
+                usize::try_from(b.room(now)).unwrap_or(usize::MAX)
+            })
             .fold(available, usize::min)
     }
 

@@ -221,10 +221,6 @@ fn bad_budgets_are_usage_errors() {
         (&["--budget", "10/fortnight"][..], "no window \"fortnight\""),
         (&["--budget", "10/day@Mars/Olympus"][..], "no time zone"),
         (&["--budget", "0/day"][..], "at least 1"),
-        (
-            &["--budget", "10/day@UTC", "--share", "x"][..],
-            "--budget: not with --share",
-        ),
         (&["--budget-exhausted", "later"][..], "later"),
     ] {
         let (status, _, stderr) = run(args, "");

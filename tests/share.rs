@@ -2872,3 +2872,297 @@ fn two_drips_give_back_expired_records_key_slots_through_redis() {
         true,
     );
 }
+
+/// Run `n` drips with `args`, each sending `records` records tagged with
+/// its number, each read by a timestamping reader of one clock; returns
+/// each drip's lines and the wall-clock times they were read at (s since
+/// the Unix epoch).
+fn wall_lines_of_each(
+    n: usize,
+    records: usize,
+    args: &[&str],
+    runtime: &Path,
+) -> Vec<Vec<(f64, String)>> {
+    let start = Instant::now();
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let readers: Vec<_> = (0..n)
+        .map(|i| {
+            let input: String = (1..=records).map(|r| format!("{i}-{r}\n")).collect();
+            let mut child = drip_with_input(args, input, runtime);
+            thread::spawn(move || {
+                let lines = timed_lines(&mut child, start);
+                let status = wait_for(&mut child, Duration::from_secs(60));
+                assert!(status.success(), "drip {i}: {status}");
+                lines
+                    .into_iter()
+                    .map(|(t, l)| (wall + t, l))
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    readers.into_iter().map(|r| r.join().unwrap()).collect()
+}
+
+/// Two drips of 60 records each on one `--budget 20/second@UTC` shared
+/// under one NAME: every record written, in order, and never more than 20
+/// of the two together read in any wall-clock second (alone, each would
+/// send 20 a second). A run with a record read late in its second (past
+/// 0.8 s, after the first second; records leave as their window opens) is
+/// not judged: the
+/// machine held the writer or the reader back, and a record of the second
+/// before may have been read in it.
+fn two_drips_share_one_budget(share: &str, rate: Option<&str>) {
+    common::until_judged(4, Duration::from_secs(90), || {
+        let runtime = tempfile::tempdir().unwrap();
+        let mut args = vec!["--budget", "20/second@UTC", "--share", share, "-q"];
+        if let Some(rate) = rate {
+            args.extend(["-r", rate]);
+        }
+        let each = wall_lines_of_each(2, 60, &args, runtime.path());
+        for (i, lines) in each.iter().enumerate() {
+            let got: Vec<&str> = lines.iter().map(|(_, l)| l.as_str()).collect();
+            let want: Vec<String> = (1..=60).map(|r| format!("{i}-{r}")).collect();
+            assert_eq!(got, want, "drip {i}: every record, in order");
+        }
+        let mut per_second = std::collections::BTreeMap::<i64, usize>::new();
+        let mut late = Vec::new();
+        let first = each
+            .iter()
+            .flatten()
+            .map(|(t, _)| t.floor())
+            .fold(f64::INFINITY, f64::min);
+        for &(t, _) in each.iter().flatten() {
+            *per_second.entry(t.floor() as i64).or_default() += 1;
+            if t.fract() > 0.8 && t.floor() > first {
+                late.push(format!("{t:.3}"));
+            }
+        }
+        if !late.is_empty() {
+            return Some(format!("records read late in their second: {late:?}"));
+        }
+        assert!(
+            per_second.values().all(|&n| n <= 20),
+            "more than 20 in a second: {per_second:?}"
+        );
+        // 120 records at 20 a second: six seconds at least.
+        assert!(per_second.len() >= 6, "{per_second:?}");
+        None
+    });
+}
+
+#[test]
+fn two_drips_on_one_host_share_one_budget() {
+    let _t = timing_lock();
+    two_drips_share_one_budget("budget-two", None);
+}
+
+#[test]
+fn two_drips_through_redis_share_one_budget() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = timing_lock();
+    let redis = Redis::start();
+    two_drips_share_one_budget(&redis.share("budget-two"), None);
+}
+
+/// The same beside a shared `--rate 30/s` (20 a second paced 33 ms apart,
+/// within the first 0.7 s of each second).
+#[test]
+fn two_drips_on_one_host_share_one_budget_beside_a_shared_rate() {
+    let _t = timing_lock();
+    two_drips_share_one_budget("budget-rate", Some("30/s"));
+}
+
+#[test]
+fn two_drips_through_redis_share_one_budget_beside_a_shared_rate() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = timing_lock();
+    let redis = Redis::start();
+    two_drips_share_one_budget(&redis.share("budget-rate"), Some("30/s"));
+}
+
+/// Run `drip ARGS` to its end on `input`; its status, stdout and stderr.
+fn run_drip_out(args: &[&str], input: String, runtime: &Path) -> (Option<i32>, String, String) {
+    let child = drip_with_input(args, input, runtime);
+    let out = child.wait_with_output().unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+/// The hour of the wall clock (UTC), since the Unix epoch.
+fn utc_hour() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        / 3600
+}
+
+/// A drip started after another spent a shared `--budget 10/hour@UTC`
+/// finds it spent (the count is the state's, not the drip's): under
+/// `--budget-exhausted stop` it writes nothing and exits 5. After
+/// `forget` (a flush of the state), one more drip gets the window's 10
+/// again, and no more: at most N more in the window per flush. A run
+/// across an hour's end is not judged.
+fn a_restarted_drip_finds_the_budget_spent(share: &str, runtime: &Path, forget: &dyn Fn()) {
+    common::until_judged(3, Duration::from_secs(60), || {
+        let hour = utc_hour();
+        let name = format!("{share}-{hour}");
+        let args = [
+            "--budget",
+            "10/hour@UTC",
+            "--budget-exhausted",
+            "stop",
+            "--share",
+            &name,
+        ];
+        let run = || run_drip_out(&args, numbered(1..=15), runtime);
+        let (first, first_out, first_err) = run();
+        let (second, second_out, second_err) = run();
+        forget();
+        let (third, third_out, third_err) = run();
+        if utc_hour() != hour {
+            return Some("an hour's end passed".to_string());
+        }
+        assert_eq!(first, Some(5), "{first_err}");
+        assert_eq!(first_out, numbered(1..=10), "{first_err}");
+        assert_eq!(second, Some(5), "{second_err}");
+        assert_eq!(second_out, "", "the window's count is kept: {second_err}");
+        assert!(
+            second_err.contains("budget 10/hour@UTC spent"),
+            "{second_err}"
+        );
+        assert_eq!(third, Some(5), "{third_err}");
+        assert_eq!(third_out, numbered(1..=10), "a flush: 10 more: {third_err}");
+        None
+    });
+}
+
+#[test]
+fn a_restarted_drip_finds_the_shared_budget_spent_on_one_host() {
+    let _t = beside_others();
+    let runtime = tempfile::tempdir().unwrap();
+    let dir = runtime.path().join("drip");
+    a_restarted_drip_finds_the_budget_spent("spent", runtime.path(), &|| {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.to_string_lossy().ends_with(".budget") {
+                std::fs::remove_file(path).unwrap();
+            }
+        }
+    });
+}
+
+#[test]
+fn a_restarted_drip_finds_the_shared_budget_spent_through_redis() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let redis = Redis::start();
+    let runtime = tempfile::tempdir().unwrap();
+    a_restarted_drip_finds_the_budget_spent(&redis.share("spent"), runtime.path(), &|| {
+        // The count is kept under a key naming its window, until a little
+        // past the window's end.
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("drip:{spent-*}:budget:hour@UTC:*")
+            .query(&mut redis.con())
+            .unwrap();
+        assert_eq!(keys.len(), 1, "{keys:?}");
+        let start: i128 = keys[0].rsplit(':').next().unwrap().parse().unwrap();
+        assert_eq!(start % 3_600_000_000_000, 0, "{keys:?}");
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(&keys[0])
+            .query(&mut redis.con())
+            .unwrap();
+        assert!(ttl > 0 && ttl <= 3_610_000, "{ttl}");
+        redis.command(&["FLUSHALL"]);
+    });
+}
+
+/// A shared budget whose Redis cannot be reached: the records wait for a
+/// grant, under every `--share-on-error` (here `fail`), drip says so once,
+/// and once more when the server answers; then they go.
+#[test]
+fn a_shared_budget_waits_for_its_state_and_says_so() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let runtime = tempfile::tempdir().unwrap();
+    let mut redis = Redis {
+        child: None,
+        port: free_port(),
+        socket: None,
+        tls: None,
+        _dir: tempfile::tempdir().unwrap(),
+    };
+    let share = redis.share("budget-away");
+    let args = [
+        "--budget",
+        "5/second@UTC",
+        "--share",
+        &share,
+        "--share-on-error",
+        "fail",
+    ];
+    let mut child = drip_with_input(&args, numbered(1..=3), runtime.path());
+    thread::sleep(Duration::from_millis(1500));
+    assert!(child.try_wait().unwrap().is_none(), "drip waits");
+    redis.spawn();
+    let status = wait_for(&mut child, Duration::from_secs(20));
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(status.success(), "{status}: {err}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), numbered(1..=3));
+    assert_eq!(
+        err.matches("the shared budget cannot be reached").count(),
+        1,
+        "{err}"
+    );
+    assert!(err.contains("the shared budget answers again"), "{err}");
+}
+
+/// `--stats` tells what is left of a shared budget's window for every
+/// drip on it: 10 an hour, 3 sent by one drip, 2 by the next: 5 left.
+fn the_summary_tells_the_shared_budget_left(share: &str, runtime: &Path) {
+    common::until_judged(3, Duration::from_secs(30), || {
+        let hour = utc_hour();
+        let name = format!("{share}-{hour}");
+        let args = ["--budget", "10/hour@UTC", "--share", &name, "--stats"];
+        let (first, _, first_err) = run_drip_out(&args, numbered(1..=3), runtime);
+        let (second, out, err) = run_drip_out(&args, numbered(1..=2), runtime);
+        if utc_hour() != hour {
+            return Some("an hour's end passed".to_string());
+        }
+        assert_eq!((first, second), (Some(0), Some(0)), "{first_err}\n{err}");
+        assert_eq!(out, numbered(1..=2));
+        assert!(first_err.contains("7 of 10 left"), "{first_err}");
+        assert!(err.contains("5 of 10 left"), "{err}");
+        None
+    });
+}
+
+#[test]
+fn the_summary_tells_the_shared_budget_left_on_one_host() {
+    let _t = beside_others();
+    let runtime = tempfile::tempdir().unwrap();
+    the_summary_tells_the_shared_budget_left("left", runtime.path());
+}
+
+#[test]
+fn the_summary_tells_the_shared_budget_left_through_redis() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let redis = Redis::start();
+    let runtime = tempfile::tempdir().unwrap();
+    the_summary_tells_the_shared_budget_left(&redis.share("left"), runtime.path());
+}

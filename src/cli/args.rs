@@ -153,7 +153,8 @@ pub struct Cli {
     /// the rates pace as usual; once its budget is spent, records wait for
     /// the next window (see --budget-exhausted). Without --rate, a budget
     /// alone does not pace records within the window. May be given more than
-    /// once. Not with --share
+    /// once. With --share, one count per window for every drip on the NAME
+    /// (kept in the shared state, so a drip started again finds it)
     #[arg(long, value_name = "N/WINDOW[@ZONE]", value_parser = parse_budget, value_hint = ValueHint::Other, action = clap::ArgAction::Append)]
     pub budget: Vec<Budget>,
 

@@ -604,16 +604,13 @@ fn share(cli: &Cli, limits: &[Limit]) -> Result<Option<shared::Share>, clap::Err
     if cli.share.len() > 1 {
         return refuse("--share: given twice; a drip shares its limits under one NAME");
     }
-    if !cli.budget.is_empty() && !cli.share.is_empty() {
-        return refuse("--budget: not with --share (a budget is counted by this drip alone)");
-    }
     let Some(target) = cli.share.first().cloned() else {
         if cli.share_on_error != shared::OnError::Wait || cli.share_peers != 1 {
             return refuse("--share-on-error and --share-peers need --share");
         }
         return Ok(None);
     };
-    if limits.is_empty() && cli.key_rate.is_empty() {
+    if limits.is_empty() && cli.key_rate.is_empty() && cli.budget.is_empty() {
         return refuse("--share: there is no rate to share (--rate inf)");
     }
     Ok(Some(shared::Share {

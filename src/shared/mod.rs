@@ -16,6 +16,7 @@
 //! back and the backing off, so no call under drip's state lock ever
 //! waits on the network. [`open`] wires them; [`target`] parses the flags.
 
+pub mod budget;
 pub mod file;
 pub mod gcra;
 pub mod jobs;
