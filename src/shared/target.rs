@@ -73,7 +73,7 @@ fn check_name(name: &str) -> Result<(), String> {
 }
 
 /// The accepted forms of a Redis `--share`, for messages.
-const REDIS_FORMS: &str = "redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]/NAME, rediss://... (TLS) or redis+unix:///SOCKET/NAME[?db=DB]";
+const REDIS_FORMS: &str = "redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]/NAME, rediss://... (TLS), redis+unix:///SOCKET/NAME[?db=DB], redis+sentinel://HOST[:PORT][,HOST[:PORT]...]/PRIMARY[/DB]/NAME or redis+cluster://HOST[:PORT][,HOST[:PORT]...]/NAME";
 
 /// The host and port of a URL's `[USER[:PASSWORD]@]HOST[:PORT]`; the port
 /// as written (empty: none).
@@ -152,6 +152,9 @@ pub fn parse_target(text: &str) -> Result<Target, String> {
         return Ok(Target::Host(text.to_string()));
     };
     let written = scheme;
+    if let Some((base, kind)) = scheme.split_once('+').filter(|(_, k)| *k != "unix") {
+        return parse_many(text, written, base, kind, rest);
+    }
     let scheme = match scheme {
         "redis" | "valkey" => "redis",
         "rediss" | "valkeys" => "rediss",
@@ -198,6 +201,194 @@ pub fn parse_target(text: &str) -> Result<Target, String> {
         url,
         name: name.to_string(),
     })
+}
+
+/// Parse a `--share` URL of several servers (`written` its scheme, `base`
+/// before the `+`, `kind` after it; `rest` after `://`): the sentinels,
+/// the primary's name and a database
+/// (`redis+sentinel://[[USER]:PASSWORD@]HOST[:PORT][,HOST[:PORT]…]/PRIMARY[/DB]/NAME`),
+/// or cluster nodes (`redis+cluster://[[USER]:PASSWORD@]HOST[:PORT][,HOST[:PORT]…]/NAME`).
+/// The URL kept is the text without the NAME, read again by
+/// [`servers`].
+fn parse_many(
+    text: &str,
+    written: &str,
+    base: &str,
+    kind: &str,
+    rest: &str,
+) -> Result<Target, String> {
+    let tls = match base {
+        "redis" | "valkey" => false,
+        "rediss" | "valkeys" => true,
+        _ => {
+            return Err(format!(
+                "unknown scheme '{written}://' (expected NAME, {REDIS_FORMS}; valkey for redis)"
+            ))
+        }
+    };
+    let form = match kind {
+        "sentinel" => SENTINEL_FORM,
+        "cluster" => CLUSTER_FORM,
+        _ => {
+            return Err(format!(
+                "unknown scheme '{written}://' (expected NAME, {REDIS_FORMS}; valkey for redis)"
+            ))
+        }
+    };
+    if rest.contains('?') {
+        return Err(format!(
+            "'{text}': a query string is not read (expected {form})"
+        ));
+    }
+    let Some((path, name)) = rest.rsplit_once('/').filter(|(_, name)| !name.is_empty()) else {
+        return Err(format!("'{text}' names no NAME (expected {form})"));
+    };
+    let (authority, tail) = path.split_once('/').unwrap_or((path, ""));
+    let url = format!(
+        "{}+{kind}://{authority}/{tail}",
+        if tls { "rediss" } else { "redis" }
+    );
+    let servers = servers(&url).map_err(|why| format!("'{text}': {why} (expected {form})"))?;
+    for one in servers.urls() {
+        ::redis::IntoConnectionInfo::into_connection_info(one.as_str()).map_err(|e| {
+            #[allow(deprecated)] // the one text of a redis-rs error without its kind
+            let why = e
+                .detail()
+                .unwrap_or_else(|| std::error::Error::description(&e));
+            format!("'{text}' is not a Redis URL ({why}; expected {form})")
+        })?;
+    }
+    check_name(name)?;
+    Ok(Target::Redis {
+        url: url.trim_end_matches('/').to_string(),
+        name: name.to_string(),
+    })
+}
+
+/// The form of a Sentinel's URL, for messages.
+const SENTINEL_FORM: &str =
+    "redis+sentinel://[[USER]:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/PRIMARY[/DB]/NAME";
+
+/// The form of a cluster's URL, for messages.
+const CLUSTER_FORM: &str = "redis+cluster://[[USER]:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/NAME";
+
+/// The port a sentinel listens on when the URL gives none.
+const SENTINEL_PORT: u16 = 26379;
+
+/// Where the servers of a Redis `--share` URL (without its NAME) are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Servers {
+    /// One server, by its redis-rs URL (a cluster node's redirections are
+    /// followed from it).
+    One(String),
+    /// Sentinels, asked for the primary named `primary`.
+    Sentinel {
+        /// Each sentinel's redis-rs URL (no user, no password).
+        sentinels: Vec<String>,
+        /// The primary's name, as the sentinels know it.
+        primary: String,
+        /// What a data node's URL is made of: `rediss` or `redis`, the
+        /// `USER:PASSWORD@` (or nothing), the database (or nothing).
+        node: (String, String, String),
+    },
+    /// Nodes of a Redis Cluster, each by its redis-rs URL.
+    Cluster(Vec<String>),
+}
+
+impl Servers {
+    /// The redis-rs URLs of the servers named.
+    fn urls(&self) -> Vec<String> {
+        match self {
+            Servers::One(url) => vec![url.clone()],
+            Servers::Sentinel { sentinels, .. } => sentinels.clone(),
+            Servers::Cluster(nodes) => nodes.clone(),
+        }
+    }
+
+    /// The redis-rs URL of the data node at `host`:`port` (a Sentinel's
+    /// primary), with the URL's user, password, database and TLS.
+    pub fn node_url(&self, host: &str, port: u16) -> Option<String> {
+        let Servers::Sentinel {
+            node: (scheme, auth, db),
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let host = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host.to_string()
+        };
+        Some(format!("{scheme}://{auth}{host}:{port}/{db}"))
+    }
+}
+
+/// The servers of `url`, a `--share` URL without its NAME as
+/// [`parse_target`] keeps it.
+///
+/// # Errors
+/// A host or port missing or wrong, a database that is not a number, a
+/// Sentinel's URL without the primary's name, a cluster's with a path.
+pub fn servers(url: &str) -> Result<Servers, String> {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("redis", url));
+    let Some((base, kind)) = scheme.split_once('+').filter(|(_, k)| *k != "unix") else {
+        return Ok(Servers::One(url.to_string()));
+    };
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let (auth, hosts) = match authority.rsplit_once('@') {
+        Some((auth, hosts)) => (format!("{auth}@"), hosts),
+        None => (String::new(), authority),
+    };
+    let sentinel = kind == "sentinel";
+    let default_port = if sentinel { SENTINEL_PORT } else { 6379 };
+    let mut addrs = Vec::new();
+    for one in hosts.split(',') {
+        let (host, port) = host_port(one);
+        if host.is_empty() {
+            return Err("names no HOST".into());
+        }
+        let port = if port.is_empty() {
+            default_port
+        } else {
+            match port.parse::<u16>() {
+                Ok(p) if p > 0 => p,
+                _ => return Err(format!("'{port}' is not a port (1 to 65535)")),
+            }
+        };
+        let host = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host.to_string()
+        };
+        addrs.push(format!("{host}:{port}"));
+    }
+    if sentinel {
+        let (primary, db) = path.split_once('/').unwrap_or((path, ""));
+        if primary.is_empty() {
+            return Err("names no PRIMARY (the name the sentinels know the primary by)".into());
+        }
+        if !db.is_empty() && !(db.len() <= 9 && db.bytes().all(|b| b.is_ascii_digit())) {
+            return Err(format!("'{db}' is not a database number"));
+        }
+        Ok(Servers::Sentinel {
+            sentinels: addrs.iter().map(|a| format!("{base}://{a}")).collect(),
+            primary: primary.to_string(),
+            node: (base.to_string(), auth, db.to_string()),
+        })
+    } else {
+        if !path.is_empty() {
+            return Err(format!(
+                "'{path}' is more than a NAME (a cluster has no databases)"
+            ));
+        }
+        Ok(Servers::Cluster(
+            addrs
+                .iter()
+                .map(|a| format!("{base}://{auth}{a}"))
+                .collect(),
+        ))
+    }
 }
 
 /// What `--share-on-error` can say, for completion and help: (value,
