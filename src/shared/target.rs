@@ -368,8 +368,8 @@ pub fn servers(url: &str) -> Result<Servers, String> {
         if primary.is_empty() {
             return Err("names no PRIMARY (the name the sentinels know the primary by)".into());
         }
-        if !db.is_empty() && !(db.len() <= 9 && db.bytes().all(|b| b.is_ascii_digit())) {
-            return Err(format!("'{db}' is not a database number"));
+        if !db.is_empty() {
+            check_db(db, url).map_err(|_| format!("'{db}' is not a database number"))?;
         }
         Ok(Servers::Sentinel {
             sentinels: addrs.iter().map(|a| format!("{base}://{a}")).collect(),
@@ -514,6 +514,84 @@ mod tests {
             parse_target("redis://:p%40w@h:6379/0/x"),
             redis("redis://:p%40w@h:6379/0", "x")
         );
+    }
+
+    /// A Sentinel's URL: the sentinels (26379 when no port), the primary's
+    /// name, a database, the user and password for the data nodes, TLS;
+    /// a cluster's: its nodes (6379 when no port). What is missing or
+    /// wrong is named.
+    #[test]
+    fn sentinel_and_cluster_urls() {
+        let redis = |url: &str, name: &str| {
+            Ok(Target::Redis {
+                url: url.into(),
+                name: name.into(),
+            })
+        };
+        assert_eq!(
+            parse_target("redis+sentinel://s1,s2:26380/mymaster/api"),
+            redis("redis+sentinel://s1,s2:26380/mymaster", "api")
+        );
+        assert_eq!(
+            parse_target("valkey+sentinel://:pw@s1/mymaster/3/api"),
+            redis("redis+sentinel://:pw@s1/mymaster/3", "api")
+        );
+        assert_eq!(
+            parse_target("redis+cluster://n1:7000,n2:7001/api"),
+            redis("redis+cluster://n1:7000,n2:7001", "api")
+        );
+        let sentinel = servers("redis+sentinel://u:pw@s1,[::1]:26380/mymaster/3").unwrap();
+        assert_eq!(
+            sentinel,
+            Servers::Sentinel {
+                sentinels: vec!["redis://s1:26379".into(), "redis://[::1]:26380".into()],
+                primary: "mymaster".into(),
+                node: ("redis".into(), "u:pw@".into(), "3".into()),
+            }
+        );
+        assert_eq!(
+            sentinel.node_url("10.0.0.5", 6380).as_deref(),
+            Some("redis://u:pw@10.0.0.5:6380/3")
+        );
+        assert_eq!(
+            servers("redis+cluster://:pw@n1,n2:7001").unwrap(),
+            Servers::Cluster(vec![
+                "redis://:pw@n1:6379".into(),
+                "redis://:pw@n2:7001".into()
+            ])
+        );
+        assert_eq!(
+            servers("redis://h:6380/2").unwrap(),
+            Servers::One("redis://h:6380/2".into())
+        );
+        #[cfg(feature = "tls")]
+        {
+            assert_eq!(
+                parse_target("rediss+sentinel://s1/m/api"),
+                redis("rediss+sentinel://s1/m", "api")
+            );
+            let tls = servers("rediss+sentinel://s1/m").unwrap();
+            assert_eq!(tls.node_url("h", 1).as_deref(), Some("rediss://h:1/"));
+            assert_eq!(
+                servers("rediss+cluster://n1:7000").unwrap(),
+                Servers::Cluster(vec!["rediss://n1:7000".into()])
+            );
+        }
+        let why = |text: &str| parse_target(text).unwrap_err();
+        assert!(
+            why("redis+sentinel://s1/api").contains("names no PRIMARY"),
+            "{}",
+            why("redis+sentinel://s1/api")
+        );
+        assert!(why("redis+sentinel://s1/m/x/api").contains("'x' is not a database number"));
+        assert!(why("redis+sentinel://s1,/m/api").contains("names no HOST"));
+        assert!(why("redis+sentinel://s1:0/m/api").contains("'0' is not a port"));
+        assert!(why("redis+cluster://n1/0/api").contains("is more than a NAME"));
+        assert!(why("redis+cluster://n1").contains("names no NAME"));
+        assert!(why("redis+cluster://n1/api?x=1").contains("a query string is not read"));
+        assert!(why("redis+mesh://n1/api").starts_with("unknown scheme 'redis+mesh://'"));
+        assert!(why("http+cluster://n1/api").starts_with("unknown scheme"));
+        assert!(why("redis+cluster://n1/a b").contains("is not a NAME"));
     }
 
     /// A NAME too long says how long it is and how long it may be.

@@ -118,6 +118,15 @@ impl Node {
         })
     }
 
+    /// Send it `sig` (SIGSTOP, SIGCONT).
+    #[allow(unsafe_code)]
+    pub fn signal(&self, sig: i32) {
+        let pid = self.child.as_ref().expect("running").id();
+        // SAFETY: kill(2) on a process this test started; no memory is touched.
+        let rc = unsafe { libc::kill(pid as libc::pid_t, sig) };
+        assert_eq!(rc, 0, "kill");
+    }
+
     /// Kill it (SIGKILL), now.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
