@@ -5,7 +5,14 @@
 //! the state is lost (FLUSHALL; the state file emptied under its lock),
 //! the server is shut down (SHUTDOWN NOSAVE) and started again, stopped
 //! (SIGSTOP, SIGCONT), or refuses writes (`maxmemory` under `noeviction`),
-//! under each `--share-on-error` policy.
+//! under each `--share-on-error` policy. And through replicated servers
+//! the run starts (`tests/topology`): a primary and a replica behind three
+//! sentinels (`redis+sentinel://`), failed over by `SENTINEL FAILOVER` or
+//! by killing the primary; a three-primary cluster with a replica of the
+//! primary owning drip's slot (`redis+cluster://`, or `redis://` to a node
+//! that does not own it), through `CLUSTER FAILOVER`, the owner killed, and
+//! the slot moved to another primary while the drips run (`ASK`, then
+//! `MOVED`).
 //!
 //! Every drip's stdout is read by a thread of its own, started before any
 //! input is given and run ahead of the drips where this process may
