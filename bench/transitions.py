@@ -5,11 +5,14 @@
     python3 bench/transitions.py --runs 5 --only redis:restart,file:term
     python3 bench/transitions.py --release          # drip built with the release profile
     python3 bench/transitions.py --only file --policy fail   # every run under one policy
+    python3 bench/transitions.py --only sentinel,cluster     # the replicated topologies
 
 Runs the long run of tests/transitions.rs (`many_runs`, ignored in `cargo test`): for each
 backend (the state file, a redis-server it starts on a free loopback port) and each transition
 (drips stopped by SIGTERM or SIGKILL, a lost state, SHUTDOWN NOSAVE and a restart, SIGSTOP and
-SIGCONT of the server, writes refused under maxmemory), RUNS runs with random seeds, the
+SIGCONT of the server, writes refused under maxmemory; and, with a primary and a replica behind
+three sentinels (`sentinel`) or a three-primary cluster with a replica (`cluster`), SENTINEL or
+CLUSTER FAILOVER, the primary killed, drip's slot resharded), RUNS runs with random seeds, the
 --share-on-error policy taking turns (wait, local, fail). Each run: three or four drips at
 `-r 200/s:1 -c 10 -o block` on one NAME, every record stamped as its consumer read it.
 

@@ -2,8 +2,10 @@
 //! should be, on listeners of the test's own on 127.0.0.1 (no
 //! `redis-server` needed): a service that answers in another protocol is
 //! refused for good under every policy. So are Redis servers that can never
-//! hold the state, real ones the tests start: a cluster node that does not
-//! own drip's slot, a Sentinel, a server without scripts. And a state file
+//! hold the state, real ones the tests start: a Sentinel given as
+//! `redis://`, a primary the sentinels do not know, a server without
+//! scripts; a cluster node that does not own drip's slot leads drip to the
+//! one that does. And a state file
 //! whose lock is held while drip starts: its hello answered late.
 
 mod common;
@@ -444,12 +446,12 @@ fn stops_with_status_4_under_every_policy(limits: &[&str], share: &str, says: &s
 }
 
 /// A Redis Cluster node that does not own the slot of drip's keys answers
-/// MOVED, which drip does not follow: no setup a retry mends, so one line
-/// naming the node that owns them and exit 4 at once under every policy
-/// (under `wait` drip said the state could not be reached and sent
-/// nothing for ever). Through the node that owns them, all is sent.
+/// MOVED, which drip follows to the node that owns them: through either
+/// node every record is sent, status 0, nothing on stderr, and the state
+/// is on the owner (drip stopped with status 4, naming the owner, before
+/// it followed a cluster's redirections).
 #[test]
-fn a_cluster_node_without_drips_slot_stops_with_status_4_under_every_policy() {
+fn a_cluster_node_without_drips_slot_leads_drip_to_the_one_that_owns_it() {
     if !common::have_redis() {
         return;
     }
@@ -476,16 +478,40 @@ fn a_cluster_node_without_drips_slot_stops_with_status_4_under_every_policy() {
         );
         thread::sleep(Duration::from_millis(50));
     }
-    let (a_port, b_port) = (a.port, b.port);
-    let says = format!(
-        "drip: --share q: 127.0.0.1:{a_port} is a Redis Cluster node that does not own drip's keys (drip:{{q}}: MOVED 11958 127.0.0.1:{b_port}): drip does not follow a cluster's redirections; give the node that owns them (127.0.0.1:{b_port}) in the URL"
+    for port in [a.port, b.port] {
+        let share = format!("redis://127.0.0.1:{port}/q");
+        let (status, err) =
+            run_drip(&["-r", "100/s", "--share", &share, "--share-on-error", "fail"]);
+        assert_eq!((status, err.as_str()), (Some(0), ""), "{share}");
+    }
+    assert_eq!(
+        b.command(&["EXISTS", "drip:{q}"]).unwrap(),
+        redis::Value::Int(1)
     );
-    let share = format!("redis://127.0.0.1:{a_port}/q");
+}
+
+/// A URL naming a primary the sentinels do not know is no setup a retry
+/// mends: one line naming the sentinels and the name, exit 4 at once under
+/// every policy.
+#[test]
+fn a_primary_the_sentinels_do_not_know_stops_with_status_4_under_every_policy() {
+    if !common::have_redis() {
+        return;
+    }
+    let sentinel = Server::start(
+        |dir, port| {
+            let conf = dir.join("sentinel.conf");
+            std::fs::write(&conf, format!("port {port}\n")).unwrap();
+            vec![conf.display().to_string(), "--sentinel".into()]
+        },
+        &[],
+    );
+    let port = sentinel.port;
+    let says = format!(
+        "drip: --share s: the sentinels (127.0.0.1:{port}) know no primary named 'nosuch': give the name they monitor (SENTINEL MASTERS lists them)"
+    );
+    let share = format!("redis+sentinel://127.0.0.1:{port}/nosuch/s");
     stops_with_status_4_under_every_policy(&["-r", "10/s"], &share, &says);
-    stops_with_status_4_under_every_policy(&["--key", "1", "--key-rate", "10/s"], &share, &says);
-    let owner = format!("redis://127.0.0.1:{b_port}/q");
-    let (status, err) = run_drip(&["-r", "100/s", "--share", &owner]);
-    assert_eq!((status, err.as_str()), (Some(0), ""));
 }
 
 /// A Sentinel's port answers drip's scripts with an unknown command: it
@@ -509,7 +535,7 @@ fn a_sentinel_or_a_server_without_scripts_stops_with_status_4_under_every_policy
     );
     let port = sentinel.port;
     let says = format!(
-        "drip: --share s: 127.0.0.1:{port} is a Redis Sentinel, which holds no data (unknown command 'EVALSHA'): drip does not ask a Sentinel for the primary; give the primary's address in the URL"
+        "drip: --share s: 127.0.0.1:{port} is a Redis Sentinel, which holds no data (unknown command 'EVALSHA'): to have drip ask the sentinels for the primary, give redis+sentinel://HOST:PORT[,HOST:PORT...]/PRIMARY/NAME"
     );
     let share = format!("redis://127.0.0.1:{port}/s");
     stops_with_status_4_under_every_policy(&["-r", "10/s"], &share, &says);

@@ -5,7 +5,14 @@
 //! the state is lost (FLUSHALL; the state file emptied under its lock),
 //! the server is shut down (SHUTDOWN NOSAVE) and started again, stopped
 //! (SIGSTOP, SIGCONT), or refuses writes (`maxmemory` under `noeviction`),
-//! under each `--share-on-error` policy.
+//! under each `--share-on-error` policy. And through replicated servers
+//! the run starts (`tests/topology`): a primary and a replica behind three
+//! sentinels (`redis+sentinel://`), failed over by `SENTINEL FAILOVER` or
+//! by killing the primary; a three-primary cluster with a replica of the
+//! primary owning drip's slot (`redis+cluster://`, or `redis://` to a node
+//! that does not own it), through `CLUSTER FAILOVER`, the owner killed, and
+//! the slot moved to another primary while the drips run (`ASK`, then
+//! `MOVED`).
 //!
 //! Every drip's stdout is read by a thread of its own, started before any
 //! input is given and run ahead of the drips where this process may
@@ -43,6 +50,7 @@
 //! they say how to install it and pass without running.
 
 mod common;
+mod topology;
 
 use std::fmt;
 use std::io::{Read, Write};
@@ -80,6 +88,13 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 enum Backend {
     File,
     Redis,
+    /// A primary and a replica behind three sentinels
+    /// (`redis+sentinel://`).
+    Sentinel,
+    /// A three-primary Redis Cluster with a replica of the slot's owner,
+    /// through `redis+cluster://` or `redis://` to a node that does not own
+    /// the slot.
+    Cluster,
 }
 
 /// What happens during a run.
@@ -101,6 +116,15 @@ enum Transition {
     Refuse,
     /// A TERM, a KILL, a lost state and (Redis) one of the server's faults.
     Mixed,
+    /// The primary replaced by its replica while it runs: `SENTINEL
+    /// FAILOVER`, `CLUSTER FAILOVER` on the replica.
+    Failover,
+    /// The primary (of drip's slot) killed (SIGKILL): its replica takes
+    /// over once the sentinels, or the cluster, count it down.
+    KillPrimary,
+    /// Drip's slot moved to another primary (MIGRATING, `ASK`, then
+    /// `MOVED`).
+    Reshard,
 }
 
 const FILE_TRANSITIONS: &[Transition] = &[
@@ -118,6 +142,12 @@ const REDIS_TRANSITIONS: &[Transition] = &[
     Transition::Refuse,
     Transition::Mixed,
 ];
+const SENTINEL_TRANSITIONS: &[Transition] = &[Transition::Failover, Transition::KillPrimary];
+const CLUSTER_TRANSITIONS: &[Transition] = &[
+    Transition::Failover,
+    Transition::KillPrimary,
+    Transition::Reshard,
+];
 const POLICIES: &[&str] = &["wait", "local", "fail"];
 
 impl fmt::Display for Backend {
@@ -125,6 +155,8 @@ impl fmt::Display for Backend {
         f.write_str(match self {
             Backend::File => "file",
             Backend::Redis => "redis",
+            Backend::Sentinel => "sentinel",
+            Backend::Cluster => "cluster",
         })
     }
 }
@@ -139,6 +171,9 @@ impl fmt::Display for Transition {
             Transition::Stop => "stop",
             Transition::Refuse => "refuse",
             Transition::Mixed => "mixed",
+            Transition::Failover => "failover",
+            Transition::KillPrimary => "kill-primary",
+            Transition::Reshard => "reshard",
         })
     }
 }
@@ -156,6 +191,12 @@ enum Event {
     ContinueServer,
     RefuseWrites,
     AcceptWrites,
+    /// `SENTINEL FAILOVER`, `CLUSTER FAILOVER`.
+    Failover,
+    /// SIGKILL to the primary (of drip's slot).
+    KillPrimary,
+    /// Drip's slot moved to another primary.
+    Reshard,
 }
 
 /// A run's plan: how many drips, how many records each, and what happens
@@ -172,6 +213,9 @@ struct Plan {
     /// Records every window may hold beyond `burst + rate × W`
     /// ([`beyond`]).
     beyond: f64,
+    /// A cluster reached by `redis://` to a node that does not own drip's
+    /// slot, not `redis+cluster://`.
+    any_node: bool,
 }
 
 /// What docs/sharing.md lets every window hold beyond `burst + rate × W`
@@ -182,7 +226,7 @@ struct Plan {
 fn beyond(backend: Backend) -> f64 {
     match backend {
         Backend::File => 1.0,
-        Backend::Redis => 2.0,
+        Backend::Redis | Backend::Sentinel | Backend::Cluster => 2.0,
     }
 }
 
@@ -205,6 +249,11 @@ fn alone_slack(drips: usize) -> f64 {
 /// (2 s) and a call's timeout (1 s), then the 3 s change-over.
 const CHANGE_OVER: f64 = 6.0;
 
+/// How long a replica takes to take over, at most (s): the sentinels or
+/// the cluster counting the primary down (1 s), their vote, the promotion,
+/// the sentinels' new config, and the old primary's fence failing.
+const TAKE_OVER: f64 = 8.0;
+
 /// A random time in `[lo, hi)` s.
 fn between(rng: &mut fastrand::Rng, lo: f64, hi: f64) -> f64 {
     lo + rng.f64() * (hi - lo)
@@ -220,6 +269,7 @@ fn plan(backend: Backend, transition: Transition, policy: &str, rng: &mut fastra
         events: Vec::new(),
         slack: Vec::new(),
         beyond: beyond(backend),
+        any_node: backend == Backend::Cluster && rng.bool(),
     };
     let signals = |p: &mut Plan, rng: &mut fastrand::Rng, sig: i32, k: usize| {
         let mut victims: Vec<usize> = (0..p.drips).collect();
@@ -261,6 +311,26 @@ fn plan(backend: Backend, transition: Transition, policy: &str, rng: &mut fastra
             signals(&mut p, rng, sig, k);
         }
         Transition::Lost => lose(&mut p, between(rng, 0.8, 2.2)),
+        Transition::Failover | Transition::KillPrimary | Transition::Reshard => {
+            let at = between(rng, 0.5, 1.5);
+            p.events.push((
+                at,
+                match transition {
+                    Transition::Failover => Event::Failover,
+                    Transition::KillPrimary => Event::KillPrimary,
+                    _ => Event::Reshard,
+                },
+            ));
+            // A cluster's primary killed loses what it had not sent its
+            // replica yet: at most what a lost state lets through.
+            if backend == Backend::Cluster && transition == Transition::KillPrimary {
+                p.slack.push((at, at + TAKE_OVER, lost_slack(p.drips)));
+            }
+            if alone {
+                p.slack
+                    .push((at, at + TAKE_OVER + CHANGE_OVER, alone_slack(p.drips)));
+            }
+        }
         Transition::Restart | Transition::Stop | Transition::Refuse => {
             let at = between(rng, 0.5, 1.5);
             fault(&mut p, rng, transition, at);
@@ -372,6 +442,13 @@ impl Drop for Redis {
     }
 }
 
+/// The replicated servers of a run, when its backend has them.
+enum Topo {
+    None,
+    Sentinel(topology::Sentinels),
+    Cluster(topology::Cluster),
+}
+
 /// What one drip did.
 struct Drip {
     input: Vec<String>,
@@ -407,6 +484,8 @@ struct Outcome {
     written: usize,
     /// The share of the windows judged ([`judged_share`]).
     judged: f64,
+    /// The `ASKING` a cluster's primaries were sent.
+    asking: u64,
 }
 
 impl Outcome {
@@ -627,13 +706,20 @@ fn empty_state_file(path: &Path) {
 
 /// Run `plan` for `policy`: start the drips, readers first, give them
 /// their input, apply the events on time, and judge what they did.
-fn run(policy: &str, plan: &Plan, redis: Option<&mut Redis>) -> Outcome {
+fn run(
+    policy: &str,
+    plan: &Plan,
+    redis: Option<&mut Redis>,
+    topo: &mut Topo,
+    name: &str,
+) -> Outcome {
     let dir = tempfile::tempdir().unwrap();
-    let name = format!("t{}", fastrand::u32(..));
     let mut redis = redis;
-    let share = match &redis {
-        Some(r) => format!("redis://127.0.0.1:{}/{name}", r.port),
-        None => name.clone(),
+    let share = match (&redis, &*topo) {
+        (Some(r), _) => format!("redis://127.0.0.1:{}/{name}", r.port),
+        (None, Topo::Sentinel(s)) => s.url(name),
+        (None, Topo::Cluster(c)) => c.url(name, plan.any_node),
+        (None, Topo::None) => name.to_string(),
     };
     let state_file = dir.path().join("drip").join(format!("{name}.json"));
     let peers = plan.drips.to_string();
@@ -718,6 +804,20 @@ fn run(policy: &str, plan: &Plan, redis: Option<&mut Redis>) -> Outcome {
                 r.command(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
                 r.command(&["CONFIG", "SET", "maxmemory", "1"]);
             }
+            Event::Failover => match topo {
+                Topo::Sentinel(s) => s.failover(),
+                Topo::Cluster(c) => c.failover(),
+                Topo::None => unreachable!("a failover without replicas"),
+            },
+            Event::KillPrimary => match topo {
+                Topo::Sentinel(s) => s.primary.kill(),
+                Topo::Cluster(c) => c.kill_owner(),
+                Topo::None => unreachable!("a primary killed without replicas"),
+            },
+            Event::Reshard => match topo {
+                Topo::Cluster(c) => c.reshard(),
+                _ => unreachable!("a reshard without a cluster"),
+            },
             Event::AcceptWrites => {
                 redis
                     .as_deref()
@@ -857,6 +957,7 @@ fn judge(plan: &Plan, drips: &[Drip], stalls: &[(f64, f64)], late: &[(f64, f64)]
         books,
         written: times.len(),
         judged: judged_share(&times, stalls),
+        asking: 0,
     }
 }
 
@@ -879,10 +980,19 @@ fn one_run(backend: Backend, transition: Transition, policy: &str, seed: u64) ->
     let mut rng = fastrand::Rng::with_seed(seed);
     let plan = plan(backend, transition, policy, &mut rng);
     let mut redis = (backend == Backend::Redis).then(Redis::start);
-    let outcome = run(policy, &plan, redis.as_mut());
+    let name = format!("t{}", fastrand::u32(..));
+    let mut topo = match backend {
+        Backend::Sentinel => Topo::Sentinel(topology::Sentinels::start()),
+        Backend::Cluster => Topo::Cluster(topology::Cluster::start(&name)),
+        Backend::File | Backend::Redis => Topo::None,
+    };
+    let mut outcome = run(policy, &plan, redis.as_mut(), &mut topo, &name);
+    if let Topo::Cluster(c) = &topo {
+        outcome.asking = (0..3).map(|i| c.asking(i)).sum();
+    }
     let (over, (at, w, count)) = outcome.worst;
     let line = format!(
-        "{{\"backend\":\"{backend}\",\"transition\":\"{transition}\",\"policy\":\"{policy}\",\"seed\":{seed},\"drips\":{},\"written\":{},\"held\":{},\"held_loaded\":{},\"over\":{},\"over_raw\":{},\"over_tight\":{},\"stalled_s\":{:.3},\"late_wakes\":{},\"judged\":{:.2},\"lost\":{},\"window_at_s\":{at:.3},\"window_s\":{w:.3},\"in_window\":{count},\"books\":{},\"events\":\"{}\"}}",
+        "{{\"backend\":\"{backend}\",\"transition\":\"{transition}\",\"policy\":\"{policy}\",\"seed\":{seed},\"drips\":{},\"written\":{},\"held\":{},\"held_loaded\":{},\"over\":{},\"over_raw\":{},\"over_tight\":{},\"stalled_s\":{:.3},\"late_wakes\":{},\"judged\":{:.2},\"lost\":{},\"window_at_s\":{at:.3},\"window_s\":{w:.3},\"in_window\":{count},\"books\":{},\"any_node\":{},\"asking\":{},\"events\":\"{}\"}}",
         plan.drips,
         outcome.written,
         outcome.held(),
@@ -895,6 +1005,8 @@ fn one_run(backend: Backend, transition: Transition, policy: &str, seed: u64) ->
         outcome.judged,
         outcome.lost,
         outcome.books.is_empty(),
+        plan.any_node,
+        outcome.asking,
         plan.events
             .iter()
             .map(|(t, e)| format!("{t:.2}s {e:?}"))
@@ -919,7 +1031,14 @@ const TRY_BUDGET: Duration = Duration::from_secs(45);
 /// to judge ([`MIN_JUDGED`]) is run again, with a seed of its own unless
 /// `DRIP_TRANSITIONS_SEED` gives one ([`common::until_judged`]).
 fn check(backend: Backend, transition: Transition, policy: &str) {
-    if backend == Backend::Redis && !common::have_redis() {
+    if backend != Backend::File && !common::have_redis() {
+        return;
+    }
+    if backend == Backend::Cluster && !topology::have_redis_cli() {
+        let how =
+            "redis-cli not found: install it with `apt-get install -y redis-tools` (.ci/run does)";
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{how}");
+        eprintln!("skipped: {how}");
         return;
     }
     until_judged(TRIES, TRY_BUDGET, || {
@@ -941,6 +1060,14 @@ fn check(backend: Backend, transition: Transition, policy: &str) {
         }
         if transition == Transition::Lost {
             assert!(outcome.lost > 0, "the loss went unseen: {line}\n{replay}");
+        }
+        // A replica taking over holds the state it had: not a lost one.
+        if matches!(transition, Transition::Failover | Transition::Reshard) {
+            assert_eq!(outcome.lost, 0, "a state was lost: {line}\n{replay}");
+        }
+        // The slot moved while drips ran: they followed `ASK` there.
+        if transition == Transition::Reshard {
+            assert!(outcome.asking > 0, "no ASK was followed: {line}\n{replay}");
         }
         // The windows clear of stalls are judged however few they are.
         assert!(
@@ -1079,6 +1206,31 @@ fn redis_mixed_fail() {
     check(Backend::Redis, Transition::Mixed, "fail");
 }
 
+#[test]
+fn sentinel_failover_wait() {
+    check(Backend::Sentinel, Transition::Failover, "wait");
+}
+
+#[test]
+fn sentinel_kill_primary_wait() {
+    check(Backend::Sentinel, Transition::KillPrimary, "wait");
+}
+
+#[test]
+fn cluster_reshard_wait() {
+    check(Backend::Cluster, Transition::Reshard, "wait");
+}
+
+#[test]
+fn cluster_failover_wait() {
+    check(Backend::Cluster, Transition::Failover, "wait");
+}
+
+#[test]
+fn cluster_kill_primary_wait() {
+    check(Backend::Cluster, Transition::KillPrimary, "wait");
+}
+
 /// Two runs of a random backend, transition and policy: every drip's
 /// books add up whatever happened (the bound is the other tests' and the
 /// long run's).
@@ -1096,6 +1248,8 @@ fn the_books_hold_through_random_transitions() {
         let transitions = match backend {
             Backend::File => FILE_TRANSITIONS,
             Backend::Redis => REDIS_TRANSITIONS,
+            Backend::Sentinel => SENTINEL_TRANSITIONS,
+            Backend::Cluster => CLUSTER_TRANSITIONS,
         };
         let transition = transitions[rng.usize(..transitions.len())];
         let policy = POLICIES[rng.usize(..POLICIES.len())];
@@ -1136,8 +1290,14 @@ fn many_runs() {
     for (backend, transitions) in [
         (Backend::File, FILE_TRANSITIONS),
         (Backend::Redis, REDIS_TRANSITIONS),
+        (Backend::Sentinel, SENTINEL_TRANSITIONS),
+        (Backend::Cluster, CLUSTER_TRANSITIONS),
     ] {
-        if backend == Backend::Redis && !common::have_redis() {
+        if backend != Backend::File && !common::have_redis() {
+            continue;
+        }
+        if backend == Backend::Cluster && !topology::have_redis_cli() {
+            eprintln!("skipped: the cluster runs need redis-cli (redis-tools)");
             continue;
         }
         for &transition in transitions {

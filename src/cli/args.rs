@@ -344,7 +344,12 @@ pub struct Cli {
     /// through Redis or Valkey: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]/NAME,
     /// rediss://... (TLS; trusting the system's CAs, or SSL_CERT_FILE),
     /// redis+unix:///SOCKET/NAME[?db=DB&user=USER&pass=PASSWORD],
-    /// valkey://... (no other query string). All of them must give the same
+    /// valkey://... (no other query string); a primary behind Sentinel:
+    /// redis+sentinel://HOST[:PORT],.../PRIMARY[/DB]/NAME (the sentinels
+    /// asked for the primary, a failover followed; a password as for
+    /// redis://); a Redis
+    /// Cluster: redis+cluster://HOST[:PORT],.../NAME, or
+    /// redis:// to any of its nodes. All of them must give the same
     /// rates and bursts, in any order, per key too (else exit 2). Under a
     /// byte rate each reserved slot carries one record of at most the size
     /// it was reserved for

@@ -349,6 +349,27 @@ pub fn take_request(args: TakeArgs) -> Result<shared::take::Request, String> {
 ///
 /// # Errors
 /// `--share-jobs` without `--exec` or without `--share`.
+/// A shared `--budget` is kept on one Redis server (or this host's file).
+///
+/// # Errors
+/// `--budget` beside a `redis+sentinel://` or `redis+cluster://` URL.
+fn shared_budget_server(cli: &Cli, share: Option<&shared::Share>) -> Result<(), clap::Error> {
+    let Some(shared::Target::Redis { url, .. }) = share.map(|s| &s.target) else {
+        return Ok(());
+    };
+    if cli.budget.is_empty()
+        || matches!(
+            shared::target::servers(url),
+            Ok(shared::target::Servers::One(_))
+        )
+    {
+        return Ok(());
+    }
+    usage(
+        "--budget: a shared budget is kept on one Redis server (a redis:// URL), not yet behind Sentinel or in a Cluster".into(),
+    )
+}
+
 fn share_jobs(
     cli: &Cli,
     share: Option<&shared::Share>,
@@ -632,6 +653,7 @@ impl TryFrom<Cli> for Config {
             Cli::command().error(clap::error::ErrorKind::MissingRequiredArgument, why)
         })?;
         let share_jobs = share_jobs(&cli, share.as_ref(), jobs.is_some())?;
+        shared_budget_server(&cli, share.as_ref())?;
         let jobs = jobs.map(|jobs| JobConfig {
             quiet: cli.quiet,
             share_jobs,

@@ -73,7 +73,7 @@ fn check_name(name: &str) -> Result<(), String> {
 }
 
 /// The accepted forms of a Redis `--share`, for messages.
-const REDIS_FORMS: &str = "redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]/NAME, rediss://... (TLS) or redis+unix:///SOCKET/NAME[?db=DB]";
+const REDIS_FORMS: &str = "redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]/NAME, rediss://... (TLS), redis+unix:///SOCKET/NAME[?db=DB], redis+sentinel://HOST[:PORT][,HOST[:PORT]...]/PRIMARY[/DB]/NAME or redis+cluster://HOST[:PORT][,HOST[:PORT]...]/NAME";
 
 /// The host and port of a URL's `[USER[:PASSWORD]@]HOST[:PORT]`; the port
 /// as written (empty: none).
@@ -152,6 +152,9 @@ pub fn parse_target(text: &str) -> Result<Target, String> {
         return Ok(Target::Host(text.to_string()));
     };
     let written = scheme;
+    if let Some((base, kind)) = scheme.split_once('+').filter(|(_, k)| *k != "unix") {
+        return parse_many(text, written, base, kind, rest);
+    }
     let scheme = match scheme {
         "redis" | "valkey" => "redis",
         "rediss" | "valkeys" => "rediss",
@@ -198,6 +201,194 @@ pub fn parse_target(text: &str) -> Result<Target, String> {
         url,
         name: name.to_string(),
     })
+}
+
+/// Parse a `--share` URL of several servers (`written` its scheme, `base`
+/// before the `+`, `kind` after it; `rest` after `://`): the sentinels,
+/// the primary's name and a database
+/// (`redis+sentinel://[[USER]:PASSWORD@]HOST[:PORT][,HOST[:PORT]…]/PRIMARY[/DB]/NAME`),
+/// or cluster nodes (`redis+cluster://[[USER]:PASSWORD@]HOST[:PORT][,HOST[:PORT]…]/NAME`).
+/// The URL kept is the text without the NAME, read again by
+/// [`servers`].
+fn parse_many(
+    text: &str,
+    written: &str,
+    base: &str,
+    kind: &str,
+    rest: &str,
+) -> Result<Target, String> {
+    let tls = match base {
+        "redis" | "valkey" => false,
+        "rediss" | "valkeys" => true,
+        _ => {
+            return Err(format!(
+                "unknown scheme '{written}://' (expected NAME, {REDIS_FORMS}; valkey for redis)"
+            ))
+        }
+    };
+    let form = match kind {
+        "sentinel" => SENTINEL_FORM,
+        "cluster" => CLUSTER_FORM,
+        _ => {
+            return Err(format!(
+                "unknown scheme '{written}://' (expected NAME, {REDIS_FORMS}; valkey for redis)"
+            ))
+        }
+    };
+    if rest.contains('?') {
+        return Err(format!(
+            "'{text}': a query string is not read (expected {form})"
+        ));
+    }
+    let Some((path, name)) = rest.rsplit_once('/').filter(|(_, name)| !name.is_empty()) else {
+        return Err(format!("'{text}' names no NAME (expected {form})"));
+    };
+    let (authority, tail) = path.split_once('/').unwrap_or((path, ""));
+    let url = format!(
+        "{}+{kind}://{authority}/{tail}",
+        if tls { "rediss" } else { "redis" }
+    );
+    let servers = servers(&url).map_err(|why| format!("'{text}': {why} (expected {form})"))?;
+    for one in servers.urls() {
+        ::redis::IntoConnectionInfo::into_connection_info(one.as_str()).map_err(|e| {
+            #[allow(deprecated)] // the one text of a redis-rs error without its kind
+            let why = e
+                .detail()
+                .unwrap_or_else(|| std::error::Error::description(&e));
+            format!("'{text}' is not a Redis URL ({why}; expected {form})")
+        })?;
+    }
+    check_name(name)?;
+    Ok(Target::Redis {
+        url: url.trim_end_matches('/').to_string(),
+        name: name.to_string(),
+    })
+}
+
+/// The form of a Sentinel's URL, for messages.
+const SENTINEL_FORM: &str =
+    "redis+sentinel://[[USER]:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/PRIMARY[/DB]/NAME";
+
+/// The form of a cluster's URL, for messages.
+const CLUSTER_FORM: &str = "redis+cluster://[[USER]:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/NAME";
+
+/// The port a sentinel listens on when the URL gives none.
+const SENTINEL_PORT: u16 = 26379;
+
+/// Where the servers of a Redis `--share` URL (without its NAME) are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Servers {
+    /// One server, by its redis-rs URL (a cluster node's redirections are
+    /// followed from it).
+    One(String),
+    /// Sentinels, asked for the primary named `primary`.
+    Sentinel {
+        /// Each sentinel's redis-rs URL (no user, no password).
+        sentinels: Vec<String>,
+        /// The primary's name, as the sentinels know it.
+        primary: String,
+        /// What a data node's URL is made of: `rediss` or `redis`, the
+        /// `USER:PASSWORD@` (or nothing), the database (or nothing).
+        node: (String, String, String),
+    },
+    /// Nodes of a Redis Cluster, each by its redis-rs URL.
+    Cluster(Vec<String>),
+}
+
+impl Servers {
+    /// The redis-rs URLs of the servers named.
+    fn urls(&self) -> Vec<String> {
+        match self {
+            Servers::One(url) => vec![url.clone()],
+            Servers::Sentinel { sentinels, .. } => sentinels.clone(),
+            Servers::Cluster(nodes) => nodes.clone(),
+        }
+    }
+
+    /// The redis-rs URL of the data node at `host`:`port` (a Sentinel's
+    /// primary), with the URL's user, password, database and TLS.
+    pub fn node_url(&self, host: &str, port: u16) -> Option<String> {
+        let Servers::Sentinel {
+            node: (scheme, auth, db),
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let host = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host.to_string()
+        };
+        Some(format!("{scheme}://{auth}{host}:{port}/{db}"))
+    }
+}
+
+/// The servers of `url`, a `--share` URL without its NAME as
+/// [`parse_target`] keeps it.
+///
+/// # Errors
+/// A host or port missing or wrong, a database that is not a number, a
+/// Sentinel's URL without the primary's name, a cluster's with a path.
+pub fn servers(url: &str) -> Result<Servers, String> {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("redis", url));
+    let Some((base, kind)) = scheme.split_once('+').filter(|(_, k)| *k != "unix") else {
+        return Ok(Servers::One(url.to_string()));
+    };
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let (auth, hosts) = match authority.rsplit_once('@') {
+        Some((auth, hosts)) => (format!("{auth}@"), hosts),
+        None => (String::new(), authority),
+    };
+    let sentinel = kind == "sentinel";
+    let default_port = if sentinel { SENTINEL_PORT } else { 6379 };
+    let mut addrs = Vec::new();
+    for one in hosts.split(',') {
+        let (host, port) = host_port(one);
+        if host.is_empty() {
+            return Err("names no HOST".into());
+        }
+        let port = if port.is_empty() {
+            default_port
+        } else {
+            match port.parse::<u16>() {
+                Ok(p) if p > 0 => p,
+                _ => return Err(format!("'{port}' is not a port (1 to 65535)")),
+            }
+        };
+        let host = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host.to_string()
+        };
+        addrs.push(format!("{host}:{port}"));
+    }
+    if sentinel {
+        let (primary, db) = path.split_once('/').unwrap_or((path, ""));
+        if primary.is_empty() {
+            return Err("names no PRIMARY (the name the sentinels know the primary by)".into());
+        }
+        if !db.is_empty() {
+            check_db(db, url).map_err(|_| format!("'{db}' is not a database number"))?;
+        }
+        Ok(Servers::Sentinel {
+            sentinels: addrs.iter().map(|a| format!("{base}://{a}")).collect(),
+            primary: primary.to_string(),
+            node: (base.to_string(), auth, db.to_string()),
+        })
+    } else {
+        if !path.is_empty() {
+            return Err(format!(
+                "'{path}' is more than a NAME (a cluster has no databases)"
+            ));
+        }
+        Ok(Servers::Cluster(
+            addrs
+                .iter()
+                .map(|a| format!("{base}://{auth}{a}"))
+                .collect(),
+        ))
+    }
 }
 
 /// What `--share-on-error` can say, for completion and help: (value,
@@ -323,6 +514,84 @@ mod tests {
             parse_target("redis://:p%40w@h:6379/0/x"),
             redis("redis://:p%40w@h:6379/0", "x")
         );
+    }
+
+    /// A Sentinel's URL: the sentinels (26379 when no port), the primary's
+    /// name, a database, the user and password for the data nodes, TLS;
+    /// a cluster's: its nodes (6379 when no port). What is missing or
+    /// wrong is named.
+    #[test]
+    fn sentinel_and_cluster_urls() {
+        let redis = |url: &str, name: &str| {
+            Ok(Target::Redis {
+                url: url.into(),
+                name: name.into(),
+            })
+        };
+        assert_eq!(
+            parse_target("redis+sentinel://s1,s2:26380/mymaster/api"),
+            redis("redis+sentinel://s1,s2:26380/mymaster", "api")
+        );
+        assert_eq!(
+            parse_target("valkey+sentinel://:pw@s1/mymaster/3/api"),
+            redis("redis+sentinel://:pw@s1/mymaster/3", "api")
+        );
+        assert_eq!(
+            parse_target("redis+cluster://n1:7000,n2:7001/api"),
+            redis("redis+cluster://n1:7000,n2:7001", "api")
+        );
+        let sentinel = servers("redis+sentinel://u:pw@s1,[::1]:26380/mymaster/3").unwrap();
+        assert_eq!(
+            sentinel,
+            Servers::Sentinel {
+                sentinels: vec!["redis://s1:26379".into(), "redis://[::1]:26380".into()],
+                primary: "mymaster".into(),
+                node: ("redis".into(), "u:pw@".into(), "3".into()),
+            }
+        );
+        assert_eq!(
+            sentinel.node_url("10.0.0.5", 6380).as_deref(),
+            Some("redis://u:pw@10.0.0.5:6380/3")
+        );
+        assert_eq!(
+            servers("redis+cluster://:pw@n1,n2:7001").unwrap(),
+            Servers::Cluster(vec![
+                "redis://:pw@n1:6379".into(),
+                "redis://:pw@n2:7001".into()
+            ])
+        );
+        assert_eq!(
+            servers("redis://h:6380/2").unwrap(),
+            Servers::One("redis://h:6380/2".into())
+        );
+        #[cfg(feature = "tls")]
+        {
+            assert_eq!(
+                parse_target("rediss+sentinel://s1/m/api"),
+                redis("rediss+sentinel://s1/m", "api")
+            );
+            let tls = servers("rediss+sentinel://s1/m").unwrap();
+            assert_eq!(tls.node_url("h", 1).as_deref(), Some("rediss://h:1/"));
+            assert_eq!(
+                servers("rediss+cluster://n1:7000").unwrap(),
+                Servers::Cluster(vec!["rediss://n1:7000".into()])
+            );
+        }
+        let why = |text: &str| parse_target(text).unwrap_err();
+        assert!(
+            why("redis+sentinel://s1/api").contains("names no PRIMARY"),
+            "{}",
+            why("redis+sentinel://s1/api")
+        );
+        assert!(why("redis+sentinel://s1/m/x/api").contains("'x' is not a database number"));
+        assert!(why("redis+sentinel://s1,/m/api").contains("names no HOST"));
+        assert!(why("redis+sentinel://s1:0/m/api").contains("'0' is not a port"));
+        assert!(why("redis+cluster://n1/0/api").contains("is more than a NAME"));
+        assert!(why("redis+cluster://n1").contains("names no NAME"));
+        assert!(why("redis+cluster://n1/api?x=1").contains("a query string is not read"));
+        assert!(why("redis+mesh://n1/api").starts_with("unknown scheme 'redis+mesh://'"));
+        assert!(why("http+cluster://n1/api").starts_with("unknown scheme"));
+        assert!(why("redis+cluster://n1/a b").contains("is not a NAME"));
     }
 
     /// A NAME too long says how long it is and how long it may be.
