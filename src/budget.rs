@@ -548,6 +548,18 @@ mod tests {
         assert_eq!(b.calendar.window(), Window::Day);
         assert_eq!(b.to_string(), "10000/day@America/Los_Angeles");
         assert!(parse_budget("20/second@UTC").is_ok());
+        // The short names --rate takes; the budget is spelled in full.
+        for (short, long) in [
+            ("s", "second"),
+            ("min", "minute"),
+            ("h", "hour"),
+            ("d", "day"),
+            ("w", "week"),
+        ] {
+            let b = parse_budget(&format!("7/{short}@UTC")).unwrap();
+            assert_eq!(b.to_string(), format!("7/{long}@UTC"));
+        }
+        assert!(parse_budget("7/m@UTC").unwrap_err().contains("no window"));
         assert!(parse_budget("0/day@UTC")
             .unwrap_err()
             .contains("at least 1"));

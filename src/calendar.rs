@@ -42,14 +42,15 @@ pub enum Window {
 pub const WINDOWS: &[&str] = &["second", "minute", "hour", "day", "week", "month"];
 
 impl Window {
-    /// The window named `name` (one of [`WINDOWS`]), if any.
+    /// The window named `name` (one of [`WINDOWS`], or the short names
+    /// `--rate` takes: `s`, `sec`, `min`, `h`, `d`, and `w`), if any.
     pub fn parse(name: &str) -> Option<Window> {
         Some(match name {
-            "second" => Window::Second,
-            "minute" => Window::Minute,
-            "hour" => Window::Hour,
-            "day" => Window::Day,
-            "week" => Window::Week,
+            "second" | "sec" | "s" => Window::Second,
+            "minute" | "min" => Window::Minute,
+            "hour" | "h" => Window::Hour,
+            "day" | "d" => Window::Day,
+            "week" | "w" => Window::Week,
             "month" => Window::Month,
             _ => return None,
         })

@@ -230,13 +230,16 @@ fn parse_row(item: &str) -> Result<Row, String> {
     let words: Vec<&str> = item.split_whitespace().collect();
     let (action_word, when) = words.split_last().expect("the row is not empty");
     if when.is_empty() {
-        return Err(format!(
-            "row '{item}': no days or hours (write '* {action_word}' for always)"
-        ));
+        return Err(match parse_action(action_word) {
+            Ok(_) => format!("row '{item}': no days or hours (write '* {action_word}' for always)"),
+            Err(_) => {
+                format!("row '{item}': no action (a rate such as 50/s, or pause, comes last)")
+            }
+        });
     }
     let action = parse_action(action_word).map_err(|why| format!("row '{item}': {why}"))?;
     let mut days = None;
-    let mut span = None;
+    let (mut span, mut spans) = (None, 0);
     for &word in when {
         if word == "*" {
             if when.len() > 1 {
@@ -244,10 +247,11 @@ fn parse_row(item: &str) -> Result<Row, String> {
             }
             days = Some(EVERY_DAY);
         } else if word.contains(':') {
-            if span.is_some() {
+            spans += 1;
+            if spans > 1 {
                 return Err(format!("row '{item}': more than one span of hours"));
             }
-            span = Some(parse_span(word).map_err(|why| format!("row '{item}': {why}"))?);
+            span = parse_span(word).map_err(|why| format!("row '{item}': {why}"))?;
         } else if days.is_none() {
             days = Some(parse_days(word).map_err(|why| format!("row '{item}': {why}"))?);
         } else {
@@ -326,18 +330,22 @@ fn is_day_name(lower: &str) -> bool {
 }
 
 /// `HH:MM-HH:MM` (the end may be `24:00`); the two must differ.
-fn parse_span(word: &str) -> Result<(Time, Time), String> {
+/// `00:00-24:00` is the whole day: `None`, as a row without hours.
+fn parse_span(word: &str) -> Result<Option<(Time, Time)>, String> {
     let (from, to) = word
         .split_once('-')
         .ok_or_else(|| format!("'{word}' is no span of hours (expected HH:MM-HH:MM)"))?;
     let start = parse_time(from, false)?;
     let end = parse_time(to, true)?;
+    if start == Time::midnight() && to == "24:00" {
+        return Ok(None);
+    }
     if start == end {
         return Err(format!(
             "'{word}' is empty (a whole day needs no hours: 'Mon pause')"
         ));
     }
-    Ok((start, end))
+    Ok(Some((start, end)))
 }
 
 /// `HH:MM` on the local clock; `24:00` (midnight at the end of the day)
@@ -596,6 +604,13 @@ mod tests {
         assert_eq!(t.zone().iana_name(), Some("UTC"));
         assert_eq!(parse_days("Fri-Mon").unwrap(), 0b111_0001);
         assert_eq!(parse_days("Sunday").unwrap(), 0b100_0000);
+        // 24:00 ends the day: 00:00-24:00 is the whole day, as no hours.
+        let whole = parse("Thu 00:00-24:00 pause; @UTC").unwrap();
+        assert_eq!(whole.rows()[0].span, None);
+        assert_eq!(whole.rows()[0].days, parse_days("Thu").unwrap());
+        assert!(parse("Thu 00:00-24:00 09:00-10:00 pause")
+            .unwrap_err()
+            .contains("more than one span"));
     }
 
     #[test]
@@ -608,6 +623,9 @@ mod tests {
             ("09:00-25:00 pause", "'25:00' is no time of day"),
             ("9:00-18:00 pause", "'9:00' is no time of day"),
             ("09:00-09:00 pause", "is empty"),
+            ("*", "no action (a rate such as 50/s, or pause, comes last)"),
+            ("Mon", "no action"),
+            ("pause", "write '* pause' for always"),
             ("09:00 pause", "no span of hours"),
             ("Mon 09:00-18:00 fast", "'fast' is no rate or pause"),
             ("Mon 09:00-18:00 0/s", "'0/s' is no rate or pause"),
