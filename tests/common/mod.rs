@@ -50,11 +50,13 @@ thread_local! {
     static RUNTIME_DIR: tempfile::TempDir = tempfile::tempdir().unwrap();
 }
 
-/// A directory for `XDG_RUNTIME_DIR` of the test running on this thread:
-/// the control sockets of the drips it starts go there, and go with it,
-/// rather than into the user's `/tmp/drip-$UID` where a drip killed with
-/// SIGKILL would leave its socket behind. A test that sets its own
-/// `XDG_RUNTIME_DIR` after [`command`], [`drip`] or [`shell`] overrides it.
+/// A directory for `XDG_RUNTIME_DIR` and `TMPDIR` of the test running on
+/// this thread: the control sockets and `--exec` headers directories of
+/// the drips it starts go there, and go with it, rather than into the
+/// user's `/tmp/drip-$UID` and `/tmp/drip-headers-*` where a drip killed
+/// with SIGKILL would leave them behind. A test that sets its own
+/// `XDG_RUNTIME_DIR` or `TMPDIR` after [`command`], [`drip`] or [`shell`]
+/// overrides it.
 pub fn runtime_dir() -> std::path::PathBuf {
     RUNTIME_DIR.with(|dir| dir.path().to_path_buf())
 }
@@ -69,7 +71,9 @@ pub fn command(args: &[&str]) -> Command {
     for var in NOISY_ENV {
         cmd.env_remove(var);
     }
-    cmd.env("LC_ALL", "C").env("XDG_RUNTIME_DIR", runtime_dir());
+    cmd.env("LC_ALL", "C")
+        .env("XDG_RUNTIME_DIR", runtime_dir())
+        .env("TMPDIR", runtime_dir());
     cmd
 }
 
@@ -81,7 +85,9 @@ pub fn drip(args: &[&str]) -> assert_cmd::Command {
     for var in NOISY_ENV {
         cmd.env_remove(var);
     }
-    cmd.env("LC_ALL", "C").env("XDG_RUNTIME_DIR", runtime_dir());
+    cmd.env("LC_ALL", "C")
+        .env("XDG_RUNTIME_DIR", runtime_dir())
+        .env("TMPDIR", runtime_dir());
     cmd
 }
 
@@ -98,7 +104,9 @@ pub fn shell(script: &str) -> Command {
     for var in NOISY_ENV {
         cmd.env_remove(var);
     }
-    cmd.env("LC_ALL", "C").env("XDG_RUNTIME_DIR", runtime_dir());
+    cmd.env("LC_ALL", "C")
+        .env("XDG_RUNTIME_DIR", runtime_dir())
+        .env("TMPDIR", runtime_dir());
     cmd
 }
 
