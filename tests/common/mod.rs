@@ -274,8 +274,22 @@ pub fn cpu_seconds(child: &Child) -> f64 {
 /// `/proc/PID/task/TID/schedstat`, read every 10 ms: a thread's last 10 ms
 /// may be missed). 0 where the kernel does not keep it.
 pub fn watch_cpu_wait(pid: u32) -> std::thread::JoinHandle<f64> {
+    let samples = watch_cpu_waits(pid, Instant::now());
+    std::thread::spawn(move || {
+        let samples = samples.join().unwrap();
+        samples.last().map_or(0.0, |s| s.1.values().sum())
+    })
+}
+
+/// What [`watch_cpu_waits`] saw at one moment: (seconds since its origin,
+/// how long (s) each thread had waited for a CPU until then).
+pub type CpuWaitSample = (f64, std::collections::HashMap<std::ffi::OsString, f64>);
+
+/// [`watch_cpu_wait`] as it went, thread by thread: a sample every 10 ms.
+pub fn watch_cpu_waits(pid: u32, origin: Instant) -> std::thread::JoinHandle<Vec<CpuWaitSample>> {
     std::thread::spawn(move || {
         let mut waited = std::collections::HashMap::new();
+        let mut samples = Vec::new();
         while let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
             for task in tasks.flatten() {
                 let stat = std::fs::read_to_string(task.path().join("schedstat"));
@@ -283,13 +297,26 @@ pub fn watch_cpu_wait(pid: u32) -> std::thread::JoinHandle<f64> {
                     .ok()
                     .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok());
                 if let Some(ns) = ns {
-                    waited.insert(task.file_name(), ns);
+                    waited.insert(task.file_name(), ns as f64 / 1e9);
                 }
             }
+            samples.push((origin.elapsed().as_secs_f64(), waited.clone()));
             std::thread::sleep(Duration::from_millis(10));
         }
-        waited.values().sum::<u64>() as f64 / 1e9
+        samples
     })
+}
+
+/// How long (s) thread `tid` (for a process's main thread, its pid)
+/// waited for a CPU from `from` to `to` (seconds since the origin of
+/// `samples`, from [`watch_cpu_waits`]), widened to the samples around
+/// them.
+pub fn cpu_wait_between(samples: &[CpuWaitSample], tid: u32, from: f64, to: f64) -> f64 {
+    let tid = std::ffi::OsString::from(tid.to_string());
+    let at = |s: Option<&CpuWaitSample>| s.and_then(|s| s.1.get(&tid)).copied().unwrap_or(0.0);
+    let before = at(samples.iter().rev().find(|s| s.0 <= from));
+    let after = at(samples.iter().find(|s| s.0 >= to).or(samples.last()));
+    (after - before).max(0.0)
 }
 
 /// How far records seen at `times` (seconds, in order) fell behind a
