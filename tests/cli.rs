@@ -144,31 +144,33 @@ fn records_leave_on_schedule_never_early() {
     assert!(span < 2.0, "20 records at 20/s spanned {span} s");
 }
 
+/// b arrives after 600 ms of silence: it leaves at once, and c one
+/// interval (200 ms) after it, not together. Judged on the reader's clock
+/// from a moment before the shell began: b is written 600 ms after it at
+/// the soonest, so c can leave no sooner than 800 ms after it, however
+/// late the machine ran drip or the reader; with a catch-up burst c
+/// leaves with b. A run where the reader saw b 750 ms or more after the
+/// start (the shell's sleep or drip held up) cannot show a burst: it is
+/// run again ([`common::until_judged`]).
 #[test]
 fn no_catch_up_burst_after_idle_input() {
-    // b arrives after 600 ms of silence: it leaves at once, and c one
-    // interval after it, not together.
-    let dir = tempfile::tempdir().unwrap();
-    let stats = dir.path().join("stats.json");
-    let start = Instant::now();
-    let mut child = spawn(shell(&format!(
-        "{{ echo a; sleep 0.6; echo b; echo c; }} | drip --rate 5/s --stats-json '{}'",
-        stats.display()
-    )));
-    let lines = timed_lines(&mut child, start);
-    assert!(wait_for(&mut child, Duration::from_secs(10)).success());
-    assert_eq!(lines.len(), 3);
-    // b not before it arrived, 600 ms after the shell began (as the
-    // reader saw it, from before the start: a reader may see a late).
-    assert!(lines[1].0 >= 0.6, "b left before it arrived: {lines:?}");
-    // On drip's own clock, a to c: the 600 ms of silence and c's interval
-    // after b (50 ms less for a first write the machine held up); with a
-    // catch-up burst c leaves with b, 600 ms after a.
-    let span = common::last_json(&stats)["span_ms"].as_f64().unwrap();
-    assert!(
-        span >= 750.0,
-        "a to c in {span} ms: a catch-up burst: {lines:?}"
-    );
+    common::until_judged(5, Duration::from_secs(60), || {
+        let start = Instant::now();
+        let mut child = spawn(shell(
+            "{ echo a; sleep 0.6; echo b; echo c; } | drip --rate 5/s",
+        ));
+        let lines = timed_lines(&mut child, start);
+        assert!(wait_for(&mut child, Duration::from_secs(10)).success());
+        assert_eq!(lines.len(), 3);
+        // b not before it arrived (a reader may see it late, never early).
+        assert!(lines[1].0 >= 0.6, "b left before it arrived: {lines:?}");
+        assert!(
+            lines[2].0 >= 0.8,
+            "c left {:.3} s after b: a catch-up burst: {lines:?}",
+            lines[2].0 - lines[1].0
+        );
+        (lines[1].0 >= 0.75).then(|| format!("b seen {:.3} s after the start", lines[1].0))
+    });
 }
 
 #[test]

@@ -834,71 +834,85 @@ fn attempts(log: &Path) -> Vec<(f64, f64, Option<u64>)> {
         .collect()
 }
 
+/// drip at 40/s against a quota of 20/s (burst 4) answering 429 and a
+/// 503 in 13 with Retry-After: 1. A run whose requests never outran the
+/// quota (a busy machine started the curls too slowly) tells nothing of
+/// Retry-After: it is run again ([`common::until_judged`]), and a drip
+/// that never sends fast enough fails as not judged.
 #[test]
 fn curl_against_a_quota_gets_every_record_through_and_honours_retry_after() {
     curl_present();
-    let (port, seen, _) = quota_server(20.0, true);
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("joblog");
-    let s = dir.path().join("stats.json");
-    let url = format!("http://127.0.0.1:{port}/{{}}");
-    let (status, _, err) = run(
-        &[
+    common::until_judged(5, Duration::from_secs(120), || {
+        let (port, seen, _) = quota_server(20.0, true);
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("joblog");
+        let s = dir.path().join("stats.json");
+        let url = format!("http://127.0.0.1:{port}/{{}}");
+        let (status, _, err) = run(
             &[
-                "-r",
-                "40/s",
-                "-j",
-                "16",
-                "-q",
-                "--retries",
-                "10",
-                "--backoff",
-                "50ms..1s",
-                "--joblog",
-                log.to_str().unwrap(),
-                "--stats-json",
-                s.to_str().unwrap(),
-            ][..],
-            &curl_exec(&url),
-        ]
-        .concat(),
-        &numbered(1..=20),
-    );
-    assert_eq!(status, 0, "{err}");
-    let seen = seen.lock().unwrap().clone();
-    // Every record got through, once.
-    let mut ok: Vec<u32> = seen
-        .iter()
-        .filter(|(_, _, st)| *st == 200)
-        .map(|(_, p, _)| p[1..].parse().unwrap())
-        .collect();
-    ok.sort_unstable();
-    assert_eq!(ok, (1..=20).collect::<Vec<_>>());
-    // The joblog and the stats agree with the server.
-    let tries = attempts(&log);
-    assert_eq!(tries.len(), seen.len());
-    let count = |st: u16| seen.iter().filter(|s| s.2 == st).count();
-    let logged = |st: u64| tries.iter().filter(|t| t.2 == Some(st)).count();
-    assert!(count(429) > 0, "the quota was never hit: {seen:?}");
-    assert_eq!((logged(429), logged(503)), (count(429), count(503)));
-    let s = last_json(&s);
-    assert_eq!(s["succeeded"].as_u64(), Some(20));
-    assert_eq!(
-        s["overload_responses"].as_u64(),
-        Some((count(429) + count(503)) as u64)
-    );
-    assert!(s["pauses"].as_u64().unwrap() >= 1);
-    assert_books_add_up(&s);
-    // Once drip saw a 429 or 503 (Retry-After: 1), nothing started for 1 s.
-    for &(_, end, st) in tries.iter().filter(|t| matches!(t.2, Some(429 | 503))) {
-        for &(start, _, _) in &tries {
-            assert!(
-                !(end + 0.05 < start && start < end + 0.99),
-                "an attempt started {:.3} s after a {st:?}",
-                start - end
-            );
+                &[
+                    "-r",
+                    "40/s",
+                    "-j",
+                    "16",
+                    "-q",
+                    "--retries",
+                    "10",
+                    "--backoff",
+                    "50ms..1s",
+                    "--joblog",
+                    log.to_str().unwrap(),
+                    "--stats-json",
+                    s.to_str().unwrap(),
+                ][..],
+                &curl_exec(&url),
+            ]
+            .concat(),
+            &numbered(1..=20),
+        );
+        assert_eq!(status, 0, "{err}");
+        let seen = seen.lock().unwrap().clone();
+        // Every record got through, once.
+        let mut ok: Vec<u32> = seen
+            .iter()
+            .filter(|(_, _, st)| *st == 200)
+            .map(|(_, p, _)| p[1..].parse().unwrap())
+            .collect();
+        ok.sort_unstable();
+        assert_eq!(ok, (1..=20).collect::<Vec<_>>());
+        // The joblog and the stats agree with the server.
+        let tries = attempts(&log);
+        assert_eq!(tries.len(), seen.len());
+        let count = |st: u16| seen.iter().filter(|s| s.2 == st).count();
+        let logged = |st: u64| tries.iter().filter(|t| t.2 == Some(st)).count();
+        if count(429) == 0 {
+            let span = seen[seen.len() - 1].0 - seen[0].0;
+            return Some(format!(
+                "the quota was never hit: {} requests in {span:.2} s",
+                seen.len()
+            ));
         }
-    }
+        assert_eq!((logged(429), logged(503)), (count(429), count(503)));
+        let s = last_json(&s);
+        assert_eq!(s["succeeded"].as_u64(), Some(20));
+        assert_eq!(
+            s["overload_responses"].as_u64(),
+            Some((count(429) + count(503)) as u64)
+        );
+        assert!(s["pauses"].as_u64().unwrap() >= 1);
+        assert_books_add_up(&s);
+        // Once drip saw a 429 or 503 (Retry-After: 1), nothing started for 1 s.
+        for &(_, end, st) in tries.iter().filter(|t| matches!(t.2, Some(429 | 503))) {
+            for &(start, _, _) in &tries {
+                assert!(
+                    !(end + 0.05 < start && start < end + 0.99),
+                    "an attempt started {:.3} s after a {st:?}",
+                    start - end
+                );
+            }
+        }
+        None
+    });
 }
 
 /// The share of 429s among the server's last `n` requests.
@@ -1083,43 +1097,56 @@ fn an_overload_exit_status_pauses_and_retries() {
     }
 }
 
+/// Each of six records fails once (75) and is retried after at most
+/// 1 ms: the twelve starts are paced by 10/s. Judged from the joblog's
+/// start stamps against the moment before drip was started: start `k`
+/// (in order) no sooner than `k` intervals after it
+/// ([`common::ahead_of_start`]). A start stamped late (the machine held
+/// up the job's thread between its slot and its spawn) moves only itself;
+/// a retry started at once, without a slot, stands an interval early
+/// unless drip's first start came half a second late, and such a run is
+/// run again ([`common::until_judged`]).
 #[test]
 fn retries_are_starts_paced_by_the_rate() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("joblog");
-    // Each record fails once (75) and is retried after at most 1 ms.
-    let (status, _, err) = run(
-        &[
-            "-r",
-            "10/s",
-            "-j",
-            "4",
-            "-q",
-            "--retries",
-            "1",
-            "--backoff",
-            "1ms..1ms",
-            "--joblog",
-            log.to_str().unwrap(),
-            "--exec",
-            "sh",
-            "-c",
-            r#"[ "$DRIP_ATTEMPT" = 2 ] || exit 75"#,
-            "sh",
-        ],
-        &numbered(1..=3),
-    );
-    assert_eq!(status, 0, "{err}");
-    let mut starts: Vec<f64> = attempts(&log).iter().map(|t| t.0).collect();
-    starts.sort_by(f64::total_cmp);
-    assert_eq!(starts.len(), 6);
-    for w in starts.windows(2) {
-        assert!(
-            w[1] - w[0] >= 0.090,
-            "starts {:.3} s apart at 10/s",
-            w[1] - w[0]
+    common::until_judged(5, Duration::from_secs(60), || {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("joblog");
+        let origin = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        let (status, _, err) = run(
+            &[
+                "-r",
+                "10/s",
+                "-j",
+                "4",
+                "-q",
+                "--retries",
+                "1",
+                "--backoff",
+                "1ms..1ms",
+                "--joblog",
+                log.to_str().unwrap(),
+                "--exec",
+                "sh",
+                "-c",
+                r#"[ "$DRIP_ATTEMPT" = 2 ] || exit 75"#,
+                "sh",
+            ],
+            &numbered(1..=6),
         );
-    }
+        assert_eq!(status, 0, "{err}");
+        let mut starts: Vec<f64> = attempts(&log).iter().map(|t| t.0 - origin).collect();
+        starts.sort_by(f64::total_cmp);
+        assert_eq!(starts.len(), 12);
+        let early = common::ahead_of_start(&starts, 0.1);
+        assert!(
+            early <= 0.0,
+            "a start {early:.3} s early at 10/s: {starts:?}"
+        );
+        (starts[0] >= 0.5).then(|| format!("the first start came {:.3} s after drip's", starts[0]))
+    });
 }
 
 /// drip with two jobs, each leaving `sleep 7.123` behind in its process

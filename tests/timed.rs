@@ -41,17 +41,20 @@ fn a_ramp_run() -> Option<String> {
     let input = common::numbered(1..=600);
     let mut cmd = command(&["-r", "200/s", "--ramp", "3s"]);
     cmd.stdin(Stdio::piped());
+    let origin = Instant::now();
     let mut child = spawn(cmd);
-    let waiting = common::watch_cpu_wait(child.id());
+    let pid = child.id();
+    let waiting = common::watch_cpu_waits(pid, origin);
     child
         .stdin
         .take()
         .unwrap()
         .write_all(input.as_bytes())
         .unwrap();
-    let lines = timed_lines(&mut child, Instant::now());
+    let lines = timed_lines(&mut child, origin);
     assert!(wait_for(&mut child, Duration::from_secs(30)).success());
-    let waited = waiting.join().unwrap();
+    let samples = waiting.join().unwrap();
+    let waited: f64 = samples.last().map_or(0.0, |s| s.1.values().sum());
     assert_eq!(lines.len(), 600);
     assert!(lines
         .iter()
@@ -86,6 +89,14 @@ fn a_ramp_run() -> Option<String> {
         let measured = (last - first) as f64 / (span + moved);
         let line = (last - first) as f64 / span;
         let off = measured / line - 1.0;
+        // Slow by no more than drip's main thread, which writes the
+        // records, waited for a CPU in the slice: the machine's doing, not
+        // the ramp's.
+        let held = common::cpu_wait_between(&samples, pid, lines[first].0, lines[last].0);
+        let slowed = (last - first) as f64 / (span + moved - held).max(span) / line - 1.0;
+        if off < -0.02 && slowed >= -0.02 {
+            continue;
+        }
         if off.abs() > 0.02 {
             judged = false;
             worst = format!(
@@ -111,7 +122,10 @@ fn a_ramp_run() -> Option<String> {
 fn a_ramp_rises_on_the_line_slice_by_slice() {
     // 200/s over 3 s from 0: in each second from 0.5 s to 4.5 s the rate
     // is within 2 % of the line's (the ramp's, then 200/s).
-    until_judged(4, Duration::from_secs(90), a_ramp_run);
+    // A slice slower than that by no more than one of drip's threads
+    // waited for a CPU in it passes; a run with a slice off the line
+    // otherwise is run again.
+    until_judged(6, Duration::from_secs(120), a_ramp_run);
 }
 
 #[test]

@@ -52,11 +52,13 @@ thread_local! {
     static RUNTIME_DIR: tempfile::TempDir = tempfile::tempdir().unwrap();
 }
 
-/// A directory for `XDG_RUNTIME_DIR` of the test running on this thread:
-/// the control sockets of the drips it starts go there, and go with it,
-/// rather than into the user's `/tmp/drip-$UID` where a drip killed with
-/// SIGKILL would leave its socket behind. A test that sets its own
-/// `XDG_RUNTIME_DIR` after [`command`], [`drip`] or [`shell`] overrides it.
+/// A directory for `XDG_RUNTIME_DIR` and `TMPDIR` of the test running on
+/// this thread: the control sockets and `--exec` headers directories of
+/// the drips it starts go there, and go with it, rather than into the
+/// user's `/tmp/drip-$UID` and `/tmp/drip-headers-*` where a drip killed
+/// with SIGKILL would leave them behind. A test that sets its own
+/// `XDG_RUNTIME_DIR` or `TMPDIR` after [`command`], [`drip`] or [`shell`]
+/// overrides it.
 pub fn runtime_dir() -> std::path::PathBuf {
     RUNTIME_DIR.with(|dir| dir.path().to_path_buf())
 }
@@ -71,7 +73,9 @@ pub fn command(args: &[&str]) -> Command {
     for var in NOISY_ENV {
         cmd.env_remove(var);
     }
-    cmd.env("LC_ALL", "C").env("XDG_RUNTIME_DIR", runtime_dir());
+    cmd.env("LC_ALL", "C")
+        .env("XDG_RUNTIME_DIR", runtime_dir())
+        .env("TMPDIR", runtime_dir());
     cmd
 }
 
@@ -83,7 +87,9 @@ pub fn drip(args: &[&str]) -> assert_cmd::Command {
     for var in NOISY_ENV {
         cmd.env_remove(var);
     }
-    cmd.env("LC_ALL", "C").env("XDG_RUNTIME_DIR", runtime_dir());
+    cmd.env("LC_ALL", "C")
+        .env("XDG_RUNTIME_DIR", runtime_dir())
+        .env("TMPDIR", runtime_dir());
     cmd
 }
 
@@ -100,7 +106,9 @@ pub fn shell(script: &str) -> Command {
     for var in NOISY_ENV {
         cmd.env_remove(var);
     }
-    cmd.env("LC_ALL", "C").env("XDG_RUNTIME_DIR", runtime_dir());
+    cmd.env("LC_ALL", "C")
+        .env("XDG_RUNTIME_DIR", runtime_dir())
+        .env("TMPDIR", runtime_dir());
     cmd
 }
 
@@ -268,8 +276,22 @@ pub fn cpu_seconds(child: &Child) -> f64 {
 /// `/proc/PID/task/TID/schedstat`, read every 10 ms: a thread's last 10 ms
 /// may be missed). 0 where the kernel does not keep it.
 pub fn watch_cpu_wait(pid: u32) -> std::thread::JoinHandle<f64> {
+    let samples = watch_cpu_waits(pid, Instant::now());
+    std::thread::spawn(move || {
+        let samples = samples.join().unwrap();
+        samples.last().map_or(0.0, |s| s.1.values().sum())
+    })
+}
+
+/// What [`watch_cpu_waits`] saw at one moment: (seconds since its origin,
+/// how long (s) each thread had waited for a CPU until then).
+pub type CpuWaitSample = (f64, std::collections::HashMap<std::ffi::OsString, f64>);
+
+/// [`watch_cpu_wait`] as it went, thread by thread: a sample every 10 ms.
+pub fn watch_cpu_waits(pid: u32, origin: Instant) -> std::thread::JoinHandle<Vec<CpuWaitSample>> {
     std::thread::spawn(move || {
         let mut waited = std::collections::HashMap::new();
+        let mut samples = Vec::new();
         while let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
             for task in tasks.flatten() {
                 let stat = std::fs::read_to_string(task.path().join("schedstat"));
@@ -277,13 +299,26 @@ pub fn watch_cpu_wait(pid: u32) -> std::thread::JoinHandle<f64> {
                     .ok()
                     .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok());
                 if let Some(ns) = ns {
-                    waited.insert(task.file_name(), ns);
+                    waited.insert(task.file_name(), ns as f64 / 1e9);
                 }
             }
+            samples.push((origin.elapsed().as_secs_f64(), waited.clone()));
             std::thread::sleep(Duration::from_millis(10));
         }
-        waited.values().sum::<u64>() as f64 / 1e9
+        samples
     })
+}
+
+/// How long (s) thread `tid` (for a process's main thread, its pid)
+/// waited for a CPU from `from` to `to` (seconds since the origin of
+/// `samples`, from [`watch_cpu_waits`]), widened to the samples around
+/// them.
+pub fn cpu_wait_between(samples: &[CpuWaitSample], tid: u32, from: f64, to: f64) -> f64 {
+    let tid = std::ffi::OsString::from(tid.to_string());
+    let at = |s: Option<&CpuWaitSample>| s.and_then(|s| s.1.get(&tid)).copied().unwrap_or(0.0);
+    let before = at(samples.iter().rev().find(|s| s.0 <= from));
+    let after = at(samples.iter().find(|s| s.0 >= to).or(samples.last()));
+    (after - before).max(0.0)
 }
 
 /// How far records seen at `times` (seconds, in order) fell behind a
