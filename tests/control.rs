@@ -478,7 +478,9 @@ fn errors_are_one_line_with_status_1() {
     }
     drip.stop();
 
-    // Shared limits are the state's: a change is refused, not made here.
+    // Shared limits are the state's: a change of them is made there, for
+    // every drip on the NAME (tests/share_ctl.rs); a limit per key of a
+    // shared drip is refused, not made here.
     let shared = Running::start(
         &["-r", "50/s", "--name", "sharing", "--share", "ctl-test"],
         rt,
@@ -486,7 +488,12 @@ fn errors_are_one_line_with_status_1() {
         None,
     );
     wait_socket(rt);
-    let (status, _, err) = ctl(rt, &["sharing", "rate", "5/s"], None);
+    let answer = ctl_ok(rt, &["sharing", "rate", "5/s:2"]);
+    assert_eq!(answer["rate"], serde_json::json!(["5/s:2"]), "{answer}");
+    let (status, _, err) = ctl(rt, &["sharing", "rate", "inf"], None);
+    assert_eq!(status, 1);
+    assert!(err.contains("a shared limit must be a rate"), "{err}");
+    let (status, _, err) = ctl(rt, &["sharing", "key-rate", "5/s"], None);
     assert_eq!(status, 1);
     assert!(
         err.contains("shares its limits with others (--share ctl-test)"),
