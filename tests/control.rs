@@ -493,6 +493,13 @@ fn errors_are_one_line_with_status_1() {
     let (status, _, err) = ctl(rt, &["sharing", "rate", "inf"], None);
     assert_eq!(status, 1);
     assert!(err.contains("a shared limit must be a rate"), "{err}");
+    let answer = ctl_ok(rt, &["sharing", "byte-rate", "1000B/s:100"]);
+    assert_eq!(answer["rate"], serde_json::json!(["5/s:2"]), "{answer}");
+    assert_eq!(
+        answer["byte_rate"].as_array().map(Vec::len),
+        Some(1),
+        "{answer}"
+    );
     let (status, _, err) = ctl(rt, &["sharing", "key-rate", "5/s"], None);
     assert_eq!(status, 1);
     assert!(
@@ -500,6 +507,32 @@ fn errors_are_one_line_with_status_1() {
         "{err}"
     );
     shared.stop();
+    // Shared limits per key: `rate` is refused too.
+    let keyed = Running::start(
+        &[
+            "-r",
+            "50/s",
+            "--key",
+            "1",
+            "--key-rate",
+            "5/s",
+            "--name",
+            "keyed",
+            "--share",
+            "ctl-keyed",
+        ],
+        rt,
+        numbered(1..=1000),
+        None,
+    );
+    wait_socket(rt);
+    let (status, _, err) = ctl(rt, &["keyed", "rate", "5/s"], None);
+    assert_eq!(status, 1);
+    assert!(
+        err.contains("shares its limits per key too (--share ctl-keyed"),
+        "{err}"
+    );
+    keyed.stop();
 }
 
 /// An answer that cannot be written (stdout a full disk) is a failure of

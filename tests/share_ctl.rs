@@ -171,6 +171,17 @@ fn two_drips_follow_a_change(share: &str) -> Option<String> {
         late_err,
         "drip: --share ctl-test: the shared limits were changed by drip ctl to 5/s, burst 1 (this drip had 20/s, burst 1): it follows them\n"
     );
+    // So is a take.
+    let take = common::command(&["take", share, "-r", "20/s"])
+        .env("XDG_RUNTIME_DIR", rt)
+        .output()
+        .unwrap();
+    let take_err = String::from_utf8_lossy(&take.stderr);
+    assert!(take.status.success(), "drip take: {take_err}");
+    assert_eq!(
+        take_err,
+        "drip: take ctl-test: the shared limits were changed by drip ctl to 5/s, burst 1 (this take had 20/s, burst 1): it follows them\n"
+    );
     let mut before: Vec<f64> = times.iter().copied().filter(|&t| t < changed).collect();
     before.sort_by(f64::total_cmp);
     let mut after: Vec<f64> = times

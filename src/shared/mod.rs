@@ -307,7 +307,7 @@ impl Relimiter {
         }
         if limits.is_empty() || limits.iter().any(|l| l.rate == Rate::Unlimited) {
             return Err(format!(
-                "--share {name}: a shared limit must be a rate, not unlimited"
+                "--share {name}: a shared limit must be a rate: this would leave none"
             ));
         }
         let limits = canonical(limits);
