@@ -227,3 +227,33 @@ fn ctl_rate_changes_the_limits_of_every_drip_through_redis() {
         two_drips_follow_a_change(&share)
     });
 }
+
+/// A state that cannot be reached leaves the limits as they were: `drip
+/// ctl` says so in one line, status 1, and the drip keeps its limits.
+#[test]
+fn an_unreachable_state_leaves_the_limits_as_they_were() {
+    if !common::have_redis() {
+        return;
+    }
+    let redis = fleet::Redis::start();
+    let share = redis.share("ctl-down");
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let args = ["-r", "20/s", "--share", &share, "--share-on-error", "local"];
+    let mut args = args.to_vec();
+    args.extend(["--name", "a", "-q"]);
+    let child = drip(&args, "a", (400, true), rt);
+    wait_answers(rt, "a");
+    drop(redis);
+    let (status, _, err) = ctl(rt, &["a", "rate", "5/s"]);
+    assert_eq!(status, 1, "{err}");
+    assert!(
+        err.starts_with("drip: ctl: a: --share ctl-down: the shared state cannot be changed: ")
+            && err.ends_with("; the limits are as they were\n")
+            && err.lines().count() == 1,
+        "{err}"
+    );
+    let (_, info, _) = ctl(rt, &["a", "info"]);
+    assert!(info.contains(r#""rate":["20/s:1"]"#), "{info}");
+    stop(child);
+}
