@@ -151,11 +151,16 @@ impl Steering {
         let Some((_, relimiter)) = &self.share else {
             return self.local_rate(records, bytes);
         };
-        let mut limits = self.limits.lock().unwrap_or_else(|e| e.into_inner());
-        let new = Self::replaced(&limits, records, bytes);
+        let new = Self::replaced(
+            &self.limits.lock().unwrap_or_else(|e| e.into_inner()),
+            records,
+            bytes,
+        );
+        // Not under the limits' lock: the keeper takes it, under its
+        // lease's, when it follows the change.
         relimiter.relimit(&new)?;
         lock_ui(&self.ui).set_rate(records_per_second(&new));
-        *limits = new;
+        *self.limits.lock().unwrap_or_else(|e| e.into_inner()) = new;
         Ok(())
     }
 
