@@ -361,6 +361,9 @@ fn run_watching(
     // Whatever way drip leaves from here, the jobs' headers go.
     let _headers = pool.as_ref().map(|p| RemoveHeaders(Arc::clone(p)));
     let in_force: InForce = Arc::new(Mutex::new(config.limits.clone()));
+    if let Some(share) = &share {
+        share.follow_in_force(&in_force);
+    }
     let metrics = metrics_file(&config, &shared, &in_force)?;
     let (ui, monitor) = start_monitor(
         &config,
@@ -370,7 +373,11 @@ fn run_watching(
     )?;
     // After the signal handlers: whatever way drip leaves from here, the
     // control socket goes.
-    let steering = Arc::new(steering(&config, &shared, &ui, in_force));
+    let relimiter = share
+        .as_ref()
+        .zip(config.share.as_ref())
+        .map(|(handle, s)| (s.target.name().to_string(), handle.relimiter(s)));
+    let steering = Arc::new(steering(&config, &shared, &ui, (in_force, relimiter)));
     let follower = follow_schedule(&config, &steering)?;
     let control = start_control(&config, steering)?;
     let reader = reader::spawn(
@@ -630,7 +637,7 @@ fn steering(
     config: &Config,
     shared: &Arc<Shared>,
     ui: &Arc<Mutex<Ui>>,
-    in_force: InForce,
+    (in_force, share): (InForce, Option<(String, shared::Relimiter)>),
 ) -> Steering {
     let key_limit = config.key.as_ref().map(|k| Limit {
         rate: k.rate,
@@ -642,7 +649,7 @@ fn steering(
         Arc::clone(ui),
         config.name.clone(),
         (in_force, key_limit),
-        config.share.as_ref().map(|s| s.target.name().to_string()),
+        share,
     )
 }
 

@@ -31,8 +31,8 @@ pub(crate) struct Steering {
     ui: Arc<Mutex<Ui>>,
     /// The limit per key in force (`--key-rate`, as changed).
     key_limit: Mutex<Option<Limit>>,
-    /// `--share`'s name: its limits are not changed from here.
-    share: Option<String>,
+    /// `--share`'s name, and how its shared limits are changed.
+    share: Option<(String, crate::shared::Relimiter)>,
 }
 
 impl Steering {
@@ -43,7 +43,7 @@ impl Steering {
         ui: Arc<Mutex<Ui>>,
         name: Option<String>,
         (limits, key_limit): (InForce, Option<Limit>),
-        share: Option<String>,
+        share: Option<(String, crate::shared::Relimiter)>,
     ) -> Steering {
         let started = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
@@ -93,7 +93,7 @@ impl Steering {
             info["succeeded"] = json!(snap.counts.succeeded);
             info["failed"] = json!(snap.counts.failed);
         }
-        if let Some(share) = &self.share {
+        if let Some((share, _)) = &self.share {
             info["share"] = json!(share);
         }
         let budgets = self.shared.summary().budgets;
@@ -123,8 +123,10 @@ impl Steering {
                 self.pause(true);
                 return Ok(());
             }
-            Some(Action::Rate(limit)) => self.rate(Some(&limit.into_iter().collect()), None)?,
-            None => self.rate(Some(&base.to_vec()), None)?,
+            Some(Action::Rate(limit)) => {
+                self.local_rate(Some(&limit.into_iter().collect()), None)?
+            }
+            None => self.local_rate(Some(&base.to_vec()), None)?,
         }
         if was_paused {
             self.pause(false);
@@ -141,21 +143,33 @@ impl Steering {
         self.shared.wake_jobs();
     }
 
-    /// New global limits from now on: the kinds given replace those in
-    /// force.
+    /// New global limits from now on (`drip ctl NAME rate`): the kinds
+    /// given replace those in force; under `--share`, the shared limits of
+    /// every drip on the NAME, through the state (each drip follows them
+    /// at its keeper's next call, this one too).
     fn rate(&self, records: Option<&Vec<Limit>>, bytes: Option<&Vec<Limit>>) -> Result<(), String> {
-        if let Some(share) = &self.share {
-            return Err(format!(
-                "this drip shares its limits with others (--share {share}): they are the same for every drip on the state; stop the drips and start them with the new limits"
-            ));
-        }
-        if self.shared.unpaced {
-            return Err(
-                "this drip started without a limit (--rate inf): it has no schedule to change; start it with a --rate"
-                    .to_string(),
-            );
-        }
-        let mut limits = self.limits.lock().unwrap_or_else(|e| e.into_inner());
+        let Some((_, relimiter)) = &self.share else {
+            return self.local_rate(records, bytes);
+        };
+        let new = Self::replaced(
+            &self.limits.lock().unwrap_or_else(|e| e.into_inner()),
+            records,
+            bytes,
+        );
+        // Not under the limits' lock: the keeper takes it, under its
+        // lease's, when it follows the change.
+        relimiter.relimit(&new)?;
+        lock_ui(&self.ui).set_rate(records_per_second(&new));
+        *self.limits.lock().unwrap_or_else(|e| e.into_inner()) = new;
+        Ok(())
+    }
+
+    /// The global limits `limits` with the kinds given replaced.
+    fn replaced(
+        limits: &[Limit],
+        records: Option<&Vec<Limit>>,
+        bytes: Option<&Vec<Limit>>,
+    ) -> Vec<Limit> {
         let keep = |unit: Unit, given: Option<&Vec<Limit>>| -> Vec<Limit> {
             match given {
                 Some(new) => new.clone(),
@@ -171,6 +185,29 @@ impl Steering {
                 .filter(|l| !matches!(l.unit, Unit::Records | Unit::Bytes))
                 .copied(),
         );
+        new
+    }
+
+    /// New global limits of this drip alone from now on (`drip ctl`, and
+    /// `--schedule`'s rows): the kinds given replace those in force.
+    fn local_rate(
+        &self,
+        records: Option<&Vec<Limit>>,
+        bytes: Option<&Vec<Limit>>,
+    ) -> Result<(), String> {
+        if let Some((share, _)) = &self.share {
+            return Err(format!(
+                "this drip shares its limits with others (--share {share}): they are the same for every drip on the state; change them with drip ctl"
+            ));
+        }
+        if self.shared.unpaced {
+            return Err(
+                "this drip started without a limit (--rate inf): it has no schedule to change; start it with a --rate"
+                    .to_string(),
+            );
+        }
+        let mut limits = self.limits.lock().unwrap_or_else(|e| e.into_inner());
+        let new = Self::replaced(&limits, records, bytes);
         // The time is read under the lock.
         let mut st = self.shared.lock();
         st.adm.replace_limits(self.shared.clock.now(), &new)?;
@@ -184,7 +221,7 @@ impl Steering {
 
     /// A new limit per key from now on.
     fn key_rate(&self, limit: Limit) -> Result<(), String> {
-        if let Some(share) = &self.share {
+        if let Some((share, _)) = &self.share {
             return Err(format!(
                 "this drip shares its limits with others (--share {share}): stop the drips and start them with the new --key-rate"
             ));

@@ -478,7 +478,9 @@ fn errors_are_one_line_with_status_1() {
     }
     drip.stop();
 
-    // Shared limits are the state's: a change is refused, not made here.
+    // Shared limits are the state's: a change of them is made there, for
+    // every drip on the NAME (tests/share_ctl.rs); a limit per key of a
+    // shared drip is refused, not made here.
     let shared = Running::start(
         &["-r", "50/s", "--name", "sharing", "--share", "ctl-test"],
         rt,
@@ -486,13 +488,51 @@ fn errors_are_one_line_with_status_1() {
         None,
     );
     wait_socket(rt);
-    let (status, _, err) = ctl(rt, &["sharing", "rate", "5/s"], None);
+    let answer = ctl_ok(rt, &["sharing", "rate", "5/s:2"]);
+    assert_eq!(answer["rate"], serde_json::json!(["5/s:2"]), "{answer}");
+    let (status, _, err) = ctl(rt, &["sharing", "rate", "inf"], None);
+    assert_eq!(status, 1);
+    assert!(err.contains("a shared limit must be a rate"), "{err}");
+    let answer = ctl_ok(rt, &["sharing", "byte-rate", "1000B/s:100"]);
+    assert_eq!(answer["rate"], serde_json::json!(["5/s:2"]), "{answer}");
+    assert_eq!(
+        answer["byte_rate"].as_array().map(Vec::len),
+        Some(1),
+        "{answer}"
+    );
+    let (status, _, err) = ctl(rt, &["sharing", "key-rate", "5/s"], None);
     assert_eq!(status, 1);
     assert!(
         err.contains("shares its limits with others (--share ctl-test)"),
         "{err}"
     );
     shared.stop();
+    // Shared limits per key: `rate` is refused too.
+    let keyed = Running::start(
+        &[
+            "-r",
+            "50/s",
+            "--key",
+            "1",
+            "--key-rate",
+            "5/s",
+            "--name",
+            "keyed",
+            "--share",
+            "ctl-keyed",
+        ],
+        rt,
+        numbered(1..=1000),
+        None,
+    );
+    wait_socket(rt);
+    let (status, _, err) = ctl(rt, &["keyed", "rate", "5/s"], None);
+    assert_eq!(status, 1);
+    assert!(
+        err.contains("shares its limits per key too (--share ctl-keyed"),
+        "{err}"
+    );
+    keyed.stop();
 }
 
 /// An answer that cannot be written (stdout a full disk) is a failure of

@@ -539,8 +539,10 @@ pub enum Command {
     /// kind given replaces all the limits of that kind: `rate 10/s
     /// 500/min:50`), `key-rate RATE[:BURST]`, `-j N`. A new limit starts
     /// from now: the next record leaves one interval of the new rate after
-    /// the last one, with no credit saved and no catch-up burst. A drip
-    /// given --share refuses a change of its limits. Errors: one line on
+    /// the last one, with no credit saved and no catch-up burst. On a drip
+    /// given --share, `rate` and `byte-rate` change the shared limits of
+    /// every drip on the NAME (each follows within 1 s); `key-rate` is
+    /// refused. Errors: one line on
     /// stderr, exit status 1 (no such drip, a refusal, a bad command);
     /// `drip ctl` alone prints this help on stderr, exit status 2.
     #[command(

@@ -36,6 +36,10 @@ const PAGE: usize = 4096;
 struct Stored {
     boot_id: String,
     limits: String,
+    /// How many times `drip ctl` changed the limits (0: never, the limits
+    /// are the first drip's command line's).
+    #[serde(default)]
+    gen: u64,
     seq: u64,
     tats: Vec<Option<i64>>,
     /// Each busy key's schedule (limits per key).
@@ -271,6 +275,16 @@ impl FileStore {
         &mut self,
         step: impl FnOnce(&mut Gcra, &mut KeyBook, i64, bool) -> T,
     ) -> Result<T, Failure> {
+        self.with_any_state(false, step)
+    }
+
+    /// [`FileStore::with_state`]; `relimit`: whatever the stored limits,
+    /// store ours as changed by `drip ctl` (one more generation).
+    fn with_any_state<T>(
+        &mut self,
+        relimit: bool,
+        step: impl FnOnce(&mut Gcra, &mut KeyBook, i64, bool) -> T,
+    ) -> Result<T, Failure> {
         let lock = self.lock()?;
         let text = self.read()?;
         let now = monotonic();
@@ -288,13 +302,16 @@ impl FileStore {
                     .max()
                     .map_or(true, |t| now < t + EXPIRY_NS)
         });
-        if let Some(s) = &live {
-            if s.limits != self.spec {
-                return Err(Failure::Mismatch(s.limits.clone()));
-            }
+        if let Some(s) = live.as_ref().filter(|s| s.limits != self.spec && !relimit) {
+            return Err(if s.gen > 0 {
+                Failure::Changed(s.limits.clone())
+            } else {
+                Failure::Mismatch(s.limits.clone())
+            });
         }
         let fresh = live.is_none();
         let stored = live.unwrap_or_default();
+        let gen = stored.gen + u64::from(relimit);
         let mut gcra = Gcra {
             tats: stored.tats,
             seq: stored.seq,
@@ -305,6 +322,7 @@ impl FileStore {
         let new = Stored {
             boot_id: self.boot_id.clone(),
             limits: self.spec.clone(),
+            gen,
             seq: gcra.seq,
             tats: gcra.tats,
             keys,
@@ -388,6 +406,16 @@ impl Store for FileStore {
                 })
                 .collect()
         })
+    }
+
+    fn relimit(&mut self) -> Result<(), Failure> {
+        let meters = self.meters.clone();
+        self.with_any_state(true, |g, _, now, _| g.relimit(&meters, now))
+    }
+
+    fn adopt(&mut self, spec: String, meters: Vec<Meter>) {
+        self.spec = spec;
+        self.meters = meters;
     }
 
     fn unreadable(&mut self) -> Option<String> {

@@ -185,6 +185,31 @@ pub fn spec(limits: &[Limit]) -> String {
         .join(",")
 }
 
+/// The global limits a [`spec`] records, in its order; `None` when it
+/// holds a key limit (`key:`), an unlimited rate, or text drip does not
+/// write.
+pub fn limits_of(spec: &str) -> Option<Vec<Limit>> {
+    spec.split(',')
+        .map(|one| {
+            let (count, rest) = one.split_once('/')?;
+            let (period, burst) = rest.split_once("ns:")?;
+            let (unit, count, burst) = match (count.strip_suffix('B'), count.strip_suffix('C')) {
+                (Some(c), _) => (Unit::Bytes, c, burst.strip_suffix('B')?),
+                (_, Some(c)) => (Unit::Cost, c, burst.strip_suffix('C')?),
+                _ => (Unit::Records, count, burst),
+            };
+            Some(Limit {
+                rate: Rate::Limited {
+                    count: count.parse().ok()?,
+                    period_ns: period.parse().ok()?,
+                },
+                burst: burst.parse().ok()?,
+                unit,
+            })
+        })
+        .collect()
+}
+
 /// A rate as people write it: a whole count per second, minute, hour or
 /// day when there is one (`100/min`, not `1.666667/s`), else
 /// `COUNT/PERIOD` (`3/7s`).
@@ -264,6 +289,19 @@ pub struct Gcra {
 }
 
 impl Gcra {
+    /// New limits (`meters`) from `now` on (`drip ctl NAME rate` on a
+    /// shared drip): every slot already reserved under the old limits
+    /// stays, and the new schedule starts after the last of them, at
+    /// `max(now, every old TAT)`, with no credit (each new `TAT` is its
+    /// limit's whole tolerance past that start, so no burst is saved up),
+    /// and the reservation number moves on, so no slot of the old limits
+    /// goes back into the new schedule.
+    pub fn relimit(&mut self, meters: &[Meter], now: i64) {
+        let start = self.tats.iter().flatten().copied().fold(now, i64::max);
+        self.tats = meters.iter().map(|m| Some(start + m.reach(0))).collect();
+        self.seq += 1;
+    }
+
     /// Reserve up to `want` (≥ 1) departure slots at `now`: every slot
     /// due by `now + horizon`, and always at least one. Returns their
     /// departure times in order (ns, never before `now`).
@@ -788,6 +826,57 @@ mod tests {
             describe(&spec(&both)),
             "5/s, burst 1; 2048 bytes/min, burst 1024 bytes"
         );
+    }
+
+    /// A spec reads back as the limits it records; a key limit's does
+    /// not (only the global limits are changed through the state).
+    #[test]
+    fn specs_read_back_as_their_limits() {
+        let limits = [
+            Limit {
+                rate: parse_rate("10/s").unwrap(),
+                burst: 3,
+                unit: Unit::Records,
+            },
+            Limit {
+                rate: crate::rate::parse_byte_rate("2KB/s").unwrap(),
+                burst: 512,
+                unit: Unit::Bytes,
+            },
+        ];
+        assert_eq!(limits_of(&spec(&limits)), Some(limits.to_vec()));
+        assert_eq!(limits_of(&spec_with_key(&limits, &limits[0])), None);
+        assert_eq!(limits_of("garbage"), None);
+    }
+
+    /// New limits start after the last slot the old ones reserved, with
+    /// no burst saved up, and the old reservations can no longer go back.
+    #[test]
+    fn new_limits_start_after_the_old_slots_without_credit() {
+        let step = |interval, tolerance| {
+            Meter::Records(Step {
+                interval,
+                tolerance,
+            })
+        };
+        let mut g = Gcra::default();
+        let old = [step(100 * MS, 0)];
+        let slots = g.reserve_sized(&old, 0, 5, &[], 100_000 * MS);
+        assert_eq!(slots, [0, 100 * MS, 200 * MS, 300 * MS, 400 * MS]);
+        let seq = g.seq;
+        // 1/s, burst 3, at 50 ms: the first new slot at 500 ms (after the
+        // old ones), the next a whole second later, not a burst.
+        let new = [step(1_000 * MS, 2_000 * MS)];
+        g.relimit(&new, 50 * MS);
+        assert!(!g.give_back_sized(&new, seq, 400 * MS, 1));
+        let slots = g.reserve_sized(&new, 50 * MS, 2, &[], 100_000 * MS);
+        assert_eq!(slots, [500 * MS, 1_500 * MS]);
+        // Long after: from now, still without a burst saved up.
+        let mut g = Gcra::default();
+        g.reserve_sized(&old, 0, 1, &[], 100_000 * MS);
+        g.relimit(&new, 10_000 * MS);
+        let slots = g.reserve_sized(&new, 10_000 * MS, 2, &[], 100_000 * MS);
+        assert_eq!(slots, [10_000 * MS, 11_000 * MS]);
     }
 
     #[test]

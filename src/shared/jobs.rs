@@ -318,7 +318,10 @@ impl SharedJobs {
                 held.failures += 1;
                 if !std::mem::replace(&mut held.said, true) && !self.quiet {
                     let why = match f {
-                        Failure::Mismatch(w) | Failure::Unreachable(w) | Failure::Fatal(w) => w,
+                        Failure::Mismatch(w)
+                        | Failure::Changed(w)
+                        | Failure::Unreachable(w)
+                        | Failure::Fatal(w) => w,
                     };
                     eprintln!(
                         "drip: --share {}: the job leases cannot be reached: {why}; no job starts until they answer (--share-jobs)",

@@ -176,6 +176,13 @@ pub(crate) trait Grants: Send + 'static {
     fn unused(&mut self) -> Vec<Return>;
     /// Pace alone from `now` on (`local`).
     fn go_local(&mut self, now: u64);
+    /// Follow `limits`, changed by `drip ctl` for every drip on the
+    /// state, from now on; `false` when this kind of grant cannot (the
+    /// keys' leases).
+    fn adopt(&mut self, limits: &[crate::schedule::Limit]) -> bool {
+        let _ = limits;
+        false
+    }
 }
 
 /// The leases of one kind of grant under a lock, and the keeper's wake-up.
@@ -229,6 +236,9 @@ pub(crate) struct Keeper<G> {
     pub(crate) retry: Retry,
     /// Where a shared clock elsewhere (Redis's) stands against drip's.
     pub(crate) offset: ClockOffset,
+    /// The limits the store asks with (their spec), as `drip ctl` changed
+    /// them.
+    pub(crate) spec: String,
 }
 
 impl<G: Grants> Keeper<G> {
@@ -236,7 +246,14 @@ impl<G: Grants> Keeper<G> {
     /// state is fatal only under `fail`; otherwise it is reported as a
     /// failed call is.
     pub(crate) fn hello(&mut self) -> Result<(), Failure> {
-        match self.store.hello() {
+        let mut hello = self.store.hello();
+        while let Err(Failure::Changed(theirs)) = &hello {
+            if !self.follow(&theirs.clone()) {
+                break;
+            }
+            hello = self.store.hello();
+        }
+        match hello {
             Ok(fresh) => {
                 self.note_fresh(fresh);
                 Ok(())
@@ -319,7 +336,10 @@ impl<G: Grants> Keeper<G> {
                 self.take(requests, reply, sent);
                 Ok(())
             }
-            Err(failure @ (Failure::Mismatch(_) | Failure::Fatal(_))) => Err(failure),
+            Err(Failure::Changed(theirs)) if self.follow(&theirs) => Ok(()),
+            Err(failure @ (Failure::Mismatch(_) | Failure::Changed(_) | Failure::Fatal(_))) => {
+                Err(failure)
+            }
             Err(Failure::Unreachable(why)) => {
                 self.lease.lock().status().failures += 1;
                 if self.on_error == OnError::Fail {
@@ -345,7 +365,13 @@ impl<G: Grants> Keeper<G> {
         if self.lease.lock().status().closed {
             return false;
         }
-        let hello = self.store.hello();
+        let mut hello = self.store.hello();
+        while let Err(Failure::Changed(theirs)) = &hello {
+            if !self.follow(&theirs.clone()) {
+                break;
+            }
+            hello = self.store.hello();
+        }
         match hello {
             Ok(fresh) => {
                 self.retry.succeeded();
@@ -366,6 +392,28 @@ impl<G: Grants> Keeper<G> {
                 false
             }
         }
+    }
+
+    /// The stored limits are `theirs` (a spec), put there by `drip ctl`:
+    /// follow them from now on, if this kind of grant can (the global
+    /// limits' lease), and say so (unless quiet). Returns whether it
+    /// does; if not, they are a mismatch that stops drip.
+    fn follow(&mut self, theirs: &str) -> bool {
+        let Some(limits) = super::gcra::limits_of(theirs) else {
+            return false;
+        };
+        if !self.lease.lock().adopt(&limits) {
+            return false;
+        }
+        let meters = limits.iter().map(super::gcra::Meter::of).collect();
+        if !self.voice.quiet {
+            let name = self.voice.name.trim_start_matches("--share ");
+            eprintln!("drip: {}", super::told(name, &self.spec, theirs));
+        }
+        self.spec = theirs.to_string();
+        self.store.adopt(self.spec.clone(), meters);
+        (self.notify)(false);
+        true
     }
 
     /// The state cannot be reached (not under `fail`): say so, and under
@@ -535,6 +583,7 @@ mod tests {
             voice: Voice::new("--share test".into(), "", on_error, true),
             retry: Retry::new(fastrand::Rng::with_seed(5)),
             offset: ClockOffset::default(),
+            spec: String::new(),
         };
         (lease, keeper)
     }

@@ -41,7 +41,7 @@ use super::protocol::{
     ahead, byte_late_ns, chunk, fitting, late_ns, Grant, Reply, HORIZON, POLL_NS,
 };
 use crate::cost::Cost;
-use crate::schedule::{Limits, Schedule};
+use crate::schedule::{Limit, Limits, Schedule};
 
 /// The sizes of waiting records the lease keeps at most (more than one
 /// reservation's worth, as a reservation never takes more than 200 ms).
@@ -264,6 +264,11 @@ pub(crate) struct GlobalLease {
     pub(crate) status: Status,
     /// The shared limits, for sizing a reservation to one chunk.
     meters: Vec<Meter>,
+    /// The shared limits `drip ctl` changed, until the schedule takes
+    /// them ([`SharedSchedule`]'s next release).
+    pub(crate) relimited: Option<Vec<Limit>>,
+    /// The limits in force, as `drip ctl` and `--metrics` show them.
+    pub(crate) in_force: Option<crate::state::InForce>,
 }
 
 impl GlobalLease {
@@ -274,6 +279,8 @@ impl GlobalLease {
             wanted_sizes: Vec::new(),
             status: Status::default(),
             meters,
+            relimited: None,
+            in_force: None,
         }
     }
 
@@ -376,6 +383,15 @@ impl Grants for GlobalLease {
     fn go_local(&mut self, _now: u64) {
         self.status.mode = Mode::Local;
     }
+
+    fn adopt(&mut self, limits: &[Limit]) -> bool {
+        self.meters = limits.iter().map(Meter::of).collect();
+        self.relimited = Some(limits.to_vec());
+        if let Some(in_force) = &self.in_force {
+            *in_force.lock().unwrap_or_else(|e| e.into_inner()) = limits.to_vec();
+        }
+        true
+    }
 }
 
 /// The schedule of a drip sharing its limits: the slots of the lease, or,
@@ -396,6 +412,8 @@ pub struct SharedSchedule {
     /// (`--cost-rate`, never beside a shared `--byte-rate`).
     pub(crate) cost: Option<Cost>,
     pub(crate) last_now: u64,
+    /// `--share-peers`, which the lone pace divides the rates by.
+    pub(crate) peers: u64,
     /// The slots of the records released and not written yet, and how far
     /// a late write overtook the slots after it.
     pub(crate) written: Written,
@@ -434,6 +452,16 @@ pub(crate) struct Written {
 }
 
 impl SharedSchedule {
+    /// Pace by `limits` from `now` on, changed by `drip ctl` for every
+    /// drip on the state: the lone pace (rate / peers, from the last
+    /// departure, no credit carried) and how late a slot may be.
+    fn follow(&mut self, now: u64, limits: &[Limit]) {
+        let pace = super::Pace::of(limits, self.peers);
+        let _ = self.local.replace_limits(now, &pace.local);
+        self.per_second = pace.per_second;
+        self.bytes_per_second = pace.bytes_per_second;
+    }
+
     /// What `record` weighs on the weighed limits: its cost under cost
     /// limits, else its size in bytes.
     fn weight(&self, record: &[u8]) -> u64 {
@@ -525,6 +553,9 @@ impl Schedule for SharedSchedule {
         self.last_now = now;
         let lease = Arc::clone(&self.lease);
         let mut st = lease.lock();
+        if let Some(limits) = st.relimited.take() {
+            self.follow(now, &limits);
+        }
         if st.status.mode == Mode::Local {
             return self.local.release(now, available, records);
         }
@@ -707,6 +738,7 @@ pub(crate) mod tests {
             weighs_bytes: true,
             cost: None,
             last_now: 0,
+            peers: 1,
             written: Written::default(),
         }
     }
@@ -821,6 +853,7 @@ pub(crate) mod tests {
             weighs_bytes: false,
             cost: None,
             last_now: 0,
+            peers: 1,
             written: Written::default(),
         };
         let (mut before, mut after) = (0, 0);
@@ -864,6 +897,7 @@ pub(crate) mod tests {
             weighs_bytes: false,
             cost: None,
             last_now: 0,
+            peers: 1,
             written: Written::default(),
         }
     }

@@ -78,6 +78,17 @@ impl fmt::Display for Disagreement {
 
 impl std::error::Error for Disagreement {}
 
+/// What a drip (or `drip take`) says when it finds the shared limits of
+/// `name` changed by `drip ctl` to `theirs`, not the ones it had (`ours`,
+/// specs): it follows the stored ones from now on.
+pub fn told(name: &str, ours: &str, theirs: &str) -> String {
+    format!(
+        "--share {name}: the shared limits were changed by drip ctl to {} (this drip had {}): it follows them",
+        gcra::describe(theirs),
+        gcra::describe(ours)
+    )
+}
+
 /// The shared state cannot be reached under `--share-on-error fail`: exit
 /// status 4.
 #[derive(Debug)]
@@ -190,7 +201,7 @@ impl Handle {
 
     fn error(&self, failure: Failure) -> anyhow::Error {
         match failure {
-            Failure::Mismatch(theirs) => Disagreement {
+            Failure::Mismatch(theirs) | Failure::Changed(theirs) => Disagreement {
                 name: self.name.clone(),
                 ours: gcra::describe(&self.spec),
                 theirs: gcra::describe(&theirs),
@@ -206,6 +217,23 @@ impl Handle {
                 why,
             }
             .into(),
+        }
+    }
+
+    /// How `drip ctl NAME rate` changes the shared limits of this drip's
+    /// NAME ([`Relimiter`]).
+    pub fn relimiter(&self, share: &Share) -> Relimiter {
+        Relimiter {
+            share: share.clone(),
+            keyed: self.keys.is_some(),
+        }
+    }
+
+    /// Keep `in_force` (what `drip ctl` and `--metrics` show) the shared
+    /// limits when `drip ctl` changes them, on any drip of the NAME.
+    pub fn follow_in_force(&self, in_force: &crate::state::InForce) {
+        if let Some(lease) = &self.lease {
+            lease.lock().in_force = Some(Arc::clone(in_force));
         }
     }
 
@@ -250,6 +278,49 @@ impl Counters {
             global,
             per_key,
         }
+    }
+}
+
+/// Changes the limits shared under one NAME for every drip on it (`drip
+/// ctl NAME rate` on any of them), through the state: a call of its own,
+/// from the control socket's thread, never under drip's state lock.
+#[derive(Debug, Clone)]
+pub struct Relimiter {
+    share: Share,
+    /// The limits per key are shared too: not changed from here.
+    keyed: bool,
+}
+
+impl Relimiter {
+    /// Store `limits` (the global ones, all of them) as the shared limits
+    /// from now on ([`protocol::Store::relimit`]). Every drip on the NAME,
+    /// this one too, follows them at its keeper's next call.
+    ///
+    /// # Errors
+    /// The limits per key are shared too, a limit is unlimited, or the
+    /// state cannot be reached or used (why, in a sentence).
+    pub fn relimit(&self, limits: &[Limit]) -> Result<(), String> {
+        let name = self.share.target.name();
+        if self.keyed {
+            return Err(format!(
+                "this drip shares its limits per key too (--share {name} with --key-rate): its shared limits cannot be changed from here; stop the drips and start them with the new limits"
+            ));
+        }
+        if limits.is_empty() || limits.iter().any(|l| l.rate == Rate::Unlimited) {
+            return Err(format!(
+                "--share {name}: a shared limit must be a rate: this would leave none"
+            ));
+        }
+        let limits = canonical(limits);
+        let meters = limits.iter().map(gcra::Meter::of).collect();
+        let mut store =
+            store(&self.share, &gcra::spec(&limits), meters, None).map_err(|e| e.to_string())?;
+        store.relimit().map_err(|f| match f {
+            Failure::Unreachable(why) | Failure::Fatal(why) => format!(
+                "--share {name}: the shared state cannot be changed: {why}; the limits are as they were"
+            ),
+            Failure::Mismatch(w) | Failure::Changed(w) => format!("--share {name}: {w}"),
+        })
     }
 }
 
@@ -417,6 +488,7 @@ fn start_keeper<G: Grants>(
         voice: Voice::new(what, may_pass, share.on_error, share.quiet),
         retry: Retry::new(fastrand::Rng::new()),
         offset: protocol::ClockOffset::default(),
+        spec: handle.spec.clone(),
     };
     // A rendezvous: an answer no one waits for any more is not sent.
     let (answer, answered) = std::sync::mpsc::sync_channel(0);
@@ -459,27 +531,49 @@ fn open_global(
     handle.lease = Some(Arc::clone(&lease));
     let what = (format!("--share {}", handle.name), LOST_GLOBAL);
     start_keeper(share, store, &lease, what, notify, handle)?;
-    let rate = |unit: Unit| limits.iter().filter(move |l| l.unit == unit);
-    let local: Vec<Limit> = limits.iter().map(|l| divided(l, share.peers)).collect();
+    let pace = Pace::of(limits, share.peers);
     let local = match cost {
-        Some(cost) => Limits::new(&local).with_cost(cost.clone()),
-        None => Limits::new(&local),
+        Some(cost) => Limits::new(&pace.local).with_cost(cost.clone()),
+        None => Limits::new(&pace.local),
     };
     Ok(SharedSchedule {
         lease,
         local,
         cost: cost.cloned(),
-        per_second: rate(Unit::Records)
-            .map(|l| l.rate.per_second())
-            .fold(f64::INFINITY, f64::min),
-        bytes_per_second: rate(Unit::Bytes)
-            .chain(rate(Unit::Cost))
-            .map(|l| l.rate.per_second())
-            .fold(0.0, f64::max),
+        per_second: pace.per_second,
+        bytes_per_second: pace.bytes_per_second,
         weighs_bytes,
         last_now: 0,
+        peers: share.peers,
         written: lease::Written::default(),
     })
+}
+
+/// What a shared schedule paces by besides its lease, from its limits.
+pub(crate) struct Pace {
+    /// The limits alone (`local`): each rate divided by the peers.
+    pub(crate) local: Vec<Limit>,
+    /// The tightest record limit, records per second (infinite: none).
+    pub(crate) per_second: f64,
+    /// The highest byte (or cost) rate per second (0: none).
+    pub(crate) bytes_per_second: f64,
+}
+
+impl Pace {
+    /// The pace of `limits` shared by `peers`.
+    pub(crate) fn of(limits: &[Limit], peers: u64) -> Pace {
+        let rate = |unit: Unit| limits.iter().filter(move |l| l.unit == unit);
+        Pace {
+            local: limits.iter().map(|l| divided(l, peers)).collect(),
+            per_second: rate(Unit::Records)
+                .map(|l| l.rate.per_second())
+                .fold(f64::INFINITY, f64::min),
+            bytes_per_second: rate(Unit::Bytes)
+                .chain(rate(Unit::Cost))
+                .map(|l| l.rate.per_second())
+                .fold(0.0, f64::max),
+        }
+    }
 }
 
 /// Start the keeper of the limits per key (`key`); their schedule.

@@ -29,6 +29,9 @@ const MAX_CHUNK: i64 = 200_000_000;
 pub enum Failure {
     /// The stored limits differ from ours (their spec).
     Mismatch(String),
+    /// The stored limits differ from ours and were put there by `drip
+    /// ctl NAME rate` (their spec): the drip follows them.
+    Changed(String),
     /// The state could not be reached or read (why).
     Unreachable(String),
     /// The state can never be used as set up (why: a state directory
@@ -104,6 +107,18 @@ pub trait Store: Send {
     fn reserve(&mut self, asks: &[Ask<'_>], horizon: i64) -> Result<Reply, Failure>;
     /// Give back each of `backs`; returns, for each, whether it went back.
     fn give_back(&mut self, backs: &[Back<'_>]) -> Result<Vec<bool>, Failure>;
+    /// Put this store's limits in the state as the shared ones from now
+    /// on, whatever is stored ([`super::gcra::Gcra::relimit`]: no credit,
+    /// the slots reserved before kept, none of them going back), marked
+    /// as changed by `drip ctl` so that every drip follows them.
+    fn relimit(&mut self) -> Result<(), Failure> {
+        Err(Failure::Fatal("its limits cannot be changed".into()))
+    }
+    /// Use `spec` (the global limits' `meters`) as this store's limits
+    /// from now on: the stored ones, changed by `drip ctl`.
+    fn adopt(&mut self, spec: String, meters: Vec<Meter>) {
+        let _ = (spec, meters);
+    }
     /// Why a call since the last asked found a stored state it could not
     /// read (a state file of garbage) and started the state afresh: a lost
     /// state, whatever this drip had reserved. Taken: `None` until another

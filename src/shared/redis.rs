@@ -639,7 +639,8 @@ fn later(mut reply: Reply, by: i64) -> Reply {
     reply
 }
 
-/// The limits' mismatch a script reports as `{-1, stored spec}`.
+/// The limits' mismatch a script reports as `{-1, stored spec}`, or
+/// `{-1, stored spec, gen}`: limits `drip ctl` changed when `gen` > 0.
 fn mismatch(reply: &[Value]) -> Option<Failure> {
     if !matches!(reply.first(), Some(Value::Int(-1))) {
         return None;
@@ -648,6 +649,9 @@ fn mismatch(reply: &[Value]) -> Option<Failure> {
         Some(Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
         _ => String::new(),
     };
+    if matches!(reply.get(2), Some(Value::Int(gen)) if *gen > 0) {
+        return Some(Failure::Changed(stored));
+    }
     Some(Failure::Mismatch(stored))
 }
 
@@ -910,6 +914,15 @@ impl Store for RedisStore {
             [_, _, _, fresh, ..] => Ok(*fresh == 1),
             _ => Err(Failure::Unreachable(format!("unexpected reply {reply:?}"))),
         }
+    }
+
+    fn relimit(&mut self) -> Result<(), Failure> {
+        self.call("relimit", &[]).map(drop)
+    }
+
+    fn adopt(&mut self, spec: String, meters: Vec<Meter>) {
+        self.spec = spec;
+        self.meters = meters;
     }
 
     fn reserve(&mut self, asks: &[Ask<'_>], horizon: i64) -> Result<Reply, Failure> {

@@ -2,8 +2,9 @@
 -- limit (the arithmetic of src/shared/gcra.rs), or give unused ones back,
 -- in one atomic step on the server's clock.
 --
--- KEYS[1]  the state: a hash of limits, epoch, seq, tat1 .. tatN
--- ARGV[1]  "hello", "reserve", "take" or "giveback"
+-- KEYS[1]  the state: a hash of limits, gen (how many times drip ctl
+--          changed them), epoch, seq, tat1 .. tatN
+-- ARGV[1]  "hello", "reserve", "take", "giveback" or "relimit"
 -- ARGV[2]  "-1" for the server's TIME; otherwise a test clock in seconds,
 -- ARGV[3]  and its nanoseconds
 -- ARGV[4]  the limits' spec, which every participant must share
@@ -24,13 +25,17 @@
 -- Returns {1, seq, now, fresh, d1 - now, d2 - now, ...} (times in ns since
 -- the epoch, whole seconds of the server's clock), {0, seq, now, 0} when a
 -- giveback came too late, {2, seq, now, fresh, due - now} when a take's slot
--- is not due in time (nothing written), {-1, stored spec} when the limits
--- differ.
+-- is not due in time (nothing written), {-1, stored spec, gen} when the
+-- limits differ. "relimit" stores ARGV[4] and its limits whatever is
+-- stored, one generation on: the new schedule starts after every slot
+-- reserved (the latest TAT, or now), with no credit (each TAT a whole
+-- tolerance past that), and seq moves on so no old slot goes back.
 local key = KEYS[1]
 local n = tonumber(ARGV[5])
-local stored = redis.call('HMGET', key, 'limits', 'epoch', 'seq')
-if stored[1] and stored[1] ~= ARGV[4] then
-  return {-1, stored[1]}
+local stored = redis.call('HMGET', key, 'limits', 'epoch', 'seq', 'gen')
+local gen = number_of(stored[4]) or 0
+if stored[1] and stored[1] ~= ARGV[4] and op ~= 'relimit' then
+  return {-1, stored[1], gen}
 end
 -- Without a readable epoch the stored times mean nothing: a fresh state.
 local epoch = number_of(stored[2])
@@ -121,10 +126,32 @@ elseif op == 'giveback' then
     end
   end
   out = {1, seq, now, 0}
+elseif op == 'relimit' then
+  local start = now
+  local j = 1
+  while true do
+    local t = redis.call('HGET', key, 'tat' .. j)
+    if not t then
+      break
+    end
+    if not fresh and number_of(t) then
+      start = math.max(start, number_of(t) - shift)
+    end
+    if j > n then
+      redis.call('HDEL', key, 'tat' .. j)
+    end
+    j = j + 1
+  end
+  for i = 1, n do
+    tats[i] = start + reach(i, 0)
+  end
+  seq = seq + 1
+  gen = gen + 1
+  out = {1, seq, now, fresh and 1 or 0}
 else
   out = {1, seq, now, fresh and 1 or 0}
 end
-local fields = {'limits', ARGV[4], 'epoch', epoch, 'seq', seq}
+local fields = {'limits', ARGV[4], 'gen', gen, 'epoch', epoch, 'seq', seq}
 local last = now
 for j = 1, n do
   if tats[j] then

@@ -63,6 +63,13 @@ impl Place {
         }
     }
 
+    fn store(&mut self) -> &mut dyn Store {
+        match self {
+            Place::File(f) => f,
+            Place::Redis(r) => r.as_mut(),
+        }
+    }
+
     /// The shared clock's now minus this host's `CLOCK_MONOTONIC`, where
     /// they are one clock (the file).
     fn host_clock(&self) -> Option<i64> {
@@ -106,7 +113,21 @@ pub fn run(req: &Request, err: &mut dyn Write) -> i32 {
         });
         let taken = match place.take(req.cost, within) {
             Ok(t) => t,
-            Err(Failure::Mismatch(theirs)) => {
+            Err(Failure::Changed(theirs)) if gcra::limits_of(&theirs).is_some() => {
+                let _ = writeln!(
+                    err,
+                    "drip: {}",
+                    super::told(&name, &spec, &theirs)
+                        .replacen("--share ", "take ", 1)
+                        .replacen("this drip", "this take", 2)
+                );
+                let meters = gcra::limits_of(&theirs).unwrap_or_default();
+                place
+                    .store()
+                    .adopt(theirs, meters.iter().map(Meter::of).collect());
+                continue;
+            }
+            Err(Failure::Mismatch(theirs) | Failure::Changed(theirs)) => {
                 let d = Disagreement {
                     name,
                     ours: gcra::describe(&spec),

@@ -1,0 +1,259 @@
+//! `drip ctl NAME rate` on a drip sharing its limits (`--share`): the
+//! shared limits change for every drip on the NAME, through the state file
+//! and through a real `redis-server`. Two drips share 20/s; `drip ctl`
+//! on one of them sets 5/s; from the stated time on (1 s after `drip ctl`
+//! answers) the two together send at most 5/s in any window, judged from
+//! stamps at one consumer on one clock (no catch-up, no credit carried),
+//! and still send; a drip started later with the old limits is told and
+//! follows the new ones.
+
+mod common;
+mod fleet;
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Child, ChildStdout, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// The stated time: every drip paces by the new limits at most this long
+/// after `drip ctl` answers (docs/sharing.md).
+const STATED: f64 = 1.0;
+
+/// What a busy machine adds to a window's count beyond rate × window +
+/// burst: a writer woken late still sends on its slot, and the reader
+/// stamps lines as it reads them.
+const BUSY_ALLOWANCE: usize = 2;
+
+/// `drip ARGS` reading `records` numbered lines tagged `tag` (its input
+/// held open for a minute when `hold`), its state and control socket
+/// under `runtime`.
+fn drip(args: &[&str], tag: &str, (records, hold): (usize, bool), runtime: &Path) -> Child {
+    let mut cmd = common::command(args);
+    cmd.env("XDG_RUNTIME_DIR", runtime)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn drip");
+    let mut stdin = child.stdin.take().unwrap();
+    let input: String = (1..=records).map(|r| format!("{tag}-{r}\n")).collect();
+    thread::spawn(move || {
+        use std::io::Write;
+        let _ = stdin.write_all(input.as_bytes());
+        if hold {
+            // The drips run until the test stops them.
+            thread::sleep(Duration::from_secs(60));
+        }
+    });
+    child
+}
+
+/// `drip ctl ARGS` under `runtime`: status, stdout, stderr.
+fn ctl(runtime: &Path, args: &[&str]) -> (i32, String, String) {
+    let mut all = vec!["ctl"];
+    all.extend_from_slice(args);
+    let out = common::command(&all)
+        .env("XDG_RUNTIME_DIR", runtime)
+        .output()
+        .expect("run drip ctl");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Wait until the drip named `name` answers `drip ctl`.
+fn wait_answers(runtime: &Path, name: &str) {
+    let start = Instant::now();
+    while ctl(runtime, &[name, "info"]).0 != 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{name} never answered"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The most of `times` (sorted, s) in any window of `window` s.
+fn most_in_window(times: &[f64], window: f64) -> usize {
+    let mut most = 0;
+    let mut j = 0;
+    for i in 0..times.len() {
+        while times[i] - times[j] >= window {
+            j += 1;
+        }
+        most = most.max(i + 1 - j);
+    }
+    most
+}
+
+/// The lines of `out`, each stamped (s since `start`) when read.
+fn stamped(mut out: ChildStdout, start: Instant) -> Vec<f64> {
+    let mut times = Vec::new();
+    let mut buf = [0u8; 65536];
+    while let Ok(n) = out.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        let t = start.elapsed().as_secs_f64();
+        times.extend(buf[..n].iter().filter(|&&b| b == b'\n').map(|_| t));
+    }
+    times
+}
+
+/// Stop `child` (SIGTERM): its stderr.
+fn stop(mut child: Child) -> String {
+    common::send_signal(&child, libc::SIGTERM);
+    common::wait_for(&mut child, Duration::from_secs(20));
+    let mut err = String::new();
+    let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+    err
+}
+
+/// Two drips share `share` at 20/s; `drip ctl a rate 5/s` changes both.
+/// `None` when the run cannot be judged (the machine held the drips back
+/// before the change: fewer than half the records due).
+fn two_drips_follow_a_change(share: &str) -> Option<String> {
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let start = Instant::now();
+    let args = |name: &'static str| {
+        vec!["-r", "20/s", "--share", share, "--name", name]
+            .into_iter()
+            .map(String::from)
+            .collect::<Vec<String>>()
+    };
+    let mut children = Vec::new();
+    let mut readers = Vec::new();
+    for name in ["a", "b"] {
+        let a = args(name);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let mut child = drip(&a, name, (400, true), rt);
+        let out = child.stdout.take().unwrap();
+        readers.push(thread::spawn(move || stamped(out, start)));
+        children.push(child);
+    }
+    wait_answers(rt, "a");
+    wait_answers(rt, "b");
+    thread::sleep(Duration::from_millis(1500));
+    let (status, _, err) = ctl(rt, &["a", "rate", "5/s"]);
+    assert_eq!(status, 0, "drip ctl a rate 5/s: {err}");
+    let changed = start.elapsed().as_secs_f64();
+    thread::sleep(Duration::from_millis(4500));
+    // The other drip shows the limits it follows.
+    let (status, info, err) = ctl(rt, &["b", "info"]);
+    assert_eq!(status, 0, "{err}");
+    assert!(info.contains(r#""rate":["5/s:1"]"#), "{info}");
+    // A drip started now with the old limits is told, and follows.
+    let late = drip(
+        &["-r", "20/s", "--share", share, "--no-control"],
+        "c",
+        (2, false),
+        rt,
+    );
+    let late = late.wait_with_output().unwrap();
+    let errs: Vec<String> = children.into_iter().map(stop).collect();
+    let times: Vec<f64> = readers
+        .into_iter()
+        .flat_map(|r| r.join().unwrap())
+        .collect();
+    for (name, err) in ["a", "b"].iter().zip(&errs) {
+        assert!(
+            err.contains("the shared limits were changed by drip ctl to 5/s, burst 1 (this drip had 20/s, burst 1): it follows them"),
+            "{name}: {err}"
+        );
+    }
+    let late_err = String::from_utf8_lossy(&late.stderr);
+    assert!(late.status.success(), "the later drip: {late_err}");
+    assert_eq!(String::from_utf8_lossy(&late.stdout), "c-1\nc-2\n");
+    assert_eq!(
+        late_err,
+        "drip: --share ctl-test: the shared limits were changed by drip ctl to 5/s, burst 1 (this drip had 20/s, burst 1): it follows them\n"
+    );
+    // So is a take.
+    let take = common::command(&["take", share, "-r", "20/s"])
+        .env("XDG_RUNTIME_DIR", rt)
+        .output()
+        .unwrap();
+    let take_err = String::from_utf8_lossy(&take.stderr);
+    assert!(take.status.success(), "drip take: {take_err}");
+    assert_eq!(
+        take_err,
+        "drip: take ctl-test: the shared limits were changed by drip ctl to 5/s, burst 1 (this take had 20/s, burst 1): it follows them\n"
+    );
+    let mut before: Vec<f64> = times.iter().copied().filter(|&t| t < changed).collect();
+    before.sort_by(f64::total_cmp);
+    let mut after: Vec<f64> = times
+        .iter()
+        .copied()
+        .filter(|&t| t >= changed + STATED)
+        .collect();
+    after.sort_by(f64::total_cmp);
+    // Before: 20/s for 1.5 s (and the start-up); held back, not judged.
+    if before.len() < 15 {
+        return Some(format!("{} records before the change", before.len()));
+    }
+    // After the stated time, 3.5 s at 5/s: at most 1 + 2 × 5 in 2 s, and
+    // still sending.
+    let most = most_in_window(&after, 2.0);
+    assert!(
+        most <= 1 + 10 + BUSY_ALLOWANCE,
+        "{most} records in 2 s after the change to 5/s: {after:?}"
+    );
+    assert!(
+        after.len() >= 8,
+        "{} records after the change: {after:?}",
+        after.len()
+    );
+    None
+}
+
+#[test]
+fn ctl_rate_changes_the_limits_of_every_drip_on_one_host() {
+    common::until_judged(3, Duration::from_secs(90), || {
+        two_drips_follow_a_change("ctl-test")
+    });
+}
+
+#[test]
+fn ctl_rate_changes_the_limits_of_every_drip_through_redis() {
+    if !common::have_redis() {
+        return;
+    }
+    let redis = fleet::Redis::start();
+    let share = redis.share("ctl-test");
+    common::until_judged(3, Duration::from_secs(90), || {
+        two_drips_follow_a_change(&share)
+    });
+}
+
+/// A state that cannot be reached leaves the limits as they were: `drip
+/// ctl` says so in one line, status 1, and the drip keeps its limits.
+#[test]
+fn an_unreachable_state_leaves_the_limits_as_they_were() {
+    if !common::have_redis() {
+        return;
+    }
+    let redis = fleet::Redis::start();
+    let share = redis.share("ctl-down");
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let args = ["-r", "20/s", "--share", &share, "--share-on-error", "local"];
+    let mut args = args.to_vec();
+    args.extend(["--name", "a", "-q"]);
+    let child = drip(&args, "a", (400, true), rt);
+    wait_answers(rt, "a");
+    drop(redis);
+    let (status, _, err) = ctl(rt, &["a", "rate", "5/s"]);
+    assert_eq!(status, 1, "{err}");
+    assert!(
+        err.starts_with("drip: ctl: a: --share ctl-down: the shared state cannot be changed: ")
+            && err.ends_with("; the limits are as they were\n")
+            && err.lines().count() == 1,
+        "{err}"
+    );
+    let (_, info, _) = ctl(rt, &["a", "info"]);
+    assert!(info.contains(r#""rate":["20/s:1"]"#), "{info}");
+    stop(child);
+}
