@@ -18,7 +18,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
 
-use crate::stats::{json_key, KeyName, ShareCounts, Summary};
+use crate::stats::{json_key, ShareCounts, Summary};
 
 /// What the file says besides the summary.
 #[derive(Debug, Clone, Default)]
@@ -397,19 +397,15 @@ fn keys(out: &mut Text, s: &Summary) {
     ] {
         let mut f = Family::new(out, family, "gauge", help);
         for (key, n) in list {
-            let (key, has_key) = key_labels(key);
+            // `key` as `--stats-json` spells it, and `has_key`, `false`
+            // for the no-key lane (whose `key` is empty, as the empty
+            // key's is): every sample of a family has the same labels.
+            let (key, has_key) = match key.0.as_deref() {
+                Some(bytes) => (json_key(bytes), "true"),
+                None => (String::new(), "false"),
+            };
             f.sample(&[("has_key", has_key), ("key", &key)], *n as f64);
         }
-    }
-}
-
-/// The labels naming a key of a top list: `key`, as `--stats-json` spells
-/// it, and `has_key`, `false` for the no-key lane (whose `key` is empty,
-/// as the empty key's is). Every sample of a family has the same labels.
-fn key_labels(key: &KeyName) -> (String, &'static str) {
-    match key.0.as_deref() {
-        Some(bytes) => (json_key(bytes), "true"),
-        None => (String::new(), "false"),
     }
 }
 
@@ -499,7 +495,7 @@ pub fn replace_file(path: &Path, text: &str) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::{Counts, JobStats, KeyStats, ShareStats};
+    use crate::stats::{Counts, JobStats, KeyName, KeyStats, ShareStats};
     use openmetrics_parser::prometheus::parse_prometheus;
     use openmetrics_parser::PrometheusValue;
 
