@@ -178,43 +178,41 @@ impl DeadLetter {
         failed: OnFailure,
         give_up: &mut dyn FnMut() -> bool,
     ) -> Result<Option<DeadLetter>> {
-        let backlog = Arc::new(Backlog::default());
-        backlog.lock().finished = path.is_none();
-        let thread = match path {
-            Some(path) => {
-                let name = format!("--dead-letter {}", path.display());
-                let mut options = OpenOptions::new();
-                options.create(true).append(true);
-                let Some(f) = crate::sys::open_to_write(&options, path, give_up)
-                    .with_context(|| name.clone())?
-                else {
-                    return Ok(None);
-                };
-                let regular = f.metadata().is_ok_and(|m| m.is_file());
-                let mut out = BufWriter::with_capacity(64 * 1024, f);
-                // Appending to a file whose last record lacks its delimiter
-                // would merge two records: end that record first.
-                if ends_without(path, delimiter) {
-                    out.write_all(&[delimiter]).with_context(|| name.clone())?;
-                }
-                let file = Output {
-                    name: PathBuf::from(name),
-                    out,
-                    regular,
-                    delimiter,
-                };
-                let backlog = Arc::clone(&backlog);
-                let thread = std::thread::Builder::new()
-                    .name("drip-dead-letter".into())
-                    .spawn(move || run(&backlog, file, failed))
-                    .context("starting the dead-letter thread")?;
-                Some(thread)
-            }
-            None => None,
+        let Some(path) = path else {
+            return Ok(Some(DeadLetter::none(delimiter)));
         };
+        let name = format!("--dead-letter {}", path.display());
+        let mut options = OpenOptions::new();
+        options.create(true).append(true);
+        let Some(f) =
+            crate::sys::open_to_write(&options, path, give_up).with_context(|| name.clone())?
+        else {
+            return Ok(None);
+        };
+        let regular = f.metadata().is_ok_and(|m| m.is_file());
+        let mut out = BufWriter::with_capacity(64 * 1024, f);
+        // Appending to a file whose last record lacks its delimiter
+        // would merge two records: end that record first.
+        if ends_without(path, delimiter) {
+            out.write_all(&[delimiter]).with_context(|| name.clone())?;
+        }
+        let file = Output {
+            name: PathBuf::from(name),
+            out,
+            regular,
+            delimiter,
+        };
+        let backlog = Arc::new(Backlog::default());
+        let thread = std::thread::Builder::new()
+            .name("drip-dead-letter".into())
+            .spawn({
+                let backlog = Arc::clone(&backlog);
+                move || run(&backlog, file, failed)
+            })
+            .context("starting the dead-letter thread")?;
         Ok(Some(DeadLetter {
             backlog,
-            thread,
+            thread: Some(thread),
             delimiter,
             held: None,
         }))
@@ -222,14 +220,10 @@ impl DeadLetter {
 
     /// No dead letter: records are only counted.
     pub fn none(delimiter: u8) -> DeadLetter {
+        let backlog = Arc::new(Backlog::default());
+        backlog.lock().finished = true;
         DeadLetter {
-            backlog: Arc::new(Backlog {
-                queue: Mutex::new(Queue {
-                    finished: true,
-                    ..Queue::default()
-                }),
-                ..Backlog::default()
-            }),
+            backlog,
             thread: None,
             delimiter,
             held: None,

@@ -18,7 +18,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
 
-use crate::stats::{json_key, KeyName, ShareCounts, Summary};
+use crate::stats::{json_key, ShareCounts, Summary};
 
 /// What the file says besides the summary.
 #[derive(Debug, Clone, Default)]
@@ -48,19 +48,21 @@ struct Text {
 /// A metric family being written: `# HELP`, `# TYPE`, then its samples.
 struct Family<'a> {
     text: &'a mut Text,
+    /// The family's name, which each of its samples bears.
+    name: &'a str,
 }
 
 impl<'a> Family<'a> {
-    fn new(text: &'a mut Text, name: &str, kind: &str, help: &str) -> Family<'a> {
+    fn new(text: &'a mut Text, name: &'a str, kind: &str, help: &str) -> Family<'a> {
         let _ = writeln!(text.out, "# HELP {name} {help}");
         let _ = writeln!(text.out, "# TYPE {name} {kind}");
-        Family { text }
+        Family { text, name }
     }
 
-    /// A sample of `name`, labelled `drip` and `labels`.
-    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) -> &mut Self {
+    /// A sample of the family, labelled `drip` and `labels`.
+    fn sample(&mut self, labels: &[(&str, &str)], value: f64) -> &mut Self {
         let out = &mut self.text.out;
-        let _ = write!(out, "{name}{{drip=\"{}\"", escape(&self.text.drip));
+        let _ = write!(out, "{}{{drip=\"{}\"", self.name, escape(&self.text.drip));
         for (label, text) in labels {
             let _ = write!(out, ",{label}=\"{}\"", escape(text));
         }
@@ -89,9 +91,16 @@ fn number(value: f64) -> String {
     }
 }
 
-/// One sample family of a single value.
-fn single(out: &mut Text, name: &str, kind: &str, help: &str, value: f64) {
-    Family::new(out, name, kind, help).sample(name, &[], value);
+impl Text {
+    /// A gauge family of a single value.
+    fn gauge(&mut self, name: &str, help: &str, value: f64) {
+        Family::new(self, name, "gauge", help).sample(&[], value);
+    }
+
+    /// A counter family of a single value.
+    fn counter(&mut self, name: &str, help: &str, value: f64) {
+        Family::new(self, name, "counter", help).sample(&[], value);
+    }
 }
 
 /// The file's text for `summary` and `gauges`.
@@ -109,7 +118,7 @@ pub fn render(summary: &Summary, gauges: &Gauges) -> String {
         "gauge",
         "The drip these figures are of.",
     )
-    .sample("drip_info", &[("pid", &pid), ("name", &name)], 1.0);
+    .sample(&[("pid", &pid), ("name", &name)], 1.0);
     records(&mut out, summary);
     times(&mut out, summary, gauges);
     queue(&mut out, summary, gauges);
@@ -148,24 +157,20 @@ fn budgets(out: &mut Text, s: &Summary) {
     for (name, help, figure) in families {
         let mut family = Family::new(out, name, "gauge", help);
         for b in &s.budgets {
-            family.sample(name, &[("budget", &b.budget)], figure(b));
+            family.sample(&[("budget", &b.budget)], figure(b));
         }
     }
 }
 
 /// When drip started, and the time since.
 fn times(out: &mut Text, summary: &Summary, g: &Gauges) {
-    single(
-        out,
+    out.gauge(
         "drip_start_time_seconds",
-        "gauge",
         "When drip started, seconds since the epoch.",
         g.started,
     );
-    single(
-        out,
+    out.gauge(
         "drip_elapsed_seconds",
-        "gauge",
         "Time since drip started, seconds.",
         summary.elapsed_ms / 1e3,
     );
@@ -174,32 +179,20 @@ fn times(out: &mut Text, summary: &Summary, g: &Gauges) {
 /// The records waiting: now, at most, the oldest one's age, and the wait
 /// foreseen for one arriving now.
 fn queue(out: &mut Text, summary: &Summary, g: &Gauges) {
-    single(
-        out,
-        "drip_queue_depth",
-        "gauge",
-        "Records waiting now.",
-        g.depth as f64,
-    );
-    single(
-        out,
+    out.gauge("drip_queue_depth", "Records waiting now.", g.depth as f64);
+    out.gauge(
         "drip_queue_max_depth",
-        "gauge",
         "The most records that waited at once.",
         summary.max_depth as f64,
     );
-    single(
-        out,
+    out.gauge(
         "drip_oldest_age_seconds",
-        "gauge",
         "Age of the oldest waiting record, seconds (0: none waits).",
         g.oldest_age_ns as f64 / 1e9,
     );
     if let Some(wait_ms) = summary.queue.forecast_wait_ms {
-        single(
-            out,
+        out.gauge(
             "drip_forecast_wait_seconds",
-            "gauge",
             "The wait a record arriving now would face, as the schedule foresees it, seconds.",
             wait_ms / 1e3,
         );
@@ -209,51 +202,39 @@ fn queue(out: &mut Text, summary: &Summary, g: &Gauges) {
 /// The limit in force, the rate kept, and whether paused.
 fn pace(out: &mut Text, summary: &Summary, g: &Gauges) {
     if g.rate_limit.is_finite() {
-        single(
-            out,
+        out.gauge(
             "drip_rate_limit_records_per_second",
-            "gauge",
             "The tightest record limit in force, records per second.",
             g.rate_limit,
         );
     }
-    single(
-        out,
+    out.gauge(
         "drip_rate_records_per_second",
-        "gauge",
         "Records written (jobs started) per second between the first departure and the last.",
         summary.rate.unwrap_or(0.0),
     );
-    single(
-        out,
+    out.gauge(
         "drip_paused",
-        "gauge",
         "1 while paused by drip ctl, else 0.",
         f64::from(u8::from(summary.paused)),
     );
     if let Some(row) = &summary.schedule {
-        single(
-            out,
+        out.gauge(
             "drip_schedule_row",
-            "gauge",
             "The row of --schedule in force, counting from 1; 0 when no row matches.",
             row.row as f64,
         );
         if let Some(at) = row.until_unix {
-            single(
-                out,
+            out.gauge(
                 "drip_schedule_next_change_timestamp_seconds",
-                "gauge",
                 "When the next row of --schedule comes into force, seconds since the epoch.",
                 at,
             );
         }
     }
     if let Some(ramp) = &summary.ramp {
-        single(
-            out,
+        out.gauge(
             "drip_ramp_fraction",
-            "gauge",
             "The fraction of the rate a --ramp lets go now (1 once it is over).",
             ramp.fraction,
         );
@@ -263,10 +244,8 @@ fn pace(out: &mut Text, summary: &Summary, g: &Gauges) {
 /// Records and bytes, by fate.
 fn records(out: &mut Text, s: &Summary) {
     let c = &s.counts;
-    single(
-        out,
+    out.counter(
         "drip_records_read_total",
-        "counter",
         "Records read from the inputs.",
         c.read as f64,
     );
@@ -286,26 +265,20 @@ fn records(out: &mut Text, s: &Summary) {
         ("skipped", c.skipped),
         ("undelivered", c.undelivered),
     ] {
-        f.sample("drip_records_total", &[("fate", fate)], n as f64);
+        f.sample(&[("fate", fate)], n as f64);
     }
-    single(
-        out,
+    out.counter(
         "drip_records_refused_total",
-        "counter",
         "Of the records dropped, those refused at arrival: they could not leave within --max-wait.",
         c.refused as f64,
     );
-    single(
-        out,
+    out.counter(
         "drip_bytes_read_total",
-        "counter",
         "Bytes read from the inputs.",
         c.bytes_read as f64,
     );
-    single(
-        out,
+    out.counter(
         "drip_bytes_written_total",
-        "counter",
         "Bytes of records written to stdout.",
         c.bytes_written as f64,
     );
@@ -323,95 +296,67 @@ fn jobs(out: &mut Text, s: &Summary) {
         "counter",
         "Records whose job ended, by outcome.",
     );
-    f.sample(
-        "drip_jobs_total",
-        &[("outcome", "succeeded")],
-        c.succeeded as f64,
-    )
-    .sample("drip_jobs_total", &[("outcome", "failed")], c.failed as f64);
-    single(
-        out,
+    f.sample(&[("outcome", "succeeded")], c.succeeded as f64)
+        .sample(&[("outcome", "failed")], c.failed as f64);
+    out.gauge(
         "drip_jobs_running",
-        "gauge",
         "Jobs running now.",
         j.jobs_running as f64,
     );
     if let Some(shared) = &j.share_jobs {
-        single(
-            out,
+        out.gauge(
             "drip_share_jobs_limit",
-            "gauge",
             "--share-jobs: jobs that may run at once across the drips on the NAME.",
             shared.limit as f64,
         );
-        single(
-            out,
+        out.gauge(
             "drip_share_jobs_held",
-            "gauge",
             "--share-jobs: leases this drip holds (its running jobs).",
             shared.held as f64,
         );
-        single(
-            out,
+        out.gauge(
             "drip_share_jobs_fleet",
-            "gauge",
             "--share-jobs: leases held across the drips on the NAME, at the last call.",
             shared.fleet as f64,
         );
-        single(
-            out,
+        out.counter(
             "drip_share_jobs_waits_total",
-            "counter",
             "--share-jobs: times a job waited because the drips ran N jobs.",
             shared.waits as f64,
         );
     }
-    single(
-        out,
+    out.counter(
         "drip_job_retries_total",
-        "counter",
         "Attempts started again after a failure or an overload.",
         j.retries as f64,
     );
-    single(
-        out,
+    out.counter(
         "drip_overload_responses_total",
-        "counter",
         "Attempts answered with overload.",
         j.overload_responses as f64,
     );
-    single(
-        out,
+    out.counter(
         "drip_overload_pauses_total",
-        "counter",
         "Times every start paused for an overload.",
         j.pauses as f64,
     );
-    single(
-        out,
+    out.counter(
         "drip_overload_paused_seconds_total",
-        "counter",
         "Time spent paused for overloads, seconds.",
         j.paused_ms / 1e3,
     );
-    single(
-        out,
+    out.counter(
         "drip_job_outputs_cut_total",
-        "counter",
         "Jobs' outputs not passed on whole (each attempt's stdout and stderr, or with --keep-order a record's held output): stdout or stderr closed, a failed write, or stalled when drip left.",
         j.outputs_cut as f64,
     );
-    single(
-        out,
+    out.counter(
         "drip_job_output_bytes_unwritten_total",
-        "counter",
         "Bytes of the jobs' outputs not written.",
         j.output_bytes_unwritten as f64,
     );
-    single(
-        out,
+    out.gauge(
         "drip_job_start_rate",
-        "gauge",
         "The rate job starts are held to now, per second.",
         j.effective_rate,
     );
@@ -422,24 +367,14 @@ fn keys(out: &mut Text, s: &Summary) {
     let Some(k) = &s.keys else {
         return;
     };
-    single(
-        out,
-        "drip_keys",
-        "gauge",
-        "Keys remembered now.",
-        k.keys as f64,
-    );
-    single(
-        out,
+    out.gauge("drip_keys", "Keys remembered now.", k.keys as f64);
+    out.gauge(
         "drip_keys_busy",
-        "gauge",
         "Keys with records waiting now.",
         k.busy_keys as f64,
     );
-    single(
-        out,
+    out.counter(
         "drip_keys_seen_total",
-        "counter",
         "Keys taken into memory in all.",
         k.keys_seen as f64,
     );
@@ -462,19 +397,15 @@ fn keys(out: &mut Text, s: &Summary) {
     ] {
         let mut f = Family::new(out, family, "gauge", help);
         for (key, n) in list {
-            let (key, has_key) = key_labels(key);
-            f.sample(family, &[("has_key", has_key), ("key", &key)], *n as f64);
+            // `key` as `--stats-json` spells it, and `has_key`, `false`
+            // for the no-key lane (whose `key` is empty, as the empty
+            // key's is): every sample of a family has the same labels.
+            let (key, has_key) = match key.0.as_deref() {
+                Some(bytes) => (json_key(bytes), "true"),
+                None => (String::new(), "false"),
+            };
+            f.sample(&[("has_key", has_key), ("key", &key)], *n as f64);
         }
-    }
-}
-
-/// The labels naming a key of a top list: `key`, as `--stats-json` spells
-/// it, and `has_key`, `false` for the no-key lane (whose `key` is empty,
-/// as the empty key's is). Every sample of a family has the same labels.
-fn key_labels(key: &KeyName) -> (String, &'static str) {
-    match key.0.as_deref() {
-        Some(bytes) => (json_key(bytes), "true"),
-        None => (String::new(), "false"),
     }
 }
 
@@ -514,11 +445,7 @@ fn share(out: &mut Text, s: &Summary) {
     ] {
         let mut f = Family::new(out, family, "counter", help);
         for (part, c) in &parts {
-            f.sample(
-                family,
-                &[("share", &share.name), ("limits", part)],
-                get(c) as f64,
-            );
+            f.sample(&[("share", &share.name), ("limits", part)], get(c) as f64);
         }
     }
 }
@@ -568,7 +495,7 @@ pub fn replace_file(path: &Path, text: &str) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::{Counts, JobStats, KeyStats, ShareStats};
+    use crate::stats::{Counts, JobStats, KeyName, KeyStats, ShareStats};
     use openmetrics_parser::prometheus::parse_prometheus;
     use openmetrics_parser::PrometheusValue;
 

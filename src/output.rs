@@ -181,21 +181,10 @@ fn gather<'a>(
 /// The position (segment, offset) `n` bytes of `batch` after `at`, past
 /// any segments that end there.
 fn advance(batch: &[Segment], (mut index, mut offset): (usize, usize), n: usize) -> (usize, usize) {
-    let mut left = n;
-    while left > 0 {
-        let remaining = batch[index].bytes() - offset;
-        if left < remaining {
-            offset += left;
-            left = 0;
-        } else {
-            left -= remaining;
-            index += 1;
-            offset = 0;
-        }
-    }
-    while index < batch.len() && offset == batch[index].bytes() {
+    offset += n;
+    while index < batch.len() && offset >= batch[index].bytes() {
+        offset -= batch[index].bytes();
         index += 1;
-        offset = 0;
     }
     (index, offset)
 }

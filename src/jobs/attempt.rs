@@ -132,11 +132,7 @@ impl Files {
         Ok(Files {
             stdout: tempfile::tempfile()?,
             stderr: tempfile::tempfile()?,
-            stdin: if record_on_stdin {
-                Some(tempfile::tempfile()?)
-            } else {
-                None
-            },
+            stdin: record_on_stdin.then(tempfile::tempfile).transpose()?,
         })
     }
 

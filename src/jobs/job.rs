@@ -294,7 +294,7 @@ impl Pool {
         } else {
             JobFate::Undelivered
         };
-        self.log_never_ran(who, n, fate.name(), None);
+        self.log_entry(who, n, None, fate.name(), None);
         fate
     }
 
@@ -444,7 +444,7 @@ impl Pool {
             "drip: --exec: record {}: cannot be an argument: {why}",
             who.number
         );
-        self.log_never_ran(who, attempt, JobFate::Failed.name(), Some(&why));
+        self.log_entry(who, attempt, None, JobFate::Failed.name(), Some(&why));
         JobFate::Failed
     }
 
@@ -582,33 +582,6 @@ impl Pool {
         }
     }
 
-    /// The joblog's line for attempt `attempt` of `who`, which never ran
-    /// (no process: no exit, no signal, 0 µs, started now), as `outcome`
-    /// (a joblog outcome name), with `error` saying why, when known.
-    fn log_never_ran(&self, who: &Who, attempt: u32, outcome: &'static str, error: Option<&str>) {
-        let Some(joblog) = &self.joblog else {
-            return;
-        };
-        let entry = Entry {
-            id: who.id,
-            number: who.number,
-            record: who.record,
-            attempt,
-            start_us: unix_micros(SystemTime::now()),
-            duration_us: 0,
-            exit: None,
-            signal: None,
-            timed_out: false,
-            http_status: None,
-            outcome,
-            error,
-        };
-        joblog
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .write(&entry);
-    }
-
     /// The joblog's line for attempt `attempt` of `who`, which ended as
     /// `ended` (with `http_status`, when known) and was followed by `step`.
     fn log(
@@ -619,28 +592,51 @@ impl Pool {
         http_status: Option<u16>,
         (step, verdict): (&Step, Verdict),
     ) {
-        let Some(joblog) = &self.joblog else {
-            return;
-        };
         let outcome = match (step, verdict) {
             (Step::Retry(_), Verdict::Overload { .. }) => "overload",
             (Step::Retry(_), _) => "retry",
             (Step::Done(fate), _) => fate.name(),
         };
-        let (exit, signal, timed_out) = Entry::exit_fields(ended.exit);
+        self.log_entry(who, attempt, Some((ended, http_status)), outcome, None);
+    }
+
+    /// The joblog's line for attempt `attempt` of `who` as `outcome` (a
+    /// joblog outcome name), with `error` saying why, when known: `ran`
+    /// is its end and HTTP status, or `None` for an attempt that never
+    /// ran (no process: no exit, no signal, 0 µs, started now).
+    fn log_entry(
+        &self,
+        who: &Who,
+        attempt: u32,
+        ran: Option<(&Ended, Option<u16>)>,
+        outcome: &'static str,
+        error: Option<&str>,
+    ) {
+        let Some(joblog) = &self.joblog else {
+            return;
+        };
+        let (started, duration, (exit, signal, timed_out), http_status) = match ran {
+            Some((ended, status)) => (
+                ended.started,
+                ended.duration,
+                Entry::exit_fields(ended.exit),
+                status,
+            ),
+            None => (SystemTime::now(), Duration::ZERO, (None, None, false), None),
+        };
         let entry = Entry {
             id: who.id,
             number: who.number,
             record: who.record,
             attempt,
-            start_us: unix_micros(ended.started),
-            duration_us: micros(ended.duration),
+            start_us: unix_micros(started),
+            duration_us: micros(duration),
             exit,
             signal,
             timed_out,
             http_status,
             outcome,
-            error: None,
+            error,
         };
         joblog
             .lock()

@@ -350,9 +350,8 @@ impl Jobs for Pool {
 
     fn stats(&self) -> JobStats {
         let (mut stats, mut durations) = self.figures(&self.slots.lock());
-        durations.sort_unstable();
-        stats.attempt_p50_ms = percentile_ms(&durations, 0.5);
-        stats.attempt_p99_ms = percentile_ms(&durations, 0.99);
+        stats.attempt_p50_ms = percentile_ms(&mut durations, 0.5);
+        stats.attempt_p99_ms = percentile_ms(&mut durations, 0.99);
         stats
     }
 
@@ -361,12 +360,8 @@ impl Jobs for Pool {
         let table = self.slots.try_lock()?;
         let (mut stats, mut durations) = self.figures(&table);
         drop(table);
-        // The display shows the median only: no full sort.
-        if !durations.is_empty() {
-            let at = ((durations.len() - 1) as f64 * 0.5).round() as usize;
-            durations.select_nth_unstable(at);
-            stats.attempt_p50_ms = durations[at] as f64 / 1e6;
-        }
+        // The display shows the median only.
+        stats.attempt_p50_ms = percentile_ms(&mut durations, 0.5);
         let now = self.shared.clock.now();
         Some(crate::progress::JobsView {
             stats,
@@ -422,14 +417,15 @@ impl Jobs for Pool {
     }
 }
 
-/// The `p` (0 to 1) percentile of `sorted` (ns, ascending), ms; 0 when
-/// there is none (nearest rank).
-fn percentile_ms(sorted: &[u64], p: f64) -> f64 {
-    if sorted.is_empty() {
+/// The `p` (0 to 1) percentile of `durations` (ns, in any order: they are
+/// partly reordered, without a full sort), ms; 0 when there is none
+/// (nearest rank).
+fn percentile_ms(durations: &mut [u64], p: f64) -> f64 {
+    if durations.is_empty() {
         return 0.0;
     }
-    let at = ((sorted.len() - 1) as f64 * p).round() as usize;
-    sorted[at] as f64 / 1e6
+    let at = ((durations.len() - 1) as f64 * p).round() as usize;
+    *durations.select_nth_unstable(at).1 as f64 / 1e6
 }
 
 /// Removes the pool's headers directory when dropped: on every way out of

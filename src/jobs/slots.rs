@@ -166,10 +166,8 @@ impl Slots {
 
     /// Wait until no slot is taken: every job has ended.
     pub(super) fn wait_all(&self) {
-        let mut table = self.lock();
-        while table.busy > 0 {
-            table = self.wait(table, None);
-        }
+        let table = self.lock();
+        drop(self.changed.wait_while(table, |t| t.busy > 0));
     }
 
     /// Give a slot back.
