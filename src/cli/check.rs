@@ -349,6 +349,21 @@ pub fn take_request(args: TakeArgs) -> Result<shared::take::Request, String> {
 ///
 /// # Errors
 /// `--share-jobs` without `--exec` or without `--share`.
+/// The inputs the FILE arguments name, in order: `-` (or none) is stdin.
+fn inputs(files: Vec<std::path::PathBuf>) -> Vec<Input> {
+    if files.is_empty() {
+        return vec![Input::Stdin];
+    }
+    let input = |p: std::path::PathBuf| {
+        if p.as_os_str() == "-" {
+            Input::Stdin
+        } else {
+            Input::Path(p)
+        }
+    };
+    files.into_iter().map(input).collect()
+}
+
 /// A shared `--budget` is kept on one Redis server (or this host's file).
 ///
 /// # Errors
@@ -679,20 +694,7 @@ impl TryFrom<Cli> for Config {
         };
         outputs_apart(&cli)?;
         let (schedule, ramp) = timed(&cli, &limits)?;
-        let inputs = if cli.files.is_empty() {
-            vec![Input::Stdin]
-        } else {
-            cli.files
-                .into_iter()
-                .map(|p| {
-                    if p.as_os_str() == "-" {
-                        Input::Stdin
-                    } else {
-                        Input::Path(p)
-                    }
-                })
-                .collect()
-        };
+        let inputs = inputs(cli.files);
         let progress = if cli.quiet {
             ProgressMode::Never
         } else if cli.progress {
