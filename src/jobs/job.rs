@@ -448,17 +448,16 @@ impl Pool {
         JobFate::Failed
     }
 
-    /// The command cannot be started: reported once, and drip stops.
+    /// The command cannot be started: reported once, and drip stops as
+    /// the record settles ([`Pool::settle`]).
     fn cannot_run(&self, program: &OsString, error: std::io::Error) -> JobFate {
         let mut table = self.slots.lock();
-        if table.fatal.is_none() {
-            table.fatal = Some(ExecError {
+        if table.fatal.is_none() && table.unrunnable.is_none() {
+            table.unrunnable = Some(ExecError {
                 program: program.to_string_lossy().into_owned(),
                 error,
             });
         }
-        drop(table);
-        self.shared.stop(false);
         JobFate::Undelivered
     }
 

@@ -252,18 +252,28 @@ impl Pool {
         }
         self.groups.forget(number);
         let mut st = self.shared.lock();
-        let removed = self.slots.notify(|table| {
-            let job = table.running.remove(&number)?;
-            table.busy -= 1;
-            Some(job)
+        // A command that could not be run stops further starts as its
+        // slot is freed, and the writer hands back the records not started
+        // only under the state's lock: after this record, in input order.
+        let (removed, unrunnable) = self.slots.notify(|table| {
+            let unrunnable = table.unrunnable.take().map(|e| {
+                table.fatal.get_or_insert(e);
+            });
+            let job = table.running.remove(&number);
+            if job.is_some() {
+                table.busy -= 1;
+            }
+            (job, unrunnable.is_some())
         });
-        let Some(Running { record, .. }) = removed else {
-            return;
-        };
-        st.writing.sink_full = false;
-        fate.book(&mut st.ledger, record);
-        st.flush_dead();
+        if let Some(Running { record, .. }) = removed {
+            st.writing.sink_full = false;
+            fate.book(&mut st.ledger, record);
+            st.flush_dead();
+        }
         drop(st);
+        if unrunnable {
+            self.shared.stop(false);
+        }
         self.shared.data_ready.notify_all();
     }
 

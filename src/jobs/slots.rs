@@ -40,6 +40,10 @@ pub(super) struct Table {
     pub(super) next_number: u64,
     /// The command could not be run.
     pub(super) fatal: Option<ExecError>,
+    /// The command could not be run for a record whose fate is not booked
+    /// yet: it becomes `fatal` as that record settles, so the records
+    /// never started are booked after it ([`super::Pool::settle`]).
+    pub(super) unrunnable: Option<ExecError>,
     /// Notifications so far: a wait that looked before the latest one
     /// does not sleep ([`Slots::wait_since`]).
     epoch: u64,
