@@ -70,49 +70,54 @@ fn a_ramp_run() -> Option<String> {
         .map(|k| ramp_time(RATE, OVER, k as f64) - ramp_time(RATE, OVER, 1.0) - times[k])
         .fold(f64::NEG_INFINITY, f64::max);
     assert!(ahead <= 0.0, "record seen {ahead:.3} s ahead of the line");
-    // Each record seen late by the reader stands later than the line; the
-    // least late of the five at each end of a slice places that end. The
-    // rate over the slice is then the records in it over the time between
-    // the ends, beside the line's.
-    let offset = |ks: std::ops::Range<usize>| {
-        ks.map(|k| times[k] - ramp_time(RATE, OVER, k as f64))
-            .fold(f64::INFINITY, f64::min)
-    };
+    // The rate in a slice is read from the time each run of ten records
+    // took, beside the line's: the median of those ratios. A wake-up
+    // drip lost on a busy machine (the schedule restarts from it rather
+    // than catch up in a burst) or a reader held up stretches a few runs
+    // and leaves the median, where a ramp off the line moves every run.
+    const RUN: usize = 10;
     let mut worst = String::new();
     let mut judged = true;
     for slice in 0..4 {
         let (a, b) = (0.5 + slice as f64, 1.5 + slice as f64);
         let first = ramp_integral(RATE, OVER, a).ceil() as usize;
         let last = (ramp_integral(RATE, OVER, b).ceil() as usize - 1).min(599);
-        let span = ramp_time(RATE, OVER, last as f64) - ramp_time(RATE, OVER, first as f64);
-        let moved = offset(last - 4..last + 1) - offset(first..first + 5);
-        let measured = (last - first) as f64 / (span + moved);
-        let line = (last - first) as f64 / span;
+        let mut ratios: Vec<f64> = (first..last - RUN + 1)
+            .step_by(RUN)
+            .map(|k| {
+                let line =
+                    ramp_time(RATE, OVER, (k + RUN) as f64) - ramp_time(RATE, OVER, k as f64);
+                (times[k + RUN] - times[k]) / line
+            })
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        let median = ratios[ratios.len() / 2];
+        let line = (last - first) as f64
+            / (ramp_time(RATE, OVER, last as f64) - ramp_time(RATE, OVER, first as f64));
+        let measured = line / median;
         let off = measured / line - 1.0;
-        // Slow by no more than drip's main thread, which writes the
-        // records, waited for a CPU in the slice: the machine's doing, not
-        // the ramp's.
-        let held = common::cpu_wait_between(&samples, pid, lines[first].0, lines[last].0);
-        let slowed = (last - first) as f64 / (span + moved - held).max(span) / line - 1.0;
-        if off < -0.02 && slowed >= -0.02 {
+        if off.abs() <= 0.02 {
             continue;
         }
-        if off.abs() > 0.02 {
-            judged = false;
-            worst = format!(
-                "{a}-{b} s: {measured:.1}/s, the line {line:.1}/s ({:+.1} %)",
-                off * 100.0
-            );
-        }
+        // Off the line: the machine's doing or the ramp's, which a run on
+        // a busy machine cannot tell apart (a slow ramp hidden under a
+        // busy machine must not pass): the run is made again, but when
+        // drip never waited for a CPU.
+        assert!(
+            waited > 0.005,
+            "{a}-{b} s: {measured:.1}/s, the line {line:.1}/s ({:+.1} %), \
+             though drip's threads waited only {waited:.3} s for a CPU",
+            off * 100.0
+        );
+        judged = false;
+        worst = format!(
+            "{a}-{b} s: {measured:.1}/s, the line {line:.1}/s ({:+.1} %)",
+            off * 100.0
+        );
     }
     if judged {
         return None;
     }
-    // Off the line: only a drip held up for want of a CPU is not judged.
-    assert!(
-        waited > 0.005,
-        "{worst}, though drip's threads waited only {waited:.3} s for a CPU"
-    );
     Some(format!(
         "{worst}; drip's threads waited {waited:.3} s for a CPU"
     ))
@@ -122,9 +127,8 @@ fn a_ramp_run() -> Option<String> {
 fn a_ramp_rises_on_the_line_slice_by_slice() {
     // 200/s over 3 s from 0: in each second from 0.5 s to 4.5 s the rate
     // is within 2 % of the line's (the ramp's, then 200/s).
-    // A slice slower than that by no more than one of drip's threads
-    // waited for a CPU in it passes; a run with a slice off the line
-    // otherwise is run again.
+    // A run with a slice off the line is made again (it fails when drip
+    // never waited for a CPU): only a run on the line passes.
     until_judged(6, Duration::from_secs(120), a_ramp_run);
 }
 
