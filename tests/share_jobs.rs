@@ -286,3 +286,96 @@ fn the_figures_show_the_shared_job_limit() {
         "{metrics}"
     );
 }
+
+/// Drip `who` running `records` jobs of 100 ms (each stamps its start and
+/// end into `log`) under `share` with `--share-jobs 1`.
+fn one_at_a_time(who: &str, records: usize, share: &str, log: &Path, runtime: &Path) -> Child {
+    let script = format!(
+        "echo \"s $1 $(date +%s%N)\" >> {0}; sleep 0.1; echo \"e $1 $(date +%s%N)\" >> {0}",
+        log.display()
+    );
+    let mut cmd = common::command(&[
+        "-r",
+        "100/s",
+        "--share",
+        share,
+        "--share-jobs",
+        "1",
+        "-j",
+        "1",
+        "-q",
+        "--exec",
+        "sh",
+        "-c",
+        &script,
+        "sh",
+        "{}",
+    ]);
+    cmd.env("XDG_RUNTIME_DIR", runtime)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().expect("spawn drip");
+    let input: String = (1..=records).map(|r| format!("{who}-{r}\n")).collect();
+    common::feed(&mut child, input.as_bytes());
+    child
+}
+
+/// A drip that gives its one lease back and asks again at once does not
+/// starve one that waits for it: while the first drip runs 40 jobs of
+/// 100 ms one at a time, the second, started beside it with 5, waits in
+/// line and takes the lease when the first gives it back, so no more than
+/// two of the first drip's jobs start from the second's start to its
+/// first job, or between two of its jobs (the two take turns; two for a
+/// busy machine). Without a line, the first takes the lease back each
+/// time, a millisecond after giving it, and the second runs a job only
+/// when a poll of its happens to fall in that gap.
+fn a_waiting_drip_is_not_starved(share: &str, runtime: &Path) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("stamps");
+    let mut first = one_at_a_time("0", 40, share, &log, runtime);
+    std::thread::sleep(Duration::from_millis(500));
+    let started = realtime();
+    let mut second = one_at_a_time("1", 5, share, &log, runtime);
+    assert!(common::wait_for(&mut second, Duration::from_secs(30)).success());
+    assert!(common::wait_for(&mut first, Duration::from_secs(30)).success());
+    let stamps = stamps(&log);
+    let mut running = 0;
+    for &(_, step, _) in &stamps {
+        running += step;
+        assert!(running <= 1, "two jobs at once: {stamps:?}");
+    }
+    assert_eq!(stamps.iter().filter(|s| s.2 == 1).count(), 10, "{stamps:?}");
+    // The first drip's starts before each of the second's.
+    let mut between = Vec::new();
+    let mut firsts = 0;
+    for &(_, _, drip) in stamps.iter().filter(|s| s.0 >= started && s.1 == 1) {
+        if drip == 1 {
+            between.push(std::mem::take(&mut firsts));
+        } else {
+            firsts += 1;
+        }
+    }
+    assert!(
+        between.iter().all(|&n| n <= 2),
+        "the first drip's jobs started before each of the second's: {between:?}"
+    );
+}
+
+#[test]
+fn a_drip_waiting_for_the_shared_job_limit_is_not_starved_on_one_host() {
+    let _t = common_timing();
+    let runtime = tempfile::tempdir().unwrap();
+    a_waiting_drip_is_not_starved("line", runtime.path());
+}
+
+#[test]
+fn a_drip_waiting_for_the_shared_job_limit_is_not_starved_through_redis() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = common_timing();
+    let redis = fleet::Redis::start();
+    let runtime = tempfile::tempdir().unwrap();
+    a_waiting_drip_is_not_starved(&redis.share("line"), runtime.path());
+}

@@ -1,34 +1,63 @@
 -- drip's shared job limit in Redis (--share-jobs): a lease per running
 -- job, in one sorted set scored by each lease's expiry (ms of the
--- server's clock), changed in one atomic step.
+-- server's clock), and the jobs waiting for one, first come first
+-- served, changed in one atomic step.
 --
 -- KEYS[1]  the leases: drip:{NAME}:jobs
+-- KEYS[2]  the waiting jobs, scored by arrival (us): drip:{NAME}:jobs:waiting
+-- KEYS[3]  the waiting jobs, scored by when they stop counting unless
+--          they ask again (ms): drip:{NAME}:jobs:asking
 -- ARGV[1]  "acquire", "renew" or "release"
 -- ARGV[2]  the limit, N of --share-jobs
 -- ARGV[3]  a lease's time to live, ms
--- ARGV[4..] the members: acquire one, renew or release any number
+-- ARGV[4]  how long a waiting job keeps its place without asking again, ms
+-- ARGV[5..] the members: acquire one, renew or release any number
 --
--- Returns {1, leases held after} when done, {0, leases held} when an
--- acquire found N held. Leases past their expiry are dropped first.
+-- An acquire takes a lease only while fewer than N are held and fewer
+-- jobs wait ahead of it than there are leases free; otherwise its member
+-- waits in line (at the back when new) and {0, leases held} is returned.
+-- Returns {1, leases held after} when done. Leases past their expiry, and
+-- waiting jobs that stopped asking, are dropped first.
 local key = KEYS[1]
+local waiting = KEYS[2]
+local asking = KEYS[3]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local ttl = tonumber(ARGV[3])
+local wait_ttl = tonumber(ARGV[4])
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+local gone = redis.call('ZRANGEBYSCORE', asking, '-inf', now)
+for _, member in ipairs(gone) do
+  redis.call('ZREM', waiting, member)
+end
+redis.call('ZREMRANGEBYSCORE', asking, '-inf', now)
 local op = ARGV[1]
 if op == 'acquire' then
+  local member = ARGV[5]
   local held = redis.call('ZCARD', key)
-  if held >= tonumber(ARGV[2]) then
+  if not redis.call('ZSCORE', waiting, member) then
+    redis.call('ZADD', waiting, now_us, member)
+  end
+  local ahead = redis.call('ZRANK', waiting, member)
+  if held >= tonumber(ARGV[2]) or ahead >= tonumber(ARGV[2]) - held then
+    redis.call('ZADD', asking, now + wait_ttl, member)
+    redis.call('PEXPIRE', waiting, wait_ttl + 1000)
+    redis.call('PEXPIRE', asking, wait_ttl + 1000)
     return {0, held}
   end
-  redis.call('ZADD', key, now + ttl, ARGV[4])
+  redis.call('ZREM', waiting, member)
+  redis.call('ZREM', asking, member)
+  redis.call('ZADD', key, now + ttl, member)
 elseif op == 'renew' then
-  for i = 4, #ARGV do
+  for i = 5, #ARGV do
     redis.call('ZADD', key, now + ttl, ARGV[i])
   end
 elseif op == 'release' then
-  for i = 4, #ARGV do
+  for i = 5, #ARGV do
     redis.call('ZREM', key, ARGV[i])
+    redis.call('ZREM', waiting, ARGV[i])
+    redis.call('ZREM', asking, ARGV[i])
   end
 end
 local held = redis.call('ZCARD', key)

@@ -6,7 +6,12 @@
 //! expiry, [`LEASE_TTL`] after it was taken or last renewed. A lease is
 //! taken only while fewer than N unexpired ones are held
 //! ([`SharedJobs::acquire`], polling every [`POLL`] while the fleet is
-//! full), given back when its job ends ([`SharedJobs::release`]), and
+//! full), first come first served: a job that finds the fleet full waits
+//! in a line kept in the state (its place held while it asks again within
+//! [`WAIT_TTL`]), and a lease freed goes to the jobs at the head of the
+//! line, whichever drip asks first; so a drip that gives a lease back and
+//! asks again at once cannot starve one that polls. Leases are given back
+//! when their jobs end ([`SharedJobs::release`]), and
 //! renewed by a thread of the drip's own every [`RENEW_EVERY`]. So the
 //! leases of a drip that died (`kill -9`, a lost host) lapse at most
 //! [`LEASE_TTL`] after its last renewal, and the fleet gets that capacity
@@ -14,8 +19,10 @@
 //!
 //! In the file, `NAME.jobs.json` (beside `NAME.json`, under the lock of
 //! `NAME.jobs.json.lock`) holds the members and their expiries on
-//! `CLOCK_MONOTONIC`; in Redis the sorted set `drip:{NAME}:jobs` holds
-//! them, scored by their expiry on the server's clock, changed only by
+//! `CLOCK_MONOTONIC`, and the line; in Redis the sorted set
+//! `drip:{NAME}:jobs` holds them, scored by their expiry on the server's
+//! clock, and `drip:{NAME}:jobs:waiting` and `…:asking` the line (by
+//! arrival, and by when each waiting job stops counting), changed only by
 //! `jobs.lua`.
 
 use std::collections::BTreeMap;
@@ -46,6 +53,11 @@ pub const RENEW_EVERY: Duration = Duration::from_secs(1);
 /// fleet is full.
 pub const POLL: Duration = Duration::from_millis(100);
 
+/// How long a job waiting for a lease keeps its place in the line without
+/// asking again: a drip that died while its jobs waited holds the line
+/// this long at most.
+pub const WAIT_TTL: Duration = Duration::from_secs(1);
+
 /// The script that changes the leases in Redis.
 const SCRIPT: &str = include_str!("jobs.lua");
 
@@ -53,11 +65,12 @@ const SCRIPT: &str = include_str!("jobs.lua");
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Op {
     /// Take the lease of the one member given, if fewer than the limit
-    /// are held.
+    /// are held and fewer members wait ahead of it than leases are free;
+    /// else it waits in line (joining it at the back when new).
     Acquire,
     /// Push the expiry of the members given on (or hold them again).
     Renew,
-    /// Give the members given back.
+    /// Give the members given back (or take them out of the line).
     Release,
 }
 
@@ -84,6 +97,52 @@ struct Stored {
     boot_id: String,
     /// Member → expiry, ns of `CLOCK_MONOTONIC`.
     leases: BTreeMap<String, i64>,
+    /// The jobs waiting for a lease: member → (arrival, when it stops
+    /// counting unless it asks again), ns of `CLOCK_MONOTONIC`.
+    #[serde(default)]
+    waiting: BTreeMap<String, (i64, i64)>,
+}
+
+impl Stored {
+    /// Do `op` on `members` under `limit` at `now` (ns), the lapsed leases
+    /// and waiting jobs dropped first; whether it was done.
+    fn apply(&mut self, op: Op, limit: u64, members: &[String], now: i64) -> bool {
+        self.leases.retain(|_, expiry| *expiry > now);
+        self.waiting.retain(|_, (_, until)| *until > now);
+        match op {
+            Op::Acquire => {
+                let Some(member) = members.first() else {
+                    return false;
+                };
+                let arrived = self.waiting.get(member).map_or(now, |w| w.0);
+                let ahead = self
+                    .waiting
+                    .iter()
+                    .filter(|(m, w)| (w.0, *m) < (arrived, member))
+                    .count() as u64;
+                let free = limit.saturating_sub(self.leases.len() as u64);
+                if ahead >= free {
+                    self.waiting
+                        .insert(member.clone(), (arrived, now + wait_ttl_ns()));
+                    return false;
+                }
+                self.waiting.remove(member);
+                self.leases.insert(member.clone(), now + ttl_ns());
+            }
+            Op::Renew => {
+                for m in members {
+                    self.leases.insert(m.clone(), now + ttl_ns());
+                }
+            }
+            Op::Release => {
+                for m in members {
+                    self.leases.remove(m);
+                    self.waiting.remove(m);
+                }
+            }
+        }
+        true
+    }
 }
 
 /// The leases of one NAME on this host: `NAME.jobs.json`.
@@ -102,6 +161,10 @@ fn monotonic() -> i64 {
 
 fn ttl_ns() -> i64 {
     i64::try_from(LEASE_TTL.as_nanos()).unwrap_or(i64::MAX)
+}
+
+fn wait_ttl_ns() -> i64 {
+    i64::try_from(WAIT_TTL.as_nanos()).unwrap_or(i64::MAX)
 }
 
 impl FilePlace {
@@ -132,23 +195,7 @@ impl Place for FilePlace {
             .and_then(|text| serde_json::from_slice(&text).ok())
             .filter(|s: &Stored| s.boot_id == self.boot_id)
             .unwrap_or_default();
-        stored.leases.retain(|_, expiry| *expiry > now);
-        let held = stored.leases.len() as u64;
-        let done = match op {
-            Op::Acquire if held >= limit => false,
-            Op::Acquire | Op::Renew => {
-                for m in members {
-                    stored.leases.insert(m.clone(), now + ttl_ns());
-                }
-                true
-            }
-            Op::Release => {
-                for m in members {
-                    stored.leases.remove(m);
-                }
-                true
-            }
-        };
+        let done = stored.apply(op, limit, members, now);
         stored.boot_id.clone_from(&self.boot_id);
         let text = serde_json::to_string(&stored).expect("plain data");
         // Written beside and renamed over: a drip killed mid-write leaves
@@ -172,7 +219,8 @@ impl Place for FilePlace {
 /// The leases of one NAME on a Redis server: `drip:{NAME}:jobs`.
 struct RedisPlace {
     store: RedisStore,
-    key: String,
+    /// The leases, the line by arrival, the line by when each stops counting.
+    keys: [String; 3],
     sha: String,
 }
 
@@ -182,10 +230,12 @@ impl Place for RedisPlace {
             op.word().to_string(),
             limit.to_string(),
             LEASE_TTL.as_millis().to_string(),
+            WAIT_TTL.as_millis().to_string(),
         ];
         args.extend(members.iter().cloned());
-        let keys = [self.key.clone()];
-        let reply = self.store.eval_script(SCRIPT, &self.sha, &keys, &args)?;
+        let reply = self
+            .store
+            .eval_script(SCRIPT, &self.sha, &self.keys, &args)?;
         match reply.as_slice() {
             [Value::Int(done), Value::Int(held)] => {
                 Ok((*done == 1, u64::try_from(*held).unwrap_or(0)))
@@ -265,7 +315,11 @@ impl SharedJobs {
             Target::Redis { url, name } => Box::new(RedisPlace {
                 store: RedisStore::new(url, name, String::new(), Vec::new(), None)
                     .map_err(|why| anyhow::anyhow!("--share {name}: {why}"))?,
-                key: format!("drip:{{{name}}}:jobs"),
+                keys: [
+                    format!("drip:{{{name}}}:jobs"),
+                    format!("drip:{{{name}}}:jobs:waiting"),
+                    format!("drip:{{{name}}}:jobs:asking"),
+                ],
                 sha: redis::Script::new(SCRIPT).get_hash().to_string(),
             }),
         };
@@ -333,19 +387,27 @@ impl SharedJobs {
         }
     }
 
-    /// Take a lease for a job, waiting while the fleet holds N (or the
-    /// state does not answer), asking again every [`POLL`]; `false` once
-    /// `stop` says so.
+    /// Take a lease for a job, waiting in line while the fleet holds N
+    /// (or the state does not answer), asking again every [`POLL`];
+    /// `false` once `stop` says so (its place in the line given up).
     pub fn acquire(&self, stop: &dyn Fn() -> bool) -> bool {
         let mut waited = false;
+        let member = {
+            let mut held = self.lock();
+            held.made += 1;
+            format!("{}:{}", self.prefix, held.made)
+        };
         loop {
             if stop() {
+                if waited {
+                    let mut held = self.lock();
+                    let r = held.place.call(Op::Release, self.limit, &[member]);
+                    let _ = self.noted(&mut held, r);
+                }
                 return false;
             }
             {
                 let mut held = self.lock();
-                held.made += 1;
-                let member = format!("{}:{}", self.prefix, held.made);
                 let r = held
                     .place
                     .call(Op::Acquire, self.limit, std::slice::from_ref(&member));
@@ -419,5 +481,83 @@ impl SharedJobs {
             waits: held.waits,
             failed_calls: held.failures,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(name: &str) -> Vec<String> {
+        vec![name.to_string()]
+    }
+
+    const S: i64 = 1_000_000_000;
+
+    #[test]
+    fn a_lease_freed_goes_to_the_job_waiting_first_not_to_the_one_that_asks_first() {
+        let mut st = Stored::default();
+        assert!(st.apply(Op::Acquire, 1, &m("a:1"), 0));
+        // b waits; a gives its lease back and asks again at once.
+        assert!(!st.apply(Op::Acquire, 1, &m("b:1"), S / 10));
+        assert!(st.apply(Op::Release, 1, &m("a:1"), S / 10 + 1));
+        assert!(!st.apply(Op::Acquire, 1, &m("a:2"), S / 10 + 2));
+        // b, asking again, has it; a waits behind.
+        assert!(st.apply(Op::Acquire, 1, &m("b:1"), S / 5));
+        assert!(!st.apply(Op::Acquire, 1, &m("a:2"), S / 5 + 1));
+        assert_eq!(st.leases.keys().collect::<Vec<_>>(), ["b:1"]);
+        assert_eq!(st.waiting.keys().collect::<Vec<_>>(), ["a:2"]);
+    }
+
+    #[test]
+    fn as_many_wait_as_leases_are_free_at_the_head_of_the_line() {
+        let mut st = Stored::default();
+        for (i, who) in ["a", "b", "c"].iter().enumerate() {
+            assert!(st.apply(Op::Acquire, 3, &m(who), i as i64));
+        }
+        assert!(!st.apply(Op::Acquire, 3, &m("d"), 10));
+        assert!(!st.apply(Op::Acquire, 3, &m("e"), 11));
+        assert!(!st.apply(Op::Acquire, 3, &m("f"), 12));
+        st.apply(Op::Release, 3, &[String::from("a"), String::from("b")], 20);
+        // Two free: d and e may take them, in any order; f may not.
+        assert!(!st.apply(Op::Acquire, 3, &m("f"), 21));
+        assert!(st.apply(Op::Acquire, 3, &m("e"), 22));
+        assert!(st.apply(Op::Acquire, 3, &m("d"), 23));
+        assert!(!st.apply(Op::Acquire, 3, &m("f"), 24));
+    }
+
+    #[test]
+    fn a_job_that_stops_asking_loses_its_place_after_the_wait_ttl() {
+        let mut st = Stored::default();
+        assert!(st.apply(Op::Acquire, 1, &m("a"), 0));
+        assert!(!st.apply(Op::Acquire, 1, &m("dead"), 1));
+        assert!(!st.apply(Op::Acquire, 1, &m("b"), 2));
+        st.apply(Op::Release, 1, &m("a"), 3);
+        // The dead drip's job holds the line until its place lapses.
+        assert!(!st.apply(Op::Acquire, 1, &m("b"), 1 + wait_ttl_ns() - 1));
+        assert!(st.apply(Op::Acquire, 1, &m("b"), 1 + wait_ttl_ns()));
+    }
+
+    #[test]
+    fn a_job_given_up_leaves_the_line_at_once() {
+        let mut st = Stored::default();
+        assert!(st.apply(Op::Acquire, 1, &m("a"), 0));
+        assert!(!st.apply(Op::Acquire, 1, &m("gone"), 1));
+        assert!(!st.apply(Op::Acquire, 1, &m("b"), 2));
+        st.apply(
+            Op::Release,
+            1,
+            &[String::from("a"), String::from("gone")],
+            3,
+        );
+        assert!(st.apply(Op::Acquire, 1, &m("b"), 4));
+    }
+
+    #[test]
+    fn a_file_written_before_the_line_was_kept_still_reads() {
+        let old = r#"{"boot_id":"x","leases":{"a":5}}"#;
+        let st: Stored = serde_json::from_str(old).unwrap();
+        assert_eq!(st.leases.len(), 1);
+        assert!(st.waiting.is_empty());
     }
 }
