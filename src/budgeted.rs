@@ -6,7 +6,7 @@
 //! Pure: no threads, no clock, no I/O; times are ns on the caller's clock.
 
 use crate::budget::{BudgetView, Counter, Exhausted};
-use crate::schedule::{Limit, Limits, Schedule};
+use crate::schedule::{Limits, Schedule};
 
 /// `budgets` in front of `inner`.
 #[derive(Debug)]
@@ -35,6 +35,14 @@ impl Budgeted {
 }
 
 impl Schedule for Budgeted {
+    fn inner(&self) -> Option<&dyn Schedule> {
+        Some(&*self.inner)
+    }
+
+    fn inner_mut(&mut self) -> Option<&mut dyn Schedule> {
+        Some(&mut *self.inner)
+    }
+
     fn is_unlimited(&self) -> bool {
         false
     }
@@ -81,38 +89,6 @@ impl Schedule for Budgeted {
         self.inner.records_per_second()
     }
 
-    fn holds_keys(&self) -> bool {
-        self.inner.holds_keys()
-    }
-
-    fn key_due(&self, key: &[u8]) -> u64 {
-        self.inner.key_due(key)
-    }
-
-    fn key_left(&mut self, key: &[u8], now: u64) {
-        self.inner.key_left(key, now);
-    }
-
-    fn left_unasked(&mut self, at: u64) {
-        self.inner.left_unasked(at);
-    }
-
-    fn wrote(&mut self, now: u64, records: usize) {
-        self.inner.wrote(now, records);
-    }
-
-    fn expired(&mut self, now: u64, waiting: usize, records: &mut dyn Iterator<Item = &[u8]>) {
-        self.inner.expired(now, waiting, records);
-    }
-
-    fn released_by_the_writer(&self) -> bool {
-        self.inner.released_by_the_writer()
-    }
-
-    fn replace_limits(&mut self, now: u64, limits: &[Limit]) -> Result<(), String> {
-        self.inner.replace_limits(now, limits)
-    }
-
     fn nth_due(&self, record: &[u8], n: usize) -> Option<u64> {
         Some(self.inner.nth_due(record, n)?.max(self.budgets_due()))
     }
@@ -144,5 +120,23 @@ impl Schedule for Budgeted {
             .iter()
             .find(|b| b.spent_at(now))
             .map(|b| b.budget().to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::probe::{reached, Probe, PROVIDED};
+
+    #[test]
+    fn budgets_pass_on_every_call_they_do_not_answer_themselves() {
+        let probe = Probe::default();
+        let mut s = Budgeted::new(Box::new(probe.clone()), Vec::new(), Exhausted::Stop);
+        // The budgets and the one spent are the wrapper's own.
+        let passed: Vec<_> = PROVIDED
+            .into_iter()
+            .filter(|m| !["budgets", "exhausted"].contains(m))
+            .collect();
+        assert_eq!(reached(&mut s, &probe.0, 1_000_000_000), passed);
     }
 }

@@ -171,6 +171,14 @@ impl Ramped {
 }
 
 impl Schedule for Ramped {
+    fn inner(&self) -> Option<&dyn Schedule> {
+        Some(&*self.inner)
+    }
+
+    fn inner_mut(&mut self) -> Option<&mut dyn Schedule> {
+        Some(&mut *self.inner)
+    }
+
     fn is_unlimited(&self) -> bool {
         self.inner.is_unlimited()
     }
@@ -201,10 +209,6 @@ impl Schedule for Ramped {
         self.inner.records_per_second()
     }
 
-    fn holds_keys(&self) -> bool {
-        self.inner.holds_keys()
-    }
-
     fn key_due(&self, key: &[u8]) -> u64 {
         self.unwarped(self.inner.key_due(key))
     }
@@ -227,10 +231,6 @@ impl Schedule for Ramped {
     fn expired(&mut self, now: u64, waiting: usize, records: &mut dyn Iterator<Item = &[u8]>) {
         let at = self.warped(now);
         self.inner.expired(at, waiting, records);
-    }
-
-    fn released_by_the_writer(&self) -> bool {
-        self.inner.released_by_the_writer()
     }
 
     fn settle(&mut self, now: u64, record: &[u8], spent: &[Option<u64>]) {
@@ -350,6 +350,20 @@ mod tests {
             }
         }
         Ok(())
+    }
+
+    #[test]
+    fn a_ramp_passes_on_every_call_it_does_not_answer_itself() {
+        use crate::schedule::probe::{reached, Probe, PROVIDED};
+        let probe = Probe::default();
+        let ramp = Ramp {
+            from: 0.0,
+            over_ns: S,
+        };
+        let mut s = Ramped::new(Box::new(probe.clone()), ramp);
+        // Begun at 0 and over by 10 s, when it gives its forecast too.
+        s.release(0, 1, &mut std::iter::empty());
+        assert_eq!(reached(&mut s, &probe.0, 10 * S), PROVIDED);
     }
 
     #[test]

@@ -11,7 +11,9 @@
 //! `--budget` ([`Counter`]) lets at most its count leave in each calendar
 //! window, so no window ever holds more. A new
 //! kind of limit (per key, shared between processes) is another
-//! implementation of [`Schedule`].
+//! implementation of [`Schedule`]; a wrapper in front of one (a ramp,
+//! budgets, the gate) names it ([`Schedule::inner`]) and overrides only
+//! what it changes.
 //!
 //! Pure: no threads, no clock, no I/O; times are ns on the caller's clock.
 
@@ -70,7 +72,21 @@ pub fn records_per_second(limits: &[Limit]) -> f64 {
 ///
 /// Records are offered in queue order; a schedule never lets a later record
 /// leave before an earlier one.
+///
+/// A schedule is either one of its own limits ([`Limits`], a shared one)
+/// or a wrapper in front of another (a ramp, budgets, the gate), which
+/// names it in [`Schedule::inner`]: every provided method then gives the
+/// inner schedule's answer unless the wrapper overrides it, so a wrapper
+/// writes only what it changes and drops nothing it forgets.
 pub trait Schedule: fmt::Debug + Send {
+    /// The schedule this one is in front of; `None` for a schedule of its
+    /// own limits, whose provided methods give the answers documented
+    /// here.
+    fn inner(&self) -> Option<&dyn Schedule>;
+
+    /// [`Schedule::inner`], to change.
+    fn inner_mut(&mut self) -> Option<&mut dyn Schedule>;
+
     /// Whether nothing is limited: every record may always leave.
     fn is_unlimited(&self) -> bool;
 
@@ -105,7 +121,11 @@ pub trait Schedule: fmt::Debug + Send {
     /// limits are given back an overestimate and charged an underestimate
     /// (`settle.rs`). Only schedules that keep records in flight
     /// ([`Limits::with_settling`]) settle; others do nothing.
-    fn settle(&mut self, _now: u64, _record: &[u8], _spent: &[Option<u64>]) {}
+    fn settle(&mut self, now: u64, record: &[u8], spent: &[Option<u64>]) {
+        if let Some(inner) = self.inner_mut() {
+            inner.settle(now, record, spent);
+        }
+    }
 
     /// The highest rate in records per second the schedule can reach
     /// (infinite when a limit counts bytes or nothing is limited): the
@@ -117,7 +137,7 @@ pub trait Schedule: fmt::Debug + Send {
     /// `jobs::gate`); when not, the keyed queues ask neither as a record
     /// leaves at once.
     fn holds_keys(&self) -> bool {
-        false
+        self.inner().is_some_and(|inner| inner.holds_keys())
     }
 
     /// The earliest time (ns) a record of `key` may leave as far as a hold
@@ -125,38 +145,55 @@ pub trait Schedule: fmt::Debug + Send {
     /// it: `jobs::gate`); 0 when nothing holds it. The keyed queues ask
     /// before a key's record leaves, so a held key waits in the line
     /// without holding back the others.
-    fn key_due(&self, _key: &[u8]) -> u64 {
-        0
+    fn key_due(&self, key: &[u8]) -> u64 {
+        self.inner().map_or(0, |inner| inner.key_due(key))
     }
 
     /// A record of `key` left at `now` (ns): a hold spacing its starts
     /// counts from here.
-    fn key_left(&mut self, _key: &[u8], _now: u64) {}
+    fn key_left(&mut self, key: &[u8], now: u64) {
+        if let Some(inner) = self.inner_mut() {
+            inner.key_left(key, now);
+        }
+    }
 
     /// Records left at `at` (ns) without asking the schedule (the keyed
     /// queues do not, when it limits nothing and holds no key): a change
     /// of limits ([`Schedule::replace_limits`]) counts from the latest
     /// departure, these included.
-    fn left_unasked(&mut self, _at: u64) {}
+    fn left_unasked(&mut self, at: u64) {
+        if let Some(inner) = self.inner_mut() {
+            inner.left_unasked(at);
+        }
+    }
 
     /// The writer wrote the next `records` released records, its write
     /// returning at `now` (ns): a shared schedule forfeits the slots a
     /// write that late overtook (`shared::lease::Written`). Not called
     /// under `--exec`, whose runner records its starts itself.
-    fn wrote(&mut self, _now: u64, _records: usize) {}
+    fn wrote(&mut self, now: u64, records: usize) {
+        if let Some(inner) = self.inner_mut() {
+            inner.wrote(now, records);
+        }
+    }
 
     /// Waiting records expired at `now` (ns), leaving `waiting` records
     /// waiting, in order from `records` (each with its delimiter): a
     /// shared schedule gives back at once the slots its lease holds beyond
     /// them (`shared::lease`). Not called for the keyed queues.
-    fn expired(&mut self, _now: u64, _waiting: usize, _records: &mut dyn Iterator<Item = &[u8]>) {}
+    fn expired(&mut self, now: u64, waiting: usize, records: &mut dyn Iterator<Item = &[u8]>) {
+        if let Some(inner) = self.inner_mut() {
+            inner.expired(now, waiting, records);
+        }
+    }
 
     /// Whether records may leave only on the writer, just before it writes
     /// them, never on the reader's arrival (to be written whenever the
     /// writer next runs, on a busy machine later than their slots allow):
     /// a shared schedule's slots are other drips' neighbours.
     fn released_by_the_writer(&self) -> bool {
-        false
+        self.inner()
+            .is_some_and(|inner| inner.released_by_the_writer())
     }
 
     /// Enforce `limits` instead from `now` (ns) on (`drip ctl … rate`):
@@ -169,8 +206,10 @@ pub trait Schedule: fmt::Debug + Send {
     /// A schedule whose limits cannot change while drip runs (a shared
     /// one) says why, in words; it is left as it was.
     fn replace_limits(&mut self, now: u64, limits: &[Limit]) -> Result<(), String> {
-        let _ = (now, limits);
-        Err("these limits cannot be changed while drip runs".to_string())
+        match self.inner_mut() {
+            Some(inner) => inner.replace_limits(now, limits),
+            None => Err("these limits cannot be changed while drip runs".to_string()),
+        }
     }
 
     /// The earliest time (ns) the `n`-th record from now (0: the next),
@@ -178,8 +217,15 @@ pub trait Schedule: fmt::Debug + Send {
     /// (a shared schedule whose slots are not reserved yet). By default
     /// [`Schedule::next_due`] and one emission interval of the tightest
     /// record limit for each record before it (a burst may let them go
-    /// sooner).
+    /// sooner); a wrapper's, the inner schedule's answer moved as far as
+    /// the wrapper moves the next record.
     fn nth_due(&self, record: &[u8], n: usize) -> Option<u64> {
+        if let Some(inner) = self.inner() {
+            let later = inner
+                .nth_due(record, n)?
+                .saturating_sub(inner.next_due(record));
+            return Some(self.next_due(record).saturating_add(later));
+        }
         let per_second = self.records_per_second();
         let gap = if per_second.is_finite() && per_second > 0.0 {
             (1e9 / per_second) as u64
@@ -198,7 +244,7 @@ pub trait Schedule: fmt::Debug + Send {
     /// not answering) is no part of it: a wrapper that pauses gives its
     /// inner schedule's forecast. `None`: no forecast can be made.
     fn forecast(&self) -> Option<Limits> {
-        None
+        self.inner().and_then(|inner| inner.forecast())
     }
 
     /// When `record` may leave as far as the [`Schedule::forecast`] goes
@@ -206,7 +252,10 @@ pub trait Schedule: fmt::Debug + Send {
     /// release with it to know whether the departures kept to the
     /// forecast.
     fn forecast_due(&self, record: &[u8]) -> u64 {
-        self.next_due(record)
+        match self.inner() {
+            Some(inner) => inner.forecast_due(record),
+            None => self.next_due(record),
+        }
     }
 
     /// At the earliest, when `record` may leave (ns, at least `now`) as the
@@ -216,21 +265,21 @@ pub trait Schedule: fmt::Debug + Send {
     /// the records before it may cost more. `None`: no forecast can be
     /// made.
     fn earliest(&self, now: u64, record: &[u8], n: u64) -> Option<u64> {
-        let _ = (now, record, n);
-        None
+        self.inner()?.earliest(now, record, n)
     }
 
     /// Where each `--budget` stands at `now` (ns): what is left in its
     /// window and when the next starts. None by default.
-    fn budgets(&self, _now: u64) -> Vec<BudgetView> {
-        Vec::new()
+    fn budgets(&self, now: u64) -> Vec<BudgetView> {
+        self.inner()
+            .map_or_else(Vec::new, |inner| inner.budgets(now))
     }
 
     /// Under `--budget-exhausted stop`, the budget spent at `now` (ns), in
     /// words (`20/second@UTC`): records waiting then are not to wait for
     /// its next window. `None` when no such budget is spent.
-    fn exhausted(&self, _now: u64) -> Option<String> {
-        None
+    fn exhausted(&self, now: u64) -> Option<String> {
+        self.inner()?.exhausted(now)
     }
 }
 
@@ -482,6 +531,14 @@ impl Limits {
 }
 
 impl Schedule for Limits {
+    fn inner(&self) -> Option<&dyn Schedule> {
+        None
+    }
+
+    fn inner_mut(&mut self) -> Option<&mut dyn Schedule> {
+        None
+    }
+
     fn is_unlimited(&self) -> bool {
         self.limits.is_empty() && self.budgets.is_empty()
     }
@@ -964,5 +1021,181 @@ mod tests {
         assert_eq!(t[..2], [0, 500 * MS]);
         assert!(t[2] >= 1000 * MS, "{t:?}");
         assert!(t[3] > t[2], "{t:?}");
+    }
+}
+
+/// For the wrappers' tests: a schedule that notes each provided method
+/// called on it, to show a wrapper passes them on ([`probe::reached`]).
+#[cfg(test)]
+pub(crate) mod probe {
+    use std::sync::{Arc, Mutex};
+
+    use super::{BudgetView, Limit, Limits, Schedule};
+
+    /// The provided methods of [`Schedule`], as [`reached`] names them.
+    pub(crate) const PROVIDED: [&str; 15] = [
+        "settle",
+        "holds_keys",
+        "key_due",
+        "key_left",
+        "left_unasked",
+        "wrote",
+        "expired",
+        "released_by_the_writer",
+        "replace_limits",
+        "nth_due",
+        "forecast",
+        "forecast_due",
+        "earliest",
+        "budgets",
+        "exhausted",
+    ];
+
+    /// A schedule of its own that lets every record go at once and notes
+    /// each provided method called on it in the shared list.
+    #[derive(Debug, Default, Clone)]
+    pub(crate) struct Probe(pub(crate) Arc<Mutex<Vec<&'static str>>>);
+
+    impl Probe {
+        fn note(&self, called: &'static str) {
+            self.0.lock().unwrap().push(called);
+        }
+    }
+
+    impl Schedule for Probe {
+        fn inner(&self) -> Option<&dyn Schedule> {
+            None
+        }
+        fn inner_mut(&mut self) -> Option<&mut dyn Schedule> {
+            None
+        }
+        fn is_unlimited(&self) -> bool {
+            false
+        }
+        fn weighs_bytes(&self) -> bool {
+            false
+        }
+        fn release(&mut self, _: u64, n: usize, _: &mut dyn Iterator<Item = &[u8]>) -> usize {
+            n
+        }
+        fn next_due(&self, _: &[u8]) -> u64 {
+            0
+        }
+        fn slack_ns(&self) -> u64 {
+            0
+        }
+        fn records_per_second(&self) -> f64 {
+            f64::INFINITY
+        }
+        fn settle(&mut self, _: u64, _: &[u8], _: &[Option<u64>]) {
+            self.note("settle");
+        }
+        fn holds_keys(&self) -> bool {
+            self.note("holds_keys");
+            false
+        }
+        fn key_due(&self, _: &[u8]) -> u64 {
+            self.note("key_due");
+            0
+        }
+        fn key_left(&mut self, _: &[u8], _: u64) {
+            self.note("key_left");
+        }
+        fn left_unasked(&mut self, _: u64) {
+            self.note("left_unasked");
+        }
+        fn wrote(&mut self, _: u64, _: usize) {
+            self.note("wrote");
+        }
+        fn expired(&mut self, _: u64, _: usize, _: &mut dyn Iterator<Item = &[u8]>) {
+            self.note("expired");
+        }
+        fn released_by_the_writer(&self) -> bool {
+            self.note("released_by_the_writer");
+            false
+        }
+        fn replace_limits(&mut self, _: u64, _: &[Limit]) -> Result<(), String> {
+            self.note("replace_limits");
+            Ok(())
+        }
+        fn nth_due(&self, _: &[u8], _: usize) -> Option<u64> {
+            self.note("nth_due");
+            Some(0)
+        }
+        fn forecast(&self) -> Option<Limits> {
+            self.note("forecast");
+            Some(Limits::new(&[]))
+        }
+        fn forecast_due(&self, _: &[u8]) -> u64 {
+            self.note("forecast_due");
+            0
+        }
+        fn earliest(&self, now: u64, _: &[u8], _: u64) -> Option<u64> {
+            self.note("earliest");
+            Some(now)
+        }
+        fn budgets(&self, _: u64) -> Vec<BudgetView> {
+            self.note("budgets");
+            Vec::new()
+        }
+        fn exhausted(&self, _: u64) -> Option<String> {
+            self.note("exhausted");
+            None
+        }
+    }
+
+    /// Of the provided methods ([`PROVIDED`]), those that, called once
+    /// each on `s` at `now` (ns), reached the [`Probe`] whose list is
+    /// `noted`, in order.
+    pub(crate) fn reached(
+        s: &mut dyn Schedule,
+        noted: &Mutex<Vec<&'static str>>,
+        now: u64,
+    ) -> Vec<&'static str> {
+        let r: &[u8] = b"k x\n";
+        PROVIDED
+            .into_iter()
+            .filter(|&method| {
+                noted.lock().unwrap().clear();
+                match method {
+                    "settle" => s.settle(now, r, &[Some(1)]),
+                    "holds_keys" => {
+                        let _ = s.holds_keys();
+                    }
+                    "key_due" => {
+                        let _ = s.key_due(b"k");
+                    }
+                    "key_left" => s.key_left(b"k", now),
+                    "left_unasked" => s.left_unasked(now),
+                    "wrote" => s.wrote(now, 1),
+                    "expired" => s.expired(now, 1, &mut std::iter::once(r)),
+                    "released_by_the_writer" => {
+                        let _ = s.released_by_the_writer();
+                    }
+                    "replace_limits" => {
+                        let _ = s.replace_limits(now, &[]);
+                    }
+                    "nth_due" => {
+                        let _ = s.nth_due(r, 2);
+                    }
+                    "forecast" => {
+                        let _ = s.forecast();
+                    }
+                    "forecast_due" => {
+                        let _ = s.forecast_due(r);
+                    }
+                    "earliest" => {
+                        let _ = s.earliest(now, r, 2);
+                    }
+                    "budgets" => {
+                        let _ = s.budgets(now);
+                    }
+                    _ => {
+                        let _ = s.exhausted(now);
+                    }
+                }
+                noted.lock().unwrap().contains(&method)
+            })
+            .collect()
     }
 }

@@ -362,6 +362,12 @@ impl Reserved {
 }
 
 impl Schedule for Reserved {
+    fn inner(&self) -> Option<&dyn Schedule> {
+        None
+    }
+    fn inner_mut(&mut self) -> Option<&mut dyn Schedule> {
+        None
+    }
     fn is_unlimited(&self) -> bool {
         false
     }

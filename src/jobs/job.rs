@@ -1,8 +1,8 @@
 //! One record's job: its attempts, each judged as it ends (the verdict,
-//! the quota its response announces, an overload's books), the waits
-//! between them (the backoff, a pause, a slot of the schedule: a retry is
-//! a start too), and its joblog lines; the record's fate ([`JobFate`]) at
-//! the end.
+//! the quota its response announces, followed in `pacing`; an overload's
+//! books), the waits between them (the backoff, a pause, a slot of the
+//! schedule: a retry is a start too), and its joblog lines; the record's
+//! fate ([`JobFate`]) at the end.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -14,7 +14,6 @@ use super::gate::{GateControl, Scope};
 use super::joblog::{micros, unix_micros, Entry};
 use super::order::Held;
 use super::pool::{ns, Pool};
-use super::quota;
 use super::retry::{parse_headers, Exit, Verdict};
 use super::{ExecError, JobFate};
 use crate::bucket::Segment;
@@ -253,7 +252,7 @@ impl Pool {
 
     /// Whom an overload of `record` (its delimiter included) holds back:
     /// its key with `--key` (every start for a record without one).
-    fn scope_of(&self, record: &[u8]) -> Scope {
+    pub(super) fn scope_of(&self, record: &[u8]) -> Scope {
         self.key
             .as_ref()
             .and_then(|spec| crate::keyed::record_key(spec, record, self.delimiter))
@@ -305,124 +304,6 @@ impl Pool {
     /// judged by its status.
     fn killed_leaving(&self, ended: &Ended) -> bool {
         matches!(ended.exit, Exit::Signal(_)) && self.groups.leaving()
-    }
-
-    /// Pace the starts so the quotas announced in a response's headers
-    /// (`text`) last until their reset, for the record's `scope` (its
-    /// key's quota with `--key`): the requests' ([`Pool::follow_requests`]),
-    /// and each token budget's ([`Pool::follow_tokens`]); `number` is the
-    /// record answered. A malformed quota field is ignored, and said once
-    /// on stderr (unless `-q`).
-    fn follow_quota(&self, text: &str, scope: &Scope, number: u64) {
-        if !self.cfg.quota_pacing {
-            return;
-        }
-        let announced = quota::parse_quotas(text, SystemTime::now());
-        if let Some(field) = announced.malformed {
-            if !self.quota_malformed.swap(true, Ordering::Relaxed) && !self.cfg.quiet {
-                eprintln!("drip: {field}: not a quota drip can read; such fields are ignored");
-            }
-        }
-        for (family, q) in announced.tokens {
-            self.follow_tokens(scope, number, self.budgets.paced_by(family), q);
-        }
-        if let Some(q) = announced.requests {
-            self.follow_requests(q, scope);
-        }
-    }
-
-    /// The token quota `q` of a `budget` (`None`: none configured, and the
-    /// quota paces nothing) announced by the response to record `number`:
-    /// kept in the scope's window, the tokens of the other requests of
-    /// the scope in flight counted against it, for the starts to spend
-    /// ([`Pool::spend_tokens`]).
-    fn follow_tokens(&self, scope: &Scope, number: u64, budget: Option<&str>, q: quota::Quota) {
-        let Some(budget) = budget else {
-            return;
-        };
-        let in_flight: u64 = {
-            let table = self.slots.lock();
-            table
-                .running
-                .iter()
-                .filter(|(n, job)| {
-                    **n != number
-                        && (*scope == Scope::All || self.scope_of(job.record.as_bytes()) == *scope)
-                })
-                .map(|(_, job)| self.budgets.cost(budget, job.record.as_bytes()))
-                .fold(0, u64::saturating_add)
-        };
-        let now = self.shared.clock.now();
-        self.gate.observe_tokens(scope, (budget, in_flight), now, q);
-        self.slots.wake();
-    }
-
-    /// A start of `record` (its `scope`) spends its cost on each budget:
-    /// when an announced token window has less left, it waits for the
-    /// window's reset (the scope pauses until then, so the records behind
-    /// it wait in the bucket), and spends it then. `Err` with the
-    /// record's fate at a stop (undelivered) or past its `deadline`
-    /// (expired).
-    fn spend_tokens(
-        &self,
-        record: &[u8],
-        deadline: Option<u64>,
-        scope: &Scope,
-    ) -> Result<(), JobFate> {
-        if self.budgets.is_empty() {
-            return Ok(());
-        }
-        let costs = self.budgets.costs(record);
-        loop {
-            let now = self.shared.clock.now();
-            if deadline.is_some_and(|d| now >= d) {
-                return Err(JobFate::Expired);
-            }
-            let until = match self.gate.spend_tokens(scope, now, &costs) {
-                Ok(()) => return Ok(()),
-                Err(until) => until,
-            };
-            self.shared.data_ready.notify_all();
-            let table = self.slots.lock();
-            if self.stopping() {
-                return Err(JobFate::Undelivered);
-            }
-            let wake = deadline.map_or(until, |d| d.min(until));
-            drop(self.slots.wait(table, Some(wake.saturating_sub(now))));
-        }
-    }
-
-    /// Pace the starts so the requests' quota `q` lasts until its reset,
-    /// the requests in flight counted against it ([`quota::pace`]).
-    fn follow_requests(&self, q: quota::Quota, scope: &Scope) {
-        let now = self.shared.clock.now();
-        let q = self.gate.observe_quota(scope, now, q);
-        // This job's request is answered; the others of its scope running
-        // are not.
-        let in_flight = self.running_in(scope).saturating_sub(1);
-        match quota::pace(q, in_flight) {
-            quota::Pace::Every(d) => self.gate.set_quota_spacing(scope, ns(d)),
-            quota::Pace::Pause(d) => {
-                self.gate.set_quota_spacing(scope, 0);
-                self.gate.pause(scope, now, now.saturating_add(ns(d)));
-                self.shared.data_ready.notify_all();
-            }
-        }
-        self.slots.wake();
-    }
-
-    /// Records of `scope` whose jobs are running (every record's, for
-    /// every start's scope).
-    fn running_in(&self, scope: &Scope) -> u64 {
-        let table = self.slots.lock();
-        match scope {
-            Scope::All => table.running.len() as u64,
-            Scope::Key(_) => table
-                .running
-                .values()
-                .filter(|job| self.scope_of(job.record.as_bytes()) == *scope)
-                .count() as u64,
-        }
     }
 
     /// How long an attempt started at `now` may run: `--timeout`, and what

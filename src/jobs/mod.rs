@@ -16,6 +16,7 @@
 //! - `slots`: the job slots and the one condition variable the waits sleep
 //!   on; `groups`: the process groups and the second signal;
 //! - `job`: one record's attempts, judged, and the waits between them;
+//!   `pacing`: the starts paced to the quotas a response announces;
 //!   `room`: a job short of a resource to start waits for room;
 //! - [`joblog`]: `--joblog` lines;
 //! - [`order`]: `--keep-order`, the outputs held until their turn;
@@ -30,6 +31,7 @@ mod job;
 pub mod joblog;
 pub mod order;
 mod overload;
+mod pacing;
 mod pool;
 pub mod quota;
 pub mod resume;
