@@ -12,13 +12,13 @@
 
 mod common;
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::redis_server::RedisServer as Redis;
 use common::{numbered, send_signal, timed_lines, wait_for};
 use drip::testing::{
     Ask, Back, ByteStep, Gcra, Grant, KeyAsk, KeyBook, Meter, RedisStore, Reply, Step, Store,
@@ -68,189 +68,12 @@ fn beside_others() -> RwLockReadGuard<'static, ()> {
 /// held up puts two records closer than they left (one more).
 const BUSY_ALLOWANCE: usize = 2;
 
-/// The process id of the redis-server on `con` (`INFO server`).
-fn server_pid(con: &mut redis::Connection) -> Option<u32> {
-    let info: String = redis::cmd("INFO").arg("server").query(con).ok()?;
-    info.lines()
-        .find_map(|l| l.strip_prefix("process_id:"))
-        .and_then(|pid| pid.trim().parse().ok())
+/// How many times clients ran the script (EVALSHA and EVAL) on a server.
+trait ScriptCalls {
+    fn script_calls(&self) -> u64;
 }
 
-/// A free port of 127.0.0.1.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A redis-server of the test's own, stopped when dropped.
-struct Redis {
-    child: Option<Child>,
-    port: u16,
-    socket: Option<PathBuf>,
-    /// Serving TLS only, with the certificates of [`make_certs`] here.
-    tls: Option<PathBuf>,
-    _dir: tempfile::TempDir,
-}
-
-impl Redis {
-    /// A server on a free port of 127.0.0.1.
-    /// Another free port is tried when the server on the one chosen is
-    /// not ours (a test run beside this one took it first).
-    fn start() -> Redis {
-        for _ in 0..5 {
-            let mut r = Redis {
-                child: None,
-                port: free_port(),
-                socket: None,
-                tls: None,
-                _dir: tempfile::tempdir().unwrap(),
-            };
-            if r.try_spawn() {
-                return r;
-            }
-        }
-        panic!("redis-server did not answer PING on 5 free ports");
-    }
-
-    /// A server on a Unix socket only.
-    fn start_unix() -> Redis {
-        let dir = tempfile::tempdir().unwrap();
-        let mut r = Redis {
-            child: None,
-            port: 0,
-            socket: Some(dir.path().join("redis.sock")),
-            tls: None,
-            _dir: dir,
-        };
-        r.spawn();
-        r
-    }
-
-    /// A server on a free port of 127.0.0.1 serving TLS only, with the
-    /// certificates in `certs` ([`make_certs`]); `None` when this
-    /// redis-server does not serve TLS (built without it).
-    fn start_tls(certs: &Path) -> Option<Redis> {
-        let mut r = Redis {
-            child: None,
-            port: free_port(),
-            socket: None,
-            tls: Some(certs.to_path_buf()),
-            _dir: tempfile::tempdir().unwrap(),
-        };
-        r.try_spawn().then_some(r)
-    }
-
-    fn spawn(&mut self) {
-        assert!(self.try_spawn(), "redis-server did not answer PING");
-    }
-
-    /// Start the server; whether it answered PING within 10 s.
-    fn try_spawn(&mut self) -> bool {
-        let mut cmd = Command::new("redis-server");
-        cmd.args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
-            .arg("--dir")
-            .arg(self._dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        match &self.tls {
-            Some(certs) => {
-                cmd.args(["--port", "0", "--tls-port", &self.port.to_string()])
-                    .arg("--tls-cert-file")
-                    .arg(certs.join("server.crt"))
-                    .arg("--tls-key-file")
-                    .arg(certs.join("server.key"))
-                    .arg("--tls-ca-cert-file")
-                    .arg(certs.join("ca.crt"))
-                    .args(["--tls-auth-clients", "no"]);
-            }
-            None => {
-                cmd.args(["--port", &self.port.to_string()]);
-            }
-        }
-        if let Some(socket) = &self.socket {
-            cmd.arg("--unixsocket").arg(socket);
-        }
-        let child = cmd.spawn().expect("redis-server");
-        let pid = child.id();
-        self.child = Some(child);
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(10) {
-            if let Ok(mut con) = self.try_con() {
-                if redis::cmd("PING").query::<String>(&mut con).is_ok() {
-                    // Ours, not another test run's that took the port
-                    // between free_port and the bind (its states would
-                    // meet ours under the same NAMEs).
-                    return server_pid(&mut con) == Some(pid);
-                }
-            }
-            let child = self.child.as_mut().expect("just started");
-            if child.try_wait().ok().flatten().is_some() {
-                return false;
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        false
-    }
-
-    fn url(&self) -> String {
-        match (&self.socket, &self.tls) {
-            (Some(s), _) => format!("redis+unix://{}", s.display()),
-            (None, Some(_)) => format!("rediss://127.0.0.1:{}", self.port),
-            (None, None) => format!("redis://127.0.0.1:{}", self.port),
-        }
-    }
-
-    /// `--share` for NAME on this server.
-    fn share(&self, name: &str) -> String {
-        format!("{}/{name}", self.url())
-    }
-
-    fn try_con(&self) -> redis::RedisResult<redis::Connection> {
-        let client = match &self.tls {
-            #[cfg(feature = "tls")]
-            Some(certs) => redis::Client::build_with_tls(
-                self.url(),
-                redis::TlsCertificates {
-                    client_tls: None,
-                    root_cert: Some(std::fs::read(certs.join("ca.crt"))?),
-                },
-            )?,
-            _ => redis::Client::open(self.url())?,
-        };
-        client.get_connection()
-    }
-
-    fn con(&self) -> redis::Connection {
-        self.try_con().expect("connect to the test's redis-server")
-    }
-
-    fn command(&self, args: &[&str]) {
-        let mut cmd = redis::cmd(args[0]);
-        for a in &args[1..] {
-            cmd.arg(*a);
-        }
-        cmd.query::<redis::Value>(&mut self.con())
-            .expect("redis command");
-    }
-
-    /// SHUTDOWN NOSAVE, and wait for the server to go.
-    fn shutdown(&mut self) {
-        let _ = redis::cmd("SHUTDOWN")
-            .arg("NOSAVE")
-            .query::<redis::Value>(&mut self.con());
-        if let Some(mut child) = self.child.take() {
-            wait_for(&mut child, Duration::from_secs(10));
-        }
-    }
-
-    fn signal(&self, sig: i32) {
-        send_signal(self.child.as_ref().expect("running"), sig);
-    }
-
-    /// How many times clients ran the script (EVALSHA and EVAL).
+impl ScriptCalls for Redis {
     fn script_calls(&self) -> u64 {
         let info: String = redis::cmd("INFO")
             .arg("commandstats")
@@ -267,15 +90,6 @@ impl Redis {
                     .ok()
             })
             .sum()
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
     }
 }
 
@@ -3096,13 +2910,7 @@ fn a_shared_budget_waits_for_its_state_and_says_so() {
     }
     let _t = beside_others();
     let runtime = tempfile::tempdir().unwrap();
-    let mut redis = Redis {
-        child: None,
-        port: free_port(),
-        socket: None,
-        tls: None,
-        _dir: tempfile::tempdir().unwrap(),
-    };
+    let mut redis = Redis::options().not_started();
     let share = redis.share("budget-away");
     let args = [
         "--budget",
