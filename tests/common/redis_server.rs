@@ -217,6 +217,11 @@ impl RedisServer {
         format!("127.0.0.1:{}", self.port)
     }
 
+    /// Its process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Its directory.
     pub fn dir(&self) -> &Path {
         self.dir.path()
