@@ -17,6 +17,7 @@ use std::process::Stdio;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::redis_server::{free_port, RedisServer as Server};
 use common::{feed, numbered, wait_for};
 
 /// A listener that answers every connection with `reply` (then keeps it
@@ -307,128 +308,35 @@ fn keys_flow_when_the_hello_is_answered_late() {
     assert_eq!(out.lines().count(), 24, "{out}");
 }
 
-/// A free port of 127.0.0.1.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// A Redis Cluster node, its bus on a free port of its own (the default,
+/// the port + 10000, may be past 65535).
+fn cluster_node() -> Server {
+    Server::options()
+        .args(&[
+            "--cluster-enabled",
+            "yes",
+            "--cluster-port",
+            &free_port().to_string(),
+        ])
+        .start()
 }
 
-/// A `redis-server` of the test's own in a directory of its own, killed
-/// when dropped.
-struct Server {
-    child: std::process::Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Server {
-    /// `redis-server HEAD… --port PORT TAIL…` (`HEAD`: a config file must
-    /// come first), answering PING within 10 s on a free port; another
-    /// port is tried when the one chosen was taken by another test's
-    /// server.
-    fn start(head: impl Fn(&std::path::Path, u16) -> Vec<String>, tail: &[String]) -> Server {
-        for _ in 0..5 {
-            let dir = tempfile::tempdir().unwrap();
-            let port = free_port();
-            let child = std::process::Command::new("redis-server")
-                .args(head(dir.path(), port))
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no"])
-                .arg("--dir")
-                .arg(dir.path())
-                .args(tail)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("redis-server");
-            let mut server = Server {
-                child,
-                port,
-                _dir: dir,
-            };
-            if server.answers() {
-                return server;
-            }
-        }
-        panic!("redis-server did not answer PING on 5 free ports");
-    }
-
-    /// Whether this server (its process, not another test's on the port)
-    /// answers PING within 10 s.
-    fn answers(&mut self) -> bool {
-        let started = Instant::now();
-        while started.elapsed() < Duration::from_secs(10) {
-            if let Ok(mut con) = self.con() {
-                let info: redis::RedisResult<String> =
-                    redis::cmd("INFO").arg("server").query(&mut con);
-                if let Ok(info) = info {
-                    let pid = format!("process_id:{}", self.child.id());
-                    return info.lines().any(|l| l.trim() == pid);
-                }
-            }
-            if self.child.try_wait().ok().flatten().is_some() {
-                return false;
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        false
-    }
-
-    fn con(&self) -> redis::RedisResult<redis::Connection> {
-        redis::Client::open(format!("redis://127.0.0.1:{}", self.port))?.get_connection()
-    }
-
-    /// Run `args` on this server.
-    fn command(&self, args: &[&str]) -> redis::RedisResult<redis::Value> {
-        let mut cmd = redis::cmd(args[0]);
-        for a in &args[1..] {
-            cmd.arg(*a);
-        }
-        cmd.query(&mut self.con()?)
-    }
-
-    /// A Redis Cluster node, its bus on a free port of its own (the
-    /// default, the port + 10000, may be past 65535).
-    fn cluster_node() -> Server {
-        let bus = free_port().to_string();
-        Server::start(
-            |_, _| Vec::new(),
-            &[
-                "--cluster-enabled".into(),
-                "yes".into(),
-                "--cluster-port".into(),
-                bus,
-            ],
-        )
-    }
-
-    /// The port of this node's cluster bus.
-    fn bus_port(&self) -> String {
-        let nodes = self.command(&["CLUSTER", "MYID"]).ok();
-        let id = match nodes {
-            Some(redis::Value::BulkString(b)) => String::from_utf8_lossy(&b).into_owned(),
-            other => panic!("CLUSTER MYID: {other:?}"),
-        };
-        let Ok(redis::Value::BulkString(nodes)) = self.command(&["CLUSTER", "NODES"]) else {
-            panic!("CLUSTER NODES");
-        };
-        let nodes = String::from_utf8_lossy(&nodes).into_owned();
-        // `ID 127.0.0.1:PORT@BUS flags …`
-        let line = nodes.lines().find(|l| l.starts_with(&id)).expect("myself");
-        let addr = line.split(' ').nth(1).unwrap();
-        let bus = addr.split('@').nth(1).unwrap();
-        bus.split(',').next().unwrap().to_string()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The port of `node`'s cluster bus.
+fn bus_port(node: &Server) -> String {
+    let nodes = node.query(&["CLUSTER", "MYID"]).ok();
+    let id = match nodes {
+        Some(redis::Value::BulkString(b)) => String::from_utf8_lossy(&b).into_owned(),
+        other => panic!("CLUSTER MYID: {other:?}"),
+    };
+    let Ok(redis::Value::BulkString(nodes)) = node.query(&["CLUSTER", "NODES"]) else {
+        panic!("CLUSTER NODES");
+    };
+    let nodes = String::from_utf8_lossy(&nodes).into_owned();
+    // `ID 127.0.0.1:PORT@BUS flags …`
+    let line = nodes.lines().find(|l| l.starts_with(&id)).expect("myself");
+    let addr = line.split(' ').nth(1).unwrap();
+    let bus = addr.split('@').nth(1).unwrap();
+    bus.split(',').next().unwrap().to_string()
 }
 
 /// Under each policy, `drip` on `share` stops at once with status 4 and
@@ -455,20 +363,20 @@ fn a_cluster_node_without_drips_slot_leads_drip_to_the_one_that_owns_it() {
     if !common::have_redis() {
         return;
     }
-    let (a, b) = (Server::cluster_node(), Server::cluster_node());
+    let (a, b) = (cluster_node(), cluster_node());
     // `drip:{q}` is in slot 11958: b owns it, a all the others.
-    a.command(&["CLUSTER", "ADDSLOTSRANGE", "0", "11957", "11959", "16383"])
+    a.query(&["CLUSTER", "ADDSLOTSRANGE", "0", "11957", "11959", "16383"])
         .unwrap();
-    b.command(&["CLUSTER", "ADDSLOTS", "11958"]).unwrap();
-    let (b_port, b_bus) = (b.port.to_string(), b.bus_port());
-    a.command(&["CLUSTER", "MEET", "127.0.0.1", &b_port, &b_bus])
+    b.query(&["CLUSTER", "ADDSLOTS", "11958"]).unwrap();
+    let (b_port, b_bus) = (b.port.to_string(), bus_port(&b));
+    a.query(&["CLUSTER", "MEET", "127.0.0.1", &b_port, &b_bus])
         .unwrap();
     // Until the cluster is up, a node answers CLUSTERDOWN (a state that
     // may pass, waited for).
     let started = Instant::now();
     loop {
-        let moved = a.command(&["EXISTS", "drip:{q}"]);
-        let owner = b.command(&["EXISTS", "drip:{q}"]);
+        let moved = a.query(&["EXISTS", "drip:{q}"]);
+        let owner = b.query(&["EXISTS", "drip:{q}"]);
         if matches!(&moved, Err(e) if e.kind() == redis::ErrorKind::Moved) && owner.is_ok() {
             break;
         }
@@ -485,7 +393,7 @@ fn a_cluster_node_without_drips_slot_leads_drip_to_the_one_that_owns_it() {
         assert_eq!((status, err.as_str()), (Some(0), ""), "{share}");
     }
     assert_eq!(
-        b.command(&["EXISTS", "drip:{q}"]).unwrap(),
+        b.query(&["EXISTS", "drip:{q}"]).unwrap(),
         redis::Value::Int(1)
     );
 }
@@ -498,14 +406,7 @@ fn a_primary_the_sentinels_do_not_know_stops_with_status_4_under_every_policy() 
     if !common::have_redis() {
         return;
     }
-    let sentinel = Server::start(
-        |dir, port| {
-            let conf = dir.join("sentinel.conf");
-            std::fs::write(&conf, format!("port {port}\n")).unwrap();
-            vec![conf.display().to_string(), "--sentinel".into()]
-        },
-        &[],
-    );
+    let sentinel = Server::options().config("").args(&["--sentinel"]).start();
     let port = sentinel.port;
     let says = format!(
         "drip: --share s: the sentinels (127.0.0.1:{port}) know no primary named 'nosuch': give the name they monitor (SENTINEL MASTERS lists them)"
@@ -525,14 +426,7 @@ fn a_sentinel_or_a_server_without_scripts_stops_with_status_4_under_every_policy
         return;
     }
     // A Sentinel watching no primary: it answers all the same.
-    let sentinel = Server::start(
-        |dir, port| {
-            let conf = dir.join("sentinel.conf");
-            std::fs::write(&conf, format!("port {port}\n")).unwrap();
-            vec![conf.display().to_string(), "--sentinel".into()]
-        },
-        &[],
-    );
+    let sentinel = Server::options().config("").args(&["--sentinel"]).start();
     let port = sentinel.port;
     let says = format!(
         "drip: --share s: 127.0.0.1:{port} is a Redis Sentinel, which holds no data (unknown command 'EVALSHA'): to have drip ask the sentinels for the primary, give redis+sentinel://HOST:PORT[,HOST:PORT...]/PRIMARY/NAME"
@@ -550,7 +444,7 @@ fn a_sentinel_or_a_server_without_scripts_stops_with_status_4_under_every_policy
     ]
     .map(String::from)
     .to_vec();
-    let scriptless = Server::start(|_, _| Vec::new(), &renamed);
+    let scriptless = Server::options().args(&renamed).start();
     let port = scriptless.port;
     let says = format!(
         "drip: --share s: 127.0.0.1:{port} does not run drip's scripts (unknown command 'EVALSHA'): drip needs a Redis (or Valkey) server that runs Lua scripts (EVALSHA, EVAL)"

@@ -54,13 +54,13 @@ mod topology;
 
 use std::fmt;
 use std::io::{Read, Write};
-use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::redis_server::RedisServer as Redis;
 use common::{send_signal, until_judged, wait_for};
 
 /// The shared limit of every run: records a second, and the burst.
@@ -359,87 +359,6 @@ fn plan(backend: Backend, transition: Transition, policy: &str, rng: &mut fastra
     }
     p.events.sort_by(|a, b| a.0.total_cmp(&b.0));
     p
-}
-
-/// A redis-server of the run's own on a free port of 127.0.0.1, stopped
-/// when dropped.
-struct Redis {
-    child: Option<Child>,
-    port: u16,
-    dir: tempfile::TempDir,
-}
-
-impl Redis {
-    fn start() -> Redis {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut r = Redis {
-            child: None,
-            port,
-            dir: tempfile::tempdir().unwrap(),
-        };
-        r.spawn();
-        r
-    }
-
-    /// Start the server and wait until it answers PING.
-    fn spawn(&mut self) {
-        let child = Command::new("redis-server")
-            .args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
-            .args(["--port", &self.port.to_string()])
-            .arg("--dir")
-            .arg(self.dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server");
-        self.child = Some(child);
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(10) {
-            if self.query(&["PING"]).is_ok() {
-                return;
-            }
-            thread::sleep(Duration::from_millis(10));
-        }
-        panic!("redis-server did not answer PING");
-    }
-
-    fn query(&self, args: &[&str]) -> redis::RedisResult<redis::Value> {
-        let client = redis::Client::open(format!("redis://127.0.0.1:{}", self.port))?;
-        let mut con = client.get_connection_with_timeout(Duration::from_secs(1))?;
-        let mut cmd = redis::cmd(args[0]);
-        for a in &args[1..] {
-            cmd.arg(*a);
-        }
-        cmd.query(&mut con)
-    }
-
-    fn command(&self, args: &[&str]) {
-        self.query(args).expect("redis command");
-    }
-
-    fn shutdown(&mut self) {
-        let _ = self.query(&["SHUTDOWN", "NOSAVE"]);
-        if let Some(mut child) = self.child.take() {
-            wait_for(&mut child, Duration::from_secs(10));
-        }
-    }
-
-    fn signal(&self, sig: i32) {
-        send_signal(self.child.as_ref().expect("running"), sig);
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
 }
 
 /// The replicated servers of a run, when its backend has them.

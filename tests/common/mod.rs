@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod llm;
+pub mod redis_server;
 
 use std::io::Read;
 use std::process::{Child, Command, Stdio};

@@ -1,25 +1,19 @@
 //! Real Redis topologies for the tests, on 127.0.0.1: a primary and a
 //! replica behind three `redis-server --sentinel`, and a three-primary
 //! Redis Cluster made by `redis-cli --cluster create` with a replica of the
-//! primary that owns a NAME's slot. Each server runs in a directory of its
-//! own on a free port (another port is tried when another test's server
-//! took the one chosen: a server counts as started once it answers with
-//! its own process id), and is killed when dropped.
+//! primary that owns a NAME's slot. Each server is one of tests/common's
+//! ([`RedisServer`]): in a directory of its own on a free port, killed
+//! when dropped.
 #![allow(dead_code)]
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// A free port of 127.0.0.1.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use super::common::redis_server::{free_port, RedisServer};
+
+/// A `redis-server` of the test's own.
+pub type Node = RedisServer;
 
 /// Whether `redis-cli` is here (it comes with redis-server).
 pub fn have_redis_cli() -> bool {
@@ -28,122 +22,6 @@ pub fn have_redis_cli() -> bool {
         .stdout(Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
-}
-
-/// A `redis-server` of the test's own.
-pub struct Node {
-    child: Option<Child>,
-    pub port: u16,
-    dir: tempfile::TempDir,
-}
-
-impl Node {
-    /// `redis-server HEAD… --port PORT ARGS…` answering on a free port
-    /// (`head`: a config file's path, given the directory and port, must
-    /// come first).
-    pub fn start(head: impl Fn(&std::path::Path, u16) -> Vec<String>, args: &[String]) -> Node {
-        for _ in 0..5 {
-            let dir = tempfile::tempdir().unwrap();
-            let port = free_port();
-            let child = Command::new("redis-server")
-                .args(head(dir.path(), port))
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no"])
-                .arg("--dir")
-                .arg(dir.path())
-                .args(args)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("redis-server");
-            let mut node = Node {
-                child: Some(child),
-                port,
-                dir,
-            };
-            if node.answers() {
-                return node;
-            }
-        }
-        panic!("redis-server did not answer on 5 free ports");
-    }
-
-    /// Whether this server (its process, not another's on the port)
-    /// answers within 10 s.
-    fn answers(&mut self) -> bool {
-        let started = Instant::now();
-        let pid = format!("process_id:{}", self.child.as_ref().unwrap().id());
-        while started.elapsed() < Duration::from_secs(10) {
-            if let Ok(redis::Value::BulkString(info)) = self.query(&["INFO", "server"]) {
-                return String::from_utf8_lossy(&info)
-                    .lines()
-                    .any(|l| l.trim() == pid);
-            }
-            if self
-                .child
-                .as_mut()
-                .unwrap()
-                .try_wait()
-                .ok()
-                .flatten()
-                .is_some()
-            {
-                return false;
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        false
-    }
-
-    /// `args` on this server, with a 2 s timeout.
-    pub fn query(&self, args: &[&str]) -> redis::RedisResult<redis::Value> {
-        let client = redis::Client::open(format!("redis://127.0.0.1:{}", self.port))?;
-        let mut con = client.get_connection_with_timeout(Duration::from_secs(2))?;
-        con.set_read_timeout(Some(Duration::from_secs(2)))?;
-        let mut cmd = redis::cmd(args[0]);
-        for a in &args[1..] {
-            cmd.arg(*a);
-        }
-        cmd.query(&mut con)
-    }
-
-    /// `args`' answer as text (a status, a bulk string, an integer).
-    pub fn text(&self, args: &[&str]) -> redis::RedisResult<String> {
-        Ok(match self.query(args)? {
-            redis::Value::BulkString(b) => String::from_utf8_lossy(&b).into_owned(),
-            redis::Value::SimpleString(s) => s,
-            redis::Value::Okay => "OK".into(),
-            redis::Value::Int(n) => n.to_string(),
-            other => format!("{other:?}"),
-        })
-    }
-
-    /// Send it `sig` (SIGSTOP, SIGCONT).
-    #[allow(unsafe_code)]
-    pub fn signal(&self, sig: i32) {
-        let pid = self.child.as_ref().expect("running").id();
-        // SAFETY: kill(2) on a process this test started; no memory is touched.
-        let rc = unsafe { libc::kill(pid as libc::pid_t, sig) };
-        assert_eq!(rc, 0, "kill");
-    }
-
-    /// Kill it (SIGKILL), now.
-    pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    pub fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        self.kill();
-    }
 }
 
 /// Wait up to `limit` for `ready`, panicking with `what` after.
@@ -168,15 +46,10 @@ pub struct Sentinels {
 
 impl Sentinels {
     pub fn start() -> Sentinels {
-        let primary = Node::start(|_, _| Vec::new(), &[]);
-        let replica = Node::start(
-            |_, _| Vec::new(),
-            &[
-                "--replicaof".into(),
-                "127.0.0.1".into(),
-                primary.port.to_string(),
-            ],
-        );
+        let primary = Node::start();
+        let replica = Node::options()
+            .args(&["--replicaof", "127.0.0.1", &primary.port.to_string()])
+            .start();
         wait_until(Duration::from_secs(20), "the replica in sync", || {
             primary
                 .text(&["INFO", "replication"])
@@ -185,20 +58,12 @@ impl Sentinels {
         let port = primary.port;
         let sentinels: Vec<Node> = (0..3)
             .map(|_| {
-                Node::start(
-                    move |dir, own| {
-                        let conf = dir.join("sentinel.conf");
-                        std::fs::write(
-                            &conf,
-                            format!(
-                                "port {own}\nsentinel monitor {PRIMARY} 127.0.0.1 {port} 2\nsentinel down-after-milliseconds {PRIMARY} 1000\nsentinel failover-timeout {PRIMARY} 10000\n"
-                            ),
-                        )
-                        .unwrap();
-                        vec![conf.display().to_string(), "--sentinel".into()]
-                    },
-                    &[],
-                )
+                Node::options()
+                    .config(&format!(
+                        "sentinel monitor {PRIMARY} 127.0.0.1 {port} 2\nsentinel down-after-milliseconds {PRIMARY} 1000\nsentinel failover-timeout {PRIMARY} 10000\n"
+                    ))
+                    .args(&["--sentinel"])
+                    .start()
             })
             .collect();
         // Each knows the replica and the two others (their hellos come
@@ -263,17 +128,16 @@ pub struct Cluster {
 /// A cluster node, its bus on a free port of its own (the default, the
 /// port + 10000, may be past 65535).
 fn cluster_node() -> Node {
-    Node::start(
-        |_, _| Vec::new(),
-        &[
-            "--cluster-enabled".into(),
-            "yes".into(),
-            "--cluster-node-timeout".into(),
-            "1000".into(),
-            "--cluster-port".into(),
-            free_port().to_string(),
-        ],
-    )
+    Node::options()
+        .args(&[
+            "--cluster-enabled",
+            "yes",
+            "--cluster-node-timeout",
+            "1000",
+            "--cluster-port",
+            &free_port().to_string(),
+        ])
+        .start()
 }
 
 impl Cluster {
