@@ -108,8 +108,9 @@ fn two_drips_on_one_budget(shares: [&str; 2], event: impl FnOnce()) -> Option<St
 /// Behind Sentinel: the two drips through `redis+sentinel://`, a
 /// `SENTINEL FAILOVER` 2 s in. While it lasts the records wait (`wait`);
 /// then the drips go on with the new primary, the count where the old one
-/// left it (the fence: a grant the old primary made once its replica was
-/// promoted is not used), and never more than 20 in a second.
+/// left it (the fence, `drip:{NAME}:fence`: a grant the old primary made
+/// once its replica was promoted is not used), and never more than 20 in
+/// a second.
 #[test]
 fn two_drips_behind_sentinel_keep_one_budget_through_a_failover() {
     if !common::have_redis() {
@@ -125,6 +126,16 @@ fn two_drips_behind_sentinel_keep_one_budget_through_a_failover() {
             t.named() == Some(t.replica.port)
         });
         assert_eq!(before, Some(t.primary.port));
+        // One fence for every key of the NAME, the budget's counts too.
+        let fences = t
+            .replica
+            .query(&["KEYS", &format!("drip:{{{name}}}*fence")])
+            .unwrap();
+        let redis::Value::Array(fences) = fences else {
+            panic!("KEYS: {fences:?}");
+        };
+        let fence = redis::Value::BulkString(format!("drip:{{{name}}}:fence").into_bytes());
+        assert_eq!(fences, vec![fence]);
         judged
     });
 }
