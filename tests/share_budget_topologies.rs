@@ -2,7 +2,7 @@
 //! real servers the test starts (tests/topology: three sentinels, a primary
 //! and its replica; a three-primary cluster made by `redis-cli --cluster
 //! create`): two drips on one budget never pass it in a window, through a
-//! `SENTINEL FAILOVER` and through a resharding of drip's slot.
+//! `SENTINEL FAILOVER`, the primary killed, and a resharding of drip's slot.
 
 mod common;
 mod topology;
@@ -105,23 +105,28 @@ fn two_drips_on_one_budget(shares: [&str; 2], event: impl FnOnce()) -> Option<St
     None
 }
 
-/// Behind Sentinel: the two drips through `redis+sentinel://`, a
-/// `SENTINEL FAILOVER` 2 s in. While it lasts the records wait (`wait`);
-/// then the drips go on with the new primary, the count where the old one
-/// left it (the fence, `drip:{NAME}:fence`: a grant the old primary made
-/// once its replica was promoted is not used), and never more than 20 in
-/// a second.
-#[test]
-fn two_drips_behind_sentinel_keep_one_budget_through_a_failover() {
+/// Behind Sentinel: the two drips through `redis+sentinel://`, the
+/// replica promoted 2 s in (`kill`: the primary killed; else `SENTINEL
+/// FAILOVER`). While it lasts the records wait (`wait`); then the drips go
+/// on with the new primary, the count where the old one left it (the
+/// fence, `drip:{NAME}:fence`: a grant the old primary made once its
+/// replica was promoted is not used), and never more than 20 in a second.
+fn two_drips_behind_sentinel_keep_one_budget(kill: bool) {
     if !common::have_redis() {
         return;
     }
     common::until_judged(4, Duration::from_secs(300), || {
-        let t = topology::Sentinels::start();
+        let mut t = topology::Sentinels::start();
         let name = format!("budget-sentinel-{}", std::process::id());
         let share = t.url(&name);
         let before = t.named();
-        let judged = two_drips_on_one_budget([&share, &share], || t.failover());
+        let judged = two_drips_on_one_budget([&share, &share], || {
+            if kill {
+                t.primary.kill();
+            } else {
+                t.failover();
+            }
+        });
         topology::wait_until(Duration::from_secs(20), "the replica promoted", || {
             t.named() == Some(t.replica.port)
         });
@@ -138,6 +143,16 @@ fn two_drips_behind_sentinel_keep_one_budget_through_a_failover() {
         assert_eq!(fences, vec![fence]);
         judged
     });
+}
+
+#[test]
+fn two_drips_behind_sentinel_keep_one_budget_through_a_failover() {
+    two_drips_behind_sentinel_keep_one_budget(false);
+}
+
+#[test]
+fn two_drips_behind_sentinel_keep_one_budget_when_the_primary_is_killed() {
+    two_drips_behind_sentinel_keep_one_budget(true);
 }
 
 /// In a Redis Cluster: one drip through `redis+cluster://`, the other
