@@ -512,3 +512,31 @@ pub fn start(share: &Share, budget: &Budget) -> anyhow::Result<Arc<Book>> {
         .spawn(move || keeper.run())?;
     Ok(book)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// In the file, what a drip granted itself alone is added to the
+    /// window's count before the ask, and an ask is granted only within
+    /// the budget: the count may pass it by what was owed, never by a
+    /// grant.
+    #[test]
+    fn the_file_adds_what_is_owed_then_grants_within_the_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.budget");
+        let end = unix_now() + 3_600_000_000_000;
+        let call = |owed, ask| Call {
+            start: 0,
+            end,
+            count: 10,
+            owed,
+            ask,
+        };
+        let take = |c| take_in_file(&path, "budget:hour@UTC", c).unwrap();
+        assert_eq!(take(call(0, 3)), (3, 3));
+        assert_eq!(take(call(2, 3)), (3, 8));
+        assert_eq!(take(call(0, 5)), (2, 10));
+        assert_eq!(take(call(4, 1)), (0, 14));
+    }
+}
