@@ -3356,6 +3356,39 @@ fn a_shared_budget_under_fail_exits_4_when_its_redis_is_killed() {
     );
 }
 
+/// A shared budget alone (no rate shared beside it) on a server that
+/// wants a password and was given none stops drip with status 4 under
+/// every `--share-on-error`, saying what to change, as the limits do.
+#[test]
+fn a_shared_budget_on_a_server_that_wants_a_password_exits_4_under_every_policy() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let redis = Redis::start();
+    redis.command(&["CONFIG", "SET", "requirepass", "sekret"]);
+    let runtime = tempfile::tempdir().unwrap();
+    let share = redis.share("pw-budget");
+    for policy in ["wait", "local", "fail"] {
+        let args = [
+            "--budget",
+            "10/hour@UTC",
+            "--share",
+            &share,
+            "--share-on-error",
+            policy,
+        ];
+        let (status, err) = run_drip(&args, numbered(1..=3), runtime.path());
+        assert_eq!(status, Some(4), "{policy}: {err}");
+        assert!(
+            err.contains(
+                "drip: --share pw-budget: the server requires a password: give it in the URL"
+            ),
+            "{policy}: {err}"
+        );
+    }
+}
+
 /// `--stats` tells what is left of a shared budget's window for every
 /// drip on it: 10 an hour, 3 sent by one drip, 2 by the next: 5 left.
 fn the_summary_tells_the_shared_budget_left(share: &str, runtime: &Path) {
