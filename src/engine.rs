@@ -340,13 +340,7 @@ fn run_watching(
     let (shared, mut share) =
         shared_state(&config, out_fd, gate.clone(), (&mut give_up, &mut books))?;
     for book in &books {
-        let shared = Arc::downgrade(&shared);
-        book.set_wake(Arc::new(move || {
-            if let Some(shared) = shared.upgrade() {
-                let _st = shared.lock();
-                shared.data_ready.notify_all();
-            }
-        }));
+        book.set_wake(Arc::from(notify_from_share(&shared)));
     }
     if let Some(share) = &share {
         share.set_notify(notify_from_share(&shared));
@@ -406,7 +400,8 @@ fn run_watching(
     let leaving = || shared.stops.leaving();
     let share_error = share
         .as_mut()
-        .and_then(|s| s.finish(shared::GIVE_BACK_WAIT, &leaving));
+        .and_then(|s| s.finish(shared::GIVE_BACK_WAIT, &leaving))
+        .or_else(|| budget_error(&config, &books));
     let ending = finish(&config, &shared, &ui, monitor, report, write_error);
     if let Some(control) = control {
         control.finish();
@@ -417,6 +412,13 @@ fn run_watching(
     let ending = metrics_at_exit(&shared, metrics, ending);
     let ending = first_error(ending, share_error, fatal)?;
     Ok(jobs_outcome(&config, &shared, ending))
+}
+
+/// What stopped a shared `--budget`'s keeper, if anything did: its count
+/// unreachable under `--share-on-error fail`, or unusable.
+fn budget_error(config: &Config, books: &[Arc<shared::budget::Book>]) -> Option<anyhow::Error> {
+    let name = config.share.as_ref()?.target.name();
+    books.iter().find_map(|b| b.failed(name))
 }
 
 /// How drip ends: the ending's own error first, then the share's (a state

@@ -222,24 +222,6 @@ fn bad_budgets_are_usage_errors() {
         (&["--budget", "10/day@Mars/Olympus"][..], "no time zone"),
         (&["--budget", "0/day"][..], "at least 1"),
         (&["--budget-exhausted", "later"][..], "later"),
-        (
-            &[
-                "--budget",
-                "10/day@UTC",
-                "--share",
-                "redis+sentinel://127.0.0.1:9/mymaster/q",
-            ][..],
-            "--budget: a shared budget is kept on one Redis server",
-        ),
-        (
-            &[
-                "--budget",
-                "10/day@UTC",
-                "--share",
-                "redis+cluster://127.0.0.1:9/q",
-            ][..],
-            "not yet behind Sentinel or in a Cluster",
-        ),
     ] {
         let (status, _, stderr) = run(args, "");
         assert_eq!(status, 2, "{args:?}: {stderr}");

@@ -3007,9 +3007,9 @@ fn a_restarted_drip_finds_the_shared_budget_spent_through_redis() {
     });
 }
 
-/// A shared budget whose Redis cannot be reached: the records wait for a
-/// grant, under every `--share-on-error` (here `fail`), drip says so once,
-/// and once more when the server answers; then they go.
+/// A shared budget whose Redis cannot be reached from the start, under
+/// `--share-on-error wait`: the records wait for a grant, drip says so
+/// once, and once more when the server answers; then they go.
 #[test]
 fn a_shared_budget_waits_for_its_state_and_says_so() {
     if !common::have_redis() {
@@ -3025,7 +3025,7 @@ fn a_shared_budget_waits_for_its_state_and_says_so() {
         "--share",
         &share,
         "--share-on-error",
-        "fail",
+        "wait",
     ];
     let mut child = drip_with_input(&args, numbered(1..=3), runtime.path());
     thread::sleep(Duration::from_millis(1500));
@@ -3042,6 +3042,266 @@ fn a_shared_budget_waits_for_its_state_and_says_so() {
         "{err}"
     );
     assert!(err.contains("the shared budget answers again"), "{err}");
+}
+
+/// A drip on a shared `--budget 10/hour@UTC` through a Redis the test
+/// kills mid-run: fed by the test, its lines read as they come.
+struct BudgetOutage {
+    redis: Redis,
+    name: String,
+    child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    hour: u64,
+    _runtime: tempfile::TempDir,
+}
+
+impl BudgetOutage {
+    /// The drip, with `--share-on-error policy` and `extra` flags, its
+    /// first 3 records written through the count before the server is
+    /// killed.
+    fn start(policy: &str, extra: &[&str]) -> BudgetOutage {
+        let redis = Redis::start();
+        let hour = utc_hour();
+        let name = format!("outage-{policy}-{hour}");
+        let share = redis.share(&name);
+        let mut args = vec![
+            "--budget",
+            "10/hour@UTC",
+            "--share",
+            &share,
+            "--share-on-error",
+            policy,
+        ];
+        args.extend(extra);
+        let runtime = tempfile::tempdir().unwrap();
+        let mut cmd = common::command(&args);
+        cmd.env("XDG_RUNTIME_DIR", runtime.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn drip");
+        let stdin = child.stdin.take();
+        let out = child.stdout.take().unwrap();
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let into = std::sync::Arc::clone(&lines);
+        thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                into.lock().unwrap().push(line);
+            }
+        });
+        let mut outage = BudgetOutage {
+            redis,
+            name,
+            child,
+            stdin,
+            lines,
+            hour,
+            _runtime: runtime,
+        };
+        outage.feed(1..=3);
+        assert!(
+            outage.written_within(3, Duration::from_secs(10)),
+            "3 written"
+        );
+        outage.kill();
+        outage
+    }
+
+    fn feed(&mut self, range: std::ops::RangeInclusive<usize>) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().expect("open");
+        stdin.write_all(numbered(range).as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Whether `n` lines are written within `limit`.
+    fn written_within(&self, n: usize, limit: Duration) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if self.written().len() >= n {
+                return true;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    fn written(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
+    }
+
+    /// Kill the server (SIGKILL), now.
+    fn kill(&mut self) {
+        if let Some(mut child) = self.redis.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Close drip's input; its exit status and stderr, and the server.
+    fn finish(mut self) -> (Option<i32>, String, Redis) {
+        drop(self.stdin.take());
+        self.finish_within(Duration::from_secs(30))
+    }
+
+    /// drip's exit status within `limit` (its input left open), its
+    /// stderr, and the server.
+    fn finish_within(mut self, limit: Duration) -> (Option<i32>, String, Redis) {
+        let status = wait_for(&mut self.child, limit);
+        let err = common::stderr_of(&mut self.child);
+        (status.code(), err, self.redis)
+    }
+
+    /// Whether an hour's end passed since the start (the window changed).
+    fn hour_passed(&self) -> bool {
+        utc_hour() != self.hour
+    }
+}
+
+/// `--share-on-error wait`: a shared budget whose Redis is killed mid-run
+/// grants nothing (the records fed after it wait; drip says so, naming
+/// the policy), and when the server answers again they go.
+#[test]
+fn a_shared_budget_under_wait_waits_while_its_redis_is_killed() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    common::until_judged(3, Duration::from_secs(90), || {
+        let mut o = BudgetOutage::start("wait", &[]);
+        o.feed(4..=5);
+        thread::sleep(Duration::from_millis(2000));
+        let during = o.written();
+        o.redis.spawn();
+        assert!(
+            o.written_within(5, Duration::from_secs(10)),
+            "all 5 once it answers"
+        );
+        let hour_passed = o.hour_passed();
+        let (status, err, _) = o.finish();
+        if hour_passed {
+            return Some("an hour's end passed".into());
+        }
+        assert_eq!(during, numbered(1..=3).lines().collect::<Vec<_>>(), "{err}");
+        assert_eq!(status, Some(0), "{err}");
+        assert!(
+            err.contains("the shared budget cannot be reached")
+                && err.contains("records wait until it answers (--share-on-error wait)"),
+            "{err}"
+        );
+        assert!(err.contains("the shared budget answers again"), "{err}");
+        None
+    });
+}
+
+/// `--share-on-error local`: a shared `--budget 10/hour` with
+/// `--share-peers 2` whose Redis is killed after 3 records counts alone,
+/// up to 5 in the window (3 of them granted by the count), so 2 of the 5
+/// fed next go at once and 3 wait; when the server answers again (a fresh
+/// one: the 3 are lost with it), the 2 granted alone are added to the
+/// count, and the 3 waiting are granted: the count holds 5.
+#[test]
+fn a_shared_budget_under_local_counts_alone_while_its_redis_is_killed() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    common::until_judged(3, Duration::from_secs(90), || {
+        let mut o = BudgetOutage::start("local", &["--share-peers", "2"]);
+        o.feed(4..=8);
+        let alone = o.written_within(5, Duration::from_secs(5));
+        thread::sleep(Duration::from_millis(1500));
+        let during = o.written();
+        o.redis.spawn();
+        let all = o.written_within(8, Duration::from_secs(10));
+        let name = o.name.clone();
+        let hour_passed = o.hour_passed();
+        let (status, err, redis) = o.finish();
+        if hour_passed {
+            return Some("an hour's end passed".into());
+        }
+        assert!(alone, "2 more granted alone: {during:?} {err}");
+        assert_eq!(during, numbered(1..=5).lines().collect::<Vec<_>>(), "{err}");
+        assert!(all, "the rest once it answers: {err}");
+        assert_eq!(status, Some(0), "{err}");
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("drip:{{{name}}}:budget:hour@UTC:*"))
+            .query(&mut redis.con())
+            .unwrap();
+        assert_eq!(keys.len(), 1, "{keys:?}");
+        let count: String = redis::cmd("GET")
+            .arg(&keys[0])
+            .query(&mut redis.con())
+            .unwrap();
+        assert_eq!(count, "5", "the 2 granted alone and the 3 after");
+        assert!(
+            err.contains("counting alone, at most 5 of it a window, until it answers again (--share-on-error local)"),
+            "{err}"
+        );
+        assert!(
+            err.contains("the shared budget answers again; counting shared"),
+            "{err}"
+        );
+        None
+    });
+}
+
+/// `--share-on-error fail`: a shared budget whose Redis is killed mid-run
+/// stops drip with status 4 when its next records ask the count, saying
+/// why; what was written before stays written.
+#[test]
+fn a_shared_budget_under_fail_exits_4_when_its_redis_is_killed() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let mut o = BudgetOutage::start("fail", &[]);
+    o.feed(4..=5);
+    let name = o.name.clone();
+    let (status, err, _) = o.finish_within(Duration::from_secs(10));
+    assert_eq!(status, Some(4), "{err}");
+    assert!(
+        err.contains(&format!(
+            "drip: --share {name}: the shared state cannot be reached: "
+        )) && err.contains("(--share-on-error fail)"),
+        "{err}"
+    );
+}
+
+/// A shared budget alone (no rate shared beside it) on a server that
+/// wants a password and was given none stops drip with status 4 under
+/// every `--share-on-error`, saying what to change, as the limits do.
+#[test]
+fn a_shared_budget_on_a_server_that_wants_a_password_exits_4_under_every_policy() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let redis = Redis::start();
+    redis.command(&["CONFIG", "SET", "requirepass", "sekret"]);
+    let runtime = tempfile::tempdir().unwrap();
+    let share = redis.share("pw-budget");
+    for policy in ["wait", "local", "fail"] {
+        let args = [
+            "--budget",
+            "10/hour@UTC",
+            "--share",
+            &share,
+            "--share-on-error",
+            policy,
+        ];
+        let (status, err) = run_drip(&args, numbered(1..=3), runtime.path());
+        assert_eq!(status, Some(4), "{policy}: {err}");
+        assert!(
+            err.contains(
+                "drip: --share pw-budget: the server requires a password: give it in the URL"
+            ),
+            "{policy}: {err}"
+        );
+    }
 }
 
 /// `--stats` tells what is left of a shared budget's window for every

@@ -362,7 +362,8 @@ pub struct Cli {
     /// on stderr unless -q, and retry with backoff; records wait in the
     /// bucket), local (pace alone at the rate divided by --share-peers
     /// until it answers again, and hold that pace 3 s more as it shares
-    /// again; warn once unless -q), or fail (exit 4). A setup no retry mends (a
+    /// again; a shared --budget counts alone, up to N divided by
+    /// --share-peers a window; warn once unless -q), or fail (exit 4). A setup no retry mends (a
     /// state file drip cannot use, a password the server wants or refuses,
     /// a server that is not Redis) exits 4 under every policy
     #[arg(long, value_name = "POLICY", default_value = "wait", value_parser = Choices { parse: shared::parse_on_error, values: shared::SHARE_ON_ERROR })]

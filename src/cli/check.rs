@@ -345,10 +345,6 @@ pub fn take_request(args: TakeArgs) -> Result<shared::take::Request, String> {
     })
 }
 
-/// `--share-jobs N`: where the job limit is shared, and N.
-///
-/// # Errors
-/// `--share-jobs` without `--exec` or without `--share`.
 /// The inputs the FILE arguments name, in order: `-` (or none) is stdin.
 fn inputs(files: Vec<std::path::PathBuf>) -> Vec<Input> {
     if files.is_empty() {
@@ -364,27 +360,10 @@ fn inputs(files: Vec<std::path::PathBuf>) -> Vec<Input> {
     files.into_iter().map(input).collect()
 }
 
-/// A shared `--budget` is kept on one Redis server (or this host's file).
+/// `--share-jobs N`: where the job limit is shared, and N.
 ///
 /// # Errors
-/// `--budget` beside a `redis+sentinel://` or `redis+cluster://` URL.
-fn shared_budget_server(cli: &Cli, share: Option<&shared::Share>) -> Result<(), clap::Error> {
-    let Some(shared::Target::Redis { url, .. }) = share.map(|s| &s.target) else {
-        return Ok(());
-    };
-    if cli.budget.is_empty()
-        || matches!(
-            shared::target::servers(url),
-            Ok(shared::target::Servers::One(_))
-        )
-    {
-        return Ok(());
-    }
-    usage(
-        "--budget: a shared budget is kept on one Redis server (a redis:// URL), not yet behind Sentinel or in a Cluster".into(),
-    )
-}
-
+/// `--share-jobs` without `--exec` or without `--share`.
 fn share_jobs(
     cli: &Cli,
     share: Option<&shared::Share>,
@@ -668,7 +647,6 @@ impl TryFrom<Cli> for Config {
             Cli::command().error(clap::error::ErrorKind::MissingRequiredArgument, why)
         })?;
         let share_jobs = share_jobs(&cli, share.as_ref(), jobs.is_some())?;
-        shared_budget_server(&cli, share.as_ref())?;
         let jobs = jobs.map(|jobs| JobConfig {
             quiet: cli.quiet,
             share_jobs,

@@ -12,6 +12,14 @@
 //! far as the shared count lasts (a flush resets it: see
 //! `docs/sharing.md`). Grants a drip does not use before its window ends
 //! are not given back: they only leave the others less.
+//!
+//! In Redis the count goes through the connection the rest of the shared
+//! state uses ([`RedisStore`]): one server, the primary the sentinels name
+//! (fenced), or the node of a cluster that owns drip's slot; the key is in
+//! the hash slot of `drip:{NAME}`. While the count cannot be reached,
+//! `--share-on-error` decides: `wait` grants nothing, `local` lets the
+//! drip count alone (at most N / `--share-peers` a window, told to the
+//! count when it answers again), `fail` stops drip (status 4).
 
 use std::collections::BTreeMap;
 use std::fs::{DirBuilder, OpenOptions};
@@ -23,14 +31,17 @@ use std::time::Duration;
 
 use rustix::fs::{flock, FlockOperation};
 
+use redis::Value;
+
+use super::protocol::Failure;
+use super::redis::RedisStore;
 use super::target::{Share, Target};
+use super::voice::{OnError, Retry};
+use super::{Unreachable, Unusable};
 use crate::budget::{Allowance, Budget};
 
 /// A window's count outlives the window's end by this long (ns).
 const KEPT_NS: i128 = 10_000_000_000;
-
-/// How long one call to Redis may take.
-const TIMEOUT: Duration = Duration::from_millis(1000);
 
 /// One window as this drip sees it.
 #[derive(Debug, Default, Clone, Copy)]
@@ -41,15 +52,21 @@ struct Slice {
     spent: bool,
     /// The shared count as last heard.
     counted: Option<u64>,
+    /// Granted while counting alone (`local`), not yet told to the count.
+    alone: u64,
 }
 
-/// What the writer calls when a grant arrives.
-pub type Wake = Arc<dyn Fn() + Send + Sync>;
+/// What the keeper calls when a grant arrives (`false`: wake the writer)
+/// or drip must stop (`true`).
+pub type Wake = Arc<dyn Fn(bool) + Send + Sync>;
 
 #[derive(Default)]
 struct Inner {
     windows: BTreeMap<i128, Slice>,
     wake: Option<Wake>,
+    /// Why drip stops: the count cannot be reached under `fail`, or can
+    /// never be used.
+    fatal: Option<Failure>,
 }
 
 /// This drip's grants of one shared budget, window by window.
@@ -70,9 +87,30 @@ impl Book {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Call `wake` whenever a grant arrives.
+    /// Call `wake(false)` whenever a grant arrives, and `wake(true)` when
+    /// drip must stop (at once, if it already must).
     pub fn set_wake(&self, wake: Wake) {
-        self.lock().wake = Some(wake);
+        let stop = {
+            let mut inner = self.lock();
+            inner.wake = Some(Arc::clone(&wake));
+            inner.fatal.is_some()
+        };
+        if stop {
+            wake(true);
+        }
+    }
+
+    /// The error that stops drip, if the keeper found one: the count
+    /// cannot be reached under `--share-on-error fail` ([`Unreachable`]),
+    /// or can never be used ([`Unusable`]); both exit with status 4.
+    pub fn failed(&self, name: &str) -> Option<anyhow::Error> {
+        let name = name.to_string();
+        Some(match self.lock().fatal.clone()? {
+            Failure::Unreachable(why) => Unreachable { name, why }.into(),
+            Failure::Fatal(why) | Failure::Mismatch(why) | Failure::Changed(why) => {
+                Unusable { name, why }.into()
+            }
+        })
     }
 }
 
@@ -105,72 +143,66 @@ impl Allowance for Book {
 enum Place {
     /// A file on this host, beside the state file, under its own lock.
     File(PathBuf),
-    /// Redis, one key per window.
-    Redis {
-        client: Box<redis::Client>,
-        con: Option<redis::Connection>,
-    },
+    /// Redis, one key per window, through the shared state's connection.
+    Redis(Box<RedisStore>),
 }
 
-/// Add up to `ask` to the count `label` of the window `[start, end)`
-/// (ns since the Unix epoch) keeping it within `count`; returns what was
-/// added and the count after.
+/// Add `owed` to the count `KEYS[1]` of a window (what a drip granted
+/// itself alone), then up to `ask` more keeping it within `count`; expire
+/// it at `ARGV[3]` (ms since the Unix epoch). Returns what was added
+/// beyond `owed` and the count after.
 const SCRIPT: &str = r"
 local n = tonumber(ARGV[1])
 local ask = tonumber(ARGV[2])
+local owed = tonumber(ARGV[4] or '0')
 local c = tonumber(redis.call('GET', KEYS[1]) or '0')
+if owed > 0 then c = redis.call('INCRBY', KEYS[1], owed) end
 local g = math.max(math.min(ask, n - c), 0)
 if g > 0 then c = redis.call('INCRBY', KEYS[1], g) end
 redis.call('PEXPIREAT', KEYS[1], ARGV[3])
 return {g, c}
 ";
 
+/// One call on a window's count: the window `[start, end)` (ns since the
+/// Unix epoch), the budget's `count`, what is `owed` (granted alone) and
+/// how many more are asked for.
+#[derive(Debug, Clone, Copy)]
+struct Call {
+    start: i128,
+    end: i128,
+    count: u64,
+    owed: u64,
+    ask: u64,
+}
+
 impl Place {
-    /// Add up to `ask` to the window's count, within `count`: (added,
-    /// the count after).
-    fn take(
-        &mut self,
-        label: &str,
-        (start, end): (i128, i128),
-        count: u64,
-        ask: u64,
-    ) -> Result<(u64, u64), String> {
+    /// Add what is owed to the window's count, then up to `ask` within
+    /// `count`: (added beyond what was owed, the count after).
+    fn take(&mut self, label: &str, call: Call) -> Result<(u64, u64), Failure> {
         match self {
-            Place::File(path) => take_in_file(path, label, (start, end), count, ask)
-                .map_err(|e| format!("{}: {e}", path.display())),
-            Place::Redis { client, con } => {
-                let result = take_in_redis(client, con, label, (start, end), count, ask);
-                if result.is_err() {
-                    *con = None;
+            Place::File(path) => take_in_file(path, label, call)
+                .map_err(|e| Failure::Unreachable(format!("{}: {e}", path.display()))),
+            Place::Redis(store) => {
+                let expire_ms = (call.end + KEPT_NS) / 1_000_000;
+                let keys = [format!("{label}:{}", call.start)];
+                let args = [
+                    call.count.to_string(),
+                    call.ask.to_string(),
+                    expire_ms.to_string(),
+                    call.owed.to_string(),
+                ];
+                let sha = redis::Script::new(SCRIPT).get_hash().to_string();
+                let reply = store.eval_script(SCRIPT, &sha, &keys, &args)?;
+                match reply.as_slice() {
+                    [Value::Int(g), Value::Int(c)] => Ok((
+                        u64::try_from(*g).unwrap_or(0),
+                        u64::try_from(*c).unwrap_or(0),
+                    )),
+                    _ => Err(Failure::Unreachable(format!("unexpected reply {reply:?}"))),
                 }
-                result.map_err(|e| e.to_string())
             }
         }
     }
-}
-
-fn take_in_redis(
-    client: &redis::Client,
-    con: &mut Option<redis::Connection>,
-    label: &str,
-    (start, end): (i128, i128),
-    count: u64,
-    ask: u64,
-) -> redis::RedisResult<(u64, u64)> {
-    if con.is_none() {
-        let c = client.get_connection_with_timeout(TIMEOUT)?;
-        c.set_read_timeout(Some(TIMEOUT))?;
-        c.set_write_timeout(Some(TIMEOUT))?;
-        *con = Some(c);
-    }
-    let con = con.as_mut().expect("just made");
-    let expire_ms = (end + KEPT_NS) / 1_000_000;
-    redis::Script::new(SCRIPT)
-        .key(format!("{label}:{start}"))
-        .arg(count)
-        .arg(ask)
-        .arg(expire_ms.to_string())
-        .invoke(con)
 }
 
 /// The wall clock, ns since the Unix epoch.
@@ -192,13 +224,14 @@ fn beside(path: &std::path::Path, suffix: &str) -> PathBuf {
 /// (`LABEL START END COUNT`), read and written whole under an exclusive
 /// `flock` of `path.lock`; counts past their window's end by [`KEPT_NS`]
 /// are dropped.
-fn take_in_file(
-    path: &std::path::Path,
-    label: &str,
-    (start, end): (i128, i128),
-    count: u64,
-    ask: u64,
-) -> std::io::Result<(u64, u64)> {
+fn take_in_file(path: &std::path::Path, label: &str, call: Call) -> std::io::Result<(u64, u64)> {
+    let Call {
+        start,
+        end,
+        count,
+        owed,
+        ask,
+    } = call;
     if let Some(dir) = path.parent() {
         match DirBuilder::new().mode(0o700).create(dir) {
             Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
@@ -244,6 +277,7 @@ fn take_in_file(
             kept.push(line.to_string());
         }
     }
+    let found = found.saturating_add(owed);
     let granted = ask.min(count.saturating_sub(found));
     let after = found + granted;
     kept.push(format!("{label} {start} {end} {after}"));
@@ -268,19 +302,38 @@ struct Keeper {
     count: u64,
     name: String,
     quiet: bool,
+    on_error: OnError,
+    /// The most a window grants this drip in all while it counts alone
+    /// (`local`): the budget's count divided by `--share-peers`.
+    alone_cap: u64,
+    retry: Retry,
+    /// The count did not answer the last call (and that was said).
+    failing: bool,
 }
 
 impl Keeper {
-    /// The next window that wants more than it was granted: its start, end
-    /// and how many more; waits for one up to 100 ms.
-    fn next_ask(book: &Book) -> Option<(i128, i128, u64)> {
+    /// The next window that wants more than it was granted, or owes the
+    /// count what it granted alone: the call for it; waits for one up to
+    /// 100 ms.
+    fn next_call(&self, book: &Book) -> Option<Call> {
         let mut inner = book.lock();
+        let count = self.count;
         let find = |inner: &Inner| {
             inner
                 .windows
                 .iter()
-                .find(|(_, w)| !w.spent && w.wanted > w.granted)
-                .map(|(&s, w)| (s, w.end, w.wanted - w.granted))
+                .find(|(_, w)| (!w.spent && w.wanted > w.granted) || w.alone > 0)
+                .map(|(&start, w)| Call {
+                    start,
+                    end: w.end,
+                    count,
+                    owed: w.alone,
+                    ask: if w.spent {
+                        0
+                    } else {
+                        w.wanted.saturating_sub(w.granted)
+                    },
+                })
         };
         if find(&inner).is_none() {
             inner = book
@@ -295,54 +348,128 @@ impl Keeper {
     }
 
     fn run(mut self) {
-        let mut failing = false;
-        let mut pause = Duration::from_millis(50);
         loop {
             let Some(book) = self.book.upgrade() else {
                 return;
             };
-            let Some((start, end, more)) = Keeper::next_ask(&book) else {
+            let Some(call) = self.next_call(&book) else {
                 continue;
             };
-            match self.place.take(&self.label, (start, end), self.count, more) {
-                Ok((granted, after)) => {
-                    if failing && !self.quiet {
-                        eprintln!(
-                            "drip: --share {}: the shared budget answers again",
-                            self.name
-                        );
-                    }
-                    failing = false;
-                    pause = Duration::from_millis(50);
-                    let wake = {
-                        let mut inner = book.lock();
-                        if let Some(w) = inner.windows.get_mut(&start) {
-                            w.granted += granted;
-                            w.counted = Some(after);
-                            w.spent |= granted < more || after >= self.count;
-                        }
-                        inner.wake.clone()
-                    };
-                    // Outside the book's lock: the writer takes it under
-                    // drip's state lock, which waking takes.
-                    if let Some(wake) = wake {
-                        wake();
-                    }
+            match self.place.take(&self.label, call) {
+                Ok((granted, after)) => self.granted(&book, call, granted, after),
+                Err(Failure::Unreachable(why)) if self.on_error != OnError::Fail => {
+                    self.unreachable(&why);
+                    let pause = self.retry.failed();
+                    self.pause(&book, pause);
                 }
-                Err(why) => {
-                    if !failing && !self.quiet {
-                        eprintln!(
-                            "drip: --share {}: the shared budget cannot be reached: {why}; records wait until it answers",
-                            self.name
-                        );
-                    }
-                    failing = true;
-                    drop(book);
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(Duration::from_secs(2));
-                }
+                Err(failure) => return stop(&book, failure),
             }
         }
+    }
+
+    /// The count answered `call`: `granted` more, the count `after`.
+    fn granted(&mut self, book: &Book, call: Call, granted: u64, after: u64) {
+        if self.failing && !self.quiet {
+            let shared = if self.on_error == OnError::Local {
+                "; counting shared"
+            } else {
+                ""
+            };
+            eprintln!(
+                "drip: --share {}: the shared budget answers again{shared}",
+                self.name
+            );
+        }
+        self.failing = false;
+        self.retry.succeeded();
+        let wake = {
+            let mut inner = book.lock();
+            if let Some(w) = inner.windows.get_mut(&call.start) {
+                w.granted += granted;
+                w.alone = w.alone.saturating_sub(call.owed);
+                w.counted = Some(after);
+                w.spent |= granted < call.ask || after >= self.count;
+            }
+            inner.wake.clone()
+        };
+        // Outside the book's lock: the writer takes it under drip's state
+        // lock, which waking takes.
+        if let Some(wake) = wake {
+            wake(false);
+        }
+    }
+
+    /// The count cannot be reached (not under `fail`): say so once an
+    /// outage (not when quiet).
+    fn unreachable(&mut self, why: &str) {
+        if !self.failing && !self.quiet {
+            let name = &self.name;
+            match self.on_error {
+                OnError::Local => eprintln!(
+                    "drip: --share {name}: the shared budget cannot be reached: {why}; counting alone, at most {} of it a window, until it answers again (--share-on-error local)",
+                    self.alone_cap
+                ),
+                _ => eprintln!(
+                    "drip: --share {name}: the shared budget cannot be reached: {why}; records wait until it answers (--share-on-error wait)"
+                ),
+            }
+        }
+        self.failing = true;
+    }
+
+    /// Pause `d` before the next call; under `local`, grant alone what the
+    /// windows ask meanwhile.
+    fn pause(&self, book: &Book, d: Duration) {
+        let until = std::time::Instant::now() + d;
+        loop {
+            if self.on_error == OnError::Local {
+                self.grant_alone(book);
+            }
+            let inner = book.lock();
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            drop(
+                book.asked
+                    .wait_timeout(inner, left)
+                    .unwrap_or_else(|e| e.into_inner()),
+            );
+        }
+    }
+
+    /// Counting alone (`local`): grant each window what it asks, up to
+    /// [`Keeper::alone_cap`] in all, and owe the count that.
+    fn grant_alone(&self, book: &Book) {
+        let wake = {
+            let mut inner = book.lock();
+            let mut any = false;
+            for w in inner.windows.values_mut().filter(|w| !w.spent) {
+                let more = w.wanted.saturating_sub(w.granted);
+                let give = more.min(self.alone_cap.saturating_sub(w.granted));
+                if give > 0 {
+                    w.granted += give;
+                    w.alone += give;
+                    any = true;
+                }
+            }
+            any.then(|| inner.wake.clone()).flatten()
+        };
+        if let Some(wake) = wake {
+            wake(false);
+        }
+    }
+}
+
+/// Drip must stop for `failure`: kept in the book, and said to the writer.
+fn stop(book: &Book, failure: Failure) {
+    let wake = {
+        let mut inner = book.lock();
+        inner.fatal = Some(failure);
+        inner.wake.clone()
+    };
+    if let Some(wake) = wake {
+        wake(true);
     }
 }
 
@@ -360,13 +487,10 @@ pub fn start(share: &Share, budget: &Budget) -> anyhow::Result<Arc<Book>> {
             format!("budget:{calendar}"),
         ),
         Target::Redis { url, name } => (
-            Place::Redis {
-                client: Box::new(
-                    redis::Client::open(url.as_str())
-                        .map_err(|e| anyhow::anyhow!("--share {name}: {e}"))?,
-                ),
-                con: None,
-            },
+            Place::Redis(Box::new(
+                RedisStore::new(url, name, String::new(), Vec::new(), None)
+                    .map_err(|e| anyhow::anyhow!("--share {name}: {e}"))?,
+            )),
             format!("drip:{{{name}}}:budget:{calendar}"),
         ),
     };
@@ -378,9 +502,41 @@ pub fn start(share: &Share, budget: &Budget) -> anyhow::Result<Arc<Book>> {
         count: budget.count,
         name,
         quiet: share.quiet,
+        on_error: share.on_error,
+        alone_cap: budget.count / share.peers.max(1),
+        retry: Retry::new(fastrand::Rng::new()),
+        failing: false,
     };
     std::thread::Builder::new()
         .name("drip-budget".into())
         .spawn(move || keeper.run())?;
     Ok(book)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// In the file, what a drip granted itself alone is added to the
+    /// window's count before the ask, and an ask is granted only within
+    /// the budget: the count may pass it by what was owed, never by a
+    /// grant.
+    #[test]
+    fn the_file_adds_what_is_owed_then_grants_within_the_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.budget");
+        let end = unix_now() + 3_600_000_000_000;
+        let call = |owed, ask| Call {
+            start: 0,
+            end,
+            count: 10,
+            owed,
+            ask,
+        };
+        let take = |c| take_in_file(&path, "budget:hour@UTC", c).unwrap();
+        assert_eq!(take(call(0, 3)), (3, 3));
+        assert_eq!(take(call(2, 3)), (3, 8));
+        assert_eq!(take(call(0, 5)), (2, 10));
+        assert_eq!(take(call(4, 1)), (0, 14));
+    }
 }

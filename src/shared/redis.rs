@@ -127,7 +127,7 @@ impl Primary {
         keys: &[String],
         args: &[String],
     ) -> redis::RedisResult<Option<Vec<Value>>> {
-        let fence = format!("{}:fence", keys.first().map_or("drip", String::as_str));
+        let fence = fence_of(keys.first().map_or("drip", String::as_str));
         if self.fenced.is_none() {
             let held: Option<String> = redis::cmd("GET").arg(&fence).query(&mut self.con)?;
             self.fenced = Some(held.as_deref() == Some(self.replid.as_str()));
@@ -154,6 +154,14 @@ impl Primary {
         }
         Ok((self.fenced != Some(true)).then_some(reply))
     }
+}
+
+/// The fence beside the state key `key` (`drip:{NAME}`, or another of
+/// drip's keys of the NAME: the jobs', a budget's): `drip:{NAME}:fence`,
+/// one for every call on the NAME, in its hash slot.
+fn fence_of(key: &str) -> String {
+    let state = key.find('}').map_or(key, |end| &key[..=end]);
+    format!("{state}:fence")
 }
 
 /// Whether the server on `con` is a primary (`ROLE`), its

@@ -400,7 +400,7 @@ pub const SHARE_ON_ERROR: &[(&str, &str)] = &[
     ),
     (
         "local",
-        "pace alone at the rate divided by --share-peers, warn once",
+        "pace alone at the rate divided by --share-peers (a --budget: count alone, N divided by it a window), warn once",
     ),
     ("fail", "exit with status 4"),
 ];
