@@ -651,6 +651,7 @@ fn steering(
         (in_force, key_limit),
         share,
     )
+    .with_cost(config.cost.clone())
 }
 
 /// The control socket for `drip ctl`, unless `--no-control`.
