@@ -361,8 +361,13 @@ fn run_watching(
     // Whatever way drip leaves from here, the jobs' headers go.
     let _headers = pool.as_ref().map(|p| RemoveHeaders(Arc::clone(p)));
     let in_force: InForce = Arc::new(Mutex::new(config.limits.clone()));
+    let key_in_force = Arc::new(Mutex::new(config.key.as_ref().map(|k| Limit {
+        rate: k.rate,
+        burst: k.burst,
+        unit: Unit::Records,
+    })));
     if let Some(share) = &share {
-        share.follow_in_force(&in_force);
+        share.follow_in_force(&in_force, &key_in_force);
     }
     let metrics = metrics_file(&config, &shared, &in_force)?;
     let (ui, monitor) = start_monitor(
@@ -377,7 +382,12 @@ fn run_watching(
         .as_ref()
         .zip(config.share.as_ref())
         .map(|(handle, s)| (s.target.name().to_string(), handle.relimiter(s)));
-    let steering = Arc::new(steering(&config, &shared, &ui, (in_force, relimiter)));
+    let steering = Arc::new(steering(
+        &config,
+        &shared,
+        &ui,
+        ((in_force, key_in_force), relimiter),
+    ));
     let follower = follow_schedule(&config, &steering)?;
     let control = start_control(&config, steering)?;
     let reader = reader::spawn(
@@ -637,18 +647,16 @@ fn steering(
     config: &Config,
     shared: &Arc<Shared>,
     ui: &Arc<Mutex<Ui>>,
-    (in_force, share): (InForce, Option<(String, shared::Relimiter)>),
+    (in_force, share): (
+        (InForce, Arc<Mutex<Option<Limit>>>),
+        Option<(String, shared::Relimiter)>,
+    ),
 ) -> Steering {
-    let key_limit = config.key.as_ref().map(|k| Limit {
-        rate: k.rate,
-        burst: k.burst,
-        unit: Unit::Records,
-    });
     Steering::new(
         Arc::clone(shared),
         Arc::clone(ui),
         config.name.clone(),
-        (in_force, key_limit),
+        in_force,
         share,
     )
     .with_cost(config.cost.clone())

@@ -30,8 +30,9 @@ pub(crate) struct Steering {
     limits: InForce,
     /// The display, told the new rate.
     ui: Arc<Mutex<Ui>>,
-    /// The limit per key in force (`--key-rate`, as changed).
-    key_limit: Mutex<Option<Limit>>,
+    /// The limit per key in force (`--key-rate`, as changed; under
+    /// `--share`, as any drip on the NAME changed it).
+    key_limit: Arc<Mutex<Option<Limit>>>,
     /// `--share`'s name, and how its shared limits are changed.
     share: Option<(String, crate::shared::Relimiter)>,
     /// Which costs each cost limit spends (`--cost-rate NAME=`).
@@ -45,7 +46,7 @@ impl Steering {
         shared: Arc<Shared>,
         ui: Arc<Mutex<Ui>>,
         name: Option<String>,
-        (limits, key_limit): (InForce, Option<Limit>),
+        (limits, key_limit): (InForce, Arc<Mutex<Option<Limit>>>),
         share: Option<(String, crate::shared::Relimiter)>,
     ) -> Steering {
         let started = SystemTime::now()
@@ -57,7 +58,7 @@ impl Steering {
             started,
             limits,
             ui,
-            key_limit: Mutex::new(key_limit),
+            key_limit,
             share,
             cost: None,
         }
@@ -212,7 +213,8 @@ impl Steering {
         };
         // Not under the limits' lock: the keeper takes it, under its
         // lease's, when it follows the change.
-        relimiter.relimit(&new)?;
+        let key = *self.key_limit.lock().unwrap_or_else(|e| e.into_inner());
+        relimiter.relimit(&new, key.as_ref())?;
         lock_ui(&self.ui).set_rate(records_per_second(&new));
         *self.limits.lock().unwrap_or_else(|e| e.into_inner()) = new;
         Ok(())
@@ -326,12 +328,19 @@ impl Steering {
         Ok(())
     }
 
-    /// A new limit per key from now on.
+    /// A new limit per key from now on; under `--share`, for every drip on
+    /// the NAME, through the state (as [`Steering::rate`]).
     fn key_rate(&self, limit: Limit) -> Result<(), String> {
-        if let Some((share, _)) = &self.share {
-            return Err(format!(
-                "this drip shares its limits with others (--share {share}): stop the drips and start them with the new --key-rate"
-            ));
+        if let Some((share, relimiter)) = &self.share {
+            if self.key_limit.lock().unwrap_or_else(|e| e.into_inner()).is_none() {
+                return Err(format!(
+                    "this drip has no limits per key (--key); those it shares (--share {share}) are global"
+                ));
+            }
+            let limits = self.limits.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            relimiter.relimit(&limits, Some(&limit))?;
+            *self.key_limit.lock().unwrap_or_else(|e| e.into_inner()) = Some(limit);
+            return Ok(());
         }
         let mut st = self.shared.lock();
         let now = self.shared.clock.now();

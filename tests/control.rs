@@ -480,7 +480,8 @@ fn errors_are_one_line_with_status_1() {
 
     // Shared limits are the state's: a change of them is made there, for
     // every drip on the NAME (tests/share_ctl.rs); a limit per key of a
-    // shared drip is refused, not made here.
+    // drip that shares none, or the global limits of one that shares
+    // only limits per key, are refused.
     let shared = Running::start(
         &["-r", "50/s", "--name", "sharing", "--share", "ctl-test"],
         rt,
@@ -503,11 +504,17 @@ fn errors_are_one_line_with_status_1() {
     let (status, _, err) = ctl(rt, &["sharing", "key-rate", "5/s"], None);
     assert_eq!(status, 1);
     assert!(
-        err.contains("shares its limits with others (--share ctl-test)"),
+        err.contains("this drip has no limits per key (--key); those it shares (--share ctl-test) are global"),
+        "{err}"
+    );
+    let (status, _, err) = ctl(rt, &["sharing", "cost-rate", "5/s"], None);
+    assert_eq!(status, 1);
+    assert!(
+        err.contains("this drip has no cost limit (--cost-rate)"),
         "{err}"
     );
     shared.stop();
-    // Shared limits per key: `rate` is refused too.
+    // Shared limits per key: `rate` and `key-rate` change them.
     let keyed = Running::start(
         &[
             "-r",
@@ -526,12 +533,35 @@ fn errors_are_one_line_with_status_1() {
         None,
     );
     wait_socket(rt);
-    let (status, _, err) = ctl(rt, &["keyed", "rate", "5/s"], None);
+    let answer = ctl_ok(rt, &["keyed", "rate", "20/s"]);
+    assert_eq!(answer["rate"], serde_json::json!(["20/s:1"]), "{answer}");
+    let answer = ctl_ok(rt, &["keyed", "key-rate", "2/s:3"]);
+    assert_eq!(answer["key_rate"], serde_json::json!("2/s:3"), "{answer}");
+    let (status, _, err) = ctl(rt, &["keyed", "rate", "inf"], None);
     assert_eq!(status, 1);
     assert!(
-        err.contains("shares its limits per key too (--share ctl-keyed"),
+        err.contains("the drips on it share a global limit (--rate, --byte-rate, --cost-rate): one cannot be taken away from here"),
         "{err}"
     );
+    keyed.stop();
+    // Only limits per key shared: a global one cannot be added.
+    let keyed = Running::start(
+        &[
+            "--key", "1", "--key-rate", "5/s", "--name", "keyed", "--share", "ctl-keyonly",
+        ],
+        rt,
+        numbered(1..=1000),
+        None,
+    );
+    wait_socket(rt);
+    let (status, _, err) = ctl(rt, &["keyed", "rate", "20/s"], None);
+    assert_eq!(status, 1);
+    assert!(
+        err.contains("the drips on it share no global limit (--rate, --byte-rate, --cost-rate): one cannot be added from here"),
+        "{err}"
+    );
+    let answer = ctl_ok(rt, &["keyed", "key-rate", "7/s"]);
+    assert_eq!(answer["key_rate"], serde_json::json!("7/s:1"), "{answer}");
     keyed.stop();
 }
 

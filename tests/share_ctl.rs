@@ -278,7 +278,8 @@ struct Change<'a> {
     least: usize,
     /// What `drip ctl NAME info` of each drip holds after the change.
     info: &'a str,
-    /// What every drip says on stderr when it follows the change.
+    /// What every drip says on stderr when it follows the change; a drip
+    /// started after it with the old limits says it too, once.
     told: Option<&'a str>,
 }
 
@@ -324,6 +325,23 @@ fn follow(change: &Change<'_>) -> Option<String> {
     assert_eq!(status, 0, "drip ctl {words:?}: {err}");
     let changed = start.elapsed().as_secs_f64();
     thread::sleep(Duration::from_millis(4500));
+    // A drip started now with the old limits is told, once, and follows.
+    let late = change.share.map(|share| {
+        let mut args = change.args.to_vec();
+        args.extend(["--share", share, "--no-control"]);
+        let input = format!("late-1{0}\nlate-2{0}\n", change.suffix);
+        let mut cmd = common::command(&args);
+        cmd.env("XDG_RUNTIME_DIR", rt)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn drip");
+        let mut stdin = child.stdin.take().unwrap();
+        use std::io::Write;
+        stdin.write_all(input.as_bytes()).unwrap();
+        drop(stdin);
+        child.wait_with_output().unwrap()
+    });
     let infos: Vec<String> = change
         .names
         .iter()
@@ -365,6 +383,15 @@ fn follow(change: &Change<'_>) -> Option<String> {
         for (name, err) in change.names.iter().zip(&errs) {
             assert!(err.contains(told), "{name}: {err}");
         }
+    }
+    if let (Some(late), Some(told)) = (late, change.told) {
+        let err = String::from_utf8_lossy(&late.stderr);
+        assert!(late.status.success(), "the later drip: {err}");
+        assert_eq!(late.stdout.len(), 2 * (7 + change.suffix.len()), "{err}");
+        assert!(
+            err.lines().count() == 1 && err.contains(told),
+            "the later drip: {err}"
+        );
     }
     None
 }
@@ -454,4 +481,71 @@ fn ctl_cost_rate_changes_a_lone_drips_named_cost_limit() {
             told: None,
         })
     });
+}
+
+/// Lowering a shared limit per key: two drips sending records of one key,
+/// 20/s per key together, `drip ctl a key-rate 5/s`; from the stated time
+/// on they send at most 1 + 5 × 2 of it in any 2 s, and still send.
+fn lower_key_rate(share: &str) -> Option<String> {
+    follow(&Change {
+        args: &["--key", "2", "--key-rate", "20/s"],
+        suffix: " k",
+        share: Some(share),
+        names: &["a", "b"],
+        words: &["key-rate", "5/s"],
+        before: 15,
+        most: 11 + BUSY_ALLOWANCE,
+        least: 8,
+        info: r#""key_rate":"5/s:1""#,
+        told: Some("the shared limits were changed by drip ctl to per key 5/s, burst 1 (this drip had per key 20/s, burst 1): it follows them"),
+    })
+}
+
+#[test]
+fn ctl_key_rate_changes_the_limits_of_every_drip_on_one_host() {
+    common::until_judged(3, Duration::from_secs(90), || lower_key_rate("ctl-key"));
+}
+
+#[test]
+fn ctl_key_rate_changes_the_limits_of_every_drip_through_redis() {
+    if !common::have_redis() {
+        return;
+    }
+    let redis = fleet::Redis::start();
+    let share = redis.share("ctl-key");
+    common::until_judged(3, Duration::from_secs(90), || lower_key_rate(&share));
+}
+
+/// Raising a shared limit per key, with a global rate beside it: two
+/// drips at 5/s per key (and 100/s in all), `drip ctl a key-rate 20/s`;
+/// from the stated time on they send more than 5/s could, and at most
+/// 1 + 20 × 2 in any 2 s.
+fn raise_key_rate(share: &str) -> Option<String> {
+    follow(&Change {
+        args: &["-r", "100/s", "--key", "2", "--key-rate", "5/s"],
+        suffix: " k",
+        share: Some(share),
+        names: &["a", "b"],
+        words: &["key-rate", "20/s"],
+        before: 5,
+        most: 1 + 40 + BUSY_ALLOWANCE,
+        least: 30,
+        info: r#""key_rate":"20/s:1""#,
+        told: Some("the shared limits were changed by drip ctl to 100/s, burst 1; per key 20/s, burst 1 (this drip had 100/s, burst 1; per key 5/s, burst 1): it follows them"),
+    })
+}
+
+#[test]
+fn ctl_key_rate_raises_the_limits_of_every_drip_on_one_host() {
+    common::until_judged(3, Duration::from_secs(90), || raise_key_rate("ctl-key-up"));
+}
+
+#[test]
+fn ctl_key_rate_raises_the_limits_of_every_drip_through_redis() {
+    if !common::have_redis() {
+        return;
+    }
+    let redis = fleet::Redis::start();
+    let share = redis.share("ctl-key-up");
+    common::until_judged(3, Duration::from_secs(90), || raise_key_rate(&share));
 }
