@@ -92,7 +92,10 @@ impl Steering {
 
     /// Who this drip is and where it stands (an entry of `drip ctl list`).
     fn info(&self) -> Value {
-        let limits = self.limits.lock().unwrap_or_else(|e| e.into_inner());
+        // A copy: not held while the figures are read (a keeper following
+        // a change holds its lease's lock, which they take, and then takes
+        // this one).
+        let limits = self.limits.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let spelled = |unit: Unit| -> Vec<String> {
             limits
                 .iter()
