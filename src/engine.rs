@@ -24,7 +24,7 @@ use crate::monitor::{Listening, MetricsFile, Monitor};
 use crate::progress::{lock_ui, Ui};
 use crate::schedule::{Limit, Limits, Schedule, Unit};
 use crate::shared;
-use crate::state::{Clock, InForce, OverflowError, Shared, State, Stops};
+use crate::state::{Clock, InForce, KeyInForce, OverflowError, Shared, State, Stops};
 use crate::stats::Summary;
 use crate::steer::{Follower, Steering};
 use crate::writer::{self, Stdout};
@@ -647,10 +647,7 @@ fn steering(
     config: &Config,
     shared: &Arc<Shared>,
     ui: &Arc<Mutex<Ui>>,
-    (in_force, share): (
-        (InForce, Arc<Mutex<Option<Limit>>>),
-        Option<(String, shared::Relimiter)>,
-    ),
+    (in_force, share): ((InForce, KeyInForce), Option<(String, shared::Relimiter)>),
 ) -> Steering {
     Steering::new(
         Arc::clone(shared),

@@ -10,11 +10,11 @@ use std::time::{Duration, SystemTime};
 use serde_json::{json, Value};
 
 use crate::control::protocol::{spell, Request};
-use crate::cost::Cost;
 use crate::control::server::Steer;
+use crate::cost::Cost;
 use crate::progress::{lock_ui, Ui};
 use crate::schedule::{records_per_second, Limit, Unit};
-use crate::state::{InForce, Shared};
+use crate::state::{InForce, KeyInForce, Shared};
 use crate::stats::{json_key, ScheduleRow};
 use crate::timetable::{Action, Timetable};
 
@@ -32,7 +32,7 @@ pub(crate) struct Steering {
     ui: Arc<Mutex<Ui>>,
     /// The limit per key in force (`--key-rate`, as changed; under
     /// `--share`, as any drip on the NAME changed it).
-    key_limit: Arc<Mutex<Option<Limit>>>,
+    key_limit: KeyInForce,
     /// `--share`'s name, and how its shared limits are changed.
     share: Option<(String, crate::shared::Relimiter)>,
     /// Which costs each cost limit spends (`--cost-rate NAME=`).
@@ -46,7 +46,7 @@ impl Steering {
         shared: Arc<Shared>,
         ui: Arc<Mutex<Ui>>,
         name: Option<String>,
-        (limits, key_limit): (InForce, Arc<Mutex<Option<Limit>>>),
+        (limits, key_limit): (InForce, KeyInForce),
         share: Option<(String, crate::shared::Relimiter)>,
     ) -> Steering {
         let started = SystemTime::now()
@@ -95,7 +95,11 @@ impl Steering {
         // A copy: not held while the figures are read (a keeper following
         // a change holds its lease's lock, which they take, and then takes
         // this one).
-        let limits = self.limits.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let limits = self
+            .limits
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         let spelled = |unit: Unit| -> Vec<String> {
             limits
                 .iter()
@@ -256,7 +260,10 @@ impl Steering {
                 .as_deref()
                 .map_or("the unnamed cost".to_string(), |n| format!("'{n}'"));
             if mine.is_empty() {
-                let spent: Vec<&str> = cost.budget_names().map(|n| n.unwrap_or("(unnamed)")).collect();
+                let spent: Vec<&str> = cost
+                    .budget_names()
+                    .map(|n| n.unwrap_or("(unnamed)"))
+                    .collect();
                 return Err(format!(
                     "cost-rate: no cost limit of this drip spends {shown} (its cost limits spend: {})",
                     spent.join(", ")
@@ -335,12 +342,21 @@ impl Steering {
     /// the NAME, through the state (as [`Steering::rate`]).
     fn key_rate(&self, limit: Limit) -> Result<(), String> {
         if let Some((share, relimiter)) = &self.share {
-            if self.key_limit.lock().unwrap_or_else(|e| e.into_inner()).is_none() {
+            if self
+                .key_limit
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_none()
+            {
                 return Err(format!(
                     "this drip has no limits per key (--key); those it shares (--share {share}) are global"
                 ));
             }
-            let limits = self.limits.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let limits = self
+                .limits
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
             relimiter.relimit(&limits, Some(&limit))?;
             *self.key_limit.lock().unwrap_or_else(|e| e.into_inner()) = Some(limit);
             return Ok(());

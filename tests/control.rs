@@ -547,7 +547,14 @@ fn errors_are_one_line_with_status_1() {
     // Only limits per key shared: a global one cannot be added.
     let keyed = Running::start(
         &[
-            "--key", "1", "--key-rate", "5/s", "--name", "keyed", "--share", "ctl-keyonly",
+            "--key",
+            "1",
+            "--key-rate",
+            "5/s",
+            "--name",
+            "keyed",
+            "--share",
+            "ctl-keyonly",
         ],
         rt,
         numbered(1..=1000),

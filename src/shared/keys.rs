@@ -23,7 +23,7 @@
 //! them about [`crate::keyed::KeySchedule::lead`] ahead.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::keeper::{Grants, Lease, Mode, Request, Return, Status, Turn};
@@ -86,7 +86,7 @@ pub(crate) struct KeyLeases {
     /// takes it ([`SharedKeys::relimited`]).
     relimited: Option<Limit>,
     /// The limit per key in force, as `drip ctl` shows it.
-    pub(crate) in_force: Option<Arc<Mutex<Option<Limit>>>>,
+    pub(crate) in_force: Option<crate::state::KeyInForce>,
 }
 
 impl KeyLeases {

@@ -239,7 +239,7 @@ impl Handle {
     pub fn follow_in_force(
         &self,
         in_force: &crate::state::InForce,
-        key_in_force: &Arc<Mutex<Option<Limit>>>,
+        key_in_force: &crate::state::KeyInForce,
     ) {
         if let Some(lease) = &self.lease {
             lease.lock().in_force = Some(Arc::clone(in_force));
