@@ -467,6 +467,10 @@ fn errors_are_one_line_with_status_1() {
         (vec!["plain", "keys"], "no limits per key (--key)"),
         (vec!["plain", "jobs"], "runs no jobs (--exec)"),
         (vec!["plain", "-j", "3"], "runs no jobs (--exec)"),
+        (
+            vec!["plain", "cost-rate", "5/s"],
+            "this drip has no cost limit (--cost-rate)",
+        ),
     ] {
         let (status, out, err) = ctl(rt, &args, None);
         assert_eq!((status, out.as_str()), (1, ""), "{args:?}");
@@ -477,6 +481,44 @@ fn errors_are_one_line_with_status_1() {
         );
     }
     drip.stop();
+
+    // Cost limits are found by the costs they spend.
+    let costly = Running::start(
+        &[
+            "--cost",
+            "in=2",
+            "--cost-rate",
+            "in=50/s",
+            "--name",
+            "costly",
+            "-q",
+        ],
+        rt,
+        numbered(1..=1000),
+        None,
+    );
+    wait_socket(rt);
+    for (args, says) in [
+        (
+            vec!["costly", "cost-rate", "tokens=5/s"],
+            "cost-rate: no cost limit of this drip spends 'tokens' (its cost limits spend: in)",
+        ),
+        (
+            vec!["costly", "cost-rate", "in=5/s", "in=6/s"],
+            "cost-rate: 'in': this drip has 1 cost limit(s) spending it; give one value for each (got 2)",
+        ),
+    ] {
+        let (status, _, err) = ctl(rt, &args, None);
+        assert_eq!(status, 1, "{args:?}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let answer = ctl_ok(rt, &["costly", "cost-rate", "in=5/s:3"]);
+    assert_eq!(
+        answer["cost_rate"],
+        serde_json::json!(["in=5/s:3"]),
+        "{answer}"
+    );
+    costly.stop();
 
     // Shared limits are the state's: a change of them is made there, for
     // every drip on the NAME (tests/share_ctl.rs); a limit per key of a
