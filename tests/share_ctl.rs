@@ -12,7 +12,7 @@ mod fleet;
 
 use std::io::Read;
 use std::path::Path;
-use std::process::{Child, ChildStdout, Stdio};
+use std::process::{Child, ChildStdout, Output, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -29,6 +29,13 @@ const BUSY_ALLOWANCE: usize = 2;
 /// held open for a minute when `hold`), its state and control socket
 /// under `runtime`.
 fn drip(args: &[&str], tag: &str, (records, hold): (usize, bool), runtime: &Path) -> Child {
+    let input: String = (1..=records).map(|r| format!("{tag}-{r}\n")).collect();
+    drip_reading(args, input, hold, runtime)
+}
+
+/// `drip ARGS` reading `input` (held open for a minute when `hold`), its
+/// state and control socket under `runtime`.
+fn drip_reading(args: &[&str], input: String, hold: bool, runtime: &Path) -> Child {
     let mut cmd = common::command(args);
     cmd.env("XDG_RUNTIME_DIR", runtime)
         .stdin(Stdio::piped())
@@ -36,7 +43,6 @@ fn drip(args: &[&str], tag: &str, (records, hold): (usize, bool), runtime: &Path
         .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("spawn drip");
     let mut stdin = child.stdin.take().unwrap();
-    let input: String = (1..=records).map(|r| format!("{tag}-{r}\n")).collect();
     thread::spawn(move || {
         use std::io::Write;
         let _ = stdin.write_all(input.as_bytes());
@@ -296,21 +302,10 @@ fn follow(change: &Change<'_>) -> Option<String> {
         if let Some(share) = change.share {
             args.extend(["--share", share]);
         }
-        let mut cmd = common::command(&args);
-        cmd.env("XDG_RUNTIME_DIR", rt)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("spawn drip");
-        let mut stdin = child.stdin.take().unwrap();
         let input: String = (1..=400)
             .map(|r| format!("{name}-{r}{}\n", change.suffix))
             .collect();
-        thread::spawn(move || {
-            use std::io::Write;
-            let _ = stdin.write_all(input.as_bytes());
-            thread::sleep(Duration::from_secs(60));
-        });
+        let mut child = drip_reading(&args, input, true, rt);
         let out = child.stdout.take().unwrap();
         readers.push(thread::spawn(move || stamped(out, start)));
         children.push(child);
@@ -330,17 +325,9 @@ fn follow(change: &Change<'_>) -> Option<String> {
         let mut args = change.args.to_vec();
         args.extend(["--share", share, "--no-control"]);
         let input = format!("late-1{0}\nlate-2{0}\n", change.suffix);
-        let mut cmd = common::command(&args);
-        cmd.env("XDG_RUNTIME_DIR", rt)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("spawn drip");
-        let mut stdin = child.stdin.take().unwrap();
-        use std::io::Write;
-        stdin.write_all(input.as_bytes()).unwrap();
-        drop(stdin);
-        child.wait_with_output().unwrap()
+        drip_reading(&args, input, false, rt)
+            .wait_with_output()
+            .unwrap()
     });
     let infos: Vec<String> = change
         .names
@@ -376,11 +363,18 @@ fn follow(change: &Change<'_>) -> Option<String> {
         change.words,
         change.least
     );
-    for (name, info) in change.names.iter().zip(&infos) {
+    told(change, &infos, &errs, late);
+    None
+}
+
+/// What the drips of `change` show (`infos`) and say (`errs`), and what
+/// the drip started after it (`late`) did: each follows the change.
+fn told(change: &Change<'_>, infos: &[String], errs: &[String], late: Option<Output>) {
+    for (name, info) in change.names.iter().zip(infos) {
         assert!(info.contains(change.info), "{name}: {info}");
     }
     if let Some(told) = change.told {
-        for (name, err) in change.names.iter().zip(&errs) {
+        for (name, err) in change.names.iter().zip(errs) {
             assert!(err.contains(told), "{name}: {err}");
         }
     }
@@ -393,7 +387,6 @@ fn follow(change: &Change<'_>) -> Option<String> {
             "the later drip: {err}"
         );
     }
-    None
 }
 
 /// Raising a shared rate: two drips at 5/s together, `drip ctl a rate
