@@ -278,6 +278,8 @@ struct Change<'a> {
     words: &'a [&'a str],
     /// The least records sent before the change for the run to be judged.
     before: usize,
+    /// How long after `drip ctl` answers the judging starts (s).
+    from: f64,
     /// The most records in any 2 s from the stated time on.
     most: usize,
     /// The least records in all from the stated time on.
@@ -346,7 +348,7 @@ fn follow(change: &Change<'_>) -> Option<String> {
     let mut after: Vec<f64> = times
         .iter()
         .copied()
-        .filter(|&t| t >= changed + STATED)
+        .filter(|&t| t >= changed + change.from)
         .collect();
     after.sort_by(f64::total_cmp);
     let most = most_in_window(&after, 2.0);
@@ -400,6 +402,7 @@ fn raise(share: &str) -> Option<String> {
         names: &["a", "b"],
         words: &["rate", "20/s"],
         before: 5,
+        from: STATED,
         most: 1 + 40 + BUSY_ALLOWANCE,
         least: 30,
         info: r#""rate":["20/s:1"]"#,
@@ -434,6 +437,7 @@ fn lower_cost(share: &str) -> Option<String> {
         names: &["a", "b"],
         words: &["cost-rate", "10/s:2"],
         before: 15,
+        from: STATED,
         most: 11 + BUSY_ALLOWANCE,
         least: 8,
         info: r#""cost_rate":["10/s:2"]"#,
@@ -468,6 +472,7 @@ fn ctl_cost_rate_changes_a_lone_drips_named_cost_limit() {
             names: &["a"],
             words: &["cost-rate", "in=10/s:2"],
             before: 15,
+            from: STATED,
             most: 11 + BUSY_ALLOWANCE,
             least: 8,
             info: r#""cost_rate":["in=10/s:2"]"#,
@@ -487,6 +492,7 @@ fn lower_key_rate(share: &str) -> Option<String> {
         names: &["a", "b"],
         words: &["key-rate", "5/s"],
         before: 15,
+        from: STATED,
         most: 11 + BUSY_ALLOWANCE,
         least: 8,
         info: r#""key_rate":"5/s:1""#,
@@ -521,6 +527,7 @@ fn raise_key_rate(share: &str) -> Option<String> {
         names: &["a", "b"],
         words: &["key-rate", "20/s"],
         before: 5,
+        from: STATED,
         most: 1 + 40 + BUSY_ALLOWANCE,
         least: 30,
         info: r#""key_rate":"20/s:1""#,
@@ -541,4 +548,42 @@ fn ctl_key_rate_raises_the_limits_of_every_drip_through_redis() {
     let redis = fleet::Redis::start();
     let share = redis.share("ctl-key-up");
     common::until_judged(3, Duration::from_secs(90), || raise_key_rate(&share));
+}
+
+/// A burst raised on a busy shared key saves nothing up: two drips
+/// sending records of one key at 2/s per key together, `drip ctl a
+/// key-rate 2/s:10`; from the change itself on, at most the slots reserved
+/// before it (1 s of 2/s at most) and 1 + 2 × 2 in any 2 s, where a burst
+/// saved up at the change would let 10 go at once.
+fn raise_key_burst(share: &str) -> Option<String> {
+    follow(&Change {
+        args: &["--key", "2", "--key-rate", "2/s"],
+        suffix: " k",
+        share: Some(share),
+        names: &["a", "b"],
+        words: &["key-rate", "2/s:10"],
+        before: 2,
+        from: 0.0,
+        most: 2 + 5 + BUSY_ALLOWANCE,
+        least: 6,
+        info: r#""key_rate":"2/s:10""#,
+        told: Some("the shared limits were changed by drip ctl to per key 2/s, burst 10 (this drip had per key 2/s, burst 1): it follows them"),
+    })
+}
+
+#[test]
+fn ctl_key_rate_saves_no_burst_up_for_a_busy_key_on_one_host() {
+    common::until_judged(3, Duration::from_secs(90), || {
+        raise_key_burst("ctl-key-burst")
+    });
+}
+
+#[test]
+fn ctl_key_rate_saves_no_burst_up_for_a_busy_key_through_redis() {
+    if !common::have_redis() {
+        return;
+    }
+    let redis = fleet::Redis::start();
+    let share = redis.share("ctl-key-burst");
+    common::until_judged(3, Duration::from_secs(90), || raise_key_burst(&share));
 }
