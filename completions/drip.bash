@@ -27,7 +27,7 @@ _drip() {
         if [[ ${COMP_CWORD} -eq 2 ]]; then
             COMPREPLY=( $(compgen -W "list $(command "$1" ctl list 2>/dev/null | tr '{,}' '\n\n\n' | sed -n 's/^"pid":\([0-9]*\)$/\1/p; s/^"name":"\([A-Za-z0-9_-]*\)"$/\1/p')" -- "${word}") )
         elif [[ ${COMP_CWORD} -eq 3 && "${COMP_WORDS[2]}" != list ]]; then
-            COMPREPLY=( $(compgen -W "info stats keys jobs pause resume rate byte-rate key-rate -j" -- "${word}") )
+            COMPREPLY=( $(compgen -W "info stats keys jobs pause resume rate byte-rate cost-rate key-rate -j" -- "${word}") )
         fi
         return 0
     fi

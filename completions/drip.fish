@@ -132,7 +132,7 @@ function __fish_drip_ctl_words
         echo list
         command $cmd[1] ctl list 2>/dev/null | tr '{,}' '\n\n\n' | sed -n 's/^"pid":\([0-9]*\)$/\1/p; s/^"name":"\([A-Za-z0-9_-]*\)"$/\1/p'
     else if test (count $cmd) -eq 3; and test "$cmd[3]" != list
-        printf '%s\n' info stats keys jobs pause resume rate byte-rate key-rate -j
+        printf '%s\n' info stats keys jobs pause resume rate byte-rate cost-rate key-rate -j
     end
 end
 complete -c drip -n "__fish_drip_using_subcommand ctl" -f -a "(__fish_drip_ctl_words)"

@@ -186,17 +186,29 @@ impl Cost {
     /// What a quota a server announces paces (OpenAI's `-tokens`: `in+out`,
     /// or the unnamed budget; Anthropic's `-input-tokens`: `in`).
     pub fn budget(&self, name: Option<&str>) -> Option<usize> {
+        self.budgets_named(name).first().copied()
+    }
+
+    /// Every cost limit (its place among the cost limits, in the order
+    /// given) that spends the costs `name` names, as [`Cost::budget`]:
+    /// `drip ctl … cost-rate NAME=…` replaces them. Empty when none does,
+    /// or a cost it names is not one of these.
+    pub fn budgets_named(&self, name: Option<&str>) -> Vec<usize> {
         let wanted: Option<Vec<usize>> = match name {
-            None => Some(vec![self.cost_named(None)?]),
+            None => self.cost_named(None).map(|c| vec![c]),
             Some(n) => n.split('+').map(|p| self.cost_named(Some(p))).collect(),
         };
-        let mut wanted = wanted?;
+        let Some(mut wanted) = wanted else {
+            return Vec::new();
+        };
         wanted.sort_unstable();
-        self.budgets.iter().position(|b| {
-            let mut have = b.costs.clone();
-            have.sort_unstable();
-            have == wanted
-        })
+        (0..self.budgets.len())
+            .filter(|&i| {
+                let mut have = self.budgets[i].costs.clone();
+                have.sort_unstable();
+                have == wanted
+            })
+            .collect()
     }
 
     /// Each cost limit's name as given (`None`: the unnamed), in order.

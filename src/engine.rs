@@ -24,7 +24,7 @@ use crate::monitor::{Listening, MetricsFile, Monitor};
 use crate::progress::{lock_ui, Ui};
 use crate::schedule::{Limit, Limits, Schedule, Unit};
 use crate::shared;
-use crate::state::{Clock, InForce, OverflowError, Shared, State, Stops};
+use crate::state::{Clock, InForce, KeyInForce, OverflowError, Shared, State, Stops};
 use crate::stats::Summary;
 use crate::steer::{Follower, Steering};
 use crate::writer::{self, Stdout};
@@ -355,8 +355,13 @@ fn run_watching(
     // Whatever way drip leaves from here, the jobs' headers go.
     let _headers = pool.as_ref().map(|p| RemoveHeaders(Arc::clone(p)));
     let in_force: InForce = Arc::new(Mutex::new(config.limits.clone()));
+    let key_in_force = Arc::new(Mutex::new(config.key.as_ref().map(|k| Limit {
+        rate: k.rate,
+        burst: k.burst,
+        unit: Unit::Records,
+    })));
     if let Some(share) = &share {
-        share.follow_in_force(&in_force);
+        share.follow_in_force(&in_force, &key_in_force);
     }
     let metrics = metrics_file(&config, &shared, &in_force)?;
     let (ui, monitor) = start_monitor(
@@ -371,7 +376,12 @@ fn run_watching(
         .as_ref()
         .zip(config.share.as_ref())
         .map(|(handle, s)| (s.target.name().to_string(), handle.relimiter(s)));
-    let steering = Arc::new(steering(&config, &shared, &ui, (in_force, relimiter)));
+    let steering = Arc::new(steering(
+        &config,
+        &shared,
+        &ui,
+        ((in_force, key_in_force), relimiter),
+    ));
     let follower = follow_schedule(&config, &steering)?;
     let control = start_control(&config, steering)?;
     let reader = reader::spawn(
@@ -639,20 +649,16 @@ fn steering(
     config: &Config,
     shared: &Arc<Shared>,
     ui: &Arc<Mutex<Ui>>,
-    (in_force, share): (InForce, Option<(String, shared::Relimiter)>),
+    (in_force, share): ((InForce, KeyInForce), Option<(String, shared::Relimiter)>),
 ) -> Steering {
-    let key_limit = config.key.as_ref().map(|k| Limit {
-        rate: k.rate,
-        burst: k.burst,
-        unit: Unit::Records,
-    });
     Steering::new(
         Arc::clone(shared),
         Arc::clone(ui),
         config.name.clone(),
-        (in_force, key_limit),
+        in_force,
         share,
     )
+    .with_cost(config.cost.clone())
 }
 
 /// The control socket for `drip ctl`, unless `--no-control`.

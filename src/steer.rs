@@ -11,9 +11,10 @@ use serde_json::{json, Value};
 
 use crate::control::protocol::{spell, Request};
 use crate::control::server::Steer;
+use crate::cost::Cost;
 use crate::progress::{lock_ui, Ui};
 use crate::schedule::{records_per_second, Limit, Unit};
-use crate::state::{InForce, Shared};
+use crate::state::{InForce, KeyInForce, Shared};
 use crate::stats::{json_key, ScheduleRow};
 use crate::timetable::{Action, Timetable};
 
@@ -29,10 +30,13 @@ pub(crate) struct Steering {
     limits: InForce,
     /// The display, told the new rate.
     ui: Arc<Mutex<Ui>>,
-    /// The limit per key in force (`--key-rate`, as changed).
-    key_limit: Mutex<Option<Limit>>,
+    /// The limit per key in force (`--key-rate`, as changed; under
+    /// `--share`, as any drip on the NAME changed it).
+    key_limit: KeyInForce,
     /// `--share`'s name, and how its shared limits are changed.
     share: Option<(String, crate::shared::Relimiter)>,
+    /// Which costs each cost limit spends (`--cost-rate NAME=`).
+    cost: Option<Cost>,
 }
 
 impl Steering {
@@ -42,7 +46,7 @@ impl Steering {
         shared: Arc<Shared>,
         ui: Arc<Mutex<Ui>>,
         name: Option<String>,
-        (limits, key_limit): (InForce, Option<Limit>),
+        (limits, key_limit): (InForce, KeyInForce),
         share: Option<(String, crate::shared::Relimiter)>,
     ) -> Steering {
         let started = SystemTime::now()
@@ -54,14 +58,48 @@ impl Steering {
             started,
             limits,
             ui,
-            key_limit: Mutex::new(key_limit),
+            key_limit,
             share,
+            cost: None,
         }
+    }
+
+    /// The same steering, knowing which costs each cost limit spends
+    /// (`drip ctl … cost-rate NAME=…` finds its limits by them).
+    pub(crate) fn with_cost(mut self, cost: Option<Cost>) -> Steering {
+        self.cost = cost;
+        self
+    }
+
+    /// The cost limits of `limits` as `--cost-rate` gives them: each
+    /// `NAME=RATE:BURST` (`RATE:BURST` for the unnamed cost).
+    fn spelled_costs(&self, limits: &[Limit]) -> Vec<String> {
+        let names: Vec<Option<&str>> = self
+            .cost
+            .as_ref()
+            .map(|c| c.budget_names().collect())
+            .unwrap_or_default();
+        limits
+            .iter()
+            .filter(|l| l.unit == Unit::Cost)
+            .enumerate()
+            .map(|(i, l)| match names.get(i).copied().flatten() {
+                Some(name) => format!("{name}={}", spell(l)),
+                None => spell(l),
+            })
+            .collect()
     }
 
     /// Who this drip is and where it stands (an entry of `drip ctl list`).
     fn info(&self) -> Value {
-        let limits = self.limits.lock().unwrap_or_else(|e| e.into_inner());
+        // A copy: not held while the figures are read (a keeper following
+        // a change holds its lease's lock, which they take, and then takes
+        // this one).
+        let limits = self
+            .limits
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         let spelled = |unit: Unit| -> Vec<String> {
             limits
                 .iter()
@@ -76,6 +114,7 @@ impl Steering {
             "name": self.name,
             "rate": spelled(Unit::Records),
             "byte_rate": spelled(Unit::Bytes),
+            "cost_rate": self.spelled_costs(&limits),
             "paused": snap.paused,
             "depth": snap.depth,
             "read": snap.counts.read,
@@ -123,15 +162,24 @@ impl Steering {
                 self.pause(true);
                 return Ok(());
             }
-            Some(Action::Rate(limit)) => {
-                self.local_rate(Some(&limit.into_iter().collect()), None)?
-            }
-            None => self.local_rate(Some(&base.to_vec()), None)?,
+            Some(Action::Rate(limit)) => self.local_records(limit.into_iter().collect())?,
+            None => self.local_records(base.to_vec())?,
         }
         if was_paused {
             self.pause(false);
         }
         Ok(())
+    }
+
+    /// New record limits of this drip alone (a `--schedule` row's), the
+    /// other kinds as they are.
+    fn local_records(&self, records: Vec<Limit>) -> Result<(), String> {
+        let new = Self::replaced(
+            &self.limits.lock().unwrap_or_else(|e| e.into_inner()),
+            Some(&records),
+            None,
+        );
+        self.local_rate(new)
     }
 
     /// Pause or resume, and wake the writer (and a reader waiting for
@@ -144,24 +192,100 @@ impl Steering {
     }
 
     /// New global limits from now on (`drip ctl NAME rate`): the kinds
-    /// given replace those in force; under `--share`, the shared limits of
-    /// every drip on the NAME, through the state (each drip follows them
-    /// at its keeper's next call, this one too).
-    fn rate(&self, records: Option<&Vec<Limit>>, bytes: Option<&Vec<Limit>>) -> Result<(), String> {
-        let Some((_, relimiter)) = &self.share else {
-            return self.local_rate(records, bytes);
-        };
-        let new = Self::replaced(
+    /// given replace those in force, and the cost limits of each budget
+    /// given (`costs`) theirs; under `--share`, the shared limits of every
+    /// drip on the NAME, through the state (each drip follows them at its
+    /// keeper's next call, this one too).
+    ///
+    /// # Errors
+    /// A cost limit given that this drip does not have, a schedule that
+    /// cannot change, or a shared state that cannot be changed: why.
+    fn rate(
+        &self,
+        records: Option<&Vec<Limit>>,
+        bytes: Option<&Vec<Limit>>,
+        costs: &[(Option<String>, Limit)],
+    ) -> Result<(), String> {
+        let mut new = Self::replaced(
             &self.limits.lock().unwrap_or_else(|e| e.into_inner()),
             records,
             bytes,
         );
+        let others = new.iter().filter(|l| l.unit != Unit::Cost).count();
+        let costs = self.costs_replaced(&new[others..], costs)?;
+        new.truncate(others);
+        new.extend(costs);
+        let Some((_, relimiter)) = &self.share else {
+            return self.local_rate(new);
+        };
         // Not under the limits' lock: the keeper takes it, under its
         // lease's, when it follows the change.
-        relimiter.relimit(&new)?;
+        let key = *self.key_limit.lock().unwrap_or_else(|e| e.into_inner());
+        relimiter.relimit(&new, key.as_ref())?;
         lock_ui(&self.ui).set_rate(records_per_second(&new));
         *self.limits.lock().unwrap_or_else(|e| e.into_inner()) = new;
         Ok(())
+    }
+
+    /// The cost limits `costs` (in order) with those of each budget in
+    /// `given` replaced, in order, by the values given for it (a budget:
+    /// the costs a limit spends, `in`, `in+out`, or the unnamed cost).
+    ///
+    /// # Errors
+    /// No cost limit of this drip spends what a value names, or a budget
+    /// is given a number of values other than the number of its limits.
+    fn costs_replaced(
+        &self,
+        costs: &[Limit],
+        given: &[(Option<String>, Limit)],
+    ) -> Result<Vec<Limit>, String> {
+        let mut new = costs.to_vec();
+        if given.is_empty() {
+            return Ok(new);
+        }
+        let Some(cost) = self.cost.as_ref().filter(|_| !costs.is_empty()) else {
+            return Err("this drip has no cost limit (--cost-rate)".to_string());
+        };
+        let places = |name: &Option<String>| -> Vec<usize> {
+            let places = cost.budgets_named(name.as_deref());
+            if places.iter().all(|&p| p < costs.len()) {
+                places
+            } else {
+                Vec::new()
+            }
+        };
+        for (name, _) in given {
+            let mine = places(name);
+            let shown = name
+                .as_deref()
+                .map_or("the unnamed cost".to_string(), |n| format!("'{n}'"));
+            if mine.is_empty() {
+                let spent: Vec<&str> = cost
+                    .budget_names()
+                    .map(|n| n.unwrap_or("(unnamed)"))
+                    .collect();
+                return Err(format!(
+                    "cost-rate: no cost limit of this drip spends {shown} (its cost limits spend: {})",
+                    spent.join(", ")
+                ));
+            }
+            let values: Vec<Limit> = given
+                .iter()
+                .filter(|(n, _)| places(n) == mine)
+                .map(|(_, l)| *l)
+                .collect();
+            if values.len() != mine.len() {
+                return Err(format!(
+                    "cost-rate: {shown}: this drip has {} cost limit(s) spending it; give one value for each (got {})",
+                    mine.len(),
+                    values.len()
+                ));
+            }
+            for (&p, v) in mine.iter().zip(values) {
+                new[p] = v;
+            }
+        }
+        Ok(new)
     }
 
     /// The global limits `limits` with the kinds given replaced.
@@ -189,12 +313,8 @@ impl Steering {
     }
 
     /// New global limits of this drip alone from now on (`drip ctl`, and
-    /// `--schedule`'s rows): the kinds given replace those in force.
-    fn local_rate(
-        &self,
-        records: Option<&Vec<Limit>>,
-        bytes: Option<&Vec<Limit>>,
-    ) -> Result<(), String> {
+    /// `--schedule`'s rows): `new`, all of them.
+    fn local_rate(&self, new: Vec<Limit>) -> Result<(), String> {
         if let Some((share, _)) = &self.share {
             return Err(format!(
                 "this drip shares its limits with others (--share {share}): they are the same for every drip on the state; change them with drip ctl"
@@ -207,7 +327,6 @@ impl Steering {
             );
         }
         let mut limits = self.limits.lock().unwrap_or_else(|e| e.into_inner());
-        let new = Self::replaced(&limits, records, bytes);
         // The time is read under the lock.
         let mut st = self.shared.lock();
         st.adm.replace_limits(self.shared.clock.now(), &new)?;
@@ -219,12 +338,28 @@ impl Steering {
         Ok(())
     }
 
-    /// A new limit per key from now on.
+    /// A new limit per key from now on; under `--share`, for every drip on
+    /// the NAME, through the state (as [`Steering::rate`]).
     fn key_rate(&self, limit: Limit) -> Result<(), String> {
-        if let Some((share, _)) = &self.share {
-            return Err(format!(
-                "this drip shares its limits with others (--share {share}): stop the drips and start them with the new --key-rate"
-            ));
+        if let Some((share, relimiter)) = &self.share {
+            if self
+                .key_limit
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_none()
+            {
+                return Err(format!(
+                    "this drip has no limits per key (--key); those it shares (--share {share}) are global"
+                ));
+            }
+            let limits = self
+                .limits
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            relimiter.relimit(&limits, Some(&limit))?;
+            *self.key_limit.lock().unwrap_or_else(|e| e.into_inner()) = Some(limit);
+            return Ok(());
         }
         let mut st = self.shared.lock();
         let now = self.shared.clock.now();
@@ -277,7 +412,11 @@ impl Steer for Steering {
             Request::Jobs => return self.jobs(),
             Request::Pause => self.pause(true),
             Request::Resume => self.pause(false),
-            Request::Rate { records, bytes } => self.rate(records.as_ref(), bytes.as_ref())?,
+            Request::Rate {
+                records,
+                bytes,
+                costs,
+            } => self.rate(records.as_ref(), bytes.as_ref(), costs)?,
             Request::KeyRate(limit) => self.key_rate(*limit)?,
             Request::Slots(n) => self.jobs_or_refuse()?.set_slots(*n),
         }

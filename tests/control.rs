@@ -467,6 +467,10 @@ fn errors_are_one_line_with_status_1() {
         (vec!["plain", "keys"], "no limits per key (--key)"),
         (vec!["plain", "jobs"], "runs no jobs (--exec)"),
         (vec!["plain", "-j", "3"], "runs no jobs (--exec)"),
+        (
+            vec!["plain", "cost-rate", "5/s"],
+            "this drip has no cost limit (--cost-rate)",
+        ),
     ] {
         let (status, out, err) = ctl(rt, &args, None);
         assert_eq!((status, out.as_str()), (1, ""), "{args:?}");
@@ -478,9 +482,48 @@ fn errors_are_one_line_with_status_1() {
     }
     drip.stop();
 
+    // Cost limits are found by the costs they spend.
+    let costly = Running::start(
+        &[
+            "--cost",
+            "in=2",
+            "--cost-rate",
+            "in=50/s",
+            "--name",
+            "costly",
+            "-q",
+        ],
+        rt,
+        numbered(1..=1000),
+        None,
+    );
+    wait_socket(rt);
+    for (args, says) in [
+        (
+            vec!["costly", "cost-rate", "tokens=5/s"],
+            "cost-rate: no cost limit of this drip spends 'tokens' (its cost limits spend: in)",
+        ),
+        (
+            vec!["costly", "cost-rate", "in=5/s", "in=6/s"],
+            "cost-rate: 'in': this drip has 1 cost limit(s) spending it; give one value for each (got 2)",
+        ),
+    ] {
+        let (status, _, err) = ctl(rt, &args, None);
+        assert_eq!(status, 1, "{args:?}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let answer = ctl_ok(rt, &["costly", "cost-rate", "in=5/s:3"]);
+    assert_eq!(
+        answer["cost_rate"],
+        serde_json::json!(["in=5/s:3"]),
+        "{answer}"
+    );
+    costly.stop();
+
     // Shared limits are the state's: a change of them is made there, for
     // every drip on the NAME (tests/share_ctl.rs); a limit per key of a
-    // shared drip is refused, not made here.
+    // drip that shares none, or the global limits of one that shares
+    // only limits per key, are refused.
     let shared = Running::start(
         &["-r", "50/s", "--name", "sharing", "--share", "ctl-test"],
         rt,
@@ -503,11 +546,17 @@ fn errors_are_one_line_with_status_1() {
     let (status, _, err) = ctl(rt, &["sharing", "key-rate", "5/s"], None);
     assert_eq!(status, 1);
     assert!(
-        err.contains("shares its limits with others (--share ctl-test)"),
+        err.contains("this drip has no limits per key (--key); those it shares (--share ctl-test) are global"),
+        "{err}"
+    );
+    let (status, _, err) = ctl(rt, &["sharing", "cost-rate", "5/s"], None);
+    assert_eq!(status, 1);
+    assert!(
+        err.contains("this drip has no cost limit (--cost-rate)"),
         "{err}"
     );
     shared.stop();
-    // Shared limits per key: `rate` is refused too.
+    // Shared limits per key: `rate` and `key-rate` change them.
     let keyed = Running::start(
         &[
             "-r",
@@ -526,12 +575,42 @@ fn errors_are_one_line_with_status_1() {
         None,
     );
     wait_socket(rt);
-    let (status, _, err) = ctl(rt, &["keyed", "rate", "5/s"], None);
+    let answer = ctl_ok(rt, &["keyed", "rate", "20/s"]);
+    assert_eq!(answer["rate"], serde_json::json!(["20/s:1"]), "{answer}");
+    let answer = ctl_ok(rt, &["keyed", "key-rate", "2/s:3"]);
+    assert_eq!(answer["key_rate"], serde_json::json!("2/s:3"), "{answer}");
+    let (status, _, err) = ctl(rt, &["keyed", "rate", "inf"], None);
     assert_eq!(status, 1);
     assert!(
-        err.contains("shares its limits per key too (--share ctl-keyed"),
+        err.contains("the drips on it share a global limit (--rate, --byte-rate, --cost-rate): one cannot be taken away from here"),
         "{err}"
     );
+    keyed.stop();
+    // Only limits per key shared: a global one cannot be added.
+    let keyed = Running::start(
+        &[
+            "--key",
+            "1",
+            "--key-rate",
+            "5/s",
+            "--name",
+            "keyed",
+            "--share",
+            "ctl-keyonly",
+        ],
+        rt,
+        numbered(1..=1000),
+        None,
+    );
+    wait_socket(rt);
+    let (status, _, err) = ctl(rt, &["keyed", "rate", "20/s"], None);
+    assert_eq!(status, 1);
+    assert!(
+        err.contains("the drips on it share no global limit (--rate, --byte-rate, --cost-rate): one cannot be added from here"),
+        "{err}"
+    );
+    let answer = ctl_ok(rt, &["keyed", "key-rate", "7/s"]);
+    assert_eq!(answer["key_rate"], serde_json::json!("7/s:1"), "{answer}");
     keyed.stop();
 }
 

@@ -12,7 +12,7 @@ mod fleet;
 
 use std::io::Read;
 use std::path::Path;
-use std::process::{Child, ChildStdout, Stdio};
+use std::process::{Child, ChildStdout, Output, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -29,6 +29,13 @@ const BUSY_ALLOWANCE: usize = 2;
 /// held open for a minute when `hold`), its state and control socket
 /// under `runtime`.
 fn drip(args: &[&str], tag: &str, (records, hold): (usize, bool), runtime: &Path) -> Child {
+    let input: String = (1..=records).map(|r| format!("{tag}-{r}\n")).collect();
+    drip_reading(args, input, hold, runtime)
+}
+
+/// `drip ARGS` reading `input` (held open for a minute when `hold`), its
+/// state and control socket under `runtime`.
+fn drip_reading(args: &[&str], input: String, hold: bool, runtime: &Path) -> Child {
     let mut cmd = common::command(args);
     cmd.env("XDG_RUNTIME_DIR", runtime)
         .stdin(Stdio::piped())
@@ -36,7 +43,6 @@ fn drip(args: &[&str], tag: &str, (records, hold): (usize, bool), runtime: &Path
         .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("spawn drip");
     let mut stdin = child.stdin.take().unwrap();
-    let input: String = (1..=records).map(|r| format!("{tag}-{r}\n")).collect();
     thread::spawn(move || {
         use std::io::Write;
         let _ = stdin.write_all(input.as_bytes());
@@ -256,4 +262,328 @@ fn an_unreachable_state_leaves_the_limits_as_they_were() {
     let (_, info, _) = ctl(rt, &["a", "info"]);
     assert!(info.contains(r#""rate":["20/s:1"]"#), "{info}");
     stop(child);
+}
+
+/// A change of limits made by `drip ctl a WORDS…`, judged at one consumer.
+struct Change<'a> {
+    /// Each drip's arguments (besides `--share` and `--name`).
+    args: &'a [&'a str],
+    /// What each numbered line ends with (its cost, say).
+    suffix: &'a str,
+    /// `--share NAME` (a state file's NAME or a Redis URL), or a lone drip.
+    share: Option<&'a str>,
+    /// The drips' names (`a` is the one `drip ctl` asks).
+    names: &'a [&'a str],
+    /// `drip ctl a` WORDS.
+    words: &'a [&'a str],
+    /// The least records sent before the change for the run to be judged.
+    before: usize,
+    /// How long after `drip ctl` answers the judging starts (s).
+    from: f64,
+    /// The most records in any 2 s from the stated time on.
+    most: usize,
+    /// The least records in all from the stated time on.
+    least: usize,
+    /// What `drip ctl NAME info` of each drip holds after the change.
+    info: &'a str,
+    /// What every drip says on stderr when it follows the change; a drip
+    /// started after it with the old limits says it too, once.
+    told: Option<&'a str>,
+}
+
+/// Run `change` once: `None` when judged, else why it could not be.
+fn follow(change: &Change<'_>) -> Option<String> {
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let start = Instant::now();
+    let mut children = Vec::new();
+    let mut readers = Vec::new();
+    for &name in change.names {
+        let mut args = change.args.to_vec();
+        args.extend(["--name", name]);
+        if let Some(share) = change.share {
+            args.extend(["--share", share]);
+        }
+        let input: String = (1..=400)
+            .map(|r| format!("{name}-{r}{}\n", change.suffix))
+            .collect();
+        let mut child = drip_reading(&args, input, true, rt);
+        let out = child.stdout.take().unwrap();
+        readers.push(thread::spawn(move || stamped(out, start)));
+        children.push(child);
+    }
+    for name in change.names {
+        wait_answers(rt, name);
+    }
+    thread::sleep(Duration::from_millis(1500));
+    let mut words = vec!["a"];
+    words.extend_from_slice(change.words);
+    let (status, _, err) = ctl(rt, &words);
+    assert_eq!(status, 0, "drip ctl {words:?}: {err}");
+    let changed = start.elapsed().as_secs_f64();
+    thread::sleep(Duration::from_millis(4500));
+    // A drip started now with the old limits is told, once, and follows.
+    let late = change.share.map(|share| {
+        let mut args = change.args.to_vec();
+        args.extend(["--share", share, "--no-control"]);
+        let input = format!("late-1{0}\nlate-2{0}\n", change.suffix);
+        drip_reading(&args, input, false, rt)
+            .wait_with_output()
+            .unwrap()
+    });
+    let infos: Vec<String> = change
+        .names
+        .iter()
+        .map(|name| ctl(rt, &[name, "info"]).1)
+        .collect();
+    let errs: Vec<String> = children.into_iter().map(stop).collect();
+    let times: Vec<f64> = readers
+        .into_iter()
+        .flat_map(|r| r.join().unwrap())
+        .collect();
+    let before = times.iter().filter(|&&t| t < changed).count();
+    if before < change.before {
+        return Some(format!("{before} records before the change"));
+    }
+    let mut after: Vec<f64> = times
+        .iter()
+        .copied()
+        .filter(|&t| t >= changed + change.from)
+        .collect();
+    after.sort_by(f64::total_cmp);
+    let most = most_in_window(&after, 2.0);
+    assert!(
+        most <= change.most,
+        "{most} records in 2 s after drip ctl {:?} (at most {}): {after:?}",
+        change.words,
+        change.most
+    );
+    assert!(
+        after.len() >= change.least,
+        "{} records after drip ctl {:?} (at least {}): {after:?}",
+        after.len(),
+        change.words,
+        change.least
+    );
+    told(change, &infos, &errs, late);
+    None
+}
+
+/// What the drips of `change` show (`infos`) and say (`errs`), and what
+/// the drip started after it (`late`) did: each follows the change.
+fn told(change: &Change<'_>, infos: &[String], errs: &[String], late: Option<Output>) {
+    for (name, info) in change.names.iter().zip(infos) {
+        assert!(info.contains(change.info), "{name}: {info}");
+    }
+    if let Some(told) = change.told {
+        for (name, err) in change.names.iter().zip(errs) {
+            assert!(err.contains(told), "{name}: {err}");
+        }
+    }
+    if let (Some(late), Some(told)) = (late, change.told) {
+        let err = String::from_utf8_lossy(&late.stderr);
+        assert!(late.status.success(), "the later drip: {err}");
+        assert_eq!(late.stdout.len(), 2 * (7 + change.suffix.len()), "{err}");
+        assert!(
+            err.lines().count() == 1 && err.contains(told),
+            "the later drip: {err}"
+        );
+    }
+}
+
+/// Raising a shared rate: two drips at 5/s together, `drip ctl a rate
+/// 20/s`; from the stated time on they send more than 5/s could (at least
+/// 30 in 3.5 s, where 5/s lets 1 + 17), and at most 1 + 20 × 2 in any 2 s.
+fn raise(share: &str) -> Option<String> {
+    follow(&Change {
+        args: &["-r", "5/s"],
+        suffix: "",
+        share: Some(share),
+        names: &["a", "b"],
+        words: &["rate", "20/s"],
+        before: 5,
+        from: STATED,
+        most: 1 + 40 + BUSY_ALLOWANCE,
+        least: 30,
+        info: r#""rate":["20/s:1"]"#,
+        told: Some("the shared limits were changed by drip ctl to 20/s, burst 1 (this drip had 5/s, burst 1): it follows them"),
+    })
+}
+
+#[test]
+fn ctl_rate_raises_the_limits_of_every_drip_on_one_host() {
+    common::until_judged(3, Duration::from_secs(90), || raise("ctl-raise"));
+}
+
+#[test]
+fn ctl_rate_raises_the_limits_of_every_drip_through_redis() {
+    if !common::have_redis() {
+        return;
+    }
+    let redis = fleet::Redis::start();
+    let share = redis.share("ctl-raise");
+    common::until_judged(3, Duration::from_secs(90), || raise(&share));
+}
+
+/// Lowering a shared cost rate: two drips spending a cost of 2 a record
+/// from 40/s (burst 2) together, `drip ctl a cost-rate 10/s:2`; from the
+/// stated time on they send at most (2 + 10 × 2) / 2 = 11 records in any
+/// 2 s, and still send.
+fn lower_cost(share: &str) -> Option<String> {
+    follow(&Change {
+        args: &["--cost", "2", "--cost-rate", "40/s:2"],
+        suffix: " 2",
+        share: Some(share),
+        names: &["a", "b"],
+        words: &["cost-rate", "10/s:2"],
+        before: 15,
+        from: STATED,
+        most: 11 + BUSY_ALLOWANCE,
+        least: 8,
+        info: r#""cost_rate":["10/s:2"]"#,
+        told: Some("the shared limits were changed by drip ctl to 10 cost/s, burst 2 cost (this drip had 40 cost/s, burst 2 cost): it follows them"),
+    })
+}
+
+#[test]
+fn ctl_cost_rate_changes_the_limits_of_every_drip_on_one_host() {
+    common::until_judged(3, Duration::from_secs(90), || lower_cost("ctl-cost"));
+}
+
+#[test]
+fn ctl_cost_rate_changes_the_limits_of_every_drip_through_redis() {
+    if !common::have_redis() {
+        return;
+    }
+    let redis = fleet::Redis::start();
+    let share = redis.share("ctl-cost");
+    common::until_judged(3, Duration::from_secs(90), || lower_cost(&share));
+}
+
+/// A lone drip's named cost rate, lowered and then judged the same way:
+/// `in=40/s:2` at a cost of 2 a record, `drip ctl a cost-rate in=10/s:2`.
+#[test]
+fn ctl_cost_rate_changes_a_lone_drips_named_cost_limit() {
+    common::until_judged(3, Duration::from_secs(90), || {
+        follow(&Change {
+            args: &["--cost", "in=2", "--cost-rate", "in=40/s:2"],
+            suffix: " 2",
+            share: None,
+            names: &["a"],
+            words: &["cost-rate", "in=10/s:2"],
+            before: 15,
+            from: STATED,
+            most: 11 + BUSY_ALLOWANCE,
+            least: 8,
+            info: r#""cost_rate":["in=10/s:2"]"#,
+            told: None,
+        })
+    });
+}
+
+/// Lowering a shared limit per key: two drips sending records of one key,
+/// 20/s per key together, `drip ctl a key-rate 5/s`; from the stated time
+/// on they send at most 1 + 5 × 2 of it in any 2 s, and still send.
+fn lower_key_rate(share: &str) -> Option<String> {
+    follow(&Change {
+        args: &["--key", "2", "--key-rate", "20/s"],
+        suffix: " k",
+        share: Some(share),
+        names: &["a", "b"],
+        words: &["key-rate", "5/s"],
+        before: 15,
+        from: STATED,
+        most: 11 + BUSY_ALLOWANCE,
+        least: 8,
+        info: r#""key_rate":"5/s:1""#,
+        told: Some("the shared limits were changed by drip ctl to per key 5/s, burst 1 (this drip had per key 20/s, burst 1): it follows them"),
+    })
+}
+
+#[test]
+fn ctl_key_rate_changes_the_limits_of_every_drip_on_one_host() {
+    common::until_judged(3, Duration::from_secs(90), || lower_key_rate("ctl-key"));
+}
+
+#[test]
+fn ctl_key_rate_changes_the_limits_of_every_drip_through_redis() {
+    if !common::have_redis() {
+        return;
+    }
+    let redis = fleet::Redis::start();
+    let share = redis.share("ctl-key");
+    common::until_judged(3, Duration::from_secs(90), || lower_key_rate(&share));
+}
+
+/// Raising a shared limit per key, with a global rate beside it: two
+/// drips at 5/s per key (and 100/s in all), `drip ctl a key-rate 20/s`;
+/// from the stated time on they send more than 5/s could, and at most
+/// 1 + 20 × 2 in any 2 s.
+fn raise_key_rate(share: &str) -> Option<String> {
+    follow(&Change {
+        args: &["-r", "100/s", "--key", "2", "--key-rate", "5/s"],
+        suffix: " k",
+        share: Some(share),
+        names: &["a", "b"],
+        words: &["key-rate", "20/s"],
+        before: 5,
+        from: STATED,
+        most: 1 + 40 + BUSY_ALLOWANCE,
+        least: 30,
+        info: r#""key_rate":"20/s:1""#,
+        told: Some("the shared limits were changed by drip ctl to 100/s, burst 1; per key 20/s, burst 1 (this drip had 100/s, burst 1; per key 5/s, burst 1): it follows them"),
+    })
+}
+
+#[test]
+fn ctl_key_rate_raises_the_limits_of_every_drip_on_one_host() {
+    common::until_judged(3, Duration::from_secs(90), || raise_key_rate("ctl-key-up"));
+}
+
+#[test]
+fn ctl_key_rate_raises_the_limits_of_every_drip_through_redis() {
+    if !common::have_redis() {
+        return;
+    }
+    let redis = fleet::Redis::start();
+    let share = redis.share("ctl-key-up");
+    common::until_judged(3, Duration::from_secs(90), || raise_key_rate(&share));
+}
+
+/// A burst raised on a busy shared key saves nothing up: two drips
+/// sending records of one key at 2/s per key together, `drip ctl a
+/// key-rate 2/s:10`; from the change itself on, at most the slots reserved
+/// before it (1 s of 2/s at most) and 1 + 2 × 2 in any 2 s, where a burst
+/// saved up at the change would let 10 go at once.
+fn raise_key_burst(share: &str) -> Option<String> {
+    follow(&Change {
+        args: &["--key", "2", "--key-rate", "2/s"],
+        suffix: " k",
+        share: Some(share),
+        names: &["a", "b"],
+        words: &["key-rate", "2/s:10"],
+        before: 2,
+        from: 0.0,
+        most: 2 + 5 + BUSY_ALLOWANCE,
+        least: 6,
+        info: r#""key_rate":"2/s:10""#,
+        told: Some("the shared limits were changed by drip ctl to per key 2/s, burst 10 (this drip had per key 2/s, burst 1): it follows them"),
+    })
+}
+
+#[test]
+fn ctl_key_rate_saves_no_burst_up_for_a_busy_key_on_one_host() {
+    common::until_judged(3, Duration::from_secs(90), || {
+        raise_key_burst("ctl-key-burst")
+    });
+}
+
+#[test]
+fn ctl_key_rate_saves_no_burst_up_for_a_busy_key_through_redis() {
+    if !common::have_redis() {
+        return;
+    }
+    let redis = fleet::Redis::start();
+    let share = redis.share("ctl-key-burst");
+    common::until_judged(3, Duration::from_secs(90), || raise_key_burst(&share));
 }

@@ -538,12 +538,13 @@ pub enum Command {
     /// (the top keys), `jobs` (the running jobs), `pause`, `resume`,
     /// `rate RATE[:BURST]...` and `byte-rate SIZE/UNIT[:BURST]...` (each
     /// kind given replaces all the limits of that kind: `rate 10/s
-    /// 500/min:50`), `key-rate RATE[:BURST]`, `-j N`. A new limit starts
-    /// from now: the next record leaves one interval of the new rate after
-    /// the last one, with no credit saved and no catch-up burst. On a drip
-    /// given --share, `rate` and `byte-rate` change the shared limits of
-    /// every drip on the NAME (each follows within 1 s); `key-rate` is
-    /// refused. Errors: one line on
+    /// 500/min:50`), `cost-rate [NAME=]N/UNIT[:BURST]...` (the limits
+    /// spending the costs named: `cost-rate in=30000/min`), `key-rate
+    /// RATE[:BURST]`, `-j N`. A new limit starts from now: the next record
+    /// leaves one interval of the new rate after the last one, with no
+    /// credit saved and no catch-up burst. On a drip given --share, `rate`,
+    /// `byte-rate`, `cost-rate` and `key-rate` change the shared limits of
+    /// every drip on the NAME (each follows within 1 s). Errors: one line on
     /// stderr, exit status 1 (no such drip, a refusal, a bad command);
     /// `drip ctl` alone prints this help on stderr, exit status 2.
     #[command(

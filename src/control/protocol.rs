@@ -26,14 +26,19 @@ pub enum Request {
     Pause,
     /// Records leave again as the schedule says.
     Resume,
-    /// New global limits from now on: the record limits (`rate`) and the
-    /// byte limits (`byte-rate`), each kind replaced whole when given.
+    /// New global limits from now on: the record limits (`rate`), the
+    /// byte limits (`byte-rate`), each kind replaced whole when given, and
+    /// the cost limits (`cost-rate`) of each budget named.
     Rate {
         /// The new `--rate` limits, when any `rate` was given (empty:
         /// `rate inf`, no record limit).
         records: Option<Vec<Limit>>,
         /// The new `--byte-rate` limits, when any `byte-rate` was given.
         bytes: Option<Vec<Limit>>,
+        /// The new `--cost-rate` limits, each with the costs it spends
+        /// (`in`, `in+out`; `None`: the unnamed cost), in the order given;
+        /// empty when no `cost-rate` was given.
+        costs: Vec<(Option<String>, Limit)>,
     },
     /// A new limit per key from now on (`--key-rate`).
     KeyRate(Limit),
@@ -43,7 +48,7 @@ pub enum Request {
 
 /// The commands, for `--help` and errors.
 pub const COMMANDS: &str =
-    "list, info, stats, keys, jobs, pause, resume, rate RATE[:BURST]..., byte-rate SIZE/UNIT[:BURST]..., key-rate RATE[:BURST], -j N";
+    "list, info, stats, keys, jobs, pause, resume, rate RATE[:BURST]..., byte-rate SIZE/UNIT[:BURST]..., cost-rate [NAME=]N/UNIT[:BURST]..., key-rate RATE[:BURST], -j N";
 
 /// The longest request line a drip reads, in bytes, its newline included.
 pub const MAX_REQUEST: usize = 4096;
@@ -88,7 +93,7 @@ pub fn parse(words: &[String]) -> Result<Request, String> {
         "jobs" => alone(Request::Jobs),
         "pause" => alone(Request::Pause),
         "resume" => alone(Request::Resume),
-        "rate" | "byte-rate" => rates(first, &rest),
+        "rate" | "byte-rate" | "cost-rate" => rates(first, &rest),
         "key-rate" => match rest.as_slice() {
             [value] => {
                 let (rate, burst) = crate::rate::parse_key_rate(value)
@@ -113,16 +118,18 @@ pub fn parse(words: &[String]) -> Result<Request, String> {
     }
 }
 
-/// `rate R… [rate R… | byte-rate B…]…`, starting with `first`: each
-/// `rate` or `byte-rate` takes the values after it up to the next one
-/// (`rate 10/s 500/min:50` is `rate 10/s rate 500/min:50`).
+/// `rate R… [rate R… | byte-rate B… | cost-rate C…]…`, starting with
+/// `first`: each `rate`, `byte-rate` or `cost-rate` takes the values after
+/// it up to the next one (`rate 10/s 500/min:50` is `rate 10/s rate
+/// 500/min:50`).
 fn rates(first: &str, rest: &[&str]) -> Result<Request, String> {
     let mut records: Option<Vec<Limit>> = None;
     let mut bytes: Option<Vec<Limit>> = None;
+    let mut costs = Vec::new();
     let mut kind = first;
     let mut valued = false;
     for &word in rest {
-        if word == "rate" || word == "byte-rate" {
+        if matches!(word, "rate" | "byte-rate" | "cost-rate") {
             if !valued {
                 return Err(format!("{kind}: needs a value"));
             }
@@ -141,6 +148,11 @@ fn rates(first: &str, rest: &[&str]) -> Result<Request, String> {
                     unit: Unit::Records,
                 });
             }
+        } else if kind == "cost-rate" {
+            let (name, rate, burst) = crate::cost::parse_named_cost_rate(word)
+                .map_err(|why| format!("cost-rate '{word}': {why}"))?;
+            let unit = Unit::Cost;
+            costs.push((name, Limit { rate, burst, unit }));
         } else {
             let (rate, burst) = crate::rate::parse_byte_rate_burst(word)
                 .map_err(|why| format!("byte-rate '{word}': {why}"))?;
@@ -154,7 +166,11 @@ fn rates(first: &str, rest: &[&str]) -> Result<Request, String> {
     if !valued {
         return Err(format!("{kind}: needs a value"));
     }
-    Ok(Request::Rate { records, bytes })
+    Ok(Request::Rate {
+        records,
+        bytes,
+        costs,
+    })
 }
 
 /// The reply for an error: `{"error":"…"}`.
@@ -198,6 +214,7 @@ mod tests {
             Request::Rate {
                 records: Some(r),
                 bytes: None,
+                ..
             } => {
                 assert_eq!(r.len(), 2);
                 assert_eq!((r[0].burst, r[1].burst), (1, 50));
@@ -216,6 +233,7 @@ mod tests {
             Request::Rate {
                 records: None,
                 bytes: Some(b),
+                ..
             } => assert_eq!((b[0].burst, b[0].unit), (512, Unit::Bytes)),
             other => panic!("{other:?}"),
         }
@@ -223,9 +241,29 @@ mod tests {
             parse(&words("rate inf")),
             Ok(Request::Rate {
                 records: Some(vec![]),
-                bytes: None
+                bytes: None,
+                costs: vec![],
             })
         );
+        // Cost rates, named or not, each with its burst (1 when not given).
+        match parse(&words("cost-rate in=30000/min:3000 500/s rate 5/s")).unwrap() {
+            Request::Rate {
+                records: Some(r),
+                bytes: None,
+                costs,
+            } => {
+                assert_eq!(r.len(), 1);
+                let named: Vec<(Option<&str>, u64, Unit)> = costs
+                    .iter()
+                    .map(|(n, l)| (n.as_deref(), l.burst, l.unit))
+                    .collect();
+                assert_eq!(
+                    named,
+                    [(Some("in"), 3000, Unit::Cost), (None, 1, Unit::Cost)]
+                );
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
@@ -253,6 +291,13 @@ mod tests {
             .starts_with("rate '0/s'"));
         assert!(parse(&words("rate 1/s pause")).is_err());
         assert!(parse(&words("key-rate inf")).is_err());
+        assert_eq!(
+            parse(&words("cost-rate")),
+            Err("cost-rate: needs a value".to_string())
+        );
+        assert!(parse(&words("cost-rate 1+2=5/s"))
+            .unwrap_err()
+            .starts_with("cost-rate '1+2=5/s': "));
         assert!(parse(&words("-j 0")).is_err());
     }
 

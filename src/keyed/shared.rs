@@ -42,6 +42,12 @@ pub trait KeySchedule: Send + std::fmt::Debug {
     /// How long before its record's turn a key asks for its slot (ns):
     /// the time slots take to arrive.
     fn lead(&self) -> u64;
+    /// The limit per key, when `drip ctl` changed it for every drip on the
+    /// state since last asked (the schedule follows it already); each
+    /// change once.
+    fn relimited(&mut self) -> Option<crate::schedule::Limit> {
+        None
+    }
 }
 
 /// What a key's shared lease holds ([`KeySchedule::first_slot`]).
@@ -291,6 +297,10 @@ impl Keyed {
     /// and that round's length (ns).
     fn begin_walk(&mut self, now: u64, global: &dyn Schedule) -> (bool, u64) {
         self.note_global(global);
+        let shared = &mut self.pacing.shared_mut().schedule;
+        if let Some(limit) = shared.relimited() {
+            self.replace_limit(now, limit.rate, limit.burst);
+        }
         let shared = &mut self.pacing.shared_mut().schedule;
         for (due, s) in shared.arrived() {
             if self.table.slots[s as usize].lane == Lane::Timed {

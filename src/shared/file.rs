@@ -409,13 +409,22 @@ impl Store for FileStore {
     }
 
     fn relimit(&mut self) -> Result<(), Failure> {
-        let meters = self.meters.clone();
-        self.with_any_state(true, |g, _, now, _| g.relimit(&meters, now))
+        let (meters, step) = (self.meters.clone(), self.key_step);
+        self.with_any_state(true, |g, book, now, _| {
+            g.relimit(&meters, now);
+            if let Some(step) = step {
+                book.relimit(step, now);
+            }
+        })
     }
 
-    fn adopt(&mut self, spec: String, meters: Vec<Meter>) {
+    fn adopt(&mut self, spec: String, meters: Vec<Meter>, key_step: Option<Step>) {
         self.spec = spec;
-        self.meters = meters;
+        if self.key_step.is_some() {
+            self.key_step = key_step.or(self.key_step);
+        } else {
+            self.meters = meters;
+        }
     }
 
     fn unreadable(&mut self) -> Option<String> {

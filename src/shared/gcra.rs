@@ -210,6 +210,29 @@ pub fn limits_of(spec: &str) -> Option<Vec<Limit>> {
         .collect()
 }
 
+/// The global limits and the key limit a [`spec`] or [`spec_with_key`]
+/// records, in its order; `None` when it holds an unlimited rate or text
+/// drip does not write.
+pub fn split_spec(spec: &str) -> Option<(Vec<Limit>, Option<Limit>)> {
+    let (global, key) = match spec.split_once("key:") {
+        Some((global, key)) => (global.strip_suffix(',').unwrap_or(global), Some(key)),
+        None => (spec, None),
+    };
+    let limits = if global.is_empty() {
+        Vec::new()
+    } else {
+        limits_of(global)?
+    };
+    let key = match key {
+        Some(k) => match limits_of(k)?.as_slice() {
+            [one] if one.unit == Unit::Records => Some(*one),
+            _ => return None,
+        },
+        None => None,
+    };
+    Some((limits, key))
+}
+
 /// A rate as people write it: a whole count per second, minute, hour or
 /// day when there is one (`100/min`, not `1.666667/s`), else
 /// `COUNT/PERIOD` (`3/7s`).
@@ -495,6 +518,21 @@ impl KeyBook {
         let back = g.give_back(&[step], seq, first_unused);
         k.tat = g.idle_from().unwrap_or(k.tat);
         back
+    }
+
+    /// A new key limit (`step`) from `now` on (`drip ctl`, as
+    /// [`Gcra::relimit`] for each key): each key's slots already reserved
+    /// stay, its new schedule starts after the last of them with no
+    /// credit (its `TAT` a whole tolerance past it), and its reservation
+    /// number moves on, so no old slot goes back into the new schedule.
+    /// Keys whose schedule has rested are forgotten first, as at every
+    /// call.
+    pub fn relimit(&mut self, step: Step, now: i64) {
+        self.prune(now);
+        for k in self.keys.values_mut() {
+            k.tat = k.tat.saturating_add(step.tolerance);
+            k.seq += 1;
+        }
     }
 
     /// Forget the keys whose schedule has rested by `now` (their `TAT` has
@@ -846,6 +884,15 @@ mod tests {
         ];
         assert_eq!(limits_of(&spec(&limits)), Some(limits.to_vec()));
         assert_eq!(limits_of(&spec_with_key(&limits, &limits[0])), None);
+        assert_eq!(
+            split_spec(&spec_with_key(&limits, &limits[0])),
+            Some((limits.to_vec(), Some(limits[0])))
+        );
+        assert_eq!(
+            split_spec(&spec_with_key(&[], &limits[0])),
+            Some((vec![], Some(limits[0])))
+        );
+        assert_eq!(split_spec(&spec(&limits)), Some((limits.to_vec(), None)));
         assert_eq!(limits_of("garbage"), None);
     }
 
@@ -935,6 +982,22 @@ mod tests {
             .map(|i| times[i..].iter().take_while(|&&t| t < times[i] + w).count())
             .max()
             .unwrap_or(0)
+    }
+
+    /// A key's new limit starts after the slots it had reserved, with no
+    /// burst saved up, and its old slots can no longer go back.
+    #[test]
+    fn a_keys_new_limit_starts_after_its_old_slots_without_credit() {
+        let mut book = KeyBook::default();
+        let (seq, slots) = book.reserve(key_step(10, 1), 0, "a", 3, 1000 * MS);
+        assert_eq!(slots, [0, 100 * MS, 200 * MS]);
+        // 1/s, burst 3, at 50 ms: the first new slot at 300 ms (after the
+        // old ones), the next a whole second later, not a burst.
+        let new = key_step(1, 3);
+        book.relimit(new, 50 * MS);
+        assert!(!book.give_back(new, "a", seq, 200 * MS));
+        let (_, slots) = book.reserve(new, 50 * MS, "a", 2, 100_000 * MS);
+        assert_eq!(slots, [300 * MS, 1_300 * MS]);
     }
 
     /// Three participants reserving for three keys in batches on virtual

@@ -176,11 +176,16 @@ pub(crate) trait Grants: Send + 'static {
     fn unused(&mut self) -> Vec<Return>;
     /// Pace alone from `now` on (`local`).
     fn go_local(&mut self, now: u64);
-    /// Follow `limits`, changed by `drip ctl` for every drip on the
-    /// state, from now on; `false` when this kind of grant cannot (the
-    /// keys' leases).
-    fn adopt(&mut self, limits: &[crate::schedule::Limit]) -> bool {
-        let _ = limits;
+    /// Follow `limits` (the global ones) and `key` (the limit per key),
+    /// changed by `drip ctl` for every drip on the state, from now on;
+    /// `false` when this kind of grant cannot (the limits it serves are
+    /// gone).
+    fn adopt(
+        &mut self,
+        limits: &[crate::schedule::Limit],
+        key: Option<&crate::schedule::Limit>,
+    ) -> bool {
+        let _ = (limits, key);
         false
     }
 }
@@ -239,6 +244,9 @@ pub(crate) struct Keeper<G> {
     /// The limits the store asks with (their spec), as `drip ctl` changed
     /// them.
     pub(crate) spec: String,
+    /// The spec this drip last said it follows, shared by its keepers
+    /// (global and per key), so that a change is told once.
+    pub(crate) told: Arc<Mutex<String>>,
 }
 
 impl<G: Grants> Keeper<G> {
@@ -399,19 +407,24 @@ impl<G: Grants> Keeper<G> {
     /// limits' lease), and say so (unless quiet). Returns whether it
     /// does; if not, they are a mismatch that stops drip.
     fn follow(&mut self, theirs: &str) -> bool {
-        let Some(limits) = super::gcra::limits_of(theirs) else {
+        let Some((limits, key)) = super::gcra::split_spec(theirs) else {
             return false;
         };
-        if !self.lease.lock().adopt(&limits) {
+        if !self.lease.lock().adopt(&limits, key.as_ref()) {
             return false;
         }
         let meters = limits.iter().map(super::gcra::Meter::of).collect();
-        if !self.voice.quiet {
+        let mut told = self.told.lock().unwrap_or_else(|e| e.into_inner());
+        if !self.voice.quiet && *told != theirs {
             let name = self.voice.name.trim_start_matches("--share ");
+            let name = name.trim_end_matches(" (limits per key)");
             eprintln!("drip: {}", super::told(name, &self.spec, theirs));
         }
+        theirs.clone_into(&mut told);
+        drop(told);
         self.spec = theirs.to_string();
-        self.store.adopt(self.spec.clone(), meters);
+        let step = key.as_ref().map(super::gcra::Step::of);
+        self.store.adopt(self.spec.clone(), meters, step);
         (self.notify)(false);
         true
     }
@@ -584,6 +597,7 @@ mod tests {
             retry: Retry::new(fastrand::Rng::with_seed(5)),
             offset: ClockOffset::default(),
             spec: String::new(),
+            told: Arc::default(),
         };
         (lease, keeper)
     }

@@ -3,9 +3,11 @@
 -- KeyBook in src/shared/keys.rs does for the state file), or give unused
 -- ones back, for many keys in one atomic step on the server's clock.
 --
--- KEYS[1]  the state of the NAME (its hash holds the limits' spec)
+-- KEYS[1]  the state of the NAME (its hash holds the limits' spec, gen,
+--          and, once drip ctl changed them, kgen and ks, kn: how many
+--          times and when, on the server's clock)
 -- KEYS[2..] one hash per key: s, n (its TAT: seconds and ns of the
---          server's clock), seq
+--          server's clock), seq, g (the kgen it follows)
 -- ARGV[1]  "hello", "reserve" or "giveback"
 -- ARGV[2]  "-1" for the server's TIME; otherwise a test clock in seconds,
 -- ARGV[3]  and its nanoseconds
@@ -20,14 +22,23 @@
 --
 -- Returns {1, fresh, sec, nsec, then for each key: seq, count, d1, d2, ...}
 -- (reserve: departure times in ns after sec.nsec; giveback: count 1 when
--- given back, 0 when someone reserved since), {-1, stored spec} when the
--- limits differ. Times are kept relative to now, so Lua's numbers stay
--- exact.
+-- given back, 0 when someone reserved since), {-1, stored spec, gen} when
+-- the limits differ. Times are kept relative to now, so Lua's numbers
+-- stay exact. A key whose g is behind kgen, busy when the limits changed,
+-- first restarts its schedule as script.lua's relimit does: after its
+-- slots reserved, with no credit (its TAT a whole tolerance later), its
+-- seq moved on so no old slot goes back.
 local meta = KEYS[1]
 local spec = ARGV[4]
-local stored = redis.call('HGET', meta, 'limits')
+local m = redis.call('HMGET', meta, 'limits', 'gen', 'kgen', 'ks', 'kn')
+local stored = m[1]
 if stored and stored ~= spec then
-  return {-1, stored}
+  return {-1, stored, number_of(m[2]) or 0}
+end
+local kgen = number_of(m[3]) or 0
+local changed_at = -2^52
+if number_of(m[4]) and number_of(m[5]) then
+  changed_at = (number_of(m[4]) - sec) * 1e9 + (number_of(m[5]) - nsec)
 end
 local fresh = 0
 if not stored then
@@ -41,7 +52,7 @@ local out = {1, fresh, sec, nsec}
 local longest = 0
 for i = 2, #KEYS do
   local k = KEYS[i]
-  local st = redis.call('HMGET', k, 's', 'n', 'seq')
+  local st = redis.call('HMGET', k, 's', 'n', 'seq', 'g')
   local tat
   local ts, tn = number_of(st[1]), number_of(st[2])
   if ts and tn then
@@ -49,6 +60,13 @@ for i = 2, #KEYS do
   end
   local seq = number_of(st[3]) or 0
   local changed = false
+  if tat and (number_of(st[4]) or 0) < kgen then
+    if tat > changed_at then
+      tat = tat + tolerance
+    end
+    seq = seq + 1
+    changed = true
+  end
   if op == 'reserve' then
     local base = 8 + 3 * (i - 2)
     local want = math.max(tonumber(ARGV[base]), 1)
@@ -88,7 +106,7 @@ for i = 2, #KEYS do
     local at = nsec + tat
     local s = sec + math.floor(at / 1e9)
     local n = at - (s - sec) * 1e9
-    redis.call('HSET', k, 's', string.format('%d', s), 'n', string.format('%d', n), 'seq', seq)
+    redis.call('HSET', k, 's', string.format('%d', s), 'n', string.format('%d', n), 'seq', seq, 'g', kgen)
     -- Each key's state outlives its schedule by 10 s, then expires.
     local ttl = math.floor(math.max(tat, 0) / 1e6) + 10000
     redis.call('PEXPIRE', k, ttl)

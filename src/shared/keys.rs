@@ -30,7 +30,8 @@ use super::keeper::{Grants, Lease, Mode, Request, Return, Status, Turn};
 use super::lease::Held;
 use super::protocol::{horizon, late_ns, Reply, POLL_NS};
 use crate::keyed::{KeySchedule, LeaseHead, Want};
-use crate::pacer::{Pacer, Position};
+use crate::pacer::{slack_for, Pacer, Position};
+use crate::schedule::Limit;
 
 /// Keys one call reserves for at most.
 pub const MAX_BATCH: usize = 500;
@@ -81,6 +82,11 @@ pub(crate) struct KeyLeases {
     /// The key rate, slots a second.
     per_second: f64,
     pub(crate) status: Status,
+    /// The limit per key `drip ctl` changed, until the keys' schedule
+    /// takes it ([`SharedKeys::relimited`]).
+    relimited: Option<Limit>,
+    /// The limit per key in force, as `drip ctl` shows it.
+    pub(crate) in_force: Option<crate::state::KeyInForce>,
 }
 
 impl KeyLeases {
@@ -247,6 +253,18 @@ impl Grants for KeyLeases {
         self.status.mode = Mode::Local;
         self.wake_all(now);
     }
+
+    fn adopt(&mut self, _limits: &[Limit], key: Option<&Limit>) -> bool {
+        let Some(&key) = key else {
+            return false;
+        };
+        self.per_second = key.rate.per_second();
+        self.relimited = Some(key);
+        if let Some(in_force) = &self.in_force {
+            *in_force.lock().unwrap_or_else(|e| e.into_inner()) = Some(key);
+        }
+        true
+    }
 }
 
 /// The per-key schedule of a drip sharing its key limits: each key's
@@ -258,6 +276,8 @@ pub struct SharedKeys {
     lease: Arc<Lease<KeyLeases>>,
     /// The divided key limit, for `local`.
     pacer: Pacer,
+    /// `--share-peers`, which the lone pace divides the key rate by.
+    peers: u64,
     /// How late a slot may still be used (ns).
     late: u64,
     last_now: u64,
@@ -268,9 +288,16 @@ impl SharedKeys {
         SharedKeys {
             lease,
             pacer,
+            peers: 1,
             late: late_ns(per_second),
             last_now: 0,
         }
+    }
+
+    /// The same, its lone pace the key rate divided by `peers`.
+    pub(crate) fn with_peers(mut self, peers: u64) -> SharedKeys {
+        self.peers = peers;
+        self
     }
 
     /// Drop key `s`'s slots too late to use at `now` ([`Held::drop_late`];
@@ -434,6 +461,14 @@ impl KeySchedule for SharedKeys {
         // never left without a wake-up, and drip never takes the line
         // for finished while records wait in it.
         Some(self.last_now.saturating_add(POLL_NS))
+    }
+
+    fn relimited(&mut self) -> Option<Limit> {
+        let limit = self.lease.lock().relimited.take()?;
+        let local = super::divided(&limit, self.peers);
+        self.pacer = Pacer::new(local.rate, local.burst, slack_for(local.rate));
+        self.late = late_ns(limit.rate.per_second());
+        Some(limit)
     }
 
     fn lead(&self) -> u64 {

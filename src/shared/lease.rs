@@ -384,7 +384,10 @@ impl Grants for GlobalLease {
         self.status.mode = Mode::Local;
     }
 
-    fn adopt(&mut self, limits: &[Limit]) -> bool {
+    fn adopt(&mut self, limits: &[Limit], _key: Option<&Limit>) -> bool {
+        if limits.is_empty() {
+            return false;
+        }
         self.meters = limits.iter().map(Meter::of).collect();
         self.relimited = Some(limits.to_vec());
         if let Some(in_force) = &self.in_force {

@@ -143,6 +143,9 @@ pub struct Handle {
     notify: Arc<Mutex<Bell>>,
     name: String,
     spec: String,
+    /// The spec a change of the limits was last told for (by either
+    /// keeper).
+    told: Arc<Mutex<String>>,
 }
 
 impl fmt::Debug for Handle {
@@ -226,14 +229,23 @@ impl Handle {
         Relimiter {
             share: share.clone(),
             keyed: self.keys.is_some(),
+            global: self.lease.is_some(),
         }
     }
 
     /// Keep `in_force` (what `drip ctl` and `--metrics` show) the shared
-    /// limits when `drip ctl` changes them, on any drip of the NAME.
-    pub fn follow_in_force(&self, in_force: &crate::state::InForce) {
+    /// limits, and `key_in_force` the limit per key, when `drip ctl`
+    /// changes them, on any drip of the NAME.
+    pub fn follow_in_force(
+        &self,
+        in_force: &crate::state::InForce,
+        key_in_force: &crate::state::KeyInForce,
+    ) {
         if let Some(lease) = &self.lease {
             lease.lock().in_force = Some(Arc::clone(in_force));
+        }
+        if let Some(keys) = &self.keys {
+            keys.lock().in_force = Some(Arc::clone(key_in_force));
         }
     }
 
@@ -287,34 +299,46 @@ impl Counters {
 #[derive(Debug, Clone)]
 pub struct Relimiter {
     share: Share,
-    /// The limits per key are shared too: not changed from here.
+    /// The limits per key are shared too.
     keyed: bool,
+    /// Global limits are shared (not only limits per key).
+    global: bool,
 }
 
 impl Relimiter {
-    /// Store `limits` (the global ones, all of them) as the shared limits
+    /// Store `limits` (the global ones, all of them) and, when the limits
+    /// per key are shared, `key` (the limit per key) as the shared limits
     /// from now on ([`protocol::Store::relimit`]). Every drip on the NAME,
     /// this one too, follows them at its keeper's next call.
     ///
     /// # Errors
-    /// The limits per key are shared too, a limit is unlimited, or the
+    /// A limit is unlimited, global limits would be added or taken away
+    /// (the drips on the NAME pace by the kinds they started with), or the
     /// state cannot be reached or used (why, in a sentence).
-    pub fn relimit(&self, limits: &[Limit]) -> Result<(), String> {
+    pub fn relimit(&self, limits: &[Limit], key: Option<&Limit>) -> Result<(), String> {
         let name = self.share.target.name();
-        if self.keyed {
-            return Err(format!(
-                "this drip shares its limits per key too (--share {name} with --key-rate): its shared limits cannot be changed from here; stop the drips and start them with the new limits"
-            ));
-        }
-        if limits.is_empty() || limits.iter().any(|l| l.rate == Rate::Unlimited) {
+        let key = key.filter(|_| self.keyed);
+        if (limits.is_empty() && key.is_none()) || limits.iter().any(|l| l.rate == Rate::Unlimited)
+        {
             return Err(format!(
                 "--share {name}: a shared limit must be a rate: this would leave none"
             ));
         }
+        if limits.is_empty() == self.global {
+            return Err(format!(
+                "--share {name}: the drips on it share {} global limit (--rate, --byte-rate, --cost-rate): one cannot be {} from here; stop the drips and start them with the new limits",
+                if self.global { "a" } else { "no" },
+                if self.global { "taken away" } else { "added" }
+            ));
+        }
         let limits = canonical(limits);
         let meters = limits.iter().map(gcra::Meter::of).collect();
-        let mut store =
-            store(&self.share, &gcra::spec(&limits), meters, None).map_err(|e| e.to_string())?;
+        let spec = match key {
+            Some(k) => gcra::spec_with_key(&limits, k),
+            None => gcra::spec(&limits),
+        };
+        let step = key.map(gcra::Step::of);
+        let mut store = store(&self.share, &spec, meters, step).map_err(|e| e.to_string())?;
         store.relimit().map_err(|f| match f {
             Failure::Unreachable(why) | Failure::Fatal(why) => format!(
                 "--share {name}: the shared state cannot be changed: {why}; the limits are as they were"
@@ -379,6 +403,7 @@ pub fn open(
         notify: Arc::clone(&notify),
         name: name.clone(),
         spec: spec.clone(),
+        told: Arc::default(),
     };
     let notify: Wake = Arc::new(move |stop| {
         let mut bell = notify.lock().unwrap_or_else(|e| e.into_inner());
@@ -489,6 +514,7 @@ fn start_keeper<G: Grants>(
         retry: Retry::new(fastrand::Rng::new()),
         offset: protocol::ClockOffset::default(),
         spec: handle.spec.clone(),
+        told: Arc::clone(&handle.told),
     };
     // A rendezvous: an answer no one waits for any more is not sent.
     let (answer, answered) = std::sync::mpsc::sync_channel(0);
@@ -596,7 +622,7 @@ fn open_keys(
     start_keeper(share, store, &lease, what, notify, handle)?;
     let local = divided(key, share.peers);
     let pacer = Pacer::new(local.rate, local.burst, slack_for(local.rate));
-    Ok(keys::SharedKeys::new(lease, pacer, per_second))
+    Ok(keys::SharedKeys::new(lease, pacer, per_second).with_peers(share.peers))
 }
 
 /// What a lost state lets through beyond the bound, as the message says

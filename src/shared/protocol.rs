@@ -114,10 +114,12 @@ pub trait Store: Send {
     fn relimit(&mut self) -> Result<(), Failure> {
         Err(Failure::Fatal("its limits cannot be changed".into()))
     }
-    /// Use `spec` (the global limits' `meters`) as this store's limits
-    /// from now on: the stored ones, changed by `drip ctl`.
-    fn adopt(&mut self, spec: String, meters: Vec<Meter>) {
-        let _ = (spec, meters);
+    /// Use `spec` (the global limits' `meters`, the key limit's
+    /// `key_step`) as this store's limits from now on: the stored ones,
+    /// changed by `drip ctl`. A store of the keys keeps no global meters,
+    /// one of the global limits no key step.
+    fn adopt(&mut self, spec: String, meters: Vec<Meter>, key_step: Option<super::gcra::Step>) {
+        let _ = (spec, meters, key_step);
     }
     /// Why a call since the last asked found a stored state it could not
     /// read (a state file of garbage) and started the state afresh: a lost

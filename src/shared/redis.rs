@@ -928,9 +928,13 @@ impl Store for RedisStore {
         self.call("relimit", &[]).map(drop)
     }
 
-    fn adopt(&mut self, spec: String, meters: Vec<Meter>) {
+    fn adopt(&mut self, spec: String, meters: Vec<Meter>, key_step: Option<Step>) {
         self.spec = spec;
-        self.meters = meters;
+        if self.key_step.is_some() && self.meters.is_empty() {
+            self.key_step = key_step.or(self.key_step);
+        } else {
+            self.meters = meters;
+        }
     }
 
     fn reserve(&mut self, asks: &[Ask<'_>], horizon: i64) -> Result<Reply, Failure> {

@@ -29,7 +29,10 @@
 -- limits differ. "relimit" stores ARGV[4] and its limits whatever is
 -- stored, one generation on: the new schedule starts after every slot
 -- reserved (the latest TAT, or now), with no credit (each TAT a whole
--- tolerance past that), and seq moves on so no old slot goes back.
+-- tolerance past that), and seq moves on so no old slot goes back. When
+-- the limits per key are shared too (a "key:" in the spec), it also
+-- stores kgen (one on) and ks, kn (now, the server's clock): keys.lua
+-- restarts each key's schedule so when it next touches the key.
 local key = KEYS[1]
 local n = tonumber(ARGV[5])
 local stored = redis.call('HMGET', key, 'limits', 'epoch', 'seq', 'gen')
@@ -76,6 +79,8 @@ local function reach(j, s)
 end
 local extra = 6 + 4 * n
 local out
+-- A relimit's fields for the keys' schedules (keys.lua).
+local keyed = {}
 if op == 'reserve' then
   local want = math.max(tonumber(ARGV[extra]), 1)
   local horizon = tonumber(ARGV[extra + 1])
@@ -148,10 +153,17 @@ elseif op == 'relimit' then
   seq = seq + 1
   gen = gen + 1
   out = {1, seq, now, fresh and 1 or 0}
+  if string.find(ARGV[4], 'key:', 1, true) then
+    local kgen = number_of(redis.call('HGET', key, 'kgen')) or 0
+    keyed = {'kgen', kgen + 1, 'ks', sec, 'kn', nsec}
+  end
 else
   out = {1, seq, now, fresh and 1 or 0}
 end
 local fields = {'limits', ARGV[4], 'gen', gen, 'epoch', epoch, 'seq', seq}
+for _, f in ipairs(keyed) do
+  fields[#fields + 1] = f
+end
 local last = now
 for j = 1, n do
   if tats[j] then
@@ -165,6 +177,12 @@ if fresh then
   redis.call('DEL', key)
 end
 redis.call('HSET', key, unpack(fields))
--- The state outlives its schedule by 10 s, then expires by itself.
-redis.call('PEXPIRE', key, math.floor((last - now) / 1e6) + 10000)
+-- The state outlives its schedule by 10 s, then expires by itself (and
+-- after a relimit no sooner than it would have: the keys' schedules
+-- outlive it otherwise, and their change with it).
+local ttl = math.floor((last - now) / 1e6) + 10000
+if op == 'relimit' then
+  ttl = math.max(ttl, redis.call('PTTL', key))
+end
+redis.call('PEXPIRE', key, ttl)
 return out

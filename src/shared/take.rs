@@ -124,7 +124,7 @@ pub fn run(req: &Request, err: &mut dyn Write) -> i32 {
                 let meters = gcra::limits_of(&theirs).unwrap_or_default();
                 place
                     .store()
-                    .adopt(theirs, meters.iter().map(Meter::of).collect());
+                    .adopt(theirs, meters.iter().map(Meter::of).collect(), None);
                 continue;
             }
             Err(Failure::Mismatch(theirs) | Failure::Changed(theirs)) => {

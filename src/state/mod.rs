@@ -204,6 +204,10 @@ pub(crate) const KILL_AFTER_LEAVE: Duration = Duration::from_millis(200);
 /// `--metrics` (which reports the rate).
 pub(crate) type InForce = Arc<Mutex<Vec<Limit>>>;
 
+/// The limit per key in force (`--key-rate`, as `drip ctl` changed it),
+/// shared by the steering and, under `--share`, the keys' keeper.
+pub(crate) type KeyInForce = Arc<Mutex<Option<Limit>>>;
+
 impl State {
     /// A state around `adm`, with nothing read yet.
     pub(crate) fn new(adm: Admission, dead: DeadLetter, keep_dead: bool) -> State {
