@@ -3135,10 +3135,7 @@ impl BudgetOutage {
 
     /// Kill the server (SIGKILL), now.
     fn kill(&mut self) {
-        if let Some(mut child) = self.redis.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.redis.kill();
     }
 
     /// Close drip's input; its exit status and stderr, and the server.
