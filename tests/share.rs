@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 
 use common::{numbered, send_signal, timed_lines, wait_for};
 use drip::testing::{
-    Ask, Back, ByteStep, Gcra, Grant, KeyAsk, KeyBook, Meter, RedisStore, Reply, Step, Store,
+    Ask, Back, ByteStep, Gcra, Grant, KeyAsk, KeyBook, Meter, RedisStore, Reply, Settlement, Step,
+    Store,
 };
 
 /// One reservation of the global limits through `store`: the reply's
@@ -33,6 +34,7 @@ fn reserve_global(store: &mut RedisStore, want: u64, sizes: &[u64], horizon: i64
         sizes,
         after: 0,
         every: 0,
+        within: None,
     };
     let Reply { now, grants, .. } = store.reserve(&[ask], horizon).unwrap();
     (now, grants.into_iter().next().unwrap())
@@ -836,6 +838,110 @@ fn the_script_runs_the_mirrored_byte_arithmetic() {
         .unwrap();
     let expect: Vec<i64> = mirror.tats.iter().map(|t| t.unwrap()).collect();
     assert_eq!(tats, expect);
+}
+
+/// `--settle`'s arithmetic in the script (reservations within a bound,
+/// settlements giving back and charging, one of another life) equals the
+/// Rust mirror step for step: the slots, what was charged, the schedule.
+#[test]
+fn the_script_settles_as_the_mirror_does() {
+    if !common::have_redis() {
+        return;
+    }
+    let redis = Redis::start();
+    let meters = vec![
+        Meter::Records(Step {
+            interval: 20_000_000,
+            tolerance: 0,
+        }),
+        Meter::Bytes(ByteStep {
+            count: 3000,
+            period: 7_000_000_000,
+            burst: 700,
+        }),
+    ];
+    let mut backend =
+        RedisStore::new(&redis.url(), "settle", "test".into(), meters.clone(), None).unwrap();
+    let mut rng = fastrand::Rng::with_seed(11);
+    let epoch = 1_700_000_000i64;
+    let mut now = 0i64;
+    backend.clock = Some((epoch, 0));
+    assert!(backend.hello().unwrap());
+    let life: u64 = redis::cmd("HGET")
+        .arg("drip:{settle}")
+        .arg("life")
+        .query(&mut redis.con())
+        .unwrap();
+    assert_eq!(life, 1_700_000_000_000_000, "the time it started, in us");
+    let mut mirror = Gcra {
+        life,
+        ..Gcra::default()
+    };
+    let mut marks: Vec<(u64, u64)> = Vec::new();
+    let mut not_yet = 0;
+    for round in 0..120 {
+        backend.clock = Some((epoch + now / 1_000_000_000, now % 1_000_000_000));
+        if round % 3 == 2 && !marks.is_empty() {
+            let batch: Vec<Settlement> = (0..rng.usize(1..=3))
+                .map(|_| {
+                    let (before, slot) = marks[rng.usize(..marks.len())];
+                    let real = rng.u64(0..=slot * 2);
+                    Settlement {
+                        back: slot.saturating_sub(real),
+                        more: real.saturating_sub(slot),
+                        before,
+                        slot,
+                        life: if rng.u8(..10) == 0 { life + 1 } else { life },
+                    }
+                })
+                .collect();
+            backend.settle(&batch).unwrap();
+            for s in &batch {
+                mirror.settle(&meters, now, s, false);
+            }
+        } else {
+            let want = rng.u64(1..=4);
+            let sizes: Vec<u64> = (0..want).map(|_| rng.u64(1..=600)).collect();
+            let within = (round % 2 == 0).then(|| rng.i64(0..=300) * 1_000_000);
+            let ask = Ask {
+                key: None,
+                want,
+                sizes: &sizes,
+                after: 0,
+                every: 0,
+                within,
+            };
+            let reply = backend.reserve(&[ask], 200_000_000).unwrap();
+            let before = mirror.charged;
+            assert_eq!(reply.mark.charged, before, "round {round}");
+            assert_eq!(reply.mark.life, life);
+            let want = (want, &sizes[..]);
+            match mirror.reserve_within(&meters, now, want, 200_000_000, within) {
+                Ok(expect) => {
+                    let got: Vec<i64> = reply.grants[0].slots.iter().map(|d| now + d).collect();
+                    assert_eq!(got, expect, "round {round}");
+                    marks.extend(sizes.iter().take(expect.len()).map(|&s| (before, s)));
+                }
+                Err(due) => {
+                    not_yet += 1;
+                    assert!(reply.grants[0].slots.is_empty());
+                    assert_eq!(reply.not_yet, Some(due - now), "round {round}");
+                }
+            }
+        }
+        now += rng.i64(0..=150) * 1_000_000;
+    }
+    assert!(not_yet > 3, "{not_yet} asks not due within their bound");
+    let stored: Vec<i64> = redis::cmd("HMGET")
+        .arg("drip:{settle}")
+        .arg("tat1")
+        .arg("tat2")
+        .arg("charged")
+        .query(&mut redis.con())
+        .unwrap();
+    let mut expect: Vec<i64> = mirror.tats.iter().map(|t| t.unwrap()).collect();
+    expect.push(i64::try_from(mirror.charged).unwrap());
+    assert_eq!(stored, expect);
 }
 
 /// A byte limit and a record limit of the same number are different
@@ -2154,6 +2260,7 @@ fn the_keys_script_runs_the_mirrored_arithmetic() {
                 sizes: &[],
                 after: a.after,
                 every: a.every,
+                within: None,
             })
             .collect();
         let reply = backend.reserve(&store_asks, horizon).unwrap();

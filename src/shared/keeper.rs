@@ -23,6 +23,7 @@ use std::sync::mpsc::{SendError, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use super::gcra::Settlement;
 use super::protocol::{expired, Ask, Back, ClockOffset, Failure, Reply, Store};
 use super::voice::{OnError, Retry, Voice, BACKOFF};
 
@@ -105,6 +106,9 @@ pub(crate) struct Request {
     pub(crate) sizes: Vec<u64>,
     pub(crate) at: u64,
     pub(crate) every: u64,
+    /// Slots only when the first is due within this long (ns), as
+    /// [`Ask::within`].
+    pub(crate) within: Option<i64>,
 }
 
 impl Request {
@@ -117,6 +121,7 @@ impl Request {
             sizes: &self.sizes,
             after: int(self.at.saturating_sub(now)),
             every: int(self.every),
+            within: self.within,
         }
     }
 }
@@ -151,6 +156,8 @@ pub(crate) struct Turn {
     pub(crate) returns: Vec<Return>,
     /// Then slots to reserve.
     pub(crate) requests: Vec<Request>,
+    /// Records to settle (`--settle`), before the reservation.
+    pub(crate) settlements: Vec<Settlement>,
 }
 
 /// One kind of grant as the keeper sees it: the global limits' lease, or
@@ -174,6 +181,15 @@ pub(crate) trait Grants: Send + 'static {
     }
     /// At exit: the unused tail of each grant's last reservation.
     fn unused(&mut self) -> Vec<Return>;
+    /// Settlements the state could not be reached for: kept for the next
+    /// turn (the global limits' lease; the keys' settle nothing).
+    fn unsettled(&mut self, settlements: Vec<Settlement>) {
+        let _ = settlements;
+    }
+    /// At exit: the settlements not sent yet.
+    fn settlements(&mut self) -> Vec<Settlement> {
+        Vec::new()
+    }
     /// Pace alone from `now` on (`local`).
     fn go_local(&mut self, now: u64);
     /// Follow `limits`, changed by `drip ctl` for every drip on the
@@ -296,6 +312,13 @@ impl<G: Grants> Keeper<G> {
             if !turn.returns.is_empty() {
                 self.give_back(&turn.returns);
             }
+            if !turn.settlements.is_empty() {
+                match self.settle(turn.settlements) {
+                    Err(failure) => return self.fatal(failure),
+                    Ok(false) => continue,
+                    Ok(true) => {}
+                }
+            }
             if turn.requests.is_empty() {
                 continue;
             }
@@ -307,6 +330,39 @@ impl<G: Grants> Keeper<G> {
         let unused = self.lease.lock().unused();
         if !unused.is_empty() {
             self.give_back(&unused);
+        }
+        let left = self.lease.lock().settlements();
+        if !left.is_empty() && self.store.settle(&left).is_err() && !self.voice.quiet {
+            eprintln!(
+                "drip: {}: {} settlements did not reach the shared state at exit (what they gave back or charged is lost)",
+                self.voice.name,
+                left.len()
+            );
+        }
+    }
+
+    /// Send `settlements` to the state. A failure that stops drip is
+    /// returned; when the state cannot be reached they are kept for the
+    /// next turn and the failure is reported as a reservation's is
+    /// (`Ok(false)`: paused on or pacing alone, no reservation now).
+    fn settle(&mut self, settlements: Vec<Settlement>) -> Result<bool, Failure> {
+        let failure = match self.store.settle(&settlements) {
+            Ok(()) => return Ok(true),
+            Err(failure) => failure,
+        };
+        self.lease.lock().unsettled(settlements);
+        match failure {
+            Failure::Changed(theirs) if self.follow(&theirs) => Ok(false),
+            Failure::Unreachable(why) if self.on_error != OnError::Fail => {
+                self.lease.lock().status().failures += 1;
+                self.unreachable(&why);
+                if self.on_error == OnError::Wait {
+                    let pause = self.retry.failed();
+                    self.pause(pause);
+                }
+                Ok(false)
+            }
+            failure => Err(failure),
         }
     }
 
@@ -596,6 +652,7 @@ mod tests {
             sizes: Vec::new(),
             at: 0,
             every: 0,
+            within: None,
         }
     }
 
@@ -714,6 +771,7 @@ mod tests {
                     seq: self.calls,
                     slots: vec![0],
                 }],
+                ..Reply::default()
             })
         }
         fn give_back(&mut self, backs: &[Back<'_>]) -> Result<Vec<bool>, Failure> {
@@ -772,6 +830,7 @@ mod tests {
                     seq: self.calls.get(),
                     slots: vec![0],
                 }],
+                ..Reply::default()
             })
         }
         fn give_back(&mut self, backs: &[Back<'_>]) -> Result<Vec<bool>, Failure> {
@@ -839,6 +898,7 @@ mod tests {
                     seq: 1,
                     slots: vec![0; asks[0].want as usize],
                 }],
+                ..Reply::default()
             })
         }
         fn give_back(&mut self, backs: &[Back<'_>]) -> Result<Vec<bool>, Failure> {

@@ -158,6 +158,7 @@ fn needs(st: &KeyLeases, now: u64, ahead: u64, cap: u64) -> (Vec<Request>, Optio
                     sizes: Vec::new(),
                     at: k.at.saturating_add(k.every.saturating_mul(held)),
                     every: k.every,
+                    within: None,
                 });
             }
         } else {
@@ -185,7 +186,11 @@ impl Grants for KeyLeases {
             let mut returns = std::mem::take(&mut self.returning);
             let held = self.keys.values_mut().map(|k| &mut k.held);
             returns.extend(held.filter_map(|h| h.returning.is_some().then(|| h.take_returning())?));
-            return Ok(Turn { returns, requests });
+            return Ok(Turn {
+                returns,
+                requests,
+                settlements: Vec::new(),
+            });
         }
         Err(if giving || !requests.is_empty() {
             gap
@@ -206,7 +211,7 @@ impl Grants for KeyLeases {
             let Some((&s, lease)) = self.keys.iter_mut().find(|(_, l)| l.is(key)) else {
                 continue; // forgotten meanwhile
             };
-            let latest = lease.held.take(grant, &[], reply.now, base);
+            let latest = lease.held.take(grant, &[], (reply.now, reply.mark), base);
             self.status.reserved_until = self.status.reserved_until.max(latest);
             if let (true, Some(first)) = (lease.waiting, lease.held.slots.front()) {
                 lease.waiting = false;
@@ -460,6 +465,7 @@ mod tests {
             sizes: Vec::new(),
             at,
             every,
+            within: None,
         }
     }
 
@@ -477,6 +483,7 @@ mod tests {
             size: 1,
             grant: 1,
             shared: 0,
+            mark: crate::shared::protocol::Mark::default(),
         }));
         st.lease(3, b"c").wanted = 0;
         let (asks, soonest) = needs(&st, 0, 400, 10);
@@ -503,6 +510,7 @@ mod tests {
                 size: 1,
                 grant: 1,
                 shared: 0,
+                mark: crate::shared::protocol::Mark::default(),
             });
         }
         let want = Want {
@@ -537,6 +545,7 @@ mod tests {
                 size: 1,
                 grant,
                 shared: at as i64,
+                mark: crate::shared::protocol::Mark::default(),
             };
             a.held
                 .slots
@@ -602,7 +611,8 @@ mod tests {
                 want: 3,
                 sizes: &[],
                 after: 400,
-                every: 250
+                every: 250,
+                within: None
             }
         );
     }
