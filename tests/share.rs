@@ -3273,3 +3273,212 @@ fn the_summary_tells_the_shared_budget_left_through_redis() {
     let runtime = tempfile::tempdir().unwrap();
     the_summary_tells_the_shared_budget_left(&redis.share("left"), runtime.path());
 }
+
+/// Two drips on `share`, each running a job for 8 records estimated at
+/// 100 (the burst) under `--cost-rate 200/s:100`; each job stamps its
+/// start (ns, the wall clock both share) in one file and reports it spent
+/// 40, settled when `settle`. How long the pair took, and the stamps in
+/// order.
+fn settled_pair(share: &str, runtime: &Path, settle: bool) -> (Duration, Vec<i64>) {
+    let stamps = runtime.join(format!("stamps-{settle}"));
+    let _ = std::fs::remove_file(&stamps);
+    let job = format!(
+        "date +%s%N >> '{}'; echo '{{\"usage\":{{\"total\":40}}}}'",
+        stamps.display()
+    );
+    let mut args = vec![
+        "-q",
+        "--cost",
+        "e",
+        "--cost-rate",
+        "200/s:100",
+        "--share",
+        share,
+    ];
+    if settle {
+        args.extend(["--settle", "usage.total"]);
+    }
+    args.extend(["--exec", "sh", "-c", &job]);
+    let start = Instant::now();
+    let drips: Vec<Child> = (0..2)
+        .map(|d| {
+            let input: String = (0..8)
+                .map(|i| format!("{{\"e\":100,\"d\":{d},\"i\":{i}}}\n"))
+                .collect();
+            drip_with_input(&args, input, runtime)
+        })
+        .collect();
+    for mut child in drips {
+        let lines = timed_lines(&mut child, start);
+        assert_eq!(lines.len(), 8, "a line of output a record");
+        assert!(wait_for(&mut child, Duration::from_secs(60)).success());
+    }
+    let took = start.elapsed();
+    let mut stamps: Vec<i64> = std::fs::read_to_string(&stamps)
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    stamps.sort_unstable();
+    (took, stamps)
+}
+
+/// What the jobs really spent (40 each) in any window their stamps span
+/// stays within the shared bound: the burst (100), the rate (200/s) over
+/// the window and over the 100 ms a slot may be late, and one record for
+/// a job started after its record left.
+fn within_the_shared_bound(stamps: &[i64]) {
+    for (i, a) in stamps.iter().enumerate() {
+        for (j, b) in stamps.iter().enumerate().skip(i) {
+            let spent = 40.0 * (j - i + 1) as f64;
+            let allowed = 100.0 + 200.0 * ((b - a) as f64 / 1e9 + 0.1) + 40.0;
+            assert!(
+                spent <= allowed,
+                "{spent} spent in {} ms: {stamps:?}",
+                (b - a) / 1_000_000
+            );
+        }
+    }
+}
+
+/// `--settle` through `--share`: what a record's job reports it spent
+/// below its estimate goes back to every drip on the NAME. Estimated
+/// alone, 16 records of 100 at 200/s go one every 0.5 s (7.5 s); spending
+/// 40 each, settled, about 2.5 times as fast, and never beyond the bound.
+fn settled_drips_go_sooner_together(share: &str, runtime: &Path) {
+    let (alone, stamps) = settled_pair(share, runtime, false);
+    assert!(
+        alone >= Duration::from_millis(7000),
+        "estimated only: {alone:?}"
+    );
+    assert_eq!(stamps.len(), 16);
+    common::until_judged(3, Duration::from_secs(120), || {
+        let (took, stamps) = settled_pair(share, runtime, true);
+        assert_eq!(stamps.len(), 16);
+        within_the_shared_bound(&stamps);
+        (took > Duration::from_millis(5000)).then(|| format!("settled in {took:?}"))
+    });
+}
+
+#[test]
+fn settled_drips_go_sooner_together_through_the_file() {
+    let _t = beside_others();
+    let runtime = tempfile::tempdir().unwrap();
+    settled_drips_go_sooner_together("settled", runtime.path());
+}
+
+#[test]
+fn settled_drips_go_sooner_together_through_redis() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let redis = Redis::start();
+    let runtime = tempfile::tempdir().unwrap();
+    settled_drips_go_sooner_together(&redis.share("settled"), runtime.path());
+}
+
+/// A give-back after the schedule rested and another drip spent the
+/// burst gives back no more than the slots after it leave room for: drip
+/// A's record (estimated 100, the burst, at 200/s) leaves at 0 and its
+/// job reports 10 at 0.6 s; drip B, started at 0.6 s once A's record is
+/// paid for, sends one record of 100 at once and the next 0.5 s later,
+/// not at A's give-back (handing back all 90 then would put 200 in about
+/// 0.1 s). Judged when B's first record left 10 to 110 ms before A's job
+/// ended (so B's slot was placed before the give-back, and a second
+/// record let go at it, or at the next look 100 ms later, would pass the
+/// bound).
+fn a_give_back_after_a_rest_keeps_the_bound(share: &str, runtime: &Path) {
+    let stamps = runtime.join("rest-stamps");
+    let job = |spent: u32, sleep: &str| {
+        format!(
+            "echo \"$(date +%s%N) {spent}\" >> '{}'; sleep {sleep}; echo \"end{spent} $(date +%s%N)\" >> '{0}'; \
+             echo '{{\"usage\":{{\"total\":{spent}}}}}'",
+            stamps.display()
+        )
+    };
+    common::until_judged(4, Duration::from_secs(60), || {
+        let _ = std::fs::remove_file(&stamps);
+        let run = |job: String, records: usize| {
+            let args = [
+                "-q",
+                "--cost",
+                "e",
+                "--cost-rate",
+                "200/s:100",
+                "--share",
+                share,
+                "--settle",
+                "usage.total",
+                "--exec",
+                "sh",
+                "-c",
+                &job,
+            ];
+            let input: String = (0..records)
+                .map(|i| format!("{{\"e\":100,\"i\":{i}}}\n"))
+                .collect();
+            drip_with_input(&args, input, runtime)
+        };
+        let mut a = run(job(10, "0.6"), 1);
+        thread::sleep(Duration::from_millis(600));
+        let mut b = run(job(100, "0"), 2);
+        for child in [&mut a, &mut b] {
+            assert!(wait_for(child, Duration::from_secs(60)).success());
+        }
+        let text = std::fs::read_to_string(&stamps).unwrap();
+        let mut starts: Vec<(i64, u32)> = Vec::new();
+        let mut ends: Vec<i64> = Vec::new();
+        for line in text.lines() {
+            match line.split_once(' ') {
+                Some(("end10", t)) => ends.push(t.parse().unwrap()),
+                Some(("end100", _)) => {}
+                Some((t, spent)) => starts.push((t.parse().unwrap(), spent.parse().unwrap())),
+                None => panic!("{text}"),
+            }
+        }
+        starts.sort_unstable();
+        let a_end = ends.iter().copied().max().unwrap();
+        let b_first = starts.iter().find(|s| s.1 == 100).unwrap().0;
+        if !(10_000_000..110_000_000).contains(&(a_end - b_first)) {
+            return Some(format!(
+                "B's first record left {} ms before A's give-back",
+                (a_end - b_first) / 1_000_000
+            ));
+        }
+        for (i, a) in starts.iter().enumerate() {
+            for b in &starts[i + 1..] {
+                let spent: u32 = starts
+                    .iter()
+                    .filter(|s| s.0 >= a.0 && s.0 <= b.0)
+                    .map(|s| s.1)
+                    .sum();
+                let allowed = 100.0 + 200.0 * ((b.0 - a.0) as f64 / 1e9 + 0.1) + 40.0;
+                assert!(
+                    f64::from(spent) <= allowed,
+                    "{spent} spent in {} ms: {text}",
+                    (b.0 - a.0) / 1_000_000
+                );
+            }
+        }
+        None
+    });
+}
+
+#[test]
+fn a_give_back_after_a_rest_keeps_the_bound_through_the_file() {
+    let _t = beside_others();
+    let runtime = tempfile::tempdir().unwrap();
+    a_give_back_after_a_rest_keeps_the_bound("rested", runtime.path());
+}
+
+#[test]
+fn a_give_back_after_a_rest_keeps_the_bound_through_redis() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let redis = Redis::start();
+    let runtime = tempfile::tempdir().unwrap();
+    a_give_back_after_a_rest_keeps_the_bound(&redis.share("rested"), runtime.path());
+}
