@@ -746,6 +746,68 @@ mod tests {
         assert_eq!(lease.lock().status.failures, calls);
     }
 
+    /// A state out of reach for its first `down` settling calls, then
+    /// keeping what it was sent to settle.
+    struct Flaky {
+        down: u64,
+        settled: Arc<Mutex<Vec<Settlement>>>,
+    }
+
+    impl Store for Flaky {
+        fn hello(&mut self) -> Result<bool, Failure> {
+            Ok(false)
+        }
+        fn reserve(&mut self, _: &[Ask<'_>], _: i64) -> Result<Reply, Failure> {
+            Err(Failure::Unreachable("down".into()))
+        }
+        fn give_back(&mut self, backs: &[Back<'_>]) -> Result<Vec<bool>, Failure> {
+            Ok(vec![true; backs.len()])
+        }
+        fn settle(&mut self, settlements: &[Settlement]) -> Result<(), Failure> {
+            if self.down > 0 {
+                self.down -= 1;
+                return Err(Failure::Unreachable("down".into()));
+            }
+            self.settled.lock().unwrap().extend_from_slice(settlements);
+            Ok(())
+        }
+    }
+
+    /// Settlements the state cannot be reached for are kept, and sent,
+    /// in order and once each, when it answers again (those made
+    /// meanwhile with them); each failed call counted.
+    #[test]
+    fn settlements_wait_for_a_state_out_of_reach() {
+        let settled = Arc::new(Mutex::new(Vec::new()));
+        let store = Flaky {
+            down: 2,
+            settled: Arc::clone(&settled),
+        };
+        let (lease, keeper) =
+            keeper_over(Box::new(store), 1_000_000, OnError::Wait, Instant::now());
+        let one = |back| Settlement {
+            back,
+            life: 1,
+            ..Settlement::default()
+        };
+        lease.lock().settle(one(1));
+        lease.lock().settle(one(2));
+        let thread = std::thread::spawn(move || keeper.run());
+        lease.wake.notify_one();
+        std::thread::sleep(50 * MS);
+        lease.lock().settle(one(3));
+        lease.wake.notify_one();
+        let began = Instant::now();
+        while settled.lock().unwrap().len() < 3 && began.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(10 * MS);
+        }
+        lease.close();
+        thread.join().unwrap();
+        let backs: Vec<u64> = settled.lock().unwrap().iter().map(|s| s.back).collect();
+        assert_eq!(backs, [1, 2, 3]);
+        assert_eq!(lease.lock().status.failures, 2);
+    }
+
     /// A state elsewhere (Redis) whose clock is drip's plus 5 s; the
     /// answer to its second call is read 40 ms after it read its clock (a
     /// keeper woken late).
