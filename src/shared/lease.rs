@@ -748,24 +748,15 @@ impl Schedule for SharedSchedule {
     /// spent goes back, what it spent beyond is charged, from where the
     /// state stood before the slot's reservation (`Gcra::settle`). A
     /// record released by the lone pace (`local`), or forgotten, settles
-    /// on the local limits. Identical records: the oldest's mark (the
-    /// higher floor), the newest's slot, as `settle.rs`.
+    /// on the local limits, and, unless pacing alone, its underestimate
+    /// is charged on the shared state too (nothing is given back).
+    /// Identical records: the oldest's mark (the higher floor), the
+    /// newest's slot, as `settle.rs`.
     fn settle(&mut self, now: u64, record: &[u8], spent: &[Option<u64>]) {
         let (Some(flight), Some(cost)) = (self.in_flight.as_mut(), self.cost.as_ref()) else {
             return;
         };
         let hash = record_hash(cost.body(record));
-        let (Some(oldest), Some(newest)) = (
-            flight.iter().position(|e| e.0 == hash),
-            flight.iter().rposition(|e| e.0 == hash),
-        ) else {
-            self.local.settle(now, record, spent);
-            return;
-        };
-        let mark = flight[oldest].2;
-        let Some((_, size, _)) = flight.remove(newest) else {
-            return;
-        };
         let estimates = cost.estimates(record);
         let actual: Vec<Option<u64>> = estimates
             .iter()
@@ -773,18 +764,42 @@ impl Schedule for SharedSchedule {
             .map(|(i, e)| spent.get(i).copied().flatten().or(*e))
             .collect();
         let real = cost.spend(0, &actual);
-        if real == size {
+        let found = (
+            flight.iter().position(|e| e.0 == hash),
+            flight.iter().rposition(|e| e.0 == hash),
+        );
+        let s = match found {
+            (Some(oldest), Some(newest)) => {
+                let mark = flight[oldest].2;
+                let size = flight.remove(newest).map_or(real, |e| e.1);
+                Settlement {
+                    back: size.saturating_sub(real),
+                    more: real.saturating_sub(size),
+                    before: mark.charged,
+                    slot: size,
+                    life: mark.life,
+                }
+            }
+            _ => {
+                self.local.settle(now, record, spent);
+                // Not found (forgotten, or let go by the lone pace): an
+                // underestimate is still charged, nothing given back.
+                let estimate = cost.spend(0, &estimates);
+                Settlement {
+                    more: real.saturating_sub(estimate),
+                    ..Settlement::default()
+                }
+            }
+        };
+        if s.back == 0 && s.more == 0 {
             return;
         }
-        let s = Settlement {
-            back: size.saturating_sub(real),
-            more: real.saturating_sub(size),
-            before: mark.charged,
-            slot: size,
-            life: mark.life,
-        };
-        self.lease.lock().settle(s);
-        self.lease.wake.notify_one();
+        let mut st = self.lease.lock();
+        if st.status.mode != Mode::Local || s.back > 0 {
+            st.settle(s);
+            drop(st);
+            self.lease.wake.notify_one();
+        }
     }
 
     fn wrote(&mut self, now: u64, records: usize) {
@@ -882,6 +897,53 @@ pub(crate) mod tests {
             written: Written::default(),
             in_flight: None,
         }
+    }
+
+    /// `--settle`: a record released on a slot settles against that
+    /// slot's size and the mark of its reservation; one forgotten (or
+    /// never released on a slot) still has its underestimate charged,
+    /// and gives nothing back.
+    #[test]
+    fn records_settle_against_their_slots_and_a_forgotten_one_is_still_charged() {
+        use crate::cost::{parse_one_cost, Cost};
+        let cost = Cost::with_budgets(
+            vec![(None, parse_one_cost("e").unwrap())],
+            &[None],
+            None,
+            b'\n',
+        )
+        .unwrap();
+        let mut s = byte_schedule(&[(0, 100)]);
+        s.cost = Some(cost);
+        s.in_flight = Some(VecDeque::new());
+        let mark = Mark {
+            charged: 40,
+            life: 9,
+        };
+        s.lease.lock().held.slots[0].mark = mark;
+        let record = b"{\"e\":90}\n";
+        assert_eq!(s.release(0, 1, &mut std::iter::once(&record[..])), 1);
+        s.settle(5 * MS, record, &[Some(30)]);
+        let unknown = b"{\"e\":20}\n";
+        s.settle(5 * MS, unknown, &[Some(5)]);
+        s.settle(5 * MS, unknown, &[Some(25)]);
+        let sent = std::mem::take(&mut s.lease.lock().settlements);
+        assert_eq!(
+            sent,
+            [
+                Settlement {
+                    back: 70,
+                    more: 0,
+                    before: 40,
+                    slot: 100,
+                    life: 9
+                },
+                Settlement {
+                    more: 5,
+                    ..Settlement::default()
+                }
+            ]
+        );
     }
 
     /// Under a byte limit a slot carries a record of at most the size it
