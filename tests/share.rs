@@ -3482,3 +3482,47 @@ fn a_give_back_after_a_rest_keeps_the_bound_through_redis() {
     let runtime = tempfile::tempdir().unwrap();
     a_give_back_after_a_rest_keeps_the_bound(&redis.share("rested"), runtime.path());
 }
+
+/// A settlement the state cannot be reached for is kept for the next
+/// call; one still unsent when drip exits is said on stderr, not lost
+/// silently: the server is shut down while the record's job runs.
+#[test]
+fn a_settlement_unsent_at_exit_is_said() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let mut redis = Redis::start();
+    let runtime = tempfile::tempdir().unwrap();
+    let share = redis.share("unsent");
+    let args = [
+        "--cost",
+        "e",
+        "--cost-rate",
+        "1000/s:1000",
+        "--share",
+        &share,
+        "--share-on-error",
+        "local",
+        "--settle",
+        "usage.total",
+        "--exec",
+        "sh",
+        "-c",
+        "sleep 1; echo '{\"usage\":{\"total\":1}}'",
+    ];
+    let mut child = drip_with_input(&args, "{\"e\":100}\n".into(), runtime.path());
+    thread::sleep(Duration::from_millis(300));
+    redis.shutdown();
+    let out = timed_lines(&mut child, Instant::now());
+    assert!(wait_for(&mut child, Duration::from_secs(30)).success());
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(out.len(), 1, "{err}");
+    assert!(
+        err.contains(
+            "drip: --share unsent: 1 settlement of records did not reach the shared state at exit"
+        ),
+        "{err}"
+    );
+}

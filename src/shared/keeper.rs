@@ -333,10 +333,10 @@ impl<G: Grants> Keeper<G> {
         }
         let left = self.lease.lock().settlements();
         if !left.is_empty() && self.store.settle(&left).is_err() && !self.voice.quiet {
+            let (n, s) = (left.len(), if left.len() == 1 { "" } else { "s" });
             eprintln!(
-                "drip: {}: {} settlements did not reach the shared state at exit (what they gave back or charged is lost)",
+                "drip: {}: {n} settlement{s} of records did not reach the shared state at exit (what they gave back or charged is lost)",
                 self.voice.name,
-                left.len()
             );
         }
     }
