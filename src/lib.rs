@@ -94,7 +94,7 @@ pub mod testing {
     pub use crate::pacer::{slack_for, Pacer};
     pub use crate::rate::{parse_byte_rate, parse_rate, Rate};
     pub use crate::schedule::{Limit, Limits, Schedule, Unit};
-    pub use crate::shared::gcra::{ByteStep, Gcra, KeyAsk, KeyBook, Meter, Step};
+    pub use crate::shared::gcra::{ByteStep, Gcra, KeyAsk, KeyBook, Meter, Settlement, Step};
     pub use crate::shared::parse_target;
     pub use crate::shared::protocol::{Ask, Back, Grant, Reply, Store};
     pub use crate::shared::redis::RedisStore;

@@ -161,21 +161,6 @@ fn named_costs_and_their_limits_go_together() {
             "--settle out=…: no cost named out",
         ),
         (
-            &[
-                "--cost",
-                "a",
-                "--cost-rate",
-                "5/s",
-                "--settle",
-                "b",
-                "--share",
-                "x",
-                "--exec",
-                "true",
-            ],
-            "--settle: not with --share",
-        ),
-        (
             &["--cost", "a", "--cost-rate", "5/s", "--settle", "b"],
             "--settle: only with --exec",
         ),

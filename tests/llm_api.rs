@@ -32,34 +32,8 @@ fn batch(n: u64, settle: bool) -> (Books, Vec<String>, String) {
     let input = temp_file(chat_requests(n, MAX_TOKENS).as_bytes());
     let dir = tempfile::tempdir().unwrap();
     let joblog = dir.path().join("joblog");
-    let joblog = joblog.to_str().unwrap();
-    // Each budget's burst plus a window's worth of its rate is the quota:
-    // no window of the server's can hold more than it allows.
-    let mut args = vec![
-        "-q",
-        "--rate",
-        "95/s:25",
-        "--cost",
-        "in=bytes/4+1",
-        "--cost",
-        "out=max_tokens",
-        "--cost-rate",
-        "in=7000/s:5000",
-        "--cost-rate",
-        "out=7000/s:5000",
-    ];
-    if settle {
-        args.extend([
-            "--settle",
-            "in=usage.prompt_tokens",
-            "--settle",
-            "out=usage.completion_tokens",
-        ]);
-    }
-    args.extend(["-k", "--resume", joblog, "-j", "16", "--retries", "5"]);
-    args.extend(["--record-on-stdin", "--exec", "curl", "-sS", "-f"]);
-    args.extend(["-D", "{headers}", "-H", "content-type: application/json"]);
-    args.extend(["--data-binary", "@-", &url]);
+    let args = drip_args(&url, joblog.to_str().unwrap(), settle, None);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = command(&args)
         .stdin(input.reopen().unwrap())
         .output()
@@ -72,9 +46,48 @@ fn batch(n: u64, settle: bool) -> (Books, Vec<String>, String) {
         .collect();
     let books = books.lock().unwrap().clone();
     if let Ok(dir) = std::env::var("DRIP_LLM_KEEP") {
-        std::fs::copy(joblog, format!("{dir}/joblog-{settle}")).unwrap();
+        std::fs::copy(&joblog, format!("{dir}/joblog-{settle}")).unwrap();
     }
     (books, lines, stderr)
+}
+
+/// drip's arguments for requests to `url`, resumed from `joblog`,
+/// settling from `usage` or not, sharing the budgets on `share` if given.
+fn drip_args(url: &str, joblog: &str, settle: bool, share: Option<&str>) -> Vec<String> {
+    // Each budget's burst plus a window's worth of its rate is the quota:
+    // no window of the server's can hold more than it allows.
+    let mut args = vec!["-q", "--rate", "95/s:25"];
+    match share {
+        // A shared slot is reserved for one weight: one cost, the prompt
+        // and the completion together, within the completions' budget
+        // (the prompts, some 35 tokens each at 95/s at most, stay far
+        // below theirs).
+        Some(share) => {
+            args.extend(["--share", share, "--cost", "bytes/4+1+max_tokens"]);
+            args.extend(["--cost-rate", "7000/s:5000"]);
+            if settle {
+                args.extend(["--settle", "usage.total_tokens"]);
+            }
+        }
+        None => {
+            args.extend(["--cost", "in=bytes/4+1", "--cost", "out=max_tokens"]);
+            args.extend([
+                "--cost-rate",
+                "in=7000/s:5000",
+                "--cost-rate",
+                "out=7000/s:5000",
+            ]);
+            if settle {
+                args.extend(["--settle", "in=usage.prompt_tokens"]);
+                args.extend(["--settle", "out=usage.completion_tokens"]);
+            }
+        }
+    }
+    args.extend(["-k", "--resume", joblog, "-j", "16", "--retries", "5"]);
+    args.extend(["--record-on-stdin", "--exec", "curl", "-sS", "-f"]);
+    args.extend(["-D", "{headers}", "-H", "content-type: application/json"]);
+    args.extend(["--data-binary", "@-", url]);
+    args.into_iter().map(str::to_string).collect()
 }
 
 /// The ids of the responses, in the order written.
@@ -134,4 +147,117 @@ fn settled_from_usage_the_token_budgets_spend_the_quota_without_429s() {
         used >= 2.0 * alone,
         "settled {used:.2}, estimated {alone:.2}"
     );
+}
+
+/// A `redis-server` on a free port of 127.0.0.1, without persistence,
+/// killed when dropped.
+struct Redis(std::process::Child, u16);
+
+impl Redis {
+    fn start() -> Redis {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = std::process::Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let began = std::time::Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                began.elapsed() < Duration::from_secs(10),
+                "redis-server did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Redis(child, port)
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Two drips sharing the request and token budgets through Redis, each
+/// sending half of the requests, settled from `usage`: every request
+/// answered, each drip's output in its input order, at most 2 × 429, and
+/// the output tokens spent well beyond what estimates alone spend (a
+/// quarter of the quota).
+#[test]
+fn two_drips_sharing_the_budgets_through_redis_settle_for_both() {
+    if !curl_present() || !common::have_redis() {
+        eprintln!("skipped: no curl or redis-server");
+        return;
+    }
+    // DRIP_LLM_SHARED=300 for the full run (bench/llm.sh).
+    let n: u64 = std::env::var("DRIP_LLM_SHARED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
+    let redis = Redis::start();
+    let share = format!("redis://127.0.0.1:{}/llm", redis.1);
+    let (port, books) = llm_server(QUOTA, 7);
+    let url = format!("http://127.0.0.1:{port}/v1/chat/completions");
+    let requests: Vec<String> = chat_requests(n, MAX_TOKENS)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let half = requests.len() / 2;
+    let drips: Vec<_> = [&requests[..half], &requests[half..]]
+        .into_iter()
+        .enumerate()
+        .map(|(d, part)| {
+            let input = temp_file(format!("{}\n", part.join("\n")).as_bytes());
+            let joblog = dir.path().join(format!("joblog-{d}"));
+            let args = drip_args(&url, joblog.to_str().unwrap(), true, Some(&share));
+            let ids: Vec<u64> = part
+                .iter()
+                .map(|l| {
+                    serde_json::from_str::<serde_json::Value>(l).unwrap()["id"]
+                        .as_u64()
+                        .unwrap()
+                })
+                .collect();
+            std::thread::spawn(move || {
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                let out = command(&args)
+                    .stdin(input.reopen().unwrap())
+                    .output()
+                    .unwrap();
+                let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+                assert!(out.status.success(), "{stderr}");
+                let lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+                    .lines()
+                    .map(str::to_string)
+                    .collect();
+                (ids, lines, stderr)
+            })
+        })
+        .collect();
+    for drip in drips {
+        let (want, lines, stderr) = drip.join().unwrap();
+        assert_eq!(ids(&lines), want, "{stderr}");
+    }
+    let books = books.lock().unwrap().clone();
+    eprintln!(
+        "shared: {} answered, {} × 429, over {} windows: {} input and {} output tokens, \
+         {:.1} % of the output tokens the full windows allow",
+        books.answered,
+        books.refused,
+        books.span(),
+        books.input,
+        books.output,
+        100.0 * books.output_used(&QUOTA)
+    );
+    assert_eq!(books.answered, n);
+    assert!(books.refused <= 2, "{books:?}");
+    assert!(books.output_used(&QUOTA) >= 0.5, "{books:?}");
 }

@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 use common::redis_server::RedisServer as Redis;
 use common::{numbered, send_signal, timed_lines, wait_for};
 use drip::testing::{
-    Ask, Back, ByteStep, Gcra, Grant, KeyAsk, KeyBook, Meter, RedisStore, Reply, Step, Store,
+    Ask, Back, ByteStep, Gcra, Grant, KeyAsk, KeyBook, Meter, RedisStore, Reply, Settlement, Step,
+    Store,
 };
 
 /// One reservation of the global limits through `store`: the reply's
@@ -33,6 +34,7 @@ fn reserve_global(store: &mut RedisStore, want: u64, sizes: &[u64], horizon: i64
         sizes,
         after: 0,
         every: 0,
+        within: None,
     };
     let Reply { now, grants, .. } = store.reserve(&[ask], horizon).unwrap();
     (now, grants.into_iter().next().unwrap())
@@ -757,6 +759,110 @@ fn the_script_runs_the_mirrored_byte_arithmetic() {
         .unwrap();
     let expect: Vec<i64> = mirror.tats.iter().map(|t| t.unwrap()).collect();
     assert_eq!(tats, expect);
+}
+
+/// `--settle`'s arithmetic in the script (reservations within a bound,
+/// settlements giving back and charging, one of another life) equals the
+/// Rust mirror step for step: the slots, what was charged, the schedule.
+#[test]
+fn the_script_settles_as_the_mirror_does() {
+    if !common::have_redis() {
+        return;
+    }
+    let redis = Redis::start();
+    let meters = vec![
+        Meter::Records(Step {
+            interval: 20_000_000,
+            tolerance: 0,
+        }),
+        Meter::Bytes(ByteStep {
+            count: 3000,
+            period: 7_000_000_000,
+            burst: 700,
+        }),
+    ];
+    let mut backend =
+        RedisStore::new(&redis.url(), "settle", "test".into(), meters.clone(), None).unwrap();
+    let mut rng = fastrand::Rng::with_seed(11);
+    let epoch = 1_700_000_000i64;
+    let mut now = 0i64;
+    backend.clock = Some((epoch, 0));
+    assert!(backend.hello().unwrap());
+    let life: u64 = redis::cmd("HGET")
+        .arg("drip:{settle}")
+        .arg("life")
+        .query(&mut redis.con())
+        .unwrap();
+    assert_eq!(life, 1_700_000_000_000_000, "the time it started, in us");
+    let mut mirror = Gcra {
+        life,
+        ..Gcra::default()
+    };
+    let mut marks: Vec<(u64, u64)> = Vec::new();
+    let mut not_yet = 0;
+    for round in 0..120 {
+        backend.clock = Some((epoch + now / 1_000_000_000, now % 1_000_000_000));
+        if round % 3 == 2 && !marks.is_empty() {
+            let batch: Vec<Settlement> = (0..rng.usize(1..=3))
+                .map(|_| {
+                    let (before, slot) = marks[rng.usize(..marks.len())];
+                    let real = rng.u64(0..=slot * 2);
+                    Settlement {
+                        back: slot.saturating_sub(real),
+                        more: real.saturating_sub(slot),
+                        before,
+                        slot,
+                        life: if rng.u8(..10) == 0 { life + 1 } else { life },
+                    }
+                })
+                .collect();
+            backend.settle(&batch).unwrap();
+            for s in &batch {
+                mirror.settle(&meters, now, s, false);
+            }
+        } else {
+            let want = rng.u64(1..=4);
+            let sizes: Vec<u64> = (0..want).map(|_| rng.u64(1..=600)).collect();
+            let within = (round % 2 == 0).then(|| rng.i64(0..=300) * 1_000_000);
+            let ask = Ask {
+                key: None,
+                want,
+                sizes: &sizes,
+                after: 0,
+                every: 0,
+                within,
+            };
+            let reply = backend.reserve(&[ask], 200_000_000).unwrap();
+            let before = mirror.charged;
+            assert_eq!(reply.mark.charged, before, "round {round}");
+            assert_eq!(reply.mark.life, life);
+            let want = (want, &sizes[..]);
+            match mirror.reserve_within(&meters, now, want, 200_000_000, within) {
+                Ok(expect) => {
+                    let got: Vec<i64> = reply.grants[0].slots.iter().map(|d| now + d).collect();
+                    assert_eq!(got, expect, "round {round}");
+                    marks.extend(sizes.iter().take(expect.len()).map(|&s| (before, s)));
+                }
+                Err(due) => {
+                    not_yet += 1;
+                    assert!(reply.grants[0].slots.is_empty());
+                    assert_eq!(reply.not_yet, Some(due - now), "round {round}");
+                }
+            }
+        }
+        now += rng.i64(0..=150) * 1_000_000;
+    }
+    assert!(not_yet > 3, "{not_yet} asks not due within their bound");
+    let stored: Vec<i64> = redis::cmd("HMGET")
+        .arg("drip:{settle}")
+        .arg("tat1")
+        .arg("tat2")
+        .arg("charged")
+        .query(&mut redis.con())
+        .unwrap();
+    let mut expect: Vec<i64> = mirror.tats.iter().map(|t| t.unwrap()).collect();
+    expect.push(i64::try_from(mirror.charged).unwrap());
+    assert_eq!(stored, expect);
 }
 
 /// A byte limit and a record limit of the same number are different
@@ -2075,6 +2181,7 @@ fn the_keys_script_runs_the_mirrored_arithmetic() {
                 sizes: &[],
                 after: a.after,
                 every: a.every,
+                within: None,
             })
             .collect();
         let reply = backend.reserve(&store_asks, horizon).unwrap();
@@ -3337,4 +3444,257 @@ fn the_summary_tells_the_shared_budget_left_through_redis() {
     let redis = Redis::start();
     let runtime = tempfile::tempdir().unwrap();
     the_summary_tells_the_shared_budget_left(&redis.share("left"), runtime.path());
+}
+
+/// Two drips on `share`, each running a job for 8 records estimated at
+/// 100 (the burst) under `--cost-rate 200/s:100`; each job stamps its
+/// start (ns, the wall clock both share) in one file and reports it spent
+/// 40, settled when `settle`. How long the pair took, and the stamps in
+/// order.
+fn settled_pair(share: &str, runtime: &Path, settle: bool) -> (Duration, Vec<i64>) {
+    let stamps = runtime.join(format!("stamps-{settle}"));
+    let _ = std::fs::remove_file(&stamps);
+    let job = format!(
+        "date +%s%N >> '{}'; echo '{{\"usage\":{{\"total\":40}}}}'",
+        stamps.display()
+    );
+    let mut args = vec![
+        "-q",
+        "--cost",
+        "e",
+        "--cost-rate",
+        "200/s:100",
+        "--share",
+        share,
+    ];
+    if settle {
+        args.extend(["--settle", "usage.total"]);
+    }
+    args.extend(["--exec", "sh", "-c", &job]);
+    let start = Instant::now();
+    let drips: Vec<Child> = (0..2)
+        .map(|d| {
+            let input: String = (0..8)
+                .map(|i| format!("{{\"e\":100,\"d\":{d},\"i\":{i}}}\n"))
+                .collect();
+            drip_with_input(&args, input, runtime)
+        })
+        .collect();
+    for mut child in drips {
+        let lines = timed_lines(&mut child, start);
+        assert_eq!(lines.len(), 8, "a line of output a record");
+        assert!(wait_for(&mut child, Duration::from_secs(60)).success());
+    }
+    let took = start.elapsed();
+    let mut stamps: Vec<i64> = std::fs::read_to_string(&stamps)
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    stamps.sort_unstable();
+    (took, stamps)
+}
+
+/// What the jobs really spent (40 each) in any window their stamps span
+/// stays within the shared bound: the burst (100), the rate (200/s) over
+/// the window and over the 100 ms a slot may be late, and one record for
+/// a job started after its record left.
+fn within_the_shared_bound(stamps: &[i64]) {
+    for (i, a) in stamps.iter().enumerate() {
+        for (j, b) in stamps.iter().enumerate().skip(i) {
+            let spent = 40.0 * (j - i + 1) as f64;
+            let allowed = 100.0 + 200.0 * ((b - a) as f64 / 1e9 + 0.1) + 40.0;
+            assert!(
+                spent <= allowed,
+                "{spent} spent in {} ms: {stamps:?}",
+                (b - a) / 1_000_000
+            );
+        }
+    }
+}
+
+/// `--settle` through `--share`: what a record's job reports it spent
+/// below its estimate goes back to every drip on the NAME. Estimated
+/// alone, 16 records of 100 at 200/s go one every 0.5 s (7.5 s); spending
+/// 40 each, settled, about 2.5 times as fast, and never beyond the bound.
+fn settled_drips_go_sooner_together(share: &str, runtime: &Path) {
+    let (alone, stamps) = settled_pair(share, runtime, false);
+    assert!(
+        alone >= Duration::from_millis(7000),
+        "estimated only: {alone:?}"
+    );
+    assert_eq!(stamps.len(), 16);
+    common::until_judged(3, Duration::from_secs(120), || {
+        let (took, stamps) = settled_pair(share, runtime, true);
+        assert_eq!(stamps.len(), 16);
+        within_the_shared_bound(&stamps);
+        (took > Duration::from_millis(5000)).then(|| format!("settled in {took:?}"))
+    });
+}
+
+#[test]
+fn settled_drips_go_sooner_together_through_the_file() {
+    let _t = beside_others();
+    let runtime = tempfile::tempdir().unwrap();
+    settled_drips_go_sooner_together("settled", runtime.path());
+}
+
+#[test]
+fn settled_drips_go_sooner_together_through_redis() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let redis = Redis::start();
+    let runtime = tempfile::tempdir().unwrap();
+    settled_drips_go_sooner_together(&redis.share("settled"), runtime.path());
+}
+
+/// A give-back after the schedule rested and another drip spent the
+/// burst gives back no more than the slots after it leave room for: drip
+/// A's record (estimated 100, the burst, at 200/s) leaves at 0 and its
+/// job reports 10 at 0.6 s; drip B, started at 0.6 s once A's record is
+/// paid for, sends one record of 100 at once and the next 0.5 s later,
+/// not at A's give-back (handing back all 90 then would put 200 in about
+/// 0.1 s). Judged when B's first record left 10 to 110 ms before A's job
+/// ended (so B's slot was placed before the give-back, and a second
+/// record let go at it, or at the next look 100 ms later, would pass the
+/// bound).
+fn a_give_back_after_a_rest_keeps_the_bound(share: &str, runtime: &Path) {
+    let stamps = runtime.join("rest-stamps");
+    let job = |spent: u32, sleep: &str| {
+        format!(
+            "echo \"$(date +%s%N) {spent}\" >> '{}'; sleep {sleep}; echo \"end{spent} $(date +%s%N)\" >> '{0}'; \
+             echo '{{\"usage\":{{\"total\":{spent}}}}}'",
+            stamps.display()
+        )
+    };
+    common::until_judged(4, Duration::from_secs(60), || {
+        let _ = std::fs::remove_file(&stamps);
+        let run = |job: String, records: usize| {
+            let args = [
+                "-q",
+                "--cost",
+                "e",
+                "--cost-rate",
+                "200/s:100",
+                "--share",
+                share,
+                "--settle",
+                "usage.total",
+                "--exec",
+                "sh",
+                "-c",
+                &job,
+            ];
+            let input: String = (0..records)
+                .map(|i| format!("{{\"e\":100,\"i\":{i}}}\n"))
+                .collect();
+            drip_with_input(&args, input, runtime)
+        };
+        let mut a = run(job(10, "0.6"), 1);
+        thread::sleep(Duration::from_millis(600));
+        let mut b = run(job(100, "0"), 2);
+        for child in [&mut a, &mut b] {
+            assert!(wait_for(child, Duration::from_secs(60)).success());
+        }
+        let text = std::fs::read_to_string(&stamps).unwrap();
+        let mut starts: Vec<(i64, u32)> = Vec::new();
+        let mut ends: Vec<i64> = Vec::new();
+        for line in text.lines() {
+            match line.split_once(' ') {
+                Some(("end10", t)) => ends.push(t.parse().unwrap()),
+                Some(("end100", _)) => {}
+                Some((t, spent)) => starts.push((t.parse().unwrap(), spent.parse().unwrap())),
+                None => panic!("{text}"),
+            }
+        }
+        starts.sort_unstable();
+        let a_end = ends.iter().copied().max().unwrap();
+        let b_first = starts.iter().find(|s| s.1 == 100).unwrap().0;
+        if !(10_000_000..110_000_000).contains(&(a_end - b_first)) {
+            return Some(format!(
+                "B's first record left {} ms before A's give-back",
+                (a_end - b_first) / 1_000_000
+            ));
+        }
+        for (i, a) in starts.iter().enumerate() {
+            for b in &starts[i + 1..] {
+                let spent: u32 = starts
+                    .iter()
+                    .filter(|s| s.0 >= a.0 && s.0 <= b.0)
+                    .map(|s| s.1)
+                    .sum();
+                let allowed = 100.0 + 200.0 * ((b.0 - a.0) as f64 / 1e9 + 0.1) + 40.0;
+                assert!(
+                    f64::from(spent) <= allowed,
+                    "{spent} spent in {} ms: {text}",
+                    (b.0 - a.0) / 1_000_000
+                );
+            }
+        }
+        None
+    });
+}
+
+#[test]
+fn a_give_back_after_a_rest_keeps_the_bound_through_the_file() {
+    let _t = beside_others();
+    let runtime = tempfile::tempdir().unwrap();
+    a_give_back_after_a_rest_keeps_the_bound("rested", runtime.path());
+}
+
+#[test]
+fn a_give_back_after_a_rest_keeps_the_bound_through_redis() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let redis = Redis::start();
+    let runtime = tempfile::tempdir().unwrap();
+    a_give_back_after_a_rest_keeps_the_bound(&redis.share("rested"), runtime.path());
+}
+
+/// A settlement the state cannot be reached for is kept for the next
+/// call; one still unsent when drip exits is said on stderr, not lost
+/// silently: the server is shut down while the record's job runs.
+#[test]
+fn a_settlement_unsent_at_exit_is_said() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let mut redis = Redis::start();
+    let runtime = tempfile::tempdir().unwrap();
+    let share = redis.share("unsent");
+    let args = [
+        "--cost",
+        "e",
+        "--cost-rate",
+        "1000/s:1000",
+        "--share",
+        &share,
+        "--share-on-error",
+        "local",
+        "--settle",
+        "usage.total",
+        "--exec",
+        "sh",
+        "-c",
+        "sleep 1; echo '{\"usage\":{\"total\":1}}'",
+    ];
+    let mut child = drip_with_input(&args, "{\"e\":100}\n".into(), runtime.path());
+    thread::sleep(Duration::from_millis(300));
+    redis.shutdown();
+    let out = timed_lines(&mut child, Instant::now());
+    assert!(wait_for(&mut child, Duration::from_secs(30)).success());
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(out.len(), 1, "{err}");
+    assert!(
+        err.contains(
+            "drip: --share unsent: 1 settlement of records did not reach the shared state at exit"
+        ),
+        "{err}"
+    );
 }

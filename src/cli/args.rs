@@ -506,7 +506,9 @@ pub struct JobArgs {
     /// overestimate is given back (later records go sooner), an
     /// underestimate is charged (later records wait). An attempt whose
     /// output has no such number keeps its estimate (said once on
-    /// stderr). May be given once for each cost. Not with --share
+    /// stderr). May be given once for each cost. With --share, the
+    /// difference reaches the shared cost limits: given back to, or
+    /// charged for, every drip on the NAME
     #[arg(long, value_name = "[NAME=]SPEC", value_parser = parse_settle_arg, value_hint = ValueHint::Other, action = clap::ArgAction::Append)]
     pub settle: Vec<(Option<String>, Estimate)>,
 

@@ -531,8 +531,7 @@ fn cost_config(cli: &Cli, delimiter: u8) -> Result<Option<Cost>, clap::Error> {
 /// costs of `cost`).
 ///
 /// # Errors
-/// A cost settled twice, one there is no `--cost` for, or `--settle` with
-/// `--share`.
+/// A cost settled twice, or one there is no `--cost` for.
 fn settle_config(
     cli: &Cli,
     cost: Option<&Cost>,
@@ -540,11 +539,6 @@ fn settle_config(
     let given = &cli.job_args.settle;
     if given.is_empty() {
         return Ok(Vec::new());
-    }
-    if !cli.share.is_empty() {
-        return usage(
-            "--settle: not with --share (a shared slot cannot be given back in part)".to_string(),
-        );
     }
     let mut settle: Vec<(usize, crate::cost::Estimate)> = Vec::new();
     for (name, spec) in given {
@@ -633,6 +627,7 @@ fn share(cli: &Cli, limits: &[Limit]) -> Result<Option<shared::Share>, clap::Err
         on_error: cli.share_on_error,
         peers: cli.share_peers,
         quiet: cli.quiet,
+        settle: !cli.job_args.settle.is_empty(),
     }))
 }
 

@@ -23,8 +23,8 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{flock, FlockOperation};
 use serde::{Deserialize, Serialize};
 
-use super::gcra::{hex, Gcra, KeyAsk, KeyBook, Meter, Step};
-use super::protocol::{Ask, Back, Failure, Grant, Reply, Store, EXPIRY_NS};
+use super::gcra::{hex, Gcra, KeyAsk, KeyBook, Meter, Settlement, Step};
+use super::protocol::{Ask, Back, Failure, Grant, Mark, Reply, Store, EXPIRY_NS};
 use super::take::Taken;
 
 /// Bytes of a page at the least (the kernel's smallest page): a write of
@@ -42,6 +42,15 @@ struct Stored {
     gen: u64,
     seq: u64,
     tats: Vec<Option<i64>>,
+    /// What the cost limits were charged, the latest slot granted and
+    /// the state's life (`CLOCK_MONOTONIC` when it started, moved on by
+    /// `drip ctl`), for settlements ([`Gcra::settle`]).
+    #[serde(default)]
+    charged: u64,
+    #[serde(default)]
+    last: Option<i64>,
+    #[serde(default)]
+    life: u64,
     /// Each busy key's schedule (limits per key).
     #[serde(default)]
     keys: KeyBook,
@@ -315,6 +324,13 @@ impl FileStore {
         let mut gcra = Gcra {
             tats: stored.tats,
             seq: stored.seq,
+            charged: stored.charged,
+            last: stored.last,
+            life: if fresh {
+                now.unsigned_abs()
+            } else {
+                stored.life
+            },
         };
         let mut keys = stored.keys;
         keys.prune(now);
@@ -325,6 +341,9 @@ impl FileStore {
             gen,
             seq: gcra.seq,
             tats: gcra.tats,
+            charged: gcra.charged,
+            last: gcra.last,
+            life: gcra.life,
             keys,
         };
         let new_text = serde_json::to_string(&new).expect("plain data");
@@ -364,10 +383,13 @@ impl Store for FileStore {
 
     fn reserve(&mut self, asks: &[Ask<'_>], horizon: i64) -> Result<Reply, Failure> {
         let (meters, step) = (self.meters.clone(), self.key_step);
-        self.with_state(|g, book, now, fresh| Reply {
-            now,
-            fresh,
-            grants: asks
+        self.with_state(|g, book, now, fresh| {
+            let mark = Mark {
+                charged: g.charged,
+                life: g.life,
+            };
+            let mut not_yet = None;
+            let grants = asks
                 .iter()
                 .map(|ask| {
                     let (seq, slots) = match (ask.key, step) {
@@ -380,8 +402,14 @@ impl Store for FileStore {
                             book.reserve_at(step, now, &hex(key), want, horizon)
                         }
                         _ => {
-                            let slots = g.reserve_sized(&meters, now, ask.want, ask.sizes, horizon);
-                            (g.seq, slots)
+                            let want = (ask.want, ask.sizes);
+                            match g.reserve_within(&meters, now, want, horizon, ask.within) {
+                                Ok(slots) => (g.seq, slots),
+                                Err(due) => {
+                                    not_yet = Some(due - now);
+                                    (g.seq, Vec::new())
+                                }
+                            }
                         }
                     };
                     Grant {
@@ -389,7 +417,23 @@ impl Store for FileStore {
                         slots: slots.into_iter().map(|d| d - now).collect(),
                     }
                 })
-                .collect(),
+                .collect();
+            Reply {
+                now,
+                fresh,
+                grants,
+                mark,
+                not_yet,
+            }
+        })
+    }
+
+    fn settle(&mut self, settlements: &[Settlement]) -> Result<(), Failure> {
+        let meters = self.meters.clone();
+        self.with_state(|g, _, now, fresh| {
+            for s in settlements {
+                g.settle(&meters, now, s, fresh);
+            }
         })
     }
 
@@ -479,6 +523,7 @@ mod tests {
             sizes: &[],
             after: 0,
             every: 0,
+            within: None,
         };
         let reply = store.reserve(&[ask], horizon).unwrap();
         let grant = reply.grants.into_iter().next().unwrap();

@@ -23,6 +23,7 @@ use std::sync::mpsc::{SendError, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use super::gcra::Settlement;
 use super::protocol::{expired, Ask, Back, ClockOffset, Failure, Reply, Store};
 use super::voice::{OnError, Retry, Voice, BACKOFF};
 
@@ -105,6 +106,9 @@ pub(crate) struct Request {
     pub(crate) sizes: Vec<u64>,
     pub(crate) at: u64,
     pub(crate) every: u64,
+    /// Slots only when the first is due within this long (ns), as
+    /// [`Ask::within`].
+    pub(crate) within: Option<i64>,
 }
 
 impl Request {
@@ -117,6 +121,7 @@ impl Request {
             sizes: &self.sizes,
             after: int(self.at.saturating_sub(now)),
             every: int(self.every),
+            within: self.within,
         }
     }
 }
@@ -151,6 +156,8 @@ pub(crate) struct Turn {
     pub(crate) returns: Vec<Return>,
     /// Then slots to reserve.
     pub(crate) requests: Vec<Request>,
+    /// Records to settle (`--settle`), before the reservation.
+    pub(crate) settlements: Vec<Settlement>,
 }
 
 /// One kind of grant as the keeper sees it: the global limits' lease, or
@@ -174,6 +181,15 @@ pub(crate) trait Grants: Send + 'static {
     }
     /// At exit: the unused tail of each grant's last reservation.
     fn unused(&mut self) -> Vec<Return>;
+    /// Settlements the state could not be reached for: kept for the next
+    /// turn (the global limits' lease; the keys' settle nothing).
+    fn unsettled(&mut self, settlements: Vec<Settlement>) {
+        let _ = settlements;
+    }
+    /// At exit: the settlements not sent yet.
+    fn settlements(&mut self) -> Vec<Settlement> {
+        Vec::new()
+    }
     /// Pace alone from `now` on (`local`).
     fn go_local(&mut self, now: u64);
     /// Follow `limits` (the global ones) and `key` (the limit per key),
@@ -304,6 +320,13 @@ impl<G: Grants> Keeper<G> {
             if !turn.returns.is_empty() {
                 self.give_back(&turn.returns);
             }
+            if !turn.settlements.is_empty() {
+                match self.settle(turn.settlements) {
+                    Err(failure) => return self.fatal(failure),
+                    Ok(false) => continue,
+                    Ok(true) => {}
+                }
+            }
             if turn.requests.is_empty() {
                 continue;
             }
@@ -315,6 +338,39 @@ impl<G: Grants> Keeper<G> {
         let unused = self.lease.lock().unused();
         if !unused.is_empty() {
             self.give_back(&unused);
+        }
+        let left = self.lease.lock().settlements();
+        if !left.is_empty() && self.store.settle(&left).is_err() && !self.voice.quiet {
+            let (n, s) = (left.len(), if left.len() == 1 { "" } else { "s" });
+            eprintln!(
+                "drip: {}: {n} settlement{s} of records did not reach the shared state at exit (what they gave back or charged is lost)",
+                self.voice.name,
+            );
+        }
+    }
+
+    /// Send `settlements` to the state. A failure that stops drip is
+    /// returned; when the state cannot be reached they are kept for the
+    /// next turn and the failure is reported as a reservation's is
+    /// (`Ok(false)`: paused on or pacing alone, no reservation now).
+    fn settle(&mut self, settlements: Vec<Settlement>) -> Result<bool, Failure> {
+        let failure = match self.store.settle(&settlements) {
+            Ok(()) => return Ok(true),
+            Err(failure) => failure,
+        };
+        self.lease.lock().unsettled(settlements);
+        match failure {
+            Failure::Changed(theirs) if self.follow(&theirs) => Ok(false),
+            Failure::Unreachable(why) if self.on_error != OnError::Fail => {
+                self.lease.lock().status().failures += 1;
+                self.unreachable(&why);
+                if self.on_error == OnError::Wait {
+                    let pause = self.retry.failed();
+                    self.pause(pause);
+                }
+                Ok(false)
+            }
+            failure => Err(failure),
         }
     }
 
@@ -610,6 +666,7 @@ mod tests {
             sizes: Vec::new(),
             at: 0,
             every: 0,
+            within: None,
         }
     }
 
@@ -703,6 +760,68 @@ mod tests {
         assert_eq!(lease.lock().status.failures, calls);
     }
 
+    /// A state out of reach for its first `down` settling calls, then
+    /// keeping what it was sent to settle.
+    struct Flaky {
+        down: u64,
+        settled: Arc<Mutex<Vec<Settlement>>>,
+    }
+
+    impl Store for Flaky {
+        fn hello(&mut self) -> Result<bool, Failure> {
+            Ok(false)
+        }
+        fn reserve(&mut self, _: &[Ask<'_>], _: i64) -> Result<Reply, Failure> {
+            Err(Failure::Unreachable("down".into()))
+        }
+        fn give_back(&mut self, backs: &[Back<'_>]) -> Result<Vec<bool>, Failure> {
+            Ok(vec![true; backs.len()])
+        }
+        fn settle(&mut self, settlements: &[Settlement]) -> Result<(), Failure> {
+            if self.down > 0 {
+                self.down -= 1;
+                return Err(Failure::Unreachable("down".into()));
+            }
+            self.settled.lock().unwrap().extend_from_slice(settlements);
+            Ok(())
+        }
+    }
+
+    /// Settlements the state cannot be reached for are kept, and sent,
+    /// in order and once each, when it answers again (those made
+    /// meanwhile with them); each failed call counted.
+    #[test]
+    fn settlements_wait_for_a_state_out_of_reach() {
+        let settled = Arc::new(Mutex::new(Vec::new()));
+        let store = Flaky {
+            down: 2,
+            settled: Arc::clone(&settled),
+        };
+        let (lease, keeper) =
+            keeper_over(Box::new(store), 1_000_000, OnError::Wait, Instant::now());
+        let one = |back| Settlement {
+            back,
+            life: 1,
+            ..Settlement::default()
+        };
+        lease.lock().settle(one(1));
+        lease.lock().settle(one(2));
+        let thread = std::thread::spawn(move || keeper.run());
+        lease.wake.notify_one();
+        std::thread::sleep(50 * MS);
+        lease.lock().settle(one(3));
+        lease.wake.notify_one();
+        let began = Instant::now();
+        while settled.lock().unwrap().len() < 3 && began.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(10 * MS);
+        }
+        lease.close();
+        thread.join().unwrap();
+        let backs: Vec<u64> = settled.lock().unwrap().iter().map(|s| s.back).collect();
+        assert_eq!(backs, [1, 2, 3]);
+        assert_eq!(lease.lock().status.failures, 2);
+    }
+
     /// A state elsewhere (Redis) whose clock is drip's plus 5 s; the
     /// answer to its second call is read 40 ms after it read its clock (a
     /// keeper woken late).
@@ -728,6 +847,7 @@ mod tests {
                     seq: self.calls,
                     slots: vec![0],
                 }],
+                ..Reply::default()
             })
         }
         fn give_back(&mut self, backs: &[Back<'_>]) -> Result<Vec<bool>, Failure> {
@@ -786,6 +906,7 @@ mod tests {
                     seq: self.calls.get(),
                     slots: vec![0],
                 }],
+                ..Reply::default()
             })
         }
         fn give_back(&mut self, backs: &[Back<'_>]) -> Result<Vec<bool>, Failure> {
@@ -853,6 +974,7 @@ mod tests {
                     seq: 1,
                     slots: vec![0; asks[0].want as usize],
                 }],
+                ..Reply::default()
             })
         }
         fn give_back(&mut self, backs: &[Back<'_>]) -> Result<Vec<bool>, Failure> {

@@ -164,6 +164,7 @@ fn needs(st: &KeyLeases, now: u64, ahead: u64, cap: u64) -> (Vec<Request>, Optio
                     sizes: Vec::new(),
                     at: k.at.saturating_add(k.every.saturating_mul(held)),
                     every: k.every,
+                    within: None,
                 });
             }
         } else {
@@ -191,7 +192,11 @@ impl Grants for KeyLeases {
             let mut returns = std::mem::take(&mut self.returning);
             let held = self.keys.values_mut().map(|k| &mut k.held);
             returns.extend(held.filter_map(|h| h.returning.is_some().then(|| h.take_returning())?));
-            return Ok(Turn { returns, requests });
+            return Ok(Turn {
+                returns,
+                requests,
+                settlements: Vec::new(),
+            });
         }
         Err(if giving || !requests.is_empty() {
             gap
@@ -212,7 +217,7 @@ impl Grants for KeyLeases {
             let Some((&s, lease)) = self.keys.iter_mut().find(|(_, l)| l.is(key)) else {
                 continue; // forgotten meanwhile
             };
-            let latest = lease.held.take(grant, &[], reply.now, base);
+            let latest = lease.held.take(grant, &[], (reply.now, reply.mark), base);
             self.status.reserved_until = self.status.reserved_until.max(latest);
             if let (true, Some(first)) = (lease.waiting, lease.held.slots.front()) {
                 lease.waiting = false;
@@ -495,6 +500,7 @@ mod tests {
             sizes: Vec::new(),
             at,
             every,
+            within: None,
         }
     }
 
@@ -512,6 +518,7 @@ mod tests {
             size: 1,
             grant: 1,
             shared: 0,
+            mark: crate::shared::protocol::Mark::default(),
         }));
         st.lease(3, b"c").wanted = 0;
         let (asks, soonest) = needs(&st, 0, 400, 10);
@@ -538,6 +545,7 @@ mod tests {
                 size: 1,
                 grant: 1,
                 shared: 0,
+                mark: crate::shared::protocol::Mark::default(),
             });
         }
         let want = Want {
@@ -572,6 +580,7 @@ mod tests {
                 size: 1,
                 grant,
                 shared: at as i64,
+                mark: crate::shared::protocol::Mark::default(),
             };
             a.held
                 .slots
@@ -637,7 +646,8 @@ mod tests {
                 want: 3,
                 sizes: &[],
                 after: 400,
-                every: 250
+                every: 250,
+                within: None
             }
         );
     }

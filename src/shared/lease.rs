@@ -36,12 +36,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::gcra::Meter;
+use super::gcra::Settlement;
 use super::keeper::{Grants, Lease, Mode, Request, Return, Status, Turn};
 use super::protocol::{
-    ahead, byte_late_ns, chunk, fitting, late_ns, Grant, Reply, HORIZON, POLL_NS,
+    ahead, byte_late_ns, chunk, fitting, late_ns, Grant, Mark, Reply, HORIZON, POLL_NS,
 };
 use crate::cost::Cost;
 use crate::schedule::{Limit, Limits, Schedule};
+use crate::settle::{record_hash, MOST_IN_FLIGHT};
 
 /// The sizes of waiting records the lease keeps at most (more than one
 /// reservation's worth, as a reservation never takes more than 200 ms).
@@ -59,6 +61,9 @@ pub(crate) struct Slot {
     pub(crate) grant: u64,
     /// Its time on the shared clock (ns), for giving it back.
     pub(crate) shared: i64,
+    /// Where the state stood before its reservation, for settling its
+    /// record (`--settle`).
+    pub(crate) mark: Mark,
 }
 
 /// The slots one lease holds from this drip's grants (the global limits'
@@ -187,7 +192,14 @@ impl Held {
     /// Put the slots of `grant` in the lease, reserved for `sizes` (1
     /// each beyond them), the reply's `now` being `shared_now` on the
     /// shared clock and `base` on drip's. Returns the latest (drip's ns).
-    pub(crate) fn take(&mut self, grant: &Grant, sizes: &[u64], shared_now: i64, base: u64) -> u64 {
+    pub(crate) fn take(
+        &mut self,
+        grant: &Grant,
+        sizes: &[u64],
+        reply: (i64, Mark),
+        base: u64,
+    ) -> u64 {
+        let (shared_now, mark) = reply;
         self.grants += 1;
         self.last_seq = grant.seq;
         let floor = self.slots.back().map_or(0, |s| s.at);
@@ -201,6 +213,7 @@ impl Held {
                 size: sizes.get(j).copied().unwrap_or(1),
                 grant: self.grants,
                 shared: shared_now.saturating_add(d),
+                mark,
             });
             latest = latest.max(at);
         }
@@ -269,7 +282,28 @@ pub(crate) struct GlobalLease {
     pub(crate) relimited: Option<Vec<Limit>>,
     /// The limits in force, as `drip ctl` and `--metrics` show them.
     pub(crate) in_force: Option<crate::state::InForce>,
+    /// `--settle`: slots are reserved only when due within a chunk (none
+    /// placed far ahead, where a settlement's give-back could no longer
+    /// reach), and the settlements go to the state at the keeper's next
+    /// turn.
+    pub(crate) settling: bool,
+    /// Settlements not sent yet (kept when the state cannot be reached;
+    /// beyond [`MOST_SETTLEMENTS`], folded together).
+    pub(crate) settlements: Vec<Settlement>,
+    /// When the state said the next slot is not due yet: ask again no
+    /// sooner than this (drip's clock, ns), unless settling first.
+    not_before: u64,
 }
+
+/// The most settlements kept waiting for the state: beyond, those of one
+/// life are folded into one ([`Settlement::fold`]: what they give back
+/// comes back from the earliest's floor).
+pub(crate) const MOST_SETTLEMENTS: usize = 256;
+
+/// How long (ns) at most a lease told its next slot is not due yet waits
+/// before asking again: a give-back (this drip's or another's) may have
+/// made it due sooner.
+const RECHECK_NS: u64 = 100_000_000;
 
 impl GlobalLease {
     pub(crate) fn new(meters: Vec<Meter>) -> GlobalLease {
@@ -281,6 +315,24 @@ impl GlobalLease {
             meters,
             relimited: None,
             in_force: None,
+            settling: false,
+            settlements: Vec::new(),
+            not_before: 0,
+        }
+    }
+
+    /// A record's settlement, for the keeper's next turn.
+    pub(crate) fn settle(&mut self, s: Settlement) {
+        self.settlements.push(s);
+        if self.settlements.len() > MOST_SETTLEMENTS {
+            let mut folded: Vec<Settlement> = Vec::new();
+            for s in self.settlements.drain(..) {
+                match folded.iter_mut().find(|f| f.life == s.life) {
+                    Some(f) => f.fold(&s),
+                    None => folded.push(s),
+                }
+            }
+            self.settlements = folded;
         }
     }
 
@@ -318,6 +370,7 @@ impl Grants for GlobalLease {
         let rtt = i64::try_from(self.status.rtt).unwrap_or(i64::MAX);
         let mut turn = Turn::default();
         turn.returns.extend(self.held.take_returning());
+        turn.settlements = std::mem::take(&mut self.settlements);
         let mut want = self.wanted;
         if !self.wanted_sizes.is_empty() {
             want = want.min(self.wanted_sizes.len());
@@ -325,7 +378,10 @@ impl Grants for GlobalLease {
         let mut wait = Duration::from_secs(1);
         if want > 0 {
             let end = self.held.slots.back().map_or(0, |s| s.at);
-            let until = end.saturating_sub(ahead(rtt).unsigned_abs());
+            let mut until = end.saturating_sub(ahead(rtt).unsigned_abs());
+            if turn.settlements.is_empty() {
+                until = until.max(self.not_before);
+            }
             if until <= now {
                 let sizes: Vec<u64> = self.wanted_sizes.iter().take(want).copied().collect();
                 let want = fitting(&self.meters, want as u64, &sizes, chunk(rtt));
@@ -336,12 +392,13 @@ impl Grants for GlobalLease {
                     sizes,
                     at: 0,
                     every: 0,
+                    within: self.settling.then(|| chunk(rtt)),
                 });
             } else {
                 wait = Duration::from_nanos(until - now);
             }
         }
-        if turn.returns.is_empty() && turn.requests.is_empty() {
+        if turn.returns.is_empty() && turn.requests.is_empty() && turn.settlements.is_empty() {
             Err(wait)
         } else {
             Ok(turn)
@@ -353,6 +410,12 @@ impl Grants for GlobalLease {
     }
 
     fn take(&mut self, requests: &[Request], reply: Reply, base: u64) {
+        if let Some(due) = reply.not_yet {
+            let rtt = i64::try_from(self.status.rtt).unwrap_or(i64::MAX);
+            let wait = due.saturating_sub(ahead(rtt)).max(0).unsigned_abs();
+            self.not_before = base.saturating_add(wait.min(RECHECK_NS));
+            return;
+        }
         let (Some(request), Some(grant)) = (requests.first(), reply.grants.first()) else {
             return;
         };
@@ -362,7 +425,9 @@ impl Grants for GlobalLease {
         self.wanted = self.wanted.saturating_sub(n);
         let covered = n.min(self.wanted_sizes.len());
         self.wanted_sizes.drain(..covered);
-        let latest = self.held.take(grant, &request.sizes, reply.now, base);
+        let latest = self
+            .held
+            .take(grant, &request.sizes, (reply.now, reply.mark), base);
         self.status.reserved_until = self.status.reserved_until.max(latest);
         self.send_back_tail(unwanted);
     }
@@ -378,6 +443,17 @@ impl Grants for GlobalLease {
 
     fn unused(&mut self) -> Vec<Return> {
         self.held.unused()
+    }
+
+    fn unsettled(&mut self, settlements: Vec<Settlement>) {
+        let newer = std::mem::replace(&mut self.settlements, settlements);
+        for s in newer {
+            self.settle(s);
+        }
+    }
+
+    fn settlements(&mut self) -> Vec<Settlement> {
+        std::mem::take(&mut self.settlements)
     }
 
     fn go_local(&mut self, _now: u64) {
@@ -420,6 +496,11 @@ pub struct SharedSchedule {
     /// The slots of the records released and not written yet, and how far
     /// a late write overtook the slots after it.
     pub(crate) written: Written,
+    /// `--settle`: the records released on slots and not settled yet,
+    /// oldest first, at most [`MOST_IN_FLIGHT`]: each one's hash
+    /// ([`record_hash`]), the size its slot was reserved for (what it was
+    /// charged) and where the state stood before that slot's reservation.
+    pub(crate) in_flight: Option<VecDeque<(u64, u64, Mark)>>,
 }
 
 /// What the writes did with the slots released ([`Schedule::wrote`]).
@@ -523,6 +604,7 @@ impl SharedSchedule {
             }
             if let Some(slot) = st.held.slots.pop_front() {
                 self.written.released(&slot);
+                self.note_in_flight(record, &slot);
             }
             records.next();
             n += 1;
@@ -535,6 +617,19 @@ impl SharedSchedule {
         };
         st.note_wanted(available - n, weighed);
         n
+    }
+}
+
+impl SharedSchedule {
+    /// `--settle`: `record` left on `slot`; note it in flight.
+    fn note_in_flight(&mut self, record: &[u8], slot: &Slot) {
+        let (Some(flight), Some(cost)) = (self.in_flight.as_mut(), self.cost.as_ref()) else {
+            return;
+        };
+        if flight.len() == MOST_IN_FLIGHT {
+            flight.pop_front();
+        }
+        flight.push_back((record_hash(cost.body(record)), slot.size, slot.mark));
     }
 }
 
@@ -659,6 +754,65 @@ impl Schedule for SharedSchedule {
         }
     }
 
+    /// A record released on a slot settles on the shared state (at the
+    /// keeper's next turn): what its slot was reserved for beyond what it
+    /// spent goes back, what it spent beyond is charged, from where the
+    /// state stood before the slot's reservation (`Gcra::settle`). A
+    /// record released by the lone pace (`local`), or forgotten, settles
+    /// on the local limits, and, unless pacing alone, its underestimate
+    /// is charged on the shared state too (nothing is given back).
+    /// Identical records: the oldest's mark (the higher floor), the
+    /// newest's slot, as `settle.rs`.
+    fn settle(&mut self, now: u64, record: &[u8], spent: &[Option<u64>]) {
+        let (Some(flight), Some(cost)) = (self.in_flight.as_mut(), self.cost.as_ref()) else {
+            return;
+        };
+        let hash = record_hash(cost.body(record));
+        let estimates = cost.estimates(record);
+        let actual: Vec<Option<u64>> = estimates
+            .iter()
+            .enumerate()
+            .map(|(i, e)| spent.get(i).copied().flatten().or(*e))
+            .collect();
+        let real = cost.spend(0, &actual);
+        let found = (
+            flight.iter().position(|e| e.0 == hash),
+            flight.iter().rposition(|e| e.0 == hash),
+        );
+        let s = match found {
+            (Some(oldest), Some(newest)) => {
+                let mark = flight[oldest].2;
+                let size = flight.remove(newest).map_or(real, |e| e.1);
+                Settlement {
+                    back: size.saturating_sub(real),
+                    more: real.saturating_sub(size),
+                    before: mark.charged,
+                    slot: size,
+                    life: mark.life,
+                }
+            }
+            _ => {
+                self.local.settle(now, record, spent);
+                // Not found (forgotten, or let go by the lone pace): an
+                // underestimate is still charged, nothing given back.
+                let estimate = cost.spend(0, &estimates);
+                Settlement {
+                    more: real.saturating_sub(estimate),
+                    ..Settlement::default()
+                }
+            }
+        };
+        if s.back == 0 && s.more == 0 {
+            return;
+        }
+        let mut st = self.lease.lock();
+        if st.status.mode != Mode::Local || s.back > 0 {
+            st.settle(s);
+            drop(st);
+            self.lease.wake.notify_one();
+        }
+    }
+
     fn wrote(&mut self, now: u64, records: usize) {
         let mut late = 0;
         for _ in 0..records {
@@ -735,6 +889,7 @@ pub(crate) mod tests {
                 size,
                 grant: 0,
                 shared: 0,
+                mark: crate::shared::protocol::Mark::default(),
             }));
         let lease = Arc::new(Lease::new(leases, Instant::now()));
         SharedSchedule {
@@ -751,7 +906,55 @@ pub(crate) mod tests {
             last_now: 0,
             peers: 1,
             written: Written::default(),
+            in_flight: None,
         }
+    }
+
+    /// `--settle`: a record released on a slot settles against that
+    /// slot's size and the mark of its reservation; one forgotten (or
+    /// never released on a slot) still has its underestimate charged,
+    /// and gives nothing back.
+    #[test]
+    fn records_settle_against_their_slots_and_a_forgotten_one_is_still_charged() {
+        use crate::cost::{parse_one_cost, Cost};
+        let cost = Cost::with_budgets(
+            vec![(None, parse_one_cost("e").unwrap())],
+            &[None],
+            None,
+            b'\n',
+        )
+        .unwrap();
+        let mut s = byte_schedule(&[(0, 100)]);
+        s.cost = Some(cost);
+        s.in_flight = Some(VecDeque::new());
+        let mark = Mark {
+            charged: 40,
+            life: 9,
+        };
+        s.lease.lock().held.slots[0].mark = mark;
+        let record = b"{\"e\":90}\n";
+        assert_eq!(s.release(0, 1, &mut std::iter::once(&record[..])), 1);
+        s.settle(5 * MS, record, &[Some(30)]);
+        let unknown = b"{\"e\":20}\n";
+        s.settle(5 * MS, unknown, &[Some(5)]);
+        s.settle(5 * MS, unknown, &[Some(25)]);
+        let sent = std::mem::take(&mut s.lease.lock().settlements);
+        assert_eq!(
+            sent,
+            [
+                Settlement {
+                    back: 70,
+                    more: 0,
+                    before: 40,
+                    slot: 100,
+                    life: 9
+                },
+                Settlement {
+                    more: 5,
+                    ..Settlement::default()
+                }
+            ]
+        );
     }
 
     /// Under a byte limit a slot carries a record of at most the size it
@@ -850,6 +1053,7 @@ pub(crate) mod tests {
             size: 1,
             grant: 1,
             shared: 0,
+            mark: crate::shared::protocol::Mark::default(),
         }));
         leases.status.mode = Mode::Changing(500 * MS);
         let mut s = SharedSchedule {
@@ -866,6 +1070,7 @@ pub(crate) mod tests {
             last_now: 0,
             peers: 1,
             written: Written::default(),
+            in_flight: None,
         };
         let (mut before, mut after) = (0, 0);
         for ms in 0..1000 {
@@ -898,6 +1103,7 @@ pub(crate) mod tests {
                 size: 1,
                 grant: 1 + j as u64 / 10,
                 shared: at as i64,
+                mark: crate::shared::protocol::Mark::default(),
             }));
         leases.held.grants = leases.held.slots.back().map_or(0, |s| s.grant);
         SharedSchedule {
@@ -910,6 +1116,7 @@ pub(crate) mod tests {
             last_now: 0,
             peers: 1,
             written: Written::default(),
+            in_flight: None,
         }
     }
 
@@ -1000,6 +1207,7 @@ pub(crate) mod tests {
                 seq: 3,
                 slots: vec![5 * MS as i64],
             }],
+            ..Reply::default()
         };
         let mut st = s.lease.lock();
         st.take(&requests, reply, 0);
@@ -1090,6 +1298,7 @@ pub(crate) mod tests {
                 size: 1,
                 grant,
                 shared: at as i64,
+                mark: crate::shared::protocol::Mark::default(),
             }));
             st.held.grants = grant;
         }
@@ -1199,6 +1408,7 @@ pub(crate) mod tests {
                         size: 1,
                         grant: 1,
                         shared: 0,
+                        mark: crate::shared::protocol::Mark::default(),
                     });
                 }
                 st.held.grants = 1;
@@ -1300,6 +1510,7 @@ mod protocol_tests {
                     seq: state.seq,
                     slots: slots.iter().map(|&t| t - now as i64).collect(),
                 }],
+                ..Reply::default()
             };
             lease.take(std::slice::from_ref(request), reply, now);
             lease.status.reservations += 1;

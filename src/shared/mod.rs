@@ -553,12 +553,17 @@ fn open_global(
     let meters: Vec<gcra::Meter> = limits.iter().map(gcra::Meter::of).collect();
     let weighs_bytes = meters.iter().any(gcra::Meter::weighs_bytes);
     let store = store(share, spec, meters.clone(), None)?;
-    let lease = Arc::new(Lease::new(GlobalLease::new(meters), origin));
+    let mut global = GlobalLease::new(meters);
+    global.settling = share.settle;
+    let lease = Arc::new(Lease::new(global, origin));
     handle.lease = Some(Arc::clone(&lease));
     let what = (format!("--share {}", handle.name), LOST_GLOBAL);
     start_keeper(share, store, &lease, what, notify, handle)?;
     let pace = Pace::of(limits, share.peers);
     let local = match cost {
+        Some(cost) if share.settle => Limits::new(&pace.local)
+            .with_cost(cost.clone())
+            .with_settling(),
         Some(cost) => Limits::new(&pace.local).with_cost(cost.clone()),
         None => Limits::new(&pace.local),
     };
@@ -572,6 +577,7 @@ fn open_global(
         last_now: 0,
         peers: share.peers,
         written: lease::Written::default(),
+        in_flight: share.settle.then(std::collections::VecDeque::new),
     })
 }
 

@@ -6,7 +6,7 @@
 //! much one reservation takes, how late a slot may be used, when a state
 //! found fresh was lost. Pure: no threads, clock or I/O.
 
-use super::gcra::Meter;
+use super::gcra::{Meter, Settlement};
 
 /// A shared state outlives its schedule by this long (ns), then expires.
 pub const EXPIRY_NS: i64 = 10_000_000_000;
@@ -57,6 +57,11 @@ pub struct Ask<'a> {
     pub after: i64,
     /// The least spacing of the slots' earliest times, ns.
     pub every: i64,
+    /// Grant slots only when the first is due within this long (ns) of
+    /// the call (`--settle`: no slot is placed far ahead, where a
+    /// settlement could no longer give back before it); `None`: always
+    /// at least one.
+    pub within: Option<i64>,
 }
 
 /// The slots one grant got from a reservation.
@@ -69,7 +74,7 @@ pub struct Grant {
 }
 
 /// The answer to one reservation.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Reply {
     /// The shared clock's time of the call, ns.
     pub now: i64,
@@ -77,6 +82,22 @@ pub struct Reply {
     pub fresh: bool,
     /// One grant per ask, in order.
     pub grants: Vec<Grant>,
+    /// Where the state stood before this call, for settling the records
+    /// of its slots (global limits).
+    pub mark: Mark,
+    /// An ask `within` a time granted nothing: when its first slot would
+    /// be due, ns after `now`.
+    pub not_yet: Option<i64>,
+}
+
+/// Where the shared state stood before a reservation, which the records
+/// of its slots settle against ([`Settlement`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Mark {
+    /// [`super::gcra::Gcra::charged`].
+    pub charged: u64,
+    /// [`super::gcra::Gcra::life`].
+    pub life: u64,
 }
 
 /// Slots going back: those of one grant from `first_unused` (shared ns;
@@ -107,6 +128,12 @@ pub trait Store: Send {
     fn reserve(&mut self, asks: &[Ask<'_>], horizon: i64) -> Result<Reply, Failure>;
     /// Give back each of `backs`; returns, for each, whether it went back.
     fn give_back(&mut self, backs: &[Back<'_>]) -> Result<Vec<bool>, Failure>;
+    /// Settle records on the global limits, in order, in one atomic step
+    /// ([`super::gcra::Gcra::settle`]).
+    fn settle(&mut self, settlements: &[Settlement]) -> Result<(), Failure> {
+        let _ = settlements;
+        Err(Failure::Fatal("records cannot be settled on it".into()))
+    }
     /// Put this store's limits in the state as the shared ones from now
     /// on, whatever is stored ([`super::gcra::Gcra::relimit`]: no credit,
     /// the slots reserved before kept, none of them going back), marked

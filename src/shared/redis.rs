@@ -35,8 +35,8 @@ use redis::{
     Value,
 };
 
-use super::gcra::{hex, Meter, Step};
-use super::protocol::{Ask, Back, Failure, Grant, Reply, Store};
+use super::gcra::{hex, Meter, Settlement, Step};
+use super::protocol::{Ask, Back, Failure, Grant, Mark, Reply, Store};
 use super::take::Taken;
 use super::target::{self, Servers};
 
@@ -816,21 +816,35 @@ impl RedisStore {
     /// The global limits' reservation of `ask`.
     fn reserve_global(&mut self, ask: &Ask<'_>, horizon: i64) -> Result<Reply, Failure> {
         let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        let mut extra = vec![int(ask.want), horizon];
+        let mut extra = vec![int(ask.want), horizon, ask.within.unwrap_or(-1)];
         extra.extend(ask.sizes.iter().map(|&s| int(s)));
         let reply = self.call("reserve", &extra)?;
         if let Some(m) = mismatch(&reply) {
             return Err(m);
         }
+        let uint = |v: &i64| u64::try_from(*v).unwrap_or(0);
         match ints(&reply)?.as_slice() {
-            [_, seq, now, fresh, slots @ ..] => Ok(later(
+            [code, seq, now, fresh, charged, life, slots @ ..] => Ok(later(
                 Reply {
                     now: *now,
                     fresh: *fresh == 1,
                     grants: vec![Grant {
-                        seq: u64::try_from(*seq).unwrap_or(0),
-                        slots: slots.to_vec(),
+                        seq: uint(seq),
+                        slots: if *code == 3 {
+                            Vec::new()
+                        } else {
+                            slots.to_vec()
+                        },
                     }],
+                    mark: Mark {
+                        charged: uint(charged),
+                        life: uint(life),
+                    },
+                    not_yet: if *code == 3 {
+                        slots.first().copied()
+                    } else {
+                        None
+                    },
                 },
                 self.conn.acked_in(),
             )),
@@ -891,6 +905,7 @@ impl RedisStore {
             now: sec.saturating_mul(1_000_000_000).saturating_add(*nsec),
             fresh: *fresh == 1,
             grants: Vec::with_capacity(asks.len()),
+            ..Reply::default()
         };
         while let [seq, count, tail @ ..] = rest {
             let count = usize::try_from(*count).map_err(|_| bad())?;
@@ -944,6 +959,25 @@ impl Store for RedisStore {
         }
     }
 
+    fn settle(&mut self, settlements: &[Settlement]) -> Result<(), Failure> {
+        let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        let mut extra = vec![int(settlements.len() as u64)];
+        for s in settlements {
+            extra.extend([
+                int(s.back),
+                int(s.more),
+                int(s.before),
+                int(s.slot),
+                int(s.life),
+            ]);
+        }
+        let reply = self.call("settle", &extra)?;
+        if let Some(m) = mismatch(&reply) {
+            return Err(m);
+        }
+        ints(&reply).map(drop)
+    }
+
     fn give_back(&mut self, backs: &[Back<'_>]) -> Result<Vec<bool>, Failure> {
         let mut given = Vec::with_capacity(backs.len());
         let (keyed, global): (Vec<&Back>, Vec<&Back>) = backs.iter().partition(|b| b.key.is_some());
@@ -984,6 +1018,7 @@ mod tests {
                     slots: s.to_vec(),
                 })
                 .collect(),
+            ..Reply::default()
         }
     }
 

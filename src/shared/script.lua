@@ -3,16 +3,25 @@
 -- in one atomic step on the server's clock.
 --
 -- KEYS[1]  the state: a hash of limits, gen (how many times drip ctl
---          changed them), epoch, seq, tat1 .. tatN
--- ARGV[1]  "hello", "reserve", "take", "giveback" or "relimit"
+--          changed them), epoch, seq, tat1 .. tatN, and for settlements
+--          charged (what the byte or cost limits were charged in this
+--          life: every slot's size, every debit), last (the latest slot
+--          granted) and life (the time, in us, the state started afresh;
+--          one more at each relimit)
+-- ARGV[1]  "hello", "reserve", "take", "giveback", "relimit" or "settle"
 -- ARGV[2]  "-1" for the server's TIME; otherwise a test clock in seconds,
 -- ARGV[3]  and its nanoseconds
 -- ARGV[4]  the limits' spec, which every participant must share
 -- ARGV[5]  N, the number of limits; then four values for each: "r",
 --          interval, tolerance (ns), 0 for a record limit; "b", count,
 --          period (ns), burst (bytes) for a byte limit
--- then     reserve: want, horizon (ns), then the size (bytes) of the
---          record each slot is for (1 when not given); take: the size
+-- then     reserve: want, horizon (ns), within (ns: no slot unless the
+--          first is due that soon; -1: always one), then the size (bytes)
+--          of the record each slot is for (1 when not given); settle: the
+--          number of settlements, then five values for each: units to
+--          give back, units to charge more, charged before the slot's
+--          reservation, what the slot was charged, and its life; take:
+--          the size
 --          of the one slot, and how soon (ns) it must be due; giveback:
 --          seq, first unused (ns), the size that slot was reserved for
 --
@@ -22,7 +31,11 @@
 -- TAT (a record larger than the burst leaves once a full burst is saved,
 -- and the schedule is in debt for the rest).
 --
--- Returns {1, seq, now, fresh, d1 - now, d2 - now, ...} (times in ns since
+-- Returns {1, seq, now, fresh, charged, life, d1 - now, d2 - now, ...}
+-- for a reservation (charged and life as they stood before it; {3, seq,
+-- now, fresh, charged, life, due - now} when its first slot is not due
+-- within the bound, nothing reserved), {1, seq, now, fresh} for the
+-- others (times in ns since
 -- the epoch, whole seconds of the server's clock), {0, seq, now, 0} when a
 -- giveback came too late, {2, seq, now, fresh, due - now} when a take's slot
 -- is not due in time (nothing written), {-1, stored spec, gen} when the
@@ -33,9 +46,13 @@
 -- the limits per key are shared too (a "key:" in the spec), it also
 -- stores kgen (one on) and ks, kn (now, the server's clock): keys.lua
 -- restarts each key's schedule so when it next touches the key.
+-- "settle" charges each debit (TAT = max(TAT, now) + more) and gives back
+-- each overestimate of its life, never below its floor, max(now, last) +
+-- (charged - before - slot) units, nor above the TAT (src/shared/gcra.rs,
+-- Gcra::settle).
 local key = KEYS[1]
 local n = tonumber(ARGV[5])
-local stored = redis.call('HMGET', key, 'limits', 'epoch', 'seq', 'gen')
+local stored = redis.call('HMGET', key, 'limits', 'epoch', 'seq', 'gen', 'charged', 'last', 'life')
 local gen = number_of(stored[4]) or 0
 if stored[1] and stored[1] ~= ARGV[4] and op ~= 'relimit' then
   return {-1, stored[1], gen}
@@ -52,6 +69,12 @@ if sec - epoch > 86400 then
   epoch = sec
 end
 local now = (sec - epoch) * 1e9 + nsec
+local charged = (not fresh and number_of(stored[5])) or 0
+local last = not fresh and number_of(stored[6])
+if last then
+  last = last - shift
+end
+local life = (not fresh and number_of(stored[7])) or (sec * 1e6 + math.floor(nsec / 1000))
 local kind, a, b, c, tats = {}, {}, {}, {}, {}
 for j = 1, n do
   kind[j] = ARGV[2 + 4 * j]
@@ -81,26 +104,41 @@ local extra = 6 + 4 * n
 local out
 -- A relimit's fields for the keys' schedules (keys.lua).
 local keyed = {}
+-- A slot granted at due for size s: the TATs move on, it is charged.
+local function grant(due, size)
+  for j = 1, n do
+    tats[j] = math.max(tats[j], due) + cost(j, size)
+  end
+  charged = charged + size
+  last = math.max(last or due, due)
+end
 if op == 'reserve' then
   local want = math.max(tonumber(ARGV[extra]), 1)
   local horizon = tonumber(ARGV[extra + 1])
+  local within = tonumber(ARGV[extra + 2])
+  local first = tonumber(ARGV[extra + 3]) or 1
+  local due = now
+  for j = 1, n do
+    due = math.max(due, (tats[j] or now) - reach(j, first))
+  end
+  if within >= 0 and due > now + within then
+    return {3, seq, now, fresh and 1 or 0, charged, life, due - now}
+  end
   for j = 1, n do
     tats[j] = math.max(tats[j] or now, now)
   end
   seq = seq + 1
-  out = {1, seq, now, fresh and 1 or 0}
-  while #out - 4 < want do
-    local size = tonumber(ARGV[extra + 2 + #out - 4]) or 1
-    local due = now
+  out = {1, seq, now, fresh and 1 or 0, charged, life}
+  while #out - 6 < want do
+    local size = tonumber(ARGV[extra + 3 + #out - 6]) or 1
+    due = now
     for j = 1, n do
       due = math.max(due, tats[j] - reach(j, size))
     end
-    if #out > 4 and due > now + horizon then
+    if #out > 6 and due > now + horizon then
       break
     end
-    for j = 1, n do
-      tats[j] = math.max(tats[j], due) + cost(j, size)
-    end
+    grant(due, size)
     out[#out + 1] = due - now
   end
 elseif op == 'take' then
@@ -114,9 +152,7 @@ elseif op == 'take' then
   if due > now + within then
     return {2, seq, now, fresh and 1 or 0, due - now}
   end
-  for j = 1, n do
-    tats[j] = math.max(tats[j], due) + cost(j, size)
-  end
+  grant(due, size)
   seq = seq + 1
   out = {1, seq, now, fresh and 1 or 0, due - now}
 elseif op == 'giveback' then
@@ -152,15 +188,49 @@ elseif op == 'relimit' then
   end
   seq = seq + 1
   gen = gen + 1
+  life = life + 1
   out = {1, seq, now, fresh and 1 or 0}
   if string.find(ARGV[4], 'key:', 1, true) then
     local kgen = number_of(redis.call('HGET', key, 'kgen')) or 0
     keyed = {'kgen', kgen + 1, 'ks', sec, 'kn', nsec}
   end
+elseif op == 'settle' then
+  local m = tonumber(ARGV[extra])
+  for i = 0, m - 1 do
+    local back = tonumber(ARGV[extra + 1 + 5 * i])
+    local more = tonumber(ARGV[extra + 2 + 5 * i])
+    local before = tonumber(ARGV[extra + 3 + 5 * i])
+    local slot = tonumber(ARGV[extra + 4 + 5 * i])
+    if more > 0 then
+      for j = 1, n do
+        if kind[j] == 'b' then
+          tats[j] = math.max(tats[j] or now, now) + cost(j, more)
+        end
+      end
+      charged = charged + more
+    end
+    if back > 0 and not fresh and tonumber(ARGV[extra + 5 + 5 * i]) == life then
+      local base = math.max(now, last or now)
+      local since = math.max(charged - before - slot, 0)
+      for j = 1, n do
+        if kind[j] == 'b' and tats[j] then
+          local floor = base + cost(j, since)
+          local given = tats[j] - math.floor(back * b[j] / a[j])
+          tats[j] = math.min(tats[j], math.max(given, floor))
+        end
+      end
+    end
+  end
+  out = {1, seq, now, fresh and 1 or 0}
 else
   out = {1, seq, now, fresh and 1 or 0}
 end
-local fields = {'limits', ARGV[4], 'gen', gen, 'epoch', epoch, 'seq', seq}
+local fields = {'limits', ARGV[4], 'gen', gen, 'epoch', epoch, 'seq', seq,
+  'charged', string.format('%d', charged), 'life', string.format('%d', life)}
+if last then
+  fields[#fields + 1] = 'last'
+  fields[#fields + 1] = string.format('%d', last)
+end
 for _, f in ipairs(keyed) do
   fields[#fields + 1] = f
 end

@@ -39,6 +39,8 @@ pub struct Share {
     /// No notices on stderr (`-q`): `wait` does not say it waits, `local`
     /// does not warn, a lost state is not reported (all still counted).
     pub quiet: bool,
+    /// `--settle`: the records' settlements reach the shared cost limits.
+    pub settle: bool,
 }
 
 /// The longest NAME, in characters (it is part of a file name and a key).
