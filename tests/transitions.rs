@@ -1309,21 +1309,23 @@ fn many_runs() {
             let mut loaded = 0;
             let mut of = [0usize; 3];
             let mut worst = 0.0f64;
+            let (mut over, mut unjudged) = (0, 0);
             for n in 0..runs {
                 let p = policy.unwrap_or(n % POLICIES.len());
-                let seed = fastrand::u64(..);
-                let (outcome, line) = one_run(backend, transition, POLICIES[p], seed);
+                let (outcome, line) = judged_run(backend, transition, POLICIES[p]);
                 println!("run: {line}");
                 of[p] += 1;
                 held[p] += usize::from(outcome.held());
                 loaded += usize::from(outcome.held_loaded());
+                over += usize::from(outcome.worst.0 > 0.0);
+                unjudged += usize::from(outcome.worst.0 <= 0.0 && !outcome.held());
                 worst = worst.max(outcome.worst.0);
                 if !outcome.books.is_empty() {
                     broken.push(format!("{line}: {:?}", outcome.books));
                 }
             }
             table.push(format!(
-                "{backend:6} {transition:8} held {:2}/{:<2}  (wait {}/{}, local {}/{}, fail {}/{})  within +1 stamp: {loaded}/{runs}  worst over {worst}",
+                "{backend:6} {transition:8} held {:2}/{:<2}  (wait {}/{}, local {}/{}, fail {}/{})  over {over}, not judged {unjudged}  within +1 stamp: {loaded}/{runs}  worst over {worst}",
                 held.iter().sum::<usize>(),
                 runs,
                 held[0],
@@ -1340,6 +1342,37 @@ fn many_runs() {
         println!("{row}");
     }
     assert!(broken.is_empty(), "books broken: {broken:#?}");
+}
+
+/// One run of the long run: made again, with a seed of its own, while it
+/// cannot be judged ([`MIN_JUDGED`]) and broke nothing, up to [`TRIES`]
+/// runs (as a test's [`check`]): a busy machine's stalls come in spells,
+/// and a run left unjudged says nothing of the bound. The runs not judged
+/// are printed (`not judged: {...}`); the one kept has its tries and its
+/// verdict (`held`, `over`: records over the bound in a window clear of
+/// stalls, judged or not, or `not judged`) in its line.
+fn judged_run(backend: Backend, transition: Transition, policy: &str) -> (Outcome, String) {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let (outcome, line) = one_run(backend, transition, policy, fastrand::u64(..));
+        let verdict = if outcome.worst.0 > 0.0 {
+            "over"
+        } else if outcome.held() {
+            "held"
+        } else {
+            "not judged"
+        };
+        if verdict == "not judged" && tries < TRIES && outcome.books.is_empty() {
+            println!("not judged: {line}");
+            continue;
+        }
+        let line = format!(
+            "{},\"tries\":{tries},\"verdict\":\"{verdict}\"}}",
+            line.strip_suffix('}').unwrap_or(&line)
+        );
+        return (outcome, line);
+    }
 }
 
 /// The bound's arithmetic on made-up times: strict spacing holds; a
