@@ -10,7 +10,8 @@
 Runs the long run of tests/transitions.rs (`many_runs`, ignored in `cargo test`): for each
 backend (the state file, a redis-server it starts on a free loopback port) and each transition
 (drips stopped by SIGTERM or SIGKILL, a lost state, SHUTDOWN NOSAVE and a restart, SIGSTOP and
-SIGCONT of the server, writes refused under maxmemory; and, with a primary and a replica behind
+SIGCONT of the server, writes refused under maxmemory, one drip's first answer read 40 ms late
+(`late-answer`, through a proxy); and, with a primary and a replica behind
 three sentinels (`sentinel`) or a three-primary cluster with a replica (`cluster`), SENTINEL or
 CLUSTER FAILOVER, the primary killed, drip's slot resharded), RUNS runs with random seeds, the
 --share-on-error policy taking turns (wait, local, fail). Each run: three or four drips at
