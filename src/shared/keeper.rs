@@ -545,12 +545,13 @@ impl<G: Grants> Keeper<G> {
     /// long, onto the next drip's. A failed reading is left to the next
     /// reservation.
     fn settle_offset(&mut self) {
-        while self.offset.unsettled(SETTLED_NS, SETTLING_CALLS) {
-            let read = self.read_clock();
-            if let Ok(fresh) = read {
-                self.note_fresh(fresh);
-            } else {
+        for _ in 0..SETTLING_CALLS {
+            if !self.offset.unsettled(SETTLED_NS, SETTLING_CALLS) {
                 break;
+            }
+            match self.read_clock() {
+                Ok(fresh) => self.note_fresh(fresh),
+                Err(_) => break,
             }
         }
     }
