@@ -5,7 +5,8 @@
 //! the state is lost (FLUSHALL; the state file emptied under its lock),
 //! the server is shut down (SHUTDOWN NOSAVE) and started again, stopped
 //! (SIGSTOP, SIGCONT), or refuses writes (`maxmemory` under `noeviction`),
-//! under each `--share-on-error` policy. And through replicated servers
+//! or one drip reads its first reservation's answer 40 ms late (through a
+//! proxy, [`LateProxy`]), under each `--share-on-error` policy. And through replicated servers
 //! the run starts (`tests/topology`): a primary and a replica behind three
 //! sentinels (`redis+sentinel://`), failed over by `SENTINEL FAILOVER` or
 //! by killing the primary; a three-primary cluster with a replica of the
@@ -125,6 +126,11 @@ enum Transition {
     /// Drip's slot moved to another primary (MIGRATING, `ASK`, then
     /// `MOVED`).
     Reshard,
+    /// The first drip reaches the server through a proxy here that hands
+    /// it the first answer after a pause 40 ms late (its first
+    /// reservation's, after the hello: [`LateProxy`]), as a keeper woken
+    /// late on a loaded machine reads it.
+    LateAnswer,
 }
 
 const FILE_TRANSITIONS: &[Transition] = &[
@@ -141,6 +147,7 @@ const REDIS_TRANSITIONS: &[Transition] = &[
     Transition::Stop,
     Transition::Refuse,
     Transition::Mixed,
+    Transition::LateAnswer,
 ];
 const SENTINEL_TRANSITIONS: &[Transition] = &[Transition::Failover, Transition::KillPrimary];
 const CLUSTER_TRANSITIONS: &[Transition] = &[
@@ -174,6 +181,7 @@ impl fmt::Display for Transition {
             Transition::Failover => "failover",
             Transition::KillPrimary => "kill-primary",
             Transition::Reshard => "reshard",
+            Transition::LateAnswer => "late-answer",
         })
     }
 }
@@ -216,6 +224,8 @@ struct Plan {
     /// A cluster reached by `redis://` to a node that does not own drip's
     /// slot, not `redis+cluster://`.
     any_node: bool,
+    /// The first drip reaches the server through a [`LateProxy`].
+    late_answer: bool,
 }
 
 /// What docs/sharing.md lets every window hold beyond `burst + rate × W`
@@ -270,6 +280,7 @@ fn plan(backend: Backend, transition: Transition, policy: &str, rng: &mut fastra
         slack: Vec::new(),
         beyond: beyond(backend),
         any_node: backend == Backend::Cluster && rng.bool(),
+        late_answer: transition == Transition::LateAnswer,
     };
     let signals = |p: &mut Plan, rng: &mut fastrand::Rng, sig: i32, k: usize| {
         let mut victims: Vec<usize> = (0..p.drips).collect();
@@ -311,6 +322,7 @@ fn plan(backend: Backend, transition: Transition, policy: &str, rng: &mut fastra
             signals(&mut p, rng, sig, k);
         }
         Transition::Lost => lose(&mut p, between(rng, 0.8, 2.2)),
+        Transition::LateAnswer => {}
         Transition::Failover | Transition::KillPrimary | Transition::Reshard => {
             let at = between(rng, 0.5, 1.5);
             p.events.push((
@@ -359,6 +371,100 @@ fn plan(backend: Backend, transition: Transition, policy: &str, rng: &mut fastra
     }
     p.events.sort_by(|a, b| a.0.total_cmp(&b.0));
     p
+}
+
+/// A proxy on a free port of 127.0.0.1 to the server on `port` that hands
+/// a client the answer to its first reservation (the first call that says
+/// `reserve`, after the hello) 40 ms late, the others as they come: read
+/// 40 ms after the server read its clock, as a keeper woken late on a
+/// loaded machine reads it. Each connection is pumped by two threads of
+/// its own until either side closes.
+struct LateProxy {
+    port: u16,
+}
+
+/// Where a [`LateProxy`]'s connection is: no reservation asked yet, the
+/// first one asked (its answer is to be late), its answer handed late.
+const ASKING: u8 = 0;
+const ASKED: u8 = 1;
+const ANSWERED: u8 = 2;
+
+impl LateProxy {
+    const LATE: Duration = Duration::from_millis(40);
+
+    fn start(port: u16) -> LateProxy {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let proxy = LateProxy {
+            port: listener.local_addr().unwrap().port(),
+        };
+        thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { break };
+                let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+                    continue;
+                };
+                let _ = (client.set_nodelay(true), server.set_nodelay(true));
+                let (Ok(to_server), Ok(to_client)) = (server.try_clone(), client.try_clone())
+                else {
+                    continue;
+                };
+                let first = std::sync::Arc::new(std::sync::atomic::AtomicU8::new(ASKING));
+                let asked = std::sync::Arc::clone(&first);
+                thread::spawn(move || Self::calls(client, to_server, &asked));
+                thread::spawn(move || Self::answers(server, to_client, &first));
+            }
+        });
+        proxy
+    }
+
+    /// Pump `client`'s calls to `server`, marking the first reservation.
+    fn calls(
+        mut client: std::net::TcpStream,
+        mut server: std::net::TcpStream,
+        first: &std::sync::atomic::AtomicU8,
+    ) {
+        use std::sync::atomic::Ordering;
+        let mut buf = [0u8; 65536];
+        loop {
+            let n = match client.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            if buf[..n].windows(7).any(|w| w == b"reserve") {
+                let _ = first.compare_exchange(ASKING, ASKED, Ordering::SeqCst, Ordering::SeqCst);
+            }
+            if server.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+        let _ = server.shutdown(std::net::Shutdown::Both);
+    }
+
+    /// Pump `server`'s answers to `client`, the first reservation's late.
+    fn answers(
+        mut server: std::net::TcpStream,
+        mut client: std::net::TcpStream,
+        first: &std::sync::atomic::AtomicU8,
+    ) {
+        use std::sync::atomic::Ordering;
+        let mut buf = [0u8; 65536];
+        loop {
+            let n = match server.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            if first
+                .compare_exchange(ASKED, ANSWERED, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+            {
+                thread::sleep(Self::LATE);
+            }
+            if client.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+        let _ = client.shutdown(std::net::Shutdown::Both);
+    }
 }
 
 /// The replicated servers of a run, when its backend has them.
@@ -641,6 +747,11 @@ fn run(
         (None, Topo::None) => name.to_string(),
     };
     let state_file = dir.path().join("drip").join(format!("{name}.json"));
+    // The first drip's way to the server, when it hands answers late.
+    let proxy = match (&redis, plan.late_answer) {
+        (Some(r), true) => Some(LateProxy::start(r.port)),
+        _ => None,
+    };
     let peers = plan.drips.to_string();
     let start = Instant::now();
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -662,7 +773,10 @@ fn run(
             "-o",
             "block",
             "--share",
-            &share,
+            &match &proxy {
+                Some(p) if i == 0 => format!("redis://127.0.0.1:{}/{name}", p.port),
+                _ => share.clone(),
+            },
             "--share-on-error",
             policy,
             "--share-peers",
@@ -1120,6 +1234,13 @@ fn redis_refuse_local() {
     check(Backend::Redis, Transition::Refuse, "local");
 }
 
+/// A drip's first grant is placed by the clocks, not by its answer read
+/// late (that put it 40 ms late, onto the other drips' slots).
+#[test]
+fn redis_late_answer_wait() {
+    check(Backend::Redis, Transition::LateAnswer, "wait");
+}
+
 #[test]
 fn redis_mixed_fail() {
     check(Backend::Redis, Transition::Mixed, "fail");
@@ -1228,21 +1349,23 @@ fn many_runs() {
             let mut loaded = 0;
             let mut of = [0usize; 3];
             let mut worst = 0.0f64;
+            let (mut over, mut unjudged) = (0, 0);
             for n in 0..runs {
                 let p = policy.unwrap_or(n % POLICIES.len());
-                let seed = fastrand::u64(..);
-                let (outcome, line) = one_run(backend, transition, POLICIES[p], seed);
+                let (outcome, line) = judged_run(backend, transition, POLICIES[p]);
                 println!("run: {line}");
                 of[p] += 1;
                 held[p] += usize::from(outcome.held());
                 loaded += usize::from(outcome.held_loaded());
+                over += usize::from(outcome.worst.0 > 0.0);
+                unjudged += usize::from(outcome.worst.0 <= 0.0 && !outcome.held());
                 worst = worst.max(outcome.worst.0);
                 if !outcome.books.is_empty() {
                     broken.push(format!("{line}: {:?}", outcome.books));
                 }
             }
             table.push(format!(
-                "{backend:6} {transition:8} held {:2}/{:<2}  (wait {}/{}, local {}/{}, fail {}/{})  within +1 stamp: {loaded}/{runs}  worst over {worst}",
+                "{backend:6} {transition:8} held {:2}/{:<2}  (wait {}/{}, local {}/{}, fail {}/{})  over {over}, not judged {unjudged}  within +1 stamp: {loaded}/{runs}  worst over {worst}",
                 held.iter().sum::<usize>(),
                 runs,
                 held[0],
@@ -1259,6 +1382,37 @@ fn many_runs() {
         println!("{row}");
     }
     assert!(broken.is_empty(), "books broken: {broken:#?}");
+}
+
+/// One run of the long run: made again, with a seed of its own, while it
+/// cannot be judged ([`MIN_JUDGED`]) and broke nothing, up to [`TRIES`]
+/// runs (as a test's [`check`]): a busy machine's stalls come in spells,
+/// and a run left unjudged says nothing of the bound. The runs not judged
+/// are printed (`not judged: {...}`); the one kept has its tries and its
+/// verdict (`held`, `over`: records over the bound in a window clear of
+/// stalls, judged or not, or `not judged`) in its line.
+fn judged_run(backend: Backend, transition: Transition, policy: &str) -> (Outcome, String) {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let (outcome, line) = one_run(backend, transition, policy, fastrand::u64(..));
+        let verdict = if outcome.worst.0 > 0.0 {
+            "over"
+        } else if outcome.held() {
+            "held"
+        } else {
+            "not judged"
+        };
+        if verdict == "not judged" && tries < TRIES && outcome.books.is_empty() {
+            println!("not judged: {line}");
+            continue;
+        }
+        let line = format!(
+            "{},\"tries\":{tries},\"verdict\":\"{verdict}\"}}",
+            line.strip_suffix('}').unwrap_or(&line)
+        );
+        return (outcome, line);
+    }
 }
 
 /// The bound's arithmetic on made-up times: strict spacing holds; a

@@ -39,6 +39,20 @@ pub const GIVE_BACK_WAIT: Duration = Duration::from_millis(100);
 /// paces alone, each sends at most its share (rate / `--share-peers`).
 pub const CHANGEOVER_NS: u64 = BACKOFF.max_ns + 1_000_000_000;
 
+/// How narrow (ns) the clocks' offset must be for a grant's slots to be
+/// placed without reading the shared clock again ([`Keeper::settle_offset`]):
+/// a millisecond, within the least late allowance
+/// ([`super::protocol::late_ns`], 2 ms), so a slot placed late by the
+/// offset still goes out on its turn.
+const SETTLED_NS: i64 = 1_000_000;
+
+/// The most calls (the hello and reservations among them) that narrow the
+/// clocks' offset before a grant's slots are placed without another
+/// reading, at the start or after the shared clock started again; a link
+/// whose round trip is longer than [`SETTLED_NS`] costs that many calls
+/// once.
+const SETTLING_CALLS: u32 = 5;
+
 /// How a lease paces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -270,14 +284,7 @@ impl<G: Grants> Keeper<G> {
     /// state is fatal only under `fail`; otherwise it is reported as a
     /// failed call is.
     pub(crate) fn hello(&mut self) -> Result<(), Failure> {
-        let mut hello = self.store.hello();
-        while let Err(Failure::Changed(theirs)) = &hello {
-            if !self.follow(&theirs.clone()) {
-                break;
-            }
-            hello = self.store.hello();
-        }
-        match hello {
+        match self.greet() {
             Ok(fresh) => {
                 self.note_fresh(fresh);
                 Ok(())
@@ -429,14 +436,7 @@ impl<G: Grants> Keeper<G> {
         if self.lease.lock().status().closed {
             return false;
         }
-        let mut hello = self.store.hello();
-        while let Err(Failure::Changed(theirs)) = &hello {
-            if !self.follow(&theirs.clone()) {
-                break;
-            }
-            hello = self.store.hello();
-        }
-        match hello {
+        match self.greet() {
             Ok(fresh) => {
                 self.retry.succeeded();
                 self.voice.reached();
@@ -456,6 +456,31 @@ impl<G: Grants> Keeper<G> {
                 false
             }
         }
+    }
+
+    /// The store's hello, again after following limits `drip ctl`
+    /// changed, timed: the shared clock's time it read narrows the clocks'
+    /// offset ([`Keeper::read_clock`]). Returns whether the state was
+    /// fresh.
+    fn greet(&mut self) -> Result<bool, Failure> {
+        loop {
+            match self.read_clock() {
+                Err(Failure::Changed(theirs)) if self.follow(&theirs) => {}
+                hello => return hello,
+            }
+        }
+    }
+
+    /// The store's hello, timed on drip's clock: the shared clock's time
+    /// it read, for a clock elsewhere, narrows the clocks' offset as a
+    /// reservation's does. Returns whether the state was fresh.
+    fn read_clock(&mut self) -> Result<bool, Failure> {
+        let sent = self.lease.now();
+        let (fresh, shared) = self.store.hello_timed()?;
+        if let Some(shared) = shared {
+            self.offset.observe(shared, sent, self.lease.now());
+        }
+        Ok(fresh)
     }
 
     /// The stored limits are `theirs` (a spec), put there by `drip ctl`:
@@ -549,8 +574,11 @@ impl<G: Grants> Keeper<G> {
     /// drip's, narrows the offset to the closest such pair seen: a keeper
     /// preempted between the two readings does not put the grant late by
     /// that long (onto the next drip's slots, beyond the late allowance).
-    /// Otherwise the calls' round trips narrow it, so a slot is later by
-    /// less than the shortest round trip, not by this answer's delay.
+    /// Otherwise the calls' round trips narrow it (the hello's too, and
+    /// more readings of the clock while it is still wide at the start:
+    /// [`Keeper::settle_offset`]), so a slot is later by less than the
+    /// shortest round trip, not by this answer's delay, the first
+    /// grant's too.
     fn take(&mut self, requests: &[Request], reply: Reply, sent: u64) {
         let before = self.lease.now();
         let base = match self.store.host_clock() {
@@ -559,7 +587,11 @@ impl<G: Grants> Keeper<G> {
                 let since_reply = shared_now.saturating_sub(reply.now).max(0).unsigned_abs();
                 at_now.saturating_sub(since_reply)
             }
-            None => self.offset.observe(reply.now, sent, self.lease.now()),
+            None => {
+                self.offset.observe(reply.now, sent, self.lease.now());
+                self.settle_offset();
+                self.offset.place(reply.now)
+            }
         };
         self.note_fresh(reply.fresh);
         {
@@ -572,6 +604,25 @@ impl<G: Grants> Keeper<G> {
             }
         }
         (self.notify)(false);
+    }
+
+    /// While the clocks' offset is wider than [`SETTLED_NS`], at the start
+    /// or after the shared clock started again (a restart, a new epoch),
+    /// read the shared clock again (a hello), up to [`SETTLING_CALLS`]
+    /// calls: a first answer read late (a keeper woken late on a loaded
+    /// machine) would otherwise put the first grant's slots late by that
+    /// long, onto the next drip's. A failed reading is left to the next
+    /// reservation.
+    fn settle_offset(&mut self) {
+        for _ in 0..SETTLING_CALLS {
+            if !self.offset.unsettled(SETTLED_NS, SETTLING_CALLS) {
+                break;
+            }
+            match self.read_clock() {
+                Ok(fresh) => self.note_fresh(fresh),
+                Err(_) => break,
+            }
+        }
     }
 
     /// Give `returns` back; those refused (someone reserved since, or the
@@ -879,6 +930,78 @@ mod tests {
             "{} ms late",
             (at - before) / 1_000_000
         );
+    }
+
+    /// A state elsewhere (Redis) whose clock is drip's plus 5 s; the
+    /// answers to its calls (hellos and reservations, in turn) are read
+    /// `delays[i]` after it read its clock (a keeper woken late), none
+    /// after those.
+    struct Delayed {
+        origin: Instant,
+        delays: VecDeque<Duration>,
+    }
+
+    impl Delayed {
+        /// The clock's now, the answer then read after the call's delay.
+        fn now(&mut self) -> i64 {
+            let now = self.origin.elapsed().as_nanos() as i64 + 5_000_000_000;
+            std::thread::sleep(self.delays.pop_front().unwrap_or_default());
+            now
+        }
+    }
+
+    impl Store for Delayed {
+        fn hello(&mut self) -> Result<bool, Failure> {
+            self.hello_timed().map(|(fresh, _)| fresh)
+        }
+        fn hello_timed(&mut self) -> Result<(bool, Option<i64>), Failure> {
+            Ok((false, Some(self.now())))
+        }
+        fn reserve(&mut self, _: &[Ask<'_>], _: i64) -> Result<Reply, Failure> {
+            Ok(Reply {
+                now: self.now(),
+                fresh: false,
+                grants: vec![crate::shared::protocol::Grant {
+                    seq: 1,
+                    slots: vec![0],
+                }],
+                mark: crate::shared::protocol::Mark::default(),
+                not_yet: None,
+            })
+        }
+        fn give_back(&mut self, backs: &[Back<'_>]) -> Result<Vec<bool>, Failure> {
+            Ok(vec![true; backs.len()])
+        }
+    }
+
+    /// A drip's first grant from a state elsewhere goes on drip's clock
+    /// where the state's clock put it, though the first reservation's
+    /// answer was read 40 ms late: the hello's round trip places it, or,
+    /// when the hello's answer was late too, the readings of the clock
+    /// after it (that answer alone would put it 40 ms late, onto the next
+    /// drip's slots).
+    #[test]
+    fn a_first_grant_read_late_is_placed_by_the_clocks() {
+        let late = 40 * MS;
+        for delays in [vec![MS / 10, late], vec![late, late]] {
+            let origin = Instant::now();
+            let store = Box::new(Delayed {
+                origin,
+                delays: delays.clone().into(),
+            });
+            let (lease, mut keeper) = keeper_over(store, 1_000_000, OnError::Wait, origin);
+            keeper.hello().unwrap();
+            lease.lock().wanted = 1;
+            let before = lease.now();
+            keeper.reserve(&[one_record()]).unwrap();
+            let at = lease.lock().held.slots[0].at;
+            assert!(at >= before, "{delays:?}: {at} before {before}");
+            assert!(
+                at < before + 20_000_000,
+                "{delays:?}: {} ms late",
+                (at - before) / 1_000_000
+            );
+        }
     }
 
     /// A state on this host's clock whose clock is read, at the keeper's

@@ -121,6 +121,16 @@ pub trait Store: Send {
     /// Check that the stored limits are ours (storing them when there are
     /// none). Returns whether the state was fresh.
     fn hello(&mut self) -> Result<bool, Failure>;
+    /// [`Store::hello`], and the shared clock's time (ns, as a reply's
+    /// `now`) that the call read, for a clock elsewhere (Redis's): the
+    /// keeper times the call to narrow the clocks' offset
+    /// ([`ClockOffset`]) before its first reservation's slots are placed,
+    /// and calls it again to read the clock while that offset is not yet
+    /// narrow. `None` for a clock that is this host's
+    /// ([`Store::host_clock`]).
+    fn hello_timed(&mut self) -> Result<(bool, Option<i64>), Failure> {
+        self.hello().map(|fresh| (fresh, None))
+    }
     /// Reserve slots for each ask ([`super::gcra::Gcra::reserve_sized`],
     /// [`super::gcra::KeyBook::reserve_at`]), `horizon` ns at most beyond
     /// the first. The asks of one call are all of the global limits or all
@@ -298,6 +308,8 @@ pub struct ClockOffset {
     /// The bounds of `θ` (ns) and when they were last narrowed (drip's
     /// clock, ns); `None` before the first call.
     known: Option<(i64, i64, u64)>,
+    /// The calls that narrowed the bounds since they were last started.
+    calls: u32,
 }
 
 impl ClockOffset {
@@ -314,9 +326,30 @@ impl ClockOffset {
             let hi = hi.min(old_hi.saturating_add(drift));
             (lo <= hi).then_some((lo, hi))
         });
+        self.calls = if narrowed.is_some() {
+            self.calls + 1
+        } else {
+            1
+        };
         let (lo, hi) = narrowed.unwrap_or((lo, hi));
         self.known = Some((lo, hi, received));
+        self.place(shared)
+    }
+
+    /// drip's time (ns) of the shared clock's `shared` (ns), by the
+    /// offset known: `shared − θ_lo` (`shared` itself before any call).
+    pub fn place(&self, shared: i64) -> u64 {
+        let lo = self.known.map_or(0, |(lo, _, _)| lo);
         u64::try_from(shared.saturating_sub(lo)).unwrap_or(0)
+    }
+
+    /// Whether the offset is not yet known to within `within` ns (the
+    /// most a slot may be placed late by it) and fewer than `calls` calls
+    /// narrowed it since it was last started: one more reading of the
+    /// shared clock may narrow it. Before any call, it is not.
+    pub fn unsettled(&self, within: i64, calls: u32) -> bool {
+        self.known
+            .is_some_and(|(lo, hi, _)| hi.saturating_sub(lo) > within && self.calls < calls)
     }
 }
 
@@ -364,6 +397,33 @@ mod tests {
         let back = |ours: u64| ours as i64 + theta - 2_000 * MS as i64;
         let read = 30_000 * MS;
         assert_eq!(c.observe(back(read), read - MS, read), read);
+    }
+
+    /// The offset is unsettled while wider than asked and narrowed by
+    /// fewer calls than asked; a clock that stepped starts the count
+    /// again, and before any call there is nothing to settle.
+    #[test]
+    fn the_clock_offset_is_unsettled_while_wide_and_new() {
+        let mut c = ClockOffset::default();
+        assert!(!c.unsettled(MS as i64, 3));
+        // A 40 ms round trip, then a 0.1 ms one: settled.
+        c.observe(5_000 * MS as i64, 0, 40 * MS);
+        assert!(c.unsettled(MS as i64, 3));
+        assert_eq!(c.place(5_000 * MS as i64), 40 * MS);
+        c.observe(5_050 * MS as i64, 50 * MS, 50 * MS + MS / 10);
+        assert!(!c.unsettled(MS as i64, 3));
+        // The first reading was at 0 ms, not at the 40 ms its answer came.
+        assert_eq!(c.place(5_000 * MS as i64), MS / 10);
+        // Wide calls only: settled by their count.
+        let mut c = ClockOffset::default();
+        for i in 0..3 {
+            assert!(i == 0 || c.unsettled(MS as i64, 3));
+            c.observe(5_000 * MS as i64, i * 10 * MS, i * 10 * MS + 40 * MS);
+        }
+        assert!(!c.unsettled(MS as i64, 3));
+        // The clock steps: one call since, unsettled again.
+        c.observe(1_000 * MS as i64, 100 * MS, 140 * MS);
+        assert!(c.unsettled(MS as i64, 3));
     }
 
     /// One reservation takes at most one chunk of every limit's schedule,

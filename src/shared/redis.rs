@@ -925,18 +925,39 @@ impl RedisStore {
 
 impl Store for RedisStore {
     fn hello(&mut self) -> Result<bool, Failure> {
-        if self.key_step.is_some() && self.meters.is_empty() {
+        self.hello_timed().map(|(fresh, _)| fresh)
+    }
+
+    /// The hello's answer carries the server's time: `{1, fresh, sec,
+    /// nsec}` for the keys (as their reservations: the server's clock),
+    /// `{1, seq, now, fresh}` for the global limits (ns since the state's
+    /// epoch, as theirs). Behind a Sentinel the wait for a replica's
+    /// acknowledgement came after the script read the clock: the time is
+    /// taken as that much later, as a reservation's ([`later`]).
+    fn hello_timed(&mut self) -> Result<(bool, Option<i64>), Failure> {
+        let bad = |reply: &dyn std::fmt::Debug| {
+            Failure::Unreachable(format!("unexpected reply {reply:?}"))
+        };
+        let (fresh, now) = if self.key_step.is_some() && self.meters.is_empty() {
             let reply = self.call_keys("hello", &[], 0, &[])?;
-            return Ok(reply.get(1) == Some(&1));
-        }
-        let reply = self.call("hello", &[])?;
-        if let Some(m) = mismatch(&reply) {
-            return Err(m);
-        }
-        match ints(&reply)?.as_slice() {
-            [_, _, _, fresh, ..] => Ok(*fresh == 1),
-            _ => Err(Failure::Unreachable(format!("unexpected reply {reply:?}"))),
-        }
+            match reply.as_slice() {
+                [_, fresh, sec, nsec, ..] => (
+                    *fresh == 1,
+                    sec.saturating_mul(1_000_000_000).saturating_add(*nsec),
+                ),
+                _ => return Err(bad(&reply)),
+            }
+        } else {
+            let reply = self.call("hello", &[])?;
+            if let Some(m) = mismatch(&reply) {
+                return Err(m);
+            }
+            match ints(&reply)?.as_slice() {
+                [_, _, now, fresh, ..] => (*fresh == 1, *now),
+                _ => return Err(bad(&reply)),
+            }
+        };
+        Ok((fresh, Some(now.saturating_add(self.conn.acked_in()))))
     }
 
     fn relimit(&mut self) -> Result<(), Failure> {
