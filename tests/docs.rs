@@ -215,7 +215,10 @@ fn the_chat_recipe_keeps_each_budget_within_the_providers_minute() {
             (minute(tokens, "--cost-rate out="), 10_000),
         ] {
             let budget = budget.unwrap_or_else(|| panic!("{page}: {requests} / {tokens}"));
-            assert!(budget <= most, "{page}: {budget} a minute of {most}: {tokens}");
+            assert!(
+                budget <= most,
+                "{page}: {budget} a minute of {most}: {tokens}"
+            );
         }
     }
 }
