@@ -8,7 +8,11 @@
 # too: one cost, prompt and completion together, as a shared slot is
 # reserved for one weight). Prints, for each, the requests answered,
 # the 429s, the tokens and the share of the output tokens the windows
-# allowed from the first answer to the last.
+# allowed from the first answer to the last (pro rata: the first and the
+# last window count for the part of them the run covered); then each
+# window's requests and output tokens; and, from the joblog, the jobs in
+# flight on average and how long they took (each holds its whole estimate
+# until its response settles it).
 #
 #   sh bench/llm.sh [REQUESTS]
 set -eu
@@ -16,4 +20,4 @@ n=${1:-300}
 cd "$(dirname "$0")/.."
 DRIP_LLM_REQUESTS=$n DRIP_LLM_ESTIMATED=$n DRIP_LLM_SHARED=$n \
   cargo test --test llm_api -- --nocapture --test-threads 1 2>&1 |
-  grep -oE '(settled|estimated|shared): .*|^test result.*'
+  grep -oE '(settled|estimated|shared)( jobs)?: .*|^  window .*|^test result.*'

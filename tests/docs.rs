@@ -187,3 +187,38 @@ fn the_link_checker_finds_what_is_broken() {
         "one-limit-shared-by-many-drips---share"
     );
 }
+
+/// The chat recipe of the cookbook (repeated in docs/jobs.md), for a provider that allows 500
+/// requests, 30,000 input and 10,000 output tokens a minute: each budget's rate a minute plus its
+/// burst stays within the provider's minute, as the recipe says, so no minute of theirs sees more.
+#[test]
+fn the_chat_recipe_keeps_each_budget_within_the_providers_minute() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // RATE/min:BURST after `prefix` on `line`, as the rate plus the burst.
+    let minute = |line: &str, prefix: &str| -> Option<u64> {
+        let rest = &line[line.find(prefix)? + prefix.len()..];
+        let spec = rest.split_whitespace().next()?;
+        let (rate, burst) = spec.split_once("/min:")?;
+        Some(rate.parse::<u64>().ok()? + burst.parse::<u64>().ok()?)
+    };
+    for page in ["docs/cookbook.md", "docs/jobs.md"] {
+        let text = std::fs::read_to_string(root.join(page)).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.contains("--cost-rate in=") && l.contains("--cost-rate out="))
+            .unwrap_or_else(|| panic!("{page}: no chat recipe"));
+        let (requests, tokens) = (lines[at - 2], lines[at]);
+        for (budget, most) in [
+            (minute(requests, "drip -r "), 500),
+            (minute(tokens, "--cost-rate in="), 30_000),
+            (minute(tokens, "--cost-rate out="), 10_000),
+        ] {
+            let budget = budget.unwrap_or_else(|| panic!("{page}: {requests} / {tokens}"));
+            assert!(
+                budget <= most,
+                "{page}: {budget} a minute of {most}: {tokens}"
+            );
+        }
+    }
+}

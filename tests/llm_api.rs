@@ -45,10 +45,47 @@ fn batch(n: u64, settle: bool) -> (Books, Vec<String>, String) {
         .map(str::to_string)
         .collect();
     let books = books.lock().unwrap().clone();
+    eprintln!(
+        "{}: {}",
+        if settle {
+            "settled jobs"
+        } else {
+            "estimated jobs"
+        },
+        jobs_in_flight(&std::fs::read_to_string(&joblog).unwrap())
+    );
     if let Ok(dir) = std::env::var("DRIP_LLM_KEEP") {
         std::fs::copy(&joblog, format!("{dir}/joblog-{settle}")).unwrap();
     }
     (books, lines, stderr)
+}
+
+/// From a joblog, the jobs in flight on average over the run and their
+/// durations (median, 90th percentile, longest, in ms): each request in
+/// flight holds its whole estimate until its response settles it.
+fn jobs_in_flight(joblog: &str) -> String {
+    let spans: Vec<(u64, u64)> = joblog
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| Some((v["start_us"].as_u64()?, v["duration_us"].as_u64()?)))
+        .collect();
+    let (Some(first), Some(end)) = (
+        spans.iter().map(|s| s.0).min(),
+        spans.iter().map(|s| s.0 + s.1).max(),
+    ) else {
+        return "no jobs".into();
+    };
+    let mut took: Vec<u64> = spans.iter().map(|s| s.1).collect();
+    took.sort_unstable();
+    let busy: u64 = took.iter().sum();
+    format!(
+        "{} attempts, {:.2} in flight on average, each {} ms (median), {} ms (90th percentile), {} ms at most",
+        took.len(),
+        busy as f64 / (end - first).max(1) as f64,
+        took[took.len() / 2] / 1000,
+        took[took.len() * 9 / 10] / 1000,
+        took[took.len() - 1] / 1000
+    )
 }
 
 /// drip's arguments for requests to `url`, resumed from `joblog`,
@@ -131,6 +168,7 @@ fn settled_from_usage_the_token_budgets_spend_the_quota_without_429s() {
             books.output,
             100.0 * books.output_used(&QUOTA)
         );
+        eprint!("{}", books.windows_report(&QUOTA));
     }
     // Every request answered, once, and written in input order.
     let want: Vec<u64> = (1..=n).collect();
@@ -257,6 +295,7 @@ fn two_drips_sharing_the_budgets_through_redis_settle_for_both() {
         books.output,
         100.0 * books.output_used(&QUOTA)
     );
+    eprint!("{}", books.windows_report(&QUOTA));
     assert_eq!(books.answered, n);
     assert!(books.refused <= 2, "{books:?}");
     assert!(books.output_used(&QUOTA) >= 0.5, "{books:?}");

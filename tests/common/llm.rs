@@ -40,6 +40,8 @@ pub struct Books {
     /// When the first and the last request were answered.
     pub first: Option<Instant>,
     pub last: Option<Instant>,
+    /// When the server started: its windows count from here.
+    pub start: Option<Instant>,
 }
 
 impl Books {
@@ -60,6 +62,31 @@ impl Books {
         let windows = (last - first).as_secs_f64() / quota.window.as_secs_f64();
         self.output as f64 / (quota.output as f64 * windows.max(1e-9))
     }
+
+    /// Each window from the first answered to the last, one line each:
+    /// its number, the share of it within the first answer and the last,
+    /// its requests and output tokens, and their share of the quota.
+    pub fn windows_report(&self, quota: &Quota) -> String {
+        let (Some(start), Some(first), Some(last)) = (self.start, self.first, self.last) else {
+            return String::new();
+        };
+        let w = quota.window.as_secs_f64();
+        let (a, b) = (
+            (first - start).as_secs_f64() / w,
+            (last - start).as_secs_f64() / w,
+        );
+        let mut out = String::new();
+        for n in a.floor() as u64..=b.floor() as u64 {
+            let covered = (b.min(n as f64 + 1.0) - a.max(n as f64)).max(0.0);
+            let (requests, _, output) = self.windows.get(&n).copied().unwrap_or_default();
+            out += &format!(
+                "  window {n}: {:.2} of it counted, {requests} requests, {output} output tokens ({:.1} % of the quota)\n",
+                covered,
+                100.0 * output as f64 / quota.output as f64
+            );
+        }
+        out
+    }
 }
 
 /// Start the server allowing `quota`, completions drawn from `seed`;
@@ -70,6 +97,7 @@ pub fn llm_server(quota: Quota, seed: u64) -> (u16, Arc<Mutex<Books>>) {
     let books: Arc<Mutex<Books>> = Arc::default();
     let state = Arc::new(Mutex::new((u64::MAX, 0u64, 0u64, 0u64)));
     let start = Instant::now();
+    books.lock().unwrap().start = Some(start);
     let kept = Arc::clone(&books);
     std::thread::spawn(move || {
         for (n, stream) in listener.incoming().enumerate() {
