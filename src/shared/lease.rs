@@ -910,6 +910,49 @@ pub(crate) mod tests {
         }
     }
 
+    /// Beyond [`MOST_SETTLEMENTS`] waiting, the settlements of each life
+    /// are folded into one: the sums, from the earliest `before`, no slot.
+    #[test]
+    fn settlements_beyond_the_most_kept_are_folded_by_life() {
+        let mut lease = GlobalLease::new(Vec::new());
+        for i in 0..MOST_SETTLEMENTS as u64 {
+            lease.settle(Settlement {
+                back: 2,
+                more: 1,
+                before: 10 + i,
+                slot: 3,
+                life: 1 + i % 2,
+            });
+        }
+        assert_eq!(lease.settlements.len(), MOST_SETTLEMENTS);
+        lease.settle(Settlement {
+            back: 5,
+            before: 1000,
+            life: 1,
+            ..Settlement::default()
+        });
+        let half = MOST_SETTLEMENTS as u64 / 2;
+        assert_eq!(
+            lease.settlements,
+            [
+                Settlement {
+                    back: 2 * half + 5,
+                    more: half,
+                    before: 10,
+                    slot: 0,
+                    life: 1
+                },
+                Settlement {
+                    back: 2 * half,
+                    more: half,
+                    before: 11,
+                    slot: 0,
+                    life: 2
+                },
+            ]
+        );
+    }
+
     /// `--settle`: a record released on a slot settles against that
     /// slot's size and the mark of its reservation; one forgotten (or
     /// never released on a slot) still has its underestimate charged,
