@@ -755,9 +755,10 @@ impl Schedule for SharedSchedule {
     }
 
     /// A record released on a slot settles on the shared state (at the
-    /// keeper's next turn): what its slot was reserved for beyond what it
-    /// spent goes back, what it spent beyond is charged, from where the
-    /// state stood before the slot's reservation (`Gcra::settle`). A
+    /// keeper's next turn, or once it answers again when pacing alone):
+    /// what its slot was reserved for beyond what it spent goes back,
+    /// what it spent beyond is charged, from where the state stood before
+    /// the slot's reservation (`Gcra::settle`). A
     /// record released by the lone pace (`local`), or forgotten, settles
     /// on the local limits, and, unless pacing alone, its underestimate
     /// is charged on the shared state too (nothing is given back).
@@ -779,6 +780,7 @@ impl Schedule for SharedSchedule {
             flight.iter().position(|e| e.0 == hash),
             flight.iter().rposition(|e| e.0 == hash),
         );
+        let on_slot = found.0.is_some();
         let s = match found {
             (Some(oldest), Some(newest)) => {
                 let mark = flight[oldest].2;
@@ -806,7 +808,7 @@ impl Schedule for SharedSchedule {
             return;
         }
         let mut st = self.lease.lock();
-        if st.status.mode != Mode::Local || s.back > 0 {
+        if on_slot || st.status.mode != Mode::Local {
             st.settle(s);
             drop(st);
             self.lease.wake.notify_one();
@@ -998,6 +1000,45 @@ pub(crate) mod tests {
                 }
             ]
         );
+    }
+
+    /// `--settle` while pacing alone: a record that left on a shared slot
+    /// before the outage still has its underestimate charged on the
+    /// shared state (kept until it answers), as its overestimate is given
+    /// back; only a record let go by the lone pace is not.
+    #[test]
+    fn a_record_of_a_shared_slot_settled_while_pacing_alone_is_still_charged() {
+        use crate::cost::{parse_one_cost, Cost};
+        let cost = Cost::with_budgets(
+            vec![(None, parse_one_cost("e").unwrap())],
+            &[None],
+            None,
+            b'\n',
+        )
+        .unwrap();
+        let mut s = byte_schedule(&[(0, 100), (0, 100)]);
+        s.cost = Some(cost);
+        s.in_flight = Some(VecDeque::new());
+        let mark = Mark {
+            charged: 40,
+            life: 9,
+        };
+        s.lease.lock().held.slots[0].mark = mark;
+        s.lease.lock().held.slots[1].mark = mark;
+        let (over, under) = (&b"{\"e\":90,\"n\":1}\n"[..], &b"{\"e\":90,\"n\":2}\n"[..]);
+        assert_eq!(s.release(0, 2, &mut [over, under].into_iter()), 2);
+        s.lease.lock().status.mode = Mode::Local;
+        s.settle(5 * MS, over, &[Some(30)]);
+        s.settle(5 * MS, under, &[Some(130)]);
+        let sent = std::mem::take(&mut s.lease.lock().settlements);
+        let settled = |back, more| Settlement {
+            back,
+            more,
+            before: 40,
+            slot: 100,
+            life: 9,
+        };
+        assert_eq!(sent, [settled(70, 0), settled(0, 30)]);
     }
 
     /// Under a byte limit a slot carries a record of at most the size it
