@@ -43,7 +43,7 @@ use super::protocol::{
 };
 use crate::cost::Cost;
 use crate::schedule::{Limit, Limits, Schedule};
-use crate::settle::{record_hash, MOST_IN_FLIGHT};
+use crate::settle::{record_hash, take_newest, MOST_IN_FLIGHT};
 
 /// The sizes of waiting records the lease keeps at most (more than one
 /// reservation's worth, as a reservation never takes more than 200 ms).
@@ -776,24 +776,17 @@ impl Schedule for SharedSchedule {
             .map(|(i, e)| spent.get(i).copied().flatten().or(*e))
             .collect();
         let real = cost.spend(0, &actual);
-        let found = (
-            flight.iter().position(|e| e.0 == hash),
-            flight.iter().rposition(|e| e.0 == hash),
-        );
-        let on_slot = found.0.is_some();
+        let found = take_newest(flight, |e| e.0 == hash, |oldest| oldest.2);
+        let on_slot = found.is_some();
         let s = match found {
-            (Some(oldest), Some(newest)) => {
-                let mark = flight[oldest].2;
-                let size = flight.remove(newest).map_or(real, |e| e.1);
-                Settlement {
-                    back: size.saturating_sub(real),
-                    more: real.saturating_sub(size),
-                    before: mark.charged,
-                    slot: size,
-                    life: mark.life,
-                }
-            }
-            _ => {
+            Some((mark, (_, size, _))) => Settlement {
+                back: size.saturating_sub(real),
+                more: real.saturating_sub(size),
+                before: mark.charged,
+                slot: size,
+                life: mark.life,
+            },
+            None => {
                 self.local.settle(now, record, spent);
                 // Not found (forgotten, or let go by the lone pace): an
                 // underestimate is still charged, nothing given back.
