@@ -339,13 +339,7 @@ fn run_watching(
     let mut books = Vec::new();
     let (shared, mut share) =
         shared_state(&config, out_fd, gate.clone(), (&mut give_up, &mut books))?;
-    for book in &books {
-        book.set_wake(Arc::from(notify_from_share(&shared)));
-    }
-    if let Some(share) = &share {
-        share.set_notify(notify_from_share(&shared));
-        let _ = shared.share.set(share.counters());
-    }
+    wake_from_share(&shared, share.as_ref(), &books);
     let way = sink(&config, &shared, gate, out, &mut give_up)?;
     let listening = opening.stop_if_signalled(&shared, config.drain);
     let pool = match &way {
@@ -354,15 +348,7 @@ fn run_watching(
     };
     // Whatever way drip leaves from here, the jobs' headers go.
     let _headers = pool.as_ref().map(|p| RemoveHeaders(Arc::clone(p)));
-    let in_force: InForce = Arc::new(Mutex::new(config.limits.clone()));
-    let key_in_force = Arc::new(Mutex::new(config.key.as_ref().map(|k| Limit {
-        rate: k.rate,
-        burst: k.burst,
-        unit: Unit::Records,
-    })));
-    if let Some(share) = &share {
-        share.follow_in_force(&in_force, &key_in_force);
-    }
+    let (in_force, key_in_force) = limits_in_force(&config, share.as_ref());
     let metrics = metrics_file(&config, &shared, &in_force)?;
     let (ui, monitor) = start_monitor(
         &config,
@@ -422,6 +408,39 @@ fn run_watching(
     let ending = metrics_at_exit(&shared, metrics, ending);
     let ending = first_error(ending, share_error, fatal)?;
     Ok(jobs_outcome(&config, &shared, ending))
+}
+
+/// The keepers of `--share` (its limits' and each shared `--budget`'s)
+/// wake the writer of `shared`, and stop it; `shared` shows the share's
+/// counters.
+fn wake_from_share(
+    shared: &Arc<Shared>,
+    share: Option<&shared::Handle>,
+    books: &[Arc<shared::budget::Book>],
+) {
+    for book in books {
+        book.set_wake(Arc::from(notify_from_share(shared)));
+    }
+    if let Some(share) = share {
+        share.set_notify(notify_from_share(shared));
+        let _ = shared.share.set(share.counters());
+    }
+}
+
+/// The global limits and the limit per key in force, as given at the
+/// start; under `--share`, its keepers keep them the shared ones as
+/// `drip ctl` changes them on any drip of the NAME.
+fn limits_in_force(config: &Config, share: Option<&shared::Handle>) -> (InForce, KeyInForce) {
+    let in_force: InForce = Arc::new(Mutex::new(config.limits.clone()));
+    let key_in_force = Arc::new(Mutex::new(config.key.as_ref().map(|k| Limit {
+        rate: k.rate,
+        burst: k.burst,
+        unit: Unit::Records,
+    })));
+    if let Some(share) = share {
+        share.follow_in_force(&in_force, &key_in_force);
+    }
+    (in_force, key_in_force)
 }
 
 /// What stopped a shared `--budget`'s keeper, if anything did: its count

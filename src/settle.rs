@@ -136,15 +136,31 @@ impl InFlight {
     /// such record, the entry of the newest (removed). `None` when none is
     /// in flight.
     pub fn take(&mut self, hash: u64) -> Option<Taken> {
-        let oldest = self.entries.iter().position(|e| e.hash == hash)?;
-        let newest = self.entries.iter().rposition(|e| e.hash == hash)?;
-        let floors = self.entries[oldest].floors.clone();
-        let entry = self.entries.remove(newest)?;
+        let (floors, entry) = take_newest(
+            &mut self.entries,
+            |e| e.hash == hash,
+            |oldest| oldest.floors.clone(),
+        )?;
         Some(Taken {
             charged: entry.charged,
             floors,
         })
     }
+}
+
+/// Of `entries` (records in flight, oldest first), those of one record
+/// (`is`: identical records hash alike): what `oldest` reads of the oldest
+/// (its floor, the higher), and the newest, removed (what its slot
+/// charged). `None` when none is in flight.
+pub fn take_newest<T, U>(
+    entries: &mut VecDeque<T>,
+    is: impl Fn(&T) -> bool,
+    oldest: impl FnOnce(&T) -> U,
+) -> Option<(U, T)> {
+    let first = entries.iter().position(&is)?;
+    let last = entries.iter().rposition(&is)?;
+    let read = oldest(&entries[first]);
+    Some((read, entries.remove(last)?))
 }
 
 /// A schedule's position before any record after one leaving at `now`:

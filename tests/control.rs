@@ -481,8 +481,15 @@ fn errors_are_one_line_with_status_1() {
         );
     }
     drip.stop();
+}
 
-    // Cost limits are found by the costs they spend.
+/// `cost-rate` finds the cost limits by the costs they spend; one it
+/// cannot find, or given the wrong number of values, is one line with
+/// status 1.
+#[test]
+fn cost_rate_errors_are_one_line_with_status_1() {
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
     let costly = Running::start(
         &[
             "--cost",
@@ -519,7 +526,14 @@ fn errors_are_one_line_with_status_1() {
         "{answer}"
     );
     costly.stop();
+}
 
+/// Under `--share`, the changes the drips on the NAME cannot follow are
+/// one line with status 1, the others made.
+#[test]
+fn shared_limit_changes_refused_are_one_line_with_status_1() {
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
     // Shared limits are the state's: a change of them is made there, for
     // every drip on the NAME (tests/share_ctl.rs); a limit per key of a
     // drip that shares none, or the global limits of one that shares
@@ -556,6 +570,15 @@ fn errors_are_one_line_with_status_1() {
         "{err}"
     );
     shared.stop();
+}
+
+/// Under `--share` with limits per key shared: `rate` and `key-rate`
+/// change them; the global limits cannot be taken away, nor added where
+/// only limits per key are shared (one line, status 1).
+#[test]
+fn shared_key_limit_changes_and_refusals() {
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
     // Shared limits per key: `rate` and `key-rate` change them.
     let keyed = Running::start(
         &[

@@ -265,10 +265,9 @@ fn refusals_of_the_starts(log: &Path, q: Quota) -> usize {
 }
 
 /// 60 records at 30/s against a quota of 10/s (burst `burst`) that sends
-/// no `Retry-After`: (the refusals drip's starts earn, by
-/// [`refusals_of_the_starts`]; seconds from the first request to the
-/// last), every record through.
-fn against_a_quota_without_retry_after(burst: f64) -> (usize, f64) {
+/// no `Retry-After`: (the refusals at the server, those drip's starts
+/// earn by [`refusals_of_the_starts`]), every record through.
+fn against_a_quota_without_retry_after(burst: f64) -> (usize, usize) {
     curl_present();
     let q = Quota {
         per_second: 10.0,
@@ -295,13 +294,26 @@ fn against_a_quota_without_retry_after(burst: f64) -> (usize, f64) {
     assert_all_through(&seen, "q", 60);
     let at_server = seen.iter().filter(|s| s.2 == 429).count();
     let refused = refusals_of_the_starts(&log, q);
-    let span = seen[seen.len() - 1].0 - seen[0].0;
-    eprintln!("burst {burst}: {refused} refusals earned ({at_server} at the server), {span:.2} s");
-    (refused, span)
+    eprintln!(
+        "burst {burst}: {at_server} refusals at the server ({refused} earned by drip's starts)"
+    );
+    (at_server, refused)
 }
 
 #[test]
 fn consecutive_overloads_slow_drip_to_what_the_service_allows() {
-    let (refused, _) = against_a_quota_without_retry_after(1.0);
-    assert!(refused <= 15, "{refused} refusals of 60 records");
+    // Judged by the server's count. A run the server refused more often
+    // than 15 times, though drip's own starts earned no more than 15, was
+    // held up between drip and the server (a busy machine): it cannot be
+    // judged, and is run again. Starts that earned more fail.
+    common::until_judged(4, std::time::Duration::from_secs(180), || {
+        let (at_server, earned) = against_a_quota_without_retry_after(1.0);
+        assert!(
+            earned <= 15,
+            "drip's starts earned {earned} refusals of 60 records"
+        );
+        (at_server > 15).then(|| {
+            format!("{at_server} refusals at the server, {earned} earned by drip's starts")
+        })
+    });
 }

@@ -143,8 +143,9 @@ impl Allowance for Book {
 enum Place {
     /// A file on this host, beside the state file, under its own lock.
     File(PathBuf),
-    /// Redis, one key per window, through the shared state's connection.
-    Redis(Box<RedisStore>),
+    /// Redis, one key per window, through the shared state's connection;
+    /// [`SCRIPT`]'s SHA1, to call it by.
+    Redis(Box<RedisStore>, String),
 }
 
 /// Add `owed` to the count `KEYS[1]` of a window (what a drip granted
@@ -182,7 +183,7 @@ impl Place {
         match self {
             Place::File(path) => take_in_file(path, label, call)
                 .map_err(|e| Failure::Unreachable(format!("{}: {e}", path.display()))),
-            Place::Redis(store) => {
+            Place::Redis(store, sha) => {
                 let expire_ms = (call.end + KEPT_NS) / 1_000_000;
                 let keys = [format!("{label}:{}", call.start)];
                 let args = [
@@ -191,8 +192,7 @@ impl Place {
                     expire_ms.to_string(),
                     call.owed.to_string(),
                 ];
-                let sha = redis::Script::new(SCRIPT).get_hash().to_string();
-                let reply = store.eval_script(SCRIPT, &sha, &keys, &args)?;
+                let reply = store.eval_script(SCRIPT, sha, &keys, &args)?;
                 match reply.as_slice() {
                     [Value::Int(g), Value::Int(c)] => Ok((
                         u64::try_from(*g).unwrap_or(0),
@@ -487,10 +487,13 @@ pub fn start(share: &Share, budget: &Budget) -> anyhow::Result<Arc<Book>> {
             format!("budget:{calendar}"),
         ),
         Target::Redis { url, name } => (
-            Place::Redis(Box::new(
-                RedisStore::new(url, name, String::new(), Vec::new(), None)
-                    .map_err(|e| anyhow::anyhow!("--share {name}: {e}"))?,
-            )),
+            Place::Redis(
+                Box::new(
+                    RedisStore::new(url, name, String::new(), Vec::new(), None)
+                        .map_err(|e| anyhow::anyhow!("--share {name}: {e}"))?,
+                ),
+                redis::Script::new(SCRIPT).get_hash().to_string(),
+            ),
             format!("drip:{{{name}}}:budget:{calendar}"),
         ),
     };

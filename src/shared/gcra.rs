@@ -1371,6 +1371,49 @@ mod tests {
         assert!(settled * 4 <= estimated, "{settled} against {estimated}");
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// Settlements folded into one ([`Settlement::fold`], as a lease
+        /// keeps them beyond `MOST_SETTLEMENTS`) leave the TAT no lower
+        /// than settling them one after the other would: they give back
+        /// no more.
+        #[test]
+        fn folded_settlements_give_back_no_more_than_one_by_one(
+            sizes in proptest::collection::vec(1u64..=50, 2..8),
+            spent in proptest::collection::vec(0u64..=100, 8),
+            at in 0i64..2_000,
+        ) {
+            let mut g = Gcra { life: 4, ..Gcra::default() };
+            let mut settlements = Vec::new();
+            for (i, &size) in sizes.iter().enumerate() {
+                let before = g.charged;
+                g.reserve_sized(&[COST], 0, 1, &[size], 0);
+                let real = spent[i];
+                settlements.push(Settlement {
+                    back: size.saturating_sub(real),
+                    more: real.saturating_sub(size),
+                    before,
+                    slot: size,
+                    life: 4,
+                });
+            }
+            let now = at * MS;
+            let mut one_by_one = g.clone();
+            for s in &settlements {
+                one_by_one.settle(&[COST], now, s, false);
+            }
+            let mut folded = settlements[0];
+            for s in &settlements[1..] {
+                folded.fold(s);
+            }
+            g.settle(&[COST], now, &folded, false);
+            proptest::prop_assert_eq!(g.charged, one_by_one.charged);
+            proptest::prop_assert!(g.tats[0] >= one_by_one.tats[0],
+                "folded {:?}, one by one {:?}", g.tats, one_by_one.tats);
+        }
+    }
+
     /// A settlement of another life (the state flushed, or its limits
     /// changed since) gives nothing back, but its debit is charged.
     #[test]

@@ -368,17 +368,25 @@ impl<G: Grants> Keeper<G> {
         self.lease.lock().unsettled(settlements);
         match failure {
             Failure::Changed(theirs) if self.follow(&theirs) => Ok(false),
-            Failure::Unreachable(why) if self.on_error != OnError::Fail => {
-                self.lease.lock().status().failures += 1;
-                self.unreachable(&why);
-                if self.on_error == OnError::Wait {
-                    let pause = self.retry.failed();
-                    self.pause(pause);
-                }
-                Ok(false)
-            }
+            Failure::Unreachable(why) => self.failed_call(why).map(|()| false),
             failure => Err(failure),
         }
+    }
+
+    /// A call found the state out of reach (`why`): counted; fatal under
+    /// `fail`; otherwise reported, and paused on under `wait` (under
+    /// `local`, [`Keeper::rejoin`] pauses).
+    fn failed_call(&mut self, why: String) -> Result<(), Failure> {
+        self.lease.lock().status().failures += 1;
+        if self.on_error == OnError::Fail {
+            return Err(Failure::Unreachable(why));
+        }
+        self.unreachable(&why);
+        if self.on_error == OnError::Wait {
+            let pause = self.retry.failed();
+            self.pause(pause);
+        }
+        Ok(())
     }
 
     /// One reservation for `requests`. A failure that stops drip is
@@ -411,18 +419,7 @@ impl<G: Grants> Keeper<G> {
             Err(failure @ (Failure::Mismatch(_) | Failure::Changed(_) | Failure::Fatal(_))) => {
                 Err(failure)
             }
-            Err(Failure::Unreachable(why)) => {
-                self.lease.lock().status().failures += 1;
-                if self.on_error == OnError::Fail {
-                    return Err(Failure::Unreachable(why));
-                }
-                self.unreachable(&why);
-                if self.on_error == OnError::Wait {
-                    let pause = self.retry.failed();
-                    self.pause(pause);
-                }
-                Ok(())
-            }
+            Err(Failure::Unreachable(why)) => self.failed_call(why),
         }
     }
 

@@ -43,7 +43,7 @@ use super::protocol::{
 };
 use crate::cost::Cost;
 use crate::schedule::{Limit, Limits, Schedule};
-use crate::settle::{record_hash, MOST_IN_FLIGHT};
+use crate::settle::{record_hash, take_newest, MOST_IN_FLIGHT};
 
 /// The sizes of waiting records the lease keeps at most (more than one
 /// reservation's worth, as a reservation never takes more than 200 ms).
@@ -755,9 +755,10 @@ impl Schedule for SharedSchedule {
     }
 
     /// A record released on a slot settles on the shared state (at the
-    /// keeper's next turn): what its slot was reserved for beyond what it
-    /// spent goes back, what it spent beyond is charged, from where the
-    /// state stood before the slot's reservation (`Gcra::settle`). A
+    /// keeper's next turn, or once it answers again when pacing alone):
+    /// what its slot was reserved for beyond what it spent goes back,
+    /// what it spent beyond is charged, from where the state stood before
+    /// the slot's reservation (`Gcra::settle`). A
     /// record released by the lone pace (`local`), or forgotten, settles
     /// on the local limits, and, unless pacing alone, its underestimate
     /// is charged on the shared state too (nothing is given back).
@@ -775,23 +776,17 @@ impl Schedule for SharedSchedule {
             .map(|(i, e)| spent.get(i).copied().flatten().or(*e))
             .collect();
         let real = cost.spend(0, &actual);
-        let found = (
-            flight.iter().position(|e| e.0 == hash),
-            flight.iter().rposition(|e| e.0 == hash),
-        );
+        let found = take_newest(flight, |e| e.0 == hash, |oldest| oldest.2);
+        let on_slot = found.is_some();
         let s = match found {
-            (Some(oldest), Some(newest)) => {
-                let mark = flight[oldest].2;
-                let size = flight.remove(newest).map_or(real, |e| e.1);
-                Settlement {
-                    back: size.saturating_sub(real),
-                    more: real.saturating_sub(size),
-                    before: mark.charged,
-                    slot: size,
-                    life: mark.life,
-                }
-            }
-            _ => {
+            Some((mark, (_, size, _))) => Settlement {
+                back: size.saturating_sub(real),
+                more: real.saturating_sub(size),
+                before: mark.charged,
+                slot: size,
+                life: mark.life,
+            },
+            None => {
                 self.local.settle(now, record, spent);
                 // Not found (forgotten, or let go by the lone pace): an
                 // underestimate is still charged, nothing given back.
@@ -806,7 +801,7 @@ impl Schedule for SharedSchedule {
             return;
         }
         let mut st = self.lease.lock();
-        if st.status.mode != Mode::Local || s.back > 0 {
+        if on_slot || st.status.mode != Mode::Local {
             st.settle(s);
             drop(st);
             self.lease.wake.notify_one();
@@ -910,6 +905,49 @@ pub(crate) mod tests {
         }
     }
 
+    /// Beyond [`MOST_SETTLEMENTS`] waiting, the settlements of each life
+    /// are folded into one: the sums, from the earliest `before`, no slot.
+    #[test]
+    fn settlements_beyond_the_most_kept_are_folded_by_life() {
+        let mut lease = GlobalLease::new(Vec::new());
+        for i in 0..MOST_SETTLEMENTS as u64 {
+            lease.settle(Settlement {
+                back: 2,
+                more: 1,
+                before: 10 + i,
+                slot: 3,
+                life: 1 + i % 2,
+            });
+        }
+        assert_eq!(lease.settlements.len(), MOST_SETTLEMENTS);
+        lease.settle(Settlement {
+            back: 5,
+            before: 1000,
+            life: 1,
+            ..Settlement::default()
+        });
+        let half = MOST_SETTLEMENTS as u64 / 2;
+        assert_eq!(
+            lease.settlements,
+            [
+                Settlement {
+                    back: 2 * half + 5,
+                    more: half,
+                    before: 10,
+                    slot: 0,
+                    life: 1
+                },
+                Settlement {
+                    back: 2 * half,
+                    more: half,
+                    before: 11,
+                    slot: 0,
+                    life: 2
+                },
+            ]
+        );
+    }
+
     /// `--settle`: a record released on a slot settles against that
     /// slot's size and the mark of its reservation; one forgotten (or
     /// never released on a slot) still has its underestimate charged,
@@ -955,6 +993,45 @@ pub(crate) mod tests {
                 }
             ]
         );
+    }
+
+    /// `--settle` while pacing alone: a record that left on a shared slot
+    /// before the outage still has its underestimate charged on the
+    /// shared state (kept until it answers), as its overestimate is given
+    /// back; only a record let go by the lone pace is not.
+    #[test]
+    fn a_record_of_a_shared_slot_settled_while_pacing_alone_is_still_charged() {
+        use crate::cost::{parse_one_cost, Cost};
+        let cost = Cost::with_budgets(
+            vec![(None, parse_one_cost("e").unwrap())],
+            &[None],
+            None,
+            b'\n',
+        )
+        .unwrap();
+        let mut s = byte_schedule(&[(0, 100), (0, 100)]);
+        s.cost = Some(cost);
+        s.in_flight = Some(VecDeque::new());
+        let mark = Mark {
+            charged: 40,
+            life: 9,
+        };
+        s.lease.lock().held.slots[0].mark = mark;
+        s.lease.lock().held.slots[1].mark = mark;
+        let (over, under) = (&b"{\"e\":90,\"n\":1}\n"[..], &b"{\"e\":90,\"n\":2}\n"[..]);
+        assert_eq!(s.release(0, 2, &mut [over, under].into_iter()), 2);
+        s.lease.lock().status.mode = Mode::Local;
+        s.settle(5 * MS, over, &[Some(30)]);
+        s.settle(5 * MS, under, &[Some(130)]);
+        let sent = std::mem::take(&mut s.lease.lock().settlements);
+        let settled = |back, more| Settlement {
+            back,
+            more,
+            before: 40,
+            slot: 100,
+            life: 9,
+        };
+        assert_eq!(sent, [settled(70, 0), settled(0, 30)]);
     }
 
     /// Under a byte limit a slot carries a record of at most the size it

@@ -112,29 +112,35 @@ local function grant(due, size)
   charged = charged + size
   last = math.max(last or due, due)
 end
+-- When a slot for size s is due: the latest any limit lets it leave, now
+-- at the earliest.
+local function due_for(s)
+  local due = now
+  for j = 1, n do
+    due = math.max(due, (tats[j] or now) - reach(j, s))
+  end
+  return due
+end
+-- Every TAT now at the least (a schedule that rested starts now).
+local function from_now()
+  for j = 1, n do
+    tats[j] = math.max(tats[j] or now, now)
+  end
+end
 if op == 'reserve' then
   local want = math.max(tonumber(ARGV[extra]), 1)
   local horizon = tonumber(ARGV[extra + 1])
   local within = tonumber(ARGV[extra + 2])
-  local first = tonumber(ARGV[extra + 3]) or 1
-  local due = now
-  for j = 1, n do
-    due = math.max(due, (tats[j] or now) - reach(j, first))
-  end
+  local due = due_for(tonumber(ARGV[extra + 3]) or 1)
   if within >= 0 and due > now + within then
     return {3, seq, now, fresh and 1 or 0, charged, life, due - now}
   end
-  for j = 1, n do
-    tats[j] = math.max(tats[j] or now, now)
-  end
+  from_now()
   seq = seq + 1
   out = {1, seq, now, fresh and 1 or 0, charged, life}
   while #out - 6 < want do
     local size = tonumber(ARGV[extra + 3 + #out - 6]) or 1
-    due = now
-    for j = 1, n do
-      due = math.max(due, tats[j] - reach(j, size))
-    end
+    due = due_for(size)
     if #out > 6 and due > now + horizon then
       break
     end
@@ -144,14 +150,11 @@ if op == 'reserve' then
 elseif op == 'take' then
   local size = tonumber(ARGV[extra]) or 1
   local within = tonumber(ARGV[extra + 1])
-  local due = now
-  for j = 1, n do
-    tats[j] = math.max(tats[j] or now, now)
-    due = math.max(due, tats[j] - reach(j, size))
-  end
+  local due = due_for(size)
   if due > now + within then
     return {2, seq, now, fresh and 1 or 0, due - now}
   end
+  from_now()
   grant(due, size)
   seq = seq + 1
   out = {1, seq, now, fresh and 1 or 0, due - now}
