@@ -554,3 +554,323 @@ fn a_record_waiting_for_the_token_reset_expires_at_its_deadline() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "ran\n", "{stderr}");
     assert!(took < 30.0, "{took:.2} s: the wait outlived the deadline");
 }
+
+/// What a server's token meter counts of a request: its input tokens, its
+/// output tokens, or both together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Counts {
+    In,
+    Out,
+    Both,
+}
+
+/// One token meter of a [`meter_server`], and how its headers announce it.
+#[derive(Debug, Clone, Copy)]
+struct Meter {
+    /// What it counts.
+    counts: Counts,
+    /// Whose family of fields announces it (OpenAI has one for both only).
+    provider: Provider,
+    /// Tokens allowed in each fixed window of `window` seconds from the
+    /// server's start, held to (429 past them); `None`: announced as none
+    /// left until `window` seconds from the server's start (and not at
+    /// all after), and not held to: only a drip that read it would wait.
+    quota: Option<u64>,
+    window: u64,
+}
+
+impl Meter {
+    /// A meter of `counts` allowing `quota` tokens per `window` seconds.
+    fn new(provider: Provider, counts: Counts, quota: u64, window: u64) -> Meter {
+        Meter {
+            counts,
+            provider,
+            quota: Some(quota),
+            window,
+        }
+    }
+
+    /// A meter of `counts` announcing that nothing is left until a minute
+    /// from the server's start, and holding to nothing.
+    fn spent(provider: Provider, counts: Counts) -> Meter {
+        Meter {
+            counts,
+            provider,
+            quota: None,
+            window: 60,
+        }
+    }
+
+    /// What a request of `input` and `output` tokens spends of it.
+    fn cost(&self, (input, output): (u64, u64)) -> u64 {
+        match self.counts {
+            Counts::In => input,
+            Counts::Out => output,
+            Counts::Both => input + output,
+        }
+    }
+
+    /// Its fields: limit, remaining and reset (`left` from now).
+    fn fields(&self, limit: u64, remaining: u64, left: Duration) -> String {
+        match (self.provider, self.counts) {
+            (Provider::OpenAi, Counts::Both) => format!(
+                "x-ratelimit-limit-tokens: {limit}\r\nx-ratelimit-remaining-tokens: {remaining}\r\nx-ratelimit-reset-tokens: {}\r\n",
+                go_duration(left)
+            ),
+            (Provider::OpenAi, counts) => panic!("OpenAI announces no {counts:?} tokens apart"),
+            (Provider::Anthropic, counts) => {
+                let family = match counts {
+                    Counts::In => "input-tokens",
+                    Counts::Out => "output-tokens",
+                    Counts::Both => "tokens",
+                };
+                let at = jiff::Timestamp::try_from(std::time::SystemTime::now() + left).unwrap();
+                format!(
+                    "anthropic-ratelimit-{family}-limit: {limit}\r\nanthropic-ratelimit-{family}-remaining: {remaining}\r\nanthropic-ratelimit-{family}-reset: {at}\r\n"
+                )
+            }
+        }
+    }
+}
+
+/// Each request's status and when it came (seconds since the server's
+/// start).
+type Answered = Arc<Mutex<Vec<(f64, u16)>>>;
+
+/// A server on 127.0.0.1 metering tokens as `meters` say, a request
+/// spending the input and output tokens its path gives (`/i50/o200/7`);
+/// a request past a meter's quota is answered 429 with `Retry-After`.
+/// Every answer announces the requests (plenty) and each meter as its
+/// provider does. Returns the port and what it answered.
+fn meter_server(meters: Vec<Meter>) -> (u16, Answered) {
+    let seen: Answered = Arc::default();
+    let log = Arc::clone(&seen);
+    let start = Instant::now();
+    let used = Mutex::new(vec![(0u64, 0u64); meters.len()]);
+    let port = http_server(move |_, path| {
+        let number = |prefix: char| -> u64 {
+            path.split('/')
+                .find_map(|p| p.strip_prefix(prefix)?.parse().ok())
+                .unwrap_or(0)
+        };
+        let tokens = (number('i'), number('o'));
+        let now = start.elapsed();
+        let mut used = used.lock().unwrap();
+        for (m, u) in meters.iter().zip(used.iter_mut()) {
+            let this = now.as_secs() / m.window;
+            if u.0 != this {
+                *u = (this, 0);
+            }
+        }
+        let fits = |m: &Meter, u: &(u64, u64)| m.quota.map_or(true, |q| u.1 + m.cost(tokens) <= q);
+        let admitted = meters.iter().zip(used.iter()).all(|(m, u)| fits(m, u));
+        let mut headers = match meters[0].provider {
+            Provider::OpenAi => "x-ratelimit-limit-requests: 10000\r\nx-ratelimit-remaining-requests: 9999\r\nx-ratelimit-reset-requests: 6ms\r\n".to_string(),
+            Provider::Anthropic => format!(
+                "anthropic-ratelimit-requests-limit: 10000\r\nanthropic-ratelimit-requests-remaining: 9999\r\nanthropic-ratelimit-requests-reset: {}\r\n",
+                jiff::Timestamp::try_from(std::time::SystemTime::now() + Duration::from_secs(60)).unwrap()
+            ),
+        };
+        let mut wait = 0;
+        for (m, u) in meters.iter().zip(used.iter_mut()) {
+            let left = Duration::from_secs((u.0 + 1) * m.window) - now;
+            let Some(quota) = m.quota else {
+                if u.0 == 0 {
+                    headers += &m.fields(1_000_000, 0, left);
+                }
+                continue;
+            };
+            if admitted {
+                u.1 += m.cost(tokens);
+            } else if u.1 + m.cost(tokens) > quota {
+                wait = wait.max(left.as_secs_f64().ceil() as u64);
+            }
+            headers += &m.fields(quota, quota - u.1, left);
+        }
+        drop(used);
+        let status = if admitted { 200 } else { 429 };
+        if !admitted {
+            headers += &format!("Retry-After: {wait}\r\n");
+        }
+        log.lock().unwrap().push((now.as_secs_f64(), status));
+        Answer {
+            headers,
+            ..Answer::status(status)
+        }
+    });
+    (port, seen)
+}
+
+/// What a run against a [`meter_server`] came to.
+#[derive(Debug)]
+struct Metered {
+    /// Requests answered 200, and 429.
+    ok: usize,
+    refused: usize,
+    /// Seconds from drip's start to its end.
+    took: f64,
+    /// When the last request answered 200 came, seconds from the
+    /// server's start (its windows count from there).
+    last: f64,
+    stderr: String,
+}
+
+/// `drip -r 100/s -j 4 --retries 5` with `costs` (the cost flags) over
+/// `records` requests of `tokens` (input, output) each to a
+/// [`meter_server`] metering `meters`.
+fn against_meters(
+    meters: Vec<Meter>,
+    records: usize,
+    tokens: (u64, u64),
+    costs: &[&str],
+) -> Metered {
+    assert!(curl_present(), "curl is required (apt-get install curl)");
+    let (port, seen) = meter_server(meters);
+    let urls: String = (0..records)
+        .map(|n| format!("http://127.0.0.1:{port}/i{}/o{}/{n}\n", tokens.0, tokens.1))
+        .collect();
+    let input = temp_file(urls.as_bytes());
+    let mut args = vec!["-r", "100/s", "-j", "4", "--retries", "5"];
+    args.extend_from_slice(costs);
+    args.extend_from_slice(&curl_exec("{}"));
+    let start = Instant::now();
+    let out = command(&args)
+        .stdin(Stdio::from(input.reopen().unwrap()))
+        .output()
+        .unwrap();
+    let took = start.elapsed().as_secs_f64();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    let seen = seen.lock().unwrap();
+    let ok = seen.iter().filter(|s| s.1 == 200).count();
+    Metered {
+        ok,
+        refused: seen.len() - ok,
+        took,
+        last: seen
+            .iter()
+            .filter(|s| s.1 == 200)
+            .map(|s| s.0)
+            .fold(0.0, f64::max),
+        stderr,
+    }
+}
+
+/// The named costs `in` and `out`, read from the request's path, and
+/// their limits (`budgets`: `in`, `out`, `in+out`…), each far above the
+/// servers' quotas so that only the headers hold drip back.
+fn named_costs(budgets: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = ["--cost", "in=/i([0-9]+)/", "--cost", "out=/o([0-9]+)/"]
+        .map(String::from)
+        .into();
+    for b in budgets {
+        args.extend(["--cost-rate".into(), format!("{b}=1000000/s:1000000")]);
+    }
+    args
+}
+
+#[test]
+fn anthropics_input_and_output_tokens_pace_the_in_and_out_budgets() {
+    // 15 requests of 200 tokens of one kind and 1 of the other; the
+    // server allows 1000 of the first kind per 2 s window (5 requests)
+    // and 100,000 of the other. Its input and output families pace the
+    // budgets named in and out: no 429, the last request in the third
+    // window, 4 s from the start; the loose family holds nothing back.
+    // Were the tight family to pace the other budget (a token a request),
+    // or none, drip would start requests on what the responses said was
+    // left, less 1 a request in flight, not 200: past the quota.
+    use Counts::{In, Out};
+    for (tight, loose, tokens) in [(Out, In, (1, 200)), (In, Out, (200, 1))] {
+        let meters = vec![
+            Meter::new(Provider::Anthropic, tight, 1000, 2),
+            Meter::new(Provider::Anthropic, loose, 100_000, 2),
+        ];
+        let costs = named_costs(&["in", "out"]);
+        let costs: Vec<&str> = costs.iter().map(String::as_str).collect();
+        let run = against_meters(meters, 15, tokens, &costs);
+        assert_eq!(run.refused, 0, "{tight:?} tight: {run:?}");
+        assert_eq!(run.ok, 15, "{tight:?} tight: {run:?}");
+        assert!(run.last >= 4.0, "{tight:?} tight: {run:?}");
+        assert!(
+            run.took < 12.0,
+            "{tight:?} tight: {:.2} s for what the quota allows from 4 s on: {run:?}",
+            run.took
+        );
+        assert!(!run.stderr.contains("not a quota"), "{run:?}");
+    }
+}
+
+#[test]
+fn the_tokens_family_paces_the_in_plus_out_budget() {
+    // 15 requests of 200 input and output tokens together; the server
+    // allows 1000 of them per 2 s window (5 requests), announced as
+    // OpenAI's -tokens and as Anthropic's -tokens-. They pace the budget
+    // named in+out (or out+in), not in or out: no 429, the last request
+    // in the third window. A request's input is 1 token in the first run
+    // and its output in the second, so that a family pacing the budget
+    // of one kind would start requests on 1 token a request in flight,
+    // not 200: past the quota.
+    for (provider, both, tokens) in [
+        (Provider::OpenAi, "in+out", (1, 199)),
+        (Provider::Anthropic, "out+in", (199, 1)),
+    ] {
+        let meters = vec![Meter::new(provider, Counts::Both, 1000, 2)];
+        let costs = named_costs(&["in", "out", both]);
+        let costs: Vec<&str> = costs.iter().map(String::as_str).collect();
+        let run = against_meters(meters, 15, tokens, &costs);
+        assert_eq!(run.refused, 0, "{provider:?}: {run:?}");
+        assert_eq!(run.ok, 15, "{provider:?}: {run:?}");
+        assert!(run.last >= 4.0, "{provider:?}: {run:?}");
+        assert!(
+            run.took < 12.0,
+            "{provider:?}: {:.2} s for what the quota allows from 4 s on: {run:?}",
+            run.took
+        );
+        assert!(!run.stderr.contains("not a quota"), "{run:?}");
+    }
+}
+
+#[test]
+fn a_token_family_of_a_budget_drip_has_no_cost_for_paces_nothing() {
+    // Only the input tokens are costed (--cost in=…). The server says
+    // that no output tokens, nor tokens of both kinds, are left until a
+    // minute from its start: those families name budgets drip has not,
+    // and are passed over without a word; no request waits for that
+    // minute. In the first run the server also holds the input tokens to
+    // 1000 per 2 s window (15 requests of 200: three windows), and its
+    // input family paces them; in the others nothing paces.
+    use Counts::{Both, In, Out};
+    use Provider::{Anthropic, OpenAi};
+    for (meters, paced) in [
+        (
+            vec![
+                Meter::new(Anthropic, In, 1000, 2),
+                Meter::spent(Anthropic, Out),
+                Meter::spent(Anthropic, Both),
+            ],
+            true,
+        ),
+        (
+            vec![Meter::spent(Anthropic, Out), Meter::spent(Anthropic, Both)],
+            false,
+        ),
+        (vec![Meter::spent(OpenAi, Both)], false),
+    ] {
+        let costs = [
+            "--cost",
+            "in=/i([0-9]+)/",
+            "--cost-rate",
+            "in=1000000/s:1000000",
+        ];
+        let said = format!("{meters:?}");
+        let run = against_meters(meters, 15, (200, 50), &costs);
+        assert_eq!(run.refused, 0, "{said}: {run:?}");
+        assert_eq!(run.ok, 15, "{said}: {run:?}");
+        assert!(!paced || run.last >= 4.0, "{said}: {run:?}");
+        assert!(
+            run.took < 30.0,
+            "{said}: waited for a family that paces nothing: {run:?}"
+        );
+        assert_eq!(run.stderr, "", "{said}: {run:?}");
+    }
+}

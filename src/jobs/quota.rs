@@ -504,17 +504,22 @@ impl Budgets {
         cost.spend(place, &cost.estimates(record))
     }
 
-    /// What `record` costs on each budget.
+    /// What `record` costs on each budget, once a name: several cost
+    /// limits of one name (`--cost-rate 1000/s --cost-rate 90000/min`)
+    /// spend the same costs, and a token window of that name is spent
+    /// once a start.
     pub fn costs(&self, record: &[u8]) -> Vec<(&str, u64)> {
         let Some(cost) = &self.cost else {
             return Vec::new();
         };
         let estimates = cost.estimates(record);
-        self.names
-            .iter()
-            .enumerate()
-            .map(|(place, name)| (&**name, cost.spend(place, &estimates)))
-            .collect()
+        let mut costs: Vec<(&str, u64)> = Vec::with_capacity(self.names.len());
+        for (place, name) in self.names.iter().enumerate() {
+            if !costs.iter().any(|(had, _)| *had == &**name) {
+                costs.push((name, cost.spend(place, &estimates)));
+            }
+        }
+        costs
     }
 
     /// Whether there is no budget.
@@ -994,5 +999,28 @@ mod tests {
         assert_eq!(named.cost("out+in", b"a 40 2\n"), 42);
         assert_eq!(named.costs(b"a 40 2"), [(IN, 40), ("out+in", 42)]);
         assert_eq!(named.paced_by(OUT), None);
+    }
+
+    #[test]
+    fn cost_limits_of_one_name_spend_a_token_window_once() {
+        let field = |f: &str| crate::cost::CostArg::Key(crate::key::parse_key(f).unwrap());
+        let unnamed = Budgets::of(Some(
+            Cost::with_budgets(vec![(None, field("2"))], &[None, None], None, b'\n').unwrap(),
+        ));
+        assert_eq!(unnamed.paced_by(IN_OUT), Some(""));
+        assert_eq!(unnamed.costs(b"a 40"), [("", 40)]);
+        let named = Budgets::of(Some(
+            Cost::with_budgets(
+                vec![
+                    (Some(IN.into()), field("2")),
+                    (Some(OUT.into()), field("3")),
+                ],
+                &[Some(IN.into()), Some(OUT.into()), Some(IN.into())],
+                None,
+                b'\n',
+            )
+            .unwrap(),
+        ));
+        assert_eq!(named.costs(b"a 40 2"), [(IN, 40), (OUT, 2)]);
     }
 }
