@@ -2467,7 +2467,7 @@ fn local_shares_again_once_the_state_answers() {
         "--stats-json",
         stats.to_str().unwrap(),
     ];
-    let mut child = drip_with_input(&args, numbered(1..=60), runtime.path());
+    let mut child = drip_with_input(&args, numbered(1..=100), runtime.path());
     thread::sleep(Duration::from_millis(700));
     redis.spawn();
     let status = wait_for(&mut child, Duration::from_secs(20));
@@ -2489,10 +2489,12 @@ fn local_shares_again_once_the_state_answers() {
     );
     let text = std::fs::read_to_string(&stats).unwrap();
     let c: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
-    // About 2 s of 3 shared, one slot a call at 20/s.
+    // The server is back after 0.7 s and its start (longer on a busy
+    // machine), and drip asks again within its backoff (at most 2 s and
+    // its jitter): at least 1 s of the 5 shared, one slot a call at 20/s.
     let reservations = c["share"]["reservations"].as_u64().unwrap();
     assert!(reservations >= 10, "{c}");
-    assert_eq!(c["written"].as_u64(), Some(60), "{c}");
+    assert_eq!(c["written"].as_u64(), Some(100), "{c}");
 }
 
 /// The same for limits per key alone: their keeper asks again too, and
