@@ -145,12 +145,20 @@ impl GateControl {
 
     /// The quota `q` a response of `scope` announced at `now`, as the
     /// scope's window keeps it ([`quota::Window::observe`]).
-    pub(super) fn observe_quota(&self, scope: &Scope, now: u64, q: quota::Quota) -> quota::Quota {
+    pub(super) fn observe_quota(
+        &self,
+        scope: &Scope,
+        (now, number): (u64, u64),
+        q: quota::Quota,
+    ) -> Option<quota::Quota> {
         let windows = &mut self.lock().overloads.windows;
         if windows.len() > QUOTA_WINDOWS_KEPT {
             windows.retain(|_, w| w.is_open(now));
         }
-        windows.entry(scope.clone()).or_default().observe(now, q)
+        windows
+            .entry(scope.clone())
+            .or_default()
+            .observe(now, q, number)
     }
 
     /// The token quota `q` of `budget` a response of `scope` announced at
@@ -160,7 +168,7 @@ impl GateControl {
         &self,
         scope: &Scope,
         (budget, in_flight): (&str, u64),
-        now: u64,
+        (now, number): (u64, u64),
         q: quota::Quota,
     ) {
         let tokens = &mut self.lock().overloads.tokens;
@@ -168,7 +176,10 @@ impl GateControl {
             tokens.retain(|_, w| w.is_open(now));
         }
         let key = (scope.clone(), Box::from(budget));
-        tokens.entry(key).or_default().observe(now, q, in_flight);
+        tokens
+            .entry(key)
+            .or_default()
+            .observe(now, q, in_flight, number);
     }
 
     /// A start of `scope` at `now` costing `costs` tokens of each budget:

@@ -34,7 +34,7 @@ impl Pool {
             self.follow_tokens(scope, number, self.budgets.paced_by(family), q);
         }
         if let Some(q) = announced.requests {
-            self.follow_requests(q, scope);
+            self.follow_requests(q, scope, number);
         }
     }
 
@@ -60,7 +60,8 @@ impl Pool {
                 .fold(0, u64::saturating_add)
         };
         let now = self.shared.clock.now();
-        self.gate.observe_tokens(scope, (budget, in_flight), now, q);
+        self.gate
+            .observe_tokens(scope, (budget, in_flight), (now, number), q);
         self.slots.wake();
     }
 
@@ -99,11 +100,15 @@ impl Pool {
         }
     }
 
-    /// Pace the starts so the requests' quota `q` lasts until its reset,
-    /// the requests in flight counted against it ([`quota::pace`]).
-    fn follow_requests(&self, q: quota::Quota, scope: &Scope) {
+    /// Pace the starts so the requests' quota `q`, announced by the
+    /// response to record `number`, lasts until its reset, the requests in
+    /// flight counted against it ([`quota::pace`]). A stale response
+    /// ([`quota::Window`]) leaves the pace as it is.
+    fn follow_requests(&self, q: quota::Quota, scope: &Scope, number: u64) {
         let now = self.shared.clock.now();
-        let q = self.gate.observe_quota(scope, now, q);
+        let Some(q) = self.gate.observe_quota(scope, (now, number), q) else {
+            return;
+        };
         // This job's request is answered; the others of its scope running
         // are not.
         let in_flight = self.running_in(scope).saturating_sub(1);

@@ -369,10 +369,19 @@ pub fn parse_rfc3339(text: &str) -> Option<SystemTime> {
 /// responses arriving at different moments of a second narrow that to
 /// the earliest of those times. A response with more remaining than the
 /// one before, or one after the estimated end, starts a new window.
+///
+/// Responses can be read in another order than their requests reached the
+/// server (a job that started later may end first): a response to a
+/// request started before the one last read, while the window is open, is
+/// stale, since the server had counted requests it does not show. It is
+/// not read as a new window ([`Window::observe`] gives `None`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Window {
     /// The estimated end (ns) and the remaining quota last seen.
     last: Option<(u64, u64)>,
+    /// The number (in start order) of the request whose response was
+    /// last read.
+    latest: u64,
 }
 
 impl Window {
@@ -381,19 +390,25 @@ impl Window {
         self.last.is_some_and(|(end, _)| end > now)
     }
 
-    /// `quota` announced by a response received at `now` (ns), with its
-    /// reset tightened by what earlier responses of the same window said.
-    pub fn observe(&mut self, now: u64, quota: Quota) -> Quota {
+    /// `quota` announced by a response to request `number` (requests are
+    /// numbered in the order they start) received at `now` (ns), with its
+    /// reset tightened by what earlier responses of the same window said;
+    /// `None` for a stale response (see [`Window`]), which changes nothing.
+    pub fn observe(&mut self, now: u64, quota: Quota, number: u64) -> Option<Quota> {
+        if self.is_open(now) && number < self.latest {
+            return None;
+        }
+        self.latest = number;
         let says = now.saturating_add(u64::try_from(quota.reset.as_nanos()).unwrap_or(u64::MAX));
         let end = match self.last {
             Some((end, remaining)) if now < end && quota.remaining <= remaining => end.min(says),
             _ => says,
         };
         self.last = Some((end, quota.remaining));
-        Quota {
+        Some(Quota {
             reset: Duration::from_nanos(end - now),
             ..quota
-        }
+        })
     }
 }
 
@@ -415,11 +430,16 @@ pub struct Tokens {
 }
 
 impl Tokens {
-    /// `quota` announced by a response received at `now` (ns), while
-    /// requests costing `in_flight` tokens had started and were not yet
-    /// answered (they spend what remains).
-    pub fn observe(&mut self, now: u64, quota: Quota, in_flight: u64) {
-        let q = self.window.observe(now, quota);
+    /// `quota` announced by a response to request `number` (in start
+    /// order) received at `now` (ns), while requests costing `in_flight`
+    /// tokens had started and were not yet answered (they spend what
+    /// remains). A stale response ([`Window`]) can only lower what is
+    /// left: the requests it does not show were counted since.
+    pub fn observe(&mut self, now: u64, quota: Quota, in_flight: u64, number: u64) {
+        let Some(q) = self.window.observe(now, quota, number) else {
+            self.left = self.left.min(quota.remaining.saturating_sub(in_flight));
+            return;
+        };
         let reset = u64::try_from(q.reset.as_nanos()).unwrap_or(u64::MAX);
         self.end = now.saturating_add(reset);
         self.left = q.remaining.saturating_sub(in_flight);
@@ -623,26 +643,28 @@ mod tests {
         // The window ends at 10.2 s; resets are rounded up.
         const MS: u64 = 1_000_000;
         assert_eq!(
-            w.observe(100 * MS, quota(29, 11).unwrap()).reset,
+            w.observe(100 * MS, quota(29, 11).unwrap(), 1)
+                .unwrap()
+                .reset,
             Duration::from_secs(11)
         );
-        let q = w.observe(500 * MS, quota(28, 10).unwrap());
+        let q = w.observe(500 * MS, quota(28, 10).unwrap(), 2).unwrap();
         assert_eq!(q.reset, Duration::from_millis(10_000), "ends by 10.5 s");
-        let q = w.observe(900 * MS, quota(27, 10).unwrap());
+        let q = w.observe(900 * MS, quota(27, 10).unwrap(), 3).unwrap();
         assert_eq!(
             q.reset,
             Duration::from_millis(9_600),
             "still by 10.5 s, not 10.9"
         );
-        let q = w.observe(1300 * MS, quota(26, 9).unwrap());
+        let q = w.observe(1300 * MS, quota(26, 9).unwrap(), 4).unwrap();
         assert_eq!(q.reset, Duration::from_millis(9_000), "by 10.3 s");
         // More remaining: a new window, whatever the estimate said.
-        let q = w.observe(10_400 * MS, quota(29, 10).unwrap());
+        let q = w.observe(10_400 * MS, quota(29, 10).unwrap(), 5).unwrap();
         assert_eq!(q.reset, Duration::from_secs(10));
         // Past the estimated end: a new window too.
         let mut w = Window::default();
-        w.observe(0, quota(1, 1).unwrap());
-        let q = w.observe(2 * S, quota(0, 5).unwrap());
+        w.observe(0, quota(1, 1).unwrap(), 1);
+        let q = w.observe(2 * S, quota(0, 5).unwrap(), 2).unwrap();
         assert_eq!(q.reset, Duration::from_secs(5));
     }
 
@@ -677,7 +699,9 @@ mod tests {
             let end = (i as u64 + 1) * window_s * S;
             let reset = Duration::from_secs((end - answered).div_ceil(S));
             let remaining = quota - served[i];
-            let q = w.observe(answered, Quota { remaining, reset });
+            let q = w
+                .observe(answered, Quota { remaining, reset }, served.iter().sum())
+                .unwrap();
             start = match pace(q, 0) {
                 Pace::Every(d) => answered.max(start + d.as_nanos() as u64),
                 Pace::Pause(d) => answered + d.as_nanos() as u64,
@@ -943,7 +967,7 @@ mod tests {
         assert_eq!(t.fits(0, u64::MAX), Ok(()));
         assert_eq!(t.spend(0, 100), 0);
         // 1000 left for 10 s, 199 in flight: 801 left, 10 s / 802 a token.
-        t.observe(0, quota(1000, 10).unwrap(), 199);
+        t.observe(0, quota(1000, 10).unwrap(), 199, 1);
         assert_eq!(t.fits(0, 801), Ok(()));
         assert_eq!(t.fits(0, 802), Err(10 * S));
         // Never spaced past the reset.
@@ -961,9 +985,38 @@ mod tests {
         assert_eq!(t.fits(10 * S, 5000), Ok(()));
         assert_eq!(t.spend(10 * S, 5000), 0);
         // A new response, with more left: a new window.
-        t.observe(11 * S, quota(1000, 5).unwrap(), 0);
+        t.observe(11 * S, quota(1000, 5).unwrap(), 0, 2);
         assert_eq!(t.fits(11 * S, 1000), Ok(()));
         assert_eq!(t.fits(11 * S, 1001), Err(16 * S));
+    }
+
+    #[test]
+    fn a_response_read_after_a_later_ones_only_lowers_what_is_left() {
+        // 1000 tokens a window, four requests of 200 started (1 to 4) and
+        // served in that order: the server has 200 left. Request 4's
+        // response is read first (1 to 3 still in flight), then 1's.
+        const S: u64 = 1_000_000_000;
+        let mut t = Tokens::default();
+        t.observe(S, quota(200, 9).unwrap(), 600, 4);
+        assert_eq!(t.fits(S, 1), Err(10 * S), "nothing left: 200 less 600");
+        // Read as new, 1's 800 less the 400 of 2 and 3 would be 400 left,
+        // two more requests where the server takes one.
+        t.observe(S, quota(800, 9).unwrap(), 400, 1);
+        assert_eq!(t.fits(S, 1), Err(10 * S));
+        // A stale response that shows less than is thought left lowers it.
+        let mut t = Tokens::default();
+        t.observe(S, quota(1000, 9).unwrap(), 0, 5);
+        t.observe(S, quota(300, 9).unwrap(), 0, 2);
+        assert_eq!(t.fits(S, 300), Ok(()));
+        assert_eq!(t.fits(S, 301), Err(10 * S));
+        // Past the window's end, a response is read whatever its request.
+        t.observe(11 * S, quota(1000, 5).unwrap(), 0, 1);
+        assert_eq!(t.fits(11 * S, 1000), Ok(()));
+        // The requests' window: a stale response is not a new window.
+        let mut w = Window::default();
+        assert!(w.observe(S, quota(2, 9).unwrap(), 4).is_some());
+        assert_eq!(w.observe(S, quota(5, 9).unwrap(), 1), None);
+        assert!(w.observe(S, quota(1, 9).unwrap(), 6).is_some());
     }
 
     #[test]
