@@ -92,12 +92,45 @@ fn realtime() -> f64 {
         .as_secs_f64()
 }
 
+/// How long, s, a lease given back may take to start another job (a
+/// poll of 100 ms, a job's start) on a machine not too busy to judge the
+/// recovery by.
+const REFILL: f64 = 0.5;
+
+/// The longest a survivor's job end waited for the next start of a job
+/// (by a drip alive then), s, over the run: how long the machine took to
+/// hand a lease given back to another job. The jobs always wait for
+/// leases, so every end is followed by a start. Not counted: the ends in
+/// the second after the kill (the killed drip's place in the line holds
+/// for 1 s, by design) and near the run's end.
+fn slowest_refill(stamps: &[(f64, i32, usize)], victim: usize, killed_at: f64) -> f64 {
+    let alive = |t: f64, drip: usize| drip != victim || t < killed_at;
+    let first = stamps.first().map_or(0.0, |s| s.0);
+    let counted = |t: f64| {
+        t > first + 0.5 && !(killed_at - 0.1..killed_at + 1.2).contains(&t) && t < killed_at + 7.0
+    };
+    let mut slowest: f64 = 0.0;
+    for (i, &(t, step, drip)) in stamps.iter().enumerate() {
+        if step != -1 || drip == victim || !counted(t) {
+            continue;
+        }
+        let next = stamps[i + 1..]
+            .iter()
+            .find(|&&(u, s, d)| s == 1 && alive(u, d))
+            .map_or(f64::INFINITY, |s| s.0);
+        slowest = slowest.max(next - t);
+    }
+    slowest
+}
+
 /// Three drips on `shares` (one each) and state directories `runtimes`
 /// (one each), each allowed [`LIMIT`] jobs itself: the jobs running at
 /// once, counted from their own stamps, never exceed [`LIMIT`] across the
 /// three; after a `kill -9` at 2 s of the drip running the most jobs, the two others run
 /// [`LIMIT`] jobs again within the leases' 5 s (and 1 s for a busy
-/// machine: a poll, a job's start).
+/// machine: a poll, a job's start). A run later than that in which the
+/// machine also took over [`REFILL`] to hand some lease given back to a
+/// new job is not judged, and is made again.
 fn three_drips_share_eight_jobs(shares: [&str; 3], runtimes: [&Path; 3]) {
     let attempt = std::cell::Cell::new(0);
     common::until_judged(3, Duration::from_secs(120), || {
@@ -157,7 +190,13 @@ fn three_drips_share_eight_jobs(shares: [&str; 3], runtimes: [&Path; 3]) {
             ));
         }
         let recovered = recovered.unwrap_or(f64::INFINITY);
-        eprintln!("at most {most} at once; drip {victim} held {dead_held} at its kill; {LIMIT} again {recovered:.2} s after");
+        let slowest = slowest_refill(&stamps, victim, killed_at);
+        eprintln!("at most {most} at once; drip {victim} held {dead_held} at its kill; {LIMIT} again {recovered:.2} s after; a lease given back taken up again within {slowest:.2} s");
+        if recovered > 6.0 && slowest > REFILL {
+            return Some(format!(
+                "{LIMIT} jobs again {recovered:.2} s after the kill, but a job's lease given back took {slowest:.2} s to start another job (over {REFILL} s): the machine was too busy to tell"
+            ));
+        }
         assert!(
             recovered <= 6.0,
             "{LIMIT} jobs again {recovered:.2} s after the kill (drip {victim} held {dead_held})"
