@@ -19,5 +19,5 @@ set -eu
 n=${1:-300}
 cd "$(dirname "$0")/.."
 DRIP_LLM_REQUESTS=$n DRIP_LLM_ESTIMATED=$n DRIP_LLM_SHARED=$n \
-  cargo test --test llm_api -- --nocapture --test-threads 1 2>&1 |
+  cargo test --test suite llm_api:: -- --nocapture --test-threads 1 2>&1 |
   grep -oE '(settled|estimated|shared)( jobs)?: .*|^  window .*|^test result.*'

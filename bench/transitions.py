@@ -56,10 +56,10 @@ def main() -> int:
     ap.add_argument("--raw", type=Path, help="write the runs' JSON lines here")
     args = ap.parse_args()
 
-    cmd = ["cargo", "test", "--locked", "--test", "transitions"]
+    cmd = ["cargo", "test", "--locked", "--test", "suite"]
     if args.release:
         cmd.append("--release")
-    cmd += ["--", "--ignored", "--nocapture", "--exact", "many_runs"]
+    cmd += ["--", "--ignored", "--nocapture", "--exact", "transitions::many_runs"]
     env = dict(os.environ, DRIP_TRANSITIONS_RUNS=str(args.runs),
                DRIP_TRANSITIONS_ONLY=args.only, DRIP_TRANSITIONS_POLICY=args.policy)
     print(f"transitions-bench: {' '.join(cmd)}", file=sys.stderr, flush=True)

@@ -1,7 +1,7 @@
 //! Nothing lost, nothing silent: dead letters, expiry, byte capacity,
 //! signals, stats and write errors, against the real binary.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::process::Stdio;

@@ -2,7 +2,7 @@
 //! wall clock from what the consumer saw; `--budget-exhausted stop`; the
 //! budget in the figures.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::process::Stdio;

@@ -1,7 +1,7 @@
 //! The main job, end to end against the real binary: byte-exactness,
 //! pacing, overflow policies, closed pipes, bad input and exit statuses.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::process::Stdio;

@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-mod common;
+use crate::common;
 
 /// Upper bound on any one pipeline; a hung pipeline fails instead of hanging CI.
 const PIPELINE_TIMEOUT: Duration = Duration::from_secs(60);

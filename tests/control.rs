@@ -3,7 +3,7 @@
 //! arrive to check their spacing before and after each change; the
 //! socket's mode, its removal, and another user kept out.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;

@@ -2,7 +2,7 @@
 //! `in+out=…`), costs estimated from the record (JSON paths, its size),
 //! and settlement after the job (`--settle`), as a user runs them.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -24,7 +24,7 @@ fn check(path: &Path, generated: &[u8]) {
     let current = std::fs::read(path).unwrap_or_default();
     assert!(
         current == generated,
-        "{} is out of date with the CLI: run `DRIP_REGENERATE=1 cargo test --test generated`",
+        "{} is out of date with the CLI: run `DRIP_REGENERATE=1 cargo test --test suite generated::`",
         path.display()
     );
 }

@@ -1,7 +1,7 @@
 //! Inputs that are not plain files or pipes on stdin: FIFOs named as FILE,
 //! and inputs that are drip's own output files.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

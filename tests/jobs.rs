@@ -3,7 +3,7 @@
 //! quota. `curl` is required (CI installs it; locally: apt-get install
 //! curl).
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! a signal and `/dev/zero` never fills memory; and what it says decides:
 //! a 403 that a rate limit sent is an overload, retried after a pause.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Stdio;

@@ -2,7 +2,7 @@
 //! output going to a stdout nobody reads, a dead letter nobody reads.
 //! Real processes; the pipes are held open and never read.
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

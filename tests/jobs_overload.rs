@@ -4,7 +4,7 @@
 //! against a test HTTP server on 127.0.0.1 that keeps a token bucket per
 //! path prefix (`/a/...`, `/b/...`), with and without `Retry-After`.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::path::Path;

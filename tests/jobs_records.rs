@@ -1,7 +1,7 @@
 //! `--exec`, record by record: what the joblog says of each record, and
 //! records that cannot be a job's argument. Real processes.
 
-mod common;
+use crate::common;
 
 use common::{json_lines as joblog, run_bytes as run};
 use serde_json::Value;

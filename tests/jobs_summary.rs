@@ -2,7 +2,7 @@
 //! measured start rate, the wait to a job's start, and no rate measured
 //! over too few starts. Real processes.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -3,7 +3,7 @@
 //! in; the window of records bounds how far starts run ahead of the oldest
 //! record not written out. Real processes.
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 use std::time::Instant;

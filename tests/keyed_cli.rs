@@ -1,7 +1,7 @@
 //! Limits per key from the command line: usage errors, and the keys in the
 //! summary and the stats stream.
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 use std::thread;

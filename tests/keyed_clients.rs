@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-mod common;
+use crate::common;
 
 /// (arrival, Host header) per request.
 type Hits = Arc<Mutex<Vec<(Instant, String)>>>;

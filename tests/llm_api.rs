@@ -5,7 +5,7 @@
 //! tokens estimated from it (bytes ÷ 4, `max_tokens`) and settled from
 //! the `usage` the server reports.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! of the format (openmetrics-parser's Prometheus grammar), while drip
 //! runs and at exit; the file is replaced whole, never seen in part.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Stdio;

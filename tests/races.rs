@@ -6,7 +6,7 @@
 //! which is then in the dead letter whole.
 #![allow(unsafe_code)]
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};

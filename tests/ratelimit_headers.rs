@@ -4,7 +4,7 @@
 //! `Retry-After`) past the quota. drip, given a rate far above the quota,
 //! gets no 429 and takes about the time the quota allows.
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -221,7 +221,7 @@ fn an_unlimited_rate_is_paced_by_the_quota_too() {
 
 /// The target: 30 requests per 10 s window, `-r 100/s -j 4` over
 /// 120 records: no 429 and within 10% of the 40 s the quota allows. Long:
-/// run with `cargo test --test ratelimit_headers -- --ignored`.
+/// run with `cargo test --test suite ratelimit_headers:: -- --ignored`.
 #[test]
 #[ignore]
 fn thirty_per_ten_seconds_over_120_records() {

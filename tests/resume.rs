@@ -4,7 +4,7 @@
 //! SIGKILL at random times and run again with `--resume` until it ends with
 //! status 0.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::io::Write;

@@ -2,7 +2,7 @@
 //! cannot make `--max-wait` refused at arrival, and the wait a record
 //! arriving now would face, against the real binary.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;

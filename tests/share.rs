@@ -10,7 +10,7 @@
 //! A missing `redis-server` fails the tests under `CI=true` (CI installs
 //! it); elsewhere they say how to install it and pass without running.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -4,8 +4,8 @@
 //! create`): two drips on one budget never pass it in a window, through a
 //! `SENTINEL FAILOVER`, the primary killed, and a resharding of drip's slot.
 
-mod common;
-mod topology;
+use crate::common;
+use crate::topology;
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;

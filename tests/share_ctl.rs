@@ -7,8 +7,8 @@
 //! and still send; a drip started later with the old limits is told and
 //! follows the new ones.
 
-mod common;
-mod fleet;
+use crate::common;
+use crate::fleet;
 
 use std::io::Read;
 use std::path::Path;

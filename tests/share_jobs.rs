@@ -4,8 +4,8 @@
 //! Redis); and the leases of a drip killed with SIGKILL lapse within the
 //! stated 5 s.
 
-mod common;
-mod fleet;
+use crate::common;
+use crate::fleet;
 
 use std::path::Path;
 use std::process::{Child, Stdio};

@@ -4,8 +4,8 @@
 //! granting slots that are used. Its failovers, under load, are in
 //! tests/transitions.rs.
 
-mod common;
-mod topology;
+use crate::common;
+use crate::topology;
 
 use std::io::Read;
 use std::process::Stdio;

@@ -8,7 +8,7 @@
 //! one that does. And a state file
 //! whose lock is held while drip starts: its hello answered late.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpListener;

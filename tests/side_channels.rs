@@ -2,7 +2,7 @@
 //! cannot be written, one that must be on disk before drip exits.
 #![allow(unsafe_code)]
 
-mod common;
+use crate::common;
 
 use std::ffi::CString;
 use std::fs::File;

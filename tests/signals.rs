@@ -1,7 +1,7 @@
 //! Every catchable signal either stops drip as SIGTERM does (the books and
 //! the dead letter kept, status 128 + n) or changes nothing.
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 use std::thread;

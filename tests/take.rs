@@ -1,8 +1,8 @@
 //! `drip take`: one slot from a shared limit, on the same schedule as the
 //! running drips, through the state file and through Redis.
 
-mod common;
-mod fleet;
+use crate::common;
+use crate::fleet;
 
 use std::net::TcpListener;
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! test reads the screen with capture-pane. CI installs tmux; without it
 //! these tests fail rather than pass silently.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 //! now, so a run takes seconds), shown in `--stats-json`, `--metrics` and
 //! `drip ctl … info`; malformed specs refused.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::process::Stdio;

@@ -40,9 +40,9 @@
 //! [`TRY_BUDGET`], and the test fails as not judged if none can be. What
 //! load cannot cause fails at once, the bound broken in a window clear of
 //! stalls too, in a run judged or not. Replay a run
-//! with `DRIP_TRANSITIONS_SEED=N cargo test --test transitions NAME --
+//! with `DRIP_TRANSITIONS_SEED=N cargo test --test suite transitions::NAME --
 //! --include-ignored` (`DRIP_TRANSITIONS_DUMP=FILE` writes every record's
-//! stamp there). The long run (`cargo test --test transitions -- --ignored
+//! stamp there). The long run (`cargo test --test suite transitions::many_runs -- --ignored
 //! --nocapture --exact many_runs`, or `bench/transitions.py`) runs
 //! `DRIP_TRANSITIONS_RUNS` (20) runs of every backend and transition and
 //! prints how many held the bound.
@@ -50,8 +50,8 @@
 //! A missing `redis-server` fails the Redis runs under `CI=true`; elsewhere
 //! they say how to install it and pass without running.
 
-mod common;
-mod topology;
+use crate::common;
+use crate::topology;
 
 use std::fmt;
 use std::io::{Read, Write};
@@ -1079,7 +1079,7 @@ fn check(backend: Backend, transition: Transition, policy: &str) {
         let (outcome, line) = one_run(backend, transition, policy, seed);
         eprintln!("{line}");
         let replay = format!(
-            "replay: DRIP_TRANSITIONS_SEED={seed} cargo test --test transitions {backend}_{transition}_{policy} -- --include-ignored"
+            "replay: DRIP_TRANSITIONS_SEED={seed} cargo test --test suite transitions::{backend}_{transition}_{policy} -- --include-ignored"
         );
         assert!(
             outcome.books.is_empty(),
@@ -1297,7 +1297,7 @@ fn the_books_hold_through_random_transitions() {
         eprintln!("{line}");
         assert!(
             outcome.books.is_empty(),
-            "{line}\n{:?}\nreplay: DRIP_TRANSITIONS_SEED={seed} cargo test --test transitions the_books_hold",
+            "{line}\n{:?}\nreplay: DRIP_TRANSITIONS_SEED={seed} cargo test --test suite transitions::the_books_hold",
             outcome.books
         );
     }
