@@ -222,18 +222,21 @@ impl Pool {
     }
 
     /// A worker: run the records handed to it, one at a time, for ever.
-    /// Its jobs' files are reused from one record to the next, and closed
-    /// while it is idle: a job waiting for a file descriptor to start
-    /// ([`Pool::with_room`]) gets those of the workers that have no job.
+    /// Its jobs' files are reused from one record to the next (making them
+    /// anew for each job cost about 40 µs of drip's CPU a job), and closed
+    /// while it is idle only when a job waits for a file descriptor to
+    /// start ([`Pool::with_room`]): that job gets those of the workers that
+    /// have no job.
     fn work(&self) {
         let mut files: Option<Files> = None;
         let mut rng = fastrand::Rng::new();
         loop {
-            let next = self.slots.try_next_record();
-            let (number, record) = next.unwrap_or_else(|| {
-                files = None;
-                self.slots.next_record()
-            });
+            let (number, record) = loop {
+                match self.slots.next_record(files.is_some()) {
+                    Some(next) => break next,
+                    None => files = None,
+                }
+            };
             let fate = self.run_record(number, &record, &mut files, &mut rng);
             self.settle(number, fate);
         }

@@ -88,9 +88,7 @@ impl Pool {
                 );
                 table = self.slots.lock();
             }
-            table.room_waiting += 1;
-            let mut table = self.slots.wait(table, Some(ns(ROOM_POLL)));
-            table.room_waiting -= 1;
+            drop(self.slots.wait_for_room(table, ns(ROOM_POLL)));
         }
     }
 }

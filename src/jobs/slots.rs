@@ -213,11 +213,6 @@ impl Slots {
         table.queue.retain(|(n, _)| *n != number);
     }
 
-    /// The next record handed to the workers, if one waits.
-    pub(super) fn try_next_record(&self) -> Option<(u64, Segment)> {
-        self.lock().queue.pop_front()
-    }
-
     /// An attempt's process runs.
     pub(super) fn process_started(&self) {
         self.lock().processes += 1;
@@ -235,17 +230,41 @@ impl Slots {
         }
     }
 
-    /// A worker's next record, waiting for one.
-    pub(super) fn next_record(&self) -> (u64, Segment) {
+    /// A worker's next record, waiting for one; `None` when the worker
+    /// is `holding` its jobs' files and a job waits for room to start
+    /// ([`Slots::wait_for_room`]): it closes them (they may be what that
+    /// job needs) and asks again.
+    pub(super) fn next_record(&self, holding: bool) -> Option<(u64, Segment)> {
         let mut table = self.lock();
         loop {
             if let Some(next) = table.queue.pop_front() {
-                return next;
+                return Some(next);
+            }
+            if holding && table.room_waiting > 0 {
+                return None;
             }
             table.idle += 1;
             table = self.work.wait(table).unwrap_or_else(|e| e.into_inner());
             table.idle -= 1;
         }
+    }
+
+    /// A job short of a resource to start waits, at most `for_ns` (ns),
+    /// for a running job to end ([`Slots::process_ended`] wakes it); the
+    /// idle workers are woken to close their files first
+    /// ([`Slots::next_record`]).
+    pub(super) fn wait_for_room<'a>(
+        &'a self,
+        mut table: MutexGuard<'a, Table>,
+        for_ns: u64,
+    ) -> MutexGuard<'a, Table> {
+        table.room_waiting += 1;
+        if table.idle > 0 {
+            self.work.notify_all();
+        }
+        let mut table = self.wait(table, Some(for_ns));
+        table.room_waiting -= 1;
+        table
     }
 
     /// Record `number` is done as `fate`, its output (`pending` bytes) to
