@@ -100,6 +100,11 @@ fn takes_beside_two_drips_hold_the_bound(share: &str, runtime: &Path) {
     // Together they ran at the shared rate, not beside it.
     let span = all[all.len() - 1] - all[0];
     let rate = (all.len() - 1) as f64 / span;
+    eprintln!(
+        "{} records and takes ({} takes): at most {most} in one second, {rate:.2}/s together",
+        all.len(),
+        takes.len()
+    );
     assert!(rate <= 20.5, "{rate}/s together: {all:?}");
 }
 
