@@ -78,6 +78,7 @@ fn a_ramp_run() -> Option<String> {
     const RUN: usize = 10;
     let mut worst = String::new();
     let mut judged = true;
+    let mut slices = Vec::new();
     for slice in 0..4 {
         let (a, b) = (0.5 + slice as f64, 1.5 + slice as f64);
         let first = ramp_integral(RATE, OVER, a).ceil() as usize;
@@ -96,6 +97,7 @@ fn a_ramp_run() -> Option<String> {
             / (ramp_time(RATE, OVER, last as f64) - ramp_time(RATE, OVER, first as f64));
         let measured = line / median;
         let off = measured / line - 1.0;
+        slices.push(format!("{a}-{b} s {:+.2} %", off * 100.0));
         if off.abs() <= 0.02 {
             continue;
         }
@@ -115,6 +117,7 @@ fn a_ramp_run() -> Option<String> {
             off * 100.0
         );
     }
+    eprintln!("the ramp's rate against the line's: {}", slices.join(", "));
     if judged {
         return None;
     }
