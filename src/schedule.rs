@@ -19,7 +19,7 @@
 
 use std::fmt;
 
-use crate::budget::{BudgetView, Counter, Exhausted};
+use crate::budget::{BudgetView, Budgets, Counter, Exhausted};
 use crate::cost::Cost;
 use crate::pacer::{slack_for, Pacer};
 use crate::rate::Rate;
@@ -343,9 +343,7 @@ pub struct Limits {
     /// When records last left (ns), for a change of limits.
     last_departure: Option<u64>,
     /// The `--budget`s, each counting records in its window.
-    budgets: Vec<Counter>,
-    /// What a spent budget does to the records waiting.
-    exhausted: Exhausted,
+    budgets: Budgets,
     /// With `--settle`: the records charged and not settled yet.
     in_flight: Option<InFlight>,
 }
@@ -375,29 +373,19 @@ impl Limits {
             cost: None,
             slack_ns,
             last_departure: None,
-            budgets: Vec::new(),
-            exhausted: Exhausted::Wait,
+            budgets: Budgets::default(),
             in_flight: None,
         }
     }
 
     /// The same limits and `budgets` beside them, each counting records in
     /// its calendar window; `exhausted` says what a spent one does.
-    pub fn with_budgets(mut self, budgets: Vec<Counter>, exhausted: Exhausted) -> Limits {
-        self.budgets = budgets;
-        self.exhausted = exhausted;
+    pub fn with_budgets(mut self, counters: Vec<Counter>, exhausted: Exhausted) -> Limits {
+        self.budgets = Budgets {
+            counters,
+            exhausted,
+        };
         self
-    }
-
-    /// How many of `available` records the budgets let leave at `now`.
-    fn budget_room(&mut self, now: u64, available: usize) -> usize {
-        self.budgets
-            .iter_mut()
-            .map(|b| {
-                b.ask(now, available as u64);
-                usize::try_from(b.room(now)).unwrap_or(usize::MAX)
-            })
-            .fold(available, usize::min)
     }
 
     /// The same limits, a record's cost (for [`Unit::Cost`] limits) read by
@@ -522,9 +510,7 @@ impl Limits {
     fn departed(&mut self, now: u64, n: usize) -> usize {
         if n > 0 {
             self.last_departure = Some(now);
-            for b in &mut self.budgets {
-                b.spend(now, n as u64);
-            }
+            self.budgets.spend(now, n);
         }
         n
     }
@@ -553,7 +539,7 @@ impl Schedule for Limits {
         available: usize,
         records: &mut dyn Iterator<Item = &[u8]>,
     ) -> usize {
-        let available = self.budget_room(now, available);
+        let available = self.budgets.room(now, available);
         if !self.weighs_bytes {
             // Every record costs 1 everywhere: the tightest limit decides.
             let n = self
@@ -587,7 +573,6 @@ impl Schedule for Limits {
         new.last_departure = self.last_departure;
         new.cost = self.cost.take();
         new.budgets = std::mem::take(&mut self.budgets);
-        new.exhausted = self.exhausted;
         // The floors stand on the old limits: what is in flight is not
         // given back (an underestimate is still charged).
         new.in_flight = self.in_flight.as_ref().map(|_| InFlight::default());
@@ -605,7 +590,7 @@ impl Schedule for Limits {
             }
         };
         self.weigh(record, costs);
-        let budgets = self.budgets.iter().map(Counter::due).max().unwrap_or(0);
+        let budgets = self.budgets.due();
         self.limits
             .iter()
             .zip(costs.iter().copied())
@@ -676,27 +661,16 @@ impl Schedule for Limits {
             .map(|(_, p)| p.nth_due(now, n))
             .max()
             .unwrap_or(now);
-        let budgets = self
-            .budgets
-            .iter()
-            .map(|b| b.floor(now, n))
-            .max()
-            .unwrap_or(now);
+        let budgets = self.budgets.floor(now, n);
         Some(records.max(budgets).max(self.next_due(record)).max(now))
     }
 
     fn budgets(&self, now: u64) -> Vec<BudgetView> {
-        self.budgets.iter().map(|b| b.view(now)).collect()
+        self.budgets.views(now)
     }
 
     fn exhausted(&self, now: u64) -> Option<String> {
-        if self.exhausted != Exhausted::Stop {
-            return None;
-        }
-        self.budgets
-            .iter()
-            .find(|b| b.spent_at(now))
-            .map(|b| b.budget().to_string())
+        self.budgets.exhausted(now)
     }
 }
 
