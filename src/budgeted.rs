@@ -40,10 +40,6 @@ impl Schedule for Budgeted {
         false
     }
 
-    fn weighs_bytes(&self) -> bool {
-        self.inner.weighs_bytes()
-    }
-
     fn release(
         &mut self,
         now: u64,
@@ -63,14 +59,6 @@ impl Schedule for Budgeted {
 
     fn next_due(&self, record: &[u8]) -> u64 {
         self.inner.next_due(record).max(self.budgets.due())
-    }
-
-    fn slack_ns(&self) -> u64 {
-        self.inner.slack_ns()
-    }
-
-    fn records_per_second(&self) -> f64 {
-        self.inner.records_per_second()
     }
 
     fn nth_due(&self, record: &[u8], n: usize) -> Option<u64> {

@@ -87,14 +87,20 @@ pub trait Schedule: fmt::Debug + Send {
     /// [`Schedule::inner`], to change.
     fn inner_mut(&mut self) -> Option<&mut dyn Schedule>;
 
-    /// Whether nothing is limited: every record may always leave.
-    fn is_unlimited(&self) -> bool;
+    /// Whether nothing is limited: every record may always leave (a
+    /// schedule of its own limits that does not say: no).
+    fn is_unlimited(&self) -> bool {
+        self.inner().is_some_and(|inner| inner.is_unlimited())
+    }
 
     /// Whether a record's content matters (some limit counts bytes or
     /// cost). When it does not, callers may pass an empty `records`
     /// iterator to [`Schedule::release`] and any record to
-    /// [`Schedule::next_due`].
-    fn weighs_bytes(&self) -> bool;
+    /// [`Schedule::next_due`]. A schedule of its own limits that does not
+    /// say: it does.
+    fn weighs_bytes(&self) -> bool {
+        self.inner().map_or(true, |inner| inner.weighs_bytes())
+    }
 
     /// Of `available` records waiting in order, which `records` yields (each
     /// with its delimiter, when it has one), how many may leave at `now`
@@ -112,8 +118,11 @@ pub trait Schedule: fmt::Debug + Send {
     fn next_due(&self, record: &[u8]) -> u64;
 
     /// How late (ns) a wake-up may be without restarting the schedule: the
-    /// least slack of its limits.
-    fn slack_ns(&self) -> u64;
+    /// least slack of its limits (a schedule of its own limits that does
+    /// not say: none).
+    fn slack_ns(&self) -> u64 {
+        self.inner().map_or(0, |inner| inner.slack_ns())
+    }
 
     /// A record that left (`record`, its delimiter included or not)
     /// reported at `now` what it really spent of each cost (`spent`, in the
@@ -129,8 +138,12 @@ pub trait Schedule: fmt::Debug + Send {
 
     /// The highest rate in records per second the schedule can reach
     /// (infinite when a limit counts bytes or nothing is limited): the
-    /// writer coalesces wake-ups above 20,000/s.
-    fn records_per_second(&self) -> f64;
+    /// writer coalesces wake-ups above 20,000/s. A schedule of its own
+    /// limits that does not say: infinite.
+    fn records_per_second(&self) -> f64 {
+        self.inner()
+            .map_or(f64::INFINITY, |inner| inner.records_per_second())
+    }
 
     /// Whether the schedule may hold a key back or note its departures
     /// ([`Schedule::key_due`], [`Schedule::key_left`]: holds on one key,

@@ -430,14 +430,6 @@ impl Schedule for Gate {
         Some(&mut *self.inner)
     }
 
-    fn is_unlimited(&self) -> bool {
-        self.inner.is_unlimited()
-    }
-
-    fn weighs_bytes(&self) -> bool {
-        self.inner.weighs_bytes()
-    }
-
     fn release(
         &mut self,
         now: u64,
@@ -481,14 +473,6 @@ impl Schedule for Gate {
         // slots it holds), moved as far as a pause moves the first.
         let after_first = self.after_first(&self.control.lock(), record, n)?;
         Some(self.next_due(record).saturating_add(after_first))
-    }
-
-    fn slack_ns(&self) -> u64 {
-        self.inner.slack_ns()
-    }
-
-    fn records_per_second(&self) -> f64 {
-        self.inner.records_per_second()
     }
 
     fn holds_keys(&self) -> bool {
