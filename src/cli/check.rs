@@ -76,25 +76,29 @@ fn limits(cli: &Cli) -> Result<Vec<Limit>, clap::Error> {
     {
         rates.push((ONE_PER_SECOND, None));
     }
+    let costs = cli.cost_rate.iter().map(|&(_, rate, burst)| (rate, burst));
+    Ok(limits_of(rates, &cli.byte_rate, costs))
+}
+
+/// The limits of the record rates `rates` (each its own burst, else 1;
+/// an unlimited one left out), the byte rates `bytes` and the cost rates
+/// `costs`, in that order.
+fn limits_of(
+    rates: Vec<(Rate, Option<u64>)>,
+    bytes: &[(Rate, u64)],
+    costs: impl Iterator<Item = (Rate, u64)>,
+) -> Vec<Limit> {
     let records = rates
         .into_iter()
         .filter(|(rate, _)| *rate != Rate::Unlimited)
-        .map(|(rate, burst)| Limit {
-            rate,
-            burst: burst.unwrap_or(1),
-            unit: Unit::Records,
-        });
-    let bytes = cli.byte_rate.iter().map(|&(rate, burst)| Limit {
-        rate,
-        burst,
-        unit: Unit::Bytes,
-    });
-    let costs = cli.cost_rate.iter().map(|&(_, rate, burst)| Limit {
-        rate,
-        burst,
-        unit: Unit::Cost,
-    });
-    Ok(records.chain(bytes).chain(costs).collect())
+        .map(|(rate, burst)| (rate, burst.unwrap_or(1), Unit::Records));
+    let bytes = bytes
+        .iter()
+        .map(|&(rate, burst)| (rate, burst, Unit::Bytes));
+    let costs = costs.map(|(rate, burst)| (rate, burst, Unit::Cost));
+    let all = records.chain(bytes).chain(costs);
+    all.map(|(rate, burst, unit)| Limit { rate, burst, unit })
+        .collect()
 }
 
 /// Limits per key from `--key`, `--key-rate`, `--field-separator`,
@@ -312,22 +316,7 @@ pub fn take_request(args: TakeArgs) -> Result<shared::take::Request, String> {
     if rates.is_empty() && args.byte_rate.is_empty() && args.cost_rate.is_empty() {
         rates.push((ONE_PER_SECOND, None));
     }
-    let records = rates
-        .into_iter()
-        .filter(|(rate, _)| *rate != Rate::Unlimited)
-        .map(|(rate, burst)| Limit {
-            rate,
-            burst: burst.unwrap_or(1),
-            unit: Unit::Records,
-        });
-    let weighed = |list: Vec<(Rate, u64)>, unit: Unit| {
-        list.into_iter()
-            .map(move |(rate, burst)| Limit { rate, burst, unit })
-    };
-    let limits: Vec<Limit> = records
-        .chain(weighed(args.byte_rate, Unit::Bytes))
-        .chain(weighed(args.cost_rate, Unit::Cost))
-        .collect();
+    let limits = limits_of(rates, &args.byte_rate, args.cost_rate.into_iter());
     if limits.is_empty() {
         return Err("take: there is no rate to take from (--rate inf)".into());
     }
