@@ -182,9 +182,7 @@ fn shared_state(
 ) -> Result<(Arc<Shared>, Option<shared::Handle>)> {
     let origin = Instant::now();
     // The wall clock at `origin`, where the budgets' windows are found.
-    let wall = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(0));
+    let wall = shared::budget::unix_now();
     let (mut schedule, key_schedule, share): (Box<dyn Schedule>, _, _) = match &config.share {
         Some(share) => {
             let opened = shared::open(

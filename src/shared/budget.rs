@@ -22,17 +22,14 @@
 //! count when it answers again), `fail` stops drip (status 4).
 
 use std::collections::BTreeMap;
-use std::fs::{DirBuilder, OpenOptions};
-use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::io::Read;
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::Duration;
 
-use rustix::fs::{flock, FlockOperation};
-
 use redis::Value;
 
+use super::file::{locked, own_dir, write_over};
 use super::protocol::Failure;
 use super::redis::RedisStore;
 use super::target::{Share, Target};
@@ -206,7 +203,7 @@ impl Place {
 }
 
 /// The wall clock, ns since the Unix epoch.
-fn unix_now() -> i128 {
+pub(crate) fn unix_now() -> i128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(0))
@@ -233,27 +230,13 @@ fn take_in_file(path: &std::path::Path, label: &str, call: Call) -> std::io::Res
         ask,
     } = call;
     if let Some(dir) = path.parent() {
-        match DirBuilder::new().mode(0o700).create(dir) {
-            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
-            _ => {}
-        }
-        let meta = std::fs::symlink_metadata(dir)?;
-        if !meta.is_dir()
-            || meta.uid() != rustix::process::getuid().as_raw()
-            || meta.mode() & 0o022 != 0
-        {
+        if !own_dir(dir)? {
             return Err(std::io::Error::other(
                 "the state directory is not a directory of this user's that only it may write to",
             ));
         }
     }
-    let lock = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(beside(path, "lock"))?;
-    flock(&lock, FlockOperation::LockExclusive)?;
+    let lock = locked(&beside(path, "lock"))?;
     let mut text = String::new();
     match std::fs::File::open(path) {
         Ok(mut f) => {
@@ -281,15 +264,11 @@ fn take_in_file(path: &std::path::Path, label: &str, call: Call) -> std::io::Res
     let granted = ask.min(count.saturating_sub(found));
     let after = found + granted;
     kept.push(format!("{label} {start} {end} {after}"));
-    let tmp = beside(path, "tmp");
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    f.write_all((kept.join("\n") + "\n").as_bytes())?;
-    std::fs::rename(&tmp, path)?;
+    write_over(
+        path,
+        &beside(path, "tmp"),
+        (kept.join("\n") + "\n").as_bytes(),
+    )?;
     drop(lock);
     Ok((granted, after))
 }

@@ -26,18 +26,15 @@
 //! `jobs.lua`.
 
 use std::collections::BTreeMap;
-use std::fs::OpenOptions;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use redis::Value;
-use rustix::fs::{flock, FlockOperation};
 use serde::{Deserialize, Serialize};
 
+use super::file::{locked, monotonic, write_over};
 use super::protocol::Failure;
 use super::redis::RedisStore;
 use super::target::Target;
@@ -151,14 +148,6 @@ struct FilePlace {
     boot_id: String,
 }
 
-/// `CLOCK_MONOTONIC` in ns.
-fn monotonic() -> i64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    t.tv_sec
-        .saturating_mul(1_000_000_000)
-        .saturating_add(t.tv_nsec)
-}
-
 fn ttl_ns() -> i64 {
     i64::try_from(LEASE_TTL.as_nanos()).unwrap_or(i64::MAX)
 }
@@ -180,15 +169,7 @@ impl Place for FilePlace {
             let _ = std::fs::DirBuilder::new().mode(0o700).create(dir);
         }
         let lock_path = self.path.with_extension("json.lock");
-        let lock = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&lock_path)
-            .map_err(|e| self.io(&e))?;
-        flock(&lock, FlockOperation::LockExclusive).map_err(|e| self.io(&e.into()))?;
+        let lock = locked(&lock_path).map_err(|e| self.io(&e))?;
         let now = monotonic();
         let mut stored: Stored = std::fs::read(&self.path)
             .ok()
@@ -201,16 +182,7 @@ impl Place for FilePlace {
         // Written beside and renamed over: a drip killed mid-write leaves
         // the leases as they were.
         let beside = self.path.with_extension("json.tmp");
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&beside)
-            .map_err(|e| self.io(&e))?;
-        file.write_all(text.as_bytes())
-            .and_then(|()| std::fs::rename(&beside, &self.path))
-            .map_err(|e| self.io(&e))?;
+        write_over(&self.path, &beside, text.as_bytes()).map_err(|e| self.io(&e))?;
         drop(lock);
         Ok((done, stored.leases.len() as u64))
     }
