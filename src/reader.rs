@@ -18,6 +18,7 @@ use crate::input::{self, Flow, OwnFile, ReadReport, Splitter};
 use crate::jobs::resume::Done;
 use crate::progress::{lock_ui, Ui};
 use crate::state::{OverflowError, Shared, State, STALL_NS};
+use crate::sys::Unpoisoned;
 
 /// Unpaced, how long the reader watches a streaming input that ran dry
 /// before it sleeps ([`input::read_all`]).
@@ -389,11 +390,7 @@ fn wait_for_room<'a>(
     let timeout = deadline.map_or(Duration::MAX, |at| {
         Duration::from_nanos(at.saturating_sub(now))
     });
-    st = shared
-        .space_ready
-        .wait_timeout(st, timeout)
-        .unwrap_or_else(|e| e.into_inner())
-        .0;
+    st = shared.space_ready.wait_timeout(st, timeout).unpoisoned().0;
     st.reading.wants = 0;
     st
 }

@@ -18,6 +18,20 @@ pub fn ns_since(origin: std::time::Instant) -> u64 {
     u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
+/// A lock's guard (or a condition variable's, after a wait) taken whether
+/// or not a thread panicked while holding the lock: what drip keeps under
+/// a lock stays usable, and one thread's panic is reported, not spread.
+pub trait Unpoisoned<T> {
+    /// The guard, poisoned or not.
+    fn unpoisoned(self) -> T;
+}
+
+impl<T> Unpoisoned<T> for std::sync::LockResult<T> {
+    fn unpoisoned(self) -> T {
+        self.unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 /// The reason in an I/O error, without std's "(os error N)" suffix.
 pub fn describe(err: &io::Error) -> String {
     let text = err.to_string();

@@ -42,6 +42,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::overload::Overloads;
 use crate::schedule::Schedule;
+use crate::sys::Unpoisoned;
 
 /// Whose starts an overload holds back.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -254,7 +255,7 @@ impl GateControl {
     }
 
     pub(super) fn lock(&self) -> MutexGuard<'_, Holds> {
-        self.holds.lock().unwrap_or_else(|e| e.into_inner())
+        self.holds.lock().unpoisoned()
     }
 
     /// The configured rate of `scope` (infinite: not limited).

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use crate::state::KILL_AFTER_LEAVE;
+use crate::sys::Unpoisoned;
 
 /// Lingering groups kept before those now empty are forgotten.
 const LINGERING_KEPT: usize = 1024;
@@ -182,7 +183,7 @@ impl Groups {
 }
 
 fn lock(known: &Mutex<Known>) -> MutexGuard<'_, Known> {
-    known.lock().unwrap_or_else(|e| e.into_inner())
+    known.lock().unpoisoned()
 }
 
 /// TERM process groups `groups`, then KILL those with a process left

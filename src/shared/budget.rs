@@ -36,6 +36,7 @@ use super::target::{Share, Target};
 use super::voice::{OnError, Retry};
 use super::{Unreachable, Unusable};
 use crate::budget::{Allowance, Budget};
+use crate::sys::Unpoisoned;
 
 /// A window's count outlives the window's end by this long (ns).
 const KEPT_NS: i128 = 10_000_000_000;
@@ -81,7 +82,7 @@ impl std::fmt::Debug for Book {
 
 impl Book {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.lock().unpoisoned()
     }
 
     /// Call `wake(false)` whenever a grant arrives, and `wake(true)` when
@@ -318,7 +319,7 @@ impl Keeper {
             inner = book
                 .asked
                 .wait_timeout(inner, Duration::from_millis(100))
-                .unwrap_or_else(|e| e.into_inner())
+                .unpoisoned()
                 .0;
         }
         let now = unix_now();
@@ -409,11 +410,7 @@ impl Keeper {
             if left.is_zero() {
                 return;
             }
-            drop(
-                book.asked
-                    .wait_timeout(inner, left)
-                    .unwrap_or_else(|e| e.into_inner()),
-            );
+            drop(book.asked.wait_timeout(inner, left).unpoisoned());
         }
     }
 

@@ -38,6 +38,7 @@ use super::file::{locked, monotonic, write_over};
 use super::protocol::Failure;
 use super::redis::RedisStore;
 use super::target::Target;
+use crate::sys::Unpoisoned;
 
 /// How long a lease holds without a renewal: a dead holder's jobs stop
 /// counting this long after its last renewal at the latest.
@@ -327,7 +328,7 @@ impl SharedJobs {
     }
 
     fn lock(&self) -> MutexGuard<'_, Held> {
-        self.held.lock().unwrap_or_else(|e| e.into_inner())
+        self.held.lock().unpoisoned()
     }
 
     /// Note a call's outcome: a failure is counted and said once on
@@ -425,12 +426,8 @@ impl SharedJobs {
     /// Renew the leases held every [`RENEW_EVERY`] until closed.
     fn renew_until_closed(&self) {
         loop {
-            let guard = self.renewer.0.lock().unwrap_or_else(|e| e.into_inner());
-            let _ = self
-                .renewer
-                .1
-                .wait_timeout(guard, RENEW_EVERY)
-                .unwrap_or_else(|e| e.into_inner());
+            let guard = self.renewer.0.lock().unpoisoned();
+            let _ = self.renewer.1.wait_timeout(guard, RENEW_EVERY).unpoisoned();
             if self.closed.load(Ordering::Relaxed) {
                 return;
             }

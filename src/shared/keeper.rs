@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use super::gcra::Settlement;
 use super::protocol::{expired, Ask, Back, ClockOffset, Failure, Reply, Store};
 use super::voice::{OnError, Retry, Voice, BACKOFF};
+use crate::sys::Unpoisoned;
 
 /// How long the stop path waits for a keeper to give back its unused
 /// slots before drip leaves without it (a hung server).
@@ -239,7 +240,7 @@ impl<G: Grants> Lease<G> {
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, G> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock().unpoisoned()
     }
 
     /// drip's clock (ns since `origin`).
@@ -492,7 +493,7 @@ impl<G: Grants> Keeper<G> {
             return false;
         }
         let meters = limits.iter().map(super::gcra::Meter::of).collect();
-        let mut told = self.told.lock().unwrap_or_else(|e| e.into_inner());
+        let mut told = self.told.lock().unpoisoned();
         if !self.voice.quiet && *told != theirs {
             let name = self.voice.name.trim_start_matches("--share ");
             let name = name.trim_end_matches(" (limits per key)");
@@ -553,12 +554,7 @@ impl<G: Grants> Keeper<G> {
             match g.turn(now, last_call.map(|t| t.elapsed())) {
                 Ok(turn) => return Some(turn),
                 Err(wait) => {
-                    g = self
-                        .lease
-                        .wake
-                        .wait_timeout(g, wait)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0;
+                    g = self.lease.wake.wait_timeout(g, wait).unpoisoned().0;
                 }
             }
         }
@@ -652,12 +648,7 @@ impl<G: Grants> Keeper<G> {
             if left.is_zero() {
                 break;
             }
-            g = self
-                .lease
-                .wake
-                .wait_timeout(g, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            g = self.lease.wake.wait_timeout(g, left).unpoisoned().0;
         }
     }
 

@@ -44,6 +44,7 @@ use super::protocol::{
 use crate::cost::Cost;
 use crate::schedule::{Limit, Limits, Schedule};
 use crate::settle::{record_hash, take_newest, MOST_IN_FLIGHT};
+use crate::sys::Unpoisoned;
 
 /// The sizes of waiting records the lease keeps at most (more than one
 /// reservation's worth, as a reservation never takes more than 200 ms).
@@ -467,7 +468,7 @@ impl Grants for GlobalLease {
         self.meters = limits.iter().map(Meter::of).collect();
         self.relimited = Some(limits.to_vec());
         if let Some(in_force) = &self.in_force {
-            *in_force.lock().unwrap_or_else(|e| e.into_inner()) = limits.to_vec();
+            *in_force.lock().unpoisoned() = limits.to_vec();
         }
         true
     }

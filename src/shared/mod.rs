@@ -40,6 +40,7 @@ use crate::pacer::{slack_for, Pacer};
 use crate::rate::Rate;
 use crate::schedule::{Limit, Limits, Unit};
 use crate::stats::{ShareCounts, ShareStats};
+use crate::sys::Unpoisoned;
 use keeper::{Grants, Keeper, Lease, Wake};
 use keys::KeyLeases;
 use lease::GlobalLease;
@@ -159,7 +160,7 @@ impl Handle {
     /// A keeper that said drip must stop before this was set (a refusal
     /// answered after [`FIRST_ANSWER`]) is heard now.
     pub fn set_notify(&self, notify: Notify) {
-        let mut bell = self.notify.lock().unwrap_or_else(|e| e.into_inner());
+        let mut bell = self.notify.lock().unpoisoned();
         if bell.stop_rung {
             notify(true);
         }
@@ -406,7 +407,7 @@ pub fn open(
         told: Arc::default(),
     };
     let notify: Wake = Arc::new(move |stop| {
-        let mut bell = notify.lock().unwrap_or_else(|e| e.into_inner());
+        let mut bell = notify.lock().unpoisoned();
         bell.stop_rung |= stop;
         if let Some(f) = &bell.notify {
             f(stop);
