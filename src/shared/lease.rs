@@ -610,14 +610,21 @@ impl SharedSchedule {
             records.next();
             n += 1;
         }
-        let mut sizes = records.map(|r| self.weight(r));
-        let weighed: Option<&mut dyn Iterator<Item = u64>> = if self.weighs_bytes {
-            Some(&mut sizes)
-        } else {
-            None
-        };
-        st.note_wanted(available - n, weighed);
+        self.note_wanted(st, available - n, &mut records);
         n
+    }
+
+    /// `left` records still want slots, in order from `records`
+    /// ([`GlobalLease::note_wanted`], weighed when a limit weighs them).
+    fn note_wanted(
+        &self,
+        st: &mut GlobalLease,
+        left: usize,
+        records: &mut dyn Iterator<Item = &[u8]>,
+    ) {
+        let mut sizes = records.map(|r| self.weight(r));
+        let weighed = &mut sizes as &mut dyn Iterator<Item = u64>;
+        st.note_wanted(left, self.weighs_bytes.then_some(weighed));
     }
 }
 
@@ -743,13 +750,7 @@ impl Schedule for SharedSchedule {
         st.drop_late(now, |size| self.late_ns(size));
         let beyond = st.held.slots.len().saturating_sub(waiting);
         st.send_back_tail(beyond);
-        let mut sizes = records.map(|r| self.weight(r));
-        let weighed: Option<&mut dyn Iterator<Item = u64>> = if self.weighs_bytes {
-            Some(&mut sizes)
-        } else {
-            None
-        };
-        st.note_wanted(waiting, weighed);
+        self.note_wanted(&mut st, waiting, records);
         if !going && st.held.returning.is_some() {
             lease.wake.notify_one();
         }

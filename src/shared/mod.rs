@@ -598,9 +598,7 @@ impl Pace {
         let rate = |unit: Unit| limits.iter().filter(move |l| l.unit == unit);
         Pace {
             local: limits.iter().map(|l| divided(l, peers)).collect(),
-            per_second: rate(Unit::Records)
-                .map(|l| l.rate.per_second())
-                .fold(f64::INFINITY, f64::min),
+            per_second: crate::schedule::records_per_second(limits),
             bytes_per_second: rate(Unit::Bytes)
                 .chain(rate(Unit::Cost))
                 .map(|l| l.rate.per_second())
