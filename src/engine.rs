@@ -430,11 +430,9 @@ fn wake_from_share(
 /// `drip ctl` changes them on any drip of the NAME.
 fn limits_in_force(config: &Config, share: Option<&shared::Handle>) -> (InForce, KeyInForce) {
     let in_force: InForce = Arc::new(Mutex::new(config.limits.clone()));
-    let key_in_force = Arc::new(Mutex::new(config.key.as_ref().map(|k| Limit {
-        rate: k.rate,
-        burst: k.burst,
-        unit: Unit::Records,
-    })));
+    let key_limit = config.key.as_ref();
+    let key_limit = key_limit.map(|k| Limit::records(k.rate, Some(k.burst)));
+    let key_in_force = Arc::new(Mutex::new(key_limit));
     if let Some(share) = share {
         share.follow_in_force(&in_force, &key_in_force);
     }

@@ -48,6 +48,15 @@ pub struct Limit {
     pub unit: Unit,
 }
 
+impl Limit {
+    /// A record limit: `rate`, and `burst` records back to back (1 when
+    /// not given).
+    pub fn records(rate: Rate, burst: Option<u64>) -> Limit {
+        let (burst, unit) = (burst.unwrap_or(1), Unit::Records);
+        Limit { rate, burst, unit }
+    }
+}
+
 impl fmt::Display for Limit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.unit {

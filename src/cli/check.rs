@@ -154,11 +154,7 @@ fn key_config(
         None => (capacity, None),
         Some(Bound::Count(n)) => (n, None),
         Some(Bound::Time(d)) => {
-            let limit = Limit {
-                rate,
-                burst: 1,
-                unit: Unit::Records,
-            };
+            let limit = Limit::records(rate, None);
             let (n, sized) = sized_by("--key-capacity", d, &limit, "--key-rate")?;
             (n, Some(sized))
         }

@@ -386,11 +386,7 @@ pub fn open(
     origin: Instant,
 ) -> anyhow::Result<Opened> {
     let limits = &canonical(limits);
-    let key_limit = key.map(|k| Limit {
-        rate: k.rate,
-        burst: k.burst,
-        unit: Unit::Records,
-    });
+    let key_limit = key.map(|k| Limit::records(k.rate, Some(k.burst)));
     let spec = match &key_limit {
         Some(k) => gcra::spec_with_key(limits, k),
         None => gcra::spec(limits),
