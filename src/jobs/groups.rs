@@ -54,7 +54,7 @@ impl Groups {
     }
 
     fn lock(&self) -> MutexGuard<'_, Known> {
-        lock(&self.known)
+        self.known.lock().unpoisoned()
     }
 
     /// Whether drip is leaving (a second signal).
@@ -118,7 +118,7 @@ impl Groups {
         let to_kill = Arc::clone(&self.known);
         let killer = move || {
             std::thread::sleep(KILL_AFTER_LEAVE);
-            let groups = lock(&to_kill).terminated.take();
+            let groups = to_kill.lock().unpoisoned().terminated.take();
             for pgid in groups.unwrap_or_default() {
                 crate::sys::kill_group(pgid, libc::SIGKILL);
             }
@@ -180,10 +180,6 @@ impl Groups {
             crate::sys::interrupt(thread);
         }
     }
-}
-
-fn lock(known: &Mutex<Known>) -> MutexGuard<'_, Known> {
-    known.lock().unpoisoned()
 }
 
 /// TERM process groups `groups`, then KILL those with a process left
