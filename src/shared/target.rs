@@ -317,12 +317,16 @@ impl Servers {
         else {
             return None;
         };
-        let host = if host.contains(':') {
-            format!("[{host}]")
-        } else {
-            host.to_string()
-        };
-        Some(format!("{scheme}://{auth}{host}:{port}/{db}"))
+        Some(format!("{scheme}://{auth}{}/{db}", address(host, port)))
+    }
+}
+
+/// `host`:`port` as an address is written: an IPv6 host in brackets.
+pub fn address(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
     }
 }
 
@@ -358,12 +362,7 @@ pub fn servers(url: &str) -> Result<Servers, String> {
                 _ => return Err(format!("'{port}' is not a port (1 to 65535)")),
             }
         };
-        let host = if host.contains(':') {
-            format!("[{host}]")
-        } else {
-            host.to_string()
-        };
-        addrs.push(format!("{host}:{port}"));
+        addrs.push(address(host, port));
     }
     if sentinel {
         let (primary, db) = path.split_once('/').unwrap_or((path, ""));
