@@ -153,6 +153,17 @@ pub(super) struct Holds {
 }
 
 impl Holds {
+    /// A record of `key` started at `now`: its hold counts its spacing from
+    /// there, and goes once idle.
+    fn key_started(&mut self, key: &[u8], now: u64) {
+        if let Some(hold) = self.keys.get_mut(key) {
+            hold.last = Some(now);
+            if hold.is_idle(now) {
+                self.keys.remove(key);
+            }
+        }
+    }
+
     fn hold(&self, scope: &Scope) -> Option<&Hold> {
         match scope {
             Scope::All => Some(&self.all),
@@ -332,12 +343,7 @@ impl GateControl {
             holds.all.last = Some(now);
         }
         if let Scope::Key(key) = scope {
-            if let Some(hold) = holds.keys.get_mut(key) {
-                hold.last = Some(now);
-                if hold.is_idle(now) {
-                    holds.keys.remove(key);
-                }
-            }
+            holds.key_started(key, now);
         }
     }
 
@@ -487,14 +493,7 @@ impl Schedule for Gate {
     }
 
     fn key_left(&mut self, key: &[u8], now: u64) {
-        let mut holds = self.control.lock();
-        if let Some(hold) = holds.keys.get_mut(key) {
-            hold.last = Some(now);
-            if hold.is_idle(now) {
-                holds.keys.remove(key);
-            }
-        }
-        drop(holds);
+        self.control.lock().key_started(key, now);
         self.inner.key_left(key, now);
     }
 }
