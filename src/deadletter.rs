@@ -200,13 +200,11 @@ impl DeadLetter {
             delimiter,
         };
         let backlog = Arc::new(Backlog::default());
-        let thread = std::thread::Builder::new()
-            .name("drip-dead-letter".into())
-            .spawn({
-                let backlog = Arc::clone(&backlog);
-                move || run(&backlog, file, failed)
-            })
-            .context("starting the dead-letter thread")?;
+        let thread = crate::sys::spawn("drip-dead-letter", {
+            let backlog = Arc::clone(&backlog);
+            move || run(&backlog, file, failed)
+        })
+        .context("starting the dead-letter thread")?;
         Ok(Some(DeadLetter {
             backlog,
             thread: Some(thread),

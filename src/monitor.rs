@@ -224,23 +224,21 @@ impl Monitor {
         let token = cancel.clone();
         let dropped = Arc::new(Dropped::default());
         let counter = Arc::clone(&dropped);
-        let thread = std::thread::Builder::new()
-            .name("drip-monitor".into())
-            .spawn(move || {
-                runtime.block_on(watch(
-                    shared,
-                    ui,
-                    drain,
-                    stats_every,
-                    stats_file,
-                    (signals, usr1),
-                    watch_output,
-                    token,
-                    counter,
-                    metrics,
-                ))
-            })
-            .context("starting the monitor thread")?;
+        let thread = crate::sys::spawn("drip-monitor", move || {
+            runtime.block_on(watch(
+                shared,
+                ui,
+                drain,
+                stats_every,
+                stats_file,
+                (signals, usr1),
+                watch_output,
+                token,
+                counter,
+                metrics,
+            ))
+        })
+        .context("starting the monitor thread")?;
         Ok(Monitor {
             cancel,
             dropped,

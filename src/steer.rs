@@ -434,9 +434,7 @@ impl Follower {
         };
         follow.step(jiff::Timestamp::now());
         let (stop, stopped) = mpsc::channel();
-        let thread = std::thread::Builder::new()
-            .name("drip-schedule".into())
-            .spawn(move || follow.run(&stopped))?;
+        let thread = crate::sys::spawn("drip-schedule", move || follow.run(&stopped))?;
         Ok(Follower {
             stop: Some(stop),
             thread: Some(thread),

@@ -32,6 +32,17 @@ impl<T> Unpoisoned<T> for std::sync::LockResult<T> {
     }
 }
 
+/// Start a thread named `name` running `work`.
+///
+/// # Errors
+/// As [`std::thread::Builder::spawn`]: the system did not start it.
+pub fn spawn<T: Send + 'static>(
+    name: &str,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> io::Result<std::thread::JoinHandle<T>> {
+    std::thread::Builder::new().name(name.into()).spawn(work)
+}
+
 /// The reason in an I/O error, without std's "(os error N)" suffix.
 pub fn describe(err: &io::Error) -> String {
     let text = err.to_string();

@@ -79,9 +79,7 @@ impl Server {
         *SOCKET.lock().unpoisoned() = Some(path.clone());
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = Arc::clone(&stop);
-        let thread = std::thread::Builder::new()
-            .name("drip-control".into())
-            .spawn(move || serve(&listener, &steer, &stopping))
+        let thread = crate::sys::spawn("drip-control", move || serve(&listener, &steer, &stopping))
             .context("starting the control thread")?;
         Ok(Server {
             path,
@@ -132,12 +130,10 @@ fn serve(listener: &UnixListener, steer: &Arc<dyn Steer>, stop: &AtomicBool) {
                 let client = Client::new(&busy);
                 // A thread that cannot start drops the stream: the client
                 // is told nothing and says so.
-                let _ = std::thread::Builder::new()
-                    .name("drip-control-client".into())
-                    .spawn(move || {
-                        answer(stream, &*steer);
-                        drop(client);
-                    });
+                let _ = crate::sys::spawn("drip-control-client", move || {
+                    answer(stream, &*steer);
+                    drop(client);
+                });
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => wait_for_client(listener),
             // A failed accept (out of descriptors, say) has nothing to

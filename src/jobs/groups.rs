@@ -123,9 +123,7 @@ impl Groups {
                 crate::sys::kill_group(pgid, libc::SIGKILL);
             }
         };
-        let spawned = std::thread::Builder::new()
-            .name("drip-kill".into())
-            .spawn(killer);
+        let spawned = crate::sys::spawn("drip-kill", killer);
         if spawned.is_err() {
             // No thread for the wait: the evacuation kills them later.
             self.lock().terminated = None;

@@ -209,9 +209,7 @@ impl Pool {
             return;
         }
         let pool = Arc::clone(self);
-        let spawned = std::thread::Builder::new()
-            .name("drip-job".into())
-            .spawn(move || pool.work());
+        let spawned = crate::sys::spawn("drip-job", move || pool.work());
         if spawned.is_err() {
             self.slots.no_worker(number);
             self.settle(number, JobFate::Undelivered);

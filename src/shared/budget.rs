@@ -486,9 +486,7 @@ pub fn start(share: &Share, budget: &Budget) -> anyhow::Result<Arc<Book>> {
         retry: Retry::new(fastrand::Rng::new()),
         failing: false,
     };
-    std::thread::Builder::new()
-        .name("drip-budget".into())
-        .spawn(move || keeper.run())?;
+    crate::sys::spawn("drip-budget", move || keeper.run())?;
     Ok(book)
 }
 

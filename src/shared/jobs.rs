@@ -321,9 +321,7 @@ impl SharedJobs {
             renewer: (Mutex::new(()), Condvar::new()),
         });
         let renewing = Arc::clone(&jobs);
-        std::thread::Builder::new()
-            .name("drip-job-leases".into())
-            .spawn(move || renewing.renew_until_closed())?;
+        crate::sys::spawn("drip-job-leases", move || renewing.renew_until_closed())?;
         Ok(jobs)
     }
 

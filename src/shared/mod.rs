@@ -515,9 +515,7 @@ fn start_keeper<G: Grants>(
     };
     // A rendezvous: an answer no one waits for any more is not sent.
     let (answer, answered) = std::sync::mpsc::sync_channel(0);
-    let thread = std::thread::Builder::new()
-        .name("drip-keeper".into())
-        .spawn(move || keeper.greet_and_run(&answer))?;
+    let thread = crate::sys::spawn("drip-keeper", move || keeper.greet_and_run(&answer))?;
     let greeted = match share.on_error {
         OnError::Local => answered.recv_timeout(FIRST_ANSWER).ok(),
         _ => answered.recv().ok(),
