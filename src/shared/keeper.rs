@@ -55,9 +55,10 @@ const SETTLED_NS: i64 = 1_000_000;
 const SETTLING_CALLS: u32 = 5;
 
 /// How a lease paces.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Mode {
     /// From the lease.
+    #[default]
     Shared,
     /// Alone, at the configured rate divided by the peers (`local`).
     Local,
@@ -78,7 +79,7 @@ impl Mode {
 }
 
 /// What every lease keeps besides its slots: its mode and the counters.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct Status {
     pub(crate) mode: Mode,
     pub(crate) closed: bool,
@@ -93,22 +94,6 @@ pub(crate) struct Status {
     pub(crate) forfeited: u64,
     /// A fatal failure: drip stops (`fail`, or disagreeing limits).
     pub(crate) fatal: Option<Failure>,
-}
-
-impl Default for Status {
-    fn default() -> Status {
-        Status {
-            mode: Mode::Shared,
-            closed: false,
-            rtt: 0,
-            reserved_until: 0,
-            reservations: 0,
-            lost: 0,
-            failures: 0,
-            forfeited: 0,
-            fatal: None,
-        }
-    }
 }
 
 /// Slots one grant wants: up to `want`, for records of `sizes` bytes,
