@@ -266,7 +266,7 @@ impl Held {
 }
 
 /// The global limits' lease, which the schedule and the keeper share.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct GlobalLease {
     /// Its slots.
     pub(crate) held: Held,
@@ -309,16 +309,8 @@ const RECHECK_NS: u64 = 100_000_000;
 impl GlobalLease {
     pub(crate) fn new(meters: Vec<Meter>) -> GlobalLease {
         GlobalLease {
-            held: Held::default(),
-            wanted: 0,
-            wanted_sizes: Vec::new(),
-            status: Status::default(),
             meters,
-            relimited: None,
-            in_force: None,
-            settling: false,
-            settlements: Vec::new(),
-            not_before: 0,
+            ..GlobalLease::default()
         }
     }
 
