@@ -90,11 +90,15 @@ pub fn records_per_second(limits: &[Limit]) -> f64 {
 pub trait Schedule: fmt::Debug + Send {
     /// The schedule this one is in front of; `None` for a schedule of its
     /// own limits, whose provided methods give the answers documented
-    /// here.
-    fn inner(&self) -> Option<&dyn Schedule>;
+    /// here (a schedule that does not say is one).
+    fn inner(&self) -> Option<&dyn Schedule> {
+        None
+    }
 
     /// [`Schedule::inner`], to change.
-    fn inner_mut(&mut self) -> Option<&mut dyn Schedule>;
+    fn inner_mut(&mut self) -> Option<&mut dyn Schedule> {
+        None
+    }
 
     /// Whether nothing is limited: every record may always leave (a
     /// schedule of its own limits that does not say: no).
@@ -539,14 +543,6 @@ impl Limits {
 }
 
 impl Schedule for Limits {
-    fn inner(&self) -> Option<&dyn Schedule> {
-        None
-    }
-
-    fn inner_mut(&mut self) -> Option<&mut dyn Schedule> {
-        None
-    }
-
     fn is_unlimited(&self) -> bool {
         self.limits.is_empty() && self.budgets.is_empty()
     }

@@ -634,14 +634,6 @@ impl SharedSchedule {
 }
 
 impl Schedule for SharedSchedule {
-    fn inner(&self) -> Option<&dyn Schedule> {
-        None
-    }
-
-    fn inner_mut(&mut self) -> Option<&mut dyn Schedule> {
-        None
-    }
-
     fn is_unlimited(&self) -> bool {
         false
     }
