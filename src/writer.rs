@@ -13,8 +13,7 @@ use std::time::Duration;
 use crate::bucket::Segment;
 use crate::output::{self, Stop, Written};
 use crate::state::{whole_again, Shared, State};
-use crate::sys;
-use crate::sys::Unpoisoned;
+use crate::sys::{self, Unpoisoned};
 
 /// Shortest sleep of the writer at rates above 20,000/s, in ns.
 const COALESCE_NS: u64 = 50_000;

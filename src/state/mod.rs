@@ -48,8 +48,7 @@ use crate::ledger::Ledger;
 use crate::output;
 use crate::schedule::Limit;
 use crate::stats::{format_ms, Departures, JobStats};
-use crate::sys;
-use crate::sys::Unpoisoned;
+use crate::sys::{self, Unpoisoned};
 
 /// How many keys of each kind the summary names (`--key`).
 const TOP_KEYS: usize = 10;

@@ -14,8 +14,7 @@ use super::{BudgetSpent, OverflowError, Shared, State, TOP_KEYS};
 use crate::bucket::Fate;
 use crate::output::{self, Stop};
 use crate::stats::KeyStats;
-use crate::sys;
-use crate::sys::Unpoisoned;
+use crate::sys::{self, Unpoisoned};
 
 /// How drip is stopping, under the state's lock.
 ///
