@@ -204,23 +204,16 @@ impl Handle {
     }
 
     fn error(&self, failure: Failure) -> anyhow::Error {
+        let name = self.name.clone();
         match failure {
             Failure::Mismatch(theirs) | Failure::Changed(theirs) => Disagreement {
-                name: self.name.clone(),
+                name,
                 ours: gcra::describe(&self.spec),
                 theirs: gcra::describe(&theirs),
             }
             .into(),
-            Failure::Unreachable(why) => Unreachable {
-                name: self.name.clone(),
-                why,
-            }
-            .into(),
-            Failure::Fatal(why) => Unusable {
-                name: self.name.clone(),
-                why,
-            }
-            .into(),
+            Failure::Unreachable(why) => Unreachable { name, why }.into(),
+            Failure::Fatal(why) => Unusable { name, why }.into(),
         }
     }
 
