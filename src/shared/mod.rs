@@ -192,14 +192,12 @@ impl Handle {
                 let _ = keeper.join();
             }
         }
-        let global = self
-            .lease
-            .as_ref()
-            .and_then(|l| l.lock().status.fatal.clone());
-        let per_key = self
-            .keys
-            .as_ref()
-            .and_then(|k| k.lock().status.fatal.clone());
+        /// The failure that stops drip, if `lease`'s keeper found one.
+        fn fatal<G: Grants>(lease: &Lease<G>) -> Option<Failure> {
+            lease.lock().status().fatal.clone()
+        }
+        let global = self.lease.as_deref().and_then(fatal);
+        let per_key = self.keys.as_deref().and_then(fatal);
         global.or(per_key).map(|f| self.error(f))
     }
 
