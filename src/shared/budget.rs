@@ -22,7 +22,6 @@
 //! count when it answers again), `fail` stops drip (status 4).
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::Duration;
@@ -238,14 +237,10 @@ fn take_in_file(path: &std::path::Path, label: &str, call: Call) -> std::io::Res
         }
     }
     let lock = locked(&beside(path, "lock"))?;
-    let mut text = String::new();
-    match std::fs::File::open(path) {
-        Ok(mut f) => {
-            f.read_to_string(&mut text)?;
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
+    let text = match std::fs::read_to_string(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        read => read?,
+    };
     let now = unix_now();
     let mut kept = Vec::new();
     let mut found = 0;

@@ -16,7 +16,7 @@
 //! all: cost O(busy keys) per call, a few dozen calls a second per drip.
 
 use std::fs::{DirBuilder, File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -245,16 +245,10 @@ impl FileStore {
 
     /// The state file's bytes (none when there is no file), under the lock.
     fn read(&self) -> Result<Vec<u8>, Failure> {
-        let mut text = Vec::new();
-        match File::open(&self.path) {
-            Ok(mut file) => {
-                file.read_to_end(&mut text)
-                    .map_err(|e| failure("state file", &self.path, &e))?;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(failure("state file", &self.path, &e)),
+        match std::fs::read(&self.path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            read => read.map_err(|e| failure("state file", &self.path, &e)),
         }
-        Ok(text)
     }
 
     /// Replace the state with `text` whole, under the lock, where it was
