@@ -3,7 +3,9 @@
 //! ([`describe`]). All `unsafe` lives here: only the calls
 //! rustix does not wrap (signal dispositions and handlers, a thread's
 //! signal, its scheduling policy), tokio's registration of a descriptor and
-//! the prefetch instruction.
+//! the prefetch instruction. Beside them, two helpers every thread uses:
+//! a named thread's start ([`spawn`]) and a lock taken whether or not a
+//! panic poisoned it ([`Unpoisoned`]).
 #![allow(unsafe_code)]
 
 use std::io;
