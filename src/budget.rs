@@ -311,6 +311,71 @@ impl Counter {
     }
 }
 
+/// The `--budget`s in front of a schedule's own limits ([`crate::schedule::Limits`],
+/// `crate::budgeted::Budgeted`): a record leaves only while every one has
+/// room, and counts against every one once it leaves.
+#[derive(Debug, Clone, Default)]
+pub struct Budgets {
+    /// One counter per `--budget`.
+    pub counters: Vec<Counter>,
+    /// What a spent budget does to the records waiting.
+    pub exhausted: Exhausted,
+}
+
+impl Budgets {
+    /// Whether there is no budget.
+    pub fn is_empty(&self) -> bool {
+        self.counters.is_empty()
+    }
+
+    /// How many of `available` records every budget lets leave at `now`
+    /// (ns), after asking a shared count for them.
+    pub fn room(&mut self, now: u64, available: usize) -> usize {
+        self.counters
+            .iter_mut()
+            .map(|b| {
+                b.ask(now, available as u64);
+                usize::try_from(b.room(now)).unwrap_or(usize::MAX)
+            })
+            .fold(available, usize::min)
+    }
+
+    /// `n` records left at `now` (ns): each budget counts them.
+    pub fn spend(&mut self, now: u64, n: usize) {
+        for b in &mut self.counters {
+            b.spend(now, n as u64);
+        }
+    }
+
+    /// When the budgets let the next record leave (ns): 0 while all have
+    /// room ([`Counter::due`]).
+    pub fn due(&self) -> u64 {
+        self.counters.iter().map(Counter::due).max().unwrap_or(0)
+    }
+
+    /// At the earliest, when the `n`-th record from `now` may leave as far
+    /// as the budgets go (ns, `now` without any; [`Counter::floor`]).
+    pub fn floor(&self, now: u64, n: u64) -> u64 {
+        let floors = self.counters.iter().map(|b| b.floor(now, n));
+        floors.max().unwrap_or(now)
+    }
+
+    /// Where each budget stands at `now` (ns).
+    pub fn views(&self, now: u64) -> Vec<BudgetView> {
+        self.counters.iter().map(|b| b.view(now)).collect()
+    }
+
+    /// Under `--budget-exhausted stop`, the budget spent at `now` (ns), in
+    /// words (`20/second@UTC`); `None` when none is, or under `wait`.
+    pub fn exhausted(&self, now: u64) -> Option<String> {
+        if self.exhausted != Exhausted::Stop {
+            return None;
+        }
+        let spent = self.counters.iter().find(|b| b.spent_at(now));
+        spent.map(|b| b.budget().to_string())
+    }
+}
+
 /// A time on the schedule's clock as a `u64` (before its 0: 0).
 fn clock(at: i128) -> u64 {
     u64::try_from(at.max(0)).unwrap_or(u64::MAX)

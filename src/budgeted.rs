@@ -5,32 +5,25 @@
 //!
 //! Pure: no threads, no clock, no I/O; times are ns on the caller's clock.
 
-use crate::budget::{BudgetView, Counter, Exhausted};
+use crate::budget::{BudgetView, Budgets, Counter, Exhausted};
 use crate::schedule::{Limits, Schedule};
 
 /// `budgets` in front of `inner`.
 #[derive(Debug)]
 pub struct Budgeted {
     inner: Box<dyn Schedule>,
-    budgets: Vec<Counter>,
-    exhausted: Exhausted,
+    budgets: Budgets,
 }
 
 impl Budgeted {
     /// `budgets` in front of `inner`; `exhausted` says what a spent one
     /// does.
     pub fn new(inner: Box<dyn Schedule>, budgets: Vec<Counter>, exhausted: Exhausted) -> Budgeted {
-        Budgeted {
-            inner,
-            budgets,
+        let budgets = Budgets {
+            counters: budgets,
             exhausted,
-        }
-    }
-
-    /// When the budgets let the next record leave (ns): 0 while all have
-    /// room.
-    fn budgets_due(&self) -> u64 {
-        self.budgets.iter().map(Counter::due).max().unwrap_or(0)
+        };
+        Budgeted { inner, budgets }
     }
 }
 
@@ -47,79 +40,55 @@ impl Schedule for Budgeted {
         false
     }
 
-    fn weighs_bytes(&self) -> bool {
-        self.inner.weighs_bytes()
-    }
-
     fn release(
         &mut self,
         now: u64,
         available: usize,
         records: &mut dyn Iterator<Item = &[u8]>,
     ) -> usize {
-        let room = self
-            .budgets
-            .iter_mut()
-            .map(|b| {
-                b.ask(now, available as u64);
-                usize::try_from(b.room(now)).unwrap_or(usize::MAX)
-            })
-            .fold(available, usize::min);
+        let room = self.budgets.room(now, available);
         if room == 0 {
             return 0;
         }
         let n = self.inner.release(now, room, records);
         if n > 0 {
-            for b in &mut self.budgets {
-                b.spend(now, n as u64);
-            }
+            self.budgets.spend(now, n);
         }
         n
     }
 
     fn next_due(&self, record: &[u8]) -> u64 {
-        self.inner.next_due(record).max(self.budgets_due())
-    }
-
-    fn slack_ns(&self) -> u64 {
-        self.inner.slack_ns()
-    }
-
-    fn records_per_second(&self) -> f64 {
-        self.inner.records_per_second()
+        self.inner.next_due(record).max(self.budgets.due())
     }
 
     fn nth_due(&self, record: &[u8], n: usize) -> Option<u64> {
-        Some(self.inner.nth_due(record, n)?.max(self.budgets_due()))
+        Some(self.inner.nth_due(record, n)?.max(self.budgets.due()))
     }
 
     fn forecast(&self) -> Option<Limits> {
         let limits = self.inner.forecast()?;
-        Some(limits.with_budgets(self.budgets.clone(), self.exhausted))
+        let Budgets {
+            counters,
+            exhausted,
+        } = self.budgets.clone();
+        Some(limits.with_budgets(counters, exhausted))
     }
 
     fn forecast_due(&self, record: &[u8]) -> u64 {
-        self.inner.forecast_due(record).max(self.budgets_due())
+        self.inner.forecast_due(record).max(self.budgets.due())
     }
 
     fn earliest(&self, now: u64, record: &[u8], n: u64) -> Option<u64> {
         let inner = self.inner.earliest(now, record, n)?;
-        let budgets = self.budgets.iter().map(|b| b.floor(now, n)).max();
-        Some(inner.max(budgets.unwrap_or(now)))
+        Some(inner.max(self.budgets.floor(now, n)))
     }
 
     fn budgets(&self, now: u64) -> Vec<BudgetView> {
-        self.budgets.iter().map(|b| b.view(now)).collect()
+        self.budgets.views(now)
     }
 
     fn exhausted(&self, now: u64) -> Option<String> {
-        if self.exhausted != Exhausted::Stop {
-            return None;
-        }
-        self.budgets
-            .iter()
-            .find(|b| b.spent_at(now))
-            .map(|b| b.budget().to_string())
+        self.budgets.exhausted(now)
     }
 }
 

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use crate::bucket::{Piece, Segment};
+use crate::sys::Unpoisoned;
 
 /// Longest a record shed stays in drip's buffer before it is handed to
 /// the file (written to the kernel), while shedding goes on.
@@ -98,7 +99,7 @@ pub struct Backlog {
 
 impl Backlog {
     fn lock(&self) -> MutexGuard<'_, Queue> {
-        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+        self.queue.lock().unpoisoned()
     }
 
     /// Wait while more than [`BACKLOG`] bytes wait for the dead letter,
@@ -139,11 +140,7 @@ impl Backlog {
             if left.is_zero() {
                 return q.records;
             }
-            q = self
-                .room
-                .wait_timeout(q, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            q = self.room.wait_timeout(q, left).unpoisoned().0;
         }
         0
     }
@@ -203,13 +200,11 @@ impl DeadLetter {
             delimiter,
         };
         let backlog = Arc::new(Backlog::default());
-        let thread = std::thread::Builder::new()
-            .name("drip-dead-letter".into())
-            .spawn({
-                let backlog = Arc::clone(&backlog);
-                move || run(&backlog, file, failed)
-            })
-            .context("starting the dead-letter thread")?;
+        let thread = crate::sys::spawn("drip-dead-letter", {
+            let backlog = Arc::clone(&backlog);
+            move || run(&backlog, file, failed)
+        })
+        .context("starting the dead-letter thread")?;
         Ok(Some(DeadLetter {
             backlog,
             thread: Some(thread),
@@ -363,14 +358,10 @@ fn next_batch(backlog: &Backlog, flusher: &Flusher) -> (Vec<Item>, bool, bool, b
     let mut q = backlog.lock();
     while q.items.is_empty() && !q.closed {
         match flusher.flush_in() {
-            None => q = backlog.more.wait(q).unwrap_or_else(|e| e.into_inner()),
+            None => q = backlog.more.wait(q).unpoisoned(),
             Some(left) if left.is_zero() => break,
             Some(left) => {
-                q = backlog
-                    .more
-                    .wait_timeout(q, left)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
+                q = backlog.more.wait_timeout(q, left).unpoisoned().0;
             }
         }
     }

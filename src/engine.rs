@@ -182,9 +182,7 @@ fn shared_state(
 ) -> Result<(Arc<Shared>, Option<shared::Handle>)> {
     let origin = Instant::now();
     // The wall clock at `origin`, where the budgets' windows are found.
-    let wall = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(0));
+    let wall = shared::budget::unix_now();
     let (mut schedule, key_schedule, share): (Box<dyn Schedule>, _, _) = match &config.share {
         Some(share) => {
             let opened = shared::open(
@@ -432,11 +430,9 @@ fn wake_from_share(
 /// `drip ctl` changes them on any drip of the NAME.
 fn limits_in_force(config: &Config, share: Option<&shared::Handle>) -> (InForce, KeyInForce) {
     let in_force: InForce = Arc::new(Mutex::new(config.limits.clone()));
-    let key_in_force = Arc::new(Mutex::new(config.key.as_ref().map(|k| Limit {
-        rate: k.rate,
-        burst: k.burst,
-        unit: Unit::Records,
-    })));
+    let key_limit = config.key.as_ref();
+    let key_limit = key_limit.map(|k| Limit::records(k.rate, Some(k.burst)));
+    let key_in_force = Arc::new(Mutex::new(key_limit));
     if let Some(share) = share {
         share.follow_in_force(&in_force, &key_in_force);
     }

@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::progress::{lock_ui, Snapshot, Ui};
 use crate::stalls::{to_stderr, Dropped, STDERR};
 use crate::state::{InForce, Shared};
+use crate::sys::Unpoisoned;
 
 /// How often a writer blocked after a stop is interrupted.
 const NUDGE_EVERY: Duration = Duration::from_millis(50);
@@ -125,7 +126,7 @@ impl MetricsFile {
     /// last one at exit is the summary's).
     pub(crate) fn text(&self, shared: &Shared, summary: &crate::stats::Summary) -> String {
         let snap = shared.snapshot();
-        let limits = self.limits.lock().unwrap_or_else(|e| e.into_inner());
+        let limits = self.limits.lock().unpoisoned();
         let rate_limit = crate::schedule::records_per_second(&limits);
         drop(limits);
         let gauges = crate::metrics::Gauges {
@@ -223,23 +224,21 @@ impl Monitor {
         let token = cancel.clone();
         let dropped = Arc::new(Dropped::default());
         let counter = Arc::clone(&dropped);
-        let thread = std::thread::Builder::new()
-            .name("drip-monitor".into())
-            .spawn(move || {
-                runtime.block_on(watch(
-                    shared,
-                    ui,
-                    drain,
-                    stats_every,
-                    stats_file,
-                    (signals, usr1),
-                    watch_output,
-                    token,
-                    counter,
-                    metrics,
-                ))
-            })
-            .context("starting the monitor thread")?;
+        let thread = crate::sys::spawn("drip-monitor", move || {
+            runtime.block_on(watch(
+                shared,
+                ui,
+                drain,
+                stats_every,
+                stats_file,
+                (signals, usr1),
+                watch_output,
+                token,
+                counter,
+                metrics,
+            ))
+        })
+        .context("starting the monitor thread")?;
         Ok(Monitor {
             cancel,
             dropped,

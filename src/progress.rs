@@ -29,6 +29,7 @@ use std::time::Duration;
 use crate::stats::{
     format_duration_ms, format_rate, text_key, CapacityFor, Counts, Departures, JobStats,
 };
+use crate::sys::Unpoisoned;
 
 /// How long a write may be under way before the display says output is
 /// blocked.
@@ -552,7 +553,7 @@ pub fn clear_before_exit(ui: &Mutex<Ui>) {
 /// Lock the shared display (a thread that panicked holding it leaves it
 /// usable).
 pub fn lock_ui(ui: &std::sync::Mutex<Ui>) -> std::sync::MutexGuard<'_, Ui> {
-    ui.lock().unwrap_or_else(|e| e.into_inner())
+    ui.lock().unpoisoned()
 }
 
 /// Redraws whose busy flags decide whether output is slow (one second).

@@ -179,14 +179,6 @@ impl Schedule for Ramped {
         Some(&mut *self.inner)
     }
 
-    fn is_unlimited(&self) -> bool {
-        self.inner.is_unlimited()
-    }
-
-    fn weighs_bytes(&self) -> bool {
-        self.inner.weighs_bytes()
-    }
-
     fn release(
         &mut self,
         now: u64,
@@ -199,14 +191,6 @@ impl Schedule for Ramped {
 
     fn next_due(&self, record: &[u8]) -> u64 {
         self.unwarped(self.inner.next_due(record))
-    }
-
-    fn slack_ns(&self) -> u64 {
-        self.inner.slack_ns()
-    }
-
-    fn records_per_second(&self) -> f64 {
-        self.inner.records_per_second()
     }
 
     fn key_due(&self, key: &[u8]) -> u64 {

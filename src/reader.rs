@@ -6,7 +6,7 @@
 //! take at once.
 
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::{self, JoinHandle};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -18,6 +18,7 @@ use crate::input::{self, Flow, OwnFile, ReadReport, Splitter};
 use crate::jobs::resume::Done;
 use crate::progress::{lock_ui, Ui};
 use crate::state::{OverflowError, Shared, State, STALL_NS};
+use crate::sys::Unpoisoned;
 
 /// Unpaced, how long the reader watches a streaming input that ran dry
 /// before it sleeps ([`input::read_all`]).
@@ -54,68 +55,66 @@ pub(crate) fn spawn(
     } else {
         Duration::ZERO
     };
-    thread::Builder::new()
-        .name("drip-reader".into())
-        .spawn(move || {
-            shared.stops.set_reader(crate::sys::this_thread());
-            // Stopped before reading began (a signal while drip's own files
-            // were opened): not one record is read.
-            if shared.lock().stop.reading {
-                return ReadReport::default();
-            }
-            let mut costs = screen.cost.map(|c| CostCheck { cost: c, seen: 0 });
-            let mut done = screen.done;
-            // The place in the input of the next record handed on.
-            let mut next_number = 1u64;
-            if let Some(msg) = done.as_ref().and_then(passed_over) {
-                lock_ui(&ui).notice(&msg);
-            }
-            if reads_a_terminal(&inputs) {
-                lock_ui(&ui).notice(FROM_THE_TERMINAL);
-            }
-            let report = input::read_all(
-                &inputs,
-                &mut splitter,
-                &shared.waker,
-                linger,
-                &own,
-                &mut |mut seg| {
-                    seg.number = next_number;
-                    next_number += seg.len() as u64;
-                    if let Some(check) = costs.as_mut() {
-                        if let Some(msg) = check.first_unreadable(&seg) {
-                            lock_ui(&ui).notice(&msg);
-                            costs = None;
-                        }
+    crate::sys::spawn("drip-reader", move || {
+        shared.stops.set_reader(crate::sys::this_thread());
+        // Stopped before reading began (a signal while drip's own files
+        // were opened): not one record is read.
+        if shared.lock().stop.reading {
+            return ReadReport::default();
+        }
+        let mut costs = screen.cost.map(|c| CostCheck { cost: c, seen: 0 });
+        let mut done = screen.done;
+        // The place in the input of the next record handed on.
+        let mut next_number = 1u64;
+        if let Some(msg) = done.as_ref().and_then(passed_over) {
+            lock_ui(&ui).notice(&msg);
+        }
+        if reads_a_terminal(&inputs) {
+            lock_ui(&ui).notice(FROM_THE_TERMINAL);
+        }
+        let report = input::read_all(
+            &inputs,
+            &mut splitter,
+            &shared.waker,
+            linger,
+            &own,
+            &mut |mut seg| {
+                seg.number = next_number;
+                next_number += seg.len() as u64;
+                if let Some(check) = costs.as_mut() {
+                    if let Some(msg) = check.first_unreadable(&seg) {
+                        lock_ui(&ui).notice(&msg);
+                        costs = None;
                     }
-                    let Some(done) = done.as_mut() else {
-                        if seg.is_empty() {
-                            return Flow::Continue;
-                        }
-                        return deliver(&shared, seg);
-                    };
-                    for run in skip_done(&shared, done, seg, screen.delimiter) {
-                        if deliver(&shared, run) == Flow::Stop {
-                            return Flow::Stop;
-                        }
+                }
+                let Some(done) = done.as_mut() else {
+                    if seg.is_empty() {
+                        return Flow::Continue;
                     }
-                    Flow::Continue
-                },
-                &mut |msg| lock_ui(&ui).message(&msg),
-            );
-            shared.stops.set_reader(0);
-            let mut st = shared.lock();
-            if report.record_error.is_some() {
-                // The record over the limits, and what followed it in the
-                // read: consumed, never offered, so undelivered.
-                st.reading.leftover.extend(splitter.take_rest());
-            }
-            st.reading.done = true;
-            drop(st);
-            shared.data_ready.notify_all();
-            report
-        })
-        .context("starting the reader thread")
+                    return deliver(&shared, seg);
+                };
+                for run in skip_done(&shared, done, seg, screen.delimiter) {
+                    if deliver(&shared, run) == Flow::Stop {
+                        return Flow::Stop;
+                    }
+                }
+                Flow::Continue
+            },
+            &mut |msg| lock_ui(&ui).message(&msg),
+        );
+        shared.stops.set_reader(0);
+        let mut st = shared.lock();
+        if report.record_error.is_some() {
+            // The record over the limits, and what followed it in the
+            // read: consumed, never offered, so undelivered.
+            st.reading.leftover.extend(splitter.take_rest());
+        }
+        st.reading.done = true;
+        drop(st);
+        shared.data_ready.notify_all();
+        report
+    })
+    .context("starting the reader thread")
 }
 
 /// Said once (unless `--quiet`) when records are read from a terminal: a
@@ -389,11 +388,7 @@ fn wait_for_room<'a>(
     let timeout = deadline.map_or(Duration::MAX, |at| {
         Duration::from_nanos(at.saturating_sub(now))
     });
-    st = shared
-        .space_ready
-        .wait_timeout(st, timeout)
-        .unwrap_or_else(|e| e.into_inner())
-        .0;
+    st = shared.space_ready.wait_timeout(st, timeout).unpoisoned().0;
     st.reading.wants = 0;
     st
 }

@@ -19,7 +19,7 @@
 
 use std::fmt;
 
-use crate::budget::{BudgetView, Counter, Exhausted};
+use crate::budget::{BudgetView, Budgets, Counter, Exhausted};
 use crate::cost::Cost;
 use crate::pacer::{slack_for, Pacer};
 use crate::rate::Rate;
@@ -46,6 +46,15 @@ pub struct Limit {
     pub burst: u64,
     /// Records, bytes or cost.
     pub unit: Unit,
+}
+
+impl Limit {
+    /// A record limit: `rate`, and `burst` records back to back (1 when
+    /// not given).
+    pub fn records(rate: Rate, burst: Option<u64>) -> Limit {
+        let (burst, unit) = (burst.unwrap_or(1), Unit::Records);
+        Limit { rate, burst, unit }
+    }
 }
 
 impl fmt::Display for Limit {
@@ -81,20 +90,30 @@ pub fn records_per_second(limits: &[Limit]) -> f64 {
 pub trait Schedule: fmt::Debug + Send {
     /// The schedule this one is in front of; `None` for a schedule of its
     /// own limits, whose provided methods give the answers documented
-    /// here.
-    fn inner(&self) -> Option<&dyn Schedule>;
+    /// here (a schedule that does not say is one).
+    fn inner(&self) -> Option<&dyn Schedule> {
+        None
+    }
 
     /// [`Schedule::inner`], to change.
-    fn inner_mut(&mut self) -> Option<&mut dyn Schedule>;
+    fn inner_mut(&mut self) -> Option<&mut dyn Schedule> {
+        None
+    }
 
-    /// Whether nothing is limited: every record may always leave.
-    fn is_unlimited(&self) -> bool;
+    /// Whether nothing is limited: every record may always leave (a
+    /// schedule of its own limits that does not say: no).
+    fn is_unlimited(&self) -> bool {
+        self.inner().is_some_and(|inner| inner.is_unlimited())
+    }
 
     /// Whether a record's content matters (some limit counts bytes or
     /// cost). When it does not, callers may pass an empty `records`
     /// iterator to [`Schedule::release`] and any record to
-    /// [`Schedule::next_due`].
-    fn weighs_bytes(&self) -> bool;
+    /// [`Schedule::next_due`]. A schedule of its own limits that does not
+    /// say: it does.
+    fn weighs_bytes(&self) -> bool {
+        self.inner().map_or(true, |inner| inner.weighs_bytes())
+    }
 
     /// Of `available` records waiting in order, which `records` yields (each
     /// with its delimiter, when it has one), how many may leave at `now`
@@ -112,8 +131,11 @@ pub trait Schedule: fmt::Debug + Send {
     fn next_due(&self, record: &[u8]) -> u64;
 
     /// How late (ns) a wake-up may be without restarting the schedule: the
-    /// least slack of its limits.
-    fn slack_ns(&self) -> u64;
+    /// least slack of its limits (a schedule of its own limits that does
+    /// not say: none).
+    fn slack_ns(&self) -> u64 {
+        self.inner().map_or(0, |inner| inner.slack_ns())
+    }
 
     /// A record that left (`record`, its delimiter included or not)
     /// reported at `now` what it really spent of each cost (`spent`, in the
@@ -129,8 +151,12 @@ pub trait Schedule: fmt::Debug + Send {
 
     /// The highest rate in records per second the schedule can reach
     /// (infinite when a limit counts bytes or nothing is limited): the
-    /// writer coalesces wake-ups above 20,000/s.
-    fn records_per_second(&self) -> f64;
+    /// writer coalesces wake-ups above 20,000/s. A schedule of its own
+    /// limits that does not say: infinite.
+    fn records_per_second(&self) -> f64 {
+        self.inner()
+            .map_or(f64::INFINITY, |inner| inner.records_per_second())
+    }
 
     /// Whether the schedule may hold a key back or note its departures
     /// ([`Schedule::key_due`], [`Schedule::key_left`]: holds on one key,
@@ -343,9 +369,7 @@ pub struct Limits {
     /// When records last left (ns), for a change of limits.
     last_departure: Option<u64>,
     /// The `--budget`s, each counting records in its window.
-    budgets: Vec<Counter>,
-    /// What a spent budget does to the records waiting.
-    exhausted: Exhausted,
+    budgets: Budgets,
     /// With `--settle`: the records charged and not settled yet.
     in_flight: Option<InFlight>,
 }
@@ -375,29 +399,19 @@ impl Limits {
             cost: None,
             slack_ns,
             last_departure: None,
-            budgets: Vec::new(),
-            exhausted: Exhausted::Wait,
+            budgets: Budgets::default(),
             in_flight: None,
         }
     }
 
     /// The same limits and `budgets` beside them, each counting records in
     /// its calendar window; `exhausted` says what a spent one does.
-    pub fn with_budgets(mut self, budgets: Vec<Counter>, exhausted: Exhausted) -> Limits {
-        self.budgets = budgets;
-        self.exhausted = exhausted;
+    pub fn with_budgets(mut self, counters: Vec<Counter>, exhausted: Exhausted) -> Limits {
+        self.budgets = Budgets {
+            counters,
+            exhausted,
+        };
         self
-    }
-
-    /// How many of `available` records the budgets let leave at `now`.
-    fn budget_room(&mut self, now: u64, available: usize) -> usize {
-        self.budgets
-            .iter_mut()
-            .map(|b| {
-                b.ask(now, available as u64);
-                usize::try_from(b.room(now)).unwrap_or(usize::MAX)
-            })
-            .fold(available, usize::min)
     }
 
     /// The same limits, a record's cost (for [`Unit::Cost`] limits) read by
@@ -522,23 +536,13 @@ impl Limits {
     fn departed(&mut self, now: u64, n: usize) -> usize {
         if n > 0 {
             self.last_departure = Some(now);
-            for b in &mut self.budgets {
-                b.spend(now, n as u64);
-            }
+            self.budgets.spend(now, n);
         }
         n
     }
 }
 
 impl Schedule for Limits {
-    fn inner(&self) -> Option<&dyn Schedule> {
-        None
-    }
-
-    fn inner_mut(&mut self) -> Option<&mut dyn Schedule> {
-        None
-    }
-
     fn is_unlimited(&self) -> bool {
         self.limits.is_empty() && self.budgets.is_empty()
     }
@@ -553,7 +557,7 @@ impl Schedule for Limits {
         available: usize,
         records: &mut dyn Iterator<Item = &[u8]>,
     ) -> usize {
-        let available = self.budget_room(now, available);
+        let available = self.budgets.room(now, available);
         if !self.weighs_bytes {
             // Every record costs 1 everywhere: the tightest limit decides.
             let n = self
@@ -587,7 +591,6 @@ impl Schedule for Limits {
         new.last_departure = self.last_departure;
         new.cost = self.cost.take();
         new.budgets = std::mem::take(&mut self.budgets);
-        new.exhausted = self.exhausted;
         // The floors stand on the old limits: what is in flight is not
         // given back (an underestimate is still charged).
         new.in_flight = self.in_flight.as_ref().map(|_| InFlight::default());
@@ -605,7 +608,7 @@ impl Schedule for Limits {
             }
         };
         self.weigh(record, costs);
-        let budgets = self.budgets.iter().map(Counter::due).max().unwrap_or(0);
+        let budgets = self.budgets.due();
         self.limits
             .iter()
             .zip(costs.iter().copied())
@@ -676,27 +679,16 @@ impl Schedule for Limits {
             .map(|(_, p)| p.nth_due(now, n))
             .max()
             .unwrap_or(now);
-        let budgets = self
-            .budgets
-            .iter()
-            .map(|b| b.floor(now, n))
-            .max()
-            .unwrap_or(now);
+        let budgets = self.budgets.floor(now, n);
         Some(records.max(budgets).max(self.next_due(record)).max(now))
     }
 
     fn budgets(&self, now: u64) -> Vec<BudgetView> {
-        self.budgets.iter().map(|b| b.view(now)).collect()
+        self.budgets.views(now)
     }
 
     fn exhausted(&self, now: u64) -> Option<String> {
-        if self.exhausted != Exhausted::Stop {
-            return None;
-        }
-        self.budgets
-            .iter()
-            .find(|b| b.spent_at(now))
-            .map(|b| b.budget().to_string())
+        self.budgets.exhausted(now)
     }
 }
 

@@ -16,6 +16,7 @@ use crate::progress::{lock_ui, Ui};
 use crate::schedule::{records_per_second, Limit, Unit};
 use crate::state::{InForce, KeyInForce, Shared};
 use crate::stats::{json_key, ScheduleRow};
+use crate::sys::Unpoisoned;
 use crate::timetable::{Action, Timetable};
 
 /// What the control socket steers: the running drip's state and the
@@ -95,11 +96,7 @@ impl Steering {
         // A copy: not held while the figures are read (a keeper following
         // a change holds its lease's lock, which they take, and then takes
         // this one).
-        let limits = self
-            .limits
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let limits = self.limits.lock().unpoisoned().clone();
         let spelled = |unit: Unit| -> Vec<String> {
             limits
                 .iter()
@@ -108,7 +105,7 @@ impl Steering {
                 .collect()
         };
         let snap = self.shared.snapshot();
-        let key_limit = *self.key_limit.lock().unwrap_or_else(|e| e.into_inner());
+        let key_limit = *self.key_limit.lock().unpoisoned();
         let mut info = json!({
             "pid": std::process::id(),
             "name": self.name,
@@ -174,11 +171,7 @@ impl Steering {
     /// New record limits of this drip alone (a `--schedule` row's), the
     /// other kinds as they are.
     fn local_records(&self, records: Vec<Limit>) -> Result<(), String> {
-        let new = Self::replaced(
-            &self.limits.lock().unwrap_or_else(|e| e.into_inner()),
-            Some(&records),
-            None,
-        );
+        let new = Self::replaced(&self.limits.lock().unpoisoned(), Some(&records), None);
         self.local_rate(new)
     }
 
@@ -206,11 +199,7 @@ impl Steering {
         bytes: Option<&Vec<Limit>>,
         costs: &[(Option<String>, Limit)],
     ) -> Result<(), String> {
-        let mut new = Self::replaced(
-            &self.limits.lock().unwrap_or_else(|e| e.into_inner()),
-            records,
-            bytes,
-        );
+        let mut new = Self::replaced(&self.limits.lock().unpoisoned(), records, bytes);
         let others = new.iter().filter(|l| l.unit != Unit::Cost).count();
         let costs = self.costs_replaced(&new[others..], costs)?;
         new.truncate(others);
@@ -220,10 +209,10 @@ impl Steering {
         };
         // Not under the limits' lock: the keeper takes it, under its
         // lease's, when it follows the change.
-        let key = *self.key_limit.lock().unwrap_or_else(|e| e.into_inner());
+        let key = *self.key_limit.lock().unpoisoned();
         relimiter.relimit(&new, key.as_ref())?;
         lock_ui(&self.ui).set_rate(records_per_second(&new));
-        *self.limits.lock().unwrap_or_else(|e| e.into_inner()) = new;
+        *self.limits.lock().unpoisoned() = new;
         Ok(())
     }
 
@@ -326,7 +315,7 @@ impl Steering {
                     .to_string(),
             );
         }
-        let mut limits = self.limits.lock().unwrap_or_else(|e| e.into_inner());
+        let mut limits = self.limits.lock().unpoisoned();
         // The time is read under the lock.
         let mut st = self.shared.lock();
         st.adm.replace_limits(self.shared.clock.now(), &new)?;
@@ -342,23 +331,14 @@ impl Steering {
     /// the NAME, through the state (as [`Steering::rate`]).
     fn key_rate(&self, limit: Limit) -> Result<(), String> {
         if let Some((share, relimiter)) = &self.share {
-            if self
-                .key_limit
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .is_none()
-            {
+            if self.key_limit.lock().unpoisoned().is_none() {
                 return Err(format!(
                     "this drip has no limits per key (--key); those it shares (--share {share}) are global"
                 ));
             }
-            let limits = self
-                .limits
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone();
+            let limits = self.limits.lock().unpoisoned().clone();
             relimiter.relimit(&limits, Some(&limit))?;
-            *self.key_limit.lock().unwrap_or_else(|e| e.into_inner()) = Some(limit);
+            *self.key_limit.lock().unpoisoned() = Some(limit);
             return Ok(());
         }
         let mut st = self.shared.lock();
@@ -368,7 +348,7 @@ impl Steering {
         };
         keys.replace_limit(now, limit.rate, limit.burst);
         drop(st);
-        *self.key_limit.lock().unwrap_or_else(|e| e.into_inner()) = Some(limit);
+        *self.key_limit.lock().unpoisoned() = Some(limit);
         self.shared.data_ready.notify_all();
         self.shared.wake_jobs();
         Ok(())
@@ -454,9 +434,7 @@ impl Follower {
         };
         follow.step(jiff::Timestamp::now());
         let (stop, stopped) = mpsc::channel();
-        let thread = std::thread::Builder::new()
-            .name("drip-schedule".into())
-            .spawn(move || follow.run(&stopped))?;
+        let thread = crate::sys::spawn("drip-schedule", move || follow.run(&stopped))?;
         Ok(Follower {
             stop: Some(stop),
             thread: Some(thread),
@@ -523,11 +501,6 @@ impl Following {
             zone: zone.iana_name().unwrap_or("local").to_string(),
             until_unix: next.map(|t| t.as_millisecond() as f64 / 1e3),
         };
-        *self
-            .steering
-            .shared
-            .schedule_row
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(shown);
+        *self.steering.shared.schedule_row.lock().unpoisoned() = Some(shown);
     }
 }

@@ -3,7 +3,9 @@
 //! ([`describe`]). All `unsafe` lives here: only the calls
 //! rustix does not wrap (signal dispositions and handlers, a thread's
 //! signal, its scheduling policy), tokio's registration of a descriptor and
-//! the prefetch instruction.
+//! the prefetch instruction. Beside them, two helpers every thread uses:
+//! a named thread's start ([`spawn`]) and a lock taken whether or not a
+//! panic poisoned it ([`Unpoisoned`]).
 #![allow(unsafe_code)]
 
 use std::io;
@@ -16,6 +18,31 @@ use rustix::process::{Pid, PidfdFlags, Signal};
 /// drip's clock: ns since `origin` (saturating; `Instant` is monotonic).
 pub fn ns_since(origin: std::time::Instant) -> u64 {
     u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// A lock's guard (or a condition variable's, after a wait) taken whether
+/// or not a thread panicked while holding the lock: what drip keeps under
+/// a lock stays usable, and one thread's panic is reported, not spread.
+pub trait Unpoisoned<T> {
+    /// The guard, poisoned or not.
+    fn unpoisoned(self) -> T;
+}
+
+impl<T> Unpoisoned<T> for std::sync::LockResult<T> {
+    fn unpoisoned(self) -> T {
+        self.unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Start a thread named `name` running `work`.
+///
+/// # Errors
+/// As [`std::thread::Builder::spawn`]: the system did not start it.
+pub fn spawn<T: Send + 'static>(
+    name: &str,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> io::Result<std::thread::JoinHandle<T>> {
+    std::thread::Builder::new().name(name.into()).spawn(work)
 }
 
 /// The reason in an I/O error, without std's "(os error N)" suffix.

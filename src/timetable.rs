@@ -27,7 +27,7 @@ use jiff::tz::TimeZone;
 use jiff::{Timestamp, ToSpan};
 
 use crate::rate::{parse_rate_burst, Rate};
-use crate::schedule::{Limit, Unit};
+use crate::schedule::Limit;
 
 /// What a row does while it is in force.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -277,11 +277,7 @@ fn parse_action(word: &str) -> Result<Action, String> {
         parse_rate_burst(word).map_err(|why| format!("'{word}' is no rate or pause: {why}"))?;
     Ok(Action::Rate(match rate {
         Rate::Unlimited => None,
-        rate => Some(Limit {
-            rate,
-            burst: burst.unwrap_or(1),
-            unit: Unit::Records,
-        }),
+        rate => Some(Limit::records(rate, burst)),
     }))
 }
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 use crate::bucket::Segment;
 use crate::output::{self, Stop, Written};
 use crate::state::{whole_again, Shared, State};
-use crate::sys;
+use crate::sys::{self, Unpoisoned};
 
 /// Shortest sleep of the writer at rates above 20,000/s, in ns.
 const COALESCE_NS: u64 = 50_000;
@@ -339,17 +339,8 @@ fn sleep<'a>(
 ) -> MutexGuard<'a, State> {
     st.writing.asleep = true;
     let mut st = match timeout {
-        Some(timeout) => {
-            shared
-                .data_ready
-                .wait_timeout(st, timeout)
-                .unwrap_or_else(|e| e.into_inner())
-                .0
-        }
-        None => shared
-            .data_ready
-            .wait(st)
-            .unwrap_or_else(|e| e.into_inner()),
+        Some(timeout) => shared.data_ready.wait_timeout(st, timeout).unpoisoned().0,
+        None => shared.data_ready.wait(st).unpoisoned(),
     };
     st.writing.asleep = false;
     st

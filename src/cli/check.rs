@@ -24,9 +24,6 @@ use crate::stats::CapacityFor;
 /// `--burst` beside several `--rate`s, or beside a `RATE:BURST`: which
 /// limit it is for would be a guess.
 fn limits(cli: &Cli) -> Result<Vec<Limit>, clap::Error> {
-    use clap::CommandFactory;
-    let ambiguous =
-        |why: &str| Err(Cli::command().error(clap::error::ErrorKind::ArgumentConflict, why));
     let mut rates = cli.rate.clone();
     if let Some(interval) = cli.interval {
         rates.push((
@@ -37,30 +34,30 @@ fn limits(cli: &Cli) -> Result<Vec<Limit>, clap::Error> {
     if let Some(burst) = cli.burst {
         match rates.as_mut_slice() {
             [(Rate::Unlimited, _)] => {
-                return ambiguous("--burst: an unlimited rate takes no burst");
+                return usage("--burst: an unlimited rate takes no burst");
             }
             [(_, own @ None)] => *own = Some(burst),
             [] if !cli.byte_rate.is_empty() => {
-                return ambiguous(
+                return usage(
                     "--burst: it is a burst of records; give a byte rate's burst as SIZE/UNIT:BURST",
                 );
             }
             [] if !cli.cost_rate.is_empty() => {
-                return ambiguous(
+                return usage(
                     "--burst: it is a burst of records; give a cost rate's burst as N/UNIT:BURST",
                 );
             }
             [] if !cli.key_rate.is_empty() => {
-                return ambiguous(
+                return usage(
                     "--burst: there is no --rate for it; give each key's burst as --key-rate RATE:BURST",
                 );
             }
             [] => rates.push((ONE_PER_SECOND, Some(burst))),
             [(_, Some(_))] => {
-                return ambiguous("--burst: the rate already has its burst (RATE:BURST); give one")
+                return usage("--burst: the rate already has its burst (RATE:BURST); give one")
             }
             _ => {
-                return ambiguous(
+                return usage(
                     "--burst: several --rate limits; give each its own burst as RATE:BURST",
                 )
             }
@@ -76,25 +73,29 @@ fn limits(cli: &Cli) -> Result<Vec<Limit>, clap::Error> {
     {
         rates.push((ONE_PER_SECOND, None));
     }
+    let costs = cli.cost_rate.iter().map(|&(_, rate, burst)| (rate, burst));
+    Ok(limits_of(rates, &cli.byte_rate, costs))
+}
+
+/// The limits of the record rates `rates` (each its own burst, else 1;
+/// an unlimited one left out), the byte rates `bytes` and the cost rates
+/// `costs`, in that order.
+fn limits_of(
+    rates: Vec<(Rate, Option<u64>)>,
+    bytes: &[(Rate, u64)],
+    costs: impl Iterator<Item = (Rate, u64)>,
+) -> Vec<Limit> {
     let records = rates
         .into_iter()
         .filter(|(rate, _)| *rate != Rate::Unlimited)
-        .map(|(rate, burst)| Limit {
-            rate,
-            burst: burst.unwrap_or(1),
-            unit: Unit::Records,
-        });
-    let bytes = cli.byte_rate.iter().map(|&(rate, burst)| Limit {
-        rate,
-        burst,
-        unit: Unit::Bytes,
-    });
-    let costs = cli.cost_rate.iter().map(|&(_, rate, burst)| Limit {
-        rate,
-        burst,
-        unit: Unit::Cost,
-    });
-    Ok(records.chain(bytes).chain(costs).collect())
+        .map(|(rate, burst)| (rate, burst.unwrap_or(1), Unit::Records));
+    let bytes = bytes
+        .iter()
+        .map(|&(rate, burst)| (rate, burst, Unit::Bytes));
+    let costs = costs.map(|(rate, burst)| (rate, burst, Unit::Cost));
+    let all = records.chain(bytes).chain(costs);
+    all.map(|(rate, burst, unit)| Limit { rate, burst, unit })
+        .collect()
 }
 
 /// Limits per key from `--key`, `--key-rate`, `--field-separator`,
@@ -109,17 +110,14 @@ fn key_config(
     delimiter: u8,
     capacity: usize,
 ) -> Result<Option<(KeyConfig, Option<CapacityFor>)>, clap::Error> {
-    use clap::CommandFactory;
-    let usage =
-        |why: &str| Err(Cli::command().error(clap::error::ErrorKind::MissingRequiredArgument, why));
     let (arg, (rate, burst)) = match (cli.key.as_slice(), cli.key_rate.as_slice()) {
         ([arg], [rate]) => (arg.clone(), *rate),
-        ([_, _, ..], _) => return usage("--key: given twice; a record has one key"),
-        (_, [_, _, ..]) => return usage(
+        ([_, _, ..], _) => return missing("--key: given twice; a record has one key"),
+        (_, [_, _, ..]) => return missing(
             "--key-rate: given twice; each key has one limit (--rate gives limits for all records)",
         ),
-        ([_], []) => return usage("--key: needs --key-rate, each key's limit"),
-        ([], [_]) => return usage("--key-rate: needs --key, which part of a record is its key"),
+        ([_], []) => return missing("--key: needs --key-rate, each key's limit"),
+        ([], [_]) => return missing("--key-rate: needs --key, which part of a record is its key"),
         ([], []) => {
             for (given, flag) in [
                 (
@@ -134,27 +132,23 @@ fn key_config(
                 (cli.max_keys.is_some(), "--max-keys: needs --key"),
             ] {
                 if given {
-                    return usage(flag);
+                    return missing(flag);
                 }
             }
             return Ok(None);
         }
     };
     if cli.field_separator.is_some() && !matches!(arg, KeyArg::Field(_)) {
-        return usage("--field-separator: --key is a regular expression, not a field number");
+        return missing("--field-separator: --key is a regular expression, not a field number");
     }
     if cli.field_separator == Some(delimiter) {
-        return usage("--field-separator: it is the record delimiter, which no field contains");
+        return missing("--field-separator: it is the record delimiter, which no field contains");
     }
     let (key_capacity, key_capacity_for) = match cli.key_capacity {
         None => (capacity, None),
         Some(Bound::Count(n)) => (n, None),
         Some(Bound::Time(d)) => {
-            let limit = Limit {
-                rate,
-                burst: 1,
-                unit: Unit::Records,
-            };
+            let limit = Limit::records(rate, None);
             let (n, sized) = sized_by("--key-capacity", d, &limit, "--key-rate")?;
             (n, Some(sized))
         }
@@ -312,22 +306,7 @@ pub fn take_request(args: TakeArgs) -> Result<shared::take::Request, String> {
     if rates.is_empty() && args.byte_rate.is_empty() && args.cost_rate.is_empty() {
         rates.push((ONE_PER_SECOND, None));
     }
-    let records = rates
-        .into_iter()
-        .filter(|(rate, _)| *rate != Rate::Unlimited)
-        .map(|(rate, burst)| Limit {
-            rate,
-            burst: burst.unwrap_or(1),
-            unit: Unit::Records,
-        });
-    let weighed = |list: Vec<(Rate, u64)>, unit: Unit| {
-        list.into_iter()
-            .map(move |(rate, burst)| Limit { rate, burst, unit })
-    };
-    let limits: Vec<Limit> = records
-        .chain(weighed(args.byte_rate, Unit::Bytes))
-        .chain(weighed(args.cost_rate, Unit::Cost))
-        .collect();
+    let limits = limits_of(rates, &args.byte_rate, args.cost_rate.into_iter());
     if limits.is_empty() {
         return Err("take: there is no rate to take from (--rate inf)".into());
     }
@@ -373,10 +352,8 @@ fn share_jobs(
         return Ok(None);
     };
     match share {
-        _ if !exec => usage("--share-jobs: only with --exec (it limits the jobs running)".into()),
-        None => usage(
-            "--share-jobs: only with --share NAME (the drips that share the job limit)".into(),
-        ),
+        _ if !exec => usage("--share-jobs: only with --exec (it limits the jobs running)"),
+        None => usage("--share-jobs: only with --share NAME (the drips that share the job limit)"),
         Some(share) => Ok(Some((share.target.clone(), n))),
     }
 }
@@ -401,7 +378,7 @@ fn timed(
     let schedule = match &cli.schedule {
         None => None,
         Some(_) if shared => return usage(
-            "--schedule: not with --share (the limits are the same for every drip on the state; give the shared rate, or run the drips without --share)".into(),
+            "--schedule: not with --share (the limits are the same for every drip on the state; give the shared rate, or run the drips without --share)",
         ),
         Some(spec) => {
             Some(crate::timetable::parse(spec).or_else(|why| usage(format!("--schedule: {why}")))?)
@@ -412,17 +389,17 @@ fn timed(
     };
     if shared {
         return usage(
-            "--ramp: not with --share (the limits are the same for every drip on the state)".into(),
+            "--ramp: not with --share (the limits are the same for every drip on the state)",
         );
     }
     if !cli.budget.is_empty() {
         return usage(
-            "--ramp: not with --budget (a ramp slows the schedule's clock, and a budget's windows are on the wall clock)".into(),
+            "--ramp: not with --budget (a ramp slows the schedule's clock, and a budget's windows are on the wall clock)",
         );
     }
     if limits.is_empty() && schedule.is_none() {
         return usage(
-            "--ramp: there is no limit to rise to (give --rate, --byte-rate or --cost-rate)".into(),
+            "--ramp: there is no limit to rise to (give --rate, --byte-rate or --cost-rate)",
         );
     }
     let from = match arg.start {
@@ -449,10 +426,18 @@ fn timed(
     Ok((schedule, Some(crate::ramp::Ramp { from, over_ns })))
 }
 
-/// A usage error (exit status 2) saying `why`.
-fn usage<T>(why: String) -> Result<T, clap::Error> {
+/// A usage error (exit status 2) saying `why`: options that do not go
+/// together.
+fn usage<T>(why: impl std::fmt::Display) -> Result<T, clap::Error> {
     use clap::CommandFactory;
     Err(Cli::command().error(clap::error::ErrorKind::ArgumentConflict, why))
+}
+
+/// A usage error (exit status 2) saying `why`: an option that needs
+/// another.
+fn missing<T>(why: impl std::fmt::Display) -> Result<T, clap::Error> {
+    use clap::CommandFactory;
+    Err(Cli::command().error(clap::error::ErrorKind::MissingRequiredArgument, why))
 }
 
 /// How a record's costs are read, from `--cost`, `--cost-rate` and
@@ -464,13 +449,12 @@ fn usage<T>(why: String) -> Result<T, clap::Error> {
 /// `--cost-rate` with `--share` beside `--byte-rate` or spending different
 /// costs, or a field separator that is the record delimiter.
 fn cost_config(cli: &Cli, delimiter: u8) -> Result<Option<Cost>, clap::Error> {
-    use clap::CommandFactory;
-    let usage =
-        |why: &str| Err(Cli::command().error(clap::error::ErrorKind::MissingRequiredArgument, why));
     match (cli.cost.is_empty(), cli.cost_rate.is_empty()) {
         (true, true) => return Ok(None),
-        (false, true) => return usage("--cost: needs --cost-rate, the limit the cost is spent on"),
-        (true, false) => return usage("--cost-rate: needs --cost, where a record's cost is"),
+        (false, true) => {
+            return missing("--cost: needs --cost-rate, the limit the cost is spent on")
+        }
+        (true, false) => return missing("--cost-rate: needs --cost, where a record's cost is"),
         (false, false) => {}
     }
     let budgets: Vec<Option<String>> = cli.cost_rate.iter().map(|(n, _, _)| n.clone()).collect();
@@ -481,10 +465,9 @@ fn cost_config(cli: &Cli, delimiter: u8) -> Result<Option<Cost>, clap::Error> {
         .collect();
     let costs = named_costs(cli, &spent)?;
     if !cli.share.is_empty() && !cli.byte_rate.is_empty() {
-        return Err(Cli::command().error(
-            clap::error::ErrorKind::ArgumentConflict,
+        return usage(
             "--cost-rate: with --share, not beside --byte-rate (a shared slot is reserved for one weight: bytes or cost)",
-        ));
+        );
     }
     let separator = cli.field_separator;
     if separator == Some(delimiter)
@@ -492,15 +475,15 @@ fn cost_config(cli: &Cli, delimiter: u8) -> Result<Option<Cost>, clap::Error> {
             .iter()
             .any(|(_, a)| matches!(a, CostArg::Key(KeyArg::Field(_))))
     {
-        return usage("--field-separator: it is the record delimiter, which no field contains");
+        return missing("--field-separator: it is the record delimiter, which no field contains");
     }
     let cost = match Cost::with_budgets(costs, &budgets, separator, delimiter) {
         Ok(cost) => cost,
         Err(name) if name.is_empty() => {
-            return usage("--cost-rate: needs --cost, where a record's cost is")
+            return missing("--cost-rate: needs --cost, where a record's cost is")
         }
         Err(name) => {
-            return usage(&format!(
+            return missing(format!(
                 "--cost-rate: spends the cost named {name}; give --cost {name}=SPEC"
             ))
         }
@@ -515,14 +498,13 @@ fn cost_config(cli: &Cli, delimiter: u8) -> Result<Option<Cost>, clap::Error> {
                 Some(n) => (format!("--cost {n}=…"), format!("--cost-rate {n}=N/UNIT")),
                 None => ("--cost".to_string(), "--cost-rate N/UNIT".to_string()),
             };
-            return usage(&format!("{flag}: no limit spends it; give {hint}"));
+            return missing(format!("{flag}: no limit spends it; give {hint}"));
         }
     }
     if !cli.share.is_empty() && !cost.one_weight() {
-        return Err(Cli::command().error(
-            clap::error::ErrorKind::ArgumentConflict,
+        return usage(
             "--cost-rate: with --share, every cost limit spends the same costs (a shared slot is reserved for one weight)",
-        ));
+        );
     }
     Ok(Some(cost))
 }
@@ -607,20 +589,17 @@ const ONE_PER_SECOND: Rate = Rate::Limited {
 /// twice; `--share-on-error` or
 /// `--share-peers` without `--share`.
 fn share(cli: &Cli, limits: &[Limit]) -> Result<Option<shared::Share>, clap::Error> {
-    use clap::CommandFactory;
-    let refuse =
-        |why: &str| Err(Cli::command().error(clap::error::ErrorKind::ArgumentConflict, why));
     if cli.share.len() > 1 {
-        return refuse("--share: given twice; a drip shares its limits under one NAME");
+        return usage("--share: given twice; a drip shares its limits under one NAME");
     }
     let Some(target) = cli.share.first().cloned() else {
         if cli.share_on_error != shared::OnError::Wait || cli.share_peers != 1 {
-            return refuse("--share-on-error and --share-peers need --share");
+            return usage("--share-on-error and --share-peers need --share");
         }
         return Ok(None);
     };
     if limits.is_empty() && cli.key_rate.is_empty() && cli.budget.is_empty() {
-        return refuse("--share: there is no rate to share (--rate inf)");
+        return usage("--share: there is no rate to share (--rate inf)");
     }
     Ok(Some(shared::Share {
         target,
@@ -635,12 +614,9 @@ impl TryFrom<Cli> for Config {
     type Error = clap::Error;
 
     fn try_from(cli: Cli) -> Result<Config, clap::Error> {
-        use clap::CommandFactory;
         let limits = limits(&cli)?;
         let share = share(&cli, &limits)?;
-        let jobs = cli.job_args.config().map_err(|why| {
-            Cli::command().error(clap::error::ErrorKind::MissingRequiredArgument, why)
-        })?;
+        let jobs = cli.job_args.config().or_else(missing)?;
         let share_jobs = share_jobs(&cli, share.as_ref(), jobs.is_some())?;
         let jobs = jobs.map(|jobs| JobConfig {
             quiet: cli.quiet,

@@ -87,11 +87,7 @@ impl Config {
     /// The highest record rate the limits allow, records per second
     /// (infinite when no limit counts records), for display only.
     pub fn records_per_second(&self) -> f64 {
-        self.limits
-            .iter()
-            .filter(|l| l.unit == Unit::Records)
-            .map(|l| l.rate.per_second())
-            .fold(f64::INFINITY, f64::min)
+        crate::schedule::records_per_second(&self.limits)
     }
 
     /// The cost limit that spends the costs `name` names (`in`, `out`,

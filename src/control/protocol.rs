@@ -98,11 +98,7 @@ pub fn parse(words: &[String]) -> Result<Request, String> {
             [value] => {
                 let (rate, burst) = crate::rate::parse_key_rate(value)
                     .map_err(|why| format!("key-rate '{value}': {why}"))?;
-                Ok(Request::KeyRate(Limit {
-                    rate,
-                    burst: burst.unwrap_or(1),
-                    unit: Unit::Records,
-                }))
+                Ok(Request::KeyRate(Limit::records(rate, burst)))
             }
             _ => Err("key-rate: takes one RATE[:BURST]".to_string()),
         },
@@ -142,11 +138,7 @@ fn rates(first: &str, rest: &[&str]) -> Result<Request, String> {
                 .map_err(|why| format!("rate '{word}': {why}"))?;
             let list = records.get_or_insert_with(Vec::new);
             if rate != Rate::Unlimited {
-                list.push(Limit {
-                    rate,
-                    burst: burst.unwrap_or(1),
-                    unit: Unit::Records,
-                });
+                list.push(Limit::records(rate, burst));
             }
         } else if kind == "cost-rate" {
             let (name, rate, burst) = crate::cost::parse_named_cost_rate(word)

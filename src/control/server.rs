@@ -19,6 +19,7 @@ use anyhow::{Context, Result};
 
 use super::protocol::{self, Request};
 use super::{ensure_dir, socket_dir, SocketName};
+use crate::sys::Unpoisoned;
 
 /// What the control thread may do with the drip it serves; the wiring
 /// answers each request under the drip's own lock and rules.
@@ -40,7 +41,7 @@ static SOCKET: Mutex<Option<PathBuf>> = Mutex::new(None);
 /// Remove this process's control socket now, if it has one (before an
 /// exit that skips the usual way out).
 pub(crate) fn remove_socket() {
-    let path = SOCKET.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let path = SOCKET.lock().unpoisoned().take();
     if let Some(path) = path {
         let _ = std::fs::remove_file(path);
     }
@@ -75,12 +76,10 @@ impl Server {
             .with_context(|| format!("control socket {}", path.display()))?;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
             .with_context(|| format!("control socket {}", path.display()))?;
-        *SOCKET.lock().unwrap_or_else(|e| e.into_inner()) = Some(path.clone());
+        *SOCKET.lock().unpoisoned() = Some(path.clone());
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = Arc::clone(&stop);
-        let thread = std::thread::Builder::new()
-            .name("drip-control".into())
-            .spawn(move || serve(&listener, &steer, &stopping))
+        let thread = crate::sys::spawn("drip-control", move || serve(&listener, &steer, &stopping))
             .context("starting the control thread")?;
         Ok(Server {
             path,
@@ -99,7 +98,7 @@ impl Server {
     fn shut(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         let _ = std::fs::remove_file(&self.path);
-        SOCKET.lock().unwrap_or_else(|e| e.into_inner()).take();
+        SOCKET.lock().unpoisoned().take();
         self.thread.take();
     }
 }
@@ -131,12 +130,10 @@ fn serve(listener: &UnixListener, steer: &Arc<dyn Steer>, stop: &AtomicBool) {
                 let client = Client::new(&busy);
                 // A thread that cannot start drops the stream: the client
                 // is told nothing and says so.
-                let _ = std::thread::Builder::new()
-                    .name("drip-control-client".into())
-                    .spawn(move || {
-                        answer(stream, &*steer);
-                        drop(client);
-                    });
+                let _ = crate::sys::spawn("drip-control-client", move || {
+                    answer(stream, &*steer);
+                    drop(client);
+                });
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => wait_for_client(listener),
             // A failed accept (out of descriptors, say) has nothing to
@@ -158,7 +155,7 @@ struct Busy {
 
 impl Busy {
     fn lock(&self) -> MutexGuard<'_, usize> {
-        self.count.lock().unwrap_or_else(|e| e.into_inner())
+        self.count.lock().unpoisoned()
     }
 }
 

@@ -42,6 +42,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::overload::Overloads;
 use crate::schedule::Schedule;
+use crate::sys::Unpoisoned;
 
 /// Whose starts an overload holds back.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -152,6 +153,17 @@ pub(super) struct Holds {
 }
 
 impl Holds {
+    /// A record of `key` started at `now`: its hold counts its spacing from
+    /// there, and goes once idle.
+    fn key_started(&mut self, key: &[u8], now: u64) {
+        if let Some(hold) = self.keys.get_mut(key) {
+            hold.last = Some(now);
+            if hold.is_idle(now) {
+                self.keys.remove(key);
+            }
+        }
+    }
+
     fn hold(&self, scope: &Scope) -> Option<&Hold> {
         match scope {
             Scope::All => Some(&self.all),
@@ -254,7 +266,7 @@ impl GateControl {
     }
 
     pub(super) fn lock(&self) -> MutexGuard<'_, Holds> {
-        self.holds.lock().unwrap_or_else(|e| e.into_inner())
+        self.holds.lock().unpoisoned()
     }
 
     /// The configured rate of `scope` (infinite: not limited).
@@ -331,12 +343,7 @@ impl GateControl {
             holds.all.last = Some(now);
         }
         if let Scope::Key(key) = scope {
-            if let Some(hold) = holds.keys.get_mut(key) {
-                hold.last = Some(now);
-                if hold.is_idle(now) {
-                    holds.keys.remove(key);
-                }
-            }
+            holds.key_started(key, now);
         }
     }
 
@@ -430,14 +437,6 @@ impl Schedule for Gate {
         Some(&mut *self.inner)
     }
 
-    fn is_unlimited(&self) -> bool {
-        self.inner.is_unlimited()
-    }
-
-    fn weighs_bytes(&self) -> bool {
-        self.inner.weighs_bytes()
-    }
-
     fn release(
         &mut self,
         now: u64,
@@ -483,14 +482,6 @@ impl Schedule for Gate {
         Some(self.next_due(record).saturating_add(after_first))
     }
 
-    fn slack_ns(&self) -> u64 {
-        self.inner.slack_ns()
-    }
-
-    fn records_per_second(&self) -> f64 {
-        self.inner.records_per_second()
-    }
-
     fn holds_keys(&self) -> bool {
         true
     }
@@ -502,14 +493,7 @@ impl Schedule for Gate {
     }
 
     fn key_left(&mut self, key: &[u8], now: u64) {
-        let mut holds = self.control.lock();
-        if let Some(hold) = holds.keys.get_mut(key) {
-            hold.last = Some(now);
-            if hold.is_idle(now) {
-                holds.keys.remove(key);
-            }
-        }
-        drop(holds);
+        self.control.lock().key_started(key, now);
         self.inner.key_left(key, now);
     }
 }

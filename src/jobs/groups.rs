@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use crate::state::KILL_AFTER_LEAVE;
+use crate::sys::Unpoisoned;
 
 /// Lingering groups kept before those now empty are forgotten.
 const LINGERING_KEPT: usize = 1024;
@@ -53,7 +54,7 @@ impl Groups {
     }
 
     fn lock(&self) -> MutexGuard<'_, Known> {
-        lock(&self.known)
+        self.known.lock().unpoisoned()
     }
 
     /// Whether drip is leaving (a second signal).
@@ -117,14 +118,12 @@ impl Groups {
         let to_kill = Arc::clone(&self.known);
         let killer = move || {
             std::thread::sleep(KILL_AFTER_LEAVE);
-            let groups = lock(&to_kill).terminated.take();
+            let groups = to_kill.lock().unpoisoned().terminated.take();
             for pgid in groups.unwrap_or_default() {
                 crate::sys::kill_group(pgid, libc::SIGKILL);
             }
         };
-        let spawned = std::thread::Builder::new()
-            .name("drip-kill".into())
-            .spawn(killer);
+        let spawned = crate::sys::spawn("drip-kill", killer);
         if spawned.is_err() {
             // No thread for the wait: the evacuation kills them later.
             self.lock().terminated = None;
@@ -179,10 +178,6 @@ impl Groups {
             crate::sys::interrupt(thread);
         }
     }
-}
-
-fn lock(known: &Mutex<Known>) -> MutexGuard<'_, Known> {
-    known.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// TERM process groups `groups`, then KILL those with a process left

@@ -17,6 +17,7 @@ use super::pool::{ns, Pool};
 use super::retry::{parse_headers, Exit, Verdict};
 use super::{ExecError, JobFate};
 use crate::bucket::Segment;
+use crate::sys::Unpoisoned;
 
 /// The most of a job's stdout read to settle its cost (bytes).
 const SETTLE_MOST: u64 = 1 << 20;
@@ -265,7 +266,7 @@ impl Pool {
         let Some(order) = &self.order else {
             return self.passing(|give_up| {
                 // drip's stdout is held only while the output is passed on.
-                let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+                let mut out = self.out.lock().unpoisoned();
                 files.pass_on(&mut **out, self.delimiter, give_up)
             });
         };
@@ -518,10 +519,7 @@ impl Pool {
             outcome,
             error,
         };
-        joblog
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .write(&entry);
+        joblog.lock().unpoisoned().write(&entry);
     }
 }
 

@@ -27,6 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, TryLockError};
 
 use super::attempt::{pass, Unwritten};
+use crate::sys::Unpoisoned;
 
 /// Records started ahead of the oldest one whose output is not yet written,
 /// unless `--order-window` says.
@@ -164,7 +165,7 @@ impl Order {
     }
 
     fn lock_in_hand(&self) -> MutexGuard<'_, BTreeMap<u64, u64>> {
-        self.in_hand.lock().unwrap_or_else(|e| e.into_inner())
+        self.in_hand.lock().unpoisoned()
     }
 
     /// Record `number`'s output is written, or given up, with `left` bytes
@@ -178,7 +179,7 @@ impl Order {
     }
 
     fn lock(&self) -> MutexGuard<'_, Line> {
-        self.line.lock().unwrap_or_else(|e| e.into_inner())
+        self.line.lock().unpoisoned()
     }
 
     /// Whether record `number` (from 1) may start: it is inside the window.
@@ -242,7 +243,7 @@ impl Order {
         }
         let after = first + run.len() as u64;
         {
-            let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
+            let mut out = out.lock().unpoisoned();
             for (number, held) in (first..).zip(run) {
                 // Leaving, the outputs go out as far as stdout takes them:
                 // once a write was cut short, the rest are not tried (each
@@ -266,7 +267,7 @@ impl Order {
                 self.written_up_to.store(number + 1, Ordering::SeqCst);
             }
         }
-        let mut turn = self.turn.lock().unwrap_or_else(|e| e.into_inner());
+        let mut turn = self.turn.lock().unpoisoned();
         *turn = after;
         drop(turn);
         self.turn_moved.notify_all();
@@ -279,15 +280,12 @@ impl Order {
     /// so (its write cut short, leaving), and it moves the turn next: the
     /// turn's moving wakes the wait, which looks at nothing on a timer.
     fn wait_turn(&self, first: u64, give_up: &dyn Fn() -> bool) -> bool {
-        let mut turn = self.turn.lock().unwrap_or_else(|e| e.into_inner());
+        let mut turn = self.turn.lock().unpoisoned();
         while *turn != first {
             if give_up() {
                 return false;
             }
-            turn = self
-                .turn_moved
-                .wait(turn)
-                .unwrap_or_else(|e| e.into_inner());
+            turn = self.turn_moved.wait(turn).unpoisoned();
         }
         true
     }
@@ -327,7 +325,7 @@ struct Tally<'a> {
 impl Write for Tally<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let n = self.out.write(buf)?;
-        let mut in_hand = self.in_hand.lock().unwrap_or_else(|e| e.into_inner());
+        let mut in_hand = self.in_hand.lock().unpoisoned();
         if let Some(left) = in_hand.get_mut(&self.number) {
             *left = left.saturating_sub(n as u64);
         }

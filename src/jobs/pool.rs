@@ -38,6 +38,7 @@ use crate::key::KeySpec;
 use crate::shared::jobs::SharedJobs;
 use crate::state::{Jobs, Shared};
 use crate::stats::JobStats;
+use crate::sys::Unpoisoned;
 
 /// The jobs drip runs.
 pub(crate) struct Pool {
@@ -161,11 +162,7 @@ impl Pool {
     /// Remove the headers directory and what is in it (once no job runs,
     /// or none will be waited for); again, nothing.
     pub(crate) fn remove_headers(&self) {
-        let dir = self
-            .headers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        let dir = self.headers.lock().unpoisoned().take();
         if let Some(dir) = dir {
             let _ = dir.close();
         }
@@ -212,9 +209,7 @@ impl Pool {
             return;
         }
         let pool = Arc::clone(self);
-        let spawned = std::thread::Builder::new()
-            .name("drip-job".into())
-            .spawn(move || pool.work());
+        let spawned = crate::sys::spawn("drip-job", move || pool.work());
         if spawned.is_err() {
             self.slots.no_worker(number);
             self.settle(number, JobFate::Undelivered);

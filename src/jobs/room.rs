@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::attempt::Files;
 use super::pool::{ns, Pool};
+use crate::sys::Unpoisoned;
 
 /// How often a job that cannot start for want of a resource tries again,
 /// at most, between the ends of drip's other jobs: the resource may also
@@ -59,8 +60,7 @@ impl Pool {
             Err(e) if super::short_of_resources(&e) => {}
             done => return Some(done),
         }
-        let turn =
-            std::cell::RefCell::new(Some(self.room.lock().unwrap_or_else(|e| e.into_inner())));
+        let turn = std::cell::RefCell::new(Some(self.room.lock().unpoisoned()));
         let running = || drop(turn.borrow_mut().take());
         let mut alone_since: Option<Instant> = None;
         loop {

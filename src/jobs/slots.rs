@@ -17,6 +17,7 @@ use std::time::Duration;
 use super::attempt::Unwritten;
 use super::{ExecError, JobFate};
 use crate::bucket::Segment;
+use crate::sys::Unpoisoned;
 
 /// Attempts whose durations give the p50 and p99 in the stats: the
 /// latest ones, so memory stays flat however long drip runs.
@@ -107,7 +108,7 @@ impl Slots {
     }
 
     pub(super) fn lock(&self) -> MutexGuard<'_, Table> {
-        self.table.lock().unwrap_or_else(|e| e.into_inner())
+        self.table.lock().unpoisoned()
     }
 
     /// The table, unless it is busy now.
@@ -142,11 +143,11 @@ impl Slots {
         timeout: Option<u64>,
     ) -> MutexGuard<'a, Table> {
         match timeout {
-            None => self.changed.wait(table).unwrap_or_else(|e| e.into_inner()),
+            None => self.changed.wait(table).unpoisoned(),
             Some(ns) => {
                 self.changed
                     .wait_timeout(table, Duration::from_nanos(ns))
-                    .unwrap_or_else(|e| e.into_inner())
+                    .unpoisoned()
                     .0
             }
         }
@@ -244,7 +245,7 @@ impl Slots {
                 return None;
             }
             table.idle += 1;
-            table = self.work.wait(table).unwrap_or_else(|e| e.into_inner());
+            table = self.work.wait(table).unpoisoned();
             table.idle -= 1;
         }
     }

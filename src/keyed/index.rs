@@ -82,7 +82,14 @@ impl KeyIndex {
     /// The slot of `hash` for which `is` holds, if any; `is` is asked only
     /// of slots whose tag matches (rarely more than one).
     #[inline]
-    pub(super) fn find(&self, hash: u64, mut is: impl FnMut(u32) -> bool) -> Option<u32> {
+    pub(super) fn find(&self, hash: u64, is: impl FnMut(u32) -> bool) -> Option<u32> {
+        self.place_of(hash, is).map(|i| slot_of(self.words[i]))
+    }
+
+    /// Where in `words` the slot of `hash` for which `is` holds is, if
+    /// any ([`KeyIndex::find`]).
+    #[inline]
+    fn place_of(&self, hash: u64, mut is: impl FnMut(u32) -> bool) -> Option<usize> {
         let tag = tag_of(hash);
         let mask = self.mask();
         let mut i = self.home(tag);
@@ -92,7 +99,7 @@ impl KeyIndex {
                 return None;
             }
             if (word >> 32) as u32 == tag && is(slot_of(word)) {
-                return Some(slot_of(word));
+                return Some(i);
             }
             i = (i + 1) & mask;
         }
@@ -145,19 +152,10 @@ impl KeyIndex {
     /// Take slot `s`, indexed under `hash`, out of the index (nothing when
     /// it is not there).
     pub(super) fn remove(&mut self, hash: u64, s: u32) {
-        let tag = tag_of(hash);
+        let Some(i) = self.place_of(hash, |slot| slot == s) else {
+            return;
+        };
         let mask = self.mask();
-        let mut i = self.home(tag);
-        loop {
-            let word = self.words[i];
-            if word == EMPTY {
-                return;
-            }
-            if slot_of(word) == s {
-                break;
-            }
-            i = (i + 1) & mask;
-        }
         // Shift back each following word of the run that may sit in the
         // hole: one whose home is not between the hole and it.
         let mut hole = i;

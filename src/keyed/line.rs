@@ -49,6 +49,19 @@ pub(super) struct Line {
 }
 
 impl Keyed {
+    /// Key `s`, out of the line, takes its slot and sends its head at
+    /// `now`, then joins the line again if more of its records wait.
+    pub(super) fn send_turn(&mut self, s: u32, now: u64, outbox: &mut Vec<Segment>) {
+        self.take_slot(s, now);
+        self.table.slots[s as usize].lane = Lane::Idle;
+        self.send_head(s, now, outbox);
+        if self.table.slots[s as usize].len > 0 {
+            self.join_line(s, now);
+        } else {
+            self.table.mark_idle(s);
+        }
+    }
+
     /// Whether `record`, of key `s`, leaves at `now`; if so it takes its
     /// slot in its key's schedule and the global one.
     /// `global_open`: the global schedule limits nothing; `holds_keys`: it
@@ -187,18 +200,11 @@ impl Keyed {
                 break;
             }
             self.line.ready.pop_front();
-            self.take_slot(s, now);
             if !open {
                 global.key_left(self.table.slots[s as usize].key.as_bytes(), now);
             }
-            self.table.slots[s as usize].lane = Lane::Idle;
-            self.send_head(s, now, outbox);
+            self.send_turn(s, now, outbox);
             sent += 1;
-            if self.table.slots[s as usize].len > 0 {
-                self.join_line(s, now);
-            } else {
-                self.table.mark_idle(s);
-            }
         }
         self.queues.outgoing.flush(outbox);
         sent

@@ -249,7 +249,7 @@ impl Keyed {
                     let head = self.head_record(s);
                     if global.release(now, 1, &mut std::iter::once(head)) > 0 {
                         self.line.ready.remove(j);
-                        self.send_shared(s, now, outbox);
+                        self.send_turn(s, now, outbox);
                         global.key_left(self.table.slots[s as usize].key.as_bytes(), now);
                         sent += 1;
                         continue;
@@ -452,17 +452,5 @@ impl Keyed {
     fn look_at(&mut self, t: u64) {
         let shared = self.pacing.shared_mut();
         shared.next = Some(shared.next.map_or(t, |n| n.min(t)));
-    }
-
-    /// Shared: key `s`, out of the line, sends its head at `now`.
-    fn send_shared(&mut self, s: u32, now: u64, outbox: &mut Vec<Segment>) {
-        self.take_slot(s, now);
-        self.table.slots[s as usize].lane = Lane::Idle;
-        self.send_head(s, now, outbox);
-        if self.table.slots[s as usize].len > 0 {
-            self.join_line(s, now);
-        } else {
-            self.table.mark_idle(s);
-        }
     }
 }

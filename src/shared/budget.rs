@@ -22,23 +22,20 @@
 //! count when it answers again), `fail` stops drip (status 4).
 
 use std::collections::BTreeMap;
-use std::fs::{DirBuilder, OpenOptions};
-use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::Duration;
 
-use rustix::fs::{flock, FlockOperation};
-
 use redis::Value;
 
+use super::file::{locked, own_dir, write_over};
 use super::protocol::Failure;
 use super::redis::RedisStore;
 use super::target::{Share, Target};
 use super::voice::{OnError, Retry};
 use super::{Unreachable, Unusable};
 use crate::budget::{Allowance, Budget};
+use crate::sys::Unpoisoned;
 
 /// A window's count outlives the window's end by this long (ns).
 const KEPT_NS: i128 = 10_000_000_000;
@@ -84,7 +81,7 @@ impl std::fmt::Debug for Book {
 
 impl Book {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.lock().unpoisoned()
     }
 
     /// Call `wake(false)` whenever a grant arrives, and `wake(true)` when
@@ -206,7 +203,7 @@ impl Place {
 }
 
 /// The wall clock, ns since the Unix epoch.
-fn unix_now() -> i128 {
+pub(crate) fn unix_now() -> i128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(0))
@@ -233,35 +230,17 @@ fn take_in_file(path: &std::path::Path, label: &str, call: Call) -> std::io::Res
         ask,
     } = call;
     if let Some(dir) = path.parent() {
-        match DirBuilder::new().mode(0o700).create(dir) {
-            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
-            _ => {}
-        }
-        let meta = std::fs::symlink_metadata(dir)?;
-        if !meta.is_dir()
-            || meta.uid() != rustix::process::getuid().as_raw()
-            || meta.mode() & 0o022 != 0
-        {
+        if !own_dir(dir)? {
             return Err(std::io::Error::other(
                 "the state directory is not a directory of this user's that only it may write to",
             ));
         }
     }
-    let lock = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(beside(path, "lock"))?;
-    flock(&lock, FlockOperation::LockExclusive)?;
-    let mut text = String::new();
-    match std::fs::File::open(path) {
-        Ok(mut f) => {
-            f.read_to_string(&mut text)?;
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
+    let lock = locked(&beside(path, "lock"))?;
+    let text = match std::fs::read_to_string(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        read => read?,
+    };
     let now = unix_now();
     let mut kept = Vec::new();
     let mut found = 0;
@@ -281,15 +260,11 @@ fn take_in_file(path: &std::path::Path, label: &str, call: Call) -> std::io::Res
     let granted = ask.min(count.saturating_sub(found));
     let after = found + granted;
     kept.push(format!("{label} {start} {end} {after}"));
-    let tmp = beside(path, "tmp");
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    f.write_all((kept.join("\n") + "\n").as_bytes())?;
-    std::fs::rename(&tmp, path)?;
+    write_over(
+        path,
+        &beside(path, "tmp"),
+        (kept.join("\n") + "\n").as_bytes(),
+    )?;
     drop(lock);
     Ok((granted, after))
 }
@@ -339,7 +314,7 @@ impl Keeper {
             inner = book
                 .asked
                 .wait_timeout(inner, Duration::from_millis(100))
-                .unwrap_or_else(|e| e.into_inner())
+                .unpoisoned()
                 .0;
         }
         let now = unix_now();
@@ -430,11 +405,7 @@ impl Keeper {
             if left.is_zero() {
                 return;
             }
-            drop(
-                book.asked
-                    .wait_timeout(inner, left)
-                    .unwrap_or_else(|e| e.into_inner()),
-            );
+            drop(book.asked.wait_timeout(inner, left).unpoisoned());
         }
     }
 
@@ -510,9 +481,7 @@ pub fn start(share: &Share, budget: &Budget) -> anyhow::Result<Arc<Book>> {
         retry: Retry::new(fastrand::Rng::new()),
         failing: false,
     };
-    std::thread::Builder::new()
-        .name("drip-budget".into())
-        .spawn(move || keeper.run())?;
+    crate::sys::spawn("drip-budget", move || keeper.run())?;
     Ok(book)
 }
 

@@ -16,7 +16,7 @@
 //! all: cost O(busy keys) per call, a few dozen calls a second per drip.
 
 use std::fs::{DirBuilder, File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -111,8 +111,60 @@ fn failure(what: &str, path: &Path, e: &std::io::Error) -> Failure {
     }
 }
 
+/// Make the directory `dir` (mode 0700) when absent; whether it then is a
+/// directory of this user's that only it may write to.
+///
+/// # Errors
+/// As mkdir(2) (but for an existing `dir`) and lstat(2).
+pub(super) fn own_dir(dir: &Path) -> std::io::Result<bool> {
+    match DirBuilder::new().mode(0o700).create(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+        _ => {}
+    }
+    let meta = std::fs::symlink_metadata(dir)?;
+    let mine = meta.uid() == rustix::process::getuid().as_raw();
+    Ok(meta.is_dir() && mine && meta.mode() & 0o022 == 0)
+}
+
+/// `path` opened to write, made (mode 0600) when absent; `truncate`:
+/// emptied.
+///
+/// # Errors
+/// As open(2).
+fn private(path: &Path, truncate: bool) -> std::io::Result<File> {
+    let mut options = OpenOptions::new();
+    options
+        .write(true)
+        .create(true)
+        .truncate(truncate)
+        .mode(0o600);
+    options.open(path)
+}
+
+/// The lock file `path`, made (mode 0600) when absent, held (an exclusive
+/// `flock`) until the file returned is dropped.
+///
+/// # Errors
+/// As open(2) and flock(2).
+pub(super) fn locked(path: &Path) -> std::io::Result<File> {
+    let file = private(path, false)?;
+    flock(&file, FlockOperation::LockExclusive)?;
+    Ok(file)
+}
+
+/// `text` written whole to `tmp` (made with mode 0600, emptied) and
+/// renamed over `path`: a drip killed at any moment leaves `path` as it
+/// was or as written, never part of it.
+///
+/// # Errors
+/// As open(2), write(2) and rename(2).
+pub(super) fn write_over(path: &Path, tmp: &Path, text: &[u8]) -> std::io::Result<()> {
+    private(tmp, true)?.write_all(text)?;
+    std::fs::rename(tmp, path)
+}
+
 /// `CLOCK_MONOTONIC` in ns.
-fn monotonic() -> i64 {
+pub(super) fn monotonic() -> i64 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     t.tv_sec
         .saturating_mul(1_000_000_000)
@@ -161,16 +213,8 @@ impl FileStore {
     /// the file. Errors as [`failure`] sorts them, naming the state file.
     fn lock(&self) -> Result<File, Failure> {
         if let Some(dir) = self.path.parent() {
-            match DirBuilder::new().mode(0o700).create(dir) {
-                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
-                    return Err(failure("state directory", dir, &e))
-                }
-                _ => {}
-            }
-            let meta =
-                std::fs::symlink_metadata(dir).map_err(|e| failure("state directory", dir, &e))?;
-            let mine = meta.uid() == rustix::process::getuid().as_raw();
-            if !meta.is_dir() || !mine || meta.mode() & 0o022 != 0 {
+            let own = own_dir(dir).map_err(|e| failure("state directory", dir, &e))?;
+            if !own {
                 return Err(Failure::Fatal(format!(
                     "the state directory cannot be used: {} is not a directory of this user's that only it may write to",
                     dir.display()
@@ -179,16 +223,7 @@ impl FileStore {
         }
         let path = self.beside("lock", false);
         loop {
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .mode(0o600)
-                .open(&path)
-                .map_err(|e| failure("state file", &self.path, &e))?;
-            flock(&file, FlockOperation::LockExclusive)
-                .map_err(|e| failure("state file", &self.path, &e.into()))?;
+            let file = locked(&path).map_err(|e| failure("state file", &self.path, &e))?;
             if still_named(&file, &path) {
                 // Its time kept fresh: a cleaner of old files in /tmp
                 // leaves it be while drips use it.
@@ -210,16 +245,10 @@ impl FileStore {
 
     /// The state file's bytes (none when there is no file), under the lock.
     fn read(&self) -> Result<Vec<u8>, Failure> {
-        let mut text = Vec::new();
-        match File::open(&self.path) {
-            Ok(mut file) => {
-                file.read_to_end(&mut text)
-                    .map_err(|e| failure("state file", &self.path, &e))?;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(failure("state file", &self.path, &e)),
+        match std::fs::read(&self.path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            read => read.map_err(|e| failure("state file", &self.path, &e)),
         }
-        Ok(text)
     }
 
     /// Replace the state with `text` whole, under the lock, where it was
@@ -238,23 +267,9 @@ impl FileStore {
         if text.len() <= PAGE && old <= PAGE {
             let mut bytes = text.as_bytes().to_vec();
             bytes.resize(old.max(text.len()), b' ');
-            let file = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .mode(0o600)
-                .open(&self.path)?;
-            return file.write_all_at(&bytes, 0);
+            return private(&self.path, false)?.write_all_at(&bytes, 0);
         }
-        let beside = self.beside("tmp", true);
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&beside)?;
-        file.write_all(text.as_bytes())?;
-        std::fs::rename(&beside, &self.path)
+        write_over(&self.path, &self.beside("tmp", true), text.as_bytes())
     }
 
     /// The state stored in `text`: none when it is empty (or blank: no

@@ -284,20 +284,15 @@ pub fn describe(spec: &str) -> String {
             };
             let parsed = one.split_once('/').and_then(|(count, rest)| {
                 let (period, burst) = rest.split_once("ns:")?;
-                if let Some(count) = count.strip_suffix('B') {
-                    let burst = burst.strip_suffix('B')?;
-                    let rate = readable(count.parse().ok()?, period.parse().ok()?);
-                    let rate = rate.replacen('/', " bytes/", 1);
-                    return Some(format!("{per_key}{rate}, burst {burst} bytes"));
-                }
-                if let Some(count) = count.strip_suffix('C') {
-                    let burst = burst.strip_suffix('C')?;
-                    let rate = readable(count.parse().ok()?, period.parse().ok()?);
-                    let rate = rate.replacen('/', " cost/", 1);
-                    return Some(format!("{per_key}{rate}, burst {burst} cost"));
-                }
+                let (count, burst, unit) = match (count.strip_suffix('B'), count.strip_suffix('C'))
+                {
+                    (Some(c), _) => (c, burst.strip_suffix('B')?, " bytes"),
+                    (_, Some(c)) => (c, burst.strip_suffix('C')?, " cost"),
+                    _ => (count, burst, ""),
+                };
                 let rate = readable(count.parse().ok()?, period.parse().ok()?);
-                Some(format!("{per_key}{rate}, burst {burst}"))
+                let rate = rate.replacen('/', &format!("{unit}/"), 1);
+                Some(format!("{per_key}{rate}, burst {burst}{unit}"))
             });
             parsed.unwrap_or_else(|| one.to_string())
         })

@@ -26,21 +26,19 @@
 //! `jobs.lua`.
 
 use std::collections::BTreeMap;
-use std::fs::OpenOptions;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use redis::Value;
-use rustix::fs::{flock, FlockOperation};
 use serde::{Deserialize, Serialize};
 
+use super::file::{locked, monotonic, write_over};
 use super::protocol::Failure;
 use super::redis::RedisStore;
 use super::target::Target;
+use crate::sys::Unpoisoned;
 
 /// How long a lease holds without a renewal: a dead holder's jobs stop
 /// counting this long after its last renewal at the latest.
@@ -151,14 +149,6 @@ struct FilePlace {
     boot_id: String,
 }
 
-/// `CLOCK_MONOTONIC` in ns.
-fn monotonic() -> i64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    t.tv_sec
-        .saturating_mul(1_000_000_000)
-        .saturating_add(t.tv_nsec)
-}
-
 fn ttl_ns() -> i64 {
     i64::try_from(LEASE_TTL.as_nanos()).unwrap_or(i64::MAX)
 }
@@ -180,15 +170,7 @@ impl Place for FilePlace {
             let _ = std::fs::DirBuilder::new().mode(0o700).create(dir);
         }
         let lock_path = self.path.with_extension("json.lock");
-        let lock = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&lock_path)
-            .map_err(|e| self.io(&e))?;
-        flock(&lock, FlockOperation::LockExclusive).map_err(|e| self.io(&e.into()))?;
+        let lock = locked(&lock_path).map_err(|e| self.io(&e))?;
         let now = monotonic();
         let mut stored: Stored = std::fs::read(&self.path)
             .ok()
@@ -201,16 +183,7 @@ impl Place for FilePlace {
         // Written beside and renamed over: a drip killed mid-write leaves
         // the leases as they were.
         let beside = self.path.with_extension("json.tmp");
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&beside)
-            .map_err(|e| self.io(&e))?;
-        file.write_all(text.as_bytes())
-            .and_then(|()| std::fs::rename(&beside, &self.path))
-            .map_err(|e| self.io(&e))?;
+        write_over(&self.path, &beside, text.as_bytes()).map_err(|e| self.io(&e))?;
         drop(lock);
         Ok((done, stored.leases.len() as u64))
     }
@@ -348,14 +321,12 @@ impl SharedJobs {
             renewer: (Mutex::new(()), Condvar::new()),
         });
         let renewing = Arc::clone(&jobs);
-        std::thread::Builder::new()
-            .name("drip-job-leases".into())
-            .spawn(move || renewing.renew_until_closed())?;
+        crate::sys::spawn("drip-job-leases", move || renewing.renew_until_closed())?;
         Ok(jobs)
     }
 
     fn lock(&self) -> MutexGuard<'_, Held> {
-        self.held.lock().unwrap_or_else(|e| e.into_inner())
+        self.held.lock().unpoisoned()
     }
 
     /// Note a call's outcome: a failure is counted and said once on
@@ -453,12 +424,8 @@ impl SharedJobs {
     /// Renew the leases held every [`RENEW_EVERY`] until closed.
     fn renew_until_closed(&self) {
         loop {
-            let guard = self.renewer.0.lock().unwrap_or_else(|e| e.into_inner());
-            let _ = self
-                .renewer
-                .1
-                .wait_timeout(guard, RENEW_EVERY)
-                .unwrap_or_else(|e| e.into_inner());
+            let guard = self.renewer.0.lock().unpoisoned();
+            let _ = self.renewer.1.wait_timeout(guard, RENEW_EVERY).unpoisoned();
             if self.closed.load(Ordering::Relaxed) {
                 return;
             }

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use super::gcra::Settlement;
 use super::protocol::{expired, Ask, Back, ClockOffset, Failure, Reply, Store};
 use super::voice::{OnError, Retry, Voice, BACKOFF};
+use crate::sys::Unpoisoned;
 
 /// How long the stop path waits for a keeper to give back its unused
 /// slots before drip leaves without it (a hung server).
@@ -54,9 +55,10 @@ const SETTLED_NS: i64 = 1_000_000;
 const SETTLING_CALLS: u32 = 5;
 
 /// How a lease paces.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Mode {
     /// From the lease.
+    #[default]
     Shared,
     /// Alone, at the configured rate divided by the peers (`local`).
     Local,
@@ -77,7 +79,7 @@ impl Mode {
 }
 
 /// What every lease keeps besides its slots: its mode and the counters.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct Status {
     pub(crate) mode: Mode,
     pub(crate) closed: bool,
@@ -92,22 +94,6 @@ pub(crate) struct Status {
     pub(crate) forfeited: u64,
     /// A fatal failure: drip stops (`fail`, or disagreeing limits).
     pub(crate) fatal: Option<Failure>,
-}
-
-impl Default for Status {
-    fn default() -> Status {
-        Status {
-            mode: Mode::Shared,
-            closed: false,
-            rtt: 0,
-            reserved_until: 0,
-            reservations: 0,
-            lost: 0,
-            failures: 0,
-            forfeited: 0,
-            fatal: None,
-        }
-    }
 }
 
 /// Slots one grant wants: up to `want`, for records of `sizes` bytes,
@@ -239,7 +225,7 @@ impl<G: Grants> Lease<G> {
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, G> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock().unpoisoned()
     }
 
     /// drip's clock (ns since `origin`).
@@ -492,7 +478,7 @@ impl<G: Grants> Keeper<G> {
             return false;
         }
         let meters = limits.iter().map(super::gcra::Meter::of).collect();
-        let mut told = self.told.lock().unwrap_or_else(|e| e.into_inner());
+        let mut told = self.told.lock().unpoisoned();
         if !self.voice.quiet && *told != theirs {
             let name = self.voice.name.trim_start_matches("--share ");
             let name = name.trim_end_matches(" (limits per key)");
@@ -553,12 +539,7 @@ impl<G: Grants> Keeper<G> {
             match g.turn(now, last_call.map(|t| t.elapsed())) {
                 Ok(turn) => return Some(turn),
                 Err(wait) => {
-                    g = self
-                        .lease
-                        .wake
-                        .wait_timeout(g, wait)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0;
+                    g = self.lease.wake.wait_timeout(g, wait).unpoisoned().0;
                 }
             }
         }
@@ -652,12 +633,7 @@ impl<G: Grants> Keeper<G> {
             if left.is_zero() {
                 break;
             }
-            g = self
-                .lease
-                .wake
-                .wait_timeout(g, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            g = self.lease.wake.wait_timeout(g, left).unpoisoned().0;
         }
     }
 

@@ -32,6 +32,7 @@ use super::protocol::{horizon, late_ns, Reply, POLL_NS};
 use crate::keyed::{KeySchedule, LeaseHead, Want};
 use crate::pacer::{slack_for, Pacer, Position};
 use crate::schedule::Limit;
+use crate::sys::Unpoisoned;
 
 /// Keys one call reserves for at most.
 pub const MAX_BATCH: usize = 500;
@@ -266,7 +267,7 @@ impl Grants for KeyLeases {
         self.per_second = key.rate.per_second();
         self.relimited = Some(key);
         if let Some(in_force) = &self.in_force {
-            *in_force.lock().unwrap_or_else(|e| e.into_inner()) = Some(key);
+            *in_force.lock().unpoisoned() = Some(key);
         }
         true
     }

@@ -44,6 +44,7 @@ use super::protocol::{
 use crate::cost::Cost;
 use crate::schedule::{Limit, Limits, Schedule};
 use crate::settle::{record_hash, take_newest, MOST_IN_FLIGHT};
+use crate::sys::Unpoisoned;
 
 /// The sizes of waiting records the lease keeps at most (more than one
 /// reservation's worth, as a reservation never takes more than 200 ms).
@@ -265,7 +266,7 @@ impl Held {
 }
 
 /// The global limits' lease, which the schedule and the keeper share.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct GlobalLease {
     /// Its slots.
     pub(crate) held: Held,
@@ -308,16 +309,8 @@ const RECHECK_NS: u64 = 100_000_000;
 impl GlobalLease {
     pub(crate) fn new(meters: Vec<Meter>) -> GlobalLease {
         GlobalLease {
-            held: Held::default(),
-            wanted: 0,
-            wanted_sizes: Vec::new(),
-            status: Status::default(),
             meters,
-            relimited: None,
-            in_force: None,
-            settling: false,
-            settlements: Vec::new(),
-            not_before: 0,
+            ..GlobalLease::default()
         }
     }
 
@@ -467,7 +460,7 @@ impl Grants for GlobalLease {
         self.meters = limits.iter().map(Meter::of).collect();
         self.relimited = Some(limits.to_vec());
         if let Some(in_force) = &self.in_force {
-            *in_force.lock().unwrap_or_else(|e| e.into_inner()) = limits.to_vec();
+            *in_force.lock().unpoisoned() = limits.to_vec();
         }
         true
     }
@@ -609,14 +602,21 @@ impl SharedSchedule {
             records.next();
             n += 1;
         }
-        let mut sizes = records.map(|r| self.weight(r));
-        let weighed: Option<&mut dyn Iterator<Item = u64>> = if self.weighs_bytes {
-            Some(&mut sizes)
-        } else {
-            None
-        };
-        st.note_wanted(available - n, weighed);
+        self.note_wanted(st, available - n, &mut records);
         n
+    }
+
+    /// `left` records still want slots, in order from `records`
+    /// ([`GlobalLease::note_wanted`], weighed when a limit weighs them).
+    fn note_wanted(
+        &self,
+        st: &mut GlobalLease,
+        left: usize,
+        records: &mut dyn Iterator<Item = &[u8]>,
+    ) {
+        let mut sizes = records.map(|r| self.weight(r));
+        let weighed = &mut sizes as &mut dyn Iterator<Item = u64>;
+        st.note_wanted(left, self.weighs_bytes.then_some(weighed));
     }
 }
 
@@ -634,14 +634,6 @@ impl SharedSchedule {
 }
 
 impl Schedule for SharedSchedule {
-    fn inner(&self) -> Option<&dyn Schedule> {
-        None
-    }
-
-    fn inner_mut(&mut self) -> Option<&mut dyn Schedule> {
-        None
-    }
-
     fn is_unlimited(&self) -> bool {
         false
     }
@@ -742,13 +734,7 @@ impl Schedule for SharedSchedule {
         st.drop_late(now, |size| self.late_ns(size));
         let beyond = st.held.slots.len().saturating_sub(waiting);
         st.send_back_tail(beyond);
-        let mut sizes = records.map(|r| self.weight(r));
-        let weighed: Option<&mut dyn Iterator<Item = u64>> = if self.weighs_bytes {
-            Some(&mut sizes)
-        } else {
-            None
-        };
-        st.note_wanted(waiting, weighed);
+        self.note_wanted(&mut st, waiting, records);
         if !going && st.held.returning.is_some() {
             lease.wake.notify_one();
         }

@@ -40,6 +40,7 @@ use crate::pacer::{slack_for, Pacer};
 use crate::rate::Rate;
 use crate::schedule::{Limit, Limits, Unit};
 use crate::stats::{ShareCounts, ShareStats};
+use crate::sys::Unpoisoned;
 use keeper::{Grants, Keeper, Lease, Wake};
 use keys::KeyLeases;
 use lease::GlobalLease;
@@ -159,7 +160,7 @@ impl Handle {
     /// A keeper that said drip must stop before this was set (a refusal
     /// answered after [`FIRST_ANSWER`]) is heard now.
     pub fn set_notify(&self, notify: Notify) {
-        let mut bell = self.notify.lock().unwrap_or_else(|e| e.into_inner());
+        let mut bell = self.notify.lock().unpoisoned();
         if bell.stop_rung {
             notify(true);
         }
@@ -191,35 +192,26 @@ impl Handle {
                 let _ = keeper.join();
             }
         }
-        let global = self
-            .lease
-            .as_ref()
-            .and_then(|l| l.lock().status.fatal.clone());
-        let per_key = self
-            .keys
-            .as_ref()
-            .and_then(|k| k.lock().status.fatal.clone());
+        /// The failure that stops drip, if `lease`'s keeper found one.
+        fn fatal<G: Grants>(lease: &Lease<G>) -> Option<Failure> {
+            lease.lock().status().fatal.clone()
+        }
+        let global = self.lease.as_deref().and_then(fatal);
+        let per_key = self.keys.as_deref().and_then(fatal);
         global.or(per_key).map(|f| self.error(f))
     }
 
     fn error(&self, failure: Failure) -> anyhow::Error {
+        let name = self.name.clone();
         match failure {
             Failure::Mismatch(theirs) | Failure::Changed(theirs) => Disagreement {
-                name: self.name.clone(),
+                name,
                 ours: gcra::describe(&self.spec),
                 theirs: gcra::describe(&theirs),
             }
             .into(),
-            Failure::Unreachable(why) => Unreachable {
-                name: self.name.clone(),
-                why,
-            }
-            .into(),
-            Failure::Fatal(why) => Unusable {
-                name: self.name.clone(),
-                why,
-            }
-            .into(),
+            Failure::Unreachable(why) => Unreachable { name, why }.into(),
+            Failure::Fatal(why) => Unusable { name, why }.into(),
         }
     }
 
@@ -385,11 +377,7 @@ pub fn open(
     origin: Instant,
 ) -> anyhow::Result<Opened> {
     let limits = &canonical(limits);
-    let key_limit = key.map(|k| Limit {
-        rate: k.rate,
-        burst: k.burst,
-        unit: Unit::Records,
-    });
+    let key_limit = key.map(|k| Limit::records(k.rate, Some(k.burst)));
     let spec = match &key_limit {
         Some(k) => gcra::spec_with_key(limits, k),
         None => gcra::spec(limits),
@@ -406,7 +394,7 @@ pub fn open(
         told: Arc::default(),
     };
     let notify: Wake = Arc::new(move |stop| {
-        let mut bell = notify.lock().unwrap_or_else(|e| e.into_inner());
+        let mut bell = notify.lock().unpoisoned();
         bell.stop_rung |= stop;
         if let Some(f) = &bell.notify {
             f(stop);
@@ -518,9 +506,7 @@ fn start_keeper<G: Grants>(
     };
     // A rendezvous: an answer no one waits for any more is not sent.
     let (answer, answered) = std::sync::mpsc::sync_channel(0);
-    let thread = std::thread::Builder::new()
-        .name("drip-keeper".into())
-        .spawn(move || keeper.greet_and_run(&answer))?;
+    let thread = crate::sys::spawn("drip-keeper", move || keeper.greet_and_run(&answer))?;
     let greeted = match share.on_error {
         OnError::Local => answered.recv_timeout(FIRST_ANSWER).ok(),
         _ => answered.recv().ok(),
@@ -597,9 +583,7 @@ impl Pace {
         let rate = |unit: Unit| limits.iter().filter(move |l| l.unit == unit);
         Pace {
             local: limits.iter().map(|l| divided(l, peers)).collect(),
-            per_second: rate(Unit::Records)
-                .map(|l| l.rate.per_second())
-                .fold(f64::INFINITY, f64::min),
+            per_second: crate::schedule::records_per_second(limits),
             bytes_per_second: rate(Unit::Bytes)
                 .chain(rate(Unit::Cost))
                 .map(|l| l.rate.per_second())

@@ -664,7 +664,14 @@ fn mismatch(reply: &[Value]) -> Option<Failure> {
 }
 
 /// A reply of integers only.
+///
+/// # Errors
+/// The limits' mismatch the script reports ([`mismatch`]), or a reply
+/// that is not all integers.
 fn ints(reply: &[Value]) -> Result<Vec<i64>, Failure> {
+    if let Some(m) = mismatch(reply) {
+        return Err(m);
+    }
     reply
         .iter()
         .map(|v| match v {
@@ -807,9 +814,6 @@ impl RedisStore {
         let mut names = vec![self.key.clone()];
         names.extend(keys.iter().map(|k| format!("{}:key:{}", self.key, hex(k))));
         let reply = self.conn.eval(KEYS_SCRIPT, &self.keys_sha, &names, &args)?;
-        if let Some(m) = mismatch(&reply) {
-            return Err(m);
-        }
         ints(&reply)
     }
 
@@ -819,9 +823,6 @@ impl RedisStore {
         let mut extra = vec![int(ask.want), horizon, ask.within.unwrap_or(-1)];
         extra.extend(ask.sizes.iter().map(|&s| int(s)));
         let reply = self.call("reserve", &extra)?;
-        if let Some(m) = mismatch(&reply) {
-            return Err(m);
-        }
         let uint = |v: &i64| u64::try_from(*v).unwrap_or(0);
         match ints(&reply)?.as_slice() {
             [code, seq, now, fresh, charged, life, slots @ ..] => Ok(later(
@@ -860,9 +861,6 @@ impl RedisStore {
     pub fn take(&mut self, size: u64, within: i64) -> Result<Taken, Failure> {
         let size = i64::try_from(size).unwrap_or(i64::MAX);
         let reply = self.call("take", &[size, within])?;
-        if let Some(m) = mismatch(&reply) {
-            return Err(m);
-        }
         match ints(&reply)?.as_slice() {
             [code, _, now, _, due] => Ok(Taken {
                 now: *now,
@@ -949,9 +947,6 @@ impl Store for RedisStore {
             }
         } else {
             let reply = self.call("hello", &[])?;
-            if let Some(m) = mismatch(&reply) {
-                return Err(m);
-            }
             match ints(&reply)?.as_slice() {
                 [_, _, now, fresh, ..] => (*fresh == 1, *now),
                 _ => return Err(bad(&reply)),
@@ -993,9 +988,6 @@ impl Store for RedisStore {
             ]);
         }
         let reply = self.call("settle", &extra)?;
-        if let Some(m) = mismatch(&reply) {
-            return Err(m);
-        }
         ints(&reply).map(drop)
     }
 

@@ -161,11 +161,7 @@ pub fn parse_target(text: &str) -> Result<Target, String> {
         "redis" | "valkey" => "redis",
         "rediss" | "valkeys" => "rediss",
         "redis+unix" | "valkey+unix" => "redis+unix",
-        _ => {
-            return Err(format!(
-                "unknown scheme '{scheme}://' (expected NAME, {REDIS_FORMS}; valkey for redis)"
-            ))
-        }
+        _ => return Err(unknown_scheme(scheme)),
     };
     let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
     let unix = scheme == "redis+unix";
@@ -192,17 +188,34 @@ pub fn parse_target(text: &str) -> Result<Target, String> {
         format!("?{query}")
     };
     let url = format!("{scheme}://{base}{query}");
-    ::redis::IntoConnectionInfo::into_connection_info(url.as_str()).map_err(|e| {
-        #[allow(deprecated)] // the one text of a redis-rs error without its kind
-        let why = e
-            .detail()
-            .unwrap_or_else(|| std::error::Error::description(&e));
-        format!("'{text}' is not a Redis URL ({why}; expected {REDIS_FORMS})")
-    })?;
+    redis_url(&url, text, REDIS_FORMS)?;
     Ok(Target::Redis {
         url,
         name: name.to_string(),
     })
+}
+
+/// The error of a `--share` URL whose scheme is `written` and none drip
+/// reads.
+fn unknown_scheme(written: &str) -> String {
+    format!("unknown scheme '{written}://' (expected NAME, {REDIS_FORMS}; valkey for redis)")
+}
+
+/// Check that redis-rs reads `url`, a server's of the `--share` URL
+/// `text`.
+///
+/// # Errors
+/// It does not: why, in redis-rs's words, and `form`, what was expected.
+fn redis_url(url: &str, text: &str, form: &str) -> Result<(), String> {
+    ::redis::IntoConnectionInfo::into_connection_info(url)
+        .map(drop)
+        .map_err(|e| {
+            #[allow(deprecated)] // the one text of a redis-rs error without its kind
+            let why = e
+                .detail()
+                .unwrap_or_else(|| std::error::Error::description(&e));
+            format!("'{text}' is not a Redis URL ({why}; expected {form})")
+        })
 }
 
 /// Parse a `--share` URL of several servers (`written` its scheme, `base`
@@ -222,20 +235,12 @@ fn parse_many(
     let tls = match base {
         "redis" | "valkey" => false,
         "rediss" | "valkeys" => true,
-        _ => {
-            return Err(format!(
-                "unknown scheme '{written}://' (expected NAME, {REDIS_FORMS}; valkey for redis)"
-            ))
-        }
+        _ => return Err(unknown_scheme(written)),
     };
     let form = match kind {
         "sentinel" => SENTINEL_FORM,
         "cluster" => CLUSTER_FORM,
-        _ => {
-            return Err(format!(
-                "unknown scheme '{written}://' (expected NAME, {REDIS_FORMS}; valkey for redis)"
-            ))
-        }
+        _ => return Err(unknown_scheme(written)),
     };
     if rest.contains('?') {
         return Err(format!(
@@ -252,13 +257,7 @@ fn parse_many(
     );
     let servers = servers(&url).map_err(|why| format!("'{text}': {why} (expected {form})"))?;
     for one in servers.urls() {
-        ::redis::IntoConnectionInfo::into_connection_info(one.as_str()).map_err(|e| {
-            #[allow(deprecated)] // the one text of a redis-rs error without its kind
-            let why = e
-                .detail()
-                .unwrap_or_else(|| std::error::Error::description(&e));
-            format!("'{text}' is not a Redis URL ({why}; expected {form})")
-        })?;
+        redis_url(&one, text, form)?;
     }
     check_name(name)?;
     Ok(Target::Redis {
@@ -317,12 +316,16 @@ impl Servers {
         else {
             return None;
         };
-        let host = if host.contains(':') {
-            format!("[{host}]")
-        } else {
-            host.to_string()
-        };
-        Some(format!("{scheme}://{auth}{host}:{port}/{db}"))
+        Some(format!("{scheme}://{auth}{}/{db}", address(host, port)))
+    }
+}
+
+/// `host`:`port` as an address is written: an IPv6 host in brackets.
+pub fn address(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
     }
 }
 
@@ -358,12 +361,7 @@ pub fn servers(url: &str) -> Result<Servers, String> {
                 _ => return Err(format!("'{port}' is not a port (1 to 65535)")),
             }
         };
-        let host = if host.contains(':') {
-            format!("[{host}]")
-        } else {
-            host.to_string()
-        };
-        addrs.push(format!("{host}:{port}"));
+        addrs.push(address(host, port));
     }
     if sentinel {
         let (primary, db) = path.split_once('/').unwrap_or((path, ""));

@@ -88,28 +88,29 @@ impl Voice {
         }
     }
 
+    /// Say `what` on stderr, after this drip's name, unless quiet.
+    fn say(&self, what: std::fmt::Arguments<'_>) {
+        if !self.quiet {
+            eprintln!("drip: {}: {what}", self.name);
+        }
+    }
+
     /// The state cannot be reached (not under `fail`): `local` warns and
     /// `wait` says that it waits, each once per outage (neither says
     /// anything when quiet; the failed calls are counted all the same).
     pub(crate) fn unreachable(&mut self, why: &str) {
         match self.on_error {
             OnError::Local if !self.warned => {
-                if !self.quiet {
-                    eprintln!(
-                        "drip: {}: the shared state cannot be reached: {why}; pacing alone until it answers again (--share-on-error local)",
-                        self.name
-                    );
-                }
+                self.say(format_args!(
+                    "the shared state cannot be reached: {why}; pacing alone until it answers again (--share-on-error local)"
+                ));
                 self.warned = true;
             }
             OnError::Wait if !self.waiting => {
                 self.waiting = true;
-                if !self.quiet {
-                    eprintln!(
-                        "drip: {}: the shared state cannot be reached: {why}; sending nothing until it answers (--share-on-error wait)",
-                        self.name
-                    );
-                }
+                self.say(format_args!(
+                    "the shared state cannot be reached: {why}; sending nothing until it answers (--share-on-error wait)"
+                ));
             }
             OnError::Local | OnError::Wait | OnError::Fail => {}
         }
@@ -117,45 +118,31 @@ impl Voice {
 
     /// The state was found fresh while in use: say so (unless quiet).
     pub(crate) fn lost(&self) {
-        if !self.quiet {
-            eprintln!(
-                "drip: {}: the shared state was lost (a restart or a flush); beyond the limit, at most {} may pass",
-                self.name, self.may_pass
-            );
-        }
+        self.say(format_args!(
+            "the shared state was lost (a restart or a flush); beyond the limit, at most {} may pass",
+            self.may_pass
+        ));
     }
 
     /// The stored state could not be read (`why`, naming it) and was
     /// started afresh: a lost state; say so (unless quiet).
     pub(crate) fn unreadable(&self, why: &str) {
-        if !self.quiet {
-            eprintln!(
-                "drip: {}: the shared state was lost: {why}; started afresh; beyond the limit, at most {} may pass",
-                self.name, self.may_pass
-            );
-        }
+        self.say(format_args!(
+            "the shared state was lost: {why}; started afresh; beyond the limit, at most {} may pass",
+            self.may_pass
+        ));
     }
 
     /// A call succeeded: say that the outage is over (`wait`: the wait;
     /// `local`: pacing alone).
     pub(crate) fn reached(&mut self) {
-        if self.waiting {
-            self.waiting = false;
-            if !self.quiet {
-                eprintln!(
-                    "drip: {}: the shared state answers again; sending",
-                    self.name
-                );
-            }
+        if std::mem::take(&mut self.waiting) {
+            self.say(format_args!("the shared state answers again; sending"));
         }
-        if self.warned {
-            self.warned = false;
-            if !self.quiet {
-                eprintln!(
-                    "drip: {}: the shared state answers again; pacing shared",
-                    self.name
-                );
-            }
+        if std::mem::take(&mut self.warned) {
+            self.say(format_args!(
+                "the shared state answers again; pacing shared"
+            ));
         }
     }
 }

@@ -48,7 +48,7 @@ use crate::ledger::Ledger;
 use crate::output;
 use crate::schedule::Limit;
 use crate::stats::{format_ms, Departures, JobStats};
-use crate::sys;
+use crate::sys::{self, Unpoisoned};
 
 /// How many keys of each kind the summary names (`--key`).
 const TOP_KEYS: usize = 10;
@@ -270,7 +270,7 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock().unpoisoned()
     }
 
     /// Wake the command runner's waits, with `--exec` ([`Jobs::wake`]).

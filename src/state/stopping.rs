@@ -14,7 +14,7 @@ use super::{BudgetSpent, OverflowError, Shared, State, TOP_KEYS};
 use crate::bucket::Fate;
 use crate::output::{self, Stop};
 use crate::stats::KeyStats;
-use crate::sys;
+use crate::sys::{self, Unpoisoned};
 
 /// How drip is stopping, under the state's lock.
 ///
@@ -112,12 +112,12 @@ impl Stops {
 
     /// Where a stop can reach the writer (`id`; 0: gone).
     pub(crate) fn set_writer(&self, id: u64) {
-        *self.writer_thread.lock().unwrap_or_else(|e| e.into_inner()) = id;
+        *self.writer_thread.lock().unpoisoned() = id;
     }
 
     /// Where a stop can reach the reader (`id`; 0: gone).
     pub(crate) fn set_reader(&self, id: u64) {
-        *self.reader_thread.lock().unwrap_or_else(|e| e.into_inner()) = id;
+        *self.reader_thread.lock().unpoisoned() = id;
     }
 
     /// If a stop was asked for and the writer is still running, interrupt
@@ -127,7 +127,7 @@ impl Stops {
         if !self.now() {
             return;
         }
-        let thread = self.writer_thread.lock().unwrap_or_else(|e| e.into_inner());
+        let thread = self.writer_thread.lock().unpoisoned();
         if *thread != 0 {
             sys::interrupt(*thread);
         }
@@ -137,7 +137,7 @@ impl Stops {
     /// blocked in (a write to a stalled stdout).
     pub(crate) fn interrupt_threads(&self) {
         self.interrupt_writer();
-        let thread = self.reader_thread.lock().unwrap_or_else(|e| e.into_inner());
+        let thread = self.reader_thread.lock().unpoisoned();
         if *thread != 0 {
             sys::interrupt(*thread);
         }

@@ -4,6 +4,7 @@
 use super::{Shared, TOP_KEYS};
 use crate::progress::Snapshot;
 use crate::stats::{KeyStats, Queue, Summary};
+use crate::sys::Unpoisoned;
 
 impl Shared {
     /// A moment's view, for the display and the stats stream.
@@ -111,10 +112,7 @@ impl Shared {
 
     /// With `--schedule`, the row in force.
     pub(crate) fn schedule_row(&self) -> Option<crate::stats::ScheduleRow> {
-        self.schedule_row
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.schedule_row.lock().unpoisoned().clone()
     }
 
     /// With `--ramp`, where it stands at the snapshot: it began with the

@@ -10,7 +10,7 @@ use std::time::Duration;
 use redis::{Client, Connection, RedisError};
 
 use super::super::protocol::Failure;
-use super::super::target::Servers;
+use super::super::target::{address, Servers};
 
 /// The sentinels of one primary's name.
 pub(super) struct Sentinels {
@@ -115,12 +115,7 @@ impl Sentinels {
                 Ok(Named::At(host, port)) => {
                     self.next = i;
                     let url = self.servers.node_url(&host, port).expect("a Sentinel's");
-                    let addr = if host.contains(':') {
-                        format!("[{host}]:{port}")
-                    } else {
-                        format!("{host}:{port}")
-                    };
-                    return Ok((url, addr));
+                    return Ok((url, address(&host, port)));
                 }
                 Ok(Named::Unknown) => unknown += 1,
                 Err(e) => whys.push(format!("{}: {e}", self.sentinels[i].0)),
@@ -150,12 +145,7 @@ impl Sentinels {
             match self.ask(i) {
                 Ok(Named::At(host, port)) => {
                     self.next = i;
-                    let named = if host.contains(':') {
-                        format!("[{host}]:{port}")
-                    } else {
-                        format!("{host}:{port}")
-                    };
-                    return Some(named == addr);
+                    return Some(address(&host, port) == addr);
                 }
                 Ok(Named::Unknown) => return Some(false),
                 Err(_) => {}
