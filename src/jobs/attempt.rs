@@ -149,6 +149,22 @@ impl Files {
         Some(text)
     }
 
+    /// Give back the space the last job's output took (and its record on
+    /// stdin): the files are kept, empty, for the next job.
+    ///
+    /// # Errors
+    /// When a temporary file cannot be truncated.
+    pub fn empty(&mut self) -> io::Result<()> {
+        let stdin = self.stdin.iter_mut();
+        for f in [&mut self.stdout, &mut self.stderr]
+            .into_iter()
+            .chain(stdin)
+        {
+            f.set_len(0)?;
+        }
+        Ok(())
+    }
+
     /// Put `record` on the next job's stdin (with the record on stdin).
     ///
     /// # Errors

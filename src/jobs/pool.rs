@@ -221,7 +221,9 @@ impl Pool {
     /// anew for each job cost about 40 µs of drip's CPU a job), and closed
     /// while it is idle only when a job waits for a file descriptor to
     /// start ([`Pool::with_room`]): that job gets those of the workers that
-    /// have no job.
+    /// have no job, and is woken as they go. A settled record's output is
+    /// emptied at once, so an idle worker holds no space in the temporary
+    /// directory.
     fn work(&self) {
         let mut files: Option<Files> = None;
         let mut rng = fastrand::Rng::new();
@@ -229,11 +231,17 @@ impl Pool {
             let (number, record) = loop {
                 match self.slots.next_record(files.is_some()) {
                     Some(next) => break next,
-                    None => files = None,
+                    None => {
+                        files = None;
+                        self.slots.wake();
+                    }
                 }
             };
             let fate = self.run_record(number, &record, &mut files, &mut rng);
             self.settle(number, fate);
+            if files.as_mut().is_some_and(|f| f.empty().is_err()) {
+                files = None;
+            }
         }
     }
 
