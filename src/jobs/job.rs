@@ -91,7 +91,7 @@ impl Pool {
                 env: environment(number, &id, n, &headers),
                 limit: self.attempt_limit(deadline, now),
             };
-            let ended = match self.attempt(&who, n, &spec, files, bytes) {
+            let (ended, started) = match self.attempt(&who, n, &spec, files, bytes) {
                 Ok(ended) => ended,
                 Err(fate) => return fate,
             };
@@ -102,7 +102,7 @@ impl Pool {
                 n,
                 (&ended, &*files, rng),
                 &headers,
-                (deadline, &scope),
+                (deadline, &scope, started),
             );
             self.pass_on(number, files);
             let at = match step {
@@ -132,12 +132,13 @@ impl Pool {
         spec: &Spec,
         files: &mut Option<Files>,
         bytes: &[u8],
-    ) -> Result<Ended, JobFate> {
+    ) -> Result<(Ended, u64), JobFate> {
         let number = who.number;
+        let order = std::cell::Cell::new(0);
         let started = self.with_room(|running| {
             let set_group = |pgid| {
                 running();
-                self.slots.process_started();
+                order.set(self.slots.process_started());
                 self.groups.started(number, pgid);
             };
             let run = attempt::run(spec, self.job_files(files, bytes)?, &set_group);
@@ -152,7 +153,7 @@ impl Pool {
             Some(Ok(ended)) => {
                 self.slots.process_ended();
                 self.groups.attempt_ended(number);
-                Ok(ended)
+                Ok((ended, order.get()))
             }
             Some(Err(error)) if not_an_argument(&error) => {
                 Err(self.not_an_argument(who, n, &error))
@@ -174,7 +175,7 @@ impl Pool {
         n: u32,
         (ended, files, rng): (&Ended, &Files, &mut fastrand::Rng),
         headers: &Path,
-        (deadline, scope): (Option<u64>, &Scope),
+        (deadline, scope, started): (Option<u64>, &Scope, u64),
     ) -> Step {
         let (text, passed_over) = attempt::take_headers(headers);
         if let Some(passed) = passed_over {
@@ -185,7 +186,7 @@ impl Pool {
         let response = text.as_deref().and_then(parse_headers);
         if let (Some(text), None) = (&text, response.as_ref().and_then(|r| r.retry_after)) {
             // Retry-After wins: the overload's pause holds starts.
-            self.follow_quota(text, scope, who.number);
+            self.follow_quota(text, scope, (who.number, started));
         }
         let verdict = self
             .cfg

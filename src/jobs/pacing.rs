@@ -18,9 +18,11 @@ impl Pool {
     /// (`text`) last until their reset, for the record's `scope` (its
     /// key's quota with `--key`): the requests' ([`Pool::follow_requests`]),
     /// and each token budget's ([`Pool::follow_tokens`]); `number` is the
-    /// record answered. A malformed quota field is ignored, and said once
-    /// on stderr (unless `-q`).
-    pub(super) fn follow_quota(&self, text: &str, scope: &Scope, number: u64) {
+    /// record answered, `started` its attempt's place in the order
+    /// attempts started (a retry's is its own, not its record's). A
+    /// malformed quota field is ignored, and said once on stderr (unless
+    /// `-q`).
+    pub(super) fn follow_quota(&self, text: &str, scope: &Scope, (number, started): (u64, u64)) {
         if !self.cfg.quota_pacing {
             return;
         }
@@ -31,19 +33,25 @@ impl Pool {
             }
         }
         for (family, q) in announced.tokens {
-            self.follow_tokens(scope, number, self.budgets.paced_by(family), q);
+            self.follow_tokens(scope, (number, started), self.budgets.paced_by(family), q);
         }
         if let Some(q) = announced.requests {
-            self.follow_requests(q, scope, number);
+            self.follow_requests(q, scope, started);
         }
     }
 
     /// The token quota `q` of a `budget` (`None`: none configured, and the
-    /// quota paces nothing) announced by the response to record `number`:
-    /// kept in the scope's window, the tokens of the other requests of
+    /// quota paces nothing) announced by the response to record `number`
+    /// (its attempt the `started`th to start): kept in the scope's window, the tokens of the other requests of
     /// the scope in flight counted against it, for the starts to spend
     /// ([`Pool::spend_tokens`]).
-    fn follow_tokens(&self, scope: &Scope, number: u64, budget: Option<&str>, q: quota::Quota) {
+    fn follow_tokens(
+        &self,
+        scope: &Scope,
+        (number, started): (u64, u64),
+        budget: Option<&str>,
+        q: quota::Quota,
+    ) {
         let Some(budget) = budget else {
             return;
         };
@@ -61,7 +69,7 @@ impl Pool {
         };
         let now = self.shared.clock.now();
         self.gate
-            .observe_tokens(scope, (budget, in_flight), (now, number), q);
+            .observe_tokens(scope, (budget, in_flight), (now, started), q);
         self.slots.wake();
     }
 
@@ -101,12 +109,12 @@ impl Pool {
     }
 
     /// Pace the starts so the requests' quota `q`, announced by the
-    /// response to record `number`, lasts until its reset, the requests in
-    /// flight counted against it ([`quota::pace`]). A stale response
-    /// ([`quota::Window`]) leaves the pace as it is.
-    fn follow_requests(&self, q: quota::Quota, scope: &Scope, number: u64) {
+    /// response to the `started`th attempt to start, lasts until its
+    /// reset, the requests in flight counted against it ([`quota::pace`]).
+    /// A stale response ([`quota::Window`]) leaves the pace as it is.
+    fn follow_requests(&self, q: quota::Quota, scope: &Scope, started: u64) {
         let now = self.shared.clock.now();
-        let Some(q) = self.gate.observe_quota(scope, (now, number), q) else {
+        let Some(q) = self.gate.observe_quota(scope, (now, started), q) else {
             return;
         };
         // This job's request is answered; the others of its scope running

@@ -58,6 +58,9 @@ pub(super) struct Table {
     pub(super) unwritten: Unwritten,
     /// Attempts whose process runs now (started, not yet waited for).
     pub(super) processes: usize,
+    /// Attempts whose process started, in all: the latest one's number in
+    /// start order ([`Slots::process_started`]).
+    started: u64,
     /// Jobs waiting for room to start (`Pool::with_room`), and whether
     /// one was said on stderr.
     pub(super) room_waiting: usize,
@@ -214,9 +217,13 @@ impl Slots {
         table.queue.retain(|(n, _)| *n != number);
     }
 
-    /// An attempt's process runs.
-    pub(super) fn process_started(&self) {
-        self.lock().processes += 1;
+    /// An attempt's process runs: its number in the order attempts
+    /// started (from 1).
+    pub(super) fn process_started(&self) -> u64 {
+        let mut table = self.lock();
+        table.processes += 1;
+        table.started += 1;
+        table.started
     }
 
     /// An attempt's process ended: a job waiting for room to start tries
