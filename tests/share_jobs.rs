@@ -192,7 +192,9 @@ fn three_drips_share_eight_jobs(shares: [&str; 3], runtimes: [&Path; 3]) {
         let recovered = recovered.unwrap_or(f64::INFINITY);
         let slowest = slowest_refill(&stamps, victim, killed_at);
         eprintln!("at most {most} at once; drip {victim} held {dead_held} at its kill; {LIMIT} again {recovered:.2} s after; a lease given back taken up again within {slowest:.2} s");
-        if recovered > 6.0 && slowest > REFILL {
+        // A survivor's end never followed by a start is no busy machine
+        // (a lease given back was lost): the recovery is judged.
+        if recovered > 6.0 && slowest > REFILL && slowest.is_finite() {
             return Some(format!(
                 "{LIMIT} jobs again {recovered:.2} s after the kill, but a job's lease given back took {slowest:.2} s to start another job (over {REFILL} s): the machine was too busy to tell"
             ));

@@ -42,8 +42,8 @@
 //! stalls too, in a run judged or not. Replay a run
 //! with `DRIP_TRANSITIONS_SEED=N cargo test --test suite transitions::NAME --
 //! --include-ignored` (`DRIP_TRANSITIONS_DUMP=FILE` writes every record's
-//! stamp there). The long run (`cargo test --test suite transitions::many_runs -- --ignored
-//! --nocapture --exact many_runs`, or `bench/transitions.py`) runs
+//! stamp there). The long run (`cargo test --test suite -- --ignored --nocapture
+//! --exact transitions::many_runs`, or `bench/transitions.py`) runs
 //! `DRIP_TRANSITIONS_RUNS` (20) runs of every backend and transition and
 //! prints how many held the bound.
 //!
