@@ -42,9 +42,9 @@ impl Pool {
 
     /// The token quota `q` of a `budget` (`None`: none configured, and the
     /// quota paces nothing) announced by the response to record `number`
-    /// (its attempt the `started`th to start): kept in the scope's window, the tokens of the other requests of
-    /// the scope in flight counted against it, for the starts to spend
-    /// ([`Pool::spend_tokens`]).
+    /// (its attempt the `started`th to start): kept in the scope's window,
+    /// the tokens of the other requests of the scope in flight counted
+    /// against it, for the starts to spend ([`Pool::spend_tokens`]).
     fn follow_tokens(
         &self,
         scope: &Scope,
