@@ -248,7 +248,7 @@ impl Cost {
         self.costs
             .iter()
             .map(|(_, source)| match source {
-                Source::Key(spec) => parse_cost(spec.key(body)?),
+                Source::Key(spec) => parse_cost(&spec.key(body)?),
                 Source::Estimate(e) => e.of(body.len() as u64, &mut json),
             })
             .collect()

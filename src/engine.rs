@@ -740,11 +740,9 @@ fn start_monitor(
     Ok((ui, monitor))
 }
 
-/// The splitter for `config`: with `--oversize skip`, oversized records go
-/// to the dead letter as they are read, after every record that left
-/// before them.
-/// What the reader does to each read for `config`: `--cost`'s check, and
-/// `--resume`'s records done before (read from its joblog now).
+/// What the reader does to each read for `config`: `--cost`'s check,
+/// `--key host`'s check, and `--resume`'s records done before (read from
+/// its joblog now).
 ///
 /// # Errors
 /// The `--resume` joblog exists but cannot be read.
@@ -752,11 +750,19 @@ fn screen(config: &Config) -> Result<reader::Screen> {
     let resume = config.jobs.as_ref().and_then(|j| j.resume.as_deref());
     Ok(reader::Screen {
         cost: config.cost.clone(),
+        host: config
+            .key
+            .as_ref()
+            .map(|k| k.spec.clone())
+            .filter(|s| s.is_host()),
         done: resume.map(Done::read).transpose()?,
         delimiter: config.delimiter,
     })
 }
 
+/// The splitter for `config`: with `--oversize skip`, oversized records go
+/// to the dead letter as they are read, after every record that left
+/// before them.
 fn splitter(config: &Config, shared: &Arc<Shared>) -> Splitter {
     let splitter = Splitter::new(config.delimiter, config.max_record, config.capacity_bytes);
     if config.oversize != Oversize::Skip {

@@ -3,12 +3,20 @@
 //!
 //! A key is a field by number (`--key 3`, fields split on runs of blanks,
 //! or on each `--field-separator` byte), or the first capture group of a
-//! regular expression (`--key '^https?://([^/:]+)'`, the `regex` crate's
+//! regular expression (`--key '^user=([^ ]+)'`, the `regex` crate's
 //! syntax, matched against the record's bytes). A record with no such field,
 //! or that the expression does not match (or whose group takes no part in
 //! the match), has no key: it goes to the shared "no key" lane.
 //!
+//! The built-in host key (`--key host`, or `--key host:N` for the URL in
+//! field N) is the host of the URL the record holds, read by a URL parser
+//! and written in one spelling ([`crate::host`]): every spelling of one
+//! host is one key, and a URL's user name and password are never part of
+//! it. A record that is not a URL with a host has no key.
+//!
 //! Pure: no threads, no clock, no I/O.
+
+use std::borrow::Cow;
 
 use regex::bytes::Regex;
 
@@ -27,6 +35,15 @@ pub enum KeySpec {
     },
     /// The first capture group of this expression (it has one).
     Pattern(Regex),
+    /// The host of the URL that is the record (blanks around it ignored),
+    /// or that is field `index` (fields as for [`KeySpec::Field`]), as
+    /// [`crate::host::host_key`] spells it.
+    Host {
+        /// Which field holds the URL, from 1; `None`: the whole record.
+        index: Option<usize>,
+        /// One separator byte; `None` for blanks.
+        separator: Option<u8>,
+    },
 }
 
 /// `--key` as given, before `--field-separator` is known.
@@ -36,15 +53,39 @@ pub enum KeyArg {
     Field(usize),
     /// A regular expression with at least one capture group.
     Pattern(Regex),
+    /// The host of a URL: the whole record's (`None`) or field N's.
+    Host(Option<usize>),
 }
 
-/// Parse `--key`: digits are a field number (from 1); anything else is a
-/// regular expression whose first capture group is the key.
+impl KeyArg {
+    /// Whether the key is found among fields (a field number, or the
+    /// host of a field's URL), so `--field-separator` means something.
+    pub fn splits_fields(&self) -> bool {
+        matches!(self, KeyArg::Field(_) | KeyArg::Host(Some(_)))
+    }
+}
+
+/// Parse `--key`: `host` is the host of the URL the record is, `host:N`
+/// the host of the URL in field N; digits are a field number (from 1);
+/// anything else is a regular expression whose first capture group is
+/// the key.
 ///
 /// # Errors
 /// Field 0, an invalid expression, or an expression without a group.
 pub fn parse_key(text: &str) -> Result<KeyArg, String> {
-    parse_field_or_group(text, "'^https?://([^/:]+)', for the key")
+    if text == "host" {
+        return Ok(KeyArg::Host(None));
+    }
+    if let Some(field) = text.strip_prefix("host:") {
+        return match parse_field_or_group(field, "") {
+            Ok(KeyArg::Field(n)) => Ok(KeyArg::Host(Some(n))),
+            Err(e) if e.starts_with("field") => Err(format!("host:{field}: {e}")),
+            _ => Err(format!(
+                "host:{field}: after host: comes the field that holds the URL (host:2)"
+            )),
+        };
+    }
+    parse_field_or_group(text, "'^([^,]+),', for the key")
 }
 
 /// Parse a field number (from 1) or a regular expression with a capture
@@ -81,18 +122,40 @@ impl KeySpec {
         match arg {
             KeyArg::Field(index) => KeySpec::Field { index, separator },
             KeyArg::Pattern(re) => KeySpec::Pattern(re),
+            KeyArg::Host(index) => KeySpec::Host { index, separator },
         }
     }
 
+    /// Whether this is the built-in host key.
+    pub fn is_host(&self) -> bool {
+        matches!(self, KeySpec::Host { .. })
+    }
+
     /// The key of `record` (its bytes without the delimiter), or `None`.
-    pub fn key<'a>(&self, record: &'a [u8]) -> Option<&'a [u8]> {
+    /// Borrowed from `record` but for a host spelled otherwise there.
+    #[inline]
+    pub fn key<'a>(&self, record: &'a [u8]) -> Option<Cow<'a, [u8]>> {
         match self {
-            KeySpec::Field { index, separator } => match separator {
-                Some(sep) => record.split(|b| b == sep).nth(index - 1),
-                None => blank_field(record, *index),
-            },
-            KeySpec::Pattern(re) => re.captures(record)?.get(1).map(|m| m.as_bytes()),
+            KeySpec::Field { index, separator } => field(record, *index, *separator).map(Cow::from),
+            KeySpec::Pattern(re) => re.captures(record)?.get(1).map(|m| m.as_bytes().into()),
+            KeySpec::Host { index, separator } => {
+                let url = match index {
+                    Some(i) => field(record, *i, *separator)?,
+                    None => record,
+                };
+                crate::host::host_key(url)
+            }
         }
+    }
+}
+
+/// Field `index` (from 1) of `record`: split on each `separator`, or on
+/// runs of blanks when `None`.
+#[inline]
+fn field(record: &[u8], index: usize, separator: Option<u8>) -> Option<&[u8]> {
+    match separator {
+        Some(sep) => record.split(|&b| b == sep).nth(index - 1),
+        None => blank_field(record, index),
     }
 }
 
@@ -159,8 +222,20 @@ fn field_end(record: &[u8], from: usize) -> usize {
 mod tests {
     use super::*;
 
-    fn spec(text: &str, separator: Option<u8>) -> KeySpec {
-        KeySpec::new(parse_key(text).unwrap(), separator)
+    /// A spec whose keys are compared as plain byte slices.
+    struct Spec(KeySpec);
+
+    impl Spec {
+        fn key<'a>(&self, record: &'a [u8]) -> Option<&'a [u8]> {
+            match self.0.key(record)? {
+                Cow::Borrowed(k) => Some(k),
+                Cow::Owned(k) => panic!("{k:?} copied"),
+            }
+        }
+    }
+
+    fn spec(text: &str, separator: Option<u8>) -> Spec {
+        Spec(KeySpec::new(parse_key(text).unwrap(), separator))
     }
 
     proptest::proptest! {
@@ -208,18 +283,50 @@ mod tests {
 
     #[test]
     fn a_pattern_keys_on_its_first_group() {
-        let s = spec("^https?://([^/:]+)", None);
-        assert_eq!(
-            s.key(b"https://api.example.com:8443/v1"),
-            Some(&b"api.example.com"[..])
-        );
-        assert_eq!(s.key(b"http://a/b"), Some(&b"a"[..]));
-        assert_eq!(s.key(b"ftp://a/b"), None);
+        let s = spec("^user=([^ ]+)", None);
+        assert_eq!(s.key(b"user=alice op=read"), Some(&b"alice"[..]));
+        assert_eq!(s.key(b"user=b"), Some(&b"b"[..]));
+        assert_eq!(s.key(b"op=read user=alice"), None);
         // A group that takes no part in the match gives no key.
         assert_eq!(spec("x(y)?", None).key(b"x"), None);
         // Bytes that are not UTF-8 are matched as bytes.
         assert_eq!(spec("^(.)", None).key(b"\xff\n"), None);
         assert_eq!(spec("(?-u)^(.)", None).key(b"\xffz"), Some(&b"\xff"[..]));
+    }
+
+    #[test]
+    fn host_keys_read_the_record_or_a_field_as_a_url() {
+        let whole = KeySpec::new(parse_key("host").unwrap(), None);
+        assert_eq!(
+            whole
+                .key(b"https://alice:pw@API.example.com:443/x")
+                .as_deref(),
+            Some(&b"api.example.com"[..])
+        );
+        assert_eq!(whole.key(b"GET https://api.example.com/").as_deref(), None);
+        let second = KeySpec::new(parse_key("host:2").unwrap(), None);
+        assert_eq!(
+            second.key(b"GET https://api.example.com/ 3").as_deref(),
+            Some(&b"api.example.com"[..])
+        );
+        assert_eq!(second.key(b"GET").as_deref(), None);
+        let third = KeySpec::new(parse_key("host:3").unwrap(), Some(b','));
+        assert_eq!(
+            third.key(b"a,b,http://[0::1]:8080/,d").as_deref(),
+            Some(&b"[::1]:8080"[..])
+        );
+        assert!(!parse_key("host").unwrap().splits_fields());
+        assert!(parse_key("host:1").unwrap().splits_fields());
+        assert_eq!(
+            parse_key("host:0").unwrap_err(),
+            "host:0: field numbers start at 1"
+        );
+        assert!(parse_key("host:x")
+            .unwrap_err()
+            .contains("the field that holds the URL"));
+        assert!(parse_key("host:")
+            .unwrap_err()
+            .contains("the field that holds the URL"));
     }
 
     #[test]
@@ -231,8 +338,6 @@ mod tests {
         let e = parse_key("(unclosed").unwrap_err();
         assert!(e.starts_with("invalid regular expression"), "{e}");
         assert!(!e.contains('\n'), "{e}");
-        assert!(parse_key("^https?://")
-            .unwrap_err()
-            .contains("capture group"));
+        assert!(parse_key("^user=").unwrap_err().contains("capture group"));
     }
 }

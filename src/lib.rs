@@ -26,6 +26,7 @@ mod deadletter;
 mod engine;
 mod input;
 mod jobs;
+mod host;
 mod key;
 mod keyed;
 mod ledger;

@@ -378,6 +378,11 @@ fn keys(out: &mut Text, s: &Summary) {
         "Keys taken into memory in all.",
         k.keys_seen as f64,
     );
+    out.counter(
+        "drip_keyless_records_total",
+        "Records read that had no key (no such field, no match, not a URL with a host).",
+        k.keyless as f64,
+    );
     for (family, help, list) in [
         (
             "drip_top_key_written",

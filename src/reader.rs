@@ -16,6 +16,7 @@ use crate::cost::Cost;
 use crate::input::Input;
 use crate::input::{self, Flow, OwnFile, ReadReport, Splitter};
 use crate::jobs::resume::Done;
+use crate::key::KeySpec;
 use crate::progress::{lock_ui, Ui};
 use crate::state::{OverflowError, Shared, State, STALL_NS};
 use crate::sys::Unpoisoned;
@@ -29,6 +30,9 @@ pub(crate) struct Screen {
     /// `--cost`: the first record whose cost cannot be read is named once
     /// on stderr (not with `--quiet`).
     pub cost: Option<Cost>,
+    /// `--key host`: the first record that is not a URL with a host is
+    /// named once on stderr (by its number: a record may hold a secret).
+    pub host: Option<KeySpec>,
     /// `--resume`: records done in earlier runs are skipped.
     pub done: Option<Done>,
     /// The record delimiter.
@@ -63,6 +67,7 @@ pub(crate) fn spawn(
             return ReadReport::default();
         }
         let mut costs = screen.cost.map(|c| CostCheck { cost: c, seen: 0 });
+        let mut hosts = screen.host;
         let mut done = screen.done;
         // The place in the input of the next record handed on.
         let mut next_number = 1u64;
@@ -86,6 +91,10 @@ pub(crate) fn spawn(
                         lock_ui(&ui).notice(&msg);
                         costs = None;
                     }
+                }
+                if let Some(msg) = hosts.as_ref().and_then(|h| first_keyless(h, &seg)) {
+                    lock_ui(&ui).notice(&msg);
+                    hosts = None;
                 }
                 let Some(done) = done.as_mut() else {
                     if seg.is_empty() {
@@ -157,6 +166,20 @@ fn skip_done(shared: &Shared, done: &mut Done, seg: Segment, delimiter: u8) -> V
     kept
 }
 
+/// What to say of the first record of `seg` that is not a URL with a host
+/// under `--key host` (`spec`), if any: its number, not its bytes.
+fn first_keyless(spec: &KeySpec, seg: &Segment) -> Option<String> {
+    let delimiter = seg.delimiter();
+    let (i, _) = seg
+        .records()
+        .enumerate()
+        .find(|(_, r)| crate::keyed::record_key(spec, r, delimiter).is_none())?;
+    Some(format!(
+        "--key host: record {} is not a URL with a host; such records share the no-key lane (counted as keyless in --stats)",
+        seg.number + i as u64
+    ))
+}
+
 /// Looks for the first record whose cost (`--cost`) cannot be read.
 struct CostCheck {
     cost: Cost,
@@ -172,6 +195,7 @@ impl CostCheck {
             self.seen += 1;
             if let Some(name) = self.cost.unreadable(record) {
                 let shown = String::from_utf8_lossy(&record[..record.len().min(60)]);
+                let shown = crate::host::without_userinfo(&shown);
                 let (flag, which) = if name.is_empty() {
                     ("--cost".to_string(), String::new())
                 } else {

@@ -748,6 +748,9 @@ pub struct KeyStats {
     /// (`--max-keys`): they never had a key's place, so no top list
     /// names them.
     pub dropped_unremembered: u64,
+    /// Records read that had no key (no such field, no match, not a URL
+    /// with a host): they shared the no-key lane.
+    pub keyless: u64,
     /// The remembered keys that sent the most records to stdout, most first.
     pub top_written: Vec<(KeyName, u64)>,
     /// The remembered keys that lost the most records (dropped, expired).
@@ -768,6 +771,14 @@ impl KeyStats {
             ),
             ";",
         )];
+        if self.keyless > 0 {
+            let records = if self.keyless == 1 {
+                "record"
+            } else {
+                "records"
+            };
+            clauses.push((format!("{} {records} with no key", self.keyless), ";"));
+        }
         if self.dropped_unremembered > 0 {
             clauses.push((
                 format!(
@@ -1205,6 +1216,7 @@ mod tests {
                 keys: 10,
                 busy_keys: 10,
                 dropped_unremembered: 7,
+                keyless: 0,
                 top_written: long.clone(),
                 top_dropped: long.clone(),
                 top_waiting: long,
@@ -1227,6 +1239,20 @@ mod tests {
                 && lines[4].ends_with("… 1000000"),
             "{lines:?}"
         );
+    }
+
+    #[test]
+    fn records_with_no_key_are_counted_when_any() {
+        let clauses = |keyless| {
+            let k = KeyStats {
+                keyless,
+                ..KeyStats::default()
+            };
+            k.clauses().into_iter().map(|(c, _)| c).collect::<Vec<_>>()
+        };
+        assert!(!clauses(0).iter().any(|c| c.contains("no key")));
+        assert!(clauses(1).contains(&"1 record with no key".to_string()));
+        assert!(clauses(5).contains(&"5 records with no key".to_string()));
     }
 
     #[test]

@@ -96,7 +96,7 @@ fn a_noisy_host_waits_while_the_quiet_ones_keep_flowing() {
     let dir = tempfile::tempdir().unwrap();
     let stats = dir.path().join("stats.json");
     let script = format!(
-        "\"$0\" -q --key '^https?://([^/:]+)' --key-rate 5/s --stats-json \"$1\" | \
+        "\"$0\" -q --key host --key-rate 5/s --stats-json \"$1\" | \
          xargs -n1 -P16 curl -q -s -S -f -o /dev/null --noproxy '*' --max-time 20{resolve}"
     );
     let start = Instant::now();

@@ -20,6 +20,7 @@ mod control;
 mod costs;
 mod docs;
 mod generated;
+mod host_key;
 mod inputs;
 mod jobs;
 mod jobs_headers;

@@ -282,12 +282,16 @@ pub struct Cli {
     #[arg(long)]
     pub no_control: bool,
 
-    /// Limit records per key: SPEC is a field number (--key 1; fields split
-    /// on blanks, or on --field-separator) or a regular expression whose
-    /// first capture group is the key (--key '^https?://([^/:]+)'; start it
-    /// with (?-u) to match bytes that are not UTF-8), found in the record
-    /// without its delimiter (or a CR before a newline). Records with no
-    /// key (no such field, no match) share one "no key" lane. Each
+    /// Limit records per key: SPEC is `host` (the host of the URL that is
+    /// the record, read by a URL parser: lower-cased, punycode, one IPv6
+    /// spelling, no trailing dot, no default port, never the user or
+    /// password), `host:N` (the host of the URL in field N), a field
+    /// number (--key 1; fields split on blanks, or on --field-separator)
+    /// or a regular expression whose first capture group is the key (--key
+    /// '^user=([^ ]+)'; start it with (?-u) to match bytes that are not
+    /// UTF-8), found in the record without its delimiter (or a CR before a
+    /// newline). Records with no key (no such field, no match, not a URL
+    /// with a host) share one "no key" lane. Each
     /// key waits in its own queue at --key-rate; keys due together take
     /// turns (round robin), so a noisy key never holds back a quiet one:
     /// within a key records keep their order, across keys the output order
@@ -296,7 +300,7 @@ pub struct Cli {
     #[arg(long, value_name = "SPEC", value_parser = parse_key, value_hint = ValueHint::Other, action = clap::ArgAction::Append, help_heading = "Limits per key")]
     pub key: Vec<KeyArg>,
 
-    /// Fields for --key N are separated by this byte (',' or an escape such
+    /// Fields for --key N and --key host:N are separated by this byte (',' or an escape such
     /// as '\t') instead of runs of blanks
     #[arg(long, value_name = "BYTE", value_parser = parse_byte, value_hint = ValueHint::Other, help_heading = "Limits per key")]
     pub field_separator: Option<u8>,

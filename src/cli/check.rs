@@ -138,8 +138,10 @@ fn key_config(
             return Ok(None);
         }
     };
-    if cli.field_separator.is_some() && !matches!(arg, KeyArg::Field(_)) {
-        return missing("--field-separator: --key is a regular expression, not a field number");
+    if cli.field_separator.is_some() && !arg.splits_fields() {
+        return missing(
+            "--field-separator: --key names no field (a field number, or host:N for the URL in field N)",
+        );
     }
     if cli.field_separator == Some(delimiter) {
         return missing("--field-separator: it is the record delimiter, which no field contains");

@@ -181,7 +181,7 @@ impl Keyed {
         }
         let key = self.spec.key(body_of(record, self.delimiter));
         let slot = match key {
-            Some(k) => self.table.find(k, self.table.hasher.hash_one(k)),
+            Some(k) => self.table.find(&k, self.table.hasher.hash_one(&*k)),
             None => Some(NO_KEY),
         };
         match slot {

@@ -4,6 +4,7 @@
 //!
 //! Pure: no threads, no clock, no I/O.
 
+use std::borrow::Cow;
 use std::hash::BuildHasher;
 
 use super::Keyed;
@@ -31,7 +32,7 @@ pub fn record_key<'a>(
     spec: &crate::key::KeySpec,
     record: &'a [u8],
     delimiter: u8,
-) -> Option<&'a [u8]> {
+) -> Option<std::borrow::Cow<'a, [u8]>> {
     spec.key(body_of(record, delimiter))
 }
 
@@ -72,8 +73,14 @@ const POSITION_AHEAD: usize = 8;
 pub(super) struct Looked {
     /// One past its last byte (delimiter included), in the read.
     pub(super) end: usize,
-    /// Where its key is in the read; `None`: it has no key.
+    /// Where its key is in the read, or, when `owned`, the length of its
+    /// key in [`Ahead::owned`] (from 0); `None`: it has no key.
     pub(super) key: Option<(usize, usize)>,
+    /// Its key is spelled otherwise than in the read (a host key), and
+    /// kept in [`Ahead::owned`] at its place in the ring.
+    pub(super) owned: bool,
+    /// Its place in the ring.
+    pub(super) place: u8,
     /// The key's hash.
     pub(super) hash: u64,
     /// The slot the index named for the hash when it was looked at ahead
@@ -92,11 +99,27 @@ pub(super) struct Looked {
 #[derive(Debug, Default)]
 pub(super) struct Ahead {
     ring: [Looked; SPLIT_AHEAD],
+    /// The keys spelled otherwise than in the read, by place in the ring
+    /// (a buffer used again: a copy is made only for such keys).
+    owned: [Vec<u8>; SPLIT_AHEAD],
     split: usize,
     fetched: usize,
     positioned: usize,
     decided: usize,
     scan: usize,
+}
+
+impl Ahead {
+    /// The key of `record`, the last handed out by [`Keyed::next_looked`]
+    /// over `data`: where it is in the read, or its own spelling.
+    #[inline(always)]
+    pub(super) fn key_of<'a>(&'a self, record: &Looked, data: &'a [u8]) -> Option<&'a [u8]> {
+        let (from, to) = record.key?;
+        Some(match record.owned {
+            false => &data[from..to],
+            true => &self.owned[record.place as usize][from..to],
+        })
+    }
 }
 
 impl Keyed {
@@ -116,17 +139,28 @@ impl Keyed {
         while ahead.split < ahead.decided + SPLIT_AHEAD && ahead.scan < data.len() {
             let start = ahead.scan;
             let end = record_end(data, start, self.delimiter);
+            let place = ahead.split % SPLIT_AHEAD;
             let key = self.spec.key(body_of(&data[start..end], self.delimiter));
-            let hash = key.map_or(0, |k| self.table.hasher.hash_one(k));
+            let hash = key.as_ref().map_or(0, |k| self.table.hasher.hash_one(&**k));
             if key.is_some() {
                 self.table.index.prefetch(hash);
             }
-            ahead.ring[ahead.split % SPLIT_AHEAD] = Looked {
+            let owned = matches!(key, Some(Cow::Owned(_)));
+            ahead.ring[place] = Looked {
                 end,
-                key: key.map(|k| {
-                    let from = k.as_ptr() as usize - data.as_ptr() as usize;
-                    (from, from + k.len())
+                key: key.map(|k| match k {
+                    Cow::Borrowed(k) => {
+                        let from = k.as_ptr() as usize - data.as_ptr() as usize;
+                        (from, from + k.len())
+                    }
+                    Cow::Owned(k) => {
+                        let len = k.len();
+                        ahead.owned[place] = k;
+                        (0, len)
+                    }
                 }),
+                owned,
+                place: place as u8,
                 hash,
                 hint: None,
                 forgotten: 0,

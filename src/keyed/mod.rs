@@ -321,11 +321,13 @@ impl Keyed {
         while let Some(record) = self.next_looked(data, &mut ahead, now) {
             let size = record.end - start;
             let bytes = &data[start..record.end];
-            let key = record.key.map(|(from, to)| &data[from..to]);
+            let key = ahead.key_of(&record, data);
+            let keyless = key.is_none();
             start = record.end;
             let slot = self.slot_of_looked(&record, key, now);
             if let Some(s) = slot {
                 if may_leave && self.leave_now(now, s, bytes, global, global_kind) {
+                    self.table.read_keyless(keyless);
                     run_bytes += size;
                     run_len += 1;
                     continue;
@@ -339,7 +341,10 @@ impl Keyed {
             }
             let back = match self.hold(now, slot, &mut seg, size, policy, &*global, ledger) {
                 deadline::Held::Admit => self.wait(now, slot, &mut seg, size, policy, ledger),
-                deadline::Held::Refused => continue,
+                deadline::Held::Refused => {
+                    self.table.read_keyless(keyless);
+                    continue;
+                }
                 deadline::Held::Back(back) => Some(back),
             };
             if let Some(back) = back {
@@ -347,6 +352,8 @@ impl Keyed {
                 self.left(now, sent);
                 return (back, sent);
             }
+            // Read: it waits, or met the policy.
+            self.table.read_keyless(keyless);
             if may_leave && policy == Overflow::DropOldest && weighs_bytes {
                 // An eviction can put a smaller record at the front of the
                 // line, which a byte rate may let go at once.

@@ -140,6 +140,8 @@ pub(super) struct Table {
     no_key_seen: bool,
     /// Records of new keys dropped because no key was idle.
     dropped_unremembered: u64,
+    /// Records read that had no key (the no-key lane's arrivals).
+    keyless: u64,
 }
 
 impl Table {
@@ -157,6 +159,7 @@ impl Table {
             keys_seen: 0,
             no_key_seen: false,
             dropped_unremembered: 0,
+            keyless: 0,
         }
     }
 
@@ -244,6 +247,12 @@ impl Table {
         self.dropped[s as usize] += 1;
     }
 
+    /// A record was read; `keyless`: it had no key.
+    #[inline(always)]
+    pub(super) fn read_keyless(&mut self, keyless: bool) {
+        self.keyless += u64::from(keyless);
+    }
+
     /// A record of a new key was dropped: no key was idle.
     pub(super) fn dropped_unremembered(&mut self) {
         self.dropped_unremembered += 1;
@@ -273,6 +282,7 @@ impl Table {
             keys: self.keys() as u64,
             busy_keys: busy as u64,
             dropped_unremembered: self.dropped_unremembered,
+            keyless: self.keyless,
             top_written: named(&|i| self.slots[i].sent),
             top_dropped: named(&|i| self.dropped[i]),
             top_waiting: named(&|i| u64::from(self.slots[i].len)),

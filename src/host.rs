@@ -1,0 +1,309 @@
+//! Hosts: the host a URL names, in one spelling, for the built-in host key
+//! (`--key host`).
+//!
+//! The URL is read by the `url` crate, which follows the WHATWG URL
+//! Standard (<https://url.spec.whatwg.org/>), not by a regular expression:
+//! for the special schemes (`http`, `https`, `ws`, `wss`, `ftp`, `file`)
+//! the host is lower-cased, an internationalized name is turned into its
+//! ASCII form (punycode, `xn--…`, by UTS #46), an IPv4 address in any of
+//! its spellings (`0x7f.1`, `2130706433`) is written in dotted decimal,
+//! and the scheme's default port is dropped. Then this module writes an
+//! IPv6 address compressed as RFC 5952 says (`[::1]`, within brackets),
+//! drops one trailing root dot (`api.example.com.` is `api.example.com`),
+//! lower-cases the ASCII letters of another scheme's host (which the
+//! standard leaves as written), and adds a port that is not the scheme's
+//! default (`api.example.com:8443`: another port is another server, with
+//! a limit of its own).
+//!
+//! The user name, the password, the path, the query and the fragment are
+//! never part of the host, so a credential carried in a URL never becomes
+//! a key, nor any figure that names keys.
+//!
+//! Pure: no threads, no clock, no I/O.
+
+use std::borrow::Cow;
+
+/// The host `text` names, as [the module](self) spells it, or `None` when
+/// `text` (blanks around it ignored) is not a URL with a host: no scheme,
+/// a URL the standard refuses, a host that is empty, or bytes that are not
+/// UTF-8.
+///
+/// Borrowed from `text` when `text` holds the spelling as it is (a URL
+/// written in lower case without a default port, the usual case), so most
+/// records make no copy of their key.
+pub fn host_key(text: &[u8]) -> Option<Cow<'_, [u8]>> {
+    let text = std::str::from_utf8(text).ok()?;
+    let url = url::Url::parse(text.trim_matches(|c| matches!(c, ' ' | '\t' | '\r'))).ok()?;
+    let mut key = match url.host()? {
+        url::Host::Domain(name) => {
+            let name = name.strip_suffix('.').unwrap_or(name);
+            if name.is_empty() {
+                return None;
+            }
+            name.to_ascii_lowercase()
+        }
+        url::Host::Ipv4(address) => address.to_string(),
+        url::Host::Ipv6(address) => format!("[{address}]"),
+    };
+    if let Some(port) = url.port() {
+        key.push(':');
+        key.push_str(&port.to_string());
+    }
+    Some(
+        match memchr::memmem::find(text.as_bytes(), key.as_bytes()) {
+            Some(at) => &text.as_bytes()[at..at + key.len()],
+            None => return Some(Cow::Owned(key.into_bytes())),
+        }
+        .into(),
+    )
+}
+
+/// `text` with the user name and password of every URL in it (what stands
+/// between `://` and the last `@` of the authority) written as `***`, for
+/// a message of drip's own that quotes a record: a credential carried in a
+/// URL is never shown.
+pub fn without_userinfo(text: &str) -> Cow<'_, str> {
+    if !text.contains("://") {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let (before, after) = rest.split_at(at + 3);
+        out.push_str(before);
+        let end = after
+            .find(|c: char| matches!(c, '/' | '?' | '#' | '\\' | '\'' | '"') || c.is_whitespace())
+            .unwrap_or(after.len());
+        match after[..end].rfind('@') {
+            Some(user_end) => {
+                out.push_str("***");
+                out.push_str(&after[user_end..end]);
+            }
+            None => out.push_str(&after[..end]),
+        }
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    out.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn key(text: &str) -> Option<String> {
+        host_key(text.as_bytes()).map(|k| String::from_utf8(k.into_owned()).unwrap())
+    }
+
+    #[test]
+    fn every_spelling_of_one_host_gives_one_key() {
+        for url in [
+            "https://api.example.com/v1/users?id=3",
+            "HTTPS://API.Example.COM/v1",
+            "https://api.example.com./",
+            "https://api.example.com:443/",
+            "http://api.example.com:80/x",
+            "http://api.example.com#top",
+            "https://api.example.com?x=1",
+            "https://alice:s3cret@api.example.com/",
+            "https://ghp_T0KEN@api.example.com",
+            "  https://api.example.com/\t",
+            "wss://api.example.com/socket",
+            "https://api.example.com\\path",
+        ] {
+            assert_eq!(key(url).as_deref(), Some("api.example.com"), "{url}");
+        }
+    }
+
+    #[test]
+    fn addresses_are_written_one_way() {
+        assert_eq!(key("http://[::1]/").as_deref(), Some("[::1]"));
+        assert_eq!(key("http://[0:0::1]:8080/").as_deref(), Some("[::1]:8080"));
+        assert_eq!(
+            key("http://[0000:0000:0000:0000:0000:0000:0000:0001]/").as_deref(),
+            Some("[::1]")
+        );
+        assert_eq!(
+            key("http://[2001:DB8::A]/").as_deref(),
+            Some("[2001:db8::a]")
+        );
+        assert_eq!(key("http://127.0.0.1:80/").as_deref(), Some("127.0.0.1"));
+        assert_eq!(key("http://0x7f.1/").as_deref(), Some("127.0.0.1"));
+        assert_eq!(key("http://2130706433/").as_deref(), Some("127.0.0.1"));
+    }
+
+    #[test]
+    fn another_port_is_another_key() {
+        assert_eq!(
+            key("https://api.example.com:8443/").as_deref(),
+            Some("api.example.com:8443")
+        );
+        assert_eq!(
+            key("http://api.example.com:443/").as_deref(),
+            Some("api.example.com:443")
+        );
+        assert_eq!(
+            key("redis://Cache.Local:6379/0").as_deref(),
+            Some("cache.local:6379")
+        );
+    }
+
+    #[test]
+    fn internationalized_names_are_punycode() {
+        assert_eq!(
+            key("https://bücher.example/").as_deref(),
+            Some("xn--bcher-kva.example")
+        );
+        assert_eq!(
+            key("https://BÜCHER.example/").as_deref(),
+            Some("xn--bcher-kva.example")
+        );
+        assert_eq!(
+            key("https://xn--bcher-kva.example/").as_deref(),
+            Some("xn--bcher-kva.example")
+        );
+    }
+
+    #[test]
+    fn what_is_not_a_url_with_a_host_has_no_key() {
+        for text in [
+            "",
+            "api.example.com/v1",
+            "//api.example.com/",
+            "mailto:someone@example.com",
+            "file:///etc/hosts",
+            "localhost:8080",
+            "https://",
+            "http://[::1/",
+            "GET https://api.example.com/",
+            "http://./",
+        ] {
+            assert_eq!(key(text), None, "{text:?}");
+        }
+        assert!(host_key(b"https://\xff.example/").is_none());
+    }
+
+    #[test]
+    fn user_info_is_never_shown() {
+        assert_eq!(
+            without_userinfo("GET https://alice:s3cret@api.example.com/x?u=a@b #t"),
+            "GET https://***@api.example.com/x?u=a@b #t"
+        );
+        assert_eq!(
+            without_userinfo("{\"url\": \"http://tok@a.example\", \"b\": \"ftp://x@y\"}"),
+            "{\"url\": \"http://***@a.example\", \"b\": \"ftp://***@y\"}"
+        );
+        assert_eq!(without_userinfo("no url here, a@b"), "no url here, a@b");
+        assert_eq!(
+            without_userinfo("https://a.example/p@q"),
+            "https://a.example/p@q"
+        );
+        assert_eq!(without_userinfo("x://"), "x://");
+    }
+
+    #[test]
+    fn a_key_spelled_as_the_record_spells_it_is_borrowed() {
+        assert!(matches!(
+            host_key(b"https://a.example/x"),
+            Some(Cow::Borrowed(b"a.example"))
+        ));
+        assert!(matches!(
+            host_key(b"https://A.example/x"),
+            Some(Cow::Owned(_))
+        ));
+    }
+
+    /// A host name's labels, some with capitals or a letter out of ASCII.
+    fn name() -> impl Strategy<Value = String> {
+        proptest::collection::vec("[a-zA-Z][a-zA-Z0-9]{0,8}|[a-zü]{1,6}", 1..4)
+            .prop_map(|labels| labels.join("."))
+    }
+
+    /// A spelling of one host and port: the case of its letters changed,
+    /// a user (with or without a password), a trailing dot, the default
+    /// port written, a path, a query, a fragment.
+    fn spelling(host: String, port: Option<u16>) -> impl Strategy<Value = String> {
+        (
+            proptest::collection::vec(any::<bool>(), host.chars().count()),
+            proptest::option::of(("[a-z]{1,5}", proptest::option::of("[A-Za-z0-9_]{1,8}"))),
+            any::<bool>(),
+            any::<bool>(),
+            "(/[a-z0-9]{0,5}){0,2}",
+            proptest::option::of("[a-z=&0-9]{0,6}"),
+            proptest::option::of("[a-z0-9]{0,6}"),
+        )
+            .prop_map(move |(upper, user, dot, default, path, query, fragment)| {
+                let cased: String = host
+                    .chars()
+                    .zip(upper)
+                    .map(|(c, up)| {
+                        if up {
+                            c.to_uppercase().next().unwrap()
+                        } else {
+                            c
+                        }
+                    })
+                    .collect();
+                let user = match user {
+                    Some((u, Some(p))) => format!("{u}:{p}@"),
+                    Some((u, None)) => format!("{u}@"),
+                    None => String::new(),
+                };
+                let port = match (port, default) {
+                    (Some(p), _) => format!(":{p}"),
+                    (None, true) => ":443".into(),
+                    (None, false) => String::new(),
+                };
+                let dot = if dot { "." } else { "" };
+                let query = query.map_or(String::new(), |q| format!("?{q}"));
+                let fragment = fragment.map_or(String::new(), |f| format!("#{f}"));
+                format!("https://{user}{cased}{dot}{port}{path}{query}{fragment}")
+            })
+    }
+
+    proptest! {
+        /// Every spelling of one host gives one key: the host as the `url`
+        /// crate reads it (punycode, lower case), with no trailing dot,
+        /// the port when it is not 443, and nothing of the user, the
+        /// path, the query or the fragment.
+        #[test]
+        fn spellings_of_a_name_give_its_key(
+            (url, host, port) in (name(), proptest::option::of(1u16..)).prop_flat_map(|(host, port)| {
+                (spelling(host.clone(), port), Just(host), Just(port))
+            }),
+        ) {
+            let plain = url::Url::parse(&format!("https://{host}/")).unwrap();
+            let mut want = plain.host_str().unwrap().to_string();
+            if let Some(p) = port.filter(|&p| p != 443) {
+                want.push_str(&format!(":{p}"));
+            }
+            prop_assert_eq!(key(&url), Some(want), "{}", url);
+        }
+
+        /// An IPv6 address in any spelling (groups with leading zeros,
+        /// capitals, the longest run of zeros compressed or not) gives the
+        /// one RFC 5952 writes.
+        #[test]
+        fn spellings_of_an_address_give_its_key(
+            groups in proptest::collection::vec(proptest::sample::select(vec![0u16, 0, 0, 1, 0xdb8, 0xABCD, 0xffff]), 8),
+            upper in any::<bool>(),
+            padded in any::<bool>(),
+            port in proptest::option::of(1u16..),
+        ) {
+            let address = std::net::Ipv6Addr::from(<[u16; 8]>::try_from(groups.clone()).unwrap());
+            let written: Vec<String> = groups
+                .iter()
+                .map(|g| if padded { format!("{g:04x}") } else { format!("{g:x}") })
+                .map(|g| if upper { g.to_uppercase() } else { g })
+                .collect();
+            let port_text = port.map_or(String::new(), |p| format!(":{p}"));
+            let url = format!("http://u:pw@[{}]{port_text}/p?q#f", written.join(":"));
+            let mut want = format!("[{address}]");
+            if let Some(p) = port.filter(|&p| p != 80) {
+                want.push_str(&format!(":{p}"));
+            }
+            prop_assert_eq!(key(&url), Some(want));
+        }
+    }
+}
