@@ -62,8 +62,7 @@ fn sorted(text: &str) -> Vec<&str> {
 
 #[test]
 fn every_spelling_of_one_host_is_one_key_held_to_its_rate() {
-    if !common::curl_present() {
-        eprintln!("skipped: curl is not installed (apt-get install -y curl)");
+    if !common::have(&["curl", "xargs"]) {
         return;
     }
     // The host allows 5 a second, 2 at once: drip's 5/s (burst 1) holds,

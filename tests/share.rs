@@ -7,8 +7,10 @@
 //! CLIENT KILL, SCRIPT FLUSH, FLUSHALL; and that every record read is
 //! written or undelivered (stdout plus the dead letter is the input).
 //!
-//! A missing `redis-server` fails the tests under `CI=true` (CI installs
-//! it); elsewhere they say how to install it and pass without running.
+//! A missing `redis-server` (or `openssl`, for the TLS tests) fails the
+//! tests under `DRIP_REQUIRE_TOOLS=1` or `CI=true` (CI installs it);
+//! elsewhere they say how to install it and pass without running
+//! (`common::have`).
 
 use crate::common;
 
@@ -1873,22 +1875,6 @@ fn an_expired_state_is_no_lost_state() {
     );
 }
 
-/// Whether the openssl CLI is here (to make the test certificates); under
-/// CI its absence is a failure.
-fn have_openssl() -> bool {
-    let found = Command::new("openssl")
-        .arg("version")
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        let how = "openssl not found: install it with `apt-get install -y openssl` (.ci/run does)";
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "{how}");
-        eprintln!("skipped: {how}");
-    }
-    found
-}
-
 /// In `dir`: a private CA (`ca.crt`), a certificate for 127.0.0.1 it
 /// signed (`server.crt`, `server.key`), and another CA that signed nothing
 /// (`other.crt`). P-256 keys, valid for two days.
@@ -1927,16 +1913,16 @@ fn make_certs(dir: &Path) {
 
 /// A redis-server serving TLS with certificates of a private CA, or `None`
 /// (said) when it cannot here: no openssl, or a redis-server built without
-/// TLS. Under CI either is a failure.
+/// TLS. Under `DRIP_REQUIRE_TOOLS=1` or `CI=true` either is a failure.
 fn tls_redis(certs: &Path) -> Option<Redis> {
-    if !common::have_redis() || !have_openssl() {
+    if !common::have(&["redis-server", "openssl"]) {
         return None;
     }
     make_certs(certs);
     let redis = Redis::start_tls(certs);
     if redis.is_none() {
         let why = "redis-server did not serve TLS (built without it?)";
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+        assert!(!common::tools_required(), "{why}");
         eprintln!("skipped: {why}");
     }
     redis

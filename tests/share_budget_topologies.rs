@@ -162,7 +162,7 @@ fn two_drips_behind_sentinel_keep_one_budget_when_the_primary_is_killed() {
 /// second.
 #[test]
 fn two_drips_in_a_cluster_keep_one_budget_through_a_resharding() {
-    if !common::have_redis() || !topology::have_redis_cli() {
+    if !common::have(&["redis-server", "redis-cli"]) {
         return;
     }
     common::until_judged(4, Duration::from_secs(300), || {

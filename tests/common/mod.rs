@@ -9,15 +9,6 @@ use std::io::Read;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Whether a `curl` that runs is on the PATH.
-pub fn curl_present() -> bool {
-    Command::new("curl")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 /// The lines of the file at `path` (a joblog, a stats stream), each one
 /// JSON value.
 pub fn json_lines(path: &std::path::Path) -> Vec<serde_json::Value> {
@@ -181,20 +172,161 @@ pub fn feed(child: &mut Child, bytes: &[u8]) {
         .unwrap();
 }
 
-/// Whether `redis-server` is here; under CI (`CI=true`) its absence is a
-/// failure, elsewhere the test says it is skipped.
-pub fn have_redis() -> bool {
-    let found = Command::new("redis-server")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        let how = "redis-server not found: install it with `apt-get install -y redis-server` (.ci/run does)";
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "{how}");
-        eprintln!("skipped: {how}");
+/// A program (or file) from outside that tests drive for real, and the
+/// Debian package that installs it.
+pub struct Tool {
+    /// The name tests ask for it by ([`have`]), and the program's on the
+    /// PATH (unless `programs` names others).
+    pub name: &'static str,
+    /// The Debian package that installs it.
+    pub package: &'static str,
+    /// Other names of the program on the PATH, any one of which will do.
+    programs: &'static [&'static str],
+    /// A file it installs: it must be there (and no program need be,
+    /// unless `needs_program`).
+    file: Option<&'static str>,
+    /// Whether a program is needed beside the file.
+    needs_program: bool,
+}
+
+impl Tool {
+    /// The program `name` on the PATH, from `package`.
+    const fn program(name: &'static str, package: &'static str) -> Tool {
+        Tool {
+            name,
+            package,
+            programs: &[],
+            file: None,
+            needs_program: true,
+        }
     }
-    found
+
+    /// Where the tool's program is on the PATH, if it is.
+    fn path(&self) -> Option<std::path::PathBuf> {
+        use std::os::unix::fs::PermissionsExt;
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let names: Vec<&str> = std::iter::once(self.name)
+            .chain(self.programs.iter().copied())
+            .collect();
+        std::env::split_paths(&path)
+            .flat_map(|dir| names.iter().map(move |name| dir.join(name)))
+            .find(|p| {
+                std::fs::metadata(p)
+                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })
+    }
+
+    /// Whether the tool is here.
+    fn found(&self) -> bool {
+        self.file
+            .map_or(true, |f| std::path::Path::new(f).is_file())
+            && (!self.needs_program || self.path().is_some())
+    }
+}
+
+/// Every outside tool a test drives for real, and its Debian package.
+/// README.md's "Development" installs them all with one `apt-get`, and
+/// `.ci/run` installs those missing (`docs::` checks both name every
+/// package).
+pub const TOOLS: &[Tool] = &[
+    Tool::program("curl", "curl"),
+    Tool::program("find", "findutils"),
+    Tool::program("xargs", "findutils"),
+    Tool::program("tmux", "tmux"),
+    Tool::program("fish", "fish"),
+    Tool::program("zsh", "zsh"),
+    // The loader bash sources for the completions of other commands.
+    Tool {
+        name: "bash-completion",
+        package: "bash-completion",
+        programs: &[],
+        file: Some("/usr/share/bash-completion/bash_completion"),
+        needs_program: false,
+    },
+    // git with its bash completion: a command that completes its own words.
+    Tool {
+        name: "git",
+        package: "git",
+        programs: &[],
+        file: Some("/usr/share/bash-completion/completions/git"),
+        needs_program: true,
+    },
+    Tool::program("man", "man-db"),
+    Tool::program("redis-server", "redis-server"),
+    Tool::program("redis-cli", "redis-tools"),
+    Tool::program("openssl", "openssl"),
+    Tool {
+        name: "prometheus-node-exporter",
+        package: "prometheus-node-exporter",
+        programs: &["node_exporter"],
+        file: None,
+        needs_program: true,
+    },
+    Tool::program("promtool", "prometheus"),
+];
+
+/// The tool `name` of [`TOOLS`].
+fn tool(name: &str) -> &'static Tool {
+    TOOLS
+        .iter()
+        .find(|t| t.name == name)
+        .unwrap_or_else(|| panic!("{name} is not in common::TOOLS"))
+}
+
+/// Whether a missing tool fails a test rather than skips it:
+/// `DRIP_REQUIRE_TOOLS=1` (as `.ci/run` sets), or `CI=true`.
+pub fn tools_required() -> bool {
+    std::env::var("DRIP_REQUIRE_TOOLS").as_deref() == Ok("1")
+        || std::env::var("CI").as_deref() == Ok("true")
+}
+
+/// Whether every tool of `names` (of [`TOOLS`]) is here. When one is not,
+/// the test is skipped: this says so on stderr in one line, naming the
+/// tools and the command that installs them, and returns false (the test
+/// returns at once, or leaves out the part that needs them); under
+/// [`tools_required`] it fails instead.
+pub fn have(names: &[&str]) -> bool {
+    let missing: Vec<&Tool> = names
+        .iter()
+        .map(|name| tool(name))
+        .filter(|t| !t.found())
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    let what: Vec<&str> = missing.iter().map(|t| t.name).collect();
+    let mut packages: Vec<&str> = Vec::new();
+    for t in &missing {
+        if !packages.contains(&t.package) {
+            packages.push(t.package);
+        }
+    }
+    let how = format!(
+        "{} {} not installed (apt-get install -y {})",
+        what.join(" and "),
+        if what.len() == 1 { "is" } else { "are" },
+        packages.join(" ")
+    );
+    assert!(
+        !tools_required(),
+        "{how}: DRIP_REQUIRE_TOOLS=1 or CI=true, so a missing tool fails the test"
+    );
+    eprintln!("skipped: {how}");
+    false
+}
+
+/// Where the program of tool `name` (of [`TOOLS`]) is, once [`have`]
+/// found it.
+pub fn tool_path(name: &str) -> std::path::PathBuf {
+    tool(name)
+        .path()
+        .unwrap_or_else(|| panic!("{name} is not on the PATH"))
+}
+
+/// Whether `redis-server` is here ([`have`]): the `--share` tests through
+/// Redis start their own.
+pub fn have_redis() -> bool {
+    have(&["redis-server"])
 }
 
 /// Send signal `sig` (such as `libc::SIGTERM`) to `child`. A drip is

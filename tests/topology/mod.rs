@@ -15,15 +15,6 @@ use super::common::redis_server::{free_port, RedisServer};
 /// A `redis-server` of the test's own.
 pub type Node = RedisServer;
 
-/// Whether `redis-cli` is here (it comes with redis-server).
-pub fn have_redis_cli() -> bool {
-    Command::new("redis-cli")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 /// Wait up to `limit` for `ready`, panicking with `what` after.
 pub fn wait_until(limit: Duration, what: &str, mut ready: impl FnMut() -> bool) {
     let started = Instant::now();
