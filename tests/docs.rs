@@ -222,3 +222,31 @@ fn the_chat_recipe_keeps_each_budget_within_the_providers_minute() {
         }
     }
 }
+
+/// The README's one `apt-get install` line installs every outside tool a test drives
+/// (`common::TOOLS`), and nothing else; `.ci/run` looks for each tool and knows its package.
+#[test]
+fn the_readme_and_ci_install_every_tool_the_tests_drive() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let line = readme
+        .lines()
+        .find(|l| l.starts_with("apt-get install -y "))
+        .expect("README.md: no `apt-get install -y` line");
+    let listed: BTreeSet<&str> = line.split_whitespace().skip(3).collect();
+    let packages: BTreeSet<&str> = crate::common::TOOLS.iter().map(|t| t.package).collect();
+    assert_eq!(listed, packages, "README.md: {line}");
+    let ci = std::fs::read_to_string(root.join(".ci/run")).unwrap();
+    let words: BTreeSet<&str> = ci
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+        .collect();
+    for tool in crate::common::TOOLS {
+        assert!(
+            words.contains(tool.name) && words.contains(tool.package),
+            ".ci/run: no {} ({})",
+            tool.name,
+            tool.package
+        );
+    }
+    assert!(ci.contains("export DRIP_REQUIRE_TOOLS=1"), ".ci/run");
+}
