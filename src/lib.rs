@@ -24,9 +24,9 @@ mod control;
 mod cost;
 mod deadletter;
 mod engine;
+mod host;
 mod input;
 mod jobs;
-mod host;
 mod key;
 mod keyed;
 mod ledger;
@@ -95,7 +95,9 @@ pub mod testing {
     pub use crate::pacer::{slack_for, Pacer};
     pub use crate::rate::{parse_byte_rate, parse_rate, Rate};
     pub use crate::schedule::{Limit, Limits, Schedule, Unit};
-    pub use crate::shared::gcra::{ByteStep, Gcra, KeyAsk, KeyBook, Meter, Settlement, Step};
+    pub use crate::shared::gcra::{
+        most_weight, ByteStep, Gcra, KeyAsk, KeyBook, Meter, Settlement, Step,
+    };
     pub use crate::shared::parse_target;
     pub use crate::shared::protocol::{Ask, Back, Grant, Reply, Store};
     pub use crate::shared::redis::RedisStore;

@@ -867,6 +867,248 @@ fn the_script_settles_as_the_mirror_does() {
     assert_eq!(stored, expect);
 }
 
+/// Over the whole range a limit may be shared in (a record limit of one
+/// in 32 days, bursts spanning 32 days, a cost limit whose records weigh
+/// up to 32 days of it), with calls days apart (the script's epoch moves
+/// on daily), settlements charging the most a slot may, and a change of
+/// limits: the script's slots, refusals and stored schedule are the Rust
+/// mirror's step for step, and no time in Redis passes 2^53 ns, where a
+/// schedule used to be read as absent and every record let go at once.
+#[test]
+fn the_script_keeps_the_whole_range_as_the_mirror_does() {
+    if !common::have_redis() {
+        return;
+    }
+    let redis = Redis::start();
+    const DAY: i64 = 86_400_000_000_000;
+    let meters = vec![
+        Meter::Records(Step {
+            interval: 32 * DAY,
+            tolerance: 0,
+        }),
+        Meter::Records(Step {
+            interval: 3 * DAY + 7,
+            tolerance: 28 * DAY,
+        }),
+        Meter::Bytes(ByteStep {
+            count: 7,
+            period: 3_000_000_000,
+            burst: 600_000,
+        }),
+    ];
+    let most = drip::testing::most_weight(&meters);
+    assert!(most > 1 << 20 && most < 1 << 53, "{most}");
+    let mut backend =
+        RedisStore::new(&redis.url(), "range", "test".into(), meters.clone(), None).unwrap();
+    let mut rng = fastrand::Rng::with_seed(17);
+    let epoch = 1_700_000_000i64;
+    let mut now = 0i64;
+    backend.clock = Some((epoch, 0));
+    assert!(backend.hello().unwrap());
+    let life: u64 = redis::cmd("HGET")
+        .arg("drip:{range}")
+        .arg("life")
+        .query(&mut redis.con())
+        .unwrap();
+    let mut mirror = Gcra {
+        life,
+        ..Gcra::default()
+    };
+    let (mut granted, mut not_yet) = (0, 0);
+    for round in 0..150 {
+        backend.clock = Some((epoch + now / 1_000_000_000, now % 1_000_000_000));
+        if round % 10 == 9 {
+            let s = Settlement {
+                more: most,
+                ..Settlement::default()
+            };
+            backend.settle(&[s]).unwrap();
+            mirror.settle(&meters, now, &s, false);
+        } else {
+            let want = rng.u64(1..=3);
+            let sizes: Vec<u64> = (0..want)
+                .map(|_| match rng.u8(..3) {
+                    0 => most,
+                    1 => rng.u64(1..=most),
+                    _ => rng.u64(1..=1000),
+                })
+                .collect();
+            let ask = Ask {
+                key: None,
+                want,
+                sizes: &sizes,
+                after: 0,
+                every: 0,
+                within: None,
+            };
+            let reply = backend.reserve(&[ask], DAY).unwrap();
+            assert!(!reply.fresh, "round {round}: the schedule was read as lost");
+            match mirror.reserve_within(&meters, now, (want, &sizes), DAY, None) {
+                Ok(expect) => {
+                    granted += 1;
+                    let got: Vec<i64> = reply.grants[0].slots.iter().map(|d| now + d).collect();
+                    assert_eq!(got, expect, "round {round}: {sizes:?}");
+                }
+                Err(due) => {
+                    not_yet += 1;
+                    assert!(reply.grants[0].slots.is_empty(), "round {round}");
+                    assert_eq!(reply.not_yet, Some(due - now), "round {round}");
+                }
+            }
+        }
+        // The stored schedule is the mirror's (against the script's epoch,
+        // a whole number of seconds, moved on at most daily): each TAT
+        // still ahead as the mirror's; one passed, passed there too (the
+        // schedule takes a passed TAT as now, and the script does not
+        // rewrite those).
+        let stored: Vec<Option<i64>> = redis::cmd("HMGET")
+            .arg("drip:{range}")
+            .arg("tat1")
+            .arg("tat2")
+            .arg("tat3")
+            .arg("epoch")
+            .query(&mut redis.con())
+            .unwrap();
+        let shift = (stored[3].unwrap() - epoch) * 1_000_000_000;
+        for (j, t) in mirror.tats.iter().enumerate() {
+            let ahead = |t: Option<i64>| t.map(|t| t.max(now));
+            let theirs = stored[j].map(|s| s + shift);
+            assert_eq!(ahead(theirs), ahead(*t), "round {round}, tat{}", j + 1);
+            assert!(stored[j].is_none_or(|s| s < 1 << 53), "round {round}");
+        }
+        now += match rng.u8(..4) {
+            0 | 1 => rng.i64(0..=40) * DAY,
+            2 => rng.i64(0..=DAY),
+            _ => rng.i64(0..=1000) * 1_000_000,
+        };
+    }
+    assert!(
+        granted > 15 && not_yet > 5,
+        "{granted} granted, {not_yet} not yet"
+    );
+}
+
+/// Limits a shared schedule cannot keep exactly in both backends are
+/// refused before anything is read, with one line naming the flag: a
+/// rate slower than one in 32 days, a burst spanning more of it, a `drip
+/// take --cost` heavier than 32 days of its rate (it used to leave a
+/// Redis state charged at -2^63, and the next take went at once).
+#[test]
+fn limits_beyond_the_shared_range_are_refused_up_front() {
+    let runtime = tempfile::tempdir().unwrap();
+    for (args, why) in [
+        (&["--share", "x", "-r", "1/110d"][..], "--rate 1/"),
+        (
+            &["--share", "x", "-r", "1/1y"],
+            "slower than one record in 32 days",
+        ),
+        (
+            &["--share", "x", "-r", "1/d:40"],
+            "--rate 1/d, burst 40: its burst spans more than 32 days",
+        ),
+        (
+            &["--share", "x", "--key", "1", "--key-rate", "1/40d"],
+            "--key-rate 1/",
+        ),
+        (
+            &["--share", "x", "--cost", "1", "--cost-rate", "1/33d"],
+            "one unit of cost in 32 days",
+        ),
+        (
+            &["take", "x", "-r", "1/1y"],
+            "slower than one record in 32 days",
+        ),
+        (
+            &[
+                "take",
+                "x",
+                "--cost-rate",
+                "1/s",
+                "--cost",
+                "9007199254740993",
+            ],
+            "more than a shared slot may charge (2764800: 32 days of the rate)",
+        ),
+        (
+            &["take", "x", "--cost-rate", "1/s", "--cost", "10000000"],
+            "more than a shared slot may charge",
+        ),
+    ] {
+        let (code, err) = run_drip(args, String::from("1\n"), runtime.path());
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with("drip: ") && err.contains(why),
+            "{args:?}: {err}"
+        );
+    }
+    // At the end of the range, accepted.
+    let (code, err) = run_drip(
+        &["take", "x", "--cost-rate", "1/s", "--cost", "2764800"],
+        String::new(),
+        runtime.path(),
+    );
+    assert_eq!(code, Some(0), "{err}");
+}
+
+/// A record weighing more than 32 days of a shared cost limit (one of
+/// 10,000,000 at 1/s) is charged the most a slot may be, said once, and
+/// the schedule holds: the records after it wait, in this drip and in
+/// the next on the NAME. It used to let every later record go at once
+/// through Redis (a time past 2^53 ns read as absent), and through the
+/// file after a debt past 2^63 ns (a schedule saturated, called lost).
+fn a_record_heavier_than_the_range_holds_the_schedule(share: &str) {
+    let runtime = tempfile::tempdir().unwrap();
+    let args = [
+        "--cost",
+        "1",
+        "--cost-rate",
+        "1/s",
+        "--share",
+        share,
+        "--stats-json",
+    ];
+    let stats = runtime.path().join("stats.json");
+    let mut with = args.to_vec();
+    with.push(stats.to_str().unwrap());
+    let mut first = drip_with_input(&with, "10000000\n1\n1\n".into(), runtime.path());
+    thread::sleep(Duration::from_millis(1500));
+    send_signal(&first, libc::SIGTERM);
+    wait_for(&mut first, Duration::from_secs(20));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut first.stderr.take().unwrap(), &mut err).unwrap();
+    let said: Vec<&str> = err.lines().filter(|l| l.contains("weighs")).collect();
+    assert_eq!(said.len(), 1, "{err}");
+    assert!(said[0].contains("a record weighs 10000000, more than a shared slot may charge (32 days of the limit): each such record is charged 2764800"), "{err}");
+    let summary = common::last_json(&stats);
+    assert_eq!(summary["written"], 1, "{summary}");
+    assert_eq!(summary["undelivered"], 2, "{summary}");
+    // The next drip on the NAME waits its turn too.
+    let mut next = drip_with_input(&args[..6], "1\n".into(), runtime.path());
+    thread::sleep(Duration::from_millis(1000));
+    send_signal(&next, libc::SIGTERM);
+    wait_for(&mut next, Duration::from_secs(20));
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut next.stdout.take().unwrap(), &mut out).unwrap();
+    assert_eq!(out, "", "the next drip let a record go at once");
+}
+
+#[test]
+fn a_record_heavier_than_the_range_holds_the_schedule_on_one_host() {
+    let _t = beside_others();
+    a_record_heavier_than_the_range_holds_the_schedule("heavy");
+}
+
+#[test]
+fn a_record_heavier_than_the_range_holds_the_schedule_through_redis() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let redis = Redis::start();
+    a_record_heavier_than_the_range_holds_the_schedule(&redis.share("heavy"));
+}
+
 /// A byte limit and a record limit of the same number are different
 /// limits: the second drip stops before reading, naming both.
 fn bytes_and_records_disagree(share: &str, runtime: &Path) {
@@ -1869,8 +2111,24 @@ fn an_expired_state_is_no_lost_state() {
     assert!(status.success(), "{err}");
     assert_eq!(line, "1\n2\n");
     assert!(!err.contains("was lost"), "{err}");
+    assert!(err.contains("2 reservations"), "{err}");
+    assert!(err.contains("0 slots forfeited late ("), "{err}");
+    assert!(err.contains("state lost 0 times"), "{err}");
+}
+
+/// `--stats` says what a forfeited slot is beside the count: one this drip
+/// reserved and no record used, found out too late to give it back.
+#[test]
+fn the_share_line_says_what_a_forfeited_slot_is() {
+    let out = common::drip(&["-r", "100/s", "--share", "words", "--stats", "-q"])
+        .write_stdin(numbered(1..=3))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("drip: shared words: "), "{err}");
     assert!(
-        err.contains("2 reservations, 0 slots forfeited late, state lost 0 times"),
+        err.contains("0 slots forfeited late (reserved, unused, too late to give back)"),
         "{err}"
     );
 }

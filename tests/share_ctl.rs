@@ -264,6 +264,28 @@ fn an_unreachable_state_leaves_the_limits_as_they_were() {
     stop(child);
 }
 
+/// `drip ctl NAME rate` to a limit a shared schedule cannot keep (slower
+/// than one in 32 days) is refused with one line; the limits stay.
+#[test]
+fn a_shared_rate_out_of_range_is_refused() {
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let args = ["-r", "20/s", "--share", "ctl-range", "--name", "a", "-q"];
+    let child = drip(&args, "a", (400, true), rt);
+    wait_answers(rt, "a");
+    let (status, _, err) = ctl(rt, &["a", "rate", "1/40d"]);
+    assert_eq!(status, 1, "{err}");
+    assert!(
+        err.starts_with("drip: ctl: a: --share ctl-range: --rate 1/")
+            && err.contains("slower than one record in 32 days")
+            && err.lines().count() == 1,
+        "{err}"
+    );
+    let (_, info, _) = ctl(rt, &["a", "info"]);
+    assert!(info.contains(r#""rate":["20/s:1"]"#), "{info}");
+    stop(child);
+}
+
 /// A change of limits made by `drip ctl a WORDS…`, judged at one consumer.
 struct Change<'a> {
     /// Each drip's arguments (besides `--share` and `--name`).

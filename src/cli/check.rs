@@ -318,6 +318,14 @@ pub fn take_request(args: TakeArgs) -> Result<shared::take::Request, String> {
                 .into(),
         );
     }
+    shared::in_range(&limits, None)?;
+    let meters: Vec<_> = limits.iter().map(shared::gcra::Meter::of).collect();
+    let most = shared::gcra::most_weight(&meters);
+    if let Some(cost) = args.cost.filter(|&c| c > most) {
+        return Err(format!(
+            "--cost {cost}: more than a shared slot may charge ({most}: 32 days of the rate)"
+        ));
+    }
     Ok(shared::take::Request {
         target: args.target,
         limits,
@@ -603,6 +611,12 @@ fn share(cli: &Cli, limits: &[Limit]) -> Result<Option<shared::Share>, clap::Err
     if limits.is_empty() && cli.key_rate.is_empty() && cli.budget.is_empty() {
         return usage("--share: there is no rate to share (--rate inf)");
     }
+    let key = cli
+        .key_rate
+        .first()
+        .filter(|_| !cli.key.is_empty())
+        .map(|&(rate, burst)| Limit::records(rate, burst));
+    shared::in_range(limits, key.as_ref()).or_else(|why| usage(format!("{why} (--share)")))?;
     Ok(Some(shared::Share {
         target,
         on_error: cli.share_on_error,

@@ -40,6 +40,74 @@ use serde::{Deserialize, Serialize};
 use crate::rate::Rate;
 use crate::schedule::{Limit, Unit};
 
+/// A day, ns.
+const DAY: i64 = 86_400_000_000_000;
+
+/// The farthest ahead of now (ns) a shared slot is granted, and the most
+/// that one limit's interval, its burst (tolerance and one interval) or
+/// one slot's charge may span: 32 days. A limit beyond it is refused
+/// under `--share` ([`out_of_range`]); a record weighing more is charged
+/// as the most a slot may be ([`most_weight`]).
+///
+/// Why a bound: the Redis script's numbers are Lua's doubles, exact
+/// under 2^53 (104 days in ns), and the state file's are `i64` ns. With
+/// slots granted at most 32 days ahead, each charging at most 32 days,
+/// and a settlement's charge or a change of limits at most 32 days more,
+/// no theoretical arrival time passes now + [`MOST_DEBT`] in either
+/// backend, so both run the same exact arithmetic over the whole range.
+pub const MOST_AHEAD: i64 = 32 * DAY;
+
+/// The most (ns) a shared schedule is ever in debt: no `TAT` is stored
+/// past now + 96 days (3 × [`MOST_AHEAD`]); a charge beyond it is
+/// charged up to it (only settlements charging many times a slot's most,
+/// one after another, come near).
+pub const MOST_DEBT: i64 = 3 * MOST_AHEAD;
+
+// Redis's times are ns since an epoch moved on daily: a day and the most
+// debt stay exact in Lua's doubles.
+const _: () = assert!(MOST_DEBT + 2 * DAY < 1 << 53);
+
+/// Why `limit` cannot be shared, or `None`: a record limit slower than
+/// one record in [`MOST_AHEAD`] (32 days), a byte or cost limit slower
+/// than one unit in it, or a burst spanning more of it.
+pub fn out_of_range(limit: &Limit) -> Option<String> {
+    let Rate::Limited { count, period_ns } = limit.rate else {
+        return None;
+    };
+    let most = MOST_AHEAD as u128;
+    let unit = match limit.unit {
+        Unit::Records => "record",
+        Unit::Bytes => "byte",
+        Unit::Cost => "unit of cost",
+    };
+    if period_ns > most * count {
+        return Some(format!(
+            "slower than one {unit} in 32 days, the slowest a shared limit keeps"
+        ));
+    }
+    let span = match limit.unit {
+        Unit::Records => u128::from(limit.burst) * period_ns.div_ceil(count),
+        Unit::Bytes | Unit::Cost => (u128::from(limit.burst) * period_ns).div_ceil(count),
+    };
+    (span > most).then(|| {
+        "its burst spans more than 32 days of its rate, the most a shared limit keeps".into()
+    })
+}
+
+/// The most a shared slot may be reserved for (bytes, or cost) under
+/// `meters`: what charges each weighed limit at most [`MOST_AHEAD`]
+/// (`u64::MAX` with no weighed limit; at least 1 for a limit in range).
+pub fn most_weight(meters: &[Meter]) -> u64 {
+    meters
+        .iter()
+        .filter_map(|m| match m {
+            Meter::Bytes(b) => Some(b.most_bytes()),
+            Meter::Records(_) => None,
+        })
+        .min()
+        .unwrap_or(u64::MAX)
+}
+
 /// One limit's constants, in ns: emission interval `T` and burst tolerance
 /// `τ`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +169,18 @@ impl ByteStep {
     /// The schedule (ns) a give-back of `bytes` returns, rounded down.
     pub fn back(&self, bytes: i64) -> i64 {
         self.ns(bytes).floor() as i64
+    }
+
+    /// The most bytes whose [`ByteStep::cost`] is within [`MOST_AHEAD`]
+    /// (at least 1).
+    fn most_bytes(&self) -> u64 {
+        let exact = MOST_AHEAD as u128 * self.count as u128 / self.period as u128;
+        let mut most = i64::try_from(exact).unwrap_or(i64::MAX).min(1 << 53);
+        // The doubles may round a cost up past the bound: step back.
+        while most > 1 && self.cost(most) > MOST_AHEAD {
+            most -= 1 + (most >> 40);
+        }
+        most.max(1).unsigned_abs()
     }
 }
 
@@ -366,7 +446,11 @@ impl Gcra {
     /// goes back into the new schedule.
     pub fn relimit(&mut self, meters: &[Meter], now: i64) {
         let start = self.tats.iter().flatten().copied().fold(now, i64::max);
-        self.tats = meters.iter().map(|m| Some(start + m.reach(0))).collect();
+        let most = now.saturating_add(MOST_DEBT);
+        self.tats = meters
+            .iter()
+            .map(|m| Some(start.saturating_add(m.reach(0)).min(most)))
+            .collect();
         self.seq += 1;
         self.life = self.life.wrapping_add(1);
     }
@@ -411,8 +495,9 @@ impl Gcra {
             if !out.is_empty() && due > now.saturating_add(horizon) {
                 break;
             }
+            let most = now.saturating_add(MOST_DEBT);
             for (m, tat) in meters.iter().zip(tats.iter_mut()) {
-                *tat = (*tat).max(due).saturating_add(m.cost(size));
+                *tat = (*tat).max(due).saturating_add(m.cost(size)).min(most);
             }
             self.charged = self.charged.saturating_add(size.unsigned_abs());
             self.last = Some(self.last.map_or(due, |l| l.max(due)));
@@ -446,9 +531,11 @@ impl Gcra {
         let weighed = |m: &Meter| matches!(m, Meter::Bytes(_));
         if s.more > 0 {
             let more = i64::try_from(s.more).unwrap_or(i64::MAX);
+            let most = now.saturating_add(MOST_DEBT);
             for (m, tat) in meters.iter().zip(self.tats.iter_mut()) {
                 if weighed(m) {
-                    *tat = Some(tat.unwrap_or(now).max(now).saturating_add(m.cost(more)));
+                    let charged = tat.unwrap_or(now).max(now).saturating_add(m.cost(more));
+                    *tat = Some(charged.min(most));
                 }
             }
             self.charged = self.charged.saturating_add(s.more);
@@ -471,8 +558,9 @@ impl Gcra {
     }
 
     /// [`Gcra::reserve_sized`], but only when the first slot is due within
-    /// `within` ns of `now` (`None`: always): `Err(due)`, when it would be
-    /// due, nothing reserved.
+    /// `within` ns of `now` (`None`: within [`MOST_AHEAD`], as any
+    /// `within` is at most): `Err(due)`, when it would be due, nothing
+    /// reserved.
     ///
     /// # Errors
     /// The first slot is not due in time.
@@ -484,19 +572,18 @@ impl Gcra {
         horizon: i64,
         within: Option<i64>,
     ) -> Result<Vec<i64>, i64> {
-        if let Some(within) = within {
-            let size = sizes
-                .first()
-                .map_or(1, |&s| i64::try_from(s).unwrap_or(i64::MAX));
-            self.tats.resize(meters.len(), None);
-            let due = meters
-                .iter()
-                .zip(&self.tats)
-                .map(|(m, tat)| tat.unwrap_or(now).max(now).saturating_sub(m.reach(size)))
-                .fold(now, i64::max);
-            if due > now.saturating_add(within) {
-                return Err(due);
-            }
+        let within = within.map_or(MOST_AHEAD, |w| w.min(MOST_AHEAD));
+        let size = sizes
+            .first()
+            .map_or(1, |&s| i64::try_from(s).unwrap_or(i64::MAX));
+        self.tats.resize(meters.len(), None);
+        let due = meters
+            .iter()
+            .zip(&self.tats)
+            .map(|(m, tat)| tat.unwrap_or(now).max(now).saturating_sub(m.reach(size)))
+            .fold(now, i64::max);
+        if due > now.saturating_add(within) {
+            return Err(due);
         }
         Ok(self.reserve_sized(meters, now, want, sizes, horizon))
     }
@@ -705,6 +792,7 @@ mod tests {
     use super::*;
     use crate::rate::parse_rate;
     use crate::schedule::Unit;
+    use proptest::prelude::{Just, Strategy};
     use std::collections::BTreeMap;
 
     const MS: i64 = 1_000_000;
@@ -733,6 +821,177 @@ mod tests {
         assert_eq!(r.reserve(&[step("10/s", 1)], 0, 1, 0), vec![100 * MS]);
         assert_eq!(r.tats, g.tats);
         assert_eq!(g.seq, before.seq + 1);
+    }
+
+    /// A limit of `count` per `period_ns` with `burst`, of `unit`.
+    fn limit_of(count: u128, period_ns: u128, burst: u64, unit: Unit) -> Limit {
+        Limit {
+            rate: Rate::Limited { count, period_ns },
+            burst,
+            unit,
+        }
+    }
+
+    #[test]
+    fn limits_beyond_the_range_are_named() {
+        let d = DAY as u128;
+        let records = |count, period, burst| limit_of(count, period, burst, Unit::Records);
+        assert_eq!(out_of_range(&records(1, 32 * d, 1)), None);
+        assert!(out_of_range(&records(1, 32 * d + 1, 1))
+            .unwrap()
+            .contains("slower than one record in 32 days"));
+        assert!(out_of_range(&records(1, 110 * d, 1)).is_some());
+        assert!(out_of_range(&records(1, 365 * d * 100, 1)).is_some());
+        assert_eq!(out_of_range(&records(1, d, 32)), None);
+        assert!(out_of_range(&records(1, d, 33))
+            .unwrap()
+            .contains("burst spans"));
+        let cost = |count, period, burst| limit_of(count, period, burst, Unit::Cost);
+        assert_eq!(out_of_range(&cost(1, 1_000_000_000, 1)), None);
+        assert!(out_of_range(&cost(1, 33 * d, 1))
+            .unwrap()
+            .contains("one unit of cost in 32 days"));
+        assert!(out_of_range(&cost(1, 1_000_000_000, 3_000_000)).is_some());
+        let unlimited = Limit {
+            rate: Rate::Unlimited,
+            burst: 1,
+            unit: Unit::Records,
+        };
+        assert_eq!(out_of_range(&unlimited), None);
+    }
+
+    proptest::proptest! {
+        /// The most a slot may weigh charges each weighed limit at most
+        /// [`MOST_AHEAD`], and one unit more would charge more (unless
+        /// it is the largest cost, 2^53).
+        #[test]
+        fn the_most_weight_is_the_most_within_range(
+            count in 1i64..=1_000_000_000_000,
+            period in 1i64..=MOST_AHEAD,
+        ) {
+            let b = ByteStep { count, period, burst: 1 };
+            let most = b.most_bytes();
+            proptest::prop_assert!(most >= 1);
+            if b.cost(1) <= MOST_AHEAD {
+                proptest::prop_assert!(b.cost(most as i64) <= MOST_AHEAD, "{most}");
+            }
+            if most < 1 << 53 && b.cost(1) <= MOST_AHEAD {
+                // Within a step of the bound (the doubles' rounding).
+                let step = 2 + (most >> 40) as i64;
+                proptest::prop_assert!(b.cost(most as i64 + step) > MOST_AHEAD, "{most}");
+            }
+            proptest::prop_assert_eq!(most_weight(&[Meter::Bytes(b)]), most);
+        }
+
+        /// Over the whole range a limit may be shared in (a record limit
+        /// from 1 per 32 days, a cost limit from 1 unit per 32 days, bursts
+        /// up to 32 days of the rate) and every weight a record can have
+        /// (up to 2^53, charged as the most a slot may be), with calls
+        /// days apart: each slot is the one the plain GCRA (exact, in
+        /// `i128`, without bounds) grants, granted only within 32 days;
+        /// no time is ever stored past now + [`MOST_DEBT`], nor saturates;
+        /// and the record limit's departures keep its window bound.
+        #[test]
+        fn every_value_in_range_keeps_the_plain_schedule(
+            (r_count, r_period, r_burst) in (1u128..=1000, 1u128..=32 * 86_400_000_000_000u128)
+                .prop_flat_map(|(c, p)| {
+                    let interval = p.div_ceil(c);
+                    let most = (MOST_AHEAD as u128 / interval).clamp(1, 1000) as u64;
+                    (Just(c), Just(p), 1u64..=most)
+                })
+                .prop_filter("within range", |&(c, p, b)| {
+                    out_of_range(&limit_of(c, p, b, Unit::Records)).is_none()
+                }),
+            (c_count, c_period, c_burst) in (1u128..=1_000_000, 1u128..=32 * 86_400_000_000_000u128, 1u64..=1_000_000)
+                .prop_filter("within range", |&(c, p, b)| {
+                    out_of_range(&limit_of(c, p, b, Unit::Cost)).is_none()
+                }),
+            calls in proptest::collection::vec(
+                (0i64..=40 * DAY, proptest::collection::vec(1u64..=1 << 53, 1..4)),
+                1..12,
+            ),
+        ) {
+            let limits = [
+                limit_of(r_count, r_period, r_burst, Unit::Records),
+                limit_of(c_count, c_period, c_burst, Unit::Cost),
+            ];
+            let meters: Vec<Meter> = limits.iter().map(Meter::of).collect();
+            let most = most_weight(&meters);
+            let mut g = Gcra::default();
+            // The plain GCRA: i128 ns, no bound, no saturation.
+            let mut plain: [Option<i128>; 2] = [None, None];
+            let mut now = 0i64;
+            let mut departures = Vec::new();
+            for (gap, sizes) in calls {
+                now += gap;
+                let sizes: Vec<u64> = sizes.iter().map(|&w| w.min(most)).collect();
+                let got = g.reserve_within(&meters, now, (sizes.len() as u64, &sizes), 0, None);
+                let (n, w) = (i128::from(now), i128::from(sizes[0] as i64));
+                let tats: Vec<i128> = plain.iter().map(|t| t.unwrap_or(n).max(n)).collect();
+                let reach = |j: usize, w: i128| i128::from(meters[j].reach(w as i64));
+                let due = (0..2).map(|j| tats[j] - reach(j, w)).fold(n, i128::max);
+                match got {
+                    Err(at) => {
+                        proptest::prop_assert!(due > n + i128::from(MOST_AHEAD));
+                        proptest::prop_assert_eq!(i128::from(at), due);
+                    }
+                    Ok(slots) => {
+                        proptest::prop_assert!(due <= n + i128::from(MOST_AHEAD));
+                        proptest::prop_assert_eq!(i128::from(slots[0]), due);
+                        let cost = |j: usize| i128::from(meters[j].cost(w as i64));
+                        plain = [Some(tats[0].max(due) + cost(0)), Some(tats[1].max(due) + cost(1))];
+                        departures.push(slots[0]);
+                    }
+                }
+                for t in &g.tats {
+                    let t = t.expect("a schedule, never lost");
+                    proptest::prop_assert!(t <= now + MOST_DEBT && t < i64::MAX / 2, "{t}");
+                }
+            }
+            // The record limit's bound: at most burst + W / T in any
+            // window W between two departures.
+            let interval = r_period.div_ceil(r_count) as i128;
+            for (i, a) in departures.iter().enumerate() {
+                for (k, b) in departures[i..].iter().enumerate() {
+                    let w = i128::from(b - a);
+                    proptest::prop_assert!((k as i128) < i128::from(r_burst) + w / interval);
+                }
+            }
+        }
+    }
+
+    /// Settlements charging far past a slot's most, one after another, and
+    /// a change of limits after them, stop at [`MOST_DEBT`]: the schedule
+    /// stays (never saturated, never lost) and keeps the other limits.
+    #[test]
+    fn charges_past_the_range_stop_at_the_most_debt() {
+        let meters = [
+            Meter::of(&limit_of(1, DAY as u128, 1, Unit::Records)),
+            Meter::of(&limit_of(1, 1_000_000_000, 1, Unit::Cost)),
+        ];
+        let mut g = Gcra::default();
+        g.reserve_within(&meters, 0, (1, &[1]), 0, None).unwrap();
+        for _ in 0..10 {
+            let s = Settlement {
+                more: most_weight(&meters),
+                ..Settlement::default()
+            };
+            g.settle(&meters, 0, &s, false);
+        }
+        assert_eq!(g.tats[1], Some(MOST_DEBT));
+        assert_eq!(g.tats[0], Some(DAY), "the record limit is not settled");
+        g.relimit(&meters, 0);
+        assert!(g.tats.iter().all(|t| t.is_some_and(|t| t <= MOST_DEBT)));
+        // Nothing is granted until the debt falls within 32 days.
+        assert_eq!(
+            g.reserve_within(&meters, 0, (1, &[1]), 0, None),
+            Err(MOST_DEBT)
+        );
+        let at = MOST_DEBT - MOST_AHEAD;
+        assert_eq!(
+            g.reserve_within(&meters, at, (1, &[1]), 0, None),
+            Ok(vec![MOST_DEBT])
+        );
     }
 
     #[test]

@@ -494,6 +494,49 @@ pub struct SharedSchedule {
     /// ([`record_hash`]), the size its slot was reserved for (what it was
     /// charged) and where the state stood before that slot's reservation.
     pub(crate) in_flight: Option<VecDeque<(u64, u64, Mark)>>,
+    /// The most a slot may be reserved for, and the notice of the first
+    /// record weighing more.
+    pub(crate) heaviest: Heaviest,
+}
+
+/// The most a shared slot may be reserved for (bytes, or cost:
+/// [`super::gcra::most_weight`], 32 days of the weighed limits), and
+/// whether the first record weighing more was said on stderr.
+#[derive(Debug)]
+pub(crate) struct Heaviest {
+    /// The most a slot is reserved for (`u64::MAX`: no bound).
+    pub(crate) most: u64,
+    /// Who says it (`--share NAME`).
+    pub(crate) who: String,
+    /// Said nothing (`--quiet`), or said already.
+    pub(crate) said: std::cell::Cell<bool>,
+}
+
+impl Heaviest {
+    /// No bound (no weighed limit).
+    #[cfg(test)]
+    pub(crate) fn none() -> Heaviest {
+        Heaviest {
+            most: u64::MAX,
+            who: String::new(),
+            said: std::cell::Cell::new(true),
+        }
+    }
+
+    /// What a record weighing `weight` is charged: its weight, or the most
+    /// a slot may be, said once on stderr.
+    pub(crate) fn cap(&self, weight: u64) -> u64 {
+        if weight <= self.most {
+            return weight;
+        }
+        if !self.said.replace(true) {
+            eprintln!(
+                "drip: {}: a record weighs {weight}, more than a shared slot may charge (32 days of the limit): each such record is charged {}",
+                self.who, self.most
+            );
+        }
+        self.most
+    }
 }
 
 /// What the writes did with the slots released ([`Schedule::wrote`]).
@@ -542,10 +585,10 @@ impl SharedSchedule {
     /// What `record` weighs on the weighed limits: its cost under cost
     /// limits, else its size in bytes.
     fn weight(&self, record: &[u8]) -> u64 {
-        match &self.cost {
+        self.heaviest.cap(match &self.cost {
             Some(cost) => cost.of(record),
             None => record.len() as u64,
-        }
+        })
     }
 
     /// How late (ns) a slot reserved for `size` bytes may still be used:
@@ -761,7 +804,7 @@ impl Schedule for SharedSchedule {
             .enumerate()
             .map(|(i, e)| spent.get(i).copied().flatten().or(*e))
             .collect();
-        let real = cost.spend(0, &actual);
+        let real = self.heaviest.cap(cost.spend(0, &actual));
         let found = take_newest(flight, |e| e.0 == hash, |oldest| oldest.2);
         let on_slot = found.is_some();
         let s = match found {
@@ -776,7 +819,7 @@ impl Schedule for SharedSchedule {
                 self.local.settle(now, record, spent);
                 // Not found (forgotten, or let go by the lone pace): an
                 // underestimate is still charged, nothing given back.
-                let estimate = cost.spend(0, &estimates);
+                let estimate = self.heaviest.cap(cost.spend(0, &estimates));
                 Settlement {
                     more: real.saturating_sub(estimate),
                     ..Settlement::default()
@@ -888,6 +931,7 @@ pub(crate) mod tests {
             peers: 1,
             written: Written::default(),
             in_flight: None,
+            heaviest: Heaviest::none(),
         }
     }
 
@@ -1134,6 +1178,7 @@ pub(crate) mod tests {
             peers: 1,
             written: Written::default(),
             in_flight: None,
+            heaviest: Heaviest::none(),
         };
         let (mut before, mut after) = (0, 0);
         for ms in 0..1000 {
@@ -1180,6 +1225,7 @@ pub(crate) mod tests {
             peers: 1,
             written: Written::default(),
             in_flight: None,
+            heaviest: Heaviest::none(),
         }
     }
 

@@ -323,6 +323,7 @@ impl Relimiter {
                 if self.global { "taken away" } else { "added" }
             ));
         }
+        in_range(limits, key).map_err(|why| format!("--share {name}: {why}"))?;
         let limits = canonical(limits);
         let meters = limits.iter().map(gcra::Meter::of).collect();
         let spec = match key {
@@ -539,7 +540,7 @@ fn open_global(
     let meters: Vec<gcra::Meter> = limits.iter().map(gcra::Meter::of).collect();
     let weighs_bytes = meters.iter().any(gcra::Meter::weighs_bytes);
     let store = store(share, spec, meters.clone(), None)?;
-    let mut global = GlobalLease::new(meters);
+    let mut global = GlobalLease::new(meters.clone());
     global.settling = share.settle;
     let lease = Arc::new(Lease::new(global, origin));
     handle.lease = Some(Arc::clone(&lease));
@@ -564,7 +565,39 @@ fn open_global(
         peers: share.peers,
         written: lease::Written::default(),
         in_flight: share.settle.then(std::collections::VecDeque::new),
+        heaviest: lease::Heaviest {
+            most: gcra::most_weight(&meters),
+            who: format!("--share {}", handle.name),
+            said: std::cell::Cell::new(share.quiet),
+        },
     })
+}
+
+/// Whether `limits` (and the limit per `key`) can be shared: each within
+/// the range a shared schedule keeps exactly in both backends
+/// ([`gcra::out_of_range`]).
+///
+/// # Errors
+/// One line naming the flag and the limit out of range, and why.
+pub fn in_range(limits: &[Limit], key: Option<&Limit>) -> Result<(), String> {
+    let flagged = limits
+        .iter()
+        .map(|l| {
+            let flag = match l.unit {
+                crate::schedule::Unit::Records => "--rate",
+                crate::schedule::Unit::Bytes => "--byte-rate",
+                crate::schedule::Unit::Cost => "--cost-rate",
+            };
+            (flag, l)
+        })
+        .chain(key.map(|k| ("--key-rate", k)));
+    for (flag, limit) in flagged {
+        if let Some(why) = gcra::out_of_range(limit) {
+            let shown = gcra::describe(&gcra::spec(std::slice::from_ref(limit)));
+            return Err(format!("{flag} {shown}: {why}"));
+        }
+    }
+    Ok(())
 }
 
 /// What a shared schedule paces by besides its lease, from its limits.

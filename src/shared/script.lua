@@ -16,7 +16,8 @@
 --          interval, tolerance (ns), 0 for a record limit; "b", count,
 --          period (ns), burst (bytes) for a byte limit
 -- then     reserve: want, horizon (ns), within (ns: no slot unless the
---          first is due that soon; -1: always one), then the size (bytes)
+--          first is due that soon; -1: within MOST_AHEAD, as any is at
+--          most), then the size (bytes)
 --          of the record each slot is for (1 when not given); settle: the
 --          number of settlements, then five values for each: units to
 --          give back, units to charge more, charged before the slot's
@@ -102,12 +103,17 @@ local function reach(j, s)
 end
 local extra = 6 + 4 * n
 local out
+-- The range every backend keeps (src/shared/gcra.rs, MOST_AHEAD and
+-- MOST_DEBT): no slot granted more than 32 days ahead, no TAT stored more
+-- than 96 days ahead, so every time stays under 2^53 ns.
+local MOST_AHEAD = 32 * 86400 * 1e9
+local MOST_DEBT = 3 * MOST_AHEAD
 -- A relimit's fields for the keys' schedules (keys.lua).
 local keyed = {}
 -- A slot granted at due for size s: the TATs move on, it is charged.
 local function grant(due, size)
   for j = 1, n do
-    tats[j] = math.max(tats[j], due) + cost(j, size)
+    tats[j] = math.min(math.max(tats[j], due) + cost(j, size), now + MOST_DEBT)
   end
   charged = charged + size
   last = math.max(last or due, due)
@@ -131,8 +137,11 @@ if op == 'reserve' then
   local want = math.max(tonumber(ARGV[extra]), 1)
   local horizon = tonumber(ARGV[extra + 1])
   local within = tonumber(ARGV[extra + 2])
+  if within < 0 or within > MOST_AHEAD then
+    within = MOST_AHEAD
+  end
   local due = due_for(tonumber(ARGV[extra + 3]) or 1)
-  if within >= 0 and due > now + within then
+  if due > now + within then
     return {3, seq, now, fresh and 1 or 0, charged, life, due - now}
   end
   from_now()
@@ -149,7 +158,7 @@ if op == 'reserve' then
   end
 elseif op == 'take' then
   local size = tonumber(ARGV[extra]) or 1
-  local within = tonumber(ARGV[extra + 1])
+  local within = math.min(tonumber(ARGV[extra + 1]), MOST_AHEAD)
   local due = due_for(size)
   if due > now + within then
     return {2, seq, now, fresh and 1 or 0, due - now}
@@ -187,7 +196,7 @@ elseif op == 'relimit' then
     j = j + 1
   end
   for i = 1, n do
-    tats[i] = start + reach(i, 0)
+    tats[i] = math.min(start + reach(i, 0), now + MOST_DEBT)
   end
   seq = seq + 1
   gen = gen + 1
@@ -207,7 +216,7 @@ elseif op == 'settle' then
     if more > 0 then
       for j = 1, n do
         if kind[j] == 'b' then
-          tats[j] = math.max(tats[j] or now, now) + cost(j, more)
+          tats[j] = math.min(math.max(tats[j] or now, now) + cost(j, more), now + MOST_DEBT)
         end
       end
       charged = charged + more
