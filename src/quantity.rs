@@ -207,11 +207,23 @@ pub enum Bound {
     Time(Duration),
 }
 
-/// Parse a bound: a count of at least 1 (`1000`), or a duration of at
-/// most [`LONGEST`] (`30s`, `5m`, `1h`).
+/// The multipliers a count in a bound may carry: decimal, as `10k` records
+/// are ten thousand (`m` is no multiplier: a duration's minutes).
+const COUNT_SUFFIXES: [(char, u32); 4] = [('k', 3), ('K', 3), ('M', 6), ('G', 9)];
+
+/// What a bound is, in its errors.
+const BOUND_FORMS: &str =
+    "expected a number of records (1000, 10k, 2M) or a duration (30s, 5m, 1h)";
+
+/// Parse a bound: a count of at least 1 (`1000`; `10k`, `2M`, `1G` are
+/// 10^3, 10^6 and 10^9 records, and `1.5k` is 1500), or a duration of at
+/// most [`LONGEST`] (`30s`, `5m`, `1h`; a month spelled `month` or
+/// `months`, since `M` is a million here).
 ///
 /// # Errors
-/// Neither a count nor a duration, zero, or longer than [`LONGEST`].
+/// Neither a count nor a duration, zero, a count that is not whole
+/// (`1.2345k`), `M` among a duration's units, or longer than
+/// [`LONGEST`].
 pub fn parse_bound(text: &str) -> Result<Bound, String> {
     let number = text.strip_prefix('-').unwrap_or(text);
     if !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()) {
@@ -220,10 +232,67 @@ pub fn parse_bound(text: &str) -> Result<Bound, String> {
     if text.starts_with('-') {
         return Err("cannot be negative".into());
     }
+    if let Some(count) = suffixed_count(text) {
+        return count.map(Bound::Count);
+    }
+    // humantime reads `M` as a month: here it is a million, so a duration
+    // with it is no duration (`1M2d`).
+    if text
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .any(|unit| unit == "M")
+    {
+        return Err(format!(
+            "M is a million records (2M); a month is spelled month ({BOUND_FORMS})"
+        ));
+    }
     match humantime::parse_duration(text) {
         Ok(_) => parse_interval(text).map(Bound::Time),
-        Err(_) => Err("expected a number of records (1000) or a duration (30s, 5m, 1h)".into()),
+        Err(humantime::DurationError::UnknownUnit { unit, .. }) if unit.starts_with("mo") => Err(
+            format!("unknown unit '{unit}': a month is spelled month or months ({BOUND_FORMS})"),
+        ),
+        Err(humantime::DurationError::UnknownUnit { unit, .. }) if !unit.is_empty() => {
+            Err(format!("unknown unit '{unit}' ({BOUND_FORMS})"))
+        }
+        Err(_) => Err(BOUND_FORMS.into()),
     }
+}
+
+/// A count with a decimal multiplier (`10k`, `2M`, `1.5G`, `+3k`):
+/// `None` when `text` is not one; else the count, or why it is refused
+/// (not whole, zero, too large).
+fn suffixed_count(text: &str) -> Option<Result<usize, String>> {
+    let last = text.chars().last()?;
+    let (_, exponent) = COUNT_SUFFIXES.iter().find(|(c, _)| *c == last)?;
+    let number = &text[..text.len() - 1];
+    let number = number.strip_prefix('+').unwrap_or(number);
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    let digits = |t: &str| t.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !digits(whole) || !digits(fraction) {
+        return None;
+    }
+    let most = u128::try_from(usize::MAX).unwrap_or(u128::MAX);
+    let too_large = || format!("too large: at most {most}");
+    // Digits past the multiplier's must be zeros: `1.5k` is 1500,
+    // `1.2345k` no whole count.
+    let fraction = fraction.trim_end_matches('0');
+    if fraction.len() > *exponent as usize {
+        return Some(Err(format!(
+            "{text} is no whole number of records ({BOUND_FORMS})"
+        )));
+    }
+    let scale = 10u128.pow(*exponent);
+    let shift = 10u128.pow(*exponent - fraction.len() as u32);
+    let count = whole
+        .parse::<u128>()
+        .ok()
+        .and_then(|w| w.checked_mul(scale))
+        .and_then(|w| w.checked_add(fraction.parse::<u128>().unwrap_or(0) * shift));
+    Some(match count {
+        None => Err(too_large()),
+        Some(0) => Err("must be at least 1".into()),
+        Some(n) if n > most => Err(too_large()),
+        Some(n) => Ok(usize::try_from(n).expect("at most usize::MAX")),
+    })
 }
 
 /// How many units `per_period` units every `period_ns` let go in
@@ -272,8 +341,52 @@ mod tests {
         assert!(parse_bound("0s").is_err());
         assert!(parse_bound("-3").is_err());
         assert!(parse_bound("lots").unwrap_err().contains("duration (30s"));
+        assert!(parse_bound("2mo").unwrap_err().contains("spelled month"));
         assert_eq!(drained(10, 1_000_000_000, Duration::from_secs(3)), 30);
         assert_eq!(drained(1, 60_000_000_000, Duration::from_secs(30)), 0);
+    }
+
+    #[test]
+    fn a_bound_counts_thousands_millions_and_billions() {
+        for (text, n) in [
+            ("10k", 10_000),
+            ("10K", 10_000),
+            ("2M", 2_000_000),
+            ("1G", 1_000_000_000),
+            ("1.5k", 1500),
+            ("0.5M", 500_000),
+            ("2.000k", 2000),
+            ("+3k", 3000),
+        ] {
+            assert_eq!(parse_bound(text), Ok(Bound::Count(n)), "{text}");
+        }
+        assert!(parse_bound("1.2345k")
+            .unwrap_err()
+            .contains("no whole number"));
+        assert!(parse_bound("0k").unwrap_err().contains("at least 1"));
+        assert!(parse_bound("0.0001k").is_err());
+        assert!(parse_bound("-2M").unwrap_err().contains("negative"));
+        assert!(parse_bound("99999999999999999999999G")
+            .unwrap_err()
+            .contains("too large"));
+        assert!(parse_bound("k").is_err());
+        assert!(parse_bound(".5k").is_err());
+    }
+
+    #[test]
+    fn a_bound_keeps_durations_and_spells_months_out() {
+        let minutes = Bound::Time(Duration::from_secs(120));
+        assert_eq!(parse_bound("2m"), Ok(minutes));
+        assert_eq!(parse_bound("2min"), Ok(minutes));
+        assert_eq!(
+            parse_bound("2d"),
+            Ok(Bound::Time(Duration::from_secs(2 * 86_400)))
+        );
+        let month = humantime::parse_duration("1month").unwrap();
+        assert_eq!(parse_bound("1month"), Ok(Bound::Time(month)));
+        assert_eq!(parse_bound("2months"), Ok(Bound::Time(month * 2)));
+        // M is a million, never a month, even among other units.
+        assert!(parse_bound("1M2d").unwrap_err().contains("million"));
     }
 
     #[test]

@@ -633,6 +633,69 @@ fn bad_flag_values_are_usage_errors() {
     }
 }
 
+/// `--capacity` and `--key-capacity` count records in thousands, millions
+/// and billions (decimal: `10k`, `2M`, `1G`), while a duration keeps its
+/// units (`2m` is two minutes of the rate) and a month is spelled out:
+/// `M` is a million, never a month.
+#[test]
+fn a_capacity_counts_in_k_m_and_g_and_m_is_no_month() {
+    // 2k: the first record leaves at once, 2,000 wait, the next overflows.
+    let input = temp_file(numbered(1..=2005).as_bytes());
+    drip(&["-r", "1/min", "-c", "2k", "-o", "fail"])
+        .arg(input.path())
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains(
+            "record 2002 arrived at a full bucket (capacity 2000 records)",
+        ));
+    // A key's queue, by the same parser: 1.5k is 1,500.
+    let one_key = temp_file("a\n".repeat(1505).as_bytes());
+    drip(&[
+        "-r",
+        "1/min",
+        "-c",
+        "5k",
+        "--key",
+        "1",
+        "--key-rate",
+        "1/min",
+    ])
+    .args(["--key-capacity", "1.5k", "-o", "fail"])
+    .arg(one_key.path())
+    .assert()
+    .code(3)
+    .stderr(predicate::str::contains(
+        "record 1502 arrived at its key's full queue (--key-capacity 1500)",
+    ));
+    // 2M is two million records, not two months of the rate: a count
+    // needs no rate to drain it, and the summary names no duration.
+    drip(&["-q", "-r", "inf", "-c", "2M", "--stats"])
+        .write_stdin("a\n")
+        .assert()
+        .success()
+        .stdout("a\n")
+        .stderr(predicate::str::contains("cap ").not());
+    // 2m is still two minutes of the rate.
+    drip(&["-q", "-r", "10/s", "-c", "2m", "--stats"])
+        .write_stdin("a\n")
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("cap 1200 (2m, by --rate 10/s)"));
+    // A month is spelled month; M beside other units is refused.
+    drip(&["-q", "-r", "1/d", "-c", "1month", "--stats"])
+        .write_stdin("a\n")
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("cap 30 ("));
+    usage_error_says(
+        &["--capacity", "2mo"],
+        "unknown unit 'mo': a month is spelled month",
+    );
+    usage_error_says(&["--capacity", "1M2d"], "M is a million records");
+    usage_error_says(&["--capacity", "1.2345k"], "1.2345k is no whole number");
+    usage_error_says(&["--key-capacity", "0k"], "must be at least 1");
+}
+
 #[test]
 fn output_files_that_are_one_file_are_usage_errors() {
     let dir = tempfile::tempdir().unwrap();

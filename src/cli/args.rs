@@ -193,11 +193,13 @@ pub struct Cli {
     #[arg(long, value_name = "[START:]DURATION", value_parser = parse_ramp, value_hint = ValueHint::Other, allow_hyphen_values = true)]
     pub ramp: Option<RampArg>,
 
-    /// Records the bucket holds: a number, or a DURATION (30s, 5m, 1h) for
-    /// what the schedule drains in that time, ⌊rate × DURATION⌋ records of
-    /// the tightest --rate (with only --byte-rate limits, the bytes the
-    /// tightest drains, as --capacity-bytes). --stats names the limit that
-    /// set it. Not with --rate inf alone
+    /// Records the bucket holds: a number (1000; 10k, 2M, 1G are 10^3, 10^6,
+    /// 10^9 records, decimal; 1.5k is 1500), or a DURATION (30s, 5m, 1h,
+    /// 2d; m is minutes, a month is spelled month) for what the schedule
+    /// drains in that time, ⌊rate × DURATION⌋ records of the tightest
+    /// --rate (with only --byte-rate limits, the bytes the tightest drains,
+    /// as --capacity-bytes). --stats names the limit that set it. Not with
+    /// --rate inf alone
     #[arg(short, long, value_name = "N|DURATION", default_value = "1000", value_parser = parse_bound, value_hint = ValueHint::Other, allow_hyphen_values = true)]
     pub capacity: Bound,
 
@@ -314,8 +316,9 @@ pub struct Cli {
     #[arg(long, value_name = "RATE[:BURST]", value_parser = parse_key_rate, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true, help_heading = "Limits per key")]
     pub key_rate: Vec<(Rate, Option<u64>)>,
 
-    /// Records one key may have waiting: a number, or a DURATION for what
-    /// --key-rate drains in that time (⌊key rate × DURATION⌋); a key at
+    /// Records one key may have waiting: a number (as --capacity: 500, 10k),
+    /// or a DURATION for what --key-rate drains in that time (⌊key rate ×
+    /// DURATION⌋); a key at
     /// this bound meets the overflow policy (drop-oldest then evicts its
     /// own oldest) [default: --capacity]
     #[arg(long, value_name = "N|DURATION", value_parser = parse_bound, value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Limits per key")]

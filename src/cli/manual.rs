@@ -21,7 +21,8 @@ Pace:
       --cost-rate N/UNIT      cost per unit, the cost read by --cost FIELD|REGEX
 
 Bucket:
-  -c, --capacity N|DURATION   records it holds [1000], or what drains in 30s
+  -c, --capacity N|DURATION   records it holds [1000]: 10k, 2M (decimal); or
+                              what the rate drains in a DURATION: 30s, 5m
   -o, --overflow POLICY       when full: block, drop-newest, drop-oldest, fail
       --max-wait DURATION     expire records that waited longer
       --dead-letter FILE      append every record not written to FILE
@@ -191,7 +192,7 @@ pub const DESCRIPTION: &[(&str, &[Paragraph])] = &[
     (
         "Service level",
         &[
-            ("", "A capacity is often a time: \"no record waits more than 30 seconds\". -c 30s holds what the schedule drains in 30 seconds, \u{230a}rate \u{d7} 30s\u{230b} records of the tightest --rate (with only --byte-rate limits, the bytes the tightest drains, as --capacity-bytes); --key-capacity 30s, what --key-rate drains. --stats names the limit that set it. With --rate inf alone there is nothing to drain the bucket in time, and a duration is a usage error."),
+            ("", "A capacity is a number of records (1000), in thousands, millions or billions with k (or K), M or G, decimal (10k is 10,000, 2M 2,000,000, 1G 10^9; 1.5k is 1,500), or a DURATION. A DURATION keeps its units (ms, s, m for minutes, h, d, w, y); a month, which M would mean elsewhere, is spelled month or months. A capacity is often a time: \"no record waits more than 30 seconds\". -c 30s holds what the schedule drains in 30 seconds, \u{230a}rate \u{d7} 30s\u{230b} records of the tightest --rate (with only --byte-rate limits, the bytes the tightest drains, as --capacity-bytes); --key-capacity 30s, what --key-rate drains. --stats names the limit that set it. With --rate inf alone there is nothing to drain the bucket in time, and a duration is a usage error."),
             ("", "With --max-wait and a drop or fail policy, each arriving record is held to its deadline as it arrives: the records waiting ahead of it leave, one after another, as soon as every limit allows; when that already puts its departure later than --max-wait after its arrival (less the schedule's slack, 2 to 5 ms, so a wake-up that late does not make it expire), it is refused at once: drop-newest drops it (to the dead letter at once), drop-oldest evicts the fewest oldest waiting records that let it leave in time (or drops it when an empty bucket would not), fail stops with status 3. Under a drop or fail policy this is always so: such a record would expire anyway, having held a place for --max-wait, and refusing it at once tells the producer, the dead letter and the counts when it arrives. block never refuses: it holds the producer back instead. Only the schedule is foreseen: a record delayed after it arrived (stdout stalled, a pause, a shared state not answering) still expires while waiting, counted as expired. With --share no forecast is made (other drips take slots drip cannot foresee): records expire as before. With --key the forecast is a floor: its key's records ahead of it at the key rate, and the global limits' slots for as many; other keys' turns come on top, so a record refused could not have made it, and one let in may still expire; drop-oldest evicts its own key's oldest."),
             ("", "The display, the --stats-interval lines and the summary show the age of the oldest waiting record beside the wait a record arriving now would face, as foreseen (wait 12.4s): the figure to compare with the service level."),
         ],
