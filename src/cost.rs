@@ -353,9 +353,15 @@ impl Estimate {
 
 /// What a job reported it spent of each of `costs` costs, read from its
 /// `output` by `settle` (each cost's place and its estimate): the output
-/// as JSON, or else its last line that is. `None` for a cost not settled
-/// or whose number cannot be read.
-pub fn spent_from(settle: &[(usize, Estimate)], costs: usize, output: &[u8]) -> Vec<Option<u64>> {
+/// as JSON, or else its last line that is; `len` is the whole output's
+/// size in bytes (what `bytes` is), of which `output` may be the tail.
+/// `None` for a cost not settled or whose number cannot be read.
+pub fn spent_from(
+    settle: &[(usize, Estimate)],
+    costs: usize,
+    output: &[u8],
+    len: u64,
+) -> Vec<Option<u64>> {
     let value = serde_json::from_slice::<Value>(output).ok().or_else(|| {
         output
             .split(|&b| b == b'\n')
@@ -370,7 +376,7 @@ pub fn spent_from(settle: &[(usize, Estimate)], costs: usize, output: &[u8]) -> 
     let mut spent = vec![None; costs];
     for (i, estimate) in settle {
         if let Some(s) = spent.get_mut(*i) {
-            *s = estimate.of(output.len() as u64, &mut json);
+            *s = estimate.of(len, &mut json);
         }
     }
     spent

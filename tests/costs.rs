@@ -253,6 +253,60 @@ fn an_output_without_the_number_keeps_the_estimate_and_is_said_once() {
     );
 }
 
+/// A job whose output passes 1 MiB is settled from its last line (the
+/// output's tail is read), and one whose last line has no number says
+/// the output was too large to read whole. It used to ignore any output
+/// over 1 MiB ("no number to settle").
+#[test]
+fn a_usage_line_after_a_megabyte_of_output_is_settled() {
+    let input = "{\"e\":100}\n".repeat(6);
+    let big = "head -c 2100000 /dev/zero | tr '\\0' x; echo";
+    let run = |job: &str| {
+        let args = [
+            "--cost",
+            "e",
+            "--cost-rate",
+            "100/s:100",
+            "--settle",
+            "usage.total",
+            "--exec",
+            "sh",
+            "-c",
+            job,
+        ];
+        let start = Instant::now();
+        let out = command(&args)
+            .stdin(common::temp_file(input.as_bytes()).reopen().unwrap())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(
+            out.stdout.len(),
+            6 * (2_100_001 + 22),
+            "every output passed on whole"
+        );
+        (
+            start.elapsed(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    common::until_judged(3, Duration::from_secs(90), || {
+        let (took, err) = run(&format!("{big}; echo '{{\"usage\":{{\"total\":1}}}}'"));
+        assert!(!err.contains("no number to settle"), "{err}");
+        (took > Duration::from_millis(2500)).then(|| format!("settled in {took:?}"))
+    });
+    let (took, err) = run(&format!("{big}; echo '{{\"other\":{{\"total\":1}}}}'"));
+    assert!(
+        took >= Duration::from_millis(4900),
+        "the estimates stand: {took:?}"
+    );
+    assert_eq!(
+        err.lines().filter(|l| l.contains("--settle")).collect::<Vec<_>>(),
+        ["drip: --settle: the output of record 1 is larger than 1 MiB, and its last line has no number to settle; its estimate stands (said once)"],
+        "{err}"
+    );
+}
+
 #[test]
 fn what_a_job_spent_is_read_from_the_usage_file_it_writes() {
     // The job's stdout says nothing; it writes 1 to {usage}: given back,

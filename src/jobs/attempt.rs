@@ -136,17 +136,22 @@ impl Files {
         })
     }
 
-    /// The attempt's stdout as it stands, when at most `most` bytes (it
-    /// is not moved: passing it on still passes it all).
-    pub fn stdout_text(&self, most: u64) -> Option<Vec<u8>> {
+    /// The attempt's stdout as it stands, and its whole length (bytes):
+    /// all of it when at most `most` bytes, else its tail, the lines that
+    /// start within its last `most` bytes (a usage report is its last
+    /// line). It is not moved: passing it on still passes it all.
+    pub fn stdout_text(&self, most: u64) -> Option<(Vec<u8>, u64)> {
         use std::os::unix::fs::FileExt;
         let len = self.stdout.metadata().ok()?.len();
-        if len > most {
-            return None;
+        let from = len.saturating_sub(most);
+        let mut text = vec![0u8; usize::try_from(len - from).ok()?];
+        self.stdout.read_exact_at(&mut text, from).ok()?;
+        if from > 0 {
+            // The first line began before the tail: cut it off.
+            let start = memchr::memchr(b'\n', &text).map_or(text.len(), |i| i + 1);
+            text.drain(..start);
         }
-        let mut text = vec![0u8; usize::try_from(len).ok()?];
-        self.stdout.read_exact_at(&mut text, 0).ok()?;
-        Some(text)
+        Some((text, len))
     }
 
     /// Give back the space the last job's output took (and its record on

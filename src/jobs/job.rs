@@ -234,15 +234,24 @@ impl Pool {
         let Some(costs) = settle.iter().map(|(i, _)| i + 1).max() else {
             return;
         };
-        let output = attempt::take_usage(headers, SETTLE_MOST)
+        let (output, len) = attempt::take_usage(headers, SETTLE_MOST)
+            .map(|u| {
+                let len = u.len() as u64;
+                (u, len)
+            })
             .or_else(|| files.stdout_text(SETTLE_MOST))
             .unwrap_or_default();
-        let spent = crate::cost::spent_from(settle, costs, &output);
+        let spent = crate::cost::spent_from(settle, costs, &output, len);
         let succeeded = matches!(ended.exit, super::retry::Exit::Code(0));
         let unread = succeeded && settle.iter().any(|(i, _)| spent[*i].is_none());
         if unread && !self.settle_unread.swap(true, Ordering::Relaxed) && !self.cfg.quiet {
+            let why = if len > SETTLE_MOST {
+                "is larger than 1 MiB, and its last line has no number to settle"
+            } else {
+                "has no number to settle"
+            };
             eprintln!(
-                "drip: --settle: the output of record {number} has no number to settle; its estimate stands (said once)"
+                "drip: --settle: the output of record {number} {why}; its estimate stands (said once)"
             );
         }
         let mut st = self.shared.lock();
