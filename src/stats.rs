@@ -457,6 +457,11 @@ pub struct ShareStats {
     pub per_key: Option<ShareCounts>,
 }
 
+/// What a forfeited slot is, said beside the count in `--stats`: one this
+/// drip reserved and no record used, found out when it was too late to give
+/// it back to the other drips.
+pub const FORFEITED: &str = "reserved, unused, too late to give back";
+
 /// What one keeper did with the shared state.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct ShareCounts {
@@ -472,16 +477,20 @@ pub struct ShareCounts {
 
 impl ShareStats {
     /// The `--stats` lines, as [`wrap`] breaks them: `shared NAME: 3
-    /// reservations, 0 slots forfeited late, state lost 0 times, 0 failed
-    /// calls`, and the same with `shared NAME per key:`; NAME shown as a
-    /// key is ([`text_key`]: at most [`KEY_SHOWN`] columns).
+    /// reservations, 0 slots forfeited late (reserved, unused, too late to
+    /// give back), state lost 0 times, 0 failed calls`, and the same with
+    /// `shared NAME per key:`; NAME shown as a key is ([`text_key`]: at
+    /// most [`KEY_SHOWN`] columns).
     pub fn lines(&self) -> Vec<String> {
         let name = text_key(Some(self.name.as_bytes()));
         let clauses = |part: &str, c: &ShareCounts| {
             vec![
                 (format!("shared {name}{part}:"), ""),
                 (format!("{} reservations", c.reservations), ","),
-                (format!("{} slots forfeited late", c.slots_forfeited), ","),
+                (
+                    format!("{} slots forfeited late ({FORFEITED})", c.slots_forfeited),
+                    ",",
+                ),
                 (format!("state lost {} times", c.state_lost), ","),
                 (format!("{} failed calls", c.failed_calls), ""),
             ]
@@ -1129,7 +1138,7 @@ mod tests {
         let cut = format!("{}…", "n".repeat(KEY_SHOWN - 1));
         assert_eq!(lines[0], format!("drip: shared {cut}:"));
         assert!(
-            lines[1].starts_with(&format!("drip: {} reservations,", u64::MAX)),
+            lines[1].starts_with(&format!("drip: {} reservations", u64::MAX)),
             "{lines:?}"
         );
         assert!(lines.contains(&format!("drip: shared {cut} per key: 0 reservations")));
@@ -1159,9 +1168,11 @@ mod tests {
         assert_eq!(
             s.lines()[2..],
             [
-                "drip: shared quota: 7 reservations, 1 slots forfeited late, state lost 2 times",
-                "drip: 3 failed calls",
-                "drip: shared quota per key: 4 reservations, 0 slots forfeited late",
+                "drip: shared quota: 7 reservations",
+                "drip: 1 slots forfeited late (reserved, unused, too late to give back)",
+                "drip: state lost 2 times, 3 failed calls",
+                "drip: shared quota per key: 4 reservations",
+                "drip: 0 slots forfeited late (reserved, unused, too late to give back)",
                 "drip: state lost 0 times, 0 failed calls",
             ]
         );
