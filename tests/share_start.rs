@@ -415,6 +415,36 @@ fn a_primary_the_sentinels_do_not_know_stops_with_status_4_under_every_policy() 
     stops_with_status_4_under_every_policy(&["-r", "10/s"], &share, &says);
 }
 
+/// `redis+sentinel://` naming a plain Redis, or `redis+cluster://` naming
+/// a Redis without cluster support, is no setup a retry mends: one line
+/// naming what was reached, exit 4 at once under every policy (drip
+/// waited for ever, or under `local` paced alone for ever). `drip take`
+/// says so too.
+#[test]
+fn a_plain_server_given_as_sentinels_or_a_cluster_stops_with_status_4_under_every_policy() {
+    if !common::have_redis() {
+        return;
+    }
+    let plain = Server::options().start();
+    let port = plain.port;
+    let says = format!(
+        "drip: --share s: 127.0.0.1:{port} is not a Redis Sentinel (it does not know SENTINEL): give redis://127.0.0.1:{port}/NAME for one server, or redis+sentinel:// with the sentinels' addresses"
+    );
+    let share = format!("redis+sentinel://127.0.0.1:{port}/mymaster/s");
+    stops_with_status_4_under_every_policy(&["-r", "10/s"], &share, &says);
+    let says = format!(
+        "drip: --share s: 127.0.0.1:{port} is not a Redis Cluster node (cluster_enabled:0): give redis://127.0.0.1:{port}/NAME for one server, or redis+cluster:// with the nodes of a cluster"
+    );
+    let share = format!("redis+cluster://127.0.0.1:{port}/s");
+    stops_with_status_4_under_every_policy(&["-r", "10/s"], &share, &says);
+    let out = common::command(&["take", &share, "-r", "10/s", "--timeout", "5s"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("is not a Redis Cluster node"), "{err}");
+}
+
 /// A Sentinel's port answers drip's scripts with an unknown command: it
 /// holds no data, and no retry mends that. One line saying it is a
 /// Sentinel, exit 4 at once under every policy (under `wait` drip sent

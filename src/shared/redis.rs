@@ -71,8 +71,10 @@ enum Place {
     /// makes it a [`Place::Cluster`] with itself as the first node.
     One(Client),
     /// A Redis Cluster, reached through redis-rs's cluster client, which
-    /// follows `MOVED` and `ASK` and waits out `TRYAGAIN`.
-    Cluster(ClusterClient),
+    /// follows `MOVED` and `ASK` and waits out `TRYAGAIN`; and the nodes
+    /// given (none when a `redis://` node answered `MOVED`), asked whether
+    /// they run as a cluster when no connection can be made.
+    Cluster(ClusterClient, Vec<redis::ConnectionInfo>),
     /// The primary the sentinels name.
     Sentinel(sentinel::Sentinels),
 }
@@ -220,6 +222,25 @@ fn connect(client: &Client) -> Result<Connection, Fail> {
     Ok(con)
 }
 
+/// Why the nodes of a `redis+cluster://` URL can never hold the state,
+/// when one of them answers that it runs without cluster support
+/// (`INFO cluster`: `cluster_enabled:0`), so no retry mends it; `None`
+/// when none says so (none answers: the state is out of reach).
+fn not_a_cluster(nodes: &[redis::ConnectionInfo]) -> Option<String> {
+    nodes.iter().find_map(|info| {
+        let client = Client::open(info.clone()).ok()?;
+        let mut con = client.get_connection_with_timeout(TIMEOUT).ok()?;
+        con.set_read_timeout(Some(TIMEOUT)).ok()?;
+        let text: String = redis::cmd("INFO").arg("cluster").query(&mut con).ok()?;
+        let addr = &info.addr;
+        text.lines().any(|l| l.trim() == "cluster_enabled:0").then(|| {
+            format!(
+                "{addr} is not a Redis Cluster node (cluster_enabled:0): give redis://{addr}/NAME for one server, or redis+cluster:// with the nodes of a cluster"
+            )
+        })
+    })
+}
+
 /// A cluster client of `nodes`, its calls with the store's timeouts, a
 /// few quick retries inside a call (the keeper's backoff does the rest).
 fn cluster(nodes: Vec<redis::ConnectionInfo>) -> Result<ClusterClient, RedisError> {
@@ -295,8 +316,8 @@ impl Conn {
                     .map(|i| i.addr.to_string())
                     .collect::<Vec<_>>()
                     .join(",");
-                let client = cluster(infos).map_err(|e| e.to_string())?;
-                (Place::Cluster(client), addr, tls, None)
+                let client = cluster(infos.clone()).map_err(|e| e.to_string())?;
+                (Place::Cluster(client, infos), addr, tls, None)
             }
             servers @ Servers::Sentinel { .. } => {
                 let tls = servers
@@ -324,8 +345,13 @@ impl Conn {
         if self.con.is_none() {
             let link = match &mut self.place {
                 Place::One(client) => Link::One(connect(client)?),
-                Place::Cluster(client) => {
-                    let con = client.get_connection().map_err(|e| Fail::Redis(e, true))?;
+                Place::Cluster(client, nodes) => {
+                    let con = client
+                        .get_connection()
+                        .map_err(|e| match not_a_cluster(nodes) {
+                            Some(why) => Fail::Done(Failure::Fatal(why)),
+                            None => Fail::Redis(e, true),
+                        })?;
                     con.set_write_timeout(Some(TIMEOUT))
                         .map_err(|e| Fail::Redis(e, true))?;
                     Link::Cluster(Box::new(con))
@@ -446,7 +472,7 @@ impl Conn {
                 self.addr
             )
         })?;
-        self.place = Place::Cluster(client);
+        self.place = Place::Cluster(client, Vec::new());
         self.con = None;
         Ok(true)
     }
@@ -467,8 +493,14 @@ impl Conn {
     /// Why the server reached can never hold the state, when `e` says so;
     /// no retry mends either: a server that does not know the scripts'
     /// commands (a Sentinel, asked with `INFO` which it is, or a server
-    /// without scripting).
+    /// without scripting), or nodes given as a cluster's that run without
+    /// cluster support ([`not_a_cluster`]).
     fn elsewhere(&mut self, e: &RedisError) -> Option<String> {
+        if let Place::Cluster(_, nodes) = &self.place {
+            if e.kind() == ErrorKind::ClusterConnectionNotFound {
+                return not_a_cluster(nodes);
+            }
+        }
         let detail = e.detail().unwrap_or_default();
         if e.kind() != ErrorKind::ResponseError || !detail.starts_with("unknown command") {
             return None;

@@ -32,6 +32,9 @@ enum Named {
     At(String, u16),
     /// It knows no primary of that name.
     Unknown,
+    /// It is no Sentinel: it does not know the command `SENTINEL` (a
+    /// Redis server, a cluster's node).
+    NotSentinel,
 }
 
 impl Sentinels {
@@ -87,6 +90,12 @@ impl Sentinels {
         match answer {
             Ok(Some((host, port))) => Ok(Named::At(host, port)),
             Ok(None) => Ok(Named::Unknown),
+            Err(e)
+                if e.kind() == redis::ErrorKind::ResponseError
+                    && e.detail().is_some_and(|d| d.starts_with("unknown command")) =>
+            {
+                Ok(Named::NotSentinel)
+            }
             Err(e) => {
                 *con = None;
                 Err(e)
@@ -118,6 +127,12 @@ impl Sentinels {
                     return Ok((url, address(&host, port)));
                 }
                 Ok(Named::Unknown) => unknown += 1,
+                Ok(Named::NotSentinel) => {
+                    let addr = &self.sentinels[i].0;
+                    return Err(Failure::Fatal(format!(
+                        "{addr} is not a Redis Sentinel (it does not know SENTINEL): give redis://{addr}/NAME for one server, or redis+sentinel:// with the sentinels' addresses"
+                    )));
+                }
                 Err(e) => whys.push(format!("{}: {e}", self.sentinels[i].0)),
             }
         }
@@ -147,7 +162,7 @@ impl Sentinels {
                     self.next = i;
                     return Some(address(&host, port) == addr);
                 }
-                Ok(Named::Unknown) => return Some(false),
+                Ok(Named::Unknown | Named::NotSentinel) => return Some(false),
                 Err(_) => {}
             }
         }
