@@ -3278,6 +3278,60 @@ fn utc_hour() -> u64 {
         / 3600
 }
 
+/// A shared budget's count file drip cannot use (a directory; its lock a
+/// directory) stops drip with status 4 and one line naming the file,
+/// under every policy; one that is not text is a lost count, said once
+/// and started afresh: the records go. Both used to stall drip for ever
+/// ("cannot be reached").
+#[test]
+fn a_shared_budgets_count_file_unusable_stops_and_garbage_starts_afresh() {
+    let _t = beside_others();
+    let runtime = tempfile::tempdir().unwrap();
+    let dir = runtime.path().join("drip");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let args = |name: &'static str, policy: &'static str| {
+        [
+            "--budget",
+            "5/hour@UTC",
+            "--share",
+            name,
+            "--share-on-error",
+            policy,
+        ]
+    };
+    for (name, made) in [("bdir", "bdir.budget"), ("block", "block.budget.lock")] {
+        std::fs::create_dir(dir.join(made)).unwrap();
+        for policy in ["wait", "local", "fail"] {
+            let started = Instant::now();
+            let (code, out, err) =
+                run_drip_out(&args(name, policy), numbered(1..=3), runtime.path());
+            assert_eq!(code, Some(4), "{made} {policy}: {err}");
+            assert_eq!(out, "", "{err}");
+            assert!(started.elapsed() < Duration::from_secs(10), "{policy}");
+            let lines: Vec<&str> = err.lines().collect();
+            assert_eq!(lines.len(), 1, "{err}");
+            assert!(
+                lines[0].starts_with(&format!("drip: --share {name}: "))
+                    && lines[0].contains(&format!("{made}: Is a directory")),
+                "{err}"
+            );
+        }
+    }
+    std::fs::write(dir.join("garbled.budget"), b"\xff\xfe\x00junk\n").unwrap();
+    let (code, out, err) = run_drip_out(&args("garbled", "wait"), numbered(1..=3), runtime.path());
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out, numbered(1..=3));
+    assert_eq!(
+        err.matches(
+            "held something drip did not write (not text): its counts are lost, started afresh"
+        )
+        .count(),
+        1,
+        "{err}"
+    );
+}
+
 /// A drip started after another spent a shared `--budget 10/hour@UTC`
 /// finds it spent (the count is the state's, not the drip's): under
 /// `--budget-exhausted stop` it writes nothing and exits 5. After

@@ -176,10 +176,9 @@ struct Call {
 impl Place {
     /// Add what is owed to the window's count, then up to `ask` within
     /// `count`: (added beyond what was owed, the count after).
-    fn take(&mut self, label: &str, call: Call) -> Result<(u64, u64), Failure> {
+    fn take(&mut self, label: &str, call: Call) -> Result<Counted, Failure> {
         match self {
-            Place::File(path) => take_in_file(path, label, call)
-                .map_err(|e| Failure::Unreachable(format!("{}: {e}", path.display()))),
+            Place::File(path) => take_in_file(path, label, call),
             Place::Redis(store, sha) => {
                 let expire_ms = (call.end + KEPT_NS) / 1_000_000;
                 let keys = [format!("{label}:{}", call.start)];
@@ -191,10 +190,11 @@ impl Place {
                 ];
                 let reply = store.eval_script(SCRIPT, sha, &keys, &args)?;
                 match reply.as_slice() {
-                    [Value::Int(g), Value::Int(c)] => Ok((
-                        u64::try_from(*g).unwrap_or(0),
-                        u64::try_from(*c).unwrap_or(0),
-                    )),
+                    [Value::Int(g), Value::Int(c)] => Ok(Counted {
+                        granted: u64::try_from(*g).unwrap_or(0),
+                        after: u64::try_from(*c).unwrap_or(0),
+                        ..Counted::default()
+                    }),
                     _ => Err(Failure::Unreachable(format!("unexpected reply {reply:?}"))),
                 }
             }
@@ -217,11 +217,26 @@ fn beside(path: &std::path::Path, suffix: &str) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// What a call to the count answered: `granted` more, the count `after`;
+/// in the file, the lines passed over as not drip's, and whether the file
+/// held no text at all (its counts lost, started afresh).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Counted {
+    granted: u64,
+    after: u64,
+    passed_over: usize,
+    garbled: bool,
+}
+
 /// [`Place::take`] in the file at `path`: one line per window's count
 /// (`LABEL START END COUNT`), read and written whole under an exclusive
 /// `flock` of `path.lock`; counts past their window's end by [`KEPT_NS`]
-/// are dropped.
-fn take_in_file(path: &std::path::Path, label: &str, call: Call) -> std::io::Result<(u64, u64)> {
+/// are dropped, and so are lines drip did not write (counted). A file
+/// that is not text (not UTF-8) is a lost count, started afresh, as an
+/// unreadable `NAME.json` is; one drip cannot use (a directory, a file
+/// it may not read or write, the lock's too) is [`Failure::Fatal`],
+/// naming the path, as `NAME.json`'s is.
+fn take_in_file(path: &std::path::Path, label: &str, call: Call) -> Result<Counted, Failure> {
     let Call {
         start,
         end,
@@ -229,25 +244,42 @@ fn take_in_file(path: &std::path::Path, label: &str, call: Call) -> std::io::Res
         owed,
         ask,
     } = call;
+    let dir_failure = |e: &std::io::Error| super::file::failure("state directory", path, e);
     if let Some(dir) = path.parent() {
-        if !own_dir(dir)? {
-            return Err(std::io::Error::other(
-                "the state directory is not a directory of this user's that only it may write to",
-            ));
+        if !own_dir(dir).map_err(|e| dir_failure(&e))? {
+            return Err(Failure::Fatal(format!(
+                "{}: the state directory is not a directory of this user's that only it may write to",
+                dir.display()
+            )));
         }
     }
-    let lock = locked(&beside(path, "lock"))?;
-    let text = match std::fs::read_to_string(path) {
+    let lock_path = beside(path, "lock");
+    let lock = locked(&lock_path)
+        .map_err(|e| super::file::failure("shared budget's lock file", &lock_path, &e))?;
+    let unusable = |e: &std::io::Error| super::file::failure("shared budget's count file", path, e);
+    let mut counted = Counted::default();
+    let text = match std::fs::read(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        read => read?,
+        Err(e) => return Err(unusable(&e)),
+        Ok(bytes) => String::from_utf8(bytes).unwrap_or_else(|_| {
+            counted.garbled = true;
+            String::new()
+        }),
     };
     let now = unix_now();
     let mut kept = Vec::new();
     let mut found = 0;
     for line in text.lines() {
         let fields: Vec<&str> = line.split(' ').collect();
-        let [l, s, e, c] = fields[..] else { continue };
-        let (Ok(s), Ok(e), Ok(c)) = (s.parse::<i128>(), e.parse::<i128>(), c.parse::<u64>()) else {
+        let parsed = match fields[..] {
+            [l, s, e, c] => match (s.parse::<i128>(), e.parse::<i128>(), c.parse::<u64>()) {
+                (Ok(s), Ok(e), Ok(c)) => Some((l, s, e, c)),
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some((l, s, e, c)) = parsed else {
+            counted.passed_over += usize::from(!line.is_empty());
             continue;
         };
         if l == label && s == start {
@@ -257,16 +289,13 @@ fn take_in_file(path: &std::path::Path, label: &str, call: Call) -> std::io::Res
         }
     }
     let found = found.saturating_add(owed);
-    let granted = ask.min(count.saturating_sub(found));
-    let after = found + granted;
-    kept.push(format!("{label} {start} {end} {after}"));
-    write_over(
-        path,
-        &beside(path, "tmp"),
-        (kept.join("\n") + "\n").as_bytes(),
-    )?;
+    counted.granted = ask.min(count.saturating_sub(found));
+    counted.after = found + counted.granted;
+    kept.push(format!("{label} {start} {end} {}", counted.after));
+    let text = kept.join("\n") + "\n";
+    write_over(path, &beside(path, "tmp"), text.as_bytes()).map_err(|e| unusable(&e))?;
     drop(lock);
-    Ok((granted, after))
+    Ok(counted)
 }
 
 /// The keeper of one shared budget: takes what the book asks for.
@@ -284,6 +313,8 @@ struct Keeper {
     retry: Retry,
     /// The count did not answer the last call (and that was said).
     failing: bool,
+    /// Said: the count file was not text; it held lines not drip's.
+    said: (bool, bool),
 }
 
 impl Keeper {
@@ -331,7 +362,10 @@ impl Keeper {
                 continue;
             };
             match self.place.take(&self.label, call) {
-                Ok((granted, after)) => self.granted(&book, call, granted, after),
+                Ok(counted) => {
+                    self.passed_over(&counted);
+                    self.granted(&book, call, counted.granted, counted.after);
+                }
                 Err(Failure::Unreachable(why)) if self.on_error != OnError::Fail => {
                     self.unreachable(&why);
                     let pause = self.retry.failed();
@@ -372,6 +406,26 @@ impl Keeper {
         if let Some(wake) = wake {
             wake(false);
         }
+    }
+
+    /// Say, once each (not when quiet), that the count file held lines
+    /// drip did not write, or was not text: its counts lost, started
+    /// afresh.
+    fn passed_over(&mut self, counted: &Counted) {
+        let name = &self.name;
+        if counted.garbled && !self.said.0 && !self.quiet {
+            eprintln!(
+                "drip: --share {name}: the shared budget's count file ({name}.budget) held something drip did not write (not text): its counts are lost, started afresh"
+            );
+        }
+        if counted.passed_over > 0 && !self.said.1 && !self.quiet {
+            eprintln!(
+                "drip: --share {name}: the shared budget's count file ({name}.budget) held {} lines drip did not write: passed over, and gone at its next write",
+                counted.passed_over
+            );
+        }
+        self.said.0 |= counted.garbled;
+        self.said.1 |= counted.passed_over > 0;
     }
 
     /// The count cannot be reached (not under `fail`): say so once an
@@ -480,6 +534,7 @@ pub fn start(share: &Share, budget: &Budget) -> anyhow::Result<Arc<Book>> {
         alone_cap: budget.count / share.peers.max(1),
         retry: Retry::new(fastrand::Rng::new()),
         failing: false,
+        said: (false, false),
     };
     crate::sys::spawn("drip-budget", move || keeper.run())?;
     Ok(book)
@@ -505,10 +560,62 @@ mod tests {
             owed,
             ask,
         };
-        let take = |c| take_in_file(&path, "budget:hour@UTC", c).unwrap();
+        let take = |c| {
+            let counted = take_in_file(&path, "budget:hour@UTC", c).unwrap();
+            assert_eq!((counted.passed_over, counted.garbled), (0, false));
+            (counted.granted, counted.after)
+        };
         assert_eq!(take(call(0, 3)), (3, 3));
         assert_eq!(take(call(2, 3)), (3, 8));
         assert_eq!(take(call(0, 5)), (2, 10));
         assert_eq!(take(call(4, 1)), (0, 14));
+    }
+
+    /// A count file of bytes that are not text is a lost count, started
+    /// afresh; lines drip did not write are passed over and counted; a
+    /// count file or a lock that is a directory can never be used.
+    #[test]
+    fn a_count_file_drip_cannot_read_is_lost_or_unusable() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.budget");
+        let call = Call {
+            start: 0,
+            end: unix_now() + 3_600_000_000_000,
+            count: 10,
+            owed: 0,
+            ask: 4,
+        };
+        std::fs::write(&path, b"budget:hour@UTC 0 1 9\n\xff\xfe\n").unwrap();
+        let counted = take_in_file(&path, "budget:hour@UTC", call).unwrap();
+        assert!(counted.garbled);
+        assert_eq!((counted.granted, counted.after), (4, 4), "started afresh");
+        std::fs::write(
+            &path,
+            "junk\nbudget:hour@UTC 0 x 1\n\nbudget:hour@UTC 0 1 2\n",
+        )
+        .unwrap();
+        let counted = take_in_file(&path, "budget:hour@UTC", call).unwrap();
+        assert_eq!(counted.passed_over, 2);
+        assert_eq!((counted.granted, counted.after), (4, 6));
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        match take_in_file(&path, "budget:hour@UTC", call) {
+            Err(Failure::Fatal(why)) => assert!(
+                why.contains("count file cannot be used") && why.contains("q.budget"),
+                "{why}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        std::fs::remove_dir(&path).unwrap();
+        let lock = dir.path().join("q.budget.lock");
+        std::fs::remove_file(&lock).unwrap();
+        std::fs::create_dir(&lock).unwrap();
+        match take_in_file(&path, "budget:hour@UTC", call) {
+            Err(Failure::Fatal(why)) => assert!(
+                why.contains("lock file cannot be used") && why.contains("q.budget.lock"),
+                "{why}"
+            ),
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -91,7 +91,7 @@ fn state_dir_in(runtime: Option<&std::ffi::OsStr>) -> PathBuf {
 /// mends (a directory or file drip may not write, a path through a file or
 /// to nothing, a read-only file system) is [`Failure::Fatal`]; anything
 /// else (say a full disk) may pass and is [`Failure::Unreachable`].
-fn failure(what: &str, path: &Path, e: &std::io::Error) -> Failure {
+pub(super) fn failure(what: &str, path: &Path, e: &std::io::Error) -> Failure {
     use rustix::io::Errno;
     let permanent = [
         Errno::ACCESS,
