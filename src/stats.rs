@@ -538,8 +538,9 @@ pub struct JobStats {
 }
 
 impl JobStats {
-    /// The jobs' clauses of the summary, each with the separator after it:
-    /// the limit on starts (`start limit 10.00/s`, `lowered from` the
+    /// The jobs' clauses of the summary, each with the separator after it
+    /// (the records' fates, succeeded and failed, are among the counts):
+    /// the jobs running, the retries, the overloads, the limit on starts (`start limit 10.00/s`, `lowered from` the
     /// configured rate by an overload's ramp, `--adapt` or a quota; `starts
     /// unpaced` when none), the attempt durations only when an attempt
     /// ended, and the outputs cut when any.
@@ -560,9 +561,7 @@ impl JobStats {
             format!("start limit {}", format_rate(self.effective_rate))
         };
         let mut clauses = vec![
-            (format!("jobs: succeeded {}", c.succeeded), ","),
-            (format!("failed {}", c.failed), ","),
-            (format!("running {}", self.jobs_running), ","),
+            (format!("jobs: running {}", self.jobs_running), ","),
             (format!("retries {}", self.retries), ","),
             (
                 format!("overload responses {}", self.overload_responses),
@@ -614,9 +613,18 @@ impl Summary {
     /// order, each with the separator that follows it.
     fn clauses(&self) -> Vec<(String, &'static str)> {
         let c = &self.counts;
-        let mut clauses = vec![
-            (format!("read {}", c.read), ","),
-            (format!("written {}", c.written), ","),
+        let mut clauses = vec![(format!("read {}", c.read), ",")];
+        // With --exec records go to jobs, not to stdout: what became of
+        // them is what their jobs did.
+        if self.jobs.is_some() {
+            clauses.extend([
+                (format!("succeeded {}", c.succeeded), ","),
+                (format!("failed {}", c.failed), ","),
+            ]);
+        } else {
+            clauses.push((format!("written {}", c.written), ","));
+        }
+        clauses.extend([
             (
                 if c.refused > 0 {
                     format!(
@@ -639,7 +647,7 @@ impl Summary {
                 ",",
             ),
             (format!("expired {}", c.expired), ","),
-        ];
+        ]);
         if c.skipped > 0 {
             clauses.push((format!("skipped {}", c.skipped), ","));
         }

@@ -81,3 +81,41 @@ fn the_exec_summary_names_the_limit_the_measured_rate_and_the_wait_to_start() {
     assert!(!bare.contains(" rate "), "{text}");
     assert!(summary(&s)["rate"].as_f64().is_some(), "{}", summary(&s));
 }
+
+/// With `--exec` records go to jobs, not to stdout: the summary's counts
+/// say what the jobs did, succeeded and failed, where `written 0` was (and
+/// the jobs' clauses no longer repeat them); `--stats-json` keeps its
+/// fields, `written` among them.
+#[test]
+fn the_exec_summary_counts_what_the_jobs_did_in_place_of_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s.json");
+    let out = drip(&[
+        "-r",
+        "inf",
+        "--stats",
+        "--stats-json",
+        s.to_str().unwrap(),
+        "--exec",
+        "sh",
+        "-c",
+        "test \"$1\" -le 3",
+        "sh",
+    ])
+    .write_stdin(numbered(1..=4))
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(123));
+    let text = one_line(&out.stderr);
+    assert!(
+        text.starts_with("read 4, succeeded 3, failed 1, dropped 0, expired 0, undelivered 0"),
+        "{text}"
+    );
+    assert!(!text.contains("written"), "{text}");
+    assert!(text.contains("jobs: running 0, retries 0"), "{text}");
+    assert_eq!(text.matches("succeeded").count(), 1, "{text}");
+    let json = summary(&s);
+    assert_eq!(json["written"], 0, "{json}");
+    assert_eq!(json["succeeded"], 3, "{json}");
+    assert_eq!(json["failed"], 1, "{json}");
+}
