@@ -558,6 +558,8 @@ mod tests {
                 until: Some("2026-12-04T09:00:00+01:00".into()),
                 zone: "Europe/Berlin".into(),
                 until_unix: Some(1_796_371_200.0),
+                until_clock: Some("Fri 09:00".into()),
+                pauses: false,
             }),
             ramp: Some(crate::stats::RampState {
                 from: 0.1,

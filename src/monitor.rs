@@ -73,6 +73,10 @@ struct Tick {
     /// Paused by `drip ctl … pause` (only said when `true`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     paused: bool,
+    /// Paused under a `--schedule` row that pauses: when the next row
+    /// starts, RFC 3339 (only said then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    paused_until: Option<String>,
 }
 
 impl Tick {
@@ -106,6 +110,7 @@ impl Tick {
             keys: snap.keys.map(|k| k.0),
             busy_keys: snap.keys.map(|k| k.1),
             paused: snap.paused,
+            paused_until: snap.paused_until.as_ref().map(|end| end.at.clone()),
         }
     }
 }

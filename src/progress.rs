@@ -56,7 +56,7 @@ pub enum ProgressMode {
 }
 
 /// A moment's view of drip, for the display and the stats stream.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Snapshot {
     /// Counts so far.
     pub counts: Counts,
@@ -84,6 +84,9 @@ pub struct Snapshot {
     pub keys: Option<(u64, u64)>,
     /// Paused by `drip ctl … pause` (or a `--schedule` row).
     pub paused: bool,
+    /// While paused under a `--schedule` row that pauses, when the row
+    /// after it lets records go again (which ends a `drip ctl` pause too).
+    pub paused_until: Option<PauseEnd>,
     /// The `--budget` with the least left: (records left, of how many, ns
     /// until its next window).
     pub budget: Option<(u64, u64, u64)>,
@@ -92,6 +95,25 @@ pub struct Snapshot {
     pub schedule_row: Option<usize>,
     /// While a `--ramp` rises: the fraction of the rate in force.
     pub ramp_fraction: Option<f64>,
+}
+
+/// When a pause ends: at the start of the `--schedule` row after it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PauseEnd {
+    /// As the display says it: `18:00`, `Mon 09:00`
+    /// ([`crate::stats::clock_at`]).
+    pub clock: String,
+    /// RFC 3339 with the schedule zone's offset, for the stats stream.
+    pub at: String,
+}
+
+/// The display's sign for a pause: `paused`, and when it ends if it is
+/// known (`paused until 18:00`).
+fn paused(snap: &Snapshot) -> String {
+    match &snap.paused_until {
+        Some(end) => format!("paused until {}", end.clock),
+        None => "paused".into(),
+    }
 }
 
 /// What the display shows of the command runner (`--exec`).
@@ -435,7 +457,7 @@ impl Ui {
     /// pause (`drip ctl`), or stdout holding records up.
     fn output_sign(&self, snap: &Snapshot, measured: Option<f64>) -> Option<String> {
         if snap.paused {
-            Some("paused".into())
+            Some(paused(snap))
         } else if snap.writing_for_ns >= BLOCKED_AFTER_NS {
             Some("output blocked".into())
         } else if self.output_slow(snap, measured) {
@@ -522,7 +544,7 @@ fn to_clean_line(cols: u16) -> String {
 /// the first of them, shown safe for a terminal, and how many more).
 fn pause_sign(snap: &Snapshot, jobs: &JobsView) -> Option<String> {
     if snap.paused {
-        return Some("paused".into());
+        return Some(paused(snap));
     }
     if jobs.paused_left_ns > 0 {
         return Some(format!("paused {}", seconds(jobs.paused_left_ns)));
@@ -1095,10 +1117,19 @@ mod tests {
         assert!(!ui.output_slow(&snap, Some(19.0)));
         let paused = Snapshot {
             paused: true,
-            ..snap
+            ..snap.clone()
         };
         assert!(ui.compose(&paused, None).ends_with(" | paused"));
         assert!(!ui.compose(&snap, None).contains("paused"));
+        // Under a --schedule row that pauses: until when.
+        let until = Snapshot {
+            paused_until: Some(PauseEnd {
+                clock: "18:00".into(),
+                at: "2026-12-04T18:00:00+01:00".into(),
+            }),
+            ..paused
+        };
+        assert!(ui.compose(&until, None).ends_with(" | paused until 18:00"));
     }
 
     #[test]
@@ -1218,7 +1249,7 @@ mod tests {
         // drip ctl's pause says so first.
         let paused = Snapshot {
             paused: true,
-            ..snap
+            ..snap.clone()
         };
         assert!(jobs_ui()
             .compose(&paused, Some(&jobs))

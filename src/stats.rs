@@ -320,6 +320,32 @@ pub struct ScheduleRow {
     /// `until` in seconds since the epoch, for `--metrics`.
     #[serde(skip)]
     pub until_unix: Option<f64>,
+    /// `until` as the zone's clock shows it, for the display: `18:00` on
+    /// the same day, `Mon 09:00` within the week ([`clock_at`]).
+    #[serde(skip)]
+    pub until_clock: Option<String>,
+    /// The row pauses (`pause`).
+    #[serde(skip)]
+    pub pauses: bool,
+}
+
+/// When `at` is on the clock of `zone`, seen at `now`, in few words: `18:00`
+/// on the same day, `Mon 09:00` within the next six days, else the date
+/// (`2026-12-04 09:00`); the zone's abbreviation after it (`18:00 CET`)
+/// when `zone` is not the local one.
+pub fn clock_at(at: jiff::Timestamp, now: jiff::Timestamp, zone: &jiff::tz::TimeZone) -> String {
+    let (at, today) = (at.to_zoned(zone.clone()), now.to_zoned(zone.clone()).date());
+    let days = (at.date() - today).get_days();
+    let format = match days {
+        0 => "%H:%M",
+        1..=6 => "%a %H:%M",
+        _ => "%Y-%m-%d %H:%M",
+    };
+    let mut text = at.strftime(format).to_string();
+    if *zone != jiff::tz::TimeZone::system() {
+        text.push_str(&at.strftime(" %Z").to_string());
+    }
+    text
 }
 
 impl ScheduleRow {
@@ -1201,6 +1227,31 @@ mod tests {
                 },
             })
         );
+    }
+
+    #[test]
+    fn a_clock_time_is_said_in_few_words() {
+        let zone = jiff::tz::TimeZone::get("Europe/Berlin").unwrap();
+        let at = |text: &str| -> jiff::Timestamp {
+            jiff::civil::DateTime::strptime("%Y-%m-%d %H:%M", text)
+                .unwrap()
+                .to_zoned(zone.clone())
+                .unwrap()
+                .timestamp()
+        };
+        let now = at("2026-12-04 10:30");
+        let suffix = if zone == jiff::tz::TimeZone::system() {
+            ""
+        } else {
+            " CET"
+        };
+        for (then, said) in [
+            ("2026-12-04 18:00", "18:00"),
+            ("2026-12-07 09:00", "Mon 09:00"),
+            ("2026-12-11 09:00", "2026-12-11 09:00"),
+        ] {
+            assert_eq!(clock_at(at(then), now, &zone), format!("{said}{suffix}"));
+        }
     }
 
     fn key(k: &str, n: u64) -> (KeyName, u64) {

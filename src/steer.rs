@@ -500,6 +500,8 @@ impl Following {
             }),
             zone: zone.iana_name().unwrap_or("local").to_string(),
             until_unix: next.map(|t| t.as_millisecond() as f64 / 1e3),
+            until_clock: next.map(|t| crate::stats::clock_at(t, now, zone)),
+            pauses: row.is_some_and(|i| self.table.rows()[i].action == Action::Pause),
         };
         *self.steering.shared.schedule_row.lock().unpoisoned() = Some(shown);
     }

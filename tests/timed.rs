@@ -271,6 +271,59 @@ fn a_schedule_row_pauses_until_its_end_then_its_rate_takes_over() {
     );
 }
 
+/// Under a row that pauses, the display and the stats stream say when the
+/// pause ends: `paused until HH:MM` (with the weekday when that is another
+/// day), the start of the row after it; `paused_until` in RFC 3339.
+#[test]
+fn a_pause_of_the_schedule_says_when_it_ends() {
+    // A row from an hour ago to two hours from now, on a UTC clock.
+    let minute = unix_now() as i64 / 60;
+    let (from, to) = (hhmm(minute - 60), hhmm(minute + 120));
+    let spec = format!("{from}-{to} pause; * 20/s");
+    let mut cmd = command(&[
+        "--schedule",
+        &spec,
+        "--progress",
+        "--stats-interval",
+        "100ms",
+    ]);
+    cmd.env("TZ", "UTC0").stdin(Stdio::piped());
+    let mut child = spawn(cmd);
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"1\n2\n").unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut { stderr }, &mut text).unwrap();
+        text
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    common::send_signal(&child, libc::SIGTERM);
+    drop(stdin);
+    let status = wait_for(&mut child, Duration::from_secs(10));
+    let err = reader.join().unwrap();
+    assert_eq!(status.code(), Some(143), "{err:?}");
+    // The display's sign, last on its line: `paused until 02:15`, or
+    // `paused until Tue 02:15` past midnight.
+    let said = err
+        .split("paused until ")
+        .nth(1)
+        .and_then(|rest| rest.split(['\x1b', '\r', '\n']).next())
+        .unwrap_or_else(|| panic!("no end of the pause said: {err:?}"));
+    assert!(
+        said == to || (said.len() == to.len() + 4 && said.ends_with(&format!(" {to}"))),
+        "{said:?} for {to}: {err:?}"
+    );
+    // Each line of the stream while paused: the same end, in RFC 3339.
+    let line = err
+        .lines()
+        .find(|l| l.contains("\"paused\":true"))
+        .unwrap_or_else(|| panic!("no stats line while paused: {err:?}"));
+    let tick: serde_json::Value = serde_json::from_str(&line[line.find('{').unwrap()..]).unwrap();
+    let until = tick["paused_until"].as_str().unwrap_or_default();
+    assert!(until.ends_with(&format!("T{to}:00+00:00")), "{tick}");
+}
+
 /// `drip ctl NAME info`, asked until the drip listens (at most 10 s).
 fn ctl_info(runtime: &std::path::Path, name: &str) -> serde_json::Value {
     let began = Instant::now();

@@ -181,7 +181,8 @@ pub struct Cli {
     /// is in force, and with none the command line's --rate. An item
     /// @ZONE (@Europe/Berlin) sets the zone, else the local one. A row
     /// changes the rate as 'drip ctl rate' does; under 'pause' nothing
-    /// leaves. Not with --share. 'Mon-Fri 09:00-18:00 pause; * 50/s'
+    /// leaves (the display says until when: paused until 18:00). Not with
+    /// --share. 'Mon-Fri 09:00-18:00 pause; * 50/s'
     #[arg(long, value_name = "ROWS", value_hint = ValueHint::Other, allow_hyphen_values = true)]
     pub schedule: Option<String>,
 

@@ -2,7 +2,7 @@
 //! stats stream's snapshot, and the summary.
 
 use super::{Shared, TOP_KEYS};
-use crate::progress::Snapshot;
+use crate::progress::{PauseEnd, Snapshot};
 use crate::stats::{KeyStats, Queue, Summary};
 use crate::sys::Unpoisoned;
 
@@ -37,9 +37,18 @@ impl Shared {
                 .map(|b| (b.left, b.count, b.reset_at.saturating_sub(now))),
             schedule_row: None,
             ramp_fraction: None,
+            paused_until: None,
         };
         drop(st);
-        let schedule_row = self.schedule_row().map(|r| r.row);
+        let row = self.schedule_row();
+        let schedule_row = row.as_ref().map(|r| r.row);
+        // Paused under a row that pauses: the next row ends it.
+        let paused_until = row.filter(|r| snap.paused && r.pauses).and_then(|r| {
+            Some(PauseEnd {
+                clock: r.until_clock?,
+                at: r.until?,
+            })
+        });
         let ramp_fraction = self
             .ramp_state(&snap)
             .filter(|r| r.left_ms > 0.0)
@@ -47,6 +56,7 @@ impl Shared {
         Snapshot {
             schedule_row,
             ramp_fraction,
+            paused_until,
             ..snap
         }
     }
