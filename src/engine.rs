@@ -742,7 +742,8 @@ fn start_monitor(
 
 /// What the reader does to each read for `config`: `--cost`'s check,
 /// `--key host`'s check, and `--resume`'s records done before (read from
-/// its joblog now).
+/// its joblog now); with `--exec` reading stdin, a file the command was
+/// given after the record, to be named.
 ///
 /// # Errors
 /// The `--resume` joblog exists but cannot be read.
@@ -757,6 +758,11 @@ fn screen(config: &Config) -> Result<reader::Screen> {
             .filter(|s| s.is_host()),
         done: resume.map(Done::read).transpose()?,
         delimiter: config.delimiter,
+        exec_file: config
+            .jobs
+            .as_ref()
+            .filter(|_| config.inputs.iter().any(|i| matches!(i, Input::Stdin)))
+            .and_then(|j| reader::file_after_the_record(&j.command)),
     })
 }
 

@@ -37,6 +37,10 @@ pub(crate) struct Screen {
     pub done: Option<Done>,
     /// The record delimiter.
     pub delimiter: u8,
+    /// With `--exec`, records read from stdin: an argument of the command
+    /// after the record's place that names a file (`drip --exec curl {}
+    /// urls.txt`), said once on stderr (not with `--quiet`).
+    pub exec_file: Option<String>,
 }
 
 /// Start the reader thread over `inputs`, refusing any that is one of
@@ -74,8 +78,8 @@ pub(crate) fn spawn(
         if let Some(msg) = done.as_ref().and_then(passed_over) {
             lock_ui(&ui).notice(&msg);
         }
-        if reads_a_terminal(&inputs) {
-            lock_ui(&ui).notice(FROM_THE_TERMINAL);
+        if let Some(msg) = from_stdin(reads_a_terminal(&inputs), screen.exec_file.as_deref()) {
+            lock_ui(&ui).notice(&msg);
         }
         let report = input::read_all(
             &inputs,
@@ -130,6 +134,39 @@ pub(crate) fn spawn(
 /// drip that waits for typed lines looks stuck (`drip --exec curl {}
 /// urls.txt`: the file went to curl).
 const FROM_THE_TERMINAL: &str = "reading records from the terminal (end with Ctrl-D)";
+
+/// What is said once as drip starts reading stdin, if anything: that it
+/// reads the terminal (`terminal`), and that `exec_file`, a file named
+/// after the record's place in `--exec`'s command, went to the command:
+/// in one line when both.
+fn from_stdin(terminal: bool, exec_file: Option<&str>) -> Option<String> {
+    let file = exec_file.map(|f| {
+        format!("{f} is an argument of the command (put it before --exec to read records from it)")
+    });
+    match (terminal, file) {
+        (true, Some(file)) => Some(format!("{FROM_THE_TERMINAL}; --exec: {file}")),
+        (true, None) => Some(FROM_THE_TERMINAL.into()),
+        (false, Some(file)) => Some(format!("--exec: records are read from stdin; {file}")),
+        (false, None) => None,
+    }
+}
+
+/// An argument of `--exec`'s `command` that names a file and comes after
+/// the record's place (the last argument with `{}`), shown as a key is
+/// (`text_key`): `urls.txt` in `curl -sS {} urls.txt`, meant as drip's FILE
+/// but taken by the command. Not an option nor an option's value (`-o
+/// out.txt`; after `--`, any), not one with `{`; none when the record is
+/// appended last or goes on the job's stdin (no `{}`), where a file given
+/// (`python3 fetch.py`) is the command's own.
+pub(crate) fn file_after_the_record(command: &[String]) -> Option<String> {
+    let record = command.iter().rposition(|a| a.contains("{}"))?;
+    let option = |a: &String| a.starts_with('-') && a != "--";
+    (record + 1..command.len())
+        .filter(|&i| !option(&command[i - 1]))
+        .map(|i| &command[i])
+        .find(|a| !a.starts_with('-') && !a.contains('{') && std::path::Path::new(a).is_file())
+        .map(|a| crate::stats::text_key(Some(a.as_bytes())))
+}
 
 /// Whether stdin is among `inputs` and is a terminal.
 fn reads_a_terminal(inputs: &[Input]) -> bool {
@@ -420,6 +457,45 @@ fn wait_for_room<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_after_the_record_in_the_command_is_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("urls.txt");
+        std::fs::write(&file, "x\n").unwrap();
+        let file = file.to_str().unwrap().to_string();
+        let line = |words: &[&str]| -> Vec<String> {
+            words.iter().map(|w| w.replace("FILE", &file)).collect()
+        };
+        for (words, found) in [
+            (&["curl", "-sS", "{}", "FILE"][..], true),
+            (&["curl", "{}", "--", "FILE"], true),
+            (&["sh", "-c", "x \"$1\"", "sh", "{}", "FILE"], true),
+            // The command's own: before the record, appended last, an
+            // option's value, a directory, no such file.
+            (&["python3", "FILE", "{}"], false),
+            (&["python3", "FILE"], false),
+            (&["cmd", "{}", "-o", "FILE"], false),
+            (&["cmd", "{}", "--config=FILE"], false),
+            (&["cmd", "{}", "/"], false),
+            (&["cmd", "{}", "no-such-file.txt"], false),
+        ] {
+            let said = file_after_the_record(&line(words));
+            assert_eq!(said.is_some(), found, "{words:?}");
+        }
+    }
+
+    #[test]
+    fn stdin_read_for_records_is_said_once_in_one_line() {
+        assert_eq!(from_stdin(false, None), None);
+        assert_eq!(from_stdin(true, None).as_deref(), Some(FROM_THE_TERMINAL));
+        let said = from_stdin(false, Some("urls.txt")).unwrap();
+        assert!(said.starts_with("--exec: records are read from stdin; urls.txt is an argument"));
+        let said = from_stdin(true, Some("urls.txt")).unwrap();
+        assert!(said.starts_with(FROM_THE_TERMINAL), "{said}");
+        assert!(said.contains("; --exec: urls.txt is an argument of the command"));
+        assert!(!said.contains('\n'));
+    }
 
     /// The reader waiting for room wakes for an expiry only once the
     /// writer has been held (a write under way, a full sink) for the

@@ -1304,3 +1304,69 @@ fn a_job_that_can_never_start_for_want_of_descriptors_ends_drip_with_status_1() 
     }
     panic!("drip did not start with 64 descriptors");
 }
+
+/// With --exec and records read from stdin, a file named after the
+/// record's place (`{}`) went to the command, not to drip: said once, in
+/// one line (not with -q); a file before `{}`, or drip's own FILE, is not.
+#[test]
+fn a_file_after_the_record_in_exec_is_named_when_stdin_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("urls.txt"), "from the file\n").unwrap();
+    let exec = ["--exec", "echo", "got", "{}", "urls.txt"];
+    let out = command(&[&["-r", "inf"][..], &exec].concat())
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "drip: --exec: records are read from stdin; urls.txt is an argument of the command \
+         (put it before --exec to read records from it)\n"
+    );
+    // Said once, the records from stdin run as they come.
+    let (status, stdout, stderr) =
+        run_in(dir.path(), &[&["-r", "inf"][..], &exec].concat(), "a\nb\n");
+    assert_eq!(status, 0, "{stderr}");
+    assert_eq!(stdout, "got a urls.txt\ngot b urls.txt\n");
+    assert_eq!(
+        stderr.matches("urls.txt is an argument").count(),
+        1,
+        "{stderr}"
+    );
+    // Nothing said with -q, with the FILE before --exec, or with the file
+    // before the record (the command's own, as a script is).
+    for args in [
+        &["-r", "inf", "-q", "--exec", "echo", "got", "{}", "urls.txt"][..],
+        &["-r", "inf", "urls.txt", "--exec", "echo", "got", "{}"],
+        &["-r", "inf", "--exec", "echo", "urls.txt", "{}"],
+        &["-r", "inf", "--exec", "echo", "{}", "-o", "urls.txt"],
+    ] {
+        let (status, _, stderr) = run_in(dir.path(), args, "a\n");
+        assert_eq!(status, 0, "{args:?}: {stderr}");
+        assert_eq!(stderr, "", "{args:?}");
+    }
+}
+
+/// drip run in `dir` with `args` on `input`: its status, stdout and stderr.
+fn run_in(dir: &Path, args: &[&str], input: &str) -> (i32, String, String) {
+    let mut child = command(args)
+        .current_dir(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

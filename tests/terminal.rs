@@ -713,6 +713,33 @@ fn reading_from_the_terminal_is_said_once() {
     assert_eq!(screen.matches(notice).count(), 1, "{screen}");
 }
 
+/// A FILE given after --exec's `{}` went to the command while drip reads
+/// the terminal: both are said in one line, once.
+#[test]
+fn reading_from_the_terminal_names_the_file_the_command_took_in_one_line() {
+    if !common::have(&["tmux"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("urls.txt"), "a\n").unwrap();
+    // Wide enough for the notice on one row.
+    let tmux = Tmux::start_wide(
+        &format!(
+            "cd '{}' && drip -r inf --exec echo got {{}} urls.txt",
+            dir.path().display()
+        ),
+        &[],
+        200,
+    );
+    let notice = "drip: reading records from the terminal (end with Ctrl-D); --exec: urls.txt is \
+                  an argument of the command (put it before --exec to read records from it)";
+    let screen = tmux.wait_for(notice, Duration::from_secs(10));
+    assert_eq!(screen.matches(notice).count(), 1, "{screen}");
+    tmux.send("C-d");
+    let screen = tmux.wait_for("DONE=0", Duration::from_secs(10));
+    assert_eq!(screen.matches("from the terminal").count(), 1, "{screen}");
+}
+
 /// Not said when stdin is no terminal, when a FILE is given, or with -q.
 #[test]
 fn reading_from_a_pipe_or_a_file_says_nothing_of_the_terminal() {

@@ -419,7 +419,8 @@ pub struct JobArgs {
     /// failure, other statuses from 400 a final one. Jobs get DRIP_RECORD,
     /// DRIP_RECORD_ID (an idempotency key), DRIP_ATTEMPT and DRIP_HEADERS.
     /// No shell (write sh -c '...' for one). Takes the rest of the command
-    /// line, or up to a ';'
+    /// line, or up to a ';': drip's FILEs go before it (reading stdin, drip
+    /// names a file given after {}, which went to the command)
     #[arg(long, value_name = "COMMAND", num_args = 1.., allow_hyphen_values = true, value_terminator = ";", value_hint = ValueHint::CommandName)]
     pub exec: Vec<String>,
 
