@@ -34,6 +34,7 @@ mod metrics;
 mod monitor;
 mod output;
 mod pacer;
+mod platform;
 mod progress;
 mod quantity;
 mod ramp;

@@ -8,6 +8,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::bucket::Segment;
+use crate::platform::write::write_at_position;
 use crate::sys::{self, FileKind};
 
 /// Most bytes handed to one write(2): large enough for throughput, small
@@ -193,7 +194,9 @@ fn advance(batch: &[Segment], (mut index, mut offset): (usize, usize), n: usize)
 /// nothing is queued: a read goes out with no hand-off between threads.
 ///
 /// Only writes that never wait for a slow consumer are made this way:
-/// RWF_NOWAIT writes to pipes, sockets and devices, plain writes to files.
+/// RWF_NOWAIT writes to pipes, sockets and devices (Linux only: elsewhere
+/// the first is refused, [`crate::platform::write`]), plain writes to
+/// files.
 /// What does not fit is left to the writer thread, as usual; so a stalled
 /// consumer never stalls reading, and the overflow policy still applies.
 #[derive(Debug)]
@@ -201,7 +204,7 @@ pub struct Direct {
     fd: OwnedFd,
     /// Writes must not wait (a stream); else plain writes (storage).
     nowait: bool,
-    /// Cleared when the kernel or the file refuses RWF_NOWAIT.
+    /// Cleared when the kernel, the file or the system refuses RWF_NOWAIT.
     usable: AtomicBool,
 }
 
@@ -268,7 +271,7 @@ impl Direct {
                 }
                 nowait = false;
             }
-            match sys::write_at_position(self.fd.as_fd(), &bytes[pos..end], nowait) {
+            match write_at_position(self.fd.as_fd(), &bytes[pos..end], nowait) {
                 Ok(0) => error = Some(io::Error::from(io::ErrorKind::WriteZero)),
                 Ok(n) => pos += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

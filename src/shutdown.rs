@@ -33,6 +33,7 @@ const GRACE: Duration = Duration::from_secs(1);
 
 /// The signals that stop drip, by number.
 pub fn stopping_signals() -> Vec<i32> {
+    #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
     let mut signals = vec![
         libc::SIGINT,
         libc::SIGTERM,

@@ -1,19 +1,20 @@
 //! The few operating-system calls std does not offer, through rustix's
 //! safe wrappers where it has them, and how an error of theirs reads
-//! ([`describe`]). All `unsafe` lives here: only the calls
-//! rustix does not wrap (signal dispositions and handlers, a thread's
-//! signal, its scheduling policy), tokio's registration of a descriptor and
-//! the prefetch instruction. Beside them, two helpers every thread uses:
-//! a named thread's start ([`spawn`]) and a lock taken whether or not a
-//! panic poisoned it ([`Unpoisoned`]).
+//! ([`describe`]); those Linux offers through calls of its own, and the
+//! other systems otherwise, are in [`crate::platform`]. `unsafe` lives
+//! here and there only: here, the calls rustix does not wrap (signal
+//! dispositions and handlers, a thread's signal, its scheduling policy),
+//! tokio's registration of a descriptor and the prefetch instruction.
+//! Beside them, two helpers every thread uses: a named thread's start
+//! ([`spawn`]) and a lock taken whether or not a panic poisoned it
+//! ([`Unpoisoned`]).
 #![allow(unsafe_code)]
 
 use std::io;
-use std::num::NonZeroU64;
 use std::os::fd::{BorrowedFd, OwnedFd};
 
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
-use rustix::process::{Pid, PidfdFlags, Signal};
+use rustix::process::{Pid, Signal};
 
 /// drip's clock: ns since `origin` (saturating; `Instant` is monotonic).
 pub fn ns_since(origin: std::time::Instant) -> u64 {
@@ -79,7 +80,7 @@ pub fn prefetch<T>(value: &T) {
 /// Best effort: other systems, or a refusal, leave the default.
 pub fn set_timer_slack(ns: u64) {
     #[cfg(target_os = "linux")]
-    let _ = rustix::thread::set_current_timer_slack(NonZeroU64::new(ns));
+    let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(ns));
     #[cfg(not(target_os = "linux"))]
     let _ = ns;
 }
@@ -212,22 +213,6 @@ pub fn file_kind(fd: BorrowedFd<'_>) -> FileKind {
     }
 }
 
-/// Write `buf` to `fd` at its file position; with `nowait`, only what can
-/// be written without waiting (Linux pwritev2(2) with RWF_NOWAIT): fewer
-/// bytes than asked, or `WouldBlock` when none fit. `nowait` fails with
-/// EOPNOTSUPP, EINVAL or ENOSYS where the file or the kernel cannot do it.
-///
-/// # Errors
-/// As write(2).
-pub fn write_at_position(fd: BorrowedFd<'_>, buf: &[u8], nowait: bool) -> io::Result<usize> {
-    use rustix::io::ReadWriteFlags;
-    let mut flags = ReadWriteFlags::empty();
-    flags.set(ReadWriteFlags::NOWAIT, nowait);
-    let iov = [io::IoSlice::new(buf)];
-    // Offset u64::MAX (-1): the file position, as write(2).
-    Ok(rustix::io::pwritev2(fd, &iov, u64::MAX, flags)?)
-}
-
 /// Register `fd` with the current tokio runtime for [`WATCH`] events: epoll
 /// reports an error on a pipe's writing end once its reader has gone, and a
 /// hang-up on a socket or terminal. `None` when `fd` cannot be watched
@@ -294,8 +279,7 @@ impl Waker {
     /// # Errors
     /// When the process is out of file descriptors.
     pub fn new() -> io::Result<Waker> {
-        use rustix::pipe::{pipe_with, PipeFlags};
-        let (read, write) = pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
+        let (read, write) = crate::platform::descriptors::pipe()?;
         Ok(Waker { read, write })
     }
 
@@ -327,27 +311,9 @@ impl Waker {
     }
 }
 
-/// A descriptor that becomes readable when process `pid` exits (Linux
-/// pidfd_open(2)), for waiting on a job with a timeout.
-///
-/// # Errors
-/// The process is gone, or the kernel is older than 5.3.
-pub fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
-    let pid = pid_of(pid).ok_or(io::ErrorKind::InvalidInput)?;
-    Ok(rustix::process::pidfd_open(pid, PidfdFlags::empty())?)
-}
-
 /// `pid` as a process (or group) id: `None` for 0, which names none.
 fn pid_of(pid: u32) -> Option<Pid> {
     i32::try_from(pid).ok().and_then(Pid::from_raw)
-}
-
-/// Wait up to `timeout_ms` (-1: for ever) for `fd` to become readable;
-/// returns whether it did.
-pub fn wait_readable_for(fd: BorrowedFd<'_>, timeout_ms: i32) -> bool {
-    let mut pfd = [PollFd::from_borrowed_fd(fd, PollFlags::IN)];
-    let timeout = poll_timeout(timeout_ms);
-    rustix::io::retry_on_intr(|| poll(&mut pfd, timeout.as_ref())).map_or(true, |n| n > 0)
 }
 
 /// Send `signal` (a named one, such as `libc::SIGTERM`) to every process
@@ -423,10 +389,7 @@ mod tests {
             .unwrap();
         let pgid = child.id();
         assert!(group_exists(pgid));
-        let pidfd = pidfd_open(pgid).unwrap();
-        assert!(!wait_readable_for(pidfd.as_fd(), 0));
         kill_group(pgid, libc::SIGKILL);
-        assert!(wait_readable_for(pidfd.as_fd(), 10_000));
         child.wait().unwrap();
         assert!(!group_exists(pgid));
         assert!(!group_exists(0));

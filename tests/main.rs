@@ -35,6 +35,7 @@ mod keyed_clients;
 mod keyed_shared;
 mod llm_api;
 mod metrics;
+mod platform;
 mod properties;
 mod races;
 mod ratelimit_headers;

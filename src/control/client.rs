@@ -221,12 +221,10 @@ enum Asked {
 /// stopped, say) failed.
 fn connect(path: &Path) -> Result<UnixStream, Asked> {
     use rustix::io::Errno;
-    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+    use rustix::net::SocketAddrUnix;
     let failed = |e: Errno| Asked::Failed(format!("{}: {}", path.display(), io_error(e)));
     let addr = SocketAddrUnix::new(path).map_err(failed)?;
-    let flags = SocketFlags::CLOEXEC | SocketFlags::NONBLOCK;
-    let fd = rustix::net::socket_with(AddressFamily::UNIX, SocketType::STREAM, flags, None)
-        .map_err(failed)?;
+    let fd = crate::platform::descriptors::unix_stream().map_err(failed)?;
     match rustix::net::connect(&fd, &addr) {
         Ok(()) => {}
         Err(Errno::CONNREFUSED | Errno::NOENT) => return Err(Asked::Gone),

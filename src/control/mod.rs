@@ -4,7 +4,8 @@
 //! the directory of drip's state files ([`socket_dir`]: `$XDG_RUNTIME_DIR/drip`
 //! or `/tmp/drip-$UID`, mode 0700, this user's alone), named by its pid and
 //! its `--name` ([`SocketName`]). The socket's thread ([`server`]) admits
-//! only its own user (`SO_PEERCRED`) and answers one request per
+//! only its own user (the peer's uid from the kernel: `SO_PEERCRED`, or
+//! getpeereid(3) on macOS and FreeBSD) and answers one request per
 //! connection through the wiring's [`server::Steer`]; [`protocol`] says
 //! what may be asked and how; [`client`] is `drip ctl`.
 

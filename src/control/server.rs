@@ -1,7 +1,8 @@
 //! The control socket of a running drip: a thread that accepts clients and
 //! answers each on a thread of its own (at most [`MAX_CLIENTS`] at once, so
 //! that a client that sends nothing holds up no other), checking that it
-//! runs as drip's own user (`SO_PEERCRED`), reading one request line and
+//! runs as drip's own user (the peer's uid from the kernel:
+//! [`crate::platform::peer`]), reading one request line and
 //! answering it through [`Steer`], which the wiring implements. The socket is removed at every way out drip has: the end of
 //! the run ([`Server::finish`], or the server dropped on an error) and a
 //! second signal's exit ([`remove_socket`]).
@@ -193,12 +194,6 @@ impl Drop for Client {
     }
 }
 
-/// The peer's uid, from the kernel (`SO_PEERCRED`).
-fn peer_uid(stream: &UnixStream) -> std::io::Result<u32> {
-    let cred = rustix::net::sockopt::socket_peercred(stream)?;
-    Ok(cred.uid.as_raw())
-}
-
 /// Whether a peer running as `peer` may steer a drip running as `own`:
 /// only the same user (root included: it steers its own drips only).
 pub(crate) fn admitted(peer: u32, own: u32) -> bool {
@@ -213,7 +208,7 @@ fn answer(stream: UnixStream, steer: &dyn Steer) {
     // The line is read whatever the peer: an answer to an unread request
     // could be lost to a reset.
     let words = read_request(&stream);
-    let reply = match peer_uid(&stream) {
+    let reply = match crate::platform::peer::peer_uid(&stream) {
         Ok(peer) if admitted(peer, own) => match words {
             Ok(words) => reply(&words, steer),
             Err(why) => protocol::error_reply(&why),

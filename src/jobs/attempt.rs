@@ -5,7 +5,6 @@
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
-use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::FileExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -14,6 +13,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::retry::Exit;
+use crate::platform::child::ChildEnd;
 use crate::sys;
 
 /// How long a job has between TERM and KILL after its timeout.
@@ -377,14 +377,15 @@ fn wait(child: &mut Child, limit: Option<Duration>) -> io::Result<Exit> {
         return child.wait().map(exit_of);
     };
     let pid = child.id();
-    // No descriptor to spare for a pidfd: the job runs already (it must
-    // not fail as one that did not start), and is looked at now and then.
-    let pidfd = sys::pidfd_open(pid).ok();
-    if ends_within(child, pidfd.as_ref(), limit)? {
+    // No way to watch it (no descriptor to spare, a system without one):
+    // the job runs already (it must not fail as one that did not start),
+    // and is looked at now and then.
+    let end = ChildEnd::watch(pid).ok();
+    if ends_within(child, end.as_ref(), limit)? {
         return child.wait().map(exit_of);
     }
     sys::kill_group(pid, libc::SIGTERM);
-    if !ends_within(child, pidfd.as_ref(), KILL_GRACE)? {
+    if !ends_within(child, end.as_ref(), KILL_GRACE)? {
         sys::kill_group(pid, libc::SIGKILL);
     }
     let status = child.wait()?;
@@ -396,15 +397,14 @@ fn wait(child: &mut Child, limit: Option<Duration>) -> io::Result<Exit> {
     })
 }
 
-/// How often a job is looked at when there is no pidfd to wait on.
+/// How often a job is looked at when it is not watched.
 const EXIT_POLL: Duration = Duration::from_millis(10);
 
-/// Whether `child` ends within `time`: its pidfd becomes readable, or,
-/// without one, [`Child::try_wait`] every [`EXIT_POLL`] sees it ended.
-fn ends_within(child: &mut Child, pidfd: Option<&OwnedFd>, time: Duration) -> io::Result<bool> {
-    if let Some(fd) = pidfd {
-        let ms = i32::try_from(time.as_millis()).unwrap_or(i32::MAX);
-        return Ok(sys::wait_readable_for(fd.as_fd(), ms));
+/// Whether `child` ends within `time`: its watch sees it end, or, without
+/// one, [`Child::try_wait`] every [`EXIT_POLL`] sees it ended.
+fn ends_within(child: &mut Child, end: Option<&ChildEnd>, time: Duration) -> io::Result<bool> {
+    if let Some(end) = end {
+        return Ok(end.ended_within(time));
     }
     let until = Instant::now() + time;
     loop {

@@ -64,7 +64,6 @@ pub struct FileStore {
     meters: Vec<Meter>,
     /// The key limit's, for the limits per key.
     key_step: Option<Step>,
-    boot_id: String,
     /// Why the last call found a state file it could not read and started
     /// the state afresh, until taken ([`Store::unreadable`]).
     unreadable: Option<String>,
@@ -192,15 +191,11 @@ impl FileStore {
         meters: Vec<Meter>,
         key_step: Option<Step>,
     ) -> FileStore {
-        let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default();
         FileStore {
             path: dir.join(format!("{name}.json")),
             spec,
             meters,
             key_step,
-            boot_id,
             unreadable: None,
         }
     }
@@ -312,12 +307,14 @@ impl FileStore {
         let lock = self.lock()?;
         let text = self.read()?;
         let now = monotonic();
+        // Read at each call: FreeBSD's moves with a step of the wall clock.
+        let boot_id = crate::platform::host::boot_id();
         let stored = self.parse(&text).unwrap_or_else(|why| {
             self.unreadable = Some(why);
             None
         });
         let live = stored.filter(|s| {
-            s.boot_id == self.boot_id
+            s.boot_id == boot_id
                 && s.tats
                     .iter()
                     .flatten()
@@ -351,7 +348,7 @@ impl FileStore {
         keys.prune(now);
         let out = step(&mut gcra, &mut keys, now, fresh);
         let new = Stored {
-            boot_id: self.boot_id.clone(),
+            boot_id,
             limits: self.spec.clone(),
             gen,
             seq: gcra.seq,
@@ -793,8 +790,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut a = backend(dir.path(), "10/s");
         reserve(&mut a, 5, 1000 * MS);
+        let path = dir.path().join("quota.json");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let ours = format!(r#""boot_id":"{}""#, crate::platform::host::boot_id());
+        assert!(text.contains(&ours), "{text}");
+        let text = text.replace(&ours, r#""boot_id":"another boot""#);
+        std::fs::write(&path, text).unwrap();
         let mut b = backend(dir.path(), "10/s");
-        b.boot_id = "another boot".into();
         let (_, _, fresh, slots) = reserve(&mut b, 1, 0);
         assert!(fresh);
         assert_eq!(slots, vec![0]);

@@ -146,7 +146,6 @@ impl Stored {
 /// The leases of one NAME on this host: `NAME.jobs.json`.
 struct FilePlace {
     path: PathBuf,
-    boot_id: String,
 }
 
 fn ttl_ns() -> i64 {
@@ -172,13 +171,15 @@ impl Place for FilePlace {
         let lock_path = self.path.with_extension("json.lock");
         let lock = locked(&lock_path).map_err(|e| self.io(&e))?;
         let now = monotonic();
+        // Read at each call: FreeBSD's moves with a step of the wall clock.
+        let boot_id = crate::platform::host::boot_id();
         let mut stored: Stored = std::fs::read(&self.path)
             .ok()
             .and_then(|text| serde_json::from_slice(&text).ok())
-            .filter(|s: &Stored| s.boot_id == self.boot_id)
+            .filter(|s: &Stored| s.boot_id == boot_id)
             .unwrap_or_default();
         let done = stored.apply(op, limit, members, now);
-        stored.boot_id.clone_from(&self.boot_id);
+        stored.boot_id = boot_id;
         let text = serde_json::to_string(&stored).expect("plain data");
         // Written beside and renamed over: a drip killed mid-write leaves
         // the leases as they were.
@@ -281,9 +282,6 @@ impl SharedJobs {
         let place: Box<dyn Place> = match target {
             Target::Host(name) => Box::new(FilePlace {
                 path: super::file::state_dir().join(format!("{name}.jobs.json")),
-                boot_id: std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-                    .map(|s| s.trim().to_string())
-                    .unwrap_or_default(),
             }),
             Target::Redis { url, name } => Box::new(RedisPlace {
                 store: RedisStore::new(url, name, String::new(), Vec::new(), None)
@@ -296,10 +294,9 @@ impl SharedJobs {
                 sha: redis::Script::new(SCRIPT).get_hash().to_string(),
             }),
         };
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
         let prefix = format!(
             "{}:{}:{:08x}",
-            host.trim(),
+            crate::platform::host::host_name(),
             std::process::id(),
             fastrand::u32(..)
         );
