@@ -523,14 +523,20 @@ fn stats_file(
 }
 
 /// With `--exec`, the gate the runner closes, slows and narrows, at the
-/// configured rate (and key rate).
+/// configured rate (and key rate). With `--budget`, it lets records go no
+/// faster than job slots free up ([`GateControl::count_slots`]), so a
+/// record counts against a budget's window when it starts.
 fn gate(config: &Config) -> Option<Arc<GateControl>> {
-    config.jobs.as_ref().map(|_| {
+    config.jobs.as_ref().map(|jobs| {
         let key_rate = config
             .key
             .as_ref()
             .map_or(f64::INFINITY, |k| k.rate.per_second());
-        Arc::new(GateControl::new(config.records_per_second(), key_rate))
+        let gate = GateControl::new(config.records_per_second(), key_rate);
+        if !config.budgets.is_empty() {
+            gate.count_slots(jobs.jobs);
+        }
+        Arc::new(gate)
     })
 }
 

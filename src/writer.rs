@@ -200,9 +200,13 @@ pub(crate) fn write_loop(shared: &Shared, sink: &mut dyn Sink) -> Option<std::io
     loop {
         // The lock is kept from settling one write to taking the next:
         // let go in between, it would only wake the reader to wait again.
-        drop(next_batch(shared, st, coalesce, &mut batch, &|| {
-            sink.ready()
-        })?);
+        drop(next_batch(
+            shared,
+            st,
+            (coalesce, settles_itself),
+            &mut batch,
+            &|| sink.ready(),
+        )?);
         let written = write_batch(shared, sink, &batch);
         // The write's end, read before waiting for the lock: a reader
         // holding it (admitting a large read) must not make the write look
@@ -239,7 +243,7 @@ pub(crate) fn write_loop(shared: &Shared, sink: &mut dyn Sink) -> Option<std::io
 fn next_batch<'a>(
     shared: &'a Shared,
     mut st: MutexGuard<'a, State>,
-    coalesce: u64,
+    (coalesce, runner): (u64, bool),
     batch: &mut Batch,
     ready: &dyn Fn() -> bool,
 ) -> Option<MutexGuard<'a, State>> {
@@ -252,6 +256,25 @@ fn next_batch<'a>(
             // (`Stops::now`: then nothing more is begun).
             if shared.stops.leaving() {
                 return None;
+            }
+            if runner {
+                // What the schedule did not let go is undelivered now,
+                // before the running jobs end; what it let go starts but
+                // at a signal (`Stops::now`: no job starts), when it is
+                // undelivered too, first: the dead letter keeps input
+                // order.
+                batch.take_tail(&mut st);
+                st.adm.take_outbox(&mut batch.records);
+                if shared.stops.write_stop() != Stop::No {
+                    st.dispose_after(std::mem::take(&mut batch.records), 0);
+                }
+                st.drain_undelivered();
+                st.flush_dead();
+                if batch.records.is_empty() {
+                    return None;
+                }
+                batch.last = true;
+                break;
             }
             batch.take_tail(&mut st);
             st.adm.take_outbox(&mut batch.records);
@@ -309,15 +332,9 @@ fn next_batch<'a>(
 /// let go are still written; what waits is undelivered), noting which
 /// budget. Whether it stopped drip.
 fn budget_stop(shared: &Shared, st: &mut State, now: u64) -> bool {
-    if st.stop.writing || st.adm.bucket().is_empty() {
+    if st.stop.writing || st.adm.bucket().is_empty() || !st.budget_spent_stops(now) {
         return false;
     }
-    let Some(budget) = st.adm.schedule().exhausted(now) else {
-        return false;
-    };
-    st.stop.budget = Some(crate::state::BudgetSpent { budget });
-    st.stop.reading = true;
-    st.stop.writing = true;
     shared.wake_all();
     true
 }

@@ -149,6 +149,63 @@ fn a_spent_budget_under_stop_ends_with_status_5_the_rest_undelivered() {
     });
 }
 
+/// Under `--budget-exhausted stop` with `--exec --retries`, a retry is a
+/// start like any: once the budget is spent no retry starts, and drip
+/// exits 5 as soon as the jobs running then have ended (it used to start
+/// the retries in the next windows, spending them, and ran on).
+#[test]
+fn retries_start_no_more_once_a_budget_is_spent_under_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let joblog = dir.path().join("jobs.ndjson");
+    let json = dir.path().join("stats.json");
+    let began = std::time::Instant::now();
+    let (status, _, stderr) = run(
+        &[
+            "-j",
+            "4",
+            "--budget",
+            "3/month@UTC",
+            "--budget-exhausted",
+            "stop",
+            "--retries",
+            "3",
+            "--retry-on",
+            "1",
+            "--backoff",
+            "10ms..20ms",
+            "--joblog",
+            joblog.to_str().unwrap(),
+            "--stats-json",
+            json.to_str().unwrap(),
+            "--exec",
+            "sh",
+            "-c",
+            "sleep 0.2; exit 1",
+        ],
+        &numbered(1..=10),
+    );
+    assert_eq!(status, 5, "{stderr}");
+    assert!(
+        began.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        began.elapsed()
+    );
+    assert!(
+        stderr.contains("budget 3/month@UTC spent under --budget-exhausted stop"),
+        "{stderr}"
+    );
+    let lines = common::json_lines(&joblog);
+    let ran: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l["outcome"] != "undelivered")
+        .collect();
+    assert_eq!(ran.len(), 3, "three starts, the budget's: {lines:?}");
+    assert!(ran.iter().all(|l| l["attempt"] == 1), "{lines:?}");
+    let v = last_json(&json);
+    assert_books_add_up(&v);
+    assert_eq!(v["undelivered"], 10, "{v}");
+}
+
 #[test]
 fn a_budget_with_room_under_stop_finishes_with_status_0() {
     let (status, out, stderr) = run(

@@ -148,6 +148,12 @@ pub(super) struct Holds {
     retries: BTreeMap<u64, (u64, Scope)>,
     /// A retry is taking its slot now.
     retry_turn: bool,
+    /// The job slots (`-j`) neither running a record nor promised to one
+    /// released and not started yet: a release never lets more records
+    /// go than there are such slots, so a record leaves (and spends its
+    /// budgets) when it can start, not long before, waiting for a slot
+    /// that retries hold. `None`: not counted (no runner).
+    unpromised: Option<usize>,
     /// Each scope's overloads and quota window.
     pub(super) overloads: Overloads,
 }
@@ -267,6 +273,22 @@ impl GateControl {
 
     pub(super) fn lock(&self) -> MutexGuard<'_, Holds> {
         self.holds.lock().unpoisoned()
+    }
+
+    /// The runner has `slots` job slots, none busy: releases are counted
+    /// against them from now on (with `--budget`: a shared schedule, which
+    /// reserves slots for the records waiting, is told of fewer then).
+    pub fn count_slots(&self, slots: usize) {
+        self.lock().unpromised = Some(slots);
+    }
+
+    /// A job slot was given back (its record done), or the slots changed
+    /// from `old` to `new` (`drip ctl NAME -j`): `(1, 0)` for one given
+    /// back.
+    pub(super) fn slots_freed(&self, (new, old): (usize, usize)) {
+        if let Some(n) = self.lock().unpromised.as_mut() {
+            *n = (*n + new).saturating_sub(old);
+        }
     }
 
     /// The configured rate of `scope` (infinite: not limited).
@@ -455,9 +477,17 @@ impl Schedule for Gate {
         } else {
             available
         };
+        // A retry holds its slot; a record leaving now is promised one.
+        let promised = (!holds.retry_turn).then_some(holds.unpromised).flatten();
+        let available = promised.map_or(available, |free| available.min(free));
         let n = self.inner.release(now, available, records);
         if n > 0 {
             holds.all.last = Some(now);
+        }
+        if !holds.retry_turn {
+            if let Some(free) = holds.unpromised.as_mut() {
+                *free -= n;
+            }
         }
         n
     }
@@ -590,6 +620,39 @@ mod tests {
             None,
             "not a guess from the rate"
         );
+    }
+
+    /// With job slots counted, a release lets go no more records than
+    /// there are slots neither busy nor promised: a record leaves (and
+    /// spends a budget's count) when it can start, not while the slots are
+    /// held by retries. A retry, holding its slot, is not counted.
+    #[test]
+    fn a_release_lets_go_no_more_records_than_free_job_slots() {
+        let budget = crate::budget::parse_budget("3/second@UTC").unwrap();
+        let limits = Limits::new(&[]).with_budgets(
+            vec![crate::budget::Counter::new(budget, 0)],
+            crate::budget::Exhausted::Wait,
+        );
+        let control = Arc::new(GateControl::default());
+        let mut g = Gate::new(Box::new(limits), Arc::clone(&control));
+        control.count_slots(1);
+        assert_eq!(release(&mut g, 0, 5), 1, "one slot: one record");
+        assert_eq!(release(&mut g, MS, 5), 0, "its slot is promised");
+        // The record's attempts fail; its retries take the window's other
+        // two starts, holding the slot.
+        assert_eq!(control.as_retry(|| release(&mut g, 2 * MS, 1)), 1);
+        assert_eq!(control.as_retry(|| release(&mut g, 3 * MS, 1)), 1);
+        control.slots_freed((1, 0));
+        assert_eq!(
+            release(&mut g, 4 * MS, 5),
+            0,
+            "the window's three are spent"
+        );
+        assert_eq!(release(&mut g, 1000 * MS, 5), 1, "the next window's first");
+        // `drip ctl NAME -j 3`: two more slots.
+        control.slots_freed((3, 1));
+        assert_eq!(release(&mut g, 1001 * MS, 5), 2);
+        assert_eq!(release(&mut g, 1002 * MS, 5), 0);
     }
 
     #[test]

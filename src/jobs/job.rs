@@ -442,6 +442,13 @@ impl Pool {
                     return Err(JobFate::Expired);
                 }
                 let held = self.gate.due(scope);
+                if st.stop.budget.is_some() || st.budget_spent_stops(now) {
+                    // A retry is a start: none once a budget is spent
+                    // under `--budget-exhausted stop`.
+                    drop(st);
+                    self.shared.wake_all();
+                    return Err(JobFate::Undelivered);
+                }
                 if st.adm.paused() {
                     // Paused (`drip ctl`), a retry waits too: until resumed,
                     // or its deadline.

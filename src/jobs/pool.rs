@@ -268,6 +268,7 @@ impl Pool {
             let job = table.running.remove(&number);
             if job.is_some() {
                 table.busy -= 1;
+                self.gate.slots_freed((1, 0));
             }
             (job, unrunnable.is_some())
         });
@@ -346,7 +347,10 @@ impl Jobs for Pool {
     }
 
     fn set_slots(&self, n: usize) {
-        self.slots.notify(|table| table.slots = n);
+        self.slots.notify(|table| {
+            self.gate.slots_freed((n, table.slots));
+            table.slots = n;
+        });
         let _st = self.shared.lock();
         self.shared.data_ready.notify_all();
     }

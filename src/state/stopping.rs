@@ -238,6 +238,20 @@ impl Shared {
 }
 
 impl State {
+    /// Under `--budget-exhausted stop`, a budget spent at `now` stops
+    /// drip: reading and writing stop (the records waiting are
+    /// undelivered), and no retry starts. Returns whether it did (the
+    /// caller wakes every thread: [`super::Shared::wake_all`]).
+    pub(crate) fn budget_spent_stops(&mut self, now: u64) -> bool {
+        let Some(budget) = self.adm.schedule().exhausted(now) else {
+            return false;
+        };
+        self.stop.budget = Some(super::BudgetSpent { budget });
+        self.stop.reading = true;
+        self.stop.writing = true;
+        true
+    }
+
     /// Leaving mid-write (a second signal): what the writer and the reader
     /// were still writing, as undelivered; `written` bytes of the writer's
     /// batch went out. A record under way goes to the dead letter whole.
