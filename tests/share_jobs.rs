@@ -420,3 +420,75 @@ fn a_drip_waiting_for_the_shared_job_limit_is_not_starved_through_redis() {
     let runtime = tempfile::tempdir().unwrap();
     a_waiting_drip_is_not_starved(&redis.share("line"), runtime.path());
 }
+
+/// `drip take` holds no `--share-jobs` slot (docs/sharing.md says so): a
+/// take while the job limit is held returns at once. A command run as a
+/// one-record drip with `--share-jobs`, the documented way, waits for a
+/// lease: its job starts only once one of the running ones has ended.
+#[test]
+fn a_take_holds_no_job_slot_and_a_one_record_drip_waits_for_one() {
+    let runtime = tempfile::tempdir().unwrap();
+    let log = runtime.path().join("log");
+    fn args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+        let mut a = vec![
+            "-r",
+            "100/s",
+            "--share",
+            "jobslot",
+            "--share-jobs",
+            "2",
+            "-q",
+        ];
+        a.extend_from_slice(extra);
+        a
+    }
+    let script = format!(
+        "echo \"s $1 $(date +%s%N)\" >> {0}; sleep 1.5; echo \"e $1 $(date +%s%N)\" >> {0}",
+        log.display()
+    );
+    let mut holder = common::command(&args(&[
+        "-j", "2", "--exec", "sh", "-c", &script, "sh", "{}",
+    ]));
+    holder
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null());
+    let mut holder = holder.spawn().unwrap();
+    common::feed(&mut holder, b"0-1\n0-2\n");
+    // Both of its jobs run: the limit is held.
+    let began = std::time::Instant::now();
+    while stamps(&log).iter().filter(|s| s.1 == 1).count() < 2 {
+        assert!(
+            began.elapsed() < Duration::from_secs(20),
+            "the holder's jobs never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let asked = realtime();
+    let take = common::command(&["take", "jobslot", "-r", "100/s", "--timeout", "1s"])
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .output()
+        .unwrap();
+    assert!(take.status.success(), "{take:?}");
+    assert!(realtime() - asked < 1.0, "a take waited for the job limit");
+    let mut one = common::command(&args(&["--exec", "sh", "-c", &script, "sh", "{}"]));
+    one.env("XDG_RUNTIME_DIR", runtime.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null());
+    let mut one = one.spawn().unwrap();
+    common::feed(&mut one, b"1-1\n");
+    assert!(common::wait_for(&mut one, Duration::from_secs(30)).success());
+    assert!(common::wait_for(&mut holder, Duration::from_secs(30)).success());
+    let stamps = stamps(&log);
+    let mut running = 0;
+    for s in &stamps {
+        running += s.1;
+        assert!(running <= 2, "{running} jobs at once: {stamps:?}");
+    }
+    let first_end = stamps.iter().find(|s| s.1 == -1).unwrap().0;
+    let b_start = stamps.iter().find(|s| s.1 == 1 && s.2 == 1).unwrap();
+    assert!(
+        b_start.0 >= first_end,
+        "the one-record drip started before a lease came back: {stamps:?}"
+    );
+}
