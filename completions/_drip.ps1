@@ -94,22 +94,6 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
             return
         }
-        { $_ -in '--stats-json' } {
-            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
-            return
-        }
-        { $_ -in '--stats-interval' } {
-            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
-            return
-        }
-        { $_ -in '--metrics' } {
-            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
-            return
-        }
-        { $_ -in '--name' } {
-            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
-            return
-        }
         { $_ -in '--key' } {
             @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
             return
@@ -194,6 +178,22 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
             return
         }
+        { $_ -in '--stats-json' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '--stats-interval' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '--metrics' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
+        { $_ -in '--name' } {
+            @() | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object { [CompletionResult]::new($_, $_, [CompletionResultType]::ParameterValue, $_) }
+            return
+        }
     }
 
     $completions = @(switch ($command) {
@@ -222,10 +222,6 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             [CompletionResult]::new('--oversize', '--oversize', [CompletionResultType]::ParameterName, 'A record over --max-record or --capacity-bytes: fail (stop reading, exit 1) or skip (stream it to --dead-letter as it is read, count it as skipped, and read on)')
             [CompletionResult]::new('--max-wait', '--max-wait', [CompletionResultType]::ParameterName, 'Expire records that waited in the bucket longer than DURATION (at most 100y) instead of writing them. Under a drop or fail policy, a record the schedule cannot let go within DURATION of its arrival is refused as it arrives: drop-newest drops it, drop-oldest evicts the oldest waiting records until it can make it, fail stops (see Service level in drip(1))')
             [CompletionResult]::new('--dead-letter', '--dead-letter', [CompletionResultType]::ParameterName, 'Append every record not written to stdout (dropped, expired, undelivered) to FILE, byte-exact, each with its delimiter, in the order it left the bucket (not `-`: stdout carries the records)')
-            [CompletionResult]::new('--stats-json', '--stats-json', [CompletionResultType]::ParameterName, 'Write the summary to FILE as one JSON object (and, with --stats-interval, the periodic stats as JSON lines before it); not `-`: stdout carries the records')
-            [CompletionResult]::new('--stats-interval', '--stats-interval', [CompletionResultType]::ParameterName, 'Every DURATION (10ms to 100y), write one JSON line of stats to stderr (or to --stats-json FILE)')
-            [CompletionResult]::new('--metrics', '--metrics', [CompletionResultType]::ParameterName, 'Keep FILE up to date with the figures in the Prometheus text format (records by fate, depth, oldest age, rate, jobs, retries, overload pauses, --share''s calls, the top keys): written anew and renamed over FILE every --stats-interval (or each second) and at exit, for node_exporter''s textfile collector')
-            [CompletionResult]::new('--name', '--name', [CompletionResultType]::ParameterName, 'Name this drip for `drip ctl` (1 to 64 letters, digits, `_`, `-`; not all digits); it is always reachable by its pid too')
             [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Limit records per key: SPEC is `host` (the host of the URL that is the record, read by a URL parser: lower-cased, punycode, one IPv6 spelling, no trailing dot, no default port, never the user or password), `host:N` (the host of the URL in field N), a field number (--key 1; fields split on blanks, or on --field-separator) or a regular expression whose first capture group is the key (--key ''^user=([^ ]+)''; start it with (?-u) to match bytes that are not UTF-8), found in the record without its delimiter (or a CR before a newline). Records with no key (no such field, no match, not a URL with a host) share one "no key" lane. Each key waits in its own queue at --key-rate; keys due together take turns (round robin), so a noisy key never holds back a quiet one: within a key records keep their order, across keys the output order may differ from the input''s. With --exec, an overload (429, 503, --overload-on) pauses only the refused record''s key. Needs --key-rate')
             [CompletionResult]::new('--field-separator', '--field-separator', [CompletionResultType]::ParameterName, 'Fields for --key N and --key host:N are separated by this byte ('','' or an escape such as ''\t'') instead of runs of blanks')
             [CompletionResult]::new('--key-rate', '--key-rate', [CompletionResultType]::ParameterName, 'Each key''s own limit, records per unit (as --rate, with its burst after a colon: 5/s:10). The global --rate limits, if any, still cap all records together: a record leaves when both allow. With --share, each key''s limit holds for all the drips sharing it together (a record of a key with no slot reserved waits a round trip). Needs --key')
@@ -248,23 +244,27 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             [CompletionResult]::new('--resume', '--resume', [CompletionResultType]::ParameterName, 'Skip the records that succeeded in earlier runs logged in JOBLOG, matched by content (the hash in DRIP_RECORD_ID), not by place: a record that appears twice runs again unless it succeeded twice. Skipped records count as skipped_done. This run''s lines are appended to JOBLOG (created if it does not exist yet: everything runs); a last line cut short by a killed run is passed over')
             [CompletionResult]::new('--settle', '--settle', [CompletionResultType]::ParameterName, 'After each attempt, what the job really spent of a cost (--cost NAME=…, or the unnamed one without NAME=), read from its output: an estimate as --cost takes one, its JSON paths into the job''s stdout (parsed whole, else its last line), such as usage.prompt_tokens, or into the file {usage} names in the command, when the job writes it. The difference from what the record was charged is settled: an overestimate is given back (later records go sooner), an underestimate is charged (later records wait). An attempt whose output has no such number keeps its estimate (said once on stderr). May be given once for each cost. With --share, the difference reaches the shared cost limits: given back to, or charged for, every drip on the NAME')
             [CompletionResult]::new('--order-window', '--order-window', [CompletionResultType]::ParameterName, 'With --keep-order: how many records may start ahead of the oldest one whose output is not written out yet (each record''s output is held in memory up to 64 KiB, in a temporary file beyond) [default: 1000]')
+            [CompletionResult]::new('--stats-json', '--stats-json', [CompletionResultType]::ParameterName, 'Write the summary to FILE as one JSON object (and, with --stats-interval, the periodic stats as JSON lines before it); not `-`: stdout carries the records')
+            [CompletionResult]::new('--stats-interval', '--stats-interval', [CompletionResultType]::ParameterName, 'Every DURATION (10ms to 100y), write one JSON line of stats to stderr (or to --stats-json FILE)')
+            [CompletionResult]::new('--metrics', '--metrics', [CompletionResultType]::ParameterName, 'Keep FILE up to date with the figures in the Prometheus text format (records by fate, depth, oldest age, rate, jobs, retries, overload pauses, --share''s calls, the top keys): written anew and renamed over FILE every --stats-interval (or each second) and at exit, for node_exporter''s textfile collector')
+            [CompletionResult]::new('--name', '--name', [CompletionResultType]::ParameterName, 'Name this drip for `drip ctl` (1 to 64 letters, digits, `_`, `-`; not all digits); it is always reachable by its pid too')
             [CompletionResult]::new('-0', '-0', [CompletionResultType]::ParameterName, 'Records end with NUL instead of newline, on input and output')
             [CompletionResult]::new('--null', '--null', [CompletionResultType]::ParameterName, 'Records end with NUL instead of newline, on input and output')
             [CompletionResult]::new('--drain', '--drain', [CompletionResultType]::ParameterName, 'On the first stopping signal (SIGINT, SIGTERM, SIGHUP, ...), stop reading but write what the bucket holds at the rate before exiting')
-            [CompletionResult]::new('--stats', '--stats', [CompletionResultType]::ParameterName, 'Print a summary on stderr at exit')
-            [CompletionResult]::new('--no-control', '--no-control', [CompletionResultType]::ParameterName, 'Listen on no control socket: `drip ctl` cannot reach this drip')
-            [CompletionResult]::new('--progress', '--progress', [CompletionResultType]::ParameterName, 'Draw the live display on stderr even when it is not a terminal, or when stdout is the same terminal (the display then keeps to the bottom row and the records scroll above it)')
-            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'No progress display: stderr gets only errors and what --stats and --stats-interval ask for')
-            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'No progress display: stderr gets only errors and what --stats and --stats-interval ask for')
-            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print a one-screen summary of the flags most runs need, grouped by task (--help: every flag; man drip: the whole manual)')
-            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help: every flag, examples, exit statuses, the environment (-h: a one-screen summary)')
             [CompletionResult]::new('--record-on-stdin', '--record-on-stdin', [CompletionResultType]::ParameterName, 'Give each job its record on stdin instead of as an argument')
             [CompletionResult]::new('--adapt', '--adapt', [CompletionResultType]::ParameterName, 'Lower the rate on each overload (halve it) and raise it back on successes, never above the configured rate (with --key, the rate of the key refused)')
             [CompletionResult]::new('--no-quota-pacing', '--no-quota-pacing', [CompletionResultType]::ParameterName, 'Do not pace from the quota the server announces in the headers file (RateLimit, RateLimit-Policy, X-RateLimit-Remaining and X-RateLimit-Reset; OpenAI''s x-ratelimit-*-requests and -tokens; Anthropic''s anthropic-ratelimit-*): by default, when a job writes {headers}, the remaining quota is spread over the time to its reset, the requests in flight counted against it, never faster than --rate; the tokens remaining pace the cost (--cost), a record costing more than is left waiting for the reset')
             [CompletionResult]::new('-k', '-k', [CompletionResultType]::ParameterName, 'Write each job''s output in input order, whole, whatever order the jobs end in (stderr is passed on as it comes). Outputs wait for the records before them; at most --order-window records start ahead of the oldest one not written out, so a long job holds new starts back')
             [CompletionResult]::new('--keep-order', '--keep-order', [CompletionResultType]::ParameterName, 'Write each job''s output in input order, whole, whatever order the jobs end in (stderr is passed on as it comes). Outputs wait for the records before them; at most --order-window records start ahead of the oldest one not written out, so a long job holds new starts back')
-            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
-            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--stats', '--stats', [CompletionResultType]::ParameterName, 'Print a summary on stderr at exit')
+            [CompletionResult]::new('--progress', '--progress', [CompletionResultType]::ParameterName, 'Draw the live display on stderr even when it is not a terminal, or when stdout is the same terminal (the display then keeps to the bottom row and the records scroll above it)')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'No progress display: stderr gets only errors and what --stats and --stats-interval ask for')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'No progress display: stderr gets only errors and what --stats and --stats-interval ask for')
+            [CompletionResult]::new('--no-control', '--no-control', [CompletionResultType]::ParameterName, 'Listen on no control socket: `drip ctl` cannot reach this drip')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print a one-screen summary of the flags most runs need, grouped by task (--help: every flag; man drip: the whole manual)')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help: every flag, examples, exit statuses, the environment (-h: a one-screen summary)')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print the version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print the version')
             [CompletionResult]::new('ctl', 'ctl', [CompletionResultType]::ParameterValue, 'Steer a running drip of this user: list them, change a rate, pause, resume, read its figures')
             [CompletionResult]::new('take', 'take', [CompletionResultType]::ParameterValue, 'Take one slot from a shared limit, for a script that makes one call at a time: `drip take api-quota -r 10/s && curl ...`')
             break

@@ -1210,6 +1210,86 @@ fn short_help_is_one_screen_grouped_by_task() {
     }
 }
 
+/// The sections of a help text: each heading (an unindented line ending
+/// in `:`) with the flags listed under it, in order, up to `Examples:`.
+fn help_sections(help: &str) -> Vec<(String, Vec<String>)> {
+    let mut sections: Vec<(String, Vec<String>)> = Vec::new();
+    for line in help.lines() {
+        if line.starts_with("Examples:") {
+            break;
+        }
+        if !line.starts_with(' ') && line.ends_with(':') {
+            sections.push((line.trim_end_matches(':').to_string(), Vec::new()));
+            continue;
+        }
+        let flag = line.trim_start();
+        if !flag.starts_with('-') || !line.starts_with("  ") || line.starts_with("          ") {
+            continue;
+        }
+        // `-r, --rate <RATE[:BURST]>`, `      --byte-rate ...`, `-h`: the
+        // long name when there is one.
+        let name = flag
+            .split([' ', ','])
+            .find(|w| w.starts_with("--"))
+            .or_else(|| flag.split([' ', ',']).next())
+            .unwrap()
+            .to_string();
+        if let Some((_, flags)) = sections.last_mut() {
+            flags.push(name);
+        }
+    }
+    sections
+}
+
+/// `--help` files every flag under a heading, the groups of `-h` (pace,
+/// bucket, keys, share, jobs, observe) in its order and then help's own,
+/// each flag `-h` names under the same heading; none under a bare
+/// `Options:`.
+#[test]
+fn help_files_every_flag_under_the_groups_of_short_help() {
+    let stdout = |flag: &str| {
+        let out = drip(&[flag]).assert().success().get_output().stdout.clone();
+        String::from_utf8(out).unwrap()
+    };
+    let (long, short) = (stdout("--help"), stdout("-h"));
+    let groups = ["Pace", "Bucket", "Keys", "Share", "Jobs", "Observe"];
+    let sections = help_sections(&long);
+    let headings: Vec<&str> = sections.iter().map(|(h, _)| h.as_str()).collect();
+    let expected: Vec<&str> = ["Commands", "Arguments"]
+        .into_iter()
+        .chain(groups)
+        .chain(["Help"])
+        .collect();
+    assert_eq!(headings, expected, "{long}");
+    let filed: Vec<&String> = sections.iter().flat_map(|(_, f)| f).collect();
+    assert!(filed.len() >= 50, "{} flags filed: {filed:?}", filed.len());
+    for (heading, flags) in &sections {
+        if heading == "Help" {
+            assert_eq!(flags, &["-h", "--help", "--version"], "{long}");
+        } else if heading == "Commands" || heading == "Arguments" {
+            assert!(flags.is_empty(), "{heading}: {flags:?}");
+        }
+    }
+    // Each flag -h names sits under the heading of the same name.
+    let heading_of = |flag: &str| {
+        sections
+            .iter()
+            .find(|(_, flags)| flags.iter().any(|f| f == flag))
+            .map(|(h, _)| h.clone())
+    };
+    let mut named = 0;
+    for (group, flags) in help_sections(&short) {
+        if !groups.contains(&group.as_str()) {
+            continue;
+        }
+        for flag in flags.iter().filter(|f| f.starts_with("--")) {
+            assert_eq!(heading_of(flag).as_deref(), Some(group.as_str()), "{flag}");
+            named += 1;
+        }
+    }
+    assert!(named >= 20, "{named} flags of -h checked");
+}
+
 /// A FILE that is not there but reads as a rate: `--rate` was left out,
 /// and the error says so.
 #[test]

@@ -92,18 +92,19 @@ fn after_help() -> String {
     args_override_self = true,
     args_conflicts_with_subcommands = true,
     disable_help_subcommand = true,
-    disable_help_flag = true
+    disable_help_flag = true,
+    disable_version_flag = true
 )]
 pub struct Cli {
     /// Files to read in order; `-` or none means stdin.
-    #[arg(value_name = "FILE", value_hint = ValueHint::FilePath)]
+    #[arg(value_name = "FILE", value_hint = ValueHint::FilePath, help_heading = "Arguments")]
     pub files: Vec<PathBuf>,
 
     /// Records per unit of time: 10/s, 90/min, 2/h, 1/d, 3/5s, 1/250ms, 0.5/s,
     /// a bare 10 (per second), or inf (unlimited) for no pacing; the period
     /// is at most 100 years. Give it again for several limits at once, each
     /// with its own burst after a colon: -r 10/s -r 500/min:50 [default: 1/s]
-    #[arg(short, long, value_name = "RATE[:BURST]", value_parser = parse_rate_burst, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true)]
+    #[arg(short, long, value_name = "RATE[:BURST]", value_parser = parse_rate_burst, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true, help_heading = "Pace")]
     pub rate: Vec<(Rate, Option<u64>)>,
 
     /// Bytes per unit of time, delimiters included: 1MiB/s, 500KB/s, 10GB/h;
@@ -111,7 +112,7 @@ pub struct Cli {
     /// many bytes may leave back to back; a record larger than BURST leaves
     /// alone once a full burst is saved, and the next waits until it is paid
     /// for. May be given more than once
-    #[arg(long, value_name = "SIZE/UNIT[:BURST]", value_parser = parse_byte_rate_burst, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true)]
+    #[arg(long, value_name = "SIZE/UNIT[:BURST]", value_parser = parse_byte_rate_burst, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true, help_heading = "Pace")]
     pub byte_rate: Vec<(Rate, u64)>,
 
     /// Where a record's cost is (tokens, a weight), for --cost-rate: a field
@@ -128,7 +129,7 @@ pub struct Cli {
     /// on; the first such record is named once on stderr. NAME=SPEC names
     /// a cost, spent by the --cost-rate limits that name it; may be given
     /// once unnamed and once for each name. Needs --cost-rate
-    #[arg(long, value_name = "[NAME=]SPEC", value_parser = parse_cost_arg, value_hint = ValueHint::Other, action = clap::ArgAction::Append)]
+    #[arg(long, value_name = "[NAME=]SPEC", value_parser = parse_cost_arg, value_hint = ValueHint::Other, action = clap::ArgAction::Append, help_heading = "Pace")]
     pub cost: Vec<CostGiven>,
 
     /// Cost per unit of time, as --rate (100000/min, 500/s); a record spends
@@ -141,7 +142,7 @@ pub struct Cli {
     /// unnamed cost. May be given more than once. With --share, shared as
     /// the byte rates are (but not beside a --byte-rate, and all spending
     /// the same costs). Needs --cost
-    #[arg(long, value_name = "[NAME=]N/UNIT[:BURST]", value_parser = parse_named_cost_rate, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true)]
+    #[arg(long, value_name = "[NAME=]N/UNIT[:BURST]", value_parser = parse_named_cost_rate, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true, help_heading = "Pace")]
     pub cost_rate: Vec<(Option<String>, Rate, u64)>,
 
     /// A calendar budget: at most N records in each WINDOW (second, minute,
@@ -155,16 +156,16 @@ pub struct Cli {
     /// alone does not pace records within the window. May be given more than
     /// once. With --share, one count per window for every drip on the NAME
     /// (kept in the shared state, so a drip started again finds it)
-    #[arg(long, value_name = "N/WINDOW[@ZONE]", value_parser = parse_budget, value_hint = ValueHint::Other, action = clap::ArgAction::Append)]
+    #[arg(long, value_name = "N/WINDOW[@ZONE]", value_parser = parse_budget, value_hint = ValueHint::Other, action = clap::ArgAction::Append, help_heading = "Pace")]
     pub budget: Vec<Budget>,
 
     /// What a spent --budget does to the records waiting
-    #[arg(long, value_name = "POLICY", default_value = "wait", value_parser = Choices { parse: str::parse::<Exhausted>, values: EXHAUSTED })]
+    #[arg(long, value_name = "POLICY", default_value = "wait", value_parser = Choices { parse: str::parse::<Exhausted>, values: EXHAUSTED }, help_heading = "Pace")]
     pub budget_exhausted: Exhausted,
 
     /// One record every DURATION (100ms, 2s, 1m; at most 100y): another way
     /// to give the rate
-    #[arg(short, long, value_name = "DURATION", value_parser = parse_interval, value_hint = ValueHint::Other, conflicts_with = "rate", allow_hyphen_values = true)]
+    #[arg(short, long, value_name = "DURATION", value_parser = parse_interval, value_hint = ValueHint::Other, conflicts_with = "rate", allow_hyphen_values = true, help_heading = "Pace")]
     pub interval: Option<Duration>,
 
     /// Records that may leave back to back after an idle spell (token bucket);
@@ -172,7 +173,7 @@ pub struct Cli {
     /// from 500/s up, a wake-up up to 2 ms late also sends the records due
     /// meanwhile: at most N + rate × 2ms together. With several --rate
     /// limits, give each its burst as RATE:BURST instead [default: 1]
-    #[arg(short, long, value_name = "N", value_parser = parse_count, value_hint = ValueHint::Other, allow_hyphen_values = true)]
+    #[arg(short, long, value_name = "N", value_parser = parse_count, value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Pace")]
     pub burst: Option<u64>,
 
     /// Limits by the time of day: rows separated by ';', each [DAYS]
@@ -183,7 +184,7 @@ pub struct Cli {
     /// changes the rate as 'drip ctl rate' does; under 'pause' nothing
     /// leaves (the display says until when: paused until 18:00). Not with
     /// --share. 'Mon-Fri 09:00-18:00 pause; * 50/s'
-    #[arg(long, value_name = "ROWS", value_hint = ValueHint::Other, allow_hyphen_values = true)]
+    #[arg(long, value_name = "ROWS", value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Pace")]
     pub schedule: Option<String>,
 
     /// Let the limits rise linearly to the rate over DURATION from the
@@ -191,7 +192,7 @@ pub struct Cli {
     /// --rate) as START:DURATION (10/s:60s). Every limit rises in step; the
     /// n-th record leaves when the rate's integral reaches n. Not with
     /// --share
-    #[arg(long, value_name = "[START:]DURATION", value_parser = parse_ramp, value_hint = ValueHint::Other, allow_hyphen_values = true)]
+    #[arg(long, value_name = "[START:]DURATION", value_parser = parse_ramp, value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Pace")]
     pub ramp: Option<RampArg>,
 
     /// Records the bucket holds: a number (1000; 10k, 2M, 1G are 10^3, 10^6,
@@ -201,36 +202,41 @@ pub struct Cli {
     /// --rate (with only --byte-rate limits, the bytes the tightest drains,
     /// as --capacity-bytes). --stats names the limit that set it. Not with
     /// --rate inf alone
-    #[arg(short, long, value_name = "N|DURATION", default_value = "1000", value_parser = parse_bound, value_hint = ValueHint::Other, allow_hyphen_values = true)]
+    #[arg(short, long, value_name = "N|DURATION", default_value = "1000", value_parser = parse_bound, value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Bucket")]
     pub capacity: Bound,
 
     /// Bytes the bucket holds, delimiters included (10KiB, 64MiB); full at
     /// either bound
-    #[arg(long, value_name = "SIZE", value_parser = parse_size, value_hint = ValueHint::Other, allow_hyphen_values = true)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Bucket")]
     pub capacity_bytes: Option<usize>,
 
     /// What to do when the bucket is full
-    #[arg(short, long, value_name = "POLICY", default_value = "block", value_parser = Choices { parse: str::parse::<Overflow>, values: POLICIES })]
+    #[arg(short, long, value_name = "POLICY", default_value = "block", value_parser = Choices { parse: str::parse::<Overflow>, values: POLICIES }, help_heading = "Bucket")]
     pub overflow: Overflow,
 
     /// Records end with NUL instead of newline, on input and output
-    #[arg(short = '0', long = "null", conflicts_with = "delimiter")]
+    #[arg(
+        short = '0',
+        long = "null",
+        conflicts_with = "delimiter",
+        help_heading = "Bucket"
+    )]
     pub null: bool,
 
     /// Records end with this byte: a character or an escape such as '\t',
     /// '\0' or '\x1e'
-    #[arg(short, long, value_name = "BYTE", value_parser = parse_byte, value_hint = ValueHint::Other)]
+    #[arg(short, long, value_name = "BYTE", value_parser = parse_byte, value_hint = ValueHint::Other, help_heading = "Bucket")]
     pub delimiter: Option<u8>,
 
     /// Longest record accepted, delimiter excluded (512KiB, 64MiB; KB means
     /// 1000 bytes, KiB 1024)
-    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_size, value_hint = ValueHint::Other, allow_hyphen_values = true)]
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_size, value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Bucket")]
     pub max_record: usize,
 
     /// A record over --max-record or --capacity-bytes: fail (stop reading,
     /// exit 1) or skip (stream it to --dead-letter as it is read, count it
     /// as skipped, and read on)
-    #[arg(long, value_name = "POLICY", default_value = "fail", value_parser = Choices { parse: str::parse::<Oversize>, values: OVERSIZE_POLICIES })]
+    #[arg(long, value_name = "POLICY", default_value = "fail", value_parser = Choices { parse: str::parse::<Oversize>, values: OVERSIZE_POLICIES }, help_heading = "Bucket")]
     pub oversize: Oversize,
 
     /// Expire records that waited in the bucket longer than DURATION (at most
@@ -239,51 +245,19 @@ pub struct Cli {
     /// as it arrives: drop-newest drops it, drop-oldest evicts the oldest
     /// waiting records until it can make it, fail stops (see Service level
     /// in drip(1))
-    #[arg(long, value_name = "DURATION", value_parser = parse_interval, value_hint = ValueHint::Other, allow_hyphen_values = true)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval, value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Bucket")]
     pub max_wait: Option<Duration>,
 
     /// Append every record not written to stdout (dropped, expired,
     /// undelivered) to FILE, byte-exact, each with its delimiter, in the
     /// order it left the bucket (not `-`: stdout carries the records)
-    #[arg(long, value_name = "FILE", value_parser = PathBufValueParser::new().try_map(not_stdout), value_hint = ValueHint::FilePath)]
+    #[arg(long, value_name = "FILE", value_parser = PathBufValueParser::new().try_map(not_stdout), value_hint = ValueHint::FilePath, help_heading = "Bucket")]
     pub dead_letter: Option<PathBuf>,
 
     /// On the first stopping signal (SIGINT, SIGTERM, SIGHUP, ...), stop
     /// reading but write what the bucket holds at the rate before exiting
-    #[arg(long)]
+    #[arg(long, help_heading = "Bucket")]
     pub drain: bool,
-
-    /// Print a summary on stderr at exit
-    #[arg(long)]
-    pub stats: bool,
-
-    /// Write the summary to FILE as one JSON object (and, with
-    /// --stats-interval, the periodic stats as JSON lines before it); not
-    /// `-`: stdout carries the records
-    #[arg(long, value_name = "FILE", value_parser = PathBufValueParser::new().try_map(not_stdout), value_hint = ValueHint::FilePath)]
-    pub stats_json: Option<PathBuf>,
-
-    /// Every DURATION (10ms to 100y), write one JSON line of stats to stderr
-    /// (or to --stats-json FILE)
-    #[arg(long, value_name = "DURATION", value_parser = stats_interval_arg, value_hint = ValueHint::Other, allow_hyphen_values = true)]
-    pub stats_interval: Option<Duration>,
-
-    /// Keep FILE up to date with the figures in the Prometheus text format
-    /// (records by fate, depth, oldest age, rate, jobs, retries, overload
-    /// pauses, --share's calls, the top keys): written anew and renamed
-    /// over FILE every --stats-interval (or each second) and at exit, for
-    /// node_exporter's textfile collector
-    #[arg(long, value_name = "FILE", value_parser = PathBufValueParser::new().try_map(not_stdout), value_hint = ValueHint::FilePath)]
-    pub metrics: Option<PathBuf>,
-
-    /// Name this drip for `drip ctl` (1 to 64 letters, digits, `_`, `-`;
-    /// not all digits); it is always reachable by its pid too
-    #[arg(long, value_name = "NAME", value_parser = crate::control::check_name, value_hint = ValueHint::Other)]
-    pub name: Option<String>,
-
-    /// Listen on no control socket: `drip ctl` cannot reach this drip
-    #[arg(long)]
-    pub no_control: bool,
 
     /// Limit records per key: SPEC is `host` (the host of the URL that is
     /// the record, read by a URL parser: lower-cased, punycode, one IPv6
@@ -300,12 +274,12 @@ pub struct Cli {
     /// within a key records keep their order, across keys the output order
     /// may differ from the input's. With --exec, an overload (429, 503,
     /// --overload-on) pauses only the refused record's key. Needs --key-rate
-    #[arg(long, value_name = "SPEC", value_parser = parse_key, value_hint = ValueHint::Other, action = clap::ArgAction::Append, help_heading = "Limits per key")]
+    #[arg(long, value_name = "SPEC", value_parser = parse_key, value_hint = ValueHint::Other, action = clap::ArgAction::Append, help_heading = "Keys")]
     pub key: Vec<KeyArg>,
 
     /// Fields for --key N and --key host:N are separated by this byte (',' or an escape such
     /// as '\t') instead of runs of blanks
-    #[arg(long, value_name = "BYTE", value_parser = parse_byte, value_hint = ValueHint::Other, help_heading = "Limits per key")]
+    #[arg(long, value_name = "BYTE", value_parser = parse_byte, value_hint = ValueHint::Other, help_heading = "Keys")]
     pub field_separator: Option<u8>,
 
     /// Each key's own limit, records per unit (as --rate, with its burst
@@ -314,7 +288,7 @@ pub struct Cli {
     /// each key's limit holds for all the drips sharing it together (a
     /// record of a key with no slot reserved waits a round trip). Needs
     /// --key
-    #[arg(long, value_name = "RATE[:BURST]", value_parser = parse_key_rate, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true, help_heading = "Limits per key")]
+    #[arg(long, value_name = "RATE[:BURST]", value_parser = parse_key_rate, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true, help_heading = "Keys")]
     pub key_rate: Vec<(Rate, Option<u64>)>,
 
     /// Records one key may have waiting: a number (as --capacity: 500, 10k),
@@ -322,7 +296,7 @@ pub struct Cli {
     /// DURATION⌋); a key at
     /// this bound meets the overflow policy (drop-oldest then evicts its
     /// own oldest) [default: --capacity]
-    #[arg(long, value_name = "N|DURATION", value_parser = parse_bound, value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Limits per key")]
+    #[arg(long, value_name = "N|DURATION", value_parser = parse_bound, value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Keys")]
     pub key_capacity: Option<Bound>,
 
     /// Keys remembered at most. A key with nothing waiting whose schedule has
@@ -330,19 +304,8 @@ pub struct Cli {
     /// departure); when every key is busy, a record of a new key meets the
     /// overflow policy as if the bucket were full (drop-oldest drops it as
     /// the newest; block waits until a key is idle) [default: 100000]
-    #[arg(long, value_name = "N", value_parser = parse_count_usize, value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Limits per key")]
+    #[arg(long, value_name = "N", value_parser = parse_count_usize, value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Keys")]
     pub max_keys: Option<usize>,
-
-    /// Draw the live display on stderr even when it is not a terminal, or
-    /// when stdout is the same terminal (the display then keeps to the
-    /// bottom row and the records scroll above it)
-    #[arg(long, conflicts_with = "quiet")]
-    pub progress: bool,
-
-    /// No progress display: stderr gets only errors and what --stats and
-    /// --stats-interval ask for
-    #[arg(short, long)]
-    pub quiet: bool,
 
     /// Share the --rate limits (the default 1/s when no rate is given) and
     /// --byte-rate limits, and each key's --key-rate limit, with every drip
@@ -363,7 +326,7 @@ pub struct Cli {
     /// it was reserved for
     // The brackets are the help's optional parts, not links.
     #[allow(rustdoc::broken_intra_doc_links)]
-    #[arg(long, value_name = "NAME|URL", value_parser = shared::parse_target, value_hint = ValueHint::Other, action = clap::ArgAction::Append)]
+    #[arg(long, value_name = "NAME|URL", value_parser = shared::parse_target, value_hint = ValueHint::Other, action = clap::ArgAction::Append, help_heading = "Share")]
     pub share: Vec<shared::Target>,
 
     /// When the shared state cannot be reached: wait (send nothing, say so
@@ -374,33 +337,80 @@ pub struct Cli {
     /// --share-peers a window; warn once unless -q), or fail (exit 4). A setup no retry mends (a
     /// state file drip cannot use, a password the server wants or refuses,
     /// a server that is not Redis) exits 4 under every policy
-    #[arg(long, value_name = "POLICY", default_value = "wait", value_parser = Choices { parse: shared::parse_on_error, values: shared::SHARE_ON_ERROR })]
+    #[arg(long, value_name = "POLICY", default_value = "wait", value_parser = Choices { parse: shared::parse_on_error, values: shared::SHARE_ON_ERROR }, help_heading = "Share")]
     pub share_on_error: shared::OnError,
 
     /// How many drips share the limits, for --share-on-error local
-    #[arg(long, value_name = "N", default_value = "1", value_parser = parse_count, value_hint = ValueHint::Other, allow_hyphen_values = true)]
+    #[arg(long, value_name = "N", default_value = "1", value_parser = parse_count, value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Share")]
     pub share_peers: u64,
 
     /// With --exec and --share: at most N jobs running at once across every
     /// drip on the NAME (this host's, or every host's through Redis). Each
     /// running job holds a lease in the shared state, renewed every second;
     /// the leases of a drip that died lapse within 5 s
-    #[arg(long, value_name = "N", value_parser = parse_count, value_hint = ValueHint::Other, allow_hyphen_values = true)]
+    #[arg(long, value_name = "N", value_parser = parse_count, value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Share")]
     pub share_jobs: Option<u64>,
-
-    /// Print a one-screen summary of the flags most runs need, grouped by
-    /// task (--help: every flag; man drip: the whole manual)
-    #[arg(short = 'h', action = clap::ArgAction::SetTrue)]
-    pub summary: bool,
-
-    /// Print help: every flag, examples, exit statuses, the environment (-h:
-    /// a one-screen summary)
-    #[arg(long = "help", action = clap::ArgAction::HelpLong)]
-    pub help: Option<bool>,
 
     /// Running a command per record (`--exec`).
     #[command(flatten)]
     pub job_args: JobArgs,
+
+    /// Print a summary on stderr at exit
+    #[arg(long, help_heading = "Observe")]
+    pub stats: bool,
+
+    /// Write the summary to FILE as one JSON object (and, with
+    /// --stats-interval, the periodic stats as JSON lines before it); not
+    /// `-`: stdout carries the records
+    #[arg(long, value_name = "FILE", value_parser = PathBufValueParser::new().try_map(not_stdout), value_hint = ValueHint::FilePath, help_heading = "Observe")]
+    pub stats_json: Option<PathBuf>,
+
+    /// Every DURATION (10ms to 100y), write one JSON line of stats to stderr
+    /// (or to --stats-json FILE)
+    #[arg(long, value_name = "DURATION", value_parser = stats_interval_arg, value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Observe")]
+    pub stats_interval: Option<Duration>,
+
+    /// Keep FILE up to date with the figures in the Prometheus text format
+    /// (records by fate, depth, oldest age, rate, jobs, retries, overload
+    /// pauses, --share's calls, the top keys): written anew and renamed
+    /// over FILE every --stats-interval (or each second) and at exit, for
+    /// node_exporter's textfile collector
+    #[arg(long, value_name = "FILE", value_parser = PathBufValueParser::new().try_map(not_stdout), value_hint = ValueHint::FilePath, help_heading = "Observe")]
+    pub metrics: Option<PathBuf>,
+
+    /// Draw the live display on stderr even when it is not a terminal, or
+    /// when stdout is the same terminal (the display then keeps to the
+    /// bottom row and the records scroll above it)
+    #[arg(long, conflicts_with = "quiet", help_heading = "Observe")]
+    pub progress: bool,
+
+    /// No progress display: stderr gets only errors and what --stats and
+    /// --stats-interval ask for
+    #[arg(short, long, help_heading = "Observe")]
+    pub quiet: bool,
+
+    /// Name this drip for `drip ctl` (1 to 64 letters, digits, `_`, `-`;
+    /// not all digits); it is always reachable by its pid too
+    #[arg(long, value_name = "NAME", value_parser = crate::control::check_name, value_hint = ValueHint::Other, help_heading = "Observe")]
+    pub name: Option<String>,
+
+    /// Listen on no control socket: `drip ctl` cannot reach this drip
+    #[arg(long, help_heading = "Observe")]
+    pub no_control: bool,
+
+    /// Print a one-screen summary of the flags most runs need, grouped by
+    /// task (--help: every flag; man drip: the whole manual)
+    #[arg(short = 'h', action = clap::ArgAction::SetTrue, help_heading = "Help")]
+    pub summary: bool,
+
+    /// Print help: every flag, examples, exit statuses, the environment (-h:
+    /// a one-screen summary)
+    #[arg(long = "help", action = clap::ArgAction::HelpLong, help_heading = "Help")]
+    pub help: Option<bool>,
+
+    /// Print the version
+    #[arg(short = 'V', long, action = clap::ArgAction::Version, help_heading = "Help")]
+    pub version: Option<bool>,
 
     /// `drip ctl`: steer a running drip.
     #[command(subcommand)]
@@ -409,7 +419,7 @@ pub struct Cli {
 
 /// The flags of the command runner.
 #[derive(Debug, Clone, clap::Args)]
-#[command(next_help_heading = "Running a command per record")]
+#[command(next_help_heading = "Jobs")]
 pub struct JobArgs {
     /// Run COMMAND once per record instead of writing records to stdout: {}
     /// in an argument is replaced by the record (delimiter excluded);

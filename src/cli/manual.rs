@@ -57,7 +57,8 @@ Examples:
   drip -r 10/s -j 8 urls.txt --exec curl -sS -o /dev/null {}
   drip ctl nightly rate 5/s
 
-This is a summary: drip --help lists every flag, man drip is the manual.
+This is a summary: drip --help lists every flag under the same headings, and
+man drip is the manual.
 ";
 
 /// Examples shown in `--help` and the man page: (command, what it does).
