@@ -267,6 +267,7 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print the version')
             [CompletionResult]::new('ctl', 'ctl', [CompletionResultType]::ParameterValue, 'Steer a running drip of this user: list them, change a rate, pause, resume, read its figures')
             [CompletionResult]::new('take', 'take', [CompletionResultType]::ParameterValue, 'Take one slot from a shared limit, for a script that makes one call at a time: `drip take api-quota -r 10/s && curl ...`')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
         'drip;ctl' {
@@ -283,6 +284,21 @@ Register-ArgumentCompleter -Native -CommandName 'drip' -ScriptBlock {
             [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Wait at most DURATION for the slot to be due; a slot not due by then is not taken (exit status 124)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'drip;help' {
+            [CompletionResult]::new('ctl', 'ctl', [CompletionResultType]::ParameterValue, 'Steer a running drip of this user: list them, change a rate, pause, resume, read its figures')
+            [CompletionResult]::new('take', 'take', [CompletionResultType]::ParameterValue, 'Take one slot from a shared limit, for a script that makes one call at a time: `drip take api-quota -r 10/s && curl ...`')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'drip;help;ctl' {
+            break
+        }
+        'drip;help;take' {
+            break
+        }
+        'drip;help;help' {
             break
         }
     })

@@ -49,8 +49,20 @@ _drip() {
             drip,ctl)
                 cmd="drip__subcmd__ctl"
                 ;;
+            drip,help)
+                cmd="drip__subcmd__help"
+                ;;
             drip,take)
                 cmd="drip__subcmd__take"
+                ;;
+            drip__subcmd__help,ctl)
+                cmd="drip__subcmd__help__subcmd__ctl"
+                ;;
+            drip__subcmd__help,help)
+                cmd="drip__subcmd__help__subcmd__help"
+                ;;
+            drip__subcmd__help,take)
+                cmd="drip__subcmd__help__subcmd__take"
                 ;;
             *)
                 ;;
@@ -59,7 +71,7 @@ _drip() {
 
     case "${cmd}" in
         drip)
-            opts="-r -i -b -c -o -0 -d -j -k -q -h -V --rate --byte-rate --cost --cost-rate --budget --budget-exhausted --interval --burst --schedule --ramp --capacity --capacity-bytes --overflow --null --delimiter --max-record --oversize --max-wait --dead-letter --drain --key --field-separator --key-rate --key-capacity --max-keys --share --share-on-error --share-peers --share-jobs --exec --jobs --record-on-stdin --retries --retry-on --overload-on --backoff --timeout --deadline --adapt --joblog --resume --no-quota-pacing --settle --keep-order --order-window --stats --stats-json --stats-interval --metrics --progress --quiet --name --no-control --help --version ctl take"
+            opts="-r -i -b -c -o -0 -d -j -k -q -h -V --rate --byte-rate --cost --cost-rate --budget --budget-exhausted --interval --burst --schedule --ramp --capacity --capacity-bytes --overflow --null --delimiter --max-record --oversize --max-wait --dead-letter --drain --key --field-separator --key-rate --key-capacity --max-keys --share --share-on-error --share-peers --share-jobs --exec --jobs --record-on-stdin --retries --retry-on --overload-on --backoff --timeout --deadline --adapt --joblog --resume --no-quota-pacing --settle --keep-order --order-window --stats --stats-json --stats-interval --metrics --progress --quiet --name --no-control --help --version ctl take help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -447,6 +459,62 @@ _drip() {
         drip__subcmd__ctl)
             opts="-h --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        drip__subcmd__help)
+            opts="ctl take help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        drip__subcmd__help__subcmd__ctl)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        drip__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        drip__subcmd__help__subcmd__take)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

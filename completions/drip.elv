@@ -87,6 +87,7 @@ set edit:completion:arg-completer[drip] = {|@words|
             cand --version 'Print the version'
             cand ctl 'Steer a running drip of this user: list them, change a rate, pause, resume, read its figures'
             cand take 'Take one slot from a shared limit, for a script that makes one call at a time: `drip take api-quota -r 10/s && curl ...`'
+            cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'drip;ctl'= {
             cand -h 'Print help (see more with ''--help'')'
@@ -101,6 +102,17 @@ set edit:completion:arg-completer[drip] = {|@words|
             cand --timeout 'Wait at most DURATION for the slot to be due; a slot not due by then is not taken (exit status 124)'
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
+        }
+        &'drip;help'= {
+            cand ctl 'Steer a running drip of this user: list them, change a rate, pause, resume, read its figures'
+            cand take 'Take one slot from a shared limit, for a script that makes one call at a time: `drip take api-quota -r 10/s && curl ...`'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'drip;help;ctl'= {
+        }
+        &'drip;help;take'= {
+        }
+        &'drip;help;help'= {
         }
     ]
     var prev = ''

@@ -116,6 +116,7 @@ complete -c drip -n "__fish_drip_needs_command" -l help -d 'Print help: every fl
 complete -c drip -n "__fish_drip_needs_command" -s V -l version -d 'Print the version'
 complete -c drip -n "__fish_drip_needs_command" -a "ctl" -d 'Steer a running drip of this user: list them, change a rate, pause, resume, read its figures'
 complete -c drip -n "__fish_drip_needs_command" -a "take" -d 'Take one slot from a shared limit, for a script that makes one call at a time: `drip take api-quota -r 10/s && curl ...`'
+complete -c drip -n "__fish_drip_needs_command" -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c drip -n "__fish_drip_using_subcommand ctl" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c drip -n "__fish_drip_using_subcommand take" -s r -l rate -d 'A record limit of the shared ones, as drip\'s --rate (RATE[:BURST]; may be given more than once)' -r -f
 complete -c drip -n "__fish_drip_using_subcommand take" -l byte-rate -d 'A byte limit of the shared ones, as drip\'s --byte-rate' -r -f
@@ -123,6 +124,9 @@ complete -c drip -n "__fish_drip_using_subcommand take" -l cost-rate -d 'A cost 
 complete -c drip -n "__fish_drip_using_subcommand take" -l cost -d 'What the slot spends of the --cost-rate (or bytes of the --byte-rate) limits; each --rate counts it as one [default: 1]' -r -f
 complete -c drip -n "__fish_drip_using_subcommand take" -l timeout -d 'Wait at most DURATION for the slot to be due; a slot not due by then is not taken (exit status 124)' -r -f
 complete -c drip -n "__fish_drip_using_subcommand take" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c drip -n "__fish_drip_using_subcommand help; and not __fish_seen_subcommand_from ctl take help" -f -a "ctl" -d 'Steer a running drip of this user: list them, change a rate, pause, resume, read its figures'
+complete -c drip -n "__fish_drip_using_subcommand help; and not __fish_seen_subcommand_from ctl take help" -f -a "take" -d 'Take one slot from a shared limit, for a script that makes one call at a time: `drip take api-quota -r 10/s && curl ...`'
+complete -c drip -n "__fish_drip_using_subcommand help; and not __fish_seen_subcommand_from ctl take help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c drip -n "__fish_drip_exec_words >/dev/null" -f -a "(__fish_drip_exec_complete)"
 
 function __fish_drip_ctl_words

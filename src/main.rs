@@ -7,6 +7,16 @@ use clap::Parser;
 use drip::{Cli, Command, Config};
 
 fn main() -> ExitCode {
+    // `help` as the first word is the help, as `ctl` is a subcommand: a
+    // file named help here is read as ./help, which is said.
+    if std::env::args_os().nth(1).is_some_and(|w| w == "help")
+        && std::path::Path::new("help").exists()
+    {
+        let _ = writeln!(
+            io::stderr(),
+            "drip: help: printing the help; to read the file named help, give it as ./help"
+        );
+    }
     let mut cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => return usage_error(&err),
@@ -86,6 +96,12 @@ fn usage_error(err: &clap::Error) -> ExitCode {
     let text = err.render().to_string();
     let first = text.lines().next().unwrap_or("invalid usage");
     let first = first.strip_prefix("error: ").unwrap_or(first);
-    let _ = writeln!(io::stderr(), "drip: {first} (see 'drip --help')");
+    // clap's tips (a similar flag for a misspelled one), on the same line.
+    let tips: String = text
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("tip: "))
+        .map(|tip| format!("tip: {tip}; "))
+        .collect();
+    let _ = writeln!(io::stderr(), "drip: {first} ({tips}see 'drip --help')");
     ExitCode::from(drip::EXIT_USAGE as u8)
 }

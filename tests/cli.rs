@@ -1290,6 +1290,66 @@ fn help_files_every_flag_under_the_groups_of_short_help() {
     assert!(named >= 20, "{named} flags of -h checked");
 }
 
+/// A misspelled flag is a usage error that names the flag meant, on its
+/// one line.
+#[test]
+fn a_misspelled_flag_names_the_one_meant() {
+    for (typed, meant) in [
+        ("--rat", "--rate"),
+        ("--capcity", "--capacity"),
+        ("--stat", "--stats"),
+        ("--exe", "--exec"),
+    ] {
+        let out = drip(&[typed, "10/s"]).write_stdin("").output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{typed}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!(
+                "drip: unexpected argument '{typed}' found (tip: a similar argument exists: \
+                 '{meant}'; see 'drip --help')\n"
+            )
+        );
+    }
+}
+
+/// `drip help` is `drip --help` (and `drip help ctl` is `drip ctl
+/// --help`): `help`, as drip's first word, is the help as `ctl` is a
+/// subcommand, also where a file is named help, which is read as
+/// `./help` (said on stderr).
+#[test]
+fn drip_help_is_the_help_even_beside_a_file_named_help() {
+    let dir = tempfile::tempdir().unwrap();
+    let stdout = |args: &[&str]| {
+        let out = drip(args)
+            .current_dir(dir.path())
+            .write_stdin("x\n")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {out:?}");
+        (
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let (long, _) = stdout(&["--help"]);
+    assert!(long.contains("Exit status:"), "{long}");
+    assert_eq!(stdout(&["help"]), (long.clone(), String::new()));
+    assert_eq!(stdout(&["help", "ctl"]), stdout(&["ctl", "--help"]));
+    std::fs::write(dir.path().join("help"), "from the file\n").unwrap();
+    assert_eq!(
+        stdout(&["help"]),
+        (
+            long,
+            "drip: help: printing the help; to read the file named help, give it as ./help\n"
+                .to_string()
+        )
+    );
+    assert_eq!(
+        stdout(&["-r", "inf", "./help"]),
+        ("from the file\n".to_string(), String::new())
+    );
+}
+
 /// A FILE that is not there but reads as a rate: `--rate` was left out,
 /// and the error says so.
 #[test]

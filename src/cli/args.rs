@@ -91,7 +91,6 @@ fn after_help() -> String {
     max_term_width = 100,
     args_override_self = true,
     args_conflicts_with_subcommands = true,
-    disable_help_subcommand = true,
     disable_help_flag = true,
     disable_version_flag = true
 )]
@@ -546,7 +545,9 @@ pub struct JobArgs {
     pub order_window: Option<usize>,
 }
 
-/// drip's subcommands. A file named like one is read as `./ctl`.
+/// drip's subcommands (and clap's `help`: `drip help` is `drip --help`,
+/// `drip help ctl` ctl's), each only as drip's first word. A file named
+/// like one is read as `./ctl`, `./help`.
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
     /// Steer a running drip of this user: list them, change a rate, pause,
