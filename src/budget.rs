@@ -134,6 +134,10 @@ pub struct Counter {
     spent: u64,
     /// The shared count this drip spends from (`--share`), if any.
     shared: Option<Arc<dyn Allowance>>,
+    /// The most it asks the shared count for beyond what it spent: about
+    /// what its rate sends in a second (at least 1), so a drip that stops
+    /// or sends slowly holds little of a window it does not use.
+    ahead: u64,
     /// The latest time counted at (ns).
     last_now: u64,
 }
@@ -169,14 +173,18 @@ impl Counter {
             window: None,
             spent: 0,
             shared: None,
+            ahead: u64::MAX,
             last_now: 0,
         }
     }
 
     /// The same budget, each window's count shared with the other drips on
-    /// `allowance`: records leave only as it grants them.
-    pub fn shared(mut self, allowance: Arc<dyn Allowance>) -> Counter {
+    /// `allowance`: records leave only as it grants them, asked for at
+    /// most `ahead` beyond what this drip sent (about a second of its
+    /// rate; at least 1).
+    pub fn shared(mut self, allowance: Arc<dyn Allowance>, ahead: u64) -> Counter {
         self.shared = Some(allowance);
+        self.ahead = ahead.max(1);
         self
     }
 
@@ -193,7 +201,10 @@ impl Counter {
         let (Some(shared), Some((start, end))) = (&self.shared, self.window) else {
             return;
         };
-        let total = self.spent.saturating_add(available).min(self.budget.count);
+        let total = self
+            .spent
+            .saturating_add(available.min(self.ahead))
+            .min(self.budget.count);
         shared.want(self.origin + start, self.origin + end, total);
     }
 

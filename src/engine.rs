@@ -154,6 +154,13 @@ fn counters(
     origin: i128,
     books: &[Arc<shared::budget::Book>],
 ) -> Vec<crate::budget::Counter> {
+    // A second of the rate (every record at once when unpaced).
+    let per_second = config.records_per_second();
+    let ahead = if per_second.is_finite() {
+        per_second.ceil() as u64
+    } else {
+        u64::MAX
+    };
     config
         .budgets
         .iter()
@@ -161,7 +168,7 @@ fn counters(
         .map(|(i, b)| {
             let counter = crate::budget::Counter::new(b.clone(), origin);
             match books.get(i) {
-                Some(book) => counter.shared(Arc::clone(book) as _),
+                Some(book) => counter.shared(Arc::clone(book) as _, ahead),
                 None => counter,
             }
         })

@@ -3332,6 +3332,77 @@ fn a_shared_budgets_count_file_unusable_stops_and_garbage_starts_afresh() {
     );
 }
 
+/// A drip asks a shared budget for about a second of its rate beyond what
+/// it sent, no more: stopped after a second at 40/s with 1000 records
+/// waiting, it leaves the window's count at most 40 past what it sent (it
+/// used to take the whole budget, 500, for the 40 it sent). The next drip
+/// gets the rest.
+fn a_stopped_drip_holds_little_of_a_shared_budget(share: &str, runtime: &Path) {
+    common::until_judged(3, Duration::from_secs(60), || {
+        let hour = utc_hour();
+        let name = format!("{share}-{hour}");
+        let mut first = drip_with_input(
+            &[
+                "-q",
+                "-r",
+                "40/s",
+                "--budget",
+                "500/hour@UTC",
+                "--share",
+                &name,
+            ],
+            numbered(1..=1000),
+            runtime,
+        );
+        thread::sleep(Duration::from_millis(1000));
+        send_signal(&first, libc::SIGTERM);
+        wait_for(&mut first, Duration::from_secs(20));
+        let mut out = String::new();
+        std::io::Read::read_to_string(&mut first.stdout.take().unwrap(), &mut out).unwrap();
+        let sent = out.lines().count();
+        let args = [
+            "-q",
+            "--budget",
+            "500/hour@UTC",
+            "--budget-exhausted",
+            "stop",
+            "--share",
+            &name,
+        ];
+        let (code, rest, err) = run_drip_out(&args, numbered(1..=1000), runtime);
+        if utc_hour() != hour {
+            return Some("an hour's end passed".to_string());
+        }
+        assert_eq!(code, Some(5), "{err}");
+        let got = rest.lines().count();
+        assert!(sent >= 30 && sent + got <= 500, "{sent} then {got}");
+        assert!(
+            500 - sent - got <= 41,
+            "the first drip sent {sent} and left {} of the budget unused",
+            500 - sent - got
+        );
+        None
+    });
+}
+
+#[test]
+fn a_stopped_drip_holds_little_of_a_shared_budget_on_one_host() {
+    let _t = beside_others();
+    let runtime = tempfile::tempdir().unwrap();
+    a_stopped_drip_holds_little_of_a_shared_budget("held", runtime.path());
+}
+
+#[test]
+fn a_stopped_drip_holds_little_of_a_shared_budget_through_redis() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = beside_others();
+    let redis = Redis::start();
+    let runtime = tempfile::tempdir().unwrap();
+    a_stopped_drip_holds_little_of_a_shared_budget(&redis.share("held"), runtime.path());
+}
+
 /// A drip started after another spent a shared `--budget 10/hour@UTC`
 /// finds it spent (the count is the state's, not the drip's): under
 /// `--budget-exhausted stop` it writes nothing and exits 5. After

@@ -10,8 +10,10 @@
 //! within the budget's N (under the state file's lock, or in one Lua
 //! script in Redis), so the drips together never pass N in a window, as
 //! far as the shared count lasts (a flush resets it: see
-//! `docs/sharing.md`). Grants a drip does not use before its window ends
-//! are not given back: they only leave the others less.
+//! `docs/sharing.md`). A drip asks for about a second of its rate beyond
+//! what it sent ([`crate::budget::Counter::shared`]); grants it does not
+//! use before its window ends are not given back: they only leave the
+//! others less.
 //!
 //! In Redis the count goes through the connection the rest of the shared
 //! state uses ([`RedisStore`]): one server, the primary the sentinels name
