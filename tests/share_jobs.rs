@@ -492,3 +492,101 @@ fn a_take_holds_no_job_slot_and_a_one_record_drip_waits_for_one() {
         "the one-record drip started before a lease came back: {stamps:?}"
     );
 }
+
+/// The job leases' state lost while a drip's jobs run (`forget`: Redis
+/// flushed, `NAME.jobs.json` removed) and another drip waits for a lease:
+/// the waiting drip finds the state lost, says so once, and no new job
+/// starts for a lease's length while the holder renews its leases; so
+/// never more than N run at once. It used to take N fresh leases within
+/// 80 ms while the holder's N jobs still ran: 2N at once, and nothing
+/// said.
+fn a_lost_state_starts_no_job_beside_the_running_ones(
+    share: &str,
+    runtime: &Path,
+    forget: &dyn Fn(),
+) {
+    let log = runtime.join("log");
+    let script = format!(
+        "echo \"s $1 $(date +%s%N)\" >> {0}; sleep 2.5; echo \"e $1 $(date +%s%N)\" >> {0}",
+        log.display()
+    );
+    let start = |input: &[u8]| {
+        let args = [
+            "-r",
+            "100/s",
+            "--share",
+            share,
+            "--share-jobs",
+            "2",
+            "-j",
+            "2",
+            "--exec",
+            "sh",
+            "-c",
+            &script,
+            "sh",
+            "{}",
+        ];
+        let mut cmd = common::command(&args);
+        cmd.env("XDG_RUNTIME_DIR", runtime)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        common::feed(&mut child, input);
+        child
+    };
+    let mut holder = start(b"0-1\n0-2\n");
+    let began = std::time::Instant::now();
+    while stamps(&log).iter().filter(|s| s.1 == 1).count() < 2 {
+        assert!(
+            began.elapsed() < Duration::from_secs(20),
+            "the holder's jobs never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut waiter = start(b"1-1\n1-2\n");
+    // The waiter has asked (and waits in line) before the state is lost.
+    std::thread::sleep(Duration::from_millis(400));
+    forget();
+    assert!(common::wait_for(&mut waiter, Duration::from_secs(60)).success());
+    assert!(common::wait_for(&mut holder, Duration::from_secs(60)).success());
+    let stamps = stamps(&log);
+    let mut running = 0;
+    for s in &stamps {
+        running += s.1;
+        assert!(running <= 2, "{running} jobs at once: {stamps:?}");
+    }
+    assert_eq!(stamps.len(), 8, "{stamps:?}");
+    let err = common::stderr_of(&mut waiter);
+    assert_eq!(
+        err.matches("the job leases' state was lost (flushed, restarted, removed): no new job starts for 5 s").count(),
+        1,
+        "{err}"
+    );
+}
+
+#[test]
+fn a_lost_state_file_starts_no_job_beside_the_running_ones() {
+    let runtime = tempfile::tempdir().unwrap();
+    let file = runtime.path().join("drip").join("lost-jobs.jobs.json");
+    a_lost_state_starts_no_job_beside_the_running_ones("lost-jobs", runtime.path(), &|| {
+        std::fs::remove_file(&file).unwrap();
+    });
+}
+
+#[test]
+fn a_flushed_redis_starts_no_job_beside_the_running_ones() {
+    if !common::have_redis() {
+        return;
+    }
+    let redis = fleet::Redis::start();
+    let runtime = tempfile::tempdir().unwrap();
+    a_lost_state_starts_no_job_beside_the_running_ones(
+        &redis.share("lost-jobs"),
+        runtime.path(),
+        &|| {
+            redis.query(&["FLUSHALL"]).unwrap();
+        },
+    );
+}

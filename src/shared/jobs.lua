@@ -10,14 +10,21 @@
 -- ARGV[1]  "acquire", "renew" or "release"
 -- ARGV[2]  the limit, N of --share-jobs
 -- ARGV[3]  a lease's time to live, ms
+-- KEYS[4]  the leases' epoch and, after a loss, when leases may be taken
+--          again (ms): "EPOCH QUIET_UNTIL", kept a day past the last call
 -- ARGV[4]  how long a waiting job keeps its place without asking again, ms
--- ARGV[5..] the members: acquire one, renew or release any number
+-- ARGV[5]  the epoch the caller knows ("": none yet)
+-- ARGV[6..] the members: acquire one, renew or release any number
 --
 -- An acquire takes a lease only while fewer than N are held and fewer
 -- jobs wait ahead of it than there are leases free; otherwise its member
--- waits in line (at the back when new) and {0, leases held} is returned.
--- Returns {1, leases held after} when done. Leases past their expiry, and
--- waiting jobs that stopped asking, are dropped first.
+-- waits in line (at the back when new) and {0, leases held, epoch, lost}
+-- is returned. Returns {1, leases held after, epoch, lost} when done.
+-- Leases past their expiry, and waiting jobs that stopped asking, are
+-- dropped first. A caller that knew an epoch that is gone (FLUSHALL, a
+-- restart without persistence) finds the state lost (lost = 1): no lease
+-- is taken for a lease's time to live, while the drips running jobs
+-- renew theirs.
 local key = KEYS[1]
 local waiting = KEYS[2]
 local asking = KEYS[3]
@@ -26,6 +33,21 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local ttl = tonumber(ARGV[3])
 local wait_ttl = tonumber(ARGV[4])
+local known = ARGV[5]
+local stored = redis.call('GET', KEYS[4])
+local epoch, quiet = t[1] .. '.' .. t[2], 0
+if stored then
+  local e, q = string.match(stored, '^(%S+) (%d+)$')
+  if e then
+    epoch, quiet = e, tonumber(q)
+  end
+end
+local lost = 0
+if known ~= '' and known ~= epoch then
+  lost = 1
+  quiet = math.max(quiet, now + ttl)
+end
+redis.call('SET', KEYS[4], epoch .. ' ' .. string.format('%d', quiet), 'EX', 86400)
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
 local gone = redis.call('ZRANGEBYSCORE', asking, '-inf', now)
 for _, member in ipairs(gone) do
@@ -34,27 +56,27 @@ end
 redis.call('ZREMRANGEBYSCORE', asking, '-inf', now)
 local op = ARGV[1]
 if op == 'acquire' then
-  local member = ARGV[5]
+  local member = ARGV[6]
   local held = redis.call('ZCARD', key)
   if not redis.call('ZSCORE', waiting, member) then
     redis.call('ZADD', waiting, now_us, member)
   end
   local ahead = redis.call('ZRANK', waiting, member)
-  if held >= tonumber(ARGV[2]) or ahead >= tonumber(ARGV[2]) - held then
+  if now < quiet or held >= tonumber(ARGV[2]) or ahead >= tonumber(ARGV[2]) - held then
     redis.call('ZADD', asking, now + wait_ttl, member)
     redis.call('PEXPIRE', waiting, wait_ttl + 1000)
     redis.call('PEXPIRE', asking, wait_ttl + 1000)
-    return {0, held}
+    return {0, held, epoch, lost}
   end
   redis.call('ZREM', waiting, member)
   redis.call('ZREM', asking, member)
   redis.call('ZADD', key, now + ttl, member)
 elseif op == 'renew' then
-  for i = 5, #ARGV do
+  for i = 6, #ARGV do
     redis.call('ZADD', key, now + ttl, ARGV[i])
   end
 elseif op == 'release' then
-  for i = 5, #ARGV do
+  for i = 6, #ARGV do
     redis.call('ZREM', key, ARGV[i])
     redis.call('ZREM', waiting, ARGV[i])
     redis.call('ZREM', asking, ARGV[i])
@@ -65,4 +87,4 @@ if held > 0 then
   -- The set goes by itself once every lease in it has lapsed.
   redis.call('PEXPIRE', key, ttl + 1000)
 end
-return {1, held}
+return {1, held, epoch, lost}

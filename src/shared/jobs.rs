@@ -82,11 +82,29 @@ impl Op {
     }
 }
 
+/// What a call answered: whether it was done (an acquire may find the
+/// fleet full, or the state just lost), the leases held after it, the
+/// state's epoch, and whether the state was lost since the caller's
+/// epoch (the caller knew one, and it is gone).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Answer {
+    done: bool,
+    held: u64,
+    epoch: String,
+    lost: bool,
+}
+
 /// Where the leases are.
 trait Place: Send {
-    /// Do `op` on `members` under `limit`; whether it was done (an acquire
-    /// may find the fleet full), and the leases held after it.
-    fn call(&mut self, op: Op, limit: u64, members: &[String]) -> Result<(bool, u64), Failure>;
+    /// Do `op` on `members` under `limit`, the caller knowing the state's
+    /// epoch `known` (empty: none yet).
+    fn call(
+        &mut self,
+        op: Op,
+        limit: u64,
+        members: &[String],
+        known: &str,
+    ) -> Result<Answer, Failure>;
 }
 
 /// The leases in the file, as stored.
@@ -99,9 +117,32 @@ struct Stored {
     /// counting unless it asks again), ns of `CLOCK_MONOTONIC`.
     #[serde(default)]
     waiting: BTreeMap<String, (i64, i64)>,
+    /// Which life of the leases this is: made anew when the file is (a
+    /// drip that knew another finds them lost).
+    #[serde(default)]
+    epoch: String,
+    /// After a loss, no lease is taken before this (ns of
+    /// `CLOCK_MONOTONIC`): the drips running jobs renew theirs first.
+    #[serde(default)]
+    quiet_until: i64,
 }
 
 impl Stored {
+    /// Meet a caller that knows the epoch `known` at `now`: a state made
+    /// anew (no epoch) gets one; one the caller knew under another epoch
+    /// was lost, and takes no lease for a lease's length, while the drips
+    /// running jobs renew theirs. Returns whether it was lost.
+    fn meet(&mut self, known: &str, now: i64) -> bool {
+        if self.epoch.is_empty() {
+            self.epoch = format!("{:016x}", fastrand::u64(..));
+        }
+        let lost = !known.is_empty() && known != self.epoch;
+        if lost {
+            self.quiet_until = self.quiet_until.max(now + ttl_ns());
+        }
+        lost
+    }
+
     /// Do `op` on `members` under `limit` at `now` (ns), the lapsed leases
     /// and waiting jobs dropped first; whether it was done.
     fn apply(&mut self, op: Op, limit: u64, members: &[String], now: i64) -> bool {
@@ -112,6 +153,12 @@ impl Stored {
                 let Some(member) = members.first() else {
                     return false;
                 };
+                if now < self.quiet_until {
+                    let arrived = self.waiting.get(member).map_or(now, |w| w.0);
+                    self.waiting
+                        .insert(member.clone(), (arrived, now + wait_ttl_ns()));
+                    return false;
+                }
                 let arrived = self.waiting.get(member).map_or(now, |w| w.0);
                 let ahead = self
                     .waiting
@@ -163,7 +210,13 @@ impl FilePlace {
 }
 
 impl Place for FilePlace {
-    fn call(&mut self, op: Op, limit: u64, members: &[String]) -> Result<(bool, u64), Failure> {
+    fn call(
+        &mut self,
+        op: Op,
+        limit: u64,
+        members: &[String],
+        known: &str,
+    ) -> Result<Answer, Failure> {
         if let Some(dir) = self.path.parent() {
             use std::os::unix::fs::DirBuilderExt;
             let _ = std::fs::DirBuilder::new().mode(0o700).create(dir);
@@ -178,6 +231,7 @@ impl Place for FilePlace {
             .and_then(|text| serde_json::from_slice(&text).ok())
             .filter(|s: &Stored| s.boot_id == boot_id)
             .unwrap_or_default();
+        let lost = stored.meet(known, now);
         let done = stored.apply(op, limit, members, now);
         stored.boot_id = boot_id;
         let text = serde_json::to_string(&stored).expect("plain data");
@@ -186,33 +240,51 @@ impl Place for FilePlace {
         let beside = self.path.with_extension("json.tmp");
         write_over(&self.path, &beside, text.as_bytes()).map_err(|e| self.io(&e))?;
         drop(lock);
-        Ok((done, stored.leases.len() as u64))
+        Ok(Answer {
+            done,
+            held: stored.leases.len() as u64,
+            epoch: stored.epoch,
+            lost,
+        })
     }
 }
 
 /// The leases of one NAME on a Redis server: `drip:{NAME}:jobs`.
 struct RedisPlace {
     store: RedisStore,
-    /// The leases, the line by arrival, the line by when each stops counting.
-    keys: [String; 3],
+    /// The leases, the line by arrival, the line by when each stops
+    /// counting, the epoch.
+    keys: [String; 4],
     sha: String,
 }
 
 impl Place for RedisPlace {
-    fn call(&mut self, op: Op, limit: u64, members: &[String]) -> Result<(bool, u64), Failure> {
+    fn call(
+        &mut self,
+        op: Op,
+        limit: u64,
+        members: &[String],
+        known: &str,
+    ) -> Result<Answer, Failure> {
         let mut args = vec![
             op.word().to_string(),
             limit.to_string(),
             LEASE_TTL.as_millis().to_string(),
             WAIT_TTL.as_millis().to_string(),
+            known.to_string(),
         ];
         args.extend(members.iter().cloned());
         let reply = self
             .store
             .eval_script(SCRIPT, &self.sha, &self.keys, &args)?;
         match reply.as_slice() {
-            [Value::Int(done), Value::Int(held)] => {
-                Ok((*done == 1, u64::try_from(*held).unwrap_or(0)))
+            [Value::Int(done), Value::Int(held), Value::BulkString(epoch), Value::Int(lost)] => {
+                Ok(Answer {
+                    done: *done == 1,
+                    held: u64::try_from(*held).unwrap_or(0),
+                    epoch: String::from_utf8_lossy(epoch).into_owned(),
+                    lost: *lost == 1,
+                })
             }
             _ => Err(Failure::Unreachable(format!("unexpected reply {reply:?}"))),
         }
@@ -234,6 +306,19 @@ struct Held {
     failures: u64,
     /// A failure was said on stderr, and not yet that it passed.
     said: bool,
+    /// The epoch of the leases' state as last heard (empty: none yet).
+    epoch: String,
+    /// A loss of the state was said on stderr.
+    lost_said: bool,
+}
+
+impl Held {
+    /// Do `op` on `members` under `limit`, the answer's epoch kept.
+    fn call(&mut self, op: Op, limit: u64, members: &[String]) -> Result<Answer, Failure> {
+        let answer = self.place.call(op, limit, members, &self.epoch)?;
+        self.epoch.clone_from(&answer.epoch);
+        Ok(answer)
+    }
 }
 
 /// What `--stats`, `--metrics` and `drip ctl` show of the shared job
@@ -290,6 +375,7 @@ impl SharedJobs {
                     format!("drip:{{{name}}}:jobs"),
                     format!("drip:{{{name}}}:jobs:waiting"),
                     format!("drip:{{{name}}}:jobs:asking"),
+                    format!("drip:{{{name}}}:jobs:epoch"),
                 ],
                 sha: redis::Script::new(SCRIPT).get_hash().to_string(),
             }),
@@ -313,6 +399,8 @@ impl SharedJobs {
                 waits: 0,
                 failures: 0,
                 said: false,
+                epoch: String::new(),
+                lost_said: false,
             }),
             closed: AtomicBool::new(false),
             renewer: (Mutex::new(()), Condvar::new()),
@@ -328,11 +416,18 @@ impl SharedJobs {
 
     /// Note a call's outcome: a failure is counted and said once on
     /// stderr (unless `-q`) until a call succeeds again.
-    fn noted<T>(&self, held: &mut Held, r: Result<T, Failure>) -> Option<T> {
+    fn noted(&self, held: &mut Held, r: Result<Answer, Failure>) -> Option<Answer> {
         match r {
             Ok(v) => {
                 if std::mem::take(&mut held.said) && !self.quiet {
                     eprintln!("drip: --share {}: the job leases answer again", self.name);
+                }
+                if v.lost && !std::mem::replace(&mut held.lost_said, true) && !self.quiet {
+                    eprintln!(
+                        "drip: --share {}: the job leases' state was lost (flushed, restarted, removed): no new job starts for {} s while the drips' running jobs hold their leases again",
+                        self.name,
+                        LEASE_TTL.as_secs()
+                    );
                 }
                 Some(v)
             }
@@ -369,17 +464,18 @@ impl SharedJobs {
             if stop() {
                 if waited {
                     let mut held = self.lock();
-                    let r = held.place.call(Op::Release, self.limit, &[member]);
+                    let r = held.call(Op::Release, self.limit, &[member]);
                     let _ = self.noted(&mut held, r);
                 }
                 return false;
             }
             {
                 let mut held = self.lock();
-                let r = held
-                    .place
-                    .call(Op::Acquire, self.limit, std::slice::from_ref(&member));
-                if let Some((done, fleet)) = self.noted(&mut held, r) {
+                let r = held.call(Op::Acquire, self.limit, std::slice::from_ref(&member));
+                if let Some(Answer {
+                    done, held: fleet, ..
+                }) = self.noted(&mut held, r)
+                {
                     held.fleet = fleet;
                     if done {
                         held.members.push(member);
@@ -401,9 +497,9 @@ impl SharedJobs {
         let Some(member) = held.members.pop() else {
             return;
         };
-        let r = held.place.call(Op::Release, self.limit, &[member]);
-        if let Some((_, fleet)) = self.noted(&mut held, r) {
-            held.fleet = fleet;
+        let r = held.call(Op::Release, self.limit, &[member]);
+        if let Some(answer) = self.noted(&mut held, r) {
+            held.fleet = answer.held;
         }
     }
 
@@ -414,7 +510,7 @@ impl SharedJobs {
         let mut held = self.lock();
         let members = std::mem::take(&mut held.members);
         if !members.is_empty() {
-            let _ = held.place.call(Op::Release, self.limit, &members);
+            let _ = held.call(Op::Release, self.limit, &members);
         }
     }
 
@@ -428,9 +524,9 @@ impl SharedJobs {
             }
             let mut held = self.lock();
             let members = held.members.clone();
-            let r = held.place.call(Op::Renew, self.limit, &members);
-            if let Some((_, fleet)) = self.noted(&mut held, r) {
-                held.fleet = fleet;
+            let r = held.call(Op::Renew, self.limit, &members);
+            if let Some(answer) = self.noted(&mut held, r) {
+                held.fleet = answer.held;
             }
         }
     }
@@ -515,6 +611,35 @@ mod tests {
             3,
         );
         assert!(st.apply(Op::Acquire, 1, &m("b"), 4));
+    }
+
+    /// A state that a caller knew under another epoch was lost: no lease
+    /// is taken for a lease's length, while the leases of the jobs still
+    /// running are renewed (held again); a first caller finds nothing
+    /// lost.
+    #[test]
+    fn a_lost_state_takes_no_lease_until_the_holders_renewed_theirs() {
+        let mut st = Stored::default();
+        assert!(!st.meet("", 0), "a first call loses nothing");
+        let epoch = st.epoch.clone();
+        assert!(!st.meet(&epoch, 1));
+        // Flushed: made anew, met by a drip that knew the old one.
+        let mut st = Stored::default();
+        assert!(st.meet(&epoch, 10));
+        assert_ne!(st.epoch, epoch);
+        assert!(!st.apply(Op::Acquire, 2, &m("waiting:1"), 10));
+        assert!(st.apply(
+            Op::Renew,
+            2,
+            &[String::from("a:1"), String::from("a:2")],
+            20
+        ));
+        assert!(!st.apply(Op::Acquire, 2, &m("waiting:1"), 10 + ttl_ns() - 1));
+        // The two held again fill the limit; once one ends, the waiting
+        // job has its lease.
+        assert!(!st.apply(Op::Acquire, 2, &m("waiting:1"), 10 + ttl_ns()));
+        st.apply(Op::Release, 2, &m("a:1"), 10 + ttl_ns() + 1);
+        assert!(st.apply(Op::Acquire, 2, &m("waiting:1"), 10 + ttl_ns() + 2));
     }
 
     #[test]
