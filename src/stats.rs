@@ -814,14 +814,6 @@ impl KeyStats {
             ),
             ";",
         )];
-        if self.keyless > 0 {
-            let records = if self.keyless == 1 {
-                "record"
-            } else {
-                "records"
-            };
-            clauses.push((format!("{} {records} with no key", self.keyless), ";"));
-        }
         if self.dropped_unremembered > 0 {
             clauses.push((
                 format!(
@@ -848,6 +840,14 @@ impl KeyStats {
                 };
                 clauses.push((clause, if i + 1 == list.len() { ";" } else { "," }));
             }
+        }
+        if self.keyless > 0 {
+            let records = if self.keyless == 1 {
+                "record"
+            } else {
+                "records"
+            };
+            clauses.push((format!("{} {records} with no key", self.keyless), ";"));
         }
         if let Some(last) = clauses.last_mut() {
             last.1 = "";
