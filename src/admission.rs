@@ -311,6 +311,25 @@ mod tests {
             .collect()
     }
 
+    /// A forecast asked for before records arrive (the `--metrics` file is
+    /// written at the start) goes on with the records that join the
+    /// bucket: the wait a record arriving later would face is the one a
+    /// forecast made then says (it read 0: the records that joined were
+    /// left out).
+    #[test]
+    fn a_forecast_made_early_counts_the_records_that_join_later() {
+        for policy in [Overflow::Block, Overflow::DropNewest, Overflow::DropOldest] {
+            let mut early = admission("10/s", 1, 100, policy);
+            let mut ledger = Ledger::new(false);
+            assert_eq!(early.forecast_wait(0), Some(0));
+            early.arrive(0, seg(1, 20), policy, true, &mut ledger);
+            let mut fresh = admission("10/s", 1, 100, policy);
+            fresh.arrive(0, seg(1, 20), policy, true, &mut ledger);
+            assert_eq!(early.forecast_wait(0), fresh.forecast_wait(0), "{policy:?}");
+            assert!(early.forecast_wait(0) > Some(S), "{policy:?}");
+        }
+    }
+
     #[test]
     fn burst_leaves_at_once_without_taking_places_in_the_bucket() {
         // seq 15 | drip -r 1/s -b 5 -c 1 -o drop-newest: 1..5 leave now, 6

@@ -77,10 +77,21 @@ struct Tick {
     /// starts, RFC 3339 (only said then).
     #[serde(skip_serializing_if = "Option::is_none")]
     paused_until: Option<String>,
+    /// With `--budget`: each budget as it stands (what is left of its
+    /// window, when the next starts), as in `--stats-json`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    budgets: Vec<crate::stats::BudgetStats>,
 }
 
 impl Tick {
-    fn new(snap: &Snapshot, prev: &Snapshot, jobs: Option<crate::stats::JobStats>) -> Tick {
+    fn new(
+        snap: &Snapshot,
+        prev: &Snapshot,
+        (jobs, budgets): (
+            Option<crate::stats::JobStats>,
+            Vec<crate::stats::BudgetStats>,
+        ),
+    ) -> Tick {
         let c = &snap.counts;
         let secs = (snap.elapsed_ns - prev.elapsed_ns) as f64 / 1e9;
         let done = |c: &crate::stats::Counts| c.written + c.succeeded + c.failed;
@@ -111,6 +122,7 @@ impl Tick {
             busy_keys: snap.keys.map(|k| k.1),
             paused: snap.paused,
             paused_until: snap.paused_until.as_ref().map(|end| end.at.clone()),
+            budgets,
         }
     }
 }
@@ -429,7 +441,8 @@ async fn watch(
             _ = stats.tick(), if stats_every.is_some() => {
                 let snap = shared.snapshot();
                 let jobs = shared.jobs.get().map(|j| j.stats());
-                let line = serde_json::to_string(&Tick::new(&snap, &prev, jobs)).expect("plain data");
+                let tick = Tick::new(&snap, &prev, (jobs, shared.budgets()));
+                let line = serde_json::to_string(&tick).expect("plain data");
                 prev = snap;
                 write_tick(&line, stats_file.as_mut(), &ui, &dropped);
                 continue;

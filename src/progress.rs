@@ -643,7 +643,25 @@ impl RateMeter {
 /// there are any: the reader may hold bytes not yet admitted) less those
 /// already through the bucket; once the input has ended, only what waits.
 fn eta(snap: &Snapshot, input_size: Option<u64>, measured: Option<f64>) -> Option<Duration> {
-    time_left(records_left(snap, input_size)?, measured?)
+    in_force(snap, records_left(snap, input_size)?, measured)
+}
+
+/// Time left for `left` records to leave: once every record is read, the
+/// schedule's own forecast of the queue's end (with every limit in
+/// force: the rates, the budgets' windows, a ramp), and while records are
+/// still to be read, the measured rate's answer, never before that
+/// forecast.
+fn in_force(snap: &Snapshot, left: f64, measured: Option<f64>) -> Option<Duration> {
+    let forecast = snap
+        .forecast_wait_ns
+        .filter(|_| left >= 1.0)
+        .map(Duration::from_nanos);
+    let by_rate = measured.and_then(|rate| time_left(left, rate));
+    match (snap.reading_done, forecast, by_rate) {
+        (true, Some(f), _) => Some(f),
+        (_, Some(f), Some(r)) => Some(r.max(f)),
+        (_, f, r) => r.or(f.filter(|_| snap.reading_done)),
+    }
 }
 
 /// Time left with `--exec`: the records still to start (as for [`eta`])
@@ -665,7 +683,7 @@ fn jobs_eta(
             Duration::ZERO
         });
     }
-    Some(time_left(left, measured?)? + attempt)
+    Some(in_force(snap, left, measured)? + attempt)
 }
 
 /// The records still to leave (with `--exec`, to start): those waiting,
@@ -983,6 +1001,58 @@ mod tests {
         let stalled = meter.rate(last + 3 * S).unwrap();
         assert!(stalled < 20.0, "{stalled}");
         assert_eq!(meter.rate(last + 30 * S), Some(0.0));
+    }
+
+    /// The ETA is the schedule's, with every limit in force: records that
+    /// wait for a budget's next window (or a ramp's slow start) take as
+    /// long as the forecast says, not what the rate measured so far makes
+    /// of them (`ETA 0:05` with a 5-minute budget wait ahead).
+    #[test]
+    fn eta_waits_for_every_limit_in_force() {
+        let waiting = Snapshot {
+            counts: Counts {
+                read: 50,
+                bytes_read: 500,
+                written: 40,
+                bytes_written: 400,
+                ..Counts::default()
+            },
+            depth: 10,
+            reading_done: true,
+            forecast_wait_ns: Some(300 * S),
+            ..Snapshot::default()
+        };
+        assert_eq!(
+            eta(&waiting, None, Some(10.0)),
+            Some(Duration::from_secs(300))
+        );
+        // Nothing measured yet: the forecast still says it.
+        assert_eq!(eta(&waiting, None, None), Some(Duration::from_secs(300)));
+        // Still reading a file: the measured rate's answer, never less
+        // than the forecast.
+        let reading = Snapshot {
+            reading_done: false,
+            ..waiting.clone()
+        };
+        assert_eq!(
+            eta(&reading, Some(1000), Some(10.0)),
+            Some(Duration::from_secs(300))
+        );
+        let soon = Snapshot {
+            forecast_wait_ns: Some(S),
+            ..reading.clone()
+        };
+        let by_rate = eta(&soon, Some(1000), Some(10.0)).unwrap();
+        assert!(by_rate > Duration::from_secs(5), "{by_rate:?}");
+        // With jobs: the forecast, then a median attempt.
+        let jobs = JobStats {
+            attempt_p50_ms: 2000.0,
+            ..JobStats::default()
+        };
+        assert_eq!(
+            jobs_eta(&waiting, None, Some(10.0), &jobs),
+            Some(Duration::from_secs(302))
+        );
     }
 
     #[test]

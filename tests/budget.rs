@@ -269,6 +269,71 @@ fn the_summary_and_the_metrics_tell_what_is_left_and_the_next_reset() {
     }
 }
 
+/// Each `--stats-interval` line says what is left of each budget and when
+/// its next window starts, and the wait a record arriving then would
+/// face counts the budget's windows ahead, with `--exec` and beside
+/// `--metrics` too (it read 0 there: the forecast made for the metrics
+/// file before the records came left them out).
+#[test]
+fn the_stats_stream_tells_the_budgets_and_the_wait_for_their_windows() {
+    let dir = tempfile::tempdir().unwrap();
+    for exec in [false, true] {
+        until_judged(3, Duration::from_secs(60), || {
+            let metrics = dir.path().join("drip.prom");
+            let began = wall();
+            let mut args = vec![
+                "-q",
+                "-r",
+                "50/s",
+                "--budget",
+                "10/hour@UTC",
+                "--stats-interval",
+                "300ms",
+                "--metrics",
+                metrics.to_str().unwrap(),
+            ];
+            if exec {
+                args.extend(["--exec", "true"]);
+            }
+            let mut child = common::command(&args)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(numbered(1..=30).as_bytes())
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(1000));
+            common::send_signal(&child, libc::SIGTERM);
+            let err = common::stderr_of(&mut child);
+            common::wait_for(&mut child, Duration::from_secs(20));
+            if wall().floor() as i64 / 3600 != (began.floor() as i64 + 1) / 3600 {
+                return Some("an hour's end passed".into());
+            }
+            let lines: Vec<serde_json::Value> = err
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            assert!(lines.len() >= 2, "{err}");
+            let last = &lines[lines.len() - 1];
+            assert_eq!(last["budgets"][0]["budget"], "10/hour@UTC", "{last}");
+            assert_eq!(last["budgets"][0]["left"], 0, "{last}");
+            assert!(
+                last["budgets"][0]["reset_in_ms"].as_f64().unwrap() > 0.0,
+                "{last}"
+            );
+            // 20 records wait: two more hours' windows, then the next.
+            let wait = last["forecast_wait_ms"].as_f64().unwrap();
+            assert!(wait > 2.0 * 3600e3, "exec {exec}: {last}");
+            None
+        });
+    }
+}
+
 #[test]
 fn bad_budgets_are_usage_errors() {
     for (args, says) in [

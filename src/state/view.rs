@@ -109,7 +109,7 @@ impl Shared {
     }
 
     /// Each `--budget` as it stands now.
-    fn budgets(&self) -> Vec<crate::stats::BudgetStats> {
+    pub(crate) fn budgets(&self) -> Vec<crate::stats::BudgetStats> {
         let st = self.lock();
         let now = self.clock.now();
         st.adm

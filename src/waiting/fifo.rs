@@ -107,6 +107,8 @@ impl Fifo {
             if self.bucket.is_empty() {
                 let n = to.schedule.release(now, seg.len(), &mut seg.records());
                 if n > 0 {
+                    // They took slots a forecast made before does not know.
+                    self.forecast = None;
                     ledger.read(n);
                     to.outbox.push(seg.split_front(n));
                     sent += n;
@@ -123,6 +125,7 @@ impl Fifo {
         if to.may_leave && policy == Overflow::DropOldest && to.schedule.weighs_bytes() {
             // An eviction can put a smaller record at the head, which may
             // be due at once under a byte rate: decide one at a time.
+            self.forecast = None;
             while !seg.is_empty() {
                 let one = seg.split_front(1);
                 self.wait(now, one, policy, ledger);
@@ -130,7 +133,26 @@ impl Fifo {
             }
             return (Offered::Done, sent);
         }
-        (self.wait(now, seg, policy, ledger), sent)
+        let before = self.bucket.len();
+        let offered = self.wait(now, seg, policy, ledger);
+        self.joined(now, before, policy);
+        (offered, sent)
+    }
+
+    /// Records joined the bucket behind the `before` that waited, not held
+    /// to a deadline: a forecast kept goes on with them in line (one
+    /// `drop-oldest` may have evicted from is made again when asked).
+    fn joined(&mut self, now: u64, before: usize, policy: Overflow) {
+        let Some(forecast) = self.forecast.as_mut() else {
+            return;
+        };
+        if policy == Overflow::DropOldest {
+            self.forecast = None;
+            return;
+        }
+        for record in self.bucket.records().skip(before) {
+            forecast.push(now, record);
+        }
     }
 
     /// Whether records that cannot leave within `--max-wait` are refused
