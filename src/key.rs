@@ -135,23 +135,46 @@ impl KeySpec {
     /// Borrowed from `record` but for a host spelled otherwise there.
     #[inline]
     pub fn key<'a>(&self, record: &'a [u8]) -> Option<Cow<'a, [u8]>> {
-        match self {
-            KeySpec::Field { index, separator } => field(record, *index, *separator).map(Cow::from),
-            KeySpec::Pattern(re) => re.captures(record)?.get(1).map(|m| m.as_bytes().into()),
-            KeySpec::Host { index, separator } => {
-                let url = match index {
-                    Some(i) => field(record, *i, *separator)?,
-                    None => record,
-                };
-                crate::host::host_key(url)
-            }
+        match self.part(record) {
+            Some(found) => found.map(Cow::Borrowed),
+            None => self.host(record),
         }
+    }
+
+    /// The key of `record` when it is a part of it (a field, a group):
+    /// `Some` of what [`KeySpec::key`] finds; `None` for the host key,
+    /// whose spelling may not be the record's ([`KeySpec::host`]). The
+    /// keyed queues' look-ups take this way for every record.
+    #[inline(always)]
+    pub fn part<'a>(&self, record: &'a [u8]) -> Option<Option<&'a [u8]>> {
+        match self {
+            KeySpec::Field { index, separator } => Some(field(record, *index, *separator)),
+            KeySpec::Pattern(re) => Some(
+                re.captures(record)
+                    .and_then(|c| c.get(1))
+                    .map(|m| m.as_bytes()),
+            ),
+            KeySpec::Host { .. } => None,
+        }
+    }
+
+    /// The host key of `record` ([`crate::host::host_key`]); `None` for
+    /// the other specs, and for a record that is not a URL with a host.
+    pub fn host<'a>(&self, record: &'a [u8]) -> Option<Cow<'a, [u8]>> {
+        let KeySpec::Host { index, separator } = self else {
+            return None;
+        };
+        let url = match index {
+            Some(i) => field(record, *i, *separator)?,
+            None => record,
+        };
+        crate::host::host_key(url)
     }
 }
 
 /// Field `index` (from 1) of `record`: split on each `separator`, or on
 /// runs of blanks when `None`.
-#[inline]
+#[inline(always)]
 fn field(record: &[u8], index: usize, separator: Option<u8>) -> Option<&[u8]> {
     match separator {
         Some(sep) => record.split(|&b| b == sep).nth(index - 1),

@@ -140,25 +140,36 @@ impl Keyed {
             let start = ahead.scan;
             let end = record_end(data, start, self.delimiter);
             let place = ahead.split % SPLIT_AHEAD;
-            let key = self.spec.key(body_of(&data[start..end], self.delimiter));
-            let hash = key.as_ref().map_or(0, |k| self.table.hasher.hash_one(&**k));
+            let body = body_of(&data[start..end], self.delimiter);
+            let in_read = |k: &[u8]| {
+                let from = k.as_ptr() as usize - data.as_ptr() as usize;
+                (from, from + k.len())
+            };
+            let (key, hash, owned) = match self.spec.part(body) {
+                Some(k) => (
+                    k.map(in_read),
+                    k.map_or(0, |k| self.table.hasher.hash_one(k)),
+                    false,
+                ),
+                None => match self.spec.host(body) {
+                    None => (None, 0, false),
+                    Some(Cow::Borrowed(k)) => {
+                        (Some(in_read(k)), self.table.hasher.hash_one(k), false)
+                    }
+                    Some(Cow::Owned(k)) => {
+                        let hash = self.table.hasher.hash_one(&k[..]);
+                        let len = k.len();
+                        ahead.owned[place] = k;
+                        (Some((0, len)), hash, true)
+                    }
+                },
+            };
             if key.is_some() {
                 self.table.index.prefetch(hash);
             }
-            let owned = matches!(key, Some(Cow::Owned(_)));
             ahead.ring[place] = Looked {
                 end,
-                key: key.map(|k| match k {
-                    Cow::Borrowed(k) => {
-                        let from = k.as_ptr() as usize - data.as_ptr() as usize;
-                        (from, from + k.len())
-                    }
-                    Cow::Owned(k) => {
-                        let len = k.len();
-                        ahead.owned[place] = k;
-                        (0, len)
-                    }
-                }),
+                key,
                 owned,
                 place: place as u8,
                 hash,
