@@ -646,21 +646,23 @@ fn eta(snap: &Snapshot, input_size: Option<u64>, measured: Option<f64>) -> Optio
     in_force(snap, records_left(snap, input_size)?, measured)
 }
 
-/// Time left for `left` records to leave: once every record is read, the
-/// schedule's own forecast of the queue's end (with every limit in
-/// force: the rates, the budgets' windows, a ramp), and while records are
-/// still to be read, the measured rate's answer, never before that
-/// forecast.
+/// Time left for `left` records to leave: the measured rate's answer,
+/// never before the schedule's own forecast of the queue's end (the
+/// rates and the budgets' windows: what the rate measured before a
+/// budget was spent says nothing of its next window); once every record
+/// is read and nothing was measured yet, that forecast. The forecast
+/// knows no job slots or slow consumer, so it is only a floor.
 fn in_force(snap: &Snapshot, left: f64, measured: Option<f64>) -> Option<Duration> {
     let forecast = snap
         .forecast_wait_ns
         .filter(|_| left >= 1.0)
         .map(Duration::from_nanos);
-    let by_rate = measured.and_then(|rate| time_left(left, rate));
-    match (snap.reading_done, forecast, by_rate) {
-        (true, Some(f), _) => Some(f),
-        (_, Some(f), Some(r)) => Some(r.max(f)),
-        (_, f, r) => r.or(f.filter(|_| snap.reading_done)),
+    let by_rate = measured
+        .filter(|&rate| rate > 0.0)
+        .and_then(|rate| time_left(left, rate));
+    match (forecast, by_rate) {
+        (Some(f), Some(r)) => Some(r.max(f)),
+        (f, r) => r.or(f.filter(|_| snap.reading_done)),
     }
 }
 
@@ -1028,6 +1030,13 @@ mod tests {
         );
         // Nothing measured yet: the forecast still says it.
         assert_eq!(eta(&waiting, None, None), Some(Duration::from_secs(300)));
+        // A measured rate slower than the forecast (jobs, a slow
+        // consumer) stands.
+        let slow = Snapshot {
+            forecast_wait_ns: Some(S),
+            ..waiting.clone()
+        };
+        assert_eq!(eta(&slow, None, Some(0.1)), time_left(10.0, 0.1));
         // Still reading a file: the measured rate's answer, never less
         // than the forecast.
         let reading = Snapshot {
