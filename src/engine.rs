@@ -764,11 +764,7 @@ fn screen(config: &Config) -> Result<reader::Screen> {
     let resume = config.jobs.as_ref().and_then(|j| j.resume.as_deref());
     Ok(reader::Screen {
         cost: config.cost.clone(),
-        host: config
-            .key
-            .as_ref()
-            .map(|k| k.spec.clone())
-            .filter(|s| s.is_host()),
+        host: config.key.as_ref().is_some_and(|k| k.spec.is_host()),
         done: resume.map(Done::read).transpose()?,
         delimiter: config.delimiter,
         exec_file: config

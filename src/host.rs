@@ -58,32 +58,42 @@ pub fn host_key(text: &[u8]) -> Option<Cow<'_, [u8]>> {
     )
 }
 
-/// `text` with the user name and password of every URL in it (what stands
-/// between `://` and the last `@` of the authority) written as `***`, for
-/// a message of drip's own that quotes a record: a credential carried in a
-/// URL is never shown.
+/// `text` with every user name and password written as `***`, for a
+/// message of drip's own that quotes a record: in each word (a run of
+/// characters between blanks, quotes, commas and brackets) that holds an
+/// `@`, what stands before its last `@` (after the `scheme://` that opens
+/// it, if any) is taken for credentials, whatever it holds (`/`, `?`,
+/// `#` too). A word with an `@` in its path loses more than it must;
+/// none shows a password.
 pub fn without_userinfo(text: &str) -> Cow<'_, str> {
-    if !text.contains("://") {
+    if !text.contains('@') {
         return text.into();
     }
+    let apart =
+        |c: char| c.is_whitespace() || matches!(c, '\'' | '"' | ',' | '{' | '}' | '[' | ']');
     let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find("://") {
-        let (before, after) = rest.split_at(at + 3);
-        out.push_str(before);
-        let end = after
-            .find(|c: char| matches!(c, '/' | '?' | '#' | '\\' | '\'' | '"') || c.is_whitespace())
-            .unwrap_or(after.len());
-        match after[..end].rfind('@') {
-            Some(user_end) => {
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        match word.rfind('@') {
+            Some(last) => {
+                let from = word.find("://").filter(|&s| s < last).map_or(0, |s| s + 3);
+                out.push_str(&word[..from]);
                 out.push_str("***");
-                out.push_str(&after[user_end..end]);
+                out.push_str(&word[last..]);
             }
-            None => out.push_str(&after[..end]),
+            None => out.push_str(word),
         }
-        rest = &after[end..];
+        word.clear();
+    };
+    for c in text.chars() {
+        if apart(c) {
+            flush(&mut word, &mut out);
+            out.push(c);
+        } else {
+            word.push(c);
+        }
     }
-    out.push_str(rest);
+    flush(&mut word, &mut out);
     out.into()
 }
 
@@ -187,19 +197,41 @@ mod tests {
     #[test]
     fn user_info_is_never_shown() {
         assert_eq!(
-            without_userinfo("GET https://alice:s3cret@api.example.com/x?u=a@b #t"),
-            "GET https://***@api.example.com/x?u=a@b #t"
+            without_userinfo("GET https://alice:s3cret@api.example.com/x?u=1 #t"),
+            "GET https://***@api.example.com/x?u=1 #t"
         );
         assert_eq!(
             without_userinfo("{\"url\": \"http://tok@a.example\", \"b\": \"ftp://x@y\"}"),
             "{\"url\": \"http://***@a.example\", \"b\": \"ftp://***@y\"}"
         );
-        assert_eq!(without_userinfo("no url here, a@b"), "no url here, a@b");
+        // A password holding /, ? or #; credentials with no scheme.
         assert_eq!(
-            without_userinfo("https://a.example/p@q"),
-            "https://a.example/p@q"
+            without_userinfo("https://alice:pa/ss@host/p"),
+            "https://***@host/p"
+        );
+        assert_eq!(without_userinfo("https://a:b?c#d@host"), "https://***@host");
+        assert_eq!(without_userinfo("alice:s3cret@host/v1"), "***@host/v1");
+        assert_eq!(without_userinfo("no url here, a@b"), "no url here, ***@b");
+        assert_eq!(
+            without_userinfo("https://a.example/p"),
+            "https://a.example/p"
         );
         assert_eq!(without_userinfo("x://"), "x://");
+    }
+
+    proptest! {
+        /// Whatever a password holds but the word's own ends, it is not
+        /// in what is shown.
+        #[test]
+        fn no_password_survives(
+            password in "Pw[A-Za-z0-9/?#:%!$&()*+;=._~-]{4,18}",
+            before in "[a-z {\"]{0,5}",
+            after in "[a-z/ ]{0,5}",
+        ) {
+            let text = format!("{before}https://user:{password}@host.example{after}");
+            let shown = without_userinfo(&text);
+            prop_assert!(!shown.contains(&password), "{}", shown);
+        }
     }
 
     #[test]

@@ -16,7 +16,6 @@ use crate::cost::Cost;
 use crate::input::Input;
 use crate::input::{self, Flow, OwnFile, ReadReport, Splitter};
 use crate::jobs::resume::Done;
-use crate::key::KeySpec;
 use crate::progress::{lock_ui, Ui};
 use crate::state::{OverflowError, Shared, State, STALL_NS};
 use crate::sys::Unpoisoned;
@@ -32,7 +31,7 @@ pub(crate) struct Screen {
     pub cost: Option<Cost>,
     /// `--key host`: the first record that is not a URL with a host is
     /// named once on stderr (by its number: a record may hold a secret).
-    pub host: Option<KeySpec>,
+    pub host: bool,
     /// `--resume`: records done in earlier runs are skipped.
     pub done: Option<Done>,
     /// The record delimiter.
@@ -96,22 +95,28 @@ pub(crate) fn spawn(
                         costs = None;
                     }
                 }
-                if let Some(msg) = hosts.as_ref().and_then(|h| first_keyless(h, &seg)) {
-                    lock_ui(&ui).notice(&msg);
-                    hosts = None;
-                }
-                let Some(done) = done.as_mut() else {
-                    if seg.is_empty() {
-                        return Flow::Continue;
+                let flow = match done.as_mut() {
+                    None if seg.is_empty() => Flow::Continue,
+                    None => deliver(&shared, seg),
+                    Some(done) => {
+                        let runs = skip_done(&shared, done, seg, screen.delimiter);
+                        let mut flow = Flow::Continue;
+                        for run in runs {
+                            flow = deliver(&shared, run);
+                            if flow == Flow::Stop {
+                                break;
+                            }
+                        }
+                        flow
                     }
-                    return deliver(&shared, seg);
                 };
-                for run in skip_done(&shared, done, seg, screen.delimiter) {
-                    if deliver(&shared, run) == Flow::Stop {
-                        return Flow::Stop;
+                if hosts {
+                    if let Some(msg) = first_keyless(&shared) {
+                        lock_ui(&ui).notice(&msg);
+                        hosts = false;
                     }
                 }
-                Flow::Continue
+                flow
             },
             &mut |msg| lock_ui(&ui).message(&msg),
         );
@@ -203,17 +208,13 @@ fn skip_done(shared: &Shared, done: &mut Done, seg: Segment, delimiter: u8) -> V
     kept
 }
 
-/// What to say of the first record of `seg` that is not a URL with a host
-/// under `--key host` (`spec`), if any: its number, not its bytes.
-fn first_keyless(spec: &KeySpec, seg: &Segment) -> Option<String> {
-    let delimiter = seg.delimiter();
-    let (i, _) = seg
-        .records()
-        .enumerate()
-        .find(|(_, r)| crate::keyed::record_key(spec, r, delimiter).is_none())?;
+/// What to say of the first record read that is not a URL with a host
+/// under `--key host`, once the keyed queues have met one: its number,
+/// not its bytes (it may hold a secret).
+fn first_keyless(shared: &Shared) -> Option<String> {
+    let number = shared.lock().adm.bucket().keys()?.first_keyless()?;
     Some(format!(
-        "--key host: record {} is not a URL with a host; such records share the no-key lane (counted as keyless in --stats)",
-        seg.number + i as u64
+        "--key: record {number} is not a URL with a host; such records share the no-key lane (--stats counts them: records with no key)"
     ))
 }
 
@@ -231,8 +232,13 @@ impl CostCheck {
         for record in seg.records() {
             self.seen += 1;
             if let Some(name) = self.cost.unreadable(record) {
-                let shown = String::from_utf8_lossy(&record[..record.len().min(60)]);
-                let shown = crate::host::without_userinfo(&shown);
+                // Credentials are hidden before the record is cut, so a
+                // cut never leaves part of one.
+                let whole = String::from_utf8_lossy(record);
+                let shown: String = crate::host::without_userinfo(&whole)
+                    .chars()
+                    .take(60)
+                    .collect();
                 let (flag, which) = if name.is_empty() {
                     ("--cost".to_string(), String::new())
                 } else {

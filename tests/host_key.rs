@@ -171,7 +171,7 @@ fn a_record_that_is_not_a_url_is_said_once_and_counted() {
     let said: Vec<&str> = err.lines().filter(|l| l.contains("not a URL")).collect();
     assert_eq!(
         said,
-        ["drip: --key host: record 2 is not a URL with a host; such records share the no-key lane (counted as keyless in --stats)"],
+        ["drip: --key: record 2 is not a URL with a host; such records share the no-key lane (--stats counts them: records with no key)"],
         "{err}"
     );
     assert!(err.contains("3 records with no key"), "{err}");

@@ -100,7 +100,7 @@ pub(super) struct Looked {
 pub(super) struct Ahead {
     ring: [Looked; SPLIT_AHEAD],
     /// The keys spelled otherwise than in the read, by place in the ring
-    /// (a buffer used again: a copy is made only for such keys).
+    /// (a copy is made only for such keys).
     owned: [Vec<u8>; SPLIT_AHEAD],
     split: usize,
     fetched: usize,
@@ -110,6 +110,12 @@ pub(super) struct Ahead {
 }
 
 impl Ahead {
+    /// Records handed out so far, counted from the read's first.
+    #[inline(always)]
+    pub(super) fn decided(&self) -> usize {
+        self.decided
+    }
+
     /// The key of `record`, the last handed out by [`Keyed::next_looked`]
     /// over `data`: where it is in the read, or its own spelling.
     #[inline(always)]

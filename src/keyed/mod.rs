@@ -322,12 +322,12 @@ impl Keyed {
             let size = record.end - start;
             let bytes = &data[start..record.end];
             let key = ahead.key_of(&record, data);
-            let keyless = key.is_none();
+            let keyless = (key.is_none(), whole.number + ahead.decided() as u64 - 1);
             start = record.end;
             let slot = self.slot_of_looked(&record, key, now);
             if let Some(s) = slot {
                 if may_leave && self.leave_now(now, s, bytes, global, global_kind) {
-                    self.table.read_keyless(keyless);
+                    self.table.read_keyless(keyless.0, keyless.1);
                     run_bytes += size;
                     run_len += 1;
                     continue;
@@ -342,7 +342,7 @@ impl Keyed {
             let back = match self.hold(now, slot, &mut seg, size, policy, &*global, ledger) {
                 deadline::Held::Admit => self.wait(now, slot, &mut seg, size, policy, ledger),
                 deadline::Held::Refused => {
-                    self.table.read_keyless(keyless);
+                    self.table.read_keyless(keyless.0, keyless.1);
                     continue;
                 }
                 deadline::Held::Back(back) => Some(back),
@@ -353,7 +353,7 @@ impl Keyed {
                 return (back, sent);
             }
             // Read: it waits, or met the policy.
-            self.table.read_keyless(keyless);
+            self.table.read_keyless(keyless.0, keyless.1);
             if may_leave && policy == Overflow::DropOldest && weighs_bytes {
                 // An eviction can put a smaller record at the front of the
                 // line, which a byte rate may let go at once.
@@ -393,6 +393,11 @@ impl Keyed {
             .outgoing
             .add_run(&seg.as_bytes()[..bytes], len, now, outbox);
         seg.skip_known(bytes, len);
+    }
+
+    /// The place in the input of the first record read that had no key.
+    pub fn first_keyless(&self) -> Option<u64> {
+        self.table.first_keyless()
     }
 
     /// Counts about the keys, with the `top` keys of each kind (most

@@ -142,6 +142,8 @@ pub(super) struct Table {
     dropped_unremembered: u64,
     /// Records read that had no key (the no-key lane's arrivals).
     keyless: u64,
+    /// The place in the input of the first of them.
+    first_keyless: Option<u64>,
 }
 
 impl Table {
@@ -160,6 +162,7 @@ impl Table {
             no_key_seen: false,
             dropped_unremembered: 0,
             keyless: 0,
+            first_keyless: None,
         }
     }
 
@@ -247,10 +250,19 @@ impl Table {
         self.dropped[s as usize] += 1;
     }
 
-    /// A record was read; `keyless`: it had no key.
+    /// Record `number` (its place in the input) was read; `keyless`: it
+    /// had no key.
     #[inline(always)]
-    pub(super) fn read_keyless(&mut self, keyless: bool) {
-        self.keyless += u64::from(keyless);
+    pub(super) fn read_keyless(&mut self, keyless: bool, number: u64) {
+        if keyless {
+            self.keyless += 1;
+            self.first_keyless.get_or_insert(number);
+        }
+    }
+
+    /// The place in the input of the first record read that had no key.
+    pub(super) fn first_keyless(&self) -> Option<u64> {
+        self.first_keyless
     }
 
     /// A record of a new key was dropped: no key was idle.
