@@ -152,8 +152,9 @@ pub(super) struct Holds {
     /// released and not started yet: a release never lets more records
     /// go than there are such slots, so a record leaves (and spends its
     /// budgets) when it can start, not long before, waiting for a slot
-    /// that retries hold. `None`: not counted (no runner).
-    unpromised: Option<usize>,
+    /// that retries hold. Below 0 while `drip ctl NAME -j` took away
+    /// slots still busy. `None`: not counted (no runner).
+    unpromised: Option<i64>,
     /// Each scope's overloads and quota window.
     pub(super) overloads: Overloads,
 }
@@ -279,15 +280,16 @@ impl GateControl {
     /// against them from now on (with `--budget`: a shared schedule, which
     /// reserves slots for the records waiting, is told of fewer then).
     pub fn count_slots(&self, slots: usize) {
-        self.lock().unpromised = Some(slots);
+        self.lock().unpromised = Some(i64::try_from(slots).unwrap_or(i64::MAX));
     }
 
     /// A job slot was given back (its record done), or the slots changed
     /// from `old` to `new` (`drip ctl NAME -j`): `(1, 0)` for one given
     /// back.
     pub(super) fn slots_freed(&self, (new, old): (usize, usize)) {
+        let signed = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
         if let Some(n) = self.lock().unpromised.as_mut() {
-            *n = (*n + new).saturating_sub(old);
+            *n = n.saturating_add(signed(new)).saturating_sub(signed(old));
         }
     }
 
@@ -479,14 +481,16 @@ impl Schedule for Gate {
         };
         // A retry holds its slot; a record leaving now is promised one.
         let promised = (!holds.retry_turn).then_some(holds.unpromised).flatten();
-        let available = promised.map_or(available, |free| available.min(free));
+        let available = promised.map_or(available, |free| {
+            available.min(usize::try_from(free.max(0)).unwrap_or(usize::MAX))
+        });
         let n = self.inner.release(now, available, records);
         if n > 0 {
             holds.all.last = Some(now);
         }
         if !holds.retry_turn {
             if let Some(free) = holds.unpromised.as_mut() {
-                *free -= n;
+                *free -= i64::try_from(n).unwrap_or(i64::MAX);
             }
         }
         n
@@ -653,6 +657,15 @@ mod tests {
         control.slots_freed((3, 1));
         assert_eq!(release(&mut g, 1001 * MS, 5), 2);
         assert_eq!(release(&mut g, 1002 * MS, 5), 0);
+        // `-j 1` while the three run: none is free until two have ended
+        // and the third is done.
+        control.slots_freed((1, 3));
+        control.slots_freed((1, 0));
+        control.slots_freed((1, 0));
+        assert_eq!(release(&mut g, 2000 * MS, 5), 0);
+        control.slots_freed((1, 0));
+        assert_eq!(release(&mut g, 2001 * MS, 5), 1);
+        assert_eq!(release(&mut g, 2002 * MS, 5), 0);
     }
 
     #[test]
