@@ -118,6 +118,7 @@ impl Sentinels {
         }
         let mut whys = Vec::new();
         let mut unknown = 0;
+        let mut not_sentinels: Vec<String> = Vec::new();
         for k in 0..n {
             let i = (self.next + k) % n;
             match self.ask(i) {
@@ -127,14 +128,20 @@ impl Sentinels {
                     return Ok((url, address(&host, port)));
                 }
                 Ok(Named::Unknown) => unknown += 1,
-                Ok(Named::NotSentinel) => {
-                    let addr = &self.sentinels[i].0;
-                    return Err(Failure::Fatal(format!(
-                        "{addr} is not a Redis Sentinel (it does not know SENTINEL): give redis://{addr}/NAME for one server, or redis+sentinel:// with the sentinels' addresses"
-                    )));
-                }
+                Ok(Named::NotSentinel) => not_sentinels.push(self.sentinels[i].0.clone()),
                 Err(e) => whys.push(format!("{}: {e}", self.sentinels[i].0)),
             }
+        }
+        // Every address answered, and none as a Sentinel that knows the
+        // name: no retry mends it. One that does not answer may be the
+        // Sentinel, so any such silence is an outage.
+        if let Some(addr) = not_sentinels
+            .first()
+            .filter(|_| unknown + not_sentinels.len() == n)
+        {
+            return Err(Failure::Fatal(format!(
+                "{addr} is not a Redis Sentinel (it does not know SENTINEL): give redis://{addr}/NAME for one server, or redis+sentinel:// with the sentinels' addresses"
+            )));
         }
         if unknown == n {
             return Err(Failure::Fatal(format!(
