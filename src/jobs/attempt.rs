@@ -143,11 +143,14 @@ impl Files {
     pub fn stdout_text(&self, most: u64) -> Option<(Vec<u8>, u64)> {
         use std::os::unix::fs::FileExt;
         let len = self.stdout.metadata().ok()?.len();
-        let from = len.saturating_sub(most);
+        // The byte before the tail too: whether its first line is whole.
+        let from = len.saturating_sub(most.saturating_add(1));
         let mut text = vec![0u8; usize::try_from(len - from).ok()?];
         self.stdout.read_exact_at(&mut text, from).ok()?;
-        if from > 0 {
-            // The first line began before the tail: cut it off.
+        if from > 0 || len > most {
+            // The line under way at the tail's start began before it: cut
+            // it off, up to the newline that ends it (the byte before the
+            // tail, when it starts a line).
             let start = memchr::memchr(b'\n', &text).map_or(text.len(), |i| i + 1);
             text.drain(..start);
         }
@@ -528,6 +531,26 @@ fn file_kind(kind: std::fs::FileType) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Settling reads the lines that start within the last `most` bytes
+    /// of an output: a line that starts right at the tail's start is
+    /// kept, one that began before it is cut off.
+    #[test]
+    fn the_tail_of_a_long_output_is_its_whole_last_lines() {
+        use std::io::Write;
+        let tail = |text: &[u8], most: u64| {
+            let mut files = Files::new(false).unwrap();
+            files.stdout.write_all(text).unwrap();
+            let (got, len) = files.stdout_text(most).unwrap();
+            assert_eq!(len, text.len() as u64);
+            String::from_utf8(got).unwrap()
+        };
+        assert_eq!(tail(b"ab\ncd\n", 10), "ab\ncd\n", "short: all of it");
+        assert_eq!(tail(b"ab\ncd\n", 3), "cd\n", "starts at a line");
+        assert_eq!(tail(b"ab\ncd\n", 2), "", "cd began before the tail");
+        assert_eq!(tail(b"abc\n{\"n\":1}\n", 8), "{\"n\":1}\n");
+        assert_eq!(tail(b"xabc\n", 5), "xabc\n", "exactly the most");
+    }
 
     fn strings(argv: &[OsString]) -> Vec<String> {
         argv.iter()
