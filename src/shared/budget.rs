@@ -246,7 +246,10 @@ fn take_in_file(path: &std::path::Path, label: &str, call: Call) -> Result<Count
         owed,
         ask,
     } = call;
-    let dir_failure = |e: &std::io::Error| super::file::failure("state directory", path, e);
+    let dir_failure = |e: &std::io::Error| match path.parent() {
+        Some(dir) => super::file::failure("state directory", dir, e),
+        None => super::file::failure("shared budget's count file", path, e),
+    };
     if let Some(dir) = path.parent() {
         if !own_dir(dir).map_err(|e| dir_failure(&e))? {
             return Err(Failure::Fatal(format!(
@@ -421,8 +424,13 @@ impl Keeper {
             );
         }
         if counted.passed_over > 0 && !self.said.1 && !self.quiet {
+            let lines = if counted.passed_over == 1 {
+                "line"
+            } else {
+                "lines"
+            };
             eprintln!(
-                "drip: --share {name}: the shared budget's count file ({name}.budget) held {} lines drip did not write: passed over, and gone at its next write",
+                "drip: --share {name}: the shared budget's count file ({name}.budget) held {} {lines} drip did not write: passed over, and gone at its next write",
                 counted.passed_over
             );
         }
