@@ -257,27 +257,11 @@ fn next_batch<'a>(
             if shared.stops.leaving() {
                 return None;
             }
-            if runner {
-                // What the schedule did not let go is undelivered now,
-                // before the running jobs end; what it let go starts but
-                // at a signal (`Stops::now`: no job starts), when it is
-                // undelivered too, first: the dead letter keeps input
-                // order.
-                batch.take_tail(&mut st);
-                st.adm.take_outbox(&mut batch.records);
-                if shared.stops.write_stop() != Stop::No {
-                    st.dispose_after(std::mem::take(&mut batch.records), 0);
-                }
-                st.drain_undelivered();
-                st.flush_dead();
-                if batch.records.is_empty() {
-                    return None;
-                }
-                batch.last = true;
-                break;
-            }
             batch.take_tail(&mut st);
             st.adm.take_outbox(&mut batch.records);
+            if runner {
+                undelivered_at_stop(shared, &mut st, batch);
+            }
             if batch.records.is_empty() {
                 return None;
             }
@@ -337,6 +321,18 @@ fn budget_stop(shared: &Shared, st: &mut State, now: u64) -> bool {
     }
     shared.wake_all();
     true
+}
+
+/// A runner's stop: what the schedule did not let go is undelivered now,
+/// before the running jobs end; what it let go (`batch`) starts but at a
+/// signal (`Stops::now`: no job starts), when it is undelivered too, and
+/// first: the dead letter keeps input order.
+fn undelivered_at_stop(shared: &Shared, st: &mut State, batch: &mut Batch) {
+    if shared.stops.write_stop() != Stop::No {
+        st.dispose_after(std::mem::take(&mut batch.records), 0);
+    }
+    st.drain_undelivered();
+    st.flush_dead();
 }
 
 /// Wake the reader (`space_ready`) if `to_wake` says so, once.
