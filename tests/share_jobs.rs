@@ -421,6 +421,18 @@ fn a_drip_waiting_for_the_shared_job_limit_is_not_starved_through_redis() {
     a_waiting_drip_is_not_starved(&redis.share("line"), runtime.path());
 }
 
+/// Wait until `n` jobs have stamped their start in `log` (20 s at most).
+fn until_started(log: &Path, n: usize) {
+    let began = std::time::Instant::now();
+    while stamps(log).iter().filter(|s| s.1 == 1).count() < n {
+        assert!(
+            began.elapsed() < Duration::from_secs(20),
+            "the jobs never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// `drip take` holds no `--share-jobs` slot (docs/sharing.md says so): a
 /// take while the job limit is held returns at once. A command run as a
 /// one-record drip with `--share-jobs`, the documented way, waits for a
@@ -456,14 +468,7 @@ fn a_take_holds_no_job_slot_and_a_one_record_drip_waits_for_one() {
     let mut holder = holder.spawn().unwrap();
     common::feed(&mut holder, b"0-1\n0-2\n");
     // Both of its jobs run: the limit is held.
-    let began = std::time::Instant::now();
-    while stamps(&log).iter().filter(|s| s.1 == 1).count() < 2 {
-        assert!(
-            began.elapsed() < Duration::from_secs(20),
-            "the holder's jobs never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    until_started(&log, 2);
     let asked = realtime();
     let take = common::command(&["take", "jobslot", "-r", "100/s", "--timeout", "1s"])
         .env("XDG_RUNTIME_DIR", runtime.path())
@@ -537,14 +542,7 @@ fn a_lost_state_starts_no_job_beside_the_running_ones(
         child
     };
     let mut holder = start(b"0-1\n0-2\n");
-    let began = std::time::Instant::now();
-    while stamps(&log).iter().filter(|s| s.1 == 1).count() < 2 {
-        assert!(
-            began.elapsed() < Duration::from_secs(20),
-            "the holder's jobs never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    until_started(&log, 2);
     let mut waiter = start(b"1-1\n1-2\n");
     // The waiter has asked (and waits in line) before the state is lost.
     std::thread::sleep(Duration::from_millis(400));
