@@ -1042,6 +1042,9 @@ fn limits_beyond_the_shared_range_are_refused_up_front() {
             "{args:?}: {err}"
         );
     }
+    // A drip alone keeps any rate: one record a year, the first at once.
+    let (code, err) = run_drip(&["-r", "1/1y"], String::from("1\n"), runtime.path());
+    assert_eq!(code, Some(0), "{err}");
     // At the end of the range, accepted.
     let (code, err) = run_drip(
         &["take", "x", "--cost-rate", "1/s", "--cost", "2764800"],
