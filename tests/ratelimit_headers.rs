@@ -805,15 +805,34 @@ fn meter_server(meters: Vec<Meter>) -> (u16, Answered) {
 /// What a run against a [`meter_server`] came to.
 #[derive(Debug)]
 struct Metered {
-    /// Requests answered 200, and 429.
-    ok: usize,
-    refused: usize,
+    /// Every request's arrival (seconds from the server's start, whose
+    /// windows count from there) and its status, in the order answered.
+    seen: Vec<(f64, u16)>,
     /// Seconds from drip's start to its end.
     took: f64,
-    /// When the last request answered 200 came, seconds from the
-    /// server's start (its windows count from there).
-    last: f64,
     stderr: String,
+}
+
+impl Metered {
+    /// Requests answered 200.
+    fn ok(&self) -> usize {
+        self.seen.iter().filter(|s| s.1 == 200).count()
+    }
+
+    /// Requests answered 429.
+    fn refused(&self) -> usize {
+        self.seen.len() - self.ok()
+    }
+
+    /// When the last request answered 200 came (seconds from the
+    /// server's start).
+    fn last(&self) -> f64 {
+        self.seen
+            .iter()
+            .filter(|s| s.1 == 200)
+            .map(|s| s.0)
+            .fold(0.0, f64::max)
+    }
 }
 
 /// `drip -r 100/s -j 4 --retries 5` with `costs` (the cost flags) over
@@ -841,19 +860,8 @@ fn against_meters(
     let took = start.elapsed().as_secs_f64();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{stderr}");
-    let seen = seen.lock().unwrap();
-    let ok = seen.iter().filter(|s| s.1 == 200).count();
-    Metered {
-        ok,
-        refused: seen.len() - ok,
-        took,
-        last: seen
-            .iter()
-            .filter(|s| s.1 == 200)
-            .map(|s| s.0)
-            .fold(0.0, f64::max),
-        stderr,
-    }
+    let seen = seen.lock().unwrap().clone();
+    Metered { seen, took, stderr }
 }
 
 /// The named costs `in` and `out`, read from the request's path, and
@@ -891,9 +899,9 @@ fn anthropics_input_and_output_tokens_pace_the_in_and_out_budgets() {
         let costs = named_costs(&["in", "out"]);
         let costs: Vec<&str> = costs.iter().map(String::as_str).collect();
         let run = against_meters(meters, 15, tokens, &costs);
-        assert_eq!(run.refused, 0, "{tight:?} tight: {run:?}");
-        assert_eq!(run.ok, 15, "{tight:?} tight: {run:?}");
-        assert!(run.last >= 4.0, "{tight:?} tight: {run:?}");
+        assert_eq!(run.refused(), 0, "{tight:?} tight: {run:?}");
+        assert_eq!(run.ok(), 15, "{tight:?} tight: {run:?}");
+        assert!(run.last() >= 4.0, "{tight:?} tight: {run:?}");
         assert!(
             run.took < 12.0,
             "{tight:?} tight: {:.2} s for what the quota allows from 4 s on: {run:?}",
@@ -901,6 +909,60 @@ fn anthropics_input_and_output_tokens_pace_the_in_and_out_budgets() {
         );
         assert!(!run.stderr.contains("not a quota"), "{run:?}");
     }
+}
+
+#[test]
+fn a_response_read_after_later_requests_were_counted_spends_no_more_than_is_left() {
+    if !common::have(&["curl"]) {
+        return;
+    }
+    // 1000 input tokens per 3 s window, requests of 200. Of the first
+    // four, the fourth reaches the server first (800 remaining) and is
+    // read last, 1 s on; the other three wait 0.4 s, then reach it (600,
+    // 400, 200) and are read at once. Three more records come at 1.3 s,
+    // each a request that takes 1 s to reach the server. The fourth's 800
+    // is stale by the 600 read since it started: one more fits in the
+    // window, and the other two wait for the reset. Read as a new window,
+    // its 800 let the three go about 0.4 s apart, and the second, reaching
+    // the server at about 2.7 s, was refused.
+    let meters = vec![Meter::new(Provider::Anthropic, Counts::In, 1000, 3)];
+    let (port, seen) = meter_server(meters);
+    let url = |n: u32| format!("http://127.0.0.1:{port}/i200/o1/{n}");
+    let first: String = [(0.4, 0.0), (0.4, 0.0), (0.4, 0.0), (0.0, 1.0)]
+        .iter()
+        .zip(1..)
+        .map(|((before, after), n)| format!("{before} {after} {}\n", url(n)))
+        .collect();
+    let then: String = (5..8).map(|n| format!("1 0 {}\n", url(n))).collect();
+    let costs = [
+        "--cost",
+        "in=/i([0-9]+)/",
+        "--cost-rate",
+        "in=1000000/s:1000000",
+    ];
+    let mut args: Vec<&str> = vec!["-r", "100/s", "-j", "4", "--retries", "5"];
+    args.extend(costs);
+    // Each record: seconds to wait before the request, and after it.
+    let script = r#"set -- $1; sleep "$1"; curl -sS -o /dev/null -D "$DRIP_HEADERS" "$3"; e=$?; sleep "$2"; exit $e"#;
+    args.extend(["--exec", "sh", "-c", script, "sh", "{}"]);
+    let mut drip = command(&args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = drip.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, first.as_bytes()).unwrap();
+    std::thread::sleep(Duration::from_millis(1300));
+    std::io::Write::write_all(&mut stdin, then.as_bytes()).unwrap();
+    drop(stdin);
+    let out = drip.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let seen = seen.lock().unwrap().clone();
+    let refused = seen.iter().filter(|s| s.1 != 200).count();
+    assert_eq!(refused, 0, "{seen:?} {stderr}");
+    assert_eq!(seen.len(), 7, "{seen:?} {stderr}");
 }
 
 #[test]
@@ -924,9 +986,9 @@ fn the_tokens_family_paces_the_in_plus_out_budget() {
         let costs = named_costs(&["in", "out", both]);
         let costs: Vec<&str> = costs.iter().map(String::as_str).collect();
         let run = against_meters(meters, 15, tokens, &costs);
-        assert_eq!(run.refused, 0, "{provider:?}: {run:?}");
-        assert_eq!(run.ok, 15, "{provider:?}: {run:?}");
-        assert!(run.last >= 4.0, "{provider:?}: {run:?}");
+        assert_eq!(run.refused(), 0, "{provider:?}: {run:?}");
+        assert_eq!(run.ok(), 15, "{provider:?}: {run:?}");
+        assert!(run.last() >= 4.0, "{provider:?}: {run:?}");
         assert!(
             run.took < 12.0,
             "{provider:?}: {:.2} s for what the quota allows from 4 s on: {run:?}",
@@ -973,9 +1035,9 @@ fn a_token_family_of_a_budget_drip_has_no_cost_for_paces_nothing() {
         ];
         let said = format!("{meters:?}");
         let run = against_meters(meters, 15, (200, 50), &costs);
-        assert_eq!(run.refused, 0, "{said}: {run:?}");
-        assert_eq!(run.ok, 15, "{said}: {run:?}");
-        assert!(!paced || run.last >= 4.0, "{said}: {run:?}");
+        assert_eq!(run.refused(), 0, "{said}: {run:?}");
+        assert_eq!(run.ok(), 15, "{said}: {run:?}");
+        assert!(!paced || run.last() >= 4.0, "{said}: {run:?}");
         assert!(
             run.took < 30.0,
             "{said}: waited for a family that paces nothing: {run:?}"

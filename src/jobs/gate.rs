@@ -868,7 +868,7 @@ mod tests {
             remaining: 99,
             reset: std::time::Duration::from_secs(10),
         };
-        c.observe_tokens(&a, ("", 49), (0, 1), q);
+        c.observe_tokens(&a, ("", 49, 0), 0, q);
         // 50 left: a start of 10 spends them and spaces the next 10 × 10 s / 51.
         assert_eq!(c.spend_tokens(&a, S, &[("", 10)]), Ok(()));
         assert_eq!(c.due(&a), S + 10 * 10 * S / 51);

@@ -91,7 +91,7 @@ impl Pool {
                 env: environment(number, &id, n, &headers),
                 limit: self.attempt_limit(deadline, now),
             };
-            let (ended, started) = match self.attempt(&who, n, &spec, files, bytes) {
+            let ended = match self.attempt(&who, n, &spec, files, bytes) {
                 Ok(ended) => ended,
                 Err(fate) => return fate,
             };
@@ -102,7 +102,7 @@ impl Pool {
                 n,
                 (&ended, &*files, rng),
                 &headers,
-                (deadline, &scope, started),
+                (deadline, &scope),
             );
             self.pass_on(number, files);
             let at = match step {
@@ -132,13 +132,12 @@ impl Pool {
         spec: &Spec,
         files: &mut Option<Files>,
         bytes: &[u8],
-    ) -> Result<(Ended, u64), JobFate> {
+    ) -> Result<Ended, JobFate> {
         let number = who.number;
-        let order = std::cell::Cell::new(0);
         let started = self.with_room(|running| {
             let set_group = |pgid| {
                 running();
-                order.set(self.slots.process_started());
+                self.slots.process_started(number);
                 self.groups.started(number, pgid);
             };
             let run = attempt::run(spec, self.job_files(files, bytes)?, &set_group);
@@ -153,7 +152,7 @@ impl Pool {
             Some(Ok(ended)) => {
                 self.slots.process_ended();
                 self.groups.attempt_ended(number);
-                Ok((ended, order.get()))
+                Ok(ended)
             }
             Some(Err(error)) if not_an_argument(&error) => {
                 Err(self.not_an_argument(who, n, &error))
@@ -175,7 +174,7 @@ impl Pool {
         n: u32,
         (ended, files, rng): (&Ended, &Files, &mut fastrand::Rng),
         headers: &Path,
-        (deadline, scope, started): (Option<u64>, &Scope, u64),
+        (deadline, scope): (Option<u64>, &Scope),
     ) -> Step {
         let (text, passed_over) = attempt::take_headers(headers);
         if let Some(passed) = passed_over {
@@ -186,7 +185,7 @@ impl Pool {
         let response = text.as_deref().and_then(parse_headers);
         if let (Some(text), None) = (&text, response.as_ref().and_then(|r| r.retry_after)) {
             // Retry-After wins: the overload's pause holds starts.
-            self.follow_quota(text, scope, (who.number, started));
+            self.follow_quota(text, scope, who.number);
         }
         let verdict = self
             .cfg

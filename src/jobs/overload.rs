@@ -143,12 +143,13 @@ impl GateControl {
         true
     }
 
-    /// The quota `q` a response of `scope` announced at `now`, as the
+    /// The quota `q` a response of `scope` announced at `now`, read after
+    /// `read_while` others while its request was in flight, as the
     /// scope's window keeps it ([`quota::Window::observe`]).
     pub(super) fn observe_quota(
         &self,
         scope: &Scope,
-        (now, number): (u64, u64),
+        (now, read_while): (u64, u64),
         q: quota::Quota,
     ) -> Option<quota::Quota> {
         let windows = &mut self.lock().overloads.windows;
@@ -158,17 +159,20 @@ impl GateControl {
         windows
             .entry(scope.clone())
             .or_default()
-            .observe(now, q, number)
+            .observe(now, q, read_while)
+            .quota()
     }
 
     /// The token quota `q` of `budget` a response of `scope` announced at
     /// `now`, while requests of the scope costing `in_flight` tokens of it
-    /// were not yet answered ([`quota::Tokens::observe`]).
+    /// were not yet answered, and responses costing `read_while` of them
+    /// were read while its request was in flight
+    /// ([`quota::Tokens::observe`]).
     pub(super) fn observe_tokens(
         &self,
         scope: &Scope,
-        (budget, in_flight): (&str, u64),
-        (now, number): (u64, u64),
+        (budget, in_flight, read_while): (&str, u64, u64),
+        now: u64,
         q: quota::Quota,
     ) {
         let tokens = &mut self.lock().overloads.tokens;
@@ -179,7 +183,7 @@ impl GateControl {
         tokens
             .entry(key)
             .or_default()
-            .observe(now, q, in_flight, number);
+            .observe(now, q, in_flight, read_while);
     }
 
     /// A start of `scope` at `now` costing `costs` tokens of each budget:

@@ -11,6 +11,7 @@ use std::time::SystemTime;
 use super::gate::Scope;
 use super::pool::{ns, Pool};
 use super::quota;
+use super::slots::ReadWhile;
 use super::JobFate;
 
 impl Pool {
@@ -18,14 +19,13 @@ impl Pool {
     /// (`text`) last until their reset, for the record's `scope` (its
     /// key's quota with `--key`): the requests' ([`Pool::follow_requests`]),
     /// and each token budget's ([`Pool::follow_tokens`]); `number` is the
-    /// record answered, `started` its attempt's place in the order
-    /// attempts started (a retry's is its own, not its record's). A
-    /// malformed quota field is ignored, and said once on stderr (unless
-    /// `-q`).
-    pub(super) fn follow_quota(&self, text: &str, scope: &Scope, (number, started): (u64, u64)) {
+    /// record answered. A malformed quota field is ignored, and said once
+    /// on stderr (unless `-q`).
+    pub(super) fn follow_quota(&self, text: &str, scope: &Scope, number: u64) {
         if !self.cfg.quota_pacing {
             return;
         }
+        let read_while = self.response_read(number, scope);
         let announced = quota::parse_quotas(text, SystemTime::now());
         if let Some(field) = announced.malformed {
             if !self.quota_malformed.swap(true, Ordering::Relaxed) && !self.cfg.quiet {
@@ -33,26 +33,48 @@ impl Pool {
             }
         }
         for (family, q) in announced.tokens {
-            self.follow_tokens(scope, (number, started), self.budgets.paced_by(family), q);
+            let budget = self.budgets.paced_by(family);
+            self.follow_tokens(scope, number, budget.map(|b| (b, read_while.tokens(b))), q);
         }
         if let Some(q) = announced.requests {
-            self.follow_requests(q, scope, started);
+            self.follow_requests(q, scope, read_while.responses);
         }
     }
 
+    /// The response to record `number` (of `scope`) is read: what was read
+    /// while its attempt ran, and the attempts of the scope running now
+    /// count it as read while they run.
+    fn response_read(&self, number: u64, scope: &Scope) -> ReadWhile {
+        let mut table = self.slots.lock();
+        let Some(job) = table.running.get_mut(&number) else {
+            return ReadWhile::default();
+        };
+        let costs = self.budgets.costs(job.record.as_bytes());
+        let read = std::mem::take(&mut job.read_while);
+        for (n, job) in table.running.iter_mut() {
+            if *n != number
+                && (*scope == Scope::All || self.scope_of(job.record.as_bytes()) == *scope)
+            {
+                job.read_while.add(&costs);
+            }
+        }
+        read
+    }
+
     /// The token quota `q` of a `budget` (`None`: none configured, and the
-    /// quota paces nothing) announced by the response to record `number`
-    /// (its attempt the `started`th to start): kept in the scope's window,
-    /// the tokens of the other requests of the scope in flight counted
-    /// against it, for the starts to spend ([`Pool::spend_tokens`]).
+    /// quota paces nothing) announced by the response to record `number`,
+    /// with the tokens of the budget read while its attempt ran: kept in
+    /// the scope's window, the tokens of the other requests of the scope
+    /// in flight counted against it, for the starts to spend
+    /// ([`Pool::spend_tokens`]).
     fn follow_tokens(
         &self,
         scope: &Scope,
-        (number, started): (u64, u64),
-        budget: Option<&str>,
+        number: u64,
+        budget: Option<(&str, u64)>,
         q: quota::Quota,
     ) {
-        let Some(budget) = budget else {
+        let Some((budget, read_while)) = budget else {
             return;
         };
         let in_flight: u64 = {
@@ -69,7 +91,7 @@ impl Pool {
         };
         let now = self.shared.clock.now();
         self.gate
-            .observe_tokens(scope, (budget, in_flight), (now, started), q);
+            .observe_tokens(scope, (budget, in_flight, read_while), now, q);
         self.slots.wake();
     }
 
@@ -108,13 +130,14 @@ impl Pool {
         }
     }
 
-    /// Pace the starts so the requests' quota `q`, announced by the
-    /// response to the `started`th attempt to start, lasts until its
-    /// reset, the requests in flight counted against it ([`quota::pace`]).
-    /// A stale response ([`quota::Window`]) leaves the pace as it is.
-    fn follow_requests(&self, q: quota::Quota, scope: &Scope, started: u64) {
+    /// Pace the starts so the requests' quota `q` lasts until its reset,
+    /// the requests in flight counted against it ([`quota::pace`]), and
+    /// what it says remains lowered by the `read_while` responses read
+    /// while its request was in flight. A stale response
+    /// ([`quota::Window`]) leaves the pace as it is.
+    fn follow_requests(&self, q: quota::Quota, scope: &Scope, read_while: u64) {
         let now = self.shared.clock.now();
-        let Some(q) = self.gate.observe_quota(scope, (now, started), q) else {
+        let Some(q) = self.gate.observe_quota(scope, (now, read_while), q) else {
             return;
         };
         // This job's request is answered; the others of its scope running

@@ -367,21 +367,24 @@ pub fn parse_rfc3339(text: &str) -> Option<SystemTime> {
 /// A reset in whole seconds is rounded (up, as servers do): each response
 /// says the window ends no later than its arrival plus its reset, and
 /// responses arriving at different moments of a second narrow that to
-/// the earliest of those times. A response with more remaining than the
-/// one before, or one after the estimated end, starts a new window.
+/// the earliest of those times. A response after the estimated end starts
+/// a new window.
 ///
 /// Responses can be read in another order than their requests reached the
-/// server (a job that started later may end first): a response to a
-/// request started before the one last read, while the window is open, is
-/// stale, since the server had counted requests it does not show. It is
-/// not read as a new window ([`Window::observe`] gives `None`).
+/// server: of several requests in flight at once, the one that reached it
+/// first may be answered last. A response read while other responses
+/// were read (after its request started) may show less than the server
+/// counted since: those requests may have reached it after this one. What
+/// it says remains is therefore lowered by what they spent (its
+/// `read_while`), which makes it a bound no later count can undercut; and
+/// it shows a new window only when even that bound is above what the
+/// window was last known to hold. Otherwise more remaining than before is
+/// stale, and changes nothing ([`Window::observe`] gives `None`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Window {
-    /// The estimated end (ns) and the remaining quota last seen.
+    /// The estimated end (ns) and the least the quota held when last
+    /// read (its announced remaining less its `read_while`).
     last: Option<(u64, u64)>,
-    /// The number (in start order) of the request whose response was
-    /// last read.
-    latest: u64,
 }
 
 impl Window {
@@ -390,25 +393,53 @@ impl Window {
         self.last.is_some_and(|(end, _)| end > now)
     }
 
-    /// `quota` announced by a response to request `number` (requests are
-    /// numbered in the order they start) received at `now` (ns), with its
-    /// reset tightened by what earlier responses of the same window said;
-    /// `None` for a stale response (see [`Window`]), which changes nothing.
-    pub fn observe(&mut self, now: u64, quota: Quota, number: u64) -> Option<Quota> {
-        if self.is_open(now) && number < self.latest {
-            return None;
-        }
-        self.latest = number;
+    /// `quota` announced by a response received at `now` (ns), while
+    /// responses spending `read_while` of the quota were read since its
+    /// request started: the quota with what remains lowered by
+    /// `read_while` (the least that can remain) and its reset tightened by
+    /// what earlier responses of the same window said, or a stale
+    /// response (see [`Window`]), which changes nothing.
+    pub fn observe(&mut self, now: u64, quota: Quota, read_while: u64) -> Reading {
+        let least = quota.remaining.saturating_sub(read_while);
         let says = now.saturating_add(u64::try_from(quota.reset.as_nanos()).unwrap_or(u64::MAX));
-        let end = match self.last {
-            Some((end, remaining)) if now < end && quota.remaining <= remaining => end.min(says),
-            _ => says,
+        let (end, same) = match self.last {
+            Some((end, held)) if now < end && quota.remaining <= held => (end.min(says), true),
+            Some((end, held)) if now < end && least <= held => return Reading::Stale,
+            _ => (says, false),
         };
-        self.last = Some((end, quota.remaining));
-        Some(Quota {
+        self.last = Some((end, least));
+        let q = Quota {
+            remaining: least,
             reset: Duration::from_nanos(end - now),
-            ..quota
-        })
+        };
+        if same {
+            Reading::Same(q)
+        } else {
+            Reading::New(q)
+        }
+    }
+}
+
+/// What a response tells of its quota's window ([`Window::observe`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reading {
+    /// The window known: what remains at the least, and its reset.
+    Same(Quota),
+    /// A new window (the last one's end passed, or more remains than it
+    /// held even counting what this response may not show).
+    New(Quota),
+    /// More remaining than the window held, which may only be a response
+    /// to a request that reached the server before others read already.
+    Stale,
+}
+
+impl Reading {
+    /// The quota, unless the response is stale.
+    pub fn quota(self) -> Option<Quota> {
+        match self {
+            Reading::Same(q) | Reading::New(q) => Some(q),
+            Reading::Stale => None,
+        }
     }
 }
 
@@ -417,6 +448,15 @@ impl Window {
 /// reset as [`pace`] spreads requests: a start costing `c` tokens holds
 /// the next back `c` × reset ÷ (left + 1), and a start costing more than
 /// is left waits for the reset.
+///
+/// What is left is a bound no response read undercuts. A response says
+/// what remained when its request reached the server; less the tokens of
+/// the requests still in flight, that is what it says is left, and less
+/// those of the responses read while its request was in flight (which
+/// may have reached the server after it, [`Window`]) the least that can
+/// be left. In one window, what was left (what earlier responses told,
+/// less the starts since) is kept between the two: it is only above what
+/// a response says when others spent what drip did not see.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Tokens {
     /// The reset, narrowed as the responses tell it.
@@ -430,19 +470,34 @@ pub struct Tokens {
 }
 
 impl Tokens {
-    /// `quota` announced by a response to request `number` (in start
-    /// order) received at `now` (ns), while requests costing `in_flight`
-    /// tokens had started and were not yet answered (they spend what
-    /// remains). A stale response ([`Window`]) can only lower what is
-    /// left: the requests it does not show were counted since.
-    pub fn observe(&mut self, now: u64, quota: Quota, in_flight: u64, number: u64) {
-        let Some(q) = self.window.observe(now, quota, number) else {
-            self.left = self.left.min(quota.remaining.saturating_sub(in_flight));
-            return;
+    /// `quota` announced by a response received at `now` (ns), while
+    /// requests costing `in_flight` tokens had started and were not yet
+    /// answered (they spend what remains), and responses spending
+    /// `read_while` tokens were read since its request started.
+    pub fn observe(&mut self, now: u64, quota: Quota, in_flight: u64, read_while: u64) {
+        let open = self.window.is_open(now);
+        let says = quota.remaining.saturating_sub(in_flight);
+        let least = says.saturating_sub(read_while);
+        // In one window: no less than the least the response allows, and
+        // no more than it says (what was left, less the starts since, is
+        // only more when others spent what drip did not see).
+        let kept = least.max(self.left.min(says));
+        let q = match self.window.observe(now, quota, read_while) {
+            Reading::Stale => {
+                self.left = kept;
+                return;
+            }
+            Reading::Same(q) if open => {
+                self.left = kept;
+                q
+            }
+            Reading::Same(q) | Reading::New(q) => {
+                self.left = least;
+                q
+            }
         };
         let reset = u64::try_from(q.reset.as_nanos()).unwrap_or(u64::MAX);
         self.end = now.saturating_add(reset);
-        self.left = q.remaining.saturating_sub(in_flight);
         self.per_token = reset as f64 / (self.left as f64 + 1.0);
     }
 
@@ -643,28 +698,41 @@ mod tests {
         // The window ends at 10.2 s; resets are rounded up.
         const MS: u64 = 1_000_000;
         assert_eq!(
-            w.observe(100 * MS, quota(29, 11).unwrap(), 1)
+            w.observe(100 * MS, quota(29, 11).unwrap(), 0)
+                .quota()
                 .unwrap()
                 .reset,
             Duration::from_secs(11)
         );
-        let q = w.observe(500 * MS, quota(28, 10).unwrap(), 2).unwrap();
+        let q = w
+            .observe(500 * MS, quota(28, 10).unwrap(), 0)
+            .quota()
+            .unwrap();
         assert_eq!(q.reset, Duration::from_millis(10_000), "ends by 10.5 s");
-        let q = w.observe(900 * MS, quota(27, 10).unwrap(), 3).unwrap();
+        let q = w
+            .observe(900 * MS, quota(27, 10).unwrap(), 0)
+            .quota()
+            .unwrap();
         assert_eq!(
             q.reset,
             Duration::from_millis(9_600),
             "still by 10.5 s, not 10.9"
         );
-        let q = w.observe(1300 * MS, quota(26, 9).unwrap(), 4).unwrap();
+        let q = w
+            .observe(1300 * MS, quota(26, 9).unwrap(), 0)
+            .quota()
+            .unwrap();
         assert_eq!(q.reset, Duration::from_millis(9_000), "by 10.3 s");
         // More remaining: a new window, whatever the estimate said.
-        let q = w.observe(10_400 * MS, quota(29, 10).unwrap(), 5).unwrap();
+        let q = w
+            .observe(10_400 * MS, quota(29, 10).unwrap(), 0)
+            .quota()
+            .unwrap();
         assert_eq!(q.reset, Duration::from_secs(10));
         // Past the estimated end: a new window too.
         let mut w = Window::default();
-        w.observe(0, quota(1, 1).unwrap(), 1);
-        let q = w.observe(2 * S, quota(0, 5).unwrap(), 2).unwrap();
+        w.observe(0, quota(1, 1).unwrap(), 0);
+        let q = w.observe(2 * S, quota(0, 5).unwrap(), 0).quota().unwrap();
         assert_eq!(q.reset, Duration::from_secs(5));
     }
 
@@ -700,7 +768,8 @@ mod tests {
             let reset = Duration::from_secs((end - answered).div_ceil(S));
             let remaining = quota - served[i];
             let q = w
-                .observe(answered, Quota { remaining, reset }, served.iter().sum())
+                .observe(answered, Quota { remaining, reset }, 0)
+                .quota()
                 .unwrap();
             start = match pace(q, 0) {
                 Pace::Every(d) => answered.max(start + d.as_nanos() as u64),
@@ -967,7 +1036,7 @@ mod tests {
         assert_eq!(t.fits(0, u64::MAX), Ok(()));
         assert_eq!(t.spend(0, 100), 0);
         // 1000 left for 10 s, 199 in flight: 801 left, 10 s / 802 a token.
-        t.observe(0, quota(1000, 10).unwrap(), 199, 1);
+        t.observe(0, quota(1000, 10).unwrap(), 199, 0);
         assert_eq!(t.fits(0, 801), Ok(()));
         assert_eq!(t.fits(0, 802), Err(10 * S));
         // Never spaced past the reset.
@@ -985,38 +1054,55 @@ mod tests {
         assert_eq!(t.fits(10 * S, 5000), Ok(()));
         assert_eq!(t.spend(10 * S, 5000), 0);
         // A new response, with more left: a new window.
-        t.observe(11 * S, quota(1000, 5).unwrap(), 0, 2);
+        t.observe(11 * S, quota(1000, 5).unwrap(), 0, 0);
         assert_eq!(t.fits(11 * S, 1000), Ok(()));
         assert_eq!(t.fits(11 * S, 1001), Err(16 * S));
     }
 
     #[test]
-    fn a_response_read_after_a_later_ones_only_lowers_what_is_left() {
-        // 1000 tokens a window, four requests of 200 started (1 to 4) and
-        // served in that order: the server has 200 left. Request 4's
-        // response is read first (1 to 3 still in flight), then 1's.
+    fn a_response_read_after_others_is_lowered_by_what_they_spent() {
+        // 1000 tokens a window; four requests of 200 start, and reach the
+        // server in the order 2, 1, 4, 3: it answers 800, 600, 400, 200
+        // remaining, and has 200 left.
         const S: u64 = 1_000_000_000;
         let mut t = Tokens::default();
-        t.observe(S, quota(200, 9).unwrap(), 600, 4);
-        assert_eq!(t.fits(S, 1), Err(10 * S), "nothing left: 200 less 600");
-        // Read as new, 1's 800 less the 400 of 2 and 3 would be 400 left,
-        // two more requests where the server takes one.
-        t.observe(S, quota(800, 9).unwrap(), 400, 1);
-        assert_eq!(t.fits(S, 1), Err(10 * S));
-        // A stale response that shows less than is thought left lowers it.
+        // 1's response is read first (2 to 4 in flight): 600 less 600.
+        t.observe(S, quota(600, 9).unwrap(), 600, 0);
+        assert_eq!(t.fits(S, 1), Err(10 * S), "nothing left");
+        // 2's, read after 1's (3 and 4 in flight): 800 less 400 would be
+        // two more requests where the server takes one; less the 200 of 1
+        // read since 2 started, it is one.
+        t.observe(S, quota(800, 9).unwrap(), 400, 200);
+        assert_eq!(t.fits(S, 200), Ok(()));
+        assert_eq!(t.fits(S, 201), Err(10 * S));
+        // A response read while no other was is the newest word: one that
+        // shows less than is thought left (spent by others) lowers it.
         let mut t = Tokens::default();
-        t.observe(S, quota(1000, 9).unwrap(), 0, 5);
-        t.observe(S, quota(300, 9).unwrap(), 0, 2);
+        t.observe(S, quota(1000, 9).unwrap(), 0, 0);
+        t.observe(S, quota(300, 9).unwrap(), 0, 0);
         assert_eq!(t.fits(S, 300), Ok(()));
         assert_eq!(t.fits(S, 301), Err(10 * S));
-        // Past the window's end, a response is read whatever its request.
-        t.observe(11 * S, quota(1000, 5).unwrap(), 0, 1);
+        // So does one read after others, as far as it says.
+        t.observe(S, quota(250, 9).unwrap(), 0, 100);
+        assert_eq!(t.fits(S, 250), Ok(()));
+        assert_eq!(t.fits(S, 251), Err(10 * S));
+        // Past the window's end, a response starts the next window.
+        t.observe(11 * S, quota(1000, 5).unwrap(), 0, 0);
         assert_eq!(t.fits(11 * S, 1000), Ok(()));
-        // The requests' window: a stale response is not a new window.
+        // The requests' window: more remaining than it held, read after
+        // others, is stale unless more remains even less what they spent.
         let mut w = Window::default();
-        assert!(w.observe(S, quota(2, 9).unwrap(), 4).is_some());
-        assert_eq!(w.observe(S, quota(5, 9).unwrap(), 1), None);
-        assert!(w.observe(S, quota(1, 9).unwrap(), 6).is_some());
+        assert!(matches!(
+            w.observe(S, quota(2, 9).unwrap(), 0),
+            Reading::New(_)
+        ));
+        assert_eq!(w.observe(S, quota(5, 9).unwrap(), 3), Reading::Stale);
+        let q = w.observe(S, quota(1, 9).unwrap(), 1).quota().unwrap();
+        assert_eq!(q.remaining, 0, "1 less the 1 read since");
+        assert!(matches!(
+            w.observe(S, quota(7, 9).unwrap(), 2),
+            Reading::New(_)
+        ));
     }
 
     #[test]

@@ -58,9 +58,6 @@ pub(super) struct Table {
     pub(super) unwritten: Unwritten,
     /// Attempts whose process runs now (started, not yet waited for).
     pub(super) processes: usize,
-    /// Attempts whose process started, in all: the latest one's number in
-    /// start order ([`Slots::process_started`]).
-    started: u64,
     /// Jobs waiting for room to start (`Pool::with_room`), and whether
     /// one was said on stderr.
     pub(super) room_waiting: usize,
@@ -75,6 +72,42 @@ pub(super) struct Running {
     /// passed on, with the bytes of that output (for leaving without the
     /// thread: [`crate::state::Jobs::abandon`]).
     pub(super) decided: Option<(JobFate, u64)>,
+    /// The responses of its scope read while its attempt ran: they may
+    /// have reached the server after its request ([`ReadWhile`]).
+    pub(super) read_while: ReadWhile,
+}
+
+/// The responses read while an attempt ran (from its process's start to
+/// its own response read): how many, and what they spent of each token
+/// budget. A response says what remained when its request reached the
+/// server, and these may have been counted since
+/// ([`super::quota::Window`]).
+#[derive(Debug, Default)]
+pub(super) struct ReadWhile {
+    pub(super) responses: u64,
+    /// Tokens by budget name.
+    tokens: Vec<(Box<str>, u64)>,
+}
+
+impl ReadWhile {
+    /// A response read, of a record costing `costs` on each budget.
+    pub(super) fn add(&mut self, costs: &[(&str, u64)]) {
+        self.responses += 1;
+        for &(budget, cost) in costs {
+            match self.tokens.iter_mut().find(|(b, _)| &**b == budget) {
+                Some((_, had)) => *had = had.saturating_add(cost),
+                None => self.tokens.push((budget.into(), cost)),
+            }
+        }
+    }
+
+    /// What the responses read spent of `budget`.
+    pub(super) fn tokens(&self, budget: &str) -> u64 {
+        self.tokens
+            .iter()
+            .find(|(b, _)| &**b == budget)
+            .map_or(0, |(_, t)| *t)
+    }
 }
 
 impl Table {
@@ -195,6 +228,7 @@ impl Slots {
             Running {
                 record: record.clone(),
                 decided: None,
+                read_while: ReadWhile::default(),
             },
         );
         table.queue.push_back((number, record));
@@ -217,13 +251,14 @@ impl Slots {
         table.queue.retain(|(n, _)| *n != number);
     }
 
-    /// An attempt's process runs: its number in the order attempts
-    /// started (from 1).
-    pub(super) fn process_started(&self) -> u64 {
+    /// An attempt of record `number` runs: the responses read while it
+    /// runs are counted from now.
+    pub(super) fn process_started(&self, number: u64) {
         let mut table = self.lock();
         table.processes += 1;
-        table.started += 1;
-        table.started
+        if let Some(job) = table.running.get_mut(&number) {
+            job.read_while = ReadWhile::default();
+        }
     }
 
     /// An attempt's process ended: a job waiting for room to start tries
