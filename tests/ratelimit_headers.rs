@@ -966,6 +966,51 @@ fn a_response_read_after_later_requests_were_counted_spends_no_more_than_is_left
 }
 
 #[test]
+fn at_a_reset_the_jobs_start_no_more_than_a_window_allows() {
+    if !common::have(&["curl"]) {
+        return;
+    }
+    // 1000 input tokens per 2 s window, requests of 200, 8 jobs at once,
+    // 30 records, no rate but the headers'; each job ends 0.3 s after its
+    // answer. In the first window nothing is known yet: 8 start, and the
+    // server refuses 3. After, no window is refused anything: at a reset
+    // no more start than the window allows (the limit field) until a
+    // response of the new window is read, and the requests in flight
+    // are counted against it, the records waiting for a job not. Were
+    // every job to start at a reset, windows had 3 of 8 refused.
+    let meters = vec![Meter::new(Provider::Anthropic, Counts::In, 1000, 2)];
+    let (port, seen) = meter_server(meters);
+    let urls: String = (0..30)
+        .map(|n| format!("http://127.0.0.1:{port}/i200/o1/{n}\n"))
+        .collect();
+    let input = temp_file(urls.as_bytes());
+    let mut args = vec!["-r", "inf", "-j", "8", "--retries", "20"];
+    args.extend([
+        "--cost",
+        "in=/i([0-9]+)/",
+        "--cost-rate",
+        "in=1000000/s:1000000",
+    ]);
+    // Each job ends 0.3 s after its answer: that long, the new window
+    // is not told.
+    let script = r#"curl -sS -o /dev/null -D "$DRIP_HEADERS" "$1"; e=$?; sleep 0.3; exit $e"#;
+    args.extend(["--exec", "sh", "-c", script, "sh", "{}"]);
+    let out = command(&args)
+        .stdin(Stdio::from(input.reopen().unwrap()))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.iter().filter(|s| s.1 == 200).count(), 30, "{seen:?}");
+    let late: Vec<_> = seen.iter().filter(|s| s.1 != 200 && s.0 >= 2.0).collect();
+    assert!(
+        late.is_empty(),
+        "refused after the first window: {late:?} of {seen:?}"
+    );
+}
+
+#[test]
 fn the_tokens_family_paces_the_in_plus_out_budget() {
     if !common::have(&["curl"]) {
         return;

@@ -853,35 +853,65 @@ mod tests {
         assert_eq!(c.paused_keys(2500 * MS), Vec::<Box<[u8]>>::new());
     }
 
+    /// Starts of these costs on each budget, none in flight.
+    fn spends<'a>(costs: &[(&'a str, u64)]) -> Vec<super::super::quota::Spend<'a>> {
+        costs
+            .iter()
+            .map(|&(budget, cost)| super::super::quota::Spend {
+                budget,
+                cost,
+                in_flight: 0,
+            })
+            .collect()
+    }
+
     #[test]
     fn a_start_spends_its_scopes_tokens_and_one_past_them_pauses_that_scope_only() {
+        use super::super::quota::Hold;
         use super::super::quota::Quota;
         const S: u64 = 1_000_000_000;
         let c = GateControl::default();
         let a = Scope::Key(b"a"[..].into());
         let b = Scope::Key(b"b"[..].into());
         // Nothing announced: a start spends nothing and is not held.
-        assert_eq!(c.spend_tokens(&a, 0, &[("", 500)]), Ok(()));
+        assert_eq!(c.spend_tokens(&a, 0, &spends(&[("", 500)])), Ok(()));
         assert_eq!(c.due(&a), 0);
         // Key a: 99 tokens left for 10 s, 49 of them in flight.
         let q = Quota {
             remaining: 99,
             reset: std::time::Duration::from_secs(10),
         };
-        c.observe_tokens(&a, ("", 49, 0), 0, q);
+        c.observe_tokens(
+            &a,
+            "",
+            0,
+            super::super::quota::TokensRead {
+                quota: q,
+                limit: None,
+                in_flight: 49,
+                read_while: 0,
+                started: 0,
+            },
+        );
         // 50 left: a start of 10 spends them and spaces the next 10 × 10 s / 51.
-        assert_eq!(c.spend_tokens(&a, S, &[("", 10)]), Ok(()));
+        assert_eq!(c.spend_tokens(&a, S, &spends(&[("", 10)])), Ok(()));
         assert_eq!(c.due(&a), S + 10 * 10 * S / 51);
         // 40 left: a start of 41 waits for the reset, its key paused.
-        assert_eq!(c.spend_tokens(&a, 2 * S, &[("", 41)]), Err(10 * S));
+        assert_eq!(
+            c.spend_tokens(&a, 2 * S, &spends(&[("", 41)])),
+            Err(Hold::Reset(10 * S))
+        );
         assert_eq!(c.paused_until(&a), 10 * S);
         assert_eq!(c.paused_until(&Scope::All), 0);
         assert_eq!(c.paused_until(&b), 0);
-        assert_eq!(c.spend_tokens(&b, 2 * S, &[("", 41)]), Ok(()));
+        assert_eq!(c.spend_tokens(&b, 2 * S, &spends(&[("", 41)])), Ok(()));
         // A budget with no window, and 40 of a's: it fits.
-        assert_eq!(c.spend_tokens(&a, 2 * S, &[("", 40), ("in", 9000)]), Ok(()));
+        assert_eq!(
+            c.spend_tokens(&a, 2 * S, &spends(&[("", 40), ("in", 9000)])),
+            Ok(())
+        );
         // At the reset the window is over: no tokens, no spacing.
-        assert_eq!(c.spend_tokens(&a, 10 * S, &[("", 9000)]), Ok(()));
+        assert_eq!(c.spend_tokens(&a, 10 * S, &spends(&[("", 9000)])), Ok(()));
         assert_eq!(c.due(&a), 10 * S);
     }
 }

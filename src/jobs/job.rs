@@ -137,7 +137,7 @@ impl Pool {
         let started = self.with_room(|running| {
             let set_group = |pgid| {
                 running();
-                self.slots.process_started(number);
+                self.slots.process_started(number, self.shared.clock.now());
                 self.groups.started(number, pgid);
             };
             let run = attempt::run(spec, self.job_files(files, bytes)?, &set_group);
@@ -186,6 +186,8 @@ impl Pool {
         if let (Some(text), None) = (&text, response.as_ref().and_then(|r| r.retry_after)) {
             // Retry-After wins: the overload's pause holds starts.
             self.follow_quota(text, scope, who.number);
+        } else {
+            self.response_read(who.number, scope);
         }
         let verdict = self
             .cfg

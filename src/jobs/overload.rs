@@ -163,63 +163,63 @@ impl GateControl {
             .quota()
     }
 
-    /// The token quota `q` of `budget` a response of `scope` announced at
-    /// `now`, while requests of the scope costing `in_flight` tokens of it
-    /// were not yet answered, and responses costing `read_while` of them
-    /// were read while its request was in flight
-    /// ([`quota::Tokens::observe`]).
+    /// The token quota of `budget` a response of `scope` announced at
+    /// `now` (`read`, [`quota::Tokens::observe`]).
     pub(super) fn observe_tokens(
         &self,
         scope: &Scope,
-        (budget, in_flight, read_while): (&str, u64, u64),
+        budget: &str,
         now: u64,
-        q: quota::Quota,
+        read: quota::TokensRead,
     ) {
         let tokens = &mut self.lock().overloads.tokens;
         if tokens.len() > QUOTA_WINDOWS_KEPT {
             tokens.retain(|_, w| w.is_open(now));
         }
         let key = (scope.clone(), Box::from(budget));
-        tokens
-            .entry(key)
-            .or_default()
-            .observe(now, q, in_flight, read_while);
+        tokens.entry(key).or_default().observe(now, read);
     }
 
-    /// A start of `scope` at `now` costing `costs` tokens of each budget:
-    /// when every open token window of the scope has them left, they are
-    /// spent and the scope's next start waits the spacing they take (none
-    /// once its windows are over);
-    /// else nothing is spent, the scope pauses until the latest reset it
-    /// waits for, and `Err` gives it (ns).
+    /// A start of `scope` at `now` costing `costs` tokens of each budget
+    /// (with the tokens of the scope's requests in flight): when every
+    /// token window of the scope has them ([`quota::Tokens::fits`]), they
+    /// are spent and the scope's next start waits the spacing they take
+    /// (none once its windows are over); else nothing is spent, and `Err`
+    /// says until when the start waits: a scope waiting for a reset
+    /// pauses until the latest it waits for.
     pub(super) fn spend_tokens(
         &self,
         scope: &Scope,
         now: u64,
-        costs: &[(&str, u64)],
-    ) -> Result<(), u64> {
+        costs: &[quota::Spend],
+    ) -> Result<(), quota::Hold> {
         let mut holds = self.lock();
         let key = |budget: &str| (scope.clone(), Box::<str>::from(budget));
-        let (mut until, mut found) = (None, false);
-        for &(budget, cost) in costs {
-            if let Some(w) = holds.overloads.tokens.get(&key(budget)) {
+        let (mut hold, mut found): (Option<quota::Hold>, bool) = (None, false);
+        for c in costs {
+            if let Some(w) = holds.overloads.tokens.get(&key(c.budget)) {
                 found = true;
-                if let Err(end) = w.fits(now, cost) {
-                    until = until.max(Some(end));
+                if let Err(h) = w.fits(now, c.cost, c.in_flight) {
+                    hold = Some(match hold {
+                        None => h,
+                        Some(had) => had.or_later(h),
+                    });
                 }
             }
         }
-        if let Some(until) = until {
-            holds.pause(scope, now, until);
-            return Err(until);
+        if let Some(hold) = hold {
+            if let quota::Hold::Reset(until) = hold {
+                holds.pause(scope, now, until);
+            }
+            return Err(hold);
         }
         if !found {
             return Ok(());
         }
         let mut spacing = 0;
-        for &(budget, cost) in costs {
-            if let Some(w) = holds.overloads.tokens.get_mut(&key(budget)) {
-                spacing = spacing.max(w.spend(now, cost));
+        for c in costs {
+            if let Some(w) = holds.overloads.tokens.get_mut(&key(c.budget)) {
+                spacing = spacing.max(w.spend(now, c.cost));
             }
         }
         holds.space_tokens(scope, now, spacing);

@@ -32,9 +32,18 @@ impl Pool {
                 eprintln!("drip: {field}: not a quota drip can read; such fields are ignored");
             }
         }
-        for (family, q) in announced.tokens {
-            let budget = self.budgets.paced_by(family);
-            self.follow_tokens(scope, number, budget.map(|b| (b, read_while.tokens(b))), q);
+        for (family, quota, limit) in announced.tokens {
+            let Some(budget) = self.budgets.paced_by(family) else {
+                continue;
+            };
+            let read = quota::TokensRead {
+                quota,
+                limit,
+                in_flight: 0,
+                read_while: read_while.tokens(budget),
+                started: read_while.since,
+            };
+            self.follow_tokens(scope, number, budget, read);
         }
         if let Some(q) = announced.requests {
             self.follow_requests(q, scope, read_while.responses);
@@ -42,65 +51,48 @@ impl Pool {
     }
 
     /// The response to record `number` (of `scope`) is read: what was read
-    /// while its attempt ran, and the attempts of the scope running now
-    /// count it as read while they run.
-    fn response_read(&self, number: u64, scope: &Scope) -> ReadWhile {
+    /// while its attempt ran, and the requests of the scope in flight now
+    /// count it as read while they were.
+    pub(super) fn response_read(&self, number: u64, scope: &Scope) -> ReadWhile {
         let mut table = self.slots.lock();
         let Some(job) = table.running.get_mut(&number) else {
             return ReadWhile::default();
         };
         let costs = self.budgets.costs(job.record.as_bytes());
         let read = std::mem::take(&mut job.read_while);
-        for (n, job) in table.running.iter_mut() {
-            if *n != number
-                && (*scope == Scope::All || self.scope_of(job.record.as_bytes()) == *scope)
-            {
+        for job in table.running.values_mut() {
+            if job.read_while.in_flight && self.in_scope(job.record.as_bytes(), scope) {
                 job.read_while.add(&costs);
             }
         }
         read
     }
 
-    /// The token quota `q` of a `budget` (`None`: none configured, and the
-    /// quota paces nothing) announced by the response to record `number`,
-    /// with the tokens of the budget read while its attempt ran: kept in
-    /// the scope's window, the tokens of the other requests of the scope
-    /// in flight counted against it, for the starts to spend
+    /// Whether `record` is of `scope` (every record is of every start's).
+    fn in_scope(&self, record: &[u8], scope: &Scope) -> bool {
+        *scope == Scope::All || self.scope_of(record) == *scope
+    }
+
+    /// The token quota of a `budget` announced by the response to record
+    /// `number` (`read`, with what was read while its attempt ran): kept
+    /// in the scope's window, the tokens of the other requests of the
+    /// scope in flight counted against it, for the starts to spend
     /// ([`Pool::spend_tokens`]).
-    fn follow_tokens(
-        &self,
-        scope: &Scope,
-        number: u64,
-        budget: Option<(&str, u64)>,
-        q: quota::Quota,
-    ) {
-        let Some((budget, read_while)) = budget else {
-            return;
-        };
-        let in_flight: u64 = {
-            let table = self.slots.lock();
-            table
-                .running
-                .iter()
-                .filter(|(n, job)| {
-                    **n != number
-                        && (*scope == Scope::All || self.scope_of(job.record.as_bytes()) == *scope)
-                })
-                .map(|(_, job)| self.budgets.cost(budget, job.record.as_bytes()))
-                .fold(0, u64::saturating_add)
-        };
+    fn follow_tokens(&self, scope: &Scope, number: u64, budget: &str, read: quota::TokensRead) {
+        let in_flight = self.tokens_in_flight(scope, budget, Some(number));
         let now = self.shared.clock.now();
-        self.gate
-            .observe_tokens(scope, (budget, in_flight, read_while), now, q);
+        let read = quota::TokensRead { in_flight, ..read };
+        self.gate.observe_tokens(scope, budget, now, read);
         self.slots.wake();
     }
 
     /// A start of `record` (its `scope`) spends its cost on each budget:
     /// when an announced token window has less left, it waits for the
     /// window's reset (the scope pauses until then, so the records behind
-    /// it wait in the bucket), and spends it then. `Err` with the
-    /// record's fate at a stop (undelivered) or past its `deadline`
-    /// (expired).
+    /// it wait in the bucket), and spends it then; past a reset, while
+    /// the new window is only assumed, it waits for a response telling of
+    /// it ([`quota::Tokens`]). `Err` with the record's fate at a stop
+    /// (undelivered) or past its `deadline` (expired).
     pub(super) fn spend_tokens(
         &self,
         record: &[u8],
@@ -112,22 +104,46 @@ impl Pool {
         }
         let costs = self.budgets.costs(record);
         loop {
+            let seen = self.slots.epoch();
             let now = self.shared.clock.now();
             if deadline.is_some_and(|d| now >= d) {
                 return Err(JobFate::Expired);
             }
-            let until = match self.gate.spend_tokens(scope, now, &costs) {
+            let spends: Vec<quota::Spend> = costs
+                .iter()
+                .map(|&(budget, cost)| quota::Spend {
+                    budget,
+                    cost,
+                    in_flight: self.tokens_in_flight(scope, budget, None),
+                })
+                .collect();
+            let until = match self.gate.spend_tokens(scope, now, &spends) {
                 Ok(()) => return Ok(()),
-                Err(until) => until,
+                Err(hold) => hold.until(),
             };
             self.shared.data_ready.notify_all();
-            let table = self.slots.lock();
             if self.stopping() {
                 return Err(JobFate::Undelivered);
             }
             let wake = deadline.map_or(until, |d| d.min(until));
-            drop(self.slots.wait(table, Some(wake.saturating_sub(now))));
+            self.slots.wait_since(seen, Some(wake.saturating_sub(now)));
         }
+    }
+
+    /// The tokens of `budget` the requests of `scope` in flight cost (but
+    /// record `except`'s).
+    fn tokens_in_flight(&self, scope: &Scope, budget: &str, except: Option<u64>) -> u64 {
+        let table = self.slots.lock();
+        table
+            .running
+            .iter()
+            .filter(|(n, job)| {
+                Some(**n) != except
+                    && job.read_while.in_flight
+                    && self.in_scope(job.record.as_bytes(), scope)
+            })
+            .map(|(_, job)| self.budgets.cost(budget, job.record.as_bytes()))
+            .fold(0, u64::saturating_add)
     }
 
     /// Pace the starts so the requests' quota `q` lasts until its reset,
@@ -140,9 +156,7 @@ impl Pool {
         let Some(q) = self.gate.observe_quota(scope, (now, read_while), q) else {
             return;
         };
-        // This job's request is answered; the others of its scope running
-        // are not.
-        let in_flight = self.running_in(scope).saturating_sub(1);
+        let in_flight = self.in_flight(scope);
         match quota::pace(q, in_flight) {
             quota::Pace::Every(d) => self.gate.set_quota_spacing(scope, ns(d)),
             quota::Pace::Pause(d) => {
@@ -154,17 +168,15 @@ impl Pool {
         self.slots.wake();
     }
 
-    /// Records of `scope` whose jobs are running (every record's, for
-    /// every start's scope).
-    fn running_in(&self, scope: &Scope) -> u64 {
+    /// The requests of `scope` in flight: their process started, and
+    /// their response is not read yet (a record waiting for its start
+    /// spends what remains when it starts, not before).
+    fn in_flight(&self, scope: &Scope) -> u64 {
         let table = self.slots.lock();
-        match scope {
-            Scope::All => table.running.len() as u64,
-            Scope::Key(_) => table
-                .running
-                .values()
-                .filter(|job| self.scope_of(job.record.as_bytes()) == *scope)
-                .count() as u64,
-        }
+        table
+            .running
+            .values()
+            .filter(|job| job.read_while.in_flight && self.in_scope(job.record.as_bytes(), scope))
+            .count() as u64
     }
 }

@@ -68,52 +68,75 @@ enum Reset {
     Rfc3339,
 }
 
-/// The families of two fields, remaining and reset: each one's reset, and
-/// the budget its remaining counts (`None`: requests).
-const FAMILIES: [(&str, &str, Reset, Option<&str>); 8] = [
-    ("ratelimit-remaining", "ratelimit-reset", Reset::Delta, None),
-    (
-        "x-ratelimit-remaining",
-        "x-ratelimit-reset",
-        Reset::DeltaOrUnix,
-        None,
-    ),
-    (
-        "x-ratelimit-remaining-requests",
-        "x-ratelimit-reset-requests",
-        Reset::Go,
-        None,
-    ),
-    (
-        "anthropic-ratelimit-requests-remaining",
-        "anthropic-ratelimit-requests-reset",
-        Reset::Rfc3339,
-        None,
-    ),
-    (
-        "x-ratelimit-remaining-tokens",
-        "x-ratelimit-reset-tokens",
-        Reset::Go,
-        Some(IN_OUT),
-    ),
-    (
-        "anthropic-ratelimit-tokens-remaining",
-        "anthropic-ratelimit-tokens-reset",
-        Reset::Rfc3339,
-        Some(IN_OUT),
-    ),
-    (
-        "anthropic-ratelimit-input-tokens-remaining",
-        "anthropic-ratelimit-input-tokens-reset",
-        Reset::Rfc3339,
-        Some(IN),
-    ),
-    (
-        "anthropic-ratelimit-output-tokens-remaining",
-        "anthropic-ratelimit-output-tokens-reset",
-        Reset::Rfc3339,
-        Some(OUT),
-    ),
+/// One family of fields: its remaining, its reset and its limit fields,
+/// how it writes its reset, and the budget its remaining counts (`None`:
+/// requests).
+struct Family {
+    remaining: &'static str,
+    reset: &'static str,
+    limit: &'static str,
+    form: Reset,
+    budget: Option<&'static str>,
+}
+
+/// The families a response can announce its quotas in.
+const FAMILIES: [Family; 8] = [
+    Family {
+        remaining: "ratelimit-remaining",
+        reset: "ratelimit-reset",
+        limit: "ratelimit-limit",
+        form: Reset::Delta,
+        budget: None,
+    },
+    Family {
+        remaining: "x-ratelimit-remaining",
+        reset: "x-ratelimit-reset",
+        limit: "x-ratelimit-limit",
+        form: Reset::DeltaOrUnix,
+        budget: None,
+    },
+    Family {
+        remaining: "x-ratelimit-remaining-requests",
+        reset: "x-ratelimit-reset-requests",
+        limit: "x-ratelimit-limit-requests",
+        form: Reset::Go,
+        budget: None,
+    },
+    Family {
+        remaining: "anthropic-ratelimit-requests-remaining",
+        reset: "anthropic-ratelimit-requests-reset",
+        limit: "anthropic-ratelimit-requests-limit",
+        form: Reset::Rfc3339,
+        budget: None,
+    },
+    Family {
+        remaining: "x-ratelimit-remaining-tokens",
+        reset: "x-ratelimit-reset-tokens",
+        limit: "x-ratelimit-limit-tokens",
+        form: Reset::Go,
+        budget: Some(IN_OUT),
+    },
+    Family {
+        remaining: "anthropic-ratelimit-tokens-remaining",
+        reset: "anthropic-ratelimit-tokens-reset",
+        limit: "anthropic-ratelimit-tokens-limit",
+        form: Reset::Rfc3339,
+        budget: Some(IN_OUT),
+    },
+    Family {
+        remaining: "anthropic-ratelimit-input-tokens-remaining",
+        reset: "anthropic-ratelimit-input-tokens-reset",
+        limit: "anthropic-ratelimit-input-tokens-limit",
+        form: Reset::Rfc3339,
+        budget: Some(IN),
+    },
+    Family {
+        remaining: "anthropic-ratelimit-output-tokens-remaining",
+        reset: "anthropic-ratelimit-output-tokens-reset",
+        limit: "anthropic-ratelimit-output-tokens-limit",
+        form: Reset::Rfc3339,
+        budget: Some(OUT),
+    },
 ];
 
 /// What a response announces.
@@ -122,8 +145,9 @@ pub struct Announced {
     /// The requests' quota.
     pub requests: Option<Quota>,
     /// Each token budget's quota ([`IN`], [`OUT`], [`IN_OUT`]), at most one
-    /// a budget.
-    pub tokens: Vec<(&'static str, Quota)>,
+    /// a budget, and its limit (what a whole window allows) when the
+    /// family's limit field says it.
+    pub tokens: Vec<(&'static str, Quota, Option<u64>)>,
     /// The first field whose value does not parse, `name: value`.
     pub malformed: Option<String>,
 }
@@ -157,33 +181,42 @@ pub fn parse_quotas(text: &str, now: SystemTime) -> Announced {
             None => bad("RateLimit", value),
         }
     }
-    let mut tokens: Vec<(&'static str, Quota)> = Vec::new();
-    for (remaining, reset, form, budget) in FAMILIES {
-        let (Some(r), Some(t)) = (get(remaining), get(reset)) else {
+    let mut tokens: Vec<(&'static str, Quota, Option<u64>)> = Vec::new();
+    for family in &FAMILIES {
+        let (Some(r), Some(t)) = (get(family.remaining), get(family.reset)) else {
             continue;
         };
-        let taken = match budget {
+        let taken = match family.budget {
             None => requests.is_some(),
-            Some(b) => tokens.iter().any(|(had, _)| *had == b),
+            Some(b) => tokens.iter().any(|(had, ..)| *had == b),
         };
         if taken {
             continue;
         }
         let Ok(left) = r.parse::<u64>() else {
-            bad(remaining, r);
+            bad(family.remaining, r);
             continue;
         };
-        let Some(reset) = parse_reset(t, form, now) else {
-            bad(reset, t);
+        let Some(reset) = parse_reset(t, family.form, now) else {
+            bad(family.reset, t);
             continue;
         };
         let q = Quota {
             remaining: left,
             reset,
         };
-        match budget {
+        match family.budget {
             None => requests = Some(q),
-            Some(b) => tokens.push((b, q)),
+            Some(b) => {
+                let limit = get(family.limit).and_then(|l| match l.parse::<u64>() {
+                    Ok(l) => Some(l),
+                    Err(_) => {
+                        bad(family.limit, l);
+                        None
+                    }
+                });
+                tokens.push((b, q, limit));
+            }
         }
     }
     announced.requests = requests;
@@ -457,6 +490,12 @@ impl Reading {
 /// be left. In one window, what was left (what earlier responses told,
 /// less the starts since) is kept between the two: it is only above what
 /// a response says when others spent what drip did not see.
+///
+/// Past the reset, until a response to a request started since tells of
+/// the new window, the new window is assumed to allow what a window
+/// allows (the family's limit field, else the most a response said
+/// remained) and to last as long as the longest reset read: the starts
+/// spend from that, the first always going.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Tokens {
     /// The reset, narrowed as the responses tell it.
@@ -467,22 +506,95 @@ pub struct Tokens {
     left: u64,
     /// The spacing a token takes, ns.
     per_token: f64,
+    /// What a whole window allows, as far as the responses told it.
+    allows: Option<u64>,
+    /// The longest reset read (ns): a window's length at the most.
+    span: u64,
+    /// The window assumed past the last reset read: when it began (ns),
+    /// and the tokens its starts spent.
+    assumed: Option<(u64, u64)>,
+}
+
+/// Why a start waits for a token window ([`Tokens::fits`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    /// Until the window's reset (ns): the starts of its scope pause.
+    Reset(u64),
+    /// Until a response tells of the window begun at the last reset, or
+    /// at the latest this long (ns); no pause: the starts try again at
+    /// each response read.
+    Word(u64),
+}
+
+impl Hold {
+    /// Until when (ns), at the latest.
+    pub fn until(self) -> u64 {
+        match self {
+            Hold::Reset(t) | Hold::Word(t) => t,
+        }
+    }
+
+    /// Of two holds, the one a start waits for: a reset before word of
+    /// a window (a pause holds), the later of two of a kind.
+    pub fn or_later(self, other: Hold) -> Hold {
+        match (self, other) {
+            (Hold::Reset(a), Hold::Reset(b)) => Hold::Reset(a.max(b)),
+            (Hold::Word(a), Hold::Word(b)) => Hold::Word(a.max(b)),
+            (Hold::Reset(a), Hold::Word(_)) | (Hold::Word(_), Hold::Reset(a)) => Hold::Reset(a),
+        }
+    }
+}
+
+/// What a start spends of one token budget ([`Tokens::fits`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spend<'a> {
+    /// The budget's name.
+    pub budget: &'a str,
+    /// The record's cost on it.
+    pub cost: u64,
+    /// The tokens of it the scope's requests in flight cost.
+    pub in_flight: u64,
+}
+
+/// A response of a token family, read ([`Tokens::observe`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokensRead {
+    /// What it announced.
+    pub quota: Quota,
+    /// The family's limit field, when the response has one.
+    pub limit: Option<u64>,
+    /// Tokens of the requests started and not yet answered (they spend
+    /// what remains).
+    pub in_flight: u64,
+    /// Tokens of the responses read while its request was in flight.
+    pub read_while: u64,
+    /// When its request started (ns).
+    pub started: u64,
 }
 
 impl Tokens {
-    /// `quota` announced by a response received at `now` (ns), while
-    /// requests costing `in_flight` tokens had started and were not yet
-    /// answered (they spend what remains), and responses spending
-    /// `read_while` tokens were read since its request started.
-    pub fn observe(&mut self, now: u64, quota: Quota, in_flight: u64, read_while: u64) {
+    /// A response `r` received at `now` (ns). One to a request started
+    /// before an assumed window ([`Tokens`]) began tells of the window
+    /// before, and changes nothing.
+    pub fn observe(&mut self, now: u64, r: TokensRead) {
+        if let Some((since, _)) = self.assumed(now) {
+            if r.started < since {
+                return;
+            }
+        }
+        let quota = r.quota;
+        self.allows = match r.limit {
+            Some(limit) => Some(limit),
+            None => Some(self.allows.unwrap_or(0).max(quota.remaining)),
+        };
         let open = self.window.is_open(now);
-        let says = quota.remaining.saturating_sub(in_flight);
-        let least = says.saturating_sub(read_while);
+        let says = quota.remaining.saturating_sub(r.in_flight);
+        let least = says.saturating_sub(r.read_while);
         // In one window: no less than the least the response allows, and
         // no more than it says (what was left, less the starts since, is
         // only more when others spent what drip did not see).
         let kept = least.max(self.left.min(says));
-        let q = match self.window.observe(now, quota, read_while) {
+        let q = match self.window.observe(now, quota, r.read_while) {
             Reading::Stale => {
                 self.left = kept;
                 return;
@@ -498,6 +610,8 @@ impl Tokens {
         };
         let reset = u64::try_from(q.reset.as_nanos()).unwrap_or(u64::MAX);
         self.end = now.saturating_add(reset);
+        self.span = self.span.max(reset);
+        self.assumed = None;
         self.per_token = reset as f64 / (self.left as f64 + 1.0);
     }
 
@@ -506,13 +620,40 @@ impl Tokens {
         self.end > now
     }
 
-    /// Whether a start costing `cost` tokens may go at `now` (ns): `Err`
-    /// with the reset (ns) when more than is left of an open window.
-    pub fn fits(&self, now: u64, cost: u64) -> Result<(), u64> {
-        if self.is_open(now) && cost > self.left {
-            return Err(self.end);
+    /// The window assumed at `now` (ns), past the reset: when it began,
+    /// and what its starts spent. A window assumed as long as the longest
+    /// reset read is followed by the next.
+    fn assumed(&self, now: u64) -> Option<(u64, u64)> {
+        if self.is_open(now) || self.allows.is_none() {
+            return None;
         }
-        Ok(())
+        let (mut since, mut spent) = self.assumed.unwrap_or((self.end, 0));
+        if self.span > 0 && now >= since.saturating_add(self.span) {
+            let windows = (now - since) / self.span;
+            since = since.saturating_add(windows.saturating_mul(self.span));
+            spent = 0;
+        }
+        Some((since, spent))
+    }
+
+    /// Whether a start costing `cost` tokens may go at `now` (ns), while
+    /// requests costing `in_flight` tokens are in flight: not when more
+    /// than is left of an open window (until its reset), nor, in an
+    /// assumed one, when its starts and the requests in flight (some may
+    /// have reached the server after the reset) come to more than a
+    /// window allows (until a response tells of the new window).
+    pub fn fits(&self, now: u64, cost: u64, in_flight: u64) -> Result<(), Hold> {
+        if self.is_open(now) && cost > self.left {
+            return Err(Hold::Reset(self.end));
+        }
+        match (self.assumed(now), self.allows) {
+            (Some((since, spent)), Some(allows))
+                if spent > 0 && spent.saturating_add(in_flight).saturating_add(cost) > allows =>
+            {
+                Err(Hold::Word(since.saturating_add(self.span.max(1))))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// A start costing `cost` tokens at `now` (ns), which [`Tokens::fits`]:
@@ -520,6 +661,9 @@ impl Tokens {
     /// never past the reset (0 once the window is over).
     pub fn spend(&mut self, now: u64, cost: u64) -> u64 {
         if !self.is_open(now) {
+            self.assumed = self
+                .assumed(now)
+                .map(|(since, spent)| (since, spent.saturating_add(cost)));
             return 0;
         }
         self.left = self.left.saturating_sub(cost);
@@ -904,7 +1048,10 @@ mod tests {
         let a = parse_quotas(h, at(NOW));
         assert_eq!(a.malformed, None);
         assert_eq!(a.requests, quota(59, 1));
-        assert_eq!(a.tokens, [(IN_OUT, quota(149_984, 360).unwrap())]);
+        assert_eq!(
+            a.tokens,
+            [(IN_OUT, quota(149_984, 360).unwrap(), Some(150_000))]
+        );
         // Tokens alone: no requests' quota.
         let h = "HTTP/2 200\nx-ratelimit-remaining-tokens: 10\nx-ratelimit-reset-tokens: 20ms\n";
         let a = parse_quotas(h, at(NOW));
@@ -913,7 +1060,7 @@ mod tests {
             remaining: 10,
             reset: Duration::from_millis(20),
         };
-        assert_eq!(a.tokens, [(IN_OUT, q)]);
+        assert_eq!(a.tokens, [(IN_OUT, q, None)]);
     }
 
     #[test]
@@ -940,9 +1087,9 @@ mod tests {
         assert_eq!(
             a.tokens,
             [
-                (IN_OUT, half(8000, 30_500)),
-                (IN, half(70_000, 10_000)),
-                (OUT, half(8000, 20_000)),
+                (IN_OUT, half(8000, 30_500), Some(90_000)),
+                (IN, half(70_000, 10_000), None),
+                (OUT, half(8000, 20_000), None),
             ]
         );
         // A reset already past is now.
@@ -963,7 +1110,7 @@ mod tests {
             Some("x-ratelimit-reset-requests: 1x")
         );
         assert_eq!(a.requests, None);
-        assert_eq!(a.tokens, [(IN_OUT, quota(900, 2).unwrap())]);
+        assert_eq!(a.tokens, [(IN_OUT, quota(900, 2).unwrap(), None)]);
         for (remaining, reset) in [
             ("-1", "1s"),
             ("", "1s"),
@@ -1017,8 +1164,8 @@ mod tests {
         assert_eq!(
             a.tokens,
             [
-                (IN_OUT, quota(500, 4).unwrap()),
-                (IN, quota(40, 5).unwrap())
+                (IN_OUT, quota(500, 4).unwrap(), None),
+                (IN, quota(40, 5).unwrap(), None)
             ]
         );
         // The IETF field, then OpenAI's requests when it is malformed.
@@ -1028,35 +1175,92 @@ mod tests {
         assert_eq!(a.requests, quota(3, 2));
     }
 
+    /// A token response announcing `q`, its request started at `started`
+    /// (ns), with `in_flight` and `read_while` tokens, and no limit field.
+    fn read(q: Option<Quota>, in_flight: u64, read_while: u64, started: u64) -> TokensRead {
+        TokensRead {
+            quota: q.unwrap(),
+            limit: None,
+            in_flight,
+            read_while,
+            started,
+        }
+    }
+
     #[test]
     fn a_token_window_spreads_its_tokens_and_a_larger_cost_waits_for_the_reset() {
         const S: u64 = 1_000_000_000;
         let mut t = Tokens::default();
         // Nothing announced: anything goes, unspaced.
-        assert_eq!(t.fits(0, u64::MAX), Ok(()));
+        assert_eq!(t.fits(0, u64::MAX, 0), Ok(()));
         assert_eq!(t.spend(0, 100), 0);
         // 1000 left for 10 s, 199 in flight: 801 left, 10 s / 802 a token.
-        t.observe(0, quota(1000, 10).unwrap(), 199, 0);
-        assert_eq!(t.fits(0, 801), Ok(()));
-        assert_eq!(t.fits(0, 802), Err(10 * S));
+        t.observe(0, read(quota(1000, 10), 199, 0, 0));
+        assert_eq!(t.fits(0, 801, 0), Ok(()));
+        assert_eq!(t.fits(0, 802, 0), Err(Hold::Reset(10 * S)));
         // Never spaced past the reset.
         let mut late = t;
         assert_eq!(late.spend(9 * S, 801), S);
         let spacing = t.spend(0, 401);
         assert_eq!(spacing, (401.0 * 10e9 / 802.0) as u64);
-        assert_eq!(t.fits(S, 400), Ok(()));
-        assert_eq!(t.fits(S, 401), Err(10 * S));
+        assert_eq!(t.fits(S, 400, 0), Ok(()));
+        assert_eq!(t.fits(S, 401, 0), Err(Hold::Reset(10 * S)));
         t.spend(S, 400);
-        assert_eq!(t.fits(2 * S, 1), Err(10 * S));
+        assert_eq!(t.fits(2 * S, 1, 0), Err(Hold::Reset(10 * S)));
         // A cost of 0 always goes.
-        assert_eq!(t.fits(2 * S, 0), Ok(()));
-        // At the reset the window is over: it goes, unspaced.
-        assert_eq!(t.fits(10 * S, 5000), Ok(()));
+        assert_eq!(t.fits(2 * S, 0, 0), Ok(()));
+        // At the reset the window is over: the next is assumed to allow
+        // the most a response said remained (1000), and to last the
+        // longest reset read (10 s); its first start goes, unspaced,
+        // whatever its cost.
+        assert_eq!(t.fits(10 * S, 5000, 0), Ok(()));
         assert_eq!(t.spend(10 * S, 5000), 0);
+        // The next waits for word of the new window, at most until the
+        // assumed window's end.
+        assert_eq!(t.fits(10 * S, 1, 0), Err(Hold::Word(20 * S)));
+        // A response to a request started before the reset tells of the
+        // window before: nothing changes.
+        t.observe(10 * S, read(quota(1000, 5), 0, 0, 9 * S));
+        assert_eq!(t.fits(10 * S, 1, 0), Err(Hold::Word(20 * S)));
         // A new response, with more left: a new window.
-        t.observe(11 * S, quota(1000, 5).unwrap(), 0, 0);
-        assert_eq!(t.fits(11 * S, 1000), Ok(()));
-        assert_eq!(t.fits(11 * S, 1001), Err(16 * S));
+        t.observe(11 * S, read(quota(1000, 5), 0, 0, 11 * S));
+        assert_eq!(t.fits(11 * S, 1000, 0), Ok(()));
+        assert_eq!(t.fits(11 * S, 1001, 0), Err(Hold::Reset(16 * S)));
+    }
+
+    #[test]
+    fn past_the_reset_the_starts_spend_what_a_window_allows_until_it_tells() {
+        // 1000 tokens a 2 s window (the limit field), 200 a request, 8
+        // jobs: at the reset, 5 start, not 8, until a response to one of
+        // them tells of the new window.
+        const S: u64 = 1_000_000_000;
+        let mut t = Tokens::default();
+        let limited = TokensRead {
+            limit: Some(1000),
+            ..read(quota(0, 2), 0, 0, 0)
+        };
+        t.observe(0, limited);
+        assert_eq!(t.fits(S, 200, 0), Err(Hold::Reset(2 * S)));
+        // The requests in flight count against the assumed window too (one
+        // started before the reset may reach the server after it).
+        let mut b = t;
+        assert_eq!(b.fits(2 * S, 200, 900), Ok(()), "the first goes");
+        b.spend(2 * S, 200);
+        assert_eq!(b.fits(2 * S, 200, 600), Ok(()));
+        assert_eq!(b.fits(2 * S, 200, 601), Err(Hold::Word(4 * S)));
+        for n in 0..5 {
+            assert_eq!(t.fits(2 * S, 200, 0), Ok(()), "start {n}");
+            assert_eq!(t.spend(2 * S, 200), 0, "unspaced");
+        }
+        assert_eq!(t.fits(2 * S, 200, 0), Err(Hold::Word(4 * S)), "the sixth");
+        assert_eq!(t.fits(2 * S, 0, 0), Ok(()));
+        // No word of the new window: the next one is assumed at 4 s.
+        assert_eq!(t.fits(4 * S, 200, 0), Ok(()));
+        // The first response of the new window: 800 remaining, the other
+        // four in flight (800): none left.
+        let mut told = t;
+        told.observe(2 * S + 1, read(quota(800, 2), 800, 0, 2 * S));
+        assert_eq!(told.fits(2 * S + 1, 1, 0), Err(Hold::Reset(4 * S + 1)));
     }
 
     #[test]
@@ -1067,28 +1271,28 @@ mod tests {
         const S: u64 = 1_000_000_000;
         let mut t = Tokens::default();
         // 1's response is read first (2 to 4 in flight): 600 less 600.
-        t.observe(S, quota(600, 9).unwrap(), 600, 0);
-        assert_eq!(t.fits(S, 1), Err(10 * S), "nothing left");
+        t.observe(S, read(quota(600, 9), 600, 0, S));
+        assert_eq!(t.fits(S, 1, 0), Err(Hold::Reset(10 * S)), "nothing left");
         // 2's, read after 1's (3 and 4 in flight): 800 less 400 would be
         // two more requests where the server takes one; less the 200 of 1
         // read since 2 started, it is one.
-        t.observe(S, quota(800, 9).unwrap(), 400, 200);
-        assert_eq!(t.fits(S, 200), Ok(()));
-        assert_eq!(t.fits(S, 201), Err(10 * S));
+        t.observe(S, read(quota(800, 9), 400, 200, S));
+        assert_eq!(t.fits(S, 200, 0), Ok(()));
+        assert_eq!(t.fits(S, 201, 0), Err(Hold::Reset(10 * S)));
         // A response read while no other was is the newest word: one that
         // shows less than is thought left (spent by others) lowers it.
         let mut t = Tokens::default();
-        t.observe(S, quota(1000, 9).unwrap(), 0, 0);
-        t.observe(S, quota(300, 9).unwrap(), 0, 0);
-        assert_eq!(t.fits(S, 300), Ok(()));
-        assert_eq!(t.fits(S, 301), Err(10 * S));
+        t.observe(S, read(quota(1000, 9), 0, 0, S));
+        t.observe(S, read(quota(300, 9), 0, 0, S));
+        assert_eq!(t.fits(S, 300, 0), Ok(()));
+        assert_eq!(t.fits(S, 301, 0), Err(Hold::Reset(10 * S)));
         // So does one read after others, as far as it says.
-        t.observe(S, quota(250, 9).unwrap(), 0, 100);
-        assert_eq!(t.fits(S, 250), Ok(()));
-        assert_eq!(t.fits(S, 251), Err(10 * S));
+        t.observe(S, read(quota(250, 9), 0, 100, S));
+        assert_eq!(t.fits(S, 250, 0), Ok(()));
+        assert_eq!(t.fits(S, 251, 0), Err(Hold::Reset(10 * S)));
         // Past the window's end, a response starts the next window.
-        t.observe(11 * S, quota(1000, 5).unwrap(), 0, 0);
-        assert_eq!(t.fits(11 * S, 1000), Ok(()));
+        t.observe(11 * S, read(quota(1000, 5), 0, 0, 11 * S));
+        assert_eq!(t.fits(11 * S, 1000, 0), Ok(()));
         // The requests' window: more remaining than it held, read after
         // others, is stale unless more remains even less what they spent.
         let mut w = Window::default();

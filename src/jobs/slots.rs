@@ -84,6 +84,11 @@ pub(super) struct Running {
 /// ([`super::quota::Window`]).
 #[derive(Debug, Default)]
 pub(super) struct ReadWhile {
+    /// Whether its request is in flight: its process started, and its
+    /// response is not read yet.
+    pub(super) in_flight: bool,
+    /// When the attempt started (ns).
+    pub(super) since: u64,
     pub(super) responses: u64,
     /// Tokens by budget name.
     tokens: Vec<(Box<str>, u64)>,
@@ -251,13 +256,17 @@ impl Slots {
         table.queue.retain(|(n, _)| *n != number);
     }
 
-    /// An attempt of record `number` runs: the responses read while it
-    /// runs are counted from now.
-    pub(super) fn process_started(&self, number: u64) {
+    /// An attempt of record `number` runs from `now` (ns): the responses
+    /// read while it runs are counted from now.
+    pub(super) fn process_started(&self, number: u64, now: u64) {
         let mut table = self.lock();
         table.processes += 1;
         if let Some(job) = table.running.get_mut(&number) {
-            job.read_while = ReadWhile::default();
+            job.read_while = ReadWhile {
+                in_flight: true,
+                since: now,
+                ..ReadWhile::default()
+            };
         }
     }
 
