@@ -115,6 +115,10 @@ pub trait Allowance: fmt::Debug + Send + Sync {
     /// The window's count in the shared state, every drip's grants in it,
     /// as last heard; `None` before any.
     fn counted(&self, start: i128) -> Option<u64>;
+    /// This drip sent `spent` records in all in the window starting at
+    /// `start`: what it was granted beyond that is given back when it
+    /// leaves.
+    fn sent(&self, start: i128, spent: u64);
 }
 
 /// With a shared count and nothing granted yet, the writer looks again
@@ -243,6 +247,9 @@ impl Counter {
     pub fn spend(&mut self, now: u64, n: u64) {
         self.roll(now);
         self.spent += n;
+        if let (Some(shared), Some((start, _))) = (&self.shared, self.window) {
+            shared.sent(self.origin + start, self.spent);
+        }
     }
 
     /// The earliest time (ns) the next record may leave as far as this

@@ -395,14 +395,17 @@ fn run_watching(
     // Whatever ended the writer, reading stops too.
     shared.stop(false);
     let report = reader.join().unwrap_or_default();
-    // Unused slots go back before drip takes stock, best effort: a keeper
-    // held up by a hung server is not waited for beyond a short bound, and
-    // not at all after a second signal.
+    // Unused slots and budget grants go back before drip takes stock, best
+    // effort: a keeper held up by a hung server is not waited for beyond a
+    // short bound, and not at all after a second signal.
     let leaving = || shared.stops.leaving();
     let share_error = share
         .as_mut()
         .and_then(|s| s.finish(shared::GIVE_BACK_WAIT, &leaving))
         .or_else(|| budget_error(&config, &books));
+    for book in &books {
+        book.leave(shared::GIVE_BACK_WAIT, &leaving);
+    }
     let ending = finish(&config, &shared, &ui, monitor, report, write_error);
     if let Some(control) = control {
         control.finish();

@@ -11,9 +11,11 @@
 //! script in Redis), so the drips together never pass N in a window, as
 //! far as the shared count lasts (a flush resets it: see
 //! `docs/sharing.md`). A drip asks for about a second of its rate beyond
-//! what it sent ([`crate::budget::Counter::shared`]); grants it does not
-//! use before its window ends are not given back: they only leave the
-//! others less.
+//! what it sent ([`crate::budget::Counter::shared`]); what it was granted
+//! and did not send goes back to the count when it leaves
+//! ([`Book::leave`]), as far as its window lasts and the count answers in
+//! time (a drip killed gives nothing back: that only leaves the others
+//! less).
 //!
 //! In Redis the count goes through the connection the rest of the shared
 //! state uses ([`RedisStore`]): one server, the primary the sentinels name
@@ -53,6 +55,10 @@ struct Slice {
     counted: Option<u64>,
     /// Granted while counting alone (`local`), not yet told to the count.
     alone: u64,
+    /// Records this drip sent in the window.
+    sent: u64,
+    /// Granted and not sent, to give back to the count (drip leaves).
+    back: u64,
 }
 
 /// What the keeper calls when a grant arrives (`false`: wake the writer)
@@ -113,6 +119,37 @@ impl Book {
     }
 }
 
+impl Book {
+    /// Drip leaves: what each window not yet over granted it and it did
+    /// not send goes back to the count, waited for up to `wait`, and not
+    /// at all once `leaving` says so (a second signal). Best effort: a
+    /// count that does not answer in time keeps it.
+    pub fn leave(&self, wait: Duration, leaving: &dyn Fn() -> bool) {
+        let now = unix_now();
+        let mut inner = self.lock();
+        let mut any = false;
+        for w in inner.windows.values_mut().filter(|w| w.end > now) {
+            // Nothing more is asked for.
+            w.wanted = w.sent;
+            w.back = w.granted.saturating_sub(w.sent);
+            any |= w.back > 0;
+        }
+        if !any || inner.fatal.is_some() {
+            return;
+        }
+        self.asked.notify_all();
+        let until = std::time::Instant::now() + wait;
+        while inner.windows.values().any(|w| w.back > 0) && inner.fatal.is_none() {
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() || leaving() {
+                return;
+            }
+            let slice = left.min(Duration::from_millis(50));
+            inner = self.asked.wait_timeout(inner, slice).unpoisoned().0;
+        }
+    }
+}
+
 impl Allowance for Book {
     fn granted(&self, start: i128) -> (u64, bool) {
         self.lock()
@@ -123,6 +160,12 @@ impl Allowance for Book {
 
     fn counted(&self, start: i128) -> Option<u64> {
         self.lock().windows.get(&start).and_then(|w| w.counted)
+    }
+
+    fn sent(&self, start: i128, spent: u64) {
+        if let Some(w) = self.lock().windows.get_mut(&start) {
+            w.sent = w.sent.max(spent);
+        }
     }
 
     fn want(&self, start: i128, end: i128, total: u64) {
@@ -148,15 +191,19 @@ enum Place {
 }
 
 /// Add `owed` to the count `KEYS[1]` of a window (what a drip granted
-/// itself alone), then up to `ask` more keeping it within `count`; expire
-/// it at `ARGV[3]` (ms since the Unix epoch). Returns what was added
-/// beyond `owed` and the count after.
+/// itself alone) and take `back` from it (what a leaving drip was granted
+/// and did not send; the count never below 0), then add up to `ask` more
+/// keeping it within `count`; expire it at `ARGV[3]` (ms since the Unix
+/// epoch). Returns what was added beyond `owed` and the count after.
 const SCRIPT: &str = r"
 local n = tonumber(ARGV[1])
 local ask = tonumber(ARGV[2])
 local owed = tonumber(ARGV[4] or '0')
+local back = tonumber(ARGV[5] or '0')
 local c = tonumber(redis.call('GET', KEYS[1]) or '0')
-if owed > 0 then c = redis.call('INCRBY', KEYS[1], owed) end
+local was = c
+c = math.max(c + owed - back, 0)
+if c ~= was then redis.call('SET', KEYS[1], c) end
 local g = math.max(math.min(ask, n - c), 0)
 if g > 0 then c = redis.call('INCRBY', KEYS[1], g) end
 redis.call('PEXPIREAT', KEYS[1], ARGV[3])
@@ -164,14 +211,16 @@ return {g, c}
 ";
 
 /// One call on a window's count: the window `[start, end)` (ns since the
-/// Unix epoch), the budget's `count`, what is `owed` (granted alone) and
-/// how many more are asked for.
+/// Unix epoch), the budget's `count`, what is `owed` (granted alone),
+/// what goes `back` (granted, not sent, drip leaving) and how many more
+/// are asked for.
 #[derive(Debug, Clone, Copy)]
 struct Call {
     start: i128,
     end: i128,
     count: u64,
     owed: u64,
+    back: u64,
     ask: u64,
 }
 
@@ -189,6 +238,7 @@ impl Place {
                     call.ask.to_string(),
                     expire_ms.to_string(),
                     call.owed.to_string(),
+                    call.back.to_string(),
                 ];
                 let reply = store.eval_script(SCRIPT, sha, &keys, &args)?;
                 match reply.as_slice() {
@@ -244,6 +294,7 @@ fn take_in_file(path: &std::path::Path, label: &str, call: Call) -> Result<Count
         end,
         count,
         owed,
+        back,
         ask,
     } = call;
     let dir_failure = |e: &std::io::Error| match path.parent() {
@@ -293,7 +344,7 @@ fn take_in_file(path: &std::path::Path, label: &str, call: Call) -> Result<Count
             kept.push(line.to_string());
         }
     }
-    let found = found.saturating_add(owed);
+    let found = found.saturating_add(owed).saturating_sub(back);
     counted.granted = ask.min(count.saturating_sub(found));
     counted.after = found + counted.granted;
     kept.push(format!("{label} {start} {end} {}", counted.after));
@@ -333,13 +384,14 @@ impl Keeper {
             inner
                 .windows
                 .iter()
-                .find(|(_, w)| (!w.spent && w.wanted > w.granted) || w.alone > 0)
+                .find(|(_, w)| (!w.spent && w.wanted > w.granted) || w.alone > 0 || w.back > 0)
                 .map(|(&start, w)| Call {
                     start,
                     end: w.end,
                     count,
                     owed: w.alone,
-                    ask: if w.spent {
+                    back: w.back,
+                    ask: if w.spent || w.back > 0 {
                         0
                     } else {
                         w.wanted.saturating_sub(w.granted)
@@ -399,13 +451,16 @@ impl Keeper {
         let wake = {
             let mut inner = book.lock();
             if let Some(w) = inner.windows.get_mut(&call.start) {
-                w.granted += granted;
+                w.granted = (w.granted + granted).saturating_sub(call.back);
                 w.alone = w.alone.saturating_sub(call.owed);
+                w.back = w.back.saturating_sub(call.back);
                 w.counted = Some(after);
                 w.spent |= granted < call.ask || after >= self.count;
             }
             inner.wake.clone()
         };
+        // The book's leave waits for what went back.
+        book.asked.notify_all();
         // Outside the book's lock: the writer takes it under drip's state
         // lock, which waking takes.
         if let Some(wake) = wake {
@@ -568,6 +623,7 @@ mod tests {
             end,
             count: 10,
             owed,
+            back: 0,
             ask,
         };
         let take = |c| {
@@ -579,6 +635,22 @@ mod tests {
         assert_eq!(take(call(2, 3)), (3, 8));
         assert_eq!(take(call(0, 5)), (2, 10));
         assert_eq!(take(call(4, 1)), (0, 14));
+        // A leaving drip gives back what it did not send; never below 0.
+        assert_eq!(
+            take(Call {
+                back: 6,
+                ..call(0, 0)
+            }),
+            (0, 8)
+        );
+        assert_eq!(take(call(0, 5)), (2, 10));
+        assert_eq!(
+            take(Call {
+                back: 99,
+                ..call(0, 0)
+            }),
+            (0, 0)
+        );
     }
 
     /// A count file of bytes that are not text is a lost count, started
@@ -593,6 +665,7 @@ mod tests {
             end: unix_now() + 3_600_000_000_000,
             count: 10,
             owed: 0,
+            back: 0,
             ask: 4,
         };
         std::fs::write(&path, b"budget:hour@UTC 0 1 9\n\xff\xfe\n").unwrap();
