@@ -60,6 +60,7 @@ pub use engine::{
     exit_status, run, run_stdout, Ending, EXIT_BUDGET, EXIT_ERROR, EXIT_OK, EXIT_OVERFLOW,
     EXIT_SHARE, EXIT_USAGE,
 };
+pub use jobs::warden::serve_if_asked as serve_as_warden_if_asked;
 pub use shared::take::EXIT_TIMEOUT;
 pub use state::OverflowError;
 

@@ -7,6 +7,10 @@ use clap::Parser;
 use drip::{Cli, Command, Config};
 
 fn main() -> ExitCode {
+    // Started again by a drip running jobs, to end them when it is gone.
+    if let Some(status) = drip::serve_as_warden_if_asked() {
+        return ExitCode::from(status);
+    }
     // `help` as the first word is the help, as `ctl` is a subcommand: a
     // file named help here is read as ./help, which is said.
     if std::env::args_os().nth(1).is_some_and(|w| w == "help")

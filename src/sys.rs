@@ -3,7 +3,8 @@
 //! ([`describe`]); those Linux offers through calls of its own, and the
 //! other systems otherwise, are in [`crate::platform`]. `unsafe` lives
 //! here and there only: here, the calls rustix does not wrap (signal
-//! dispositions and handlers, a thread's signal, its scheduling policy),
+//! dispositions and handlers, a thread's signal, its scheduling policy,
+//! a job's note to the warden made between fork and exec),
 //! tokio's registration of a descriptor and the prefetch instruction.
 //! Beside them, two helpers every thread uses: a named thread's start
 //! ([`spawn`]) and a lock taken whether or not a panic poisoned it
@@ -249,6 +250,55 @@ pub fn install_interrupt_handler() {
     }
 }
 
+/// Ignore signal `sig` from now on (SIG_IGN), as the jobs' warden does
+/// the stopping signals (it ends when drip does, and only then).
+pub fn ignore_signal(sig: i32) {
+    // SAFETY: SIG_IGN installs no handler; the struct is zeroed and then
+    // filled as sigaction(2) requires.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = libc::SIG_IGN;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(sig, &action, std::ptr::null_mut());
+    }
+}
+
+/// Make `cmd`'s process write `tag` and its pid (4 bytes, little-endian)
+/// to `fd` before it runs its program, in the new process, so the note is
+/// made whatever becomes of drip after the fork. The process has SIGPIPE
+/// ignored for the write only: a reader gone away (EPIPE) or any other
+/// failure leaves the note unmade and the program runs. This makes
+/// `cmd` start by fork(2) rather than posix_spawn(3). `fd` must stay open
+/// until `cmd` has started.
+pub fn note_before_exec(cmd: &mut std::process::Command, fd: i32, tag: u8) {
+    use std::os::unix::process::CommandExt;
+    let note = move || {
+        // SAFETY: between fork and exec only async-signal-safe calls are
+        // made (getpid, sigaction, write: rustix's own system call, or
+        // libc's with errno read on this thread), on memory of this closure's
+        // stack; `fd` is open (the caller keeps it so, and close-on-exec
+        // closes it only at the exec).
+        unsafe {
+            let pid = libc::getpid() as u32;
+            let mut message = [tag, 0, 0, 0, 0];
+            message[1..].copy_from_slice(&pid.to_le_bytes());
+            let mut ignore: libc::sigaction = std::mem::zeroed();
+            ignore.sa_sigaction = libc::SIG_IGN;
+            libc::sigemptyset(&mut ignore.sa_mask);
+            let mut old: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(libc::SIGPIPE, &ignore, &mut old);
+            let to = BorrowedFd::borrow_raw(fd);
+            let _ = rustix::io::retry_on_intr(|| rustix::io::write(to, &message));
+            libc::sigaction(libc::SIGPIPE, &old, std::ptr::null_mut());
+        }
+        Ok(())
+    };
+    // SAFETY: `note` makes only async-signal-safe calls (above).
+    unsafe {
+        cmd.pre_exec(note);
+    }
+}
+
 /// The calling thread, for [`interrupt`].
 pub fn this_thread() -> u64 {
     // SAFETY: pthread_self has no preconditions.
@@ -401,5 +451,45 @@ mod tests {
         source.wake();
         let waker = Waker::new().unwrap();
         assert!(waker.wait_readable(source.read.as_fd()).unwrap());
+    }
+
+    /// What is in `read` now (at most 64 bytes), without waiting.
+    fn notes(read: &OwnedFd) -> Vec<u8> {
+        use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
+        let flags = fcntl_getfl(read).unwrap();
+        fcntl_setfl(read, flags | OFlags::NONBLOCK).unwrap();
+        let mut got = vec![0u8; 64];
+        let n = rustix::io::read(read, &mut got).unwrap_or(0);
+        got.truncate(n);
+        got
+    }
+
+    #[test]
+    fn a_process_notes_its_pid_before_its_program_runs() {
+        use std::os::fd::AsRawFd;
+        let (read, write) = rustix::pipe::pipe().unwrap();
+        let mut cmd = std::process::Command::new("true");
+        note_before_exec(&mut cmd, write.as_raw_fd(), b'+');
+        let mut child = cmd.spawn().unwrap();
+        let mut want = vec![b'+'];
+        want.extend_from_slice(&child.id().to_le_bytes());
+        assert!(child.wait().unwrap().success());
+        assert_eq!(notes(&read), want);
+        // Made before the exec: a program that cannot run noted itself.
+        let mut cmd = std::process::Command::new("/nonexistent/drip-test");
+        note_before_exec(&mut cmd, write.as_raw_fd(), b'+');
+        assert!(cmd.spawn().is_err());
+        assert_eq!(notes(&read).len(), 5);
+    }
+
+    #[test]
+    fn a_note_to_a_closed_pipe_leaves_the_program_to_run() {
+        use std::os::fd::AsRawFd;
+        let (read, write) = rustix::pipe::pipe().unwrap();
+        drop(read);
+        let mut cmd = std::process::Command::new("true");
+        note_before_exec(&mut cmd, write.as_raw_fd(), b'+');
+        // No SIGPIPE ends it before its program: it runs, and exits 0.
+        assert!(cmd.status().unwrap().success());
     }
 }

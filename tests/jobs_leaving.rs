@@ -385,3 +385,235 @@ fn second_signal_leaves_at_once(child: &mut std::process::Child) {
     let took = start.elapsed();
     assert!(took < Duration::from_millis(950), "{took:?}");
 }
+
+/// The fields of `/proc/PID/stat` after the process's name (state, ppid,
+/// pgrp, ...), or none for a process that is gone.
+fn stat_fields(pid: i32) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    Some(rest.split(' ').map(str::to_string).collect())
+}
+
+/// Whether process `pid` runs (exists and is no zombie: a job whose drip
+/// is gone is reaped by whoever adopts it, perhaps never).
+pub(crate) fn alive(pid: i32) -> bool {
+    stat_fields(pid).is_some_and(|f| f[0] != "Z")
+}
+
+/// Whether a process of group `pgid` runs.
+pub(crate) fn group_alive(pgid: i32) -> bool {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(stat_fields)
+        .any(|f| f.len() > 2 && f[0] != "Z" && f[2] == pgid.to_string())
+}
+
+/// `kill -KILL -- WHO` (a pid, or `-PGID` for a group), whether or not it
+/// is still there: what a test leaves behind.
+pub(crate) fn kill_quietly(who: &str) {
+    signal_with_kill("-KILL", who);
+}
+
+/// `kill SIGNAL -- WHO` (`-STOP`, `-CONT`: signals drip does not catch).
+fn signal_with_kill(signal: &str, who: &str) {
+    let _ = Command::new("kill")
+        .args([signal, "--", who])
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// Wait (10 s at most) until process `pid` ignores each of `signals`
+/// (the `SigIgn` mask of /proc/PID/status): a warden just started has
+/// not yet set them so.
+fn until_ignoring(pid: i32, signals: &[i32]) {
+    let mask: u64 = signals.iter().map(|&s| 1u64 << (s - 1)).sum();
+    let start = Instant::now();
+    loop {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let ignored = status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigIgn:"))
+            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+            .unwrap_or(0);
+        if ignored & mask == mask {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "process {pid} never ignored {signals:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The pid of the warden of drip `drip` (its child named `drip-warden`),
+/// waiting for it 10 s at most.
+pub(crate) fn warden_of(drip: u32) -> Option<i32> {
+    let start = Instant::now();
+    loop {
+        let found = std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let parent = stat_fields(pid)?.get(1)?.parse::<u32>().ok()?;
+            let argv = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            (parent == drip && argv.starts_with(b"drip-warden\0")).then_some(pid)
+        });
+        if found.is_some() || start.elapsed() > Duration::from_secs(10) {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// How long until none of `groups` (and no process of `pids`) runs,
+/// polled every 10 ms; `None` if some still runs after `limit`.
+pub(crate) fn until_gone(groups: &[i32], pids: &[i32], limit: Duration) -> Option<Duration> {
+    let start = Instant::now();
+    while groups.iter().any(|&g| group_alive(g)) || pids.iter().any(|&p| alive(p)) {
+        if start.elapsed() > limit {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Some(start.elapsed())
+}
+
+/// Three jobs at once, each a shell with a background `sleep` that
+/// ignores TERM (only the KILL ends it) and a foreground one in its
+/// process group, stdin held open: each job writes its group (the
+/// shell's pid) and its background child's pid to `dir/pids`. The drip,
+/// and the groups and background pids once all three started.
+fn three_jobs_with_children(
+    dir: &Path,
+    extra: &[&str],
+) -> (std::process::Child, Vec<i32>, Vec<i32>) {
+    let pids = dir.join("pids");
+    let script = format!(
+        r#"(trap '' TERM; exec sleep 100) & echo "$$ $!" >> {}; sleep 100"#,
+        pids.display()
+    );
+    let mut args = vec!["-r", "100/s", "-j", "3", "-q"];
+    args.extend(extra);
+    args.extend(["--exec", "sh", "-c", &script, "sh"]);
+    let mut cmd = command(&args);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .as_mut()
+        .unwrap()
+        .write_all(b"1\n2\n3\n")
+        .unwrap();
+    wait_for_lines(&pids, 3);
+    let text = std::fs::read_to_string(&pids).unwrap();
+    let pair = |l: &str| -> (i32, i32) {
+        let mut w = l.split(' ').map(|n| n.parse::<i32>().unwrap());
+        (w.next().unwrap(), w.next().unwrap())
+    };
+    let (groups, children) = text.lines().map(pair).unzip();
+    (child, groups, children)
+}
+
+/// docs/jobs.md: a drip killed with `kill -9` leaves no job of its own
+/// running: the warden (`drip-warden`, in a process group of its own,
+/// deaf to the stopping signals, which are sent it first) sends each
+/// running job's process group TERM as soon as drip is gone, and KILL
+/// 200 ms later (the background children ignore TERM); then it ends. 3 s:
+/// the 200 ms and a busy machine's delays.
+#[test]
+fn a_drip_killed_with_kill_9_leaves_none_of_its_jobs_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, groups, children) = three_jobs_with_children(dir.path(), &[]);
+    let warden = warden_of(child.id());
+    if let Some(w) = warden {
+        until_ignoring(
+            w,
+            &[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT],
+        );
+        let group = stat_fields(w).and_then(|f| f[2].parse::<i32>().ok());
+        assert_eq!(group, Some(w), "the warden in a process group of its own");
+        for signal in ["-INT", "-TERM", "-HUP", "-QUIT"] {
+            signal_with_kill(signal, &w.to_string());
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let gone = until_gone(&groups, &children, Duration::from_secs(3));
+    for &g in &groups {
+        kill_quietly(&format!("-{g}"));
+    }
+    let gone = gone.expect("a job of the drip killed ran on 3 s after it");
+    let warden = warden.expect("no warden");
+    assert!(
+        until_gone(&[], &[warden], Duration::from_secs(3)).is_some(),
+        "the warden outlived the jobs it ended"
+    );
+    eprintln!("the jobs were gone {gone:?} after the kill");
+}
+
+/// A drip stopped (`SIGSTOP`) is not gone: its jobs run on to their end,
+/// and it settles them when it goes on (status 0).
+#[test]
+fn a_stopped_drip_s_jobs_run_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (started, done) = (dir.path().join("started"), dir.path().join("done"));
+    let script = format!(
+        r#"echo "$1" >> {}; sleep 0.5; echo "$1" >> {}"#,
+        started.display(),
+        done.display()
+    );
+    let mut cmd = command(&[
+        "-r", "inf", "-j", "2", "-q", "--exec", "sh", "-c", &script, "sh", "{}",
+    ]);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    crate::common::feed(&mut child, b"1\n2\n");
+    wait_for_lines(&started, 2);
+    signal_with_kill("-STOP", &child.id().to_string());
+    wait_for_lines(&done, 2);
+    signal_with_kill("-CONT", &child.id().to_string());
+    assert_eq!(
+        wait_for(&mut child, Duration::from_secs(20)).code(),
+        Some(0)
+    );
+}
+
+/// docs/jobs.md: at a normal end drip leaves a job's background children
+/// alone (a job may start a daemon): its warden, gone after drip, ends
+/// none of them.
+#[test]
+fn at_a_normal_end_a_job_s_background_child_runs_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("child");
+    let script = format!(r#"sleep 60 & echo $! > {}; sleep 0.3"#, pid_file.display());
+    let mut cmd = command(&["-r", "inf", "-q", "--exec", "sh", "-c", &script]);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    crate::common::feed(&mut child, b"1\n");
+    wait_for_lines(&pid_file, 1);
+    let warden = warden_of(child.id());
+    assert_eq!(
+        wait_for(&mut child, Duration::from_secs(20)).code(),
+        Some(0)
+    );
+    let warden = warden.expect("no warden");
+    let warden_gone = until_gone(&[], &[warden], Duration::from_secs(10));
+    let background: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let ran_on = alive(background);
+    kill_quietly(&background.to_string());
+    assert!(warden_gone.is_some(), "the warden outlived drip");
+    assert!(ran_on, "a job's background child was ended at a normal end");
+}

@@ -15,10 +15,12 @@ use std::time::Duration;
 const LIMIT: usize = 8;
 
 /// What a job does: stamps its start and end (ns of the realtime clock,
-/// and its record, which names its drip) into `log`, 300 ms apart.
+/// and its record, which names its drip) into `log`, 300 ms apart; ended
+/// early by TERM (its drip killed: the warden's), it stamps its end then.
 fn job(log: &Path) -> Vec<String> {
     let script = format!(
-        "echo \"s $1 $(date +%s%N)\" >> {0}; sleep 0.3; echo \"e $1 $(date +%s%N)\" >> {0}",
+        "trap '[ -n \"$done\" ] || echo \"e $1 $(date +%s%N)\" >> {0}; exit 143' TERM; \
+         echo \"s $1 $(date +%s%N)\" >> {0}; sleep 0.3; done=1; echo \"e $1 $(date +%s%N)\" >> {0}",
         log.display()
     );
     vec!["sh".into(), "-c".into(), script, "sh".into(), "{}".into()]
@@ -157,7 +159,8 @@ fn three_drips_share_eight_jobs(shares: [&str; 3], runtimes: [&Path; 3]) {
             let _ = d.kill();
             let _ = d.wait();
         }
-        // The jobs of the drips killed end by themselves.
+        // The jobs of the drips killed are ended by their wardens, and
+        // stamp their ends.
         std::thread::sleep(Duration::from_millis(600));
         let stamps = stamps(&log);
         let mut running = 0;
@@ -591,5 +594,137 @@ fn a_flushed_redis_starts_no_job_beside_the_running_ones() {
         &|| {
             redis.query(&["FLUSHALL"]).unwrap();
         },
+    );
+}
+
+/// Drip `who` running `sh` jobs that stamp `s WHO PID NS` into `log` and
+/// sleep 100 s (each with a background `sleep` in its group too), for
+/// `records` records, stdin held open; one job at a time per `-j`.
+fn long_jobs(who: &str, records: usize, share: &str, log: &Path, runtime: &Path) -> Child {
+    let script = format!(
+        "sleep 100 & echo \"s {who} $$ $(date +%s%N)\" >> {}; sleep 100",
+        log.display()
+    );
+    let n = records.to_string();
+    let mut cmd = common::command(&[
+        "-r",
+        "100/s",
+        "--share",
+        share,
+        "--share-jobs",
+        "2",
+        "-j",
+        &n,
+        "-q",
+        "--exec",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    cmd.env("XDG_RUNTIME_DIR", runtime)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().expect("spawn drip");
+    use std::io::Write;
+    let input: String = (1..=records).map(|r| format!("{r}\n")).collect();
+    child
+        .stdin
+        .as_mut()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child
+}
+
+/// The starts stamped in `log` by drip `who`: (its job's process group,
+/// the realtime clock in s).
+fn starts_of(log: &Path, who: &str) -> Vec<(i32, f64)> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split(' ').collect();
+            (w.len() == 4 && w[1] == who).then(|| (w[2].parse().ok(), w[3].parse::<f64>().ok()))
+        })
+        .filter_map(|(g, ns)| Some((g?, ns? / 1e9)))
+        .collect()
+}
+
+/// docs/sharing.md: after a `kill -9`, N jobs at most at any moment. Drip
+/// A holds both leases of `--share-jobs 2` with jobs that would run 100 s;
+/// B waits with two more. A is killed: its jobs (and their background
+/// children) are gone, as the test sees by polling, before B's first job
+/// stamps its start, which its leases allow only once A's have lapsed
+/// (5 s). Before the warden, A's jobs ran on beside B's: 4 at once.
+fn a_killed_drip_s_jobs_end_before_its_leases_go_to_another(share: &str, runtimes: [&Path; 2]) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("stamps");
+    let mut a = long_jobs("a", 2, share, &log, runtimes[0]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while starts_of(&log, "a").len() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "A's jobs never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut b = long_jobs("b", 2, share, &log, runtimes[1]);
+    // B waits in the line (a few of its asks) before A goes.
+    std::thread::sleep(Duration::from_millis(500));
+    let groups: Vec<i32> = starts_of(&log, "a").iter().map(|s| s.0).collect();
+    a.kill().unwrap();
+    a.wait().unwrap();
+    let killed_at = realtime();
+    let gone = crate::jobs_leaving::until_gone(&groups, &[], Duration::from_secs(20));
+    let gone_at = realtime();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while starts_of(&log, "b").len() < 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = b.kill();
+    let _ = b.wait();
+    for &(g, _) in starts_of(&log, "a").iter().chain(&starts_of(&log, "b")) {
+        crate::jobs_leaving::kill_quietly(&format!("-{g}"));
+    }
+    let b_starts = starts_of(&log, "b");
+    let first_b = b_starts.iter().map(|s| s.1).fold(f64::INFINITY, f64::min);
+    assert!(
+        gone.is_some(),
+        "A's jobs ran on 20 s after its kill (B started {:.2} s after it)",
+        first_b - killed_at
+    );
+    assert_eq!(b_starts.len(), 2, "B's jobs never started");
+    assert!(
+        gone_at <= first_b,
+        "B started a job {:.2} s after A's kill, while A's jobs still ran (gone {:.2} s after)",
+        first_b - killed_at,
+        gone_at - killed_at
+    );
+    eprintln!(
+        "A's jobs gone {:.3} s after its kill; B's first job {:.2} s after",
+        gone_at - killed_at,
+        first_b - killed_at
+    );
+}
+
+#[test]
+fn a_killed_drip_s_jobs_end_before_its_leases_go_to_another_on_one_host() {
+    let _t = common_timing();
+    let runtime = tempfile::tempdir().unwrap();
+    let r = runtime.path();
+    a_killed_drip_s_jobs_end_before_its_leases_go_to_another("killed", [r, r]);
+}
+
+#[test]
+fn a_killed_drip_s_jobs_end_before_its_leases_go_to_another_through_redis() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = common_timing();
+    let redis = fleet::Redis::start();
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    a_killed_drip_s_jobs_end_before_its_leases_go_to_another(
+        &redis.share("killed"),
+        [a.path(), b.path()],
     );
 }

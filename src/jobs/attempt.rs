@@ -13,6 +13,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::retry::Exit;
+use super::warden::Warden;
 use crate::platform::child::ChildEnd;
 use crate::sys;
 
@@ -334,6 +335,9 @@ pub struct Spec<'a> {
     pub env: [(&'static str, OsString); 4],
     /// Kill the attempt after this long.
     pub limit: Option<Duration>,
+    /// The warden the job's process notes itself to before its program
+    /// runs (under `--share-jobs`); without one, the caller notes it.
+    pub noted_by: Option<&'a Warden>,
 }
 
 /// How an attempt went.
@@ -361,9 +365,22 @@ pub fn run(spec: &Spec, files: &mut Files, running: &dyn Fn(u32)) -> io::Result<
         .stdout(stdout)
         .stderr(stderr)
         .process_group(0);
+    if let Some(warden) = spec.noted_by {
+        warden.note_in_child(&mut cmd);
+    }
     let started = SystemTime::now();
     let clock = Instant::now();
-    let mut child = cmd.spawn()?;
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            // Its process may have noted itself before its program failed
+            // to run (and is reaped by now).
+            if let Some(warden) = spec.noted_by {
+                warden.forget_gone();
+            }
+            return Err(e);
+        }
+    };
     running(child.id());
     let exit = wait(&mut child, spec.limit)?;
     Ok(Ended {

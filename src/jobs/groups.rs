@@ -184,7 +184,7 @@ impl Groups {
 /// [`KILL_AFTER_LEAVE`] later (no wait when none is left). Whether a group
 /// is empty is looked at every 5 ms: nothing tells when the processes of
 /// a group that are not drip's children are gone.
-fn end_groups(groups: &[u32]) {
+pub(super) fn end_groups(groups: &[u32]) {
     for &pgid in groups {
         crate::sys::kill_group(pgid, libc::SIGTERM);
     }

@@ -90,6 +90,7 @@ impl Pool {
                 argv: &argv,
                 env: environment(number, &id, n, &headers),
                 limit: self.attempt_limit(deadline, now),
+                noted_by: self.warden.as_ref().filter(|_| self.share_jobs.is_some()),
             };
             let ended = match self.attempt(&who, n, &spec, files, bytes) {
                 Ok(ended) => ended,
@@ -134,8 +135,13 @@ impl Pool {
         bytes: &[u8],
     ) -> Result<Ended, JobFate> {
         let number = who.number;
+        let group = std::cell::Cell::new(None);
         let started = self.with_room(|running| {
             let set_group = |pgid| {
+                if let (Some(warden), None) = (&self.warden, spec.noted_by) {
+                    warden.started(pgid);
+                }
+                group.set(Some(pgid));
                 running();
                 self.slots.process_started(number, self.shared.clock.now());
                 self.groups.started(number, pgid);
@@ -147,6 +153,10 @@ impl Pool {
             }
             run
         });
+        // Its process reaped (or lost to a failed wait): the warden's no more.
+        if let (Some(warden), Some(pgid)) = (&self.warden, group.get()) {
+            warden.ended(pgid);
+        }
         match started {
             None => Err(self.unstarted(who, n, JobFate::Undelivered)),
             Some(Ok(ended)) => {

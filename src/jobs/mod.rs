@@ -15,6 +15,8 @@
 //!   ([`crate::ledger::JobFate`]), the runner's face to the other threads;
 //! - `slots`: the job slots and the one condition variable the waits sleep
 //!   on; `groups`: the process groups and the second signal;
+//! - [`warden`]: the process that ends the running jobs when drip is gone
+//!   (`kill -9` too);
 //! - `job`: one record's attempts, judged, and the waits between them;
 //!   `pacing`: the starts paced to the quotas a response announces;
 //!   `room`: a job short of a resource to start waits for room;
@@ -39,6 +41,7 @@ pub mod retry;
 mod room;
 mod runner;
 mod slots;
+pub mod warden;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -32,6 +32,7 @@ use super::joblog::Joblog;
 use super::order::Order;
 use super::quota::Budgets;
 use super::slots::{Running, Slots, Table};
+use super::warden::Warden;
 use super::{ExecError, JobConfig, JobFate};
 use crate::bucket::Segment;
 use crate::key::KeySpec;
@@ -77,6 +78,9 @@ pub(crate) struct Pool {
     pub(super) share_jobs: Option<Arc<SharedJobs>>,
     /// An output with no number to settle (`--settle`) was said on stderr.
     pub(super) settle_unread: AtomicBool,
+    /// The process that ends the running jobs when drip is gone (none
+    /// when drip runs as a library).
+    pub(super) warden: Option<Warden>,
 }
 
 impl std::fmt::Debug for Pool {
@@ -100,7 +104,8 @@ impl Pool {
     /// logs nothing (drip is stopping).
     ///
     /// # Errors
-    /// The joblog or the headers directory cannot be created.
+    /// The joblog or the headers directory cannot be created, or the
+    /// jobs' warden cannot be started.
     pub(crate) fn new(
         shared: Arc<Shared>,
         cfg: JobConfig,
@@ -125,6 +130,7 @@ impl Pool {
             Some((target, n)) => Some(SharedJobs::open(target, *n, cfg.quiet)?),
             None => None,
         };
+        let warden = Warden::start().context("starting the jobs' warden")?;
         let pool = Arc::new(Pool {
             shared: Arc::clone(&shared),
             gate,
@@ -140,6 +146,7 @@ impl Pool {
             headers_passed_over: AtomicBool::new(false),
             share_jobs,
             settle_unread: AtomicBool::new(false),
+            warden,
             cfg,
             rate,
             delimiter,

@@ -3,7 +3,7 @@
 //! `SOCK_CLOEXEC | SOCK_NONBLOCK`); macOS has neither, so there (and under
 //! the `portable` feature on Linux) they are set right after with
 //! fcntl(2). In between, a job started by another thread at that moment
-//! could inherit the descriptor: drip makes its pipe before any job
+//! could inherit the descriptor: drip makes its pipes before any job
 //! starts, and a `drip ctl` client starts none.
 
 use rustix::io::Result;

@@ -13,6 +13,8 @@
 //!   exec (at once on Linux and FreeBSD, right after on macOS);
 //! - [`peer`]: the control socket's peer's uid (`SO_PEERCRED` on Linux,
 //!   getpeereid(3) on macOS and FreeBSD);
+//! - [`program`]: drip's own program, started again as the jobs' warden
+//!   (`/proc/self/exe` on Linux, `current_exe` elsewhere);
 //! - [`host`]: this boot's identity and the host's name
 //!   (`/proc/sys/kernel/random/boot_id` on Linux, `sysctl
 //!   kern.bootsessionuuid` or `kern.boottime` on macOS and FreeBSD;
@@ -33,4 +35,5 @@ pub mod child;
 pub mod descriptors;
 pub mod host;
 pub mod peer;
+pub mod program;
 pub mod write;
