@@ -19,10 +19,10 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -30,23 +30,6 @@ use crate::common;
 
 /// Upper bound on any one pipeline; a hung pipeline fails instead of hanging CI.
 const PIPELINE_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// The timing tests measure wall-clock behaviour; running any pipeline
-/// beside them (cargo runs tests on parallel threads) only adds scheduler
-/// noise on small CI machines: a concurrent `find | drip | xargs` once held
-/// up the first second of a curl test by 270 ms. Every test that spawns a
-/// pipeline takes this lock, so they run one at a time.
-static TIMING: Mutex<()> = Mutex::new(());
-
-fn timing_lock() -> MutexGuard<'static, ()> {
-    TIMING
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn drip() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_drip"))
-}
 
 /// Make a spawned command independent of the developer's or CI's environment.
 fn hermetic(cmd: &mut Command) -> &mut Command {
@@ -277,28 +260,6 @@ fn serve(mut stream: TcpStream, at: Instant, hits: &Mutex<Vec<Hit>>) {
 // Timing analysis.
 // ---------------------------------------------------------------------------
 
-/// Largest number of arrivals in any closed window `[t, t + width]`, and the
-/// index of the first arrival of such a window. `times` must be sorted.
-///
-/// It suffices to consider windows that start at an arrival: sliding any
-/// window right until its left edge meets an arrival loses nothing.
-fn max_in_window(times: &[Duration], width: Duration) -> (usize, usize) {
-    let mut best = (0, 0);
-    let mut j = 0;
-    for i in 0..times.len() {
-        if j < i {
-            j = i;
-        }
-        while j < times.len() && times[j] - times[i] <= width {
-            j += 1;
-        }
-        if j - i > best.0 {
-            best = (j - i, i);
-        }
-    }
-    best
-}
-
 /// Arrival offsets from the first arrival, sorted, in milliseconds (for messages).
 fn fmt_ms(times: &[Duration]) -> String {
     times
@@ -356,10 +317,10 @@ st=$1; shift
 fn curl_run(opts: &[&str], n: usize) -> (Vec<Duration>, Duration, f64) {
     let server = Server::start();
     let input: String = (0..n).map(|i| server.url(i) + "\n").collect();
-    let drip = drip();
+    let drip = OsStr::new(common::bin());
     let dir = tempfile::tempdir().expect("tempdir");
     let stats = dir.path().join("stats.json");
-    let mut args: Vec<&OsStr> = vec![drip.as_os_str()];
+    let mut args: Vec<&OsStr> = vec![drip];
     args.extend(opts.iter().map(OsStr::new));
     args.extend([OsStr::new("--stats-json"), stats.as_os_str()]);
 
@@ -392,7 +353,7 @@ fn assert_span(span_ms: f64, n: usize, burst: usize, rate: usize, what: &str) {
 }
 
 fn assert_window_bound(t: &[Duration], bound: usize, what: &str) {
-    let (count, start) = max_in_window(t, Duration::from_secs(1));
+    let (count, start) = common::most_in_closed_window(t, Duration::from_secs(1));
     // How close we came: the shortest span covering bound + 1 arrivals. The
     // bound holds while this exceeds 1 s.
     let closest = (0..t.len().saturating_sub(bound))
@@ -475,7 +436,7 @@ fn curl_requests_are_paced_at_the_server() {
     if !common::have(&["curl", "xargs"]) {
         return;
     }
-    let _serial = timing_lock();
+    let _serial = common::timing();
     let rate = format!("{CURL_RATE}/s");
     let what = format!("--rate {rate}");
     let (t, elapsed, span) = curl_run(&["--rate", &rate], CURL_N);
@@ -499,7 +460,7 @@ fn curl_requests_with_burst() {
     if !common::have(&["curl", "xargs"]) {
         return;
     }
-    let _serial = timing_lock();
+    let _serial = common::timing();
     const BURST: usize = 5;
     let rate = format!("{CURL_RATE}/s");
     let what = format!("--rate {rate} --burst {BURST}");
@@ -629,8 +590,8 @@ fn find_run(opts: &[&str]) -> Run {
     assert!(find_out.status.success(), "find failed");
     let find_order = split_nul(&find_out.stdout);
 
-    let drip = drip();
-    let mut args: Vec<&OsStr> = vec![tmp.path().as_os_str(), drip.as_os_str()];
+    let drip = OsStr::new(common::bin());
+    let mut args: Vec<&OsStr> = vec![tmp.path().as_os_str(), drip];
     args.extend(opts.iter().map(OsStr::new));
     let run = run_sh(FIND_PIPELINE, &args, b"");
     let what = format!("find -print0 | drip {} | xargs -0", opts.join(" "));
@@ -660,7 +621,7 @@ fn find_print0_unlimited_rate() {
     if !common::have(&["find", "xargs"]) {
         return;
     }
-    let _serial = timing_lock();
+    let _serial = common::timing();
     let run = find_run(&["-0", "--rate", "inf"]);
     // Unpaced: nothing should make this slow.
     assert!(
@@ -689,18 +650,18 @@ fn find_print0_paced() {
     if !common::have(&["find", "xargs", "curl"]) {
         return;
     }
-    let _serial = timing_lock();
+    let _serial = common::timing();
     const PLAIN: usize = 26;
     let tmp = tempfile::tempdir().expect("tempdir");
     let expected = make_tree(tmp.path(), PLAIN);
     let n = expected.len();
     let server = Server::start();
     let url = format!("http://{}/file", server.addr);
-    let drip = drip();
+    let drip = OsStr::new(common::bin());
     let args: Vec<&OsStr> = vec![
         tmp.path().as_os_str(),
         OsStr::new(&url),
-        drip.as_os_str(),
+        drip,
         OsStr::new("-0"),
         OsStr::new("--rate"),
         OsStr::new("50/s"),
@@ -766,7 +727,7 @@ fn find_print0_paced() {
     // machine was seen to deliver 10 within 100 ms after a stall. That gives
     // at most 16, where on-time delivery gives 5 to 7 and buffered output
     // arrives in one clump.
-    let (clump, from) = max_in_window(
+    let (clump, from) = common::most_in_closed_window(
         &at.iter().map(|t| *t - at[0]).collect::<Vec<_>>(),
         Duration::from_millis(100),
     );
@@ -788,14 +749,26 @@ fn window_counting_is_correct() {
     };
     // Strict 20/s: closed 1 s windows hold 21.
     let strict: Vec<u64> = (0..60).map(|i| i * 50).collect();
-    assert_eq!(max_in_window(&ms(&strict), Duration::from_secs(1)).0, 21);
+    assert_eq!(
+        common::most_in_closed_window(&ms(&strict), Duration::from_secs(1)).0,
+        21
+    );
     // Burst of 5 then 20/s: 25.
     let burst: Vec<u64> = (0..60u64).map(|i| i.saturating_sub(4) * 50).collect();
-    assert_eq!(max_in_window(&ms(&burst), Duration::from_secs(1)).0, 25);
+    assert_eq!(
+        common::most_in_closed_window(&ms(&burst), Duration::from_secs(1)).0,
+        25
+    );
     // One early arrival pushes a window over.
     let mut early = strict.clone();
     early[21] = 999;
     early.sort_unstable();
-    assert_eq!(max_in_window(&ms(&early), Duration::from_secs(1)).0, 22);
-    assert_eq!(max_in_window(&[], Duration::from_secs(1)).0, 0);
+    assert_eq!(
+        common::most_in_closed_window(&ms(&early), Duration::from_secs(1)).0,
+        22
+    );
+    assert_eq!(
+        common::most_in_closed_window(&[], Duration::from_secs(1)).0,
+        0
+    );
 }

@@ -84,14 +84,6 @@ fn running_most(stamps: &[(f64, i32, usize)]) -> usize {
     (0..3).max_by_key(|&i| running[i]).unwrap()
 }
 
-/// The realtime clock now, s.
-fn realtime() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-}
-
 /// How long, s, a lease given back may take to start another job (a
 /// poll of 100 ms, a job's start) on a machine not too busy to judge the
 /// recovery by.
@@ -149,7 +141,7 @@ fn three_drips_share_eight_jobs(shares: [&str; 3], runtimes: [&Path; 3]) {
         // The drip running the most jobs now is the one killed: one that
         // holds no lease (the others took them all first) has none to lose.
         let victim = running_most(&stamps(&log));
-        let killed_at = realtime();
+        let killed_at = common::unix_now();
         drips[victim].kill().unwrap();
         drips[victim].wait().unwrap();
         std::thread::sleep(Duration::from_secs(8));
@@ -209,7 +201,7 @@ fn three_drips_share_eight_jobs(shares: [&str; 3], runtimes: [&Path; 3]) {
 
 #[test]
 fn three_drips_on_one_host_share_eight_jobs() {
-    let _t = common_timing();
+    let _t = common::timing();
     let runtime = tempfile::tempdir().unwrap();
     let r = runtime.path();
     three_drips_share_eight_jobs(["fleet", "fleet", "fleet"], [r, r, r]);
@@ -220,18 +212,11 @@ fn three_drips_on_two_hosts_share_eight_jobs_through_redis() {
     if !common::have_redis() {
         return;
     }
-    let _t = common_timing();
+    let _t = common::timing();
     let redis = fleet::Redis::start();
     let share = redis.share("fleet");
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     three_drips_share_eight_jobs([&share, &share, &share], [a.path(), a.path(), b.path()]);
-}
-
-/// The two tests one at a time: two at once on a 2-core machine hold each
-/// other's jobs back.
-fn common_timing() -> std::sync::MutexGuard<'static, ()> {
-    static TIMING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    TIMING.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// `--share-jobs` needs --exec and --share: status 2, one line.
@@ -376,7 +361,7 @@ fn a_waiting_drip_is_not_starved(share: &str, runtime: &Path) {
     let log = dir.path().join("stamps");
     let mut first = one_at_a_time("0", 40, share, &log, runtime);
     std::thread::sleep(Duration::from_millis(500));
-    let started = realtime();
+    let started = common::unix_now();
     let mut second = one_at_a_time("1", 5, share, &log, runtime);
     assert!(common::wait_for(&mut second, Duration::from_secs(30)).success());
     assert!(common::wait_for(&mut first, Duration::from_secs(30)).success());
@@ -405,7 +390,7 @@ fn a_waiting_drip_is_not_starved(share: &str, runtime: &Path) {
 
 #[test]
 fn a_drip_waiting_for_the_shared_job_limit_is_not_starved_on_one_host() {
-    let _t = common_timing();
+    let _t = common::timing();
     let runtime = tempfile::tempdir().unwrap();
     a_waiting_drip_is_not_starved("line", runtime.path());
 }
@@ -415,7 +400,7 @@ fn a_drip_waiting_for_the_shared_job_limit_is_not_starved_through_redis() {
     if !common::have_redis() {
         return;
     }
-    let _t = common_timing();
+    let _t = common::timing();
     let redis = fleet::Redis::start();
     let runtime = tempfile::tempdir().unwrap();
     a_waiting_drip_is_not_starved(&redis.share("line"), runtime.path());
@@ -482,13 +467,16 @@ fn a_take_holds_no_job_slot_and_a_one_record_drip_waits_for_one() {
     common::feed(&mut holder, b"0-1\n0-2\n");
     // Both of its jobs run: the limit is held.
     until_started(&log, 2);
-    let asked = realtime();
+    let asked = common::unix_now();
     let take = common::command(&["take", "jobslot", "-r", "100/s", "--timeout", "1s"])
         .env("XDG_RUNTIME_DIR", runtime.path())
         .output()
         .unwrap();
     assert!(take.status.success(), "{take:?}");
-    assert!(realtime() - asked < 1.0, "a take waited for the job limit");
+    assert!(
+        common::unix_now() - asked < 1.0,
+        "a take waited for the job limit"
+    );
     let mut one = common::command(&args(&["--exec", "sh", "-c", &script, "sh", "{}"]));
     one.env("XDG_RUNTIME_DIR", runtime.path())
         .stdin(Stdio::piped())
