@@ -406,13 +406,7 @@ fn keyed_quota_run() -> Option<String> {
     if last('b') < 1.0 {
         return None;
     }
-    let drip: f64 = samples.last().map_or(0.0, |last| {
-        last.1
-            .keys()
-            .filter_map(|tid| tid.to_str()?.parse().ok())
-            .map(|tid| common::cpu_wait_between(&samples, tid, 0.0, 1.0))
-            .sum()
-    });
+    let drip: f64 = common::threads_cpu_wait_between(&samples, 0.0, 1.0);
     let slowest = common::json_lines(&log)
         .iter()
         .filter(|e| e["start_us"].as_u64().unwrap() as f64 / 1e6 - origin.unix < 1.0)

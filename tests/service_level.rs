@@ -125,13 +125,7 @@ impl Watch {
         self.done.store(true, Ordering::Relaxed);
         let timer = self.timer.join().unwrap();
         let samples = self.drip.join().unwrap();
-        let drip: f64 = samples.last().map_or(0.0, |last| {
-            last.1
-                .keys()
-                .filter_map(|tid| tid.to_str()?.parse().ok())
-                .map(|tid| common::cpu_wait_between(&samples, tid, from, f64::INFINITY))
-                .sum()
-        });
+        let drip: f64 = common::threads_cpu_wait_between(&samples, from, f64::INFINITY);
         Served {
             held_up: [drip, reader, timer].iter().any(|&s| s >= HELD_UP),
             account: format!(

@@ -479,6 +479,72 @@ pub fn cpu_wait_between(samples: &[CpuWaitSample], tid: u32, from: f64, to: f64)
     (after - before).max(0.0)
 }
 
+/// How long (s) all the threads of `samples` (from [`watch_cpu_waits`])
+/// waited for a CPU, all told, from `from` to `to` (seconds since its
+/// origin): [`cpu_wait_between`] summed over every thread seen.
+pub fn threads_cpu_wait_between(samples: &[CpuWaitSample], from: f64, to: f64) -> f64 {
+    samples.last().map_or(0.0, |last| {
+        last.1
+            .keys()
+            .filter_map(|tid| tid.to_str()?.parse().ok())
+            .map(|tid| cpu_wait_between(samples, tid, from, to))
+            .sum()
+    })
+}
+
+/// Watch the processes of process group `pgid` (a pipeline started in a
+/// group of its own) until its leader is gone (reaped): returns how long
+/// (s) their threads waited for a CPU while runnable, all told (as
+/// [`watch_cpu_wait`], read every 10 ms: a process that lived less than
+/// that, or the last 10 ms of one, may be missed). 0 where the kernel does
+/// not keep it.
+pub fn watch_group_cpu_wait(pgid: u32) -> std::thread::JoinHandle<f64> {
+    std::thread::spawn(move || {
+        let mut waited: std::collections::HashMap<(u32, String), f64> = Default::default();
+        // Processes seen in another group: a pid stays in its group.
+        let mut others = std::collections::HashSet::new();
+        while std::path::Path::new(&format!("/proc/{pgid}")).exists() {
+            let Ok(procs) = std::fs::read_dir("/proc") else {
+                break;
+            };
+            let pids = procs
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok());
+            for pid in pids {
+                if others.contains(&pid) {
+                    continue;
+                }
+                let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                    continue;
+                };
+                // The group is field 5, the third after the name's ')'.
+                let group = stat
+                    .rfind(')')
+                    .and_then(|i| stat[i + 2..].split(' ').nth(2)?.parse::<u32>().ok());
+                if group != Some(pgid) {
+                    others.insert(pid);
+                    continue;
+                }
+                let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+                    continue;
+                };
+                for task in tasks.flatten() {
+                    let stat = std::fs::read_to_string(task.path().join("schedstat"));
+                    let ns = stat
+                        .ok()
+                        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok());
+                    if let Some(ns) = ns {
+                        let tid = task.file_name().to_string_lossy().into_owned();
+                        waited.insert((pid, tid), ns as f64 / 1e9);
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        waited.values().sum()
+    })
+}
+
 /// How far records seen at `times` (seconds, in order) fell behind a
 /// schedule of one record every `interval` seconds over the run, in
 /// seconds: negative when they ran ahead of it. Seen late is all a loaded
