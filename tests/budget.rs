@@ -402,13 +402,7 @@ fn a_record_arriving_after_the_budget_is_spent_stops_drip_under_stop() {
     }
     stdin.write_all(numbered(6..=8).as_bytes()).unwrap();
     let status = wait_for(&mut child, Duration::from_secs(20));
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
+    let stderr = common::stderr_of(&mut child);
     assert_eq!(status.code(), Some(5), "{stderr}");
     out.read_to_end(&mut seen).unwrap();
     assert_eq!(String::from_utf8(seen).unwrap(), numbered(1..=5));

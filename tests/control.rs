@@ -91,13 +91,7 @@ impl Running {
     fn stop(mut self) -> (Option<i32>, String) {
         send_signal(&self.child, libc::SIGTERM);
         let status = wait_for(&mut self.child, Duration::from_secs(20));
-        let mut err = String::new();
-        self.child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
+        let err = common::stderr_of(&mut self.child);
         use std::os::unix::process::ExitStatusExt;
         (status.code().or(status.signal().map(|s| 128 + s)), err)
     }
