@@ -1069,18 +1069,6 @@ fn reader_sleeps(args: &[&str], run: Duration) -> u64 {
         .expect("voluntary_ctxt_switches")
 }
 
-/// The voluntary context switches of thread `tid` of process `pid`: the
-/// times it slept.
-#[cfg(target_os = "linux")]
-fn sleeps_of(pid: u32, tid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("voluntary_ctxt_switches")
-}
-
 /// A stdout opened non-blocking (O_NONBLOCK inherited) that no one reads
 /// fills; the writer (drip's main thread) then waits for room on it with
 /// poll(2), and sleeps a few times in 1.5 s (it looked again every
@@ -1099,9 +1087,9 @@ fn the_writer_waits_for_room_on_a_full_non_blocking_stdout_without_waking() {
         .unwrap();
     // The pipe (64 KiB) fills in a few milliseconds.
     std::thread::sleep(Duration::from_millis(500));
-    let before = sleeps_of(child.id(), child.id());
+    let before = common::sleeps_of(child.id(), child.id());
     std::thread::sleep(Duration::from_millis(1500));
-    let slept = sleeps_of(child.id(), child.id()) - before;
+    let slept = common::sleeps_of(child.id(), child.id()) - before;
     let _ = child.kill();
     let _ = child.wait();
     drop(read_end);
@@ -1132,9 +1120,9 @@ fn the_writer_waits_for_a_job_slot_without_waking() {
         std::thread::sleep(Duration::from_millis(300));
         input.write_all(b"0\n0\n").unwrap();
         std::thread::sleep(Duration::from_millis(300));
-        let before = sleeps_of(child.id(), child.id());
+        let before = common::sleeps_of(child.id(), child.id());
         std::thread::sleep(Duration::from_millis(1500));
-        let slept = sleeps_of(child.id(), child.id()) - before;
+        let slept = common::sleeps_of(child.id(), child.id()) - before;
         let _ = child.kill();
         let _ = child.wait();
         assert!(

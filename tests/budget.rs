@@ -6,17 +6,9 @@ use crate::common;
 
 use std::io::{Read, Write};
 use std::process::Stdio;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use common::*;
-
-/// Seconds since the Unix epoch now, on the wall clock.
-fn wall() -> f64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-}
 
 /// Run `drip ARGS` over `input`, stamping each line of its stdout with the
 /// wall clock as it is read; (status, stamped lines, stderr).
@@ -44,7 +36,7 @@ fn stamped(args: &[&str], input: &str) -> (i32, Vec<(f64, String)>, String) {
         if n == 0 {
             break;
         }
-        let t = wall();
+        let t = common::unix_now();
         pending.extend_from_slice(&buf[..n]);
         while let Some(i) = pending.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = pending.drain(..=i).collect();
@@ -113,7 +105,7 @@ fn a_spent_budget_under_stop_ends_with_status_5_the_rest_undelivered() {
     // last instant, which the retry rules out.
     until_judged(3, Duration::from_secs(60), || {
         let _ = std::fs::remove_file(&dead);
-        let began = wall();
+        let began = common::unix_now();
         let (status, out, stderr) = run(
             &[
                 "--budget",
@@ -127,7 +119,7 @@ fn a_spent_budget_under_stop_ends_with_status_5_the_rest_undelivered() {
             ],
             &numbered(1..=20),
         );
-        if wall().floor() as i64 / 86400 != began.floor() as i64 / 86400 {
+        if common::unix_now().floor() as i64 / 86400 != began.floor() as i64 / 86400 {
             return Some("the run crossed midnight UTC".into());
         }
         assert_eq!(status, 5, "{stderr}");
@@ -280,7 +272,7 @@ fn the_stats_stream_tells_the_budgets_and_the_wait_for_their_windows() {
     for exec in [false, true] {
         until_judged(3, Duration::from_secs(60), || {
             let metrics = dir.path().join("drip.prom");
-            let began = wall();
+            let began = common::unix_now();
             let mut args = vec![
                 "-q",
                 "-r",
@@ -311,7 +303,7 @@ fn the_stats_stream_tells_the_budgets_and_the_wait_for_their_windows() {
             common::send_signal(&child, libc::SIGTERM);
             let err = common::stderr_of(&mut child);
             common::wait_for(&mut child, Duration::from_secs(20));
-            if wall().floor() as i64 / 3600 != (began.floor() as i64 + 1) / 3600 {
+            if common::unix_now().floor() as i64 / 3600 != (began.floor() as i64 + 1) / 3600 {
                 return Some("an hour's end passed".into());
             }
             let lines: Vec<serde_json::Value> = err
@@ -410,13 +402,7 @@ fn a_record_arriving_after_the_budget_is_spent_stops_drip_under_stop() {
     }
     stdin.write_all(numbered(6..=8).as_bytes()).unwrap();
     let status = wait_for(&mut child, Duration::from_secs(20));
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
+    let stderr = common::stderr_of(&mut child);
     assert_eq!(status.code(), Some(5), "{stderr}");
     out.read_to_end(&mut seen).unwrap();
     assert_eq!(String::from_utf8(seen).unwrap(), numbered(1..=5));

@@ -40,12 +40,7 @@ fn watched_span(args: &[&str], input: &str) -> (String, f64, f64) {
     assert!(status.success(), "{err}");
     let samples = waits.join().unwrap();
     let last = lines.last().map_or(fed, |l| l.0);
-    let waited = samples.last().map_or(0.0, |s| {
-        s.1.keys()
-            .filter_map(|tid| tid.to_str()?.parse().ok())
-            .map(|tid| common::cpu_wait_between(&samples, tid, fed, last))
-            .sum()
-    });
+    let waited = common::threads_cpu_wait_between(&samples, fed, last);
     let out = lines.iter().map(|(_, l)| format!("{l}\n")).collect();
     let span = last_json(&stats)["span_ms"].as_f64().unwrap();
     (out, span, waited)

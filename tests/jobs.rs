@@ -522,12 +522,6 @@ fn a_missing_command_leaves_the_dead_letter_in_input_order() {
     }
 }
 
-/// Nothing is left in `tmp`, drip's TMPDIR (the headers directory is gone).
-fn assert_no_temporary_left(tmp: &Path) {
-    let left: Vec<_> = std::fs::read_dir(tmp).unwrap().flatten().collect();
-    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
-}
-
 #[test]
 fn the_headers_directory_is_private_and_removed_at_exit() {
     let dir = tempfile::tempdir().unwrap();
@@ -542,7 +536,7 @@ fn the_headers_directory_is_private_and_removed_at_exit() {
         let (code, stdout, _) = common::output_of(child);
         let stdout = String::from_utf8_lossy(&stdout).into_owned();
         assert_eq!((code, stdout.as_str()), (status, out), "{program}");
-        assert_no_temporary_left(dir.path());
+        common::assert_no_temporary_left(dir.path());
     }
 }
 
@@ -613,7 +607,7 @@ fn a_first_signal_waits_for_the_running_jobs() {
     // The two that ran succeeded; the other eight are undelivered.
     let dead = std::fs::read_to_string(dir.path().join("dead")).unwrap();
     assert_eq!(dead, numbered(3..=10));
-    assert_no_temporary_left(&dir.path().join("tmp"));
+    common::assert_no_temporary_left(&dir.path().join("tmp"));
 }
 
 #[test]
@@ -646,7 +640,7 @@ fn a_second_signal_kills_the_jobs_and_leaves() {
     {
         assert!(!group_alive(pid.parse().unwrap()), "job {pid} left running");
     }
-    assert_no_temporary_left(&dir.path().join("tmp"));
+    common::assert_no_temporary_left(&dir.path().join("tmp"));
 }
 
 #[test]
@@ -685,7 +679,7 @@ fn a_second_signal_terms_the_jobs_at_once_and_kills_them_200ms_later() {
     {
         assert!(!group_alive(pid.parse().unwrap()), "job {pid} left running");
     }
-    assert_no_temporary_left(&dir.path().join("tmp"));
+    common::assert_no_temporary_left(&dir.path().join("tmp"));
 }
 
 /// A record stopped while its retry waits out the backoff ends with a

@@ -37,12 +37,6 @@ fn lines_of(log: &Path) -> Vec<(Value, Value, Value, String)> {
         .collect()
 }
 
-/// Nothing is left in `tmp`, drip's TMPDIR (the headers directory is gone).
-fn assert_no_temporary_left(tmp: &Path) {
-    let left: Vec<_> = std::fs::read_dir(tmp).unwrap().flatten().collect();
-    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
-}
-
 #[test]
 fn a_fifo_at_headers_is_passed_over_and_the_exit_status_decides() {
     let dir = tempfile::tempdir().unwrap();
@@ -84,7 +78,7 @@ fn a_fifo_at_headers_is_passed_over_and_the_exit_status_decides() {
         ],
         "{stderr}"
     );
-    assert_no_temporary_left(&tmp);
+    common::assert_no_temporary_left(&tmp);
 }
 
 #[test]
@@ -116,7 +110,7 @@ fn a_fifo_at_headers_does_not_hold_a_signal_up() {
     let stderr = common::stderr_of(&mut child);
     assert_eq!(notices(&stderr), Vec::<&str>::new(), "{stderr}");
     drop(stdin);
-    assert_no_temporary_left(&tmp);
+    common::assert_no_temporary_left(&tmp);
 }
 
 /// How a [`bounded`] run went.
@@ -230,7 +224,7 @@ fn a_headers_file_without_end_is_not_read_and_a_long_one_only_in_part() {
         ],
         "{err}"
     );
-    assert_no_temporary_left(tmp);
+    common::assert_no_temporary_left(tmp);
     // A terabyte (sparse) after a 404's headers: the start is read, and
     // decides; the rest is passed over.
     let script = r#"printf 'HTTP/1.1 404 Not Found\r\n\r\n' > "$DRIP_HEADERS"
@@ -251,7 +245,7 @@ fn a_headers_file_without_end_is_not_read_and_a_long_one_only_in_part() {
         ],
         "{err}"
     );
-    assert_no_temporary_left(tmp);
+    common::assert_no_temporary_left(tmp);
 }
 
 /// The requests a test server saw: (path, status).

@@ -7,14 +7,7 @@ use std::process::Stdio;
 use std::thread;
 use std::time::Duration;
 
-use assert_cmd::Command;
 use predicates::str::contains;
-
-fn drip() -> Command {
-    let mut cmd = Command::cargo_bin("drip").unwrap();
-    cmd.env("XDG_RUNTIME_DIR", common::runtime_dir());
-    cmd
-}
 
 #[test]
 fn key_options_are_checked_as_usage_errors() {
@@ -67,7 +60,11 @@ fn key_options_are_checked_as_usage_errors() {
             "--field-separator",
         ),
     ] {
-        let out = drip().args(args).write_stdin("").assert().code(2);
+        let out = common::drip(&[])
+            .args(args)
+            .write_stdin("")
+            .assert()
+            .code(2);
         let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
         assert!(
             err.starts_with("drip: ") && err.lines().count() == 1,
@@ -79,7 +76,7 @@ fn key_options_are_checked_as_usage_errors() {
 
 #[test]
 fn an_unlimited_key_rate_is_refused_without_offering_inf() {
-    let out = drip()
+    let out = common::drip(&[])
         .args(["--key", "1", "--key-rate", "inf"])
         .write_stdin("")
         .assert()
@@ -94,7 +91,7 @@ fn stats_name_the_keys() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("stats.json");
     let input = "a 1\nb 1\na 2\na 3\nnokey\n";
-    drip()
+    common::drip(&[])
         .args(["-q", "--stats", "--key", "2", "--key-rate", "1000/s"])
         .arg("--stats-json")
         .arg(&json)
@@ -114,7 +111,7 @@ fn stats_name_the_keys() {
 
 #[test]
 fn the_stats_stream_counts_keys() {
-    let out = drip()
+    let out = common::drip(&[])
         .args([
             "-q",
             "--key",
@@ -153,7 +150,7 @@ fn an_overflow_under_fail_says_what_was_full() {
             "record 5 arrived at a full bucket (capacity 3 records)",
         ),
     ] {
-        let out = drip()
+        let out = common::drip(&[])
             .args(["-r", "1/s", "-o", "fail", "--key", "1", "--key-rate", "1/s"])
             .args(args)
             .write_stdin(input)
@@ -180,7 +177,7 @@ fn drip_ends_once_the_last_waiting_record_expires_or_is_evicted() {
         ),
     ] {
         let start = std::time::Instant::now();
-        drip()
+        common::drip(&[])
             .args(["--key", "1", "--key-rate", "1/h"])
             .args(args)
             .timeout(std::time::Duration::from_secs(30))
@@ -206,7 +203,7 @@ fn crlf_and_lf_lines_key_alike() {
     ] {
         let dir = tempfile::tempdir().unwrap();
         let json = dir.path().join("stats.json");
-        drip()
+        common::drip(&[])
             .args(["-q", "--key-rate", "1000/s", "--stats-json"])
             .arg(&json)
             .args(args)
@@ -303,7 +300,7 @@ fn keys_are_shown_safely_in_the_stats() {
     bytes.extend(format!("http://{long}/x\n").bytes());
     // The four characters `\xff`, then the byte 0xff (invalid UTF-8).
     bytes.extend(b"http://\\xff/\nhttp://\xff/\n");
-    let out = drip()
+    let out = common::drip(&[])
         .args(["-q", "--stats", "--key", "3", "--field-separator", "/"])
         .args(["--key-rate", "1000/s"])
         .arg("--stats-json")
@@ -364,7 +361,7 @@ fn drop_oldest_at_a_full_bucket_keeps_flowing_with_keys_in_random_order() {
     }
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("stats.json");
-    drip()
+    common::drip(&[])
         .args(["-q", "--key", "1", "--key-rate", "100/s", "-c", "100"])
         .args(["-o", "drop-oldest", "--stats-json"])
         .arg(&json)

@@ -138,6 +138,7 @@ fn the_announced_quota_is_spread_to_its_reset_without_a_429() {
     if !common::have(&["curl"]) {
         return;
     }
+    let _t = common::beside_timing();
     // 8 per 2 s window, 24 requests: 6 s as the quota allows (the reset
     // in whole seconds, rounded up, makes drip a little slower).
     for style in [Style::XDelta, Style::Ietf] {
@@ -155,6 +156,7 @@ fn a_malformed_quota_is_ignored_and_said_once() {
     if !common::have(&["curl"]) {
         return;
     }
+    let _t = common::beside_timing();
     let (_, _, err) = against_window(100, 10, 6, Style::Malformed, &[]);
     let said = "drip: x-ratelimit-remaining: lots: not a quota drip can read";
     assert_eq!(err.matches(said).count(), 1, "{err}");
@@ -189,12 +191,14 @@ fn without_quota_pacing_the_rate_runs_into_the_quota() {
     if !common::have(&["curl"]) {
         return;
     }
+    let _t = common::beside_timing();
     let (refused, took, _) = against_window(8, 2, 16, Style::XUnix, &["--no-quota-pacing"]);
     assert!(refused > 0, "no refusal in {took:.2} s");
 }
 
 #[test]
 fn an_unlimited_rate_is_paced_by_the_quota_too() {
+    let _t = common::beside_timing();
     // Every response says 2 remain for 2 s: the 4 starts spread over
     // more than a second, not all at once because the rate is `inf`.
     let input = temp_file(b"1\n2\n3\n4\n");
@@ -238,6 +242,7 @@ fn thirty_per_ten_seconds_over_120_records() {
     if !common::have(&["curl"]) {
         return;
     }
+    let _t = common::beside_timing();
     let (refused, took, _) = against_window(30, 10, 120, Style::XDelta, &[]);
     eprintln!("120 records, 30 per 10 s: {refused} refusals, {took:.2} s");
     assert_eq!(refused, 0);
@@ -265,7 +270,7 @@ fn keyed_window_server(quotas: [u32; 2], window: u64) -> (u16, Requests, Origin)
     let start = Instant::now();
     let origin = Origin {
         at: start,
-        unix: unix_now(),
+        unix: common::unix_now(),
     };
     let used = Mutex::new([(0u64, 0u32); 2]);
     let port = http_server(move |_, path| {
@@ -303,14 +308,6 @@ fn keyed_window_server(quotas: [u32; 2], window: u64) -> (u16, Requests, Origin)
     (port, seen, origin)
 }
 
-/// Now as Unix time, in seconds.
-fn unix_now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-}
-
 /// How long drip's threads may have waited for a CPU (s, all told, in
 /// the first second, within which b's requests must come) before a run
 /// whose b came late is not judged. b's last request comes 0.35 s after
@@ -331,6 +328,7 @@ fn with_key_each_keys_quota_paces_that_key_only() {
     if !common::have(&["curl"]) {
         return;
     }
+    let _t = common::beside_timing();
     // Key a allows 3 per 2 s, key b 30: a's 6 requests take two windows,
     // b's 6 go at the rate, and neither gets a 429. That b's last request
     // comes within the second is the clock's to say: a busy machine can
@@ -408,13 +406,7 @@ fn keyed_quota_run() -> Option<String> {
     if last('b') < 1.0 {
         return None;
     }
-    let drip: f64 = samples.last().map_or(0.0, |last| {
-        last.1
-            .keys()
-            .filter_map(|tid| tid.to_str()?.parse().ok())
-            .map(|tid| common::cpu_wait_between(&samples, tid, 0.0, 1.0))
-            .sum()
-    });
+    let drip: f64 = common::threads_cpu_wait_between(&samples, 0.0, 1.0);
     let slowest = common::json_lines(&log)
         .iter()
         .filter(|e| e["start_us"].as_u64().unwrap() as f64 / 1e6 - origin.unix < 1.0)
@@ -562,6 +554,7 @@ fn announced_tokens_pace_the_cost_and_a_record_past_them_waits_for_the_reset() {
     if !common::have(&["curl"]) {
         return;
     }
+    let _t = common::beside_timing();
     // 1000 tokens per 2 s window, 15 requests of 200: 5 a window, so the
     // last goes in the third window, 4 s from the start; drip pauses for
     // each reset, then goes, and no request is refused. The cost rate is
@@ -586,6 +579,7 @@ fn without_quota_pacing_the_cost_runs_into_the_token_quota() {
     if !common::have(&["curl"]) {
         return;
     }
+    let _t = common::beside_timing();
     let (_, refused, took, _) =
         against_tokens((1000, 2, Provider::OpenAi), 15, 200, &["--no-quota-pacing"]);
     assert!(refused > 0, "no refusal in {took:.2} s");
@@ -593,6 +587,7 @@ fn without_quota_pacing_the_cost_runs_into_the_token_quota() {
 
 #[test]
 fn a_malformed_token_reset_is_ignored_and_said_once() {
+    let _t = common::beside_timing();
     let input = temp_file(b"1\n2\n3\n");
     let script = "printf 'HTTP/1.1 200 OK\\r\\nx-ratelimit-remaining-tokens: 0\\r\\nx-ratelimit-reset-tokens: 1x\\r\\n\\r\\n' > \"$1\"";
     let out = command(&[
@@ -622,6 +617,7 @@ fn a_malformed_token_reset_is_ignored_and_said_once() {
 
 #[test]
 fn a_record_waiting_for_the_token_reset_expires_at_its_deadline() {
+    let _t = common::beside_timing();
     // The first response says no token is left for 60 s: the records
     // after it wait for that reset, but no longer than their deadline.
     let input = temp_file(b"1\n2\n3\n");
@@ -882,6 +878,7 @@ fn anthropics_input_and_output_tokens_pace_the_in_and_out_budgets() {
     if !common::have(&["curl"]) {
         return;
     }
+    let _t = common::beside_timing();
     // 15 requests of 200 tokens of one kind and 1 of the other; the
     // server allows 1000 of the first kind per 2 s window (5 requests)
     // and 100,000 of the other. Its input and output families pace the
@@ -916,6 +913,7 @@ fn a_response_read_after_later_requests_were_counted_spends_no_more_than_is_left
     if !common::have(&["curl"]) {
         return;
     }
+    let _t = common::beside_timing();
     // 1000 input tokens per 3 s window, requests of 200. Of the first
     // four, the fourth reaches the server first (800 remaining) and is
     // read last, 1 s on; the other three wait 0.4 s, then reach it (600,
@@ -1015,6 +1013,7 @@ fn the_tokens_family_paces_the_in_plus_out_budget() {
     if !common::have(&["curl"]) {
         return;
     }
+    let _t = common::beside_timing();
     // 15 requests of 200 input and output tokens together; the server
     // allows 1000 of them per 2 s window (5 requests), announced as
     // OpenAI's -tokens and as Anthropic's -tokens-. They pace the budget
@@ -1048,6 +1047,7 @@ fn a_token_family_of_a_budget_drip_has_no_cost_for_paces_nothing() {
     if !common::have(&["curl"]) {
         return;
     }
+    let _t = common::beside_timing();
     // Only the input tokens are costed (--cost in=…). The server says
     // that no output tokens, nor tokens of both kinds, are left until a
     // minute from its start: those families name budgets drip has not,

@@ -125,13 +125,7 @@ impl Watch {
         self.done.store(true, Ordering::Relaxed);
         let timer = self.timer.join().unwrap();
         let samples = self.drip.join().unwrap();
-        let drip: f64 = samples.last().map_or(0.0, |last| {
-            last.1
-                .keys()
-                .filter_map(|tid| tid.to_str()?.parse().ok())
-                .map(|tid| common::cpu_wait_between(&samples, tid, from, f64::INFINITY))
-                .sum()
-        });
+        let drip: f64 = common::threads_cpu_wait_between(&samples, from, f64::INFINITY);
         Served {
             held_up: [drip, reader, timer].iter().any(|&s| s >= HELD_UP),
             account: format!(
@@ -188,6 +182,7 @@ fn watched_run(args: &[&str], input: &str) -> (i32, Vec<(f64, String)>, String, 
 
 #[test]
 fn a_capacity_for_a_duration_holds_what_the_rate_drains_in_it() {
+    let _t = common::beside_timing();
     // seq 100 | drip -r 10/s -c 3s -o drop-newest: the first leaves at
     // once, 30 wait, and the last of them leaves 3 s later (as the reader
     // sees them: judged where drip and the reader were served in time).
@@ -244,6 +239,7 @@ fn a_capacity_for_a_duration_with_no_rate_is_a_usage_error() {
 
 #[test]
 fn what_cannot_make_max_wait_goes_to_the_dead_letter_at_once() {
+    let _t = common::beside_timing();
     // seq 100 | drip -r 10/s --max-wait 2050ms -o drop-newest --dead-letter
     // dl: 1..21 leave over 2 s; 22..100 reach the dead letter (a FIFO read
     // here as it is written) as soon as they are read, not 2 s later. What
@@ -316,6 +312,7 @@ fn dead_letter_run() -> Result<(), String> {
 
 #[test]
 fn drop_oldest_keeps_the_newest_records_that_can_make_it() {
+    let _t = common::beside_timing();
     // All 100 are read at once: 1 leaves, and each record from 12 on evicts
     // the oldest waiting one, so 91..100 leave within the second (100 50 ms
     // before its deadline: judged where drip was served in time).
@@ -343,6 +340,7 @@ fn drop_oldest_keeps_the_newest_records_that_can_make_it() {
 
 #[test]
 fn fail_stops_at_the_first_record_that_cannot_make_it() {
+    let _t = common::beside_timing();
     // 1 leaves at once; 2..11 would leave by 1 s; 12 would leave at 1.1 s.
     // fail stops drip there, as a full bucket does.
     drip(&["-r", "10/s", "--max-wait", "1050ms", "-o", "fail"])
@@ -357,6 +355,7 @@ fn fail_stops_at_the_first_record_that_cannot_make_it() {
 
 #[test]
 fn the_stream_shows_the_oldest_age_the_wait_and_the_refused() {
+    let _t = common::beside_timing();
     // 20 records at once at 10/s, --max-wait 1.55 s: 1..16 leave by 1.5 s,
     // 17..20 are refused. The first interval line, due 0.5 s after drip's
     // start, is judged where drip and this test were served in time.
@@ -399,6 +398,7 @@ fn stream_run() -> Result<(), String> {
 
 #[test]
 fn with_keys_only_the_key_that_cannot_make_it_is_refused() {
+    let _t = common::beside_timing();
     // --key 1 --key-rate 10/s --max-wait 1050ms -o drop-newest: key a's
     // 0..10 leave by 1 s, its 11..19 are refused at once; b's leaves now
     // (a 10 50 ms before its deadline: judged where drip was served in

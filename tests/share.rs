@@ -16,7 +16,6 @@ use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -54,18 +53,6 @@ fn give_back_global(store: &mut RedisStore, seq: u64, first_unused: i64, size: u
     store.give_back(&[back]).unwrap()[0]
 }
 
-/// The window-bound tests measure wall-clock pacing: they run alone; the
-/// other tests of this file run beside each other.
-static TIMING: RwLock<()> = RwLock::new(());
-
-fn timing_lock() -> RwLockWriteGuard<'static, ()> {
-    TIMING.write().unwrap_or_else(|e| e.into_inner())
-}
-
-fn beside_others() -> RwLockReadGuard<'static, ()> {
-    TIMING.read().unwrap_or_else(|e| e.into_inner())
-}
-
 /// What a busy machine adds to a window's count, beyond rate + burst: a
 /// writer woken up to one interval late still sends on its slot (one
 /// record), and the reader timestamps lines as it reads them, so a read
@@ -97,23 +84,6 @@ impl ScriptCalls for Redis {
     }
 }
 
-/// `drip ARGS` reading `input`, in a clean environment whose state files
-/// go to `runtime`.
-fn drip_with_input(args: &[&str], input: String, runtime: &Path) -> Child {
-    let mut cmd = common::command(args);
-    cmd.env("XDG_RUNTIME_DIR", runtime)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn drip");
-    let mut stdin = child.stdin.take().unwrap();
-    thread::spawn(move || {
-        use std::io::Write;
-        let _ = stdin.write_all(input.as_bytes());
-    });
-    child
-}
-
 /// Run `n` drips with `args`, each sending 40 records tagged with its
 /// number, all read by one timestamping reader; returns the times (s).
 fn participants(n: usize, records: usize, args: &[&str], runtime: &Path) -> Vec<f64> {
@@ -121,7 +91,7 @@ fn participants(n: usize, records: usize, args: &[&str], runtime: &Path) -> Vec<
     let readers: Vec<_> = (0..n)
         .map(|i| {
             let input: String = (1..=records).map(|r| format!("{i}-{r}\n")).collect();
-            let mut child = drip_with_input(args, input, runtime);
+            let mut child = common::drip_reading(args, input, runtime, false);
             thread::spawn(move || {
                 let lines = timed_lines(&mut child, start);
                 let status = wait_for(&mut child, Duration::from_secs(60));
@@ -152,7 +122,7 @@ fn times_of_each(n: usize, records: usize, args: &[&str], runtime: &Path) -> Vec
     let readers: Vec<_> = (0..n)
         .map(|i| {
             let input: String = (1..=records).map(|r| format!("{i}-{r}\n")).collect();
-            let mut child = drip_with_input(args, input, runtime);
+            let mut child = common::drip_reading(args, input, runtime, false);
             thread::spawn(move || {
                 let lines = timed_lines(&mut child, start);
                 let status = wait_for(&mut child, Duration::from_secs(60));
@@ -222,7 +192,7 @@ fn three_busy_drips_get_equal_shares(share: &str) {
 
 #[test]
 fn busy_drips_on_one_host_get_equal_shares() {
-    let _t = timing_lock();
+    let _t = common::timing();
     three_busy_drips_get_equal_shares("fair");
 }
 
@@ -231,22 +201,9 @@ fn busy_drips_through_redis_get_equal_shares() {
     if !common::have_redis() {
         return;
     }
-    let _t = timing_lock();
+    let _t = common::timing();
     let redis = Redis::start();
     three_busy_drips_get_equal_shares(&redis.share("fair"));
-}
-
-/// The most departures in any window of `window` seconds.
-fn most_in_window(times: &[f64], window: f64) -> usize {
-    (0..times.len())
-        .map(|i| {
-            times[i..]
-                .iter()
-                .take_while(|&&t| t < times[i] + window)
-                .count()
-        })
-        .max()
-        .unwrap_or(0)
 }
 
 /// The aggregate rate after the burst: records per second between the
@@ -258,7 +215,7 @@ fn mean_rate(times: &[f64], burst: usize) -> f64 {
 
 #[test]
 fn four_drips_on_one_host_share_ten_per_second() {
-    let _t = timing_lock();
+    let _t = common::timing();
     let runtime = tempfile::tempdir().unwrap();
     let times = participants(
         4,
@@ -268,7 +225,7 @@ fn four_drips_on_one_host_share_ten_per_second() {
     );
     assert_eq!(times.len(), 40);
     // One clock on one host: at most rate + burst in any second.
-    let most = most_in_window(&times, 1.0);
+    let most = common::most_in_window(&times, 1.0);
     assert!(
         most <= 10 + 1 + BUSY_ALLOWANCE,
         "{most} records in one second: {times:?}"
@@ -299,7 +256,7 @@ fn four_held_drips(share: &str, runtime: &Path, origin: Instant) -> HeldDrips {
             let args = ["-r", "50/s", "--share", share, "-q", "--stats-json"];
             let mut args: Vec<&str> = args.to_vec();
             args.push(stats.to_str().unwrap());
-            let mut child = drip_with_input(&args, input, runtime);
+            let mut child = common::drip_reading(&args, input, runtime, false);
             let pid = child.id();
             let waits = common::watch_cpu_waits(pid, origin);
             let reader = thread::spawn(move || {
@@ -362,7 +319,7 @@ fn four_drips_share_fifty_run() -> Option<String> {
     } = four_held_drips(&redis.share("api"), runtime.path(), origin);
     assert_eq!(times.len(), 160);
     // rate + burst, and ceil(RTT × rate) = 1 for a loopback round trip.
-    let most = most_in_window(&times, 1.0);
+    let most = common::most_in_window(&times, 1.0);
     assert!(
         most <= 50 + 1 + 1 + BUSY_ALLOWANCE,
         "{most} records in one second: {times:?}"
@@ -411,7 +368,7 @@ fn four_drips_through_redis_share_fifty_per_second() {
     if !common::have_redis() {
         return;
     }
-    let _t = timing_lock();
+    let _t = common::timing();
     common::until_judged(5, Duration::from_secs(90), four_drips_share_fifty_run);
 }
 
@@ -438,7 +395,7 @@ fn byte_participants(n: usize, records: usize, args: &[&str], runtime: &Path) ->
         .enumerate()
         .map(|(i, lines)| {
             let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
-            let mut child = drip_with_input(args, input, runtime);
+            let mut child = common::drip_reading(args, input, runtime, false);
             thread::spawn(move || {
                 let lines = timed_lines(&mut child, start);
                 let status = wait_for(&mut child, Duration::from_secs(60));
@@ -525,7 +482,7 @@ fn three_drips_share_a_cost_rate(share: &str, allowance: usize) {
                 share,
                 "-q",
             ];
-            drip_with_input(&args, input, runtime.path())
+            common::drip_reading(&args, input, runtime.path(), false)
         })
         .collect();
     let readers: Vec<_> = children
@@ -575,7 +532,7 @@ fn assert_aggregate_rate(rate: f64, limit: f64, what: &str) {
 
 #[test]
 fn three_drips_on_one_host_share_a_cost_rate() {
-    let _t = timing_lock();
+    let _t = common::timing();
     three_drips_share_a_cost_rate("costs", BUSY_ALLOWANCE);
 }
 
@@ -584,7 +541,7 @@ fn three_drips_through_redis_share_a_cost_rate() {
     if !common::have_redis() {
         return;
     }
-    let _t = timing_lock();
+    let _t = common::timing();
     let redis = Redis::start();
     three_drips_share_a_cost_rate(&redis.share("costs"), BUSY_ALLOWANCE + 1);
 }
@@ -593,7 +550,7 @@ fn three_drips_through_redis_share_a_cost_rate() {
 /// woken late and one read held up ([`BUSY_ALLOWANCE`] lines).
 #[test]
 fn three_drips_on_one_host_share_a_byte_rate() {
-    let _t = timing_lock();
+    let _t = common::timing();
     three_drips_share_a_byte_rate("bytes", BUSY_ALLOWANCE * MAX_LINE);
 }
 
@@ -605,7 +562,7 @@ fn three_drips_through_redis_share_a_byte_rate() {
     if !common::have_redis() {
         return;
     }
-    let _t = timing_lock();
+    let _t = common::timing();
     let redis = Redis::start();
     three_drips_share_a_byte_rate(&redis.share("bytes"), (BUSY_ALLOWANCE + 1) * MAX_LINE);
 }
@@ -615,14 +572,15 @@ fn a_unix_socket_serves_too() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let redis = Redis::start_unix();
     let runtime = tempfile::tempdir().unwrap();
     let share = redis.share("sock");
-    let mut child = drip_with_input(
+    let mut child = common::drip_reading(
         &["-r", "100/s", "--share", &share],
         numbered(1..=5),
         runtime.path(),
+        false,
     );
     let out = timed_lines(&mut child, Instant::now());
     assert!(wait_for(&mut child, Duration::from_secs(20)).success());
@@ -1074,7 +1032,7 @@ fn a_record_heavier_than_the_range_holds_the_schedule(share: &str) {
     let stats = runtime.path().join("stats.json");
     let mut with = args.to_vec();
     with.push(stats.to_str().unwrap());
-    let mut first = drip_with_input(&with, "10000000\n1\n1\n".into(), runtime.path());
+    let mut first = common::drip_reading(&with, "10000000\n1\n1\n".into(), runtime.path(), false);
     thread::sleep(Duration::from_millis(1500));
     send_signal(&first, libc::SIGTERM);
     wait_for(&mut first, Duration::from_secs(20));
@@ -1087,7 +1045,7 @@ fn a_record_heavier_than_the_range_holds_the_schedule(share: &str) {
     assert_eq!(summary["written"], 1, "{summary}");
     assert_eq!(summary["undelivered"], 2, "{summary}");
     // The next drip on the NAME waits its turn too.
-    let mut next = drip_with_input(&args[..6], "1\n".into(), runtime.path());
+    let mut next = common::drip_reading(&args[..6], "1\n".into(), runtime.path(), false);
     thread::sleep(Duration::from_millis(1000));
     send_signal(&next, libc::SIGTERM);
     wait_for(&mut next, Duration::from_secs(20));
@@ -1098,7 +1056,7 @@ fn a_record_heavier_than_the_range_holds_the_schedule(share: &str) {
 
 #[test]
 fn a_record_heavier_than_the_range_holds_the_schedule_on_one_host() {
-    let _t = beside_others();
+    let _t = common::beside_timing();
     a_record_heavier_than_the_range_holds_the_schedule("heavy");
 }
 
@@ -1107,7 +1065,7 @@ fn a_record_heavier_than_the_range_holds_the_schedule_through_redis() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let redis = Redis::start();
     a_record_heavier_than_the_range_holds_the_schedule(&redis.share("heavy"));
 }
@@ -1115,16 +1073,18 @@ fn a_record_heavier_than_the_range_holds_the_schedule_through_redis() {
 /// A byte limit and a record limit of the same number are different
 /// limits: the second drip stops before reading, naming both.
 fn bytes_and_records_disagree(share: &str, runtime: &Path) {
-    let mut first = drip_with_input(
+    let mut first = common::drip_reading(
         &["-r", "10/s:10", "--share", share],
         numbered(1..=1),
         runtime,
+        false,
     );
     assert!(wait_for(&mut first, Duration::from_secs(20)).success());
-    let mut second = drip_with_input(
+    let mut second = common::drip_reading(
         &["--byte-rate", "10/s:10", "--share", share],
         numbered(1..=2),
         runtime,
+        false,
     );
     let out = timed_lines(&mut second, Instant::now());
     let status = wait_for(&mut second, Duration::from_secs(20));
@@ -1144,7 +1104,7 @@ fn bytes_and_records_disagree(share: &str, runtime: &Path) {
 
 #[test]
 fn bytes_and_records_of_the_same_number_disagree() {
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let runtime = tempfile::tempdir().unwrap();
     bytes_and_records_disagree("units", runtime.path());
 }
@@ -1154,7 +1114,7 @@ fn bytes_and_records_of_the_same_number_disagree_through_redis() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let redis = Redis::start();
     let runtime = tempfile::tempdir().unwrap();
     bytes_and_records_disagree(&redis.share("units"), runtime.path());
@@ -1191,7 +1151,7 @@ fn share_usage_errors_name_the_flag() {
             "expected wait, local or fail",
         ),
     ] {
-        let mut child = drip_with_input(args, String::new(), runtime.path());
+        let mut child = common::drip_reading(args, String::new(), runtime.path(), false);
         let status = wait_for(&mut child, Duration::from_secs(20));
         let mut err = String::new();
         std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
@@ -1206,7 +1166,7 @@ fn share_usage_errors_name_the_flag() {
 
 /// Run `drip ARGS` to its end on `input`; its status and stderr.
 fn run_drip(args: &[&str], input: String, runtime: &Path) -> (Option<i32>, String) {
-    let mut child = drip_with_input(args, input, runtime);
+    let mut child = common::drip_reading(args, input, runtime, false);
     let status = wait_for(&mut child, Duration::from_secs(20));
     let mut err = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
@@ -1218,7 +1178,7 @@ fn run_drip(args: &[&str], input: String, runtime: &Path) -> (Option<i32>, Strin
 /// every policy, one line naming the path, nothing written.
 #[test]
 fn an_unusable_state_file_stops_with_status_4_under_every_policy() {
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let runtime = tempfile::tempdir().unwrap();
     let state = runtime.path().join("drip/stuck.json");
     std::fs::create_dir_all(&state).unwrap();
@@ -1248,7 +1208,7 @@ fn an_unusable_state_file_stops_with_status_4_under_every_policy() {
 #[test]
 fn a_state_file_of_garbage_is_a_lost_state_started_afresh() {
     use std::os::unix::fs::DirBuilderExt;
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let garbage: [(&[u8], &str); 2] = [
         (b"\xff\xfe\x00\x80garbage", "was not text"),
         (b"garbage{", "was not a state drip wrote"),
@@ -1266,7 +1226,7 @@ fn a_state_file_of_garbage_is_a_lost_state_started_afresh() {
             if quiet {
                 args.push("-q");
             }
-            let mut child = drip_with_input(&args, numbered(1..=5), runtime.path());
+            let mut child = common::drip_reading(&args, numbered(1..=5), runtime.path(), false);
             let status = wait_for(&mut child, Duration::from_secs(20));
             let (mut out, mut err) = (String::new(), String::new());
             std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
@@ -1291,7 +1251,7 @@ fn a_state_file_of_garbage_is_a_lost_state_started_afresh() {
 /// for /tmp/drip-$UID.
 #[test]
 fn a_missing_runtime_dir_is_not_made() {
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let runtime = tempfile::tempdir().unwrap();
     let missing = runtime.path().join("no/such");
     let name = format!("missing-runtime-{}", std::process::id());
@@ -1317,7 +1277,7 @@ fn a_password_wanted_or_wrong_stops_with_status_4_under_every_policy() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let redis = Redis::start();
     redis.command(&["CONFIG", "SET", "requirepass", "sekret"]);
     let runtime = tempfile::tempdir().unwrap();
@@ -1366,7 +1326,7 @@ fn a_state_key_of_another_type_stops_with_status_4_under_every_policy() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let redis = Redis::start();
     redis.command(&["SET", "drip:{wt}", "not drip's"]);
     // The key `a`'s state (its bytes in hex).
@@ -1410,7 +1370,7 @@ fn a_state_field_that_is_not_a_number_counts_as_absent() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let redis = Redis::start();
     let runtime = tempfile::tempdir().unwrap();
     let global = redis.share("nn");
@@ -1461,7 +1421,7 @@ fn a_socket_path_through_a_file_is_named_and_db_goes_in_the_query() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let redis = Redis::start_unix();
     let runtime = tempfile::tempdir().unwrap();
     let (status, err) = run_drip(
@@ -1500,7 +1460,7 @@ fn rediss_to_a_plain_server_says_it_may_not_speak_tls() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let redis = Redis::start();
     let runtime = tempfile::tempdir().unwrap();
     let (status, err) = run_drip(
@@ -1551,7 +1511,7 @@ fn limits_in_another_order_agree(share: &str, runtime: &Path) {
 
 #[test]
 fn limits_in_another_order_agree_on_one_host() {
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let runtime = tempfile::tempdir().unwrap();
     limits_in_another_order_agree("order", runtime.path());
 }
@@ -1561,7 +1521,7 @@ fn limits_in_another_order_agree_through_redis() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let redis = Redis::start();
     let runtime = tempfile::tempdir().unwrap();
     limits_in_another_order_agree(&redis.share("order"), runtime.path());
@@ -1569,18 +1529,20 @@ fn limits_in_another_order_agree_through_redis() {
 
 #[test]
 fn disagreeing_limits_stop_before_reading() {
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let runtime = tempfile::tempdir().unwrap();
-    let mut first = drip_with_input(
+    let mut first = common::drip_reading(
         &["-r", "100/min", "--share", "agree"],
         numbered(1..=1),
         runtime.path(),
+        false,
     );
     assert!(wait_for(&mut first, Duration::from_secs(20)).success());
-    let mut second = drip_with_input(
+    let mut second = common::drip_reading(
         &["-r", "20/s:3", "--share", "agree"],
         numbered(1..=2),
         runtime.path(),
+        false,
     );
     let out = timed_lines(&mut second, Instant::now());
     let status = wait_for(&mut second, Duration::from_secs(20));
@@ -1600,20 +1562,22 @@ fn disagreeing_limits_through_redis() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let redis = Redis::start();
     let runtime = tempfile::tempdir().unwrap();
     let share = redis.share("agree");
-    let mut first = drip_with_input(
+    let mut first = common::drip_reading(
         &["-r", "10/s", "--share", &share],
         numbered(1..=1),
         runtime.path(),
+        false,
     );
     assert!(wait_for(&mut first, Duration::from_secs(20)).success());
-    let mut second = drip_with_input(
+    let mut second = common::drip_reading(
         &["-r", "5/s", "--share", &share],
         numbered(1..=1),
         runtime.path(),
+        false,
     );
     let status = wait_for(&mut second, Duration::from_secs(20));
     assert_eq!(status.code(), Some(2));
@@ -1668,7 +1632,7 @@ fn through_fault_limited(
         stats.to_str().unwrap(),
     ]);
     args.extend_from_slice(extra);
-    let mut child = drip_with_input(&args, numbered(1..=FAULT_RECORDS), dir.path());
+    let mut child = common::drip_reading(&args, numbered(1..=FAULT_RECORDS), dir.path(), false);
     let start = Instant::now();
     let reader = {
         let mut out = child.stdout.take().unwrap();
@@ -1757,7 +1721,7 @@ fn shutdown_and_restart_under_wait_sends_everything_and_says_the_state_was_lost(
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let mut redis = Redis::start();
     let o = through_fault(&mut redis, "wait", &[], shutdown_and_restart);
     all_written(&o);
@@ -1769,7 +1733,7 @@ fn shutdown_under_local_paces_alone_and_warns_once() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let mut redis = Redis::start();
     let o = through_fault(&mut redis, "local", &["--share-peers", "2"], |r| {
         r.shutdown()
@@ -1791,7 +1755,7 @@ fn shutdown_under_fail_exits_4_and_keeps_the_rest() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let mut redis = Redis::start();
     let o = through_fault(&mut redis, "fail", &[], |r| r.shutdown());
     assert_eq!(o.status.code(), Some(4), "{}", o.stderr);
@@ -1809,7 +1773,7 @@ fn a_stopped_server_is_waited_for() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let mut redis = Redis::start();
     let started = Instant::now();
     let o = through_fault(&mut redis, "wait", &[], |r| {
@@ -1831,7 +1795,7 @@ fn a_stopped_server_under_fail_times_out_and_exits_4() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let mut redis = Redis::start();
     let o = through_fault(&mut redis, "fail", &[], |r| {
         r.signal(libc::SIGSTOP);
@@ -1846,7 +1810,7 @@ fn a_paused_server_is_waited_for() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let mut redis = Redis::start();
     let o = through_fault(&mut redis, "wait", &[], |r| {
         r.command(&["CLIENT", "PAUSE", "1200", "ALL"])
@@ -1859,7 +1823,7 @@ fn a_killed_connection_is_made_again_even_under_fail() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let mut redis = Redis::start();
     let o = through_fault(&mut redis, "fail", &[], |r| {
         r.command(&["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"])
@@ -1872,7 +1836,7 @@ fn a_flushed_script_is_sent_again_with_eval() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let mut redis = Redis::start();
     let o = through_fault(&mut redis, "fail", &[], |r| r.command(&["SCRIPT", "FLUSH"]));
     all_written(&o);
@@ -1888,7 +1852,7 @@ fn a_flushed_state_allows_one_burst_and_is_reported() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let mut redis = Redis::start();
     let o = through_fault(&mut redis, "fail", &[], |r| r.command(&["FLUSHALL"]));
     all_written(&o);
@@ -1909,7 +1873,7 @@ fn under_q_local_warns_nothing_but_counts_the_failed_calls() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let mut redis = Redis::start();
     let o = through_fault(&mut redis, "local", &["-q"], |r| r.shutdown());
     all_written(&o);
@@ -1925,7 +1889,7 @@ fn under_q_a_lost_state_is_counted_not_said() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let mut redis = Redis::start();
     let o = through_fault(&mut redis, "fail", &["-q"], |r| r.command(&["FLUSHALL"]));
     all_written(&o);
@@ -1953,7 +1917,7 @@ fn a_state_unreachable_from_the_start_is_waited_for_with_backoff_and_said() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let mut redis = Redis::start();
     redis.shutdown();
     let runtime = tempfile::tempdir().unwrap();
@@ -1961,7 +1925,7 @@ fn a_state_unreachable_from_the_start_is_waited_for_with_backoff_and_said() {
     let spawn = |extra: &[&str]| {
         let mut args = vec!["-r", "20/s", "--share", &share, "--stats"];
         args.extend_from_slice(extra);
-        drip_with_input(&args, numbered(1..=3), runtime.path())
+        common::drip_reading(&args, numbered(1..=3), runtime.path(), false)
     };
     let mut said = spawn(&[]);
     let mut quiet = spawn(&["-q"]);
@@ -2034,7 +1998,12 @@ fn stops_when_made_again_with_other_limits(share: &str, runtime: &Path, forget: 
     }
     assert_eq!(written, numbered(1..=3));
     forget();
-    let mut other = drip_with_input(&["-r", "5/s", "--share", share], numbered(1..=1), runtime);
+    let mut other = common::drip_reading(
+        &["-r", "5/s", "--share", share],
+        numbered(1..=1),
+        runtime,
+        false,
+    );
     assert!(wait_for(&mut other, Duration::from_secs(20)).success());
     stdin.write_all(numbered(4..=8).as_bytes()).unwrap();
     drop(stdin);
@@ -2065,7 +2034,7 @@ fn stops_when_made_again_with_other_limits(share: &str, runtime: &Path, forget: 
 
 #[test]
 fn a_state_made_again_with_other_limits_stops_a_running_drip() {
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let runtime = tempfile::tempdir().unwrap();
     let file = runtime.path().join("drip/again.json");
     stops_when_made_again_with_other_limits("again", runtime.path(), || {
@@ -2078,7 +2047,7 @@ fn a_state_made_again_with_other_limits_stops_a_running_drip_through_redis() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let redis = Redis::start();
     let runtime = tempfile::tempdir().unwrap();
     stops_when_made_again_with_other_limits(&redis.share("again"), runtime.path(), || {
@@ -2091,7 +2060,7 @@ fn a_state_made_again_with_other_limits_stops_a_running_drip_through_redis() {
 #[test]
 fn an_expired_state_is_no_lost_state() {
     use std::io::{BufRead, Write};
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let runtime = tempfile::tempdir().unwrap();
     let mut cmd = common::command(&["-r", "20/s", "--share", "idle", "--stats"]);
     cmd.env("XDG_RUNTIME_DIR", runtime.path())
@@ -2217,7 +2186,7 @@ fn rediss_with_a_private_ca_named_by_ssl_cert_file() {
     let Some(redis) = tls_redis(certs.path()) else {
         return;
     };
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let runtime = tempfile::tempdir().unwrap();
     let share = redis.share("private");
     assert!(share.starts_with("rediss://127.0.0.1:"), "{share}");
@@ -2247,7 +2216,7 @@ fn rediss_with_an_untrusted_ca_is_unreachable() {
     let Some(redis) = tls_redis(certs.path()) else {
         return;
     };
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let runtime = tempfile::tempdir().unwrap();
     let share = redis.share("untrusted");
     let args = ["-r", "100/s", "--share", &share, "--share-on-error", "fail"];
@@ -2286,7 +2255,7 @@ fn keyed_participants(
             let input: String = (1..=per_key)
                 .flat_map(|r| keys.iter().map(move |k| format!("{k} {i}-{r}\n")))
                 .collect();
-            let mut child = drip_with_input(args, input, runtime);
+            let mut child = common::drip_reading(args, input, runtime, false);
             thread::spawn(move || {
                 let lines = timed_lines(&mut child, start);
                 let status = wait_for(&mut child, Duration::from_secs(60));
@@ -2331,7 +2300,7 @@ fn three_drips_share_each_keys_limit(share: &str, extra: usize) {
     for k in keys {
         let t = &times[k];
         assert_eq!(t.len(), 24);
-        let most = most_in_window(t, 1.0);
+        let most = common::most_in_window(t, 1.0);
         assert!(
             most <= 10 + 1 + extra + BUSY_ALLOWANCE,
             "key {k}: {most} records in one second: {t:?}"
@@ -2345,7 +2314,7 @@ fn three_drips_share_each_keys_limit(share: &str, extra: usize) {
 
 #[test]
 fn three_drips_on_one_host_share_each_keys_limit() {
-    let _t = timing_lock();
+    let _t = common::timing();
     three_drips_share_each_keys_limit("keyquota", 0);
 }
 
@@ -2354,7 +2323,7 @@ fn three_drips_through_redis_share_each_keys_limit() {
     if !common::have_redis() {
         return;
     }
-    let _t = timing_lock();
+    let _t = common::timing();
     let redis = Redis::start();
     three_drips_share_each_keys_limit(&redis.share("keys"), 1);
     // A few dozen calls a second at most, for the three together (the
@@ -2479,10 +2448,10 @@ fn the_keys_script_runs_the_mirrored_arithmetic() {
 /// where one is stored) stops before reading, naming both.
 #[test]
 fn disagreeing_key_limits_stop_before_reading() {
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let runtime = tempfile::tempdir().unwrap();
     let keyed = ["--key", "1", "--key-rate", "5/s", "--share", "keyagree"];
-    let mut first = drip_with_input(&keyed, "a 1\n".into(), runtime.path());
+    let mut first = common::drip_reading(&keyed, "a 1\n".into(), runtime.path(), false);
     assert!(wait_for(&mut first, Duration::from_secs(20)).success());
     for (args, ours) in [
         (
@@ -2491,7 +2460,7 @@ fn disagreeing_key_limits_stop_before_reading() {
         ),
         (&["-r", "5/s", "--share", "keyagree"][..], "5/s, burst 1"),
     ] {
-        let mut second = drip_with_input(args, "a 1\n".into(), runtime.path());
+        let mut second = common::drip_reading(args, "a 1\n".into(), runtime.path(), false);
         let out = timed_lines(&mut second, Instant::now());
         let status = wait_for(&mut second, Duration::from_secs(20));
         let mut err = String::new();
@@ -2513,7 +2482,7 @@ fn disagreeing_key_limits_through_redis() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let redis = Redis::start();
     let runtime = tempfile::tempdir().unwrap();
     let share = redis.share("keyagree");
@@ -2528,7 +2497,7 @@ fn disagreeing_key_limits_through_redis() {
             "--share",
             &share,
         ];
-        let mut child = drip_with_input(&args, "a 1\n".into(), runtime.path());
+        let mut child = common::drip_reading(&args, "a 1\n".into(), runtime.path(), false);
         let status = wait_for(&mut child, Duration::from_secs(20));
         let mut err = String::new();
         std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
@@ -2561,7 +2530,7 @@ fn a_flushed_state_is_reported_for_the_keys_and_all_is_written() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let mut redis = Redis::start();
     let o = through_fault_limited(&mut redis, &KEYED, "fail", &[], |r| {
         r.command(&["FLUSHALL"])
@@ -2585,7 +2554,7 @@ fn keys_wait_through_a_shutdown_and_restart_and_all_is_written() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let mut redis = Redis::start();
     let o = through_fault_limited(&mut redis, &KEYED, "wait", &[], shutdown_and_restart);
     all_written_keyed(&o);
@@ -2599,7 +2568,7 @@ fn keys_pace_alone_under_local_and_warn_once() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let mut redis = Redis::start();
     let o = through_fault_limited(&mut redis, &KEYED, "local", &["--share-peers", "2"], |r| {
         r.shutdown()
@@ -2626,7 +2595,7 @@ fn keys_stop_with_status_4_under_fail() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let mut redis = Redis::start();
     let o = through_fault_limited(&mut redis, &KEYED, "fail", &[], |r| r.shutdown());
     assert_eq!(o.status.code(), Some(4), "{}", o.stderr);
@@ -2640,7 +2609,7 @@ fn keys_stop_with_status_4_under_fail() {
 /// asks for its slot when its turn nears, not as soon as its records
 /// wait.
 fn a_binding_global_limit_wastes_no_shared_key_slot(share: &str, runtime: &Path) {
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let input: String = (1..=90)
         .flat_map(|i| ["a", "b", "c"].map(|k| format!("{k} {i}\n")))
         .collect();
@@ -2658,7 +2627,7 @@ fn a_binding_global_limit_wastes_no_shared_key_slot(share: &str, runtime: &Path)
         stats.to_str().unwrap(),
     ];
     let start = Instant::now();
-    let mut child = drip_with_input(&args, input, runtime);
+    let mut child = common::drip_reading(&args, input, runtime, false);
     let lines = timed_lines(&mut child, start);
     let status = wait_for(&mut child, Duration::from_secs(60));
     let took = start.elapsed().as_secs_f64();
@@ -2698,7 +2667,7 @@ fn local_shares_again_once_the_state_answers() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let mut redis = Redis::start();
     redis.shutdown();
     let runtime = tempfile::tempdir().unwrap();
@@ -2714,7 +2683,7 @@ fn local_shares_again_once_the_state_answers() {
         "--stats-json",
         stats.to_str().unwrap(),
     ];
-    let mut child = drip_with_input(&args, numbered(1..=100), runtime.path());
+    let mut child = common::drip_reading(&args, numbered(1..=100), runtime.path(), false);
     thread::sleep(Duration::from_millis(700));
     redis.spawn();
     let status = wait_for(&mut child, Duration::from_secs(20));
@@ -2751,7 +2720,7 @@ fn local_keys_share_again_once_the_state_answers() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let mut redis = Redis::start();
     redis.shutdown();
     let runtime = tempfile::tempdir().unwrap();
@@ -2770,7 +2739,7 @@ fn local_keys_share_again_once_the_state_answers() {
         stats.to_str().unwrap(),
     ];
     // Keys 1 to 9 (the first digit); key 1 has 61 records: 3 s at 20/s.
-    let mut child = drip_with_input(&args, numbered(1..=150), runtime.path());
+    let mut child = common::drip_reading(&args, numbered(1..=150), runtime.path(), false);
     thread::sleep(Duration::from_millis(500));
     redis.spawn();
     let status = wait_for(&mut child, Duration::from_secs(20));
@@ -2818,10 +2787,11 @@ fn file_tat_ahead_ms(runtime: &Path, name: &str) -> f64 {
 /// back: right after it exits, the shared schedule is no more than a slot
 /// or two ahead of now (it was 100 to 200 ms ahead, the lease it held).
 fn gives_back_at_a_signal(share: &str, runtime: &Path, ahead_ms: impl Fn() -> f64) {
-    let mut child = drip_with_input(
+    let mut child = common::drip_reading(
         &["-r", "100/s", "--share", share, "-q"],
         numbered(1..=1000),
         runtime,
+        false,
     );
     thread::sleep(Duration::from_millis(1000));
     send_signal(&child, libc::SIGTERM);
@@ -2836,7 +2806,7 @@ fn unused_slots_go_back_at_a_signal_through_redis() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let redis = Redis::start();
     let runtime = tempfile::tempdir().unwrap();
     gives_back_at_a_signal(&redis.share("back"), runtime.path(), || {
@@ -2846,7 +2816,7 @@ fn unused_slots_go_back_at_a_signal_through_redis() {
 
 #[test]
 fn unused_slots_go_back_at_a_signal_on_one_host() {
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let runtime = tempfile::tempdir().unwrap();
     gives_back_at_a_signal("back", runtime.path(), || {
         file_tat_ahead_ms(runtime.path(), "back")
@@ -2860,10 +2830,11 @@ fn stop_with_a_hung_server(stop: impl FnOnce(&mut Child)) -> (Duration, std::pro
     let redis = Redis::start();
     let runtime = tempfile::tempdir().unwrap();
     let share = redis.share("hung");
-    let mut child = drip_with_input(
+    let mut child = common::drip_reading(
         &["-r", "100/s", "--share", &share, "-q"],
         numbered(1..=1000),
         runtime.path(),
+        false,
     );
     thread::sleep(Duration::from_millis(500));
     redis.signal(libc::SIGSTOP);
@@ -2884,7 +2855,7 @@ fn a_signal_stops_at_once_with_a_hung_server() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let (took, status) = stop_with_a_hung_server(|c| send_signal(c, libc::SIGTERM));
     assert_eq!(status.code(), Some(143));
     assert!(took < Duration::from_millis(500), "{took:?}");
@@ -2903,7 +2874,7 @@ fn a_closed_reader_ends_drip_at_once_with_a_hung_server() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let (took, status) = stop_with_a_hung_server(|c| drop(c.stdout.take()));
     assert!(status.code().is_some(), "{status}");
     assert!(took < Duration::from_millis(600), "{took:?}");
@@ -2950,7 +2921,7 @@ fn an_expired_records_slot_goes_back(share: &str, runtime: &Path) -> (String, St
 
 #[test]
 fn an_expired_records_slot_goes_back_on_one_host() {
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let runtime = tempfile::tempdir().unwrap();
     let (out, err) = an_expired_records_slot_goes_back("expiry", runtime.path());
     assert_eq!(out, "1\n2\n3\n4\n5\n7\n8\n9\n", "{err}");
@@ -2962,7 +2933,7 @@ fn an_expired_records_slot_goes_back_through_redis() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let redis = Redis::start();
     let runtime = tempfile::tempdir().unwrap();
     let (out, err) = an_expired_records_slot_goes_back(&redis.share("expiry"), runtime.path());
@@ -3091,7 +3062,7 @@ fn two_drips_share_the_gcra_table(
 /// [`two_drips_share_the_gcra_table`] on `share(attempt)`, run again (at
 /// most three times) while the run cannot be judged.
 fn two_drips_give_back_expired_records_slots(share: &dyn Fn(usize) -> String, keyed: bool) {
-    let _t = beside_others();
+    let _t = common::beside_timing();
     for attempt in 1..=3 {
         let runtime = tempfile::tempdir().unwrap();
         let Some([(first, first_err), (second, second_err)]) =
@@ -3168,7 +3139,7 @@ fn wall_lines_of_each(
     let readers: Vec<_> = (0..n)
         .map(|i| {
             let input: String = (1..=records).map(|r| format!("{i}-{r}\n")).collect();
-            let mut child = drip_with_input(args, input, runtime);
+            let mut child = common::drip_reading(args, input, runtime, false);
             thread::spawn(move || {
                 let lines = timed_lines(&mut child, start);
                 let status = wait_for(&mut child, Duration::from_secs(60));
@@ -3232,7 +3203,7 @@ fn two_drips_share_one_budget(share: &str, rate: Option<&str>) {
 
 #[test]
 fn two_drips_on_one_host_share_one_budget() {
-    let _t = timing_lock();
+    let _t = common::timing();
     two_drips_share_one_budget("budget-two", None);
 }
 
@@ -3241,7 +3212,7 @@ fn two_drips_through_redis_share_one_budget() {
     if !common::have_redis() {
         return;
     }
-    let _t = timing_lock();
+    let _t = common::timing();
     let redis = Redis::start();
     two_drips_share_one_budget(&redis.share("budget-two"), None);
 }
@@ -3250,7 +3221,7 @@ fn two_drips_through_redis_share_one_budget() {
 /// within the first 0.7 s of each second).
 #[test]
 fn two_drips_on_one_host_share_one_budget_beside_a_shared_rate() {
-    let _t = timing_lock();
+    let _t = common::timing();
     two_drips_share_one_budget("budget-rate", Some("30/s"));
 }
 
@@ -3259,14 +3230,14 @@ fn two_drips_through_redis_share_one_budget_beside_a_shared_rate() {
     if !common::have_redis() {
         return;
     }
-    let _t = timing_lock();
+    let _t = common::timing();
     let redis = Redis::start();
     two_drips_share_one_budget(&redis.share("budget-rate"), Some("30/s"));
 }
 
 /// Run `drip ARGS` to its end on `input`; its status, stdout and stderr.
 fn run_drip_out(args: &[&str], input: String, runtime: &Path) -> (Option<i32>, String, String) {
-    let child = drip_with_input(args, input, runtime);
+    let child = common::drip_reading(args, input, runtime, false);
     let out = child.wait_with_output().unwrap();
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (out.status.code(), text(&out.stdout), text(&out.stderr))
@@ -3288,7 +3259,7 @@ fn utc_hour() -> u64 {
 /// ("cannot be reached").
 #[test]
 fn a_shared_budgets_count_file_unusable_stops_and_garbage_starts_afresh() {
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let runtime = tempfile::tempdir().unwrap();
     let dir = runtime.path().join("drip");
     std::fs::create_dir_all(&dir).unwrap();
@@ -3345,7 +3316,7 @@ fn a_stopped_drip_holds_little_of_a_shared_budget(share: &str, runtime: &Path) {
     common::until_judged(3, Duration::from_secs(60), || {
         let hour = utc_hour();
         let name = format!("{share}-{hour}");
-        let mut first = drip_with_input(
+        let mut first = common::drip_reading(
             &[
                 "-q",
                 "-r",
@@ -3357,6 +3328,7 @@ fn a_stopped_drip_holds_little_of_a_shared_budget(share: &str, runtime: &Path) {
             ],
             numbered(1..=1000),
             runtime,
+            false,
         );
         thread::sleep(Duration::from_millis(1000));
         send_signal(&first, libc::SIGTERM);
@@ -3392,7 +3364,7 @@ fn a_stopped_drip_holds_little_of_a_shared_budget(share: &str, runtime: &Path) {
 
 #[test]
 fn a_stopped_drip_holds_little_of_a_shared_budget_on_one_host() {
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let runtime = tempfile::tempdir().unwrap();
     a_stopped_drip_holds_little_of_a_shared_budget("held", runtime.path());
 }
@@ -3402,7 +3374,7 @@ fn a_stopped_drip_holds_little_of_a_shared_budget_through_redis() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let redis = Redis::start();
     let runtime = tempfile::tempdir().unwrap();
     a_stopped_drip_holds_little_of_a_shared_budget(&redis.share("held"), runtime.path());
@@ -3450,7 +3422,7 @@ fn a_restarted_drip_finds_the_budget_spent(share: &str, runtime: &Path, forget: 
 
 #[test]
 fn a_restarted_drip_finds_the_shared_budget_spent_on_one_host() {
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let runtime = tempfile::tempdir().unwrap();
     let dir = runtime.path().join("drip");
     a_restarted_drip_finds_the_budget_spent("spent", runtime.path(), &|| {
@@ -3468,7 +3440,7 @@ fn a_restarted_drip_finds_the_shared_budget_spent_through_redis() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let redis = Redis::start();
     let runtime = tempfile::tempdir().unwrap();
     a_restarted_drip_finds_the_budget_spent(&redis.share("spent"), runtime.path(), &|| {
@@ -3498,7 +3470,7 @@ fn a_shared_budget_waits_for_its_state_and_says_so() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let runtime = tempfile::tempdir().unwrap();
     let mut redis = Redis::options().not_started();
     let share = redis.share("budget-away");
@@ -3510,7 +3482,7 @@ fn a_shared_budget_waits_for_its_state_and_says_so() {
         "--share-on-error",
         "wait",
     ];
-    let mut child = drip_with_input(&args, numbered(1..=3), runtime.path());
+    let mut child = common::drip_reading(&args, numbered(1..=3), runtime.path(), false);
     thread::sleep(Duration::from_millis(1500));
     assert!(child.try_wait().unwrap().is_none(), "drip waits");
     redis.spawn();
@@ -3649,7 +3621,7 @@ fn a_shared_budget_under_wait_waits_while_its_redis_is_killed() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     common::until_judged(3, Duration::from_secs(90), || {
         let mut o = BudgetOutage::start("wait", &[]);
         o.feed(4..=5);
@@ -3688,7 +3660,7 @@ fn a_shared_budget_under_local_counts_alone_while_its_redis_is_killed() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     common::until_judged(3, Duration::from_secs(90), || {
         let mut o = BudgetOutage::start("local", &["--share-peers", "2"]);
         o.feed(4..=8);
@@ -3737,7 +3709,7 @@ fn a_shared_budget_under_fail_exits_4_when_its_redis_is_killed() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let mut o = BudgetOutage::start("fail", &[]);
     o.feed(4..=5);
     let name = o.name.clone();
@@ -3759,7 +3731,7 @@ fn a_shared_budget_on_a_server_that_wants_a_password_exits_4_under_every_policy(
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let redis = Redis::start();
     redis.command(&["CONFIG", "SET", "requirepass", "sekret"]);
     let runtime = tempfile::tempdir().unwrap();
@@ -3806,7 +3778,7 @@ fn the_summary_tells_the_shared_budget_left(share: &str, runtime: &Path) {
 
 #[test]
 fn the_summary_tells_the_shared_budget_left_on_one_host() {
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let runtime = tempfile::tempdir().unwrap();
     the_summary_tells_the_shared_budget_left("left", runtime.path());
 }
@@ -3816,7 +3788,7 @@ fn the_summary_tells_the_shared_budget_left_through_redis() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let redis = Redis::start();
     let runtime = tempfile::tempdir().unwrap();
     the_summary_tells_the_shared_budget_left(&redis.share("left"), runtime.path());
@@ -3853,7 +3825,7 @@ fn settled_pair(share: &str, runtime: &Path, settle: bool) -> (Duration, Vec<i64
             let input: String = (0..8)
                 .map(|i| format!("{{\"e\":100,\"d\":{d},\"i\":{i}}}\n"))
                 .collect();
-            drip_with_input(&args, input, runtime)
+            common::drip_reading(&args, input, runtime, false)
         })
         .collect();
     for mut child in drips {
@@ -3910,7 +3882,7 @@ fn settled_drips_go_sooner_together(share: &str, runtime: &Path) {
 
 #[test]
 fn settled_drips_go_sooner_together_through_the_file() {
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let runtime = tempfile::tempdir().unwrap();
     settled_drips_go_sooner_together("settled", runtime.path());
 }
@@ -3920,7 +3892,7 @@ fn settled_drips_go_sooner_together_through_redis() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let redis = Redis::start();
     let runtime = tempfile::tempdir().unwrap();
     settled_drips_go_sooner_together(&redis.share("settled"), runtime.path());
@@ -3966,7 +3938,7 @@ fn a_give_back_after_a_rest_keeps_the_bound(share: &str, runtime: &Path) {
             let input: String = (0..records)
                 .map(|i| format!("{{\"e\":100,\"i\":{i}}}\n"))
                 .collect();
-            drip_with_input(&args, input, runtime)
+            common::drip_reading(&args, input, runtime, false)
         };
         let mut a = run(job(10, "0.6"), 1);
         thread::sleep(Duration::from_millis(600));
@@ -4015,7 +3987,7 @@ fn a_give_back_after_a_rest_keeps_the_bound(share: &str, runtime: &Path) {
 
 #[test]
 fn a_give_back_after_a_rest_keeps_the_bound_through_the_file() {
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let runtime = tempfile::tempdir().unwrap();
     a_give_back_after_a_rest_keeps_the_bound("rested", runtime.path());
 }
@@ -4025,7 +3997,7 @@ fn a_give_back_after_a_rest_keeps_the_bound_through_redis() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let redis = Redis::start();
     let runtime = tempfile::tempdir().unwrap();
     a_give_back_after_a_rest_keeps_the_bound(&redis.share("rested"), runtime.path());
@@ -4039,7 +4011,7 @@ fn a_settlement_unsent_at_exit_is_said() {
     if !common::have_redis() {
         return;
     }
-    let _t = beside_others();
+    let _t = common::beside_timing();
     let mut redis = Redis::start();
     let runtime = tempfile::tempdir().unwrap();
     let share = redis.share("unsent");
@@ -4059,7 +4031,7 @@ fn a_settlement_unsent_at_exit_is_said() {
         "-c",
         "sleep 1; echo '{\"usage\":{\"total\":1}}'",
     ];
-    let mut child = drip_with_input(&args, "{\"e\":100}\n".into(), runtime.path());
+    let mut child = common::drip_reading(&args, "{\"e\":100}\n".into(), runtime.path(), false);
     thread::sleep(Duration::from_millis(300));
     redis.shutdown();
     let out = timed_lines(&mut child, Instant::now());

@@ -10,17 +10,9 @@ use crate::topology;
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::thread;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use common::wait_for;
-
-/// Seconds since the Unix epoch now, on the wall clock.
-fn wall() -> f64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-}
 
 /// Two drips, one through each of `shares`, of 60 records each on one
 /// `--budget 20/second@UTC`, `event` run 2 s after they start: every
@@ -32,7 +24,7 @@ fn wall() -> f64 {
 /// again), where the machine held the writer or the reader back and a
 /// record of the second before may have been read in it.
 fn two_drips_on_one_budget(shares: [&str; 2], event: impl FnOnce()) -> Option<String> {
-    let started = wall();
+    let started = common::unix_now();
     let drips: Vec<_> = shares
         .iter()
         .enumerate()
@@ -49,7 +41,7 @@ fn two_drips_on_one_budget(shares: [&str; 2], event: impl FnOnce()) -> Option<St
                 let lines: Vec<(f64, String)> = BufReader::new(out)
                     .lines()
                     .map_while(Result::ok)
-                    .map(|l| (wall(), l))
+                    .map(|l| (common::unix_now(), l))
                     .collect();
                 let status = wait_for(&mut child, Duration::from_secs(90));
                 let err = common::stderr_of(&mut child);
@@ -59,7 +51,7 @@ fn two_drips_on_one_budget(shares: [&str; 2], event: impl FnOnce()) -> Option<St
         })
         .collect();
     thread::sleep(Duration::from_secs(2));
-    let event_at = wall();
+    let event_at = common::unix_now();
     event();
     let each: Vec<(Vec<(f64, String)>, String)> =
         drips.into_iter().map(|d| d.join().unwrap()).collect();
@@ -147,11 +139,13 @@ fn two_drips_behind_sentinel_keep_one_budget(kill: bool) {
 
 #[test]
 fn two_drips_behind_sentinel_keep_one_budget_through_a_failover() {
+    let _t = common::beside_timing();
     two_drips_behind_sentinel_keep_one_budget(false);
 }
 
 #[test]
 fn two_drips_behind_sentinel_keep_one_budget_when_the_primary_is_killed() {
+    let _t = common::beside_timing();
     two_drips_behind_sentinel_keep_one_budget(true);
 }
 
@@ -165,6 +159,7 @@ fn two_drips_in_a_cluster_keep_one_budget_through_a_resharding() {
     if !common::have(&["redis-server", "redis-cli"]) {
         return;
     }
+    let _t = common::beside_timing();
     common::until_judged(4, Duration::from_secs(300), || {
         let name = format!("budget-cluster-{}", std::process::id());
         let mut c = topology::Cluster::start(&name);

@@ -12,7 +12,7 @@ use crate::fleet;
 
 use std::io::Read;
 use std::path::Path;
-use std::process::{Child, ChildStdout, Output, Stdio};
+use std::process::{Child, ChildStdout, Output};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -30,68 +30,19 @@ const BUSY_ALLOWANCE: usize = 2;
 /// under `runtime`.
 fn drip(args: &[&str], tag: &str, (records, hold): (usize, bool), runtime: &Path) -> Child {
     let input: String = (1..=records).map(|r| format!("{tag}-{r}\n")).collect();
-    drip_reading(args, input, hold, runtime)
-}
-
-/// `drip ARGS` reading `input` (held open for a minute when `hold`), its
-/// state and control socket under `runtime`.
-fn drip_reading(args: &[&str], input: String, hold: bool, runtime: &Path) -> Child {
-    let mut cmd = common::command(args);
-    cmd.env("XDG_RUNTIME_DIR", runtime)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn drip");
-    let mut stdin = child.stdin.take().unwrap();
-    thread::spawn(move || {
-        use std::io::Write;
-        let _ = stdin.write_all(input.as_bytes());
-        if hold {
-            // The drips run until the test stops them.
-            thread::sleep(Duration::from_secs(60));
-        }
-    });
-    child
-}
-
-/// `drip ctl ARGS` under `runtime`: status, stdout, stderr.
-fn ctl(runtime: &Path, args: &[&str]) -> (i32, String, String) {
-    let mut all = vec!["ctl"];
-    all.extend_from_slice(args);
-    let out = common::command(&all)
-        .env("XDG_RUNTIME_DIR", runtime)
-        .output()
-        .expect("run drip ctl");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::drip_reading(args, input, runtime, hold)
 }
 
 /// Wait until the drip named `name` answers `drip ctl`.
 fn wait_answers(runtime: &Path, name: &str) {
     let start = Instant::now();
-    while ctl(runtime, &[name, "info"]).0 != 0 {
+    while common::ctl(runtime, &[name, "info"]).0 != 0 {
         assert!(
             start.elapsed() < Duration::from_secs(20),
             "{name} never answered"
         );
         thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// The most of `times` (sorted, s) in any window of `window` s.
-fn most_in_window(times: &[f64], window: f64) -> usize {
-    let mut most = 0;
-    let mut j = 0;
-    for i in 0..times.len() {
-        while times[i] - times[j] >= window {
-            j += 1;
-        }
-        most = most.max(i + 1 - j);
-    }
-    most
 }
 
 /// The lines of `out`, each stamped (s since `start`) when read.
@@ -143,12 +94,12 @@ fn two_drips_follow_a_change(share: &str) -> Option<String> {
     wait_answers(rt, "a");
     wait_answers(rt, "b");
     thread::sleep(Duration::from_millis(1500));
-    let (status, _, err) = ctl(rt, &["a", "rate", "5/s"]);
+    let (status, _, err) = common::ctl(rt, &["a", "rate", "5/s"]);
     assert_eq!(status, 0, "drip ctl a rate 5/s: {err}");
     let changed = start.elapsed().as_secs_f64();
     thread::sleep(Duration::from_millis(4500));
     // The other drip shows the limits it follows.
-    let (status, info, err) = ctl(rt, &["b", "info"]);
+    let (status, info, err) = common::ctl(rt, &["b", "info"]);
     assert_eq!(status, 0, "{err}");
     assert!(info.contains(r#""rate":["5/s:1"]"#), "{info}");
     // A drip started now with the old limits is told, and follows.
@@ -202,7 +153,7 @@ fn two_drips_follow_a_change(share: &str) -> Option<String> {
     }
     // After the stated time, 3.5 s at 5/s: at most 1 + 2 × 5 in 2 s, and
     // still sending.
-    let most = most_in_window(&after, 2.0);
+    let most = common::most_in_window(&after, 2.0);
     assert!(
         most <= 1 + 10 + BUSY_ALLOWANCE,
         "{most} records in 2 s after the change to 5/s: {after:?}"
@@ -217,6 +168,7 @@ fn two_drips_follow_a_change(share: &str) -> Option<String> {
 
 #[test]
 fn ctl_rate_changes_the_limits_of_every_drip_on_one_host() {
+    let _t = common::beside_timing();
     common::until_judged(3, Duration::from_secs(90), || {
         two_drips_follow_a_change("ctl-test")
     });
@@ -227,6 +179,7 @@ fn ctl_rate_changes_the_limits_of_every_drip_through_redis() {
     if !common::have_redis() {
         return;
     }
+    let _t = common::beside_timing();
     let redis = fleet::Redis::start();
     let share = redis.share("ctl-test");
     common::until_judged(3, Duration::from_secs(90), || {
@@ -241,6 +194,7 @@ fn an_unreachable_state_leaves_the_limits_as_they_were() {
     if !common::have_redis() {
         return;
     }
+    let _t = common::beside_timing();
     let redis = fleet::Redis::start();
     let share = redis.share("ctl-down");
     let runtime = tempfile::tempdir().unwrap();
@@ -251,7 +205,7 @@ fn an_unreachable_state_leaves_the_limits_as_they_were() {
     let child = drip(&args, "a", (400, true), rt);
     wait_answers(rt, "a");
     drop(redis);
-    let (status, _, err) = ctl(rt, &["a", "rate", "5/s"]);
+    let (status, _, err) = common::ctl(rt, &["a", "rate", "5/s"]);
     assert_eq!(status, 1, "{err}");
     assert!(
         err.starts_with("drip: ctl: a: --share ctl-down: the shared state cannot be changed: ")
@@ -259,7 +213,7 @@ fn an_unreachable_state_leaves_the_limits_as_they_were() {
             && err.lines().count() == 1,
         "{err}"
     );
-    let (_, info, _) = ctl(rt, &["a", "info"]);
+    let (_, info, _) = common::ctl(rt, &["a", "info"]);
     assert!(info.contains(r#""rate":["20/s:1"]"#), "{info}");
     stop(child);
 }
@@ -273,7 +227,7 @@ fn a_shared_rate_out_of_range_is_refused() {
     let args = ["-r", "20/s", "--share", "ctl-range", "--name", "a", "-q"];
     let child = drip(&args, "a", (400, true), rt);
     wait_answers(rt, "a");
-    let (status, _, err) = ctl(rt, &["a", "rate", "1/40d"]);
+    let (status, _, err) = common::ctl(rt, &["a", "rate", "1/40d"]);
     assert_eq!(status, 1, "{err}");
     assert!(
         err.starts_with("drip: ctl: a: --share ctl-range: --rate 1/")
@@ -281,7 +235,7 @@ fn a_shared_rate_out_of_range_is_refused() {
             && err.lines().count() == 1,
         "{err}"
     );
-    let (_, info, _) = ctl(rt, &["a", "info"]);
+    let (_, info, _) = common::ctl(rt, &["a", "info"]);
     assert!(info.contains(r#""rate":["20/s:1"]"#), "{info}");
     stop(child);
 }
@@ -329,7 +283,7 @@ fn follow(change: &Change<'_>) -> Option<String> {
         let input: String = (1..=400)
             .map(|r| format!("{name}-{r}{}\n", change.suffix))
             .collect();
-        let mut child = drip_reading(&args, input, true, rt);
+        let mut child = common::drip_reading(&args, input, rt, true);
         let out = child.stdout.take().unwrap();
         readers.push(thread::spawn(move || stamped(out, start)));
         children.push(child);
@@ -340,7 +294,7 @@ fn follow(change: &Change<'_>) -> Option<String> {
     thread::sleep(Duration::from_millis(1500));
     let mut words = vec!["a"];
     words.extend_from_slice(change.words);
-    let (status, _, err) = ctl(rt, &words);
+    let (status, _, err) = common::ctl(rt, &words);
     assert_eq!(status, 0, "drip ctl {words:?}: {err}");
     let changed = start.elapsed().as_secs_f64();
     thread::sleep(Duration::from_millis(4500));
@@ -349,14 +303,14 @@ fn follow(change: &Change<'_>) -> Option<String> {
         let mut args = change.args.to_vec();
         args.extend(["--share", share, "--no-control"]);
         let input = format!("late-1{0}\nlate-2{0}\n", change.suffix);
-        drip_reading(&args, input, false, rt)
+        common::drip_reading(&args, input, rt, false)
             .wait_with_output()
             .unwrap()
     });
     let infos: Vec<String> = change
         .names
         .iter()
-        .map(|name| ctl(rt, &[name, "info"]).1)
+        .map(|name| common::ctl(rt, &[name, "info"]).1)
         .collect();
     let errs: Vec<String> = children.into_iter().map(stop).collect();
     let times: Vec<f64> = readers
@@ -373,7 +327,7 @@ fn follow(change: &Change<'_>) -> Option<String> {
         .filter(|&t| t >= changed + change.from)
         .collect();
     after.sort_by(f64::total_cmp);
-    let most = most_in_window(&after, 2.0);
+    let most = common::most_in_window(&after, 2.0);
     assert!(
         most <= change.most,
         "{most} records in 2 s after drip ctl {:?} (at most {}): {after:?}",
@@ -434,6 +388,7 @@ fn raise(share: &str) -> Option<String> {
 
 #[test]
 fn ctl_rate_raises_the_limits_of_every_drip_on_one_host() {
+    let _t = common::beside_timing();
     common::until_judged(3, Duration::from_secs(90), || raise("ctl-raise"));
 }
 
@@ -442,6 +397,7 @@ fn ctl_rate_raises_the_limits_of_every_drip_through_redis() {
     if !common::have_redis() {
         return;
     }
+    let _t = common::beside_timing();
     let redis = fleet::Redis::start();
     let share = redis.share("ctl-raise");
     common::until_judged(3, Duration::from_secs(90), || raise(&share));
@@ -469,6 +425,7 @@ fn lower_cost(share: &str) -> Option<String> {
 
 #[test]
 fn ctl_cost_rate_changes_the_limits_of_every_drip_on_one_host() {
+    let _t = common::beside_timing();
     common::until_judged(3, Duration::from_secs(90), || lower_cost("ctl-cost"));
 }
 
@@ -477,6 +434,7 @@ fn ctl_cost_rate_changes_the_limits_of_every_drip_through_redis() {
     if !common::have_redis() {
         return;
     }
+    let _t = common::beside_timing();
     let redis = fleet::Redis::start();
     let share = redis.share("ctl-cost");
     common::until_judged(3, Duration::from_secs(90), || lower_cost(&share));
@@ -486,6 +444,7 @@ fn ctl_cost_rate_changes_the_limits_of_every_drip_through_redis() {
 /// `in=40/s:2` at a cost of 2 a record, `drip ctl a cost-rate in=10/s:2`.
 #[test]
 fn ctl_cost_rate_changes_a_lone_drips_named_cost_limit() {
+    let _t = common::beside_timing();
     common::until_judged(3, Duration::from_secs(90), || {
         follow(&Change {
             args: &["--cost", "in=2", "--cost-rate", "in=40/s:2"],
@@ -524,6 +483,7 @@ fn lower_key_rate(share: &str) -> Option<String> {
 
 #[test]
 fn ctl_key_rate_changes_the_limits_of_every_drip_on_one_host() {
+    let _t = common::beside_timing();
     common::until_judged(3, Duration::from_secs(90), || lower_key_rate("ctl-key"));
 }
 
@@ -532,6 +492,7 @@ fn ctl_key_rate_changes_the_limits_of_every_drip_through_redis() {
     if !common::have_redis() {
         return;
     }
+    let _t = common::beside_timing();
     let redis = fleet::Redis::start();
     let share = redis.share("ctl-key");
     common::until_judged(3, Duration::from_secs(90), || lower_key_rate(&share));
@@ -559,6 +520,7 @@ fn raise_key_rate(share: &str) -> Option<String> {
 
 #[test]
 fn ctl_key_rate_raises_the_limits_of_every_drip_on_one_host() {
+    let _t = common::beside_timing();
     common::until_judged(3, Duration::from_secs(90), || raise_key_rate("ctl-key-up"));
 }
 
@@ -567,6 +529,7 @@ fn ctl_key_rate_raises_the_limits_of_every_drip_through_redis() {
     if !common::have_redis() {
         return;
     }
+    let _t = common::beside_timing();
     let redis = fleet::Redis::start();
     let share = redis.share("ctl-key-up");
     common::until_judged(3, Duration::from_secs(90), || raise_key_rate(&share));
@@ -595,6 +558,7 @@ fn raise_key_burst(share: &str) -> Option<String> {
 
 #[test]
 fn ctl_key_rate_saves_no_burst_up_for_a_busy_key_on_one_host() {
+    let _t = common::beside_timing();
     common::until_judged(3, Duration::from_secs(90), || {
         raise_key_burst("ctl-key-burst")
     });
@@ -605,6 +569,7 @@ fn ctl_key_rate_saves_no_burst_up_for_a_busy_key_through_redis() {
     if !common::have_redis() {
         return;
     }
+    let _t = common::beside_timing();
     let redis = fleet::Redis::start();
     let share = redis.share("ctl-key-burst");
     common::until_judged(3, Duration::from_secs(90), || raise_key_burst(&share));

@@ -55,13 +55,7 @@ fn a_primary_whose_replica_stopped_grants_nothing_that_is_used() {
     t.replica.signal(libc::SIGCONT);
     let status = wait_for(&mut child, Duration::from_secs(60));
     let stamps = reader.join().unwrap();
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let err = common::stderr_of(&mut child);
     assert!(status.success(), "{status}: {err}");
     assert_eq!(stamps.len(), 200, "{err}");
     // The slots reserved before the stop (a chunk, at most 200 ms) and a

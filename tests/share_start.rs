@@ -51,13 +51,7 @@ fn run_drip(args: &[&str]) -> (Option<i32>, String) {
     stdin.write_all(numbered(1..=3).as_bytes()).unwrap();
     drop(stdin);
     let status = wait_for(&mut child, Duration::from_secs(20));
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let err = common::stderr_of(&mut child);
     (status.code(), err)
 }
 
@@ -176,13 +170,7 @@ fn a_signal_while_the_state_has_not_answered_stops_drip_with_its_summary() {
         common::send_signal(&child, libc::SIGTERM);
         let status = wait_for(&mut child, Duration::from_secs(10));
         let written = reader.join().unwrap().len();
-        let mut err = String::new();
-        child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
+        let err = common::stderr_of(&mut child);
         let case = format!("{policy}, TERM after {after} ms: {status}: {err}");
         assert_eq!(status.code(), Some(143), "{case}");
         assert!(err.contains("drip: read "), "{case}");
@@ -248,13 +236,7 @@ fn a_signal_while_the_state_has_not_answered_under_fail_gives_status_4() {
     thread::sleep(Duration::from_millis(300));
     common::send_signal(&child, libc::SIGTERM);
     let status = wait_for(&mut child, Duration::from_secs(10));
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let err = common::stderr_of(&mut child);
     assert_eq!(status.code(), Some(4), "{status}: {err}");
     assert_eq!(
         err,

@@ -7,19 +7,10 @@ use crate::fleet;
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{timed_lines, wait_for};
-
-/// The timing tests run one at a time: two at once on a 2-core machine
-/// hold each other's drips back.
-static TIMING: Mutex<()> = Mutex::new(());
-
-fn timing_lock() -> std::sync::MutexGuard<'static, ()> {
-    TIMING.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// What a busy machine adds to a window's count beyond rate + burst, as in
 /// `tests/share.rs`: a slot used up to its allowance late (one), and a
@@ -39,19 +30,6 @@ fn take(args: &[&str], runtime: &Path) -> (i32, String) {
     (status.code().unwrap_or(-1), common::stderr_of(&mut child))
 }
 
-/// The most stamps in any window of `window` seconds.
-fn most_in_window(times: &[f64], window: f64) -> usize {
-    (0..times.len())
-        .map(|i| {
-            times[i..]
-                .iter()
-                .take_while(|&&t| t < times[i] + window)
-                .count()
-        })
-        .max()
-        .unwrap_or(0)
-}
-
 /// Two drips sharing 20/s under `share`, 50 records each, and `drip take`
 /// in a loop beside them until both are done: the drips' lines and the
 /// takes' exits, stamped on the test's one clock, stay within the bound
@@ -59,7 +37,7 @@ fn most_in_window(times: &[f64], window: f64) -> usize {
 /// takes got slots too. Without the take sharing the schedule it runs 20
 /// a second by itself, and the window holds 40 and more.
 fn takes_beside_two_drips_hold_the_bound(share: &str, runtime: &Path) {
-    let _t = timing_lock();
+    let _t = common::timing();
     let start = Instant::now();
     let args = ["-r", "20/s", "--share", share, "-q"];
     let drips: Vec<_> = (0..2)
@@ -91,7 +69,7 @@ fn takes_beside_two_drips_hold_the_bound(share: &str, runtime: &Path) {
     assert!(takes.len() >= 10, "{} takes: {takes:?}", takes.len());
     all.extend(&takes);
     all.sort_by(f64::total_cmp);
-    let most = most_in_window(&all, 1.0);
+    let most = common::most_in_window(&all, 1.0);
     assert!(
         most <= 20 + 1 + BUSY_ALLOWANCE,
         "{most} in one second ({} takes): {all:?}",
@@ -129,7 +107,7 @@ fn takes_beside_two_drips_hold_the_bound_through_redis() {
 /// and the next take's slot is the one 500 ms after the first (had the
 /// failed one spent its slot, 1 s after).
 fn a_timeout_spends_nothing(share: &str, runtime: &Path) {
-    let _t = timing_lock();
+    let _t = common::timing();
     let first = Instant::now();
     assert_eq!(take(&["-r", "2/s", share], runtime), (0, String::new()));
     let (status, stderr) = take(&["-r", "2/s", "--timeout", "100ms", share], runtime);
@@ -169,7 +147,7 @@ fn a_timeout_spends_nothing_through_redis() {
 /// cost 10 goes at once, and the next one a second later.
 #[test]
 fn a_cost_spends_the_cost_rate() {
-    let _t = timing_lock();
+    let _t = common::timing();
     let runtime = tempfile::tempdir().unwrap();
     let args = ["--cost-rate", "10/s:10", "--cost", "10", "tokens"];
     let first = Instant::now();

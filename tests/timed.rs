@@ -8,7 +8,7 @@ use crate::common;
 
 use std::io::Write;
 use std::process::Stdio;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use common::{command, drip, spawn, timed_lines, until_judged, wait_for};
 
@@ -128,6 +128,7 @@ fn a_ramp_run() -> Option<String> {
 
 #[test]
 fn a_ramp_rises_on_the_line_slice_by_slice() {
+    let _t = common::beside_timing();
     // 200/s over 3 s from 0: in each second from 0.5 s to 4.5 s the rate
     // is within 2 % of the line's (the ramp's, then 200/s).
     // A run with a slice off the line is made again (it fails when drip
@@ -137,6 +138,7 @@ fn a_ramp_rises_on_the_line_slice_by_slice() {
 
 #[test]
 fn a_ramp_from_a_start_rate_takes_the_time_its_integral_says() {
+    let _t = common::beside_timing();
     // 50/s rising to 100/s over 2 s lets 150 records go in the ramp: 250
     // records take 3 s, where 100/s alone takes 2.5 s.
     let start = Instant::now();
@@ -160,18 +162,10 @@ fn a_ramp_from_a_start_rate_takes_the_time_its_integral_says() {
     assert_eq!(json["ramp"]["fraction"], 1.0, "{json}");
 }
 
-/// Seconds since the epoch, now.
-fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-}
-
 /// A zone (a POSIX `TZ`) whose clock shows a new minute about `ahead`
 /// seconds from now, and the minute its clock shows now, `HH:MM`.
 fn zone_turning_in(ahead: f64) -> (String, String, f64) {
-    let now = unix_now();
+    let now = common::unix_now();
     // The local clock is UTC + offset: the minute turns when
     // now + ahead + offset is a whole minute.
     let offset = (60.0 - (now + ahead).rem_euclid(60.0)).floor() as i64 % 60;
@@ -192,6 +186,7 @@ fn hhmm(minute: i64) -> String {
 
 #[test]
 fn a_schedule_row_pauses_until_its_end_then_its_rate_takes_over() {
+    let _t = common::beside_timing();
     // The row for this minute pauses; the next row lets 20/s go. Ten
     // records arrive in the pause: the bucket holds 6, and drop-newest
     // drops the rest, as when paused by drip ctl. None leaves before the
@@ -228,14 +223,14 @@ fn a_schedule_row_pauses_until_its_end_then_its_rate_takes_over() {
         .unwrap();
     // While paused: drip ctl info names the row, its end and the pause.
     let info = ctl_info(&runtime, "timed-schedule");
-    if unix_now() < turns - 0.2 {
+    if common::unix_now() < turns - 0.2 {
         assert_eq!(info["paused"], true, "{info}");
         assert_eq!(info["schedule"]["row"], 1, "{info}");
         assert_eq!(info["schedule"]["text"], format!("{minute}-{next} pause"));
     }
     drop(stdin);
     let clock = Instant::now();
-    let started = unix_now();
+    let started = common::unix_now();
     let (lines, status) = lines_and_status(&mut child, clock);
     let err = common::stderr_of(&mut child);
     assert!(status.success(), "{status:?}: {err}");
@@ -276,8 +271,9 @@ fn a_schedule_row_pauses_until_its_end_then_its_rate_takes_over() {
 /// day), the start of the row after it; `paused_until` in RFC 3339.
 #[test]
 fn a_pause_of_the_schedule_says_when_it_ends() {
+    let _t = common::beside_timing();
     // A row from an hour ago to two hours from now, on a UTC clock.
-    let minute = unix_now() as i64 / 60;
+    let minute = common::unix_now() as i64 / 60;
     let (from, to) = (hhmm(minute - 60), hhmm(minute + 120));
     let spec = format!("{from}-{to} pause; * 20/s");
     let mut cmd = command(&[
@@ -346,6 +342,7 @@ fn ctl_info(runtime: &std::path::Path, name: &str) -> serde_json::Value {
 
 #[test]
 fn the_rate_of_the_row_in_force_paces() {
+    let _t = common::beside_timing();
     // The row for this minute and the next (not turning for over 60 s):
     // 10/s, whatever --rate says.
     let (tz, minute, _) = zone_turning_in(90.0);
@@ -442,6 +439,7 @@ fn malformed_schedules_and_ramps_are_usage_errors_on_one_line() {
 
 #[test]
 fn drip_ctl_steers_a_scheduled_drip_until_the_next_row_starts() {
+    let _t = common::beside_timing();
     // Two rows of 50/s, the second starting in 4 s. drip ctl sets 2/s at
     // once: records leave 500 ms apart until the second row starts and
     // puts 50/s in force again.
@@ -473,7 +471,7 @@ fn a_steered_run() -> Option<String> {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let steered = unix_now();
+    let steered = common::unix_now();
     if steered > turns - 2.0 {
         let _ = child.kill();
         let _ = child.wait();
@@ -487,7 +485,7 @@ fn a_steered_run() -> Option<String> {
         .unwrap();
     drop(stdin);
     let clock = Instant::now();
-    let started = unix_now();
+    let started = common::unix_now();
     let (lines, status) = lines_and_status(&mut child, clock);
     assert!(status.success());
     assert_eq!(lines.len(), 120);
@@ -512,6 +510,7 @@ fn a_steered_run() -> Option<String> {
 
 #[test]
 fn during_a_ramp_max_wait_refuses_nothing_at_arrival_and_expires_as_usual() {
+    let _t = common::beside_timing();
     // 10/s from 0 over 5 s, 300 ms at most in the bucket: after the first,
     // none leaves within 300 ms; none is refused as it arrives (there is no
     // forecast during the ramp), each expires.

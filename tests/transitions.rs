@@ -58,7 +58,6 @@ use std::fmt;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -81,9 +80,6 @@ const STAMP_ALLOWANCE: f64 = 1.0;
 /// stalls, [`judged_share`]) for the run to count: below it the bound
 /// could hold only because the windows where it broke were left out.
 const MIN_JUDGED: f64 = 0.5;
-
-/// The runs measure wall-clock pacing: one at a time.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Where the shared state lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1010,7 +1006,7 @@ fn given_seed() -> Option<u64> {
 /// One run of `transition` under `policy` with `seed`: its plan and
 /// outcome, and a one-line account of it.
 fn one_run(backend: Backend, transition: Transition, policy: &str, seed: u64) -> (Outcome, String) {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = common::timing();
     let mut rng = fastrand::Rng::with_seed(seed);
     let plan = plan(backend, transition, policy, &mut rng);
     let mut redis = (backend == Backend::Redis).then(Redis::start);

@@ -19,6 +19,31 @@ pub fn json_lines(path: &std::path::Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// The suite's one timing lock: the tests that judge wall-clock timing
+/// hold it, so that two of them that must not run at once never do,
+/// whichever files they are in (the suite is one binary, its tests run on
+/// eight threads; on a 2-core machine two pacing runs at once hold each
+/// other's processes back: a `find | drip | xargs` beside a curl test once
+/// held up its first second by 270 ms). A test that fails while holding it does not
+/// fail the others: a poisoned lock is taken as it is.
+static TIMING: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// For a test that judges wall-clock timing and must run alone among the
+/// clock-judged tests: a pacing, window or lease bound on real time that
+/// another pipeline of drips beside it could break. It waits for the
+/// tests holding [`beside_timing`] to end, and they wait for it.
+pub fn timing() -> std::sync::RwLockWriteGuard<'static, ()> {
+    TIMING.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// For a test that may run beside others like it, but not beside one that
+/// holds [`timing`]: its bounds on real time leave room for its
+/// neighbours' load, or it judges none but starts drips enough to disturb
+/// a test that holds [`timing`].
+pub fn beside_timing() -> std::sync::RwLockReadGuard<'static, ()> {
+    TIMING.read().unwrap_or_else(|e| e.into_inner())
+}
+
 /// A temporary file holding `bytes`.
 pub fn temp_file(bytes: &[u8]) -> tempfile::NamedTempFile {
     use std::io::Write;
@@ -454,6 +479,72 @@ pub fn cpu_wait_between(samples: &[CpuWaitSample], tid: u32, from: f64, to: f64)
     (after - before).max(0.0)
 }
 
+/// How long (s) all the threads of `samples` (from [`watch_cpu_waits`])
+/// waited for a CPU, all told, from `from` to `to` (seconds since its
+/// origin): [`cpu_wait_between`] summed over every thread seen.
+pub fn threads_cpu_wait_between(samples: &[CpuWaitSample], from: f64, to: f64) -> f64 {
+    samples.last().map_or(0.0, |last| {
+        last.1
+            .keys()
+            .filter_map(|tid| tid.to_str()?.parse().ok())
+            .map(|tid| cpu_wait_between(samples, tid, from, to))
+            .sum()
+    })
+}
+
+/// Watch the processes of process group `pgid` (a pipeline started in a
+/// group of its own) until its leader is gone (reaped): returns how long
+/// (s) their threads waited for a CPU while runnable, all told (as
+/// [`watch_cpu_wait`], read every 10 ms: a process that lived less than
+/// that, or the last 10 ms of one, may be missed). 0 where the kernel does
+/// not keep it.
+pub fn watch_group_cpu_wait(pgid: u32) -> std::thread::JoinHandle<f64> {
+    std::thread::spawn(move || {
+        let mut waited: std::collections::HashMap<(u32, String), f64> = Default::default();
+        // Processes seen in another group: a pid stays in its group.
+        let mut others = std::collections::HashSet::new();
+        while std::path::Path::new(&format!("/proc/{pgid}")).exists() {
+            let Ok(procs) = std::fs::read_dir("/proc") else {
+                break;
+            };
+            let pids = procs
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok());
+            for pid in pids {
+                if others.contains(&pid) {
+                    continue;
+                }
+                let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                    continue;
+                };
+                // The group is field 5, the third after the name's ')'.
+                let group = stat
+                    .rfind(')')
+                    .and_then(|i| stat[i + 2..].split(' ').nth(2)?.parse::<u32>().ok());
+                if group != Some(pgid) {
+                    others.insert(pid);
+                    continue;
+                }
+                let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+                    continue;
+                };
+                for task in tasks.flatten() {
+                    let stat = std::fs::read_to_string(task.path().join("schedstat"));
+                    let ns = stat
+                        .ok()
+                        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok());
+                    if let Some(ns) = ns {
+                        let tid = task.file_name().to_string_lossy().into_owned();
+                        waited.insert((pid, tid), ns as f64 / 1e9);
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        waited.values().sum()
+    })
+}
+
 /// How far records seen at `times` (seconds, in order) fell behind a
 /// schedule of one record every `interval` seconds over the run, in
 /// seconds: negative when they ran ahead of it. Seen late is all a loaded
@@ -522,6 +613,118 @@ pub fn ahead_of_first(times: &[f64], interval: f64) -> f64 {
         .skip(1)
         .map(|(k, t)| times[0] + (k - 1) as f64 * interval - t)
         .fold(f64::NEG_INFINITY, f64::max)
+}
+
+/// The most of `times` (seconds, in order) in any window of `window`
+/// seconds: the most that stand less than `window` apart, first to last
+/// (a window `[t, t + window)` opening at one of them: one that opens
+/// elsewhere holds no more).
+pub fn most_in_window(times: &[f64], window: f64) -> usize {
+    (0..times.len())
+        .map(|i| {
+            times[i..]
+                .iter()
+                .take_while(|&&t| t < times[i] + window)
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// The most of `times` (in order) in any closed window `[t, t + width]`,
+/// and the index of the first of them (of the earliest such window). It
+/// suffices to consider windows that open at one of `times`: sliding any
+/// window right until its left edge meets one loses nothing.
+pub fn most_in_closed_window(times: &[Duration], width: Duration) -> (usize, usize) {
+    let mut best = (0, 0);
+    let mut j = 0;
+    for i in 0..times.len() {
+        if j < i {
+            j = i;
+        }
+        while j < times.len() && times[j] - times[i] <= width {
+            j += 1;
+        }
+        if j - i > best.0 {
+            best = (j - i, i);
+        }
+    }
+    best
+}
+
+/// Seconds since the Unix epoch now, on the wall clock (the clock of
+/// `date +%s%N`, of a joblog's `start_us`, of a server's stamps).
+pub fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// How many times thread `tid` of process `pid` (its main thread: `tid`
+/// = `pid`) has slept so far: its voluntary context switches, from
+/// `/proc/PID/task/TID/status`.
+pub fn sleeps_of(pid: u32, tid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("voluntary_ctxt_switches")
+}
+
+/// Nothing is left in `tmp`, drip's TMPDIR (the headers directory is gone).
+pub fn assert_no_temporary_left(tmp: &std::path::Path) {
+    let left: Vec<_> = std::fs::read_dir(tmp).unwrap().flatten().collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+}
+
+/// `drip ARGS` (its stdout and stderr piped) reading `input`, fed on a
+/// thread of its own, its state files and control socket under `runtime`
+/// (`XDG_RUNTIME_DIR`); its input is held open a minute after `input` when
+/// `hold` (the drip runs until the test stops it), closed at once
+/// otherwise.
+pub fn drip_reading(args: &[&str], input: String, runtime: &std::path::Path, hold: bool) -> Child {
+    let mut cmd = command(args);
+    cmd.env("XDG_RUNTIME_DIR", runtime)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn drip");
+    let mut stdin = child.stdin.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::Write;
+        let _ = stdin.write_all(input.as_bytes());
+        if hold {
+            std::thread::sleep(Duration::from_secs(60));
+        }
+    });
+    child
+}
+
+/// `drip ctl ARGS` with `XDG_RUNTIME_DIR=runtime`: its status, stdout
+/// and stderr.
+pub fn ctl(runtime: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    ctl_as(runtime, args, None)
+}
+
+/// `drip ctl ARGS` with `XDG_RUNTIME_DIR=runtime`, run as `uid` (and its
+/// group) if given: its status, stdout and stderr.
+pub fn ctl_as(runtime: &std::path::Path, args: &[&str], uid: Option<u32>) -> (i32, String, String) {
+    let mut all = vec!["ctl"];
+    all.extend_from_slice(args);
+    let mut cmd = command(&all);
+    cmd.env("XDG_RUNTIME_DIR", runtime);
+    if let Some(uid) = uid {
+        use std::os::unix::process::CommandExt;
+        cmd.uid(uid).gid(uid);
+    }
+    let out = cmd.output().expect("run drip ctl");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// Call `run` until a run can be judged: `run` makes one run and fails by
