@@ -968,6 +968,7 @@ fn at_a_reset_the_jobs_start_no_more_than_a_window_allows() {
     if !common::have(&["curl"]) {
         return;
     }
+    let _t = common::beside_timing();
     // 1000 input tokens per 2 s window, requests of 200, 8 jobs at once,
     // 30 records, no rate but the headers'; each job ends 0.3 s after its
     // answer. In the first window nothing is known yet: 8 start, and the

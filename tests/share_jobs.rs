@@ -722,9 +722,9 @@ fn a_killed_drip_s_jobs_end_before_its_leases_go_to_another(share: &str, runtime
     let groups: Vec<i32> = starts_of(&log, "a").iter().map(|s| s.0).collect();
     a.kill().unwrap();
     a.wait().unwrap();
-    let killed_at = realtime();
+    let killed_at = common::unix_now();
     let gone = crate::jobs_leaving::until_gone(&groups, &[], Duration::from_secs(20));
-    let gone_at = realtime();
+    let gone_at = common::unix_now();
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while starts_of(&log, "b").len() < 2 && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
@@ -757,7 +757,7 @@ fn a_killed_drip_s_jobs_end_before_its_leases_go_to_another(share: &str, runtime
 
 #[test]
 fn a_killed_drip_s_jobs_end_before_its_leases_go_to_another_on_one_host() {
-    let _t = common_timing();
+    let _t = common::timing();
     let runtime = tempfile::tempdir().unwrap();
     let r = runtime.path();
     a_killed_drip_s_jobs_end_before_its_leases_go_to_another("killed", [r, r]);
@@ -768,7 +768,7 @@ fn a_killed_drip_s_jobs_end_before_its_leases_go_to_another_through_redis() {
     if !common::have_redis() {
         return;
     }
-    let _t = common_timing();
+    let _t = common::timing();
     let redis = fleet::Redis::start();
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     a_killed_drip_s_jobs_end_before_its_leases_go_to_another(
