@@ -891,6 +891,7 @@ mod tests {
                 in_flight: 49,
                 read_while: 0,
                 started: 0,
+                cost: 0,
             },
         );
         // 50 left: a start of 10 spends them and spaces the next 10 × 10 s / 51.

@@ -83,7 +83,9 @@ impl Pool {
             if deadline.is_some_and(|d| now >= d) {
                 return self.unstarted(&who, n, JobFate::Expired);
             }
-            if let Err(fate) = self.spend_tokens(bytes, deadline, &scope) {
+            // In flight from its spending on: a response read before its
+            // process starts counts it.
+            if let Err(fate) = self.spend_tokens((number, bytes), deadline, &scope) {
                 return self.unstarted(&who, n, fate);
             }
             let spec = Spec {
@@ -143,7 +145,7 @@ impl Pool {
                 }
                 group.set(Some(pgid));
                 running();
-                self.slots.process_started(number, self.shared.clock.now());
+                self.slots.process_started();
                 self.groups.started(number, pgid);
             };
             let run = attempt::run(spec, self.job_files(files, bytes)?, &set_group);

@@ -42,6 +42,7 @@ impl Pool {
                 in_flight: 0,
                 read_while: read_while.tokens(budget),
                 started: read_while.since,
+                cost: 0,
             };
             self.follow_tokens(scope, number, budget, read);
         }
@@ -79,27 +80,43 @@ impl Pool {
     /// scope in flight counted against it, for the starts to spend
     /// ([`Pool::spend_tokens`]).
     fn follow_tokens(&self, scope: &Scope, number: u64, budget: &str, read: quota::TokensRead) {
-        let in_flight = self.tokens_in_flight(scope, budget, Some(number));
+        // Under the slots' lock, as a start's spending is
+        // ([`Pool::spend_tokens`]): no start falls between what is counted
+        // in flight and what the window keeps.
+        let table = self.slots.lock();
+        let in_flight = self.tokens_in_flight(&table, scope, budget, Some(number));
+        let cost = table
+            .running
+            .get(&number)
+            .map_or(0, |job| self.budgets.cost(budget, job.record.as_bytes()));
         let now = self.shared.clock.now();
-        let read = quota::TokensRead { in_flight, ..read };
+        let read = quota::TokensRead {
+            in_flight,
+            cost,
+            ..read
+        };
         self.gate.observe_tokens(scope, budget, now, read);
+        drop(table);
         self.slots.wake();
     }
 
-    /// A start of `record` (its `scope`) spends its cost on each budget:
-    /// when an announced token window has less left, it waits for the
-    /// window's reset (the scope pauses until then, so the records behind
-    /// it wait in the bucket), and spends it then; past a reset, while
-    /// the new window is only assumed, it waits for a response telling of
-    /// it ([`quota::Tokens`]). `Err` with the record's fate at a stop
-    /// (undelivered) or past its `deadline` (expired).
+    /// A start of record `number` (`record`, its `scope`) spends its cost
+    /// on each budget: when an announced token window has less left, it
+    /// waits for the window's reset (the scope pauses until then, so the
+    /// records behind it wait in the bucket), and spends it then; past a
+    /// reset, while the new window is only assumed, it waits for a
+    /// response telling of it ([`quota::Tokens`]). Its request is in
+    /// flight from then on ([`super::slots::Slots::asking`]). `Err` with
+    /// the record's fate at a stop (undelivered) or past its `deadline`
+    /// (expired).
     pub(super) fn spend_tokens(
         &self,
-        record: &[u8],
+        (number, record): (u64, &[u8]),
         deadline: Option<u64>,
         scope: &Scope,
     ) -> Result<(), JobFate> {
         if self.budgets.is_empty() {
+            self.slots.asking(number, self.shared.clock.now());
             return Ok(());
         }
         let costs = self.budgets.costs(record);
@@ -109,18 +126,23 @@ impl Pool {
             if deadline.is_some_and(|d| now >= d) {
                 return Err(JobFate::Expired);
             }
+            let mut table = self.slots.lock();
             let spends: Vec<quota::Spend> = costs
                 .iter()
                 .map(|&(budget, cost)| quota::Spend {
                     budget,
                     cost,
-                    in_flight: self.tokens_in_flight(scope, budget, None),
+                    in_flight: self.tokens_in_flight(&table, scope, budget, None),
                 })
                 .collect();
             let until = match self.gate.spend_tokens(scope, now, &spends) {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    super::slots::Slots::ask(&mut table, number, now);
+                    return Ok(());
+                }
                 Err(hold) => hold.until(),
             };
+            drop(table);
             self.shared.data_ready.notify_all();
             if self.stopping() {
                 return Err(JobFate::Undelivered);
@@ -131,9 +153,14 @@ impl Pool {
     }
 
     /// The tokens of `budget` the requests of `scope` in flight cost (but
-    /// record `except`'s).
-    fn tokens_in_flight(&self, scope: &Scope, budget: &str, except: Option<u64>) -> u64 {
-        let table = self.slots.lock();
+    /// record `except`'s), as `table` has them.
+    fn tokens_in_flight(
+        &self,
+        table: &super::slots::Table,
+        scope: &Scope,
+        budget: &str,
+        except: Option<u64>,
+    ) -> u64 {
         table
             .running
             .iter()

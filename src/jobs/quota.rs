@@ -570,15 +570,21 @@ pub struct TokensRead {
     pub read_while: u64,
     /// When its request started (ns).
     pub started: u64,
+    /// Tokens its own request cost.
+    pub cost: u64,
 }
 
 impl Tokens {
     /// A response `r` received at `now` (ns). One to a request started
-    /// before an assumed window ([`Tokens`]) began tells of the window
-    /// before, and changes nothing.
+    /// before an assumed window ([`Tokens`]) began may tell of the window
+    /// before, or of this one (it reached the server after the reset):
+    /// it tells nothing, and what its request cost is counted in the
+    /// assumed window, whose starts and requests in flight counted it
+    /// until now.
     pub fn observe(&mut self, now: u64, r: TokensRead) {
-        if let Some((since, _)) = self.assumed(now) {
+        if let Some((since, spent)) = self.assumed(now) {
             if r.started < since {
+                self.assumed = Some((since, spent.saturating_add(r.cost)));
                 return;
             }
         }
@@ -1184,6 +1190,7 @@ mod tests {
             in_flight,
             read_while,
             started,
+            cost: 0,
         }
     }
 
@@ -1218,8 +1225,9 @@ mod tests {
         // The next waits for word of the new window, at most until the
         // assumed window's end.
         assert_eq!(t.fits(10 * S, 1, 0), Err(Hold::Word(20 * S)));
-        // A response to a request started before the reset tells of the
-        // window before: nothing changes.
+        // A response to a request started before the reset tells nothing
+        // of the new window: nothing changes but its cost, counted in the
+        // assumed window (it may have reached the server after the reset).
         t.observe(10 * S, read(quota(1000, 5), 0, 0, 9 * S));
         assert_eq!(t.fits(10 * S, 1, 0), Err(Hold::Word(20 * S)));
         // A new response, with more left: a new window.
@@ -1254,6 +1262,18 @@ mod tests {
         }
         assert_eq!(t.fits(2 * S, 200, 0), Err(Hold::Word(4 * S)), "the sixth");
         assert_eq!(t.fits(2 * S, 0, 0), Ok(()));
+        // A request started just before the reset, answered after it, may
+        // have reached the server after it: its 200 count in the window.
+        let mut straggler = b;
+        straggler.observe(
+            2 * S,
+            TokensRead {
+                cost: 200,
+                ..read(quota(0, 2), 0, 0, 2 * S - 1)
+            },
+        );
+        assert_eq!(straggler.fits(2 * S, 200, 400), Ok(()));
+        assert_eq!(straggler.fits(2 * S, 200, 401), Err(Hold::Word(4 * S)));
         // No word of the new window: the next one is assumed at 4 s.
         assert_eq!(t.fits(4 * S, 200, 0), Ok(()));
         // The first response of the new window: 800 remaining, the other

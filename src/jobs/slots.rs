@@ -84,8 +84,8 @@ pub(super) struct Running {
 /// ([`super::quota::Window`]).
 #[derive(Debug, Default)]
 pub(super) struct ReadWhile {
-    /// Whether its request is in flight: its process started, and its
-    /// response is not read yet.
+    /// Whether its request is in flight: its attempt spent its tokens to
+    /// start, and its response is not read yet.
     pub(super) in_flight: bool,
     /// When the attempt started (ns).
     pub(super) since: u64,
@@ -256,11 +256,20 @@ impl Slots {
         table.queue.retain(|(n, _)| *n != number);
     }
 
-    /// An attempt of record `number` runs from `now` (ns): the responses
-    /// read while it runs are counted from now.
-    pub(super) fn process_started(&self, number: u64, now: u64) {
-        let mut table = self.lock();
-        table.processes += 1;
+    /// An attempt's process runs.
+    pub(super) fn process_started(&self) {
+        self.lock().processes += 1;
+    }
+
+    /// Record `number`'s attempt spent its tokens and starts at `now`
+    /// (ns): its request is in flight from now, and the responses read
+    /// while it is are counted from now.
+    pub(super) fn asking(&self, number: u64, now: u64) {
+        Slots::ask(&mut self.lock(), number, now);
+    }
+
+    /// [`Slots::asking`], under the lock the caller holds on `table`.
+    pub(super) fn ask(table: &mut Table, number: u64, now: u64) {
         if let Some(job) = table.running.get_mut(&number) {
             job.read_while = ReadWhile {
                 in_flight: true,
