@@ -79,7 +79,7 @@ pub use sys::describe;
 
 /// The parts the integration tests drive directly, without a process:
 /// admission, the bucket, the keyed queues and the schedule on virtual
-/// time, the splitter, the shared GCRA arithmetic and the Redis store, and
+/// time, the splitter, the shared GCRA arithmetic and the two stores, and
 /// the manual's text the man page is generated from. For `tests/` only:
 /// no promise is made to other users.
 pub mod testing {
@@ -97,6 +97,7 @@ pub mod testing {
     pub use crate::pacer::{slack_for, Pacer};
     pub use crate::rate::{parse_byte_rate, parse_rate, Rate};
     pub use crate::schedule::{Limit, Limits, Schedule, Unit};
+    pub use crate::shared::file::FileStore;
     pub use crate::shared::gcra::{
         most_weight, ByteStep, Gcra, KeyAsk, KeyBook, Meter, Settlement, Step,
     };

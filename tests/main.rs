@@ -46,6 +46,7 @@ mod share_budget_topologies;
 mod share_ctl;
 mod share_jobs;
 mod share_sentinel;
+mod share_settle;
 mod share_start;
 mod side_channels;
 mod signals;

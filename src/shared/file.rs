@@ -67,6 +67,8 @@ pub struct FileStore {
     /// Why the last call found a state file it could not read and started
     /// the state afresh, until taken ([`Store::unreadable`]).
     unreadable: Option<String>,
+    /// A test clock (ns) instead of `CLOCK_MONOTONIC`.
+    pub clock: Option<i64>,
 }
 
 /// The directory of the state files: `$XDG_RUNTIME_DIR/drip` when
@@ -197,6 +199,7 @@ impl FileStore {
             meters,
             key_step,
             unreadable: None,
+            clock: None,
         }
     }
 
@@ -306,7 +309,7 @@ impl FileStore {
     ) -> Result<T, Failure> {
         let lock = self.lock()?;
         let text = self.read()?;
-        let now = monotonic();
+        let now = self.clock.unwrap_or_else(monotonic);
         // Read at each call: FreeBSD's moves with a step of the wall clock.
         let boot_id = crate::platform::host::boot_id();
         let stored = self.parse(&text).unwrap_or_else(|why| {
@@ -488,7 +491,7 @@ impl Store for FileStore {
     }
 
     fn host_clock(&self) -> Option<i64> {
-        Some(monotonic())
+        Some(self.clock.unwrap_or_else(monotonic))
     }
 }
 

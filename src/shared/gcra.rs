@@ -386,8 +386,9 @@ pub fn describe(spec: &str) -> String {
 pub struct Gcra {
     /// Theoretical arrival time of each limit, ns on the shared clock.
     pub tats: Vec<Option<i64>>,
-    /// Reservations made so far (to know, when giving slots back, whether
-    /// anyone reserved since).
+    /// Reservations, and debits of settlements, made so far (to know,
+    /// when giving slots back, whether anyone reserved or was charged
+    /// since: a give-back after a debit would take the debit back too).
     pub seq: u64,
     /// What the weighed limits were charged in this life of the state
     /// (bytes, or cost): every slot's size as it is reserved, and every
@@ -511,7 +512,10 @@ impl Gcra {
     /// Settle a record at `now` (`s`, [`Settlement`]) on the weighed
     /// limits of `meters` (a record limit is not settled): charge what it
     /// spent beyond its slot as a charge that is not refused (`TAT =
-    /// max(TAT, now) + more`), then give back what it did not spend, but
+    /// max(TAT, now) + more`, and the reservation number moves on, so
+    /// no slot granted before it goes back over it: [`Gcra::give_back`]
+    /// would take the schedule back to before that slot, the debit with
+    /// it), then give back what it did not spend, but
     /// never below its *floor*, nor above where the `TAT` stands, and only
     /// in the life it was charged in (not in a `fresh` state). Returns
     /// whether it gave back.
@@ -539,6 +543,7 @@ impl Gcra {
                 }
             }
             self.charged = self.charged.saturating_add(s.more);
+            self.seq += 1;
         }
         if s.back == 0 || fresh || s.life != self.life {
             return false;
@@ -589,9 +594,9 @@ impl Gcra {
     }
 
     /// Give back the slots from `first_unused` (a departure time this
-    /// state granted) on, when no one reserved after reservation `seq`:
-    /// the schedule goes back to where it stood before that slot, or
-    /// later. Returns whether it did.
+    /// state granted) on, when no one reserved (nor was a settlement's
+    /// debit charged) after reservation `seq`: the schedule goes back to
+    /// where it stood before that slot, or later. Returns whether it did.
     pub fn give_back(&mut self, steps: &[Step], seq: u64, first_unused: i64) -> bool {
         let meters: Vec<Meter> = steps.iter().copied().map(Meter::from).collect();
         self.give_back_sized(&meters, seq, first_unused, 1)

@@ -47,7 +47,8 @@
 -- the limits per key are shared too (a "key:" in the spec), it also
 -- stores kgen (one on) and ks, kn (now, the server's clock): keys.lua
 -- restarts each key's schedule so when it next touches the key.
--- "settle" charges each debit (TAT = max(TAT, now) + more) and gives back
+-- "settle" charges each debit (TAT = max(TAT, now) + more; seq moves on,
+-- so no giveback of a slot granted before it takes the debit back) and gives back
 -- each overestimate of its life, never below its floor, max(now, last) +
 -- (charged - before - slot) units, nor above the TAT (src/shared/gcra.rs,
 -- Gcra::settle).
@@ -220,6 +221,8 @@ elseif op == 'settle' then
         end
       end
       charged = charged + more
+      -- No slot granted before a debit goes back over it (Gcra::settle).
+      seq = seq + 1
     end
     if back > 0 and not fresh and tonumber(ARGV[extra + 5 + 5 * i]) == life then
       local base = math.max(now, last or now)
