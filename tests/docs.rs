@@ -188,9 +188,10 @@ fn the_link_checker_finds_what_is_broken() {
     );
 }
 
-/// The chat recipe of the cookbook (repeated in docs/jobs.md), for a provider that allows 500
-/// requests, 30,000 input and 10,000 output tokens a minute: each budget's rate a minute plus its
-/// burst stays within the provider's minute, as the recipe says, so no minute of theirs sees more.
+/// The chat recipes of the cookbook (Anthropic's repeated in docs/jobs.md): for a provider that
+/// allows 500 requests, 30,000 input and 10,000 output tokens a minute (Anthropic's), or 500
+/// requests and 30,000 tokens together (OpenAI's), each budget's rate a minute plus its burst
+/// stays within the provider's minute, as the recipes say, so no minute of theirs sees more.
 #[test]
 fn the_chat_recipe_keeps_each_budget_within_the_providers_minute() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -220,6 +221,25 @@ fn the_chat_recipe_keeps_each_budget_within_the_providers_minute() {
                 "{page}: {budget} a minute of {most}: {tokens}"
             );
         }
+    }
+    // OpenAI's, one budget of input and output tokens together: 500
+    // requests and 30,000 tokens a minute.
+    let text = std::fs::read_to_string(root.join("docs/cookbook.md")).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains("--cost-rate in+out="))
+        .expect("cookbook: no OpenAI chat recipe");
+    let (requests, tokens) = (lines[at - 2], lines[at]);
+    for (budget, most) in [
+        (minute(requests, "drip -r "), 500),
+        (minute(tokens, "--cost-rate in+out="), 30_000),
+    ] {
+        let budget = budget.unwrap_or_else(|| panic!("cookbook: {requests} / {tokens}"));
+        assert!(
+            budget <= most,
+            "cookbook: {budget} a minute of {most}: {tokens}"
+        );
     }
 }
 

@@ -19,6 +19,7 @@ const QUOTA: Quota = Quota {
     requests: 500,
     input: 40_000,
     output: 40_000,
+    tokens: None,
 };
 
 /// `max_tokens` of each request: four times the average completion.

@@ -39,6 +39,7 @@ mod platform;
 mod properties;
 mod races;
 mod ratelimit_headers;
+mod recipes;
 mod resume;
 mod service_level;
 mod share;

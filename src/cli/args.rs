@@ -425,9 +425,10 @@ pub struct JobArgs {
     /// without {}, the record is the last argument. {headers} is the path
     /// of a file for the job's HTTP response headers (curl -D {headers}):
     /// 429 and 503 there mean overload, 408, 500, 502 and 504 a transient
-    /// failure, other statuses from 400 a final one. Jobs get DRIP_RECORD,
-    /// DRIP_RECORD_ID (an idempotency key), DRIP_ATTEMPT and DRIP_HEADERS.
-    /// No shell (write sh -c '...' for one). Takes the rest of the command
+    /// failure, other statuses from 400 a final one. {usage} is the path of
+    /// a file for what the job spent (read by --settle). Jobs get
+    /// DRIP_RECORD, DRIP_RECORD_ID (an idempotency key), DRIP_ATTEMPT,
+    /// DRIP_HEADERS ({headers}) and DRIP_USAGE ({usage}). No shell (write sh -c '...' for one). Takes the rest of the command
     /// line, or up to a ';': drip's FILEs go before it (reading stdin, drip
     /// names a file given after {}, which went to the command)
     #[arg(long, value_name = "COMMAND", num_args = 1.., allow_hyphen_values = true, value_terminator = ";", value_hint = ValueHint::CommandName)]

@@ -331,8 +331,9 @@ pub fn pass(
 pub struct Spec<'a> {
     /// The program and its arguments.
     pub argv: &'a [OsString],
-    /// `DRIP_RECORD`, `DRIP_RECORD_ID`, `DRIP_ATTEMPT`, `DRIP_HEADERS`.
-    pub env: [(&'static str, OsString); 4],
+    /// `DRIP_RECORD`, `DRIP_RECORD_ID`, `DRIP_ATTEMPT`, `DRIP_HEADERS`,
+    /// `DRIP_USAGE`.
+    pub env: [(&'static str, OsString); 5],
     /// Kill the attempt after this long.
     pub limit: Option<Duration>,
     /// The warden the job's process notes itself to before its program

@@ -582,12 +582,14 @@ impl Drop for Announced<'_> {
 }
 
 /// The environment of attempt `n` of record `number` (`id`: its stable
-/// id), whose headers go to `headers`.
-fn environment(number: u64, id: &str, n: u32, headers: &Path) -> [(&'static str, OsString); 4] {
+/// id), whose headers go to `headers` and what it spent to the usage file
+/// beside it (`{usage}`).
+fn environment(number: u64, id: &str, n: u32, headers: &Path) -> [(&'static str, OsString); 5] {
     [
         ("DRIP_RECORD", number.to_string().into()),
         ("DRIP_RECORD_ID", id.into()),
         ("DRIP_ATTEMPT", n.to_string().into()),
         ("DRIP_HEADERS", headers.as_os_str().to_owned()),
+        ("DRIP_USAGE", attempt::usage_file(headers).into_os_string()),
     ]
 }

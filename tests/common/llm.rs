@@ -4,7 +4,10 @@
 //! counts a request's prompt tokens as its body's bytes ÷ 4 (rounded up),
 //! draws each completion's length at random up to the request's
 //! `max_tokens` (most far below it), and reports `usage` in its JSON
-//! answer, one line.
+//! answer, one line. [`api_server`] speaks a provider's API as well: its
+//! path, its rate-limit headers (what is left of each window and when it
+//! ends) and its `usage` fields, OpenAI's (input and output tokens
+//! counted together) or Anthropic's (apart).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::sync::{Arc, Mutex};
@@ -21,14 +24,46 @@ pub struct Quota {
     pub input: u64,
     /// Completion tokens per window.
     pub output: u64,
+    /// Prompt and completion tokens together per window, if metered so.
+    pub tokens: Option<u64>,
+}
+
+/// The API a server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// Any path, no rate-limit headers, OpenAI's `usage` fields.
+    Plain,
+    /// OpenAI's chat completions: `POST /v1/chat/completions`, the
+    /// `x-ratelimit-{limit,remaining,reset}-{requests,tokens}` headers
+    /// (the reset a Go duration), `usage.prompt_tokens` and
+    /// `usage.completion_tokens`.
+    OpenAi,
+    /// Anthropic's messages: `POST /v1/messages`, the
+    /// `anthropic-ratelimit-{requests,input-tokens,output-tokens,tokens}-{limit,remaining,reset}`
+    /// headers (the reset an RFC 3339 time; `tokens` the tighter of input
+    /// and output), `usage.input_tokens` and `usage.output_tokens`.
+    Anthropic,
+}
+
+impl Api {
+    /// The path its requests go to (any, for [`Api::Plain`]).
+    fn path(self) -> Option<&'static str> {
+        match self {
+            Api::Plain => None,
+            Api::OpenAi => Some("/v1/chat/completions"),
+            Api::Anthropic => Some("/v1/messages"),
+        }
+    }
 }
 
 /// What the server saw.
 #[derive(Debug, Default, Clone)]
 pub struct Books {
-    /// Requests answered (200), refused (429).
+    /// Requests answered (200), refused (429), sent to a path the API
+    /// has not (404).
     pub answered: u64,
     pub refused: u64,
+    pub not_found: u64,
     /// Tokens answered for, in all.
     pub input: u64,
     pub output: u64,
@@ -56,11 +91,29 @@ impl Books {
     /// Of the output tokens the windows allow from the first answer to
     /// the last (the quota a window, pro rata), the share answered for.
     pub fn output_used(&self, quota: &Quota) -> f64 {
+        self.used(self.output, quota.output, quota)
+    }
+
+    /// The same of the prompt tokens.
+    pub fn input_used(&self, quota: &Quota) -> f64 {
+        self.used(self.input, quota.input, quota)
+    }
+
+    /// The same of the prompt and completion tokens together, of
+    /// `quota.tokens`.
+    pub fn tokens_used(&self, quota: &Quota) -> f64 {
+        let most = quota.tokens.expect("a quota of tokens together");
+        self.used(self.input + self.output, most, quota)
+    }
+
+    /// Of `per_window` a window, from the first answer to the last (pro
+    /// rata), the share `spent` is.
+    fn used(&self, spent: u64, per_window: u64, quota: &Quota) -> f64 {
         let (Some(first), Some(last)) = (self.first, self.last) else {
             return 0.0;
         };
         let windows = (last - first).as_secs_f64() / quota.window.as_secs_f64();
-        self.output as f64 / (quota.output as f64 * windows.max(1e-9))
+        spent as f64 / (per_window as f64 * windows.max(1e-9))
     }
 
     /// Each window from the first answered to the last, one line each:
@@ -78,12 +131,20 @@ impl Books {
         let mut out = String::new();
         for n in a.floor() as u64..=b.floor() as u64 {
             let covered = (b.min(n as f64 + 1.0) - a.max(n as f64)).max(0.0);
-            let (requests, _, output) = self.windows.get(&n).copied().unwrap_or_default();
+            let (requests, input, output) = self.windows.get(&n).copied().unwrap_or_default();
             out += &format!(
-                "  window {n}: {:.2} of it counted, {requests} requests, {output} output tokens ({:.1} % of the quota)\n",
+                "  window {n}: {:.2} of it counted, {requests} requests, {output} output tokens ({:.1} % of the quota)",
                 covered,
                 100.0 * output as f64 / quota.output as f64
             );
+            if let Some(tokens) = quota.tokens {
+                out += &format!(
+                    ", {} tokens in all ({:.1} % of the quota)",
+                    input + output,
+                    100.0 * (input + output) as f64 / tokens as f64
+                );
+            }
+            out += "\n";
         }
         out
     }
@@ -92,6 +153,12 @@ impl Books {
 /// Start the server allowing `quota`, completions drawn from `seed`;
 /// its port and its books.
 pub fn llm_server(quota: Quota, seed: u64) -> (u16, Arc<Mutex<Books>>) {
+    api_server(Api::Plain, quota, seed)
+}
+
+/// Start the server speaking `api`, allowing `quota`, completions drawn
+/// from `seed`; its port and its books.
+pub fn api_server(api: Api, quota: Quota, seed: u64) -> (u16, Arc<Mutex<Books>>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let books: Arc<Mutex<Books>> = Arc::default();
@@ -105,7 +172,7 @@ pub fn llm_server(quota: Quota, seed: u64) -> (u16, Arc<Mutex<Books>>) {
             let (books, state) = (Arc::clone(&kept), Arc::clone(&state));
             std::thread::spawn(move || {
                 let mut rng = fastrand::Rng::with_seed(seed ^ (n as u64).wrapping_mul(0x9E37));
-                let _ = serve(stream, quota, start, &mut rng, (&books, &state));
+                let _ = serve(stream, (api, quota), start, &mut rng, (&books, &state));
             });
         }
     });
@@ -118,7 +185,7 @@ type Window = (u64, u64, u64, u64);
 /// Answer one request on `stream`.
 fn serve(
     mut stream: std::net::TcpStream,
-    quota: Quota,
+    (api, quota): (Api, Quota),
     start: Instant,
     rng: &mut fastrand::Rng,
     (books, state): (&Mutex<Books>, &Mutex<Window>),
@@ -126,6 +193,7 @@ fn serve(
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut line = String::new();
     reader.read_line(&mut line)?;
+    let path = line.split(' ').nth(1).unwrap_or("").to_string();
     let mut length = 0usize;
     loop {
         let mut header = String::new();
@@ -140,6 +208,13 @@ fn serve(
     }
     let mut body = vec![0u8; length];
     reader.read_exact(&mut body)?;
+    if api.path().is_some_and(|p| p != path) {
+        books.lock().unwrap().not_found += 1;
+        return write!(
+            stream,
+            "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        );
+    }
     let request: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
     let max_tokens = request["max_tokens"].as_u64().unwrap_or(16).max(1);
     let id = request["id"].as_u64().unwrap_or(0);
@@ -150,30 +225,39 @@ fn serve(
     let completion = ((max_tokens as f64 * u * u * u).ceil() as u64).clamp(1, max_tokens);
     let elapsed = start.elapsed();
     let this = (elapsed.as_nanos() / quota.window.as_nanos()) as u64;
-    let admitted = {
+    let (admitted, w) = {
         let mut w = state.lock().unwrap();
         if w.0 != this {
             *w = (this, 0, 0, 0);
         }
-        let fits =
-            w.1 < quota.requests && w.2 + prompt <= quota.input && w.3 + completion <= quota.output;
+        let fits = w.1 < quota.requests
+            && w.2 + prompt <= quota.input
+            && w.3 + completion <= quota.output
+            && quota
+                .tokens
+                .map_or(true, |t| w.2 + w.3 + prompt + completion <= t);
         if fits {
             w.1 += 1;
             w.2 += prompt;
             w.3 += completion;
         }
-        fits
+        (fits, *w)
     };
+    let end = quota.window.as_nanos() * u128::from(this + 1);
+    let left = Duration::from_nanos((end - elapsed.as_nanos()) as u64);
+    let announced = rate_limit_headers(api, &quota, w, left);
     let mut b = books.lock().unwrap();
     if !admitted {
         b.refused += 1;
         drop(b);
-        let end = quota.window.as_nanos() * u128::from(this + 1);
-        let wait = (end - elapsed.as_nanos()).div_ceil(1_000_000_000).max(1);
-        let text = "{\"error\":{\"type\":\"rate_limit_exceeded\"}}";
+        let wait = left.as_secs_f64().ceil().max(1.0) as u64;
+        let text = match api {
+            Api::Anthropic => "{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\"}}",
+            _ => "{\"error\":{\"type\":\"rate_limit_exceeded\"}}",
+        };
         return write!(
             stream,
-            "HTTP/1.1 429 Too Many Requests\r\nRetry-After: {wait}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+            "HTTP/1.1 429 Too Many Requests\r\nRetry-After: {wait}\r\n{announced}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
             text.len()
         );
     }
@@ -189,16 +273,67 @@ fn serve(
     b.first.get_or_insert(now);
     b.last = Some(now);
     drop(b);
-    let text = format!(
-        "{{\"id\":{id},\"choices\":[{{\"message\":{{\"role\":\"assistant\",\"content\":\"{}\"}}}}],\"usage\":{{\"prompt_tokens\":{prompt},\"completion_tokens\":{completion},\"total_tokens\":{}}}}}",
-        "x".repeat(completion.min(64) as usize),
-        prompt + completion
-    );
+    let said = "x".repeat(completion.min(64) as usize);
+    let text = match api {
+        Api::Anthropic => format!(
+            "{{\"id\":{id},\"type\":\"message\",\"role\":\"assistant\",\"content\":[{{\"type\":\"text\",\"text\":\"{said}\"}}],\"stop_reason\":\"end_turn\",\"usage\":{{\"input_tokens\":{prompt},\"output_tokens\":{completion}}}}}"
+        ),
+        _ => format!(
+            "{{\"id\":{id},\"choices\":[{{\"message\":{{\"role\":\"assistant\",\"content\":\"{said}\"}}}}],\"usage\":{{\"prompt_tokens\":{prompt},\"completion_tokens\":{completion},\"total_tokens\":{}}}}}",
+            prompt + completion
+        ),
+    };
     write!(
         stream,
-        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+        "HTTP/1.1 200 OK\r\n{announced}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
         text.len()
     )
+}
+
+/// The rate-limit headers `api` sends (each line ending in CRLF) when the
+/// window holds `w` (its requests, prompt and completion tokens so far)
+/// and ends in `left`.
+fn rate_limit_headers(api: Api, quota: &Quota, w: Window, left: Duration) -> String {
+    let (_, requests, input, output) = w;
+    match api {
+        Api::Plain => String::new(),
+        Api::OpenAi => {
+            let reset = go_duration(left);
+            let tokens = quota.tokens.unwrap_or(quota.input + quota.output);
+            format!(
+                "x-ratelimit-limit-requests: {}\r\nx-ratelimit-remaining-requests: {}\r\nx-ratelimit-reset-requests: {reset}\r\n\
+                 x-ratelimit-limit-tokens: {tokens}\r\nx-ratelimit-remaining-tokens: {}\r\nx-ratelimit-reset-tokens: {reset}\r\n",
+                quota.requests,
+                quota.requests.saturating_sub(requests),
+                tokens.saturating_sub(input + output)
+            )
+        }
+        Api::Anthropic => {
+            let at = jiff::Timestamp::try_from(std::time::SystemTime::now() + left).unwrap();
+            let field = |family: &str, limit: u64, used: u64| {
+                format!(
+                    "anthropic-ratelimit-{family}-limit: {limit}\r\nanthropic-ratelimit-{family}-remaining: {}\r\nanthropic-ratelimit-{family}-reset: {at}\r\n",
+                    limit.saturating_sub(used)
+                )
+            };
+            let tighter =
+                if quota.input.saturating_sub(input) <= quota.output.saturating_sub(output) {
+                    (quota.input, input)
+                } else {
+                    (quota.output, output)
+                };
+            field("requests", quota.requests, requests)
+                + &field("input-tokens", quota.input, input)
+                + &field("output-tokens", quota.output, output)
+                + &field("tokens", tighter.0, tighter.1)
+        }
+    }
+}
+
+/// A duration as Go writes one (`1.25s`), as OpenAI's resets are.
+fn go_duration(d: Duration) -> String {
+    let s = format!("{:.9}", d.as_secs_f64());
+    format!("{}s", s.trim_end_matches('0').trim_end_matches('.'))
 }
 
 /// `n` chat requests, one JSON line each, numbered by `id` from 1, each
