@@ -617,3 +617,36 @@ fn at_a_normal_end_a_job_s_background_child_runs_on() {
     assert!(warden_gone.is_some(), "the warden outlived drip");
     assert!(ran_on, "a job's background child was ended at a normal end");
 }
+
+#[test]
+fn a_drip_warden_of_left_in_the_environment_makes_no_warden() {
+    // Its stdin a pipe, the variable naming its parent, as a warden's
+    // are: a drip not started as the warden is drip all the same. It
+    // used to read its input as a warden's notes, and end the process
+    // groups they named: here a sleep's group of its own.
+    use std::os::unix::process::CommandExt;
+    let mut sleeper = Command::new("sleep")
+        .arg("30")
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let mut note = vec![b'+'];
+    note.extend_from_slice(&sleeper.id().to_le_bytes());
+    note.push(b'\n');
+    let mut drip = common::command(&["-r", "inf"])
+        .env("DRIP_WARDEN_OF", std::process::id().to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::feed(&mut drip, &note);
+    let (status, stdout, stderr) = common::output_of(drip);
+    std::thread::sleep(Duration::from_millis(300));
+    let alive = sleeper.try_wait().unwrap().is_none();
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    assert!(alive, "the group named on drip's input was ended");
+    assert_eq!(status, 0, "{stderr}");
+    assert_eq!(stdout, note, "{stderr}");
+}

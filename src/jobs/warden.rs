@@ -131,15 +131,25 @@ impl Warden {
 }
 
 /// Called first thing by drip's `main`: when this process was started as
-/// a warden (`DRIP_WARDEN_OF` names its parent), serve until the parent
-/// is gone and return the exit status; otherwise note that this program
-/// can serve, and return `None`.
+/// a warden, serve until its drip is gone and return the exit status;
+/// otherwise note that this program can serve, and return `None`.
+///
+/// A warden is started as drip starts it: named `drip-warden`,
+/// `DRIP_WARDEN_OF` set to a pid, its stdin a pipe. It serves even when
+/// its drip is already gone (its parent is then another process): the
+/// end of the pipe ends the jobs told of. A `DRIP_WARDEN_OF` left in a
+/// user's environment alone makes no warden of a drip.
 pub fn serve_if_asked() -> Option<u8> {
-    let parent = std::os::unix::process::parent_id();
+    let named = std::env::args_os()
+        .next()
+        .is_some_and(|name| name == "drip-warden");
     let asked = std::env::var_os(WARDEN_OF)
         .and_then(|v| v.into_string().ok())
-        .and_then(|v| v.parse::<u32>().ok());
-    if asked != Some(parent) {
+        .is_some_and(|v| v.parse::<u32>().is_ok());
+    let piped = rustix::fs::fstat(io::stdin().as_fd()).is_ok_and(|st| {
+        rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Fifo
+    });
+    if !(named && asked && piped) {
         SERVES.store(true, Ordering::SeqCst);
         return None;
     }
