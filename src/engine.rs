@@ -403,8 +403,13 @@ fn run_watching(
         .as_mut()
         .and_then(|s| s.finish(shared::GIVE_BACK_WAIT, &leaving))
         .or_else(|| budget_error(&config, &books));
+    // Every book's grants go back at once, waited for together.
+    let given_back_by = std::time::Instant::now() + shared::GIVE_BACK_WAIT;
     for book in &books {
-        book.leave(shared::GIVE_BACK_WAIT, &leaving);
+        book.leave();
+    }
+    for book in &books {
+        book.given_back(given_back_by, &leaving);
     }
     let ending = finish(&config, &shared, &ui, monitor, report, write_error);
     if let Some(control) = control {

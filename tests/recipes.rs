@@ -138,7 +138,10 @@ fn run_chat(chat: &Chat, n: u64, seed: u64, no_quota_pacing: bool) -> (f64, Stri
 
 /// Run `chat` as written and with `--no-quota-pacing`, each until
 /// judged: the recipe keeps under every quota (at most 2 × 429, as the
-/// llm_api tests allow) and spends at least `least` of the binding one; a
+/// llm_api tests allow) and spends at least `least` of the binding one
+/// (with the headers read, as much as without: each spent 53–62 % of it
+/// as written before starts were spaced by what requests spend, not by
+/// their estimates, and 82–95 % without the headers); a
 /// run spending less is not judged (a busy machine holds the jobs back:
 /// each holds its estimate the longer).
 fn judge_chat(chat: &Chat, least: f64) {
@@ -182,7 +185,7 @@ fn the_openai_chat_recipe_spends_one_quota_of_input_and_output_tokens_without_42
                 tokens: Some(30_000),
             },
         },
-        0.5,
+        0.7,
     );
 }
 
@@ -207,7 +210,7 @@ fn the_anthropic_chat_recipe_spends_the_input_and_output_quotas_apart_without_42
                 tokens: None,
             },
         },
-        0.5,
+        0.7,
     );
 }
 

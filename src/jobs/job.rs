@@ -272,6 +272,11 @@ impl Pool {
         st.adm.schedule_mut().settle(now, record, &spent);
         drop(st);
         self.shared.data_ready.notify_all();
+        // The token windows space starts by what records spend.
+        let estimated = self.budgets.costs(record);
+        let settled = self.budgets.settled(record, &spent);
+        self.gate
+            .settled_tokens(&self.scope_of(record), &estimated, &settled);
     }
 
     /// Whom an overload of `record` (its delimiter included) holds back:

@@ -180,6 +180,23 @@ impl GateControl {
         tokens.entry(key).or_default().observe(now, read);
     }
 
+    /// A record of `scope` settled: what it was estimated to cost, and
+    /// really spent, of each budget ([`quota::Tokens::settled`]).
+    pub(super) fn settled_tokens(
+        &self,
+        scope: &Scope,
+        estimated: &[(&str, u64)],
+        spent: &[(&str, u64)],
+    ) {
+        let tokens = &mut self.lock().overloads.tokens;
+        for (&(budget, estimate), &(_, real)) in estimated.iter().zip(spent) {
+            let key = (scope.clone(), Box::<str>::from(budget));
+            if let Some(w) = tokens.get_mut(&key) {
+                w.settled(estimate, real);
+            }
+        }
+    }
+
     /// A start of `scope` at `now` costing `costs` tokens of each budget
     /// (with the tokens of the scope's requests in flight): when every
     /// token window of the scope has them ([`quota::Tokens::fits`]), they

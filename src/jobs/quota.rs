@@ -491,11 +491,18 @@ impl Reading {
 /// less the starts since) is kept between the two: it is only above what
 /// a response says when others spent what drip did not see.
 ///
+/// A start is spaced by what it is expected to spend: its cost (an
+/// estimate) times what the records settled so far spent of theirs
+/// ([`Tokens::settled`]; all of it before any). What is left is still
+/// spent by the estimate: an estimate above what a request spends slows
+/// the spacing no more than that request does, and never lets a start
+/// past what is left.
+///
 /// Past the reset, until a response to a request started since tells of
 /// the new window, the new window is assumed to allow what a window
 /// allows (the family's limit field, else the most a response said
-/// remained) and to last as long as the longest reset read: the starts
-/// spend from that, the first always going.
+/// remained) and to last as long as the longest reset read: the requests
+/// in flight spend from that, the first start always going.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Tokens {
     /// The reset, narrowed as the responses tell it.
@@ -511,8 +518,13 @@ pub struct Tokens {
     /// The longest reset read (ns): a window's length at the most.
     span: u64,
     /// The window assumed past the last reset read: when it began (ns),
-    /// and the tokens its starts spent.
+    /// and the tokens of the requests started before it and answered in
+    /// it (its own starts are in flight until one is answered, which ends
+    /// it).
     assumed: Option<(u64, u64)>,
+    /// Tokens estimated and really spent, over the records settled
+    /// (`--settle`): what a start is expected to spend of its estimate.
+    settled: (u64, u64),
 }
 
 /// Why a start waits for a token window ([`Tokens::fits`]).
@@ -627,53 +639,77 @@ impl Tokens {
     }
 
     /// The window assumed at `now` (ns), past the reset: when it began,
-    /// and what its starts spent. A window assumed as long as the longest
-    /// reset read is followed by the next.
+    /// and the tokens of the requests started before it and answered in
+    /// it. A window assumed as long as the longest reset read is followed
+    /// by the next; none is assumed where every reset read was 0.
     fn assumed(&self, now: u64) -> Option<(u64, u64)> {
-        if self.is_open(now) || self.allows.is_none() {
+        if self.is_open(now) || self.allows.is_none() || self.span == 0 {
             return None;
         }
-        let (mut since, mut spent) = self.assumed.unwrap_or((self.end, 0));
-        if self.span > 0 && now >= since.saturating_add(self.span) {
+        let (mut since, mut counted) = self.assumed.unwrap_or((self.end, 0));
+        if now >= since.saturating_add(self.span) {
             let windows = (now - since) / self.span;
             since = since.saturating_add(windows.saturating_mul(self.span));
-            spent = 0;
+            counted = 0;
         }
-        Some((since, spent))
+        Some((since, counted))
     }
 
     /// Whether a start costing `cost` tokens may go at `now` (ns), while
     /// requests costing `in_flight` tokens are in flight: not when more
     /// than is left of an open window (until its reset), nor, in an
-    /// assumed one, when its starts and the requests in flight (some may
-    /// have reached the server after the reset) come to more than a
-    /// window allows (until a response tells of the new window).
+    /// assumed one, when the requests in flight (its starts, and any
+    /// started before the reset: they may reach the server after it) and
+    /// those started before it and answered in it come to more than a
+    /// window allows with this one (until a response tells of the new
+    /// window, at the latest the assumed window's end). The first start
+    /// of an assumed window goes whatever its cost.
     pub fn fits(&self, now: u64, cost: u64, in_flight: u64) -> Result<(), Hold> {
         if self.is_open(now) && cost > self.left {
             return Err(Hold::Reset(self.end));
         }
         match (self.assumed(now), self.allows) {
-            (Some((since, spent)), Some(allows))
-                if spent > 0 && spent.saturating_add(in_flight).saturating_add(cost) > allows =>
-            {
-                Err(Hold::Word(since.saturating_add(self.span.max(1))))
+            (Some((since, counted)), Some(allows)) => {
+                let held = counted.saturating_add(in_flight);
+                if held > 0 && held.saturating_add(cost) > allows {
+                    return Err(Hold::Word(since.saturating_add(self.span)));
+                }
+                Ok(())
             }
             _ => Ok(()),
         }
     }
 
+    /// A record estimated at `estimate` tokens really spent `spent`
+    /// (settled).
+    pub fn settled(&mut self, estimate: u64, spent: u64) {
+        self.settled = (
+            self.settled.0.saturating_add(estimate),
+            self.settled.1.saturating_add(spent),
+        );
+    }
+
+    /// What a start is expected to spend of its estimate: what the
+    /// records settled spent of theirs (1 before any).
+    fn expected(&self) -> f64 {
+        match self.settled {
+            (0, _) => 1.0,
+            (estimated, spent) => spent as f64 / estimated as f64,
+        }
+    }
+
     /// A start costing `cost` tokens at `now` (ns), which [`Tokens::fits`]:
-    /// the tokens are spent; the least spacing (ns) before the next start,
-    /// never past the reset (0 once the window is over).
+    /// the tokens are spent; the least spacing (ns) before the next start
+    /// (for what it is expected to spend), never past the reset (0 once
+    /// the window is over).
     pub fn spend(&mut self, now: u64, cost: u64) -> u64 {
         if !self.is_open(now) {
-            self.assumed = self
-                .assumed(now)
-                .map(|(since, spent)| (since, spent.saturating_add(cost)));
+            // In an assumed window the start is counted in flight.
+            self.assumed = self.assumed(now);
             return 0;
         }
         self.left = self.left.saturating_sub(cost);
-        ((cost as f64 * self.per_token) as u64).min(self.end - now)
+        ((cost as f64 * self.expected() * self.per_token) as u64).min(self.end - now)
     }
 }
 
@@ -727,6 +763,28 @@ impl Budgets {
             return 0;
         };
         cost.spend(place, &cost.estimates(record))
+    }
+
+    /// What `record` cost on each budget, once a name, as its job
+    /// reported (`spent`, by named cost, as `--settle` reads it; a cost
+    /// not reported stands at its estimate): as [`Budgets::costs`].
+    pub fn settled(&self, record: &[u8], spent: &[Option<u64>]) -> Vec<(&str, u64)> {
+        let Some(cost) = &self.cost else {
+            return Vec::new();
+        };
+        let actual: Vec<Option<u64>> = cost
+            .estimates(record)
+            .iter()
+            .enumerate()
+            .map(|(i, e)| spent.get(i).copied().flatten().or(*e))
+            .collect();
+        let mut costs: Vec<(&str, u64)> = Vec::with_capacity(self.names.len());
+        for (place, name) in self.names.iter().enumerate() {
+            if !costs.iter().any(|(had, _)| *had == &**name) {
+                costs.push((name, cost.spend(place, &actual)));
+            }
+        }
+        costs
     }
 
     /// What `record` costs on each budget, once a name: several cost
@@ -1222,18 +1280,42 @@ mod tests {
         // whatever its cost.
         assert_eq!(t.fits(10 * S, 5000, 0), Ok(()));
         assert_eq!(t.spend(10 * S, 5000), 0);
-        // The next waits for word of the new window, at most until the
-        // assumed window's end.
-        assert_eq!(t.fits(10 * S, 1, 0), Err(Hold::Word(20 * S)));
+        // The next, with it in flight, waits for word of the new window,
+        // at most until the assumed window's end.
+        assert_eq!(t.fits(10 * S, 1, 5000), Err(Hold::Word(20 * S)));
         // A response to a request started before the reset tells nothing
         // of the new window: nothing changes but its cost, counted in the
         // assumed window (it may have reached the server after the reset).
-        t.observe(10 * S, read(quota(1000, 5), 0, 0, 9 * S));
+        t.observe(
+            10 * S,
+            TokensRead {
+                cost: 1000,
+                ..read(quota(1000, 5), 0, 0, 9 * S)
+            },
+        );
         assert_eq!(t.fits(10 * S, 1, 0), Err(Hold::Word(20 * S)));
         // A new response, with more left: a new window.
         t.observe(11 * S, read(quota(1000, 5), 0, 0, 11 * S));
         assert_eq!(t.fits(11 * S, 1000, 0), Ok(()));
         assert_eq!(t.fits(11 * S, 1001, 0), Err(Hold::Reset(16 * S)));
+    }
+
+    #[test]
+    fn a_start_is_spaced_by_what_the_records_settled_spent_of_their_estimates() {
+        const S: u64 = 1_000_000_000;
+        let mut t = Tokens::default();
+        // 999 left for 10 s: 10 ms a token.
+        t.observe(0, read(quota(999, 10), 0, 0, 0));
+        assert_eq!(t.spend(0, 100), S, "none settled: the estimate");
+        // The records settled spent a quarter of their estimates: a start
+        // estimated at 100 is spaced as 25.
+        t.settled(400, 100);
+        t.settled(400, 100);
+        let spacing = t.spend(0, 100);
+        assert_eq!(spacing, (100.0 * 0.25 * 10e9 / 1000.0) as u64);
+        // What is left is still spent by the estimate: 799.
+        assert_eq!(t.fits(0, 799, 0), Ok(()));
+        assert_eq!(t.fits(0, 800, 0), Err(Hold::Reset(10 * S)));
     }
 
     #[test]
@@ -1251,17 +1333,21 @@ mod tests {
         assert_eq!(t.fits(S, 200, 0), Err(Hold::Reset(2 * S)));
         // The requests in flight count against the assumed window too (one
         // started before the reset may reach the server after it).
-        let mut b = t;
-        assert_eq!(b.fits(2 * S, 200, 900), Ok(()), "the first goes");
-        b.spend(2 * S, 200);
-        assert_eq!(b.fits(2 * S, 200, 600), Ok(()));
-        assert_eq!(b.fits(2 * S, 200, 601), Err(Hold::Word(4 * S)));
+        let b = t;
+        assert_eq!(b.fits(2 * S, 200, 800), Ok(()));
+        assert_eq!(b.fits(2 * S, 200, 801), Err(Hold::Word(4 * S)));
+        assert_eq!(b.fits(2 * S, 5000, 0), Ok(()), "with none held, any");
+        // Its own starts are in flight (the pool counts them so).
         for n in 0..5 {
-            assert_eq!(t.fits(2 * S, 200, 0), Ok(()), "start {n}");
+            assert_eq!(t.fits(2 * S, 200, 200 * n), Ok(()), "start {n}");
             assert_eq!(t.spend(2 * S, 200), 0, "unspaced");
         }
-        assert_eq!(t.fits(2 * S, 200, 0), Err(Hold::Word(4 * S)), "the sixth");
-        assert_eq!(t.fits(2 * S, 0, 0), Ok(()));
+        assert_eq!(
+            t.fits(2 * S, 200, 1000),
+            Err(Hold::Word(4 * S)),
+            "the sixth"
+        );
+        assert_eq!(t.fits(2 * S, 0, 1000), Ok(()));
         // A request started just before the reset, answered after it, may
         // have reached the server after it: its 200 count in the window.
         let mut straggler = b;
@@ -1272,15 +1358,31 @@ mod tests {
                 ..read(quota(0, 2), 0, 0, 2 * S - 1)
             },
         );
-        assert_eq!(straggler.fits(2 * S, 200, 400), Ok(()));
-        assert_eq!(straggler.fits(2 * S, 200, 401), Err(Hold::Word(4 * S)));
-        // No word of the new window: the next one is assumed at 4 s.
+        assert_eq!(straggler.fits(2 * S, 200, 600), Ok(()));
+        assert_eq!(straggler.fits(2 * S, 200, 601), Err(Hold::Word(4 * S)));
+        // No word of the new window (its answers carried no quota): the
+        // next one is assumed at 4 s.
         assert_eq!(t.fits(4 * S, 200, 0), Ok(()));
         // The first response of the new window: 800 remaining, the other
         // four in flight (800): none left.
         let mut told = t;
         told.observe(2 * S + 1, read(quota(800, 2), 800, 0, 2 * S));
         assert_eq!(told.fits(2 * S + 1, 1, 0), Err(Hold::Reset(4 * S + 1)));
+    }
+
+    #[test]
+    fn where_every_reset_read_was_0_no_window_is_assumed() {
+        // OpenAI's `reset-tokens: 0s`: no window to wait for the word of
+        // (a wait that ended before it began spun the start for ever).
+        let mut t = Tokens::default();
+        t.observe(
+            5,
+            TokensRead {
+                limit: Some(1000),
+                ..read(quota(0, 0), 0, 0, 0)
+            },
+        );
+        assert_eq!(t.fits(5, 900, 900), Ok(()));
     }
 
     #[test]

@@ -121,26 +121,28 @@ impl Book {
 
 impl Book {
     /// Drip leaves: what each window not yet over granted it and it did
-    /// not send goes back to the count, waited for up to `wait`, and not
-    /// at all once `leaving` says so (a second signal). Best effort: a
-    /// count that does not answer in time keeps it.
-    pub fn leave(&self, wait: Duration, leaving: &dyn Fn() -> bool) {
+    /// not send is to go back to the count, and nothing more is asked
+    /// for; the keeper gives it back at once ([`Book::given_back`] waits
+    /// for it).
+    pub fn leave(&self) {
         let now = unix_now();
         let mut inner = self.lock();
-        let mut any = false;
         for w in inner.windows.values_mut().filter(|w| w.end > now) {
-            // Nothing more is asked for.
             w.wanted = w.sent;
             w.back = w.granted.saturating_sub(w.sent);
-            any |= w.back > 0;
         }
-        if !any || inner.fatal.is_some() {
-            return;
-        }
+        drop(inner);
         self.asked.notify_all();
-        let until = std::time::Instant::now() + wait;
+    }
+
+    /// Wait until what [`Book::leave`] set aside went back to the count,
+    /// until `by` at the latest, and not at all once `leaving` says so (a
+    /// second signal). Best effort: a count that does not answer in time
+    /// keeps it.
+    pub fn given_back(&self, by: std::time::Instant, leaving: &dyn Fn() -> bool) {
+        let mut inner = self.lock();
         while inner.windows.values().any(|w| w.back > 0) && inner.fatal.is_none() {
-            let left = until.saturating_duration_since(std::time::Instant::now());
+            let left = by.saturating_duration_since(std::time::Instant::now());
             if left.is_zero() || leaving() {
                 return;
             }
