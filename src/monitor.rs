@@ -6,6 +6,7 @@
 //! second one makes it leave at once. SIGUSR1 prints the summary, as
 //! `--stats` does at exit.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::os::fd::{AsFd, OwnedFd};
@@ -16,7 +17,6 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde::Serialize;
 use tokio::io::unix::AsyncFd;
-use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
 use crate::progress::{lock_ui, Snapshot, Ui};
@@ -172,13 +172,13 @@ pub(crate) struct Monitor {
     thread: JoinHandle<Option<BufWriter<File>>>,
 }
 
-/// The signal handlers, installed, and the runtime they are on: what
-/// [`Monitor::start`] runs. A signal that arrives between the two is kept
-/// until the monitor reads it.
+/// The signal handlers, installed, and the pipe they write to: what
+/// [`Monitor::start`] runs on. A signal that arrives before the monitor
+/// reads it waits in the pipe (or, read by [`Listening::wait_signal`], in
+/// `early`).
 pub(crate) struct Listening {
-    runtime: tokio::runtime::Runtime,
-    signals: Vec<(i32, Signal)>,
-    usr1: Signal,
+    pipe: OwnedFd,
+    early: VecDeque<i32>,
 }
 
 impl Listening {
@@ -187,35 +187,38 @@ impl Listening {
     /// ever ends drip by its default action.
     ///
     /// # Errors
-    /// The runtime cannot be started or a handler installed.
+    /// The signal pipe cannot be made or a handler installed.
     pub(crate) fn install() -> Result<Listening> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("starting the signal runtime")?;
-        let signals = runtime
-            .block_on(async { crate::shutdown::listen() })
-            .context("installing signal handlers")?;
-        let usr1 = runtime
-            .block_on(async { signal(SignalKind::user_defined1()) })
-            .context("installing signal handlers")?;
+        let pipe = crate::shutdown::listen().context("installing signal handlers")?;
         Ok(Listening {
-            runtime,
-            signals,
-            usr1,
+            pipe,
+            early: VecDeque::new(),
         })
     }
 
     /// Wait up to `limit` for a stopping signal, before the monitor runs
     /// (while a FIFO drip writes to has no reader): its number, if one
-    /// came. A later signal stays for the monitor (a second one: leave).
+    /// came. A later signal, and SIGUSR1, stay for the monitor (a second
+    /// stopping one: leave).
     pub(crate) fn wait_signal(&mut self, limit: Duration) -> Option<i32> {
-        let signals = &mut self.signals;
-        self.runtime.block_on(async {
-            tokio::time::timeout(limit, crate::shutdown::next(signals))
-                .await
-                .ok()
-        })
+        let until = std::time::Instant::now() + limit;
+        loop {
+            let stopping = self.early.iter().position(|&s| s != libc::SIGUSR1);
+            if let Some(at) = stopping {
+                return self.early.remove(at);
+            }
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            let ms = i32::try_from(left.as_millis().max(1)).unwrap_or(i32::MAX);
+            if !crate::sys::readable(self.pipe.as_fd(), ms) {
+                continue;
+            }
+            if !crate::shutdown::read_pipe(&self.pipe, &mut self.early) {
+                std::thread::sleep(left);
+            }
+        }
     }
 }
 
@@ -232,15 +235,15 @@ impl Monitor {
         watch_output: Option<OwnedFd>,
         metrics: Option<MetricsFile>,
     ) -> Result<Monitor> {
-        let Listening {
-            runtime,
-            signals,
-            usr1,
-        } = listening;
+        let Listening { pipe, early } = listening;
         let cancel = CancellationToken::new();
         let token = cancel.clone();
         let dropped = Arc::new(Dropped::default());
         let counter = Arc::clone(&dropped);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the monitor's runtime")?;
         let thread = crate::sys::spawn("drip-monitor", move || {
             runtime.block_on(watch(
                 shared,
@@ -248,7 +251,7 @@ impl Monitor {
                 drain,
                 stats_every,
                 stats_file,
-                (signals, usr1),
+                (pipe, early),
                 watch_output,
                 token,
                 counter,
@@ -378,7 +381,7 @@ async fn watch(
     drain: bool,
     stats_every: Option<Duration>,
     mut stats_file: Option<BufWriter<File>>,
-    (mut signals, mut usr1): (Vec<(i32, Signal)>, Signal),
+    (pipe, early): (OwnedFd, VecDeque<i32>),
     watch_output: Option<OwnedFd>,
     cancel: CancellationToken,
     dropped: Arc<Dropped>,
@@ -394,6 +397,7 @@ async fn watch(
             fd,
             half_closed: None,
         });
+    let mut signals = crate::shutdown::Signals::new(pipe, early);
     let progress = lock_ui(&ui).showing_progress();
     let mut redraw = tokio::time::interval(PROGRESS_EVERY);
     let mut nudge = tokio::time::interval(NUDGE_EVERY);
@@ -405,12 +409,15 @@ async fn watch(
     loop {
         let signo = tokio::select! {
             _ = cancel.cancelled() => break,
-            signo = crate::shutdown::next(&mut signals) => signo,
-            _ = usr1.recv() => {
-                // Every line --stats prints at exit, in one write.
-                let text = shared.summary().text();
-                to_stderr(&ui, &dropped, |ui| ui.line(&text));
-                continue;
+            signo = signals.next() => {
+                if signo != libc::SIGUSR1 {
+                    signo
+                } else {
+                    // Every line --stats prints at exit, in one write.
+                    let text = shared.summary().text();
+                    to_stderr(&ui, &dropped, |ui| ui.line(&text));
+                    continue;
+                }
             }
             closed = reader_gone(output.as_mut()) => {
                 // At a slow rate the next write may be far off: notice a
