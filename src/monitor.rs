@@ -169,7 +169,27 @@ impl MetricsFile {
 pub(crate) struct Monitor {
     cancel: CancellationToken,
     dropped: Arc<Dropped>,
+    /// What the thread works with, until it takes it as it starts.
+    work: Arc<Mutex<Option<(Work, Listening)>>>,
     thread: JoinHandle<Option<BufWriter<File>>>,
+}
+
+/// What the monitor thread works with: taken by the thread as it starts,
+/// or back by [`Monitor::finish`] should drip be done before it did (on
+/// a busy machine a one-record run can end before a new thread is first
+/// given a processor: then it is not waited for).
+pub(crate) struct Work {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) ui: Arc<Mutex<Ui>>,
+    pub(crate) drain: bool,
+    /// `--stats-interval`.
+    pub(crate) stats_every: Option<Duration>,
+    pub(crate) stats_file: Option<BufWriter<File>>,
+    /// stdout, watched for its reader going away.
+    pub(crate) watch_output: Option<OwnedFd>,
+    pub(crate) metrics: Option<MetricsFile>,
+    /// The control socket's thread, started by the monitor's as it starts.
+    pub(crate) control: Option<crate::control::server::Accept>,
 }
 
 /// The signal handlers, installed, and the pipe they write to: what
@@ -223,19 +243,11 @@ impl Listening {
 }
 
 impl Monitor {
-    /// Start the thread, on the handlers `listening` installed.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn start(
-        listening: Listening,
-        shared: Arc<Shared>,
-        ui: Arc<Mutex<Ui>>,
-        drain: bool,
-        stats_every: Option<Duration>,
-        stats_file: Option<BufWriter<File>>,
-        watch_output: Option<OwnedFd>,
-        metrics: Option<MetricsFile>,
-    ) -> Result<Monitor> {
-        let Listening { pipe, early } = listening;
+    /// Start the thread on `work`, on the handlers `listening` installed.
+    ///
+    /// # Errors
+    /// The runtime or the thread cannot be started.
+    pub(crate) fn start(listening: Listening, work: Work) -> Result<Monitor> {
         let cancel = CancellationToken::new();
         let token = cancel.clone();
         let dropped = Arc::new(Dropped::default());
@@ -244,31 +256,42 @@ impl Monitor {
             .enable_all()
             .build()
             .context("starting the monitor's runtime")?;
+        let work = Arc::new(Mutex::new(Some((work, listening))));
+        let cell = Arc::clone(&work);
         let thread = crate::sys::spawn("drip-monitor", move || {
-            runtime.block_on(watch(
-                shared,
-                ui,
-                drain,
-                stats_every,
-                stats_file,
-                (pipe, early),
-                watch_output,
-                token,
-                counter,
-                metrics,
-            ))
+            let Some((mut work, listening)) = cell.lock().unpoisoned().take() else {
+                return None; // drip was done before this thread started
+            };
+            if let Some(control) = work.control.take() {
+                control.spawn();
+            }
+            let signals = (listening.pipe, listening.early);
+            runtime.block_on(watch(work, signals, token, counter))
         })
         .context("starting the monitor thread")?;
         Ok(Monitor {
             cancel,
             dropped,
+            work,
             thread,
         })
     }
 
     /// Stop the thread; returns the stats file for the summary, and how
     /// many stats lines were dropped because stderr (or the file) stalled.
-    pub(crate) fn finish(self) -> (Option<BufWriter<File>>, u64) {
+    /// A thread that has not started yet is not waited for: it finds its
+    /// work taken and ends at once. A stopping signal caught meanwhile is
+    /// then recorded in `shared` as the monitor would have (the first).
+    pub(crate) fn finish(self, shared: &Shared) -> (Option<BufWriter<File>>, u64) {
+        let unstarted = self.work.lock().unpoisoned().take();
+        if let Some((work, mut listening)) = unstarted {
+            let mut caught = std::mem::take(&mut listening.early);
+            crate::shutdown::read_pipe(&listening.pipe, &mut caught);
+            if let Some(signo) = caught.into_iter().find(|&s| s != libc::SIGUSR1) {
+                shared.stops.first(signo);
+            }
+            return (work.stats_file, self.dropped.total());
+        }
         self.cancel.cancel();
         let file = self.thread.join().unwrap_or(None);
         (file, self.dropped.total())
@@ -374,19 +397,24 @@ async fn leave_now(
     crate::shutdown::leave(shared, cancel, signo, &mut books_closed).await;
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The monitor's loop on `work` and the signal pipe (`signals`, with
+/// those read before it ran) until `cancel`; returns the stats file.
 async fn watch(
-    shared: Arc<Shared>,
-    ui: Arc<Mutex<Ui>>,
-    drain: bool,
-    stats_every: Option<Duration>,
-    mut stats_file: Option<BufWriter<File>>,
-    (pipe, early): (OwnedFd, VecDeque<i32>),
-    watch_output: Option<OwnedFd>,
+    work: Work,
+    signals: (OwnedFd, VecDeque<i32>),
     cancel: CancellationToken,
     dropped: Arc<Dropped>,
-    metrics: Option<MetricsFile>,
 ) -> Option<BufWriter<File>> {
+    let Work {
+        shared,
+        ui,
+        drain,
+        stats_every,
+        mut stats_file,
+        watch_output,
+        metrics,
+        control: _,
+    } = work;
     // `watch_output` watched for its reader going away. The kernel reports
     // an error on a pipe's writing end once its reader has gone, a hang-up
     // on a socket or terminal; files and /dev/null cannot be watched and
@@ -397,7 +425,7 @@ async fn watch(
             fd,
             half_closed: None,
         });
-    let mut signals = crate::shutdown::Signals::new(pipe, early);
+    let mut signals = crate::shutdown::Signals::new(signals.0, signals.1);
     let progress = lock_ui(&ui).showing_progress();
     let mut redraw = tokio::time::interval(PROGRESS_EVERY);
     let mut nudge = tokio::time::interval(NUDGE_EVERY);
