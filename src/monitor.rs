@@ -17,6 +17,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde::Serialize;
 use tokio::io::unix::AsyncFd;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::progress::{lock_ui, Snapshot, Ui};
@@ -302,7 +303,7 @@ impl Monitor {
 /// stopped sending (a half-closed socket), when to look at it next.
 struct Watched {
     fd: AsyncFd<OwnedFd>,
-    half_closed: Option<tokio::time::Instant>,
+    half_closed: Option<Instant>,
 }
 
 /// How often a half-closed socket stdout is checked for a hang-up.
@@ -335,7 +336,7 @@ async fn reader_gone(output: Option<&mut Watched>) -> bool {
         }
         if event.ready().is_read_closed() {
             // The other end only stopped sending (shutdown(SHUT_WR)).
-            output.half_closed = Some(tokio::time::Instant::now() + HALF_CLOSED_EVERY);
+            output.half_closed = Some(Instant::now() + HALF_CLOSED_EVERY);
         }
         event.clear_ready();
         // Never starve the signals, whatever the readiness does.
@@ -429,10 +430,13 @@ async fn watch(
     let progress = lock_ui(&ui).showing_progress();
     let mut redraw = tokio::time::interval(PROGRESS_EVERY);
     let mut nudge = tokio::time::interval(NUDGE_EVERY);
-    let mut stats = tokio::time::interval(stats_every.unwrap_or(Duration::from_secs(3600)));
-    stats.tick().await; // the first tick is immediate
-    let mut metrics_every = tokio::time::interval(stats_every.unwrap_or(Duration::from_secs(1)));
-    metrics_every.tick().await;
+    // The first ticks one period from now. (Awaiting an interval's
+    // "immediate" first tick waits for the timer wheel's next millisecond:
+    // two of them held a one-record run up by 2 ms, the monitor not yet
+    // listening for its end.)
+    let after = |period: Duration| tokio::time::interval_at(Instant::now() + period, period);
+    let mut stats = after(stats_every.unwrap_or(Duration::from_secs(3600)));
+    let mut metrics_every = after(stats_every.unwrap_or(Duration::from_secs(1)));
     let mut prev = Snapshot::default();
     loop {
         let signo = tokio::select! {
