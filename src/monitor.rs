@@ -20,6 +20,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::control::server::Accept;
 use crate::progress::{lock_ui, Snapshot, Ui};
 use crate::stalls::{to_stderr, Dropped, STDERR};
 use crate::state::{InForce, Shared};
@@ -189,7 +190,8 @@ pub(crate) struct Work {
     /// stdout, watched for its reader going away.
     pub(crate) watch_output: Option<OwnedFd>,
     pub(crate) metrics: Option<MetricsFile>,
-    /// The control socket's thread, started by the monitor's as it starts.
+    /// The control socket's thread, started by the monitor's once a first
+    /// client connects.
     pub(crate) control: Option<crate::control::server::Accept>,
 }
 
@@ -260,12 +262,9 @@ impl Monitor {
         let work = Arc::new(Mutex::new(Some((work, listening))));
         let cell = Arc::clone(&work);
         let thread = crate::sys::spawn("drip-monitor", move || {
-            let Some((mut work, listening)) = cell.lock().unpoisoned().take() else {
+            let Some((work, listening)) = cell.lock().unpoisoned().take() else {
                 return None; // drip was done before this thread started
             };
-            if let Some(control) = work.control.take() {
-                control.spawn();
-            }
             let signals = (listening.pipe, listening.early);
             runtime.block_on(watch(work, signals, token, counter))
         })
@@ -344,6 +343,29 @@ async fn reader_gone(output: Option<&mut Watched>) -> bool {
     }
 }
 
+/// The control socket's thread to start, and the socket watched for a
+/// first client; a socket that cannot be watched has its thread started
+/// now.
+fn doorbell(accept: Accept) -> Option<(AsyncFd<OwnedFd>, Accept)> {
+    match accept.doorbell().ok().and_then(crate::sys::watch_readable) {
+        Some(bell) => Some((bell, accept)),
+        None => {
+            accept.spawn();
+            None
+        }
+    }
+}
+
+/// Once a client waits on the control socket (`None`: never).
+async fn rung(control: Option<&(AsyncFd<OwnedFd>, Accept)>) {
+    match control {
+        Some((bell, _)) => {
+            let _ = bell.readable().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
 /// Redraw the display (with `--exec`, the jobs' figures too), unless
 /// stderr is stalled (the next redraw catches up) or the display or the
 /// jobs' figures are busy.
@@ -414,8 +436,9 @@ async fn watch(
         mut stats_file,
         watch_output,
         metrics,
-        control: _,
+        control,
     } = work;
+    let mut control = control.and_then(doorbell);
     // `watch_output` watched for its reader going away. The kernel reports
     // an error on a pipe's writing end once its reader has gone, a hang-up
     // on a socket or terminal; files and /dev/null cannot be watched and
@@ -458,6 +481,13 @@ async fn watch(
                     shared.stop(false);
                 }
                 output = None;
+                continue;
+            }
+            _ = rung(control.as_ref()), if control.is_some() => {
+                // A first client: its thread answers it, and the next ones.
+                if let Some((_, accept)) = control.take() {
+                    accept.spawn();
+                }
                 continue;
             }
             _ = nudge.tick(), if shared.stops.signalled() => {

@@ -1,5 +1,6 @@
 //! The control socket of a running drip: bound as drip starts, and a
-//! thread (started by the monitor's, [`Accept::spawn`]) that accepts clients and
+//! thread (started by the monitor's once a first client connects,
+//! [`Accept::spawn`]) that accepts clients and
 //! answers each on a thread of its own (at most [`MAX_CLIENTS`] at once, so
 //! that a client that sends nothing holds up no other), checking that it
 //! runs as drip's own user (the peer's uid from the kernel:
@@ -55,9 +56,10 @@ pub(crate) struct Server {
     stop: Arc<AtomicBool>,
 }
 
-/// The control socket's thread, to be started ([`Accept::spawn`]): the
-/// socket listens from [`Server::start`] on, so a client can connect at
-/// once and waits in its queue until the thread accepts it.
+/// The control socket's thread, to be started ([`Accept::spawn`]) once a
+/// client connects: the socket listens from [`Server::start`] on, so a
+/// client can connect at once and waits in its queue until the thread
+/// accepts it. A run no one steers starts no such thread.
 pub(crate) struct Accept {
     listener: UnixListener,
     steer: Arc<dyn Steer>,
@@ -65,6 +67,16 @@ pub(crate) struct Accept {
 }
 
 impl Accept {
+    /// The listening socket's descriptor, a duplicate: readable once a
+    /// client waits to be accepted, the moment to [`Accept::spawn`].
+    ///
+    /// # Errors
+    /// Out of descriptors.
+    pub(crate) fn doorbell(&self) -> std::io::Result<std::os::fd::OwnedFd> {
+        use std::os::fd::AsFd;
+        self.listener.as_fd().try_clone_to_owned()
+    }
+
     /// Start the thread that accepts and answers clients until the
     /// server's stop; one that cannot start is said on stderr, and then
     /// `drip ctl` cannot reach this drip.
@@ -101,11 +113,22 @@ impl Server {
             name: name.map(str::to_string),
         };
         let path = dir.join(socket.file_name());
-        // A socket left by an earlier process of this pid (killed) goes.
-        let _ = std::fs::remove_file(&path);
-        let listener = UnixListener::bind(&path)
-            .with_context(|| format!("control socket {}", path.display()))?;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+        // Bound under a name of its own and renamed into place once it
+        // listens, so a client that sees the socket can connect (between
+        // bind(2) and listen(2) it would be refused); the rename replaces
+        // a socket left by an earlier process of this pid (killed).
+        let binding = dir.join(format!(".{}.binding", socket.pid));
+        let _ = std::fs::remove_file(&binding);
+        let listener = UnixListener::bind(&binding)
+            .and_then(|listener| {
+                let mode = std::fs::Permissions::from_mode(0o600);
+                std::fs::set_permissions(&binding, mode)?;
+                std::fs::rename(&binding, &path)?;
+                Ok(listener)
+            })
+            .inspect_err(|_| {
+                let _ = std::fs::remove_file(&binding);
+            })
             .with_context(|| format!("control socket {}", path.display()))?;
         *SOCKET.lock().unpoisoned() = Some(path.clone());
         let stop = Arc::new(AtomicBool::new(false));
