@@ -148,7 +148,9 @@ impl Server {
     /// The thread sees `stop` within 50 ms and ends; it is not waited
     /// for (a client being answered has at most [`CLIENT_TIMEOUT`]).
     fn shut(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
+        if self.stop.swap(true, Ordering::SeqCst) {
+            return; // shut already (finish, then the drop)
+        }
         let _ = std::fs::remove_file(&self.path);
         SOCKET.lock().unpoisoned().take();
     }
