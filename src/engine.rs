@@ -355,14 +355,7 @@ fn run_watching(
     let _headers = pool.as_ref().map(|p| RemoveHeaders(Arc::clone(p)));
     let (in_force, key_in_force) = limits_in_force(&config, share.as_ref());
     let metrics = metrics_file(&config, &shared, &in_force)?;
-    let (ui, monitor) = start_monitor(
-        &config,
-        &shared,
-        listening,
-        (stats_file, watch_output, metrics.clone()),
-    )?;
-    // After the signal handlers: whatever way drip leaves from here, the
-    // control socket goes.
+    let ui = ui(&config);
     let relimiter = share
         .as_ref()
         .zip(config.share.as_ref())
@@ -374,7 +367,20 @@ fn run_watching(
         ((in_force, key_in_force), relimiter),
     ));
     let follower = follow_schedule(&config, &steering)?;
-    let control = start_control(&config, steering)?;
+    // After the signal handlers: whatever way drip leaves from here, the
+    // control socket goes. Its thread is started by the monitor's.
+    let (control, accept) = start_control(&config, steering)?.unzip();
+    let work = crate::monitor::Work {
+        shared: Arc::clone(&shared),
+        ui: Arc::clone(&ui),
+        drain: config.drain,
+        stats_every: config.stats_interval,
+        stats_file,
+        watch_output,
+        metrics: metrics.clone(),
+        control: accept,
+    };
+    let monitor = Monitor::start(listening, work)?;
     let reader = reader::spawn(
         Arc::clone(&shared),
         Arc::clone(&ui),
@@ -697,8 +703,12 @@ fn steering(
     .with_cost(config.cost.clone())
 }
 
-/// The control socket for `drip ctl`, unless `--no-control`.
-fn start_control(config: &Config, steering: Arc<Steering>) -> Result<Option<Server>> {
+/// The control socket for `drip ctl`, unless `--no-control`: bound, and
+/// its thread to be started.
+fn start_control(
+    config: &Config,
+    steering: Arc<Steering>,
+) -> Result<Option<(Server, crate::control::server::Accept)>> {
     if !config.control {
         return Ok(None);
     }
@@ -722,18 +732,8 @@ fn follow_schedule(config: &Config, steering: &Arc<Steering>) -> Result<Option<F
     Ok(Some(follower))
 }
 
-/// The display and the monitor thread (signals, the stats stream, the
-/// stdout watch, `--metrics`).
-fn start_monitor(
-    config: &Config,
-    shared: &Arc<Shared>,
-    listening: Listening,
-    (stats_file, watch_output, metrics): (
-        Option<BufWriter<File>>,
-        Option<std::os::fd::OwnedFd>,
-        Option<MetricsFile>,
-    ),
-) -> Result<(Arc<Mutex<Ui>>, Monitor)> {
+/// The display (progress, the summary's lines) for `config`.
+fn ui(config: &Config) -> Arc<Mutex<Ui>> {
     let ui = Ui::new(
         config.progress,
         config.capacity,
@@ -744,21 +744,10 @@ fn start_monitor(
     let rows = config.schedule.as_ref().map_or(Vec::new(), |t| {
         t.rows().iter().map(|r| r.text.clone()).collect()
     });
-    let ui = Arc::new(Mutex::new(
+    Arc::new(Mutex::new(
         ui.sized(config.capacity_for.as_ref(), config.capacity_bytes)
             .with_rows(rows),
-    ));
-    let monitor = Monitor::start(
-        listening,
-        Arc::clone(shared),
-        Arc::clone(&ui),
-        config.drain,
-        config.stats_interval,
-        stats_file,
-        watch_output,
-        metrics,
-    )?;
-    Ok((ui, monitor))
+    ))
 }
 
 /// What the reader does to each read for `config`: `--cost`'s check,
@@ -834,11 +823,10 @@ fn write(shared: &Shared, sink: &mut dyn writer::Sink) -> Option<std::io::Error>
 fn tell(
     config: &Config,
     ui: &Mutex<Ui>,
-    monitor: Monitor,
+    (stats_file, dropped): (Option<BufWriter<File>>, u64),
     summary: &Summary,
     (stopped, hurried): (bool, bool),
 ) -> Option<anyhow::Error> {
-    let (stats_file, dropped) = monitor.finish();
     let mut ui = lock_ui(ui);
     let summarize = !hurried && (config.stats || ui.showing_progress());
     let wanted = summarize || dropped > 0 || ui.showing_progress() || stopped;
@@ -892,9 +880,10 @@ fn finish(
     };
     // Without the lock: the monitor (signals, stats) goes on meanwhile.
     let dead_error = dead.finish();
+    let told = monitor.finish(shared);
     let (signal, hurried) = shared.stops.signal();
     let summary = shared.summary();
-    let stats_error = tell(config, ui, monitor, &summary, (signal.is_some(), hurried));
+    let stats_error = tell(config, ui, told, &summary, (signal.is_some(), hurried));
     if let Some(e) = write_error {
         // The reader went away: a pipe's (EPIPE) or a socket's (ECONNRESET).
         if !matches!(

@@ -6,6 +6,7 @@
 //! second one makes it leave at once. SIGUSR1 prints the summary, as
 //! `--stats` does at exit.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::os::fd::{AsFd, OwnedFd};
@@ -16,9 +17,10 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde::Serialize;
 use tokio::io::unix::AsyncFd;
-use tokio::signal::unix::{signal, Signal, SignalKind};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::control::server::Accept;
 use crate::progress::{lock_ui, Snapshot, Ui};
 use crate::stalls::{to_stderr, Dropped, STDERR};
 use crate::state::{InForce, Shared};
@@ -169,16 +171,37 @@ impl MetricsFile {
 pub(crate) struct Monitor {
     cancel: CancellationToken,
     dropped: Arc<Dropped>,
+    /// What the thread works with, until it takes it as it starts.
+    work: Arc<Mutex<Option<(Work, Listening)>>>,
     thread: JoinHandle<Option<BufWriter<File>>>,
 }
 
-/// The signal handlers, installed, and the runtime they are on: what
-/// [`Monitor::start`] runs. A signal that arrives between the two is kept
-/// until the monitor reads it.
+/// What the monitor thread works with: taken by the thread as it starts,
+/// or back by [`Monitor::finish`] should drip be done before it did (on
+/// a busy machine a one-record run can end before a new thread is first
+/// given a processor: then it is not waited for).
+pub(crate) struct Work {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) ui: Arc<Mutex<Ui>>,
+    pub(crate) drain: bool,
+    /// `--stats-interval`.
+    pub(crate) stats_every: Option<Duration>,
+    pub(crate) stats_file: Option<BufWriter<File>>,
+    /// stdout, watched for its reader going away.
+    pub(crate) watch_output: Option<OwnedFd>,
+    pub(crate) metrics: Option<MetricsFile>,
+    /// The control socket's thread, started by the monitor's once a first
+    /// client connects.
+    pub(crate) control: Option<crate::control::server::Accept>,
+}
+
+/// The signal handlers, installed, and the pipe they write to: what
+/// [`Monitor::start`] runs on. A signal that arrives before the monitor
+/// reads it waits in the pipe (or, read by [`Listening::wait_signal`], in
+/// `early`).
 pub(crate) struct Listening {
-    runtime: tokio::runtime::Runtime,
-    signals: Vec<(i32, Signal)>,
-    usr1: Signal,
+    pipe: OwnedFd,
+    early: VecDeque<i32>,
 }
 
 impl Listening {
@@ -187,85 +210,88 @@ impl Listening {
     /// ever ends drip by its default action.
     ///
     /// # Errors
-    /// The runtime cannot be started or a handler installed.
+    /// The signal pipe cannot be made or a handler installed.
     pub(crate) fn install() -> Result<Listening> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("starting the signal runtime")?;
-        let signals = runtime
-            .block_on(async { crate::shutdown::listen() })
-            .context("installing signal handlers")?;
-        let usr1 = runtime
-            .block_on(async { signal(SignalKind::user_defined1()) })
-            .context("installing signal handlers")?;
+        let pipe = crate::shutdown::listen().context("installing signal handlers")?;
         Ok(Listening {
-            runtime,
-            signals,
-            usr1,
+            pipe,
+            early: VecDeque::new(),
         })
     }
 
     /// Wait up to `limit` for a stopping signal, before the monitor runs
     /// (while a FIFO drip writes to has no reader): its number, if one
-    /// came. A later signal stays for the monitor (a second one: leave).
+    /// came. A later signal, and SIGUSR1, stay for the monitor (a second
+    /// stopping one: leave).
     pub(crate) fn wait_signal(&mut self, limit: Duration) -> Option<i32> {
-        let signals = &mut self.signals;
-        self.runtime.block_on(async {
-            tokio::time::timeout(limit, crate::shutdown::next(signals))
-                .await
-                .ok()
-        })
+        let until = std::time::Instant::now() + limit;
+        loop {
+            let stopping = self.early.iter().position(|&s| s != libc::SIGUSR1);
+            if let Some(at) = stopping {
+                return self.early.remove(at);
+            }
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            let ms = i32::try_from(left.as_millis().max(1)).unwrap_or(i32::MAX);
+            if !crate::sys::readable(self.pipe.as_fd(), ms) {
+                continue;
+            }
+            if !crate::shutdown::read_pipe(&self.pipe, &mut self.early) {
+                std::thread::sleep(left);
+            }
+        }
     }
 }
 
 impl Monitor {
-    /// Start the thread, on the handlers `listening` installed.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn start(
-        listening: Listening,
-        shared: Arc<Shared>,
-        ui: Arc<Mutex<Ui>>,
-        drain: bool,
-        stats_every: Option<Duration>,
-        stats_file: Option<BufWriter<File>>,
-        watch_output: Option<OwnedFd>,
-        metrics: Option<MetricsFile>,
-    ) -> Result<Monitor> {
-        let Listening {
-            runtime,
-            signals,
-            usr1,
-        } = listening;
+    /// Start the thread on `work`, on the handlers `listening` installed.
+    ///
+    /// # Errors
+    /// The runtime or the thread cannot be started.
+    pub(crate) fn start(listening: Listening, work: Work) -> Result<Monitor> {
         let cancel = CancellationToken::new();
         let token = cancel.clone();
         let dropped = Arc::new(Dropped::default());
         let counter = Arc::clone(&dropped);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the monitor's runtime")?;
+        let work = Arc::new(Mutex::new(Some((work, listening))));
+        let cell = Arc::clone(&work);
         let thread = crate::sys::spawn("drip-monitor", move || {
-            runtime.block_on(watch(
-                shared,
-                ui,
-                drain,
-                stats_every,
-                stats_file,
-                (signals, usr1),
-                watch_output,
-                token,
-                counter,
-                metrics,
-            ))
+            let Some((work, listening)) = cell.lock().unpoisoned().take() else {
+                return None; // drip was done before this thread started
+            };
+            let signals = (listening.pipe, listening.early);
+            runtime.block_on(watch(work, signals, token, counter))
         })
         .context("starting the monitor thread")?;
         Ok(Monitor {
             cancel,
             dropped,
+            work,
             thread,
         })
     }
 
     /// Stop the thread; returns the stats file for the summary, and how
     /// many stats lines were dropped because stderr (or the file) stalled.
-    pub(crate) fn finish(self) -> (Option<BufWriter<File>>, u64) {
+    /// A thread that has not started yet is not waited for: it finds its
+    /// work taken and ends at once. A stopping signal caught meanwhile is
+    /// then recorded in `shared` as the monitor would have (the first).
+    pub(crate) fn finish(self, shared: &Shared) -> (Option<BufWriter<File>>, u64) {
+        let unstarted = self.work.lock().unpoisoned().take();
+        if let Some((work, mut listening)) = unstarted {
+            let mut caught = std::mem::take(&mut listening.early);
+            crate::shutdown::read_pipe(&listening.pipe, &mut caught);
+            if let Some(signo) = caught.into_iter().find(|&s| s != libc::SIGUSR1) {
+                shared.stops.first(signo);
+            }
+            return (work.stats_file, self.dropped.total());
+        }
         self.cancel.cancel();
         let file = self.thread.join().unwrap_or(None);
         (file, self.dropped.total())
@@ -276,7 +302,7 @@ impl Monitor {
 /// stopped sending (a half-closed socket), when to look at it next.
 struct Watched {
     fd: AsyncFd<OwnedFd>,
-    half_closed: Option<tokio::time::Instant>,
+    half_closed: Option<Instant>,
 }
 
 /// How often a half-closed socket stdout is checked for a hang-up.
@@ -309,11 +335,34 @@ async fn reader_gone(output: Option<&mut Watched>) -> bool {
         }
         if event.ready().is_read_closed() {
             // The other end only stopped sending (shutdown(SHUT_WR)).
-            output.half_closed = Some(tokio::time::Instant::now() + HALF_CLOSED_EVERY);
+            output.half_closed = Some(Instant::now() + HALF_CLOSED_EVERY);
         }
         event.clear_ready();
         // Never starve the signals, whatever the readiness does.
         tokio::task::yield_now().await;
+    }
+}
+
+/// The control socket's thread to start, and the socket watched for a
+/// first client; a socket that cannot be watched has its thread started
+/// now.
+fn doorbell(accept: Accept) -> Option<(AsyncFd<OwnedFd>, Accept)> {
+    match accept.doorbell().ok().and_then(crate::sys::watch_readable) {
+        Some(bell) => Some((bell, accept)),
+        None => {
+            accept.spawn();
+            None
+        }
+    }
+}
+
+/// Once a client waits on the control socket (`None`: never).
+async fn rung(control: Option<&(AsyncFd<OwnedFd>, Accept)>) {
+    match control {
+        Some((bell, _)) => {
+            let _ = bell.readable().await;
+        }
+        None => std::future::pending().await,
     }
 }
 
@@ -371,19 +420,25 @@ async fn leave_now(
     crate::shutdown::leave(shared, cancel, signo, &mut books_closed).await;
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The monitor's loop on `work` and the signal pipe (`signals`, with
+/// those read before it ran) until `cancel`; returns the stats file.
 async fn watch(
-    shared: Arc<Shared>,
-    ui: Arc<Mutex<Ui>>,
-    drain: bool,
-    stats_every: Option<Duration>,
-    mut stats_file: Option<BufWriter<File>>,
-    (mut signals, mut usr1): (Vec<(i32, Signal)>, Signal),
-    watch_output: Option<OwnedFd>,
+    work: Work,
+    signals: (OwnedFd, VecDeque<i32>),
     cancel: CancellationToken,
     dropped: Arc<Dropped>,
-    metrics: Option<MetricsFile>,
 ) -> Option<BufWriter<File>> {
+    let Work {
+        shared,
+        ui,
+        drain,
+        stats_every,
+        mut stats_file,
+        watch_output,
+        metrics,
+        control,
+    } = work;
+    let mut control = control.and_then(doorbell);
     // `watch_output` watched for its reader going away. The kernel reports
     // an error on a pipe's writing end once its reader has gone, a hang-up
     // on a socket or terminal; files and /dev/null cannot be watched and
@@ -394,23 +449,30 @@ async fn watch(
             fd,
             half_closed: None,
         });
+    let mut signals = crate::shutdown::Signals::new(signals.0, signals.1);
     let progress = lock_ui(&ui).showing_progress();
     let mut redraw = tokio::time::interval(PROGRESS_EVERY);
     let mut nudge = tokio::time::interval(NUDGE_EVERY);
-    let mut stats = tokio::time::interval(stats_every.unwrap_or(Duration::from_secs(3600)));
-    stats.tick().await; // the first tick is immediate
-    let mut metrics_every = tokio::time::interval(stats_every.unwrap_or(Duration::from_secs(1)));
-    metrics_every.tick().await;
+    // The first ticks one period from now. (Awaiting an interval's
+    // "immediate" first tick waits for the timer wheel's next millisecond:
+    // two of them held a one-record run up by 2 ms, the monitor not yet
+    // listening for its end.)
+    let after = |period: Duration| tokio::time::interval_at(Instant::now() + period, period);
+    let mut stats = after(stats_every.unwrap_or(Duration::from_secs(3600)));
+    let mut metrics_every = after(stats_every.unwrap_or(Duration::from_secs(1)));
     let mut prev = Snapshot::default();
     loop {
         let signo = tokio::select! {
             _ = cancel.cancelled() => break,
-            signo = crate::shutdown::next(&mut signals) => signo,
-            _ = usr1.recv() => {
-                // Every line --stats prints at exit, in one write.
-                let text = shared.summary().text();
-                to_stderr(&ui, &dropped, |ui| ui.line(&text));
-                continue;
+            signo = signals.next() => {
+                if signo != libc::SIGUSR1 {
+                    signo
+                } else {
+                    // Every line --stats prints at exit, in one write.
+                    let text = shared.summary().text();
+                    to_stderr(&ui, &dropped, |ui| ui.line(&text));
+                    continue;
+                }
             }
             closed = reader_gone(output.as_mut()) => {
                 // At a slow rate the next write may be far off: notice a
@@ -419,6 +481,13 @@ async fn watch(
                     shared.stop(false);
                 }
                 output = None;
+                continue;
+            }
+            _ = rung(control.as_ref()), if control.is_some() => {
+                // A first client: its thread answers it, and the next ones.
+                if let Some((_, accept)) = control.take() {
+                    accept.spawn();
+                }
                 continue;
             }
             _ = nudge.tick(), if shared.stops.signalled() => {

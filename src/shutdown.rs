@@ -15,11 +15,11 @@
 //! passing output on too), then everything consumed and not written goes
 //! to the dead letter, from exact counts.
 
-use std::future::poll_fn;
-use std::task::Poll;
+use std::collections::VecDeque;
+use std::os::fd::OwnedFd;
 use std::time::Duration;
 
-use tokio::signal::unix::{signal, Signal, SignalKind};
+use tokio::io::unix::AsyncFd;
 use tokio_util::sync::CancellationToken;
 
 use crate::state::Shared;
@@ -55,30 +55,77 @@ pub fn stopping_signals() -> Vec<i32> {
     signals
 }
 
-/// Listen for every stopping signal the parent did not set to be ignored
-/// (`nohup`, a background job): those stay ignored. Call within a runtime.
+/// Catch every stopping signal the parent did not set to be ignored
+/// (`nohup`, a background job: those stay ignored), and SIGUSR1; returns
+/// the signal pipe they are written to ([`crate::sys::catch_signals`]).
 ///
 /// # Errors
-/// A handler cannot be installed.
-pub(crate) fn listen() -> std::io::Result<Vec<(i32, Signal)>> {
-    stopping_signals()
+/// The pipe cannot be made or a handler installed.
+pub(crate) fn listen() -> std::io::Result<OwnedFd> {
+    let mut signals: Vec<i32> = stopping_signals()
         .into_iter()
         .filter(|&sig| !crate::sys::is_ignored(sig))
-        .map(|sig| Ok((sig, signal(SignalKind::from_raw(sig))?)))
-        .collect()
+        .collect();
+    signals.push(libc::SIGUSR1);
+    crate::sys::catch_signals(&signals)
 }
 
-/// The next stopping signal received, by number.
-pub(crate) async fn next(signals: &mut [(i32, Signal)]) -> i32 {
-    poll_fn(|cx| {
-        for (sig, listener) in signals.iter_mut() {
-            if listener.poll_recv(cx).is_ready() {
-                return Poll::Ready(*sig);
+/// Read what the signal pipe `pipe` holds now into `queue`, in the order
+/// the signals came; whether the pipe can still be read (not at its end
+/// or failing).
+pub(crate) fn read_pipe(pipe: &OwnedFd, queue: &mut VecDeque<i32>) -> bool {
+    let mut bytes = [0u8; 64];
+    loop {
+        match rustix::io::read(pipe, &mut bytes) {
+            Ok(0) => return false,
+            Ok(n) => queue.extend(bytes[..n].iter().map(|&b| i32::from(b))),
+            Err(rustix::io::Errno::AGAIN) => return true,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return false,
+        }
+    }
+}
+
+/// The signals caught, as the monitor reads them: the signal pipe,
+/// registered with its runtime, and those read and not yet handled.
+pub(crate) struct Signals {
+    pipe: Option<AsyncFd<OwnedFd>>,
+    queue: VecDeque<i32>,
+}
+
+impl Signals {
+    /// The signals of `pipe`, after those of `early` (read before the
+    /// monitor ran). Call within a runtime; should the pipe not register,
+    /// only `early` is ever told.
+    pub(crate) fn new(pipe: OwnedFd, early: VecDeque<i32>) -> Signals {
+        Signals {
+            pipe: crate::sys::watch_readable(pipe),
+            queue: early,
+        }
+    }
+
+    /// The next signal caught, by number (stopping ones and SIGUSR1).
+    /// Cancel-safe: a signal read is queued before any wait.
+    pub(crate) async fn next(&mut self) -> i32 {
+        loop {
+            if let Some(sig) = self.queue.pop_front() {
+                return sig;
+            }
+            let Some(pipe) = &self.pipe else {
+                return std::future::pending().await;
+            };
+            let Ok(mut ready) = pipe.readable().await else {
+                self.pipe = None;
+                continue;
+            };
+            if read_pipe(pipe.get_ref(), &mut self.queue) {
+                ready.clear_ready();
+            } else {
+                drop(ready);
+                self.pipe = None;
             }
         }
-        Poll::Pending
-    })
-    .await
+    }
 }
 
 /// A second signal `signo`: stop the threads where they are and let the

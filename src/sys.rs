@@ -3,8 +3,9 @@
 //! ([`describe`]); those Linux offers through calls of its own, and the
 //! other systems otherwise, are in [`crate::platform`]. `unsafe` lives
 //! here and there only: here, the calls rustix does not wrap (signal
-//! dispositions and handlers, a thread's signal, its scheduling policy,
-//! a job's note to the warden made between fork and exec),
+//! dispositions and handlers, the signal pipe's handler, a thread's
+//! signal, its scheduling policy, a job's note to the warden made between
+//! fork and exec),
 //! tokio's registration of a descriptor and the prefetch instruction.
 //! Beside them, two helpers every thread uses: a named thread's start
 //! ([`spawn`]) and a lock taken whether or not a panic poisoned it
@@ -111,6 +112,85 @@ pub fn is_ignored(sig: i32) -> bool {
     }
 }
 
+/// The signal pipe: the handler of every signal drip catches
+/// ([`catch_signals`]) writes the signal's number into it, one byte. Made
+/// once for the process (the handlers stay installed), never closed, so
+/// the descriptor the handler writes to is never another file's.
+static SIGNAL_PIPE: std::sync::OnceLock<(OwnedFd, OwnedFd)> = std::sync::OnceLock::new();
+
+/// The write end of [`SIGNAL_PIPE`], for the handler (-1 until it is made).
+static SIGNAL_WRITE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+/// The handler of every caught signal: its number, one byte, into the
+/// signal pipe (a full pipe drops it: 64 KiB of signals wait already).
+/// Only async-signal-safe calls; errno is left as it was found.
+extern "C" fn on_signal(sig: libc::c_int) {
+    let fd = SIGNAL_WRITE.load(std::sync::atomic::Ordering::Relaxed);
+    if fd < 0 {
+        return;
+    }
+    let byte = sig as u8;
+    let errno = errno_location();
+    // SAFETY: write(2) is async-signal-safe; `fd` is the signal pipe's
+    // write end, open for the life of the process; the buffer is one
+    // valid byte. errno is this thread's, read and put back around it.
+    unsafe {
+        let saved = *errno;
+        libc::write(fd, (&byte as *const u8).cast(), 1);
+        *errno = saved;
+    }
+}
+
+/// This thread's errno.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn errno_location() -> *mut libc::c_int {
+    // SAFETY: no preconditions; the pointer is this thread's errno.
+    unsafe { libc::__errno_location() }
+}
+
+/// This thread's errno.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn errno_location() -> *mut libc::c_int {
+    // SAFETY: no preconditions; the pointer is this thread's errno.
+    unsafe { libc::__error() }
+}
+
+/// Catch each of `signals` (by number, each below 256) with a handler
+/// that writes its number, one byte, into the signal pipe, and return
+/// the pipe's reading end (non-blocking, its own descriptor; bytes left
+/// from an earlier call are dropped). The handler is installed with
+/// SA_RESTART, so other threads' calls are not cut short: the self-pipe
+/// way (D. J. Bernstein's, as in signal-hook), with sigaction(2) alone.
+///
+/// # Errors
+/// The pipe cannot be made (out of descriptors), or a handler installed.
+pub fn catch_signals(signals: &[i32]) -> io::Result<OwnedFd> {
+    if SIGNAL_PIPE.get().is_none() {
+        // Made by another thread meanwhile: this one is closed unused.
+        let _ = SIGNAL_PIPE.set(crate::platform::descriptors::pipe()?);
+    }
+    let (read, write) = SIGNAL_PIPE.get().expect("set just above");
+    let fd = std::os::fd::AsRawFd::as_raw_fd(write);
+    SIGNAL_WRITE.store(fd, std::sync::atomic::Ordering::Relaxed);
+    let mut stale = [0u8; 256];
+    while rustix::io::read(read, &mut stale).is_ok_and(|n| n > 0) {}
+    for &sig in signals {
+        // SAFETY: the handler only makes async-signal-safe calls; the
+        // struct is zeroed and then filled as sigaction(2) requires.
+        let rc = unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_signal as *const () as libc::sighandler_t;
+            libc::sigemptyset(&mut action.sa_mask);
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigaction(sig, &action, std::ptr::null_mut())
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    read.try_clone()
+}
+
 /// The size of the terminal on `fd` as (columns, rows), or `None` when
 /// `fd` is no terminal or the size is not known.
 pub fn terminal_size(fd: BorrowedFd<'_>) -> Option<(u16, u16)> {
@@ -141,6 +221,14 @@ pub fn writable(fd: BorrowedFd<'_>, timeout_ms: i32) -> bool {
     let mut pfd = [PollFd::from_borrowed_fd(fd, PollFlags::OUT)];
     // One descriptor: ready (whatever its events) or a failing poll, 1 or an error.
     !matches!(poll(&mut pfd, poll_timeout(timeout_ms).as_ref()), Ok(0))
+}
+
+/// Whether `fd` can be read within `timeout_ms` milliseconds (negative:
+/// no limit): data, end of file and an error are all "ready"; a signal
+/// that cuts the wait short is not.
+pub fn readable(fd: BorrowedFd<'_>, timeout_ms: i32) -> bool {
+    let mut pfd = [PollFd::from_borrowed_fd(fd, PollFlags::IN)];
+    matches!(poll(&mut pfd, poll_timeout(timeout_ms).as_ref()), Ok(n) if n > 0)
 }
 
 /// Open `path` with `options` (to write to it) without waiting on a FIFO
@@ -222,6 +310,14 @@ pub fn watch_errors(fd: OwnedFd) -> Option<tokio::io::unix::AsyncFd<OwnedFd>> {
     // SAFETY: the OwnedFd is moved in: it stays open, the same description,
     // until the AsyncFd is dropped, and as_raw_fd always returns it.
     unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, WATCH).ok() }
+}
+
+/// Register `fd` (non-blocking) with the current tokio runtime to be read
+/// as it becomes readable; `None` when it cannot be. Call within a runtime.
+pub fn watch_readable(fd: OwnedFd) -> Option<tokio::io::unix::AsyncFd<OwnedFd>> {
+    // SAFETY: as in `watch_errors`: the OwnedFd is moved in and stays open,
+    // the same description, until the AsyncFd is dropped.
+    unsafe { tokio::io::unix::AsyncFd::register(fd).ok() }
 }
 
 /// What [`watch_errors`] watches for: errors, and readability, under which

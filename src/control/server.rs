@@ -1,4 +1,6 @@
-//! The control socket of a running drip: a thread that accepts clients and
+//! The control socket of a running drip: bound as drip starts, and a
+//! thread (started by the monitor's once a first client connects,
+//! [`Accept::spawn`]) that accepts clients and
 //! answers each on a thread of its own (at most [`MAX_CLIENTS`] at once, so
 //! that a client that sends nothing holds up no other), checking that it
 //! runs as drip's own user (the peer's uid from the kernel:
@@ -13,7 +15,6 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -53,17 +54,58 @@ pub(crate) fn remove_socket() {
 pub(crate) struct Server {
     path: PathBuf,
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+}
+
+/// The control socket's thread, to be started ([`Accept::spawn`]) once a
+/// client connects: the socket listens from [`Server::start`] on, so a
+/// client can connect at once and waits in its queue until the thread
+/// accepts it. A run no one steers starts no such thread.
+pub(crate) struct Accept {
+    listener: UnixListener,
+    steer: Arc<dyn Steer>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Accept {
+    /// The listening socket's descriptor, a duplicate: readable once a
+    /// client waits to be accepted, the moment to [`Accept::spawn`].
+    ///
+    /// # Errors
+    /// Out of descriptors.
+    pub(crate) fn doorbell(&self) -> std::io::Result<std::os::fd::OwnedFd> {
+        use std::os::fd::AsFd;
+        self.listener.as_fd().try_clone_to_owned()
+    }
+
+    /// Start the thread that accepts and answers clients until the
+    /// server's stop; one that cannot start is said on stderr, and then
+    /// `drip ctl` cannot reach this drip.
+    pub(crate) fn spawn(self) {
+        let Accept {
+            listener,
+            steer,
+            stop,
+        } = self;
+        let started = crate::sys::spawn("drip-control", move || serve(&listener, &steer, &stop));
+        if let Err(e) = started {
+            let why = crate::sys::describe(&e);
+            let _ = writeln!(
+                std::io::stderr(),
+                "drip: starting the control thread: {why}"
+            );
+        }
+    }
 }
 
 impl Server {
     /// Listen on this process's socket (named by its pid and `name`) in
-    /// [`socket_dir`], answering through `steer`.
+    /// [`socket_dir`], to answer through `steer` once the [`Accept`]
+    /// returned is spawned.
     ///
     /// # Errors
     /// The directory cannot be made, is not this user's alone, or the
     /// socket cannot be bound.
-    pub(crate) fn start(name: Option<&str>, steer: Arc<dyn Steer>) -> Result<Server> {
+    pub(crate) fn start(name: Option<&str>, steer: Arc<dyn Steer>) -> Result<(Server, Accept)> {
         let dir = socket_dir();
         ensure_dir(&dir).map_err(anyhow::Error::msg)?;
         let socket = SocketName {
@@ -71,22 +113,31 @@ impl Server {
             name: name.map(str::to_string),
         };
         let path = dir.join(socket.file_name());
-        // A socket left by an earlier process of this pid (killed) goes.
-        let _ = std::fs::remove_file(&path);
-        let listener = UnixListener::bind(&path)
-            .with_context(|| format!("control socket {}", path.display()))?;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+        // Bound under a name of its own and renamed into place once it
+        // listens, so a client that sees the socket can connect (between
+        // bind(2) and listen(2) it would be refused); the rename replaces
+        // a socket left by an earlier process of this pid (killed).
+        let binding = dir.join(format!(".{}.binding", socket.pid));
+        let _ = std::fs::remove_file(&binding);
+        let listener = UnixListener::bind(&binding)
+            .and_then(|listener| {
+                let mode = std::fs::Permissions::from_mode(0o600);
+                std::fs::set_permissions(&binding, mode)?;
+                std::fs::rename(&binding, &path)?;
+                Ok(listener)
+            })
+            .inspect_err(|_| {
+                let _ = std::fs::remove_file(&binding);
+            })
             .with_context(|| format!("control socket {}", path.display()))?;
         *SOCKET.lock().unpoisoned() = Some(path.clone());
         let stop = Arc::new(AtomicBool::new(false));
-        let stopping = Arc::clone(&stop);
-        let thread = crate::sys::spawn("drip-control", move || serve(&listener, &steer, &stopping))
-            .context("starting the control thread")?;
-        Ok(Server {
-            path,
-            stop,
-            thread: Some(thread),
-        })
+        let accept = Accept {
+            listener,
+            steer,
+            stop: Arc::clone(&stop),
+        };
+        Ok((Server { path, stop }, accept))
     }
 
     /// Stop answering and remove the socket.
@@ -97,10 +148,11 @@ impl Server {
     /// The thread sees `stop` within 50 ms and ends; it is not waited
     /// for (a client being answered has at most [`CLIENT_TIMEOUT`]).
     fn shut(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
+        if self.stop.swap(true, Ordering::SeqCst) {
+            return; // shut already (finish, then the drop)
+        }
         let _ = std::fs::remove_file(&self.path);
         SOCKET.lock().unpoisoned().take();
-        self.thread.take();
     }
 }
 
