@@ -69,15 +69,21 @@ enum Reset {
 }
 
 /// One family of fields: its remaining, its reset and its limit fields,
-/// how it writes its reset, and the budget its remaining counts (`None`:
-/// requests).
+/// how it writes its reset, the budget its remaining counts (`None`:
+/// requests), and the most its remaining may be rounded up by.
 struct Family {
     remaining: &'static str,
     reset: &'static str,
     limit: &'static str,
     form: Reset,
     budget: Option<&'static str>,
+    rounded: u64,
 }
+
+/// Anthropic gives its token remainders rounded to the nearest thousand:
+/// a remaining of a round thousand may be up to this much above what is
+/// left.
+const ANTHROPIC_ROUNDING: u64 = 500;
 
 /// The families a response can announce its quotas in.
 const FAMILIES: [Family; 8] = [
@@ -87,6 +93,7 @@ const FAMILIES: [Family; 8] = [
         limit: "ratelimit-limit",
         form: Reset::Delta,
         budget: None,
+        rounded: 0,
     },
     Family {
         remaining: "x-ratelimit-remaining",
@@ -94,6 +101,7 @@ const FAMILIES: [Family; 8] = [
         limit: "x-ratelimit-limit",
         form: Reset::DeltaOrUnix,
         budget: None,
+        rounded: 0,
     },
     Family {
         remaining: "x-ratelimit-remaining-requests",
@@ -101,6 +109,7 @@ const FAMILIES: [Family; 8] = [
         limit: "x-ratelimit-limit-requests",
         form: Reset::Go,
         budget: None,
+        rounded: 0,
     },
     Family {
         remaining: "anthropic-ratelimit-requests-remaining",
@@ -108,6 +117,7 @@ const FAMILIES: [Family; 8] = [
         limit: "anthropic-ratelimit-requests-limit",
         form: Reset::Rfc3339,
         budget: None,
+        rounded: 0,
     },
     Family {
         remaining: "x-ratelimit-remaining-tokens",
@@ -115,6 +125,7 @@ const FAMILIES: [Family; 8] = [
         limit: "x-ratelimit-limit-tokens",
         form: Reset::Go,
         budget: Some(IN_OUT),
+        rounded: 0,
     },
     Family {
         remaining: "anthropic-ratelimit-tokens-remaining",
@@ -122,6 +133,7 @@ const FAMILIES: [Family; 8] = [
         limit: "anthropic-ratelimit-tokens-limit",
         form: Reset::Rfc3339,
         budget: Some(IN_OUT),
+        rounded: ANTHROPIC_ROUNDING,
     },
     Family {
         remaining: "anthropic-ratelimit-input-tokens-remaining",
@@ -129,6 +141,7 @@ const FAMILIES: [Family; 8] = [
         limit: "anthropic-ratelimit-input-tokens-limit",
         form: Reset::Rfc3339,
         budget: Some(IN),
+        rounded: ANTHROPIC_ROUNDING,
     },
     Family {
         remaining: "anthropic-ratelimit-output-tokens-remaining",
@@ -136,6 +149,7 @@ const FAMILIES: [Family; 8] = [
         limit: "anthropic-ratelimit-output-tokens-limit",
         form: Reset::Rfc3339,
         budget: Some(OUT),
+        rounded: ANTHROPIC_ROUNDING,
     },
 ];
 
@@ -200,6 +214,12 @@ pub fn parse_quotas(text: &str, now: SystemTime) -> Announced {
         let Some(reset) = parse_reset(t, family.form, now) else {
             bad(family.reset, t);
             continue;
+        };
+        // A round remainder may have been rounded up: the least it says.
+        let left = match family.rounded {
+            0 => left,
+            r if left % (2 * r) == 0 => left.saturating_sub(r),
+            _ => left,
         };
         let q = Quota {
             remaining: left,
@@ -1148,12 +1168,14 @@ mod tests {
             remaining,
             reset: Duration::from_millis(ms),
         };
+        // The token remainders are rounded to the nearest thousand: a
+        // round one may be 500 above what is left.
         assert_eq!(
             a.tokens,
             [
-                (IN_OUT, half(8000, 30_500), Some(90_000)),
-                (IN, half(70_000, 10_000), None),
-                (OUT, half(8000, 20_000), None),
+                (IN_OUT, half(7500, 30_500), Some(90_000)),
+                (IN, half(69_500, 10_000), None),
+                (OUT, half(7500, 20_000), None),
             ]
         );
         // A reset already past is now.
