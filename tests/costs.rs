@@ -384,48 +384,12 @@ fn a_usage_line_after_a_megabyte_of_output_is_settled() {
     );
 }
 
-#[test]
-fn what_a_job_spent_is_read_from_the_usage_file_it_writes() {
-    // The job's stdout says nothing; it writes 1 to {usage}: given back,
-    // the six records estimated at 100 go within a fraction of 5 s.
+/// Six records estimated at 100, at `100/s:100`, each job `sh -c JOB sh
+/// {usage}` settling 1: given back, they go within a fraction of 5 s
+/// (judged as a clock test: a run over 2.5 s is made again).
+fn settled_from_the_usage_file(job: &str) {
     let input = "{\"e\":100}\n".repeat(6);
     common::until_judged(3, Duration::from_secs(60), || {
-        let args = [
-            "-q",
-            "--cost",
-            "e",
-            "--cost-rate",
-            "100/s:100",
-            "--settle",
-            "spent",
-            "--exec",
-            "sh",
-            "-c",
-            "echo '{\"spent\":1}' > \"$1\"; echo done",
-            "sh",
-            "{usage}",
-        ];
-        let start = Instant::now();
-        let out = command(&args)
-            .stdin(common::temp_file(input.as_bytes()).reopen().unwrap())
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        assert_eq!(String::from_utf8_lossy(&out.stdout), "done\n".repeat(6));
-        let took = start.elapsed();
-        (took > Duration::from_millis(2500)).then(|| format!("settled in {took:?}"))
-    });
-}
-
-#[test]
-fn under_sh_c_the_usage_file_is_drip_usage() {
-    // The job writes 1 to "$DRIP_USAGE", the file {usage} names (beside
-    // its headers file, named by it): given back, the six records
-    // estimated at 100 go within a fraction of 5 s.
-    let input = "{\"e\":100}\n".repeat(6);
-    common::until_judged(3, Duration::from_secs(60), || {
-        let job = r#"[ "$DRIP_USAGE" = "$1" ] && [ "$DRIP_USAGE" = "$DRIP_HEADERS.usage" ] || exit 9
-                     echo '{"spent":1}' > "$DRIP_USAGE"; echo done"#;
         let args = [
             "-q",
             "--cost",
@@ -451,4 +415,20 @@ fn under_sh_c_the_usage_file_is_drip_usage() {
         let took = start.elapsed();
         (took > Duration::from_millis(2500)).then(|| format!("settled in {took:?}"))
     });
+}
+
+#[test]
+fn what_a_job_spent_is_read_from_the_usage_file_it_writes() {
+    // The job's stdout says nothing; it writes 1 to {usage}.
+    settled_from_the_usage_file("echo '{\"spent\":1}' > \"$1\"; echo done");
+}
+
+#[test]
+fn under_sh_c_the_usage_file_is_drip_usage() {
+    // The job writes 1 to "$DRIP_USAGE", the file {usage} names (beside
+    // its headers file, named by it).
+    settled_from_the_usage_file(
+        r#"[ "$DRIP_USAGE" = "$1" ] && [ "$DRIP_USAGE" = "$DRIP_HEADERS.usage" ] || exit 9
+           echo '{"spent":1}' > "$DRIP_USAGE"; echo done"#,
+    );
 }

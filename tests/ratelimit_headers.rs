@@ -908,6 +908,26 @@ fn anthropics_input_and_output_tokens_pace_the_in_and_out_budgets() {
     }
 }
 
+/// drip's arguments for jobs `sh -c SCRIPT sh RECORD` paced by `pace`,
+/// the input tokens of a record (`/i200/` in its URL) its cost, the
+/// cost's own limit far above any server's quota.
+fn input_tokens_jobs<'a>(pace: &[&'a str], script: &'a str) -> Vec<&'a str> {
+    let mut args = pace.to_vec();
+    args.extend([
+        "--cost",
+        "in=/i([0-9]+)/",
+        "--cost-rate",
+        "in=1000000/s:1000000",
+        "--exec",
+        "sh",
+        "-c",
+        script,
+        "sh",
+        "{}",
+    ]);
+    args
+}
+
 #[test]
 fn a_response_read_after_later_requests_were_counted_spends_no_more_than_is_left() {
     if !common::have(&["curl"]) {
@@ -932,17 +952,9 @@ fn a_response_read_after_later_requests_were_counted_spends_no_more_than_is_left
         .map(|((before, after), n)| format!("{before} {after} {}\n", url(n)))
         .collect();
     let then: String = (5..8).map(|n| format!("1 0 {}\n", url(n))).collect();
-    let costs = [
-        "--cost",
-        "in=/i([0-9]+)/",
-        "--cost-rate",
-        "in=1000000/s:1000000",
-    ];
-    let mut args: Vec<&str> = vec!["-r", "100/s", "-j", "4", "--retries", "5"];
-    args.extend(costs);
     // Each record: seconds to wait before the request, and after it.
     let script = r#"set -- $1; sleep "$1"; curl -sS -o /dev/null -D "$DRIP_HEADERS" "$3"; e=$?; sleep "$2"; exit $e"#;
-    args.extend(["--exec", "sh", "-c", script, "sh", "{}"]);
+    let args = input_tokens_jobs(&["-r", "100/s", "-j", "4", "--retries", "5"], script);
     let mut drip = command(&args)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
@@ -983,17 +995,10 @@ fn at_a_reset_the_jobs_start_no_more_than_a_window_allows() {
         .map(|n| format!("http://127.0.0.1:{port}/i200/o1/{n}\n"))
         .collect();
     let input = temp_file(urls.as_bytes());
-    let mut args = vec!["-r", "inf", "-j", "8", "--retries", "20"];
-    args.extend([
-        "--cost",
-        "in=/i([0-9]+)/",
-        "--cost-rate",
-        "in=1000000/s:1000000",
-    ]);
     // Each job ends 0.3 s after its answer: that long, the new window
     // is not told.
     let script = r#"curl -sS -o /dev/null -D "$DRIP_HEADERS" "$1"; e=$?; sleep 0.3; exit $e"#;
-    args.extend(["--exec", "sh", "-c", script, "sh", "{}"]);
+    let args = input_tokens_jobs(&["-r", "inf", "-j", "8", "--retries", "20"], script);
     let out = command(&args)
         .stdin(Stdio::from(input.reopen().unwrap()))
         .output()
