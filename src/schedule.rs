@@ -23,7 +23,7 @@ use crate::budget::{BudgetView, Budgets, Counter, Exhausted};
 use crate::cost::Cost;
 use crate::pacer::{slack_for, Pacer};
 use crate::rate::Rate;
-use crate::settle::{record_hash, InFlight};
+use crate::settle::{record_hash, CostView, InFlight};
 
 /// What a limit counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -301,6 +301,14 @@ pub trait Schedule: fmt::Debug + Send {
             .map_or_else(Vec::new, |inner| inner.budgets(now))
     }
 
+    /// What each named cost's limits were charged at departure, what
+    /// settlement gave back or charged on top, and what is in flight
+    /// ([`CostView`]), in the cost's units. None by default (a shared
+    /// schedule's own limits count none).
+    fn costs(&self) -> Vec<CostView> {
+        self.inner().map_or_else(Vec::new, |inner| inner.costs())
+    }
+
     /// Under `--budget-exhausted stop`, the budget spent at `now` (ns), in
     /// words (`20/second@UTC`): records waiting then are not to wait for
     /// its next window. `None` when no such budget is spent.
@@ -372,6 +380,12 @@ pub struct Limits {
     budgets: Budgets,
     /// With `--settle`: the records charged and not settled yet.
     in_flight: Option<InFlight>,
+    /// What each named cost was charged and settled, in the order the
+    /// names first come among the cost limits (in flight left `None`).
+    costs: Vec<CostView>,
+    /// For each cost limit in order, the place in `costs` of its name's
+    /// figures; `None` for a later cost limit of a name already counted.
+    tallied: Vec<Option<usize>>,
 }
 
 impl Limits {
@@ -393,7 +407,7 @@ impl Limits {
             .map(|l| slack_for(l.rate))
             .min()
             .unwrap_or_else(|| slack_for(Rate::Unlimited));
-        Limits {
+        let mut new = Limits {
             weighs_bytes: limits.iter().any(|l| l.unit != Unit::Records),
             limits: pacers,
             cost: None,
@@ -401,7 +415,11 @@ impl Limits {
             last_departure: None,
             budgets: Budgets::default(),
             in_flight: None,
-        }
+            costs: Vec::new(),
+            tallied: Vec::new(),
+        };
+        new.name_costs();
+        new
     }
 
     /// The same limits and `budgets` beside them, each counting records in
@@ -419,7 +437,51 @@ impl Limits {
     /// `UNREADABLE_COST` (`cost.rs`).
     pub fn with_cost(mut self, cost: Cost) -> Limits {
         self.cost = Some(cost);
+        self.name_costs();
         self
+    }
+
+    /// Give each cost limit's name (`""`: the unnamed cost) its figures in
+    /// `costs`, the first cost limit of each name only (`tallied`). The
+    /// figures of a name no cost limit has now are kept once counted.
+    fn name_costs(&mut self) {
+        let count = self.limits.iter().filter(|(u, _)| *u == Unit::Cost).count();
+        let names: Vec<String> = (0..count)
+            .map(|i| {
+                let name = self.cost.as_ref().and_then(|c| c.budget_names().nth(i));
+                name.flatten().unwrap_or("").to_string()
+            })
+            .collect();
+        let mut old = std::mem::take(&mut self.costs);
+        self.tallied = Vec::with_capacity(count);
+        for (i, name) in names.iter().enumerate() {
+            if names[..i].contains(name) {
+                self.tallied.push(None);
+                continue;
+            }
+            let figures = match old.iter().position(|c| &c.name == name) {
+                Some(at) => old.remove(at),
+                None => CostView {
+                    name: name.clone(),
+                    ..CostView::default()
+                },
+            };
+            self.tallied.push(Some(self.costs.len()));
+            self.costs.push(figures);
+        }
+        let counted = |c: &CostView| c.estimated > 0 || c.settled_extra > 0;
+        self.costs.extend(old.into_iter().filter(counted));
+    }
+
+    /// Add `amounts` (one for each cost limit, in order) to the figure
+    /// `field` picks of each name's figures, once a name.
+    fn tally(&mut self, amounts: &[u64], field: fn(&mut CostView) -> &mut u64) {
+        for (at, &amount) in self.tallied.iter().zip(amounts) {
+            if let Some(at) = *at {
+                let figure = field(&mut self.costs[at]);
+                *figure = figure.saturating_add(amount);
+            }
+        }
     }
 
     /// The same limits, keeping the records charged by cost limits in
@@ -523,6 +585,14 @@ impl Limits {
             }
             n += 1;
         }
+        let charged: Vec<u64> = self
+            .limits
+            .iter()
+            .zip(&spent)
+            .filter(|((u, _), _)| *u == Unit::Cost)
+            .map(|(_, &units)| units)
+            .collect();
+        self.tally(&charged, |c| &mut c.estimated);
         for ((_, p), units) in self.limits.iter_mut().zip(spent) {
             p.commit(now, units);
         }
@@ -591,6 +661,8 @@ impl Schedule for Limits {
         new.last_departure = self.last_departure;
         new.cost = self.cost.take();
         new.budgets = std::mem::take(&mut self.budgets);
+        new.costs = std::mem::take(&mut self.costs);
+        new.name_costs();
         // The floors stand on the old limits: what is in flight is not
         // given back (an underestimate is still charged).
         new.in_flight = self.in_flight.as_ref().map(|_| InFlight::default());
@@ -633,7 +705,7 @@ impl Schedule for Limits {
             .enumerate()
             .map(|(i, e)| spent.get(i).copied().flatten().or(*e))
             .collect();
-        let mut debits = Vec::new();
+        let (mut debits, mut credits) = (Vec::new(), Vec::new());
         let mut budget = 0;
         for (unit, pacer) in &mut self.limits {
             if *unit != Unit::Cost {
@@ -650,8 +722,16 @@ impl Schedule for Limits {
                 pacer.refund(now, charged - real, t.floors[budget]);
             }
             debits.push(real.saturating_sub(charged));
+            // Given back only for a record found in flight.
+            credits.push(if taken.is_some() {
+                charged.saturating_sub(real)
+            } else {
+                0
+            });
             budget += 1;
         }
+        self.tally(&debits, |c| &mut c.settled_extra);
+        self.tally(&credits, |c| &mut c.settled_back);
         let mut flight = self.in_flight.take().expect("checked above");
         flight.raise(now, &self.cost_pacers(), &debits);
         self.in_flight = Some(flight);
@@ -685,6 +765,18 @@ impl Schedule for Limits {
 
     fn budgets(&self, now: u64) -> Vec<BudgetView> {
         self.budgets.views(now)
+    }
+
+    fn costs(&self) -> Vec<CostView> {
+        let mut costs = self.costs.clone();
+        if let Some(flight) = &self.in_flight {
+            for (limit, at) in self.tallied.iter().enumerate() {
+                if let Some(at) = *at {
+                    costs[at].in_flight = Some(flight.charged(limit));
+                }
+            }
+        }
+        costs
     }
 
     fn exhausted(&self, now: u64) -> Option<String> {
@@ -972,6 +1064,95 @@ mod tests {
     }
 
     #[test]
+    fn each_named_cost_counts_its_estimates_settlements_and_what_is_in_flight() {
+        // Two cost limits named in (counted once) and one in+out, settling.
+        let arg = |s: &str| crate::cost::parse_one_cost(s).unwrap();
+        let cost = Cost::with_budgets(
+            vec![
+                (Some("in".into()), arg("i")),
+                (Some("out".into()), arg("o")),
+            ],
+            &[Some("in".into()), Some("in".into()), Some("in+out".into())],
+            None,
+            b'\n',
+        )
+        .unwrap();
+        let limits = [
+            limit("1000/s", 1000, Unit::Cost),
+            limit("2000/s", 1000, Unit::Cost),
+            limit("1000/s", 1000, Unit::Cost),
+        ];
+        let mut s = Limits::new(&limits).with_cost(cost).with_settling();
+        let figures = |s: &Limits| -> Vec<(String, u64, u64, u64, Option<u64>, u64)> {
+            s.costs()
+                .into_iter()
+                .map(|c| {
+                    let spent = c.spent();
+                    (
+                        c.name,
+                        c.estimated,
+                        c.settled_back,
+                        c.settled_extra,
+                        c.in_flight,
+                        spent,
+                    )
+                })
+                .collect()
+        };
+        let row = |name: &str, e, b, x, f, spent| (name.to_string(), e, b, x, Some(f), spent);
+        let records = costed(&[
+            r#"{"n":1,"i":100,"o":10}"#,
+            r#"{"n":2,"i":200,"o":20}"#,
+            r#"{"n":3,"i":50,"o":5}"#,
+        ]);
+        let mut all = records.iter().map(Vec::as_slice);
+        assert_eq!(s.release(0, 3, &mut all), 3);
+        assert_eq!(
+            figures(&s),
+            vec![
+                row("in", 350, 0, 0, 350, 350),
+                row("in+out", 385, 0, 0, 385, 385)
+            ]
+        );
+        // The first spent less than its estimate (given back), the second
+        // more (charged on top); the third is still in flight.
+        s.settle(10 * MS, &records[0], &[Some(40), Some(10)]);
+        s.settle(20 * MS, &records[1], &[Some(250), Some(30)]);
+        let settled = vec![
+            row("in", 350, 60, 50, 50, 340),
+            row("in+out", 385, 60, 60, 55, 385),
+        ];
+        assert_eq!(figures(&s), settled);
+        // Settled again, no longer in flight: nothing more is given back.
+        s.settle(30 * MS, &records[0], &[Some(0), Some(0)]);
+        assert_eq!(figures(&s), settled);
+        // A record leaving later adds its estimates; spent = estimated -
+        // settled back + settled extra throughout.
+        let later = costed(&[r#"{"n":4,"i":10,"o":1}"#]);
+        assert_eq!(
+            s.release(2000 * MS, 1, &mut later.iter().map(Vec::as_slice)),
+            1
+        );
+        s.settle(2010 * MS, &later[0], &[Some(12), Some(1)]);
+        assert_eq!(
+            figures(&s),
+            vec![
+                row("in", 360, 60, 52, 50, 352),
+                row("in+out", 396, 60, 62, 55, 398)
+            ]
+        );
+        // Without --settle nothing is in flight to tell.
+        let plain = Limits::new(&[limit("1000/s", 1000, Unit::Cost)]).with_cost(cost_of_field("2"));
+        let mut plain = plain;
+        assert_eq!(
+            plain.release(0, 1, &mut costed(&["a 7"]).iter().map(Vec::as_slice)),
+            1
+        );
+        let c = &plain.costs()[0];
+        assert_eq!((c.name.as_str(), c.estimated, c.in_flight), ("", 7, None));
+    }
+
+    #[test]
     fn cost_rate_spends_the_number_read_from_each_record() {
         // 100 per second, burst 100: 60 leaves at once, the next 60 when
         // 20 more are paid (200 ms), then 10 when 10 more are (300 ms).
@@ -1022,10 +1203,10 @@ mod tests {
 pub(crate) mod probe {
     use std::sync::{Arc, Mutex};
 
-    use super::{BudgetView, Limit, Limits, Schedule};
+    use super::{BudgetView, CostView, Limit, Limits, Schedule};
 
     /// The provided methods of [`Schedule`], as [`reached`] names them.
-    pub(crate) const PROVIDED: [&str; 15] = [
+    pub(crate) const PROVIDED: [&str; 16] = [
         "settle",
         "holds_keys",
         "key_due",
@@ -1040,6 +1221,7 @@ pub(crate) mod probe {
         "forecast_due",
         "earliest",
         "budgets",
+        "costs",
         "exhausted",
     ];
 
@@ -1130,6 +1312,10 @@ pub(crate) mod probe {
             self.note("budgets");
             Vec::new()
         }
+        fn costs(&self) -> Vec<CostView> {
+            self.note("costs");
+            Vec::new()
+        }
         fn exhausted(&self, _: u64) -> Option<String> {
             self.note("exhausted");
             None
@@ -1181,6 +1367,9 @@ pub(crate) mod probe {
                     }
                     "budgets" => {
                         let _ = s.budgets(now);
+                    }
+                    "costs" => {
+                        let _ = s.costs();
                     }
                     _ => {
                         let _ = s.exhausted(now);

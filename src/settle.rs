@@ -73,6 +73,37 @@ pub struct Taken {
     pub floors: Vec<Position>,
 }
 
+/// What the cost limits of one name were charged, in their units (a
+/// token count, say): the estimates at departure and what settlement gave
+/// back or charged on top. Several cost limits of one name spend the same
+/// costs, so a name is counted once.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CostView {
+    /// The cost limit's name as given (`in`, `in+out`); `""` for the
+    /// unnamed cost.
+    pub name: String,
+    /// Charged as records left: their estimates.
+    pub estimated: u64,
+    /// Given back by settlement: what records found in flight spent below
+    /// their estimates.
+    pub settled_back: u64,
+    /// Charged by settlement: what records spent above their estimates.
+    pub settled_extra: u64,
+    /// With `--settle`: the estimates charged and not settled yet (of the
+    /// records kept in flight); `None` without.
+    pub in_flight: Option<u64>,
+}
+
+impl CostView {
+    /// What was spent: the estimates, less what settlement gave back, plus
+    /// what it charged on top.
+    pub fn spent(&self) -> u64 {
+        self.estimated
+            .saturating_sub(self.settled_back)
+            .saturating_add(self.settled_extra)
+    }
+}
+
 /// The hash that finds a record (without its delimiter).
 pub fn record_hash(body: &[u8]) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -130,6 +161,15 @@ impl InFlight {
                 }
             }
         }
+    }
+
+    /// What the `limit`-th cost limit charged the records in flight, in
+    /// its units (the estimates not settled yet).
+    pub fn charged(&self, limit: usize) -> u64 {
+        self.entries
+            .iter()
+            .filter_map(|e| e.charged.get(limit))
+            .fold(0u64, |sum, &c| sum.saturating_add(c))
     }
 
     /// Take the entry of a record hashed `hash`: the floors of the oldest
