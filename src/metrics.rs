@@ -126,6 +126,7 @@ pub fn render(summary: &Summary, gauges: &Gauges) -> String {
     jobs(&mut out, summary);
     keys(&mut out, summary);
     budgets(&mut out, summary);
+    costs(&mut out, summary);
     share(&mut out, summary);
     out.out
 }
@@ -158,6 +159,52 @@ fn budgets(out: &mut Text, s: &Summary) {
         let mut family = Family::new(out, name, "gauge", help);
         for b in &s.budgets {
             family.sample(&[("budget", &b.budget)], figure(b));
+        }
+    }
+}
+
+/// The cost limits' charges: what each named cost spent, what settlement
+/// gave back or charged on top, what is in flight (with `--settle`);
+/// labelled by the cost's name as given (`""`: the unnamed).
+fn costs(out: &mut Text, s: &Summary) {
+    if s.costs.is_empty() {
+        return;
+    }
+    type Figure = fn(&crate::stats::CostStats) -> f64;
+    let counters: [(&str, &str, Figure); 3] = [
+        (
+            "drip_cost_spent_total",
+            "Cost spent: the estimates charged as records left, less what settlement gave back, plus what it charged on top.",
+            |c| c.spent as f64,
+        ),
+        (
+            "drip_cost_settled_back_total",
+            "Cost settlement gave back: what records spent below their estimates.",
+            |c| c.settled_back as f64,
+        ),
+        (
+            "drip_cost_settled_extra_total",
+            "Cost settlement charged on top: what records spent above their estimates.",
+            |c| c.settled_extra as f64,
+        ),
+    ];
+    for (name, help, figure) in counters {
+        let mut family = Family::new(out, name, "counter", help);
+        for c in &s.costs {
+            family.sample(&[("cost", &c.cost)], figure(c));
+        }
+    }
+    if s.costs.iter().any(|c| c.in_flight.is_some()) {
+        let mut family = Family::new(
+            out,
+            "drip_cost_in_flight",
+            "gauge",
+            "Cost estimated for the records not settled yet (--settle).",
+        );
+        for c in &s.costs {
+            if let Some(in_flight) = c.in_flight {
+                family.sample(&[("cost", &c.cost)], in_flight as f64);
+            }
         }
     }
 }
@@ -552,6 +599,7 @@ mod tests {
             }),
             paused: true,
             budgets: Vec::new(),
+            costs: Vec::new(),
             schedule: Some(crate::stats::ScheduleRow {
                 row: 2,
                 text: Some("* 50/s".into()),

@@ -83,15 +83,20 @@ struct Tick {
     /// window, when the next starts), as in `--stats-json`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     budgets: Vec<crate::stats::BudgetStats>,
+    /// With cost limits: what each named cost spent, settled and has in
+    /// flight, as in `--stats-json`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    costs: Vec<crate::stats::CostStats>,
 }
 
 impl Tick {
     fn new(
         snap: &Snapshot,
         prev: &Snapshot,
-        (jobs, budgets): (
+        (jobs, budgets, costs): (
             Option<crate::stats::JobStats>,
             Vec<crate::stats::BudgetStats>,
+            Vec<crate::stats::CostStats>,
         ),
     ) -> Tick {
         let c = &snap.counts;
@@ -125,6 +130,7 @@ impl Tick {
             paused: snap.paused,
             paused_until: snap.paused_until.as_ref().map(|end| end.at.clone()),
             budgets,
+            costs,
         }
     }
 }
@@ -510,7 +516,8 @@ async fn watch(
             _ = stats.tick(), if stats_every.is_some() => {
                 let snap = shared.snapshot();
                 let jobs = shared.jobs.get().map(|j| j.stats());
-                let tick = Tick::new(&snap, &prev, (jobs, shared.budgets()));
+                let figures = (jobs, shared.budgets(), shared.costs());
+                let tick = Tick::new(&snap, &prev, figures);
                 let line = serde_json::to_string(&tick).expect("plain data");
                 prev = snap;
                 write_tick(&line, stats_file.as_mut(), &ui, &dropped);

@@ -246,6 +246,70 @@ pub struct Summary {
     /// The `--budget`s: what is left of each window, the next reset.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub budgets: Vec<BudgetStats>,
+    /// With cost limits: what each named cost spent, what settlement gave
+    /// back or charged on top, what is in flight.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub costs: Vec<CostStats>,
+}
+
+/// What one named cost spent, for the summary: its cost limits' charges
+/// in the cost's units (tokens, say), several of one name counted once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CostStats {
+    /// The cost limit's name as given (`in`, `in+out`); `""` for the
+    /// unnamed cost.
+    pub cost: String,
+    /// What was spent: `estimated - settled_back + settled_extra`.
+    pub spent: u64,
+    /// Charged as records left: their estimates.
+    pub estimated: u64,
+    /// Given back by settlement (`--settle`): spent below the estimates.
+    pub settled_back: u64,
+    /// Charged by settlement on top: spent above the estimates.
+    pub settled_extra: u64,
+    /// With `--settle`: the estimates of the records not settled yet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_flight: Option<u64>,
+}
+
+impl CostStats {
+    /// The figures of `view`.
+    pub fn of(view: &crate::settle::CostView) -> CostStats {
+        CostStats {
+            cost: view.name.clone(),
+            spent: view.spent(),
+            estimated: view.estimated,
+            settled_back: view.settled_back,
+            settled_extra: view.settled_extra,
+            in_flight: view.in_flight,
+        }
+    }
+
+    /// The summary's line: `cost in: 340 spent (estimated 350, 60
+    /// settled back, 50 settled extra), 50 in flight`; the parenthesis
+    /// once settlement changed something, the last clause with `--settle`.
+    fn clauses(&self) -> Vec<(String, &'static str)> {
+        let name = match self.cost.as_str() {
+            "" => "cost:".to_string(),
+            name => format!("cost {name}:"),
+        };
+        let settled = self.settled_back > 0 || self.settled_extra > 0;
+        let sep = if settled { "" } else { "," };
+        let mut clauses = vec![(format!("{name} {} spent", self.spent), sep)];
+        if settled {
+            clauses.push((
+                format!(
+                    "(estimated {}, {} settled back, {} settled extra)",
+                    self.estimated, self.settled_back, self.settled_extra
+                ),
+                ",",
+            ));
+        }
+        if let Some(in_flight) = self.in_flight {
+            clauses.push((format!("{in_flight} in flight"), ""));
+        }
+        clauses
+    }
 }
 
 /// One `--budget` at a moment, for the summary.
@@ -735,10 +799,12 @@ impl Summary {
         let keys = self.keys.iter().flat_map(|k| wrap(k.clauses()));
         let share = self.share.iter().flat_map(ShareStats::lines);
         let budgets = self.budgets.iter().flat_map(|b| wrap(b.clauses()));
+        let costs = self.costs.iter().flat_map(|c| wrap(c.clauses()));
         wrap(self.clauses())
             .into_iter()
             .chain(keys)
             .chain(budgets)
+            .chain(costs)
             .chain(share)
             .collect()
     }
@@ -984,6 +1050,7 @@ mod tests {
             share: None,
             paused: false,
             budgets: Vec::new(),
+            costs: Vec::new(),
             schedule: None,
             ramp: None,
         }
@@ -1014,6 +1081,40 @@ mod tests {
             ]
         );
         assert!(s.json().contains(r#""budgets":[{"budget":"1000/day@America/Los_Angeles","limit":1000,"left":970,"reset":"2026-12-04 00:00:00 PST","reset_unix":1796371200.0,"reset_in_ms":29733500.0}"#));
+    }
+
+    #[test]
+    fn a_cost_tells_what_it_spent_settled_and_has_in_flight() {
+        let settled = CostStats {
+            cost: "in".into(),
+            spent: 12_345,
+            estimated: 20_000,
+            settled_back: 8_000,
+            settled_extra: 345,
+            in_flight: Some(1_000),
+        };
+        let plain = CostStats {
+            cost: String::new(),
+            spent: 70,
+            estimated: 70,
+            settled_back: 0,
+            settled_extra: 0,
+            in_flight: None,
+        };
+        let s = Summary {
+            costs: vec![settled, plain],
+            ..summary()
+        };
+        assert_eq!(
+            s.lines()[2..],
+            [
+                "drip: cost in: 12345 spent",
+                "drip: (estimated 20000, 8000 settled back, 345 settled extra), 1000 in flight",
+                "drip: cost: 70 spent",
+            ]
+        );
+        assert!(s.json().contains(r#""costs":[{"cost":"in","spent":12345,"estimated":20000,"settled_back":8000,"settled_extra":345,"in_flight":1000},{"cost":"","spent":70,"estimated":70,"settled_back":0,"settled_extra":0}]"#));
+        assert!(!summary().json().contains("costs"));
     }
 
     #[test]
@@ -1086,6 +1187,7 @@ mod tests {
             share: None,
             paused: false,
             budgets: Vec::new(),
+            costs: Vec::new(),
             schedule: None,
             ramp: None,
         };
@@ -1493,6 +1595,7 @@ mod tests {
             share: None,
             paused: false,
             budgets: Vec::new(),
+            costs: Vec::new(),
             schedule: None,
             ramp: None,
         };

@@ -132,9 +132,12 @@ impl Steering {
         if let Some((share, _)) = &self.share {
             info["share"] = json!(share);
         }
-        let budgets = self.shared.summary().budgets;
-        if !budgets.is_empty() {
-            info["budgets"] = json!(budgets);
+        let summary = self.shared.summary();
+        if !summary.budgets.is_empty() {
+            info["budgets"] = json!(summary.budgets);
+        }
+        if !summary.costs.is_empty() {
+            info["costs"] = json!(summary.costs);
         }
         if let Some(row) = self.shared.schedule_row() {
             info["schedule"] = json!(row);

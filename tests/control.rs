@@ -1295,3 +1295,67 @@ fn paused_at_the_end_of_the_input_the_writer_sleeps_until_the_resume() {
     assert_eq!(out, numbered(1..=5));
     assert!(slept < 12, "the writer slept {slept} times in 1.5 s");
 }
+
+/// `info` and the `--stats-interval` lines tell each named cost: while a
+/// job runs its estimate is in flight; once settled, what was given back.
+#[test]
+fn info_and_the_stats_stream_tell_each_cost_in_flight_and_settled() {
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let go = rt.join("go");
+    let job = format!(
+        "while [ ! -e '{}' ]; do sleep 0.02; done; echo '{{\"usage\":{{\"in\":120}}}}'",
+        go.display()
+    );
+    let drip = Running::start(
+        &[
+            "--name",
+            "costed",
+            "--stats-interval",
+            "50ms",
+            "--cost",
+            "in=i",
+            "--cost-rate",
+            "in=100000/s:1000",
+            "--settle",
+            "in=usage.in",
+            "--exec",
+            "sh",
+            "-c",
+            &job,
+        ],
+        rt,
+        "{\"i\":100}\n{\"i\":200}\n".into(),
+        None,
+    );
+    wait_socket(rt);
+    let until = Instant::now() + Duration::from_secs(20);
+    let info_when = |done: &dyn Fn(&serde_json::Value) -> bool| loop {
+        let info = ctl_ok(rt, &["costed", "info"]);
+        if done(&info) || Instant::now() > until {
+            break info;
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    // Both records charged as they leave for the runner (one job at a
+    // time: the first one's is running), neither settled: in flight.
+    let info = info_when(&|i| i["costs"][0]["estimated"] == 300);
+    let running = serde_json::json!([{"cost": "in", "spent": 300, "estimated": 300,
+        "settled_back": 0, "settled_extra": 0, "in_flight": 300}]);
+    assert_eq!(info["costs"], running, "{info}");
+    // Ticks (every 50 ms) see them in flight before the jobs end.
+    thread::sleep(Duration::from_millis(200));
+    std::fs::write(&go, "").unwrap();
+    let info = info_when(&|i| i["succeeded"] == 2);
+    let settled = serde_json::json!([{"cost": "in", "spent": 240, "estimated": 300,
+        "settled_back": 80, "settled_extra": 20, "in_flight": 0}]);
+    assert_eq!(info["costs"], settled, "{info}");
+    thread::sleep(Duration::from_millis(200));
+    let (_, err) = drip.stop();
+    let ticks: Vec<serde_json::Value> = err
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert!(ticks.iter().any(|t| t["costs"] == running), "{err}");
+    assert_eq!(ticks.last().map(|t| &t["costs"]), Some(&settled), "{err}");
+}

@@ -432,3 +432,74 @@ fn under_sh_c_the_usage_file_is_drip_usage() {
            echo '{"spent":1}' > "$DRIP_USAGE"; echo done"#,
     );
 }
+
+/// With `--settle`, each named cost tells what it spent (the estimates,
+/// less what settlement gave back, plus what it charged on top) in
+/// `--stats` and `--stats-json`: three records estimated at 100, 200 and
+/// 50, each job reporting 120 (20 and 70 settled extra, 80 settled back).
+#[test]
+fn each_named_cost_tells_what_it_spent_and_settled() {
+    let dir = tempfile::tempdir().unwrap();
+    let stats = dir.path().join("stats.json");
+    let out = command(&[
+        "-q",
+        "--stats",
+        "--stats-json",
+        stats.to_str().unwrap(),
+        "--cost",
+        "in=i",
+        "--cost-rate",
+        "in=100000/s:1000",
+        "--settle",
+        "in=usage.in",
+        "--exec",
+        "sh",
+        "-c",
+        "echo '{\"usage\":{\"in\":120}}'",
+    ])
+    .stdin(
+        common::temp_file(b"{\"i\":100}\n{\"i\":200}\n{\"i\":50}\n")
+            .reopen()
+            .unwrap(),
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("drip: cost in: 360 spent (estimated 350, 80 settled back, 90 settled extra)"),
+        "{err}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    assert_eq!(
+        summary["costs"],
+        serde_json::json!([{
+            "cost": "in",
+            "spent": 360,
+            "estimated": 350,
+            "settled_back": 80,
+            "settled_extra": 90,
+            "in_flight": 0,
+        }]),
+        "{summary}"
+    );
+    // Without --settle: the estimates spent, nothing in flight told.
+    let out = command(&[
+        "-q",
+        "--stats",
+        "--cost",
+        "n",
+        "--cost-rate",
+        "100000/s:1000",
+    ])
+    .stdin(
+        common::temp_file(b"{\"n\":5}\n{\"n\":7}\n")
+            .reopen()
+            .unwrap(),
+    )
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.lines().any(|l| l == "drip: cost: 12 spent"), "{err}");
+}

@@ -105,7 +105,19 @@ impl Shared {
             schedule: self.schedule_row(),
             ramp: self.ramp_state(&snap),
             budgets: self.budgets(),
+            costs: self.costs(),
         }
+    }
+
+    /// What each named cost spent, settled and has in flight, now.
+    pub(crate) fn costs(&self) -> Vec<crate::stats::CostStats> {
+        let st = self.lock();
+        st.adm
+            .schedule()
+            .costs()
+            .iter()
+            .map(crate::stats::CostStats::of)
+            .collect()
     }
 
     /// Each `--budget` as it stands now.
