@@ -167,6 +167,47 @@ fn the_jobs_figures_are_exported() {
     }
 }
 
+/// The arguments of a settling run: one cost named `in`, read from each
+/// record's `i`, settled from each job's `usage.in` (120).
+const SETTLED_COST: [&str; 11] = [
+    "--cost",
+    "in=i",
+    "--cost-rate",
+    "in=100000/s:1000",
+    "--settle",
+    "in=usage.in",
+    "--exec",
+    "sh",
+    "-c",
+    "echo '{\"usage\":{\"in\":120}}'",
+    "--name",
+];
+
+/// Records estimated at 100, 200 and 50, each job reporting 120.
+const SETTLED_INPUT: &str = "{\"i\":100}\n{\"i\":200}\n{\"i\":50}\n";
+
+/// With --settle: each named cost's spend, what settlement gave back and
+/// charged on top (counters), what is in flight (a gauge), by `cost`.
+#[test]
+fn the_costs_figures_are_exported() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("costs.prom");
+    let mut args = SETTLED_COST.to_vec();
+    args.push("costed");
+    finished_drip(&args, &path, SETTLED_INPUT);
+    let m = parsed(&path);
+    for (family, want) in [
+        ("drip_cost_spent_total", 360.0),
+        ("drip_cost_settled_back_total", 80.0),
+        ("drip_cost_settled_extra_total", 90.0),
+    ] {
+        assert_eq!(value(&m, family, &["in"]), want, "{family}");
+        assert_eq!(kind(&m, family), PrometheusType::Counter, "{family}");
+    }
+    assert_eq!(value(&m, "drip_cost_in_flight", &["in"]), 0.0);
+    assert_eq!(kind(&m, "drip_cost_in_flight"), PrometheusType::Gauge);
+}
+
 /// With --exec: the jobs' outputs drip could not pass on, here to a
 /// stdout that fails every write (/dev/full), counted and exported.
 #[test]
@@ -514,7 +555,8 @@ fn node_exporter_serves_every_drips_figures_from_one_directory() {
 }
 
 /// promtool, Prometheus's own checker, finds nothing to say of drip's
-/// file: neither a fault nor a lint (with --key, and with --exec).
+/// file: neither a fault nor a lint (with --key, with --exec, and with
+/// --settle's cost figures).
 #[test]
 fn promtool_finds_the_file_sound() {
     if !common::have(&["promtool"]) {
@@ -527,7 +569,11 @@ fn promtool_finds_the_file_sound() {
     finished_drip(&args, &keyed, "a 1\nb 2\n\na 3\n");
     let jobs = dir.path().join("jobs.prom");
     finished_drip(&["--exec", "true"], &jobs, &numbered(1..=3));
-    for file in [keyed, jobs] {
+    let costs = dir.path().join("costs.prom");
+    let mut args = SETTLED_COST.to_vec();
+    args.push("costed");
+    finished_drip(&args, &costs, SETTLED_INPUT);
+    for file in [keyed, jobs, costs] {
         let out = std::process::Command::new(&promtool)
             .args(["check", "metrics"])
             .stdin(std::fs::File::open(&file).unwrap())
