@@ -484,6 +484,35 @@ fn each_named_cost_tells_what_it_spent_and_settled() {
         }]),
         "{summary}"
     );
+    // With --share the limits are the shared state's: no figures.
+    let runtime = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared.json");
+    let out = command(&[
+        "-q",
+        "--stats-json",
+        shared.to_str().unwrap(),
+        "--share",
+        "costs-figures",
+        "--cost",
+        "in=i",
+        "--cost-rate",
+        "in=100000/s:1000",
+        "--settle",
+        "in=usage.in",
+        "--exec",
+        "sh",
+        "-c",
+        "echo '{\"usage\":{\"in\":120}}'",
+    ])
+    .env("XDG_RUNTIME_DIR", runtime.path())
+    .stdin(common::temp_file(b"{\"i\":100}\n").reopen().unwrap())
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&shared).unwrap()).unwrap();
+    assert_eq!(summary["succeeded"], 1, "{summary}");
+    assert!(summary.get("costs").is_none(), "{summary}");
     // Without --settle: the estimates spent, nothing in flight told.
     let out = command(&[
         "-q",
