@@ -163,33 +163,44 @@ fn budgets(out: &mut Text, s: &Summary) {
     }
 }
 
-/// The cost limits' charges: what each named cost spent, what settlement
-/// gave back or charged on top, what is in flight (with `--settle`);
+/// The cost limits' charges: what each named cost was charged as records
+/// left (their estimates), what settlement gave back or charged on top
+/// (counters, which only rise), what it spent all told (a gauge: it falls
+/// as settlement gives back), what is in flight (with `--settle`);
 /// labelled by the cost's name as given (`""`: the unnamed).
 fn costs(out: &mut Text, s: &Summary) {
     if s.costs.is_empty() {
         return;
     }
     type Figure = fn(&crate::stats::CostStats) -> f64;
-    let counters: [(&str, &str, Figure); 3] = [
+    let families: [(&str, &str, &str, Figure); 4] = [
         (
-            "drip_cost_spent_total",
-            "Cost spent: the estimates charged as records left, less what settlement gave back, plus what it charged on top.",
-            |c| c.spent as f64,
+            "drip_cost_estimated_total",
+            "counter",
+            "Cost charged as records left: their estimates.",
+            |c| c.estimated as f64,
         ),
         (
             "drip_cost_settled_back_total",
+            "counter",
             "Cost settlement gave back: what records spent below their estimates.",
             |c| c.settled_back as f64,
         ),
         (
             "drip_cost_settled_extra_total",
+            "counter",
             "Cost settlement charged on top: what records spent above their estimates.",
             |c| c.settled_extra as f64,
         ),
+        (
+            "drip_cost_spent",
+            "gauge",
+            "Cost spent: the estimates charged, less what settlement gave back, plus what it charged on top.",
+            |c| c.spent as f64,
+        ),
     ];
-    for (name, help, figure) in counters {
-        let mut family = Family::new(out, name, "counter", help);
+    for (name, kind, help, figure) in families {
+        let mut family = Family::new(out, name, kind, help);
         for c in &s.costs {
             family.sample(&[("cost", &c.cost)], figure(c));
         }

@@ -186,8 +186,9 @@ const SETTLED_COST: [&str; 11] = [
 /// Records estimated at 100, 200 and 50, each job reporting 120.
 const SETTLED_INPUT: &str = "{\"i\":100}\n{\"i\":200}\n{\"i\":50}\n";
 
-/// With --settle: each named cost's spend, what settlement gave back and
-/// charged on top (counters), what is in flight (a gauge), by `cost`.
+/// With --settle: each named cost's estimates charged, what settlement
+/// gave back and charged on top (counters), what it spent all told and
+/// what is in flight (gauges), by `cost`.
 #[test]
 fn the_costs_figures_are_exported() {
     let dir = tempfile::tempdir().unwrap();
@@ -197,13 +198,16 @@ fn the_costs_figures_are_exported() {
     finished_drip(&args, &path, SETTLED_INPUT);
     let m = parsed(&path);
     for (family, want) in [
-        ("drip_cost_spent_total", 360.0),
+        ("drip_cost_estimated_total", 350.0),
         ("drip_cost_settled_back_total", 80.0),
         ("drip_cost_settled_extra_total", 90.0),
     ] {
         assert_eq!(value(&m, family, &["in"]), want, "{family}");
         assert_eq!(kind(&m, family), PrometheusType::Counter, "{family}");
     }
+    // What was spent falls as settlement gives back: a gauge.
+    assert_eq!(value(&m, "drip_cost_spent", &["in"]), 360.0);
+    assert_eq!(kind(&m, "drip_cost_spent"), PrometheusType::Gauge);
     assert_eq!(value(&m, "drip_cost_in_flight", &["in"]), 0.0);
     assert_eq!(kind(&m, "drip_cost_in_flight"), PrometheusType::Gauge);
 }
