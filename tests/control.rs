@@ -1307,23 +1307,15 @@ fn info_and_the_stats_stream_tell_each_cost_in_flight_and_settled() {
         "while [ ! -e '{}' ]; do sleep 0.02; done; echo '{{\"usage\":{{\"in\":120}}}}'",
         go.display()
     );
+    // The settling cost flags, the job its own.
+    let costed = &common::SETTLING_JOBS[..6];
     let drip = Running::start(
         &[
-            "--name",
-            "costed",
-            "--stats-interval",
-            "50ms",
-            "--cost",
-            "in=i",
-            "--cost-rate",
-            "in=100000/s:1000",
-            "--settle",
-            "in=usage.in",
-            "--exec",
-            "sh",
-            "-c",
-            &job,
-        ],
+            &["--name", "costed", "--stats-interval", "50ms"][..],
+            costed,
+            &["--exec", "sh", "-c", &job],
+        ]
+        .concat(),
         rt,
         "{\"i\":100}\n{\"i\":200}\n".into(),
         None,

@@ -441,22 +441,13 @@ fn under_sh_c_the_usage_file_is_drip_usage() {
 fn each_named_cost_tells_what_it_spent_and_settled() {
     let dir = tempfile::tempdir().unwrap();
     let stats = dir.path().join("stats.json");
-    let out = command(&[
-        "-q",
-        "--stats",
-        "--stats-json",
-        stats.to_str().unwrap(),
-        "--cost",
-        "in=i",
-        "--cost-rate",
-        "in=100000/s:1000",
-        "--settle",
-        "in=usage.in",
-        "--exec",
-        "sh",
-        "-c",
-        "echo '{\"usage\":{\"in\":120}}'",
-    ])
+    let out = command(
+        &[
+            &["-q", "--stats", "--stats-json", stats.to_str().unwrap()][..],
+            &common::SETTLING_JOBS,
+        ]
+        .concat(),
+    )
     .stdin(
         common::temp_file(b"{\"i\":100}\n{\"i\":200}\n{\"i\":50}\n")
             .reopen()
@@ -487,23 +478,19 @@ fn each_named_cost_tells_what_it_spent_and_settled() {
     // With --share the limits are the shared state's: no figures.
     let runtime = tempfile::tempdir().unwrap();
     let shared = dir.path().join("shared.json");
-    let out = command(&[
-        "-q",
-        "--stats-json",
-        shared.to_str().unwrap(),
-        "--share",
-        "costs-figures",
-        "--cost",
-        "in=i",
-        "--cost-rate",
-        "in=100000/s:1000",
-        "--settle",
-        "in=usage.in",
-        "--exec",
-        "sh",
-        "-c",
-        "echo '{\"usage\":{\"in\":120}}'",
-    ])
+    let out = command(
+        &[
+            &[
+                "-q",
+                "--stats-json",
+                shared.to_str().unwrap(),
+                "--share",
+                "costs-figures",
+            ][..],
+            &common::SETTLING_JOBS,
+        ]
+        .concat(),
+    )
     .env("XDG_RUNTIME_DIR", runtime.path())
     .stdin(common::temp_file(b"{\"i\":100}\n").reopen().unwrap())
     .output()

@@ -167,22 +167,6 @@ fn the_jobs_figures_are_exported() {
     }
 }
 
-/// The arguments of a settling run: one cost named `in`, read from each
-/// record's `i`, settled from each job's `usage.in` (120).
-const SETTLED_COST: [&str; 11] = [
-    "--cost",
-    "in=i",
-    "--cost-rate",
-    "in=100000/s:1000",
-    "--settle",
-    "in=usage.in",
-    "--exec",
-    "sh",
-    "-c",
-    "echo '{\"usage\":{\"in\":120}}'",
-    "--name",
-];
-
 /// Records estimated at 100, 200 and 50, each job reporting 120.
 const SETTLED_INPUT: &str = "{\"i\":100}\n{\"i\":200}\n{\"i\":50}\n";
 
@@ -193,7 +177,8 @@ const SETTLED_INPUT: &str = "{\"i\":100}\n{\"i\":200}\n{\"i\":50}\n";
 fn the_costs_figures_are_exported() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("costs.prom");
-    let mut args = SETTLED_COST.to_vec();
+    let mut args = common::SETTLING_JOBS.to_vec();
+    args.push("--name");
     args.push("costed");
     finished_drip(&args, &path, SETTLED_INPUT);
     let m = parsed(&path);
@@ -574,7 +559,8 @@ fn promtool_finds_the_file_sound() {
     let jobs = dir.path().join("jobs.prom");
     finished_drip(&["--exec", "true"], &jobs, &numbered(1..=3));
     let costs = dir.path().join("costs.prom");
-    let mut args = SETTLED_COST.to_vec();
+    let mut args = common::SETTLING_JOBS.to_vec();
+    args.push("--name");
     args.push("costed");
     finished_drip(&args, &costs, SETTLED_INPUT);
     for file in [keyed, jobs, costs] {

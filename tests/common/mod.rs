@@ -905,3 +905,19 @@ pub fn curl_exec(url: &str) -> [&str; 8] {
         url,
     ]
 }
+
+/// A settling run's arguments: one cost named `in`, read from each
+/// record's `i`, its limit far above what the tests spend, settled from
+/// each job's `usage.in`, the job printing `{"usage":{"in":120}}`.
+pub const SETTLING_JOBS: [&str; 10] = [
+    "--cost",
+    "in=i",
+    "--cost-rate",
+    "in=100000/s:1000",
+    "--settle",
+    "in=usage.in",
+    "--exec",
+    "sh",
+    "-c",
+    "echo '{\"usage\":{\"in\":120}}'",
+];
