@@ -46,8 +46,9 @@
 use crate::bucket::{Bucket, Fate, Offered, Overflow, Segment};
 use crate::keyed::Keyed;
 use crate::ledger::Ledger;
+use crate::outflow::Outflow;
 use crate::schedule::{Limit, Schedule};
-use crate::waiting::{Departures, Fifo, Waiting};
+use crate::waiting::{Fifo, Waiting};
 
 /// The waiting room, the schedule in front of it, the outbox behind it,
 /// and the pause.
@@ -150,8 +151,8 @@ impl Admission {
 
     /// The departures at `now`: whether records may leave (`may_leave`,
     /// and not paused), the schedule, the outbox.
-    fn departures(&mut self, now: u64, may_leave: bool) -> (&mut Waiting, Departures<'_>) {
-        let to = Departures {
+    fn departures(&mut self, now: u64, may_leave: bool) -> (&mut Waiting, Outflow<'_>) {
+        let to = Outflow {
             now,
             may_leave: may_leave && !self.paused,
             schedule: &mut *self.schedule,

@@ -32,6 +32,7 @@ mod keyed;
 mod ledger;
 mod metrics;
 mod monitor;
+mod outflow;
 mod output;
 mod pacer;
 mod platform;
@@ -94,6 +95,7 @@ pub mod testing {
     pub use crate::key::{parse_key, KeyArg, KeySpec};
     pub use crate::keyed::{KeyConfig, KeySchedule, Keyed, LeaseHead, Want};
     pub use crate::ledger::Ledger;
+    pub use crate::outflow::Outflow;
     pub use crate::pacer::{slack_for, Pacer};
     pub use crate::rate::{parse_byte_rate, parse_rate, Rate};
     pub use crate::schedule::{Limit, Limits, Schedule, Unit};
@@ -105,5 +107,4 @@ pub mod testing {
     pub use crate::shared::protocol::{Ask, Back, Grant, Reply, Store};
     pub use crate::shared::redis::RedisStore;
     pub use crate::stats::{Counts, KeyName};
-    pub use crate::waiting::Departures;
 }

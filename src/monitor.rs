@@ -22,8 +22,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::control::server::Accept;
 use crate::progress::{lock_ui, Snapshot, Ui};
+use crate::schedule::InForce;
 use crate::stalls::{to_stderr, Dropped, STDERR};
-use crate::state::{InForce, Shared};
+use crate::state::Shared;
 use crate::sys::Unpoisoned;
 
 /// How often a writer blocked after a stop is interrupted.

@@ -18,6 +18,7 @@
 //! Pure: no threads, no clock, no I/O; times are ns on the caller's clock.
 
 use std::fmt;
+use std::sync::{Arc, Mutex};
 
 use crate::budget::{BudgetView, Budgets, Counter, Exhausted};
 use crate::cost::Cost;
@@ -76,6 +77,15 @@ pub fn records_per_second(limits: &[Limit]) -> f64 {
         .map(|l| l.rate.per_second())
         .fold(f64::INFINITY, f64::min)
 }
+
+/// The global limits in force (`--rate`, `--byte-rate`, as `drip ctl`
+/// changed them), shared by the steering (which changes them) and
+/// `--metrics` (which reports the rate).
+pub(crate) type InForce = Arc<Mutex<Vec<Limit>>>;
+
+/// The limit per key in force (`--key-rate`, as `drip ctl` changed it),
+/// shared by the steering and, under `--share`, the keys' keeper.
+pub(crate) type KeyInForce = Arc<Mutex<Option<Limit>>>;
 
 /// The interface every schedule offers to admission and the writer.
 ///

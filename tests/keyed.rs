@@ -4,8 +4,8 @@
 
 use bytes::Bytes;
 use drip::testing::{
-    parse_key, parse_rate, Departures, KeyConfig, KeyName, KeySpec, Keyed, Ledger, Limit, Limits,
-    Offered, Overflow, Schedule, Segment, Unit,
+    parse_key, parse_rate, KeyConfig, KeyName, KeySpec, Keyed, Ledger, Limit, Limits, Offered,
+    Outflow, Overflow, Schedule, Segment, Unit,
 };
 
 /// Keys from each record's first field, each at `rate` with `burst`;
@@ -102,7 +102,7 @@ fn run(setup: &Setup, arrivals: &[(u64, String)], cut: usize) -> Outcome {
             if event > t {
                 break;
             }
-            keyed.release(&mut Departures::at(event, &mut global, &mut outbox));
+            keyed.release(&mut Outflow::at(event, &mut global, &mut outbox));
             collect(&mut outbox, event, &mut out);
         }
         let same: Vec<&String> = arrivals[i..]
@@ -111,7 +111,7 @@ fn run(setup: &Setup, arrivals: &[(u64, String)], cut: usize) -> Outcome {
             .map(|a| &a.1)
             .collect();
         i += same.len();
-        keyed.release(&mut Departures::at(t, &mut global, &mut outbox));
+        keyed.release(&mut Outflow::at(t, &mut global, &mut outbox));
         for read in same.chunks(cut) {
             let text: String = read.iter().map(|r| format!("{r}\n")).collect();
             let seg = Segment::new(Bytes::from(text), b'\n');
@@ -119,7 +119,7 @@ fn run(setup: &Setup, arrivals: &[(u64, String)], cut: usize) -> Outcome {
                 seg,
                 setup.policy,
                 &mut ledger,
-                &mut Departures::at(t, &mut global, &mut outbox),
+                &mut Outflow::at(t, &mut global, &mut outbox),
             );
             if let Offered::Wait(rest) | Offered::Overflowed(rest) = back {
                 out.handed_back.extend(texts(&rest));
@@ -128,7 +128,7 @@ fn run(setup: &Setup, arrivals: &[(u64, String)], cut: usize) -> Outcome {
         collect(&mut outbox, t, &mut out);
     }
     while let Some(event) = keyed.next_event(&global as &dyn Schedule) {
-        keyed.release(&mut Departures::at(event, &mut global, &mut outbox));
+        keyed.release(&mut Outflow::at(event, &mut global, &mut outbox));
         collect(&mut outbox, event, &mut out);
     }
     for seg in ledger.take_dead() {
@@ -417,7 +417,7 @@ fn under_a_byte_rate_an_eviction_lets_a_smaller_record_go_at_once() {
             seg,
             Overflow::DropOldest,
             &mut ledger,
-            &mut Departures::at(t * MS, &mut global, outbox),
+            &mut Outflow::at(t * MS, &mut global, outbox),
         );
         assert!(matches!(back, Offered::Done));
         sent
@@ -446,7 +446,7 @@ fn the_stats_count_the_records_no_key_could_be_remembered_for() {
         Segment::new(Bytes::from(text), b'\n'),
         Overflow::DropNewest,
         &mut ledger,
-        &mut Departures::at(0, &mut global, &mut outbox),
+        &mut Outflow::at(0, &mut global, &mut outbox),
     );
     assert!(matches!(back, Offered::Done));
     assert_eq!(sent, 3);
@@ -505,10 +505,10 @@ fn foreseen_and_left(setup: &Setup, arrivals: &[(u64, String)]) -> Vec<(String, 
             if event > t {
                 break;
             }
-            keyed.release(&mut Departures::at(event, &mut global, &mut outbox));
+            keyed.release(&mut Outflow::at(event, &mut global, &mut outbox));
             settle(&mut outbox, event, &mut left);
         }
-        keyed.release(&mut Departures::at(t, &mut global, &mut outbox));
+        keyed.release(&mut Outflow::at(t, &mut global, &mut outbox));
         settle(&mut outbox, t, &mut left);
         let line = format!("{record}\n");
         let at = keyed
@@ -520,12 +520,12 @@ fn foreseen_and_left(setup: &Setup, arrivals: &[(u64, String)]) -> Vec<(String, 
             seg,
             setup.policy,
             &mut ledger,
-            &mut Departures::at(t, &mut global, &mut outbox),
+            &mut Outflow::at(t, &mut global, &mut outbox),
         );
         settle(&mut outbox, t, &mut left);
     }
     while let Some(event) = keyed.next_event(&global as &dyn Schedule) {
-        keyed.release(&mut Departures::at(event, &mut global, &mut outbox));
+        keyed.release(&mut Outflow::at(event, &mut global, &mut outbox));
         settle(&mut outbox, event, &mut left);
     }
     left.into_iter()
@@ -652,11 +652,11 @@ fn released_at_100ms(keyed: Keyed) -> Vec<Segment> {
         seg,
         Overflow::Block,
         &mut ledger,
-        &mut Departures::at(0, &mut global, &mut outbox),
+        &mut Outflow::at(0, &mut global, &mut outbox),
     );
     assert_eq!(outbox.iter().map(Segment::len).sum::<usize>(), 10);
     outbox.clear();
-    keyed.release(&mut Departures::at(100 * MS, &mut global, &mut outbox));
+    keyed.release(&mut Outflow::at(100 * MS, &mut global, &mut outbox));
     outbox
 }
 
@@ -730,7 +730,7 @@ fn a_new_key_rate_counts_from_a_rested_keys_one_departure() {
             seg,
             policy,
             &mut ledger,
-            &mut Departures::at(now, &mut global, &mut outbox),
+            &mut Outflow::at(now, &mut global, &mut outbox),
         );
     }
     assert_eq!(keyed.len(), 1, "k0 b waits for its key's slot");
@@ -771,13 +771,13 @@ fn a_lower_key_rate_leaves_a_rested_key_rested_for_max_wait() {
                     seg,
                     policy,
                     &mut ledger,
-                    &mut Departures::at(now, &mut global, &mut outbox),
+                    &mut Outflow::at(now, &mut global, &mut outbox),
                 );
                 assert!(matches!(back, Offered::Done), "{policy:?}: handed back");
                 left.extend(outbox.drain(..).flat_map(|s| texts(&s)).map(|t| (t, now)));
             }
             while let Some(event) = keyed.next_event(&global as &dyn Schedule) {
-                keyed.release(&mut Departures::at(event, &mut global, &mut outbox));
+                keyed.release(&mut Outflow::at(event, &mut global, &mut outbox));
                 left.extend(outbox.drain(..).flat_map(|s| texts(&s)).map(|t| (t, event)));
             }
             let left: Vec<_> = left.iter().map(|(r, t)| (r.as_str(), t / MS)).collect();

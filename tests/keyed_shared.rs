@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use drip::testing::{
-    parse_key, parse_rate, Departures, KeyAsk, KeyBook, KeyConfig, KeySchedule, KeySpec, Keyed,
-    LeaseHead, Ledger, Limit, Limits, Overflow, Schedule, Segment, Step, Unit, Want,
+    parse_key, parse_rate, KeyAsk, KeyBook, KeyConfig, KeySchedule, KeySpec, Keyed, LeaseHead,
+    Ledger, Limit, Limits, Outflow, Overflow, Schedule, Segment, Step, Unit, Want,
 };
 
 const MS: u64 = 1_000_000;
@@ -202,10 +202,10 @@ fn two_drips_keep_each_keys_bound_and_no_key_waits_for_another() {
                     seg,
                     Overflow::Block,
                     &mut ledger,
-                    &mut Departures::at(now, &mut global, &mut outbox),
+                    &mut Outflow::at(now, &mut global, &mut outbox),
                 );
             }
-            keyed.release(&mut Departures::at(now, &mut global, &mut outbox));
+            keyed.release(&mut Outflow::at(now, &mut global, &mut outbox));
             for seg in outbox.drain(..) {
                 left.extend(lines(&seg).into_iter().map(|l| (now, l)));
             }
@@ -292,11 +292,11 @@ fn a_binding_global_limit_wastes_no_key_slot() {
                     seg,
                     Overflow::Block,
                     &mut ledger,
-                    &mut Departures::at(now, global, &mut outbox),
+                    &mut Outflow::at(now, global, &mut outbox),
                 );
             }
             // As the writer does: at the next event, or when slots come.
-            keyed.release(&mut Departures::at(now, global, &mut outbox));
+            keyed.release(&mut Outflow::at(now, global, &mut outbox));
             for seg in outbox.drain(..) {
                 left[d].extend(lines(&seg).into_iter().map(|l| (now, l)));
             }
@@ -433,13 +433,13 @@ fn a_key_waiting_behind_an_asked_slot_does_not_busy_wait() {
         seg,
         Overflow::Block,
         &mut ledger,
-        &mut Departures::at(0, &mut global, &mut outbox),
+        &mut Outflow::at(0, &mut global, &mut outbox),
     );
     const ROUND: u64 = 20 * MS;
     let (mut now, mut wakeups, mut idle_at_once) = (0, 0u64, 0u64);
     let mut left = 0;
     while left < 30 && now < 30_000 * MS && idle_at_once < 1000 {
-        let sent = keyed.release(&mut Departures::at(now, &mut global, &mut outbox));
+        let sent = keyed.release(&mut Outflow::at(now, &mut global, &mut outbox));
         left += outbox.drain(..).map(|s| s.len()).sum::<usize>();
         let next_round = (now / ROUND + 1) * ROUND;
         let wake = match keyed.next_event(&global) {

@@ -33,6 +33,7 @@ mod keyed;
 mod keyed_cli;
 mod keyed_clients;
 mod keyed_shared;
+mod layers;
 mod llm_api;
 mod metrics;
 mod platform;

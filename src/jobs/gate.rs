@@ -733,7 +733,7 @@ mod tests {
             seg,
             Overflow::Block,
             &mut ledger,
-            &mut crate::waiting::Departures::at(0, g, &mut outbox),
+            &mut crate::outflow::Outflow::at(0, g, &mut outbox),
         );
         let mut now = 0;
         loop {
@@ -746,7 +746,7 @@ mod tests {
                 Some(t) => now = t.max(now),
                 None => return left,
             }
-            keyed.release(&mut crate::waiting::Departures::at(now, g, &mut outbox));
+            keyed.release(&mut crate::outflow::Outflow::at(now, g, &mut outbox));
         }
     }
 

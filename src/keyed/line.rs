@@ -9,8 +9,8 @@
 use std::collections::VecDeque;
 
 use crate::bucket::Segment;
+use crate::outflow::Outflow;
 use crate::schedule::Schedule;
-use crate::waiting::Departures;
 
 use super::pacing::Pacing;
 use super::timers::Timers;
@@ -158,7 +158,7 @@ impl Keyed {
     /// Let waiting records leave at `to.now` that their keys' limits and
     /// the global one allow, in turn, into the outbox. Returns how many
     /// left.
-    pub fn release(&mut self, to: &mut Departures) -> usize {
+    pub fn release(&mut self, to: &mut Outflow) -> usize {
         let sent = self.release_at(to.now, to.schedule, to.outbox);
         self.left(to.now, sent);
         sent

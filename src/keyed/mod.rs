@@ -68,10 +68,10 @@
 use crate::bucket::{Offered, Overflow, Segment};
 use crate::key::KeySpec;
 use crate::ledger::Ledger;
+use crate::outflow::Outflow;
 use crate::pacer::Position;
 use crate::rate::Rate;
 use crate::stats::KeyStats;
-use crate::waiting::Departures;
 
 mod deadline;
 mod index;
@@ -301,7 +301,7 @@ impl Keyed {
         mut seg: Segment,
         policy: Overflow,
         ledger: &mut Ledger,
-        to: &mut Departures,
+        to: &mut Outflow,
     ) -> (Offered, usize) {
         let (now, may_leave) = (to.now, to.may_leave);
         let global = &mut *to.schedule;

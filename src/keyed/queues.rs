@@ -550,11 +550,11 @@ mod tests {
             seg,
             Overflow::Block,
             &mut ledger,
-            &mut crate::waiting::Departures::at(0, &mut global, &mut outbox),
+            &mut crate::outflow::Outflow::at(0, &mut global, &mut outbox),
         );
         for t in 1..3000u64 {
             let now = t * MS / 2;
-            k.release(&mut crate::waiting::Departures::at(
+            k.release(&mut crate::outflow::Outflow::at(
                 now,
                 &mut global,
                 &mut outbox,
@@ -566,7 +566,7 @@ mod tests {
                 seg,
                 Overflow::Block,
                 &mut ledger,
-                &mut crate::waiting::Departures::at(now, &mut global, &mut outbox),
+                &mut crate::outflow::Outflow::at(now, &mut global, &mut outbox),
             );
             let (oldest, busy) = slow_oldest_and_busy(&k);
             assert_eq!(k.oldest_arrival(), oldest, "at {t}");

@@ -38,6 +38,7 @@ use super::file::{locked, monotonic, write_over};
 use super::protocol::Failure;
 use super::redis::RedisStore;
 use super::target::Target;
+use crate::stats::ShareJobsFigures;
 use crate::sys::Unpoisoned;
 
 /// How long a lease holds without a renewal: a dead holder's jobs stop
@@ -319,22 +320,6 @@ impl Held {
         self.epoch.clone_from(&answer.epoch);
         Ok(answer)
     }
-}
-
-/// What `--stats`, `--metrics` and `drip ctl` show of the shared job
-/// limit.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct ShareJobsFigures {
-    /// N of `--share-jobs`.
-    pub limit: u64,
-    /// Leases this drip holds (its running jobs).
-    pub held: u64,
-    /// Leases held across every drip on the NAME, at the last call.
-    pub fleet: u64,
-    /// Times a job waited because the fleet was full.
-    pub waits: u64,
-    /// Calls to the shared state that failed.
-    pub failed_calls: u64,
 }
 
 /// The shared job limit of one drip.

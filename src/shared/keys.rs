@@ -87,7 +87,7 @@ pub(crate) struct KeyLeases {
     /// takes it ([`SharedKeys::relimited`]).
     relimited: Option<Limit>,
     /// The limit per key in force, as `drip ctl` shows it.
-    pub(crate) in_force: Option<crate::state::KeyInForce>,
+    pub(crate) in_force: Option<crate::schedule::KeyInForce>,
 }
 
 impl KeyLeases {

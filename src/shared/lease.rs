@@ -282,7 +282,7 @@ pub(crate) struct GlobalLease {
     /// them ([`SharedSchedule`]'s next release).
     pub(crate) relimited: Option<Vec<Limit>>,
     /// The limits in force, as `drip ctl` and `--metrics` show them.
-    pub(crate) in_force: Option<crate::state::InForce>,
+    pub(crate) in_force: Option<crate::schedule::InForce>,
     /// `--settle`: slots are reserved only when due within a chunk (none
     /// placed far ahead, where a settlement's give-back could no longer
     /// reach), and the settlements go to the state at the keeper's next
@@ -1496,12 +1496,12 @@ pub(crate) mod tests {
             seg,
             Overflow::Block,
             &mut ledger,
-            &mut crate::waiting::Departures::at(start, &mut global, &mut outbox),
+            &mut crate::outflow::Outflow::at(start, &mut global, &mut outbox),
         );
         let (mut sent, mut next_slot) = (outbox.len(), 0);
         for now in (start..start + 3_000 * MS).step_by(MS as usize) {
             outbox.clear();
-            keyed.release(&mut crate::waiting::Departures::at(
+            keyed.release(&mut crate::outflow::Outflow::at(
                 now,
                 &mut global,
                 &mut outbox,

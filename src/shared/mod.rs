@@ -230,8 +230,8 @@ impl Handle {
     /// changes them, on any drip of the NAME.
     pub fn follow_in_force(
         &self,
-        in_force: &crate::state::InForce,
-        key_in_force: &crate::state::KeyInForce,
+        in_force: &crate::schedule::InForce,
+        key_in_force: &crate::schedule::KeyInForce,
     ) {
         if let Some(lease) = &self.lease {
             lease.lock().in_force = Some(Arc::clone(in_force));

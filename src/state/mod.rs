@@ -46,7 +46,6 @@ use crate::keyed::NoRoom;
 use crate::ledger::JobFate;
 use crate::ledger::Ledger;
 use crate::output;
-use crate::schedule::Limit;
 use crate::stats::{format_ms, Departures, JobStats};
 use crate::sys::{self, Unpoisoned};
 
@@ -198,15 +197,6 @@ pub(crate) trait Jobs: Send + Sync + std::fmt::Debug {
 
 /// After a second signal, how long jobs have between TERM and KILL.
 pub(crate) const KILL_AFTER_LEAVE: Duration = Duration::from_millis(200);
-
-/// The global limits in force (`--rate`, `--byte-rate`, as `drip ctl`
-/// changed them), shared by the steering (which changes them) and
-/// `--metrics` (which reports the rate).
-pub(crate) type InForce = Arc<Mutex<Vec<Limit>>>;
-
-/// The limit per key in force (`--key-rate`, as `drip ctl` changed it),
-/// shared by the steering and, under `--share`, the keys' keeper.
-pub(crate) type KeyInForce = Arc<Mutex<Option<Limit>>>;
 
 impl State {
     /// A state around `adm`, with nothing read yet.

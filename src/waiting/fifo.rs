@@ -9,9 +9,9 @@
 //!
 //! Pure: no threads, no clock, no I/O. Times are ns and never go backwards.
 
-use super::Departures;
 use crate::bucket::{Bucket, Fate, Offered, Overflow, Segment};
 use crate::ledger::Ledger;
+use crate::outflow::Outflow;
 use crate::schedule::{Forecast, Schedule};
 
 /// How each record of one arrival is held to `--max-wait`.
@@ -97,7 +97,7 @@ impl Fifo {
         mut seg: Segment,
         policy: Overflow,
         ledger: &mut Ledger,
-        to: &mut Departures,
+        to: &mut Outflow,
     ) -> (Offered, usize) {
         let now = to.now;
         let mut sent = 0;
@@ -191,7 +191,7 @@ impl Fifo {
         mut seg: Segment,
         policy: Overflow,
         ledger: &mut Ledger,
-        to: &mut Departures,
+        to: &mut Outflow,
     ) -> (Offered, usize) {
         let now = to.now;
         // With every record costing 1, what befell one record at this
@@ -376,7 +376,7 @@ impl Fifo {
     }
 
     /// See [`Waiting::release`](super::Waiting::release).
-    pub fn release(&mut self, to: &mut Departures) -> usize {
+    pub fn release(&mut self, to: &mut Outflow) -> usize {
         let now = to.now;
         let Some(front) = self.bucket.front_record() else {
             return 0;
@@ -401,12 +401,7 @@ impl Fifo {
     }
 
     /// See [`Waiting::expire_before`](super::Waiting::expire_before).
-    pub fn expire_before(
-        &mut self,
-        cutoff: u64,
-        ledger: &mut Ledger,
-        to: &mut Departures,
-    ) -> usize {
+    pub fn expire_before(&mut self, cutoff: u64, ledger: &mut Ledger, to: &mut Outflow) -> usize {
         let n = self
             .bucket
             .expire_before(cutoff, &mut |s, f| ledger.dispose(s, f));

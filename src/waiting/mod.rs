@@ -25,37 +25,8 @@ pub use fifo::Fifo;
 use crate::bucket::{Fate, Offered, Overflow, Segment};
 use crate::keyed::Keyed;
 use crate::ledger::Ledger;
+use crate::outflow::Outflow;
 use crate::schedule::Schedule;
-
-/// What records leave by, at one call: the time, whether they may leave,
-/// the schedule whose slots they take, and the outbox they go to.
-pub struct Departures<'a> {
-    /// The time of the call (ns).
-    pub now: u64,
-    /// Whether records may leave now (the writer can take them and nothing
-    /// is paused); when not, arrivals wait and nothing is released.
-    pub may_leave: bool,
-    /// The global limits: each record that leaves takes its slot.
-    pub schedule: &'a mut dyn Schedule,
-    /// Where the records that leave go, in order (the writer's).
-    pub outbox: &'a mut Vec<Segment>,
-}
-
-impl<'a> Departures<'a> {
-    /// Records may leave at `now` under `schedule` into `outbox`.
-    pub fn at(
-        now: u64,
-        schedule: &'a mut dyn Schedule,
-        outbox: &'a mut Vec<Segment>,
-    ) -> Departures<'a> {
-        Departures {
-            now,
-            may_leave: true,
-            schedule,
-            outbox,
-        }
-    }
-}
 
 /// The waiting records, in one of the rooms' forms (see the module's notes).
 // One per drip, made once and never moved after: a form held in a box
@@ -104,7 +75,7 @@ impl Waiting {
         seg: Segment,
         policy: Overflow,
         ledger: &mut Ledger,
-        to: &mut Departures,
+        to: &mut Outflow,
     ) -> (Offered, usize) {
         match self {
             Waiting::Fifo(fifo) => fifo.arrive(seg, policy, ledger, to),
@@ -118,7 +89,7 @@ impl Waiting {
 
     /// Let the waiting records leave that the schedule allows at `to.now`,
     /// into the outbox (none unless `to.may_leave`). Returns how many left.
-    pub fn release(&mut self, to: &mut Departures) -> usize {
+    pub fn release(&mut self, to: &mut Outflow) -> usize {
         if !to.may_leave {
             return 0;
         }
@@ -128,12 +99,7 @@ impl Waiting {
     /// Expire the waiting records that arrived before `cutoff` (ns), oldest
     /// first, at `to.now` (the schedule hears of it: [`Schedule::expired`]).
     /// Returns how many expired.
-    pub fn expire_before(
-        &mut self,
-        cutoff: u64,
-        ledger: &mut Ledger,
-        to: &mut Departures,
-    ) -> usize {
+    pub fn expire_before(&mut self, cutoff: u64, ledger: &mut Ledger, to: &mut Outflow) -> usize {
         match self {
             Waiting::Fifo(fifo) => fifo.expire_before(cutoff, ledger, to),
             Waiting::Keyed(keyed) => keyed.expire_before(cutoff, ledger),

@@ -1,0 +1,156 @@
+//! docs/architecture.md: "there are no import cycles between the parts".
+//! A part is a top-level module of `src/` (a file, or a folder with its
+//! `mod.rs`); it uses another when its code (not its comments, not its
+//! unit tests) names `crate::OTHER`, in a `use` or by path. The parts and
+//! their uses must form no circle, so each lies below the parts it serves.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Every `.rs` file under `dir`, recursively.
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("src/") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The part a file of `src/` belongs to: its top-level module.
+fn part_of(src: &Path, file: &Path) -> String {
+    let first = file.strip_prefix(src).unwrap().components().next().unwrap();
+    let name = first.as_os_str().to_string_lossy();
+    name.strip_suffix(".rs").unwrap_or(&name).to_string()
+}
+
+/// The code of a file without its comments and its unit tests (from the
+/// first `#[cfg(test)]` at the start of a line on).
+fn code_of(text: &str) -> String {
+    let mut code = String::new();
+    for line in text.lines() {
+        if line.starts_with("#[cfg(test)]") {
+            break;
+        }
+        let line = line.split("//").next().unwrap();
+        code.push_str(line);
+        code.push('\n');
+    }
+    code
+}
+
+/// The parts `code` uses: each name after `crate::`, and each first name
+/// of a `crate::{a, b::c}` group.
+fn uses_of(code: &str, parts: &BTreeSet<String>) -> BTreeSet<String> {
+    let mut used = BTreeSet::new();
+    for (at, _) in code.match_indices("crate::") {
+        let rest = &code[at + "crate::".len()..];
+        let names: Vec<&str> = match rest.strip_prefix('{') {
+            Some(group) => group.split('}').next().unwrap().split(',').collect(),
+            None => vec![rest],
+        };
+        for name in names {
+            let name = name.trim_start();
+            let end = name
+                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .unwrap_or(name.len());
+            if parts.contains(&name[..end]) {
+                used.insert(name[..end].to_string());
+            }
+        }
+    }
+    used
+}
+
+/// Part → the other parts it uses.
+fn graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut files = Vec::new();
+    sources(src, &mut files);
+    let parts: BTreeSet<String> = files
+        .iter()
+        .map(|f| part_of(src, f))
+        .filter(|p| p != "lib" && p != "main")
+        .collect();
+    let mut uses: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in &files {
+        let part = part_of(src, file);
+        if !parts.contains(&part) {
+            continue;
+        }
+        let code = code_of(&std::fs::read_to_string(file).unwrap());
+        let mut used = uses_of(&code, &parts);
+        used.remove(&part);
+        uses.entry(part).or_default().extend(used);
+    }
+    uses
+}
+
+/// A circle of uses, if there is one: each part uses the next, the last
+/// the first.
+fn circle(uses: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    // Depth first; a part met again while on the path closes a circle.
+    fn visit(
+        part: &str,
+        uses: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|p| p == part) {
+            return Some(path[at..].to_vec());
+        }
+        if done.contains(part) {
+            return None;
+        }
+        path.push(part.to_string());
+        for next in uses.get(part).into_iter().flatten() {
+            if let Some(found) = visit(next, uses, path, done) {
+                return Some(found);
+            }
+        }
+        path.pop();
+        done.insert(part.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    uses.keys()
+        .find_map(|part| visit(part, uses, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn the_parts_import_no_circle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let uses = graph(&src);
+    assert!(uses.len() > 30, "{} parts", uses.len());
+    // The reading sees the uses it must see.
+    assert!(uses["state"].contains("admission"), "{uses:?}");
+    assert!(uses["waiting"].contains("keyed"), "{uses:?}");
+    if let Some(circle) = circle(&uses) {
+        panic!(
+            "the parts import in a circle: {} → {}",
+            circle.join(" → "),
+            circle[0]
+        );
+    }
+}
+
+#[test]
+fn a_circle_is_found_where_there_is_one() {
+    let parts: BTreeSet<String> = ["a", "b", "c"].map(String::from).into();
+    let code = "use crate::{b::X, c};\n// crate::a\nfn f() { crate::a::g() }\n";
+    assert_eq!(
+        uses_of(code, &parts),
+        ["a", "b", "c"].map(String::from).into()
+    );
+    let mut uses = BTreeMap::new();
+    uses.insert("a".to_string(), BTreeSet::from(["b".to_string()]));
+    uses.insert("b".to_string(), BTreeSet::from(["c".to_string()]));
+    uses.insert("c".to_string(), BTreeSet::new());
+    assert_eq!(circle(&uses), None);
+    uses.get_mut("c").unwrap().insert("a".to_string());
+    assert_eq!(
+        circle(&uses),
+        Some(["a", "b", "c"].map(String::from).to_vec())
+    );
+}
