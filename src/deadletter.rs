@@ -74,7 +74,7 @@ impl Item {
 
 /// The queue between drip and the dead-letter thread.
 #[derive(Debug, Default)]
-struct Queue {
+struct Pending {
     items: VecDeque<Item>,
     /// Bytes queued or being written.
     bytes: usize,
@@ -90,7 +90,7 @@ struct Queue {
 /// The queue, shared by drip's threads and the dead-letter thread.
 #[derive(Debug, Default)]
 pub struct Backlog {
-    queue: Mutex<Queue>,
+    queue: Mutex<Pending>,
     /// Signalled when items arrive or the queue is closed.
     more: Condvar,
     /// Signalled when queued bytes were written (or dropped after an error).
@@ -98,7 +98,7 @@ pub struct Backlog {
 }
 
 impl Backlog {
-    fn lock(&self) -> MutexGuard<'_, Queue> {
+    fn lock(&self) -> MutexGuard<'_, Pending> {
         self.queue.lock().unpoisoned()
     }
 

@@ -137,8 +137,8 @@ fn budgets(out: &mut Text, s: &Summary) {
     if s.budgets.is_empty() {
         return;
     }
-    type Figure = fn(&crate::stats::BudgetStats) -> f64;
-    let families: [(&str, &str, Figure); 3] = [
+    type BudgetFigure = fn(&crate::stats::BudgetStats) -> f64;
+    let families: [(&str, &str, BudgetFigure); 3] = [
         (
             "drip_budget_limit",
             "Records each window of a --budget allows.",
@@ -172,8 +172,8 @@ fn costs(out: &mut Text, s: &Summary) {
     if s.costs.is_empty() {
         return;
     }
-    type Figure = fn(&crate::stats::CostStats) -> f64;
-    let families: [(&str, &str, &str, Figure); 4] = [
+    type CostFigure = fn(&crate::stats::CostStats) -> f64;
+    let families: [(&str, &str, &str, CostFigure); 4] = [
         (
             "drip_cost_estimated_total",
             "counter",

@@ -66,7 +66,7 @@ pub fn slack_for(rate: Rate) -> u64 {
 #[derive(Debug, Clone)]
 pub struct Pacer {
     /// `None` when unlimited.
-    limit: Option<Limit>,
+    limit: Option<Ratio>,
     burst: u128,
     slack_ns: u64,
     /// The schedule's origin; `None` before the first departure.
@@ -82,7 +82,7 @@ pub struct Pacer {
 /// Where a schedule stands after [`Pacer::take_one`], with the two times a
 /// caller keeping many schedules (one per key) caches beside it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Taken {
+pub struct SlotTaken {
     /// The new position.
     pub position: Position,
     /// When (ns) its next one-unit record may leave: exactly
@@ -116,7 +116,7 @@ impl Position {
 }
 
 #[derive(Debug, Clone, Copy)]
-struct Limit {
+struct Ratio {
     count: u128,
     period_ns: u128,
 }
@@ -131,7 +131,7 @@ impl Pacer {
         assert!(burst >= 1, "burst must be at least 1");
         let limit = match rate {
             Rate::Unlimited => None,
-            Rate::Limited { count, period_ns } => Some(Limit { count, period_ns }),
+            Rate::Limited { count, period_ns } => Some(Ratio { count, period_ns }),
         };
         let interval_ns = limit.and_then(|l| {
             let whole = l.period_ns % l.count == 0;
@@ -156,7 +156,7 @@ impl Pacer {
     /// interval this is a few multiplications (the per-key hot path);
     /// otherwise it takes that long way. Leaves the pacer restored to the
     /// new position.
-    pub fn take_one(&mut self, position: Position, now: u64) -> Taken {
+    pub fn take_one(&mut self, position: Position, now: u64) -> SlotTaken {
         if let Some(taken) = self
             .take_one_narrow(position, now)
             .or_else(|| self.take_one_whole(position, now))
@@ -168,7 +168,7 @@ impl Pacer {
         self.commit(now, 1);
         let position = self.position_now();
         let due = self.next_due();
-        Taken {
+        SlotTaken {
             position,
             due,
             rests_at: self.rests_at(position),
@@ -179,7 +179,7 @@ impl Pacer {
     /// arithmetic costs a call per multiplication): the same result, or
     /// `None` when a step would overflow (then the wide way decides).
     #[inline]
-    fn take_one_narrow(&self, position: Position, now: u64) -> Option<Taken> {
+    fn take_one_narrow(&self, position: Position, now: u64) -> Option<SlotTaken> {
         let t = self.interval_ns?;
         let burst = u64::try_from(self.burst).ok()?;
         let (anchor, k) = match position.anchor {
@@ -209,7 +209,7 @@ impl Pacer {
             .checked_add(k.checked_mul(t)?)?
             .saturating_add(self.slack_ns)
             .saturating_add(1);
-        Some(Taken {
+        Some(SlotTaken {
             position: Position {
                 anchor: Some(anchor),
                 k: u128::from(k),
@@ -223,7 +223,7 @@ impl Pacer {
     /// exactly, so the anchor may move by single slots instead of whole
     /// periods (the times derived are the same). `None` when the interval
     /// is not whole or a time would not fit in u64.
-    fn take_one_whole(&self, position: Position, now: u64) -> Option<Taken> {
+    fn take_one_whole(&self, position: Position, now: u64) -> Option<SlotTaken> {
         let t = u128::from(self.interval_ns?);
         let (anchor, k) = match position.anchor {
             Some(anchor) => {
@@ -252,7 +252,7 @@ impl Pacer {
             .checked_add(k * t)?
             .saturating_add(u128::from(self.slack_ns))
             .saturating_add(1);
-        Some(Taken {
+        Some(SlotTaken {
             position: Position {
                 anchor: Some(u64::try_from(anchor).ok()?),
                 k,
@@ -344,7 +344,7 @@ impl Pacer {
     /// Offset from the anchor of scheduled slot `j` (may be negative inside
     /// the burst allowance), rounded up, in ns. Saturates rather than wraps
     /// (the command line keeps rates far inside the range anyway).
-    fn slot_offset(limit: Limit, j: i128) -> i128 {
+    fn slot_offset(limit: Ratio, j: i128) -> i128 {
         let period = i128::try_from(limit.period_ns).unwrap_or(i128::MAX);
         let count = i128::try_from(limit.count).unwrap_or(i128::MAX);
         let product = j.saturating_mul(period);
@@ -408,7 +408,7 @@ impl Pacer {
 
     /// The schedule's anchor and the slots taken since it, as they stand at
     /// `now`: restarted from `now` when idle or stalled past the slack.
-    fn position(&self, limit: Limit, now: u64) -> (u64, u128) {
+    fn position(&self, limit: Ratio, now: u64) -> (u64, u128) {
         match self.anchor {
             Some(anchor) => {
                 let k = i128::try_from(self.k).unwrap_or(i128::MAX);
@@ -427,7 +427,7 @@ impl Pacer {
     /// Slots up to which the schedule allows departures at `now`, counting
     /// from the anchor: slot j may leave when `anchor + (j − (burst − 1))·T
     /// ≤ now`. Returns (anchor, slots taken, one past the last allowed).
-    fn allowance(&self, limit: Limit, now: u64) -> (u64, u128, u128) {
+    fn allowance(&self, limit: Ratio, now: u64) -> (u64, u128, u128) {
         let (anchor, k) = self.position(limit, now);
         // j ≤ floor((now - anchor)·count / period) + burst - 1.
         let elapsed = u128::from(now.saturating_sub(anchor));
@@ -551,7 +551,7 @@ impl Pacer {
     /// the schedule allows nothing more before the anchor; in debt (a record
     /// larger than the burst) the anchor may pass `now`, and the budget then
     /// stays at or below zero until the debt is paid.
-    fn renormalize(&mut self, limit: Limit) {
+    fn renormalize(&mut self, limit: Ratio) {
         let periods = self.k.saturating_sub(self.burst) / limit.count;
         if periods > 0 {
             if let Some(anchor) = self.anchor.as_mut() {
@@ -578,12 +578,12 @@ mod tests {
     }
 
     /// The long way of [`Pacer::take_one`]: restore, commit one, read back.
-    fn take_one_slowly(p: &mut Pacer, position: Position, now: u64) -> Taken {
+    fn take_one_slowly(p: &mut Pacer, position: Position, now: u64) -> SlotTaken {
         p.restore(position);
         p.commit(now, 1);
         let position = p.position_now();
         let due = p.next_due();
-        Taken {
+        SlotTaken {
             position,
             due,
             rests_at: p.rests_at(position),

@@ -51,7 +51,7 @@ pub const MOST_IN_FLIGHT: usize = 4096;
 
 /// A record that left: its content's hash and what each cost limit charged.
 #[derive(Debug, Clone)]
-struct Entry {
+struct Charged {
     hash: u64,
     charged: Vec<u64>,
     floors: Vec<Position>,
@@ -60,13 +60,13 @@ struct Entry {
 /// The records in flight, oldest first, for the cost limits in order.
 #[derive(Debug, Clone, Default)]
 pub struct InFlight {
-    entries: VecDeque<Entry>,
+    entries: VecDeque<Charged>,
 }
 
 /// A record's entry, taken to settle it: what each cost limit charged, and
 /// the floor of each give-back.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Taken {
+pub struct Settling {
     /// What each cost limit charged.
     pub charged: Vec<u64>,
     /// How low each cost limit's TAT may go.
@@ -126,7 +126,7 @@ impl InFlight {
         }
         self.raise(now, pacers, &total);
         let mut after = vec![0u64; n];
-        let mut new: Vec<Entry> = Vec::with_capacity(batch.len());
+        let mut new: Vec<Charged> = Vec::with_capacity(batch.len());
         for (hash, charged) in batch.into_iter().rev() {
             let floors = pacers
                 .iter()
@@ -136,7 +136,7 @@ impl InFlight {
             for (a, c) in after.iter_mut().zip(&charged) {
                 *a = a.saturating_add(*c);
             }
-            new.push(Entry {
+            new.push(Charged {
                 hash,
                 charged,
                 floors,
@@ -175,13 +175,13 @@ impl InFlight {
     /// Take the entry of a record hashed `hash`: the floors of the oldest
     /// such record, the entry of the newest (removed). `None` when none is
     /// in flight.
-    pub fn take(&mut self, hash: u64) -> Option<Taken> {
+    pub fn take(&mut self, hash: u64) -> Option<Settling> {
         let (floors, entry) = take_newest(
             &mut self.entries,
             |e| e.hash == hash,
             |oldest| oldest.floors.clone(),
         )?;
-        Some(Taken {
+        Some(Settling {
             charged: entry.charged,
             floors,
         })

@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 use super::attempt::{self, Ended, Files, Spec};
 use super::gate::{GateControl, Scope};
 use super::joblog::{micros, unix_micros, Entry};
-use super::order::Held;
+use super::order::HeldOutput;
 use super::pool::{ns, Pool};
 use super::retry::{parse_headers, Exit, Verdict};
 use super::{ExecError, JobFate};
@@ -298,7 +298,7 @@ impl Pool {
                 files.pass_on(&mut **out, self.delimiter, give_up)
             });
         };
-        let mut held = Held::default();
+        let mut held = HeldOutput::default();
         self.passing(|give_up| files.pass_on(&mut held, self.delimiter, give_up));
         if let Err(e) = order.hold(number, held) {
             eprintln!("drip: --keep-order: holding a job's output: {e}");

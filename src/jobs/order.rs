@@ -41,12 +41,12 @@ pub type Out = Mutex<Box<dyn Write + Send>>;
 
 /// One record's output, held until its turn.
 #[derive(Debug, Default)]
-pub struct Held {
+pub struct HeldOutput {
     memory: Vec<u8>,
     file: Option<File>,
 }
 
-impl Write for Held {
+impl Write for HeldOutput {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         if self.file.is_none() && self.memory.len() + buf.len() > IN_MEMORY {
             let mut file = tempfile::tempfile()?;
@@ -68,7 +68,7 @@ impl Write for Held {
     }
 }
 
-impl Held {
+impl HeldOutput {
     /// Write it all to `out` (a write interrupted while `give_up()` says
     /// so ends it: [`pass`]); the bytes not written.
     fn write_to(self, out: &mut dyn Write, give_up: &dyn Fn() -> bool) -> u64 {
@@ -100,7 +100,7 @@ impl Held {
     }
 
     /// Add `output` to it.
-    fn append(&mut self, output: Held) -> io::Result<()> {
+    fn append(&mut self, output: HeldOutput) -> io::Result<()> {
         match output.file {
             Some(mut file) => {
                 file.seek(SeekFrom::Start(0))?;
@@ -113,19 +113,19 @@ impl Held {
 }
 
 #[derive(Debug)]
-struct Line {
+struct Turns {
     /// The oldest record whose output is not taken out to be written yet.
     next: u64,
     /// Output of records after `next` (and of `next` while it runs), and
     /// whether the record is done.
-    held: BTreeMap<u64, (Held, bool)>,
+    held: BTreeMap<u64, (HeldOutput, bool)>,
 }
 
 /// The records' outputs, written out in input order.
 #[derive(Debug)]
 pub struct Order {
     window: u64,
-    line: Mutex<Line>,
+    line: Mutex<Turns>,
     /// The oldest record whose output is not written out yet once the
     /// run being written is done: the turn to write goes to the run that
     /// begins with it.
@@ -152,7 +152,7 @@ impl Order {
     pub fn new(window: usize) -> Order {
         Order {
             window: window.max(1) as u64,
-            line: Mutex::new(Line {
+            line: Mutex::new(Turns {
                 next: 1,
                 held: BTreeMap::new(),
             }),
@@ -178,7 +178,7 @@ impl Order {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Line> {
+    fn lock(&self) -> MutexGuard<'_, Turns> {
         self.line.lock().unpoisoned()
     }
 
@@ -196,7 +196,7 @@ impl Order {
     ///
     /// # Errors
     /// The output could not be held (a temporary file could not be written).
-    pub fn hold(&self, number: u64, output: Held) -> io::Result<()> {
+    pub fn hold(&self, number: u64, output: HeldOutput) -> io::Result<()> {
         let mut line = self.lock();
         let (held, _) = line.held.entry(number).or_default();
         match output.file {
@@ -363,8 +363,8 @@ mod tests {
         )
     }
 
-    fn held(bytes: &[u8]) -> Held {
-        let mut h = Held::default();
+    fn held(bytes: &[u8]) -> HeldOutput {
+        let mut h = HeldOutput::default();
         h.write_all(bytes).unwrap();
         h
     }

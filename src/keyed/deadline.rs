@@ -21,7 +21,7 @@ use crate::ledger::Ledger;
 use crate::schedule::Schedule;
 
 /// What holding a record to its deadline made of it.
-pub(super) enum Held {
+pub(super) enum Judged {
     /// It may leave in time (or nothing is foreseen): it goes on to wait.
     Admit,
     /// It was dropped as refused.
@@ -75,28 +75,28 @@ impl Keyed {
         policy: Overflow,
         global: &dyn Schedule,
         ledger: &mut Ledger,
-    ) -> Held {
+    ) -> Judged {
         self.refusal.refused_wait_ns = None;
         let (Some(s), Some(after)) = (slot, self.refusal.refuse_after) else {
-            return Held::Admit;
+            return Judged::Admit;
         };
         if policy == Overflow::Block || self.pacing.is_shared() {
-            return Held::Admit;
+            return Judged::Admit;
         }
         let deadline = now.saturating_add(after);
         let front = seg.clone();
         let record = &front.as_bytes()[..size];
         let ahead = |k: &Keyed| u64::from(k.table.slots[s as usize].len);
         let Some(leaves) = self.foresee(now, s, record, ahead(self), global) else {
-            return Held::Admit;
+            return Judged::Admit;
         };
         if leaves <= deadline {
-            return Held::Admit;
+            return Judged::Admit;
         }
         match policy {
             Overflow::Fail => {
                 self.refusal.refused_wait_ns = Some(leaves - now);
-                Held::Back(Offered::Overflowed(seg.clone()))
+                Judged::Back(Offered::Overflowed(seg.clone()))
             }
             Overflow::DropOldest
                 if self
@@ -111,14 +111,14 @@ impl Keyed {
                     self.table.dropped(s);
                     ledger.refuse(old, Fate::DroppedOldest);
                 }
-                Held::Admit
+                Judged::Admit
             }
             _ => {
                 let refused = seg.split_known(size, 1);
                 ledger.read(1);
                 self.table.dropped(s);
                 ledger.refuse(refused, Fate::DroppedNewest);
-                Held::Refused
+                Judged::Refused
             }
         }
     }

@@ -92,7 +92,7 @@ use line::{Lane, Line};
 use lookup::Ahead;
 use pacing::{KeyLimit, Pacing};
 use queues::Queues;
-use shared::Shared;
+use shared::SharedSchedules;
 use table::{reserved, Table};
 
 /// The lane of records that have no key.
@@ -234,7 +234,7 @@ impl Keyed {
     /// The same queues with their keys' schedules kept by `schedule`
     /// (shared with other drips) instead of each key's own.
     pub fn with_shared(mut self, schedule: Box<dyn KeySchedule>) -> Keyed {
-        self.pacing = Pacing::Shared(Shared::new(schedule));
+        self.pacing = Pacing::Shared(SharedSchedules::new(schedule));
         self
     }
 
@@ -340,12 +340,12 @@ impl Keyed {
                 (run_bytes, run_len) = (0, 0);
             }
             let back = match self.hold(now, slot, &mut seg, size, policy, &*global, ledger) {
-                deadline::Held::Admit => self.wait(now, slot, &mut seg, size, policy, ledger),
-                deadline::Held::Refused => {
+                deadline::Judged::Admit => self.wait(now, slot, &mut seg, size, policy, ledger),
+                deadline::Judged::Refused => {
                     self.table.read_keyless(keyless.0, keyless.1);
                     continue;
                 }
-                deadline::Held::Back(back) => Some(back),
+                deadline::Judged::Back(back) => Some(back),
             };
             if let Some(back) = back {
                 self.queues.outgoing.flush(outbox);

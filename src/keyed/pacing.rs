@@ -9,7 +9,7 @@
 use crate::pacer::{slack_for, Pacer, Position};
 use crate::rate::Rate;
 
-use super::shared::Shared;
+use super::shared::SharedSchedules;
 use super::table::Slot;
 use super::Keyed;
 
@@ -56,7 +56,7 @@ pub(super) enum Pacing {
     /// is in the slot itself).
     Local(Vec<Position>),
     /// Shared with other drips (`--share`): each key's lease.
-    Shared(Shared),
+    Shared(SharedSchedules),
 }
 
 impl Pacing {
@@ -67,7 +67,7 @@ impl Pacing {
     }
 
     /// The shared schedules (only where [`Pacing::is_shared`]).
-    pub(super) fn shared(&self) -> &Shared {
+    pub(super) fn shared(&self) -> &SharedSchedules {
         match self {
             Pacing::Shared(shared) => shared,
             Pacing::Local(_) => unreachable!("the keys' schedules are not shared"),
@@ -75,7 +75,7 @@ impl Pacing {
     }
 
     /// The shared schedules, to change (only where [`Pacing::is_shared`]).
-    pub(super) fn shared_mut(&mut self) -> &mut Shared {
+    pub(super) fn shared_mut(&mut self) -> &mut SharedSchedules {
         match self {
             Pacing::Shared(shared) => shared,
             Pacing::Local(_) => unreachable!("the keys' schedules are not shared"),

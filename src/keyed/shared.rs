@@ -76,7 +76,7 @@ pub struct Want {
 
 /// The keys' schedules when shared, and the walk of the line over them.
 #[derive(Debug)]
-pub(super) struct Shared {
+pub(super) struct SharedSchedules {
     /// Each key's schedule.
     pub(super) schedule: Box<dyn KeySchedule>,
     /// When the line next needs a look (ns), if it does.
@@ -88,10 +88,10 @@ pub(super) struct Shared {
     pub(super) global_gap: u64,
 }
 
-impl Shared {
+impl SharedSchedules {
     /// Over `schedule`, nothing walked yet.
-    pub(super) fn new(schedule: Box<dyn KeySchedule>) -> Shared {
-        Shared {
+    pub(super) fn new(schedule: Box<dyn KeySchedule>) -> SharedSchedules {
+        SharedSchedules {
             schedule,
             next: None,
             last_walk: 0,

@@ -29,7 +29,7 @@ struct Terms {
 }
 
 /// What became of a record held to its deadline and the bucket's room.
-enum Held {
+enum Arrival {
     /// It may wait (older records evicted for it, when `evicted`).
     Waits { evicted: bool },
     /// It was refused or dropped (with the records alike after it).
@@ -229,9 +229,9 @@ impl Fifo {
             let leaves = forecast.peek(now, record);
             let held = self.hold(now, leaves, terms, &mut seg, record, &*to.schedule, ledger);
             let evicted = match held {
-                Held::Waits { evicted } => evicted,
-                Held::Disposed => continue,
-                Held::Overflowed => return (Offered::Overflowed(seg), sent),
+                Arrival::Waits { evicted } => evicted,
+                Arrival::Disposed => continue,
+                Arrival::Overflowed => return (Offered::Overflowed(seg), sent),
             };
             self.wait(now, seg.split_front(1), policy, ledger);
             match self.forecast.as_mut() {
@@ -263,13 +263,13 @@ impl Fifo {
         record: &[u8],
         schedule: &dyn Schedule,
         ledger: &mut Ledger,
-    ) -> Held {
+    ) -> Arrival {
         let mut evicted = false;
         if leaves > terms.deadline {
             match terms.policy {
                 Overflow::Fail => {
                     self.refused_wait_ns = Some(leaves - now);
-                    return Held::Overflowed;
+                    return Arrival::Overflowed;
                 }
                 Overflow::DropOldest
                     if self.evict_in_time(now, terms.deadline, record, schedule, ledger) =>
@@ -280,7 +280,7 @@ impl Fifo {
                     let n = if terms.alike { seg.len() } else { 1 };
                     ledger.read(n);
                     ledger.refuse(seg.split_front(n), Fate::DroppedNewest);
-                    return Held::Disposed;
+                    return Arrival::Disposed;
                 }
             }
         }
@@ -288,18 +288,18 @@ impl Fifo {
             match terms.policy {
                 Overflow::Fail => {
                     self.refused_wait_ns = None;
-                    return Held::Overflowed;
+                    return Arrival::Overflowed;
                 }
                 Overflow::DropNewest => {
                     let n = if terms.room_alike { seg.len() } else { 1 };
                     ledger.read(n);
                     ledger.dispose(seg.split_front(n), Fate::DroppedNewest);
-                    return Held::Disposed;
+                    return Arrival::Disposed;
                 }
                 _ => evicted = true,
             }
         }
-        Held::Waits { evicted }
+        Arrival::Waits { evicted }
     }
 
     /// Under `drop-oldest`: evict the fewest waiting records, oldest first,
