@@ -41,6 +41,7 @@ mod quantity;
 mod ramp;
 mod rate;
 mod reader;
+mod report;
 mod scan;
 mod schedule;
 mod settle;

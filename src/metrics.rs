@@ -14,10 +14,10 @@
 //! never hold the same series: node_exporter would serve one file's and
 //! drop the other's.
 
-use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
 
+use crate::report::exposition::{Exposition, MetricFamily};
 use crate::stats::{json_key, ShareCounts, Summary};
 
 /// What the file says besides the summary.
@@ -38,81 +38,16 @@ pub struct Gauges {
     pub started: f64,
 }
 
-/// The file's text being written, for the drip labelled `drip`.
-struct Text {
-    out: String,
-    /// The value of every sample's `drip` label: the `--name`, or the pid.
-    drip: String,
-}
-
-/// A metric family being written: `# HELP`, `# TYPE`, then its samples.
-struct Family<'a> {
-    text: &'a mut Text,
-    /// The family's name, which each of its samples bears.
-    name: &'a str,
-}
-
-impl<'a> Family<'a> {
-    fn new(text: &'a mut Text, name: &'a str, kind: &str, help: &str) -> Family<'a> {
-        let _ = writeln!(text.out, "# HELP {name} {help}");
-        let _ = writeln!(text.out, "# TYPE {name} {kind}");
-        Family { text, name }
-    }
-
-    /// A sample of the family, labelled `drip` and `labels`.
-    fn sample(&mut self, labels: &[(&str, &str)], value: f64) -> &mut Self {
-        let out = &mut self.text.out;
-        let _ = write!(out, "{}{{drip=\"{}\"", self.name, escape(&self.text.drip));
-        for (label, text) in labels {
-            let _ = write!(out, ",{label}=\"{}\"", escape(text));
-        }
-        let _ = writeln!(out, "}} {}", number(value));
-        self
-    }
-}
-
-/// A label value as the format wants it: `\`, `"` and newline escaped.
-fn escape(text: &str) -> String {
-    text.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-/// A sample value: integers without a fraction, `+Inf` for infinity.
-fn number(value: f64) -> String {
-    if value.is_infinite() {
-        if value > 0.0 { "+Inf" } else { "-Inf" }.to_string()
-    } else if value.is_nan() {
-        "NaN".to_string()
-    } else if value.fract() == 0.0 && value.abs() < 1e15 {
-        format!("{}", value as i64)
-    } else {
-        format!("{value}")
-    }
-}
-
-impl Text {
-    /// A gauge family of a single value.
-    fn gauge(&mut self, name: &str, help: &str, value: f64) {
-        Family::new(self, name, "gauge", help).sample(&[], value);
-    }
-
-    /// A counter family of a single value.
-    fn counter(&mut self, name: &str, help: &str, value: f64) {
-        Family::new(self, name, "counter", help).sample(&[], value);
-    }
-}
-
 /// The file's text for `summary` and `gauges`.
 pub fn render(summary: &Summary, gauges: &Gauges) -> String {
     let pid = gauges.pid.to_string();
     let name = gauges.name.clone().unwrap_or_default();
     let drip = gauges.name.clone().unwrap_or_else(|| pid.clone());
-    let mut out = Text {
+    let mut out = Exposition {
         out: String::new(),
         drip,
     };
-    Family::new(
+    MetricFamily::new(
         &mut out,
         "drip_info",
         "gauge",
@@ -125,103 +60,13 @@ pub fn render(summary: &Summary, gauges: &Gauges) -> String {
     pace(&mut out, summary, gauges);
     jobs(&mut out, summary);
     keys(&mut out, summary);
-    budgets(&mut out, summary);
-    costs(&mut out, summary);
+    summary.sections.metrics(&mut out);
     share(&mut out, summary);
     out.out
 }
 
-/// The `--budget`s: each window's limit, what is left of it, when the next
-/// starts; labelled by the budget as given.
-fn budgets(out: &mut Text, s: &Summary) {
-    if s.budgets.is_empty() {
-        return;
-    }
-    type BudgetFigure = fn(&crate::stats::BudgetStats) -> f64;
-    let families: [(&str, &str, BudgetFigure); 3] = [
-        (
-            "drip_budget_limit",
-            "Records each window of a --budget allows.",
-            |b| b.limit as f64,
-        ),
-        (
-            "drip_budget_remaining",
-            "Records left in the current window of a --budget.",
-            |b| b.left as f64,
-        ),
-        (
-            "drip_budget_reset_time_seconds",
-            "When the next window of a --budget starts, seconds since the epoch.",
-            |b| b.reset_unix,
-        ),
-    ];
-    for (name, help, figure) in families {
-        let mut family = Family::new(out, name, "gauge", help);
-        for b in &s.budgets {
-            family.sample(&[("budget", &b.budget)], figure(b));
-        }
-    }
-}
-
-/// The cost limits' charges: what each named cost was charged as records
-/// left (their estimates), what settlement gave back or charged on top
-/// (counters, which only rise), what it spent all told (a gauge: it falls
-/// as settlement gives back), what is in flight (with `--settle`);
-/// labelled by the cost's name as given (`""`: the unnamed).
-fn costs(out: &mut Text, s: &Summary) {
-    if s.costs.is_empty() {
-        return;
-    }
-    type CostFigure = fn(&crate::stats::CostStats) -> f64;
-    let families: [(&str, &str, &str, CostFigure); 4] = [
-        (
-            "drip_cost_estimated_total",
-            "counter",
-            "Cost charged as records left: their estimates.",
-            |c| c.estimated as f64,
-        ),
-        (
-            "drip_cost_settled_back_total",
-            "counter",
-            "Cost settlement gave back: what records spent below their estimates.",
-            |c| c.settled_back as f64,
-        ),
-        (
-            "drip_cost_settled_extra_total",
-            "counter",
-            "Cost settlement charged on top: what records spent above their estimates.",
-            |c| c.settled_extra as f64,
-        ),
-        (
-            "drip_cost_spent",
-            "gauge",
-            "Cost spent: the estimates charged, less what settlement gave back, plus what it charged on top.",
-            |c| c.spent as f64,
-        ),
-    ];
-    for (name, kind, help, figure) in families {
-        let mut family = Family::new(out, name, kind, help);
-        for c in &s.costs {
-            family.sample(&[("cost", &c.cost)], figure(c));
-        }
-    }
-    if s.costs.iter().any(|c| c.in_flight.is_some()) {
-        let mut family = Family::new(
-            out,
-            "drip_cost_in_flight",
-            "gauge",
-            "Cost estimated for the records not settled yet (--settle).",
-        );
-        for c in &s.costs {
-            if let Some(in_flight) = c.in_flight {
-                family.sample(&[("cost", &c.cost)], in_flight as f64);
-            }
-        }
-    }
-}
-
 /// When drip started, and the time since.
-fn times(out: &mut Text, summary: &Summary, g: &Gauges) {
+fn times(out: &mut Exposition, summary: &Summary, g: &Gauges) {
     out.gauge(
         "drip_start_time_seconds",
         "When drip started, seconds since the epoch.",
@@ -236,7 +81,7 @@ fn times(out: &mut Text, summary: &Summary, g: &Gauges) {
 
 /// The records waiting: now, at most, the oldest one's age, and the wait
 /// foreseen for one arriving now.
-fn queue(out: &mut Text, summary: &Summary, g: &Gauges) {
+fn queue(out: &mut Exposition, summary: &Summary, g: &Gauges) {
     out.gauge("drip_queue_depth", "Records waiting now.", g.depth as f64);
     out.gauge(
         "drip_queue_max_depth",
@@ -258,7 +103,7 @@ fn queue(out: &mut Text, summary: &Summary, g: &Gauges) {
 }
 
 /// The limit in force, the rate kept, and whether paused.
-fn pace(out: &mut Text, summary: &Summary, g: &Gauges) {
+fn pace(out: &mut Exposition, summary: &Summary, g: &Gauges) {
     if g.rate_limit.is_finite() {
         out.gauge(
             "drip_rate_limit_records_per_second",
@@ -300,14 +145,14 @@ fn pace(out: &mut Text, summary: &Summary, g: &Gauges) {
 }
 
 /// Records and bytes, by fate.
-fn records(out: &mut Text, s: &Summary) {
+fn records(out: &mut Exposition, s: &Summary) {
     let c = &s.counts;
     out.counter(
         "drip_records_read_total",
         "Records read from the inputs.",
         c.read as f64,
     );
-    let mut f = Family::new(
+    let mut f = MetricFamily::new(
         out,
         "drip_records_total",
         "counter",
@@ -343,12 +188,12 @@ fn records(out: &mut Text, s: &Summary) {
 }
 
 /// The command runner's figures (`--exec`).
-fn jobs(out: &mut Text, s: &Summary) {
+fn jobs(out: &mut Exposition, s: &Summary) {
     let Some(j) = &s.jobs else {
         return;
     };
     let c = &s.counts;
-    let mut f = Family::new(
+    let mut f = MetricFamily::new(
         out,
         "drip_jobs_total",
         "counter",
@@ -421,7 +266,7 @@ fn jobs(out: &mut Text, s: &Summary) {
 }
 
 /// The keys' figures, and the top keys only.
-fn keys(out: &mut Text, s: &Summary) {
+fn keys(out: &mut Exposition, s: &Summary) {
     let Some(k) = &s.keys else {
         return;
     };
@@ -458,7 +303,7 @@ fn keys(out: &mut Text, s: &Summary) {
             &k.top_waiting,
         ),
     ] {
-        let mut f = Family::new(out, family, "gauge", help);
+        let mut f = MetricFamily::new(out, family, "gauge", help);
         for (key, n) in list {
             // `key` as `--stats-json` spells it, and `has_key`, `false`
             // for the no-key lane (whose `key` is empty, as the empty
@@ -473,7 +318,7 @@ fn keys(out: &mut Text, s: &Summary) {
 }
 
 /// `--share`'s counters: calls to the shared state and outages.
-fn share(out: &mut Text, s: &Summary) {
+fn share(out: &mut Exposition, s: &Summary) {
     let Some(share) = &s.share else {
         return;
     };
@@ -506,7 +351,7 @@ fn share(out: &mut Text, s: &Summary) {
             |c| c.slots_forfeited,
         ),
     ] {
-        let mut f = Family::new(out, family, "counter", help);
+        let mut f = MetricFamily::new(out, family, "counter", help);
         for (part, c) in &parts {
             f.sample(&[("share", &share.name), ("limits", part)], get(c) as f64);
         }
@@ -609,8 +454,7 @@ mod tests {
                 per_key: None,
             }),
             paused: true,
-            budgets: Vec::new(),
-            costs: Vec::new(),
+            sections: crate::report::Sections::default(),
             schedule: Some(crate::stats::ScheduleRow {
                 row: 2,
                 text: Some("* 50/s".into()),
@@ -701,13 +545,5 @@ mod tests {
                 assert!(line.contains(&format!("{{drip=\"{drip}\"")), "{line}");
             }
         }
-    }
-
-    #[test]
-    fn values_and_labels_are_written_as_the_format_wants() {
-        assert_eq!(number(3.0), "3");
-        assert_eq!(number(0.25), "0.25");
-        assert_eq!(number(f64::INFINITY), "+Inf");
-        assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
     }
 }

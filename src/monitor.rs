@@ -80,25 +80,17 @@ struct Tick {
     /// starts, RFC 3339 (only said then).
     #[serde(skip_serializing_if = "Option::is_none")]
     paused_until: Option<String>,
-    /// With `--budget`: each budget as it stands (what is left of its
-    /// window, when the next starts), as in `--stats-json`.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    budgets: Vec<crate::stats::BudgetStats>,
-    /// With cost limits: what each named cost spent, settled and has in
-    /// flight, as in `--stats-json`.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    costs: Vec<crate::stats::CostStats>,
+    /// The parts' sections of the report (the `--budget`s, the cost
+    /// limits' spend), each under its key, as in `--stats-json`.
+    #[serde(flatten)]
+    sections: crate::report::Sections,
 }
 
 impl Tick {
     fn new(
         snap: &Snapshot,
         prev: &Snapshot,
-        (jobs, budgets, costs): (
-            Option<crate::stats::JobStats>,
-            Vec<crate::stats::BudgetStats>,
-            Vec<crate::stats::CostStats>,
-        ),
+        (jobs, sections): (Option<crate::stats::JobStats>, crate::report::Sections),
     ) -> Tick {
         let c = &snap.counts;
         let secs = (snap.elapsed_ns - prev.elapsed_ns) as f64 / 1e9;
@@ -130,8 +122,7 @@ impl Tick {
             busy_keys: snap.keys.map(|k| k.1),
             paused: snap.paused,
             paused_until: snap.paused_until.as_ref().map(|end| end.at.clone()),
-            budgets,
-            costs,
+            sections,
         }
     }
 }
@@ -517,7 +508,7 @@ async fn watch(
             _ = stats.tick(), if stats_every.is_some() => {
                 let snap = shared.snapshot();
                 let jobs = shared.jobs.get().map(|j| j.stats());
-                let figures = (jobs, shared.budgets(), shared.costs());
+                let figures = (jobs, shared.sections());
                 let tick = Tick::new(&snap, &prev, figures);
                 let line = serde_json::to_string(&tick).expect("plain data");
                 prev = snap;

@@ -26,9 +26,8 @@ use std::os::fd::AsFd;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::stats::{
-    format_duration_ms, format_rate, text_key, CapacityFor, Counts, Departures, JobStats,
-};
+use crate::report::spell::{format_duration_ms, format_rate};
+use crate::stats::{text_key, CapacityFor, Counts, Departures, JobStats};
 use crate::sys::Unpoisoned;
 
 /// How long a write may be under way before the display says output is

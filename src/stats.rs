@@ -4,6 +4,8 @@
 use serde::Serialize;
 
 use crate::bucket::{Fate, Piece};
+use crate::report::spell::{format_duration_ms, format_ms, format_rate};
+use crate::report::Sections;
 
 /// Counts of records by what became of them, and a few gauges.
 ///
@@ -259,128 +261,10 @@ pub struct Summary {
     /// With `--ramp`: where the ramp stands.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ramp: Option<RampState>,
-    /// The `--budget`s: what is left of each window, the next reset.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub budgets: Vec<BudgetStats>,
-    /// With cost limits: what each named cost spent, what settlement gave
-    /// back or charged on top, what is in flight.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub costs: Vec<CostStats>,
-}
-
-/// What one named cost spent, for the summary: its cost limits' charges
-/// in the cost's units (tokens, say), several of one name counted once.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CostStats {
-    /// The cost limit's name as given (`in`, `in+out`); `""` for the
-    /// unnamed cost.
-    pub cost: String,
-    /// What was spent: `estimated - settled_back + settled_extra`.
-    pub spent: u64,
-    /// Charged as records left: their estimates.
-    pub estimated: u64,
-    /// Given back by settlement (`--settle`): spent below the estimates.
-    pub settled_back: u64,
-    /// Charged by settlement on top: spent above the estimates.
-    pub settled_extra: u64,
-    /// With `--settle`: the estimates of the records not settled yet.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub in_flight: Option<u64>,
-}
-
-impl CostStats {
-    /// The figures of `view`.
-    pub fn of(view: &crate::settle::CostView) -> CostStats {
-        CostStats {
-            cost: view.name.clone(),
-            spent: view.spent(),
-            estimated: view.estimated,
-            settled_back: view.settled_back,
-            settled_extra: view.settled_extra,
-            in_flight: view.in_flight,
-        }
-    }
-
-    /// The summary's line: `cost in: 340 spent (estimated 350, 60
-    /// settled back, 50 settled extra), 50 in flight`; the parenthesis
-    /// once settlement changed something, the last clause with `--settle`.
-    fn clauses(&self) -> Vec<(String, &'static str)> {
-        let name = match self.cost.as_str() {
-            "" => "cost:".to_string(),
-            name => format!("cost {name}:"),
-        };
-        let settled = self.settled_back > 0 || self.settled_extra > 0;
-        let sep = if settled { "" } else { "," };
-        let mut clauses = vec![(format!("{name} {} spent", self.spent), sep)];
-        if settled {
-            clauses.push((
-                format!(
-                    "(estimated {}, {} settled back, {} settled extra)",
-                    self.estimated, self.settled_back, self.settled_extra
-                ),
-                ",",
-            ));
-        }
-        if let Some(in_flight) = self.in_flight {
-            clauses.push((format!("{in_flight} in flight"), ""));
-        }
-        clauses
-    }
-}
-
-/// One `--budget` at a moment, for the summary.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct BudgetStats {
-    /// The budget as given, its zone named: `20/second@UTC`.
-    pub budget: String,
-    /// Records each window allows.
-    pub limit: u64,
-    /// Records left in the window now.
-    pub left: u64,
-    /// When the next window starts, as the zone's clock shows it.
-    pub reset: String,
-    /// When the next window starts, seconds since the Unix epoch.
-    pub reset_unix: f64,
-    /// How long until then, ms.
-    pub reset_in_ms: f64,
-}
-
-impl BudgetStats {
-    /// The figures of `view`, seen at `now` (ns on the schedule's clock).
-    pub fn of(view: &crate::budget::BudgetView, now: u64) -> BudgetStats {
-        BudgetStats {
-            budget: view.budget.clone(),
-            limit: view.count,
-            left: view.left,
-            reset: view.reset_text.clone(),
-            reset_unix: view.reset_unix_ns as f64 / 1e9,
-            reset_in_ms: view.reset_at.saturating_sub(now) as f64 / 1e6,
-        }
-    }
-
-    /// How long until the next window: `300.0ms` under a second, else
-    /// to the second in days, hours, minutes and seconds (`28d7h48m53s`).
-    fn reset_in(&self) -> String {
-        if self.reset_in_ms < 1000.0 {
-            format_ms(self.reset_in_ms)
-        } else {
-            let whole = std::time::Duration::from_secs((self.reset_in_ms / 1000.0) as u64);
-            crate::quantity::spell_duration(whole)
-        }
-    }
-
-    /// The summary's line: `budget 20/second@UTC: 5 of 20 left, next
-    /// window 2026-12-03 15:52:00 UTC (in 300.0ms)`.
-    fn clauses(&self) -> Vec<(String, &'static str)> {
-        vec![
-            (format!("budget {}:", self.budget), ""),
-            (format!("{} of {} left", self.left, self.limit), ","),
-            (
-                format!("next window {} (in {})", self.reset, self.reset_in()),
-                "",
-            ),
-        ]
-    }
+    /// The parts' sections (the `--budget`s, the cost limits' spend), each
+    /// under its key.
+    #[serde(flatten)]
+    pub sections: Sections,
 }
 
 /// The row of `--schedule` in force (`timetable`).
@@ -531,21 +415,6 @@ impl CapacityFor {
             format_duration_ms(self.duration_ms),
             self.set_by
         )
-    }
-}
-
-/// A duration given on the command line, in ms, as it reads best: `30s`,
-/// `5m`, `1h`, `2.5s`, `250ms`.
-pub fn format_duration_ms(ms: f64) -> String {
-    for (unit, per) in [("h", 3_600_000.0), ("m", 60_000.0), ("s", 1000.0)] {
-        if ms >= per && (ms / per).fract() == 0.0 {
-            return format!("{}{unit}", ms / per);
-        }
-    }
-    if ms >= 1000.0 {
-        format!("{}s", ms / 1000.0)
-    } else {
-        format!("{ms}ms")
     }
 }
 
@@ -814,13 +683,11 @@ impl Summary {
     pub fn lines(&self) -> Vec<String> {
         let keys = self.keys.iter().flat_map(|k| wrap(k.clauses()));
         let share = self.share.iter().flat_map(ShareStats::lines);
-        let budgets = self.budgets.iter().flat_map(|b| wrap(b.clauses()));
-        let costs = self.costs.iter().flat_map(|c| wrap(c.clauses()));
+        let sections = self.sections.lines().flat_map(wrap);
         wrap(self.clauses())
             .into_iter()
             .chain(keys)
-            .chain(budgets)
-            .chain(costs)
+            .chain(sections)
             .chain(share)
             .collect()
     }
@@ -834,24 +701,6 @@ impl Summary {
     /// The summary as one JSON object.
     pub fn json(&self) -> String {
         serde_json::to_string(self).expect("plain data serializes")
-    }
-}
-
-/// `1234.5` ms as `1.23s`, `12.3ms`.
-pub fn format_ms(ms: f64) -> String {
-    if ms >= 1000.0 {
-        format!("{:.2}s", ms / 1000.0)
-    } else {
-        format!("{ms:.1}ms")
-    }
-}
-
-/// Records per second, rounded for reading.
-pub fn format_rate(per_s: f64) -> String {
-    if per_s >= 100.0 {
-        format!("{per_s:.0}/s")
-    } else {
-        format!("{per_s:.2}/s")
     }
 }
 
@@ -1037,6 +886,8 @@ fn hidden(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::budgets::{BudgetStats, BudgetsSection};
+    use crate::report::costs::{CostStats, CostsSection};
 
     fn summary() -> Summary {
         let mut counts = Counts {
@@ -1065,8 +916,7 @@ mod tests {
             keys: None,
             share: None,
             paused: false,
-            budgets: Vec::new(),
-            costs: Vec::new(),
+            sections: Sections::default(),
             schedule: None,
             ramp: None,
         }
@@ -1082,8 +932,10 @@ mod tests {
             reset_unix: 1_796_371_200.0,
             reset_in_ms,
         };
+        let mut sections = Sections::default();
+        sections.push(BudgetsSection(vec![budget(29_733_500.0), budget(300.0)]));
         let s = Summary {
-            budgets: vec![budget(29_733_500.0), budget(300.0)],
+            sections,
             ..summary()
         };
         let lines = s.lines();
@@ -1117,8 +969,10 @@ mod tests {
             settled_extra: 0,
             in_flight: None,
         };
+        let mut sections = Sections::default();
+        sections.push(CostsSection(vec![settled, plain]));
         let s = Summary {
-            costs: vec![settled, plain],
+            sections,
             ..summary()
         };
         assert_eq!(
@@ -1202,8 +1056,7 @@ mod tests {
             keys: None,
             share: None,
             paused: false,
-            budgets: Vec::new(),
-            costs: Vec::new(),
+            sections: Sections::default(),
             schedule: None,
             ramp: None,
         };
@@ -1610,8 +1463,7 @@ mod tests {
             keys: None,
             share: None,
             paused: false,
-            budgets: Vec::new(),
-            costs: Vec::new(),
+            sections: Sections::default(),
             schedule: None,
             ramp: None,
         };

@@ -133,12 +133,8 @@ impl Steering {
         if let Some((share, _)) = &self.share {
             info["share"] = json!(share);
         }
-        let summary = self.shared.summary();
-        if !summary.budgets.is_empty() {
-            info["budgets"] = json!(summary.budgets);
-        }
-        if !summary.costs.is_empty() {
-            info["costs"] = json!(summary.costs);
+        for section in self.shared.sections().iter() {
+            info[section.key()] = section.json();
         }
         if let Some(row) = self.shared.schedule_row() {
             info["schedule"] = json!(row);

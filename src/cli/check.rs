@@ -223,7 +223,7 @@ fn drained_by(limit: &Limit, duration: std::time::Duration) -> u128 {
 
 /// A duration given on the command line, exactly and as it is written
 /// there (`1ns`, `30s`, `1m30s`, `2s500ms`): an echo of the value in an
-/// error, where [`crate::stats::format_duration_ms`]'s float would misstate a tiny one.
+/// error, where [`crate::report::spell::format_duration_ms`]'s float would misstate a tiny one.
 fn exact_duration(duration: std::time::Duration) -> String {
     crate::quantity::spell_duration(duration)
 }

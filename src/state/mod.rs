@@ -46,7 +46,8 @@ use crate::keyed::NoRoom;
 use crate::ledger::JobFate;
 use crate::ledger::Ledger;
 use crate::output;
-use crate::stats::{format_ms, Departures, JobStats};
+use crate::report::spell::format_ms;
+use crate::stats::{Departures, JobStats};
 use crate::sys::{self, Unpoisoned};
 
 /// How many keys of each kind the summary names (`--key`).

@@ -3,6 +3,9 @@
 
 use super::{Shared, TOP_KEYS};
 use crate::progress::{PauseEnd, Snapshot};
+use crate::report::budgets::BudgetsSection;
+use crate::report::costs::CostsSection;
+use crate::report::Sections;
 use crate::stats::{KeyStats, Queue, Summary};
 use crate::sys::Unpoisoned;
 
@@ -104,32 +107,20 @@ impl Shared {
             paused: snap.paused,
             schedule: self.schedule_row(),
             ramp: self.ramp_state(&snap),
-            budgets: self.budgets(),
-            costs: self.costs(),
+            sections: self.sections(),
         }
     }
 
-    /// What each named cost spent, settled and has in flight, now.
-    pub(crate) fn costs(&self) -> Vec<crate::stats::CostStats> {
-        let st = self.lock();
-        st.adm
-            .schedule()
-            .costs()
-            .iter()
-            .map(crate::stats::CostStats::of)
-            .collect()
-    }
-
-    /// Each `--budget` as it stands now.
-    pub(crate) fn budgets(&self) -> Vec<crate::stats::BudgetStats> {
+    /// The sections of the report the parts hand over now: the
+    /// `--budget`s, the cost limits' spend. A new figure is one line here.
+    pub(crate) fn sections(&self) -> Sections {
         let st = self.lock();
         let now = self.clock.now();
-        st.adm
-            .schedule()
-            .budgets(now)
-            .iter()
-            .map(|b| crate::stats::BudgetStats::of(b, now))
-            .collect()
+        let schedule = st.adm.schedule();
+        let mut sections = Sections::default();
+        sections.extend(BudgetsSection::of(&schedule.budgets(now), now));
+        sections.extend(CostsSection::of(&schedule.costs()));
+        sections
     }
 
     /// With `--schedule`, the row in force.

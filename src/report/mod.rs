@@ -1,0 +1,139 @@
+//! The report: what the run's parts have to show, as sections. Each
+//! part's figures are one [`Section`] in a file of their own here, and
+//! every view renders every section alike: the `--stats` summary (its
+//! clauses and lines), `--stats-json` and the `--stats-interval` lines
+//! (its key and JSON value), `--metrics` (its metric families) and `drip
+//! ctl info` (its key and value). So a new figure is a file here and one
+//! line where its part hands it over (`state::view`), and no figure type,
+//! renderer or view grows a field or a branch for it.
+//!
+//! Pure: no threads, no clock, no I/O; the figures are taken before.
+
+pub mod budgets;
+pub mod costs;
+pub mod exposition;
+pub mod spell;
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::ser::{Serialize, SerializeMap, Serializer};
+
+use exposition::Exposition;
+
+/// A clause of the summary, with the separator that follows it (`,`, `;`
+/// or nothing).
+pub type Clause = (String, &'static str);
+
+/// One part's figures, as every view shows them.
+pub trait Section: fmt::Debug + Send + Sync {
+    /// Its name in `--stats-json`, the `--stats-interval` lines and `drip
+    /// ctl info` (a JSON object's key: `budgets`, `costs`).
+    fn key(&self) -> &'static str;
+
+    /// Its value there.
+    fn json(&self) -> serde_json::Value;
+
+    /// Its own lines of the `--stats` summary, after the counts' (each a
+    /// list of clauses, wrapped as the counts' are).
+    fn lines(&self) -> Vec<Vec<Clause>>;
+
+    /// Its metric families in `--metrics`.
+    fn metrics(&self, out: &mut Exposition);
+}
+
+/// The sections of a report, in the order the views show them.
+#[derive(Debug, Clone, Default)]
+pub struct Sections(Vec<Arc<dyn Section>>);
+
+impl Sections {
+    /// `section` after the others.
+    pub fn push(&mut self, section: impl Section + 'static) {
+        self.0.push(Arc::new(section));
+    }
+
+    /// `section`, if there is one, after the others.
+    pub fn extend(&mut self, section: Option<impl Section + 'static>) {
+        if let Some(section) = section {
+            self.push(section);
+        }
+    }
+
+    /// Every section, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &dyn Section> {
+        self.0.iter().map(|s| s.as_ref())
+    }
+
+    /// Every section's lines of the summary, in order.
+    pub fn lines(&self) -> impl Iterator<Item = Vec<Clause>> + '_ {
+        self.iter().flat_map(|s| s.lines())
+    }
+
+    /// Every section's metric families, in order.
+    pub fn metrics(&self, out: &mut Exposition) {
+        for section in self.iter() {
+            section.metrics(out);
+        }
+    }
+}
+
+/// As the fields of the JSON object it is flattened into: each section's
+/// key and value, in order.
+impl Serialize for Sections {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for section in self.iter() {
+            map.serialize_entry(section.key(), &section.json())?;
+        }
+        map.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Said(&'static str, u64);
+
+    impl Section for Said {
+        fn key(&self) -> &'static str {
+            self.0
+        }
+        fn json(&self) -> serde_json::Value {
+            serde_json::json!(self.1)
+        }
+        fn lines(&self) -> Vec<Vec<Clause>> {
+            vec![vec![(format!("{} {}", self.0, self.1), "")]]
+        }
+        fn metrics(&self, out: &mut Exposition) {
+            out.gauge(&format!("drip_{}", self.0), "A figure.", self.1 as f64);
+        }
+    }
+
+    #[test]
+    fn every_view_shows_every_section_in_order() {
+        let mut sections = Sections::default();
+        sections.push(Said("b", 2));
+        sections.push(Said("a", 1));
+        assert_eq!(
+            serde_json::to_string(&sections).unwrap(),
+            r#"{"b":2,"a":1}"#
+        );
+        let lines: Vec<_> = sections.lines().collect();
+        assert_eq!(
+            lines,
+            [vec![("b 2".to_string(), "")], vec![("a 1".to_string(), "")]]
+        );
+        let mut out = Exposition {
+            out: String::new(),
+            drip: "x".to_string(),
+        };
+        sections.metrics(&mut out);
+        assert_eq!(
+            out.out,
+            "# HELP drip_b A figure.\n# TYPE drip_b gauge\ndrip_b{drip=\"x\"} 2\n\
+             # HELP drip_a A figure.\n# TYPE drip_a gauge\ndrip_a{drip=\"x\"} 1\n"
+        );
+    }
+}
