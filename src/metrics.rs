@@ -121,27 +121,6 @@ fn pace(out: &mut Exposition, summary: &Summary, g: &Gauges) {
         "1 while paused by drip ctl, else 0.",
         f64::from(u8::from(summary.paused)),
     );
-    if let Some(row) = &summary.schedule {
-        out.gauge(
-            "drip_schedule_row",
-            "The row of --schedule in force, counting from 1; 0 when no row matches.",
-            row.row as f64,
-        );
-        if let Some(at) = row.until_unix {
-            out.gauge(
-                "drip_schedule_next_change_timestamp_seconds",
-                "When the next row of --schedule comes into force, seconds since the epoch.",
-                at,
-            );
-        }
-    }
-    if let Some(ramp) = &summary.ramp {
-        out.gauge(
-            "drip_ramp_fraction",
-            "The fraction of the rate a --ramp lets go now (1 once it is over).",
-            ramp.fraction,
-        );
-    }
 }
 
 /// Records and bytes, by fate.
@@ -454,22 +433,25 @@ mod tests {
                 per_key: None,
             }),
             paused: true,
-            sections: crate::report::Sections::default(),
-            schedule: Some(crate::stats::ScheduleRow {
-                row: 2,
-                text: Some("* 50/s".into()),
-                until: Some("2026-12-04T09:00:00+01:00".into()),
-                zone: "Europe/Berlin".into(),
-                until_unix: Some(1_796_371_200.0),
-                until_clock: Some("Fri 09:00".into()),
-                pauses: false,
-            }),
-            ramp: Some(crate::stats::RampState {
-                from: 0.1,
-                over_ms: 3000.0,
-                fraction: 0.55,
-                left_ms: 1500.0,
-            }),
+            sections: {
+                let mut sections = crate::report::Sections::default();
+                sections.push(crate::report::schedule::ScheduleRow {
+                    row: 2,
+                    text: Some("* 50/s".into()),
+                    until: Some("2026-12-04T09:00:00+01:00".into()),
+                    zone: "Europe/Berlin".into(),
+                    until_unix: Some(1_796_371_200.0),
+                    until_clock: Some("Fri 09:00".into()),
+                    pauses: false,
+                });
+                sections.push(crate::report::ramp::RampState {
+                    from: 0.1,
+                    over_ms: 3000.0,
+                    fraction: 0.55,
+                    left_ms: 1500.0,
+                });
+                sections
+            },
         }
     }
 

@@ -508,7 +508,7 @@ async fn watch(
             _ = stats.tick(), if stats_every.is_some() => {
                 let snap = shared.snapshot();
                 let jobs = shared.jobs.get().map(|j| j.stats());
-                let figures = (jobs, shared.sections());
+                let figures = (jobs, shared.sections_at(&snap));
                 let tick = Tick::new(&snap, &prev, figures);
                 let line = serde_json::to_string(&tick).expect("plain data");
                 prev = snap;

@@ -100,7 +100,7 @@ pub struct Snapshot {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PauseEnd {
     /// As the display says it: `18:00`, `Mon 09:00`
-    /// ([`crate::stats::clock_at`]).
+    /// ([`crate::report::schedule::clock_at`]).
     pub clock: String,
     /// RFC 3339 with the schedule zone's offset, for the stats stream.
     pub at: String,

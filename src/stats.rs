@@ -255,105 +255,11 @@ pub struct Summary {
     /// Paused by `drip ctl … pause` (only said when `true`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub paused: bool,
-    /// With `--schedule`: the row in force.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub schedule: Option<ScheduleRow>,
-    /// With `--ramp`: where the ramp stands.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ramp: Option<RampState>,
-    /// The parts' sections (the `--budget`s, the cost limits' spend), each
+    /// The parts' sections (the `--schedule` row in force, where the
+    /// `--ramp` stands, the `--budget`s, the cost limits' spend), each
     /// under its key.
     #[serde(flatten)]
     pub sections: Sections,
-}
-
-/// The row of `--schedule` in force (`timetable`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ScheduleRow {
-    /// Its number, counting the rows from 1; 0 when no row matches (the
-    /// command line's limits apply).
-    pub row: usize,
-    /// The row as written (`Mon-Fri 09:00-18:00 pause`); `null` when no
-    /// row matches.
-    pub text: Option<String>,
-    /// When the next row comes into force, RFC 3339 with the offset of
-    /// the schedule's zone; `null` when the same row holds all week.
-    pub until: Option<String>,
-    /// The zone the rows read the clock in (an IANA name, or `local`).
-    pub zone: String,
-    /// `until` in seconds since the epoch, for `--metrics`.
-    #[serde(skip)]
-    pub until_unix: Option<f64>,
-    /// `until` as the zone's clock shows it, for the display: `18:00` on
-    /// the same day, `Mon 09:00` within the week ([`clock_at`]).
-    #[serde(skip)]
-    pub until_clock: Option<String>,
-    /// The row pauses (`pause`).
-    #[serde(skip)]
-    pub pauses: bool,
-}
-
-/// When `at` is on the clock of `zone`, seen at `now`, in few words: `18:00`
-/// on the same day, `Mon 09:00` within the next six days, else the date
-/// (`2026-12-04 09:00`); the zone's abbreviation after it (`18:00 CET`)
-/// when `zone` is not the local one.
-pub fn clock_at(at: jiff::Timestamp, now: jiff::Timestamp, zone: &jiff::tz::TimeZone) -> String {
-    let (at, today) = (at.to_zoned(zone.clone()), now.to_zoned(zone.clone()).date());
-    let days = (at.date() - today).get_days();
-    let format = match days {
-        0 => "%H:%M",
-        1..=6 => "%a %H:%M",
-        _ => "%Y-%m-%d %H:%M",
-    };
-    let mut text = at.strftime(format).to_string();
-    if *zone != jiff::tz::TimeZone::system() {
-        text.push_str(&at.strftime(" %Z").to_string());
-    }
-    text
-}
-
-impl ScheduleRow {
-    /// The summary's clause: `schedule row 1 'Mon-Fri 09:00-18:00 pause'
-    /// until 2026-12-04T18:00:00+01:00`.
-    pub fn clause(&self) -> String {
-        let row = match &self.text {
-            Some(text) => format!("schedule row {} '{text}'", self.row),
-            None => "schedule: no row (the command line's limits)".to_string(),
-        };
-        match &self.until {
-            Some(until) => format!("{row} until {until}"),
-            None => row,
-        }
-    }
-}
-
-/// Where a `--ramp` stands: the fraction of the rate in force.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct RampState {
-    /// The fraction of the rate the ramp starts at (0 to 1).
-    pub from: f64,
-    /// How long the ramp rises for, ms.
-    pub over_ms: f64,
-    /// The fraction of the rate in force now (1 once the ramp is over).
-    pub fraction: f64,
-    /// How long the ramp has left, ms (0 once it is over); it begins with
-    /// the first record that leaves.
-    pub left_ms: f64,
-}
-
-impl RampState {
-    /// The summary's clause: `ramp 40% (2.00s left)`, `ramp done`.
-    pub fn clause(&self) -> String {
-        if self.left_ms > 0.0 {
-            format!(
-                "ramp {:.0}% ({} left)",
-                self.fraction * 100.0,
-                format_ms(self.left_ms)
-            )
-        } else {
-            "ramp done".to_string()
-        }
-    }
 }
 
 /// The waiting records at a moment, and the wait a record arriving then
@@ -665,12 +571,7 @@ impl Summary {
         if self.paused {
             clauses.push(("paused".to_string(), ","));
         }
-        if let Some(row) = &self.schedule {
-            clauses.push((row.clause(), ","));
-        }
-        if let Some(ramp) = &self.ramp {
-            clauses.push((ramp.clause(), ","));
-        }
+        clauses.extend(self.sections.clauses());
         clauses.push((format!("elapsed {}", format_ms(self.elapsed_ms)), ""));
         clauses
     }
@@ -917,8 +818,6 @@ mod tests {
             share: None,
             paused: false,
             sections: Sections::default(),
-            schedule: None,
-            ramp: None,
         }
     }
 
@@ -1057,8 +956,6 @@ mod tests {
             share: None,
             paused: false,
             sections: Sections::default(),
-            schedule: None,
-            ramp: None,
         };
         assert_eq!(
             s.text(),
@@ -1198,31 +1095,6 @@ mod tests {
                 },
             })
         );
-    }
-
-    #[test]
-    fn a_clock_time_is_said_in_few_words() {
-        let zone = jiff::tz::TimeZone::get("Europe/Berlin").unwrap();
-        let at = |text: &str| -> jiff::Timestamp {
-            jiff::civil::DateTime::strptime("%Y-%m-%d %H:%M", text)
-                .unwrap()
-                .to_zoned(zone.clone())
-                .unwrap()
-                .timestamp()
-        };
-        let now = at("2026-12-04 10:30");
-        let suffix = if zone == jiff::tz::TimeZone::system() {
-            ""
-        } else {
-            " CET"
-        };
-        for (then, said) in [
-            ("2026-12-04 18:00", "18:00"),
-            ("2026-12-07 09:00", "Mon 09:00"),
-            ("2026-12-11 09:00", "2026-12-11 09:00"),
-        ] {
-            assert_eq!(clock_at(at(then), now, &zone), format!("{said}{suffix}"));
-        }
     }
 
     fn key(k: &str, n: u64) -> (KeyName, u64) {
@@ -1464,8 +1336,6 @@ mod tests {
             share: None,
             paused: false,
             sections: Sections::default(),
-            schedule: None,
-            ramp: None,
         };
         let lowered = JobStats {
             effective_rate: 4.8,

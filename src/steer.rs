@@ -13,10 +13,11 @@ use crate::control::protocol::{spell, Request};
 use crate::control::server::Steer;
 use crate::cost::Cost;
 use crate::progress::{lock_ui, Ui};
+use crate::report::schedule::ScheduleRow;
 use crate::schedule::{records_per_second, Limit, Unit};
 use crate::schedule::{InForce, KeyInForce};
 use crate::state::Shared;
-use crate::stats::{json_key, ScheduleRow};
+use crate::stats::json_key;
 use crate::sys::Unpoisoned;
 use crate::timetable::{Action, Timetable};
 
@@ -133,14 +134,8 @@ impl Steering {
         if let Some((share, _)) = &self.share {
             info["share"] = json!(share);
         }
-        for section in self.shared.sections().iter() {
+        for section in self.shared.sections_at(&snap).iter() {
             info[section.key()] = section.json();
-        }
-        if let Some(row) = self.shared.schedule_row() {
-            info["schedule"] = json!(row);
-        }
-        if let Some(ramp) = self.shared.ramp_state(&snap) {
-            info["ramp"] = json!(ramp);
         }
         info
     }
@@ -500,7 +495,7 @@ impl Following {
             }),
             zone: zone.iana_name().unwrap_or("local").to_string(),
             until_unix: next.map(|t| t.as_millisecond() as f64 / 1e3),
-            until_clock: next.map(|t| crate::stats::clock_at(t, now, zone)),
+            until_clock: next.map(|t| crate::report::schedule::clock_at(t, now, zone)),
             pauses: row.is_some_and(|i| self.table.rows()[i].action == Action::Pause),
         };
         *self.steering.shared.schedule_row.lock().unpoisoned() = Some(shown);

@@ -150,6 +150,8 @@ fn a_ramp_from_a_start_rate_takes_the_time_its_integral_says() {
             "50/s:2s",
             "--stats-json",
             "/dev/stderr",
+            "--stats-interval",
+            "500ms",
         ],
         &common::numbered(1..=251),
     );
@@ -160,6 +162,18 @@ fn a_ramp_from_a_start_rate_takes_the_time_its_integral_says() {
     let json: serde_json::Value = serde_json::from_str(err.lines().last().unwrap()).unwrap();
     assert_eq!(json["ramp"]["from"], 0.5, "{json}");
     assert_eq!(json["ramp"]["fraction"], 1.0, "{json}");
+    // The stats lines say where the ramp stands as it rises.
+    let fractions: Vec<f64> = err
+        .lines()
+        .rev()
+        .skip(1)
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|tick| tick["ramp"]["fraction"].as_f64().expect("a ramp"))
+        .collect();
+    assert!(
+        fractions.iter().any(|&f| f > 0.5 && f < 1.0),
+        "{fractions:?}: {err}"
+    );
 }
 
 /// A zone (a POSIX `TZ`) whose clock shows a new minute about `ahead`
@@ -318,6 +332,9 @@ fn a_pause_of_the_schedule_says_when_it_ends() {
     let tick: serde_json::Value = serde_json::from_str(&line[line.find('{').unwrap()..]).unwrap();
     let until = tick["paused_until"].as_str().unwrap_or_default();
     assert!(until.ends_with(&format!("T{to}:00+00:00")), "{tick}");
+    // And the row in force, as in --stats-json.
+    assert_eq!(tick["schedule"]["row"], 1, "{tick}");
+    assert_eq!(tick["schedule"]["until"], until, "{tick}");
 }
 
 /// `drip ctl NAME info`, asked until the drip listens (at most 10 s).

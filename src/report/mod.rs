@@ -12,6 +12,8 @@
 pub mod budgets;
 pub mod costs;
 pub mod exposition;
+pub mod ramp;
+pub mod schedule;
 pub mod spell;
 
 use std::fmt;
@@ -34,9 +36,17 @@ pub trait Section: fmt::Debug + Send + Sync {
     /// Its value there.
     fn json(&self) -> serde_json::Value;
 
+    /// Its clauses on the `--stats` summary's first line, after the rate
+    /// and before the time elapsed (none by default).
+    fn clauses(&self) -> Vec<Clause> {
+        Vec::new()
+    }
+
     /// Its own lines of the `--stats` summary, after the counts' (each a
-    /// list of clauses, wrapped as the counts' are).
-    fn lines(&self) -> Vec<Vec<Clause>>;
+    /// list of clauses, wrapped as the counts' are; none by default).
+    fn lines(&self) -> Vec<Vec<Clause>> {
+        Vec::new()
+    }
 
     /// Its metric families in `--metrics`.
     fn metrics(&self, out: &mut Exposition);
@@ -62,6 +72,11 @@ impl Sections {
     /// Every section, in order.
     pub fn iter(&self) -> impl Iterator<Item = &dyn Section> {
         self.0.iter().map(|s| s.as_ref())
+    }
+
+    /// Every section's clauses of the summary's first line, in order.
+    pub fn clauses(&self) -> impl Iterator<Item = Clause> + '_ {
+        self.iter().flat_map(|s| s.clauses())
     }
 
     /// Every section's lines of the summary, in order.

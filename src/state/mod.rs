@@ -254,7 +254,7 @@ pub(crate) struct Shared {
     pub(crate) key_capacity_for: Option<crate::stats::CapacityFor>,
     /// With `--schedule`: the row in force, as the timetable's thread
     /// (`engine`) last set it.
-    pub(crate) schedule_row: Mutex<Option<crate::stats::ScheduleRow>>,
+    pub(crate) schedule_row: Mutex<Option<crate::report::schedule::ScheduleRow>>,
     /// `--ramp`, which begins with the first departure.
     pub(crate) ramp: Option<crate::ramp::Ramp>,
 }

@@ -5,6 +5,8 @@ use super::{Shared, TOP_KEYS};
 use crate::progress::{PauseEnd, Snapshot};
 use crate::report::budgets::BudgetsSection;
 use crate::report::costs::CostsSection;
+use crate::report::ramp::RampState;
+use crate::report::schedule::ScheduleRow;
 use crate::report::Sections;
 use crate::stats::{KeyStats, Queue, Summary};
 use crate::sys::Unpoisoned;
@@ -105,32 +107,34 @@ impl Shared {
             // Not under the state's lock: the keepers take theirs first.
             share: self.share.get().map(crate::shared::Counters::stats),
             paused: snap.paused,
-            schedule: self.schedule_row(),
-            ramp: self.ramp_state(&snap),
-            sections: self.sections(),
+            sections: self.sections_at(&snap),
         }
     }
 
-    /// The sections of the report the parts hand over now: the
-    /// `--budget`s, the cost limits' spend. A new figure is one line here.
-    pub(crate) fn sections(&self) -> Sections {
+    /// The sections of the report the parts hand over, `snap` being the
+    /// moment's view: the `--schedule` row in force, where the `--ramp`
+    /// stands, the `--budget`s, the cost limits' spend. A new figure is
+    /// one line here.
+    pub(crate) fn sections_at(&self, snap: &Snapshot) -> Sections {
+        let mut sections = Sections::default();
+        sections.extend(self.schedule_row());
+        sections.extend(self.ramp_state(snap));
         let st = self.lock();
         let now = self.clock.now();
         let schedule = st.adm.schedule();
-        let mut sections = Sections::default();
         sections.extend(BudgetsSection::of(&schedule.budgets(now), now));
         sections.extend(CostsSection::of(&schedule.costs()));
         sections
     }
 
     /// With `--schedule`, the row in force.
-    pub(crate) fn schedule_row(&self) -> Option<crate::stats::ScheduleRow> {
+    pub(crate) fn schedule_row(&self) -> Option<ScheduleRow> {
         self.schedule_row.lock().unpoisoned().clone()
     }
 
     /// With `--ramp`, where it stands at the snapshot: it began with the
     /// first departure.
-    pub(crate) fn ramp_state(&self, snap: &Snapshot) -> Option<crate::stats::RampState> {
+    pub(crate) fn ramp_state(&self, snap: &Snapshot) -> Option<RampState> {
         let ramp = self.ramp?;
         let (fraction, left_ns) = if snap.departures.records == 0 {
             (ramp.from, ramp.over_ns)
@@ -139,7 +143,7 @@ impl Shared {
             let now = snap.elapsed_ns;
             (warp.fraction_at(now), warp.end().saturating_sub(now))
         };
-        Some(crate::stats::RampState {
+        Some(RampState {
             from: ramp.from,
             over_ms: ramp.over_ns as f64 / 1e6,
             fraction,
