@@ -20,6 +20,7 @@ const QUOTA: Quota = Quota {
     input: 40_000,
     output: 40_000,
     tokens: None,
+    refills: false,
 };
 
 /// `max_tokens` of each request: four times the average completion.

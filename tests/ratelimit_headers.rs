@@ -442,37 +442,39 @@ fn go_duration(d: Duration) -> String {
     format!("{}s", s.trim_end_matches('0').trim_end_matches('.'))
 }
 
-/// A server on 127.0.0.1 allowing `quota` tokens in each fixed window of
-/// `window` seconds from its start, a request costing the number after
-/// `/c` in its path (`/c200/7`); past the quota it answers 429 with
+/// A server on 127.0.0.1 metering tokens as OpenAI and Anthropic do: a
+/// bucket holding `quota` tokens when full (as at the start) that gets
+/// them back in `window` seconds, a request costing the number after `/c`
+/// in its path (`/c200/7`); past what it holds it answers 429 with
 /// `Retry-After`. It announces its requests (plenty) and what remains of
-/// its tokens as `provider` does. Returns the port and what it answered.
+/// its tokens, and when it is full again, as `provider` does. Returns the
+/// port and what it answered.
 fn token_server(quota: u64, window: u64, provider: Provider) -> (u16, Arc<Mutex<Seen>>) {
     let seen: Arc<Mutex<Seen>> = Arc::default();
     let log = Arc::clone(&seen);
     let start = Instant::now();
-    let used = Mutex::new((0u64, 0u64));
+    // What the bucket holds spent, and when it last refilled (seconds).
+    let used = Mutex::new((0.0f64, 0.0f64));
+    let per_second = quota as f64 / window as f64;
     let port = http_server(move |_, path| {
         let cost: u64 = path
             .strip_prefix("/c")
             .and_then(|p| p.split('/').next())
             .and_then(|c| c.parse().ok())
             .unwrap_or(1);
-        let now = start.elapsed();
-        let this = now.as_secs() / window;
-        let (status, remaining) = {
+        let now = start.elapsed().as_secs_f64();
+        let (status, remaining, left, wait) = {
             let mut used = used.lock().unwrap();
-            if used.0 != this {
-                *used = (this, 0);
+            *used = ((used.0 - (now - used.1) * per_second).max(0.0), now);
+            let fits = used.0 + cost as f64 <= quota as f64;
+            let wait = (used.0 + cost as f64 - quota as f64) / per_second;
+            if fits {
+                used.0 += cost as f64;
             }
-            if used.1 + cost <= quota {
-                used.1 += cost;
-                (200, quota - used.1)
-            } else {
-                (429, quota - used.1)
-            }
+            let remaining = (quota as f64 - used.0).floor() as u64;
+            let left = Duration::from_secs_f64(used.0 / per_second);
+            (if fits { 200 } else { 429 }, remaining, left, wait)
         };
-        let left = Duration::from_secs((this + 1) * window) - now;
         let mut headers = match provider {
             Provider::OpenAi => format!(
                 "x-ratelimit-limit-requests: 10000\r\nx-ratelimit-remaining-requests: 9999\r\nx-ratelimit-reset-requests: 6ms\r\n\
@@ -491,7 +493,7 @@ fn token_server(quota: u64, window: u64, provider: Provider) -> (u16, Arc<Mutex<
             }
         };
         if status == 429 {
-            headers += &format!("Retry-After: {}\r\n", left.as_secs_f64().ceil() as u64);
+            headers += &format!("Retry-After: {}\r\n", wait.ceil() as u64);
         }
         {
             let mut log = log.lock().unwrap();
@@ -669,21 +671,40 @@ struct Meter {
     /// Whose family of fields announces it (OpenAI has one for both only).
     provider: Provider,
     /// Tokens allowed in each fixed window of `window` seconds from the
-    /// server's start, held to (429 past them); `None`: announced as none
+    /// server's start, or by a bucket that holds that many when full and
+    /// gets them back in `window` seconds (`refills`), as OpenAI and
+    /// Anthropic meter; held to (429 past them); `None`: announced as none
     /// left until `window` seconds from the server's start (and not at
     /// all after), and not held to: only a drip that read it would wait.
     quota: Option<u64>,
     window: u64,
+    /// A bucket (its fields with the limit, as the providers send them),
+    /// or a fixed window (announced without the limit field, which drip
+    /// then reads as a window).
+    refills: bool,
+    /// Of a bucket, the tokens it lacks at the server's start.
+    spent: u64,
 }
 
 impl Meter {
-    /// A meter of `counts` allowing `quota` tokens per `window` seconds.
+    /// A meter of `counts` allowing `quota` tokens per `window` seconds,
+    /// a bucket full at the start.
     fn new(provider: Provider, counts: Counts, quota: u64, window: u64) -> Meter {
         Meter {
             counts,
             provider,
             quota: Some(quota),
             window,
+            refills: true,
+            spent: 0,
+        }
+    }
+
+    /// The same as a fixed window, announced without its limit.
+    fn window(provider: Provider, counts: Counts, quota: u64, window: u64) -> Meter {
+        Meter {
+            refills: false,
+            ..Meter::new(provider, counts, quota, window)
         }
     }
 
@@ -695,6 +716,8 @@ impl Meter {
             provider,
             quota: None,
             window: 60,
+            refills: false,
+            spent: 0,
         }
     }
 
@@ -707,9 +730,10 @@ impl Meter {
         }
     }
 
-    /// Its fields: limit, remaining and reset (`left` from now).
+    /// Its fields: limit (of a bucket), remaining and reset (`left` from
+    /// now).
     fn fields(&self, limit: u64, remaining: u64, left: Duration) -> String {
-        match (self.provider, self.counts) {
+        let text = match (self.provider, self.counts) {
             (Provider::OpenAi, Counts::Both) => format!(
                 "x-ratelimit-limit-tokens: {limit}\r\nx-ratelimit-remaining-tokens: {remaining}\r\nx-ratelimit-reset-tokens: {}\r\n",
                 go_duration(left)
@@ -726,7 +750,14 @@ impl Meter {
                     "anthropic-ratelimit-{family}-limit: {limit}\r\nanthropic-ratelimit-{family}-remaining: {remaining}\r\nanthropic-ratelimit-{family}-reset: {at}\r\n"
                 )
             }
+        };
+        if self.refills {
+            return text;
         }
+        text.lines()
+            .filter(|l| !l.contains("-limit-tokens:") && !l.contains("tokens-limit:"))
+            .map(|l| format!("{l}\n"))
+            .collect()
     }
 }
 
@@ -743,7 +774,14 @@ fn meter_server(meters: Vec<Meter>) -> (u16, Answered) {
     let seen: Answered = Arc::default();
     let log = Arc::clone(&seen);
     let start = Instant::now();
-    let used = Mutex::new(vec![(0u64, 0u64); meters.len()]);
+    // Each meter's window (its number), or its bucket's last refill
+    // (seconds from the start), and what it holds spent.
+    let used = Mutex::new(
+        meters
+            .iter()
+            .map(|m| (0u64, m.spent as f64, 0.0f64))
+            .collect::<Vec<_>>(),
+    );
     let port = http_server(move |_, path| {
         let number = |prefix: char| -> u64 {
             path.split('/')
@@ -755,11 +793,19 @@ fn meter_server(meters: Vec<Meter>) -> (u16, Answered) {
         let mut used = used.lock().unwrap();
         for (m, u) in meters.iter().zip(used.iter_mut()) {
             let this = now.as_secs() / m.window;
-            if u.0 != this {
-                *u = (this, 0);
+            match m.quota {
+                Some(q) if m.refills => {
+                    let back = (now.as_secs_f64() - u.2) * q as f64 / m.window as f64;
+                    *u = (this, (u.1 - back).max(0.0), now.as_secs_f64());
+                }
+                _ if u.0 != this => *u = (this, 0.0, 0.0),
+                _ => {}
             }
         }
-        let fits = |m: &Meter, u: &(u64, u64)| m.quota.map_or(true, |q| u.1 + m.cost(tokens) <= q);
+        let fits = |m: &Meter, u: &(u64, f64, f64)| {
+            m.quota
+                .map_or(true, |q| u.1 + m.cost(tokens) as f64 <= q as f64)
+        };
         let admitted = meters.iter().zip(used.iter()).all(|(m, u)| fits(m, u));
         let mut headers = match meters[0].provider {
             Provider::OpenAi => "x-ratelimit-limit-requests: 10000\r\nx-ratelimit-remaining-requests: 9999\r\nx-ratelimit-reset-requests: 6ms\r\n".to_string(),
@@ -770,19 +816,30 @@ fn meter_server(meters: Vec<Meter>) -> (u16, Answered) {
         };
         let mut wait = 0;
         for (m, u) in meters.iter().zip(used.iter_mut()) {
-            let left = Duration::from_secs((u.0 + 1) * m.window) - now;
+            let mut left = Duration::from_secs((u.0 + 1) * m.window) - now;
             let Some(quota) = m.quota else {
                 if u.0 == 0 {
                     headers += &m.fields(1_000_000, 0, left);
                 }
                 continue;
             };
-            if admitted {
-                u.1 += m.cost(tokens);
-            } else if u.1 + m.cost(tokens) > quota {
-                wait = wait.max(left.as_secs_f64().ceil() as u64);
+            let cost = m.cost(tokens) as f64;
+            let per_second = quota as f64 / m.window as f64;
+            if !admitted && u.1 + cost > quota as f64 {
+                let until = match m.refills {
+                    true => (u.1 + cost - quota as f64) / per_second,
+                    false => left.as_secs_f64(),
+                };
+                wait = wait.max(until.ceil() as u64);
             }
-            headers += &m.fields(quota, quota - u.1, left);
+            if admitted {
+                u.1 += cost;
+            }
+            if m.refills {
+                // When the bucket is full again.
+                left = Duration::from_secs_f64(u.1 / per_second);
+            }
+            headers += &m.fields(quota, (quota as f64 - u.1).floor() as u64, left);
         }
         drop(used);
         let status = if admitted { 200 } else { 429 };
@@ -942,8 +999,9 @@ fn a_response_read_after_later_requests_were_counted_spends_no_more_than_is_left
     // is stale by the 600 read since it started: one more fits in the
     // window, and the other two wait for the reset. Read as a new window,
     // its 800 let the three go about 0.4 s apart, and the second, reaching
-    // the server at about 2.7 s, was refused.
-    let meters = vec![Meter::new(Provider::Anthropic, Counts::In, 1000, 3)];
+    // the server at about 2.7 s, was refused. A window, announced without
+    // its limit: drip reads it as a window.
+    let meters = vec![Meter::window(Provider::Anthropic, Counts::In, 1000, 3)];
     let (port, seen) = meter_server(meters);
     let url = |n: u32| format!("http://127.0.0.1:{port}/i200/o1/{n}");
     let first: String = [(0.4, 0.0), (0.4, 0.0), (0.4, 0.0), (0.0, 1.0)]
@@ -1094,5 +1152,50 @@ fn a_token_family_of_a_budget_drip_has_no_cost_for_paces_nothing() {
             "{said}: waited for a family that paces nothing: {run:?}"
         );
         assert_eq!(run.stderr, "", "{said}: {run:?}");
+    }
+}
+
+#[test]
+fn a_bucket_read_mid_refill_is_spent_as_it_refills_without_a_429() {
+    if !common::have(&["curl"]) {
+        return;
+    }
+    let _t = common::timing();
+    // A bucket of 12,000 tokens that gets them back in 30 s (400 a
+    // second), 1,000 left at the start, announced as Anthropic's input
+    // tokens and as OpenAI's tokens; 20 requests of 200. Read as a bucket,
+    // the first five go at once and the others as their tokens come back,
+    // one every half second: the last about 7.5 s on, no 429, and nearly
+    // all the bucket gave by then spent. Read as a window (what remains
+    // spread to the time it is full, 27 s away), the tokens that came back
+    // meanwhile went unspent: the last came 22 to 26 s on, 35-40 % of
+    // what the bucket gave by then spent, each start held back by a share
+    // of the time to the bucket's reset.
+    use Counts::{Both, In};
+    use Provider::{Anthropic, OpenAi};
+    for (provider, counts, tokens, budgets) in [
+        (Anthropic, In, (200, 1), &["in", "out"][..]),
+        (OpenAi, Both, (199, 1), &["in", "out", "in+out"][..]),
+    ] {
+        common::until_judged(3, Duration::from_secs(120), || {
+            let meters = vec![Meter {
+                spent: 11_000,
+                ..Meter::new(provider, counts, 12_000, 30)
+            }];
+            let costs = named_costs(budgets);
+            let costs: Vec<&str> = costs.iter().map(String::as_str).collect();
+            let run = against_meters(meters, 20, tokens, &costs);
+            assert_eq!(run.refused(), 0, "{provider:?}: {run:?}");
+            assert_eq!(run.ok(), 20, "{provider:?}: {run:?}");
+            // Of what the bucket gave from the start to the last answer,
+            // the share spent.
+            let share = 4000.0 / (1000.0 + 400.0 * run.last());
+            eprintln!(
+                "{provider:?}: last at {:.2} s, {:.1} % spent",
+                run.last(),
+                100.0 * share
+            );
+            (share < 0.8).then(|| format!("{provider:?}: {:.1} % spent: {run:?}", 100.0 * share))
+        });
     }
 }

@@ -116,9 +116,10 @@ fn run_chat(chat: &Chat, n: u64, seed: u64, no_quota_pacing: bool) -> (f64, Stri
         _ => (books.output_used(q), "output tokens"),
     };
     let account = format!(
-        "{:?}{}: {} answered, {} × 429, over {} windows: {} input and {} output tokens; \
+        "{:?}{}{}: {} answered, {} × 429, over {} windows: {} input and {} output tokens; \
          {:.1} % of the {what} the windows allowed (input {:.1} %)\n{}",
         chat.api,
+        if q.refills { " buckets" } else { "" },
         if no_quota_pacing {
             " --no-quota-pacing"
         } else {
@@ -164,29 +165,52 @@ fn judge_chat(chat: &Chat, least: f64) {
 /// More than any window of these tests spends.
 const LOOSE: u64 = 1 << 40;
 
+/// The OpenAI recipe's server: 500 requests and 30,000 tokens (input and
+/// output together) a 6 s window, the recipe's minute, or as buckets that
+/// refill that much in 6 s (`refills`).
+fn openai(refills: bool) -> Chat {
+    Chat {
+        api: Api::OpenAi,
+        base: "https://api.openai.com",
+        minute: "/6s",
+        headers: "Authorization: Bearer sk-test\nContent-Type: application/json\n",
+        quota: Quota {
+            window: Duration::from_secs(6),
+            requests: 500,
+            input: LOOSE,
+            output: LOOSE,
+            tokens: Some(30_000),
+            refills,
+        },
+    }
+}
+
+/// The Anthropic recipe's server: 500 requests, 30,000 input and 10,000
+/// output tokens a 3 s window, the recipe's minute, or as buckets that
+/// refill that much in 3 s (`refills`).
+fn anthropic(refills: bool) -> Chat {
+    Chat {
+        api: Api::Anthropic,
+        base: "https://api.anthropic.com",
+        minute: "/3s",
+        headers: "x-api-key: sk-ant-test\nanthropic-version: 2023-06-01\nContent-Type: application/json\n",
+        quota: Quota {
+            window: Duration::from_secs(3),
+            requests: 500,
+            input: 30_000,
+            output: 10_000,
+            tokens: None,
+            refills,
+        },
+    }
+}
+
 #[test]
 fn the_openai_chat_recipe_spends_one_quota_of_input_and_output_tokens_without_429s() {
     if !common::have(&["curl"]) {
         return;
     }
-    // 500 requests and 30,000 tokens (input and output together) a window
-    // of 6 s, the recipe's minute.
-    judge_chat(
-        &Chat {
-            api: Api::OpenAi,
-            base: "https://api.openai.com",
-            minute: "/6s",
-            headers: "Authorization: Bearer sk-test\nContent-Type: application/json\n",
-            quota: Quota {
-                window: Duration::from_secs(6),
-                requests: 500,
-                input: LOOSE,
-                output: LOOSE,
-                tokens: Some(30_000),
-            },
-        },
-        0.7,
-    );
+    judge_chat(&openai(false), 0.7);
 }
 
 #[test]
@@ -194,24 +218,23 @@ fn the_anthropic_chat_recipe_spends_the_input_and_output_quotas_apart_without_42
     if !common::have(&["curl"]) {
         return;
     }
-    // 500 requests, 30,000 input and 10,000 output tokens a window of 3 s,
-    // the recipe's minute.
-    judge_chat(
-        &Chat {
-            api: Api::Anthropic,
-            base: "https://api.anthropic.com",
-            minute: "/3s",
-            headers: "x-api-key: sk-ant-test\nanthropic-version: 2023-06-01\nContent-Type: application/json\n",
-            quota: Quota {
-                window: Duration::from_secs(3),
-                requests: 500,
-                input: 30_000,
-                output: 10_000,
-                tokens: None,
-            },
-        },
-        0.7,
-    );
+    judge_chat(&anthropic(false), 0.7);
+}
+
+#[test]
+fn the_openai_chat_recipe_spends_a_refilled_bucket_without_429s() {
+    if !common::have(&["curl"]) {
+        return;
+    }
+    judge_chat(&openai(true), 0.7);
+}
+
+#[test]
+fn the_anthropic_chat_recipe_spends_refilled_buckets_without_429s() {
+    if !common::have(&["curl"]) {
+        return;
+    }
+    judge_chat(&anthropic(true), 0.7);
 }
 
 /// One run of records `a` and `b` (`-j 1 --retries 3`), record a's first

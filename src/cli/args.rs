@@ -512,7 +512,8 @@ pub struct JobArgs {
     /// {headers}, the remaining quota is spread over the time to its reset,
     /// the requests in flight counted against it, never faster than --rate;
     /// the tokens remaining pace the cost (--cost), a record costing more
-    /// than is left waiting for the reset
+    /// than is left waiting for the reset, or (OpenAI's and Anthropic's
+    /// tokens, buckets refilled until their reset) until enough came back
     #[arg(long)]
     pub no_quota_pacing: bool,
 

@@ -888,6 +888,7 @@ mod tests {
             super::super::quota::TokensRead {
                 quota: q,
                 limit: None,
+                refills: false,
                 in_flight: 49,
                 read_while: 0,
                 started: 0,

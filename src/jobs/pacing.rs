@@ -32,13 +32,14 @@ impl Pool {
                 eprintln!("drip: {field}: not a quota drip can read; such fields are ignored");
             }
         }
-        for (family, quota, limit) in announced.tokens {
-            let Some(budget) = self.budgets.paced_by(family) else {
+        for family in announced.tokens {
+            let Some(budget) = self.budgets.paced_by(family.budget) else {
                 continue;
             };
             let read = quota::TokensRead {
-                quota,
-                limit,
+                quota: family.quota,
+                limit: family.limit,
+                refills: family.refills,
                 in_flight: 0,
                 read_while: read_while.tokens(budget),
                 started: read_while.since,

@@ -22,7 +22,7 @@
 //!
 //! The first family of requests present is the requests' quota; a token
 //! family is the quota of the budget its tokens count ([`IN`], [`OUT`],
-//! [`IN_OUT`]). The `-Limit` fields are not needed and not read. A family
+//! [`IN_OUT`]); its `-Limit` field is what the quota holds when whole. A family
 //! whose value does not parse is reported (the caller says so once) and
 //! counts as announcing nothing; the others still count.
 //!
@@ -70,7 +70,9 @@ enum Reset {
 
 /// One family of fields: its remaining, its reset and its limit fields,
 /// how it writes its reset, the budget its remaining counts (`None`:
-/// requests), and the most its remaining may be rounded up by.
+/// requests), the most its remaining may be rounded up by, and whether
+/// its quota is a bucket refilled continuously, its reset the time it is
+/// full again (OpenAI's and Anthropic's), not a window's end.
 struct Family {
     remaining: &'static str,
     reset: &'static str,
@@ -78,6 +80,7 @@ struct Family {
     form: Reset,
     budget: Option<&'static str>,
     rounded: u64,
+    refills: bool,
 }
 
 /// Anthropic gives its token remainders rounded to the nearest thousand:
@@ -94,6 +97,7 @@ const FAMILIES: [Family; 8] = [
         form: Reset::Delta,
         budget: None,
         rounded: 0,
+        refills: false,
     },
     Family {
         remaining: "x-ratelimit-remaining",
@@ -102,6 +106,7 @@ const FAMILIES: [Family; 8] = [
         form: Reset::DeltaOrUnix,
         budget: None,
         rounded: 0,
+        refills: false,
     },
     Family {
         remaining: "x-ratelimit-remaining-requests",
@@ -110,6 +115,7 @@ const FAMILIES: [Family; 8] = [
         form: Reset::Go,
         budget: None,
         rounded: 0,
+        refills: true,
     },
     Family {
         remaining: "anthropic-ratelimit-requests-remaining",
@@ -118,6 +124,7 @@ const FAMILIES: [Family; 8] = [
         form: Reset::Rfc3339,
         budget: None,
         rounded: 0,
+        refills: true,
     },
     Family {
         remaining: "x-ratelimit-remaining-tokens",
@@ -126,6 +133,7 @@ const FAMILIES: [Family; 8] = [
         form: Reset::Go,
         budget: Some(IN_OUT),
         rounded: 0,
+        refills: true,
     },
     Family {
         remaining: "anthropic-ratelimit-tokens-remaining",
@@ -134,6 +142,7 @@ const FAMILIES: [Family; 8] = [
         form: Reset::Rfc3339,
         budget: Some(IN_OUT),
         rounded: ANTHROPIC_ROUNDING,
+        refills: true,
     },
     Family {
         remaining: "anthropic-ratelimit-input-tokens-remaining",
@@ -142,6 +151,7 @@ const FAMILIES: [Family; 8] = [
         form: Reset::Rfc3339,
         budget: Some(IN),
         rounded: ANTHROPIC_ROUNDING,
+        refills: true,
     },
     Family {
         remaining: "anthropic-ratelimit-output-tokens-remaining",
@@ -150,18 +160,33 @@ const FAMILIES: [Family; 8] = [
         form: Reset::Rfc3339,
         budget: Some(OUT),
         rounded: ANTHROPIC_ROUNDING,
+        refills: true,
     },
 ];
+
+/// What a token family announces of its budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenQuota {
+    /// The budget its tokens count ([`IN`], [`OUT`], [`IN_OUT`]).
+    pub budget: &'static str,
+    /// What remains, and when it resets.
+    pub quota: Quota,
+    /// What the quota holds when whole (a full bucket, or a whole
+    /// window), when the family's limit field says it.
+    pub limit: Option<u64>,
+    /// Whether the quota is a bucket refilled continuously, its reset the
+    /// time it is full again (every token family is, being OpenAI's or
+    /// Anthropic's), rather than a window ending at its reset.
+    pub refills: bool,
+}
 
 /// What a response announces.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Announced {
     /// The requests' quota.
     pub requests: Option<Quota>,
-    /// Each token budget's quota ([`IN`], [`OUT`], [`IN_OUT`]), at most one
-    /// a budget, and its limit (what a whole window allows) when the
-    /// family's limit field says it.
-    pub tokens: Vec<(&'static str, Quota, Option<u64>)>,
+    /// Each token budget's quota, at most one a budget.
+    pub tokens: Vec<TokenQuota>,
     /// The first field whose value does not parse, `name: value`.
     pub malformed: Option<String>,
 }
@@ -195,14 +220,14 @@ pub fn parse_quotas(text: &str, now: SystemTime) -> Announced {
             None => bad("RateLimit", value),
         }
     }
-    let mut tokens: Vec<(&'static str, Quota, Option<u64>)> = Vec::new();
+    let mut tokens: Vec<TokenQuota> = Vec::new();
     for family in &FAMILIES {
         let (Some(r), Some(t)) = (get(family.remaining), get(family.reset)) else {
             continue;
         };
         let taken = match family.budget {
             None => requests.is_some(),
-            Some(b) => tokens.iter().any(|(had, ..)| *had == b),
+            Some(b) => tokens.iter().any(|had| had.budget == b),
         };
         if taken {
             continue;
@@ -235,7 +260,12 @@ pub fn parse_quotas(text: &str, now: SystemTime) -> Announced {
                         None
                     }
                 });
-                tokens.push((b, q, limit));
+                tokens.push(TokenQuota {
+                    budget: b,
+                    quota: q,
+                    limit,
+                    refills: family.refills,
+                });
             }
         }
     }
@@ -496,20 +526,38 @@ impl Reading {
     }
 }
 
-/// One token budget's window: what the responses announced remains of it,
-/// less what the starts since spent, and the pace that spreads it to the
-/// reset as [`pace`] spreads requests: a start costing `c` tokens holds
-/// the next back `c` × reset ÷ (left + 1), and a start costing more than
-/// is left waits for the reset.
+/// One token budget's quota: what the responses announced remains of it,
+/// less what the starts since spent, and, read as a window, the pace that
+/// spreads it to the reset as [`pace`] spreads requests: a start costing
+/// `c` tokens holds the next back `c` × reset ÷ (left + 1), and a start
+/// costing more than is left waits for the reset.
+///
+/// Read as a bucket (a family that refills continuously, its reset the
+/// time it is full again, with its limit field: OpenAI's and
+/// Anthropic's), what a response says remains is not all there is until
+/// the reset: the tokens it lacks of the limit come back at a steady rate
+/// until then, (limit − remaining) ÷ reset. What may be spent at `t` is
+/// what was left at the response plus what came back since (all of the
+/// limit − remaining at the reset), less what the starts since spent: a
+/// start goes when its cost fits, unspaced, and else waits until that
+/// much will have come back (no later than the reset; the starts try again
+/// at each response read meanwhile, which may say more came back, and
+/// the scope does not pause). Anthropic's remainders, rounded to the
+/// nearest thousand, are read as the least they may be, so the rate read
+/// is at most (limit − least) ÷ reset: what comes back by any time before
+/// the reset is never more than the server will have. Without a limit
+/// field, a bucket is read as a window (what it lacks of the limit is not
+/// known).
 ///
 /// What is left is a bound no response read undercuts. A response says
 /// what remained when its request reached the server; less the tokens of
 /// the requests still in flight, that is what it says is left, and less
 /// those of the responses read while its request was in flight (which
 /// may have reached the server after it, [`Window`]) the least that can
-/// be left. In one window, what was left (what earlier responses told,
-/// less the starts since) is kept between the two: it is only above what
-/// a response says when others spent what drip did not see.
+/// be left. In one window, or before a bucket's reset, what was left
+/// (what earlier responses told, less the starts since) is kept between
+/// the two: it is only above what a response says when others spent what
+/// drip did not see.
 ///
 /// A start is spaced by what it is expected to spend: its cost (an
 /// estimate) times what the records settled so far spent of theirs
@@ -519,19 +567,25 @@ impl Reading {
 /// past what is left.
 ///
 /// Past the reset, until a response to a request started since tells of
-/// the new window, the new window is assumed to allow what a window
-/// allows (the family's limit field, else the most a response said
-/// remained) and to last as long as the longest reset read: the requests
-/// in flight spend from that, the first start always going.
+/// the new window (or of the bucket), the new window is assumed to allow
+/// what a window allows (the family's limit field, else the most a
+/// response said remained), a full bucket the same, and to last as long
+/// as the longest reset read: the requests in flight spend from that, the
+/// first start always going. A cost above the limit never fits a bucket:
+/// it waits for the reset, and goes as that first start, as in a window.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Tokens {
-    /// The reset, narrowed as the responses tell it.
+    /// The reset, narrowed as the responses tell it (a window's).
     window: Window,
-    /// When the window resets (ns).
+    /// When the window resets, or the bucket is full (ns).
     end: u64,
-    /// Tokens left before the reset.
+    /// Tokens left when last read.
     left: u64,
-    /// The spacing a token takes, ns.
+    /// Tokens the starts spent since.
+    drawn: u64,
+    /// Read as a bucket: what comes back until the reset.
+    refill: Option<Refill>,
+    /// The spacing a token takes, ns (a window's).
     per_token: f64,
     /// What a whole window allows, as far as the responses told it.
     allows: Option<u64>,
@@ -547,7 +601,41 @@ pub struct Tokens {
     settled: (u64, u64),
 }
 
-/// Why a start waits for a token window ([`Tokens::fits`]).
+/// What a bucket read at `from` (ns) gets back by its reset `over` ns
+/// later: `tokens` (its limit less what it said remained), at a steady
+/// rate.
+#[derive(Debug, Clone, Copy)]
+struct Refill {
+    tokens: u64,
+    from: u64,
+    over: u64,
+}
+
+impl Refill {
+    /// The tokens back by `now` (ns): all of them from the reset on.
+    fn by(&self, now: u64) -> u64 {
+        let passed = now.saturating_sub(self.from);
+        if passed >= self.over {
+            return self.tokens;
+        }
+        (u128::from(self.tokens) * u128::from(passed) / u128::from(self.over)) as u64
+    }
+
+    /// When (ns) `tokens` of them are back (`None`: more than come back).
+    fn when(&self, tokens: u64) -> Option<u64> {
+        if tokens > self.tokens {
+            return None;
+        }
+        if tokens == 0 {
+            return Some(self.from);
+        }
+        // The least time after which `by` gives `tokens`.
+        let passed = (u128::from(tokens) * u128::from(self.over)).div_ceil(u128::from(self.tokens));
+        Some(self.from.saturating_add(passed as u64))
+    }
+}
+
+/// Why a start waits for a token quota ([`Tokens::fits`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Hold {
     /// Until the window's reset (ns): the starts of its scope pause.
@@ -556,23 +644,27 @@ pub enum Hold {
     /// at the latest this long (ns); no pause: the starts try again at
     /// each response read.
     Word(u64),
+    /// Until a bucket will have refilled enough (ns), at the latest; no
+    /// pause: the starts try again at each response read.
+    Refill(u64),
 }
 
 impl Hold {
     /// Until when (ns), at the latest.
     pub fn until(self) -> u64 {
         match self {
-            Hold::Reset(t) | Hold::Word(t) => t,
+            Hold::Reset(t) | Hold::Word(t) | Hold::Refill(t) => t,
         }
     }
 
-    /// Of two holds, the one a start waits for: a reset before word of
-    /// a window (a pause holds), the later of two of a kind.
+    /// Of two holds, the one a start waits for: a reset before the
+    /// others (a pause holds), else the later of the two.
     pub fn or_later(self, other: Hold) -> Hold {
         match (self, other) {
             (Hold::Reset(a), Hold::Reset(b)) => Hold::Reset(a.max(b)),
-            (Hold::Word(a), Hold::Word(b)) => Hold::Word(a.max(b)),
-            (Hold::Reset(a), Hold::Word(_)) | (Hold::Word(_), Hold::Reset(a)) => Hold::Reset(a),
+            (Hold::Reset(a), _) | (_, Hold::Reset(a)) => Hold::Reset(a),
+            (a, b) if b.until() > a.until() => b,
+            (a, _) => a,
         }
     }
 }
@@ -595,6 +687,8 @@ pub struct TokensRead {
     pub quota: Quota,
     /// The family's limit field, when the response has one.
     pub limit: Option<u64>,
+    /// Whether the family is a bucket ([`TokenQuota::refills`]).
+    pub refills: bool,
     /// Tokens of the requests started and not yet answered (they spend
     /// what remains).
     pub in_flight: u64,
@@ -625,24 +719,41 @@ impl Tokens {
             Some(limit) => Some(limit),
             None => Some(self.allows.unwrap_or(0).max(quota.remaining)),
         };
-        let open = self.window.is_open(now);
+        let open = self.is_open(now);
         let says = quota.remaining.saturating_sub(r.in_flight);
         let least = says.saturating_sub(r.read_while);
-        // In one window: no less than the least the response allows, and
-        // no more than it says (what was left, less the starts since, is
-        // only more when others spent what drip did not see).
-        let kept = least.max(self.left.min(says));
+        // In one window, or before a bucket's reset: no less than the
+        // least the response allows, and no more than it says (what was
+        // left, less the starts since, is only more when others spent
+        // what drip did not see).
+        let kept = least.max(self.available(now).min(says));
+        let reset = u64::try_from(quota.reset.as_nanos()).unwrap_or(u64::MAX);
+        if let (true, Some(limit)) = (r.refills, r.limit) {
+            self.left = if open { kept } else { least };
+            self.drawn = 0;
+            self.refill = Some(Refill {
+                tokens: limit.saturating_sub(quota.remaining),
+                from: now,
+                over: reset,
+            });
+            self.window = Window::default();
+            self.end = now.saturating_add(reset);
+            self.span = self.span.max(reset);
+            self.assumed = None;
+            return;
+        }
+        self.refill = None;
         let q = match self.window.observe(now, quota, r.read_while) {
             Reading::Stale => {
-                self.left = kept;
+                self.keep(kept);
                 return;
             }
             Reading::Same(q) if open => {
-                self.left = kept;
+                self.keep(kept);
                 q
             }
             Reading::Same(q) | Reading::New(q) => {
-                self.left = least;
+                self.keep(least);
                 q
             }
         };
@@ -653,7 +764,22 @@ impl Tokens {
         self.per_token = reset as f64 / (self.left as f64 + 1.0);
     }
 
-    /// Whether the window is known to last past `now` (ns).
+    /// What is left is `left`, none spent since.
+    fn keep(&mut self, left: u64) {
+        self.left = left;
+        self.drawn = 0;
+    }
+
+    /// What may be spent at `now` (ns) before the reset: what was left
+    /// when last read, and what came back since (a bucket's), less what
+    /// the starts spent since.
+    fn available(&self, now: u64) -> u64 {
+        let back = self.refill.map_or(0, |r| r.by(now));
+        self.left.saturating_add(back).saturating_sub(self.drawn)
+    }
+
+    /// Whether the window is known to last past `now` (ns), or the bucket
+    /// to be short of full.
     pub fn is_open(&self, now: u64) -> bool {
         self.end > now
     }
@@ -677,16 +803,23 @@ impl Tokens {
 
     /// Whether a start costing `cost` tokens may go at `now` (ns), while
     /// requests costing `in_flight` tokens are in flight: not when more
-    /// than is left of an open window (until its reset), nor, in an
-    /// assumed one, when the requests in flight (its starts, and any
+    /// than is left of an open window (until its reset), nor more than a
+    /// bucket has (until it will have, at the latest its reset), nor, in
+    /// an assumed one, when the requests in flight (its starts, and any
     /// started before the reset: they may reach the server after it) and
     /// those started before it and answered in it come to more than a
     /// window allows with this one (until a response tells of the new
     /// window, at the latest the assumed window's end). The first start
     /// of an assumed window goes whatever its cost.
     pub fn fits(&self, now: u64, cost: u64, in_flight: u64) -> Result<(), Hold> {
-        if self.is_open(now) && cost > self.left {
-            return Err(Hold::Reset(self.end));
+        if self.is_open(now) && cost > self.available(now) {
+            return Err(match self.refill {
+                None => Hold::Reset(self.end),
+                Some(r) => {
+                    let short = cost.saturating_add(self.drawn).saturating_sub(self.left);
+                    Hold::Refill(r.when(short).map_or(self.end, |t| t.min(self.end)))
+                }
+            });
         }
         match (self.assumed(now), self.allows) {
             (Some((since, counted)), Some(allows)) => {
@@ -721,14 +854,17 @@ impl Tokens {
     /// A start costing `cost` tokens at `now` (ns), which [`Tokens::fits`]:
     /// the tokens are spent; the least spacing (ns) before the next start
     /// (for what it is expected to spend), never past the reset (0 once
-    /// the window is over).
+    /// the window is over, and of a bucket: what fits it goes).
     pub fn spend(&mut self, now: u64, cost: u64) -> u64 {
         if !self.is_open(now) {
             // In an assumed window the start is counted in flight.
             self.assumed = self.assumed(now);
             return 0;
         }
-        self.left = self.left.saturating_sub(cost);
+        self.drawn = self.drawn.saturating_add(cost);
+        if self.refill.is_some() {
+            return 0;
+        }
         ((cost as f64 * self.expected() * self.per_token) as u64).min(self.end - now)
     }
 }
@@ -870,6 +1006,16 @@ mod tests {
     }
 
     const NOW: u64 = 1_750_000_000;
+
+    /// A token family's quota of `budget`: every one is a bucket.
+    fn tq(budget: &'static str, quota: Quota, limit: Option<u64>) -> TokenQuota {
+        TokenQuota {
+            budget,
+            quota,
+            limit,
+            refills: true,
+        }
+    }
 
     /// The requests' quota of `text`, or the malformed field.
     fn parse_quota(text: &str, now: SystemTime) -> Result<Option<Quota>, String> {
@@ -1134,7 +1280,7 @@ mod tests {
         assert_eq!(a.requests, quota(59, 1));
         assert_eq!(
             a.tokens,
-            [(IN_OUT, quota(149_984, 360).unwrap(), Some(150_000))]
+            [tq(IN_OUT, quota(149_984, 360).unwrap(), Some(150_000))]
         );
         // Tokens alone: no requests' quota.
         let h = "HTTP/2 200\nx-ratelimit-remaining-tokens: 10\nx-ratelimit-reset-tokens: 20ms\n";
@@ -1144,7 +1290,7 @@ mod tests {
             remaining: 10,
             reset: Duration::from_millis(20),
         };
-        assert_eq!(a.tokens, [(IN_OUT, q, None)]);
+        assert_eq!(a.tokens, [tq(IN_OUT, q, None)]);
     }
 
     #[test]
@@ -1173,9 +1319,9 @@ mod tests {
         assert_eq!(
             a.tokens,
             [
-                (IN_OUT, half(7500, 30_500), Some(90_000)),
-                (IN, half(69_500, 10_000), None),
-                (OUT, half(7500, 20_000), None),
+                tq(IN_OUT, half(7500, 30_500), Some(90_000)),
+                tq(IN, half(69_500, 10_000), None),
+                tq(OUT, half(7500, 20_000), None),
             ]
         );
         // A reset already past is now.
@@ -1196,7 +1342,7 @@ mod tests {
             Some("x-ratelimit-reset-requests: 1x")
         );
         assert_eq!(a.requests, None);
-        assert_eq!(a.tokens, [(IN_OUT, quota(900, 2).unwrap(), None)]);
+        assert_eq!(a.tokens, [tq(IN_OUT, quota(900, 2).unwrap(), None)]);
         for (remaining, reset) in [
             ("-1", "1s"),
             ("", "1s"),
@@ -1250,8 +1396,8 @@ mod tests {
         assert_eq!(
             a.tokens,
             [
-                (IN_OUT, quota(500, 4).unwrap(), None),
-                (IN, quota(40, 5).unwrap(), None)
+                tq(IN_OUT, quota(500, 4).unwrap(), None),
+                tq(IN, quota(40, 5).unwrap(), None)
             ]
         );
         // The IETF field, then OpenAI's requests when it is malformed.
@@ -1267,6 +1413,7 @@ mod tests {
         TokensRead {
             quota: q.unwrap(),
             limit: None,
+            refills: false,
             in_flight,
             read_while,
             started,
@@ -1390,6 +1537,204 @@ mod tests {
         let mut told = t;
         told.observe(2 * S + 1, read(quota(800, 2), 800, 0, 2 * S));
         assert_eq!(told.fits(2 * S + 1, 1, 0), Err(Hold::Reset(4 * S + 1)));
+    }
+
+    /// A bucket's response: `q` announced of a bucket holding `limit`
+    /// when full, with `in_flight` and `read_while` tokens, its request
+    /// started at `started` (ns).
+    fn bucket(q: Option<Quota>, limit: u64, in_flight: u64, read_while: u64) -> TokensRead {
+        TokensRead {
+            limit: Some(limit),
+            refills: true,
+            ..read(q, in_flight, read_while, 0)
+        }
+    }
+
+    #[test]
+    fn a_bucket_spends_what_comes_back_before_its_reset() {
+        const S: u64 = 1_000_000_000;
+        const MS: u64 = 1_000_000;
+        // A bucket of 3000 with 300 left, full in 27 s: 100 tokens a
+        // second come back.
+        let mut b = Tokens::default();
+        b.observe(0, bucket(quota(300, 27), 3000, 0, 0));
+        assert_eq!(b.fits(0, 300, 0), Ok(()));
+        assert_eq!(
+            b.fits(0, 301, 0),
+            Err(Hold::Refill(10 * MS)),
+            "1 more in 10 ms"
+        );
+        assert_eq!(b.spend(0, 300), 0, "unspaced");
+        assert_eq!(b.fits(0, 1, 0), Err(Hold::Refill(10 * MS)));
+        // A second on, 100 have come back.
+        assert_eq!(b.fits(S, 100, 0), Ok(()));
+        b.spend(S, 100);
+        assert_eq!(b.fits(S, 200, 0), Err(Hold::Refill(3 * S)));
+        // More than comes back by the reset waits for it (no pause), then
+        // goes as the assumed full bucket's first start.
+        assert_eq!(b.fits(S, 2601, 0), Err(Hold::Refill(27 * S)));
+        assert_eq!(b.fits(27 * S, 2601, 0), Ok(()));
+        // By the reset all 2700 came back: 2600 may be spent.
+        let mut late = b;
+        assert_eq!(late.fits(27 * S - 1, 2600, 0), Err(Hold::Refill(27 * S)));
+        late.observe(20 * S, bucket(quota(2000, 10), 3000, 0, 0));
+        assert_eq!(late.fits(20 * S, 2000, 0), Ok(()));
+        // Read as a window, the same response leaves the 2700 that come
+        // back unspent until the reset: a second on, nothing fits.
+        let mut w = Tokens::default();
+        w.observe(
+            0,
+            TokensRead {
+                refills: false,
+                ..bucket(quota(300, 27), 3000, 0, 0)
+            },
+        );
+        w.spend(0, 300);
+        assert_eq!(w.fits(S, 100, 0), Err(Hold::Reset(27 * S)));
+        // Without a limit a bucket is read as a window.
+        let mut n = Tokens::default();
+        n.observe(
+            0,
+            TokensRead {
+                limit: None,
+                ..bucket(quota(300, 27), 3000, 0, 0)
+            },
+        );
+        n.spend(0, 300);
+        assert_eq!(n.fits(S, 100, 0), Err(Hold::Reset(27 * S)));
+    }
+
+    #[test]
+    fn a_bucket_counts_the_requests_in_flight_and_the_responses_read_while() {
+        const S: u64 = 1_000_000_000;
+        // 1000 of 2000 left, full in 10 s (100 a second back), 400 in
+        // flight: 600 now.
+        let mut b = Tokens::default();
+        b.observe(0, bucket(quota(1000, 10), 2000, 400, 0));
+        assert_eq!(b.fits(0, 600, 0), Ok(()));
+        assert_eq!(b.fits(0, 601, 0), Err(Hold::Refill(S / 100)));
+        b.spend(0, 600);
+        // A response read after 300 were read since its request started,
+        // saying 900 (its request reached the server before theirs): at
+        // least 900 − 300 less 100 in flight; what was thought left (100
+        // back by 1 s) is within what it says, and kept.
+        let mut stale = b;
+        stale.observe(S, bucket(quota(900, 9), 2000, 100, 300));
+        assert_eq!(stale.fits(S, 500, 0), Ok(()));
+        assert_eq!(
+            stale.fits(S, 501, 0),
+            Err(Hold::Refill(S + (9 * S).div_ceil(1100)))
+        );
+        // The same read fresh (none read since): it says 800.
+        b.observe(S, bucket(quota(900, 9), 2000, 100, 0));
+        assert_eq!(b.fits(S, 800, 0), Ok(()));
+        // A response saying less than thought (others spent) lowers it.
+        b.observe(S, bucket(quota(50, 19), 2000, 0, 0));
+        assert_eq!(
+            b.fits(S, 51, 0),
+            Err(Hold::Refill(S + (19 * S).div_ceil(1950)))
+        );
+        // Past the reset the bucket is full: its limit less what is in
+        // flight, until a response tells.
+        assert_eq!(b.fits(20 * S, 1500, 500), Ok(()));
+        assert_eq!(b.fits(20 * S, 1501, 500), Err(Hold::Word(39 * S)));
+    }
+
+    #[test]
+    fn a_reset_waits_before_a_refill_and_two_refills_for_the_later() {
+        assert_eq!(Hold::Refill(5).or_later(Hold::Reset(3)), Hold::Reset(3));
+        assert_eq!(Hold::Refill(5).or_later(Hold::Word(7)), Hold::Word(7));
+        assert_eq!(Hold::Refill(9).or_later(Hold::Word(7)), Hold::Refill(9));
+        assert_eq!(Hold::Refill(5).or_later(Hold::Refill(4)), Hold::Refill(5));
+    }
+
+    /// A request in flight: its start, cost, the tokens of the responses
+    /// read since it started, and what the server answered (what remained,
+    /// and the time to full) once it has.
+    type Flight = (u64, u64, u64, Option<(u64, Duration)>);
+
+    /// A server's bucket holding `limit` tokens when full, refilled at
+    /// `limit` per `period` ns, starting at `level`; up to `jobs` requests
+    /// in flight, each reaching it `latency` ns after its start and read
+    /// as long again after, costs drawn from `seed`, the starts as
+    /// [`Tokens`] says (read as a bucket or as a window). Over `run` ns:
+    /// the tokens admitted and the requests refused. Each response says
+    /// the bucket's level (less what it lacks of a token), and when it is
+    /// full again.
+    fn against_a_bucket(refills: bool, level: u64, seed: u64, run: u64) -> (u64, u64) {
+        const MS: u64 = 1_000_000;
+        let (limit, period, jobs, latency) = (6000u64, 30_000 * MS, 4usize, 50 * MS);
+        let mut rng = seed;
+        let mut cost = || {
+            rng = rng.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            50 + (rng >> 33) % 250
+        };
+        let mut t = Tokens::default();
+        let mut server = level as f64;
+        let mut flight: Vec<Flight> = Vec::new();
+        let (mut admitted, mut refused) = (0, 0);
+        let mut next = cost();
+        for now in (0..run).step_by(MS as usize) {
+            server = (server + limit as f64 * MS as f64 / period as f64).min(limit as f64);
+            for f in flight.iter_mut().filter(|f| f.0 + latency == now) {
+                if server >= f.1 as f64 {
+                    server -= f.1 as f64;
+                    admitted += f.1;
+                } else {
+                    refused += 1;
+                }
+                let reset = (limit as f64 - server) * period as f64 / limit as f64;
+                f.3 = Some((server as u64, Duration::from_nanos(reset.ceil() as u64)));
+            }
+            while let Some(i) = flight.iter().position(|f| f.0 + 2 * latency == now) {
+                let (started, c, read_while, answer) = flight.remove(i);
+                let (remaining, reset) = answer.unwrap();
+                let in_flight = flight.iter().map(|f| f.1).sum();
+                t.observe(
+                    now,
+                    TokensRead {
+                        quota: Quota { remaining, reset },
+                        limit: Some(limit),
+                        refills,
+                        in_flight,
+                        read_while,
+                        started,
+                        cost: c,
+                    },
+                );
+                for f in &mut flight {
+                    f.2 += c;
+                }
+            }
+            let in_flight = flight.iter().map(|f| f.1).sum();
+            while flight.len() < jobs && t.fits(now, next, in_flight).is_ok() {
+                t.spend(now, next);
+                flight.push((now, next, 0, None));
+                next = cost();
+            }
+        }
+        (admitted, refused)
+    }
+
+    #[test]
+    fn against_a_bucket_read_mid_refill_reading_it_so_spends_what_a_window_reading_leaves() {
+        // A bucket of 6000 a 30 s, a fifth full at the start (the first
+        // four requests, started before any answer, fit): in 20 s it
+        // gives 1200 + 4000. Read as a bucket, drip spends nearly all of
+        // it and no request is refused; read as a window (what remains
+        // spread to the time it is full), far less.
+        const S: u64 = 1_000_000_000;
+        for seed in 1..=5 {
+            let (spent, refused) = against_a_bucket(true, 1200, seed, 20 * S);
+            assert_eq!(refused, 0, "seed {seed}");
+            assert!(spent >= 4800, "seed {seed}: {spent} of 5200");
+            let (window, refused) = against_a_bucket(false, 1200, seed, 20 * S);
+            assert_eq!(refused, 0, "seed {seed}");
+            assert!(
+                window * 10 < spent * 8,
+                "seed {seed}: {window}, as a bucket {spent}"
+            );
+        }
     }
 
     #[test]

@@ -1,13 +1,16 @@
 //! A loopback server that behaves like an LLM chat API: it enforces
 //! requests, input tokens and output tokens per fixed window (from its
-//! start), answers 429 with `Retry-After` when a request would pass one,
+//! start), or as buckets refilled continuously (as OpenAI and Anthropic
+//! meter), answers 429 with `Retry-After` when a request would pass one,
 //! counts a request's prompt tokens as its body's bytes ÷ 4 (rounded up),
 //! draws each completion's length at random up to the request's
 //! `max_tokens` (most far below it), and reports `usage` in its JSON
 //! answer, one line. [`api_server`] speaks a provider's API as well: its
 //! path, its rate-limit headers (what is left of each window and when it
-//! ends) and its `usage` fields, OpenAI's (input and output tokens
-//! counted together) or Anthropic's (apart).
+//! ends, or of each bucket and when it is full again; Anthropic's token
+//! remainders rounded to the nearest thousand, as Anthropic gives them)
+//! and its `usage` fields, OpenAI's (input and output tokens counted
+//! together) or Anthropic's (apart).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::sync::{Arc, Mutex};
@@ -26,6 +29,10 @@ pub struct Quota {
     pub output: u64,
     /// Prompt and completion tokens together per window, if metered so.
     pub tokens: Option<u64>,
+    /// Whether each quota is a bucket holding a window's amount when
+    /// full, refilled continuously at that amount a window, rather than
+    /// a fixed window from the server's start.
+    pub refills: bool,
 }
 
 /// The API a server speaks.
@@ -162,7 +169,10 @@ pub fn api_server(api: Api, quota: Quota, seed: u64) -> (u16, Arc<Mutex<Books>>)
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let books: Arc<Mutex<Books>> = Arc::default();
-    let state = Arc::new(Mutex::new((u64::MAX, 0u64, 0u64, 0u64)));
+    let state = Arc::new(Mutex::new(Meters {
+        window: u64::MAX,
+        ..Meters::default()
+    }));
     let start = Instant::now();
     books.lock().unwrap().start = Some(start);
     let kept = Arc::clone(&books);
@@ -179,8 +189,68 @@ pub fn api_server(api: Api, quota: Quota, seed: u64) -> (u16, Arc<Mutex<Books>>)
     (port, books)
 }
 
-/// A window's number, requests, input and output tokens.
-type Window = (u64, u64, u64, u64);
+/// What the quotas hold spent: of the window (its number) or of the
+/// buckets (when last refilled), requests, input, output tokens and both
+/// together.
+#[derive(Debug, Clone, Copy, Default)]
+struct Meters {
+    window: u64,
+    at: Duration,
+    used: [f64; 4],
+}
+
+impl Meters {
+    /// Bring them to `elapsed` from the server's start: a new window
+    /// spends nothing yet; a bucket gets back its amount a window, pro
+    /// rata.
+    fn advance(&mut self, quota: &Quota, elapsed: Duration) {
+        let this = (elapsed.as_nanos() / quota.window.as_nanos()) as u64;
+        if quota.refills {
+            let back = (elapsed.saturating_sub(self.at)).as_secs_f64() / quota.window.as_secs_f64();
+            for (used, cap) in self.used.iter_mut().zip(caps(quota)) {
+                *used = (*used - back * cap as f64).max(0.0);
+            }
+            self.at = elapsed;
+        } else if self.window != this {
+            self.used = [0.0; 4];
+        }
+        self.window = this;
+    }
+
+    /// Whether `costs` fit every quota.
+    fn fit(&self, quota: &Quota, costs: [u64; 4]) -> bool {
+        (0..4).all(|i| self.used[i] + costs[i] as f64 <= caps(quota)[i] as f64)
+    }
+
+    /// Each quota's limit, what remains, and the time to its reset: the
+    /// window's end, or when the bucket is full again.
+    fn announce(&self, quota: &Quota, elapsed: Duration) -> [(u64, u64, Duration); 4] {
+        let end = quota.window.as_nanos() * u128::from(self.window + 1);
+        let window_end = Duration::from_nanos((end - elapsed.as_nanos()) as u64);
+        let caps = caps(quota);
+        std::array::from_fn(|i| {
+            let remaining = (caps[i] as f64 - self.used[i]).max(0.0).floor() as u64;
+            let reset = if quota.refills {
+                quota.window.mul_f64(self.used[i] / caps[i].max(1) as f64)
+            } else {
+                window_end
+            };
+            (caps[i], remaining, reset)
+        })
+    }
+}
+
+/// The quotas' limits: requests, input, output tokens, both together.
+fn caps(quota: &Quota) -> [u64; 4] {
+    [
+        quota.requests,
+        quota.input,
+        quota.output,
+        quota
+            .tokens
+            .unwrap_or(quota.input.saturating_add(quota.output)),
+    ]
+}
 
 /// Answer one request on `stream`.
 fn serve(
@@ -188,7 +258,7 @@ fn serve(
     (api, quota): (Api, Quota),
     start: Instant,
     rng: &mut fastrand::Rng,
-    (books, state): (&Mutex<Books>, &Mutex<Window>),
+    (books, state): (&Mutex<Books>, &Mutex<Meters>),
 ) -> std::io::Result<()> {
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut line = String::new();
@@ -225,27 +295,22 @@ fn serve(
     let completion = ((max_tokens as f64 * u * u * u).ceil() as u64).clamp(1, max_tokens);
     let elapsed = start.elapsed();
     let this = (elapsed.as_nanos() / quota.window.as_nanos()) as u64;
-    let (admitted, w) = {
-        let mut w = state.lock().unwrap();
-        if w.0 != this {
-            *w = (this, 0, 0, 0);
-        }
-        let fits = w.1 < quota.requests
-            && w.2 + prompt <= quota.input
-            && w.3 + completion <= quota.output
-            && quota
-                .tokens
-                .map_or(true, |t| w.2 + w.3 + prompt + completion <= t);
+    let (admitted, said) = {
+        let mut m = state.lock().unwrap();
+        m.advance(&quota, elapsed);
+        let costs = [1, prompt, completion, prompt + completion];
+        let fits = m.fit(&quota, costs);
         if fits {
-            w.1 += 1;
-            w.2 += prompt;
-            w.3 += completion;
+            for (used, cost) in m.used.iter_mut().zip(costs) {
+                *used += cost as f64;
+            }
         }
-        (fits, *w)
+        (fits, m.announce(&quota, elapsed))
     };
-    let end = quota.window.as_nanos() * u128::from(this + 1);
-    let left = Duration::from_nanos((end - elapsed.as_nanos()) as u64);
-    let announced = rate_limit_headers(api, &quota, w, left);
+    // A refused request waits until every quota has room for it: at a
+    // window's end, or (of a bucket) its reset at the latest.
+    let left = said.iter().map(|s| s.2).max().unwrap_or_default();
+    let announced = rate_limit_headers(api, said);
     let mut b = books.lock().unwrap();
     if !admitted {
         b.refused += 1;
@@ -290,42 +355,42 @@ fn serve(
     )
 }
 
-/// The rate-limit headers `api` sends (each line ending in CRLF) when the
-/// window holds `w` (its requests, prompt and completion tokens so far)
-/// and ends in `left`.
-fn rate_limit_headers(api: Api, quota: &Quota, w: Window, left: Duration) -> String {
-    let (_, requests, input, output) = w;
+/// The rate-limit headers `api` sends (each line ending in CRLF) when its
+/// requests, input tokens, output tokens and both together have `said`
+/// (each one's limit, what remains, and the time to its reset).
+fn rate_limit_headers(api: Api, said: [(u64, u64, Duration); 4]) -> String {
+    let [requests, input, output, both] = said;
     match api {
         Api::Plain => String::new(),
         Api::OpenAi => {
-            let reset = go_duration(left);
-            let tokens = quota.tokens.unwrap_or(quota.input + quota.output);
-            format!(
-                "x-ratelimit-limit-requests: {}\r\nx-ratelimit-remaining-requests: {}\r\nx-ratelimit-reset-requests: {reset}\r\n\
-                 x-ratelimit-limit-tokens: {tokens}\r\nx-ratelimit-remaining-tokens: {}\r\nx-ratelimit-reset-tokens: {reset}\r\n",
-                quota.requests,
-                quota.requests.saturating_sub(requests),
-                tokens.saturating_sub(input + output)
-            )
-        }
-        Api::Anthropic => {
-            let at = jiff::Timestamp::try_from(std::time::SystemTime::now() + left).unwrap();
-            let field = |family: &str, limit: u64, used: u64| {
+            let field = |family: &str, (limit, remaining, reset): (u64, u64, Duration)| {
                 format!(
-                    "anthropic-ratelimit-{family}-limit: {limit}\r\nanthropic-ratelimit-{family}-remaining: {}\r\nanthropic-ratelimit-{family}-reset: {at}\r\n",
-                    limit.saturating_sub(used)
+                    "x-ratelimit-limit-{family}: {limit}\r\nx-ratelimit-remaining-{family}: {remaining}\r\nx-ratelimit-reset-{family}: {}\r\n",
+                    go_duration(reset)
                 )
             };
-            let tighter =
-                if quota.input.saturating_sub(input) <= quota.output.saturating_sub(output) {
-                    (quota.input, input)
+            field("requests", requests) + &field("tokens", both)
+        }
+        Api::Anthropic => {
+            let field = |family: &str,
+                         (limit, remaining, reset): (u64, u64, Duration),
+                         rounded: bool| {
+                let at = jiff::Timestamp::try_from(std::time::SystemTime::now() + reset).unwrap();
+                // Token remainders to the nearest thousand.
+                let remaining = if rounded {
+                    (remaining + 500) / 1000 * 1000
                 } else {
-                    (quota.output, output)
+                    remaining
                 };
-            field("requests", quota.requests, requests)
-                + &field("input-tokens", quota.input, input)
-                + &field("output-tokens", quota.output, output)
-                + &field("tokens", tighter.0, tighter.1)
+                format!(
+                    "anthropic-ratelimit-{family}-limit: {limit}\r\nanthropic-ratelimit-{family}-remaining: {remaining}\r\nanthropic-ratelimit-{family}-reset: {at}\r\n"
+                )
+            };
+            let tighter = if input.1 <= output.1 { input } else { output };
+            field("requests", requests, false)
+                + &field("input-tokens", input, true)
+                + &field("output-tokens", output, true)
+                + &field("tokens", tighter, true)
         }
     }
 }
