@@ -491,8 +491,36 @@ impl JobStats {
 
 impl Summary {
     /// The human summary, without the `drip: ` prefix: the clauses in
-    /// order, each with the separator that follows it.
+    /// order, each with the separator that follows it: the records'
+    /// fates, the bounds and waits, the runner's, the rate and the
+    /// sections' (the schedule's row, the ramp), the time elapsed.
     fn clauses(&self) -> Vec<(String, &'static str)> {
+        let mut clauses = self.fates();
+        clauses.extend(self.waits());
+        if let Some(jobs) = &self.jobs {
+            clauses.extend(jobs.clauses(&self.counts));
+        }
+        if let Some(rate) = self.rate {
+            // With --exec, the measured rate of starts, beside the limit.
+            let what = if self.jobs.is_some() {
+                "measured start rate"
+            } else {
+                "rate"
+            };
+            clauses.push((format!("{what} {}", format_rate(rate)), ","));
+        }
+        if self.paused {
+            clauses.push(("paused".to_string(), ","));
+        }
+        clauses.extend(self.sections.clauses());
+        clauses.push((format!("elapsed {}", format_ms(self.elapsed_ms)), ""));
+        clauses
+    }
+
+    /// What became of the records read: `read 10, written 5, dropped 3
+    /// (newest 1, oldest 2), expired 1, undelivered 1;` (with `--exec`,
+    /// succeeded and failed for written).
+    fn fates(&self) -> Vec<(String, &'static str)> {
         let c = &self.counts;
         let mut clauses = vec![(format!("read {}", c.read), ",")];
         // With --exec records go to jobs, not to stdout: what became of
@@ -505,30 +533,25 @@ impl Summary {
         } else {
             clauses.push((format!("written {}", c.written), ","));
         }
-        clauses.extend([
-            (
-                if c.refused > 0 {
-                    format!(
-                        "dropped {} (newest {}, oldest {}; refused at arrival {})",
-                        c.dropped(),
-                        c.dropped_newest,
-                        c.dropped_oldest,
-                        c.refused
-                    )
-                } else if c.dropped() > 0 {
-                    format!(
-                        "dropped {} (newest {}, oldest {})",
-                        c.dropped(),
-                        c.dropped_newest,
-                        c.dropped_oldest
-                    )
-                } else {
-                    "dropped 0".to_string()
-                },
-                ",",
-            ),
-            (format!("expired {}", c.expired), ","),
-        ]);
+        let dropped = if c.refused > 0 {
+            format!(
+                "dropped {} (newest {}, oldest {}; refused at arrival {})",
+                c.dropped(),
+                c.dropped_newest,
+                c.dropped_oldest,
+                c.refused
+            )
+        } else if c.dropped() > 0 {
+            format!(
+                "dropped {} (newest {}, oldest {})",
+                c.dropped(),
+                c.dropped_newest,
+                c.dropped_oldest
+            )
+        } else {
+            "dropped 0".to_string()
+        };
+        clauses.extend([(dropped, ","), (format!("expired {}", c.expired), ",")]);
         if c.skipped > 0 {
             clauses.push((format!("skipped {}", c.skipped), ","));
         }
@@ -536,6 +559,14 @@ impl Summary {
             clauses.push((format!("skipped done {}", c.skipped_done), ","));
         }
         clauses.push((format!("undelivered {}", c.undelivered), ";"));
+        clauses
+    }
+
+    /// The bounds given as durations, what waits now, the deepest the
+    /// bucket was and the longest wait: `cap 300 (30s, by --rate 10/s);
+    /// waiting 20 (oldest 1.20s, wait 2.10s), max depth 4, max wait 12.5ms;`.
+    fn waits(&self) -> Vec<(String, &'static str)> {
+        let mut clauses = Vec::new();
         if let Some(cap) = &self.capacity_for {
             clauses.push((cap.clause("cap"), ";"));
         }
@@ -556,23 +587,6 @@ impl Summary {
             (format!("max depth {}", self.max_depth), ","),
             (format!("{wait} {}", format_ms(self.max_wait_ms)), ";"),
         ]);
-        if let Some(jobs) = &self.jobs {
-            clauses.extend(jobs.clauses(c));
-        }
-        if let Some(rate) = self.rate {
-            // With --exec, the measured rate of starts, beside the limit.
-            let what = if self.jobs.is_some() {
-                "measured start rate"
-            } else {
-                "rate"
-            };
-            clauses.push((format!("{what} {}", format_rate(rate)), ","));
-        }
-        if self.paused {
-            clauses.push(("paused".to_string(), ","));
-        }
-        clauses.extend(self.sections.clauses());
-        clauses.push((format!("elapsed {}", format_ms(self.elapsed_ms)), ""));
         clauses
     }
 
