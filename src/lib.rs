@@ -99,6 +99,7 @@ pub mod testing {
     pub use crate::outflow::Outflow;
     pub use crate::pacer::{slack_for, Pacer};
     pub use crate::rate::{parse_byte_rate, parse_rate, Rate};
+    pub use crate::report::spell::KeyName;
     pub use crate::schedule::{Limit, Limits, Schedule, Unit};
     pub use crate::shared::file::FileStore;
     pub use crate::shared::gcra::{
@@ -107,5 +108,5 @@ pub mod testing {
     pub use crate::shared::parse_target;
     pub use crate::shared::protocol::{Ask, Back, Grant, Reply, Store};
     pub use crate::shared::redis::RedisStore;
-    pub use crate::stats::{Counts, KeyName};
+    pub use crate::stats::Counts;
 }

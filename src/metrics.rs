@@ -18,7 +18,7 @@ use std::io::Write as _;
 use std::path::Path;
 
 use crate::report::exposition::{Exposition, MetricFamily};
-use crate::stats::{json_key, ShareCounts, Summary};
+use crate::stats::Summary;
 
 /// What the file says besides the summary.
 #[derive(Debug, Clone, Default)]
@@ -59,9 +59,7 @@ pub fn render(summary: &Summary, gauges: &Gauges) -> String {
     queue(&mut out, summary, gauges);
     pace(&mut out, summary, gauges);
     jobs(&mut out, summary);
-    keys(&mut out, summary);
     summary.sections.metrics(&mut out);
-    share(&mut out, summary);
     out.out
 }
 
@@ -244,99 +242,6 @@ fn jobs(out: &mut Exposition, s: &Summary) {
     );
 }
 
-/// The keys' figures, and the top keys only.
-fn keys(out: &mut Exposition, s: &Summary) {
-    let Some(k) = &s.keys else {
-        return;
-    };
-    out.gauge("drip_keys", "Keys remembered now.", k.keys as f64);
-    out.gauge(
-        "drip_keys_busy",
-        "Keys with records waiting now.",
-        k.busy_keys as f64,
-    );
-    out.counter(
-        "drip_keys_seen_total",
-        "Keys taken into memory in all.",
-        k.keys_seen as f64,
-    );
-    out.counter(
-        "drip_keyless_records_total",
-        "Records read that had no key (no such field, no match, not a URL with a host).",
-        k.keyless as f64,
-    );
-    for (family, help, list) in [
-        (
-            "drip_top_key_written",
-            "Records written, of the keys that wrote the most (the records without a key: has_key=\"false\").",
-            &k.top_written,
-        ),
-        (
-            "drip_top_key_dropped",
-            "Records lost (dropped, expired), of the keys that lost the most.",
-            &k.top_dropped,
-        ),
-        (
-            "drip_top_key_waiting",
-            "Records waiting, of the keys with the most waiting.",
-            &k.top_waiting,
-        ),
-    ] {
-        let mut f = MetricFamily::new(out, family, "gauge", help);
-        for (key, n) in list {
-            // `key` as `--stats-json` spells it, and `has_key`, `false`
-            // for the no-key lane (whose `key` is empty, as the empty
-            // key's is): every sample of a family has the same labels.
-            let (key, has_key) = match key.0.as_deref() {
-                Some(bytes) => (json_key(bytes), "true"),
-                None => (String::new(), "false"),
-            };
-            f.sample(&[("has_key", has_key), ("key", &key)], *n as f64);
-        }
-    }
-}
-
-/// `--share`'s counters: calls to the shared state and outages.
-fn share(out: &mut Exposition, s: &Summary) {
-    let Some(share) = &s.share else {
-        return;
-    };
-    let parts: Vec<(&str, &ShareCounts)> = [
-        ("global", share.global.as_ref()),
-        ("per_key", share.per_key.as_ref()),
-    ]
-    .into_iter()
-    .filter_map(|(part, c)| Some((part, c?)))
-    .collect();
-    for (family, help, get) in [
-        (
-            "drip_share_reservations_total",
-            "Calls to the shared state that granted slots.",
-            (|c: &ShareCounts| c.reservations) as fn(&ShareCounts) -> u64,
-        ),
-        (
-            "drip_share_failed_calls_total",
-            "Calls to the shared state that failed: it could not be reached.",
-            |c| c.failed_calls,
-        ),
-        (
-            "drip_share_state_lost_total",
-            "Times the shared state was found fresh while in use.",
-            |c| c.state_lost,
-        ),
-        (
-            "drip_share_slots_forfeited_total",
-            "Reserved slots not used in time.",
-            |c| c.slots_forfeited,
-        ),
-    ] {
-        let mut f = MetricFamily::new(out, family, "counter", help);
-        for (part, c) in &parts {
-            f.sample(&[("share", &share.name), ("limits", part)], get(c) as f64);
-        }
-    }
-}
-
 /// Write `text` to `path` whole: into a temporary file beside it, then
 /// renamed over it.
 ///
@@ -382,7 +287,10 @@ pub fn replace_file(path: &Path, text: &str) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::{Counts, JobStats, KeyName, KeyStats, ShareStats};
+    use crate::report::keys::KeyStats;
+    use crate::report::share::{ShareCounts, ShareStats};
+    use crate::report::spell::KeyName;
+    use crate::stats::{Counts, JobStats};
     use openmetrics_parser::prometheus::parse_prometheus;
     use openmetrics_parser::PrometheusValue;
 
@@ -414,27 +322,18 @@ mod tests {
                 output_bytes_unwritten: 70,
                 ..JobStats::default()
             }),
-            keys: Some(KeyStats {
-                keys_seen: 2,
-                top_written: vec![
-                    (KeyName(Some(b"a\"b\\c\nd".to_vec())), 5),
-                    (KeyName(None), 2),
-                    (KeyName(Some(Vec::new())), 1),
-                ],
-                ..KeyStats::default()
-            }),
-            share: Some(ShareStats {
-                name: "quota".into(),
-                global: Some(ShareCounts {
-                    reservations: 9,
-                    failed_calls: 2,
-                    ..ShareCounts::default()
-                }),
-                per_key: None,
-            }),
             paused: true,
             sections: {
                 let mut sections = crate::report::Sections::default();
+                sections.push(KeyStats {
+                    keys_seen: 2,
+                    top_written: vec![
+                        (KeyName(Some(b"a\"b\\c\nd".to_vec())), 5),
+                        (KeyName(None), 2),
+                        (KeyName(Some(Vec::new())), 1),
+                    ],
+                    ..KeyStats::default()
+                });
                 sections.push(crate::report::schedule::ScheduleRow {
                     row: 2,
                     text: Some("* 50/s".into()),
@@ -449,6 +348,15 @@ mod tests {
                     over_ms: 3000.0,
                     fraction: 0.55,
                     left_ms: 1500.0,
+                });
+                sections.push(ShareStats {
+                    name: "quota".into(),
+                    global: Some(ShareCounts {
+                        reservations: 9,
+                        failed_calls: 2,
+                        ..ShareCounts::default()
+                    }),
+                    per_key: None,
                 });
                 sections
             },

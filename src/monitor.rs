@@ -67,12 +67,6 @@ struct Tick {
     failed: Option<u64>,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     jobs: Option<crate::stats::JobStats>,
-    /// With limits per key: keys remembered now.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    keys: Option<u64>,
-    /// With limits per key: keys with records waiting now.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    busy_keys: Option<u64>,
     /// Paused by `drip ctl … pause` (only said when `true`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     paused: bool,
@@ -80,10 +74,12 @@ struct Tick {
     /// starts, RFC 3339 (only said then).
     #[serde(skip_serializing_if = "Option::is_none")]
     paused_until: Option<String>,
-    /// The parts' sections of the report (the `--budget`s, the cost
-    /// limits' spend), each under its key, as in `--stats-json`.
+    /// The parts' sections of the report, as each says (with limits per
+    /// key, `keys` and `busy_keys`, the keys remembered and busy now; the
+    /// others as in `--stats-json`: `schedule`, `ramp`, `budgets`,
+    /// `costs`, `share`).
     #[serde(flatten)]
-    sections: crate::report::Sections,
+    sections: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Tick {
@@ -118,11 +114,9 @@ impl Tick {
             succeeded: jobs.map(|_| c.succeeded),
             failed: jobs.map(|_| c.failed),
             jobs,
-            keys: snap.keys.map(|k| k.0),
-            busy_keys: snap.keys.map(|k| k.1),
             paused: snap.paused,
             paused_until: snap.paused_until.as_ref().map(|end| end.at.clone()),
-            sections,
+            sections: sections.interval(),
         }
     }
 }

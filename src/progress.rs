@@ -26,8 +26,9 @@ use std::os::fd::AsFd;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::report::spell::text_key;
 use crate::report::spell::{format_duration_ms, format_rate};
-use crate::stats::{text_key, CapacityFor, Counts, Departures, JobStats};
+use crate::stats::{CapacityFor, Counts, Departures, JobStats};
 use crate::sys::Unpoisoned;
 
 /// How long a write may be under way before the display says output is

@@ -170,7 +170,7 @@ pub(crate) fn file_after_the_record(command: &[String]) -> Option<String> {
         .filter(|&i| !option(&command[i - 1]))
         .map(|i| &command[i])
         .find(|a| !a.starts_with('-') && !a.contains('{') && std::path::Path::new(a).is_file())
-        .map(|a| crate::stats::text_key(Some(a.as_bytes())))
+        .map(|a| crate::report::spell::text_key(Some(a.as_bytes())))
 }
 
 /// Whether stdin is among `inputs` and is a terminal.

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use crate::bucket::{Fate, Piece};
-use crate::report::spell::{format_duration_ms, format_ms, format_rate};
+use crate::report::spell::{columns, format_duration_ms, format_ms, format_rate};
 use crate::report::Sections;
 
 /// Counts of records by what became of them, and a few gauges.
@@ -165,13 +165,6 @@ pub const SUMMARY_WIDTH: usize = 80;
 /// What every line of the summary starts with.
 const PREFIX: &str = "drip: ";
 
-/// The columns `text` takes on a terminal: a wide character (CJK, most
-/// emoji) two, a combining mark none (Unicode's East Asian Width, UAX
-/// #11, as the `unicode-width` crate reads it).
-pub fn columns(text: &str) -> usize {
-    unicode_width::UnicodeWidthStr::width(text)
-}
-
 /// `clauses`, each with the separator that follows it, as lines of at most
 /// [`SUMMARY_WIDTH`] columns ([`columns`]; unless one clause alone is
 /// wider), each starting `drip: `, broken between clauses.
@@ -246,17 +239,12 @@ pub struct Summary {
     /// The command runner's figures (`--exec`).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub jobs: Option<JobStats>,
-    /// With limits per key: the keys seen and the top keys.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub keys: Option<KeyStats>,
-    /// With `--share`: the shared state's counters.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub share: Option<ShareStats>,
     /// Paused by `drip ctl … pause` (only said when `true`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub paused: bool,
-    /// The parts' sections (the `--schedule` row in force, where the
-    /// `--ramp` stands, the `--budget`s, the cost limits' spend), each
+    /// The parts' sections (with limits per key the keys', the
+    /// `--schedule` row in force, where the `--ramp` stands, the
+    /// `--budget`s, the cost limits' spend, `--share`'s counters), each
     /// under its key.
     #[serde(flatten)]
     pub sections: Sections,
@@ -321,64 +309,6 @@ impl CapacityFor {
             format_duration_ms(self.duration_ms),
             self.set_by
         )
-    }
-}
-
-/// The counters of `--share`, in the summary: what the keepers did with
-/// the shared state, for the global limits and for the limits per key.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct ShareStats {
-    /// `--share`'s NAME.
-    pub name: String,
-    /// The global limits' counters (`--rate`), when they are shared.
-    #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    pub global: Option<ShareCounts>,
-    /// The limits per key's counters (`--key-rate`), when they are shared.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub per_key: Option<ShareCounts>,
-}
-
-/// What a forfeited slot is, said beside the count in `--stats`: one this
-/// drip reserved and no record used, found out when it was too late to give
-/// it back to the other drips.
-pub const FORFEITED: &str = "reserved, unused, too late to give back";
-
-/// What one keeper did with the shared state.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct ShareCounts {
-    /// Reservations made (calls that granted slots).
-    pub reservations: u64,
-    /// Reserved slots not used because drip woke up too late for them.
-    pub slots_forfeited: u64,
-    /// Times the state was found fresh while in use (a restart, a flush).
-    pub state_lost: u64,
-    /// Calls that failed: the state could not be reached.
-    pub failed_calls: u64,
-}
-
-impl ShareStats {
-    /// The `--stats` lines, as [`wrap`] breaks them: `shared NAME: 3
-    /// reservations, 0 slots forfeited late (reserved, unused, too late to
-    /// give back), state lost 0 times, 0 failed calls`, and the same with
-    /// `shared NAME per key:`; NAME shown as a key is ([`text_key`]: at
-    /// most [`KEY_SHOWN`] columns).
-    pub fn lines(&self) -> Vec<String> {
-        let name = text_key(Some(self.name.as_bytes()));
-        let clauses = |part: &str, c: &ShareCounts| {
-            vec![
-                (format!("shared {name}{part}:"), ""),
-                (format!("{} reservations", c.reservations), ","),
-                (
-                    format!("{} slots forfeited late ({FORFEITED})", c.slots_forfeited),
-                    ",",
-                ),
-                (format!("state lost {} times", c.state_lost), ","),
-                (format!("{} failed calls", c.failed_calls), ""),
-            ]
-        };
-        let global = self.global.as_ref().map(|c| wrap(clauses("", c)));
-        let per_key = self.per_key.as_ref().map(|c| wrap(clauses(" per key", c)));
-        global.into_iter().chain(per_key).flatten().collect()
     }
 }
 
@@ -592,19 +522,12 @@ impl Summary {
 
     /// The human summary as lines of at most [`SUMMARY_WIDTH`] columns,
     /// each starting `drip: ` and broken between clauses (so one line with
-    /// small counts is about two): the counts', then with limits per key
-    /// the keys' ([`KeyStats::clauses`]), then `--share`'s
-    /// ([`ShareStats::lines`]), one each.
+    /// small counts is about two): the counts', then each section's lines
+    /// (the keys', the budgets', the costs', `--share`'s), each broken
+    /// alike.
     pub fn lines(&self) -> Vec<String> {
-        let keys = self.keys.iter().flat_map(|k| wrap(k.clauses()));
-        let share = self.share.iter().flat_map(ShareStats::lines);
         let sections = self.sections.lines().flat_map(wrap);
-        wrap(self.clauses())
-            .into_iter()
-            .chain(keys)
-            .chain(sections)
-            .chain(share)
-            .collect()
+        wrap(self.clauses()).into_iter().chain(sections).collect()
     }
 
     /// The human summary, its lines joined with newlines (no newline at
@@ -619,190 +542,22 @@ impl Summary {
     }
 }
 
-/// Counts about the keys, for `--stats` and `--stats-json`.
-///
-/// The top lists cover the keys remembered when the counts were taken: a
-/// key forgotten when idle takes its counts with it (the totals keep
-/// them), and counts again from 0 if it comes back.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct KeyStats {
-    /// Keys taken into memory in all (a key forgotten and seen again counts
-    /// again), the no-key lane included once used.
-    pub keys_seen: u64,
-    /// Keys remembered now.
-    pub keys: u64,
-    /// Keys with records waiting now.
-    pub busy_keys: u64,
-    /// Records of new keys dropped because every remembered key was busy
-    /// (`--max-keys`): they never had a key's place, so no top list
-    /// names them.
-    pub dropped_unremembered: u64,
-    /// Records read that had no key (no such field, no match, not a URL
-    /// with a host): they shared the no-key lane.
-    pub keyless: u64,
-    /// The remembered keys that sent the most records to stdout, most first.
-    pub top_written: Vec<(KeyName, u64)>,
-    /// The remembered keys that lost the most records (dropped, expired).
-    pub top_dropped: Vec<(KeyName, u64)>,
-    /// The keys with the most records waiting now.
-    pub top_waiting: Vec<(KeyName, u64)>,
-}
-
-impl KeyStats {
-    /// The keys' clauses of the summary, each with the separator after it:
-    /// `keys seen 3 (remembered 3, busy 0); top written: a 10, b 5; top
-    /// dropped: a 2; top waiting: none`, keys shown by [`text_key`].
-    pub fn clauses(&self) -> Vec<(String, &'static str)> {
-        let mut clauses = vec![(
-            format!(
-                "keys seen {} (remembered {}, busy {})",
-                self.keys_seen, self.keys, self.busy_keys
-            ),
-            ";",
-        )];
-        if self.dropped_unremembered > 0 {
-            clauses.push((
-                format!(
-                    "{} records dropped: every remembered key busy",
-                    self.dropped_unremembered
-                ),
-                ";",
-            ));
-        }
-        for (title, list) in [
-            ("top written", &self.top_written),
-            ("top dropped", &self.top_dropped),
-            ("top waiting", &self.top_waiting),
-        ] {
-            if list.is_empty() {
-                clauses.push((format!("{title}: none"), ";"));
-            }
-            for (i, (key, n)) in list.iter().enumerate() {
-                let item = format!("{} {n}", text_key(key.0.as_deref()));
-                let clause = if i == 0 {
-                    format!("{title}: {item}")
-                } else {
-                    item
-                };
-                clauses.push((clause, if i + 1 == list.len() { ";" } else { "," }));
-            }
-        }
-        if self.keyless > 0 {
-            let records = if self.keyless == 1 {
-                "record"
-            } else {
-                "records"
-            };
-            clauses.push((format!("{} {records} with no key", self.keyless), ";"));
-        }
-        if let Some(last) = clauses.last_mut() {
-            last.1 = "";
-        }
-        clauses
-    }
-}
-
-/// A key in the top lists: its bytes, or `None` for the lane of records
-/// without a key. As JSON, a string (`json_key`) or `null`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct KeyName(pub Option<Vec<u8>>);
-
-impl Serialize for KeyName {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match &self.0 {
-            Some(key) => s.serialize_str(&json_key(key)),
-            None => s.serialize_none(),
-        }
-    }
-}
-
-/// How `--stats` names the lane of records without a key.
-pub const NO_KEY_NAME: &str = "(no key)";
-
-/// The widest a key is shown in `--stats`, in columns ([`columns`]), `…`
-/// included.
-pub const KEY_SHOWN: usize = 40;
-
-/// A key's bytes as a JSON string's text, telling every key apart: valid
-/// UTF-8 as it is (JSON escapes what it must), a backslash as `\\`, each
-/// byte of invalid UTF-8 as `\xNN`.
-pub fn json_key(key: &[u8]) -> String {
-    let mut out = String::with_capacity(key.len());
-    for chunk in key.utf8_chunks() {
-        for c in chunk.valid().chars() {
-            if c == '\\' {
-                out.push_str("\\\\");
-            } else {
-                out.push(c);
-            }
-        }
-        for b in chunk.invalid() {
-            out.push_str(&format!("\\x{b:02x}"));
-        }
-    }
-    out
-}
-
-/// A key as `--stats` shows it (`None`: the no-key lane, `(no key)`),
-/// safe for a terminal and for the summary's lines: a backslash as `\\`,
-/// tab, newline and carriage return as `\t`, `\n`, `\r`, other control
-/// bytes and invalid UTF-8 as `\xNN`, control and direction-changing
-/// characters beyond ASCII as `\u{NNNN}`; cut to [`KEY_SHOWN`] columns
-/// ending in `…` (a wide character takes two); in double quotes (a quote inside as `\"`) when empty, or
-/// with a blank, `,`, `;` or `"`, or spelled `(no key)`.
-pub fn text_key(key: Option<&[u8]>) -> String {
-    let Some(key) = key else {
-        return NO_KEY_NAME.to_string();
-    };
-    let mut quote = key.is_empty() || key == NO_KEY_NAME.as_bytes();
-    let pieces = key.utf8_chunks().flat_map(|chunk| {
-        let valid = chunk.valid().chars().map(|c| match c {
-            '\\' => "\\\\".to_string(),
-            '"' => "\\\"".to_string(),
-            '\t' => "\\t".to_string(),
-            '\n' => "\\n".to_string(),
-            '\r' => "\\r".to_string(),
-            c if c.is_ascii_control() => format!("\\x{:02x}", c as u32),
-            c if c.is_control() || hidden(c) => format!("\\u{{{:04x}}}", c as u32),
-            c => c.to_string(),
-        });
-        let invalid = chunk.invalid().iter().map(|b| format!("\\x{b:02x}"));
-        valid.chain(invalid)
-    });
-    // `fits`: how much of `shown` is left, and `…` added, if it is cut.
-    let (mut shown, mut width, mut fits) = (String::new(), 0, 0);
-    for piece in pieces {
-        width += columns(&piece);
-        if width > KEY_SHOWN {
-            shown.truncate(fits);
-            shown.push('…');
-            break;
-        }
-        quote |= piece.contains(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '"'));
-        shown.push_str(&piece);
-        if width < KEY_SHOWN {
-            fits = shown.len();
-        }
-    }
-    if quote {
-        format!("\"{shown}\"")
-    } else {
-        shown
-    }
-}
-
-/// Characters that change how the text around them is shown without
-/// showing themselves: zero-width ones and the direction marks, embeddings,
-/// overrides and isolates of Unicode's bidirectional algorithm (UAX #9).
-fn hidden(c: char) -> bool {
-    matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}' | '\u{061c}')
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::report::budgets::{BudgetStats, BudgetsSection};
     use crate::report::costs::{CostStats, CostsSection};
+    use crate::report::keys::KeyStats;
+    use crate::report::share::{ShareCounts, ShareStats};
+    use crate::report::spell::{json_key, text_key, KeyName, KEY_SHOWN};
+    use crate::report::Section;
+
+    /// The sections of a summary that has `section` alone.
+    fn one(section: impl Section + 'static) -> Sections {
+        let mut sections = Sections::default();
+        sections.push(section);
+        sections
+    }
 
     fn summary() -> Summary {
         let mut counts = Counts {
@@ -828,8 +583,6 @@ mod tests {
             capacity_for: None,
             key_capacity_for: None,
             jobs: None,
-            keys: None,
-            share: None,
             paused: false,
             sections: Sections::default(),
         }
@@ -966,8 +719,6 @@ mod tests {
             capacity_for: None,
             key_capacity_for: None,
             jobs: None,
-            keys: None,
-            share: None,
             paused: false,
             sections: Sections::default(),
         };
@@ -1050,7 +801,12 @@ mod tests {
             }),
             per_key: Some(ShareCounts::default()),
         };
-        let lines = s.lines();
+        let lines = Summary {
+            sections: one(s),
+            ..summary()
+        }
+        .lines()[2..]
+            .to_vec();
         let cut = format!("{}…", "n".repeat(KEY_SHOWN - 1));
         assert_eq!(lines[0], format!("drip: shared {cut}:"));
         assert!(
@@ -1066,7 +822,7 @@ mod tests {
     #[test]
     fn the_share_counters_are_a_line_and_a_json_object() {
         let s = Summary {
-            share: Some(ShareStats {
+            sections: one(ShareStats {
                 name: "quota".into(),
                 global: Some(ShareCounts {
                     reservations: 7,
@@ -1118,7 +874,7 @@ mod tests {
     #[test]
     fn the_keys_lines_break_between_clauses_at_80_columns() {
         let s = Summary {
-            keys: Some(KeyStats {
+            sections: one(KeyStats {
                 keys_seen: 1,
                 keys: 1,
                 top_written: vec![key("1", 5)],
@@ -1138,7 +894,7 @@ mod tests {
             .map(|i| key(&format!("{i}-{}", "x".repeat(100)), 1_000_000 + i))
             .collect();
         let s = Summary {
-            keys: Some(KeyStats {
+            sections: one(KeyStats {
                 keys_seen: 12,
                 keys: 10,
                 busy_keys: 10,
@@ -1188,7 +944,7 @@ mod tests {
         // takes 10.
         let wide = "東".repeat(20);
         let s = Summary {
-            keys: Some(KeyStats {
+            sections: one(KeyStats {
                 keys_seen: 4,
                 keys: 4,
                 top_written: vec![
@@ -1255,7 +1011,7 @@ mod tests {
         assert_ne!(json_key(b"\\xff"), json_key(b"\xff"));
         assert_eq!(json_key("\u{e9}\n".as_bytes()), "\u{e9}\n");
         let s = Summary {
-            keys: Some(KeyStats {
+            sections: one(KeyStats {
                 top_written: vec![(KeyName(None), 3), key("(no key)", 2), key("\u{fffd}", 1)],
                 top_dropped: vec![(KeyName(Some(b"\xff".to_vec())), 1)],
                 ..KeyStats::default()
@@ -1274,7 +1030,7 @@ mod tests {
     #[test]
     fn the_readme_keys_example() {
         let s = Summary {
-            keys: Some(KeyStats {
+            sections: one(KeyStats {
                 keys_seen: 3,
                 keys: 3,
                 busy_keys: 2,
@@ -1346,8 +1102,6 @@ mod tests {
             capacity_for: None,
             key_capacity_for: None,
             jobs: Some(jobs),
-            keys: None,
-            share: None,
             paused: false,
             sections: Sections::default(),
         };

@@ -14,10 +14,10 @@ use crate::control::server::Steer;
 use crate::cost::Cost;
 use crate::progress::{lock_ui, Ui};
 use crate::report::schedule::ScheduleRow;
+use crate::report::spell::json_key;
 use crate::schedule::{records_per_second, Limit, Unit};
 use crate::schedule::{InForce, KeyInForce};
 use crate::state::Shared;
-use crate::stats::json_key;
 use crate::sys::Unpoisoned;
 use crate::timetable::{Action, Timetable};
 
@@ -134,8 +134,8 @@ impl Steering {
         if let Some((share, _)) = &self.share {
             info["share"] = json!(share);
         }
-        for section in self.shared.sections_at(&snap).iter() {
-            info[section.key()] = section.json();
+        if let Value::Object(fields) = &mut info {
+            fields.extend(self.shared.sections_at(&snap).info());
         }
         info
     }
@@ -379,7 +379,7 @@ impl Steer for Steering {
                 return Ok(serde_json::to_value(self.shared.summary()).expect("plain data"))
             }
             Request::Keys => {
-                let keys = self.shared.summary().keys;
+                let keys = self.shared.keys_stats();
                 return keys
                     .map(|k| serde_json::to_value(k).expect("plain data"))
                     .ok_or_else(|| "this drip has no limits per key (--key)".to_string());

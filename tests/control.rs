@@ -767,6 +767,10 @@ fn key_rate_changes_each_keys_spacing() {
         None,
     );
     drip.wait_lines(8);
+    // info has the keys' figures, as --stats-json gives them.
+    let info = ctl_ok(rt, &["keyed", "info"]);
+    assert_eq!(info["keys"]["keys_seen"], 1, "{info}");
+    assert_eq!(info["keys"]["top_written"][0][0], "k", "{info}");
     let answer = ctl_ok(rt, &["keyed", "key-rate", "10/s"]);
     assert_eq!(answer["key_rate"], "10/s:1");
     let changed = drip.now();

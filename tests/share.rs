@@ -4046,3 +4046,33 @@ fn a_settlement_unsent_at_exit_is_said() {
         "{err}"
     );
 }
+
+/// The `--stats-interval` lines carry `--share`'s counters, as
+/// `--stats-json` does.
+#[test]
+fn the_stats_interval_lines_carry_the_share_counters() {
+    let runtime = tempfile::tempdir().unwrap();
+    let args = [
+        "-r",
+        "20/s",
+        "--share",
+        "ticks",
+        "--stats-interval",
+        "100ms",
+    ];
+    let child = common::drip_reading(&args, numbered(1..=6), runtime.path(), false);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let ticks: Vec<serde_json::Value> = err
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(!ticks.is_empty(), "{err}");
+    for tick in &ticks {
+        assert_eq!(tick["share"]["name"], "ticks", "{tick}");
+    }
+    let last = ticks.last().unwrap();
+    assert!(last["share"]["reservations"].as_u64() >= Some(1), "{last}");
+}

@@ -57,7 +57,7 @@ impl Pool {
         let id = attempt::record_id(place(record, number), body);
         // The record as the joblog shows it, made once.
         let shown = if self.joblog.is_some() {
-            crate::stats::json_key(body)
+            crate::report::spell::json_key(body)
         } else {
             String::new()
         };

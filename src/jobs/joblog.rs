@@ -140,7 +140,7 @@ mod tests {
 
     #[test]
     fn a_line_has_the_record_as_a_string_and_whole_microseconds() {
-        let record = crate::stats::json_key(b"a \"b\"\\\xff");
+        let record = crate::report::spell::json_key(b"a \"b\"\\\xff");
         let entry = Entry {
             id: "1-00",
             number: 1,

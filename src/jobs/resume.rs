@@ -199,7 +199,7 @@ fn success_of(line: &[u8]) -> Option<Option<u128>> {
 }
 
 /// A record's bytes from the joblog's `record` field
-/// ([`crate::stats::json_key`]: a backslash as `\\`, a byte of invalid
+/// ([`crate::report::spell::json_key`]: a backslash as `\\`, a byte of invalid
 /// UTF-8 as `\xNN`); `None` if it is not written so.
 fn unshown(shown: &str) -> Option<Vec<u8>> {
     let mut bytes = Vec::with_capacity(shown.len());
@@ -330,7 +330,7 @@ mod tests {
         let entry = serde_json::json!({
             "id": format!("{number}-{:016x}", crate::jobs::attempt::fnv1a_64(record)),
             "number": number,
-            "record": crate::stats::json_key(record),
+            "record": crate::report::spell::json_key(record),
             "attempt": 1,
             "outcome": outcome,
         });

@@ -71,7 +71,7 @@ use crate::ledger::Ledger;
 use crate::outflow::Outflow;
 use crate::pacer::Position;
 use crate::rate::Rate;
-use crate::stats::KeyStats;
+use crate::report::keys::KeyStats;
 
 mod deadline;
 mod index;

@@ -12,7 +12,9 @@ use std::hash::BuildHasher;
 
 use foldhash::fast::RandomState;
 
-use crate::stats::{KeyName, KeyStats};
+use crate::report::keys::KeyStats;
+
+use crate::report::spell::KeyName;
 
 use super::index::KeyIndex;
 use super::timers::Timers;

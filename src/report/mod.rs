@@ -1,9 +1,9 @@
 //! The report: what the run's parts have to show, as sections. Each
 //! part's figures are one [`Section`] in a file of their own here, and
 //! every view renders every section alike: the `--stats` summary (its
-//! clauses and lines), `--stats-json` and the `--stats-interval` lines
-//! (its key and JSON value), `--metrics` (its metric families) and `drip
-//! ctl info` (its key and value). So a new figure is a file here and one
+//! clauses and lines), `--stats-json` (its key and JSON value), the
+//! `--stats-interval` lines and `drip ctl info` (its fields there: by
+//! default the same) and `--metrics` (its metric families). So a new figure is a file here and one
 //! line where its part hands it over (`state::view`), and no figure type,
 //! renderer or view grows a field or a branch for it.
 //!
@@ -12,8 +12,10 @@
 pub mod budgets;
 pub mod costs;
 pub mod exposition;
+pub mod keys;
 pub mod ramp;
 pub mod schedule;
+pub mod share;
 pub mod spell;
 
 use std::fmt;
@@ -46,6 +48,17 @@ pub trait Section: fmt::Debug + Send + Sync {
     /// list of clauses, wrapped as the counts' are; none by default).
     fn lines(&self) -> Vec<Vec<Clause>> {
         Vec::new()
+    }
+
+    /// Its fields on a `--stats-interval` line (by default its key and
+    /// JSON value).
+    fn interval(&self) -> Vec<(&'static str, serde_json::Value)> {
+        vec![(self.key(), self.json())]
+    }
+
+    /// Its fields in `drip ctl info` (by default its key and JSON value).
+    fn info(&self) -> Vec<(&'static str, serde_json::Value)> {
+        vec![(self.key(), self.json())]
     }
 
     /// Its metric families in `--metrics`.
@@ -82,6 +95,18 @@ impl Sections {
     /// Every section's lines of the summary, in order.
     pub fn lines(&self) -> impl Iterator<Item = Vec<Clause>> + '_ {
         self.iter().flat_map(|s| s.lines())
+    }
+
+    /// Every section's fields of a `--stats-interval` line, in order.
+    pub fn interval(&self) -> serde_json::Map<String, serde_json::Value> {
+        let fields = self.iter().flat_map(|s| s.interval());
+        fields.map(|(k, v)| (k.to_string(), v)).collect()
+    }
+
+    /// Every section's fields of `drip ctl info`, in order.
+    pub fn info(&self) -> serde_json::Map<String, serde_json::Value> {
+        let fields = self.iter().flat_map(|s| s.info());
+        fields.map(|(k, v)| (k.to_string(), v)).collect()
     }
 
     /// Every section's metric families, in order.

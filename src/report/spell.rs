@@ -1,5 +1,8 @@
 //! How figures read in the summary and the display: a time in ms, a
-//! rate, a duration given on the command line.
+//! rate, a duration given on the command line, a key (as JSON, and as
+//! `--stats` shows it), the columns a text takes.
+
+use serde::Serialize;
 
 /// `1234.5` ms as `1.23s`, `12.3ms`.
 pub fn format_ms(ms: f64) -> String {
@@ -32,4 +35,107 @@ pub fn format_duration_ms(ms: f64) -> String {
     } else {
         format!("{ms}ms")
     }
+}
+
+/// The columns `text` takes on a terminal: a wide character (CJK, most
+/// emoji) two, a combining mark none (Unicode's East Asian Width, UAX
+/// #11, as the `unicode-width` crate reads it).
+pub fn columns(text: &str) -> usize {
+    unicode_width::UnicodeWidthStr::width(text)
+}
+
+/// A key in the top lists: its bytes, or `None` for the lane of records
+/// without a key. As JSON, a string (`json_key`) or `null`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyName(pub Option<Vec<u8>>);
+
+impl Serialize for KeyName {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match &self.0 {
+            Some(key) => s.serialize_str(&json_key(key)),
+            None => s.serialize_none(),
+        }
+    }
+}
+
+/// How `--stats` names the lane of records without a key.
+pub const NO_KEY_NAME: &str = "(no key)";
+
+/// The widest a key is shown in `--stats`, in columns ([`columns`]), `…`
+/// included.
+pub const KEY_SHOWN: usize = 40;
+
+/// A key's bytes as a JSON string's text, telling every key apart: valid
+/// UTF-8 as it is (JSON escapes what it must), a backslash as `\\`, each
+/// byte of invalid UTF-8 as `\xNN`.
+pub fn json_key(key: &[u8]) -> String {
+    let mut out = String::with_capacity(key.len());
+    for chunk in key.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c == '\\' {
+                out.push_str("\\\\");
+            } else {
+                out.push(c);
+            }
+        }
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
+}
+
+/// A key as `--stats` shows it (`None`: the no-key lane, `(no key)`),
+/// safe for a terminal and for the summary's lines: a backslash as `\\`,
+/// tab, newline and carriage return as `\t`, `\n`, `\r`, other control
+/// bytes and invalid UTF-8 as `\xNN`, control and direction-changing
+/// characters beyond ASCII as `\u{NNNN}`; cut to [`KEY_SHOWN`] columns
+/// ending in `…` (a wide character takes two); in double quotes (a quote inside as `\"`) when empty, or
+/// with a blank, `,`, `;` or `"`, or spelled `(no key)`.
+pub fn text_key(key: Option<&[u8]>) -> String {
+    let Some(key) = key else {
+        return NO_KEY_NAME.to_string();
+    };
+    let mut quote = key.is_empty() || key == NO_KEY_NAME.as_bytes();
+    let pieces = key.utf8_chunks().flat_map(|chunk| {
+        let valid = chunk.valid().chars().map(|c| match c {
+            '\\' => "\\\\".to_string(),
+            '"' => "\\\"".to_string(),
+            '\t' => "\\t".to_string(),
+            '\n' => "\\n".to_string(),
+            '\r' => "\\r".to_string(),
+            c if c.is_ascii_control() => format!("\\x{:02x}", c as u32),
+            c if c.is_control() || hidden(c) => format!("\\u{{{:04x}}}", c as u32),
+            c => c.to_string(),
+        });
+        let invalid = chunk.invalid().iter().map(|b| format!("\\x{b:02x}"));
+        valid.chain(invalid)
+    });
+    // `fits`: how much of `shown` is left, and `…` added, if it is cut.
+    let (mut shown, mut width, mut fits) = (String::new(), 0, 0);
+    for piece in pieces {
+        width += columns(&piece);
+        if width > KEY_SHOWN {
+            shown.truncate(fits);
+            shown.push('…');
+            break;
+        }
+        quote |= piece.contains(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '"'));
+        shown.push_str(&piece);
+        if width < KEY_SHOWN {
+            fits = shown.len();
+        }
+    }
+    if quote {
+        format!("\"{shown}\"")
+    } else {
+        shown
+    }
+}
+
+/// Characters that change how the text around them is shown without
+/// showing themselves: zero-width ones and the direction marks, embeddings,
+/// overrides and isolates of Unicode's bidirectional algorithm (UAX #9).
+fn hidden(c: char) -> bool {
+    matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}' | '\u{061c}')
 }

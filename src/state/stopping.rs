@@ -13,7 +13,7 @@ use super::writing::whole_again;
 use super::{BudgetSpent, OverflowError, Shared, State, TOP_KEYS};
 use crate::bucket::Fate;
 use crate::output::{self, Stop};
-use crate::stats::KeyStats;
+use crate::report::keys::KeyStats;
 use crate::sys::{self, Unpoisoned};
 
 /// How drip is stopping, under the state's lock.

@@ -5,10 +5,11 @@ use super::{Shared, TOP_KEYS};
 use crate::progress::{PauseEnd, Snapshot};
 use crate::report::budgets::BudgetsSection;
 use crate::report::costs::CostsSection;
+use crate::report::keys::KeyStats;
 use crate::report::ramp::RampState;
 use crate::report::schedule::ScheduleRow;
 use crate::report::Sections;
-use crate::stats::{KeyStats, Queue, Summary};
+use crate::stats::{Queue, Summary};
 use crate::sys::Unpoisoned;
 
 impl Shared {
@@ -68,7 +69,7 @@ impl Shared {
 
     /// With limits per key, the keys' stats: as they were when drip
     /// stopped, if it has, or now.
-    fn keys_stats(&self) -> Option<KeyStats> {
+    pub(crate) fn keys_stats(&self) -> Option<KeyStats> {
         let st = self.lock();
         let now = || st.adm.bucket().keys().map(|k| k.stats(TOP_KEYS));
         st.stop.keys_at_stop.clone().or_else(now)
@@ -103,9 +104,6 @@ impl Shared {
             capacity_for: self.capacity_for.clone(),
             key_capacity_for: self.key_capacity_for.clone(),
             jobs: self.jobs.get().map(|j| j.stats()),
-            keys: self.keys_stats(),
-            // Not under the state's lock: the keepers take theirs first.
-            share: self.share.get().map(crate::shared::Counters::stats),
             paused: snap.paused,
             sections: self.sections_at(&snap),
         }
@@ -117,6 +115,7 @@ impl Shared {
     /// one line here.
     pub(crate) fn sections_at(&self, snap: &Snapshot) -> Sections {
         let mut sections = Sections::default();
+        sections.extend(self.keys_stats());
         sections.extend(self.schedule_row());
         sections.extend(self.ramp_state(snap));
         let st = self.lock();
@@ -124,6 +123,9 @@ impl Shared {
         let schedule = st.adm.schedule();
         sections.extend(BudgetsSection::of(&schedule.budgets(now), now));
         sections.extend(CostsSection::of(&schedule.costs()));
+        drop(st);
+        // Not under the state's lock: the keepers take theirs first.
+        sections.extend(self.share.get().map(crate::shared::Counters::stats));
         sections
     }
 

@@ -1,0 +1,164 @@
+//! The keys' section (`--key`): the keys seen, remembered and busy, the
+//! records with no key, and the top keys by records written, lost and
+//! waiting.
+
+use serde::Serialize;
+
+use super::exposition::{Exposition, MetricFamily};
+use super::spell::{json_key, text_key, KeyName};
+use super::{Clause, Section};
+
+/// Counts about the keys, for `--stats` and `--stats-json`.
+///
+/// The top lists cover the keys remembered when the counts were taken: a
+/// key forgotten when idle takes its counts with it (the totals keep
+/// them), and counts again from 0 if it comes back.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct KeyStats {
+    /// Keys taken into memory in all (a key forgotten and seen again counts
+    /// again), the no-key lane included once used.
+    pub keys_seen: u64,
+    /// Keys remembered now.
+    pub keys: u64,
+    /// Keys with records waiting now.
+    pub busy_keys: u64,
+    /// Records of new keys dropped because every remembered key was busy
+    /// (`--max-keys`): they never had a key's place, so no top list
+    /// names them.
+    pub dropped_unremembered: u64,
+    /// Records read that had no key (no such field, no match, not a URL
+    /// with a host): they shared the no-key lane.
+    pub keyless: u64,
+    /// The remembered keys that sent the most records to stdout, most first.
+    pub top_written: Vec<(KeyName, u64)>,
+    /// The remembered keys that lost the most records (dropped, expired).
+    pub top_dropped: Vec<(KeyName, u64)>,
+    /// The keys with the most records waiting now.
+    pub top_waiting: Vec<(KeyName, u64)>,
+}
+
+impl KeyStats {
+    /// The keys' clauses of the summary, each with the separator after it:
+    /// `keys seen 3 (remembered 3, busy 0); top written: a 10, b 5; top
+    /// dropped: a 2; top waiting: none`, keys shown by [`text_key`].
+    pub fn clauses(&self) -> Vec<Clause> {
+        let mut clauses = vec![(
+            format!(
+                "keys seen {} (remembered {}, busy {})",
+                self.keys_seen, self.keys, self.busy_keys
+            ),
+            ";",
+        )];
+        if self.dropped_unremembered > 0 {
+            clauses.push((
+                format!(
+                    "{} records dropped: every remembered key busy",
+                    self.dropped_unremembered
+                ),
+                ";",
+            ));
+        }
+        for (title, list) in [
+            ("top written", &self.top_written),
+            ("top dropped", &self.top_dropped),
+            ("top waiting", &self.top_waiting),
+        ] {
+            if list.is_empty() {
+                clauses.push((format!("{title}: none"), ";"));
+            }
+            for (i, (key, n)) in list.iter().enumerate() {
+                let item = format!("{} {n}", text_key(key.0.as_deref()));
+                let clause = if i == 0 {
+                    format!("{title}: {item}")
+                } else {
+                    item
+                };
+                clauses.push((clause, if i + 1 == list.len() { ";" } else { "," }));
+            }
+        }
+        if self.keyless > 0 {
+            let records = if self.keyless == 1 {
+                "record"
+            } else {
+                "records"
+            };
+            clauses.push((format!("{} {records} with no key", self.keyless), ";"));
+        }
+        if let Some(last) = clauses.last_mut() {
+            last.1 = "";
+        }
+        clauses
+    }
+}
+
+impl Section for KeyStats {
+    fn key(&self) -> &'static str {
+        "keys"
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!(self)
+    }
+
+    fn lines(&self) -> Vec<Vec<Clause>> {
+        vec![self.clauses()]
+    }
+
+    /// On a `--stats-interval` line, the keys remembered and busy now.
+    fn interval(&self) -> Vec<(&'static str, serde_json::Value)> {
+        vec![
+            ("keys", serde_json::json!(self.keys)),
+            ("busy_keys", serde_json::json!(self.busy_keys)),
+        ]
+    }
+
+    /// The counts of keys, and the top keys only (at most ten a list), so
+    /// the series stay bounded whatever the input.
+    fn metrics(&self, out: &mut Exposition) {
+        out.gauge("drip_keys", "Keys remembered now.", self.keys as f64);
+        out.gauge(
+            "drip_keys_busy",
+            "Keys with records waiting now.",
+            self.busy_keys as f64,
+        );
+        out.counter(
+            "drip_keys_seen_total",
+            "Keys taken into memory in all.",
+            self.keys_seen as f64,
+        );
+        out.counter(
+            "drip_keyless_records_total",
+            "Records read that had no key (no such field, no match, not a URL with a host).",
+            self.keyless as f64,
+        );
+        for (family, help, list) in [
+            (
+                "drip_top_key_written",
+                "Records written, of the keys that wrote the most (the records without a key: has_key=\"false\").",
+                &self.top_written,
+            ),
+            (
+                "drip_top_key_dropped",
+                "Records lost (dropped, expired), of the keys that lost the most.",
+                &self.top_dropped,
+            ),
+            (
+                "drip_top_key_waiting",
+                "Records waiting, of the keys with the most waiting.",
+                &self.top_waiting,
+            ),
+        ] {
+            let mut f = MetricFamily::new(out, family, "gauge", help);
+            for (key, n) in list {
+                // `key` as `--stats-json` spells it, and `has_key`, `false`
+                // for the no-key lane (whose `key` is empty, as the empty
+                // key's is): every sample of a family has the same labels.
+                let (key, has_key) = match key.0.as_deref() {
+                    Some(bytes) => (json_key(bytes), "true"),
+                    None => (String::new(), "false"),
+                };
+                f.sample(&[("has_key", has_key), ("key", &key)], *n as f64);
+            }
+        }
+    }
+}
