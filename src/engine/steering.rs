@@ -1,0 +1,154 @@
+//! What steers a run and shows it: `drip ctl`'s steering and its
+//! control socket, `--schedule`'s follower, the display, and what the
+//! reader does to each read.
+
+use std::sync::{Arc, Mutex};
+
+use anyhow::{Context, Result};
+
+use crate::cli::{Config, Input};
+use crate::control::server::{Accept, Server};
+use crate::input::{Oversize, Splitter};
+use crate::jobs::resume::Done;
+use crate::progress::Ui;
+use crate::reader;
+use crate::schedule::{InForce, KeyInForce, Unit};
+use crate::shared;
+use crate::state::Shared;
+use crate::steer::{Follower, Steering};
+
+/// The steering of `drip ctl` and `--schedule`.
+fn steering(
+    config: &Config,
+    shared: &Arc<Shared>,
+    ui: &Arc<Mutex<Ui>>,
+    (in_force, share): ((InForce, KeyInForce), Option<(String, shared::Relimiter)>),
+) -> Steering {
+    Steering::new(
+        Arc::clone(shared),
+        Arc::clone(ui),
+        config.name.clone(),
+        in_force,
+        share,
+    )
+    .with_cost(config.cost.clone())
+}
+
+/// The control socket for `drip ctl`, unless `--no-control`: bound, and
+/// its thread to be started.
+fn start_control(config: &Config, steering: Arc<Steering>) -> Result<Option<(Server, Accept)>> {
+    if !config.control {
+        return Ok(None);
+    }
+    let server = Server::start(config.name.as_deref(), steering)?;
+    Ok(Some(server))
+}
+
+/// `--schedule`: its row in force now, and the thread that follows it.
+fn follow_schedule(config: &Config, steering: &Arc<Steering>) -> Result<Option<Follower>> {
+    let Some(table) = &config.schedule else {
+        return Ok(None);
+    };
+    let base = config
+        .limits
+        .iter()
+        .filter(|l| l.unit == Unit::Records)
+        .copied()
+        .collect();
+    let follower = Follower::start(Arc::clone(steering), table.clone(), base)
+        .context("starting the schedule's thread")?;
+    Ok(Some(follower))
+}
+
+/// Total size of the inputs when all are regular files, for the ETA.
+fn input_size(inputs: &[Input]) -> Option<u64> {
+    inputs.iter().try_fold(0u64, |sum, input| match input {
+        Input::Path(p) => std::fs::metadata(p)
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| sum + m.len()),
+        Input::Stdin => None,
+    })
+}
+
+/// The display (progress, the summary's lines) for `config`.
+pub(super) fn ui(config: &Config) -> Arc<Mutex<Ui>> {
+    let ui = Ui::new(
+        config.progress,
+        config.capacity,
+        input_size(&config.inputs),
+        config.records_per_second(),
+        config.jobs.is_some(),
+    );
+    let rows = config.schedule.as_ref().map_or(Vec::new(), |t| {
+        t.rows().iter().map(|r| r.text.clone()).collect()
+    });
+    Arc::new(Mutex::new(
+        ui.sized(config.capacity_for.as_ref(), config.capacity_bytes)
+            .with_rows(rows),
+    ))
+}
+
+/// What the reader does to each read for `config`: `--cost`'s check,
+/// `--key host`'s check, and `--resume`'s records done before (read from
+/// its joblog now); with `--exec` reading stdin, a file the command was
+/// given after the record, to be named.
+///
+/// # Errors
+/// The `--resume` joblog exists but cannot be read.
+pub(super) fn screen(config: &Config) -> Result<reader::Screen> {
+    let resume = config.jobs.as_ref().and_then(|j| j.resume.as_deref());
+    Ok(reader::Screen {
+        cost: config.cost.clone(),
+        host: config.key.as_ref().is_some_and(|k| k.spec.is_host()),
+        done: resume.map(Done::read).transpose()?,
+        delimiter: config.delimiter,
+        exec_file: config
+            .jobs
+            .as_ref()
+            .filter(|_| config.inputs.iter().any(|i| matches!(i, Input::Stdin)))
+            .and_then(|j| reader::file_after_the_record(&j.command)),
+    })
+}
+
+/// The splitter for `config`: with `--oversize skip`, oversized records go
+/// to the dead letter as they are read, after every record that left
+/// before them.
+pub(super) fn splitter(config: &Config, shared: &Arc<Shared>) -> Splitter {
+    let splitter = Splitter::new(config.delimiter, config.max_record, config.capacity_bytes);
+    if config.oversize != Oversize::Skip {
+        return splitter;
+    }
+    let shared = Arc::clone(shared);
+    splitter.skipping(Box::new(move |bytes, piece| {
+        shared
+            .dead_backlog
+            .wait_for_room(&|| shared.lock().stop.reading);
+        let mut st = shared.lock();
+        st.ledger.skip_piece(bytes.len(), piece);
+        st.flush_dead();
+        st.dead.piece(bytes, piece);
+    }))
+}
+
+/// The steering of `drip ctl` and `--schedule` for `shared`, given the
+/// limits `in_force` (and under `--share`, the NAME's relimiter): the
+/// control socket, bound, and its thread for the monitor to start, and
+/// the schedule's follower.
+pub(super) fn steer(
+    config: &Config,
+    shared: &Arc<Shared>,
+    ui: &Arc<Mutex<Ui>>,
+    in_force: (InForce, KeyInForce),
+    share: Option<&shared::Handle>,
+) -> Result<(Option<Server>, Option<Accept>, Option<Follower>)> {
+    let relimiter = share
+        .zip(config.share.as_ref())
+        .map(|(handle, s)| (s.target.name().to_string(), handle.relimiter(s)));
+    let steering = Arc::new(steering(config, shared, ui, (in_force, relimiter)));
+    let follower = follow_schedule(config, &steering)?;
+    // After the signal handlers: whatever way drip leaves from here, the
+    // control socket goes. Its thread is started by the monitor's.
+    let (control, accept) = start_control(config, steering)?.unzip();
+    Ok((control, accept, follower))
+}
