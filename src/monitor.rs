@@ -116,7 +116,7 @@ impl Tick {
             jobs,
             paused: snap.paused,
             paused_until: snap.paused_until.as_ref().map(|end| end.at.clone()),
-            sections: sections.interval(),
+            sections: sections.interval_fields(),
         }
     }
 }
@@ -502,7 +502,7 @@ async fn watch(
             _ = stats.tick(), if stats_every.is_some() => {
                 let snap = shared.snapshot();
                 let jobs = shared.jobs.get().map(|j| j.stats());
-                let figures = (jobs, shared.sections_at(&snap));
+                let figures = (jobs, shared.interval_sections_at(&snap));
                 let tick = Tick::new(&snap, &prev, figures);
                 let line = serde_json::to_string(&tick).expect("plain data");
                 prev = snap;

@@ -522,9 +522,10 @@ impl Summary {
 
     /// The human summary as lines of at most [`SUMMARY_WIDTH`] columns,
     /// each starting `drip: ` and broken between clauses (so one line with
-    /// small counts is about two): the counts', then each section's lines
-    /// (the keys', the budgets', the costs', `--share`'s), each broken
-    /// alike.
+    /// small counts is about two): the counts' (with the sections'
+    /// clauses, the schedule's row and the ramp, before the time elapsed),
+    /// then each section's own lines (the keys', the budgets', the costs',
+    /// `--share`'s), each broken alike.
     pub fn lines(&self) -> Vec<String> {
         let sections = self.sections.lines().flat_map(wrap);
         wrap(self.clauses()).into_iter().chain(sections).collect()

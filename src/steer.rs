@@ -131,11 +131,8 @@ impl Steering {
             info["succeeded"] = json!(snap.counts.succeeded);
             info["failed"] = json!(snap.counts.failed);
         }
-        if let Some((share, _)) = &self.share {
-            info["share"] = json!(share);
-        }
         if let Value::Object(fields) = &mut info {
-            fields.extend(self.shared.sections_at(&snap).info());
+            fields.extend(self.shared.sections_at(&snap).info_fields());
         }
         info
     }

@@ -767,7 +767,11 @@ fn key_rate_changes_each_keys_spacing() {
         None,
     );
     drip.wait_lines(8);
-    // info has the keys' figures, as --stats-json gives them.
+    // info has the keys' figures, as --stats-json gives them, its fields
+    // in the drip's order.
+    let (status, text, _) = common::ctl(rt, &["keyed", "info"]);
+    assert_eq!(status, 0);
+    assert!(text.starts_with("{\"pid\":"), "{text}");
     let info = ctl_ok(rt, &["keyed", "info"]);
     assert_eq!(info["keys"]["keys_seen"], 1, "{info}");
     assert_eq!(info["keys"]["top_written"][0][0], "k", "{info}");

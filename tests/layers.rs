@@ -26,29 +26,65 @@ fn part_of(src: &Path, file: &Path) -> String {
     name.strip_suffix(".rs").unwrap_or(&name).to_string()
 }
 
-/// The code of a file without its comments and its unit tests (from the
-/// first `#[cfg(test)]` at the start of a line on).
+/// The code of a file without its comments (a `//` outside a string
+/// literal ends the line's code) and its unit tests (from the first
+/// `#[cfg(test)]` at the start of a line on).
 fn code_of(text: &str) -> String {
     let mut code = String::new();
     for line in text.lines() {
         if line.starts_with("#[cfg(test)]") {
             break;
         }
-        let line = line.split("//").next().unwrap();
-        code.push_str(line);
+        let mut in_string = false;
+        let mut cut = line.len();
+        let bytes = line.as_bytes();
+        for i in 0..bytes.len() {
+            match bytes[i] {
+                b'"' if i == 0 || bytes[i - 1] != b'\\' => in_string = !in_string,
+                b'/' if !in_string && bytes.get(i + 1) == Some(&b'/') => {
+                    cut = i;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        code.push_str(&line[..cut]);
         code.push('\n');
     }
     code
 }
 
+/// The names at the top level of a `use` group's text (after its `{`):
+/// `a::b, c::{d, e}, f}` gives `a`, `c`, `f`.
+fn group_heads(group: &str) -> Vec<&str> {
+    let (mut heads, mut depth, mut start) = (Vec::new(), 0, 0);
+    for (i, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                heads.push(&group[start..i]);
+                break;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                heads.push(&group[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    heads
+}
+
 /// The parts `code` uses: each name after `crate::`, and each first name
-/// of a `crate::{a, b::c}` group.
+/// of a `crate::{a, b::{c, d}, e}` group (its groups nested as deep as
+/// they go).
 fn uses_of(code: &str, parts: &BTreeSet<String>) -> BTreeSet<String> {
     let mut used = BTreeSet::new();
     for (at, _) in code.match_indices("crate::") {
         let rest = &code[at + "crate::".len()..];
-        let names: Vec<&str> = match rest.strip_prefix('{') {
-            Some(group) => group.split('}').next().unwrap().split(',').collect(),
+        let names = match rest.strip_prefix('{') {
+            Some(group) => group_heads(group),
             None => vec![rest],
         };
         for name in names {

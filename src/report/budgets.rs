@@ -93,8 +93,8 @@ impl Section for BudgetsSection {
     /// Each window's limit, what is left of it, when the next starts;
     /// labelled by the budget as given.
     fn metrics(&self, out: &mut Exposition) {
-        type Figure = fn(&BudgetStats) -> f64;
-        let families: [(&str, &str, Figure); 3] = [
+        type BudgetFigure = fn(&BudgetStats) -> f64;
+        let families: [(&str, &str, BudgetFigure); 3] = [
             (
                 "drip_budget_limit",
                 "Records each window of a --budget allows.",

@@ -98,8 +98,8 @@ impl Section for CostsSection {
     /// settlement gives back), what is in flight (with `--settle`);
     /// labelled by the cost's name as given (`""`: the unnamed).
     fn metrics(&self, out: &mut Exposition) {
-        type Figure = fn(&CostStats) -> f64;
-        let families: [(&str, &str, &str, Figure); 4] = [
+        type CostFigure = fn(&CostStats) -> f64;
+        let families: [(&str, &str, &str, CostFigure); 4] = [
             (
                 "drip_cost_estimated_total",
                 "counter",

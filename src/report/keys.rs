@@ -105,7 +105,7 @@ impl Section for KeyStats {
     }
 
     /// On a `--stats-interval` line, the keys remembered and busy now.
-    fn interval(&self) -> Vec<(&'static str, serde_json::Value)> {
+    fn interval_fields(&self) -> Vec<(&'static str, serde_json::Value)> {
         vec![
             ("keys", serde_json::json!(self.keys)),
             ("busy_keys", serde_json::json!(self.busy_keys)),
@@ -160,5 +160,29 @@ impl Section for KeyStats {
                 f.sample(&[("has_key", has_key), ("key", &key)], *n as f64);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stats_interval_line_has_the_keys_counts_alone() {
+        let keys = KeyStats {
+            keys_seen: 9,
+            keys: 3,
+            busy_keys: 1,
+            top_written: vec![(KeyName(None), 4)],
+            ..KeyStats::default()
+        };
+        assert_eq!(
+            keys.interval_fields(),
+            [
+                ("keys", serde_json::json!(3)),
+                ("busy_keys", serde_json::json!(1))
+            ]
+        );
+        assert_eq!(keys.json()["keys_seen"], 9);
     }
 }

@@ -3,9 +3,10 @@
 //! every view renders every section alike: the `--stats` summary (its
 //! clauses and lines), `--stats-json` (its key and JSON value), the
 //! `--stats-interval` lines and `drip ctl info` (its fields there: by
-//! default the same) and `--metrics` (its metric families). So a new figure is a file here and one
-//! line where its part hands it over (`state::view`), and no figure type,
-//! renderer or view grows a field or a branch for it.
+//! default the same) and `--metrics` (its metric families). So a new
+//! figure is a file here and one line where its part hands it over
+//! (`state::view`), and no figure type, renderer or view grows a field or
+//! a branch for it.
 //!
 //! Pure: no threads, no clock, no I/O; the figures are taken before.
 
@@ -35,7 +36,8 @@ pub trait Section: fmt::Debug + Send + Sync {
     /// ctl info` (a JSON object's key: `budgets`, `costs`).
     fn key(&self) -> &'static str;
 
-    /// Its value there.
+    /// Its value there, and by default its one field on a
+    /// `--stats-interval` line and in `drip ctl info`.
     fn json(&self) -> serde_json::Value;
 
     /// Its clauses on the `--stats` summary's first line, after the rate
@@ -52,12 +54,12 @@ pub trait Section: fmt::Debug + Send + Sync {
 
     /// Its fields on a `--stats-interval` line (by default its key and
     /// JSON value).
-    fn interval(&self) -> Vec<(&'static str, serde_json::Value)> {
+    fn interval_fields(&self) -> Vec<(&'static str, serde_json::Value)> {
         vec![(self.key(), self.json())]
     }
 
     /// Its fields in `drip ctl info` (by default its key and JSON value).
-    fn info(&self) -> Vec<(&'static str, serde_json::Value)> {
+    fn info_fields(&self) -> Vec<(&'static str, serde_json::Value)> {
         vec![(self.key(), self.json())]
     }
 
@@ -71,7 +73,16 @@ pub struct Sections(Vec<Arc<dyn Section>>);
 
 impl Sections {
     /// `section` after the others.
+    ///
+    /// # Panics
+    /// In a debug build, if a section of its key is there already: each
+    /// section is one field of the JSON it is flattened into.
     pub fn push(&mut self, section: impl Section + 'static) {
+        debug_assert!(
+            self.iter().all(|s| s.key() != section.key()),
+            "two sections named {}",
+            section.key()
+        );
         self.0.push(Arc::new(section));
     }
 
@@ -98,14 +109,14 @@ impl Sections {
     }
 
     /// Every section's fields of a `--stats-interval` line, in order.
-    pub fn interval(&self) -> serde_json::Map<String, serde_json::Value> {
-        let fields = self.iter().flat_map(|s| s.interval());
+    pub fn interval_fields(&self) -> serde_json::Map<String, serde_json::Value> {
+        let fields = self.iter().flat_map(|s| s.interval_fields());
         fields.map(|(k, v)| (k.to_string(), v)).collect()
     }
 
     /// Every section's fields of `drip ctl info`, in order.
-    pub fn info(&self) -> serde_json::Map<String, serde_json::Value> {
-        let fields = self.iter().flat_map(|s| s.info());
+    pub fn info_fields(&self) -> serde_json::Map<String, serde_json::Value> {
+        let fields = self.iter().flat_map(|s| s.info_fields());
         fields.map(|(k, v)| (k.to_string(), v)).collect()
     }
 
@@ -146,6 +157,12 @@ mod tests {
         fn lines(&self) -> Vec<Vec<Clause>> {
             vec![vec![(format!("{} {}", self.0, self.1), "")]]
         }
+        fn clauses(&self) -> Vec<Clause> {
+            vec![(format!("{}={}", self.0, self.1), ",")]
+        }
+        fn info_fields(&self) -> Vec<(&'static str, serde_json::Value)> {
+            vec![("said", serde_json::json!(self.0))]
+        }
         fn metrics(&self, out: &mut Exposition) {
             out.gauge(&format!("drip_{}", self.0), "A figure.", self.1 as f64);
         }
@@ -175,5 +192,31 @@ mod tests {
             "# HELP drip_b A figure.\n# TYPE drip_b gauge\ndrip_b{drip=\"x\"} 2\n\
              # HELP drip_a A figure.\n# TYPE drip_a gauge\ndrip_a{drip=\"x\"} 1\n"
         );
+        let clauses: Vec<_> = sections.clauses().collect();
+        assert_eq!(
+            clauses,
+            [("b=2".to_string(), ","), ("a=1".to_string(), ",")]
+        );
+        // The interval's fields are the JSON's by default; ctl info's as
+        // the section says.
+        assert_eq!(
+            serde_json::Value::Object(sections.interval_fields()),
+            serde_json::json!({"b": 2, "a": 1})
+        );
+        let info = serde_json::Value::Object(sections.info_fields());
+        assert_eq!(
+            info.to_string(),
+            r#"{"said":"a"}"#,
+            "one field said twice: the last"
+        );
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "two sections named b")]
+    fn two_sections_of_one_key_are_refused() {
+        let mut sections = Sections::default();
+        sections.push(Said("b", 2));
+        sections.push(Said("b", 3));
     }
 }

@@ -44,7 +44,7 @@ impl ShareStats {
     /// reservations, 0 slots forfeited late (reserved, unused, too late to
     /// give back), state lost 0 times, 0 failed calls`, and the same with
     /// `shared NAME per key:`; NAME shown as a key is ([`text_key`]: at
-    /// most [`KEY_SHOWN`] columns).
+    /// most [`KEY_SHOWN`](super::spell::KEY_SHOWN) columns).
     fn summary_lines(&self) -> Vec<Vec<Clause>> {
         let name = text_key(Some(self.name.as_bytes()));
         let clauses = |part: &str, c: &ShareCounts| {
@@ -78,9 +78,9 @@ impl Section for ShareStats {
         self.summary_lines()
     }
 
-    /// Not in `drip ctl info`, whose `share` is the NAME alone.
-    fn info(&self) -> Vec<(&'static str, serde_json::Value)> {
-        Vec::new()
+    /// In `drip ctl info`, `share` is the NAME alone.
+    fn info_fields(&self) -> Vec<(&'static str, serde_json::Value)> {
+        vec![("share", serde_json::json!(self.name))]
     }
 
     /// The calls to the shared state and the outages, labelled by the

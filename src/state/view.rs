@@ -114,8 +114,27 @@ impl Shared {
     /// stands, the `--budget`s, the cost limits' spend. A new figure is
     /// one line here.
     pub(crate) fn sections_at(&self, snap: &Snapshot) -> Sections {
+        self.sections_of(snap, self.keys_stats())
+    }
+
+    /// The sections of a `--stats-interval` line, `snap` being the
+    /// moment's view: as [`Shared::sections_at`], but the keys' are their
+    /// counts alone, as the snapshot has them (the line carries no more;
+    /// the top lists, sorted over every key under the state's lock, are
+    /// not made at each tick).
+    pub(crate) fn interval_sections_at(&self, snap: &Snapshot) -> Sections {
+        let keys = snap.keys.map(|(keys, busy_keys)| KeyStats {
+            keys,
+            busy_keys,
+            ..KeyStats::default()
+        });
+        self.sections_of(snap, keys)
+    }
+
+    /// The sections with the keys' as `keys` says.
+    fn sections_of(&self, snap: &Snapshot, keys: Option<KeyStats>) -> Sections {
         let mut sections = Sections::default();
-        sections.extend(self.keys_stats());
+        sections.extend(keys);
         sections.extend(self.schedule_row());
         sections.extend(self.ramp_state(snap));
         let st = self.lock();
