@@ -3936,30 +3936,35 @@ fn the_summary_tells_the_shared_budget_left_through_redis() {
 /// 40, settled when `settle`. How long the pair took, and the stamps in
 /// order.
 fn settled_pair(share: &str, runtime: &Path, settle: bool) -> (Duration, Vec<i64>) {
-    let stamps = runtime.join(format!("stamps-{settle}"));
+    let costs = ["--cost", "e", "--cost-rate", "200/s:100"];
+    settled_pair_of(share, runtime, (&costs, settle.then_some("usage.total")))
+}
+
+/// [`settled_pair`] under the cost flags `costs`, settled by `settle`
+/// (`--settle`'s value) when given; each record `{"e":100,"o":100,...}`,
+/// each job reporting `{"usage":{"total":40}}`.
+fn settled_pair_of(
+    share: &str,
+    runtime: &Path,
+    (costs, settle): (&[&str], Option<&str>),
+) -> (Duration, Vec<i64>) {
+    let stamps = runtime.join(format!("stamps-{}", settle.is_some()));
     let _ = std::fs::remove_file(&stamps);
     let job = format!(
         "date +%s%N >> '{}'; echo '{{\"usage\":{{\"total\":40}}}}'",
         stamps.display()
     );
-    let mut args = vec![
-        "-q",
-        "--cost",
-        "e",
-        "--cost-rate",
-        "200/s:100",
-        "--share",
-        share,
-    ];
-    if settle {
-        args.extend(["--settle", "usage.total"]);
+    let mut args = vec!["-q", "--share", share];
+    args.extend(costs);
+    if let Some(settle) = settle {
+        args.extend(["--settle", settle]);
     }
     args.extend(["--exec", "sh", "-c", &job]);
     let start = Instant::now();
     let drips: Vec<Child> = (0..2)
         .map(|d| {
             let input: String = (0..8)
-                .map(|i| format!("{{\"e\":100,\"d\":{d},\"i\":{i}}}\n"))
+                .map(|i| format!("{{\"e\":100,\"o\":100,\"d\":{d},\"i\":{i}}}\n"))
                 .collect();
             common::drip_reading(&args, input, runtime, false)
         })
@@ -4032,6 +4037,71 @@ fn settled_drips_go_sooner_together_through_redis() {
     let redis = Redis::start();
     let runtime = tempfile::tempdir().unwrap();
     settled_drips_go_sooner_together(&redis.share("settled"), runtime.path());
+}
+
+/// `--settle out=…` through `--share` with two named costs of different
+/// weights (#40: 12): `in=400/s:100` and `out=200/s:100`, each record
+/// estimated at 100 of each, its job reporting 40 `out` (settled) and its
+/// `in` left at the estimate. Estimated only, `out` binds (16 × 100 at
+/// 200/s: 7.5 s); settled, what `out` gives back lets the records go as
+/// soon as `in` lets them (16 × 100 at 400/s: 3.75 s), and no sooner:
+/// each budget keeps its own bound in the jobs' stamps, `in` at 100 a job
+/// (its schedule given nothing back), `out` at 40.
+fn two_costs_settled_go_as_the_unsettled_one_lets_them(share: &str, runtime: &Path) {
+    let costs = [
+        "--cost",
+        "in=e",
+        "--cost",
+        "out=o",
+        "--cost-rate",
+        "in=400/s:100",
+        "--cost-rate",
+        "out=200/s:100",
+    ];
+    let (alone, stamps) = settled_pair_of(&format!("{share}-est"), runtime, (&costs, None));
+    assert!(
+        alone >= Duration::from_millis(7000),
+        "estimated only: {alone:?}"
+    );
+    assert_eq!(stamps.len(), 16);
+    let mut tries = 0;
+    common::until_judged(3, Duration::from_secs(120), || {
+        tries += 1;
+        let share = format!("{share}-{tries}");
+        let (took, stamps) = settled_pair_of(&share, runtime, (&costs, Some("out=usage.total")));
+        assert_eq!(stamps.len(), 16);
+        within_the_shared_bound(&stamps);
+        for (i, a) in stamps.iter().enumerate() {
+            for (j, b) in stamps.iter().enumerate().skip(i) {
+                let spent = 100.0 * (j - i + 1) as f64;
+                let allowed = 100.0 + 400.0 * ((b - a) as f64 / 1e9 + 0.1) + 100.0;
+                assert!(
+                    spent <= allowed,
+                    "{spent} of in spent in {} ms: {stamps:?}",
+                    (b - a) / 1_000_000
+                );
+            }
+        }
+        (took > Duration::from_millis(5500)).then(|| format!("settled in {took:?}"))
+    });
+}
+
+#[test]
+fn two_costs_settled_go_as_the_unsettled_one_lets_them_through_the_file() {
+    let _t = common::beside_timing();
+    let runtime = tempfile::tempdir().unwrap();
+    two_costs_settled_go_as_the_unsettled_one_lets_them("settled2", runtime.path());
+}
+
+#[test]
+fn two_costs_settled_go_as_the_unsettled_one_lets_them_through_redis() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = common::beside_timing();
+    let redis = Redis::start();
+    let runtime = tempfile::tempdir().unwrap();
+    two_costs_settled_go_as_the_unsettled_one_lets_them(&redis.share("settled2"), runtime.path());
 }
 
 /// A give-back after the schedule rested and another drip spent the
