@@ -535,7 +535,8 @@ pub fn describe(spec: &str) -> String {
                 None => ("", one),
             };
             let (one, tag) = match one.split_once('@') {
-                Some((one, tag)) => (one, format!("{tag}=")),
+                Some((one, tag)) if !tag.is_empty() => (one, format!("{tag}=")),
+                Some((one, _)) => (one, String::new()),
                 None => (one, String::new()),
             };
             let parsed = one.split_once('/').and_then(|(count, rest)| {
@@ -1429,6 +1430,63 @@ mod tests {
             describe(&spec(&both)),
             "5/s, burst 1; 2048 bytes/min, burst 1024 bytes"
         );
+    }
+
+    /// Cost limits tagged with the costs they spend: the spec reads back
+    /// as the same limits and tags, the meters number the weights by tag
+    /// (untagged ones the first), and messages name each limit's costs
+    /// (the unnamed cost's tag, empty, not shown).
+    #[test]
+    fn tagged_specs_read_back_and_number_the_weights() {
+        let limits = [
+            limit_of(1, 1_000_000_000, 1, Unit::Records),
+            limit_of(200, 1_000_000_000, 40, Unit::Cost),
+            limit_of(800, 1_000_000_000, 100, Unit::Cost),
+            limit_of(900, 1_000_000_000, 100, Unit::Cost),
+            limit_of(50, 1_000_000_000, 10, Unit::Cost),
+        ];
+        let tags = [
+            None,
+            Some("out".to_string()),
+            Some("in".to_string()),
+            Some("in+out".to_string()),
+            Some("out".to_string()),
+        ];
+        let spec = spec_tagged(&limits, &tags);
+        assert_eq!(
+            spec,
+            "1/1000000000ns:1,200C/1000000000ns:40C@out,800C/1000000000ns:100C@in,900C/1000000000ns:100C@in+out,50C/1000000000ns:10C@out"
+        );
+        assert_eq!(limits_of(&spec), Some(limits.to_vec()));
+        assert_eq!(tags_of(&spec), tags.to_vec());
+        let key = limit_of(5, 1_000_000_000, 1, Unit::Records);
+        let keyed = spec_with_key_tagged(&limits, &tags, &key);
+        assert_eq!(split_spec(&keyed), Some((limits.to_vec(), Some(key))));
+        assert_eq!(tags_of(&keyed), tags.to_vec());
+        let weights: Vec<Option<usize>> = meters(&limits, &tags)
+            .iter()
+            .map(|m| match m {
+                Meter::Bytes(b) => Some(b.weight),
+                Meter::Records(_) => None,
+            })
+            .collect();
+        assert_eq!(weights, [None, Some(0), Some(1), Some(2), Some(0)]);
+        assert_eq!(weight_tags(&tags), ["out", "in", "in+out"]);
+        assert_eq!(
+            describe(&spec_tagged(&limits[1..3], &tags[1..3])),
+            "out=200 cost/s, burst 40 cost; in=800 cost/s, burst 100 cost"
+        );
+        let unnamed = [None, Some(String::new())];
+        assert_eq!(
+            describe(&spec_tagged(&limits[1..3], &unnamed)),
+            "200 cost/s, burst 40 cost; 800 cost/s, burst 100 cost"
+        );
+        // Untagged (one weight): the spec as before slots carried several.
+        assert_eq!(spec_tagged(&limits, &[]), super::spec(&limits));
+        assert!(meters(&limits, &[]).iter().all(|m| match m {
+            Meter::Bytes(b) => b.weight == 0,
+            Meter::Records(_) => true,
+        }));
     }
 
     /// A spec reads back as the limits it records; a key limit's does

@@ -821,6 +821,82 @@ mod tests {
         }
     }
 
+    /// Named cost limits sorted with their tags, and put back in the
+    /// command line's order by what each spends, whatever order they are
+    /// stored in: the lone pace and `drip ctl` see each under its name.
+    #[test]
+    fn tagged_cost_limits_go_back_to_the_command_lines_order() {
+        let r = Limit::records(crate::rate::parse_rate("10/s").unwrap(), None);
+        let given = [
+            cost_limit(800, 100),
+            r,
+            cost_limit(200, 40),
+            cost_limit(800, 100),
+        ];
+        let budget_tags = [
+            Some("in".to_string()),
+            Some("out".to_string()),
+            Some("in+out".to_string()),
+        ];
+        let tags = tag_limits(&given, &budget_tags);
+        assert_eq!(
+            tags,
+            [
+                budget_tags[0].clone(),
+                None,
+                budget_tags[1].clone(),
+                budget_tags[2].clone()
+            ]
+        );
+        let (limits, sorted) = canonical_tagged(&given, &tags);
+        assert_eq!(
+            limits,
+            [
+                r,
+                cost_limit(200, 40),
+                cost_limit(800, 100),
+                cost_limit(800, 100)
+            ]
+        );
+        assert_eq!(
+            sorted,
+            [
+                None,
+                budget_tags[1].clone(),
+                budget_tags[0].clone(),
+                budget_tags[2].clone()
+            ]
+        );
+        let lone = lone_order(&limits, &sorted, &budget_tags);
+        assert_eq!(
+            lone,
+            [
+                r,
+                cost_limit(800, 100),
+                cost_limit(200, 40),
+                cost_limit(800, 100)
+            ]
+        );
+        // The same set given in another order is one spec.
+        let other = [given[2], given[3], given[1], given[0]];
+        let other_tags = [
+            budget_tags[1].clone(),
+            budget_tags[2].clone(),
+            None,
+            budget_tags[0].clone(),
+        ];
+        let (l2, t2) = canonical_tagged(&other, &other_tags);
+        assert_eq!(
+            gcra::spec_tagged(&l2, &t2),
+            gcra::spec_tagged(&limits, &sorted)
+        );
+        // Untagged (one weight): as given.
+        assert_eq!(
+            lone_order(&given, &[], &[None, None, None]),
+            [r, given[0], given[2], given[3]]
+        );
+    }
+
     proptest::proptest! {
         /// Two named costs of different weights (`--cost-rate in=…
         /// --cost-rate out=…`, given in either order) shared through one
