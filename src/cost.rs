@@ -235,6 +235,27 @@ impl Cost {
             .all(|w| costs(&w[0]) == costs(&w[1]))
     }
 
+    /// What cost limit `budget` spends, as one text whatever the order it
+    /// was given in: the names of its costs, sorted, joined by `+` (the
+    /// unnamed cost's name empty). Limits spending the same costs have
+    /// the same.
+    pub fn budget_tag(&self, budget: usize) -> String {
+        let mut names: Vec<&str> = match self.budgets.get(budget) {
+            Some(b) => b
+                .costs
+                .iter()
+                .map(|&i| self.costs[i].0.as_deref().unwrap_or(""))
+                .collect(),
+            None => vec![self
+                .costs
+                .first()
+                .and_then(|c| c.0.as_deref())
+                .unwrap_or("")],
+        };
+        names.sort_unstable();
+        names.join("+")
+    }
+
     /// The record without its delimiter.
     pub fn body<'a>(&self, record: &'a [u8]) -> &'a [u8] {
         record.strip_suffix(&[self.delimiter]).unwrap_or(record)

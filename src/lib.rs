@@ -103,7 +103,7 @@ pub mod testing {
     pub use crate::schedule::{Limit, Limits, Schedule, Unit};
     pub use crate::shared::file::FileStore;
     pub use crate::shared::gcra::{
-        most_weight, ByteStep, Gcra, KeyAsk, KeyBook, Meter, Settlement, Step,
+        most_weight, ByteStep, Gcra, KeyAsk, KeyBook, Meter, Settlement, Step, Weight,
     };
     pub use crate::shared::parse_target;
     pub use crate::shared::protocol::{Ask, Back, Grant, Reply, Store};

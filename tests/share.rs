@@ -23,16 +23,17 @@ use common::redis_server::RedisServer as Redis;
 use common::{numbered, send_signal, timed_lines, wait_for};
 use drip::testing::{
     Ask, Back, ByteStep, Gcra, Grant, KeyAsk, KeyBook, Meter, RedisStore, Reply, Settlement, Step,
-    Store,
+    Store, Weight,
 };
 
 /// One reservation of the global limits through `store`: the reply's
 /// now, whether it was fresh, and the grant.
 fn reserve_global(store: &mut RedisStore, want: u64, sizes: &[u64], horizon: i64) -> (i64, Grant) {
+    let sizes: Vec<Weight> = sizes.iter().map(|&s| Weight::from(s)).collect();
     let ask = Ask {
         key: None,
         want,
-        sizes,
+        sizes: &sizes,
         after: 0,
         every: 0,
         within: None,
@@ -48,7 +49,7 @@ fn give_back_global(store: &mut RedisStore, seq: u64, first_unused: i64, size: u
         key: None,
         seq,
         first_unused,
-        size,
+        size: size.into(),
     };
     store.give_back(&[back]).unwrap()[0]
 }
@@ -546,6 +547,136 @@ fn three_drips_through_redis_share_a_cost_rate() {
     three_drips_share_a_cost_rate(&redis.share("costs"), BUSY_ALLOWANCE + 1);
 }
 
+/// Two drips sharing an `in` and an `out` budget of different rates
+/// (`--cost-rate in=800/s:100 --cost-rate out=200/s:40`, #40: 12) through
+/// `share`, each line `NAME IN OUT`: each drip's first 15 records light
+/// in `in` (1 to 50) and heavier in `out` (1 to 20), the next 15 heavy in
+/// `in` (40 to 90) and light in `out` (0 to 2), so each budget binds in
+/// turn. What the consumer sees of both together keeps each budget's
+/// bound: at most burst + rate of its cost in any second, and
+/// `allowance` lines of its largest cost; and the lines come about as
+/// soon as one drip alone sending them in that order would (each budget
+/// its own GCRA, [`lone_end_of_two_costs`]), so neither budget is spent by
+/// the other's cost. `None` when judged; why not when the lines came far
+/// later than that (a busy machine holds drips back).
+fn two_drips_share_two_named_costs(share: &str, allowance: usize) -> Option<String> {
+    let runtime = tempfile::tempdir().unwrap();
+    let start = Instant::now();
+    let mut rng = fastrand::Rng::with_seed(12);
+    let children: Vec<_> = (0..2)
+        .map(|i| {
+            let input: String = (1..=30)
+                .map(|r| {
+                    let (cin, cout) = if r <= 15 {
+                        (rng.u32(1..=50), rng.u32(1..=20))
+                    } else {
+                        (rng.u32(40..=90), rng.u32(0..=2))
+                    };
+                    format!("{i}-{r} {cin} {cout}\n")
+                })
+                .collect();
+            let args = [
+                "--cost",
+                "in=2",
+                "--cost",
+                "out=3",
+                "--cost-rate",
+                "in=800/s:100",
+                "--cost-rate",
+                "out=200/s:40",
+                "--share",
+                share,
+                "-q",
+            ];
+            common::drip_reading(&args, input, runtime.path(), false)
+        })
+        .collect();
+    let readers: Vec<_> = children
+        .into_iter()
+        .map(|mut child| {
+            thread::spawn(move || {
+                let lines = timed_lines(&mut child, start);
+                let status = wait_for(&mut child, Duration::from_secs(60));
+                assert!(
+                    status.success(),
+                    "{status:?}: {}",
+                    common::stderr_of(&mut child)
+                );
+                lines
+            })
+        })
+        .collect();
+    let mut lines: Vec<(f64, usize, usize)> = readers
+        .into_iter()
+        .flat_map(|r| r.join().unwrap())
+        .map(|(t, l)| {
+            let field = |n: usize| l.split(' ').nth(n).unwrap().parse().unwrap();
+            (t, field(1), field(2))
+        })
+        .collect();
+    assert_eq!(lines.len(), 60);
+    lines.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let budgets = [("in", 800, 100, 90), ("out", 200, 40, 20)];
+    for (b, (name, rate, burst, heaviest)) in budgets.into_iter().enumerate() {
+        let spent: Vec<(f64, usize)> = lines
+            .iter()
+            .map(|&(t, cin, cout)| (t, if b == 0 { cin } else { cout }))
+            .collect();
+        let most = most_bytes_in_window(&spent, 1.0);
+        assert!(
+            most <= burst + rate + allowance * heaviest,
+            "{most} of {name} in one second (at most {burst} + {rate}): {lines:?}"
+        );
+    }
+    let span = lines[59].0 - lines[0].0;
+    let lone = lone_end_of_two_costs(&lines);
+    (span > lone * 1.25 + 0.25)
+        .then(|| format!("the lines took {span:.2} s, a lone drip {lone:.2} s: {lines:?}"))
+}
+
+/// When one drip alone, under `in=800/s:100` and `out=200/s:40`, would
+/// send the last of `lines` (time, in, out) sent in their order, each as
+/// soon as both budgets let it (s after the first): a GCRA of each
+/// budget, as the lone pacer's.
+fn lone_end_of_two_costs(lines: &[(f64, usize, usize)]) -> f64 {
+    let budgets = [(800.0, 100.0), (200.0, 40.0)];
+    let mut tats = [0.0f64; 2];
+    let mut at = 0.0f64;
+    for &(_, cin, cout) in lines {
+        let costs = [cin as f64, cout as f64];
+        for (b, &(rate, burst)) in budgets.iter().enumerate() {
+            at = at.max(tats[b] - (burst - costs[b].min(burst)) / rate);
+        }
+        for (b, &(rate, _)) in budgets.iter().enumerate() {
+            tats[b] = tats[b].max(at) + costs[b] / rate;
+        }
+    }
+    at
+}
+
+#[test]
+fn two_drips_on_one_host_share_two_named_costs_of_different_weights() {
+    let _t = common::timing();
+    common::until_judged(3, Duration::from_secs(120), || {
+        two_drips_share_two_named_costs("in-out", BUSY_ALLOWANCE)
+    });
+}
+
+#[test]
+fn two_drips_through_redis_share_two_named_costs_of_different_weights() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = common::timing();
+    let redis = Redis::start();
+    let mut tries = 0;
+    common::until_judged(3, Duration::from_secs(120), || {
+        tries += 1;
+        let share = redis.share(&format!("in-out-{tries}"));
+        two_drips_share_two_named_costs(&share, BUSY_ALLOWANCE + 1)
+    });
+}
+
 /// On one host the clock is one: what a busy machine adds is one line
 /// woken late and one read held up ([`BUSY_ALLOWANCE`] lines).
 #[test]
@@ -681,6 +812,7 @@ fn the_script_runs_the_mirrored_byte_arithmetic() {
             count: 3000,
             period: 7_000_000_000,
             burst: 700,
+            weight: 0,
         }),
     ];
     let mut backend =
@@ -739,6 +871,7 @@ fn the_script_settles_as_the_mirror_does() {
             count: 3000,
             period: 7_000_000_000,
             burst: 700,
+            weight: 0,
         }),
     ];
     let mut backend =
@@ -768,10 +901,10 @@ fn the_script_settles_as_the_mirror_does() {
                     let (before, slot) = marks[rng.usize(..marks.len())];
                     let real = rng.u64(0..=slot * 2);
                     Settlement {
-                        back: slot.saturating_sub(real),
-                        more: real.saturating_sub(slot),
-                        before,
-                        slot,
+                        back: slot.saturating_sub(real).into(),
+                        more: real.saturating_sub(slot).into(),
+                        before: before.into(),
+                        slot: slot.into(),
                         life: if rng.u8(..10) == 0 { life + 1 } else { life },
                     }
                 })
@@ -784,16 +917,17 @@ fn the_script_settles_as_the_mirror_does() {
             let want = rng.u64(1..=4);
             let sizes: Vec<u64> = (0..want).map(|_| rng.u64(1..=600)).collect();
             let within = (round % 2 == 0).then(|| rng.i64(0..=300) * 1_000_000);
+            let weights: Vec<Weight> = sizes.iter().map(|&s| Weight::from(s)).collect();
             let ask = Ask {
                 key: None,
                 want,
-                sizes: &sizes,
+                sizes: &weights,
                 after: 0,
                 every: 0,
                 within,
             };
             let reply = backend.reserve(&[ask], 200_000_000).unwrap();
-            let before = mirror.charged;
+            let before = mirror.charged.0[0];
             assert_eq!(reply.mark.charged, before, "round {round}");
             assert_eq!(reply.mark.life, life);
             let want = (want, &sizes[..]);
@@ -821,7 +955,7 @@ fn the_script_settles_as_the_mirror_does() {
         .query(&mut redis.con())
         .unwrap();
     let mut expect: Vec<i64> = mirror.tats.iter().map(|t| t.unwrap()).collect();
-    expect.push(i64::try_from(mirror.charged).unwrap());
+    expect.push(i64::try_from(mirror.charged.0[0]).unwrap());
     assert_eq!(stored, expect);
 }
 
@@ -852,6 +986,7 @@ fn the_script_keeps_the_whole_range_as_the_mirror_does() {
             count: 7,
             period: 3_000_000_000,
             burst: 600_000,
+            weight: 0,
         }),
     ];
     let most = drip::testing::most_weight(&meters);
@@ -877,7 +1012,7 @@ fn the_script_keeps_the_whole_range_as_the_mirror_does() {
         backend.clock = Some((epoch + now / 1_000_000_000, now % 1_000_000_000));
         if round % 10 == 9 {
             let s = Settlement {
-                more: most,
+                more: most.into(),
                 ..Settlement::default()
             };
             backend.settle(&[s]).unwrap();
@@ -891,10 +1026,11 @@ fn the_script_keeps_the_whole_range_as_the_mirror_does() {
                     _ => rng.u64(1..=1000),
                 })
                 .collect();
+            let weights: Vec<Weight> = sizes.iter().map(|&s| Weight::from(s)).collect();
             let ask = Ask {
                 key: None,
                 want,
-                sizes: &sizes,
+                sizes: &weights,
                 after: 0,
                 every: 0,
                 within: None,
@@ -2415,7 +2551,7 @@ fn the_keys_script_runs_the_mirrored_arithmetic() {
                     key: Some(key),
                     seq: *seq,
                     first_unused: abs(expect[1]),
-                    size: 1,
+                    size: Weight::from(1),
                 });
                 assert!(book.give_back(step, &hex, *seq, expect[1]));
             }
@@ -3800,30 +3936,35 @@ fn the_summary_tells_the_shared_budget_left_through_redis() {
 /// 40, settled when `settle`. How long the pair took, and the stamps in
 /// order.
 fn settled_pair(share: &str, runtime: &Path, settle: bool) -> (Duration, Vec<i64>) {
-    let stamps = runtime.join(format!("stamps-{settle}"));
+    let costs = ["--cost", "e", "--cost-rate", "200/s:100"];
+    settled_pair_of(share, runtime, (&costs, settle.then_some("usage.total")))
+}
+
+/// [`settled_pair`] under the cost flags `costs`, settled by `settle`
+/// (`--settle`'s value) when given; each record `{"e":100,"o":100,...}`,
+/// each job reporting `{"usage":{"total":40}}`.
+fn settled_pair_of(
+    share: &str,
+    runtime: &Path,
+    (costs, settle): (&[&str], Option<&str>),
+) -> (Duration, Vec<i64>) {
+    let stamps = runtime.join(format!("stamps-{}", settle.is_some()));
     let _ = std::fs::remove_file(&stamps);
     let job = format!(
         "date +%s%N >> '{}'; echo '{{\"usage\":{{\"total\":40}}}}'",
         stamps.display()
     );
-    let mut args = vec![
-        "-q",
-        "--cost",
-        "e",
-        "--cost-rate",
-        "200/s:100",
-        "--share",
-        share,
-    ];
-    if settle {
-        args.extend(["--settle", "usage.total"]);
+    let mut args = vec!["-q", "--share", share];
+    args.extend(costs);
+    if let Some(settle) = settle {
+        args.extend(["--settle", settle]);
     }
     args.extend(["--exec", "sh", "-c", &job]);
     let start = Instant::now();
     let drips: Vec<Child> = (0..2)
         .map(|d| {
             let input: String = (0..8)
-                .map(|i| format!("{{\"e\":100,\"d\":{d},\"i\":{i}}}\n"))
+                .map(|i| format!("{{\"e\":100,\"o\":100,\"d\":{d},\"i\":{i}}}\n"))
                 .collect();
             common::drip_reading(&args, input, runtime, false)
         })
@@ -3896,6 +4037,71 @@ fn settled_drips_go_sooner_together_through_redis() {
     let redis = Redis::start();
     let runtime = tempfile::tempdir().unwrap();
     settled_drips_go_sooner_together(&redis.share("settled"), runtime.path());
+}
+
+/// `--settle out=…` through `--share` with two named costs of different
+/// weights (#40: 12): `in=400/s:100` and `out=200/s:100`, each record
+/// estimated at 100 of each, its job reporting 40 `out` (settled) and its
+/// `in` left at the estimate. Estimated only, `out` binds (16 × 100 at
+/// 200/s: 7.5 s); settled, what `out` gives back lets the records go as
+/// soon as `in` lets them (16 × 100 at 400/s: 3.75 s), and no sooner:
+/// each budget keeps its own bound in the jobs' stamps, `in` at 100 a job
+/// (its schedule given nothing back), `out` at 40.
+fn two_costs_settled_go_as_the_unsettled_one_lets_them(share: &str, runtime: &Path) {
+    let costs = [
+        "--cost",
+        "in=e",
+        "--cost",
+        "out=o",
+        "--cost-rate",
+        "in=400/s:100",
+        "--cost-rate",
+        "out=200/s:100",
+    ];
+    let (alone, stamps) = settled_pair_of(&format!("{share}-est"), runtime, (&costs, None));
+    assert!(
+        alone >= Duration::from_millis(7000),
+        "estimated only: {alone:?}"
+    );
+    assert_eq!(stamps.len(), 16);
+    let mut tries = 0;
+    common::until_judged(3, Duration::from_secs(120), || {
+        tries += 1;
+        let share = format!("{share}-{tries}");
+        let (took, stamps) = settled_pair_of(&share, runtime, (&costs, Some("out=usage.total")));
+        assert_eq!(stamps.len(), 16);
+        within_the_shared_bound(&stamps);
+        for (i, a) in stamps.iter().enumerate() {
+            for (j, b) in stamps.iter().enumerate().skip(i) {
+                let spent = 100.0 * (j - i + 1) as f64;
+                let allowed = 100.0 + 400.0 * ((b - a) as f64 / 1e9 + 0.1) + 100.0;
+                assert!(
+                    spent <= allowed,
+                    "{spent} of in spent in {} ms: {stamps:?}",
+                    (b - a) / 1_000_000
+                );
+            }
+        }
+        (took > Duration::from_millis(5500)).then(|| format!("settled in {took:?}"))
+    });
+}
+
+#[test]
+fn two_costs_settled_go_as_the_unsettled_one_lets_them_through_the_file() {
+    let _t = common::beside_timing();
+    let runtime = tempfile::tempdir().unwrap();
+    two_costs_settled_go_as_the_unsettled_one_lets_them("settled2", runtime.path());
+}
+
+#[test]
+fn two_costs_settled_go_as_the_unsettled_one_lets_them_through_redis() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = common::beside_timing();
+    let redis = Redis::start();
+    let runtime = tempfile::tempdir().unwrap();
+    two_costs_settled_go_as_the_unsettled_one_lets_them(&redis.share("settled2"), runtime.path());
 }
 
 /// A give-back after the schedule rested and another drip spent the

@@ -440,6 +440,58 @@ fn ctl_cost_rate_changes_the_limits_of_every_drip_through_redis() {
     common::until_judged(3, Duration::from_secs(90), || lower_cost(&share));
 }
 
+/// Lowering one of two named costs of different weights shared
+/// (`--cost-rate in=40/s:2 --cost-rate out=400/s:10`, records costing 2
+/// `in` and 1 `out`, #40: 12): `drip ctl a cost-rate out=5/s:1` makes
+/// `out` the tighter (the stored limits' order changes); from the stated
+/// time on they send at most 1 + 5 × 2 records in any 2 s, and still send,
+/// and every drip shows and says each limit under its own name.
+fn lower_one_of_two_costs(share: &str) -> Option<String> {
+    follow(&Change {
+        args: &[
+            "--cost",
+            "in=2",
+            "--cost",
+            "out=3",
+            "--cost-rate",
+            "in=40/s:2",
+            "--cost-rate",
+            "out=400/s:10",
+        ],
+        suffix: " 2 1",
+        share: Some(share),
+        names: &["a", "b"],
+        words: &["cost-rate", "out=5/s:1"],
+        before: 15,
+        from: STATED,
+        most: 11 + BUSY_ALLOWANCE,
+        least: 8,
+        info: r#""cost_rate":["in=40/s:2","out=5/s:1"]"#,
+        told: Some("the shared limits were changed by drip ctl to out=5 cost/s, burst 1 cost; in=40 cost/s, burst 2 cost (this drip had in=40 cost/s, burst 2 cost; out=400 cost/s, burst 10 cost): it follows them"),
+    })
+}
+
+#[test]
+fn ctl_cost_rate_changes_one_of_two_named_costs_of_every_drip_on_one_host() {
+    let _t = common::beside_timing();
+    common::until_judged(3, Duration::from_secs(90), || {
+        lower_one_of_two_costs("ctl-two-costs")
+    });
+}
+
+#[test]
+fn ctl_cost_rate_changes_one_of_two_named_costs_of_every_drip_through_redis() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = common::beside_timing();
+    let redis = fleet::Redis::start();
+    let share = redis.share("ctl-two-costs");
+    common::until_judged(3, Duration::from_secs(90), || {
+        lower_one_of_two_costs(&share)
+    });
+}
+
 /// A lone drip's named cost rate, lowered and then judged the same way:
 /// `in=40/s:2` at a cost of 2 a record, `drip ctl a cost-rate in=10/s:2`.
 #[test]

@@ -16,6 +16,11 @@
 //!   takes it below;
 //! - the file and the script go step for step as the arithmetic does.
 //!
+//! With two named costs of different weights (`--cost-rate in=… --cost-rate
+//! out=…`, #40: 12) each slot carries both, each limit spends its own, and
+//! each holds as one limit alone does: `charged` of each weight, each
+//! limit's TAT against the records' own of its cost.
+//!
 //! A debit settled after a drip's reservation and before the give-back of
 //! that reservation's unused slots went back with them (the schedule
 //! taken back to the first unused slot, the debit's time too) until a
@@ -24,7 +29,7 @@
 use crate::common;
 use common::redis_server::RedisServer as Redis;
 use drip::testing::{
-    Ask, Back, ByteStep, FileStore, Gcra, Meter, RedisStore, Settlement, Step, Store,
+    Ask, Back, ByteStep, FileStore, Gcra, Meter, RedisStore, Settlement, Step, Store, Weight,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
@@ -35,8 +40,10 @@ const MS: i64 = 1_000_000;
 const EPOCH: i64 = 1_700_000_000;
 
 /// A cost limit of 10 a second (100 ms a unit) and `burst`, after a
-/// record limit of 20 a second when `records_beside`.
-fn meters(burst: i64, records_beside: bool) -> Vec<Meter> {
+/// record limit of 20 a second when `records_beside`; with two `weights`,
+/// then a limit of another cost (`out`, the slots' second weight) of 4 a
+/// second (250 ms a unit) and twice the burst.
+fn meters(burst: i64, records_beside: bool, weights: usize) -> Vec<Meter> {
     let mut out = Vec::new();
     if records_beside {
         out.push(Meter::Records(Step {
@@ -48,8 +55,30 @@ fn meters(burst: i64, records_beside: bool) -> Vec<Meter> {
         count: 10,
         period: 1000 * MS,
         burst,
+        weight: 0,
     }));
+    if weights == 2 {
+        out.push(Meter::Bytes(ByteStep {
+            count: 4,
+            period: 1000 * MS,
+            burst: 2 * burst,
+            weight: 1,
+        }));
+    }
     out
+}
+
+/// Two costs of a record (`in`, `out`): the second counts only where the
+/// case has two weights.
+type Pair = [u64; 2];
+
+/// A slot's weights of `pair` under `weights` (1: the first only).
+fn weight(pair: Pair, weights: usize) -> Weight {
+    let mut w = Weight::from(pair[0]);
+    if weights == 2 {
+        w.0[1] = pair[1];
+    }
+    w
 }
 
 /// One step of a case. Drips and records are picked modulo what there is
@@ -62,7 +91,7 @@ enum Op {
     /// due within `horizon` ms of the first.
     Reserve {
         drip: usize,
-        sizes: Vec<u64>,
+        sizes: Vec<Pair>,
         horizon: i64,
     },
     /// Up to `n` of a drip's next slots due by now carry records (their
@@ -72,36 +101,45 @@ enum Op {
     /// in one call (as a keeper's turn sends them).
     Settle {
         drip: usize,
-        picks: Vec<(usize, u64)>,
+        picks: Vec<(usize, Pair)>,
     },
     /// A drip gives back a reservation's unused slots from one of them on
     /// (refused unless no one reserved, nor was charged a debit, since).
     GiveBack { drip: usize, from: usize },
     /// A drip exits: its last reservation's unused tail goes back, then
     /// the settlements left (every record in flight, spending `spent`).
-    Exit { drip: usize, spent: Vec<u64> },
+    Exit { drip: usize, spent: Vec<Pair> },
 }
 
-/// A case: the limits, how many drips, the steps.
+/// A case: the limits (`weights`: one cost, or two of different weights),
+/// how many drips, the steps.
 #[derive(Debug, Clone)]
 struct Case {
     burst: i64,
     records_beside: bool,
+    weights: usize,
     drips: usize,
     ops: Vec<Op>,
 }
 
 /// What a job spends: below, at or above its record's estimate (1 to
 /// 12), and far above (the 41 against 1).
-fn spent() -> impl Strategy<Value = u64> {
-    prop_oneof![3 => 0u64..=13, 1 => 30u64..=45]
+fn spent() -> impl Strategy<Value = Pair> {
+    let one = || prop_oneof![3 => 0u64..=13, 1 => 30u64..=45];
+    (one(), one()).prop_map(|(a, b)| [a, b])
+}
+
+/// A record's estimates: 1 to 12 of the first cost, 0 to 12 of the
+/// second.
+fn estimate() -> impl Strategy<Value = Pair> {
+    (1u64..=12, 0u64..=12).prop_map(|(a, b)| [a, b])
 }
 
 fn op() -> impl Strategy<Value = Op> {
     let drip = 0usize..2;
     prop_oneof![
         2 => (0i64..=200).prop_map(Op::Wait),
-        3 => (drip.clone(), prop::collection::vec(1u64..=12, 1..=4), 0i64..=300)
+        3 => (drip.clone(), prop::collection::vec(estimate(), 1..=4), 0i64..=300)
             .prop_map(|(drip, sizes, horizon)| Op::Reserve { drip, sizes, horizon }),
         3 => (drip.clone(), 1usize..=3).prop_map(|(drip, n)| Op::Send { drip, n }),
         3 => (drip.clone(), prop::collection::vec((any::<usize>(), spent()), 1..=3))
@@ -114,16 +152,17 @@ fn op() -> impl Strategy<Value = Op> {
 
 /// At most 40 steps of at most 200 ms: the state never expires (10 s past
 /// its schedule) within a case.
-fn case() -> impl Strategy<Value = Case> {
+fn case(weights: usize) -> impl Strategy<Value = Case> {
     (
         1i64..=20,
         any::<bool>(),
         1usize..=2,
         prop::collection::vec(op(), 1..=40),
     )
-        .prop_map(|(burst, records_beside, drips, ops)| Case {
+        .prop_map(move |(burst, records_beside, drips, ops)| Case {
             burst,
             records_beside,
+            weights,
             drips,
             ops,
         })
@@ -134,11 +173,12 @@ trait Shared {
     /// Reserve slots for records of `sizes` at `now`: the reservation's
     /// number, the slots (ns), and the state's mark before it (what was
     /// charged, its life).
-    fn reserve(&mut self, now: i64, sizes: &[u64], horizon: i64) -> (u64, Vec<i64>, u64, u64);
+    fn reserve(&mut self, now: i64, sizes: &[Weight], horizon: i64)
+        -> (u64, Vec<i64>, Weight, u64);
     fn settle(&mut self, now: i64, batch: &[Settlement]);
-    fn give_back(&mut self, now: i64, seq: u64, first_unused: i64, size: u64) -> bool;
+    fn give_back(&mut self, now: i64, seq: u64, first_unused: i64, size: Weight) -> bool;
     /// What the state holds: charged, seq, each limit's TAT.
-    fn state(&mut self) -> (u64, u64, Vec<Option<i64>>);
+    fn state(&mut self) -> (Weight, u64, Vec<Option<i64>>);
 }
 
 /// The arithmetic itself.
@@ -148,7 +188,12 @@ struct Mirror {
 }
 
 impl Shared for Mirror {
-    fn reserve(&mut self, now: i64, sizes: &[u64], horizon: i64) -> (u64, Vec<i64>, u64, u64) {
+    fn reserve(
+        &mut self,
+        now: i64,
+        sizes: &[Weight],
+        horizon: i64,
+    ) -> (u64, Vec<i64>, Weight, u64) {
         let before = self.g.charged;
         let want = (sizes.len() as u64, sizes);
         let slots = self
@@ -162,17 +207,17 @@ impl Shared for Mirror {
             self.g.settle(&self.meters, now, s, false);
         }
     }
-    fn give_back(&mut self, _: i64, seq: u64, first_unused: i64, size: u64) -> bool {
+    fn give_back(&mut self, _: i64, seq: u64, first_unused: i64, size: Weight) -> bool {
         self.g
             .give_back_sized(&self.meters, seq, first_unused, size)
     }
-    fn state(&mut self) -> (u64, u64, Vec<Option<i64>>) {
+    fn state(&mut self) -> (Weight, u64, Vec<Option<i64>>) {
         (self.g.charged, self.g.seq, self.g.tats.clone())
     }
 }
 
 /// One global ask for records of `sizes`.
-fn ask(sizes: &[u64]) -> Ask<'_> {
+fn ask(sizes: &[Weight]) -> Ask<'_> {
     Ask {
         key: None,
         want: sizes.len() as u64,
@@ -184,14 +229,14 @@ fn ask(sizes: &[u64]) -> Ask<'_> {
 }
 
 /// The reservation's grant in the harness's terms (slots at their ns).
-fn granted(store: &mut dyn Store, sizes: &[u64], horizon: i64) -> (u64, Vec<i64>, u64, u64) {
+fn granted(store: &mut dyn Store, sizes: &[Weight], horizon: i64) -> (u64, Vec<i64>, Weight, u64) {
     let reply = store.reserve(&[ask(sizes)], horizon).unwrap();
     let grant = &reply.grants[0];
     let slots = grant.slots.iter().map(|d| reply.now + d).collect();
     (grant.seq, slots, reply.mark.charged, reply.mark.life)
 }
 
-fn back(seq: u64, first_unused: i64, size: u64) -> Back<'static> {
+fn back(seq: u64, first_unused: i64, size: Weight) -> Back<'static> {
     Back {
         key: None,
         seq,
@@ -217,7 +262,12 @@ impl File {
 }
 
 impl Shared for File {
-    fn reserve(&mut self, now: i64, sizes: &[u64], horizon: i64) -> (u64, Vec<i64>, u64, u64) {
+    fn reserve(
+        &mut self,
+        now: i64,
+        sizes: &[Weight],
+        horizon: i64,
+    ) -> (u64, Vec<i64>, Weight, u64) {
         self.store.clock = Some(now);
         granted(&mut self.store, sizes, horizon)
     }
@@ -225,13 +275,13 @@ impl Shared for File {
         self.store.clock = Some(now);
         self.store.settle(batch).unwrap();
     }
-    fn give_back(&mut self, now: i64, seq: u64, first_unused: i64, size: u64) -> bool {
+    fn give_back(&mut self, now: i64, seq: u64, first_unused: i64, size: Weight) -> bool {
         self.store.clock = Some(now);
         self.store
             .give_back(&[back(seq, first_unused, size)])
             .unwrap()[0]
     }
-    fn state(&mut self) -> (u64, u64, Vec<Option<i64>>) {
+    fn state(&mut self) -> (Weight, u64, Vec<Option<i64>>) {
         let text = std::fs::read_to_string(&self.path).unwrap();
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         let tats = v["tats"]
@@ -240,11 +290,13 @@ impl Shared for File {
             .iter()
             .map(serde_json::Value::as_i64)
             .collect();
-        (
-            v["charged"].as_u64().unwrap(),
-            v["seq"].as_u64().unwrap(),
-            tats,
-        )
+        let mut charged = Weight::from(v["charged"].as_u64().unwrap());
+        if let Some(more) = v.get("charged_more").and_then(serde_json::Value::as_array) {
+            for (c, m) in more.iter().enumerate() {
+                charged.0[c + 1] = m.as_u64().unwrap();
+            }
+        }
+        (charged, v["seq"].as_u64().unwrap(), tats)
     }
 }
 
@@ -277,7 +329,12 @@ impl<'a> Script<'a> {
 }
 
 impl Shared for Script<'_> {
-    fn reserve(&mut self, now: i64, sizes: &[u64], horizon: i64) -> (u64, Vec<i64>, u64, u64) {
+    fn reserve(
+        &mut self,
+        now: i64,
+        sizes: &[Weight],
+        horizon: i64,
+    ) -> (u64, Vec<i64>, Weight, u64) {
         self.at(now);
         granted(&mut self.store, sizes, horizon)
     }
@@ -285,21 +342,23 @@ impl Shared for Script<'_> {
         self.at(now);
         self.store.settle(batch).unwrap();
     }
-    fn give_back(&mut self, now: i64, seq: u64, first_unused: i64, size: u64) -> bool {
+    fn give_back(&mut self, now: i64, seq: u64, first_unused: i64, size: Weight) -> bool {
         self.at(now);
         self.store
             .give_back(&[back(seq, first_unused, size)])
             .unwrap()[0]
     }
-    fn state(&mut self) -> (u64, u64, Vec<Option<i64>>) {
+    fn state(&mut self) -> (Weight, u64, Vec<Option<i64>>) {
         let mut cmd = redis::cmd("HMGET");
-        cmd.arg(&self.key).arg("charged").arg("seq");
+        cmd.arg(&self.key).arg("charged").arg("charged2").arg("seq");
         for j in 1..=self.limits {
             cmd.arg(format!("tat{j}"));
         }
         let got: Vec<Option<i64>> = cmd.query(&mut self.redis.con()).unwrap();
         let n = |v: Option<i64>| u64::try_from(v.unwrap_or(0)).unwrap();
-        (n(got[0]), n(got[1]), got[2..].to_vec())
+        let mut charged = Weight::from(n(got[0]));
+        charged.0[1] = n(got[1]);
+        (charged, n(got[2]), got[3..].to_vec())
     }
 }
 
@@ -309,7 +368,7 @@ enum Fate {
     Held,
     Given,
     /// Its record left; its job spent this much once settled.
-    Left(Option<u64>),
+    Left(Option<Weight>),
 }
 
 /// A slot a drip holds: when, for what estimate, its reservation (the
@@ -317,10 +376,10 @@ enum Fate {
 #[derive(Debug, Clone)]
 struct Slot {
     due: i64,
-    size: u64,
+    size: Weight,
     grant: usize,
     seq: u64,
-    before: u64,
+    before: Weight,
     life: u64,
     fate: Fate,
 }
@@ -334,12 +393,12 @@ struct Drip {
 
 impl Drip {
     /// The settlement of slot `i`, whose job spent `spent`.
-    fn settle(&mut self, i: usize, spent: u64) -> Settlement {
+    fn settle(&mut self, i: usize, spent: Weight) -> Settlement {
         let s = &mut self.slots[i];
         s.fate = Fate::Left(Some(spent));
         Settlement {
-            back: s.size.saturating_sub(spent),
-            more: spent.saturating_sub(s.size),
+            back: s.size.minus(&spent),
+            more: spent.minus(&s.size),
             before: s.before,
             slot: s.size,
             life: s.life,
@@ -373,13 +432,13 @@ impl Drip {
 
 /// What one step left: the slots granted, whether a give-back went, the
 /// state.
-type Trace = Vec<(Vec<i64>, bool, (u64, u64, Vec<Option<i64>>))>;
+type Trace = Vec<(Vec<i64>, bool, (Weight, u64, Vec<Option<i64>>))>;
 
 /// The TAT of each limit that the records make by themselves: a lone
 /// GCRA over the slots used, at their times, each charged what its job
-/// spent, or its estimate while in flight.
+/// spent of the limit's cost, or its estimate while in flight.
 fn lone_tats(meters: &[Meter], drips: &[Drip]) -> Vec<Option<i64>> {
-    let mut used: Vec<(i64, u64)> = drips
+    let mut used: Vec<(i64, Weight)> = drips
         .iter()
         .flat_map(|d| &d.slots)
         .filter_map(|s| match s.fate {
@@ -387,13 +446,12 @@ fn lone_tats(meters: &[Meter], drips: &[Drip]) -> Vec<Option<i64>> {
             _ => None,
         })
         .collect();
-    used.sort_unstable();
+    used.sort_unstable_by_key(|u| u.0);
     meters
         .iter()
         .map(|m| {
             used.iter().fold(None, |tat: Option<i64>, &(due, spent)| {
-                let spent = i64::try_from(spent).unwrap();
-                Some(tat.map_or(due, |t| t.max(due)) + m.cost(spent))
+                Some(tat.map_or(due, |t| t.max(due)) + m.cost(spent.on(m)))
             })
         })
         .collect()
@@ -401,9 +459,10 @@ fn lone_tats(meters: &[Meter], drips: &[Drip]) -> Vec<Option<i64>> {
 
 /// Run `case` through `shared`, checking the model at every step.
 fn run(case: &Case, shared: &mut dyn Shared) -> Result<Trace, TestCaseError> {
-    let meters = meters(case.burst, case.records_beside);
+    let meters = meters(case.burst, case.records_beside, case.weights);
+    let w = |pair: Pair| weight(pair, case.weights);
     let mut drips: Vec<Drip> = (0..case.drips).map(|_| Drip::default()).collect();
-    let (mut now, mut charged) = (0i64, 0u64);
+    let (mut now, mut charged) = (0i64, Weight::default());
     let mut trace = Trace::new();
     for (step, op) in case.ops.iter().enumerate() {
         let (mut slots, mut given) = (Vec::new(), false);
@@ -419,10 +478,11 @@ fn run(case: &Case, shared: &mut dyn Shared) -> Result<Trace, TestCaseError> {
                 if d.exited {
                     continue;
                 }
-                let (seq, got, before, life) = shared.reserve(now, sizes, horizon * MS);
+                let sizes: Vec<Weight> = sizes.iter().map(|&p| w(p)).collect();
+                let (seq, got, before, life) = shared.reserve(now, &sizes, horizon * MS);
                 d.grants += 1;
-                for (&due, &size) in got.iter().zip(sizes) {
-                    charged += size;
+                for (&due, &size) in got.iter().zip(&sizes) {
+                    charged = charged.plus(&size);
                     d.slots.push(Slot {
                         due,
                         size,
@@ -455,8 +515,8 @@ fn run(case: &Case, shared: &mut dyn Shared) -> Result<Trace, TestCaseError> {
                         break;
                     }
                     let i = open.remove(pick % open.len());
-                    let s = d.settle(i, spent);
-                    charged += s.more;
+                    let s = d.settle(i, w(spent));
+                    charged = charged.plus(&s.more);
                     batch.push(s);
                 }
                 if !batch.is_empty() {
@@ -487,9 +547,11 @@ fn run(case: &Case, shared: &mut dyn Shared) -> Result<Trace, TestCaseError> {
                     .in_flight()
                     .into_iter()
                     .enumerate()
-                    .map(|(k, i)| d.settle(i, spent[k % spent.len()]))
+                    .map(|(k, i)| d.settle(i, w(spent[k % spent.len()])))
                     .collect();
-                charged += batch.iter().map(|s| s.more).sum::<u64>();
+                for s in &batch {
+                    charged = charged.plus(&s.more);
+                }
                 if !batch.is_empty() {
                     shared.settle(now, &batch);
                 }
@@ -523,7 +585,10 @@ fn run(case: &Case, shared: &mut dyn Shared) -> Result<Trace, TestCaseError> {
 /// and the stores `stores` makes for it (given the case's number and
 /// limits): every one holds the model, and the stores go as the
 /// arithmetic does.
-fn check<'a>(cases: u32, stores: impl Fn(u32, Vec<Meter>) -> Vec<Box<dyn Shared + 'a>>) {
+fn check<'a>(
+    (cases, weights): (u32, usize),
+    stores: impl Fn(u32, Vec<Meter>) -> Vec<Box<dyn Shared + 'a>>,
+) {
     let config = Config {
         cases,
         failure_persistence: None,
@@ -532,9 +597,9 @@ fn check<'a>(cases: u32, stores: impl Fn(u32, Vec<Meter>) -> Vec<Box<dyn Shared 
     let rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
     let mut runner = TestRunner::new_with_rng(config, rng);
     let n = std::cell::Cell::new(0u32);
-    let outcome = runner.run(&case(), |case| {
+    let outcome = runner.run(&case(weights), |case| {
         n.set(n.get() + 1);
-        let meters = meters(case.burst, case.records_beside);
+        let meters = meters(case.burst, case.records_beside, case.weights);
         let mut mirror = Mirror {
             g: Gcra::default(),
             meters: meters.clone(),
@@ -557,8 +622,18 @@ fn check<'a>(cases: u32, stores: impl Fn(u32, Vec<Meter>) -> Vec<Box<dyn Shared 
 #[test]
 fn settlements_interleaved_lose_no_charge_through_the_file() {
     let dir = tempfile::tempdir().unwrap();
-    check(400, |n, meters| {
+    check((400, 1), |n, meters| {
         vec![Box::new(File::new(dir.path(), &format!("case{n}"), meters))]
+    });
+}
+
+/// The same with two named costs of different weights, each slot
+/// carrying both and each limit spending its own (#40: 12).
+#[test]
+fn two_costs_settlements_interleaved_lose_no_charge_through_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    check((400, 2), |n, meters| {
+        vec![Box::new(File::new(dir.path(), &format!("two{n}"), meters))]
     });
 }
 
@@ -569,8 +644,20 @@ fn settlements_interleaved_lose_no_charge_through_redis() {
         return;
     }
     let redis = Redis::start();
-    check(250, |n, meters| {
+    check((250, 1), |n, meters| {
         vec![Box::new(Script::new(&redis, &format!("case{n}"), meters))]
+    });
+}
+
+/// Two named costs of different weights through Redis's script.
+#[test]
+fn two_costs_settlements_interleaved_lose_no_charge_through_redis() {
+    if !common::have_redis() {
+        return;
+    }
+    let redis = Redis::start();
+    check((250, 2), |n, meters| {
+        vec![Box::new(Script::new(&redis, &format!("two{n}"), meters))]
     });
 }
 
@@ -584,27 +671,28 @@ fn a_debit_is_not_given_back_with_the_slots_reserved_before_it() {
     let case = Case {
         burst: 10,
         records_beside: false,
+        weights: 1,
         drips: 1,
         ops: vec![
             Op::Reserve {
                 drip: 0,
-                sizes: vec![1, 1, 1],
+                sizes: vec![[1, 0], [1, 0], [1, 0]],
                 horizon: 100,
             },
             Op::Send { drip: 0, n: 2 },
             Op::Settle {
                 drip: 0,
-                picks: vec![(0, 41)],
+                picks: vec![(0, [41, 0])],
             },
             Op::Exit {
                 drip: 0,
-                spent: vec![1],
+                spent: vec![[1, 0]],
             },
         ],
     };
     let dir = tempfile::tempdir().unwrap();
     let redis = common::have_redis().then(Redis::start);
-    let meters = meters(10, false);
+    let meters = meters(10, false, 1);
     let mut stores: Vec<Box<dyn Shared>> = vec![
         Box::new(Mirror {
             g: Gcra::default(),

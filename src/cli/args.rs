@@ -139,8 +139,9 @@ pub struct Cli {
     /// cost limit. NAME=N/UNIT spends the cost named NAME, NAME+NAME=N/UNIT
     /// the named costs summed (in+out=40000/min); without a name, the
     /// unnamed cost. May be given more than once. With --share, shared as
-    /// the byte rates are (but not beside a --byte-rate, and all spending
-    /// the same costs). Needs --cost
+    /// the byte rates are, each spending its own costs (but not beside a
+    /// --byte-rate, and spending at most 4 different sets of costs). Needs
+    /// --cost
     #[arg(long, value_name = "[NAME=]N/UNIT[:BURST]", value_parser = parse_named_cost_rate, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true, help_heading = "Pace")]
     pub cost_rate: Vec<(Option<String>, Rate, u64)>,
 

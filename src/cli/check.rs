@@ -456,8 +456,9 @@ fn missing<T>(why: impl std::fmt::Display) -> Result<T, clap::Error> {
 /// # Errors
 /// One of `--cost` and `--cost-rate` without the other, a cost given twice,
 /// a cost limit naming a cost there is none of, a cost no limit spends,
-/// `--cost-rate` with `--share` beside `--byte-rate` or spending different
-/// costs, or a field separator that is the record delimiter.
+/// `--cost-rate` with `--share` beside `--byte-rate` or spending more
+/// different sets of costs than a shared slot carries weights, or a field
+/// separator that is the record delimiter.
 fn cost_config(cli: &Cli, delimiter: u8) -> Result<Option<Cost>, clap::Error> {
     match (cli.cost.is_empty(), cli.cost_rate.is_empty()) {
         (true, true) => return Ok(None),
@@ -511,10 +512,13 @@ fn cost_config(cli: &Cli, delimiter: u8) -> Result<Option<Cost>, clap::Error> {
             return missing(format!("{flag}: no limit spends it; give {hint}"));
         }
     }
-    if !cli.share.is_empty() && !cost.one_weight() {
-        return usage(
-            "--cost-rate: with --share, every cost limit spends the same costs (a shared slot is reserved for one weight)",
-        );
+    let spends = shared::budget_tags(Some(&cost));
+    if !cli.share.is_empty() && shared::gcra::weight_tags(&spends).len() > shared::gcra::WEIGHTS {
+        return usage(format!(
+            "--cost-rate: with --share, the cost limits spend more than {} different sets of costs (a shared slot carries {} weights)",
+            shared::gcra::WEIGHTS,
+            shared::gcra::WEIGHTS
+        ));
     }
     Ok(Some(cost))
 }

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{flock, FlockOperation};
 use serde::{Deserialize, Serialize};
 
-use super::gcra::{hex, Gcra, KeyAsk, KeyBook, Meter, Settlement, Step};
+use super::gcra::{hex, Gcra, KeyAsk, KeyBook, Meter, Settlement, Step, Weight};
 use super::protocol::{Ask, Back, Failure, Grant, Mark, Reply, Store, EXPIRY_NS};
 use super::take::Taken;
 
@@ -47,6 +47,12 @@ struct Stored {
     /// `drip ctl`), for settlements ([`Gcra::settle`]).
     #[serde(default)]
     charged: u64,
+    /// What the limits spending the other weights of a slot were charged
+    /// (cost limits spending different costs: [`super::gcra::Weight`]),
+    /// the second weight's first; absent where only the first is used
+    /// (a state drip wrote before slots carried several weights).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    charged_more: Vec<u64>,
     #[serde(default)]
     last: Option<i64>,
     #[serde(default)]
@@ -339,7 +345,10 @@ impl FileStore {
         let mut gcra = Gcra {
             tats: stored.tats,
             seq: stored.seq,
-            charged: stored.charged,
+            charged: Weight(std::array::from_fn(|c| match c {
+                0 => stored.charged,
+                c => stored.charged_more.get(c - 1).copied().unwrap_or(0),
+            })),
             last: stored.last,
             life: if fresh {
                 now.unsigned_abs()
@@ -356,7 +365,14 @@ impl FileStore {
             gen,
             seq: gcra.seq,
             tats: gcra.tats,
-            charged: gcra.charged,
+            charged: gcra.charged.0[0],
+            charged_more: {
+                let mut more = gcra.charged.0[1..].to_vec();
+                while more.last() == Some(&0) {
+                    more.pop();
+                }
+                more
+            },
             last: gcra.last,
             life: gcra.life,
             keys,
@@ -375,7 +391,8 @@ impl FileStore {
     ///
     /// # Errors
     /// As a reservation's: a mismatch of limits, a file drip cannot use.
-    pub fn take(&mut self, size: u64, within: i64) -> Result<Taken, Failure> {
+    pub fn take(&mut self, size: impl Into<Weight>, within: i64) -> Result<Taken, Failure> {
+        let size: Weight = size.into();
         let meters = self.meters.clone();
         self.with_state(|g, _, now, _| {
             let (due, taken) = match g.take(&meters, now, size, within) {
@@ -550,7 +567,7 @@ mod tests {
             key: None,
             seq,
             first_unused,
-            size: 1,
+            size: Weight::from(1),
         };
         store.give_back(&[back]).unwrap()[0]
     }

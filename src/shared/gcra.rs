@@ -97,15 +97,99 @@ pub fn out_of_range(limit: &Limit) -> Option<String> {
 /// The most a shared slot may be reserved for (bytes, or cost) under
 /// `meters`: what charges each weighed limit at most [`MOST_AHEAD`]
 /// (`u64::MAX` with no weighed limit; at least 1 for a limit in range).
+/// Of the first weight; [`most_weights`] gives each.
 pub fn most_weight(meters: &[Meter]) -> u64 {
-    meters
-        .iter()
-        .filter_map(|m| match m {
-            Meter::Bytes(b) => Some(b.most_bytes()),
-            Meter::Records(_) => None,
-        })
-        .min()
-        .unwrap_or(u64::MAX)
+    most_weights(meters).0[0]
+}
+
+/// [`most_weight`] of each of a slot's weights: for weight `c`, what
+/// charges each limit spending it at most [`MOST_AHEAD`] (`u64::MAX`
+/// where no limit spends it).
+pub fn most_weights(meters: &[Meter]) -> Weight {
+    let mut most = Weight([u64::MAX; WEIGHTS]);
+    for m in meters {
+        if let Meter::Bytes(b) = m {
+            let c = b.weight.min(WEIGHTS - 1);
+            most.0[c] = most.0[c].min(b.most_bytes());
+        }
+    }
+    most
+}
+
+/// How many weights a shared slot carries at most: one for each set of
+/// costs a cost limit spends (`--cost-rate in=…`, `out=…`, `in+out=…`),
+/// or one for the bytes (`--byte-rate`), or the one cost.
+pub const WEIGHTS: usize = 4;
+
+/// What a shared slot is reserved for, and what it charges: one weight
+/// for each set of costs the shared limits spend (bytes, or cost, the
+/// weighed limit's unit), each limit spending its own ([`ByteStep::weight`]);
+/// a record limit counts the slot as 1 whatever it weighs. Where every
+/// weighed limit spends the same (bytes, the one cost, or named costs all
+/// spending the same ones), only the first weight is used, as before
+/// slots carried several.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Weight(pub [u64; WEIGHTS]);
+
+impl Weight {
+    /// The weight limit `m` spends (1 for a record limit).
+    pub fn on(&self, m: &Meter) -> i64 {
+        match m {
+            Meter::Records(_) => 1,
+            Meter::Bytes(b) => i64::try_from(self.0[b.weight.min(WEIGHTS - 1)]).unwrap_or(i64::MAX),
+        }
+    }
+
+    /// Whether a slot reserved for this may carry a record weighing
+    /// `other`: it weighs at least as much in every weight.
+    pub fn covers(&self, other: &Weight) -> bool {
+        self.0.iter().zip(&other.0).all(|(a, b)| a >= b)
+    }
+
+    /// Each weight of `self` less `other`'s, at least 0.
+    pub fn minus(&self, other: &Weight) -> Weight {
+        Weight(std::array::from_fn(|c| {
+            self.0[c].saturating_sub(other.0[c])
+        }))
+    }
+
+    /// Each weight of `self` and `other` added (saturating).
+    pub fn plus(&self, other: &Weight) -> Weight {
+        Weight(std::array::from_fn(|c| {
+            self.0[c].saturating_add(other.0[c])
+        }))
+    }
+
+    /// Each weight the lesser of `self`'s and `other`'s.
+    pub fn least(&self, other: &Weight) -> Weight {
+        Weight(std::array::from_fn(|c| self.0[c].min(other.0[c])))
+    }
+
+    /// Whether every weight is 0.
+    pub fn is_zero(&self) -> bool {
+        self.0.iter().all(|&w| w == 0)
+    }
+
+    /// The heaviest of its weights (for pacing by the slot's length).
+    pub fn heaviest(&self) -> u64 {
+        self.0.iter().copied().max().unwrap_or(0)
+    }
+}
+
+impl PartialEq<u64> for Weight {
+    /// Whether it is the slot of one weight `other` ([`Weight::from`]).
+    fn eq(&self, other: &u64) -> bool {
+        *self == Weight::from(*other)
+    }
+}
+
+impl From<u64> for Weight {
+    /// A slot of one weight (bytes, or the one cost): the first.
+    fn from(w: u64) -> Weight {
+        let mut all = [0; WEIGHTS];
+        all[0] = w;
+        Weight(all)
+    }
 }
 
 /// One limit's constants, in ns: emission interval `T` and burst tolerance
@@ -146,6 +230,9 @@ pub struct ByteStep {
     pub period: i64,
     /// Bytes that may leave back to back (≥ 1).
     pub burst: i64,
+    /// Which of a slot's weights it spends ([`Weight`]; 0 but for cost
+    /// limits spending other costs than the first one's).
+    pub weight: usize,
 }
 
 impl ByteStep {
@@ -213,8 +300,18 @@ impl Meter {
                     count: int(count),
                     period: int(period_ns),
                     burst: int(u128::from(limit.burst)),
+                    weight: 0,
                 })
             }
+        }
+    }
+
+    /// The constants of `limit`, spending weight `weight` of a slot when
+    /// it weighs (bytes, or cost).
+    pub fn spending(limit: &Limit, weight: usize) -> Meter {
+        match Meter::of(limit) {
+            Meter::Bytes(b) => Meter::Bytes(ByteStep { weight, ..b }),
+            records => records,
         }
     }
 
@@ -235,6 +332,14 @@ impl Meter {
         }
     }
 
+    /// Whether a slot weighing `size` on it waits for it: a record limit
+    /// always; a weighed limit unless the slot weighs nothing on it (a
+    /// record costing 0 waits for no cost limit, as alone: it spends
+    /// none of it).
+    pub fn binds(&self, size: i64) -> bool {
+        !matches!(self, Meter::Bytes(_)) || size > 0
+    }
+
     /// Whether it counts bytes.
     pub fn weighs_bytes(&self) -> bool {
         matches!(self, Meter::Bytes(_))
@@ -251,23 +356,83 @@ impl From<Step> for Meter {
 /// `count/period_ns:burst` for each record limit, `countB/period_ns:burstB`
 /// for each byte limit, comma-separated.
 pub fn spec(limits: &[Limit]) -> String {
+    spec_tagged(limits, &[])
+}
+
+/// [`spec`], each limit followed by `@` and its tag where `tags` gives
+/// one (a cost limit's costs, `in`, `in+out`, where the cost limits spend
+/// different costs: [`meters`]).
+pub fn spec_tagged(limits: &[Limit], tags: &[Option<String>]) -> String {
     limits
         .iter()
-        .map(|l| {
+        .enumerate()
+        .map(|(i, l)| {
             let b = match l.unit {
                 Unit::Records => "",
                 Unit::Bytes => "B",
                 Unit::Cost => "C",
             };
+            let tag = match tags.get(i) {
+                Some(Some(t)) => format!("@{t}"),
+                _ => String::new(),
+            };
             match l.rate {
                 Rate::Limited { count, period_ns } => {
-                    format!("{count}{b}/{period_ns}ns:{}{b}", l.burst)
+                    format!("{count}{b}/{period_ns}ns:{}{b}{tag}", l.burst)
                 }
                 Rate::Unlimited => "inf".into(),
             }
         })
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// The tag of each global limit a [`spec_tagged`] records (`None`:
+/// untagged), in its order.
+pub fn tags_of(spec: &str) -> Vec<Option<String>> {
+    let global = spec.split_once("key:").map_or(spec, |(g, _)| g);
+    global
+        .split(',')
+        .filter(|one| !one.is_empty())
+        .map(|one| one.split_once('@').map(|(_, t)| t.to_string()))
+        .collect()
+}
+
+/// The meters of `limits`, tagged as `tags` says ([`spec_tagged`]): the
+/// limits of one tag spend one weight of a slot, the first tag's the
+/// first, and so on, in their order; untagged limits the first.
+/// Tags beyond [`WEIGHTS`] spend the last (the command line refuses so
+/// many).
+pub fn meters(limits: &[Limit], tags: &[Option<String>]) -> Vec<Meter> {
+    let mut seen: Vec<&str> = Vec::new();
+    limits
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let weight = match tags.get(i) {
+                Some(Some(t)) => match seen.iter().position(|s| s == t) {
+                    Some(at) => at,
+                    None => {
+                        seen.push(t);
+                        seen.len() - 1
+                    }
+                },
+                _ => 0,
+            };
+            Meter::spending(l, weight.min(WEIGHTS - 1))
+        })
+        .collect()
+}
+
+/// Each weight's tag, in the order [`meters`] numbers them.
+pub fn weight_tags(tags: &[Option<String>]) -> Vec<String> {
+    let mut seen: Vec<String> = Vec::new();
+    for t in tags.iter().flatten() {
+        if !seen.contains(t) {
+            seen.push(t.clone());
+        }
+    }
+    seen
 }
 
 /// The global limits a [`spec`] records, in its order; `None` when it
@@ -278,6 +443,7 @@ pub fn limits_of(spec: &str) -> Option<Vec<Limit>> {
         .map(|one| {
             let (count, rest) = one.split_once('/')?;
             let (period, burst) = rest.split_once("ns:")?;
+            let burst = burst.split_once('@').map_or(burst, |(b, _)| b);
             let (unit, count, burst) = match (count.strip_suffix('B'), count.strip_suffix('C')) {
                 (Some(c), _) => (Unit::Bytes, c, burst.strip_suffix('B')?),
                 (_, Some(c)) => (Unit::Cost, c, burst.strip_suffix('C')?),
@@ -342,12 +508,18 @@ fn readable(count: u128, period_ns: u128) -> String {
 /// The limits as the shared state records them when limits per key are
 /// shared too: [`spec`] of the global limits, then `key:` and the key
 /// limit's, comma-separated.
+#[cfg(test)]
 pub fn spec_with_key(limits: &[Limit], key: &Limit) -> String {
+    spec_with_key_tagged(limits, &[], key)
+}
+
+/// [`spec_with_key`], the global limits tagged as [`spec_tagged`].
+pub fn spec_with_key_tagged(limits: &[Limit], tags: &[Option<String>], key: &Limit) -> String {
     let key = format!("key:{}", spec(std::slice::from_ref(key)));
     if limits.is_empty() {
         key
     } else {
-        format!("{},{key}", spec(limits))
+        format!("{},{key}", spec_tagged(limits, tags))
     }
 }
 
@@ -362,6 +534,11 @@ pub fn describe(spec: &str) -> String {
                 Some(rest) => ("per key ", rest),
                 None => ("", one),
             };
+            let (one, tag) = match one.split_once('@') {
+                Some((one, tag)) if !tag.is_empty() => (one, format!("{tag}=")),
+                Some((one, _)) => (one, String::new()),
+                None => (one, String::new()),
+            };
             let parsed = one.split_once('/').and_then(|(count, rest)| {
                 let (period, burst) = rest.split_once("ns:")?;
                 let (count, burst, unit) = match (count.strip_suffix('B'), count.strip_suffix('C'))
@@ -372,7 +549,7 @@ pub fn describe(spec: &str) -> String {
                 };
                 let rate = readable(count.parse().ok()?, period.parse().ok()?);
                 let rate = rate.replacen('/', &format!("{unit}/"), 1);
-                Some(format!("{per_key}{rate}, burst {burst}{unit}"))
+                Some(format!("{per_key}{tag}{rate}, burst {burst}{unit}"))
             });
             parsed.unwrap_or_else(|| one.to_string())
         })
@@ -391,10 +568,10 @@ pub struct Gcra {
     /// since: a give-back after a debit would take the debit back too).
     pub seq: u64,
     /// What the weighed limits were charged in this life of the state
-    /// (bytes, or cost): every slot's size as it is reserved, and every
-    /// debit of a settlement. Monotone: slots given back are not taken
-    /// off (a give-back's floor only rises by it).
-    pub charged: u64,
+    /// (bytes, or cost), each weight apart: every slot's weights as it is
+    /// reserved, and every debit of a settlement. Monotone: slots given
+    /// back are not taken off (a give-back's floor only rises by it).
+    pub charged: Weight,
     /// The latest departure slot granted, ns on the shared clock.
     pub last: Option<i64>,
     /// Which life of the state this is: set by the store when the state
@@ -410,16 +587,16 @@ pub struct Gcra {
 /// reservation of its slot.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Settlement {
-    /// Units (cost) to give back: the overestimate.
-    pub back: u64,
-    /// Units to charge more: the underestimate.
-    pub more: u64,
+    /// Units (cost) to give back: the overestimate, of each weight.
+    pub back: Weight,
+    /// Units to charge more: the underestimate, of each weight.
+    pub more: Weight,
     /// The state's [`Gcra::charged`] before the reservation that granted
     /// the record's slot.
-    pub before: u64,
-    /// What the record's slot was charged (the size it was reserved
+    pub before: Weight,
+    /// What the record's slot was charged (the weights it was reserved
     /// for): no slot after the record's spent it.
-    pub slot: u64,
+    pub slot: Weight,
     /// The state's [`Gcra::life`] then.
     pub life: u64,
 }
@@ -430,10 +607,10 @@ impl Settlement {
     /// least either's), which gives back no more than the two one after
     /// the other would.
     pub fn fold(&mut self, other: &Settlement) {
-        self.back = self.back.saturating_add(other.back);
-        self.more = self.more.saturating_add(other.more);
-        self.before = self.before.min(other.before);
-        self.slot = 0;
+        self.back = self.back.plus(&other.back);
+        self.more = self.more.plus(&other.more);
+        self.before = self.before.least(&other.before);
+        self.slot = Weight::default();
     }
 }
 
@@ -461,20 +638,20 @@ impl Gcra {
     /// departure times in order (ns, never before `now`).
     pub fn reserve(&mut self, steps: &[Step], now: i64, want: u64, horizon: i64) -> Vec<i64> {
         let meters: Vec<Meter> = steps.iter().copied().map(Meter::from).collect();
-        self.reserve_sized(&meters, now, want, &[], horizon)
+        self.reserve_sized::<u64>(&meters, now, want, &[], horizon)
     }
 
     /// Reserve up to `want` (≥ 1) departure slots at `now` under `meters`,
-    /// slot `j` for a record of `sizes[j]` bytes (1 past the end of
-    /// `sizes`): every slot due by `now + horizon`, and always at least
-    /// one. Returns their departure times in order (ns, never before
-    /// `now`).
-    pub fn reserve_sized(
+    /// slot `j` for a record of `sizes[j]` (bytes, or the weights of its
+    /// costs: [`Weight`]; 1 past the end of `sizes`): every slot due by
+    /// `now + horizon`, and always at least one. Returns their departure
+    /// times in order (ns, never before `now`).
+    pub fn reserve_sized<W: Copy + Into<Weight>>(
         &mut self,
         meters: &[Meter],
         now: i64,
         want: u64,
-        sizes: &[u64],
+        sizes: &[W],
         horizon: i64,
     ) -> Vec<i64> {
         self.tats.resize(meters.len(), None);
@@ -485,22 +662,21 @@ impl Gcra {
             .collect();
         let mut out = Vec::new();
         while (out.len() as u64) < want.max(1) {
-            let size = sizes
-                .get(out.len())
-                .map_or(1, |&s| i64::try_from(s).unwrap_or(i64::MAX));
+            let size: Weight = sizes.get(out.len()).map_or(Weight::from(1), |&s| s.into());
             let due = meters
                 .iter()
                 .zip(&tats)
-                .map(|(m, &tat)| tat.saturating_sub(m.reach(size)))
+                .filter(|(m, _)| m.binds(size.on(m)))
+                .map(|(m, &tat)| tat.saturating_sub(m.reach(size.on(m))))
                 .fold(now, i64::max);
             if !out.is_empty() && due > now.saturating_add(horizon) {
                 break;
             }
             let most = now.saturating_add(MOST_DEBT);
             for (m, tat) in meters.iter().zip(tats.iter_mut()) {
-                *tat = (*tat).max(due).saturating_add(m.cost(size)).min(most);
+                *tat = (*tat).max(due).saturating_add(m.cost(size.on(m))).min(most);
             }
-            self.charged = self.charged.saturating_add(size.unsigned_abs());
+            self.charged = self.charged.plus(&size);
             self.last = Some(self.last.map_or(due, |l| l.max(due)));
             out.push(due);
         }
@@ -532,32 +708,29 @@ impl Gcra {
     /// `burst + rate × W` holds for what was spent (`settle.rs`).
     pub fn settle(&mut self, meters: &[Meter], now: i64, s: &Settlement, fresh: bool) -> bool {
         self.tats.resize(meters.len(), None);
-        let weighed = |m: &Meter| matches!(m, Meter::Bytes(_));
-        if s.more > 0 {
-            let more = i64::try_from(s.more).unwrap_or(i64::MAX);
+        if !s.more.is_zero() {
             let most = now.saturating_add(MOST_DEBT);
             for (m, tat) in meters.iter().zip(self.tats.iter_mut()) {
-                if weighed(m) {
+                let more = s.more.on(m);
+                if m.weighs_bytes() && more > 0 {
                     let charged = tat.unwrap_or(now).max(now).saturating_add(m.cost(more));
                     *tat = Some(charged.min(most));
                 }
             }
-            self.charged = self.charged.saturating_add(s.more);
+            self.charged = self.charged.plus(&s.more);
             self.seq += 1;
         }
-        if s.back == 0 || fresh || s.life != self.life {
+        if s.back.is_zero() || fresh || s.life != self.life {
             return false;
         }
-        let since = self.charged.saturating_sub(s.before).saturating_sub(s.slot);
-        let since = i64::try_from(since).unwrap_or(i64::MAX);
-        let back = i64::try_from(s.back).unwrap_or(i64::MAX);
+        let since = self.charged.minus(&s.before).minus(&s.slot);
         let base = self.last.map_or(now, |l| l.max(now));
         for (m, tat) in meters.iter().zip(self.tats.iter_mut()) {
             let (Meter::Bytes(b), Some(t)) = (m, tat.as_mut()) else {
                 continue;
             };
-            let floor = base.saturating_add(b.cost(since));
-            *t = (*t).min(t.saturating_sub(b.back(back)).max(floor));
+            let floor = base.saturating_add(b.cost(since.on(m)));
+            *t = (*t).min(t.saturating_sub(b.back(s.back.on(m))).max(floor));
         }
         true
     }
@@ -569,23 +742,25 @@ impl Gcra {
     ///
     /// # Errors
     /// The first slot is not due in time.
-    pub fn reserve_within(
+    pub fn reserve_within<W: Copy + Into<Weight>>(
         &mut self,
         meters: &[Meter],
         now: i64,
-        (want, sizes): (u64, &[u64]),
+        (want, sizes): (u64, &[W]),
         horizon: i64,
         within: Option<i64>,
     ) -> Result<Vec<i64>, i64> {
         let within = within.map_or(MOST_AHEAD, |w| w.min(MOST_AHEAD));
-        let size = sizes
-            .first()
-            .map_or(1, |&s| i64::try_from(s).unwrap_or(i64::MAX));
+        let size: Weight = sizes.first().map_or(Weight::from(1), |&s| s.into());
         self.tats.resize(meters.len(), None);
         let due = meters
             .iter()
             .zip(&self.tats)
-            .map(|(m, tat)| tat.unwrap_or(now).max(now).saturating_sub(m.reach(size)))
+            .filter(|(m, _)| m.binds(size.on(m)))
+            .map(|(m, tat)| {
+                let reach = m.reach(size.on(m));
+                tat.unwrap_or(now).max(now).saturating_sub(reach)
+            })
             .fold(now, i64::max);
         if due > now.saturating_add(within) {
             return Err(due);
@@ -599,7 +774,7 @@ impl Gcra {
     /// where it stood before that slot, or later. Returns whether it did.
     pub fn give_back(&mut self, steps: &[Step], seq: u64, first_unused: i64) -> bool {
         let meters: Vec<Meter> = steps.iter().copied().map(Meter::from).collect();
-        self.give_back_sized(&meters, seq, first_unused, 1)
+        self.give_back_sized(&meters, seq, first_unused, 1u64)
     }
 
     /// Give back the slots from `first_unused` (a departure time this
@@ -612,15 +787,17 @@ impl Gcra {
         meters: &[Meter],
         seq: u64,
         first_unused: i64,
-        size: u64,
+        size: impl Into<Weight>,
     ) -> bool {
         if seq != self.seq {
             return false;
         }
-        let size = i64::try_from(size).unwrap_or(i64::MAX);
+        let size: Weight = size.into();
         for (m, tat) in meters.iter().zip(self.tats.iter_mut()) {
-            if let Some(t) = tat.as_mut() {
-                *t = (*t).min(first_unused.saturating_add(m.reach(size)));
+            // A limit the slot did not wait for: where it stood before
+            // the slot is not known from the slot, and it stays.
+            if let Some(t) = tat.as_mut().filter(|_| m.binds(size.on(m))) {
+                *t = (*t).min(first_unused.saturating_add(m.reach(size.on(m))));
             }
         }
         true
@@ -631,7 +808,14 @@ impl Gcra {
     /// `within` ns: `Ok(due)`, the slot taken (the state moved on, as one
     /// reservation of one slot); `Err(due)`, when it would be due, the
     /// state left as it was (nothing spent).
-    pub fn take(&mut self, meters: &[Meter], now: i64, size: u64, within: i64) -> Result<i64, i64> {
+    pub fn take(
+        &mut self,
+        meters: &[Meter],
+        now: i64,
+        size: impl Into<Weight>,
+        within: i64,
+    ) -> Result<i64, i64> {
+        let size: Weight = size.into();
         self.reserve_within(meters, now, (1, &[size]), 0, Some(within))
             .map(|slots| slots[0])
     }
@@ -874,7 +1058,7 @@ mod tests {
             count in 1i64..=1_000_000_000_000,
             period in 1i64..=MOST_AHEAD,
         ) {
-            let b = ByteStep { count, period, burst: 1 };
+            let b = ByteStep { count, period, burst: 1, weight: 0 };
             let most = b.most_bytes();
             proptest::prop_assert!(most >= 1);
             if b.cost(1) <= MOST_AHEAD {
@@ -978,7 +1162,7 @@ mod tests {
         g.reserve_within(&meters, 0, (1, &[1]), 0, None).unwrap();
         for _ in 0..10 {
             let s = Settlement {
-                more: most_weight(&meters),
+                more: Weight::from(most_weight(&meters)),
                 ..Settlement::default()
             };
             g.settle(&meters, 0, &s, false);
@@ -1248,6 +1432,63 @@ mod tests {
         );
     }
 
+    /// Cost limits tagged with the costs they spend: the spec reads back
+    /// as the same limits and tags, the meters number the weights by tag
+    /// (untagged ones the first), and messages name each limit's costs
+    /// (the unnamed cost's tag, empty, not shown).
+    #[test]
+    fn tagged_specs_read_back_and_number_the_weights() {
+        let limits = [
+            limit_of(1, 1_000_000_000, 1, Unit::Records),
+            limit_of(200, 1_000_000_000, 40, Unit::Cost),
+            limit_of(800, 1_000_000_000, 100, Unit::Cost),
+            limit_of(900, 1_000_000_000, 100, Unit::Cost),
+            limit_of(50, 1_000_000_000, 10, Unit::Cost),
+        ];
+        let tags = [
+            None,
+            Some("out".to_string()),
+            Some("in".to_string()),
+            Some("in+out".to_string()),
+            Some("out".to_string()),
+        ];
+        let spec = spec_tagged(&limits, &tags);
+        assert_eq!(
+            spec,
+            "1/1000000000ns:1,200C/1000000000ns:40C@out,800C/1000000000ns:100C@in,900C/1000000000ns:100C@in+out,50C/1000000000ns:10C@out"
+        );
+        assert_eq!(limits_of(&spec), Some(limits.to_vec()));
+        assert_eq!(tags_of(&spec), tags.to_vec());
+        let key = limit_of(5, 1_000_000_000, 1, Unit::Records);
+        let keyed = spec_with_key_tagged(&limits, &tags, &key);
+        assert_eq!(split_spec(&keyed), Some((limits.to_vec(), Some(key))));
+        assert_eq!(tags_of(&keyed), tags.to_vec());
+        let weights: Vec<Option<usize>> = meters(&limits, &tags)
+            .iter()
+            .map(|m| match m {
+                Meter::Bytes(b) => Some(b.weight),
+                Meter::Records(_) => None,
+            })
+            .collect();
+        assert_eq!(weights, [None, Some(0), Some(1), Some(2), Some(0)]);
+        assert_eq!(weight_tags(&tags), ["out", "in", "in+out"]);
+        assert_eq!(
+            describe(&spec_tagged(&limits[1..3], &tags[1..3])),
+            "out=200 cost/s, burst 40 cost; in=800 cost/s, burst 100 cost"
+        );
+        let unnamed = [None, Some(String::new())];
+        assert_eq!(
+            describe(&spec_tagged(&limits[1..3], &unnamed)),
+            "200 cost/s, burst 40 cost; 800 cost/s, burst 100 cost"
+        );
+        // Untagged (one weight): the spec as before slots carried several.
+        assert_eq!(spec_tagged(&limits, &[]), super::spec(&limits));
+        assert!(meters(&limits, &[]).iter().all(|m| match m {
+            Meter::Bytes(b) => b.weight == 0,
+            Meter::Records(_) => true,
+        }));
+    }
+
     /// A spec reads back as the limits it records; a key limit's does
     /// not (only the global limits are changed through the state).
     #[test]
@@ -1290,7 +1531,7 @@ mod tests {
         };
         let mut g = Gcra::default();
         let old = [step(100 * MS, 0)];
-        let slots = g.reserve_sized(&old, 0, 5, &[], 100_000 * MS);
+        let slots = g.reserve_sized(&old, 0, 5, &[0u64; 0], 100_000 * MS);
         assert_eq!(slots, [0, 100 * MS, 200 * MS, 300 * MS, 400 * MS]);
         let seq = g.seq;
         // 1/s, burst 3, at 50 ms: the first new slot at 500 ms (after the
@@ -1298,13 +1539,13 @@ mod tests {
         let new = [step(1_000 * MS, 2_000 * MS)];
         g.relimit(&new, 50 * MS);
         assert!(!g.give_back_sized(&new, seq, 400 * MS, 1));
-        let slots = g.reserve_sized(&new, 50 * MS, 2, &[], 100_000 * MS);
+        let slots = g.reserve_sized(&new, 50 * MS, 2, &[0u64; 0], 100_000 * MS);
         assert_eq!(slots, [500 * MS, 1_500 * MS]);
         // Long after: from now, still without a burst saved up.
         let mut g = Gcra::default();
-        g.reserve_sized(&old, 0, 1, &[], 100_000 * MS);
+        g.reserve_sized(&old, 0, 1, &[0u64; 0], 100_000 * MS);
         g.relimit(&new, 10_000 * MS);
-        let slots = g.reserve_sized(&new, 10_000 * MS, 2, &[], 100_000 * MS);
+        let slots = g.reserve_sized(&new, 10_000 * MS, 2, &[0u64; 0], 100_000 * MS);
         assert_eq!(slots, [10_000 * MS, 11_000 * MS]);
     }
 
@@ -1475,6 +1716,7 @@ mod tests {
         count: 100,
         period: 1_000_000_000,
         burst: 50,
+        weight: 0,
     });
 
     /// A record of the model: its estimate, what it really spent, its
@@ -1521,10 +1763,10 @@ mod tests {
                     let end = due + ms * MS;
                     out.push((due, end, e, real));
                     let s = Settlement {
-                        back: e.saturating_sub(real),
-                        more: real.saturating_sub(e),
-                        before,
-                        slot: e,
+                        back: Weight::from(e.saturating_sub(real)),
+                        more: Weight::from(real.saturating_sub(e)),
+                        before: Weight::from(before),
+                        slot: Weight::from(e),
                         life: 7,
                     };
                     running.push((end, d, s));
@@ -1536,7 +1778,7 @@ mod tests {
                         .take(*k as usize)
                         .map(|j| j.0)
                         .collect();
-                    let before = g.charged;
+                    let before = g.charged.0[0];
                     let want = (sizes.len() as u64, &sizes[..]);
                     match g.reserve_within(&[COST], t, want, 200 * MS, within) {
                         Ok(slots) => {
@@ -1650,10 +1892,10 @@ mod tests {
                 g.reserve_sized(&[COST], 0, 1, &[size], 0);
                 let real = spent[i];
                 settlements.push(Settlement {
-                    back: size.saturating_sub(real),
-                    more: real.saturating_sub(size),
+                    back: Weight::from(size.saturating_sub(real)),
+                    more: Weight::from(real.saturating_sub(size)),
                     before,
-                    slot: size,
+                    slot: Weight::from(size),
                     life: 4,
                 });
             }
@@ -1684,10 +1926,10 @@ mod tests {
         g.reserve_sized(&[COST], 0, 1, &[50], 0);
         let tat = g.tats[0];
         let back = Settlement {
-            back: 40,
-            more: 0,
-            before: 0,
-            slot: 0,
+            back: Weight::from(40),
+            more: Weight::from(0),
+            before: Weight::from(0),
+            slot: Weight::from(0),
             life: 2,
         };
         assert!(!g.settle(&[COST], 0, &back, false));
@@ -1695,10 +1937,10 @@ mod tests {
         assert!(!g.settle(&[COST], 0, &Settlement { life: 3, ..back }, true));
         assert_eq!(g.tats[0], tat);
         let more = Settlement {
-            back: 0,
-            more: 10,
-            before: 0,
-            slot: 0,
+            back: Weight::from(0),
+            more: Weight::from(10),
+            before: Weight::from(0),
+            slot: Weight::from(0),
             life: 2,
         };
         g.settle(&[COST], 0, &more, false);

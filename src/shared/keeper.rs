@@ -23,7 +23,7 @@ use std::sync::mpsc::{SendError, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::gcra::Settlement;
+use super::gcra::{Settlement, Weight};
 use super::protocol::{expired, Ask, Back, ClockOffset, Failure, Reply, Store};
 use super::voice::{OnError, Retry, Voice, BACKOFF};
 use crate::sys::Unpoisoned;
@@ -103,7 +103,7 @@ pub(crate) struct Status {
 pub(crate) struct Request {
     pub(crate) key: Option<Box<[u8]>>,
     pub(crate) want: u64,
-    pub(crate) sizes: Vec<u64>,
+    pub(crate) sizes: Vec<Weight>,
     pub(crate) at: u64,
     pub(crate) every: u64,
     /// Slots only when the first is due within this long (ns), as
@@ -134,7 +134,7 @@ pub(crate) struct Return {
     pub(crate) key: Option<Box<[u8]>>,
     pub(crate) seq: u64,
     pub(crate) first_unused: i64,
-    pub(crate) size: u64,
+    pub(crate) size: Weight,
     pub(crate) count: u64,
 }
 
@@ -196,12 +196,14 @@ pub(crate) trait Grants: Send + 'static {
     /// changed by `drip ctl` for every drip on the state, from now on;
     /// `false` when this kind of grant cannot (the limits it serves are
     /// gone).
+    /// `tags` are the global limits' ([`super::gcra::spec_tagged`]).
     fn adopt(
         &mut self,
         limits: &[crate::schedule::Limit],
+        tags: &[Option<String>],
         key: Option<&crate::schedule::Limit>,
     ) -> bool {
-        let _ = (limits, key);
+        let _ = (limits, tags, key);
         false
     }
 }
@@ -474,10 +476,11 @@ impl<G: Grants> Keeper<G> {
         let Some((limits, key)) = super::gcra::split_spec(theirs) else {
             return false;
         };
-        if !self.lease.lock().adopt(&limits, key.as_ref()) {
+        let tags = super::gcra::tags_of(theirs);
+        if !self.lease.lock().adopt(&limits, &tags, key.as_ref()) {
             return false;
         }
-        let meters = limits.iter().map(super::gcra::Meter::of).collect();
+        let meters = super::gcra::meters(&limits, &tags);
         let mut told = self.told.lock().unpoisoned();
         if !self.voice.quiet && *told != theirs {
             let name = self.voice.name.trim_start_matches("--share ");
@@ -715,8 +718,8 @@ mod tests {
                     sent[i][(now / (1_000 * ms)) as usize] += 1;
                 }
                 if lease.back().map_or(true, |&t| t - now < ahead(0)) {
-                    let want = fitting(&meters, 10_000, &[], chunk(0));
-                    let slots = state.reserve_sized(&meters, now, want, &[], HORIZON);
+                    let want = fitting(&meters, 10_000, &[0u64; 0], chunk(0));
+                    let slots = state.reserve_sized(&meters, now, want, &[0u64; 0], HORIZON);
                     lease.extend(slots);
                 }
             }
@@ -823,8 +826,8 @@ mod tests {
         };
         let (lease, keeper) =
             keeper_over(Box::new(store), 1_000_000, OnError::Wait, Instant::now());
-        let one = |back| Settlement {
-            back,
+        let one = |back: u64| Settlement {
+            back: back.into(),
             life: 1,
             ..Settlement::default()
         };
@@ -841,7 +844,12 @@ mod tests {
         }
         lease.close();
         thread.join().unwrap();
-        let backs: Vec<u64> = settled.lock().unwrap().iter().map(|s| s.back).collect();
+        let backs: Vec<u64> = settled
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|s| s.back.0[0])
+            .collect();
         assert_eq!(backs, [1, 2, 3]);
         assert_eq!(lease.lock().status.failures, 2);
     }

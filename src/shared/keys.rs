@@ -260,7 +260,7 @@ impl Grants for KeyLeases {
         self.wake_all(now);
     }
 
-    fn adopt(&mut self, _limits: &[Limit], key: Option<&Limit>) -> bool {
+    fn adopt(&mut self, _limits: &[Limit], _tags: &[Option<String>], key: Option<&Limit>) -> bool {
         let Some(&key) = key else {
             return false;
         };
@@ -490,6 +490,7 @@ impl KeySchedule for SharedKeys {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shared::gcra::Weight;
     use crate::shared::lease::Slot;
     use crate::shared::protocol::Ask;
     use std::time::Instant;
@@ -516,7 +517,7 @@ mod tests {
         b.wanted = 3;
         b.held.slots.extend([100, 900].map(|at| Slot {
             at,
-            size: 1,
+            size: Weight::from(1),
             grant: 1,
             shared: 0,
             mark: crate::shared::protocol::Mark::default(),
@@ -543,7 +544,7 @@ mod tests {
             a.held.grants = 2;
             a.held.slots.push_back(Slot {
                 at: 0,
-                size: 1,
+                size: Weight::from(1),
                 grant: 1,
                 shared: 0,
                 mark: crate::shared::protocol::Mark::default(),
@@ -578,7 +579,7 @@ mod tests {
             (a.held.grants, a.held.last_seq) = (2, 7);
             let slot = |at: u64, grant| Slot {
                 at,
-                size: 1,
+                size: Weight::from(1),
                 grant,
                 shared: at as i64,
                 mark: crate::shared::protocol::Mark::default(),
@@ -594,7 +595,7 @@ mod tests {
             key: Some(b"a"[..].into()),
             seq: 7,
             first_unused: 200,
-            size: 1,
+            size: Weight::from(1),
             count: 2,
         };
         assert_eq!(st.turn(0, None).map(|t| t.returns), Ok(vec![back]));

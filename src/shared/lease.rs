@@ -35,8 +35,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::gcra::Meter;
-use super::gcra::Settlement;
+use super::gcra::{Meter, Settlement, Weight, WEIGHTS};
 use super::keeper::{Grants, Lease, Mode, Request, Return, Status, Turn};
 use super::protocol::{
     ahead, byte_late_ns, chunk, fitting, late_ns, Grant, Mark, Reply, HORIZON, POLL_NS,
@@ -55,9 +54,10 @@ pub(crate) const SIZES_KEPT: usize = 4096;
 pub(crate) struct Slot {
     /// When it is due, on drip's clock (ns).
     pub(crate) at: u64,
-    /// The size (bytes) it was reserved for, which it may carry a record
+    /// The size (bytes, or the weights of its costs) it was reserved
+    /// for, which it may carry a record
     /// of at most (1 when no limit counts bytes).
-    pub(crate) size: u64,
+    pub(crate) size: Weight,
     /// Which of this drip's grants it came from (counted from 1).
     pub(crate) grant: u64,
     /// Its time on the shared clock (ns), for giving it back.
@@ -173,7 +173,12 @@ impl Held {
     /// Drop the slots too late to use at `now` (`late`: how late a slot
     /// of a size may be). Those of the last grant that leave the lease
     /// empty go back; the others are forfeited (counted in `forfeited`).
-    pub(crate) fn drop_late(&mut self, now: u64, late: impl Fn(u64) -> u64, forfeited: &mut u64) {
+    pub(crate) fn drop_late(
+        &mut self,
+        now: u64,
+        late: impl Fn(Weight) -> u64,
+        forfeited: &mut u64,
+    ) {
         let mut run: Option<Return> = None;
         while let Some(&slot) = self.slots.front().filter(|s| s.at + late(s.size) < now) {
             self.slots.pop_front();
@@ -196,7 +201,7 @@ impl Held {
     pub(crate) fn take(
         &mut self,
         grant: &Grant,
-        sizes: &[u64],
+        sizes: &[Weight],
         reply: (i64, Mark),
         base: u64,
     ) -> u64 {
@@ -211,7 +216,7 @@ impl Held {
                 .max(floor);
             self.slots.push_back(Slot {
                 at,
-                size: sizes.get(j).copied().unwrap_or(1),
+                size: sizes.get(j).copied().unwrap_or(Weight::from(1)),
                 grant: self.grants,
                 shared: shared_now.saturating_add(d),
                 mark,
@@ -274,13 +279,18 @@ pub(crate) struct GlobalLease {
     pub(crate) wanted: usize,
     /// When a limit counts bytes: the sizes (bytes) of the first of those
     /// records, in order, at most [`SIZES_KEPT`] (empty otherwise).
-    pub(crate) wanted_sizes: Vec<u64>,
+    pub(crate) wanted_sizes: Vec<Weight>,
     pub(crate) status: Status,
     /// The shared limits, for sizing a reservation to one chunk.
     meters: Vec<Meter>,
-    /// The shared limits `drip ctl` changed, until the schedule takes
+    /// The shared limits `drip ctl` changed (in the command line's order,
+    /// [`super::lone_order`]) and their meters, until the schedule takes
     /// them ([`SharedSchedule`]'s next release).
-    pub(crate) relimited: Option<Vec<Limit>>,
+    pub(crate) relimited: Option<(Vec<Limit>, Vec<Meter>)>,
+    /// What each cost limit of the command line spends, in its order, as
+    /// the state tags it ([`super::budget_tags`]): how stored limits map
+    /// back to them.
+    pub(crate) budget_tags: Vec<Option<String>>,
     /// The limits in force, as `drip ctl` and `--metrics` show them.
     pub(crate) in_force: Option<crate::schedule::InForce>,
     /// `--settle`: slots are reserved only when due within a chunk (none
@@ -337,13 +347,13 @@ impl GlobalLease {
 
     /// [`Held::drop_late`] of this lease (the records' wants are noted
     /// after).
-    fn drop_late(&mut self, now: u64, late: impl Fn(u64) -> u64) {
+    fn drop_late(&mut self, now: u64, late: impl Fn(Weight) -> u64) {
         self.held.drop_late(now, late, &mut self.status.forfeited);
     }
 
     /// Note what the records left waiting want: `left` of them, the sizes
     /// of the first from `sizes` (when weighed).
-    fn note_wanted(&mut self, left: usize, sizes: Option<&mut dyn Iterator<Item = u64>>) {
+    fn note_wanted(&mut self, left: usize, sizes: Option<&mut dyn Iterator<Item = Weight>>) {
         let covered = self.held.slots.len();
         self.wanted = left.saturating_sub(covered);
         self.wanted_sizes.clear();
@@ -376,7 +386,7 @@ impl Grants for GlobalLease {
                 until = until.max(self.not_before);
             }
             if until <= now {
-                let sizes: Vec<u64> = self.wanted_sizes.iter().take(want).copied().collect();
+                let sizes: Vec<Weight> = self.wanted_sizes.iter().take(want).copied().collect();
                 let want = fitting(&self.meters, want as u64, &sizes, chunk(rtt));
                 let sizes = sizes[..sizes.len().min(want as usize)].to_vec();
                 turn.requests.push(Request {
@@ -453,15 +463,16 @@ impl Grants for GlobalLease {
         self.status.mode = Mode::Local;
     }
 
-    fn adopt(&mut self, limits: &[Limit], _key: Option<&Limit>) -> bool {
+    fn adopt(&mut self, limits: &[Limit], tags: &[Option<String>], _key: Option<&Limit>) -> bool {
         if limits.is_empty() {
             return false;
         }
-        self.meters = limits.iter().map(Meter::of).collect();
-        self.relimited = Some(limits.to_vec());
+        self.meters = super::gcra::meters(limits, tags);
+        let lone = super::lone_order(limits, tags, &self.budget_tags);
         if let Some(in_force) = &self.in_force {
-            *in_force.lock().unpoisoned() = limits.to_vec();
+            *in_force.lock().unpoisoned() = lone.clone();
         }
+        self.relimited = Some((lone, self.meters.clone()));
         true
     }
 }
@@ -483,6 +494,14 @@ pub struct SharedSchedule {
     /// How a record's cost is read, when the weighed limits count cost
     /// (`--cost-rate`, never beside a shared `--byte-rate`).
     pub(crate) cost: Option<Cost>,
+    /// Which cost limit's spending (its place in `cost`'s) each weight of a
+    /// slot is, when the cost limits spend different costs
+    /// ([`super::gcra::meters`]); empty: one weight, the first cost (or
+    /// the size in bytes).
+    pub(crate) budgets: Vec<usize>,
+    /// The highest rate (units a second) of the limits spending each
+    /// weight (0: none), for how late a slot may be.
+    pub(crate) weight_rates: [f64; WEIGHTS],
     pub(crate) last_now: u64,
     /// `--share-peers`, which the lone pace divides the rates by.
     pub(crate) peers: u64,
@@ -493,7 +512,7 @@ pub struct SharedSchedule {
     /// oldest first, at most [`MOST_IN_FLIGHT`]: each one's hash
     /// ([`record_hash`]), the size its slot was reserved for (what it was
     /// charged) and where the state stood before that slot's reservation.
-    pub(crate) in_flight: Option<VecDeque<(u64, u64, Mark)>>,
+    pub(crate) in_flight: Option<VecDeque<(u64, Weight, Mark)>>,
     /// The most a slot may be reserved for, and the notice of the first
     /// record weighing more.
     pub(crate) heaviest: Heaviest,
@@ -504,8 +523,9 @@ pub struct SharedSchedule {
 /// whether the first record weighing more was said on stderr.
 #[derive(Debug)]
 pub(crate) struct Heaviest {
-    /// The most a slot is reserved for (`u64::MAX`: no bound).
-    pub(crate) most: u64,
+    /// The most a slot is reserved for, of each weight (`u64::MAX`: no
+    /// bound).
+    pub(crate) most: Weight,
     /// Who says it (`--share NAME`).
     pub(crate) who: String,
     /// Said nothing (`--quiet`), or said already.
@@ -517,7 +537,7 @@ impl Heaviest {
     #[cfg(test)]
     pub(crate) fn none() -> Heaviest {
         Heaviest {
-            most: u64::MAX,
+            most: Weight([u64::MAX; WEIGHTS]),
             who: String::new(),
             said: std::cell::Cell::new(true),
         }
@@ -525,18 +545,42 @@ impl Heaviest {
 
     /// What a record weighing `weight` is charged: its weight, or the most
     /// a slot may be, said once on stderr.
-    pub(crate) fn cap(&self, weight: u64) -> u64 {
-        if weight <= self.most {
+    pub(crate) fn cap(&self, weight: Weight) -> Weight {
+        if self.most.covers(&weight) {
             return weight;
         }
+        let c = (0..WEIGHTS)
+            .find(|&c| weight.0[c] > self.most.0[c])
+            .unwrap_or(0);
         if !self.said.replace(true) {
             eprintln!(
-                "drip: {}: a record weighs {weight}, more than a shared slot may charge (32 days of the limit): each such record is charged {}",
-                self.who, self.most
+                "drip: {}: a record weighs {}, more than a shared slot may charge (32 days of the limit): each such record is charged {}",
+                self.who, weight.0[c], self.most.0[c]
             );
         }
-        self.most
+        weight.least(&self.most)
     }
+}
+
+/// A record's weights, its costs `costs` (as [`Cost::estimates`]): weight
+/// `c` what cost limit `budgets[c]` spends of them (0 past `budgets`).
+pub(crate) fn weigh(cost: &Cost, budgets: &[usize], costs: &[Option<u64>]) -> Weight {
+    Weight(std::array::from_fn(|c| {
+        budgets.get(c).map_or(0, |&b| cost.spend(b, costs))
+    }))
+}
+
+/// The highest rate (units a second) of the limits of `meters` spending
+/// each weight of a slot (0: none).
+pub(crate) fn weight_rates(meters: &[Meter]) -> [f64; WEIGHTS] {
+    let mut rates = [0.0; WEIGHTS];
+    for m in meters {
+        if let Meter::Bytes(b) = m {
+            let c = b.weight.min(WEIGHTS - 1);
+            rates[c] = f64::max(rates[c], b.count as f64 * 1e9 / b.period as f64);
+        }
+    }
+    rates
 }
 
 /// What the writes did with the slots released ([`Schedule::wrote`]).
@@ -561,7 +605,7 @@ pub(crate) struct Written {
     /// on drip's clock, ns, and the size it was reserved for). At most
     /// [`SIZES_KEPT`], the oldest let go: under a sink that never reports
     /// its writes (`--exec`) it fills and rotates, unread.
-    unwritten: VecDeque<(u64, u64)>,
+    unwritten: VecDeque<(u64, Weight)>,
     /// Slots still to forfeit for records written late, and the end of
     /// the last such write (drip's clock, ns): only slots due before it
     /// are overtaken. Those the lease holds go at the write itself
@@ -575,19 +619,35 @@ impl SharedSchedule {
     /// Pace by `limits` from `now` on, changed by `drip ctl` for every
     /// drip on the state: the lone pace (rate / peers, from the last
     /// departure, no credit carried) and how late a slot may be.
-    fn follow(&mut self, now: u64, limits: &[Limit]) {
+    fn follow(&mut self, now: u64, (limits, meters): (&[Limit], &[Meter])) {
         let pace = super::Pace::of(limits, self.peers);
         let _ = self.local.replace_limits(now, &pace.local);
         self.per_second = pace.per_second;
         self.bytes_per_second = pace.bytes_per_second;
+        self.weight_rates = weight_rates(meters);
+        self.heaviest.most = super::gcra::most_weights(meters);
     }
 
     /// What `record` weighs on the weighed limits: its cost under cost
-    /// limits, else its size in bytes.
-    fn weight(&self, record: &[u8]) -> u64 {
+    /// limits (each weight the spending of its cost limit, when they
+    /// spend different costs), else its size in bytes.
+    fn weight(&self, record: &[u8]) -> Weight {
         self.heaviest.cap(match &self.cost {
-            Some(cost) => cost.of(record),
-            None => record.len() as u64,
+            Some(cost) if !self.budgets.is_empty() => {
+                weigh(cost, &self.budgets, &cost.estimates(record))
+            }
+            Some(cost) => Weight::from(cost.of(record)),
+            None => Weight::from(record.len() as u64),
+        })
+    }
+
+    /// What a record spent of each weight, its costs `costs` (as
+    /// [`Cost::estimates`]): as [`SharedSchedule::weight`].
+    fn spent(&self, cost: &Cost, costs: &[Option<u64>]) -> Weight {
+        self.heaviest.cap(if self.budgets.is_empty() {
+            Weight::from(cost.spend(0, costs))
+        } else {
+            weigh(cost, &self.budgets, costs)
         })
     }
 
@@ -596,16 +656,27 @@ impl SharedSchedule {
     /// ([`late_ns`]); with byte limits, also no later than the slot is
     /// long at the highest byte rate ([`byte_late_ns`]), so a record limit
     /// beside a byte limit keeps its half interval.
-    fn late_ns(&self, size: u64) -> u64 {
+    ///
+    /// With weights of several costs, no later than the slot is long at
+    /// the highest rate of each cost it weighs (a weight of 0 spends
+    /// nothing, and bounds nothing).
+    fn late_ns(&self, size: Weight) -> u64 {
         let records = if self.per_second.is_finite() {
             late_ns(self.per_second)
         } else {
             u64::MAX
         };
-        if self.weighs_bytes {
-            return records.min(byte_late_ns(self.bytes_per_second / size.max(1) as f64));
+        if !self.weighs_bytes {
+            return late_ns(self.per_second);
         }
-        late_ns(self.per_second)
+        let weighed = (0..WEIGHTS).filter(|&c| self.weight_rates[c] > 0.0 && size.0[c] > 0);
+        let lates = weighed.map(|c| byte_late_ns(self.weight_rates[c] / size.0[c] as f64));
+        match lates.min() {
+            Some(late) if !self.budgets.is_empty() => records.min(late),
+            _ => records.min(byte_late_ns(
+                self.bytes_per_second / size.0[0].max(1) as f64,
+            )),
+        }
     }
 
     /// Of `available` records waiting in order (from `records`), release
@@ -627,7 +698,7 @@ impl SharedSchedule {
         while let Some(&record) = records.peek() {
             let size = self.weight(record);
             if self.weighs_bytes {
-                while st.held.slots.front().is_some_and(|s| s.size < size) {
+                while st.held.slots.front().is_some_and(|s| !s.size.covers(&size)) {
                     st.held.slots.pop_front();
                     st.status.forfeited += 1;
                 }
@@ -658,7 +729,7 @@ impl SharedSchedule {
         records: &mut dyn Iterator<Item = &[u8]>,
     ) {
         let mut sizes = records.map(|r| self.weight(r));
-        let weighed = &mut sizes as &mut dyn Iterator<Item = u64>;
+        let weighed = &mut sizes as &mut dyn Iterator<Item = Weight>;
         st.note_wanted(left, self.weighs_bytes.then_some(weighed));
     }
 }
@@ -694,8 +765,8 @@ impl Schedule for SharedSchedule {
         self.last_now = now;
         let lease = Arc::clone(&self.lease);
         let mut st = lease.lock();
-        if let Some(limits) = st.relimited.take() {
-            self.follow(now, &limits);
+        if let Some((limits, meters)) = st.relimited.take() {
+            self.follow(now, (&limits, &meters));
         }
         if st.status.mode == Mode::Local {
             return self.local.release(now, available, records);
@@ -731,7 +802,7 @@ impl Schedule for SharedSchedule {
         }
         let due = match st.held.slots.front() {
             // Too small for this record: wasted at the next release.
-            Some(s) if self.weighs_bytes && s.size < size => self.last_now,
+            Some(s) if self.weighs_bytes && !s.size.covers(&size) => self.last_now,
             Some(s) => s.at,
             None => self.last_now.saturating_add(POLL_NS),
         };
@@ -794,7 +865,7 @@ impl Schedule for SharedSchedule {
     /// Identical records: the oldest's mark (the higher floor), the
     /// newest's slot, as `settle.rs`.
     fn settle(&mut self, now: u64, record: &[u8], spent: &[Option<u64>]) {
-        let (Some(flight), Some(cost)) = (self.in_flight.as_mut(), self.cost.as_ref()) else {
+        let (Some(_), Some(cost)) = (self.in_flight.as_ref(), self.cost.as_ref()) else {
             return;
         };
         let hash = record_hash(cost.body(record));
@@ -804,13 +875,17 @@ impl Schedule for SharedSchedule {
             .enumerate()
             .map(|(i, e)| spent.get(i).copied().flatten().or(*e))
             .collect();
-        let real = self.heaviest.cap(cost.spend(0, &actual));
+        let real = self.spent(cost, &actual);
+        let estimate = self.spent(cost, &estimates);
+        let Some(flight) = self.in_flight.as_mut() else {
+            return;
+        };
         let found = take_newest(flight, |e| e.0 == hash, |oldest| oldest.2);
         let on_slot = found.is_some();
         let s = match found {
             Some((mark, (_, size, _))) => Settlement {
-                back: size.saturating_sub(real),
-                more: real.saturating_sub(size),
+                back: size.minus(&real),
+                more: real.minus(&size),
                 before: mark.charged,
                 slot: size,
                 life: mark.life,
@@ -819,14 +894,13 @@ impl Schedule for SharedSchedule {
                 self.local.settle(now, record, spent);
                 // Not found (forgotten, or let go by the lone pace): an
                 // underestimate is still charged, nothing given back.
-                let estimate = self.heaviest.cap(cost.spend(0, &estimates));
                 Settlement {
-                    more: real.saturating_sub(estimate),
+                    more: real.minus(&estimate),
                     ..Settlement::default()
                 }
             }
         };
-        if s.back == 0 && s.more == 0 {
+        if s.back.is_zero() && s.more.is_zero() {
             return;
         }
         let mut st = self.lease.lock();
@@ -910,7 +984,7 @@ pub(crate) mod tests {
             .slots
             .extend(slots.iter().map(|&(at, size)| Slot {
                 at,
-                size,
+                size: Weight::from(size),
                 grant: 0,
                 shared: 0,
                 mark: crate::shared::protocol::Mark::default(),
@@ -927,6 +1001,8 @@ pub(crate) mod tests {
             bytes_per_second: 1000.0,
             weighs_bytes: true,
             cost: None,
+            budgets: Vec::new(),
+            weight_rates: [1000.0, 0.0, 0.0, 0.0],
             last_now: 0,
             peers: 1,
             written: Written::default(),
@@ -942,17 +1018,17 @@ pub(crate) mod tests {
         let mut lease = GlobalLease::new(Vec::new());
         for i in 0..MOST_SETTLEMENTS as u64 {
             lease.settle(Settlement {
-                back: 2,
-                more: 1,
-                before: 10 + i,
-                slot: 3,
+                back: Weight::from(2),
+                more: Weight::from(1),
+                before: Weight::from(10 + i),
+                slot: Weight::from(3),
                 life: 1 + i % 2,
             });
         }
         assert_eq!(lease.settlements.len(), MOST_SETTLEMENTS);
         lease.settle(Settlement {
-            back: 5,
-            before: 1000,
+            back: Weight::from(5),
+            before: Weight::from(1000),
             life: 1,
             ..Settlement::default()
         });
@@ -961,17 +1037,17 @@ pub(crate) mod tests {
             lease.settlements,
             [
                 Settlement {
-                    back: 2 * half + 5,
-                    more: half,
-                    before: 10,
-                    slot: 0,
+                    back: Weight::from(2 * half + 5),
+                    more: Weight::from(half),
+                    before: Weight::from(10),
+                    slot: Weight::from(0),
                     life: 1
                 },
                 Settlement {
-                    back: 2 * half,
-                    more: half,
-                    before: 11,
-                    slot: 0,
+                    back: Weight::from(2 * half),
+                    more: Weight::from(half),
+                    before: Weight::from(11),
+                    slot: Weight::from(0),
                     life: 2
                 },
             ]
@@ -996,7 +1072,7 @@ pub(crate) mod tests {
         s.cost = Some(cost);
         s.in_flight = Some(VecDeque::new());
         let mark = Mark {
-            charged: 40,
+            charged: Weight::from(40),
             life: 9,
         };
         s.lease.lock().held.slots[0].mark = mark;
@@ -1011,14 +1087,14 @@ pub(crate) mod tests {
             sent,
             [
                 Settlement {
-                    back: 70,
-                    more: 0,
-                    before: 40,
-                    slot: 100,
+                    back: Weight::from(70),
+                    more: Weight::from(0),
+                    before: Weight::from(40),
+                    slot: Weight::from(100),
                     life: 9
                 },
                 Settlement {
-                    more: 5,
+                    more: Weight::from(5),
                     ..Settlement::default()
                 }
             ]
@@ -1043,7 +1119,7 @@ pub(crate) mod tests {
         s.cost = Some(cost);
         s.in_flight = Some(VecDeque::new());
         let mark = Mark {
-            charged: 40,
+            charged: Weight::from(40),
             life: 9,
         };
         s.lease.lock().held.slots[0].mark = mark;
@@ -1054,11 +1130,11 @@ pub(crate) mod tests {
         s.settle(5 * MS, over, &[Some(30)]);
         s.settle(5 * MS, under, &[Some(130)]);
         let sent = std::mem::take(&mut s.lease.lock().settlements);
-        let settled = |back, more| Settlement {
-            back,
-            more,
-            before: 40,
-            slot: 100,
+        let settled = |back: u64, more: u64| Settlement {
+            back: back.into(),
+            more: more.into(),
+            before: Weight::from(40),
+            slot: Weight::from(100),
             life: 9,
         };
         assert_eq!(sent, [settled(70, 0), settled(0, 30)]);
@@ -1088,7 +1164,7 @@ pub(crate) mod tests {
                     .iter()
                     .map(|s| (s.at, s.size))
                     .collect::<Vec<_>>(),
-                [(10 * MS, 80)]
+                [(10 * MS, Weight::from(80))]
             );
             // 60 has the 80-byte slot; 80 and 30 want theirs.
             assert_eq!(st.wanted, 2);
@@ -1105,7 +1181,10 @@ pub(crate) mod tests {
         let st = s.lease.lock();
         assert_eq!(st.status.forfeited, 2);
         assert!(st.held.slots.is_empty());
-        assert_eq!((st.wanted, st.wanted_sizes.clone()), (2, vec![90, 30]));
+        assert_eq!(
+            (st.wanted, st.wanted_sizes.clone()),
+            (2, vec![Weight::from(90), Weight::from(30)])
+        );
     }
 
     /// A smaller record may take a larger slot: the bound still holds.
@@ -1157,7 +1236,7 @@ pub(crate) mod tests {
         leases.held.grants = 1;
         leases.held.slots.extend((0..100).map(|i| Slot {
             at: i * 10 * MS,
-            size: 1,
+            size: Weight::from(1),
             grant: 1,
             shared: 0,
             mark: crate::shared::protocol::Mark::default(),
@@ -1174,6 +1253,8 @@ pub(crate) mod tests {
             bytes_per_second: f64::INFINITY,
             weighs_bytes: false,
             cost: None,
+            budgets: Vec::new(),
+            weight_rates: [0.0; WEIGHTS],
             last_now: 0,
             peers: 1,
             written: Written::default(),
@@ -1208,7 +1289,7 @@ pub(crate) mod tests {
             .slots
             .extend(slots.into_iter().enumerate().map(|(j, at)| Slot {
                 at,
-                size: 1,
+                size: Weight::from(1),
                 grant: 1 + j as u64 / 10,
                 shared: at as i64,
                 mark: crate::shared::protocol::Mark::default(),
@@ -1221,6 +1302,8 @@ pub(crate) mod tests {
             bytes_per_second: f64::INFINITY,
             weighs_bytes: false,
             cost: None,
+            budgets: Vec::new(),
+            weight_rates: [0.0; WEIGHTS],
             last_now: 0,
             peers: 1,
             written: Written::default(),
@@ -1277,7 +1360,7 @@ pub(crate) mod tests {
             key: None,
             seq: 7,
             first_unused: 10 * MS as i64,
-            size: 1,
+            size: Weight::from(1),
             count: 2,
         };
         assert_eq!(
@@ -1325,7 +1408,7 @@ pub(crate) mod tests {
             key: None,
             seq: 3,
             first_unused: 5 * MS as i64,
-            size: 1,
+            size: Weight::from(1),
             count: 1,
         };
         assert_eq!(st.unused(), [back]);
@@ -1404,7 +1487,7 @@ pub(crate) mod tests {
             let grant = st.held.grants + 1;
             st.held.slots.extend([5 * MS, 10 * MS].map(|at| Slot {
                 at,
-                size: 1,
+                size: Weight::from(1),
                 grant,
                 shared: at as i64,
                 mark: crate::shared::protocol::Mark::default(),
@@ -1514,7 +1597,7 @@ pub(crate) mod tests {
                     next_slot = u64::max(next_slot + interval, now + 3 * MS);
                     st.held.slots.push_back(Slot {
                         at: next_slot,
-                        size: 1,
+                        size: Weight::from(1),
                         grant: 1,
                         shared: 0,
                         mark: crate::shared::protocol::Mark::default(),
@@ -1611,7 +1694,7 @@ mod protocol_tests {
             }
         }
         for request in &turn.requests {
-            let slots = state.reserve_sized(&meters, now as i64, request.want, &[], HORIZON);
+            let slots = state.reserve_sized(&meters, now as i64, request.want, &[0u64; 0], HORIZON);
             let reply = Reply {
                 now: now as i64,
                 fresh: false,

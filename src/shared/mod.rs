@@ -139,6 +139,8 @@ pub type Notify = Box<dyn Fn(bool) + Send + Sync>;
 /// for the limits per key, each when shared) and what they report.
 pub struct Handle {
     lease: Option<Arc<Lease<GlobalLease>>>,
+    /// What each cost limit spends, as the state tags it ([`budget_tags`]).
+    budget_tags: Vec<Option<String>>,
     keys: Option<Arc<Lease<KeyLeases>>>,
     keepers: Vec<JoinHandle<()>>,
     notify: Arc<Mutex<Bell>>,
@@ -220,6 +222,7 @@ impl Handle {
     pub fn relimiter(&self, share: &Share) -> Relimiter {
         Relimiter {
             share: share.clone(),
+            budget_tags: self.budget_tags.clone(),
             keyed: self.keys.is_some(),
             global: self.lease.is_some(),
         }
@@ -291,6 +294,9 @@ impl Counters {
 #[derive(Debug, Clone)]
 pub struct Relimiter {
     share: Share,
+    /// What each cost limit spends, in the command line's order, as the
+    /// state tags it ([`budget_tags`]).
+    budget_tags: Vec<Option<String>>,
     /// The limits per key are shared too.
     keyed: bool,
     /// Global limits are shared (not only limits per key).
@@ -324,11 +330,12 @@ impl Relimiter {
             ));
         }
         in_range(limits, key).map_err(|why| format!("--share {name}: {why}"))?;
-        let limits = canonical(limits);
-        let meters = limits.iter().map(gcra::Meter::of).collect();
+        let tags = tag_limits(limits, &self.budget_tags);
+        let (limits, tags) = canonical_tagged(limits, &tags);
+        let meters = gcra::meters(&limits, &tags);
         let spec = match key {
-            Some(k) => gcra::spec_with_key(&limits, k),
-            None => gcra::spec(&limits),
+            Some(k) => gcra::spec_with_key_tagged(&limits, &tags, k),
+            None => gcra::spec_tagged(&limits, &tags),
         };
         let step = key.map(gcra::Step::of);
         let mut store = store(&self.share, &spec, meters, step).map_err(|e| e.to_string())?;
@@ -377,16 +384,19 @@ pub fn open(
     (key, cost): (Option<&KeyConfig>, Option<&Cost>),
     origin: Instant,
 ) -> anyhow::Result<Opened> {
-    let limits = &canonical(limits);
+    let budget_tags = budget_tags(cost);
+    let (limits, tags) = canonical_tagged(limits, &tag_limits(limits, &budget_tags));
+    let limits = &limits;
     let key_limit = key.map(|k| Limit::records(k.rate, Some(k.burst)));
     let spec = match &key_limit {
-        Some(k) => gcra::spec_with_key(limits, k),
-        None => gcra::spec(limits),
+        Some(k) => gcra::spec_with_key_tagged(limits, &tags, k),
+        None => gcra::spec_tagged(limits, &tags),
     };
     let name = share.target.name().to_string();
     let notify: Arc<Mutex<Bell>> = Arc::new(Mutex::new(Bell::default()));
     let mut handle = Handle {
         lease: None,
+        budget_tags,
         keys: None,
         keepers: Vec::new(),
         notify: Arc::clone(&notify),
@@ -406,7 +416,7 @@ pub fn open(
     } else {
         Some(open_global(
             share,
-            (limits, cost),
+            (limits, &tags, cost),
             &spec,
             origin,
             &notify,
@@ -430,8 +440,23 @@ pub fn open(
 /// and compare the same spec, and keep the state's per-limit `TAT`s in
 /// the same order.
 pub(crate) fn canonical(limits: &[Limit]) -> Vec<Limit> {
-    let mut sorted = limits.to_vec();
-    sorted.sort_by(|a, b| {
+    canonical_tagged(limits, &[]).0
+}
+
+/// [`canonical`] of `limits` tagged `tags` (one for each, or none), the
+/// tags kept beside their limits: the same tagged set in any order is one
+/// spec, one order of `TAT`s. Limits alike but for their tags are ordered
+/// by their tags.
+pub(crate) fn canonical_tagged(
+    limits: &[Limit],
+    tags: &[Option<String>],
+) -> (Vec<Limit>, Vec<Option<String>>) {
+    let mut sorted: Vec<(Limit, Option<String>)> = limits
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (*l, tags.get(i).cloned().flatten()))
+        .collect();
+    sorted.sort_by(|(a, at), (b, bt)| {
         (a.unit != Unit::Records)
             .cmp(&(b.unit != Unit::Records))
             .then(a.rate.per_second().total_cmp(&b.rate.per_second()))
@@ -439,8 +464,80 @@ pub(crate) fn canonical(limits: &[Limit]) -> Vec<Limit> {
             .then_with(|| {
                 gcra::spec(std::slice::from_ref(a)).cmp(&gcra::spec(std::slice::from_ref(b)))
             })
+            .then_with(|| at.cmp(bt))
     });
-    sorted
+    sorted.into_iter().unzip()
+}
+
+/// What each cost limit of `cost` spends, in its order, as the shared
+/// state tags it: `None` for each where they all spend the same costs (one
+/// weight a slot, the spec as before slots carried several), else the
+/// costs it spends ([`Cost::budget_tag`]: `in`, `in+out`).
+pub(crate) fn budget_tags(cost: Option<&Cost>) -> Vec<Option<String>> {
+    match cost {
+        Some(cost) if !cost.one_weight() => (0..cost.budgets())
+            .map(|i| Some(cost.budget_tag(i)))
+            .collect(),
+        Some(cost) => vec![None; cost.budgets()],
+        None => Vec::new(),
+    }
+}
+
+/// Which cost limit's spending (its place among `cost`'s) each weight of a
+/// shared slot is, the limits tagged `tags` ([`gcra::meters`] numbers the
+/// weights); empty where the cost limits all spend the same costs (one
+/// weight, the first cost).
+pub(crate) fn weight_budgets(cost: Option<&Cost>, tags: &[Option<String>]) -> Vec<usize> {
+    match cost {
+        Some(cost) if !cost.one_weight() => gcra::weight_tags(tags)
+            .iter()
+            .filter_map(|t| (0..cost.budgets()).find(|&i| cost.budget_tag(i) == *t))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The tag of each of `limits` (in the command line's order): each cost
+/// limit the next of `budget_tags`, the others none.
+pub(crate) fn tag_limits(limits: &[Limit], budget_tags: &[Option<String>]) -> Vec<Option<String>> {
+    let mut next = budget_tags.iter();
+    limits
+        .iter()
+        .map(|l| match l.unit {
+            Unit::Cost => next.next().cloned().flatten(),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `limits` tagged `tags` (as stored) in the command line's order: the
+/// record and byte limits as they are, then the cost limits in the order
+/// of `budget_tags` (each the first left of its tag), any left over after
+/// them. What the lone pace and `drip ctl` see, where each cost limit is
+/// spent by the costs of its place.
+pub(crate) fn lone_order(
+    limits: &[Limit],
+    tags: &[Option<String>],
+    budget_tags: &[Option<String>],
+) -> Vec<Limit> {
+    let mut out: Vec<Limit> = limits
+        .iter()
+        .filter(|l| l.unit != Unit::Cost)
+        .copied()
+        .collect();
+    let mut costs: Vec<(Limit, Option<String>)> = limits
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.unit == Unit::Cost)
+        .map(|(i, l)| (*l, tags.get(i).cloned().flatten()))
+        .collect();
+    for want in budget_tags {
+        if let Some(at) = costs.iter().position(|(_, t)| t == want) {
+            out.push(costs.remove(at).0);
+        }
+    }
+    out.extend(costs.into_iter().map(|(l, _)| l));
+    out
 }
 
 /// The store of `share` for `meters` (the global limits) and the key
@@ -531,17 +628,21 @@ fn start_keeper<G: Grants>(
 /// Start the keeper of the global limits; their schedule.
 fn open_global(
     share: &Share,
-    (limits, cost): (&[Limit], Option<&Cost>),
+    (limits, tags, cost): (&[Limit], &[Option<String>], Option<&Cost>),
     spec: &str,
     origin: Instant,
     notify: &Wake,
     handle: &mut Handle,
 ) -> anyhow::Result<SharedSchedule> {
-    let meters: Vec<gcra::Meter> = limits.iter().map(gcra::Meter::of).collect();
+    let meters: Vec<gcra::Meter> = gcra::meters(limits, tags);
     let weighs_bytes = meters.iter().any(gcra::Meter::weighs_bytes);
     let store = store(share, spec, meters.clone(), None)?;
     let mut global = GlobalLease::new(meters.clone());
     global.settling = share.settle;
+    global.budget_tags = handle.budget_tags.clone();
+    let budgets = weight_budgets(cost, tags);
+    let local = lone_order(limits, tags, &handle.budget_tags);
+    let limits = &local[..];
     let lease = Arc::new(Lease::new(global, origin));
     handle.lease = Some(Arc::clone(&lease));
     let what = (format!("--share {}", handle.name), LOST_GLOBAL);
@@ -558,6 +659,8 @@ fn open_global(
         lease,
         local,
         cost: cost.cloned(),
+        budgets,
+        weight_rates: lease::weight_rates(&meters),
         per_second: pace.per_second,
         bytes_per_second: pace.bytes_per_second,
         weighs_bytes,
@@ -566,7 +669,7 @@ fn open_global(
         written: lease::Written::default(),
         in_flight: share.settle.then(std::collections::VecDeque::new),
         heaviest: lease::Heaviest {
-            most: gcra::most_weight(&meters),
+            most: gcra::most_weights(&meters),
             who: format!("--share {}", handle.name),
             said: std::cell::Cell::new(share.quiet),
         },
@@ -704,6 +807,151 @@ mod tests {
         );
         assert_eq!(s.next_due(&[b'x'; 100]), 200 * MS);
         assert_eq!(s.lease.lock().wanted, 0);
+    }
+
+    /// A cost limit of `count` a second and `burst`.
+    fn cost_limit(count: u128, burst: u64) -> Limit {
+        Limit {
+            rate: Rate::Limited {
+                count,
+                period_ns: 1_000_000_000,
+            },
+            burst,
+            unit: Unit::Cost,
+        }
+    }
+
+    /// Named cost limits sorted with their tags, and put back in the
+    /// command line's order by what each spends, whatever order they are
+    /// stored in: the lone pace and `drip ctl` see each under its name.
+    #[test]
+    fn tagged_cost_limits_go_back_to_the_command_lines_order() {
+        let r = Limit::records(crate::rate::parse_rate("10/s").unwrap(), None);
+        let given = [
+            cost_limit(800, 100),
+            r,
+            cost_limit(200, 40),
+            cost_limit(800, 100),
+        ];
+        let budget_tags = [
+            Some("in".to_string()),
+            Some("out".to_string()),
+            Some("in+out".to_string()),
+        ];
+        let tags = tag_limits(&given, &budget_tags);
+        assert_eq!(
+            tags,
+            [
+                budget_tags[0].clone(),
+                None,
+                budget_tags[1].clone(),
+                budget_tags[2].clone()
+            ]
+        );
+        let (limits, sorted) = canonical_tagged(&given, &tags);
+        assert_eq!(
+            limits,
+            [
+                r,
+                cost_limit(200, 40),
+                cost_limit(800, 100),
+                cost_limit(800, 100)
+            ]
+        );
+        assert_eq!(
+            sorted,
+            [
+                None,
+                budget_tags[1].clone(),
+                budget_tags[0].clone(),
+                budget_tags[2].clone()
+            ]
+        );
+        let lone = lone_order(&limits, &sorted, &budget_tags);
+        assert_eq!(
+            lone,
+            [
+                r,
+                cost_limit(800, 100),
+                cost_limit(200, 40),
+                cost_limit(800, 100)
+            ]
+        );
+        // The same set given in another order is one spec.
+        let other = [given[2], given[3], given[1], given[0]];
+        let other_tags = [
+            budget_tags[1].clone(),
+            budget_tags[2].clone(),
+            None,
+            budget_tags[0].clone(),
+        ];
+        let (l2, t2) = canonical_tagged(&other, &other_tags);
+        assert_eq!(
+            gcra::spec_tagged(&l2, &t2),
+            gcra::spec_tagged(&limits, &sorted)
+        );
+        // Untagged (one weight): as given.
+        assert_eq!(
+            lone_order(&given, &[], &[None, None, None]),
+            [r, given[0], given[2], given[3]]
+        );
+    }
+
+    proptest::proptest! {
+        /// Two named costs of different weights (`--cost-rate in=…
+        /// --cost-rate out=…`, given in either order) shared through one
+        /// state, the way `open` sets them up (tags, canonical order,
+        /// meters, each weight's cost limit): a record asked for alone at
+        /// each time leaves when a lone drip's limits (the local pacer,
+        /// exact rationals) let it, never sooner, and later only by the
+        /// shared arithmetic's rounding up (a nanosecond a slot at most)
+        /// and the lone pacer's slack (a record that comes up to the
+        /// slack after its time keeps the lone schedule, where GCRA's
+        /// restarts from it: `crate::pacer`). A limit that one budget's
+        /// cost spent (the other's, or both summed) fails it.
+        #[test]
+        fn two_named_costs_shared_leave_as_a_lone_drip_lets_them(
+            (in_rate, in_burst, out_rate, out_burst) in (1u128..=2000, 1u64..=500, 1u128..=2000, 1u64..=500),
+            records in proptest::collection::vec((0u64..=300, 0u64..=300, 0u64..=300), 1..40),
+            out_first: bool,
+        ) {
+            use crate::cost::parse_one_cost;
+            let costs = vec![
+                (Some("in".to_string()), parse_one_cost("i").unwrap()),
+                (Some("out".to_string()), parse_one_cost("o").unwrap()),
+            ];
+            let (mut given, mut names) = (
+                vec![cost_limit(in_rate, in_burst), cost_limit(out_rate, out_burst)],
+                vec![Some("in".to_string()), Some("out".to_string())],
+            );
+            if out_first {
+                given.reverse();
+                names.reverse();
+            }
+            let cost = Cost::with_budgets(costs, &names, None, b'\n').unwrap();
+            let mut lone = Limits::new(&given).with_cost(cost.clone());
+            let tags = tag_limits(&given, &budget_tags(Some(&cost)));
+            let (limits, tags) = canonical_tagged(&given, &tags);
+            let meters = gcra::meters(&limits, &tags);
+            let budgets = weight_budgets(Some(&cost), &tags);
+            proptest::prop_assert_eq!(budgets.len(), 2);
+            let slack = given.iter().map(|l| slack_for(l.rate)).max().unwrap_or(0) as i64;
+            let mut g = gcra::Gcra::default();
+            let mut now = 0u64;
+            for (n, &(i, o, gap)) in records.iter().enumerate() {
+                now += gap * MS;
+                let record = format!("{{\"i\":{i},\"o\":{o}}}\n");
+                let record = record.as_bytes();
+                let due = lone.next_due(record).max(now);
+                proptest::prop_assert_eq!(lone.release(due, 1, &mut std::iter::once(record)), 1);
+                let w = lease::weigh(&cost, &budgets, &cost.estimates(record));
+                let slot = g.reserve_within(&meters, now as i64, (1, &[w]), 0, None).unwrap()[0];
+                let late = slot - due as i64;
+                proptest::prop_assert!((0..=slack + 2 * (n as i64 + 1)).contains(&late),
+                    "record {} ({} in, {} out): shared {} ns, lone {} ns", n, i, o, slot, due);
+                now = due;
+            }
+        }
     }
 
     #[test]

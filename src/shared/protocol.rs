@@ -6,7 +6,7 @@
 //! much one reservation takes, how late a slot may be used, when a state
 //! found fresh was lost. Pure: no threads, clock or I/O.
 
-use super::gcra::{Meter, Settlement};
+use super::gcra::{Meter, Settlement, Weight};
 
 /// A shared state outlives its schedule by this long (ns), then expires.
 pub const EXPIRY_NS: i64 = 10_000_000_000;
@@ -51,8 +51,9 @@ pub struct Ask<'a> {
     pub key: Option<&'a [u8]>,
     /// Slots wanted (at least one is reserved).
     pub want: u64,
-    /// The sizes (bytes) of the records they are for (global limits).
-    pub sizes: &'a [u64],
+    /// The sizes (bytes, or the weights of their costs) of the records
+    /// they are for (global limits).
+    pub sizes: &'a [Weight],
     /// The first slot's earliest time, ns after the call's.
     pub after: i64,
     /// The least spacing of the slots' earliest times, ns.
@@ -95,7 +96,7 @@ pub struct Reply {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Mark {
     /// [`super::gcra::Gcra::charged`].
-    pub charged: u64,
+    pub charged: Weight,
     /// [`super::gcra::Gcra::life`].
     pub life: u64,
 }
@@ -111,8 +112,8 @@ pub struct Back<'a> {
     pub seq: u64,
     /// The shared time of the first slot going back, ns.
     pub first_unused: i64,
-    /// The size (bytes) that slot was reserved for.
-    pub size: u64,
+    /// The size (bytes, or weights) that slot was reserved for.
+    pub size: Weight,
 }
 
 /// A place where the shared state lives: a file on this host, or Redis.
@@ -237,7 +238,12 @@ pub fn ahead(rtt: i64) -> i64 {
 /// reservation takes: as many as fit in `chunk` ns of every limit's
 /// schedule (`meters`), at least one (a record larger than that leaves
 /// alone).
-pub fn fitting(meters: &[Meter], want: u64, sizes: &[u64], chunk: i64) -> u64 {
+pub fn fitting<W: Copy + Into<Weight>>(
+    meters: &[Meter],
+    want: u64,
+    sizes: &[W],
+    chunk: i64,
+) -> u64 {
     if sizes.is_empty() {
         let interval = meters.iter().map(|m| m.cost(1)).max().unwrap_or(1).max(1);
         return want
@@ -250,16 +256,16 @@ pub fn fitting(meters: &[Meter], want: u64, sizes: &[u64], chunk: i64) -> u64 {
         .iter()
         .take(usize::try_from(want).unwrap_or(usize::MAX))
     {
-        let size = i64::try_from(size).unwrap_or(i64::MAX);
+        let size: Weight = size.into();
         let fits = meters
             .iter()
             .zip(&spent)
-            .all(|(m, &s)| s.saturating_add(m.cost(size)) <= chunk);
+            .all(|(m, &s)| s.saturating_add(m.cost(size.on(m))) <= chunk);
         if !fits && n > 0 {
             break;
         }
         for (m, s) in meters.iter().zip(spent.iter_mut()) {
-            *s = s.saturating_add(m.cost(size));
+            *s = s.saturating_add(m.cost(size.on(m)));
         }
         n += 1;
     }
@@ -435,14 +441,15 @@ mod tests {
             interval: 10 * ms,
             tolerance: 0,
         })];
-        assert_eq!(fitting(&records, 100, &[], 50 * ms), 5);
-        assert_eq!(fitting(&records, 3, &[], 50 * ms), 3);
-        assert_eq!(fitting(&records, 1, &[], ms), 1);
+        assert_eq!(fitting(&records, 100, &[0u64; 0], 50 * ms), 5);
+        assert_eq!(fitting(&records, 3, &[0u64; 0], 50 * ms), 3);
+        assert_eq!(fitting(&records, 1, &[0u64; 0], ms), 1);
         // 1000 bytes a second: a byte costs 1 ms.
         let bytes = [Meter::Bytes(ByteStep {
             count: 1000,
             period: 1_000 * ms,
             burst: 100,
+            weight: 0,
         })];
         assert_eq!(fitting(&bytes, 4, &[20, 20, 20, 100], 50 * ms), 2);
         assert_eq!(fitting(&bytes, 1, &[100], 50 * ms), 1);

@@ -35,7 +35,7 @@ use redis::{
     Value,
 };
 
-use super::gcra::{hex, Meter, Settlement, Step};
+use super::gcra::{hex, Meter, Settlement, Step, Weight, WEIGHTS};
 use super::protocol::{Ask, Back, Failure, Grant, Mark, Reply, Store};
 use super::take::Taken;
 use super::target::{self, Servers};
@@ -804,16 +804,19 @@ impl RedisStore {
                     s.interval.to_string(),
                     s.tolerance.to_string(),
                     "0".into(),
+                    "0".into(),
                 ],
                 Meter::Bytes(b) => [
                     "b".to_string(),
                     b.count.to_string(),
                     b.period.to_string(),
                     b.burst.to_string(),
+                    (b.weight + 1).to_string(),
                 ],
             };
             args.extend(values);
         }
+        args.push(self.weights().to_string());
         args.extend(extra.iter().map(i64::to_string));
         let keys = [self.key.clone()];
         self.conn.eval(SCRIPT, &self.sha, &keys, &args)
@@ -849,38 +852,67 @@ impl RedisStore {
         ints(&reply)
     }
 
+    /// How many weights a slot carries in the script's calls: one more
+    /// than the last any limit spends ([`Weight`]), at least one.
+    fn weights(&self) -> usize {
+        self.meters
+            .iter()
+            .filter_map(|m| match m {
+                Meter::Bytes(b) => Some(b.weight.min(WEIGHTS - 1) + 1),
+                Meter::Records(_) => None,
+            })
+            .max()
+            .unwrap_or(1)
+    }
+
+    /// The first [`RedisStore::weights`] of `w`, as the script reads them.
+    fn weight_args(&self, w: &Weight) -> impl Iterator<Item = i64> + '_ {
+        let w = *w;
+        (0..self.weights()).map(move |c| i64::try_from(w.0[c]).unwrap_or(i64::MAX))
+    }
+
     /// The global limits' reservation of `ask`.
     fn reserve_global(&mut self, ask: &Ask<'_>, horizon: i64) -> Result<Reply, Failure> {
         let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
         let mut extra = vec![int(ask.want), horizon, ask.within.unwrap_or(-1)];
-        extra.extend(ask.sizes.iter().map(|&s| int(s)));
+        for s in ask.sizes {
+            extra.extend(self.weight_args(s));
+        }
         let reply = self.call("reserve", &extra)?;
         let uint = |v: &i64| u64::try_from(*v).unwrap_or(0);
+        let more = self.weights() - 1;
         match ints(&reply)?.as_slice() {
-            [code, seq, now, fresh, charged, life, slots @ ..] => Ok(later(
-                Reply {
-                    now: *now,
-                    fresh: *fresh == 1,
-                    grants: vec![Grant {
-                        seq: uint(seq),
-                        slots: if *code == 3 {
-                            Vec::new()
-                        } else {
-                            slots.to_vec()
+            [code, seq, now, fresh, charged, life, rest @ ..] if rest.len() >= more => {
+                let (charged_more, slots) = rest.split_at(more);
+                let mut charged = Weight::from(uint(charged));
+                for (c, v) in charged_more.iter().enumerate() {
+                    charged.0[c + 1] = uint(v);
+                }
+                Ok(later(
+                    Reply {
+                        now: *now,
+                        fresh: *fresh == 1,
+                        grants: vec![Grant {
+                            seq: uint(seq),
+                            slots: if *code == 3 {
+                                Vec::new()
+                            } else {
+                                slots.to_vec()
+                            },
+                        }],
+                        mark: Mark {
+                            charged,
+                            life: uint(life),
                         },
-                    }],
-                    mark: Mark {
-                        charged: uint(charged),
-                        life: uint(life),
+                        not_yet: if *code == 3 {
+                            slots.first().copied()
+                        } else {
+                            None
+                        },
                     },
-                    not_yet: if *code == 3 {
-                        slots.first().copied()
-                    } else {
-                        None
-                    },
-                },
-                self.conn.acked_in(),
-            )),
+                    self.conn.acked_in(),
+                ))
+            }
             _ => Err(Failure::Unreachable(format!("unexpected reply {reply:?}"))),
         }
     }
@@ -890,9 +922,10 @@ impl RedisStore {
     ///
     /// # Errors
     /// As a reservation's: a mismatch of limits, an unreachable server.
-    pub fn take(&mut self, size: u64, within: i64) -> Result<Taken, Failure> {
-        let size = i64::try_from(size).unwrap_or(i64::MAX);
-        let reply = self.call("take", &[size, within])?;
+    pub fn take(&mut self, size: impl Into<Weight>, within: i64) -> Result<Taken, Failure> {
+        let mut extra: Vec<i64> = self.weight_args(&size.into()).collect();
+        extra.push(within);
+        let reply = self.call("take", &extra)?;
         match ints(&reply)?.as_slice() {
             [code, _, now, _, due] => Ok(Taken {
                 now: *now,
@@ -1011,13 +1044,10 @@ impl Store for RedisStore {
         let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
         let mut extra = vec![int(settlements.len() as u64)];
         for s in settlements {
-            extra.extend([
-                int(s.back),
-                int(s.more),
-                int(s.before),
-                int(s.slot),
-                int(s.life),
-            ]);
+            for w in [&s.back, &s.more, &s.before, &s.slot] {
+                extra.extend(self.weight_args(w));
+            }
+            extra.push(int(s.life));
         }
         let reply = self.call("settle", &extra)?;
         ints(&reply).map(drop)
@@ -1028,8 +1058,9 @@ impl Store for RedisStore {
         let (keyed, global): (Vec<&Back>, Vec<&Back>) = backs.iter().partition(|b| b.key.is_some());
         for b in &global {
             let seq = i64::try_from(b.seq).unwrap_or(i64::MAX);
-            let size = i64::try_from(b.size).unwrap_or(i64::MAX);
-            let reply = self.call("giveback", &[seq, b.first_unused, size])?;
+            let mut extra = vec![seq, b.first_unused];
+            extra.extend(self.weight_args(&b.size));
+            let reply = self.call("giveback", &extra)?;
             given.push(matches!(reply.first(), Some(Value::Int(1))));
         }
         if !keyed.is_empty() {

@@ -113,7 +113,12 @@ pub fn run(req: &Request, err: &mut dyn Write) -> i32 {
         });
         let taken = match place.take(req.cost, within) {
             Ok(t) => t,
-            Err(Failure::Changed(theirs)) if gcra::limits_of(&theirs).is_some() => {
+            // A take weighs one cost: limits spending different costs
+            // (tagged) are no limits it can follow.
+            Err(Failure::Changed(theirs))
+                if gcra::limits_of(&theirs).is_some()
+                    && gcra::tags_of(&theirs).iter().all(Option::is_none) =>
+            {
                 let _ = writeln!(
                     err,
                     "drip: {}",
