@@ -180,6 +180,13 @@ impl GateControl {
         tokens.entry(key).or_default().observe(now, read);
     }
 
+    /// Whether a quota of `budget` is kept for `scope` (a response told of
+    /// it).
+    pub(super) fn reads_tokens(&self, scope: &Scope, budget: &str) -> bool {
+        let key = (scope.clone(), Box::<str>::from(budget));
+        self.lock().overloads.tokens.contains_key(&key)
+    }
+
     /// `budget`'s quota of `scope` is no longer read so (the requests'
     /// read as a window after a bucket): forgotten.
     pub(super) fn forget_tokens(&self, scope: &Scope, budget: &str) {

@@ -127,11 +127,7 @@ impl Pool {
             self.slots.asking(number, self.shared.clock.now());
             return Ok(());
         }
-        let mut costs = self.budgets.costs(record);
-        if self.cfg.quota_pacing {
-            // The requests' bucket, when one is read ([`quota::REQUESTS`]).
-            costs.push((quota::REQUESTS, 1));
-        }
+        let costs = self.budgets.costs(record);
         loop {
             let seen = self.slots.epoch();
             let now = self.shared.clock.now();
@@ -139,8 +135,12 @@ impl Pool {
                 return Err(JobFate::Expired);
             }
             let mut table = self.slots.lock();
+            // The requests' bucket, when one is read ([`quota::REQUESTS`]):
+            // its requests in flight are counted only then.
+            let requests = self.gate.reads_tokens(scope, quota::REQUESTS);
             let spends: Vec<quota::Spend> = costs
                 .iter()
+                .chain(requests.then_some(&(quota::REQUESTS, 1)))
                 .map(|&(budget, cost)| quota::Spend {
                     budget,
                     cost,
