@@ -1416,6 +1416,16 @@ mod tests {
         );
         assert_eq!(a.requests, None);
         assert_eq!(a.tokens, [tq(IN_OUT, quota(900, 2).unwrap(), None)]);
+        // A requests' limit that does not parse is named; the family is
+        // read without it, as a window.
+        let h = "HTTP/1.1 200 OK\nx-ratelimit-limit-requests: lots\nx-ratelimit-remaining-requests: 5\nx-ratelimit-reset-requests: 1s\n";
+        let a = parse_quotas(h, at(NOW));
+        assert_eq!(
+            a.malformed.as_deref(),
+            Some("x-ratelimit-limit-requests: lots")
+        );
+        assert_eq!(a.requests, Some(refilled(quota(5, 1).unwrap(), None)));
+        assert!(!a.requests.unwrap().is_bucket());
         for (remaining, reset) in [
             ("-1", "1s"),
             ("", "1s"),
