@@ -654,16 +654,18 @@ fn a_record_waiting_for_the_token_reset_expires_at_its_deadline() {
     assert!(took < 30.0, "{took:.2} s: the wait outlived the deadline");
 }
 
-/// What a server's token meter counts of a request: its input tokens, its
-/// output tokens, or both together.
+/// What a server's meter counts of a request: its input tokens, its
+/// output tokens, both together, or the request itself (1 each).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Counts {
     In,
     Out,
+    Requests,
     Both,
 }
 
-/// One token meter of a [`meter_server`], and how its headers announce it.
+/// One meter of a [`meter_server`] (of tokens, or of requests), and how
+/// its headers announce it.
 #[derive(Debug, Clone, Copy)]
 struct Meter {
     /// What it counts.
@@ -727,6 +729,7 @@ impl Meter {
             Counts::In => input,
             Counts::Out => output,
             Counts::Both => input + output,
+            Counts::Requests => 1,
         }
     }
 
@@ -738,12 +741,17 @@ impl Meter {
                 "x-ratelimit-limit-tokens: {limit}\r\nx-ratelimit-remaining-tokens: {remaining}\r\nx-ratelimit-reset-tokens: {}\r\n",
                 go_duration(left)
             ),
+            (Provider::OpenAi, Counts::Requests) => format!(
+                "x-ratelimit-limit-requests: {limit}\r\nx-ratelimit-remaining-requests: {remaining}\r\nx-ratelimit-reset-requests: {}\r\n",
+                go_duration(left)
+            ),
             (Provider::OpenAi, counts) => panic!("OpenAI announces no {counts:?} tokens apart"),
             (Provider::Anthropic, counts) => {
                 let family = match counts {
                     Counts::In => "input-tokens",
                     Counts::Out => "output-tokens",
                     Counts::Both => "tokens",
+                    Counts::Requests => "requests",
                 };
                 let at = jiff::Timestamp::try_from(std::time::SystemTime::now() + left).unwrap();
                 format!(
@@ -755,7 +763,7 @@ impl Meter {
             return text;
         }
         text.lines()
-            .filter(|l| !l.contains("-limit-tokens:") && !l.contains("tokens-limit:"))
+            .filter(|l| !l.contains("-limit-") && !l.contains("-limit:"))
             .map(|l| format!("{l}\n"))
             .collect()
     }
@@ -765,11 +773,12 @@ impl Meter {
 /// start).
 type Answered = Arc<Mutex<Vec<(f64, u16)>>>;
 
-/// A server on 127.0.0.1 metering tokens as `meters` say, a request
-/// spending the input and output tokens its path gives (`/i50/o200/7`);
-/// a request past a meter's quota is answered 429 with `Retry-After`.
-/// Every answer announces the requests (plenty) and each meter as its
-/// provider does. Returns the port and what it answered.
+/// A server on 127.0.0.1 metering tokens (and perhaps requests) as
+/// `meters` say, a request spending the input and output tokens its path
+/// gives (`/i50/o200/7`); a request past a meter's quota is answered 429
+/// with `Retry-After`. Every answer announces each meter as its provider
+/// does, and the requests (plenty) unless a meter counts them. Returns
+/// the port and what it answered.
 fn meter_server(meters: Vec<Meter>) -> (u16, Answered) {
     let seen: Answered = Arc::default();
     let log = Arc::clone(&seen);
@@ -808,6 +817,7 @@ fn meter_server(meters: Vec<Meter>) -> (u16, Answered) {
         };
         let admitted = meters.iter().zip(used.iter()).all(|(m, u)| fits(m, u));
         let mut headers = match meters[0].provider {
+            _ if meters.iter().any(|m| m.counts == Counts::Requests) => String::new(),
             Provider::OpenAi => "x-ratelimit-limit-requests: 10000\r\nx-ratelimit-remaining-requests: 9999\r\nx-ratelimit-reset-requests: 6ms\r\n".to_string(),
             Provider::Anthropic => format!(
                 "anthropic-ratelimit-requests-limit: 10000\r\nanthropic-ratelimit-requests-remaining: 9999\r\nanthropic-ratelimit-requests-reset: {}\r\n",
@@ -1190,6 +1200,45 @@ fn a_bucket_read_mid_refill_is_spent_as_it_refills_without_a_429() {
             // Of what the bucket gave from the start to the last answer,
             // the share spent.
             let share = 4000.0 / (1000.0 + 400.0 * run.last());
+            eprintln!(
+                "{provider:?}: last at {:.2} s, {:.1} % spent",
+                run.last(),
+                100.0 * share
+            );
+            (share < 0.8).then(|| format!("{provider:?}: {:.1} % spent: {run:?}", 100.0 * share))
+        });
+    }
+}
+
+#[test]
+fn a_requests_bucket_read_mid_refill_is_spent_as_it_refills_without_a_429() {
+    if !common::have(&["curl"]) {
+        return;
+    }
+    let _t = common::timing();
+    // A bucket of 40 requests that gets them back in 20 s (2 a second),
+    // 4 left at the start, announced as OpenAI's and as Anthropic's
+    // requests (their -limit field with them); no cost, no token quota;
+    // 20 requests at -r 100/s -j 4. Read as a bucket, the first four go
+    // at once and the others as the requests come back, one every half
+    // second: the last about 8 s on, no 429, nearly all the bucket gave
+    // by then spent. Read as a window (what remains spread to the time
+    // it is full, 18 s away), nothing is left after the first four, and
+    // the starts pause until the bucket is full: the last came 20 s on,
+    // less than half of what the bucket gave by then spent.
+    for provider in [Provider::OpenAi, Provider::Anthropic] {
+        common::until_judged(3, Duration::from_secs(120), || {
+            let meters = vec![Meter {
+                spent: 36,
+                ..Meter::new(provider, Counts::Requests, 40, 20)
+            }];
+            let run = against_meters(meters, 20, (1, 1), &[]);
+            assert_eq!(run.refused(), 0, "{provider:?}: {run:?}");
+            assert_eq!(run.ok(), 20, "{provider:?}: {run:?}");
+            assert!(!run.stderr.contains("not a quota"), "{run:?}");
+            // Of what the bucket gave from the start to the last answer,
+            // the share spent.
+            let share = 20.0 / (4.0 + 2.0 * run.last());
             eprintln!(
                 "{provider:?}: last at {:.2} s, {:.1} % spent",
                 run.last(),

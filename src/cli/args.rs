@@ -514,7 +514,8 @@ pub struct JobArgs {
     /// the requests in flight counted against it, never faster than --rate;
     /// the tokens remaining pace the cost (--cost), a record costing more
     /// than is left waiting for the reset, or (OpenAI's and Anthropic's
-    /// tokens, buckets refilled until their reset) until enough came back
+    /// requests and tokens, buckets refilled until their reset) until
+    /// enough came back
     #[arg(long)]
     pub no_quota_pacing: bool,
 

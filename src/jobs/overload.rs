@@ -180,6 +180,20 @@ impl GateControl {
         tokens.entry(key).or_default().observe(now, read);
     }
 
+    /// Whether a quota of `budget` is kept for `scope` (a response told of
+    /// it).
+    pub(super) fn reads_tokens(&self, scope: &Scope, budget: &str) -> bool {
+        let key = (scope.clone(), Box::<str>::from(budget));
+        self.lock().overloads.tokens.contains_key(&key)
+    }
+
+    /// `budget`'s quota of `scope` is no longer read so (the requests'
+    /// read as a window after a bucket): forgotten.
+    pub(super) fn forget_tokens(&self, scope: &Scope, budget: &str) {
+        let key = (scope.clone(), Box::<str>::from(budget));
+        self.lock().overloads.tokens.remove(&key);
+    }
+
     /// A record of `scope` settled: what it was estimated to cost, and
     /// really spent, of each budget ([`quota::Tokens::settled`]).
     pub(super) fn settled_tokens(

@@ -2,7 +2,8 @@
 //! quota and each token budget's a server announces ([`super::quota`])
 //! last until their reset, for every start or one key's ([`Scope`]); a
 //! start spends its record's tokens from the windows, or waits for their
-//! reset. The books are the gate's ([`super::gate`]); the pool's waits
+//! reset (of a bucket, for its refill; the requests' bucket is a budget
+//! each start spends 1 of, [`quota::REQUESTS`]). The books are the gate's ([`super::gate`]); the pool's waits
 //! sleep on its slots.
 
 use std::sync::atomic::Ordering;
@@ -17,8 +18,10 @@ use super::JobFate;
 impl Pool {
     /// Pace the starts so the quotas announced in a response's headers
     /// (`text`) last until their reset, for the record's `scope` (its
-    /// key's quota with `--key`): the requests' ([`Pool::follow_requests`]),
-    /// and each token budget's ([`Pool::follow_tokens`]); `number` is the
+    /// key's quota with `--key`): the requests' ([`Pool::follow_requests`];
+    /// read as a bucket, as a budget each request costs 1 of,
+    /// [`quota::REQUESTS`]), and each token budget's
+    /// ([`Pool::follow_tokens`]); `number` is the
     /// record answered. A malformed quota field is ignored, and said once
     /// on stderr (unless `-q`).
     pub(super) fn follow_quota(&self, text: &str, scope: &Scope, number: u64) {
@@ -36,19 +39,22 @@ impl Pool {
             let Some(budget) = self.budgets.paced_by(family.budget) else {
                 continue;
             };
-            let read = quota::TokensRead {
-                quota: family.quota,
-                limit: family.limit,
-                refills: family.refills,
-                in_flight: 0,
-                read_while: read_while.tokens(budget),
-                started: read_while.since,
-                cost: 0,
-            };
+            let read =
+                quota::TokensRead::of(family.said, read_while.tokens(budget), read_while.since);
             self.follow_tokens(scope, number, budget, read);
         }
-        if let Some(q) = announced.requests {
-            self.follow_requests(q, scope, read_while.responses);
+        match announced.requests {
+            // A bucket: a budget each request costs 1 of, spent as tokens.
+            Some(said) if said.is_bucket() => {
+                self.gate.set_quota_spacing(scope, 0);
+                let read = quota::TokensRead::of(said, read_while.responses, read_while.since);
+                self.follow_tokens(scope, number, quota::REQUESTS, read);
+            }
+            Some(said) => {
+                self.gate.forget_tokens(scope, quota::REQUESTS);
+                self.follow_requests(said.quota, scope, read_while.responses);
+            }
+            None => {}
         }
     }
 
@@ -102,7 +108,8 @@ impl Pool {
     }
 
     /// A start of record `number` (`record`, its `scope`) spends its cost
-    /// on each budget: when an announced token window has less left, it
+    /// on each budget (and 1 on the requests' bucket, [`quota::REQUESTS`],
+    /// when one is read): when an announced token window has less left, it
     /// waits for the window's reset (the scope pauses until then, so the
     /// records behind it wait in the bucket), and spends it then; past a
     /// reset, while the new window is only assumed, it waits for a
@@ -116,7 +123,7 @@ impl Pool {
         deadline: Option<u64>,
         scope: &Scope,
     ) -> Result<(), JobFate> {
-        if self.budgets.is_empty() {
+        if self.budgets.is_empty() && !self.cfg.quota_pacing {
             self.slots.asking(number, self.shared.clock.now());
             return Ok(());
         }
@@ -128,8 +135,12 @@ impl Pool {
                 return Err(JobFate::Expired);
             }
             let mut table = self.slots.lock();
+            // The requests' bucket, when one is read ([`quota::REQUESTS`]):
+            // its requests in flight are counted only then.
+            let requests = self.gate.reads_tokens(scope, quota::REQUESTS);
             let spends: Vec<quota::Spend> = costs
                 .iter()
+                .chain(requests.then_some(&(quota::REQUESTS, 1)))
                 .map(|&(budget, cost)| quota::Spend {
                     budget,
                     cost,

@@ -22,9 +22,11 @@
 //!
 //! The first family of requests present is the requests' quota; a token
 //! family is the quota of the budget its tokens count ([`IN`], [`OUT`],
-//! [`IN_OUT`]); its `-Limit` field is what the quota holds when whole. A family
-//! whose value does not parse is reported (the caller says so once) and
-//! counts as announcing nothing; the others still count.
+//! [`IN_OUT`]). OpenAI's and Anthropic's families (requests and tokens)
+//! are buckets refilled continuously; their `-Limit` field is what the
+//! quota holds when whole (read as a bucket with it, [`FamilyQuota`]).
+//! A family whose value does not parse is reported (the caller says so
+//! once) and counts as announcing nothing; the others still count.
 //!
 //! Pure: no threads, no clock, no I/O; times are passed in.
 
@@ -49,6 +51,10 @@ pub const OUT: &str = "out";
 /// The budget of input and output tokens together (OpenAI's and
 /// Anthropic's `-Tokens` families).
 pub const IN_OUT: &str = "in+out";
+/// The budget of requests, each costing 1: the requests' quota read as a
+/// bucket is kept as a token budget of this name ([`Tokens`]). No cost's
+/// name (letters, digits, `_` and `-`, joined by `+`) is it.
+pub const REQUESTS: &str = "(requests)";
 
 /// A reset value at or above this is a Unix time in seconds, not a delta.
 const UNIX_SECONDS_FROM: u64 = 1_000_000_000;
@@ -164,27 +170,53 @@ const FAMILIES: [Family; 8] = [
     },
 ];
 
+/// What one family announces of its quota (requests, or a budget's
+/// tokens).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FamilyQuota {
+    /// What remains, and when it resets.
+    pub quota: Quota,
+    /// What the quota holds when whole (a full bucket), when the family's
+    /// limit field says it (only a bucket's is read).
+    pub limit: Option<u64>,
+    /// Whether the quota is a bucket refilled continuously, its reset the
+    /// time it is full again (OpenAI's and Anthropic's families, of
+    /// requests and of tokens), rather than a window ending at its reset.
+    pub refills: bool,
+}
+
+impl FamilyQuota {
+    /// A quota read as a window: no limit, no refill (the generic
+    /// families').
+    fn window(quota: Quota) -> FamilyQuota {
+        FamilyQuota {
+            quota,
+            limit: None,
+            refills: false,
+        }
+    }
+
+    /// Whether it is read as a bucket ([`Tokens`]): it refills, and its
+    /// limit says what it lacks; else as a window.
+    pub fn is_bucket(&self) -> bool {
+        self.refills && self.limit.is_some()
+    }
+}
+
 /// What a token family announces of its budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TokenQuota {
     /// The budget its tokens count ([`IN`], [`OUT`], [`IN_OUT`]).
     pub budget: &'static str,
-    /// What remains, and when it resets.
-    pub quota: Quota,
-    /// What the quota holds when whole (a full bucket, or a whole
-    /// window), when the family's limit field says it.
-    pub limit: Option<u64>,
-    /// Whether the quota is a bucket refilled continuously, its reset the
-    /// time it is full again (every token family is, being OpenAI's or
-    /// Anthropic's), rather than a window ending at its reset.
-    pub refills: bool,
+    /// What it announces.
+    pub said: FamilyQuota,
 }
 
 /// What a response announces.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Announced {
     /// The requests' quota.
-    pub requests: Option<Quota>,
+    pub requests: Option<FamilyQuota>,
     /// Each token budget's quota, at most one a budget.
     pub tokens: Vec<TokenQuota>,
     /// The first field whose value does not parse, `name: value`.
@@ -216,7 +248,7 @@ pub fn parse_quotas(text: &str, now: SystemTime) -> Announced {
     let mut requests = None;
     if let Some(value) = get("ratelimit") {
         match parse_ratelimit(value) {
-            Some(q) => requests = Some(q),
+            Some(q) => requests = Some(FamilyQuota::window(q)),
             None => bad("RateLimit", value),
         }
     }
@@ -246,27 +278,28 @@ pub fn parse_quotas(text: &str, now: SystemTime) -> Announced {
             r if left % (2 * r) == 0 => left.saturating_sub(r),
             _ => left,
         };
-        let q = Quota {
-            remaining: left,
-            reset,
+        // A bucket's limit: what it lacks comes back by the reset.
+        let limit = match (family.refills, get(family.limit)) {
+            (true, Some(l)) => match l.parse::<u64>() {
+                Ok(l) => Some(l),
+                Err(_) => {
+                    bad(family.limit, l);
+                    None
+                }
+            },
+            _ => None,
+        };
+        let said = FamilyQuota {
+            quota: Quota {
+                remaining: left,
+                reset,
+            },
+            limit,
+            refills: family.refills,
         };
         match family.budget {
-            None => requests = Some(q),
-            Some(b) => {
-                let limit = get(family.limit).and_then(|l| match l.parse::<u64>() {
-                    Ok(l) => Some(l),
-                    Err(_) => {
-                        bad(family.limit, l);
-                        None
-                    }
-                });
-                tokens.push(TokenQuota {
-                    budget: b,
-                    quota: q,
-                    limit,
-                    refills: family.refills,
-                });
-            }
+            None => requests = Some(said),
+            Some(budget) => tokens.push(TokenQuota { budget, said }),
         }
     }
     announced.requests = requests;
@@ -532,6 +565,12 @@ impl Reading {
 /// `c` tokens holds the next back `c` × reset ÷ (left + 1), and a start
 /// costing more than is left waits for the reset.
 ///
+/// The requests' quota read as a bucket ([`FamilyQuota::is_bucket`]) is
+/// one too, the budget [`REQUESTS`], each request costing 1 token of it:
+/// what follows of tokens holds of its requests (those in flight, those
+/// read while a response's request was, what comes back). The requests'
+/// quota read as a window is paced by [`Window`] and [`pace`].
+///
 /// Read as a bucket (a family that refills continuously, its reset the
 /// time it is full again, with its limit field: OpenAI's and
 /// Anthropic's), what a response says remains is not all there is until
@@ -680,14 +719,15 @@ pub struct Spend<'a> {
     pub in_flight: u64,
 }
 
-/// A response of a token family, read ([`Tokens::observe`]).
+/// A response of a token family (or of the requests' bucket, each request
+/// a token), read ([`Tokens::observe`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TokensRead {
     /// What it announced.
     pub quota: Quota,
     /// The family's limit field, when the response has one.
     pub limit: Option<u64>,
-    /// Whether the family is a bucket ([`TokenQuota::refills`]).
+    /// Whether the family is a bucket ([`FamilyQuota::refills`]).
     pub refills: bool,
     /// Tokens of the requests started and not yet answered (they spend
     /// what remains).
@@ -698,6 +738,23 @@ pub struct TokensRead {
     pub started: u64,
     /// Tokens its own request cost.
     pub cost: u64,
+}
+
+impl TokensRead {
+    /// What a family announced (`said`), its request started at `started`
+    /// (ns), `read_while` tokens of the responses read while it was in
+    /// flight; the tokens in flight and its own cost to be told.
+    pub fn of(said: FamilyQuota, read_while: u64, started: u64) -> TokensRead {
+        TokensRead {
+            quota: said.quota,
+            limit: said.limit,
+            refills: said.refills,
+            in_flight: 0,
+            read_while,
+            started,
+            cost: 0,
+        }
+    }
 }
 
 impl Tokens {
@@ -910,9 +967,12 @@ impl Budgets {
         self.names.get(place?).map(|n| &**n)
     }
 
-    /// What `record` (with or without its delimiter) costs on `budget` (0
-    /// on a budget it does not know).
+    /// What `record` (with or without its delimiter) costs on `budget`: 1
+    /// on [`REQUESTS`] (a request), 0 on a budget it does not know.
     pub fn cost(&self, budget: &str, record: &[u8]) -> u64 {
+        if budget == REQUESTS {
+            return 1;
+        }
         let (Some(cost), Some(place)) =
             (&self.cost, self.names.iter().position(|n| &**n == budget))
         else {
@@ -1011,6 +1071,13 @@ mod tests {
     fn tq(budget: &'static str, quota: Quota, limit: Option<u64>) -> TokenQuota {
         TokenQuota {
             budget,
+            said: refilled(quota, limit),
+        }
+    }
+
+    /// A provider's family's quota (a bucket with its limit).
+    fn refilled(quota: Quota, limit: Option<u64>) -> FamilyQuota {
+        FamilyQuota {
             quota,
             limit,
             refills: true,
@@ -1022,7 +1089,7 @@ mod tests {
         let announced = parse_quotas(text, now);
         match announced.malformed {
             Some(field) => Err(field),
-            None => Ok(announced.requests),
+            None => Ok(announced.requests.map(|r| r.quota)),
         }
     }
 
@@ -1043,6 +1110,10 @@ mod tests {
             format!("HTTP/1.1 200 OK\r\nX-RateLimit-Limit: 30\r\nX-RateLimit-Remaining: 4\r\nX-RateLimit-Reset: {reset}\r\n")
         };
         assert_eq!(parse_quota(&h(8), at(NOW)), Ok(quota(4, 8)));
+        // The common fields are a window: their limit is not read.
+        let a = parse_quotas(&h(8), at(NOW));
+        assert_eq!(a.requests, quota(4, 8).map(FamilyQuota::window));
+        assert!(!a.requests.unwrap().is_bucket());
         assert_eq!(parse_quota(&h(NOW + 8), at(NOW)), Ok(quota(4, 8)));
         assert_eq!(parse_quota(&h((NOW + 8) * 1000), at(NOW)), Ok(quota(4, 8)));
         // A Unix time already past: the reset is now.
@@ -1277,7 +1348,9 @@ mod tests {
         let h = "HTTP/1.1 200 OK\r\nx-ratelimit-limit-requests: 60\r\nx-ratelimit-limit-tokens: 150000\r\nx-ratelimit-remaining-requests: 59\r\nx-ratelimit-remaining-tokens: 149984\r\nx-ratelimit-reset-requests: 1s\r\nx-ratelimit-reset-tokens: 6m0s\r\n\r\n";
         let a = parse_quotas(h, at(NOW));
         assert_eq!(a.malformed, None);
-        assert_eq!(a.requests, quota(59, 1));
+        // The requests' family with its limit: a bucket.
+        assert_eq!(a.requests, Some(refilled(quota(59, 1).unwrap(), Some(60))));
+        assert!(a.requests.unwrap().is_bucket());
         assert_eq!(
             a.tokens,
             [tq(IN_OUT, quota(149_984, 360).unwrap(), Some(150_000))]
@@ -1309,7 +1382,7 @@ mod tests {
         let now = at(1_749_988_800);
         let a = parse_quotas(h, now);
         assert_eq!(a.malformed, None);
-        assert_eq!(a.requests, quota(49, 1));
+        assert_eq!(a.requests, Some(refilled(quota(49, 1).unwrap(), Some(50))));
         let half = |remaining, ms| Quota {
             remaining,
             reset: Duration::from_millis(ms),
@@ -1326,7 +1399,7 @@ mod tests {
         );
         // A reset already past is now.
         let a = parse_quotas(h, at(1_749_988_900));
-        assert_eq!(a.requests, quota(49, 0));
+        assert_eq!(a.requests, Some(refilled(quota(49, 0).unwrap(), Some(50))));
     }
 
     #[test]
@@ -1343,6 +1416,16 @@ mod tests {
         );
         assert_eq!(a.requests, None);
         assert_eq!(a.tokens, [tq(IN_OUT, quota(900, 2).unwrap(), None)]);
+        // A requests' limit that does not parse is named; the family is
+        // read without it, as a window.
+        let h = "HTTP/1.1 200 OK\nx-ratelimit-limit-requests: lots\nx-ratelimit-remaining-requests: 5\nx-ratelimit-reset-requests: 1s\n";
+        let a = parse_quotas(h, at(NOW));
+        assert_eq!(
+            a.malformed.as_deref(),
+            Some("x-ratelimit-limit-requests: lots")
+        );
+        assert_eq!(a.requests, Some(refilled(quota(5, 1).unwrap(), None)));
+        assert!(!a.requests.unwrap().is_bucket());
         for (remaining, reset) in [
             ("-1", "1s"),
             ("", "1s"),
@@ -1392,7 +1475,7 @@ mod tests {
             anthropic-ratelimit-input-tokens-remaining: 40\nanthropic-ratelimit-input-tokens-reset: 2025-06-15T12:00:05Z\n";
         let a = parse_quotas(h, at(1_749_988_800));
         assert_eq!(a.malformed, None);
-        assert_eq!(a.requests, quota(7, 3));
+        assert_eq!(a.requests, quota(7, 3).map(FamilyQuota::window));
         assert_eq!(
             a.tokens,
             [
@@ -1404,7 +1487,9 @@ mod tests {
         let h = "HTTP/1.1 200 OK\nRateLimit: \"a\";r=x;t=1\nx-ratelimit-remaining-requests: 3\nx-ratelimit-reset-requests: 2s\n";
         let a = parse_quotas(h, at(NOW));
         assert_eq!(a.malformed.as_deref(), Some("RateLimit: \"a\";r=x;t=1"));
-        assert_eq!(a.requests, quota(3, 2));
+        // Without its limit, a provider's family is read as a window.
+        assert_eq!(a.requests, Some(refilled(quota(3, 2).unwrap(), None)));
+        assert!(!a.requests.unwrap().is_bucket());
     }
 
     /// A token response announcing `q`, its request started at `started`
@@ -1653,22 +1738,31 @@ mod tests {
     /// and the time to full) once it has.
     type Flight = (u64, u64, u64, Option<(u64, Duration)>);
 
-    /// A server's bucket holding `limit` tokens when full, refilled at
-    /// `limit` per `period` ns, starting at `level`; up to `jobs` requests
-    /// in flight, each reaching it `latency` ns after its start and read
-    /// as long again after, costs drawn from `seed`, the starts as
-    /// [`Tokens`] says (read as a bucket or as a window). Over `run` ns:
-    /// the tokens admitted and the requests refused. Each response says
-    /// the bucket's level (less what it lacks of a token), and when it is
-    /// full again.
-    fn against_a_bucket(refills: bool, level: u64, seed: u64, run: u64) -> (u64, u64) {
-        const MS: u64 = 1_000_000;
-        let (limit, period, jobs, latency) = (6000u64, 30_000 * MS, 4usize, 50 * MS);
+    /// Costs of 50 to 299 tokens drawn from `seed`.
+    fn drawn(seed: u64) -> impl FnMut() -> u64 {
         let mut rng = seed;
-        let mut cost = || {
+        move || {
             rng = rng.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
             50 + (rng >> 33) % 250
-        };
+        }
+    }
+
+    /// A server's bucket holding `limit` tokens when full, refilled at
+    /// `limit` per `period` ns (30 s), starting at `level`; up to `jobs`
+    /// (4) requests in flight, each reaching it `latency` (50 ms) after its
+    /// start and read as long again after, costing what `cost` draws, the
+    /// starts as [`Tokens`] says (read as a bucket or as a window). Over
+    /// `run` ns: the tokens admitted and the requests refused. Each
+    /// response says the bucket's level (less what it lacks of a token),
+    /// and when it is full again.
+    fn against_a_bucket(
+        refills: bool,
+        (limit, level): (u64, u64),
+        mut cost: impl FnMut() -> u64,
+        run: u64,
+    ) -> (u64, u64) {
+        const MS: u64 = 1_000_000;
+        let (period, jobs, latency) = (30_000 * MS, 4usize, 50 * MS);
         let mut t = Tokens::default();
         let mut server = level as f64;
         let mut flight: Vec<Flight> = Vec::new();
@@ -1725,16 +1819,139 @@ mod tests {
         // spread to the time it is full), far less.
         const S: u64 = 1_000_000_000;
         for seed in 1..=5 {
-            let (spent, refused) = against_a_bucket(true, 1200, seed, 20 * S);
+            let (spent, refused) = against_a_bucket(true, (6000, 1200), drawn(seed), 20 * S);
             assert_eq!(refused, 0, "seed {seed}");
             assert!(spent >= 4800, "seed {seed}: {spent} of 5200");
-            let (window, refused) = against_a_bucket(false, 1200, seed, 20 * S);
+            let (window, refused) = against_a_bucket(false, (6000, 1200), drawn(seed), 20 * S);
             assert_eq!(refused, 0, "seed {seed}");
             assert!(
                 window * 10 < spent * 8,
                 "seed {seed}: {window}, as a bucket {spent}"
             );
         }
+    }
+
+    /// The requests' quota of a response of OpenAI's fields (`limit`,
+    /// `remaining`, the reset a Go duration), read as the pool reads it:
+    /// with `in_flight` requests in flight and `read_while` responses read
+    /// while its request was, each request costing 1.
+    fn requests_read(fields: (u64, u64, &str), in_flight: u64, read_while: u64) -> TokensRead {
+        let (limit, remaining, reset) = fields;
+        let h = format!("HTTP/1.1 200 OK\r\nx-ratelimit-limit-requests: {limit}\r\nx-ratelimit-remaining-requests: {remaining}\r\nx-ratelimit-reset-requests: {reset}\r\n\r\n");
+        let said = parse_quotas(&h, at(NOW)).requests.unwrap();
+        assert!(said.is_bucket(), "{said:?}");
+        TokensRead {
+            in_flight,
+            cost: 1,
+            ..TokensRead::of(said, read_while, 0)
+        }
+    }
+
+    #[test]
+    fn a_requests_bucket_read_mid_refill_lets_starts_go_as_it_refills() {
+        const S: u64 = 1_000_000_000;
+        const MS: u64 = 1_000_000;
+        // 60 requests when full, 3 left, full in 57 s: one a second comes
+        // back. One request in flight: 2 now, then one a second.
+        let mut r = Tokens::default();
+        r.observe(0, requests_read((60, 3, "57s"), 1, 0));
+        for _ in 0..2 {
+            assert_eq!(r.fits(0, 1, 1), Ok(()));
+            assert_eq!(r.spend(0, 1), 0, "unspaced");
+        }
+        assert_eq!(r.fits(0, 1, 3), Err(Hold::Refill(S)), "the next at 1 s");
+        assert_eq!(r.fits(S - 1, 1, 3), Err(Hold::Refill(S)));
+        assert_eq!(r.fits(S, 1, 3), Ok(()));
+        r.spend(S, 1);
+        assert_eq!(r.fits(1500 * MS, 1, 4), Err(Hold::Refill(2 * S)));
+        // By 10 s, 10 came back: 9 more.
+        for _ in 0..9 {
+            assert_eq!(r.fits(10 * S, 1, 4), Ok(()));
+            r.spend(10 * S, 1);
+        }
+        assert_eq!(r.fits(10 * S, 1, 4), Err(Hold::Refill(11 * S)));
+        // Read as a window, the same response leaves the 57 that come back
+        // unspent: once the 2 are spent, nothing before the reset.
+        let mut w = Tokens::default();
+        w.observe(
+            0,
+            TokensRead {
+                refills: false,
+                ..requests_read((60, 3, "57s"), 1, 0)
+            },
+        );
+        w.spend(0, 1);
+        w.spend(0, 1);
+        assert_eq!(w.fits(10 * S, 1, 3), Err(Hold::Reset(57 * S)));
+    }
+
+    #[test]
+    fn a_requests_bucket_counts_the_requests_in_flight_and_the_responses_read_while() {
+        const S: u64 = 1_000_000_000;
+        // 10 of 100 left, full in 90 s (1 a second back), 4 requests in
+        // flight: 6 now.
+        let mut r = Tokens::default();
+        r.observe(0, requests_read((100, 10, "1m30s"), 4, 0));
+        assert_eq!(r.fits(0, 6, 4), Ok(()));
+        assert_eq!(r.fits(0, 7, 4), Err(Hold::Refill(S)));
+        // A response saying 9, read after 3 others were (its request
+        // reached the server before theirs), with 2 in flight: at least
+        // 9 − 2 − 3 = 4, not the 7 it says.
+        let mut stale = r;
+        stale.spend(0, 6);
+        stale.observe(0, requests_read((100, 9, "1m31s"), 2, 3));
+        assert_eq!(stale.fits(0, 4, 2), Ok(()));
+        assert_eq!(stale.fits(0, 5, 2), Err(Hold::Refill(S)));
+        // More remaining than was thought left, read after others: what
+        // was thought left holds, up to what it says.
+        let mut more = r;
+        more.spend(0, 6);
+        more.observe(0, requests_read((100, 20, "1m20s"), 0, 19));
+        assert_eq!(more.fits(0, 1, 0), Ok(()));
+        assert_eq!(more.fits(0, 2, 0), Err(Hold::Refill(S)));
+    }
+
+    #[test]
+    fn past_its_reset_a_requests_bucket_is_full_less_the_requests_in_flight() {
+        const S: u64 = 1_000_000_000;
+        // 0 of 8 left, full in 4 s; past that, 8 may be in flight until a
+        // response tells, each start counted in flight.
+        let mut r = Tokens::default();
+        r.observe(0, requests_read((8, 0, "4s"), 0, 0));
+        assert_eq!(r.fits(2 * S, 5, 0), Err(Hold::Refill(5 * S / 2)), "4 back");
+        assert_eq!(r.fits(2 * S, 4, 0), Ok(()));
+        for in_flight in 0..8 {
+            assert_eq!(r.fits(4 * S, 1, in_flight), Ok(()), "start {in_flight}");
+            assert_eq!(r.spend(4 * S, 1), 0);
+        }
+        assert_eq!(r.fits(4 * S, 1, 8), Err(Hold::Word(8 * S)), "the ninth");
+        // A response to one of them tells of the bucket: 7 left, full in
+        // 0.5 s, the other 7 in flight.
+        r.observe(
+            4 * S + 1,
+            TokensRead {
+                started: 4 * S,
+                ..requests_read((8, 7, "500ms"), 7, 0)
+            },
+        );
+        assert_eq!(
+            r.fits(4 * S + 1, 1, 7),
+            Err(Hold::Refill(4 * S + 1 + S / 2))
+        );
+    }
+
+    #[test]
+    fn against_a_requests_bucket_read_mid_refill_reading_it_so_spends_what_a_window_reading_leaves()
+    {
+        // A bucket of 60 requests a 30 s (2 a second), 12 left at the
+        // start: in 20 s it gives 12 + 40. Each request costs 1.
+        const S: u64 = 1_000_000_000;
+        let (spent, refused) = against_a_bucket(true, (60, 12), || 1, 20 * S);
+        assert_eq!(refused, 0);
+        assert!(spent >= 48, "{spent} of 52");
+        let (window, refused) = against_a_bucket(false, (60, 12), || 1, 20 * S);
+        assert_eq!(refused, 0);
+        assert!(window * 10 < spent * 8, "{window}, as a bucket {spent}");
     }
 
     #[test]
