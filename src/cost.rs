@@ -14,7 +14,7 @@
 //!
 //! A cost may have a name (`--cost in=bytes/4`); a cost limit spends the
 //! unnamed cost, or the named costs it names, summed
-//! (`--cost-rate in+out=40000/min`): a [`Budget`].
+//! (`--cost-rate in+out=40000/min`): a [`Spending`].
 //!
 //! Pure: no threads, no clock, no I/O.
 
@@ -85,7 +85,7 @@ pub struct CostGiven {
 
 /// One cost limit's spending: the costs it sums (indices into the costs).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Budget {
+pub struct Spending {
     /// The name as the limit gave it (`in+out`), `None` for the unnamed.
     pub name: Option<String>,
     /// The costs summed.
@@ -98,7 +98,7 @@ pub struct Cost {
     /// Each cost: its name (`None`: the unnamed cost) and where it is read.
     costs: Vec<(Option<String>, Source)>,
     /// Each cost limit's budget, in the order of the cost limits.
-    budgets: Vec<Budget>,
+    budgets: Vec<Spending>,
     delimiter: u8,
 }
 
@@ -157,7 +157,7 @@ impl Cost {
                     .iter()
                     .map(|&p| find(p).ok_or_else(|| p.unwrap_or("").to_string()))
                     .collect::<Result<Vec<_>, _>>()?;
-                Ok(Budget {
+                Ok(Spending {
                     name: name.clone(),
                     costs,
                 })
@@ -225,7 +225,7 @@ impl Cost {
     /// Whether every cost limit spends the same costs (so one weight per
     /// record serves them all, as a shared slot is reserved for one).
     pub fn one_weight(&self) -> bool {
-        let costs = |b: &Budget| {
+        let costs = |b: &Spending| {
             let mut c = b.costs.clone();
             c.sort_unstable();
             c

@@ -235,7 +235,7 @@ fn sink(
     };
     let rate = (config.records_per_second(), config.delimiter);
     let key = config.key.as_ref().map(|k| k.spec.clone());
-    let budgets = crate::jobs::quota::Budgets::of(config.cost.clone());
+    let budgets = crate::jobs::quota::CostBudgets::of(config.cost.clone());
     let pool = Pool::new(
         Arc::clone(shared),
         jobs.clone(),

@@ -14,7 +14,7 @@
 //!
 //! - [`GateControl::pause`]: nothing of the scope starts before a time;
 //! - `slow`: after a pause the scope's rate comes back gradually
-//!   ([`Ramp`]), from half the rate it had, not at once;
+//!   ([`RateRecovery`]), from half the rate it had, not at once;
 //! - `narrow`: a least spacing of starts (the lowered rate of `--adapt`; 0
 //!   lifts it);
 //! - the runner pauses, slows and narrows a scope through its overload
@@ -57,7 +57,7 @@ pub enum Scope {
 /// rising by a tenth of `full` a second (the additive increase of AIMD,
 /// Chiu and Jain, 1989), up to `full`. Records per second; ns.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Ramp {
+pub struct RateRecovery {
     /// The scope's configured rate.
     pub full: f64,
     /// The rate when the ramp starts.
@@ -66,7 +66,7 @@ pub struct Ramp {
     pub start: u64,
 }
 
-impl Ramp {
+impl RateRecovery {
     /// The rate at `t` (ns).
     pub fn rate_at(&self, t: u64) -> f64 {
         let secs = t.saturating_sub(self.start) as f64 / 1e9;
@@ -91,7 +91,7 @@ impl Ramp {
 
 /// What holds one scope back.
 #[derive(Debug, Clone, Default)]
-struct Hold {
+struct ScopeHold {
     paused_until: u64,
     /// `--adapt`'s least spacing, ns.
     spacing_ns: u64,
@@ -100,12 +100,12 @@ struct Hold {
     /// The spacing the tokens of the last start take, ns (announced token
     /// quotas: [`super::quota::Tokens`]).
     tokens_ns: u64,
-    ramp: Option<Ramp>,
+    ramp: Option<RateRecovery>,
     /// When the scope's last record started (ns).
     last: Option<u64>,
 }
 
-impl Hold {
+impl ScopeHold {
     /// The least spacing after a start at `t`, ns.
     fn spacing_after(&self, t: u64) -> u64 {
         let ramp = self.ramp.map_or(0, |r| r.spacing_at(t));
@@ -141,8 +141,8 @@ impl Hold {
 /// and the overloads' books ([`super::overload`]).
 #[derive(Debug, Default)]
 pub(super) struct Holds {
-    all: Hold,
-    keys: HashMap<Box<[u8]>, Hold>,
+    all: ScopeHold,
+    keys: HashMap<Box<[u8]>, ScopeHold>,
     /// Retries announced: by the runner's record number, when their
     /// backoff ends (ns) and their scope.
     retries: BTreeMap<u64, (u64, Scope)>,
@@ -171,14 +171,14 @@ impl Holds {
         }
     }
 
-    fn hold(&self, scope: &Scope) -> Option<&Hold> {
+    fn hold(&self, scope: &Scope) -> Option<&ScopeHold> {
         match scope {
             Scope::All => Some(&self.all),
             Scope::Key(k) => self.keys.get(k),
         }
     }
 
-    fn hold_mut(&mut self, scope: &Scope) -> &mut Hold {
+    fn hold_mut(&mut self, scope: &Scope) -> &mut ScopeHold {
         match scope {
             Scope::All => &mut self.all,
             Scope::Key(k) => self.keys.entry(k.clone()).or_default(),
@@ -186,7 +186,7 @@ impl Holds {
     }
 
     fn due(&self, scope: &Scope) -> u64 {
-        let own = self.hold(scope).map_or(0, Hold::due);
+        let own = self.hold(scope).map_or(0, ScopeHold::due);
         match scope {
             Scope::All => own,
             Scope::Key(_) => own.max(self.all.paused_until),
@@ -215,7 +215,7 @@ impl Holds {
     pub(super) fn slow(&mut self, scope: &Scope, now: u64, resume: u64, full: f64) {
         let hold = self.hold_mut(scope);
         let had = hold.ramp.map_or(full, |r| r.rate_at(now));
-        hold.ramp = Some(Ramp {
+        hold.ramp = Some(RateRecovery {
             full,
             from: (had / 2.0).max(full / 1000.0),
             start: resume,
@@ -322,7 +322,7 @@ impl GateControl {
 
     /// After an overload at `now`, `scope`'s rate comes back gradually from
     /// `resume` on (the pause's end): from half the rate it had at `now`
-    /// ([`Ramp`]). Nothing when its rate is not limited. (The runner slows
+    /// ([`RateRecovery`]). Nothing when its rate is not limited. (The runner slows
     /// a scope through its overload books: `GateControl::overload`.)
     #[cfg(test)]
     pub fn slow(&self, scope: &Scope, now: u64, resume: u64) {
@@ -523,7 +523,7 @@ impl Schedule for Gate {
     fn key_due(&self, key: &[u8]) -> u64 {
         let inner = self.inner.key_due(key);
         let holds = self.control.lock();
-        holds.keys.get(key).map_or(0, Hold::due).max(inner)
+        holds.keys.get(key).map_or(0, ScopeHold::due).max(inner)
     }
 
     fn key_left(&mut self, key: &[u8], now: u64) {

@@ -23,7 +23,7 @@ use crate::sys::Unpoisoned;
 const SETTLE_MOST: u64 = 1 << 20;
 
 /// After an attempt: the record is done, or tried again at a time (ns).
-enum Step {
+enum AfterAttempt {
     Done(JobFate),
     Retry(u64),
 }
@@ -109,11 +109,11 @@ impl Pool {
             );
             self.pass_on(number, files);
             let at = match step {
-                Step::Done(fate) => return fate,
-                Step::Retry(at) => at,
+                AfterAttempt::Done(fate) => return fate,
+                AfterAttempt::Retry(at) => at,
             };
             self.gate.retry_waits(number, at, scope.clone());
-            let _announced = Announced(&self.gate, number);
+            let _announced = RetryAnnounced(&self.gate, number);
             if !self.sleep_until(at, &scope) {
                 return self.unstarted(&who, n + 1, JobFate::Undelivered);
             }
@@ -187,7 +187,7 @@ impl Pool {
         (ended, files, rng): (&Ended, &Files, &mut fastrand::Rng),
         headers: &Path,
         (deadline, scope): (Option<u64>, &Scope),
-    ) -> Step {
+    ) -> AfterAttempt {
         let (text, passed_over) = attempt::take_headers(headers);
         if let Some(passed) = passed_over {
             if !self.headers_passed_over.swap(true, Ordering::Relaxed) && !self.cfg.quiet {
@@ -206,7 +206,7 @@ impl Pool {
             .policy
             .classify(ended.exit, response.as_ref(), SystemTime::now());
         let mut step = if self.killed_leaving(ended) {
-            Step::Done(JobFate::Undelivered)
+            AfterAttempt::Done(JobFate::Undelivered)
         } else {
             self.next_step(verdict, n, (deadline, scope), ended, rng)
         };
@@ -214,14 +214,14 @@ impl Pool {
         // output goes out (a stalled stdout cannot make finished work
         // undelivered); a record drip abandoned on its way out before
         // then is undelivered, and logged so.
-        if let Step::Done(fate) = step {
+        if let AfterAttempt::Done(fate) = step {
             let pending = if self.order.is_some() {
                 0
             } else {
                 files.pending()
             };
             if !self.slots.decided(who.number, fate, pending) {
-                step = Step::Done(JobFate::Undelivered);
+                step = AfterAttempt::Done(JobFate::Undelivered);
             }
         }
         let status = response.map(|r| r.status);
@@ -381,7 +381,7 @@ impl Pool {
         (deadline, scope): (Option<u64>, &Scope),
         ended: &Ended,
         rng: &mut fastrand::Rng,
-    ) -> Step {
+    ) -> AfterAttempt {
         let now = self.shared.clock.now();
         self.slots.lock().attempt_took(ns(ended.duration));
         let retry_after = match verdict {
@@ -389,9 +389,9 @@ impl Pool {
                 if self.gate.succeeded(scope) {
                     self.slots.wake();
                 }
-                return Step::Done(JobFate::Succeeded);
+                return AfterAttempt::Done(JobFate::Succeeded);
             }
-            Verdict::Final => return Step::Done(JobFate::Failed),
+            Verdict::Final => return AfterAttempt::Done(JobFate::Failed),
             Verdict::Transient => None,
             Verdict::Overload { retry_after_ns } => Some(retry_after_ns),
         };
@@ -405,22 +405,22 @@ impl Pool {
             self.slots.wake();
         }
         if matches!(ended.exit, Exit::TimedOut { .. }) && deadline.is_some_and(|d| now >= d) {
-            return Step::Done(JobFate::Expired);
+            return AfterAttempt::Done(JobFate::Expired);
         }
         if n > self.cfg.retries {
-            return Step::Done(JobFate::Failed);
+            return AfterAttempt::Done(JobFate::Failed);
         }
         if self.stopping() {
             // No retry starts at a stop: the record is undelivered.
-            return Step::Done(JobFate::Undelivered);
+            return AfterAttempt::Done(JobFate::Undelivered);
         }
         let wait = self.cfg.backoff.wait(n - 1, rng);
         let at = now.saturating_add(wait).max(self.gate.paused_until(scope));
         if deadline.is_some_and(|d| at >= d) {
-            return Step::Done(JobFate::Expired);
+            return AfterAttempt::Done(JobFate::Expired);
         }
         self.slots.lock().retries += 1;
-        Step::Retry(at)
+        AfterAttempt::Retry(at)
     }
 
     /// Sleep until `until` (ns) and any pause of `scope` is over; `false`
@@ -506,12 +506,12 @@ impl Pool {
         attempt: u32,
         ended: &Ended,
         http_status: Option<u16>,
-        (step, verdict): (&Step, Verdict),
+        (step, verdict): (&AfterAttempt, Verdict),
     ) {
         let outcome = match (step, verdict) {
-            (Step::Retry(_), Verdict::Overload { .. }) => "overload",
-            (Step::Retry(_), _) => "retry",
-            (Step::Done(fate), _) => fate.name(),
+            (AfterAttempt::Retry(_), Verdict::Overload { .. }) => "overload",
+            (AfterAttempt::Retry(_), _) => "retry",
+            (AfterAttempt::Done(fate), _) => fate.name(),
         };
         self.log_entry(who, attempt, Some((ended, http_status)), outcome, None);
     }
@@ -578,9 +578,9 @@ fn not_an_argument(error: &std::io::Error) -> bool {
 
 /// A retry announced to the gate ([`GateControl::retry_waits`]): withdrawn
 /// when dropped, whether it started or was given up.
-struct Announced<'a>(&'a GateControl, u64);
+struct RetryAnnounced<'a>(&'a GateControl, u64);
 
-impl Drop for Announced<'_> {
+impl Drop for RetryAnnounced<'_> {
     fn drop(&mut self) {
         self.0.retry_done(self.1);
     }

@@ -5,7 +5,7 @@
 //!
 //! An overload pauses its scope for `Retry-After`, or else for a backoff
 //! drawn with full jitter whose ceiling doubles with each overload in a
-//! row ([`Book`]); only a quiet spell (no overload for as long as that
+//! row ([`OverloadBook`]); only a quiet spell (no overload for as long as that
 //! ceiling, at least [`QUIET_MIN`]) starts it again from `--backoff`'s
 //! MIN. After each pause the scope's rate comes back gradually from half
 //! what it was ([`super::gate::Ramp`]). An overload reported by an attempt
@@ -32,7 +32,7 @@ pub(crate) const QUIET_MIN: u64 = 1_000_000_000;
 
 /// One scope's overloads (every start's, or a key's).
 #[derive(Debug, Default)]
-struct Book {
+struct OverloadBook {
     /// Overloads in a row (no quiet spell between them): the pause's
     /// backoff ceiling is `--backoff`'s for this many failures.
     streak: u32,
@@ -45,9 +45,9 @@ struct Book {
 /// The books of every scope, and the overloads' figures.
 #[derive(Debug, Default)]
 pub(super) struct Overloads {
-    books: HashMap<Scope, Book>,
+    books: HashMap<Scope, OverloadBook>,
     /// The server's quota window of each scope, as the responses tell it.
-    windows: HashMap<Scope, quota::Window>,
+    windows: HashMap<Scope, quota::QuotaWindow>,
     /// The token windows of each scope, by the budget they pace ("" the
     /// unnamed one).
     tokens: HashMap<(Scope, Box<str>), quota::Tokens>,
@@ -89,10 +89,13 @@ impl GateControl {
         let mut holds = self.lock();
         let books = &mut holds.overloads;
         books.overloads += 1;
-        let book = books.books.entry(scope.clone()).or_insert_with(|| Book {
-            aimd: adapt.map(Aimd::new),
-            ..Book::default()
-        });
+        let book = books
+            .books
+            .entry(scope.clone())
+            .or_insert_with(|| OverloadBook {
+                aimd: adapt.map(Aimd::new),
+                ..OverloadBook::default()
+            });
         let quiet = backoff.ceiling(book.streak).max(QUIET_MIN);
         if book.last.is_some_and(|t| now.saturating_sub(t) > quiet) {
             book.streak = 0;
@@ -145,7 +148,7 @@ impl GateControl {
 
     /// The quota `q` a response of `scope` announced at `now`, read after
     /// `read_while` others while its request was in flight, as the
-    /// scope's window keeps it ([`quota::Window::observe`]).
+    /// scope's window keeps it ([`quota::QuotaWindow::observe`]).
     pub(super) fn observe_quota(
         &self,
         scope: &Scope,

@@ -168,7 +168,7 @@ impl Pool {
     /// record `except`'s), as `table` has them.
     fn tokens_in_flight(
         &self,
-        table: &super::slots::Table,
+        table: &super::slots::SlotTable,
         scope: &Scope,
         budget: &str,
         except: Option<u64>,
@@ -197,8 +197,8 @@ impl Pool {
         };
         let in_flight = self.in_flight(scope);
         match quota::pace(q, in_flight) {
-            quota::Pace::Every(d) => self.gate.set_quota_spacing(scope, ns(d)),
-            quota::Pace::Pause(d) => {
+            quota::QuotaPace::Every(d) => self.gate.set_quota_spacing(scope, ns(d)),
+            quota::QuotaPace::Pause(d) => {
                 self.gate.set_quota_spacing(scope, 0);
                 self.gate.pause(scope, now, now.saturating_add(ns(d)));
                 self.shared.data_ready.notify_all();

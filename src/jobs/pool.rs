@@ -30,8 +30,8 @@ use super::gate::{GateControl, Scope};
 use super::groups::Groups;
 use super::joblog::Joblog;
 use super::order::Order;
-use super::quota::Budgets;
-use super::slots::{Running, Slots, Table};
+use super::quota::CostBudgets;
+use super::slots::{Running, SlotTable, Slots};
 use super::warden::Warden;
 use super::{ExecError, JobConfig, JobFate};
 use crate::bucket::Segment;
@@ -67,7 +67,7 @@ pub(crate) struct Pool {
     /// With `--key`: an overload pauses the refused record's key only.
     pub(super) key: Option<KeySpec>,
     /// The cost budgets the token quotas a server announces pace.
-    pub(super) budgets: Budgets,
+    pub(super) budgets: CostBudgets,
     /// With `--keep-order`: the outputs held until their turn.
     pub(super) order: Option<Order>,
     /// A malformed quota field was said on stderr.
@@ -112,7 +112,7 @@ impl Pool {
         gate: Arc<GateControl>,
         out: Box<dyn Write + Send>,
         (rate, delimiter): (f64, u8),
-        (key, budgets): (Option<KeySpec>, Budgets),
+        (key, budgets): (Option<KeySpec>, CostBudgets),
         give_up: &mut dyn FnMut() -> bool,
     ) -> Result<Arc<Pool>> {
         let joblog = match (&cfg.resume, &cfg.joblog) {
@@ -189,7 +189,7 @@ impl Pool {
 
     /// Whether the next record may start: a slot is free, and it is
     /// inside `--keep-order`'s window.
-    pub(super) fn has_room_in(&self, table: &Table) -> bool {
+    pub(super) fn has_room_in(&self, table: &SlotTable) -> bool {
         table.busy < table.slots
             && self
                 .order
@@ -320,7 +320,7 @@ impl Pool {
 
     /// The figures of `table`, but for the attempts' percentiles (left 0),
     /// and the latest attempts' durations (ns, unsorted) they come from.
-    fn figures(&self, table: &Table) -> (JobStats, Vec<u64>) {
+    fn figures(&self, table: &SlotTable) -> (JobStats, Vec<u64>) {
         let now = self.shared.clock.now();
         let overloads = self.gate.overload_figures(now);
         let stats = JobStats {

@@ -495,15 +495,15 @@ pub fn parse_rfc3339(text: &str) -> Option<SystemTime> {
 /// `read_while`), which makes it a bound no later count can undercut; and
 /// it shows a new window only when even that bound is above what the
 /// window was last known to hold. Otherwise more remaining than before is
-/// stale, and changes nothing ([`Window::observe`] gives `None`).
+/// stale, and changes nothing ([`QuotaWindow::observe`] gives `None`).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Window {
+pub struct QuotaWindow {
     /// The estimated end (ns) and the least the quota held when last
     /// read (its announced remaining less its `read_while`).
     last: Option<(u64, u64)>,
 }
 
-impl Window {
+impl QuotaWindow {
     /// Whether the window is known to last past `now` (ns).
     pub fn is_open(&self, now: u64) -> bool {
         self.last.is_some_and(|(end, _)| end > now)
@@ -514,13 +514,13 @@ impl Window {
     /// request started: the quota with what remains lowered by
     /// `read_while` (the least that can remain) and its reset tightened by
     /// what earlier responses of the same window said, or a stale
-    /// response (see [`Window`]), which changes nothing.
-    pub fn observe(&mut self, now: u64, quota: Quota, read_while: u64) -> Reading {
+    /// response (see [`QuotaWindow`]), which changes nothing.
+    pub fn observe(&mut self, now: u64, quota: Quota, read_while: u64) -> QuotaReading {
         let least = quota.remaining.saturating_sub(read_while);
         let says = now.saturating_add(u64::try_from(quota.reset.as_nanos()).unwrap_or(u64::MAX));
         let (end, same) = match self.last {
             Some((end, held)) if now < end && quota.remaining <= held => (end.min(says), true),
-            Some((end, held)) if now < end && least <= held => return Reading::Stale,
+            Some((end, held)) if now < end && least <= held => return QuotaReading::Stale,
             _ => (says, false),
         };
         self.last = Some((end, least));
@@ -529,16 +529,16 @@ impl Window {
             reset: Duration::from_nanos(end - now),
         };
         if same {
-            Reading::Same(q)
+            QuotaReading::Same(q)
         } else {
-            Reading::New(q)
+            QuotaReading::New(q)
         }
     }
 }
 
-/// What a response tells of its quota's window ([`Window::observe`]).
+/// What a response tells of its quota's window ([`QuotaWindow::observe`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reading {
+pub enum QuotaReading {
     /// The window known: what remains at the least, and its reset.
     Same(Quota),
     /// A new window (the last one's end passed, or more remains than it
@@ -549,12 +549,12 @@ pub enum Reading {
     Stale,
 }
 
-impl Reading {
+impl QuotaReading {
     /// The quota, unless the response is stale.
     pub fn quota(self) -> Option<Quota> {
         match self {
-            Reading::Same(q) | Reading::New(q) => Some(q),
-            Reading::Stale => None,
+            QuotaReading::Same(q) | QuotaReading::New(q) => Some(q),
+            QuotaReading::Stale => None,
         }
     }
 }
@@ -569,7 +569,7 @@ impl Reading {
 /// one too, the budget [`REQUESTS`], each request costing 1 token of it:
 /// what follows of tokens holds of its requests (those in flight, those
 /// read while a response's request was, what comes back). The requests'
-/// quota read as a window is paced by [`Window`] and [`pace`].
+/// quota read as a window is paced by [`QuotaWindow`] and [`pace`].
 ///
 /// Read as a bucket (a family that refills continuously, its reset the
 /// time it is full again, with its limit field: OpenAI's and
@@ -592,7 +592,7 @@ impl Reading {
 /// what remained when its request reached the server; less the tokens of
 /// the requests still in flight, that is what it says is left, and less
 /// those of the responses read while its request was in flight (which
-/// may have reached the server after it, [`Window`]) the least that can
+/// may have reached the server after it, [`QuotaWindow`]) the least that can
 /// be left. In one window, or before a bucket's reset, what was left
 /// (what earlier responses told, less the starts since) is kept between
 /// the two: it is only above what a response says when others spent what
@@ -615,7 +615,7 @@ impl Reading {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Tokens {
     /// The reset, narrowed as the responses tell it (a window's).
-    window: Window,
+    window: QuotaWindow,
     /// When the window resets, or the bucket is full (ns).
     end: u64,
     /// Tokens left when last read.
@@ -793,7 +793,7 @@ impl Tokens {
                 from: now,
                 over: reset,
             });
-            self.window = Window::default();
+            self.window = QuotaWindow::default();
             self.end = now.saturating_add(reset);
             self.span = self.span.max(reset);
             self.assumed = None;
@@ -801,15 +801,15 @@ impl Tokens {
         }
         self.refill = None;
         let q = match self.window.observe(now, quota, r.read_while) {
-            Reading::Stale => {
+            QuotaReading::Stale => {
                 self.keep(kept);
                 return;
             }
-            Reading::Same(q) if open => {
+            QuotaReading::Same(q) if open => {
                 self.keep(kept);
                 q
             }
-            Reading::Same(q) | Reading::New(q) => {
+            QuotaReading::Same(q) | QuotaReading::New(q) => {
                 self.keep(least);
                 q
             }
@@ -930,17 +930,17 @@ impl Tokens {
 /// cost on it is read: the providers' token families pace the budget
 /// their tokens count. The one place a budget's name meets a cost reader.
 #[derive(Debug, Clone, Default)]
-pub struct Budgets {
+pub struct CostBudgets {
     /// How a record's costs are read (none without `--cost`).
     cost: Option<Cost>,
     /// Each cost limit's name (`""`: the unnamed one), in the order given.
     names: Vec<Box<str>>,
 }
 
-impl Budgets {
+impl CostBudgets {
     /// The budgets of `--cost` and the `--cost-rate` limits `cost` knows
     /// (none without it): with no named cost, the one unnamed budget.
-    pub fn of(cost: Option<Cost>) -> Budgets {
+    pub fn of(cost: Option<Cost>) -> CostBudgets {
         let names = match &cost {
             None => Vec::new(),
             Some(c) if c.budgets() == 0 => vec![Box::from("")],
@@ -949,7 +949,7 @@ impl Budgets {
                 .map(|n| Box::from(n.unwrap_or("")))
                 .collect(),
         };
-        Budgets { cost, names }
+        CostBudgets { cost, names }
     }
 
     /// The budget a token family counting `family` ([`IN`], [`OUT`],
@@ -983,7 +983,7 @@ impl Budgets {
 
     /// What `record` cost on each budget, once a name, as its job
     /// reported (`spent`, by named cost, as `--settle` reads it; a cost
-    /// not reported stands at its estimate): as [`Budgets::costs`].
+    /// not reported stands at its estimate): as [`CostBudgets::costs`].
     pub fn settled(&self, record: &[u8], spent: &[Option<u64>]) -> Vec<(&str, u64)> {
         let Some(cost) = &self.cost else {
             return Vec::new();
@@ -1029,7 +1029,7 @@ impl Budgets {
 
 /// How starts go so that `quota` lasts until its reset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pace {
+pub enum QuotaPace {
     /// One start every this long (at most: the rate may be slower).
     Every(Duration),
     /// Nothing is left: no start until this long from now.
@@ -1042,12 +1042,12 @@ pub enum Pace {
 /// (left + 1) apart, so the last starts one spacing before the reset, not
 /// at it (where it would fall into the next window and leave one request
 /// of this one unspent).
-pub fn pace(quota: Quota, in_flight: u64) -> Pace {
+pub fn pace(quota: Quota, in_flight: u64) -> QuotaPace {
     let left = quota.remaining.saturating_sub(in_flight);
     if left == 0 {
-        return Pace::Pause(quota.reset);
+        return QuotaPace::Pause(quota.reset);
     }
-    Pace::Every(quota.reset / u32::try_from(left.saturating_add(1)).unwrap_or(u32::MAX))
+    QuotaPace::Every(quota.reset / u32::try_from(left.saturating_add(1)).unwrap_or(u32::MAX))
 }
 
 #[cfg(test)]
@@ -1139,7 +1139,7 @@ mod tests {
     #[test]
     fn responses_narrow_a_reset_in_whole_seconds() {
         const S: u64 = 1_000_000_000;
-        let mut w = Window::default();
+        let mut w = QuotaWindow::default();
         // The window ends at 10.2 s; resets are rounded up.
         const MS: u64 = 1_000_000;
         assert_eq!(
@@ -1175,7 +1175,7 @@ mod tests {
             .unwrap();
         assert_eq!(q.reset, Duration::from_secs(10));
         // Past the estimated end: a new window too.
-        let mut w = Window::default();
+        let mut w = QuotaWindow::default();
         w.observe(0, quota(1, 1).unwrap(), 0);
         let q = w.observe(2 * S, quota(0, 5).unwrap(), 0).quota().unwrap();
         assert_eq!(q.reset, Duration::from_secs(5));
@@ -1184,22 +1184,22 @@ mod tests {
     #[test]
     fn what_remains_is_spread_to_the_reset_and_in_flight_requests_spend_it() {
         let q = quota(11, 10).unwrap();
-        assert_eq!(pace(q, 2), Pace::Every(Duration::from_secs(1)));
-        assert_eq!(pace(q, 0), Pace::Every(Duration::from_secs(10) / 12));
-        assert_eq!(pace(q, 11), Pace::Pause(Duration::from_secs(10)));
-        assert_eq!(pace(q, 30), Pace::Pause(Duration::from_secs(10)));
+        assert_eq!(pace(q, 2), QuotaPace::Every(Duration::from_secs(1)));
+        assert_eq!(pace(q, 0), QuotaPace::Every(Duration::from_secs(10) / 12));
+        assert_eq!(pace(q, 11), QuotaPace::Pause(Duration::from_secs(10)));
+        assert_eq!(pace(q, 30), QuotaPace::Pause(Duration::from_secs(10)));
     }
 
     /// A server allowing `quota` requests in each fixed window of
     /// `window_s` seconds, announcing its reset rounded up to whole
     /// seconds; one request at a time, each answered `latency` ns after it
-    /// starts, the next started as [`pace`] and [`Window`] say. Returns
+    /// starts, the next started as [`pace`] and [`QuotaWindow`] say. Returns
     /// the requests served in each window and the refusals, over `n`
     /// requests.
     fn against_fixed_window(quota: u64, window_s: u64, n: usize, latency: u64) -> (Vec<u64>, u64) {
         const S: u64 = 1_000_000_000;
         let mut served: Vec<u64> = Vec::new();
-        let (mut refused, mut start, mut w) = (0, 0u64, Window::default());
+        let (mut refused, mut start, mut w) = (0, 0u64, QuotaWindow::default());
         for _ in 0..n {
             let i = (start / (window_s * S)) as usize;
             served.resize(served.len().max(i + 1), 0);
@@ -1217,8 +1217,8 @@ mod tests {
                 .quota()
                 .unwrap();
             start = match pace(q, 0) {
-                Pace::Every(d) => answered.max(start + d.as_nanos() as u64),
-                Pace::Pause(d) => answered + d.as_nanos() as u64,
+                QuotaPace::Every(d) => answered.max(start + d.as_nanos() as u64),
+                QuotaPace::Pause(d) => answered + d.as_nanos() as u64,
             };
         }
         (served, refused)
@@ -2001,29 +2001,29 @@ mod tests {
         assert_eq!(t.fits(11 * S, 1000, 0), Ok(()));
         // The requests' window: more remaining than it held, read after
         // others, is stale unless more remains even less what they spent.
-        let mut w = Window::default();
+        let mut w = QuotaWindow::default();
         assert!(matches!(
             w.observe(S, quota(2, 9).unwrap(), 0),
-            Reading::New(_)
+            QuotaReading::New(_)
         ));
-        assert_eq!(w.observe(S, quota(5, 9).unwrap(), 3), Reading::Stale);
+        assert_eq!(w.observe(S, quota(5, 9).unwrap(), 3), QuotaReading::Stale);
         let q = w.observe(S, quota(1, 9).unwrap(), 1).quota().unwrap();
         assert_eq!(q.remaining, 0, "1 less the 1 read since");
         assert!(matches!(
             w.observe(S, quota(7, 9).unwrap(), 2),
-            Reading::New(_)
+            QuotaReading::New(_)
         ));
     }
 
     #[test]
     fn token_families_pace_the_budget_they_count() {
-        let none = Budgets::default();
+        let none = CostBudgets::default();
         assert_eq!(none.paced_by(IN_OUT), None);
         let cost = Cost::new(
             crate::key::KeySpec::new(crate::key::parse_key("2").unwrap(), None),
             b'\n',
         );
-        let unnamed = Budgets::of(Some(cost));
+        let unnamed = CostBudgets::of(Some(cost));
         assert_eq!(unnamed.paced_by(IN_OUT), Some(""));
         assert_eq!(unnamed.paced_by(IN), None);
         assert_eq!(unnamed.paced_by(OUT), None);
@@ -2031,7 +2031,7 @@ mod tests {
         assert_eq!(unnamed.cost(IN, b"a 40\n"), 0);
         assert_eq!(unnamed.costs(b"a 40"), [("", 40)]);
         let field = |f: &str| crate::cost::CostArg::Key(crate::key::parse_key(f).unwrap());
-        let named = Budgets::of(Some(
+        let named = CostBudgets::of(Some(
             Cost::with_budgets(
                 vec![
                     (Some(IN.into()), field("2")),
@@ -2053,12 +2053,12 @@ mod tests {
     #[test]
     fn cost_limits_of_one_name_spend_a_token_window_once() {
         let field = |f: &str| crate::cost::CostArg::Key(crate::key::parse_key(f).unwrap());
-        let unnamed = Budgets::of(Some(
+        let unnamed = CostBudgets::of(Some(
             Cost::with_budgets(vec![(None, field("2"))], &[None, None], None, b'\n').unwrap(),
         ));
         assert_eq!(unnamed.paced_by(IN_OUT), Some(""));
         assert_eq!(unnamed.costs(b"a 40"), [("", 40)]);
-        let named = Budgets::of(Some(
+        let named = CostBudgets::of(Some(
             Cost::with_budgets(
                 vec![
                     (Some(IN.into()), field("2")),

@@ -25,7 +25,7 @@ const DURATIONS_KEPT: usize = 10_000;
 
 /// The slots, the records being run, and the pool's own figures.
 #[derive(Debug, Default)]
-pub(super) struct Table {
+pub(super) struct SlotTable {
     /// Job slots taken (a job keeps its slot through its retries).
     pub(super) busy: usize,
     /// Job slots in all (`-j`; `drip ctl` may change it).
@@ -115,7 +115,7 @@ impl ReadWhile {
     }
 }
 
-impl Table {
+impl SlotTable {
     /// An attempt took `ns`: kept for the percentiles.
     pub(super) fn attempt_took(&mut self, ns: u64) {
         if self.durations_ns.len() == DURATIONS_KEPT {
@@ -128,7 +128,7 @@ impl Table {
 /// The table under its lock, and the waits on it.
 #[derive(Debug)]
 pub(super) struct Slots {
-    table: Mutex<Table>,
+    table: Mutex<SlotTable>,
     /// Every wait but the workers' sleeps here.
     changed: Condvar,
     /// Idle workers wait here for a record.
@@ -139,21 +139,21 @@ impl Slots {
     /// `n` slots, none taken.
     pub(super) fn new(n: usize) -> Slots {
         Slots {
-            table: Mutex::new(Table {
+            table: Mutex::new(SlotTable {
                 slots: n,
-                ..Table::default()
+                ..SlotTable::default()
             }),
             changed: Condvar::new(),
             work: Condvar::new(),
         }
     }
 
-    pub(super) fn lock(&self) -> MutexGuard<'_, Table> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, SlotTable> {
         self.table.lock().unpoisoned()
     }
 
     /// The table, unless it is busy now.
-    pub(super) fn try_lock(&self) -> Option<MutexGuard<'_, Table>> {
+    pub(super) fn try_lock(&self) -> Option<MutexGuard<'_, SlotTable>> {
         match self.table.try_lock() {
             Ok(table) => Some(table),
             Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
@@ -162,7 +162,7 @@ impl Slots {
     }
 
     /// Change the table with `change`, then wake every wait.
-    pub(super) fn notify<R>(&self, change: impl FnOnce(&mut Table) -> R) -> R {
+    pub(super) fn notify<R>(&self, change: impl FnOnce(&mut SlotTable) -> R) -> R {
         let mut table = self.lock();
         let r = change(&mut table);
         table.epoch += 1;
@@ -180,9 +180,9 @@ impl Slots {
     /// limit).
     pub(super) fn wait<'a>(
         &self,
-        table: MutexGuard<'a, Table>,
+        table: MutexGuard<'a, SlotTable>,
         timeout: Option<u64>,
-    ) -> MutexGuard<'a, Table> {
+    ) -> MutexGuard<'a, SlotTable> {
         match timeout {
             None => self.changed.wait(table).unpoisoned(),
             Some(ns) => {
@@ -269,7 +269,7 @@ impl Slots {
     }
 
     /// [`Slots::asking`], under the lock the caller holds on `table`.
-    pub(super) fn ask(table: &mut Table, number: u64, now: u64) {
+    pub(super) fn ask(table: &mut SlotTable, number: u64, now: u64) {
         if let Some(job) = table.running.get_mut(&number) {
             job.read_while = ReadWhile {
                 in_flight: true,
@@ -316,9 +316,9 @@ impl Slots {
     /// ([`Slots::next_record`]).
     pub(super) fn wait_for_room<'a>(
         &'a self,
-        mut table: MutexGuard<'a, Table>,
+        mut table: MutexGuard<'a, SlotTable>,
         for_ns: u64,
-    ) -> MutexGuard<'a, Table> {
+    ) -> MutexGuard<'a, SlotTable> {
         table.room_waiting += 1;
         if table.idle > 0 {
             self.work.notify_all();
