@@ -7,6 +7,7 @@
 
 use crate::common;
 
+use std::process::Stdio;
 use std::time::Duration;
 
 use common::llm::{chat_requests, llm_server, Books, Quota};
@@ -228,19 +229,33 @@ impl Drop for Redis {
 /// sending half of the requests, settled from `usage`: every request
 /// answered, each drip's output in its input order, at most 2 × 429, and
 /// the output tokens spent well beyond what estimates alone spend (a
-/// quarter of the quota).
+/// quarter of the quota). A run that spent less while the drips waited
+/// for a CPU (the machine too busy to keep the pace) is made again; one
+/// that spent less without such a wait fails.
 #[test]
 fn two_drips_sharing_the_budgets_through_redis_settle_for_both() {
     if !common::have(&["curl", "redis-server"]) {
         return;
     }
+    let _t = common::beside_timing();
+    let redis = Redis::start();
+    let mut run = 0;
+    common::until_judged(4, Duration::from_secs(180), || {
+        run += 1;
+        let share = format!("redis://127.0.0.1:{}/llm{run}", redis.1);
+        two_drips_share_and_settle(&share)
+    });
+}
+
+/// One run of [`two_drips_sharing_the_budgets_through_redis_settle_for_both`]
+/// through `share`: `None` when judged (and passed), else why it could not
+/// be judged.
+fn two_drips_share_and_settle(share: &str) -> Option<String> {
     // DRIP_LLM_SHARED=300 for the full run (bench/llm.sh).
     let n: u64 = std::env::var("DRIP_LLM_SHARED")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(100);
-    let redis = Redis::start();
-    let share = format!("redis://127.0.0.1:{}/llm", redis.1);
     let (port, books) = llm_server(QUOTA, 7);
     let url = format!("http://127.0.0.1:{port}/v1/chat/completions");
     let requests: Vec<String> = chat_requests(n, MAX_TOKENS)
@@ -255,7 +270,8 @@ fn two_drips_sharing_the_budgets_through_redis_settle_for_both() {
         .map(|(d, part)| {
             let input = temp_file(format!("{}\n", part.join("\n")).as_bytes());
             let joblog = dir.path().join(format!("joblog-{d}"));
-            let args = drip_args(&url, joblog.to_str().unwrap(), true, Some(&share));
+            let args = drip_args(&url, joblog.to_str().unwrap(), true, Some(share));
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
             let ids: Vec<u64> = part
                 .iter()
                 .map(|l| {
@@ -264,30 +280,33 @@ fn two_drips_sharing_the_budgets_through_redis_settle_for_both() {
                         .unwrap()
                 })
                 .collect();
-            std::thread::spawn(move || {
-                let args: Vec<&str> = args.iter().map(String::as_str).collect();
-                let out = command(&args)
-                    .stdin(input.reopen().unwrap())
-                    .output()
-                    .unwrap();
-                let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-                assert!(out.status.success(), "{stderr}");
-                let lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
-                    .lines()
-                    .map(str::to_string)
-                    .collect();
-                (ids, lines, stderr)
-            })
+            let child = command(&args)
+                .stdin(input.reopen().unwrap())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let waited = common::watch_cpu_wait(child.id());
+            (ids, child, waited, input)
         })
         .collect();
-    for drip in drips {
-        let (want, lines, stderr) = drip.join().unwrap();
+    let mut waited = 0.0;
+    for (want, child, cpu_wait, _input) in drips {
+        let out = child.wait_with_output().unwrap();
+        waited += cpu_wait.join().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{stderr}");
+        let lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect();
         assert_eq!(ids(&lines), want, "{stderr}");
     }
     let books = books.lock().unwrap().clone();
     eprintln!(
         "shared: {} answered, {} × 429, over {} windows: {} input and {} output tokens, \
-         {:.1} % of the output tokens the full windows allow",
+         {:.1} % of the output tokens the full windows allow; the drips waited {waited:.2} s \
+         for a CPU",
         books.answered,
         books.refused,
         books.span(),
@@ -298,5 +317,13 @@ fn two_drips_sharing_the_budgets_through_redis_settle_for_both() {
     eprint!("{}", books.windows_report(&QUOTA));
     assert_eq!(books.answered, n);
     assert!(books.refused <= 2, "{books:?}");
-    assert!(books.output_used(&QUOTA) >= 0.5, "{books:?}");
+    let used = books.output_used(&QUOTA);
+    if used < 0.5 && waited > 0.5 {
+        return Some(format!(
+            "{:.1} % of the output tokens spent; the drips waited {waited:.2} s for a CPU",
+            100.0 * used
+        ));
+    }
+    assert!(used >= 0.5, "{books:?}");
+    None
 }

@@ -1057,6 +1057,12 @@ fn at_a_reset_the_jobs_start_no_more_than_a_window_allows() {
     // response of the new window is read, and the requests in flight
     // are counted against it, the records waiting for a job not. Were
     // every job to start at a reset, windows had 3 of 8 refused.
+    common::until_judged(4, Duration::from_secs(120), a_reset_run);
+}
+
+/// One run of [`at_a_reset_the_jobs_start_no_more_than_a_window_allows`]:
+/// `None` when judged (and passed), else why it could not be judged.
+fn a_reset_run() -> Option<String> {
     let meters = vec![Meter::new(Provider::Anthropic, Counts::In, 1000, 2)];
     let (port, seen) = meter_server(meters);
     let urls: String = (0..30)
@@ -1067,19 +1073,32 @@ fn at_a_reset_the_jobs_start_no_more_than_a_window_allows() {
     // is not told.
     let script = r#"curl -sS -o /dev/null -D "$DRIP_HEADERS" "$1"; e=$?; sleep 0.3; exit $e"#;
     let args = input_tokens_jobs(&["-r", "inf", "-j", "8", "--retries", "20"], script);
-    let out = command(&args)
+    let child = command(&args)
         .stdin(Stdio::from(input.reopen().unwrap()))
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
+    let cpu_wait = common::watch_cpu_wait(child.id());
+    let out = child.wait_with_output().unwrap();
+    let waited = cpu_wait.join().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let seen = seen.lock().unwrap().clone();
     assert_eq!(seen.iter().filter(|s| s.1 == 200).count(), 30, "{seen:?}");
     let late: Vec<_> = seen.iter().filter(|s| s.1 != 200 && s.0 >= 2.0).collect();
+    // A response read late, the machine too busy to run drip's threads
+    // (and the jobs) in time, is no judge of the pace.
+    if !late.is_empty() && waited > 0.5 {
+        return Some(format!(
+            "refused after the first window: {late:?}; drip's threads waited {waited:.2} s for a CPU"
+        ));
+    }
     assert!(
         late.is_empty(),
         "refused after the first window: {late:?} of {seen:?}"
     );
+    None
 }
 
 #[test]

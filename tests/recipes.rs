@@ -368,7 +368,7 @@ fn the_nightly_batch_stops_at_the_days_budget_and_resumes_the_next_night() {
     assert!(script.contains("--budget 4/second@UTC"), "{script}");
     assert!(script.contains("-r 50/s"), "{script}");
     let mut tries = 0;
-    common::until_judged(6, Duration::from_secs(120), || {
+    common::until_judged(10, Duration::from_secs(180), || {
         tries += 1;
         let calls: Arc<Mutex<Vec<String>>> = Arc::default();
         let seen = Arc::clone(&calls);

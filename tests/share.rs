@@ -4123,7 +4123,7 @@ fn a_give_back_after_a_rest_keeps_the_bound(share: &str, runtime: &Path) {
             stamps.display()
         )
     };
-    common::until_judged(4, Duration::from_secs(60), || {
+    common::until_judged(8, Duration::from_secs(120), || {
         let _ = std::fs::remove_file(&stamps);
         let run = |job: String, records: usize| {
             let args = [
