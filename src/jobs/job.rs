@@ -50,17 +50,9 @@ impl Pool {
         rng: &mut fastrand::Rng,
     ) -> JobFate {
         let bytes = record.as_bytes();
-        let body = match bytes.split_last() {
-            Some((&last, body)) if last == self.delimiter => body,
-            _ => bytes,
-        };
+        let body = self.body_of(bytes);
         let id = attempt::record_id(place(record, number), body);
-        // The record as the joblog shows it, made once.
-        let shown = if self.joblog.is_some() {
-            crate::report::spell::json_key(body)
-        } else {
-            String::new()
-        };
+        let shown = self.shown(body);
         let scope = self.scope_of(bytes);
         // The job's headers file (read and removed after each attempt).
         let headers = self.headers_dir.join(number.to_string());
@@ -122,6 +114,24 @@ impl Pool {
             }
         }
         unreachable!("attempts are bounded by --retries")
+    }
+
+    /// The record without its delimiter.
+    fn body_of<'a>(&self, bytes: &'a [u8]) -> &'a [u8] {
+        match bytes.split_last() {
+            Some((&last, body)) if last == self.delimiter => body,
+            _ => bytes,
+        }
+    }
+
+    /// The record as the joblog shows it, made once (nothing without a
+    /// joblog).
+    fn shown(&self, body: &[u8]) -> String {
+        if self.joblog.is_some() {
+            crate::report::spell::json_key(body)
+        } else {
+            String::new()
+        }
     }
 
     /// Run attempt `n` of `who` as `spec` says, with the worker's `files`
