@@ -90,20 +90,9 @@ pub fn run(req: &Request, err: &mut dyn Write) -> i32 {
     let spec = gcra::spec(&limits);
     let meters: Vec<Meter> = limits.iter().map(Meter::of).collect();
     let name = req.target.name().to_string();
-    let mut place = match &req.target {
-        Target::Host(name) => Place::File(FileStore::new(
-            &file::state_dir(),
-            name,
-            spec.clone(),
-            meters,
-            None,
-        )),
-        Target::Redis { url, name } => {
-            match RedisStore::new(url, name, spec.clone(), meters, None) {
-                Ok(r) => Place::Redis(Box::new(r)),
-                Err(why) => return fail(err, &format!("take {name}: {why}"), 4),
-            }
-        }
+    let mut place = match place_of(&req.target, &spec, meters) {
+        Ok(place) => place,
+        Err(why) => return fail(err, &format!("take {name}: {why}"), 4),
     };
     let deadline = req.timeout.map(|t| started + t);
     loop {
@@ -164,6 +153,30 @@ pub fn run(req: &Request, err: &mut dyn Write) -> i32 {
         }
         std::thread::sleep(left.min(RETRY));
     }
+}
+
+/// Where `target`'s shared state is kept: its state file, or its Redis
+/// (connected now).
+///
+/// # Errors
+/// The Redis cannot be connected to, said as the store says it.
+fn place_of(target: &Target, spec: &str, meters: Vec<Meter>) -> Result<Place, String> {
+    Ok(match target {
+        Target::Host(name) => Place::File(FileStore::new(
+            &file::state_dir(),
+            name,
+            spec.to_string(),
+            meters,
+            None,
+        )),
+        Target::Redis { url, name } => Place::Redis(Box::new(RedisStore::new(
+            url,
+            name,
+            spec.to_string(),
+            meters,
+            None,
+        )?)),
+    })
 }
 
 /// How long from `answered` (when the reply came) until `taken`'s slot is
