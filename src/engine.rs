@@ -27,6 +27,7 @@ use crate::shared;
 use crate::state::{Clock, InForce, KeyInForce, OverflowError, Shared, State, Stops};
 use crate::stats::Summary;
 use crate::steer::{Follower, Steering};
+use crate::sys::Unpoisoned;
 use crate::writer::{self, Stdout};
 use crate::{output, reader, stalls, sys};
 
@@ -380,7 +381,16 @@ fn run_watching(
         metrics: metrics.clone(),
         control: accept,
     };
-    let monitor = Monitor::start(listening, work)?;
+    // Started now when the run shows or tells something as it goes, or
+    // runs jobs; else once the run outlasts QUICK_RUN (start_monitor).
+    let at_once = config.jobs.is_some()
+        || config.stats_interval.is_some()
+        || metrics.is_some()
+        || lock_ui(&ui).showing_progress();
+    let mut monitor = Monitor::later(listening, work);
+    if at_once {
+        monitor.start_now()?;
+    }
     let reader = reader::spawn(
         Arc::clone(&shared),
         Arc::clone(&ui),
@@ -389,6 +399,9 @@ fn run_watching(
         splitter(&config, &shared),
         screen,
     )?;
+    if !ended_within(&shared, QUICK_RUN) {
+        monitor.start_now()?;
+    }
     let write_error = match way {
         Way::Stdout(out) => write(&shared, &mut Stdout::new(out, room_fd)),
         Way::Jobs(pool) => write(&shared, &mut Runner(pool)),
@@ -427,6 +440,41 @@ fn run_watching(
     let ending = metrics_at_exit(&shared, metrics, ending);
     let ending = first_error(ending, share_error, fatal)?;
     Ok(jobs_outcome(&config, &shared, ending))
+}
+
+/// How long a run may go without the monitor thread: a signal, a client
+/// of the control socket or a reader of stdout gone away waits at most
+/// this long to be seen (the signal in its pipe, the client in the
+/// socket's queue). A one-record run (`echo x | drip -r inf`) ends well
+/// within it and never starts the thread: 0.1 ms of its 1 ms.
+const QUICK_RUN: Duration = Duration::from_millis(5);
+
+/// Whether the run is over but for the writer's last look, waiting up to
+/// `limit` for it: the input read to its end and nothing left to write
+/// or to wait for. Woken as the writer is (the reader's arrivals, its
+/// end, a stop); `false` at the first records to pace or write, as the
+/// writer then has work that may take long.
+fn ended_within(shared: &Shared, limit: Duration) -> bool {
+    let until = Instant::now() + limit;
+    let mut st = shared.lock();
+    loop {
+        let queued = !st.adm.bucket().is_empty()
+            || st.adm.next_event().is_some()
+            || st.reading.parked.is_some();
+        if queued {
+            return false;
+        }
+        if st.reading.done {
+            return true;
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        st.writing.asleep = true;
+        st = shared.data_ready.wait_timeout(st, left).unpoisoned().0;
+        st.writing.asleep = false;
+    }
 }
 
 /// The keepers of `--share` (its limits' and each shared `--budget`'s)
