@@ -382,7 +382,7 @@ fn run_watching(
         control: accept,
     };
     // Started now when the run shows or tells something as it goes, or
-    // runs jobs; else once the run outlasts QUICK_RUN (start_monitor).
+    // runs jobs; else once the run outlasts QUICK_RUN (ended_within).
     let at_once = config.jobs.is_some()
         || config.stats_interval.is_some()
         || metrics.is_some()
