@@ -391,13 +391,13 @@ fn run_watching(
     if at_once {
         monitor.start_now()?;
     }
-    let reader = reader::spawn(
+    let reader = reader::Reader::start(
         Arc::clone(&shared),
         Arc::clone(&ui),
-        config.inputs.clone(),
-        own_files(&config),
+        (config.inputs.clone(), own_files(&config)),
         splitter(&config, &shared),
         screen,
+        !at_once && input_at_hand(&config),
     )?;
     if !ended_within(&shared, QUICK_RUN) {
         monitor.start_now()?;
@@ -413,7 +413,7 @@ fn run_watching(
     });
     // Whatever ended the writer, reading stops too.
     shared.stop(false);
-    let report = reader.join().unwrap_or_default();
+    let report = reader.join();
     // Unused slots and budget grants go back before drip takes stock, best
     // effort: a keeper held up by a hung server is not waited for beyond a
     // short bound, and not at all after a second signal.
@@ -440,6 +440,34 @@ fn run_watching(
     let ending = metrics_at_exit(&shared, metrics, ending);
     let ending = first_error(ending, share_error, fatal)?;
     Ok(jobs_outcome(&config, &shared, ending))
+}
+
+/// The most an input read on the main thread may hold, in bytes (a
+/// pipe's default size).
+const AT_HAND: usize = 64 * 1024;
+
+/// Whether the input may be read to its end on the main thread, before
+/// the writer starts, sparing a one-record run the reader's thread: stdin
+/// alone, a pipe whose writers are all gone holding at most [`AT_HAND`]
+/// bytes, no more than the bucket takes (records, each at least a byte,
+/// and bytes), so that reading never waits, for input or for room. Not
+/// with jobs, limits per key or `--share`, where records may wait for
+/// more than room.
+fn input_at_hand(config: &Config) -> bool {
+    use std::os::fd::AsFd;
+    if config.inputs != [Input::Stdin]
+        || config.jobs.is_some()
+        || config.key.is_some()
+        || config.share.is_some()
+    {
+        return false;
+    }
+    let Some(bytes) = crate::platform::descriptors::ended_pipe(std::io::stdin().as_fd()) else {
+        return false;
+    };
+    bytes <= AT_HAND
+        && bytes <= config.capacity
+        && config.capacity_bytes.map_or(true, |most| bytes <= most)
 }
 
 /// How long a run may go without the monitor thread: a signal, a client
