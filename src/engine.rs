@@ -368,9 +368,9 @@ fn run_watching(
         ((in_force, key_in_force), relimiter),
     ));
     let follower = follow_schedule(&config, &steering)?;
-    // After the signal handlers: whatever way drip leaves from here, the
-    // control socket goes. Its thread is started by the monitor's.
-    let (control, accept) = start_control(&config, steering)?.unzip();
+    // The control socket's directory is checked now, its socket made as
+    // the monitor starts (`Later`).
+    control_dir(&config)?;
     let work = crate::monitor::Work {
         shared: Arc::clone(&shared),
         ui: Arc::clone(&ui),
@@ -379,7 +379,7 @@ fn run_watching(
         stats_file,
         watch_output,
         metrics: metrics.clone(),
-        control: accept,
+        control: None,
     };
     // Started now when the run shows or tells something as it goes, or
     // runs jobs; else once the run outlasts QUICK_RUN (ended_within).
@@ -387,9 +387,13 @@ fn run_watching(
         || config.stats_interval.is_some()
         || metrics.is_some()
         || lock_ui(&ui).showing_progress();
-    let mut monitor = Monitor::later(listening, work);
+    let mut later = Later {
+        monitor: Monitor::later(listening, work),
+        steering: Some(steering),
+        control: None,
+    };
     if at_once {
-        monitor.start_now()?;
+        later.start(&config)?;
     }
     let reader = reader::Reader::start(
         Arc::clone(&shared),
@@ -400,8 +404,15 @@ fn run_watching(
         !at_once && input_at_hand(&config),
     )?;
     if !ended_within(&shared, QUICK_RUN) {
-        monitor.start_now()?;
+        if let Err(e) = later.start(&config) {
+            shared.stop(false);
+            let _ = reader.join();
+            return Err(e);
+        }
     }
+    let Later {
+        monitor, control, ..
+    } = later;
     let write_error = match way {
         Way::Stdout(out) => write(&shared, &mut Stdout::new(out, room_fd)),
         Way::Jobs(pool) => write(&shared, &mut Runner(pool)),
@@ -777,6 +788,45 @@ fn steering(
         share,
     )
     .with_cost(config.cost.clone())
+}
+
+/// What a run starts once it needs it (see [`QUICK_RUN`]): the monitor
+/// thread, and the control socket (unless `--no-control`), whose thread
+/// the monitor's starts.
+struct Later {
+    monitor: Monitor,
+    /// The control socket's steering, until the socket is made.
+    steering: Option<Arc<Steering>>,
+    control: Option<Server>,
+}
+
+impl Later {
+    /// Make the control socket and start the monitor, if not done yet.
+    /// After the signal handlers: whatever way drip leaves from here,
+    /// the socket goes.
+    ///
+    /// # Errors
+    /// The socket cannot be made, or the monitor started.
+    fn start(&mut self, config: &Config) -> Result<()> {
+        if let Some(steering) = self.steering.take() {
+            if let Some((server, accept)) = start_control(config, steering)? {
+                self.monitor.set_control(accept);
+                self.control = Some(server);
+            }
+        }
+        self.monitor.start_now()
+    }
+}
+
+/// The control sockets' directory, made if missing and checked (unless
+/// `--no-control`): drip refuses to start when it is not this user's
+/// alone.
+fn control_dir(config: &Config) -> Result<()> {
+    if config.control {
+        let dir = crate::control::socket_dir();
+        crate::control::ensure_dir(&dir).map_err(anyhow::Error::msg)?;
+    }
+    Ok(())
 }
 
 /// The control socket for `drip ctl`, unless `--no-control`: bound, and

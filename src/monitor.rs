@@ -264,6 +264,14 @@ impl Monitor {
         }
     }
 
+    /// The control socket's thread to start when a first client connects,
+    /// given before the monitor starts.
+    pub(crate) fn set_control(&mut self, accept: crate::control::server::Accept) {
+        if let Some((work, _)) = self.work.lock().unpoisoned().as_mut() {
+            work.control = Some(accept);
+        }
+    }
+
     /// Start the thread, if it is not started.
     ///
     /// # Errors
