@@ -403,7 +403,10 @@ fn run_watching(
         screen,
         !at_once && input_at_hand(&config),
     )?;
-    if !ended_within(&shared, QUICK_RUN) {
+    let never_waits = room_fd
+        .as_ref()
+        .is_some_and(|fd| sys::writes_never_wait(std::os::fd::AsFd::as_fd(fd)));
+    if !ended_within(&shared, QUICK_RUN, never_waits) {
         if let Err(e) = later.start(&config) {
             shared.stop(false);
             let _ = reader.join();
@@ -489,15 +492,18 @@ fn input_at_hand(config: &Config) -> bool {
 const QUICK_RUN: Duration = Duration::from_millis(5);
 
 /// Whether the run is over but for the writer's last look, waiting up to
-/// `limit` for it: the input read to its end and nothing left to write
-/// or to wait for. Woken as the writer is (the reader's arrivals, its
-/// end, a stop); `false` at the first records to pace or write, as the
-/// writer then has work that may take long.
-fn ended_within(shared: &Shared, limit: Duration) -> bool {
+/// `limit` for it: the input read to its end and nothing left to wait
+/// for, nor to write unless `never_waits` (stdout takes a write at once:
+/// a file, the null device). Woken as the writer is (the reader's
+/// arrivals, its end, a stop); `false` at the first records to pace, or
+/// to write where a write may wait, as the writer then has work that may
+/// take long.
+fn ended_within(shared: &Shared, limit: Duration, never_waits: bool) -> bool {
     let until = Instant::now() + limit;
     let mut st = shared.lock();
     loop {
         let queued = !st.adm.bucket().is_empty()
+            || (st.adm.outbox_len() > 0 && !never_waits)
             || st.adm.next_event().is_some()
             || st.reading.parked.is_some();
         if queued {

@@ -339,6 +339,24 @@ pub fn file_kind(fd: BorrowedFd<'_>) -> FileKind {
     }
 }
 
+/// Whether a write to `fd` never waits on anyone: a regular file, a block
+/// device or the null device. A pipe, a socket, a terminal (stopped with
+/// ^S) or another device may hold a write up for good.
+pub fn writes_never_wait(fd: BorrowedFd<'_>) -> bool {
+    use rustix::fs::FileType;
+    let Ok(st) = rustix::fs::fstat(fd) else {
+        return false;
+    };
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile | FileType::BlockDevice => true,
+        FileType::CharacterDevice => rustix::fs::stat("/dev/null").is_ok_and(|null| {
+            FileType::from_raw_mode(null.st_mode) == FileType::CharacterDevice
+                && null.st_rdev == st.st_rdev
+        }),
+        _ => false,
+    }
+}
+
 /// Register `fd` with the current tokio runtime for [`WATCH`] events: epoll
 /// reports an error on a pipe's writing end once its reader has gone, and a
 /// hang-up on a socket or terminal. `None` when `fd` cannot be watched
@@ -576,6 +594,20 @@ mod tests {
         child.wait().unwrap();
         assert!(!group_exists(pgid));
         assert!(!group_exists(0));
+    }
+
+    #[test]
+    fn only_files_and_the_null_device_never_hold_a_write_up() {
+        let null = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/null")
+            .unwrap();
+        assert!(writes_never_wait(null.as_fd()));
+        let file = tempfile::tempfile().unwrap();
+        assert!(writes_never_wait(file.as_fd()));
+        let (read, write) = crate::platform::descriptors::pipe().unwrap();
+        assert!(!writes_never_wait(write.as_fd()));
+        assert!(!writes_never_wait(read.as_fd()));
     }
 
     #[test]
