@@ -155,7 +155,6 @@ fn a_fifo_no_one_reads_does_not_hold_a_signal_up() {
 /// as the monitor is started for the write that may wait.
 #[test]
 fn a_one_record_run_held_up_by_stdout_still_stops_on_a_signal() {
-    use std::os::fd::OwnedFd;
     let (stdin_read, stdin_write) = rustix::pipe::pipe().unwrap();
     rustix::io::write(&stdin_write, b"x\n").unwrap();
     drop(stdin_write);
@@ -166,8 +165,8 @@ fn a_one_record_run_held_up_by_stdout_still_stops_on_a_signal() {
     while rustix::io::write(&out_write, &[b'.'; 4096]).is_ok() {}
     rustix::fs::fcntl_setfl(&out_write, flags).unwrap();
     let mut child = command(&["-r", "inf"])
-        .stdin(Stdio::from(OwnedFd::from(stdin_read)))
-        .stdout(Stdio::from(OwnedFd::from(out_write)))
+        .stdin(Stdio::from(stdin_read))
+        .stdout(Stdio::from(out_write))
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
