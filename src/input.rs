@@ -242,7 +242,7 @@ impl Splitter {
                 }
             }
         }
-        let upto = match memchr::memrchr(delimiter, &self.buf[self.scanned..self.end]) {
+        let upto = match crate::scan::last(&self.buf[self.scanned..self.end], delimiter) {
             Some(last) => self.scanned + last + 1,
             None => 0,
         };
@@ -325,7 +325,8 @@ impl Splitter {
         }
         // What was scanned before holds no delimiter: it is the start of
         // the unfinished record.
-        let Some(last) = memchr::memrchr(self.delimiter, &self.buf[self.scanned..self.end]) else {
+        let Some(last) = crate::scan::last(&self.buf[self.scanned..self.end], self.delimiter)
+        else {
             self.scanned = self.end;
             return (None, self.check(self.end, self.end, 0, input).err());
         };

@@ -165,7 +165,8 @@ pub(crate) struct Monitor {
     dropped: Arc<Dropped>,
     /// What the thread works with, until it takes it as it starts.
     work: Arc<Mutex<Option<(Work, Listening)>>>,
-    thread: JoinHandle<Option<BufWriter<File>>>,
+    /// `None` while it is not started ([`Monitor::later`]).
+    thread: Option<JoinHandle<Option<BufWriter<File>>>>,
 }
 
 /// What the monitor thread works with: taken by the thread as it starts,
@@ -188,7 +189,7 @@ pub(crate) struct Work {
 }
 
 /// The signal handlers, installed, and the pipe they write to: what
-/// [`Monitor::start`] runs on. A signal that arrives before the monitor
+/// [`Monitor::start_now`] runs on. A signal that arrives before the monitor
 /// reads it waits in the pipe (or, read by [`Listening::wait_signal`], in
 /// `early`).
 pub(crate) struct Listening {
@@ -238,21 +239,40 @@ impl Listening {
 }
 
 impl Monitor {
-    /// Start the thread on `work`, on the handlers `listening` installed.
+    /// The monitor on `work`, not started: [`Monitor::start_now`] starts
+    /// it, and [`Monitor::finish`] tells the signals caught meanwhile.
+    pub(crate) fn later(listening: Listening, work: Work) -> Monitor {
+        Monitor {
+            cancel: CancellationToken::new(),
+            dropped: Arc::new(Dropped::default()),
+            work: Arc::new(Mutex::new(Some((work, listening)))),
+            thread: None,
+        }
+    }
+
+    /// The control socket's thread to start when a first client connects,
+    /// given before the monitor starts.
+    pub(crate) fn set_control(&mut self, accept: crate::control::server::Accept) {
+        if let Some((work, _)) = self.work.lock().unpoisoned().as_mut() {
+            work.control = Some(accept);
+        }
+    }
+
+    /// Start the thread, if it is not started.
     ///
     /// # Errors
     /// The runtime or the thread cannot be started.
-    pub(crate) fn start(listening: Listening, work: Work) -> Result<Monitor> {
-        let cancel = CancellationToken::new();
-        let token = cancel.clone();
-        let dropped = Arc::new(Dropped::default());
-        let counter = Arc::clone(&dropped);
+    pub(crate) fn start_now(&mut self) -> Result<()> {
+        if self.thread.is_some() {
+            return Ok(());
+        }
+        let token = self.cancel.clone();
+        let counter = Arc::clone(&self.dropped);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .context("starting the monitor's runtime")?;
-        let work = Arc::new(Mutex::new(Some((work, listening))));
-        let cell = Arc::clone(&work);
+        let cell = Arc::clone(&self.work);
         let thread = crate::sys::spawn("drip-monitor", move || {
             let Some((work, listening)) = cell.lock().unpoisoned().take() else {
                 return None; // drip was done before this thread started
@@ -261,12 +281,8 @@ impl Monitor {
             runtime.block_on(watch(work, signals, token, counter))
         })
         .context("starting the monitor thread")?;
-        Ok(Monitor {
-            cancel,
-            dropped,
-            work,
-            thread,
-        })
+        self.thread = Some(thread);
+        Ok(())
     }
 
     /// Stop the thread; returns the stats file for the summary, and how
@@ -285,7 +301,7 @@ impl Monitor {
             return (work.stats_file, self.dropped.total());
         }
         self.cancel.cancel();
-        let file = self.thread.join().unwrap_or(None);
+        let file = self.thread.and_then(|t| t.join().unwrap_or(None));
         (file, self.dropped.total())
     }
 }

@@ -53,86 +53,137 @@ pub(crate) fn spawn(
     ui: Arc<Mutex<Ui>>,
     inputs: Vec<Input>,
     own: Vec<OwnFile>,
-    mut splitter: Splitter,
+    splitter: Splitter,
     screen: Screen,
 ) -> Result<JoinHandle<ReadReport>> {
+    crate::sys::spawn("drip-reader", move || {
+        read(&shared, &ui, &inputs, &own, (splitter, screen))
+    })
+    .context("starting the reader thread")
+}
+
+/// The reader: its thread, or what reading on drip's main thread came to.
+pub(crate) enum Reader {
+    Thread(JoinHandle<ReadReport>),
+    Done(ReadReport),
+}
+
+impl Reader {
+    /// Read `inputs` (as [`spawn`] says): to their end on this thread
+    /// when `at_hand` (the input is all there and its reading never
+    /// waits, not even for room: the caller makes sure), else on a
+    /// thread of its own.
+    ///
+    /// # Errors
+    /// The thread cannot be started.
+    pub(crate) fn start(
+        shared: Arc<Shared>,
+        ui: Arc<Mutex<Ui>>,
+        (inputs, own): (Vec<Input>, Vec<OwnFile>),
+        splitter: Splitter,
+        screen: Screen,
+        at_hand: bool,
+    ) -> Result<Reader> {
+        if at_hand {
+            let report = read(&shared, &ui, &inputs, &own, (splitter, screen));
+            return Ok(Reader::Done(report));
+        }
+        spawn(shared, ui, inputs, own, splitter, screen).map(Reader::Thread)
+    }
+
+    /// How reading went, once it is over.
+    pub(crate) fn join(self) -> ReadReport {
+        match self {
+            Reader::Thread(thread) => thread.join().unwrap_or_default(),
+            Reader::Done(report) => report,
+        }
+    }
+}
+
+/// Read `inputs` to their end on this thread, as the reader thread does
+/// ([`spawn`]): for an input all there already, whose reading never
+/// waits (see [`Reader::start`]).
+fn read(
+    shared: &Shared,
+    ui: &Mutex<Ui>,
+    inputs: &[Input],
+    own: &[OwnFile],
+    (mut splitter, screen): (Splitter, Screen),
+) -> ReadReport {
     // Unpaced, reading speed is drip's speed: linger on a streaming input.
     let linger = if shared.unpaced {
         LINGER
     } else {
         Duration::ZERO
     };
-    crate::sys::spawn("drip-reader", move || {
-        shared.stops.set_reader(crate::sys::this_thread());
-        // Stopped before reading began (a signal while drip's own files
-        // were opened): not one record is read.
-        if shared.lock().stop.reading {
-            return ReadReport::default();
-        }
-        let mut costs = screen.cost.map(|c| CostCheck { cost: c, seen: 0 });
-        let mut hosts = screen.host;
-        let mut done = screen.done;
-        // The place in the input of the next record handed on.
-        let mut next_number = 1u64;
-        if let Some(msg) = done.as_ref().and_then(passed_over) {
-            lock_ui(&ui).notice(&msg);
-        }
-        if let Some(msg) = from_stdin(reads_a_terminal(&inputs), screen.exec_file.as_deref()) {
-            lock_ui(&ui).notice(&msg);
-        }
-        let report = input::read_all(
-            &inputs,
-            &mut splitter,
-            &shared.waker,
-            linger,
-            &own,
-            &mut |mut seg| {
-                seg.number = next_number;
-                next_number += seg.len() as u64;
-                if let Some(check) = costs.as_mut() {
-                    if let Some(msg) = check.first_unreadable(&seg) {
-                        lock_ui(&ui).notice(&msg);
-                        costs = None;
-                    }
+    shared.stops.set_reader(crate::sys::this_thread());
+    // Stopped before reading began (a signal while drip's own files
+    // were opened): not one record is read.
+    if shared.lock().stop.reading {
+        return ReadReport::default();
+    }
+    let mut costs = screen.cost.map(|c| CostCheck { cost: c, seen: 0 });
+    let mut hosts = screen.host;
+    let mut done = screen.done;
+    // The place in the input of the next record handed on.
+    let mut next_number = 1u64;
+    if let Some(msg) = done.as_ref().and_then(passed_over) {
+        lock_ui(ui).notice(&msg);
+    }
+    if let Some(msg) = from_stdin(reads_a_terminal(inputs), screen.exec_file.as_deref()) {
+        lock_ui(ui).notice(&msg);
+    }
+    let report = input::read_all(
+        inputs,
+        &mut splitter,
+        &shared.waker,
+        linger,
+        own,
+        &mut |mut seg| {
+            seg.number = next_number;
+            next_number += seg.len() as u64;
+            if let Some(check) = costs.as_mut() {
+                if let Some(msg) = check.first_unreadable(&seg) {
+                    lock_ui(ui).notice(&msg);
+                    costs = None;
                 }
-                let flow = match done.as_mut() {
-                    None if seg.is_empty() => Flow::Continue,
-                    None => deliver(&shared, seg),
-                    Some(done) => {
-                        let runs = skip_done(&shared, done, seg, screen.delimiter);
-                        let mut flow = Flow::Continue;
-                        for run in runs {
-                            flow = deliver(&shared, run);
-                            if flow == Flow::Stop {
-                                break;
-                            }
+            }
+            let flow = match done.as_mut() {
+                None if seg.is_empty() => Flow::Continue,
+                None => deliver(shared, seg),
+                Some(done) => {
+                    let runs = skip_done(shared, done, seg, screen.delimiter);
+                    let mut flow = Flow::Continue;
+                    for run in runs {
+                        flow = deliver(shared, run);
+                        if flow == Flow::Stop {
+                            break;
                         }
-                        flow
                     }
-                };
-                if hosts {
-                    if let Some(msg) = first_keyless(&shared) {
-                        lock_ui(&ui).notice(&msg);
-                        hosts = false;
-                    }
+                    flow
                 }
-                flow
-            },
-            &mut |msg| lock_ui(&ui).message(&msg),
-        );
-        shared.stops.set_reader(0);
-        let mut st = shared.lock();
-        if report.record_error.is_some() {
-            // The record over the limits, and what followed it in the
-            // read: consumed, never offered, so undelivered.
-            st.reading.leftover.extend(splitter.take_rest());
-        }
-        st.reading.done = true;
-        drop(st);
-        shared.data_ready.notify_all();
-        report
-    })
-    .context("starting the reader thread")
+            };
+            if hosts {
+                if let Some(msg) = first_keyless(shared) {
+                    lock_ui(ui).notice(&msg);
+                    hosts = false;
+                }
+            }
+            flow
+        },
+        &mut |msg| lock_ui(ui).message(&msg),
+    );
+    shared.stops.set_reader(0);
+    let mut st = shared.lock();
+    if report.record_error.is_some() {
+        // The record over the limits, and what followed it in the
+        // read: consumed, never offered, so undelivered.
+        st.reading.leftover.extend(splitter.take_rest());
+    }
+    st.reading.done = true;
+    drop(st);
+    shared.data_ready.notify_all();
+    report
 }
 
 /// Said once (unless `--quiet`) when records are read from a terminal: a

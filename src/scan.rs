@@ -24,6 +24,23 @@ pub(crate) fn matches(word: &[u8], pattern: u64) -> u64 {
     !(((x & LOW7).wrapping_add(LOW7)) | x | LOW7)
 }
 
+/// Reads shorter than this are searched byte by byte by [`last`].
+const SHORT: usize = 64;
+
+/// Where the last `delimiter` in `hay` is, if any. memchr's first search
+/// asks the processor which vector instructions it has (CPUID, which a
+/// hypervisor traps: about 30 µs of a one-record run in a virtual
+/// machine), so a short read (under 64 bytes) is searched byte by byte,
+/// as fast at that length, and a run that reads only short ones never
+/// asks.
+pub fn last(hay: &[u8], delimiter: u8) -> Option<usize> {
+    if hay.len() < SHORT {
+        hay.iter().rposition(|&b| b == delimiter)
+    } else {
+        memchr::memrchr(delimiter, hay)
+    }
+}
+
 /// Bytes counted per lane step in [`count`], and how many steps fit a
 /// byte-wide tally before it could wrap.
 const LANES: usize = 64;
@@ -118,6 +135,21 @@ mod tests {
 
     fn naive(hay: &[u8], delimiter: u8) -> Vec<usize> {
         (0..hay.len()).filter(|&i| hay[i] == delimiter).collect()
+    }
+
+    #[test]
+    fn last_finds_the_last_delimiter_short_or_long() {
+        for len in [0, 1, 2, 63, 64, 65, 200] {
+            let mut hay = vec![b'a'; len];
+            assert_eq!(last(&hay, b'\n'), None, "{len}");
+            for at in [0, len / 2, len.saturating_sub(1)] {
+                if at < len {
+                    hay[at] = b'\n';
+                    let want = hay.iter().rposition(|&b| b == b'\n');
+                    assert_eq!(last(&hay, b'\n'), want, "{len} {at}");
+                }
+            }
+        }
     }
 
     #[test]

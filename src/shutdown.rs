@@ -62,12 +62,9 @@ pub fn stopping_signals() -> Vec<i32> {
 /// # Errors
 /// The pipe cannot be made or a handler installed.
 pub(crate) fn listen() -> std::io::Result<OwnedFd> {
-    let mut signals: Vec<i32> = stopping_signals()
-        .into_iter()
-        .filter(|&sig| !crate::sys::is_ignored(sig))
-        .collect();
+    let mut signals = stopping_signals();
     signals.push(libc::SIGUSR1);
-    crate::sys::catch_signals(&signals)
+    crate::sys::catch_signals(&signals, |sig| sig != libc::SIGUSR1)
 }
 
 /// Read what the signal pipe `pipe` holds now into `queue`, in the order

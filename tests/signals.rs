@@ -148,3 +148,31 @@ fn a_fifo_no_one_reads_does_not_hold_a_signal_up() {
         assert!(err.starts_with("drip: read 0,"), "{args:?} {sig}: {err}");
     }
 }
+
+/// A one-record input all there (a pipe with no writer left, read on
+/// drip's main thread) and a stdout that takes nothing (a full pipe no one
+/// reads): the record waits to be written, and a signal still stops drip,
+/// as the monitor is started for the write that may wait.
+#[test]
+fn a_one_record_run_held_up_by_stdout_still_stops_on_a_signal() {
+    let (stdin_read, stdin_write) = rustix::pipe::pipe().unwrap();
+    rustix::io::write(&stdin_write, b"x\n").unwrap();
+    drop(stdin_write);
+    let (out_read, out_write) = rustix::pipe::pipe().unwrap();
+    // Fill stdout's pipe: nothing more goes in until someone reads.
+    let flags = rustix::fs::fcntl_getfl(&out_write).unwrap();
+    rustix::fs::fcntl_setfl(&out_write, flags | rustix::fs::OFlags::NONBLOCK).unwrap();
+    while rustix::io::write(&out_write, &[b'.'; 4096]).is_ok() {}
+    rustix::fs::fcntl_setfl(&out_write, flags).unwrap();
+    let mut child = command(&["-r", "inf"])
+        .stdin(Stdio::from(stdin_read))
+        .stdout(Stdio::from(out_write))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    thread::sleep(Duration::from_millis(300));
+    send_signal(&child, libc::SIGTERM);
+    let status = wait_for(&mut child, Duration::from_secs(10));
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM));
+    drop(out_read);
+}

@@ -4,6 +4,7 @@
 
 mod ending;
 mod files;
+mod later;
 mod state;
 mod steering;
 
@@ -16,11 +17,11 @@ use anyhow::{Context, Result};
 use crate::cli::Config;
 use crate::jobs::gate::GateControl;
 use crate::jobs::{ExecError, Pool, RemoveHeaders, Runner, EXIT_FAILED};
-use crate::monitor::{Listening, Monitor};
+use crate::monitor::Listening;
 use crate::shared;
 use crate::state::{OverflowError, Shared};
+use crate::sys;
 use crate::writer::{self, Stdout};
-use crate::{reader, sys};
 
 /// Exit status: success.
 pub const EXIT_OK: i32 = 0;
@@ -146,8 +147,7 @@ fn run_watching(
     let in_force = state::limits_in_force(&config, share.as_ref());
     let metrics = files::metrics_file(&config, &shared, &in_force.0)?;
     let ui = steering::ui(&config);
-    let (control, accept, follower) =
-        steering::steer(&config, &shared, &ui, in_force, share.as_ref())?;
+    let (steering, follower) = steering::steer(&config, &shared, &ui, in_force, share.as_ref())?;
     let work = crate::monitor::Work {
         shared: Arc::clone(&shared),
         ui: Arc::clone(&ui),
@@ -156,16 +156,14 @@ fn run_watching(
         stats_file,
         watch_output,
         metrics: metrics.clone(),
-        control: accept,
+        control: None,
     };
-    let monitor = Monitor::start(listening, work)?;
-    let reader = reader::spawn(
-        Arc::clone(&shared),
-        Arc::clone(&ui),
-        config.inputs.clone(),
-        files::own_files(&config),
-        steering::splitter(&config, &shared),
+    let (monitor, control, reader) = later::start(
+        &config,
+        &shared,
+        (listening, work, steering),
         screen,
+        room_fd.as_ref(),
     )?;
     let write_error = match way {
         Way::Stdout(out) => write(&shared, &mut Stdout::new(out, room_fd)),
@@ -178,7 +176,7 @@ fn run_watching(
     });
     // Whatever ended the writer, reading stops too.
     shared.stop(false);
-    let report = reader.join().unwrap_or_default();
+    let report = reader.join();
     let share_error = state::give_back(&config, &shared, share.as_mut(), &books);
     let ending = ending::finish(&config, &shared, &ui, monitor, report, write_error);
     if let Some(control) = control {

@@ -34,9 +34,23 @@ fn steering(
     .with_cost(config.cost.clone())
 }
 
+/// The control sockets' directory, made if missing and checked (unless
+/// `--no-control`): drip refuses to start when it is not this user's
+/// alone.
+pub(super) fn control_dir(config: &Config) -> Result<()> {
+    if config.control {
+        let dir = crate::control::socket_dir();
+        crate::control::ensure_dir(&dir).map_err(anyhow::Error::msg)?;
+    }
+    Ok(())
+}
+
 /// The control socket for `drip ctl`, unless `--no-control`: bound, and
 /// its thread to be started.
-fn start_control(config: &Config, steering: Arc<Steering>) -> Result<Option<(Server, Accept)>> {
+pub(super) fn start_control(
+    config: &Config,
+    steering: Arc<Steering>,
+) -> Result<Option<(Server, Accept)>> {
     if !config.control {
         return Ok(None);
     }
@@ -132,23 +146,24 @@ pub(super) fn splitter(config: &Config, shared: &Arc<Shared>) -> Splitter {
 }
 
 /// The steering of `drip ctl` and `--schedule` for `shared`, given the
-/// limits `in_force` (and under `--share`, the NAME's relimiter): the
-/// control socket, bound, and its thread for the monitor to start, and
-/// the schedule's follower.
+/// limits `in_force` (and under `--share`, the NAME's relimiter), and the
+/// schedule's follower. The control socket's directory is checked now,
+/// its socket made as the monitor starts ([`super::later::Later`]).
+///
+/// # Errors
+/// The directory is not this user's alone, or the follower cannot start.
 pub(super) fn steer(
     config: &Config,
     shared: &Arc<Shared>,
     ui: &Arc<Mutex<Ui>>,
     in_force: (InForce, KeyInForce),
     share: Option<&shared::Handle>,
-) -> Result<(Option<Server>, Option<Accept>, Option<Follower>)> {
+) -> Result<(Arc<Steering>, Option<Follower>)> {
     let relimiter = share
         .zip(config.share.as_ref())
         .map(|(handle, s)| (s.target.name().to_string(), handle.relimiter(s)));
     let steering = Arc::new(steering(config, shared, ui, (in_force, relimiter)));
     let follower = follow_schedule(config, &steering)?;
-    // After the signal handlers: whatever way drip leaves from here, the
-    // control socket goes. Its thread is started by the monitor's.
-    let (control, accept) = start_control(config, steering)?.unzip();
-    Ok((control, accept, follower))
+    control_dir(config)?;
+    Ok((steering, follower))
 }

@@ -25,6 +25,44 @@ pub fn unix_stream() -> Result<OwnedFd> {
     imp::unix_stream()
 }
 
+/// What is left to read in `fd` when it is a pipe whose writers have
+/// all gone, in bytes: the whole input is there, and no read of it will
+/// wait. `None` otherwise, or where that cannot be told: a named FIFO may
+/// be opened by a new writer; outside Linux (and under `portable`) it is
+/// never told.
+pub fn ended_pipe(fd: std::os::fd::BorrowedFd<'_>) -> Option<usize> {
+    ended::ended_pipe(fd)
+}
+
+#[cfg(all(target_os = "linux", not(feature = "portable")))]
+mod ended {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    use std::os::fd::{AsRawFd, BorrowedFd};
+
+    pub fn ended_pipe(fd: BorrowedFd<'_>) -> Option<usize> {
+        // An anonymous pipe reads as `pipe:[inode]` (proc(5)).
+        let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        let link = rustix::fs::readlinkat(rustix::fs::CWD, path, Vec::new()).ok()?;
+        if !link.as_bytes().starts_with(b"pipe:") {
+            return None;
+        }
+        // POLLHUP: no writer is left (pipe(7)).
+        let mut pfd = [PollFd::from_borrowed_fd(fd, PollFlags::IN)];
+        poll(&mut pfd, Some(&Timespec::default())).ok()?;
+        if !pfd[0].revents().contains(PollFlags::HUP) {
+            return None;
+        }
+        rustix::io::ioctl_fionread(fd).ok().map(|n| n as usize)
+    }
+}
+
+#[cfg(not(all(target_os = "linux", not(feature = "portable"))))]
+mod ended {
+    pub fn ended_pipe(_fd: std::os::fd::BorrowedFd<'_>) -> Option<usize> {
+        None
+    }
+}
+
 #[cfg(any(
     all(target_os = "linux", not(feature = "portable")),
     target_os = "freebsd"
@@ -101,5 +139,41 @@ mod tests {
     #[test]
     fn a_socket_is_made_non_blocking_and_closed_on_exec() {
         assert!(flagged(&unix_stream().unwrap()));
+    }
+
+    /// A pipe with no writer left tells what it holds; one a writer still
+    /// holds, a named FIFO and a file tell nothing.
+    #[cfg(all(target_os = "linux", not(feature = "portable")))]
+    #[test]
+    fn an_ended_pipe_tells_what_it_holds_and_nothing_else_does() {
+        use std::os::fd::AsFd;
+        use std::os::unix::fs::OpenOptionsExt;
+        let (read, write) = pipe().unwrap();
+        assert_eq!(rustix::io::write(&write, b"x\ny\n"), Ok(4));
+        assert_eq!(ended_pipe(read.as_fd()), None, "a writer is left");
+        drop(write);
+        assert_eq!(ended_pipe(read.as_fd()), Some(4));
+
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let named = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+            .unwrap();
+        // Written to, and its writer gone: a new one may still come.
+        let writer = std::fs::OpenOptions::new().write(true).open(&fifo);
+        assert_eq!(rustix::io::write(writer.unwrap(), b"x\n"), Ok(2));
+        assert_eq!(ended_pipe(named.as_fd()), None, "a named FIFO");
+        let plain = tempfile::tempfile().unwrap();
+        assert_eq!(ended_pipe(plain.as_fd()), None, "a file");
     }
 }

@@ -10,7 +10,9 @@
 //!   none elsewhere, so what goes to a pipe or a socket is left to the
 //!   writer thread);
 //! - [`descriptors`]: a pipe and a socket made non-blocking and closed on
-//!   exec (at once on Linux and FreeBSD, right after on macOS);
+//!   exec (at once on Linux and FreeBSD, right after on macOS); whether
+//!   stdin is a pipe with no writer left, and how much it holds (its
+//!   `/proc/self/fd` link on Linux; elsewhere never told);
 //! - [`peer`]: the control socket's peer's uid (`SO_PEERCRED` on Linux,
 //!   getpeereid(3) on macOS and FreeBSD);
 //! - [`program`]: drip's own program, started again as the jobs' warden
