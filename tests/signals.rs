@@ -149,6 +149,59 @@ fn a_fifo_no_one_reads_does_not_hold_a_signal_up() {
     }
 }
 
+/// A one-record run whose record is half written to a stdout that then
+/// takes no more (one page free in its pipe, a record of 10,000 bytes):
+/// the rest waits to be written, the monitor and the control socket are
+/// started for that write (`drip ctl list` finds the drip), and, as
+/// docs/signals.md says, a first signal lets the record under way finish
+/// while a second leaves at once.
+#[test]
+fn a_one_record_run_half_written_to_a_stalled_stdout_can_be_steered_and_stopped() {
+    let runtime = tempfile::tempdir().unwrap();
+    let (stdin_read, stdin_write) = rustix::pipe::pipe().unwrap();
+    let mut record = vec![b'x'; 10_000];
+    record.push(b'\n');
+    rustix::io::write(&stdin_write, &record).unwrap();
+    drop(stdin_write);
+    let (out_read, out_write) = rustix::pipe::pipe().unwrap();
+    let flags = rustix::fs::fcntl_getfl(&out_write).unwrap();
+    rustix::fs::fcntl_setfl(&out_write, flags | rustix::fs::OFlags::NONBLOCK).unwrap();
+    while rustix::io::write(&out_write, &[b'.'; 4096]).is_ok() {}
+    rustix::fs::fcntl_setfl(&out_write, flags).unwrap();
+    // One page free: part of the record goes in, the rest waits.
+    rustix::io::read(&out_read, &mut [0u8; 4096]).unwrap();
+    let mut child = command(&["-r", "inf"])
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .stdin(Stdio::from(stdin_read))
+        .stdout(Stdio::from(out_write))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    let began = std::time::Instant::now();
+    loop {
+        let (_, listed, _) = common::ctl(runtime.path(), &["list"]);
+        if listed.contains(&pid) {
+            break;
+        }
+        assert!(
+            began.elapsed() < Duration::from_secs(5),
+            "drip ctl list never found the stalled drip: {listed}"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    send_signal(&child, libc::SIGTERM);
+    thread::sleep(Duration::from_millis(300));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the record under way is finished first"
+    );
+    send_signal(&child, libc::SIGTERM);
+    let status = wait_for(&mut child, Duration::from_secs(10));
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM));
+    drop(out_read);
+}
+
 /// A one-record input all there (a pipe with no writer left, read on
 /// drip's main thread) and a stdout that takes nothing (a full pipe no one
 /// reads): the record waits to be written, and a signal still stops drip,

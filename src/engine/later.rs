@@ -80,7 +80,8 @@ pub(super) const QUICK_RUN: Duration = Duration::from_millis(5);
 
 /// Whether the run is over but for the writer's last look, waiting up to
 /// `limit` for it: the input read to its end and nothing left to wait
-/// for, nor to write unless `never_waits` (stdout takes a write at once:
+/// for, nor to write (nor a record begun to finish) unless `never_waits`
+/// (stdout takes a write at once:
 /// a file, the null device). Woken as the writer is (the reader's
 /// arrivals, its end, a stop); `false` at the first records to pace, or
 /// to write where a write may wait, as the writer then has work that may
@@ -90,7 +91,7 @@ pub(super) fn ended_within(shared: &Shared, limit: Duration, never_waits: bool) 
     let mut st = shared.lock();
     loop {
         let queued = !st.adm.bucket().is_empty()
-            || (st.adm.outbox_len() > 0 && !never_waits)
+            || ((st.adm.outbox_len() > 0 || st.writing.tail.is_some()) && !never_waits)
             || st.adm.next_event().is_some()
             || st.reading.parked.is_some();
         if queued {
