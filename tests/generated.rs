@@ -653,7 +653,9 @@ impl Zsh {
         while start.elapsed() < wait {
             std::thread::sleep(std::time::Duration::from_millis(50));
             line = self.line();
-            if line != format!("% {typed}") && !line.is_empty() {
+            // A line still being echoed is a prefix of what was typed:
+            // only one that is not (completion changed it) ends the wait.
+            if !line.is_empty() && !format!("% {typed}").starts_with(&line) {
                 break;
             }
         }
