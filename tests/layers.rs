@@ -5,19 +5,9 @@
 //! their uses must form no circle, so each lies below the parts it serves.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// Every `.rs` file under `dir`, recursively.
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("src/") {
-        let path = entry.expect("entry").path();
-        if path.is_dir() {
-            sources(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
+use crate::common;
 
 /// The part a file of `src/` belongs to: its top-level module.
 fn part_of(src: &Path, file: &Path) -> String {
@@ -103,7 +93,7 @@ fn uses_of(code: &str, parts: &BTreeSet<String>) -> BTreeSet<String> {
 /// Part → the other parts it uses.
 fn graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let mut files = Vec::new();
-    sources(src, &mut files);
+    common::sources(src, &mut files);
     let parts: BTreeSet<String> = files
         .iter()
         .map(|f| part_of(src, f))

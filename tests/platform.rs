@@ -3,19 +3,9 @@
 //! pidfd, writes with pwritev2(2), makes a pipe with pipe2(2) or asks for
 //! `SO_PEERCRED`, so a build for macOS or FreeBSD meets them nowhere else.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// Every `.rs` file under `dir`, recursively.
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("src/") {
-        let path = entry.expect("entry").path();
-        if path.is_dir() {
-            sources(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
+use crate::common;
 
 /// The calls (as code spells them, not as prose does) that only the
 /// platform module may make.
@@ -35,7 +25,7 @@ fn linux_only_calls_are_made_in_the_platform_module_only() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let platform = root.join("src/platform");
     let mut files = Vec::new();
-    sources(&root.join("src"), &mut files);
+    common::sources(&root.join("src"), &mut files);
     assert!(files.len() > 50, "{} source files", files.len());
     let mut found = Vec::new();
     for file in files.iter().filter(|f| !f.starts_with(&platform)) {
@@ -57,7 +47,7 @@ fn linux_only_calls_are_made_in_the_platform_module_only() {
     );
     // The module makes them, so the check looks for what is there.
     let mut own = Vec::new();
-    sources(&platform, &mut own);
+    common::sources(&platform, &mut own);
     let text: String = own
         .iter()
         .map(|f| std::fs::read_to_string(f).unwrap())

@@ -921,3 +921,16 @@ pub const SETTLING_JOBS: [&str; 10] = [
     "-c",
     "echo '{\"usage\":{\"in\":120}}'",
 ];
+
+/// Every `.rs` file under `dir`, recursively (the crate's sources, for
+/// the tests that read them).
+pub fn sources(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("src/") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
