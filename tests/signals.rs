@@ -149,6 +149,31 @@ fn a_fifo_no_one_reads_does_not_hold_a_signal_up() {
     }
 }
 
+/// A closed pipe holding `input` (what drip reads), and a pipe whose
+/// buffer is full but for `free` bytes (drip's stdout, no one reading):
+/// the stdin's reading end, stdout's reading and writing ends.
+fn ended_input_and_stalled_stdout(
+    input: &[u8],
+    free: usize,
+) -> (
+    rustix::fd::OwnedFd,
+    rustix::fd::OwnedFd,
+    rustix::fd::OwnedFd,
+) {
+    let (stdin_read, stdin_write) = rustix::pipe::pipe().unwrap();
+    rustix::io::write(&stdin_write, input).unwrap();
+    drop(stdin_write);
+    let (out_read, out_write) = rustix::pipe::pipe().unwrap();
+    let flags = rustix::fs::fcntl_getfl(&out_write).unwrap();
+    rustix::fs::fcntl_setfl(&out_write, flags | rustix::fs::OFlags::NONBLOCK).unwrap();
+    while rustix::io::write(&out_write, &[b'.'; 4096]).is_ok() {}
+    rustix::fs::fcntl_setfl(&out_write, flags).unwrap();
+    if free > 0 {
+        rustix::io::read(&out_read, &mut vec![0u8; free]).unwrap();
+    }
+    (stdin_read, out_read, out_write)
+}
+
 /// A one-record run whose record is half written to a stdout that then
 /// takes no more (one page free in its pipe, a record of 10,000 bytes):
 /// the rest waits to be written, the monitor and the control socket are
@@ -158,18 +183,10 @@ fn a_fifo_no_one_reads_does_not_hold_a_signal_up() {
 #[test]
 fn a_one_record_run_half_written_to_a_stalled_stdout_can_be_steered_and_stopped() {
     let runtime = tempfile::tempdir().unwrap();
-    let (stdin_read, stdin_write) = rustix::pipe::pipe().unwrap();
     let mut record = vec![b'x'; 10_000];
     record.push(b'\n');
-    rustix::io::write(&stdin_write, &record).unwrap();
-    drop(stdin_write);
-    let (out_read, out_write) = rustix::pipe::pipe().unwrap();
-    let flags = rustix::fs::fcntl_getfl(&out_write).unwrap();
-    rustix::fs::fcntl_setfl(&out_write, flags | rustix::fs::OFlags::NONBLOCK).unwrap();
-    while rustix::io::write(&out_write, &[b'.'; 4096]).is_ok() {}
-    rustix::fs::fcntl_setfl(&out_write, flags).unwrap();
     // One page free: part of the record goes in, the rest waits.
-    rustix::io::read(&out_read, &mut [0u8; 4096]).unwrap();
+    let (stdin_read, out_read, out_write) = ended_input_and_stalled_stdout(&record, 4096);
     let mut child = command(&["-r", "inf"])
         .env("XDG_RUNTIME_DIR", runtime.path())
         .stdin(Stdio::from(stdin_read))
@@ -208,15 +225,8 @@ fn a_one_record_run_half_written_to_a_stalled_stdout_can_be_steered_and_stopped(
 /// as the monitor is started for the write that may wait.
 #[test]
 fn a_one_record_run_held_up_by_stdout_still_stops_on_a_signal() {
-    let (stdin_read, stdin_write) = rustix::pipe::pipe().unwrap();
-    rustix::io::write(&stdin_write, b"x\n").unwrap();
-    drop(stdin_write);
-    let (out_read, out_write) = rustix::pipe::pipe().unwrap();
-    // Fill stdout's pipe: nothing more goes in until someone reads.
-    let flags = rustix::fs::fcntl_getfl(&out_write).unwrap();
-    rustix::fs::fcntl_setfl(&out_write, flags | rustix::fs::OFlags::NONBLOCK).unwrap();
-    while rustix::io::write(&out_write, &[b'.'; 4096]).is_ok() {}
-    rustix::fs::fcntl_setfl(&out_write, flags).unwrap();
+    // Stdout's pipe full: nothing more goes in until someone reads.
+    let (stdin_read, out_read, out_write) = ended_input_and_stalled_stdout(b"x\n", 0);
     let mut child = command(&["-r", "inf"])
         .stdin(Stdio::from(stdin_read))
         .stdout(Stdio::from(out_write))
