@@ -3,7 +3,7 @@
 //! Records are decided one at a time, in input order, each at its arrival
 //! time `t`:
 //!
-//! 1. if no record is waiting ahead of it and the [`Schedule`] allows a
+//! 1. if no record is waiting ahead of it and the [`Pace`] allows a
 //!    departure at `t`, it leaves now: it takes its slot and goes to the
 //!    outbox (the writer's), never occupying a place in the bucket;
 //! 2. otherwise, if the bucket has room, it waits there;
@@ -19,7 +19,7 @@
 //! slot of the schedule.
 //!
 //! With `--max-wait` and a policy other than `block`, a record is first
-//! held to its deadline: when the [`Forecast`](crate::schedule::Forecast) (the records waiting ahead
+//! held to its deadline: when the [`Forecast`](crate::pace::Forecast) (the records waiting ahead
 //! of it, leaving as soon as every limit allows) already puts its
 //! departure later than `--max-wait` after its arrival, less the
 //! schedule's slack (a wake-up that late keeps the schedule, and the
@@ -47,7 +47,8 @@ use crate::bucket::{Bucket, Fate, Offered, Overflow, Segment};
 use crate::keyed::Keyed;
 use crate::ledger::Ledger;
 use crate::outflow::Outflow;
-use crate::schedule::{Limit, Schedule};
+use crate::pace::Pace;
+use crate::schedule::Limit;
 use crate::waiting::{Fifo, Waiting};
 
 /// The waiting room, the schedule in front of it, the outbox behind it,
@@ -56,7 +57,7 @@ use crate::waiting::{Fifo, Waiting};
 pub struct Admission {
     /// Where records wait: one bucket, or the keys' queues.
     room: Waiting,
-    schedule: Box<dyn Schedule>,
+    schedule: Pace,
     /// Records the schedule let go, in order, not yet taken by the writer.
     outbox: Vec<Segment>,
     outbox_len: usize,
@@ -72,7 +73,7 @@ pub struct Admission {
 impl Admission {
     /// Admission into `bucket` under `schedule`; records that wait longer
     /// than `max_wait_ns` expire.
-    pub fn new(bucket: Bucket, schedule: Box<dyn Schedule>, max_wait_ns: Option<u64>) -> Self {
+    pub fn new(bucket: Bucket, schedule: Pace, max_wait_ns: Option<u64>) -> Self {
         Admission {
             room: Waiting::Fifo(Fifo::new(bucket, max_wait_ns)),
             schedule,
@@ -119,23 +120,23 @@ impl Admission {
     }
 
     /// The schedule.
-    pub fn schedule(&self) -> &dyn Schedule {
-        &*self.schedule
+    pub fn schedule(&self) -> &Pace {
+        &self.schedule
     }
 
     /// The schedule, to take a slot outside the bucket (a retried job) or
     /// change its limits: the forecast is made again after.
-    pub fn schedule_mut(&mut self) -> &mut dyn Schedule {
+    pub fn schedule_mut(&mut self) -> &mut Pace {
         self.room.forget_forecast();
-        &mut *self.schedule
+        &mut self.schedule
     }
 
     /// Enforce `limits` from `now` (ns) on (`drip ctl … rate`), counting
     /// from the last record that left, also one of the keys that the
-    /// schedule was not asked about ([`Schedule::replace_limits`]).
+    /// schedule was not asked about ([`Pace::replace_limits`]).
     ///
     /// # Errors
-    /// As [`Schedule::replace_limits`]: its limits are left as they were
+    /// As [`Pace::replace_limits`]: its limits are left as they were
     /// (the keys' last departure, told first, is a fact either way).
     pub fn replace_limits(&mut self, now: u64, limits: &[Limit]) -> Result<(), String> {
         if let Some(at) = self.room.left_unasked() {
@@ -155,7 +156,7 @@ impl Admission {
         let to = Outflow {
             now,
             may_leave: may_leave && !self.paused,
-            schedule: &mut *self.schedule,
+            schedule: &mut self.schedule,
             outbox: &mut self.outbox,
         };
         (&mut self.room, to)
@@ -200,7 +201,7 @@ impl Admission {
     /// stdout). `None` when the schedule cannot be forecast.
     pub fn forecast_wait(&mut self, now: u64) -> Option<u64> {
         self.room
-            .forecast_wait(now, &*self.schedule, &self.last_record)
+            .forecast_wait(now, &self.schedule, &self.last_record)
     }
 
     /// How long (ns) a record may wait before it expires, if bounded.
@@ -226,7 +227,7 @@ impl Admission {
 
     /// The writer wrote the next `records` of the outbox, its write
     /// returning at `now` (ns): the schedule hears of it
-    /// ([`Schedule::wrote`]).
+    /// ([`Pace::wrote`]).
     pub fn wrote(&mut self, now: u64, records: usize) {
         self.schedule.wrote(now, records);
     }
@@ -250,7 +251,7 @@ impl Admission {
         if self.paused {
             return expiry;
         }
-        let due = self.room.next_event(&*self.schedule);
+        let due = self.room.next_event(&self.schedule);
         [due, expiry].into_iter().flatten().min()
     }
 
@@ -300,7 +301,11 @@ mod tests {
             burst,
             unit: Unit::Records,
         }]);
-        Admission::new(Bucket::new(capacity, None, policy), Box::new(limits), None)
+        Admission::new(
+            Bucket::new(capacity, None, policy),
+            Pace::local(limits),
+            None,
+        )
     }
 
     fn numbers(segs: &[Segment]) -> Vec<String> {
@@ -419,7 +424,7 @@ mod tests {
             unit: Unit::Records,
         }]);
         let bucket = Bucket::new(1000, None, policy);
-        Admission::new(bucket, Box::new(limits), Some(max_wait))
+        Admission::new(bucket, Pace::local(limits), Some(max_wait))
     }
 
     #[test]
@@ -526,9 +531,9 @@ mod tests {
             unit: Unit::Records,
         }]);
         let control = Arc::new(GateControl::default());
-        let gate = Gate::new(Box::new(limits), control.clone());
+        let gate = Box::new(Gate::new(control.clone()));
         let bucket = Bucket::new(1000, None, Overflow::DropNewest);
-        let mut a = Admission::new(bucket, Box::new(gate), Some(S));
+        let mut a = Admission::new(bucket, Pace::local(limits).with_stage(gate), Some(S));
         let mut ledger = Ledger::new(false);
         control.pause(&Scope::All, 0, 5 * S);
         a.arrive(0, seg(1, 5), Overflow::DropNewest, true, &mut ledger);
@@ -640,7 +645,7 @@ mod tests {
             key_capacity: 100,
         };
         let bucket = Bucket::new(1000, None, Overflow::Block);
-        let a = Admission::new(bucket, Box::new(Limits::new(&[])), None);
+        let a = Admission::new(bucket, Pace::local(Limits::new(&[])), None);
         a.with_keys(Keyed::new(config, b'\n', 1000, None))
     }
 
@@ -731,7 +736,7 @@ mod tests {
             unit: Unit::Records,
         }]);
         let bucket = Bucket::new(10, None, Overflow::Block);
-        let mut a = Admission::new(bucket, Box::new(limits), Some(S / 2));
+        let mut a = Admission::new(bucket, Pace::local(limits), Some(S / 2));
         let mut ledger = Ledger::new(false);
         a.arrive(0, seg(1, 3), Overflow::Block, true, &mut ledger);
         assert_eq!(a.next_event(), Some(S / 2 + 1));

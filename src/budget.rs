@@ -329,8 +329,8 @@ impl Counter {
     }
 }
 
-/// The `--budget`s in front of a schedule's own limits ([`crate::schedule::Limits`],
-/// `crate::budgeted::Budgeted`): a record leaves only while every one has
+/// The `--budget`s in front of the pace's base (`crate::pace::BudgetStage`):
+/// a record leaves only while every one has
 /// room, and counts against every one once it leaves.
 #[derive(Debug, Clone, Default)]
 pub struct Budgets {
@@ -402,8 +402,14 @@ fn clock(at: i128) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pace::{BudgetStage, Pace};
     use crate::rate::parse_rate;
-    use crate::schedule::{Limit, Limits, Schedule, Unit};
+    use crate::schedule::{Limit, Limits, Unit};
+
+    /// `limits` behind `counters`.
+    fn budgeted(limits: Limits, counters: Vec<Counter>, exhausted: Exhausted) -> Pace {
+        Pace::local(limits).with_stage(Box::new(BudgetStage::new(counters, exhausted)))
+    }
     use jiff::civil::date;
     use jiff::tz::TimeZoneDatabase;
 
@@ -522,7 +528,7 @@ mod tests {
 
     /// Departures of records arriving at `arrivals` (sorted, ns) through
     /// `limits`, the writer woken at each arrival and each due time.
-    fn through(limits: &mut Limits, arrivals: &[u64]) -> Vec<u64> {
+    fn through(limits: &mut Pace, arrivals: &[u64]) -> Vec<u64> {
         let mut out = Vec::new();
         let (mut arrived, mut now) = (0, 0);
         while out.len() < arrivals.len() {
@@ -586,7 +592,7 @@ mod tests {
                 .into_iter()
                 .collect();
             let counter = Counter::new(Budget { count, calendar: calendar.clone() }, origin);
-            let mut limits = Limits::new(&rates).with_budgets(vec![counter], Exhausted::Wait);
+            let mut limits = budgeted(Limits::new(&rates), vec![counter], Exhausted::Wait);
             let t = through(&mut limits, &arrivals);
             // Never lost, never reordered, never before its arrival.
             proptest::prop_assert_eq!(t.len(), arrivals.len());
@@ -612,7 +618,11 @@ mod tests {
             burst: 10,
             unit: Unit::Records,
         };
-        let mut limits = Limits::new(&[rate("100/s")]).with_budgets(vec![counter], Exhausted::Stop);
+        let mut limits = budgeted(
+            Limits::new(&[rate("100/s")]),
+            vec![counter],
+            Exhausted::Stop,
+        );
         assert_eq!(limits.release(0, 2, &mut std::iter::empty()), 2);
         limits.replace_limits(1000, &[rate("1000/s")]).unwrap();
         assert_eq!(limits.release(SECOND / 2, 5, &mut std::iter::empty()), 1);

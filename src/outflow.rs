@@ -4,7 +4,7 @@
 //! into it.
 
 use crate::bucket::Segment;
-use crate::schedule::Schedule;
+use crate::pace::Pace;
 
 /// What records leave by, at one call: the time, whether they may leave,
 /// the schedule whose slots they take, and the outbox they go to.
@@ -15,18 +15,14 @@ pub struct Outflow<'a> {
     /// is paused); when not, arrivals wait and nothing is released.
     pub may_leave: bool,
     /// The global limits: each record that leaves takes its slot.
-    pub schedule: &'a mut dyn Schedule,
+    pub schedule: &'a mut Pace,
     /// Where the records that leave go, in order (the writer's).
     pub outbox: &'a mut Vec<Segment>,
 }
 
 impl<'a> Outflow<'a> {
     /// Records may leave at `now` under `schedule` into `outbox`.
-    pub fn at(
-        now: u64,
-        schedule: &'a mut dyn Schedule,
-        outbox: &'a mut Vec<Segment>,
-    ) -> Outflow<'a> {
+    pub fn at(now: u64, schedule: &'a mut Pace, outbox: &'a mut Vec<Segment>) -> Outflow<'a> {
         Outflow {
             now,
             may_leave: true,

@@ -6,8 +6,8 @@
 //! Done by warping time. With `f(t)` the ramp's fraction of the rate at
 //! `t` (from `from` at the start `s` to 1 at the end `E = s + D`), the
 //! warped time is `w(t) = E − ∫ₜᴱ f`, and `t` itself after `E`. Its slope
-//! is `f`, so a schedule run on the warped clock ([`Ramped`] hands its
-//! inner schedule `w(now)` and gives back `w⁻¹` of its due times) lets
+//! is `f`, so a schedule run on the warped clock (`pace::Clock` hands the
+//! pace's base `w(now)` and gives back `w⁻¹` of its due times) lets
 //! records go at `f(t)` times its own rate: every limit (records, bytes,
 //! cost) rises together, and any `drip ctl … rate` or schedule row changes
 //! the rate the ramp rises to. With `f = from + (1 − from)·(t − s)/D`:
@@ -16,8 +16,6 @@
 //! Pure: no threads, no clock, no I/O; times are ns on the caller's clock.
 
 use std::fmt;
-
-use crate::schedule::{Limits, Schedule};
 
 /// A ramp: from `from` (a fraction of the rate, at least 0, below 1) to
 /// the rate over `over_ns`.
@@ -122,159 +120,29 @@ impl fmt::Display for Ramp {
     }
 }
 
-/// A schedule whose limits ramp up ([`Ramp`]) from its first departure:
-/// the inner schedule runs on the warped clock.
-#[derive(Debug)]
-pub struct Ramped {
-    inner: Box<dyn Schedule>,
-    ramp: Ramp,
-    /// Set at the first release.
-    warp: Option<Warp>,
-    /// The latest time the schedule was told (ns): whether the ramp is
-    /// over, for the forecast.
-    latest: u64,
-}
-
-impl Ramped {
-    /// `inner`'s limits ramped by `ramp`.
-    pub fn new(inner: Box<dyn Schedule>, ramp: Ramp) -> Ramped {
-        Ramped {
-            inner,
-            ramp,
-            warp: None,
-            latest: 0,
-        }
-    }
-
-    /// The warped time of `now`, the ramp begun at `now` if not yet.
-    fn warp_from(&mut self, now: u64) -> u64 {
-        self.latest = self.latest.max(now);
-        let ramp = self.ramp;
-        self.warp
-            .get_or_insert_with(|| Warp::new(ramp, now))
-            .warp(now)
-    }
-
-    /// The warped time of `now` (the start, before the ramp begins).
-    fn warped(&self, now: u64) -> u64 {
-        self.warp.map_or(now, |w| w.warp(now))
-    }
-
-    /// The caller's time of a due time `x` on the warped clock (0 stays
-    /// 0: any time).
-    fn unwarped(&self, x: u64) -> u64 {
-        match self.warp {
-            Some(w) if x > 0 => w.unwarp(x),
-            _ => x,
-        }
-    }
-}
-
-impl Schedule for Ramped {
-    fn inner(&self) -> Option<&dyn Schedule> {
-        Some(&*self.inner)
-    }
-
-    fn inner_mut(&mut self) -> Option<&mut dyn Schedule> {
-        Some(&mut *self.inner)
-    }
-
-    fn release(
-        &mut self,
-        now: u64,
-        available: usize,
-        records: &mut dyn Iterator<Item = &[u8]>,
-    ) -> usize {
-        let at = self.warp_from(now);
-        self.inner.release(at, available, records)
-    }
-
-    fn next_due(&self, record: &[u8]) -> u64 {
-        self.unwarped(self.inner.next_due(record))
-    }
-
-    fn key_due(&self, key: &[u8]) -> u64 {
-        self.unwarped(self.inner.key_due(key))
-    }
-
-    fn key_left(&mut self, key: &[u8], now: u64) {
-        let at = self.warp_from(now);
-        self.inner.key_left(key, at);
-    }
-
-    fn left_unasked(&mut self, at: u64) {
-        let at = self.warp_from(at);
-        self.inner.left_unasked(at);
-    }
-
-    fn wrote(&mut self, now: u64, records: usize) {
-        let at = self.warped(now);
-        self.inner.wrote(at, records);
-    }
-
-    fn expired(&mut self, now: u64, waiting: usize, records: &mut dyn Iterator<Item = &[u8]>) {
-        let at = self.warped(now);
-        self.inner.expired(at, waiting, records);
-    }
-
-    fn settle(&mut self, now: u64, record: &[u8], spent: &[Option<u64>]) {
-        let at = self.warped(now);
-        self.inner.settle(at, record, spent);
-    }
-
-    fn replace_limits(
-        &mut self,
-        now: u64,
-        limits: &[crate::schedule::Limit],
-    ) -> Result<(), String> {
-        let at = self.warped(now);
-        self.inner.replace_limits(at, limits)
-    }
-
-    fn nth_due(&self, record: &[u8], n: usize) -> Option<u64> {
-        self.inner.nth_due(record, n).map(|x| self.unwarped(x))
-    }
-
-    fn forecast(&self) -> Option<Limits> {
-        // On the caller's clock only once the ramp is over.
-        match self.warp {
-            Some(w) if w.is_over(self.latest) => self.inner.forecast(),
-            _ => None,
-        }
-    }
-
-    fn forecast_due(&self, record: &[u8]) -> u64 {
-        self.unwarped(self.inner.forecast_due(record))
-    }
-
-    fn earliest(&self, now: u64, record: &[u8], n: u64) -> Option<u64> {
-        let due = self.inner.earliest(self.warped(now), record, n)?;
-        Some(self.unwarped(due).max(now))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pace::Pace;
     use crate::rate::parse_rate;
-    use crate::schedule::{Limit, Unit};
+    use crate::schedule::{Limit, Limits, Unit};
     use proptest::prelude::*;
 
     const MS: u64 = 1_000_000;
     const S: u64 = 1_000_000_000;
 
-    fn ramped(rate: &str, burst: u64, ramp: Ramp) -> Ramped {
+    fn ramped(rate: &str, burst: u64, ramp: Ramp) -> Pace {
         let limits = Limits::new(&[Limit {
             rate: parse_rate(rate).unwrap(),
             burst,
             unit: Unit::Records,
         }]);
-        Ramped::new(Box::new(limits), ramp)
+        Pace::local(limits).ramped(ramp)
     }
 
     /// Departures of `n` records always waiting from `start`, the writer
     /// woken exactly when due.
-    fn departures(s: &mut Ramped, start: u64, n: usize) -> Vec<u64> {
+    fn departures(s: &mut Pace, start: u64, n: usize) -> Vec<u64> {
         let mut out = Vec::new();
         let mut now = start;
         while out.len() < n {
@@ -334,20 +202,6 @@ mod tests {
             }
         }
         Ok(())
-    }
-
-    #[test]
-    fn a_ramp_passes_on_every_call_it_does_not_answer_itself() {
-        use crate::schedule::probe::{reached, Probe, PROVIDED};
-        let probe = Probe::default();
-        let ramp = Ramp {
-            from: 0.0,
-            over_ns: S,
-        };
-        let mut s = Ramped::new(Box::new(probe.clone()), ramp);
-        // Begun at 0 and over by 10 s, when it gives its forecast too.
-        s.release(0, 1, &mut std::iter::empty());
-        assert_eq!(reached(&mut s, &probe.0, 10 * S), PROVIDED);
     }
 
     #[test]

@@ -1,26 +1,19 @@
-//! The schedule: when may records leave? Every limit drip enforces sits
-//! behind the [`Schedule`] interface, so admission and the writer never
-//! know how many limits there are or what kind.
-//!
-//! [`Limits`] is the local schedule: one GCRA ([`Pacer`]) per `--rate`,
-//! `--byte-rate` and `--cost-rate`. A record leaves only when every limit
-//! allows it, and then takes its slot in all of them, so each limit's
-//! guarantee holds at once: no window of length W holds more than
-//! `burst_i + rate_i × W` departures (records, bytes for a byte rate, cost
-//! for a cost rate), up to the slack ([`Pacer`]). Beside them, each
-//! `--budget` ([`Counter`]) lets at most its count leave in each calendar
-//! window, so no window ever holds more. A new
-//! kind of limit (per key, shared between processes) is another
-//! implementation of [`Schedule`]; a wrapper in front of one (a ramp,
-//! budgets, the gate) names it ([`Schedule::inner`]) and overrides only
-//! what it changes.
+//! The schedule: the base of the pace (`crate::pace`), whose slots
+//! records take. [`Schedule`] is what every base offers; [`Limits`] is the
+//! local one: one GCRA ([`Pacer`]) per `--rate`, `--byte-rate` and
+//! `--cost-rate`. A record leaves only when every limit allows it, and then
+//! takes its slot in all of them, so each limit's guarantee holds at once:
+//! no window of length W holds more than `burst_i + rate_i × W` departures
+//! (records, bytes for a byte rate, cost for a cost rate), up to the slack
+//! ([`Pacer`]). The `--budget`s, a ramp and the gate are the pace's, not
+//! the base's; slots leased from a shared state are the other base
+//! (`shared::lease`).
 //!
 //! Pure: no threads, no clock, no I/O; times are ns on the caller's clock.
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
-use crate::budget::{BudgetView, Budgets, Counter, Exhausted};
 use crate::cost::Cost;
 use crate::pacer::{slack_for, Pacer};
 use crate::rate::Rate;
@@ -87,44 +80,13 @@ pub(crate) type InForce = Arc<Mutex<Vec<Limit>>>;
 /// shared by the steering and, under `--share`, the keys' keeper.
 pub(crate) type KeyInForce = Arc<Mutex<Option<Limit>>>;
 
-/// The interface every schedule offers to admission and the writer.
+/// What every base of the pace offers (`crate::pace`): the local limits
+/// ([`Limits`]) or slots leased from a shared state (`shared::lease`).
 ///
 /// Records are offered in queue order; a schedule never lets a later record
-/// leave before an earlier one.
-///
-/// A schedule is either one of its own limits ([`Limits`], a shared one)
-/// or a wrapper in front of another (a ramp, budgets, the gate), which
-/// names it in [`Schedule::inner`]: every provided method then gives the
-/// inner schedule's answer unless the wrapper overrides it, so a wrapper
-/// writes only what it changes and drops nothing it forgets.
+/// leave before an earlier one. What only one kind of base does is a port
+/// of its own (`pace::Leased`, the inherent methods of [`Limits`]).
 pub trait Schedule: fmt::Debug + Send {
-    /// The schedule this one is in front of; `None` for a schedule of its
-    /// own limits, whose provided methods give the answers documented
-    /// here (a schedule that does not say is one).
-    fn inner(&self) -> Option<&dyn Schedule> {
-        None
-    }
-
-    /// [`Schedule::inner`], to change.
-    fn inner_mut(&mut self) -> Option<&mut dyn Schedule> {
-        None
-    }
-
-    /// Whether nothing is limited: every record may always leave (a
-    /// schedule of its own limits that does not say: no).
-    fn is_unlimited(&self) -> bool {
-        self.inner().is_some_and(|inner| inner.is_unlimited())
-    }
-
-    /// Whether a record's content matters (some limit counts bytes or
-    /// cost). When it does not, callers may pass an empty `records`
-    /// iterator to [`Schedule::release`] and any record to
-    /// [`Schedule::next_due`]. A schedule of its own limits that does not
-    /// say: it does.
-    fn weighs_bytes(&self) -> bool {
-        self.inner().map_or(true, |inner| inner.weighs_bytes())
-    }
-
     /// Of `available` records waiting in order, which `records` yields (each
     /// with its delimiter, when it has one), how many may leave at `now`
     /// (ns). They take their slots: call only for records that do leave.
@@ -140,239 +102,25 @@ pub trait Schedule: fmt::Debug + Send {
     /// time.
     fn next_due(&self, record: &[u8]) -> u64;
 
-    /// How late (ns) a wake-up may be without restarting the schedule: the
-    /// least slack of its limits (a schedule of its own limits that does
-    /// not say: none).
-    fn slack_ns(&self) -> u64 {
-        self.inner().map_or(0, |inner| inner.slack_ns())
-    }
+    /// The earliest time (ns) the `n`-th record from now (0: the next),
+    /// `record`, may leave, as far as known; `None` when not known yet (a
+    /// shared base whose slots are not reserved yet).
+    fn nth_due(&self, record: &[u8], n: usize) -> Option<u64>;
 
-    /// A record that left (`record`, its delimiter included or not)
-    /// reported at `now` what it really spent of each cost (`spent`, in the
-    /// order of [`Cost`]'s costs; `None`: its estimate stands): the cost
-    /// limits are given back an overestimate and charged an underestimate
-    /// (`settle.rs`). Only schedules that keep records in flight
-    /// ([`Limits::with_settling`]) settle; others do nothing.
-    fn settle(&mut self, now: u64, record: &[u8], spent: &[Option<u64>]) {
-        if let Some(inner) = self.inner_mut() {
-            inner.settle(now, record, spent);
-        }
-    }
+    /// How late (ns) a wake-up may be without restarting the schedule: the
+    /// least slack of its limits.
+    fn slack_ns(&self) -> u64;
 
     /// The highest rate in records per second the schedule can reach
     /// (infinite when a limit counts bytes or nothing is limited): the
-    /// writer coalesces wake-ups above 20,000/s. A schedule of its own
-    /// limits that does not say: infinite.
-    fn records_per_second(&self) -> f64 {
-        self.inner()
-            .map_or(f64::INFINITY, |inner| inner.records_per_second())
-    }
+    /// writer coalesces wake-ups above 20,000/s.
+    fn records_per_second(&self) -> f64;
 
-    /// Whether the schedule may hold a key back or note its departures
-    /// ([`Schedule::key_due`], [`Schedule::key_left`]: holds on one key,
-    /// `jobs::gate`); when not, the keyed queues ask neither as a record
-    /// leaves at once.
-    fn holds_keys(&self) -> bool {
-        self.inner().is_some_and(|inner| inner.holds_keys())
-    }
-
-    /// The earliest time (ns) a record of `key` may leave as far as a hold
-    /// on that key alone goes (an overload's pause, a lowered rate after
-    /// it: `jobs::gate`); 0 when nothing holds it. The keyed queues ask
-    /// before a key's record leaves, so a held key waits in the line
-    /// without holding back the others.
-    fn key_due(&self, key: &[u8]) -> u64 {
-        self.inner().map_or(0, |inner| inner.key_due(key))
-    }
-
-    /// A record of `key` left at `now` (ns): a hold spacing its starts
-    /// counts from here.
-    fn key_left(&mut self, key: &[u8], now: u64) {
-        if let Some(inner) = self.inner_mut() {
-            inner.key_left(key, now);
-        }
-    }
-
-    /// Records left at `at` (ns) without asking the schedule (the keyed
-    /// queues do not, when it limits nothing and holds no key): a change
-    /// of limits ([`Schedule::replace_limits`]) counts from the latest
-    /// departure, these included.
-    fn left_unasked(&mut self, at: u64) {
-        if let Some(inner) = self.inner_mut() {
-            inner.left_unasked(at);
-        }
-    }
-
-    /// The writer wrote the next `records` released records, its write
-    /// returning at `now` (ns): a shared schedule forfeits the slots a
-    /// write that late overtook (`shared::lease::Written`). Not called
-    /// under `--exec`, whose runner records its starts itself.
-    fn wrote(&mut self, now: u64, records: usize) {
-        if let Some(inner) = self.inner_mut() {
-            inner.wrote(now, records);
-        }
-    }
-
-    /// Waiting records expired at `now` (ns), leaving `waiting` records
-    /// waiting, in order from `records` (each with its delimiter): a
-    /// shared schedule gives back at once the slots its lease holds beyond
-    /// them (`shared::lease`). Not called for the keyed queues.
-    fn expired(&mut self, now: u64, waiting: usize, records: &mut dyn Iterator<Item = &[u8]>) {
-        if let Some(inner) = self.inner_mut() {
-            inner.expired(now, waiting, records);
-        }
-    }
-
-    /// Whether records may leave only on the writer, just before it writes
-    /// them, never on the reader's arrival (to be written whenever the
-    /// writer next runs, on a busy machine later than their slots allow):
-    /// a shared schedule's slots are other drips' neighbours.
-    fn released_by_the_writer(&self) -> bool {
-        self.inner()
-            .is_some_and(|inner| inner.released_by_the_writer())
-    }
-
-    /// Enforce `limits` instead from `now` (ns) on (`drip ctl … rate`):
-    /// the new schedule counts from the last departure, with no credit
-    /// saved ([`Pacer::spent_at`]), so lowering the rate carries none of
-    /// the old one's unused credit over and raising it sends no catch-up
-    /// burst. The limits must be checked as [`Limits::new`] wants them.
-    ///
-    /// # Errors
-    /// A schedule whose limits cannot change while drip runs (a shared
-    /// one) says why, in words; it is left as it was.
-    fn replace_limits(&mut self, now: u64, limits: &[Limit]) -> Result<(), String> {
-        match self.inner_mut() {
-            Some(inner) => inner.replace_limits(now, limits),
-            None => Err("these limits cannot be changed while drip runs".to_string()),
-        }
-    }
-
-    /// The earliest time (ns) the `n`-th record from now (0: the next),
-    /// `record`, may leave, as far as known; `None` when not known yet
-    /// (a shared schedule whose slots are not reserved yet). By default
-    /// [`Schedule::next_due`] and one emission interval of the tightest
-    /// record limit for each record before it (a burst may let them go
-    /// sooner); a wrapper's, the inner schedule's answer moved as far as
-    /// the wrapper moves the next record.
-    fn nth_due(&self, record: &[u8], n: usize) -> Option<u64> {
-        if let Some(inner) = self.inner() {
-            let later = inner
-                .nth_due(record, n)?
-                .saturating_sub(inner.next_due(record));
-            return Some(self.next_due(record).saturating_add(later));
-        }
-        let per_second = self.records_per_second();
-        let gap = if per_second.is_finite() && per_second > 0.0 {
-            (1e9 / per_second) as u64
-        } else {
-            0
-        };
-        Some(
-            self.next_due(record)
-                .saturating_add(gap.saturating_mul(n as u64)),
-        )
-    }
-
-    /// The limits as they stand now, for a `Forecast` of departures: when
-    /// records would leave if each left as soon as the limits allowed. A
-    /// hold on departures for a while (a pause, stdout or a shared state
-    /// not answering) is no part of it: a wrapper that pauses gives its
-    /// inner schedule's forecast. `None`: no forecast can be made.
-    fn forecast(&self) -> Option<Limits> {
-        self.inner().and_then(|inner| inner.forecast())
-    }
-
-    /// When `record` may leave as far as the [`Schedule::forecast`] goes
-    /// (ns): [`Schedule::next_due`] without a pause. Admission compares a
-    /// release with it to know whether the departures kept to the
-    /// forecast.
-    fn forecast_due(&self, record: &[u8]) -> u64 {
-        match self.inner() {
-            Some(inner) => inner.forecast_due(record),
-            None => self.next_due(record),
-        }
-    }
-
-    /// At the earliest, when `record` may leave (ns, at least `now`) as the
-    /// `n`-th record from now (0: the next), as far as the
-    /// [`Schedule::forecast`] goes: each record limit must let `n` records
-    /// go before it, and every limit let it go. A floor, not a forecast:
-    /// the records before it may cost more. `None`: no forecast can be
-    /// made.
-    fn earliest(&self, now: u64, record: &[u8], n: u64) -> Option<u64> {
-        self.inner()?.earliest(now, record, n)
-    }
-
-    /// Where each `--budget` stands at `now` (ns): what is left in its
-    /// window and when the next starts. None by default.
-    fn budgets(&self, now: u64) -> Vec<BudgetView> {
-        self.inner()
-            .map_or_else(Vec::new, |inner| inner.budgets(now))
-    }
-
-    /// What each named cost's limits were charged at departure, what
-    /// settlement gave back or charged on top, and what is in flight
-    /// ([`CostView`]), in the cost's units. None by default (a shared
-    /// schedule's own limits count none).
-    fn costs(&self) -> Vec<CostView> {
-        self.inner().map_or_else(Vec::new, |inner| inner.costs())
-    }
-
-    /// Under `--budget-exhausted stop`, the budget spent at `now` (ns), in
-    /// words (`20/second@UTC`): records waiting then are not to wait for
-    /// its next window. `None` when no such budget is spent.
-    fn exhausted(&self, now: u64) -> Option<String> {
-        self.inner()?.exhausted(now)
-    }
-}
-
-/// The departures to come, on a copy of the limits: each record put in
-/// line ([`Forecast::push`]) leaves as soon as the limits allow after the
-/// one before it, and takes its slots on the copy. So after the waiting
-/// records are pushed, [`Forecast::peek`] says when one more would leave:
-/// the earliest it can, as the records ahead and every limit put it.
-///
-/// The same arithmetic as the writer's, one record at a time, so the times
-/// are exact while departures keep to them (a wake-up late by up to the
-/// slack keeps the schedule, [`crate::pacer`]).
-#[derive(Debug, Clone)]
-pub struct Forecast {
-    limits: Limits,
-    /// When the last record pushed leaves (ns); a later one never leaves
-    /// before it.
-    last: u64,
-}
-
-impl Forecast {
-    /// A forecast from `limits` as they stand at `now` (ns), with nothing
-    /// in line.
-    pub fn new(limits: Limits, now: u64) -> Forecast {
-        Forecast { limits, last: now }
-    }
-
-    /// When `record` (its delimiter included) put in line at `now` (ns,
-    /// not before the forecast's start) would leave (ns), without putting
-    /// it in line.
-    pub fn peek(&self, now: u64, record: &[u8]) -> u64 {
-        self.limits.next_due(record).max(self.last).max(now)
-    }
-
-    /// Put `record` in line at `now`; returns when it leaves (ns).
-    pub fn push(&mut self, now: u64, record: &[u8]) -> u64 {
-        let at = self.peek(now, record);
-        let n = self.limits.release(at, 1, &mut std::iter::once(record));
-        debug_assert_eq!(n, 1, "a record is let go at its due time");
-        self.last = at;
-        at
-    }
-
-    /// The time the forecast stands at: the last departure in line, or its
-    /// start (ns).
-    #[cfg(test)]
-    pub fn last(&self) -> u64 {
-        self.last
-    }
+    /// Whether a record's content matters (some limit counts bytes or
+    /// cost). When it does not, callers may pass an empty `records`
+    /// iterator to [`Schedule::release`] and any record to
+    /// [`Schedule::next_due`].
+    fn weighs_bytes(&self) -> bool;
 }
 
 /// The local schedule: several GCRA limits, all of which must allow a
@@ -386,8 +134,6 @@ pub struct Limits {
     slack_ns: u64,
     /// When records last left (ns), for a change of limits.
     last_departure: Option<u64>,
-    /// The `--budget`s, each counting records in its window.
-    budgets: Budgets,
     /// With `--settle`: the records charged and not settled yet.
     in_flight: Option<InFlight>,
     /// What each named cost was charged and settled, in the order the
@@ -423,23 +169,12 @@ impl Limits {
             cost: None,
             slack_ns,
             last_departure: None,
-            budgets: Budgets::default(),
             in_flight: None,
             costs: Vec::new(),
             tallied: Vec::new(),
         };
         new.name_costs();
         new
-    }
-
-    /// The same limits and `budgets` beside them, each counting records in
-    /// its calendar window; `exhausted` says what a spent one does.
-    pub fn with_budgets(mut self, counters: Vec<Counter>, exhausted: Exhausted) -> Limits {
-        self.budgets = Budgets {
-            counters,
-            exhausted,
-        };
-        self
     }
 
     /// The same limits, a record's cost (for [`Unit::Cost`] limits) read by
@@ -495,7 +230,7 @@ impl Limits {
     }
 
     /// The same limits, keeping the records charged by cost limits in
-    /// flight until they are settled ([`Schedule::settle`]).
+    /// flight until they are settled ([`Limits::settle`]).
     pub fn with_settling(mut self) -> Limits {
         self.in_flight = Some(InFlight::default());
         self
@@ -616,50 +351,30 @@ impl Limits {
     fn departed(&mut self, now: u64, n: usize) -> usize {
         if n > 0 {
             self.last_departure = Some(now);
-            self.budgets.spend(now, n);
         }
         n
     }
 }
 
-impl Schedule for Limits {
-    fn is_unlimited(&self) -> bool {
-        self.limits.is_empty() && self.budgets.is_empty()
+impl Limits {
+    /// Whether nothing is limited: every record may always leave.
+    pub fn is_unlimited(&self) -> bool {
+        self.limits.is_empty()
     }
 
-    fn weighs_bytes(&self) -> bool {
-        self.weighs_bytes
-    }
-
-    fn release(
-        &mut self,
-        now: u64,
-        available: usize,
-        records: &mut dyn Iterator<Item = &[u8]>,
-    ) -> usize {
-        let available = self.budgets.room(now, available);
-        if !self.weighs_bytes {
-            // Every record costs 1 everywhere: the tightest limit decides.
-            let n = self
-                .limits
-                .iter()
-                .map(|(_, p)| p.allowed(now, available as u64))
-                .min()
-                .unwrap_or(available as u64);
-            for (_, p) in &mut self.limits {
-                p.commit(now, n);
-            }
-            return self.departed(now, n as usize);
-        }
-        let n = self.release_weighed(now, available, records);
-        self.departed(now, n)
-    }
-
-    fn left_unasked(&mut self, at: u64) {
+    /// Records left at `at` (ns) without asking (the keyed queues, when
+    /// nothing limits them): a change of limits counts from the latest
+    /// departure, these included.
+    pub fn left_unasked(&mut self, at: u64) {
         self.last_departure = Some(self.last_departure.map_or(at, |t| t.max(at)));
     }
 
-    fn replace_limits(&mut self, now: u64, limits: &[Limit]) -> Result<(), String> {
+    /// Enforce `limits` instead from `now` (ns) on (`drip ctl … rate`): the
+    /// new schedule counts from the last departure, with no credit saved
+    /// ([`Pacer::spent_at`]), so lowering the rate carries none of the old
+    /// one's unused credit over and raising it sends no catch-up burst.
+    /// The limits must be checked as [`Limits::new`] wants them.
+    pub fn replace_limits(&mut self, now: u64, limits: &[Limit]) {
         let mut new = Limits::new(limits);
         // Records that left at `now` or before count from their departure;
         // with none yet, the new limits start fresh.
@@ -670,41 +385,21 @@ impl Schedule for Limits {
         }
         new.last_departure = self.last_departure;
         new.cost = self.cost.take();
-        new.budgets = std::mem::take(&mut self.budgets);
         new.costs = std::mem::take(&mut self.costs);
         new.name_costs();
         // The floors stand on the old limits: what is in flight is not
         // given back (an underestimate is still charged).
         new.in_flight = self.in_flight.as_ref().map(|_| InFlight::default());
         *self = new;
-        Ok(())
     }
 
-    fn next_due(&self, record: &[u8]) -> u64 {
-        let (mut few, mut many) = ([0u64; 8], Vec::new());
-        let costs: &mut [u64] = match self.limits.len() {
-            n @ 0..=8 => &mut few[..n],
-            n => {
-                many.resize(n, 0);
-                &mut many
-            }
-        };
-        self.weigh(record, costs);
-        let budgets = self.budgets.due();
-        self.limits
-            .iter()
-            .zip(costs.iter().copied())
-            .map(|((_, p), cost)| p.next_due_for(cost))
-            .max()
-            .unwrap_or(0)
-            .max(budgets)
-    }
-
-    fn slack_ns(&self) -> u64 {
-        self.slack_ns
-    }
-
-    fn settle(&mut self, now: u64, record: &[u8], spent: &[Option<u64>]) {
+    /// A record that left (`record`, its delimiter included or not)
+    /// reported at `now` what it really spent of each cost (`spent`, in
+    /// the order of [`Cost`]'s costs; `None`: its estimate stands): the
+    /// cost limits are given back an overestimate and charged an
+    /// underestimate (`settle.rs`). Only limits that keep records in
+    /// flight ([`Limits::with_settling`]) settle.
+    pub fn settle(&mut self, now: u64, record: &[u8], spent: &[Option<u64>]) {
         let (Some(cost), Some(flight)) = (self.cost.as_ref(), self.in_flight.as_mut()) else {
             return;
         };
@@ -747,21 +442,11 @@ impl Schedule for Limits {
         self.in_flight = Some(flight);
     }
 
-    fn records_per_second(&self) -> f64 {
-        if self.weighs_bytes {
-            return f64::INFINITY;
-        }
-        self.limits
-            .iter()
-            .map(|(_, p)| p.per_second())
-            .fold(f64::INFINITY, f64::min)
-    }
-
-    fn forecast(&self) -> Option<Limits> {
-        Some(self.clone())
-    }
-
-    fn earliest(&self, now: u64, record: &[u8], n: u64) -> Option<u64> {
+    /// At the earliest, when `record` may leave (ns, at least `now`) as the
+    /// `n`-th record from now (0: the next): each record limit must let
+    /// `n` records go before it, and every limit let it go. A floor, not a
+    /// forecast: the records before it may cost more.
+    pub fn earliest(&self, now: u64, record: &[u8], n: u64) -> u64 {
         let records = self
             .limits
             .iter()
@@ -769,15 +454,13 @@ impl Schedule for Limits {
             .map(|(_, p)| p.nth_due(now, n))
             .max()
             .unwrap_or(now);
-        let budgets = self.budgets.floor(now, n);
-        Some(records.max(budgets).max(self.next_due(record)).max(now))
+        records.max(self.next_due(record)).max(now)
     }
 
-    fn budgets(&self, now: u64) -> Vec<BudgetView> {
-        self.budgets.views(now)
-    }
-
-    fn costs(&self) -> Vec<CostView> {
+    /// What each named cost's limits were charged at departure, what
+    /// settlement gave back or charged on top, and what is in flight
+    /// ([`CostView`]), in the cost's units.
+    pub fn costs(&self) -> Vec<CostView> {
         let mut costs = self.costs.clone();
         if let Some(flight) = &self.in_flight {
             for (limit, at) in self.tallied.iter().enumerate() {
@@ -788,9 +471,82 @@ impl Schedule for Limits {
         }
         costs
     }
+}
 
-    fn exhausted(&self, now: u64) -> Option<String> {
-        self.budgets.exhausted(now)
+impl Schedule for Limits {
+    fn weighs_bytes(&self) -> bool {
+        self.weighs_bytes
+    }
+
+    fn release(
+        &mut self,
+        now: u64,
+        available: usize,
+        records: &mut dyn Iterator<Item = &[u8]>,
+    ) -> usize {
+        if !self.weighs_bytes {
+            // Every record costs 1 everywhere: the tightest limit decides.
+            let n = self
+                .limits
+                .iter()
+                .map(|(_, p)| p.allowed(now, available as u64))
+                .min()
+                .unwrap_or(available as u64);
+            for (_, p) in &mut self.limits {
+                p.commit(now, n);
+            }
+            return self.departed(now, n as usize);
+        }
+        let n = self.release_weighed(now, available, records);
+        self.departed(now, n)
+    }
+
+    fn next_due(&self, record: &[u8]) -> u64 {
+        let (mut few, mut many) = ([0u64; 8], Vec::new());
+        let costs: &mut [u64] = match self.limits.len() {
+            n @ 0..=8 => &mut few[..n],
+            n => {
+                many.resize(n, 0);
+                &mut many
+            }
+        };
+        self.weigh(record, costs);
+        self.limits
+            .iter()
+            .zip(costs.iter().copied())
+            .map(|((_, p), cost)| p.next_due_for(cost))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// [`Schedule::next_due`] and one emission interval of the tightest
+    /// record limit for each record before it (a burst may let them go
+    /// sooner).
+    fn nth_due(&self, record: &[u8], n: usize) -> Option<u64> {
+        let per_second = self.records_per_second();
+        let gap = if per_second.is_finite() && per_second > 0.0 {
+            (1e9 / per_second) as u64
+        } else {
+            0
+        };
+        Some(
+            self.next_due(record)
+                .saturating_add(gap.saturating_mul(n as u64)),
+        )
+    }
+
+    fn slack_ns(&self) -> u64 {
+        self.slack_ns
+    }
+
+    fn records_per_second(&self) -> f64 {
+        if self.weighs_bytes {
+            return f64::INFINITY;
+        }
+        self.limits
+            .iter()
+            .map(|(_, p)| p.per_second())
+            .fold(f64::INFINITY, f64::min)
     }
 }
 
@@ -840,7 +596,7 @@ mod tests {
         let mut changed = false;
         while out.len() < n {
             if !changed && now >= change {
-                s.replace_limits(change, then).unwrap();
+                s.replace_limits(change, then);
                 changed = true;
             }
             let k = s.release(now, 1, &mut std::iter::empty());
@@ -875,8 +631,7 @@ mod tests {
         // 1 s after the last departure, then one a second.
         let mut s = Limits::new(&[limit("10/s", 5, Unit::Records)]);
         s.release(0, 1, &mut std::iter::empty());
-        s.replace_limits(50 * MS, &[limit("1/s", 5, Unit::Records)])
-            .unwrap();
+        s.replace_limits(50 * MS, &[limit("1/s", 5, Unit::Records)]);
         assert_eq!(s.release(50 * MS, 5, &mut std::iter::empty()), 0);
         assert_eq!(s.next_due(b"x\n"), 1000 * MS);
         assert_eq!(s.release(1000 * MS, 5, &mut std::iter::empty()), 1);
@@ -886,8 +641,7 @@ mod tests {
     #[test]
     fn new_limits_before_any_departure_start_fresh() {
         let mut s = Limits::new(&[limit("1/s", 1, Unit::Records)]);
-        s.replace_limits(0, &[limit("10/s", 3, Unit::Records)])
-            .unwrap();
+        s.replace_limits(0, &[limit("10/s", 3, Unit::Records)]);
         assert_eq!(s.release(0, 5, &mut std::iter::empty()), 3);
     }
 
@@ -898,8 +652,7 @@ mod tests {
         let mut s = Limits::new(&[limit("1000/s", 100, Unit::Bytes)]);
         let record = [b'x'; 100];
         assert_eq!(s.release(0, 1, &mut std::iter::once(&record[..])), 1);
-        s.replace_limits(10 * MS, &[limit("500/s", 100, Unit::Bytes)])
-            .unwrap();
+        s.replace_limits(10 * MS, &[limit("500/s", 100, Unit::Bytes)]);
         assert_eq!(s.next_due(&record), 200 * MS);
     }
 
@@ -1007,7 +760,8 @@ mod tests {
             limit("2000/s", 300, Unit::Bytes),
         ];
         let sizes: Vec<usize> = (0..80).map(|i| 1 + (i * 53) % 200).collect();
-        let mut forecast = Forecast::new(Limits::new(&limits).forecast().unwrap(), 0);
+        let mut forecast =
+            crate::pace::Forecast::new(crate::pace::Pace::local(Limits::new(&limits)), 0);
         let records: Vec<Vec<u8>> = sizes.iter().map(|&n| vec![b'x'; n]).collect();
         let predicted: Vec<u64> = records.iter().map(|r| forecast.push(0, r)).collect();
         assert_eq!(predicted, departures(&mut Limits::new(&limits), &sizes));
@@ -1204,189 +958,5 @@ mod tests {
         assert_eq!(t[..2], [0, 500 * MS]);
         assert!(t[2] >= 1000 * MS, "{t:?}");
         assert!(t[3] > t[2], "{t:?}");
-    }
-}
-
-/// For the wrappers' tests: a schedule that notes each provided method
-/// called on it, to show a wrapper passes them on ([`probe::reached`]).
-#[cfg(test)]
-pub(crate) mod probe {
-    use std::sync::{Arc, Mutex};
-
-    use super::{BudgetView, CostView, Limit, Limits, Schedule};
-
-    /// The provided methods of [`Schedule`], as [`reached`] names them.
-    pub(crate) const PROVIDED: [&str; 16] = [
-        "settle",
-        "holds_keys",
-        "key_due",
-        "key_left",
-        "left_unasked",
-        "wrote",
-        "expired",
-        "released_by_the_writer",
-        "replace_limits",
-        "nth_due",
-        "forecast",
-        "forecast_due",
-        "earliest",
-        "budgets",
-        "costs",
-        "exhausted",
-    ];
-
-    /// A schedule of its own that lets every record go at once and notes
-    /// each provided method called on it in the shared list.
-    #[derive(Debug, Default, Clone)]
-    pub(crate) struct Probe(pub(crate) Arc<Mutex<Vec<&'static str>>>);
-
-    impl Probe {
-        fn note(&self, called: &'static str) {
-            self.0.lock().unwrap().push(called);
-        }
-    }
-
-    impl Schedule for Probe {
-        fn inner(&self) -> Option<&dyn Schedule> {
-            None
-        }
-        fn inner_mut(&mut self) -> Option<&mut dyn Schedule> {
-            None
-        }
-        fn is_unlimited(&self) -> bool {
-            false
-        }
-        fn weighs_bytes(&self) -> bool {
-            false
-        }
-        fn release(&mut self, _: u64, n: usize, _: &mut dyn Iterator<Item = &[u8]>) -> usize {
-            n
-        }
-        fn next_due(&self, _: &[u8]) -> u64 {
-            0
-        }
-        fn slack_ns(&self) -> u64 {
-            0
-        }
-        fn records_per_second(&self) -> f64 {
-            f64::INFINITY
-        }
-        fn settle(&mut self, _: u64, _: &[u8], _: &[Option<u64>]) {
-            self.note("settle");
-        }
-        fn holds_keys(&self) -> bool {
-            self.note("holds_keys");
-            false
-        }
-        fn key_due(&self, _: &[u8]) -> u64 {
-            self.note("key_due");
-            0
-        }
-        fn key_left(&mut self, _: &[u8], _: u64) {
-            self.note("key_left");
-        }
-        fn left_unasked(&mut self, _: u64) {
-            self.note("left_unasked");
-        }
-        fn wrote(&mut self, _: u64, _: usize) {
-            self.note("wrote");
-        }
-        fn expired(&mut self, _: u64, _: usize, _: &mut dyn Iterator<Item = &[u8]>) {
-            self.note("expired");
-        }
-        fn released_by_the_writer(&self) -> bool {
-            self.note("released_by_the_writer");
-            false
-        }
-        fn replace_limits(&mut self, _: u64, _: &[Limit]) -> Result<(), String> {
-            self.note("replace_limits");
-            Ok(())
-        }
-        fn nth_due(&self, _: &[u8], _: usize) -> Option<u64> {
-            self.note("nth_due");
-            Some(0)
-        }
-        fn forecast(&self) -> Option<Limits> {
-            self.note("forecast");
-            Some(Limits::new(&[]))
-        }
-        fn forecast_due(&self, _: &[u8]) -> u64 {
-            self.note("forecast_due");
-            0
-        }
-        fn earliest(&self, now: u64, _: &[u8], _: u64) -> Option<u64> {
-            self.note("earliest");
-            Some(now)
-        }
-        fn budgets(&self, _: u64) -> Vec<BudgetView> {
-            self.note("budgets");
-            Vec::new()
-        }
-        fn costs(&self) -> Vec<CostView> {
-            self.note("costs");
-            Vec::new()
-        }
-        fn exhausted(&self, _: u64) -> Option<String> {
-            self.note("exhausted");
-            None
-        }
-    }
-
-    /// Of the provided methods ([`PROVIDED`]), those that, called once
-    /// each on `s` at `now` (ns), reached the [`Probe`] whose list is
-    /// `noted`, in order.
-    pub(crate) fn reached(
-        s: &mut dyn Schedule,
-        noted: &Mutex<Vec<&'static str>>,
-        now: u64,
-    ) -> Vec<&'static str> {
-        let r: &[u8] = b"k x\n";
-        PROVIDED
-            .into_iter()
-            .filter(|&method| {
-                noted.lock().unwrap().clear();
-                match method {
-                    "settle" => s.settle(now, r, &[Some(1)]),
-                    "holds_keys" => {
-                        let _ = s.holds_keys();
-                    }
-                    "key_due" => {
-                        let _ = s.key_due(b"k");
-                    }
-                    "key_left" => s.key_left(b"k", now),
-                    "left_unasked" => s.left_unasked(now),
-                    "wrote" => s.wrote(now, 1),
-                    "expired" => s.expired(now, 1, &mut std::iter::once(r)),
-                    "released_by_the_writer" => {
-                        let _ = s.released_by_the_writer();
-                    }
-                    "replace_limits" => {
-                        let _ = s.replace_limits(now, &[]);
-                    }
-                    "nth_due" => {
-                        let _ = s.nth_due(r, 2);
-                    }
-                    "forecast" => {
-                        let _ = s.forecast();
-                    }
-                    "forecast_due" => {
-                        let _ = s.forecast_due(r);
-                    }
-                    "earliest" => {
-                        let _ = s.earliest(now, r, 2);
-                    }
-                    "budgets" => {
-                        let _ = s.budgets(now);
-                    }
-                    "costs" => {
-                        let _ = s.costs();
-                    }
-                    _ => {
-                        let _ = s.exhausted(now);
-                    }
-                }
-                noted.lock().unwrap().contains(&method)
-            })
-            .collect()
     }
 }

@@ -20,7 +20,7 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 use drip::testing::{
     slack_for, Admission, Bucket, Cost, KeyArg, KeySpec, Ledger, Limit, Limits, Offered, Overflow,
-    Rate, Segment, Unit,
+    Pace, Rate, Segment, Unit,
 };
 use proptest::prelude::*;
 
@@ -490,7 +490,7 @@ fn drip_admission(case: &Case) -> (Vec<Fate>, Tally) {
     let mut h = Harness {
         adm: Admission::new(
             bucket,
-            Box::new(
+            Pace::local(
                 Limits::new(&limits)
                     .with_cost(Cost::new(KeySpec::new(KeyArg::Field(2), None), b'\n')),
             ),

@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use drip::testing::{
     parse_key, parse_rate, KeyConfig, KeyName, KeySpec, Keyed, Ledger, Limit, Limits, Offered,
-    Outflow, Overflow, Schedule, Segment, Unit,
+    Outflow, Overflow, Pace, Segment, Unit,
 };
 
 /// Keys from each record's first field, each at `rate` with `burst`;
@@ -84,7 +84,7 @@ fn run(setup: &Setup, arrivals: &[(u64, String)], cut: usize) -> Outcome {
         })
         .into_iter()
         .collect();
-    let mut global = Limits::new(&limits);
+    let mut global = Pace::local(Limits::new(&limits));
     let mut keyed = keyed.refusing(setup.max_wait_ms.map(|m| m * MS), global.slack_ns());
     let mut ledger = Ledger::new(true);
     let mut out = Outcome::default();
@@ -98,7 +98,7 @@ fn run(setup: &Setup, arrivals: &[(u64, String)], cut: usize) -> Outcome {
     while i < arrivals.len() {
         let t = arrivals[i].0 * MS;
         // The writer's wake-ups before the arrivals.
-        while let Some(event) = keyed.next_event(&global as &dyn Schedule) {
+        while let Some(event) = keyed.next_event(&global) {
             if event > t {
                 break;
             }
@@ -127,7 +127,7 @@ fn run(setup: &Setup, arrivals: &[(u64, String)], cut: usize) -> Outcome {
         }
         collect(&mut outbox, t, &mut out);
     }
-    while let Some(event) = keyed.next_event(&global as &dyn Schedule) {
+    while let Some(event) = keyed.next_event(&global) {
         keyed.release(&mut Outflow::at(event, &mut global, &mut outbox));
         collect(&mut outbox, event, &mut out);
     }
@@ -404,11 +404,11 @@ fn under_a_byte_rate_an_eviction_lets_a_smaller_record_go_at_once() {
     // line now empty, leaves at once, in the same arrival.
     let config = first_field_keys("1000/s", 1, 100, 100);
     let mut keyed = Keyed::new(config, b'\n', 1, None);
-    let mut global = Limits::new(&[Limit {
+    let mut global = Pace::local(Limits::new(&[Limit {
         rate: parse_rate("10/s").unwrap(),
         burst: 10,
         unit: Unit::Bytes,
-    }]);
+    }]));
     let mut ledger = Ledger::new(true);
     let mut outbox = Vec::new();
     let mut arrive = |t: u64, text: &str, outbox: &mut Vec<Segment>| {
@@ -438,7 +438,7 @@ fn the_stats_count_the_records_no_key_could_be_remembered_for() {
     // does. The record without a key is the no-key lane's, unnamed.
     let config = first_field_keys("10/s", 1, 2, 100);
     let mut keyed = Keyed::new(config, b'\n', 100, None);
-    let mut global = Limits::new(&[]);
+    let mut global = Pace::local(Limits::new(&[]));
     let mut ledger = Ledger::new(true);
     let mut outbox = Vec::new();
     let text = "a 0\na 1\nb 0\nb 1\nc 0\nc 1\n\n";
@@ -489,7 +489,7 @@ fn foreseen_and_left(setup: &Setup, arrivals: &[(u64, String)]) -> Vec<(String, 
         })
         .into_iter()
         .collect();
-    let mut global = Limits::new(&limits);
+    let mut global = Pace::local(Limits::new(&limits));
     let mut ledger = Ledger::new(false);
     let mut outbox = Vec::new();
     let mut foreseen = std::collections::HashMap::new();
@@ -501,7 +501,7 @@ fn foreseen_and_left(setup: &Setup, arrivals: &[(u64, String)]) -> Vec<(String, 
     };
     for (ms, record) in arrivals {
         let t = ms * MS;
-        while let Some(event) = keyed.next_event(&global as &dyn Schedule) {
+        while let Some(event) = keyed.next_event(&global) {
             if event > t {
                 break;
             }
@@ -524,7 +524,7 @@ fn foreseen_and_left(setup: &Setup, arrivals: &[(u64, String)]) -> Vec<(String, 
         );
         settle(&mut outbox, t, &mut left);
     }
-    while let Some(event) = keyed.next_event(&global as &dyn Schedule) {
+    while let Some(event) = keyed.next_event(&global) {
         keyed.release(&mut Outflow::at(event, &mut global, &mut outbox));
         settle(&mut outbox, event, &mut left);
     }
@@ -641,7 +641,7 @@ fn under_a_global_limit_a_key_cannot_beat_its_turns() {
 /// once): what `release` lets go at 100 ms, as the outbox holds it.
 fn released_at_100ms(keyed: Keyed) -> Vec<Segment> {
     let mut keyed = keyed;
-    let mut global = Limits::new(&[]);
+    let mut global = Pace::local(Limits::new(&[]));
     let mut ledger = Ledger::new(false);
     let mut outbox = Vec::new();
     let text: String = (0..2)
@@ -717,7 +717,7 @@ fn drop_oldest_takes_from_the_key_holding_most_as_records_leave() {
 fn a_new_key_rate_counts_from_a_rested_keys_one_departure() {
     let config = first_field_keys("1/s", 1, 100, 100);
     let mut keyed = Keyed::new(config, b'\n', 1000, None);
-    let mut global = Limits::new(&[]);
+    let mut global = Pace::local(Limits::new(&[]));
     let mut ledger = Ledger::new(false);
     let mut outbox = Vec::new();
     for (now, text) in [(0, "k0 a\n"), (50 * MS, "k0 b\n")] {
@@ -756,7 +756,7 @@ fn a_lower_key_rate_leaves_a_rested_key_rested_for_max_wait() {
                 burst: 1,
                 unit: Unit::Records,
             };
-            let mut global = Limits::new(&[global_limit]);
+            let mut global = Pace::local(Limits::new(&[global_limit]));
             let keyed = Keyed::new(config, b'\n', 1000, None);
             let mut keyed = keyed.refusing(Some(max_wait_s * 1000 * MS), global.slack_ns());
             let mut ledger = Ledger::new(true);
@@ -776,7 +776,7 @@ fn a_lower_key_rate_leaves_a_rested_key_rested_for_max_wait() {
                 assert!(matches!(back, Offered::Done), "{policy:?}: handed back");
                 left.extend(outbox.drain(..).flat_map(|s| texts(&s)).map(|t| (t, now)));
             }
-            while let Some(event) = keyed.next_event(&global as &dyn Schedule) {
+            while let Some(event) = keyed.next_event(&global) {
                 keyed.release(&mut Outflow::at(event, &mut global, &mut outbox));
                 left.extend(outbox.drain(..).flat_map(|s| texts(&s)).map(|t| (t, event)));
             }

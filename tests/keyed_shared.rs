@@ -10,8 +10,9 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use drip::testing::{
-    parse_key, parse_rate, KeyAsk, KeyBook, KeyConfig, KeySchedule, KeySpec, Keyed, LeaseHead,
-    Ledger, Limit, Limits, Outflow, Overflow, Schedule, Segment, Step, Unit, Want,
+    parse_key, parse_rate, Base, KeyAsk, KeyBook, KeyConfig, KeySchedule, KeySpec, Keyed,
+    LeaseHead, Leased, Ledger, Limit, Limits, Outflow, Overflow, Pace, Schedule, Segment, Step,
+    Unit, Want,
 };
 
 const MS: u64 = 1_000_000;
@@ -176,7 +177,7 @@ fn two_drips_keep_each_keys_bound_and_no_key_waits_for_another() {
         })
         .collect();
     let mut drips = drips;
-    let mut global = Limits::new(&[]);
+    let mut global = Pace::local(Limits::new(&[]));
     let mut ledger = Ledger::new(true);
     // Each drip: 10 records of a at 0, 2 of b at 0, 1 of c at 1 s.
     let input = |d: usize, keys: &[(&str, usize)]| -> Bytes {
@@ -264,16 +265,16 @@ fn two_drips_keep_each_keys_bound_and_no_key_waits_for_another() {
 #[test]
 fn a_binding_global_limit_wastes_no_key_slot() {
     let mut book = KeyBook::default();
-    let mut drips: Vec<(Fake, Keyed, Limits)> = (0..2)
+    let mut drips: Vec<(Fake, Keyed, Pace)> = (0..2)
         .map(|_| {
             let f = Fake(Arc::default());
             f.0.lock().unwrap().step = Some(STEP2);
             let k = keyed_with_burst(&f, 2);
-            let global = Limits::new(&[Limit {
+            let global = Pace::local(Limits::new(&[Limit {
                 rate: parse_rate("6/s").unwrap(),
                 burst: 1,
                 unit: Unit::Records,
-            }]);
+            }]));
             (f, k, global)
         })
         .collect();
@@ -334,10 +335,10 @@ fn a_binding_global_limit_wastes_no_key_slot() {
 }
 
 /// A shared global limit of 12/s as the keyed queues see it: only the
-/// slots its keeper reserved are known ([`Schedule::nth_due`] is `None`
-/// past them), and it reserves for the records it was told wait.
+/// slots its keeper reserved are known (`nth_due` is `None` past them),
+/// and it reserves for the records it was told wait.
 #[derive(Debug, Default)]
-struct Reserved {
+struct ReservedSlots {
     slots: VecDeque<u64>,
     /// Records waiting, as last told.
     wanted: usize,
@@ -349,7 +350,7 @@ struct Reserved {
 /// 12/s.
 const GAP12: u64 = 83_333_333;
 
-impl Reserved {
+impl ReservedSlots {
     /// The keeper's round at `now`: slots for the records told, arriving a
     /// round trip later, at most a second's worth ahead.
     fn keep(&mut self, now: u64) {
@@ -361,41 +362,35 @@ impl Reserved {
     }
 }
 
+/// [`ReservedSlots`] as the base of a pace, the test keeping them too.
+#[derive(Debug)]
+struct Reserved(Arc<Mutex<ReservedSlots>>);
+
 impl Schedule for Reserved {
-    fn inner(&self) -> Option<&dyn Schedule> {
-        None
-    }
-    fn inner_mut(&mut self) -> Option<&mut dyn Schedule> {
-        None
-    }
-    fn is_unlimited(&self) -> bool {
-        false
-    }
     fn weighs_bytes(&self) -> bool {
         false
     }
     fn release(&mut self, now: u64, available: usize, _: &mut dyn Iterator<Item = &[u8]>) -> usize {
-        self.last_now = now;
+        let mut r = self.0.lock().unwrap();
+        r.last_now = now;
         // Too late to use: one interval.
-        while self.slots.front().is_some_and(|&t| t + GAP12 < now) {
-            self.slots.pop_front();
+        while r.slots.front().is_some_and(|&t| t + GAP12 < now) {
+            r.slots.pop_front();
         }
         let mut n = 0;
-        while n < available && self.slots.front().is_some_and(|&t| t <= now) {
-            self.slots.pop_front();
+        while n < available && r.slots.front().is_some_and(|&t| t <= now) {
+            r.slots.pop_front();
             n += 1;
         }
-        self.wanted = available - n;
+        r.wanted = available - n;
         n
     }
     fn next_due(&self, _: &[u8]) -> u64 {
-        self.slots
-            .front()
-            .copied()
-            .unwrap_or(self.last_now + 50 * MS)
+        let r = self.0.lock().unwrap();
+        r.slots.front().copied().unwrap_or(r.last_now + 50 * MS)
     }
     fn nth_due(&self, _: &[u8], n: usize) -> Option<u64> {
-        self.slots.get(n).copied()
+        self.0.lock().unwrap().slots.get(n).copied()
     }
     fn slack_ns(&self) -> u64 {
         MS
@@ -403,6 +398,12 @@ impl Schedule for Reserved {
     fn records_per_second(&self) -> f64 {
         12.0
     }
+}
+
+impl Leased for Reserved {
+    fn wrote(&mut self, _: u64, _: usize) {}
+    fn expired(&mut self, _: u64, _: usize, _: &mut dyn Iterator<Item = &[u8]>) {}
+    fn settle(&mut self, _: u64, _: &[u8], _: &[Option<u64>]) {}
 }
 
 /// `-r 12/s --key 1 --key-rate 5/s:2 --share`, 3 keys of 10 records: the
@@ -417,11 +418,12 @@ fn a_key_waiting_behind_an_asked_slot_does_not_busy_wait() {
     let leases = Fake(Arc::default());
     leases.0.lock().unwrap().step = Some(STEP2);
     let mut keyed = keyed_with_burst(&leases, 2);
-    let mut global = Reserved {
+    let reserved = Arc::new(Mutex::new(ReservedSlots {
         slots: VecDeque::from([0]),
         next_free: GAP12,
-        ..Reserved::default()
-    };
+        ..ReservedSlots::default()
+    }));
+    let mut global = Pace::new(Base::Shared(Box::new(Reserved(Arc::clone(&reserved)))));
     let mut book = KeyBook::default();
     let mut ledger = Ledger::new(true);
     let mut outbox = Vec::new();
@@ -451,7 +453,7 @@ fn a_key_waiting_behind_an_asked_slot_does_not_busy_wait() {
         }
         if wake == next_round {
             keep(&leases, &mut book, next_round);
-            global.keep(next_round);
+            reserved.lock().unwrap().keep(next_round);
         }
         now = wake;
         wakeups += 1;

@@ -15,7 +15,8 @@ use crate::cli::Config;
 use crate::deadletter::DeadLetter;
 use crate::jobs::gate::{Gate, GateControl};
 use crate::keyed::Keyed;
-use crate::schedule::{InForce, KeyInForce, Limit, Limits, Schedule};
+use crate::pace::{Base, BudgetStage, Pace};
+use crate::schedule::{InForce, KeyInForce, Limit, Limits};
 use crate::shared;
 use crate::state::{Clock, Shared, State, Stops};
 use crate::{output, sys};
@@ -64,18 +65,19 @@ pub(super) fn shared_state(
     Ok((shared, share))
 }
 
-/// A run's schedule, the per-key grants of a `--share`d key rate, and the
+/// A run's pace, the per-key grants of a `--share`d key rate, and the
 /// running `--share`.
 type Scheduled = (
-    Box<dyn Schedule>,
+    Pace,
     Option<shared::keys::SharedKeys>,
     Option<shared::Handle>,
 );
 
-/// The schedule for `config`'s limits from `origin` on: local, or
-/// `--share`d (with its books of shared `--budget`s, put in `books`, and
-/// the per-key grants of a shared key rate), slowed by a `--ramp`, behind
-/// `gate` with `--exec`; and the running `--share`, if any.
+/// The pace for `config`'s limits from `origin` on, in its one order: the
+/// base, local or `--share`d (with the per-key grants of a shared key
+/// rate), on a `--ramp`'s clock; the `--budget`s (their books put in
+/// `books` when shared); the gate with `--exec`. And the running
+/// `--share`, if any.
 fn schedule_of(
     config: &Config,
     origin: Instant,
@@ -84,7 +86,7 @@ fn schedule_of(
 ) -> Result<Scheduled> {
     // The wall clock at `origin`, where the budgets' windows are found.
     let wall = shared::budget::unix_now();
-    let (mut schedule, key_schedule, share): Scheduled = match &config.share {
+    let (base, key_schedule, share) = match &config.share {
         Some(share) => {
             let opened = shared::open(
                 share,
@@ -97,26 +99,29 @@ fn schedule_of(
                 .iter()
                 .map(|b| shared::budget::start(share, b))
                 .collect::<Result<_>>()?;
-            let schedule: Box<dyn Schedule> = match opened.schedule {
-                Some(schedule) if books.is_empty() => Box::new(schedule),
-                Some(schedule) => Box::new(crate::budgeted::Budgeted::new(
-                    Box::new(schedule),
-                    counters(config, wall, books),
-                    config.budget_exhausted,
-                )),
-                None => Box::new(local_limits(config, wall, books)),
+            let base = match opened.schedule {
+                Some(schedule) => Base::Shared(Box::new(schedule)),
+                None => Base::Local(local_limits(config)),
             };
-            (schedule, opened.keys, Some(opened.handle))
+            (base, opened.keys, Some(opened.handle))
         }
-        None => (Box::new(local_limits(config, wall, &[])), None, None),
+        None => (Base::Local(local_limits(config)), None, None),
     };
+    let mut pace = Pace::new(base);
     if let Some(ramp) = config.ramp {
-        schedule = Box::new(crate::ramp::Ramped::new(schedule, ramp));
+        pace = pace.ramped(ramp);
+    }
+    if !config.budgets.is_empty() {
+        let counters = counters(config, wall, books);
+        pace = pace.with_stage(Box::new(BudgetStage::new(
+            counters,
+            config.budget_exhausted,
+        )));
     }
     if let Some(gate) = gate {
-        schedule = Box::new(Gate::new(schedule, gate));
+        pace = pace.with_stage(Box::new(Gate::new(gate)));
     }
-    Ok((schedule, key_schedule, share))
+    Ok((pace, key_schedule, share))
 }
 
 /// Where the drip that a failed dead-letter write stops will be, once
@@ -155,7 +160,7 @@ fn dead_letter(
 /// in the bucket too), and with `--key` the keyed queues.
 fn admission(
     config: &Config,
-    schedule: Box<dyn Schedule>,
+    schedule: Pace,
     key_schedule: Option<shared::keys::SharedKeys>,
 ) -> Admission {
     let bucket = Bucket::new(config.capacity, config.capacity_bytes, config.overflow);
@@ -172,13 +177,9 @@ fn admission(
     }
 }
 
-/// The local schedule for `config`'s limits, costs read as `--cost` says,
-/// with its `--budget`s counted on the wall clock whose reading at the
-/// schedule's 0 is `origin` (ns since the Unix epoch), each through its
-/// book in `books` when `--share`d.
-fn local_limits(config: &Config, origin: i128, books: &[Arc<shared::budget::Book>]) -> Limits {
-    let budgets = counters(config, origin, books);
-    let limits = Limits::new(&config.limits).with_budgets(budgets, config.budget_exhausted);
+/// The local limits of `config`, costs read as `--cost` says.
+fn local_limits(config: &Config) -> Limits {
+    let limits = Limits::new(&config.limits);
     let limits = match &config.cost {
         Some(cost) => limits.with_cost(cost.clone()),
         None => limits,

@@ -1,7 +1,8 @@
-//! The gate: a [`Schedule`] in front of the configured limits that the
-//! command runner (or anything else that learns a service is overloaded)
-//! closes and narrows, for every start or for one key's. Admission and the
-//! writer see only a schedule, so a pause holds records in the bucket,
+//! The gate: a stage of the pace ([`Stage`]) in front of the configured
+//! limits that the command runner (or anything else that learns a service
+//! is overloaded) closes and narrows, for every start or for one key's.
+//! Admission and the writer see only the pace, so a pause holds records in
+//! the bucket,
 //! where the overflow policy applies (with `block`, the producer upstream
 //! is held back).
 //!
@@ -9,8 +10,8 @@
 //!
 //! Whoever holds the [`GateControl`] acts on a [`Scope`]: every start
 //! ([`Scope::All`]) or the starts of one key ([`Scope::Key`], with `--key`;
-//! the keyed queues ask [`Schedule::key_due`] for each key, so a held key
-//! waits in the line and never holds back another):
+//! the keyed queues ask [`crate::pace::Pace::key_due`] for each key, so a
+//! held key waits in the line and never holds back another):
 //!
 //! - [`GateControl::pause`]: nothing of the scope starts before a time;
 //! - `slow`: after a pause the scope's rate comes back gradually
@@ -41,7 +42,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::overload::Overloads;
-use crate::schedule::Schedule;
+use crate::pace::{Behind, Releasing, Stage};
 use crate::sys::Unpoisoned;
 
 /// Whose starts an overload holds back.
@@ -421,57 +422,44 @@ impl GateControl {
     }
 }
 
-/// The configured schedule behind a gate.
+/// The gate: a stage of the pace, in front of the limits, that
+/// [`GateControl`] closes (a pause), slows or narrows.
 #[derive(Debug)]
 pub struct Gate {
-    inner: Box<dyn Schedule>,
     control: Arc<GateControl>,
 }
 
 impl Gate {
-    /// `inner` behind a gate that `control` opens and closes.
-    pub fn new(inner: Box<dyn Schedule>, control: Arc<GateControl>) -> Gate {
-        Gate { inner, control }
+    /// A gate that `control` opens and closes.
+    pub fn new(control: Arc<GateControl>) -> Gate {
+        Gate { control }
     }
 
     /// Whether announced retries may take slots ahead of waiting records:
-    /// only where there are slots (a limit, or a spacing).
-    fn retries_first(&self, holds: &Holds, t: u64) -> bool {
-        !holds.retry_turn && (!self.inner.is_unlimited() || holds.all.spacing_after(t) > 0)
+    /// only where there are slots (a limit behind, or a spacing).
+    fn retries_first(holds: &Holds, t: u64, unlimited: bool) -> bool {
+        !holds.retry_turn && (!unlimited || holds.all.spacing_after(t) > 0)
     }
 
     /// How much later than the first the `n`-th departure from now may
     /// be, ns (`None`: not known yet).
-    fn after_first(&self, holds: &Holds, record: &[u8], n: usize) -> Option<u64> {
-        let inner = self
-            .inner
+    fn after_first(holds: &Holds, record: &[u8], n: usize, behind: &Behind<'_>) -> Option<u64> {
+        let later = behind
             .nth_due(record, n)?
-            .saturating_sub(self.inner.next_due(record));
+            .saturating_sub(behind.next_due(record));
         let spacing = holds.all.spacing_after(holds.all.due());
-        Some(inner.max(spacing.saturating_mul(n as u64)))
+        Some(later.max(spacing.saturating_mul(n as u64)))
     }
 }
 
-impl Schedule for Gate {
-    fn inner(&self) -> Option<&dyn Schedule> {
-        Some(&*self.inner)
-    }
-
-    fn inner_mut(&mut self) -> Option<&mut dyn Schedule> {
-        Some(&mut *self.inner)
-    }
-
-    fn release(
-        &mut self,
-        now: u64,
-        available: usize,
-        records: &mut dyn Iterator<Item = &[u8]>,
-    ) -> usize {
+impl Stage for Gate {
+    fn release(&mut self, now: u64, available: usize, behind: &mut Releasing<'_, '_, '_>) -> usize {
         let mut holds = self.control.lock();
         if now < holds.all.due() {
             return 0;
         }
-        if self.retries_first(&holds, now) && holds.retries_due_by(now) > 0 {
+        if Gate::retries_first(&holds, now, behind.is_unlimited()) && holds.retries_due_by(now) > 0
+        {
             return 0;
         }
         let available = if holds.all.spacing_after(now) > 0 {
@@ -484,7 +472,7 @@ impl Schedule for Gate {
         let available = promised.map_or(available, |free| {
             available.min(usize::try_from(free.max(0)).unwrap_or(usize::MAX))
         });
-        let n = self.inner.release(now, available, records);
+        let n = behind.release(available);
         if n > 0 {
             holds.all.last = Some(now);
         }
@@ -496,24 +484,39 @@ impl Schedule for Gate {
         n
     }
 
-    fn next_due(&self, record: &[u8]) -> u64 {
+    fn next_due(&self, record: &[u8], behind: &Behind<'_>) -> u64 {
         let holds = self.control.lock();
-        let due = self.inner.next_due(record).max(holds.all.due());
-        if !self.retries_first(&holds, due) {
+        let due = behind.next_due(record).max(holds.all.due());
+        if !Gate::retries_first(&holds, due, behind.is_unlimited()) {
             return due;
         }
         // The retries due by then take the slots from `due` on.
         match holds.retries_due_by(due) {
             0 => due,
-            k => due.saturating_add(self.after_first(&holds, record, k).unwrap_or(1_000_000)),
+            k => {
+                let later = Gate::after_first(&holds, record, k, behind);
+                due.saturating_add(later.unwrap_or(1_000_000))
+            }
         }
     }
 
-    fn nth_due(&self, record: &[u8], n: usize) -> Option<u64> {
-        // The inner schedule's answer (a shared one knows it only for the
-        // slots it holds), moved as far as a pause moves the first.
-        let after_first = self.after_first(&self.control.lock(), record, n)?;
-        Some(self.next_due(record).saturating_add(after_first))
+    fn nth_due(&self, record: &[u8], n: usize, behind: &Behind<'_>) -> Option<u64> {
+        // The answer of the part behind (a shared base knows it only for
+        // the slots it holds), moved as far as a pause moves the first.
+        let after_first = Gate::after_first(&self.control.lock(), record, n, behind)?;
+        Some(self.next_due(record, behind).saturating_add(after_first))
+    }
+
+    fn limits(&self) -> bool {
+        false
+    }
+
+    fn copy(&self) -> Option<Box<dyn Stage>> {
+        None
+    }
+
+    fn floor(&self, now: u64, _: u64) -> u64 {
+        now
     }
 
     fn holds_keys(&self) -> bool {
@@ -521,26 +524,25 @@ impl Schedule for Gate {
     }
 
     fn key_due(&self, key: &[u8]) -> u64 {
-        let inner = self.inner.key_due(key);
         let holds = self.control.lock();
-        holds.keys.get(key).map_or(0, ScopeHold::due).max(inner)
+        holds.keys.get(key).map_or(0, ScopeHold::due)
     }
 
     fn key_left(&mut self, key: &[u8], now: u64) {
         self.control.lock().key_started(key, now);
-        self.inner.key_left(key, now);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pace::{Base, Leased, Pace};
     use crate::rate::parse_rate;
-    use crate::schedule::{Limit, Limits, Unit};
+    use crate::schedule::{Limit, Limits, Schedule, Unit};
 
     const MS: u64 = 1_000_000;
 
-    fn gate(rate: &str) -> (Gate, Arc<GateControl>) {
+    fn gate(rate: &str) -> (Pace, Arc<GateControl>) {
         let limits: Vec<Limit> = match parse_rate(rate).unwrap() {
             crate::rate::Rate::Unlimited => vec![],
             r => vec![Limit {
@@ -550,29 +552,24 @@ mod tests {
             }],
         };
         let control = Arc::new(GateControl::default());
-        let g = Gate::new(Box::new(Limits::new(&limits)), Arc::clone(&control));
-        (g, control)
+        (gated(Limits::new(&limits), &control), control)
     }
 
-    fn release(g: &mut Gate, now: u64, available: usize) -> usize {
+    /// `limits` behind a gate that `control` opens and closes.
+    fn gated(limits: Limits, control: &Arc<GateControl>) -> Pace {
+        Pace::local(limits).with_stage(Box::new(Gate::new(Arc::clone(control))))
+    }
+
+    fn release(g: &mut Pace, now: u64, available: usize) -> usize {
         g.release(now, available, &mut std::iter::empty())
     }
 
-    /// A schedule that does not know when its later records may go (as a
+    /// A base that does not know when its later records may go (as a
     /// shared one before its slots are reserved).
     #[derive(Debug)]
     struct Unknowing(Limits);
 
     impl Schedule for Unknowing {
-        fn inner(&self) -> Option<&dyn Schedule> {
-            None
-        }
-        fn inner_mut(&mut self) -> Option<&mut dyn Schedule> {
-            None
-        }
-        fn is_unlimited(&self) -> bool {
-            false
-        }
         fn weighs_bytes(&self) -> bool {
             false
         }
@@ -593,18 +590,10 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_gate_passes_on_every_call_it_does_not_answer_itself() {
-        use crate::schedule::probe::{reached, Probe, PROVIDED};
-        let probe = Probe::default();
-        let control = Arc::new(GateControl::default());
-        let mut g = Gate::new(Box::new(probe.clone()), control);
-        // The gate holds keys itself, whatever the inner schedule holds.
-        let passed: Vec<_> = PROVIDED
-            .into_iter()
-            .filter(|&m| m != "holds_keys")
-            .collect();
-        assert_eq!(reached(&mut g, &probe.0, 1_000_000_000), passed);
+    impl Leased for Unknowing {
+        fn wrote(&mut self, _: u64, _: usize) {}
+        fn expired(&mut self, _: u64, _: usize, _: &mut dyn Iterator<Item = &[u8]>) {}
+        fn settle(&mut self, _: u64, _: &[u8], _: &[Option<u64>]) {}
     }
 
     #[test]
@@ -618,7 +607,8 @@ mod tests {
             burst: 1,
             unit: Unit::Records,
         }];
-        let unknowing = Gate::new(Box::new(Unknowing(Limits::new(&limits))), c);
+        let unknowing = Pace::new(Base::Shared(Box::new(Unknowing(Limits::new(&limits)))))
+            .with_stage(Box::new(Gate::new(c)));
         assert_eq!(
             unknowing.nth_due(b"x", 3),
             None,
@@ -633,12 +623,14 @@ mod tests {
     #[test]
     fn a_release_lets_go_no_more_records_than_free_job_slots() {
         let budget = crate::budget::parse_budget("3/second@UTC").unwrap();
-        let limits = Limits::new(&[]).with_budgets(
+        let budgets = crate::pace::BudgetStage::new(
             vec![crate::budget::Counter::new(budget, 0)],
             crate::budget::Exhausted::Wait,
         );
         let control = Arc::new(GateControl::default());
-        let mut g = Gate::new(Box::new(limits), Arc::clone(&control));
+        let mut g = Pace::local(Limits::new(&[]))
+            .with_stage(Box::new(budgets))
+            .with_stage(Box::new(Gate::new(Arc::clone(&control))));
         control.count_slots(1);
         assert_eq!(release(&mut g, 0, 5), 1, "one slot: one record");
         assert_eq!(release(&mut g, MS, 5), 0, "its slot is promised");
@@ -723,7 +715,7 @@ mod tests {
 
     /// Drive `keyed` behind `g` as the writer does: records arrive at 0,
     /// then it wakes at every event. Returns (record, ms) as they left.
-    fn departures(keyed: &mut crate::keyed::Keyed, g: &mut Gate, text: &str) -> Vec<(String, u64)> {
+    fn departures(keyed: &mut crate::keyed::Keyed, g: &mut Pace, text: &str) -> Vec<(String, u64)> {
         use crate::bucket::{Overflow, Segment};
         let mut ledger = crate::ledger::Ledger::new(false);
         let mut outbox = Vec::new();
@@ -772,9 +764,8 @@ mod tests {
 
     #[test]
     fn a_slowed_key_comes_back_to_its_rate_gradually() {
-        let (mut g, _) = gate("inf");
         let c = Arc::new(GateControl::new(f64::INFINITY, 10.0));
-        g.control = Arc::clone(&c);
+        let mut g = gated(Limits::new(&[]), &c);
         let mut k = keyed("10/s");
         let a = Scope::Key(b"a"[..].into());
         c.pause(&a, 0, 1000 * MS);

@@ -6,7 +6,7 @@
 //! The foresight is a floor: its key's limit must let the records of its
 //! key ahead of it go first ([`Pacer::nth_due`](crate::pacer::Pacer::nth_due),
 //! exact for a line of records each leaving when due), and each global
-//! record limit as many ([`Schedule::earliest`]). Other keys' records that
+//! record limit as many ([`Pace::earliest`]). Other keys' records that
 //! the round robin puts first are not counted: how many turns they take
 //! depends on their own limits. So a record refused could not have made
 //! it, and one let in may still expire. With shared key schedules nothing
@@ -18,7 +18,7 @@ use super::lookup::body_of;
 use super::{Keyed, NO_KEY};
 use crate::bucket::{Fate, Offered, Overflow, Segment};
 use crate::ledger::Ledger;
-use crate::schedule::Schedule;
+use crate::pace::Pace;
 
 /// What holding a record to its deadline made of it.
 pub(super) enum Judged {
@@ -73,7 +73,7 @@ impl Keyed {
         seg: &mut Segment,
         size: usize,
         policy: Overflow,
-        global: &dyn Schedule,
+        global: &Pace,
         ledger: &mut Ledger,
     ) -> Judged {
         self.refusal.refused_wait_ns = None;
@@ -127,14 +127,7 @@ impl Keyed {
     /// leave behind `n` records of its key (ns): its key's limit lets the
     /// `n` go first, and the global limits let it go as the `n`-th from
     /// now. `None` when the global schedule cannot be foreseen.
-    fn foresee(
-        &mut self,
-        now: u64,
-        s: u32,
-        record: &[u8],
-        n: u64,
-        global: &dyn Schedule,
-    ) -> Option<u64> {
+    fn foresee(&mut self, now: u64, s: u32, record: &[u8], n: u64, global: &Pace) -> Option<u64> {
         let global = global.earliest(now, record, n)?;
         self.limit.pacer.restore(self.position(s));
         Some(self.limit.pacer.nth_due(now, n).max(global))
@@ -144,7 +137,7 @@ impl Keyed {
     /// `now` would wait: the longest over the keys with records waiting
     /// (behind all of its key's), or what the global limits say when none
     /// waits. `None` when nothing can be foreseen (shared schedules).
-    pub fn forecast_wait(&mut self, now: u64, global: &dyn Schedule, record: &[u8]) -> Option<u64> {
+    pub fn forecast_wait(&mut self, now: u64, global: &Pace, record: &[u8]) -> Option<u64> {
         if self.pacing.is_shared() {
             return None;
         }
@@ -170,12 +163,7 @@ impl Keyed {
     /// At the earliest, when `record` arriving at `now` would leave (ns):
     /// behind the records of its key waiting (none for a key not
     /// remembered). `None` when nothing can be foreseen.
-    pub fn foresee_record(
-        &mut self,
-        now: u64,
-        record: &[u8],
-        global: &dyn Schedule,
-    ) -> Option<u64> {
+    pub fn foresee_record(&mut self, now: u64, record: &[u8], global: &Pace) -> Option<u64> {
         if self.pacing.is_shared() {
             return None;
         }

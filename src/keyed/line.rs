@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 
 use crate::bucket::Segment;
 use crate::outflow::Outflow;
-use crate::schedule::Schedule;
+use crate::pace::Pace;
 
 use super::pacing::Pacing;
 use super::timers::Timers;
@@ -65,13 +65,13 @@ impl Keyed {
     /// Whether `record`, of key `s`, leaves at `now`; if so it takes its
     /// slot in its key's schedule and the global one.
     /// `global_open`: the global schedule limits nothing; `holds_keys`: it
-    /// may hold a key back ([`Schedule::holds_keys`]).
+    /// may hold a key back ([`Pace::holds_keys`]).
     pub(super) fn leave_now(
         &mut self,
         now: u64,
         s: u32,
         record: &[u8],
-        global: &mut dyn Schedule,
+        global: &mut Pace,
         (global_open, holds_keys): (bool, bool),
     ) -> bool {
         while let Some(&front) = self.line.ready.front() {
@@ -103,10 +103,10 @@ impl Keyed {
     }
 
     /// Whether key `s` is held back at `now` by a hold on it alone
-    /// ([`Schedule::key_due`]: an overload's pause); if so its own schedule
+    /// ([`Pace::key_due`]: an overload's pause); if so its own schedule
     /// is due no earlier than the hold's end, so it waits out of the line.
     #[inline]
-    pub(super) fn held(&mut self, s: u32, now: u64, global: &dyn Schedule) -> bool {
+    pub(super) fn held(&mut self, s: u32, now: u64, global: &Pace) -> bool {
         let slot = &mut self.table.slots[s as usize];
         let due = global.key_due(slot.key.as_bytes());
         if due <= now {
@@ -168,7 +168,7 @@ impl Keyed {
     pub(super) fn release_at(
         &mut self,
         now: u64,
-        global: &mut dyn Schedule,
+        global: &mut Pace,
         outbox: &mut Vec<Segment>,
     ) -> usize {
         if self.pacing.is_shared() {
@@ -238,7 +238,7 @@ impl Keyed {
     /// When something changes without an arrival (ns): a key's head comes
     /// due, the global limit lets the next in line go, or (a new key's
     /// record waiting for room) a key rests. `None` when nothing waits.
-    pub fn next_event(&self, global: &dyn Schedule) -> Option<u64> {
+    pub fn next_event(&self, global: &Pace) -> Option<u64> {
         // A key whose queue was emptied by an eviction or an expiry keeps
         // its timer until it comes due: with nothing waiting, every timer
         // is such a one, and nothing is to happen.

@@ -42,7 +42,7 @@
 //! empty waits in the line (timed, without a timer) until its slots
 //! arrive ([`KeySchedule::arrived`]). Under a global limit of records a
 //! key asks for its slot only when its turn in the line nears, for the
-//! time the global limit lets that turn go ([`Schedule::nth_due`](crate::schedule::Schedule::nth_due)), so no
+//! time the global limit lets that turn go ([`Pace::nth_due`](crate::pace::Pace::nth_due)), so no
 //! slot waits on the global limit until it is too late to use
 //! (`Keyed::release_shared`). Without it the per-key
 //! [`Pacer`](crate::pacer::Pacer) over each slot's [`Position`] decides,

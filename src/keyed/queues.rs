@@ -538,7 +538,7 @@ mod tests {
             key_capacity: 100_000,
         };
         let mut k = Keyed::new(config, b'\n', 100_000, None);
-        let mut global = Limits::new(&[]);
+        let mut global = crate::pace::Pace::local(Limits::new(&[]));
         let mut ledger = Ledger::new(false);
         let mut outbox = Vec::new();
         // Key "slow" gets 800 records at once, which take 800 ms; keys

@@ -9,7 +9,7 @@
 //! Pure: no threads, no clock, no I/O. Times are ns and never go backwards.
 
 use crate::bucket::Segment;
-use crate::schedule::Schedule;
+use crate::pace::Pace;
 
 use super::{Keyed, Lane};
 
@@ -35,7 +35,7 @@ pub trait KeySchedule: Send + std::fmt::Debug {
     fn forget(&mut self, s: u32);
     /// Key `s`'s records expired, `waiting` of them left: the slots its
     /// lease holds beyond them go back at once, as the global limits' do
-    /// ([`Schedule::expired`]).
+    /// ([`Pace::expired`]).
     fn expired(&mut self, _s: u32, _key: &[u8], _waiting: u32) {}
     /// When to look again (ns) while records wait; asked only then.
     fn next_poll(&self) -> Option<u64>;
@@ -132,7 +132,7 @@ impl Keyed {
         now: u64,
         s: u32,
         record: &[u8],
-        global: &mut dyn Schedule,
+        global: &mut Pace,
     ) -> bool {
         let shared = &mut self.pacing.shared_mut().schedule;
         let slot = &self.table.slots[s as usize];
@@ -150,7 +150,7 @@ impl Keyed {
     /// Shared key schedules: note the global limits' spacing of records.
     #[cold]
     #[inline(never)]
-    pub(super) fn note_global(&mut self, global: &dyn Schedule) {
+    pub(super) fn note_global(&mut self, global: &Pace) {
         let per_second = global.records_per_second();
         self.pacing.shared_mut().global_gap = if per_second.is_finite() && per_second > 0.0 {
             (1e9 / per_second) as u64
@@ -213,7 +213,7 @@ impl Keyed {
     pub(super) fn release_shared(
         &mut self,
         now: u64,
-        global: &mut dyn Schedule,
+        global: &mut Pace,
         outbox: &mut Vec<Segment>,
     ) -> usize {
         let (binds, every) = self.begin_walk(now, global);
@@ -295,7 +295,7 @@ impl Keyed {
     /// limits bind (a round of the line at the global spacing is longer
     /// than the key's own spacing: its slots are then asked for its turns)
     /// and that round's length (ns).
-    fn begin_walk(&mut self, now: u64, global: &dyn Schedule) -> (bool, u64) {
+    fn begin_walk(&mut self, now: u64, global: &Pace) -> (bool, u64) {
         self.note_global(global);
         let shared = &mut self.pacing.shared_mut().schedule;
         if let Some(limit) = shared.relimited() {
@@ -326,7 +326,7 @@ impl Keyed {
     /// keys before it in the line, asks for slots for all its records, as
     /// soon as its limit lets them, but not before the global limits let
     /// its turn go, nor closer than they do.
-    fn ask_all(&mut self, now: u64, s: u32, before: u64, global: &dyn Schedule) {
+    fn ask_all(&mut self, now: u64, s: u32, before: u64, global: &Pace) {
         let slot = &self.table.slots[s as usize];
         let head = self.queues.head_record(slot);
         let at = global.nth_due(head, before as usize).unwrap_or(now);
@@ -346,14 +346,7 @@ impl Keyed {
     /// limits let its turn go. Returns false when its turn is not near, or
     /// not yet known (a shared schedule's slots not yet reserved): keys
     /// further back wait too.
-    fn ask_turn(
-        &mut self,
-        now: u64,
-        s: u32,
-        before: u64,
-        every: u64,
-        global: &dyn Schedule,
-    ) -> bool {
+    fn ask_turn(&mut self, now: u64, s: u32, before: u64, every: u64, global: &Pace) -> bool {
         let shared = &mut self.pacing.shared_mut().schedule;
         let lead = shared.lead();
         let slot = &mut self.table.slots[s as usize];
@@ -419,7 +412,7 @@ impl Keyed {
     /// slot has none due, whenever it says to look again: its look comes
     /// from its last release, and, told nothing for that long, it would
     /// never reserve, the keys asking for nothing before it does.
-    fn tell_global(&mut self, now: u64, global: &mut dyn Schedule) {
+    fn tell_global(&mut self, now: u64, global: &mut Pace) {
         let heads = self.line.ready.iter().filter_map(|&s| {
             let slot = &self.table.slots[s as usize];
             (slot.len > 0).then(|| self.queues.head_record(slot))

@@ -41,6 +41,7 @@ use super::protocol::{
     ahead, byte_late_ns, chunk, fitting, late_ns, Grant, Mark, Reply, HORIZON, POLL_NS,
 };
 use crate::cost::Cost;
+use crate::pace::Leased;
 use crate::schedule::{Limit, Limits, Schedule};
 use crate::settle::{record_hash, take_newest, MOST_IN_FLIGHT};
 use crate::sys::Unpoisoned;
@@ -583,7 +584,7 @@ pub(crate) fn weight_rates(meters: &[Meter]) -> [f64; WEIGHTS] {
     rates
 }
 
-/// What the writes did with the slots released ([`Schedule::wrote`]).
+/// What the writes did with the slots released ([`Leased::wrote`]).
 ///
 /// A record leaves when its write returns, not when its slot is spent: a
 /// writer held up between the two (a loaded machine) writes it later than
@@ -609,7 +610,7 @@ pub(crate) struct Written {
     /// Slots still to forfeit for records written late, and the end of
     /// the last such write (drip's clock, ns): only slots due before it
     /// are overtaken. Those the lease holds go at the write itself
-    /// ([`Schedule::wrote`]), so a give-back at a stop never returns them;
+    /// ([`Leased::wrote`]), so a give-back at a stop never returns them;
     /// the rest, if slots due before it come, at the next release.
     overtaken: usize,
     until: u64,
@@ -621,7 +622,7 @@ impl SharedSchedule {
     /// departure, no credit carried) and how late a slot may be.
     fn follow(&mut self, now: u64, (limits, meters): (&[Limit], &[Meter])) {
         let pace = super::Pace::of(limits, self.peers);
-        let _ = self.local.replace_limits(now, &pace.local);
+        self.local.replace_limits(now, &pace.local);
         self.per_second = pace.per_second;
         self.bytes_per_second = pace.bytes_per_second;
         self.weight_rates = weight_rates(meters);
@@ -748,10 +749,6 @@ impl SharedSchedule {
 }
 
 impl Schedule for SharedSchedule {
-    fn is_unlimited(&self) -> bool {
-        false
-    }
-
     fn weighs_bytes(&self) -> bool {
         self.weighs_bytes
     }
@@ -832,11 +829,9 @@ impl Schedule for SharedSchedule {
         }
         self.per_second
     }
+}
 
-    fn released_by_the_writer(&self) -> bool {
-        true
-    }
-
+impl Leased for SharedSchedule {
     fn expired(&mut self, now: u64, waiting: usize, records: &mut dyn Iterator<Item = &[u8]>) {
         let lease = Arc::clone(&self.lease);
         let mut st = lease.lock();
@@ -1567,6 +1562,8 @@ pub(crate) mod tests {
             Keyed::new(config, b'\n', 1000, None).with_shared(Box::new(TurnKeys::default()));
         let mut global = records_schedule([]);
         global.per_second = 12.0;
+        let lease = Arc::clone(&global.lease);
+        let mut global = crate::pace::Pace::new(crate::pace::Base::Shared(Box::new(global)));
         let interval = 1_000_000_000 / 12;
         let mut ledger = crate::ledger::Ledger::new(true);
         let mut outbox = Vec::new();
@@ -1591,7 +1588,7 @@ pub(crate) mod tests {
             ));
             sent += outbox.iter().map(|s| s.records().count()).sum::<usize>();
             // The keeper: slots at 12/s for what the lease wants.
-            let mut st = global.lease.lock();
+            let mut st = lease.lock();
             if st.wanted > 0 && st.held.slots.is_empty() {
                 for _ in 0..st.wanted.min(3) {
                     next_slot = u64::max(next_slot + interval, now + 3 * MS);

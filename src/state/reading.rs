@@ -65,7 +65,7 @@ impl State {
 
     /// Whether the writer can take records now ([`super::Writing::may_take`]);
     /// never when only the writer releases them
-    /// ([`crate::schedule::Schedule::released_by_the_writer`]).
+    /// ([`crate::pace::Pace::released_by_the_writer`]).
     pub(crate) fn may_leave(&self, now: u64, unpaced: bool) -> bool {
         if self.adm.schedule().released_by_the_writer() {
             return false;

@@ -175,7 +175,7 @@ mod tests {
             unit: Unit::Records,
         }]);
         let bucket = Bucket::new(10, None, Overflow::Block);
-        let adm = Admission::new(bucket, Box::new(limits), None);
+        let adm = Admission::new(bucket, crate::pace::Pace::local(limits), None);
         let mut st = State::new(adm, DeadLetter::none(b'\n'), false);
         let text: String = (1..=100).map(|i| format!("{i}\n")).collect();
         st.reading.parked = Some(Segment::new(text.into(), b'\n'));
@@ -264,7 +264,7 @@ mod tests {
             unit: Unit::Records,
         }]);
         let bucket = Bucket::new(100, Some(20), Overflow::Block);
-        let adm = Admission::new(bucket, Box::new(limits), None);
+        let adm = Admission::new(bucket, crate::pace::Pace::local(limits), None);
         let mut st = State::new(adm, DeadLetter::none(b'\n'), false);
         st.reading.parked = Some(Segment::new("a\n".repeat(100).into(), b'\n'));
         // One leaves at once, ten of two bytes fill the bucket's 20.
@@ -286,7 +286,7 @@ mod tests {
         let shared = crate::shared::lease::tests::records_schedule([0, 5_000_000]);
         let adm = Admission::new(
             Bucket::new(10, None, Overflow::Block),
-            Box::new(shared),
+            crate::pace::Pace::new(crate::pace::Base::Shared(Box::new(shared))),
             None,
         );
         let mut st = State::new(adm, DeadLetter::none(b'\n'), false);

@@ -12,7 +12,7 @@
 use crate::bucket::{Bucket, Fate, Offered, Overflow, Segment};
 use crate::ledger::Ledger;
 use crate::outflow::Outflow;
-use crate::schedule::{Forecast, Schedule};
+use crate::pace::{Forecast, Pace};
 
 /// How each record of one arrival is held to `--max-wait`.
 #[derive(Debug, Clone, Copy)]
@@ -166,7 +166,7 @@ impl Fifo {
     /// `schedule`, made again from the schedule when not known:
     /// O(waiting records) then. `None` when the schedule cannot be
     /// forecast.
-    fn forecast_at(&mut self, now: u64, schedule: &dyn Schedule) -> Option<&mut Forecast> {
+    fn forecast_at(&mut self, now: u64, schedule: &Pace) -> Option<&mut Forecast> {
         if self.bucket.is_empty() {
             // Records that left at once took slots it does not know of.
             self.forecast = None;
@@ -261,7 +261,7 @@ impl Fifo {
         terms: Terms,
         seg: &mut Segment,
         record: &[u8],
-        schedule: &dyn Schedule,
+        schedule: &Pace,
         ledger: &mut Ledger,
     ) -> Arrival {
         let mut evicted = false;
@@ -313,15 +313,15 @@ impl Fifo {
         now: u64,
         deadline: u64,
         record: &[u8],
-        schedule: &dyn Schedule,
+        schedule: &Pace,
         ledger: &mut Ledger,
     ) -> bool {
-        let Some(limits) = schedule.forecast() else {
+        let Some(start) = schedule.forecast().map(|pace| Forecast::new(pace, now)) else {
             return false;
         };
         let bucket = &self.bucket;
         let leaves_after = |evicted: usize| {
-            let mut forecast = Forecast::new(limits.clone(), now);
+            let mut forecast = start.clone();
             for waiting in bucket.records().skip(evicted) {
                 forecast.push(now, waiting);
             }
@@ -351,12 +351,7 @@ impl Fifo {
     /// leaves: the forecast over the records waiting ahead of it and every
     /// limit of `schedule` (not a pause, not a stalled stdout). `None` when
     /// the schedule cannot be forecast.
-    pub fn forecast_wait(
-        &mut self,
-        now: u64,
-        schedule: &dyn Schedule,
-        record: &[u8],
-    ) -> Option<u64> {
+    pub fn forecast_wait(&mut self, now: u64, schedule: &Pace, record: &[u8]) -> Option<u64> {
         let leaves = self.forecast_at(now, schedule)?.peek(now, record);
         Some(leaves.saturating_sub(now))
     }
@@ -416,7 +411,7 @@ impl Fifo {
 
     /// When the head of the bucket comes due (ns); `None` when nothing
     /// waits.
-    pub fn next_event(&self, schedule: &dyn Schedule) -> Option<u64> {
+    pub fn next_event(&self, schedule: &Pace) -> Option<u64> {
         let front = self.bucket.front_record()?;
         Some(schedule.next_due(front))
     }

@@ -26,7 +26,7 @@ use crate::bucket::{Fate, Offered, Overflow, Segment};
 use crate::keyed::Keyed;
 use crate::ledger::Ledger;
 use crate::outflow::Outflow;
-use crate::schedule::Schedule;
+use crate::pace::Pace;
 
 /// The waiting records, in one of the rooms' forms (see the module's notes).
 // One per drip, made once and never moved after: a form held in a box
@@ -97,7 +97,7 @@ impl Waiting {
     }
 
     /// Expire the waiting records that arrived before `cutoff` (ns), oldest
-    /// first, at `to.now` (the schedule hears of it: [`Schedule::expired`]).
+    /// first, at `to.now` (the schedule hears of it: [`Pace::expired`]).
     /// Returns how many expired.
     pub fn expire_before(&mut self, cutoff: u64, ledger: &mut Ledger, to: &mut Outflow) -> usize {
         match self {
@@ -109,7 +109,7 @@ impl Waiting {
     /// When a waiting record next may leave under `schedule`, or something
     /// else changes without an arrival (ns); `None` when nothing waits.
     /// Expiry is no part of it.
-    pub fn next_event(&self, schedule: &dyn Schedule) -> Option<u64> {
+    pub fn next_event(&self, schedule: &Pace) -> Option<u64> {
         each!(self, room => room.next_event(schedule))
     }
 
@@ -121,12 +121,7 @@ impl Waiting {
     /// How long (ns) `record` arriving at `now` would wait before it
     /// leaves, as far as `schedule` and the records ahead of it say (see
     /// each form). `None` when it cannot be foreseen.
-    pub fn forecast_wait(
-        &mut self,
-        now: u64,
-        schedule: &dyn Schedule,
-        record: &[u8],
-    ) -> Option<u64> {
+    pub fn forecast_wait(&mut self, now: u64, schedule: &Pace, record: &[u8]) -> Option<u64> {
         each!(self, room => room.forecast_wait(now, schedule, record))
     }
 
