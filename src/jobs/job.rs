@@ -84,7 +84,7 @@ impl Pool {
                 argv: &argv,
                 env: environment(number, &id, n, &headers),
                 limit: self.attempt_limit(deadline, now),
-                noted_by: self.warden.as_ref().filter(|_| self.share_jobs.is_some()),
+                noted_by: self.warden.as_ref().filter(|_| self.hooks.notes_itself()),
             };
             let ended = match self.attempt(&who, n, &spec, files, bytes) {
                 Ok(ended) => ended,

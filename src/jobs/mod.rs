@@ -29,6 +29,7 @@
 mod attempt;
 pub mod gate;
 mod groups;
+mod hooks;
 mod job;
 pub mod joblog;
 pub mod order;

@@ -28,6 +28,7 @@ use anyhow::{Context, Result};
 use super::attempt::{Files, Unwritten};
 use super::gate::{GateControl, Scope};
 use super::groups::Groups;
+use super::hooks::Hooks;
 use super::joblog::Joblog;
 use super::order::Order;
 use super::quota::CostBudgets;
@@ -36,7 +37,6 @@ use super::warden::Warden;
 use super::{ExecError, JobConfig, JobFate};
 use crate::bucket::Segment;
 use crate::key::KeySpec;
-use crate::shared::jobs::SharedJobs;
 use crate::state::{Jobs, Shared};
 use crate::stats::JobStats;
 use crate::sys::Unpoisoned;
@@ -74,13 +74,13 @@ pub(crate) struct Pool {
     pub(super) quota_malformed: AtomicBool,
     /// Part of a headers file was passed over, and said on stderr.
     pub(super) headers_passed_over: AtomicBool,
-    /// `--share-jobs`: the job leases shared with the other drips.
-    pub(super) share_jobs: Option<Arc<SharedJobs>>,
     /// An output with no number to settle (`--settle`) was said on stderr.
     pub(super) settle_unread: AtomicBool,
     /// The process that ends the running jobs when drip is gone (none
     /// when drip runs as a library).
     pub(super) warden: Option<Warden>,
+    /// The per-record features, told of each moment of a job's life.
+    pub(super) hooks: Hooks,
 }
 
 impl std::fmt::Debug for Pool {
@@ -126,10 +126,7 @@ impl Pool {
             .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir()
             .context("creating a directory for DRIP_HEADERS")?;
-        let share_jobs = match &cfg.share_jobs {
-            Some((target, n)) => Some(SharedJobs::open(target, *n, cfg.quiet)?),
-            None => None,
-        };
+        let hooks = Hooks::of(&cfg)?;
         let warden = Warden::start().context("starting the jobs' warden")?;
         let pool = Arc::new(Pool {
             shared: Arc::clone(&shared),
@@ -144,9 +141,9 @@ impl Pool {
             order: cfg.keep_order.map(Order::new),
             quota_malformed: AtomicBool::new(false),
             headers_passed_over: AtomicBool::new(false),
-            share_jobs,
             settle_unread: AtomicBool::new(false),
             warden,
+            hooks,
             cfg,
             rate,
             delimiter,
@@ -255,9 +252,9 @@ impl Pool {
     /// Record the fate of record `number` and free its slot (unless drip
     /// abandoned it on the way out).
     fn settle(&self, number: u64, fate: JobFate) {
-        // Its shared lease goes back first (a call to the shared state:
-        // under no lock of drip's).
-        self.release_shared_job();
+        // The features first (the shared lease goes back: a call to the
+        // shared state, under no lock of drip's).
+        self.hooks.ended(self, number);
         // Its output goes out first, while its job still counts as running:
         // drip waits for running jobs before it exits.
         if let Some(order) = &self.order {
@@ -291,22 +288,6 @@ impl Pool {
         self.shared.data_ready.notify_all();
     }
 
-    /// Give back one `--share-jobs` lease (a job ended, or did not start).
-    pub(super) fn release_shared_job(&self) {
-        if let Some(jobs) = &self.share_jobs {
-            jobs.release();
-        }
-    }
-
-    /// Take a `--share-jobs` lease, waiting while the fleet runs N jobs;
-    /// `false` once `stop` says so.
-    pub(super) fn acquire_shared_job(&self, stop: &dyn Fn() -> bool) -> bool {
-        match &self.share_jobs {
-            Some(jobs) => jobs.acquire(&|| stop() || self.stopping()),
-            None => true,
-        }
-    }
-
     /// Pass output on with `pass` from a thread a second signal interrupts
     /// ([`Jobs::interrupt_output`]): a write blocked on a stalled stdout or
     /// stderr then gives up (`give_up`: drip is leaving), rather than
@@ -323,7 +304,7 @@ impl Pool {
     fn figures(&self, table: &SlotTable) -> (JobStats, Vec<u64>) {
         let now = self.shared.clock.now();
         let overloads = self.gate.overload_figures(now);
-        let stats = JobStats {
+        let mut stats = JobStats {
             jobs_running: table.running.len() as u64,
             retries: table.retries,
             overload_responses: overloads.overloads,
@@ -338,8 +319,9 @@ impl Pool {
             configured_rate: self.rate,
             outputs_cut: table.unwritten.outputs,
             output_bytes_unwritten: table.unwritten.bytes,
-            share_jobs: self.share_jobs.as_ref().map(|j| j.figures()),
+            share_jobs: None,
         };
+        self.hooks.figures(&mut stats);
         (stats, table.durations_ns.iter().copied().collect())
     }
 }
@@ -465,8 +447,6 @@ impl Drop for RemoveHeaders {
             self.0.end_lingering();
         }
         self.0.remove_headers();
-        if let Some(jobs) = &self.0.share_jobs {
-            jobs.close();
-        }
+        self.0.hooks.close();
     }
 }

@@ -86,13 +86,13 @@ impl Sink for Runner {
                     done.stopped = true;
                     return done;
                 }
-                if !self.0.acquire_shared_job(stop) {
+                if !self.0.hooks.acquire(&self.0, stop) {
                     self.0.slots.release();
                     done.stopped = true;
                     return done;
                 }
                 if !self.0.wait_turn(!std::mem::take(&mut first)) {
-                    self.0.release_shared_job();
+                    self.0.hooks.release();
                     self.0.slots.release();
                     done.stopped = true;
                     return done;

@@ -1,0 +1,100 @@
+//! The runner's per-record features, each a [`Hook`] on a job's life: the
+//! pool ([`super::pool`]) keeps the slots, the process groups and the
+//! output, and tells its hooks of each moment of a record's job (may it
+//! start, it starts, an attempt ends, the record ends, the run ends), in
+//! the order they are registered ([`Hooks::of`]).
+//!
+//! A new per-job feature is one file here with its `Hook`, and one line in
+//! [`Hooks::of`] that registers it (when its flag is given).
+
+mod share_jobs;
+
+use anyhow::Result;
+
+use super::pool::Pool;
+use super::JobConfig;
+use crate::stats::JobStats;
+
+/// A per-record feature of the runner, told of each moment of a job's life
+/// it needs; every method does nothing unless the feature says otherwise.
+pub(super) trait Hook: Send + Sync {
+    /// A record's job is about to start, its slot taken: take what else
+    /// it needs (waiting for it); `false`, nothing taken, once `stop` or
+    /// the `pool` says to stop.
+    fn acquire(&self, _pool: &Pool, _stop: &dyn Fn() -> bool) -> bool {
+        true
+    }
+
+    /// Give back what [`Hook::acquire`] took: the record did not start
+    /// after all.
+    fn release(&self) {}
+
+    /// Whether a job's own process notes itself to the warden before its
+    /// program runs (rather than drip noting it right after the start).
+    fn notes_itself(&self) -> bool {
+        false
+    }
+
+    /// Record `number` is done (its fate decided, or it never started),
+    /// before its output's end and its slot is freed; under no lock of
+    /// drip's.
+    fn ended(&self, _pool: &Pool, _number: u64) {}
+
+    /// The run is over: no job runs any more, or none will be waited for.
+    fn close(&self) {}
+
+    /// The feature's figures, written into the runner's.
+    fn figures(&self, _stats: &mut JobStats) {}
+}
+
+/// The hooks of a pool, in the order they are told of each moment.
+#[derive(Default)]
+pub(super) struct Hooks(Vec<Box<dyn Hook>>);
+
+impl Hooks {
+    /// The hooks of the features `cfg` asks for.
+    ///
+    /// # Errors
+    /// A feature cannot be set up (the shared job limit cannot be opened).
+    pub(super) fn of(cfg: &JobConfig) -> Result<Hooks> {
+        let mut hooks = Hooks::default();
+        hooks.add(share_jobs::ShareJobs::of(cfg)?);
+        Ok(hooks)
+    }
+
+    fn add(&mut self, hook: Option<impl Hook + 'static>) {
+        self.0.extend(hook.map(|h| Box::new(h) as Box<dyn Hook>));
+    }
+
+    /// Every hook's [`Hook::acquire`], in turn; `false` when one could
+    /// not, what the ones before it took given back.
+    pub(super) fn acquire(&self, pool: &Pool, stop: &dyn Fn() -> bool) -> bool {
+        for (i, hook) in self.0.iter().enumerate() {
+            if !hook.acquire(pool, stop) {
+                self.0[..i].iter().for_each(|h| h.release());
+                return false;
+            }
+        }
+        true
+    }
+
+    pub(super) fn release(&self) {
+        self.0.iter().for_each(|h| h.release());
+    }
+
+    pub(super) fn notes_itself(&self) -> bool {
+        self.0.iter().any(|h| h.notes_itself())
+    }
+
+    pub(super) fn ended(&self, pool: &Pool, number: u64) {
+        self.0.iter().for_each(|h| h.ended(pool, number));
+    }
+
+    pub(super) fn close(&self) {
+        self.0.iter().for_each(|h| h.close());
+    }
+
+    pub(super) fn figures(&self, stats: &mut JobStats) {
+        self.0.iter().for_each(|h| h.figures(stats));
+    }
+}
