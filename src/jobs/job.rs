@@ -12,7 +12,6 @@ use std::time::{Duration, SystemTime};
 use super::attempt::{self, Ended, Files, Spec};
 use super::gate::{GateControl, Scope};
 use super::joblog::{micros, unix_micros, Entry};
-use super::order::HeldOutput;
 use super::pool::{ns, Pool};
 use super::retry::{parse_headers, Exit, Verdict};
 use super::{ExecError, JobFate};
@@ -225,7 +224,7 @@ impl Pool {
         // undelivered); a record drip abandoned on its way out before
         // then is undelivered, and logged so.
         if let AfterAttempt::Done(fate) = step {
-            let pending = if self.order.is_some() {
+            let pending = if self.hooks.holds_output() {
                 0
             } else {
                 files.pending()
@@ -298,21 +297,17 @@ impl Pool {
             .map_or(Scope::All, |key| Scope::Key(key.into()))
     }
 
-    /// An attempt's output goes to stdout whole; with `--keep-order`, it is
-    /// held until the record's turn.
+    /// An attempt's output goes to stdout whole, unless a feature takes
+    /// it (`--keep-order` holds it until the record's turn).
     fn pass_on(&self, number: u64, files: &mut Files) {
-        let Some(order) = &self.order else {
-            return self.passing(|give_up| {
-                // drip's stdout is held only while the output is passed on.
-                let mut out = self.out.lock().unpoisoned();
-                files.pass_on(&mut **out, self.delimiter, give_up)
-            });
-        };
-        let mut held = HeldOutput::default();
-        self.passing(|give_up| files.pass_on(&mut held, self.delimiter, give_up));
-        if let Err(e) = order.hold(number, held) {
-            eprintln!("drip: --keep-order: holding a job's output: {e}");
+        if self.hooks.pass_on(self, number, files) {
+            return;
         }
+        self.passing(|give_up| {
+            // drip's stdout is held only while the output is passed on.
+            let mut out = self.out.lock().unpoisoned();
+            files.pass_on(&mut **out, self.delimiter, give_up)
+        });
     }
 
     /// Record `who` is done as `fate` before its attempt `n` started: a

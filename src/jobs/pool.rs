@@ -30,7 +30,6 @@ use super::gate::{GateControl, Scope};
 use super::groups::Groups;
 use super::hooks::Hooks;
 use super::joblog::Joblog;
-use super::order::Order;
 use super::quota::CostBudgets;
 use super::slots::{Running, SlotTable, Slots};
 use super::warden::Warden;
@@ -68,8 +67,6 @@ pub(crate) struct Pool {
     pub(super) key: Option<KeySpec>,
     /// The cost budgets the token quotas a server announces pace.
     pub(super) budgets: CostBudgets,
-    /// With `--keep-order`: the outputs held until their turn.
-    pub(super) order: Option<Order>,
     /// A malformed quota field was said on stderr.
     pub(super) quota_malformed: AtomicBool,
     /// Part of a headers file was passed over, and said on stderr.
@@ -138,7 +135,6 @@ impl Pool {
             joblog,
             headers_dir: headers.path().to_path_buf(),
             headers: Mutex::new(Some(headers)),
-            order: cfg.keep_order.map(Order::new),
             quota_malformed: AtomicBool::new(false),
             headers_passed_over: AtomicBool::new(false),
             settle_unread: AtomicBool::new(false),
@@ -184,14 +180,10 @@ impl Pool {
         self.groups.end_lingering();
     }
 
-    /// Whether the next record may start: a slot is free, and it is
-    /// inside `--keep-order`'s window.
+    /// Whether the next record may start: a slot is free, and the
+    /// features admit it (`--keep-order`'s window).
     pub(super) fn has_room_in(&self, table: &SlotTable) -> bool {
-        table.busy < table.slots
-            && self
-                .order
-                .as_ref()
-                .map_or(true, |o| o.admits(table.next_number + 1))
+        table.busy < table.slots && self.hooks.admits(table.next_number + 1)
     }
 
     /// `record`'s job starts now: a departure (the summary's rate is
@@ -252,14 +244,10 @@ impl Pool {
     /// Record the fate of record `number` and free its slot (unless drip
     /// abandoned it on the way out).
     fn settle(&self, number: u64, fate: JobFate) {
-        // The features first (the shared lease goes back: a call to the
-        // shared state, under no lock of drip's).
+        // The features first, under no lock of drip's: the shared lease
+        // goes back (a call to the shared state), the held output goes
+        // out while its job still counts as running.
         self.hooks.ended(self, number);
-        // Its output goes out first, while its job still counts as running:
-        // drip waits for running jobs before it exits.
-        if let Some(order) = &self.order {
-            self.passing(|give_up| order.done(number, &self.out, give_up));
-        }
         self.groups.forget(number);
         let mut st = self.shared.lock();
         // A command that could not be run stops further starts as its
@@ -393,10 +381,7 @@ impl Jobs for Pool {
         self.groups.end_all();
         // drip exits next, without the wiring: nothing is left behind.
         self.remove_headers();
-        let mut cut = match &self.order {
-            Some(order) => order.flush_all(),
-            None => Unwritten::default(),
-        };
+        let mut cut = self.hooks.abandon();
         let left = running
             .into_values()
             .map(|job| {

@@ -7,10 +7,12 @@
 //! A new per-job feature is one file here with its `Hook`, and one line in
 //! [`Hooks::of`] that registers it (when its flag is given).
 
+mod keep_order;
 mod share_jobs;
 
 use anyhow::Result;
 
+use super::attempt::{Files, Unwritten};
 use super::pool::Pool;
 use super::JobConfig;
 use crate::stats::JobStats;
@@ -18,6 +20,12 @@ use crate::stats::JobStats;
 /// A per-record feature of the runner, told of each moment of a job's life
 /// it needs; every method does nothing unless the feature says otherwise.
 pub(super) trait Hook: Send + Sync {
+    /// Whether record `number` may start now (read under the slots' lock,
+    /// with no lock of its own).
+    fn admits(&self, _number: u64) -> bool {
+        true
+    }
+
     /// A record's job is about to start, its slot taken: take what else
     /// it needs (waiting for it); `false`, nothing taken, once `stop` or
     /// the `pool` says to stop.
@@ -35,10 +43,28 @@ pub(super) trait Hook: Send + Sync {
         false
     }
 
+    /// Whether it holds the attempts' output ([`Hook::pass_on`]): what a
+    /// record abandoned did not write is then its to count
+    /// ([`Hook::abandon`]).
+    fn holds_output(&self) -> bool {
+        false
+    }
+
+    /// Take the output of an attempt of record `number`, in `files`, to
+    /// pass it on itself (`true`), or leave it to go to stdout at once.
+    fn pass_on(&self, _pool: &Pool, _number: u64, _files: &mut Files) -> bool {
+        false
+    }
+
     /// Record `number` is done (its fate decided, or it never started),
     /// before its output's end and its slot is freed; under no lock of
     /// drip's.
     fn ended(&self, _pool: &Pool, _number: u64) {}
+
+    /// drip leaves without the threads: what it holds is not written.
+    fn abandon(&self) -> Unwritten {
+        Unwritten::default()
+    }
 
     /// The run is over: no job runs any more, or none will be waited for.
     fn close(&self) {}
@@ -59,6 +85,7 @@ impl Hooks {
     pub(super) fn of(cfg: &JobConfig) -> Result<Hooks> {
         let mut hooks = Hooks::default();
         hooks.add(share_jobs::ShareJobs::of(cfg)?);
+        hooks.add(keep_order::KeepOrder::of(cfg));
         Ok(hooks)
     }
 
@@ -76,6 +103,25 @@ impl Hooks {
             }
         }
         true
+    }
+
+    pub(super) fn admits(&self, number: u64) -> bool {
+        self.0.iter().all(|h| h.admits(number))
+    }
+
+    pub(super) fn holds_output(&self) -> bool {
+        self.0.iter().any(|h| h.holds_output())
+    }
+
+    /// The output goes to the first hook that takes it; `false` if none.
+    pub(super) fn pass_on(&self, pool: &Pool, number: u64, files: &mut Files) -> bool {
+        self.0.iter().any(|h| h.pass_on(pool, number, files))
+    }
+
+    pub(super) fn abandon(&self) -> Unwritten {
+        self.0
+            .iter()
+            .fold(Unwritten::default(), |cut, h| cut.and(h.abandon()))
     }
 
     pub(super) fn release(&self) {
