@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use super::attempt::{self, Ended, Files, Spec};
 use super::gate::{GateControl, Scope};
-use super::joblog::{micros, unix_micros, Entry};
+use super::hooks::Outcome;
 use super::pool::{ns, Pool};
 use super::retry::{parse_headers, Exit, Verdict};
 use super::{ExecError, JobFate};
@@ -28,13 +28,23 @@ enum AfterAttempt {
 }
 
 /// A record as the joblog names it.
-struct Who<'a> {
+pub(super) struct Who<'a> {
     /// Its number (`DRIP_RECORD`).
-    number: u64,
+    pub(super) number: u64,
     /// Its stable id (`DRIP_RECORD_ID`).
-    id: &'a str,
-    /// The record, as a JSON string's text.
-    record: &'a str,
+    pub(super) id: &'a str,
+    /// The record, without its delimiter.
+    body: &'a [u8],
+    /// The record as a JSON string's text, made once when asked for.
+    shown: std::cell::OnceCell<String>,
+}
+
+impl Who<'_> {
+    /// The record as a JSON string's text.
+    pub(super) fn shown(&self) -> &str {
+        self.shown
+            .get_or_init(|| crate::report::spell::json_key(self.body))
+    }
 }
 
 impl Pool {
@@ -51,7 +61,6 @@ impl Pool {
         let bytes = record.as_bytes();
         let body = self.body_of(bytes);
         let id = attempt::record_id(place(record, number), body);
-        let shown = self.shown(body);
         let scope = self.scope_of(bytes);
         // The job's headers file (read and removed after each attempt).
         let headers = self.headers_dir.join(number.to_string());
@@ -64,7 +73,8 @@ impl Pool {
         let who = Who {
             number,
             id: &id,
-            record: &shown,
+            body,
+            shown: std::cell::OnceCell::new(),
         };
         for n in 1u32.. {
             let now = self.shared.clock.now();
@@ -120,16 +130,6 @@ impl Pool {
         match bytes.split_last() {
             Some((&last, body)) if last == self.delimiter => body,
             _ => bytes,
-        }
-    }
-
-    /// The record as the joblog shows it, made once (nothing without a
-    /// joblog).
-    fn shown(&self, body: &[u8]) -> String {
-        if self.joblog.is_some() {
-            crate::report::spell::json_key(body)
-        } else {
-            String::new()
         }
     }
 
@@ -521,10 +521,10 @@ impl Pool {
         self.log_entry(who, attempt, Some((ended, http_status)), outcome, None);
     }
 
-    /// The joblog's line for attempt `attempt` of `who` as `outcome` (a
-    /// joblog outcome name), with `error` saying why, when known: `ran`
-    /// is its end and HTTP status, or `None` for an attempt that never
-    /// ran (no process: no exit, no signal, 0 µs, started now).
+    /// Attempt `attempt` of `who` ended as `outcome` (a joblog outcome
+    /// name), with `error` saying why, when known: `ran` is its end and
+    /// HTTP status, or `None` for an attempt that never ran (no process);
+    /// told to the features (the joblog's line).
     fn log_entry(
         &self,
         who: &Who,
@@ -533,33 +533,13 @@ impl Pool {
         outcome: &'static str,
         error: Option<&str>,
     ) {
-        let Some(joblog) = &self.joblog else {
-            return;
-        };
-        let (started, duration, (exit, signal, timed_out), http_status) = match ran {
-            Some((ended, status)) => (
-                ended.started,
-                ended.duration,
-                Entry::exit_fields(ended.exit),
-                status,
-            ),
-            None => (SystemTime::now(), Duration::ZERO, (None, None, false), None),
-        };
-        let entry = Entry {
-            id: who.id,
-            number: who.number,
-            record: who.record,
+        self.hooks.outcome(&Outcome {
+            who,
             attempt,
-            start_us: unix_micros(started),
-            duration_us: micros(duration),
-            exit,
-            signal,
-            timed_out,
-            http_status,
+            ran,
             outcome,
             error,
-        };
-        joblog.lock().unpoisoned().write(&entry);
+        });
     }
 }
 

@@ -29,7 +29,6 @@ use super::attempt::{Files, Unwritten};
 use super::gate::{GateControl, Scope};
 use super::groups::Groups;
 use super::hooks::Hooks;
-use super::joblog::Joblog;
 use super::quota::CostBudgets;
 use super::slots::{Running, SlotTable, Slots};
 use super::warden::Warden;
@@ -54,7 +53,6 @@ pub(crate) struct Pool {
     /// Taken by the job trying again to start after a resource ran out
     /// ([`Pool::with_room`]): such jobs try one at a time.
     pub(super) room: Mutex<()>,
-    pub(super) joblog: Option<Mutex<Joblog>>,
     /// The directory of the jobs' headers files (mode 0700), and its path
     /// (the directory is removed at exit: [`Pool::remove_headers`]).
     headers: Mutex<Option<tempfile::TempDir>>,
@@ -112,18 +110,13 @@ impl Pool {
         (key, budgets): (Option<KeySpec>, CostBudgets),
         give_up: &mut dyn FnMut() -> bool,
     ) -> Result<Arc<Pool>> {
-        let joblog = match (&cfg.resume, &cfg.joblog) {
-            (Some(path), _) => Some(Mutex::new(Joblog::append(path)?)),
-            (None, Some(path)) => Joblog::create(path, give_up)?.map(Mutex::new),
-            (None, None) => None,
-        };
+        let hooks = Hooks::of(&cfg, give_up)?;
         // Only the user may read the jobs' headers.
         let headers = tempfile::Builder::new()
             .prefix("drip-headers-")
             .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir()
             .context("creating a directory for DRIP_HEADERS")?;
-        let hooks = Hooks::of(&cfg)?;
         let warden = Warden::start().context("starting the jobs' warden")?;
         let pool = Arc::new(Pool {
             shared: Arc::clone(&shared),
@@ -132,7 +125,6 @@ impl Pool {
             slots: Slots::new(cfg.jobs),
             groups: Groups::new(),
             room: Mutex::new(()),
-            joblog,
             headers_dir: headers.path().to_path_buf(),
             headers: Mutex::new(Some(headers)),
             quota_malformed: AtomicBool::new(false),

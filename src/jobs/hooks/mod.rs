@@ -7,15 +7,33 @@
 //! A new per-job feature is one file here with its `Hook`, and one line in
 //! [`Hooks::of`] that registers it (when its flag is given).
 
+mod joblog;
 mod keep_order;
 mod share_jobs;
 
 use anyhow::Result;
 
-use super::attempt::{Files, Unwritten};
+use super::attempt::{Ended, Files, Unwritten};
+use super::job::Who;
 use super::pool::Pool;
 use super::JobConfig;
 use crate::stats::JobStats;
+
+/// What became of an attempt of a record (or of one that never ran), as
+/// the joblog tells it.
+pub(super) struct Outcome<'a> {
+    /// The record.
+    pub(super) who: &'a Who<'a>,
+    /// The attempt's number, from 1.
+    pub(super) attempt: u32,
+    /// How it ended, and the HTTP status of its headers when known;
+    /// `None` for an attempt that never ran (no process).
+    pub(super) ran: Option<(&'a Ended, Option<u16>)>,
+    /// A joblog outcome name (`succeeded`, `retry`, `overload`, …).
+    pub(super) outcome: &'static str,
+    /// Why it could not start, when known.
+    pub(super) error: Option<&'a str>,
+}
 
 /// A per-record feature of the runner, told of each moment of a job's life
 /// it needs; every method does nothing unless the feature says otherwise.
@@ -42,6 +60,10 @@ pub(super) trait Hook: Send + Sync {
     fn notes_itself(&self) -> bool {
         false
     }
+
+    /// An attempt's outcome (or one that never ran), after the record's
+    /// fate is recorded when it is the last.
+    fn outcome(&self, _outcome: &Outcome) {}
 
     /// Whether it holds the attempts' output ([`Hook::pass_on`]): what a
     /// record abandoned did not write is then its to count
@@ -78,12 +100,14 @@ pub(super) trait Hook: Send + Sync {
 pub(super) struct Hooks(Vec<Box<dyn Hook>>);
 
 impl Hooks {
-    /// The hooks of the features `cfg` asks for.
+    /// The hooks of the features `cfg` asks for (`give_up` says when to
+    /// stop waiting for a `--joblog` FIFO's reader).
     ///
     /// # Errors
-    /// A feature cannot be set up (the shared job limit cannot be opened).
-    pub(super) fn of(cfg: &JobConfig) -> Result<Hooks> {
+    /// A feature cannot be set up (the joblog, the shared job limit).
+    pub(super) fn of(cfg: &JobConfig, give_up: &mut dyn FnMut() -> bool) -> Result<Hooks> {
         let mut hooks = Hooks::default();
+        hooks.add(joblog::LogAttempts::of(cfg, give_up)?);
         hooks.add(share_jobs::ShareJobs::of(cfg)?);
         hooks.add(keep_order::KeepOrder::of(cfg));
         Ok(hooks)
@@ -107,6 +131,10 @@ impl Hooks {
 
     pub(super) fn admits(&self, number: u64) -> bool {
         self.0.iter().all(|h| h.admits(number))
+    }
+
+    pub(super) fn outcome(&self, outcome: &Outcome) {
+        self.0.iter().for_each(|h| h.outcome(outcome));
     }
 
     pub(super) fn holds_output(&self) -> bool {
