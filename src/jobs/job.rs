@@ -11,15 +11,12 @@ use std::time::{Duration, SystemTime};
 
 use super::attempt::{self, Ended, Files, Spec};
 use super::gate::{GateControl, Scope};
-use super::hooks::Outcome;
+use super::hooks::{AttemptEnd, Outcome};
 use super::pool::{ns, Pool};
 use super::retry::{parse_headers, Exit, Verdict};
 use super::{ExecError, JobFate};
 use crate::bucket::Segment;
 use crate::sys::Unpoisoned;
-
-/// The most of a job's stdout read to settle its cost (bytes).
-const SETTLE_MOST: u64 = 1 << 20;
 
 /// After an attempt: the record is done, or tried again at a time (ns).
 enum AfterAttempt {
@@ -100,7 +97,16 @@ impl Pool {
                 Err(fate) => return fate,
             };
             let files = files.as_mut().expect("the attempt ran with them");
-            self.settle_cost(number, (bytes, &headers), files, &ended);
+            self.hooks.attempt_ended(
+                self,
+                &AttemptEnd {
+                    number,
+                    record: bytes,
+                    headers: &headers,
+                    files,
+                    ended: &ended,
+                },
+            );
             let step = self.judge(
                 &who,
                 n,
@@ -236,56 +242,6 @@ impl Pool {
         let status = response.map(|r| r.status);
         self.log(who, n, ended, status, (&step, verdict));
         step
-    }
-
-    /// With `--settle`: what attempt of record `number` (`record`, its
-    /// delimiter included) that ended as `ended` really spent, read from
-    /// the usage file it wrote beside its headers file (`{usage}`), else
-    /// from its stdout in `files`, settled on the cost limits (an
-    /// overestimate given back, an underestimate charged); the writer is
-    /// woken, as records may go sooner. A successful attempt whose output
-    /// has no such number keeps its estimate, said once on stderr.
-    fn settle_cost(
-        &self,
-        number: u64,
-        (record, headers): (&[u8], &Path),
-        files: &Files,
-        ended: &Ended,
-    ) {
-        let settle = &self.cfg.settle;
-        let Some(costs) = settle.iter().map(|(i, _)| i + 1).max() else {
-            return;
-        };
-        let (output, len) = attempt::take_usage(headers, SETTLE_MOST)
-            .map(|u| {
-                let len = u.len() as u64;
-                (u, len)
-            })
-            .or_else(|| files.stdout_text(SETTLE_MOST))
-            .unwrap_or_default();
-        let spent = crate::cost::spent_from(settle, costs, &output, len);
-        let succeeded = matches!(ended.exit, super::retry::Exit::Code(0));
-        let unread = succeeded && settle.iter().any(|(i, _)| spent[*i].is_none());
-        if unread && !self.settle_unread.swap(true, Ordering::Relaxed) && !self.cfg.quiet {
-            let why = if len > SETTLE_MOST {
-                "is larger than 1 MiB, and its last line has no number to settle"
-            } else {
-                "has no number to settle"
-            };
-            eprintln!(
-                "drip: --settle: the output of record {number} {why}; its estimate stands (said once)"
-            );
-        }
-        let mut st = self.shared.lock();
-        let now = self.shared.clock.now();
-        st.adm.schedule_mut().settle(now, record, &spent);
-        drop(st);
-        self.shared.data_ready.notify_all();
-        // The token windows space starts by what records spend.
-        let estimated = self.budgets.costs(record);
-        let settled = self.budgets.settled(record, &spent);
-        self.gate
-            .settled_tokens(&self.scope_of(record), &estimated, &settled);
     }
 
     /// Whom an overload of `record` (its delimiter included) holds back:

@@ -69,8 +69,6 @@ pub(crate) struct Pool {
     pub(super) quota_malformed: AtomicBool,
     /// Part of a headers file was passed over, and said on stderr.
     pub(super) headers_passed_over: AtomicBool,
-    /// An output with no number to settle (`--settle`) was said on stderr.
-    pub(super) settle_unread: AtomicBool,
     /// The process that ends the running jobs when drip is gone (none
     /// when drip runs as a library).
     pub(super) warden: Option<Warden>,
@@ -110,7 +108,7 @@ impl Pool {
         (key, budgets): (Option<KeySpec>, CostBudgets),
         give_up: &mut dyn FnMut() -> bool,
     ) -> Result<Arc<Pool>> {
-        let hooks = Hooks::of(&cfg, give_up)?;
+        let hooks = Hooks::of(&cfg, &budgets, give_up)?;
         // Only the user may read the jobs' headers.
         let headers = tempfile::Builder::new()
             .prefix("drip-headers-")
@@ -129,7 +127,6 @@ impl Pool {
             headers: Mutex::new(Some(headers)),
             quota_malformed: AtomicBool::new(false),
             headers_passed_over: AtomicBool::new(false),
-            settle_unread: AtomicBool::new(false),
             warden,
             hooks,
             cfg,

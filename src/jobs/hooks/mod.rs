@@ -9,13 +9,17 @@
 
 mod joblog;
 mod keep_order;
+mod settle;
 mod share_jobs;
+
+use std::path::Path;
 
 use anyhow::Result;
 
 use super::attempt::{Ended, Files, Unwritten};
 use super::job::Who;
 use super::pool::Pool;
+use super::quota::CostBudgets;
 use super::JobConfig;
 use crate::stats::JobStats;
 
@@ -33,6 +37,20 @@ pub(super) struct Outcome<'a> {
     pub(super) outcome: &'static str,
     /// Why it could not start, when known.
     pub(super) error: Option<&'a str>,
+}
+
+/// An attempt that ran to its end, its output in its files.
+pub(super) struct AttemptEnd<'a> {
+    /// Its record's number.
+    pub(super) number: u64,
+    /// The record, its delimiter included.
+    pub(super) record: &'a [u8],
+    /// Its headers file (the usage file is beside it).
+    pub(super) headers: &'a Path,
+    /// Its output.
+    pub(super) files: &'a Files,
+    /// How it ended.
+    pub(super) ended: &'a Ended,
 }
 
 /// A per-record feature of the runner, told of each moment of a job's life
@@ -60,6 +78,10 @@ pub(super) trait Hook: Send + Sync {
     fn notes_itself(&self) -> bool {
         false
     }
+
+    /// An attempt ran to its end (`end`), before its headers file is
+    /// read.
+    fn attempt_ended(&self, _pool: &Pool, _end: &AttemptEnd) {}
 
     /// An attempt's outcome (or one that never ran), after the record's
     /// fate is recorded when it is the last.
@@ -100,15 +122,21 @@ pub(super) trait Hook: Send + Sync {
 pub(super) struct Hooks(Vec<Box<dyn Hook>>);
 
 impl Hooks {
-    /// The hooks of the features `cfg` asks for (`give_up` says when to
-    /// stop waiting for a `--joblog` FIFO's reader).
+    /// The hooks of the features `cfg` asks for, with the cost `budgets`
+    /// the token quotas pace (`give_up` says when to stop waiting for a
+    /// `--joblog` FIFO's reader).
     ///
     /// # Errors
     /// A feature cannot be set up (the joblog, the shared job limit).
-    pub(super) fn of(cfg: &JobConfig, give_up: &mut dyn FnMut() -> bool) -> Result<Hooks> {
+    pub(super) fn of(
+        cfg: &JobConfig,
+        budgets: &CostBudgets,
+        give_up: &mut dyn FnMut() -> bool,
+    ) -> Result<Hooks> {
         let mut hooks = Hooks::default();
         hooks.add(joblog::LogAttempts::of(cfg, give_up)?);
         hooks.add(share_jobs::ShareJobs::of(cfg)?);
+        hooks.add(settle::Settle::of(cfg, budgets));
         hooks.add(keep_order::KeepOrder::of(cfg));
         Ok(hooks)
     }
@@ -131,6 +159,10 @@ impl Hooks {
 
     pub(super) fn admits(&self, number: u64) -> bool {
         self.0.iter().all(|h| h.admits(number))
+    }
+
+    pub(super) fn attempt_ended(&self, pool: &Pool, end: &AttemptEnd) {
+        self.0.iter().for_each(|h| h.attempt_ended(pool, end));
     }
 
     pub(super) fn outcome(&self, outcome: &Outcome) {
