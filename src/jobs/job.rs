@@ -1,5 +1,5 @@
 //! One record's job: its attempts, each judged as it ends (the verdict,
-//! the quota its response announces, followed in `pacing`; an overload's
+//! the quota its response announces, followed by a hook; an overload's
 //! books), the waits between them (the backoff, a pause, a slot of the
 //! schedule: a retry is a start too), and its joblog lines; the record's
 //! fate ([`JobFate`]) at the end.
@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use super::attempt::{self, Ended, Files, Spec};
 use super::gate::{GateControl, Scope};
-use super::hooks::{AttemptEnd, Outcome};
+use super::hooks::{AttemptEnd, AttemptStart, Outcome, Response};
 use super::pool::{ns, Pool};
 use super::retry::{parse_headers, Exit, Verdict};
 use super::{ExecError, JobFate};
@@ -83,7 +83,13 @@ impl Pool {
             }
             // In flight from its spending on: a response read before its
             // process starts counts it.
-            if let Err(fate) = self.spend_tokens((number, bytes), deadline, &scope) {
+            let start = AttemptStart {
+                number,
+                record: bytes,
+                deadline,
+                scope: &scope,
+            };
+            if let Err(fate) = self.hooks.before_attempt(self, &start) {
                 return self.unstarted(&who, n, fate);
             }
             let spec = Spec {
@@ -210,12 +216,13 @@ impl Pool {
             }
         }
         let response = text.as_deref().and_then(parse_headers);
-        if let (Some(text), None) = (&text, response.as_ref().and_then(|r| r.retry_after)) {
-            // Retry-After wins: the overload's pause holds starts.
-            self.follow_quota(text, scope, who.number);
-        } else {
-            self.response_read(who.number, scope);
-        }
+        let read = Response {
+            number: who.number,
+            scope,
+            headers: text.as_deref(),
+            retry_after: response.as_ref().is_some_and(|r| r.retry_after.is_some()),
+        };
+        self.hooks.response(self, &read);
         let verdict = self
             .cfg
             .policy

@@ -34,7 +34,6 @@ mod job;
 pub mod joblog;
 pub mod order;
 mod overload;
-mod pacing;
 mod pool;
 pub mod quota;
 pub mod resume;

@@ -63,10 +63,6 @@ pub(crate) struct Pool {
     pub(super) delimiter: u8,
     /// With `--key`: an overload pauses the refused record's key only.
     pub(super) key: Option<KeySpec>,
-    /// The cost budgets the token quotas a server announces pace.
-    pub(super) budgets: CostBudgets,
-    /// A malformed quota field was said on stderr.
-    pub(super) quota_malformed: AtomicBool,
     /// Part of a headers file was passed over, and said on stderr.
     pub(super) headers_passed_over: AtomicBool,
     /// The process that ends the running jobs when drip is gone (none
@@ -125,7 +121,6 @@ impl Pool {
             room: Mutex::new(()),
             headers_dir: headers.path().to_path_buf(),
             headers: Mutex::new(Some(headers)),
-            quota_malformed: AtomicBool::new(false),
             headers_passed_over: AtomicBool::new(false),
             warden,
             hooks,
@@ -133,7 +128,6 @@ impl Pool {
             rate,
             delimiter,
             key,
-            budgets,
         });
         let _ = shared.jobs.set(Arc::clone(&pool) as Arc<dyn Jobs>);
         Ok(pool)

@@ -263,12 +263,8 @@ impl Slots {
 
     /// Record `number`'s attempt spent its tokens and starts at `now`
     /// (ns): its request is in flight from now, and the responses read
-    /// while it is are counted from now.
-    pub(super) fn asking(&self, number: u64, now: u64) {
-        Slots::ask(&mut self.lock(), number, now);
-    }
-
-    /// [`Slots::asking`], under the lock the caller holds on `table`.
+    /// while it is are counted from now (under the lock the caller holds
+    /// on `table`).
     pub(super) fn ask(table: &mut SlotTable, number: u64, now: u64) {
         if let Some(job) = table.running.get_mut(&number) {
             job.read_while = ReadWhile {

@@ -9,6 +9,7 @@
 
 mod joblog;
 mod keep_order;
+mod pacing;
 mod settle;
 mod share_jobs;
 
@@ -17,10 +18,11 @@ use std::path::Path;
 use anyhow::Result;
 
 use super::attempt::{Ended, Files, Unwritten};
+use super::gate::Scope;
 use super::job::Who;
 use super::pool::Pool;
 use super::quota::CostBudgets;
-use super::JobConfig;
+use super::{JobConfig, JobFate};
 use crate::stats::JobStats;
 
 /// What became of an attempt of a record (or of one that never ran), as
@@ -37,6 +39,30 @@ pub(super) struct Outcome<'a> {
     pub(super) outcome: &'static str,
     /// Why it could not start, when known.
     pub(super) error: Option<&'a str>,
+}
+
+/// An attempt about to start.
+pub(super) struct AttemptStart<'a> {
+    /// Its record's number.
+    pub(super) number: u64,
+    /// The record, its delimiter included.
+    pub(super) record: &'a [u8],
+    /// The record's deadline (ns), if it has one.
+    pub(super) deadline: Option<u64>,
+    /// Whom an overload of the record holds back.
+    pub(super) scope: &'a Scope,
+}
+
+/// The response to an attempt: its headers file read.
+pub(super) struct Response<'a> {
+    /// Its record's number.
+    pub(super) number: u64,
+    /// Whom an overload of the record holds back.
+    pub(super) scope: &'a Scope,
+    /// The headers file's text, when the attempt wrote one.
+    pub(super) headers: Option<&'a str>,
+    /// Whether they said `Retry-After`.
+    pub(super) retry_after: bool,
 }
 
 /// An attempt that ran to its end, its output in its files.
@@ -79,9 +105,19 @@ pub(super) trait Hook: Send + Sync {
         false
     }
 
+    /// Attempt `start` may start, as far as the feature knows (waiting
+    /// until it may); `Err` with the record's fate when it will not (a
+    /// stop, its deadline).
+    fn before_attempt(&self, _pool: &Pool, _start: &AttemptStart) -> Result<(), JobFate> {
+        Ok(())
+    }
+
     /// An attempt ran to its end (`end`), before its headers file is
     /// read.
     fn attempt_ended(&self, _pool: &Pool, _end: &AttemptEnd) {}
+
+    /// The response to an attempt is read, before the attempt is judged.
+    fn response(&self, _pool: &Pool, _response: &Response) {}
 
     /// An attempt's outcome (or one that never ran), after the record's
     /// fate is recorded when it is the last.
@@ -137,6 +173,7 @@ impl Hooks {
         hooks.add(joblog::LogAttempts::of(cfg, give_up)?);
         hooks.add(share_jobs::ShareJobs::of(cfg)?);
         hooks.add(settle::Settle::of(cfg, budgets));
+        hooks.add(pacing::Quotas::of(cfg, budgets));
         hooks.add(keep_order::KeepOrder::of(cfg));
         Ok(hooks)
     }
@@ -159,6 +196,16 @@ impl Hooks {
 
     pub(super) fn admits(&self, number: u64) -> bool {
         self.0.iter().all(|h| h.admits(number))
+    }
+
+    pub(super) fn before_attempt(&self, pool: &Pool, start: &AttemptStart) -> Result<(), JobFate> {
+        self.0
+            .iter()
+            .try_for_each(|h| h.before_attempt(pool, start))
+    }
+
+    pub(super) fn response(&self, pool: &Pool, response: &Response) {
+        self.0.iter().for_each(|h| h.response(pool, response));
     }
 
     pub(super) fn attempt_ended(&self, pool: &Pool, end: &AttemptEnd) {
