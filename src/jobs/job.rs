@@ -6,7 +6,6 @@
 
 use std::ffi::OsString;
 use std::path::Path;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use super::attempt::{self, Ended, Files, Spec};
@@ -16,12 +15,41 @@ use super::pool::{ns, Pool};
 use super::retry::{parse_headers, Exit, Verdict};
 use super::{ExecError, JobFate};
 use crate::bucket::Segment;
+use crate::key::KeySpec;
 use crate::sys::Unpoisoned;
 
 /// After an attempt: the record is done, or tried again at a time (ns).
 enum AfterAttempt {
     Done(JobFate),
     Retry(u64),
+}
+
+/// How the records are read: where one ends, and with `--key` its key.
+#[derive(Debug)]
+pub(super) struct Records {
+    /// The record delimiter, left out of the record in arguments.
+    pub(super) delimiter: u8,
+    /// With `--key`: an overload pauses the refused record's key only.
+    pub(super) key: Option<KeySpec>,
+}
+
+impl Records {
+    /// The record without its delimiter.
+    pub(super) fn body_of<'a>(&self, bytes: &'a [u8]) -> &'a [u8] {
+        match bytes.split_last() {
+            Some((&last, body)) if last == self.delimiter => body,
+            _ => bytes,
+        }
+    }
+
+    /// Whom an overload of `record` (its delimiter included) holds back:
+    /// its key with `--key` (every start for a record without one).
+    pub(super) fn scope_of(&self, record: &[u8]) -> Scope {
+        self.key
+            .as_ref()
+            .and_then(|spec| crate::keyed::record_key(spec, record, self.delimiter))
+            .map_or(Scope::All, |key| Scope::Key(key.into()))
+    }
 }
 
 /// A record as the joblog names it.
@@ -56,11 +84,11 @@ impl Pool {
         rng: &mut fastrand::Rng,
     ) -> JobFate {
         let bytes = record.as_bytes();
-        let body = self.body_of(bytes);
+        let body = self.records.body_of(bytes);
         let id = attempt::record_id(place(record, number), body);
-        let scope = self.scope_of(bytes);
+        let scope = self.records.scope_of(bytes);
         // The job's headers file (read and removed after each attempt).
-        let headers = self.headers_dir.join(number.to_string());
+        let headers = self.headers.file(number);
         let argv =
             attempt::command_line(&self.cfg.command, body, &headers, self.cfg.record_on_stdin);
         let deadline = self
@@ -96,7 +124,7 @@ impl Pool {
                 argv: &argv,
                 env: environment(number, &id, n, &headers),
                 limit: self.attempt_limit(deadline, now),
-                noted_by: self.warden.as_ref().filter(|_| self.hooks.notes_itself()),
+                noted_by: self.groups.warden().filter(|_| self.hooks.notes_itself()),
             };
             let ended = match self.attempt(&who, n, &spec, files, bytes) {
                 Ok(ended) => ended,
@@ -137,14 +165,6 @@ impl Pool {
         unreachable!("attempts are bounded by --retries")
     }
 
-    /// The record without its delimiter.
-    fn body_of<'a>(&self, bytes: &'a [u8]) -> &'a [u8] {
-        match bytes.split_last() {
-            Some((&last, body)) if last == self.delimiter => body,
-            _ => bytes,
-        }
-    }
-
     /// Run attempt `n` of `who` as `spec` says, with the worker's `files`
     /// (made for `bytes` when it has none): how it ended, or the record's
     /// fate when it could not start (drip leaving while it waited for room
@@ -161,7 +181,7 @@ impl Pool {
         let group = std::cell::Cell::new(None);
         let started = self.with_room(|running| {
             let set_group = |pgid| {
-                if let (Some(warden), None) = (&self.warden, spec.noted_by) {
+                if let (Some(warden), None) = (self.groups.warden(), spec.noted_by) {
                     warden.started(pgid);
                 }
                 group.set(Some(pgid));
@@ -177,7 +197,7 @@ impl Pool {
             run
         });
         // Its process reaped (or lost to a failed wait): the warden's no more.
-        if let (Some(warden), Some(pgid)) = (&self.warden, group.get()) {
+        if let (Some(warden), Some(pgid)) = (self.groups.warden(), group.get()) {
             warden.ended(pgid);
         }
         match started {
@@ -209,12 +229,7 @@ impl Pool {
         headers: &Path,
         (deadline, scope): (Option<u64>, &Scope),
     ) -> AfterAttempt {
-        let (text, passed_over) = attempt::take_headers(headers);
-        if let Some(passed) = passed_over {
-            if !self.headers_passed_over.swap(true, Ordering::Relaxed) && !self.cfg.quiet {
-                eprintln!("{}", passed.notice(who.number));
-            }
-        }
+        let text = self.headers.take(headers, who.number, self.cfg.quiet);
         let response = text.as_deref().and_then(parse_headers);
         let read = Response {
             number: who.number,
@@ -251,15 +266,6 @@ impl Pool {
         step
     }
 
-    /// Whom an overload of `record` (its delimiter included) holds back:
-    /// its key with `--key` (every start for a record without one).
-    pub(super) fn scope_of(&self, record: &[u8]) -> Scope {
-        self.key
-            .as_ref()
-            .and_then(|spec| crate::keyed::record_key(spec, record, self.delimiter))
-            .map_or(Scope::All, |key| Scope::Key(key.into()))
-    }
-
     /// An attempt's output goes to stdout whole, unless a feature takes
     /// it (`--keep-order` holds it until the record's turn).
     fn pass_on(&self, number: u64, files: &mut Files) {
@@ -269,7 +275,7 @@ impl Pool {
         self.passing(|give_up| {
             // drip's stdout is held only while the output is passed on.
             let mut out = self.out.lock().unpoisoned();
-            files.pass_on(&mut **out, self.delimiter, give_up)
+            files.pass_on(&mut **out, self.records.delimiter, give_up)
         });
     }
 

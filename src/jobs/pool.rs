@@ -17,18 +17,17 @@
 //! lock), so a stalled stdout holds only the threads writing to it.
 
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use super::attempt::{Files, Unwritten};
+use super::attempt::{Files, HeadersDir, Unwritten};
 use super::gate::{GateControl, Scope};
 use super::groups::Groups;
 use super::hooks::Hooks;
+use super::job::Records;
 use super::quota::CostBudgets;
 use super::slots::{Running, SlotTable, Slots};
 use super::warden::Warden;
@@ -37,7 +36,6 @@ use crate::bucket::Segment;
 use crate::key::KeySpec;
 use crate::state::{Jobs, Shared};
 use crate::stats::JobStats;
-use crate::sys::Unpoisoned;
 
 /// The jobs drip runs.
 pub(crate) struct Pool {
@@ -50,24 +48,12 @@ pub(crate) struct Pool {
     pub(super) slots: Slots,
     /// The jobs' process groups, and leaving.
     pub(super) groups: Groups,
-    /// Taken by the job trying again to start after a resource ran out
-    /// ([`Pool::with_room`]): such jobs try one at a time.
-    pub(super) room: Mutex<()>,
-    /// The directory of the jobs' headers files (mode 0700), and its path
-    /// (the directory is removed at exit: [`Pool::remove_headers`]).
-    headers: Mutex<Option<tempfile::TempDir>>,
-    pub(super) headers_dir: PathBuf,
+    /// The directory of the jobs' headers files.
+    pub(super) headers: HeadersDir,
     /// The configured rate, records per second.
     pub(super) rate: f64,
-    /// The record delimiter, left out of the record in arguments.
-    pub(super) delimiter: u8,
-    /// With `--key`: an overload pauses the refused record's key only.
-    pub(super) key: Option<KeySpec>,
-    /// Part of a headers file was passed over, and said on stderr.
-    pub(super) headers_passed_over: AtomicBool,
-    /// The process that ends the running jobs when drip is gone (none
-    /// when drip runs as a library).
-    pub(super) warden: Option<Warden>,
+    /// How the records are read: their delimiter, their key.
+    pub(super) records: Records,
     /// The per-record features, told of each moment of a job's life.
     pub(super) hooks: Hooks,
 }
@@ -105,29 +91,19 @@ impl Pool {
         give_up: &mut dyn FnMut() -> bool,
     ) -> Result<Arc<Pool>> {
         let hooks = Hooks::of(&cfg, &budgets, give_up)?;
-        // Only the user may read the jobs' headers.
-        let headers = tempfile::Builder::new()
-            .prefix("drip-headers-")
-            .permissions(std::fs::Permissions::from_mode(0o700))
-            .tempdir()
-            .context("creating a directory for DRIP_HEADERS")?;
+        let headers = HeadersDir::new()?;
         let warden = Warden::start().context("starting the jobs' warden")?;
         let pool = Arc::new(Pool {
             shared: Arc::clone(&shared),
             gate,
             out: Mutex::new(out),
             slots: Slots::new(cfg.jobs),
-            groups: Groups::new(),
-            room: Mutex::new(()),
-            headers_dir: headers.path().to_path_buf(),
-            headers: Mutex::new(Some(headers)),
-            headers_passed_over: AtomicBool::new(false),
-            warden,
+            groups: Groups::new(warden),
+            headers,
             hooks,
             cfg,
             rate,
-            delimiter,
-            key,
+            records: Records { delimiter, key },
         });
         let _ = shared.jobs.set(Arc::clone(&pool) as Arc<dyn Jobs>);
         Ok(pool)
@@ -140,15 +116,6 @@ impl Pool {
     /// Wait until every job has ended.
     pub(crate) fn wait_all(&self) {
         self.slots.wait_all();
-    }
-
-    /// Remove the headers directory and what is in it (once no job runs,
-    /// or none will be waited for); again, nothing.
-    pub(crate) fn remove_headers(&self) {
-        let dir = self.headers.lock().unpoisoned().take();
-        if let Some(dir) = dir {
-            let _ = dir.close();
-        }
     }
 
     /// The command that could not be run, if one could not.
@@ -322,7 +289,7 @@ impl Jobs for Pool {
             .iter()
             .map(|(n, job)| {
                 let bytes = job.record.as_bytes();
-                let body = bytes.strip_suffix(&[self.delimiter]).unwrap_or(bytes);
+                let body = self.records.body_of(bytes);
                 (*n, body.to_vec())
             })
             .collect()
@@ -363,7 +330,7 @@ impl Jobs for Pool {
         let running = std::mem::take(&mut self.slots.lock().running);
         self.groups.end_all();
         // drip exits next, without the wiring: nothing is left behind.
-        self.remove_headers();
+        self.headers.remove();
         let mut cut = self.hooks.abandon();
         let left = running
             .into_values()
@@ -414,7 +381,7 @@ impl Drop for RemoveHeaders {
         if self.0.shared.stops.signalled() {
             self.0.end_lingering();
         }
-        self.0.remove_headers();
+        self.0.headers.remove();
         self.0.hooks.close();
     }
 }

@@ -60,7 +60,7 @@ impl Pool {
             Err(e) if super::short_of_resources(&e) => {}
             done => return Some(done),
         }
-        let turn = std::cell::RefCell::new(Some(self.room.lock().unpoisoned()));
+        let turn = std::cell::RefCell::new(Some(self.slots.room.lock().unpoisoned()));
         let running = || drop(turn.borrow_mut().take());
         let mut alone_since: Option<Instant> = None;
         loop {

@@ -133,6 +133,9 @@ pub(super) struct Slots {
     changed: Condvar,
     /// Idle workers wait here for a record.
     work: Condvar,
+    /// Taken by the job trying again to start after a resource ran out
+    /// (`Pool::with_room`): such jobs try one at a time.
+    pub(super) room: Mutex<()>,
 }
 
 impl Slots {
@@ -145,6 +148,7 @@ impl Slots {
             }),
             changed: Condvar::new(),
             work: Condvar::new(),
+            room: Mutex::new(()),
         }
     }
 

@@ -30,7 +30,7 @@ impl Hook for KeepOrder {
     /// The output is held until the record's turn.
     fn pass_on(&self, pool: &Pool, number: u64, files: &mut Files) -> bool {
         let mut held = HeldOutput::default();
-        pool.passing(|give_up| files.pass_on(&mut held, pool.delimiter, give_up));
+        pool.passing(|give_up| files.pass_on(&mut held, pool.records.delimiter, give_up));
         if let Err(e) = self.0.hold(number, held) {
             eprintln!("drip: --keep-order: holding a job's output: {e}");
         }

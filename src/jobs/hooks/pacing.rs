@@ -130,7 +130,7 @@ impl Quotas {
 
     /// Whether `record` is of `scope` (every record is of every start's).
     fn in_scope(&self, pool: &Pool, record: &[u8], scope: &Scope) -> bool {
-        *scope == Scope::All || pool.scope_of(record) == *scope
+        *scope == Scope::All || pool.records.scope_of(record) == *scope
     }
 
     /// The token quota of a `budget` announced by the response to record

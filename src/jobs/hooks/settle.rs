@@ -83,6 +83,6 @@ impl Hook for Settle {
         let estimated = self.budgets.costs(record);
         let settled = self.budgets.settled(record, &spent);
         pool.gate
-            .settled_tokens(&pool.scope_of(record), &estimated, &settled);
+            .settled_tokens(&pool.records.scope_of(record), &estimated, &settled);
     }
 }
