@@ -166,7 +166,7 @@ impl Pool {
     /// Its jobs' files are reused from one record to the next (making them
     /// anew for each job cost about 40 µs of drip's CPU a job), and closed
     /// while it is idle only when a job waits for a file descriptor to
-    /// start ([`Pool::with_room`]): that job gets those of the workers that
+    /// start ([`super::job::Job::with_room`]): that job gets those of the workers that
     /// have no job, and is woken as they go. A settled record's output is
     /// emptied at once, so an idle worker holds no space in the temporary
     /// directory.
@@ -183,7 +183,7 @@ impl Pool {
                     }
                 }
             };
-            let fate = self.run_record(number, &record, &mut files, &mut rng);
+            let fate = super::job::run(self, number, &record, &mut files, &mut rng);
             self.settle(number, fate);
             if files.as_mut().is_some_and(|f| f.empty().is_err()) {
                 files = None;
