@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use super::attempt::{self, Ended, Files, Spec};
 use super::gate::{GateControl, Scope};
-use super::hooks::{AttemptEnd, AttemptStart, Outcome, Response};
+use super::hooks::{Answer, AttemptEnd, AttemptStart, Outcome};
 use super::pool::{ns, Pool};
 use super::retry::{parse_headers, Exit, Verdict};
 use super::{ExecError, JobFate};
@@ -244,13 +244,13 @@ impl Job<'_> {
         let number = self.who.number;
         let text = (self.pool.headers).take(&self.headers_file, number, self.pool.cfg.quiet);
         let response = text.as_deref().and_then(parse_headers);
-        let read = Response {
+        let read = Answer {
             number,
             scope: &self.scope,
             headers: text.as_deref(),
             retry_after: response.as_ref().is_some_and(|r| r.retry_after.is_some()),
         };
-        self.pool.hooks.response(self.pool, &read);
+        self.pool.hooks.answered(self.pool, &read);
         let verdict =
             self.pool
                 .cfg

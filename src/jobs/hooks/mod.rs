@@ -54,7 +54,7 @@ pub(super) struct AttemptStart<'a> {
 }
 
 /// The response to an attempt: its headers file read.
-pub(super) struct Response<'a> {
+pub(super) struct Answer<'a> {
     /// Its record's number.
     pub(super) number: u64,
     /// Whom an overload of the record holds back.
@@ -117,7 +117,7 @@ pub(super) trait Hook: Send + Sync {
     fn attempt_ended(&self, _pool: &Pool, _end: &AttemptEnd) {}
 
     /// The response to an attempt is read, before the attempt is judged.
-    fn response(&self, _pool: &Pool, _response: &Response) {}
+    fn answered(&self, _pool: &Pool, _answer: &Answer) {}
 
     /// An attempt's outcome (or one that never ran), after the record's
     /// fate is recorded when it is the last.
@@ -137,8 +137,8 @@ pub(super) trait Hook: Send + Sync {
     }
 
     /// Record `number` is done (its fate decided, or it never started),
-    /// before its output's end and its slot is freed; under no lock of
-    /// drip's.
+    /// while its job still counts as running, before its slot is freed;
+    /// under no lock of drip's.
     fn ended(&self, _pool: &Pool, _number: u64) {}
 
     /// drip leaves without the threads: what it holds is not written.
@@ -204,8 +204,8 @@ impl Hooks {
             .try_for_each(|h| h.before_attempt(pool, start))
     }
 
-    pub(super) fn response(&self, pool: &Pool, response: &Response) {
-        self.0.iter().for_each(|h| h.response(pool, response));
+    pub(super) fn answered(&self, pool: &Pool, answer: &Answer) {
+        self.0.iter().for_each(|h| h.answered(pool, answer));
     }
 
     pub(super) fn attempt_ended(&self, pool: &Pool, end: &AttemptEnd) {

@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
 
-use super::{AttemptStart, Hook, Response};
+use super::{Answer, AttemptStart, Hook};
 use crate::jobs::gate::Scope;
 use crate::jobs::pool::{ns, Pool};
 use crate::jobs::quota::{self, CostBudgets};
@@ -57,11 +57,11 @@ impl Hook for Quotas {
 
     /// The quotas its headers announce are followed, unless a
     /// `Retry-After` said to pause (the overload's pause holds starts).
-    fn response(&self, pool: &Pool, response: &Response) {
-        match (response.headers, response.retry_after) {
-            (Some(text), false) => self.follow_quota(pool, text, response.scope, response.number),
+    fn answered(&self, pool: &Pool, answer: &Answer) {
+        match (answer.headers, answer.retry_after) {
+            (Some(text), false) => self.follow_quota(pool, text, answer.scope, answer.number),
             _ => {
-                self.response_read(pool, response.number, response.scope);
+                self.response_read(pool, answer.number, answer.scope);
             }
         }
     }
