@@ -26,11 +26,11 @@ enum AfterAttempt {
 
 /// How the records are read: where one ends, and with `--key` its key.
 #[derive(Debug)]
-pub(super) struct Records {
+pub(crate) struct Records {
     /// The record delimiter, left out of the record in arguments.
-    pub(super) delimiter: u8,
+    pub(crate) delimiter: u8,
     /// With `--key`: an overload pauses the refused record's key only.
-    pub(super) key: Option<KeySpec>,
+    pub(crate) key: Option<KeySpec>,
 }
 
 impl Records {
@@ -387,8 +387,9 @@ impl Job<'_> {
         };
         if let Some(retry_after_ns) = retry_after {
             let started = now.saturating_sub(ns(ended.duration));
-            let adapt =
-                (self.pool.cfg.adapt && self.pool.rate.is_finite()).then_some(self.pool.rate);
+            // The configured rate, which `--adapt` never exceeds.
+            let rate = self.pool.gate.full_rate(&Scope::All);
+            let adapt = (self.pool.cfg.adapt && rate.is_finite()).then_some(rate);
             let policy = (&self.pool.cfg.backoff, adapt);
             self.pool
                 .gate

@@ -49,6 +49,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub(crate) use crate::ledger::JobFate;
+pub(crate) use job::Records;
 pub(crate) use pool::{Pool, RemoveHeaders};
 pub(crate) use runner::Runner;
 

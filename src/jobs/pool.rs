@@ -33,7 +33,6 @@ use super::slots::{Running, SlotTable, Slots};
 use super::warden::Warden;
 use super::{ExecError, JobConfig, JobFate};
 use crate::bucket::Segment;
-use crate::key::KeySpec;
 use crate::state::{Jobs, Shared};
 use crate::stats::JobStats;
 
@@ -50,8 +49,6 @@ pub(crate) struct Pool {
     pub(super) groups: Groups,
     /// The directory of the jobs' headers files.
     pub(super) headers: HeadersDir,
-    /// The configured rate, records per second.
-    pub(super) rate: f64,
     /// How the records are read: their delimiter, their key.
     pub(super) records: Records,
     /// The per-record features, told of each moment of a job's life.
@@ -70,9 +67,9 @@ pub(super) fn ns(d: Duration) -> u64 {
 
 impl Pool {
     /// A pool running `cfg` for records of `shared`, writing job output to
-    /// `out`, pausing starts through `gate`; `rate` is the configured rate
-    /// (records per second), which `--adapt` never exceeds; `delimiter`
-    /// ends records; with `key`, an overload holds back the key of the
+    /// `out`, pausing starts through `gate` (which holds the configured
+    /// rate, which `--adapt` never exceeds); `records` says where a record
+    /// ends and, with a key, that an overload holds back the key of the
     /// record refused, not every start; `budgets` are the costs the token
     /// quotas announced pace. A `--joblog` FIFO that no one
     /// reads is waited for while `give_up` says not to; given up, the pool
@@ -86,8 +83,8 @@ impl Pool {
         cfg: JobConfig,
         gate: Arc<GateControl>,
         out: Box<dyn Write + Send>,
-        (rate, delimiter): (f64, u8),
-        (key, budgets): (Option<KeySpec>, CostBudgets),
+        records: Records,
+        budgets: CostBudgets,
         give_up: &mut dyn FnMut() -> bool,
     ) -> Result<Arc<Pool>> {
         let hooks = Hooks::of(&cfg, &budgets, give_up)?;
@@ -102,8 +99,7 @@ impl Pool {
             headers,
             hooks,
             cfg,
-            rate,
-            records: Records { delimiter, key },
+            records,
         });
         let _ = shared.jobs.set(Arc::clone(&pool) as Arc<dyn Jobs>);
         Ok(pool)
@@ -242,6 +238,7 @@ impl Pool {
     fn figures(&self, table: &SlotTable) -> (JobStats, Vec<u64>) {
         let now = self.shared.clock.now();
         let overloads = self.gate.overload_figures(now);
+        let rate = self.gate.full_rate(&Scope::All);
         let mut stats = JobStats {
             jobs_running: table.running.len() as u64,
             retries: table.retries,
@@ -250,11 +247,11 @@ impl Pool {
             paused_ms: overloads.paused_ns as f64 / 1e6,
             effective_rate: overloads
                 .adapted_rate
-                .unwrap_or(self.rate)
+                .unwrap_or(rate)
                 .min(self.gate.rate_at(&Scope::All, now)),
             attempt_p50_ms: 0.0,
             attempt_p99_ms: 0.0,
-            configured_rate: self.rate,
+            configured_rate: rate,
             outputs_cut: table.unwritten.outputs,
             output_bytes_unwritten: table.unwritten.bytes,
             share_jobs: None,
