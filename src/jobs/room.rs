@@ -21,7 +21,7 @@ const ROOM_PATIENCE: Duration = Duration::from_secs(5);
 impl Job<'_> {
     /// The files of an attempt's job, `files`, made if there are none
     /// (its stdout and stderr, and with `--record-on-stdin` its stdin),
-    /// holding `record` for its stdin. An error other than a resource
+    /// holding the record for its stdin. An error other than a resource
     /// running out is said as one of drip's own (exit 1).
     pub(super) fn job_files<'f>(
         &self,

@@ -58,7 +58,7 @@ pub(super) struct SlotTable {
     pub(super) unwritten: Unwritten,
     /// Attempts whose process runs now (started, not yet waited for).
     pub(super) processes: usize,
-    /// Jobs waiting for room to start (`Pool::with_room`), and whether
+    /// Jobs waiting for room to start (`Job::with_room`), and whether
     /// one was said on stderr.
     pub(super) room_waiting: usize,
     pub(super) room_said: bool,
@@ -134,7 +134,7 @@ pub(super) struct Slots {
     /// Idle workers wait here for a record.
     work: Condvar,
     /// Taken by the job trying again to start after a resource ran out
-    /// (`Pool::with_room`): such jobs try one at a time.
+    /// (`Job::with_room`): such jobs try one at a time.
     pub(super) room: Mutex<()>,
 }
 
