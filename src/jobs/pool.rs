@@ -6,9 +6,11 @@
 //!
 //! Its parts: the slots and the records being run, with the one condition
 //! variable the runner's waits sleep on ([`super::slots`]); the process
-//! groups and the second signal ([`super::groups`]); each scope's pauses,
-//! overload books and quota windows, in the gate ([`super::gate`],
-//! [`super::overload`]).
+//! groups, the warden and the second signal ([`super::groups`]); each
+//! scope's pauses, overload books and quota windows, in the gate
+//! ([`super::gate`], [`super::overload`]); and the per-record features
+//! (`--share-jobs`, the quotas' pacing, `--settle`, `--keep-order`, the
+//! joblog), hooks told of each moment of a job's life ([`super::hooks`]).
 //!
 //! Locks: the state's lock is always taken before the slots'; under the
 //! slots' only the short locks below it are taken (the gate's, the
@@ -45,7 +47,7 @@ pub(crate) struct Pool {
     pub(super) out: Mutex<Box<dyn Write + Send>>,
     /// The slots, the records being run, and the waits.
     pub(super) slots: Slots,
-    /// The jobs' process groups, and leaving.
+    /// The jobs' process groups, their warden, and leaving.
     pub(super) groups: Groups,
     /// The directory of the jobs' headers files.
     pub(super) headers: HeadersDir,
