@@ -16,7 +16,7 @@ use anyhow::{Context, Result};
 
 use crate::cli::Config;
 use crate::jobs::gate::GateControl;
-use crate::jobs::{ExecError, Pool, RemoveHeaders, Runner, EXIT_FAILED};
+use crate::jobs::{ExecError, Pool, Records, RemoveHeaders, Runner, EXIT_FAILED};
 use crate::monitor::Listening;
 use crate::shared;
 use crate::state::{OverflowError, Shared};
@@ -231,16 +231,18 @@ fn sink(
     let (Some(jobs), Some(gate)) = (&config.jobs, gate) else {
         return Ok(Way::Stdout(out));
     };
-    let rate = (config.records_per_second(), config.delimiter);
-    let key = config.key.as_ref().map(|k| k.spec.clone());
+    let records = Records {
+        delimiter: config.delimiter,
+        key: config.key.as_ref().map(|k| k.spec.clone()),
+    };
     let budgets = crate::jobs::quota::CostBudgets::of(config.cost.clone());
     let pool = Pool::new(
         Arc::clone(shared),
         jobs.clone(),
         gate,
         out,
-        rate,
-        (key, budgets),
+        records,
+        budgets,
         give_up,
     )?;
     Ok(Way::Jobs(pool))

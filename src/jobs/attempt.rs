@@ -57,6 +57,69 @@ pub fn command_line(
     argv
 }
 
+/// The directory of the jobs' headers files (mode 0700: only the user may
+/// read them), one file a record, read and removed after each attempt
+/// ([`HeadersDir::take`]); the directory is removed at the run's end
+/// ([`HeadersDir::remove`]).
+#[derive(Debug)]
+pub struct HeadersDir {
+    dir: std::sync::Mutex<Option<tempfile::TempDir>>,
+    path: std::path::PathBuf,
+    /// Part of a headers file was passed over, and said on stderr.
+    passed_over_said: std::sync::atomic::AtomicBool,
+}
+
+impl HeadersDir {
+    /// A new directory, in the temporary directory.
+    ///
+    /// # Errors
+    /// It cannot be made.
+    pub fn new() -> anyhow::Result<HeadersDir> {
+        use anyhow::Context;
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::Builder::new()
+            .prefix("drip-headers-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir()
+            .context("creating a directory for DRIP_HEADERS")?;
+        Ok(HeadersDir {
+            path: dir.path().to_path_buf(),
+            dir: std::sync::Mutex::new(Some(dir)),
+            passed_over_said: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    /// The headers file of record `number`.
+    pub fn file(&self, number: u64) -> std::path::PathBuf {
+        self.path.join(number.to_string())
+    }
+
+    /// The text of record `number`'s headers file `path` ([`take_headers`]);
+    /// a part of it passed over is said once on stderr (not when `quiet`).
+    pub fn take(&self, path: &Path, number: u64, quiet: bool) -> Option<String> {
+        let (text, passed_over) = take_headers(path);
+        if let Some(passed) = passed_over {
+            let said = self
+                .passed_over_said
+                .swap(true, std::sync::atomic::Ordering::Relaxed);
+            if !said && !quiet {
+                eprintln!("{}", passed.notice(number));
+            }
+        }
+        text
+    }
+
+    /// Remove the directory and what is in it (once no job runs, or none
+    /// will be waited for); again, nothing.
+    pub fn remove(&self) {
+        use crate::sys::Unpoisoned;
+        let dir = self.dir.lock().unpoisoned().take();
+        if let Some(dir) = dir {
+            let _ = dir.close();
+        }
+    }
+}
+
 /// The usage file beside the headers file `headers`: where a job may
 /// write what it spent (`{usage}`, read by `--settle`).
 pub fn usage_file(headers: &Path) -> std::path::PathBuf {

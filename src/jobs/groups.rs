@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use super::warden::Warden;
 use crate::state::KILL_AFTER_LEAVE;
 use crate::sys::Unpoisoned;
 
@@ -38,11 +39,17 @@ pub(super) struct Groups {
     /// Set before any lock is taken, so no busy lock delays it.
     leaving: AtomicBool,
     known: Arc<Mutex<Known>>,
+    /// The process that ends the running jobs when drip is gone (none
+    /// when drip runs as a library).
+    warden: Option<Warden>,
 }
 
 impl Groups {
-    pub(super) fn new() -> Groups {
+    /// No group yet; `warden` ends the running jobs' groups when drip is
+    /// gone.
+    pub(super) fn new(warden: Option<Warden>) -> Groups {
         Groups {
+            warden,
             leaving: AtomicBool::new(false),
             known: Arc::new(Mutex::new(Known {
                 jobs: HashMap::new(),
@@ -55,6 +62,11 @@ impl Groups {
 
     fn lock(&self) -> MutexGuard<'_, Known> {
         self.known.lock().unpoisoned()
+    }
+
+    /// The jobs' warden, if there is one.
+    pub(super) fn warden(&self) -> Option<&Warden> {
+        self.warden.as_ref()
     }
 
     /// Whether drip is leaving (a second signal).

@@ -1,26 +1,22 @@
 //! One record's job: its attempts, each judged as it ends (the verdict,
-//! the quota its response announces, followed in `pacing`; an overload's
+//! the quota its response announces, followed by a hook; an overload's
 //! books), the waits between them (the backoff, a pause, a slot of the
 //! schedule: a retry is a start too), and its joblog lines; the record's
 //! fate ([`JobFate`]) at the end.
 
 use std::ffi::OsString;
-use std::path::Path;
-use std::sync::atomic::Ordering;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use super::attempt::{self, Ended, Files, Spec};
 use super::gate::{GateControl, Scope};
-use super::joblog::{micros, unix_micros, Entry};
-use super::order::HeldOutput;
+use super::hooks::{Answer, AttemptEnd, AttemptStart, Outcome};
 use super::pool::{ns, Pool};
 use super::retry::{parse_headers, Exit, Verdict};
 use super::{ExecError, JobFate};
 use crate::bucket::Segment;
+use crate::key::KeySpec;
 use crate::sys::Unpoisoned;
-
-/// The most of a job's stdout read to settle its cost (bytes).
-const SETTLE_MOST: u64 = 1 << 20;
 
 /// After an attempt: the record is done, or tried again at a time (ns).
 enum AfterAttempt {
@@ -28,265 +24,22 @@ enum AfterAttempt {
     Retry(u64),
 }
 
-/// A record as the joblog names it.
-struct Who<'a> {
-    /// Its number (`DRIP_RECORD`).
-    number: u64,
-    /// Its stable id (`DRIP_RECORD_ID`).
-    id: &'a str,
-    /// The record, as a JSON string's text.
-    record: &'a str,
+/// How the records are read: where one ends, and with `--key` its key.
+#[derive(Debug)]
+pub(crate) struct Records {
+    /// The record delimiter, left out of the record in arguments.
+    pub(crate) delimiter: u8,
+    /// With `--key`: an overload pauses the refused record's key only.
+    pub(crate) key: Option<KeySpec>,
 }
 
-impl Pool {
-    /// Run `record`'s attempts until it is done, with the worker's `files`
-    /// (made if there are none: [`Pool::job_files`]); `rng` draws the
-    /// backoffs.
-    pub(super) fn run_record(
-        &self,
-        number: u64,
-        record: &Segment,
-        files: &mut Option<Files>,
-        rng: &mut fastrand::Rng,
-    ) -> JobFate {
-        let bytes = record.as_bytes();
-        let body = self.body_of(bytes);
-        let id = attempt::record_id(place(record, number), body);
-        let shown = self.shown(body);
-        let scope = self.scope_of(bytes);
-        // The job's headers file (read and removed after each attempt).
-        let headers = self.headers_dir.join(number.to_string());
-        let argv =
-            attempt::command_line(&self.cfg.command, body, &headers, self.cfg.record_on_stdin);
-        let deadline = self
-            .cfg
-            .deadline
-            .map(|d| record.arrived.saturating_add(ns(d)));
-        let who = Who {
-            number,
-            id: &id,
-            record: &shown,
-        };
-        for n in 1u32.. {
-            let now = self.shared.clock.now();
-            if self.groups.leaving() {
-                return self.unstarted(&who, n, JobFate::Undelivered);
-            }
-            if deadline.is_some_and(|d| now >= d) {
-                return self.unstarted(&who, n, JobFate::Expired);
-            }
-            // In flight from its spending on: a response read before its
-            // process starts counts it.
-            if let Err(fate) = self.spend_tokens((number, bytes), deadline, &scope) {
-                return self.unstarted(&who, n, fate);
-            }
-            let spec = Spec {
-                argv: &argv,
-                env: environment(number, &id, n, &headers),
-                limit: self.attempt_limit(deadline, now),
-                noted_by: self.warden.as_ref().filter(|_| self.share_jobs.is_some()),
-            };
-            let ended = match self.attempt(&who, n, &spec, files, bytes) {
-                Ok(ended) => ended,
-                Err(fate) => return fate,
-            };
-            let files = files.as_mut().expect("the attempt ran with them");
-            self.settle_cost(number, (bytes, &headers), files, &ended);
-            let step = self.judge(
-                &who,
-                n,
-                (&ended, &*files, rng),
-                &headers,
-                (deadline, &scope),
-            );
-            self.pass_on(number, files);
-            let at = match step {
-                AfterAttempt::Done(fate) => return fate,
-                AfterAttempt::Retry(at) => at,
-            };
-            self.gate.retry_waits(number, at, scope.clone());
-            let _announced = RetryAnnounced(&self.gate, number);
-            if !self.sleep_until(at, &scope) {
-                return self.unstarted(&who, n + 1, JobFate::Undelivered);
-            }
-            if let Err(fate) = self.take_slot(bytes, deadline, &scope) {
-                return self.unstarted(&who, n + 1, fate);
-            }
-        }
-        unreachable!("attempts are bounded by --retries")
-    }
-
+impl Records {
     /// The record without its delimiter.
-    fn body_of<'a>(&self, bytes: &'a [u8]) -> &'a [u8] {
+    pub(super) fn body_of<'a>(&self, bytes: &'a [u8]) -> &'a [u8] {
         match bytes.split_last() {
             Some((&last, body)) if last == self.delimiter => body,
             _ => bytes,
         }
-    }
-
-    /// The record as the joblog shows it, made once (nothing without a
-    /// joblog).
-    fn shown(&self, body: &[u8]) -> String {
-        if self.joblog.is_some() {
-            crate::report::spell::json_key(body)
-        } else {
-            String::new()
-        }
-    }
-
-    /// Run attempt `n` of `who` as `spec` says, with the worker's `files`
-    /// (made for `bytes` when it has none): how it ended, or the record's
-    /// fate when it could not start (drip leaving while it waited for room
-    /// to start, an argument the system refuses, a command that cannot run).
-    fn attempt(
-        &self,
-        who: &Who,
-        n: u32,
-        spec: &Spec,
-        files: &mut Option<Files>,
-        bytes: &[u8],
-    ) -> Result<Ended, JobFate> {
-        let number = who.number;
-        let group = std::cell::Cell::new(None);
-        let started = self.with_room(|running| {
-            let set_group = |pgid| {
-                if let (Some(warden), None) = (&self.warden, spec.noted_by) {
-                    warden.started(pgid);
-                }
-                group.set(Some(pgid));
-                running();
-                self.slots.process_started();
-                self.groups.started(number, pgid);
-            };
-            let run = attempt::run(spec, self.job_files(files, bytes)?, &set_group);
-            if run.as_ref().is_err_and(super::short_of_resources) {
-                // Not held while the job waits to start.
-                *files = None;
-            }
-            run
-        });
-        // Its process reaped (or lost to a failed wait): the warden's no more.
-        if let (Some(warden), Some(pgid)) = (&self.warden, group.get()) {
-            warden.ended(pgid);
-        }
-        match started {
-            None => Err(self.unstarted(who, n, JobFate::Undelivered)),
-            Some(Ok(ended)) => {
-                self.slots.process_ended();
-                self.groups.attempt_ended(number);
-                Ok(ended)
-            }
-            Some(Err(error)) if not_an_argument(&error) => {
-                Err(self.not_an_argument(who, n, &error))
-            }
-            Some(Err(error)) => {
-                let fate = self.cannot_run(&spec.argv[0], error);
-                Err(self.unstarted(who, n, fate))
-            }
-        }
-    }
-
-    /// Attempt `n` of `who` ended as `ended`: read its headers file
-    /// (`headers`), follow the quota it announces, judge the attempt, and
-    /// log it; the next step. A job drip killed on its way out is not
-    /// retried, and its record is undelivered.
-    fn judge(
-        &self,
-        who: &Who,
-        n: u32,
-        (ended, files, rng): (&Ended, &Files, &mut fastrand::Rng),
-        headers: &Path,
-        (deadline, scope): (Option<u64>, &Scope),
-    ) -> AfterAttempt {
-        let (text, passed_over) = attempt::take_headers(headers);
-        if let Some(passed) = passed_over {
-            if !self.headers_passed_over.swap(true, Ordering::Relaxed) && !self.cfg.quiet {
-                eprintln!("{}", passed.notice(who.number));
-            }
-        }
-        let response = text.as_deref().and_then(parse_headers);
-        if let (Some(text), None) = (&text, response.as_ref().and_then(|r| r.retry_after)) {
-            // Retry-After wins: the overload's pause holds starts.
-            self.follow_quota(text, scope, who.number);
-        } else {
-            self.response_read(who.number, scope);
-        }
-        let verdict = self
-            .cfg
-            .policy
-            .classify(ended.exit, response.as_ref(), SystemTime::now());
-        let mut step = if self.killed_leaving(ended) {
-            AfterAttempt::Done(JobFate::Undelivered)
-        } else {
-            self.next_step(verdict, n, (deadline, scope), ended, rng)
-        };
-        // The fate is recorded before the joblog tells it, and before the
-        // output goes out (a stalled stdout cannot make finished work
-        // undelivered); a record drip abandoned on its way out before
-        // then is undelivered, and logged so.
-        if let AfterAttempt::Done(fate) = step {
-            let pending = if self.order.is_some() {
-                0
-            } else {
-                files.pending()
-            };
-            if !self.slots.decided(who.number, fate, pending) {
-                step = AfterAttempt::Done(JobFate::Undelivered);
-            }
-        }
-        let status = response.map(|r| r.status);
-        self.log(who, n, ended, status, (&step, verdict));
-        step
-    }
-
-    /// With `--settle`: what attempt of record `number` (`record`, its
-    /// delimiter included) that ended as `ended` really spent, read from
-    /// the usage file it wrote beside its headers file (`{usage}`), else
-    /// from its stdout in `files`, settled on the cost limits (an
-    /// overestimate given back, an underestimate charged); the writer is
-    /// woken, as records may go sooner. A successful attempt whose output
-    /// has no such number keeps its estimate, said once on stderr.
-    fn settle_cost(
-        &self,
-        number: u64,
-        (record, headers): (&[u8], &Path),
-        files: &Files,
-        ended: &Ended,
-    ) {
-        let settle = &self.cfg.settle;
-        let Some(costs) = settle.iter().map(|(i, _)| i + 1).max() else {
-            return;
-        };
-        let (output, len) = attempt::take_usage(headers, SETTLE_MOST)
-            .map(|u| {
-                let len = u.len() as u64;
-                (u, len)
-            })
-            .or_else(|| files.stdout_text(SETTLE_MOST))
-            .unwrap_or_default();
-        let spent = crate::cost::spent_from(settle, costs, &output, len);
-        let succeeded = matches!(ended.exit, super::retry::Exit::Code(0));
-        let unread = succeeded && settle.iter().any(|(i, _)| spent[*i].is_none());
-        if unread && !self.settle_unread.swap(true, Ordering::Relaxed) && !self.cfg.quiet {
-            let why = if len > SETTLE_MOST {
-                "is larger than 1 MiB, and its last line has no number to settle"
-            } else {
-                "has no number to settle"
-            };
-            eprintln!(
-                "drip: --settle: the output of record {number} {why}; its estimate stands (said once)"
-            );
-        }
-        let mut st = self.shared.lock();
-        let now = self.shared.clock.now();
-        st.adm.schedule_mut().settle(now, record, &spent);
-        drop(st);
-        self.shared.data_ready.notify_all();
-        // The token windows space starts by what records spend.
-        let estimated = self.budgets.costs(record);
-        let settled = self.budgets.settled(record, &spent);
-        self.gate
-            .settled_tokens(&self.scope_of(record), &estimated, &settled);
     }
 
     /// Whom an overload of `record` (its delimiter included) holds back:
@@ -297,25 +50,250 @@ impl Pool {
             .and_then(|spec| crate::keyed::record_key(spec, record, self.delimiter))
             .map_or(Scope::All, |key| Scope::Key(key.into()))
     }
+}
 
-    /// An attempt's output goes to stdout whole; with `--keep-order`, it is
-    /// held until the record's turn.
-    fn pass_on(&self, number: u64, files: &mut Files) {
-        let Some(order) = &self.order else {
-            return self.passing(|give_up| {
-                // drip's stdout is held only while the output is passed on.
-                let mut out = self.out.lock().unpoisoned();
-                files.pass_on(&mut **out, self.delimiter, give_up)
-            });
-        };
-        let mut held = HeldOutput::default();
-        self.passing(|give_up| files.pass_on(&mut held, self.delimiter, give_up));
-        if let Err(e) = order.hold(number, held) {
-            eprintln!("drip: --keep-order: holding a job's output: {e}");
+/// A record as the joblog names it.
+pub(super) struct Who<'a> {
+    /// Its number (`DRIP_RECORD`).
+    pub(super) number: u64,
+    /// Its stable id (`DRIP_RECORD_ID`).
+    pub(super) id: &'a str,
+    /// The record, without its delimiter.
+    body: &'a [u8],
+    /// The record as a JSON string's text, made once when asked for.
+    shown: std::cell::OnceCell<String>,
+}
+
+impl Who<'_> {
+    /// The record as a JSON string's text.
+    pub(super) fn shown(&self) -> &str {
+        self.shown
+            .get_or_init(|| crate::report::spell::json_key(self.body))
+    }
+}
+
+/// One record's job: the record, and what its attempts share.
+pub(super) struct Job<'a> {
+    pub(super) pool: &'a Pool,
+    /// The record, its delimiter included.
+    pub(super) bytes: &'a [u8],
+    /// The record as the joblog names it.
+    who: Who<'a>,
+    /// Whom an overload of it holds back.
+    scope: Scope,
+    /// Its headers file (read and removed after each attempt).
+    headers_file: PathBuf,
+    /// When it expires (`--deadline`), ns.
+    deadline: Option<u64>,
+}
+
+/// Run `record`'s attempts, as record `number` of `pool`, until it is
+/// done, with the worker's `files` (made if there are none); `rng` draws
+/// the backoffs. Its fate.
+pub(super) fn run(
+    pool: &Pool,
+    number: u64,
+    record: &Segment,
+    files: &mut Option<Files>,
+    rng: &mut fastrand::Rng,
+) -> JobFate {
+    let bytes = record.as_bytes();
+    let body = pool.records.body_of(bytes);
+    let id = attempt::record_id(place(record, number), body);
+    let job = Job {
+        pool,
+        bytes,
+        who: Who {
+            number,
+            id: &id,
+            body,
+            shown: std::cell::OnceCell::new(),
+        },
+        scope: pool.records.scope_of(bytes),
+        headers_file: pool.headers.file(number),
+        deadline: (pool.cfg.deadline).map(|d| record.arrived.saturating_add(ns(d))),
+    };
+    let cfg = &pool.cfg;
+    let argv = attempt::command_line(&cfg.command, body, &job.headers_file, cfg.record_on_stdin);
+    job.run(&argv, files, rng)
+}
+
+impl Job<'_> {
+    /// Run the record's attempts (its command line `argv`) until it is
+    /// done, with the worker's `files` (made if there are none:
+    /// [`Job::job_files`]); `rng` draws the backoffs.
+    fn run(
+        &self,
+        argv: &[OsString],
+        files: &mut Option<Files>,
+        rng: &mut fastrand::Rng,
+    ) -> JobFate {
+        let number = self.who.number;
+        for n in 1u32.. {
+            let now = self.pool.shared.clock.now();
+            if self.pool.groups.leaving() {
+                return self.unstarted(n, JobFate::Undelivered);
+            }
+            if self.deadline.is_some_and(|d| now >= d) {
+                return self.unstarted(n, JobFate::Expired);
+            }
+            // In flight from its spending on: a response read before its
+            // process starts counts it.
+            let start = AttemptStart {
+                number,
+                record: self.bytes,
+                deadline: self.deadline,
+                scope: &self.scope,
+            };
+            if let Err(fate) = self.pool.hooks.before_attempt(self.pool, &start) {
+                return self.unstarted(n, fate);
+            }
+            let spec = Spec {
+                argv,
+                env: environment(number, self.who.id, n, &self.headers_file),
+                limit: self.attempt_limit(now),
+                noted_by: (self.pool.groups.warden()).filter(|_| self.pool.hooks.notes_itself()),
+            };
+            let ended = match self.attempt(n, &spec, files) {
+                Ok(ended) => ended,
+                Err(fate) => return fate,
+            };
+            let files = files.as_mut().expect("the attempt ran with them");
+            let end = AttemptEnd {
+                number,
+                record: self.bytes,
+                headers: &self.headers_file,
+                files,
+                ended: &ended,
+            };
+            self.pool.hooks.attempt_ended(self.pool, &end);
+            let step = self.judge(n, &ended, files, rng);
+            self.pass_on(files);
+            let at = match step {
+                AfterAttempt::Done(fate) => return fate,
+                AfterAttempt::Retry(at) => at,
+            };
+            if let Err(fate) = self.retry_at(n + 1, at) {
+                return fate;
+            }
+        }
+        unreachable!("attempts are bounded by --retries")
+    }
+
+    /// Attempt `n`, a retry, waits until `at` (ns), and for its slot of the
+    /// schedule; `Err` with the record's fate when it will not start.
+    fn retry_at(&self, n: u32, at: u64) -> Result<(), JobFate> {
+        let number = self.who.number;
+        self.pool.gate.retry_waits(number, at, self.scope.clone());
+        let _announced = RetryAnnounced(&self.pool.gate, number);
+        if !self.sleep_until(at) {
+            return Err(self.unstarted(n, JobFate::Undelivered));
+        }
+        self.take_slot().map_err(|fate| self.unstarted(n, fate))
+    }
+
+    /// Run attempt `n` as `spec` says, with the worker's `files` (made
+    /// for the record when it has none): how it ended, or the record's
+    /// fate when it could not start (drip leaving while it waited for room
+    /// to start, an argument the system refuses, a command that cannot run).
+    fn attempt(&self, n: u32, spec: &Spec, files: &mut Option<Files>) -> Result<Ended, JobFate> {
+        let number = self.who.number;
+        let group = std::cell::Cell::new(None);
+        let started = self.with_room(|running| {
+            let set_group = |pgid| {
+                if let (Some(warden), None) = (self.pool.groups.warden(), spec.noted_by) {
+                    warden.started(pgid);
+                }
+                group.set(Some(pgid));
+                running();
+                self.pool.slots.process_started();
+                self.pool.groups.started(number, pgid);
+            };
+            let run = attempt::run(spec, self.job_files(files)?, &set_group);
+            if run.as_ref().is_err_and(super::short_of_resources) {
+                // Not held while the job waits to start.
+                *files = None;
+            }
+            run
+        });
+        // Its process reaped (or lost to a failed wait): the warden's no more.
+        if let (Some(warden), Some(pgid)) = (self.pool.groups.warden(), group.get()) {
+            warden.ended(pgid);
+        }
+        match started {
+            None => Err(self.unstarted(n, JobFate::Undelivered)),
+            Some(Ok(ended)) => {
+                self.pool.slots.process_ended();
+                self.pool.groups.attempt_ended(number);
+                Ok(ended)
+            }
+            Some(Err(error)) if not_an_argument(&error) => Err(self.not_an_argument(n, &error)),
+            Some(Err(error)) => {
+                let fate = self.cannot_run(&spec.argv[0], error);
+                Err(self.unstarted(n, fate))
+            }
         }
     }
 
-    /// Record `who` is done as `fate` before its attempt `n` started: a
+    /// Attempt `n` ended as `ended` (its output in `files`): read its
+    /// headers file, tell the features of the response (the quota it
+    /// announces is followed), judge the attempt, and log it; the next
+    /// step (`rng` draws the backoff). A job drip killed on its way out is
+    /// not retried, and its record is undelivered.
+    fn judge(&self, n: u32, ended: &Ended, files: &Files, rng: &mut fastrand::Rng) -> AfterAttempt {
+        let number = self.who.number;
+        let text = (self.pool.headers).take(&self.headers_file, number, self.pool.cfg.quiet);
+        let response = text.as_deref().and_then(parse_headers);
+        let read = Answer {
+            number,
+            scope: &self.scope,
+            headers: text.as_deref(),
+            retry_after: response.as_ref().is_some_and(|r| r.retry_after.is_some()),
+        };
+        self.pool.hooks.answered(self.pool, &read);
+        let verdict =
+            self.pool
+                .cfg
+                .policy
+                .classify(ended.exit, response.as_ref(), SystemTime::now());
+        let mut step = if self.killed_leaving(ended) {
+            AfterAttempt::Done(JobFate::Undelivered)
+        } else {
+            self.next_step(verdict, n, ended, rng)
+        };
+        // The fate is recorded before the joblog tells it, and before the
+        // output goes out (a stalled stdout cannot make finished work
+        // undelivered); a record drip abandoned on its way out before
+        // then is undelivered, and logged so.
+        if let AfterAttempt::Done(fate) = step {
+            let pending = if self.pool.hooks.holds_output() {
+                0
+            } else {
+                files.pending()
+            };
+            if !self.pool.slots.decided(number, fate, pending) {
+                step = AfterAttempt::Done(JobFate::Undelivered);
+            }
+        }
+        let status = response.map(|r| r.status);
+        self.log(n, (ended, status), &step, verdict);
+        step
+    }
+
+    /// An attempt's output goes to stdout whole, unless a feature takes
+    /// it (`--keep-order` holds it until the record's turn).
+    fn pass_on(&self, files: &mut Files) {
+        if (self.pool.hooks).pass_on(self.pool, self.who.number, files) {
+            return;
+        }
+        self.pool.passing(|give_up| {
+            // drip's stdout is held only while the output is passed on.
+            let mut out = self.pool.out.lock().unpoisoned();
+            files.pass_on(&mut **out, self.pool.records.delimiter, give_up)
+        });
+    }
+
+    /// The record is done as `fate` before its attempt `n` started: a
     /// stop, or its deadline, came while a retry waited for its backoff,
     /// a pause or its slot (or the command could no longer be run). From
     /// the second attempt on, its fate is recorded and then its joblog
@@ -323,16 +301,16 @@ impl Pool {
     /// 0 µs), so every record that started a job ends with a line giving
     /// its fate; a record drip abandoned on its way out is undelivered.
     /// Before the first attempt no job started: no line. Returns the fate.
-    fn unstarted(&self, who: &Who, n: u32, fate: JobFate) -> JobFate {
+    fn unstarted(&self, n: u32, fate: JobFate) -> JobFate {
         if n <= 1 {
             return fate;
         }
-        let fate = if self.slots.decided(who.number, fate, 0) {
+        let fate = if self.pool.slots.decided(self.who.number, fate, 0) {
             fate
         } else {
             JobFate::Undelivered
         };
-        self.log_entry(who, n, None, fate.name(), None);
+        self.log_entry(n, None, fate.name(), None);
         fate
     }
 
@@ -342,36 +320,38 @@ impl Pool {
     /// its record is undelivered; a job that exited, with any status, is
     /// judged by its status.
     fn killed_leaving(&self, ended: &Ended) -> bool {
-        matches!(ended.exit, Exit::Signal(_)) && self.groups.leaving()
+        matches!(ended.exit, Exit::Signal(_)) && self.pool.groups.leaving()
     }
 
     /// How long an attempt started at `now` may run: `--timeout`, and what
     /// is left before the record's deadline.
-    fn attempt_limit(&self, deadline: Option<u64>, now: u64) -> Option<Duration> {
-        let left = deadline.map(|d| Duration::from_nanos(d.saturating_sub(now)));
-        [self.cfg.timeout, left].into_iter().flatten().min()
+    fn attempt_limit(&self, now: u64) -> Option<Duration> {
+        let left = self
+            .deadline
+            .map(|d| Duration::from_nanos(d.saturating_sub(now)));
+        [self.pool.cfg.timeout, left].into_iter().flatten().min()
     }
 
-    /// Attempt `attempt` of `who` could not start because the record cannot
+    /// Attempt `attempt` could not start because the record cannot
     /// be an argument: the record fails alone (said on stderr and in the
     /// joblog); the batch goes on.
-    fn not_an_argument(&self, who: &Who, attempt: u32, error: &std::io::Error) -> JobFate {
+    fn not_an_argument(&self, attempt: u32, error: &std::io::Error) -> JobFate {
         let why = match error.raw_os_error() {
             Some(libc::E2BIG) => "longer than the system's argument limit".to_string(),
             _ => crate::sys::describe(error),
         };
         eprintln!(
             "drip: --exec: record {}: cannot be an argument: {why}",
-            who.number
+            self.who.number
         );
-        self.log_entry(who, attempt, None, JobFate::Failed.name(), Some(&why));
+        self.log_entry(attempt, None, JobFate::Failed.name(), Some(&why));
         JobFate::Failed
     }
 
     /// The command cannot be started: reported once, and drip stops as
     /// the record settles ([`Pool::settle`]).
     fn cannot_run(&self, program: &OsString, error: std::io::Error) -> JobFate {
-        let mut table = self.slots.lock();
+        let mut table = self.pool.slots.lock();
         if table.fatal.is_none() && table.unrunnable.is_none() {
             table.unrunnable = Some(ExecError {
                 program: program.to_string_lossy().into_owned(),
@@ -382,22 +362,22 @@ impl Pool {
     }
 
     /// What follows an attempt that ended as `verdict`: the books for
-    /// retries, overloads and `--adapt` (of `scope`), and the next step
+    /// retries, overloads and `--adapt` (of the record's scope), and the next step
     /// (`rng` draws the backoff).
     fn next_step(
         &self,
         verdict: Verdict,
         n: u32,
-        (deadline, scope): (Option<u64>, &Scope),
         ended: &Ended,
         rng: &mut fastrand::Rng,
     ) -> AfterAttempt {
-        let now = self.shared.clock.now();
-        self.slots.lock().attempt_took(ns(ended.duration));
+        let (deadline, scope) = (self.deadline, &self.scope);
+        let now = self.pool.shared.clock.now();
+        self.pool.slots.lock().attempt_took(ns(ended.duration));
         let retry_after = match verdict {
             Verdict::Succeeded => {
-                if self.gate.succeeded(scope) {
-                    self.slots.wake();
+                if self.pool.gate.succeeded(scope) {
+                    self.pool.slots.wake();
                 }
                 return AfterAttempt::Done(JobFate::Succeeded);
             }
@@ -407,74 +387,76 @@ impl Pool {
         };
         if let Some(retry_after_ns) = retry_after {
             let started = now.saturating_sub(ns(ended.duration));
-            let adapt = (self.cfg.adapt && self.rate.is_finite()).then_some(self.rate);
-            let policy = (&self.cfg.backoff, adapt);
-            self.gate
+            // The configured rate, which `--adapt` never exceeds.
+            let rate = self.pool.gate.full_rate(&Scope::All);
+            let adapt = (self.pool.cfg.adapt && rate.is_finite()).then_some(rate);
+            let policy = (&self.pool.cfg.backoff, adapt);
+            self.pool
+                .gate
                 .overload(scope, (started, now), retry_after_ns, policy);
-            self.shared.data_ready.notify_all();
-            self.slots.wake();
+            self.pool.shared.data_ready.notify_all();
+            self.pool.slots.wake();
         }
         if matches!(ended.exit, Exit::TimedOut { .. }) && deadline.is_some_and(|d| now >= d) {
             return AfterAttempt::Done(JobFate::Expired);
         }
-        if n > self.cfg.retries {
+        if n > self.pool.cfg.retries {
             return AfterAttempt::Done(JobFate::Failed);
         }
-        if self.stopping() {
+        if self.pool.stopping() {
             // No retry starts at a stop: the record is undelivered.
             return AfterAttempt::Done(JobFate::Undelivered);
         }
-        let wait = self.cfg.backoff.wait(n - 1, rng);
-        let at = now.saturating_add(wait).max(self.gate.paused_until(scope));
+        let wait = self.pool.cfg.backoff.wait(n - 1, rng);
+        let at = now
+            .saturating_add(wait)
+            .max(self.pool.gate.paused_until(scope));
         if deadline.is_some_and(|d| at >= d) {
             return AfterAttempt::Done(JobFate::Expired);
         }
-        self.slots.lock().retries += 1;
+        self.pool.slots.lock().retries += 1;
         AfterAttempt::Retry(at)
     }
 
-    /// Sleep until `until` (ns) and any pause of `scope` is over; `false`
-    /// at a stop.
-    fn sleep_until(&self, until: u64, scope: &Scope) -> bool {
-        let mut table = self.slots.lock();
+    /// Sleep until `until` (ns) and any pause of the record's scope is
+    /// over; `false` at a stop.
+    fn sleep_until(&self, until: u64) -> bool {
+        let scope = &self.scope;
+        let mut table = self.pool.slots.lock();
         loop {
-            let now = self.shared.clock.now();
-            let until = until.max(self.gate.paused_until(scope));
+            let now = self.pool.shared.clock.now();
+            let until = until.max(self.pool.gate.paused_until(scope));
             if now >= until {
                 return true;
             }
-            if self.stopping() {
+            if self.pool.stopping() {
                 return false;
             }
-            table = self.slots.wait(table, Some(until - now));
+            table = self.pool.slots.wait(table, Some(until - now));
         }
     }
 
     /// A retry is a start too: wait for a slot of the schedule (the rate,
-    /// a pause, the spacing of `scope`) and take it, ahead of the records
+    /// a pause, the spacing of the record's scope) and take it, ahead of the records
     /// in the bucket (the gate keeps the slot for it: it was announced
     /// with [`GateControl::retry_waits`]). `Err` with the record's fate at
     /// a stop (undelivered) or past its deadline (expired).
-    fn take_slot(
-        &self,
-        record: &[u8],
-        deadline: Option<u64>,
-        scope: &Scope,
-    ) -> Result<(), JobFate> {
+    fn take_slot(&self) -> Result<(), JobFate> {
+        let (record, deadline, scope) = (self.bytes, self.deadline, &self.scope);
         loop {
-            let seen = self.slots.epoch();
+            let seen = self.pool.slots.epoch();
             let wait = {
-                let mut st = self.shared.lock();
-                let now = self.shared.clock.now();
+                let mut st = self.pool.shared.lock();
+                let now = self.pool.shared.clock.now();
                 if deadline.is_some_and(|d| now >= d) {
                     return Err(JobFate::Expired);
                 }
-                let held = self.gate.due(scope);
+                let held = self.pool.gate.due(scope);
                 if st.stop.budget.is_some() || st.budget_spent_stops(now) {
                     // A retry is a start: none once a budget is spent
                     // under `--budget-exhausted stop`.
                     drop(st);
-                    self.shared.wake_all();
+                    self.pool.shared.wake_all();
                     return Err(JobFate::Undelivered);
                 }
                 if st.adm.paused() {
@@ -485,7 +467,7 @@ impl Pool {
                     Some(held - now)
                 } else {
                     let schedule = st.adm.schedule_mut();
-                    let taken = self.gate.as_retry(|| {
+                    let taken = self.pool.gate.as_retry(|| {
                         if schedule.release(now, 1, &mut std::iter::once(record)) == 1 {
                             None
                         } else {
@@ -494,77 +476,50 @@ impl Pool {
                     });
                     match taken {
                         None => {
-                            self.gate.started(scope, now);
+                            self.pool.gate.started(scope, now);
                             return Ok(());
                         }
                         Some(wait) => Some(wait.max(1_000)),
                     }
                 }
             };
-            if self.stopping() {
+            if self.pool.stopping() {
                 return Err(JobFate::Undelivered);
             }
-            self.slots.wait_since(seen, wait);
+            self.pool.slots.wait_since(seen, wait);
         }
     }
 
-    /// The joblog's line for attempt `attempt` of `who`, which ended as
-    /// `ended` (with `http_status`, when known) and was followed by `step`.
-    fn log(
-        &self,
-        who: &Who,
-        attempt: u32,
-        ended: &Ended,
-        http_status: Option<u16>,
-        (step, verdict): (&AfterAttempt, Verdict),
-    ) {
+    /// The joblog's line for attempt `attempt`, which ran (`ran`: its end,
+    /// and its HTTP status when known) and was followed by `step` (its
+    /// `verdict`).
+    fn log(&self, attempt: u32, ran: (&Ended, Option<u16>), step: &AfterAttempt, verdict: Verdict) {
         let outcome = match (step, verdict) {
             (AfterAttempt::Retry(_), Verdict::Overload { .. }) => "overload",
             (AfterAttempt::Retry(_), _) => "retry",
             (AfterAttempt::Done(fate), _) => fate.name(),
         };
-        self.log_entry(who, attempt, Some((ended, http_status)), outcome, None);
+        self.log_entry(attempt, Some(ran), outcome, None);
     }
 
-    /// The joblog's line for attempt `attempt` of `who` as `outcome` (a
-    /// joblog outcome name), with `error` saying why, when known: `ran`
-    /// is its end and HTTP status, or `None` for an attempt that never
-    /// ran (no process: no exit, no signal, 0 µs, started now).
+    /// Attempt `attempt` ended as `outcome` (a joblog outcome
+    /// name), with `error` saying why, when known: `ran` is its end and
+    /// HTTP status, or `None` for an attempt that never ran (no process);
+    /// told to the features (the joblog's line).
     fn log_entry(
         &self,
-        who: &Who,
         attempt: u32,
         ran: Option<(&Ended, Option<u16>)>,
         outcome: &'static str,
         error: Option<&str>,
     ) {
-        let Some(joblog) = &self.joblog else {
-            return;
-        };
-        let (started, duration, (exit, signal, timed_out), http_status) = match ran {
-            Some((ended, status)) => (
-                ended.started,
-                ended.duration,
-                Entry::exit_fields(ended.exit),
-                status,
-            ),
-            None => (SystemTime::now(), Duration::ZERO, (None, None, false), None),
-        };
-        let entry = Entry {
-            id: who.id,
-            number: who.number,
-            record: who.record,
+        self.pool.hooks.outcome(&Outcome {
+            who: &self.who,
             attempt,
-            start_us: unix_micros(started),
-            duration_us: micros(duration),
-            exit,
-            signal,
-            timed_out,
-            http_status,
+            ran,
             outcome,
             error,
-        };
-        joblog.lock().unpoisoned().write(&entry);
+        });
     }
 }
 

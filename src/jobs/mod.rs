@@ -14,12 +14,14 @@
 //! - `pool`: the pool of jobs, starting and settling records
 //!   ([`crate::ledger::JobFate`]), the runner's face to the other threads;
 //! - `slots`: the job slots and the one condition variable the waits sleep
-//!   on; `groups`: the process groups and the second signal;
+//!   on; `groups`: the process groups, the warden and the second signal;
 //! - [`warden`]: the process that ends the running jobs when drip is gone
 //!   (`kill -9` too);
 //! - `job`: one record's attempts, judged, and the waits between them;
-//!   `pacing`: the starts paced to the quotas a response announces;
 //!   `room`: a job short of a resource to start waits for room;
+//! - `hooks`: the per-record features (`--share-jobs`, the quotas' pacing,
+//!   `--settle`, `--keep-order`, the joblog), each told of the moments of
+//!   a job's life it needs;
 //! - [`joblog`]: `--joblog` lines;
 //! - [`order`]: `--keep-order`, the outputs held until their turn;
 //! - [`resume`]: `--resume`, the records done in earlier runs;
@@ -29,11 +31,11 @@
 mod attempt;
 pub mod gate;
 mod groups;
+mod hooks;
 mod job;
 pub mod joblog;
 pub mod order;
 mod overload;
-mod pacing;
 mod pool;
 pub mod quota;
 pub mod resume;
@@ -47,6 +49,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub(crate) use crate::ledger::JobFate;
+pub(crate) use job::Records;
 pub(crate) use pool::{Pool, RemoveHeaders};
 pub(crate) use runner::Runner;
 

@@ -6,9 +6,11 @@
 //!
 //! Its parts: the slots and the records being run, with the one condition
 //! variable the runner's waits sleep on ([`super::slots`]); the process
-//! groups and the second signal ([`super::groups`]); each scope's pauses,
-//! overload books and quota windows, in the gate ([`super::gate`],
-//! [`super::overload`]).
+//! groups, the warden and the second signal ([`super::groups`]); each
+//! scope's pauses, overload books and quota windows, in the gate
+//! ([`super::gate`], [`super::overload`]); and the per-record features
+//! (`--share-jobs`, the quotas' pacing, `--settle`, `--keep-order`, the
+//! joblog), hooks told of each moment of a job's life ([`super::hooks`]).
 //!
 //! Locks: the state's lock is always taken before the slots'; under the
 //! slots' only the short locks below it are taken (the gate's, the
@@ -17,29 +19,24 @@
 //! lock), so a stalled stdout holds only the threads writing to it.
 
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use super::attempt::{Files, Unwritten};
+use super::attempt::{Files, HeadersDir, Unwritten};
 use super::gate::{GateControl, Scope};
 use super::groups::Groups;
-use super::joblog::Joblog;
-use super::order::Order;
+use super::hooks::Hooks;
+use super::job::Records;
 use super::quota::CostBudgets;
 use super::slots::{Running, SlotTable, Slots};
 use super::warden::Warden;
 use super::{ExecError, JobConfig, JobFate};
 use crate::bucket::Segment;
-use crate::key::KeySpec;
-use crate::shared::jobs::SharedJobs;
 use crate::state::{Jobs, Shared};
 use crate::stats::JobStats;
-use crate::sys::Unpoisoned;
 
 /// The jobs drip runs.
 pub(crate) struct Pool {
@@ -50,37 +47,14 @@ pub(crate) struct Pool {
     pub(super) out: Mutex<Box<dyn Write + Send>>,
     /// The slots, the records being run, and the waits.
     pub(super) slots: Slots,
-    /// The jobs' process groups, and leaving.
+    /// The jobs' process groups, their warden, and leaving.
     pub(super) groups: Groups,
-    /// Taken by the job trying again to start after a resource ran out
-    /// ([`Pool::with_room`]): such jobs try one at a time.
-    pub(super) room: Mutex<()>,
-    pub(super) joblog: Option<Mutex<Joblog>>,
-    /// The directory of the jobs' headers files (mode 0700), and its path
-    /// (the directory is removed at exit: [`Pool::remove_headers`]).
-    headers: Mutex<Option<tempfile::TempDir>>,
-    pub(super) headers_dir: PathBuf,
-    /// The configured rate, records per second.
-    pub(super) rate: f64,
-    /// The record delimiter, left out of the record in arguments.
-    pub(super) delimiter: u8,
-    /// With `--key`: an overload pauses the refused record's key only.
-    pub(super) key: Option<KeySpec>,
-    /// The cost budgets the token quotas a server announces pace.
-    pub(super) budgets: CostBudgets,
-    /// With `--keep-order`: the outputs held until their turn.
-    pub(super) order: Option<Order>,
-    /// A malformed quota field was said on stderr.
-    pub(super) quota_malformed: AtomicBool,
-    /// Part of a headers file was passed over, and said on stderr.
-    pub(super) headers_passed_over: AtomicBool,
-    /// `--share-jobs`: the job leases shared with the other drips.
-    pub(super) share_jobs: Option<Arc<SharedJobs>>,
-    /// An output with no number to settle (`--settle`) was said on stderr.
-    pub(super) settle_unread: AtomicBool,
-    /// The process that ends the running jobs when drip is gone (none
-    /// when drip runs as a library).
-    pub(super) warden: Option<Warden>,
+    /// The directory of the jobs' headers files.
+    pub(super) headers: HeadersDir,
+    /// How the records are read: their delimiter, their key.
+    pub(super) records: Records,
+    /// The per-record features, told of each moment of a job's life.
+    pub(super) hooks: Hooks,
 }
 
 impl std::fmt::Debug for Pool {
@@ -95,9 +69,9 @@ pub(super) fn ns(d: Duration) -> u64 {
 
 impl Pool {
     /// A pool running `cfg` for records of `shared`, writing job output to
-    /// `out`, pausing starts through `gate`; `rate` is the configured rate
-    /// (records per second), which `--adapt` never exceeds; `delimiter`
-    /// ends records; with `key`, an overload holds back the key of the
+    /// `out`, pausing starts through `gate` (which holds the configured
+    /// rate, which `--adapt` never exceeds); `records` says where a record
+    /// ends and, with a key, that an overload holds back the key of the
     /// record refused, not every start; `budgets` are the costs the token
     /// quotas announced pace. A `--joblog` FIFO that no one
     /// reads is waited for while `give_up` says not to; given up, the pool
@@ -111,47 +85,23 @@ impl Pool {
         cfg: JobConfig,
         gate: Arc<GateControl>,
         out: Box<dyn Write + Send>,
-        (rate, delimiter): (f64, u8),
-        (key, budgets): (Option<KeySpec>, CostBudgets),
+        records: Records,
+        budgets: CostBudgets,
         give_up: &mut dyn FnMut() -> bool,
     ) -> Result<Arc<Pool>> {
-        let joblog = match (&cfg.resume, &cfg.joblog) {
-            (Some(path), _) => Some(Mutex::new(Joblog::append(path)?)),
-            (None, Some(path)) => Joblog::create(path, give_up)?.map(Mutex::new),
-            (None, None) => None,
-        };
-        // Only the user may read the jobs' headers.
-        let headers = tempfile::Builder::new()
-            .prefix("drip-headers-")
-            .permissions(std::fs::Permissions::from_mode(0o700))
-            .tempdir()
-            .context("creating a directory for DRIP_HEADERS")?;
-        let share_jobs = match &cfg.share_jobs {
-            Some((target, n)) => Some(SharedJobs::open(target, *n, cfg.quiet)?),
-            None => None,
-        };
+        let hooks = Hooks::of(&cfg, &budgets, give_up)?;
+        let headers = HeadersDir::new()?;
         let warden = Warden::start().context("starting the jobs' warden")?;
         let pool = Arc::new(Pool {
             shared: Arc::clone(&shared),
             gate,
             out: Mutex::new(out),
             slots: Slots::new(cfg.jobs),
-            groups: Groups::new(),
-            room: Mutex::new(()),
-            joblog,
-            headers_dir: headers.path().to_path_buf(),
-            headers: Mutex::new(Some(headers)),
-            order: cfg.keep_order.map(Order::new),
-            quota_malformed: AtomicBool::new(false),
-            headers_passed_over: AtomicBool::new(false),
-            share_jobs,
-            settle_unread: AtomicBool::new(false),
-            warden,
+            groups: Groups::new(warden),
+            headers,
+            hooks,
             cfg,
-            rate,
-            delimiter,
-            key,
-            budgets,
+            records,
         });
         let _ = shared.jobs.set(Arc::clone(&pool) as Arc<dyn Jobs>);
         Ok(pool)
@@ -166,15 +116,6 @@ impl Pool {
         self.slots.wait_all();
     }
 
-    /// Remove the headers directory and what is in it (once no job runs,
-    /// or none will be waited for); again, nothing.
-    pub(crate) fn remove_headers(&self) {
-        let dir = self.headers.lock().unpoisoned().take();
-        if let Some(dir) = dir {
-            let _ = dir.close();
-        }
-    }
-
     /// The command that could not be run, if one could not.
     pub(crate) fn take_fatal(&self) -> Option<ExecError> {
         self.slots.lock().fatal.take()
@@ -187,14 +128,10 @@ impl Pool {
         self.groups.end_lingering();
     }
 
-    /// Whether the next record may start: a slot is free, and it is
-    /// inside `--keep-order`'s window.
+    /// Whether the next record may start: a slot is free, and the
+    /// features admit it (`--keep-order`'s window).
     pub(super) fn has_room_in(&self, table: &SlotTable) -> bool {
-        table.busy < table.slots
-            && self
-                .order
-                .as_ref()
-                .map_or(true, |o| o.admits(table.next_number + 1))
+        table.busy < table.slots && self.hooks.admits(table.next_number + 1)
     }
 
     /// `record`'s job starts now: a departure (the summary's rate is
@@ -227,7 +164,7 @@ impl Pool {
     /// Its jobs' files are reused from one record to the next (making them
     /// anew for each job cost about 40 µs of drip's CPU a job), and closed
     /// while it is idle only when a job waits for a file descriptor to
-    /// start ([`Pool::with_room`]): that job gets those of the workers that
+    /// start ([`super::job::Job::with_room`]): that job gets those of the workers that
     /// have no job, and is woken as they go. A settled record's output is
     /// emptied at once, so an idle worker holds no space in the temporary
     /// directory.
@@ -244,7 +181,7 @@ impl Pool {
                     }
                 }
             };
-            let fate = self.run_record(number, &record, &mut files, &mut rng);
+            let fate = super::job::run(self, number, &record, &mut files, &mut rng);
             self.settle(number, fate);
             if files.as_mut().is_some_and(|f| f.empty().is_err()) {
                 files = None;
@@ -255,14 +192,10 @@ impl Pool {
     /// Record the fate of record `number` and free its slot (unless drip
     /// abandoned it on the way out).
     fn settle(&self, number: u64, fate: JobFate) {
-        // Its shared lease goes back first (a call to the shared state:
-        // under no lock of drip's).
-        self.release_shared_job();
-        // Its output goes out first, while its job still counts as running:
-        // drip waits for running jobs before it exits.
-        if let Some(order) = &self.order {
-            self.passing(|give_up| order.done(number, &self.out, give_up));
-        }
+        // The features first, under no lock of drip's: the shared lease
+        // goes back (a call to the shared state), the held output goes
+        // out while its job still counts as running.
+        self.hooks.ended(self, number);
         self.groups.forget(number);
         let mut st = self.shared.lock();
         // A command that could not be run stops further starts as its
@@ -291,22 +224,6 @@ impl Pool {
         self.shared.data_ready.notify_all();
     }
 
-    /// Give back one `--share-jobs` lease (a job ended, or did not start).
-    pub(super) fn release_shared_job(&self) {
-        if let Some(jobs) = &self.share_jobs {
-            jobs.release();
-        }
-    }
-
-    /// Take a `--share-jobs` lease, waiting while the fleet runs N jobs;
-    /// `false` once `stop` says so.
-    pub(super) fn acquire_shared_job(&self, stop: &dyn Fn() -> bool) -> bool {
-        match &self.share_jobs {
-            Some(jobs) => jobs.acquire(&|| stop() || self.stopping()),
-            None => true,
-        }
-    }
-
     /// Pass output on with `pass` from a thread a second signal interrupts
     /// ([`Jobs::interrupt_output`]): a write blocked on a stalled stdout or
     /// stderr then gives up (`give_up`: drip is leaving), rather than
@@ -323,7 +240,8 @@ impl Pool {
     fn figures(&self, table: &SlotTable) -> (JobStats, Vec<u64>) {
         let now = self.shared.clock.now();
         let overloads = self.gate.overload_figures(now);
-        let stats = JobStats {
+        let rate = self.gate.full_rate(&Scope::All);
+        let mut stats = JobStats {
             jobs_running: table.running.len() as u64,
             retries: table.retries,
             overload_responses: overloads.overloads,
@@ -331,15 +249,16 @@ impl Pool {
             paused_ms: overloads.paused_ns as f64 / 1e6,
             effective_rate: overloads
                 .adapted_rate
-                .unwrap_or(self.rate)
+                .unwrap_or(rate)
                 .min(self.gate.rate_at(&Scope::All, now)),
             attempt_p50_ms: 0.0,
             attempt_p99_ms: 0.0,
-            configured_rate: self.rate,
+            configured_rate: rate,
             outputs_cut: table.unwritten.outputs,
             output_bytes_unwritten: table.unwritten.bytes,
-            share_jobs: self.share_jobs.as_ref().map(|j| j.figures()),
+            share_jobs: None,
         };
+        self.hooks.figures(&mut stats);
         (stats, table.durations_ns.iter().copied().collect())
     }
 }
@@ -369,7 +288,7 @@ impl Jobs for Pool {
             .iter()
             .map(|(n, job)| {
                 let bytes = job.record.as_bytes();
-                let body = bytes.strip_suffix(&[self.delimiter]).unwrap_or(bytes);
+                let body = self.records.body_of(bytes);
                 (*n, body.to_vec())
             })
             .collect()
@@ -410,11 +329,8 @@ impl Jobs for Pool {
         let running = std::mem::take(&mut self.slots.lock().running);
         self.groups.end_all();
         // drip exits next, without the wiring: nothing is left behind.
-        self.remove_headers();
-        let mut cut = match &self.order {
-            Some(order) => order.flush_all(),
-            None => Unwritten::default(),
-        };
+        self.headers.remove();
+        let mut cut = self.hooks.abandon();
         let left = running
             .into_values()
             .map(|job| {
@@ -464,9 +380,7 @@ impl Drop for RemoveHeaders {
         if self.0.shared.stops.signalled() {
             self.0.end_lingering();
         }
-        self.0.remove_headers();
-        if let Some(jobs) = &self.0.share_jobs {
-            jobs.close();
-        }
+        self.0.headers.remove();
+        self.0.hooks.close();
     }
 }

@@ -5,7 +5,8 @@
 use std::time::{Duration, Instant};
 
 use super::attempt::Files;
-use super::pool::{ns, Pool};
+use super::job::Job;
+use super::pool::ns;
 use crate::sys::Unpoisoned;
 
 /// How often a job that cannot start for want of a resource tries again,
@@ -17,19 +18,19 @@ const ROOM_POLL: Duration = Duration::from_millis(50);
 /// while no other job of drip runs (so none will give one back).
 const ROOM_PATIENCE: Duration = Duration::from_secs(5);
 
-impl Pool {
+impl Job<'_> {
     /// The files of an attempt's job, `files`, made if there are none
     /// (its stdout and stderr, and with `--record-on-stdin` its stdin),
-    /// holding `record` for its stdin. An error other than a resource
+    /// holding the record for its stdin. An error other than a resource
     /// running out is said as one of drip's own (exit 1).
     pub(super) fn job_files<'f>(
         &self,
         files: &'f mut Option<Files>,
-        record: &[u8],
     ) -> std::io::Result<&'f mut Files> {
+        let record = self.bytes;
         let made = match files {
             Some(files) => Ok(files),
-            None => Files::new(self.cfg.record_on_stdin).map(|made| files.insert(made)),
+            None => Files::new(self.pool.cfg.record_on_stdin).map(|made| files.insert(made)),
         };
         let set = made.and_then(|files| files.set_record(record).map(|()| files));
         set.map_err(|e| {
@@ -60,7 +61,7 @@ impl Pool {
             Err(e) if super::short_of_resources(&e) => {}
             done => return Some(done),
         }
-        let turn = std::cell::RefCell::new(Some(self.room.lock().unpoisoned()));
+        let turn = std::cell::RefCell::new(Some(self.pool.slots.room.lock().unpoisoned()));
         let running = || drop(turn.borrow_mut().take());
         let mut alone_since: Option<Instant> = None;
         loop {
@@ -70,25 +71,25 @@ impl Pool {
                 Err(e) if super::short_of_resources(&e) => e,
                 done => return Some(done),
             };
-            if self.stopping() || self.groups.leaving() {
+            if self.pool.stopping() || self.pool.groups.leaving() {
                 return None;
             }
-            let mut table = self.slots.lock();
+            let mut table = self.pool.slots.lock();
             if table.processes > 0 {
                 alone_since = None;
             } else if alone_since.get_or_insert_with(Instant::now).elapsed() >= ROOM_PATIENCE {
                 return Some(Err(error));
             }
-            if !std::mem::replace(&mut table.room_said, true) && !self.cfg.quiet {
+            if !std::mem::replace(&mut table.room_said, true) && !self.pool.cfg.quiet {
                 // Not under the lock: stderr may be stalled.
                 drop(table);
                 eprintln!(
                     "drip: --exec: a job cannot start yet: {}; it waits for a running job to end",
                     crate::sys::describe(&error).to_lowercase()
                 );
-                table = self.slots.lock();
+                table = self.pool.slots.lock();
             }
-            drop(self.slots.wait_for_room(table, ns(ROOM_POLL)));
+            drop(self.pool.slots.wait_for_room(table, ns(ROOM_POLL)));
         }
     }
 }

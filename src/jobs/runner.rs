@@ -14,21 +14,24 @@ use crate::output::{Stop, Written};
 use crate::state::Jobs;
 use crate::writer::Sink;
 
-impl Pool {
+/// The sink that runs a job per record.
+pub(crate) struct Runner(pub(crate) Arc<Pool>);
+
+impl Runner {
     /// Take a job slot, waiting for one; `false` at a stop, or once the
     /// command could not be run (even with a slot free: a record started
     /// after the stop would settle after the records the writer gives
     /// back, out of input order).
     fn acquire(&self, stop: &dyn Fn() -> bool) -> bool {
-        let mut table = self.slots.lock();
+        let mut table = self.0.slots.lock();
         loop {
             if stop() || table.fatal.is_some() {
                 return false;
             }
-            if self.has_room_in(&table) {
+            if self.0.has_room_in(&table) {
                 break;
             }
-            table = self.slots.wait(table, None);
+            table = self.0.slots.wait(table, None);
         }
         table.busy += 1;
         true
@@ -38,30 +41,27 @@ impl Pool {
     /// spacing after the last start has passed too, then count this as a
     /// start; `false` at a stop.
     fn wait_turn(&self, spaced: bool) -> bool {
-        let mut table = self.slots.lock();
+        let mut table = self.0.slots.lock();
         loop {
-            let now = self.shared.clock.now();
+            let now = self.0.shared.clock.now();
             let due = if spaced {
-                self.gate.due(&Scope::All)
+                self.0.gate.due(&Scope::All)
             } else {
-                self.gate.paused_until(&Scope::All)
+                self.0.gate.paused_until(&Scope::All)
             };
             if now >= due {
                 if spaced {
-                    self.gate.started(&Scope::All, now);
+                    self.0.gate.started(&Scope::All, now);
                 }
                 return true;
             }
-            if self.stopping() {
+            if self.0.stopping() {
                 return false;
             }
-            table = self.slots.wait(table, Some(due - now));
+            table = self.0.slots.wait(table, Some(due - now));
         }
     }
 }
-
-/// The sink that runs a job per record.
-pub(crate) struct Runner(pub(crate) Arc<Pool>);
 
 impl Sink for Runner {
     fn write(
@@ -82,17 +82,17 @@ impl Sink for Runner {
             let mut seg = seg.clone();
             while !seg.is_empty() {
                 let record = seg.split_front(1);
-                if !self.0.acquire(stop) {
+                if !self.acquire(stop) {
                     done.stopped = true;
                     return done;
                 }
-                if !self.0.acquire_shared_job(stop) {
+                if !self.0.hooks.acquire(&self.0, stop) {
                     self.0.slots.release();
                     done.stopped = true;
                     return done;
                 }
-                if !self.0.wait_turn(!std::mem::take(&mut first)) {
-                    self.0.release_shared_job();
+                if !self.wait_turn(!std::mem::take(&mut first)) {
+                    self.0.hooks.release();
                     self.0.slots.release();
                     done.stopped = true;
                     return done;

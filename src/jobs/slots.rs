@@ -58,7 +58,7 @@ pub(super) struct SlotTable {
     pub(super) unwritten: Unwritten,
     /// Attempts whose process runs now (started, not yet waited for).
     pub(super) processes: usize,
-    /// Jobs waiting for room to start (`Pool::with_room`), and whether
+    /// Jobs waiting for room to start (`Job::with_room`), and whether
     /// one was said on stderr.
     pub(super) room_waiting: usize,
     pub(super) room_said: bool,
@@ -133,6 +133,9 @@ pub(super) struct Slots {
     changed: Condvar,
     /// Idle workers wait here for a record.
     work: Condvar,
+    /// Taken by the job trying again to start after a resource ran out
+    /// (`Job::with_room`): such jobs try one at a time.
+    pub(super) room: Mutex<()>,
 }
 
 impl Slots {
@@ -145,6 +148,7 @@ impl Slots {
             }),
             changed: Condvar::new(),
             work: Condvar::new(),
+            room: Mutex::new(()),
         }
     }
 
@@ -263,12 +267,8 @@ impl Slots {
 
     /// Record `number`'s attempt spent its tokens and starts at `now`
     /// (ns): its request is in flight from now, and the responses read
-    /// while it is are counted from now.
-    pub(super) fn asking(&self, number: u64, now: u64) {
-        Slots::ask(&mut self.lock(), number, now);
-    }
-
-    /// [`Slots::asking`], under the lock the caller holds on `table`.
+    /// while it is are counted from now (under the lock the caller holds
+    /// on `table`).
     pub(super) fn ask(table: &mut SlotTable, number: u64, now: u64) {
         if let Some(job) = table.running.get_mut(&number) {
             job.read_while = ReadWhile {
