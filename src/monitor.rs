@@ -428,6 +428,70 @@ async fn leave_now(
     crate::shutdown::leave(shared, cancel, signo, &mut books_closed).await;
 }
 
+/// `watch_output` watched for its reader going away. The kernel reports
+/// an error on a pipe's writing end once its reader has gone, a hang-up on
+/// a socket or terminal; files and /dev/null cannot be watched and need
+/// not be (`None`).
+fn watched(watch_output: Option<OwnedFd>) -> Option<Watched> {
+    let fd = watch_output.and_then(crate::sys::watch_errors)?;
+    Some(Watched {
+        fd,
+        half_closed: None,
+    })
+}
+
+/// The monitor's timers: the display's redraw, the nudge of a writer
+/// blocked at a stop, the `--stats-interval` lines and the `--metrics`
+/// file.
+struct Timers {
+    redraw: tokio::time::Interval,
+    nudge: tokio::time::Interval,
+    stats: tokio::time::Interval,
+    metrics_every: tokio::time::Interval,
+}
+
+impl Timers {
+    /// The timers, a line every `stats_every` (the metrics written as
+    /// often, or every second).
+    fn new(stats_every: Option<Duration>) -> Timers {
+        // The first ticks one period from now. (Awaiting an interval's
+        // "immediate" first tick waits for the timer wheel's next
+        // millisecond: two of them held a one-record run up by 2 ms, the
+        // monitor not yet listening for its end.)
+        let after = |period: Duration| tokio::time::interval_at(Instant::now() + period, period);
+        Timers {
+            redraw: tokio::time::interval(PROGRESS_EVERY),
+            nudge: tokio::time::interval(NUDGE_EVERY),
+            stats: after(stats_every.unwrap_or(Duration::from_secs(3600))),
+            metrics_every: after(stats_every.unwrap_or(Duration::from_secs(1))),
+        }
+    }
+}
+
+/// `signo` as the monitor takes it: a signal that stops drip, or `None`
+/// for SIGUSR1, which writes every line `--stats` prints at exit, in one
+/// write.
+fn stopping(signo: i32, shared: &Shared, ui: &Mutex<Ui>, dropped: &Dropped) -> Option<i32> {
+    if signo != libc::SIGUSR1 {
+        return Some(signo);
+    }
+    let text = shared.summary().text();
+    to_stderr(ui, dropped, |ui| ui.line(&text));
+    None
+}
+
+/// The `--stats-interval` line of now, against the snapshot of the line
+/// before (`prev`, then replaced by now's).
+fn interval_line(shared: &Shared, prev: &mut Snapshot) -> String {
+    let snap = shared.snapshot();
+    let jobs = shared.jobs.get().map(|j| j.stats());
+    let figures = (jobs, shared.interval_sections_at(&snap));
+    let tick = Tick::new(&snap, prev, figures);
+    let line = serde_json::to_string(&tick).expect("plain data");
+    *prev = snap;
+    line
+}
+
 /// The monitor's loop on `work` and the signal pipe (`signals`, with
 /// those read before it ran) until `cancel`; returns the stats file.
 async fn watch(
@@ -447,41 +511,18 @@ async fn watch(
         control,
     } = work;
     let mut control = control.and_then(doorbell);
-    // `watch_output` watched for its reader going away. The kernel reports
-    // an error on a pipe's writing end once its reader has gone, a hang-up
-    // on a socket or terminal; files and /dev/null cannot be watched and
-    // need not be (`None`).
-    let mut output = watch_output
-        .and_then(crate::sys::watch_errors)
-        .map(|fd| Watched {
-            fd,
-            half_closed: None,
-        });
+    let mut output = watched(watch_output);
     let mut signals = crate::shutdown::Signals::new(signals.0, signals.1);
     let progress = lock_ui(&ui).showing_progress();
-    let mut redraw = tokio::time::interval(PROGRESS_EVERY);
-    let mut nudge = tokio::time::interval(NUDGE_EVERY);
-    // The first ticks one period from now. (Awaiting an interval's
-    // "immediate" first tick waits for the timer wheel's next millisecond:
-    // two of them held a one-record run up by 2 ms, the monitor not yet
-    // listening for its end.)
-    let after = |period: Duration| tokio::time::interval_at(Instant::now() + period, period);
-    let mut stats = after(stats_every.unwrap_or(Duration::from_secs(3600)));
-    let mut metrics_every = after(stats_every.unwrap_or(Duration::from_secs(1)));
+    let mut every = Timers::new(stats_every);
     let mut prev = Snapshot::default();
     loop {
         let signo = tokio::select! {
             _ = cancel.cancelled() => break,
-            signo = signals.next() => {
-                if signo != libc::SIGUSR1 {
-                    signo
-                } else {
-                    // Every line --stats prints at exit, in one write.
-                    let text = shared.summary().text();
-                    to_stderr(&ui, &dropped, |ui| ui.line(&text));
-                    continue;
-                }
-            }
+            signo = signals.next() => match stopping(signo, &shared, &ui, &dropped) {
+                Some(signo) => signo,
+                None => continue,
+            },
             closed = reader_gone(output.as_mut()) => {
                 // At a slow rate the next write may be far off: notice a
                 // reader that went away (| head) now, and end quietly.
@@ -498,30 +539,25 @@ async fn watch(
                 }
                 continue;
             }
-            _ = nudge.tick(), if shared.stops.signalled() => {
+            _ = every.nudge.tick(), if shared.stops.signalled() => {
                 // A stop may find the writer blocked on a stalled stdout:
                 // interrupt its write until it has let go.
                 shared.stops.interrupt_writer();
                 continue;
             }
-            _ = metrics_every.tick(), if metrics.is_some() => {
+            _ = every.metrics_every.tick(), if metrics.is_some() => {
                 // A failing write is reported at exit, by the last one.
                 if let Some(metrics) = &metrics {
                     let _ = metrics.write(&shared, &shared.summary());
                 }
                 continue;
             }
-            _ = redraw.tick(), if progress => {
+            _ = every.redraw.tick(), if progress => {
                 redraw_now(&shared, &ui);
                 continue;
             }
-            _ = stats.tick(), if stats_every.is_some() => {
-                let snap = shared.snapshot();
-                let jobs = shared.jobs.get().map(|j| j.stats());
-                let figures = (jobs, shared.interval_sections_at(&snap));
-                let tick = Tick::new(&snap, &prev, figures);
-                let line = serde_json::to_string(&tick).expect("plain data");
-                prev = snap;
+            _ = every.stats.tick(), if stats_every.is_some() => {
+                let line = interval_line(&shared, &mut prev);
                 write_tick(&line, stats_file.as_mut(), &ui, &dropped);
                 continue;
             }

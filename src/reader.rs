@@ -151,17 +151,7 @@ fn read(
             let flow = match done.as_mut() {
                 None if seg.is_empty() => Flow::Continue,
                 None => deliver(shared, seg),
-                Some(done) => {
-                    let runs = skip_done(shared, done, seg, screen.delimiter);
-                    let mut flow = Flow::Continue;
-                    for run in runs {
-                        flow = deliver(shared, run);
-                        if flow == Flow::Stop {
-                            break;
-                        }
-                    }
-                    flow
-                }
+                Some(done) => deliver_not_done(shared, done, seg, screen.delimiter),
             };
             if hosts {
                 if let Some(msg) = first_keyless(shared) {
@@ -173,17 +163,34 @@ fn read(
         },
         &mut |msg| lock_ui(ui).message(&msg),
     );
+    read_to_the_end(shared, &mut splitter, &report);
+    report
+}
+
+/// Hand on the records of `seg` that `--resume` does not find `done`, in
+/// runs consecutive in the input ([`skip_done`]), until one is told to
+/// stop.
+fn deliver_not_done(shared: &Shared, done: &mut Done, seg: Segment, delimiter: u8) -> Flow {
+    for run in skip_done(shared, done, seg, delimiter) {
+        if deliver(shared, run) == Flow::Stop {
+            return Flow::Stop;
+        }
+    }
+    Flow::Continue
+}
+
+/// The reading ended as `report` says: the record over the limits and
+/// what followed it in the read (consumed, never offered) kept as
+/// undelivered, the reading marked done, the writer woken.
+fn read_to_the_end(shared: &Shared, splitter: &mut Splitter, report: &ReadReport) {
     shared.stops.set_reader(0);
     let mut st = shared.lock();
     if report.record_error.is_some() {
-        // The record over the limits, and what followed it in the
-        // read: consumed, never offered, so undelivered.
         st.reading.leftover.extend(splitter.take_rest());
     }
     st.reading.done = true;
     drop(st);
     shared.data_ready.notify_all();
-    report
 }
 
 /// Said once (unless `--quiet`) when records are read from a terminal: a
