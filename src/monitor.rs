@@ -443,23 +443,23 @@ fn watched(watch_output: Option<OwnedFd>) -> Option<Watched> {
 /// The monitor's timers: the display's redraw, the nudge of a writer
 /// blocked at a stop, the `--stats-interval` lines and the `--metrics`
 /// file.
-struct Timers {
+struct Ticks {
     redraw: tokio::time::Interval,
     nudge: tokio::time::Interval,
     stats: tokio::time::Interval,
     metrics_every: tokio::time::Interval,
 }
 
-impl Timers {
+impl Ticks {
     /// The timers, a line every `stats_every` (the metrics written as
     /// often, or every second).
-    fn new(stats_every: Option<Duration>) -> Timers {
+    fn new(stats_every: Option<Duration>) -> Ticks {
         // The first ticks one period from now. (Awaiting an interval's
         // "immediate" first tick waits for the timer wheel's next
         // millisecond: two of them held a one-record run up by 2 ms, the
         // monitor not yet listening for its end.)
         let after = |period: Duration| tokio::time::interval_at(Instant::now() + period, period);
-        Timers {
+        Ticks {
             redraw: tokio::time::interval(PROGRESS_EVERY),
             nudge: tokio::time::interval(NUDGE_EVERY),
             stats: after(stats_every.unwrap_or(Duration::from_secs(3600))),
@@ -514,7 +514,7 @@ async fn watch(
     let mut output = watched(watch_output);
     let mut signals = crate::shutdown::Signals::new(signals.0, signals.1);
     let progress = lock_ui(&ui).showing_progress();
-    let mut every = Timers::new(stats_every);
+    let mut every = Ticks::new(stats_every);
     let mut prev = Snapshot::default();
     loop {
         let signo = tokio::select! {

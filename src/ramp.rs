@@ -6,7 +6,7 @@
 //! Done by warping time. With `f(t)` the ramp's fraction of the rate at
 //! `t` (from `from` at the start `s` to 1 at the end `E = s + D`), the
 //! warped time is `w(t) = E − ∫ₜᴱ f`, and `t` itself after `E`. Its slope
-//! is `f`, so a schedule run on the warped clock (`pace::Clock` hands the
+//! is `f`, so a schedule run on the warped clock (`pace::PaceClock` hands the
 //! pace's base `w(now)` and gives back `w⁻¹` of its due times) lets
 //! records go at `f(t)` times its own rate: every limit (records, bytes,
 //! cost) rises together, and any `drip ctl … rate` or schedule row changes

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use super::attempt::{self, Ended, Files, Spec};
 use super::gate::{GateControl, Scope};
-use super::hooks::{Answer, AttemptEnd, AttemptStart, Outcome};
+use super::hooks::{AttemptEnd, AttemptStart, Heard, Outcome};
 use super::pool::{ns, Pool};
 use super::retry::{parse_headers, Exit, Verdict};
 use super::{ExecError, JobFate};
@@ -244,7 +244,7 @@ impl Job<'_> {
         let number = self.who.number;
         let text = (self.pool.headers).take(&self.headers_file, number, self.pool.cfg.quiet);
         let response = text.as_deref().and_then(parse_headers);
-        let read = Answer {
+        let read = Heard {
             number,
             scope: &self.scope,
             headers: text.as_deref(),

@@ -9,7 +9,7 @@ use crate::ramp::{Ramp, Warp};
 
 /// The clock the base runs on.
 #[derive(Debug, Clone, Copy, Default)]
-pub enum Clock {
+pub enum PaceClock {
     /// The caller's time.
     #[default]
     Steady,
@@ -24,10 +24,10 @@ pub enum Clock {
     },
 }
 
-impl Clock {
+impl PaceClock {
     /// The clock of `ramp`, begun at the first departure.
-    pub fn ramp(ramp: Ramp) -> Clock {
-        Clock::Ramp {
+    pub fn ramp(ramp: Ramp) -> PaceClock {
+        PaceClock::Ramp {
             ramp,
             warp: None,
             latest: 0,
@@ -37,8 +37,8 @@ impl Clock {
     /// The base's time of `now` (ns), the ramp begun at `now` if not yet.
     pub fn start(&mut self, now: u64) -> u64 {
         match self {
-            Clock::Steady => now,
-            Clock::Ramp { ramp, warp, latest } => {
+            PaceClock::Steady => now,
+            PaceClock::Ramp { ramp, warp, latest } => {
                 *latest = (*latest).max(now);
                 warp.get_or_insert_with(|| Warp::new(*ramp, now)).warp(now)
             }
@@ -48,7 +48,7 @@ impl Clock {
     /// The base's time of `now` (ns): the caller's before the ramp begins.
     pub fn warped(&self, now: u64) -> u64 {
         match self {
-            Clock::Ramp { warp: Some(w), .. } => w.warp(now),
+            PaceClock::Ramp { warp: Some(w), .. } => w.warp(now),
             _ => now,
         }
     }
@@ -57,7 +57,7 @@ impl Clock {
     /// any time).
     pub fn unwarped(&self, x: u64) -> u64 {
         match self {
-            Clock::Ramp { warp: Some(w), .. } if x > 0 => w.unwarp(x),
+            PaceClock::Ramp { warp: Some(w), .. } if x > 0 => w.unwarp(x),
             _ => x,
         }
     }
@@ -66,8 +66,8 @@ impl Clock {
     /// one over): only then can its departures be forecast.
     pub fn is_steady(&self) -> bool {
         match self {
-            Clock::Steady => true,
-            Clock::Ramp { warp, latest, .. } => warp.is_some_and(|w| w.is_over(*latest)),
+            PaceClock::Steady => true,
+            PaceClock::Ramp { warp, latest, .. } => warp.is_some_and(|w| w.is_over(*latest)),
         }
     }
 }

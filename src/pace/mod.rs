@@ -26,7 +26,7 @@ mod forecast;
 mod stage;
 
 pub use budgets::BudgetStage;
-pub use clock::Clock;
+pub use clock::PaceClock;
 pub use forecast::Forecast;
 pub use stage::{Behind, Releasing, Stage};
 
@@ -94,7 +94,7 @@ impl Base {
 /// queue order; a later record never leaves before an earlier one.
 #[derive(Debug)]
 pub struct Pace {
-    clock: Clock,
+    clock: PaceClock,
     base: Base,
     /// In order from the base: each stage lets records through to the
     /// ones before it.
@@ -105,7 +105,7 @@ impl Pace {
     /// The pace of `base` alone, on the caller's clock.
     pub fn new(base: Base) -> Pace {
         Pace {
-            clock: Clock::Steady,
+            clock: PaceClock::Steady,
             base,
             stages: Vec::new(),
         }
@@ -119,7 +119,7 @@ impl Pace {
     /// The same pace, its base's limits ramped by `ramp` from the first
     /// departure (`--ramp`).
     pub fn ramped(mut self, ramp: Ramp) -> Pace {
-        self.clock = Clock::ramp(ramp);
+        self.clock = PaceClock::ramp(ramp);
         self
     }
 
@@ -206,7 +206,7 @@ impl Pace {
             return None;
         }
         Some(Pace {
-            clock: Clock::Steady,
+            clock: PaceClock::Steady,
             base: Base::Local(limits.clone()),
             stages: self.stages.iter().filter_map(|s| s.copy()).collect(),
         })

@@ -10,7 +10,7 @@ use std::fmt;
 
 use crate::budget::BudgetView;
 
-use super::{Base, Clock};
+use super::{Base, PaceClock};
 
 /// One stage of the pace. Stages are composed in one fixed order
 /// ([`super::Pace::with_stage`]); each answers for itself given the part
@@ -78,7 +78,7 @@ pub trait Stage: fmt::Debug + Send {
 /// The part of the pace behind a stage, to ask: the stages nearer the
 /// base, the clock and the base.
 pub struct Behind<'a> {
-    pub(super) clock: &'a Clock,
+    pub(super) clock: &'a PaceClock,
     pub(super) base: &'a Base,
     pub(super) stages: &'a [Box<dyn Stage>],
     /// Asking for a forecast: the stages that only hold are passed over.
@@ -133,7 +133,7 @@ impl Behind<'_> {
 /// The part of the pace behind a stage, to let records go through at one
 /// release.
 pub struct Releasing<'a, 'r, 's> {
-    pub(super) clock: &'a mut Clock,
+    pub(super) clock: &'a mut PaceClock,
     pub(super) base: &'a mut Base,
     pub(super) stages: &'a mut [Box<dyn Stage>],
     pub(super) now: u64,

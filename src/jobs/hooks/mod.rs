@@ -54,7 +54,7 @@ pub(super) struct AttemptStart<'a> {
 }
 
 /// The response to an attempt: its headers file read.
-pub(super) struct Answer<'a> {
+pub(super) struct Heard<'a> {
     /// Its record's number.
     pub(super) number: u64,
     /// Whom an overload of the record holds back.
@@ -117,7 +117,7 @@ pub(super) trait Hook: Send + Sync {
     fn attempt_ended(&self, _pool: &Pool, _end: &AttemptEnd) {}
 
     /// The response to an attempt is read, before the attempt is judged.
-    fn answered(&self, _pool: &Pool, _answer: &Answer) {}
+    fn answered(&self, _pool: &Pool, _answer: &Heard) {}
 
     /// An attempt's outcome (or one that never ran), after the record's
     /// fate is recorded when it is the last.
@@ -204,7 +204,7 @@ impl Hooks {
             .try_for_each(|h| h.before_attempt(pool, start))
     }
 
-    pub(super) fn answered(&self, pool: &Pool, answer: &Answer) {
+    pub(super) fn answered(&self, pool: &Pool, answer: &Heard) {
         self.0.iter().for_each(|h| h.answered(pool, answer));
     }
 

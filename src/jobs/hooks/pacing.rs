@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
 
-use super::{Answer, AttemptStart, Hook};
+use super::{AttemptStart, Heard, Hook};
 use crate::jobs::gate::Scope;
 use crate::jobs::pool::{ns, Pool};
 use crate::jobs::quota::{self, CostBudgets};
@@ -57,7 +57,7 @@ impl Hook for Quotas {
 
     /// The quotas its headers announce are followed, unless a
     /// `Retry-After` said to pause (the overload's pause holds starts).
-    fn answered(&self, pool: &Pool, answer: &Answer) {
+    fn answered(&self, pool: &Pool, answer: &Heard) {
         match (answer.headers, answer.retry_after) {
             (Some(text), false) => self.follow_quota(pool, text, answer.scope, answer.number),
             _ => {
