@@ -183,28 +183,6 @@ fn jobs(out: &mut Exposition, s: &Summary) {
         "Jobs running now.",
         j.jobs_running as f64,
     );
-    if let Some(shared) = &j.share_jobs {
-        out.gauge(
-            "drip_share_jobs_limit",
-            "--share-jobs: jobs that may run at once across the drips on the NAME.",
-            shared.limit as f64,
-        );
-        out.gauge(
-            "drip_share_jobs_held",
-            "--share-jobs: leases this drip holds (its running jobs).",
-            shared.held as f64,
-        );
-        out.gauge(
-            "drip_share_jobs_fleet",
-            "--share-jobs: leases held across the drips on the NAME, at the last call.",
-            shared.fleet as f64,
-        );
-        out.counter(
-            "drip_share_jobs_waits_total",
-            "--share-jobs: times a job waited because the drips ran N jobs.",
-            shared.waits as f64,
-        );
-    }
     out.counter(
         "drip_job_retries_total",
         "Attempts started again after a failure or an overload.",

@@ -187,22 +187,6 @@ fn wrap(clauses: Vec<(String, &'static str)>) -> Vec<String> {
     lines
 }
 
-/// What `--stats`, `--metrics` and `drip ctl` show of the shared job
-/// limit.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct ShareJobsFigures {
-    /// N of `--share-jobs`.
-    pub limit: u64,
-    /// Leases this drip holds (its running jobs).
-    pub held: u64,
-    /// Leases held across every drip on the NAME, at the last call.
-    pub fleet: u64,
-    /// Times a job waited because the fleet was full.
-    pub waits: u64,
-    /// Calls to the shared state that failed.
-    pub failed_calls: u64,
-}
-
 /// The summary printed at exit (`--stats`) and written as JSON
 /// (`--stats-json`).
 #[derive(Debug, Clone, Serialize)]
@@ -343,9 +327,6 @@ pub struct JobStats {
     /// in the JSON, where `effective_rate` says the rate in force.
     #[serde(skip)]
     pub configured_rate: f64,
-    /// `--share-jobs`: the job limit shared across the drips on the NAME.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub share_jobs: Option<ShareJobsFigures>,
 }
 
 impl JobStats {
@@ -399,15 +380,6 @@ impl JobStats {
                 format!(
                     "outputs cut {} ({} bytes not written)",
                     self.outputs_cut, self.output_bytes_unwritten
-                ),
-                ",",
-            ));
-        }
-        if let Some(j) = &self.share_jobs {
-            clauses.push((
-                format!(
-                    "shared jobs {} of {} held here ({} across the drips, waited {} times)",
-                    j.held, j.limit, j.fleet, j.waits
                 ),
                 ",",
             ));

@@ -125,9 +125,6 @@ impl Steering {
         }
         if let Some(jobs) = self.shared.jobs.get() {
             info["jobs"] = json!(jobs.slots());
-            if let Some(shared) = jobs.stats().share_jobs {
-                info["share_jobs"] = json!(shared);
-            }
             info["succeeded"] = json!(snap.counts.succeeded);
             info["failed"] = json!(snap.counts.failed);
         }

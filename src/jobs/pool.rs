@@ -241,7 +241,7 @@ impl Pool {
         let now = self.shared.clock.now();
         let overloads = self.gate.overload_figures(now);
         let rate = self.gate.full_rate(&Scope::All);
-        let mut stats = JobStats {
+        let stats = JobStats {
             jobs_running: table.running.len() as u64,
             retries: table.retries,
             overload_responses: overloads.overloads,
@@ -256,9 +256,7 @@ impl Pool {
             configured_rate: rate,
             outputs_cut: table.unwritten.outputs,
             output_bytes_unwritten: table.unwritten.bytes,
-            share_jobs: None,
         };
-        self.hooks.figures(&mut stats);
         (stats, table.durations_ns.iter().copied().collect())
     }
 }
@@ -292,6 +290,10 @@ impl Jobs for Pool {
                 (*n, body.to_vec())
             })
             .collect()
+    }
+
+    fn sections(&self) -> Vec<std::sync::Arc<dyn crate::report::Section>> {
+        self.hooks.sections()
     }
 
     fn stats(&self) -> JobStats {

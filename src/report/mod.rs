@@ -17,6 +17,7 @@ pub mod keys;
 pub mod ramp;
 pub mod schedule;
 pub mod share;
+pub mod share_jobs;
 pub mod spell;
 
 use std::fmt;
@@ -84,6 +85,19 @@ impl Sections {
             section.key()
         );
         self.0.push(Arc::new(section));
+    }
+
+    /// `section`, handed over shared, after the others.
+    ///
+    /// # Panics
+    /// As [`Sections::push`].
+    pub fn add(&mut self, section: Arc<dyn Section>) {
+        debug_assert!(
+            self.iter().all(|s| s.key() != section.key()),
+            "two sections named {}",
+            section.key()
+        );
+        self.0.push(section);
     }
 
     /// `section`, if there is one, after the others.

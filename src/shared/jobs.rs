@@ -38,7 +38,7 @@ use super::file::{locked, monotonic, write_over};
 use super::protocol::Failure;
 use super::redis::RedisStore;
 use super::target::Target;
-use crate::stats::ShareJobsFigures;
+use crate::report::share_jobs::ShareJobsFigures;
 use crate::sys::Unpoisoned;
 
 /// How long a lease holds without a renewal: a dead holder's jobs stop

@@ -161,6 +161,10 @@ pub(crate) trait Jobs: Send + Sync + std::fmt::Debug {
     fn has_room(&self) -> bool;
     /// The runner's figures now.
     fn stats(&self) -> JobStats;
+
+    /// The sections of the report its per-job features keep (the shared
+    /// job limit's, say).
+    fn sections(&self) -> Vec<std::sync::Arc<dyn crate::report::Section>>;
     /// What the live display shows of the jobs now: the figures (the
     /// attempts' median only), and the overload pauses under way; `None`
     /// when the figures are busy (the display skips a frame rather than

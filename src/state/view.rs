@@ -143,6 +143,8 @@ impl Shared {
         sections.extend(BudgetsSection::of(&schedule.budgets(now), now));
         sections.extend(CostsSection::of(&schedule.costs()));
         drop(st);
+        let jobs = self.jobs.get().map(|j| j.sections()).unwrap_or_default();
+        jobs.into_iter().for_each(|s| sections.add(s));
         // Not under the state's lock: the keepers take theirs first.
         sections.extend(self.share.get().map(crate::shared::Counters::stats));
         sections

@@ -14,6 +14,7 @@ mod settle;
 mod share_jobs;
 
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::Result;
 
@@ -23,7 +24,7 @@ use super::job::Who;
 use super::pool::Pool;
 use super::quota::CostBudgets;
 use super::{JobConfig, JobFate};
-use crate::stats::JobStats;
+use crate::report::Section;
 
 /// What became of an attempt of a record (or of one that never ran), as
 /// the joblog tells it.
@@ -149,8 +150,11 @@ pub(super) trait Hook: Send + Sync {
     /// The run is over: no job runs any more, or none will be waited for.
     fn close(&self) {}
 
-    /// The feature's figures, written into the runner's.
-    fn figures(&self, _stats: &mut JobStats) {}
+    /// The feature's figures, its section of the report (none by
+    /// default).
+    fn section(&self) -> Option<Arc<dyn Section>> {
+        None
+    }
 }
 
 /// The hooks of a pool, in the order they are told of each moment.
@@ -247,7 +251,8 @@ impl Hooks {
         self.0.iter().for_each(|h| h.close());
     }
 
-    pub(super) fn figures(&self, stats: &mut JobStats) {
-        self.0.iter().for_each(|h| h.figures(stats));
+    /// The hooks' sections of the report, in order.
+    pub(super) fn sections(&self) -> Vec<Arc<dyn Section>> {
+        self.0.iter().filter_map(|h| h.section()).collect()
     }
 }

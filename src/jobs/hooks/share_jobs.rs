@@ -7,8 +7,8 @@ use std::sync::Arc;
 use super::Hook;
 use crate::jobs::pool::Pool;
 use crate::jobs::JobConfig;
+use crate::report::Section;
 use crate::shared::jobs::SharedJobs;
-use crate::stats::JobStats;
 
 /// The job leases shared with the other drips.
 pub(in crate::jobs) struct ShareJobs(Arc<SharedJobs>);
@@ -51,7 +51,7 @@ impl Hook for ShareJobs {
         self.0.close();
     }
 
-    fn figures(&self, stats: &mut JobStats) {
-        stats.share_jobs = Some(self.0.figures());
+    fn section(&self) -> Option<Arc<dyn Section>> {
+        Some(Arc::new(self.0.figures()))
     }
 }
