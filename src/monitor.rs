@@ -378,7 +378,7 @@ async fn rung(control: Option<&(AsyncFd<OwnedFd>, Accept)>) {
 /// stderr is stalled (the next redraw catches up) or the display or the
 /// jobs' figures are busy.
 fn redraw_now(shared: &Shared, ui: &Mutex<Ui>) {
-    let snap = shared.snapshot();
+    let snap = shared.display_snapshot();
     let jobs = match shared.jobs.get().map(|j| j.view()) {
         // The jobs' figures are busy: this frame is skipped.
         Some(None) => return,

@@ -27,7 +27,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::report::spell::text_key;
-use crate::report::spell::{format_duration_ms, format_rate};
+use crate::report::spell::{clock, format_duration_ms, format_rate, seconds};
+use crate::report::Spot;
 use crate::stats::{CapacityFor, Counts, Departures, JobStats};
 use crate::sys::Unpoisoned;
 
@@ -87,14 +88,10 @@ pub struct Snapshot {
     /// While paused under a `--schedule` row that pauses, when the row
     /// after it lets records go again (which ends a `drip ctl` pause too).
     pub paused_until: Option<PauseEnd>,
-    /// The `--budget` with the least left: (records left, of how many, ns
-    /// until its next window).
-    pub budget: Option<(u64, u64, u64)>,
-    /// With `--schedule`: the row in force, counting from 1 (0: no row
-    /// matches).
-    pub schedule_row: Option<usize>,
-    /// While a `--ramp` rises: the fraction of the rate in force.
-    pub ramp_fraction: Option<f64>,
+    /// The report's sections' items of the display, in order, each where
+    /// it goes (`report::Section::shown`: the keys, the budget with the
+    /// least left, the `--schedule` row, the `--ramp`).
+    pub shown: Vec<(Spot, String)>,
 }
 
 /// When a pause ends: at the start of the `--schedule` row after it.
@@ -202,8 +199,6 @@ pub struct Ui {
     /// `--quiet`: stderr gets errors, and what `--stats` and
     /// `--stats-interval` ask for, but no notices.
     quiet: bool,
-    /// `--schedule`'s rows as written, in order.
-    rows: Vec<String>,
 }
 
 impl Ui {
@@ -249,21 +244,6 @@ impl Ui {
             }
         }
         self
-    }
-
-    /// The same Ui, naming `--schedule`'s row in force from `rows` (the
-    /// rows as written, in order).
-    pub fn with_rows(mut self, rows: Vec<String>) -> Ui {
-        self.rows = rows;
-        self
-    }
-
-    /// The display's clause for the schedule's row `n` (from 1; 0: none).
-    fn row_clause(&self, n: usize) -> String {
-        match n.checked_sub(1).and_then(|i| self.rows.get(i)) {
-            Some(row) => format!("row {n} {row}"),
-            None => "no row".to_string(),
-        }
     }
 
     /// Whether the live display is on (then the summary is printed at
@@ -398,14 +378,8 @@ impl Ui {
             let sep = if snap.depth > 0 { "" } else { " |" };
             text.push_str(&format!("{sep} wait {}", seconds(wait)));
         }
-        if let Some((keys, busy)) = snap.keys {
-            text.push_str(&format!(" | keys {keys} ({busy} busy)"));
-        }
-        if let Some((left, count, reset_in)) = snap.budget {
-            text.push_str(&format!(
-                " | budget {left}/{count} reset {}",
-                seconds(reset_in)
-            ));
+        for (_, item) in snap.shown.iter().filter(|(at, _)| *at == Spot::Figures) {
+            text.push_str(&format!(" | {item}"));
         }
         // With jobs, a departure is a job's start.
         text.push_str(if jobs.is_some() { " | starts " } else { " | " });
@@ -417,11 +391,8 @@ impl Ui {
         if let Some(eta) = eta {
             text.push_str(&format!(" | ETA {}", clock(eta)));
         }
-        if let Some(n) = snap.schedule_row {
-            text.push_str(&format!(" | {}", self.row_clause(n)));
-        }
-        if let Some(fraction) = snap.ramp_fraction {
-            text.push_str(&format!(" | ramp {:.0}%", fraction * 100.0));
+        for (_, item) in snap.shown.iter().filter(|(at, _)| *at == Spot::InForce) {
+            text.push_str(&format!(" | {item}"));
         }
         let sign = match jobs {
             None => self.output_sign(snap, measured),
@@ -725,17 +696,6 @@ fn time_left(records: f64, rate: f64) -> Option<Duration> {
     (secs < 360_000.0).then(|| Duration::from_secs_f64(secs))
 }
 
-/// A wait for the display: `12.4s`, `0.0s`; `12:05` (minutes) from ten
-/// minutes on.
-fn seconds(ns: u64) -> String {
-    let secs = ns as f64 / 1e9;
-    if secs >= 600.0 {
-        clock(Duration::from_secs(secs as u64))
-    } else {
-        format!("{secs:.1}s")
-    }
-}
-
 /// The bucket's fill as `=====>    `, [`GAUGE`] columns.
 fn gauge(depth: u64, capacity: u64) -> String {
     let fill = (depth.min(capacity) * GAUGE as u64 / capacity.max(1)) as usize;
@@ -858,16 +818,6 @@ fn between_figures(before: &str, after: &str) -> bool {
             None => true,
             Some(w) => w == "|" || digit(w),
         }
-}
-
-/// `H:MM:SS` or `M:SS`.
-fn clock(d: Duration) -> String {
-    let s = d.as_secs();
-    if s >= 3600 {
-        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
-    } else {
-        format!("{}:{:02}", s / 60, s % 60)
-    }
 }
 
 /// `HH:MM:SS`, the elapsed time at the start of the display.
@@ -1095,8 +1045,18 @@ mod tests {
     #[test]
     fn the_display_shows_the_budget_left_and_its_reset() {
         let ui = Ui::new(ProgressMode::Never, 1000, None, 10.0, false);
+        let budget = crate::report::budgets::BudgetStats {
+            budget: "1000/day@UTC".into(),
+            limit: 1000,
+            left: 970,
+            reset: "2026-12-08 00:00:00 UTC".into(),
+            reset_unix: 1_796_688_000.0,
+            reset_in_ms: 3_200.0,
+        };
+        let mut sections = crate::report::Sections::default();
+        sections.push(crate::report::budgets::BudgetsSection(vec![budget]));
         let snap = Snapshot {
-            budget: Some((970, 1000, 3_200_000_000)),
+            shown: sections.shown(),
             ..Snapshot::default()
         };
         let text = ui.compose(&snap, None);
@@ -1154,7 +1114,6 @@ mod tests {
             in_bytes: false,
             terminal: false,
             quiet: false,
-            rows: Vec::new(),
         };
         let snap = Snapshot {
             depth: 300,
@@ -1184,7 +1143,6 @@ mod tests {
             in_bytes: false,
             terminal: false,
             quiet: false,
-            rows: Vec::new(),
         };
         let snap = Snapshot {
             depth: 300,
@@ -1213,17 +1171,32 @@ mod tests {
 
     #[test]
     fn the_schedules_row_and_the_ramp_are_shown() {
-        let ui = Ui::new(ProgressMode::Never, 10, None, 50.0, false)
-            .with_rows(vec!["Mon-Fri 09:00-18:00 pause".into(), "* 50/s".into()]);
-        let at = |schedule_row, ramp_fraction| {
-            ui.compose(
-                &Snapshot {
-                    schedule_row,
-                    ramp_fraction,
-                    ..Snapshot::default()
-                },
-                None,
-            )
+        use crate::report::ramp::RampState;
+        use crate::report::schedule::ScheduleRow;
+        let ui = Ui::new(ProgressMode::Never, 10, None, 50.0, false);
+        let rows = ["Mon-Fri 09:00-18:00 pause", "* 50/s"];
+        let at = |schedule_row: Option<usize>, ramp_fraction: Option<f64>| {
+            let mut sections = crate::report::Sections::default();
+            sections.extend(schedule_row.map(|row| ScheduleRow {
+                row,
+                text: row.checked_sub(1).map(|i| rows[i].to_string()),
+                until: None,
+                zone: "UTC".into(),
+                until_unix: None,
+                until_clock: None,
+                pauses: false,
+            }));
+            sections.extend(ramp_fraction.map(|fraction| RampState {
+                from: 0.0,
+                over_ms: 1000.0,
+                fraction,
+                left_ms: 600.0,
+            }));
+            let snap = Snapshot {
+                shown: sections.shown(),
+                ..Snapshot::default()
+            };
+            ui.compose(&snap, None)
         };
         assert!(
             at(Some(2), None).ends_with(" | row 2 * 50/s"),

@@ -59,7 +59,6 @@ pub(super) fn shared_state(
         capacity_for: config.capacity_for.clone(),
         key_capacity_for: config.key_capacity_for.clone(),
         schedule_row: Mutex::new(None),
-        ramp: config.ramp,
     });
     let _ = stopped_by.set(Arc::downgrade(&shared));
     Ok((shared, share))

@@ -94,12 +94,8 @@ pub(super) fn ui(config: &Config) -> Arc<Mutex<Ui>> {
         config.records_per_second(),
         config.jobs.is_some(),
     );
-    let rows = config.schedule.as_ref().map_or(Vec::new(), |t| {
-        t.rows().iter().map(|r| r.text.clone()).collect()
-    });
     Arc::new(Mutex::new(
-        ui.sized(config.capacity_for.as_ref(), config.capacity_bytes)
-            .with_rows(rows),
+        ui.sized(config.capacity_for.as_ref(), config.capacity_bytes),
     ))
 }
 

@@ -212,6 +212,14 @@ impl Pace {
         })
     }
 
+    /// The `--ramp` the base's limits rise by, if any.
+    pub fn ramp(&self) -> Option<Ramp> {
+        match self.clock {
+            PaceClock::Ramp { ramp, .. } => Some(ramp),
+            PaceClock::Steady => None,
+        }
+    }
+
     /// How late (ns) a wake-up may be without restarting the schedule: the
     /// least slack of the base's limits.
     pub fn slack_ns(&self) -> u64 {

@@ -4,8 +4,8 @@
 use serde::Serialize;
 
 use super::exposition::{Exposition, MetricFamily};
-use super::spell::format_ms;
-use super::{Clause, Section};
+use super::spell::{format_ms, seconds};
+use super::{Clause, Section, Spot};
 
 /// One `--budget` at a moment, for the summary.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -88,6 +88,15 @@ impl Section for BudgetsSection {
     /// 2026-12-03 15:52:00 UTC (in 300.0ms)`.
     fn lines(&self) -> Vec<Vec<Clause>> {
         self.0.iter().map(BudgetStats::clauses).collect()
+    }
+
+    /// On the display, the budget with the least left: `budget 970/1000
+    /// reset 3.2s`.
+    fn shown(&self) -> Option<(Spot, String)> {
+        let b = self.0.iter().min_by_key(|b| b.left)?;
+        let reset_in = seconds((b.reset_in_ms * 1e6) as u64);
+        let text = format!("budget {}/{} reset {reset_in}", b.left, b.limit);
+        Some((Spot::Figures, text))
     }
 
     /// Each window's limit, what is left of it, when the next starts;

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::exposition::{Exposition, MetricFamily};
 use super::spell::{json_key, text_key, KeyName};
-use super::{Clause, Section};
+use super::{Clause, Section, Spot};
 
 /// Counts about the keys, for `--stats` and `--stats-json`.
 ///
@@ -102,6 +102,12 @@ impl Section for KeyStats {
 
     fn lines(&self) -> Vec<Vec<Clause>> {
         vec![self.clauses()]
+    }
+
+    /// On the display: `keys 9 (9 busy)`.
+    fn shown(&self) -> Option<(Spot, String)> {
+        let text = format!("keys {} ({} busy)", self.keys, self.busy_keys);
+        Some((Spot::Figures, text))
     }
 
     /// On a `--stats-interval` line, the keys remembered and busy now.

@@ -31,6 +31,16 @@ use exposition::Exposition;
 /// or nothing).
 pub type Clause = (String, &'static str);
 
+/// Where a section's item goes on the live display: among the figures,
+/// before the rate; or after the ETA, with what is in force.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spot {
+    /// Before the rate (`keys 9 (9 busy)`, `budget 970/1000 reset 3.2s`).
+    Figures,
+    /// After the ETA (`row 2 * 50/s`, `ramp 40%`).
+    InForce,
+}
+
 /// One part's figures, as every view shows them.
 pub trait Section: fmt::Debug + Send + Sync {
     /// Its name in `--stats-json`, the `--stats-interval` lines and `drip
@@ -66,6 +76,11 @@ pub trait Section: fmt::Debug + Send + Sync {
 
     /// Its metric families in `--metrics`.
     fn metrics(&self, out: &mut Exposition);
+
+    /// Its item of the live display, and where it goes (none by default).
+    fn shown(&self) -> Option<(Spot, String)> {
+        None
+    }
 }
 
 /// The sections of a report, in the order the views show them.
@@ -132,6 +147,11 @@ impl Sections {
     pub fn info_fields(&self) -> serde_json::Map<String, serde_json::Value> {
         let fields = self.iter().flat_map(|s| s.info_fields());
         fields.map(|(k, v)| (k.to_string(), v)).collect()
+    }
+
+    /// Every section's items of the live display, in order.
+    pub fn shown(&self) -> Vec<(Spot, String)> {
+        self.iter().filter_map(|s| s.shown()).collect()
     }
 
     /// Every section's metric families, in order.

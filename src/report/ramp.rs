@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use super::exposition::Exposition;
 use super::spell::format_ms;
-use super::{Clause, Section};
+use super::{Clause, Section, Spot};
 
 /// Where a `--ramp` stands: the fraction of the rate in force.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -46,6 +46,12 @@ impl Section for RampState {
 
     fn clauses(&self) -> Vec<Clause> {
         vec![(self.clause(), ",")]
+    }
+
+    /// On the display while it rises: `ramp 40%`.
+    fn shown(&self) -> Option<(Spot, String)> {
+        let text = format!("ramp {:.0}%", self.fraction * 100.0);
+        (self.left_ms > 0.0).then_some((Spot::InForce, text))
     }
 
     fn metrics(&self, out: &mut Exposition) {

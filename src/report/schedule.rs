@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::exposition::Exposition;
-use super::{Clause, Section};
+use super::{Clause, Section, Spot};
 
 /// The row of `--schedule` in force (`timetable`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -76,6 +76,15 @@ impl Section for ScheduleRow {
 
     fn clauses(&self) -> Vec<Clause> {
         vec![(self.clause(), ",")]
+    }
+
+    /// On the display: `row 2 * 50/s`, `no row`.
+    fn shown(&self) -> Option<(Spot, String)> {
+        let text = match &self.text {
+            Some(text) => format!("row {} {text}", self.row),
+            None => "no row".to_string(),
+        };
+        Some((Spot::InForce, text))
     }
 
     fn metrics(&self, out: &mut Exposition) {

@@ -13,6 +13,27 @@ pub fn format_ms(ms: f64) -> String {
     }
 }
 
+/// A duration as the display says it: `3.2s` under ten minutes, else
+/// [`clock`].
+pub fn seconds(ns: u64) -> String {
+    let secs = ns as f64 / 1e9;
+    if secs >= 600.0 {
+        clock(std::time::Duration::from_secs(secs as u64))
+    } else {
+        format!("{secs:.1}s")
+    }
+}
+
+/// A duration as a clock: `M:SS`, or `H:MM:SS` from an hour.
+pub fn clock(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    if s >= 3600 {
+        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+    } else {
+        format!("{}:{:02}", s / 60, s % 60)
+    }
+}
+
 /// Records per second, rounded for reading.
 pub fn format_rate(per_s: f64) -> String {
     if per_s >= 100.0 {

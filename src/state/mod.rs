@@ -259,8 +259,6 @@ pub(crate) struct Shared {
     /// With `--schedule`: the row in force, as the timetable's thread
     /// (`engine`) last set it.
     pub(crate) schedule_row: Mutex<Option<crate::report::schedule::ScheduleRow>>,
-    /// `--ramp`, which begins with the first departure.
-    pub(crate) ramp: Option<crate::ramp::Ramp>,
 }
 
 impl Shared {

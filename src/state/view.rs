@@ -34,37 +34,30 @@ impl Shared {
                 .keys()
                 .map(|k| (k.keys() as u64, k.busy_keys() as u64)),
             paused: st.adm.paused(),
-            budget: st
-                .adm
-                .schedule()
-                .budgets(now)
-                .iter()
-                .min_by_key(|b| b.left)
-                .map(|b| (b.left, b.count, b.reset_at.saturating_sub(now))),
-            schedule_row: None,
-            ramp_fraction: None,
             paused_until: None,
+            shown: Vec::new(),
         };
         drop(st);
-        let row = self.schedule_row();
-        let schedule_row = row.as_ref().map(|r| r.row);
         // Paused under a row that pauses: the next row ends it.
-        let paused_until = row.filter(|r| snap.paused && r.pauses).and_then(|r| {
+        let row = self.schedule_row().filter(|r| snap.paused && r.pauses);
+        let paused_until = row.and_then(|r| {
             Some(PauseEnd {
                 clock: r.until_clock?,
                 at: r.until?,
             })
         });
-        let ramp_fraction = self
-            .ramp_state(&snap)
-            .filter(|r| r.left_ms > 0.0)
-            .map(|r| r.fraction);
         Snapshot {
-            schedule_row,
-            ramp_fraction,
             paused_until,
             ..snap
         }
+    }
+
+    /// A moment's view for the display: the snapshot, and each section's
+    /// item of the display (`report::Section::shown`).
+    pub(crate) fn display_snapshot(&self) -> Snapshot {
+        let snap = self.snapshot();
+        let shown = self.interval_sections_at(&snap).shown();
+        Snapshot { shown, ..snap }
     }
 
     /// With limits per key, the keys' stats: as they were when drip
@@ -158,7 +151,7 @@ impl Shared {
     /// With `--ramp`, where it stands at the snapshot: it began with the
     /// first departure.
     pub(crate) fn ramp_state(&self, snap: &Snapshot) -> Option<RampState> {
-        let ramp = self.ramp?;
+        let ramp = self.lock().adm.schedule().ramp()?;
         let (fraction, left_ns) = if snap.departures.records == 0 {
             (ramp.from, ramp.over_ns)
         } else {
