@@ -485,7 +485,7 @@ impl<G: Grants> Keeper<G> {
         if !self.voice.quiet && *told != theirs {
             let name = self.voice.name.trim_start_matches("--share ");
             let name = name.trim_end_matches(" (limits per key)");
-            eprintln!("drip: {}", super::told(name, &self.spec, theirs));
+            eprintln!("drip: {}", super::voice::told(name, &self.spec, theirs));
         }
         theirs.clone_into(&mut told);
         drop(told);

@@ -36,8 +36,10 @@ use redis::{
 };
 
 use super::gcra::{hex, Meter, Settlement, Step, Weight, WEIGHTS};
-use super::protocol::{Ask, Back, Failure, Grant, Mark, Reply, Store};
-use super::take::Taken;
+use super::protocol::{
+    Ask, Back, Count, Counted, Failure, Grant, JobLeases, JobOp, Mark, Reply, Store, Taken,
+    KEPT_NS, LEASE_TTL, WAIT_TTL,
+};
 use super::target::{self, Servers};
 
 /// The script, run atomically by the server.
@@ -48,6 +50,12 @@ const TIMEOUT: Duration = Duration::from_millis(1000);
 
 /// The script of the limits per key ([`super::keys`]).
 pub const KEYS_SCRIPT: &str = concat!(include_str!("prelude.lua"), include_str!("keys.lua"));
+
+/// The script of a shared budget's window counts.
+const BUDGET_SCRIPT: &str = include_str!("budget.lua");
+
+/// The script of the job leases (`--share-jobs`).
+const JOBS_SCRIPT: &str = include_str!("jobs.lua");
 
 mod sentinel;
 
@@ -727,6 +735,8 @@ pub struct RedisStore {
     key_step: Option<Step>,
     sha: String,
     keys_sha: String,
+    budget_sha: String,
+    jobs_sha: String,
     /// A test clock (seconds, ns) instead of the server's `TIME`.
     pub clock: Option<(i64, i64)>,
 }
@@ -783,6 +793,8 @@ impl RedisStore {
             key_step,
             sha: redis::Script::new(SCRIPT).get_hash().to_string(),
             keys_sha: redis::Script::new(KEYS_SCRIPT).get_hash().to_string(),
+            budget_sha: redis::Script::new(BUDGET_SCRIPT).get_hash().to_string(),
+            jobs_sha: redis::Script::new(JOBS_SCRIPT).get_hash().to_string(),
             clock: None,
         })
     }
@@ -917,40 +929,6 @@ impl RedisStore {
         }
     }
 
-    /// `drip take`'s one slot of `size` (bytes, or cost), taken only when
-    /// due within `within` ns (the script's `take`, [`super::gcra::Gcra::take`]).
-    ///
-    /// # Errors
-    /// As a reservation's: a mismatch of limits, an unreachable server.
-    pub fn take(&mut self, size: impl Into<Weight>, within: i64) -> Result<Taken, Failure> {
-        let mut extra: Vec<i64> = self.weight_args(&size.into()).collect();
-        extra.push(within);
-        let reply = self.call("take", &extra)?;
-        match ints(&reply)?.as_slice() {
-            [code, _, now, _, due] => Ok(Taken {
-                now: *now,
-                due: *due,
-                taken: *code == 1,
-            }),
-            _ => Err(Failure::Unreachable(format!("unexpected reply {reply:?}"))),
-        }
-    }
-
-    /// Run another of drip's scripts (`script`, its hash `sha`) on `keys`
-    /// with `args` through this store's connection (`--share-jobs`'s).
-    ///
-    /// # Errors
-    /// As the schedule's calls: a server unreachable or unusable.
-    pub(crate) fn eval_script(
-        &mut self,
-        script: &str,
-        sha: &str,
-        keys: &[String],
-        args: &[String],
-    ) -> Result<Vec<Value>, Failure> {
-        self.conn.eval(script, sha, keys, args)
-    }
-
     /// The keys' reservation of `asks`, in one call.
     fn reserve_keys(&mut self, asks: &[Ask<'_>], horizon: i64) -> Result<Reply, Failure> {
         let keys: Vec<&[u8]> = asks.iter().map(|a| a.key.unwrap_or_default()).collect();
@@ -1022,6 +1000,82 @@ impl Store for RedisStore {
 
     fn relimit(&mut self) -> Result<(), Failure> {
         self.call("relimit", &[]).map(drop)
+    }
+
+    /// The script's `take`.
+    fn take(&mut self, size: Weight, within: i64) -> Result<Taken, Failure> {
+        let mut extra: Vec<i64> = self.weight_args(&size).collect();
+        extra.push(within);
+        let reply = self.call("take", &extra)?;
+        match ints(&reply)?.as_slice() {
+            [code, _, now, _, due] => Ok(Taken {
+                now: *now,
+                due: *due,
+                taken: *code == 1,
+            }),
+            _ => Err(Failure::Unreachable(format!("unexpected reply {reply:?}"))),
+        }
+    }
+
+    /// `budget.lua` on the key `drip:{NAME}:budget:CALENDAR:START`, which
+    /// expires [`KEPT_NS`] after the window's end.
+    fn count(&mut self, call: &Count) -> Result<Counted, Failure> {
+        let expire_ms = (call.end + KEPT_NS) / 1_000_000;
+        let keys = [format!(
+            "{}:budget:{}:{}",
+            self.key, call.calendar, call.start
+        )];
+        let args = [
+            call.count.to_string(),
+            call.ask.to_string(),
+            expire_ms.to_string(),
+            call.owed.to_string(),
+            call.back.to_string(),
+        ];
+        let reply = self
+            .conn
+            .eval(BUDGET_SCRIPT, &self.budget_sha, &keys, &args)?;
+        match reply.as_slice() {
+            [Value::Int(g), Value::Int(c)] => Ok(Counted {
+                granted: u64::try_from(*g).unwrap_or(0),
+                after: u64::try_from(*c).unwrap_or(0),
+                ..Counted::default()
+            }),
+            _ => Err(Failure::Unreachable(format!("unexpected reply {reply:?}"))),
+        }
+    }
+
+    /// `jobs.lua` on the sorted sets `drip:{NAME}:jobs` (the leases),
+    /// `…:jobs:waiting` and `…:jobs:asking` (the line by arrival, and by
+    /// when each stops counting) and the string `…:jobs:epoch`.
+    fn jobs(
+        &mut self,
+        op: JobOp,
+        limit: u64,
+        members: &[String],
+        known: &str,
+    ) -> Result<JobLeases, Failure> {
+        let keys = ["", ":waiting", ":asking", ":epoch"].map(|k| format!("{}:jobs{k}", self.key));
+        let mut args = vec![
+            op.word().to_string(),
+            limit.to_string(),
+            LEASE_TTL.as_millis().to_string(),
+            WAIT_TTL.as_millis().to_string(),
+            known.to_string(),
+        ];
+        args.extend(members.iter().cloned());
+        let reply = self.conn.eval(JOBS_SCRIPT, &self.jobs_sha, &keys, &args)?;
+        match reply.as_slice() {
+            [Value::Int(done), Value::Int(held), Value::BulkString(epoch), Value::Int(lost)] => {
+                Ok(JobLeases {
+                    done: *done == 1,
+                    held: u64::try_from(*held).unwrap_or(0),
+                    epoch: String::from_utf8_lossy(epoch).into_owned(),
+                    lost: *lost == 1,
+                })
+            }
+            _ => Err(Failure::Unreachable(format!("unexpected reply {reply:?}"))),
+        }
     }
 
     fn adopt(&mut self, spec: String, meters: Vec<Meter>, key_step: Option<Step>) {
