@@ -1954,6 +1954,67 @@ fn a_paused_server_is_waited_for() {
     all_written(&o);
 }
 
+/// A drip speaks to the server over one connection, whatever it shares:
+/// the global limits, the limits per key, a budget's count and the job
+/// leases all go through it (each used to open its own: four).
+#[test]
+fn one_drip_holds_one_connection_for_every_shared_feature() {
+    if !common::have_redis() {
+        return;
+    }
+    let redis = Redis::start();
+    let runtime = tempfile::tempdir().unwrap();
+    let share = redis.share("one-link");
+    let args = [
+        "-q",
+        "-r",
+        "20/s",
+        "--share",
+        &share,
+        "--budget",
+        "100000/day@UTC",
+        "--key",
+        "1",
+        "--key-rate",
+        "5/s",
+        "--share-jobs",
+        "2",
+        "--exec",
+        "true",
+    ];
+    let mut child = common::drip_reading(&args, numbered(1..=1000), runtime.path(), true);
+    let mut con = redis.con();
+    let started = Instant::now();
+    // Every feature has called: the limits', a key's, the budget's and
+    // the job leases' keys are there.
+    loop {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("drip:{one-link}*")
+            .query(&mut con)
+            .unwrap();
+        let has = |part: &str| keys.iter().any(|k| k.contains(part));
+        if has(":key:") && has(":budget:") && has(":jobs") && has("drip:{one-link}") {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "{keys:?}");
+        thread::sleep(Duration::from_millis(50));
+    }
+    let own: i64 = redis::cmd("CLIENT").arg("ID").query(&mut con).unwrap();
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .arg("TYPE")
+        .arg("normal")
+        .query(&mut con)
+        .unwrap();
+    let drips: Vec<&str> = list
+        .lines()
+        .filter(|l| !l.starts_with(&format!("id={own} ")))
+        .collect();
+    send_signal(&child, libc::SIGTERM);
+    wait_for(&mut child, Duration::from_secs(10));
+    assert_eq!(drips.len(), 1, "{list}");
+}
+
 #[test]
 fn a_killed_connection_is_made_again_even_under_fail() {
     if !common::have_redis() {
