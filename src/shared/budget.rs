@@ -31,7 +31,7 @@ use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::Duration;
 
 use super::backend;
-use super::protocol::{Count, Counted, Failure, Store, KEPT_NS};
+use super::protocol::{Count, Counted, Failure, Store, Wake, KEPT_NS};
 use super::target::Share;
 use super::voice::{OnError, Retry, Unreachable, Unusable};
 use crate::budget::{Allowance, Budget};
@@ -53,10 +53,6 @@ struct Slice {
     /// Granted and not sent, to give back to the count (drip leaves).
     back: u64,
 }
-
-/// What the keeper calls when a grant arrives (`false`: wake the writer)
-/// or drip must stop (`true`).
-pub type Wake = Arc<dyn Fn(bool) + Send + Sync>;
 
 #[derive(Default)]
 struct Inner {

@@ -24,7 +24,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::gcra::{Settlement, Weight};
-use super::protocol::{expired, Ask, Back, ClockOffset, Failure, Reply, Store};
+use super::protocol::{expired, Ask, Back, ClockOffset, Failure, Reply, Store, Wake};
 use super::voice::{OnError, Retry, Voice, BACKOFF};
 use crate::sys::Unpoisoned;
 
@@ -241,10 +241,6 @@ impl<G: Grants> Lease<G> {
         self.wake.notify_all();
     }
 }
-
-/// What is called when slots arrive (`false`: wake the writer) or drip
-/// must stop (`true`).
-pub(crate) type Wake = Arc<dyn Fn(bool) + Send + Sync>;
 
 /// The keeper of one kind of grant.
 pub(crate) struct Keeper<G> {

@@ -43,10 +43,10 @@ use crate::report::share::{ShareCounts, ShareStats};
 use crate::schedule::{Limit, Limits, Unit};
 use crate::sys::Unpoisoned;
 use gcra::{canonical_tagged, divided, lone_order, Pace};
-use keeper::{Grants, Keeper, Lease, Wake};
+use keeper::{Grants, Keeper, Lease};
 use keys::KeyLeases;
 use lease::GlobalLease;
-use protocol::{Failure, Store};
+use protocol::{Failure, Store, Wake};
 use voice::{Retry, Voice};
 
 pub use keeper::GIVE_BACK_WAIT;

@@ -9,6 +9,7 @@
 //! reservation takes, how late a slot may be used, when a state found
 //! fresh was lost. Pure: no threads, clock or I/O.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::gcra::{Meter, Settlement, Step, Weight};
@@ -120,6 +121,10 @@ pub struct Back<'a> {
     /// The size (bytes, or weights) that slot was reserved for.
     pub size: Weight,
 }
+
+/// What a keeper calls when grants arrive (`false`: wake the writer) or
+/// drip must stop (`true`): the limits' keepers and the budgets' alike.
+pub type Wake = Arc<dyn Fn(bool) + Send + Sync>;
 
 /// What one take call answered (`drip take`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
