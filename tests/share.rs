@@ -3503,6 +3503,39 @@ fn a_shared_budgets_count_file_unusable_stops_and_garbage_starts_afresh() {
     );
 }
 
+/// A line of a shared budget's count file with numbers drip never writes
+/// (a window's end at the end of time) is a line drip did not write:
+/// passed over, said once, and its count started afresh; the records go.
+/// It used to panic the budget's keeper, and drip waited for its grants
+/// for ever.
+#[test]
+fn a_count_line_of_numbers_drip_never_writes_is_passed_over() {
+    let _t = common::beside_timing();
+    let runtime = tempfile::tempdir().unwrap();
+    let dir = runtime.path().join("drip");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let end = i128::MAX;
+    std::fs::write(
+        dir.join("endless.budget"),
+        format!("budget:hour@UTC 0 {end} 5\n"),
+    )
+    .unwrap();
+    let args = ["--budget", "5/hour@UTC", "--share", "endless"];
+    let mut child = common::drip_reading(&args, numbered(1..=3), runtime.path(), false);
+    let status = common::wait_for(&mut child, Duration::from_secs(20));
+    let (mut out, mut err) = (String::new(), String::new());
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert_eq!(out, numbered(1..=3));
+    assert_eq!(
+        err.matches("held 1 line drip did not write: passed over").count(),
+        1,
+        "{err}"
+    );
+}
+
 /// A drip asks a shared budget for about a second of its rate beyond what
 /// it sent, no more, and gives back what it did not send as it leaves:
 /// stopped after a second at 40/s with 1000 records waiting, it leaves

@@ -541,7 +541,8 @@ fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
 /// A shared budget's count in the file at `path`: one line per window's
 /// count (`budget:CALENDAR START END COUNT`), read and written whole under
 /// an exclusive `flock` of `path.lock`; counts past their window's end by
-/// [`KEPT_NS`] are dropped, and so are lines drip did not write (counted).
+/// [`KEPT_NS`] are dropped, and so are lines drip did not write (counted;
+/// numbers drip never writes too).
 /// A file that is not text (not UTF-8) is a lost count, started afresh,
 /// as an unreadable `NAME.json` is; one drip cannot use (a directory, a
 /// file it may not read or write, the lock's too) is [`Failure::Fatal`],
@@ -578,8 +579,10 @@ fn count_in(path: &Path, call: &Count) -> Result<Counted, Failure> {
     for line in text.lines() {
         let fields: Vec<&str> = line.split(' ').collect();
         let parsed = match fields[..] {
+            // A window that ends past any time drip writes (its end and
+            // the time a count is kept overflow) is no line of drip's.
             [l, s, e, c] => match (s.parse::<i128>(), e.parse::<i128>(), c.parse::<u64>()) {
-                (Ok(s), Ok(e), Ok(c)) => Some((l, s, e, c)),
+                (Ok(s), Ok(e), Ok(c)) if e.checked_add(KEPT_NS).is_some() => Some((l, s, e, c)),
                 _ => None,
             },
             _ => None,
@@ -1140,6 +1143,32 @@ mod tests {
             ),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A line whose window ends past any time drip writes is a line drip
+    /// did not write: passed over, never added to (its end plus the time a
+    /// count is kept overflowed, and the budget's keeper panicked).
+    #[test]
+    fn a_count_line_ending_past_any_time_is_passed_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.budget");
+        let now = 1_700_000_000_000_000_000;
+        std::fs::write(&path, format!("budget:hour@UTC 7 {} 3\n", i128::MAX)).unwrap();
+        let call = Count {
+            calendar: "hour@UTC".into(),
+            start: 0,
+            end: now + 3_600_000_000_000,
+            count: 10,
+            owed: 0,
+            back: 0,
+            ask: 4,
+            now,
+        };
+        let counted = count_in(&path, &call).unwrap();
+        assert_eq!(counted.passed_over, 1);
+        assert_eq!((counted.granted, counted.after), (4, 4));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, format!("budget:hour@UTC 0 {} 4\n", call.end));
     }
 
     // The job leases' file.
