@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 use common::redis_server::RedisServer as Redis;
 use common::{numbered, send_signal, timed_lines, wait_for};
 use drip::testing::{
-    Ask, Back, ByteStep, Gcra, Grant, KeyAsk, KeyBook, Meter, RedisStore, Reply, Settlement, Step,
-    Store, Weight,
+    Ask, Back, ByteStep, Count, FileStore, Gcra, Grant, JobOp, KeyAsk, KeyBook, Meter, RedisStore,
+    Reply, Settlement, Step, Store, Weight,
 };
 
 /// One reservation of the global limits through `store`: the reply's
@@ -791,6 +791,98 @@ fn the_script_runs_the_mirrored_arithmetic() {
         (-1..=since + 1).contains(&fall),
         "ttl {ttl}, idle {idle}, {since} ms since"
     );
+}
+
+/// Each operation of the one backend answers alike through the state
+/// file and through Redis: a budget's window count (what is owed added,
+/// what goes back taken, grants within N), the job leases (taken within
+/// the limit, the line, given back, renewed, one epoch) and `drip take`'s
+/// slot (taken only when due within the wait).
+#[test]
+fn both_backends_answer_each_operation_alike() {
+    if !common::have_redis() {
+        return;
+    }
+    let redis = Redis::start();
+    let dir = tempfile::tempdir().unwrap();
+    let step = Step {
+        interval: 10_000_000_000,
+        tolerance: 0,
+    };
+    let meters = || vec![Meter::from(step)];
+    let stores: Vec<(&str, Box<dyn Store>)> = vec![
+        (
+            "file",
+            Box::new(FileStore::new(
+                dir.path(),
+                "ops",
+                "ops".into(),
+                meters(),
+                None,
+            )),
+        ),
+        (
+            "redis",
+            Box::new(RedisStore::new(&redis.url(), "ops", "ops".into(), meters(), None).unwrap()),
+        ),
+    ];
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i128;
+    let hour = 3_600_000_000_000i128;
+    for (which, mut store) in stores {
+        let mut count = |owed, back, ask| {
+            let call = Count {
+                calendar: "hour@UTC".into(),
+                start: now - now % hour,
+                end: now - now % hour + hour,
+                count: 10,
+                owed,
+                back,
+                ask,
+                now,
+            };
+            let counted = store.count(&call).unwrap();
+            (counted.granted, counted.after)
+        };
+        assert_eq!(count(0, 0, 3), (3, 3), "{which}");
+        assert_eq!(count(2, 0, 3), (3, 8), "{which}");
+        assert_eq!(count(0, 0, 5), (2, 10), "{which}");
+        assert_eq!(count(4, 0, 1), (0, 14), "{which}");
+        assert_eq!(count(0, 6, 0), (0, 8), "{which}");
+        assert_eq!(count(0, 99, 0), (0, 0), "{which}");
+        let one = |m: &str| vec![m.to_string()];
+        let a = store.jobs(JobOp::Acquire, 1, &one("a"), "").unwrap();
+        assert!(a.done && a.held == 1 && !a.lost, "{which}: {a:?}");
+        let b = store.jobs(JobOp::Acquire, 1, &one("b"), &a.epoch).unwrap();
+        assert!(!b.done && b.held == 1 && !b.lost, "{which}: {b:?}");
+        let c = store.jobs(JobOp::Acquire, 1, &one("c"), &a.epoch).unwrap();
+        assert!(!c.done, "{which}: {c:?}");
+        let r = store.jobs(JobOp::Release, 1, &one("a"), &a.epoch).unwrap();
+        assert!(r.done && r.held == 0, "{which}: {r:?}");
+        // The lease freed goes to the job first in line.
+        let c = store.jobs(JobOp::Acquire, 1, &one("c"), &a.epoch).unwrap();
+        assert!(!c.done, "{which}: {c:?}");
+        let b = store.jobs(JobOp::Acquire, 1, &one("b"), &a.epoch).unwrap();
+        assert!(b.done && b.held == 1, "{which}: {b:?}");
+        let renewed = store.jobs(JobOp::Renew, 1, &one("b"), &a.epoch).unwrap();
+        assert!(renewed.done && renewed.held == 1, "{which}: {renewed:?}");
+        assert_eq!(renewed.epoch, a.epoch, "{which}");
+        let lost = store.jobs(JobOp::Renew, 1, &one("b"), "another").unwrap();
+        assert!(lost.lost, "{which}: {lost:?}");
+        // One slot in 10 s, burst 1: the first is due at once, the next
+        // 10 s on.
+        let s = 1_000_000_000;
+        let first = store.take(Weight::from(1), 0).unwrap();
+        assert!(first.taken && first.due == 0, "{which}: {first:?}");
+        let early = store.take(Weight::from(1), 5 * s).unwrap();
+        assert!(!early.taken, "{which}: {early:?}");
+        assert!((5 * s..=10 * s).contains(&early.due), "{which}: {early:?}");
+        let next = store.take(Weight::from(1), 20 * s).unwrap();
+        assert!(next.taken, "{which}: {next:?}");
+        assert!((5 * s..=10 * s).contains(&next.due), "{which}: {next:?}");
+    }
 }
 
 /// The script's arithmetic for a record limit beside a byte limit (a
@@ -3530,7 +3622,8 @@ fn a_count_line_of_numbers_drip_never_writes_is_passed_over() {
     assert_eq!(status.code(), Some(0), "{err}");
     assert_eq!(out, numbered(1..=3));
     assert_eq!(
-        err.matches("held 1 line drip did not write: passed over").count(),
+        err.matches("held 1 line drip did not write: passed over")
+            .count(),
         1,
         "{err}"
     );
