@@ -95,7 +95,7 @@ fn schedule_of(
             *books = config
                 .budgets
                 .iter()
-                .map(|b| shared::budget::start(share, b))
+                .map(|b| shared::budget::start(share, b, opened.handle.keeper()))
                 .collect::<Result<_>>()?;
             let schedule: Box<dyn Schedule> = match opened.schedule {
                 Some(schedule) if books.is_empty() => Box::new(schedule),

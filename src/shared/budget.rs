@@ -5,7 +5,8 @@
 //!
 //! A [`Book`] is a drip's side of it ([`crate::budget::Allowance`]): what
 //! each window has granted this drip and whether its count is spent. Its
-//! keeper thread takes grants from the store as the local schedule asks:
+//! duty on the drip's keeper ([`Counting`], a [`super::keeper::Duty`])
+//! takes grants from the store as the local schedule asks:
 //! each call adds to the window's count, atomically, no more than keeps it
 //! within the budget's N (under the state file's lock, or in one Lua
 //! script in Redis), so the drips together never pass N in a window, as
@@ -28,9 +29,10 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::backend;
+use super::keeper::{Bell, Duty, Keeper, Poll};
 use super::protocol::{Count, Counted, Failure, Store, Wake, KEPT_NS};
 use super::target::Share;
 use super::voice::{OnError, Retry, Unreachable, Unusable};
@@ -67,7 +69,10 @@ struct Inner {
 #[derive(Default)]
 pub struct Book {
     inner: Mutex<Inner>,
+    /// Rung when the keeper answered (what [`Book::given_back`] waits on).
     asked: Condvar,
+    /// The keeper's, rung when a window asks for more or drip leaves.
+    bell: Arc<Bell>,
 }
 
 impl std::fmt::Debug for Book {
@@ -122,6 +127,7 @@ impl Book {
         }
         drop(inner);
         self.asked.notify_all();
+        self.bell.notify_all();
     }
 
     /// Wait until what [`Book::leave`] set aside went back to the count,
@@ -167,6 +173,7 @@ impl Allowance for Book {
             w.wanted = total;
             if !w.spent && w.wanted > w.granted {
                 self.asked.notify_all();
+                self.bell.notify_all();
             }
         }
     }
@@ -179,8 +186,8 @@ pub(crate) fn unix_now() -> i128 {
         .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(0))
 }
 
-/// The keeper of one shared budget: takes what the book asks for.
-struct Keeper {
+/// The keeper's duty for one shared budget: takes what the book asks for.
+struct Counting {
     book: Weak<Book>,
     store: Box<dyn Store>,
     /// The budget's calendar window (`day@UTC`).
@@ -197,12 +204,13 @@ struct Keeper {
     failing: bool,
     /// Said: the count file was not text; it held lines not drip's.
     said: (bool, bool),
+    /// Paused until then, after a call the count did not answer.
+    paused: Option<Instant>,
 }
 
-impl Keeper {
+impl Counting {
     /// The next window that wants more than it was granted, or owes the
-    /// count what it granted alone: the call for it; waits for one up to
-    /// 100 ms.
+    /// count what it granted alone: the call for it.
     fn next_call(&self, book: &Book) -> Option<Count> {
         let mut inner = book.lock();
         let count = self.count;
@@ -226,39 +234,49 @@ impl Keeper {
                     now: unix_now(),
                 })
         };
-        if find(&inner).is_none() {
-            inner = book
-                .asked
-                .wait_timeout(inner, Duration::from_millis(100))
-                .unpoisoned()
-                .0;
-        }
         let now = unix_now();
         inner.windows.retain(|_, w| w.end + KEPT_NS >= now);
         find(&inner)
     }
 
-    fn run(mut self) {
-        loop {
-            let Some(book) = self.book.upgrade() else {
-                return;
-            };
-            let Some(call) = self.next_call(&book) else {
-                continue;
-            };
-            match self.store.count(&call) {
-                Ok(counted) => {
-                    self.passed_over(&counted);
-                    self.granted(&book, &call, counted.granted, counted.after);
+    /// One step: paused, grant alone under `local`; else the call the
+    /// book wants, if any (looked at again within 100 ms).
+    fn step(&mut self) -> Poll {
+        let Some(book) = self.book.upgrade() else {
+            return Poll::Done;
+        };
+        if let Some(until) = self.paused {
+            let left = until.saturating_duration_since(Instant::now());
+            if !left.is_zero() {
+                if self.on_error == OnError::Local {
+                    self.grant_alone(&book);
                 }
-                Err(Failure::Unreachable(why)) if self.on_error != OnError::Fail => {
-                    self.unreachable(&why);
-                    let pause = self.retry.failed();
-                    self.pause(&book, pause);
+                return Poll::Idle(left);
+            }
+            self.paused = None;
+        }
+        let Some(call) = self.next_call(&book) else {
+            return Poll::Idle(Duration::from_millis(100));
+        };
+        match self.store.count(&call) {
+            Ok(counted) => {
+                self.passed_over(&counted);
+                self.granted(&book, &call, counted.granted, counted.after);
+            }
+            Err(Failure::Unreachable(why)) if self.on_error != OnError::Fail => {
+                self.unreachable(&why);
+                let pause = self.retry.failed();
+                self.paused = Some(Instant::now() + pause);
+                if self.on_error == OnError::Local {
+                    self.grant_alone(&book);
                 }
-                Err(failure) => return stop(&book, failure),
+            }
+            Err(failure) => {
+                stop(&book, failure);
+                return Poll::Done;
             }
         }
+        Poll::Worked
     }
 
     /// The count answered `call`: `granted` more, the count `after`.
@@ -339,25 +357,8 @@ impl Keeper {
         self.failing = true;
     }
 
-    /// Pause `d` before the next call; under `local`, grant alone what the
-    /// windows ask meanwhile.
-    fn pause(&self, book: &Book, d: Duration) {
-        let until = std::time::Instant::now() + d;
-        loop {
-            if self.on_error == OnError::Local {
-                self.grant_alone(book);
-            }
-            let inner = book.lock();
-            let left = until.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
-                return;
-            }
-            drop(book.asked.wait_timeout(inner, left).unpoisoned());
-        }
-    }
-
     /// Counting alone (`local`): grant each window what it asks, up to
-    /// [`Keeper::alone_cap`] in all, and owe the count that.
+    /// [`Counting::alone_cap`] in all, and owe the count that.
     fn grant_alone(&self, book: &Book) {
         let wake = {
             let mut inner = book.lock();
@@ -391,17 +392,26 @@ fn stop(book: &Book, failure: Failure) {
     }
 }
 
-/// Start sharing `budget` through `share`'s state: its book, whose keeper
-/// runs on a thread of its own until the book is dropped.
+impl Duty for Counting {
+    fn poll(&mut self) -> Poll {
+        self.step()
+    }
+}
+
+/// Start sharing `budget` through `share`'s state: its book, whose count
+/// `keeper` (the drip's) keeps until the book is dropped.
 ///
 /// # Errors
 /// A Redis URL redis-rs does not accept; a thread that cannot start.
-pub fn start(share: &Share, budget: &Budget) -> anyhow::Result<Arc<Book>> {
+pub fn start(share: &Share, budget: &Budget, keeper: &Arc<Keeper>) -> anyhow::Result<Arc<Book>> {
     let name = share.target.name().to_string();
     let store = backend::open(&share.target, "", Vec::new(), None)
         .map_err(|e| anyhow::anyhow!("--share {name}: {e}"))?;
-    let book = Arc::new(Book::default());
-    let keeper = Keeper {
+    let book = Arc::new(Book {
+        bell: keeper.bell(),
+        ..Book::default()
+    });
+    let counting = Counting {
         book: Arc::downgrade(&book),
         store,
         calendar: budget.calendar.to_string(),
@@ -413,7 +423,8 @@ pub fn start(share: &Share, budget: &Budget) -> anyhow::Result<Arc<Book>> {
         retry: Retry::new(fastrand::Rng::new()),
         failing: false,
         said: (false, false),
+        paused: None,
     };
-    crate::sys::spawn("drip-budget", move || keeper.run())?;
+    keeper.add(Box::new(counting))?;
     Ok(book)
 }

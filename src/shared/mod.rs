@@ -31,8 +31,8 @@ pub mod target;
 pub mod voice;
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::cost::Cost;
@@ -43,7 +43,7 @@ use crate::report::share::{ShareCounts, ShareStats};
 use crate::schedule::{Limit, Limits, Unit};
 use crate::sys::Unpoisoned;
 use gcra::{canonical_tagged, divided, lone_order, Pace};
-use keeper::{Grants, Keeper, Lease};
+use keeper::{Grants, Greeting, Keeper, Lease, Leasing};
 use keys::KeyLeases;
 use lease::GlobalLease;
 use protocol::{Failure, Store, Wake};
@@ -58,14 +58,17 @@ pub use voice::{Disagreement, OnError, Unreachable, Unusable};
 /// must stop (`true`).
 pub type Notify = Box<dyn Fn(bool) + Send + Sync>;
 
-/// The running share: the keepers' threads (one for the global limits, one
-/// for the limits per key, each when shared) and what they report.
+/// The running share: the keeper (one thread, for the global limits, the
+/// limits per key and the budgets' counts, each when shared) and what it
+/// reports.
 pub struct Handle {
     lease: Option<Arc<Lease<GlobalLease>>>,
     /// What each cost limit spends, as the state tags it ([`budget_tags`]).
     budget_tags: Vec<Option<String>>,
     keys: Option<Arc<Lease<KeyLeases>>>,
-    keepers: Vec<JoinHandle<()>>,
+    keeper: Arc<Keeper>,
+    /// Whether each lease's duty is over.
+    done: Vec<Arc<AtomicBool>>,
     notify: Arc<Mutex<Bell>>,
     name: String,
     spec: String,
@@ -109,13 +112,11 @@ impl Handle {
         // Looked at every millisecond, at most `bound` once at exit: a
         // second signal, which cuts the wait short, notifies nothing this
         // thread could wait on beside the keepers' end.
-        while self.keepers.iter().any(|k| !k.is_finished()) && Instant::now() < until && !hurry() {
+        while self.done.iter().any(|d| !d.load(Ordering::SeqCst))
+            && Instant::now() < until
+            && !hurry()
+        {
             std::thread::sleep(Duration::from_millis(1));
-        }
-        for keeper in self.keepers.drain(..) {
-            if keeper.is_finished() {
-                let _ = keeper.join();
-            }
         }
         /// The failure that stops drip, if `lease`'s keeper found one.
         fn fatal<G: Grants>(lease: &Lease<G>) -> Option<Failure> {
@@ -138,6 +139,12 @@ impl Handle {
             Failure::Unreachable(why) => Unreachable { name, why }.into(),
             Failure::Fatal(why) => Unusable { name, why }.into(),
         }
+    }
+
+    /// The keeper of this drip, which a shared budget's count is given to
+    /// ([`budget::start`]).
+    pub fn keeper(&self) -> &Arc<Keeper> {
+        &self.keeper
     }
 
     /// How `drip ctl NAME rate` changes the shared limits of this drip's
@@ -309,7 +316,8 @@ pub fn open(
         lease: None,
         budget_tags,
         keys: None,
-        keepers: Vec::new(),
+        keeper: Arc::default(),
+        done: Vec::new(),
         notify: Arc::clone(&notify),
         name: name.clone(),
         spec: spec.clone(),
@@ -414,9 +422,9 @@ struct Bell {
     stop_rung: bool,
 }
 
-/// Start a keeper of `grants` through `store` on a thread of its own, its
-/// hello first, waited for (under `local` at most [`FIRST_ANSWER`]): a
-/// refusal waited for stops drip before it reads. `what` names the keeper
+/// Give the keeper the duty of `lease` through `store`, its hello first,
+/// waited for (under `local` at most [`FIRST_ANSWER`]): a refusal waited
+/// for stops drip before it reads. `what` names the keeper
 /// in messages, `may_pass` says what a lost state lets through.
 fn start_keeper<G: Grants>(
     share: &Share,
@@ -426,7 +434,7 @@ fn start_keeper<G: Grants>(
     notify: &Wake,
     handle: &mut Handle,
 ) -> anyhow::Result<()> {
-    let keeper = Keeper {
+    let leasing = Leasing {
         lease: Arc::clone(lease),
         store,
         on_error: share.on_error,
@@ -436,19 +444,22 @@ fn start_keeper<G: Grants>(
         offset: protocol::ClockOffset::default(),
         spec: handle.spec.clone(),
         told: Arc::clone(&handle.told),
+        last_call: None,
+        paused: None,
     };
     // A rendezvous: an answer no one waits for any more is not sent.
     let (answer, answered) = std::sync::mpsc::sync_channel(0);
-    let thread = crate::sys::spawn("drip-keeper", move || keeper.greet_and_run(&answer))?;
+    let duty = Greeting {
+        leasing,
+        answer: Some(answer),
+    };
+    let done = handle.keeper.add(Box::new(duty))?;
     let greeted = match share.on_error {
         OnError::Local => answered.recv_timeout(FIRST_ANSWER).ok(),
         _ => answered.recv().ok(),
     };
     match greeted {
-        Some(Err(failure)) => {
-            let _ = thread.join();
-            return Err(handle.error(failure));
-        }
+        Some(Err(failure)) => return Err(handle.error(failure)),
         Some(Ok(())) => {}
         None if share.on_error == OnError::Local => {
             let now = lease.now();
@@ -456,7 +467,7 @@ fn start_keeper<G: Grants>(
         }
         None => {}
     }
-    handle.keepers.push(thread);
+    handle.done.push(done);
     Ok(())
 }
 
@@ -478,7 +489,7 @@ fn open_global(
     let budgets = weight_budgets(cost, tags);
     let local = lone_order(limits, tags, &handle.budget_tags);
     let limits = &local[..];
-    let lease = Arc::new(Lease::new(global, origin));
+    let lease = Arc::new(Lease::with_bell(global, origin, handle.keeper.bell()));
     handle.lease = Some(Arc::clone(&lease));
     let what = (format!("--share {}", handle.name), LOST_GLOBAL);
     start_keeper(share, store, &lease, what, notify, handle)?;
@@ -549,7 +560,8 @@ fn open_keys(
 ) -> anyhow::Result<keys::SharedKeys> {
     let store = store(share, spec, Vec::new(), Some(gcra::Step::of(key)))?;
     let per_second = key.rate.per_second();
-    let lease = Arc::new(Lease::new(KeyLeases::new(per_second), origin));
+    let bell = handle.keeper.bell();
+    let lease = Arc::new(Lease::with_bell(KeyLeases::new(per_second), origin, bell));
     handle.keys = Some(Arc::clone(&lease));
     let what = (
         format!("--share {} (limits per key)", handle.name),
