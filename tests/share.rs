@@ -2046,11 +2046,13 @@ fn a_paused_server_is_waited_for() {
     all_written(&o);
 }
 
-/// A drip speaks to the server over one connection, whatever it shares:
-/// the global limits, the limits per key, a budget's count and the job
-/// leases all go through it (each used to open its own: four).
+/// A drip speaks to the server over one connection, from one keeper
+/// thread, whatever it shares: the global limits, the limits per key, a
+/// budget's count and the job leases all go through them (each used to
+/// open its own connection: four; and to have a thread of its own but the
+/// job leases' acquiring, which the jobs do).
 #[test]
-fn one_drip_holds_one_connection_for_every_shared_feature() {
+fn one_drip_holds_one_connection_and_one_keeper_for_every_shared_feature() {
     if !common::have_redis() {
         return;
     }
@@ -2102,9 +2104,31 @@ fn one_drip_holds_one_connection_for_every_shared_feature() {
         .lines()
         .filter(|l| !l.starts_with(&format!("id={own} ")))
         .collect();
+    // Its threads, by name, where /proc tells them.
+    let tasks = PathBuf::from(format!("/proc/{}/task", child.id()));
+    let threads: Vec<String> = std::fs::read_dir(&tasks)
+        .map(|dir| {
+            dir.filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                .map(|name| name.trim().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
     send_signal(&child, libc::SIGTERM);
     wait_for(&mut child, Duration::from_secs(10));
     assert_eq!(drips.len(), 1, "{list}");
+    if tasks.parent().is_some_and(Path::exists) {
+        let keepers = threads
+            .iter()
+            .filter(|t| t.starts_with("drip-keeper"))
+            .count();
+        assert_eq!(keepers, 1, "{threads:?}");
+        assert!(
+            !threads
+                .iter()
+                .any(|t| t.starts_with("drip-budget") || t.starts_with("drip-job-lease")),
+            "{threads:?}"
+        );
+    }
 }
 
 #[test]

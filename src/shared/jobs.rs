@@ -12,7 +12,7 @@
 //! line, whichever drip asks first; so a drip that gives a lease back and
 //! asks again at once cannot starve one that polls. Leases are given back
 //! when their jobs end ([`SharedJobs::release`]), and
-//! renewed by a thread of the drip's own every [`RENEW_EVERY`]. So the
+//! renewed every [`RENEW_EVERY`] by the drip's keeper ([`Keeper`]). So the
 //! leases of a drip that died (`kill -9`, a lost host) lapse at most
 //! [`LEASE_TTL`] after its last renewal, and the fleet gets that capacity
 //! back then.
@@ -26,10 +26,11 @@
 //! `jobs.lua`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use super::backend;
+use super::keeper::{Bell, Duty, Keeper, Poll};
 use super::protocol::{Failure, JobLeases, JobOp, Store};
 use super::target::Target;
 use crate::stats::ShareJobsFigures;
@@ -82,8 +83,9 @@ pub struct SharedJobs {
     prefix: String,
     held: Mutex<Held>,
     closed: AtomicBool,
-    /// The renewer sleeps on this, and is woken by [`SharedJobs::close`].
-    renewer: (Mutex<()>, Condvar),
+    /// The keeper's bell, rung by [`SharedJobs::close`]: the renewal is
+    /// over.
+    bell: Arc<Bell>,
 }
 
 impl std::fmt::Debug for SharedJobs {
@@ -96,13 +98,15 @@ impl std::fmt::Debug for SharedJobs {
 }
 
 impl SharedJobs {
-    /// The job limit `limit` shared under `target`, its renewer started.
+    /// The job limit `limit` shared under `target`, its renewal given to
+    /// the keeper of the drip sharing the NAME ([`Keeper::of`]).
     ///
     /// # Errors
-    /// A Redis URL redis-rs refuses; no thread for the renewer.
+    /// A Redis URL redis-rs refuses; no thread for the keeper.
     pub fn open(target: &Target, limit: u64, quiet: bool) -> anyhow::Result<Arc<SharedJobs>> {
         let store = backend::open(target, "", Vec::new(), None)
             .map_err(|why| anyhow::anyhow!("--share {}: {why}", target.name()))?;
+        let keeper = Keeper::of(target.name());
         let prefix = format!(
             "{}:{}:{:08x}",
             crate::platform::host::host_name(),
@@ -126,10 +130,13 @@ impl SharedJobs {
                 lost_said: false,
             }),
             closed: AtomicBool::new(false),
-            renewer: (Mutex::new(()), Condvar::new()),
+            bell: keeper.bell(),
         });
         let renewing = Arc::clone(&jobs);
-        crate::sys::spawn("drip-job-leases", move || renewing.renew_until_closed())?;
+        keeper.add(Box::new(Renewal {
+            jobs: renewing,
+            next: Instant::now() + RENEW_EVERY,
+        }))?;
         Ok(jobs)
     }
 
@@ -229,7 +236,7 @@ impl SharedJobs {
     /// Give every lease back and stop renewing (drip is leaving).
     pub fn close(&self) {
         self.closed.store(true, Ordering::Relaxed);
-        self.renewer.1.notify_all();
+        self.bell.notify_all();
         let mut held = self.lock();
         let members = std::mem::take(&mut held.members);
         if !members.is_empty() {
@@ -237,20 +244,13 @@ impl SharedJobs {
         }
     }
 
-    /// Renew the leases held every [`RENEW_EVERY`] until closed.
-    fn renew_until_closed(&self) {
-        loop {
-            let guard = self.renewer.0.lock().unpoisoned();
-            let _ = self.renewer.1.wait_timeout(guard, RENEW_EVERY).unpoisoned();
-            if self.closed.load(Ordering::Relaxed) {
-                return;
-            }
-            let mut held = self.lock();
-            let members = held.members.clone();
-            let r = held.call(JobOp::Renew, self.limit, &members);
-            if let Some(answer) = self.noted(&mut held, r) {
-                held.fleet = answer.held;
-            }
+    /// Renew the leases held.
+    fn renew(&self) {
+        let mut held = self.lock();
+        let members = held.members.clone();
+        let r = held.call(JobOp::Renew, self.limit, &members);
+        if let Some(answer) = self.noted(&mut held, r) {
+            held.fleet = answer.held;
         }
     }
 
@@ -264,5 +264,27 @@ impl SharedJobs {
             waits: held.waits,
             failed_calls: held.failures,
         }
+    }
+}
+
+/// The renewal of the leases a drip holds, a duty of its keeper: every
+/// [`RENEW_EVERY`], until closed.
+struct Renewal {
+    jobs: Arc<SharedJobs>,
+    next: Instant,
+}
+
+impl Duty for Renewal {
+    fn poll(&mut self) -> Poll {
+        if self.jobs.closed.load(Ordering::Relaxed) {
+            return Poll::Done;
+        }
+        let left = self.next.saturating_duration_since(Instant::now());
+        if !left.is_zero() {
+            return Poll::Idle(left);
+        }
+        self.next = Instant::now() + RENEW_EVERY;
+        self.jobs.renew();
+        Poll::Worked
     }
 }

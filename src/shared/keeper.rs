@@ -24,7 +24,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{SendError, SyncSender};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -332,7 +332,26 @@ impl std::fmt::Debug for dyn Duty {
     }
 }
 
+/// The keepers of this process, by NAME: the one [`super::open`] made for
+/// a NAME is the one its job leases (opened later, by the jobs' pool)
+/// give their renewal to.
+static KEEPERS: Mutex<Vec<(String, Weak<Keeper>)>> = Mutex::new(Vec::new());
+
 impl Keeper {
+    /// The keeper of the drip sharing `name`: the one made for it while it
+    /// lives, else a new one.
+    pub(crate) fn of(name: &str) -> Arc<Keeper> {
+        let mut keepers = KEEPERS.lock().unpoisoned();
+        keepers.retain(|(_, held)| held.strong_count() > 0);
+        let held = keepers.iter().find(|(n, _)| n == name);
+        if let Some(keeper) = held.and_then(|(_, held)| held.upgrade()) {
+            return keeper;
+        }
+        let keeper = Arc::new(Keeper::default());
+        keepers.push((name.to_string(), Arc::downgrade(&keeper)));
+        keeper
+    }
+
     /// The keeper's bell, for what its duties serve to ring.
     pub(crate) fn bell(&self) -> Arc<Bell> {
         Arc::clone(&self.bell)

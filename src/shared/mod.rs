@@ -316,7 +316,7 @@ pub fn open(
         lease: None,
         budget_tags,
         keys: None,
-        keeper: Arc::default(),
+        keeper: Keeper::of(&name),
         done: Vec::new(),
         notify: Arc::clone(&notify),
         name: name.clone(),
