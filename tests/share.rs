@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 use common::redis_server::RedisServer as Redis;
 use common::{numbered, send_signal, timed_lines, wait_for};
 use drip::testing::{
-    Ask, Back, ByteStep, Gcra, Grant, KeyAsk, KeyBook, Meter, RedisStore, Reply, Settlement, Step,
-    Store, Weight,
+    Ask, Back, ByteStep, Count, FileStore, Gcra, Grant, JobOp, KeyAsk, KeyBook, Meter, RedisStore,
+    Reply, Settlement, Step, Store, Weight,
 };
 
 /// One reservation of the global limits through `store`: the reply's
@@ -791,6 +791,98 @@ fn the_script_runs_the_mirrored_arithmetic() {
         (-1..=since + 1).contains(&fall),
         "ttl {ttl}, idle {idle}, {since} ms since"
     );
+}
+
+/// Each operation of the one backend answers alike through the state
+/// file and through Redis: a budget's window count (what is owed added,
+/// what goes back taken, grants within N), the job leases (taken within
+/// the limit, the line, given back, renewed, one epoch) and `drip take`'s
+/// slot (taken only when due within the wait).
+#[test]
+fn both_backends_answer_each_operation_alike() {
+    if !common::have_redis() {
+        return;
+    }
+    let redis = Redis::start();
+    let dir = tempfile::tempdir().unwrap();
+    let step = Step {
+        interval: 10_000_000_000,
+        tolerance: 0,
+    };
+    let meters = || vec![Meter::from(step)];
+    let stores: Vec<(&str, Box<dyn Store>)> = vec![
+        (
+            "file",
+            Box::new(FileStore::new(
+                dir.path(),
+                "ops",
+                "ops".into(),
+                meters(),
+                None,
+            )),
+        ),
+        (
+            "redis",
+            Box::new(RedisStore::new(&redis.url(), "ops", "ops".into(), meters(), None).unwrap()),
+        ),
+    ];
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i128;
+    let hour = 3_600_000_000_000i128;
+    for (which, mut store) in stores {
+        let mut count = |owed, back, ask| {
+            let call = Count {
+                calendar: "hour@UTC".into(),
+                start: now - now % hour,
+                end: now - now % hour + hour,
+                count: 10,
+                owed,
+                back,
+                ask,
+                now,
+            };
+            let counted = store.count(&call).unwrap();
+            (counted.granted, counted.after)
+        };
+        assert_eq!(count(0, 0, 3), (3, 3), "{which}");
+        assert_eq!(count(2, 0, 3), (3, 8), "{which}");
+        assert_eq!(count(0, 0, 5), (2, 10), "{which}");
+        assert_eq!(count(4, 0, 1), (0, 14), "{which}");
+        assert_eq!(count(0, 6, 0), (0, 8), "{which}");
+        assert_eq!(count(0, 99, 0), (0, 0), "{which}");
+        let one = |m: &str| vec![m.to_string()];
+        let a = store.jobs(JobOp::Acquire, 1, &one("a"), "").unwrap();
+        assert!(a.done && a.held == 1 && !a.lost, "{which}: {a:?}");
+        let b = store.jobs(JobOp::Acquire, 1, &one("b"), &a.epoch).unwrap();
+        assert!(!b.done && b.held == 1 && !b.lost, "{which}: {b:?}");
+        let c = store.jobs(JobOp::Acquire, 1, &one("c"), &a.epoch).unwrap();
+        assert!(!c.done, "{which}: {c:?}");
+        let r = store.jobs(JobOp::Release, 1, &one("a"), &a.epoch).unwrap();
+        assert!(r.done && r.held == 0, "{which}: {r:?}");
+        // The lease freed goes to the job first in line.
+        let c = store.jobs(JobOp::Acquire, 1, &one("c"), &a.epoch).unwrap();
+        assert!(!c.done, "{which}: {c:?}");
+        let b = store.jobs(JobOp::Acquire, 1, &one("b"), &a.epoch).unwrap();
+        assert!(b.done && b.held == 1, "{which}: {b:?}");
+        let renewed = store.jobs(JobOp::Renew, 1, &one("b"), &a.epoch).unwrap();
+        assert!(renewed.done && renewed.held == 1, "{which}: {renewed:?}");
+        assert_eq!(renewed.epoch, a.epoch, "{which}");
+        let lost = store.jobs(JobOp::Renew, 1, &one("b"), "another").unwrap();
+        assert!(lost.lost, "{which}: {lost:?}");
+        // One slot in 10 s, burst 1: the first is due at once, the next
+        // 10 s on.
+        let s = 1_000_000_000;
+        let first = store.take(Weight::from(1), 0).unwrap();
+        assert!(first.taken && first.due == 0, "{which}: {first:?}");
+        let early = store.take(Weight::from(1), 5 * s).unwrap();
+        assert!(!early.taken, "{which}: {early:?}");
+        assert!((5 * s..=10 * s).contains(&early.due), "{which}: {early:?}");
+        let next = store.take(Weight::from(1), 20 * s).unwrap();
+        assert!(next.taken, "{which}: {next:?}");
+        assert!((5 * s..=10 * s).contains(&next.due), "{which}: {next:?}");
+    }
 }
 
 /// The script's arithmetic for a record limit beside a byte limit (a
@@ -1952,6 +2044,91 @@ fn a_paused_server_is_waited_for() {
         r.command(&["CLIENT", "PAUSE", "1200", "ALL"])
     });
     all_written(&o);
+}
+
+/// A drip speaks to the server over one connection, from one keeper
+/// thread, whatever it shares: the global limits, the limits per key, a
+/// budget's count and the job leases all go through them (each used to
+/// open its own connection: four; and to have a thread of its own but the
+/// job leases' acquiring, which the jobs do).
+#[test]
+fn one_drip_holds_one_connection_and_one_keeper_for_every_shared_feature() {
+    if !common::have_redis() {
+        return;
+    }
+    let redis = Redis::start();
+    let runtime = tempfile::tempdir().unwrap();
+    let share = redis.share("one-link");
+    let args = [
+        "-q",
+        "-r",
+        "20/s",
+        "--share",
+        &share,
+        "--budget",
+        "100000/day@UTC",
+        "--key",
+        "1",
+        "--key-rate",
+        "5/s",
+        "--share-jobs",
+        "2",
+        "--exec",
+        "true",
+    ];
+    let mut child = common::drip_reading(&args, numbered(1..=1000), runtime.path(), true);
+    let mut con = redis.con();
+    let started = Instant::now();
+    // Every feature has called: the limits', a key's, the budget's and
+    // the job leases' keys are there.
+    loop {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("drip:{one-link}*")
+            .query(&mut con)
+            .unwrap();
+        let has = |part: &str| keys.iter().any(|k| k.contains(part));
+        if has(":key:") && has(":budget:") && has(":jobs") && has("drip:{one-link}") {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "{keys:?}");
+        thread::sleep(Duration::from_millis(50));
+    }
+    let own: i64 = redis::cmd("CLIENT").arg("ID").query(&mut con).unwrap();
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .arg("TYPE")
+        .arg("normal")
+        .query(&mut con)
+        .unwrap();
+    let drips: Vec<&str> = list
+        .lines()
+        .filter(|l| !l.starts_with(&format!("id={own} ")))
+        .collect();
+    // Its threads, by name, where /proc tells them.
+    let tasks = PathBuf::from(format!("/proc/{}/task", child.id()));
+    let threads: Vec<String> = std::fs::read_dir(&tasks)
+        .map(|dir| {
+            dir.filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                .map(|name| name.trim().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    send_signal(&child, libc::SIGTERM);
+    wait_for(&mut child, Duration::from_secs(10));
+    assert_eq!(drips.len(), 1, "{list}");
+    if tasks.parent().is_some_and(Path::exists) {
+        let keepers = threads
+            .iter()
+            .filter(|t| t.starts_with("drip-keeper"))
+            .count();
+        assert_eq!(keepers, 1, "{threads:?}");
+        assert!(
+            !threads
+                .iter()
+                .any(|t| t.starts_with("drip-budget") || t.starts_with("drip-job-lease")),
+            "{threads:?}"
+        );
+    }
 }
 
 #[test]
@@ -3437,6 +3614,40 @@ fn a_shared_budgets_count_file_unusable_stops_and_garbage_starts_afresh() {
             "held something drip did not write (not text): its counts are lost, started afresh"
         )
         .count(),
+        1,
+        "{err}"
+    );
+}
+
+/// A line of a shared budget's count file with numbers drip never writes
+/// (a window's end at the end of time) is a line drip did not write:
+/// passed over, said once, and its count started afresh; the records go.
+/// It used to panic the budget's keeper, and drip waited for its grants
+/// for ever.
+#[test]
+fn a_count_line_of_numbers_drip_never_writes_is_passed_over() {
+    let _t = common::beside_timing();
+    let runtime = tempfile::tempdir().unwrap();
+    let dir = runtime.path().join("drip");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let end = i128::MAX;
+    std::fs::write(
+        dir.join("endless.budget"),
+        format!("budget:hour@UTC 0 {end} 5\n"),
+    )
+    .unwrap();
+    let args = ["--budget", "5/hour@UTC", "--share", "endless"];
+    let mut child = common::drip_reading(&args, numbered(1..=3), runtime.path(), false);
+    let status = common::wait_for(&mut child, Duration::from_secs(20));
+    let (mut out, mut err) = (String::new(), String::new());
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert_eq!(out, numbered(1..=3));
+    assert_eq!(
+        err.matches("held 1 line drip did not write: passed over")
+            .count(),
         1,
         "{err}"
     );

@@ -96,7 +96,7 @@ fn schedule_of(
             *books = config
                 .budgets
                 .iter()
-                .map(|b| shared::budget::start(share, b))
+                .map(|b| shared::budget::start(share, b, opened.handle.keeper()))
                 .collect::<Result<_>>()?;
             let base = match opened.schedule {
                 Some(schedule) => Base::Shared(Box::new(schedule)),

@@ -5,7 +5,8 @@
 //!
 //! A [`Book`] is a drip's side of it ([`crate::budget::Allowance`]): what
 //! each window has granted this drip and whether its count is spent. Its
-//! keeper thread takes grants from the store as the local schedule asks:
+//! duty on the drip's keeper ([`Counting`], a [`super::keeper::Duty`])
+//! takes grants from the store as the local schedule asks:
 //! each call adds to the window's count, atomically, no more than keeps it
 //! within the budget's N (under the state file's lock, or in one Lua
 //! script in Redis), so the drips together never pass N in a window, as
@@ -17,32 +18,26 @@
 //! time (a drip killed gives nothing back: that only leaves the others
 //! less).
 //!
-//! In Redis the count goes through the connection the rest of the shared
-//! state uses ([`RedisStore`]): one server, the primary the sentinels name
-//! (fenced), or the node of a cluster that owns drip's slot; the key is in
-//! the hash slot of `drip:{NAME}`. While the count cannot be reached,
+//! The count goes through the NAME's backend ([`super::backend`], the
+//! operation [`Store::count`]): the state file's `NAME.budget`, or in
+//! Redis one server, the primary the sentinels name (fenced), or the node
+//! of a cluster that owns drip's slot; the key is in the hash slot of
+//! `drip:{NAME}`. While the count cannot be reached,
 //! `--share-on-error` decides: `wait` grants nothing, `local` lets the
 //! drip count alone (at most N / `--share-peers` a window, told to the
 //! count when it answers again), `fail` stops drip (status 4).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use redis::Value;
-
-use super::file::{locked, own_dir, write_over};
-use super::protocol::Failure;
-use super::redis::RedisStore;
-use super::target::{Share, Target};
-use super::voice::{OnError, Retry};
-use super::{Unreachable, Unusable};
+use super::backend;
+use super::keeper::{Bell, Duty, Keeper, Poll};
+use super::protocol::{Count, Counted, Failure, Store, Wake, KEPT_NS};
+use super::target::Share;
+use super::voice::{OnError, Retry, Unreachable, Unusable};
 use crate::budget::{Allowance, Budget};
 use crate::sys::Unpoisoned;
-
-/// A window's count outlives the window's end by this long (ns).
-const KEPT_NS: i128 = 10_000_000_000;
 
 /// One window as this drip sees it.
 #[derive(Debug, Default, Clone, Copy)]
@@ -61,10 +56,6 @@ struct Slice {
     back: u64,
 }
 
-/// What the keeper calls when a grant arrives (`false`: wake the writer)
-/// or drip must stop (`true`).
-pub type Wake = Arc<dyn Fn(bool) + Send + Sync>;
-
 #[derive(Default)]
 struct Inner {
     windows: BTreeMap<i128, Slice>,
@@ -78,7 +69,10 @@ struct Inner {
 #[derive(Default)]
 pub struct Book {
     inner: Mutex<Inner>,
+    /// Rung when the keeper answered (what [`Book::given_back`] waits on).
     asked: Condvar,
+    /// The keeper's, rung when a window asks for more or drip leaves.
+    bell: Arc<Bell>,
 }
 
 impl std::fmt::Debug for Book {
@@ -133,6 +127,7 @@ impl Book {
         }
         drop(inner);
         self.asked.notify_all();
+        self.bell.notify_all();
     }
 
     /// Wait until what [`Book::leave`] set aside went back to the count,
@@ -178,79 +173,7 @@ impl Allowance for Book {
             w.wanted = total;
             if !w.spent && w.wanted > w.granted {
                 self.asked.notify_all();
-            }
-        }
-    }
-}
-
-/// Where a shared budget's counts live.
-enum Place {
-    /// A file on this host, beside the state file, under its own lock.
-    File(PathBuf),
-    /// Redis, one key per window, through the shared state's connection;
-    /// [`SCRIPT`]'s SHA1, to call it by.
-    Redis(Box<RedisStore>, String),
-}
-
-/// Add `owed` to the count `KEYS[1]` of a window (what a drip granted
-/// itself alone) and take `back` from it (what a leaving drip was granted
-/// and did not send; the count never below 0), then add up to `ask` more
-/// keeping it within `count`; expire it at `ARGV[3]` (ms since the Unix
-/// epoch). Returns what was added beyond `owed` and the count after.
-const SCRIPT: &str = r"
-local n = tonumber(ARGV[1])
-local ask = tonumber(ARGV[2])
-local owed = tonumber(ARGV[4] or '0')
-local back = tonumber(ARGV[5] or '0')
-local c = tonumber(redis.call('GET', KEYS[1]) or '0')
-local was = c
-c = math.max(c + owed - back, 0)
-if c ~= was then redis.call('SET', KEYS[1], c) end
-local g = math.max(math.min(ask, n - c), 0)
-if g > 0 then c = redis.call('INCRBY', KEYS[1], g) end
-redis.call('PEXPIREAT', KEYS[1], ARGV[3])
-return {g, c}
-";
-
-/// One call on a window's count: the window `[start, end)` (ns since the
-/// Unix epoch), the budget's `count`, what is `owed` (granted alone),
-/// what goes `back` (granted, not sent, drip leaving) and how many more
-/// are asked for.
-#[derive(Debug, Clone, Copy)]
-struct Call {
-    start: i128,
-    end: i128,
-    count: u64,
-    owed: u64,
-    back: u64,
-    ask: u64,
-}
-
-impl Place {
-    /// Add what is owed to the window's count, then up to `ask` within
-    /// `count`: (added beyond what was owed, the count after).
-    fn take(&mut self, label: &str, call: Call) -> Result<Counted, Failure> {
-        match self {
-            Place::File(path) => take_in_file(path, label, call),
-            Place::Redis(store, sha) => {
-                let expire_ms = (call.end + KEPT_NS) / 1_000_000;
-                let keys = [format!("{label}:{}", call.start)];
-                let args = [
-                    call.count.to_string(),
-                    call.ask.to_string(),
-                    expire_ms.to_string(),
-                    call.owed.to_string(),
-                    call.back.to_string(),
-                ];
-                let reply = store.eval_script(SCRIPT, sha, &keys, &args)?;
-                match reply.as_slice() {
-                    [Value::Int(g), Value::Int(c)] => Ok(Counted {
-                        granted: u64::try_from(*g).unwrap_or(0),
-                        after: u64::try_from(*c).unwrap_or(0),
-                        ..Counted::default()
-                    }),
-                    _ => Err(Failure::Unreachable(format!("unexpected reply {reply:?}"))),
-                }
+                self.bell.notify_all();
             }
         }
     }
@@ -263,104 +186,12 @@ pub(crate) fn unix_now() -> i128 {
         .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(0))
 }
 
-/// The file `PATH.SUFFIX`.
-fn beside(path: &std::path::Path, suffix: &str) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(".");
-    name.push(suffix);
-    PathBuf::from(name)
-}
-
-/// What a call to the count answered: `granted` more, the count `after`;
-/// in the file, the lines passed over as not drip's, and whether the file
-/// held no text at all (its counts lost, started afresh).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-struct Counted {
-    granted: u64,
-    after: u64,
-    passed_over: usize,
-    garbled: bool,
-}
-
-/// [`Place::take`] in the file at `path`: one line per window's count
-/// (`LABEL START END COUNT`), read and written whole under an exclusive
-/// `flock` of `path.lock`; counts past their window's end by [`KEPT_NS`]
-/// are dropped, and so are lines drip did not write (counted). A file
-/// that is not text (not UTF-8) is a lost count, started afresh, as an
-/// unreadable `NAME.json` is; one drip cannot use (a directory, a file
-/// it may not read or write, the lock's too) is [`Failure::Fatal`],
-/// naming the path, as `NAME.json`'s is.
-fn take_in_file(path: &std::path::Path, label: &str, call: Call) -> Result<Counted, Failure> {
-    let Call {
-        start,
-        end,
-        count,
-        owed,
-        back,
-        ask,
-    } = call;
-    let dir_failure = |e: &std::io::Error| match path.parent() {
-        Some(dir) => super::file::failure("state directory", dir, e),
-        None => super::file::failure("shared budget's count file", path, e),
-    };
-    if let Some(dir) = path.parent() {
-        if !own_dir(dir).map_err(|e| dir_failure(&e))? {
-            return Err(Failure::Fatal(format!(
-                "{}: the state directory is not a directory of this user's that only it may write to",
-                dir.display()
-            )));
-        }
-    }
-    let lock_path = beside(path, "lock");
-    let lock = locked(&lock_path)
-        .map_err(|e| super::file::failure("shared budget's lock file", &lock_path, &e))?;
-    let unusable = |e: &std::io::Error| super::file::failure("shared budget's count file", path, e);
-    let mut counted = Counted::default();
-    let text = match std::fs::read(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(unusable(&e)),
-        Ok(bytes) => String::from_utf8(bytes).unwrap_or_else(|_| {
-            counted.garbled = true;
-            String::new()
-        }),
-    };
-    let now = unix_now();
-    let mut kept = Vec::new();
-    let mut found = 0;
-    for line in text.lines() {
-        let fields: Vec<&str> = line.split(' ').collect();
-        let parsed = match fields[..] {
-            [l, s, e, c] => match (s.parse::<i128>(), e.parse::<i128>(), c.parse::<u64>()) {
-                (Ok(s), Ok(e), Ok(c)) => Some((l, s, e, c)),
-                _ => None,
-            },
-            _ => None,
-        };
-        let Some((l, s, e, c)) = parsed else {
-            counted.passed_over += usize::from(!line.is_empty());
-            continue;
-        };
-        if l == label && s == start {
-            found = c;
-        } else if e + KEPT_NS >= now {
-            kept.push(line.to_string());
-        }
-    }
-    let found = found.saturating_add(owed).saturating_sub(back);
-    counted.granted = ask.min(count.saturating_sub(found));
-    counted.after = found + counted.granted;
-    kept.push(format!("{label} {start} {end} {}", counted.after));
-    let text = kept.join("\n") + "\n";
-    write_over(path, &beside(path, "tmp"), text.as_bytes()).map_err(|e| unusable(&e))?;
-    drop(lock);
-    Ok(counted)
-}
-
-/// The keeper of one shared budget: takes what the book asks for.
-struct Keeper {
+/// The keeper's duty for one shared budget: takes what the book asks for.
+struct Counting {
     book: Weak<Book>,
-    place: Place,
-    label: String,
+    store: Box<dyn Store>,
+    /// The budget's calendar window (`day@UTC`).
+    calendar: String,
     count: u64,
     name: String,
     quiet: bool,
@@ -373,13 +204,14 @@ struct Keeper {
     failing: bool,
     /// Said: the count file was not text; it held lines not drip's.
     said: (bool, bool),
+    /// Paused until then, after a call the count did not answer.
+    paused: Option<Instant>,
 }
 
-impl Keeper {
+impl Counting {
     /// The next window that wants more than it was granted, or owes the
-    /// count what it granted alone: the call for it; waits for one up to
-    /// 100 ms.
-    fn next_call(&self, book: &Book) -> Option<Call> {
+    /// count what it granted alone: the call for it.
+    fn next_call(&self, book: &Book) -> Option<Count> {
         let mut inner = book.lock();
         let count = self.count;
         let find = |inner: &Inner| {
@@ -387,7 +219,8 @@ impl Keeper {
                 .windows
                 .iter()
                 .find(|(_, w)| (!w.spent && w.wanted > w.granted) || w.alone > 0 || w.back > 0)
-                .map(|(&start, w)| Call {
+                .map(|(&start, w)| Count {
+                    calendar: self.calendar.clone(),
                     start,
                     end: w.end,
                     count,
@@ -398,45 +231,56 @@ impl Keeper {
                     } else {
                         w.wanted.saturating_sub(w.granted)
                     },
+                    now: unix_now(),
                 })
         };
-        if find(&inner).is_none() {
-            inner = book
-                .asked
-                .wait_timeout(inner, Duration::from_millis(100))
-                .unpoisoned()
-                .0;
-        }
         let now = unix_now();
         inner.windows.retain(|_, w| w.end + KEPT_NS >= now);
         find(&inner)
     }
 
-    fn run(mut self) {
-        loop {
-            let Some(book) = self.book.upgrade() else {
-                return;
-            };
-            let Some(call) = self.next_call(&book) else {
-                continue;
-            };
-            match self.place.take(&self.label, call) {
-                Ok(counted) => {
-                    self.passed_over(&counted);
-                    self.granted(&book, call, counted.granted, counted.after);
+    /// One step: paused, grant alone under `local`; else the call the
+    /// book wants, if any (looked at again within 100 ms).
+    fn step(&mut self) -> Poll {
+        let Some(book) = self.book.upgrade() else {
+            return Poll::Done;
+        };
+        if let Some(until) = self.paused {
+            let left = until.saturating_duration_since(Instant::now());
+            if !left.is_zero() {
+                if self.on_error == OnError::Local {
+                    self.grant_alone(&book);
                 }
-                Err(Failure::Unreachable(why)) if self.on_error != OnError::Fail => {
-                    self.unreachable(&why);
-                    let pause = self.retry.failed();
-                    self.pause(&book, pause);
+                return Poll::Idle(left);
+            }
+            self.paused = None;
+        }
+        let Some(call) = self.next_call(&book) else {
+            return Poll::Idle(Duration::from_millis(100));
+        };
+        match self.store.count(&call) {
+            Ok(counted) => {
+                self.passed_over(&counted);
+                self.granted(&book, &call, counted.granted, counted.after);
+            }
+            Err(Failure::Unreachable(why)) if self.on_error != OnError::Fail => {
+                self.unreachable(&why);
+                let pause = self.retry.failed();
+                self.paused = Some(Instant::now() + pause);
+                if self.on_error == OnError::Local {
+                    self.grant_alone(&book);
                 }
-                Err(failure) => return stop(&book, failure),
+            }
+            Err(failure) => {
+                stop(&book, failure);
+                return Poll::Done;
             }
         }
+        Poll::Worked
     }
 
     /// The count answered `call`: `granted` more, the count `after`.
-    fn granted(&mut self, book: &Book, call: Call, granted: u64, after: u64) {
+    fn granted(&mut self, book: &Book, call: &Count, granted: u64, after: u64) {
         if self.failing && !self.quiet {
             let shared = if self.on_error == OnError::Local {
                 "; counting shared"
@@ -513,25 +357,8 @@ impl Keeper {
         self.failing = true;
     }
 
-    /// Pause `d` before the next call; under `local`, grant alone what the
-    /// windows ask meanwhile.
-    fn pause(&self, book: &Book, d: Duration) {
-        let until = std::time::Instant::now() + d;
-        loop {
-            if self.on_error == OnError::Local {
-                self.grant_alone(book);
-            }
-            let inner = book.lock();
-            let left = until.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
-                return;
-            }
-            drop(book.asked.wait_timeout(inner, left).unpoisoned());
-        }
-    }
-
     /// Counting alone (`local`): grant each window what it asks, up to
-    /// [`Keeper::alone_cap`] in all, and owe the count that.
+    /// [`Counting::alone_cap`] in all, and owe the count that.
     fn grant_alone(&self, book: &Book) {
         let wake = {
             let mut inner = book.lock();
@@ -565,35 +392,29 @@ fn stop(book: &Book, failure: Failure) {
     }
 }
 
-/// Start sharing `budget` through `share`'s state: its book, whose keeper
-/// runs on a thread of its own until the book is dropped.
+impl Duty for Counting {
+    fn poll(&mut self) -> Poll {
+        self.step()
+    }
+}
+
+/// Start sharing `budget` through `share`'s state: its book, whose count
+/// `keeper` (the drip's) keeps until the book is dropped.
 ///
 /// # Errors
 /// A Redis URL redis-rs does not accept; a thread that cannot start.
-pub fn start(share: &Share, budget: &Budget) -> anyhow::Result<Arc<Book>> {
+pub fn start(share: &Share, budget: &Budget, keeper: &Arc<Keeper>) -> anyhow::Result<Arc<Book>> {
     let name = share.target.name().to_string();
-    let calendar = budget.calendar.to_string();
-    let (place, label) = match &share.target {
-        Target::Host(name) => (
-            Place::File(super::file::state_dir().join(format!("{name}.budget"))),
-            format!("budget:{calendar}"),
-        ),
-        Target::Redis { url, name } => (
-            Place::Redis(
-                Box::new(
-                    RedisStore::new(url, name, String::new(), Vec::new(), None)
-                        .map_err(|e| anyhow::anyhow!("--share {name}: {e}"))?,
-                ),
-                redis::Script::new(SCRIPT).get_hash().to_string(),
-            ),
-            format!("drip:{{{name}}}:budget:{calendar}"),
-        ),
-    };
-    let book = Arc::new(Book::default());
-    let keeper = Keeper {
+    let store = backend::open(&share.target, "", Vec::new(), None)
+        .map_err(|e| anyhow::anyhow!("--share {name}: {e}"))?;
+    let book = Arc::new(Book {
+        bell: keeper.bell(),
+        ..Book::default()
+    });
+    let counting = Counting {
         book: Arc::downgrade(&book),
-        place,
-        label,
+        store,
+        calendar: budget.calendar.to_string(),
         count: budget.count,
         name,
         quiet: share.quiet,
@@ -602,105 +423,8 @@ pub fn start(share: &Share, budget: &Budget) -> anyhow::Result<Arc<Book>> {
         retry: Retry::new(fastrand::Rng::new()),
         failing: false,
         said: (false, false),
+        paused: None,
     };
-    crate::sys::spawn("drip-budget", move || keeper.run())?;
+    keeper.add(Box::new(counting))?;
     Ok(book)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// In the file, what a drip granted itself alone is added to the
-    /// window's count before the ask, and an ask is granted only within
-    /// the budget: the count may pass it by what was owed, never by a
-    /// grant.
-    #[test]
-    fn the_file_adds_what_is_owed_then_grants_within_the_budget() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("q.budget");
-        let end = unix_now() + 3_600_000_000_000;
-        let call = |owed, ask| Call {
-            start: 0,
-            end,
-            count: 10,
-            owed,
-            back: 0,
-            ask,
-        };
-        let take = |c| {
-            let counted = take_in_file(&path, "budget:hour@UTC", c).unwrap();
-            assert_eq!((counted.passed_over, counted.garbled), (0, false));
-            (counted.granted, counted.after)
-        };
-        assert_eq!(take(call(0, 3)), (3, 3));
-        assert_eq!(take(call(2, 3)), (3, 8));
-        assert_eq!(take(call(0, 5)), (2, 10));
-        assert_eq!(take(call(4, 1)), (0, 14));
-        // A leaving drip gives back what it did not send; never below 0.
-        assert_eq!(
-            take(Call {
-                back: 6,
-                ..call(0, 0)
-            }),
-            (0, 8)
-        );
-        assert_eq!(take(call(0, 5)), (2, 10));
-        assert_eq!(
-            take(Call {
-                back: 99,
-                ..call(0, 0)
-            }),
-            (0, 0)
-        );
-    }
-
-    /// A count file of bytes that are not text is a lost count, started
-    /// afresh; lines drip did not write are passed over and counted; a
-    /// count file or a lock that is a directory can never be used.
-    #[test]
-    fn a_count_file_drip_cannot_read_is_lost_or_unusable() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("q.budget");
-        let call = Call {
-            start: 0,
-            end: unix_now() + 3_600_000_000_000,
-            count: 10,
-            owed: 0,
-            back: 0,
-            ask: 4,
-        };
-        std::fs::write(&path, b"budget:hour@UTC 0 1 9\n\xff\xfe\n").unwrap();
-        let counted = take_in_file(&path, "budget:hour@UTC", call).unwrap();
-        assert!(counted.garbled);
-        assert_eq!((counted.granted, counted.after), (4, 4), "started afresh");
-        std::fs::write(
-            &path,
-            "junk\nbudget:hour@UTC 0 x 1\n\nbudget:hour@UTC 0 1 2\n",
-        )
-        .unwrap();
-        let counted = take_in_file(&path, "budget:hour@UTC", call).unwrap();
-        assert_eq!(counted.passed_over, 2);
-        assert_eq!((counted.granted, counted.after), (4, 6));
-        std::fs::remove_file(&path).unwrap();
-        std::fs::create_dir(&path).unwrap();
-        match take_in_file(&path, "budget:hour@UTC", call) {
-            Err(Failure::Fatal(why)) => assert!(
-                why.contains("count file cannot be used") && why.contains("q.budget"),
-                "{why}"
-            ),
-            other => panic!("{other:?}"),
-        }
-        std::fs::remove_dir(&path).unwrap();
-        let lock = dir.path().join("q.budget.lock");
-        std::fs::remove_file(&lock).unwrap();
-        std::fs::create_dir(&lock).unwrap();
-        match take_in_file(&path, "budget:hour@UTC", call) {
-            Err(Failure::Fatal(why)) => assert!(
-                why.contains("lock file cannot be used") && why.contains("q.budget.lock"),
-                "{why}"
-            ),
-            other => panic!("{other:?}"),
-        }
-    }
 }

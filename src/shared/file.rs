@@ -15,6 +15,7 @@
 //! last second (some 40 bytes each), and each call reads and writes them
 //! all: cost O(busy keys) per call, a few dozen calls a second per drip.
 
+use std::collections::BTreeMap;
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
@@ -24,8 +25,10 @@ use rustix::fs::{flock, FlockOperation};
 use serde::{Deserialize, Serialize};
 
 use super::gcra::{hex, Gcra, KeyAsk, KeyBook, Meter, Settlement, Step, Weight};
-use super::protocol::{Ask, Back, Failure, Grant, Mark, Reply, Store, EXPIRY_NS};
-use super::take::Taken;
+use super::protocol::{
+    Ask, Back, Count, Counted, Failure, Grant, JobLeases, JobOp, Mark, Reply, Store, Taken,
+    EXPIRY_NS, KEPT_NS, LEASE_TTL, WAIT_TTL,
+};
 
 /// Bytes of a page at the least (the kernel's smallest page): a write of
 /// at most this at the start of a file lies within one page.
@@ -385,29 +388,6 @@ impl FileStore {
     }
 }
 
-impl FileStore {
-    /// `drip take`'s one slot of `size` (bytes, or cost), taken only when
-    /// due within `within` ns ([`Gcra::take`]), under the lock.
-    ///
-    /// # Errors
-    /// As a reservation's: a mismatch of limits, a file drip cannot use.
-    pub fn take(&mut self, size: impl Into<Weight>, within: i64) -> Result<Taken, Failure> {
-        let size: Weight = size.into();
-        let meters = self.meters.clone();
-        self.with_state(|g, _, now, _| {
-            let (due, taken) = match g.take(&meters, now, size, within) {
-                Ok(due) => (due, true),
-                Err(due) => (due, false),
-            };
-            Taken {
-                now,
-                due: due - now,
-                taken,
-            }
-        })
-    }
-}
-
 impl Store for FileStore {
     fn hello(&mut self) -> Result<bool, Failure> {
         self.with_state(|_, _, _, fresh| fresh)
@@ -507,9 +487,251 @@ impl Store for FileStore {
         self.unreadable.take()
     }
 
+    /// Under the lock ([`Gcra::take`]).
+    fn take(&mut self, size: Weight, within: i64) -> Result<Taken, Failure> {
+        let meters = self.meters.clone();
+        self.with_state(|g, _, now, _| {
+            let (due, taken) = match g.take(&meters, now, size, within) {
+                Ok(due) => (due, true),
+                Err(due) => (due, false),
+            };
+            Taken {
+                now,
+                due: due - now,
+                taken,
+            }
+        })
+    }
+
+    /// In `NAME.budget` ([`count_in`]).
+    fn count(&mut self, call: &Count) -> Result<Counted, Failure> {
+        count_in(&self.path.with_extension("budget"), call)
+    }
+
+    /// In `NAME.jobs.json` ([`jobs_in`]).
+    fn jobs(
+        &mut self,
+        op: JobOp,
+        limit: u64,
+        members: &[String],
+        known: &str,
+    ) -> Result<JobLeases, Failure> {
+        jobs_in(
+            &self.path.with_extension("jobs.json"),
+            op,
+            limit,
+            members,
+            known,
+        )
+    }
+
     fn host_clock(&self) -> Option<i64> {
         Some(self.clock.unwrap_or_else(monotonic))
     }
+}
+
+/// The file `PATH.SUFFIX`.
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".");
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// A shared budget's count in the file at `path`: one line per window's
+/// count (`budget:CALENDAR START END COUNT`), read and written whole under
+/// an exclusive `flock` of `path.lock`; counts past their window's end by
+/// [`KEPT_NS`] are dropped, and so are lines drip did not write (counted;
+/// numbers drip never writes too).
+/// A file that is not text (not UTF-8) is a lost count, started afresh,
+/// as an unreadable `NAME.json` is; one drip cannot use (a directory, a
+/// file it may not read or write, the lock's too) is [`Failure::Fatal`],
+/// naming the path, as `NAME.json`'s is.
+fn count_in(path: &Path, call: &Count) -> Result<Counted, Failure> {
+    let label = format!("budget:{}", call.calendar);
+    let dir_failure = |e: &std::io::Error| match path.parent() {
+        Some(dir) => failure("state directory", dir, e),
+        None => failure("shared budget's count file", path, e),
+    };
+    if let Some(dir) = path.parent() {
+        if !own_dir(dir).map_err(|e| dir_failure(&e))? {
+            return Err(Failure::Fatal(format!(
+                "{}: the state directory is not a directory of this user's that only it may write to",
+                dir.display()
+            )));
+        }
+    }
+    let lock_path = with_suffix(path, "lock");
+    let lock =
+        locked(&lock_path).map_err(|e| failure("shared budget's lock file", &lock_path, &e))?;
+    let unusable = |e: &std::io::Error| failure("shared budget's count file", path, e);
+    let mut counted = Counted::default();
+    let text = match std::fs::read(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(unusable(&e)),
+        Ok(bytes) => String::from_utf8(bytes).unwrap_or_else(|_| {
+            counted.garbled = true;
+            String::new()
+        }),
+    };
+    let mut kept = Vec::new();
+    let mut found = 0;
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let parsed = match fields[..] {
+            // A window that ends past any time drip writes (its end and
+            // the time a count is kept overflow) is no line of drip's.
+            [l, s, e, c] => match (s.parse::<i128>(), e.parse::<i128>(), c.parse::<u64>()) {
+                (Ok(s), Ok(e), Ok(c)) if e.checked_add(KEPT_NS).is_some() => Some((l, s, e, c)),
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some((l, s, e, c)) = parsed else {
+            counted.passed_over += usize::from(!line.is_empty());
+            continue;
+        };
+        if l == label && s == call.start {
+            found = c;
+        } else if e + KEPT_NS >= call.now {
+            kept.push(line.to_string());
+        }
+    }
+    let found = found.saturating_add(call.owed).saturating_sub(call.back);
+    counted.granted = call.ask.min(call.count.saturating_sub(found));
+    counted.after = found + counted.granted;
+    kept.push(format!(
+        "{label} {} {} {}",
+        call.start, call.end, counted.after
+    ));
+    let text = kept.join("\n") + "\n";
+    write_over(path, &with_suffix(path, "tmp"), text.as_bytes()).map_err(|e| unusable(&e))?;
+    drop(lock);
+    Ok(counted)
+}
+
+/// The job leases in the file, as stored.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct JobsFile {
+    boot_id: String,
+    /// Member → expiry, ns of `CLOCK_MONOTONIC`.
+    leases: BTreeMap<String, i64>,
+    /// The jobs waiting for a lease: member → (arrival, when it stops
+    /// counting unless it asks again), ns of `CLOCK_MONOTONIC`.
+    #[serde(default)]
+    waiting: BTreeMap<String, (i64, i64)>,
+    /// Which life of the leases this is: made anew when the file is (a
+    /// drip that knew another finds them lost).
+    #[serde(default)]
+    epoch: String,
+    /// After a loss, no lease is taken before this (ns of
+    /// `CLOCK_MONOTONIC`): the drips running jobs renew theirs first.
+    #[serde(default)]
+    quiet_until: i64,
+}
+
+fn ttl_ns() -> i64 {
+    i64::try_from(LEASE_TTL.as_nanos()).unwrap_or(i64::MAX)
+}
+
+fn wait_ttl_ns() -> i64 {
+    i64::try_from(WAIT_TTL.as_nanos()).unwrap_or(i64::MAX)
+}
+
+impl JobsFile {
+    /// Meet a caller that knows the epoch `known` at `now`: a state made
+    /// anew (no epoch) gets one; one the caller knew under another epoch
+    /// was lost, and takes no lease for a lease's length, while the drips
+    /// running jobs renew theirs. Returns whether it was lost.
+    fn meet(&mut self, known: &str, now: i64) -> bool {
+        if self.epoch.is_empty() {
+            self.epoch = format!("{:016x}", fastrand::u64(..));
+        }
+        let lost = !known.is_empty() && known != self.epoch;
+        if lost {
+            self.quiet_until = self.quiet_until.max(now + ttl_ns());
+        }
+        lost
+    }
+
+    /// Do `op` on `members` under `limit` at `now` (ns), the lapsed leases
+    /// and waiting jobs dropped first; whether it was done.
+    fn apply(&mut self, op: JobOp, limit: u64, members: &[String], now: i64) -> bool {
+        self.leases.retain(|_, expiry| *expiry > now);
+        self.waiting.retain(|_, (_, until)| *until > now);
+        match op {
+            JobOp::Acquire => {
+                let Some(member) = members.first() else {
+                    return false;
+                };
+                let arrived = self.waiting.get(member).map_or(now, |w| w.0);
+                let ahead = self
+                    .waiting
+                    .iter()
+                    .filter(|(m, w)| (w.0, *m) < (arrived, member))
+                    .count() as u64;
+                let free = limit.saturating_sub(self.leases.len() as u64);
+                if now < self.quiet_until || ahead >= free {
+                    self.waiting
+                        .insert(member.clone(), (arrived, now + wait_ttl_ns()));
+                    return false;
+                }
+                self.waiting.remove(member);
+                self.leases.insert(member.clone(), now + ttl_ns());
+            }
+            JobOp::Renew => {
+                for m in members {
+                    self.leases.insert(m.clone(), now + ttl_ns());
+                }
+            }
+            JobOp::Release => {
+                for m in members {
+                    self.leases.remove(m);
+                    self.waiting.remove(m);
+                }
+            }
+        }
+        true
+    }
+}
+
+/// Do `op` on the job leases in the file at `path` (`NAME.jobs.json`,
+/// under the lock of `NAME.jobs.json.lock`), their expiries on
+/// `CLOCK_MONOTONIC`; an I/O error is [`Failure::Unreachable`].
+fn jobs_in(
+    path: &Path,
+    op: JobOp,
+    limit: u64,
+    members: &[String],
+    known: &str,
+) -> Result<JobLeases, Failure> {
+    let io = |e: &std::io::Error| Failure::Unreachable(format!("{}: {e}", path.display()));
+    if let Some(dir) = path.parent() {
+        let _ = DirBuilder::new().mode(0o700).create(dir);
+    }
+    let lock = locked(&with_suffix(path, "lock")).map_err(|e| io(&e))?;
+    let now = monotonic();
+    // Read at each call: FreeBSD's moves with a step of the wall clock.
+    let boot_id = crate::platform::host::boot_id();
+    let mut stored: JobsFile = std::fs::read(path)
+        .ok()
+        .and_then(|text| serde_json::from_slice(&text).ok())
+        .filter(|s: &JobsFile| s.boot_id == boot_id)
+        .unwrap_or_default();
+    let lost = stored.meet(known, now);
+    let done = stored.apply(op, limit, members, now);
+    stored.boot_id = boot_id;
+    let text = serde_json::to_string(&stored).expect("plain data");
+    // Written beside and renamed over: a drip killed mid-write leaves the
+    // leases as they were.
+    write_over(path, &with_suffix(path, "tmp"), text.as_bytes()).map_err(|e| io(&e))?;
+    drop(lock);
+    Ok(JobLeases {
+        done,
+        held: stored.leases.len() as u64,
+        epoch: stored.epoch,
+        lost,
+    })
 }
 
 #[cfg(test)]
@@ -820,5 +1042,241 @@ mod tests {
         let (_, _, fresh, slots) = reserve(&mut b, 1, 0);
         assert!(fresh);
         assert_eq!(slots, vec![0]);
+    }
+
+    // The shared budgets' count file.
+
+    /// In the file, what a drip granted itself alone is added to the
+    /// window's count before the ask, and an ask is granted only within
+    /// the budget: the count may pass it by what was owed, never by a
+    /// grant.
+    #[test]
+    fn the_file_adds_what_is_owed_then_grants_within_the_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.budget");
+        let now = 1_700_000_000_000_000_000;
+        let end = now + 3_600_000_000_000;
+        let call = |owed, ask| Count {
+            calendar: "hour@UTC".into(),
+            start: 0,
+            end,
+            count: 10,
+            owed,
+            back: 0,
+            ask,
+            now,
+        };
+        let take = |c| {
+            let counted = count_in(&path, &c).unwrap();
+            assert_eq!((counted.passed_over, counted.garbled), (0, false));
+            (counted.granted, counted.after)
+        };
+        assert_eq!(take(call(0, 3)), (3, 3));
+        assert_eq!(take(call(2, 3)), (3, 8));
+        assert_eq!(take(call(0, 5)), (2, 10));
+        assert_eq!(take(call(4, 1)), (0, 14));
+        // A leaving drip gives back what it did not send; never below 0.
+        assert_eq!(
+            take(Count {
+                back: 6,
+                ..call(0, 0)
+            }),
+            (0, 8)
+        );
+        assert_eq!(take(call(0, 5)), (2, 10));
+        assert_eq!(
+            take(Count {
+                back: 99,
+                ..call(0, 0)
+            }),
+            (0, 0)
+        );
+    }
+
+    /// A count file of bytes that are not text is a lost count, started
+    /// afresh; lines drip did not write are passed over and counted; a
+    /// count file or a lock that is a directory can never be used.
+    #[test]
+    fn a_count_file_drip_cannot_read_is_lost_or_unusable() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.budget");
+        let now = 1_700_000_000_000_000_000;
+        let call = Count {
+            calendar: "hour@UTC".into(),
+            start: 0,
+            end: now + 3_600_000_000_000,
+            count: 10,
+            owed: 0,
+            back: 0,
+            ask: 4,
+            now,
+        };
+        std::fs::write(&path, b"budget:hour@UTC 0 1 9\n\xff\xfe\n").unwrap();
+        let counted = count_in(&path, &call).unwrap();
+        assert!(counted.garbled);
+        assert_eq!((counted.granted, counted.after), (4, 4), "started afresh");
+        std::fs::write(
+            &path,
+            "junk\nbudget:hour@UTC 0 x 1\n\nbudget:hour@UTC 0 1 2\n",
+        )
+        .unwrap();
+        let counted = count_in(&path, &call).unwrap();
+        assert_eq!(counted.passed_over, 2);
+        assert_eq!((counted.granted, counted.after), (4, 6));
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        match count_in(&path, &call) {
+            Err(Failure::Fatal(why)) => assert!(
+                why.contains("count file cannot be used") && why.contains("q.budget"),
+                "{why}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        std::fs::remove_dir(&path).unwrap();
+        let lock = dir.path().join("q.budget.lock");
+        std::fs::remove_file(&lock).unwrap();
+        std::fs::create_dir(&lock).unwrap();
+        match count_in(&path, &call) {
+            Err(Failure::Fatal(why)) => assert!(
+                why.contains("lock file cannot be used") && why.contains("q.budget.lock"),
+                "{why}"
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A line whose window ends past any time drip writes is a line drip
+    /// did not write: passed over, never added to (its end plus the time a
+    /// count is kept overflowed, and the budget's keeper panicked).
+    #[test]
+    fn a_count_line_ending_past_any_time_is_passed_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.budget");
+        let now = 1_700_000_000_000_000_000;
+        std::fs::write(&path, format!("budget:hour@UTC 7 {} 3\n", i128::MAX)).unwrap();
+        let call = Count {
+            calendar: "hour@UTC".into(),
+            start: 0,
+            end: now + 3_600_000_000_000,
+            count: 10,
+            owed: 0,
+            back: 0,
+            ask: 4,
+            now,
+        };
+        let counted = count_in(&path, &call).unwrap();
+        assert_eq!(counted.passed_over, 1);
+        assert_eq!((counted.granted, counted.after), (4, 4));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, format!("budget:hour@UTC 0 {} 4\n", call.end));
+    }
+
+    // The job leases' file.
+
+    fn m(name: &str) -> Vec<String> {
+        vec![name.to_string()]
+    }
+
+    const S: i64 = 1_000_000_000;
+
+    #[test]
+    fn a_lease_freed_goes_to_the_job_waiting_first_not_to_the_one_that_asks_first() {
+        let mut st = JobsFile::default();
+        assert!(st.apply(JobOp::Acquire, 1, &m("a:1"), 0));
+        // b waits; a gives its lease back and asks again at once.
+        assert!(!st.apply(JobOp::Acquire, 1, &m("b:1"), S / 10));
+        assert!(st.apply(JobOp::Release, 1, &m("a:1"), S / 10 + 1));
+        assert!(!st.apply(JobOp::Acquire, 1, &m("a:2"), S / 10 + 2));
+        // b, asking again, has it; a waits behind.
+        assert!(st.apply(JobOp::Acquire, 1, &m("b:1"), S / 5));
+        assert!(!st.apply(JobOp::Acquire, 1, &m("a:2"), S / 5 + 1));
+        assert_eq!(st.leases.keys().collect::<Vec<_>>(), ["b:1"]);
+        assert_eq!(st.waiting.keys().collect::<Vec<_>>(), ["a:2"]);
+    }
+
+    #[test]
+    fn as_many_wait_as_leases_are_free_at_the_head_of_the_line() {
+        let mut st = JobsFile::default();
+        for (i, who) in ["a", "b", "c"].iter().enumerate() {
+            assert!(st.apply(JobOp::Acquire, 3, &m(who), i as i64));
+        }
+        assert!(!st.apply(JobOp::Acquire, 3, &m("d"), 10));
+        assert!(!st.apply(JobOp::Acquire, 3, &m("e"), 11));
+        assert!(!st.apply(JobOp::Acquire, 3, &m("f"), 12));
+        st.apply(
+            JobOp::Release,
+            3,
+            &[String::from("a"), String::from("b")],
+            20,
+        );
+        // Two free: d and e may take them, in any order; f may not.
+        assert!(!st.apply(JobOp::Acquire, 3, &m("f"), 21));
+        assert!(st.apply(JobOp::Acquire, 3, &m("e"), 22));
+        assert!(st.apply(JobOp::Acquire, 3, &m("d"), 23));
+        assert!(!st.apply(JobOp::Acquire, 3, &m("f"), 24));
+    }
+
+    #[test]
+    fn a_job_that_stops_asking_loses_its_place_after_the_wait_ttl() {
+        let mut st = JobsFile::default();
+        assert!(st.apply(JobOp::Acquire, 1, &m("a"), 0));
+        assert!(!st.apply(JobOp::Acquire, 1, &m("dead"), 1));
+        assert!(!st.apply(JobOp::Acquire, 1, &m("b"), 2));
+        st.apply(JobOp::Release, 1, &m("a"), 3);
+        // The dead drip's job holds the line until its place lapses.
+        assert!(!st.apply(JobOp::Acquire, 1, &m("b"), 1 + wait_ttl_ns() - 1));
+        assert!(st.apply(JobOp::Acquire, 1, &m("b"), 1 + wait_ttl_ns()));
+    }
+
+    #[test]
+    fn a_job_given_up_leaves_the_line_at_once() {
+        let mut st = JobsFile::default();
+        assert!(st.apply(JobOp::Acquire, 1, &m("a"), 0));
+        assert!(!st.apply(JobOp::Acquire, 1, &m("gone"), 1));
+        assert!(!st.apply(JobOp::Acquire, 1, &m("b"), 2));
+        st.apply(
+            JobOp::Release,
+            1,
+            &[String::from("a"), String::from("gone")],
+            3,
+        );
+        assert!(st.apply(JobOp::Acquire, 1, &m("b"), 4));
+    }
+
+    /// A state that a caller knew under another epoch was lost: no lease
+    /// is taken for a lease's length, while the leases of the jobs still
+    /// running are renewed (held again); a first caller finds nothing
+    /// lost.
+    #[test]
+    fn a_lost_state_takes_no_lease_until_the_holders_renewed_theirs() {
+        let mut st = JobsFile::default();
+        assert!(!st.meet("", 0), "a first call loses nothing");
+        let epoch = st.epoch.clone();
+        assert!(!st.meet(&epoch, 1));
+        // Flushed: made anew, met by a drip that knew the old one.
+        let mut st = JobsFile::default();
+        assert!(st.meet(&epoch, 10));
+        assert_ne!(st.epoch, epoch);
+        assert!(!st.apply(JobOp::Acquire, 2, &m("waiting:1"), 10));
+        assert!(st.apply(
+            JobOp::Renew,
+            2,
+            &[String::from("a:1"), String::from("a:2")],
+            20
+        ));
+        assert!(!st.apply(JobOp::Acquire, 2, &m("waiting:1"), 10 + ttl_ns() - 1));
+        // The two held again fill the limit; once one ends, the waiting
+        // job has its lease.
+        assert!(!st.apply(JobOp::Acquire, 2, &m("waiting:1"), 10 + ttl_ns()));
+        st.apply(JobOp::Release, 2, &m("a:1"), 10 + ttl_ns() + 1);
+        assert!(st.apply(JobOp::Acquire, 2, &m("waiting:1"), 10 + ttl_ns() + 2));
+    }
+
+    #[test]
+    fn a_file_written_before_the_line_was_kept_still_reads() {
+        let old = r#"{"boot_id":"x","leases":{"a":5}}"#;
+        let st: JobsFile = serde_json::from_str(old).unwrap();
+        assert_eq!(st.leases.len(), 1);
+        assert!(st.waiting.is_empty());
     }
 }

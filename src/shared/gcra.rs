@@ -976,6 +976,106 @@ pub fn hex(key: &[u8]) -> String {
         })
 }
 
+/// The limits in one order, whatever order they were given in: records
+/// before bytes, then the tightest rate first, then the smaller burst,
+/// then by their [`gcra::spec`] text. Drips given the same set thus store
+/// and compare the same spec, and keep the state's per-limit `TAT`s in
+/// the same order.
+pub fn canonical(limits: &[Limit]) -> Vec<Limit> {
+    canonical_tagged(limits, &[]).0
+}
+
+/// [`canonical`] of `limits` tagged `tags` (one for each, or none), the
+/// tags kept beside their limits: the same tagged set in any order is one
+/// spec, one order of `TAT`s. Limits alike but for their tags are ordered
+/// by their tags.
+pub fn canonical_tagged(
+    limits: &[Limit],
+    tags: &[Option<String>],
+) -> (Vec<Limit>, Vec<Option<String>>) {
+    let mut sorted: Vec<(Limit, Option<String>)> = limits
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (*l, tags.get(i).cloned().flatten()))
+        .collect();
+    sorted.sort_by(|(a, at), (b, bt)| {
+        (a.unit != Unit::Records)
+            .cmp(&(b.unit != Unit::Records))
+            .then(a.rate.per_second().total_cmp(&b.rate.per_second()))
+            .then(a.burst.cmp(&b.burst))
+            .then_with(|| spec(std::slice::from_ref(a)).cmp(&spec(std::slice::from_ref(b))))
+            .then_with(|| at.cmp(bt))
+    });
+    sorted.into_iter().unzip()
+}
+
+/// `limits` tagged `tags` (as stored) in the command line's order: the
+/// record and byte limits as they are, then the cost limits in the order
+/// of `budget_tags` (each the first left of its tag), any left over after
+/// them. What the lone pace and `drip ctl` see, where each cost limit is
+/// spent by the costs of its place.
+pub fn lone_order(
+    limits: &[Limit],
+    tags: &[Option<String>],
+    budget_tags: &[Option<String>],
+) -> Vec<Limit> {
+    let mut out: Vec<Limit> = limits
+        .iter()
+        .filter(|l| l.unit != Unit::Cost)
+        .copied()
+        .collect();
+    let mut costs: Vec<(Limit, Option<String>)> = limits
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.unit == Unit::Cost)
+        .map(|(i, l)| (*l, tags.get(i).cloned().flatten()))
+        .collect();
+    for want in budget_tags {
+        if let Some(at) = costs.iter().position(|(_, t)| t == want) {
+            out.push(costs.remove(at).0);
+        }
+    }
+    out.extend(costs.into_iter().map(|(l, _)| l));
+    out
+}
+
+/// `limit` at its rate divided by `peers`.
+pub fn divided(limit: &Limit, peers: u64) -> Limit {
+    let rate = match limit.rate {
+        Rate::Limited { count, period_ns } => Rate::Limited {
+            count,
+            period_ns: period_ns.saturating_mul(u128::from(peers.max(1))),
+        },
+        Rate::Unlimited => Rate::Unlimited,
+    };
+    Limit { rate, ..*limit }
+}
+
+/// What a shared schedule paces by besides its lease, from its limits.
+pub struct Pace {
+    /// The limits alone (`local`): each rate divided by the peers.
+    pub local: Vec<Limit>,
+    /// The tightest record limit, records per second (infinite: none).
+    pub per_second: f64,
+    /// The highest byte (or cost) rate per second (0: none).
+    pub bytes_per_second: f64,
+}
+
+impl Pace {
+    /// The pace of `limits` shared by `peers`.
+    pub fn of(limits: &[Limit], peers: u64) -> Pace {
+        let rate = |unit: Unit| limits.iter().filter(move |l| l.unit == unit);
+        Pace {
+            local: limits.iter().map(|l| divided(l, peers)).collect(),
+            per_second: crate::schedule::records_per_second(limits),
+            bytes_per_second: rate(Unit::Bytes)
+                .chain(rate(Unit::Cost))
+                .map(|l| l.rate.per_second())
+                .fold(0.0, f64::max),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,13 +1,16 @@
-//! The keeper: one thread per kind of grant that speaks the lease
-//! protocol ([`super::protocol`]) with the shared state, for the global
-//! limits' lease ([`super::lease`]) and for the keys' leases
-//! ([`super::keys`]) alike. The leases only ever change under a short
-//! lock, so admission and the writer never wait on the network.
+//! The keeper: one thread per drip ([`Keeper`]) that looks after every
+//! duty ([`Duty`]) the shared state has for it in turn, each a step at a
+//! time, and sleeps until one is due or its bell ([`Bell`]) is rung: the
+//! global limits' lease ([`super::lease`]) and the keys' leases
+//! ([`super::keys`]), each a [`Leasing`] that speaks the lease protocol
+//! ([`super::protocol`]), and each shared budget's count
+//! ([`super::budget`]). The leases only ever change under a short lock,
+//! so admission and the writer never wait on the network.
 //!
-//! One loop: wait until a lease wants slots or holds slots to give back
-//! ([`Grants::turn`]); give back first, then reserve; put the granted
-//! slots in the leases; on a state that cannot be reached, back off
-//! ([`Retry`]) and, under `local`, let the leases pace alone until the
+//! A [`Leasing`]'s step: when a lease wants slots or holds slots to give
+//! back ([`Grants::turn`]), give back first, then reserve; put the
+//! granted slots in the leases; on a state that cannot be reached, back
+//! off ([`Retry`]) and, under `local`, let the leases pace alone until the
 //! state answers again, then change over to the shared schedule with the
 //! local pace still held for [`CHANGEOVER_NS`]; at exit give back the
 //! unused slots.
@@ -19,12 +22,14 @@
 //! if they had never been granted (or later), so no slot another drip
 //! holds is granted twice, and none is pulled earlier.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{SendError, SyncSender};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::gcra::{Settlement, Weight};
-use super::protocol::{expired, Ask, Back, ClockOffset, Failure, Reply, Store};
+use super::protocol::{expired, Ask, Back, ClockOffset, Failure, Reply, Store, Wake};
 use super::voice::{OnError, Retry, Voice, BACKOFF};
 use crate::sys::Unpoisoned;
 
@@ -41,7 +46,7 @@ pub const GIVE_BACK_WAIT: Duration = Duration::from_millis(100);
 pub const CHANGEOVER_NS: u64 = BACKOFF.max_ns + 1_000_000_000;
 
 /// How narrow (ns) the clocks' offset must be for a grant's slots to be
-/// placed without reading the shared clock again ([`Keeper::settle_offset`]):
+/// placed without reading the shared clock again ([`Leasing::settle_offset`]):
 /// a millisecond, within the least late allowance
 /// ([`super::protocol::late_ns`], 2 ms), so a slot placed late by the
 /// offset still goes out on its turn.
@@ -208,20 +213,27 @@ pub(crate) trait Grants: Send + 'static {
     }
 }
 
-/// The leases of one kind of grant under a lock, and the keeper's wake-up.
+/// The leases of one kind of grant under a lock, and the keeper's bell.
 #[derive(Debug)]
 pub(crate) struct Lease<G> {
     pub(crate) state: Mutex<G>,
-    pub(crate) wake: Condvar,
+    pub(crate) wake: Arc<Bell>,
     /// drip's clock origin.
     pub(crate) origin: Instant,
 }
 
 impl<G: Grants> Lease<G> {
+    /// A lease with a bell of its own (the tests').
+    #[cfg(test)]
     pub(crate) fn new(grants: G, origin: Instant) -> Lease<G> {
+        Lease::with_bell(grants, origin, Arc::default())
+    }
+
+    /// A lease whose changes ring `bell`, the keeper's of this drip.
+    pub(crate) fn with_bell(grants: G, origin: Instant, bell: Arc<Bell>) -> Lease<G> {
         Lease {
             state: Mutex::new(grants),
-            wake: Condvar::new(),
+            wake: bell,
             origin,
         }
     }
@@ -242,12 +254,203 @@ impl<G: Grants> Lease<G> {
     }
 }
 
-/// What is called when slots arrive (`false`: wake the writer) or drip
-/// must stop (`true`).
-pub(crate) type Wake = Arc<dyn Fn(bool) + Send + Sync>;
+/// What wakes the keeper's thread: rung by every side that wants it
+/// (records wanting slots, a budget asking for more, a close), so that one
+/// thread waits for all its duties at once. It counts its rings: one rung
+/// between the keeper's look at its duties and its wait is not missed.
+#[derive(Debug, Default)]
+pub(crate) struct Bell {
+    rings: Mutex<u64>,
+    rung: Condvar,
+}
 
-/// The keeper of one kind of grant.
-pub(crate) struct Keeper<G> {
+impl Bell {
+    /// Ring (named as a `Condvar`'s, for the leases' sides).
+    pub(crate) fn notify_one(&self) {
+        self.notify_all();
+    }
+
+    /// Ring.
+    pub(crate) fn notify_all(&self) {
+        *self.rings.lock().unpoisoned() += 1;
+        self.rung.notify_all();
+    }
+
+    /// The rings so far.
+    fn rings(&self) -> u64 {
+        *self.rings.lock().unpoisoned()
+    }
+
+    /// Wait until it rings after `seen` rings, at most `d`.
+    fn wait(&self, seen: u64, d: Duration) {
+        let rings = self.rings.lock().unpoisoned();
+        drop(
+            self.rung
+                .wait_timeout_while(rings, d, |r| *r == seen)
+                .unpoisoned(),
+        );
+    }
+}
+
+/// What a duty says when the keeper looks at it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Poll {
+    /// It did something (a call): look again at once.
+    Worked,
+    /// Nothing to do for this long at most (or until the bell rings).
+    Idle(Duration),
+    /// It is over: never look again.
+    Done,
+}
+
+/// One duty of the keeper: one step of it at each look, never a wait
+/// (but for the calls to the shared state).
+pub(crate) trait Duty: Send {
+    /// Do what is due now, if anything.
+    fn poll(&mut self) -> Poll;
+}
+
+/// A duty given to the keeper, and whether it is over.
+type Given = (Box<dyn Duty>, Arc<AtomicBool>);
+
+/// How long the keeper sleeps at most with nothing due.
+const IDLE: Duration = Duration::from_secs(1);
+
+/// The keeper of one drip: one thread, started with its first duty, that
+/// looks after each of its duties in turn and sleeps until one is due or
+/// the bell rings; it ends once no duty is left and no one can add one.
+#[derive(Debug, Default)]
+pub struct Keeper {
+    bell: Arc<Bell>,
+    added: Mutex<Vec<Given>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for dyn Duty {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Duty")
+    }
+}
+
+/// The keepers of this process, by NAME: the one [`super::open`] made for
+/// a NAME is the one its job leases (opened later, by the jobs' pool)
+/// give their renewal to.
+static KEEPERS: Mutex<Vec<(String, Weak<Keeper>)>> = Mutex::new(Vec::new());
+
+impl Keeper {
+    /// The keeper of the drip sharing `name`: the one made for it while it
+    /// lives, else a new one.
+    pub(crate) fn of(name: &str) -> Arc<Keeper> {
+        let mut keepers = KEEPERS.lock().unpoisoned();
+        keepers.retain(|(_, held)| held.strong_count() > 0);
+        let held = keepers.iter().find(|(n, _)| n == name);
+        if let Some(keeper) = held.and_then(|(_, held)| held.upgrade()) {
+            return keeper;
+        }
+        let keeper = Arc::new(Keeper::default());
+        keepers.push((name.to_string(), Arc::downgrade(&keeper)));
+        keeper
+    }
+
+    /// The keeper's bell, for what its duties serve to ring.
+    pub(crate) fn bell(&self) -> Arc<Bell> {
+        Arc::clone(&self.bell)
+    }
+
+    /// Look after `duty` from now on, the thread started if it is not
+    /// running; what is returned says when it is over.
+    ///
+    /// # Errors
+    /// No thread can be started.
+    pub(crate) fn add(self: &Arc<Self>, duty: Box<dyn Duty>) -> std::io::Result<Arc<AtomicBool>> {
+        let done = Arc::new(AtomicBool::new(false));
+        self.added
+            .lock()
+            .unpoisoned()
+            .push((duty, Arc::clone(&done)));
+        let mut thread = self.thread.lock().unpoisoned();
+        if thread.as_ref().map_or(true, JoinHandle::is_finished) {
+            let keeper = Arc::clone(self);
+            *thread = Some(crate::sys::spawn("drip-keeper", move || keeper.keep())?);
+        }
+        drop(thread);
+        self.bell.notify_all();
+        Ok(done)
+    }
+
+    /// The thread's loop.
+    fn keep(self: Arc<Self>) {
+        let mut duties: Vec<Given> = Vec::new();
+        loop {
+            let seen = self.bell.rings();
+            duties.append(&mut self.added.lock().unpoisoned());
+            let (mut worked, mut wait) = (false, IDLE);
+            duties.retain_mut(|(duty, done)| match duty.poll() {
+                Poll::Worked => {
+                    worked = true;
+                    true
+                }
+                Poll::Idle(d) => {
+                    wait = wait.min(d);
+                    true
+                }
+                Poll::Done => {
+                    done.store(true, Ordering::SeqCst);
+                    false
+                }
+            });
+            if duties.is_empty() {
+                // Under the lock `add` takes: a duty added from now on
+                // starts a thread of its own.
+                let mut thread = self.thread.lock().unpoisoned();
+                if self.added.lock().unpoisoned().is_empty() {
+                    *thread = None;
+                    return;
+                }
+                continue;
+            }
+            if !worked {
+                self.bell.wait(seen, wait);
+            }
+        }
+    }
+}
+
+impl<G: Grants> Duty for Leasing<G> {
+    fn poll(&mut self) -> Poll {
+        self.step()
+    }
+}
+
+/// A [`Leasing`] whose first step is its hello, the outcome sent on
+/// `answer` while the start still waits for it (a refusal no one waits
+/// for any more is [`Leasing::fatal`]): a refusal waited for stops drip
+/// before it reads.
+pub(crate) struct Greeting<G> {
+    pub(crate) leasing: Leasing<G>,
+    pub(crate) answer: Option<SyncSender<Result<(), Failure>>>,
+}
+
+impl<G: Grants> Duty for Greeting<G> {
+    fn poll(&mut self) -> Poll {
+        let Some(answer) = self.answer.take() else {
+            return self.leasing.step();
+        };
+        let greeted = self.leasing.hello();
+        let refused = greeted.is_err();
+        match answer.send(greeted) {
+            Ok(()) if refused => Poll::Done,
+            Err(SendError(Err(failure))) => {
+                self.leasing.fatal(failure);
+                Poll::Done
+            }
+            _ => Poll::Worked,
+        }
+    }
+}
+
+/// The keeper's duty for one kind of grant.
+pub(crate) struct Leasing<G> {
     pub(crate) lease: Arc<Lease<G>>,
     pub(crate) store: Box<dyn Store>,
     pub(crate) on_error: OnError,
@@ -265,9 +468,14 @@ pub(crate) struct Keeper<G> {
     /// The spec this drip last said it follows, shared by its keepers
     /// (global and per key), so that a change is told once.
     pub(crate) told: Arc<Mutex<String>>,
+    /// When the last reservation was sent.
+    pub(crate) last_call: Option<Instant>,
+    /// Paused until then (backing off), and whether to ask the state
+    /// again after (pacing alone, `local`).
+    pub(crate) paused: Option<(Instant, bool)>,
 }
 
-impl<G: Grants> Keeper<G> {
+impl<G: Grants> Leasing<G> {
     /// Check the stored limits before anything is read. An unreachable
     /// state is fatal only under `fail`; otherwise it is reported as a
     /// failed call is.
@@ -286,50 +494,84 @@ impl<G: Grants> Keeper<G> {
         }
     }
 
-    /// [`Keeper::hello`], its outcome sent on `answer` while the start
-    /// still waits for it (a refusal no one waits for any more is
-    /// [`Keeper::fatal`]), then [`Keeper::run`].
-    pub(crate) fn greet_and_run(mut self, answer: &SyncSender<Result<(), Failure>>) {
-        let greeted = self.hello();
-        let refused = greeted.is_err();
-        match answer.send(greeted) {
-            Ok(()) if refused => {}
-            Err(SendError(Err(failure))) => self.fatal(failure),
-            _ => self.run(),
+    /// Run alone until the lease is closed, then give back what is
+    /// unused: the keeper's loop over this one duty (the tests').
+    #[cfg(test)]
+    pub(crate) fn run(mut self) {
+        let bell = Arc::clone(&self.lease.wake);
+        loop {
+            let seen = bell.rings();
+            match self.step() {
+                Poll::Worked => {}
+                Poll::Idle(d) => bell.wait(seen, d),
+                Poll::Done => return,
+            }
         }
     }
 
-    /// Run until the lease is closed, then give back what is unused.
-    pub(crate) fn run(mut self) {
-        let mut last_call: Option<Instant> = None;
-        loop {
-            if self.lease.lock().status().mode == Mode::Local {
-                if !self.rejoin() {
-                    break;
+    /// One step: after a pause, ask the state again if pacing alone;
+    /// pacing alone, pause first; else the lease's turn, if it has one.
+    fn step(&mut self) -> Poll {
+        if let Some((until, rejoin)) = self.paused {
+            let closed = self.lease.lock().status().closed;
+            let left = until.saturating_duration_since(Instant::now());
+            if !closed && !left.is_zero() {
+                return Poll::Idle(left);
+            }
+            self.paused = None;
+            if rejoin {
+                if closed || !self.rejoin() {
+                    self.finish();
+                    return Poll::Done;
                 }
-                continue;
-            }
-            let Some(turn) = self.await_turn(last_call) else {
-                break;
-            };
-            if !turn.returns.is_empty() {
-                self.give_back(&turn.returns);
-            }
-            if !turn.settlements.is_empty() {
-                match self.settle(turn.settlements) {
-                    Err(failure) => return self.fatal(failure),
-                    Ok(false) => continue,
-                    Ok(true) => {}
-                }
-            }
-            if turn.requests.is_empty() {
-                continue;
-            }
-            last_call = Some(Instant::now());
-            if let Err(failure) = self.reserve(&turn.requests) {
-                return self.fatal(failure);
+                return Poll::Worked;
             }
         }
+        if self.lease.lock().status().mode == Mode::Local {
+            let pause = self.retry.failed();
+            self.paused = Some((Instant::now() + pause, true));
+            return Poll::Worked;
+        }
+        let turn = {
+            let mut g = self.lease.lock();
+            if g.status().closed {
+                drop(g);
+                self.finish();
+                return Poll::Done;
+            }
+            let now = self.lease.now();
+            match g.turn(now, self.last_call.map(|t| t.elapsed())) {
+                Ok(turn) => turn,
+                Err(wait) => return Poll::Idle(wait),
+            }
+        };
+        if !turn.returns.is_empty() {
+            self.give_back(&turn.returns);
+        }
+        if !turn.settlements.is_empty() {
+            match self.settle(turn.settlements) {
+                Err(failure) => {
+                    self.fatal(failure);
+                    return Poll::Done;
+                }
+                Ok(false) => return Poll::Worked,
+                Ok(true) => {}
+            }
+        }
+        if turn.requests.is_empty() {
+            return Poll::Worked;
+        }
+        self.last_call = Some(Instant::now());
+        if let Err(failure) = self.reserve(&turn.requests) {
+            self.fatal(failure);
+            return Poll::Done;
+        }
+        Poll::Worked
+    }
+
+    /// The lease is closed: give back what is unused, and send the
+    /// settlements not sent yet.
+    fn finish(&mut self) {
         let unused = self.lease.lock().unused();
         if !unused.is_empty() {
             self.give_back(&unused);
@@ -363,7 +605,7 @@ impl<G: Grants> Keeper<G> {
 
     /// A call found the state out of reach (`why`): counted; fatal under
     /// `fail`; otherwise reported, and paused on under `wait` (under
-    /// `local`, [`Keeper::rejoin`] pauses).
+    /// `local`, [`Leasing::rejoin`] pauses).
     fn failed_call(&mut self, why: String) -> Result<(), Failure> {
         self.lease.lock().status().failures += 1;
         if self.on_error == OnError::Fail {
@@ -379,7 +621,7 @@ impl<G: Grants> Keeper<G> {
 
     /// One reservation for `requests`. A failure that stops drip is
     /// returned; an unreachable state is reported, and paused on under
-    /// `wait` (under `local`, [`Keeper::rejoin`] pauses).
+    /// `wait` (under `local`, [`Leasing::rejoin`] pauses).
     fn reserve(&mut self, requests: &[Request]) -> Result<(), Failure> {
         let now = self.lease.now();
         let asks: Vec<Ask> = requests.iter().map(|r| r.ask_at(now)).collect();
@@ -411,16 +653,11 @@ impl<G: Grants> Keeper<G> {
         }
     }
 
-    /// Pacing alone (`local`): pause as the backoff says, then ask the
-    /// state whether it answers; if it does, change over to the shared
-    /// schedule (and say so). Returns `false` once closed or stopped (the
-    /// stored limits differ now).
+    /// Pacing alone (`local`), paused as the backoff says: ask the state
+    /// whether it answers; if it does, change over to the shared schedule
+    /// (and say so). Returns `false` once stopped (the stored limits
+    /// differ now).
     fn rejoin(&mut self) -> bool {
-        let pause = self.retry.failed();
-        self.pause(pause);
-        if self.lease.lock().status().closed {
-            return false;
-        }
         match self.greet() {
             Ok(fresh) => {
                 self.retry.succeeded();
@@ -445,7 +682,7 @@ impl<G: Grants> Keeper<G> {
 
     /// The store's hello, again after following limits `drip ctl`
     /// changed, timed: the shared clock's time it read narrows the clocks'
-    /// offset ([`Keeper::read_clock`]). Returns whether the state was
+    /// offset ([`Leasing::read_clock`]). Returns whether the state was
     /// fresh.
     fn greet(&mut self) -> Result<bool, Failure> {
         loop {
@@ -485,7 +722,7 @@ impl<G: Grants> Keeper<G> {
         if !self.voice.quiet && *told != theirs {
             let name = self.voice.name.trim_start_matches("--share ");
             let name = name.trim_end_matches(" (limits per key)");
-            eprintln!("drip: {}", super::told(name, &self.spec, theirs));
+            eprintln!("drip: {}", super::voice::told(name, &self.spec, theirs));
         }
         theirs.clone_into(&mut told);
         drop(told);
@@ -530,24 +767,6 @@ impl<G: Grants> Keeper<G> {
         }
     }
 
-    /// Wait until the leases want slots or have some to give back;
-    /// `None` once closed.
-    fn await_turn(&self, last_call: Option<Instant>) -> Option<Turn> {
-        let mut g = self.lease.lock();
-        loop {
-            if g.status().closed {
-                return None;
-            }
-            let now = self.lease.now();
-            match g.turn(now, last_call.map(|t| t.elapsed())) {
-                Ok(turn) => return Some(turn),
-                Err(wait) => {
-                    g = self.lease.wake.wait_timeout(g, wait).unpoisoned().0;
-                }
-            }
-        }
-    }
-
     /// Put the granted slots of a call sent at `sent` (drip's clock) in
     /// the leases, on drip's clock, by the offset of the two clocks
     /// ([`ClockOffset`]: never earlier than the shared schedule says). When
@@ -557,7 +776,7 @@ impl<G: Grants> Keeper<G> {
     /// that long (onto the next drip's slots, beyond the late allowance).
     /// Otherwise the calls' round trips narrow it (the hello's too, and
     /// more readings of the clock while it is still wide at the start:
-    /// [`Keeper::settle_offset`]), so a slot is later by less than the
+    /// [`Leasing::settle_offset`]), so a slot is later by less than the
     /// shortest round trip, not by this answer's delay, the first
     /// grant's too.
     fn take(&mut self, requests: &[Request], reply: Reply, sent: u64) {
@@ -625,19 +844,11 @@ impl<G: Grants> Keeper<G> {
         }
     }
 
-    /// Pause for `d`, or until the lease is closed. The writer's wake-ups
-    /// (records wanting slots) do not cut it short: that would retry at
-    /// the writer's pace instead of backing off.
-    fn pause(&self, d: Duration) {
-        let until = Instant::now() + d;
-        let mut g = self.lease.lock();
-        while !g.status().closed {
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            g = self.lease.wake.wait_timeout(g, left).unpoisoned().0;
-        }
+    /// Pause for `d` (backing off), or until the lease is closed. The
+    /// writer's wake-ups (records wanting slots) do not cut it short: that
+    /// would retry at the writer's pace instead of backing off.
+    fn pause(&mut self, d: Duration) {
+        self.paused = Some((Instant::now() + d, false));
     }
 
     fn fatal(&self, failure: Failure) {
@@ -665,13 +876,13 @@ mod tests {
         interval: i64,
         on_error: OnError,
         origin: Instant,
-    ) -> (Arc<Lease<GlobalLease>>, Keeper<GlobalLease>) {
+    ) -> (Arc<Lease<GlobalLease>>, Leasing<GlobalLease>) {
         let meters = vec![Meter::Records(Step {
             interval,
             tolerance: 0,
         })];
         let lease = Arc::new(Lease::new(GlobalLease::new(meters), origin));
-        let keeper = Keeper {
+        let keeper = Leasing {
             lease: Arc::clone(&lease),
             store,
             on_error,
@@ -681,6 +892,8 @@ mod tests {
             offset: ClockOffset::default(),
             spec: String::new(),
             told: Arc::default(),
+            last_call: None,
+            paused: None,
         };
         (lease, keeper)
     }
@@ -729,6 +942,50 @@ mod tests {
                 assert!((95..=105).contains(&n), "drip {i}: {seconds:?}");
             }
         }
+    }
+
+    /// One keeper thread looks after every duty given to it, each until
+    /// it is done, waking on its bell; once none is left its thread ends,
+    /// and a duty given after that starts it again.
+    #[test]
+    fn one_keeper_serves_every_duty_it_is_given() {
+        struct Steps(Arc<AtomicU64>, u64);
+        impl Duty for Steps {
+            fn poll(&mut self) -> Poll {
+                if self.0.fetch_add(1, Ordering::SeqCst) + 1 >= self.1 {
+                    Poll::Done
+                } else {
+                    Poll::Idle(Duration::from_secs(60))
+                }
+            }
+        }
+        let keeper = Arc::new(Keeper::default());
+        let wait_done = |done: &AtomicBool| {
+            let started = Instant::now();
+            while !done.load(Ordering::SeqCst) {
+                assert!(started.elapsed() < Duration::from_secs(10));
+                keeper.bell().notify_all();
+                std::thread::sleep(MS);
+            }
+        };
+        let (a, b) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let done_a = keeper.add(Box::new(Steps(Arc::clone(&a), 3))).unwrap();
+        let done_b = keeper.add(Box::new(Steps(Arc::clone(&b), 5))).unwrap();
+        wait_done(&done_a);
+        wait_done(&done_b);
+        assert_eq!((a.load(Ordering::SeqCst), b.load(Ordering::SeqCst)), (3, 5));
+        let started = Instant::now();
+        while keeper.thread.lock().unpoisoned().is_some() {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "the thread ended"
+            );
+            std::thread::sleep(MS);
+        }
+        let c = Arc::new(AtomicU64::new(0));
+        let done_c = keeper.add(Box::new(Steps(Arc::clone(&c), 2))).unwrap();
+        wait_done(&done_c);
+        assert_eq!(c.load(Ordering::SeqCst), 2);
     }
 
     /// A state that is never reached, counting the calls.

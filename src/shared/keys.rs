@@ -471,7 +471,7 @@ impl KeySchedule for SharedKeys {
 
     fn relimited(&mut self) -> Option<Limit> {
         let limit = self.lease.lock().relimited.take()?;
-        let local = super::divided(&limit, self.peers);
+        let local = super::gcra::divided(&limit, self.peers);
         self.pacer = Pacer::new(local.rate, local.burst, slack_for(local.rate));
         self.late = late_ns(limit.rate.per_second());
         Some(limit)

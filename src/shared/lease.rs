@@ -285,7 +285,7 @@ pub(crate) struct GlobalLease {
     /// The shared limits, for sizing a reservation to one chunk.
     meters: Vec<Meter>,
     /// The shared limits `drip ctl` changed (in the command line's order,
-    /// [`super::lone_order`]) and their meters, until the schedule takes
+    /// [`super::gcra::lone_order`]) and their meters, until the schedule takes
     /// them ([`SharedSchedule`]'s next release).
     pub(crate) relimited: Option<(Vec<Limit>, Vec<Meter>)>,
     /// What each cost limit of the command line spends, in its order, as
@@ -469,7 +469,7 @@ impl Grants for GlobalLease {
             return false;
         }
         self.meters = super::gcra::meters(limits, tags);
-        let lone = super::lone_order(limits, tags, &self.budget_tags);
+        let lone = super::gcra::lone_order(limits, tags, &self.budget_tags);
         if let Some(in_force) = &self.in_force {
             *in_force.lock().unpoisoned() = lone.clone();
         }
@@ -621,7 +621,7 @@ impl SharedSchedule {
     /// drip on the state: the lone pace (rate / peers, from the last
     /// departure, no credit carried) and how late a slot may be.
     fn follow(&mut self, now: u64, (limits, meters): (&[Limit], &[Meter])) {
-        let pace = super::Pace::of(limits, self.peers);
+        let pace = super::gcra::Pace::of(limits, self.peers);
         self.local.replace_limits(now, &pace.local);
         self.per_second = pace.per_second;
         self.bytes_per_second = pace.bytes_per_second;

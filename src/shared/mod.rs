@@ -16,6 +16,7 @@
 //! back and the backing off, so no call under drip's state lock ever
 //! waits on the network. [`open`] wires them; [`target`] parses the flags.
 
+pub mod backend;
 pub mod budget;
 pub mod file;
 pub mod gcra;
@@ -30,8 +31,8 @@ pub mod target;
 pub mod voice;
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::cost::Cost;
@@ -41,108 +42,33 @@ use crate::rate::Rate;
 use crate::report::share::{ShareCounts, ShareStats};
 use crate::schedule::{Limit, Limits, Unit};
 use crate::sys::Unpoisoned;
-use keeper::{Grants, Keeper, Lease, Wake};
+use gcra::{canonical_tagged, divided, lone_order, Pace};
+use keeper::{Grants, Greeting, Keeper, Lease, Leasing};
 use keys::KeyLeases;
 use lease::GlobalLease;
-use protocol::{Failure, Store, EXPIRY_NS};
+use protocol::{Failure, Store, Wake};
 use voice::{Retry, Voice};
 
 pub use keeper::GIVE_BACK_WAIT;
 pub use lease::SharedSchedule;
 pub use target::{parse_on_error, parse_target, Share, Target, SHARE_ON_ERROR};
-pub use voice::OnError;
-
-/// The limits of this drip differ from those stored under the NAME: exit
-/// status 2.
-#[derive(Debug)]
-pub struct Disagreement {
-    /// `--share`'s NAME.
-    pub name: String,
-    /// Ours, as text.
-    pub ours: String,
-    /// The stored ones, as text.
-    pub theirs: String,
-}
-
-impl fmt::Display for Disagreement {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "--share {}: this drip's limits ({}) differ from the shared ones ({}): wait until the shared state expires, {} s after the end of its reserved schedule, or choose another NAME",
-            self.name,
-            self.ours,
-            self.theirs,
-            EXPIRY_NS / 1_000_000_000
-        )
-    }
-}
-
-impl std::error::Error for Disagreement {}
-
-/// What a drip (or `drip take`) says when it finds the shared limits of
-/// `name` changed by `drip ctl` to `theirs`, not the ones it had (`ours`,
-/// specs): it follows the stored ones from now on.
-pub fn told(name: &str, ours: &str, theirs: &str) -> String {
-    format!(
-        "--share {name}: the shared limits were changed by drip ctl to {} (this drip had {}): it follows them",
-        gcra::describe(theirs),
-        gcra::describe(ours)
-    )
-}
-
-/// The shared state cannot be reached under `--share-on-error fail`: exit
-/// status 4.
-#[derive(Debug)]
-pub struct Unreachable {
-    /// `--share`'s NAME.
-    pub name: String,
-    /// Why.
-    pub why: String,
-}
-
-impl fmt::Display for Unreachable {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "--share {}: the shared state cannot be reached: {} (--share-on-error fail)",
-            self.name, self.why
-        )
-    }
-}
-
-impl std::error::Error for Unreachable {}
-
-/// The shared state can never be used as set up (a state directory drip
-/// may not write, a password the server wants): exit status 4 under every
-/// `--share-on-error`.
-#[derive(Debug)]
-pub struct Unusable {
-    /// `--share`'s NAME.
-    pub name: String,
-    /// Why, naming what to change.
-    pub why: String,
-}
-
-impl fmt::Display for Unusable {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "--share {}: {}", self.name, self.why)
-    }
-}
-
-impl std::error::Error for Unusable {}
+pub use voice::{Disagreement, OnError, Unreachable, Unusable};
 
 /// What is called when slots arrive (`false`: wake the writer) or drip
 /// must stop (`true`).
 pub type Notify = Box<dyn Fn(bool) + Send + Sync>;
 
-/// The running share: the keepers' threads (one for the global limits, one
-/// for the limits per key, each when shared) and what they report.
+/// The running share: the keeper (one thread, for the global limits, the
+/// limits per key and the budgets' counts, each when shared) and what it
+/// reports.
 pub struct Handle {
     lease: Option<Arc<Lease<GlobalLease>>>,
     /// What each cost limit spends, as the state tags it ([`budget_tags`]).
     budget_tags: Vec<Option<String>>,
     keys: Option<Arc<Lease<KeyLeases>>>,
-    keepers: Vec<JoinHandle<()>>,
+    keeper: Arc<Keeper>,
+    /// Whether each lease's duty is over.
+    done: Vec<Arc<AtomicBool>>,
     notify: Arc<Mutex<Bell>>,
     name: String,
     spec: String,
@@ -186,13 +112,11 @@ impl Handle {
         // Looked at every millisecond, at most `bound` once at exit: a
         // second signal, which cuts the wait short, notifies nothing this
         // thread could wait on beside the keepers' end.
-        while self.keepers.iter().any(|k| !k.is_finished()) && Instant::now() < until && !hurry() {
+        while self.done.iter().any(|d| !d.load(Ordering::SeqCst))
+            && Instant::now() < until
+            && !hurry()
+        {
             std::thread::sleep(Duration::from_millis(1));
-        }
-        for keeper in self.keepers.drain(..) {
-            if keeper.is_finished() {
-                let _ = keeper.join();
-            }
         }
         /// The failure that stops drip, if `lease`'s keeper found one.
         fn fatal<G: Grants>(lease: &Lease<G>) -> Option<Failure> {
@@ -215,6 +139,12 @@ impl Handle {
             Failure::Unreachable(why) => Unreachable { name, why }.into(),
             Failure::Fatal(why) => Unusable { name, why }.into(),
         }
+    }
+
+    /// The keeper of this drip, which a shared budget's count is given to
+    /// ([`budget::start`]).
+    pub fn keeper(&self) -> &Arc<Keeper> {
+        &self.keeper
     }
 
     /// How `drip ctl NAME rate` changes the shared limits of this drip's
@@ -348,18 +278,6 @@ impl Relimiter {
     }
 }
 
-/// `limit` at its rate divided by `peers`.
-fn divided(limit: &Limit, peers: u64) -> Limit {
-    let rate = match limit.rate {
-        Rate::Limited { count, period_ns } => Rate::Limited {
-            count,
-            period_ns: period_ns.saturating_mul(u128::from(peers.max(1))),
-        },
-        Rate::Unlimited => Rate::Unlimited,
-    };
-    Limit { rate, ..*limit }
-}
-
 /// What [`open`] starts: the schedules to pace by and the running share.
 #[derive(Debug)]
 pub struct Opened {
@@ -398,7 +316,8 @@ pub fn open(
         lease: None,
         budget_tags,
         keys: None,
-        keepers: Vec::new(),
+        keeper: Keeper::of(&name),
+        done: Vec::new(),
         notify: Arc::clone(&notify),
         name: name.clone(),
         spec: spec.clone(),
@@ -432,41 +351,6 @@ pub fn open(
         keys,
         handle,
     })
-}
-
-/// The limits in one order, whatever order they were given in: records
-/// before bytes, then the tightest rate first, then the smaller burst,
-/// then by their [`gcra::spec`] text. Drips given the same set thus store
-/// and compare the same spec, and keep the state's per-limit `TAT`s in
-/// the same order.
-pub(crate) fn canonical(limits: &[Limit]) -> Vec<Limit> {
-    canonical_tagged(limits, &[]).0
-}
-
-/// [`canonical`] of `limits` tagged `tags` (one for each, or none), the
-/// tags kept beside their limits: the same tagged set in any order is one
-/// spec, one order of `TAT`s. Limits alike but for their tags are ordered
-/// by their tags.
-pub(crate) fn canonical_tagged(
-    limits: &[Limit],
-    tags: &[Option<String>],
-) -> (Vec<Limit>, Vec<Option<String>>) {
-    let mut sorted: Vec<(Limit, Option<String>)> = limits
-        .iter()
-        .enumerate()
-        .map(|(i, l)| (*l, tags.get(i).cloned().flatten()))
-        .collect();
-    sorted.sort_by(|(a, at), (b, bt)| {
-        (a.unit != Unit::Records)
-            .cmp(&(b.unit != Unit::Records))
-            .then(a.rate.per_second().total_cmp(&b.rate.per_second()))
-            .then(a.burst.cmp(&b.burst))
-            .then_with(|| {
-                gcra::spec(std::slice::from_ref(a)).cmp(&gcra::spec(std::slice::from_ref(b)))
-            })
-            .then_with(|| at.cmp(bt))
-    });
-    sorted.into_iter().unzip()
 }
 
 /// What each cost limit of `cost` spends, in its order, as the shared
@@ -510,57 +394,16 @@ pub(crate) fn tag_limits(limits: &[Limit], budget_tags: &[Option<String>]) -> Ve
         .collect()
 }
 
-/// `limits` tagged `tags` (as stored) in the command line's order: the
-/// record and byte limits as they are, then the cost limits in the order
-/// of `budget_tags` (each the first left of its tag), any left over after
-/// them. What the lone pace and `drip ctl` see, where each cost limit is
-/// spent by the costs of its place.
-pub(crate) fn lone_order(
-    limits: &[Limit],
-    tags: &[Option<String>],
-    budget_tags: &[Option<String>],
-) -> Vec<Limit> {
-    let mut out: Vec<Limit> = limits
-        .iter()
-        .filter(|l| l.unit != Unit::Cost)
-        .copied()
-        .collect();
-    let mut costs: Vec<(Limit, Option<String>)> = limits
-        .iter()
-        .enumerate()
-        .filter(|(_, l)| l.unit == Unit::Cost)
-        .map(|(i, l)| (*l, tags.get(i).cloned().flatten()))
-        .collect();
-    for want in budget_tags {
-        if let Some(at) = costs.iter().position(|(_, t)| t == want) {
-            out.push(costs.remove(at).0);
-        }
-    }
-    out.extend(costs.into_iter().map(|(l, _)| l));
-    out
-}
-
 /// The store of `share` for `meters` (the global limits) and the key
-/// limit's `key_step`.
+/// limit's `key_step` ([`backend::open`]).
 fn store(
     share: &Share,
     spec: &str,
     meters: Vec<gcra::Meter>,
     key_step: Option<gcra::Step>,
 ) -> anyhow::Result<Box<dyn Store>> {
-    Ok(match &share.target {
-        Target::Host(name) => Box::new(file::FileStore::new(
-            &file::state_dir(),
-            name,
-            spec.to_string(),
-            meters,
-            key_step,
-        )),
-        Target::Redis { url, name } => Box::new(
-            redis::RedisStore::new(url, name, spec.to_string(), meters, key_step)
-                .map_err(|why| anyhow::anyhow!("--share {name}: {why}"))?,
-        ),
-    })
+    backend::open(&share.target, spec, meters, key_step)
+        .map_err(|why| anyhow::anyhow!("--share {}: {why}", share.target.name()))
 }
 
 /// How long [`open`] waits under `local` for the state's first answer (a
@@ -579,9 +422,9 @@ struct Bell {
     stop_rung: bool,
 }
 
-/// Start a keeper of `grants` through `store` on a thread of its own, its
-/// hello first, waited for (under `local` at most [`FIRST_ANSWER`]): a
-/// refusal waited for stops drip before it reads. `what` names the keeper
+/// Give the keeper the duty of `lease` through `store`, its hello first,
+/// waited for (under `local` at most [`FIRST_ANSWER`]): a refusal waited
+/// for stops drip before it reads. `what` names the keeper
 /// in messages, `may_pass` says what a lost state lets through.
 fn start_keeper<G: Grants>(
     share: &Share,
@@ -591,7 +434,7 @@ fn start_keeper<G: Grants>(
     notify: &Wake,
     handle: &mut Handle,
 ) -> anyhow::Result<()> {
-    let keeper = Keeper {
+    let leasing = Leasing {
         lease: Arc::clone(lease),
         store,
         on_error: share.on_error,
@@ -601,19 +444,22 @@ fn start_keeper<G: Grants>(
         offset: protocol::ClockOffset::default(),
         spec: handle.spec.clone(),
         told: Arc::clone(&handle.told),
+        last_call: None,
+        paused: None,
     };
     // A rendezvous: an answer no one waits for any more is not sent.
     let (answer, answered) = std::sync::mpsc::sync_channel(0);
-    let thread = crate::sys::spawn("drip-keeper", move || keeper.greet_and_run(&answer))?;
+    let duty = Greeting {
+        leasing,
+        answer: Some(answer),
+    };
+    let done = handle.keeper.add(Box::new(duty))?;
     let greeted = match share.on_error {
         OnError::Local => answered.recv_timeout(FIRST_ANSWER).ok(),
         _ => answered.recv().ok(),
     };
     match greeted {
-        Some(Err(failure)) => {
-            let _ = thread.join();
-            return Err(handle.error(failure));
-        }
+        Some(Err(failure)) => return Err(handle.error(failure)),
         Some(Ok(())) => {}
         None if share.on_error == OnError::Local => {
             let now = lease.now();
@@ -621,7 +467,7 @@ fn start_keeper<G: Grants>(
         }
         None => {}
     }
-    handle.keepers.push(thread);
+    handle.done.push(done);
     Ok(())
 }
 
@@ -643,7 +489,7 @@ fn open_global(
     let budgets = weight_budgets(cost, tags);
     let local = lone_order(limits, tags, &handle.budget_tags);
     let limits = &local[..];
-    let lease = Arc::new(Lease::new(global, origin));
+    let lease = Arc::new(Lease::with_bell(global, origin, handle.keeper.bell()));
     handle.lease = Some(Arc::clone(&lease));
     let what = (format!("--share {}", handle.name), LOST_GLOBAL);
     start_keeper(share, store, &lease, what, notify, handle)?;
@@ -703,31 +549,6 @@ pub fn in_range(limits: &[Limit], key: Option<&Limit>) -> Result<(), String> {
     Ok(())
 }
 
-/// What a shared schedule paces by besides its lease, from its limits.
-pub(crate) struct Pace {
-    /// The limits alone (`local`): each rate divided by the peers.
-    pub(crate) local: Vec<Limit>,
-    /// The tightest record limit, records per second (infinite: none).
-    pub(crate) per_second: f64,
-    /// The highest byte (or cost) rate per second (0: none).
-    pub(crate) bytes_per_second: f64,
-}
-
-impl Pace {
-    /// The pace of `limits` shared by `peers`.
-    pub(crate) fn of(limits: &[Limit], peers: u64) -> Pace {
-        let rate = |unit: Unit| limits.iter().filter(move |l| l.unit == unit);
-        Pace {
-            local: limits.iter().map(|l| divided(l, peers)).collect(),
-            per_second: crate::schedule::records_per_second(limits),
-            bytes_per_second: rate(Unit::Bytes)
-                .chain(rate(Unit::Cost))
-                .map(|l| l.rate.per_second())
-                .fold(0.0, f64::max),
-        }
-    }
-}
-
 /// Start the keeper of the limits per key (`key`); their schedule.
 fn open_keys(
     share: &Share,
@@ -739,7 +560,8 @@ fn open_keys(
 ) -> anyhow::Result<keys::SharedKeys> {
     let store = store(share, spec, Vec::new(), Some(gcra::Step::of(key)))?;
     let per_second = key.rate.per_second();
-    let lease = Arc::new(Lease::new(KeyLeases::new(per_second), origin));
+    let bell = handle.keeper.bell();
+    let lease = Arc::new(Lease::with_bell(KeyLeases::new(per_second), origin, bell));
     handle.keys = Some(Arc::clone(&lease));
     let what = (
         format!("--share {} (limits per key)", handle.name),
@@ -761,6 +583,7 @@ const LOST_PER_KEY: &str = "one burst and the slots already reserved, per key,";
 mod tests {
     use super::*;
     use crate::schedule::Schedule;
+    use gcra::canonical;
 
     const MS: u64 = 1_000_000;
 

@@ -1,12 +1,18 @@
-//! The lease protocol every grant speaks, the global limits' and each
-//! key's alike: what a call to the shared state asks ([`Ask`]), what it
-//! answers ([`Reply`]), what goes back ([`Back`]), and the one small trait
-//! a place that keeps the state implements ([`Store`]: the state file,
-//! Redis). Also the protocol's constants and its pure sizing rules: how
-//! much one reservation takes, how late a slot may be used, when a state
-//! found fresh was lost. Pure: no threads, clock or I/O.
+//! The operations of the shared state, each a plain request and reply,
+//! and the one trait both backends implement ([`Store`]: the state file,
+//! Redis): the lease protocol every grant speaks, the global limits' and
+//! each key's alike (what a call asks, [`Ask`], what it answers,
+//! [`Reply`], what goes back, [`Back`]; settlements, new limits), `drip
+//! take`'s one slot ([`Taken`]), a shared budget's count ([`Count`],
+//! [`Counted`]) and the job leases ([`JobOp`], [`JobLeases`]). Also the
+//! protocol's constants and its pure sizing rules: how much one
+//! reservation takes, how late a slot may be used, when a state found
+//! fresh was lost. Pure: no threads, clock or I/O.
 
-use super::gcra::{Meter, Settlement, Weight};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::gcra::{Meter, Settlement, Step, Weight};
 
 /// A shared state outlives its schedule by this long (ns), then expires.
 pub const EXPIRY_NS: i64 = 10_000_000_000;
@@ -116,8 +122,120 @@ pub struct Back<'a> {
     pub size: Weight,
 }
 
-/// A place where the shared state lives: a file on this host, or Redis.
-/// Every call is one atomic step on the state.
+/// What a keeper calls when grants arrive (`false`: wake the writer) or
+/// drip must stop (`true`): the limits' keepers and the budgets' alike.
+pub type Wake = Arc<dyn Fn(bool) + Send + Sync>;
+
+/// What one take call answered (`drip take`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Taken {
+    /// The shared clock's time of the call, ns.
+    pub now: i64,
+    /// When the slot is (or would be) due, ns after `now`.
+    pub due: i64,
+    /// Whether it was taken (else nothing was spent).
+    pub taken: bool,
+}
+
+/// A shared budget's window count outlives the window's end by this long
+/// (ns).
+pub const KEPT_NS: i128 = 10_000_000_000;
+
+/// One call on a shared budget's window count: the window `[start, end)`
+/// (ns since the Unix epoch) of the calendar `calendar` (`day@UTC`), the
+/// budget's `count`, what is `owed` (granted alone), what goes `back`
+/// (granted, not sent, drip leaving) and how many more are asked for;
+/// `now`, the wall clock (ns since the Unix epoch), drops the counts of
+/// windows more than [`KEPT_NS`] over.
+#[derive(Debug, Clone)]
+pub struct Count {
+    /// The budget's calendar window (`day@America/Los_Angeles`).
+    pub calendar: String,
+    /// The window's start, ns since the Unix epoch.
+    pub start: i128,
+    /// The window's end, ns since the Unix epoch.
+    pub end: i128,
+    /// The budget's N a window.
+    pub count: u64,
+    /// Granted alone (`local`), added to the count first.
+    pub owed: u64,
+    /// Granted and not sent (drip leaving), taken from the count.
+    pub back: u64,
+    /// How many more are asked for.
+    pub ask: u64,
+    /// The wall clock, ns since the Unix epoch.
+    pub now: i128,
+}
+
+/// What a call to the count answered: `granted` more, the count `after`;
+/// in the file, the lines passed over as not drip's, and whether the file
+/// held no text at all (its counts lost, started afresh).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counted {
+    /// Added beyond what was owed.
+    pub granted: u64,
+    /// The count after the call.
+    pub after: u64,
+    /// Lines of the count file passed over as not drip's.
+    pub passed_over: usize,
+    /// The count file held no text (its counts lost, started afresh).
+    pub garbled: bool,
+}
+
+/// How long a job lease holds without a renewal: a dead holder's jobs
+/// stop counting this long after its last renewal at the latest.
+pub const LEASE_TTL: Duration = Duration::from_secs(5);
+
+/// How long a job waiting for a lease keeps its place in the line without
+/// asking again: a drip that died while its jobs waited holds the line
+/// this long at most.
+pub const WAIT_TTL: Duration = Duration::from_secs(1);
+
+/// What a call does to the job leases (`--share-jobs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobOp {
+    /// Take the lease of the one member given, if fewer than the limit
+    /// are held and fewer members wait ahead of it than leases are free;
+    /// else it waits in line (joining it at the back when new).
+    Acquire,
+    /// Push the expiry of the members given on (or hold them again).
+    Renew,
+    /// Give the members given back (or take them out of the line).
+    Release,
+}
+
+impl JobOp {
+    /// The word `jobs.lua` knows it by.
+    pub fn word(self) -> &'static str {
+        match self {
+            JobOp::Acquire => "acquire",
+            JobOp::Renew => "renew",
+            JobOp::Release => "release",
+        }
+    }
+}
+
+/// What a call on the job leases answered: whether it was done (an
+/// acquire may find the fleet full, or the state just lost), the leases
+/// held after it, the state's epoch, and whether the state was lost since
+/// the caller's epoch (the caller knew one, and it is gone).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobLeases {
+    /// The call was done (an acquire took its lease).
+    pub done: bool,
+    /// The leases held across the fleet after it.
+    pub held: u64,
+    /// The state's epoch.
+    pub epoch: String,
+    /// The state was lost since the caller's epoch.
+    pub lost: bool,
+}
+
+/// The backend of one NAME: the state file on this host, or Redis. Every
+/// feature shared under `--share` goes through it, each call one of the
+/// operations below, one atomic step on the state; the two
+/// implementations are [`super::file::FileStore`] and
+/// [`super::redis::RedisStore`].
 pub trait Store: Send {
     /// Check that the stored limits are ours (storing them when there are
     /// none). Returns whether the state was fresh.
@@ -156,7 +274,7 @@ pub trait Store: Send {
     /// `key_step`) as this store's limits from now on: the stored ones,
     /// changed by `drip ctl`. A store of the keys keeps no global meters,
     /// one of the global limits no key step.
-    fn adopt(&mut self, spec: String, meters: Vec<Meter>, key_step: Option<super::gcra::Step>) {
+    fn adopt(&mut self, spec: String, meters: Vec<Meter>, key_step: Option<Step>) {
         let _ = (spec, meters, key_step);
     }
     /// Why a call since the last asked found a stored state it could not
@@ -171,6 +289,30 @@ pub trait Store: Send {
     /// exactly. `None` for a clock elsewhere.
     fn host_clock(&self) -> Option<i64> {
         None
+    }
+    /// `drip take`'s one slot of `size` (bytes, or cost), taken only when
+    /// due within `within` ns ([`super::gcra::Gcra::take`]).
+    fn take(&mut self, size: Weight, within: i64) -> Result<Taken, Failure> {
+        let _ = (size, within);
+        Err(Failure::Fatal("a slot cannot be taken from it".into()))
+    }
+    /// Add what `call` owes to its window's count and take what goes
+    /// back, then add up to its ask within the budget's count.
+    fn count(&mut self, call: &Count) -> Result<Counted, Failure> {
+        let _ = call;
+        Err(Failure::Fatal("a budget cannot be counted on it".into()))
+    }
+    /// Do `op` on the job leases of `members` under `limit`, the caller
+    /// knowing the state's epoch `known` (empty: none yet).
+    fn jobs(
+        &mut self,
+        op: JobOp,
+        limit: u64,
+        members: &[String],
+        known: &str,
+    ) -> Result<JobLeases, Failure> {
+        let _ = (op, limit, members, known);
+        Err(Failure::Fatal("job leases cannot be held on it".into()))
     }
 }
 

@@ -27,6 +27,7 @@
 //! only once a replica acknowledges it ([`Primary`]).
 
 use std::path::PathBuf;
+use std::sync::{Arc, LazyLock, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConnection};
@@ -36,9 +37,12 @@ use redis::{
 };
 
 use super::gcra::{hex, Meter, Settlement, Step, Weight, WEIGHTS};
-use super::protocol::{Ask, Back, Failure, Grant, Mark, Reply, Store};
-use super::take::Taken;
+use super::protocol::{
+    Ask, Back, Count, Counted, Failure, Grant, JobLeases, JobOp, Mark, Reply, Store, Taken,
+    KEPT_NS, LEASE_TTL, WAIT_TTL,
+};
 use super::target::{self, Servers};
+use crate::sys::Unpoisoned;
 
 /// The script, run atomically by the server.
 pub const SCRIPT: &str = concat!(include_str!("prelude.lua"), include_str!("script.lua"));
@@ -48,6 +52,60 @@ const TIMEOUT: Duration = Duration::from_millis(1000);
 
 /// The script of the limits per key ([`super::keys`]).
 pub const KEYS_SCRIPT: &str = concat!(include_str!("prelude.lua"), include_str!("keys.lua"));
+
+/// One of drip's scripts and its SHA1 (computed once), sent with
+/// `EVALSHA`, or `EVAL` when the server does not have it.
+struct Lua {
+    text: &'static str,
+    sha: LazyLock<String>,
+}
+
+/// The script's SHA1, as `EVALSHA` names it.
+fn sha1(text: &str) -> String {
+    redis::Script::new(text).get_hash().to_string()
+}
+
+/// The global limits' ([`SCRIPT`]), the keys' ([`KEYS_SCRIPT`]), a shared
+/// budget's window counts' and the job leases' (`--share-jobs`).
+static GLOBAL: Lua = Lua {
+    text: SCRIPT,
+    sha: LazyLock::new(|| sha1(SCRIPT)),
+};
+static KEYS: Lua = Lua {
+    text: KEYS_SCRIPT,
+    sha: LazyLock::new(|| sha1(KEYS_SCRIPT)),
+};
+static BUDGET: Lua = Lua {
+    text: include_str!("budget.lua"),
+    sha: LazyLock::new(|| sha1(include_str!("budget.lua"))),
+};
+static JOBS: Lua = Lua {
+    text: include_str!("jobs.lua"),
+    sha: LazyLock::new(|| sha1(include_str!("jobs.lua"))),
+};
+
+/// The connections of this process, by URL: every store of one URL (the
+/// global limits', the keys', each budget's count, the job leases', `drip
+/// ctl`'s change of the limits) speaks through the one connection, made
+/// at its first call, kept while a store holds it.
+static LINKS: Mutex<Vec<(String, Weak<Mutex<Conn>>)>> = Mutex::new(Vec::new());
+
+/// The connection of this process to `url`: the one the stores of `url`
+/// already hold, or a new one.
+///
+/// # Errors
+/// The URL is not one redis-rs accepts.
+fn link_to(url: &str) -> Result<Arc<Mutex<Conn>>, String> {
+    let mut links = LINKS.lock().unpoisoned();
+    links.retain(|(_, held)| held.strong_count() > 0);
+    let held = links.iter().find(|(u, _)| u == url);
+    if let Some(conn) = held.and_then(|(_, held)| held.upgrade()) {
+        return Ok(conn);
+    }
+    let conn = Arc::new(Mutex::new(Conn::open(url)?));
+    links.push((url.to_string(), Arc::downgrade(&conn)));
+    Ok(conn)
+}
 
 mod sentinel;
 
@@ -719,14 +777,16 @@ fn ints(reply: &[Value]) -> Result<Vec<i64>, Failure> {
 /// (`keys.lua`), in the same hash slot (so one script call may touch them
 /// all, on a cluster too).
 pub struct RedisStore {
-    conn: Conn,
+    /// The drip's one connection to the server ([`link_to`]).
+    conn: Arc<Mutex<Conn>>,
+    /// How long (ns) this store's last call waited for a replica's
+    /// acknowledgement after the script answered ([`Conn::acked_in`]).
+    acked_in: i64,
     key: String,
     spec: String,
     meters: Vec<Meter>,
     /// The key limit's, when the limits per key are shared.
     key_step: Option<Step>,
-    sha: String,
-    keys_sha: String,
     /// A test clock (seconds, ns) instead of the server's `TIME`.
     pub clock: Option<(i64, i64)>,
 }
@@ -776,15 +836,23 @@ impl RedisStore {
         key_step: Option<Step>,
     ) -> Result<Self, String> {
         Ok(RedisStore {
-            conn: Conn::open(url)?,
+            conn: link_to(url)?,
+            acked_in: 0,
             key: format!("drip:{{{name}}}"),
             spec,
             meters,
             key_step,
-            sha: redis::Script::new(SCRIPT).get_hash().to_string(),
-            keys_sha: redis::Script::new(KEYS_SCRIPT).get_hash().to_string(),
             clock: None,
         })
+    }
+
+    /// Run `lua` on `keys` with `args` through the drip's one connection,
+    /// keeping how long the call waited for a replica's acknowledgement.
+    fn eval(&mut self, lua: &Lua, keys: &[String], args: &[String]) -> Result<Vec<Value>, Failure> {
+        let mut conn = self.conn.lock().unpoisoned();
+        let reply = conn.eval(lua.text, &lua.sha, keys, args);
+        self.acked_in = conn.acked_in();
+        reply
     }
 
     /// Run the global limits' script for `op` with `extra` arguments.
@@ -819,7 +887,7 @@ impl RedisStore {
         args.push(self.weights().to_string());
         args.extend(extra.iter().map(i64::to_string));
         let keys = [self.key.clone()];
-        self.conn.eval(SCRIPT, &self.sha, &keys, &args)
+        self.eval(&GLOBAL, &keys, &args)
     }
 
     /// Run the keys' script for `op` on `keys` (their bytes) with `extra`
@@ -848,7 +916,7 @@ impl RedisStore {
         args.extend(extra.iter().map(i64::to_string));
         let mut names = vec![self.key.clone()];
         names.extend(keys.iter().map(|k| format!("{}:key:{}", self.key, hex(k))));
-        let reply = self.conn.eval(KEYS_SCRIPT, &self.keys_sha, &names, &args)?;
+        let reply = self.eval(&KEYS, &names, &args)?;
         ints(&reply)
     }
 
@@ -910,45 +978,11 @@ impl RedisStore {
                             None
                         },
                     },
-                    self.conn.acked_in(),
+                    self.acked_in,
                 ))
             }
             _ => Err(Failure::Unreachable(format!("unexpected reply {reply:?}"))),
         }
-    }
-
-    /// `drip take`'s one slot of `size` (bytes, or cost), taken only when
-    /// due within `within` ns (the script's `take`, [`super::gcra::Gcra::take`]).
-    ///
-    /// # Errors
-    /// As a reservation's: a mismatch of limits, an unreachable server.
-    pub fn take(&mut self, size: impl Into<Weight>, within: i64) -> Result<Taken, Failure> {
-        let mut extra: Vec<i64> = self.weight_args(&size.into()).collect();
-        extra.push(within);
-        let reply = self.call("take", &extra)?;
-        match ints(&reply)?.as_slice() {
-            [code, _, now, _, due] => Ok(Taken {
-                now: *now,
-                due: *due,
-                taken: *code == 1,
-            }),
-            _ => Err(Failure::Unreachable(format!("unexpected reply {reply:?}"))),
-        }
-    }
-
-    /// Run another of drip's scripts (`script`, its hash `sha`) on `keys`
-    /// with `args` through this store's connection (`--share-jobs`'s).
-    ///
-    /// # Errors
-    /// As the schedule's calls: a server unreachable or unusable.
-    pub(crate) fn eval_script(
-        &mut self,
-        script: &str,
-        sha: &str,
-        keys: &[String],
-        args: &[String],
-    ) -> Result<Vec<Value>, Failure> {
-        self.conn.eval(script, sha, keys, args)
     }
 
     /// The keys' reservation of `asks`, in one call.
@@ -982,7 +1016,7 @@ impl RedisStore {
         if out.grants.len() != asks.len() {
             return Err(bad());
         }
-        Ok(later(out, self.conn.acked_in()))
+        Ok(later(out, self.acked_in))
     }
 }
 
@@ -1017,11 +1051,85 @@ impl Store for RedisStore {
                 _ => return Err(bad(&reply)),
             }
         };
-        Ok((fresh, Some(now.saturating_add(self.conn.acked_in()))))
+        Ok((fresh, Some(now.saturating_add(self.acked_in))))
     }
 
     fn relimit(&mut self) -> Result<(), Failure> {
         self.call("relimit", &[]).map(drop)
+    }
+
+    /// The script's `take`.
+    fn take(&mut self, size: Weight, within: i64) -> Result<Taken, Failure> {
+        let mut extra: Vec<i64> = self.weight_args(&size).collect();
+        extra.push(within);
+        let reply = self.call("take", &extra)?;
+        match ints(&reply)?.as_slice() {
+            [code, _, now, _, due] => Ok(Taken {
+                now: *now,
+                due: *due,
+                taken: *code == 1,
+            }),
+            _ => Err(Failure::Unreachable(format!("unexpected reply {reply:?}"))),
+        }
+    }
+
+    /// `budget.lua` on the key `drip:{NAME}:budget:CALENDAR:START`, which
+    /// expires [`KEPT_NS`] after the window's end.
+    fn count(&mut self, call: &Count) -> Result<Counted, Failure> {
+        let expire_ms = (call.end + KEPT_NS) / 1_000_000;
+        let keys = [format!(
+            "{}:budget:{}:{}",
+            self.key, call.calendar, call.start
+        )];
+        let args = [
+            call.count.to_string(),
+            call.ask.to_string(),
+            expire_ms.to_string(),
+            call.owed.to_string(),
+            call.back.to_string(),
+        ];
+        let reply = self.eval(&BUDGET, &keys, &args)?;
+        match reply.as_slice() {
+            [Value::Int(g), Value::Int(c)] => Ok(Counted {
+                granted: u64::try_from(*g).unwrap_or(0),
+                after: u64::try_from(*c).unwrap_or(0),
+                ..Counted::default()
+            }),
+            _ => Err(Failure::Unreachable(format!("unexpected reply {reply:?}"))),
+        }
+    }
+
+    /// `jobs.lua` on the sorted sets `drip:{NAME}:jobs` (the leases),
+    /// `…:jobs:waiting` and `…:jobs:asking` (the line by arrival, and by
+    /// when each stops counting) and the string `…:jobs:epoch`.
+    fn jobs(
+        &mut self,
+        op: JobOp,
+        limit: u64,
+        members: &[String],
+        known: &str,
+    ) -> Result<JobLeases, Failure> {
+        let keys = ["", ":waiting", ":asking", ":epoch"].map(|k| format!("{}:jobs{k}", self.key));
+        let mut args = vec![
+            op.word().to_string(),
+            limit.to_string(),
+            LEASE_TTL.as_millis().to_string(),
+            WAIT_TTL.as_millis().to_string(),
+            known.to_string(),
+        ];
+        args.extend(members.iter().cloned());
+        let reply = self.eval(&JOBS, &keys, &args)?;
+        match reply.as_slice() {
+            [Value::Int(done), Value::Int(held), Value::BulkString(epoch), Value::Int(lost)] => {
+                Ok(JobLeases {
+                    done: *done == 1,
+                    held: u64::try_from(*held).unwrap_or(0),
+                    epoch: String::from_utf8_lossy(epoch).into_owned(),
+                    lost: *lost == 1,
+                })
+            }
+            _ => Err(Failure::Unreachable(format!("unexpected reply {reply:?}"))),
+        }
     }
 
     fn adopt(&mut self, spec: String, meters: Vec<Meter>, key_step: Option<Step>) {

@@ -9,11 +9,11 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use super::file::{self, FileStore};
-use super::gcra::{self, Meter};
-use super::protocol::{Failure, Store};
-use super::redis::RedisStore;
-use super::{canonical, Disagreement, Target, Unusable};
+use super::backend;
+use super::gcra::{self, canonical, Meter, Weight};
+use super::protocol::{Failure, Store, Taken};
+use super::target::Target;
+use super::voice::{told, Disagreement, Unusable};
 use crate::schedule::{Limit, Unit};
 
 /// `drip take`'s status when its slot is not due within `--timeout`: as
@@ -23,17 +23,6 @@ pub const EXIT_TIMEOUT: i32 = 124;
 /// How often a take that found its slot beyond `--timeout` asks again,
 /// at most: slots given back (a drip that ended) may bring it within.
 const RETRY: Duration = Duration::from_millis(200);
-
-/// What one take call answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Taken {
-    /// The shared clock's time of the call, ns.
-    pub now: i64,
-    /// When the slot is (or would be) due, ns after `now`.
-    pub due: i64,
-    /// Whether it was taken (else nothing was spent).
-    pub taken: bool,
-}
 
 /// What `drip take` was asked.
 #[derive(Debug, Clone)]
@@ -49,37 +38,6 @@ pub struct Request {
     pub timeout: Option<Duration>,
 }
 
-/// The state of `req`'s NAME, as a drip with its limits opens it.
-enum Place {
-    File(FileStore),
-    Redis(Box<RedisStore>),
-}
-
-impl Place {
-    fn take(&mut self, size: u64, within: i64) -> Result<Taken, Failure> {
-        match self {
-            Place::File(f) => f.take(size, within),
-            Place::Redis(r) => r.take(size, within),
-        }
-    }
-
-    fn store(&mut self) -> &mut dyn Store {
-        match self {
-            Place::File(f) => f,
-            Place::Redis(r) => r.as_mut(),
-        }
-    }
-
-    /// The shared clock's now minus this host's `CLOCK_MONOTONIC`, where
-    /// they are one clock (the file).
-    fn host_clock(&self) -> Option<i64> {
-        match self {
-            Place::File(f) => f.host_clock(),
-            Place::Redis(_) => None,
-        }
-    }
-}
-
 /// Run `drip take` as `req` says, saying what went wrong on `err`; the
 /// exit status: 0 (the slot was due and is spent), [`EXIT_TIMEOUT`], 2
 /// (limits that differ from the shared ones), 4 (a state that cannot be
@@ -90,7 +48,7 @@ pub fn run(req: &Request, err: &mut dyn Write) -> i32 {
     let spec = gcra::spec(&limits);
     let meters: Vec<Meter> = limits.iter().map(Meter::of).collect();
     let name = req.target.name().to_string();
-    let mut place = match place_of(&req.target, &spec, meters) {
+    let mut place = match backend::open(&req.target, &spec, meters, None) {
         Ok(place) => place,
         Err(why) => return fail(err, &format!("take {name}: {why}"), 4),
     };
@@ -100,7 +58,7 @@ pub fn run(req: &Request, err: &mut dyn Write) -> i32 {
         let within = deadline.map_or(i64::MAX / 4, |d| {
             i64::try_from(d.saturating_duration_since(asked).as_nanos()).unwrap_or(i64::MAX / 4)
         });
-        let taken = match place.take(req.cost, within) {
+        let taken = match place.take(Weight::from(req.cost), within) {
             Ok(t) => t,
             // A take weighs one cost: limits spending different costs
             // (tagged) are no limits it can follow.
@@ -111,14 +69,12 @@ pub fn run(req: &Request, err: &mut dyn Write) -> i32 {
                 let _ = writeln!(
                     err,
                     "drip: {}",
-                    super::told(&name, &spec, &theirs)
+                    told(&name, &spec, &theirs)
                         .replacen("--share ", "take ", 1)
                         .replacen("this drip", "this take", 2)
                 );
                 let meters = gcra::limits_of(&theirs).unwrap_or_default();
-                place
-                    .store()
-                    .adopt(theirs, meters.iter().map(Meter::of).collect(), None);
+                place.adopt(theirs, meters.iter().map(Meter::of).collect(), None);
                 continue;
             }
             Err(Failure::Mismatch(theirs) | Failure::Changed(theirs)) => {
@@ -144,7 +100,7 @@ pub fn run(req: &Request, err: &mut dyn Write) -> i32 {
         };
         let answered = Instant::now();
         if taken.taken {
-            std::thread::sleep(until_due(&place, &taken, answered));
+            std::thread::sleep(until_due(place.as_ref(), &taken, answered));
             return 0;
         }
         let left = deadline.map_or(RETRY, |d| d.saturating_duration_since(answered));
@@ -155,36 +111,12 @@ pub fn run(req: &Request, err: &mut dyn Write) -> i32 {
     }
 }
 
-/// Where `target`'s shared state is kept: its state file, or its Redis
-/// (connected now).
-///
-/// # Errors
-/// The Redis cannot be connected to, said as the store says it.
-fn place_of(target: &Target, spec: &str, meters: Vec<Meter>) -> Result<Place, String> {
-    Ok(match target {
-        Target::Host(name) => Place::File(FileStore::new(
-            &file::state_dir(),
-            name,
-            spec.to_string(),
-            meters,
-            None,
-        )),
-        Target::Redis { url, name } => Place::Redis(Box::new(RedisStore::new(
-            url,
-            name,
-            spec.to_string(),
-            meters,
-            None,
-        )?)),
-    })
-}
-
 /// How long from `answered` (when the reply came) until `taken`'s slot is
 /// due: exactly, on the host's own clock (the file); from Redis, its
 /// offset after the reply's arrival, which is never before the server's
 /// time of the call, so the wait ends at the slot or after it, never
 /// before.
-fn until_due(place: &Place, taken: &Taken, answered: Instant) -> Duration {
+fn until_due(place: &dyn Store, taken: &Taken, answered: Instant) -> Duration {
     let ns = match place.host_clock() {
         Some(host_now) => taken.now + taken.due - host_now,
         None => taken.due - i64::try_from(answered.elapsed().as_nanos()).unwrap_or(0),

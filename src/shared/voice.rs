@@ -3,8 +3,11 @@
 //! ([`Retry`]), and what it says on stderr ([`Voice`]). Pure but for the
 //! messages on stderr: no threads, no clock.
 
+use std::fmt;
 use std::time::Duration;
 
+use super::gcra::describe;
+use super::protocol::EXPIRY_NS;
 use crate::backoff::Backoff;
 
 /// What the keeper does when the state cannot be reached.
@@ -146,6 +149,85 @@ impl Voice {
         }
     }
 }
+
+/// The limits of this drip differ from those stored under the NAME: exit
+/// status 2.
+#[derive(Debug)]
+pub struct Disagreement {
+    /// `--share`'s NAME.
+    pub name: String,
+    /// Ours, as text.
+    pub ours: String,
+    /// The stored ones, as text.
+    pub theirs: String,
+}
+
+impl fmt::Display for Disagreement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "--share {}: this drip's limits ({}) differ from the shared ones ({}): wait until the shared state expires, {} s after the end of its reserved schedule, or choose another NAME",
+            self.name,
+            self.ours,
+            self.theirs,
+            EXPIRY_NS / 1_000_000_000
+        )
+    }
+}
+
+impl std::error::Error for Disagreement {}
+
+/// What a drip (or `drip take`) says when it finds the shared limits of
+/// `name` changed by `drip ctl` to `theirs`, not the ones it had (`ours`,
+/// specs): it follows the stored ones from now on.
+pub fn told(name: &str, ours: &str, theirs: &str) -> String {
+    format!(
+        "--share {name}: the shared limits were changed by drip ctl to {} (this drip had {}): it follows them",
+        describe(theirs),
+        describe(ours)
+    )
+}
+
+/// The shared state cannot be reached under `--share-on-error fail`: exit
+/// status 4.
+#[derive(Debug)]
+pub struct Unreachable {
+    /// `--share`'s NAME.
+    pub name: String,
+    /// Why.
+    pub why: String,
+}
+
+impl fmt::Display for Unreachable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "--share {}: the shared state cannot be reached: {} (--share-on-error fail)",
+            self.name, self.why
+        )
+    }
+}
+
+impl std::error::Error for Unreachable {}
+
+/// The shared state can never be used as set up (a state directory drip
+/// may not write, a password the server wants): exit status 4 under every
+/// `--share-on-error`.
+#[derive(Debug)]
+pub struct Unusable {
+    /// `--share`'s NAME.
+    pub name: String,
+    /// Why, naming what to change.
+    pub why: String,
+}
+
+impl fmt::Display for Unusable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "--share {}: {}", self.name, self.why)
+    }
+}
+
+impl std::error::Error for Unusable {}
 
 #[cfg(test)]
 mod tests {
