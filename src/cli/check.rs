@@ -303,7 +303,7 @@ fn outputs_apart(cli: &Cli) -> Result<(), clap::Error> {
 /// # Errors
 /// A usage error, one line: no limit to take from, or a `--cost` with no
 /// byte or cost limit to spend it on.
-pub fn take_request(args: TakeArgs) -> Result<shared::take::Request, String> {
+pub fn take_request(args: TakeArgs) -> Result<shared::take::TakeRequest, String> {
     let mut rates = args.rate;
     if rates.is_empty() && args.byte_rate.is_empty() && args.cost_rate.is_empty() {
         rates.push((ONE_PER_SECOND, None));
@@ -326,7 +326,7 @@ pub fn take_request(args: TakeArgs) -> Result<shared::take::Request, String> {
             "--cost {cost}: more than a shared slot may charge ({most}: 32 days of the rate)"
         ));
     }
-    Ok(shared::take::Request {
+    Ok(shared::take::TakeRequest {
         target: args.target,
         limits,
         cost: args.cost.unwrap_or(1),

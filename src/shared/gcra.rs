@@ -1052,7 +1052,7 @@ pub fn divided(limit: &Limit, peers: u64) -> Limit {
 }
 
 /// What a shared schedule paces by besides its lease, from its limits.
-pub struct Pace {
+pub struct PeerPace {
     /// The limits alone (`local`): each rate divided by the peers.
     pub local: Vec<Limit>,
     /// The tightest record limit, records per second (infinite: none).
@@ -1061,11 +1061,11 @@ pub struct Pace {
     pub bytes_per_second: f64,
 }
 
-impl Pace {
+impl PeerPace {
     /// The pace of `limits` shared by `peers`.
-    pub fn of(limits: &[Limit], peers: u64) -> Pace {
+    pub fn of(limits: &[Limit], peers: u64) -> PeerPace {
         let rate = |unit: Unit| limits.iter().filter(move |l| l.unit == unit);
-        Pace {
+        PeerPace {
             local: limits.iter().map(|l| divided(l, peers)).collect(),
             per_second: crate::schedule::records_per_second(limits),
             bytes_per_second: rate(Unit::Bytes)

@@ -46,7 +46,7 @@ pub const RENEW_EVERY: Duration = Duration::from_secs(1);
 pub const POLL: Duration = Duration::from_millis(100);
 
 /// The leases this drip holds and what it saw of the fleet's.
-struct Held {
+struct HeldJobs {
     store: Box<dyn Store>,
     /// Members held now, one per running job.
     members: Vec<String>,
@@ -66,7 +66,7 @@ struct Held {
     lost_said: bool,
 }
 
-impl Held {
+impl HeldJobs {
     /// Do `op` on `members` under `limit`, the answer's epoch kept.
     fn call(&mut self, op: JobOp, limit: u64, members: &[String]) -> Result<JobLeases, Failure> {
         let answer = self.store.jobs(op, limit, members, &self.epoch)?;
@@ -81,7 +81,7 @@ pub struct SharedJobs {
     name: String,
     quiet: bool,
     prefix: String,
-    held: Mutex<Held>,
+    held: Mutex<HeldJobs>,
     closed: AtomicBool,
     /// The keeper's bell, rung by [`SharedJobs::close`]: the renewal is
     /// over.
@@ -118,7 +118,7 @@ impl SharedJobs {
             name: target.name().to_string(),
             quiet,
             prefix,
-            held: Mutex::new(Held {
+            held: Mutex::new(HeldJobs {
                 store,
                 members: Vec::new(),
                 made: 0,
@@ -140,13 +140,13 @@ impl SharedJobs {
         Ok(jobs)
     }
 
-    fn lock(&self) -> MutexGuard<'_, Held> {
+    fn lock(&self) -> MutexGuard<'_, HeldJobs> {
         self.held.lock().unpoisoned()
     }
 
     /// Note a call's outcome: a failure is counted and said once on
     /// stderr (unless `-q`) until a call succeeds again.
-    fn noted(&self, held: &mut Held, r: Result<JobLeases, Failure>) -> Option<JobLeases> {
+    fn noted(&self, held: &mut HeldJobs, r: Result<JobLeases, Failure>) -> Option<JobLeases> {
         match r {
             Ok(v) => {
                 if std::mem::take(&mut held.said) && !self.quiet {

@@ -105,7 +105,7 @@ pub(crate) struct Status {
 /// the first no earlier than `at` and each next `every` ns later (drip's
 /// clock, ns).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Request {
+pub(crate) struct SlotRequest {
     pub(crate) key: Option<Box<[u8]>>,
     pub(crate) want: u64,
     pub(crate) sizes: Vec<Weight>,
@@ -116,7 +116,7 @@ pub(crate) struct Request {
     pub(crate) within: Option<i64>,
 }
 
-impl Request {
+impl SlotRequest {
     /// The ask of a call made at `now`.
     pub(crate) fn ask_at(&self, now: u64) -> Ask<'_> {
         let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
@@ -160,7 +160,7 @@ pub(crate) struct Turn {
     /// Slots to give back first.
     pub(crate) returns: Vec<Return>,
     /// Then slots to reserve.
-    pub(crate) requests: Vec<Request>,
+    pub(crate) requests: Vec<SlotRequest>,
     /// Records to settle (`--settle`), before the reservation.
     pub(crate) settlements: Vec<Settlement>,
 }
@@ -177,7 +177,7 @@ pub(crate) trait Grants: Send + 'static {
     fn horizon(&self) -> i64;
     /// Put the slots of `reply` for `requests` in the leases; `base` is the
     /// reply's `now` on drip's clock.
-    fn take(&mut self, requests: &[Request], reply: Reply, base: u64);
+    fn take(&mut self, requests: &[SlotRequest], reply: Reply, base: u64);
     /// Slots that did not go back (someone reserved since): lost (the
     /// global lease keeps those still usable, [`super::lease`]).
     fn refused(&mut self, returns: &[Return]) {
@@ -622,7 +622,7 @@ impl<G: Grants> Leasing<G> {
     /// One reservation for `requests`. A failure that stops drip is
     /// returned; an unreachable state is reported, and paused on under
     /// `wait` (under `local`, [`Leasing::rejoin`] pauses).
-    fn reserve(&mut self, requests: &[Request]) -> Result<(), Failure> {
+    fn reserve(&mut self, requests: &[SlotRequest]) -> Result<(), Failure> {
         let now = self.lease.now();
         let asks: Vec<Ask> = requests.iter().map(|r| r.ask_at(now)).collect();
         let horizon = self.lease.lock().horizon();
@@ -779,7 +779,7 @@ impl<G: Grants> Leasing<G> {
     /// [`Leasing::settle_offset`]), so a slot is later by less than the
     /// shortest round trip, not by this answer's delay, the first
     /// grant's too.
-    fn take(&mut self, requests: &[Request], reply: Reply, sent: u64) {
+    fn take(&mut self, requests: &[SlotRequest], reply: Reply, sent: u64) {
         let before = self.lease.now();
         let base = match self.store.host_clock() {
             Some(shared_now) => {
@@ -899,8 +899,8 @@ mod tests {
     }
 
     /// The request of one record for the global lease, due now.
-    fn one_record() -> Request {
-        Request {
+    fn one_record() -> SlotRequest {
+        SlotRequest {
             key: None,
             want: 1,
             sizes: Vec::new(),

@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::keeper::{Grants, Lease, Mode, Request, Return, Status, Turn};
+use super::keeper::{Grants, Lease, Mode, Return, SlotRequest, Status, Turn};
 use super::lease::Held;
 use super::protocol::{horizon, late_ns, Reply, POLL_NS};
 use crate::keyed::{KeySchedule, LeaseHead, Want};
@@ -141,7 +141,7 @@ impl KeyLeases {
 /// and whose next slot is wanted within `ahead` ns, asks for them (at
 /// most `cap`, a second of the key rate), up to [`MAX_BATCH`] keys; and
 /// when the next of the others will ask.
-fn needs(st: &KeyLeases, now: u64, ahead: u64, cap: u64) -> (Vec<Request>, Option<u64>) {
+fn needs(st: &KeyLeases, now: u64, ahead: u64, cap: u64) -> (Vec<SlotRequest>, Option<u64>) {
     let mut asks = Vec::new();
     let mut soonest: Option<u64> = None;
     for k in st.keys.values() {
@@ -159,7 +159,7 @@ fn needs(st: &KeyLeases, now: u64, ahead: u64, cap: u64) -> (Vec<Request>, Optio
             if asks.len() < MAX_BATCH {
                 // The slots after those held keep their spacing.
                 let held = k.held.slots.len() as u64;
-                asks.push(Request {
+                asks.push(SlotRequest {
                     key: k.held.key.clone(),
                     want: want.min(cap),
                     sizes: Vec::new(),
@@ -212,7 +212,7 @@ impl Grants for KeyLeases {
         horizon(i64::try_from(self.status.rtt).unwrap_or(i64::MAX))
     }
 
-    fn take(&mut self, requests: &[Request], reply: Reply, base: u64) {
+    fn take(&mut self, requests: &[SlotRequest], reply: Reply, base: u64) {
         for (request, grant) in requests.iter().zip(&reply.grants) {
             let key = request.key.as_deref().unwrap_or_default();
             let Some((&s, lease)) = self.keys.iter_mut().find(|(_, l)| l.is(key)) else {
@@ -491,12 +491,12 @@ impl KeySchedule for SharedKeys {
 mod tests {
     use super::*;
     use crate::shared::gcra::Weight;
-    use crate::shared::lease::Slot;
+    use crate::shared::lease::HeldSlot;
     use crate::shared::protocol::Ask;
     use std::time::Instant;
 
-    fn request(key: &[u8], want: u64, at: u64, every: u64) -> Request {
-        Request {
+    fn request(key: &[u8], want: u64, at: u64, every: u64) -> SlotRequest {
+        SlotRequest {
             key: Some(key.into()),
             want,
             sizes: Vec::new(),
@@ -515,7 +515,7 @@ mod tests {
         st.lease(1, b"a").wanted = 50;
         let b = st.lease(2, b"b");
         b.wanted = 3;
-        b.held.slots.extend([100, 900].map(|at| Slot {
+        b.held.slots.extend([100, 900].map(|at| HeldSlot {
             at,
             size: Weight::from(1),
             grant: 1,
@@ -542,7 +542,7 @@ mod tests {
             let a = st.lease(1, b"a");
             // A slot of an earlier grant than the key's last.
             a.held.grants = 2;
-            a.held.slots.push_back(Slot {
+            a.held.slots.push_back(HeldSlot {
                 at: 0,
                 size: Weight::from(1),
                 grant: 1,
@@ -577,7 +577,7 @@ mod tests {
             let mut st = lease.lock();
             let a = st.lease(1, b"a");
             (a.held.grants, a.held.last_seq) = (2, 7);
-            let slot = |at: u64, grant| Slot {
+            let slot = |at: u64, grant| HeldSlot {
                 at,
                 size: Weight::from(1),
                 grant,

@@ -36,7 +36,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::gcra::{Meter, Settlement, Weight, WEIGHTS};
-use super::keeper::{Grants, Lease, Mode, Request, Return, Status, Turn};
+use super::keeper::{Grants, Lease, Mode, Return, SlotRequest, Status, Turn};
 use super::protocol::{
     ahead, byte_late_ns, chunk, fitting, late_ns, Grant, Mark, Reply, HORIZON, POLL_NS,
 };
@@ -52,7 +52,7 @@ pub(crate) const SIZES_KEPT: usize = 4096;
 
 /// One reserved slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Slot {
+pub(crate) struct HeldSlot {
     /// When it is due, on drip's clock (ns).
     pub(crate) at: u64,
     /// The size (bytes, or the weights of its costs) it was reserved
@@ -77,7 +77,7 @@ pub(crate) struct Held {
     /// The key of a key's lease (`None`: the global limits').
     pub(crate) key: Option<Box<[u8]>>,
     /// Reserved departure slots, in order.
-    pub(crate) slots: VecDeque<Slot>,
+    pub(crate) slots: VecDeque<HeldSlot>,
     /// The lease's grants so far, and the last one's reservation number.
     pub(crate) grants: u64,
     pub(crate) last_seq: u64,
@@ -88,13 +88,13 @@ pub(crate) struct Held {
     /// (no record waited for them), and those of the give-back under way
     /// (with its reservation's number): if the state refuses them, they
     /// serve the next records ([`Held::refused`]).
-    offered: Vec<Slot>,
-    giving: (u64, Vec<Slot>),
+    offered: Vec<HeldSlot>,
+    giving: (u64, Vec<HeldSlot>),
 }
 
 impl Held {
     /// `count` slots of the last reservation going back, from `first`.
-    fn run(&self, first: &Slot, count: u64) -> Return {
+    fn run(&self, first: &HeldSlot, count: u64) -> Return {
         Return {
             key: self.key.clone(),
             seq: self.last_seq,
@@ -110,7 +110,7 @@ impl Held {
     /// state would refuse them: this drip reserved since) are forfeited
     /// (counted in `forfeited`), but for the usable ones, kept for the
     /// next records.
-    fn send_back(&mut self, run: Return, slots: Vec<Slot>, forfeited: &mut u64) {
+    fn send_back(&mut self, run: Return, slots: Vec<HeldSlot>, forfeited: &mut u64) {
         match &mut self.returning {
             Some(r) if r.seq == run.seq => {
                 r.count += run.count;
@@ -142,7 +142,7 @@ impl Held {
     /// Put `slots` back in the lease, in order, to serve the next
     /// records: the state did not take them back (someone reserved after
     /// them), so they can never go back (nor be given back at exit).
-    fn keep(&mut self, slots: Vec<Slot>) {
+    fn keep(&mut self, slots: Vec<HeldSlot>) {
         for mut slot in slots {
             slot.grant = 0;
             let at = self.slots.partition_point(|s| s.at <= slot.at);
@@ -215,7 +215,7 @@ impl Held {
             let at = base
                 .saturating_add(u64::try_from(d).unwrap_or(0))
                 .max(floor);
-            self.slots.push_back(Slot {
+            self.slots.push_back(HeldSlot {
                 at,
                 size: sizes.get(j).copied().unwrap_or(Weight::from(1)),
                 grant: self.grants,
@@ -390,7 +390,7 @@ impl Grants for GlobalLease {
                 let sizes: Vec<Weight> = self.wanted_sizes.iter().take(want).copied().collect();
                 let want = fitting(&self.meters, want as u64, &sizes, chunk(rtt));
                 let sizes = sizes[..sizes.len().min(want as usize)].to_vec();
-                turn.requests.push(Request {
+                turn.requests.push(SlotRequest {
                     key: None,
                     want,
                     sizes,
@@ -413,7 +413,7 @@ impl Grants for GlobalLease {
         HORIZON
     }
 
-    fn take(&mut self, requests: &[Request], reply: Reply, base: u64) {
+    fn take(&mut self, requests: &[SlotRequest], reply: Reply, base: u64) {
         if let Some(due) = reply.not_yet {
             let rtt = i64::try_from(self.status.rtt).unwrap_or(i64::MAX);
             let wait = due.saturating_sub(ahead(rtt)).max(0).unsigned_abs();
@@ -508,7 +508,7 @@ pub struct SharedSchedule {
     pub(crate) peers: u64,
     /// The slots of the records released and not written yet, and how far
     /// a late write overtook the slots after it.
-    pub(crate) written: Written,
+    pub(crate) written: Writes,
     /// `--settle`: the records released on slots and not settled yet,
     /// oldest first, at most [`MOST_IN_FLIGHT`]: each one's hash
     /// ([`record_hash`]), the size its slot was reserved for (what it was
@@ -601,7 +601,7 @@ pub(crate) fn weight_rates(meters: &[Meter]) -> [f64; WEIGHTS] {
 /// record late, not every slot the write outlasted. Key leases are not
 /// overtaken.
 #[derive(Debug, Default)]
-pub(crate) struct Written {
+pub(crate) struct Writes {
     /// Released, not written yet, in order: each record's slot (its time
     /// on drip's clock, ns, and the size it was reserved for). At most
     /// [`SIZES_KEPT`], the oldest let go: under a sink that never reports
@@ -621,7 +621,7 @@ impl SharedSchedule {
     /// drip on the state: the lone pace (rate / peers, from the last
     /// departure, no credit carried) and how late a slot may be.
     fn follow(&mut self, now: u64, (limits, meters): (&[Limit], &[Meter])) {
-        let pace = super::gcra::Pace::of(limits, self.peers);
+        let pace = super::gcra::PeerPace::of(limits, self.peers);
         self.local.replace_limits(now, &pace.local);
         self.per_second = pace.per_second;
         self.bytes_per_second = pace.bytes_per_second;
@@ -737,7 +737,7 @@ impl SharedSchedule {
 
 impl SharedSchedule {
     /// `--settle`: `record` left on `slot`; note it in flight.
-    fn note_in_flight(&mut self, record: &[u8], slot: &Slot) {
+    fn note_in_flight(&mut self, record: &[u8], slot: &HeldSlot) {
         let (Some(flight), Some(cost)) = (self.in_flight.as_mut(), self.cost.as_ref()) else {
             return;
         };
@@ -928,7 +928,7 @@ impl Leased for SharedSchedule {
     }
 }
 
-impl Written {
+impl Writes {
     /// Forfeit the slots of `st` that records written late overtook.
     fn overtake(&mut self, st: &mut GlobalLease) {
         while self.overtaken > 0 {
@@ -948,7 +948,7 @@ impl Written {
     }
 
     /// `slot` was spent on a record now on its way to the writer.
-    fn released(&mut self, slot: &Slot) {
+    fn released(&mut self, slot: &HeldSlot) {
         if self.unwritten.len() == SIZES_KEPT {
             self.unwritten.pop_front();
         }
@@ -977,7 +977,7 @@ pub(crate) mod tests {
         leases
             .held
             .slots
-            .extend(slots.iter().map(|&(at, size)| Slot {
+            .extend(slots.iter().map(|&(at, size)| HeldSlot {
                 at,
                 size: Weight::from(size),
                 grant: 0,
@@ -1000,7 +1000,7 @@ pub(crate) mod tests {
             weight_rates: [1000.0, 0.0, 0.0, 0.0],
             last_now: 0,
             peers: 1,
-            written: Written::default(),
+            written: Writes::default(),
             in_flight: None,
             heaviest: Heaviest::none(),
         }
@@ -1229,7 +1229,7 @@ pub(crate) mod tests {
         };
         let mut leases = GlobalLease::new(Vec::new());
         leases.held.grants = 1;
-        leases.held.slots.extend((0..100).map(|i| Slot {
+        leases.held.slots.extend((0..100).map(|i| HeldSlot {
             at: i * 10 * MS,
             size: Weight::from(1),
             grant: 1,
@@ -1252,7 +1252,7 @@ pub(crate) mod tests {
             weight_rates: [0.0; WEIGHTS],
             last_now: 0,
             peers: 1,
-            written: Written::default(),
+            written: Writes::default(),
             in_flight: None,
             heaviest: Heaviest::none(),
         };
@@ -1282,7 +1282,7 @@ pub(crate) mod tests {
         leases
             .held
             .slots
-            .extend(slots.into_iter().enumerate().map(|(j, at)| Slot {
+            .extend(slots.into_iter().enumerate().map(|(j, at)| HeldSlot {
                 at,
                 size: Weight::from(1),
                 grant: 1 + j as u64 / 10,
@@ -1301,7 +1301,7 @@ pub(crate) mod tests {
             weight_rates: [0.0; WEIGHTS],
             last_now: 0,
             peers: 1,
-            written: Written::default(),
+            written: Writes::default(),
             in_flight: None,
             heaviest: Heaviest::none(),
         }
@@ -1480,7 +1480,7 @@ pub(crate) mod tests {
         {
             let mut st = s.lease.lock();
             let grant = st.held.grants + 1;
-            st.held.slots.extend([5 * MS, 10 * MS].map(|at| Slot {
+            st.held.slots.extend([5 * MS, 10 * MS].map(|at| HeldSlot {
                 at,
                 size: Weight::from(1),
                 grant,
@@ -1592,7 +1592,7 @@ pub(crate) mod tests {
             if st.wanted > 0 && st.held.slots.is_empty() {
                 for _ in 0..st.wanted.min(3) {
                     next_slot = u64::max(next_slot + interval, now + 3 * MS);
-                    st.held.slots.push_back(Slot {
+                    st.held.slots.push_back(HeldSlot {
                         at: next_slot,
                         size: Weight::from(1),
                         grant: 1,

@@ -42,7 +42,7 @@ use crate::rate::Rate;
 use crate::report::share::{ShareCounts, ShareStats};
 use crate::schedule::{Limit, Limits, Unit};
 use crate::sys::Unpoisoned;
-use gcra::{canonical_tagged, divided, lone_order, Pace};
+use gcra::{canonical_tagged, divided, lone_order, PeerPace};
 use keeper::{Grants, Greeting, Keeper, Lease, Leasing};
 use keys::KeyLeases;
 use lease::GlobalLease;
@@ -69,7 +69,7 @@ pub struct Handle {
     keeper: Arc<Keeper>,
     /// Whether each lease's duty is over.
     done: Vec<Arc<AtomicBool>>,
-    notify: Arc<Mutex<Bell>>,
+    notify: Arc<Mutex<Notifier>>,
     name: String,
     spec: String,
     /// The spec a change of the limits was last told for (by either
@@ -311,7 +311,7 @@ pub fn open(
         None => gcra::spec_tagged(limits, &tags),
     };
     let name = share.target.name().to_string();
-    let notify: Arc<Mutex<Bell>> = Arc::new(Mutex::new(Bell::default()));
+    let notify: Arc<Mutex<Notifier>> = Arc::new(Mutex::new(Notifier::default()));
     let mut handle = Handle {
         lease: None,
         budget_tags,
@@ -417,7 +417,7 @@ const FIRST_ANSWER: Duration = Duration::from_millis(250);
 /// What the keepers call: the engine's [`Notify`] once set; a stop asked
 /// for before that is kept, and asked for again when it is set.
 #[derive(Default)]
-struct Bell {
+struct Notifier {
     notify: Option<Notify>,
     stop_rung: bool,
 }
@@ -493,7 +493,7 @@ fn open_global(
     handle.lease = Some(Arc::clone(&lease));
     let what = (format!("--share {}", handle.name), LOST_GLOBAL);
     start_keeper(share, store, &lease, what, notify, handle)?;
-    let pace = Pace::of(limits, share.peers);
+    let pace = PeerPace::of(limits, share.peers);
     let local = match cost {
         Some(cost) if share.settle => Limits::new(&pace.local)
             .with_cost(cost.clone())
@@ -512,7 +512,7 @@ fn open_global(
         weighs_bytes,
         last_now: 0,
         peers: share.peers,
-        written: lease::Written::default(),
+        written: lease::Writes::default(),
         in_flight: share.settle.then(std::collections::VecDeque::new),
         heaviest: lease::Heaviest {
             most: gcra::most_weights(&meters),

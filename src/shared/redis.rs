@@ -124,9 +124,9 @@ const RECHECK: Duration = Duration::from_secs(1);
 const AGAIN: usize = 2;
 
 /// Where the server of the state is.
-enum Place {
+enum Topology {
     /// One server, by its URL; a node of a cluster (it answered `MOVED`)
-    /// makes it a [`Place::Cluster`] with itself as the first node.
+    /// makes it a [`Topology::Cluster`] with itself as the first node.
     One(Client),
     /// A Redis Cluster, reached through redis-rs's cluster client, which
     /// follows `MOVED` and `ASK` and waits out `TRYAGAIN`; and the nodes
@@ -252,7 +252,7 @@ enum Fail {
 /// A connection to the state's server, made when needed, with the calls'
 /// timeouts.
 struct Conn {
-    place: Place,
+    place: Topology,
     con: Option<Link>,
     /// The Unix socket's path (`redis+unix`), for messages.
     socket: Option<PathBuf>,
@@ -360,7 +360,7 @@ impl Conn {
                     ConnectionAddr::TcpTls { .. } => (None, true),
                     _ => (None, false),
                 };
-                (Place::One(client), addr, tls, socket)
+                (Topology::One(client), addr, tls, socket)
             }
             Servers::Cluster(nodes) => {
                 let tls = nodes.iter().any(|n| n.starts_with("rediss:"));
@@ -375,7 +375,7 @@ impl Conn {
                     .collect::<Vec<_>>()
                     .join(",");
                 let client = cluster(infos.clone()).map_err(|e| e.to_string())?;
-                (Place::Cluster(client, infos), addr, tls, None)
+                (Topology::Cluster(client, infos), addr, tls, None)
             }
             servers @ Servers::Sentinel { .. } => {
                 let tls = servers
@@ -383,7 +383,7 @@ impl Conn {
                     .is_some_and(|u| u.starts_with("rediss:"));
                 let sentinels = sentinel::Sentinels::new(servers, TIMEOUT)?;
                 let addr = format!("the sentinels {}", sentinels.addrs());
-                (Place::Sentinel(sentinels), addr, tls, None)
+                (Topology::Sentinel(sentinels), addr, tls, None)
             }
         };
         Ok(Conn {
@@ -402,8 +402,8 @@ impl Conn {
     fn connection(&mut self) -> Result<&mut Link, Fail> {
         if self.con.is_none() {
             let link = match &mut self.place {
-                Place::One(client) => Link::One(connect(client)?),
-                Place::Cluster(client, nodes) => {
+                Topology::One(client) => Link::One(connect(client)?),
+                Topology::Cluster(client, nodes) => {
                     let con = client
                         .get_connection()
                         .map_err(|e| match not_a_cluster(nodes) {
@@ -414,7 +414,7 @@ impl Conn {
                         .map_err(|e| Fail::Redis(e, true))?;
                     Link::Cluster(Box::new(con))
                 }
-                Place::Sentinel(sentinels) => {
+                Topology::Sentinel(sentinels) => {
                     let (url, addr) = sentinels.primary_url(self.stale).map_err(Fail::Done)?;
                     let primary = sentinels.primary.clone();
                     self.stale = false;
@@ -449,7 +449,8 @@ impl Conn {
     /// still name the server in use; if they name another, the connection
     /// is dropped (the next call is the new primary's).
     fn recheck(&mut self) {
-        let (Place::Sentinel(sentinels), Some(Link::Primary(p))) = (&mut self.place, &mut self.con)
+        let (Topology::Sentinel(sentinels), Some(Link::Primary(p))) =
+            (&mut self.place, &mut self.con)
         else {
             return;
         };
@@ -491,10 +492,10 @@ impl Conn {
                 break;
             };
             let retry = match (&self.place, e.kind()) {
-                (Place::One(_), ErrorKind::Moved) => {
+                (Topology::One(_), ErrorKind::Moved) => {
                     self.become_cluster().map_err(Failure::Fatal)?
                 }
-                (Place::Sentinel(_), _) if replica(e) => {
+                (Topology::Sentinel(_), _) if replica(e) => {
                     self.stale = true;
                     true
                 }
@@ -520,7 +521,7 @@ impl Conn {
     /// # Errors
     /// redis-rs cannot make a cluster client of it (a Unix socket).
     fn become_cluster(&mut self) -> Result<bool, String> {
-        let Place::One(client) = &self.place else {
+        let Topology::One(client) = &self.place else {
             return Ok(false);
         };
         let info = client.get_connection_info().clone();
@@ -530,7 +531,7 @@ impl Conn {
                 self.addr
             )
         })?;
-        self.place = Place::Cluster(client, Vec::new());
+        self.place = Topology::Cluster(client, Vec::new());
         self.con = None;
         Ok(true)
     }
@@ -554,7 +555,7 @@ impl Conn {
     /// without scripting), or nodes given as a cluster's that run without
     /// cluster support ([`not_a_cluster`]).
     fn elsewhere(&mut self, e: &RedisError) -> Option<String> {
-        if let Place::Cluster(_, nodes) = &self.place {
+        if let Topology::Cluster(_, nodes) = &self.place {
             if e.kind() == ErrorKind::ClusterConnectionNotFound {
                 return not_a_cluster(nodes);
             }

@@ -26,7 +26,7 @@ const RETRY: Duration = Duration::from_millis(200);
 
 /// What `drip take` was asked.
 #[derive(Debug, Clone)]
-pub struct Request {
+pub struct TakeRequest {
     /// Where the shared state is, and its NAME.
     pub target: Target,
     /// The limits, as the drips sharing the NAME give them.
@@ -42,7 +42,7 @@ pub struct Request {
 /// exit status: 0 (the slot was due and is spent), [`EXIT_TIMEOUT`], 2
 /// (limits that differ from the shared ones), 4 (a state that cannot be
 /// reached or used).
-pub fn run(req: &Request, err: &mut dyn Write) -> i32 {
+pub fn run(req: &TakeRequest, err: &mut dyn Write) -> i32 {
     let started = Instant::now();
     let limits = canonical(&req.limits);
     let spec = gcra::spec(&limits);
