@@ -41,18 +41,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::overload::Overloads;
+pub use super::overload::Scope;
+use super::overload::{Figures, Overloads, Verdict};
+use super::quota;
+use crate::backoff::Backoff;
 use crate::pace::{Behind, Releasing, Stage};
 use crate::sys::Unpoisoned;
-
-/// Whose starts an overload holds back.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Scope {
-    /// Every start.
-    All,
-    /// The starts of records of this key (`--key`).
-    Key(Box<[u8]>),
-}
 
 /// After a pause, the rate comes back gradually: from `from` at `start`,
 /// rising by a tenth of `full` a second (the additive increase of AIMD,
@@ -419,6 +413,130 @@ impl GateControl {
         let r = f();
         self.lock().retry_turn = false;
         r
+    }
+}
+
+/// The overloads' books (`overload.rs`), decided under the gate's lock
+/// and put in force on its holds at once.
+impl GateControl {
+    /// An overload of `scope` reported at `now` by an attempt that started
+    /// at `started` (ns) ([`Overloads::overload`]): its scope paused for
+    /// `Retry-After` (`retry_after_ns`) or a growing backoff, then its
+    /// rate back gradually; under `--adapt` (`adapt`: the configured rate)
+    /// its rate lowered.
+    pub(super) fn overload(
+        &self,
+        scope: &Scope,
+        at: (u64, u64),
+        retry_after_ns: Option<u64>,
+        policy: (&Backoff, Option<f64>),
+    ) {
+        let full = self.full_rate(scope);
+        let now = at.1;
+        let mut holds = self.lock();
+        let verdict: Verdict = holds.overloads.overload(scope, at, retry_after_ns, policy);
+        let began = holds.paused_until(scope) <= now;
+        let lengthened = holds.pause(scope, now, now.saturating_add(verdict.wait));
+        holds.overloads.paused(lengthened, began);
+        if verdict.fresh {
+            if full.is_finite() {
+                let resume = holds.paused_until(scope);
+                holds.slow(scope, now, resume, full);
+            }
+            if let Some(spacing) = verdict.spacing {
+                holds.narrow(scope, spacing);
+            }
+        }
+    }
+
+    /// An attempt of `scope` succeeded: under `--adapt` its rate rises.
+    /// Whether the gate changed.
+    pub(super) fn succeeded(&self, scope: &Scope) -> bool {
+        let mut holds = self.lock();
+        let Some(spacing) = holds.overloads.succeeded(scope) else {
+            return false;
+        };
+        holds.narrow(scope, spacing);
+        true
+    }
+
+    /// The quota `q` a response of `scope` announced ([`Overloads::observe_quota`]).
+    pub(super) fn observe_quota(
+        &self,
+        scope: &Scope,
+        at: (u64, u64),
+        q: quota::Quota,
+    ) -> Option<quota::Quota> {
+        self.lock().overloads.observe_quota(scope, at, q)
+    }
+
+    /// The token quota of `budget` a response of `scope` announced
+    /// ([`Overloads::observe_tokens`]).
+    pub(super) fn observe_tokens(
+        &self,
+        scope: &Scope,
+        budget: &str,
+        now: u64,
+        read: quota::TokensRead,
+    ) {
+        self.lock()
+            .overloads
+            .observe_tokens(scope, budget, now, read);
+    }
+
+    /// Whether a quota of `budget` is kept for `scope`.
+    pub(super) fn reads_tokens(&self, scope: &Scope, budget: &str) -> bool {
+        self.lock().overloads.reads_tokens(scope, budget)
+    }
+
+    /// `budget`'s quota of `scope` forgotten.
+    pub(super) fn forget_tokens(&self, scope: &Scope, budget: &str) {
+        self.lock().overloads.forget_tokens(scope, budget);
+    }
+
+    /// A record of `scope` settled ([`Overloads::settled_tokens`]).
+    pub(super) fn settled_tokens(
+        &self,
+        scope: &Scope,
+        estimated: &[(&str, u64)],
+        spent: &[(&str, u64)],
+    ) {
+        self.lock()
+            .overloads
+            .settled_tokens(scope, estimated, spent);
+    }
+
+    /// A start of `scope` at `now` costing `costs` tokens of each budget
+    /// ([`Overloads::spend_tokens`]): spent, and the scope's next start
+    /// spaced by them; or `Err` says until when the start waits, a scope
+    /// waiting for a reset paused until then.
+    pub(super) fn spend_tokens(
+        &self,
+        scope: &Scope,
+        now: u64,
+        costs: &[quota::Spend],
+    ) -> Result<(), quota::Hold> {
+        let mut holds = self.lock();
+        match holds.overloads.spend_tokens(scope, now, costs) {
+            Err(hold) => {
+                if let quota::Hold::Reset(until) = hold {
+                    holds.pause(scope, now, until);
+                }
+                Err(hold)
+            }
+            Ok(Some(spacing)) => {
+                holds.space_tokens(scope, now, spacing);
+                Ok(())
+            }
+            Ok(None) => Ok(()),
+        }
+    }
+
+    /// The overloads' figures at `now`.
+    pub(super) fn overload_figures(&self, now: u64) -> Figures {
+        let holds = self.lock();
+        let paused_left = holds.paused_until(&Scope::All).saturating_sub(now);
+        holds.overloads.figures(paused_left)
     }
 }
 

@@ -8,9 +8,8 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
-use super::warden::Warden;
+use super::warden::{end_groups, Warden};
 use crate::state::KILL_AFTER_LEAVE;
 use crate::sys::Unpoisoned;
 
@@ -189,25 +188,5 @@ impl Groups {
         for &thread in self.lock().passing.iter() {
             crate::sys::interrupt(thread);
         }
-    }
-}
-
-/// TERM process groups `groups`, then KILL those with a process left
-/// [`KILL_AFTER_LEAVE`] later (no wait when none is left). Whether a group
-/// is empty is looked at every 5 ms: nothing tells when the processes of
-/// a group that are not drip's children are gone.
-pub(super) fn end_groups(groups: &[u32]) {
-    for &pgid in groups {
-        crate::sys::kill_group(pgid, libc::SIGTERM);
-    }
-    let start = std::time::Instant::now();
-    while groups.iter().any(|&g| crate::sys::group_exists(g)) {
-        if start.elapsed() >= KILL_AFTER_LEAVE {
-            for &pgid in groups {
-                crate::sys::kill_group(pgid, libc::SIGKILL);
-            }
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(5));
     }
 }

@@ -10,12 +10,11 @@ use std::time::{Duration, SystemTime};
 
 use super::attempt::{self, Ended, Files, Spec};
 use super::gate::{GateControl, Scope};
-use super::hooks::{AttemptEnd, AttemptStart, Heard, Outcome};
-use super::pool::{ns, Pool};
+use super::hooks::{AttemptEnd, AttemptStart, Heard, Hooks, Outcome};
+use super::parts::{ns, PoolParts, Who};
 use super::retry::{parse_headers, Exit, Verdict};
 use super::{ExecError, JobFate};
 use crate::bucket::Segment;
-use crate::key::KeySpec;
 use crate::sys::Unpoisoned;
 
 /// After an attempt: the record is done, or tried again at a time (ns).
@@ -24,57 +23,11 @@ enum AfterAttempt {
     Retry(u64),
 }
 
-/// How the records are read: where one ends, and with `--key` its key.
-#[derive(Debug)]
-pub(crate) struct Records {
-    /// The record delimiter, left out of the record in arguments.
-    pub(crate) delimiter: u8,
-    /// With `--key`: an overload pauses the refused record's key only.
-    pub(crate) key: Option<KeySpec>,
-}
-
-impl Records {
-    /// The record without its delimiter.
-    pub(super) fn body_of<'a>(&self, bytes: &'a [u8]) -> &'a [u8] {
-        match bytes.split_last() {
-            Some((&last, body)) if last == self.delimiter => body,
-            _ => bytes,
-        }
-    }
-
-    /// Whom an overload of `record` (its delimiter included) holds back:
-    /// its key with `--key` (every start for a record without one).
-    pub(super) fn scope_of(&self, record: &[u8]) -> Scope {
-        self.key
-            .as_ref()
-            .and_then(|spec| crate::keyed::record_key(spec, record, self.delimiter))
-            .map_or(Scope::All, |key| Scope::Key(key.into()))
-    }
-}
-
-/// A record as the joblog names it.
-pub(super) struct Who<'a> {
-    /// Its number (`DRIP_RECORD`).
-    pub(super) number: u64,
-    /// Its stable id (`DRIP_RECORD_ID`).
-    pub(super) id: &'a str,
-    /// The record, without its delimiter.
-    body: &'a [u8],
-    /// The record as a JSON string's text, made once when asked for.
-    shown: std::cell::OnceCell<String>,
-}
-
-impl Who<'_> {
-    /// The record as a JSON string's text.
-    pub(super) fn shown(&self) -> &str {
-        self.shown
-            .get_or_init(|| crate::report::spell::json_key(self.body))
-    }
-}
-
 /// One record's job: the record, and what its attempts share.
 pub(super) struct Job<'a> {
-    pub(super) pool: &'a Pool,
+    pub(super) pool: &'a PoolParts,
+    /// The pool's per-record features.
+    hooks: &'a Hooks,
     /// The record, its delimiter included.
     pub(super) bytes: &'a [u8],
     /// The record as the joblog names it.
@@ -91,7 +44,7 @@ pub(super) struct Job<'a> {
 /// done, with the worker's `files` (made if there are none); `rng` draws
 /// the backoffs. Its fate.
 pub(super) fn run(
-    pool: &Pool,
+    (pool, hooks): (&PoolParts, &Hooks),
     number: u64,
     record: &Segment,
     files: &mut Option<Files>,
@@ -102,13 +55,9 @@ pub(super) fn run(
     let id = attempt::record_id(place(record, number), body);
     let job = Job {
         pool,
+        hooks,
         bytes,
-        who: Who {
-            number,
-            id: &id,
-            body,
-            shown: std::cell::OnceCell::new(),
-        },
+        who: Who::new(number, &id, body),
         scope: pool.records.scope_of(bytes),
         headers_file: pool.headers.file(number),
         deadline: (pool.cfg.deadline).map(|d| record.arrived.saturating_add(ns(d))),
@@ -145,14 +94,14 @@ impl Job<'_> {
                 deadline: self.deadline,
                 scope: &self.scope,
             };
-            if let Err(fate) = self.pool.hooks.before_attempt(self.pool, &start) {
+            if let Err(fate) = self.hooks.before_attempt(self.pool, &start) {
                 return self.unstarted(n, fate);
             }
             let spec = Spec {
                 argv,
                 env: environment(number, self.who.id, n, &self.headers_file),
                 limit: self.attempt_limit(now),
-                noted_by: (self.pool.groups.warden()).filter(|_| self.pool.hooks.notes_itself()),
+                noted_by: (self.pool.groups.warden()).filter(|_| self.hooks.notes_itself()),
             };
             let ended = match self.attempt(n, &spec, files) {
                 Ok(ended) => ended,
@@ -166,7 +115,7 @@ impl Job<'_> {
                 files,
                 ended: &ended,
             };
-            self.pool.hooks.attempt_ended(self.pool, &end);
+            self.hooks.attempt_ended(self.pool, &end);
             let step = self.judge(n, &ended, files, rng);
             self.pass_on(files);
             let at = match step {
@@ -250,7 +199,7 @@ impl Job<'_> {
             headers: text.as_deref(),
             retry_after: response.as_ref().is_some_and(|r| r.retry_after.is_some()),
         };
-        self.pool.hooks.answered(self.pool, &read);
+        self.hooks.answered(self.pool, &read);
         let verdict =
             self.pool
                 .cfg
@@ -266,7 +215,7 @@ impl Job<'_> {
         // undelivered); a record drip abandoned on its way out before
         // then is undelivered, and logged so.
         if let AfterAttempt::Done(fate) = step {
-            let pending = if self.pool.hooks.holds_output() {
+            let pending = if self.hooks.holds_output() {
                 0
             } else {
                 files.pending()
@@ -283,7 +232,7 @@ impl Job<'_> {
     /// An attempt's output goes to stdout whole, unless a feature takes
     /// it (`--keep-order` holds it until the record's turn).
     fn pass_on(&self, files: &mut Files) {
-        if (self.pool.hooks).pass_on(self.pool, self.who.number, files) {
+        if (self.hooks).pass_on(self.pool, self.who.number, files) {
             return;
         }
         self.pool.passing(|give_up| {
@@ -513,7 +462,7 @@ impl Job<'_> {
         outcome: &'static str,
         error: Option<&str>,
     ) {
-        self.pool.hooks.outcome(&Outcome {
+        self.hooks.outcome(&Outcome {
             who: &self.who,
             attempt,
             ran,

@@ -36,6 +36,7 @@ mod job;
 pub mod joblog;
 pub mod order;
 mod overload;
+mod parts;
 mod pool;
 pub mod quota;
 pub mod resume;
@@ -49,7 +50,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub(crate) use crate::ledger::JobFate;
-pub(crate) use job::Records;
+pub(crate) use parts::Records;
 pub(crate) use pool::{Pool, RemoveHeaders};
 pub(crate) use runner::Runner;
 

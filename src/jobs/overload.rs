@@ -8,7 +8,7 @@
 //! row ([`OverloadBook`]); only a quiet spell (no overload for as long as that
 //! ceiling, at least [`QUIET_MIN`]) starts it again from `--backoff`'s
 //! MIN. After each pause the scope's rate comes back gradually from half
-//! what it was ([`super::gate::Ramp`]). An overload reported by an attempt
+//! what it was (`gate::RateRecovery`). An overload reported by an attempt
 //! that started before the scope's latest overload is the same episode: it
 //! may lengthen the pause, but neither grows the backoff nor lowers the
 //! rate again.
@@ -18,7 +18,6 @@
 
 use std::collections::HashMap;
 
-use super::gate::{GateControl, Scope};
 use super::quota;
 use super::retry::Aimd;
 use crate::backoff::Backoff;
@@ -29,6 +28,15 @@ const QUOTA_WINDOWS_KEPT: usize = 4096;
 
 /// The shortest quiet spell that ends a run of overloads (ns).
 pub(crate) const QUIET_MIN: u64 = 1_000_000_000;
+
+/// Whose starts an overload holds back.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Scope {
+    /// Every start.
+    All,
+    /// The starts of records of this key (`--key`).
+    Key(Box<[u8]>),
+}
 
 /// One scope's overloads (every start's, or a key's).
 #[derive(Debug, Default)]
@@ -71,25 +79,32 @@ pub(super) struct Figures {
     pub(super) adapted_rate: Option<f64>,
 }
 
-impl GateControl {
+/// What an overload decided ([`Overloads::overload`]), for the gate to
+/// put in force: pause the scope for `wait` ns; when `fresh` (not the
+/// same episode as the latest), slow it after the pause and, under
+/// `--adapt`, space its starts `spacing` ns apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Verdict {
+    pub(super) wait: u64,
+    pub(super) fresh: bool,
+    pub(super) spacing: Option<u64>,
+}
+
+impl Overloads {
     /// An overload of `scope` reported at `now` by an attempt that started
-    /// at `started` (ns): pause the scope for `Retry-After`
-    /// (`retry_after_ns`), or else for a `backoff` that grows with the
-    /// overloads in a row; then its rate comes back gradually; under
-    /// `--adapt` (`adapt`: the configured rate) its rate is lowered. See
-    /// the module's notes.
+    /// at `started` (ns): the pause is `Retry-After` (`retry_after_ns`),
+    /// or else a `backoff` that grows with the overloads in a row; under
+    /// `--adapt` (`adapt`: the configured rate) a fresh one lowers the
+    /// rate. See the module's notes.
     pub(super) fn overload(
-        &self,
+        &mut self,
         scope: &Scope,
         (started, now): (u64, u64),
         retry_after_ns: Option<u64>,
         (backoff, adapt): (&Backoff, Option<f64>),
-    ) {
-        let full = self.full_rate(scope);
-        let mut holds = self.lock();
-        let books = &mut holds.overloads;
-        books.overloads += 1;
-        let book = books
+    ) -> Verdict {
+        self.overloads += 1;
+        let book = self
             .books
             .entry(scope.clone())
             .or_insert_with(|| OverloadBook {
@@ -102,7 +117,7 @@ impl GateControl {
         }
         // An attempt started before the latest overload: the same episode.
         let fresh = book.last.map_or(true, |t| started >= t);
-        let wait = retry_after_ns.unwrap_or_else(|| backoff.wait(book.streak, &mut books.rng));
+        let wait = retry_after_ns.unwrap_or_else(|| backoff.wait(book.streak, &mut self.rng));
         if fresh {
             book.streak = book.streak.saturating_add(1);
             book.last = Some(now);
@@ -115,51 +130,43 @@ impl GateControl {
             }
             _ => None,
         };
-        let was_paused = holds.paused_until(scope) > now;
-        let lengthened = holds.pause(scope, now, now.saturating_add(wait));
-        if lengthened > 0 {
-            holds.overloads.pauses += u64::from(!was_paused);
-            holds.overloads.paused_ns += lengthened;
-        }
-        if fresh {
-            if full.is_finite() {
-                let resume = holds.paused_until(scope);
-                holds.slow(scope, now, resume, full);
-            }
-            if let Some(spacing) = spacing {
-                holds.narrow(scope, spacing);
-            }
+        Verdict {
+            wait,
+            fresh,
+            spacing,
         }
     }
 
-    /// An attempt of `scope` succeeded: under `--adapt` its rate rises.
-    /// Whether the gate changed.
-    pub(super) fn succeeded(&self, scope: &Scope) -> bool {
-        let mut holds = self.lock();
-        let book = holds.overloads.books.get_mut(scope);
-        let Some(aimd) = book.and_then(|b| b.aimd.as_mut()) else {
-            return false;
-        };
+    /// A pause lengthened by `lengthened` ns (`began`: none was under
+    /// way), for the figures.
+    pub(super) fn paused(&mut self, lengthened: u64, began: bool) {
+        if lengthened > 0 {
+            self.pauses += u64::from(began);
+            self.paused_ns += lengthened;
+        }
+    }
+
+    /// An attempt of `scope` succeeded: under `--adapt` its rate rises;
+    /// the spacing of its starts now, if `--adapt` sets one.
+    pub(super) fn succeeded(&mut self, scope: &Scope) -> Option<u64> {
+        let aimd = self.books.get_mut(scope)?.aimd.as_mut()?;
         aimd.success();
-        let spacing = aimd.spacing_ns();
-        holds.narrow(scope, spacing);
-        true
+        Some(aimd.spacing_ns())
     }
 
     /// The quota `q` a response of `scope` announced at `now`, read after
     /// `read_while` others while its request was in flight, as the
     /// scope's window keeps it ([`quota::QuotaWindow::observe`]).
     pub(super) fn observe_quota(
-        &self,
+        &mut self,
         scope: &Scope,
         (now, read_while): (u64, u64),
         q: quota::Quota,
     ) -> Option<quota::Quota> {
-        let windows = &mut self.lock().overloads.windows;
-        if windows.len() > QUOTA_WINDOWS_KEPT {
-            windows.retain(|_, w| w.is_open(now));
+        if self.windows.len() > QUOTA_WINDOWS_KEPT {
+            self.windows.retain(|_, w| w.is_open(now));
         }
-        windows
+        self.windows
             .entry(scope.clone())
             .or_default()
             .observe(now, q, read_while)
@@ -169,46 +176,44 @@ impl GateControl {
     /// The token quota of `budget` a response of `scope` announced at
     /// `now` (`read`, [`quota::Tokens::observe`]).
     pub(super) fn observe_tokens(
-        &self,
+        &mut self,
         scope: &Scope,
         budget: &str,
         now: u64,
         read: quota::TokensRead,
     ) {
-        let tokens = &mut self.lock().overloads.tokens;
-        if tokens.len() > QUOTA_WINDOWS_KEPT {
-            tokens.retain(|_, w| w.is_open(now));
+        if self.tokens.len() > QUOTA_WINDOWS_KEPT {
+            self.tokens.retain(|_, w| w.is_open(now));
         }
         let key = (scope.clone(), Box::from(budget));
-        tokens.entry(key).or_default().observe(now, read);
+        self.tokens.entry(key).or_default().observe(now, read);
     }
 
     /// Whether a quota of `budget` is kept for `scope` (a response told of
     /// it).
     pub(super) fn reads_tokens(&self, scope: &Scope, budget: &str) -> bool {
         let key = (scope.clone(), Box::<str>::from(budget));
-        self.lock().overloads.tokens.contains_key(&key)
+        self.tokens.contains_key(&key)
     }
 
     /// `budget`'s quota of `scope` is no longer read so (the requests'
     /// read as a window after a bucket): forgotten.
-    pub(super) fn forget_tokens(&self, scope: &Scope, budget: &str) {
+    pub(super) fn forget_tokens(&mut self, scope: &Scope, budget: &str) {
         let key = (scope.clone(), Box::<str>::from(budget));
-        self.lock().overloads.tokens.remove(&key);
+        self.tokens.remove(&key);
     }
 
     /// A record of `scope` settled: what it was estimated to cost, and
     /// really spent, of each budget ([`quota::Tokens::settled`]).
     pub(super) fn settled_tokens(
-        &self,
+        &mut self,
         scope: &Scope,
         estimated: &[(&str, u64)],
         spent: &[(&str, u64)],
     ) {
-        let tokens = &mut self.lock().overloads.tokens;
         for (&(budget, estimate), &(_, real)) in estimated.iter().zip(spent) {
             let key = (scope.clone(), Box::<str>::from(budget));
-            if let Some(w) = tokens.get_mut(&key) {
+            if let Some(w) = self.tokens.get_mut(&key) {
                 w.settled(estimate, real);
             }
         }
@@ -217,21 +222,19 @@ impl GateControl {
     /// A start of `scope` at `now` costing `costs` tokens of each budget
     /// (with the tokens of the scope's requests in flight): when every
     /// token window of the scope has them ([`quota::Tokens::fits`]), they
-    /// are spent and the scope's next start waits the spacing they take
-    /// (none once its windows are over); else nothing is spent, and `Err`
-    /// says until when the start waits: a scope waiting for a reset
-    /// pauses until the latest it waits for.
+    /// are spent, and `Ok` says the spacing (ns) the scope's next start
+    /// waits (`None`: no window of the scope is known); else nothing is
+    /// spent, and `Err` says until when the start waits.
     pub(super) fn spend_tokens(
-        &self,
+        &mut self,
         scope: &Scope,
         now: u64,
         costs: &[quota::Spend],
-    ) -> Result<(), quota::Hold> {
-        let mut holds = self.lock();
+    ) -> Result<Option<u64>, quota::Hold> {
         let key = |budget: &str| (scope.clone(), Box::<str>::from(budget));
         let (mut hold, mut found): (Option<quota::Hold>, bool) = (None, false);
         for c in costs {
-            if let Some(w) = holds.overloads.tokens.get(&key(c.budget)) {
+            if let Some(w) = self.tokens.get(&key(c.budget)) {
                 found = true;
                 if let Err(h) = w.fits(now, c.cost, c.in_flight) {
                     hold = Some(match hold {
@@ -242,34 +245,28 @@ impl GateControl {
             }
         }
         if let Some(hold) = hold {
-            if let quota::Hold::Reset(until) = hold {
-                holds.pause(scope, now, until);
-            }
             return Err(hold);
         }
         if !found {
-            return Ok(());
+            return Ok(None);
         }
         let mut spacing = 0;
         for c in costs {
-            if let Some(w) = holds.overloads.tokens.get_mut(&key(c.budget)) {
+            if let Some(w) = self.tokens.get_mut(&key(c.budget)) {
                 spacing = spacing.max(w.spend(now, c.cost));
             }
         }
-        holds.space_tokens(scope, now, spacing);
-        Ok(())
+        Ok(Some(spacing))
     }
 
-    /// The overloads' figures at `now`.
-    pub(super) fn overload_figures(&self, now: u64) -> Figures {
-        let holds = self.lock();
-        let books = &holds.overloads;
-        let paused_left = holds.paused_until(&Scope::All).saturating_sub(now);
+    /// The overloads' figures, `paused_left` ns of the pause of every
+    /// start being still to come.
+    pub(super) fn figures(&self, paused_left: u64) -> Figures {
         Figures {
-            overloads: books.overloads,
-            pauses: books.pauses,
-            paused_ns: books.paused_ns.saturating_sub(paused_left),
-            adapted_rate: books
+            overloads: self.overloads,
+            pauses: self.pauses,
+            paused_ns: self.paused_ns.saturating_sub(paused_left),
+            adapted_rate: self
                 .books
                 .get(&Scope::All)
                 .and_then(|b| b.aimd)

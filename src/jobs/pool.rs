@@ -19,9 +19,7 @@
 //! lock), so a stalled stdout holds only the threads writing to it.
 
 use std::io::Write;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use anyhow::{Context, Result};
 
@@ -29,7 +27,7 @@ use super::attempt::{Files, HeadersDir, Unwritten};
 use super::gate::{GateControl, Scope};
 use super::groups::Groups;
 use super::hooks::Hooks;
-use super::job::Records;
+use super::parts::{PoolParts, Records};
 use super::quota::CostBudgets;
 use super::slots::{Running, SlotTable, Slots};
 use super::warden::Warden;
@@ -40,31 +38,25 @@ use crate::stats::JobStats;
 
 /// The jobs drip runs.
 pub(crate) struct Pool {
-    pub(super) shared: Arc<Shared>,
-    pub(super) cfg: JobConfig,
-    pub(super) gate: Arc<GateControl>,
-    /// drip's stdout, where each job's output goes whole.
-    pub(super) out: Mutex<Box<dyn Write + Send>>,
-    /// The slots, the records being run, and the waits.
-    pub(super) slots: Slots,
-    /// The jobs' process groups, their warden, and leaving.
-    pub(super) groups: Groups,
-    /// The directory of the jobs' headers files.
-    pub(super) headers: HeadersDir,
-    /// How the records are read: their delimiter, their key.
-    pub(super) records: Records,
+    /// What every job and hook reaches: the run's state, the gate, the
+    /// slots, the groups, the output, how records are read.
+    parts: PoolParts,
     /// The per-record features, told of each moment of a job's life.
     pub(super) hooks: Hooks,
+}
+
+impl std::ops::Deref for Pool {
+    type Target = PoolParts;
+
+    fn deref(&self) -> &PoolParts {
+        &self.parts
+    }
 }
 
 impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pool").field("cfg", &self.cfg).finish()
     }
-}
-
-pub(super) fn ns(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl Pool {
@@ -92,23 +84,19 @@ impl Pool {
         let hooks = Hooks::of(&cfg, &budgets, give_up)?;
         let headers = HeadersDir::new()?;
         let warden = Warden::start().context("starting the jobs' warden")?;
-        let pool = Arc::new(Pool {
+        let parts = PoolParts {
             shared: Arc::clone(&shared),
             gate,
             out: Mutex::new(out),
             slots: Slots::new(cfg.jobs),
             groups: Groups::new(warden),
             headers,
-            hooks,
             cfg,
             records,
-        });
+        };
+        let pool = Arc::new(Pool { parts, hooks });
         let _ = shared.jobs.set(Arc::clone(&pool) as Arc<dyn Jobs>);
         Ok(pool)
-    }
-
-    pub(super) fn stopping(&self) -> bool {
-        self.shared.stops.now.load(Ordering::Relaxed)
     }
 
     /// Wait until every job has ended.
@@ -181,7 +169,13 @@ impl Pool {
                     }
                 }
             };
-            let fate = super::job::run(self, number, &record, &mut files, &mut rng);
+            let fate = super::job::run(
+                (&self.parts, &self.hooks),
+                number,
+                &record,
+                &mut files,
+                &mut rng,
+            );
             self.settle(number, fate);
             if files.as_mut().is_some_and(|f| f.empty().is_err()) {
                 files = None;
@@ -222,17 +216,6 @@ impl Pool {
             self.shared.stop(false);
         }
         self.shared.data_ready.notify_all();
-    }
-
-    /// Pass output on with `pass` from a thread a second signal interrupts
-    /// ([`Jobs::interrupt_output`]): a write blocked on a stalled stdout or
-    /// stderr then gives up (`give_up`: drip is leaving), rather than
-    /// holding drip's exit. What was not written is counted.
-    pub(super) fn passing(&self, pass: impl FnOnce(&dyn Fn() -> bool) -> Unwritten) {
-        let give_up = || self.shared.stops.leaving();
-        let cut = self.groups.passing(|| pass(&give_up));
-        let mut table = self.slots.lock();
-        table.unwritten = table.unwritten.and(cut);
     }
 
     /// The figures of `table`, but for the attempts' percentiles (left 0),

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::attempt::Files;
 use super::job::Job;
-use super::pool::ns;
+use super::parts::ns;
 use crate::sys::Unpoisoned;
 
 /// How often a job that cannot start for want of a resource tries again,

@@ -157,7 +157,7 @@ pub fn serve_if_asked() -> Option<u8> {
         crate::sys::ignore_signal(sig);
     }
     let running = running_at_end(io::stdin().lock());
-    super::groups::end_groups(&running);
+    end_groups(&running);
     Some(0)
 }
 
@@ -186,6 +186,25 @@ fn running_at_end(mut notes: impl Read) -> Vec<u32> {
     running
 }
 
+/// TERM process groups `groups`, then KILL those with a process left
+/// [`crate::state::KILL_AFTER_LEAVE`] later (no wait when none is left). Whether a group
+/// is empty is looked at every 5 ms: nothing tells when the processes of
+/// a group that are not drip's children are gone.
+pub(super) fn end_groups(groups: &[u32]) {
+    for &pgid in groups {
+        crate::sys::kill_group(pgid, libc::SIGTERM);
+    }
+    let start = std::time::Instant::now();
+    while groups.iter().any(|&g| crate::sys::group_exists(g)) {
+        if start.elapsed() >= crate::state::KILL_AFTER_LEAVE {
+            for &pgid in groups {
+                crate::sys::kill_group(pgid, libc::SIGKILL);
+            }
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,7 @@
 use super::Hook;
 use crate::jobs::attempt::{Files, Unwritten};
 use crate::jobs::order::{HeldOutput, Order};
-use crate::jobs::pool::Pool;
+use crate::jobs::parts::PoolParts;
 use crate::jobs::JobConfig;
 
 /// The outputs held until their turn.
@@ -28,7 +28,7 @@ impl Hook for KeepOrder {
     }
 
     /// The output is held until the record's turn.
-    fn pass_on(&self, pool: &Pool, number: u64, files: &mut Files) -> bool {
+    fn pass_on(&self, pool: &PoolParts, number: u64, files: &mut Files) -> bool {
         let mut held = HeldOutput::default();
         pool.passing(|give_up| files.pass_on(&mut held, pool.records.delimiter, give_up));
         if let Err(e) = self.0.hold(number, held) {
@@ -39,7 +39,7 @@ impl Hook for KeepOrder {
 
     /// Its output goes out, while its job still counts as running: drip
     /// waits for running jobs before it exits.
-    fn ended(&self, pool: &Pool, number: u64) {
+    fn ended(&self, pool: &PoolParts, number: u64) {
         pool.passing(|give_up| self.0.done(number, &pool.out, give_up));
     }
 

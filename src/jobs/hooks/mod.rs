@@ -20,8 +20,8 @@ use anyhow::Result;
 
 use super::attempt::{Ended, Files, Unwritten};
 use super::gate::Scope;
-use super::job::Who;
-use super::pool::Pool;
+use super::parts::{PoolParts, Who};
+
 use super::quota::CostBudgets;
 use super::{JobConfig, JobFate};
 use crate::report::Section;
@@ -92,7 +92,7 @@ pub(super) trait Hook: Send + Sync {
     /// A record's job is about to start, its slot taken: take what else
     /// it needs (waiting for it); `false`, nothing taken, once `stop` or
     /// the `pool` says to stop.
-    fn acquire(&self, _pool: &Pool, _stop: &dyn Fn() -> bool) -> bool {
+    fn acquire(&self, _pool: &PoolParts, _stop: &dyn Fn() -> bool) -> bool {
         true
     }
 
@@ -109,16 +109,16 @@ pub(super) trait Hook: Send + Sync {
     /// Attempt `start` may start, as far as the feature knows (waiting
     /// until it may); `Err` with the record's fate when it will not (a
     /// stop, its deadline).
-    fn before_attempt(&self, _pool: &Pool, _start: &AttemptStart) -> Result<(), JobFate> {
+    fn before_attempt(&self, _pool: &PoolParts, _start: &AttemptStart) -> Result<(), JobFate> {
         Ok(())
     }
 
     /// An attempt ran to its end (`end`), before its headers file is
     /// read.
-    fn attempt_ended(&self, _pool: &Pool, _end: &AttemptEnd) {}
+    fn attempt_ended(&self, _pool: &PoolParts, _end: &AttemptEnd) {}
 
     /// The response to an attempt is read, before the attempt is judged.
-    fn answered(&self, _pool: &Pool, _answer: &Heard) {}
+    fn answered(&self, _pool: &PoolParts, _answer: &Heard) {}
 
     /// An attempt's outcome (or one that never ran), after the record's
     /// fate is recorded when it is the last.
@@ -133,14 +133,14 @@ pub(super) trait Hook: Send + Sync {
 
     /// Take the output of an attempt of record `number`, in `files`, to
     /// pass it on itself (`true`), or leave it to go to stdout at once.
-    fn pass_on(&self, _pool: &Pool, _number: u64, _files: &mut Files) -> bool {
+    fn pass_on(&self, _pool: &PoolParts, _number: u64, _files: &mut Files) -> bool {
         false
     }
 
     /// Record `number` is done (its fate decided, or it never started),
     /// while its job still counts as running, before its slot is freed;
     /// under no lock of drip's.
-    fn ended(&self, _pool: &Pool, _number: u64) {}
+    fn ended(&self, _pool: &PoolParts, _number: u64) {}
 
     /// drip leaves without the threads: what it holds is not written.
     fn abandon(&self) -> Unwritten {
@@ -188,7 +188,7 @@ impl Hooks {
 
     /// Every hook's [`Hook::acquire`], in turn; `false` when one could
     /// not, what the ones before it took given back.
-    pub(super) fn acquire(&self, pool: &Pool, stop: &dyn Fn() -> bool) -> bool {
+    pub(super) fn acquire(&self, pool: &PoolParts, stop: &dyn Fn() -> bool) -> bool {
         for (i, hook) in self.0.iter().enumerate() {
             if !hook.acquire(pool, stop) {
                 self.0[..i].iter().for_each(|h| h.release());
@@ -202,17 +202,21 @@ impl Hooks {
         self.0.iter().all(|h| h.admits(number))
     }
 
-    pub(super) fn before_attempt(&self, pool: &Pool, start: &AttemptStart) -> Result<(), JobFate> {
+    pub(super) fn before_attempt(
+        &self,
+        pool: &PoolParts,
+        start: &AttemptStart,
+    ) -> Result<(), JobFate> {
         self.0
             .iter()
             .try_for_each(|h| h.before_attempt(pool, start))
     }
 
-    pub(super) fn answered(&self, pool: &Pool, answer: &Heard) {
+    pub(super) fn answered(&self, pool: &PoolParts, answer: &Heard) {
         self.0.iter().for_each(|h| h.answered(pool, answer));
     }
 
-    pub(super) fn attempt_ended(&self, pool: &Pool, end: &AttemptEnd) {
+    pub(super) fn attempt_ended(&self, pool: &PoolParts, end: &AttemptEnd) {
         self.0.iter().for_each(|h| h.attempt_ended(pool, end));
     }
 
@@ -225,7 +229,7 @@ impl Hooks {
     }
 
     /// The output goes to the first hook that takes it; `false` if none.
-    pub(super) fn pass_on(&self, pool: &Pool, number: u64, files: &mut Files) -> bool {
+    pub(super) fn pass_on(&self, pool: &PoolParts, number: u64, files: &mut Files) -> bool {
         self.0.iter().any(|h| h.pass_on(pool, number, files))
     }
 
@@ -243,7 +247,7 @@ impl Hooks {
         self.0.iter().any(|h| h.notes_itself())
     }
 
-    pub(super) fn ended(&self, pool: &Pool, number: u64) {
+    pub(super) fn ended(&self, pool: &PoolParts, number: u64) {
         self.0.iter().for_each(|h| h.ended(pool, number));
     }
 

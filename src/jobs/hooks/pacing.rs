@@ -13,7 +13,7 @@ use std::time::SystemTime;
 
 use super::{AttemptStart, Heard, Hook};
 use crate::jobs::gate::Scope;
-use crate::jobs::pool::{ns, Pool};
+use crate::jobs::parts::{ns, PoolParts};
 use crate::jobs::quota::{self, CostBudgets};
 use crate::jobs::slots::{ReadWhile, SlotTable, Slots};
 use crate::jobs::{JobConfig, JobFate};
@@ -46,7 +46,7 @@ impl Quotas {
 
 impl Hook for Quotas {
     /// The attempt spends its record's tokens ([`Quotas::spend_tokens`]).
-    fn before_attempt(&self, pool: &Pool, start: &AttemptStart) -> Result<(), JobFate> {
+    fn before_attempt(&self, pool: &PoolParts, start: &AttemptStart) -> Result<(), JobFate> {
         self.spend_tokens(
             pool,
             (start.number, start.record),
@@ -57,7 +57,7 @@ impl Hook for Quotas {
 
     /// The quotas its headers announce are followed, unless a
     /// `Retry-After` said to pause (the overload's pause holds starts).
-    fn answered(&self, pool: &Pool, answer: &Heard) {
+    fn answered(&self, pool: &PoolParts, answer: &Heard) {
         match (answer.headers, answer.retry_after) {
             (Some(text), false) => self.follow_quota(pool, text, answer.scope, answer.number),
             _ => {
@@ -76,7 +76,7 @@ impl Quotas {
     /// ([`Quotas::follow_tokens`]); `number` is the
     /// record answered. A malformed quota field is ignored, and said once
     /// on stderr (unless `-q`).
-    fn follow_quota(&self, pool: &Pool, text: &str, scope: &Scope, number: u64) {
+    fn follow_quota(&self, pool: &PoolParts, text: &str, scope: &Scope, number: u64) {
         if !self.pacing {
             return;
         }
@@ -113,7 +113,7 @@ impl Quotas {
     /// The response to record `number` (of `scope`) is read: what was read
     /// while its attempt ran, and the requests of the scope in flight now
     /// count it as read while they were.
-    fn response_read(&self, pool: &Pool, number: u64, scope: &Scope) -> ReadWhile {
+    fn response_read(&self, pool: &PoolParts, number: u64, scope: &Scope) -> ReadWhile {
         let mut table = pool.slots.lock();
         let Some(job) = table.running.get_mut(&number) else {
             return ReadWhile::default();
@@ -129,7 +129,7 @@ impl Quotas {
     }
 
     /// Whether `record` is of `scope` (every record is of every start's).
-    fn in_scope(&self, pool: &Pool, record: &[u8], scope: &Scope) -> bool {
+    fn in_scope(&self, pool: &PoolParts, record: &[u8], scope: &Scope) -> bool {
         *scope == Scope::All || pool.records.scope_of(record) == *scope
     }
 
@@ -140,7 +140,7 @@ impl Quotas {
     /// ([`Quotas::spend_tokens`]).
     fn follow_tokens(
         &self,
-        pool: &Pool,
+        pool: &PoolParts,
         scope: &Scope,
         number: u64,
         budget: &str,
@@ -178,7 +178,7 @@ impl Quotas {
     /// (expired).
     fn spend_tokens(
         &self,
-        pool: &Pool,
+        pool: &PoolParts,
         (number, record): (u64, &[u8]),
         deadline: Option<u64>,
         scope: &Scope,
@@ -224,7 +224,7 @@ impl Quotas {
     /// record `except`'s), as `table` has them.
     fn tokens_in_flight(
         &self,
-        pool: &Pool,
+        pool: &PoolParts,
         table: &SlotTable,
         scope: &Scope,
         budget: &str,
@@ -247,7 +247,7 @@ impl Quotas {
     /// what it says remains lowered by the `read_while` responses read
     /// while its request was in flight. A stale response
     /// ([`quota::Window`]) leaves the pace as it is.
-    fn follow_requests(&self, pool: &Pool, q: quota::Quota, scope: &Scope, read_while: u64) {
+    fn follow_requests(&self, pool: &PoolParts, q: quota::Quota, scope: &Scope, read_while: u64) {
         let now = pool.shared.clock.now();
         let Some(q) = pool.gate.observe_quota(scope, (now, read_while), q) else {
             return;
@@ -267,7 +267,7 @@ impl Quotas {
     /// The requests of `scope` in flight: their process started, and
     /// their response is not read yet (a record waiting for its start
     /// spends what remains when it starts, not before).
-    fn in_flight(&self, pool: &Pool, scope: &Scope) -> u64 {
+    fn in_flight(&self, pool: &PoolParts, scope: &Scope) -> u64 {
         let table = pool.slots.lock();
         table
             .running

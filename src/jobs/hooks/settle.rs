@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::{AttemptEnd, Hook};
 use crate::cost::Estimate;
 use crate::jobs::attempt;
-use crate::jobs::pool::Pool;
+use crate::jobs::parts::PoolParts;
 use crate::jobs::quota::CostBudgets;
 use crate::jobs::retry::Exit;
 use crate::jobs::JobConfig;
@@ -47,7 +47,7 @@ impl Hook for Settle {
     /// limits; the writer is woken, as records may go sooner. A
     /// successful attempt whose output has no such number keeps its
     /// estimate, said once on stderr.
-    fn attempt_ended(&self, pool: &Pool, end: &AttemptEnd) {
+    fn attempt_ended(&self, pool: &PoolParts, end: &AttemptEnd) {
         let settle = &self.settle;
         let Some(costs) = settle.iter().map(|(i, _)| i + 1).max() else {
             return;

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::Hook;
-use crate::jobs::pool::Pool;
+use crate::jobs::parts::PoolParts;
 use crate::jobs::JobConfig;
 use crate::report::Section;
 use crate::shared::jobs::SharedJobs;
@@ -28,7 +28,7 @@ impl ShareJobs {
 
 impl Hook for ShareJobs {
     /// Take a lease, waiting while the fleet runs N jobs.
-    fn acquire(&self, pool: &Pool, stop: &dyn Fn() -> bool) -> bool {
+    fn acquire(&self, pool: &PoolParts, stop: &dyn Fn() -> bool) -> bool {
         self.0.acquire(&|| stop() || pool.stopping())
     }
 
@@ -43,7 +43,7 @@ impl Hook for ShareJobs {
     }
 
     /// Its lease goes back first (a call to the shared state).
-    fn ended(&self, _pool: &Pool, _number: u64) {
+    fn ended(&self, _pool: &PoolParts, _number: u64) {
         self.0.release();
     }
 
