@@ -34,6 +34,7 @@ mod groups;
 mod hooks;
 mod job;
 pub mod joblog;
+pub mod key_jobs;
 pub mod order;
 mod overload;
 mod pool;

@@ -11,6 +11,7 @@
 use crate::bucket::Segment;
 use crate::pace::Pace;
 
+use super::line::Held;
 use super::{Keyed, Lane};
 
 /// Each key's schedule when it is not this drip's alone (`--share`): the
@@ -228,7 +229,12 @@ impl Keyed {
                 self.table.mark_idle(s);
                 continue;
             }
-            let held = !blocked && self.held(s, now, &*global);
+            let hold = if blocked {
+                Held::No
+            } else {
+                self.key_hold(s, now, &*global)
+            };
+            let held = hold != Held::No;
             let slot = &self.table.slots[s as usize];
             let shared = &mut self.pacing.shared_mut().schedule;
             match shared.first_slot(now, s, slot.key.as_bytes()) {
@@ -259,8 +265,9 @@ impl Keyed {
                 }
                 LeaseHead::At(t) if t <= now => {
                     // Held back by an overload on this key alone: looked
-                    // at again when the hold ends.
-                    if !blocked {
+                    // at again when the hold ends (a key at its job limit
+                    // when one of its jobs ends, which wakes the writer).
+                    if hold == Held::Until {
                         let due = self.table.slots[s as usize].due;
                         self.look_at(due);
                     }
