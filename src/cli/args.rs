@@ -299,6 +299,15 @@ pub struct Cli {
     #[arg(long, value_name = "N|DURATION", value_parser = parse_bound, value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Keys")]
     pub key_capacity: Option<Bound>,
 
+    /// With --exec: at most N jobs of one key running at once, beside -j
+    /// for all keys. A key at its limit starts nothing until one of its
+    /// jobs ends (its retries included): its records wait in its own
+    /// queue, and the other keys go on. Records with no key count as one
+    /// key. Not with --share-jobs (a limit per drip there would not be
+    /// the fleet's)
+    #[arg(long, value_name = "N", value_parser = jobs_arg, value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Keys")]
+    pub key_jobs: Option<usize>,
+
     /// Keys remembered at most. A key with nothing waiting whose schedule has
     /// recovered its full burst is idle and forgotten first (that changes no
     /// departure); when every key is busy, a record of a new key meets the

@@ -415,6 +415,12 @@ impl GateControl {
         self.lock().key_jobs.set_limit(n);
     }
 
+    /// The job limit of every key, if one is set.
+    pub fn key_jobs_limit(&self) -> Option<usize> {
+        let limit = self.lock().key_jobs.limit()?;
+        Some(usize::try_from(limit).unwrap_or(usize::MAX))
+    }
+
     /// A record of `key` is done (it ran, or will not): a key held at its
     /// job limit may go again (the caller wakes the writer).
     pub fn key_job_ended(&self, key: &[u8]) {
@@ -422,6 +428,7 @@ impl GateControl {
     }
 
     /// Keys held at their job limit now, and how many times a key was.
+    #[cfg(test)]
     pub fn key_jobs_figures(&self) -> (u64, u64) {
         self.lock().key_jobs.figures()
     }

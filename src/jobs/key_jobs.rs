@@ -45,6 +45,12 @@ impl KeyJobs {
         self.limit.is_some()
     }
 
+    /// The job limit of every key, when set (a key's own may differ:
+    /// [`KeyJobs::limit_of`]).
+    pub fn limit(&self) -> Option<u32> {
+        self.limit
+    }
+
     /// The job limit of `key` ([`limit_for`]).
     pub fn limit_of(&self, key: &[u8]) -> Option<u32> {
         limit_for(self.limit, key)
@@ -125,11 +131,13 @@ impl KeyJobs {
     }
 
     /// Jobs of `key` counted now.
+    #[cfg(test)]
     pub fn running(&self, key: &[u8]) -> u32 {
         self.counts.get(key).map_or(0, |c| c.running)
     }
 
     /// Keys held at their limit now, and how many times a key was held.
+    #[cfg(test)]
     pub fn figures(&self) -> (u64, u64) {
         let now = self.counts.values().filter(|c| c.waiting).count();
         (now as u64, self.holds)

@@ -95,6 +95,8 @@ pub struct JobConfig {
     /// `--share-jobs N`: at most N jobs at once across every drip on the
     /// shared NAME (where, and N).
     pub share_jobs: Option<(crate::shared::Target, u64)>,
+    /// `--key-jobs N`: at most N jobs of one key at once (with `--key`).
+    pub key_jobs: Option<usize>,
     /// `--settle`: each cost settled (its place among `--cost`'s costs)
     /// and the estimate read from a job's output for it.
     pub settle: Vec<(usize, crate::cost::Estimate)>,

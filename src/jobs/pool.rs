@@ -281,6 +281,21 @@ impl Jobs for Pool {
         self.shared.data_ready.notify_all();
     }
 
+    fn key_jobs(&self) -> Option<usize> {
+        self.cfg.key_jobs.and(self.gate.key_jobs_limit())
+    }
+
+    fn set_key_jobs(&self, n: usize) -> Result<(), String> {
+        if self.cfg.key_jobs.is_none() {
+            return Err("this drip has no job limit per key (--key-jobs)".to_string());
+        }
+        self.gate
+            .limit_key_jobs(u32::try_from(n).unwrap_or(u32::MAX));
+        let _st = self.shared.lock();
+        self.shared.data_ready.notify_all();
+        Ok(())
+    }
+
     fn running(&self) -> Vec<(u64, Vec<u8>)> {
         let table = self.slots.lock();
         table
