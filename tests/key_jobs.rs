@@ -113,6 +113,19 @@ fn a_key_at_its_limit_does_not_hold_up_a_key_behind_it() {
     assert_eq!(most_at_once(&jobs, |k| k == "a"), 1);
 }
 
+/// Under --share (each key's rate shared, the job limit this drip's own,
+/// as -j is), the limit holds as well.
+#[test]
+fn the_limit_holds_with_key_rates_shared() {
+    let _t = common::beside_timing();
+    let input = keyed_records(&["a"], 8) + &keyed_records(&["b"], 2);
+    let flags = ["--share", "keyjobs", "-j", "6", "--key-jobs", "2"];
+    let jobs = stamped_run(&flags, &input);
+    assert_eq!(jobs.len(), 10);
+    assert_eq!(most_at_once(&jobs, |k| k == "a"), 2, "{jobs:?}");
+    assert!(most_at_once(&jobs, |_| true) > 2, "{jobs:?}");
+}
+
 #[test]
 fn key_jobs_needs_exec_and_key_and_a_whole_number_from_1() {
     for (args, says) in [
@@ -228,4 +241,26 @@ fn without_key_jobs_a_host_is_overrun() {
     assert!(status == 0 || status == 123, "{status}: {err}");
     let c = host.counts();
     assert!(c.unavailable > 0 && c.most_at_once > 2, "{c:?}");
+}
+
+/// A host given a rate answers 429 with Retry-After over it (the harness's
+/// rate, for runs with a rate per host).
+#[test]
+fn a_host_over_its_rate_answers_429() {
+    if !common::have(&["curl"]) {
+        return;
+    }
+    let _t = common::beside_timing();
+    let host = Host::start(
+        Limits::concurrency(8, Duration::from_millis(10)).with_rate(2, Duration::from_secs(5)),
+    );
+    let input: String = (1..=4)
+        .map(|i| format!("{}\n", host.url(&format!("/{i}"))))
+        .collect();
+    let mut args = vec!["-r", "inf", "-j", "4"];
+    args.extend(common::curl_exec("{}"));
+    let (status, _, err) = run(&args, &input);
+    assert!(status == 0 || status == 123, "{status}: {err}");
+    let c = host.counts();
+    assert_eq!((c.ok, c.too_many, c.unavailable), (2, 2, 0), "{c:?}");
 }
