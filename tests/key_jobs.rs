@@ -264,3 +264,133 @@ fn a_host_over_its_rate_answers_429() {
     let c = host.counts();
     assert_eq!((c.ok, c.too_many, c.unavailable), (2, 2, 0), "{c:?}");
 }
+
+/// A record waiting out its backoff between attempts still counts: the
+/// key's next record starts only after its last attempt ended. Each
+/// attempt notes `RECORD ATTEMPT START END`.
+#[test]
+fn a_record_between_its_attempts_still_counts() {
+    let _t = common::beside_timing();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("stamps");
+    // "a 1" fails its first attempt (75: try again), then succeeds.
+    let script = format!(
+        r#"s=$(date +%s%N); sleep 0.1; e=$(date +%s%N); echo "${{1#* }} $DRIP_ATTEMPT $s $e" >> '{}'; [ "$1" != "a 1" ] || [ "$DRIP_ATTEMPT" = 2 ] || exit 75"#,
+        log.display()
+    );
+    let args = [
+        "-r",
+        "inf",
+        "--key",
+        "1",
+        "--key-rate",
+        "1000/s",
+        "--key-jobs",
+        "1",
+        "-j",
+        "4",
+        "--retries",
+        "1",
+        "--backoff",
+        "300ms..300ms",
+        "--exec",
+        "sh",
+        "-c",
+        &script,
+        "sh",
+        "{}",
+    ];
+    let (status, _, err) = run(&args, "a 1\na 2\n");
+    assert_eq!(status, 0, "{err}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let at = |record: &str, attempt: &str| -> (u64, u64) {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{record} {attempt} ")))
+            .unwrap_or_else(|| panic!("{record} {attempt}: {text}"));
+        let w: Vec<u64> = line
+            .split(' ')
+            .skip(2)
+            .map(|x| x.parse().unwrap())
+            .collect();
+        (w[0], w[1])
+    };
+    let (_, first_ends) = at("1", "1");
+    let (_, retry_ends) = at("1", "2");
+    let (second_starts, _) = at("2", "1");
+    assert!(
+        second_starts >= retry_ends,
+        "a 2 started {} ms after a 1's first attempt ended, before its retry ended: {text}",
+        (second_starts - first_ends) / 1_000_000
+    );
+}
+
+/// Records with no key count as one key.
+#[test]
+fn records_with_no_key_count_as_one_key() {
+    let _t = common::beside_timing();
+    // --key 2: records of one field have no key.
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("stamps");
+    let mut args: Vec<String> = ["-r", "inf", "--key", "2", "--key-rate", "1000/s"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.extend(["--key-jobs", "2", "-j", "6"].map(String::from));
+    args.extend(stamping_job(&log, "0.2"));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let input: String = (1..=6).map(|i| format!("n{i}\n")).collect();
+    let (status, _, err) = run(&args, &input);
+    assert_eq!(status, 0, "{err}");
+    let jobs = stamps(&log);
+    assert_eq!(jobs.len(), 6);
+    assert_eq!(most_at_once(&jobs, |_| true), 2, "{jobs:?}");
+}
+
+/// Under --share the limit is each drip's own, as -j is: two drips on one
+/// NAME run N jobs of a key each.
+#[test]
+fn each_drip_sharing_a_name_runs_its_own_n_of_a_key() {
+    let _t = common::beside_timing();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("stamps");
+    let mut args: Vec<String> = [
+        "-r",
+        "inf",
+        "--key",
+        "1",
+        "--key-rate",
+        "1000/s",
+        "--share",
+        "kjtwo",
+        "--key-jobs",
+        "1",
+        "-j",
+        "4",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(stamping_job(&log, "0.5"));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let input = keyed_records(&["a"], 3);
+    common::until_judged(3, Duration::from_secs(60), || {
+        let _ = std::fs::remove_file(&log);
+        let drips: Vec<_> = (0..2)
+            .map(|_| common::drip_reading(&args, input.clone(), &common::runtime_dir(), false))
+            .collect();
+        for child in drips {
+            let (status, _, err) = common::output_of(child);
+            assert_eq!(status, 0, "{err}");
+        }
+        let jobs = stamps(&log);
+        assert_eq!(jobs.len(), 6);
+        // Each drip runs one a at a time, so never more than two; two
+        // once their runs (1.5 s each, started together) meet.
+        match most_at_once(&jobs, |k| k == "a") {
+            2 => None,
+            1 => Some(format!("the two drips' runs never met: {jobs:?}")),
+            n => panic!("{n} jobs of a at once: {jobs:?}"),
+        }
+    });
+}
