@@ -778,8 +778,9 @@ mod tests {
         // ramp, capacity, capacity-bytes, delimiter, max-record, max-wait,
         // stats-interval, share, share-peers, share-jobs; jobs, retries,
         // retry-on, overload-on, backoff, timeout, deadline, order-window,
-        // settle; key, field-separator, key-rate, key-capacity, max-keys; name.
-        assert_eq!(other, 33);
+        // settle; key, field-separator, key-rate, key-capacity, key-jobs,
+        // max-keys; name.
+        assert_eq!(other, 34);
     }
 
     #[test]
