@@ -897,7 +897,7 @@ fn a_new_job_limit_per_key_runs_more_of_a_key() {
     let until = Instant::now() + Duration::from_secs(10);
     let (status, err) = loop {
         let (status, _, err) = common::ctl(rt, &["plainjobs", "key-jobs", "2"]);
-        if status != 0 && !err.contains("no drip") || Instant::now() > until {
+        if status != 0 && !err.contains("no such drip") || Instant::now() > until {
             break (status, err);
         }
         thread::sleep(Duration::from_millis(20));
