@@ -229,12 +229,8 @@ impl Keyed {
                 self.table.mark_idle(s);
                 continue;
             }
-            let hold = if blocked {
-                Held::No
-            } else {
-                self.key_hold(s, now, &*global)
-            };
-            let held = hold != Held::No;
+            let hold = (!blocked).then(|| self.key_hold(s, now, &*global));
+            let held = hold.is_some_and(|h| h != Held::No);
             let slot = &self.table.slots[s as usize];
             let shared = &mut self.pacing.shared_mut().schedule;
             match shared.first_slot(now, s, slot.key.as_bytes()) {
@@ -264,10 +260,9 @@ impl Keyed {
                     self.look_at(global.next_due(head));
                 }
                 LeaseHead::At(t) if t <= now => {
-                    // Held back by an overload on this key alone: looked
-                    // at again when the hold ends (a key at its job limit
-                    // when one of its jobs ends, which wakes the writer).
-                    if hold == Held::Until {
+                    // Held back by a hold on this key alone: looked at
+                    // again when it ends (its job limit's: woken).
+                    if hold == Some(Held::Until) {
                         let due = self.table.slots[s as usize].due;
                         self.look_at(due);
                     }
