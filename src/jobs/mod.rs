@@ -9,6 +9,7 @@
 //! - [`retry`] (pure): verdicts, backoff, `Retry-After`, AIMD;
 //! - [`gate`] (pure): the schedule wrapper that pauses and spaces starts;
 //! - `overload` (pure): the overload books and quota windows, in the gate;
+//! - [`key_jobs`] (pure): each key's jobs against `--key-jobs`, in the gate;
 //! - `attempt`: one attempt of one job (process group, timeout, output);
 //! - `runner`: the sink the writer hands records to;
 //! - `pool`: the pool of jobs, starting and settling records
@@ -19,9 +20,9 @@
 //!   (`kill -9` too);
 //! - `job`: one record's attempts, judged, and the waits between them;
 //!   `room`: a job short of a resource to start waits for room;
-//! - `hooks`: the per-record features (`--share-jobs`, the quotas' pacing,
-//!   `--settle`, `--keep-order`, the joblog), each told of the moments of
-//!   a job's life it needs;
+//! - `hooks`: the per-record features (`--share-jobs`, `--key-jobs`, the
+//!   quotas' pacing, `--settle`, `--keep-order`, the joblog), each told of
+//!   the moments of a job's life it needs;
 //! - [`joblog`]: `--joblog` lines;
 //! - [`order`]: `--keep-order`, the outputs held until their turn;
 //! - [`resume`]: `--resume`, the records done in earlier runs;

@@ -9,8 +9,8 @@
 //! groups, the warden and the second signal ([`super::groups`]); each
 //! scope's pauses, overload books and quota windows, in the gate
 //! ([`super::gate`], [`super::overload`]); and the per-record features
-//! (`--share-jobs`, the quotas' pacing, `--settle`, `--keep-order`, the
-//! joblog), hooks told of each moment of a job's life ([`super::hooks`]).
+//! (`--share-jobs`, `--key-jobs`, the quotas' pacing, `--settle`,
+//! `--keep-order`, the joblog), hooks told of each moment of a job's life ([`super::hooks`]).
 //!
 //! Locks: the state's lock is always taken before the slots'; under the
 //! slots' only the short locks below it are taken (the gate's, the
