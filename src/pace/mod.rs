@@ -261,7 +261,7 @@ impl Pace {
             .unwrap_or(0)
     }
 
-    /// The keys held [`UNTIL_FREED`] that may go again since the last
+    /// The keys held `UNTIL_FREED` that may go again since the last
     /// call, each handed to `freed` once.
     pub fn keys_freed(&mut self, freed: &mut dyn FnMut(&[u8])) {
         for stage in &mut self.stages {
