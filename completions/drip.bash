@@ -27,7 +27,7 @@ _drip() {
         if [[ ${COMP_CWORD} -eq 2 ]]; then
             COMPREPLY=( $(compgen -W "list $(command "$1" ctl list 2>/dev/null | tr '{,}' '\n\n\n' | sed -n 's/^"pid":\([0-9]*\)$/\1/p; s/^"name":"\([A-Za-z0-9_-]*\)"$/\1/p')" -- "${word}") )
         elif [[ ${COMP_CWORD} -eq 3 && "${COMP_WORDS[2]}" != list ]]; then
-            COMPREPLY=( $(compgen -W "info stats keys jobs pause resume rate byte-rate cost-rate key-rate -j" -- "${word}") )
+            COMPREPLY=( $(compgen -W "info stats keys jobs pause resume rate byte-rate cost-rate key-rate -j key-jobs" -- "${word}") )
         fi
         return 0
     fi
@@ -71,7 +71,7 @@ _drip() {
 
     case "${cmd}" in
         drip)
-            opts="-r -i -b -c -o -0 -d -j -k -q -h -V --rate --byte-rate --cost --cost-rate --budget --budget-exhausted --interval --burst --schedule --ramp --capacity --capacity-bytes --overflow --null --delimiter --max-record --oversize --max-wait --dead-letter --drain --key --field-separator --key-rate --key-capacity --max-keys --share --share-on-error --share-peers --share-jobs --exec --jobs --record-on-stdin --retries --retry-on --overload-on --backoff --timeout --deadline --adapt --joblog --resume --no-quota-pacing --settle --keep-order --order-window --stats --stats-json --stats-interval --metrics --progress --quiet --name --no-control --help --version ctl take help"
+            opts="-r -i -b -c -o -0 -d -j -k -q -h -V --rate --byte-rate --cost --cost-rate --budget --budget-exhausted --interval --burst --schedule --ramp --capacity --capacity-bytes --overflow --null --delimiter --max-record --oversize --max-wait --dead-letter --drain --key --field-separator --key-rate --key-capacity --key-jobs --max-keys --share --share-on-error --share-peers --share-jobs --exec --jobs --record-on-stdin --retries --retry-on --overload-on --backoff --timeout --deadline --adapt --joblog --resume --no-quota-pacing --settle --keep-order --order-window --stats --stats-json --stats-interval --metrics --progress --quiet --name --no-control --help --version ctl take help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -263,6 +263,13 @@ _drip() {
                     return 0
                     ;;
                 --key-capacity)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
+                --key-jobs)
                     COMPREPLY=("${cur}")
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
                         compopt -o nospace

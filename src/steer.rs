@@ -353,6 +353,9 @@ impl Steering {
             .collect();
         let mut stats = serde_json::to_value(jobs.stats()).expect("plain data");
         stats["jobs"] = json!(jobs.slots());
+        if let Some(n) = jobs.key_jobs() {
+            stats["key_jobs"] = json!(n);
+        }
         stats["running"] = Value::Array(running);
         Ok(stats)
     }
@@ -388,6 +391,7 @@ impl Steer for Steering {
             } => self.rate(records.as_ref(), bytes.as_ref(), costs)?,
             Request::KeyRate(limit) => self.key_rate(*limit)?,
             Request::Slots(n) => self.jobs_or_refuse()?.set_slots(*n),
+            Request::KeyJobs(n) => self.jobs_or_refuse()?.set_key_jobs(*n)?,
         }
         Ok(self.info())
     }

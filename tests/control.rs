@@ -826,6 +826,87 @@ fn more_job_slots_run_more_jobs() {
     drip.stop();
 }
 
+/// `key-jobs N` lets more jobs of one key run at once (a key held at its
+/// old limit starts at once), `jobs` says the limit, and a drip started
+/// without `--key-jobs` refuses it.
+#[test]
+fn a_new_job_limit_per_key_runs_more_of_a_key() {
+    let _t = common::beside_timing();
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let records: String = (1..=20).map(|i| format!("a {i}\n")).collect();
+    let drip = Running::start(
+        &[
+            "-r",
+            "inf",
+            "--key",
+            "1",
+            "--key-rate",
+            "1000/s",
+            "--key-jobs",
+            "1",
+            "-j",
+            "8",
+            "--name",
+            "keyjobs",
+            "--exec",
+            "sh",
+            "-c",
+            "sleep 2",
+        ],
+        rt,
+        records,
+        None,
+    );
+    wait_socket(rt);
+    thread::sleep(Duration::from_millis(300));
+    let jobs = ctl_ok(rt, &["keyjobs", "jobs"]);
+    assert_eq!(jobs["key_jobs"], 1, "{jobs}");
+    assert_eq!(jobs["running"].as_array().map(Vec::len), Some(1), "{jobs}");
+    ctl_ok(rt, &["keyjobs", "key-jobs", "3"]);
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let jobs = ctl_ok(rt, &["keyjobs", "jobs"]);
+        let running = jobs["running"].as_array().map_or(0, Vec::len);
+        assert!(running <= 3, "{jobs}");
+        if running == 3 {
+            assert_eq!(jobs["key_jobs"], 3, "{jobs}");
+            break;
+        }
+        assert!(Instant::now() < until, "3 jobs of a never ran: {jobs}");
+        thread::sleep(Duration::from_millis(50));
+    }
+    drip.stop();
+    let plain = Running::start(
+        &[
+            "-r",
+            "100/s",
+            "-j",
+            "2",
+            "--name",
+            "plainjobs",
+            "--exec",
+            "sh",
+            "-c",
+            "sleep 2",
+        ],
+        rt,
+        numbered(1..=3),
+        None,
+    );
+    let until = Instant::now() + Duration::from_secs(10);
+    let (status, err) = loop {
+        let (status, _, err) = common::ctl(rt, &["plainjobs", "key-jobs", "2"]);
+        if status != 0 && !err.contains("no such drip") || Instant::now() > until {
+            break (status, err);
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    assert_ne!(status, 0);
+    assert!(err.contains("no job limit per key (--key-jobs)"), "{err}");
+    plain.stop();
+}
+
 /// With --exec, a pause holds a job's retry too, and a resume lets it start
 /// at once: the resume wakes it, however long it has waited.
 #[test]

@@ -250,7 +250,8 @@ fn ctl_targets(drip: &str) -> String {
 }
 
 /// What `drip ctl TARGET` may be asked, for completion.
-const CTL_COMMANDS: &str = "info stats keys jobs pause resume rate byte-rate cost-rate key-rate -j";
+const CTL_COMMANDS: &str =
+    "info stats keys jobs pause resume rate byte-rate cost-rate key-rate -j key-jobs";
 
 /// `drip ctl` in bash: clap_complete's script offers `-h --help` after
 /// `ctl` (and files, by `-o default`). Complete `list` and the running

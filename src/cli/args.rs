@@ -299,6 +299,15 @@ pub struct Cli {
     #[arg(long, value_name = "N|DURATION", value_parser = parse_bound, value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Keys")]
     pub key_capacity: Option<Bound>,
 
+    /// With --exec: at most N jobs of one key running at once, beside -j
+    /// for all keys. A key at its limit starts nothing until one of its
+    /// jobs ends (its retries included): its records wait in its own
+    /// queue, and the other keys go on. Records with no key count as one
+    /// key. Not with --share-jobs (a limit per drip there would not be
+    /// the fleet's)
+    #[arg(long, value_name = "N", value_parser = jobs_arg, value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Keys")]
+    pub key_jobs: Option<usize>,
+
     /// Keys remembered at most. A key with nothing waiting whose schedule has
     /// recovered its full burst is idle and forgotten first (that changes no
     /// departure); when every key is busy, a record of a new key meets the
@@ -639,7 +648,7 @@ pub struct CtlArgs {
     pub target: Option<String>,
 
     /// What to do: info, stats, keys, jobs, pause, resume, rate RATE[:BURST]...,
-    /// byte-rate SIZE/UNIT[:BURST]..., key-rate RATE[:BURST], -j N
+    /// byte-rate SIZE/UNIT[:BURST]..., key-rate RATE[:BURST], -j N, key-jobs N
     // The brackets are the help's optional parts, not links.
     #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(value_name = "COMMAND", trailing_var_arg = true, allow_hyphen_values = true, value_hint = ValueHint::Other)]
@@ -769,8 +778,9 @@ mod tests {
         // ramp, capacity, capacity-bytes, delimiter, max-record, max-wait,
         // stats-interval, share, share-peers, share-jobs; jobs, retries,
         // retry-on, overload-on, backoff, timeout, deadline, order-window,
-        // settle; key, field-separator, key-rate, key-capacity, max-keys; name.
-        assert_eq!(other, 33);
+        // settle; key, field-separator, key-rate, key-capacity, key-jobs,
+        // max-keys; name.
+        assert_eq!(other, 34);
     }
 
     #[test]

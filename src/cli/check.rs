@@ -368,6 +368,30 @@ fn share_jobs(
     }
 }
 
+/// `--key-jobs N`: N, with `--exec` and `--key`. Not with `--share-jobs`:
+/// each drip's own limit per key would let a fleet run N of a key per
+/// drip, where `--share-jobs` promises the fleet's.
+///
+/// # Errors
+/// `--key-jobs` without `--exec` or `--key`, or with `--share-jobs`.
+fn key_jobs(cli: &Cli, exec: bool) -> Result<Option<usize>, clap::Error> {
+    let Some(n) = cli.key_jobs else {
+        return Ok(None);
+    };
+    if !exec {
+        return missing("--key-jobs: only with --exec (it limits the jobs running)");
+    }
+    if cli.key.is_empty() {
+        return missing("--key-jobs: needs --key, which part of a record is its key");
+    }
+    if cli.share_jobs.is_some() {
+        return usage(
+            "--key-jobs: not with --share-jobs (each drip's own limit per key would let the fleet run N of a key per drip)",
+        );
+    }
+    Ok(Some(n))
+}
+
 /// `--schedule` and `--ramp`, checked against the limits.
 ///
 /// # Errors
@@ -638,9 +662,11 @@ impl TryFrom<Cli> for Config {
         let share = share(&cli, &limits)?;
         let jobs = cli.job_args.config().or_else(missing)?;
         let share_jobs = share_jobs(&cli, share.as_ref(), jobs.is_some())?;
+        let key_jobs = key_jobs(&cli, jobs.is_some())?;
         let jobs = jobs.map(|jobs| JobConfig {
             quiet: cli.quiet,
             share_jobs,
+            key_jobs,
             ..jobs
         });
         let delimiter = if cli.null {
@@ -753,6 +779,7 @@ impl JobArgs {
                 .keep_order
                 .then(|| self.order_window.unwrap_or(DEFAULT_WINDOW)),
             share_jobs: None,
+            key_jobs: None,
             settle: Vec::new(),
         }))
     }

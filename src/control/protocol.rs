@@ -44,11 +44,13 @@ pub enum Request {
     KeyRate(Limit),
     /// A new number of job slots (`-j`, with `--exec`).
     Slots(usize),
+    /// A new job limit per key (`--key-jobs`).
+    KeyJobs(usize),
 }
 
 /// The commands, for `--help` and errors.
 pub const COMMANDS: &str =
-    "list, info, stats, keys, jobs, pause, resume, rate RATE[:BURST]..., byte-rate SIZE/UNIT[:BURST]..., cost-rate [NAME=]N/UNIT[:BURST]..., key-rate RATE[:BURST], -j N";
+    "list, info, stats, keys, jobs, pause, resume, rate RATE[:BURST]..., byte-rate SIZE/UNIT[:BURST]..., cost-rate [NAME=]N/UNIT[:BURST]..., key-rate RATE[:BURST], -j N, key-jobs N";
 
 /// The longest request line a drip reads, in bytes, its newline included.
 pub const MAX_REQUEST: usize = 4096;
@@ -107,6 +109,12 @@ pub fn parse(words: &[String]) -> Result<Request, String> {
                 .map(Request::Slots)
                 .map_err(|why| format!("{first} '{value}': {why}")),
             _ => Err(format!("{first}: takes one number of jobs")),
+        },
+        "key-jobs" => match rest.as_slice() {
+            [value] => crate::jobs::jobs_arg(value)
+                .map(Request::KeyJobs)
+                .map_err(|why| format!("key-jobs '{value}': {why}")),
+            _ => Err("key-jobs: takes one number of jobs".to_string()),
         },
         other => Err(format!(
             "unknown command '{other}' (expected one of: {COMMANDS})"
@@ -202,6 +210,9 @@ mod tests {
     fn commands_read() {
         assert_eq!(parse(&words("pause")), Ok(Request::Pause));
         assert_eq!(parse(&words("-j 4")), Ok(Request::Slots(4)));
+        assert_eq!(parse(&words("key-jobs 2")), Ok(Request::KeyJobs(2)));
+        assert!(parse(&words("key-jobs 0")).is_err());
+        assert!(parse(&words("key-jobs")).is_err());
         match parse(&words("rate 10/s rate 500/min:50")).unwrap() {
             Request::Rate {
                 records: Some(r),

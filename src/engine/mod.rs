@@ -193,7 +193,8 @@ fn run_watching(
 /// With `--exec`, the gate the runner closes, slows and narrows, at the
 /// configured rate (and key rate). With `--budget`, it lets records go no
 /// faster than job slots free up ([`GateControl::count_slots`]), so a
-/// record counts against a budget's window when it starts.
+/// record counts against a budget's window when it starts. With
+/// `--key-jobs`, it holds a key at its job limit ([`GateControl::limit_key_jobs`]).
 fn gate(config: &Config) -> Option<Arc<GateControl>> {
     config.jobs.as_ref().map(|jobs| {
         let key_rate = config
@@ -203,6 +204,9 @@ fn gate(config: &Config) -> Option<Arc<GateControl>> {
         let gate = GateControl::new(config.records_per_second(), key_rate);
         if !config.budgets.is_empty() {
             gate.count_slots(jobs.jobs);
+        }
+        if let Some(n) = jobs.key_jobs {
+            gate.limit_key_jobs(u32::try_from(n).unwrap_or(u32::MAX));
         }
         Arc::new(gate)
     })

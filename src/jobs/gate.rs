@@ -26,7 +26,11 @@
 //!   that makes the quota a server announces last until its reset (the
 //!   larger spacing holds);
 //! - [`GateControl::due`]: when the scope may next start (for the runner's
-//!   retries, which take their slots themselves).
+//!   retries, which take their slots themselves);
+//! - [`GateControl::limit_key_jobs`]: at most N jobs of one key at once
+//!   (`--key-jobs`, [`super::key_jobs`]): a key at its limit is held until
+//!   one of its jobs ends ([`GateControl::key_job_ended`]), when the
+//!   keyed queues hear it is free ([`Stage::keys_freed`]).
 //!
 //! A retry whose backoff has ended goes ahead of the records waiting in the
 //! bucket: the runner announces it ([`GateControl::retry_waits`]); while it
@@ -41,11 +45,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::key_jobs::KeyJobs;
 pub use super::overload::Scope;
 use super::overload::{Figures, Overloads, Verdict};
 use super::quota;
 use crate::backoff::Backoff;
-use crate::pace::{Behind, Releasing, Stage};
+use crate::pace::{Behind, Releasing, Stage, UNTIL_FREED};
 use crate::sys::Unpoisoned;
 
 /// After a pause, the rate comes back gradually: from `from` at `start`,
@@ -152,6 +157,8 @@ pub(super) struct Holds {
     unpromised: Option<i64>,
     /// Each scope's overloads and quota window.
     pub(super) overloads: Overloads,
+    /// Each key's jobs against `--key-jobs`.
+    key_jobs: KeyJobs,
 }
 
 impl Holds {
@@ -392,6 +399,32 @@ impl GateControl {
             .collect();
         keys.sort();
         keys
+    }
+
+    /// At most `n` jobs of one key at once from now on (`--key-jobs`,
+    /// `drip ctl … key-jobs`): each key's records count from the moment
+    /// the keyed queues let them go until they are done
+    /// ([`GateControl::key_job_ended`]).
+    pub fn limit_key_jobs(&self, n: u32) {
+        self.lock().key_jobs.set_limit(n);
+    }
+
+    /// The job limit of every key, if one is set.
+    pub fn key_jobs_limit(&self) -> Option<usize> {
+        let limit = self.lock().key_jobs.limit()?;
+        Some(usize::try_from(limit).unwrap_or(usize::MAX))
+    }
+
+    /// A record of `key` is done (it ran, or will not): a key held at its
+    /// job limit may go again (the caller wakes the writer).
+    pub fn key_job_ended(&self, key: &[u8]) {
+        self.lock().key_jobs.ended(key);
+    }
+
+    /// Keys held at their job limit now, and how many times a key was.
+    #[cfg(test)]
+    pub fn key_jobs_figures(&self) -> (u64, u64) {
+        self.lock().key_jobs.figures()
     }
 
     /// Retry `id` of `scope` may start at `at` (ns): from then until it
@@ -642,12 +675,22 @@ impl Stage for Gate {
     }
 
     fn key_due(&self, key: &[u8]) -> u64 {
-        let holds = self.control.lock();
+        let mut holds = self.control.lock();
+        if holds.key_jobs.at_limit(key) {
+            return UNTIL_FREED;
+        }
         holds.keys.get(key).map_or(0, ScopeHold::due)
     }
 
     fn key_left(&mut self, key: &[u8], now: u64) {
-        self.control.lock().key_started(key, now);
+        let mut holds = self.control.lock();
+        holds.key_started(key, now);
+        holds.key_jobs.left(key);
+    }
+
+    fn keys_freed(&mut self, freed: &mut dyn FnMut(&[u8])) {
+        let keys = self.control.lock().key_jobs.take_freed();
+        keys.iter().for_each(|key| freed(key));
     }
 }
 
@@ -869,6 +912,120 @@ mod tests {
         let at = |r: &str| left.iter().find(|(x, _)| x == r).unwrap().1;
         assert_eq!((at("b 1"), at("b 2"), at("b 3")), (0, 100, 200));
         assert_eq!((at("a 1"), at("a 2")), (1000, 1100));
+    }
+
+    /// [`departures`] with a job for each record that leaves, of
+    /// `job_ms(key)`, its end told to `c`: returns (record, ms) as they
+    /// left, and the most jobs of one key that ran at once.
+    fn departures_with_jobs(
+        keyed: &mut crate::keyed::Keyed,
+        g: &mut Pace,
+        c: &GateControl,
+        text: &str,
+        job_ms: fn(&str) -> u64,
+    ) -> (Vec<(String, u64)>, u32) {
+        use crate::bucket::{Overflow, Segment};
+        let mut ledger = crate::ledger::Ledger::new(false);
+        let mut outbox = Vec::new();
+        let (mut left, mut running, mut most) = (Vec::new(), Vec::<(u64, String)>::new(), 0);
+        let seg = Segment::new(bytes::Bytes::from(text.to_string()), b'\n');
+        let mut out = crate::outflow::Outflow::at(0, g, &mut outbox);
+        keyed.arrive(seg, Overflow::Block, &mut ledger, &mut out);
+        let mut now = 0;
+        loop {
+            for seg in outbox.drain(..) {
+                for r in seg.records() {
+                    let r = String::from_utf8_lossy(r).trim_end().to_string();
+                    let key = r.split(' ').next().unwrap().to_string();
+                    running.push((now + job_ms(&key) * MS, key.clone()));
+                    let of_key = running.iter().filter(|(_, k)| *k == key).count();
+                    most = most.max(of_key as u32);
+                    left.push((r, now / MS));
+                }
+            }
+            let end = running.iter().map(|(t, _)| *t).min();
+            match [keyed.next_event(&*g), end].into_iter().flatten().min() {
+                Some(t) => now = t.max(now),
+                None => return (left, most),
+            }
+            running.retain(|(t, key)| {
+                let ended = *t <= now;
+                if ended {
+                    c.key_job_ended(key.as_bytes());
+                }
+                !ended
+            });
+            keyed.release(&mut crate::outflow::Outflow::at(now, g, &mut outbox));
+        }
+    }
+
+    /// a's jobs take a second, b's 5 ms.
+    fn a_slow(key: &str) -> u64 {
+        if key == "a" {
+            1000
+        } else {
+            5
+        }
+    }
+
+    #[test]
+    fn a_key_at_its_job_limit_waits_and_the_other_keys_go_on() {
+        let (mut g, c) = gate("inf");
+        c.limit_key_jobs(1);
+        let mut k = keyed("100/s");
+        let text = "a 1\na 2\nb 1\na 3\nb 2\nb 3\n";
+        let (left, most) = departures_with_jobs(&mut k, &mut g, &c, text, a_slow);
+        let at = |r: &str| left.iter().find(|(x, _)| x == r).unwrap().1;
+        assert_eq!((at("b 1"), at("b 2"), at("b 3")), (0, 10, 20), "{left:?}");
+        assert_eq!((at("a 1"), at("a 2"), at("a 3")), (0, 1000, 2000));
+        assert_eq!(most, 1);
+        // Two at once: a's second job starts at its own rate.
+        let (mut g, c) = gate("inf");
+        c.limit_key_jobs(2);
+        let mut k = keyed("100/s");
+        let (left, most) = departures_with_jobs(&mut k, &mut g, &c, text, a_slow);
+        let at = |r: &str| left.iter().find(|(x, _)| x == r).unwrap().1;
+        assert_eq!((at("a 1"), at("a 2"), at("a 3")), (0, 10, 1000));
+        assert_eq!((at("b 1"), at("b 2"), at("b 3")), (0, 10, 20));
+        assert_eq!(most, 2);
+        assert_eq!(c.key_jobs_figures(), (0, 1), "a held once");
+    }
+
+    #[test]
+    fn a_key_at_its_job_limit_does_not_hold_the_line_under_a_global_rate() {
+        // 10/s for all: while a's job runs, b's records take every slot.
+        let (mut g, c) = gate("10/s");
+        c.limit_key_jobs(1);
+        let mut k = keyed("100/s");
+        let text = "a 1\na 2\na 3\nb 1\nb 2\nb 3\nb 4\nb 5\nb 6\nb 7\n";
+        let (left, most) =
+            departures_with_jobs(
+                &mut k,
+                &mut g,
+                &c,
+                text,
+                |key| {
+                    if key == "a" {
+                        250
+                    } else {
+                        5
+                    }
+                },
+            );
+        assert_eq!(most, 1);
+        let times: Vec<u64> = left.iter().map(|(_, t)| *t).collect();
+        assert_eq!(
+            times,
+            (0..10).map(|i| i * 100).collect::<Vec<_>>(),
+            "{left:?}"
+        );
+        let a: Vec<u64> = left
+            .iter()
+            .filter(|(r, _)| r.starts_with('a'))
+            .map(|(_, t)| *t)
+            .collect();
+        assert!(a.windows(2).all(|w| w[1] - w[0] >= 250), "{left:?}");
+        assert_eq!(a.len(), 3);
     }
 
     #[test]

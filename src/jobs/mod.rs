@@ -9,6 +9,7 @@
 //! - [`retry`] (pure): verdicts, backoff, `Retry-After`, AIMD;
 //! - [`gate`] (pure): the schedule wrapper that pauses and spaces starts;
 //! - `overload` (pure): the overload books and quota windows, in the gate;
+//! - [`key_jobs`] (pure): each key's jobs against `--key-jobs`, in the gate;
 //! - `attempt`: one attempt of one job (process group, timeout, output);
 //! - `runner`: the sink the writer hands records to;
 //! - `pool`: the pool of jobs, starting and settling records
@@ -19,9 +20,9 @@
 //!   (`kill -9` too);
 //! - `job`: one record's attempts, judged, and the waits between them;
 //!   `room`: a job short of a resource to start waits for room;
-//! - `hooks`: the per-record features (`--share-jobs`, the quotas' pacing,
-//!   `--settle`, `--keep-order`, the joblog), each told of the moments of
-//!   a job's life it needs;
+//! - `hooks`: the per-record features (`--share-jobs`, `--key-jobs`, the
+//!   quotas' pacing, `--settle`, `--keep-order`, the joblog), each told of
+//!   the moments of a job's life it needs;
 //! - [`joblog`]: `--joblog` lines;
 //! - [`order`]: `--keep-order`, the outputs held until their turn;
 //! - [`resume`]: `--resume`, the records done in earlier runs;
@@ -34,6 +35,7 @@ mod groups;
 mod hooks;
 mod job;
 pub mod joblog;
+pub mod key_jobs;
 pub mod order;
 mod overload;
 mod parts;
@@ -95,6 +97,8 @@ pub struct JobConfig {
     /// `--share-jobs N`: at most N jobs at once across every drip on the
     /// shared NAME (where, and N).
     pub share_jobs: Option<(crate::shared::Target, u64)>,
+    /// `--key-jobs N`: at most N jobs of one key at once (with `--key`).
+    pub key_jobs: Option<usize>,
     /// `--settle`: each cost settled (its place among `--cost`'s costs)
     /// and the estimate read from a job's output for it.
     pub settle: Vec<(usize, crate::cost::Estimate)>,

@@ -75,6 +75,15 @@ impl Records {
         }
     }
 
+    /// The key of `record` (its delimiter included) as the keyed queues
+    /// read it: the empty key for a record with none (the no-key lane).
+    pub(super) fn key_of<'a>(&self, record: &'a [u8]) -> std::borrow::Cow<'a, [u8]> {
+        self.key
+            .as_ref()
+            .and_then(|spec| crate::keyed::record_key(spec, record, self.delimiter))
+            .unwrap_or_default()
+    }
+
     /// Whom an overload of `record` (its delimiter included) holds back:
     /// its key with `--key` (every start for a record without one).
     pub(super) fn scope_of(&self, record: &[u8]) -> Scope {

@@ -9,8 +9,8 @@
 //! groups, the warden and the second signal ([`super::groups`]); each
 //! scope's pauses, overload books and quota windows, in the gate
 //! ([`super::gate`], [`super::overload`]); and the per-record features
-//! (`--share-jobs`, the quotas' pacing, `--settle`, `--keep-order`, the
-//! joblog), hooks told of each moment of a job's life ([`super::hooks`]).
+//! (`--share-jobs`, `--key-jobs`, the quotas' pacing, `--settle`,
+//! `--keep-order`, the joblog), hooks told of each moment of a job's life ([`super::hooks`]).
 //!
 //! Locks: the state's lock is always taken before the slots'; under the
 //! slots' only the short locks below it are taken (the gate's, the
@@ -260,6 +260,21 @@ impl Jobs for Pool {
         });
         let _st = self.shared.lock();
         self.shared.data_ready.notify_all();
+    }
+
+    fn key_jobs(&self) -> Option<usize> {
+        self.cfg.key_jobs.and(self.gate.key_jobs_limit())
+    }
+
+    fn set_key_jobs(&self, n: usize) -> Result<(), String> {
+        if self.cfg.key_jobs.is_none() {
+            return Err("this drip has no job limit per key (--key-jobs)".to_string());
+        }
+        self.gate
+            .limit_key_jobs(u32::try_from(n).unwrap_or(u32::MAX));
+        let _st = self.shared.lock();
+        self.shared.data_ready.notify_all();
+        Ok(())
     }
 
     fn running(&self) -> Vec<(u64, Vec<u8>)> {

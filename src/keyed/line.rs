@@ -7,14 +7,15 @@
 //! Pure: no threads, no clock, no I/O. Times are ns and never go backwards.
 
 use std::collections::VecDeque;
+use std::hash::BuildHasher;
 
 use crate::bucket::Segment;
 use crate::outflow::Outflow;
-use crate::pace::Pace;
+use crate::pace::{Pace, UNTIL_FREED};
 
 use super::pacing::Pacing;
 use super::timers::Timers;
-use super::{shared, Keyed};
+use super::{shared, KeyHold, Keyed};
 
 /// How many places ahead in the line [`Keyed::release`] starts fetching
 /// a key's slot (a power of two).
@@ -32,6 +33,10 @@ pub(super) enum Lane {
     /// Shared key schedules only: in `ready`, its slot asked for the time
     /// its turn is expected; other keys pass it until the slot is due.
     Asked,
+    /// Out of the line and off the timers: held until the pace frees it
+    /// ([`Pace::keys_freed`]: a key at its job limit, until one of its
+    /// jobs ends).
+    Parked,
 }
 
 /// The round-robin line and the keys' timers.
@@ -103,17 +108,46 @@ impl Keyed {
     }
 
     /// Whether key `s` is held back at `now` by a hold on it alone
-    /// ([`Pace::key_due`]: an overload's pause); if so its own schedule
-    /// is due no earlier than the hold's end, so it waits out of the line.
+    /// ([`Keyed::key_hold`]).
     #[inline]
     pub(super) fn held(&mut self, s: u32, now: u64, global: &Pace) -> bool {
+        self.key_hold(s, now, global) != KeyHold::No
+    }
+
+    /// Whether key `s` is held back at `now` by a hold on it alone
+    /// ([`Pace::key_due`]: an overload's pause, its job limit); if so
+    /// until a time (its own schedule is then due no earlier than the
+    /// hold's end, so it waits out of the line), or until the pace frees
+    /// it (its schedule untouched).
+    #[inline]
+    pub(super) fn key_hold(&mut self, s: u32, now: u64, global: &Pace) -> KeyHold {
         let slot = &mut self.table.slots[s as usize];
         let due = global.key_due(slot.key.as_bytes());
         if due <= now {
-            return false;
+            return KeyHold::No;
+        }
+        if due == UNTIL_FREED {
+            return KeyHold::Freed;
         }
         slot.due = slot.due.max(due);
-        true
+        KeyHold::Until
+    }
+
+    /// Keys the pace freed ([`Pace::keys_freed`]) that wait parked join
+    /// the line again at `now`.
+    pub(super) fn unpark(&mut self, now: u64, global: &mut Pace) {
+        global.keys_freed(&mut |key| {
+            let hash = self.table.hasher.hash_one(key);
+            let found = self.table.find(key, hash);
+            // The keyless lane's key is the empty one too.
+            let keyless = key.is_empty().then_some(super::NO_KEY);
+            for s in [found, keyless].into_iter().flatten() {
+                if self.table.slots[s as usize].lane == Lane::Parked {
+                    self.table.slots[s as usize].lane = Lane::Idle;
+                    self.join_line(s, now);
+                }
+            }
+        });
     }
 
     /// Key `s`, with records waiting, takes its place in the line: the end
@@ -171,6 +205,7 @@ impl Keyed {
         global: &mut Pace,
         outbox: &mut Vec<Segment>,
     ) -> usize {
+        self.unpark(now, global);
         if self.pacing.is_shared() {
             return self.release_shared(now, global, outbox);
         }
@@ -189,11 +224,21 @@ impl Keyed {
                 self.table.mark_idle(s);
                 continue;
             }
-            if !open && self.held(s, now, &*global) {
-                // Out of the line until its hold ends.
+            let held = if open {
+                KeyHold::No
+            } else {
+                self.key_hold(s, now, &*global)
+            };
+            if held != KeyHold::No {
+                // Out of the line until its hold ends, or it is freed.
                 self.line.ready.pop_front();
-                self.table.slots[s as usize].lane = Lane::Timed;
-                self.line.timers.push(self.table.slots[s as usize].due, s);
+                let slot = &mut self.table.slots[s as usize];
+                if held == KeyHold::Freed {
+                    slot.lane = Lane::Parked;
+                } else {
+                    slot.lane = Lane::Timed;
+                    self.line.timers.push(slot.due, s);
+                }
                 continue;
             }
             if !open && global.release(now, 1, &mut std::iter::once(self.head_record(s))) == 0 {

@@ -408,3 +408,14 @@ impl Keyed {
         self.table.stats(self.queues.busy, top)
     }
 }
+
+/// Whether a hold on one key alone holds it ([`Keyed::key_hold`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum KeyHold {
+    /// It may go as far as such holds go.
+    No,
+    /// Until its slot's `due`, moved to the hold's end.
+    Until,
+    /// Until the pace frees it ([`crate::pace::UNTIL_FREED`]).
+    Freed,
+}

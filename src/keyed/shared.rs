@@ -11,7 +11,7 @@
 use crate::bucket::Segment;
 use crate::pace::Pace;
 
-use super::{Keyed, Lane};
+use super::{KeyHold, Keyed, Lane};
 
 /// Each key's schedule when it is not this drip's alone (`--share`): the
 /// keys are the keyed queues' slot numbers `s`, with their bytes `key`.
@@ -228,7 +228,8 @@ impl Keyed {
                 self.table.mark_idle(s);
                 continue;
             }
-            let held = !blocked && self.held(s, now, &*global);
+            let hold = (!blocked).then(|| self.key_hold(s, now, &*global));
+            let held = hold.is_some_and(|h| h != KeyHold::No);
             let slot = &self.table.slots[s as usize];
             let shared = &mut self.pacing.shared_mut().schedule;
             match shared.first_slot(now, s, slot.key.as_bytes()) {
@@ -258,9 +259,9 @@ impl Keyed {
                     self.look_at(global.next_due(head));
                 }
                 LeaseHead::At(t) if t <= now => {
-                    // Held back by an overload on this key alone: looked
-                    // at again when the hold ends.
-                    if !blocked {
+                    // Held back by a hold on this key alone: looked at
+                    // again when it ends (its job limit's: woken).
+                    if hold == Some(KeyHold::Until) {
                         let due = self.table.slots[s as usize].due;
                         self.look_at(due);
                     }

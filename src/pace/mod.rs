@@ -35,6 +35,11 @@ use crate::ramp::Ramp;
 use crate::schedule::{Limit, Limits, Schedule};
 use crate::settle::CostView;
 
+/// [`Pace::key_due`] of a key held until a stage frees it
+/// ([`Pace::keys_freed`]), not until a time: a key at its job limit
+/// (`--key-jobs`), until one of its jobs ends.
+pub const UNTIL_FREED: u64 = u64::MAX;
+
 /// A shared base's own port: the events of its lease (`shared::lease`).
 pub trait Leased: Schedule {
     /// The writer wrote the next `records` released records, its write
@@ -262,6 +267,14 @@ impl Pace {
             .map(|s| s.key_due(key))
             .max()
             .unwrap_or(0)
+    }
+
+    /// The keys held `UNTIL_FREED` that may go again since the last
+    /// call, each handed to `freed` once.
+    pub fn keys_freed(&mut self, freed: &mut dyn FnMut(&[u8])) {
+        for stage in &mut self.stages {
+            stage.keys_freed(freed);
+        }
     }
 
     /// A record of `key` left at `now` (ns).

@@ -53,14 +53,20 @@ pub trait Stage: fmt::Debug + Send {
     }
 
     /// The earliest time (ns) a record of `key` may leave as far as a hold
-    /// on that key alone goes (an overload's pause); 0 when none holds it.
+    /// on that key alone goes (an overload's pause); 0 when none holds it;
+    /// [`super::UNTIL_FREED`] when it is held until the stage frees it
+    /// ([`Stage::keys_freed`]: a key at its job limit).
     fn key_due(&self, _key: &[u8]) -> u64 {
         0
     }
 
     /// A record of `key` left at `now` (ns): a hold spacing its starts
-    /// counts from here.
+    /// counts from here, a key's job limit counts it.
     fn key_left(&mut self, _key: &[u8], _now: u64) {}
+
+    /// Hand `freed` each key held [`super::UNTIL_FREED`] that may go
+    /// again since the last call, once.
+    fn keys_freed(&mut self, _freed: &mut dyn FnMut(&[u8])) {}
 
     /// Its figures: where each `--budget` it keeps stands at `now` (ns).
     fn budgets(&self, _now: u64) -> Vec<BudgetView> {

@@ -192,6 +192,16 @@ pub(crate) trait Jobs: Send + Sync + std::fmt::Debug {
     /// at once when raised; when lowered, running jobs finish and no new
     /// one starts until fewer than `n` run.
     fn set_slots(&self, n: usize);
+    /// At most `n` jobs of one key at once (`--key-jobs`), when set.
+    fn key_jobs(&self) -> Option<usize>;
+    /// Let `n` jobs of one key run at once from now on (`drip ctl …
+    /// key-jobs`): a key held at its limit goes again at once when
+    /// raised; when lowered, no job of a key starts until fewer than `n`
+    /// of it run.
+    ///
+    /// # Errors
+    /// drip was started without `--key-jobs`: its jobs are not counted.
+    fn set_key_jobs(&self, n: usize) -> Result<(), String>;
     /// The jobs running now: each one's number (in order of start) and
     /// its record, without the delimiter.
     fn running(&self) -> Vec<(u64, Vec<u8>)>;

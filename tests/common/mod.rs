@@ -2,6 +2,7 @@
 //! environment.
 #![allow(dead_code)]
 
+pub mod hosts;
 pub mod llm;
 pub mod redis_server;
 

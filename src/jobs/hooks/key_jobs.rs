@@ -1,0 +1,34 @@
+//! `--key-jobs N`: at most N jobs of one key at once. The keyed queues let
+//! a record of a key go only while its key runs fewer than N (the gate
+//! counts it as it leaves them: [`crate::jobs::key_jobs`]); this hook
+//! gives its count back as the record ends, whatever its fate, so a key
+//! held at its limit joins the line again (the pool wakes the writer as
+//! the record settles).
+
+use super::Hook;
+use crate::jobs::parts::PoolParts;
+use crate::jobs::JobConfig;
+
+/// A record's job counted against its key's limit.
+pub(in crate::jobs) struct KeyJobs;
+
+impl KeyJobs {
+    /// The limit per key, with `--key-jobs`.
+    pub(in crate::jobs) fn of(cfg: &JobConfig) -> Option<KeyJobs> {
+        cfg.key_jobs.map(|_| KeyJobs)
+    }
+}
+
+impl Hook for KeyJobs {
+    /// Its key's count goes back (the record's key as the keyed queues
+    /// read it: a record with no key counts as the empty key).
+    fn ended(&self, pool: &PoolParts, number: u64) {
+        let key = pool.slots.lock().running.get(&number).map(|job| {
+            let key = pool.records.key_of(job.record.as_bytes());
+            Box::<[u8]>::from(key)
+        });
+        if let Some(key) = key {
+            pool.gate.key_job_ended(&key);
+        }
+    }
+}
