@@ -47,7 +47,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::key_jobs::KeyJobs;
 pub use super::overload::Scope;
-use super::overload::{Figures, Overloads, Verdict};
+use super::overload::{Decision, Figures, Overloads};
 use super::quota;
 use crate::backoff::Backoff;
 use crate::pace::{Behind, Releasing, Stage, UNTIL_FREED};
@@ -467,7 +467,7 @@ impl GateControl {
         let full = self.full_rate(scope);
         let now = at.1;
         let mut holds = self.lock();
-        let verdict: Verdict = holds.overloads.overload(scope, at, retry_after_ns, policy);
+        let verdict: Decision = holds.overloads.overload(scope, at, retry_after_ns, policy);
         let began = holds.paused_until(scope) <= now;
         let lengthened = holds.pause(scope, now, now.saturating_add(verdict.wait));
         holds.overloads.paused(lengthened, began);

@@ -17,7 +17,7 @@ use std::collections::HashMap;
 
 /// One key's jobs.
 #[derive(Debug, Default)]
-struct Count {
+struct KeyCount {
     /// Records let go and not done yet.
     running: u32,
     /// Its records wait for one of its jobs to end (the queues were told
@@ -32,7 +32,7 @@ pub struct KeyJobs {
     /// `None`: none, and nothing is counted.
     limit: Option<u32>,
     /// The keys with jobs, or held (a key with neither is not kept).
-    counts: HashMap<Box<[u8]>, Count>,
+    counts: HashMap<Box<[u8]>, KeyCount>,
     /// Keys held that may go again, not yet told to the queues.
     freed: Vec<Box<[u8]>>,
     /// Keys told they are at their limit, in all (a figure).
@@ -62,7 +62,8 @@ impl KeyJobs {
     pub fn set_limit(&mut self, n: u32) {
         self.limit = Some(n);
         let limit = self.limit;
-        let below = |key: &[u8], c: &Count| limit_for(limit, key).map_or(true, |n| c.running < n);
+        let below =
+            |key: &[u8], c: &KeyCount| limit_for(limit, key).map_or(true, |n| c.running < n);
         let freed: Vec<Box<[u8]>> = self
             .counts
             .iter_mut()
@@ -99,7 +100,7 @@ impl KeyJobs {
         match self.counts.get_mut(key) {
             Some(c) => c.running = c.running.saturating_add(1),
             None => {
-                let count = Count {
+                let count = KeyCount {
                     running: 1,
                     waiting: false,
                 };

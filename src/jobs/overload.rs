@@ -84,7 +84,7 @@ pub(super) struct Figures {
 /// same episode as the latest), slow it after the pause and, under
 /// `--adapt`, space its starts `spacing` ns apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Verdict {
+pub(super) struct Decision {
     pub(super) wait: u64,
     pub(super) fresh: bool,
     pub(super) spacing: Option<u64>,
@@ -102,7 +102,7 @@ impl Overloads {
         (started, now): (u64, u64),
         retry_after_ns: Option<u64>,
         (backoff, adapt): (&Backoff, Option<f64>),
-    ) -> Verdict {
+    ) -> Decision {
         self.overloads += 1;
         let book = self
             .books
@@ -130,7 +130,7 @@ impl Overloads {
             }
             _ => None,
         };
-        Verdict {
+        Decision {
             wait,
             fresh,
             spacing,

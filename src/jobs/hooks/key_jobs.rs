@@ -10,16 +10,16 @@ use crate::jobs::parts::PoolParts;
 use crate::jobs::JobConfig;
 
 /// A record's job counted against its key's limit.
-pub(in crate::jobs) struct KeyJobs;
+pub(in crate::jobs) struct KeyJobsEnd;
 
-impl KeyJobs {
+impl KeyJobsEnd {
     /// The limit per key, with `--key-jobs`.
-    pub(in crate::jobs) fn of(cfg: &JobConfig) -> Option<KeyJobs> {
-        cfg.key_jobs.map(|_| KeyJobs)
+    pub(in crate::jobs) fn of(cfg: &JobConfig) -> Option<KeyJobsEnd> {
+        cfg.key_jobs.map(|_| KeyJobsEnd)
     }
 }
 
-impl Hook for KeyJobs {
+impl Hook for KeyJobsEnd {
     /// Its key's count goes back (the record's key as the keyed queues
     /// read it: a record with no key counts as the empty key).
     fn ended(&self, pool: &PoolParts, number: u64) {

@@ -177,7 +177,7 @@ impl Hooks {
         let mut hooks = Hooks::default();
         hooks.add(joblog::LogAttempts::of(cfg, give_up)?);
         hooks.add(share_jobs::ShareJobs::of(cfg)?);
-        hooks.add(key_jobs::KeyJobs::of(cfg));
+        hooks.add(key_jobs::KeyJobsEnd::of(cfg));
         hooks.add(settle::Settle::of(cfg, budgets));
         hooks.add(pacing::Quotas::of(cfg, budgets));
         hooks.add(keep_order::KeepOrder::of(cfg));
