@@ -325,3 +325,61 @@ fn a_circle_of_files_is_found_where_there_is_one() {
     );
     assert!(circle(&uses).is_some());
 }
+
+/// The types `code` declares at any depth outside its unit tests: each
+/// `struct`, `enum`, `trait` and `type` alias (not an associated type, a
+/// `type` indented inside an `impl` or a trait).
+fn types_declared(code: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    for line in code.lines() {
+        let mut rest = line.trim_start();
+        // The visibility: `pub`, `pub(crate)`, `pub(in crate::x)`.
+        if let Some(after) = rest.strip_prefix("pub(") {
+            rest = after.split_once(')').map_or("", |(_, r)| r).trim_start();
+        } else if let Some(after) = rest.strip_prefix("pub ") {
+            rest = after.trim_start();
+        }
+        rest = rest.strip_prefix("unsafe ").unwrap_or(rest);
+        let Some((keyword, after)) = rest.split_once(' ') else {
+            continue;
+        };
+        let associated = keyword == "type" && line.starts_with(' ');
+        if ["struct", "enum", "trait", "type"].contains(&keyword) && !associated {
+            let end = after
+                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .unwrap_or(after.len());
+            names.push(after[..end].to_string());
+        }
+    }
+    names
+}
+
+#[test]
+fn each_type_name_is_declared_once() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    common::sources(&src, &mut files);
+    let mut seen: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for file in &files {
+        let code = code_of(&std::fs::read_to_string(file).unwrap());
+        for name in types_declared(&code) {
+            let at = file.strip_prefix(&src).unwrap().display().to_string();
+            seen.entry(name).or_default().push(at);
+        }
+    }
+    assert!(
+        seen.contains_key("Pace") && seen.contains_key("Section"),
+        "{seen:?}"
+    );
+    let twice: Vec<_> = seen.iter().filter(|(_, at)| at.len() > 1).collect();
+    assert!(
+        twice.is_empty(),
+        "type names declared more than once: {twice:?}"
+    );
+}
+
+#[test]
+fn a_type_declared_twice_is_seen() {
+    let code = "pub(crate) struct A {\n}\nenum B { X }\nimpl I for A {\n    type Target = B;\n}\npub(in crate::x) trait C {}\ntype D = u8;\n";
+    assert_eq!(types_declared(code), ["A", "B", "C", "D"]);
+}
