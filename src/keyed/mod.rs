@@ -79,6 +79,7 @@ mod line;
 mod lookup;
 mod pacing;
 mod queues;
+pub mod rates;
 mod shared;
 mod spill;
 mod table;
