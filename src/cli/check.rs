@@ -10,7 +10,8 @@ use crate::jobs::order::DEFAULT_WINDOW;
 use crate::jobs::retry::{Policy, DEFAULT_RETRY_ON};
 use crate::jobs::{JobConfig, DEFAULT_BACKOFF};
 use crate::key::{KeyArg, KeySpec};
-use crate::keyed::KeyConfig;
+use crate::keyed::rates::{self, KeyRateArg};
+use crate::keyed::{KeyConfig, KeyRates};
 use crate::progress::ProgressMode;
 use crate::quantity::{drained, Bound};
 use crate::rate::Rate;
@@ -68,6 +69,7 @@ fn limits(cli: &Cli) -> Result<Vec<Limit>, clap::Error> {
     if rates.is_empty()
         && cli.byte_rate.is_empty()
         && cli.key_rate.is_empty()
+        && cli.key_rates.is_none()
         && cli.cost_rate.is_empty()
         && cli.budget.is_empty()
     {
@@ -109,16 +111,31 @@ fn key_config(
     cli: &Cli,
     delimiter: u8,
     capacity: usize,
-) -> Result<Option<(KeyConfig, Option<CapacityFor>)>, clap::Error> {
-    let (arg, (rate, burst)) = match (cli.key.as_slice(), cli.key_rate.as_slice()) {
-        ([arg], [rate]) => (arg.clone(), *rate),
+) -> Result<Option<(KeyConfig, Option<CapacityFor>, Option<RateTable>)>, clap::Error> {
+    let defaults: Vec<(Rate, Option<u64>)> = cli
+        .key_rate
+        .iter()
+        .filter_map(|k| match k {
+            KeyRateArg::Default(rate, burst) => Some((*rate, *burst)),
+            KeyRateArg::Row(..) => None,
+        })
+        .collect();
+    let table = !cli.key_rate.is_empty() || cli.key_rates.is_some();
+    let (arg, default) = match (cli.key.as_slice(), defaults.as_slice()) {
         ([_, _, ..], _) => return missing("--key: given twice; a record has one key"),
         (_, [_, _, ..]) => return missing(
-            "--key-rate: given twice; each key has one limit (--rate gives limits for all records)",
+            "--key-rate: given twice; each key has one limit (--rate gives limits for all records; KEY=RATE a key's own)",
         ),
-        ([_], []) => return missing("--key: needs --key-rate, each key's limit"),
-        ([], [_]) => return missing("--key-rate: needs --key, which part of a record is its key"),
-        ([], []) => {
+        ([arg], [rate]) => (arg.clone(), Some(*rate)),
+        ([arg], []) if table => (arg.clone(), None),
+        ([_], []) => return missing("--key: needs --key-rate or --key-rates, each key's limit"),
+        ([], _) if cli.key_rates.is_some() => {
+            return missing("--key-rates: needs --key, which part of a record is its key")
+        }
+        ([], [_, ..]) | ([], []) if table => {
+            return missing("--key-rate: needs --key, which part of a record is its key")
+        }
+        ([], _) => {
             for (given, flag) in [
                 (
                     cli.field_separator.is_some()
@@ -146,23 +163,119 @@ fn key_config(
     if cli.field_separator == Some(delimiter) {
         return missing("--field-separator: it is the record delimiter, which no field contains");
     }
+    let spec = KeySpec::new(arg, cli.field_separator);
+    let (rates, table) = key_rates(cli, spec.is_host())?;
     let (key_capacity, key_capacity_for) = match cli.key_capacity {
         None => (capacity, None),
         Some(Bound::Count(n)) => (n, None),
         Some(Bound::Time(d)) => {
+            let Some((rate, _)) = default else {
+                return missing("--key-capacity: a DURATION needs --key-rate RATE to drain it (the rows' rates differ); give a number of records");
+            };
             let limit = Limit::records(rate, None);
             let (n, sized) = sized_by("--key-capacity", d, &limit, "--key-rate")?;
             (n, Some(sized))
         }
     };
+    let (rate, burst) = default.unwrap_or((Rate::Unlimited, None));
     let key = KeyConfig {
-        spec: KeySpec::new(arg, cli.field_separator),
+        spec,
         rate,
         burst: burst.unwrap_or(1),
+        rates,
         max_keys: cli.max_keys.unwrap_or(DEFAULT_MAX_KEYS),
         key_capacity,
     };
-    Ok(Some((key, key_capacity_for)))
+    Ok(Some((key, key_capacity_for, table)))
+}
+
+/// The rate table of `--key-rates FILE` and the `--key-rate KEY=RATE`
+/// rows, the rows' keys spelled as hosts when `host`; and, when either is
+/// given, where it came from (read again on a change).
+///
+/// # Errors
+/// A file that cannot be read, a malformed row (with its line), a row
+/// given twice, either with `--share`.
+fn key_rates(cli: &Cli, host: bool) -> Result<(KeyRates, Option<RateTable>), clap::Error> {
+    let rows: Vec<(&String, &String)> = cli
+        .key_rate
+        .iter()
+        .filter_map(|k| match k {
+            KeyRateArg::Row(key, rate) => Some((key, rate)),
+            KeyRateArg::Default(..) => None,
+        })
+        .collect();
+    if rows.is_empty() && cli.key_rates.is_none() {
+        return Ok((KeyRates::default(), None));
+    }
+    if !cli.share.is_empty() {
+        let flag = if cli.key_rates.is_some() {
+            "--key-rates"
+        } else {
+            "--key-rate KEY=RATE"
+        };
+        return usage(format!("{flag}: not with --share yet (each drip on the NAME would need the table); give --key-rate RATE, one limit for every key"));
+    }
+    let normalize = |text: &str| crate::host::host_row(text);
+    let host_rows: Option<rates::Normalize> = if host { Some(&normalize) } else { None };
+    let mut flag_rows: Vec<rates::Row> = Vec::new();
+    for (key, rate) in rows {
+        let row = rates::row(key, rate, host_rows)
+            .or_else(|why| usage(format!("--key-rate {key}={rate}: {why}")))?;
+        if flag_rows.iter().any(|r| r.pattern == row.pattern) {
+            return usage(format!(
+                "--key-rate {key}={rate}: a row for '{}' is given already",
+                row.name
+            ));
+        }
+        flag_rows.push(row);
+    }
+    let table = RateTable {
+        file: cli.key_rates.clone(),
+        rows: flag_rows,
+        host,
+    };
+    let rates = table.read(table.file.as_deref()).or_else(usage)?;
+    Ok((rates, Some(table)))
+}
+
+/// Where a rate table per key came from: read again on a change.
+#[derive(Debug, Clone)]
+pub struct RateTable {
+    /// `--key-rates FILE` (the latest `drip ctl … key-rates` names).
+    pub file: Option<std::path::PathBuf>,
+    /// The `--key-rate KEY=RATE` rows, which replace the file's rows of
+    /// the same KEY.
+    pub rows: Vec<rates::Row>,
+    /// The rows' keys are hosts (`--key host`, `host:N`).
+    pub host: bool,
+}
+
+impl RateTable {
+    /// The table of `file` (none: the command line's rows alone) and the
+    /// command line's rows. Reads the file: the only I/O of the checks.
+    ///
+    /// # Errors
+    /// `--key-rates FILE: why` (it cannot be read), `--key-rates FILE:N:
+    /// why` (a malformed row).
+    pub fn read(&self, file: Option<&std::path::Path>) -> Result<KeyRates, String> {
+        let mut rows = match file {
+            None => Vec::new(),
+            Some(path) => {
+                let shown = path.display();
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("--key-rates {shown}: {}", crate::sys::describe(&e)))?;
+                let normalize = |text: &str| crate::host::host_row(text);
+                let host: Option<rates::Normalize> =
+                    if self.host { Some(&normalize) } else { None };
+                rates::parse(&text, host)
+                    .map_err(|(n, why)| format!("--key-rates {shown}:{n}: {why}"))?
+            }
+        };
+        rows.retain(|r| self.rows.iter().all(|own| own.pattern != r.pattern));
+        rows.extend(self.rows.iter().cloned());
+        KeyRates::new(rows).map_err(|name| format!("--key-rates: '{name}' given twice"))
+    }
 }
 
 /// The bucket's bounds from `--capacity` and `--capacity-bytes`: records,
@@ -617,9 +730,12 @@ fn share(cli: &Cli, limits: &[Limit]) -> Result<Option<shared::Share>, clap::Err
     }
     let key = cli
         .key_rate
-        .first()
-        .filter(|_| !cli.key.is_empty())
-        .map(|&(rate, burst)| Limit::records(rate, burst));
+        .iter()
+        .find_map(|k| match k {
+            KeyRateArg::Default(rate, burst) => Some(Limit::records(*rate, *burst)),
+            KeyRateArg::Row(..) => None,
+        })
+        .filter(|_| !cli.key.is_empty());
     shared::in_range(limits, key.as_ref()).or_else(|why| usage(format!("{why} (--share)")))?;
     Ok(Some(shared::Share {
         target,
@@ -649,9 +765,9 @@ impl TryFrom<Cli> for Config {
             cli.delimiter.unwrap_or(b'\n')
         };
         let (capacity, capacity_bytes, capacity_for) = capacity(&cli, &limits)?;
-        let (key, key_capacity_for) = match key_config(&cli, delimiter, capacity)? {
-            Some((key, sized)) => (Some(key), sized),
-            None => (None, None),
+        let (key, key_capacity_for, key_table) = match key_config(&cli, delimiter, capacity)? {
+            Some((key, sized, table)) => (Some(key), sized, table),
+            None => (None, None, None),
         };
         let cost = cost_config(&cli, delimiter)?;
         let jobs = match jobs {
@@ -694,6 +810,7 @@ impl TryFrom<Cli> for Config {
             share,
             jobs,
             key,
+            key_table,
             cost,
             metrics: cli.metrics,
             name: cli.name,

@@ -91,8 +91,9 @@ pub use shared::{KeySchedule, LeaseHead, Want};
 use deadline::Refusal;
 use line::{Lane, Line};
 use lookup::Ahead;
-use pacing::{KeyLimit, Pacing};
+use pacing::{KeyLimits, Pacing};
 use queues::Queues;
+pub use rates::KeyRates;
 use shared::SharedSchedules;
 use table::{reserved, Table};
 
@@ -106,10 +107,14 @@ const NIL: u32 = u32::MAX;
 pub struct KeyConfig {
     /// Where a record's key is.
     pub spec: KeySpec,
-    /// Each key's rate (records).
+    /// The rate of each key no row of `rates` matches (records; unlimited:
+    /// no limit of its own).
     pub rate: Rate,
-    /// Each key's burst (≥ 1).
+    /// Its burst (≥ 1).
     pub burst: u64,
+    /// The rate table (`--key-rates`, `--key-rate KEY=RATE`): each key
+    /// the most specific row matching it.
+    pub rates: KeyRates,
     /// Keys remembered at most (≥ 1), besides the no-key lane.
     pub max_keys: usize,
     /// Records one key may have waiting at most (≥ 1).
@@ -130,8 +135,9 @@ pub struct Keyed {
     queues: Queues,
     /// The round-robin line and the keys' timers (`line.rs`).
     line: Line,
-    /// The key limit, one for every key (`pacing.rs`).
-    limit: KeyLimit,
+    /// The key limits, each row's and the default's, and each key's
+    /// (`pacing.rs`).
+    limits: KeyLimits,
     /// Where each key's schedule stands: this drip's own, or shared
     /// (`pacing.rs`, `shared.rs`).
     pacing: Pacing,
@@ -160,15 +166,14 @@ impl Keyed {
     /// `delimiter`.
     ///
     /// # Panics
-    /// If the key rate is unlimited or a bound is 0 (the command line
-    /// refuses them).
+    /// If a bound or a burst is 0 (the command line refuses them).
     pub fn new(
         config: KeyConfig,
         delimiter: u8,
         capacity: usize,
         capacity_bytes: Option<usize>,
     ) -> Keyed {
-        assert!(config.rate != Rate::Unlimited && config.max_keys >= 1);
+        assert!(config.max_keys >= 1);
         assert!(config.key_capacity >= 1 && capacity >= 1);
         Keyed {
             spec: config.spec,
@@ -176,7 +181,7 @@ impl Keyed {
             table: Table::new(config.max_keys),
             queues: Queues::new(capacity, capacity_bytes, config.key_capacity, delimiter),
             line: Line::default(),
-            limit: KeyLimit::new(config.rate, config.burst),
+            limits: KeyLimits::new(config.rates, (config.rate, config.burst), config.max_keys),
             pacing: Pacing::Local(reserved(Position::default(), config.max_keys)),
             refusal: Refusal::default(),
         }

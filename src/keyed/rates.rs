@@ -208,6 +208,36 @@ pub fn parse(text: &str, host: Option<Normalize>) -> Result<Vec<Row>, (usize, St
     Ok(rows.into_iter().map(|(_, row)| row).collect())
 }
 
+/// A `--key-rate` value: the rate of the keys no row matches (`RATE[:BURST]`),
+/// or a row (`KEY=RATE[:BURST]`, split at its last `=`: no rate holds one).
+#[derive(Debug, Clone, PartialEq)]
+pub enum KeyRateArg {
+    /// `RATE[:BURST]`.
+    Default(Rate, Option<u64>),
+    /// `KEY=RATE[:BURST]`: the key (read against `--key` later) and the
+    /// rate as written, read already.
+    Row(String, String),
+}
+
+/// Parse a `--key-rate` value.
+///
+/// # Errors
+/// A bad rate (`inf` among them: each key needs a limit), or an empty key.
+pub fn parse_key_rate_arg(text: &str) -> Result<KeyRateArg, String> {
+    match text.rsplit_once('=') {
+        None => {
+            crate::rate::parse_key_rate(text).map(|(rate, burst)| KeyRateArg::Default(rate, burst))
+        }
+        Some(("", _)) => {
+            Err("no key before '=' (expected RATE[:BURST] or KEY=RATE[:BURST])".to_string())
+        }
+        Some((key, rate)) => {
+            crate::rate::parse_key_rate(rate)?;
+            Ok(KeyRateArg::Row(key.to_string(), rate.to_string()))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -342,6 +342,7 @@ impl Keyed {
             self.pacing.forget(idle);
         }
         let (s, added) = self.table.remember(key, hash);
+        self.limits.remember(s, added, key);
         if added {
             self.pacing.add_slot();
         }
