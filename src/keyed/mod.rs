@@ -65,13 +65,15 @@
 //!
 //! Pure: no threads, no clock, no I/O. Times are ns and never go backwards.
 
+use std::hash::BuildHasher;
+
 use crate::bucket::{Offered, Overflow, Segment};
 use crate::key::KeySpec;
 use crate::ledger::Ledger;
 use crate::outflow::Outflow;
 use crate::pacer::Position;
 use crate::rate::Rate;
-use crate::report::keys::KeyStats;
+use crate::report::keys::{KeyLimitView, KeyStats};
 
 mod deadline;
 mod index;
@@ -411,6 +413,46 @@ impl Keyed {
     /// first). Only remembered keys are named: a forgotten key's counts
     /// went with it.
     pub fn stats(&self, top: usize) -> KeyStats {
-        self.table.stats(self.queues.busy, top)
+        let mut stats = self.table.stats(self.queues.busy, top);
+        if !self.limits.rates.is_empty() {
+            let lists = [&stats.top_written, &stats.top_dropped, &stats.top_waiting];
+            let mut named: Vec<u32> = Vec::new();
+            for (name, _) in lists.into_iter().flatten() {
+                let s = match &name.0 {
+                    None => Some(NO_KEY),
+                    Some(key) => self.table.find(key, self.table.hasher.hash_one(&key[..])),
+                };
+                if let Some(s) = s.filter(|s| !named.contains(s)) {
+                    named.push(s);
+                }
+            }
+            stats.key_limits = Some(named.into_iter().map(|s| self.limit_view(s)).collect());
+        }
+        stats
+    }
+
+    /// Every remembered key's row, limit and records waiting (the no-key
+    /// lane first, once used; then in the order the keys took their
+    /// slots, a forgotten key's slot taken again by the next).
+    pub fn key_limits(&self) -> Vec<KeyLimitView> {
+        let slots = self.table.remembered();
+        slots.into_iter().map(|s| self.limit_view(s)).collect()
+    }
+
+    /// Key slot `s`'s row, limit and records waiting.
+    fn limit_view(&self, s: u32) -> KeyLimitView {
+        let limit = self.limits.of(s);
+        let row = self.limits.row(s);
+        KeyLimitView {
+            key: self.table.name(s as usize),
+            row: row.map(|i| self.limits.rates.rows()[i].name.clone()),
+            rate: (limit.rate != Rate::Unlimited).then_some((limit.rate, limit.burst)),
+            waiting: u64::from(self.table.slots[s as usize].len),
+        }
+    }
+
+    /// The rate table in force.
+    pub fn rates(&self) -> &KeyRates {
+        &self.limits.rates
     }
 }
