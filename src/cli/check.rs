@@ -1114,4 +1114,105 @@ mod tests {
             (vec![1, 75], vec![9])
         );
     }
+
+    #[test]
+    fn a_rate_table_is_checked_with_its_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("rates");
+        std::fs::write(
+            &file,
+            "# hosts\n*.GitHub.com. 1/s:2\n\ncdn.example 50/s\n* 10/s\n",
+        )
+        .unwrap();
+        let f = file.to_str().unwrap();
+        let c = config(&[
+            "--key",
+            "host",
+            "--key-rates",
+            f,
+            "--key-rate",
+            "cdn.example=40/s",
+        ])
+        .unwrap();
+        let rates = &c.key.as_ref().unwrap().rates;
+        let names: Vec<&str> = rates.rows().iter().map(|r| r.name.as_str()).collect();
+        // The command line's row replaces the file's for the same key.
+        assert_eq!(names, ["*.github.com", "*", "cdn.example"]);
+        assert_eq!(rates.rows()[2].rate, rate("40/s"));
+        // No --key-rate RATE: the keys no row matches have no limit.
+        assert_eq!(c.key.as_ref().unwrap().rate, Rate::Unlimited);
+        assert_eq!(c.key_table.unwrap().file.as_deref(), Some(file.as_path()));
+        // Rows alone, on the command line, beside the default.
+        let c = config(&["--key", "1", "--key-rate", "a=1/s", "--key-rate", "2/s"]).unwrap();
+        let key = c.key.unwrap();
+        assert_eq!((key.rate, key.rates.rows().len()), (rate("2/s"), 1));
+        assert!(c.key_table.unwrap().file.is_none());
+    }
+
+    #[test]
+    fn a_bad_rate_table_is_a_usage_error_naming_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("rates");
+        std::fs::write(&file, "a 1/s\n\nb x/s\n").unwrap();
+        let f = file.to_str().unwrap();
+        for (args, says) in [
+            (
+                vec!["--key", "1", "--key-rates", f],
+                format!("--key-rates {f}:3: 'x/s'"),
+            ),
+            (
+                vec!["--key", "1", "--key-rates", "/nonexistent/r"],
+                "--key-rates /nonexistent/r: ".to_string(),
+            ),
+            (
+                vec!["--key-rates", f],
+                "--key-rates: needs --key".to_string(),
+            ),
+            (
+                vec!["--key-rate", "a=1/s"],
+                "--key-rate: needs --key".to_string(),
+            ),
+            (
+                vec!["--key", "1", "--key-rate", "a=1/s", "--key-rate", "a=2/s"],
+                "a row for 'a' is given already".to_string(),
+            ),
+            (
+                vec!["--key", "1", "--key-rate", "1/s", "--key-rate", "2/s"],
+                "--key-rate: given twice".to_string(),
+            ),
+            (
+                vec!["--key", "host", "--key-rate", "a/b=1/s"],
+                "not a host name".to_string(),
+            ),
+            (
+                vec!["--key", "1", "--key-rate", "a=1/s", "--key-capacity", "1m"],
+                "--key-capacity: a DURATION needs --key-rate RATE".to_string(),
+            ),
+            (
+                vec!["--key", "1", "--key-rate", "a=1/s", "--share", "n"],
+                "--key-rate KEY=RATE: not with --share".to_string(),
+            ),
+            (
+                vec![
+                    "--key",
+                    "1",
+                    "--key-rates",
+                    f,
+                    "--key-rate",
+                    "1/s",
+                    "--share",
+                    "n",
+                ],
+                "--key-rates: not with --share".to_string(),
+            ),
+        ] {
+            let e = config(&args).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{args:?}");
+            assert!(e.to_string().contains(&says), "{args:?}: {e}");
+        }
+        let e = Cli::try_parse_from(["drip", "--key", "1", "--key-rate", "a=inf"]).unwrap_err();
+        assert!(e.to_string().contains("not inf"), "{e}");
+        let e = Cli::try_parse_from(["drip", "--key", "1", "--key-rate", "=1/s"]).unwrap_err();
+        assert!(e.to_string().contains("no key before '='"), "{e}");
+    }
 }
