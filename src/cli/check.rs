@@ -1158,7 +1158,7 @@ mod tests {
         for (args, says) in [
             (
                 vec!["--key", "1", "--key-rates", f],
-                format!("--key-rates {f}:3: 'x/s'"),
+                format!("--key-rates {f}:3: 'x' is not a number"),
             ),
             (
                 vec!["--key", "1", "--key-rates", "/nonexistent/r"],

@@ -139,8 +139,7 @@ pub type Normalize<'a> = &'a dyn Fn(&str) -> Option<String>;
 /// # Errors
 /// A bad pattern or rate: why, in words.
 pub fn row(key: &str, rate: &str, host: Option<Normalize>) -> Result<Row, String> {
-    let (rate, burst) =
-        crate::rate::parse_key_rate(rate).map_err(|why| format!("'{rate}': {why}"))?;
+    let (rate, burst) = crate::rate::parse_key_rate(rate)?;
     let spelled = |text: &str| -> Result<String, String> {
         match host {
             Some(normalize) => normalize(text)
@@ -303,9 +302,9 @@ mod tests {
         for (text, line, says) in [
             ("a 1/s\nb\n", 2, "no rate"),
             ("a 1/s b\n", 1, "3 words"),
-            ("\n\na x/s\n", 3, "'x/s'"),
+            ("\n\na x/s\n", 3, "'x' is not a number"),
             ("a inf\n", 1, "not inf"),
-            ("a 1/s:0\n", 1, "'1/s:0'"),
+            ("a 1/s:0\n", 1, "burst"),
             ("*. 1/s\n", 1, "expected *.DOMAIN"),
             ("a*b 1/s\n", 1, "a * only as"),
             ("*.a.* 1/s\n", 1, "expected *.DOMAIN"),
