@@ -122,22 +122,27 @@ fn each_key_leaves_at_its_rows_rate() {
             }
             if i < 14 {
                 input.push_str(&format!("https://slow.test/{i}\n"));
+                input.push_str(&format!("no-url/{i}\n"));
             }
         }
         let path = table.path().to_str().unwrap();
         let args = ["--key", "host", "--key-rate", "10/s", "--key-rates", path];
         let drip = Running::start(&args, runtime.path(), input);
-        drip.wait_lines(52);
+        drip.wait_lines(66);
         let lines = drip.lines();
         drip.stop();
-        let host = |l: &str| l.split('/').nth(2).unwrap_or("").to_string();
+        let host = |l: &str| l.split('/').nth(2).unwrap_or("nokey").to_string();
         let keyed: Vec<(f64, String)> = lines.iter().map(|(t, l)| (*t, host(l))).collect();
         let mut account = Vec::new();
-        for (key, ms) in [
+        // slow.test: no row (*.slow.test is its subdomains'); the records
+        // with no key: --key-rate too.
+        let keys = [
             ("fast.test", 50.0),
             ("a.slow.test", 250.0),
             ("slow.test", 100.0),
-        ] {
+            ("nokey", 100.0),
+        ];
+        for (key, ms) in keys {
             let gap = 1e3 * common::median_gap(&stamps(&keyed, key, 0.0));
             if !(ms * 0.9..=ms * 1.3).contains(&gap) {
                 account.push(format!("{key}: {gap:.1} ms, not {ms}"));
@@ -178,23 +183,31 @@ fn a_new_table_keeps_each_keys_place() {
     assert_eq!(info["key_rates"], path, "{info}");
     assert_eq!(info["keys"]["key_limits"][0]["row"], "a", "{info}");
     assert_eq!(info["keys"]["key_limits"][0]["rate"], "20/s:1", "{info}");
-    // Slower, by drip ctl.
-    std::fs::write(&file, "a 4/s\n").unwrap();
+    // Slower, by drip ctl, from another file, named as the client's
+    // working directory sees it.
+    let other = dir.path().join("other");
+    std::fs::write(&other, "a 4/s\n").unwrap();
     let before = drip.now();
-    ctl_ok(rt, &["table", "key-rates", path]);
+    let (status, _, err) = common::ctl_in(rt, dir.path(), &["table", "key-rates", "other"]);
+    assert_eq!(status, 0, "{err}");
     let changed = drip.now();
+    let info = ctl_ok(rt, &["table", "info"]);
+    assert_eq!(info["key_rates"], other.to_str().unwrap(), "{info}");
     drip.wait_lines(drip.lines().len() + 5);
-    // Faster again, by SIGHUP: drip goes on.
-    std::fs::write(&file, "a 20/s:5\n").unwrap();
+    // Faster again, by SIGHUP, which reads the file drip ctl named: drip
+    // goes on.
+    std::fs::write(&file, "a 1/s\n").unwrap();
+    std::fs::write(&other, "a 20/s:5\n").unwrap();
     let hup = drip.now();
     send_signal(&drip.child, libc::SIGHUP);
     thread::sleep(Duration::from_millis(400));
     // A bad file, by SIGHUP and by ctl: said, and the table stays.
-    std::fs::write(&file, "a 1/s\nb nonsense\n").unwrap();
+    std::fs::write(&other, "a 1/s\nb nonsense\n").unwrap();
     send_signal(&drip.child, libc::SIGHUP);
-    let (status, _, err) = common::ctl(rt, &["table", "key-rates", path]);
+    let other_path = other.to_str().unwrap();
+    let (status, _, err) = common::ctl(rt, &["table", "key-rates", other_path]);
     assert_eq!(status, 1);
-    let said = format!("drip: ctl: table: --key-rates {path}:2: 'nonsense' is not a number");
+    let said = format!("drip: ctl: table: --key-rates {other_path}:2: 'nonsense' is not a number");
     assert!(err.starts_with(&said) && err.lines().count() == 1, "{err}");
     let bad = drip.now();
     thread::sleep(Duration::from_millis(500));
@@ -204,7 +217,7 @@ fn a_new_table_keeps_each_keys_place() {
     assert_eq!(status, Some(143), "SIGHUP stopped drip: {err}");
     assert!(
         err.contains(&format!(
-            "drip: SIGHUP: --key-rates {path}:2: 'nonsense' is not a number"
+            "drip: SIGHUP: --key-rates {other_path}:2: 'nonsense' is not a number"
         )),
         "{err}"
     );
@@ -238,4 +251,68 @@ fn a_new_table_keeps_each_keys_place() {
     let after_bad = stamps(&lines, "a", bad);
     let gap = 1e3 * common::median_gap(&after_bad);
     assert!((40.0..=70.0).contains(&gap), "the table stays: {gap} ms");
+}
+
+/// A malformed table at the start: one line naming the file and the line,
+/// exit status 2; a file that cannot be read, the same.
+#[test]
+fn a_bad_table_at_the_start_is_a_usage_error() {
+    let table = common::temp_file(b"# rows\nexample.com 5/s\n*.a*.com 1/s\n");
+    let path = table.path().to_str().unwrap();
+    for (file, says) in [
+        (
+            path,
+            format!("drip: --key-rates {path}:3: '*.a*.com': expected *.DOMAIN"),
+        ),
+        (
+            "/nonexistent/rates",
+            "drip: --key-rates /nonexistent/rates: ".to_string(),
+        ),
+    ] {
+        let out = common::drip(&[])
+            .args(["--key", "host", "--key-rates", file])
+            .write_stdin("https://example.com/\n")
+            .assert()
+            .code(2);
+        let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+        assert!(err.starts_with(&says) && err.lines().count() == 1, "{err}");
+    }
+}
+
+/// SIGHUP reads the table again even when the parent ignores it (nohup):
+/// drip goes on; without --key-rates, it stays ignored (accounting.rs).
+#[test]
+fn sighup_reads_the_table_even_under_nohup() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rates");
+    std::fs::write(&file, "a 10/s\n").unwrap();
+    let script = format!(
+        "trap '' HUP; exec drip --key 1 --key-rates '{}'",
+        file.display()
+    );
+    let mut child = common::shell(&script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"a 1\na 2\n").unwrap();
+    // Started (the table read) once its first record is out.
+    let mut first = [0u8; 4];
+    child
+        .stdout
+        .as_mut()
+        .unwrap()
+        .read_exact(&mut first)
+        .unwrap();
+    assert_eq!(&first, b"a 1\n");
+    std::fs::write(&file, "a nonsense\n").unwrap();
+    send_signal(&child, libc::SIGHUP);
+    thread::sleep(Duration::from_millis(200));
+    assert!(child.try_wait().unwrap().is_none(), "SIGHUP stopped drip");
+    drop(stdin);
+    assert!(wait_for(&mut child, Duration::from_secs(5)).success());
+    let err = common::stderr_of(&mut child);
+    assert!(err.starts_with("drip: SIGHUP: --key-rates "), "{err}");
 }

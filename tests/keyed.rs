@@ -37,7 +37,9 @@ struct Setup {
     /// A rate table (`--key-rates`' text): its rows' keys take their rows'
     /// rates, the others `key_rate` (`inf`: no limit of their own).
     table: &'static str,
-    /// The table put in force at this ms (`drip ctl … key-rates`).
+    /// The table put in force at this ms (`drip ctl … key-rates`), or
+    /// given as `=RATE`, the limit of the keys no row matches (`drip ctl
+    /// … key-rate`).
     change: Option<(u64, &'static str)>,
 }
 
@@ -121,7 +123,10 @@ fn run(setup: &Setup, arrivals: &[(u64, String)], cut: usize) -> Outcome {
                 keyed.release(&mut Outflow::at(event, &mut global, &mut outbox));
                 collect(&mut outbox, event, &mut out);
             }
-            keyed.replace_rates(c, table(text));
+            match text.strip_prefix('=') {
+                Some(rate) => keyed.replace_limit(c, parse_rate(rate).unwrap(), 1),
+                None => keyed.replace_rates(c, table(text)),
+            }
             change = None;
             continue;
         }
@@ -876,4 +881,22 @@ fn a_new_table_keeps_each_keys_place() {
     // From 1/s to 10/s:5 at 1050: the record due at 2000 leaves one new
     // interval after the last slot (1000), and the rest at the new rate.
     assert_eq!(times_of(&out, "a"), [0, 1000, 1100, 1200, 1300, 1400]);
+}
+
+#[test]
+fn a_new_key_rate_beside_a_table_is_the_unmatched_keys() {
+    let arrivals: Vec<_> = (0..5)
+        .flat_map(|n| [at(0, "a", n), at(0, "b", n)])
+        .collect();
+    let setup = Setup {
+        key_rate: "10/s",
+        table: "a 10/s\n",
+        change: Some((150, "=2/s")),
+        ..Setup::default()
+    };
+    let out = run(&setup, &arrivals, 3);
+    // a keeps its row; b, which no row matches, takes the new limit from
+    // its last slot (100 ms).
+    assert_eq!(times_of(&out, "a"), [0, 100, 200, 300, 400]);
+    assert_eq!(times_of(&out, "b"), [0, 100, 600, 1100, 1600]);
 }
