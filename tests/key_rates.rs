@@ -233,8 +233,7 @@ fn a_new_table_keeps_each_keys_place() {
     let a = stamps(&lines, "a", 0.0);
     let last_before = *stamps(&lines, "a", 0.0)
         .iter()
-        .filter(|&&t| t <= before)
-        .last()
+        .rfind(|&&t| t <= before)
         .unwrap();
     let slow = stamps(&lines, "a", changed);
     // No record sooner than one new interval (250 ms) after the last.

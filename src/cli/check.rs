@@ -100,6 +100,10 @@ fn limits_of(
         .collect()
 }
 
+/// The limits per key, what `--key-capacity` as a duration came to, and
+/// where the rate table came from.
+type KeysChecked = (KeyConfig, Option<CapacityFor>, Option<RateTable>);
+
 /// Limits per key from `--key`, `--key-rate`, `--field-separator`,
 /// `--key-capacity` and `--max-keys`.
 ///
@@ -111,15 +115,8 @@ fn key_config(
     cli: &Cli,
     delimiter: u8,
     capacity: usize,
-) -> Result<Option<(KeyConfig, Option<CapacityFor>, Option<RateTable>)>, clap::Error> {
-    let defaults: Vec<(Rate, Option<u64>)> = cli
-        .key_rate
-        .iter()
-        .filter_map(|k| match k {
-            KeyRateArg::Default(rate, burst) => Some((*rate, *burst)),
-            KeyRateArg::Row(..) => None,
-        })
-        .collect();
+) -> Result<Option<KeysChecked>, clap::Error> {
+    let defaults = default_key_rates(cli);
     let table = !cli.key_rate.is_empty() || cli.key_rates.is_some();
     let (arg, default) = match (cli.key.as_slice(), defaults.as_slice()) {
         ([_, _, ..], _) => return missing("--key: given twice; a record has one key"),
@@ -187,6 +184,15 @@ fn key_config(
         key_capacity,
     };
     Ok(Some((key, key_capacity_for, table)))
+}
+
+/// The `--key-rate RATE[:BURST]` values (not the rows).
+fn default_key_rates(cli: &Cli) -> Vec<(Rate, Option<u64>)> {
+    let defaults = cli.key_rate.iter().filter_map(|k| match k {
+        KeyRateArg::Default(rate, burst) => Some((*rate, *burst)),
+        KeyRateArg::Row(..) => None,
+    });
+    defaults.collect()
 }
 
 /// The rate table of `--key-rates FILE` and the `--key-rate KEY=RATE`
@@ -728,14 +734,10 @@ fn share(cli: &Cli, limits: &[Limit]) -> Result<Option<shared::Share>, clap::Err
     if limits.is_empty() && cli.key_rate.is_empty() && cli.budget.is_empty() {
         return usage("--share: there is no rate to share (--rate inf)");
     }
-    let key = cli
-        .key_rate
-        .iter()
-        .find_map(|k| match k {
-            KeyRateArg::Default(rate, burst) => Some(Limit::records(*rate, *burst)),
-            KeyRateArg::Row(..) => None,
-        })
-        .filter(|_| !cli.key.is_empty());
+    let key = default_key_rates(cli)
+        .first()
+        .filter(|_| !cli.key.is_empty())
+        .map(|&(rate, burst)| Limit::records(rate, burst));
     shared::in_range(limits, key.as_ref()).or_else(|why| usage(format!("{why} (--share)")))?;
     Ok(Some(shared::Share {
         target,
