@@ -147,7 +147,8 @@ impl Keyed {
         let global = global.earliest(now, record, n)?;
         let at = self.position(s);
         let limits = &mut self.limits;
-        let pacer = &mut limits.by_row[limits.of_slot[s as usize] as usize].pacer;
+        let i = limits.index(s);
+        let pacer = &mut limits.by_row[i].pacer;
         pacer.restore(at);
         Some(pacer.nth_due(now, n).max(global))
     }
