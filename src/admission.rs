@@ -641,6 +641,7 @@ mod tests {
             spec: KeySpec::new(parse_key("1").unwrap(), None),
             rate: parse_rate(key_rate).unwrap(),
             burst: 1,
+            rates: Default::default(),
             max_keys: 100,
             key_capacity: 100,
         };

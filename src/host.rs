@@ -58,6 +58,36 @@ pub fn host_key(text: &[u8]) -> Option<Cow<'_, [u8]>> {
     )
 }
 
+/// A host name as written by hand (a row of `--key-rates`: `GitHub.COM.`,
+/// `api.example.com:8443`, `[::1]`), spelled as [`host_key`] spells the
+/// host of a URL naming it, port and all; `None` when it names no host.
+pub fn host_row(text: &str) -> Option<String> {
+    if text.contains(['/', '?', '#', '@']) {
+        return None;
+    }
+    // Read as an `http` URL's host and port, but keep the port written,
+    // even 80: a key is spelled with any port its URL gave but the
+    // default of that URL's scheme, which a row cannot know.
+    let (host, port) = match text.rsplit_once(':') {
+        Some((host, port))
+            if !port.is_empty()
+                && port.bytes().all(|b| b.is_ascii_digit())
+                && !host.is_empty()
+                && (host.ends_with(']') || !host.contains(':')) =>
+        {
+            (host, Some(port))
+        }
+        _ => (text, None),
+    };
+    let url = format!("http://{host}/");
+    let mut key = String::from_utf8(host_key(url.as_bytes())?.into_owned()).ok()?;
+    if let Some(port) = port {
+        key.push(':');
+        key.push_str(&port.parse::<u16>().ok()?.to_string());
+    }
+    Some(key)
+}
+
 /// `text` with every user name and password written as `***`, for a
 /// message of drip's own that quotes a record: in each word (a run of
 /// characters between blanks, quotes, commas and brackets) that holds an
@@ -99,6 +129,28 @@ pub fn without_userinfo(text: &str) -> Cow<'_, str> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_row_is_spelled_as_a_url_host_is() {
+        for (row, key) in [
+            ("GitHub.COM.", Some("github.com")),
+            ("bücher.de", Some("xn--bcher-kva.de")),
+            ("api.example.com:8443", Some("api.example.com:8443")),
+            ("example.com:80", Some("example.com:80")),
+            ("[0:0::1]", Some("[::1]")),
+            ("[::1]:8080", Some("[::1]:8080")),
+            ("127.1", Some("127.0.0.1")),
+            ("a/b", None),
+            ("user@host", None),
+            ("", None),
+            ("a:99999", None),
+        ] {
+            assert_eq!(host_row(row).as_deref(), key, "{row}");
+        }
+        // A row names the key a URL of that host makes.
+        let url = host_key(b"https://API.Example.com:8443/x").unwrap();
+        assert_eq!(host_row("api.EXAMPLE.com:8443").unwrap().as_bytes(), &*url);
+    }
     use super::*;
     use proptest::prelude::*;
 

@@ -310,6 +310,26 @@ mod tests {
                         (KeyName(None), 2),
                         (KeyName(Some(Vec::new())), 1),
                     ],
+                    key_limits: Some(vec![
+                        crate::report::keys::KeyLimitView {
+                            key: KeyName(Some(b"api.github.com".to_vec())),
+                            row: Some("*.github.com".into()),
+                            rate: Some((crate::rate::parse_rate("2/min").unwrap(), 2)),
+                            waiting: 3,
+                        },
+                        crate::report::keys::KeyLimitView {
+                            key: KeyName(Some(b"b".to_vec())),
+                            row: None,
+                            rate: Some((crate::rate::parse_rate("5/s").unwrap(), 1)),
+                            waiting: 0,
+                        },
+                        crate::report::keys::KeyLimitView {
+                            key: KeyName(None),
+                            row: None,
+                            rate: None,
+                            waiting: 0,
+                        },
+                    ]),
                     ..KeyStats::default()
                 });
                 sections.push(crate::report::schedule::ScheduleRow {
@@ -389,6 +409,17 @@ mod tests {
         // The no-key lane apart from the empty key.
         assert_eq!(get("drip_top_key_written", &["false", ""]), 2.0);
         assert_eq!(get("drip_top_key_written", &["true", ""]), 1.0);
+        // Each named key's limit with its row; a key without one left out.
+        let limit = "drip_top_key_limit_records_per_second";
+        let row = ["true", "api.github.com", "*.github.com"];
+        assert_eq!(get(limit, &row), 2.0 / 60.0);
+        assert_eq!(get(limit, &["true", "b", ""]), 5.0);
+        assert_eq!(
+            text.matches("drip_top_key_limit_records_per_second{")
+                .count(),
+            2,
+            "{text}"
+        );
         assert_eq!(
             get("drip_share_failed_calls_total", &["global", "quota"]),
             2.0

@@ -186,13 +186,22 @@ pub(crate) struct Work {
     /// The control socket's thread, started by the monitor's once a first
     /// client connects.
     pub(crate) control: Option<crate::control::server::Accept>,
+    /// With `--key-rates FILE`: what SIGHUP does instead of stopping drip
+    /// (the table read again).
+    pub(crate) reload: Option<Reload>,
 }
+
+/// What SIGHUP does when it does not stop drip: `Err(why)` is told on
+/// stderr, one line, and drip goes on.
+pub(crate) type Reload = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 
 /// The signal handlers, installed, and the pipe they write to: what
 /// [`Monitor::start_now`] runs on. A signal that arrives before the monitor
 /// reads it waits in the pipe (or, read by [`Listening::wait_signal`], in
 /// `early`).
 pub(crate) struct Listening {
+    /// SIGHUP reads the rate table per key again (`--key-rates`).
+    hup_reloads: bool,
     pipe: OwnedFd,
     early: VecDeque<i32>,
 }
@@ -204,12 +213,19 @@ impl Listening {
     ///
     /// # Errors
     /// The signal pipe cannot be made or a handler installed.
-    pub(crate) fn install() -> Result<Listening> {
-        let pipe = crate::shutdown::listen().context("installing signal handlers")?;
+    pub(crate) fn install(hup_reloads: bool) -> Result<Listening> {
+        let pipe = crate::shutdown::listen(hup_reloads).context("installing signal handlers")?;
         Ok(Listening {
             pipe,
             early: VecDeque::new(),
+            hup_reloads,
         })
+    }
+
+    /// Whether `signo` stops drip: not SIGUSR1, nor SIGHUP when it reads
+    /// the rate table per key again.
+    fn stops(&self, signo: i32) -> bool {
+        signo != libc::SIGUSR1 && !(self.hup_reloads && signo == libc::SIGHUP)
     }
 
     /// Wait up to `limit` for a stopping signal, before the monitor runs
@@ -219,7 +235,7 @@ impl Listening {
     pub(crate) fn wait_signal(&mut self, limit: Duration) -> Option<i32> {
         let until = std::time::Instant::now() + limit;
         loop {
-            let stopping = self.early.iter().position(|&s| s != libc::SIGUSR1);
+            let stopping = self.early.iter().position(|&s| self.stops(s));
             if let Some(at) = stopping {
                 return self.early.remove(at);
             }
@@ -295,7 +311,7 @@ impl Monitor {
         if let Some((work, mut listening)) = unstarted {
             let mut caught = std::mem::take(&mut listening.early);
             crate::shutdown::read_pipe(&listening.pipe, &mut caught);
-            if let Some(signo) = caught.into_iter().find(|&s| s != libc::SIGUSR1) {
+            if let Some(signo) = caught.into_iter().find(|&s| listening.stops(s)) {
                 shared.stops.first(signo);
             }
             return (work.stats_file, self.dropped.total());
@@ -470,8 +486,21 @@ impl Ticks {
 
 /// `signo` as the monitor takes it: a signal that stops drip, or `None`
 /// for SIGUSR1, which writes every line `--stats` prints at exit, in one
-/// write.
-fn stopping(signo: i32, shared: &Shared, ui: &Mutex<Ui>, dropped: &Dropped) -> Option<i32> {
+/// write, and for SIGHUP under `reload`, which it calls (a failure told
+/// on stderr, one line).
+fn stopping(
+    signo: i32,
+    (shared, reload): (&Shared, Option<&Reload>),
+    ui: &Mutex<Ui>,
+    dropped: &Dropped,
+) -> Option<i32> {
+    if let Some(reload) = reload.filter(|_| signo == libc::SIGHUP) {
+        if let Err(why) = reload() {
+            let line = format!("drip: SIGHUP: {why}; the table in force stays");
+            to_stderr(ui, dropped, |ui| ui.line(&line));
+        }
+        return None;
+    }
     if signo != libc::SIGUSR1 {
         return Some(signo);
     }
@@ -509,6 +538,7 @@ async fn watch(
         watch_output,
         metrics,
         control,
+        reload,
     } = work;
     let mut control = control.and_then(doorbell);
     let mut output = watched(watch_output);
@@ -519,7 +549,7 @@ async fn watch(
     loop {
         let signo = tokio::select! {
             _ = cancel.cancelled() => break,
-            signo = signals.next() => match stopping(signo, &shared, &ui, &dropped) {
+            signo = signals.next() => match stopping(signo, (&shared, reload.as_ref()), &ui, &dropped) {
                 Some(signo) => signo,
                 None => continue,
             },

@@ -56,15 +56,19 @@ pub fn stopping_signals() -> Vec<i32> {
 }
 
 /// Catch every stopping signal the parent did not set to be ignored
-/// (`nohup`, a background job: those stay ignored), and SIGUSR1; returns
-/// the signal pipe they are written to ([`crate::sys::catch_signals`]).
+/// (`nohup`, a background job: those stay ignored), and SIGUSR1, and
+/// SIGHUP even when ignored if it reads the rate table per key again
+/// (`hup_reloads`); returns the signal pipe they are written to
+/// ([`crate::sys::catch_signals`]).
 ///
 /// # Errors
 /// The pipe cannot be made or a handler installed.
-pub(crate) fn listen() -> std::io::Result<OwnedFd> {
+pub(crate) fn listen(hup_reloads: bool) -> std::io::Result<OwnedFd> {
     let mut signals = stopping_signals();
     signals.push(libc::SIGUSR1);
-    crate::sys::catch_signals(&signals, |sig| sig != libc::SIGUSR1)
+    crate::sys::catch_signals(&signals, |sig| {
+        sig != libc::SIGUSR1 && !(hup_reloads && sig == libc::SIGHUP)
+    })
 }
 
 /// Read what the signal pipe `pipe` holds now into `queue`, in the order

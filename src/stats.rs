@@ -876,6 +876,7 @@ mod tests {
                 top_written: long.clone(),
                 top_dropped: long.clone(),
                 top_waiting: long,
+                key_limits: None,
             }),
             ..summary()
         };

@@ -9,10 +9,12 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{json, Value};
 
+use crate::cli::RateTable;
 use crate::control::protocol::{spell, Request};
 use crate::control::server::Steer;
 use crate::cost::Cost;
 use crate::progress::{lock_ui, Ui};
+use crate::report::keys::KeyLimitView;
 use crate::report::schedule::ScheduleRow;
 use crate::report::spell::json_key;
 use crate::schedule::{records_per_second, Limit, Unit};
@@ -40,6 +42,10 @@ pub(crate) struct Steering {
     share: Option<(String, crate::shared::Relimiter)>,
     /// Which costs each cost limit spends (`--cost-rate NAME=`).
     cost: Option<Cost>,
+    /// Where the rate table per key comes from (with `--key`: the file
+    /// read last, the command line's rows), read again by `key-rates` and
+    /// SIGHUP.
+    key_table: Mutex<Option<RateTable>>,
 }
 
 impl Steering {
@@ -64,7 +70,67 @@ impl Steering {
             key_limit,
             share,
             cost: None,
+            key_table: Mutex::new(None),
         }
+    }
+
+    /// The same steering, reading the rate table per key of `table` again
+    /// on a change.
+    pub(crate) fn with_key_table(self, table: Option<RateTable>) -> Steering {
+        *self.key_table.lock().unpoisoned() = table;
+        self
+    }
+
+    /// Put the rate table per key in force again, read from `file`, or
+    /// (`None`: SIGHUP) from the file read last: each key takes its row
+    /// again and keeps its place ([`crate::keyed::Keyed::replace_rates`]).
+    /// The file is read outside the state lock.
+    ///
+    /// # Errors
+    /// No limits per key, `--share`, no file to read again, or a file that
+    /// cannot be read or holds a malformed row (the table in force stays):
+    /// why, in words.
+    pub(crate) fn key_rates(&self, file: Option<&std::path::Path>) -> Result<(), String> {
+        if let Some((share, _)) = &self.share {
+            return Err(format!(
+                "key-rates: not with --share yet (--share {share}): each key's limit is the shared --key-rate"
+            ));
+        }
+        let mut table = self.key_table.lock().unpoisoned();
+        let Some(source) = table.as_mut() else {
+            return Err("this drip has no limits per key (--key)".to_string());
+        };
+        let Some(file) = file
+            .or(source.file.as_deref())
+            .map(std::path::Path::to_path_buf)
+        else {
+            return Err("key-rates: no --key-rates FILE to read again".to_string());
+        };
+        let rates = source.read(Some(&file))?;
+        let mut st = self.shared.lock();
+        let now = self.shared.clock.now();
+        let Some(keys) = st.adm.keys_mut() else {
+            return Err("this drip has no limits per key (--key)".to_string());
+        };
+        keys.replace_rates(now, rates);
+        drop(st);
+        source.file = Some(file);
+        self.shared.data_ready.notify_all();
+        self.shared.wake_jobs();
+        Ok(())
+    }
+
+    /// Every remembered key's row, limit and records waiting, one line
+    /// each ([`KeyLimitView::line`]).
+    fn key_list(&self) -> Result<Value, String> {
+        let st = self.shared.lock();
+        let Some(keys) = st.adm.bucket().keys() else {
+            return Err("this drip has no limits per key (--key)".to_string());
+        };
+        let views = keys.key_limits();
+        drop(st);
+        let lines: Vec<String> = views.iter().map(KeyLimitView::line).collect();
+        Ok(json!({ "keys": lines }))
     }
 
     /// The same steering, knowing which costs each cost limit spends
@@ -120,8 +186,13 @@ impl Steering {
             "written": snap.counts.written,
             "started": self.started,
         });
-        if let Some(limit) = key_limit {
+        if let Some(limit) = key_limit.filter(|l| l.rate != crate::rate::Rate::Unlimited) {
             info["key_rate"] = json!(spell(&limit));
+        }
+        if let Some(source) = &*self.key_table.lock().unpoisoned() {
+            if let Some(file) = &source.file {
+                info["key_rates"] = json!(file.to_string_lossy());
+            }
         }
         if let Some(jobs) = self.shared.jobs.get() {
             info["jobs"] = json!(jobs.slots());
@@ -390,6 +461,8 @@ impl Steer for Steering {
                 costs,
             } => self.rate(records.as_ref(), bytes.as_ref(), costs)?,
             Request::KeyRate(limit) => self.key_rate(*limit)?,
+            Request::KeyRates(file) => self.key_rates(Some(file))?,
+            Request::KeyList => return self.key_list(),
             Request::Slots(n) => self.jobs_or_refuse()?.set_slots(*n),
             Request::KeyJobs(n) => self.jobs_or_refuse()?.set_key_jobs(*n)?,
         }

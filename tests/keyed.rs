@@ -4,8 +4,8 @@
 
 use bytes::Bytes;
 use drip::testing::{
-    parse_key, parse_rate, KeyConfig, KeyName, KeySpec, Keyed, Ledger, Limit, Limits, Offered,
-    Outflow, Overflow, Pace, Segment, Unit,
+    parse_key, parse_rate, rates, KeyConfig, KeyName, KeyRates, KeySpec, Keyed, Ledger, Limit,
+    Limits, Offered, Outflow, Overflow, Pace, Segment, Unit,
 };
 
 /// Keys from each record's first field, each at `rate` with `burst`;
@@ -15,6 +15,7 @@ fn first_field_keys(rate: &str, burst: u64, max_keys: usize, key_capacity: usize
         spec: KeySpec::new(parse_key("1").unwrap(), None),
         rate: parse_rate(rate).unwrap(),
         burst,
+        rates: Default::default(),
         max_keys,
         key_capacity,
     }
@@ -33,6 +34,18 @@ struct Setup {
     /// `--max-wait` in ms: records foreseen to leave later are refused
     /// under a drop or fail policy.
     max_wait_ms: Option<u64>,
+    /// A rate table (`--key-rates`' text): its rows' keys take their rows'
+    /// rates, the others `key_rate` (`inf`: no limit of their own).
+    table: &'static str,
+    /// The table put in force at this ms (`drip ctl … key-rates`), or
+    /// given as `=RATE`, the limit of the keys no row matches (`drip ctl
+    /// … key-rate`).
+    change: Option<(u64, &'static str)>,
+}
+
+/// The rate table of `text`.
+fn table(text: &str) -> KeyRates {
+    KeyRates::new(rates::parse(text, None).unwrap()).unwrap()
 }
 
 impl Default for Setup {
@@ -46,6 +59,8 @@ impl Default for Setup {
             max_keys: 100_000,
             policy: Overflow::Block,
             max_wait_ms: None,
+            table: "",
+            change: None,
         }
     }
 }
@@ -74,6 +89,10 @@ fn run(setup: &Setup, arrivals: &[(u64, String)], cut: usize) -> Outcome {
         setup.max_keys,
         setup.key_capacity,
     );
+    let config = KeyConfig {
+        rates: table(setup.table),
+        ..config
+    };
     let keyed = Keyed::new(config, b'\n', setup.capacity, None);
     let limits: Vec<Limit> = setup
         .global
@@ -95,7 +114,22 @@ fn run(setup: &Setup, arrivals: &[(u64, String)], cut: usize) -> Outcome {
         }
     };
     let mut i = 0;
-    while i < arrivals.len() {
+    let mut change = setup.change;
+    while i < arrivals.len() || change.is_some() {
+        if let Some((c, text)) = change.filter(|&(c, _)| i == arrivals.len() || c <= arrivals[i].0)
+        {
+            let c = c * MS;
+            while let Some(event) = keyed.next_event(&global).filter(|&e| e <= c) {
+                keyed.release(&mut Outflow::at(event, &mut global, &mut outbox));
+                collect(&mut outbox, event, &mut out);
+            }
+            match text.strip_prefix('=') {
+                Some(rate) => keyed.replace_limit(c, parse_rate(rate).unwrap(), 1),
+                None => keyed.replace_rates(c, table(text)),
+            }
+            change = None;
+            continue;
+        }
         let t = arrivals[i].0 * MS;
         // The writer's wake-ups before the arrivals.
         while let Some(event) = keyed.next_event(&global) {
@@ -789,4 +823,80 @@ fn a_lower_key_rate_leaves_a_rested_key_rested_for_max_wait() {
             assert!(ledger.take_dead().is_empty(), "{policy:?}");
         }
     }
+}
+
+#[test]
+fn two_keys_of_different_rows_leave_at_their_own_rates() {
+    let arrivals: Vec<_> = (0..5)
+        .flat_map(|n| [at(0, "a", n), at(0, "b.x", n), at(0, "c", n), at(0, "d", n)])
+        .collect();
+    let setup = Setup {
+        key_rate: "inf",
+        table: "a 2/s\n*.x 5/s:2\nc 10/s\n",
+        ..Setup::default()
+    };
+    for cut in [1, 4, 20] {
+        let out = run(&setup, &arrivals, cut);
+        assert_eq!(times_of(&out, "a"), [0, 500, 1000, 1500, 2000]);
+        assert_eq!(times_of(&out, "b.x"), [0, 0, 200, 400, 600]);
+        assert_eq!(times_of(&out, "c"), [0, 100, 200, 300, 400]);
+        // No row and no --key-rate RATE: no limit of its own.
+        assert_eq!(times_of(&out, "d"), [0, 0, 0, 0, 0]);
+    }
+    // With --key-rate RATE, the keys no row matches take it.
+    let setup = Setup {
+        key_rate: "4/s",
+        ..setup
+    };
+    let out = run(&setup, &arrivals, 3);
+    assert_eq!(times_of(&out, "d"), [0, 250, 500, 750, 1000]);
+    assert_eq!(times_of(&out, "a"), [0, 500, 1000, 1500, 2000]);
+}
+
+#[test]
+fn a_new_table_keeps_each_keys_place() {
+    let arrivals: Vec<_> = (0..6)
+        .flat_map(|n| [at(0, "a", n), at(0, "b", n)])
+        .collect();
+    // At 250 ms, a goes from 10/s to 2/s: its next record is due one new
+    // interval (500 ms) after its last slot (200 ms). b's row is the same: its place stays as it was.
+    let setup = Setup {
+        key_rate: "inf",
+        table: "a 10/s\nb 10/s\n",
+        change: Some((250, "a 2/s\nb 10/s:1\n")),
+        ..Setup::default()
+    };
+    let out = run(&setup, &arrivals, 2);
+    // a's record due at 300 under the old limit waits for its new slot.
+    assert_eq!(times_of(&out, "a"), [0, 100, 200, 700, 1200, 1700]);
+    assert_eq!(times_of(&out, "b"), [0, 100, 200, 300, 400, 500]);
+    // Raising the rate sends no catch-up burst either.
+    let setup = Setup {
+        key_rate: "inf",
+        table: "a 1/s\n",
+        change: Some((1050, "a 10/s:5\n")),
+        ..Setup::default()
+    };
+    let out = run(&setup, &arrivals, 2);
+    // From 1/s to 10/s:5 at 1050: the record due at 2000 leaves one new
+    // interval after the last slot (1000), and the rest at the new rate.
+    assert_eq!(times_of(&out, "a"), [0, 1000, 1100, 1200, 1300, 1400]);
+}
+
+#[test]
+fn a_new_key_rate_beside_a_table_is_the_unmatched_keys() {
+    let arrivals: Vec<_> = (0..5)
+        .flat_map(|n| [at(0, "a", n), at(0, "b", n)])
+        .collect();
+    let setup = Setup {
+        key_rate: "10/s",
+        table: "a 10/s\n",
+        change: Some((150, "=2/s")),
+        ..Setup::default()
+    };
+    let out = run(&setup, &arrivals, 3);
+    // a keeps its row; b, which no row matches, takes the new limit from
+    // its last slot (100 ms).
+    assert_eq!(times_of(&out, "a"), [0, 100, 200, 300, 400]);
+    assert_eq!(times_of(&out, "b"), [0, 100, 600, 1100, 1600]);
 }

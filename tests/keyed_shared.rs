@@ -154,6 +154,7 @@ fn keyed_with_burst(leases: &Fake, burst: u64) -> Keyed {
         spec: KeySpec::new(parse_key("1").unwrap(), None),
         rate: parse_rate("5/s").unwrap(),
         burst,
+        rates: Default::default(),
         max_keys: 1000,
         key_capacity: 1000,
     };

@@ -30,6 +30,7 @@ mod jobs_records;
 mod jobs_summary;
 mod keep_order;
 mod key_jobs;
+mod key_rates;
 mod keyed;
 mod keyed_cli;
 mod keyed_clients;

@@ -444,3 +444,67 @@ fn the_nightly_batch_stops_at_the_days_budget_and_resumes_the_next_night() {
         None
     });
 }
+
+/// The link checker's rate table (docs/keys.md), and the cookbook's
+/// `printf` that writes the same rows: GitHub (github.com and its
+/// subdomains) at 1 a second, the CDN at 50, every other host at 10, as
+/// the records leave drip.
+#[test]
+fn the_link_checkers_table_paces_each_host_at_its_rate() {
+    let _t = common::beside_timing();
+    let table = fenced("docs/keys.md", "", &["rates.txt", "github.com"]);
+    let rows = |text: &str| -> Vec<String> {
+        let words = text
+            .lines()
+            .map(|l| l.split('#').next().unwrap().split_whitespace());
+        words
+            .map(|w| w.collect::<Vec<_>>().join(" "))
+            .filter(|l| !l.is_empty())
+            .collect()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let printf = block("docs/cookbook.md", &["--key-rates rates.txt", "printf"]);
+    let printf = printf.lines().find(|l| l.starts_with("printf")).unwrap();
+    let made = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(printf)
+        .current_dir(dir.path())
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let written = std::fs::read_to_string(dir.path().join("rates.txt")).unwrap();
+    assert_eq!(
+        rows(&written),
+        rows(&table),
+        "the cookbook's rows and keys.md's"
+    );
+    let file = dir.path().join("keys.txt");
+    std::fs::write(&file, &table).unwrap();
+    common::until_judged(3, Duration::from_secs(60), || {
+        let mut urls = String::new();
+        for i in 0..20 {
+            urls.push_str(&format!("https://cdn.example.net/{i}\n"));
+            if i < 3 {
+                urls.push_str(&format!("https://github.com/{i}\n"));
+                urls.push_str(&format!("https://api.github.com/{i}\n"));
+            }
+            if i < 8 {
+                urls.push_str(&format!("https://example.org/{i}\n"));
+            }
+        }
+        let started = std::time::Instant::now();
+        let out = common::drip(&[])
+            .args(["--key", "host", "--key-rates"])
+            .arg(&file)
+            .write_stdin(urls)
+            .timeout(Duration::from_secs(30))
+            .output()
+            .unwrap();
+        let took = started.elapsed().as_secs_f64();
+        assert!(out.status.success());
+        assert_eq!(out.stdout.iter().filter(|&&b| b == b'\n').count(), 34);
+        // GitHub's 3 and 3 at 1/s, each key apart: 2 s; the CDN's 20 at
+        // 50/s and the other host's 8 at 10/s well within it.
+        (!(2.0..2.6).contains(&took)).then(|| format!("took {took:.2} s, not 2"))
+    });
+}

@@ -19,14 +19,13 @@ use crate::jobs::{
     backoff_arg, job_duration_arg, jobs_arg, retries_arg, statuses_arg, window_arg, Statuses,
 };
 use crate::key::{parse_key, KeyArg};
+use crate::keyed::rates::{parse_key_rate_arg, KeyRateArg};
 use crate::output::not_stdout;
 use crate::quantity::{
     parse_bound, parse_byte, parse_count, parse_count_usize, parse_duration, parse_interval,
     parse_size, Bound,
 };
-use crate::rate::{
-    parse_byte_rate_burst, parse_cost_rate_burst, parse_key_rate, parse_rate_burst, Rate,
-};
+use crate::rate::{parse_byte_rate_burst, parse_cost_rate_burst, parse_rate_burst, Rate};
 use crate::shared;
 
 /// `--ramp` as given: the start rate, if any, and the duration.
@@ -273,7 +272,8 @@ pub struct Cli {
     /// turns (round robin), so a noisy key never holds back a quiet one:
     /// within a key records keep their order, across keys the output order
     /// may differ from the input's. With --exec, an overload (429, 503,
-    /// --overload-on) pauses only the refused record's key. Needs --key-rate
+    /// --overload-on) pauses only the refused record's key. Needs
+    /// --key-rate or --key-rates
     #[arg(long, value_name = "SPEC", value_parser = parse_key, value_hint = ValueHint::Other, action = clap::ArgAction::Append, help_heading = "Keys")]
     pub key: Vec<KeyArg>,
 
@@ -286,10 +286,27 @@ pub struct Cli {
     /// after a colon: 5/s:10). The global --rate limits, if any, still cap
     /// all records together: a record leaves when both allow. With --share,
     /// each key's limit holds for all the drips sharing it together (a
-    /// record of a key with no slot reserved waits a round trip). Needs
-    /// --key
-    #[arg(long, value_name = "RATE[:BURST]", value_parser = parse_key_rate, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true, help_heading = "Keys")]
-    pub key_rate: Vec<(Rate, Option<u64>)>,
+    /// record of a key with no slot reserved waits a round trip). Given as
+    /// KEY=RATE[:BURST] (again for each row), a row of the rate table as
+    /// --key-rates reads it (github.com=1/s:2, '*.github.com=1/s'), which
+    /// replaces the file's row for the same KEY; RATE[:BURST] alone is then
+    /// the limit of the keys no row matches. Needs --key
+    #[arg(long, value_name = "[KEY=]RATE[:BURST]", value_parser = parse_key_rate_arg, value_hint = ValueHint::Other, action = clap::ArgAction::Append, allow_hyphen_values = true, help_heading = "Keys")]
+    pub key_rate: Vec<KeyRateArg>,
+
+    /// A rate table per key: each line of FILE a row, KEY RATE[:BURST]
+    /// (blanks between; blank lines, and a word starting with # to the end
+    /// of its line, skipped). KEY is a key (github.com), *.DOMAIN (the
+    /// keys ending in .DOMAIN: its subdomains, not DOMAIN itself) or *
+    /// (every key). A key takes its exact row, else the longest *.DOMAIN
+    /// matching it, else *, else --key-rate RATE, else no limit of its own.
+    /// With --key host, a row's key is spelled as the hosts are (GitHub.COM.
+    /// is github.com). drip ctl NAME key-rates FILE, or SIGHUP (which then
+    /// stops drip no more), reads the table again, each key keeping its
+    /// place in its schedule; a bad file is said and the table in force
+    /// stays. Needs --key; not with --share
+    #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath, help_heading = "Keys")]
+    pub key_rates: Option<std::path::PathBuf>,
 
     /// Records one key may have waiting: a number (as --capacity: 500, 10k),
     /// or a DURATION for what --key-rate drains in that time (⌊key rate ×
@@ -761,7 +778,8 @@ mod tests {
             let id = arg.get_id().as_str();
             let hint = arg.get_value_hint();
             match id {
-                "files" | "dead_letter" | "stats_json" | "joblog" | "resume" | "metrics" => {
+                "files" | "dead_letter" | "stats_json" | "joblog" | "resume" | "metrics"
+                | "key_rates" => {
                     assert_eq!(hint, ValueHint::FilePath, "{id}")
                 }
                 "exec" => assert_eq!(hint, ValueHint::CommandName),

@@ -10,7 +10,8 @@ use crate::jobs::order::DEFAULT_WINDOW;
 use crate::jobs::retry::{Policy, DEFAULT_RETRY_ON};
 use crate::jobs::{JobConfig, DEFAULT_BACKOFF};
 use crate::key::{KeyArg, KeySpec};
-use crate::keyed::KeyConfig;
+use crate::keyed::rates::{self, KeyRateArg};
+use crate::keyed::{KeyConfig, KeyRates};
 use crate::progress::ProgressMode;
 use crate::quantity::{drained, Bound};
 use crate::rate::Rate;
@@ -68,6 +69,7 @@ fn limits(cli: &Cli) -> Result<Vec<Limit>, clap::Error> {
     if rates.is_empty()
         && cli.byte_rate.is_empty()
         && cli.key_rate.is_empty()
+        && cli.key_rates.is_none()
         && cli.cost_rate.is_empty()
         && cli.budget.is_empty()
     {
@@ -98,6 +100,10 @@ fn limits_of(
         .collect()
 }
 
+/// The limits per key, what `--key-capacity` as a duration came to, and
+/// where the rate table came from.
+type KeysChecked = (KeyConfig, Option<CapacityFor>, Option<RateTable>);
+
 /// Limits per key from `--key`, `--key-rate`, `--field-separator`,
 /// `--key-capacity` and `--max-keys`.
 ///
@@ -109,16 +115,24 @@ fn key_config(
     cli: &Cli,
     delimiter: u8,
     capacity: usize,
-) -> Result<Option<(KeyConfig, Option<CapacityFor>)>, clap::Error> {
-    let (arg, (rate, burst)) = match (cli.key.as_slice(), cli.key_rate.as_slice()) {
-        ([arg], [rate]) => (arg.clone(), *rate),
+) -> Result<Option<KeysChecked>, clap::Error> {
+    let defaults = default_key_rates(cli);
+    let table = !cli.key_rate.is_empty() || cli.key_rates.is_some();
+    let (arg, default) = match (cli.key.as_slice(), defaults.as_slice()) {
         ([_, _, ..], _) => return missing("--key: given twice; a record has one key"),
         (_, [_, _, ..]) => return missing(
-            "--key-rate: given twice; each key has one limit (--rate gives limits for all records)",
+            "--key-rate: given twice; each key has one limit (--rate gives limits for all records; KEY=RATE a key's own)",
         ),
-        ([_], []) => return missing("--key: needs --key-rate, each key's limit"),
-        ([], [_]) => return missing("--key-rate: needs --key, which part of a record is its key"),
-        ([], []) => {
+        ([arg], [rate]) => (arg.clone(), Some(*rate)),
+        ([arg], []) if table => (arg.clone(), None),
+        ([_], []) => return missing("--key: needs --key-rate or --key-rates, each key's limit"),
+        ([], _) if cli.key_rates.is_some() => {
+            return missing("--key-rates: needs --key, which part of a record is its key")
+        }
+        ([], [_, ..]) | ([], []) if table => {
+            return missing("--key-rate: needs --key, which part of a record is its key")
+        }
+        ([], _) => {
             for (given, flag) in [
                 (
                     cli.field_separator.is_some()
@@ -146,23 +160,128 @@ fn key_config(
     if cli.field_separator == Some(delimiter) {
         return missing("--field-separator: it is the record delimiter, which no field contains");
     }
+    let spec = KeySpec::new(arg, cli.field_separator);
+    let (rates, table) = key_rates(cli, spec.is_host())?;
     let (key_capacity, key_capacity_for) = match cli.key_capacity {
         None => (capacity, None),
         Some(Bound::Count(n)) => (n, None),
         Some(Bound::Time(d)) => {
+            let Some((rate, _)) = default else {
+                return missing("--key-capacity: a DURATION needs --key-rate RATE to drain it (the rows' rates differ); give a number of records");
+            };
             let limit = Limit::records(rate, None);
             let (n, sized) = sized_by("--key-capacity", d, &limit, "--key-rate")?;
             (n, Some(sized))
         }
     };
+    let (rate, burst) = default.unwrap_or((Rate::Unlimited, None));
     let key = KeyConfig {
-        spec: KeySpec::new(arg, cli.field_separator),
+        spec,
         rate,
         burst: burst.unwrap_or(1),
+        rates,
         max_keys: cli.max_keys.unwrap_or(DEFAULT_MAX_KEYS),
         key_capacity,
     };
-    Ok(Some((key, key_capacity_for)))
+    Ok(Some((key, key_capacity_for, table)))
+}
+
+/// The `--key-rate RATE[:BURST]` values (not the rows).
+fn default_key_rates(cli: &Cli) -> Vec<(Rate, Option<u64>)> {
+    let defaults = cli.key_rate.iter().filter_map(|k| match k {
+        KeyRateArg::Default(rate, burst) => Some((*rate, *burst)),
+        KeyRateArg::Row(..) => None,
+    });
+    defaults.collect()
+}
+
+/// The rate table of `--key-rates FILE` and the `--key-rate KEY=RATE`
+/// rows, the rows' keys spelled as hosts when `host`; and, when either is
+/// given, where it came from (read again on a change).
+///
+/// # Errors
+/// A file that cannot be read, a malformed row (with its line), a row
+/// given twice, either with `--share`.
+fn key_rates(cli: &Cli, host: bool) -> Result<(KeyRates, Option<RateTable>), clap::Error> {
+    let rows: Vec<(&String, &String)> = cli
+        .key_rate
+        .iter()
+        .filter_map(|k| match k {
+            KeyRateArg::Row(key, rate) => Some((key, rate)),
+            KeyRateArg::Default(..) => None,
+        })
+        .collect();
+    if rows.is_empty() && cli.key_rates.is_none() {
+        return Ok((KeyRates::default(), None));
+    }
+    if !cli.share.is_empty() {
+        let flag = if cli.key_rates.is_some() {
+            "--key-rates"
+        } else {
+            "--key-rate KEY=RATE"
+        };
+        return usage(format!("{flag}: not with --share yet (each drip on the NAME would need the table); give --key-rate RATE, one limit for every key"));
+    }
+    let normalize = |text: &str| crate::host::host_row(text);
+    let host_rows: Option<rates::Normalize> = if host { Some(&normalize) } else { None };
+    let mut flag_rows: Vec<rates::Row> = Vec::new();
+    for (key, rate) in rows {
+        let row = rates::row(key, rate, host_rows)
+            .or_else(|why| usage(format!("--key-rate {key}={rate}: {why}")))?;
+        if flag_rows.iter().any(|r| r.pattern == row.pattern) {
+            return usage(format!(
+                "--key-rate {key}={rate}: a row for '{}' is given already",
+                row.name
+            ));
+        }
+        flag_rows.push(row);
+    }
+    let table = RateTable {
+        file: cli.key_rates.clone(),
+        rows: flag_rows,
+        host,
+    };
+    let rates = table.read(table.file.as_deref()).or_else(usage)?;
+    Ok((rates, Some(table)))
+}
+
+/// Where a rate table per key came from: read again on a change.
+#[derive(Debug, Clone)]
+pub struct RateTable {
+    /// `--key-rates FILE` (the latest `drip ctl … key-rates` names).
+    pub file: Option<std::path::PathBuf>,
+    /// The `--key-rate KEY=RATE` rows, which replace the file's rows of
+    /// the same KEY.
+    pub rows: Vec<rates::Row>,
+    /// The rows' keys are hosts (`--key host`, `host:N`).
+    pub host: bool,
+}
+
+impl RateTable {
+    /// The table of `file` (none: the command line's rows alone) and the
+    /// command line's rows. Reads the file: the only I/O of the checks.
+    ///
+    /// # Errors
+    /// `--key-rates FILE: why` (it cannot be read), `--key-rates FILE:N:
+    /// why` (a malformed row).
+    pub fn read(&self, file: Option<&std::path::Path>) -> Result<KeyRates, String> {
+        let mut rows = match file {
+            None => Vec::new(),
+            Some(path) => {
+                let shown = path.display();
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("--key-rates {shown}: {}", crate::sys::describe(&e)))?;
+                let normalize = |text: &str| crate::host::host_row(text);
+                let host: Option<rates::Normalize> =
+                    if self.host { Some(&normalize) } else { None };
+                rates::parse(&text, host)
+                    .map_err(|(n, why)| format!("--key-rates {shown}:{n}: {why}"))?
+            }
+        };
+        rows.retain(|r| self.rows.iter().all(|own| own.pattern != r.pattern));
+        rows.extend(self.rows.iter().cloned());
+        KeyRates::new(rows).map_err(|name| format!("--key-rates: '{name}' given twice"))
+    }
 }
 
 /// The bucket's bounds from `--capacity` and `--capacity-bytes`: records,
@@ -639,8 +758,7 @@ fn share(cli: &Cli, limits: &[Limit]) -> Result<Option<shared::Share>, clap::Err
     if limits.is_empty() && cli.key_rate.is_empty() && cli.budget.is_empty() {
         return usage("--share: there is no rate to share (--rate inf)");
     }
-    let key = cli
-        .key_rate
+    let key = default_key_rates(cli)
         .first()
         .filter(|_| !cli.key.is_empty())
         .map(|&(rate, burst)| Limit::records(rate, burst));
@@ -675,9 +793,9 @@ impl TryFrom<Cli> for Config {
             cli.delimiter.unwrap_or(b'\n')
         };
         let (capacity, capacity_bytes, capacity_for) = capacity(&cli, &limits)?;
-        let (key, key_capacity_for) = match key_config(&cli, delimiter, capacity)? {
-            Some((key, sized)) => (Some(key), sized),
-            None => (None, None),
+        let (key, key_capacity_for, key_table) = match key_config(&cli, delimiter, capacity)? {
+            Some((key, sized, table)) => (Some(key), sized, table),
+            None => (None, None, None),
         };
         let cost = cost_config(&cli, delimiter)?;
         let jobs = match jobs {
@@ -720,6 +838,7 @@ impl TryFrom<Cli> for Config {
             share,
             jobs,
             key,
+            key_table,
             cost,
             metrics: cli.metrics,
             name: cli.name,
@@ -1023,5 +1142,106 @@ mod tests {
             (policy.retry_on, policy.overload_on),
             (vec![1, 75], vec![9])
         );
+    }
+
+    #[test]
+    fn a_rate_table_is_checked_with_its_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("rates");
+        std::fs::write(
+            &file,
+            "# hosts\n*.GitHub.com. 1/s:2\n\ncdn.example 50/s\n* 10/s\n",
+        )
+        .unwrap();
+        let f = file.to_str().unwrap();
+        let c = config(&[
+            "--key",
+            "host",
+            "--key-rates",
+            f,
+            "--key-rate",
+            "cdn.example=40/s",
+        ])
+        .unwrap();
+        let rates = &c.key.as_ref().unwrap().rates;
+        let names: Vec<&str> = rates.rows().iter().map(|r| r.name.as_str()).collect();
+        // The command line's row replaces the file's for the same key.
+        assert_eq!(names, ["*.github.com", "*", "cdn.example"]);
+        assert_eq!(rates.rows()[2].rate, rate("40/s"));
+        // No --key-rate RATE: the keys no row matches have no limit.
+        assert_eq!(c.key.as_ref().unwrap().rate, Rate::Unlimited);
+        assert_eq!(c.key_table.unwrap().file.as_deref(), Some(file.as_path()));
+        // Rows alone, on the command line, beside the default.
+        let c = config(&["--key", "1", "--key-rate", "a=1/s", "--key-rate", "2/s"]).unwrap();
+        let key = c.key.unwrap();
+        assert_eq!((key.rate, key.rates.rows().len()), (rate("2/s"), 1));
+        assert!(c.key_table.unwrap().file.is_none());
+    }
+
+    #[test]
+    fn a_bad_rate_table_is_a_usage_error_naming_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("rates");
+        std::fs::write(&file, "a 1/s\n\nb x/s\n").unwrap();
+        let f = file.to_str().unwrap();
+        for (args, says) in [
+            (
+                vec!["--key", "1", "--key-rates", f],
+                format!("--key-rates {f}:3: 'x' is not a number"),
+            ),
+            (
+                vec!["--key", "1", "--key-rates", "/nonexistent/r"],
+                "--key-rates /nonexistent/r: ".to_string(),
+            ),
+            (
+                vec!["--key-rates", f],
+                "--key-rates: needs --key".to_string(),
+            ),
+            (
+                vec!["--key-rate", "a=1/s"],
+                "--key-rate: needs --key".to_string(),
+            ),
+            (
+                vec!["--key", "1", "--key-rate", "a=1/s", "--key-rate", "a=2/s"],
+                "a row for 'a' is given already".to_string(),
+            ),
+            (
+                vec!["--key", "1", "--key-rate", "1/s", "--key-rate", "2/s"],
+                "--key-rate: given twice".to_string(),
+            ),
+            (
+                vec!["--key", "host", "--key-rate", "a/b=1/s"],
+                "not a host name".to_string(),
+            ),
+            (
+                vec!["--key", "1", "--key-rate", "a=1/s", "--key-capacity", "1m"],
+                "--key-capacity: a DURATION needs --key-rate RATE".to_string(),
+            ),
+            (
+                vec!["--key", "1", "--key-rate", "a=1/s", "--share", "n"],
+                "--key-rate KEY=RATE: not with --share".to_string(),
+            ),
+            (
+                vec![
+                    "--key",
+                    "1",
+                    "--key-rates",
+                    f,
+                    "--key-rate",
+                    "1/s",
+                    "--share",
+                    "n",
+                ],
+                "--key-rates: not with --share".to_string(),
+            ),
+        ] {
+            let e = config(&args).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{args:?}");
+            assert!(e.to_string().contains(&says), "{args:?}: {e}");
+        }
+        let e = Cli::try_parse_from(["drip", "--key", "1", "--key-rate", "a=inf"]).unwrap_err();
+        assert!(e.to_string().contains("not inf"), "{e}");
+        let e = Cli::try_parse_from(["drip", "--key", "1", "--key-rate", "=1/s"]).unwrap_err();
+        assert!(e.to_string().contains("no key before '='"), "{e}");
     }
 }

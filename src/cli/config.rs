@@ -62,6 +62,9 @@ pub struct Config {
     pub jobs: Option<crate::jobs::JobConfig>,
     /// Limits per key (`--key`, `--key-rate`), if any.
     pub key: Option<KeyConfig>,
+    /// Where the rate table per key came from (`--key-rates`, `--key-rate
+    /// KEY=RATE`), to read it again on a change; `None` without one.
+    pub key_table: Option<crate::cli::RateTable>,
     /// How a record's cost is read (`--cost`), for the cost limits.
     pub cost: Option<Cost>,
     /// `--metrics`: the Prometheus text file kept up to date.

@@ -8,7 +8,7 @@ mod config;
 mod manual;
 
 pub use args::{Cli, Command, CtlArgs, TakeArgs};
-pub use check::take_request;
+pub use check::{take_request, RateTable};
 pub use config::Config;
 pub use manual::{
     Paragraph, CONTROL, DESCRIPTION, ENVIRONMENT, EXAMPLES, EXIT_PRECEDENCE, EXIT_STATUSES, FILES,

@@ -48,9 +48,16 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         (target, _) if target.starts_with('-') => Err(format!(
             "'{target}' is not a target: give list, a pid or a --name (see 'drip ctl --help')"
         )),
-        (target, words) => trusted(&dir).and_then(|()| send_to(&dir, target, words)),
+        (target, words) => trusted(&dir).and_then(|()| send_to(&dir, target, &absolute(words))),
     };
-    match result.and_then(|value| print(out, &value)) {
+    let lines = matches!(rest.first().map(String::as_str), Some("key-list"));
+    match result.and_then(|value| {
+        if lines {
+            print_lines(out, &value)
+        } else {
+            print(out, &value)
+        }
+    }) {
         Ok(()) => 0,
         Err(why) => {
             let _ = writeln!(err, "drip: ctl: {why}");
@@ -80,6 +87,38 @@ fn trusted(dir: &Path) -> Result<(), String> {
 /// `stdout: why`.
 fn print(out: &mut dyn Write, value: &serde_json::Value) -> Result<(), String> {
     match writeln!(out, "{value}").and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(format!("stdout: {}", crate::sys::describe(&e)))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `words` with the FILE of `key-rates FILE` made absolute: the drip
+/// reads it from its own working directory.
+fn absolute(words: &[String]) -> Vec<String> {
+    match words {
+        [first, file] if first == "key-rates" && !file.is_empty() => {
+            let path = std::path::absolute(file).unwrap_or_else(|_| file.into());
+            vec![first.clone(), path.to_string_lossy().into_owned()]
+        }
+        _ => words.to_vec(),
+    }
+}
+
+/// Print the answer to `key-list`, `{"keys": [LINE, ...]}`, one line a
+/// key (none: nothing printed), and flush it, as [`print`].
+///
+/// # Errors
+/// `stdout: why`.
+fn print_lines(out: &mut dyn Write, value: &serde_json::Value) -> Result<(), String> {
+    let lines = value["keys"].as_array().cloned().unwrap_or_default();
+    let text: String = lines
+        .iter()
+        .filter_map(|l| l.as_str())
+        .map(|l| format!("{l}\n"))
+        .collect();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
             Err(format!("stdout: {}", crate::sys::describe(&e)))
         }

@@ -40,8 +40,14 @@ pub enum Request {
         /// empty when no `cost-rate` was given.
         costs: Vec<(Option<String>, Limit)>,
     },
-    /// A new limit per key from now on (`--key-rate`).
+    /// A new limit per key from now on (`--key-rate`): the keys' no row of
+    /// the rate table matches.
     KeyRate(Limit),
+    /// The rate table per key read again, from this file (`--key-rates`).
+    KeyRates(std::path::PathBuf),
+    /// Every remembered key's row of the rate table, limit and records
+    /// waiting.
+    KeyList,
     /// A new number of job slots (`-j`, with `--exec`).
     Slots(usize),
     /// A new job limit per key (`--key-jobs`).
@@ -50,7 +56,7 @@ pub enum Request {
 
 /// The commands, for `--help` and errors.
 pub const COMMANDS: &str =
-    "list, info, stats, keys, jobs, pause, resume, rate RATE[:BURST]..., byte-rate SIZE/UNIT[:BURST]..., cost-rate [NAME=]N/UNIT[:BURST]..., key-rate RATE[:BURST], -j N, key-jobs N";
+    "list, info, stats, keys, jobs, pause, resume, rate RATE[:BURST]..., byte-rate SIZE/UNIT[:BURST]..., cost-rate [NAME=]N/UNIT[:BURST]..., key-rate RATE[:BURST], key-rates FILE, key-list, -j N, key-jobs N";
 
 /// The longest request line a drip reads, in bytes, its newline included.
 pub const MAX_REQUEST: usize = 4096;
@@ -93,6 +99,11 @@ pub fn parse(words: &[String]) -> Result<Request, String> {
         "stats" => alone(Request::Stats),
         "keys" => alone(Request::Keys),
         "jobs" => alone(Request::Jobs),
+        "key-list" => alone(Request::KeyList),
+        "key-rates" => match rest.as_slice() {
+            [file] if !file.is_empty() => Ok(Request::KeyRates(file.into())),
+            _ => Err("key-rates: takes one FILE".to_string()),
+        },
         "pause" => alone(Request::Pause),
         "resume" => alone(Request::Resume),
         "rate" | "byte-rate" | "cost-rate" => rates(first, &rest),

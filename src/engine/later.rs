@@ -112,7 +112,8 @@ pub(super) fn ended_within(shared: &Shared, limit: Duration, never_waits: bool) 
 
 /// Start what the run needs now: the monitor (`work`, over `listening`)
 /// and the control socket for `steering` at once when the run shows or
-/// tells something as it goes, or runs jobs, else once it outlasts
+/// tells something as it goes, runs jobs or reads its rate table per key
+/// again on SIGHUP, else once it outlasts
 /// [`QUICK_RUN`]; and the reader, on this thread when the input is all
 /// there ([`input_at_hand`]). `room_fd`: stdout, when it is watched for
 /// room. The monitor and the control socket (unless `--no-control`), and
@@ -134,6 +135,7 @@ pub(super) fn start(
     let at_once = config.jobs.is_some()
         || config.stats_interval.is_some()
         || work.metrics.is_some()
+        || work.reload.is_some()
         || crate::progress::lock_ui(&work.ui).showing_progress();
     let ui = Arc::clone(&work.ui);
     let mut later = Later {

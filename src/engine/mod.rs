@@ -125,7 +125,9 @@ fn run_watching(
     let screen = steering::screen(&config)?;
     // Signals are caught from before `--share` first asks its state, and
     // before drip's own files are opened (a FIFO waits for its reader).
-    let mut opening = files::Opening::new(Listening::install()?);
+    // With `--key-rates FILE`, SIGHUP reads the table again instead.
+    let reloads = config.key_table.as_ref().is_some_and(|t| t.file.is_some());
+    let mut opening = files::Opening::new(Listening::install(reloads)?);
     let mut give_up = || opening.give_up();
     let stats_file = files::stats_file(&config, &mut give_up)?;
     // Running jobs, the reader never writes to stdout itself.
@@ -157,6 +159,11 @@ fn run_watching(
         watch_output,
         metrics: metrics.clone(),
         control: None,
+        reload: reloads.then(|| {
+            let steering = Arc::clone(&steering);
+            let reload: crate::monitor::Reload = Arc::new(move || steering.key_rates(None));
+            reload
+        }),
     };
     let (monitor, control, reader) = later::start(
         &config,

@@ -32,6 +32,13 @@ fn steering(
         share,
     )
     .with_cost(config.cost.clone())
+    .with_key_table(config.key.as_ref().map(|k| {
+        config.key_table.clone().unwrap_or(crate::cli::RateTable {
+            file: None,
+            rows: Vec::new(),
+            host: k.spec.is_host(),
+        })
+    }))
 }
 
 /// The control sockets' directory, made if missing and checked (unless

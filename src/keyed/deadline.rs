@@ -34,11 +34,26 @@ pub(super) enum Judged {
 #[derive(Debug, Default)]
 pub(super) struct Refusal {
     /// With `--max-wait` under a drop or fail policy: a record foreseen to
-    /// leave later than this after it arrives (ns) is refused.
-    refuse_after: Option<u64>,
+    /// leave later than this after it arrives, less the slack below (ns),
+    /// is refused.
+    max_wait_ns: Option<u64>,
+    /// The global schedule's slack (ns).
+    global_slack_ns: u64,
+    /// The largest slack of the key limits (ns), as they change.
+    pub(super) slack_ns: u64,
     /// Under `fail`: how long after its arrival the record handed back was
     /// foreseen to leave, when that was why (ns).
     refused_wait_ns: Option<u64>,
+}
+
+impl Refusal {
+    /// A record foreseen to leave later than this after it arrives (ns) is
+    /// refused: `--max-wait` less the larger slack, the global schedule's
+    /// or the key limits'.
+    fn refuse_after(&self) -> Option<u64> {
+        let slack = self.global_slack_ns.max(self.slack_ns);
+        self.max_wait_ns.map(|m| m.saturating_sub(slack))
+    }
 }
 
 impl Keyed {
@@ -48,8 +63,9 @@ impl Keyed {
     /// limit's: a wake-up that late keeps the schedules, and a record let
     /// in must not expire for it. Only under a drop or fail policy.
     pub fn refusing(mut self, max_wait_ns: Option<u64>, global_slack_ns: u64) -> Keyed {
-        let slack = global_slack_ns.max(self.limit.pacer.slack_ns());
-        self.refusal.refuse_after = max_wait_ns.map(|m| m.saturating_sub(slack));
+        self.refusal.max_wait_ns = max_wait_ns;
+        self.refusal.global_slack_ns = global_slack_ns;
+        self.refusal.slack_ns = self.limits.slack_ns();
         self
     }
 
@@ -77,7 +93,7 @@ impl Keyed {
         ledger: &mut Ledger,
     ) -> Judged {
         self.refusal.refused_wait_ns = None;
-        let (Some(s), Some(after)) = (slot, self.refusal.refuse_after) else {
+        let (Some(s), Some(after)) = (slot, self.refusal.refuse_after()) else {
             return Judged::Admit;
         };
         if policy == Overflow::Block || self.pacing.is_shared() {
@@ -129,8 +145,12 @@ impl Keyed {
     /// now. `None` when the global schedule cannot be foreseen.
     fn foresee(&mut self, now: u64, s: u32, record: &[u8], n: u64, global: &Pace) -> Option<u64> {
         let global = global.earliest(now, record, n)?;
-        self.limit.pacer.restore(self.position(s));
-        Some(self.limit.pacer.nth_due(now, n).max(global))
+        let at = self.position(s);
+        let limits = &mut self.limits;
+        let i = limits.index(s);
+        let pacer = &mut limits.by_row[i].pacer;
+        pacer.restore(at);
+        Some(pacer.nth_due(now, n).max(global))
     }
 
     /// At the earliest, how long (ns) a record like `record` arriving at

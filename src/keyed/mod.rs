@@ -65,13 +65,15 @@
 //!
 //! Pure: no threads, no clock, no I/O. Times are ns and never go backwards.
 
+use std::hash::BuildHasher;
+
 use crate::bucket::{Offered, Overflow, Segment};
 use crate::key::KeySpec;
 use crate::ledger::Ledger;
 use crate::outflow::Outflow;
 use crate::pacer::Position;
 use crate::rate::Rate;
-use crate::report::keys::KeyStats;
+use crate::report::keys::{KeyLimitView, KeyStats};
 
 mod deadline;
 mod index;
@@ -79,6 +81,7 @@ mod line;
 mod lookup;
 mod pacing;
 mod queues;
+pub mod rates;
 mod shared;
 mod spill;
 mod table;
@@ -90,8 +93,9 @@ pub use shared::{KeySchedule, LeaseHead, Want};
 use deadline::Refusal;
 use line::{Lane, Line};
 use lookup::Ahead;
-use pacing::{KeyLimit, Pacing};
+use pacing::{KeyLimits, Pacing};
 use queues::Queues;
+pub use rates::KeyRates;
 use shared::SharedSchedules;
 use table::{reserved, Table};
 
@@ -105,10 +109,14 @@ const NIL: u32 = u32::MAX;
 pub struct KeyConfig {
     /// Where a record's key is.
     pub spec: KeySpec,
-    /// Each key's rate (records).
+    /// The rate of each key no row of `rates` matches (records; unlimited:
+    /// no limit of its own).
     pub rate: Rate,
-    /// Each key's burst (≥ 1).
+    /// Its burst (≥ 1).
     pub burst: u64,
+    /// The rate table (`--key-rates`, `--key-rate KEY=RATE`): each key
+    /// the most specific row matching it.
+    pub rates: KeyRates,
     /// Keys remembered at most (≥ 1), besides the no-key lane.
     pub max_keys: usize,
     /// Records one key may have waiting at most (≥ 1).
@@ -129,8 +137,9 @@ pub struct Keyed {
     queues: Queues,
     /// The round-robin line and the keys' timers (`line.rs`).
     line: Line,
-    /// The key limit, one for every key (`pacing.rs`).
-    limit: KeyLimit,
+    /// The key limits, each row's and the default's, and each key's
+    /// (`pacing.rs`).
+    limits: KeyLimits,
     /// Where each key's schedule stands: this drip's own, or shared
     /// (`pacing.rs`, `shared.rs`).
     pacing: Pacing,
@@ -159,15 +168,14 @@ impl Keyed {
     /// `delimiter`.
     ///
     /// # Panics
-    /// If the key rate is unlimited or a bound is 0 (the command line
-    /// refuses them).
+    /// If a bound or a burst is 0 (the command line refuses them).
     pub fn new(
         config: KeyConfig,
         delimiter: u8,
         capacity: usize,
         capacity_bytes: Option<usize>,
     ) -> Keyed {
-        assert!(config.rate != Rate::Unlimited && config.max_keys >= 1);
+        assert!(config.max_keys >= 1);
         assert!(config.key_capacity >= 1 && capacity >= 1);
         Keyed {
             spec: config.spec,
@@ -175,7 +183,7 @@ impl Keyed {
             table: Table::new(config.max_keys),
             queues: Queues::new(capacity, capacity_bytes, config.key_capacity, delimiter),
             line: Line::default(),
-            limit: KeyLimit::new(config.rate, config.burst),
+            limits: KeyLimits::new(config.rates, (config.rate, config.burst), config.max_keys),
             pacing: Pacing::Local(reserved(Position::default(), config.max_keys)),
             refusal: Refusal::default(),
         }
@@ -405,7 +413,47 @@ impl Keyed {
     /// first). Only remembered keys are named: a forgotten key's counts
     /// went with it.
     pub fn stats(&self, top: usize) -> KeyStats {
-        self.table.stats(self.queues.busy, top)
+        let mut stats = self.table.stats(self.queues.busy, top);
+        if !self.limits.rates.is_empty() {
+            let lists = [&stats.top_written, &stats.top_dropped, &stats.top_waiting];
+            let mut named: Vec<u32> = Vec::new();
+            for (name, _) in lists.into_iter().flatten() {
+                let s = match &name.0 {
+                    None => Some(NO_KEY),
+                    Some(key) => self.table.find(key, self.table.hasher.hash_one(&key[..])),
+                };
+                if let Some(s) = s.filter(|s| !named.contains(s)) {
+                    named.push(s);
+                }
+            }
+            stats.key_limits = Some(named.into_iter().map(|s| self.limit_view(s)).collect());
+        }
+        stats
+    }
+
+    /// Every remembered key's row, limit and records waiting (the no-key
+    /// lane first, once used; then in the order the keys took their
+    /// slots, a forgotten key's slot taken again by the next).
+    pub fn key_limits(&self) -> Vec<KeyLimitView> {
+        let slots = self.table.remembered();
+        slots.into_iter().map(|s| self.limit_view(s)).collect()
+    }
+
+    /// Key slot `s`'s row, limit and records waiting.
+    fn limit_view(&self, s: u32) -> KeyLimitView {
+        let limit = self.limits.of(s);
+        let row = self.limits.row(s);
+        KeyLimitView {
+            key: self.table.name(s as usize),
+            row: row.map(|i| self.limits.rates.rows()[i].name.clone()),
+            rate: (limit.rate != Rate::Unlimited).then_some((limit.rate, limit.burst)),
+            waiting: u64::from(self.table.slots[s as usize].len),
+        }
+    }
+
+    /// The rate table in force.
+    pub fn rates(&self) -> &KeyRates {
+        &self.limits.rates
     }
 }
 

@@ -534,6 +534,7 @@ mod tests {
             spec: KeySpec::new(parse_key("1").unwrap(), None),
             rate: parse_rate("1/ms").unwrap(),
             burst: 1,
+            rates: Default::default(),
             max_keys: 1000,
             key_capacity: 100_000,
         };

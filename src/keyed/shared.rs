@@ -121,7 +121,7 @@ impl Keyed {
         let slot = &mut self.table.slots[s as usize];
         let shared = &mut self.pacing.shared_mut().schedule;
         shared.commit(now, s, slot.key.as_bytes());
-        slot.rests_at = now.saturating_add(self.limit.rest_after_first);
+        slot.rests_at = now.saturating_add(self.limits.of(s).rest_after_first);
         slot.sent += 1;
     }
 
@@ -318,8 +318,8 @@ impl Keyed {
         // than the keeper's gathering: its turns cannot be met that
         // closely, and it asks as its own limit lets it.
         let binds = self.pacing.shared().global_gap > 0
-            && every >= self.limit.key_gap
-            && self.limit.key_gap >= PRECISE_KEY_GAP;
+            && every >= self.limits.default().key_gap
+            && self.limits.default().key_gap >= PRECISE_KEY_GAP;
         (binds, every)
     }
 

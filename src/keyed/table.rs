@@ -300,12 +300,22 @@ impl Table {
             top_written: named(&|i| self.slots[i].sent),
             top_dropped: named(&|i| self.dropped[i]),
             top_waiting: named(&|i| u64::from(self.slots[i].len)),
+            key_limits: None,
         }
+    }
+
+    /// The slots of the remembered keys (the no-key lane's once used), in
+    /// slot order.
+    pub(super) fn remembered(&self) -> Vec<u32> {
+        let free: std::collections::HashSet<u32> = self.free_slots.iter().copied().collect();
+        let lane = self.no_key_seen.then_some(NO_KEY);
+        let keys = (1..self.slots.len() as u32).filter(|s| !free.contains(s));
+        lane.into_iter().chain(keys).collect()
     }
 
     /// Slot `i`'s key for the stats: its bytes, or `None` for the no-key
     /// lane.
-    fn name(&self, i: usize) -> KeyName {
+    pub(super) fn name(&self, i: usize) -> KeyName {
         KeyName((i != NO_KEY as usize).then(|| self.slots[i].key.as_bytes().to_vec()))
     }
 }
@@ -342,6 +352,7 @@ impl Keyed {
             self.pacing.forget(idle);
         }
         let (s, added) = self.table.remember(key, hash);
+        self.limits.remember(s, added, key);
         if added {
             self.pacing.add_slot();
         }

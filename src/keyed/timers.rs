@@ -37,6 +37,16 @@ impl Timers {
         self.heap.push(Reverse(pack(due, key)));
     }
 
+    /// Each key on a timer at `due(key)` instead (the keys' limits
+    /// changed).
+    pub(super) fn retime(&mut self, due: impl Fn(u32) -> u64) {
+        let heap = std::mem::take(&mut self.heap);
+        for Reverse(p) in heap.into_vec() {
+            let key = unpack(p).1;
+            self.push(due(key), key);
+        }
+    }
+
     /// The earliest: (time, key).
     #[inline]
     pub(super) fn peek(&self) -> Option<(u64, u32)> {

@@ -4,6 +4,8 @@
 
 use serde::Serialize;
 
+use crate::rate::Rate;
+
 use super::exposition::{Exposition, MetricFamily};
 use super::spell::{json_key, text_key, KeyName};
 use super::{Clause, Section, Spot};
@@ -35,6 +37,54 @@ pub struct KeyStats {
     pub top_dropped: Vec<(KeyName, u64)>,
     /// The keys with the most records waiting now.
     pub top_waiting: Vec<(KeyName, u64)>,
+    /// With a rate table (`--key-rates`, `--key-rate KEY=RATE`): the row
+    /// and the limit in force of each key the top lists name, in the
+    /// order they first appear there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_limits: Option<Vec<KeyLimitView>>,
+}
+
+/// A remembered key's limit: its row of the rate table, and the rate with
+/// its burst in force.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KeyLimitView {
+    /// The key (`null`: the lane of records without a key).
+    pub key: KeyName,
+    /// Its row's pattern (`github.com`, `*.github.com`, `*`); `null`: no
+    /// row matches it, and `--key-rate RATE` (or no limit) holds.
+    pub row: Option<String>,
+    /// Its limit, `RATE:BURST` as `drip ctl` takes it (`1/s:2`); `null`:
+    /// no limit of its own.
+    #[serde(serialize_with = "spell_limit")]
+    pub rate: Option<(Rate, u64)>,
+    /// Its records waiting now.
+    pub waiting: u64,
+}
+
+/// A key's limit as `RATE:BURST`, or `null`.
+fn spell_limit<S: serde::Serializer>(limit: &Option<(Rate, u64)>, s: S) -> Result<S::Ok, S::Error> {
+    match limit {
+        Some((rate, burst)) => s.serialize_str(&format!("{}:{burst}", rate.spelled(""))),
+        None => s.serialize_none(),
+    }
+}
+
+impl KeyLimitView {
+    /// The line `drip ctl … key-list` prints for it: the key (as
+    /// `--stats` shows it), its row (`-`: none), its limit (`-`: none) and
+    /// its records waiting, separated by tabs.
+    pub fn line(&self) -> String {
+        let rate = match self.rate {
+            Some((rate, burst)) => format!("{}:{burst}", rate.spelled("")),
+            None => "-".to_string(),
+        };
+        format!(
+            "{}\t{}\t{rate}\t{}",
+            text_key(self.key.0.as_deref()),
+            self.row.as_deref().unwrap_or("-"),
+            self.waiting
+        )
+    }
 }
 
 impl KeyStats {
@@ -156,16 +206,35 @@ impl Section for KeyStats {
         ] {
             let mut f = MetricFamily::new(out, family, "gauge", help);
             for (key, n) in list {
-                // `key` as `--stats-json` spells it, and `has_key`, `false`
-                // for the no-key lane (whose `key` is empty, as the empty
-                // key's is): every sample of a family has the same labels.
-                let (key, has_key) = match key.0.as_deref() {
-                    Some(bytes) => (json_key(bytes), "true"),
-                    None => (String::new(), "false"),
-                };
+                let (key, has_key) = key_labels(key);
                 f.sample(&[("has_key", has_key), ("key", &key)], *n as f64);
             }
         }
+        if let Some(limits) = &self.key_limits {
+            let mut f = MetricFamily::new(
+                out,
+                "drip_top_key_limit_records_per_second",
+                "gauge",
+                "The limit in force, of each key the top lists name that has one, and its row of the rate table (row=\"\": none matches, --key-rate holds).",
+            );
+            for view in limits {
+                let Some((rate, _)) = view.rate else { continue };
+                let (key, has_key) = key_labels(&view.key);
+                let row = view.row.as_deref().unwrap_or("");
+                let labels = [("has_key", has_key), ("key", key.as_str()), ("row", row)];
+                f.sample(&labels, rate.per_second());
+            }
+        }
+    }
+}
+
+/// A key's labels: `key` as `--stats-json` spells it, and `has_key`,
+/// `false` for the no-key lane (whose `key` is empty, as the empty key's
+/// is): every sample of a family has the same labels.
+fn key_labels(key: &KeyName) -> (String, &'static str) {
+    match key.0.as_deref() {
+        Some(bytes) => (json_key(bytes), "true"),
+        None => (String::new(), "false"),
     }
 }
 

@@ -1555,6 +1555,7 @@ pub(crate) mod tests {
             spec: crate::key::KeySpec::new(crate::key::parse_key("1").unwrap(), None),
             rate: crate::rate::parse_rate("5/s").unwrap(),
             burst: 2,
+            rates: Default::default(),
             max_keys: 100,
             key_capacity: 100,
         };

@@ -728,6 +728,27 @@ pub fn ctl_as(runtime: &std::path::Path, args: &[&str], uid: Option<u32>) -> (i3
     )
 }
 
+/// `drip ctl ARGS` with `XDG_RUNTIME_DIR=runtime`, run in the directory
+/// `cwd`: its status, stdout and stderr.
+pub fn ctl_in(
+    runtime: &std::path::Path,
+    cwd: &std::path::Path,
+    args: &[&str],
+) -> (i32, String, String) {
+    let mut all = vec!["ctl"];
+    all.extend_from_slice(args);
+    let out = command(&all)
+        .env("XDG_RUNTIME_DIR", runtime)
+        .current_dir(cwd)
+        .output()
+        .expect("run drip ctl");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// Call `run` until a run can be judged: `run` makes one run and fails by
 /// itself where the run breaks a rule, and returns `None` when it judged
 /// the run, or an account of why it could not (a busy machine held the
