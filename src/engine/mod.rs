@@ -159,11 +159,7 @@ fn run_watching(
         watch_output,
         metrics: metrics.clone(),
         control: None,
-        reload: reloads.then(|| {
-            let steering = Arc::clone(&steering);
-            let reload: crate::monitor::Reload = Arc::new(move || steering.key_rates(None));
-            reload
-        }),
+        reload: reloads.then(|| steering::reload(&steering)),
     };
     let (monitor, control, reader) = later::start(
         &config,

@@ -92,6 +92,13 @@ fn input_size(inputs: &[Input]) -> Option<u64> {
     })
 }
 
+/// SIGHUP's work with `--key-rates FILE`: the table read again, as `drip
+/// ctl … key-rates` reads it.
+pub(super) fn reload(steering: &Arc<Steering>) -> crate::monitor::Reload {
+    let steering = Arc::clone(steering);
+    Arc::new(move || steering.key_rates(None))
+}
+
 /// The display (progress, the summary's lines) for `config`.
 pub(super) fn ui(config: &Config) -> Arc<Mutex<Ui>> {
     let ui = Ui::new(
