@@ -383,3 +383,77 @@ fn a_type_declared_twice_is_seen() {
     let code = "pub(crate) struct A {\n}\nenum B { X }\nimpl I for A {\n    type Target = B;\n}\npub(in crate::x) trait C {}\ntype D = u8;\n";
     assert_eq!(types_declared(code), ["A", "B", "C", "D"]);
 }
+
+/// The functions of `code` with their length in lines, from the `fn`
+/// line to the closing brace at its indentation (a declaration without a
+/// body, in a trait, is none).
+fn function_lengths(code: &str) -> Vec<(String, usize)> {
+    let lines: Vec<&str> = code.lines().collect();
+    let mut found = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start();
+        let indent = &line[..line.len() - trimmed.len()];
+        let words: Vec<&str> = trimmed.split_whitespace().collect();
+        let Some(at) = words.iter().position(|w| *w == "fn") else {
+            continue;
+        };
+        let modifiers = ["pub", "async", "const", "unsafe", "extern"];
+        if !words[..at]
+            .iter()
+            .all(|w| modifiers.iter().any(|m| w.starts_with(m)))
+        {
+            continue;
+        }
+        let name: String = words
+            .get(at + 1)
+            .map_or("", |w| w)
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        // The body opens on the first line ending in `{`, unless a `;`
+        // ends the declaration first.
+        let Some(open) = (i..lines.len()).find(|&j| {
+            let l = lines[j].trim_end();
+            l.ends_with('{') || l.ends_with(';')
+        }) else {
+            continue;
+        };
+        if lines[open].trim_end().ends_with(';') {
+            continue;
+        }
+        let close = format!("{indent}}}");
+        if let Some(end) = (open + 1..lines.len()).find(|&j| lines[j] == close) {
+            found.push((name, end - i + 1));
+        }
+    }
+    found
+}
+
+#[test]
+fn no_function_is_over_80_lines() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    common::sources(&src, &mut files);
+    let mut long = Vec::new();
+    let mut seen = 0;
+    for file in &files {
+        let code = code_of(&std::fs::read_to_string(file).unwrap());
+        for (name, lines) in function_lengths(&code) {
+            seen += 1;
+            if lines > 80 {
+                long.push(format!("{}: {name} ({lines} lines)", file.display()));
+            }
+        }
+    }
+    assert!(seen > 1000, "{seen} functions read");
+    assert!(long.is_empty(), "functions over 80 lines: {long:?}");
+}
+
+#[test]
+fn a_function_is_measured_from_fn_to_its_brace() {
+    let code = "pub(crate) fn a() {\n    x();\n}\ntrait T {\n    fn b(&self);\n    fn c(&self) {\n    }\n}\n";
+    assert_eq!(
+        function_lengths(code),
+        [("a".to_string(), 3), ("c".to_string(), 2)]
+    );
+}
