@@ -146,8 +146,12 @@ pub const KEPT_NS: i128 = 10_000_000_000;
 /// budget's `count`, what is `owed` (granted alone), what goes `back`
 /// (granted, not sent, drip leaving) and how many more are asked for;
 /// `now`, the wall clock (ns since the Unix epoch), drops the counts of
-/// windows more than [`KEPT_NS`] over.
-#[derive(Debug, Clone)]
+/// windows more than [`KEPT_NS`] over. The caller knows the budgets'
+/// state by its epoch `known` (empty: none yet); a state made anew since
+/// (lost: flushed, its file removed) first takes back what the caller
+/// `holds` of the window, so the count is made again from the grants of
+/// the drips that still count.
+#[derive(Debug, Clone, Default)]
 pub struct Count {
     /// The budget's calendar window (`day@America/Los_Angeles`).
     pub calendar: String,
@@ -165,12 +169,17 @@ pub struct Count {
     pub ask: u64,
     /// The wall clock, ns since the Unix epoch.
     pub now: i128,
+    /// The epoch of the budgets' state the caller knows ("": none yet).
+    pub known: String,
+    /// What the caller was granted of the window through the count (not
+    /// alone), added back to a count made anew since `known`.
+    pub holds: u64,
 }
 
 /// What a call to the count answered: `granted` more, the count `after`;
 /// in the file, the lines passed over as not drip's, and whether the file
 /// held no text at all (its counts lost, started afresh).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Counted {
     /// Added beyond what was owed.
     pub granted: u64,
@@ -180,6 +189,10 @@ pub struct Counted {
     pub passed_over: usize,
     /// The count file held no text (its counts lost, started afresh).
     pub garbled: bool,
+    /// The epoch of the budgets' state.
+    pub epoch: String,
+    /// The state was made anew since the caller's epoch: lost.
+    pub lost: bool,
 }
 
 /// How long a job lease holds without a renewal: a dead holder's jobs

@@ -1075,27 +1075,34 @@ impl Store for RedisStore {
     }
 
     /// `budget.lua` on the key `drip:{NAME}:budget:CALENDAR:START`, which
-    /// expires [`KEPT_NS`] after the window's end.
+    /// expires [`KEPT_NS`] after the window's end, and the budgets' epoch,
+    /// `drip:{NAME}:budget:epoch`.
     fn count(&mut self, call: &Count) -> Result<Counted, Failure> {
         let expire_ms = (call.end + KEPT_NS) / 1_000_000;
-        let keys = [format!(
-            "{}:budget:{}:{}",
-            self.key, call.calendar, call.start
-        )];
+        let keys = [
+            format!("{}:budget:{}:{}", self.key, call.calendar, call.start),
+            format!("{}:budget:epoch", self.key),
+        ];
         let args = [
             call.count.to_string(),
             call.ask.to_string(),
             expire_ms.to_string(),
             call.owed.to_string(),
             call.back.to_string(),
+            call.known.clone(),
+            call.holds.to_string(),
         ];
         let reply = self.eval(&BUDGET, &keys, &args)?;
         match reply.as_slice() {
-            [Value::Int(g), Value::Int(c)] => Ok(Counted {
-                granted: u64::try_from(*g).unwrap_or(0),
-                after: u64::try_from(*c).unwrap_or(0),
-                ..Counted::default()
-            }),
+            [Value::Int(g), Value::Int(c), Value::BulkString(epoch), Value::Int(lost)] => {
+                Ok(Counted {
+                    granted: u64::try_from(*g).unwrap_or(0),
+                    after: u64::try_from(*c).unwrap_or(0),
+                    epoch: String::from_utf8_lossy(epoch).into_owned(),
+                    lost: *lost == 1,
+                    ..Counted::default()
+                })
+            }
             _ => Err(Failure::Unreachable(format!("unexpected reply {reply:?}"))),
         }
     }
