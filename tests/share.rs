@@ -960,6 +960,74 @@ fn both_backends_find_a_lost_budget_count_by_its_epoch() {
     }
 }
 
+/// A budget's count across the whole range a shared budget keeps (N up
+/// to 2^51, what is owed within N in all, what goes back any amount)
+/// answers through the file and through Redis exactly as the lone
+/// arithmetic does: what is owed added, what goes back taken (never below
+/// 0), then grants within N.
+#[test]
+fn a_budget_count_keeps_its_arithmetic_across_the_range_in_both_backends() {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+    if !common::have_redis() {
+        return;
+    }
+    let redis = Redis::start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = FileStore::new(dir.path(), "range", String::new(), Vec::new(), None);
+    let server = RedisStore::new(&redis.url(), "range", String::new(), Vec::new(), None).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i128;
+    let most = drip::testing::MOST_COUNT;
+    // N near either end of the range, or anywhere in it; each call's
+    // owed (as parts of N / 8), back and ask (as parts of 2N and N).
+    let n = prop_oneof![1..=100u64, most - 100..=most, 1..=most];
+    let calls = proptest::collection::vec((0..=1000u64, 0..=1000u64, 0..=1000u64), 1..8);
+    let stores = std::cell::RefCell::new((file, server));
+    let case = std::cell::Cell::new(0i128);
+    let mut runner = TestRunner::new(Config::with_cases(64));
+    runner
+        .run(&(n, calls), |(n, calls)| {
+            case.set(case.get() + 1);
+            let (file, server) = &mut *stores.borrow_mut();
+            let part = |of: u64, k: u64| (u128::from(of) * u128::from(k) / 1000) as u64;
+            let mut model = 0u64;
+            for (o, b, a) in calls {
+                let call = Count {
+                    calendar: "hour@UTC".into(),
+                    start: case.get(),
+                    end: now + 3_600_000_000_000,
+                    count: n,
+                    owed: part(n / 8, o),
+                    back: part(2 * n, b),
+                    ask: part(n, a),
+                    now,
+                    ..Count::default()
+                };
+                let found = model.saturating_add(call.owed).saturating_sub(call.back);
+                let granted = call.ask.min(n.saturating_sub(found));
+                model = found + granted;
+                for (which, store) in [
+                    ("file", &mut *file as &mut dyn Store),
+                    ("redis", &mut *server),
+                ] {
+                    let c = store.count(&call).unwrap();
+                    prop_assert_eq!(
+                        (c.granted, c.after),
+                        (granted, model),
+                        "{} {:?}",
+                        which,
+                        call
+                    );
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
 /// The script's arithmetic for a record limit beside a byte limit (a
 /// rate whose nanoseconds per byte are not whole), on random sizes, some
 /// larger than the byte burst, equals the Rust mirror step for step,
@@ -1294,6 +1362,21 @@ fn limits_beyond_the_shared_range_are_refused_up_front() {
             &["take", "x", "--cost-rate", "1/s", "--cost", "10000000"],
             "more than a shared slot may charge",
         ),
+        (
+            &["--share", "x", "--budget", "2251799813685249/day@UTC"],
+            "--budget 2251799813685249/day@UTC: more than 2^51",
+        ),
+        (
+            &[
+                "--share",
+                "x",
+                "--share-jobs",
+                "9007199254740993",
+                "--exec",
+                "true",
+            ],
+            "--share-jobs 9007199254740993: more than 2^53",
+        ),
     ] {
         let (code, err) = run_drip(args, String::from("1\n"), runtime.path());
         assert_eq!(code, Some(2), "{args:?}: {err}");
@@ -1307,6 +1390,12 @@ fn limits_beyond_the_shared_range_are_refused_up_front() {
     let (code, err) = run_drip(&["-r", "1/1y"], String::from("1\n"), runtime.path());
     assert_eq!(code, Some(0), "{err}");
     // At the end of the range, accepted.
+    let (code, err) = run_drip(
+        &["--share", "x", "--budget", "2251799813685248/day@UTC"],
+        String::from("1\n"),
+        runtime.path(),
+    );
+    assert_eq!(code, Some(0), "{err}");
     let (code, err) = run_drip(
         &["take", "x", "--cost-rate", "1/s", "--cost", "2764800"],
         String::new(),

@@ -561,6 +561,28 @@ pub fn in_range(limits: &[Limit], key: Option<&Limit>) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether the counts shared are within the range both backends keep
+/// exactly ([`protocol::MOST_COUNT`], [`protocol::MOST_JOBS`]): each
+/// budget's N, and the job limit.
+///
+/// # Errors
+/// One line naming the flag and the count out of range.
+pub fn counts_in_range(budgets: &[crate::budget::Budget], jobs: Option<u64>) -> Result<(), String> {
+    if let Some(b) = budgets.iter().find(|b| b.count > protocol::MOST_COUNT) {
+        return Err(format!(
+            "--budget {b}: more than 2^51 ({}) a window, the most a shared budget counts",
+            protocol::MOST_COUNT
+        ));
+    }
+    match jobs {
+        Some(n) if n > protocol::MOST_JOBS => Err(format!(
+            "--share-jobs {n}: more than 2^53 ({}), the most jobs a shared limit counts",
+            protocol::MOST_JOBS
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Start the keeper of the limits per key (`key`); their schedule.
 fn open_keys(
     share: &Share,

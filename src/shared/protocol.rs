@@ -137,6 +137,16 @@ pub struct Taken {
     pub taken: bool,
 }
 
+/// The most a shared budget counts a window, and the most jobs
+/// `--share-jobs` shares: the range every count of the shared state keeps
+/// in both backends, within Redis's exact integers (Lua's numbers, exact
+/// below 2^53), as the times of a shared schedule are. A window's count
+/// holds at most what the drips were granted (N), what they granted
+/// themselves alone and told it (N at most) and, after a loss, what they
+/// held again (N at most): 3N, with one call's additions 4N, below 2^53.
+pub const MOST_COUNT: u64 = 1 << 51;
+pub const MOST_JOBS: u64 = 1 << 53;
+
 /// A shared budget's window count outlives the window's end by this long
 /// (ns).
 pub const KEPT_NS: i128 = 10_000_000_000;
