@@ -108,7 +108,7 @@ pub mod testing {
         most_weight, ByteStep, Gcra, KeyAsk, KeyBook, Meter, Settlement, Step, Weight,
     };
     pub use crate::shared::parse_target;
-    pub use crate::shared::protocol::{Ask, Back, Count, Grant, JobOp, Reply, Store};
+    pub use crate::shared::protocol::{Ask, Back, Count, Grant, JobOp, Reply, Store, MOST_COUNT};
     pub use crate::shared::redis::RedisStore;
     pub use crate::stats::Counts;
 }

@@ -842,6 +842,7 @@ fn both_backends_answer_each_operation_alike() {
                 back,
                 ask,
                 now,
+                ..Count::default()
             };
             let counted = store.count(&call).unwrap();
             (counted.granted, counted.after)
@@ -883,6 +884,148 @@ fn both_backends_answer_each_operation_alike() {
         assert!(next.taken, "{which}: {next:?}");
         assert!((5 * s..=10 * s).contains(&next.due), "{which}: {next:?}");
     }
+}
+
+/// A budget's count lost (Redis flushed, the count file removed) is
+/// found by the epoch its caller knew, through both backends alike: the
+/// answer says it was lost and carries a new epoch, and what the caller
+/// holds of the window is counted again before anything is granted, so
+/// the drips still counting never pass N between them.
+#[test]
+fn both_backends_find_a_lost_budget_count_by_its_epoch() {
+    if !common::have_redis() {
+        return;
+    }
+    let redis = Redis::start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("lost.budget");
+    /// A backend, and how its state is lost.
+    type Losable<'a> = (&'a str, Box<dyn Store>, Box<dyn Fn() + 'a>);
+    let stores: Vec<Losable> = vec![
+        (
+            "file",
+            Box::new(FileStore::new(
+                dir.path(),
+                "lost",
+                String::new(),
+                Vec::new(),
+                None,
+            )),
+            Box::new(|| std::fs::remove_file(&file).unwrap()),
+        ),
+        (
+            "redis",
+            Box::new(
+                RedisStore::new(&redis.url(), "lost", String::new(), Vec::new(), None).unwrap(),
+            ),
+            Box::new(|| {
+                redis.query(&["FLUSHALL"]).unwrap();
+            }),
+        ),
+    ];
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i128;
+    let hour = 3_600_000_000_000i128;
+    for (which, mut store, forget) in stores {
+        let mut count = |known: &str, holds, ask| {
+            let call = Count {
+                calendar: "hour@UTC".into(),
+                start: now - now % hour,
+                end: now - now % hour + hour,
+                count: 10,
+                ask,
+                now,
+                known: known.to_string(),
+                holds,
+                ..Count::default()
+            };
+            store.count(&call).unwrap()
+        };
+        let first = count("", 0, 6);
+        assert!(!first.lost && first.granted == 6, "{which}: {first:?}");
+        assert!(!first.epoch.is_empty(), "{which}: {first:?}");
+        let again = count(&first.epoch, 6, 1);
+        assert!(!again.lost && again.after == 7, "{which}: {again:?}");
+        assert_eq!(again.epoch, first.epoch, "{which}");
+        forget();
+        // The 7 it holds counted again, then 3 more within N.
+        let lost = count(&first.epoch, 7, 6);
+        assert!(lost.lost, "{which}: {lost:?}");
+        assert_ne!(lost.epoch, first.epoch, "{which}");
+        assert_eq!((lost.granted, lost.after), (3, 10), "{which}: {lost:?}");
+        let next = count(&lost.epoch, 10, 1);
+        assert!(!next.lost && next.granted == 0, "{which}: {next:?}");
+    }
+}
+
+/// A budget's count across the whole range a shared budget keeps (N up
+/// to 2^51, what is owed within N in all, what goes back any amount)
+/// answers through the file and through Redis exactly as the lone
+/// arithmetic does: what is owed added, what goes back taken (never below
+/// 0), then grants within N.
+#[test]
+fn a_budget_count_keeps_its_arithmetic_across_the_range_in_both_backends() {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+    if !common::have_redis() {
+        return;
+    }
+    let redis = Redis::start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = FileStore::new(dir.path(), "range", String::new(), Vec::new(), None);
+    let server = RedisStore::new(&redis.url(), "range", String::new(), Vec::new(), None).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i128;
+    let most = drip::testing::MOST_COUNT;
+    // N near either end of the range, or anywhere in it; each call's
+    // owed (as parts of N / 8), back and ask (as parts of 2N and N).
+    let n = prop_oneof![1..=100u64, most - 100..=most, 1..=most];
+    let calls = proptest::collection::vec((0..=1000u64, 0..=1000u64, 0..=1000u64), 1..8);
+    let stores = std::cell::RefCell::new((file, server));
+    let case = std::cell::Cell::new(0i128);
+    let mut runner = TestRunner::new(Config::with_cases(64));
+    runner
+        .run(&(n, calls), |(n, calls)| {
+            case.set(case.get() + 1);
+            let (file, server) = &mut *stores.borrow_mut();
+            let part = |of: u64, k: u64| (u128::from(of) * u128::from(k) / 1000) as u64;
+            let mut model = 0u64;
+            for (o, b, a) in calls {
+                let call = Count {
+                    calendar: "hour@UTC".into(),
+                    start: case.get(),
+                    end: now + 3_600_000_000_000,
+                    count: n,
+                    owed: part(n / 8, o),
+                    back: part(2 * n, b),
+                    ask: part(n, a),
+                    now,
+                    ..Count::default()
+                };
+                let found = model.saturating_add(call.owed).saturating_sub(call.back);
+                let granted = call.ask.min(n.saturating_sub(found));
+                model = found + granted;
+                for (which, store) in [
+                    ("file", &mut *file as &mut dyn Store),
+                    ("redis", &mut *server),
+                ] {
+                    let c = store.count(&call).unwrap();
+                    prop_assert_eq!(
+                        (c.granted, c.after),
+                        (granted, model),
+                        "{} {:?}",
+                        which,
+                        call
+                    );
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
 }
 
 /// The script's arithmetic for a record limit beside a byte limit (a
@@ -1219,6 +1362,21 @@ fn limits_beyond_the_shared_range_are_refused_up_front() {
             &["take", "x", "--cost-rate", "1/s", "--cost", "10000000"],
             "more than a shared slot may charge",
         ),
+        (
+            &["--share", "x", "--budget", "2251799813685249/day@UTC"],
+            "--budget 2251799813685249/day@UTC: more than 2^51",
+        ),
+        (
+            &[
+                "--share",
+                "x",
+                "--share-jobs",
+                "9007199254740993",
+                "--exec",
+                "true",
+            ],
+            "--share-jobs 9007199254740993: more than 2^53",
+        ),
     ] {
         let (code, err) = run_drip(args, String::from("1\n"), runtime.path());
         assert_eq!(code, Some(2), "{args:?}: {err}");
@@ -1232,6 +1390,12 @@ fn limits_beyond_the_shared_range_are_refused_up_front() {
     let (code, err) = run_drip(&["-r", "1/1y"], String::from("1\n"), runtime.path());
     assert_eq!(code, Some(0), "{err}");
     // At the end of the range, accepted.
+    let (code, err) = run_drip(
+        &["--share", "x", "--budget", "2251799813685248/day@UTC"],
+        String::from("1\n"),
+        runtime.path(),
+    );
+    assert_eq!(code, Some(0), "{err}");
     let (code, err) = run_drip(
         &["take", "x", "--cost-rate", "1/s", "--cost", "2764800"],
         String::new(),
@@ -4000,8 +4164,10 @@ fn a_shared_budget_under_wait_waits_while_its_redis_is_killed() {
 /// `--share-peers 2` whose Redis is killed after 3 records counts alone,
 /// up to 5 in the window (3 of them granted by the count), so 2 of the 5
 /// fed next go at once and 3 wait; when the server answers again (a fresh
-/// one: the 3 are lost with it), the 2 granted alone are added to the
-/// count, and the 3 waiting are granted: the count holds 5.
+/// one, the state lost with it: said so), the 3 the drip was granted
+/// before are counted again, the 2 granted alone added, and the 3 waiting
+/// granted: the count holds the 8 sent in the window (it held 5 before
+/// the budget's count found its losses by their epoch).
 #[test]
 fn a_shared_budget_under_local_counts_alone_while_its_redis_is_killed() {
     if !common::have_redis() {
@@ -4035,7 +4201,11 @@ fn a_shared_budget_under_local_counts_alone_while_its_redis_is_killed() {
             .arg(&keys[0])
             .query(&mut redis.con())
             .unwrap();
-        assert_eq!(count, "5", "the 2 granted alone and the 3 after");
+        assert_eq!(
+            count, "8",
+            "the 3 counted before, the 2 granted alone and the 3 after"
+        );
+        assert_eq!(err.matches("the shared state was lost").count(), 1, "{err}");
         assert!(
             err.contains("counting alone, at most 5 of it a window, until it answers again (--share-on-error local)"),
             "{err}"

@@ -614,7 +614,8 @@ fn a_lost_state_starts_no_job_beside_the_running_ones(
     assert_eq!(stamps.len(), 8, "{stamps:?}");
     let err = common::stderr_of(&mut waiter);
     assert_eq!(
-        err.matches("the job leases' state was lost (flushed, restarted, removed): no new job starts for 5 s").count(),
+        err.matches("the shared state was lost (a restart or a flush); no new job starts for 5 s")
+            .count(),
         1,
         "{err}"
     );
@@ -774,5 +775,115 @@ fn a_killed_drip_s_jobs_end_before_its_leases_go_to_another_through_redis() {
     a_killed_drip_s_jobs_end_before_its_leases_go_to_another(
         &redis.share("killed"),
         [a.path(), b.path()],
+    );
+}
+
+/// The shared budget of the test below a window.
+const LOST_BUDGET: usize = 40;
+
+/// The whole shared state lost (`forget`: Redis flushed, the state files
+/// removed) while two drips share a rate, a budget of 40 a day and a job
+/// limit of 2, after some 15 of their jobs started. Every feature finds
+/// the loss by its epoch at its next call: each drip says it once (one
+/// line whichever feature found it first) and counts it once (`state
+/// lost 1 times`); the job leases take no new lease for 5 s while the
+/// running jobs' are held again, so never more than 2 run at once; the
+/// budget's count is made again from what the two drips hold, so the
+/// jobs started stay within 40 and a call's grant (a second of one drip's
+/// rate, 10). The count used to start again from 0, silently: some 55 to
+/// 75 jobs in the window.
+fn a_lost_state_keeps_the_budget_and_the_job_limit(share: &str, runtime: &Path, forget: &dyn Fn()) {
+    // Not across a window's end: the day's last minute waited out.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let left = 86_400 - now % 86_400;
+    if left < 60 {
+        std::thread::sleep(Duration::from_secs(left + 1));
+    }
+    let log = runtime.join("log");
+    let script = format!(
+        "echo \"s $1 $(date +%s%N)\" >> {0}; sleep 0.1; echo \"e $1 $(date +%s%N)\" >> {0}",
+        log.display()
+    );
+    let budget = format!("{LOST_BUDGET}/day@UTC");
+    let start = |i: usize| {
+        let args = [
+            "-r",
+            "10/s",
+            "--share",
+            share,
+            "--budget",
+            &budget,
+            "--budget-exhausted",
+            "stop",
+            "--share-jobs",
+            "2",
+            "-j",
+            "2",
+            "--stats",
+            "--exec",
+            "sh",
+            "-c",
+            &script,
+            "sh",
+            "{}",
+        ];
+        let mut cmd = common::command(&args);
+        cmd.env("XDG_RUNTIME_DIR", runtime)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let input: String = (1..=60).map(|r| format!("{i}-{r}\n")).collect();
+        common::feed(&mut child, input.as_bytes());
+        child
+    };
+    let mut drips = [start(0), start(1)];
+    until_started(&log, 15);
+    forget();
+    for d in &mut drips {
+        let status = common::wait_for(d, Duration::from_secs(60));
+        assert!(matches!(status.code(), Some(0 | 5)), "{status:?}");
+    }
+    let stamps = stamps(&log);
+    let started = stamps.iter().filter(|s| s.1 == 1).count();
+    assert!(most_at_once(&stamps) <= 2, "{stamps:?}");
+    assert!(
+        (LOST_BUDGET - 10..=LOST_BUDGET + 10).contains(&started),
+        "{started} jobs started in the window"
+    );
+    for d in &mut drips {
+        let err = common::stderr_of(d);
+        assert_eq!(err.matches("the shared state was lost").count(), 1, "{err}");
+        assert!(err.contains("state lost 1 times"), "{err}");
+    }
+}
+
+#[test]
+fn a_lost_state_file_keeps_the_budget_and_the_job_limit() {
+    let runtime = tempfile::tempdir().unwrap();
+    let dir = runtime.path().join("drip");
+    a_lost_state_keeps_the_budget_and_the_job_limit("lost-both", runtime.path(), &|| {
+        for file in ["lost-both.json", "lost-both.budget", "lost-both.jobs.json"] {
+            std::fs::remove_file(dir.join(file)).unwrap();
+        }
+    });
+}
+
+#[test]
+fn a_flushed_redis_keeps_the_budget_and_the_job_limit() {
+    if !common::have_redis() {
+        return;
+    }
+    let redis = fleet::Redis::start();
+    let runtime = tempfile::tempdir().unwrap();
+    a_lost_state_keeps_the_budget_and_the_job_limit(
+        &redis.share("lost-both"),
+        runtime.path(),
+        &|| {
+            redis.query(&["FLUSHALL"]).unwrap();
+        },
     );
 }

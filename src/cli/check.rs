@@ -763,6 +763,8 @@ fn share(cli: &Cli, limits: &[Limit]) -> Result<Option<shared::Share>, clap::Err
         .filter(|_| !cli.key.is_empty())
         .map(|&(rate, burst)| Limit::records(rate, burst));
     shared::in_range(limits, key.as_ref()).or_else(|why| usage(format!("{why} (--share)")))?;
+    shared::counts_in_range(&cli.budget, cli.share_jobs)
+        .or_else(|why| usage(format!("{why} (--share)")))?;
     Ok(Some(shared::Share {
         target,
         on_error: cli.share_on_error,

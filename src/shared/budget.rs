@@ -10,7 +10,9 @@
 //! each call adds to the window's count, atomically, no more than keeps it
 //! within the budget's N (under the state file's lock, or in one Lua
 //! script in Redis), so the drips together never pass N in a window, as
-//! far as the shared count lasts (a flush resets it: see
+//! far as the shared count lasts (a count lost, flushed or its file
+//! removed, is found by the budgets' epoch at the next call and made
+//! again from what the drips still counting hold: see
 //! `docs/sharing.md`). A drip asks for about a second of its rate beyond
 //! what it sent ([`crate::budget::Counter::shared`]); what it was granted
 //! and did not send goes back to the count when it leaves
@@ -32,7 +34,7 @@ use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use super::backend;
-use super::keeper::{Bell, Duty, Keeper, Poll};
+use super::keeper::{Bell, Duty, Keeper, Losses, Poll};
 use super::protocol::{Count, Counted, Failure, Store, Wake, KEPT_NS};
 use super::target::Share;
 use super::voice::{OnError, Retry, Unreachable, Unusable};
@@ -206,6 +208,10 @@ struct Counting {
     said: (bool, bool),
     /// Paused until then, after a call the count did not answer.
     paused: Option<Instant>,
+    /// The epoch of the budgets' state as last heard (empty: none yet).
+    epoch: String,
+    /// The drip's losses of the state, which a lost count is counted in.
+    losses: Arc<Losses>,
 }
 
 impl Counting {
@@ -232,6 +238,8 @@ impl Counting {
                         w.wanted.saturating_sub(w.granted)
                     },
                     now: unix_now(),
+                    known: self.epoch.clone(),
+                    holds: w.granted.saturating_sub(w.alone),
                 })
         };
         let now = unix_now();
@@ -261,6 +269,7 @@ impl Counting {
         match self.store.count(&call) {
             Ok(counted) => {
                 self.passed_over(&counted);
+                self.note_lost(&counted);
                 self.granted(&book, &call, counted.granted, counted.after);
             }
             Err(Failure::Unreachable(why)) if self.on_error != OnError::Fail => {
@@ -337,6 +346,21 @@ impl Counting {
         }
         self.said.0 |= counted.garbled;
         self.said.1 |= counted.passed_over > 0;
+    }
+
+    /// The count answered from a state made anew since the epoch this
+    /// drip knew (flushed, removed, not text): lost. Counted in the drip's
+    /// losses, and said once unless another feature just said it (or the
+    /// count file's garbage was).
+    fn note_lost(&mut self, counted: &Counted) {
+        self.epoch.clone_from(&counted.epoch);
+        let lost = counted.lost || counted.garbled;
+        if self.losses.heard("budget", lost) && !counted.garbled && !self.quiet {
+            eprintln!(
+                "drip: --share {}: the shared state was lost (a restart or a flush); the budget's count is made again from what the drips still counting hold; beyond the budget, at most {} more may pass in its window",
+                self.name, self.count
+            );
+        }
     }
 
     /// The count cannot be reached (not under `fail`): say so once an
@@ -424,6 +448,8 @@ pub fn start(share: &Share, budget: &Budget, keeper: &Arc<Keeper>) -> anyhow::Re
         failing: false,
         said: (false, false),
         paused: None,
+        epoch: String::new(),
+        losses: keeper.losses(),
     };
     keeper.add(Box::new(counting))?;
     Ok(book)

@@ -538,13 +538,20 @@ fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// The label of the count file's epoch line.
+const EPOCH_LABEL: &str = "budget:epoch:";
+
 /// A shared budget's count in the file at `path`: one line per window's
 /// count (`budget:CALENDAR START END COUNT`), read and written whole under
 /// an exclusive `flock` of `path.lock`; counts past their window's end by
 /// [`KEPT_NS`] are dropped, and so are lines drip did not write (counted;
 /// numbers drip never writes too).
 /// A file that is not text (not UTF-8) is a lost count, started afresh,
-/// as an unreadable `NAME.json` is; one drip cannot use (a directory, a
+/// as an unreadable `NAME.json` is; one made anew (removed, or not text)
+/// gets a new epoch (a line `budget:epoch:HEX 0 END 0` that ends past
+/// any window, so a drip of an older version keeps it), and a caller that
+/// knew another finds the count lost and adds back what it holds of the
+/// window ([`Count::holds`]); one drip cannot use (a directory, a
 /// file it may not read or write, the lock's too) is [`Failure::Fatal`],
 /// naming the path, as `NAME.json`'s is.
 fn count_in(path: &Path, call: &Count) -> Result<Counted, Failure> {
@@ -591,15 +598,29 @@ fn count_in(path: &Path, call: &Count) -> Result<Counted, Failure> {
             counted.passed_over += usize::from(!line.is_empty());
             continue;
         };
-        if l == label && s == call.start {
+        if let Some(e) = l.strip_prefix(EPOCH_LABEL) {
+            counted.epoch = e.to_string();
+        } else if l == label && s == call.start {
             found = c;
         } else if e + KEPT_NS >= call.now {
             kept.push(line.to_string());
         }
     }
-    let found = found.saturating_add(call.owed).saturating_sub(call.back);
+    counted.lost = !call.known.is_empty() && call.known != counted.epoch;
+    if counted.epoch.is_empty() {
+        counted.epoch = format!("{:016x}", fastrand::u64(..));
+    }
+    let held = if counted.lost { call.holds } else { 0 };
+    let found = found
+        .saturating_add(held)
+        .saturating_add(call.owed)
+        .saturating_sub(call.back);
     counted.granted = call.ask.min(call.count.saturating_sub(found));
     counted.after = found + counted.granted;
+    kept.insert(
+        0,
+        format!("{EPOCH_LABEL}{} 0 {} 0", counted.epoch, i64::MAX),
+    );
     kept.push(format!(
         "{label} {} {} {}",
         call.start, call.end, counted.after
@@ -1065,6 +1086,7 @@ mod tests {
             back: 0,
             ask,
             now,
+            ..Count::default()
         };
         let take = |c| {
             let counted = count_in(&path, &c).unwrap();
@@ -1110,6 +1132,7 @@ mod tests {
             back: 0,
             ask: 4,
             now,
+            ..Count::default()
         };
         std::fs::write(&path, b"budget:hour@UTC 0 1 9\n\xff\xfe\n").unwrap();
         let counted = count_in(&path, &call).unwrap();
@@ -1163,12 +1186,16 @@ mod tests {
             back: 0,
             ask: 4,
             now,
+            ..Count::default()
         };
         let counted = count_in(&path, &call).unwrap();
         assert_eq!(counted.passed_over, 1);
         assert_eq!((counted.granted, counted.after), (4, 4));
         let text = std::fs::read_to_string(&path).unwrap();
-        assert_eq!(text, format!("budget:hour@UTC 0 {} 4\n", call.end));
+        // The epoch's line first, then the one count.
+        let (epoch, counts) = text.split_once('\n').unwrap();
+        assert!(epoch.starts_with(EPOCH_LABEL), "{text}");
+        assert_eq!(counts, format!("budget:hour@UTC 0 {} 4\n", call.end));
     }
 
     // The job leases' file.

@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::backend;
-use super::keeper::{Bell, Duty, Keeper, Poll};
+use super::keeper::{Bell, Duty, Keeper, Losses, Poll};
 use super::protocol::{Failure, JobLeases, JobOp, Store};
 use super::target::Target;
 use crate::report::share_jobs::ShareJobsFigures;
@@ -62,8 +62,6 @@ struct HeldJobs {
     said: bool,
     /// The epoch of the leases' state as last heard (empty: none yet).
     epoch: String,
-    /// A loss of the state was said on stderr.
-    lost_said: bool,
 }
 
 impl HeldJobs {
@@ -86,6 +84,9 @@ pub struct SharedJobs {
     /// The keeper's bell, rung by [`SharedJobs::close`]: the renewal is
     /// over.
     bell: Arc<Bell>,
+    /// The drip's losses of the state, which a loss of the leases' is
+    /// counted in.
+    losses: Arc<Losses>,
 }
 
 impl std::fmt::Debug for SharedJobs {
@@ -127,10 +128,10 @@ impl SharedJobs {
                 failures: 0,
                 said: false,
                 epoch: String::new(),
-                lost_said: false,
             }),
             closed: AtomicBool::new(false),
             bell: keeper.bell(),
+            losses: keeper.losses(),
         });
         let renewing = Arc::clone(&jobs);
         keeper.add(Box::new(Renewal {
@@ -152,9 +153,9 @@ impl SharedJobs {
                 if std::mem::take(&mut held.said) && !self.quiet {
                     eprintln!("drip: --share {}: the job leases answer again", self.name);
                 }
-                if v.lost && !std::mem::replace(&mut held.lost_said, true) && !self.quiet {
+                if self.losses.heard("jobs", v.lost) && !self.quiet {
                     eprintln!(
-                        "drip: --share {}: the job leases' state was lost (flushed, restarted, removed): no new job starts for {} s while the drips' running jobs hold their leases again",
+                        "drip: --share {}: the shared state was lost (a restart or a flush); no new job starts for {} s while the drips' running jobs hold their leases again",
                         self.name,
                         LEASE_TTL.as_secs()
                     );

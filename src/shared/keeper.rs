@@ -313,6 +313,68 @@ pub(crate) trait Duty: Send {
 /// A duty given to the keeper, and whether it is over.
 type Given = (Box<dyn Duty>, Arc<AtomicBool>);
 
+/// The losses of the shared state one drip saw, whichever feature saw
+/// them: the global limits (a state found fresh, or unreadable), a
+/// budget's count and the job leases (each an epoch not the one the drip
+/// knew). One loss (a `FLUSHALL`, the state files removed) is seen by
+/// each feature at its next call, and happened after that feature's
+/// answer before: a loss a feature finds since its last answer that
+/// another feature's loss could be (their spans since their last answers
+/// meet) is that loss, said once (by the first to find it) and counted
+/// once (`state lost`).
+#[derive(Debug, Default)]
+pub(crate) struct Losses {
+    seen: Mutex<Seen>,
+}
+
+#[derive(Debug, Default)]
+struct Seen {
+    /// Losses counted.
+    count: u64,
+    /// Each feature's last answer.
+    heard: Vec<(&'static str, Instant)>,
+    /// The span the last loss counted happened in.
+    last: Option<(Instant, Instant)>,
+}
+
+impl Losses {
+    /// `feature`'s state answered, `lost` or not: whether that is a loss
+    /// not yet counted, then counted; its finder says it.
+    pub(crate) fn heard(&self, feature: &'static str, lost: bool) -> bool {
+        let now = Instant::now();
+        let mut seen = self.seen.lock().unpoisoned();
+        let since = match seen.heard.iter_mut().find(|(f, _)| *f == feature) {
+            Some((_, at)) => Some(std::mem::replace(at, now)),
+            None => {
+                seen.heard.push((feature, now));
+                None
+            }
+        };
+        if !lost {
+            return false;
+        }
+        // A feature that had no answer before knew no state to lose but
+        // a garbled one: its loss is at this call.
+        let from = since.unwrap_or(now);
+        match seen.last {
+            Some((f, t)) if from < t || (from == t && f == t) => {
+                seen.last = Some((f.max(from), t.min(now)));
+                false
+            }
+            _ => {
+                seen.count += 1;
+                seen.last = Some((from, now));
+                true
+            }
+        }
+    }
+
+    /// The losses counted.
+    pub(crate) fn count(&self) -> u64 {
+        self.seen.lock().unpoisoned().count
+    }
+}
+
 /// How long the keeper sleeps at most with nothing due.
 const IDLE: Duration = Duration::from_secs(1);
 
@@ -322,6 +384,7 @@ const IDLE: Duration = Duration::from_secs(1);
 #[derive(Debug, Default)]
 pub struct Keeper {
     bell: Arc<Bell>,
+    losses: Arc<Losses>,
     added: Mutex<Vec<Given>>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -355,6 +418,11 @@ impl Keeper {
     /// The keeper's bell, for what its duties serve to ring.
     pub(crate) fn bell(&self) -> Arc<Bell> {
         Arc::clone(&self.bell)
+    }
+
+    /// The losses of the shared state its duties saw.
+    pub(crate) fn losses(&self) -> Arc<Losses> {
+        Arc::clone(&self.losses)
     }
 
     /// Look after `duty` from now on, the thread started if it is not
@@ -473,6 +541,10 @@ pub(crate) struct Leasing<G> {
     /// Paused until then (backing off), and whether to ask the state
     /// again after (pacing alone, `local`).
     pub(crate) paused: Option<(Instant, bool)>,
+    /// The drip's losses, which a loss of the global limits' state is
+    /// counted in and said through (the other features see it too);
+    /// `None`: counted in the lease (the limits per key).
+    pub(crate) losses: Option<Arc<Losses>>,
 }
 
 impl<G: Grants> Leasing<G> {
@@ -751,8 +823,9 @@ impl<G: Grants> Leasing<G> {
     /// writer, which takes it for every record).
     fn note_fresh(&mut self, fresh: bool) {
         if let Some(why) = self.store.unreadable() {
-            self.voice.unreadable(&why);
-            self.lease.lock().status().lost += 1;
+            if self.new_loss(true) {
+                self.voice.unreadable(&why);
+            }
             return;
         }
         let now = self.lease.now();
@@ -761,9 +834,23 @@ impl<G: Grants> Leasing<G> {
             let st = g.status();
             st.reservations > 0 && !expired(st.reserved_until, now)
         };
-        if lost {
+        if self.new_loss(lost) {
             self.voice.lost();
-            self.lease.lock().status().lost += 1;
+        }
+    }
+
+    /// The state answered, `lost` or not: a loss is counted (in the
+    /// drip's losses, or the lease's counter); whether to say it (not
+    /// when another feature found the same loss first).
+    fn new_loss(&mut self, lost: bool) -> bool {
+        match &self.losses {
+            Some(losses) => losses.heard("limits", lost),
+            None => {
+                if lost {
+                    self.lease.lock().status().lost += 1;
+                }
+                lost
+            }
         }
     }
 
@@ -868,6 +955,30 @@ mod tests {
 
     const MS: Duration = Duration::from_millis(1);
 
+    /// One loss found by every feature at its next call is one loss,
+    /// said (by the first) and counted once; a loss a feature finds after
+    /// its own answer since the last one counted is another.
+    #[test]
+    fn a_loss_every_feature_finds_is_counted_once() {
+        let losses = Losses::default();
+        for f in ["limits", "budget", "jobs"] {
+            assert!(!losses.heard(f, false));
+        }
+        // The state is lost: each feature finds it at its next call.
+        assert!(losses.heard("jobs", true));
+        assert!(!losses.heard("limits", true));
+        assert!(!losses.heard("budget", true));
+        assert_eq!(losses.count(), 1);
+        // The limits answered since: a loss they find now is another.
+        assert!(!losses.heard("limits", false));
+        std::thread::sleep(MS);
+        assert!(losses.heard("limits", true));
+        // The budget had not answered since the first: the same as one
+        // of the two, not a third.
+        assert!(!losses.heard("budget", true));
+        assert_eq!(losses.count(), 2);
+    }
+
     /// A keeper of a records lease of one slot per `interval` (ns) on
     /// drip's clock from `origin`, asking `store`, on `on_error`; and its
     /// lease.
@@ -894,6 +1005,7 @@ mod tests {
             told: Arc::default(),
             last_call: None,
             paused: None,
+            losses: None,
         };
         (lease, keeper)
     }

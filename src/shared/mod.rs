@@ -43,7 +43,7 @@ use crate::report::share::{ShareCounts, ShareStats};
 use crate::schedule::{Limit, Limits, Unit};
 use crate::sys::Unpoisoned;
 use gcra::{canonical_tagged, divided, lone_order, PeerPace};
-use keeper::{Grants, Greeting, Keeper, Lease, Leasing};
+use keeper::{Grants, Greeting, Keeper, Lease, Leasing, Losses};
 use keys::KeyLeases;
 use lease::GlobalLease;
 use protocol::{Failure, Store, Wake};
@@ -180,6 +180,7 @@ impl Handle {
         Counters {
             lease: self.lease.clone(),
             keys: self.keys.clone(),
+            losses: self.keeper.losses(),
             name: self.name.clone(),
         }
     }
@@ -190,6 +191,9 @@ impl Handle {
 pub struct Counters {
     lease: Option<Arc<Lease<GlobalLease>>>,
     keys: Option<Arc<Lease<KeyLeases>>>,
+    /// The losses of the state every feature saw (the global limits', a
+    /// budget's count, the job leases').
+    losses: Arc<Losses>,
     name: String,
 }
 
@@ -208,8 +212,13 @@ impl Counters {
                 failed_calls: st.failures,
             }
         }
-        let global = self.lease.as_deref().map(counts);
-        let per_key = self.keys.as_deref().map(counts);
+        let mut global = self.lease.as_deref().map(counts);
+        let mut per_key = self.keys.as_deref().map(counts);
+        // Counted once, with the global limits (with the keys when only
+        // they are shared).
+        if let Some(c) = global.as_mut().or(per_key.as_mut()) {
+            c.state_lost += self.losses.count();
+        }
         ShareStats {
             name: self.name.clone(),
             global,
@@ -433,6 +442,7 @@ fn start_keeper<G: Grants>(
     (what, may_pass): (String, &'static str),
     notify: &Wake,
     handle: &mut Handle,
+    lease_losses: Option<Arc<Losses>>,
 ) -> anyhow::Result<()> {
     let leasing = Leasing {
         lease: Arc::clone(lease),
@@ -446,6 +456,7 @@ fn start_keeper<G: Grants>(
         told: Arc::clone(&handle.told),
         last_call: None,
         paused: None,
+        losses: lease_losses,
     };
     // A rendezvous: an answer no one waits for any more is not sent.
     let (answer, answered) = std::sync::mpsc::sync_channel(0);
@@ -492,7 +503,8 @@ fn open_global(
     let lease = Arc::new(Lease::with_bell(global, origin, handle.keeper.bell()));
     handle.lease = Some(Arc::clone(&lease));
     let what = (format!("--share {}", handle.name), LOST_GLOBAL);
-    start_keeper(share, store, &lease, what, notify, handle)?;
+    let losses = Some(handle.keeper.losses());
+    start_keeper(share, store, &lease, what, notify, handle, losses)?;
     let pace = PeerPace::of(limits, share.peers);
     let local = match cost {
         Some(cost) if share.settle => Limits::new(&pace.local)
@@ -549,6 +561,28 @@ pub fn in_range(limits: &[Limit], key: Option<&Limit>) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether the counts shared are within the range both backends keep
+/// exactly ([`protocol::MOST_COUNT`], [`protocol::MOST_JOBS`]): each
+/// budget's N, and the job limit.
+///
+/// # Errors
+/// One line naming the flag and the count out of range.
+pub fn counts_in_range(budgets: &[crate::budget::Budget], jobs: Option<u64>) -> Result<(), String> {
+    if let Some(b) = budgets.iter().find(|b| b.count > protocol::MOST_COUNT) {
+        return Err(format!(
+            "--budget {b}: more than 2^51 ({}) a window, the most a shared budget counts",
+            protocol::MOST_COUNT
+        ));
+    }
+    match jobs {
+        Some(n) if n > protocol::MOST_JOBS => Err(format!(
+            "--share-jobs {n}: more than 2^53 ({}), the most jobs a shared limit counts",
+            protocol::MOST_JOBS
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Start the keeper of the limits per key (`key`); their schedule.
 fn open_keys(
     share: &Share,
@@ -567,7 +601,7 @@ fn open_keys(
         format!("--share {} (limits per key)", handle.name),
         LOST_PER_KEY,
     );
-    start_keeper(share, store, &lease, what, notify, handle)?;
+    start_keeper(share, store, &lease, what, notify, handle, None)?;
     let local = divided(key, share.peers);
     let pacer = Pacer::new(local.rate, local.burst, slack_for(local.rate));
     Ok(keys::SharedKeys::new(lease, pacer, per_second).with_peers(share.peers))

@@ -137,6 +137,16 @@ pub struct Taken {
     pub taken: bool,
 }
 
+/// The most a shared budget counts a window, and the most jobs
+/// `--share-jobs` shares: the range every count of the shared state keeps
+/// in both backends, within Redis's exact integers (Lua's numbers, exact
+/// below 2^53), as the times of a shared schedule are. A window's count
+/// holds at most what the drips were granted (N), what they granted
+/// themselves alone and told it (N at most) and, after a loss, what they
+/// held again (N at most): 3N, with one call's additions 4N, below 2^53.
+pub const MOST_COUNT: u64 = 1 << 51;
+pub const MOST_JOBS: u64 = 1 << 53;
+
 /// A shared budget's window count outlives the window's end by this long
 /// (ns).
 pub const KEPT_NS: i128 = 10_000_000_000;
@@ -146,8 +156,12 @@ pub const KEPT_NS: i128 = 10_000_000_000;
 /// budget's `count`, what is `owed` (granted alone), what goes `back`
 /// (granted, not sent, drip leaving) and how many more are asked for;
 /// `now`, the wall clock (ns since the Unix epoch), drops the counts of
-/// windows more than [`KEPT_NS`] over.
-#[derive(Debug, Clone)]
+/// windows more than [`KEPT_NS`] over. The caller knows the budgets'
+/// state by its epoch `known` (empty: none yet); a state made anew since
+/// (lost: flushed, its file removed) first takes back what the caller
+/// `holds` of the window, so the count is made again from the grants of
+/// the drips that still count.
+#[derive(Debug, Clone, Default)]
 pub struct Count {
     /// The budget's calendar window (`day@America/Los_Angeles`).
     pub calendar: String,
@@ -165,12 +179,17 @@ pub struct Count {
     pub ask: u64,
     /// The wall clock, ns since the Unix epoch.
     pub now: i128,
+    /// The epoch of the budgets' state the caller knows ("": none yet).
+    pub known: String,
+    /// What the caller was granted of the window through the count (not
+    /// alone), added back to a count made anew since `known`.
+    pub holds: u64,
 }
 
 /// What a call to the count answered: `granted` more, the count `after`;
 /// in the file, the lines passed over as not drip's, and whether the file
 /// held no text at all (its counts lost, started afresh).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Counted {
     /// Added beyond what was owed.
     pub granted: u64,
@@ -180,6 +199,10 @@ pub struct Counted {
     pub passed_over: usize,
     /// The count file held no text (its counts lost, started afresh).
     pub garbled: bool,
+    /// The epoch of the budgets' state.
+    pub epoch: String,
+    /// The state was made anew since the caller's epoch: lost.
+    pub lost: bool,
 }
 
 /// How long a job lease holds without a renewal: a dead holder's jobs

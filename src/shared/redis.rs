@@ -1,7 +1,8 @@
 //! The shared state across hosts: a hash in Redis (or Valkey), changed only
-//! by one Lua script (`script.lua`, the arithmetic of [`super::gcra`]) that
-//! reads the server's `TIME`, so every participant's slots come from one
-//! clock. The script is called with `EVALSHA`, falling back to `EVAL` when
+//! by drip's one Lua script ([`SCRIPT`]: a dispatch on its first argument to
+//! each feature's part; the limits', `script.lua`, the arithmetic of
+//! [`super::gcra`]) that reads the server's `TIME`, so every participant's
+//! slots come from one clock. The script is called with `EVALSHA`, falling back to `EVAL` when
 //! the server does not know it (after a restart or `SCRIPT FLUSH`).
 //!
 //! `rediss://` is TLS through rustls, trusting the system's CA store as
@@ -44,14 +45,28 @@ use super::protocol::{
 use super::target::{self, Servers};
 use crate::sys::Unpoisoned;
 
-/// The script, run atomically by the server.
-pub const SCRIPT: &str = concat!(include_str!("prelude.lua"), include_str!("script.lua"));
+/// The one script, run atomically by the server: each feature's part
+/// behind a dispatch on the first argument (`library.lua`), the limits'
+/// and the keys' after the prelude they share.
+pub const SCRIPT: &str = concat!(
+    include_str!("library.lua"),
+    "local function budget()\n",
+    include_str!("budget.lua"),
+    "end\nlocal function jobs()\n",
+    include_str!("jobs.lua"),
+    "end\nif feature == 'budget' then return budget() end\n",
+    "if feature == 'jobs' then return jobs() end\n",
+    include_str!("prelude.lua"),
+    "local function keys()\n",
+    include_str!("keys.lua"),
+    "end\nlocal function limits()\n",
+    include_str!("script.lua"),
+    "end\nif feature == 'keys' then return keys() end\n",
+    "return limits()\n",
+);
 
 /// How long one call may take before the server counts as unreachable.
 const TIMEOUT: Duration = Duration::from_millis(1000);
-
-/// The script of the limits per key ([`super::keys`]).
-pub const KEYS_SCRIPT: &str = concat!(include_str!("prelude.lua"), include_str!("keys.lua"));
 
 /// One of drip's scripts and its SHA1 (computed once), sent with
 /// `EVALSHA`, or `EVAL` when the server does not have it.
@@ -65,23 +80,10 @@ fn sha1(text: &str) -> String {
     redis::Script::new(text).get_hash().to_string()
 }
 
-/// The global limits' ([`SCRIPT`]), the keys' ([`KEYS_SCRIPT`]), a shared
-/// budget's window counts' and the job leases' (`--share-jobs`).
-static GLOBAL: Lua = Lua {
+/// The one script ([`SCRIPT`]) of every feature.
+static LIBRARY: Lua = Lua {
     text: SCRIPT,
     sha: LazyLock::new(|| sha1(SCRIPT)),
-};
-static KEYS: Lua = Lua {
-    text: KEYS_SCRIPT,
-    sha: LazyLock::new(|| sha1(KEYS_SCRIPT)),
-};
-static BUDGET: Lua = Lua {
-    text: include_str!("budget.lua"),
-    sha: LazyLock::new(|| sha1(include_str!("budget.lua"))),
-};
-static JOBS: Lua = Lua {
-    text: include_str!("jobs.lua"),
-    sha: LazyLock::new(|| sha1(include_str!("jobs.lua"))),
 };
 
 /// The connections of this process, by URL: every store of one URL (the
@@ -847,11 +849,20 @@ impl RedisStore {
         })
     }
 
-    /// Run `lua` on `keys` with `args` through the drip's one connection,
+    /// Run the script's part of `feature` (`limits`, `keys`, `budget`,
+    /// `jobs`) on `keys` with `args` through the drip's one connection,
     /// keeping how long the call waited for a replica's acknowledgement.
-    fn eval(&mut self, lua: &Lua, keys: &[String], args: &[String]) -> Result<Vec<Value>, Failure> {
+    fn eval(
+        &mut self,
+        feature: &str,
+        keys: &[String],
+        args: &[String],
+    ) -> Result<Vec<Value>, Failure> {
+        let args: Vec<String> = std::iter::once(feature.to_string())
+            .chain(args.iter().cloned())
+            .collect();
         let mut conn = self.conn.lock().unpoisoned();
-        let reply = conn.eval(lua.text, &lua.sha, keys, args);
+        let reply = conn.eval(LIBRARY.text, &LIBRARY.sha, keys, &args);
         self.acked_in = conn.acked_in();
         reply
     }
@@ -888,7 +899,7 @@ impl RedisStore {
         args.push(self.weights().to_string());
         args.extend(extra.iter().map(i64::to_string));
         let keys = [self.key.clone()];
-        self.eval(&GLOBAL, &keys, &args)
+        self.eval("limits", &keys, &args)
     }
 
     /// Run the keys' script for `op` on `keys` (their bytes) with `extra`
@@ -917,7 +928,7 @@ impl RedisStore {
         args.extend(extra.iter().map(i64::to_string));
         let mut names = vec![self.key.clone()];
         names.extend(keys.iter().map(|k| format!("{}:key:{}", self.key, hex(k))));
-        let reply = self.eval(&KEYS, &names, &args)?;
+        let reply = self.eval("keys", &names, &args)?;
         ints(&reply)
     }
 
@@ -1075,27 +1086,34 @@ impl Store for RedisStore {
     }
 
     /// `budget.lua` on the key `drip:{NAME}:budget:CALENDAR:START`, which
-    /// expires [`KEPT_NS`] after the window's end.
+    /// expires [`KEPT_NS`] after the window's end, and the budgets' epoch,
+    /// `drip:{NAME}:budget:epoch`.
     fn count(&mut self, call: &Count) -> Result<Counted, Failure> {
         let expire_ms = (call.end + KEPT_NS) / 1_000_000;
-        let keys = [format!(
-            "{}:budget:{}:{}",
-            self.key, call.calendar, call.start
-        )];
+        let keys = [
+            format!("{}:budget:{}:{}", self.key, call.calendar, call.start),
+            format!("{}:budget:epoch", self.key),
+        ];
         let args = [
             call.count.to_string(),
             call.ask.to_string(),
             expire_ms.to_string(),
             call.owed.to_string(),
             call.back.to_string(),
+            call.known.clone(),
+            call.holds.to_string(),
         ];
-        let reply = self.eval(&BUDGET, &keys, &args)?;
+        let reply = self.eval("budget", &keys, &args)?;
         match reply.as_slice() {
-            [Value::Int(g), Value::Int(c)] => Ok(Counted {
-                granted: u64::try_from(*g).unwrap_or(0),
-                after: u64::try_from(*c).unwrap_or(0),
-                ..Counted::default()
-            }),
+            [Value::Int(g), Value::Int(c), Value::BulkString(epoch), Value::Int(lost)] => {
+                Ok(Counted {
+                    granted: u64::try_from(*g).unwrap_or(0),
+                    after: u64::try_from(*c).unwrap_or(0),
+                    epoch: String::from_utf8_lossy(epoch).into_owned(),
+                    lost: *lost == 1,
+                    ..Counted::default()
+                })
+            }
             _ => Err(Failure::Unreachable(format!("unexpected reply {reply:?}"))),
         }
     }
@@ -1119,7 +1137,7 @@ impl Store for RedisStore {
             known.to_string(),
         ];
         args.extend(members.iter().cloned());
-        let reply = self.eval(&JOBS, &keys, &args)?;
+        let reply = self.eval("jobs", &keys, &args)?;
         match reply.as_slice() {
             [Value::Int(done), Value::Int(held), Value::BulkString(epoch), Value::Int(lost)] => {
                 Ok(JobLeases {

@@ -1,0 +1,11 @@
+-- drip's one script in Redis: every operation of the shared state, for
+-- every feature, is a call of this script (EVALSHA, or EVAL when the
+-- server has forgotten it), its first argument naming the feature:
+-- "limits" (script.lua: the global limits' lease protocol and drip
+-- take's slot), "keys" (keys.lua: the limits per key), "budget"
+-- (budget.lua: a budget's window count) or "jobs" (jobs.lua: the job
+-- leases). That argument is taken off, and the feature's part runs on
+-- the rest as its own script would; the limits' and the keys' parts
+-- after the prelude they share. Every key a call names is in the hash
+-- slot of drip:{NAME}.
+local feature = table.remove(ARGV, 1)
