@@ -7,86 +7,12 @@
 use crate::common;
 
 use std::io::{Read, Write};
-use std::path::Path;
-use std::process::{Child, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Stdio;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{command, send_signal, wait_for};
-
-/// A drip reading `input` with stdin left open, its lines stamped as they
-/// arrive (seconds since its start).
-struct Running {
-    child: Child,
-    start: Instant,
-    lines: Arc<Mutex<Vec<(f64, String)>>>,
-}
-
-impl Running {
-    fn start(args: &[&str], runtime: &Path, input: String) -> Running {
-        let mut cmd = command(args);
-        cmd.env("XDG_RUNTIME_DIR", runtime)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("spawn drip");
-        let mut stdin = child.stdin.take().unwrap();
-        thread::spawn(move || {
-            let _ = stdin.write_all(input.as_bytes());
-            thread::sleep(Duration::from_secs(120));
-        });
-        let start = Instant::now();
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let mut out = child.stdout.take().unwrap();
-        let sink = Arc::clone(&lines);
-        thread::spawn(move || {
-            let mut pending = Vec::new();
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = out.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                let t = start.elapsed().as_secs_f64();
-                pending.extend_from_slice(&buf[..n]);
-                while let Some(i) = pending.iter().position(|&b| b == b'\n') {
-                    let line: Vec<u8> = pending.drain(..=i).collect();
-                    let text = String::from_utf8_lossy(&line[..i]).into_owned();
-                    sink.lock().unwrap().push((t, text));
-                }
-            }
-        });
-        Running {
-            child,
-            start,
-            lines,
-        }
-    }
-
-    fn now(&self) -> f64 {
-        self.start.elapsed().as_secs_f64()
-    }
-
-    fn lines(&self) -> Vec<(f64, String)> {
-        self.lines.lock().unwrap().clone()
-    }
-
-    /// Wait until `n` lines have come (at most 20 s).
-    fn wait_lines(&self, n: usize) {
-        let until = Instant::now() + Duration::from_secs(20);
-        while self.lines.lock().unwrap().len() < n {
-            assert!(Instant::now() < until, "fewer than {n} lines in time");
-            thread::sleep(Duration::from_millis(5));
-        }
-    }
-
-    /// Stop with SIGTERM: its exit status and stderr.
-    fn stop(mut self) -> (Option<i32>, String) {
-        send_signal(&self.child, libc::SIGTERM);
-        let status = wait_for(&mut self.child, Duration::from_secs(20));
-        (status.code(), common::stderr_of(&mut self.child))
-    }
-}
+use common::running::Running;
+use common::{ctl_ok, send_signal, wait_for};
 
 /// The stamps of the lines of `key` (their first word) after `from`.
 fn stamps(lines: &[(f64, String)], key: &str, from: f64) -> Vec<f64> {
@@ -95,13 +21,6 @@ fn stamps(lines: &[(f64, String)], key: &str, from: f64) -> Vec<f64> {
         .filter(|(t, l)| *t > from && l.split(' ').next() == Some(key))
         .map(|(t, _)| *t)
         .collect()
-}
-
-/// `drip ctl ARGS` that must succeed: its JSON answer.
-fn ctl_ok(runtime: &Path, args: &[&str]) -> serde_json::Value {
-    let (status, out, err) = common::ctl(runtime, args);
-    assert_eq!(status, 0, "drip ctl {args:?}: {err}");
-    serde_json::from_str(&out).expect("JSON")
 }
 
 /// Each key leaves at its row's rate: an exact row, a `*.DOMAIN` row (not
@@ -127,7 +46,7 @@ fn each_key_leaves_at_its_rows_rate() {
         }
         let path = table.path().to_str().unwrap();
         let args = ["--key", "host", "--key-rate", "10/s", "--key-rates", path];
-        let drip = Running::start(&args, runtime.path(), input);
+        let drip = Running::start(&args, runtime.path(), input, None);
         drip.wait_lines(66);
         let lines = drip.lines();
         drip.stop();
@@ -177,7 +96,7 @@ fn a_new_table_keeps_each_keys_place() {
         "--stats-json",
         stats_path,
     ];
-    let drip = Running::start(&args, rt, input);
+    let drip = Running::start(&args, rt, input, None);
     drip.wait_lines(8);
     let info = ctl_ok(rt, &["table", "info"]);
     assert_eq!(info["key_rates"], path, "{info}");

@@ -5,6 +5,7 @@
 pub mod hosts;
 pub mod llm;
 pub mod redis_server;
+pub mod running;
 
 use std::io::Read;
 use std::process::{Child, Command, Stdio};
@@ -701,6 +702,14 @@ pub fn drip_reading(args: &[&str], input: String, runtime: &std::path::Path, hol
         }
     });
     child
+}
+
+/// `drip ctl ARGS` that must succeed: its JSON answer.
+pub fn ctl_ok(runtime: &std::path::Path, args: &[&str]) -> serde_json::Value {
+    let (status, out, err) = ctl(runtime, args);
+    assert_eq!(status, 0, "drip ctl {args:?}: {err}");
+    assert_eq!(out.lines().count(), 1, "one line: {out}");
+    serde_json::from_str(&out).expect("JSON")
 }
 
 /// `drip ctl ARGS` with `XDG_RUNTIME_DIR=runtime`: its status, stdout
