@@ -1115,15 +1115,9 @@ mod tests {
         );
     }
 
-    /// A count file of bytes that are not text is a lost count, started
-    /// afresh; lines drip did not write are passed over and counted; a
-    /// count file or a lock that is a directory can never be used.
-    #[test]
-    fn a_count_file_drip_cannot_read_is_lost_or_unusable() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("q.budget");
-        let now = 1_700_000_000_000_000_000;
-        let call = Count {
+    /// A call asking 4 of an hour's count of 10 at `now`, holding nothing.
+    fn hour_call(now: i128) -> Count {
+        Count {
             calendar: "hour@UTC".into(),
             start: 0,
             end: now + 3_600_000_000_000,
@@ -1133,7 +1127,18 @@ mod tests {
             ask: 4,
             now,
             ..Count::default()
-        };
+        }
+    }
+
+    /// A count file of bytes that are not text is a lost count, started
+    /// afresh; lines drip did not write are passed over and counted; a
+    /// count file or a lock that is a directory can never be used.
+    #[test]
+    fn a_count_file_drip_cannot_read_is_lost_or_unusable() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.budget");
+        let now = 1_700_000_000_000_000_000;
+        let call = hour_call(now);
         std::fs::write(&path, b"budget:hour@UTC 0 1 9\n\xff\xfe\n").unwrap();
         let counted = count_in(&path, &call).unwrap();
         assert!(counted.garbled);
@@ -1177,17 +1182,7 @@ mod tests {
         let path = dir.path().join("q.budget");
         let now = 1_700_000_000_000_000_000;
         std::fs::write(&path, format!("budget:hour@UTC 7 {} 3\n", i128::MAX)).unwrap();
-        let call = Count {
-            calendar: "hour@UTC".into(),
-            start: 0,
-            end: now + 3_600_000_000_000,
-            count: 10,
-            owed: 0,
-            back: 0,
-            ask: 4,
-            now,
-            ..Count::default()
-        };
+        let call = hour_call(now);
         let counted = count_in(&path, &call).unwrap();
         assert_eq!(counted.passed_over, 1);
         assert_eq!((counted.granted, counted.after), (4, 4));
