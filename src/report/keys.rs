@@ -59,6 +59,13 @@ pub struct KeyLimitView {
     pub rate: Option<(Rate, u64)>,
     /// Its records waiting now.
     pub waiting: u64,
+    /// With `--exec`: its job limit (its row's JOBS, else `--key-jobs`;
+    /// `null`: none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<Option<u32>>,
+    /// With `--exec`: its jobs running now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub running: Option<u32>,
 }
 
 /// A key's limit as `RATE:BURST`, or `null`.
@@ -72,18 +79,32 @@ fn spell_limit<S: serde::Serializer>(limit: &Option<(Rate, u64)>, s: S) -> Resul
 impl KeyLimitView {
     /// The line `drip ctl … key-list` prints for it: the key (as
     /// `--stats` shows it), its row (`-`: none), its limit (`-`: none) and
-    /// its records waiting, separated by tabs.
+    /// its records waiting, and with `--exec` its job limit (`-`: none)
+    /// and its jobs running, separated by tabs.
     pub fn line(&self) -> String {
         let rate = match self.rate {
             Some((rate, burst)) => format!("{}:{burst}", rate.spelled("")),
             None => "-".to_string(),
         };
-        format!(
+        let mut line = format!(
             "{}\t{}\t{rate}\t{}",
             text_key(self.key.0.as_deref()),
             self.row.as_deref().unwrap_or("-"),
             self.waiting
-        )
+        );
+        if let (Some(jobs), Some(running)) = (self.jobs, self.running) {
+            let jobs = jobs.map_or("-".to_string(), |n| n.to_string());
+            line.push_str(&format!("\t{jobs}\t{running}"));
+        }
+        line
+    }
+
+    /// With `--exec`, its job limit and jobs running: `of` gives them for
+    /// a key (`None`: not counted).
+    pub fn with_jobs(&mut self, of: &dyn Fn(&[u8]) -> Option<(Option<u32>, u32)>) {
+        if let Some((jobs, running)) = of(self.key.0.as_deref().unwrap_or_default()) {
+            (self.jobs, self.running) = (Some(jobs), Some(running));
+        }
     }
 }
 
