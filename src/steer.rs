@@ -135,7 +135,9 @@ impl Steering {
         let mut views = keys.key_limits();
         drop(st);
         if let Some(jobs) = self.shared.jobs.get() {
-            views.iter_mut().for_each(|v| v.with_jobs(&|k| jobs.key_jobs_of(k)));
+            views
+                .iter_mut()
+                .for_each(|v| v.with_jobs(&|k| jobs.key_jobs_of(k)));
         }
         let lines: Vec<String> = views.iter().map(KeyLimitView::line).collect();
         Ok(json!({ "keys": lines }))

@@ -249,8 +249,16 @@ mod tests {
         let t = rows("github.com 1/s 2\n*.cdn.net 50/s 8\nslow.org 1/s\n");
         assert_eq!(limit_for(Some(4), Some(&t), b"github.com"), Some(2));
         assert_eq!(limit_for(None, Some(&t), b"a.cdn.net"), Some(8));
-        assert_eq!(limit_for(Some(4), Some(&t), b"slow.org"), Some(4), "no JOBS");
-        assert_eq!(limit_for(Some(4), Some(&t), b"other.org"), Some(4), "no row");
+        assert_eq!(
+            limit_for(Some(4), Some(&t), b"slow.org"),
+            Some(4),
+            "no JOBS"
+        );
+        assert_eq!(
+            limit_for(Some(4), Some(&t), b"other.org"),
+            Some(4),
+            "no row"
+        );
         assert_eq!(limit_for(None, Some(&t), b"other.org"), None);
         assert_eq!(limit_for(Some(3), None, b"github.com"), Some(3));
     }
@@ -269,7 +277,10 @@ mod tests {
         book.left(b"b");
         assert!(book.at_limit(b"b"));
         book.set_limit(2);
-        assert!(book.at_limit(b"c"), "--key-jobs 2 for the keys with no JOBS");
+        assert!(
+            book.at_limit(b"c"),
+            "--key-jobs 2 for the keys with no JOBS"
+        );
         assert_eq!(book.of(b"b"), Some((Some(3), 3)));
         assert_eq!(book.of(b"z"), Some((Some(2), 0)));
         assert_eq!(KeyJobs::default().of(b"z"), None, "not counted");
@@ -287,7 +298,11 @@ mod tests {
         assert_eq!(book.take_freed(), vec![Box::from(&b"a"[..])]);
         assert!(book.at_limit(b"b"), "b runs 2 of 2");
         book.set_rows(&rows("a 1/s\n"));
-        assert_eq!(book.take_freed(), vec![Box::from(&b"b"[..])], "no limit now");
+        assert_eq!(
+            book.take_freed(),
+            vec![Box::from(&b"b"[..])],
+            "no limit now"
+        );
         assert_eq!(book.of(b"b"), Some((None, 2)));
     }
 }

@@ -206,11 +206,7 @@ pub fn jobs(text: &str) -> Result<u32, String> {
 /// # Errors
 /// A malformed row, a JOBS column where `jobs` is false, or a pattern
 /// given twice: its line number (from 1) and why, in words.
-pub fn parse(
-    text: &str,
-    host: Option<Normalize>,
-    jobs: bool,
-) -> Result<Vec<Row>, (usize, String)> {
+pub fn parse(text: &str, host: Option<Normalize>, jobs: bool) -> Result<Vec<Row>, (usize, String)> {
     let mut rows: Vec<(usize, Row)> = Vec::new();
     for (n, line) in text.lines().enumerate().map(|(i, l)| (i + 1, l)) {
         let words: Vec<&str> = line
@@ -225,7 +221,9 @@ pub fn parse(
                 if !jobs {
                     return Err((
                         n,
-                        format!("'{limit}': a job limit only with --exec (it limits the jobs running)"),
+                        format!(
+                            "'{limit}': a job limit only with --exec (it limits the jobs running)"
+                        ),
                     ));
                 }
                 let row = row(key, rate, host).map_err(|why| (n, why))?;
@@ -374,7 +372,10 @@ mod tests {
     #[test]
     fn a_jobs_column_is_each_matching_keys_job_limit() {
         let t = table("github.com 1/s 2\n*.cdn.net 50/s:5 8 # at once\n* 10/s\n");
-        let jobs = |key: &str| t.find(key.as_bytes()).and_then(|i| t.rows()[i as usize].jobs);
+        let jobs = |key: &str| {
+            t.find(key.as_bytes())
+                .and_then(|i| t.rows()[i as usize].jobs)
+        };
         assert_eq!(jobs("github.com"), Some(2));
         assert_eq!(jobs("a.cdn.net"), Some(8));
         assert_eq!(jobs("example.org"), None, "the row has no JOBS");

@@ -70,7 +70,9 @@ impl Shared {
         drop(st);
         let limits = stats.as_mut().and_then(|s| s.key_limits.as_mut());
         if let (Some(limits), Some(jobs)) = (limits, self.jobs.get()) {
-            limits.iter_mut().for_each(|v| v.with_jobs(&|k| jobs.key_jobs_of(k)));
+            limits
+                .iter_mut()
+                .for_each(|v| v.with_jobs(&|k| jobs.key_jobs_of(k)));
         }
         stats
     }
