@@ -68,6 +68,9 @@ pub struct KeyLimitView {
     pub running: Option<u32>,
 }
 
+/// A key's job limit (`None`: none) and its jobs running.
+pub type JobsOfKey = (Option<u32>, u32);
+
 /// A key's limit as `RATE:BURST`, or `null`.
 fn spell_limit<S: serde::Serializer>(limit: &Option<(Rate, u64)>, s: S) -> Result<S::Ok, S::Error> {
     match limit {
@@ -101,7 +104,7 @@ impl KeyLimitView {
 
     /// With `--exec`, its job limit and jobs running: `of` gives them for
     /// a key (`None`: not counted).
-    pub fn with_jobs(&mut self, of: &dyn Fn(&[u8]) -> Option<(Option<u32>, u32)>) {
+    pub fn with_jobs(&mut self, of: &dyn Fn(&[u8]) -> Option<JobsOfKey>) {
         if let Some((jobs, running)) = of(self.key.0.as_deref().unwrap_or_default()) {
             (self.jobs, self.running) = (Some(jobs), Some(running));
         }
