@@ -405,17 +405,38 @@ fn each_key_runs_at_most_its_rows_jobs() {
     let table = common::temp_file(b"a 1000/s 1\nb 1000/s:2 3 # three at once\nc 1000/s\n");
     let path = table.path().to_str().unwrap();
     let input = keyed_records(&["a", "b", "c", "d"], 6);
-    let flags = ["-j", "12", "--key-jobs", "2", "--key-rates", path];
+    let dir = tempfile::tempdir().unwrap();
+    let stats = dir.path().join("stats.json");
+    let stats_path = stats.to_str().unwrap();
+    let flags = [
+        "-j",
+        "12",
+        "--key-jobs",
+        "2",
+        "--key-rates",
+        path,
+        "--stats-json",
+        stats_path,
+    ];
     let jobs = stamped_run(&flags, &input);
     assert_eq!(jobs.len(), 24);
     for (key, most) in [("a", 1), ("b", 3), ("c", 2), ("d", 2)] {
         let seen = most_at_once(&jobs, |k| k == key);
         assert_eq!(seen, most, "{key}: {jobs:?}");
     }
+    // Each key's job limit in --stats-json, its jobs all ended.
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    let limits = summary["keys"]["key_limits"].as_array().unwrap().clone();
+    let of = |key: &str| limits.iter().find(|l| l["key"] == key).cloned().unwrap();
+    for (key, jobs) in [("a", 1), ("b", 3), ("c", 2), ("d", 2)] {
+        assert_eq!(of(key)["jobs"], jobs, "{key}: {summary}");
+        assert_eq!(of(key)["running"], 0, "{key}: {summary}");
+    }
 }
 
-/// The table read again (`drip ctl … key-rates`) changes each key's job
-/// limit: a key held at its old JOBS runs up to its new one at once;
+/// The table read again (`drip ctl … key-rates`, SIGHUP) changes each
+/// key's job limit: a key held at its old JOBS runs up to its new one at once;
 /// `key-list` and `info`'s key_limits show each key's job limit and its
 /// jobs running.
 #[test]
@@ -477,6 +498,12 @@ fn a_table_read_again_raises_a_keys_job_limit() {
     let (_, info, _) = common::ctl(rt, &["rows", "info"]);
     let info: serde_json::Value = serde_json::from_str(&info).unwrap();
     assert_eq!(info["keys"]["key_limits"][0]["running"], 3, "{info}");
+    // SIGHUP reads the file again: 5 at once.
+    std::fs::write(&file, "a 1000/s 5\n").unwrap();
+    common::send_signal(&child, libc::SIGHUP);
+    std::thread::sleep(Duration::from_millis(500));
+    let jobs = running(rt).unwrap();
+    assert_eq!(count(&jobs), 5, "after SIGHUP, a runs 5 at once: {jobs}");
     common::send_signal(&child, libc::SIGTERM);
     common::wait_for(&mut child, Duration::from_secs(20));
 }
