@@ -248,6 +248,34 @@ impl Section for KeyStats {
                 let labels = [("has_key", has_key), ("key", key.as_str()), ("row", row)];
                 f.sample(&labels, rate.per_second());
             }
+            if limits.iter().any(|v| v.running.is_some()) {
+                job_families(out, limits);
+            }
+        }
+    }
+}
+
+/// With `--exec`, each named key's job limit (a key with none left out)
+/// and its jobs running, labelled as its rate limit is.
+fn job_families(out: &mut Exposition, limits: &[KeyLimitView]) {
+    for (family, help, value) in [
+        (
+            "drip_top_key_job_limit",
+            "The job limit of each key the top lists name that has one (its row's JOBS, else --key-jobs), and its row.",
+            (|v: &KeyLimitView| v.jobs.flatten().map(f64::from)) as fn(&KeyLimitView) -> Option<f64>,
+        ),
+        (
+            "drip_top_key_jobs_running",
+            "The jobs running of each key the top lists name, and its row.",
+            |v: &KeyLimitView| v.running.map(f64::from),
+        ),
+    ] {
+        let mut f = MetricFamily::new(out, family, "gauge", help);
+        for view in limits {
+            let Some(n) = value(view) else { continue };
+            let (key, has_key) = key_labels(&view.key);
+            let row = view.row.as_deref().unwrap_or("");
+            f.sample(&[("has_key", has_key), ("key", key.as_str()), ("row", row)], n);
         }
     }
 }
