@@ -316,18 +316,24 @@ mod tests {
                             row: Some("*.github.com".into()),
                             rate: Some((crate::rate::parse_rate("2/min").unwrap(), 2)),
                             waiting: 3,
+                            jobs: Some(Some(2)),
+                            running: Some(1),
                         },
                         crate::report::keys::KeyLimitView {
                             key: KeyName(Some(b"b".to_vec())),
                             row: None,
                             rate: Some((crate::rate::parse_rate("5/s").unwrap(), 1)),
                             waiting: 0,
+                            jobs: Some(None),
+                            running: Some(0),
                         },
                         crate::report::keys::KeyLimitView {
                             key: KeyName(None),
                             row: None,
                             rate: None,
                             waiting: 0,
+                            jobs: None,
+                            running: None,
                         },
                     ]),
                     ..KeyStats::default()
@@ -420,6 +426,12 @@ mod tests {
             2,
             "{text}"
         );
+        // With --exec: each named key's job limit (a key with none left
+        // out) and its jobs running.
+        assert_eq!(get("drip_top_key_job_limit", &row), 2.0);
+        assert_eq!(text.matches("drip_top_key_job_limit{").count(), 1, "{text}");
+        assert_eq!(get("drip_top_key_jobs_running", &row), 1.0);
+        assert_eq!(get("drip_top_key_jobs_running", &["true", "b", ""]), 0.0);
         assert_eq!(
             get("drip_share_failed_calls_total", &["global", "quota"]),
             2.0

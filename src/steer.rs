@@ -83,7 +83,8 @@ impl Steering {
 
     /// Put the rate table per key in force again, read from `file`, or
     /// (`None`: SIGHUP) from the file read last: each key takes its row
-    /// again and keeps its place ([`crate::keyed::Keyed::replace_rates`]).
+    /// again and keeps its place ([`crate::keyed::Keyed::replace_rates`]),
+    /// and with `--exec` its job limit (its row's JOBS, else `--key-jobs`).
     /// The file is read outside the state lock.
     ///
     /// # Errors
@@ -112,8 +113,12 @@ impl Steering {
         let Some(keys) = st.adm.keys_mut() else {
             return Err("this drip has no limits per key (--key)".to_string());
         };
+        let job_rows = self.shared.jobs.get().map(|jobs| (jobs, rates.clone()));
         keys.replace_rates(now, rates);
         drop(st);
+        if let Some((jobs, rows)) = job_rows {
+            jobs.set_key_job_rows(&rows);
+        }
         source.file = Some(file);
         self.shared.data_ready.notify_all();
         self.shared.wake_jobs();
@@ -127,8 +132,13 @@ impl Steering {
         let Some(keys) = st.adm.bucket().keys() else {
             return Err("this drip has no limits per key (--key)".to_string());
         };
-        let views = keys.key_limits();
+        let mut views = keys.key_limits();
         drop(st);
+        if let Some(jobs) = self.shared.jobs.get() {
+            views
+                .iter_mut()
+                .for_each(|v| v.with_jobs(&|k| jobs.key_jobs_of(k)));
+        }
         let lines: Vec<String> = views.iter().map(KeyLimitView::line).collect();
         Ok(json!({ "keys": lines }))
     }

@@ -394,3 +394,137 @@ fn each_drip_sharing_a_name_runs_its_own_n_of_a_key() {
         }
     });
 }
+
+/// A rate table's JOBS column gives the keys of a row their own job limit
+/// (`KEY RATE[:BURST] [JOBS]`), `--key-jobs` the keys whose row has none
+/// and the keys no row matches: by the jobs' own stamps, at most a row's
+/// JOBS of its key at once, each reaching it.
+#[test]
+fn each_key_runs_at_most_its_rows_jobs() {
+    let _t = common::beside_timing();
+    let table = common::temp_file(b"a 1000/s 1\nb 1000/s:2 3 # three at once\nc 1000/s\n");
+    let path = table.path().to_str().unwrap();
+    let input = keyed_records(&["a", "b", "c", "d"], 6);
+    let dir = tempfile::tempdir().unwrap();
+    let stats = dir.path().join("stats.json");
+    let stats_path = stats.to_str().unwrap();
+    let flags = [
+        "-j",
+        "12",
+        "--key-jobs",
+        "2",
+        "--key-rates",
+        path,
+        "--stats-json",
+        stats_path,
+    ];
+    let jobs = stamped_run(&flags, &input);
+    assert_eq!(jobs.len(), 24);
+    for (key, most) in [("a", 1), ("b", 3), ("c", 2), ("d", 2)] {
+        let seen = most_at_once(&jobs, |k| k == key);
+        assert_eq!(seen, most, "{key}: {jobs:?}");
+    }
+    // Each key's job limit in --stats-json, its jobs all ended.
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    let limits = summary["keys"]["key_limits"].as_array().unwrap().clone();
+    let of = |key: &str| limits.iter().find(|l| l["key"] == key).cloned().unwrap();
+    for (key, jobs) in [("a", 1), ("b", 3), ("c", 2), ("d", 2)] {
+        assert_eq!(of(key)["jobs"], jobs, "{key}: {summary}");
+        assert_eq!(of(key)["running"], 0, "{key}: {summary}");
+    }
+}
+
+/// The table read again (`drip ctl … key-rates`, SIGHUP) changes each
+/// key's job limit: a key held at its old JOBS runs up to its new one at once;
+/// `key-list` and `info`'s key_limits show each key's job limit and its
+/// jobs running.
+#[test]
+fn a_table_read_again_raises_a_keys_job_limit() {
+    let _t = common::beside_timing();
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rates");
+    std::fs::write(&file, "a 1000/s 1\n").unwrap();
+    let records: String = (1..=10).map(|i| format!("a {i}\n")).collect();
+    let path = file.to_str().unwrap();
+    let args = [
+        "-r",
+        "inf",
+        "--key",
+        "1",
+        "--key-rates",
+        path,
+        "-j",
+        "8",
+        "--name",
+        "rows",
+        "--exec",
+        "sh",
+        "-c",
+        "sleep 3",
+    ];
+    let mut child = common::drip_reading(&args, records, rt, true);
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    let running = |rt: &std::path::Path| -> Option<serde_json::Value> {
+        let (status, out, _) = common::ctl(rt, &["rows", "jobs"]);
+        (status == 0).then(|| serde_json::from_str(&out).unwrap())
+    };
+    let count = |v: &serde_json::Value| v["running"].as_array().map_or(0, Vec::len);
+    loop {
+        if running(rt).is_some_and(|v| count(&v) == 1) {
+            break;
+        }
+        assert!(std::time::Instant::now() < until, "no job started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(count(&running(rt).unwrap()), 1, "a is held at 1");
+    let (_, list, _) = common::ctl(rt, &["rows", "key-list"]);
+    assert!(list.contains("a\ta\t1000/s:1\t9\t1\t1"), "{list}");
+    std::fs::write(&file, "a 1000/s 3\n").unwrap();
+    let (status, info, err) = common::ctl(rt, &["rows", "key-rates", path]);
+    assert_eq!(status, 0, "{err}");
+    let info: serde_json::Value = serde_json::from_str(&info).unwrap();
+    assert_eq!(info["keys"]["key_limits"][0]["jobs"], 3, "{info}");
+    std::thread::sleep(Duration::from_millis(500));
+    let jobs = running(rt).unwrap();
+    assert_eq!(
+        count(&jobs),
+        3,
+        "a runs 3 at once, started before the first ended: {jobs}"
+    );
+    let (_, info, _) = common::ctl(rt, &["rows", "info"]);
+    let info: serde_json::Value = serde_json::from_str(&info).unwrap();
+    assert_eq!(info["keys"]["key_limits"][0]["running"], 3, "{info}");
+    // SIGHUP reads the file again: 5 at once.
+    std::fs::write(&file, "a 1000/s 5\n").unwrap();
+    common::send_signal(&child, libc::SIGHUP);
+    std::thread::sleep(Duration::from_millis(500));
+    let jobs = running(rt).unwrap();
+    assert_eq!(count(&jobs), 5, "after SIGHUP, a runs 5 at once: {jobs}");
+    common::send_signal(&child, libc::SIGTERM);
+    common::wait_for(&mut child, Duration::from_secs(20));
+}
+
+/// A JOBS column without `--exec` is a malformed row (its line named);
+/// with `--exec` but no `--key`, `--key-rates` is refused as before.
+#[test]
+fn a_jobs_column_needs_exec() {
+    let table = common::temp_file(b"a 5/s\nb 5/s 2\n");
+    let path = table.path().to_str().unwrap();
+    let out = common::drip(&["--key", "1", "--key-rates", path])
+        .write_stdin("a 1\n")
+        .assert()
+        .code(2);
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    let says = format!("drip: --key-rates {path}:2: '2': a job limit only with --exec");
+    assert!(err.starts_with(&says) && err.lines().count() == 1, "{err}");
+    let out = common::drip(&["--key-rates", path, "--exec", "true"])
+        .write_stdin("a 1\n")
+        .assert()
+        .code(2);
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(err.contains("--key-rates: needs --key"), "{err}");
+}

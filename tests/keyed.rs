@@ -45,7 +45,7 @@ struct Setup {
 
 /// The rate table of `text`.
 fn table(text: &str) -> KeyRates {
-    KeyRates::new(rates::parse(text, None).unwrap()).unwrap()
+    KeyRates::new(rates::parse(text, None, false).unwrap()).unwrap()
 }
 
 impl Default for Setup {

@@ -29,6 +29,7 @@ mod jobs_overload;
 mod jobs_records;
 mod jobs_summary;
 mod keep_order;
+mod key_hosts;
 mod key_jobs;
 mod key_rates;
 mod keyed;

@@ -448,7 +448,7 @@ fn the_nightly_batch_stops_at_the_days_budget_and_resumes_the_next_night() {
 /// The link checker's rate table (docs/keys.md), and the cookbook's
 /// `printf` that writes the same rows: GitHub (github.com and its
 /// subdomains) at 1 a second, the CDN at 50, every other host at 10, as
-/// the records leave drip.
+/// the jobs start (`echo`: its JOBS column needs `--exec`).
 #[test]
 fn the_link_checkers_table_paces_each_host_at_its_rate() {
     let _t = common::beside_timing();
@@ -496,6 +496,7 @@ fn the_link_checkers_table_paces_each_host_at_its_rate() {
         let out = common::drip(&[])
             .args(["--key", "host", "--key-rates"])
             .arg(&file)
+            .args(["-j", "16", "--exec", "echo", "{}"])
             .write_stdin(urls)
             .timeout(Duration::from_secs(30))
             .output()
@@ -507,4 +508,93 @@ fn the_link_checkers_table_paces_each_host_at_its_rate() {
         // 50/s and the other host's 8 at 10/s well within it.
         (!(2.0..2.6).contains(&took)).then(|| format!("took {took:.2} s, not 2"))
     });
+}
+
+/// The link checker of docs/keys.md, its command and table as the page
+/// writes them, against loopback hosts standing for GitHub (github.com
+/// and api.github.com: 2 at once, each request taking 2.2 s), the CDN and
+/// another host, each answering 429 over its rate and 503 over its
+/// concurrency: none of them ever does, and every URL is checked. The
+/// hosts' windows are shorter than a second by 0.2 s or 0.3 s, the jitter
+/// allowed in when curl's requests come (a dozen curls starting at once on
+/// a busy machine): GitHub 1 in any 0.7 s, the CDN 60 in any 0.8 s (50/s
+/// with its burst of 10 sends at most 50), the other 10 in any 0.7 s.
+/// curl on PATH is curl sending each host's name to its loopback server
+/// (`--connect-to`).
+#[test]
+fn the_link_checker_keeps_each_hosts_rate_and_jobs() {
+    if !common::have(&["curl"]) {
+        return;
+    }
+    use common::hosts::{Host, Limits};
+    let _t = common::beside_timing();
+    let ms = Duration::from_millis;
+    let github = Limits::concurrency(2, ms(2200)).with_rate(1, ms(700));
+    let hosts = [
+        ("github.com", Host::start(github), 4),
+        ("api.github.com", Host::start(github), 4),
+        (
+            "cdn.example.net",
+            Host::start(Limits::concurrency(16, ms(20)).with_rate(60, ms(800))),
+            80,
+        ),
+        (
+            "example.org",
+            Host::start(Limits::concurrency(16, ms(20)).with_rate(10, ms(700))),
+            15,
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let table = fenced("docs/keys.md", "", &["rates.txt", "github.com"]);
+    std::fs::write(dir.path().join("rates.txt"), &table).unwrap();
+    let most = hosts.iter().map(|h| h.2).max().unwrap();
+    let mut urls = String::new();
+    for i in 0..most {
+        for (name, _, n) in &hosts {
+            if i < *n {
+                urls.push_str(&format!("http://{name}/{i}\n"));
+            }
+        }
+    }
+    std::fs::write(dir.path().join("urls.txt"), urls).unwrap();
+    let connect: Vec<String> = hosts
+        .iter()
+        .map(|(name, host, _)| format!("--connect-to {name}:80:127.0.0.1:{}", host.port))
+        .collect();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let curl = bin.join("curl");
+    let wrapper = format!(
+        "#!/bin/sh\nexec '{}' {} \"$@\"\n",
+        common::tool_path("curl").display(),
+        connect.join(" ")
+    );
+    std::fs::write(&curl, wrapper).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&curl, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = block("docs/keys.md", &["--key-rates rates.txt", "--exec curl"]);
+    let mut cmd = common::shell(&script);
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let drip_dir = Path::new(common::bin())
+        .parent()
+        .unwrap()
+        .display()
+        .to_string();
+    cmd.env("PATH", format!("{drip_dir}:{path}"))
+        .current_dir(dir.path());
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let lines = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(lines.lines().count(), 103, "{lines}");
+    assert!(lines.lines().all(|l| l.starts_with("200 ")), "{lines}");
+    for (name, host, n) in &hosts {
+        let c = host.counts();
+        assert_eq!((c.too_many, c.unavailable), (0, 0), "{name}: {c:?}");
+        assert_eq!(c.ok, *n, "{name}: {c:?}");
+    }
+    for (name, host, _) in &hosts[..2] {
+        let c = host.counts();
+        assert_eq!(c.most_at_once, 2, "{name}: 2 at once, no more: {c:?}");
+    }
 }

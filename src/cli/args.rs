@@ -295,8 +295,9 @@ pub struct Cli {
     pub key_rate: Vec<KeyRateArg>,
 
     /// A rate table per key: each line of FILE a row, KEY RATE[:BURST]
-    /// (blanks between; blank lines, and a word starting with # to the end
-    /// of its line, skipped). KEY is a key (github.com), *.DOMAIN (the
+    /// [JOBS] (blanks between; blank lines, and a word starting with # to
+    /// the end of its line, skipped). JOBS, with --exec: at most JOBS jobs
+    /// of each key the row matches at once, in place of --key-jobs. KEY is a key (github.com), *.DOMAIN (the
     /// keys ending in .DOMAIN: its subdomains, not DOMAIN itself) or *
     /// (every key). A key takes its exact row, else the longest *.DOMAIN
     /// matching it, else *, else --key-rate RATE, else no limit of its own.
@@ -317,7 +318,8 @@ pub struct Cli {
     pub key_capacity: Option<Bound>,
 
     /// With --exec: at most N jobs of one key running at once, beside -j
-    /// for all keys. A key at its limit starts nothing until one of its
+    /// for all keys (a key whose row of --key-rates has a JOBS column takes
+    /// that instead). A key at its limit starts nothing until one of its
     /// jobs ends (its retries included): its records wait in its own
     /// queue, and the other keys go on. Records with no key count as one
     /// key. Not with --share-jobs (a limit per drip there would not be

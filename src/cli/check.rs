@@ -240,6 +240,7 @@ fn key_rates(cli: &Cli, host: bool) -> Result<(KeyRates, Option<RateTable>), cla
         file: cli.key_rates.clone(),
         rows: flag_rows,
         host,
+        jobs: !cli.job_args.exec.is_empty(),
     };
     let rates = table.read(table.file.as_deref()).or_else(usage)?;
     Ok((rates, Some(table)))
@@ -255,6 +256,8 @@ pub struct RateTable {
     pub rows: Vec<rates::Row>,
     /// The rows' keys are hosts (`--key host`, `host:N`).
     pub host: bool,
+    /// drip runs jobs (`--exec`): a row may give a job limit (JOBS).
+    pub jobs: bool,
 }
 
 impl RateTable {
@@ -274,7 +277,7 @@ impl RateTable {
                 let normalize = |text: &str| crate::host::host_row(text);
                 let host: Option<rates::Normalize> =
                     if self.host { Some(&normalize) } else { None };
-                rates::parse(&text, host)
+                rates::parse(&text, host, self.jobs)
                     .map_err(|(n, why)| format!("--key-rates {shown}:{n}: {why}"))?
             }
         };
@@ -787,6 +790,7 @@ impl TryFrom<Cli> for Config {
             quiet: cli.quiet,
             share_jobs,
             key_jobs,
+            count_key_jobs: !cli.key.is_empty(),
             ..jobs
         });
         let delimiter = if cli.null {
@@ -901,6 +905,7 @@ impl JobArgs {
                 .then(|| self.order_window.unwrap_or(DEFAULT_WINDOW)),
             share_jobs: None,
             key_jobs: None,
+            count_key_jobs: false,
             settle: Vec::new(),
         }))
     }

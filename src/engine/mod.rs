@@ -197,7 +197,8 @@ fn run_watching(
 /// configured rate (and key rate). With `--budget`, it lets records go no
 /// faster than job slots free up ([`GateControl::count_slots`]), so a
 /// record counts against a budget's window when it starts. With
-/// `--key-jobs`, it holds a key at its job limit ([`GateControl::limit_key_jobs`]).
+/// `--key-jobs` or a rate table's JOBS column, it holds a key at its job
+/// limit ([`GateControl::limit_key_jobs`], [`GateControl::key_job_rows`]).
 fn gate(config: &Config) -> Option<Arc<GateControl>> {
     config.jobs.as_ref().map(|jobs| {
         let key_rate = config
@@ -210,6 +211,9 @@ fn gate(config: &Config) -> Option<Arc<GateControl>> {
         }
         if let Some(n) = jobs.key_jobs {
             gate.limit_key_jobs(u32::try_from(n).unwrap_or(u32::MAX));
+        }
+        if let Some(key) = config.key.as_ref().filter(|_| jobs.count_key_jobs) {
+            gate.key_job_rows(&key.rates);
         }
         Arc::new(gate)
     })

@@ -37,6 +37,7 @@ fn steering(
             file: None,
             rows: Vec::new(),
             host: k.spec.is_host(),
+            jobs: config.jobs.is_some(),
         })
     }))
 }

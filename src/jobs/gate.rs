@@ -28,7 +28,8 @@
 //! - [`GateControl::due`]: when the scope may next start (for the runner's
 //!   retries, which take their slots themselves);
 //! - [`GateControl::limit_key_jobs`]: at most N jobs of one key at once
-//!   (`--key-jobs`, [`super::key_jobs`]): a key at its limit is held until
+//!   (`--key-jobs`, [`super::key_jobs`]; a key's own from the JOBS column
+//!   of the rate table, [`GateControl::key_job_rows`]): a key at its limit is held until
 //!   one of its jobs ends ([`GateControl::key_job_ended`]), when the
 //!   keyed queues hear it is free ([`Stage::keys_freed`]).
 //!
@@ -407,6 +408,19 @@ impl GateControl {
     /// ([`GateControl::key_job_ended`]).
     pub fn limit_key_jobs(&self, n: u32) {
         self.lock().key_jobs.set_limit(n);
+    }
+
+    /// Each key's job limit from now on its row's JOBS column in `rows`
+    /// (the rate table per key), else `--key-jobs` ([`super::key_jobs::limit_for`]);
+    /// a key held below its new limit goes again at once.
+    pub fn key_job_rows(&self, rows: &crate::keyed::KeyRates) {
+        self.lock().key_jobs.set_rows(rows);
+    }
+
+    /// `key`'s job limit (`None`: none) and its jobs running (counted from
+    /// leaving the keyed queues until done); `None`: jobs are not counted.
+    pub fn key_jobs_of(&self, key: &[u8]) -> Option<(Option<u32>, u32)> {
+        self.lock().key_jobs.of(key)
     }
 
     /// The job limit of every key, if one is set.

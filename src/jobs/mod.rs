@@ -99,6 +99,10 @@ pub struct JobConfig {
     pub share_jobs: Option<(crate::shared::Target, u64)>,
     /// `--key-jobs N`: at most N jobs of one key at once (with `--key`).
     pub key_jobs: Option<usize>,
+    /// With `--key`: each key's jobs are counted, against `--key-jobs` or
+    /// its row's JOBS column in the rate table (now, or when the table is
+    /// read again).
+    pub count_key_jobs: bool,
     /// `--settle`: each cost settled (its place among `--cost`'s costs)
     /// and the estimate read from a job's output for it.
     pub settle: Vec<(usize, crate::cost::Estimate)>,

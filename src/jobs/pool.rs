@@ -277,6 +277,16 @@ impl Jobs for Pool {
         Ok(())
     }
 
+    fn set_key_job_rows(&self, rows: &crate::keyed::KeyRates) {
+        self.gate.key_job_rows(rows);
+        let _st = self.shared.lock();
+        self.shared.data_ready.notify_all();
+    }
+
+    fn key_jobs_of(&self, key: &[u8]) -> Option<(Option<u32>, u32)> {
+        self.gate.key_jobs_of(key)
+    }
+
     fn running(&self) -> Vec<(u64, Vec<u8>)> {
         let table = self.slots.lock();
         table

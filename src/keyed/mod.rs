@@ -448,6 +448,8 @@ impl Keyed {
             row: row.map(|i| self.limits.rates.rows()[i].name.clone()),
             rate: (limit.rate != Rate::Unlimited).then_some((limit.rate, limit.burst)),
             waiting: u64::from(self.table.slots[s as usize].len),
+            jobs: None,
+            running: None,
         }
     }
 

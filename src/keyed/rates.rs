@@ -12,9 +12,11 @@
 //! URL's host (lower case, punycode, no root dot), so `GitHub.COM.` is the
 //! row of `github.com`.
 //!
-//! The file holds one row a line, `KEY RATE[:BURST]` (blanks between);
-//! blank lines are skipped, and a word starting with `#` starts a comment
-//! to the end of its line.
+//! The file holds one row a line, `KEY RATE[:BURST] [JOBS]` (blanks
+//! between): JOBS, when given, is the job limit of each key the row
+//! matches (`--exec`: at most JOBS of its jobs at once, in place of
+//! `--key-jobs`); blank lines are skipped, and a word starting with `#`
+//! starts a comment to the end of its line.
 //!
 //! Pure: no threads, no clock, no I/O.
 
@@ -67,6 +69,9 @@ pub struct Row {
     pub rate: Rate,
     /// Each matching key's burst (≥ 1).
     pub burst: u64,
+    /// Each matching key's job limit (≥ 1; the JOBS column); `None`:
+    /// `--key-jobs`, if given.
+    pub jobs: Option<u32>,
 }
 
 /// The rows, found by key: the most specific row first.
@@ -108,6 +113,11 @@ impl KeyRates {
     /// Whether there is no row.
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
+    }
+
+    /// Whether a row has a job limit (a JOBS column).
+    pub fn has_jobs(&self) -> bool {
+        self.rows.iter().any(|r| r.jobs.is_some())
     }
 
     /// The row `key` takes (its number in [`KeyRates::rows`]): its exact
@@ -169,16 +179,34 @@ pub fn row(key: &str, rate: &str, host: Option<Normalize>) -> Result<Row, String
         name,
         rate,
         burst: burst.unwrap_or(1),
+        jobs: None,
     })
 }
 
-/// Read a table's file: one row a line, `KEY RATE[:BURST]`; blank lines
-/// and comments (from a word starting with `#`) skipped.
+/// Read a row's JOBS column: a whole number from 1.
 ///
 /// # Errors
-/// A malformed row or a pattern given twice: its line number (from 1) and
-/// why, in words.
-pub fn parse(text: &str, host: Option<Normalize>) -> Result<Vec<Row>, (usize, String)> {
+/// Not a whole number, or 0: why, in words.
+pub fn jobs(text: &str) -> Result<u32, String> {
+    match text.parse::<u32>() {
+        Ok(0) => Err(format!(
+            "'{text}': a job limit is at least 1 (expected KEY RATE[:BURST] [JOBS])"
+        )),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!(
+            "'{text}': not a job limit, a whole number from 1 (expected KEY RATE[:BURST] [JOBS])"
+        )),
+    }
+}
+
+/// Read a table's file: one row a line, `KEY RATE[:BURST] [JOBS]`; blank
+/// lines and comments (from a word starting with `#`) skipped. A JOBS
+/// column is refused unless `jobs` (drip runs jobs: `--exec`).
+///
+/// # Errors
+/// A malformed row, a JOBS column where `jobs` is false, or a pattern
+/// given twice: its line number (from 1) and why, in words.
+pub fn parse(text: &str, host: Option<Normalize>, jobs: bool) -> Result<Vec<Row>, (usize, String)> {
     let mut rows: Vec<(usize, Row)> = Vec::new();
     for (n, line) in text.lines().enumerate().map(|(i, l)| (i + 1, l)) {
         let words: Vec<&str> = line
@@ -188,12 +216,33 @@ pub fn parse(text: &str, host: Option<Normalize>) -> Result<Vec<Row>, (usize, St
         let row = match words.as_slice() {
             [] => continue,
             [key, rate] => row(key, rate, host).map_err(|why| (n, why))?,
-            [key] => return Err((n, format!("'{key}': no rate (expected KEY RATE[:BURST])"))),
+            [key, rate, limit] => {
+                let limit = self::jobs(limit).map_err(|why| (n, why))?;
+                if !jobs {
+                    return Err((
+                        n,
+                        format!(
+                            "'{limit}': a job limit only with --exec (it limits the jobs running)"
+                        ),
+                    ));
+                }
+                let row = row(key, rate, host).map_err(|why| (n, why))?;
+                Row {
+                    jobs: Some(limit),
+                    ..row
+                }
+            }
+            [key] => {
+                return Err((
+                    n,
+                    format!("'{key}': no rate (expected KEY RATE[:BURST] [JOBS])"),
+                ))
+            }
             _ => {
                 return Err((
                     n,
                     format!(
-                        "{} words (expected KEY RATE[:BURST]; a key holds no blank)",
+                        "{} words (expected KEY RATE[:BURST] [JOBS]; a key holds no blank)",
                         words.len()
                     ),
                 ))
@@ -247,7 +296,7 @@ mod tests {
     }
 
     fn table(text: &str) -> KeyRates {
-        KeyRates::new(parse(text, None).unwrap()).unwrap()
+        KeyRates::new(parse(text, None, true).unwrap()).unwrap()
     }
 
     fn name_of(t: &KeyRates, key: &str) -> Option<String> {
@@ -285,14 +334,14 @@ mod tests {
 
     #[test]
     fn host_rows_are_spelled_as_host_keys_are() {
-        let rows = parse("GitHub.COM. 1/s\n*.BÜCHER.de 2/s\n", Some(&host)).unwrap();
+        let rows = parse("GitHub.COM. 1/s\n*.BÜCHER.de 2/s\n", Some(&host), false).unwrap();
         assert_eq!(rows[0].name, "github.com");
         assert_eq!(rows[1].name, "*.xn--bcher-kva.de");
         assert_eq!(
             rows[1].pattern,
             Pattern::Suffix(b".xn--bcher-kva.de".to_vec().into())
         );
-        let e = parse("* 1/s\nhttp://[ 1/s\n", Some(&host)).unwrap_err();
+        let e = parse("* 1/s\nhttp://[ 1/s\n", Some(&host), false).unwrap_err();
         assert_eq!(e.0, 2);
         assert!(e.1.contains("not a host name"), "{}", e.1);
     }
@@ -301,7 +350,10 @@ mod tests {
     fn malformed_rows_are_refused_with_their_line() {
         for (text, line, says) in [
             ("a 1/s\nb\n", 2, "no rate"),
-            ("a 1/s b\n", 1, "3 words"),
+            ("a 1/s 2 b\n", 1, "4 words"),
+            ("a 1/s b\n", 1, "'b': not a job limit"),
+            ("a 1/s 0\n", 1, "at least 1"),
+            ("a 1/s -1\n", 1, "not a job limit"),
             ("\n\na x/s\n", 3, "'x' is not a number"),
             ("a inf\n", 1, "not inf"),
             ("a 1/s:0\n", 1, "burst"),
@@ -311,15 +363,37 @@ mod tests {
             ("a 1/s\n# x\nb 2/s\na 3/s\n", 4, "'a' is on line 1 too"),
             ("* 1/s\n* 2/s\n", 2, "'*' is on line 1 too"),
         ] {
-            let (n, why) = parse(text, None).unwrap_err();
+            let (n, why) = parse(text, None, true).unwrap_err();
             assert_eq!(n, line, "{text:?}: {why}");
             assert!(why.contains(says), "{text:?}: {why}");
         }
     }
 
     #[test]
+    fn a_jobs_column_is_each_matching_keys_job_limit() {
+        let t = table("github.com 1/s 2\n*.cdn.net 50/s:5 8 # at once\n* 10/s\n");
+        let jobs = |key: &str| {
+            t.find(key.as_bytes())
+                .and_then(|i| t.rows()[i as usize].jobs)
+        };
+        assert_eq!(jobs("github.com"), Some(2));
+        assert_eq!(jobs("a.cdn.net"), Some(8));
+        assert_eq!(jobs("example.org"), None, "the row has no JOBS");
+        assert!(t.has_jobs());
+        assert!(!table("a 1/s\n").has_jobs());
+        assert_eq!(t.rows()[1].burst, 5);
+    }
+
+    #[test]
+    fn a_jobs_column_is_refused_without_jobs_to_limit() {
+        let (n, why) = parse("a 1/s\nb 2/s 3\n", None, false).unwrap_err();
+        assert_eq!(n, 2);
+        assert!(why.contains("only with --exec"), "{why}");
+    }
+
+    #[test]
     fn comments_and_blank_lines_are_skipped() {
-        let rows = parse("  # all\n\n a 1/s # one\n\t\nb 2/min:3 #x\n", None).unwrap();
+        let rows = parse("  # all\n\n a 1/s # one\n\t\nb 2/min:3 #x\n", None, false).unwrap();
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[1].burst, 3);
     }

@@ -59,7 +59,17 @@ pub struct KeyLimitView {
     pub rate: Option<(Rate, u64)>,
     /// Its records waiting now.
     pub waiting: u64,
+    /// With `--exec`: its job limit (its row's JOBS, else `--key-jobs`;
+    /// `null`: none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<Option<u32>>,
+    /// With `--exec`: its jobs running now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub running: Option<u32>,
 }
+
+/// A key's job limit (`None`: none) and its jobs running.
+pub type JobsOfKey = (Option<u32>, u32);
 
 /// A key's limit as `RATE:BURST`, or `null`.
 fn spell_limit<S: serde::Serializer>(limit: &Option<(Rate, u64)>, s: S) -> Result<S::Ok, S::Error> {
@@ -72,18 +82,32 @@ fn spell_limit<S: serde::Serializer>(limit: &Option<(Rate, u64)>, s: S) -> Resul
 impl KeyLimitView {
     /// The line `drip ctl … key-list` prints for it: the key (as
     /// `--stats` shows it), its row (`-`: none), its limit (`-`: none) and
-    /// its records waiting, separated by tabs.
+    /// its records waiting, and with `--exec` its job limit (`-`: none)
+    /// and its jobs running, separated by tabs.
     pub fn line(&self) -> String {
         let rate = match self.rate {
             Some((rate, burst)) => format!("{}:{burst}", rate.spelled("")),
             None => "-".to_string(),
         };
-        format!(
+        let mut line = format!(
             "{}\t{}\t{rate}\t{}",
             text_key(self.key.0.as_deref()),
             self.row.as_deref().unwrap_or("-"),
             self.waiting
-        )
+        );
+        if let (Some(jobs), Some(running)) = (self.jobs, self.running) {
+            let jobs = jobs.map_or("-".to_string(), |n| n.to_string());
+            line.push_str(&format!("\t{jobs}\t{running}"));
+        }
+        line
+    }
+
+    /// With `--exec`, its job limit and jobs running: `of` gives them for
+    /// a key (`None`: not counted).
+    pub fn with_jobs(&mut self, of: &dyn Fn(&[u8]) -> Option<JobsOfKey>) {
+        if let Some((jobs, running)) = of(self.key.0.as_deref().unwrap_or_default()) {
+            (self.jobs, self.running) = (Some(jobs), Some(running));
+        }
     }
 }
 
@@ -224,6 +248,34 @@ impl Section for KeyStats {
                 let labels = [("has_key", has_key), ("key", key.as_str()), ("row", row)];
                 f.sample(&labels, rate.per_second());
             }
+            if limits.iter().any(|v| v.running.is_some()) {
+                job_families(out, limits);
+            }
+        }
+    }
+}
+
+/// With `--exec`, each named key's job limit (a key with none left out)
+/// and its jobs running, labelled as its rate limit is.
+fn job_families(out: &mut Exposition, limits: &[KeyLimitView]) {
+    for (family, help, value) in [
+        (
+            "drip_top_key_job_limit",
+            "The job limit of each key the top lists name that has one (its row's JOBS, else --key-jobs), and its row.",
+            (|v: &KeyLimitView| v.jobs.flatten().map(f64::from)) as fn(&KeyLimitView) -> Option<f64>,
+        ),
+        (
+            "drip_top_key_jobs_running",
+            "The jobs running of each key the top lists name, and its row.",
+            |v: &KeyLimitView| v.running.map(f64::from),
+        ),
+    ] {
+        let mut f = MetricFamily::new(out, family, "gauge", help);
+        for view in limits {
+            let Some(n) = value(view) else { continue };
+            let (key, has_key) = key_labels(&view.key);
+            let row = view.row.as_deref().unwrap_or("");
+            f.sample(&[("has_key", has_key), ("key", key.as_str()), ("row", row)], n);
         }
     }
 }

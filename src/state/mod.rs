@@ -202,6 +202,13 @@ pub(crate) trait Jobs: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// drip was started without `--key-jobs`: its jobs are not counted.
     fn set_key_jobs(&self, n: usize) -> Result<(), String>;
+    /// Each key's job limit from now on its row's JOBS column in `rows`
+    /// (the rate table read again), else `--key-jobs`: a key held below
+    /// its new limit goes again at once.
+    fn set_key_job_rows(&self, rows: &crate::keyed::KeyRates);
+    /// `key`'s job limit (`None`: none) and its jobs running now; `None`:
+    /// each key's jobs are not counted (no `--key`).
+    fn key_jobs_of(&self, key: &[u8]) -> Option<(Option<u32>, u32)>;
     /// The jobs running now: each one's number (in order of start) and
     /// its record, without the delimiter.
     fn running(&self) -> Vec<(u64, Vec<u8>)>;

@@ -61,11 +61,20 @@ impl Shared {
     }
 
     /// With limits per key, the keys' stats: as they were when drip
-    /// stopped, if it has, or now.
+    /// stopped, if it has, or now (with `--exec`, each key's jobs running
+    /// now).
     pub(crate) fn keys_stats(&self) -> Option<KeyStats> {
         let st = self.lock();
         let now = || st.adm.bucket().keys().map(|k| k.stats(TOP_KEYS));
-        st.stop.keys_at_stop.clone().or_else(now)
+        let mut stats = st.stop.keys_at_stop.clone().or_else(now);
+        drop(st);
+        let limits = stats.as_mut().and_then(|s| s.key_limits.as_mut());
+        if let (Some(limits), Some(jobs)) = (limits, self.jobs.get()) {
+            limits
+                .iter_mut()
+                .for_each(|v| v.with_jobs(&|k| jobs.key_jobs_of(k)));
+        }
+        stats
     }
 
     /// The summary for `--stats`, `--stats-json` and SIGUSR1: the counts,

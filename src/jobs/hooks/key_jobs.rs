@@ -1,4 +1,5 @@
-//! `--key-jobs N`: at most N jobs of one key at once. The keyed queues let
+//! `--key-jobs N`, or a row's JOBS column in the rate table: at most N
+//! jobs of one key at once. The keyed queues let
 //! a record of a key go only while its key runs fewer than N (the gate
 //! counts it as it leaves them: [`crate::jobs::key_jobs`]); this hook
 //! gives its count back as the record ends, whatever its fate, so a key
@@ -13,9 +14,10 @@ use crate::jobs::JobConfig;
 pub(in crate::jobs) struct KeyJobsEnd;
 
 impl KeyJobsEnd {
-    /// The limit per key, with `--key-jobs`.
+    /// Each key's jobs counted, with `--key` (against `--key-jobs` or its
+    /// row's JOBS).
     pub(in crate::jobs) fn of(cfg: &JobConfig) -> Option<KeyJobsEnd> {
-        cfg.key_jobs.map(|_| KeyJobsEnd)
+        (cfg.key_jobs.is_some() || cfg.count_key_jobs).then_some(KeyJobsEnd)
     }
 }
 
