@@ -437,6 +437,12 @@ impl Steering {
         if let Some(n) = jobs.key_jobs() {
             stats["key_jobs"] = json!(n);
         }
+        // The per-job features' figures (the shared job limit's).
+        for section in jobs.sections() {
+            for (key, value) in section.info_fields() {
+                stats[key] = value;
+            }
+        }
         stats["running"] = Value::Array(running);
         Ok(stats)
     }

@@ -346,6 +346,10 @@ fn the_figures_show_the_shared_job_limit() {
             }
         }
     }
+    // `drip ctl … jobs` names it too (docs/sharing.md), while the two run.
+    let out = common::command(&["ctl", "figs", "jobs"]).output().unwrap();
+    let jobs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert_eq!(jobs["share_jobs"]["limit"], 2, "{jobs}");
     assert_eq!(info["share_jobs"]["limit"], 2, "{info}");
     assert_eq!(info["share_jobs"]["fleet"], 2, "{info}");
     assert_eq!(info["jobs"], 4, "{info}");
