@@ -61,6 +61,15 @@ fn drip(i: usize, share: &str, log: &Path, runtime: &Path) -> Child {
     child
 }
 
+/// A job that stamps its record's start (`s RECORD NS`) and end (`e …`)
+/// into `log`, sleeping `secs` between.
+fn stamped(log: &Path, secs: &str) -> String {
+    format!(
+        "echo \"s $1 $(date +%s%N)\" >> {0}; sleep {secs}; echo \"e $1 $(date +%s%N)\" >> {0}",
+        log.display()
+    )
+}
+
 /// The joblog of drip `i` whose jobs stamp into `log`: beside it.
 fn joblog_of(log: &Path, i: usize) -> std::path::PathBuf {
     log.with_file_name(format!("joblog-{i}"))
@@ -383,10 +392,7 @@ fn the_figures_show_the_shared_job_limit() {
 /// Drip `who` running `records` jobs of 100 ms (each stamps its start and
 /// end into `log`) under `share` with `--share-jobs 1`.
 fn one_at_a_time(who: &str, records: usize, share: &str, log: &Path, runtime: &Path) -> Child {
-    let script = format!(
-        "echo \"s $1 $(date +%s%N)\" >> {0}; sleep 0.1; echo \"e $1 $(date +%s%N)\" >> {0}",
-        log.display()
-    );
+    let script = stamped(log, "0.1");
     let mut cmd = common::command(&[
         "-r",
         "100/s",
@@ -519,10 +525,7 @@ fn a_take_holds_no_job_slot_and_a_one_record_drip_waits_for_one() {
         a.extend_from_slice(extra);
         a
     }
-    let script = format!(
-        "echo \"s $1 $(date +%s%N)\" >> {0}; sleep 1.5; echo \"e $1 $(date +%s%N)\" >> {0}",
-        log.display()
-    );
+    let script = stamped(&log, "1.5");
     let mut holder = common::command(&args(&[
         "-j", "2", "--exec", "sh", "-c", &script, "sh", "{}",
     ]));
@@ -575,10 +578,7 @@ fn a_lost_state_starts_no_job_beside_the_running_ones(
     forget: &dyn Fn(),
 ) {
     let log = runtime.join("log");
-    let script = format!(
-        "echo \"s $1 $(date +%s%N)\" >> {0}; sleep 2.5; echo \"e $1 $(date +%s%N)\" >> {0}",
-        log.display()
-    );
+    let script = stamped(&log, "2.5");
     let start = |input: &[u8]| {
         let args = [
             "-r",
@@ -807,10 +807,7 @@ fn a_lost_state_keeps_the_budget_and_the_job_limit(share: &str, runtime: &Path, 
         std::thread::sleep(Duration::from_secs(left + 1));
     }
     let log = runtime.join("log");
-    let script = format!(
-        "echo \"s $1 $(date +%s%N)\" >> {0}; sleep 0.1; echo \"e $1 $(date +%s%N)\" >> {0}",
-        log.display()
-    );
+    let script = stamped(&log, "0.1");
     let budget = format!("{LOST_BUDGET}/day@UTC");
     let start = |i: usize| {
         let args = [

@@ -4,7 +4,11 @@
 //!
 //! Pure: no threads, no clock, no I/O; times are ns on the caller's clock.
 
-use crate::budget::{BudgetView, Budgets, Counter, Exhausted};
+use std::sync::Arc;
+
+use crate::budget::{Budgets, Counter, Exhausted};
+use crate::report::budgets::BudgetsSection;
+use crate::report::Section;
 
 use super::{Behind, Releasing, Stage};
 
@@ -62,8 +66,10 @@ impl Stage for BudgetStage {
         self.0.floor(now, n)
     }
 
-    fn budgets(&self, now: u64) -> Vec<BudgetView> {
-        self.0.views(now)
+    /// Where each budget stands at `now`.
+    fn section(&self, now: u64) -> Option<Arc<dyn Section>> {
+        let section = BudgetsSection::of(&self.0.views(now), now)?;
+        Some(Arc::new(section))
     }
 
     fn exhausted(&self, now: u64) -> Option<String> {

@@ -30,8 +30,10 @@ pub use clock::PaceClock;
 pub use forecast::Forecast;
 pub use stage::{Behind, Releasing, Stage};
 
-use crate::budget::BudgetView;
+use std::sync::Arc;
+
 use crate::ramp::Ramp;
+use crate::report::Section;
 use crate::schedule::{Limit, Limits, Schedule};
 use crate::settle::CostView;
 
@@ -349,9 +351,9 @@ impl Pace {
         }
     }
 
-    /// Where each `--budget` stands at `now` (ns).
-    pub fn budgets(&self, now: u64) -> Vec<BudgetView> {
-        self.stages.iter().flat_map(|s| s.budgets(now)).collect()
+    /// The stages' sections of the report at `now` (ns): the `--budget`s'.
+    pub fn sections(&self, now: u64) -> Vec<Arc<dyn Section>> {
+        self.stages.iter().filter_map(|s| s.section(now)).collect()
     }
 
     /// What each named cost's limits were charged, settled and hold in

@@ -8,7 +8,9 @@
 
 use std::fmt;
 
-use crate::budget::BudgetView;
+use std::sync::Arc;
+
+use crate::report::Section;
 
 use super::{Base, PaceClock};
 
@@ -68,9 +70,10 @@ pub trait Stage: fmt::Debug + Send {
     /// again since the last call, once.
     fn keys_freed(&mut self, _freed: &mut dyn FnMut(&[u8])) {}
 
-    /// Its figures: where each `--budget` it keeps stands at `now` (ns).
-    fn budgets(&self, _now: u64) -> Vec<BudgetView> {
-        Vec::new()
+    /// Its figures at `now` (ns): its section of the report (none by
+    /// default).
+    fn section(&self, _now: u64) -> Option<Arc<dyn Section>> {
+        None
     }
 
     /// Under `--budget-exhausted stop`, the budget it keeps spent at `now`

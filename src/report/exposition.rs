@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 /// A metrics file's text being written, for the drip labelled `drip`.
-pub(crate) struct Exposition {
+pub struct Exposition {
     pub(crate) out: String,
     /// The value of every sample's `drip` label: the `--name`, or the pid.
     pub(crate) drip: String,

@@ -3,7 +3,6 @@
 
 use super::{Shared, TOP_KEYS};
 use crate::progress::{PauseEnd, Snapshot};
-use crate::report::budgets::BudgetsSection;
 use crate::report::costs::CostsSection;
 use crate::report::keys::KeyStats;
 use crate::report::ramp::RampState;
@@ -142,7 +141,10 @@ impl Shared {
         let st = self.lock();
         let now = self.clock.now();
         let schedule = st.adm.schedule();
-        sections.extend(BudgetsSection::of(&schedule.budgets(now), now));
+        schedule
+            .sections(now)
+            .into_iter()
+            .for_each(|s| sections.add(s));
         sections.extend(CostsSection::of(&schedule.costs()));
         drop(st);
         let jobs = self.jobs.get().map(|j| j.sections()).unwrap_or_default();
