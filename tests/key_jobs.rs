@@ -113,6 +113,29 @@ fn a_key_at_its_limit_does_not_hold_up_a_key_behind_it() {
     assert_eq!(most_at_once(&jobs, |k| k == "a"), 1);
 }
 
+/// `--key host --key-jobs N` alone, with no rate per key (each host's
+/// concurrency its only limit, as lychee's per-host concurrency): it runs,
+/// at most N of a key at once, the keys side by side.
+#[test]
+fn a_job_limit_per_key_needs_no_rate_per_key() {
+    let _t = common::beside_timing();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("stamps");
+    let mut args: Vec<String> = ["-r", "inf", "--key", "1", "--key-jobs", "2", "-j", "8"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.extend(stamping_job(&log, "0.2"));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (status, _, err) = run(&args, &keyed_records(&["a", "b"], 6));
+    assert_eq!(status, 0, "{err}");
+    let jobs = stamps(&log);
+    assert_eq!(jobs.len(), 12, "{jobs:?}");
+    assert_eq!(most_at_once(&jobs, |k| k == "a"), 2, "{jobs:?}");
+    assert_eq!(most_at_once(&jobs, |k| k == "b"), 2, "{jobs:?}");
+    assert!(most_at_once(&jobs, |_| true) > 2, "{jobs:?}");
+}
+
 /// Under --share (each key's rate shared, the job limit this drip's own,
 /// as -j is), the limit holds as well.
 #[test]

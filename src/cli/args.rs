@@ -322,8 +322,9 @@ pub struct Cli {
     /// that instead). A key at its limit starts nothing until one of its
     /// jobs ends (its retries included): its records wait in its own
     /// queue, and the other keys go on. Records with no key count as one
-    /// key. Not with --share-jobs (a limit per drip there would not be
-    /// the fleet's)
+    /// key. With it, --key needs no --key-rate: a key's jobs may be its
+    /// only limit. Not with --share-jobs (a limit per drip there would not
+    /// be the fleet's)
     #[arg(long, value_name = "N", value_parser = jobs_arg, value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Keys")]
     pub key_jobs: Option<usize>,
 

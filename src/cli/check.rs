@@ -124,8 +124,12 @@ fn key_config(
             "--key-rate: given twice; each key has one limit (--rate gives limits for all records; KEY=RATE a key's own)",
         ),
         ([arg], [rate]) => (arg.clone(), Some(*rate)),
-        ([arg], []) if table => (arg.clone(), None),
-        ([_], []) => return missing("--key: needs --key-rate or --key-rates, each key's limit"),
+        // A job limit per key is a limit of its own: each key's rate then
+        // unlimited.
+        ([arg], []) if table || cli.key_jobs.is_some() => (arg.clone(), None),
+        ([_], []) => return missing(
+            "--key: needs --key-rate, --key-rates or --key-jobs, each key's limit",
+        ),
         ([], _) if cli.key_rates.is_some() => {
             return missing("--key-rates: needs --key, which part of a record is its key")
         }
