@@ -95,7 +95,7 @@ pub mod testing {
     pub use crate::input::Splitter;
     pub use crate::key::{parse_key, KeyArg, KeySpec};
     pub use crate::keyed::rates;
-    pub use crate::keyed::{KeyConfig, KeyRates, KeySchedule, Keyed, LeaseHead, Want};
+    pub use crate::keyed::{KeyConfig, KeyRates, KeySchedule, KeyTable, Keyed, LeaseHead, Want};
     pub use crate::ledger::Ledger;
     pub use crate::outflow::Outflow;
     pub use crate::pace::{Base, Leased, Pace};

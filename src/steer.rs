@@ -19,6 +19,7 @@ use crate::report::schedule::ScheduleRow;
 use crate::report::spell::json_key;
 use crate::schedule::{records_per_second, Limit, Unit};
 use crate::schedule::{InForce, KeyInForce};
+use crate::shared::KeyChange;
 use crate::state::Shared;
 use crate::sys::Unpoisoned;
 use crate::timetable::{Action, Timetable};
@@ -92,11 +93,6 @@ impl Steering {
     /// cannot be read or holds a malformed row (the table in force stays):
     /// why, in words.
     pub(crate) fn key_rates(&self, file: Option<&std::path::Path>) -> Result<(), String> {
-        if let Some((share, _)) = &self.share {
-            return Err(format!(
-                "key-rates: not with --share yet (--share {share}): each key's limit is the shared --key-rate"
-            ));
-        }
         let mut table = self.key_table.lock().unpoisoned();
         let Some(source) = table.as_mut() else {
             return Err("this drip has no limits per key (--key)".to_string());
@@ -108,6 +104,17 @@ impl Steering {
             return Err("key-rates: no --key-rates FILE to read again".to_string());
         };
         let rates = source.read(Some(&file))?;
+        if let Some((_, relimiter)) = &self.share {
+            // Every drip on the NAME (this one too) takes the rows as its
+            // keeper follows the change; the JOBS column is this drip's.
+            let limits = self.limits.lock().unpoisoned().clone();
+            relimiter.relimit(&limits, KeyChange::Rows(&rates))?;
+            if let Some(jobs) = self.shared.jobs.get() {
+                jobs.set_key_job_rows(&rates);
+            }
+            source.file = Some(file);
+            return Ok(());
+        }
         let mut st = self.shared.lock();
         let now = self.shared.clock.now();
         let Some(keys) = st.adm.keys_mut() else {
@@ -279,8 +286,7 @@ impl Steering {
         };
         // Not under the limits' lock: the keeper takes it, under its
         // lease's, when it follows the change.
-        let key = *self.key_limit.lock().unpoisoned();
-        relimiter.relimit(&new, key.as_ref())?;
+        relimiter.relimit(&new, KeyChange::Same)?;
         lock_ui(&self.ui).set_rate(records_per_second(&new));
         *self.limits.lock().unpoisoned() = new;
         Ok(())
@@ -400,14 +406,9 @@ impl Steering {
     /// A new limit per key from now on; under `--share`, for every drip on
     /// the NAME, through the state (as [`Steering::rate`]).
     fn key_rate(&self, limit: Limit) -> Result<(), String> {
-        if let Some((share, relimiter)) = &self.share {
-            if self.key_limit.lock().unpoisoned().is_none() {
-                return Err(format!(
-                    "this drip has no limits per key (--key); those it shares (--share {share}) are global"
-                ));
-            }
+        if let Some((_, relimiter)) = &self.share {
             let limits = self.limits.lock().unpoisoned().clone();
-            relimiter.relimit(&limits, Some(&limit))?;
+            relimiter.relimit(&limits, KeyChange::Default(&limit))?;
             *self.key_limit.lock().unpoisoned() = Some(limit);
             return Ok(());
         }

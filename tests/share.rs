@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 use common::redis_server::RedisServer as Redis;
 use common::{numbered, send_signal, timed_lines, wait_for};
 use drip::testing::{
-    Ask, Back, ByteStep, Count, FileStore, Gcra, Grant, JobOp, KeyAsk, KeyBook, Meter, RedisStore,
-    Reply, Settlement, Step, Store, Weight,
+    parse_rate, rates, Ask, Back, ByteStep, Count, FileStore, Gcra, Grant, JobOp, KeyAsk, KeyBook,
+    KeyRates, KeyTable, Limit, Meter, RedisStore, Reply, Settlement, Step, Store, Weight,
 };
 
 /// One reservation of the global limits through `store`: the reply's
@@ -2789,6 +2789,63 @@ fn three_drips_share_each_keys_limit(share: &str, extra: usize) {
     }
 }
 
+/// Three drips share a rate table per key: each key's row (an exact key,
+/// a suffix) or the default is one schedule for all three, at that key's
+/// own rate; a key no row matches with no default goes as it comes.
+fn three_drips_share_a_rate_table(share: &str, extra: usize) {
+    let runtime = tempfile::tempdir().unwrap();
+    let table = runtime.path().join("rates");
+    std::fs::write(&table, "a 10/s\n*.s 5/s  # every key ending in .s\n").unwrap();
+    let keys = ["a", "b.s", "c", "free"];
+    let table = table.to_str().unwrap();
+    let args = [
+        "--key",
+        "1",
+        "--key-rates",
+        table,
+        "--key-rate",
+        "c=20/s",
+        "--share",
+        share,
+        "-q",
+    ];
+    let times = keyed_participants(3, 6, &keys, &args, runtime.path());
+    for (k, rate) in [("a", 10.0), ("b.s", 5.0), ("c", 20.0)] {
+        let t = &times[k];
+        assert_eq!(t.len(), 18);
+        let most = common::most_in_window(t, 1.0);
+        assert!(
+            most <= rate as usize + 1 + extra + BUSY_ALLOWANCE,
+            "key {k}: {most} records in one second: {t:?}"
+        );
+        let mean = mean_rate(t, 1);
+        assert!(
+            (mean - rate).abs() <= rate * 0.06,
+            "key {k}: aggregate {mean}/s, not {rate}/s"
+        );
+        assert!(t[0] < 0.5, "key {k} started at {}", t[0]);
+    }
+    // No limit of its own: all 18 at once, not paced.
+    let free = &times["free"];
+    assert!(free[free.len() - 1] < 0.5, "free: {free:?}");
+}
+
+#[test]
+fn three_drips_on_one_host_share_a_rate_table() {
+    let _t = common::timing();
+    three_drips_share_a_rate_table("keytable", 0);
+}
+
+#[test]
+fn three_drips_through_redis_share_a_rate_table() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = common::timing();
+    let redis = Redis::start();
+    three_drips_share_a_rate_table(&redis.share("keytable"), 1);
+}
+
 #[test]
 fn three_drips_on_one_host_share_each_keys_limit() {
     let _t = common::timing();
@@ -2819,7 +2876,8 @@ fn three_drips_through_redis_share_each_keys_limit() {
 }
 
 /// The per-key script's arithmetic, driven on a test clock against the
-/// real server for three keys in one call, equals the state file's
+/// real server for three keys in one call, each with its own limit from a
+/// rate table (a row, a suffix row, the default), equals the state file's
 /// (KeyBook) step for step, give-backs included.
 #[test]
 fn the_keys_script_runs_the_mirrored_arithmetic() {
@@ -2827,16 +2885,19 @@ fn the_keys_script_runs_the_mirrored_arithmetic() {
         return;
     }
     let redis = Redis::start();
-    let step = Step {
-        interval: 100_000_000,
-        tolerance: 200_000_000,
-    };
+    let rows = rates::parse("a 10/s:3\n*.d 7/s:2\n", None, false).unwrap();
+    let default = Limit::records(parse_rate("4/s").unwrap(), Some(5));
+    let table = KeyTable::new(KeyRates::new(rows).unwrap(), Some(default));
+    let step_of = |key: &[u8]| Step::of(&table.limit_of(key).unwrap());
+    assert_eq!(step_of(b"a").interval, 100_000_000);
+    assert_eq!(step_of(b"c.d").tolerance, 142_857_143);
+    assert_eq!(step_of(b"b\xff").tolerance, 1_000_000_000);
     let mut backend = RedisStore::new(
         &redis.url(),
         "mirror",
         "test".into(),
         Vec::new(),
-        Some(step),
+        Some(std::sync::Arc::new(table.clone())),
     )
     .unwrap();
     let mut book = KeyBook::default();
@@ -2845,7 +2906,7 @@ fn the_keys_script_runs_the_mirrored_arithmetic() {
     let mut now = 0i64;
     backend.clock = Some((epoch, 0));
     assert!(backend.hello().unwrap());
-    let keys: [&[u8]; 3] = [b"a", b"b\xff", b"c d"];
+    let keys: [&[u8]; 3] = [b"a", b"b\xff", b"c.d"];
     let mut last_change = std::collections::BTreeMap::new();
     for round in 0..60i64 {
         backend.clock = Some((epoch + now / 1_000_000_000, now % 1_000_000_000));
@@ -2882,7 +2943,7 @@ fn the_keys_script_runs_the_mirrored_arithmetic() {
         let mut backs = Vec::new();
         for ((key, want), Grant { seq, slots }) in asks.iter().zip(&reply.grants) {
             let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
-            let (mseq, expect) = book.reserve_at(step, now, &hex, *want, horizon);
+            let (mseq, expect) = book.reserve_at(step_of(key), now, &hex, *want, horizon);
             last_change.insert(hex.clone(), now);
             let got: Vec<i64> = slots.iter().map(|d| now + d).collect();
             assert_eq!(got, expect, "round {round}, key {hex}");
@@ -2894,7 +2955,7 @@ fn the_keys_script_runs_the_mirrored_arithmetic() {
                     first_unused: abs(expect[1]),
                     size: Weight::from(1),
                 });
-                assert!(book.give_back(step, &hex, *seq, expect[1]));
+                assert!(book.give_back(step_of(key), &hex, *seq, expect[1]));
             }
         }
         let given = backend.give_back(&backs).unwrap();
@@ -2936,6 +2997,19 @@ fn disagreeing_key_limits_stop_before_reading() {
             "per key 6/s, burst 1",
         ),
         (&["-r", "5/s", "--share", "keyagree"][..], "5/s, burst 1"),
+        (
+            &[
+                "--key",
+                "1",
+                "--key-rate",
+                "5/s",
+                "--key-rate",
+                "b.example=2/s",
+                "--share",
+                "keyagree",
+            ][..],
+            "per key: b.example 2/s, burst 1; other keys 5/s, burst 1",
+        ),
     ] {
         let mut second = common::drip_reading(args, "a 1\n".into(), runtime.path(), false);
         let out = timed_lines(&mut second, Instant::now());

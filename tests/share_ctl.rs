@@ -550,6 +550,49 @@ fn ctl_key_rate_changes_the_limits_of_every_drip_through_redis() {
     common::until_judged(3, Duration::from_secs(90), || lower_key_rate(&share));
 }
 
+/// Changing a shared rate table: two drips sending records of key `k`
+/// under the row `k 20/s` of their `--key-rates` file (no limit for other
+/// keys), `drip ctl a key-rates FILE` with the row `k 5/s`; from the
+/// stated time on they send at most 1 + 5 × 2 of it in any 2 s, and still
+/// send; a drip started with the old table is told and follows the new
+/// one.
+fn lower_key_row(share: &str) -> Option<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let (old, file) = (dir.path().join("old"), dir.path().join("new"));
+    std::fs::write(&old, "k 20/s\n").unwrap();
+    std::fs::write(&file, "k 5/s\n").unwrap();
+    follow(&Change {
+        args: &["--key", "2", "--key-rates", old.to_str().unwrap()],
+        suffix: " k",
+        share: Some(share),
+        names: &["a", "b"],
+        words: &["key-rates", file.to_str().unwrap()],
+        before: 15,
+        from: STATED,
+        most: 11 + BUSY_ALLOWANCE,
+        least: 8,
+        info: r#""row":"k","rate":"5/s:1""#,
+        told: Some("the shared limits were changed by drip ctl to per key: k 5/s, burst 1; other keys none (this drip had per key: k 20/s, burst 1; other keys none): it follows them"),
+    })
+}
+
+#[test]
+fn ctl_key_rates_changes_the_table_of_every_drip_on_one_host() {
+    let _t = common::beside_timing();
+    common::until_judged(3, Duration::from_secs(90), || lower_key_row("ctl-rows"));
+}
+
+#[test]
+fn ctl_key_rates_changes_the_table_of_every_drip_through_redis() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = common::beside_timing();
+    let redis = fleet::Redis::start();
+    let share = redis.share("ctl-rows");
+    common::until_judged(3, Duration::from_secs(90), || lower_key_row(&share));
+}
+
 /// Raising a shared limit per key, with a global rate beside it: two
 /// drips at 5/s per key (and 100/s in all), `drip ctl a key-rate 20/s`;
 /// from the stated time on they send more than 5/s could, and at most

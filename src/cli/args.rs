@@ -305,7 +305,9 @@ pub struct Cli {
     /// is github.com). drip ctl NAME key-rates FILE, or SIGHUP (which then
     /// stops drip no more), reads the table again, each key keeping its
     /// place in its schedule; a bad file is said and the table in force
-    /// stays. Needs --key; not with --share
+    /// stays. With --share, the table is shared as --key-rate is: every drip
+    /// on the NAME must start with the same rows, and drip ctl or SIGHUP on
+    /// one changes it for all. Needs --key
     #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath, help_heading = "Keys")]
     pub key_rates: Option<std::path::PathBuf>,
 

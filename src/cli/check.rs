@@ -218,14 +218,6 @@ fn key_rates(cli: &Cli, host: bool) -> Result<(KeyRates, Option<RateTable>), cla
     if rows.is_empty() && cli.key_rates.is_none() {
         return Ok((KeyRates::default(), None));
     }
-    if !cli.share.is_empty() {
-        let flag = if cli.key_rates.is_some() {
-            "--key-rates"
-        } else {
-            "--key-rate KEY=RATE"
-        };
-        return usage(format!("{flag}: not with --share yet (each drip on the NAME would need the table); give --key-rate RATE, one limit for every key"));
-    }
     let normalize = |text: &str| crate::host::host_row(text);
     let host_rows: Option<rates::Normalize> = if host { Some(&normalize) } else { None };
     let mut flag_rows: Vec<rates::Row> = Vec::new();
@@ -247,6 +239,10 @@ fn key_rates(cli: &Cli, host: bool) -> Result<(KeyRates, Option<RateTable>), cla
         jobs: !cli.job_args.exec.is_empty(),
     };
     let rates = table.read(table.file.as_deref()).or_else(usage)?;
+    if !cli.share.is_empty() {
+        let table = crate::keyed::KeyTable::new(rates.clone(), None);
+        shared::in_range(&[], Some(&table)).or_else(|why| usage(format!("{why} (--share)")))?;
+    }
     Ok((rates, Some(table)))
 }
 
@@ -762,13 +758,18 @@ fn share(cli: &Cli, limits: &[Limit]) -> Result<Option<shared::Share>, clap::Err
         }
         return Ok(None);
     };
-    if limits.is_empty() && cli.key_rate.is_empty() && cli.budget.is_empty() {
+    if limits.is_empty()
+        && cli.key_rate.is_empty()
+        && cli.key_rates.is_none()
+        && cli.budget.is_empty()
+    {
         return usage("--share: there is no rate to share (--rate inf)");
     }
     let key = default_key_rates(cli)
         .first()
         .filter(|_| !cli.key.is_empty())
         .map(|&(rate, burst)| Limit::records(rate, burst));
+    let key = key.map(crate::keyed::KeyTable::one);
     shared::in_range(limits, key.as_ref()).or_else(|why| usage(format!("{why} (--share)")))?;
     shared::counts_in_range(&cli.budget, cli.share_jobs)
         .or_else(|why| usage(format!("{why} (--share)")))?;
@@ -1229,21 +1230,8 @@ mod tests {
                 "--key-capacity: a DURATION needs --key-rate RATE".to_string(),
             ),
             (
-                vec!["--key", "1", "--key-rate", "a=1/s", "--share", "n"],
-                "--key-rate KEY=RATE: not with --share".to_string(),
-            ),
-            (
-                vec![
-                    "--key",
-                    "1",
-                    "--key-rates",
-                    f,
-                    "--key-rate",
-                    "1/s",
-                    "--share",
-                    "n",
-                ],
-                "--key-rates: not with --share".to_string(),
+                vec!["--key", "1", "--key-rate", "a=1/40d", "--share", "n"],
+                "--key-rates row a: ".to_string(),
             ),
         ] {
             let e = config(&args).unwrap_err();

@@ -95,7 +95,7 @@ use line::{Lane, Line};
 use lookup::Ahead;
 use pacing::{KeyLimits, Pacing};
 use queues::Queues;
-pub use rates::KeyRates;
+pub use rates::{KeyRates, KeyTable};
 use shared::SharedSchedules;
 use table::{reserved, Table};
 

@@ -23,6 +23,7 @@
 use std::collections::HashMap;
 
 use crate::rate::Rate;
+use crate::schedule::Limit;
 
 /// What keys a row matches.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -137,6 +138,68 @@ impl KeyRates {
             }
         }
         self.any
+    }
+}
+
+/// The limits per key: a table's rows and the default.
+#[derive(Debug, Clone, Default)]
+pub struct KeyTable {
+    /// The rows (their rate and burst; their JOBS column is each drip's
+    /// own and not shared here).
+    rows: KeyRates,
+    /// Each row's limit, by row number, then the default's (last; `None`:
+    /// no default).
+    limits: Vec<Option<Limit>>,
+}
+
+impl KeyTable {
+    /// `rows`, and `default` for the keys no row matches.
+    pub fn new(rows: KeyRates, default: Option<Limit>) -> KeyTable {
+        let limits = rows
+            .rows()
+            .iter()
+            .map(|r| Some(Limit::records(r.rate, Some(r.burst))))
+            .chain(std::iter::once(default))
+            .collect();
+        KeyTable { rows, limits }
+    }
+
+    /// One limit for every key.
+    pub fn one(limit: Limit) -> KeyTable {
+        KeyTable::new(KeyRates::default(), Some(limit))
+    }
+
+    /// Whether it has rows (not one limit for every key).
+    pub fn has_rows(&self) -> bool {
+        !self.rows.is_empty()
+    }
+
+    /// The rows.
+    pub fn rows(&self) -> &KeyRates {
+        &self.rows
+    }
+
+    /// The limit of the keys no row matches.
+    pub fn default(&self) -> Option<Limit> {
+        self.limits.last().copied().flatten()
+    }
+
+    /// Every limit, each row's then the default's, by [`KeyTable::index`].
+    pub fn limits(&self) -> &[Option<Limit>] {
+        &self.limits
+    }
+
+    /// `key`'s limit's number in [`KeyTable::limits`]: its row's, else
+    /// the default's (the last).
+    pub fn index(&self, key: &[u8]) -> usize {
+        self.rows
+            .find(key)
+            .map_or(self.rows.rows().len(), |i| i as usize)
+    }
+
+    /// `key`'s limit (`None`: none of its own).
+    pub fn limit_of(&self, key: &[u8]) -> Option<Limit> {
+        self.limits[self.index(key)]
     }
 }
 

@@ -42,10 +42,10 @@ pub trait KeySchedule: Send + std::fmt::Debug {
     /// How long before its record's turn a key asks for its slot (ns):
     /// the time slots take to arrive.
     fn lead(&self) -> u64;
-    /// The limit per key, when `drip ctl` changed it for every drip on the
-    /// state since last asked (the schedule follows it already); each
-    /// change once.
-    fn relimited(&mut self) -> Option<crate::schedule::Limit> {
+    /// The limits per key, when `drip ctl` changed them for every drip on
+    /// the state since last asked (the schedule follows them already);
+    /// each change once.
+    fn relimited(&mut self) -> Option<super::KeyTable> {
         None
     }
 }
@@ -299,8 +299,12 @@ impl Keyed {
     fn begin_walk(&mut self, now: u64, global: &Pace) -> (bool, u64) {
         self.note_global(global);
         let shared = &mut self.pacing.shared_mut().schedule;
-        if let Some(limit) = shared.relimited() {
-            self.replace_limit(now, limit.rate, limit.burst);
+        if let Some(table) = shared.relimited() {
+            let default = table.default();
+            let (rate, burst) =
+                default.map_or((crate::rate::Rate::Unlimited, 1), |l| (l.rate, l.burst));
+            self.replace_limit(now, rate, burst);
+            self.replace_rates(now, table.rows().clone());
         }
         let shared = &mut self.pacing.shared_mut().schedule;
         for (due, s) in shared.arrived() {

@@ -5,13 +5,16 @@
 //! to it through the operations of [`super::protocol`] alone.
 
 use super::file::{state_dir, FileStore};
-use super::gcra::{Meter, Step};
+use std::sync::Arc;
+
+use super::gcra::Meter;
 use super::protocol::Store;
 use super::redis::RedisStore;
 use super::target::Target;
+use crate::keyed::KeyTable;
 
 /// The backend of `target` for limits `spec` (all of them): the global
-/// limits' `meters` and the key limit's `key_step` (none, and an empty
+/// limits' `meters` and the limits per key `keys` (none, and an empty
 /// spec, for the features that keep no schedule: a budget's count, the
 /// job leases).
 ///
@@ -21,7 +24,7 @@ pub fn open(
     target: &Target,
     spec: &str,
     meters: Vec<Meter>,
-    key_step: Option<Step>,
+    keys: Option<Arc<KeyTable>>,
 ) -> Result<Box<dyn Store>, String> {
     Ok(match target {
         Target::Host(name) => Box::new(FileStore::new(
@@ -29,14 +32,10 @@ pub fn open(
             name,
             spec.to_string(),
             meters,
-            key_step,
+            keys,
         )),
-        Target::Redis { url, name } => Box::new(RedisStore::new(
-            url,
-            name,
-            spec.to_string(),
-            meters,
-            key_step,
-        )?),
+        Target::Redis { url, name } => {
+            Box::new(RedisStore::new(url, name, spec.to_string(), meters, keys)?)
+        }
     })
 }

@@ -20,15 +20,18 @@ use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rustix::fs::{flock, FlockOperation};
 use serde::{Deserialize, Serialize};
 
-use super::gcra::{hex, Gcra, KeyAsk, KeyBook, Meter, Settlement, Step, Weight};
+use super::gcra::{hex, unhex, Gcra, KeyAsk, KeyBook, Meter, Settlement, Weight};
+use super::key_table::{step_of, unlimited};
 use super::protocol::{
     Ask, Back, Count, Counted, Failure, Grant, JobLeases, JobOp, Mark, Reply, Store, Taken,
     EXPIRY_NS, KEPT_NS, LEASE_TTL, WAIT_TTL,
 };
+use crate::keyed::KeyTable;
 
 /// Bytes of a page at the least (the kernel's smallest page): a write of
 /// at most this at the start of a file lies within one page.
@@ -71,8 +74,8 @@ pub struct FileStore {
     path: PathBuf,
     spec: String,
     meters: Vec<Meter>,
-    /// The key limit's, for the limits per key.
-    key_step: Option<Step>,
+    /// The limits per key, when shared.
+    keys: Option<Arc<KeyTable>>,
     /// Why the last call found a state file it could not read and started
     /// the state afresh, until taken ([`Store::unreadable`]).
     unreadable: Option<String>,
@@ -200,13 +203,13 @@ impl FileStore {
         name: &str,
         spec: String,
         meters: Vec<Meter>,
-        key_step: Option<Step>,
+        keys: Option<Arc<KeyTable>>,
     ) -> FileStore {
         FileStore {
             path: dir.join(format!("{name}.json")),
             spec,
             meters,
-            key_step,
+            keys,
             unreadable: None,
             clock: None,
         }
@@ -394,7 +397,7 @@ impl Store for FileStore {
     }
 
     fn reserve(&mut self, asks: &[Ask<'_>], horizon: i64) -> Result<Reply, Failure> {
-        let (meters, step) = (self.meters.clone(), self.key_step);
+        let (meters, table) = (self.meters.clone(), self.keys.clone());
         self.with_state(|g, book, now, fresh| {
             let mark = Mark {
                 charged: g.charged,
@@ -404,14 +407,17 @@ impl Store for FileStore {
             let grants = asks
                 .iter()
                 .map(|ask| {
-                    let (seq, slots) = match (ask.key, step) {
-                        (Some(key), Some(step)) => {
+                    let (seq, slots) = match (ask.key, &table) {
+                        (Some(key), Some(table)) => {
                             let want = KeyAsk {
                                 want: ask.want,
                                 after: ask.after,
                                 every: ask.every,
                             };
-                            book.reserve_at(step, now, &hex(key), want, horizon)
+                            match step_of(table, key) {
+                                Some(step) => book.reserve_at(step, now, &hex(key), want, horizon),
+                                None => (0, unlimited(now, want)),
+                            }
                         }
                         _ => {
                             let want = (ask.want, ask.sizes);
@@ -450,14 +456,13 @@ impl Store for FileStore {
     }
 
     fn give_back(&mut self, backs: &[Back<'_>]) -> Result<Vec<bool>, Failure> {
-        let (meters, step) = (self.meters.clone(), self.key_step);
+        let (meters, table) = (self.meters.clone(), self.keys.clone());
         self.with_state(|g, book, _, fresh| {
             backs
                 .iter()
-                .map(|b| match (b.key, step) {
-                    (Some(key), Some(step)) => {
-                        book.give_back(step, &hex(key), b.seq, b.first_unused)
-                    }
+                .map(|b| match (b.key, &table) {
+                    (Some(key), Some(table)) => step_of(table, key)
+                        .is_some_and(|step| book.give_back(step, &hex(key), b.seq, b.first_unused)),
                     _ => !fresh && g.give_back_sized(&meters, b.seq, b.first_unused, b.size),
                 })
                 .collect()
@@ -465,19 +470,19 @@ impl Store for FileStore {
     }
 
     fn relimit(&mut self) -> Result<(), Failure> {
-        let (meters, step) = (self.meters.clone(), self.key_step);
+        let (meters, table) = (self.meters.clone(), self.keys.clone());
         self.with_any_state(true, |g, book, now, _| {
             g.relimit(&meters, now);
-            if let Some(step) = step {
-                book.relimit(step, now);
+            if let Some(table) = table {
+                book.relimit(&|key| step_of(&table, &unhex(key)?), now);
             }
         })
     }
 
-    fn adopt(&mut self, spec: String, meters: Vec<Meter>, key_step: Option<Step>) {
+    fn adopt(&mut self, spec: String, meters: Vec<Meter>, keys: Option<Arc<KeyTable>>) {
         self.spec = spec;
-        if self.key_step.is_some() {
-            self.key_step = key_step.or(self.key_step);
+        if self.keys.is_some() {
+            self.keys = keys.or(self.keys.take());
         } else {
             self.meters = meters;
         }
@@ -758,6 +763,7 @@ fn jobs_in(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shared::gcra::Step;
 
     const MS: i64 = 1_000_000;
 

@@ -461,29 +461,6 @@ pub fn limits_of(spec: &str) -> Option<Vec<Limit>> {
         .collect()
 }
 
-/// The global limits and the key limit a [`spec`] or [`spec_with_key`]
-/// records, in its order; `None` when it holds an unlimited rate or text
-/// drip does not write.
-pub fn split_spec(spec: &str) -> Option<(Vec<Limit>, Option<Limit>)> {
-    let (global, key) = match spec.split_once("key:") {
-        Some((global, key)) => (global.strip_suffix(',').unwrap_or(global), Some(key)),
-        None => (spec, None),
-    };
-    let limits = if global.is_empty() {
-        Vec::new()
-    } else {
-        limits_of(global)?
-    };
-    let key = match key {
-        Some(k) => match limits_of(k)?.as_slice() {
-            [one] if one.unit == Unit::Records => Some(*one),
-            _ => return None,
-        },
-        None => None,
-    };
-    Some((limits, key))
-}
-
 /// A rate as people write it: a whole count per second, minute, hour or
 /// day when there is one (`100/min`, not `1.666667/s`), else
 /// `COUNT/PERIOD` (`3/7s`).
@@ -503,24 +480,6 @@ fn readable(count: u128, period_ns: u128) -> String {
     let period = Duration::from_nanos(u64::try_from(period_ns).unwrap_or(u64::MAX));
     let period = humantime::format_duration(period).to_string();
     format!("{count}/{}", period.replace(' ', ""))
-}
-
-/// The limits as the shared state records them when limits per key are
-/// shared too: [`spec`] of the global limits, then `key:` and the key
-/// limit's, comma-separated.
-#[cfg(test)]
-pub fn spec_with_key(limits: &[Limit], key: &Limit) -> String {
-    spec_with_key_tagged(limits, &[], key)
-}
-
-/// [`spec_with_key`], the global limits tagged as [`spec_tagged`].
-pub fn spec_with_key_tagged(limits: &[Limit], tags: &[Option<String>], key: &Limit) -> String {
-    let key = format!("key:{}", spec(std::slice::from_ref(key)));
-    if limits.is_empty() {
-        key
-    } else {
-        format!("{},{key}", spec_tagged(limits, tags))
-    }
 }
 
 /// The limits a [`spec`] describes, for messages: `10/s, burst 1`, a byte
@@ -914,17 +873,19 @@ impl KeyBook {
         back
     }
 
-    /// A new key limit (`step`) from `now` on (`drip ctl`, as
-    /// [`Gcra::relimit`] for each key): each key's slots already reserved
+    /// New key limits (each key's `step_of` its hex key) from `now` on
+    /// (`drip ctl`, as [`Gcra::relimit`] for each key): each key's slots
+    /// already reserved
     /// stay, its new schedule starts after the last of them with no
     /// credit (its `TAT` a whole tolerance past it), and its reservation
     /// number moves on, so no old slot goes back into the new schedule.
     /// Keys whose schedule has rested are forgotten first, as at every
     /// call.
-    pub fn relimit(&mut self, step: Step, now: i64) {
+    pub fn relimit(&mut self, step_of: &dyn Fn(&str) -> Option<Step>, now: i64) {
         self.prune(now);
-        for k in self.keys.values_mut() {
-            k.tat = k.tat.saturating_add(step.tolerance);
+        for (key, k) in &mut self.keys {
+            let tolerance = step_of(key).map_or(0, |s| s.tolerance);
+            k.tat = k.tat.saturating_add(tolerance);
             k.seq += 1;
         }
     }
@@ -974,6 +935,17 @@ pub fn hex(key: &[u8]) -> String {
             let _ = write!(s, "{b:02x}");
             s
         })
+}
+
+/// The bytes [`hex`] wrote; `None` for text it does not write.
+pub fn unhex(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
 }
 
 /// The limits in one order, whatever order they were given in: records
@@ -1559,10 +1531,6 @@ mod tests {
         );
         assert_eq!(limits_of(&spec), Some(limits.to_vec()));
         assert_eq!(tags_of(&spec), tags.to_vec());
-        let key = limit_of(5, 1_000_000_000, 1, Unit::Records);
-        let keyed = spec_with_key_tagged(&limits, &tags, &key);
-        assert_eq!(split_spec(&keyed), Some((limits.to_vec(), Some(key))));
-        assert_eq!(tags_of(&keyed), tags.to_vec());
         let weights: Vec<Option<usize>> = meters(&limits, &tags)
             .iter()
             .map(|m| match m {
@@ -1589,8 +1557,8 @@ mod tests {
         }));
     }
 
-    /// A spec reads back as the limits it records; a key limit's does
-    /// not (only the global limits are changed through the state).
+    /// A spec reads back as the limits it records (with a key limit's:
+    /// `key_table::split_spec`).
     #[test]
     fn specs_read_back_as_their_limits() {
         let limits = [
@@ -1606,16 +1574,6 @@ mod tests {
             },
         ];
         assert_eq!(limits_of(&spec(&limits)), Some(limits.to_vec()));
-        assert_eq!(limits_of(&spec_with_key(&limits, &limits[0])), None);
-        assert_eq!(
-            split_spec(&spec_with_key(&limits, &limits[0])),
-            Some((limits.to_vec(), Some(limits[0])))
-        );
-        assert_eq!(
-            split_spec(&spec_with_key(&[], &limits[0])),
-            Some((vec![], Some(limits[0])))
-        );
-        assert_eq!(split_spec(&spec(&limits)), Some((limits.to_vec(), None)));
         assert_eq!(limits_of("garbage"), None);
     }
 
@@ -1717,7 +1675,7 @@ mod tests {
         // 1/s, burst 3, at 50 ms: the first new slot at 300 ms (after the
         // old ones), the next a whole second later, not a burst.
         let new = key_step(1, 3);
-        book.relimit(new, 50 * MS);
+        book.relimit(&|_| Some(new), 50 * MS);
         assert!(!book.give_back(new, "a", seq, 200 * MS));
         let (_, slots) = book.reserve(new, 50 * MS, "a", 2, 100_000 * MS);
         assert_eq!(slots, [300 * MS, 1_300 * MS]);

@@ -197,7 +197,7 @@ pub(crate) trait Grants: Send + 'static {
     }
     /// Pace alone from `now` on (`local`).
     fn go_local(&mut self, now: u64);
-    /// Follow `limits` (the global ones) and `key` (the limit per key),
+    /// Follow `limits` (the global ones) and `key` (the limits per key),
     /// changed by `drip ctl` for every drip on the state, from now on;
     /// `false` when this kind of grant cannot (the limits it serves are
     /// gone).
@@ -206,7 +206,7 @@ pub(crate) trait Grants: Send + 'static {
         &mut self,
         limits: &[crate::schedule::Limit],
         tags: &[Option<String>],
-        key: Option<&crate::schedule::Limit>,
+        key: Option<&crate::keyed::KeyTable>,
     ) -> bool {
         let _ = (limits, tags, key);
         false
@@ -782,7 +782,7 @@ impl<G: Grants> Leasing<G> {
     /// limits' lease), and say so (unless quiet). Returns whether it
     /// does; if not, they are a mismatch that stops drip.
     fn follow(&mut self, theirs: &str) -> bool {
-        let Some((limits, key)) = super::gcra::split_spec(theirs) else {
+        let Some((limits, key)) = super::key_table::split_spec(theirs) else {
             return false;
         };
         let tags = super::gcra::tags_of(theirs);
@@ -799,8 +799,8 @@ impl<G: Grants> Leasing<G> {
         theirs.clone_into(&mut told);
         drop(told);
         self.spec = theirs.to_string();
-        let step = key.as_ref().map(super::gcra::Step::of);
-        self.store.adopt(self.spec.clone(), meters, step);
+        self.store
+            .adopt(self.spec.clone(), meters, key.map(Arc::new));
         (self.notify)(false);
         true
     }

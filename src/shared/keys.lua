@@ -12,13 +12,13 @@
 -- ARGV[2]  "-1" for the server's TIME; otherwise a test clock in seconds,
 -- ARGV[3]  and its nanoseconds
 -- ARGV[4]  the limits' spec, which every participant must share
--- ARGV[5]  the key limit's interval, ARGV[6] its tolerance, ARGV[7] the
---          horizon (ns)
--- then     reserve: want, after and every, for each key (up to want
+-- ARGV[5]  the horizon (ns)
+-- then     five for each key: reserve: want, after and every (up to want
 --          slots, slot j no earlier than after + j * every ns from now,
 --          all due within the horizon of the first's earliest time, at
 --          least one); giveback: seq, and the first unused slot's seconds
---          and ns, for each key
+--          and ns; then its own limit's interval and tolerance (ns: each
+--          key's row of the rate table, else the key rate)
 --
 -- Returns {1, fresh, sec, nsec, then for each key: seq, count, d1, d2, ...}
 -- (reserve: departure times in ns after sec.nsec; giveback: count 1 when
@@ -45,13 +45,14 @@ if not stored then
   fresh = 1
   redis.call('HSET', meta, 'limits', spec, 'epoch', sec, 'seq', 0)
 end
-local interval = tonumber(ARGV[5])
-local tolerance = tonumber(ARGV[6])
-local horizon = tonumber(ARGV[7])
+local horizon = tonumber(ARGV[5])
 local out = {1, fresh, sec, nsec}
 local longest = 0
 for i = 2, #KEYS do
   local k = KEYS[i]
+  local base = 6 + 5 * (i - 2)
+  local interval = tonumber(ARGV[base + 3])
+  local tolerance = tonumber(ARGV[base + 4])
   local st = redis.call('HMGET', k, 's', 'n', 'seq', 'g')
   local tat
   local ts, tn = number_of(st[1]), number_of(st[2])
@@ -68,7 +69,6 @@ for i = 2, #KEYS do
     changed = true
   end
   if op == 'reserve' then
-    local base = 8 + 3 * (i - 2)
     local want = math.max(tonumber(ARGV[base]), 1)
     local after = math.max(tonumber(ARGV[base + 1]), 0)
     local every = math.max(tonumber(ARGV[base + 2]), 0)
@@ -91,7 +91,6 @@ for i = 2, #KEYS do
     tat = t
     changed = true
   elseif op == 'giveback' then
-    local base = 8 + 3 * (i - 2)
     local back = 0
     if tat and tonumber(ARGV[base]) == seq then
       local first = (tonumber(ARGV[base + 1]) - sec) * 1e9 + (tonumber(ARGV[base + 2]) - nsec)

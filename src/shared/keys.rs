@@ -29,7 +29,7 @@ use std::time::Duration;
 use super::keeper::{Grants, Lease, Mode, Return, SlotRequest, Status, Turn};
 use super::lease::Held;
 use super::protocol::{horizon, late_ns, Reply, POLL_NS};
-use crate::keyed::{KeySchedule, LeaseHead, Want};
+use crate::keyed::{KeySchedule, KeyTable, LeaseHead, Want};
 use crate::pacer::{slack_for, Pacer, Position};
 use crate::schedule::Limit;
 use crate::sys::Unpoisoned;
@@ -61,6 +61,8 @@ struct KeyLease {
     waiting: bool,
     /// The key's schedule while pacing alone (`local`).
     local: Position,
+    /// Its limit's number in the table's limits ([`KeyTable::index`]).
+    limit: usize,
 }
 
 impl KeyLease {
@@ -80,22 +82,33 @@ pub(crate) struct KeyLeases {
     waiting: usize,
     /// What the leases of keys forgotten left to give back.
     returning: Vec<Return>,
-    /// The key rate, slots a second.
-    per_second: f64,
+    /// The limits per key in force.
+    pub(crate) table: Arc<KeyTable>,
+    /// The most slots one call asks for a key, by its limit's number: a
+    /// second of its rate.
+    caps: Vec<u64>,
     pub(crate) status: Status,
-    /// The limit per key `drip ctl` changed, until the keys' schedule
-    /// takes it ([`SharedKeys::relimited`]).
-    relimited: Option<Limit>,
+    /// The limits per key `drip ctl` changed, until the keys' schedule
+    /// takes them ([`SharedKeys::relimited`]).
+    relimited: Option<Arc<KeyTable>>,
     /// The limit per key in force, as `drip ctl` shows it.
     pub(crate) in_force: Option<crate::schedule::KeyInForce>,
 }
 
 impl KeyLeases {
-    pub(crate) fn new(per_second: f64) -> KeyLeases {
+    pub(crate) fn new(table: Arc<KeyTable>) -> KeyLeases {
         KeyLeases {
-            per_second,
+            caps: caps(&table),
+            table,
             ..KeyLeases::default()
         }
+    }
+
+    /// Key `key`'s limit's number in the table, when it has a limit of its
+    /// own (a key with none asks the state for nothing).
+    fn limited(&self, key: &[u8]) -> Option<usize> {
+        let i = self.table.index(key);
+        self.table.limits()[i].map(|_| i)
     }
 
     /// The lease of key `s` (`key`'s bytes), new when it has none or held
@@ -105,7 +118,11 @@ impl KeyLeases {
         if self.keys.get(&s).is_some_and(|l| !l.is(key)) {
             self.retire(s);
         }
-        let lease = self.keys.entry(s).or_default();
+        let limit = self.table.index(key);
+        let lease = self.keys.entry(s).or_insert_with(|| KeyLease {
+            limit,
+            ..KeyLease::default()
+        });
         lease.held.key.get_or_insert_with(|| key.into());
         lease
     }
@@ -136,12 +153,20 @@ impl KeyLeases {
     }
 }
 
+/// The most slots one call asks for a key of each limit of `table`: a
+/// second of its rate, at least one.
+fn caps(table: &KeyTable) -> Vec<u64> {
+    (table.limits().iter())
+        .map(|l| l.map_or(1, |l| (l.rate.per_second().ceil() as u64).max(1)))
+        .collect()
+}
+
 /// What the keys want at `now`: each key whose records want more slots
 /// than its lease holds, whose lease is empty or ends within `ahead` ns,
 /// and whose next slot is wanted within `ahead` ns, asks for them (at
-/// most `cap`, a second of the key rate), up to [`MAX_BATCH`] keys; and
-/// when the next of the others will ask.
-fn needs(st: &KeyLeases, now: u64, ahead: u64, cap: u64) -> (Vec<SlotRequest>, Option<u64>) {
+/// most a second of its rate), up to [`MAX_BATCH`] keys; and when the
+/// next of the others will ask.
+fn needs(st: &KeyLeases, now: u64, ahead: u64) -> (Vec<SlotRequest>, Option<u64>) {
     let mut asks = Vec::new();
     let mut soonest: Option<u64> = None;
     for k in st.keys.values() {
@@ -161,7 +186,7 @@ fn needs(st: &KeyLeases, now: u64, ahead: u64, cap: u64) -> (Vec<SlotRequest>, O
                 let held = k.held.slots.len() as u64;
                 asks.push(SlotRequest {
                     key: k.held.key.clone(),
-                    want: want.min(cap),
+                    want: want.min(st.caps.get(k.limit).copied().unwrap_or(1)),
                     sizes: Vec::new(),
                     at: k.at.saturating_add(k.every.saturating_mul(held)),
                     every: k.every,
@@ -181,12 +206,9 @@ impl Grants for KeyLeases {
     }
 
     fn turn(&mut self, now: u64, since_call: Option<Duration>) -> Result<Turn, Duration> {
-        let cap = u64::try_from(self.per_second.ceil() as i64)
-            .unwrap_or(1)
-            .max(1);
         let rtt = i64::try_from(self.status.rtt).unwrap_or(i64::MAX);
         let gap = since_call.map_or(Duration::ZERO, |t| MIN_GAP.saturating_sub(t));
-        let (requests, soonest) = needs(self, now, (horizon(rtt) / 2).unsigned_abs(), cap);
+        let (requests, soonest) = needs(self, now, (horizon(rtt) / 2).unsigned_abs());
         let giving =
             !self.returning.is_empty() || self.keys.values().any(|k| k.held.returning.is_some());
         if gap.is_zero() && (giving || !requests.is_empty()) {
@@ -260,50 +282,84 @@ impl Grants for KeyLeases {
         self.wake_all(now);
     }
 
-    fn adopt(&mut self, _limits: &[Limit], _tags: &[Option<String>], key: Option<&Limit>) -> bool {
-        let Some(&key) = key else {
+    fn adopt(
+        &mut self,
+        _limits: &[Limit],
+        _tags: &[Option<String>],
+        key: Option<&KeyTable>,
+    ) -> bool {
+        let Some(table) = key else {
             return false;
         };
-        self.per_second = key.rate.per_second();
-        self.relimited = Some(key);
-        if let Some(in_force) = &self.in_force {
-            *in_force.lock().unpoisoned() = Some(key);
+        let table = Arc::new(table.clone());
+        self.caps = caps(&table);
+        for lease in self.keys.values_mut() {
+            lease.limit = table.index(lease.held.key.as_deref().unwrap_or_default());
         }
+        self.table = Arc::clone(&table);
+        if let Some(in_force) = &self.in_force {
+            *in_force.lock().unpoisoned() = table.default();
+        }
+        self.relimited = Some(table);
         true
     }
 }
 
 /// The per-key schedule of a drip sharing its key limits: each key's
 /// lease, or, while the state is out of reach under `local`, each key's
-/// own schedule at the key rate divided by the peers (and both while it
-/// changes over).
+/// own schedule at its limit divided by the peers (and both while it
+/// changes over). A key with no limit of its own (no row of the table
+/// matches it, and no `--key-rate RATE`) goes as it comes.
 #[derive(Debug)]
 pub struct SharedKeys {
     lease: Arc<Lease<KeyLeases>>,
-    /// The divided key limit, for `local`.
-    pacer: Pacer,
-    /// `--share-peers`, which the lone pace divides the key rate by.
+    /// Each limit of the table divided by the peers, for `local`, by its
+    /// number ([`KeyTable::index`]; `None`: no limit).
+    pacers: Vec<Option<Pacer>>,
+    /// `--share-peers`, which the lone pace divides each key's rate by.
     peers: u64,
-    /// How late a slot may still be used (ns).
-    late: u64,
+    /// How late a slot may still be used (ns), by the limit's number.
+    lates: Vec<u64>,
     last_now: u64,
 }
 
 impl SharedKeys {
-    pub(crate) fn new(lease: Arc<Lease<KeyLeases>>, pacer: Pacer, per_second: f64) -> SharedKeys {
-        SharedKeys {
+    /// The schedule over `lease` of the limits of `table`, each key's
+    /// lone pace its limit divided by `peers`.
+    pub(crate) fn new(lease: Arc<Lease<KeyLeases>>, table: &KeyTable, peers: u64) -> SharedKeys {
+        let mut keys = SharedKeys {
             lease,
-            pacer,
-            peers: 1,
-            late: late_ns(per_second),
+            pacers: Vec::new(),
+            peers,
+            lates: Vec::new(),
             last_now: 0,
-        }
+        };
+        keys.limit_by(table);
+        keys
     }
 
-    /// The same, its lone pace the key rate divided by `peers`.
-    pub(crate) fn with_peers(mut self, peers: u64) -> SharedKeys {
-        self.peers = peers;
-        self
+    /// Pace alone by `table`'s limits, each divided by the peers.
+    fn limit_by(&mut self, table: &KeyTable) {
+        let pacer = |l: &Limit| {
+            let local = super::gcra::divided(l, self.peers);
+            Pacer::new(local.rate, local.burst, slack_for(local.rate))
+        };
+        self.pacers = table
+            .limits()
+            .iter()
+            .map(|l| l.as_ref().map(pacer))
+            .collect();
+        self.lates = (table.limits().iter())
+            .map(|l| l.map_or(0, |l| late_ns(l.rate.per_second())))
+            .collect();
+    }
+
+    /// The lone pacer of key `s`'s limit, at the key's position.
+    fn pacer(&mut self, st: &mut KeyLeases, s: u32, key: &[u8]) -> &mut Pacer {
+        let lease = st.lease(s, key);
+        let pacer = (self.pacers[lease.limit].as_mut()).expect("only keys with a limit pace");
+        pacer.restore(lease.local);
+        pacer
     }
 
     /// Drop key `s`'s slots too late to use at `now` ([`Held::drop_late`];
@@ -312,11 +368,11 @@ impl SharedKeys {
     /// wrong.
     fn drop_late(&self, st: &mut KeyLeases, s: u32, now: u64) {
         let Some(k) = st.keys.get_mut(&s) else { return };
-        if k.held.slots.front().is_some_and(|t| t.at + self.late < now) {
+        let late = self.lates[k.limit];
+        if k.held.slots.front().is_some_and(|t| t.at + late < now) {
             (k.wanted, k.expired) = (0, false);
         }
-        k.held
-            .drop_late(now, |_| self.late, &mut st.status.forfeited);
+        k.held.drop_late(now, |_| late, &mut st.status.forfeited);
         if k.held.returning.is_some() {
             self.lease.wake.notify_one();
         }
@@ -325,8 +381,7 @@ impl SharedKeys {
     /// Whether the lone pace lets key `s` go at `now` (its position
     /// restored into the pacer).
     fn alone_allows(&mut self, st: &mut KeyLeases, now: u64, s: u32, key: &[u8]) -> bool {
-        self.pacer.restore(st.lease(s, key).local);
-        self.pacer.allows(now, 1)
+        self.pacer(st, s, key).allows(now, 1)
     }
 }
 
@@ -335,6 +390,9 @@ impl KeySchedule for SharedKeys {
         self.last_now = now;
         let lease = Arc::clone(&self.lease);
         let mut st = lease.lock();
+        if st.limited(key).is_none() {
+            return true;
+        }
         let mode = st.status.mode;
         if mode == Mode::Local {
             return self.alone_allows(&mut st, now, s, key);
@@ -350,15 +408,20 @@ impl KeySchedule for SharedKeys {
     }
 
     fn commit(&mut self, now: u64, s: u32, key: &[u8]) {
-        let mut st = self.lease.lock();
+        let lease = Arc::clone(&self.lease);
+        let mut st = lease.lock();
+        if st.limited(key).is_none() {
+            return;
+        }
         let mode = st.status.mode;
+        if mode.paced_alone(now) {
+            let pacer = self.pacer(&mut st, s, key);
+            pacer.commit(now, 1);
+            let at = pacer.position_now();
+            st.lease(s, key).local = at;
+        }
         let lease = st.lease(s, key);
         lease.wanted = lease.wanted.saturating_sub(1);
-        if mode.paced_alone(now) {
-            self.pacer.restore(lease.local);
-            self.pacer.commit(now, 1);
-            lease.local = self.pacer.position_now();
-        }
         if mode != Mode::Local {
             lease.held.slots.pop_front();
         }
@@ -368,12 +431,16 @@ impl KeySchedule for SharedKeys {
         self.last_now = now;
         let lease = Arc::clone(&self.lease);
         let mut st = lease.lock();
+        if st.limited(key).is_none() {
+            return LeaseHead::At(now);
+        }
         let mode = st.status.mode;
         let alone = |this: &mut Self, st: &mut KeyLeases| {
-            if this.alone_allows(st, now, s, key) {
+            let pacer = this.pacer(st, s, key);
+            if pacer.allows(now, 1) {
                 now
             } else {
-                this.pacer.next_due()
+                pacer.next_due()
             }
         };
         if mode == Mode::Local {
@@ -394,7 +461,7 @@ impl KeySchedule for SharedKeys {
     fn ask(&mut self, now: u64, s: u32, key: &[u8], want: Want) {
         self.last_now = now;
         let mut st = self.lease.lock();
-        if st.status.mode == Mode::Local {
+        if st.status.mode == Mode::Local || st.limited(key).is_none() {
             return;
         }
         // Slots too late to use count as none: a lease holding only those
@@ -469,12 +536,10 @@ impl KeySchedule for SharedKeys {
         Some(self.last_now.saturating_add(POLL_NS))
     }
 
-    fn relimited(&mut self) -> Option<Limit> {
-        let limit = self.lease.lock().relimited.take()?;
-        let local = super::gcra::divided(&limit, self.peers);
-        self.pacer = Pacer::new(local.rate, local.burst, slack_for(local.rate));
-        self.late = late_ns(limit.rate.per_second());
-        Some(limit)
+    fn relimited(&mut self) -> Option<KeyTable> {
+        let table = self.lease.lock().relimited.take()?;
+        self.limit_by(&table);
+        Some(KeyTable::clone(&table))
     }
 
     fn lead(&self) -> u64 {
@@ -495,6 +560,12 @@ mod tests {
     use crate::shared::protocol::Ask;
     use std::time::Instant;
 
+    /// 10/s for every key.
+    fn ten() -> Arc<KeyTable> {
+        let rate = crate::rate::parse_rate("10/s").unwrap();
+        Arc::new(KeyTable::one(Limit::records(rate, Some(1))))
+    }
+
     fn request(key: &[u8], want: u64, at: u64, every: u64) -> SlotRequest {
         SlotRequest {
             key: Some(key.into()),
@@ -511,7 +582,7 @@ mod tests {
     /// where the keeper waits for.
     #[test]
     fn keys_ask_when_their_lease_runs_low() {
-        let mut st = KeyLeases::new(10.0);
+        let mut st = KeyLeases::new(ten());
         st.lease(1, b"a").wanted = 50;
         let b = st.lease(2, b"b");
         b.wanted = 3;
@@ -523,10 +594,10 @@ mod tests {
             mark: crate::shared::protocol::Mark::default(),
         }));
         st.lease(3, b"c").wanted = 0;
-        let (asks, soonest) = needs(&st, 0, 400, 10);
+        let (asks, soonest) = needs(&st, 0, 400);
         assert_eq!(asks, vec![request(b"a", 10, 0, 0)]);
         assert_eq!(soonest, Some(500));
-        let (asks, _) = needs(&st, 500, 400, 10);
+        let (asks, _) = needs(&st, 500, 400);
         assert_eq!(asks.len(), 2);
     }
 
@@ -534,9 +605,8 @@ mod tests {
     /// ones (it would otherwise wait for ever, no timer and no ask).
     #[test]
     fn a_lease_of_late_slots_asks_again() {
-        let lease = Arc::new(Lease::new(KeyLeases::new(10.0), Instant::now()));
-        let pacer = Pacer::new(crate::rate::parse_rate("10/s").unwrap(), 1, 2_000_000);
-        let mut keys = SharedKeys::new(Arc::clone(&lease), pacer, 10.0);
+        let lease = Arc::new(Lease::new(KeyLeases::new(ten()), Instant::now()));
+        let mut keys = SharedKeys::new(Arc::clone(&lease), &ten(), 1);
         {
             let mut st = lease.lock();
             let a = st.lease(1, b"a");
@@ -565,14 +635,57 @@ mod tests {
         assert_eq!(lease.lock().status.forfeited, 1);
     }
 
+    /// With a rate table, each key takes its own row: alone (`local`) it
+    /// paces at its row's rate divided by the peers, a key with no row and
+    /// no default goes as it comes and asks the state for nothing, and a
+    /// key's asks are capped at a second of its own rate.
+    #[test]
+    fn each_key_paces_by_its_own_row() {
+        let rows = crate::keyed::rates::parse("a 10/s\nb 2/s\n", None, false).unwrap();
+        let table = Arc::new(KeyTable::new(
+            crate::keyed::KeyRates::new(rows).unwrap(),
+            None,
+        ));
+        let lease = Arc::new(Lease::new(
+            KeyLeases::new(Arc::clone(&table)),
+            Instant::now(),
+        ));
+        let mut keys = SharedKeys::new(Arc::clone(&lease), &table, 2);
+        lease.lock().go_local(0);
+        let sent = |keys: &mut SharedKeys, s: u32, key: &[u8]| {
+            let mut n = 0;
+            for ms in 0..10_000u64 {
+                let now = ms * 1_000_000;
+                if keys.allows(now, s, key) {
+                    keys.commit(now, s, key);
+                    n += 1;
+                }
+            }
+            n
+        };
+        // 10 s at 10/s and 2/s, each halved by the two peers.
+        assert_eq!(sent(&mut keys, 1, b"a"), 50);
+        assert_eq!(sent(&mut keys, 2, b"b"), 10);
+        assert_eq!(sent(&mut keys, 3, b"c"), 10_000);
+        assert_eq!(keys.first_slot(5, 3, b"c"), LeaseHead::At(5));
+        assert!(!lease.lock().keys.contains_key(&3), "c holds no lease");
+        let mut st = lease.lock();
+        st.status.mode = Mode::Shared;
+        st.lease(1, b"a").wanted = 100;
+        st.lease(2, b"b").wanted = 100;
+        let (mut asks, _) = needs(&st, 0, 400);
+        asks.sort_by(|x, y| x.key.cmp(&y.key));
+        let wants: Vec<u64> = asks.iter().map(|a| a.want).collect();
+        assert_eq!(wants, [10, 2]);
+    }
+
     /// A key forgotten (`--max-keys`): the unused tail of its last grant
     /// goes back at the keeper's next turn, its other slots are forfeited
     /// (they vanished, neither given back nor counted).
     #[test]
     fn a_forgotten_keys_slots_go_back_or_are_forfeited() {
-        let lease = Arc::new(Lease::new(KeyLeases::new(10.0), Instant::now()));
-        let pacer = Pacer::new(crate::rate::parse_rate("10/s").unwrap(), 1, 2_000_000);
-        let mut keys = SharedKeys::new(Arc::clone(&lease), pacer, 10.0);
+        let lease = Arc::new(Lease::new(KeyLeases::new(ten()), Instant::now()));
+        let mut keys = SharedKeys::new(Arc::clone(&lease), &ten(), 1);
         {
             let mut st = lease.lock();
             let a = st.lease(1, b"a");
@@ -607,9 +720,8 @@ mod tests {
     /// of waiting for ever for slots the keeper no longer asks for.
     #[test]
     fn a_key_that_wants_no_slot_any_more_waits_for_none() {
-        let lease = Arc::new(Lease::new(KeyLeases::new(10.0), Instant::now()));
-        let pacer = Pacer::new(crate::rate::parse_rate("10/s").unwrap(), 1, 2_000_000);
-        let mut keys = SharedKeys::new(Arc::clone(&lease), pacer, 10.0);
+        let lease = Arc::new(Lease::new(KeyLeases::new(ten()), Instant::now()));
+        let mut keys = SharedKeys::new(Arc::clone(&lease), &ten(), 1);
         let want = |records| Want {
             records,
             at: 0,
@@ -625,7 +737,7 @@ mod tests {
         // At its turn it asks, and the keeper asks for it.
         keys.ask(2_000, 1, b"a", want(1));
         assert_eq!(keys.first_slot(2_000, 1, b"a"), LeaseHead::Asked);
-        let (asks, _) = needs(&lease.lock(), 2_000, 400, 10);
+        let (asks, _) = needs(&lease.lock(), 2_000, 400);
         assert_eq!(asks.len(), 1);
     }
 
@@ -633,13 +745,13 @@ mod tests {
     /// turn nears, for slots at the times the global limits let them go.
     #[test]
     fn a_key_asks_when_its_turn_nears_for_slots_spaced_as_its_turns() {
-        let mut st = KeyLeases::new(10.0);
+        let mut st = KeyLeases::new(ten());
         let a = st.lease(1, b"a");
         (a.wanted, a.at, a.every) = (3, 1000, 250);
-        let (asks, soonest) = needs(&st, 0, 400, 10);
+        let (asks, soonest) = needs(&st, 0, 400);
         assert!(asks.is_empty());
         assert_eq!(soonest, Some(600));
-        let (asks, _) = needs(&st, 600, 400, 10);
+        let (asks, _) = needs(&st, 600, 400);
         assert_eq!((asks[0].at, asks[0].every), (1000, 250));
         assert_eq!(
             asks[0].ask_at(600),

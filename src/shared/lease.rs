@@ -464,7 +464,12 @@ impl Grants for GlobalLease {
         self.status.mode = Mode::Local;
     }
 
-    fn adopt(&mut self, limits: &[Limit], tags: &[Option<String>], _key: Option<&Limit>) -> bool {
+    fn adopt(
+        &mut self,
+        limits: &[Limit],
+        tags: &[Option<String>],
+        _key: Option<&crate::keyed::KeyTable>,
+    ) -> bool {
         if limits.is_empty() {
             return false;
         }

@@ -22,6 +22,7 @@ pub mod file;
 pub mod gcra;
 pub mod jobs;
 pub mod keeper;
+pub mod key_table;
 pub mod keys;
 pub mod lease;
 pub mod protocol;
@@ -36,13 +37,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::cost::Cost;
-use crate::keyed::KeyConfig;
-use crate::pacer::{slack_for, Pacer};
+use crate::keyed::{KeyConfig, KeyTable};
 use crate::rate::Rate;
 use crate::report::share::{ShareCounts, ShareStats};
 use crate::schedule::{Limit, Limits, Unit};
 use crate::sys::Unpoisoned;
-use gcra::{canonical_tagged, divided, lone_order, PeerPace};
+use gcra::{canonical_tagged, lone_order, PeerPace};
 use keeper::{Grants, Greeting, Keeper, Lease, Leasing, Losses};
 use keys::KeyLeases;
 use lease::GlobalLease;
@@ -132,8 +132,8 @@ impl Handle {
         match failure {
             Failure::Mismatch(theirs) | Failure::Changed(theirs) => Disagreement {
                 name,
-                ours: gcra::describe(&self.spec),
-                theirs: gcra::describe(&theirs),
+                ours: key_table::describe_spec(&self.spec),
+                theirs: key_table::describe_spec(&theirs),
             }
             .into(),
             Failure::Unreachable(why) => Unreachable { name, why }.into(),
@@ -153,7 +153,7 @@ impl Handle {
         Relimiter {
             share: share.clone(),
             budget_tags: self.budget_tags.clone(),
-            keyed: self.keys.is_some(),
+            keys: self.keys.clone(),
             global: self.lease.is_some(),
         }
     }
@@ -236,15 +236,28 @@ pub struct Relimiter {
     /// What each cost limit spends, in the command line's order, as the
     /// state tags it ([`budget_tags`]).
     budget_tags: Vec<Option<String>>,
-    /// The limits per key are shared too.
-    keyed: bool,
+    /// The leases of the limits per key, when they are shared too: the
+    /// table in force there.
+    keys: Option<Arc<Lease<KeyLeases>>>,
     /// Global limits are shared (not only limits per key).
     global: bool,
 }
 
+/// What a change of the shared limits does to the limits per key
+/// ([`Relimiter::relimit`]).
+#[derive(Debug, Clone, Copy)]
+pub enum KeyChange<'a> {
+    /// They stay as they are in force.
+    Same,
+    /// The keys no row matches take this limit (`drip ctl … key-rate`).
+    Default(&'a Limit),
+    /// The table's rows are these from now on (`drip ctl … key-rates`).
+    Rows(&'a crate::keyed::KeyRates),
+}
+
 impl Relimiter {
     /// Store `limits` (the global ones, all of them) and, when the limits
-    /// per key are shared, `key` (the limit per key) as the shared limits
+    /// per key are shared, those in force changed as `key` says, as the shared limits
     /// from now on ([`protocol::Store::relimit`]). Every drip on the NAME,
     /// this one too, follows them at its keeper's next call.
     ///
@@ -252,9 +265,22 @@ impl Relimiter {
     /// A limit is unlimited, global limits would be added or taken away
     /// (the drips on the NAME pace by the kinds they started with), or the
     /// state cannot be reached or used (why, in a sentence).
-    pub fn relimit(&self, limits: &[Limit], key: Option<&Limit>) -> Result<(), String> {
+    pub fn relimit(&self, limits: &[Limit], key: KeyChange<'_>) -> Result<(), String> {
         let name = self.share.target.name();
-        let key = key.filter(|_| self.keyed);
+        if self.keys.is_none() && !matches!(key, KeyChange::Same) {
+            return Err(format!(
+                "this drip has no limits per key (--key); those it shares (--share {name}) are global"
+            ));
+        }
+        let key = self.keys.as_ref().map(|keys| {
+            let now = keys.lock().table.as_ref().clone();
+            match key {
+                KeyChange::Same => now,
+                KeyChange::Default(l) => KeyTable::new(now.rows().clone(), Some(*l)),
+                KeyChange::Rows(rows) => KeyTable::new(rows.clone(), now.default()),
+            }
+        });
+        let key = key.as_ref();
         if (limits.is_empty() && key.is_none()) || limits.iter().any(|l| l.rate == Rate::Unlimited)
         {
             return Err(format!(
@@ -272,12 +298,9 @@ impl Relimiter {
         let tags = tag_limits(limits, &self.budget_tags);
         let (limits, tags) = canonical_tagged(limits, &tags);
         let meters = gcra::meters(&limits, &tags);
-        let spec = match key {
-            Some(k) => gcra::spec_with_key_tagged(&limits, &tags, k),
-            None => gcra::spec_tagged(&limits, &tags),
-        };
-        let step = key.map(gcra::Step::of);
-        let mut store = store(&self.share, &spec, meters, step).map_err(|e| e.to_string())?;
+        let spec = key_table::spec_with_table(&limits, &tags, key);
+        let keys = key.cloned().map(Arc::new);
+        let mut store = store(&self.share, &spec, meters, keys).map_err(|e| e.to_string())?;
         store.relimit().map_err(|f| match f {
             Failure::Unreachable(why) | Failure::Fatal(why) => format!(
                 "--share {name}: the shared state cannot be changed: {why}; the limits are as they were"
@@ -314,11 +337,11 @@ pub fn open(
     let budget_tags = budget_tags(cost);
     let (limits, tags) = canonical_tagged(limits, &tag_limits(limits, &budget_tags));
     let limits = &limits;
-    let key_limit = key.map(|k| Limit::records(k.rate, Some(k.burst)));
-    let spec = match &key_limit {
-        Some(k) => gcra::spec_with_key_tagged(limits, &tags, k),
-        None => gcra::spec_tagged(limits, &tags),
-    };
+    let table = key.map(|k| {
+        let default = (k.rate != Rate::Unlimited).then(|| Limit::records(k.rate, Some(k.burst)));
+        KeyTable::new(k.rates.clone(), default)
+    });
+    let spec = key_table::spec_with_table(limits, &tags, table.as_ref());
     let name = share.target.name().to_string();
     let notify: Arc<Mutex<Notifier>> = Arc::new(Mutex::new(Notifier::default()));
     let mut handle = Handle {
@@ -351,8 +374,8 @@ pub fn open(
             &mut handle,
         )?)
     };
-    let keys = match &key_limit {
-        Some(k) => Some(open_keys(share, k, &spec, origin, &notify, &mut handle)?),
+    let keys = match table {
+        Some(t) => Some(open_keys(share, t, &spec, origin, &notify, &mut handle)?),
         None => None,
     };
     Ok(Opened {
@@ -403,15 +426,15 @@ pub(crate) fn tag_limits(limits: &[Limit], budget_tags: &[Option<String>]) -> Ve
         .collect()
 }
 
-/// The store of `share` for `meters` (the global limits) and the key
-/// limit's `key_step` ([`backend::open`]).
+/// The store of `share` for `meters` (the global limits) and the limits
+/// per key `keys` ([`backend::open`]).
 fn store(
     share: &Share,
     spec: &str,
     meters: Vec<gcra::Meter>,
-    key_step: Option<gcra::Step>,
+    keys: Option<Arc<KeyTable>>,
 ) -> anyhow::Result<Box<dyn Store>> {
-    backend::open(&share.target, spec, meters, key_step)
+    backend::open(&share.target, spec, meters, keys)
         .map_err(|why| anyhow::anyhow!("--share {}: {why}", share.target.name()))
 }
 
@@ -534,13 +557,21 @@ fn open_global(
     })
 }
 
-/// Whether `limits` (and the limit per `key`) can be shared: each within
+/// Whether `limits` (and the limits per key of `key`: each row's, named
+/// by its pattern, and the default) can be shared: each within
 /// the range a shared schedule keeps exactly in both backends
 /// ([`gcra::out_of_range`]).
 ///
 /// # Errors
 /// One line naming the flag and the limit out of range, and why.
-pub fn in_range(limits: &[Limit], key: Option<&Limit>) -> Result<(), String> {
+pub fn in_range(limits: &[Limit], key: Option<&KeyTable>) -> Result<(), String> {
+    let rows = key.map(|t| t.rows().rows()).unwrap_or_default();
+    for row in rows {
+        let limit = Limit::records(row.rate, Some(row.burst));
+        if let Some(why) = gcra::out_of_range(&limit) {
+            return Err(format!("--key-rates row {}: {why}", row.name));
+        }
+    }
     let flagged = limits
         .iter()
         .map(|l| {
@@ -549,12 +580,12 @@ pub fn in_range(limits: &[Limit], key: Option<&Limit>) -> Result<(), String> {
                 crate::schedule::Unit::Bytes => "--byte-rate",
                 crate::schedule::Unit::Cost => "--cost-rate",
             };
-            (flag, l)
+            (flag, *l)
         })
-        .chain(key.map(|k| ("--key-rate", k)));
+        .chain(key.and_then(KeyTable::default).map(|k| ("--key-rate", k)));
     for (flag, limit) in flagged {
-        if let Some(why) = gcra::out_of_range(limit) {
-            let shown = gcra::describe(&gcra::spec(std::slice::from_ref(limit)));
+        if let Some(why) = gcra::out_of_range(&limit) {
+            let shown = gcra::describe(&gcra::spec(std::slice::from_ref(&limit)));
             return Err(format!("{flag} {shown}: {why}"));
         }
     }
@@ -583,28 +614,30 @@ pub fn counts_in_range(budgets: &[crate::budget::Budget], jobs: Option<u64>) -> 
     }
 }
 
-/// Start the keeper of the limits per key (`key`); their schedule.
+/// Start the keeper of the limits per key (`table`); their schedule.
 fn open_keys(
     share: &Share,
-    key: &Limit,
+    table: KeyTable,
     spec: &str,
     origin: Instant,
     notify: &Wake,
     handle: &mut Handle,
 ) -> anyhow::Result<keys::SharedKeys> {
-    let store = store(share, spec, Vec::new(), Some(gcra::Step::of(key)))?;
-    let per_second = key.rate.per_second();
+    let table = Arc::new(table);
+    let store = store(share, spec, Vec::new(), Some(Arc::clone(&table)))?;
     let bell = handle.keeper.bell();
-    let lease = Arc::new(Lease::with_bell(KeyLeases::new(per_second), origin, bell));
+    let lease = Arc::new(Lease::with_bell(
+        KeyLeases::new(Arc::clone(&table)),
+        origin,
+        bell,
+    ));
     handle.keys = Some(Arc::clone(&lease));
     let what = (
         format!("--share {} (limits per key)", handle.name),
         LOST_PER_KEY,
     );
     start_keeper(share, store, &lease, what, notify, handle, None)?;
-    let local = divided(key, share.peers);
-    let pacer = Pacer::new(local.rate, local.burst, slack_for(local.rate));
-    Ok(keys::SharedKeys::new(lease, pacer, per_second).with_peers(share.peers))
+    Ok(keys::SharedKeys::new(lease, &table, share.peers))
 }
 
 /// What a lost state lets through beyond the bound, as the message says
@@ -616,8 +649,9 @@ const LOST_PER_KEY: &str = "one burst and the slots already reserved, per key,";
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pacer::slack_for;
     use crate::schedule::Schedule;
-    use gcra::canonical;
+    use gcra::{canonical, divided};
 
     const MS: u64 = 1_000_000;
 

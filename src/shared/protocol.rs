@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::gcra::{Meter, Settlement, Step, Weight};
+use super::gcra::{Meter, Settlement, Weight};
 
 /// A shared state outlives its schedule by this long (ns), then expires.
 pub const EXPIRY_NS: i64 = 10_000_000_000;
@@ -293,12 +293,17 @@ pub trait Store: Send {
     fn relimit(&mut self) -> Result<(), Failure> {
         Err(Failure::Fatal("its limits cannot be changed".into()))
     }
-    /// Use `spec` (the global limits' `meters`, the key limit's
-    /// `key_step`) as this store's limits from now on: the stored ones,
+    /// Use `spec` (the global limits' `meters`, the limits per key
+    /// `keys`) as this store's limits from now on: the stored ones,
     /// changed by `drip ctl`. A store of the keys keeps no global meters,
-    /// one of the global limits no key step.
-    fn adopt(&mut self, spec: String, meters: Vec<Meter>, key_step: Option<Step>) {
-        let _ = (spec, meters, key_step);
+    /// one of the global limits no limits per key.
+    fn adopt(
+        &mut self,
+        spec: String,
+        meters: Vec<Meter>,
+        keys: Option<std::sync::Arc<crate::keyed::KeyTable>>,
+    ) {
+        let _ = (spec, meters, keys);
     }
     /// Why a call since the last asked found a stored state it could not
     /// read (a state file of garbage) and started the state afresh: a lost

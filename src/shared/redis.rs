@@ -38,11 +38,13 @@ use redis::{
 };
 
 use super::gcra::{hex, Meter, Settlement, Step, Weight, WEIGHTS};
+use super::key_table::step_of;
 use super::protocol::{
     Ask, Back, Count, Counted, Failure, Grant, JobLeases, JobOp, Mark, Reply, Store, Taken,
     KEPT_NS, LEASE_TTL, WAIT_TTL,
 };
 use super::target::{self, Servers};
+use crate::keyed::KeyTable;
 use crate::sys::Unpoisoned;
 
 /// The one script, run atomically by the server: each feature's part
@@ -788,8 +790,8 @@ pub struct RedisStore {
     key: String,
     spec: String,
     meters: Vec<Meter>,
-    /// The key limit's, when the limits per key are shared.
-    key_step: Option<Step>,
+    /// The limits per key, when shared.
+    keys: Option<Arc<KeyTable>>,
     /// A test clock (seconds, ns) instead of the server's `TIME`.
     pub clock: Option<(i64, i64)>,
 }
@@ -836,7 +838,7 @@ impl RedisStore {
         name: &str,
         spec: String,
         meters: Vec<Meter>,
-        key_step: Option<Step>,
+        keys: Option<Arc<KeyTable>>,
     ) -> Result<Self, String> {
         Ok(RedisStore {
             conn: link_to(url)?,
@@ -844,7 +846,7 @@ impl RedisStore {
             key: format!("drip:{{{name}}}"),
             spec,
             meters,
-            key_step,
+            keys,
             clock: None,
         })
     }
@@ -902,30 +904,34 @@ impl RedisStore {
         self.eval("limits", &keys, &args)
     }
 
-    /// Run the keys' script for `op` on `keys` (their bytes) with `extra`
-    /// arguments; the reply's integers after the mismatch check.
+    /// Run the keys' script for `op` on `keys` (their bytes), each with
+    /// its three `extra` arguments and its limit's interval and tolerance
+    /// (every key asked about has a limit: [`step_of`]); the
+    /// reply's integers after the mismatch check.
     fn call_keys(
         &mut self,
         op: &str,
         keys: &[&[u8]],
         horizon: i64,
-        extra: &[i64],
+        extra: &[[i64; 3]],
     ) -> Result<Vec<i64>, Failure> {
         let (sec, nsec) = self.clock.unwrap_or((-1, 0));
-        let step = self.key_step.unwrap_or(Step {
-            interval: 1,
-            tolerance: 0,
-        });
         let mut args: Vec<String> = vec![
             op.into(),
             sec.to_string(),
             nsec.to_string(),
             self.spec.clone(),
-            step.interval.to_string(),
-            step.tolerance.to_string(),
             horizon.to_string(),
         ];
-        args.extend(extra.iter().map(i64::to_string));
+        for (key, extra) in keys.iter().zip(extra) {
+            let step = (self.keys.as_ref()).and_then(|t| step_of(t, key));
+            let step = step.unwrap_or(Step {
+                interval: 1,
+                tolerance: 0,
+            });
+            args.extend(extra.iter().map(i64::to_string));
+            args.extend([step.interval, step.tolerance].map(|n| n.to_string()));
+        }
         let mut names = vec![self.key.clone()];
         names.extend(keys.iter().map(|k| format!("{}:key:{}", self.key, hex(k))));
         let reply = self.eval("keys", &names, &args)?;
@@ -1000,9 +1006,9 @@ impl RedisStore {
     /// The keys' reservation of `asks`, in one call.
     fn reserve_keys(&mut self, asks: &[Ask<'_>], horizon: i64) -> Result<Reply, Failure> {
         let keys: Vec<&[u8]> = asks.iter().map(|a| a.key.unwrap_or_default()).collect();
-        let wants: Vec<i64> = asks
+        let wants: Vec<[i64; 3]> = asks
             .iter()
-            .flat_map(|a| [i64::try_from(a.want).unwrap_or(i64::MAX), a.after, a.every])
+            .map(|a| [i64::try_from(a.want).unwrap_or(i64::MAX), a.after, a.every])
             .collect();
         let reply = self.call_keys("reserve", &keys, horizon, &wants)?;
         let bad = || Failure::Unreachable(format!("unexpected reply {reply:?}"));
@@ -1047,7 +1053,7 @@ impl Store for RedisStore {
         let bad = |reply: &dyn std::fmt::Debug| {
             Failure::Unreachable(format!("unexpected reply {reply:?}"))
         };
-        let (fresh, now) = if self.key_step.is_some() && self.meters.is_empty() {
+        let (fresh, now) = if self.keys.is_some() && self.meters.is_empty() {
             let reply = self.call_keys("hello", &[], 0, &[])?;
             match reply.as_slice() {
                 [_, fresh, sec, nsec, ..] => (
@@ -1151,10 +1157,10 @@ impl Store for RedisStore {
         }
     }
 
-    fn adopt(&mut self, spec: String, meters: Vec<Meter>, key_step: Option<Step>) {
+    fn adopt(&mut self, spec: String, meters: Vec<Meter>, keys: Option<Arc<KeyTable>>) {
         self.spec = spec;
-        if self.key_step.is_some() && self.meters.is_empty() {
-            self.key_step = key_step.or(self.key_step);
+        if self.keys.is_some() && self.meters.is_empty() {
+            self.keys = keys.or(self.keys.take());
         } else {
             self.meters = meters;
         }
@@ -1192,12 +1198,15 @@ impl Store for RedisStore {
         }
         if !keyed.is_empty() {
             let keys: Vec<&[u8]> = keyed.iter().map(|b| b.key.unwrap_or_default()).collect();
-            let mut extra = Vec::with_capacity(keyed.len() * 3);
-            for b in &keyed {
-                extra.push(i64::try_from(b.seq).unwrap_or(i64::MAX));
-                extra.push(b.first_unused.div_euclid(1_000_000_000));
-                extra.push(b.first_unused.rem_euclid(1_000_000_000));
-            }
+            let extra: Vec<[i64; 3]> = (keyed.iter())
+                .map(|b| {
+                    [
+                        i64::try_from(b.seq).unwrap_or(i64::MAX),
+                        b.first_unused.div_euclid(1_000_000_000),
+                        b.first_unused.rem_euclid(1_000_000_000),
+                    ]
+                })
+                .collect();
             let reply = self.call_keys("giveback", &keys, 0, &extra)?;
             // After {1, fresh, sec, nsec}: seq and 1 or 0 for each key.
             given.extend(reply.iter().skip(4).skip(1).step_by(2).map(|&b| b == 1));

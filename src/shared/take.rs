@@ -80,8 +80,8 @@ pub fn run(req: &TakeRequest, err: &mut dyn Write) -> i32 {
             Err(Failure::Mismatch(theirs) | Failure::Changed(theirs)) => {
                 let d = Disagreement {
                     name,
-                    ours: gcra::describe(&spec),
-                    theirs: gcra::describe(&theirs),
+                    ours: super::key_table::describe_spec(&spec),
+                    theirs: super::key_table::describe_spec(&theirs),
                 };
                 return fail(
                     err,

@@ -6,7 +6,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::gcra::describe;
+use super::key_table::describe_spec as describe;
 use super::protocol::EXPIRY_NS;
 use crate::backoff::Backoff;
 
