@@ -524,42 +524,67 @@ fn with_share_jobs_both_the_fleets_and_each_keys_job_limit_hold() {
     both_the_fleets_and_each_keys_job_limit_hold("kjboth", [r, r]);
 }
 
-/// A drip with `--key-jobs 1` under `share` (its state directory
-/// `runtime`) over `input` (records `KEY WHO-N`), whose jobs stamp `KEY
-/// START_NS WHO-N PGID` into `log` as they start, then sleep `secs`.
-fn stamping_starts(share: &str, runtime: &Path, log: &Path, secs: &str, input: &str) -> Child {
-    let script = format!(
-        r#"echo "${{1%% *}} $(date +%s%N) ${{1#* }} $$" >> '{}'; sleep {secs}"#,
-        log.display()
-    );
-    let mut args = vec![
-        "-r",
-        "inf",
-        "--key",
-        "1",
-        "--key-rate",
-        "1000/s",
-        "--share",
-        share,
-    ];
-    args.extend(["--key-jobs", "1", "-j", "4", "-q", "--exec", "sh", "-c"]);
-    args.extend([script.as_str(), "sh", "{}"]);
+/// What a job of [`stamping_drip`] stamped: its start or its end, its
+/// key, its attempt, its process group, and when (the realtime clock,
+/// s).
+#[derive(Debug, Clone)]
+struct Stamp {
+    start: bool,
+    key: String,
+    attempt: u32,
+    group: i32,
+    at: f64,
+}
+
+/// A drip with `--key-jobs 1` and `flags` under `share` (its state
+/// directory `runtime`) over `input` (records `KEY WHO-N`), whose jobs
+/// stamp their start into `log`, run the shell's `body` (which may set
+/// `r`, the job's exit status), and stamp their end.
+fn stamping_drip(
+    share: &str,
+    runtime: &Path,
+    log: &Path,
+    (flags, body): (&[&str], &str),
+    input: &str,
+) -> Child {
+    let stamp = |what: &str| {
+        format!(
+            r#"echo "{what} ${{1%% *}} ${{1#* }} $DRIP_ATTEMPT $$ $(date +%s%N)" >> '{}'"#,
+            log.display()
+        )
+    };
+    let script = format!("{}; r=0; {body}; {}; exit $r", stamp("s"), stamp("e"));
+    let mut args = vec!["-r", "inf", "--key", "1", "--key-rate", "1000/s"];
+    args.extend(["--share", share, "--key-jobs", "1", "-q"]);
+    args.extend(flags);
+    args.extend(["--exec", "sh", "-c", &script, "sh", "{}"]);
     common::drip_reading(&args, input.to_string(), runtime, false)
 }
 
-/// The starts [`stamping_starts`] noted in `log` of the records of `who`
-/// (`WHO-`): (key, the realtime clock in s, the job's process group).
-fn starts_of(log: &Path, who: &str) -> Vec<(String, f64, i32)> {
+/// The stamps [`stamping_drip`]'s jobs made in `log` for the records of
+/// `who` (their rest starting `WHO-`), in the order made.
+fn stamps_of(log: &Path, who: &str) -> Vec<Stamp> {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     text.lines()
         .filter_map(|l| {
             let w: Vec<&str> = l.split(' ').collect();
-            (w.len() == 4 && w[2].starts_with(who)).then(|| {
-                let at = w[1].parse::<f64>().unwrap() / 1e9;
-                (w[0].to_string(), at, w[3].parse().unwrap())
+            (w.len() == 6 && w[2].starts_with(who)).then(|| Stamp {
+                start: w[0] == "s",
+                key: w[1].to_string(),
+                attempt: w[3].parse().unwrap(),
+                group: w[4].parse().unwrap(),
+                at: w[5].parse::<f64>().unwrap() / 1e9,
             })
         })
         .collect()
+}
+
+/// When the first job of `key` among `stamps` started.
+fn first_start(stamps: &[Stamp], key: &str) -> Option<f64> {
+    stamps
+        .iter()
+        .find(|s| s.start && s.key == key)
+        .map(|s| s.at)
 }
 
 /// Whether `what` holds within `secs` s (asked every 20 ms).
@@ -589,27 +614,32 @@ fn a_killed_holders_key_lease_lapses_to_the_other_drip(share: &str, runtimes: [&
         let share = format!("{share}-{}", attempt.get());
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("stamps");
-        let mut holder = stamping_starts(&share, runtimes[0], &log, "100", "a 0-1\na 0-2\n");
-        let holding = within(20, &|| !starts_of(&log, "0-").is_empty());
+        let long = (&["-j", "4"][..], "sleep 100");
+        let mut holder = stamping_drip(&share, runtimes[0], &log, long, "a 0-1\na 0-2\n");
+        let holding = within(20, &|| !stamps_of(&log, "0-").is_empty());
         assert!(holding, "the holder's job never started");
         let origin = Instant::now();
-        let mut waiter = stamping_starts(&share, runtimes[1], &log, "0.2", "a 1-1\nb 1-2\n");
+        // -j 2: a's second record waits in the queue, not in a slot, and b
+        // takes the other.
+        let short = (&["-j", "2"][..], "sleep 0.2");
+        let input = "a 1-1\na 1-3\nb 1-2\n";
+        let mut waiter = stamping_drip(&share, runtimes[1], &log, short, input);
         let cpu = common::watch_cpu_waits(waiter.id(), origin);
         // The waiter asks for a's lease (a few polls) before the holder goes.
         std::thread::sleep(Duration::from_millis(600));
-        let groups: Vec<i32> = starts_of(&log, "0-").iter().map(|s| s.2).collect();
+        let groups: Vec<i32> = stamps_of(&log, "0-").iter().map(|s| s.group).collect();
         holder.kill().unwrap();
         holder.wait().unwrap();
         let (killed_at, killed_since) = (common::unix_now(), origin.elapsed().as_secs_f64());
         let gone = crate::jobs_leaving::until_gone(&groups, &[], Duration::from_secs(20));
         let gone_at = common::unix_now();
-        let got = within(20, &|| starts_of(&log, "1-").iter().any(|s| s.0 == "a"));
+        let got = within(20, &|| first_start(&stamps_of(&log, "1-"), "a").is_some());
         if !got {
             let _ = waiter.kill();
         }
         let (status, _, err) = common::output_of(waiter);
         let cpu = cpu.join().unwrap();
-        for &(_, _, g) in &starts_of(&log, "0-") {
+        for g in groups {
             crate::jobs_leaving::kill_quietly(&format!("-{g}"));
         }
         assert!(
@@ -618,9 +648,10 @@ fn a_killed_holders_key_lease_lapses_to_the_other_drip(share: &str, runtimes: [&
         );
         assert!(got, "the waiter never had a's lease (20 s after the kill)");
         assert_eq!(status, 0, "{err}");
-        let mine = starts_of(&log, "1-");
-        let at = |key: &str| mine.iter().find(|s| s.0 == key).unwrap().1;
-        assert_eq!(starts_of(&log, "0-").len(), 1, "the holder ran one of a");
+        let mine = stamps_of(&log, "1-");
+        let at = |key: &str| first_start(&mine, key).unwrap();
+        assert_eq!(stamps_of(&log, "0-").len(), 1, "the holder ran one of a");
+        assert_eq!(mine.iter().filter(|s| s.start).count(), 3, "{mine:?}");
         assert!(at("b") < at("a"), "b's job waited for a's lease: {mine:?}");
         assert!(gone_at <= at("a"), "a's job started while the holder's ran");
         let late = at("a") - killed_at;
@@ -637,6 +668,99 @@ fn a_killed_holders_key_lease_lapses_to_the_other_drip(share: &str, runtimes: [&
             "{late:.2} s after the kill, but the waiter waited {waited:.2} s for a CPU"
         ))
     });
+}
+
+/// The stamps of drip `who`'s jobs once they are all made: it ended by
+/// itself, with status 0.
+fn ended_stamps(drip: Child, log: &Path, who: &str) -> Vec<Stamp> {
+    let (status, _, err) = common::output_of(drip);
+    assert_eq!(status, 0, "{err}");
+    stamps_of(log, who)
+}
+
+/// A key's lease is held through its record's retries, and renewed while
+/// they run on past the 5 s a lease lives unrenewed: drip 0's record of
+/// a fails its first attempt of 3 s (75: try again) and succeeds in a
+/// second of 3 s half a second later; drip 1's record of a, asking from
+/// the first attempt on, starts only after the second ended (with no
+/// renewal, 5 s after the lease was taken, during the second).
+#[test]
+fn a_keys_lease_is_held_through_the_retries_and_renewed() {
+    let _t = common::beside_timing();
+    let runtime = tempfile::tempdir().unwrap();
+    let r = runtime.path();
+    let log = r.join("stamps");
+    let retried = (
+        &["-j", "2", "--retries", "1", "--backoff", "500ms..500ms"][..],
+        r#"sleep 3; [ "$DRIP_ATTEMPT" = 2 ] || r=75"#,
+    );
+    let first = stamping_drip("kjretry", r, &log, retried, "a 0-1\n");
+    assert!(within(20, &|| !stamps_of(&log, "0-").is_empty()));
+    let second = stamping_drip("kjretry", r, &log, (&["-j", "2"], "sleep 0.1"), "a 1-1\n");
+    let theirs = ended_stamps(first, &log, "0-");
+    let mine = ended_stamps(second, &log, "1-");
+    let last_end = theirs.iter().find(|s| !s.start && s.attempt == 2);
+    let last_end = last_end
+        .unwrap_or_else(|| panic!("no second attempt: {theirs:?}"))
+        .at;
+    let started = first_start(&mine, "a").unwrap();
+    assert!(
+        started >= last_end,
+        "drip 1's job of a started {:.2} s before drip 0's retry ended: {theirs:?}",
+        last_end - started
+    );
+}
+
+/// Under --share, `drip ctl NAME key-jobs 2` reaches the key's shared
+/// lease at its next ask: a key held at 1 runs 2 at once, by its jobs'
+/// stamps (each lease asked with the limit the drip holds now, not the
+/// one it started with).
+#[test]
+fn a_key_jobs_change_reaches_the_shared_lease() {
+    let _t = common::beside_timing();
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let log = rt.join("stamps");
+    let flags = (&["-j", "4", "--name", "kjctl"][..], "sleep 2");
+    let drip = stamping_drip("kjctl", rt, &log, flags, "a 0-1\na 0-2\na 0-3\n");
+    let starts = || stamps_of(&log, "0-").iter().filter(|s| s.start).count();
+    assert!(within(20, &|| starts() == 1), "no job started");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(starts(), 1, "a is held at 1");
+    let (status, _, err) = common::ctl(rt, &["kjctl", "key-jobs", "2"]);
+    assert_eq!(status, 0, "{err}");
+    assert!(
+        within(1, &|| starts() == 2),
+        "a's second job did not start within 1 s of key-jobs 2"
+    );
+    let stamps = ended_stamps(drip, &log, "0-");
+    assert_eq!(stamps.iter().filter(|s| s.start).count(), 3, "{stamps:?}");
+}
+
+/// Beside --share-jobs, a job waiting for its key's lease holds the
+/// fleet's lease it took with its `-j` slot (docs/keys.md says so): drip
+/// 0 runs a for 2 s (a's one lease, one of the fleet's 2); drip 1's a
+/// takes the fleet's other and waits for a's, so its b, a slot free,
+/// waits for a lease of the fleet's until drip 0's job ends.
+#[test]
+fn a_job_waiting_for_its_keys_lease_holds_its_fleet_lease() {
+    let _t = common::beside_timing();
+    let runtime = tempfile::tempdir().unwrap();
+    let r = runtime.path();
+    let log = r.join("stamps");
+    let flags = &["-j", "2", "--share-jobs", "2"][..];
+    let first = stamping_drip("kjhold", r, &log, (flags, "sleep 2"), "a 0-1\n");
+    assert!(within(20, &|| !stamps_of(&log, "0-").is_empty()));
+    let second = stamping_drip("kjhold", r, &log, (flags, "sleep 0.1"), "a 1-1\nb 1-2\n");
+    let theirs = ended_stamps(first, &log, "0-");
+    let mine = ended_stamps(second, &log, "1-");
+    let ended = theirs.iter().find(|s| !s.start).unwrap().at;
+    let b = first_start(&mine, "b").unwrap();
+    assert!(
+        b >= ended,
+        "b started {:.2} s before a's lease came back",
+        ended - b
+    );
 }
 
 #[test]
