@@ -108,7 +108,9 @@ pub mod testing {
         most_weight, ByteStep, Gcra, KeyAsk, KeyBook, Meter, Settlement, Step, Weight,
     };
     pub use crate::shared::parse_target;
-    pub use crate::shared::protocol::{Ask, Back, Count, Grant, JobOp, Reply, Store, MOST_COUNT};
+    pub use crate::shared::protocol::{
+        Ask, Back, Count, Grant, JobOp, JobPool, Reply, Store, MOST_COUNT,
+    };
     pub use crate::shared::redis::RedisStore;
     pub use crate::stats::Counts;
 }

@@ -2,16 +2,18 @@
 //! against each job's own start and end stamps; a key at its limit does
 //! not hold up the others; loopback hosts with limits of their own.
 
-use std::time::Duration;
+use std::path::Path;
+use std::process::Child;
+use std::time::{Duration, Instant};
 
 use crate::common::hosts::{spread, Host, Limits};
 use crate::common::{self, run};
 
-/// A job that notes `KEY START_NS END_NS` in `log` (its record is `KEY
-/// N`), having run `secs`.
+/// A job that notes `KEY START_NS END_NS REST` in `log` (its record is
+/// `KEY REST`), having run `secs`.
 fn stamping_job(log: &std::path::Path, secs: &str) -> Vec<String> {
     let script = format!(
-        r#"s=$(date +%s%N); sleep {secs}; e=$(date +%s%N); echo "${{1%% *}} $s $e" >> '{}'"#,
+        r#"s=$(date +%s%N); sleep {secs}; e=$(date +%s%N); echo "${{1%% *}} $s $e ${{1#* }}" >> '{}'"#,
         log.display()
     );
     ["--exec", "sh", "-c", &script, "sh", "{}"]
@@ -136,8 +138,8 @@ fn a_job_limit_per_key_needs_no_rate_per_key() {
     assert!(most_at_once(&jobs, |_| true) > 2, "{jobs:?}");
 }
 
-/// Under --share (each key's rate shared, the job limit this drip's own,
-/// as -j is), the limit holds as well.
+/// Under --share (each key's rate shared, and its job limit), the limit
+/// holds for a drip alone as well.
 #[test]
 fn the_limit_holds_with_key_rates_shared() {
     let _t = common::beside_timing();
@@ -172,23 +174,6 @@ fn key_jobs_needs_exec_and_key_and_a_whole_number_from_1() {
                 "true",
             ][..],
             "--key-jobs",
-        ),
-        (
-            &[
-                "--key",
-                "1",
-                "--key-rate",
-                "5/s",
-                "--key-jobs",
-                "2",
-                "--share",
-                "x",
-                "--share-jobs",
-                "4",
-                "--exec",
-                "true",
-            ][..],
-            "--key-jobs: not with --share-jobs",
         ),
     ] {
         let (status, _, err) = run(args, "x\n");
@@ -370,52 +355,432 @@ fn records_with_no_key_count_as_one_key() {
     assert_eq!(most_at_once(&jobs, |_| true), 2, "{jobs:?}");
 }
 
-/// Under --share the limit is each drip's own, as -j is: two drips on one
-/// NAME run N jobs of a key each.
-#[test]
-fn each_drip_sharing_a_name_runs_its_own_n_of_a_key() {
-    let _t = common::beside_timing();
+/// The jobs noted in `log` by [`stamping_job`] for records `KEY DRIP-N`:
+/// (drip, key, start, end), ns.
+fn stamps_by_drip(log: &Path) -> Vec<(usize, String, u64, u64)> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            let w: Vec<&str> = l.split(' ').collect();
+            let drip = w[3].split('-').next().unwrap().parse().unwrap();
+            (
+                drip,
+                w[0].to_string(),
+                w[1].parse().unwrap(),
+                w[2].parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Whether the jobs of `key` of drip 0 and of drip 1 ran in spans that
+/// meet (from each one's first start to its last end): the two drips
+/// asked for the key at once.
+fn runs_met(jobs: &[(usize, String, u64, u64)], key: &str) -> bool {
+    let span = |drip: usize| {
+        let mine = jobs.iter().filter(|j| j.0 == drip && j.1 == key);
+        let first = mine.clone().map(|j| j.2).min().unwrap_or(u64::MAX);
+        (first, mine.map(|j| j.3).max().unwrap_or(0))
+    };
+    let (a, b) = (span(0), span(1));
+    a.0 < b.1 && b.0 < a.1
+}
+
+/// Two drips with `flags` under `shares[i]` (their state directories
+/// `runtimes[i]`), each running stamped jobs of `secs` over `input(i)`
+/// (records `KEY i-N`) to the end; the jobs, drip by drip.
+fn two_drips(
+    shares: [&str; 2],
+    runtimes: [&Path; 2],
+    flags: &[&str],
+    secs: &str,
+    input: &dyn Fn(usize) -> String,
+) -> Vec<(usize, String, u64, u64)> {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("stamps");
-    let mut args: Vec<String> = [
-        "-r",
-        "inf",
-        "--key",
-        "1",
-        "--key-rate",
-        "1000/s",
-        "--share",
-        "kjtwo",
-        "--key-jobs",
-        "1",
-        "-j",
-        "4",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.extend(stamping_job(&log, "0.5"));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let input = keyed_records(&["a"], 3);
-    common::until_judged(3, Duration::from_secs(60), || {
-        let _ = std::fs::remove_file(&log);
-        let drips: Vec<_> = (0..2)
-            .map(|_| common::drip_reading(&args, input.clone(), &common::runtime_dir(), false))
-            .collect();
-        for child in drips {
-            let (status, _, err) = common::output_of(child);
-            assert_eq!(status, 0, "{err}");
+    let drips: Vec<_> = (0..2)
+        .map(|i| {
+            let mut args: Vec<String> = ["-r", "inf", "--key", "1", "--key-rate", "1000/s"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            args.extend(["--share", shares[i]].map(String::from));
+            args.extend(flags.iter().map(|s| s.to_string()));
+            args.extend(stamping_job(&log, secs));
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            common::drip_reading(&args, input(i), runtimes[i], false)
+        })
+        .collect();
+    for child in drips {
+        let (status, _, err) = common::output_of(child);
+        assert_eq!(status, 0, "{err}");
+    }
+    stamps_by_drip(&log)
+}
+
+/// Two drips on one NAME with `--key-jobs 1`: by the jobs' own stamps,
+/// never two jobs of a key at once across both (each drip alone would
+/// run one of a beside the other's: two), while a job of b runs beside
+/// one of a. Judged where the two drips' jobs of a met (their runs, 1.5 s
+/// each alone, started together).
+fn two_drips_share_each_keys_job_limit(share: &str, runtimes: [&Path; 2]) {
+    let attempt = std::cell::Cell::new(0);
+    common::until_judged(3, Duration::from_secs(90), || {
+        // A NAME of its own each run: no lease of a run before is met.
+        attempt.set(attempt.get() + 1);
+        let share = format!("{share}-{}", attempt.get());
+        let input = |i: usize| -> String {
+            (1..=3)
+                .flat_map(|n| ["a", "b"].map(|k| format!("{k} {i}-{n}\n")))
+                .collect()
+        };
+        let flags = ["--key-jobs", "1", "-j", "4"];
+        let jobs = two_drips([&share, &share], runtimes, &flags, "0.5", &input);
+        assert_eq!(jobs.len(), 12, "{jobs:?}");
+        let keyed: Vec<(String, u64, u64)> = jobs.iter().map(|j| (j.1.clone(), j.2, j.3)).collect();
+        for key in ["a", "b"] {
+            let most = most_at_once(&keyed, |k| k == key);
+            assert_eq!(
+                most, 1,
+                "{most} jobs of {key} at once across the drips: {jobs:?}"
+            );
         }
-        let jobs = stamps(&log);
-        assert_eq!(jobs.len(), 6);
-        // Each drip runs one a at a time, so never more than two; two
-        // once their runs (1.5 s each, started together) meet.
-        match most_at_once(&jobs, |k| k == "a") {
-            2 => None,
-            1 => Some(format!("the two drips' runs never met: {jobs:?}")),
-            n => panic!("{n} jobs of a at once: {jobs:?}"),
-        }
+        assert_eq!(most_at_once(&keyed, |_| true), 2, "b beside a: {jobs:?}");
+        (!runs_met(&jobs, "a")).then(|| format!("the two drips' jobs of a never met: {jobs:?}"))
     });
+}
+
+/// Under --share each key's job limit holds across every drip on the
+/// NAME, through the state file.
+#[test]
+fn drips_sharing_a_name_run_n_of_a_key_between_them() {
+    let _t = common::beside_timing();
+    let runtime = tempfile::tempdir().unwrap();
+    let r = runtime.path();
+    two_drips_share_each_keys_job_limit("kjtwo", [r, r]);
+}
+
+/// The same across two "hosts" (state directories) through Redis.
+#[test]
+fn drips_sharing_a_name_through_redis_run_n_of_a_key_between_them() {
+    if !common::have_redis() {
+        return;
+    }
+    let _t = common::beside_timing();
+    let redis = crate::fleet::Redis::start();
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    two_drips_share_each_keys_job_limit(&redis.share("kjtwo"), [a.path(), b.path()]);
+}
+
+/// `--key-jobs` with `--share-jobs`: both hold across the two drips, by
+/// the jobs' own stamps: at most 3 jobs at once in all (`--share-jobs
+/// 3`; the drips' `-j 4` each would run 6, two of each key), and at most
+/// 2 of a key (`--key-jobs 2`; a's own pool, where 3 of the fleet's
+/// leases would let 3 of a run). Judged where the drips' jobs of a met,
+/// and where the fleet's 3 and a key's 2 were each reached.
+fn both_the_fleets_and_each_keys_job_limit_hold(share: &str, runtimes: [&Path; 2]) {
+    let attempt = std::cell::Cell::new(0);
+    common::until_judged(3, Duration::from_secs(120), || {
+        attempt.set(attempt.get() + 1);
+        let share = format!("{share}-{}", attempt.get());
+        // Each drip: a's records first, then b's and c's.
+        let input = |i: usize| -> String {
+            let a: String = (1..=6).map(|n| format!("a {i}-{n}\n")).collect();
+            let bc: String = (1..=2)
+                .flat_map(|n| ["b", "c"].map(|k| format!("{k} {i}-{n}\n")))
+                .collect();
+            a + &bc
+        };
+        let flags = ["--key-jobs", "2", "--share-jobs", "3", "-j", "4"];
+        let jobs = two_drips([&share, &share], runtimes, &flags, "0.3", &input);
+        assert_eq!(jobs.len(), 20, "{jobs:?}");
+        let keyed: Vec<(String, u64, u64)> = jobs.iter().map(|j| (j.1.clone(), j.2, j.3)).collect();
+        let all = most_at_once(&keyed, |_| true);
+        assert!(all <= 3, "{all} jobs at once across the drips: {jobs:?}");
+        let mut most_of_a_key = 0;
+        for key in ["a", "b", "c"] {
+            let most = most_at_once(&keyed, |k| k == key);
+            assert!(
+                most <= 2,
+                "{most} jobs of {key} at once across the drips: {jobs:?}"
+            );
+            most_of_a_key = most_of_a_key.max(most);
+        }
+        if !runs_met(&jobs, "a") || all < 3 || most_of_a_key < 2 {
+            return Some(format!(
+                "the drips' jobs of a never met, or the limits were never reached ({all} at once, {most_of_a_key} of a key): {jobs:?}"
+            ));
+        }
+        None
+    });
+}
+
+#[test]
+fn with_share_jobs_both_the_fleets_and_each_keys_job_limit_hold() {
+    let _t = common::beside_timing();
+    let runtime = tempfile::tempdir().unwrap();
+    let r = runtime.path();
+    both_the_fleets_and_each_keys_job_limit_hold("kjboth", [r, r]);
+}
+
+/// What a job of [`stamping_drip`] stamped: its start or its end, its
+/// key, its attempt, its process group, and when (the realtime clock,
+/// s).
+#[derive(Debug, Clone)]
+struct Stamp {
+    start: bool,
+    key: String,
+    attempt: u32,
+    group: i32,
+    at: f64,
+}
+
+/// A drip with `--key-jobs 1` and `flags` under `share` (its state
+/// directory `runtime`) over `input` (records `KEY WHO-N`), whose jobs
+/// stamp their start into `log`, run the shell's `body` (which may set
+/// `r`, the job's exit status), and stamp their end.
+fn stamping_drip(
+    share: &str,
+    runtime: &Path,
+    log: &Path,
+    (flags, body): (&[&str], &str),
+    input: &str,
+) -> Child {
+    let stamp = |what: &str| {
+        format!(
+            r#"echo "{what} ${{1%% *}} ${{1#* }} $DRIP_ATTEMPT $$ $(date +%s%N)" >> '{}'"#,
+            log.display()
+        )
+    };
+    let script = format!("{}; r=0; {body}; {}; exit $r", stamp("s"), stamp("e"));
+    let mut args = vec!["-r", "inf", "--key", "1", "--key-rate", "1000/s"];
+    args.extend(["--share", share, "--key-jobs", "1", "-q"]);
+    args.extend(flags);
+    args.extend(["--exec", "sh", "-c", &script, "sh", "{}"]);
+    common::drip_reading(&args, input.to_string(), runtime, false)
+}
+
+/// The stamps [`stamping_drip`]'s jobs made in `log` for the records of
+/// `who` (their rest starting `WHO-`), in the order made.
+fn stamps_of(log: &Path, who: &str) -> Vec<Stamp> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split(' ').collect();
+            (w.len() == 6 && w[2].starts_with(who)).then(|| Stamp {
+                start: w[0] == "s",
+                key: w[1].to_string(),
+                attempt: w[3].parse().unwrap(),
+                group: w[4].parse().unwrap(),
+                at: w[5].parse::<f64>().unwrap() / 1e9,
+            })
+        })
+        .collect()
+}
+
+/// When the first job of `key` among `stamps` started.
+fn first_start(stamps: &[Stamp], key: &str) -> Option<f64> {
+    stamps
+        .iter()
+        .find(|s| s.start && s.key == key)
+        .map(|s| s.at)
+}
+
+/// Whether `what` holds within `secs` s (asked every 20 ms).
+fn within(secs: u64, what: &dyn Fn() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !what() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    what()
+}
+
+/// A drip holding a key's one lease (`--key-jobs 1` under --share) with a
+/// job that would run 100 s is killed with `kill -9`; the other drip's
+/// job of that key, waiting for the lease meanwhile (its job of another
+/// key ran at once), starts once the lease lapsed: within its 5 s of the
+/// kill and a second for a busy machine (a poll, a job's start), after
+/// the killed drip's job is gone (its warden's doing), not never. A later
+/// start is not judged where the waiting drip's threads waited for a CPU
+/// as long as it was late, and is made again.
+fn a_killed_holders_key_lease_lapses_to_the_other_drip(share: &str, runtimes: [&Path; 2]) {
+    let _t = common::timing();
+    let attempt = std::cell::Cell::new(0);
+    common::until_judged(3, Duration::from_secs(120), || {
+        // A NAME of its own each run: the lease of the drip killed in the
+        // run before holds its 5 s.
+        attempt.set(attempt.get() + 1);
+        let share = format!("{share}-{}", attempt.get());
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("stamps");
+        let long = (&["-j", "4"][..], "sleep 100");
+        let mut holder = stamping_drip(&share, runtimes[0], &log, long, "a 0-1\na 0-2\n");
+        let holding = within(20, &|| !stamps_of(&log, "0-").is_empty());
+        assert!(holding, "the holder's job never started");
+        let origin = Instant::now();
+        // -j 2: a's second record waits in the queue, not in a slot, and b
+        // takes the other.
+        let short = (&["-j", "2"][..], "sleep 0.2");
+        let input = "a 1-1\na 1-3\nb 1-2\n";
+        let mut waiter = stamping_drip(&share, runtimes[1], &log, short, input);
+        let cpu = common::watch_cpu_waits(waiter.id(), origin);
+        // The waiter asks for a's lease (a few polls) before the holder goes.
+        std::thread::sleep(Duration::from_millis(600));
+        let groups: Vec<i32> = stamps_of(&log, "0-").iter().map(|s| s.group).collect();
+        holder.kill().unwrap();
+        holder.wait().unwrap();
+        let (killed_at, killed_since) = (common::unix_now(), origin.elapsed().as_secs_f64());
+        let gone = crate::jobs_leaving::until_gone(&groups, &[], Duration::from_secs(20));
+        let gone_at = common::unix_now();
+        let got = within(20, &|| first_start(&stamps_of(&log, "1-"), "a").is_some());
+        if !got {
+            let _ = waiter.kill();
+        }
+        let (status, _, err) = common::output_of(waiter);
+        let cpu = cpu.join().unwrap();
+        for g in groups {
+            crate::jobs_leaving::kill_quietly(&format!("-{g}"));
+        }
+        assert!(
+            gone.is_some(),
+            "the holder's job ran on 20 s after its kill"
+        );
+        assert!(got, "the waiter never had a's lease (20 s after the kill)");
+        assert_eq!(status, 0, "{err}");
+        let mine = stamps_of(&log, "1-");
+        let at = |key: &str| first_start(&mine, key).unwrap();
+        assert_eq!(stamps_of(&log, "0-").len(), 1, "the holder ran one of a");
+        assert_eq!(mine.iter().filter(|s| s.start).count(), 3, "{mine:?}");
+        assert!(at("b") < at("a"), "b's job waited for a's lease: {mine:?}");
+        assert!(gone_at <= at("a"), "a's job started while the holder's ran");
+        let late = at("a") - killed_at;
+        eprintln!("a's lease went to the waiter {late:.2} s after the kill");
+        if late <= 6.0 {
+            return None;
+        }
+        let waited = common::threads_cpu_wait_between(&cpu, killed_since, killed_since + late);
+        assert!(
+            waited >= late - 6.0,
+            "a's lease went to the waiter {late:.2} s after the kill (its threads waited {waited:.2} s for a CPU)"
+        );
+        Some(format!(
+            "{late:.2} s after the kill, but the waiter waited {waited:.2} s for a CPU"
+        ))
+    });
+}
+
+/// The stamps of drip `who`'s jobs once they are all made: it ended by
+/// itself, with status 0.
+fn ended_stamps(drip: Child, log: &Path, who: &str) -> Vec<Stamp> {
+    let (status, _, err) = common::output_of(drip);
+    assert_eq!(status, 0, "{err}");
+    stamps_of(log, who)
+}
+
+/// A key's lease is held through its record's retries, and renewed while
+/// they run on past the 5 s a lease lives unrenewed: drip 0's record of
+/// a fails its first attempt of 3 s (75: try again) and succeeds in a
+/// second of 3 s half a second later; drip 1's record of a, asking from
+/// the first attempt on, starts only after the second ended (with no
+/// renewal, 5 s after the lease was taken, during the second).
+#[test]
+fn a_keys_lease_is_held_through_the_retries_and_renewed() {
+    let _t = common::beside_timing();
+    let runtime = tempfile::tempdir().unwrap();
+    let r = runtime.path();
+    let log = r.join("stamps");
+    let retried = (
+        &["-j", "2", "--retries", "1", "--backoff", "500ms..500ms"][..],
+        r#"sleep 3; [ "$DRIP_ATTEMPT" = 2 ] || r=75"#,
+    );
+    let first = stamping_drip("kjretry", r, &log, retried, "a 0-1\n");
+    assert!(within(20, &|| !stamps_of(&log, "0-").is_empty()));
+    let second = stamping_drip("kjretry", r, &log, (&["-j", "2"], "sleep 0.1"), "a 1-1\n");
+    let theirs = ended_stamps(first, &log, "0-");
+    let mine = ended_stamps(second, &log, "1-");
+    let last_end = theirs.iter().find(|s| !s.start && s.attempt == 2);
+    let last_end = last_end
+        .unwrap_or_else(|| panic!("no second attempt: {theirs:?}"))
+        .at;
+    let started = first_start(&mine, "a").unwrap();
+    assert!(
+        started >= last_end,
+        "drip 1's job of a started {:.2} s before drip 0's retry ended: {theirs:?}",
+        last_end - started
+    );
+}
+
+/// Under --share, `drip ctl NAME key-jobs 2` reaches the key's shared
+/// lease at its next ask: a key held at 1 runs 2 at once, by its jobs'
+/// stamps (each lease asked with the limit the drip holds now, not the
+/// one it started with).
+#[test]
+fn a_key_jobs_change_reaches_the_shared_lease() {
+    let _t = common::beside_timing();
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let log = rt.join("stamps");
+    let flags = (&["-j", "4", "--name", "kjctl"][..], "sleep 2");
+    let drip = stamping_drip("kjctl", rt, &log, flags, "a 0-1\na 0-2\na 0-3\n");
+    let starts = || stamps_of(&log, "0-").iter().filter(|s| s.start).count();
+    assert!(within(20, &|| starts() == 1), "no job started");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(starts(), 1, "a is held at 1");
+    let (status, _, err) = common::ctl(rt, &["kjctl", "key-jobs", "2"]);
+    assert_eq!(status, 0, "{err}");
+    assert!(
+        within(1, &|| starts() == 2),
+        "a's second job did not start within 1 s of key-jobs 2"
+    );
+    let stamps = ended_stamps(drip, &log, "0-");
+    assert_eq!(stamps.iter().filter(|s| s.start).count(), 3, "{stamps:?}");
+}
+
+/// Beside --share-jobs, a job waiting for its key's lease holds the
+/// fleet's lease it took with its `-j` slot (docs/keys.md says so): drip
+/// 0 runs a for 2 s (a's one lease, one of the fleet's 2); drip 1's a
+/// takes the fleet's other and waits for a's, so its b, a slot free,
+/// waits for a lease of the fleet's until drip 0's job ends.
+#[test]
+fn a_job_waiting_for_its_keys_lease_holds_its_fleet_lease() {
+    let _t = common::beside_timing();
+    let runtime = tempfile::tempdir().unwrap();
+    let r = runtime.path();
+    let log = r.join("stamps");
+    let flags = &["-j", "2", "--share-jobs", "2"][..];
+    let first = stamping_drip("kjhold", r, &log, (flags, "sleep 2"), "a 0-1\n");
+    assert!(within(20, &|| !stamps_of(&log, "0-").is_empty()));
+    let second = stamping_drip("kjhold", r, &log, (flags, "sleep 0.1"), "a 1-1\nb 1-2\n");
+    let theirs = ended_stamps(first, &log, "0-");
+    let mine = ended_stamps(second, &log, "1-");
+    let ended = theirs.iter().find(|s| !s.start).unwrap().at;
+    let b = first_start(&mine, "b").unwrap();
+    assert!(
+        b >= ended,
+        "b started {:.2} s before a's lease came back",
+        ended - b
+    );
+}
+
+#[test]
+fn a_killed_holders_key_lease_lapses_to_the_other_drip_on_one_host() {
+    let runtime = tempfile::tempdir().unwrap();
+    let r = runtime.path();
+    a_killed_holders_key_lease_lapses_to_the_other_drip("kjkill", [r, r]);
+}
+
+#[test]
+fn a_killed_holders_key_lease_lapses_to_the_other_drip_through_redis() {
+    if !common::have_redis() {
+        return;
+    }
+    let redis = crate::fleet::Redis::start();
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    a_killed_holders_key_lease_lapses_to_the_other_drip(
+        &redis.share("kjkill"),
+        [a.path(), b.path()],
+    );
 }
 
 /// A rate table's JOBS column gives the keys of a row their own job limit

@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 use common::redis_server::RedisServer as Redis;
 use common::{numbered, send_signal, timed_lines, wait_for};
 use drip::testing::{
-    parse_rate, rates, Ask, Back, ByteStep, Count, FileStore, Gcra, Grant, JobOp, KeyAsk, KeyBook,
-    KeyRates, KeyTable, Limit, Meter, RedisStore, Reply, Settlement, Step, Store, Weight,
+    parse_rate, rates, Ask, Back, ByteStep, Count, FileStore, Gcra, Grant, JobOp, JobPool, KeyAsk,
+    KeyBook, KeyRates, KeyTable, Limit, Meter, RedisStore, Reply, Settlement, Step, Store, Weight,
 };
 
 /// One reservation of the global limits through `store`: the reply's
@@ -854,23 +854,39 @@ fn both_backends_answer_each_operation_alike() {
         assert_eq!(count(0, 6, 0), (0, 8), "{which}");
         assert_eq!(count(0, 99, 0), (0, 0), "{which}");
         let one = |m: &str| vec![m.to_string()];
-        let a = store.jobs(JobOp::Acquire, 1, &one("a"), "").unwrap();
+        let a = store
+            .jobs(&JobPool::Fleet, JobOp::Acquire, 1, &one("a"), "")
+            .unwrap();
         assert!(a.done && a.held == 1 && !a.lost, "{which}: {a:?}");
-        let b = store.jobs(JobOp::Acquire, 1, &one("b"), &a.epoch).unwrap();
+        let b = store
+            .jobs(&JobPool::Fleet, JobOp::Acquire, 1, &one("b"), &a.epoch)
+            .unwrap();
         assert!(!b.done && b.held == 1 && !b.lost, "{which}: {b:?}");
-        let c = store.jobs(JobOp::Acquire, 1, &one("c"), &a.epoch).unwrap();
+        let c = store
+            .jobs(&JobPool::Fleet, JobOp::Acquire, 1, &one("c"), &a.epoch)
+            .unwrap();
         assert!(!c.done, "{which}: {c:?}");
-        let r = store.jobs(JobOp::Release, 1, &one("a"), &a.epoch).unwrap();
+        let r = store
+            .jobs(&JobPool::Fleet, JobOp::Release, 1, &one("a"), &a.epoch)
+            .unwrap();
         assert!(r.done && r.held == 0, "{which}: {r:?}");
         // The lease freed goes to the job first in line.
-        let c = store.jobs(JobOp::Acquire, 1, &one("c"), &a.epoch).unwrap();
+        let c = store
+            .jobs(&JobPool::Fleet, JobOp::Acquire, 1, &one("c"), &a.epoch)
+            .unwrap();
         assert!(!c.done, "{which}: {c:?}");
-        let b = store.jobs(JobOp::Acquire, 1, &one("b"), &a.epoch).unwrap();
+        let b = store
+            .jobs(&JobPool::Fleet, JobOp::Acquire, 1, &one("b"), &a.epoch)
+            .unwrap();
         assert!(b.done && b.held == 1, "{which}: {b:?}");
-        let renewed = store.jobs(JobOp::Renew, 1, &one("b"), &a.epoch).unwrap();
+        let renewed = store
+            .jobs(&JobPool::Fleet, JobOp::Renew, 1, &one("b"), &a.epoch)
+            .unwrap();
         assert!(renewed.done && renewed.held == 1, "{which}: {renewed:?}");
         assert_eq!(renewed.epoch, a.epoch, "{which}");
-        let lost = store.jobs(JobOp::Renew, 1, &one("b"), "another").unwrap();
+        let lost = store
+            .jobs(&JobPool::Fleet, JobOp::Renew, 1, &one("b"), "another")
+            .unwrap();
         assert!(lost.lost, "{which}: {lost:?}");
         // One slot in 10 s, burst 1: the first is due at once, the next
         // 10 s on.
@@ -883,6 +899,81 @@ fn both_backends_answer_each_operation_alike() {
         let next = store.take(Weight::from(1), 20 * s).unwrap();
         assert!(next.taken, "{which}: {next:?}");
         assert!((5 * s..=10 * s).contains(&next.due), "{which}: {next:?}");
+    }
+}
+
+/// Each key's pool of job leases through both backends alike: apart from
+/// the fleet's and from each other's, held to the limit each call passes
+/// (a key at 1 takes a second lease when a call says 2), under the one
+/// epoch of the leases; and gone from the state once its leases are given
+/// back and no one waits (the file's `keys`, Redis's
+/// `drip:{NAME}:jobs:key:HEX` and its line), while a key still held stays.
+#[test]
+fn both_backends_keep_each_keys_job_leases_apart() {
+    if !common::have_redis() {
+        return;
+    }
+    let redis = Redis::start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pools.jobs.json");
+    let exists = |key: &str| redis.query(&["EXISTS", key]).unwrap() == redis::Value::Int(1);
+    let stores: Vec<(&str, Box<dyn Store>)> = vec![
+        (
+            "file",
+            Box::new(FileStore::new(dir.path(), "pools", "".into(), vec![], None)),
+        ),
+        (
+            "redis",
+            Box::new(RedisStore::new(&redis.url(), "pools", "".into(), vec![], None).unwrap()),
+        ),
+    ];
+    let key = |k: &str| JobPool::Key(k.as_bytes().into());
+    let one = |m: &str| vec![m.to_string()];
+    for (which, mut store) in stores {
+        let fleet = store.jobs(&JobPool::Fleet, JobOp::Acquire, 1, &one("f"), "");
+        let epoch = fleet.unwrap().epoch;
+        let mut call = |pool: &JobPool, op, limit, members: &[String]| {
+            let answer = store.jobs(pool, op, limit, members, &epoch).unwrap();
+            assert!(!answer.lost && answer.epoch == epoch, "{which}: {answer:?}");
+            (answer.done, answer.held)
+        };
+        // The fleet's one lease held, each key takes its own.
+        assert_eq!(call(&key("a"), JobOp::Acquire, 1, &one("a1")), (true, 1));
+        assert_eq!(call(&key("b"), JobOp::Acquire, 1, &one("b1")), (true, 1));
+        assert_eq!(call(&key("a"), JobOp::Acquire, 1, &one("a2")), (false, 1));
+        assert_eq!(
+            call(&JobPool::Fleet, JobOp::Acquire, 1, &one("g")),
+            (false, 1)
+        );
+        // The limit is the call's: a drip given 2 of a takes a second.
+        assert_eq!(call(&key("a"), JobOp::Acquire, 2, &one("a2")), (true, 2));
+        assert_eq!(call(&key("a"), JobOp::Renew, 2, &one("a1")), (true, 2));
+        let both = [String::from("a1"), String::from("a2")];
+        assert_eq!(call(&key("a"), JobOp::Release, 2, &both), (true, 0));
+        assert_eq!(call(&key("b"), JobOp::Renew, 1, &one("b1")), (true, 1));
+        if which == "file" {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let keys: Vec<&String> = v["keys"].as_object().unwrap().keys().collect();
+            assert_eq!(keys, ["62"], "a's pool is gone, b's held: {text}");
+            assert_eq!(v["leases"].as_object().unwrap().len(), 1, "{text}");
+        } else {
+            assert!(!exists("drip:{pools}:jobs:key:61"), "a's leases are gone");
+            assert!(!exists("drip:{pools}:jobs:key:61:waiting"), "a's line");
+            assert!(exists("drip:{pools}:jobs:key:62"), "b's are held");
+            assert!(exists("drip:{pools}:jobs"), "the fleet's are held");
+        }
+        assert_eq!(call(&key("b"), JobOp::Release, 1, &one("b1")), (true, 0));
+        if which == "file" {
+            let text = std::fs::read_to_string(&file).unwrap();
+            assert!(!text.contains("\"keys\""), "{text}");
+        } else {
+            assert!(!exists("drip:{pools}:jobs:key:62"));
+        }
+        // One epoch for every pool: a caller that knew another finds the
+        // leases lost through a key's pool too.
+        let lost = store.jobs(&key("c"), JobOp::Acquire, 1, &one("c1"), "another");
+        assert!(lost.unwrap().lost, "{which}");
     }
 }
 

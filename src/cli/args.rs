@@ -325,8 +325,10 @@ pub struct Cli {
     /// jobs ends (its retries included): its records wait in its own
     /// queue, and the other keys go on. Records with no key count as one
     /// key. With it, --key needs no --key-rate: a key's jobs may be its
-    /// only limit. Not with --share-jobs (a limit per drip there would not
-    /// be the fleet's)
+    /// only limit. With --share, a key's limit holds across every drip on
+    /// the NAME (a lease per job, as --share-jobs takes, beside it if
+    /// given): a record whose key the drips run N of waits for a lease in
+    /// its -j slot (at most N such of a key), and the other keys go on
     #[arg(long, value_name = "N", value_parser = jobs_arg, value_hint = ValueHint::Other, allow_hyphen_values = true, help_heading = "Keys")]
     pub key_jobs: Option<usize>,
 

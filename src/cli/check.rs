@@ -471,7 +471,7 @@ fn inputs(files: Vec<std::path::PathBuf>) -> Vec<Input> {
     files.into_iter().map(input).collect()
 }
 
-/// `--share-jobs N`: where the job limit is shared, and N.
+/// `--share-jobs N`: N, with `--exec` and `--share`.
 ///
 /// # Errors
 /// `--share-jobs` without `--exec` or without `--share`.
@@ -479,23 +479,22 @@ fn share_jobs(
     cli: &Cli,
     share: Option<&shared::Share>,
     exec: bool,
-) -> Result<Option<(shared::Target, u64)>, clap::Error> {
+) -> Result<Option<u64>, clap::Error> {
     let Some(n) = cli.share_jobs else {
         return Ok(None);
     };
     match share {
         _ if !exec => usage("--share-jobs: only with --exec (it limits the jobs running)"),
         None => usage("--share-jobs: only with --share NAME (the drips that share the job limit)"),
-        Some(share) => Ok(Some((share.target.clone(), n))),
+        Some(_) => Ok(Some(n)),
     }
 }
 
-/// `--key-jobs N`: N, with `--exec` and `--key`. Not with `--share-jobs`:
-/// each drip's own limit per key would let a fleet run N of a key per
-/// drip, where `--share-jobs` promises the fleet's.
+/// `--key-jobs N`: N, with `--exec` and `--key` (under `--share`, each
+/// key's limit held across the drips on the NAME, beside `--share-jobs`).
 ///
 /// # Errors
-/// `--key-jobs` without `--exec` or `--key`, or with `--share-jobs`.
+/// `--key-jobs` without `--exec` or `--key`.
 fn key_jobs(cli: &Cli, exec: bool) -> Result<Option<usize>, clap::Error> {
     let Some(n) = cli.key_jobs else {
         return Ok(None);
@@ -505,11 +504,6 @@ fn key_jobs(cli: &Cli, exec: bool) -> Result<Option<usize>, clap::Error> {
     }
     if cli.key.is_empty() {
         return missing("--key-jobs: needs --key, which part of a record is its key");
-    }
-    if cli.share_jobs.is_some() {
-        return usage(
-            "--key-jobs: not with --share-jobs (each drip's own limit per key would let the fleet run N of a key per drip)",
-        );
     }
     Ok(Some(n))
 }
@@ -793,6 +787,7 @@ impl TryFrom<Cli> for Config {
         let key_jobs = key_jobs(&cli, jobs.is_some())?;
         let jobs = jobs.map(|jobs| JobConfig {
             quiet: cli.quiet,
+            share: share.as_ref().map(|s| s.target.clone()),
             share_jobs,
             key_jobs,
             count_key_jobs: !cli.key.is_empty(),
@@ -908,6 +903,7 @@ impl JobArgs {
             keep_order: self
                 .keep_order
                 .then(|| self.order_window.unwrap_or(DEFAULT_WINDOW)),
+            share: None,
             share_jobs: None,
             key_jobs: None,
             count_key_jobs: false,

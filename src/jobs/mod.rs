@@ -94,10 +94,14 @@ pub struct JobConfig {
     /// `--keep-order`: outputs in input order, at most this many records
     /// started ahead of the oldest not written out.
     pub keep_order: Option<usize>,
+    /// `--share NAME`: where the job limits are shared, `--share-jobs`'
+    /// and with `--key` each key's (every drip on the NAME holds them).
+    pub share: Option<crate::shared::Target>,
     /// `--share-jobs N`: at most N jobs at once across every drip on the
-    /// shared NAME (where, and N).
-    pub share_jobs: Option<(crate::shared::Target, u64)>,
-    /// `--key-jobs N`: at most N jobs of one key at once (with `--key`).
+    /// shared NAME.
+    pub share_jobs: Option<u64>,
+    /// `--key-jobs N`: at most N jobs of one key at once (with `--key`;
+    /// under `--share`, across every drip on the NAME).
     pub key_jobs: Option<usize>,
     /// With `--key`: each key's jobs are counted, against `--key-jobs` or
     /// its row's JOBS column in the rate table (now, or when the table is

@@ -28,8 +28,8 @@ use serde::{Deserialize, Serialize};
 use super::gcra::{hex, unhex, Gcra, KeyAsk, KeyBook, Meter, Settlement, Weight};
 use super::key_table::{step_of, unlimited};
 use super::protocol::{
-    Ask, Back, Count, Counted, Failure, Grant, JobLeases, JobOp, Mark, Reply, Store, Taken,
-    EXPIRY_NS, KEPT_NS, LEASE_TTL, WAIT_TTL,
+    Ask, Back, Count, Counted, Failure, Grant, JobLeases, JobOp, JobPool, Mark, Reply, Store,
+    Taken, EXPIRY_NS, KEPT_NS, LEASE_TTL, WAIT_TTL,
 };
 use crate::keyed::KeyTable;
 
@@ -516,6 +516,7 @@ impl Store for FileStore {
     /// In `NAME.jobs.json` ([`jobs_in`]).
     fn jobs(
         &mut self,
+        pool: &JobPool,
         op: JobOp,
         limit: u64,
         members: &[String],
@@ -523,6 +524,7 @@ impl Store for FileStore {
     ) -> Result<JobLeases, Failure> {
         jobs_in(
             &self.path.with_extension("jobs.json"),
+            pool,
             op,
             limit,
             members,
@@ -636,16 +638,30 @@ fn count_in(path: &Path, call: &Count) -> Result<Counted, Failure> {
     Ok(counted)
 }
 
-/// The job leases in the file, as stored.
+/// The leases of one pool in the file, and its line.
 #[derive(Debug, Default, Serialize, Deserialize)]
-struct JobsFile {
-    boot_id: String,
+struct PoolLeases {
     /// Member → expiry, ns of `CLOCK_MONOTONIC`.
     leases: BTreeMap<String, i64>,
     /// The jobs waiting for a lease: member → (arrival, when it stops
     /// counting unless it asks again), ns of `CLOCK_MONOTONIC`.
     #[serde(default)]
     waiting: BTreeMap<String, (i64, i64)>,
+}
+
+/// The job leases in the file, as stored: the fleet's pool at the top (as
+/// a drip wrote it before the keys had pools), each key's beside it.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct JobsFile {
+    boot_id: String,
+    /// The fleet's (`--share-jobs`).
+    #[serde(flatten)]
+    fleet: PoolLeases,
+    /// Each key's (`--key-jobs` under `--share`) that holds a lease or a
+    /// waiting job, by the key's bytes in lowercase hex ([`hex`]); a pool
+    /// left with neither is removed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    keys: BTreeMap<String, PoolLeases>,
     /// Which life of the leases this is: made anew when the file is (a
     /// drip that knew another finds them lost).
     #[serde(default)]
@@ -664,27 +680,17 @@ fn wait_ttl_ns() -> i64 {
     i64::try_from(WAIT_TTL.as_nanos()).unwrap_or(i64::MAX)
 }
 
-impl JobsFile {
-    /// Meet a caller that knows the epoch `known` at `now`: a state made
-    /// anew (no epoch) gets one; one the caller knew under another epoch
-    /// was lost, and takes no lease for a lease's length, while the drips
-    /// running jobs renew theirs. Returns whether it was lost.
-    fn meet(&mut self, known: &str, now: i64) -> bool {
-        if self.epoch.is_empty() {
-            self.epoch = format!("{:016x}", fastrand::u64(..));
-        }
-        let lost = !known.is_empty() && known != self.epoch;
-        if lost {
-            self.quiet_until = self.quiet_until.max(now + ttl_ns());
-        }
-        lost
-    }
-
-    /// Do `op` on `members` under `limit` at `now` (ns), the lapsed leases
-    /// and waiting jobs dropped first; whether it was done.
-    fn apply(&mut self, op: JobOp, limit: u64, members: &[String], now: i64) -> bool {
+impl PoolLeases {
+    /// Drop the leases lapsed at `now`, and the waiting jobs that stopped
+    /// asking.
+    fn lapse(&mut self, now: i64) {
         self.leases.retain(|_, expiry| *expiry > now);
         self.waiting.retain(|_, (_, until)| *until > now);
+    }
+
+    /// Do `op` on `members` under `limit` at `now` (ns), no lease taken
+    /// while `quiet` (a loss's first lease length); whether it was done.
+    fn apply(&mut self, op: JobOp, limit: u64, members: &[String], now: i64, quiet: bool) -> bool {
         match op {
             JobOp::Acquire => {
                 let Some(member) = members.first() else {
@@ -697,7 +703,7 @@ impl JobsFile {
                     .filter(|(m, w)| (w.0, *m) < (arrived, member))
                     .count() as u64;
                 let free = limit.saturating_sub(self.leases.len() as u64);
-                if now < self.quiet_until || ahead >= free {
+                if quiet || ahead >= free {
                     self.waiting
                         .insert(member.clone(), (arrived, now + wait_ttl_ns()));
                     return false;
@@ -721,11 +727,65 @@ impl JobsFile {
     }
 }
 
+impl JobsFile {
+    /// Meet a caller that knows the epoch `known` at `now`: a state made
+    /// anew (no epoch) gets one; one the caller knew under another epoch
+    /// was lost, and takes no lease for a lease's length, while the drips
+    /// running jobs renew theirs. Returns whether it was lost.
+    fn meet(&mut self, known: &str, now: i64) -> bool {
+        if self.epoch.is_empty() {
+            self.epoch = format!("{:016x}", fastrand::u64(..));
+        }
+        let lost = !known.is_empty() && known != self.epoch;
+        if lost {
+            self.quiet_until = self.quiet_until.max(now + ttl_ns());
+        }
+        lost
+    }
+
+    /// Do `op` on `members` of `pool` under `limit` at `now` (ns), the
+    /// lapsed leases and waiting jobs of every pool dropped first, and
+    /// the pool of each key left with neither removed after; whether it
+    /// was done.
+    fn apply(
+        &mut self,
+        pool: &JobPool,
+        op: JobOp,
+        limit: u64,
+        members: &[String],
+        now: i64,
+    ) -> bool {
+        let quiet = now < self.quiet_until;
+        self.fleet.lapse(now);
+        self.keys.values_mut().for_each(|p| p.lapse(now));
+        let done = match pool {
+            JobPool::Fleet => self.fleet.apply(op, limit, members, now, quiet),
+            JobPool::Key(key) => {
+                let leases = self.keys.entry(hex(key)).or_default();
+                leases.apply(op, limit, members, now, quiet)
+            }
+        };
+        self.keys
+            .retain(|_, p| !(p.leases.is_empty() && p.waiting.is_empty()));
+        done
+    }
+
+    /// The leases `pool` holds.
+    fn held(&self, pool: &JobPool) -> u64 {
+        let leases = match pool {
+            JobPool::Fleet => Some(&self.fleet),
+            JobPool::Key(key) => self.keys.get(&hex(key)),
+        };
+        leases.map_or(0, |p| p.leases.len() as u64)
+    }
+}
+
 /// Do `op` on the job leases in the file at `path` (`NAME.jobs.json`,
 /// under the lock of `NAME.jobs.json.lock`), their expiries on
 /// `CLOCK_MONOTONIC`; an I/O error is [`Failure::Unreachable`].
 fn jobs_in(
     path: &Path,
+    pool: &JobPool,
     op: JobOp,
     limit: u64,
     members: &[String],
@@ -745,7 +805,7 @@ fn jobs_in(
         .filter(|s: &JobsFile| s.boot_id == boot_id)
         .unwrap_or_default();
     let lost = stored.meet(known, now);
-    let done = stored.apply(op, limit, members, now);
+    let done = stored.apply(pool, op, limit, members, now);
     stored.boot_id = boot_id;
     let text = serde_json::to_string(&stored).expect("plain data");
     // Written beside and renamed over: a drip killed mid-write leaves the
@@ -754,7 +814,7 @@ fn jobs_in(
     drop(lock);
     Ok(JobLeases {
         done,
-        held: stored.leases.len() as u64,
+        held: stored.held(pool),
         epoch: stored.epoch,
         lost,
     })
@@ -1205,70 +1265,74 @@ mod tests {
         vec![name.to_string()]
     }
 
+    const FLEET: JobPool = JobPool::Fleet;
+
     const S: i64 = 1_000_000_000;
 
     #[test]
     fn a_lease_freed_goes_to_the_job_waiting_first_not_to_the_one_that_asks_first() {
         let mut st = JobsFile::default();
-        assert!(st.apply(JobOp::Acquire, 1, &m("a:1"), 0));
+        assert!(st.apply(&FLEET, JobOp::Acquire, 1, &m("a:1"), 0));
         // b waits; a gives its lease back and asks again at once.
-        assert!(!st.apply(JobOp::Acquire, 1, &m("b:1"), S / 10));
-        assert!(st.apply(JobOp::Release, 1, &m("a:1"), S / 10 + 1));
-        assert!(!st.apply(JobOp::Acquire, 1, &m("a:2"), S / 10 + 2));
+        assert!(!st.apply(&FLEET, JobOp::Acquire, 1, &m("b:1"), S / 10));
+        assert!(st.apply(&FLEET, JobOp::Release, 1, &m("a:1"), S / 10 + 1));
+        assert!(!st.apply(&FLEET, JobOp::Acquire, 1, &m("a:2"), S / 10 + 2));
         // b, asking again, has it; a waits behind.
-        assert!(st.apply(JobOp::Acquire, 1, &m("b:1"), S / 5));
-        assert!(!st.apply(JobOp::Acquire, 1, &m("a:2"), S / 5 + 1));
-        assert_eq!(st.leases.keys().collect::<Vec<_>>(), ["b:1"]);
-        assert_eq!(st.waiting.keys().collect::<Vec<_>>(), ["a:2"]);
+        assert!(st.apply(&FLEET, JobOp::Acquire, 1, &m("b:1"), S / 5));
+        assert!(!st.apply(&FLEET, JobOp::Acquire, 1, &m("a:2"), S / 5 + 1));
+        assert_eq!(st.fleet.leases.keys().collect::<Vec<_>>(), ["b:1"]);
+        assert_eq!(st.fleet.waiting.keys().collect::<Vec<_>>(), ["a:2"]);
     }
 
     #[test]
     fn as_many_wait_as_leases_are_free_at_the_head_of_the_line() {
         let mut st = JobsFile::default();
         for (i, who) in ["a", "b", "c"].iter().enumerate() {
-            assert!(st.apply(JobOp::Acquire, 3, &m(who), i as i64));
+            assert!(st.apply(&FLEET, JobOp::Acquire, 3, &m(who), i as i64));
         }
-        assert!(!st.apply(JobOp::Acquire, 3, &m("d"), 10));
-        assert!(!st.apply(JobOp::Acquire, 3, &m("e"), 11));
-        assert!(!st.apply(JobOp::Acquire, 3, &m("f"), 12));
+        assert!(!st.apply(&FLEET, JobOp::Acquire, 3, &m("d"), 10));
+        assert!(!st.apply(&FLEET, JobOp::Acquire, 3, &m("e"), 11));
+        assert!(!st.apply(&FLEET, JobOp::Acquire, 3, &m("f"), 12));
         st.apply(
+            &FLEET,
             JobOp::Release,
             3,
             &[String::from("a"), String::from("b")],
             20,
         );
         // Two free: d and e may take them, in any order; f may not.
-        assert!(!st.apply(JobOp::Acquire, 3, &m("f"), 21));
-        assert!(st.apply(JobOp::Acquire, 3, &m("e"), 22));
-        assert!(st.apply(JobOp::Acquire, 3, &m("d"), 23));
-        assert!(!st.apply(JobOp::Acquire, 3, &m("f"), 24));
+        assert!(!st.apply(&FLEET, JobOp::Acquire, 3, &m("f"), 21));
+        assert!(st.apply(&FLEET, JobOp::Acquire, 3, &m("e"), 22));
+        assert!(st.apply(&FLEET, JobOp::Acquire, 3, &m("d"), 23));
+        assert!(!st.apply(&FLEET, JobOp::Acquire, 3, &m("f"), 24));
     }
 
     #[test]
     fn a_job_that_stops_asking_loses_its_place_after_the_wait_ttl() {
         let mut st = JobsFile::default();
-        assert!(st.apply(JobOp::Acquire, 1, &m("a"), 0));
-        assert!(!st.apply(JobOp::Acquire, 1, &m("dead"), 1));
-        assert!(!st.apply(JobOp::Acquire, 1, &m("b"), 2));
-        st.apply(JobOp::Release, 1, &m("a"), 3);
+        assert!(st.apply(&FLEET, JobOp::Acquire, 1, &m("a"), 0));
+        assert!(!st.apply(&FLEET, JobOp::Acquire, 1, &m("dead"), 1));
+        assert!(!st.apply(&FLEET, JobOp::Acquire, 1, &m("b"), 2));
+        st.apply(&FLEET, JobOp::Release, 1, &m("a"), 3);
         // The dead drip's job holds the line until its place lapses.
-        assert!(!st.apply(JobOp::Acquire, 1, &m("b"), 1 + wait_ttl_ns() - 1));
-        assert!(st.apply(JobOp::Acquire, 1, &m("b"), 1 + wait_ttl_ns()));
+        assert!(!st.apply(&FLEET, JobOp::Acquire, 1, &m("b"), 1 + wait_ttl_ns() - 1));
+        assert!(st.apply(&FLEET, JobOp::Acquire, 1, &m("b"), 1 + wait_ttl_ns()));
     }
 
     #[test]
     fn a_job_given_up_leaves_the_line_at_once() {
         let mut st = JobsFile::default();
-        assert!(st.apply(JobOp::Acquire, 1, &m("a"), 0));
-        assert!(!st.apply(JobOp::Acquire, 1, &m("gone"), 1));
-        assert!(!st.apply(JobOp::Acquire, 1, &m("b"), 2));
+        assert!(st.apply(&FLEET, JobOp::Acquire, 1, &m("a"), 0));
+        assert!(!st.apply(&FLEET, JobOp::Acquire, 1, &m("gone"), 1));
+        assert!(!st.apply(&FLEET, JobOp::Acquire, 1, &m("b"), 2));
         st.apply(
+            &FLEET,
             JobOp::Release,
             1,
             &[String::from("a"), String::from("gone")],
             3,
         );
-        assert!(st.apply(JobOp::Acquire, 1, &m("b"), 4));
+        assert!(st.apply(&FLEET, JobOp::Acquire, 1, &m("b"), 4));
     }
 
     /// A state that a caller knew under another epoch was lost: no lease
@@ -1285,26 +1349,107 @@ mod tests {
         let mut st = JobsFile::default();
         assert!(st.meet(&epoch, 10));
         assert_ne!(st.epoch, epoch);
-        assert!(!st.apply(JobOp::Acquire, 2, &m("waiting:1"), 10));
+        assert!(!st.apply(&FLEET, JobOp::Acquire, 2, &m("waiting:1"), 10));
         assert!(st.apply(
+            &FLEET,
             JobOp::Renew,
             2,
             &[String::from("a:1"), String::from("a:2")],
             20
         ));
-        assert!(!st.apply(JobOp::Acquire, 2, &m("waiting:1"), 10 + ttl_ns() - 1));
+        assert!(!st.apply(
+            &FLEET,
+            JobOp::Acquire,
+            2,
+            &m("waiting:1"),
+            10 + ttl_ns() - 1
+        ));
         // The two held again fill the limit; once one ends, the waiting
         // job has its lease.
-        assert!(!st.apply(JobOp::Acquire, 2, &m("waiting:1"), 10 + ttl_ns()));
-        st.apply(JobOp::Release, 2, &m("a:1"), 10 + ttl_ns() + 1);
-        assert!(st.apply(JobOp::Acquire, 2, &m("waiting:1"), 10 + ttl_ns() + 2));
+        assert!(!st.apply(&FLEET, JobOp::Acquire, 2, &m("waiting:1"), 10 + ttl_ns()));
+        st.apply(&FLEET, JobOp::Release, 2, &m("a:1"), 10 + ttl_ns() + 1);
+        assert!(st.apply(
+            &FLEET,
+            JobOp::Acquire,
+            2,
+            &m("waiting:1"),
+            10 + ttl_ns() + 2
+        ));
+    }
+
+    fn key(k: &str) -> JobPool {
+        JobPool::Key(k.as_bytes().into())
+    }
+
+    /// A key's pool is apart from the fleet's and from another key's, and
+    /// held to the limit each call passes: a key at 1 lets a job of
+    /// another key and of the fleet take theirs, and takes a second when a
+    /// call says 2 (`drip ctl … key-jobs 2` reaches the next acquire).
+    #[test]
+    fn each_keys_pool_is_apart_and_held_to_the_limit_each_call_passes() {
+        let mut st = JobsFile::default();
+        assert!(st.apply(&key("a"), JobOp::Acquire, 1, &m("a:1"), 0));
+        assert!(!st.apply(&key("a"), JobOp::Acquire, 1, &m("a:2"), 1));
+        assert!(st.apply(&key("b"), JobOp::Acquire, 1, &m("b:1"), 2));
+        assert!(st.apply(&FLEET, JobOp::Acquire, 1, &m("f:1"), 3));
+        assert_eq!((st.held(&key("a")), st.held(&key("b"))), (1, 1));
+        assert_eq!(st.held(&FLEET), 1);
+        assert!(st.apply(&key("a"), JobOp::Acquire, 2, &m("a:2"), 4));
+        assert_eq!(st.held(&key("a")), 2);
+        // Lowered again: no lease until fewer than 1 are held.
+        assert!(!st.apply(&key("a"), JobOp::Acquire, 1, &m("a:3"), 5));
+        st.apply(&key("a"), JobOp::Release, 1, &m("a:1"), 6);
+        assert!(!st.apply(&key("a"), JobOp::Acquire, 1, &m("a:3"), 7));
+        st.apply(&key("a"), JobOp::Release, 1, &m("a:2"), 8);
+        assert!(st.apply(&key("a"), JobOp::Acquire, 1, &m("a:3"), 9));
+        // The key's bytes name its pool in hex.
+        let names: Vec<&String> = st.keys.keys().collect();
+        assert_eq!(names, ["61", "62"]);
+    }
+
+    /// A key's pool with no lease and no one waiting is removed: given
+    /// back, or lapsed (its holder dead) and met by a call on any pool;
+    /// the file does not grow with every key ever seen.
+    #[test]
+    fn a_keys_pool_left_empty_is_removed_from_the_file() {
+        let mut st = JobsFile::default();
+        for (i, k) in ["a", "b", "c"].iter().enumerate() {
+            assert!(st.apply(&key(k), JobOp::Acquire, 1, &m(k), i as i64));
+        }
+        // A job of c waits; a gives its lease back.
+        assert!(!st.apply(&key("c"), JobOp::Acquire, 1, &m("c:2"), 3));
+        st.apply(&key("a"), JobOp::Release, 1, &m("a"), 4);
+        assert_eq!(st.keys.keys().collect::<Vec<_>>(), ["62", "63"]);
+        // b's holder died: its lease lapses, and c's waiting job stops
+        // asking; a call on the fleet's pool drops both pools.
+        st.apply(&key("c"), JobOp::Release, 1, &m("c"), 5);
+        let later = 5 + ttl_ns().max(wait_ttl_ns());
+        assert_eq!(st.keys.len(), 2, "b held, c's line waits");
+        assert!(st.apply(&FLEET, JobOp::Renew, 1, &[], later));
+        assert!(st.keys.is_empty(), "{:?}", st.keys);
+        let text = serde_json::to_string(&st).unwrap();
+        assert!(!text.contains("keys"), "{text}");
+    }
+
+    /// After a loss, no lease of a key's pool is taken for a lease's
+    /// length either, while the running jobs' are held again: one epoch
+    /// for every pool.
+    #[test]
+    fn a_lost_state_takes_no_keys_lease_until_the_holders_renewed_theirs() {
+        let mut st = JobsFile::default();
+        assert!(st.meet("known", 10), "met by a drip that knew another");
+        assert!(!st.apply(&key("a"), JobOp::Acquire, 2, &m("w"), 10));
+        assert!(st.apply(&key("a"), JobOp::Renew, 2, &m("a:1"), 20));
+        assert!(!st.apply(&key("a"), JobOp::Acquire, 2, &m("w"), 10 + ttl_ns() - 1));
+        assert!(st.apply(&key("a"), JobOp::Acquire, 2, &m("w"), 10 + ttl_ns()));
+        assert!(!st.meet(&st.epoch.clone(), 10 + ttl_ns()));
     }
 
     #[test]
     fn a_file_written_before_the_line_was_kept_still_reads() {
         let old = r#"{"boot_id":"x","leases":{"a":5}}"#;
         let st: JobsFile = serde_json::from_str(old).unwrap();
-        assert_eq!(st.leases.len(), 1);
-        assert!(st.waiting.is_empty());
+        assert_eq!(st.fleet.leases.len(), 1);
+        assert!(st.fleet.waiting.is_empty() && st.keys.is_empty());
     }
 }

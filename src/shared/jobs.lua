@@ -1,17 +1,20 @@
--- drip's shared job limit in Redis (--share-jobs): a lease per running
--- job, in one sorted set scored by each lease's expiry (ms of the
--- server's clock), and the jobs waiting for one, first come first
--- served, changed in one atomic step.
+-- drip's shared job limits in Redis (--share-jobs, and each key's
+-- --key-jobs under --share): a lease per running job of a pool, in one
+-- sorted set scored by each lease's expiry (ms of the server's clock),
+-- and the jobs waiting for one, first come first served, changed in one
+-- atomic step. A pool is its three keys: the fleet's, or a key's.
 --
--- KEYS[1]  the leases: drip:{NAME}:jobs
--- KEYS[2]  the waiting jobs, scored by arrival (us): drip:{NAME}:jobs:waiting
+-- KEYS[1]  the leases: drip:{NAME}:jobs (the fleet's), or
+--          drip:{NAME}:jobs:key:HEX (a key's, HEX its bytes in hex)
+-- KEYS[2]  the waiting jobs, scored by arrival (us): KEYS[1]:waiting
 -- KEYS[3]  the waiting jobs, scored by when they stop counting unless
---          they ask again (ms): drip:{NAME}:jobs:asking
+--          they ask again (ms): KEYS[1]:asking
 -- ARGV[1]  "acquire", "renew" or "release"
--- ARGV[2]  the limit, N of --share-jobs
+-- ARGV[2]  the pool's limit, the caller's (N of --share-jobs, a key's)
 -- ARGV[3]  a lease's time to live, ms
--- KEYS[4]  the leases' epoch and, after a loss, when leases may be taken
---          again (ms): "EPOCH QUIET_UNTIL", kept a day past the last call
+-- KEYS[4]  the leases' epoch, one for every pool (drip:{NAME}:jobs:epoch),
+--          and, after a loss, when leases may be taken again (ms):
+--          "EPOCH QUIET_UNTIL", kept a day past the last call
 -- ARGV[4]  how long a waiting job keeps its place without asking again, ms
 -- ARGV[5]  the epoch the caller knows ("": none yet)
 -- ARGV[6..] the members: acquire one, renew or release any number
@@ -84,7 +87,8 @@ elseif op == 'release' then
 end
 local held = redis.call('ZCARD', key)
 if held > 0 then
-  -- The set goes by itself once every lease in it has lapsed.
+  -- The set goes by itself once every lease in it has lapsed (and an
+  -- empty one at once): a key's pool leaves nothing behind.
   redis.call('PEXPIRE', key, ttl + 1000)
 end
 return {1, held, epoch, lost}

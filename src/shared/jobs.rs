@@ -1,12 +1,16 @@
-//! A job limit shared by every drip on one NAME (`--share-jobs N`): at
-//! most N jobs running at once across them all, through the state file
-//! (on this host) or Redis (across hosts).
+//! The job limits shared by every drip on one NAME: `--share-jobs N`, at
+//! most N jobs running at once across them all, and under `--share`
+//! each key's job limit (`--key-jobs N`, a row's JOBS), at most N jobs of
+//! that key at once across them all; through the state file (on this
+//! host) or Redis (across hosts). Each is a *pool* of leases
+//! ([`JobPool`]): the fleet's, or one key's, held to the limit each call
+//! passes.
 //!
-//! Each running job holds a *lease* in the shared state: a member with an
+//! Each running job holds a *lease* in its pool: a member with an
 //! expiry, [`LEASE_TTL`] after it was taken or last renewed. A lease is
 //! taken only while fewer than N unexpired ones are held
-//! ([`SharedJobs::acquire`], polling every [`POLL`] while the fleet is
-//! full), first come first served: a job that finds the fleet full waits
+//! ([`SharedJobs::acquire`], polling every [`POLL`] while the pool is
+//! full), first come first served: a job that finds the pool full waits
 //! in a line kept in the state (its place held while it asks again within
 //! [`super::protocol::WAIT_TTL`]), and a lease freed goes to the jobs at the head of the
 //! line, whichever drip asks first; so a drip that gives a lease back and
@@ -19,12 +23,14 @@
 //!
 //! In the file, `NAME.jobs.json` (beside `NAME.json`, under the lock of
 //! `NAME.jobs.json.lock`) holds the members and their expiries on
-//! `CLOCK_MONOTONIC`, and the line; in Redis the sorted set
-//! `drip:{NAME}:jobs` holds them, scored by their expiry on the server's
-//! clock, and `drip:{NAME}:jobs:waiting` and `…:asking` the line (by
-//! arrival, and by when each waiting job stops counting), changed only by
-//! `jobs.lua`.
+//! `CLOCK_MONOTONIC`, and the line, of each pool; in Redis the sorted set
+//! `drip:{NAME}:jobs` (a key's: `drip:{NAME}:jobs:key:HEX`) holds them,
+//! scored by their expiry on the server's clock, and `…:waiting` and
+//! `…:asking` beside it the line (by arrival, and by when each waiting
+//! job stops counting), changed only by `jobs.lua`. One epoch, for every
+//! pool, tells a lost state.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -36,7 +42,7 @@ use super::target::Target;
 use crate::report::share_jobs::ShareJobsFigures;
 use crate::sys::Unpoisoned;
 
-pub use super::protocol::LEASE_TTL;
+pub use super::protocol::{JobPool, LEASE_TTL};
 
 /// How often a drip renews the leases of its running jobs.
 pub const RENEW_EVERY: Duration = Duration::from_secs(1);
@@ -45,16 +51,25 @@ pub const RENEW_EVERY: Duration = Duration::from_secs(1);
 /// fleet is full.
 pub const POLL: Duration = Duration::from_millis(100);
 
+/// The leases this drip holds in one pool.
+#[derive(Debug, Default)]
+struct Holding {
+    /// The pool's limit at the last acquire (a renewal passes it on).
+    limit: u64,
+    /// Members held now, one per running job of the pool.
+    members: Vec<String>,
+}
+
 /// The leases this drip holds and what it saw of the fleet's.
 struct HeldJobs {
     store: Box<dyn Store>,
-    /// Members held now, one per running job.
-    members: Vec<String>,
+    /// The leases held now, by pool (a pool with none is not kept).
+    pools: HashMap<JobPool, Holding>,
     /// Members made so far (each lease gets a new one).
     made: u64,
-    /// The leases held across the fleet at the last call.
+    /// The leases held across the fleet at the last call on its pool.
     fleet: u64,
-    /// Times a job waited for a lease (the fleet was full).
+    /// Times a job waited for a lease of the fleet's (it was full).
     waits: u64,
     /// Calls that failed.
     failures: u64,
@@ -65,17 +80,29 @@ struct HeldJobs {
 }
 
 impl HeldJobs {
-    /// Do `op` on `members` under `limit`, the answer's epoch kept.
-    fn call(&mut self, op: JobOp, limit: u64, members: &[String]) -> Result<JobLeases, Failure> {
-        let answer = self.store.jobs(op, limit, members, &self.epoch)?;
+    /// Do `op` on `members` of `pool` under `limit`, the answer's epoch
+    /// kept.
+    fn call(
+        &mut self,
+        pool: &JobPool,
+        op: JobOp,
+        limit: u64,
+        members: &[String],
+    ) -> Result<JobLeases, Failure> {
+        let answer = self.store.jobs(pool, op, limit, members, &self.epoch)?;
         self.epoch.clone_from(&answer.epoch);
+        if *pool == JobPool::Fleet {
+            self.fleet = answer.held;
+        }
         Ok(answer)
     }
 }
 
-/// The shared job limit of one drip.
+/// The shared job limits of one drip: the fleet's and each key's pool.
 pub struct SharedJobs {
-    limit: u64,
+    /// N of `--share-jobs`, when given (the fleet's pool is renewed every
+    /// [`RENEW_EVERY`] then, held or not, for its figures).
+    fleet: Option<u64>,
     name: String,
     quiet: bool,
     prefix: String,
@@ -93,18 +120,24 @@ impl std::fmt::Debug for SharedJobs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SharedJobs")
             .field("name", &self.name)
-            .field("limit", &self.limit)
+            .field("fleet", &self.fleet)
             .finish()
     }
 }
 
 impl SharedJobs {
-    /// The job limit `limit` shared under `target`, its renewal given to
-    /// the keeper of the drip sharing the NAME ([`Keeper::of`]).
+    /// The job limits shared under `target`: the fleet's `fleet` (N of
+    /// `--share-jobs`), and each key's as [`SharedJobs::acquire`] is
+    /// given it; their renewal given to the keeper of the drip sharing
+    /// the NAME ([`Keeper::of`]).
     ///
     /// # Errors
     /// A Redis URL redis-rs refuses; no thread for the keeper.
-    pub fn open(target: &Target, limit: u64, quiet: bool) -> anyhow::Result<Arc<SharedJobs>> {
+    pub fn open(
+        target: &Target,
+        fleet: Option<u64>,
+        quiet: bool,
+    ) -> anyhow::Result<Arc<SharedJobs>> {
         let store = backend::open(target, "", Vec::new(), None)
             .map_err(|why| anyhow::anyhow!("--share {}: {why}", target.name()))?;
         let keeper = Keeper::of(target.name());
@@ -115,13 +148,13 @@ impl SharedJobs {
             fastrand::u32(..)
         );
         let jobs = Arc::new(SharedJobs {
-            limit,
+            fleet,
             name: target.name().to_string(),
             quiet,
             prefix,
             held: Mutex::new(HeldJobs {
                 store,
-                members: Vec::new(),
+                pools: HashMap::new(),
                 made: 0,
                 fleet: 0,
                 waits: 0,
@@ -172,7 +205,7 @@ impl SharedJobs {
                         | Failure::Fatal(w) => w,
                     };
                     eprintln!(
-                        "drip: --share {}: the job leases cannot be reached: {why}; no job starts until they answer (--share-jobs)",
+                        "drip: --share {}: the job leases cannot be reached: {why}; no job starts until they answer",
                         self.name
                     );
                 }
@@ -181,10 +214,11 @@ impl SharedJobs {
         }
     }
 
-    /// Take a lease for a job, waiting in line while the fleet holds N
-    /// (or the state does not answer), asking again every [`POLL`];
-    /// `false` once `stop` says so (its place in the line given up).
-    pub fn acquire(&self, stop: &dyn Fn() -> bool) -> bool {
+    /// Take a lease of `pool` for a job, waiting in its line while the
+    /// fleet holds `limit` of it (or the state does not answer), asking
+    /// again every [`POLL`]; `false` once `stop` says so (its place in the
+    /// line given up).
+    pub fn acquire(&self, pool: &JobPool, limit: u64, stop: &dyn Fn() -> bool) -> bool {
         let mut waited = false;
         let member = {
             let mut held = self.lock();
@@ -195,24 +229,22 @@ impl SharedJobs {
             if stop() {
                 if waited {
                     let mut held = self.lock();
-                    let r = held.call(JobOp::Release, self.limit, &[member]);
+                    let r = held.call(pool, JobOp::Release, limit, &[member]);
                     let _ = self.noted(&mut held, r);
                 }
                 return false;
             }
             {
                 let mut held = self.lock();
-                let r = held.call(JobOp::Acquire, self.limit, std::slice::from_ref(&member));
-                if let Some(JobLeases {
-                    done, held: fleet, ..
-                }) = self.noted(&mut held, r)
-                {
-                    held.fleet = fleet;
+                let r = held.call(pool, JobOp::Acquire, limit, std::slice::from_ref(&member));
+                if let Some(JobLeases { done, .. }) = self.noted(&mut held, r) {
                     if done {
-                        held.members.push(member);
+                        let holding = held.pools.entry(pool.clone()).or_default();
+                        holding.limit = limit;
+                        holding.members.push(member);
                         return true;
                     }
-                    if !std::mem::replace(&mut waited, true) {
+                    if !std::mem::replace(&mut waited, true) && *pool == JobPool::Fleet {
                         held.waits += 1;
                     }
                 }
@@ -221,16 +253,20 @@ impl SharedJobs {
         }
     }
 
-    /// Give one lease back (a job ended); one not given back (the state
-    /// did not answer) lapses within [`LEASE_TTL`].
-    pub fn release(&self) {
+    /// Give one lease of `pool` back (a job ended); one not given back
+    /// (the state did not answer) lapses within [`LEASE_TTL`].
+    pub fn release(&self, pool: &JobPool) {
         let mut held = self.lock();
-        let Some(member) = held.members.pop() else {
+        let Some(holding) = held.pools.get_mut(pool) else {
             return;
         };
-        let r = held.call(JobOp::Release, self.limit, &[member]);
-        if let Some(answer) = self.noted(&mut held, r) {
-            held.fleet = answer.held;
+        let (limit, member) = (holding.limit, holding.members.pop());
+        if holding.members.is_empty() {
+            held.pools.remove(pool);
+        }
+        if let Some(member) = member {
+            let r = held.call(pool, JobOp::Release, limit, &[member]);
+            let _ = self.noted(&mut held, r);
         }
     }
 
@@ -239,28 +275,40 @@ impl SharedJobs {
         self.closed.store(true, Ordering::Relaxed);
         self.bell.notify_all();
         let mut held = self.lock();
-        let members = std::mem::take(&mut held.members);
-        if !members.is_empty() {
-            let _ = held.call(JobOp::Release, self.limit, &members);
+        for (pool, holding) in std::mem::take(&mut held.pools) {
+            let _ = held.call(&pool, JobOp::Release, holding.limit, &holding.members);
         }
     }
 
-    /// Renew the leases held.
+    /// Renew the leases held, one call a pool (the fleet's made with
+    /// none, for its figures).
     fn renew(&self) {
         let mut held = self.lock();
-        let members = held.members.clone();
-        let r = held.call(JobOp::Renew, self.limit, &members);
-        if let Some(answer) = self.noted(&mut held, r) {
-            held.fleet = answer.held;
+        let mut pools: Vec<(JobPool, u64, Vec<String>)> = held
+            .pools
+            .iter()
+            .map(|(pool, h)| (pool.clone(), h.limit, h.members.clone()))
+            .collect();
+        if let Some(n) = self
+            .fleet
+            .filter(|_| !held.pools.contains_key(&JobPool::Fleet))
+        {
+            pools.push((JobPool::Fleet, n, Vec::new()));
+        }
+        for (pool, limit, members) in pools {
+            let r = held.call(&pool, JobOp::Renew, limit, &members);
+            let _ = self.noted(&mut held, r);
         }
     }
 
-    /// The figures for `--stats`, `--metrics` and `drip ctl`.
+    /// The figures of the fleet's pool for `--stats`, `--metrics` and
+    /// `drip ctl`.
     pub fn figures(&self) -> ShareJobsFigures {
         let held = self.lock();
+        let here = held.pools.get(&JobPool::Fleet);
         ShareJobsFigures {
-            limit: self.limit,
-            held: held.members.len() as u64,
+            limit: self.fleet.unwrap_or(0),
+            held: here.map_or(0, |h| h.members.len() as u64),
             fleet: held.fleet,
             waits: held.waits,
             failed_calls: held.failures,

@@ -4,7 +4,7 @@
 //! each key's alike (what a call asks, [`Ask`], what it answers,
 //! [`Reply`], what goes back, [`Back`]; settlements, new limits), `drip
 //! take`'s one slot ([`Taken`]), a shared budget's count ([`Count`],
-//! [`Counted`]) and the job leases ([`JobOp`], [`JobLeases`]). Also the
+//! [`Counted`]) and the job leases ([`JobPool`], [`JobOp`], [`JobLeases`]). Also the
 //! protocol's constants and its pure sizing rules: how much one
 //! reservation takes, how late a slot may be used, when a state found
 //! fresh was lost. Pure: no threads, clock or I/O.
@@ -238,6 +238,20 @@ impl JobOp {
     }
 }
 
+/// Whose leases a call on the job leases is on: the fleet's
+/// (`--share-jobs N`: every job of the drips on the NAME), or one key's
+/// (`--key-jobs N` under `--share`: the jobs of that key). Each pool has
+/// its leases, its line and its limit apart; the state's epoch is one for
+/// all of them.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum JobPool {
+    /// Every job (`--share-jobs`).
+    Fleet,
+    /// The jobs of one key, its bytes as the keyed queues read it (the
+    /// empty key for the records with none).
+    Key(Box<[u8]>),
+}
+
 /// What a call on the job leases answered: whether it was done (an
 /// acquire may find the fleet full, or the state just lost), the leases
 /// held after it, the state's epoch, and whether the state was lost since
@@ -330,16 +344,19 @@ pub trait Store: Send {
         let _ = call;
         Err(Failure::Fatal("a budget cannot be counted on it".into()))
     }
-    /// Do `op` on the job leases of `members` under `limit`, the caller
-    /// knowing the state's epoch `known` (empty: none yet).
+    /// Do `op` on the job leases of `members` in `pool` under `limit`
+    /// (the caller's: the limit a pool is held to is the one each call
+    /// passes), the caller knowing the state's epoch `known` (empty: none
+    /// yet).
     fn jobs(
         &mut self,
+        pool: &JobPool,
         op: JobOp,
         limit: u64,
         members: &[String],
         known: &str,
     ) -> Result<JobLeases, Failure> {
-        let _ = (op, limit, members, known);
+        let _ = (pool, op, limit, members, known);
         Err(Failure::Fatal("job leases cannot be held on it".into()))
     }
 }

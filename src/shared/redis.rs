@@ -40,8 +40,8 @@ use redis::{
 use super::gcra::{hex, Meter, Settlement, Step, Weight, WEIGHTS};
 use super::key_table::step_of;
 use super::protocol::{
-    Ask, Back, Count, Counted, Failure, Grant, JobLeases, JobOp, Mark, Reply, Store, Taken,
-    KEPT_NS, LEASE_TTL, WAIT_TTL,
+    Ask, Back, Count, Counted, Failure, Grant, JobLeases, JobOp, JobPool, Mark, Reply, Store,
+    Taken, KEPT_NS, LEASE_TTL, WAIT_TTL,
 };
 use super::target::{self, Servers};
 use crate::keyed::KeyTable;
@@ -1124,17 +1124,31 @@ impl Store for RedisStore {
         }
     }
 
-    /// `jobs.lua` on the sorted sets `drip:{NAME}:jobs` (the leases),
-    /// `…:jobs:waiting` and `…:jobs:asking` (the line by arrival, and by
-    /// when each stops counting) and the string `…:jobs:epoch`.
+    /// `jobs.lua` on the pool's sorted sets, the fleet's
+    /// `drip:{NAME}:jobs` (the leases), `…:jobs:waiting` and
+    /// `…:jobs:asking` (the line by arrival, and by when each stops
+    /// counting), a key's `drip:{NAME}:jobs:key:HEX` and its `…:waiting`
+    /// and `…:asking` (HEX: the key's bytes in lowercase hex, [`hex`]),
+    /// all in the NAME's hash slot; and the string `…:jobs:epoch`, one for
+    /// every pool.
     fn jobs(
         &mut self,
+        pool: &JobPool,
         op: JobOp,
         limit: u64,
         members: &[String],
         known: &str,
     ) -> Result<JobLeases, Failure> {
-        let keys = ["", ":waiting", ":asking", ":epoch"].map(|k| format!("{}:jobs{k}", self.key));
+        let leases = match pool {
+            JobPool::Fleet => format!("{}:jobs", self.key),
+            JobPool::Key(key) => format!("{}:jobs:key:{}", self.key, hex(key)),
+        };
+        let keys = [
+            format!("{leases}:waiting"),
+            format!("{leases}:asking"),
+            format!("{}:jobs:epoch", self.key),
+        ];
+        let keys = [&[leases][..], &keys].concat();
         let mut args = vec![
             op.word().to_string(),
             limit.to_string(),
