@@ -6,9 +6,10 @@
 # third), checked by curl under drip with a rate table (--key host
 # --key-rates, each host's concurrency as its JOBS column), then by
 # xargs -P 16 and GNU parallel -j 16 over the same URLs (fresh hosts for
-# each). Prints each run's time, its 200s, 429s and 503s, each host's
-# requests by its own stamps under drip, the slowest host's floor and
-# what one rate for all keys would take.
+# each), and by two drips sharing the table through a Redis the test
+# starts (half the URLs each). Prints each run's time, its 200s, 429s and
+# 503s, each host's requests by its own stamps under drip, the slowest
+# host's floor and what one rate for all keys would take.
 #
 #   sh bench/hosts.sh [URLS]
 #
@@ -19,4 +20,4 @@ n=${1:-2000}
 cd "$(dirname "$0")/.."
 DRIP_HOSTS_URLS=$n DRIP_HOSTS_OTHERS=1 \
   cargo test --test suite key_hosts:: -- --nocapture --test-threads 1 2>&1 |
-  grep -oE '(drip --key-rates|drip --key-rate 5|xargs -P|parallel -j|parallel:|one rate|  host|not judged).*|^test result.*'
+  grep -oE '(drip --key-rates|two drips|drip --key-rate 5|xargs -P|parallel -j|parallel:|one rate|  host|not judged).*|^test result.*'

@@ -143,11 +143,101 @@ fn timed(script: &str, hosts: &[Host]) -> (f64, usize, usize, usize) {
     let took = started.elapsed().as_secs_f64();
     assert!(
         out.status.success(),
-        "{script}: {}",
+        "{script}: {:?} {}",
+        out.status,
         String::from_utf8_lossy(&out.stderr)
     );
     let (ok, many, unavail) = tally(hosts);
     (took, ok, many, unavail)
+}
+
+/// What the hosts saw of a run under drip: no 429 and no 503, every URL
+/// served, and each host within its rate by its own stamps and within its
+/// concurrency.
+fn each_host_within_its_limits(
+    hosts: &[Host],
+    (ok, many, unavail): (usize, usize, usize),
+    total: usize,
+) {
+    assert_eq!((many, unavail), (0, 0), "no 429, no 503");
+    assert_eq!(ok, total);
+    for (h, s) in hosts.iter().zip(&SPECS) {
+        let (most, after_first, span) = served_rate(h);
+        let c = h.counts();
+        eprintln!(
+            "  host {}/s, {} at once: {} URLs in {span:.2} s ({:.2}/s), at most {most} in a second, at most {} in flight",
+            s.rate, s.concurrency, c.ok, after_first / span, c.most_at_once
+        );
+        // A pacer at RATE with a burst of 1: RATE + 1 in a second at
+        // most, and what 50 ms of jitter in when curl's requests come
+        // brings closer (RATE × 0.05 more, one at least); over the
+        // run, RATE a second, the first and the last request each up
+        // to 50 ms off.
+        let rate = s.rate as f64;
+        let bound = s.rate as usize + 1 + ((rate * 0.05).ceil() as usize).max(1);
+        assert!(most <= bound, "{most} in a second over {bound}: {c:?}");
+        assert!(
+            after_first <= rate * (span + 0.1),
+            "{after_first} in {span} s"
+        );
+        assert!(c.most_at_once <= s.concurrency);
+    }
+}
+
+/// Two drips sharing the table through a real Redis, each given half the
+/// URLs (every other line): each host's rate and concurrency hold across
+/// the two (no 429, no 503, by the hosts' own stamps), and the batch ends
+/// within 1.15× of the slowest host's floor, as one drip's does.
+#[test]
+fn two_drips_sharing_the_table_through_redis_keep_each_hosts_limits() {
+    if !common::have(&["curl"]) || !common::have_redis() {
+        return;
+    }
+    let _t = common::timing();
+    let redis = common::redis_server::RedisServer::start();
+    let total = total();
+    let floor = floor(total, |i| SPECS[i].rate as f64, |i| SPECS[i].concurrency);
+    let dir = tempfile::tempdir().unwrap();
+    let curl = tool_path("curl");
+    let mut run = 0;
+    common::until_judged(3, Duration::from_secs(15 * floor as u64), || {
+        run += 1;
+        let (hosts, urls) = hosts_and_urls(dir.path(), total);
+        let rates = dir.path().join("rates.txt");
+        std::fs::write(&rates, table(&hosts)).unwrap();
+        let text = std::fs::read_to_string(&urls).unwrap();
+        let halves: Vec<std::path::PathBuf> = (0..2)
+            .map(|half| {
+                let path = dir.path().join(format!("half-{half}.txt"));
+                let mine: String = (text.lines().skip(half).step_by(2))
+                    .map(|u| format!("{u}\n"))
+                    .collect();
+                std::fs::write(&path, mine).unwrap();
+                path
+            })
+            .collect();
+        let share = redis.share(&format!("hosts-{run}"));
+        let drip = |half: &std::path::Path| {
+            format!(
+                "drip --share '{share}' --key host --key-rates '{}' -j 32 --exec '{}' -sS -o /dev/null -D {{headers}} {{}} < '{}'",
+                rates.display(),
+                curl.display(),
+                half.display()
+            )
+        };
+        let script = format!(
+            "{} & a=$!; {} & b=$!; wait $a && wait $b",
+            drip(&halves[0]),
+            drip(&halves[1])
+        );
+        let (took, ok, many, unavail) = timed(&script, &hosts);
+        eprintln!(
+            "two drips through Redis: {total} URLs in {took:.1} s (floor {floor:.1} s, {:.3}×): 200 {ok}, 429 {many}, 503 {unavail}",
+            took / floor
+        );
+        each_host_within_its_limits(&hosts, (ok, many, unavail), total);
+        (took > 1.15 * floor).then(|| format!("took {took:.1} s, over 1.15 × {floor:.1} s"))
+    });
 }
 
 /// The URLs, from `DRIP_HOSTS_URLS` (300 unless given).
@@ -187,29 +277,7 @@ fn each_host_at_its_own_limits_finishes_at_the_slowest_hosts_floor() {
             "drip --key-rates: {total} URLs in {took:.1} s (floor {floor:.1} s, {:.3}×): 200 {ok}, 429 {many}, 503 {unavail}",
             took / floor
         );
-        assert_eq!((many, unavail), (0, 0), "no 429, no 503");
-        assert_eq!(ok, total);
-        for (h, s) in hosts.iter().zip(&SPECS) {
-            let (most, after_first, span) = served_rate(h);
-            let c = h.counts();
-            eprintln!(
-                "  host {}/s, {} at once: {} URLs in {span:.2} s ({:.2}/s), at most {most} in a second, at most {} in flight",
-                s.rate, s.concurrency, c.ok, after_first / span, c.most_at_once
-            );
-            // A pacer at RATE with a burst of 1: RATE + 1 in a second at
-            // most, and what 50 ms of jitter in when curl's requests come
-            // brings closer (RATE × 0.05 more, one at least); over the
-            // run, RATE a second, the first and the last request each up
-            // to 50 ms off.
-            let rate = s.rate as f64;
-            let bound = s.rate as usize + 1 + ((rate * 0.05).ceil() as usize).max(1);
-            assert!(most <= bound, "{most} in a second over {bound}: {c:?}");
-            assert!(
-                after_first <= rate * (span + 0.1),
-                "{after_first} in {span} s"
-            );
-            assert!(c.most_at_once <= s.concurrency);
-        }
+        each_host_within_its_limits(&hosts, (ok, many, unavail), total);
         let one = self::floor(total, |_| 5.0, |_| 1);
         eprintln!(
             "one rate for all keys (--key-rate 5/s --key-jobs 1, the slowest host's): floor {one:.1} s, {:.2}× the table's",
