@@ -877,6 +877,7 @@ mod tests {
                 top_dropped: long.clone(),
                 top_waiting: long,
                 key_limits: None,
+                longest: None,
             }),
             ..summary()
         };

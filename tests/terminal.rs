@@ -170,6 +170,32 @@ fn a_narrow_terminal_keeps_the_rate_and_eta_before_the_keys() {
     );
 }
 
+/// With a rate table, the display names the key waiting longest (whose
+/// oldest record is the oldest of all) with its limit in force.
+#[test]
+fn the_key_waiting_longest_is_shown_with_its_limit() {
+    if !common::have(&["tmux"]) {
+        return;
+    }
+    let input = tempfile::NamedTempFile::new().unwrap();
+    let text: String = (0..1000).map(|i| format!("host{},{i}\n", i % 9)).collect();
+    std::fs::write(input.path(), text).unwrap();
+    let tmux = Tmux::start_wide(
+        &format!(
+            "drip -r 5/s --key '^([^,]*),' --key-rate 2/s --key-rate host0=1/10s:3 {} > /dev/null",
+            input.path().display()
+        ),
+        &[],
+        200,
+    );
+    // host0, held to 6/min, soon holds the oldest record of all.
+    let screen = tmux.wait_for("longest host0 ", Duration::from_secs(15));
+    let line = screen.lines().find(|l| l.contains("queued")).unwrap();
+    assert!(line.contains("keys 9 (9 busy) longest host0 "), "{line}");
+    let limit = line.split("longest host0 ").nth(1).unwrap();
+    assert!(limit.starts_with("6/min:3 |"), "{line}");
+}
+
 #[test]
 fn display_says_when_output_is_blocked() {
     if !common::have(&["tmux"]) {

@@ -414,6 +414,7 @@ impl Keyed {
     /// went with it.
     pub fn stats(&self, top: usize) -> KeyStats {
         let mut stats = self.table.stats(self.queues.busy, top);
+        stats.longest = self.longest();
         if !self.limits.rates.is_empty() {
             let lists = [&stats.top_written, &stats.top_dropped, &stats.top_waiting];
             let mut named: Vec<u32> = Vec::new();
@@ -429,6 +430,13 @@ impl Keyed {
             stats.key_limits = Some(named.into_iter().map(|s| self.limit_view(s)).collect());
         }
         stats
+    }
+
+    /// The key whose oldest record has waited longest (the oldest of all
+    /// waiting), with its row, limit and records waiting; `None` when no
+    /// record waits.
+    pub fn longest(&self) -> Option<KeyLimitView> {
+        self.queues.oldest().map(|(s, _)| self.limit_view(s))
     }
 
     /// Every remembered key's row, limit and records waiting (the no-key

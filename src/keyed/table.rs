@@ -301,6 +301,7 @@ impl Table {
             top_dropped: named(&|i| self.dropped[i]),
             top_waiting: named(&|i| u64::from(self.slots[i].len)),
             key_limits: None,
+            longest: None,
         }
     }
 

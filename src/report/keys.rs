@@ -42,6 +42,11 @@ pub struct KeyStats {
     /// order they first appear there.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key_limits: Option<Vec<KeyLimitView>>,
+    /// The key whose oldest record has waited longest (the oldest of all
+    /// waiting), with its limit in force: the live display's and
+    /// `--metrics`' (`None`: no record waits).
+    #[serde(skip)]
+    pub longest: Option<KeyLimitView>,
 }
 
 /// A remembered key's limit: its row of the rate table, and the rate with
@@ -179,8 +184,24 @@ impl Section for KeyStats {
     }
 
     /// On the display: `keys 9 (9 busy)`.
+    /// `keys 9 (3 busy)`, and while records wait the key waiting longest
+    /// with its limit: `longest github.com 1/s:2` (`-`: none of its own;
+    /// with `--exec`, `jobs 2/2`: its jobs running of its job limit).
     fn shown(&self) -> Option<(Spot, String)> {
-        let text = format!("keys {} ({} busy)", self.keys, self.busy_keys);
+        let mut text = format!("keys {} ({} busy)", self.keys, self.busy_keys);
+        if let Some(v) = &self.longest {
+            let limit = v.rate.map_or("-".to_string(), |(rate, burst)| {
+                format!("{}:{burst}", rate.spelled(""))
+            });
+            text.push_str(&format!(
+                " longest {} {limit}",
+                text_key(v.key.0.as_deref())
+            ));
+            if let (Some(jobs), Some(running)) = (v.jobs, v.running) {
+                let jobs = jobs.map_or("-".to_string(), |n| n.to_string());
+                text.push_str(&format!(" jobs {running}/{jobs}"));
+            }
+        }
         Some((Spot::Figures, text))
     }
 
@@ -252,6 +273,26 @@ impl Section for KeyStats {
                 job_families(out, limits);
             }
         }
+        if let Some(v) = &self.longest {
+            let mut f = MetricFamily::new(
+                out,
+                "drip_key_longest_waiting",
+                "gauge",
+                "The key whose oldest record has waited longest (drip_oldest_age_seconds is that record's age): its records waiting, its row of the rate table (row=\"\": none matches) and its limit in force (rate=\"\": none of its own).",
+            );
+            let (key, has_key) = key_labels(&v.key);
+            let row = v.row.as_deref().unwrap_or("");
+            let rate = v
+                .rate
+                .map_or(String::new(), |(r, b)| format!("{}:{b}", r.spelled("")));
+            let labels = [
+                ("has_key", has_key),
+                ("key", key.as_str()),
+                ("row", row),
+                ("rate", rate.as_str()),
+            ];
+            f.sample(&labels, v.waiting as f64);
+        }
     }
 }
 
@@ -293,6 +334,58 @@ fn key_labels(key: &KeyName) -> (String, &'static str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The display and `--metrics` name the key waiting longest with its
+    /// limit, and with `--exec` its jobs of its job limit.
+    #[test]
+    fn the_key_waiting_longest_is_shown_with_its_limit() {
+        let view = |jobs: Option<Option<u32>>, running: Option<u32>| KeyLimitView {
+            key: KeyName(Some(b"github.com".to_vec())),
+            row: Some("*.github.com".into()),
+            rate: Some((crate::rate::parse_rate("1/s").unwrap(), 2)),
+            waiting: 340,
+            jobs,
+            running,
+        };
+        let mut keys = KeyStats {
+            keys: 9,
+            busy_keys: 3,
+            ..KeyStats::default()
+        };
+        assert_eq!(keys.shown().unwrap().1, "keys 9 (3 busy)");
+        keys.longest = Some(view(None, None));
+        assert_eq!(
+            keys.shown().unwrap().1,
+            "keys 9 (3 busy) longest github.com 1/s:2"
+        );
+        keys.longest = Some(view(Some(Some(2)), Some(2)));
+        assert_eq!(
+            keys.shown().unwrap().1,
+            "keys 9 (3 busy) longest github.com 1/s:2 jobs 2/2"
+        );
+        keys.longest = Some(KeyLimitView {
+            rate: None,
+            row: None,
+            ..view(Some(None), Some(1))
+        });
+        assert_eq!(
+            keys.shown().unwrap().1,
+            "keys 9 (3 busy) longest github.com - jobs 1/-"
+        );
+        let mut out = Exposition {
+            out: String::new(),
+            drip: "a".into(),
+        };
+        keys.longest = Some(view(None, None));
+        keys.metrics(&mut out);
+        let text = out.out;
+        assert!(
+            text.contains(
+                "drip_key_longest_waiting{drip=\"a\",has_key=\"true\",key=\"github.com\",row=\"*.github.com\",rate=\"1/s:2\"} 340"
+            ),
+            "{text}"
+        );
+    }
 
     #[test]
     fn a_stats_interval_line_has_the_keys_counts_alone() {

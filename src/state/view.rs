@@ -55,8 +55,26 @@ impl Shared {
     /// item of the display (`report::Section::shown`).
     pub(crate) fn display_snapshot(&self) -> Snapshot {
         let snap = self.snapshot();
-        let shown = self.interval_sections_at(&snap).shown();
+        let keys = snap.keys.map(|(keys, busy_keys)| KeyStats {
+            keys,
+            busy_keys,
+            longest: self.longest_key(),
+            ..KeyStats::default()
+        });
+        let shown = self.sections_of(&snap, keys).shown();
         Snapshot { shown, ..snap }
+    }
+
+    /// The key waiting longest, with its limit (and with `--exec` its
+    /// jobs), for the display.
+    fn longest_key(&self) -> Option<crate::report::keys::KeyLimitView> {
+        let st = self.lock();
+        let mut view = st.adm.bucket().keys().and_then(|k| k.longest());
+        drop(st);
+        if let (Some(v), Some(jobs)) = (view.as_mut(), self.jobs.get()) {
+            v.with_jobs(&|k| jobs.key_jobs_of(k));
+        }
+        view
     }
 
     /// With limits per key, the keys' stats: as they were when drip
@@ -67,10 +85,10 @@ impl Shared {
         let now = || st.adm.bucket().keys().map(|k| k.stats(TOP_KEYS));
         let mut stats = st.stop.keys_at_stop.clone().or_else(now);
         drop(st);
-        let limits = stats.as_mut().and_then(|s| s.key_limits.as_mut());
-        if let (Some(limits), Some(jobs)) = (limits, self.jobs.get()) {
+        if let (Some(stats), Some(jobs)) = (stats.as_mut(), self.jobs.get()) {
+            let limits = stats.key_limits.iter_mut().flatten();
             limits
-                .iter_mut()
+                .chain(stats.longest.as_mut())
                 .for_each(|v| v.with_jobs(&|k| jobs.key_jobs_of(k)));
         }
         stats
