@@ -28,7 +28,7 @@ const BUSY_ALLOWANCE: usize = 2;
 /// `drip ARGS` reading `records` numbered lines tagged `tag` (its input
 /// held open for a minute when `hold`), its state and control socket
 /// under `runtime`.
-fn drip(args: &[&str], tag: &str, (records, hold): (usize, bool), runtime: &Path) -> Child {
+fn tagged_drip(args: &[&str], tag: &str, (records, hold): (usize, bool), runtime: &Path) -> Child {
     let input: String = (1..=records).map(|r| format!("{tag}-{r}\n")).collect();
     common::drip_reading(args, input, runtime, hold)
 }
@@ -86,7 +86,7 @@ fn two_drips_follow_a_change(share: &str) -> Option<String> {
     for name in ["a", "b"] {
         let a = args(name);
         let a: Vec<&str> = a.iter().map(String::as_str).collect();
-        let mut child = drip(&a, name, (400, true), rt);
+        let mut child = tagged_drip(&a, name, (400, true), rt);
         let out = child.stdout.take().unwrap();
         readers.push(thread::spawn(move || stamped(out, start)));
         children.push(child);
@@ -103,7 +103,7 @@ fn two_drips_follow_a_change(share: &str) -> Option<String> {
     assert_eq!(status, 0, "{err}");
     assert!(info.contains(r#""rate":["5/s:1"]"#), "{info}");
     // A drip started now with the old limits is told, and follows.
-    let late = drip(
+    let late = tagged_drip(
         &["-r", "20/s", "--share", share, "--no-control"],
         "c",
         (2, false),
@@ -202,7 +202,7 @@ fn an_unreachable_state_leaves_the_limits_as_they_were() {
     let args = ["-r", "20/s", "--share", &share, "--share-on-error", "local"];
     let mut args = args.to_vec();
     args.extend(["--name", "a", "-q"]);
-    let child = drip(&args, "a", (400, true), rt);
+    let child = tagged_drip(&args, "a", (400, true), rt);
     wait_answers(rt, "a");
     drop(redis);
     let (status, _, err) = common::ctl(rt, &["a", "rate", "5/s"]);
@@ -225,7 +225,7 @@ fn a_shared_rate_out_of_range_is_refused() {
     let runtime = tempfile::tempdir().unwrap();
     let rt = runtime.path();
     let args = ["-r", "20/s", "--share", "ctl-range", "--name", "a", "-q"];
-    let child = drip(&args, "a", (400, true), rt);
+    let child = tagged_drip(&args, "a", (400, true), rt);
     wait_answers(rt, "a");
     let (status, _, err) = common::ctl(rt, &["a", "rate", "1/40d"]);
     assert_eq!(status, 1, "{err}");

@@ -28,7 +28,7 @@ fn job(log: &Path) -> Vec<String> {
 
 /// Drip `i` running [`job`]s for 400 records under `share`, its state
 /// directory `runtime`, its joblog [`joblog_of`] `log`.
-fn drip(i: usize, share: &str, log: &Path, runtime: &Path) -> Child {
+fn leasing_drip(i: usize, share: &str, log: &Path, runtime: &Path) -> Child {
     let n = LIMIT.to_string();
     let joblog = joblog_of(log, i);
     let mut args: Vec<String> = [
@@ -180,7 +180,7 @@ fn three_drips_share_eight_jobs(shares: [&str; 3], runtimes: [&Path; 3]) {
         let mut drips: Vec<Child> = (0..3)
             .map(|i| {
                 let share = format!("{}-{}", shares[i], attempt.get());
-                drip(i, &share, &log, runtimes[i])
+                leasing_drip(i, &share, &log, runtimes[i])
             })
             .collect();
         let waits: Vec<_> = drips
