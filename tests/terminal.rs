@@ -141,14 +141,20 @@ fn live_display_shows_the_bucket_and_clears_to_a_summary() {
     assert!(screen.contains("drip: read 30, written 30"), "{screen}");
 }
 
+/// 1,000 records `hostN,I` of nine keys in turn, in a file.
+fn nine_hosts() -> tempfile::NamedTempFile {
+    let input = tempfile::NamedTempFile::new().unwrap();
+    let text: String = (0..1000).map(|i| format!("host{},{i}\n", i % 9)).collect();
+    std::fs::write(input.path(), text).unwrap();
+    input
+}
+
 #[test]
 fn a_narrow_terminal_keeps_the_rate_and_eta_before_the_keys() {
     if !common::have(&["tmux"]) {
         return;
     }
-    let input = tempfile::NamedTempFile::new().unwrap();
-    let text: String = (0..1000).map(|i| format!("host{},{i}\n", i % 9)).collect();
-    std::fs::write(input.path(), text).unwrap();
+    let input = nine_hosts();
     let tmux = Tmux::start_wide(
         &format!(
             "drip -r 5/s --key '^([^,]*),' --key-rate 2/s {} > /dev/null",
@@ -177,9 +183,7 @@ fn the_key_waiting_longest_is_shown_with_its_limit() {
     if !common::have(&["tmux"]) {
         return;
     }
-    let input = tempfile::NamedTempFile::new().unwrap();
-    let text: String = (0..1000).map(|i| format!("host{},{i}\n", i % 9)).collect();
-    std::fs::write(input.path(), text).unwrap();
+    let input = nine_hosts();
     let tmux = Tmux::start_wide(
         &format!(
             "drip -r 5/s --key '^([^,]*),' --key-rate 2/s --key-rate host0=1/10s:3 {} > /dev/null",
