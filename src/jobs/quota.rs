@@ -1757,7 +1757,8 @@ mod tests {
     /// and when it is full again.
     fn against_a_bucket(
         refills: bool,
-        (limit, level): (u64, u64),
+        limit: u64,
+        level: u64,
         mut cost: impl FnMut() -> u64,
         run: u64,
     ) -> (u64, u64) {
@@ -1819,10 +1820,10 @@ mod tests {
         // spread to the time it is full), far less.
         const S: u64 = 1_000_000_000;
         for seed in 1..=5 {
-            let (spent, refused) = against_a_bucket(true, (6000, 1200), drawn(seed), 20 * S);
+            let (spent, refused) = against_a_bucket(true, 6000, 1200, drawn(seed), 20 * S);
             assert_eq!(refused, 0, "seed {seed}");
             assert!(spent >= 4800, "seed {seed}: {spent} of 5200");
-            let (window, refused) = against_a_bucket(false, (6000, 1200), drawn(seed), 20 * S);
+            let (window, refused) = against_a_bucket(false, 6000, 1200, drawn(seed), 20 * S);
             assert_eq!(refused, 0, "seed {seed}");
             assert!(
                 window * 10 < spent * 8,
@@ -1946,10 +1947,10 @@ mod tests {
         // A bucket of 60 requests a 30 s (2 a second), 12 left at the
         // start: in 20 s it gives 12 + 40. Each request costs 1.
         const S: u64 = 1_000_000_000;
-        let (spent, refused) = against_a_bucket(true, (60, 12), || 1, 20 * S);
+        let (spent, refused) = against_a_bucket(true, 60, 12, || 1, 20 * S);
         assert_eq!(refused, 0);
         assert!(spent >= 48, "{spent} of 52");
-        let (window, refused) = against_a_bucket(false, (60, 12), || 1, 20 * S);
+        let (window, refused) = against_a_bucket(false, 60, 12, || 1, 20 * S);
         assert_eq!(refused, 0);
         assert!(window * 10 < spent * 8, "{window}, as a bucket {spent}");
     }
