@@ -410,7 +410,7 @@ mod tests {
     fn budgeted(limits: Limits, counters: Vec<Counter>, exhausted: Exhausted) -> Pace {
         Pace::local(limits).with_stage(Box::new(BudgetStage::new(counters, exhausted)))
     }
-    use jiff::civil::date;
+    use jiff::civil::{date, Date};
     use jiff::tz::TimeZoneDatabase;
 
     const SECOND: u64 = 1_000_000_000;
@@ -423,9 +423,9 @@ mod tests {
         }
     }
 
-    fn unix(zone: &str, (y, m, d): (i16, i8, i8), h: i8) -> i128 {
-        date(y, m, d)
-            .at(h, 0, 0, 0)
+    /// Ns since the epoch of hour `h` of `day` in `zone`.
+    fn unix(zone: &str, day: Date, h: i8) -> i128 {
+        day.at(h, 0, 0, 0)
             .to_zoned(TimeZoneDatabase::bundled().get(zone).unwrap())
             .unwrap()
             .timestamp()
@@ -451,10 +451,10 @@ mod tests {
         // Three days around each change, from noon the day before: every
         // day's 5 records leave at its midnight, 23 or 25 hours apart.
         for (zone, day, hours) in [
-            ("America/Los_Angeles", (2026, 3, 8), 23),
-            ("Europe/Berlin", (2026, 3, 29), 23),
-            ("America/Los_Angeles", (2026, 11, 1), 25),
-            ("Europe/Berlin", (2026, 10, 25), 25),
+            ("America/Los_Angeles", date(2026, 3, 8), 23),
+            ("Europe/Berlin", date(2026, 3, 29), 23),
+            ("America/Los_Angeles", date(2026, 11, 1), 25),
+            ("Europe/Berlin", date(2026, 10, 25), 25),
         ] {
             let origin = unix(zone, day, 0) - i128::from(12 * HOUR);
             let mut c = Counter::new(budget(5, Window::Day, zone), origin);
@@ -480,10 +480,10 @@ mod tests {
     fn a_monthly_budget_resets_on_the_first() {
         let zone = "Europe/Berlin";
         // From 2028-01-20: February has 29 days that year.
-        let origin = unix(zone, (2028, 1, 20), 0);
+        let origin = unix(zone, date(2028, 1, 20), 0);
         let mut c = Counter::new(budget(2, Window::Month, zone), origin);
         let t = departures(&mut c, 100 * 24 * HOUR);
-        let firsts: Vec<i128> = [(2028, 2, 1), (2028, 3, 1), (2028, 4, 1)]
+        let firsts: Vec<i128> = [date(2028, 2, 1), date(2028, 3, 1), date(2028, 4, 1)]
             .into_iter()
             .map(|d| unix(zone, d, 0) - origin)
             .collect();
@@ -512,7 +512,7 @@ mod tests {
     #[test]
     fn the_view_tells_what_is_left_and_the_next_reset() {
         let zone = "America/Los_Angeles";
-        let origin = unix(zone, (2026, 3, 7), 18);
+        let origin = unix(zone, date(2026, 3, 7), 18);
         let mut c = Counter::new(budget(100, Window::Day, zone), origin);
         c.spend(0, 40);
         let v = c.view(HOUR);

@@ -200,10 +200,9 @@ mod tests {
             .as_nanosecond()
     }
 
-    /// Local midnight `k` days after the date `ymd` in `zone_name`.
-    fn midnight(zone_name: &str, (y, m, d): (i16, i8, i8), k: i64) -> i128 {
-        date(y, m, d)
-            .checked_add(k.days())
+    /// Local midnight `k` days after `day` in `zone_name`.
+    fn midnight(zone_name: &str, day: Date, k: i64) -> i128 {
+        day.checked_add(k.days())
             .unwrap()
             .to_zoned(zone(zone_name))
             .unwrap()
@@ -240,8 +239,8 @@ mod tests {
             assert_eq!(day.start, at(name, y, m, d, 0, 0), "{name}");
             assert_eq!(day.end - day.start, 23 * HOUR, "{name}");
             // One start a day at local midnight, none twice, none skipped.
-            let got = starts(&c, midnight(name, (y, m, d), -2) + 6 * HOUR, 24 * 5);
-            let want: Vec<i128> = (-2..=3).map(|k| midnight(name, (y, m, d), k)).collect();
+            let got = starts(&c, midnight(name, date(y, m, d), -2) + 6 * HOUR, 24 * 5);
+            let want: Vec<i128> = (-2..=3).map(|k| midnight(name, date(y, m, d), k)).collect();
             assert_eq!(got, want, "{name}");
         }
     }
@@ -256,8 +255,8 @@ mod tests {
             let day = c.span(at(name, y, m, d, 12, 0));
             assert_eq!(day.start, at(name, y, m, d, 0, 0), "{name}");
             assert_eq!(day.end - day.start, 25 * HOUR, "{name}");
-            let got = starts(&c, midnight(name, (y, m, d), -2) + 6 * HOUR, 24 * 5);
-            let want: Vec<i128> = (-2..=3).map(|k| midnight(name, (y, m, d), k)).collect();
+            let got = starts(&c, midnight(name, date(y, m, d), -2) + 6 * HOUR, 24 * 5);
+            let want: Vec<i128> = (-2..=3).map(|k| midnight(name, date(y, m, d), k)).collect();
             assert_eq!(got, want, "{name}");
         }
     }

@@ -92,14 +92,24 @@ pub struct Spending {
     costs: Vec<usize>,
 }
 
-/// How a record's costs are found, and which each cost limit spends.
+/// How a record's costs are found, and which each cost limit spends;
+/// [`Cost::none`] (the default) where no cost is read (no `--cost`).
 #[derive(Debug, Clone)]
 pub struct Cost {
     /// Each cost: its name (`None`: the unnamed cost) and where it is read.
     costs: Vec<(Option<String>, Source)>,
     /// Each cost limit's budget, in the order of the cost limits.
     budgets: Vec<Spending>,
-    delimiter: u8,
+    /// The records' delimiter (`None`: [`Cost::none`], which reads no
+    /// record).
+    delimiter: Option<u8>,
+}
+
+impl Default for Cost {
+    /// [`Cost::none`].
+    fn default() -> Cost {
+        Cost::none()
+    }
 }
 
 /// Where a cost is read, with `--field-separator` known.
@@ -116,8 +126,25 @@ impl Cost {
         Cost {
             costs: vec![(None, Source::Key(spec))],
             budgets: Vec::new(),
-            delimiter,
+            delimiter: Some(delimiter),
         }
+    }
+
+    /// No cost read (no `--cost`): the records are not weighed. It has no
+    /// costs, names and cost limits none ([`Cost::budgets`] is 0), and a
+    /// cost limit spends [`UNREADABLE_COST`] for each record
+    /// ([`Cost::spend`]); a record's [`Cost::body`] is the record whole.
+    pub fn none() -> Cost {
+        Cost {
+            costs: Vec::new(),
+            budgets: Vec::new(),
+            delimiter: None,
+        }
+    }
+
+    /// Whether any cost is read (`false`: [`Cost::none`]).
+    pub fn weighs(&self) -> bool {
+        !self.costs.is_empty()
     }
 
     /// Costs named (or not: `None`) as `costs` says, fields split on
@@ -166,7 +193,7 @@ impl Cost {
         Ok(Cost {
             costs,
             budgets,
-            delimiter,
+            delimiter: Some(delimiter),
         })
     }
 
@@ -256,9 +283,13 @@ impl Cost {
         names.join("+")
     }
 
-    /// The record without its delimiter.
+    /// The record without its delimiter (under [`Cost::none`], the
+    /// record).
     pub fn body<'a>(&self, record: &'a [u8]) -> &'a [u8] {
-        record.strip_suffix(&[self.delimiter]).unwrap_or(record)
+        match self.delimiter {
+            Some(d) => record.strip_suffix(&[d]).unwrap_or(record),
+            None => record,
+        }
     }
 
     /// Each cost of `record` (with or without its delimiter), `None` where
@@ -606,6 +637,24 @@ mod tests {
     fn estimate(spec: &str) -> Cost {
         let arg = parse_one_cost(spec).unwrap();
         Cost::with_budgets(vec![(None, arg)], &[None], None, b'\n').unwrap()
+    }
+
+    #[test]
+    fn no_cost_reads_nothing_and_a_cost_limit_counts_each_record_unreadable() {
+        let none = Cost::none();
+        assert!(!none.weighs());
+        assert!(cost("2").weighs());
+        assert_eq!(none.budgets(), 0);
+        assert_eq!(none.names().count(), 0);
+        assert_eq!(none.budget_names().count(), 0);
+        assert!(none.estimates(b"a 17\n").is_empty());
+        assert_eq!(none.read(b"a 17\n"), None);
+        assert_eq!(none.unreadable(b"a 17\n"), None);
+        assert_eq!(none.of(b"a 17\n"), UNREADABLE_COST);
+        assert_eq!(none.spend(1, &[]), UNREADABLE_COST);
+        assert_eq!(none.body(b"a 17\n"), b"a 17\n", "the record whole");
+        assert_eq!(cost("2").body(b"a 17\n"), b"a 17");
+        assert!(!Cost::default().weighs());
     }
 
     #[test]

@@ -671,7 +671,12 @@ pub fn read_all(
             report.failed_inputs += 1;
             continue;
         }
-        match read_one(file, (&name, more_follow, linger), splitter, waker, deliver) {
+        let open = OpenInput {
+            file,
+            name: &name,
+            more_follow,
+        };
+        match read_one(open, linger, splitter, waker, deliver) {
             Ok(Flow::Continue) => {}
             Ok(Flow::Stop) => return report,
             Err(ReadFailure::Io(e)) => {
@@ -730,15 +735,29 @@ fn drain(
     }
 }
 
-/// Read the input `file`, as `name` (whether more inputs follow, how long
-/// to linger), to its end.
+/// An input opened for reading: its file, the name messages give it, and
+/// whether more inputs follow it (its unterminated last record is then
+/// given the delimiter: [`Splitter::finish`]).
+struct OpenInput<'a> {
+    file: File,
+    name: &'a str,
+    more_follow: bool,
+}
+
+/// Read the input `open` to its end, lingering up to `linger` on a
+/// streaming pipe that runs dry (see [`read_all`]).
 fn read_one(
-    mut file: File,
-    (name, more_follow, linger): (&str, bool, Duration),
+    open: OpenInput<'_>,
+    linger: Duration,
     splitter: &mut Splitter,
     waker: &Waker,
     deliver: &mut dyn FnMut(Segment) -> Flow,
 ) -> Result<Flow, ReadFailure> {
+    let OpenInput {
+        mut file,
+        name,
+        more_follow,
+    } = open;
     let regular = file.metadata().map(|m| m.is_file()).unwrap_or(false);
     let stop_with_partial = |splitter: &mut Splitter, deliver: &mut dyn FnMut(Segment) -> Flow| {
         // Bytes already read of an unfinished record are not lost: they go

@@ -57,7 +57,7 @@ pub(crate) fn spawn(
     screen: Screen,
 ) -> Result<JoinHandle<ReadReport>> {
     crate::sys::spawn("drip-reader", move || {
-        read(&shared, &ui, &inputs, &own, (splitter, screen))
+        read(&shared, &ui, &inputs, &own, splitter, screen)
     })
     .context("starting the reader thread")
 }
@@ -85,7 +85,7 @@ impl Reader {
         at_hand: bool,
     ) -> Result<Reader> {
         if at_hand {
-            let report = read(&shared, &ui, &inputs, &own, (splitter, screen));
+            let report = read(&shared, &ui, &inputs, &own, splitter, screen);
             return Ok(Reader::Done(report));
         }
         spawn(shared, ui, inputs, own, splitter, screen).map(Reader::Thread)
@@ -108,7 +108,8 @@ fn read(
     ui: &Mutex<Ui>,
     inputs: &[Input],
     own: &[OwnFile],
-    (mut splitter, screen): (Splitter, Screen),
+    mut splitter: Splitter,
+    screen: Screen,
 ) -> ReadReport {
     // Unpaced, reading speed is drip's speed: linger on a streaming input.
     let linger = if shared.unpaced {

@@ -128,8 +128,9 @@ pub trait Schedule: fmt::Debug + Send {
 #[derive(Debug, Clone)]
 pub struct Limits {
     limits: Vec<(Unit, Pacer)>,
-    /// How a record's cost is read, for cost limits.
-    cost: Option<Cost>,
+    /// How a record's cost is read, for cost limits ([`Cost::none`]: it
+    /// is not, and a cost limit counts every record as `UNREADABLE_COST`).
+    cost: Cost,
     weighs_bytes: bool,
     slack_ns: u64,
     /// When records last left (ns), for a change of limits.
@@ -166,7 +167,7 @@ impl Limits {
         let mut new = Limits {
             weighs_bytes: limits.iter().any(|l| l.unit != Unit::Records),
             limits: pacers,
-            cost: None,
+            cost: Cost::none(),
             slack_ns,
             last_departure: None,
             in_flight: None,
@@ -181,7 +182,7 @@ impl Limits {
     /// `cost`. Without it a cost limit counts every record as
     /// `UNREADABLE_COST` (`cost.rs`).
     pub fn with_cost(mut self, cost: Cost) -> Limits {
-        self.cost = Some(cost);
+        self.cost = cost;
         self.name_costs();
         self
     }
@@ -193,7 +194,7 @@ impl Limits {
         let count = self.limits.iter().filter(|(u, _)| *u == Unit::Cost).count();
         let names: Vec<String> = (0..count)
             .map(|i| {
-                let name = self.cost.as_ref().and_then(|c| c.budget_names().nth(i));
+                let name = self.cost.budget_names().nth(i);
                 name.flatten().unwrap_or("").to_string()
             })
             .collect();
@@ -273,11 +274,10 @@ impl Limits {
     /// cost limit the costs its budget sums (`cost.rs`; the costs read
     /// once).
     fn weigh(&self, record: &[u8], out: &mut [u64]) {
-        let estimates = match &self.cost {
-            Some(cost) if self.limits.iter().any(|(u, _)| *u == Unit::Cost) => {
-                cost.estimates(record)
-            }
-            _ => Vec::new(),
+        let estimates = if self.limits.iter().any(|(u, _)| *u == Unit::Cost) {
+            self.cost.estimates(record)
+        } else {
+            Vec::new()
         };
         let mut budget = 0;
         for ((unit, _), w) in self.limits.iter().zip(out) {
@@ -286,10 +286,7 @@ impl Limits {
                 Unit::Bytes => record.len() as u64,
                 Unit::Cost => {
                     budget += 1;
-                    match &self.cost {
-                        Some(cost) => cost.spend(budget - 1, &estimates),
-                        None => crate::cost::UNREADABLE_COST,
-                    }
+                    self.cost.spend(budget - 1, &estimates)
                 }
             };
         }
@@ -325,7 +322,7 @@ impl Limits {
                 *spent += cost;
             }
             if self.in_flight.is_some() {
-                let body = self.cost.as_ref().map_or(record, |c| c.body(record));
+                let body = self.cost.body(record);
                 batch.push((record_hash(body), costs.clone()));
             }
             n += 1;
@@ -384,7 +381,7 @@ impl Limits {
             }
         }
         new.last_departure = self.last_departure;
-        new.cost = self.cost.take();
+        new.cost = std::mem::take(&mut self.cost);
         new.costs = std::mem::take(&mut self.costs);
         new.name_costs();
         // The floors stand on the old limits: what is in flight is not
@@ -400,7 +397,8 @@ impl Limits {
     /// underestimate (`settle.rs`). Only limits that keep records in
     /// flight ([`Limits::with_settling`]) settle.
     pub fn settle(&mut self, now: u64, record: &[u8], spent: &[Option<u64>]) {
-        let (Some(cost), Some(flight)) = (self.cost.as_ref(), self.in_flight.as_mut()) else {
+        let cost = &self.cost;
+        let Some(flight) = self.in_flight.as_mut().filter(|_| cost.weighs()) else {
             return;
         };
         let taken = flight.take(record_hash(cost.body(record)));

@@ -41,8 +41,9 @@ pub(crate) struct Steering {
     key_limit: KeyInForce,
     /// `--share`'s name, and how its shared limits are changed.
     share: Option<(String, crate::shared::Relimiter)>,
-    /// Which costs each cost limit spends (`--cost-rate NAME=`).
-    cost: Option<Cost>,
+    /// Which costs each cost limit spends (`--cost-rate NAME=`;
+    /// [`Cost::none`] without cost limits).
+    cost: Cost,
     /// Where the rate table per key comes from (with `--key`: the file
     /// read last, the command line's rows), read again by `key-rates` and
     /// SIGHUP.
@@ -70,7 +71,7 @@ impl Steering {
             ui,
             key_limit,
             share,
-            cost: None,
+            cost: Cost::none(),
             key_table: Mutex::new(None),
         }
     }
@@ -153,18 +154,14 @@ impl Steering {
     /// The same steering, knowing which costs each cost limit spends
     /// (`drip ctl … cost-rate NAME=…` finds its limits by them).
     pub(crate) fn with_cost(mut self, cost: Option<Cost>) -> Steering {
-        self.cost = cost;
+        self.cost = cost.unwrap_or_default();
         self
     }
 
     /// The cost limits of `limits` as `--cost-rate` gives them: each
     /// `NAME=RATE:BURST` (`RATE:BURST` for the unnamed cost).
     fn spelled_costs(&self, limits: &[Limit]) -> Vec<String> {
-        let names: Vec<Option<&str>> = self
-            .cost
-            .as_ref()
-            .map(|c| c.budget_names().collect())
-            .unwrap_or_default();
+        let names: Vec<Option<&str>> = self.cost.budget_names().collect();
         limits
             .iter()
             .filter(|l| l.unit == Unit::Cost)
@@ -308,9 +305,10 @@ impl Steering {
         if given.is_empty() {
             return Ok(new);
         }
-        let Some(cost) = self.cost.as_ref().filter(|_| !costs.is_empty()) else {
+        let cost = &self.cost;
+        if costs.is_empty() || !cost.weighs() {
             return Err("this drip has no cost limit (--cost-rate)".to_string());
-        };
+        }
         let places = |name: &Option<String>| -> Vec<usize> {
             let places = cost.budgets_named(name.as_deref());
             if places.iter().all(|&p| p < costs.len()) {

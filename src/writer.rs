@@ -200,13 +200,7 @@ pub(crate) fn write_loop(shared: &Shared, sink: &mut dyn Sink) -> Option<std::io
     loop {
         // The lock is kept from settling one write to taking the next:
         // let go in between, it would only wake the reader to wait again.
-        drop(next_batch(
-            shared,
-            st,
-            (coalesce, settles_itself),
-            &mut batch,
-            &|| sink.ready(),
-        )?);
+        drop(next_batch(shared, st, coalesce, &mut batch, &*sink)?);
         let written = write_batch(shared, sink, &batch);
         // The write's end, read before waiting for the lock: a reader
         // holding it (admitting a large read) must not make the write look
@@ -236,17 +230,19 @@ pub(crate) fn write_loop(shared: &Shared, sink: &mut dyn Sink) -> Option<std::io
     }
 }
 
-/// Wait for records to write and put them in `batch`; `None` when there is
-/// nothing more to write. Takes and returns the lock. The reader, when it
+/// Wait for records to write to `sink` and put them in `batch`, waking
+/// at most every `coalesce` ns; `None` when there is nothing more to
+/// write. Takes and returns the lock. The reader, when it
 /// is to be woken, is woken as the lock is about to be let go (not before
 /// the work under it, which it would only wait out again).
 fn next_batch<'a>(
     shared: &'a Shared,
     mut st: MutexGuard<'a, State>,
-    (coalesce, runner): (u64, bool),
+    coalesce: u64,
     batch: &mut Batch,
-    ready: &dyn Fn() -> bool,
+    sink: &dyn Sink,
 ) -> Option<MutexGuard<'a, State>> {
+    let runner = sink.settles_itself();
     let mut wake_reader = false;
     loop {
         if st.stop.writing {
@@ -271,7 +267,7 @@ fn next_batch<'a>(
         let now = shared.clock.now();
         let State { adm, ledger, .. } = &mut *st;
         let expired = adm.expire(now, ledger) > 0;
-        st.writing.sink_full = !ready();
+        st.writing.sink_full = !sink.ready();
         if st.writing.sink_full {
             // Woken when a job ends (or the slots change, or a stop), and
             // when the next waiting record expires.

@@ -48,9 +48,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::key_jobs::KeyJobs;
 pub use super::overload::Scope;
-use super::overload::{Decision, Figures, Overloads};
+use super::overload::{Decision, Figures, Overload, OverloadPolicy, Overloads};
 use super::quota;
-use crate::backoff::Backoff;
 use crate::pace::{Behind, Releasing, Stage, UNTIL_FREED};
 use crate::sys::Unpoisoned;
 
@@ -286,10 +285,13 @@ impl GateControl {
         self.lock().unpromised = Some(i64::try_from(slots).unwrap_or(i64::MAX));
     }
 
-    /// A job slot was given back (its record done), or the slots changed
-    /// from `old` to `new` (`drip ctl NAME -j`): `(1, 0)` for one given
-    /// back.
-    pub(super) fn slots_freed(&self, (new, old): (usize, usize)) {
+    /// A job slot was given back (its record done).
+    pub(super) fn slot_freed(&self) {
+        self.slots_changed(1, 0);
+    }
+
+    /// The job slots changed from `old` to `new` (`drip ctl NAME -j`).
+    pub(super) fn slots_changed(&self, new: usize, old: usize) {
         let signed = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
         if let Some(n) = self.lock().unpromised.as_mut() {
             *n = n.saturating_add(signed(new)).saturating_sub(signed(old));
@@ -466,22 +468,15 @@ impl GateControl {
 /// The overloads' books (`overload.rs`), decided under the gate's lock
 /// and put in force on its holds at once.
 impl GateControl {
-    /// An overload of `scope` reported at `now` by an attempt that started
-    /// at `started` (ns) ([`Overloads::overload`]): its scope paused for
-    /// `Retry-After` (`retry_after_ns`) or a growing backoff, then its
-    /// rate back gradually; under `--adapt` (`adapt`: the configured rate)
-    /// its rate lowered.
-    pub(super) fn overload(
-        &self,
-        scope: &Scope,
-        at: (u64, u64),
-        retry_after_ns: Option<u64>,
-        policy: (&Backoff, Option<f64>),
-    ) {
+    /// An overload of `scope` (`report`, [`Overloads::overload`]): its
+    /// scope paused for its `Retry-After` or the `policy`'s growing
+    /// backoff, then its rate back gradually; under `--adapt` its rate
+    /// lowered.
+    pub(super) fn overload(&self, scope: &Scope, report: Overload, policy: OverloadPolicy<'_>) {
         let full = self.full_rate(scope);
-        let now = at.1;
+        let now = report.now;
         let mut holds = self.lock();
-        let verdict: Decision = holds.overloads.overload(scope, at, retry_after_ns, policy);
+        let verdict: Decision = holds.overloads.overload(scope, report, policy);
         let began = holds.paused_until(scope) <= now;
         let lengthened = holds.pause(scope, now, now.saturating_add(verdict.wait));
         holds.overloads.paused(lengthened, began);
@@ -511,10 +506,13 @@ impl GateControl {
     pub(super) fn observe_quota(
         &self,
         scope: &Scope,
-        at: (u64, u64),
+        now: u64,
         q: quota::Quota,
+        read_while: u64,
     ) -> Option<quota::Quota> {
-        self.lock().overloads.observe_quota(scope, at, q)
+        self.lock()
+            .overloads
+            .observe_quota(scope, now, q, read_while)
     }
 
     /// The token quota of `budget` a response of `scope` announced
@@ -813,7 +811,7 @@ mod tests {
         // two starts, holding the slot.
         assert_eq!(control.as_retry(|| release(&mut g, 2 * MS, 1)), 1);
         assert_eq!(control.as_retry(|| release(&mut g, 3 * MS, 1)), 1);
-        control.slots_freed((1, 0));
+        control.slot_freed();
         assert_eq!(
             release(&mut g, 4 * MS, 5),
             0,
@@ -821,16 +819,16 @@ mod tests {
         );
         assert_eq!(release(&mut g, 1000 * MS, 5), 1, "the next window's first");
         // `drip ctl NAME -j 3`: two more slots.
-        control.slots_freed((3, 1));
+        control.slots_changed(3, 1);
         assert_eq!(release(&mut g, 1001 * MS, 5), 2);
         assert_eq!(release(&mut g, 1002 * MS, 5), 0);
         // `-j 1` while the three run: none is free until two have ended
         // and the third is done.
-        control.slots_freed((1, 3));
-        control.slots_freed((1, 0));
-        control.slots_freed((1, 0));
+        control.slots_changed(1, 3);
+        control.slot_freed();
+        control.slot_freed();
         assert_eq!(release(&mut g, 2000 * MS, 5), 0);
-        control.slots_freed((1, 0));
+        control.slot_freed();
         assert_eq!(release(&mut g, 2001 * MS, 5), 1);
         assert_eq!(release(&mut g, 2002 * MS, 5), 0);
     }

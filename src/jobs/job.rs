@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime};
 use super::attempt::{self, Ended, Files, Spec};
 use super::gate::{GateControl, Scope};
 use super::hooks::{AttemptEnd, AttemptStart, Heard, Hooks, Outcome};
+use super::overload::{Overload, OverloadPolicy};
 use super::parts::{ns, PoolParts, Who};
 use super::retry::{parse_headers, Exit, Verdict};
 use super::{ExecError, JobFate};
@@ -40,11 +41,12 @@ pub(super) struct Job<'a> {
     deadline: Option<u64>,
 }
 
-/// Run `record`'s attempts, as record `number` of `pool`, until it is
-/// done, with the worker's `files` (made if there are none); `rng` draws
-/// the backoffs. Its fate.
+/// Run `record`'s attempts, as record `number` of `pool` (whose
+/// per-record features are `hooks`), until it is done, with the worker's
+/// `files` (made if there are none); `rng` draws the backoffs. Its fate.
 pub(super) fn run(
-    (pool, hooks): (&PoolParts, &Hooks),
+    pool: &PoolParts,
+    hooks: &Hooks,
     number: u64,
     record: &Segment,
     files: &mut Option<Files>,
@@ -339,10 +341,16 @@ impl Job<'_> {
             // The configured rate, which `--adapt` never exceeds.
             let rate = self.pool.gate.full_rate(&Scope::All);
             let adapt = (self.pool.cfg.adapt && rate.is_finite()).then_some(rate);
-            let policy = (&self.pool.cfg.backoff, adapt);
-            self.pool
-                .gate
-                .overload(scope, (started, now), retry_after_ns, policy);
+            let report = Overload {
+                started,
+                now,
+                retry_after_ns,
+            };
+            let policy = OverloadPolicy {
+                backoff: &self.pool.cfg.backoff,
+                adapt,
+            };
+            self.pool.gate.overload(scope, report, policy);
             self.pool.shared.data_ready.notify_all();
             self.pool.slots.wake();
         }

@@ -79,6 +79,26 @@ pub(super) struct Figures {
     pub(super) adapted_rate: Option<f64>,
 }
 
+/// An overload an attempt reported: when the attempt started and when
+/// its overload was reported (ns on the pool's clock), and the pause its
+/// response asked for (`Retry-After`, ns), if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Overload {
+    pub(super) started: u64,
+    pub(super) now: u64,
+    pub(super) retry_after_ns: Option<u64>,
+}
+
+/// How the runner answers overloads: `--backoff`'s pauses (when a
+/// response gives no `Retry-After`), and under `--adapt` the configured
+/// rate (records a second) that `adapt` lowers and never exceeds
+/// (`None`: no `--adapt`, or no finite rate to adapt).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct OverloadPolicy<'a> {
+    pub(super) backoff: &'a Backoff,
+    pub(super) adapt: Option<f64>,
+}
+
 /// What an overload decided ([`Overloads::overload`]), for the gate to
 /// put in force: pause the scope for `wait` ns; when `fresh` (not the
 /// same episode as the latest), slow it after the pause and, under
@@ -91,18 +111,22 @@ pub(super) struct Decision {
 }
 
 impl Overloads {
-    /// An overload of `scope` reported at `now` by an attempt that started
-    /// at `started` (ns): the pause is `Retry-After` (`retry_after_ns`),
-    /// or else a `backoff` that grows with the overloads in a row; under
-    /// `--adapt` (`adapt`: the configured rate) a fresh one lowers the
-    /// rate. See the module's notes.
+    /// An overload of `scope` (`report`): the pause is its `Retry-After`,
+    /// or else the `policy`'s backoff, which grows with the overloads in a
+    /// row; under `--adapt` a fresh one lowers the rate. See the module's
+    /// notes.
     pub(super) fn overload(
         &mut self,
         scope: &Scope,
-        (started, now): (u64, u64),
-        retry_after_ns: Option<u64>,
-        (backoff, adapt): (&Backoff, Option<f64>),
+        report: Overload,
+        policy: OverloadPolicy<'_>,
     ) -> Decision {
+        let Overload {
+            started,
+            now,
+            retry_after_ns,
+        } = report;
+        let OverloadPolicy { backoff, adapt } = policy;
         self.overloads += 1;
         let book = self
             .books
@@ -160,8 +184,9 @@ impl Overloads {
     pub(super) fn observe_quota(
         &mut self,
         scope: &Scope,
-        (now, read_while): (u64, u64),
+        now: u64,
         q: quota::Quota,
+        read_while: u64,
     ) -> Option<quota::Quota> {
         if self.windows.len() > QUOTA_WINDOWS_KEPT {
             self.windows.retain(|_, w| w.is_open(now));

@@ -170,7 +170,8 @@ impl Pool {
                 }
             };
             let fate = super::job::run(
-                (&self.parts, &self.hooks),
+                &self.parts,
+                &self.hooks,
                 number,
                 &record,
                 &mut files,
@@ -202,7 +203,7 @@ impl Pool {
             let job = table.running.remove(&number);
             if job.is_some() {
                 table.busy -= 1;
-                self.gate.slots_freed((1, 0));
+                self.gate.slot_freed();
             }
             (job, unrunnable.is_some())
         });
@@ -255,7 +256,7 @@ impl Jobs for Pool {
 
     fn set_slots(&self, n: usize) {
         self.slots.notify(|table| {
-            self.gate.slots_freed((n, table.slots));
+            self.gate.slots_changed(n, table.slots);
             table.slots = n;
         });
         let _st = self.shared.lock();

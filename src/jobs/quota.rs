@@ -931,8 +931,8 @@ impl Tokens {
 /// their tokens count. The one place a budget's name meets a cost reader.
 #[derive(Debug, Clone, Default)]
 pub struct CostBudgets {
-    /// How a record's costs are read (none without `--cost`).
-    cost: Option<Cost>,
+    /// How a record's costs are read ([`Cost::none`] without `--cost`).
+    cost: Cost,
     /// Each cost limit's name (`""`: the unnamed one), in the order given.
     names: Vec<Box<str>>,
 }
@@ -941,13 +941,13 @@ impl CostBudgets {
     /// The budgets of `--cost` and the `--cost-rate` limits `cost` knows
     /// (none without it): with no named cost, the one unnamed budget.
     pub fn of(cost: Option<Cost>) -> CostBudgets {
-        let names = match &cost {
-            None => Vec::new(),
-            Some(c) if c.budgets() == 0 => vec![Box::from("")],
-            Some(c) => c
-                .budget_names()
+        let cost = cost.unwrap_or_default();
+        let names = if cost.weighs() && cost.budgets() == 0 {
+            vec![Box::from("")]
+        } else {
+            cost.budget_names()
                 .map(|n| Box::from(n.unwrap_or("")))
-                .collect(),
+                .collect()
         };
         CostBudgets { cost, names }
     }
@@ -957,7 +957,7 @@ impl CostBudgets {
     /// order), else for [`IN_OUT`] the unnamed one (a record's whole
     /// cost). `None`: no such budget, and the family paces nothing.
     pub fn paced_by(&self, family: &str) -> Option<&str> {
-        let cost = self.cost.as_ref()?;
+        let cost = &self.cost;
         let place = if cost.budgets() == 0 {
             (family == IN_OUT && cost.cost_named(None).is_some()).then_some(0)
         } else {
@@ -973,21 +973,17 @@ impl CostBudgets {
         if budget == REQUESTS {
             return 1;
         }
-        let (Some(cost), Some(place)) =
-            (&self.cost, self.names.iter().position(|n| &**n == budget))
-        else {
+        let Some(place) = self.names.iter().position(|n| &**n == budget) else {
             return 0;
         };
-        cost.spend(place, &cost.estimates(record))
+        self.cost.spend(place, &self.cost.estimates(record))
     }
 
     /// What `record` cost on each budget, once a name, as its job
     /// reported (`spent`, by named cost, as `--settle` reads it; a cost
     /// not reported stands at its estimate): as [`CostBudgets::costs`].
     pub fn settled(&self, record: &[u8], spent: &[Option<u64>]) -> Vec<(&str, u64)> {
-        let Some(cost) = &self.cost else {
-            return Vec::new();
-        };
+        let cost = &self.cost;
         let actual: Vec<Option<u64>> = cost
             .estimates(record)
             .iter()
@@ -1008,9 +1004,7 @@ impl CostBudgets {
     /// spend the same costs, and a token window of that name is spent
     /// once a start.
     pub fn costs(&self, record: &[u8]) -> Vec<(&str, u64)> {
-        let Some(cost) = &self.cost else {
-            return Vec::new();
-        };
+        let cost = &self.cost;
         let estimates = cost.estimates(record);
         let mut costs: Vec<(&str, u64)> = Vec::with_capacity(self.names.len());
         for (place, name) in self.names.iter().enumerate() {
@@ -1757,7 +1751,8 @@ mod tests {
     /// and when it is full again.
     fn against_a_bucket(
         refills: bool,
-        (limit, level): (u64, u64),
+        limit: u64,
+        level: u64,
         mut cost: impl FnMut() -> u64,
         run: u64,
     ) -> (u64, u64) {
@@ -1819,10 +1814,10 @@ mod tests {
         // spread to the time it is full), far less.
         const S: u64 = 1_000_000_000;
         for seed in 1..=5 {
-            let (spent, refused) = against_a_bucket(true, (6000, 1200), drawn(seed), 20 * S);
+            let (spent, refused) = against_a_bucket(true, 6000, 1200, drawn(seed), 20 * S);
             assert_eq!(refused, 0, "seed {seed}");
             assert!(spent >= 4800, "seed {seed}: {spent} of 5200");
-            let (window, refused) = against_a_bucket(false, (6000, 1200), drawn(seed), 20 * S);
+            let (window, refused) = against_a_bucket(false, 6000, 1200, drawn(seed), 20 * S);
             assert_eq!(refused, 0, "seed {seed}");
             assert!(
                 window * 10 < spent * 8,
@@ -1946,10 +1941,10 @@ mod tests {
         // A bucket of 60 requests a 30 s (2 a second), 12 left at the
         // start: in 20 s it gives 12 + 40. Each request costs 1.
         const S: u64 = 1_000_000_000;
-        let (spent, refused) = against_a_bucket(true, (60, 12), || 1, 20 * S);
+        let (spent, refused) = against_a_bucket(true, 60, 12, || 1, 20 * S);
         assert_eq!(refused, 0);
         assert!(spent >= 48, "{spent} of 52");
-        let (window, refused) = against_a_bucket(false, (60, 12), || 1, 20 * S);
+        let (window, refused) = against_a_bucket(false, 60, 12, || 1, 20 * S);
         assert_eq!(refused, 0);
         assert!(window * 10 < spent * 8, "{window}, as a bucket {spent}");
     }

@@ -53,6 +53,26 @@ pub(super) struct Line {
     pub(super) left_at: Option<u64>,
 }
 
+/// What the global pace is, asked once for all the records an arrival
+/// brings: whether it limits nothing (`open`: a record leaving takes no
+/// slot of it) and whether it may hold a key back
+/// ([`Pace::holds_keys`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct GlobalKind {
+    pub(super) open: bool,
+    pub(super) holds_keys: bool,
+}
+
+impl GlobalKind {
+    /// What `global` is.
+    pub(super) fn of(global: &Pace) -> GlobalKind {
+        GlobalKind {
+            open: global.is_unlimited(),
+            holds_keys: global.holds_keys(),
+        }
+    }
+}
+
 impl Keyed {
     /// Key `s`, out of the line, takes its slot and sends its head at
     /// `now`, then joins the line again if more of its records wait.
@@ -68,17 +88,20 @@ impl Keyed {
     }
 
     /// Whether `record`, of key `s`, leaves at `now`; if so it takes its
-    /// slot in its key's schedule and the global one.
-    /// `global_open`: the global schedule limits nothing; `holds_keys`: it
-    /// may hold a key back ([`Pace::holds_keys`]).
+    /// slot in its key's schedule and the `global` one (`kind`: what
+    /// `global` is, [`GlobalKind::of`]).
     pub(super) fn leave_now(
         &mut self,
         now: u64,
         s: u32,
         record: &[u8],
         global: &mut Pace,
-        (global_open, holds_keys): (bool, bool),
+        kind: GlobalKind,
     ) -> bool {
+        let GlobalKind {
+            open: global_open,
+            holds_keys,
+        } = kind;
         while let Some(&front) = self.line.ready.front() {
             if self.table.slots[front as usize].len > 0 {
                 return false;

@@ -91,7 +91,7 @@ pub use lookup::record_key;
 pub use shared::{KeySchedule, LeaseHead, Want};
 
 use deadline::Refusal;
-use line::{Lane, Line};
+use line::{GlobalKind, Lane, Line};
 use lookup::Ahead;
 use pacing::{KeyLimits, Pacing};
 use queues::Queues;
@@ -321,7 +321,7 @@ impl Keyed {
         }
         let whole = seg.clone();
         let data = whole.as_bytes();
-        let global_kind = (global.is_unlimited(), global.holds_keys());
+        let global_kind = GlobalKind::of(global);
         let weighs_bytes = global.weighs_bytes();
         let (mut run_bytes, mut run_len, mut sent) = (0, 0, 0);
         let mut ahead = Ahead::default();

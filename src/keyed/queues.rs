@@ -197,7 +197,12 @@ impl Keyed {
         let place = self.queues.spill.copy(&seg.as_bytes()[..size]);
         let number = seg.number;
         seg.skip_known(size, 1);
-        self.enqueue(now, s, place, (size, number));
+        let record = Spilled {
+            place,
+            len: size,
+            number,
+        };
+        self.enqueue(now, s, record);
         None
     }
 
@@ -209,12 +214,11 @@ impl Keyed {
         }
     }
 
-    /// Put the record at `place` (`len` bytes, arrived at `now`, its
-    /// place in the input `number`) at the end of key `s`'s queue; the
+    /// Put `record` (arrived at `now`) at the end of key `s`'s queue; the
     /// key joins the line if it was not in it.
-    pub(super) fn enqueue(&mut self, now: u64, s: u32, place: Place, record: (usize, u64)) {
+    pub(super) fn enqueue(&mut self, now: u64, s: u32, record: Spilled) {
         let slot = &mut self.table.slots[s as usize];
-        self.queues.push(slot, s, now, place, record);
+        self.queues.push(slot, s, now, record);
         if slot.lane == Lane::Idle {
             self.join_line(s, now);
         }
@@ -263,18 +267,21 @@ impl Keyed {
     }
 }
 
+/// A record copied into the spill to wait in its key's queue: where it
+/// is (`place`), its length in bytes, and its place in the input
+/// (`number`, from 1).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Spilled {
+    pub(super) place: Place,
+    pub(super) len: usize,
+    pub(super) number: u64,
+}
+
 impl Queues {
-    /// Put the record at `place` (`len` bytes, arrived at `now`, its
-    /// place in the input `number`) at the end of the queue of key `s`,
+    /// Put `record` (arrived at `now`) at the end of the queue of key `s`,
     /// whose slot is `slot`.
-    pub(super) fn push(
-        &mut self,
-        slot: &mut Slot,
-        s: u32,
-        now: u64,
-        place: Place,
-        (len, number): (usize, u64),
-    ) {
+    pub(super) fn push(&mut self, slot: &mut Slot, s: u32, now: u64, record: Spilled) {
+        let Spilled { place, len, number } = record;
         self.seq += 1;
         let node = Node {
             place,

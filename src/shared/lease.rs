@@ -622,10 +622,11 @@ pub(crate) struct Writes {
 }
 
 impl SharedSchedule {
-    /// Pace by `limits` from `now` on, changed by `drip ctl` for every
-    /// drip on the state: the lone pace (rate / peers, from the last
-    /// departure, no credit carried) and how late a slot may be.
-    fn follow(&mut self, now: u64, (limits, meters): (&[Limit], &[Meter])) {
+    /// Pace by `limits` (the state metering them as `meters`) from `now`
+    /// on, changed by `drip ctl` for every drip on the state: the lone
+    /// pace (rate / peers, from the last departure, no credit carried)
+    /// and how late a slot may be.
+    fn follow(&mut self, now: u64, limits: &[Limit], meters: &[Meter]) {
         let pace = super::gcra::PeerPace::of(limits, self.peers);
         self.local.replace_limits(now, &pace.local);
         self.per_second = pace.per_second;
@@ -768,7 +769,7 @@ impl Schedule for SharedSchedule {
         let lease = Arc::clone(&self.lease);
         let mut st = lease.lock();
         if let Some((limits, meters)) = st.relimited.take() {
-            self.follow(now, (&limits, &meters));
+            self.follow(now, &limits, &meters);
         }
         if st.status.mode == Mode::Local {
             return self.local.release(now, available, records);

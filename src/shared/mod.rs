@@ -127,6 +127,20 @@ impl Handle {
         global.or(per_key).map(|f| self.error(f))
     }
 
+    /// What a keeper calls when slots arrive or drip must stop
+    /// (`true`): the notify set ([`Handle::set_notify`]), or, before one
+    /// is, a stop kept for it.
+    fn wake(&self) -> Wake {
+        let notify = Arc::clone(&self.notify);
+        Arc::new(move |stop| {
+            let mut bell = notify.lock().unpoisoned();
+            bell.stop_rung |= stop;
+            if let Some(f) = &bell.notify {
+                f(stop);
+            }
+        })
+    }
+
     fn error(&self, failure: Failure) -> anyhow::Error {
         let name = self.name.clone();
         match failure {
@@ -343,39 +357,31 @@ pub fn open(
     });
     let spec = key_table::spec_with_table(limits, &tags, table.as_ref());
     let name = share.target.name().to_string();
-    let notify: Arc<Mutex<Notifier>> = Arc::new(Mutex::new(Notifier::default()));
     let mut handle = Handle {
         lease: None,
         budget_tags,
         keys: None,
         keeper: Keeper::of(&name),
         done: Vec::new(),
-        notify: Arc::clone(&notify),
+        notify: Arc::default(),
         name: name.clone(),
-        spec: spec.clone(),
+        spec,
         told: Arc::default(),
     };
-    let notify: Wake = Arc::new(move |stop| {
-        let mut bell = notify.lock().unpoisoned();
-        bell.stop_rung |= stop;
-        if let Some(f) = &bell.notify {
-            f(stop);
-        }
-    });
     let schedule = if limits.is_empty() {
         None
     } else {
         Some(open_global(
             share,
-            (limits, &tags, cost),
-            &spec,
+            limits,
+            &tags,
+            cost,
             origin,
-            &notify,
             &mut handle,
         )?)
     };
     let keys = match table {
-        Some(t) => Some(open_keys(share, t, &spec, origin, &notify, &mut handle)?),
+        Some(t) => Some(open_keys(share, t, origin, &mut handle)?),
         None => None,
     };
     Ok(Opened {
@@ -456,14 +462,13 @@ struct Notifier {
 
 /// Give the keeper the duty of `lease` through `store`, its hello first,
 /// waited for (under `local` at most [`FIRST_ANSWER`]): a refusal waited
-/// for stops drip before it reads. `what` names the keeper
-/// in messages, `may_pass` says what a lost state lets through.
+/// for stops drip before it reads. `voice` says on stderr what befalls
+/// the state it keeps; `lease_losses` counts what it loses.
 fn start_keeper<G: Grants>(
     share: &Share,
     store: Box<dyn Store>,
     lease: &Arc<Lease<G>>,
-    (what, may_pass): (String, &'static str),
-    notify: &Wake,
+    voice: Voice,
     handle: &mut Handle,
     lease_losses: Option<Arc<Losses>>,
 ) -> anyhow::Result<()> {
@@ -471,8 +476,8 @@ fn start_keeper<G: Grants>(
         lease: Arc::clone(lease),
         store,
         on_error: share.on_error,
-        notify: Arc::clone(notify),
-        voice: Voice::new(what, may_pass, share.on_error, share.quiet),
+        notify: handle.wake(),
+        voice,
         retry: Retry::new(fastrand::Rng::new()),
         offset: protocol::ClockOffset::default(),
         spec: handle.spec.clone(),
@@ -505,18 +510,26 @@ fn start_keeper<G: Grants>(
     Ok(())
 }
 
-/// Start the keeper of the global limits; their schedule.
+/// What a keeper of `share` says on stderr, naming the state `name` in
+/// its messages; `may_pass` says what a lost state lets through.
+fn voice(share: &Share, name: String, may_pass: &'static str) -> Voice {
+    Voice::new(name, may_pass, share.on_error, share.quiet)
+}
+
+/// Start the keeper of the global limits (`limits`, in the shared
+/// state's order, tagged `tags`; the cost limits spending `cost`'s
+/// costs), for the state `handle` keeps; their schedule.
 fn open_global(
     share: &Share,
-    (limits, tags, cost): (&[Limit], &[Option<String>], Option<&Cost>),
-    spec: &str,
+    limits: &[Limit],
+    tags: &[Option<String>],
+    cost: Option<&Cost>,
     origin: Instant,
-    notify: &Wake,
     handle: &mut Handle,
 ) -> anyhow::Result<SharedSchedule> {
     let meters: Vec<gcra::Meter> = gcra::meters(limits, tags);
     let weighs_bytes = meters.iter().any(gcra::Meter::weighs_bytes);
-    let store = store(share, spec, meters.clone(), None)?;
+    let store = store(share, &handle.spec, meters.clone(), None)?;
     let mut global = GlobalLease::new(meters.clone());
     global.settling = share.settle;
     global.budget_tags = handle.budget_tags.clone();
@@ -525,9 +538,9 @@ fn open_global(
     let limits = &local[..];
     let lease = Arc::new(Lease::with_bell(global, origin, handle.keeper.bell()));
     handle.lease = Some(Arc::clone(&lease));
-    let what = (format!("--share {}", handle.name), LOST_GLOBAL);
+    let voice = voice(share, format!("--share {}", handle.name), LOST_GLOBAL);
     let losses = Some(handle.keeper.losses());
-    start_keeper(share, store, &lease, what, notify, handle, losses)?;
+    start_keeper(share, store, &lease, voice, handle, losses)?;
     let pace = PeerPace::of(limits, share.peers);
     let local = match cost {
         Some(cost) if share.settle => Limits::new(&pace.local)
@@ -614,17 +627,16 @@ pub fn counts_in_range(budgets: &[crate::budget::Budget], jobs: Option<u64>) -> 
     }
 }
 
-/// Start the keeper of the limits per key (`table`); their schedule.
+/// Start the keeper of the limits per key (`table`), for the state
+/// `handle` keeps; their schedule.
 fn open_keys(
     share: &Share,
     table: KeyTable,
-    spec: &str,
     origin: Instant,
-    notify: &Wake,
     handle: &mut Handle,
 ) -> anyhow::Result<keys::SharedKeys> {
     let table = Arc::new(table);
-    let store = store(share, spec, Vec::new(), Some(Arc::clone(&table)))?;
+    let store = store(share, &handle.spec, Vec::new(), Some(Arc::clone(&table)))?;
     let bell = handle.keeper.bell();
     let lease = Arc::new(Lease::with_bell(
         KeyLeases::new(Arc::clone(&table)),
@@ -632,11 +644,9 @@ fn open_keys(
         bell,
     ));
     handle.keys = Some(Arc::clone(&lease));
-    let what = (
-        format!("--share {} (limits per key)", handle.name),
-        LOST_PER_KEY,
-    );
-    start_keeper(share, store, &lease, what, notify, handle, None)?;
+    let name = format!("--share {} (limits per key)", handle.name);
+    let voice = voice(share, name, LOST_PER_KEY);
+    start_keeper(share, store, &lease, voice, handle, None)?;
     Ok(keys::SharedKeys::new(lease, &table, share.peers))
 }
 

@@ -47,12 +47,7 @@ impl Quotas {
 impl Hook for Quotas {
     /// The attempt spends its record's tokens ([`Quotas::spend_tokens`]).
     fn before_attempt(&self, pool: &PoolParts, start: &AttemptStart) -> Result<(), JobFate> {
-        self.spend_tokens(
-            pool,
-            (start.number, start.record),
-            start.deadline,
-            start.scope,
-        )
+        self.spend_tokens(pool, start)
     }
 
     /// The quotas its headers announce are followed, unless a
@@ -166,7 +161,7 @@ impl Quotas {
         pool.slots.wake();
     }
 
-    /// A start of record `number` (`record`, its `scope`) spends its cost
+    /// A `start` of record `number` (`record`, its `scope`) spends its cost
     /// on each budget (and 1 on the requests' bucket, [`quota::REQUESTS`],
     /// when one is read): when an announced token window has less left, it
     /// waits for the window's reset (the scope pauses until then, so the
@@ -176,13 +171,13 @@ impl Quotas {
     /// flight from then on ([`Slots::ask`]). `Err` with
     /// the record's fate at a stop (undelivered) or past its `deadline`
     /// (expired).
-    fn spend_tokens(
-        &self,
-        pool: &PoolParts,
-        (number, record): (u64, &[u8]),
-        deadline: Option<u64>,
-        scope: &Scope,
-    ) -> Result<(), JobFate> {
+    fn spend_tokens(&self, pool: &PoolParts, start: &AttemptStart) -> Result<(), JobFate> {
+        let AttemptStart {
+            number,
+            record,
+            deadline,
+            scope,
+        } = *start;
         let costs = self.budgets.costs(record);
         loop {
             let seen = pool.slots.epoch();
@@ -249,7 +244,7 @@ impl Quotas {
     /// ([`quota::Window`]) leaves the pace as it is.
     fn follow_requests(&self, pool: &PoolParts, q: quota::Quota, scope: &Scope, read_while: u64) {
         let now = pool.shared.clock.now();
-        let Some(q) = pool.gate.observe_quota(scope, (now, read_while), q) else {
+        let Some(q) = pool.gate.observe_quota(scope, now, q, read_while) else {
             return;
         };
         let in_flight = self.in_flight(pool, scope);
