@@ -218,6 +218,101 @@ fn an_unreachable_state_leaves_the_limits_as_they_were() {
     stop(child);
 }
 
+/// Under --share, SIGHUP on one drip puts the table of its own file in
+/// force for every drip on the NAME: both drips' `key-list` show the new
+/// row's rate within 3 s, and the other says so once.
+#[test]
+fn sighup_on_one_drip_changes_the_shared_table_of_all() {
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let file = rt.join("rates");
+    std::fs::write(&file, "k 20/s\n").unwrap();
+    let file = file.to_str().unwrap();
+    let spawn = |name: &'static str| {
+        let args = [
+            "--key",
+            "2",
+            "--key-rates",
+            file,
+            "--key-rate",
+            "50/s",
+            "--share",
+            "ctl-hup",
+            "--name",
+            name,
+        ];
+        let input: String = (1..=400).map(|r| format!("{name}-{r} k\n")).collect();
+        common::drip_reading(&args, input, rt, true)
+    };
+    let (a, b) = (spawn("a"), spawn("b"));
+    wait_answers(rt, "a");
+    wait_answers(rt, "b");
+    std::fs::write(file, "k 5/s\n").unwrap();
+    common::send_signal(&a, libc::SIGHUP);
+    let started = Instant::now();
+    let row = |name: &str| common::ctl(rt, &[name, "key-list"]).1;
+    let new = |name: &str| row(name).contains("k\tk\t5/s:1\t");
+    while !(new("a") && new("b")) {
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "b: {}",
+            row("b")
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    let err = stop(b);
+    assert_eq!(
+        err.matches("the shared limits were changed").count(),
+        1,
+        "{err}"
+    );
+    stop(a);
+}
+
+/// Under --share every key needs a limit: `drip ctl NAME key-rates` with
+/// a table that would leave keys with none (an empty file, where the `*`
+/// row gave the default) is refused with one line, and the drips go on
+/// under the table in force (it would otherwise stop every drip on the
+/// NAME, their stored limits unreadable).
+#[test]
+fn a_shared_table_leaving_keys_unlimited_is_refused() {
+    let runtime = tempfile::tempdir().unwrap();
+    let rt = runtime.path();
+    let (old, empty) = (rt.join("old"), rt.join("empty"));
+    std::fs::write(&old, "k 20/s\n* 10/s\n").unwrap();
+    std::fs::write(&empty, "# nothing\n").unwrap();
+    let old = old.to_str().unwrap();
+    let args = [
+        "--key",
+        "2",
+        "--key-rates",
+        old,
+        "--share",
+        "ctl-none",
+        "-q",
+    ];
+    let mut args = args.to_vec();
+    args.extend(["--name", "a"]);
+    let child = tagged_drip(&args, "a", (400, true), rt);
+    wait_answers(rt, "a");
+    let (status, _, err) = common::ctl(rt, &["a", "key-rates", empty.to_str().unwrap()]);
+    assert_eq!(status, 1, "{err}");
+    assert!(
+        err.starts_with("drip: ctl: a: --share ctl-none: every key needs a limit: ")
+            && err.lines().count() == 1,
+        "{err}"
+    );
+    thread::sleep(Duration::from_millis(1500));
+    let (status, info, err) = common::ctl(rt, &["a", "info"]);
+    assert_eq!(status, 0, "the drip went on: {err}");
+    assert!(
+        info.contains(r#""key_rates":""#) && info.contains("/old"),
+        "{info}"
+    );
+    let err = stop(child);
+    assert!(!err.contains("differ"), "{err}");
+}
+
 /// `drip ctl NAME rate` to a limit a shared schedule cannot keep (slower
 /// than one in 32 days) is refused with one line; the limits stay.
 #[test]
@@ -551,7 +646,7 @@ fn ctl_key_rate_changes_the_limits_of_every_drip_through_redis() {
 }
 
 /// Changing a shared rate table: two drips sending records of key `k`
-/// under the row `k 20/s` of their `--key-rates` file (no limit for other
+/// under the row `k 20/s` of their `--key-rates` file (50/s for other
 /// keys), `drip ctl a key-rates FILE` with the row `k 5/s`; from the
 /// stated time on they send at most 1 + 5 × 2 of it in any 2 s, and still
 /// send; a drip started with the old table is told and follows the new
@@ -562,7 +657,7 @@ fn lower_key_row(share: &str) -> Option<String> {
     std::fs::write(&old, "k 20/s\n").unwrap();
     std::fs::write(&file, "k 5/s\n").unwrap();
     follow(&Change {
-        args: &["--key", "2", "--key-rates", old.to_str().unwrap()],
+        args: &["--key", "2", "--key-rates", old.to_str().unwrap(), "--key-rate", "50/s"],
         suffix: " k",
         share: Some(share),
         names: &["a", "b"],
@@ -572,7 +667,7 @@ fn lower_key_row(share: &str) -> Option<String> {
         most: 11 + BUSY_ALLOWANCE,
         least: 8,
         info: r#""row":"k","rate":"5/s:1""#,
-        told: Some("the shared limits were changed by drip ctl to per key: k 5/s, burst 1; other keys none (this drip had per key: k 20/s, burst 1; other keys none): it follows them"),
+        told: Some("the shared limits were changed by drip ctl to per key: k 5/s, burst 1; other keys 50/s, burst 1 (this drip had per key: k 20/s, burst 1; other keys 50/s, burst 1): it follows them"),
     })
 }
 

@@ -672,7 +672,8 @@ pub struct CtlArgs {
     pub target: Option<String>,
 
     /// What to do: info, stats, keys, jobs, pause, resume, rate RATE[:BURST]...,
-    /// byte-rate SIZE/UNIT[:BURST]..., key-rate RATE[:BURST], -j N, key-jobs N
+    /// byte-rate SIZE/UNIT[:BURST]..., cost-rate [NAME=]N/UNIT[:BURST]...,
+    /// key-rate RATE[:BURST], key-rates FILE, key-list, -j N, key-jobs N
     // The brackets are the help's optional parts, not links.
     #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(value_name = "COMMAND", trailing_var_arg = true, allow_hyphen_values = true, value_hint = ValueHint::Other)]

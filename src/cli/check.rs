@@ -240,6 +240,15 @@ fn key_rates(cli: &Cli, host: bool) -> Result<(KeyRates, Option<RateTable>), cla
     };
     let rates = table.read(table.file.as_deref()).or_else(usage)?;
     if !cli.share.is_empty() {
+        let any = rates.rows().iter().any(|r| r.name == "*");
+        if !any && default_key_rates(cli).is_empty() {
+            let flag = if cli.key_rates.is_some() {
+                "--key-rates"
+            } else {
+                "--key-rate KEY=RATE"
+            };
+            return usage(format!("{flag}: with --share every key needs a limit: give a * row or --key-rate RATE (a key with none would take the global slots ahead of those waiting on the shared state)"));
+        }
         let table = crate::keyed::KeyTable::new(rates.clone(), None);
         shared::in_range(&[], Some(&table)).or_else(|why| usage(format!("{why} (--share)")))?;
     }
@@ -1226,8 +1235,21 @@ mod tests {
                 "--key-capacity: a DURATION needs --key-rate RATE".to_string(),
             ),
             (
-                vec!["--key", "1", "--key-rate", "a=1/40d", "--share", "n"],
+                vec![
+                    "--key",
+                    "1",
+                    "--key-rate",
+                    "a=1/40d",
+                    "--key-rate",
+                    "1/s",
+                    "--share",
+                    "n",
+                ],
                 "--key-rates row a: ".to_string(),
+            ),
+            (
+                vec!["--key", "1", "--key-rate", "a=1/s", "--share", "n"],
+                "--key-rate KEY=RATE: with --share every key needs a limit".to_string(),
             ),
         ] {
             let e = config(&args).unwrap_err();

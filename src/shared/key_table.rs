@@ -74,11 +74,10 @@ pub fn describe(table: &KeyTable) -> String {
         .map(|r| format!("{} {}", r.name, one(&Limit::records(r.rate, Some(r.burst)))))
         .collect();
     rows.sort();
-    let others = match table.default() {
-        Some(l) => format!("other keys {}", one(&l)),
-        None => "other keys none".to_string(),
-    };
-    format!("per key: {}; {others}", rows.join("; "))
+    if let Some(l) = table.default() {
+        rows.push(format!("other keys {}", one(&l)));
+    }
+    format!("per key: {}", rows.join("; "))
 }
 
 /// The limits as the shared state records them: the global limits'

@@ -295,6 +295,13 @@ impl Relimiter {
             }
         });
         let key = key.as_ref();
+        let unlimited =
+            |t: &&KeyTable| t.default().is_none() && !t.rows().rows().iter().any(|r| r.name == "*");
+        if key.filter(unlimited).is_some() {
+            return Err(format!(
+                "--share {name}: every key needs a limit: the table needs a * row, or the drips a --key-rate RATE; the table in force stays"
+            ));
+        }
         if (limits.is_empty() && key.is_none()) || limits.iter().any(|l| l.rate == Rate::Unlimited)
         {
             return Err(format!(
