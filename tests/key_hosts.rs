@@ -219,7 +219,7 @@ fn two_drips_sharing_the_table_through_redis_keep_each_hosts_limits() {
         let share = redis.share(&format!("hosts-{run}"));
         let drip = |half: &std::path::Path| {
             format!(
-                "drip --share '{share}' --key host --key-rates '{}' -j 32 --exec '{}' -sS -o /dev/null -D {{headers}} {{}} < '{}'",
+                "drip --share '{share}' --key host --key-rates '{}' --key-rate 1/s -j 32 --exec '{}' -sS -o /dev/null -D {{headers}} {{}} < '{}'",
                 rates.display(),
                 curl.display(),
                 half.display()
