@@ -1245,7 +1245,7 @@ mod tests {
                     "--share",
                     "n",
                 ],
-                "--key-rates row a: ".to_string(),
+                "the rate table's row a: slower than one record in 32 days".to_string(),
             ),
             (
                 vec!["--key", "1", "--key-rate", "a=1/s", "--share", "n"],

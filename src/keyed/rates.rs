@@ -246,18 +246,23 @@ pub fn row(key: &str, rate: &str, host: Option<Normalize>) -> Result<Row, String
     })
 }
 
-/// Read a row's JOBS column: a whole number from 1.
+/// Read a row's JOBS column: a whole number from 1 to 4096 (as `-j` and
+/// `--key-jobs`).
 ///
 /// # Errors
-/// Not a whole number, or 0: why, in words.
+/// Not a whole number, or out of that range: why, in words.
 pub fn jobs(text: &str) -> Result<u32, String> {
-    match text.parse::<u32>() {
-        Ok(0) => Err(format!(
-            "'{text}': a job limit is at least 1 (expected KEY RATE[:BURST] [JOBS])"
+    const FORM: &str = "expected KEY RATE[:BURST] [JOBS]";
+    match crate::quantity::parse_whole(text, 1, 4096) {
+        Ok(n) => Ok(n as u32),
+        Err(crate::quantity::WholeError::NotWhole) => Err(format!(
+            "'{text}': not a job limit, a whole number from 1 to 4096 ({FORM})"
         )),
-        Ok(n) => Ok(n),
-        Err(_) => Err(format!(
-            "'{text}': not a job limit, a whole number from 1 (expected KEY RATE[:BURST] [JOBS])"
+        Err(crate::quantity::WholeError::Small(_)) => {
+            Err(format!("'{text}': a job limit is at least 1 ({FORM})"))
+        }
+        Err(crate::quantity::WholeError::Large(_)) => Err(format!(
+            "'{text}': a job limit is at most 4096, as -j's ({FORM})"
         )),
     }
 }
@@ -416,7 +421,8 @@ mod tests {
             ("a 1/s 2 b\n", 1, "4 words"),
             ("a 1/s b\n", 1, "'b': not a job limit"),
             ("a 1/s 0\n", 1, "at least 1"),
-            ("a 1/s -1\n", 1, "not a job limit"),
+            ("a 1/s -1\n", 1, "at least 1"),
+            ("a 1/s 4097\n", 1, "at most 4096"),
             ("\n\na x/s\n", 3, "'x' is not a number"),
             ("a inf\n", 1, "not inf"),
             ("a 1/s:0\n", 1, "burst"),

@@ -589,7 +589,7 @@ pub fn in_range(limits: &[Limit], key: Option<&KeyTable>) -> Result<(), String> 
     for row in rows {
         let limit = Limit::records(row.rate, Some(row.burst));
         if let Some(why) = gcra::out_of_range(&limit) {
-            return Err(format!("--key-rates row {}: {why}", row.name));
+            return Err(format!("the rate table's row {}: {why}", row.name));
         }
     }
     let flagged = limits
