@@ -18,6 +18,7 @@ use std::io::Write as _;
 use std::path::Path;
 
 use crate::report::exposition::{Exposition, MetricFamily};
+use crate::report::Among;
 use crate::stats::Summary;
 
 /// What the file says besides the summary.
@@ -57,9 +58,11 @@ pub fn render(summary: &Summary, gauges: &Gauges) -> String {
     records(&mut out, summary);
     times(&mut out, summary, gauges);
     queue(&mut out, summary, gauges);
+    let sections = &summary.sections;
+    sections.at(Among::Waits).metrics(&mut out);
     pace(&mut out, summary, gauges);
-    jobs(&mut out, summary);
-    summary.sections.metrics(&mut out);
+    sections.at(Among::Work).metrics(&mut out);
+    sections.at(Among::InForce).metrics(&mut out);
     out.out
 }
 
@@ -77,8 +80,8 @@ fn times(out: &mut Exposition, summary: &Summary, g: &Gauges) {
     );
 }
 
-/// The records waiting: now, at most, the oldest one's age, and the wait
-/// foreseen for one arriving now.
+/// The records waiting: now, at most, and the oldest one's age (the
+/// waiting room's section adds the wait foreseen for one arriving now).
 fn queue(out: &mut Exposition, summary: &Summary, g: &Gauges) {
     out.gauge("drip_queue_depth", "Records waiting now.", g.depth as f64);
     out.gauge(
@@ -91,13 +94,6 @@ fn queue(out: &mut Exposition, summary: &Summary, g: &Gauges) {
         "Age of the oldest waiting record, seconds (0: none waits).",
         g.oldest_age_ns as f64 / 1e9,
     );
-    if let Some(wait_ms) = summary.queue.forecast_wait_ms {
-        out.gauge(
-            "drip_forecast_wait_seconds",
-            "The wait a record arriving now would face, as the schedule foresees it, seconds.",
-            wait_ms / 1e3,
-        );
-    }
 }
 
 /// The limit in force, the rate kept, and whether paused.
@@ -164,62 +160,6 @@ fn records(out: &mut Exposition, s: &Summary) {
     );
 }
 
-/// The command runner's figures (`--exec`).
-fn jobs(out: &mut Exposition, s: &Summary) {
-    let Some(j) = &s.jobs else {
-        return;
-    };
-    let c = &s.counts;
-    let mut f = MetricFamily::new(
-        out,
-        "drip_jobs_total",
-        "counter",
-        "Records whose job ended, by outcome.",
-    );
-    f.sample(&[("outcome", "succeeded")], c.succeeded as f64)
-        .sample(&[("outcome", "failed")], c.failed as f64);
-    out.gauge(
-        "drip_jobs_running",
-        "Jobs running now.",
-        j.jobs_running as f64,
-    );
-    out.counter(
-        "drip_job_retries_total",
-        "Attempts started again after a failure or an overload.",
-        j.retries as f64,
-    );
-    out.counter(
-        "drip_overload_responses_total",
-        "Attempts answered with overload.",
-        j.overload_responses as f64,
-    );
-    out.counter(
-        "drip_overload_pauses_total",
-        "Times every start paused for an overload.",
-        j.pauses as f64,
-    );
-    out.counter(
-        "drip_overload_paused_seconds_total",
-        "Time spent paused for overloads, seconds.",
-        j.paused_ms / 1e3,
-    );
-    out.counter(
-        "drip_job_outputs_cut_total",
-        "Jobs' outputs not passed on whole (each attempt's stdout and stderr, or with --keep-order a record's held output): stdout or stderr closed, a failed write, or stalled when drip left.",
-        j.outputs_cut as f64,
-    );
-    out.counter(
-        "drip_job_output_bytes_unwritten_total",
-        "Bytes of the jobs' outputs not written.",
-        j.output_bytes_unwritten as f64,
-    );
-    out.gauge(
-        "drip_job_start_rate",
-        "The rate job starts are held to now, per second.",
-        j.effective_rate,
-    );
-}
-
 /// Write `text` to `path` whole: into a temporary file beside it, then
 /// renamed over it.
 ///
@@ -266,9 +206,10 @@ pub fn replace_file(path: &Path, text: &str) -> std::io::Result<()> {
 mod tests {
     use super::*;
     use crate::report::keys::KeyStats;
+    use crate::report::runner::{JobStats, RunnerFigures};
     use crate::report::share::{ShareCounts, ShareStats};
     use crate::report::spell::KeyName;
-    use crate::stats::{Counts, JobStats};
+    use crate::stats::Counts;
     use openmetrics_parser::prometheus::parse_prometheus;
     use openmetrics_parser::PrometheusValue;
 
@@ -286,23 +227,26 @@ mod tests {
             elapsed_ms: 2500.0,
             rate: Some(3.25),
             span_ms: 2000.0,
-            queue: crate::stats::Queue {
-                forecast_wait_ms: Some(250.0),
-                ..crate::stats::Queue::default()
-            },
-            capacity_for: None,
-            key_capacity_for: None,
-            jobs: Some(JobStats {
-                retries: 3,
-                pauses: 1,
-                paused_ms: 1500.0,
-                outputs_cut: 2,
-                output_bytes_unwritten: 70,
-                ..JobStats::default()
-            }),
             paused: true,
             sections: {
                 let mut sections = crate::report::Sections::default();
+                sections.push(crate::report::waiting::Queue {
+                    forecast_wait_ms: Some(250.0),
+                    ..crate::report::waiting::Queue::default()
+                });
+                sections.push(RunnerFigures {
+                    stats: JobStats {
+                        retries: 3,
+                        pauses: 1,
+                        paused_ms: 1500.0,
+                        outputs_cut: 2,
+                        output_bytes_unwritten: 70,
+                        ..JobStats::default()
+                    },
+                    slots: 1,
+                    succeeded: 7,
+                    failed: 1,
+                });
                 sections.push(KeyStats {
                     keys_seen: 2,
                     top_written: vec![
@@ -440,6 +384,47 @@ mod tests {
         assert!(!m
             .families
             .contains_key("drip_rate_limit_records_per_second"));
+    }
+
+    /// The families come in the frame's order, each section's among what
+    /// it belongs with: the queue's gauges and the forecast wait, the
+    /// pace's, the runner's, then the sections in force.
+    #[test]
+    fn the_families_follow_the_frame() {
+        let text = render(&summary(), &Gauges::default());
+        let families: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .map(|l| l.split(' ').next().unwrap())
+            .collect();
+        let at = |family: &str| {
+            families
+                .iter()
+                .position(|f| *f == family)
+                .unwrap_or_else(|| panic!("no {family}: {families:?}"))
+        };
+        let order = [
+            "drip_elapsed_seconds",
+            "drip_queue_depth",
+            "drip_queue_max_depth",
+            "drip_oldest_age_seconds",
+            "drip_forecast_wait_seconds",
+            "drip_rate_records_per_second",
+            "drip_paused",
+            "drip_jobs_total",
+            "drip_job_start_rate",
+            "drip_keys",
+            "drip_schedule_row",
+            "drip_ramp_fraction",
+        ];
+        for pair in order.windows(2) {
+            assert!(at(pair[0]) < at(pair[1]), "{pair:?}: {families:?}");
+        }
+        assert_eq!(
+            at("drip_forecast_wait_seconds"),
+            at("drip_oldest_age_seconds") + 1
+        );
+        assert_eq!(at("drip_jobs_total"), at("drip_paused") + 1);
     }
 
     #[test]

@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::control::server::Accept;
 use crate::progress::{lock_ui, Snapshot, Ui};
+use crate::report::{Among, Sections};
 use crate::schedule::InForce;
 use crate::stalls::{to_stderr, Dropped, STDERR};
 use crate::state::Shared;
@@ -33,24 +34,23 @@ const NUDGE_EVERY: Duration = Duration::from_millis(50);
 /// How often the progress display is redrawn.
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 
-/// One line of the stats stream (`--stats-interval`).
+/// One line of the stats stream (`--stats-interval`): its frame (the
+/// time, the records in and out, the counts, the pause) and the parts'
+/// sections, each at its place ([`Among`]).
 #[derive(Debug, Serialize)]
 struct Tick {
     /// Seconds since drip started.
     time: f64,
     /// Records read during the interval.
     records_in: u64,
-    /// Records written during the interval.
+    /// Records written (with `--exec`, done) during the interval.
     records_out: u64,
     /// Records written per second during the interval.
     rate: f64,
-    /// Records queued now.
-    depth: u64,
-    /// Age of the oldest queued record, in milliseconds.
-    oldest_age_ms: f64,
-    /// How long a record arriving now would wait, in milliseconds, as
-    /// forecast; null when it cannot be.
-    forecast_wait_ms: Option<f64>,
+    /// The sections with the waits (the waiting room's: `depth`,
+    /// `oldest_age_ms`, `forecast_wait_ms`).
+    #[serde(flatten)]
+    waits: serde_json::Map<String, serde_json::Value>,
     /// Totals so far.
     read: u64,
     written: u64,
@@ -60,13 +60,10 @@ struct Tick {
     /// Of the dropped, those refused at arrival (past `--max-wait`).
     refused: u64,
     skipped: u64,
-    /// With `--exec`: records done, and the runner's figures.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    succeeded: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    failed: Option<u64>,
-    #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    jobs: Option<crate::stats::JobStats>,
+    /// The sections with the work (with `--exec`, the records done and
+    /// the runner's figures).
+    #[serde(flatten)]
+    work: serde_json::Map<String, serde_json::Value>,
     /// Paused by `drip ctl … pause` (only said when `true`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     paused: bool,
@@ -74,24 +71,21 @@ struct Tick {
     /// starts, RFC 3339 (only said then).
     #[serde(skip_serializing_if = "Option::is_none")]
     paused_until: Option<String>,
-    /// The parts' sections of the report, as each says (with limits per
-    /// key, `keys` and `busy_keys`, the keys remembered and busy now; the
-    /// others as in `--stats-json`: `schedule`, `ramp`, `budgets`,
-    /// `costs`, `share`).
+    /// The sections in force, as each says (with limits per key, `keys`
+    /// and `busy_keys`, the keys remembered and busy now; the others as
+    /// in `--stats-json`: `schedule`, `ramp`, `budgets`, `costs`,
+    /// `share`).
     #[serde(flatten)]
     sections: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Tick {
-    fn new(
-        snap: &Snapshot,
-        prev: &Snapshot,
-        (jobs, sections): (Option<crate::stats::JobStats>, crate::report::Sections),
-    ) -> Tick {
+    fn new(snap: &Snapshot, prev: &Snapshot, sections: &Sections) -> Tick {
         let c = &snap.counts;
         let secs = (snap.elapsed_ns - prev.elapsed_ns) as f64 / 1e9;
         let done = |c: &crate::stats::Counts| c.written + c.succeeded + c.failed;
         let records_out = done(c) - done(&prev.counts);
+        let paused_until = sections.pause_end().filter(|_| snap.paused);
         Tick {
             time: snap.elapsed_ns as f64 / 1e9,
             records_in: c.read - prev.counts.read,
@@ -101,9 +95,7 @@ impl Tick {
             } else {
                 0.0
             },
-            depth: snap.depth,
-            oldest_age_ms: snap.oldest_age_ns as f64 / 1e6,
-            forecast_wait_ms: snap.forecast_wait_ns.map(|w| w as f64 / 1e6),
+            waits: sections.at(Among::Waits).interval_fields(),
             read: c.read,
             written: c.written,
             dropped_newest: c.dropped_newest,
@@ -111,12 +103,10 @@ impl Tick {
             expired: c.expired,
             refused: c.refused,
             skipped: c.skipped,
-            succeeded: jobs.map(|_| c.succeeded),
-            failed: jobs.map(|_| c.failed),
-            jobs,
+            work: sections.at(Among::Work).interval_fields(),
             paused: snap.paused,
-            paused_until: snap.paused_until.as_ref().map(|end| end.at.clone()),
-            sections: sections.interval_fields(),
+            paused_until: paused_until.map(|end| end.at),
+            sections: sections.at(Among::InForce).interval_fields(),
         }
     }
 }
@@ -513,9 +503,7 @@ fn stopping(
 /// before (`prev`, then replaced by now's).
 fn interval_line(shared: &Shared, prev: &mut Snapshot) -> String {
     let snap = shared.snapshot();
-    let jobs = shared.jobs.get().map(|j| j.stats());
-    let figures = (jobs, shared.interval_sections_at(&snap));
-    let tick = Tick::new(&snap, prev, figures);
+    let tick = Tick::new(&snap, prev, &shared.interval_sections_at(&snap));
     let line = serde_json::to_string(&tick).expect("plain data");
     *prev = snap;
     line

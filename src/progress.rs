@@ -26,10 +26,12 @@ use std::os::fd::AsFd;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::report::capacity::CapacityFor;
+use crate::report::runner::JobStats;
 use crate::report::spell::text_key;
 use crate::report::spell::{clock, format_duration_ms, format_rate, seconds};
-use crate::report::Spot;
-use crate::stats::{CapacityFor, Counts, Departures, JobStats};
+use crate::report::{PauseEnd, Spot};
+use crate::stats::{Counts, Departures};
 use crate::sys::Unpoisoned;
 
 /// How long a write may be under way before the display says output is
@@ -92,16 +94,6 @@ pub struct Snapshot {
     /// it goes (`report::Section::shown`: the keys, the budget with the
     /// least left, the `--schedule` row, the `--ramp`).
     pub shown: Vec<(Spot, String)>,
-}
-
-/// When a pause ends: at the start of the `--schedule` row after it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PauseEnd {
-    /// As the display says it: `18:00`, `Mon 09:00`
-    /// ([`crate::report::schedule::clock_at`]).
-    pub clock: String,
-    /// RFC 3339 with the schedule zone's offset, for the stats stream.
-    pub at: String,
 }
 
 /// The display's sign for a pause: `paused`, and when it ends if it is

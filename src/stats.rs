@@ -4,8 +4,8 @@
 use serde::Serialize;
 
 use crate::bucket::{Fate, Piece};
-use crate::report::spell::{columns, format_duration_ms, format_ms, format_rate};
-use crate::report::Sections;
+use crate::report::spell::{columns, format_ms, format_rate};
+use crate::report::{Among, Clause, Sections, Wording};
 
 /// Counts of records by what became of them, and a few gauges.
 ///
@@ -168,7 +168,7 @@ const PREFIX: &str = "drip: ";
 /// `clauses`, each with the separator that follows it, as lines of at most
 /// [`SUMMARY_WIDTH`] columns ([`columns`]; unless one clause alone is
 /// wider), each starting `drip: `, broken between clauses.
-fn wrap(clauses: Vec<(String, &'static str)>) -> Vec<String> {
+fn wrap(clauses: Vec<Clause>) -> Vec<String> {
     let mut lines = Vec::new();
     let mut line = String::from(PREFIX);
     let mut pending_sep = "";
@@ -188,11 +188,12 @@ fn wrap(clauses: Vec<(String, &'static str)>) -> Vec<String> {
 }
 
 /// The summary printed at exit (`--stats`) and written as JSON
-/// (`--stats-json`).
-#[derive(Debug, Clone, Serialize)]
+/// (`--stats-json`): the counts and the frame every run has (the deepest
+/// the bucket was, the longest wait, the rate, the pause), and the parts'
+/// sections, each at its place ([`Among`]).
+#[derive(Debug, Clone)]
 pub struct Summary {
     /// Record counts.
-    #[serde(flatten)]
     pub counts: Counts,
     /// The most records the bucket held at once.
     pub max_depth: u64,
@@ -210,231 +211,98 @@ pub struct Summary {
     pub rate: Option<f64>,
     /// Time from the first departure to the last, in milliseconds.
     pub span_ms: f64,
-    /// The waiting records when the summary was taken, and the wait a
-    /// record arriving then would face.
-    #[serde(flatten)]
-    pub queue: Queue,
-    /// A capacity given as a duration (`-c 30s`): what it came to.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub capacity_for: Option<CapacityFor>,
-    /// A key capacity given as a duration (`--key-capacity 30s`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub key_capacity_for: Option<CapacityFor>,
-    /// The command runner's figures (`--exec`).
-    #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    pub jobs: Option<JobStats>,
     /// Paused by `drip ctl … pause` (only said when `true`).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub paused: bool,
-    /// The parts' sections (with limits per key the keys', the
+    /// The parts' sections (the waiting room, the bounds given as
+    /// durations, the runner's figures, with limits per key the keys', the
     /// `--schedule` row in force, where the `--ramp` stands, the
     /// `--budget`s, the cost limits' spend, `--share`'s counters), each
-    /// under its key.
-    #[serde(flatten)]
+    /// at its place.
     pub sections: Sections,
 }
 
-/// The waiting records at a moment, and the wait a record arriving then
-/// would face: the figures to compare with a service level.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct Queue {
-    /// Records waiting.
-    pub depth: u64,
-    /// How long the oldest waiting record has waited, ms (0: none waits).
-    pub oldest_age_ms: f64,
-    /// How long a record arriving now (the size of the latest one read)
-    /// would wait before it leaves, ms: the forecast over the records
-    /// waiting ahead of it and every limit, with limits per key the
-    /// longest over the keys with records waiting; `null` when it cannot
-    /// be forecast (`--share`).
-    pub forecast_wait_ms: Option<f64>,
+/// The summary's JSON object, in the order of its frame: the counts, the
+/// bounds and the times, the sections with the waits and the work, the
+/// pause, the sections in force.
+#[derive(Serialize)]
+struct Frame<'a> {
+    #[serde(flatten)]
+    counts: &'a Counts,
+    max_depth: u64,
+    max_wait_ms: f64,
+    elapsed_ms: f64,
+    rate: Option<f64>,
+    span_ms: f64,
+    #[serde(flatten)]
+    waits: Sections,
+    #[serde(flatten)]
+    work: Sections,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    paused: bool,
+    #[serde(flatten)]
+    in_force: Sections,
 }
 
-impl Queue {
-    /// The summary's clause while records wait: `waiting 20 (oldest
-    /// 1.20s, wait 2.10s)`; `None` when nothing waits.
-    pub fn clause(&self) -> Option<String> {
-        if self.depth == 0 {
-            return None;
+impl Serialize for Summary {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        Frame {
+            counts: &self.counts,
+            max_depth: self.max_depth,
+            max_wait_ms: self.max_wait_ms,
+            elapsed_ms: self.elapsed_ms,
+            rate: self.rate,
+            span_ms: self.span_ms,
+            waits: self.sections.at(Among::Waits),
+            work: self.sections.at(Among::Work),
+            paused: self.paused,
+            in_force: self.sections.at(Among::InForce),
         }
-        let wait = self
-            .forecast_wait_ms
-            .map_or(String::new(), |w| format!(", wait {}", format_ms(w)));
-        Some(format!(
-            "waiting {} (oldest {}{wait})",
-            self.depth,
-            format_ms(self.oldest_age_ms)
-        ))
-    }
-}
-
-/// A capacity given as a duration (`--capacity 30s`, `--key-capacity`):
-/// the records (or bytes) the tightest limit lets go in that time.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CapacityFor {
-    /// The duration given, ms.
-    pub duration_ms: f64,
-    /// What it came to: records, or bytes when only byte limits are given.
-    pub capacity: u64,
-    /// `records` or `bytes`.
-    pub unit: &'static str,
-    /// The limit that set it: `--rate 10/s`.
-    pub set_by: String,
-}
-
-impl CapacityFor {
-    /// The summary's clause, `what` being `cap` or `key cap`: `cap 300
-    /// (30s, by --rate 10/s)`.
-    pub fn clause(&self, what: &str) -> String {
-        let unit = if self.unit == "bytes" { " bytes" } else { "" };
-        format!(
-            "{what} {}{unit} ({}, by {})",
-            self.capacity,
-            format_duration_ms(self.duration_ms),
-            self.set_by
-        )
-    }
-}
-
-/// The command runner's figures (`--exec`), in the summary and the stats
-/// stream.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct JobStats {
-    /// Jobs running now (a job waiting for its retry included).
-    pub jobs_running: u64,
-    /// Attempts started again after a failure or an overload.
-    pub retries: u64,
-    /// Attempts answered with overload (429, 503, a rate limit's 403,
-    /// `--overload-on`).
-    pub overload_responses: u64,
-    /// Times every start paused for an overload.
-    pub pauses: u64,
-    /// Time spent paused so far, ms.
-    pub paused_ms: f64,
-    /// The rate starts are held to now (lowered by `--adapt`), per second.
-    pub effective_rate: f64,
-    /// Median attempt duration, ms.
-    pub attempt_p50_ms: f64,
-    /// 99th percentile attempt duration, ms.
-    pub attempt_p99_ms: f64,
-    /// Jobs' outputs (an attempt's stdout or stderr; with `--keep-order`
-    /// a record's held output) not passed on whole: a closed stdout, a
-    /// failed write, or a stalled one at a second signal.
-    pub outputs_cut: u64,
-    /// Bytes of those outputs not written.
-    pub output_bytes_unwritten: u64,
-    /// The configured rate of starts, per second (infinite: unpaced); not
-    /// in the JSON, where `effective_rate` says the rate in force.
-    #[serde(skip)]
-    pub configured_rate: f64,
-}
-
-impl JobStats {
-    /// The jobs' clauses of the summary, each with the separator after it
-    /// (the records' fates, succeeded and failed, are among the counts):
-    /// the jobs running, the retries, the overloads, the limit on starts (`start limit 10.00/s`, `lowered from` the
-    /// configured rate by an overload's ramp, `--adapt` or a quota; `starts
-    /// unpaced` when none), the attempt durations only when an attempt
-    /// ended, and the outputs cut when any.
-    pub fn clauses(&self, c: &Counts) -> Vec<(String, &'static str)> {
-        let limit = if !self.effective_rate.is_finite() {
-            "starts unpaced".to_string()
-        } else if self.effective_rate < self.configured_rate * 0.995 {
-            let from = if self.configured_rate.is_finite() {
-                format_rate(self.configured_rate)
-            } else {
-                "unpaced".to_string()
-            };
-            format!(
-                "start limit {} (lowered from {from})",
-                format_rate(self.effective_rate)
-            )
-        } else {
-            format!("start limit {}", format_rate(self.effective_rate))
-        };
-        let mut clauses = vec![
-            (format!("jobs: running {}", self.jobs_running), ","),
-            (format!("retries {}", self.retries), ","),
-            (
-                format!("overload responses {}", self.overload_responses),
-                ",",
-            ),
-            (
-                format!("pauses {} ({})", self.pauses, format_ms(self.paused_ms)),
-                ",",
-            ),
-            (limit, ","),
-        ];
-        if c.succeeded + c.failed + self.retries > 0 {
-            clauses.push((
-                format!(
-                    "attempt p50 {} p99 {}",
-                    format_ms(self.attempt_p50_ms),
-                    format_ms(self.attempt_p99_ms)
-                ),
-                ",",
-            ));
-        }
-        if self.outputs_cut > 0 {
-            clauses.push((
-                format!(
-                    "outputs cut {} ({} bytes not written)",
-                    self.outputs_cut, self.output_bytes_unwritten
-                ),
-                ",",
-            ));
-        }
-        if let Some(last) = clauses.last_mut() {
-            last.1 = ";";
-        }
-        clauses
+        .serialize(serializer)
     }
 }
 
 impl Summary {
     /// The human summary, without the `drip: ` prefix: the clauses in
     /// order, each with the separator that follows it: the records'
-    /// fates, the bounds and waits, the runner's, the rate and the
-    /// sections' (the schedule's row, the ramp), the time elapsed.
-    fn clauses(&self) -> Vec<(String, &'static str)> {
-        let mut clauses = self.fates();
-        clauses.extend(self.waits());
-        if let Some(jobs) = &self.jobs {
-            clauses.extend(jobs.clauses(&self.counts));
-        }
+    /// fates, the sections' with the waits (the bounds given as durations,
+    /// what waits now), the deepest and the longest wait, the sections'
+    /// with the work (the runner's), the rate, the pause and the sections'
+    /// in force (the schedule's row, the ramp), the time elapsed. A
+    /// section may change how the counts read ([`Wording`]).
+    fn clauses(&self) -> Vec<Clause> {
+        let wording = self.sections.wording().unwrap_or_else(|| Wording {
+            left: vec![(format!("written {}", self.counts.written), ",")],
+            wait: "max wait",
+            rate: "rate",
+        });
+        let mut clauses = self.fates(wording.left);
+        clauses.extend(self.sections.at(Among::Waits).clauses());
+        clauses.extend([
+            (format!("max depth {}", self.max_depth), ","),
+            (
+                format!("{} {}", wording.wait, format_ms(self.max_wait_ms)),
+                ";",
+            ),
+        ]);
+        clauses.extend(self.sections.at(Among::Work).clauses());
         if let Some(rate) = self.rate {
-            // With --exec, the measured rate of starts, beside the limit.
-            let what = if self.jobs.is_some() {
-                "measured start rate"
-            } else {
-                "rate"
-            };
-            clauses.push((format!("{what} {}", format_rate(rate)), ","));
+            clauses.push((format!("{} {}", wording.rate, format_rate(rate)), ","));
         }
         if self.paused {
             clauses.push(("paused".to_string(), ","));
         }
-        clauses.extend(self.sections.clauses());
+        clauses.extend(self.sections.at(Among::InForce).clauses());
         clauses.push((format!("elapsed {}", format_ms(self.elapsed_ms)), ""));
         clauses
     }
 
     /// What became of the records read: `read 10, written 5, dropped 3
-    /// (newest 1, oldest 2), expired 1, undelivered 1;` (with `--exec`,
-    /// succeeded and failed for written).
-    fn fates(&self) -> Vec<(String, &'static str)> {
+    /// (newest 1, oldest 2), expired 1, undelivered 1;`, `left` being the
+    /// clauses of the records that left (`written 5`).
+    fn fates(&self, left: Vec<Clause>) -> Vec<Clause> {
         let c = &self.counts;
         let mut clauses = vec![(format!("read {}", c.read), ",")];
-        // With --exec records go to jobs, not to stdout: what became of
-        // them is what their jobs did.
-        if self.jobs.is_some() {
-            clauses.extend([
-                (format!("succeeded {}", c.succeeded), ","),
-                (format!("failed {}", c.failed), ","),
-            ]);
-        } else {
-            clauses.push((format!("written {}", c.written), ","));
-        }
+        clauses.extend(left);
         let dropped = if c.refused > 0 {
             format!(
                 "dropped {} (newest {}, oldest {}; refused at arrival {})",
@@ -464,40 +332,11 @@ impl Summary {
         clauses
     }
 
-    /// The bounds given as durations, what waits now, the deepest the
-    /// bucket was and the longest wait: `cap 300 (30s, by --rate 10/s);
-    /// waiting 20 (oldest 1.20s, wait 2.10s), max depth 4, max wait 12.5ms;`.
-    fn waits(&self) -> Vec<(String, &'static str)> {
-        let mut clauses = Vec::new();
-        if let Some(cap) = &self.capacity_for {
-            clauses.push((cap.clause("cap"), ";"));
-        }
-        if let Some(cap) = &self.key_capacity_for {
-            clauses.push((cap.clause("key cap"), ";"));
-        }
-        if let Some(queue) = self.queue.clause() {
-            clauses.push((queue, ","));
-        }
-        // With --exec a record also waits outside the bucket, for a job
-        // slot: the wait is from being read to its job's start.
-        let wait = if self.jobs.is_some() {
-            "max wait to start"
-        } else {
-            "max wait"
-        };
-        clauses.extend([
-            (format!("max depth {}", self.max_depth), ","),
-            (format!("{wait} {}", format_ms(self.max_wait_ms)), ";"),
-        ]);
-        clauses
-    }
-
     /// The human summary as lines of at most [`SUMMARY_WIDTH`] columns,
     /// each starting `drip: ` and broken between clauses (so one line with
     /// small counts is about two): the counts' (with the sections'
-    /// clauses, the schedule's row and the ramp, before the time elapsed),
-    /// then each section's own lines (the keys', the budgets', the costs',
-    /// `--share`'s), each broken alike.
+    /// clauses at their places), then each section's own lines (the
+    /// keys', the budgets', the costs', `--share`'s), each broken alike.
     pub fn lines(&self) -> Vec<String> {
         let sections = self.sections.lines().flat_map(wrap);
         wrap(self.clauses()).into_iter().chain(sections).collect()
@@ -519,10 +358,14 @@ impl Summary {
 mod tests {
     use super::*;
     use crate::report::budgets::{BudgetStats, BudgetsSection};
+    use crate::report::capacity::{CapacityFor, SizedBound};
     use crate::report::costs::{CostStats, CostsSection};
     use crate::report::keys::KeyStats;
+    use crate::report::runner::{JobStats, RunnerFigures};
+    use crate::report::schedule::ScheduleRow;
     use crate::report::share::{ShareCounts, ShareStats};
     use crate::report::spell::{json_key, text_key, KeyName, KEY_SHOWN};
+    use crate::report::waiting::Queue;
     use crate::report::Section;
 
     /// The sections of a summary that has `section` alone.
@@ -552,13 +395,97 @@ mod tests {
             elapsed_ms: 2500.0,
             rate: Some(2.0),
             span_ms: 2000.0,
-            queue: Queue::default(),
-            capacity_for: None,
-            key_capacity_for: None,
-            jobs: None,
             paused: false,
             sections: Sections::default(),
         }
+    }
+
+    /// Each section goes among what it belongs with, whatever the order
+    /// it was handed over in: the waiting room's bounds and queue with
+    /// the waits, the runner's figures (and its wording of the counts)
+    /// after the longest wait, the schedule's row after the rate and the
+    /// pause; in the JSON, the waits' and the work's fields before
+    /// `paused`, the sections in force after it.
+    #[test]
+    fn each_section_goes_among_what_it_belongs_with() {
+        let mut sections = Sections::default();
+        sections.push(ScheduleRow {
+            row: 1,
+            text: Some("* 50/s".into()),
+            until: None,
+            zone: "UTC".into(),
+            until_unix: None,
+            until_clock: None,
+            pauses: false,
+        });
+        sections.push(RunnerFigures {
+            stats: JobStats {
+                jobs_running: 2,
+                effective_rate: 10.0,
+                configured_rate: 10.0,
+                ..JobStats::default()
+            },
+            slots: 2,
+            succeeded: 3,
+            failed: 1,
+        });
+        let sized = |capacity, set_by: &str| CapacityFor {
+            duration_ms: 30_000.0,
+            capacity,
+            unit: "records",
+            set_by: set_by.into(),
+        };
+        sections.push(Queue {
+            depth: 20,
+            oldest_age_ms: 1200.0,
+            forecast_wait_ms: Some(2100.0),
+            bounds: vec![
+                SizedBound::capacity(sized(300, "--rate 10/s")),
+                SizedBound::key_capacity(sized(60, "--key-rate 2/s")),
+            ],
+        });
+        let s = Summary {
+            paused: true,
+            sections,
+            ..summary()
+        };
+        let text = s.clauses().into_iter().map(|(c, sep)| format!("{c}{sep}"));
+        assert_eq!(
+            text.collect::<Vec<_>>().join(" "),
+            "read 11, succeeded 3, failed 1, dropped 3 (newest 1, oldest 2), expired 1, \
+             skipped 1, undelivered 1; cap 300 (30s, by --rate 10/s); key cap 60 (30s, \
+             by --key-rate 2/s); waiting 20 (oldest 1.20s, wait 2.10s), max depth 4, \
+             max wait to start 12.5ms; jobs: running 2, retries 0, overload responses 0, \
+             pauses 0 (0.0ms), start limit 10.00/s, attempt p50 0.0ms p99 0.0ms; \
+             measured start rate 2.00/s, paused, schedule row 1 '* 50/s', elapsed 2.50s"
+        );
+        let v: serde_json::Value = serde_json::from_str(&s.json()).unwrap();
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+        let after_span = &keys[keys.iter().position(|k| *k == "span_ms").unwrap() + 1..];
+        assert_eq!(
+            after_span,
+            [
+                "depth",
+                "oldest_age_ms",
+                "forecast_wait_ms",
+                "capacity_for",
+                "key_capacity_for",
+                "jobs_running",
+                "retries",
+                "overload_responses",
+                "pauses",
+                "paused_ms",
+                "effective_rate",
+                "attempt_p50_ms",
+                "attempt_p99_ms",
+                "outputs_cut",
+                "output_bytes_unwritten",
+                "paused",
+                "schedule",
+            ]
+        );
+        assert_eq!(v["capacity_for"]["set_by"], "--rate 10/s");
+        assert_eq!(v["key_capacity_for"]["capacity"], 60);
     }
 
     #[test]
@@ -688,10 +615,6 @@ mod tests {
             elapsed_ms: 9010.0,
             rate: Some(10.0),
             span_ms: 8900.0,
-            queue: Queue::default(),
-            capacity_for: None,
-            key_capacity_for: None,
-            jobs: None,
             paused: false,
             sections: Sections::default(),
         };
@@ -1028,57 +951,26 @@ mod tests {
     }
 
     #[test]
-    fn job_clauses_say_unpaced_and_leave_out_attempts_when_none_ended() {
-        let jobs = JobStats {
-            effective_rate: f64::INFINITY,
-            ..JobStats::default()
-        };
-        let text: Vec<String> = jobs
-            .clauses(&Counts::default())
-            .into_iter()
-            .map(|(t, sep)| format!("{t}{sep}"))
-            .collect();
-        let text = text.join(" ");
-        assert!(text.ends_with("starts unpaced;"), "{text}");
-        assert!(!text.contains("attempt"), "{text}");
-        let ran = Counts {
-            succeeded: 2,
-            ..Counts::default()
-        };
-        let paced = JobStats {
-            effective_rate: 5.0,
-            configured_rate: 5.0,
-            attempt_p50_ms: 1.5,
-            ..JobStats::default()
-        };
-        let text: Vec<String> = paced.clauses(&ran).into_iter().map(|(t, _)| t).collect();
-        assert!(text.contains(&"start limit 5.00/s".to_string()), "{text:?}");
-        assert!(
-            text.contains(&"attempt p50 1.5ms p99 0.0ms".to_string()),
-            "{text:?}"
-        );
-    }
-
-    #[test]
     fn job_clauses_name_the_limit_apart_from_the_measured_rate() {
         let ran = Counts {
             read: 20,
             succeeded: 20,
             ..Counts::default()
         };
-        let summary = |jobs: JobStats, rate: Option<f64>| Summary {
+        let summary = |stats: JobStats, rate: Option<f64>| Summary {
             counts: ran,
             max_depth: 0,
             max_wait_ms: 864.9,
             elapsed_ms: 2100.0,
             rate,
             span_ms: 2000.0,
-            queue: Queue::default(),
-            capacity_for: None,
-            key_capacity_for: None,
-            jobs: Some(jobs),
             paused: false,
-            sections: Sections::default(),
+            sections: one(RunnerFigures {
+                stats,
+                slots: 1,
+                succeeded: ran.succeeded,
+                failed: ran.failed,
+            }),
         };
         let lowered = JobStats {
             effective_rate: 4.8,

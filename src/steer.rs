@@ -17,6 +17,7 @@ use crate::progress::{lock_ui, Ui};
 use crate::report::keys::KeyLimitView;
 use crate::report::schedule::ScheduleRow;
 use crate::report::spell::json_key;
+use crate::report::Kept;
 use crate::schedule::{records_per_second, Limit, Unit};
 use crate::schedule::{InForce, KeyInForce};
 use crate::shared::KeyChange;
@@ -208,11 +209,8 @@ impl Steering {
                 info["key_rates"] = json!(file.to_string_lossy());
             }
         }
-        if let Some(jobs) = self.shared.jobs.get() {
-            info["jobs"] = json!(jobs.slots());
-            info["succeeded"] = json!(snap.counts.succeeded);
-            info["failed"] = json!(snap.counts.failed);
-        }
+        // The parts' fields, the runner's (its slots, the records done)
+        // first.
         if let Value::Object(fields) = &mut info {
             fields.extend(self.shared.sections_at(&snap).info_fields());
         }
@@ -499,16 +497,19 @@ const FOLLOW_AT_MOST: Duration = Duration::from_secs(30);
 impl Follower {
     /// Put the row in force now (before any record leaves), then start the
     /// thread that follows `table`; `base`: the command line's record
-    /// limits, in force while no row matches.
+    /// limits, in force while no row matches; `shown`: where the row in
+    /// force is kept for the report.
     pub(crate) fn start(
         steering: Arc<Steering>,
         table: Timetable,
         base: Vec<Limit>,
+        shown: Arc<Kept<ScheduleRow>>,
     ) -> std::io::Result<Follower> {
         let mut follow = Following {
             steering,
             table,
             base,
+            shown,
             row: None,
             paused: false,
             first: true,
@@ -536,6 +537,8 @@ struct Following {
     steering: Arc<Steering>,
     table: Timetable,
     base: Vec<Limit>,
+    /// The row in force as the report shows it.
+    shown: Arc<Kept<ScheduleRow>>,
     row: Option<usize>,
     paused: bool,
     first: bool,
@@ -584,6 +587,6 @@ impl Following {
             until_clock: next.map(|t| crate::report::schedule::clock_at(t, now, zone)),
             pauses: row.is_some_and(|i| self.table.rows()[i].action == Action::Pause),
         };
-        *self.steering.shared.schedule_row.lock().unpoisoned() = Some(shown);
+        self.shown.set(shown);
     }
 }

@@ -15,9 +15,9 @@ use crate::keyed::{KeyConfig, KeyRates};
 use crate::progress::ProgressMode;
 use crate::quantity::{drained, Bound};
 use crate::rate::Rate;
+use crate::report::capacity::CapacityFor;
 use crate::schedule::{Limit, Unit};
 use crate::shared;
-use crate::stats::CapacityFor;
 
 /// The limits that `--rate`, `--interval`, `--burst` and `--byte-rate` give.
 ///

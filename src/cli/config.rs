@@ -31,9 +31,9 @@ pub struct Config {
     /// Bytes the bucket holds, when bounded.
     pub capacity_bytes: Option<usize>,
     /// `--capacity` given as a duration: what it came to.
-    pub capacity_for: Option<crate::stats::CapacityFor>,
+    pub capacity_for: Option<crate::report::capacity::CapacityFor>,
     /// `--key-capacity` given as a duration: what it came to.
-    pub key_capacity_for: Option<crate::stats::CapacityFor>,
+    pub key_capacity_for: Option<crate::report::capacity::CapacityFor>,
     /// Overflow policy.
     pub overflow: Overflow,
     /// Record delimiter.

@@ -135,7 +135,7 @@ fn run_watching(
     let room_fd = out_fd.as_ref().and_then(|fd| fd.try_clone().ok());
     let gate = gate(&config);
     let mut books = Vec::new();
-    let (shared, mut share) =
+    let (shared, mut share, row) =
         state::shared_state(&config, out_fd, gate.clone(), (&mut give_up, &mut books))?;
     state::wake_from_share(&shared, share.as_ref(), &books);
     let way = sink(&config, &shared, gate, out, &mut give_up)?;
@@ -149,7 +149,8 @@ fn run_watching(
     let in_force = state::limits_in_force(&config, share.as_ref());
     let metrics = files::metrics_file(&config, &shared, &in_force.0)?;
     let ui = steering::ui(&config);
-    let (steering, follower) = steering::steer(&config, &shared, &ui, in_force, share.as_ref())?;
+    let (steering, follower) =
+        steering::steer(&config, (&shared, row), &ui, in_force, share.as_ref())?;
     let work = crate::monitor::Work {
         shared: Arc::clone(&shared),
         ui: Arc::clone(&ui),

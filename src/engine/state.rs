@@ -16,14 +16,22 @@ use crate::deadletter::DeadLetter;
 use crate::jobs::gate::{Gate, GateControl};
 use crate::keyed::Keyed;
 use crate::pace::{Base, BudgetStage, Pace};
+use crate::report::capacity::SizedBound;
+use crate::report::schedule::ScheduleRow;
+use crate::report::Kept;
 use crate::schedule::{InForce, KeyInForce, Limit, Limits};
 use crate::shared;
+use crate::state::report::{self as parts, Report};
 use crate::state::{Clock, Shared, State, Stops};
 use crate::{output, sys};
 
+/// Where the `--schedule` row in force is kept for the report.
+pub(super) type RowShown = Arc<Kept<ScheduleRow>>;
+
 /// The shared state for `config`: admission over the configured limits
-/// (local, or `--share`d, and behind `gate` with `--exec`), and the running
-/// `--share`, if any.
+/// (local, or `--share`d, and behind `gate` with `--exec`), the running
+/// `--share`, if any, and with `--schedule` where its row in force is
+/// kept for the report.
 pub(super) fn shared_state(
     config: &Config,
     out_fd: Option<std::os::fd::OwnedFd>,
@@ -32,7 +40,7 @@ pub(super) fn shared_state(
         &mut dyn FnMut() -> bool,
         &mut Vec<Arc<shared::budget::Book>>,
     ),
-) -> Result<(Arc<Shared>, Option<shared::Handle>)> {
+) -> Result<(Arc<Shared>, Option<shared::Handle>, Option<RowShown>)> {
     let origin = Instant::now();
     let (schedule, key_schedule, share) = schedule_of(config, origin, gate, books)?;
     let (dead, keep_dead, stopped_by) = dead_letter(config, give_up)?;
@@ -43,6 +51,8 @@ pub(super) fn shared_state(
         && config.key.is_none()
         && config.schedule.is_none();
     let adm = admission(config, schedule, key_schedule);
+    let row = config.schedule.as_ref().map(|_| RowShown::default());
+    let report = report_of(config, row.clone(), share.as_ref());
     let shared = Arc::new(Shared {
         state: Mutex::new(State::new(adm, dead, keep_dead)),
         data_ready: Condvar::new(),
@@ -55,13 +65,42 @@ pub(super) fn shared_state(
         stops: Stops::default(),
         dead_backlog,
         jobs: OnceLock::new(),
-        share: OnceLock::new(),
-        capacity_for: config.capacity_for.clone(),
-        key_capacity_for: config.key_capacity_for.clone(),
-        schedule_row: Mutex::new(None),
+        report,
     });
     let _ = stopped_by.set(Arc::downgrade(&shared));
-    Ok((shared, share))
+    Ok((shared, share, row))
+}
+
+/// The report's parts for `config`, in the order every view shows them
+/// (each by its section's place): the waiting room (with the bounds given
+/// as durations), the runner, the keys, the `--schedule` row (kept in `row`),
+/// the `--ramp`, the pace's stages and costs, the job hooks, `--share`'s
+/// counters. A new figure is one line here.
+fn report_of(config: &Config, row: Option<RowShown>, share: Option<&shared::Handle>) -> Report {
+    let counters = share.map(shared::Handle::counters);
+    let bounds = [
+        config.capacity_for.clone().map(SizedBound::capacity),
+        config
+            .key_capacity_for
+            .clone()
+            .map(SizedBound::key_capacity),
+    ];
+    let mut report = Report::default()
+        .with(parts::queue(bounds.into_iter().flatten().collect()))
+        .with(parts::runner)
+        .with(parts::keys);
+    if let Some(row) = row {
+        report = report.with_kept(row);
+    }
+    report = report
+        .with(parts::ramp)
+        .with(parts::pace)
+        .with(parts::hooks);
+    if let Some(counters) = counters {
+        // Not under the state's lock: the keepers take theirs first.
+        report = report.with(move |_, into| into.push(counters.stats()));
+    }
+    report
 }
 
 /// A run's pace, the per-key grants of a `--share`d key rate, and the
@@ -258,8 +297,7 @@ fn notify_from_share(shared: &Arc<Shared>) -> shared::Notify {
 }
 
 /// The keepers of `--share` (its limits' and each shared `--budget`'s)
-/// wake the writer of `shared`, and stop it; `shared` shows the share's
-/// counters.
+/// wake the writer of `shared`, and stop it.
 pub(super) fn wake_from_share(
     shared: &Arc<Shared>,
     share: Option<&shared::Handle>,
@@ -270,7 +308,6 @@ pub(super) fn wake_from_share(
     }
     if let Some(share) = share {
         share.set_notify(notify_from_share(shared));
-        let _ = shared.share.set(share.counters());
     }
 }
 

@@ -17,6 +17,8 @@ use crate::shared;
 use crate::state::Shared;
 use crate::steer::{Follower, Steering};
 
+use super::state::RowShown;
+
 /// The steering of `drip ctl` and `--schedule`.
 fn steering(
     config: &Config,
@@ -66,9 +68,14 @@ pub(super) fn start_control(
     Ok(Some(server))
 }
 
-/// `--schedule`: its row in force now, and the thread that follows it.
-fn follow_schedule(config: &Config, steering: &Arc<Steering>) -> Result<Option<Follower>> {
-    let Some(table) = &config.schedule else {
+/// `--schedule`: its row in force now, and the thread that follows it,
+/// keeping the row in force in `row` for the report.
+fn follow_schedule(
+    config: &Config,
+    steering: &Arc<Steering>,
+    row: Option<RowShown>,
+) -> Result<Option<Follower>> {
+    let (Some(table), Some(row)) = (&config.schedule, row) else {
         return Ok(None);
     };
     let base = config
@@ -77,7 +84,7 @@ fn follow_schedule(config: &Config, steering: &Arc<Steering>) -> Result<Option<F
         .filter(|l| l.unit == Unit::Records)
         .copied()
         .collect();
-    let follower = Follower::start(Arc::clone(steering), table.clone(), base)
+    let follower = Follower::start(Arc::clone(steering), table.clone(), base, row)
         .context("starting the schedule's thread")?;
     Ok(Some(follower))
 }
@@ -158,14 +165,15 @@ pub(super) fn splitter(config: &Config, shared: &Arc<Shared>) -> Splitter {
 
 /// The steering of `drip ctl` and `--schedule` for `shared`, given the
 /// limits `in_force` (and under `--share`, the NAME's relimiter), and the
-/// schedule's follower. The control socket's directory is checked now,
-/// its socket made as the monitor starts ([`super::later::Later`]).
+/// schedule's follower (keeping its row in force in `row`). The control
+/// socket's directory is checked now, its socket made as the monitor
+/// starts ([`super::later::Later`]).
 ///
 /// # Errors
 /// The directory is not this user's alone, or the follower cannot start.
 pub(super) fn steer(
     config: &Config,
-    shared: &Arc<Shared>,
+    (shared, row): (&Arc<Shared>, Option<RowShown>),
     ui: &Arc<Mutex<Ui>>,
     in_force: (InForce, KeyInForce),
     share: Option<&shared::Handle>,
@@ -174,7 +182,7 @@ pub(super) fn steer(
         .zip(config.share.as_ref())
         .map(|(handle, s)| (s.target.name().to_string(), handle.relimiter(s)));
     let steering = Arc::new(steering(config, shared, ui, (in_force, relimiter)));
-    let follower = follow_schedule(config, &steering)?;
+    let follower = follow_schedule(config, &steering, row)?;
     control_dir(config)?;
     Ok((steering, follower))
 }

@@ -33,8 +33,8 @@ use super::slots::{Running, SlotTable, Slots};
 use super::warden::Warden;
 use super::{ExecError, JobConfig, JobFate};
 use crate::bucket::Segment;
+use crate::report::runner::JobStats;
 use crate::state::{Jobs, Shared};
-use crate::stats::JobStats;
 
 /// The jobs drip runs.
 pub(crate) struct Pool {

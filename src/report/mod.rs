@@ -3,25 +3,29 @@
 //! every view renders every section alike: the `--stats` summary (its
 //! clauses and lines), `--stats-json` (its key and JSON value), the
 //! `--stats-interval` lines and `drip ctl info` (its fields there: by
-//! default the same) and `--metrics` (its metric families). So a new
-//! figure is a file here and one line where its part hands it over
-//! (`state::view`), and no figure type, renderer or view grows a field or
+//! default the same) and `--metrics` (its metric families), each among
+//! what it belongs with in the view's frame ([`Among`]). So a new figure is a file here
+//! and one line where its part is registered (the engine's list of the
+//! report's parts), and no figure type, renderer or view grows a field or
 //! a branch for it.
 //!
 //! Pure: no threads, no clock, no I/O; the figures are taken before.
 
 pub mod budgets;
+pub mod capacity;
 pub mod costs;
 pub mod exposition;
 pub mod keys;
 pub mod ramp;
+pub mod runner;
 pub mod schedule;
 pub mod share;
 pub mod share_jobs;
 pub mod spell;
+pub mod waiting;
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
@@ -41,20 +45,90 @@ pub enum Spot {
     InForce,
 }
 
+/// What a section goes among in each view's frame (the counts, the
+/// waits, the rate and what is in force), so that each view shows it
+/// beside what it belongs with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Among {
+    /// With the waits: on the summary's first line after the counts,
+    /// before the deepest and the longest wait (`cap 300 (30s, by --rate
+    /// 10/s);`, `waiting 20 (oldest 1.20s, wait 2.10s)`); in the JSON after
+    /// the span; on a `--stats-interval` line after the rate; in
+    /// `--metrics` after the queue's gauges.
+    Waits,
+    /// With the work done: on the summary's first line after the longest
+    /// wait, before the rate (`jobs: running 2, …;`); in the JSON after the
+    /// waits, before `paused`; on a `--stats-interval` line after the
+    /// counts, before `paused`; in `--metrics` after the pace's gauges.
+    Work,
+    /// With what is in force (the default): on the summary's first line
+    /// after the rate and the pause, before the time elapsed; in every
+    /// other view after the frame.
+    InForce,
+}
+
+/// How the summary's counts read where a section changes what they mean
+/// ([`Section::wording`]): with `--exec` records go to jobs, so succeeded
+/// and failed stand for written, the longest wait is to a job's start and
+/// the rate is of starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Wording {
+    /// The clauses in place of `written N`, each with its separator.
+    pub left: Vec<Clause>,
+    /// The longest wait's name: `max wait`.
+    pub wait: &'static str,
+    /// The measured rate's name: `rate`.
+    pub rate: &'static str,
+}
+
+/// When a pause in force ends ([`Section::pause_end`]): at the start of
+/// the `--schedule` row after it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PauseEnd {
+    /// As the display says it: `18:00`, `Mon 09:00`
+    /// ([`schedule::clock_at`]).
+    pub clock: String,
+    /// RFC 3339 with the schedule zone's offset, for the stats stream.
+    pub at: String,
+}
+
 /// One part's figures, as every view shows them.
 pub trait Section: fmt::Debug + Send + Sync {
     /// Its name in `--stats-json`, the `--stats-interval` lines and `drip
     /// ctl info` (a JSON object's key: `budgets`, `costs`).
     fn key(&self) -> &'static str;
 
-    /// Its value there, and by default its one field on a
-    /// `--stats-interval` line and in `drip ctl info`.
+    /// Its value there, and by default its one field in each view.
     fn json(&self) -> serde_json::Value;
 
-    /// Its clauses on the `--stats` summary's first line, after the rate
-    /// and before the time elapsed (none by default).
+    /// Its fields in `--stats-json` and `drip ctl stats` (by default its
+    /// key and JSON value; a section whose figures sit among the summary's
+    /// own fields gives them one by one).
+    fn fields(&self) -> Vec<(&'static str, serde_json::Value)> {
+        vec![(self.key(), self.json())]
+    }
+
+    /// What it goes among in each view's frame ([`Among::InForce`] by
+    /// default).
+    fn place(&self) -> Among {
+        Among::InForce
+    }
+
+    /// Its clauses on the `--stats` summary's first line, at its place
+    /// (none by default).
     fn clauses(&self) -> Vec<Clause> {
         Vec::new()
+    }
+
+    /// How the summary's counts read, when this part changes what they
+    /// mean (none by default: `written`, `max wait`, `rate`).
+    fn wording(&self) -> Option<Wording> {
+        None
+    }
+
+    /// When a pause in force ends, if this part knows (none by default).
+    fn pause_end(&self) -> Option<PauseEnd> {
+        None
     }
 
     /// Its own lines of the `--stats` summary, after the counts' (each a
@@ -63,15 +137,15 @@ pub trait Section: fmt::Debug + Send + Sync {
         Vec::new()
     }
 
-    /// Its fields on a `--stats-interval` line (by default its key and
-    /// JSON value).
+    /// Its fields on a `--stats-interval` line (by default its fields in
+    /// the JSON).
     fn interval_fields(&self) -> Vec<(&'static str, serde_json::Value)> {
-        vec![(self.key(), self.json())]
+        self.fields()
     }
 
-    /// Its fields in `drip ctl info` (by default its key and JSON value).
+    /// Its fields in `drip ctl info` (by default its fields in the JSON).
     fn info_fields(&self) -> Vec<(&'static str, serde_json::Value)> {
-        vec![(self.key(), self.json())]
+        self.fields()
     }
 
     /// Its metric families in `--metrics`.
@@ -83,36 +157,57 @@ pub trait Section: fmt::Debug + Send + Sync {
     }
 }
 
-/// The sections of a report, in the order the views show them.
+/// The sections of a report, in the order the views show them: by what
+/// they go among ([`Among`]), and there in the order they were handed
+/// over.
 #[derive(Debug, Clone, Default)]
 pub struct Sections(Vec<Arc<dyn Section>>);
 
 impl Sections {
-    /// `section` after the others.
+    /// `section` after the others it goes among.
+    ///
+    /// # Panics
+    /// As [`Sections::add`].
+    pub fn push(&mut self, section: impl Section + 'static) {
+        self.add(Arc::new(section));
+    }
+
+    /// `section`, handed over shared, after the others it goes among.
     ///
     /// # Panics
     /// In a debug build, if a section of its key is there already: each
     /// section is one field of the JSON it is flattened into.
-    pub fn push(&mut self, section: impl Section + 'static) {
-        debug_assert!(
-            self.iter().all(|s| s.key() != section.key()),
-            "two sections named {}",
-            section.key()
-        );
-        self.0.push(Arc::new(section));
-    }
-
-    /// `section`, handed over shared, after the others.
-    ///
-    /// # Panics
-    /// As [`Sections::push`].
     pub fn add(&mut self, section: Arc<dyn Section>) {
         debug_assert!(
             self.iter().all(|s| s.key() != section.key()),
             "two sections named {}",
             section.key()
         );
-        self.0.push(section);
+        let at = self.0.partition_point(|s| s.place() <= section.place());
+        self.0.insert(at, section);
+    }
+
+    /// The sections at `place` alone, in order.
+    pub fn at(&self, place: Among) -> Sections {
+        Sections(
+            self.0
+                .iter()
+                .filter(|s| s.place() == place)
+                .cloned()
+                .collect(),
+        )
+    }
+
+    /// How the summary's counts read: as the first section that changes
+    /// their meaning says ([`Section::wording`]), if any does.
+    pub fn wording(&self) -> Option<Wording> {
+        self.iter().find_map(|s| s.wording())
+    }
+
+    /// When the pause in force ends, as the first section that knows says
+    /// ([`Section::pause_end`]).
+    pub fn pause_end(&self) -> Option<PauseEnd> {
+        self.iter().find_map(|s| s.pause_end())
     }
 
     /// `section`, if there is one, after the others.
@@ -163,14 +258,38 @@ impl Sections {
 }
 
 /// As the fields of the JSON object it is flattened into: each section's
-/// key and value, in order.
+/// fields ([`Section::fields`]), in order.
 impl Serialize for Sections {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(self.0.len()))?;
-        for section in self.iter() {
-            map.serialize_entry(section.key(), &section.json())?;
+        let mut map = serializer.serialize_map(None)?;
+        for (key, value) in self.iter().flat_map(|s| s.fields()) {
+            map.serialize_entry(key, &value)?;
         }
         map.end()
+    }
+}
+
+/// A part's latest section, kept for the views by the part that makes it
+/// (the `--schedule` row the schedule's follower last put in force):
+/// set by the part, read by the report at each view.
+#[derive(Debug)]
+pub struct Kept<T>(Mutex<Option<T>>);
+
+impl<T> Default for Kept<T> {
+    fn default() -> Self {
+        Kept(Mutex::new(None))
+    }
+}
+
+impl<T: Clone> Kept<T> {
+    /// `section` from now on.
+    pub fn set(&self, section: T) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(section);
+    }
+
+    /// The latest section set, if any.
+    pub fn get(&self) -> Option<T> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
 
@@ -243,6 +362,38 @@ mod tests {
             r#"{"said":"a"}"#,
             "one field said twice: the last"
         );
+    }
+
+    /// A section of the work, handed over after one in force.
+    #[derive(Debug)]
+    struct Work;
+
+    impl Section for Work {
+        fn key(&self) -> &'static str {
+            "work"
+        }
+        fn json(&self) -> serde_json::Value {
+            serde_json::json!(true)
+        }
+        fn place(&self) -> Among {
+            Among::Work
+        }
+        fn metrics(&self, _: &mut Exposition) {}
+    }
+
+    #[test]
+    fn sections_go_in_order_of_what_they_go_among() {
+        let mut sections = Sections::default();
+        sections.push(Said("b", 2));
+        sections.push(Work);
+        sections.push(Said("a", 1));
+        let keys: Vec<_> = sections.iter().map(|s| s.key()).collect();
+        assert_eq!(keys, ["work", "b", "a"]);
+        let info = serde_json::Value::Object(sections.info_fields());
+        assert_eq!(info.to_string(), r#"{"work":true,"said":"a"}"#);
+        let work: Vec<_> = sections.at(Among::Work).iter().map(|s| s.key()).collect();
+        assert_eq!(work, ["work"]);
+        assert_eq!(sections.at(Among::Waits).iter().count(), 0);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::exposition::Exposition;
-use super::{Clause, Section, Spot};
+use super::{Clause, PauseEnd, Section, Spot};
 
 /// The row of `--schedule` in force (`timetable`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -78,6 +78,17 @@ impl Section for ScheduleRow {
         vec![(self.clause(), ",")]
     }
 
+    /// A row that pauses ends at the next row's start.
+    fn pause_end(&self) -> Option<PauseEnd> {
+        if !self.pauses {
+            return None;
+        }
+        Some(PauseEnd {
+            clock: self.until_clock.clone()?,
+            at: self.until.clone()?,
+        })
+    }
+
     /// On the display: `row 2 * 50/s`, `no row`.
     fn shown(&self) -> Option<(Spot, String)> {
         let text = match &self.text {
@@ -106,6 +117,31 @@ impl Section for ScheduleRow {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_row_that_pauses_says_when_the_pause_ends() {
+        let row = |pauses| ScheduleRow {
+            row: 1,
+            text: Some("Mon-Fri 09:00-18:00 pause".into()),
+            until: Some("2026-12-04T18:00:00+01:00".into()),
+            zone: "Europe/Berlin".into(),
+            until_unix: None,
+            until_clock: Some("18:00".into()),
+            pauses,
+        };
+        let end = PauseEnd {
+            clock: "18:00".into(),
+            at: "2026-12-04T18:00:00+01:00".into(),
+        };
+        assert_eq!(row(true).pause_end(), Some(end));
+        assert_eq!(row(false).pause_end(), None);
+        let all_week = ScheduleRow {
+            until: None,
+            until_clock: None,
+            ..row(true)
+        };
+        assert_eq!(all_week.pause_end(), None, "no next row, no end");
+    }
 
     #[test]
     fn a_clock_time_is_said_in_few_words() {

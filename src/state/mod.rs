@@ -20,6 +20,8 @@
 //!   signals and the threads to interrupt, without it; stopping the
 //!   threads, leaving after a second signal, and what is left at a stop.
 //! - `view.rs` — the monitor's face: the snapshot and the summary.
+//! - [`Report`] (`report.rs`) — the report's parts in the order the views
+//!   show them, set once by the wiring; the state's own parts.
 //!
 //! Invariant (checked at exit): every record read is in exactly one place —
 //! the bucket, the outbox, the writer's batch, the begun record — or has
@@ -27,11 +29,13 @@
 //! counted.
 
 mod reading;
+pub(crate) mod report;
 mod stopping;
 mod view;
 mod writing;
 
 pub(crate) use reading::Reading;
+pub(crate) use report::Report;
 pub(crate) use stopping::{Stopping, Stops};
 pub(crate) use writing::{whole_again, Writing, STALL_NS};
 
@@ -46,8 +50,9 @@ use crate::keyed::NoRoom;
 use crate::ledger::JobFate;
 use crate::ledger::Ledger;
 use crate::output;
+use crate::report::runner::JobStats;
 use crate::report::spell::format_ms;
-use crate::stats::{Departures, JobStats};
+use crate::stats::Departures;
 use crate::sys::{self, Unpoisoned};
 
 /// How many keys of each kind the summary names (`--key`).
@@ -267,15 +272,8 @@ pub(crate) struct Shared {
     pub(crate) dead_backlog: Arc<Backlog>,
     /// The command runner, with `--exec`.
     pub(crate) jobs: OnceLock<Arc<dyn Jobs>>,
-    /// The counters of `--share`, when set.
-    pub(crate) share: OnceLock<crate::shared::Counters>,
-    /// `--capacity` given as a duration: what it came to, for the summary.
-    pub(crate) capacity_for: Option<crate::stats::CapacityFor>,
-    /// `--key-capacity` given as a duration: what it came to.
-    pub(crate) key_capacity_for: Option<crate::stats::CapacityFor>,
-    /// With `--schedule`: the row in force, as the timetable's thread
-    /// (`engine`) last set it.
-    pub(crate) schedule_row: Mutex<Option<crate::report::schedule::ScheduleRow>>,
+    /// The report's parts, in order: what each view shows.
+    pub(crate) report: Report,
 }
 
 impl Shared {

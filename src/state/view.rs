@@ -1,15 +1,12 @@
 //! A moment's view of the state, for the monitor: the display's and the
 //! stats stream's snapshot, and the summary.
 
+use super::report::{Detail, Moment};
 use super::{Shared, TOP_KEYS};
-use crate::progress::{PauseEnd, Snapshot};
-use crate::report::costs::CostsSection;
+use crate::progress::Snapshot;
 use crate::report::keys::KeyStats;
-use crate::report::ramp::RampState;
-use crate::report::schedule::ScheduleRow;
 use crate::report::Sections;
-use crate::stats::{Queue, Summary};
-use crate::sys::Unpoisoned;
+use crate::stats::Summary;
 
 impl Shared {
     /// A moment's view, for the display and the stats stream.
@@ -18,7 +15,7 @@ impl Shared {
         let now = self.clock.now();
         let forecast_wait_ns = st.adm.forecast_wait(now);
         let bucket = st.adm.bucket();
-        let snap = Snapshot {
+        Snapshot {
             counts: st.ledger.counts(),
             depth: bucket.len() as u64,
             bytes: bucket.bytes() as u64,
@@ -35,39 +32,30 @@ impl Shared {
             paused: st.adm.paused(),
             paused_until: None,
             shown: Vec::new(),
-        };
-        drop(st);
-        // Paused under a row that pauses: the next row ends it.
-        let row = self.schedule_row().filter(|r| snap.paused && r.pauses);
-        let paused_until = row.and_then(|r| {
-            Some(PauseEnd {
-                clock: r.until_clock?,
-                at: r.until?,
-            })
+        }
+    }
+
+    /// A moment's view for the display: the snapshot, each section's item
+    /// of the display (`report::Section::shown`), and while paused when a
+    /// section says the pause ends (under a `--schedule` row that pauses,
+    /// the next row's start).
+    pub(crate) fn display_snapshot(&self) -> Snapshot {
+        let snap = self.snapshot();
+        let sections = self.report.sections(&Moment {
+            shared: self,
+            snap: &snap,
+            detail: Detail::Display,
         });
         Snapshot {
-            paused_until,
+            shown: sections.shown(),
+            paused_until: sections.pause_end().filter(|_| snap.paused),
             ..snap
         }
     }
 
-    /// A moment's view for the display: the snapshot, and each section's
-    /// item of the display (`report::Section::shown`).
-    pub(crate) fn display_snapshot(&self) -> Snapshot {
-        let snap = self.snapshot();
-        let keys = snap.keys.map(|(keys, busy_keys)| KeyStats {
-            keys,
-            busy_keys,
-            longest: self.longest_key(),
-            ..KeyStats::default()
-        });
-        let shown = self.sections_of(&snap, keys).shown();
-        Snapshot { shown, ..snap }
-    }
-
     /// The key waiting longest, with its limit (and with `--exec` its
     /// jobs), for the display.
-    fn longest_key(&self) -> Option<crate::report::keys::KeyLimitView> {
+    pub(crate) fn longest_key(&self) -> Option<crate::report::keys::KeyLimitView> {
         let st = self.lock();
         let mut view = st.adm.bucket().keys().and_then(|k| k.longest());
         drop(st);
@@ -95,8 +83,8 @@ impl Shared {
     }
 
     /// The summary for `--stats`, `--stats-json` and SIGUSR1: the counts,
-    /// the runner's figures, the keys' (as they were at the stop, once drip
-    /// has stopped) and `--share`'s counters.
+    /// the frame and the report's sections (the keys' as they were at the
+    /// stop, once drip has stopped).
     pub(crate) fn summary(&self) -> Summary {
         let snap = self.snapshot();
         let longest_wait_ns = match self.jobs.get() {
@@ -115,84 +103,29 @@ impl Shared {
                 None => snap.departures.rate(),
             },
             span_ms: snap.departures.span_ns() as f64 / 1e6,
-            queue: Queue {
-                depth: snap.depth,
-                oldest_age_ms: snap.oldest_age_ns as f64 / 1e6,
-                forecast_wait_ms: snap.forecast_wait_ns.map(|w| w as f64 / 1e6),
-            },
-            capacity_for: self.capacity_for.clone(),
-            key_capacity_for: self.key_capacity_for.clone(),
-            jobs: self.jobs.get().map(|j| j.stats()),
             paused: snap.paused,
             sections: self.sections_at(&snap),
         }
     }
 
-    /// The sections of the report the parts hand over, `snap` being the
-    /// moment's view: the `--schedule` row in force, where the `--ramp`
-    /// stands, the `--budget`s, the cost limits' spend. A new figure is
-    /// one line here.
+    /// The report's sections, `snap` being the moment's view: each part's
+    /// ([`super::report::Report`]), the report whole.
     pub(crate) fn sections_at(&self, snap: &Snapshot) -> Sections {
-        self.sections_of(snap, self.keys_stats())
+        self.report.sections(&Moment {
+            shared: self,
+            snap,
+            detail: Detail::Whole,
+        })
     }
 
-    /// The sections of a `--stats-interval` line, `snap` being the
-    /// moment's view: as [`Shared::sections_at`], but the keys' are their
-    /// counts alone, as the snapshot has them (the line carries no more;
-    /// the top lists, sorted over every key under the state's lock, are
-    /// not made at each tick).
+    /// The sections of a `--stats-interval` line and the display, `snap`
+    /// being the moment's view: as [`Shared::sections_at`], but a line's
+    /// (the keys' are their counts alone, as the snapshot has them).
     pub(crate) fn interval_sections_at(&self, snap: &Snapshot) -> Sections {
-        let keys = snap.keys.map(|(keys, busy_keys)| KeyStats {
-            keys,
-            busy_keys,
-            ..KeyStats::default()
-        });
-        self.sections_of(snap, keys)
-    }
-
-    /// The sections with the keys' as `keys` says.
-    fn sections_of(&self, snap: &Snapshot, keys: Option<KeyStats>) -> Sections {
-        let mut sections = Sections::default();
-        sections.extend(keys);
-        sections.extend(self.schedule_row());
-        sections.extend(self.ramp_state(snap));
-        let st = self.lock();
-        let now = self.clock.now();
-        let schedule = st.adm.schedule();
-        schedule
-            .sections(now)
-            .into_iter()
-            .for_each(|s| sections.add(s));
-        sections.extend(CostsSection::of(&schedule.costs()));
-        drop(st);
-        let jobs = self.jobs.get().map(|j| j.sections()).unwrap_or_default();
-        jobs.into_iter().for_each(|s| sections.add(s));
-        // Not under the state's lock: the keepers take theirs first.
-        sections.extend(self.share.get().map(crate::shared::Counters::stats));
-        sections
-    }
-
-    /// With `--schedule`, the row in force.
-    pub(crate) fn schedule_row(&self) -> Option<ScheduleRow> {
-        self.schedule_row.lock().unpoisoned().clone()
-    }
-
-    /// With `--ramp`, where it stands at the snapshot: it began with the
-    /// first departure.
-    pub(crate) fn ramp_state(&self, snap: &Snapshot) -> Option<RampState> {
-        let ramp = self.lock().adm.schedule().ramp()?;
-        let (fraction, left_ns) = if snap.departures.records == 0 {
-            (ramp.from, ramp.over_ns)
-        } else {
-            let warp = crate::ramp::Warp::new(ramp, snap.departures.first_ns);
-            let now = snap.elapsed_ns;
-            (warp.fraction_at(now), warp.end().saturating_sub(now))
-        };
-        Some(RampState {
-            from: ramp.from,
-            over_ms: ramp.over_ns as f64 / 1e6,
-            fraction,
-            left_ms: left_ns as f64 / 1e6,
+        self.report.sections(&Moment {
+            shared: self,
+            snap,
+            detail: Detail::Line,
         })
     }
 }
