@@ -480,7 +480,8 @@ impl Ticks {
 /// on stderr, one line).
 fn stopping(
     signo: i32,
-    (shared, reload): (&Shared, Option<&Reload>),
+    shared: &Shared,
+    reload: Option<&Reload>,
     ui: &Mutex<Ui>,
     dropped: &Dropped,
 ) -> Option<i32> {
@@ -537,7 +538,7 @@ async fn watch(
     loop {
         let signo = tokio::select! {
             _ = cancel.cancelled() => break,
-            signo = signals.next() => match stopping(signo, (&shared, reload.as_ref()), &ui, &dropped) {
+            signo = signals.next() => match stopping(signo, &shared, reload.as_ref(), &ui, &dropped) {
                 Some(signo) => signo,
                 None => continue,
             },

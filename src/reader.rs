@@ -79,7 +79,8 @@ impl Reader {
     pub(crate) fn start(
         shared: Arc<Shared>,
         ui: Arc<Mutex<Ui>>,
-        (inputs, own): (Vec<Input>, Vec<OwnFile>),
+        inputs: Vec<Input>,
+        own: Vec<OwnFile>,
         splitter: Splitter,
         screen: Screen,
         at_hand: bool,

@@ -80,6 +80,16 @@ pub(crate) type InForce = Arc<Mutex<Vec<Limit>>>;
 /// shared by the steering and, under `--share`, the keys' keeper.
 pub(crate) type KeyInForce = Arc<Mutex<Option<Limit>>>;
 
+/// The limits in force as `drip ctl` shows and changes them: the global
+/// ones and the limit per key.
+#[derive(Debug, Clone)]
+pub(crate) struct LimitsInForce {
+    /// The global limits.
+    pub(crate) limits: InForce,
+    /// The limit per key (of the keys no row of a rate table matches).
+    pub(crate) key: KeyInForce,
+}
+
 /// What every base of the pace offers (`crate::pace`): the local limits
 /// ([`Limits`]) or slots leased from a shared state (`shared::lease`).
 ///

@@ -19,7 +19,7 @@ use crate::report::schedule::ScheduleRow;
 use crate::report::spell::json_key;
 use crate::report::Kept;
 use crate::schedule::{records_per_second, Limit, Unit};
-use crate::schedule::{InForce, KeyInForce};
+use crate::schedule::{InForce, KeyInForce, LimitsInForce};
 use crate::shared::KeyChange;
 use crate::state::Shared;
 use crate::sys::Unpoisoned;
@@ -58,7 +58,7 @@ impl Steering {
         shared: Arc<Shared>,
         ui: Arc<Mutex<Ui>>,
         name: Option<String>,
-        (limits, key_limit): (InForce, KeyInForce),
+        in_force: LimitsInForce,
         share: Option<(String, crate::shared::Relimiter)>,
     ) -> Steering {
         let started = SystemTime::now()
@@ -68,9 +68,9 @@ impl Steering {
             shared,
             name,
             started,
-            limits,
+            limits: in_force.limits,
             ui,
-            key_limit,
+            key_limit: in_force.key,
             share,
             cost: Cost::none(),
             key_table: Mutex::new(None),

@@ -57,9 +57,11 @@ pub(super) fn jobs_outcome(config: &Config, shared: &Shared, ending: Ending) -> 
 fn tell(
     config: &Config,
     ui: &Mutex<Ui>,
-    (stats_file, dropped): (Option<BufWriter<File>>, u64),
+    stats_file: Option<BufWriter<File>>,
+    dropped: u64,
     summary: &Summary,
-    (stopped, hurried): (bool, bool),
+    stopped: bool,
+    hurried: bool,
 ) -> Option<anyhow::Error> {
     let mut ui = lock_ui(ui);
     let summarize = !hurried && (config.stats || ui.showing_progress());
@@ -114,10 +116,18 @@ pub(super) fn finish(
     };
     // Without the lock: the monitor (signals, stats) goes on meanwhile.
     let dead_error = dead.finish();
-    let told = monitor.finish(shared);
+    let (stats_file, dropped) = monitor.finish(shared);
     let (signal, hurried) = shared.stops.signal();
     let summary = shared.summary();
-    let stats_error = tell(config, ui, told, &summary, (signal.is_some(), hurried));
+    let stats_error = tell(
+        config,
+        ui,
+        stats_file,
+        dropped,
+        &summary,
+        signal.is_some(),
+        hurried,
+    );
     if let Some(e) = write_error {
         // The reader went away: a pipe's (EPIPE) or a socket's (ECONNRESET).
         if !matches!(

@@ -124,11 +124,9 @@ pub(super) fn ended_within(shared: &Shared, limit: Duration, never_waits: bool) 
 pub(super) fn start(
     config: &Config,
     shared: &Arc<Shared>,
-    (listening, work, steering): (
-        crate::monitor::Listening,
-        crate::monitor::Work,
-        Arc<Steering>,
-    ),
+    listening: crate::monitor::Listening,
+    work: crate::monitor::Work,
+    steering: Arc<Steering>,
     screen: crate::reader::Screen,
     room_fd: Option<&std::os::fd::OwnedFd>,
 ) -> Result<(Monitor, Option<Server>, crate::reader::Reader)> {
@@ -149,7 +147,8 @@ pub(super) fn start(
     let reader = crate::reader::Reader::start(
         Arc::clone(shared),
         ui,
-        (config.inputs.clone(), super::files::own_files(config)),
+        config.inputs.clone(),
+        super::files::own_files(config),
         super::steering::splitter(config, shared),
         screen,
         !at_once && input_at_hand(config),

@@ -136,7 +136,7 @@ fn run_watching(
     let gate = gate(&config);
     let mut books = Vec::new();
     let (shared, mut share, row) =
-        state::shared_state(&config, out_fd, gate.clone(), (&mut give_up, &mut books))?;
+        state::shared_state(&config, out_fd, gate.clone(), &mut give_up, &mut books)?;
     state::wake_from_share(&shared, share.as_ref(), &books);
     let way = sink(&config, &shared, gate, out, &mut give_up)?;
     let listening = opening.stop_if_signalled(&shared, config.drain);
@@ -147,10 +147,10 @@ fn run_watching(
     // Whatever way drip leaves from here, the jobs' headers go.
     let _headers = pool.as_ref().map(|p| RemoveHeaders(Arc::clone(p)));
     let in_force = state::limits_in_force(&config, share.as_ref());
-    let metrics = files::metrics_file(&config, &shared, &in_force.0)?;
+    let metrics = files::metrics_file(&config, &shared, &in_force.limits)?;
     let ui = steering::ui(&config);
     let (steering, follower) =
-        steering::steer(&config, (&shared, row), &ui, in_force, share.as_ref())?;
+        steering::steer(&config, &shared, row, &ui, in_force, share.as_ref())?;
     let work = crate::monitor::Work {
         shared: Arc::clone(&shared),
         ui: Arc::clone(&ui),
@@ -165,7 +165,9 @@ fn run_watching(
     let (monitor, control, reader) = later::start(
         &config,
         &shared,
-        (listening, work, steering),
+        listening,
+        work,
+        steering,
         screen,
         room_fd.as_ref(),
     )?;

@@ -19,7 +19,7 @@ use crate::pace::{Base, BudgetStage, Pace};
 use crate::report::capacity::SizedBound;
 use crate::report::schedule::ScheduleRow;
 use crate::report::Kept;
-use crate::schedule::{InForce, KeyInForce, Limit, Limits};
+use crate::schedule::{InForce, Limit, Limits, LimitsInForce};
 use crate::shared;
 use crate::state::report::{self as parts, Report};
 use crate::state::{Clock, Shared, State, Stops};
@@ -36,10 +36,8 @@ pub(super) fn shared_state(
     config: &Config,
     out_fd: Option<std::os::fd::OwnedFd>,
     gate: Option<Arc<GateControl>>,
-    (give_up, books): (
-        &mut dyn FnMut() -> bool,
-        &mut Vec<Arc<shared::budget::Book>>,
-    ),
+    give_up: &mut dyn FnMut() -> bool,
+    books: &mut Vec<Arc<shared::budget::Book>>,
 ) -> Result<(Arc<Shared>, Option<shared::Handle>, Option<RowShown>)> {
     let origin = Instant::now();
     let (schedule, key_schedule, share) = schedule_of(config, origin, gate, books)?;
@@ -129,7 +127,8 @@ fn schedule_of(
             let opened = shared::open(
                 share,
                 &config.limits,
-                (config.key.as_ref(), config.cost.as_ref()),
+                config.key.as_ref(),
+                config.cost.as_ref(),
                 origin,
             )?;
             *books = config
@@ -314,10 +313,7 @@ pub(super) fn wake_from_share(
 /// The global limits and the limit per key in force, as given at the
 /// start; under `--share`, its keepers keep them the shared ones as
 /// `drip ctl` changes them on any drip of the NAME.
-pub(super) fn limits_in_force(
-    config: &Config,
-    share: Option<&shared::Handle>,
-) -> (InForce, KeyInForce) {
+pub(super) fn limits_in_force(config: &Config, share: Option<&shared::Handle>) -> LimitsInForce {
     let in_force: InForce = Arc::new(Mutex::new(config.limits.clone()));
     let key_limit = config.key.as_ref();
     let key_limit = key_limit.map(|k| Limit::records(k.rate, Some(k.burst)));
@@ -325,7 +321,10 @@ pub(super) fn limits_in_force(
     if let Some(share) = share {
         share.follow_in_force(&in_force, &key_in_force);
     }
-    (in_force, key_in_force)
+    LimitsInForce {
+        limits: in_force,
+        key: key_in_force,
+    }
 }
 
 /// What stopped a shared `--budget`'s keeper, if anything did: its count

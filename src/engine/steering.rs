@@ -12,7 +12,7 @@ use crate::input::{Oversize, Splitter};
 use crate::jobs::resume::Done;
 use crate::progress::Ui;
 use crate::reader;
-use crate::schedule::{InForce, KeyInForce, Unit};
+use crate::schedule::{LimitsInForce, Unit};
 use crate::shared;
 use crate::state::Shared;
 use crate::steer::{Follower, Steering};
@@ -24,7 +24,8 @@ fn steering(
     config: &Config,
     shared: &Arc<Shared>,
     ui: &Arc<Mutex<Ui>>,
-    (in_force, share): ((InForce, KeyInForce), Option<(String, shared::Relimiter)>),
+    in_force: LimitsInForce,
+    share: Option<(String, shared::Relimiter)>,
 ) -> Steering {
     Steering::new(
         Arc::clone(shared),
@@ -173,15 +174,16 @@ pub(super) fn splitter(config: &Config, shared: &Arc<Shared>) -> Splitter {
 /// The directory is not this user's alone, or the follower cannot start.
 pub(super) fn steer(
     config: &Config,
-    (shared, row): (&Arc<Shared>, Option<RowShown>),
+    shared: &Arc<Shared>,
+    row: Option<RowShown>,
     ui: &Arc<Mutex<Ui>>,
-    in_force: (InForce, KeyInForce),
+    in_force: LimitsInForce,
     share: Option<&shared::Handle>,
 ) -> Result<(Arc<Steering>, Option<Follower>)> {
     let relimiter = share
         .zip(config.share.as_ref())
         .map(|(handle, s)| (s.target.name().to_string(), handle.relimiter(s)));
-    let steering = Arc::new(steering(config, shared, ui, (in_force, relimiter)));
+    let steering = Arc::new(steering(config, shared, ui, in_force, relimiter));
     let follower = follow_schedule(config, &steering, row)?;
     control_dir(config)?;
     Ok((steering, follower))

@@ -352,7 +352,8 @@ pub struct Opened {
 pub fn open(
     share: &Share,
     limits: &[Limit],
-    (key, cost): (Option<&KeyConfig>, Option<&Cost>),
+    key: Option<&KeyConfig>,
+    cost: Option<&Cost>,
     origin: Instant,
 ) -> anyhow::Result<Opened> {
     let budget_tags = budget_tags(cost);
