@@ -154,8 +154,8 @@ impl Steering {
 
     /// The same steering, knowing which costs each cost limit spends
     /// (`drip ctl … cost-rate NAME=…` finds its limits by them).
-    pub(crate) fn with_cost(mut self, cost: Option<Cost>) -> Steering {
-        self.cost = cost.unwrap_or_default();
+    pub(crate) fn with_cost(mut self, cost: Cost) -> Steering {
+        self.cost = cost;
         self
     }
 

@@ -854,7 +854,7 @@ impl TryFrom<Cli> for Config {
             jobs,
             key,
             key_table,
-            cost,
+            cost: cost.unwrap_or_default(),
             metrics: cli.metrics,
             name: cli.name,
             control: !cli.no_control,

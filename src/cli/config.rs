@@ -65,8 +65,9 @@ pub struct Config {
     /// Where the rate table per key came from (`--key-rates`, `--key-rate
     /// KEY=RATE`), to read it again on a change; `None` without one.
     pub key_table: Option<crate::cli::RateTable>,
-    /// How a record's cost is read (`--cost`), for the cost limits.
-    pub cost: Option<Cost>,
+    /// How a record's cost is read (`--cost`), for the cost limits
+    /// ([`Cost::none`] without `--cost`).
+    pub cost: Cost,
     /// `--metrics`: the Prometheus text file kept up to date.
     pub metrics: Option<PathBuf>,
     /// `--name`, for `drip ctl`.
@@ -100,7 +101,7 @@ impl Config {
     /// `-input-tokens`: `in`, `-output-tokens`: `out`). `None` when no
     /// cost limit spends just those costs.
     pub fn cost_limit(&self, name: Option<&str>) -> Option<(usize, &Limit)> {
-        let budget = self.cost.as_ref()?.budget(name)?;
+        let budget = self.cost.budget(name)?;
         self.limits
             .iter()
             .enumerate()

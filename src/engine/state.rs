@@ -128,7 +128,7 @@ fn schedule_of(
                 share,
                 &config.limits,
                 config.key.as_ref(),
-                config.cost.as_ref(),
+                Some(&config.cost).filter(|c| c.weighs()),
                 origin,
             )?;
             *books = config
@@ -216,11 +216,7 @@ fn admission(
 
 /// The local limits of `config`, costs read as `--cost` says.
 fn local_limits(config: &Config) -> Limits {
-    let limits = Limits::new(&config.limits);
-    let limits = match &config.cost {
-        Some(cost) => limits.with_cost(cost.clone()),
-        None => limits,
-    };
+    let limits = Limits::new(&config.limits).with_cost(config.cost.clone());
     match &config.jobs {
         Some(jobs) if !jobs.settle.is_empty() => limits.with_settling(),
         _ => limits,

@@ -132,7 +132,7 @@ pub(super) fn ui(config: &Config) -> Arc<Mutex<Ui>> {
 pub(super) fn screen(config: &Config) -> Result<reader::Screen> {
     let resume = config.jobs.as_ref().and_then(|j| j.resume.as_deref());
     Ok(reader::Screen {
-        cost: config.cost.clone(),
+        cost: config.cost.weighs().then(|| config.cost.clone()),
         host: config.key.as_ref().is_some_and(|k| k.spec.is_host()),
         done: resume.map(Done::read).transpose()?,
         delimiter: config.delimiter,

@@ -940,8 +940,7 @@ pub struct CostBudgets {
 impl CostBudgets {
     /// The budgets of `--cost` and the `--cost-rate` limits `cost` knows
     /// (none without it): with no named cost, the one unnamed budget.
-    pub fn of(cost: Option<Cost>) -> CostBudgets {
-        let cost = cost.unwrap_or_default();
+    pub fn of(cost: Cost) -> CostBudgets {
         let names = if cost.weighs() && cost.budgets() == 0 {
             vec![Box::from("")]
         } else {
@@ -2018,7 +2017,7 @@ mod tests {
             crate::key::KeySpec::new(crate::key::parse_key("2").unwrap(), None),
             b'\n',
         );
-        let unnamed = CostBudgets::of(Some(cost));
+        let unnamed = CostBudgets::of(cost);
         assert_eq!(unnamed.paced_by(IN_OUT), Some(""));
         assert_eq!(unnamed.paced_by(IN), None);
         assert_eq!(unnamed.paced_by(OUT), None);
@@ -2026,7 +2025,7 @@ mod tests {
         assert_eq!(unnamed.cost(IN, b"a 40\n"), 0);
         assert_eq!(unnamed.costs(b"a 40"), [("", 40)]);
         let field = |f: &str| crate::cost::CostArg::Key(crate::key::parse_key(f).unwrap());
-        let named = CostBudgets::of(Some(
+        let named = CostBudgets::of(
             Cost::with_budgets(
                 vec![
                     (Some(IN.into()), field("2")),
@@ -2037,7 +2036,7 @@ mod tests {
                 b'\n',
             )
             .unwrap(),
-        ));
+        );
         assert_eq!(named.paced_by(IN), Some(IN));
         assert_eq!(named.paced_by(IN_OUT), Some("out+in"));
         assert_eq!(named.cost("out+in", b"a 40 2\n"), 42);
@@ -2048,12 +2047,12 @@ mod tests {
     #[test]
     fn cost_limits_of_one_name_spend_a_token_window_once() {
         let field = |f: &str| crate::cost::CostArg::Key(crate::key::parse_key(f).unwrap());
-        let unnamed = CostBudgets::of(Some(
+        let unnamed = CostBudgets::of(
             Cost::with_budgets(vec![(None, field("2"))], &[None, None], None, b'\n').unwrap(),
-        ));
+        );
         assert_eq!(unnamed.paced_by(IN_OUT), Some(""));
         assert_eq!(unnamed.costs(b"a 40"), [("", 40)]);
-        let named = CostBudgets::of(Some(
+        let named = CostBudgets::of(
             Cost::with_budgets(
                 vec![
                     (Some(IN.into()), field("2")),
@@ -2064,7 +2063,7 @@ mod tests {
                 b'\n',
             )
             .unwrap(),
-        ));
+        );
         assert_eq!(named.costs(b"a 40 2"), [(IN, 40), (OUT, 2)]);
     }
 }
