@@ -140,10 +140,7 @@ fn run_watching(
     state::wake_from_share(&shared, share.as_ref(), &books);
     let way = sink(&config, &shared, gate, out, &mut give_up)?;
     let listening = opening.stop_if_signalled(&shared, config.drain);
-    let pool = match &way {
-        Way::Jobs(pool) => Some(Arc::clone(pool)),
-        Way::Stdout(_) => None,
-    };
+    let pool = way.pool();
     // Whatever way drip leaves from here, the jobs' headers go.
     let _headers = pool.as_ref().map(|p| RemoveHeaders(Arc::clone(p)));
     let in_force = state::limits_in_force(&config, share.as_ref());
@@ -228,6 +225,16 @@ enum Way {
     Stdout(Box<dyn Write + Send>),
     /// A job each (`--exec`).
     Jobs(Arc<Pool>),
+}
+
+impl Way {
+    /// The pool of jobs, with `--exec`.
+    fn pool(&self) -> Option<Arc<Pool>> {
+        match self {
+            Way::Jobs(pool) => Some(Arc::clone(pool)),
+            Way::Stdout(_) => None,
+        }
+    }
 }
 
 /// Where records go: with `--exec`, a pool of jobs (their output to
