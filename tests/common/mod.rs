@@ -134,8 +134,18 @@ pub fn shell(script: &str) -> Command {
 /// Read `child`'s stdout to the end, timestamping every line as it arrives
 /// (seconds since `start`).
 pub fn timed_lines(child: &mut Child, start: Instant) -> Vec<(f64, String)> {
-    let mut out = child.stdout.take().expect("piped stdout");
+    let out = child.stdout.take().expect("piped stdout");
     let mut lines = Vec::new();
+    each_timed_line(out, start, &mut |t, line| lines.push((t, line)));
+    lines
+}
+
+/// Read `out` to its end, handing each whole line (without its newline)
+/// to `line` with the time it was read (seconds since `start`).
+///
+/// # Panics
+/// If reading fails.
+pub fn each_timed_line(mut out: impl Read, start: Instant, line: &mut dyn FnMut(f64, String)) {
     let mut pending = Vec::new();
     let mut buf = [0u8; 65536];
     loop {
@@ -146,11 +156,10 @@ pub fn timed_lines(child: &mut Child, start: Instant) -> Vec<(f64, String)> {
         let t = start.elapsed().as_secs_f64();
         pending.extend_from_slice(&buf[..n]);
         while let Some(i) = pending.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = pending.drain(..=i).collect();
-            lines.push((t, String::from_utf8_lossy(&line[..i]).into_owned()));
+            let bytes: Vec<u8> = pending.drain(..=i).collect();
+            line(t, String::from_utf8_lossy(&bytes[..i]).into_owned());
         }
     }
-    lines
 }
 
 /// Spawn `cmd` with piped stdout and stderr.

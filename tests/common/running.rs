@@ -1,7 +1,7 @@
 //! A drip running in the background for the tests that steer it (`drip
 //! ctl`, SIGHUP), its lines stamped as they arrive.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
@@ -41,23 +41,12 @@ impl Running {
         });
         let start = Instant::now();
         let lines = Arc::new(Mutex::new(Vec::new()));
-        let mut out = child.stdout.take().unwrap();
+        let out = child.stdout.take().unwrap();
         let sink = Arc::clone(&lines);
         thread::spawn(move || {
-            let mut pending = Vec::new();
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = out.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                let t = start.elapsed().as_secs_f64();
-                pending.extend_from_slice(&buf[..n]);
-                while let Some(i) = pending.iter().position(|&b| b == b'\n') {
-                    let line: Vec<u8> = pending.drain(..=i).collect();
-                    let text = String::from_utf8_lossy(&line[..i]).into_owned();
-                    sink.lock().unwrap().push((t, text));
-                }
-            }
+            super::each_timed_line(out, start, &mut |t, line| {
+                sink.lock().unwrap().push((t, line))
+            });
         });
         Running {
             child,
