@@ -240,8 +240,10 @@ fn key_rates(cli: &Cli, host: bool) -> Result<(KeyRates, Option<RateTable>), cla
     };
     let rates = table.read(table.file.as_deref()).or_else(usage)?;
     if !cli.share.is_empty() {
-        let any = rates.rows().iter().any(|r| r.name == "*");
-        if !any && default_key_rates(cli).is_empty() {
+        let default = default_key_rates(cli)
+            .first()
+            .map(|&(r, b)| Limit::records(r, b));
+        if !crate::keyed::KeyTable::new(rates.clone(), default).limits_every_key() {
             let flag = if cli.key_rates.is_some() {
                 "--key-rates"
             } else {

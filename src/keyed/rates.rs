@@ -197,6 +197,11 @@ impl KeyTable {
             .map_or(self.rows.rows().len(), |i| i as usize)
     }
 
+    /// Whether every key has a limit: a default, or a `*` row.
+    pub fn limits_every_key(&self) -> bool {
+        self.default().is_some() || self.rows.rows().iter().any(|r| r.pattern == Pattern::Any)
+    }
+
     /// `key`'s limit (`None`: none of its own).
     pub fn limit_of(&self, key: &[u8]) -> Option<Limit> {
         self.limits[self.index(key)]

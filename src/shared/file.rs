@@ -26,7 +26,7 @@ use rustix::fs::{flock, FlockOperation};
 use serde::{Deserialize, Serialize};
 
 use super::gcra::{hex, unhex, Gcra, KeyAsk, KeyBook, Meter, Settlement, Weight};
-use super::key_table::{step_of, unlimited};
+use super::key_table::step_of;
 use super::protocol::{
     Ask, Back, Count, Counted, Failure, Grant, JobLeases, JobOp, JobPool, Mark, Reply, Store,
     Taken, EXPIRY_NS, KEPT_NS, LEASE_TTL, WAIT_TTL,
@@ -414,10 +414,7 @@ impl Store for FileStore {
                                 after: ask.after,
                                 every: ask.every,
                             };
-                            match step_of(table, key) {
-                                Some(step) => book.reserve_at(step, now, &hex(key), want, horizon),
-                                None => (0, unlimited(now, want)),
-                            }
+                            book.reserve_at(step_of(table, key), now, &hex(key), want, horizon)
                         }
                         _ => {
                             let want = (ask.want, ask.sizes);
@@ -461,8 +458,9 @@ impl Store for FileStore {
             backs
                 .iter()
                 .map(|b| match (b.key, &table) {
-                    (Some(key), Some(table)) => step_of(table, key)
-                        .is_some_and(|step| book.give_back(step, &hex(key), b.seq, b.first_unused)),
+                    (Some(key), Some(table)) => {
+                        book.give_back(step_of(table, key), &hex(key), b.seq, b.first_unused)
+                    }
                     _ => !fresh && g.give_back_sized(&meters, b.seq, b.first_unused, b.size),
                 })
                 .collect()
@@ -474,7 +472,7 @@ impl Store for FileStore {
         self.with_any_state(true, |g, book, now, _| {
             g.relimit(&meters, now);
             if let Some(table) = table {
-                book.relimit(&|key| step_of(&table, &unhex(key)?), now);
+                book.relimit(&|key| Some(step_of(&table, &unhex(key)?)), now);
             }
         })
     }

@@ -13,7 +13,7 @@
 //!
 //! Pure: no threads, no clock, no I/O.
 
-use super::gcra::{hex, limits_of, spec, unhex, KeyAsk, Step};
+use super::gcra::{hex, limits_of, spec, unhex, Step};
 use crate::keyed::rates::{row, KeyTable, Row};
 use crate::keyed::KeyRates;
 use crate::schedule::{Limit, Unit};
@@ -132,19 +132,18 @@ pub fn describe_spec(spec: &str) -> String {
     }
 }
 
-/// `key`'s limit's constants in `table` (`None`: no limit of its own).
-pub fn step_of(table: &KeyTable, key: &[u8]) -> Option<Step> {
-    table.limit_of(key).as_ref().map(Step::of)
-}
-
-/// The slots of a key with no limit of its own, were it to ask: each one
-/// at the time `ask` says (`now + after + j × every`, ns), `want` of them
-/// (at least one).
-pub fn unlimited(now: i64, ask: KeyAsk) -> Vec<i64> {
-    let start = now.saturating_add(ask.after.max(0));
-    (0..ask.want.max(1))
-        .map(|j| start.saturating_add(ask.every.max(0).saturating_mul(j as i64)))
-        .collect()
+/// `key`'s limit's constants in `table`, the same in both stores. A key
+/// with no limit of its own is never asked for (every key has one under
+/// `--share`, and [`super::keys::SharedKeys`] lets one with none go as it
+/// comes); asked, it would get a slot a nanosecond, no limit to speak of.
+pub fn step_of(table: &KeyTable, key: &[u8]) -> Step {
+    table.limit_of(key).as_ref().map_or(
+        Step {
+            interval: 1,
+            tolerance: 0,
+        },
+        Step::of,
+    )
 }
 
 /// One record limit as [`spec`] writes it.
@@ -180,8 +179,8 @@ mod tests {
         assert_eq!(rate("cdn.net"), Some((10.0, 1)));
         let none = table("github.com 1/s\n", None);
         assert_eq!(none.limit_of(b"gitlab.com"), None);
-        assert_eq!(step_of(&none, b"gitlab.com"), None);
-        assert!(step_of(&none, b"github.com").is_some());
+        assert_eq!(step_of(&none, b"gitlab.com").interval, 1);
+        assert_eq!(step_of(&none, b"github.com").interval, 1_000_000_000);
     }
 
     /// The spec reads back as the same table, whatever the rows' order;

@@ -295,9 +295,7 @@ impl Relimiter {
             }
         });
         let key = key.as_ref();
-        let unlimited =
-            |t: &&KeyTable| t.default().is_none() && !t.rows().rows().iter().any(|r| r.name == "*");
-        if key.filter(unlimited).is_some() {
+        if key.is_some_and(|t| !t.limits_every_key()) {
             return Err(format!(
                 "--share {name}: every key needs a limit: the table needs a * row, or the drips a --key-rate RATE; the table in force stays"
             ));

@@ -924,11 +924,13 @@ impl RedisStore {
             horizon.to_string(),
         ];
         for (key, extra) in keys.iter().zip(extra) {
-            let step = (self.keys.as_ref()).and_then(|t| step_of(t, key));
-            let step = step.unwrap_or(Step {
-                interval: 1,
-                tolerance: 0,
-            });
+            let step = (self.keys.as_ref()).map_or(
+                Step {
+                    interval: 1,
+                    tolerance: 0,
+                },
+                |t| step_of(t, key),
+            );
             args.extend(extra.iter().map(i64::to_string));
             args.extend([step.interval, step.tolerance].map(|n| n.to_string()));
         }
